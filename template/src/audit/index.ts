@@ -1,0 +1,3 @@
+// Audit trail: canonical JSON and event statements.
+export { canonicalJson } from "./canonical-json";
+export { auditStatement, RUNTIME_ACTOR, type AuditEventInput } from "./events";

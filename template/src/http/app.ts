@@ -1,0 +1,33 @@
+// The HTTP application: one Hono sub-router per resource under /api/v1, one error renderer.
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { AppError } from "../errors";
+import { installationRoutes } from "../installations";
+import { runRoutes, workflowRoutes } from "../workflows";
+import { openApiDocument } from "./openapi";
+import type { AppEnv } from "./types";
+
+const MAX_BODY_BYTES = 1_048_576;
+
+export function createApp() {
+  const app = new Hono<AppEnv>();
+  app.use("/api/*", bodyLimit({
+    maxSize: MAX_BODY_BYTES,
+    onError: () => { throw new AppError("request.too_large", "The request body exceeds 1 MiB.", { status: 413 }); },
+  }));
+  app.get("/api/v1/openapi.json", (c) => c.json(openApiDocument()));
+  app.route("/api/v1", installationRoutes);
+  app.route("/api/v1", workflowRoutes);
+  app.route("/api/v1", runRoutes);
+  app.get("/", (c) => c.json({ name: "Safest Tools", api: "/api/v1", openapi: "/api/v1/openapi.json" }));
+  app.notFound((c) => c.json({ error: { code: "route.not_found", message: "No such route." } }, 404));
+  app.onError((error, c) => {
+    if (error instanceof AppError) {
+      return c.json({ error: { code: error.code, message: error.message, ...(error.details === undefined ? {} : { details: error.details }) } }, error.status as 400);
+    }
+    // Unexpected: log the code path, never request content or secrets.
+    console.error("unhandled_error", error instanceof Error ? error.name : typeof error, error instanceof Error ? error.message.slice(0, 200) : "");
+    return c.json({ error: { code: "internal_error", message: "Something went wrong; the request may be retried." } }, 500);
+  });
+  return app;
+}

@@ -1,0 +1,18 @@
+// /api/v1/installations (ADMIN_TOKEN) and /api/v1/api-keys (installation admins).
+import { Hono } from "hono";
+import { requireAdminToken, requireScope, type Scope } from "../http/auth";
+import { schemas } from "../http/schemas";
+import type { AppEnv } from "../http/types";
+import { parseBody } from "../http/validate";
+import { createApiKey, createInstallation, listInstallations } from "./service";
+
+export const installationRoutes = new Hono<AppEnv>()
+  .post("/installations", requireAdminToken, async (c) => {
+    const body = await parseBody<{ name: string }>(c, schemas.CreateInstallation);
+    return c.json(await createInstallation(c.env, body), 201);
+  })
+  .get("/installations", requireAdminToken, async (c) => c.json({ items: await listInstallations(c.env) }))
+  .post("/api-keys", requireScope("admin"), async (c) => {
+    const body = await parseBody<{ name: string; scopes: Scope[] }>(c, schemas.CreateApiKey);
+    return c.json(await createApiKey(c.env, c.get("actor"), body), 201);
+  });

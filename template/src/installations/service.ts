@@ -1,0 +1,48 @@
+// Installations (tenants) and their API keys. Keys are shown once and stored as SHA-256 hashes.
+import { auditStatement } from "../audit";
+import { newId, newSecret, sha256Hex } from "../lib/crypto";
+import { SCOPES, type Actor, type Scope } from "../http/auth";
+
+async function keyStatement(db: D1Database, input: { installationId: string; name: string; scopes: readonly Scope[]; at: string }) {
+  const id = newId("key");
+  const apiKey = newSecret("sk");
+  const statement = db.prepare(`
+    INSERT INTO api_keys (id, installation_id, name, key_hash, key_prefix, scopes_json, created_at)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+  `).bind(id, input.installationId, input.name, await sha256Hex(apiKey), apiKey.slice(0, 10), JSON.stringify(input.scopes), input.at);
+  return { id, apiKey, statement };
+}
+
+/** Creates a tenant and its first key, which holds every scope. */
+export async function createInstallation(env: Env, input: { name: string }) {
+  const id = newId("inst");
+  const at = new Date().toISOString();
+  const key = await keyStatement(env.DB, { installationId: id, name: "initial", scopes: SCOPES, at });
+  await env.DB.batch([
+    env.DB.prepare(`INSERT INTO installations (id, name, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)`).bind(id, input.name, at),
+    key.statement,
+    auditStatement(env.DB, {
+      installationId: id, idempotencyKey: `installation:${id}:created`, action: "installation.created",
+      actor: { type: "admin", id: "admin-token" }, target: { type: "installation", id }, details: { name: input.name, keyId: key.id }, at,
+    }),
+  ]);
+  return { id, name: input.name, apiKey: key.apiKey, apiKeyId: key.id, scopes: [...SCOPES], createdAt: at };
+}
+
+export async function listInstallations(env: Env) {
+  const { results } = await env.DB.prepare(`SELECT id, name, created_at AS createdAt FROM installations ORDER BY created_at DESC LIMIT 500`).all();
+  return results;
+}
+
+export async function createApiKey(env: Env, actor: Actor, input: { name: string; scopes: Scope[] }) {
+  const at = new Date().toISOString();
+  const key = await keyStatement(env.DB, { installationId: actor.installationId, name: input.name, scopes: input.scopes, at });
+  await env.DB.batch([
+    key.statement,
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `api_key:${key.id}:created`, action: "api_key.created",
+      actor: actor.audit, target: { type: "api_key", id: key.id }, details: { name: input.name, scopes: input.scopes }, at,
+    }),
+  ]);
+  return { id: key.id, name: input.name, scopes: input.scopes, apiKey: key.apiKey, createdAt: at };
+}

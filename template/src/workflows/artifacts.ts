@@ -1,0 +1,80 @@
+// Workflow artifacts: kernel + graph compiled into one immutable ES module, stored by digest.
+import { AppError } from "../errors";
+import { byteLength, newId, sha256Hex } from "../lib/crypto";
+import { KERNEL_SOURCE } from "./kernel/kernel-source.generated";
+import type { ParsedWorkflowGraph } from "./types";
+
+/** The compatibility date loaded workflow workers run with. */
+export const ARTIFACT_COMPATIBILITY_DATE = "2026-04-01";
+const DEFAULT_INLINE_MAX_BYTES = 262_144;
+
+export interface CompiledArtifact {
+  source: string;
+  digest: string;
+  sizeBytes: number;
+}
+
+export interface ArtifactRow {
+  id: string;
+  installationId: string;
+  compatibilityDate: string;
+  bundleDigest: string;
+  bundleR2Key: string | null;
+  inlineSourceText: string | null;
+  status: string;
+}
+
+/** Kernel + graph → one ES module; its digest is `sha256:<hex>` of the exact source text. */
+export async function compileWorkflowArtifact(graph: ParsedWorkflowGraph): Promise<CompiledArtifact> {
+  const embedded = JSON.stringify({ nodes: graph.nodes, edges: graph.edges, plan: graph.plan });
+  const source = `const GRAPH = Object.freeze(${embedded});\n${KERNEL_SOURCE}`;
+  return { source, digest: `sha256:${await sha256Hex(source)}`, sizeBytes: byteLength(source) };
+}
+
+/**
+ * Prepares the artifact row; large sources go to R2 first (content-addressed, so a failed D1
+ * batch leaves at most an unreferenced object, never a row without its source).
+ */
+export async function artifactStatement(
+  env: Env,
+  input: { installationId: string; artifact: CompiledArtifact; at: string },
+): Promise<{ id: string; statement: D1PreparedStatement }> {
+  const id = newId("art");
+  const limit = Number(env.ARTIFACT_INLINE_MAX_BYTES ?? DEFAULT_INLINE_MAX_BYTES) || DEFAULT_INLINE_MAX_BYTES;
+  let r2Key: string | null = null;
+  if (input.artifact.sizeBytes > limit) {
+    r2Key = `artifacts/${input.artifact.digest.replace("sha256:", "")}.js`;
+    await env.WORKFLOW_ARTIFACTS.put(r2Key, input.artifact.source, { httpMetadata: { contentType: "text/javascript" } });
+  }
+  const statement = env.DB.prepare(`
+    INSERT INTO workflow_artifacts (
+      id, installation_id, compatibility_date, bundle_digest, bundle_r2_key,
+      inline_source_text, size_bytes, status, created_at
+    ) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'ready', ?8)
+  `).bind(id, input.installationId, ARTIFACT_COMPATIBILITY_DATE, input.artifact.digest, r2Key, r2Key ? null : input.artifact.source, input.artifact.sizeBytes, input.at);
+  return { id, statement };
+}
+
+/** The artifact of a live (not retired) version; throws `workflow_artifact_not_ready` otherwise. */
+export async function loadArtifactRow(env: Env, artifactId: string, workflowVersionId: string): Promise<ArtifactRow> {
+  const row = await env.DB.prepare(`
+    SELECT a.id, a.installation_id AS installationId, a.compatibility_date AS compatibilityDate,
+      a.bundle_digest AS bundleDigest, a.bundle_r2_key AS bundleR2Key,
+      a.inline_source_text AS inlineSourceText, a.status
+    FROM workflow_artifacts a JOIN workflow_versions v ON v.artifact_id = a.id
+    WHERE a.id = ?1 AND v.id = ?2 AND v.retired_at IS NULL LIMIT 1
+  `).bind(artifactId, workflowVersionId).first<ArtifactRow>();
+  if (!row || row.status !== "ready") throw new AppError("workflow_artifact_not_ready", "The workflow artifact is not available.", { status: 409 });
+  return row;
+}
+
+/** The artifact's source, refused unless its digest matches the recorded one. Checked at every load. */
+export async function loadArtifactSource(env: Env, artifact: ArtifactRow): Promise<string> {
+  let source = artifact.inlineSourceText;
+  if (source === null && artifact.bundleR2Key) source = (await (await env.WORKFLOW_ARTIFACTS.get(artifact.bundleR2Key))?.text()) ?? null;
+  if (source === null) throw new AppError("workflow_artifact_missing", "The workflow artifact's source is missing.", { status: 409 });
+  if (`sha256:${await sha256Hex(source)}` !== artifact.bundleDigest) {
+    throw new AppError("workflow_artifact_digest_mismatch", "The workflow artifact does not match its digest and was refused.", { status: 409 });
+  }
+  return source;
+}

@@ -1,0 +1,214 @@
+// The kernel: the generic interpreter compiled into every workflow artifact. It runs inside the
+// dynamic worker (untrusted, no network) and walks the graph with step.do / sleep / waitForEvent,
+// asking env.RUNTIME to authorize and perform every node. It imports nothing from the host.
+import { WorkerEntrypoint, WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep, type WorkflowStepConfig } from "cloudflare:workers";
+import { NonRetryableError } from "cloudflare:workflows";
+import type {
+  ActionProgress, KernelParams, NodeOutput, PreparedDelay, PreparedWait, WaitResult, WorkflowRuntimeApi,
+} from "../runtime-protocol";
+
+interface KernelNode {
+  id: string;
+  kind: string;
+  config: Record<string, unknown>;
+  errorPort?: string;
+  timeoutPolicy?: { timeout_seconds?: number; retries?: number };
+}
+
+interface KernelGraph {
+  nodes: KernelNode[];
+  edges: Array<{ from: { nodeId: string; port: string }; to: { nodeId: string } }>;
+  plan: { forkJoins: Record<string, string> };
+}
+
+// Injected by the compiler as the module's first statement: the graph of this version.
+declare const GRAPH: KernelGraph;
+
+interface KernelEnv {
+  RUNTIME: WorkflowRuntimeApi;
+  WORKFLOWS: Workflow<KernelParams>;
+}
+
+const RETRYABLE_PREFIX = "retryable:";
+const CODE_PATTERN = /^[a-z][a-z0-9_.]{0,99}$/u;
+const DEFAULT_RETRIES = 2;
+const DEFAULT_TIMEOUT_SECONDS = 300;
+
+/** The entrypoint the host calls to create this version's Workflows instance for a run. */
+export default class WorkflowStarter extends WorkerEntrypoint<KernelEnv> {
+  async start(params: { instanceId: string; runId: string; authorityMode: KernelParams["authorityMode"] }): Promise<{ id: string }> {
+    const instance = await this.env.WORKFLOWS.create({ id: params.instanceId, params: { runId: params.runId, authorityMode: params.authorityMode } });
+    return { id: await instance.id };
+  }
+}
+
+export class TenantWorkflow extends WorkflowEntrypoint<KernelEnv, KernelParams> {
+  override async run(event: Readonly<WorkflowEvent<KernelParams>>, step: WorkflowStep): Promise<unknown> {
+    const walker = new GraphWalker(this.env.RUNTIME, step, event.payload);
+    return walker.run();
+  }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** A permanent host error carries a bare code; anything else may be transient. */
+function permanentCode(error: unknown): string | null {
+  const message = messageOf(error);
+  return CODE_PATTERN.test(message) ? message : null;
+}
+
+function failureCode(error: unknown): string {
+  const message = messageOf(error);
+  const bare = message.startsWith(RETRYABLE_PREFIX) ? message.slice(RETRYABLE_PREFIX.length) : message;
+  return CODE_PATTERN.test(bare) ? bare : "step_failed";
+}
+
+class GraphWalker {
+  private readonly nodes = new Map<string, KernelNode>();
+  private readonly outgoing = new Map<string, string[]>();
+
+  constructor(
+    private readonly runtime: WorkflowRuntimeApi,
+    private readonly step: WorkflowStep,
+    private readonly params: KernelParams,
+  ) {
+    for (const node of GRAPH.nodes) this.nodes.set(node.id, node);
+    for (const edge of GRAPH.edges) {
+      const key = `${edge.from.nodeId}:${edge.from.port}`;
+      this.outgoing.set(key, [...(this.outgoing.get(key) ?? []), edge.to.nodeId]);
+    }
+  }
+
+  async run(): Promise<unknown> {
+    const start = GRAPH.nodes.find((node) => node.kind === "start");
+    if (!start) throw new NonRetryableError("workflow_graph_invalid");
+    return this.walk(start.id, "", null);
+  }
+
+  /** Follows one path until it reaches `stopAt` (its fork's join) or an end node. */
+  private async walk(fromId: string, branchKey: string, stopAt: string | null): Promise<unknown> {
+    let nodeId = fromId;
+    for (;;) {
+      if (nodeId === stopAt) return null;
+      const node = this.nodes.get(nodeId);
+      if (!node) throw new NonRetryableError("workflow_graph_invalid");
+      const output = await this.execute(node, branchKey);
+      if (node.kind === "end") return output;
+      const targets = this.outgoing.get(`${node.id}:${output.port}`) ?? [];
+      if (targets.length === 0) throw new NonRetryableError("workflow_port_unconnected");
+      if (targets.length === 1) {
+        nodeId = targets[0]!;
+        continue;
+      }
+      const join = GRAPH.plan.forkJoins[`${node.id}:${output.port}`];
+      if (!join) throw new NonRetryableError("workflow_fork_unplanned");
+      await Promise.all(targets.map((target) => this.walk(target, branchKey ? `${branchKey}.${target}` : target, join)));
+      nodeId = join;
+    }
+  }
+
+  private base(node: KernelNode, branchKey: string): string {
+    return `${node.id}:${branchKey || "main"}:1`;
+  }
+
+  private request(node: KernelNode, branchKey: string) {
+    return {
+      runId: this.params.runId,
+      nodeId: node.id,
+      nodeKind: node.kind,
+      authorityMode: this.params.authorityMode,
+      ...(branchKey ? { branchKey } : {}),
+    };
+  }
+
+  private stepConfig(node: KernelNode): WorkflowStepConfig {
+    const policy = node.timeoutPolicy ?? {};
+    return {
+      retries: { limit: policy.retries ?? DEFAULT_RETRIES, delay: "1 second", backoff: "exponential" },
+      timeout: `${policy.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS} seconds`,
+    };
+  }
+
+  /** step.do where a permanent host error is not retried. */
+  private doStep<T>(name: string, node: KernelNode, work: () => Promise<T>): Promise<T> {
+    return this.step.do(name, this.stepConfig(node), async () => {
+      try {
+        return (await work()) as never;
+      } catch (error) {
+        const code = permanentCode(error);
+        if (code) throw new NonRetryableError(code);
+        throw error;
+      }
+    }) as Promise<T>;
+  }
+
+  /** Runs a node's steps; a failure after retries goes to the node's error port via failNode. */
+  private async execute(node: KernelNode, branchKey: string): Promise<NodeOutput> {
+    const base = this.base(node, branchKey);
+    try {
+      return await this.executeSteps(node, branchKey, base);
+    } catch (error) {
+      const errorCode = failureCode(error);
+      // failNode decides: the error port's output, or repair_required (it then throws, ending the run).
+      return this.step.do(`${base}:fail`, { retries: { limit: 2, delay: "1 second", backoff: "exponential" } }, async () => {
+        try {
+          return (await this.runtime.failNode({ ...this.request(node, branchKey), errorCode })) as never;
+        } catch (failure) {
+          throw new NonRetryableError(permanentCode(failure) ?? "workflow_node_failed");
+        }
+      }) as Promise<NodeOutput>;
+    }
+  }
+
+  private async executeSteps(node: KernelNode, branchKey: string, base: string): Promise<NodeOutput> {
+    const request = this.request(node, branchKey);
+    const shadow = this.params.authorityMode === "shadow";
+    switch (node.kind) {
+      case "delay":
+      case "delay_until": {
+        const prepared = await this.doStep(`${base}:prepare`, node, () => this.runtime.executeNode({ ...request, input: { prepare: true } }) as Promise<PreparedDelay>);
+        await this.step.sleepUntil(`${base}:sleep`, new Date(prepared.resumeAt));
+        return this.doStep(base, node, () => this.runtime.executeNode(request));
+      }
+      case "human_task":
+      case "wait_for_event": {
+        if (shadow && node.kind === "human_task") return this.doStep(base, node, () => this.runtime.executeNode(request));
+        const waitRequest = { ...request, nodeKind: node.kind };
+        const prepared = await this.doStep(`${base}:prepare`, node, () => this.runtime.prepareWait(waitRequest) as Promise<PreparedWait>);
+        const eventResult = await this.waitFor(`${base}:wait`, prepared.eventType, prepared.timeoutMs);
+        return this.doStep(base, node, () => this.runtime.completeWait({ ...request, eventResult }));
+      }
+      case "action":
+        return this.executeAction(node, branchKey, base);
+      default:
+        return this.doStep(base, node, () => this.runtime.executeNode(request));
+    }
+  }
+
+  private async waitFor(name: string, type: string, timeoutMs: number): Promise<WaitResult> {
+    try {
+      const event = await this.step.waitForEvent<{ eventId?: string }>(name, { type, timeout: timeoutMs });
+      return { status: "received", event: event.payload };
+    } catch {
+      // waitForEvent rejects only when its timeout elapses; the host re-checks the wait on completion.
+      return { status: "timed_out" };
+    }
+  }
+
+  /** prepareAction, then (approval → delivery) waits, each closed by completeAction. */
+  private async executeAction(node: KernelNode, branchKey: string, base: string): Promise<NodeOutput> {
+    const request = { ...this.request(node, branchKey), nodeKind: "action" as const };
+    let progress = await this.doStep(`${base}:prepare`, node, () => this.runtime.prepareAction(request) as Promise<ActionProgress>);
+    for (const phase of ["approval", "delivery"]) {
+      if (progress.status !== "approval_required" && progress.status !== "delivery_pending") break;
+      if (progress.status === "delivery_pending" && phase === "approval") continue;
+      const { proposalId, eventType, timeoutMs } = progress;
+      if (!proposalId || !eventType || !timeoutMs) throw new NonRetryableError("action_progress_invalid");
+      const eventResult = await this.waitFor(`${base}:${phase}:wait`, eventType, timeoutMs);
+      progress = await this.doStep(`${base}:${phase}`, node, () => this.runtime.completeAction({ ...request, proposalId, eventResult }) as Promise<ActionProgress>);
+    }
+    return progress;
+  }
+}

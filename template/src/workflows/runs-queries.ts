@@ -1,0 +1,111 @@
+// SQL for workflow runs, steps, waits and events. Every function that reads tenant data takes the
+// installation id; the ones that do not (host-internal) say so with `Unsafe`.
+
+export interface RunRow {
+  id: string;
+  installationId: string;
+  workflowVersionId: string;
+  artifactId: string;
+  authorityMode: string;
+  state: string;
+  inputJson: string;
+  outputJson: string | null;
+  errorCode: string | null;
+  errorSummary: string | null;
+  reportId: string | null;
+  parentRunId: string | null;
+  parentNodeId: string | null;
+  idempotencyKey: string | null;
+  requestDigest: string | null;
+  currentNodeId: string | null;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  updatedAt: string;
+}
+
+const RUN_COLUMNS = `
+  r.id, r.installation_id AS installationId, r.workflow_version_id AS workflowVersionId,
+  v.artifact_id AS artifactId, r.authority_mode AS authorityMode, r.state,
+  r.input_json AS inputJson, r.output_json AS outputJson, r.error_code AS errorCode,
+  r.error_summary AS errorSummary, r.report_id AS reportId, r.parent_run_id AS parentRunId,
+  r.parent_node_id AS parentNodeId, r.idempotency_key AS idempotencyKey, r.request_digest AS requestDigest,
+  r.current_node_id AS currentNodeId, r.created_at AS createdAt, r.started_at AS startedAt,
+  r.finished_at AS finishedAt, r.updated_at AS updatedAt`;
+
+export function getRunRow(db: D1Database, installationId: string, runId: string): Promise<RunRow | null> {
+  return db.prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
+    WHERE r.installation_id = ?1 AND r.id = ?2`).bind(installationId, runId).first<RunRow>();
+}
+
+export function getRunByIdempotencyKey(db: D1Database, installationId: string, key: string): Promise<RunRow | null> {
+  return db.prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
+    WHERE r.installation_id = ?1 AND r.idempotency_key = ?2`).bind(installationId, key).first<RunRow>();
+}
+
+export async function listRunRows(
+  db: D1Database,
+  installationId: string,
+  options: { limit: number; before?: { createdAt: string; id: string }; state?: string; workflowVersionId?: string },
+): Promise<RunRow[]> {
+  const { results } = await db.prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
+    WHERE r.installation_id = ?1
+      AND (?2 IS NULL OR r.created_at < ?2 OR (r.created_at = ?2 AND r.id < ?3))
+      AND (?4 IS NULL OR r.state = ?4)
+      AND (?5 IS NULL OR r.workflow_version_id = ?5)
+    ORDER BY r.created_at DESC, r.id DESC LIMIT ?6`)
+    .bind(installationId, options.before?.createdAt ?? null, options.before?.id ?? null, options.state ?? null, options.workflowVersionId ?? null, options.limit)
+    .all<RunRow>();
+  return results;
+}
+
+export async function listStepRows(db: D1Database, runId: string) {
+  const { results } = await db.prepare(`
+    SELECT s.id, s.node_id AS nodeId, s.node_type AS kind, s.branch_key AS branchKey, s.state,
+      s.output_digest AS outputDigest, s.error_code AS errorCode, o.inline_json AS outputJson,
+      s.started_at AS startedAt, s.waiting_at AS waitingAt, s.finished_at AS finishedAt, s.updated_at AS updatedAt
+    FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id
+    WHERE s.run_id = ?1 ORDER BY s.started_at, s.id`).bind(runId).all<{
+    id: string; nodeId: string; kind: string; branchKey: string; state: string; outputDigest: string | null;
+    errorCode: string | null; outputJson: string | null; startedAt: string | null; waitingAt: string | null;
+    finishedAt: string | null; updatedAt: string;
+  }>();
+  return results;
+}
+
+export async function listWaitRows(db: D1Database, runId: string) {
+  const { results } = await db.prepare(`
+    SELECT w.id, w.step_run_id AS stepRunId, w.wait_type AS waitType, w.event_type AS eventType, w.state,
+      w.deadline_at AS deadlineAt, w.created_at AS createdAt, w.satisfied_at AS satisfiedAt
+    FROM workflow_waits w WHERE w.run_id = ?1 ORDER BY w.created_at, w.id`).bind(runId).all<{
+    id: string; stepRunId: string; waitType: string; eventType: string; state: string;
+    deadlineAt: string; createdAt: string; satisfiedAt: string | null;
+  }>();
+  return results;
+}
+
+export async function waitingWaitsForEvent(db: D1Database, runId: string, eventType: string) {
+  const { results } = await db.prepare(`
+    SELECT id, signal_type AS signalType FROM workflow_waits
+    WHERE run_id = ?1 AND state = 'waiting' AND wait_type = 'event' AND event_type = ?2
+    ORDER BY created_at, id`).bind(runId, eventType).all<{ id: string; signalType: string }>();
+  return results;
+}
+
+/** Host-internal: the sandbox ended a run with an error. Never overrides a terminal or repair state. */
+export async function markRunFailedUnsafe(env: Env, runId: string, code: string): Promise<void> {
+  const at = new Date().toISOString();
+  const run = await env.DB.prepare(`SELECT installation_id AS installationId FROM workflow_runs WHERE id = ?1`).bind(runId).first<{ installationId: string }>();
+  if (!run) return;
+  await env.DB.batch([
+    env.DB.prepare(`
+      UPDATE workflow_runs SET state = 'failed', error_code = ?2, error_summary = 'The workflow ended with an error.',
+        finished_at = ?3, updated_at = ?3, revision = revision + 1
+      WHERE id = ?1 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded', 'repair_required')`).bind(runId, code.slice(0, 100), at),
+    env.DB.prepare(`
+      INSERT OR IGNORE INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at)
+      SELECT ?1, installation_id, ?2, 'workflow.run_failed', 'system', 'workflow-runtime', 'workflow_run', id, ?3, ?4
+      FROM workflow_runs WHERE id = ?5 AND state = 'failed' AND updated_at = ?4`)
+      .bind(crypto.randomUUID(), `run:${runId}:failed`, JSON.stringify({ errorCode: code.slice(0, 100) }), at, runId),
+  ]);
+}

@@ -1,0 +1,174 @@
+// Workflow runs: create (idempotent), dispatch into Workflows, read, send events, terminate.
+import { auditStatement, canonicalJson } from "../audit";
+import { AppError, conflict, notFound } from "../errors";
+import { byteLength, newId, sha256Hex } from "../lib/crypto";
+import type { Actor } from "../http/auth";
+import { startDynamicWorkflow } from "./loader";
+import {
+  getRunByIdempotencyKey, getRunRow, listStepRows, listWaitRows, waitingWaitsForEvent, type RunRow,
+} from "./runs-queries";
+import type { JsonObject, WorkflowAuthorityMode } from "./types";
+import { TERMINAL_RUN_STATES } from "./types";
+import { getVersionRow } from "./versions-queries";
+
+export const MAX_RUN_INPUT_BYTES = 262_144;
+export const MAX_EVENT_PAYLOAD_BYTES = 65_536;
+
+export interface CreateRunInput {
+  workflowVersionId: string;
+  authorityMode: WorkflowAuthorityMode;
+  input: JsonObject;
+  reportId?: string;
+  idempotencyKey?: string;
+  parent?: { runId: string; nodeId: string };
+}
+
+function isTerminal(state: string): boolean {
+  return (TERMINAL_RUN_STATES as readonly string[]).includes(state);
+}
+
+/**
+ * Creates a run and starts its Workflows instance. With an idempotency key, a repeat returns the
+ * first run (and finishes its dispatch if that had failed); the same key with a different request
+ * is a 409. A dispatch failure leaves the run in `dispatch_pending` and answers 503.
+ */
+export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, input: CreateRunInput): Promise<{ run: RunRow; replayed: boolean }> {
+  const version = await getVersionRow(env.DB, actor.installationId, input.workflowVersionId);
+  if (!version) throw notFound("workflow_version");
+  if (version.retiredAt) throw conflict("workflow_version.retired", "The workflow version is retired; publish or pick a live version.");
+  const inputJson = canonicalJson(input.input);
+  if (byteLength(inputJson) > MAX_RUN_INPUT_BYTES) throw new AppError("run.input_too_large", `Run input may be at most ${MAX_RUN_INPUT_BYTES} bytes.`, { status: 413 });
+  const requestDigest = `sha256:${await sha256Hex(canonicalJson({ v: input.workflowVersionId, m: input.authorityMode, i: input.input, r: input.reportId ?? null }))}`;
+  const id = newId("run");
+  const at = new Date().toISOString();
+  await env.DB.batch([
+    env.DB.prepare(`
+      INSERT INTO workflow_runs (
+        id, installation_id, workflow_version_id, authority_mode, state, input_json, report_id,
+        parent_run_id, parent_node_id, idempotency_key, request_digest, created_at, updated_at
+      ) VALUES (?1, ?2, ?3, ?4, 'dispatch_pending', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)
+      ON CONFLICT(installation_id, idempotency_key) DO NOTHING
+    `).bind(id, actor.installationId, input.workflowVersionId, input.authorityMode, inputJson, input.reportId ?? null,
+      input.parent?.runId ?? null, input.parent?.nodeId ?? null, input.idempotencyKey ?? null, requestDigest, at),
+    env.DB.prepare(`
+      INSERT OR IGNORE INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at)
+      SELECT ?1, ?2, ?3, 'workflow.run_created', ?4, ?5, 'workflow_run', ?6, ?7, ?8 WHERE EXISTS (SELECT 1 FROM workflow_runs WHERE id = ?6)
+    `).bind(crypto.randomUUID(), actor.installationId, `run:${id}:created`, actor.audit.type, actor.audit.id, id,
+      canonicalJson({ workflowVersionId: input.workflowVersionId, workflowName: version.workflowName, version: version.version, authorityMode: input.authorityMode, parentRunId: input.parent?.runId ?? null }), at),
+  ]);
+  const run = input.idempotencyKey
+    ? await getRunByIdempotencyKey(env.DB, actor.installationId, input.idempotencyKey)
+    : await getRunRow(env.DB, actor.installationId, id);
+  if (!run) throw new AppError("run.create_failed", "The run could not be created.", { status: 500 });
+  const replayed = run.id !== id;
+  if (replayed && run.requestDigest !== requestDigest) {
+    throw conflict("idempotency_key.reused", "This Idempotency-Key was already used for a different request.");
+  }
+  if (run.state === "dispatch_pending" || run.state === "created") await dispatchRun(env, ctx, run);
+  return { run: (await getRunRow(env.DB, actor.installationId, run.id))!, replayed };
+}
+
+async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow): Promise<void> {
+  try {
+    await startDynamicWorkflow(env, ctx, {
+      artifactId: run.artifactId, workflowVersionId: run.workflowVersionId, instanceId: run.id, runId: run.id,
+      authorityMode: run.authorityMode as WorkflowAuthorityMode,
+    });
+  } catch (error) {
+    // A replay after a lost response finds the instance already there: that is a success.
+    if (!/already exists|already_exists|duplicate/iu.test(String(error))) {
+      if (error instanceof AppError) throw error;
+      throw new AppError("run.dispatch_failed", "The run was recorded but could not be started; retry with the same Idempotency-Key.", { status: 503, retryable: true });
+    }
+  }
+  await env.DB.prepare(`UPDATE workflow_runs SET state = 'queued', updated_at = ?2, revision = revision + 1
+    WHERE id = ?1 AND state IN ('created', 'dispatch_pending')`).bind(run.id, new Date().toISOString()).run();
+}
+
+function parseJson(text: string | null): unknown {
+  return text === null ? null : JSON.parse(text);
+}
+
+export function serializeRun(run: RunRow) {
+  return {
+    id: run.id,
+    workflowVersionId: run.workflowVersionId,
+    authorityMode: run.authorityMode,
+    state: run.state,
+    input: parseJson(run.inputJson),
+    output: parseJson(run.outputJson),
+    error: run.errorCode ? { code: run.errorCode, summary: run.errorSummary } : null,
+    reportId: run.reportId,
+    parentRunId: run.parentRunId,
+    currentNodeId: run.currentNodeId,
+    createdAt: run.createdAt,
+    startedAt: run.startedAt,
+    finishedAt: run.finishedAt,
+    updatedAt: run.updatedAt,
+  };
+}
+
+/** A run with its steps (node, kind, branch, state, output, digest, times) and waits. */
+export async function getRunDetail(env: Env, actor: Actor, runId: string) {
+  const run = await getRunRow(env.DB, actor.installationId, runId);
+  if (!run) throw notFound("run");
+  const [steps, waits] = await Promise.all([listStepRows(env.DB, run.id), listWaitRows(env.DB, run.id)]);
+  return {
+    ...serializeRun(run),
+    steps: steps.map(({ outputJson, ...step }) => ({ ...step, branchKey: step.branchKey || "main", output: parseJson(outputJson) })),
+    waits,
+  };
+}
+
+/**
+ * Records an event for every wait of the run that listens for `type`, then signals the instance.
+ * The event is in D1 before it is sent, so completeWait can verify it.
+ */
+export async function sendRunEvent(env: Env, actor: Actor, runId: string, event: { type: string; payload: JsonObject }) {
+  const run = await getRunRow(env.DB, actor.installationId, runId);
+  if (!run) throw notFound("run");
+  if (isTerminal(run.state)) throw conflict("run.terminal", `The run is ${run.state} and takes no more events.`);
+  const payloadJson = canonicalJson(event.payload);
+  if (byteLength(payloadJson) > MAX_EVENT_PAYLOAD_BYTES) throw new AppError("run.event_too_large", `An event payload may be at most ${MAX_EVENT_PAYLOAD_BYTES} bytes.`, { status: 413 });
+  const waits = await waitingWaitsForEvent(env.DB, run.id, event.type);
+  if (waits.length === 0) throw conflict("run.no_matching_wait", "The run is not waiting for an event of this type.");
+  const at = new Date().toISOString();
+  const deliveries = waits.map((wait) => ({ wait, eventId: newId("evt") }));
+  await env.DB.batch([
+    ...deliveries.map(({ wait, eventId }) => env.DB.prepare(`
+      INSERT INTO workflow_events (id, installation_id, run_id, wait_id, type, payload_json, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+    `).bind(eventId, actor.installationId, run.id, wait.id, event.type, payloadJson, at)),
+    ...deliveries.map(({ wait, eventId }) => auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `event:${eventId}:recorded`, action: "workflow.event_recorded",
+      actor: actor.audit, target: { type: "workflow_run", id: run.id }, details: { eventId, waitId: wait.id, type: event.type }, at,
+    })),
+  ]);
+  const instance = await env.WORKFLOWS.get(run.id);
+  for (const { wait, eventId } of deliveries) await instance.sendEvent({ type: wait.signalType, payload: { eventId } });
+  return { delivered: deliveries.map(({ wait, eventId }) => ({ eventId, waitId: wait.id })) };
+}
+
+/** Marks the run terminated (cancelling its waits and tasks) and then stops its instance. */
+export async function terminateRun(env: Env, actor: Actor, runId: string) {
+  const run = await getRunRow(env.DB, actor.installationId, runId);
+  if (!run) throw notFound("run");
+  if (isTerminal(run.state)) throw conflict("run.terminal", `The run is already ${run.state}.`);
+  const at = new Date().toISOString();
+  await env.DB.batch([
+    env.DB.prepare(`UPDATE workflow_runs SET state = 'terminated', finished_at = ?2, updated_at = ?2, revision = revision + 1
+      WHERE id = ?1 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded')`).bind(run.id, at),
+    env.DB.prepare(`UPDATE workflow_waits SET state = 'cancelled', satisfied_at = ?2 WHERE run_id = ?1 AND state = 'waiting'`).bind(run.id, at),
+    env.DB.prepare(`UPDATE human_tasks SET state = 'cancelled', updated_at = ?2 WHERE run_id = ?1 AND state IN ('open', 'claimed')`).bind(run.id, at),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `run:${run.id}:terminated`, action: "workflow.run_terminated",
+      actor: actor.audit, target: { type: "workflow_run", id: run.id }, details: { previousState: run.state }, at,
+    }),
+  ]);
+  try {
+    await (await env.WORKFLOWS.get(run.id)).terminate();
+  } catch (error) {
+    // The instance may already have ended or never started; the run row is authoritative.
+    if (!/not found|not_found|already|complete|errored|terminated/iu.test(String(error))) throw error;
+  }
+  return serializeRun((await getRunRow(env.DB, actor.installationId, run.id))!);
+}

@@ -1,0 +1,96 @@
+// Authorization for every runtime call: run ↔ version ↔ artifact, authority mode, node, state.
+import type { WorkflowAuthorityMode, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
+import { TERMINAL_RUN_STATES } from "./types";
+import { parseWorkflowGraph } from "./validation";
+
+export interface RuntimeProps {
+  artifactId: string;
+  workflowVersionId: string;
+}
+
+export interface AuthorizedRun {
+  id: string;
+  installationId: string;
+  workflowVersionId: string;
+  authorityMode: WorkflowAuthorityMode;
+  state: string;
+  inputJson: string;
+  reportId: string | null;
+  graph: ParsedWorkflowGraph;
+}
+
+/** A capability refusal: crosses RPC as a bare code, which the kernel treats as permanent. */
+export function denied(code: string): Error {
+  return new Error(code);
+}
+
+export function cleanIdentifier(value: unknown, name: string, maximum = 200): string {
+  if (typeof value !== "string" || value.length < 1 || value.length > maximum || !/^[A-Za-z0-9._:-]+$/u.test(value)) {
+    throw denied(`runtime_invalid_${name}`);
+  }
+  return value;
+}
+
+export function stepRunId(runId: string, nodeId: string, branchKey: string): string {
+  return `${runId}:${nodeId}:${branchKey || "main"}:1`;
+}
+
+// Versions are immutable, so a version's parsed graph is cached for the life of the isolate.
+const graphs = new Map<string, ParsedWorkflowGraph>();
+const GRAPH_CACHE_LIMIT = 200;
+
+function cachedGraph(versionId: string, graphJson: string): ParsedWorkflowGraph {
+  const cached = graphs.get(versionId);
+  if (cached) return cached;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(graphJson);
+  } catch {
+    throw denied("runtime_graph_invalid");
+  }
+  const graph = parseWorkflowGraph(parsed);
+  if (graphs.size >= GRAPH_CACHE_LIMIT) graphs.delete(graphs.keys().next().value!);
+  graphs.set(versionId, graph);
+  return graph;
+}
+
+/** Loads the run and checks it against the capability's props and the caller's claims. */
+export async function authorizedRun(
+  env: Env,
+  props: RuntimeProps,
+  input: { runId: unknown; authorityMode: unknown },
+): Promise<AuthorizedRun> {
+  const runId = cleanIdentifier(input.runId, "run_id");
+  const row = await env.DB.prepare(`
+    SELECT r.id, r.installation_id AS installationId, r.workflow_version_id AS workflowVersionId,
+      r.authority_mode AS authorityMode, r.state, r.input_json AS inputJson, r.report_id AS reportId,
+      v.artifact_id AS artifactId, v.graph_json AS graphJson
+    FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
+    WHERE r.id = ?1 LIMIT 1
+  `).bind(runId).first<Omit<AuthorizedRun, "graph"> & { artifactId: string; graphJson: string }>();
+  if (!row || row.workflowVersionId !== props.workflowVersionId || row.artifactId !== props.artifactId) throw denied("runtime_capability_denied");
+  if (row.authorityMode !== input.authorityMode) throw denied("runtime_authority_mismatch");
+  if ((TERMINAL_RUN_STATES as readonly string[]).includes(row.state)) throw denied("runtime_run_terminal");
+  return {
+    id: row.id,
+    installationId: row.installationId,
+    workflowVersionId: row.workflowVersionId,
+    authorityMode: row.authorityMode,
+    state: row.state,
+    inputJson: row.inputJson,
+    reportId: row.reportId,
+    graph: cachedGraph(row.workflowVersionId, row.graphJson),
+  };
+}
+
+/** The graph node the caller names, which must exist and (when given) be of the claimed kind. */
+export function authorizedNode(run: AuthorizedRun, nodeIdValue: unknown, nodeKindValue?: unknown): WorkflowNodeV1 {
+  const nodeId = cleanIdentifier(nodeIdValue, "node_id", 100);
+  const node = run.graph.nodes.find((candidate) => candidate.id === nodeId);
+  if (!node || (nodeKindValue !== undefined && node.kind !== nodeKindValue)) throw denied("runtime_node_denied");
+  return node;
+}
+
+export function authorizedBranch(value: unknown): string {
+  return value === undefined || value === "" ? "" : cleanIdentifier(value, "branch_key", 100);
+}

@@ -1,0 +1,111 @@
+// The D1 statements the runtime writes per step. Each capability method puts its statements in one
+// batch (one transaction), keyed so that a repeated call leaves one row, one output, one event.
+import { auditStatement, canonicalJson, RUNTIME_ACTOR } from "../audit";
+import { byteLength, sha256Hex } from "../lib/crypto";
+import type { AuthorizedRun } from "./runtime-authorize";
+import type { WorkflowNodeV1 } from "./types";
+
+export function now(): string {
+  return new Date().toISOString();
+}
+
+export interface StepOutputRecord {
+  json: string;
+  digest: string;
+  sizeBytes: number;
+}
+
+export async function outputRecord(output: Record<string, unknown>): Promise<StepOutputRecord> {
+  const json = canonicalJson(output);
+  return { json, digest: `sha256:${await sha256Hex(json)}`, sizeBytes: byteLength(json) };
+}
+
+export function stepUpsert(
+  db: D1Database,
+  step: { id: string; run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; state: "running" | "waiting" | "succeeded" | "failed" | "timed_out"; digest?: string; errorCode?: string; at: string },
+): D1PreparedStatement {
+  const finished = step.state === "succeeded" || step.state === "failed" || step.state === "timed_out";
+  return db.prepare(`
+    INSERT INTO workflow_step_runs (
+      id, run_id, node_id, node_type, branch_key, occurrence, state, output_digest, error_code,
+      started_at, waiting_at, finished_at, updated_at
+    ) VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9, ?10, ?11, ?9)
+    ON CONFLICT(run_id, node_id, branch_key, occurrence) DO UPDATE SET
+      state = CASE WHEN workflow_step_runs.state IN ('succeeded', 'failed', 'timed_out') AND excluded.state IN ('running', 'waiting')
+        THEN workflow_step_runs.state ELSE excluded.state END,
+      output_digest = COALESCE(excluded.output_digest, workflow_step_runs.output_digest),
+      error_code = COALESCE(excluded.error_code, workflow_step_runs.error_code),
+      waiting_at = COALESCE(workflow_step_runs.waiting_at, excluded.waiting_at),
+      finished_at = COALESCE(workflow_step_runs.finished_at, excluded.finished_at),
+      updated_at = excluded.updated_at
+  `).bind(
+    step.id, step.run.id, step.node.id, step.node.kind, step.branchKey, step.state, step.digest ?? null, step.errorCode ?? null,
+    step.at, step.state === "waiting" ? step.at : null, finished ? step.at : null,
+  );
+}
+
+export function outputUpsert(db: D1Database, stepId: string, output: StepOutputRecord, at: string): D1PreparedStatement {
+  return db.prepare(`
+    INSERT INTO workflow_step_outputs (step_run_id, inline_json, digest, size_bytes, data_classification_json, created_at)
+    VALUES (?1, ?2, ?3, ?4, '[]', ?5)
+    ON CONFLICT(step_run_id) DO UPDATE SET
+      inline_json = excluded.inline_json, digest = excluded.digest, size_bytes = excluded.size_bytes
+  `).bind(stepId, output.json, output.digest, output.sizeBytes, at);
+}
+
+/** Moves a live run to running/waiting; never touches a terminal or repair_required run. */
+export function runProgress(db: D1Database, runId: string, nodeId: string, state: "running" | "waiting", at: string): D1PreparedStatement {
+  return db.prepare(`
+    UPDATE workflow_runs SET state = ?4, current_node_id = ?2,
+      started_at = COALESCE(started_at, ?3), waiting_at = CASE WHEN ?4 = 'waiting' THEN ?3 ELSE NULL END,
+      updated_at = ?3, revision = revision + 1
+    WHERE id = ?1 AND state IN ('created', 'dispatch_pending', 'queued', 'running', 'waiting')
+  `).bind(runId, nodeId, at, state);
+}
+
+export function runtimeAudit(
+  db: D1Database,
+  run: AuthorizedRun,
+  event: { key: string; action: string; details: Record<string, unknown>; at: string },
+): D1PreparedStatement {
+  return auditStatement(db, {
+    installationId: run.installationId,
+    idempotencyKey: event.key,
+    action: event.action,
+    actor: RUNTIME_ACTOR,
+    target: { type: "workflow_run", id: run.id },
+    details: event.details,
+    at: event.at,
+  });
+}
+
+/** A finished step: step row, output and audit event in one batch, plus any extra statements. */
+export async function recordStepResult(
+  db: D1Database,
+  input: {
+    run: AuthorizedRun;
+    node: WorkflowNodeV1;
+    branchKey: string;
+    stepId: string;
+    output: Record<string, unknown>;
+    state?: "succeeded" | "failed" | "timed_out";
+    errorCode?: string;
+    extra?: D1PreparedStatement[];
+  },
+): Promise<void> {
+  const at = now();
+  const record = await outputRecord(input.output);
+  const state = input.state ?? "succeeded";
+  await db.batch([
+    stepUpsert(db, { id: input.stepId, run: input.run, node: input.node, branchKey: input.branchKey, state, digest: record.digest, errorCode: input.errorCode, at }),
+    outputUpsert(db, input.stepId, record, at),
+    runProgress(db, input.run.id, input.node.id, "running", at),
+    runtimeAudit(db, input.run, {
+      key: `step:${input.stepId}:${state}`,
+      action: `workflow.step_${state}`,
+      details: { nodeId: input.node.id, kind: input.node.kind, branchKey: input.branchKey, port: input.output.port ?? null, outputDigest: record.digest },
+      at,
+    }),
+    ...(input.extra ?? []),
+  ]);
+}

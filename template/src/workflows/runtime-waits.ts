@@ -1,0 +1,126 @@
+// Waits: prepared before the kernel parks on waitForEvent, completed only by an event recorded in
+// D1 for that very wait, or by its timeout.
+import { canonicalJson } from "../audit";
+import { sha256Hex } from "../lib/crypto";
+import type { NodeOutput, PreparedWait, WaitResult } from "./runtime-protocol";
+import { denied, type AuthorizedRun } from "./runtime-authorize";
+import { now, runProgress, runtimeAudit, stepUpsert } from "./runtime-records";
+import type { WorkflowNodeV1 } from "./types";
+
+const DEFAULT_WAIT_SECONDS = 86_400;
+
+interface WaitRow {
+  id: string;
+  state: string;
+  signalType: string;
+  deadlineAt: string;
+}
+
+function waitRow(db: D1Database, stepId: string): Promise<WaitRow | null> {
+  return db.prepare(`SELECT id, state, signal_type AS signalType, deadline_at AS deadlineAt FROM workflow_waits WHERE step_run_id = ?1`)
+    .bind(stepId).first<WaitRow>();
+}
+
+/** The Workflows event type for a wait: derived, so only the host can name it. */
+async function signalType(waitId: string): Promise<string> {
+  return `w_${(await sha256Hex(waitId)).slice(0, 40)}`;
+}
+
+export async function prepareWaitRecord(
+  env: Env,
+  input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string },
+): Promise<PreparedWait> {
+  const { run, node, branchKey, stepId } = input;
+  const waitId = `${stepId}:wait`;
+  const taskId = node.kind === "human_task" ? `${stepId}:task` : undefined;
+  const existing = await waitRow(env.DB, stepId);
+  if (existing) {
+    // A repeated prepare returns the recorded wait and writes nothing.
+    return { eventType: existing.signalType, timeoutMs: Math.max(1_000, Date.parse(existing.deadlineAt) - Date.now()), ...(taskId ? { taskId } : {}) };
+  }
+  const configured = node.config.timeout_seconds ?? node.timeoutPolicy?.timeout_seconds ?? DEFAULT_WAIT_SECONDS;
+  const timeoutSeconds = Number(configured);
+  if (!Number.isInteger(timeoutSeconds) || timeoutSeconds < 1 || timeoutSeconds > 31_536_000) throw denied("runtime_wait_timeout_invalid");
+  const eventType = node.kind === "human_task" ? "task.completed" : String(node.config.event_type);
+  const signal = await signalType(waitId);
+  const at = now();
+  const deadlineAt = new Date(Date.now() + timeoutSeconds * 1_000).toISOString();
+  const statements: D1PreparedStatement[] = [
+    stepUpsert(env.DB, { id: stepId, run, node, branchKey, state: "waiting", at }),
+    env.DB.prepare(`
+      INSERT INTO workflow_waits (id, run_id, step_run_id, wait_type, event_type, signal_type, state, deadline_at, created_at)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'waiting', ?7, ?8)
+      ON CONFLICT(step_run_id) DO NOTHING
+    `).bind(waitId, run.id, stepId, node.kind === "human_task" ? "human_task" : "event", eventType, signal, deadlineAt, at),
+    runProgress(env.DB, run.id, node.id, "waiting", at),
+    runtimeAudit(env.DB, run, { key: `wait:${waitId}:prepared`, action: "workflow.wait_prepared", details: { nodeId: node.id, branchKey, eventType, deadlineAt, ...(taskId ? { taskId } : {}) }, at }),
+  ];
+  if (taskId) {
+    const context = canonicalJson({ nodeId: node.id, inputMapping: node.inputMapping ?? {} });
+    statements.push(env.DB.prepare(`
+      INSERT INTO human_tasks (
+        id, installation_id, report_id, appeal_id, run_id, step_run_id, task_type, state, queue_id,
+        context_json, context_digest, response_schema_json, due_at, created_at, updated_at
+      ) SELECT ?1, r.installation_id, r.report_id, r.appeal_id, r.id, ?2, ?3, 'open', COALESCE(?4, r.queue_id), ?5, ?6, ?7, ?8, ?9, ?9
+      FROM workflow_runs r WHERE r.id = ?10
+      ON CONFLICT(step_run_id) DO NOTHING
+    `).bind(
+      taskId, stepId, String(node.config.task_type ?? "review"),
+      typeof node.config.queue_id === "string" ? node.config.queue_id : null,
+      context, `sha256:${await sha256Hex(context)}`,
+      canonicalJson(node.config.response_schema ?? { type: "object" }), deadlineAt, at, run.id,
+    ));
+  }
+  await env.DB.batch(statements);
+  return { eventType: signal, timeoutMs: timeoutSeconds * 1_000, ...(taskId ? { taskId } : {}) };
+}
+
+export type WaitCompletion =
+  | { replay: true; output: NodeOutput }
+  | { replay: false; output: NodeOutput; timedOut: boolean; statements: D1PreparedStatement[] };
+
+/** Verifies the completion against the recorded wait and event; returns the output and statements. */
+export async function completeWaitStatements(
+  env: Env,
+  input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; eventResult: WaitResult },
+): Promise<WaitCompletion> {
+  const { run, node, stepId, eventResult } = input;
+  const wait = await waitRow(env.DB, stepId);
+  if (!wait) throw denied("runtime_wait_not_prepared");
+  if (wait.state !== "waiting") {
+    const stored = await env.DB.prepare(`SELECT inline_json AS json FROM workflow_step_outputs WHERE step_run_id = ?1`).bind(stepId).first<{ json: string }>();
+    if (wait.state === "cancelled" || !stored) throw denied("runtime_wait_closed");
+    return { replay: true, output: JSON.parse(stored.json) as NodeOutput };
+  }
+  const at = now();
+  let output: NodeOutput;
+  const timedOut = eventResult?.status === "timed_out";
+  if (timedOut) {
+    output = { port: "timeout", status: "timed_out" };
+  } else if (eventResult?.status === "received") {
+    const claimed = eventResult.event as { eventId?: unknown } | null;
+    const eventId = typeof claimed?.eventId === "string" ? claimed.eventId : null;
+    const event = eventId === null ? null : await env.DB.prepare(`
+      SELECT id, type, payload_json AS payloadJson, created_at AS createdAt FROM workflow_events WHERE id = ?1 AND run_id = ?2 AND wait_id = ?3
+    `).bind(eventId, run.id, wait.id).first<{ id: string; type: string; payloadJson: string; createdAt: string }>();
+    if (!event) throw denied("runtime_wait_event_denied");
+    output = {
+      port: node.kind === "human_task" ? "completed" : "received",
+      status: "received",
+      event: { id: event.id, type: event.type, payload: JSON.parse(event.payloadJson) as unknown, receivedAt: event.createdAt },
+    };
+  } else {
+    throw denied("runtime_wait_result_invalid");
+  }
+  const statements = [
+    env.DB.prepare(`UPDATE workflow_waits SET state = ?2, satisfied_at = ?3 WHERE id = ?1 AND state = 'waiting'`).bind(wait.id, timedOut ? "timed_out" : "satisfied", at),
+    runtimeAudit(env.DB, run, { key: `wait:${wait.id}:closed`, action: timedOut ? "workflow.wait_timed_out" : "workflow.wait_satisfied", details: { nodeId: node.id, waitId: wait.id }, at }),
+  ];
+  if (node.kind === "human_task") {
+    statements.push(env.DB.prepare(`
+      UPDATE human_tasks SET state = CASE WHEN ?2 = 1 THEN 'expired' ELSE 'completed' END, completed_at = ?3, updated_at = ?3
+      WHERE step_run_id = ?1 AND state IN ('open', 'claimed')
+    `).bind(stepId, timedOut ? 1 : 0, at));
+  }
+  return { replay: false, output, timedOut, statements };
+}

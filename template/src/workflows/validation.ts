@@ -1,0 +1,376 @@
+// parseWorkflowGraph: the one gate every graph passes before it is compiled or executed.
+import { AppError, type ErrorDetail } from "../errors";
+import { compileExpression, ExpressionError } from "./expressions";
+import {
+  type JsonObject, type ParsedWorkflowGraph, type WorkflowEdgeV1, type WorkflowNodeKind, type WorkflowNodeV1,
+  MAX_GRAPH_BYTES, MAX_NODES, MAX_WAIT_SECONDS, NODE_ID_PATTERN, NODE_KINDS, PORT_PATTERN, nodePorts,
+} from "./types";
+import { validateNodeConfig } from "./validation-config";
+
+const MAX_CONFIG_DEPTH = 32;
+const MAX_ERRORS = 100;
+const MAX_BRANCH_KEY = 100;
+const MAPPING_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/u;
+
+/** Thrown by `parseWorkflowGraph`; `details` lists every problem with its JSON path. */
+export class GraphValidationError extends AppError {
+  constructor(readonly problems: ErrorDetail[]) {
+    super("workflow_graph_invalid", `The workflow graph is invalid (${problems.length} problem${problems.length === 1 ? "" : "s"}).`, {
+      status: 422,
+      details: problems,
+    });
+  }
+}
+
+export type GraphValidationResult = { ok: true; graph: ParsedWorkflowGraph } | { ok: false; errors: ErrorDetail[] };
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** Depth of nested arrays/objects, measured iteratively so hostile nesting cannot overflow the stack. */
+function exceedsDepth(value: unknown, limit: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length > 0) {
+    const [current, depth] = stack.pop()!;
+    if (typeof current !== "object" || current === null) continue;
+    if (depth >= limit) return true;
+    for (const child of Object.values(current)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
+class Problems {
+  readonly list: ErrorDetail[] = [];
+  add(path: string, code: string, message: string): void {
+    if (this.list.length < MAX_ERRORS) this.list.push({ path, code, message });
+  }
+  get full(): boolean {
+    return this.list.length >= MAX_ERRORS;
+  }
+}
+
+function checkExpression(problems: Problems, path: string, expression: unknown): void {
+  try {
+    compileExpression(expression);
+  } catch (error) {
+    if (error instanceof ExpressionError) problems.add(path, "expression_invalid", error.message);
+    else throw error;
+  }
+}
+
+function readNode(raw: unknown, index: number, problems: Problems): WorkflowNodeV1 | null {
+  const path = `$.nodes[${index}]`;
+  if (!isRecord(raw)) {
+    problems.add(path, "node_invalid", "A node must be an object.");
+    return null;
+  }
+  const { id, kind } = raw;
+  if (typeof id !== "string" || !NODE_ID_PATTERN.test(id)) {
+    problems.add(`${path}.id`, "identifier_invalid", "A node id must be 1-100 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'.");
+    return null;
+  }
+  if (typeof kind !== "string" || !(NODE_KINDS as readonly string[]).includes(kind)) {
+    problems.add(`${path}.kind`, "node_kind_unknown", `Unknown node kind; expected one of ${NODE_KINDS.join(", ")}.`);
+    return null;
+  }
+  const config = raw.config ?? {};
+  if (!isRecord(config)) {
+    problems.add(`${path}.config`, "config_invalid", "config must be an object.");
+    return null;
+  }
+  if (exceedsDepth(config, MAX_CONFIG_DEPTH)) {
+    problems.add(`${path}.config`, "config_too_deep", `config may nest at most ${MAX_CONFIG_DEPTH} levels.`);
+    return null;
+  }
+  const node: WorkflowNodeV1 = { id, kind: kind as WorkflowNodeKind, config: config as JsonObject };
+  if (raw.inputMapping !== undefined) {
+    if (!isRecord(raw.inputMapping)) {
+      problems.add(`${path}.inputMapping`, "input_mapping_invalid", "inputMapping must be an object of CEL expressions.");
+    } else {
+      const mapping: Record<string, string> = {};
+      for (const [key, expression] of Object.entries(raw.inputMapping)) {
+        if (!MAPPING_KEY_PATTERN.test(key)) problems.add(`${path}.inputMapping`, "identifier_invalid", "inputMapping keys must be identifiers ([A-Za-z_][A-Za-z0-9_]*, ≤ 64).");
+        else checkExpression(problems, `${path}.inputMapping.${key}`, expression);
+        if (typeof expression === "string") mapping[key] = expression;
+      }
+      node.inputMapping = mapping;
+    }
+  }
+  if (raw.errorPort !== undefined) {
+    if (typeof raw.errorPort !== "string" || !PORT_PATTERN.test(raw.errorPort)) {
+      problems.add(`${path}.errorPort`, "identifier_invalid", "errorPort must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'.");
+    } else if (node.kind === "start" || node.kind === "end" || node.kind === "join") {
+      problems.add(`${path}.errorPort`, "error_port_not_allowed", `A ${node.kind} node cannot fail, so it has no error port.`);
+    } else if (nodePorts(node).includes(raw.errorPort)) {
+      problems.add(`${path}.errorPort`, "error_port_conflict", "errorPort must differ from the node's other ports.");
+    } else {
+      node.errorPort = raw.errorPort;
+    }
+  }
+  if (raw.timeoutPolicy !== undefined) {
+    const policy = raw.timeoutPolicy;
+    if (!isRecord(policy)) {
+      problems.add(`${path}.timeoutPolicy`, "timeout_policy_invalid", "timeoutPolicy must be an object.");
+    } else {
+      const { timeout_seconds: seconds, retries } = policy;
+      if (seconds !== undefined && (!Number.isInteger(seconds) || (seconds as number) < 1 || (seconds as number) > MAX_WAIT_SECONDS)) {
+        problems.add(`${path}.timeoutPolicy.timeout_seconds`, "timeout_policy_invalid", "timeout_seconds must be an integer from 1 to 31536000.");
+      }
+      if (retries !== undefined && (!Number.isInteger(retries) || (retries as number) < 0 || (retries as number) > 10)) {
+        problems.add(`${path}.timeoutPolicy.retries`, "timeout_policy_invalid", "retries must be an integer from 0 to 10.");
+      }
+      node.timeoutPolicy = {
+        ...(typeof seconds === "number" ? { timeout_seconds: seconds } : {}),
+        ...(typeof retries === "number" ? { retries } : {}),
+      };
+    }
+  }
+  for (const problem of validateNodeConfig(node)) problems.add(`${path}.${problem.path}`, problem.code, problem.message);
+  for (const [subPath, expression] of conditionExpressions(node)) checkExpression(problems, `${path}.${subPath}`, expression);
+  return node;
+}
+
+function conditionExpressions(node: WorkflowNodeV1): Array<[string, unknown]> {
+  if (node.kind !== "condition" || !Array.isArray(node.config.cases)) return [];
+  return node.config.cases.map((entry, i) => [`config.cases[${i}].when`, isRecord(entry) ? entry.when : undefined]);
+}
+
+function readEdge(raw: unknown, index: number, nodes: Map<string, WorkflowNodeV1>, problems: Problems): WorkflowEdgeV1 | null {
+  const path = `$.edges[${index}]`;
+  if (!isRecord(raw) || !isRecord(raw.from) || !isRecord(raw.to)) {
+    problems.add(path, "edge_invalid", "An edge must be { from: { nodeId, port }, to: { nodeId } }.");
+    return null;
+  }
+  const fromId = raw.from.nodeId;
+  const port = raw.from.port;
+  const toId = raw.to.nodeId;
+  if (typeof fromId !== "string" || !nodes.has(fromId)) {
+    problems.add(`${path}.from.nodeId`, "edge_from_unknown_node", "The edge starts at a node that does not exist.");
+    return null;
+  }
+  const from = nodes.get(fromId)!;
+  if (typeof port !== "string" || !nodePorts(from).includes(port)) {
+    const ports = nodePorts(from);
+    problems.add(`${path}.from.port`, "edge_port_unknown", ports.length ? `Node ${fromId} has no such port; its ports are ${ports.join(", ")}.` : `Node ${fromId} (${from.kind}) has no output ports.`);
+    return null;
+  }
+  if (typeof toId !== "string" || !nodes.has(toId)) {
+    problems.add(`${path}.to.nodeId`, "edge_to_unknown_node", "The edge ends at a node that does not exist.");
+    return null;
+  }
+  if (nodes.get(toId)!.kind === "start") {
+    problems.add(`${path}.to.nodeId`, "edge_to_start", "No edge may lead into the start node.");
+    return null;
+  }
+  return { from: { nodeId: fromId, port }, to: { nodeId: toId } };
+}
+
+/** Kahn's algorithm: a topological order, or the nodes left on a cycle. */
+function topologicalOrder(nodes: WorkflowNodeV1[], edges: WorkflowEdgeV1[]): { order: string[]; cyclic: string[] } {
+  const indegree = new Map(nodes.map((n) => [n.id, 0]));
+  const next = new Map<string, string[]>(nodes.map((n) => [n.id, []]));
+  for (const edge of edges) {
+    indegree.set(edge.to.nodeId, indegree.get(edge.to.nodeId)! + 1);
+    next.get(edge.from.nodeId)!.push(edge.to.nodeId);
+  }
+  const ready = nodes.filter((n) => indegree.get(n.id) === 0).map((n) => n.id);
+  const order: string[] = [];
+  while (ready.length > 0) {
+    const id = ready.pop()!;
+    order.push(id);
+    for (const target of next.get(id)!) {
+      const remaining = indegree.get(target)! - 1;
+      indegree.set(target, remaining);
+      if (remaining === 0) ready.push(target);
+    }
+  }
+  return { order, cyclic: nodes.filter((n) => indegree.get(n.id)! > 0).map((n) => n.id) };
+}
+
+function reachableFrom(startId: string, edges: WorkflowEdgeV1[]): Set<string> {
+  const seen = new Set([startId]);
+  const stack = [startId];
+  while (stack.length > 0) {
+    const id = stack.pop()!;
+    for (const edge of edges) {
+      if (edge.from.nodeId === id && !seen.has(edge.to.nodeId)) {
+        seen.add(edge.to.nodeId);
+        stack.push(edge.to.nodeId);
+      }
+    }
+  }
+  return seen;
+}
+
+/**
+ * Matches each fork (a port with several edges) to the nearest join that every path of every
+ * branch reaches: the first join in topological order that post-dominates all branch starts.
+ */
+function planForks(
+  nodes: Map<string, WorkflowNodeV1>,
+  edges: WorkflowEdgeV1[],
+  order: string[],
+  problems: Problems,
+): Record<string, string> {
+  const position = new Map(order.map((id, i) => [id, i]));
+  const successors = new Map<string, string[]>([...nodes.keys()].map((id) => [id, []]));
+  for (const edge of edges) successors.get(edge.from.nodeId)!.push(edge.to.nodeId);
+  // Joins that lie on every path from a node to the end of the graph.
+  const postJoins = new Map<string, Set<string>>();
+  for (let i = order.length - 1; i >= 0; i--) {
+    const id = order[i]!;
+    const next = successors.get(id)!;
+    const sets = next.map((target) => postJoins.get(target)!);
+    const own = new Set<string>(sets.length === 0 ? [] : [...sets[0]!].filter((j) => sets.every((set) => set.has(j))));
+    if (nodes.get(id)!.kind === "join") own.add(id);
+    postJoins.set(id, own);
+  }
+  const forkJoins: Record<string, string> = {};
+  const joinOwner = new Map<string, string>();
+  const byPort = new Map<string, WorkflowEdgeV1[]>();
+  for (const edge of edges) {
+    const key = `${edge.from.nodeId}:${edge.from.port}`;
+    byPort.set(key, [...(byPort.get(key) ?? []), edge]);
+  }
+  for (const [key, portEdges] of byPort) {
+    if (portEdges.length < 2) continue;
+    const targets = new Set(portEdges.map((e) => e.to.nodeId));
+    if (targets.size !== portEdges.length) {
+      problems.add(`$.nodes[${key}]`, "edge_duplicate", `Port ${key} has two edges to the same node.`);
+      continue;
+    }
+    const sets = [...targets].map((target) => postJoins.get(target)!);
+    const candidates = [...sets[0]!].filter((j) => sets.every((set) => set.has(j)));
+    const nearest = candidates.sort((a, b) => position.get(a)! - position.get(b)!)[0];
+    if (!nearest) {
+      problems.add(`$.forks["${key}"]`, "fork_join_missing", `The branches forked at ${key} do not all reach one join node; every path of every branch must meet at a join.`);
+      continue;
+    }
+    if (joinOwner.has(nearest)) {
+      problems.add(`$.forks["${key}"]`, "join_shared", `Join ${nearest} closes both ${joinOwner.get(nearest)} and ${key}; give each fork its own join.`);
+      continue;
+    }
+    joinOwner.set(nearest, key);
+    forkJoins[key] = nearest;
+  }
+  for (const node of nodes.values()) {
+    if (node.kind === "join" && !joinOwner.has(node.id)) {
+      problems.add(`$.nodes["${node.id}"]`, "join_unmatched", `Join ${node.id} is not the meeting point of any fork.`);
+    }
+  }
+  return forkJoins;
+}
+
+/** Walks the graph as the kernel will and refuses branch keys longer than the runtime accepts. */
+function checkBranchKeys(startId: string, edges: WorkflowEdgeV1[], forkJoins: Record<string, string>, problems: Problems): void {
+  const seen = new Set<string>();
+  const stack: Array<{ id: string; key: string; stop: string | null }> = [{ id: startId, key: "", stop: null }];
+  while (stack.length > 0) {
+    const { id, key, stop } = stack.pop()!;
+    const memo = `${id}|${key}|${stop}`;
+    if (id === stop || seen.has(memo)) continue;
+    seen.add(memo);
+    if (key.length > MAX_BRANCH_KEY) {
+      problems.add(`$.nodes["${id}"]`, "branch_nesting_too_deep", `Branch key ${key.slice(0, 40)}… exceeds ${MAX_BRANCH_KEY} characters; nest fewer forks or use shorter node ids.`);
+      return;
+    }
+    const ports = new Map<string, WorkflowEdgeV1[]>();
+    for (const edge of edges) if (edge.from.nodeId === id) ports.set(edge.from.port, [...(ports.get(edge.from.port) ?? []), edge]);
+    for (const [port, portEdges] of ports) {
+      const join = forkJoins[`${id}:${port}`];
+      if (portEdges.length > 1 && join) {
+        for (const edge of portEdges) stack.push({ id: edge.to.nodeId, key: key ? `${key}.${edge.to.nodeId}` : edge.to.nodeId, stop: join });
+        stack.push({ id: join, key, stop });
+      } else {
+        for (const edge of portEdges) stack.push({ id: edge.to.nodeId, key, stop });
+      }
+    }
+  }
+}
+
+/** Validates a graph and returns every problem found, each with a JSON path and stable code. */
+export function validateWorkflowGraph(input: unknown): GraphValidationResult {
+  const problems = new Problems();
+  if (!isRecord(input)) return { ok: false, errors: [{ path: "$", code: "graph_invalid", message: "A workflow graph must be a JSON object." }] };
+  let text: string;
+  try {
+    text = JSON.stringify(input);
+  } catch {
+    return { ok: false, errors: [{ path: "$", code: "graph_invalid", message: "The workflow graph is not serializable JSON." }] };
+  }
+  if (new TextEncoder().encode(text).byteLength > MAX_GRAPH_BYTES) {
+    return { ok: false, errors: [{ path: "$", code: "graph_too_large", message: `A graph may be at most ${MAX_GRAPH_BYTES} bytes of JSON.` }] };
+  }
+  if (input.schemaVersion !== 1) problems.add("$.schemaVersion", "schema_version_unsupported", "schemaVersion must be 1.");
+  if (!Array.isArray(input.nodes)) problems.add("$.nodes", "graph_invalid", "nodes must be an array.");
+  if (!Array.isArray(input.edges)) problems.add("$.edges", "graph_invalid", "edges must be an array.");
+  if (problems.list.length > 0) return { ok: false, errors: problems.list };
+  const rawNodes = input.nodes as unknown[];
+  const rawEdges = input.edges as unknown[];
+  if (rawNodes.length > MAX_NODES) return { ok: false, errors: [{ path: "$.nodes", code: "graph_too_many_nodes", message: `A graph may have at most ${MAX_NODES} nodes.` }] };
+  if (rawEdges.length > MAX_NODES * 4) return { ok: false, errors: [{ path: "$.edges", code: "graph_too_many_edges", message: `A graph may have at most ${MAX_NODES * 4} edges.` }] };
+
+  const nodes = new Map<string, WorkflowNodeV1>();
+  rawNodes.forEach((raw, index) => {
+    if (problems.full) return;
+    const node = readNode(raw, index, problems);
+    if (!node) return;
+    if (nodes.has(node.id)) problems.add(`$.nodes[${index}].id`, "node_duplicate_id", `Node id ${node.id} is used twice.`);
+    else nodes.set(node.id, node);
+  });
+  const starts = [...nodes.values()].filter((n) => n.kind === "start");
+  if (starts.length === 0) problems.add("$.nodes", "start_missing", "A graph needs exactly one start node.");
+  if (starts.length > 1) problems.add("$.nodes", "start_duplicate", "A graph needs exactly one start node.");
+  if (![...nodes.values()].some((n) => n.kind === "end")) problems.add("$.nodes", "end_missing", "A graph needs at least one end node.");
+
+  const edges: WorkflowEdgeV1[] = [];
+  const edgeKeys = new Set<string>();
+  rawEdges.forEach((raw, index) => {
+    if (problems.full) return;
+    const edge = readEdge(raw, index, nodes, problems);
+    if (!edge) return;
+    const key = `${edge.from.nodeId}\u0000${edge.from.port}\u0000${edge.to.nodeId}`;
+    if (edgeKeys.has(key)) problems.add(`$.edges[${index}]`, "edge_duplicate", "The same edge appears twice.");
+    else {
+      edgeKeys.add(key);
+      edges.push(edge);
+    }
+  });
+  if (problems.list.length > 0) return { ok: false, errors: problems.list };
+
+  const nodeList = [...nodes.values()];
+  const { order, cyclic } = topologicalOrder(nodeList, edges);
+  if (cyclic.length > 0) {
+    const cycleEdge = edges.findIndex((e) => cyclic.includes(e.from.nodeId) && cyclic.includes(e.to.nodeId));
+    problems.add(`$.edges[${cycleEdge}]`, "graph_cycle", `The graph has a cycle through ${cyclic.slice(0, 5).join(", ")}; graphs must be acyclic.`);
+    return { ok: false, errors: problems.list };
+  }
+  const startId = starts[0]!.id;
+  const reachable = reachableFrom(startId, edges);
+  rawNodes.forEach((raw, index) => {
+    const id = isRecord(raw) ? raw.id : undefined;
+    if (typeof id === "string" && nodes.has(id) && !reachable.has(id)) problems.add(`$.nodes[${index}]`, "node_unreachable", `Node ${id} cannot be reached from the start node.`);
+  });
+  for (const node of nodeList) {
+    if (node.kind === "end") continue;
+    const index = rawNodes.findIndex((raw) => isRecord(raw) && raw.id === node.id);
+    for (const port of nodePorts(node)) {
+      if (!edges.some((e) => e.from.nodeId === node.id && e.from.port === port)) {
+        problems.add(`$.nodes[${index}]`, "port_unconnected", `Port ${port} of node ${node.id} has no edge; connect every port so no path silently stops.`);
+      }
+    }
+  }
+  if (problems.list.length > 0) return { ok: false, errors: problems.list };
+  const forkJoins = planForks(nodes, edges, order, problems);
+  if (problems.list.length === 0) checkBranchKeys(startId, edges, forkJoins, problems);
+  if (problems.list.length > 0) return { ok: false, errors: problems.list };
+  return { ok: true, graph: { schemaVersion: 1, nodes: nodeList, edges, plan: { forkJoins } } };
+}
+
+/** Returns the validated graph with its fork/join plan, or throws `GraphValidationError`. */
+export function parseWorkflowGraph(input: unknown): ParsedWorkflowGraph {
+  const result = validateWorkflowGraph(input);
+  if (!result.ok) throw new GraphValidationError(result.errors);
+  return result.graph;
+}

@@ -1,0 +1,6 @@
+// Bindings that exist only in tests.
+declare namespace Cloudflare {
+  interface Env {
+    TEST_MIGRATIONS: import("cloudflare:test").D1Migration[];
+  }
+}

@@ -1,0 +1,73 @@
+// Test helpers: the API through the Worker's own fetch handler, tenants, graphs, run polling.
+import { env } from "cloudflare:test";
+import { exports } from "cloudflare:workers";
+import { expect } from "vitest";
+
+export const ADMIN_TOKEN = "test-admin-token";
+
+export async function api<T = any>(path: string, options: { method?: string; body?: unknown; key?: string; headers?: Record<string, string> } = {}): Promise<{ status: number; body: T; headers: Headers }> {
+  const response = await exports.default.fetch(new Request(`http://safest.test${path}`, {
+    method: options.method ?? (options.body === undefined ? "GET" : "POST"),
+    headers: {
+      "content-type": "application/json",
+      ...(options.key ? { authorization: `Bearer ${options.key}` } : {}),
+      ...options.headers,
+    },
+    ...(options.body === undefined ? {} : { body: typeof options.body === "string" ? options.body : JSON.stringify(options.body) }),
+  }));
+  const text = await response.text();
+  return { status: response.status, body: (text ? JSON.parse(text) : null) as T, headers: response.headers };
+}
+
+export async function newInstallation(name = "test"): Promise<{ id: string; apiKey: string }> {
+  const { status, body } = await api("/api/v1/installations", { body: { name }, key: ADMIN_TOKEN });
+  expect(status).toBe(201);
+  return body;
+}
+
+export async function publish(key: string, graph: unknown, name = `wf-${crypto.randomUUID()}`): Promise<{ id: string; version: number; artifact: { id: string; digest: string } }> {
+  const workflow = await api("/api/v1/workflows", { body: { name }, key });
+  expect(workflow.status).toBe(201);
+  const version = await api(`/api/v1/workflows/${workflow.body.id}/versions`, { body: { graph }, key });
+  if (version.status !== 201) throw new Error(`publish failed: ${JSON.stringify(version.body)}`);
+  return version.body;
+}
+
+export async function startRun(key: string, workflowVersionId: string, options: { authorityMode?: string; input?: unknown; idempotencyKey?: string } = {}) {
+  const response = await api("/api/v1/runs", {
+    key,
+    body: { workflowVersionId, authorityMode: options.authorityMode ?? "autonomous", input: options.input ?? {} },
+    ...(options.idempotencyKey ? { headers: { "idempotency-key": options.idempotencyKey } } : {}),
+  });
+  if (response.status !== 201 && response.status !== 200) throw new Error(`run failed: ${JSON.stringify(response.body)}`);
+  return response.body as { id: string; state: string };
+}
+
+/** Polls the run until its state is one of `states` (the Workflows engine runs asynchronously). */
+export async function waitForRun(key: string, runId: string, states: string[] = ["succeeded", "failed", "repair_required", "terminated"], timeoutMs = 20_000): Promise<any> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const { body } = await api(`/api/v1/runs/${runId}`, { key });
+    if (states.includes(body.state)) return body;
+    if (Date.now() > deadline) throw new Error(`run ${runId} stayed ${body.state}: ${JSON.stringify(body).slice(0, 2000)}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** Polls until the run has a waiting wait (for event tests). */
+export async function waitForWait(key: string, runId: string, timeoutMs = 20_000): Promise<any> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const { body } = await api(`/api/v1/runs/${runId}`, { key });
+    const wait = body.waits?.find((w: any) => w.state === "waiting");
+    if (wait) return { run: body, wait };
+    if (Date.now() > deadline) throw new Error(`run ${runId} never waited: ${JSON.stringify(body).slice(0, 2000)}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+export const edge = (from: string, port: string, to: string) => ({ from: { nodeId: from, port }, to: { nodeId: to } });
+
+export function db(): D1Database {
+  return env.DB;
+}
