@@ -6,7 +6,7 @@ import type { ParsedWorkflowGraph } from "./types";
 
 /** The compatibility date loaded workflow workers run with. */
 export const ARTIFACT_COMPATIBILITY_DATE = "2026-04-01";
-const DEFAULT_INLINE_MAX_BYTES = 262_144;
+const DEFAULT_INLINE_MAX_BYTES = 65_536;
 
 export interface CompiledArtifact {
   source: string;

@@ -60,7 +60,8 @@ function permanentCode(error: unknown): string | null {
 }
 
 function failureCode(error: unknown): string {
-  const message = messageOf(error);
+  // The engine rethrows a failed step's error as "<Name>: <message>"; the code is the message.
+  const message = messageOf(error).replace(/^(?:[A-Za-z]*Error: )+/u, "");
   const bare = message.startsWith(RETRYABLE_PREFIX) ? message.slice(RETRYABLE_PREFIX.length) : message;
   return CODE_PATTERN.test(bare) ? bare : "step_failed";
 }
