@@ -39,9 +39,9 @@ export function conflict(code: string, message: string, details?: unknown): AppE
   return new AppError(code, message, { status: 409, details });
 }
 
-/** The code of any thrown value: AppError code, or the message of an error that crossed RPC. */
+/** The code of any thrown value: an AppError's code, or the bare code an error carried across RPC. */
 export function errorCode(error: unknown): string {
   if (error instanceof AppError) return error.code;
-  if (error instanceof Error && /^[a-z][a-z0-9_.:-]{0,120}$/u.test(error.message)) return error.message.split(":")[0]!;
-  return "internal_error";
+  const message = error instanceof Error ? error.message.replace(/^(?:[A-Za-z]*Error: )+/u, "").replace(/^retryable:/u, "") : "";
+  return /^[a-z][a-z0-9_.]{0,99}$/u.test(message) ? message : "internal_error";
 }

@@ -199,3 +199,33 @@ describe("artifacts", () => {
     expect(done.error.code).toBe("fetch_refused");
   });
 });
+
+describe("a sandbox that fails", () => {
+  it("marks the run failed from the host side when the artifact's run throws", async () => {
+    const { apiKey } = await newInstallation();
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [{ id: "start", kind: "start" }, { id: "done", kind: "end" }],
+      edges: [edge("start", "success", "done")],
+    });
+    // A code-first artifact that tries to escalate: it claims a node the graph does not have.
+    const source = `
+      import { WorkerEntrypoint, WorkflowEntrypoint } from "cloudflare:workers";
+      export default class extends WorkerEntrypoint {
+        async start(p) { const i = await this.env.WORKFLOWS.create({ id: p.instanceId, params: { runId: p.runId, authorityMode: p.authorityMode } }); return { id: await i.id }; }
+      }
+      export class TenantWorkflow extends WorkflowEntrypoint {
+        async run(event, step) {
+          await step.do("escalate", { retries: { limit: 0, delay: 1 } }, () => this.env.RUNTIME.executeNode({ runId: event.payload.runId, authorityMode: event.payload.authorityMode, nodeId: "grant-admin", nodeKind: "action" }));
+        }
+      }`;
+    const bytes = new TextEncoder().encode(source);
+    const digest = [...new Uint8Array(await crypto.subtle.digest("SHA-256", bytes))].map((b) => b.toString(16).padStart(2, "0")).join("");
+    await env.DB.prepare("UPDATE workflow_artifacts SET inline_source_text = ?2, bundle_digest = ?3, size_bytes = ?4 WHERE id = ?1")
+      .bind(version.artifact.id, source, `sha256:${digest}`, bytes.byteLength).run();
+    const done = await waitForRun(apiKey, (await startRun(apiKey, version.id)).id, ["failed", "succeeded", "repair_required"]);
+    expect(done.state).toBe("failed");
+    expect(done.error.code).toBe("runtime_node_denied");
+    expect(done.steps).toHaveLength(0);
+  });
+});
