@@ -1,0 +1,257 @@
+// `npm start`: build the kernel, migrate the local D1 database, run `wrangler dev` on local state,
+// and make sure a demo installation exists. Everything the server keeps lives in the state folder
+// (SAFEST_STATE_DIR, default <repo root>/.safest-state), so a restart resumes where it left off.
+//
+// Environment: PORT (default 8787), SAFEST_STATE_DIR, ADMIN_TOKEN (else template/.dev.vars, else
+// a generated token written to template/.dev.vars).
+import { spawn, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { createServer } from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const templateDir = fileURLToPath(new URL("..", import.meta.url));
+const devVarsPath = path.join(templateDir, ".dev.vars");
+// A bearer token (RFC 6750 b64token): also safe in a dotenv file, where wrangler expands `$`.
+const TOKEN_PATTERN = /^[A-Za-z0-9._~+/=-]{16,512}$/u;
+const READY_TIMEOUT_MS = 120_000;
+
+function fail(message) {
+  console.error(`[safest] ${message}`);
+  process.exit(1);
+}
+
+/** The workspace root when the template sits inside the create-safest-tools repo, else the template. */
+function repoRoot() {
+  const parent = path.resolve(templateDir, "..");
+  try {
+    const pkg = JSON.parse(readFileSync(path.join(parent, "package.json"), "utf8"));
+    if (Array.isArray(pkg.workspaces) && pkg.workspaces.some((w) => path.resolve(parent, w) === path.resolve(templateDir))) return parent;
+  } catch {
+    // No parent package: the template is the project.
+  }
+  return path.resolve(templateDir);
+}
+
+function stateDir() {
+  const configured = process.env.SAFEST_STATE_DIR;
+  if (configured) return path.resolve(process.env.INIT_CWD || process.cwd(), configured);
+  return path.join(repoRoot(), ".safest-state");
+}
+
+function port() {
+  const raw = process.env.PORT ?? "8787";
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1 || value > 65_535) fail(`PORT must be a port number, not ${JSON.stringify(raw)}.`);
+  return value;
+}
+
+function wranglerBin() {
+  const require = createRequire(path.join(templateDir, "package.json"));
+  try {
+    return path.join(path.dirname(require.resolve("wrangler/package.json")), "bin", "wrangler.js");
+  } catch {
+    return fail("wrangler is not installed; run `npm install` first.");
+  }
+}
+
+/** The value of KEY in a dotenv file (the subset of dotenv syntax that .dev.vars files use). */
+function readDotenvValue(file, key) {
+  let text;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch {
+    return undefined;
+  }
+  let value;
+  for (const line of text.split(/\r?\n/u)) {
+    const match = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$/u.exec(line);
+    if (!match || match[1] !== key) continue;
+    let raw = match[2].trim();
+    const quoted = /^(['"`])(.*)\1$/u.exec(raw);
+    if (quoted) raw = quoted[2];
+    else raw = raw.replace(/\s+#.*$/u, "");
+    value = raw; // dotenv: the last assignment wins
+  }
+  return value;
+}
+
+/** Where the admin token comes from; a token the user supplied is never printed. */
+function adminToken() {
+  const fromEnv = process.env.ADMIN_TOKEN;
+  if (fromEnv) {
+    if (!TOKEN_PATTERN.test(fromEnv)) fail("ADMIN_TOKEN must be 16-512 characters of A-Z, a-z, 0-9 and . _ ~ + / = -");
+    return { token: fromEnv, source: "env" };
+  }
+  const fromFile = readDotenvValue(devVarsPath, "ADMIN_TOKEN");
+  if (fromFile) {
+    if (fromFile === "change-me") console.warn("[safest] template/.dev.vars still holds the example ADMIN_TOKEN (change-me); replace it with a secret.");
+    return { token: fromFile, source: "dev.vars" };
+  }
+  const token = `adm_${randomBytes(32).toString("base64url")}`;
+  const previous = existsSync(devVarsPath) ? readFileSync(devVarsPath, "utf8") : "";
+  const separator = previous === "" || previous.endsWith("\n") ? "" : "\n";
+  writeFileSync(devVarsPath, `${previous}${separator}ADMIN_TOKEN=${token}\n`, { mode: 0o600 });
+  chmodSync(devVarsPath, 0o600);
+  return { token, source: "generated" };
+}
+
+function run(args, extraEnv = {}) {
+  const result = spawnSync(process.execPath, args, { cwd: templateDir, stdio: "inherit", env: { ...process.env, ...extraEnv } });
+  if (result.error) fail(`${args.join(" ")} could not start: ${result.error.message}`);
+  if (result.status !== 0) fail(`${path.basename(args[0])} ${args.slice(1, 4).join(" ")} failed (exit ${result.status ?? result.signal}).`);
+}
+
+function assertPortFree(host, value) {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", (error) => fail(`port ${value} on ${host} is not available (${error.code}); set PORT to another port.`));
+    server.listen(value, host, () => server.close(resolve));
+  });
+}
+
+function writePrivateJson(file, value) {
+  const temporary = `${file}.${process.pid}.tmp`;
+  writeFileSync(temporary, `${JSON.stringify(value, null, 2)}\n`, { mode: 0o600 });
+  renameSync(temporary, file);
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function waitUntilReady(baseUrl, child) {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null || child.signalCode !== null) return false;
+    try {
+      const response = await fetch(`${baseUrl}/api/v1/openapi.json`, { signal: AbortSignal.timeout(2_000) });
+      await response.arrayBuffer();
+      if (response.ok) return true;
+    } catch {
+      // Not listening yet.
+    }
+    await sleep(250);
+  }
+  return false;
+}
+
+async function keyWorks(baseUrl, apiKey) {
+  const response = await fetch(`${baseUrl}/api/v1/workflows`, { headers: { authorization: `Bearer ${apiKey}` } });
+  await response.arrayBuffer();
+  return response.status !== 401;
+}
+
+/** Reads the saved demo installation, or creates one (when the state was reset, anew). */
+async function ensureDemoInstallation(baseUrl, admin, file) {
+  if (existsSync(file)) {
+    let saved = null;
+    try {
+      saved = JSON.parse(readFileSync(file, "utf8"));
+    } catch {
+      // Unreadable: replaced below.
+    }
+    if (typeof saved?.apiKey === "string" && (await keyWorks(baseUrl, saved.apiKey))) return { ...saved, created: false };
+    console.warn(`[safest] ${file} holds a key this database does not know; creating a new demo installation.`);
+  }
+  const response = await fetch(`${baseUrl}/api/v1/installations`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${admin.token}`, "content-type": "application/json" },
+    body: JSON.stringify({ name: "demo" }),
+  });
+  const body = await response.json().catch(() => null);
+  if (response.status !== 201 || !body?.apiKey) {
+    const hint = response.status === 401 ? ` The server rejected the admin token from ${admin.source === "env" ? "ADMIN_TOKEN" : "template/.dev.vars"}.` : "";
+    throw new Error(`creating the demo installation failed (HTTP ${response.status} ${body?.error?.code ?? ""}).${hint}`);
+  }
+  const saved = { id: body.id, name: body.name, apiKey: body.apiKey, createdAt: body.createdAt };
+  writePrivateJson(file, saved);
+  return { ...saved, created: true };
+}
+
+function banner(baseUrl, admin, demo, state, demoFile) {
+  const lines = [
+    "",
+    `Safest Tools is running at ${baseUrl}  (state: ${state})`,
+    admin.source === "generated"
+      ? `  Admin token (generated, saved in template/.dev.vars): ${admin.token}`
+      : `  Admin token: from ${admin.source === "env" ? "the ADMIN_TOKEN environment variable" : "template/.dev.vars"}`,
+    `  Demo installation: ${demo.id}${demo.created ? " (created)" : ""}  (saved in ${demoFile})`,
+    `  API key: ${demo.apiKey}`,
+    `  Try:  curl -s ${baseUrl}/api/v1/workflows -H "Authorization: Bearer ${demo.apiKey}"`,
+    "  Stop with Ctrl-C.",
+    "",
+  ];
+  console.log(lines.join("\n"));
+}
+
+async function main() {
+  const state = stateDir();
+  const listenPort = port();
+  const host = "127.0.0.1";
+  const baseUrl = `http://${host}:${listenPort}`;
+  const wrangler = wranglerBin();
+  mkdirSync(state, { recursive: true, mode: 0o700 });
+
+  run(["scripts/build-kernel.mjs"]);
+  const admin = adminToken();
+  // CI=true: apply without the confirmation prompt.
+  run([wrangler, "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], { CI: "true", WRANGLER_SEND_METRICS: "false" });
+  await assertPortFree(host, listenPort);
+
+  // A token from the environment reaches wrangler through an env file only this user can read
+  // (never argv, which `ps` shows). --env-file replaces .dev.vars, so that file comes first.
+  const envFiles = [];
+  let tokenFile = null;
+  if (admin.source === "env") {
+    tokenFile = path.join(state, ".admin-token.env");
+    rmSync(tokenFile, { force: true }); // a leftover of a killed run; mode applies only to new files
+    writeFileSync(tokenFile, `ADMIN_TOKEN=${admin.token}\n`, { mode: 0o600 });
+    chmodSync(tokenFile, 0o600);
+    if (existsSync(devVarsPath)) envFiles.push("--env-file", devVarsPath);
+    envFiles.push("--env-file", tokenFile);
+  }
+  const removeTokenFile = () => {
+    if (tokenFile) rmSync(tokenFile, { force: true });
+  };
+
+  // wrangler reads the token from the files above; it need not sit in its environment too.
+  const { ADMIN_TOKEN: _token, ...wranglerEnv } = { WRANGLER_SEND_METRICS: "false", ...process.env };
+  const child = spawn(process.execPath, [
+    wrangler, "dev",
+    "--port", String(listenPort), "--ip", host,
+    "--persist-to", state,
+    "--show-interactive-dev-session=false",
+    ...envFiles,
+  ], { cwd: templateDir, stdio: "inherit", env: wranglerEnv });
+
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
+    process.on(signal, () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    });
+  }
+  child.on("error", (error) => {
+    removeTokenFile();
+    fail(`wrangler dev could not start: ${error.message}`);
+  });
+  child.on("exit", (code, signal) => {
+    removeTokenFile();
+    process.exitCode = code ?? 128 + ({ SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 }[signal] ?? 0);
+    process.exit();
+  });
+
+  if (!(await waitUntilReady(baseUrl, child))) {
+    if (child.exitCode === null && child.signalCode === null) {
+      console.error(`[safest] ${baseUrl} did not answer within ${READY_TIMEOUT_MS / 1000} s.`);
+    }
+    return;
+  }
+  const demoFile = path.join(state, "demo-installation.json");
+  try {
+    banner(baseUrl, admin, await ensureDemoInstallation(baseUrl, admin, demoFile), state, demoFile);
+  } catch (error) {
+    console.error(`[safest] ${error instanceof Error ? error.message : error}`);
+  }
+}
+
+await main();
