@@ -1,5 +1,5 @@
 // CEL conditions and input mappings (google/cel-spec via @marcbachmann/cel-js). No code generation.
-import { Environment } from "@marcbachmann/cel-js";
+import { Environment, Optional } from "@marcbachmann/cel-js";
 import { AppError } from "../errors";
 import type { JsonObject, JsonValue } from "./types";
 
@@ -44,7 +44,11 @@ function firstLine(message: string): string {
   return message.split("\n")[0]!.slice(0, 300);
 }
 
-/** Parses (and caches) one expression; throws `expression_invalid` with the parser's reason. */
+/**
+ * Parses and type-checks (and caches) one expression; throws `expression_invalid` with the
+ * parser's or checker's reason. The check refuses undeclared variables, unknown functions and
+ * operators that no overload accepts, which would otherwise only fail when a run evaluates them.
+ */
 export function compileExpression(expression: unknown): Compiled {
   if (typeof expression !== "string" || expression.trim() === "") throw new ExpressionError("expression_invalid", "An expression must be a non-empty string.");
   if (expression.length > MAX_EXPRESSION_LENGTH) throw new ExpressionError("expression_invalid", `An expression may be at most ${MAX_EXPRESSION_LENGTH} characters.`);
@@ -52,7 +56,10 @@ export function compileExpression(expression: unknown): Compiled {
   if (cached) return cached;
   let compiled: Compiled;
   try {
-    compiled = environment.parse(expression) as unknown as Compiled;
+    const parsed = environment.parse(expression);
+    const checked = parsed.check();
+    if (!checked.valid) throw checked.error ?? new Error("The expression does not type-check.");
+    compiled = parsed as unknown as Compiled;
   } catch (error) {
     throw new ExpressionError("expression_invalid", firstLine(error instanceof Error ? error.message : String(error)));
   }
@@ -61,48 +68,84 @@ export function compileExpression(expression: unknown): Compiled {
   return compiled;
 }
 
-/** Converts a CEL result to JSON: BigInt → number where safe, Maps → objects; rejects the rest. */
+/** Sets a key as an own property, so that `__proto__` from data stays data. */
+function setKey(out: JsonObject, key: string, value: JsonValue): void {
+  Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
+function bytesToBase64(bytes: Uint8Array): string {
+  // Chunked: spreading a large array into fromCharCode overflows the call stack.
+  let binary = "";
+  for (let i = 0; i < bytes.length; i += 8_192) binary += String.fromCharCode(...bytes.subarray(i, i + 8_192));
+  return btoa(binary);
+}
+
+function safeInteger(value: bigint): number {
+  if (value > BigInt(Number.MAX_SAFE_INTEGER) || value < BigInt(Number.MIN_SAFE_INTEGER)) {
+    throw new ExpressionError("expression_result_invalid", "An integer result is outside the safe JSON range.");
+  }
+  return Number(value);
+}
+
+/**
+ * Converts a CEL result to JSON: int/uint → number where safe, bytes → base64, timestamp → ISO
+ * string, duration → "1.5s", optional → its value or null, maps → objects; rejects the rest
+ * (types, non-finite doubles, unsafe integers, nesting deeper than 64) as `expression_result_invalid`.
+ */
 export function celToJson(value: unknown, depth = 0): JsonValue {
   if (depth > 64) throw new ExpressionError("expression_result_invalid", "The expression result is nested too deeply.");
   if (value === null || value === undefined) return null;
-  if (typeof value === "bigint") {
-    if (value > BigInt(Number.MAX_SAFE_INTEGER) || value < BigInt(Number.MIN_SAFE_INTEGER)) {
-      throw new ExpressionError("expression_result_invalid", "An integer result is outside the safe JSON range.");
-    }
-    return Number(value);
-  }
+  if (typeof value === "bigint") return safeInteger(value);
   if (typeof value === "number") {
     if (!Number.isFinite(value)) throw new ExpressionError("expression_result_invalid", "A numeric result is not finite.");
-    return value;
+    return value === 0 ? 0 : value; // JSON has no -0
   }
   if (typeof value === "string" || typeof value === "boolean") return value;
-  if (value instanceof Uint8Array) return btoa(String.fromCharCode(...value));
-  if (value instanceof Date) return value.toISOString();
+  if (typeof value !== "object") throw new ExpressionError("expression_result_invalid", "The expression result is not representable as JSON.");
+  if (value instanceof Uint8Array) return bytesToBase64(value);
+  if (value instanceof Date) {
+    if (Number.isNaN(value.getTime())) throw new ExpressionError("expression_result_invalid", "A timestamp result is invalid.");
+    return value.toISOString();
+  }
+  if (value instanceof Optional) return value.hasValue() ? celToJson(value.value(), depth + 1) : null;
   if (Array.isArray(value)) return value.map((item) => celToJson(item, depth + 1));
   if (value instanceof Map) {
     const out: JsonObject = {};
-    for (const [key, item] of value) out[String(key)] = celToJson(item, depth + 1);
+    for (const [key, item] of value) setKey(out, String(key), celToJson(item, depth + 1));
     return out;
   }
-  if (typeof value === "object") {
+  const prototype: unknown = Object.getPrototypeOf(value);
+  if (prototype === Object.prototype || prototype === null) {
     const out: JsonObject = {};
-    for (const [key, item] of Object.entries(value as Record<string, unknown>)) out[key] = celToJson(item, depth + 1);
+    for (const [key, item] of Object.entries(value as Record<string, unknown>)) setKey(out, key, celToJson(item, depth + 1));
     return out;
   }
+  // cel-js's own value classes, which the package does not export: uint and duration.
+  const tag = Object.prototype.toString.call(value);
+  if (tag === "[object google.protobuf.Duration]") return String(value);
+  const primitive: unknown = (value as { valueOf(): unknown }).valueOf();
+  if (typeof primitive === "bigint") return safeInteger(primitive);
   throw new ExpressionError("expression_result_invalid", "The expression result is not representable as JSON.");
 }
 
-function checkContextSize(context: ExpressionContext): void {
+function checkContextSize(context: ExpressionContext, nodeId: string | undefined): void {
   // Bound the data an expression can walk; a context this large is a graph design problem.
-  if (JSON.stringify(context).length > MAX_CONTEXT_BYTES) {
-    throw new ExpressionError("expression_failed", "The expression context exceeds 1 MiB.");
+  let size: number;
+  try {
+    size = JSON.stringify(context).length;
+  } catch {
+    // JSON.stringify throws on values JSON cannot hold, and in some runtimes on very deep nesting.
+    throw new ExpressionError("expression_failed", "The expression context is not serializable JSON.", nodeId ? { nodeId } : undefined);
+  }
+  if (size > MAX_CONTEXT_BYTES) {
+    throw new ExpressionError("expression_failed", "The expression context exceeds 1 MiB.", nodeId ? { nodeId } : undefined);
   }
 }
 
 /** Evaluates one expression; every failure becomes a typed `expression_failed` error. */
 export function evaluateWorkflowExpression(expression: unknown, context: ExpressionContext, nodeId?: string): JsonValue {
   const compiled = compileExpression(expression);
-  checkContextSize(context);
+  checkContextSize(context, nodeId);
   let result: unknown;
   try {
     result = compiled(context as unknown as Record<string, unknown>);
@@ -118,7 +161,7 @@ export function evaluateInputMapping(mapping: Record<string, string> | undefined
   if (!mapping) return out;
   for (const [key, expression] of Object.entries(mapping)) {
     try {
-      out[key] = evaluateWorkflowExpression(expression, context, nodeId);
+      setKey(out, key, evaluateWorkflowExpression(expression, context, nodeId));
     } catch (error) {
       if (error instanceof ExpressionError) {
         throw new ExpressionError(error.code as "expression_failed", `inputMapping.${key}: ${error.message}`, { nodeId, key });
@@ -135,7 +178,9 @@ export function evaluateInputMapping(mapping: Record<string, string> | undefined
  */
 export function referencedSteps(expression: string): Set<string> | null {
   const names = new Set<string>();
-  const pattern = /\bsteps\b\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*(?:"([^"\\]+)"|'([^'\\]+)')\s*\]|\.\s*\?\s*([A-Za-z_][A-Za-z0-9_]*))?/gu;
+  // A name followed by "(" is a method or macro on `steps` itself (`steps.exists(k, …)`), which
+  // reads every step, not a step called "exists".
+  const pattern = /\bsteps\b\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)(?![A-Za-z0-9_]|\s*\()|\[\s*(?:"([^"\\]+)"|'([^'\\]+)')\s*\]|\.\s*\?\s*([A-Za-z_][A-Za-z0-9_]*))?/gu;
   for (const match of expression.matchAll(pattern)) {
     const name = match[1] ?? match[2] ?? match[3] ?? match[4];
     if (!name) return null;

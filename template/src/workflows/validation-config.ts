@@ -55,7 +55,9 @@ function conditionRules(node: WorkflowNodeV1, problems: Problem[]): void {
     if (!isRecord(entry) || typeof entry.port !== "string" || typeof entry.when !== "string") {
       problems.push({ path: `config.cases[${i}]`, code: "config_invalid", message: "A case is { port, when } with a CEL expression in when." });
     } else if (!casePorts.includes(entry.port)) {
-      problems.push({ path: `config.cases[${i}].port`, code: "edge_port_unknown", message: `Case port ${entry.port} is not listed in case_ports.` });
+      // Only a well-formed port name is echoed back; anything else is arbitrary user text.
+      const named = PORT_PATTERN.test(entry.port) ? `Case port ${entry.port}` : "The case port";
+      problems.push({ path: `config.cases[${i}].port`, code: "edge_port_unknown", message: `${named} is not listed in case_ports.` });
     } else if (covered.has(entry.port)) {
       problems.push({ path: `config.cases[${i}].port`, code: "port_duplicate", message: `Port ${entry.port} has two cases.` });
     } else covered.add(entry.port);

@@ -8,6 +8,10 @@ import {
 import { validateNodeConfig } from "./validation-config";
 
 const MAX_CONFIG_DEPTH = 32;
+// The fixed structure around config is a few levels deep; anything nested deeper is refused up
+// front, before JSON.stringify sees it (Node's overflows its stack near 10,000 levels) and before
+// junk under an unknown key could be silently accepted.
+const MAX_GRAPH_DEPTH = MAX_CONFIG_DEPTH + 32;
 const MAX_ERRORS = 100;
 const MAX_BRANCH_KEY = 100;
 const MAPPING_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/u;
@@ -40,6 +44,29 @@ function exceedsDepth(value: unknown, limit: number): boolean {
   return false;
 }
 
+/**
+ * Finds a value nested deeper than `limit` anywhere in the input, iteratively. Returns where it
+ * lies as a bounded path (`$`, `$.nodes[3]`, `$.nodes[3].config`, `$.edges[1]`), or null.
+ * A cyclic object (only possible from JavaScript callers) counts as too deep.
+ */
+function findTooDeep(input: unknown, limit: number): string | null {
+  const stack: Array<[unknown, number, string]> = [[input, 0, "$"]];
+  while (stack.length > 0) {
+    const [current, depth, where] = stack.pop()!;
+    if (typeof current !== "object" || current === null) continue;
+    if (depth >= limit) return where;
+    const isArray = Array.isArray(current);
+    for (const key of Object.keys(current)) {
+      let child = where;
+      if (depth === 0 && (key === "nodes" || key === "edges")) child = `$.${key}`;
+      else if (depth === 1 && isArray && where !== "$") child = `${where}[${key}]`;
+      else if (depth === 2 && key === "config" && where.startsWith("$.nodes[")) child = `${where}.config`;
+      stack.push([(current as Record<string, unknown>)[key], depth + 1, child]);
+    }
+  }
+  return null;
+}
+
 class Problems {
   readonly list: ErrorDetail[] = [];
   add(path: string, code: string, message: string): void {
@@ -66,8 +93,9 @@ function readNode(raw: unknown, index: number, problems: Problems): WorkflowNode
     return null;
   }
   const { id, kind } = raw;
-  if (typeof id !== "string" || !NODE_ID_PATTERN.test(id)) {
-    problems.add(`${path}.id`, "identifier_invalid", "A node id must be 1-100 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'.");
+  // `__proto__` cannot be a key of the `steps` record that expressions read.
+  if (typeof id !== "string" || !NODE_ID_PATTERN.test(id) || id === "__proto__") {
+    problems.add(`${path}.id`, "identifier_invalid", "A node id must be 1-100 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-' (and not __proto__).");
     return null;
   }
   if (typeof kind !== "string" || !(NODE_KINDS as readonly string[]).includes(kind)) {
@@ -90,7 +118,7 @@ function readNode(raw: unknown, index: number, problems: Problems): WorkflowNode
     } else {
       const mapping: Record<string, string> = {};
       for (const [key, expression] of Object.entries(raw.inputMapping)) {
-        if (!MAPPING_KEY_PATTERN.test(key)) problems.add(`${path}.inputMapping`, "identifier_invalid", "inputMapping keys must be identifiers ([A-Za-z_][A-Za-z0-9_]*, ≤ 64).");
+        if (!MAPPING_KEY_PATTERN.test(key) || key === "__proto__") problems.add(`${path}.inputMapping`, "identifier_invalid", "inputMapping keys must be identifiers ([A-Za-z_][A-Za-z0-9_]*, ≤ 64, not __proto__).");
         else checkExpression(problems, `${path}.inputMapping.${key}`, expression);
         if (typeof expression === "string") mapping[key] = expression;
       }
@@ -136,7 +164,14 @@ function conditionExpressions(node: WorkflowNodeV1): Array<[string, unknown]> {
   return node.config.cases.map((entry, i) => [`config.cases[${i}].when`, isRecord(entry) ? entry.when : undefined]);
 }
 
-function readEdge(raw: unknown, index: number, nodes: Map<string, WorkflowNodeV1>, problems: Problems): WorkflowEdgeV1 | null {
+interface KnownNodes {
+  nodes: Map<string, WorkflowNodeV1>;
+  /** Ids of nodes that were refused (their problem is already reported). */
+  rejected: Set<string>;
+}
+
+function readEdge(raw: unknown, index: number, known: KnownNodes, problems: Problems): WorkflowEdgeV1 | null {
+  const { nodes, rejected } = known;
   const path = `$.edges[${index}]`;
   if (!isRecord(raw) || !isRecord(raw.from) || !isRecord(raw.to)) {
     problems.add(path, "edge_invalid", "An edge must be { from: { nodeId, port }, to: { nodeId } }.");
@@ -145,6 +180,9 @@ function readEdge(raw: unknown, index: number, nodes: Map<string, WorkflowNodeV1
   const fromId = raw.from.nodeId;
   const port = raw.from.port;
   const toId = raw.to.nodeId;
+  // An edge touching a refused node is skipped: "does not exist" would mislead about a node that does.
+  if (typeof fromId === "string" && !nodes.has(fromId) && rejected.has(fromId)) return null;
+  if (typeof toId === "string" && !nodes.has(toId) && rejected.has(toId)) return null;
   if (typeof fromId !== "string" || !nodes.has(fromId)) {
     problems.add(`${path}.from.nodeId`, "edge_from_unknown_node", "The edge starts at a node that does not exist.");
     return null;
@@ -188,6 +226,30 @@ function topologicalOrder(nodes: WorkflowNodeV1[], edges: WorkflowEdgeV1[]): { o
   return { order, cyclic: nodes.filter((n) => indegree.get(n.id)! > 0).map((n) => n.id) };
 }
 
+/**
+ * One cycle among the nodes Kahn's algorithm left over (each has a predecessor among them, but
+ * some only lie downstream of a cycle): walks predecessors until a node repeats. `edgeIndex` is
+ * the first edge of that cycle in `edges`; `nodes` are its nodes in order.
+ */
+function findCycle(cyclic: string[], edges: WorkflowEdgeV1[]): { edgeIndex: number; nodes: string[] } {
+  const remaining = new Set(cyclic);
+  const incoming = new Map<string, number>();
+  edges.forEach((edge, i) => {
+    if (remaining.has(edge.from.nodeId) && remaining.has(edge.to.nodeId) && !incoming.has(edge.to.nodeId)) incoming.set(edge.to.nodeId, i);
+  });
+  const visitedAt = new Map<string, number>();
+  const trail: number[] = [];
+  let id = cyclic[0]!;
+  while (!visitedAt.has(id)) {
+    visitedAt.set(id, trail.length);
+    const edgeIndex = incoming.get(id)!;
+    trail.push(edgeIndex);
+    id = edges[edgeIndex]!.from.nodeId;
+  }
+  const cycle = trail.slice(visitedAt.get(id)).reverse();
+  return { edgeIndex: Math.min(...cycle), nodes: cycle.map((i) => edges[i]!.from.nodeId) };
+}
+
 function reachableFrom(startId: string, edges: WorkflowEdgeV1[]): Set<string> {
   const seen = new Set([startId]);
   const stack = [startId];
@@ -212,6 +274,7 @@ function planForks(
   edges: WorkflowEdgeV1[],
   order: string[],
   problems: Problems,
+  pathOf: (nodeId: string) => string,
 ): Record<string, string> {
   const position = new Map(order.map((id, i) => [id, i]));
   const successors = new Map<string, string[]>([...nodes.keys()].map((id) => [id, []]));
@@ -235,20 +298,17 @@ function planForks(
   }
   for (const [key, portEdges] of byPort) {
     if (portEdges.length < 2) continue;
-    const targets = new Set(portEdges.map((e) => e.to.nodeId));
-    if (targets.size !== portEdges.length) {
-      problems.add(`$.nodes[${key}]`, "edge_duplicate", `Port ${key} has two edges to the same node.`);
-      continue;
-    }
-    const sets = [...targets].map((target) => postJoins.get(target)!);
+    // Duplicate edges were refused earlier, so every edge of a fork leads to a different node.
+    const forkPath = pathOf(portEdges[0]!.from.nodeId);
+    const sets = portEdges.map((edge) => postJoins.get(edge.to.nodeId)!);
     const candidates = [...sets[0]!].filter((j) => sets.every((set) => set.has(j)));
     const nearest = candidates.sort((a, b) => position.get(a)! - position.get(b)!)[0];
     if (!nearest) {
-      problems.add(`$.forks["${key}"]`, "fork_join_missing", `The branches forked at ${key} do not all reach one join node; every path of every branch must meet at a join.`);
+      problems.add(forkPath, "fork_join_missing", `The branches forked at ${key} do not all reach one join node; every path of every branch must meet at a join.`);
       continue;
     }
     if (joinOwner.has(nearest)) {
-      problems.add(`$.forks["${key}"]`, "join_shared", `Join ${nearest} closes both ${joinOwner.get(nearest)} and ${key}; give each fork its own join.`);
+      problems.add(forkPath, "join_shared", `Join ${nearest} closes both ${joinOwner.get(nearest)} and ${key}; give each fork its own join.`);
       continue;
     }
     joinOwner.set(nearest, key);
@@ -256,14 +316,20 @@ function planForks(
   }
   for (const node of nodes.values()) {
     if (node.kind === "join" && !joinOwner.has(node.id)) {
-      problems.add(`$.nodes["${node.id}"]`, "join_unmatched", `Join ${node.id} is not the meeting point of any fork.`);
+      problems.add(pathOf(node.id), "join_unmatched", `Join ${node.id} is not the meeting point of any fork.`);
     }
   }
   return forkJoins;
 }
 
 /** Walks the graph as the kernel will and refuses branch keys longer than the runtime accepts. */
-function checkBranchKeys(startId: string, edges: WorkflowEdgeV1[], forkJoins: Record<string, string>, problems: Problems): void {
+function checkBranchKeys(
+  startId: string,
+  edges: WorkflowEdgeV1[],
+  forkJoins: Record<string, string>,
+  problems: Problems,
+  pathOf: (nodeId: string) => string,
+): void {
   const seen = new Set<string>();
   const stack: Array<{ id: string; key: string; stop: string | null }> = [{ id: startId, key: "", stop: null }];
   while (stack.length > 0) {
@@ -272,7 +338,7 @@ function checkBranchKeys(startId: string, edges: WorkflowEdgeV1[], forkJoins: Re
     if (id === stop || seen.has(memo)) continue;
     seen.add(memo);
     if (key.length > MAX_BRANCH_KEY) {
-      problems.add(`$.nodes["${id}"]`, "branch_nesting_too_deep", `Branch key ${key.slice(0, 40)}… exceeds ${MAX_BRANCH_KEY} characters; nest fewer forks or use shorter node ids.`);
+      problems.add(pathOf(id), "branch_nesting_too_deep", `Branch key ${key.slice(0, 40)}… exceeds ${MAX_BRANCH_KEY} characters; nest fewer forks or use shorter node ids.`);
       return;
     }
     const ports = new Map<string, WorkflowEdgeV1[]>();
@@ -293,10 +359,20 @@ function checkBranchKeys(startId: string, edges: WorkflowEdgeV1[], forkJoins: Re
 export function validateWorkflowGraph(input: unknown): GraphValidationResult {
   const problems = new Problems();
   if (!isRecord(input)) return { ok: false, errors: [{ path: "$", code: "graph_invalid", message: "A workflow graph must be a JSON object." }] };
+  const deep = findTooDeep(input, MAX_GRAPH_DEPTH);
+  if (deep !== null) {
+    return {
+      ok: false,
+      errors: [deep.endsWith(".config")
+        ? { path: deep, code: "config_too_deep", message: `config may nest at most ${MAX_CONFIG_DEPTH} levels.` }
+        : { path: deep, code: "graph_too_deep", message: `A graph may nest at most ${MAX_GRAPH_DEPTH} levels.` }],
+    };
+  }
   let text: string;
   try {
     text = JSON.stringify(input);
   } catch {
+    // Only values that JSON cannot hold get here (BigInt from a JavaScript caller); depth is bounded above.
     return { ok: false, errors: [{ path: "$", code: "graph_invalid", message: "The workflow graph is not serializable JSON." }] };
   }
   if (new TextEncoder().encode(text).byteLength > MAX_GRAPH_BYTES) {
@@ -312,10 +388,14 @@ export function validateWorkflowGraph(input: unknown): GraphValidationResult {
   if (rawEdges.length > MAX_NODES * 4) return { ok: false, errors: [{ path: "$.edges", code: "graph_too_many_edges", message: `A graph may have at most ${MAX_NODES * 4} edges.` }] };
 
   const nodes = new Map<string, WorkflowNodeV1>();
+  const rejected = new Set<string>();
   rawNodes.forEach((raw, index) => {
     if (problems.full) return;
     const node = readNode(raw, index, problems);
-    if (!node) return;
+    if (!node) {
+      if (isRecord(raw) && typeof raw.id === "string") rejected.add(raw.id);
+      return;
+    }
     if (nodes.has(node.id)) problems.add(`$.nodes[${index}].id`, "node_duplicate_id", `Node id ${node.id} is used twice.`);
     else nodes.set(node.id, node);
   });
@@ -328,7 +408,7 @@ export function validateWorkflowGraph(input: unknown): GraphValidationResult {
   const edgeKeys = new Set<string>();
   rawEdges.forEach((raw, index) => {
     if (problems.full) return;
-    const edge = readEdge(raw, index, nodes, problems);
+    const edge = readEdge(raw, index, { nodes, rejected }, problems);
     if (!edge) return;
     const key = `${edge.from.nodeId}\u0000${edge.from.port}\u0000${edge.to.nodeId}`;
     if (edgeKeys.has(key)) problems.add(`$.edges[${index}]`, "edge_duplicate", "The same edge appears twice.");
@@ -342,28 +422,33 @@ export function validateWorkflowGraph(input: unknown): GraphValidationResult {
   const nodeList = [...nodes.values()];
   const { order, cyclic } = topologicalOrder(nodeList, edges);
   if (cyclic.length > 0) {
-    const cycleEdge = edges.findIndex((e) => cyclic.includes(e.from.nodeId) && cyclic.includes(e.to.nodeId));
-    problems.add(`$.edges[${cycleEdge}]`, "graph_cycle", `The graph has a cycle through ${cyclic.slice(0, 5).join(", ")}; graphs must be acyclic.`);
+    const cycle = findCycle(cyclic, edges);
+    const through = cycle.nodes.slice(0, 5).join(" → ") + (cycle.nodes.length > 5 ? " → …" : "");
+    problems.add(`$.edges[${cycle.edgeIndex}]`, "graph_cycle", `The graph has a cycle through ${through}; graphs must be acyclic.`);
     return { ok: false, errors: problems.list };
   }
   const startId = starts[0]!.id;
-  const reachable = reachableFrom(startId, edges);
+  // Problems about a node point at its position in the submitted `nodes` array.
+  const nodeIndex = new Map<string, number>();
   rawNodes.forEach((raw, index) => {
-    const id = isRecord(raw) ? raw.id : undefined;
-    if (typeof id === "string" && nodes.has(id) && !reachable.has(id)) problems.add(`$.nodes[${index}]`, "node_unreachable", `Node ${id} cannot be reached from the start node.`);
+    if (isRecord(raw) && typeof raw.id === "string" && !nodeIndex.has(raw.id)) nodeIndex.set(raw.id, index);
   });
+  const pathOf = (nodeId: string): string => `$.nodes[${nodeIndex.get(nodeId)}]`;
+  const reachable = reachableFrom(startId, edges);
+  for (const node of nodeList) {
+    if (!reachable.has(node.id)) problems.add(pathOf(node.id), "node_unreachable", `Node ${node.id} cannot be reached from the start node.`);
+  }
   for (const node of nodeList) {
     if (node.kind === "end") continue;
-    const index = rawNodes.findIndex((raw) => isRecord(raw) && raw.id === node.id);
     for (const port of nodePorts(node)) {
       if (!edges.some((e) => e.from.nodeId === node.id && e.from.port === port)) {
-        problems.add(`$.nodes[${index}]`, "port_unconnected", `Port ${port} of node ${node.id} has no edge; connect every port so no path silently stops.`);
+        problems.add(pathOf(node.id), "port_unconnected", `Port ${port} of node ${node.id} has no edge; connect every port so no path silently stops.`);
       }
     }
   }
   if (problems.list.length > 0) return { ok: false, errors: problems.list };
-  const forkJoins = planForks(nodes, edges, order, problems);
-  if (problems.list.length === 0) checkBranchKeys(startId, edges, forkJoins, problems);
+  const forkJoins = planForks(nodes, edges, order, problems, pathOf);
+  if (problems.list.length === 0) checkBranchKeys(startId, edges, forkJoins, problems, pathOf);
   if (problems.list.length > 0) return { ok: false, errors: problems.list };
   return { ok: true, graph: { schemaVersion: 1, nodes: nodeList, edges, plan: { forkJoins } } };
 }
