@@ -98,6 +98,21 @@ function adminToken() {
   return { token, source: "generated" };
 }
 
+/**
+ * The key that seals personal data in reports: REPORT_MASTER_KEY from the environment, else from
+ * template/.dev.vars, else generated into .dev.vars once. Losing it loses every sealed report.
+ */
+function masterKey() {
+  if (process.env.REPORT_MASTER_KEY) return { source: "env" };
+  if (readDotenvValue(devVarsPath, "REPORT_MASTER_KEY")) return { source: "dev.vars" };
+  const previous = existsSync(devVarsPath) ? readFileSync(devVarsPath, "utf8") : "";
+  const separator = previous === "" || previous.endsWith("\n") ? "" : "\n";
+  writeFileSync(devVarsPath, `${previous}${separator}REPORT_MASTER_KEY=${randomBytes(32).toString("base64url")}\n`, { mode: 0o600 });
+  chmodSync(devVarsPath, 0o600);
+  console.log("[safest] Generated REPORT_MASTER_KEY in template/.dev.vars: it seals personal data in reports; keep it with the state folder.");
+  return { source: "generated" };
+}
+
 function run(args, extraEnv = {}) {
   const result = spawnSync(process.execPath, args, { cwd: templateDir, stdio: "inherit", env: { ...process.env, ...extraEnv } });
   if (result.error) fail(`${args.join(" ")} could not start: ${result.error.message}`);
@@ -195,6 +210,7 @@ async function main() {
 
   run(["scripts/build-kernel.mjs"]);
   const admin = adminToken();
+  const master = masterKey();
   // CI=true: apply without the confirmation prompt.
   run([wrangler, "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], { CI: "true", WRANGLER_SEND_METRICS: "false" });
   await assertPortFree(host, listenPort);
@@ -203,10 +219,14 @@ async function main() {
   // (never argv, which `ps` shows). --env-file replaces .dev.vars, so that file comes first.
   const envFiles = [];
   let tokenFile = null;
-  if (admin.source === "env") {
+  const secretLines = [
+    ...(admin.source === "env" ? [`ADMIN_TOKEN=${admin.token}`] : []),
+    ...["REPORT_MASTER_KEY", "REPORT_MASTER_KEY_PREVIOUS"].filter((name) => master.source === "env" && process.env[name]).map((name) => `${name}=${process.env[name]}`),
+  ];
+  if (secretLines.length > 0) {
     tokenFile = path.join(state, ".admin-token.env");
     rmSync(tokenFile, { force: true }); // a leftover of a killed run; mode applies only to new files
-    writeFileSync(tokenFile, `ADMIN_TOKEN=${admin.token}\n`, { mode: 0o600 });
+    writeFileSync(tokenFile, `${secretLines.join("\n")}\n`, { mode: 0o600 });
     chmodSync(tokenFile, 0o600);
     if (existsSync(devVarsPath)) envFiles.push("--env-file", devVarsPath);
     envFiles.push("--env-file", tokenFile);
@@ -216,7 +236,7 @@ async function main() {
   };
 
   // wrangler reads the token from the files above; it need not sit in its environment too.
-  const { ADMIN_TOKEN: _token, ...wranglerEnv } = { WRANGLER_SEND_METRICS: "false", ...process.env };
+  const { ADMIN_TOKEN: _token, REPORT_MASTER_KEY: _master, REPORT_MASTER_KEY_PREVIOUS: _previous, ...wranglerEnv } = { WRANGLER_SEND_METRICS: "false", ...process.env };
   const child = spawn(process.execPath, [
     wrangler, "dev",
     "--port", String(listenPort), "--ip", host,

@@ -2,6 +2,7 @@
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { AppError } from "../errors";
+import { caseRoutes } from "../cases";
 import { installationRoutes } from "../installations";
 import { runRoutes, workflowRoutes } from "../workflows";
 import { openApiDocument } from "./openapi";
@@ -19,6 +20,7 @@ export function createApp() {
   app.route("/api/v1", installationRoutes);
   app.route("/api/v1", workflowRoutes);
   app.route("/api/v1", runRoutes);
+  app.route("/api/v1", caseRoutes);
   app.get("/", (c) => c.json({ name: "Safest Tools", api: "/api/v1", openapi: "/api/v1/openapi.json" }));
   app.notFound((c) => c.json({ error: { code: "route.not_found", message: "No such route." } }, 404));
   app.onError((error, c) => {

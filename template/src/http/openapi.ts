@@ -53,6 +53,57 @@ const operations: Record<string, Record<string, Operation>> = {
   "/api/v1/runs/{id}/terminate": {
     post: { summary: "Terminate a run", auth: "api_key", scopes: ["admin"], ok: 200, errors: [404, 409] },
   },
+  "/api/v1/reports": {
+    post: { summary: "Take in a report: personal data sealed, grouped into a case per subject, triggers fired", auth: "api_key", scopes: ["reports:write"], body: "CreateReport", ok: 201, errors: [409, 422], headers: ["Idempotency-Key"] },
+    get: { summary: "List report summaries (no personal data), newest first", auth: "api_key", scopes: ["review", "admin"], ok: 200 },
+  },
+  "/api/v1/reports/{id}": {
+    get: { summary: "Read a report with its personal data opened (the access is audited)", auth: "api_key", scopes: ["review", "admin"], ok: 200, errors: [404] },
+  },
+  "/api/v1/cases/{id}": {
+    get: { summary: "Read a case (one subject) with its reports", auth: "api_key", scopes: ["review", "admin"], ok: 200, errors: [404] },
+  },
+  "/api/v1/triggers": {
+    post: { summary: "Map report or appeal events to a workflow version with a CEL condition and an authority mode", auth: "api_key", scopes: ["admin"], body: "CreateTrigger", ok: 201, errors: [404, 409, 422] },
+    get: { summary: "List triggers", auth: "api_key", scopes: ["admin"], ok: 200 },
+  },
+  "/api/v1/triggers/{id}/enable": { post: { summary: "Enable a trigger", auth: "api_key", scopes: ["admin"], ok: 200, errors: [404] } },
+  "/api/v1/triggers/{id}/disable": { post: { summary: "Disable a trigger", auth: "api_key", scopes: ["admin"], ok: 200, errors: [404] } },
+  "/api/v1/queues": {
+    post: { summary: "Create a review queue with an SLA and a priority", auth: "api_key", scopes: ["admin"], body: "CreateQueue", ok: 201, errors: [409] },
+    get: { summary: "List queues with open, claimed, SLA-breached counts and the oldest due date", auth: "api_key", scopes: ["review", "admin"], ok: 200 },
+  },
+  "/api/v1/queues/{id}": { get: { summary: "Read a queue", auth: "api_key", scopes: ["review", "admin"], ok: 200, errors: [404] } },
+  "/api/v1/queues/{id}/tasks": {
+    get: { summary: "Tasks in SLA order (due date, priority, id) with a cursor; ?state=open|claimed|completed|expired|cancelled", auth: "api_key", scopes: ["review", "admin"], ok: 200, errors: [404] },
+  },
+  "/api/v1/queues/{id}/stats": {
+    get: { summary: "Open, claimed, SLA breaches, time to complete p50/p90", auth: "api_key", scopes: ["review", "admin"], ok: 200, errors: [404] },
+  },
+  "/api/v1/queues/{id}/next": {
+    post: { summary: "Claim the first open task of the queue (404 queue.empty when none)", auth: "api_key", scopes: ["review"], body: "ClaimTask", ok: 200, errors: [404, 409] },
+  },
+  "/api/v1/tasks/{id}": { get: { summary: "Read a task", auth: "api_key", scopes: ["review", "admin"], ok: 200, errors: [404] } },
+  "/api/v1/tasks/{id}/claim": {
+    post: { summary: "Take or renew the task's exclusive lease; another holder's live lease is a 409", auth: "api_key", scopes: ["review"], body: "ClaimTask", ok: 200, errors: [404, 409] },
+  },
+  "/api/v1/tasks/{id}/release": { post: { summary: "Give the lease back", auth: "api_key", scopes: ["review"], body: "ReleaseTask", ok: 200, errors: [404, 409] } },
+  "/api/v1/tasks/{id}/complete": {
+    post: { summary: "Answer the task; the response is checked against its schema (422 lists failing paths) and the run resumes", auth: "api_key", scopes: ["review"], body: "CompleteTask", ok: 200, errors: [404, 409, 422] },
+  },
+  "/api/v1/appeals": {
+    post: { summary: "Appeal a report's handling; starts the appeal workflow(s) of appeal.created triggers", auth: "api_key", scopes: ["reports:write"], body: "CreateAppeal", ok: 201, errors: [404, 409, 422], headers: ["Idempotency-Key"] },
+  },
+  "/api/v1/appeals/{id}": { get: { summary: "Read an appeal (appellant data opened, access audited)", auth: "api_key", scopes: ["review", "admin"], ok: 200, errors: [404] } },
+  "/api/v1/appeals/{id}/resolve": {
+    post: { summary: "Record the outcome: upheld or overturned", auth: "api_key", scopes: ["review"], body: "ResolveAppeal", ok: 200, errors: [404, 409, 422] },
+  },
+  "/api/v1/data-keys/rotate": {
+    post: { summary: "Start a new data key version for sealing personal data; older versions still open old data", auth: "api_key", scopes: ["admin"], ok: 201 },
+  },
+  "/api/v1/admin/rewrap-data-keys": {
+    post: { summary: "Rewrap data keys sealed under REPORT_MASTER_KEY_PREVIOUS with REPORT_MASTER_KEY", auth: "admin_token", ok: 200 },
+  },
   "/api/v1/openapi.json": {
     get: { summary: "This document", auth: "none", ok: 200 },
   },

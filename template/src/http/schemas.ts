@@ -1,5 +1,6 @@
 // JSON Schemas of request bodies: used for validation and published in the OpenAPI document.
 import type { Schema } from "@cfworker/json-schema";
+import { REPORT_SOURCES, SUBJECT_KINDS } from "../cases/taxonomy";
 import { AUTHORITY_MODES } from "../workflows/types";
 import { SCOPES } from "./auth";
 
@@ -36,5 +37,78 @@ export const schemas = {
   SendEvent: {
     type: "object", required: ["type"], additionalProperties: false,
     properties: { type: { type: "string", pattern: "^[A-Za-z0-9._:-]{1,100}$" }, payload: { type: "object" } },
+  },
+  CreateReport: {
+    type: "object", required: ["subject", "category"], additionalProperties: false,
+    properties: {
+      subject: {
+        type: "object", required: ["kind", "id"], additionalProperties: false,
+        properties: {
+          kind: { enum: [...SUBJECT_KINDS] },
+          id: { type: "string", minLength: 1, maxLength: 300 },
+          url: { type: "string", maxLength: 2048 },
+          ownerId: { type: "string", maxLength: 300 },
+          snapshot: { description: "The reported content as the reporter saw it (sealed at rest)." },
+        },
+      },
+      category: { type: "string", minLength: 1, maxLength: 200, description: "A DSA statement category (scams_and_fraud or STATEMENT_CATEGORY_SCAMS_AND_FRAUD) or an ATProto reason type." },
+      categorySpecification: { type: "array", maxItems: 20, items: { type: "string", pattern: "^KEYWORD_[A-Z_]+$" } },
+      source: { enum: [...REPORT_SOURCES] },
+      reporter: {
+        type: "object", additionalProperties: false,
+        properties: { id: { type: "string", maxLength: 300 }, contact: { type: "string", maxLength: 500 } },
+      },
+      description: { type: "string", maxLength: 10_000 },
+      evidence: {
+        type: "array", maxItems: 50,
+        items: {
+          type: "object", required: ["kind"], additionalProperties: false,
+          properties: {
+            kind: { type: "string", maxLength: 50 }, url: { type: "string", maxLength: 2048 },
+            text: { type: "string", maxLength: 10_000 }, sha256: { type: "string", pattern: "^[0-9a-f]{64}$" },
+          },
+        },
+      },
+    },
+  },
+  CreateTrigger: {
+    type: "object", required: ["event", "workflowVersionId", "authorityMode"], additionalProperties: false,
+    properties: {
+      name,
+      event: { enum: ["report.created", "appeal.created"] },
+      when: { type: "string", minLength: 1, maxLength: 4096, description: "CEL over report (and appeal); default true." },
+      workflowVersionId: identifier,
+      authorityMode: { enum: [...AUTHORITY_MODES] },
+      enabled: { type: "boolean" },
+    },
+  },
+  CreateQueue: {
+    type: "object", required: ["name", "slaSeconds"], additionalProperties: false,
+    properties: {
+      name, description: { type: "string", maxLength: 2000 },
+      slaSeconds: { type: "integer", minimum: 60, maximum: 31_536_000 },
+      priority: { type: "integer", minimum: 0, maximum: 100 },
+    },
+  },
+  ClaimTask: {
+    type: "object", additionalProperties: false,
+    properties: { reviewer: { type: "string", minLength: 1, maxLength: 200 }, leaseSeconds: { type: "integer", minimum: 30, maximum: 3600 } },
+  },
+  ReleaseTask: { type: "object", additionalProperties: false, properties: { reviewer: { type: "string", minLength: 1, maxLength: 200 } } },
+  CompleteTask: {
+    type: "object", required: ["response"], additionalProperties: false,
+    properties: { reviewer: { type: "string", minLength: 1, maxLength: 200 }, response: { description: "Checked against the task's response_schema." } },
+  },
+  CreateAppeal: {
+    type: "object", required: ["reason"], additionalProperties: false,
+    properties: {
+      reportId: identifier, decisionId: identifier,
+      appellant: { type: "object", additionalProperties: false, properties: { id: { type: "string", maxLength: 300 }, contact: { type: "string", maxLength: 500 } } },
+      reason: { type: "string", minLength: 1, maxLength: 10_000 },
+    },
+  },
+  ResolveAppeal: {
+    type: "object", required: ["outcome"], additionalProperties: false,
+    properties: { outcome: { enum: ["upheld", "overturned"] }, reason: { type: "string", maxLength: 5000 }, reviewer: { type: "string", maxLength: 200 } },
   },
 } satisfies Record<string, Schema>;

@@ -4,6 +4,7 @@ import { requireAdminToken, requireScope, type Scope } from "../http/auth";
 import { schemas } from "../http/schemas";
 import type { AppEnv } from "../http/types";
 import { parseBody } from "../http/validate";
+import { rewrapDataKeys } from "../cases/report-crypto";
 import { createApiKey, createInstallation, listInstallations } from "./service";
 
 export const installationRoutes = new Hono<AppEnv>()
@@ -12,6 +13,7 @@ export const installationRoutes = new Hono<AppEnv>()
     return c.json(await createInstallation(c.env, body), 201);
   })
   .get("/installations", requireAdminToken, async (c) => c.json({ items: await listInstallations(c.env) }))
+  .post("/admin/rewrap-data-keys", requireAdminToken, async (c) => c.json(await rewrapDataKeys(c.env)))
   .post("/api-keys", requireScope("admin"), async (c) => {
     const body = await parseBody<{ name: string; scopes: Scope[] }>(c, schemas.CreateApiKey);
     return c.json(await createApiKey(c.env, c.get("actor"), body), 201);

@@ -1,5 +1,7 @@
 // loadWorkflowExecutionContext: what a node's expressions may read, loaded at a cost that depends
 // on what the node references, not on how long the run has been going.
+import { getReportSummaryRowUnsafe } from "../cases/reports-queries";
+import { reportSummary } from "../cases/reports";
 import type { ExpressionContext } from "./expressions";
 import { mentionsVariable, referencedSteps } from "./expressions";
 import type { AuthorizedRun } from "./runtime-authorize";
@@ -9,6 +11,7 @@ interface NodeReads {
   /** null: every step output (an expression reads `steps` dynamically). */
   steps: Set<string> | null;
   event: boolean;
+  report: boolean;
 }
 
 // Nodes come from the per-version graph cache, so their analysis is cached by identity.
@@ -29,13 +32,15 @@ export function nodeReads(node: WorkflowNodeV1): NodeReads {
   if (cached) return cached;
   let steps: Set<string> | null = new Set();
   let event = false;
+  let report = false;
   for (const text of expressionsOf(node)) {
     const referenced = referencedSteps(text);
     if (referenced === null) steps = null;
     else if (steps) for (const id of referenced) steps.add(id);
     event ||= mentionsVariable(text, "event");
+    report ||= mentionsVariable(text, "report");
   }
-  const reads = { steps, event };
+  const reads = { steps, event, report };
   readsCache.set(node, reads);
   return reads;
 }
@@ -93,9 +98,14 @@ export async function loadWorkflowExecutionContext(
     `).bind(run.id).first<{ id: string; type: string; payloadJson: string; createdAt: string }>();
     if (row) event = { id: row.id, type: row.type, payload: parseJson(row.payloadJson), receivedAt: row.createdAt };
   }
+  let report: JsonValue = null;
+  if (reads.report && run.reportId) {
+    const row = await getReportSummaryRowUnsafe(env.DB, run.reportId);
+    if (row) report = reportSummary(row) as unknown as JsonValue;
+  }
   return {
     input: parseJson(run.inputJson) ?? {},
-    report: null,
+    report,
     run: { id: run.id, workflowVersionId: run.workflowVersionId, authorityMode: run.authorityMode },
     steps,
     event,

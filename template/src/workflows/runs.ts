@@ -19,6 +19,7 @@ export interface CreateRunInput {
   authorityMode: WorkflowAuthorityMode;
   input: JsonObject;
   reportId?: string;
+  appealId?: string;
   idempotencyKey?: string;
   parent?: { runId: string; nodeId: string };
 }
@@ -38,18 +39,18 @@ export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, i
   if (version.retiredAt) throw conflict("workflow_version.retired", "The workflow version is retired; publish or pick a live version.");
   const inputJson = canonicalJson(input.input);
   if (byteLength(inputJson) > MAX_RUN_INPUT_BYTES) throw new AppError("run.input_too_large", `Run input may be at most ${MAX_RUN_INPUT_BYTES} bytes.`, { status: 413 });
-  const requestDigest = `sha256:${await sha256Hex(canonicalJson({ v: input.workflowVersionId, m: input.authorityMode, i: input.input, r: input.reportId ?? null }))}`;
+  const requestDigest = `sha256:${await sha256Hex(canonicalJson({ v: input.workflowVersionId, m: input.authorityMode, i: input.input, r: input.reportId ?? null, a: input.appealId ?? null }))}`;
   const id = newId("run");
   const at = new Date().toISOString();
   await env.DB.batch([
     env.DB.prepare(`
       INSERT INTO workflow_runs (
-        id, installation_id, workflow_version_id, authority_mode, state, input_json, report_id,
+        id, installation_id, workflow_version_id, authority_mode, state, input_json, report_id, appeal_id,
         parent_run_id, parent_node_id, idempotency_key, request_digest, created_at, updated_at
-      ) VALUES (?1, ?2, ?3, ?4, 'dispatch_pending', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)
+      ) VALUES (?1, ?2, ?3, ?4, 'dispatch_pending', ?5, ?6, ?12, ?7, ?8, ?9, ?10, ?11, ?11)
       ON CONFLICT(installation_id, idempotency_key) DO NOTHING
     `).bind(id, actor.installationId, input.workflowVersionId, input.authorityMode, inputJson, input.reportId ?? null,
-      input.parent?.runId ?? null, input.parent?.nodeId ?? null, input.idempotencyKey ?? null, requestDigest, at),
+      input.parent?.runId ?? null, input.parent?.nodeId ?? null, input.idempotencyKey ?? null, requestDigest, at, input.appealId ?? null),
     env.DB.prepare(`
       INSERT OR IGNORE INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at)
       SELECT ?1, ?2, ?3, 'workflow.run_created', ?4, ?5, 'workflow_run', ?6, ?7, ?8 WHERE EXISTS (SELECT 1 FROM workflow_runs WHERE id = ?6)

@@ -1,6 +1,10 @@
 // Waits: prepared before the kernel parks on waitForEvent, completed only by an event recorded in
 // D1 for that very wait, or by its timeout.
 import { canonicalJson } from "../audit";
+import { findQueueRow } from "../cases/queues";
+import { AppError } from "../errors";
+import { evaluateInputMapping } from "./expressions";
+import { loadWorkflowExecutionContext } from "./execution-context";
 import { sha256Hex } from "../lib/crypto";
 import type { NodeOutput, PreparedWait, WaitResult } from "./runtime-protocol";
 import { denied, type AuthorizedRun } from "./runtime-authorize";
@@ -55,24 +59,39 @@ export async function prepareWaitRecord(
     runProgress(env.DB, run.id, node.id, "waiting", at),
     runtimeAudit(env.DB, run, { key: `wait:${waitId}:prepared`, action: "workflow.wait_prepared", details: { nodeId: node.id, branchKey, eventType, deadlineAt, ...(taskId ? { taskId } : {}) }, at }),
   ];
-  if (taskId) {
-    const context = canonicalJson({ nodeId: node.id, inputMapping: node.inputMapping ?? {} });
-    statements.push(env.DB.prepare(`
-      INSERT INTO human_tasks (
-        id, installation_id, report_id, appeal_id, run_id, step_run_id, task_type, state, queue_id,
-        context_json, context_digest, response_schema_json, due_at, created_at, updated_at
-      ) SELECT ?1, r.installation_id, r.report_id, r.appeal_id, r.id, ?2, ?3, 'open', COALESCE(?4, r.queue_id), ?5, ?6, ?7, ?8, ?9, ?9
-      FROM workflow_runs r WHERE r.id = ?10
-      ON CONFLICT(step_run_id) DO NOTHING
-    `).bind(
-      taskId, stepId, String(node.config.task_type ?? "review"),
-      typeof node.config.queue_id === "string" ? node.config.queue_id : null,
-      context, `sha256:${await sha256Hex(context)}`,
-      canonicalJson(node.config.response_schema ?? { type: "object" }), deadlineAt, at, run.id,
-    ));
-  }
+  if (taskId) statements.push(await humanTaskStatement(env, { run, node, stepId, taskId, at, deadlineAt }));
   await env.DB.batch(statements);
   return { eventType: signal, timeoutMs: timeoutSeconds * 1_000, ...(taskId ? { taskId } : {}) };
+}
+
+/**
+ * The task row of a human_task: in its queue (by id or name), due by the queue's SLA, expiring at
+ * the node's timeout, with the node's evaluated inputMapping as the reviewer's context.
+ */
+async function humanTaskStatement(
+  env: Env,
+  input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; taskId: string; at: string; deadlineAt: string },
+): Promise<D1PreparedStatement> {
+  const { run, node } = input;
+  const queueRef = typeof node.config.queue_id === "string" ? node.config.queue_id : null;
+  if (!queueRef) throw new AppError("human_task_queue_required", `human_task ${node.id} names no queue_id.`);
+  const queue = await findQueueRow(env.DB, run.installationId, queueRef);
+  if (!queue) throw new AppError("human_task_queue_unknown", `The queue of human_task ${node.id} does not exist in this installation.`);
+  const context = canonicalJson(evaluateInputMapping(node.inputMapping, await loadWorkflowExecutionContext(env, { run, node, branchKey: "" }), node.id));
+  const dueAt = new Date(Date.parse(input.at) + queue.slaSeconds * 1_000).toISOString();
+  const priority = Number.isInteger(node.config.priority) ? Number(node.config.priority) : queue.priority;
+  return env.DB.prepare(`
+    INSERT INTO human_tasks (
+      id, installation_id, report_id, appeal_id, run_id, step_run_id, task_type, state, queue_id, priority,
+      context_json, context_digest, response_schema_json, due_at, expires_at, created_at, updated_at
+    ) SELECT ?1, r.installation_id, r.report_id, r.appeal_id, r.id, ?2, ?3, 'open', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11
+    FROM workflow_runs r WHERE r.id = ?12
+    ON CONFLICT(step_run_id) DO NOTHING
+  `).bind(
+    input.taskId, input.stepId, String(node.config.task_type ?? "review"), queue.id, priority,
+    context, `sha256:${await sha256Hex(context)}`, canonicalJson(node.config.response_schema ?? { type: "object" }),
+    dueAt, input.deadlineAt, input.at, run.id,
+  );
 }
 
 export type WaitCompletion =

@@ -1,0 +1,122 @@
+// Appeals: a person contests a report's handling; the installation's appeal workflow (a trigger on
+// `appeal.created`) takes it from there, and its outcome (upheld or overturned) is recorded.
+import { auditStatement, canonicalJson } from "../audit";
+import { AppError, conflict, notFound } from "../errors";
+import type { Actor } from "../http/auth";
+import { newId, sha256Hex } from "../lib/crypto";
+import { openPersonalData, sealPersonalData } from "./report-crypto";
+import { reportSummary } from "./reports";
+import { getReportRow } from "./reports-queries";
+import { APPEAL_OUTCOMES } from "./tasks";
+import { fireTriggers } from "./triggers";
+
+export interface AppealInput {
+  reportId?: string;
+  decisionId?: string;
+  appellant?: { id?: string; contact?: string };
+  reason: string;
+}
+
+interface AppealRow {
+  id: string;
+  reportId: string | null;
+  decisionId: string | null;
+  caseId: string | null;
+  state: string;
+  personalData: string;
+  outcomeReason: string | null;
+  decidedBy: string | null;
+  decidedAt: string | null;
+  requestDigest: string;
+  createdAt: string;
+}
+
+const COLUMNS = `id, report_id AS reportId, decision_id AS decisionId, case_id AS caseId, state, personal_data AS personalData,
+  outcome_reason AS outcomeReason, decided_by AS decidedBy, decided_at AS decidedAt, request_digest AS requestDigest, created_at AS createdAt`;
+
+function getAppealRow(db: D1Database, installationId: string, id: string) {
+  return db.prepare(`SELECT ${COLUMNS} FROM appeals WHERE installation_id = ?1 AND id = ?2`).bind(installationId, id).first<AppealRow>();
+}
+
+function summary(row: AppealRow) {
+  return {
+    id: row.id, reportId: row.reportId, decisionId: row.decisionId, caseId: row.caseId, state: row.state,
+    outcome: row.state === "open" ? null : row.state, decidedBy: row.decidedBy, decidedAt: row.decidedAt, createdAt: row.createdAt,
+  };
+}
+
+/** Records an appeal and starts the appeal workflow(s) its triggers select. Idempotent by key. */
+export async function fileAppeal(env: Env, ctx: ExecutionContext, actor: Actor, input: AppealInput, idempotencyKey?: string) {
+  if (!input.reportId) {
+    // Decisions are recorded by the enforcement module; until it exists an appeal names a report.
+    throw new AppError("appeal.report_required", "An appeal must name the reportId it contests.", { status: 422 });
+  }
+  const report = await getReportRow(env.DB, actor.installationId, input.reportId);
+  if (!report) throw notFound("report");
+  const requestDigest = `sha256:${await sha256Hex(canonicalJson(input))}`;
+  if (idempotencyKey) {
+    const existing = await env.DB.prepare(`SELECT ${COLUMNS} FROM appeals WHERE installation_id = ?1 AND idempotency_key = ?2`)
+      .bind(actor.installationId, idempotencyKey).first<AppealRow>();
+    if (existing) {
+      if (existing.requestDigest !== requestDigest) throw conflict("idempotency_key.reused", "This Idempotency-Key was already used for a different appeal.");
+      const runs = await fireTriggers(env, ctx, actor, { event: "appeal.created", report: reportSummary(report), appeal: stable(existing), subjectKey: existing.id });
+      return { appeal: summary(existing), runs, replayed: true };
+    }
+  }
+  const id = newId("apl");
+  const at = new Date().toISOString();
+  const { sealed, dataKeyId } = await sealPersonalData(env, actor.installationId, `appeal:${id}`, { appellant: input.appellant ?? null, reason: input.reason });
+  await env.DB.batch([
+    env.DB.prepare(`
+      INSERT INTO appeals (id, installation_id, report_id, decision_id, case_id, state, personal_data, data_key_id, idempotency_key, request_digest, created_at, updated_at)
+      VALUES (?1, ?2, ?3, ?4, ?5, 'open', ?6, ?7, ?8, ?9, ?10, ?10)
+      ON CONFLICT(installation_id, idempotency_key) DO NOTHING
+    `).bind(id, actor.installationId, report.id, input.decisionId ?? null, report.caseId, sealed, dataKeyId, idempotencyKey ?? null, requestDigest, at),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `appeal:${id}:filed`, action: "appeal.filed", actor: actor.audit,
+      target: { type: "appeal", id }, details: { reportId: report.id, caseId: report.caseId }, at,
+    }, { table: "appeals", id }),
+  ]);
+  const row = await getAppealRow(env.DB, actor.installationId, id);
+  if (!row) throw new AppError("appeal.conflict", "A concurrent request with the same Idempotency-Key won; retry to read it.", { status: 409, retryable: true });
+  const runs = await fireTriggers(env, ctx, actor, { event: "appeal.created", report: reportSummary(report), appeal: stable(row), subjectKey: row.id });
+  return { appeal: summary(row), runs, replayed: false };
+}
+
+function stable(row: AppealRow) {
+  return { id: row.id, reportId: row.reportId, decisionId: row.decisionId, caseId: row.caseId, createdAt: row.createdAt };
+}
+
+/** The appeal with the appellant's words opened, for reviewers (access audited). */
+export async function readAppeal(env: Env, actor: Actor, appealId: string) {
+  const row = await getAppealRow(env.DB, actor.installationId, appealId);
+  if (!row) throw notFound("appeal");
+  const personal = await openPersonalData<{ appellant: AppealInput["appellant"] | null; reason: string }>(env, actor.installationId, `appeal:${row.id}`, row.personalData);
+  await auditStatement(env.DB, {
+    installationId: actor.installationId, idempotencyKey: `appeal:${row.id}:viewed:${crypto.randomUUID()}`, action: "appeal.personal_data_viewed",
+    actor: actor.audit, target: { type: "appeal", id: row.id }, details: {}, at: new Date().toISOString(),
+  }).run();
+  const { results: runs } = await env.DB.prepare(`SELECT id, state, workflow_version_id AS workflowVersionId FROM workflow_runs WHERE installation_id = ?1 AND appeal_id = ?2 ORDER BY created_at`)
+    .bind(actor.installationId, row.id).all();
+  return { ...summary(row), outcomeReason: row.outcomeReason, appellant: personal.appellant, reason: personal.reason, runs };
+}
+
+/** Records the outcome directly (for appeal workflows that decide without a review task). */
+export async function resolveAppeal(env: Env, actor: Actor, appealId: string, input: { outcome: string; reason?: string; reviewer?: string }) {
+  if (!(APPEAL_OUTCOMES as readonly string[]).includes(input.outcome)) throw new AppError("appeal.outcome_invalid", "outcome must be upheld or overturned.", { status: 422 });
+  const row = await getAppealRow(env.DB, actor.installationId, appealId);
+  if (!row) throw notFound("appeal");
+  if (row.state !== "open") throw conflict("appeal.already_decided", `The appeal was already ${row.state}.`);
+  const at = new Date().toISOString();
+  const who = input.reviewer ?? actor.audit.id;
+  const [update] = await env.DB.batch([
+    env.DB.prepare(`UPDATE appeals SET state = ?3, outcome_reason = ?4, decided_by = ?5, decided_at = ?6, updated_at = ?6 WHERE installation_id = ?1 AND id = ?2 AND state = 'open'`)
+      .bind(actor.installationId, appealId, input.outcome, input.reason ?? null, who, at),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `appeal:${appealId}:decided`, action: `appeal.${input.outcome}`, actor: actor.audit,
+      target: { type: "appeal", id: appealId }, details: { reviewer: who }, at,
+    }),
+  ]);
+  if ((update!.meta.changes ?? 0) === 0) throw conflict("appeal.already_decided", "The appeal was decided concurrently.");
+  return summary((await getAppealRow(env.DB, actor.installationId, appealId))!);
+}

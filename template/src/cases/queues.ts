@@ -1,0 +1,98 @@
+// Review queues: an SLA and a priority each; figures for the people who run them.
+import { auditStatement } from "../audit";
+import { conflict, notFound } from "../errors";
+import type { Actor } from "../http/auth";
+import { newId } from "../lib/crypto";
+
+export interface QueueRow {
+  id: string;
+  name: string;
+  description: string | null;
+  slaSeconds: number;
+  priority: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+const COLUMNS = `id, name, description, sla_seconds AS slaSeconds, priority, created_at AS createdAt, updated_at AS updatedAt`;
+
+export function getQueueRow(db: D1Database, installationId: string, queueId: string): Promise<QueueRow | null> {
+  return db.prepare(`SELECT ${COLUMNS} FROM queues WHERE installation_id = ?1 AND id = ?2`).bind(installationId, queueId).first<QueueRow>();
+}
+
+/** A queue by id or by name (workflow graphs may name queues either way). Host-internal lookup. */
+export function findQueueRow(db: D1Database, installationId: string, idOrName: string): Promise<QueueRow | null> {
+  return db.prepare(`SELECT ${COLUMNS} FROM queues WHERE installation_id = ?1 AND (id = ?2 OR name = ?2) ORDER BY id = ?2 DESC LIMIT 1`)
+    .bind(installationId, idOrName).first<QueueRow>();
+}
+
+export async function createQueue(env: Env, actor: Actor, input: { name: string; description?: string; slaSeconds: number; priority?: number }) {
+  const id = newId("q");
+  const at = new Date().toISOString();
+  try {
+    await env.DB.batch([
+      env.DB.prepare(`INSERT INTO queues (id, installation_id, name, description, sla_seconds, priority, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)`)
+        .bind(id, actor.installationId, input.name, input.description ?? null, input.slaSeconds, input.priority ?? 0, at),
+      auditStatement(env.DB, {
+        installationId: actor.installationId, idempotencyKey: `queue:${id}:created`, action: "queue.created", actor: actor.audit,
+        target: { type: "queue", id }, details: { name: input.name, slaSeconds: input.slaSeconds, priority: input.priority ?? 0 }, at,
+      }),
+    ]);
+  } catch (error) {
+    if (String(error).includes("UNIQUE")) throw conflict("queue.name_taken", "A queue with this name already exists.");
+    throw error;
+  }
+  return (await getQueueRow(env.DB, actor.installationId, id))!;
+}
+
+export async function listQueues(env: Env, actor: Actor) {
+  const now = new Date().toISOString();
+  const { results } = await env.DB.prepare(`
+    SELECT q.id, q.name, q.description, q.sla_seconds AS slaSeconds, q.priority, q.created_at AS createdAt, q.updated_at AS updatedAt,
+      (SELECT COUNT(*) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state = 'open') AS open,
+      (SELECT COUNT(*) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state = 'claimed') AS claimed,
+      (SELECT MIN(t.due_at) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state = 'open') AS oldestDueAt,
+      (SELECT COUNT(*) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state IN ('open', 'claimed') AND t.due_at < ?2) AS breachedSla
+    FROM queues q WHERE q.installation_id = ?1 ORDER BY q.priority DESC, q.name LIMIT 500
+  `).bind(actor.installationId, now).all();
+  return results;
+}
+
+function percentile(sorted: number[], fraction: number): number | null {
+  if (sorted.length === 0) return null;
+  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil(fraction * sorted.length) - 1));
+  return sorted[index]!;
+}
+
+/** Open, claimed, SLA breaches, and time to complete (p50/p90 over the last 30 days, ≤ 10,000 tasks). */
+export async function queueStats(env: Env, actor: Actor, queueId: string) {
+  const queue = await getQueueRow(env.DB, actor.installationId, queueId);
+  if (!queue) throw notFound("queue");
+  const now = new Date();
+  const since = new Date(now.getTime() - 30 * 86_400_000).toISOString();
+  const [counts, durations] = await env.DB.batch([
+    env.DB.prepare(`
+      SELECT
+        COALESCE(SUM(state = 'open'), 0) AS open,
+        COALESCE(SUM(state = 'claimed'), 0) AS claimed,
+        COALESCE(SUM(due_at < ?3), 0) AS breachedSla,
+        MIN(CASE WHEN state = 'open' THEN due_at END) AS oldestOpenDueAt
+      FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2 AND state IN ('open', 'claimed')
+    `).bind(actor.installationId, queueId, now.toISOString()),
+    env.DB.prepare(`
+      SELECT (julianday(completed_at) - julianday(created_at)) * 86400.0 AS seconds FROM human_tasks
+      WHERE installation_id = ?1 AND queue_id = ?2 AND completed_at IS NOT NULL AND completed_at >= ?3 AND state = 'completed'
+      ORDER BY completed_at DESC LIMIT 10000
+    `).bind(actor.installationId, queueId, since),
+  ]);
+  const row = (counts!.results[0] ?? {}) as { open: number; claimed: number; breachedSla: number; oldestOpenDueAt: string | null };
+  const seconds = (durations!.results as Array<{ seconds: number }>).map((r) => Math.round(r.seconds * 1000) / 1000).sort((a, b) => a - b);
+  return {
+    queueId,
+    open: row.open ?? 0,
+    claimed: row.claimed ?? 0,
+    breachedSla: row.breachedSla ?? 0,
+    oldestOpenDueAt: row.oldestOpenDueAt ?? null,
+    timeToComplete: { sample: seconds.length, p50Seconds: percentile(seconds, 0.5), p90Seconds: percentile(seconds, 0.9), windowDays: 30 },
+  };
+}

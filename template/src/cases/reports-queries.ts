@@ -1,0 +1,53 @@
+// SQL for reports and cases; every function takes the installation id.
+
+export interface ReportRow {
+  id: string;
+  caseId: string;
+  subjectKind: string;
+  subjectId: string;
+  category: string;
+  categorySpecificationJson: string;
+  source: string;
+  evidenceCount: number;
+  personalData: string;
+  requestDigest: string;
+  caseReportCount: number;
+  createdAt: string;
+}
+
+const REPORT_COLUMNS = `
+  r.id, r.case_id AS caseId, r.subject_kind AS subjectKind, r.subject_id AS subjectId, r.category,
+  r.category_specification_json AS categorySpecificationJson, r.source, r.evidence_count AS evidenceCount,
+  r.personal_data AS personalData, r.request_digest AS requestDigest, c.report_count AS caseReportCount, r.created_at AS createdAt`;
+
+export function getReportRow(db: D1Database, installationId: string, reportId: string): Promise<ReportRow | null> {
+  return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.id = ?2`)
+    .bind(installationId, reportId).first<ReportRow>();
+}
+
+export function getReportRowByKey(db: D1Database, installationId: string, key: string): Promise<ReportRow | null> {
+  return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.idempotency_key = ?2`)
+    .bind(installationId, key).first<ReportRow>();
+}
+
+export async function listReportRows(
+  db: D1Database, installationId: string, options: { limit: number; caseId?: string; before?: { createdAt: string; id: string } },
+): Promise<ReportRow[]> {
+  const { results } = await db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id
+    WHERE r.installation_id = ?1 AND (?2 IS NULL OR r.case_id = ?2)
+      AND (?3 IS NULL OR r.created_at < ?3 OR (r.created_at = ?3 AND r.id < ?4))
+    ORDER BY r.created_at DESC, r.id DESC LIMIT ?5`)
+    .bind(installationId, options.caseId ?? null, options.before?.createdAt ?? null, options.before?.id ?? null, options.limit).all<ReportRow>();
+  return results;
+}
+
+export function getCaseRow(db: D1Database, installationId: string, caseId: string) {
+  return db.prepare(`SELECT id, subject_kind AS subjectKind, subject_id AS subjectId, state, report_count AS reportCount,
+      first_reported_at AS firstReportedAt, last_reported_at AS lastReportedAt FROM cases WHERE installation_id = ?1 AND id = ?2`)
+    .bind(installationId, caseId).first<{ id: string; subjectKind: string; subjectId: string; state: string; reportCount: number; firstReportedAt: string; lastReportedAt: string }>();
+}
+
+/** The non-personal summary a run's `report` expression variable shows. Host-internal. */
+export function getReportSummaryRowUnsafe(db: D1Database, reportId: string): Promise<ReportRow | null> {
+  return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.id = ?1`).bind(reportId).first<ReportRow>();
+}

@@ -1,0 +1,147 @@
+// Report intake: idempotent, grouped into one case per subject, personal data sealed before it
+// reaches D1, triggers evaluated on the report's non-personal summary.
+import { auditStatement, canonicalJson } from "../audit";
+import { AppError, conflict, notFound } from "../errors";
+import type { Actor } from "../http/auth";
+import { newId, sha256Hex } from "../lib/crypto";
+import { openPersonalData, sealPersonalData } from "./report-crypto";
+import { getReportRow, getReportRowByKey, type ReportRow } from "./reports-queries";
+import { normalizeCategory, POLICY_CATEGORIES, type PolicyCategory } from "./taxonomy";
+import { fireTriggers, type TriggeredRun } from "./triggers";
+
+export interface ReportInput {
+  subject: { kind: string; id: string; url?: string; snapshot?: unknown; ownerId?: string };
+  category: string;
+  categorySpecification?: string[];
+  source?: string;
+  reporter?: { id?: string; contact?: string };
+  description?: string;
+  evidence?: Array<{ kind: string; url?: string; text?: string; sha256?: string }>;
+}
+
+/** Everything sealed: who reported, how to reach them, what they wrote, the content itself. */
+export interface ReportPersonalData {
+  reporter: { id?: string; contact?: string } | null;
+  description: string | null;
+  subjectUrl: string | null;
+  subjectOwnerId: string | null;
+  snapshot: unknown;
+  evidence: ReportInput["evidence"];
+}
+
+/** What automation (triggers, CEL `report`) and listings see: no personal data. */
+export function reportSummary(row: ReportRow) {
+  return {
+    id: row.id,
+    caseId: row.caseId,
+    category: row.category,
+    categorySpecification: JSON.parse(row.categorySpecificationJson) as string[],
+    source: row.source,
+    subject: { kind: row.subjectKind, id: row.subjectId },
+    evidenceCount: row.evidenceCount,
+    caseReportCount: row.caseReportCount,
+    createdAt: row.createdAt,
+  };
+}
+export type ReportSummary = ReturnType<typeof reportSummary>;
+
+function category(input: string): PolicyCategory {
+  const normalized = normalizeCategory(input);
+  if (!normalized) {
+    throw new AppError("report.category_unknown", "Unknown category; use a DSA statement category (e.g. scams_and_fraud) or an ATProto reason type.", {
+      status: 422, details: { allowed: POLICY_CATEGORIES },
+    });
+  }
+  return normalized;
+}
+
+/**
+ * Records a report. A repeat with the same Idempotency-Key returns the first report (and finishes
+ * any trigger run whose dispatch had failed); the same key with another body is a 409.
+ */
+export async function intakeReport(
+  env: Env, ctx: ExecutionContext, actor: Actor, input: ReportInput, idempotencyKey?: string,
+): Promise<{ report: ReturnType<typeof reportSummary>; runs: TriggeredRun[]; replayed: boolean }> {
+  const policyCategory = category(input.category);
+  const requestDigest = `sha256:${await sha256Hex(canonicalJson(input))}`;
+  if (idempotencyKey) {
+    const existing = await getReportRowByKey(env.DB, actor.installationId, idempotencyKey);
+    if (existing) return replay(env, ctx, actor, existing, requestDigest);
+  }
+  const id = newId("rpt");
+  const caseId = newId("case");
+  const at = new Date().toISOString();
+  const personal: ReportPersonalData = {
+    reporter: input.reporter ?? null,
+    description: input.description ?? null,
+    subjectUrl: input.subject.url ?? null,
+    subjectOwnerId: input.subject.ownerId ?? null,
+    snapshot: input.subject.snapshot ?? null,
+    evidence: input.evidence ?? [],
+  };
+  const { sealed, dataKeyId } = await sealPersonalData(env, actor.installationId, `report:${id}`, personal);
+  const subject = [actor.installationId, input.subject.kind, input.subject.id] as const;
+  await env.DB.batch([
+    env.DB.prepare(`
+      INSERT INTO cases (id, installation_id, subject_kind, subject_id, state, report_count, first_reported_at, last_reported_at, created_at, updated_at)
+      VALUES (?1, ?2, ?3, ?4, 'open', 0, ?5, ?5, ?5, ?5)
+      ON CONFLICT(installation_id, subject_kind, subject_id) DO NOTHING
+    `).bind(caseId, ...subject, at),
+    env.DB.prepare(`
+      INSERT INTO reports (id, installation_id, case_id, subject_kind, subject_id, category, category_specification_json, source,
+        evidence_count, personal_data, data_key_id, idempotency_key, request_digest, created_at)
+      SELECT ?1, ?2, c.id, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13
+      FROM cases c WHERE c.installation_id = ?2 AND c.subject_kind = ?3 AND c.subject_id = ?4
+      ON CONFLICT(installation_id, idempotency_key) DO NOTHING
+    `).bind(id, ...subject, policyCategory, JSON.stringify(input.categorySpecification ?? []), input.source ?? "notice",
+      (input.evidence ?? []).length, sealed, dataKeyId, idempotencyKey ?? null, requestDigest, at),
+    // Only a report that was actually inserted counts, reopens its case and is audited.
+    env.DB.prepare(`
+      UPDATE cases SET report_count = report_count + 1, last_reported_at = ?2, state = 'open', updated_at = ?2
+      WHERE id = (SELECT case_id FROM reports WHERE id = ?1)
+    `).bind(id, at),
+    env.DB.prepare(`
+      INSERT OR IGNORE INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at)
+      SELECT ?1, installation_id, ?2, 'report.received', ?3, ?4, 'report', id, ?5, ?6 FROM reports WHERE id = ?7
+    `).bind(crypto.randomUUID(), `report:${id}:received`, actor.audit.type, actor.audit.id,
+      canonicalJson({ category: policyCategory, subjectKind: input.subject.kind, evidenceCount: (input.evidence ?? []).length }), at, id),
+    // A case opened for a report that lost an Idempotency-Key race is not left behind empty.
+    env.DB.prepare(`DELETE FROM cases WHERE id = ?1 AND report_count = 0`).bind(caseId),
+  ]);
+  const row = await getReportRow(env.DB, actor.installationId, id);
+  if (!row) {
+    // Lost a race with a concurrent request carrying the same Idempotency-Key.
+    const winner = idempotencyKey ? await getReportRowByKey(env.DB, actor.installationId, idempotencyKey) : null;
+    if (!winner) throw new AppError("report.intake_failed", "The report could not be recorded; retry.", { status: 503, retryable: true });
+    return replay(env, ctx, actor, winner, requestDigest);
+  }
+  const summary = reportSummary(row);
+  const runs = await fireTriggers(env, ctx, actor, { event: "report.created", report: summary, subjectKey: summary.id });
+  return { report: summary, runs, replayed: false };
+}
+
+async function replay(env: Env, ctx: ExecutionContext, actor: Actor, row: ReportRow, requestDigest: string) {
+  if (row.requestDigest !== requestDigest) throw conflict("idempotency_key.reused", "This Idempotency-Key was already used for a different report.");
+  const summary = reportSummary(row);
+  const runs = await fireTriggers(env, ctx, actor, { event: "report.created", report: summary, subjectKey: summary.id });
+  return { report: summary, runs, replayed: true };
+}
+
+/** A report with its personal data opened, for reviewers; the access itself is audited. */
+export async function readReport(env: Env, actor: Actor, reportId: string) {
+  const row = await getReportRow(env.DB, actor.installationId, reportId);
+  if (!row) throw notFound("report");
+  const personal = await openPersonalData<ReportPersonalData>(env, actor.installationId, `report:${row.id}`, row.personalData);
+  const at = new Date().toISOString();
+  await auditStatement(env.DB, {
+    installationId: actor.installationId, idempotencyKey: `report:${row.id}:viewed:${crypto.randomUUID()}`, action: "report.personal_data_viewed",
+    actor: actor.audit, target: { type: "report", id: row.id }, details: {}, at,
+  }).run();
+  return {
+    ...reportSummary(row),
+    subject: { kind: row.subjectKind, id: row.subjectId, url: personal.subjectUrl, ownerId: personal.subjectOwnerId, snapshot: personal.snapshot },
+    reporter: personal.reporter,
+    description: personal.description,
+    evidence: personal.evidence,
+  };
+}

@@ -1,0 +1,277 @@
+// Human review tasks: SLA-ordered listing with a cursor, exclusive renewable leases, responses
+// checked against the task's JSON Schema, and completion that resumes the waiting run.
+import { Validator, type Schema } from "@cfworker/json-schema";
+import { auditStatement, canonicalJson } from "../audit";
+import { AppError, conflict, notFound } from "../errors";
+import type { Actor } from "../http/auth";
+import { newId, sha256Hex } from "../lib/crypto";
+import { getQueueRow } from "./queues";
+
+export const DEFAULT_LEASE_SECONDS = 900;
+export const MAX_LEASE_SECONDS = 3_600;
+export const TASK_STATES = ["open", "claimed", "completed", "expired", "cancelled"] as const;
+
+interface TaskRow {
+  id: string;
+  queueId: string | null;
+  runId: string;
+  stepRunId: string;
+  reportId: string | null;
+  appealId: string | null;
+  taskType: string;
+  state: string;
+  priority: number;
+  contextJson: string;
+  responseSchemaJson: string;
+  responseJson: string | null;
+  dueAt: string;
+  expiresAt: string | null;
+  claimedBy: string | null;
+  claimedAt: string | null;
+  leaseExpiresAt: string | null;
+  completedBy: string | null;
+  completedAt: string | null;
+  createdAt: string;
+}
+
+const COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRunId, report_id AS reportId, appeal_id AS appealId,
+  task_type AS taskType, state, priority, context_json AS contextJson, response_schema_json AS responseSchemaJson,
+  response_json AS responseJson, due_at AS dueAt, expires_at AS expiresAt, claimed_by AS claimedBy, claimed_at AS claimedAt,
+  lease_expires_at AS leaseExpiresAt, completed_by AS completedBy, completed_at AS completedAt, created_at AS createdAt`;
+
+function getTaskRow(db: D1Database, installationId: string, taskId: string): Promise<TaskRow | null> {
+  return db.prepare(`SELECT ${COLUMNS} FROM human_tasks WHERE installation_id = ?1 AND id = ?2`).bind(installationId, taskId).first<TaskRow>();
+}
+
+export function serializeTask(row: TaskRow, now = new Date().toISOString()) {
+  const leaseLive = row.state === "claimed" && row.leaseExpiresAt !== null && row.leaseExpiresAt > now;
+  return {
+    id: row.id,
+    queueId: row.queueId,
+    runId: row.runId,
+    reportId: row.reportId,
+    appealId: row.appealId,
+    taskType: row.taskType,
+    // A claimed task whose lease lapsed is claimable again, so it shows as open.
+    state: row.state === "claimed" && !leaseLive ? "open" : row.state,
+    priority: row.priority,
+    context: JSON.parse(row.contextJson) as unknown,
+    responseSchema: JSON.parse(row.responseSchemaJson) as unknown,
+    response: row.responseJson ? (JSON.parse(row.responseJson) as unknown) : null,
+    dueAt: row.dueAt,
+    slaBreached: (row.state === "open" || row.state === "claimed") && row.dueAt < now,
+    expiresAt: row.expiresAt,
+    claim: leaseLive ? { reviewer: row.claimedBy, claimedAt: row.claimedAt, leaseExpiresAt: row.leaseExpiresAt } : null,
+    completedBy: row.completedBy,
+    completedAt: row.completedAt,
+    createdAt: row.createdAt,
+  };
+}
+
+export async function getTask(env: Env, actor: Actor, taskId: string) {
+  const row = await getTaskRow(env.DB, actor.installationId, taskId);
+  if (!row) throw notFound("task");
+  return serializeTask(row);
+}
+
+interface Cursor { dueAt: string; priority: number; id: string }
+
+export function encodeCursor(cursor: Cursor): string {
+  return btoa(JSON.stringify([cursor.dueAt, cursor.priority, cursor.id])).replace(/\+/gu, "-").replace(/\//gu, "_").replace(/=+$/u, "");
+}
+
+function decodeCursor(value: string | undefined): Cursor | null {
+  if (!value) return null;
+  try {
+    const [dueAt, priority, id] = JSON.parse(atob(value.replace(/-/gu, "+").replace(/_/gu, "/"))) as [string, number, string];
+    if (typeof dueAt === "string" && Number.isInteger(priority) && typeof id === "string") return { dueAt, priority, id };
+  } catch {
+    // fall through to the typed error
+  }
+  throw new AppError("request.invalid_cursor", "The cursor is not valid.", { status: 400 });
+}
+
+/** Tasks of a queue in SLA order (due date, then priority, then id), one page after `cursor`. */
+export async function listQueueTasks(env: Env, actor: Actor, queueId: string, options: { state?: string; limit?: number; cursor?: string }) {
+  const queue = await getQueueRow(env.DB, actor.installationId, queueId);
+  if (!queue) throw notFound("queue");
+  const state = options.state ?? "open";
+  if (!(TASK_STATES as readonly string[]).includes(state)) throw new AppError("request.invalid_state", "Unknown task state filter.", { status: 400 });
+  const limit = Math.min(Math.max(options.limit ?? 50, 1), 200);
+  const after = decodeCursor(options.cursor);
+  const { results } = await env.DB.prepare(`
+    SELECT ${COLUMNS} FROM human_tasks
+    WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3
+      AND (?4 IS NULL OR due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
+    ORDER BY due_at, priority DESC, id LIMIT ?7
+  `).bind(actor.installationId, queueId, state, after?.dueAt ?? null, after?.priority ?? 0, after?.id ?? "", limit + 1).all<TaskRow>();
+  const page = results.slice(0, limit);
+  const last = page.at(-1);
+  const now = new Date().toISOString();
+  return {
+    items: page.map((row) => serializeTask(row, now)),
+    nextCursor: results.length > limit && last ? encodeCursor({ dueAt: last.dueAt, priority: last.priority, id: last.id }) : null,
+  };
+}
+
+function leaseSeconds(value: number | undefined): number {
+  return Math.min(Math.max(Math.trunc(value ?? DEFAULT_LEASE_SECONDS), 30), MAX_LEASE_SECONDS);
+}
+
+/** Who holds a lease: the reviewer named by the moderation tool, else the API key itself. */
+function claimant(actor: Actor, reviewer: string | undefined): string {
+  return reviewer ?? actor.audit.id;
+}
+
+async function refuseClaim(env: Env, actor: Actor, taskId: string): Promise<never> {
+  const row = await getTaskRow(env.DB, actor.installationId, taskId);
+  if (!row) throw notFound("task");
+  if (row.state === "claimed") throw conflict("task.already_claimed", "Another reviewer holds this task's lease.", { leaseExpiresAt: row.leaseExpiresAt });
+  throw conflict("task.not_claimable", `The task is ${row.state}.`);
+}
+
+/** Takes (or renews, for the same reviewer) the exclusive lease; a second claimer gets 409. */
+export async function claimTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; leaseSeconds?: number }) {
+  const who = claimant(actor, input.reviewer);
+  const now = new Date();
+  const at = now.toISOString();
+  const expires = new Date(now.getTime() + leaseSeconds(input.leaseSeconds) * 1_000).toISOString();
+  const [update] = await env.DB.batch([
+    env.DB.prepare(`
+      UPDATE human_tasks SET state = 'claimed', claimed_at = CASE WHEN claimed_by = ?3 AND state = 'claimed' THEN claimed_at ELSE ?4 END,
+        claimed_by = ?3, lease_expires_at = ?5, updated_at = ?4
+      WHERE installation_id = ?1 AND id = ?2
+        AND (state = 'open' OR (state = 'claimed' AND (lease_expires_at <= ?4 OR claimed_by = ?3)))
+    `).bind(actor.installationId, taskId, who, at, expires),
+    env.DB.prepare(`
+      INSERT OR IGNORE INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at)
+      SELECT ?1, installation_id, ?2, 'task.claimed', ?3, ?4, 'task', id, ?5, ?6 FROM human_tasks
+      WHERE installation_id = ?7 AND id = ?8 AND claimed_by = ?9 AND lease_expires_at = ?10 AND updated_at = ?6
+    `).bind(crypto.randomUUID(), `task:${taskId}:claimed:${at}:${who}`, actor.audit.type, actor.audit.id,
+      canonicalJson({ reviewer: who, leaseExpiresAt: expires }), at, actor.installationId, taskId, who, expires),
+  ]);
+  if ((update!.meta.changes ?? 0) === 0) return refuseClaim(env, actor, taskId);
+  return getTask(env, actor, taskId);
+}
+
+/** Claims the first claimable task of a queue in SLA order ("next task"). */
+export async function claimNextTask(env: Env, actor: Actor, queueId: string, input: { reviewer?: string; leaseSeconds?: number }) {
+  const queue = await getQueueRow(env.DB, actor.installationId, queueId);
+  if (!queue) throw notFound("queue");
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const candidate = await env.DB.prepare(`
+      SELECT id FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'open' ORDER BY due_at, priority DESC, id LIMIT 1
+    `).bind(actor.installationId, queueId).first<{ id: string }>();
+    if (!candidate) return null;
+    try {
+      return await claimTask(env, actor, candidate.id, input);
+    } catch (error) {
+      // Someone else took it between the read and the claim: try the next one.
+      if (!(error instanceof AppError && error.status === 409)) throw error;
+    }
+  }
+  throw new AppError("queue.contended", "Tasks are being claimed faster than this request could take one; retry.", { status: 409, retryable: true });
+}
+
+export async function releaseTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string }) {
+  const who = claimant(actor, input.reviewer);
+  const at = new Date().toISOString();
+  const [update] = await env.DB.batch([
+    env.DB.prepare(`
+      UPDATE human_tasks SET state = 'open', claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL, updated_at = ?4
+      WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3
+    `).bind(actor.installationId, taskId, who, at),
+    env.DB.prepare(`
+      INSERT OR IGNORE INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at)
+      SELECT ?1, installation_id, ?2, 'task.released', ?3, ?4, 'task', id, ?5, ?6 FROM human_tasks
+      WHERE installation_id = ?7 AND id = ?8 AND state = 'open' AND updated_at = ?6
+    `).bind(crypto.randomUUID(), `task:${taskId}:released:${at}:${who}`, actor.audit.type, actor.audit.id, canonicalJson({ reviewer: who }), at, actor.installationId, taskId),
+  ]);
+  if ((update!.meta.changes ?? 0) === 0) {
+    const row = await getTaskRow(env.DB, actor.installationId, taskId);
+    if (!row) throw notFound("task");
+    throw conflict("task.not_claimed_by_you", "Only the reviewer holding the lease can release the task.");
+  }
+  return getTask(env, actor, taskId);
+}
+
+const validators = new Map<string, Validator>();
+
+function responseProblems(schemaJson: string, response: unknown) {
+  let validator = validators.get(schemaJson);
+  if (!validator) {
+    validator = new Validator(JSON.parse(schemaJson) as Schema, "2020-12", false);
+    if (validators.size > 500) validators.clear();
+    validators.set(schemaJson, validator);
+  }
+  const result = validator.validate(response);
+  return result.valid ? [] : result.errors
+    .filter((error) => error.keyword !== "properties" && error.keyword !== "$ref")
+    .slice(0, 50)
+    .map((error) => ({ path: error.instanceLocation.replace(/^#/u, "$").replace(/\//gu, "."), code: error.keyword, message: error.error }));
+}
+
+export const APPEAL_OUTCOMES = ["upheld", "overturned"] as const;
+
+/**
+ * Completes a claimed task: the response must match the task's `response_schema` (422 with every
+ * failing path, and nothing changes). The completion event is recorded with the task in one batch,
+ * then sent to the waiting run, which resumes through its `completed` port. Repeating the same
+ * completion re-sends the recorded event (so a lost signal can be retried) and changes nothing.
+ */
+export async function completeTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; response: unknown }) {
+  const who = claimant(actor, input.reviewer);
+  const row = await getTaskRow(env.DB, actor.installationId, taskId);
+  if (!row) throw notFound("task");
+  const responseJson = canonicalJson(input.response ?? null);
+  const wait = await env.DB.prepare(`SELECT id, state, signal_type AS signalType FROM workflow_waits WHERE step_run_id = ?1`).bind(row.stepRunId)
+    .first<{ id: string; state: string; signalType: string }>();
+  if (row.state === "completed" && row.completedBy === who && row.responseJson === responseJson && wait) {
+    const recorded = await env.DB.prepare(`SELECT id FROM workflow_events WHERE wait_id = ?1 ORDER BY created_at LIMIT 1`).bind(wait.id).first<{ id: string }>();
+    if (recorded && wait.state === "waiting") await (await env.WORKFLOWS.get(row.runId)).sendEvent({ type: wait.signalType, payload: { eventId: recorded.id } });
+    return getTask(env, actor, taskId);
+  }
+  const now = new Date().toISOString();
+  if (row.state !== "claimed" || row.claimedBy !== who || (row.leaseExpiresAt ?? "") <= now) {
+    throw conflict("task.lease_required", "Claim the task (and hold a live lease) before completing it.");
+  }
+  const problems = responseProblems(row.responseSchemaJson, input.response);
+  if (problems.length > 0) throw new AppError("task.response_invalid", "The response does not match the task's response schema.", { status: 422, details: problems });
+  if (!wait || wait.state !== "waiting") throw conflict("task.not_claimable", "The run is no longer waiting for this task.");
+  const eventId = newId("evt");
+  const outcome = row.appealId && typeof (input.response as { outcome?: unknown })?.outcome === "string"
+    && (APPEAL_OUTCOMES as readonly string[]).includes((input.response as { outcome: string }).outcome)
+    ? (input.response as { outcome: string }).outcome : null;
+  const payload = canonicalJson({ taskId, reviewer: who, response: input.response ?? null });
+  const statements = [
+    // Each statement re-checks the lease, so a batch racing a lease change writes nothing.
+    env.DB.prepare(`
+      INSERT INTO workflow_events (id, installation_id, run_id, wait_id, type, payload_json, created_at)
+      SELECT ?1, installation_id, run_id, ?2, 'task.completed', ?3, ?4 FROM human_tasks
+      WHERE installation_id = ?5 AND id = ?6 AND state = 'claimed' AND claimed_by = ?7 AND lease_expires_at > ?4
+    `).bind(eventId, wait.id, payload, now, actor.installationId, taskId, who),
+    env.DB.prepare(`
+      UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = ?3, completed_at = ?5, updated_at = ?5, lease_expires_at = NULL
+      WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3 AND lease_expires_at > ?5
+        AND EXISTS (SELECT 1 FROM workflow_events WHERE id = ?6)
+    `).bind(actor.installationId, taskId, who, responseJson, now, eventId),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `task:${taskId}:completed`, action: "task.completed", actor: actor.audit,
+      target: { type: "task", id: taskId }, details: { reviewer: who, runId: row.runId, responseDigest: `sha256:${await sha256Hex(responseJson)}` }, at: now,
+    }, { table: "workflow_events", id: eventId }),
+  ];
+  if (outcome && row.appealId) {
+    statements.push(
+      env.DB.prepare(`UPDATE appeals SET state = ?3, decided_by = ?4, decided_at = ?5, updated_at = ?5 WHERE installation_id = ?1 AND id = ?2 AND state = 'open'
+        AND EXISTS (SELECT 1 FROM workflow_events WHERE id = ?6)`).bind(actor.installationId, row.appealId, outcome, who, now, eventId),
+      auditStatement(env.DB, {
+        installationId: actor.installationId, idempotencyKey: `appeal:${row.appealId}:decided`, action: `appeal.${outcome}`, actor: actor.audit,
+        target: { type: "appeal", id: row.appealId }, details: { reviewer: who, taskId }, at: now,
+      }, { table: "workflow_events", id: eventId }),
+    );
+  }
+  const results = await env.DB.batch(statements);
+  if ((results[1]!.meta.changes ?? 0) === 0) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
+  await (await env.WORKFLOWS.get(row.runId)).sendEvent({ type: wait.signalType, payload: { eventId } });
+  return getTask(env, actor, taskId);
+}

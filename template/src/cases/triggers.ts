@@ -1,0 +1,146 @@
+// Triggers: map report and appeal events to workflow versions with a CEL condition and an
+// authority mode. A matching event starts one run per trigger (idempotent per trigger and subject).
+import { auditStatement } from "../audit";
+import { AppError, errorCode, notFound } from "../errors";
+import type { Actor } from "../http/auth";
+import { newId } from "../lib/crypto";
+import { compileExpression, evaluateWorkflowExpression } from "../workflows/expressions";
+import { createRun } from "../workflows/runs";
+import type { JsonValue, WorkflowAuthorityMode } from "../workflows/types";
+import { getVersionRow } from "../workflows/versions-queries";
+
+export const TRIGGER_EVENTS = ["report.created", "appeal.created"] as const;
+export type TriggerEvent = (typeof TRIGGER_EVENTS)[number];
+
+export interface TriggerInput {
+  name?: string;
+  event: TriggerEvent;
+  when?: string;
+  workflowVersionId: string;
+  authorityMode: WorkflowAuthorityMode;
+  enabled?: boolean;
+}
+
+interface TriggerRow {
+  id: string;
+  name: string;
+  event: TriggerEvent;
+  whenExpression: string;
+  workflowVersionId: string;
+  authorityMode: WorkflowAuthorityMode;
+  enabled: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface TriggeredRun {
+  triggerId: string;
+  runId?: string;
+  state?: string;
+  error?: string;
+}
+
+const COLUMNS = `id, name, event, when_expression AS whenExpression, workflow_version_id AS workflowVersionId,
+  authority_mode AS authorityMode, enabled, created_at AS createdAt, updated_at AS updatedAt`;
+
+function serialize(row: TriggerRow) {
+  return { ...row, when: row.whenExpression, whenExpression: undefined, enabled: row.enabled === 1 };
+}
+
+export async function createTrigger(env: Env, actor: Actor, input: TriggerInput) {
+  const when = input.when ?? "true";
+  try {
+    compileExpression(when);
+  } catch (error) {
+    throw new AppError("trigger.when_invalid", `when is not a valid CEL expression: ${(error as Error).message}`, { status: 422 });
+  }
+  const version = await getVersionRow(env.DB, actor.installationId, input.workflowVersionId);
+  if (!version) throw notFound("workflow_version");
+  if (version.retiredAt) throw new AppError("workflow_version.retired", "The workflow version is retired.", { status: 409 });
+  const id = newId("trg");
+  const at = new Date().toISOString();
+  const name = input.name ?? `${version.workflowName} v${version.version}`;
+  await env.DB.batch([
+    env.DB.prepare(`INSERT INTO triggers (id, installation_id, name, event, when_expression, workflow_version_id, authority_mode, enabled, created_at, updated_at)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)`)
+      .bind(id, actor.installationId, name, input.event, when, input.workflowVersionId, input.authorityMode, input.enabled === false ? 0 : 1, at),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `trigger:${id}:created`, action: "trigger.created", actor: actor.audit,
+      target: { type: "trigger", id }, details: { name, event: input.event, when, workflowVersionId: input.workflowVersionId, authorityMode: input.authorityMode }, at,
+    }),
+  ]);
+  return serialize((await getTrigger(env.DB, actor.installationId, id))!);
+}
+
+function getTrigger(db: D1Database, installationId: string, id: string) {
+  return db.prepare(`SELECT ${COLUMNS} FROM triggers WHERE installation_id = ?1 AND id = ?2`).bind(installationId, id).first<TriggerRow>();
+}
+
+export async function listTriggers(env: Env, actor: Actor) {
+  const { results } = await env.DB.prepare(`SELECT ${COLUMNS} FROM triggers WHERE installation_id = ?1 ORDER BY created_at DESC LIMIT 500`)
+    .bind(actor.installationId).all<TriggerRow>();
+  return results.map(serialize);
+}
+
+export async function setTriggerEnabled(env: Env, actor: Actor, id: string, enabled: boolean) {
+  const row = await getTrigger(env.DB, actor.installationId, id);
+  if (!row) throw notFound("trigger");
+  const at = new Date().toISOString();
+  await env.DB.batch([
+    env.DB.prepare(`UPDATE triggers SET enabled = ?3, updated_at = ?4 WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id, enabled ? 1 : 0, at),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `trigger:${id}:${enabled ? "enabled" : "disabled"}:${at}`, action: enabled ? "trigger.enabled" : "trigger.disabled",
+      actor: actor.audit, target: { type: "trigger", id }, details: { name: row.name }, at,
+    }),
+  ]);
+  return serialize((await getTrigger(env.DB, actor.installationId, id))!);
+}
+
+/**
+ * Evaluates every enabled trigger of `event` and starts a run for each match. A trigger that
+ * fails to evaluate or to start is reported (and audited), never fatal to the intake: the event
+ * is already recorded, and repeating the request with its Idempotency-Key retries the start.
+ */
+export async function fireTriggers(
+  env: Env, ctx: ExecutionContext, actor: Actor,
+  input: { event: TriggerEvent; report: Record<string, unknown> | null; appeal?: Record<string, unknown>; subjectKey: string },
+): Promise<TriggeredRun[]> {
+  const { results } = await env.DB.prepare(`SELECT ${COLUMNS} FROM triggers WHERE installation_id = ?1 AND event = ?2 AND enabled = 1 ORDER BY created_at`)
+    .bind(actor.installationId, input.event).all<TriggerRow>();
+  // The run's input holds only what never changes about the event, so a replay asks for the same run.
+  const { caseReportCount: _count, ...stableReport } = input.report ?? {};
+  const payload = { report: (input.report ? stableReport : null) as JsonValue, ...(input.appeal ? { appeal: input.appeal as JsonValue } : {}) };
+  const outcomes: TriggeredRun[] = [];
+  for (const trigger of results) {
+    let matched: JsonValue;
+    try {
+      matched = evaluateWorkflowExpression(trigger.whenExpression, { input: payload, report: (input.report ?? null) as JsonValue, run: null, steps: {}, event: { type: input.event } });
+    } catch (error) {
+      matched = null;
+      outcomes.push({ triggerId: trigger.id, error: errorCode(error) });
+      await auditStatement(env.DB, {
+        installationId: actor.installationId, idempotencyKey: `trigger:${trigger.id}:${input.subjectKey}:evaluation_failed`, action: "trigger.evaluation_failed",
+        actor: { type: "system", id: "triggers" }, target: { type: "trigger", id: trigger.id }, details: { subject: input.subjectKey, errorCode: errorCode(error) },
+        at: new Date().toISOString(),
+      }).run();
+      continue;
+    }
+    if (matched !== true) continue;
+    try {
+      const reportId = typeof input.report?.id === "string" ? input.report.id : undefined;
+      const appealId = typeof input.appeal?.id === "string" ? input.appeal.id : undefined;
+      const { run } = await createRun(env, ctx, actor, {
+        workflowVersionId: trigger.workflowVersionId,
+        authorityMode: trigger.authorityMode,
+        input: payload,
+        ...(reportId ? { reportId } : {}),
+        ...(appealId ? { appealId } : {}),
+        idempotencyKey: `trigger:${trigger.id}:${input.subjectKey}`,
+      });
+      outcomes.push({ triggerId: trigger.id, runId: run.id, state: run.state });
+    } catch (error) {
+      outcomes.push({ triggerId: trigger.id, error: errorCode(error) });
+    }
+  }
+  return outcomes;
+}
