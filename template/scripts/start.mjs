@@ -236,7 +236,7 @@ async function main() {
   };
 
   // wrangler reads the token from the files above; it need not sit in its environment too.
-  const { ADMIN_TOKEN: _token, REPORT_MASTER_KEY: _master, REPORT_MASTER_KEY_PREVIOUS: _previous, ...wranglerEnv } = { WRANGLER_SEND_METRICS: "false", ...process.env };
+  const { ADMIN_TOKEN: _token, REPORT_MASTER_KEY: _master, REPORT_MASTER_KEY_PREVIOUS: _previous, ...wranglerEnv } = { WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env };
   const child = spawn(process.execPath, [
     wrangler, "dev",
     "--port", String(listenPort), "--ip", host,

@@ -1,6 +1,5 @@
 // Case management: reports, cases, triggers, queues, tasks, appeals, report-crypto.
 export { caseRoutes } from "./routes";
-export { getReportSummaryRowUnsafe } from "./reports-queries";
 export { reportSummary } from "./reports";
 export { findQueueRow } from "./queues";
 export { rewrapDataKeys } from "./report-crypto";

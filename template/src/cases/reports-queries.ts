@@ -47,7 +47,7 @@ export function getCaseRow(db: D1Database, installationId: string, caseId: strin
     .bind(installationId, caseId).first<{ id: string; subjectKind: string; subjectId: string; state: string; reportCount: number; firstReportedAt: string; lastReportedAt: string }>();
 }
 
-/** The non-personal summary a run's `report` expression variable shows. Host-internal. */
-export function getReportSummaryRowUnsafe(db: D1Database, reportId: string): Promise<ReportRow | null> {
-  return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.id = ?1`).bind(reportId).first<ReportRow>();
+/** The report of a run, for its `report` expression variable (summary fields only). Host-internal. */
+export function reportSummaryByRunStatementUnsafe(db: D1Database, runId: string): D1PreparedStatement {
+  return db.prepare(`SELECT ${REPORT_COLUMNS} FROM workflow_runs w JOIN reports r ON r.id = w.report_id JOIN cases c ON c.id = r.case_id WHERE w.id = ?1`).bind(runId);
 }

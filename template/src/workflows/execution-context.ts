@@ -1,6 +1,6 @@
 // loadWorkflowExecutionContext: what a node's expressions may read, loaded at a cost that depends
 // on what the node references, not on how long the run has been going.
-import { getReportSummaryRowUnsafe } from "../cases/reports-queries";
+import { reportSummaryByRunStatementUnsafe, type ReportRow } from "../cases/reports-queries";
 import { reportSummary } from "../cases/reports";
 import type { ExpressionContext } from "./expressions";
 import { mentionsVariable, referencedSteps } from "./expressions";
@@ -59,50 +59,69 @@ function onBranchPath(candidate: string, branchKey: string): boolean {
   return candidate === "" || candidate === branchKey || branchKey.startsWith(`${candidate}.`);
 }
 
+type ContextPart = "steps" | "event" | "report";
+
 /**
- * Builds `{ input, report, run, steps, event }` for one node. Only the step outputs its
- * expressions name are read (one indexed query); where a node ran in several branches, the
- * output on this branch's path wins.
+ * The reads a node's context needs, as statements keyed by run id alone, so the capability can
+ * send them in one batch with its authorization query (their rows are used only if that passes).
  */
-export async function loadWorkflowExecutionContext(
-  env: Env,
-  input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string },
-): Promise<ExpressionContext> {
-  const { run, node, branchKey } = input;
+export function contextStatements(db: D1Database, runId: string, node: WorkflowNodeV1): { parts: ContextPart[]; statements: D1PreparedStatement[] } {
   const reads = nodeReads(node);
-  const steps: Record<string, JsonValue> = {};
+  const parts: ContextPart[] = [];
+  const statements: D1PreparedStatement[] = [];
   const wanted = reads.steps === null ? null : [...reads.steps];
   if (wanted === null || wanted.length > 0) {
-    const query = wanted === null
-      ? env.DB.prepare(`
+    parts.push("steps");
+    statements.push(wanted === null
+      ? db.prepare(`
           SELECT s.node_id AS nodeId, s.branch_key AS branchKey, o.inline_json AS json
           FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id
-          WHERE s.run_id = ?1`).bind(run.id)
-      : env.DB.prepare(`
+          WHERE s.run_id = ?1`).bind(runId)
+      : db.prepare(`
           SELECT s.node_id AS nodeId, s.branch_key AS branchKey, o.inline_json AS json
           FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id
-          WHERE s.run_id = ?1 AND s.node_id IN (SELECT value FROM json_each(?2))`).bind(run.id, JSON.stringify(wanted));
-    const { results } = await query.all<{ nodeId: string; branchKey: string; json: string }>();
-    const chosen = new Map<string, { branchKey: string; json: string }>();
-    for (const row of results) {
-      const previous = chosen.get(row.nodeId);
-      if (!previous || (!onBranchPath(previous.branchKey, branchKey) && onBranchPath(row.branchKey, branchKey))) chosen.set(row.nodeId, row);
-    }
-    for (const [id, row] of chosen) steps[id] = parseJson(row.json);
+          WHERE s.run_id = ?1 AND s.node_id IN (SELECT value FROM json_each(?2))`).bind(runId, JSON.stringify(wanted)));
   }
-  let event: JsonValue = null;
   if (reads.event) {
-    const row = await env.DB.prepare(`
+    parts.push("event");
+    statements.push(db.prepare(`
       SELECT id, type, payload_json AS payloadJson, created_at AS createdAt FROM workflow_events
-      WHERE run_id = ?1 ORDER BY created_at DESC LIMIT 1
-    `).bind(run.id).first<{ id: string; type: string; payloadJson: string; createdAt: string }>();
-    if (row) event = { id: row.id, type: row.type, payload: parseJson(row.payloadJson), receivedAt: row.createdAt };
+      WHERE run_id = ?1 ORDER BY created_at DESC LIMIT 1`).bind(runId));
   }
+  if (reads.report) {
+    parts.push("report");
+    statements.push(reportSummaryByRunStatementUnsafe(db, runId));
+  }
+  return { parts, statements };
+}
+
+/** Builds the context from the rows of `contextStatements`, in the same order. */
+export function assembleContext(
+  input: { run: AuthorizedRun; branchKey: string },
+  parts: ContextPart[],
+  results: Array<D1Result<Record<string, unknown>>>,
+): ExpressionContext {
+  const { run, branchKey } = input;
+  const steps: Record<string, JsonValue> = {};
+  let event: JsonValue = null;
   let report: JsonValue = null;
-  if (reads.report && run.reportId) {
-    const row = await getReportSummaryRowUnsafe(env.DB, run.reportId);
-    if (row) report = reportSummary(row) as unknown as JsonValue;
-  }
+  parts.forEach((part, index) => {
+    const rows = results[index]?.results ?? [];
+    if (part === "steps") {
+      const chosen = new Map<string, { branchKey: string; json: string }>();
+      for (const row of rows as Array<{ nodeId: string; branchKey: string; json: string }>) {
+        const previous = chosen.get(row.nodeId);
+        if (!previous || (!onBranchPath(previous.branchKey, branchKey) && onBranchPath(row.branchKey, branchKey))) chosen.set(row.nodeId, row);
+      }
+      for (const [id, row] of chosen) steps[id] = parseJson(row.json);
+    } else if (part === "event") {
+      const row = rows[0] as { id: string; type: string; payloadJson: string; createdAt: string } | undefined;
+      if (row) event = { id: row.id, type: row.type, payload: parseJson(row.payloadJson), receivedAt: row.createdAt };
+    } else {
+      const row = rows[0] as ReportRow | undefined;
+      if (row) report = reportSummary(row) as unknown as JsonValue;
+    }
+  });
   return {
     input: parseJson(run.inputJson) ?? {},
     report,
@@ -110,4 +129,19 @@ export async function loadWorkflowExecutionContext(
     steps,
     event,
   };
+}
+
+/**
+ * Builds `{ input, report, run, steps, event }` for one node. Only the step outputs its
+ * expressions name are read (one indexed query); where a node ran in several branches, the
+ * output on this branch's path wins.
+ */
+export async function loadWorkflowExecutionContext(
+  env: Env,
+  input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; preloaded?: ExpressionContext },
+): Promise<ExpressionContext> {
+  if (input.preloaded) return input.preloaded;
+  const { parts, statements } = contextStatements(env.DB, input.run.id, input.node);
+  const results = statements.length > 0 ? await env.DB.batch<Record<string, unknown>>(statements) : [];
+  return assembleContext(input, parts, results);
 }

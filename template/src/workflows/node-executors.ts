@@ -2,7 +2,7 @@
 // work fail with `node_executor_unavailable`, never a pretend success.
 import { canonicalJson } from "../audit";
 import { AppError } from "../errors";
-import { evaluateInputMapping, evaluateWorkflowExpression } from "./expressions";
+import { evaluateInputMapping, evaluateWorkflowExpression, type ExpressionContext } from "./expressions";
 import { loadWorkflowExecutionContext } from "./execution-context";
 import type { AuthorizedRun } from "./runtime-authorize";
 import { createRun } from "./runs";
@@ -15,6 +15,8 @@ export interface NodeCall {
   run: AuthorizedRun;
   node: WorkflowNodeV1;
   branchKey: string;
+  /** Context read together with authorization, when the graph was cached. */
+  preloaded?: ExpressionContext;
 }
 
 /** Output of an effect node in shadow mode: nothing leaves the system. */

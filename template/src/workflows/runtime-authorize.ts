@@ -54,20 +54,24 @@ function cachedGraph(versionId: string, graphJson: string): ParsedWorkflowGraph 
   return graph;
 }
 
-/** Loads the run and checks it against the capability's props and the caller's claims. */
-export async function authorizedRun(
-  env: Env,
-  props: RuntimeProps,
-  input: { runId: unknown; authorityMode: unknown },
-): Promise<AuthorizedRun> {
-  const runId = cleanIdentifier(input.runId, "run_id");
-  const row = await env.DB.prepare(`
+/** The version's parsed graph if this isolate has it (versions are immutable). */
+export function graphIfCached(versionId: string): ParsedWorkflowGraph | undefined {
+  return graphs.get(versionId);
+}
+
+type RunRow = Omit<AuthorizedRun, "graph"> & { artifactId: string; graphJson: string };
+
+function runStatement(db: D1Database, runId: string): D1PreparedStatement {
+  return db.prepare(`
     SELECT r.id, r.installation_id AS installationId, r.workflow_version_id AS workflowVersionId,
       r.authority_mode AS authorityMode, r.state, r.input_json AS inputJson, r.report_id AS reportId,
       v.artifact_id AS artifactId, v.graph_json AS graphJson
     FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
     WHERE r.id = ?1 LIMIT 1
-  `).bind(runId).first<Omit<AuthorizedRun, "graph"> & { artifactId: string; graphJson: string }>();
+  `).bind(runId);
+}
+
+function checkRun(props: RuntimeProps, input: { authorityMode: unknown }, row: RunRow | null | undefined): AuthorizedRun {
   if (!row || row.workflowVersionId !== props.workflowVersionId || row.artifactId !== props.artifactId) throw denied("runtime_capability_denied");
   if (row.authorityMode !== input.authorityMode) throw denied("runtime_authority_mismatch");
   if ((TERMINAL_RUN_STATES as readonly string[]).includes(row.state)) throw denied("runtime_run_terminal");
@@ -81,6 +85,33 @@ export async function authorizedRun(
     reportId: row.reportId,
     graph: cachedGraph(row.workflowVersionId, row.graphJson),
   };
+}
+
+/** Loads the run and checks it against the capability's props and the caller's claims. */
+export async function authorizedRun(
+  env: Env,
+  props: RuntimeProps,
+  input: { runId: unknown; authorityMode: unknown },
+): Promise<AuthorizedRun> {
+  const runId = cleanIdentifier(input.runId, "run_id");
+  return checkRun(props, input, await runStatement(env.DB, runId).first<RunRow>());
+}
+
+/**
+ * Authorization plus `extra` reads of the same run in one round trip. The extra rows are returned
+ * only when authorization passes; they are read by run id, so they can be prepared beforehand.
+ */
+export async function authorizedRunWith(
+  env: Env,
+  props: RuntimeProps,
+  input: { runId: unknown; authorityMode: unknown },
+  extra: (runId: string) => D1PreparedStatement[],
+): Promise<{ run: AuthorizedRun; results: Array<D1Result<Record<string, unknown>>> }> {
+  const runId = cleanIdentifier(input.runId, "run_id");
+  const statements = extra(runId);
+  if (statements.length === 0) return { run: await authorizedRun(env, props, input), results: [] };
+  const [runResult, ...results] = await env.DB.batch<Record<string, unknown>>([runStatement(env.DB, runId), ...statements]);
+  return { run: checkRun(props, input, runResult!.results[0] as RunRow | undefined), results };
 }
 
 /** The graph node the caller names, which must exist and (when given) be of the claimed kind. */

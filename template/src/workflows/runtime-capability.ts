@@ -13,8 +13,11 @@ import type {
 } from "./runtime-protocol";
 import { RETRYABLE_PREFIX } from "./runtime-protocol";
 import {
-  authorizedBranch, authorizedNode, authorizedRun, cleanIdentifier, denied, stepRunId, type AuthorizedRun, type RuntimeProps,
+  authorizedBranch, authorizedNode, authorizedRun, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId,
+  type AuthorizedRun, type RuntimeProps,
 } from "./runtime-authorize";
+import { assembleContext, contextStatements } from "./execution-context";
+import type { ExpressionContext } from "./expressions";
 import { now, recordStepResult, runProgress, runtimeAudit, stepUpsert } from "./runtime-records";
 import { completeWaitStatements, prepareWaitRecord } from "./runtime-waits";
 import { EFFECT_KINDS, type WorkflowNodeV1 } from "./types";
@@ -30,24 +33,36 @@ async function guard<T>(work: () => Promise<T>): Promise<T> {
 }
 
 const WAIT_KINDS = ["human_task", "wait_for_event"];
+/** Kinds whose executeNode evaluates expressions, so their context is worth prefetching. */
+const CONTEXT_KINDS = ["condition", "end", "start_linked_workflow", "delay_until"];
 
 export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProps> implements WorkflowRuntimeApi {
-  private async authorize(input: RuntimeNodeRequest, kind?: string): Promise<{ run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string }> {
-    const run = await authorizedRun(this.env, this.ctx.props, input);
+  private async authorize(input: RuntimeNodeRequest, kind?: string): Promise<{ run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; context?: ExpressionContext }> {
+    // With the graph cached, the node's context reads ride along with the authorization query.
+    const cachedNode = CONTEXT_KINDS.includes(input.nodeKind) ? graphIfCached(this.ctx.props.workflowVersionId)?.nodes.find((n) => n.id === input.nodeId) : undefined;
+    let parts: ReturnType<typeof contextStatements>["parts"] = [];
+    const { run, results } = await authorizedRunWith(this.env, this.ctx.props, input, (runId) => {
+      if (!cachedNode) return [];
+      const reads = contextStatements(this.env.DB, runId, cachedNode);
+      parts = reads.parts;
+      return reads.statements;
+    });
     const node = authorizedNode(run, input.nodeId, kind ?? input.nodeKind);
-    return { run, node, branchKey: authorizedBranch(input.branchKey) };
+    const branchKey = authorizedBranch(input.branchKey);
+    const context = cachedNode && node === cachedNode ? assembleContext({ run, branchKey }, parts, results) : undefined;
+    return { run, node, branchKey, ...(context ? { context } : {}) };
   }
 
-  private call(run: AuthorizedRun, node: WorkflowNodeV1, branchKey: string): NodeCall {
-    return { env: this.env, ctx: this.ctx, run, node, branchKey };
+  private call(run: AuthorizedRun, node: WorkflowNodeV1, branchKey: string, context?: ExpressionContext): NodeCall {
+    return { env: this.env, ctx: this.ctx, run, node, branchKey, ...(context ? { preloaded: context } : {}) };
   }
 
   /** Executes one node that needs no wait; delay kinds are prepared with `input.prepare`. */
   async executeNode(input: RuntimeNodeRequest): Promise<NodeOutput> {
     return guard(async () => {
-      const { run, node, branchKey } = await this.authorize(input);
+      const { run, node, branchKey, context } = await this.authorize(input);
       const stepId = stepRunId(run.id, node.id, branchKey);
-      const call = this.call(run, node, branchKey);
+      const call = this.call(run, node, branchKey, context);
       if (node.kind === "action") throw denied("runtime_method_denied");
       const isEffect = (EFFECT_KINDS as readonly string[]).includes(node.kind);
       const simulated = run.authorityMode === "shadow" && isEffect ? shadowSimulation(node) : null;

@@ -59,7 +59,7 @@ export async function prepareWaitRecord(
     runProgress(env.DB, run.id, node.id, "waiting", at),
     runtimeAudit(env.DB, run, { key: `wait:${waitId}:prepared`, action: "workflow.wait_prepared", details: { nodeId: node.id, branchKey, eventType, deadlineAt, ...(taskId ? { taskId } : {}) }, at }),
   ];
-  if (taskId) statements.push(await humanTaskStatement(env, { run, node, stepId, taskId, at, deadlineAt }));
+  if (taskId) statements.push(await humanTaskStatement(env, { run, node, branchKey, stepId, taskId, at, deadlineAt }));
   await env.DB.batch(statements);
   return { eventType: signal, timeoutMs: timeoutSeconds * 1_000, ...(taskId ? { taskId } : {}) };
 }
@@ -70,14 +70,14 @@ export async function prepareWaitRecord(
  */
 async function humanTaskStatement(
   env: Env,
-  input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; taskId: string; at: string; deadlineAt: string },
+  input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string; taskId: string; at: string; deadlineAt: string },
 ): Promise<D1PreparedStatement> {
   const { run, node } = input;
   const queueRef = typeof node.config.queue_id === "string" ? node.config.queue_id : null;
   if (!queueRef) throw new AppError("human_task_queue_required", `human_task ${node.id} names no queue_id.`);
   const queue = await findQueueRow(env.DB, run.installationId, queueRef);
   if (!queue) throw new AppError("human_task_queue_unknown", `The queue of human_task ${node.id} does not exist in this installation.`);
-  const context = canonicalJson(evaluateInputMapping(node.inputMapping, await loadWorkflowExecutionContext(env, { run, node, branchKey: "" }), node.id));
+  const context = canonicalJson(evaluateInputMapping(node.inputMapping, await loadWorkflowExecutionContext(env, { run, node, branchKey: input.branchKey }), node.id));
   const dueAt = new Date(Date.parse(input.at) + queue.slaSeconds * 1_000).toISOString();
   const priority = Number.isInteger(node.config.priority) ? Number(node.config.priority) : queue.priority;
   return env.DB.prepare(`
