@@ -119,21 +119,21 @@ describe("authority modes", () => {
     expect(done.steps.find((s: any) => s.nodeId === "enforce").errorCode).toBe("action_authority_insufficient");
   });
 
-  it("an effect whose executor is not built yet fails with a typed error, never a fake success", async () => {
+  it("a kind whose executor is not built yet fails with a typed error, never a fake success", async () => {
     const { apiKey } = await newInstallation();
     const graph = {
       schemaVersion: 1,
       nodes: [
         { id: "start", kind: "start" },
-        { id: "notify", kind: "send_message", config: { template: "Hello", recipient: "reporter" } },
+        { id: "lookup", kind: "enrichment", config: { component: "subject_history" } },
         { id: "done", kind: "end" },
       ],
-      edges: [edge("start", "success", "notify"), edge("notify", "sent", "done")],
+      edges: [edge("start", "success", "lookup"), edge("lookup", "success", "done")],
     };
     const version = await publish(apiKey, graph);
     const done = await waitForRun(apiKey, (await startRun(apiKey, version.id, { authorityMode: "autonomous" })).id);
     expect(done.state).toBe("repair_required");
     expect(done.error.code).toBe("node_executor_unavailable");
-    expect(done.steps.find((s: any) => s.nodeId === "notify").state).toBe("failed");
+    expect(done.steps.find((s: any) => s.nodeId === "lookup").state).toBe("failed");
   });
 });

@@ -1,3 +1,5 @@
 // Audit trail: canonical JSON and event statements.
 export { canonicalJson } from "./canonical-json";
 export { auditStatement, RUNTIME_ACTOR, type AuditEventInput } from "./events";
+export { sealAuditChain, verifyAuditChain } from "./chain";
+export { auditRoutes } from "./routes";

@@ -2,7 +2,9 @@
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { AppError } from "../errors";
+import { auditRoutes, sealAuditChain } from "../audit";
 import { caseRoutes } from "../cases";
+import { enforcementRoutes } from "../enforcement";
 import { installationRoutes } from "../installations";
 import { runRoutes, workflowRoutes } from "../workflows";
 import { openApiDocument } from "./openapi";
@@ -16,11 +18,19 @@ export function createApp() {
     maxSize: MAX_BODY_BYTES,
     onError: () => { throw new AppError("request.too_large", "The request body exceeds 1 MiB.", { status: 413 }); },
   }));
+  // After any write, chain the installation's new audit events (off the response path).
+  app.use("/api/v1/*", async (c, next) => {
+    await next();
+    const actor = c.get("actor");
+    if (c.req.method !== "GET" && actor) c.executionCtx.waitUntil(sealAuditChain(c.env, actor.installationId).catch(() => undefined));
+  });
   app.get("/api/v1/openapi.json", (c) => c.json(openApiDocument()));
   app.route("/api/v1", installationRoutes);
   app.route("/api/v1", workflowRoutes);
   app.route("/api/v1", runRoutes);
   app.route("/api/v1", caseRoutes);
+  app.route("/api/v1", enforcementRoutes);
+  app.route("/api/v1", auditRoutes);
   app.get("/", (c) => c.json({ name: "Safest Tools", api: "/api/v1", openapi: "/api/v1/openapi.json" }));
   app.notFound((c) => c.json({ error: { code: "route.not_found", message: "No such route." } }, 404));
   app.onError((error, c) => {

@@ -104,6 +104,27 @@ const operations: Record<string, Record<string, Operation>> = {
   "/api/v1/admin/rewrap-data-keys": {
     post: { summary: "Rewrap data keys sealed under REPORT_MASTER_KEY_PREVIOUS with REPORT_MASTER_KEY", auth: "admin_token", ok: 200 },
   },
+  "/api/v1/webhook-endpoints": {
+    post: { summary: "Create a webhook endpoint; its signing secret (whsec_…) is shown once", auth: "api_key", scopes: ["admin"], body: "CreateWebhookEndpoint", ok: 201, errors: [422] },
+    get: { summary: "List webhook endpoints (never their secrets)", auth: "api_key", scopes: ["admin"], ok: 200 },
+  },
+  "/api/v1/webhook-endpoints/{id}/disable": { post: { summary: "Stop delivering to an endpoint", auth: "api_key", scopes: ["admin"], ok: 200, errors: [404] } },
+  "/api/v1/webhook-endpoints/{id}/enable": { post: { summary: "Deliver to an endpoint again", auth: "api_key", scopes: ["admin"], ok: 200, errors: [404] } },
+  "/api/v1/webhook-deliveries": { get: { summary: "Deliveries, newest first; ?state=pending|delivered|dead&endpointId=", auth: "api_key", scopes: ["admin"], ok: 200 } },
+  "/api/v1/webhook-deliveries/{id}": { get: { summary: "A delivery with every attempt", auth: "api_key", scopes: ["admin"], ok: 200, errors: [404] } },
+  "/api/v1/webhook-deliveries/{id}/resend": { post: { summary: "Send a finished delivery's payload again, as a new delivery", auth: "api_key", scopes: ["admin"], ok: 201, errors: [404, 409] } },
+  "/api/v1/action-types": {
+    post: { summary: "Create an action type: key, whether it always needs approval, reversibility, its webhook endpoint", auth: "api_key", scopes: ["admin"], body: "CreateActionType", ok: 201, errors: [404, 409] },
+    get: { summary: "List action types", auth: "api_key", scopes: ["admin", "review"], ok: 200 },
+  },
+  "/api/v1/action-proposals": { get: { summary: "Action proposals; ?state=approval_required for the approvals queue", auth: "api_key", scopes: ["admin", "review"], ok: 200 } },
+  "/api/v1/action-proposals/{id}": { get: { summary: "Read an action proposal", auth: "api_key", scopes: ["admin", "review"], ok: 200, errors: [404] } },
+  "/api/v1/action-proposals/{id}/approve": { post: { summary: "Approve: the action is delivered; a second decision is a 409", auth: "api_key", scopes: ["review"], body: "DecideProposal", ok: 200, errors: [404, 409] } },
+  "/api/v1/action-proposals/{id}/reject": { post: { summary: "Reject with a reason: the run leaves by its rejected port", auth: "api_key", scopes: ["review"], body: "RejectProposal", ok: 200, errors: [404, 409] } },
+  "/api/v1/decisions/{id}": { get: { summary: "Read a decision", auth: "api_key", scopes: ["admin", "review"], ok: 200, errors: [404] } },
+  "/api/v1/decisions/{id}/statement-of-reasons": { get: { summary: "The decision as an EU DSA Transparency Database statement of reasons", auth: "api_key", scopes: ["admin", "review"], ok: 200, errors: [404] } },
+  "/api/v1/audit-events": { get: { summary: "The audit trail in order, with its chain hashes; ?action=&targetType=&targetId=&since=&until=&cursor=", auth: "api_key", scopes: ["admin", "review"], ok: 200 } },
+  "/api/v1/audit/verify": { get: { summary: "Recompute the hash chain and name the first broken link", auth: "api_key", scopes: ["admin", "review"], ok: 200 } },
   "/api/v1/openapi.json": {
     get: { summary: "This document", auth: "none", ok: 200 },
   },

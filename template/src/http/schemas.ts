@@ -111,4 +111,30 @@ export const schemas = {
     type: "object", required: ["outcome"], additionalProperties: false,
     properties: { outcome: { enum: ["upheld", "overturned"] }, reason: { type: "string", maxLength: 5000 }, reviewer: { type: "string", maxLength: 200 } },
   },
+  CreateWebhookEndpoint: {
+    type: "object", required: ["url"], additionalProperties: false,
+    properties: {
+      url: { type: "string", minLength: 8, maxLength: 2048 },
+      description: { type: "string", maxLength: 2000 },
+      eventTypes: { type: "array", uniqueItems: true, items: { enum: ["action.execute", "message.send", "report.handoff"] }, description: "Events delivered without being named (messages, handoffs); action types name their endpoint." },
+      retryBaseSeconds: { type: "integer", minimum: 0, maximum: 3600, description: "Base of the exponential backoff, default 5." },
+      maxAttempts: { type: "integer", minimum: 5, maximum: 20, description: "Attempts before dead-letter, default 8." },
+    },
+  },
+  CreateActionType: {
+    type: "object", required: ["key", "name", "endpointId"], additionalProperties: false,
+    properties: {
+      key: { type: "string", pattern: "^[A-Za-z0-9._:-]{1,100}$" }, name,
+      description: { type: "string", maxLength: 2000 },
+      requiresApproval: { type: "boolean" }, reversible: { type: "boolean" }, endpointId: identifier,
+    },
+  },
+  DecideProposal: {
+    type: "object", additionalProperties: false,
+    properties: { reason: { type: "string", maxLength: 2000 }, approver: { type: "string", minLength: 1, maxLength: 200 } },
+  },
+  RejectProposal: {
+    type: "object", required: ["reason"], additionalProperties: false,
+    properties: { reason: { type: "string", minLength: 1, maxLength: 2000 }, approver: { type: "string", minLength: 1, maxLength: 200 } },
+  },
 } satisfies Record<string, Schema>;

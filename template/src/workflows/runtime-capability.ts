@@ -21,6 +21,12 @@ import type { ExpressionContext } from "./expressions";
 import { now, recordStepResult, runProgress, runtimeAudit, stepUpsert } from "./runtime-records";
 import { completeWaitStatements, prepareWaitRecord } from "./runtime-waits";
 import { EFFECT_KINDS, type WorkflowNodeV1 } from "./types";
+import {
+  completeWorkflowAction, enqueueDeliveries, handoffWorkflowReport, prepareWorkflowAction, recordWorkflowDecision, sendWorkflowMessage,
+  type EffectResult,
+} from "../enforcement";
+import type { EffectCall } from "../enforcement/effects";
+import { loadWorkflowExecutionContext } from "./execution-context";
 
 /** Errors leave the capability as bare codes (permanent) or `retryable:code`; see runtime-protocol. */
 async function guard<T>(work: () => Promise<T>): Promise<T> {
@@ -34,7 +40,18 @@ async function guard<T>(work: () => Promise<T>): Promise<T> {
 
 const WAIT_KINDS = ["human_task", "wait_for_event"];
 /** Kinds whose executeNode evaluates expressions, so their context is worth prefetching. */
-const CONTEXT_KINDS = ["condition", "end", "start_linked_workflow", "delay_until"];
+const CONTEXT_KINDS = ["condition", "end", "start_linked_workflow", "delay_until", "send_message", "decision", "handoff", "action"];
+const EFFECT_EXECUTORS: Partial<Record<string, (call: EffectCall) => Promise<EffectResult>>> = {
+  send_message: sendWorkflowMessage,
+  decision: recordWorkflowDecision,
+  handoff: handoffWorkflowReport,
+};
+
+/** Delivery ids an effect's output names, to put back on the queue if its first enqueue was lost. */
+function deliveryIdsOf(output: Record<string, unknown>): string[] {
+  const ids = Array.isArray(output.deliveryIds) ? output.deliveryIds : typeof output.deliveryId === "string" ? [output.deliveryId] : [];
+  return ids.filter((id): id is string => typeof id === "string");
+}
 
 export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProps> implements WorkflowRuntimeApi {
   private async authorize(input: RuntimeNodeRequest, kind?: string): Promise<{ run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; context?: ExpressionContext }> {
@@ -79,6 +96,21 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
       }
       let output: Record<string, unknown>;
       const extra: D1PreparedStatement[] = [];
+      const effect = simulated ? undefined : EFFECT_EXECUTORS[node.kind];
+      if (effect) {
+        // An effect runs once: a repeated call returns what was recorded (and re-queues its deliveries).
+        const recorded = await this.env.DB.prepare(`SELECT o.inline_json AS json FROM workflow_step_outputs o JOIN workflow_step_runs s ON s.id = o.step_run_id
+          WHERE o.step_run_id = ?1 AND s.state = 'succeeded'`).bind(stepId).first<{ json: string }>();
+        if (recorded) {
+          const replayed = JSON.parse(recorded.json) as NodeOutput;
+          await this.requeuePending(deliveryIdsOf(replayed));
+          return replayed;
+        }
+        const result = await effect({ env: this.env, run, node, stepId, context: await loadWorkflowExecutionContext(this.env, call) });
+        await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: result.output, extra: result.statements });
+        await enqueueDeliveries(this.env, result.deliveryIds);
+        return result.output as NodeOutput;
+      }
       if (simulated) output = simulated;
       else {
         switch (node.kind) {
@@ -111,6 +143,22 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     });
   }
 
+  private async requeuePending(deliveryIds: string[]): Promise<void> {
+    if (deliveryIds.length === 0) return;
+    const { results } = await this.env.DB.prepare(`SELECT id FROM webhook_deliveries WHERE state = 'pending' AND id IN (SELECT value FROM json_each(?1))`)
+      .bind(JSON.stringify(deliveryIds)).all<{ id: string }>();
+    await enqueueDeliveries(this.env, results.map((row) => row.id));
+  }
+
+  /** Step and run wait while a proposal waits for approval or delivery. */
+  private async parkOnAction(run: AuthorizedRun, node: WorkflowNodeV1, branchKey: string, stepId: string): Promise<void> {
+    const at = now();
+    await this.env.DB.batch([
+      stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "waiting", at }),
+      runProgress(this.env.DB, run.id, node.id, "waiting", at),
+    ]);
+  }
+
   /** Records a wait (and, for human_task, its task) before the kernel parks on waitForEvent. */
   async prepareWait(input: RuntimeWaitRequest): Promise<PreparedWait> {
     return guard(async () => {
@@ -138,26 +186,35 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     });
   }
 
-  /** `off` refuses, `shadow` simulates; delivery with approvals arrives with enforcement. */
+  /** `off` refuses, `shadow` simulates, `assisted` proposes, `autonomous` delivers unless the type needs approval. */
   async prepareAction(input: RuntimeActionRequest): Promise<ActionProgress> {
     return guard(async () => {
-      const { run, node, branchKey } = await this.authorize(input, "action");
+      const { run, node, branchKey, context } = await this.authorize(input, "action");
+      const stepId = stepRunId(run.id, node.id, branchKey);
       if (run.authorityMode === "off") throw new AppError("action_authority_insufficient", "Automation in mode off may not take actions.", { status: 403 });
       if (run.authorityMode === "shadow") {
         const output = shadowSimulation(node)!;
-        await recordStepResult(this.env.DB, { run, node, branchKey, stepId: stepRunId(run.id, node.id, branchKey), output });
+        await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output });
         return output as ActionProgress;
       }
-      throw executorUnavailable("action");
+      const progress = await prepareWorkflowAction(this.env, { run, node, stepId, context: await loadWorkflowExecutionContext(this.env, { run, node, branchKey, ...(context ? { preloaded: context } : {}) }) });
+      if (progress.port) await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: progress });
+      else await this.parkOnAction(run, node, branchKey, stepId);
+      return progress;
     });
   }
 
+  /** After an approval or delivery wait: the proposal's recorded state decides the port. */
   async completeAction(input: RuntimeCompleteActionRequest): Promise<ActionProgress> {
     return guard(async () => {
       const { run, node, branchKey } = await this.authorize(input, "action");
-      const expected = `${stepRunId(run.id, node.id, branchKey)}:proposal`;
+      const stepId = stepRunId(run.id, node.id, branchKey);
+      const expected = `${stepId}:proposal`;
       if (cleanIdentifier(input.proposalId, "proposal_id", 500) !== expected) throw denied("action_proposal_denied");
-      throw executorUnavailable("action");
+      const progress = await completeWorkflowAction(this.env, { proposalId: expected, eventResult: input.eventResult });
+      if (progress.port) await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: progress });
+      else await this.parkOnAction(run, node, branchKey, stepId);
+      return progress;
     });
   }
 

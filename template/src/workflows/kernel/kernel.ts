@@ -33,6 +33,8 @@ const RETRYABLE_PREFIX = "retryable:";
 const CODE_PATTERN = /^[a-z][a-z0-9_.]{0,99}$/u;
 const DEFAULT_RETRIES = 2;
 const DEFAULT_TIMEOUT_SECONDS = 300;
+/** Approval, then delivery, with room for a spurious wake-up or two. */
+const MAX_ACTION_ROUNDS = 6;
 
 /** The entrypoint the host calls to create this version's Workflows instance for a run. */
 export default class WorkflowStarter extends WorkerEntrypoint<KernelEnv> {
@@ -198,17 +200,15 @@ class GraphWalker {
     }
   }
 
-  /** prepareAction, then (approval → delivery) waits, each closed by completeAction. */
+  /** prepareAction, then waits (approval, delivery) each closed by completeAction until a port is known. */
   private async executeAction(node: KernelNode, branchKey: string, base: string): Promise<NodeOutput> {
     const request = { ...this.request(node, branchKey), nodeKind: "action" as const };
     let progress = await this.doStep(`${base}:prepare`, node, () => this.runtime.prepareAction(request) as Promise<ActionProgress>);
-    for (const phase of ["approval", "delivery"]) {
-      if (progress.status !== "approval_required" && progress.status !== "delivery_pending") break;
-      if (progress.status === "delivery_pending" && phase === "approval") continue;
+    for (let round = 1; !progress.port; round++) {
       const { proposalId, eventType, timeoutMs } = progress;
-      if (!proposalId || !eventType || !timeoutMs) throw new NonRetryableError("action_progress_invalid");
-      const eventResult = await this.waitFor(`${base}:${phase}:wait`, eventType, timeoutMs);
-      progress = await this.doStep(`${base}:${phase}`, node, () => this.runtime.completeAction({ ...request, proposalId, eventResult }) as Promise<ActionProgress>);
+      if (round > MAX_ACTION_ROUNDS || !proposalId || !eventType || !timeoutMs) throw new NonRetryableError("action_progress_invalid");
+      const eventResult = await this.waitFor(`${base}:wait:${round}`, eventType, timeoutMs);
+      progress = await this.doStep(`${base}:complete:${round}`, node, () => this.runtime.completeAction({ ...request, proposalId, eventResult }) as Promise<ActionProgress>);
     }
     return progress;
   }

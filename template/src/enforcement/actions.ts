@@ -1,0 +1,263 @@
+// Actions on the team's own product: action types, proposals that wait for a person (assisted, or
+// types that always need approval), and delivery through a signed webhook, confirmed before the
+// action counts as applied. The workflow runtime calls prepare/complete; people approve or reject.
+import { auditStatement, canonicalJson } from "../audit";
+import { AppError, conflict, notFound } from "../errors";
+import type { Actor } from "../http/auth";
+import { newId, sha256Hex } from "../lib/crypto";
+import { evaluateInputMapping, type ExpressionContext } from "../workflows/expressions";
+import type { AuthorizedRun } from "../workflows/runtime-authorize";
+import type { ActionProgress, WaitResult } from "../workflows/runtime-protocol";
+import type { WorkflowNodeV1 } from "../workflows/types";
+import { deliveryStatement, enqueueDeliveries, getEndpointRow } from "./webhooks";
+
+const DEFAULT_APPROVAL_SECONDS = 86_400;
+/** How long a run waits for its endpoint to confirm a delivery (retries span hours). */
+const DELIVERY_WAIT_MS = 7 * 86_400_000;
+
+interface ActionTypeRow {
+  id: string;
+  key: string;
+  name: string;
+  description: string | null;
+  requiresApproval: number;
+  reversible: number;
+  endpointId: string;
+  createdAt: string;
+}
+
+const TYPE_COLUMNS = `id, key, name, description, requires_approval AS requiresApproval, reversible, endpoint_id AS endpointId, created_at AS createdAt`;
+
+function serializeType(row: ActionTypeRow) {
+  return { ...row, requiresApproval: row.requiresApproval === 1, reversible: row.reversible === 1 };
+}
+
+export async function createActionType(env: Env, actor: Actor, input: { key: string; name: string; description?: string; requiresApproval?: boolean; reversible?: boolean; endpointId: string }) {
+  if (!(await getEndpointRow(env.DB, actor.installationId, input.endpointId))) throw notFound("webhook_endpoint");
+  const id = newId("act");
+  const at = new Date().toISOString();
+  try {
+    await env.DB.batch([
+      env.DB.prepare(`INSERT INTO action_types (id, installation_id, key, name, description, requires_approval, reversible, endpoint_id, created_at, updated_at)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)`)
+        .bind(id, actor.installationId, input.key, input.name, input.description ?? null, input.requiresApproval ? 1 : 0, input.reversible ? 1 : 0, input.endpointId, at),
+      auditStatement(env.DB, {
+        installationId: actor.installationId, idempotencyKey: `action_type:${id}:created`, action: "action_type.created", actor: actor.audit,
+        target: { type: "action_type", id }, details: { key: input.key, name: input.name, requiresApproval: input.requiresApproval ?? false, endpointId: input.endpointId }, at,
+      }),
+    ]);
+  } catch (error) {
+    if (String(error).includes("UNIQUE")) throw conflict("action_type.key_taken", "An action type with this key already exists.");
+    throw error;
+  }
+  return serializeType((await env.DB.prepare(`SELECT ${TYPE_COLUMNS} FROM action_types WHERE id = ?1`).bind(id).first<ActionTypeRow>())!);
+}
+
+export async function listActionTypes(env: Env, actor: Actor) {
+  const { results } = await env.DB.prepare(`SELECT ${TYPE_COLUMNS} FROM action_types WHERE installation_id = ?1 ORDER BY key`).bind(actor.installationId).all<ActionTypeRow>();
+  return results.map(serializeType);
+}
+
+interface ProposalRow {
+  id: string;
+  installationId: string;
+  runId: string;
+  nodeId: string;
+  actionTypeId: string;
+  actionTypeKey: string;
+  reportId: string | null;
+  authorityMode: string;
+  state: string;
+  paramsJson: string;
+  decidedBy: string | null;
+  decidedAt: string | null;
+  decisionReason: string | null;
+  deliveryId: string | null;
+  approvalSignal: string;
+  deliverySignal: string;
+  expiresAt: string;
+  createdAt: string;
+}
+
+const PROPOSAL_COLUMNS = `id, installation_id AS installationId, run_id AS runId, node_id AS nodeId, action_type_id AS actionTypeId,
+  action_type_key AS actionTypeKey, report_id AS reportId, authority_mode AS authorityMode, state, params_json AS paramsJson,
+  decided_by AS decidedBy, decided_at AS decidedAt, decision_reason AS decisionReason, delivery_id AS deliveryId,
+  approval_signal AS approvalSignal, delivery_signal AS deliverySignal, expires_at AS expiresAt, created_at AS createdAt`;
+
+function proposalRow(db: D1Database, id: string) {
+  return db.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE id = ?1`).bind(id).first<ProposalRow>();
+}
+
+export function serializeProposal(row: ProposalRow) {
+  return {
+    id: row.id, runId: row.runId, nodeId: row.nodeId, actionType: row.actionTypeKey, reportId: row.reportId, authorityMode: row.authorityMode,
+    state: row.state, params: JSON.parse(row.paramsJson) as unknown, decidedBy: row.decidedBy, decidedAt: row.decidedAt,
+    reason: row.decisionReason, deliveryId: row.deliveryId, expiresAt: row.expiresAt, createdAt: row.createdAt,
+  };
+}
+
+async function signal(proposalId: string, phase: "approval" | "delivery"): Promise<string> {
+  return `p_${(await sha256Hex(`${proposalId}:${phase}`)).slice(0, 40)}`;
+}
+
+/** Where the run stands on a proposal, in the terms the kernel waits on. */
+function progressOf(row: ProposalRow): ActionProgress {
+  switch (row.state) {
+    case "approval_required":
+      return { port: "", status: "approval_required", proposalId: row.id, eventType: row.approvalSignal, timeoutMs: Math.max(1_000, Date.parse(row.expiresAt) - Date.now()) };
+    case "approved":
+    case "delivery_pending":
+      return { port: "", status: "delivery_pending", proposalId: row.id, eventType: row.deliverySignal, timeoutMs: DELIVERY_WAIT_MS };
+    case "applied":
+      return { port: "applied", status: "applied", proposalId: row.id, deliveryId: row.deliveryId, approvedBy: row.decidedBy };
+    case "rejected":
+      return { port: "rejected", status: "rejected", proposalId: row.id, rejectedBy: row.decidedBy, reason: row.decisionReason };
+    case "expired":
+      return { port: "expired", status: "expired", proposalId: row.id };
+    default:
+      throw new AppError("action_delivery_failed", "The action's webhook delivery was dead-lettered.");
+  }
+}
+
+/** The webhook delivery of an approved (or autonomous) proposal, for the caller's batch. */
+async function actionDelivery(env: Env, row: { id: string; installationId: string; runId: string; actionTypeKey: string; reportId: string | null; authorityMode: string; paramsJson: string }, typeRow: { endpointId: string; reversible: number }, approvedBy: string | null, at: string) {
+  let subject: unknown = null;
+  if (row.reportId) {
+    const report = await env.DB.prepare(`SELECT subject_kind AS kind, subject_id AS id FROM reports WHERE id = ?1`).bind(row.reportId).first();
+    subject = report ?? null;
+  }
+  return deliveryStatement(env, {
+    installationId: row.installationId, endpointId: typeRow.endpointId, eventType: "action.execute", sourceType: "action", sourceId: row.id, at,
+    data: {
+      proposalId: row.id, actionType: row.actionTypeKey, params: JSON.parse(row.paramsJson) as unknown, runId: row.runId, reportId: row.reportId,
+      subject, authorityMode: row.authorityMode, approvedBy, reversible: typeRow.reversible === 1,
+    },
+  });
+}
+
+/**
+ * Prepares the action of a node (assisted or autonomous): a proposal that waits for approval, or
+ * a delivery on its way. Repeating the call returns the proposal's current progress.
+ */
+export async function prepareWorkflowAction(
+  env: Env,
+  input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; context: ExpressionContext },
+): Promise<ActionProgress> {
+  const { run, node, stepId } = input;
+  const proposalId = `${stepId}:proposal`;
+  const existing = await proposalRow(env.DB, proposalId);
+  if (existing) return progressOf(existing);
+  const typeRow = await env.DB.prepare(`SELECT ${TYPE_COLUMNS} FROM action_types WHERE installation_id = ?1 AND key = ?2`)
+    .bind(run.installationId, String(node.config.action_type)).first<ActionTypeRow>();
+  if (!typeRow) throw new AppError("action_type_unknown", `Action type ${String(node.config.action_type)} does not exist in this installation.`);
+  const params = evaluateInputMapping(node.inputMapping, input.context, node.id);
+  const needsApproval = run.authorityMode === "assisted" || typeRow.requiresApproval === 1;
+  const at = new Date().toISOString();
+  const approvalSeconds = Number.isInteger(node.config.approval_timeout_seconds) ? Number(node.config.approval_timeout_seconds) : DEFAULT_APPROVAL_SECONDS;
+  const row = {
+    id: proposalId, installationId: run.installationId, runId: run.id, actionTypeKey: typeRow.key, reportId: run.reportId,
+    authorityMode: run.authorityMode, paramsJson: canonicalJson(params),
+  };
+  const delivery = needsApproval ? null : await actionDelivery(env, row, typeRow, null, at);
+  await env.DB.batch([
+    env.DB.prepare(`
+      INSERT INTO action_proposals (id, installation_id, run_id, step_run_id, node_id, action_type_id, action_type_key, report_id, authority_mode, state,
+        params_json, delivery_id, approval_signal, delivery_signal, expires_at, created_at, updated_at)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16)
+      ON CONFLICT(step_run_id) DO NOTHING
+    `).bind(proposalId, run.installationId, run.id, stepId, node.id, typeRow.id, typeRow.key, run.reportId, run.authorityMode,
+      needsApproval ? "approval_required" : "delivery_pending", row.paramsJson, delivery?.id ?? null,
+      await signal(proposalId, "approval"), await signal(proposalId, "delivery"), new Date(Date.parse(at) + approvalSeconds * 1_000).toISOString(), at),
+    ...(delivery ? [delivery.statement] : []),
+    auditStatement(env.DB, {
+      installationId: run.installationId, idempotencyKey: `action_proposal:${proposalId}:created`, action: needsApproval ? "action.proposed" : "action.dispatched",
+      actor: { type: "system", id: "workflow-runtime" }, target: { type: "action_proposal", id: proposalId },
+      details: { runId: run.id, nodeId: node.id, actionType: typeRow.key, authorityMode: run.authorityMode, params },
+      at,
+    }),
+  ]);
+  const stored = (await proposalRow(env.DB, proposalId))!;
+  if (stored.deliveryId && stored.state === "delivery_pending") await enqueueDeliveries(env, [stored.deliveryId]);
+  return progressOf(stored);
+}
+
+/**
+ * After a wait: an approval wait that timed out expires the proposal; a delivery wait that timed
+ * out fails it. Otherwise the proposal's recorded state decides (the event only wakes the run).
+ */
+export async function completeWorkflowAction(env: Env, input: { proposalId: string; eventResult: WaitResult }): Promise<ActionProgress> {
+  let row = await proposalRow(env.DB, input.proposalId);
+  if (!row) throw new AppError("action_proposal_missing", "The action proposal does not exist.");
+  if (input.eventResult.status === "timed_out" && (row.state === "approval_required" || row.state === "delivery_pending")) {
+    const at = new Date().toISOString();
+    const next = row.state === "approval_required" ? "expired" : "failed";
+    await env.DB.batch([
+      env.DB.prepare(`UPDATE action_proposals SET state = ?2, updated_at = ?3 WHERE id = ?1 AND state = ?4`).bind(row.id, next, at, row.state),
+      auditStatement(env.DB, {
+        installationId: row.installationId, idempotencyKey: `action_proposal:${row.id}:${next}`, action: `action.${next}`,
+        actor: { type: "system", id: "workflow-runtime" }, target: { type: "action_proposal", id: row.id }, details: { runId: row.runId }, at,
+      }),
+    ]);
+    row = (await proposalRow(env.DB, row.id))!;
+  }
+  return progressOf(row);
+}
+
+/** Approve (→ delivery) or reject a proposal that waits for a person. A second decision is a 409. */
+export async function decideProposal(env: Env, actor: Actor, proposalId: string, input: { approve: boolean; reason?: string; approver?: string }) {
+  const row = await env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, proposalId).first<ProposalRow>();
+  if (!row) throw notFound("action_proposal");
+  if (row.state !== "approval_required") throw conflict("action_proposal.already_decided", `The proposal is already ${row.state}.`);
+  const now = new Date();
+  const at = now.toISOString();
+  if (row.expiresAt <= at) throw conflict("action_proposal.expired", "The proposal expired before it was decided.");
+  const who = input.approver ?? actor.audit.id;
+  const typeRow = await env.DB.prepare(`SELECT ${TYPE_COLUMNS} FROM action_types WHERE id = ?1`).bind(row.actionTypeId).first<ActionTypeRow>();
+  const delivery = input.approve ? await actionDelivery(env, row, typeRow!, who, at) : null;
+  const [update] = await env.DB.batch([
+    env.DB.prepare(`UPDATE action_proposals SET state = ?3, decided_by = ?4, decided_at = ?5, decision_reason = ?6, delivery_id = ?7, updated_at = ?5
+      WHERE installation_id = ?1 AND id = ?2 AND state = 'approval_required'`)
+      .bind(actor.installationId, proposalId, input.approve ? "delivery_pending" : "rejected", who, at, input.reason ?? null, delivery?.id ?? null),
+    // One delivery per proposal: a racing second approval's insert is ignored on (source_type, source_id).
+    ...(delivery ? [delivery.statement] : []),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `action_proposal:${proposalId}:decided`, action: input.approve ? "action.approved" : "action.rejected",
+      actor: actor.audit, target: { type: "action_proposal", id: proposalId }, details: { approver: who, reason: input.reason ?? null, runId: row.runId }, at,
+    }),
+  ]);
+  if ((update!.meta.changes ?? 0) === 0) throw conflict("action_proposal.already_decided", "The proposal was decided concurrently.");
+  if (delivery) await enqueueDeliveries(env, [delivery.id]);
+  await (await env.WORKFLOWS.get(row.runId)).sendEvent({ type: row.approvalSignal, payload: { proposalId } });
+  return serializeProposal((await proposalRow(env.DB, proposalId))!);
+}
+
+/** The delivery of a proposal ended: applied or failed, then wake the run. Statements for the delivery batch. */
+export async function finishActionDelivery(env: Env, delivery: { sourceId: string; delivered: boolean; at: string; installationId: string }): Promise<D1PreparedStatement[]> {
+  return [
+    env.DB.prepare(`UPDATE action_proposals SET state = ?2, updated_at = ?3 WHERE id = ?1 AND state IN ('delivery_pending', 'approved')`)
+      .bind(delivery.sourceId, delivery.delivered ? "applied" : "failed", delivery.at),
+    auditStatement(env.DB, {
+      installationId: delivery.installationId, idempotencyKey: `action_proposal:${delivery.sourceId}:${delivery.delivered ? "applied" : "failed"}`,
+      action: delivery.delivered ? "action.applied" : "action.failed", actor: { type: "system", id: "webhooks" },
+      target: { type: "action_proposal", id: delivery.sourceId }, details: {}, at: delivery.at,
+    }),
+  ];
+}
+
+/** Wakes the run waiting on a proposal's delivery (after the delivery batch is committed). */
+export async function signalActionDelivery(env: Env, proposalId: string): Promise<void> {
+  const row = await proposalRow(env.DB, proposalId);
+  if (row) await (await env.WORKFLOWS.get(row.runId)).sendEvent({ type: row.deliverySignal, payload: { proposalId } });
+}
+
+export async function listProposals(env: Env, actor: Actor, options: { state?: string; limit: number }) {
+  const { results } = await env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND (?2 IS NULL OR state = ?2)
+    ORDER BY created_at DESC LIMIT ?3`).bind(actor.installationId, options.state ?? null, options.limit).all<ProposalRow>();
+  return results.map(serializeProposal);
+}
+
+export async function getProposal(env: Env, actor: Actor, id: string) {
+  const row = await env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<ProposalRow>();
+  if (!row) throw notFound("action_proposal");
+  return serializeProposal(row);
+}

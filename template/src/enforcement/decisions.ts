@@ -1,0 +1,183 @@
+// Decisions and their EU DSA statements of reasons (Transparency Database API v1 shape). A
+// statement carries no personal data (DSA Art. 24(5)): facts are the decision's own text.
+import { auditStatement, canonicalJson } from "../audit";
+import { reportSummary } from "../cases/reports";
+import { getReportRow } from "../cases/reports-queries";
+import { dsaCategory, normalizeCategory, type PolicyCategory } from "../cases/taxonomy";
+import { AppError, notFound } from "../errors";
+import type { Actor } from "../http/auth";
+import { newId } from "../lib/crypto";
+import { evaluateInputMapping, type ExpressionContext } from "../workflows/expressions";
+import type { AuthorizedRun } from "../workflows/runtime-authorize";
+import type { WorkflowNodeV1 } from "../workflows/types";
+import { renderTemplate } from "./templates";
+
+export const VISIBILITY = ["content_removed", "content_disabled", "content_demoted", "content_age_restricted", "content_interaction_restricted", "content_labelled", "other"] as const;
+export const ACCOUNT = ["suspended", "terminated"] as const;
+export const MONETARY = ["suspension", "termination", "other"] as const;
+export const PROVISION = ["partial_suspension", "total_suspension", "partial_termination", "total_termination"] as const;
+export const CONTENT_TYPES = ["app", "audio", "image", "product", "synthetic_media", "text", "video", "other"] as const;
+const SOURCE_TYPES: Record<string, string> = {
+  notice: "SOURCE_ARTICLE_16", trusted_flagger: "SOURCE_TRUSTED_FLAGGER", other_notification: "SOURCE_TYPE_OTHER_NOTIFICATION", voluntary: "SOURCE_VOLUNTARY",
+};
+const EEA = ["AT", "BE", "BG", "CY", "CZ", "DE", "DK", "EE", "ES", "FI", "FR", "GR", "HR", "HU", "IE", "IS", "IT", "LI", "LT", "LU", "LV", "MT", "NL", "NO", "PL", "PT", "RO", "SE", "SI", "SK"];
+
+interface Restrictions {
+  visibility?: string[];
+  visibility_other?: string;
+  account?: string;
+  monetary?: string;
+  monetary_other?: string;
+  provision?: string;
+}
+
+function invalid(nodeId: string, message: string): AppError {
+  return new AppError("decision_config_invalid", `Decision ${nodeId}: ${message}`);
+}
+
+function checkRestrictions(nodeId: string, value: unknown): Restrictions {
+  if (!value || typeof value !== "object" || Array.isArray(value)) throw invalid(nodeId, "config.restrictions must be an object.");
+  const r = value as Restrictions;
+  if (r.visibility !== undefined && (!Array.isArray(r.visibility) || r.visibility.some((v) => !(VISIBILITY as readonly string[]).includes(v)))) throw invalid(nodeId, `restrictions.visibility takes ${VISIBILITY.join(", ")}.`);
+  if (r.account !== undefined && !(ACCOUNT as readonly string[]).includes(r.account)) throw invalid(nodeId, `restrictions.account takes ${ACCOUNT.join(", ")}.`);
+  if (r.monetary !== undefined && !(MONETARY as readonly string[]).includes(r.monetary)) throw invalid(nodeId, `restrictions.monetary takes ${MONETARY.join(", ")}.`);
+  if (r.provision !== undefined && !(PROVISION as readonly string[]).includes(r.provision)) throw invalid(nodeId, `restrictions.provision takes ${PROVISION.join(", ")}.`);
+  if (!r.visibility?.length && !r.account && !r.monetary && !r.provision) throw invalid(nodeId, "name at least one restriction (visibility, account, monetary or provision).");
+  if (r.visibility?.includes("other") && !r.visibility_other) throw invalid(nodeId, "restrictions.visibility_other explains an 'other' visibility restriction.");
+  if (r.monetary === "other" && !r.monetary_other) throw invalid(nodeId, "restrictions.monetary_other explains an 'other' monetary restriction.");
+  return r;
+}
+
+/** Builds the decision row (with its audit event) from the node's config and evaluated inputMapping. */
+export async function decisionRecord(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; context: ExpressionContext }) {
+  const { run, node } = input;
+  const config = node.config;
+  const values = evaluateInputMapping(node.inputMapping, input.context, node.id);
+  const outcome = typeof config.outcome === "string" && config.outcome ? config.outcome : null;
+  if (!outcome) throw invalid(node.id, "config.outcome is required.");
+  const reportRow = run.reportId ? await getReportRow(env.DB, run.installationId, run.reportId) : null;
+  const report = reportRow ? reportSummary(reportRow) : null;
+  const category = normalizeCategory(String(config.policy_category ?? report?.category ?? ""));
+  if (!category) throw invalid(node.id, "config.policy_category (or the run's report) must give a DSA category.");
+  const ground = config.ground === "illegal_content" ? "illegal_content" : "incompatible_content";
+  const explanation = renderTemplate(String(config.explanation ?? config.statement ?? ""), values, node.id);
+  const statement = renderTemplate(String(config.statement ?? config.explanation ?? ""), values, node.id);
+  if (!explanation || !statement) throw invalid(node.id, "config.statement (the facts and circumstances) is required.");
+  if (statement.length > 5000) throw invalid(node.id, "the statement exceeds the 5,000 characters a statement of reasons allows.");
+  if (ground === "illegal_content" && typeof config.legal_ground !== "string") throw invalid(node.id, "illegal_content needs config.legal_ground.");
+  const restrictions = checkRestrictions(node.id, config.restrictions);
+  const contentTypes = Array.isArray(config.content_type) ? config.content_type.map(String) : ["text"];
+  if (contentTypes.length === 0 || contentTypes.some((t) => !(CONTENT_TYPES as readonly string[]).includes(t))) throw invalid(node.id, `content_type takes ${CONTENT_TYPES.join(", ")}.`);
+  const scope = Array.isArray(config.territorial_scope) ? config.territorial_scope.map(String) : null;
+  if (scope && scope.some((c) => !EEA.includes(c))) throw invalid(node.id, "territorial_scope takes EU/EEA country codes.");
+  // A person decided if a review task of this run was completed; otherwise automation did.
+  const reviewed = await env.DB.prepare(`SELECT 1 AS x FROM human_tasks WHERE run_id = ?1 AND state = 'completed' LIMIT 1`).bind(run.id).first();
+  const automatedDecision = typeof config.automated_decision === "string" && ["fully", "partially", "not_automated"].includes(config.automated_decision)
+    ? config.automated_decision : reviewed ? "not_automated" : run.authorityMode === "assisted" ? "partially" : "fully";
+  const source = report?.source ?? "voluntary";
+  const automatedDetection = typeof config.automated_detection === "boolean" ? config.automated_detection : source === "voluntary";
+  const id = newId("dec");
+  const at = new Date().toISOString();
+  const specification = report?.categorySpecification ?? [];
+  const statements = [
+    env.DB.prepare(`
+      INSERT INTO decisions (id, installation_id, run_id, step_run_id, report_id, case_id, subject_kind, subject_id, policy_category, category_specification_json,
+        outcome, ground, legal_ground, explanation, restrictions_json, content_type_json, territorial_scope_json, statement_text, source_type,
+        automated_detection, automated_decision, content_date, decided_at, created_at)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?23)
+      ON CONFLICT(step_run_id) DO NOTHING
+    `).bind(id, run.installationId, run.id, input.stepId, run.reportId, report?.caseId ?? null, report?.subject?.kind ?? null, report?.subject?.id ?? null,
+      category, JSON.stringify(specification), outcome, ground, typeof config.legal_ground === "string" ? config.legal_ground : null, explanation,
+      canonicalJson(restrictions), JSON.stringify(contentTypes), scope ? JSON.stringify(scope) : null, statement, source, automatedDetection ? 1 : 0,
+      automatedDecision, (report?.createdAt ?? at).slice(0, 10), at),
+    auditStatement(env.DB, {
+      installationId: run.installationId, idempotencyKey: `decision:${input.stepId}:recorded`, action: "decision.recorded", actor: { type: "system", id: "workflow-runtime" },
+      target: { type: "decision", id }, details: { runId: run.id, reportId: run.reportId, outcome, category, automatedDecision }, at,
+    }),
+  ];
+  return { id, outcome, automatedDecision, statements };
+}
+
+interface DecisionRow {
+  id: string;
+  runId: string | null;
+  reportId: string | null;
+  caseId: string | null;
+  subjectKind: string | null;
+  subjectId: string | null;
+  policyCategory: string;
+  categorySpecificationJson: string;
+  outcome: string;
+  ground: string;
+  legalGround: string | null;
+  explanation: string;
+  restrictionsJson: string;
+  contentTypeJson: string;
+  territorialScopeJson: string | null;
+  statementText: string;
+  sourceType: string;
+  automatedDetection: number;
+  automatedDecision: string;
+  contentDate: string;
+  decidedAt: string;
+}
+
+const COLUMNS = `id, run_id AS runId, report_id AS reportId, case_id AS caseId, subject_kind AS subjectKind, subject_id AS subjectId,
+  policy_category AS policyCategory, category_specification_json AS categorySpecificationJson, outcome, ground, legal_ground AS legalGround,
+  explanation, restrictions_json AS restrictionsJson, content_type_json AS contentTypeJson, territorial_scope_json AS territorialScopeJson,
+  statement_text AS statementText, source_type AS sourceType, automated_detection AS automatedDetection, automated_decision AS automatedDecision,
+  content_date AS contentDate, decided_at AS decidedAt`;
+
+async function decisionRow(env: Env, actor: Actor, id: string): Promise<DecisionRow> {
+  const row = await env.DB.prepare(`SELECT ${COLUMNS} FROM decisions WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<DecisionRow>();
+  if (!row) throw notFound("decision");
+  return row;
+}
+
+export async function getDecision(env: Env, actor: Actor, id: string) {
+  const row = await decisionRow(env, actor, id);
+  return {
+    id: row.id, runId: row.runId, reportId: row.reportId, caseId: row.caseId, subject: row.subjectKind ? { kind: row.subjectKind, id: row.subjectId } : null,
+    policyCategory: row.policyCategory, outcome: row.outcome, ground: row.ground, restrictions: JSON.parse(row.restrictionsJson) as unknown,
+    statement: row.statementText, automatedDetection: row.automatedDetection === 1, automatedDecision: row.automatedDecision, decidedAt: row.decidedAt,
+  };
+}
+
+const upper = (prefix: string, value: string) => `${prefix}_${value.toUpperCase()}`;
+
+/** The decision as a DSA Transparency Database statement of reasons (no personal data). */
+export async function statementOfReasons(env: Env, actor: Actor, id: string): Promise<Record<string, unknown>> {
+  const row = await decisionRow(env, actor, id);
+  const r = JSON.parse(row.restrictionsJson) as Restrictions;
+  const contentTypes = JSON.parse(row.contentTypeJson) as string[];
+  const specification = JSON.parse(row.categorySpecificationJson) as string[];
+  const sor: Record<string, unknown> = {
+    decision_ground: upper("DECISION_GROUND", row.ground),
+    content_type: contentTypes.map((t) => upper("CONTENT_TYPE", t)),
+    category: dsaCategory(row.policyCategory as PolicyCategory),
+    content_date: row.contentDate,
+    application_date: row.decidedAt.slice(0, 10),
+    decision_facts: row.statementText,
+    source_type: SOURCE_TYPES[row.sourceType] ?? "SOURCE_VOLUNTARY",
+    automated_detection: row.automatedDetection === 1 ? "Yes" : "No",
+    automated_decision: upper("AUTOMATED_DECISION", row.automatedDecision === "not_automated" ? "not_automated" : row.automatedDecision),
+    puid: row.id,
+  };
+  if (contentTypes.includes("other")) sor.content_type_other = "Other content";
+  if (r.visibility?.length) sor.decision_visibility = r.visibility.map((v) => upper("DECISION_VISIBILITY", v));
+  if (r.visibility_other) sor.decision_visibility_other = r.visibility_other;
+  if (r.account) sor.decision_account = upper("DECISION_ACCOUNT", r.account);
+  if (r.monetary) sor.decision_monetary = upper("DECISION_MONETARY", r.monetary);
+  if (r.monetary_other) sor.decision_monetary_other = r.monetary_other;
+  if (r.provision) sor.decision_provision = upper("DECISION_PROVISION", r.provision);
+  if (row.ground === "illegal_content") {
+    sor.illegal_content_legal_ground = row.legalGround;
+    sor.illegal_content_explanation = row.explanation;
+  } else {
+    sor.incompatible_content_ground = row.outcome;
+    sor.incompatible_content_explanation = row.explanation;
+  }
+  if (specification.length) sor.category_specification = specification;
+  if (row.territorialScopeJson) sor.territorial_scope = JSON.parse(row.territorialScopeJson) as string[];
+  return sor;
+}

@@ -1,0 +1,6 @@
+// Enforcement: webhooks, actions and approvals, messages, decisions, handoffs.
+export { enforcementRoutes } from "./routes";
+export { consumeDeliveries } from "./consumer";
+export { completeWorkflowAction, prepareWorkflowAction } from "./actions";
+export { handoffWorkflowReport, recordWorkflowDecision, sendWorkflowMessage, type EffectResult } from "./effects";
+export { enqueueDeliveries } from "./webhooks";

@@ -1,0 +1,273 @@
+// Signed outbound webhooks (Standard Webhooks): endpoints with secrets shown once, deliveries
+// recorded in D1 and carried by the DELIVERIES queue, every attempt recorded, exponential backoff
+// with jitter, dead-letter after the endpoint's max attempts — never silently lost.
+import { Webhook } from "standardwebhooks";
+import { auditStatement, canonicalJson } from "../audit";
+import { openPersonalData, sealPersonalData } from "../cases/report-crypto";
+import { AppError, conflict, notFound } from "../errors";
+import type { Actor } from "../http/auth";
+import { newId, sha256Hex } from "../lib/crypto";
+
+export const WEBHOOK_EVENT_TYPES = ["action.execute", "message.send", "report.handoff"] as const;
+const REQUEST_TIMEOUT_MS = 15_000;
+const MAX_BACKOFF_SECONDS = 6 * 3600;
+
+export interface EndpointRow {
+  id: string;
+  installationId: string;
+  url: string;
+  description: string | null;
+  secretSealed: string;
+  eventTypesJson: string;
+  retryBaseSeconds: number;
+  maxAttempts: number;
+  state: string;
+  createdAt: string;
+}
+
+const ENDPOINT_COLUMNS = `id, installation_id AS installationId, url, description, secret_sealed AS secretSealed, event_types_json AS eventTypesJson,
+  retry_base_seconds AS retryBaseSeconds, max_attempts AS maxAttempts, state, created_at AS createdAt`;
+
+function serializeEndpoint(row: EndpointRow) {
+  return {
+    id: row.id, url: row.url, description: row.description, eventTypes: JSON.parse(row.eventTypesJson) as string[],
+    retryBaseSeconds: row.retryBaseSeconds, maxAttempts: row.maxAttempts, state: row.state, createdAt: row.createdAt,
+  };
+}
+
+export function getEndpointRow(db: D1Database, installationId: string, id: string): Promise<EndpointRow | null> {
+  return db.prepare(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE installation_id = ?1 AND id = ?2`).bind(installationId, id).first<EndpointRow>();
+}
+
+function checkUrl(url: string): void {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new AppError("webhook_endpoint.url_invalid", "url must be an absolute http(s) URL.", { status: 422 });
+  }
+  if (parsed.protocol !== "https:" && parsed.protocol !== "http:") throw new AppError("webhook_endpoint.url_invalid", "url must be an absolute http(s) URL.", { status: 422 });
+  if (parsed.username || parsed.password) throw new AppError("webhook_endpoint.url_invalid", "url must not carry credentials; the signature authenticates deliveries.", { status: 422 });
+}
+
+/** Creates an endpoint; its signing secret is returned this once and stored sealed. */
+export async function createEndpoint(env: Env, actor: Actor, input: { url: string; description?: string; eventTypes?: string[]; retryBaseSeconds?: number; maxAttempts?: number }) {
+  checkUrl(input.url);
+  const id = newId("whe");
+  const secret = `whsec_${btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))))}`;
+  const { sealed } = await sealPersonalData(env, actor.installationId, `webhook_endpoint:${id}`, { secret });
+  const at = new Date().toISOString();
+  await env.DB.batch([
+    env.DB.prepare(`INSERT INTO webhook_endpoints (id, installation_id, url, description, secret_sealed, event_types_json, retry_base_seconds, max_attempts, state, created_at, updated_at)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'enabled', ?9, ?9)`)
+      .bind(id, actor.installationId, input.url, input.description ?? null, sealed, JSON.stringify(input.eventTypes ?? []), input.retryBaseSeconds ?? 5, input.maxAttempts ?? 8, at),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `webhook_endpoint:${id}:created`, action: "webhook_endpoint.created", actor: actor.audit,
+      target: { type: "webhook_endpoint", id }, details: { url: input.url, eventTypes: input.eventTypes ?? [] }, at,
+    }),
+  ]);
+  return { ...serializeEndpoint((await getEndpointRow(env.DB, actor.installationId, id))!), secret };
+}
+
+export async function listEndpoints(env: Env, actor: Actor) {
+  const { results } = await env.DB.prepare(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE installation_id = ?1 ORDER BY created_at`).bind(actor.installationId).all<EndpointRow>();
+  return results.map(serializeEndpoint);
+}
+
+export async function setEndpointState(env: Env, actor: Actor, id: string, state: "enabled" | "disabled") {
+  const row = await getEndpointRow(env.DB, actor.installationId, id);
+  if (!row) throw notFound("webhook_endpoint");
+  const at = new Date().toISOString();
+  await env.DB.batch([
+    env.DB.prepare(`UPDATE webhook_endpoints SET state = ?3, disabled_reason = NULL, updated_at = ?4 WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id, state, at),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `webhook_endpoint:${id}:${state}:${at}`, action: `webhook_endpoint.${state}`, actor: actor.audit,
+      target: { type: "webhook_endpoint", id }, details: {}, at,
+    }),
+  ]);
+  return serializeEndpoint((await getEndpointRow(env.DB, actor.installationId, id))!);
+}
+
+/** Enabled endpoints of the installation that subscribe to `eventType`. Host-internal. */
+export async function subscribedEndpoints(db: D1Database, installationId: string, eventType: string): Promise<EndpointRow[]> {
+  const { results } = await db.prepare(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints w
+    WHERE installation_id = ?1 AND state = 'enabled' AND EXISTS (SELECT 1 FROM json_each(w.event_types_json) WHERE value = ?2) ORDER BY created_at`)
+    .bind(installationId, eventType).all<EndpointRow>();
+  return results;
+}
+
+export interface NewDelivery {
+  id: string;
+  statement: D1PreparedStatement;
+}
+
+/**
+ * A delivery row for the caller's batch; the payload (which may carry personal data, e.g. a
+ * reporter's contact) is sealed at rest and opened only to send it. `INSERT OR IGNORE` on its
+ * source keeps a repeated call to one delivery.
+ */
+export async function deliveryStatement(
+  env: Env,
+  input: { installationId: string; endpointId: string; eventType: string; sourceType: "action" | "message" | "handoff" | "resend"; sourceId: string; data: unknown; at: string },
+): Promise<NewDelivery> {
+  const id = newId("msg");
+  const payload = { type: input.eventType, timestamp: input.at, data: input.data };
+  const { sealed } = await sealPersonalData(env, input.installationId, `webhook_delivery:${id}`, payload);
+  const statement = env.DB.prepare(`
+    INSERT OR IGNORE INTO webhook_deliveries (id, installation_id, endpoint_id, event_type, source_type, source_id, payload_sealed, payload_digest, state, attempts, next_attempt_at, created_at, updated_at)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', 0, ?9, ?9, ?9)
+  `).bind(id, input.installationId, input.endpointId, input.eventType, input.sourceType, input.sourceId, sealed, `sha256:${await sha256Hex(canonicalJson(payload))}`, input.at);
+  return { id, statement };
+}
+
+/** Puts pending deliveries on the queue (after their rows are committed). */
+export async function enqueueDeliveries(env: Env, deliveryIds: string[]): Promise<void> {
+  if (deliveryIds.length > 0) await env.DELIVERIES.sendBatch(deliveryIds.map((deliveryId) => ({ body: { deliveryId } })));
+}
+
+interface DeliveryRow {
+  id: string;
+  installationId: string;
+  endpointId: string;
+  eventType: string;
+  sourceType: string;
+  sourceId: string;
+  payloadSealed: string;
+  state: string;
+  attempts: number;
+  createdAt: string;
+}
+
+const DELIVERY_COLUMNS = `id, installation_id AS installationId, endpoint_id AS endpointId, event_type AS eventType, source_type AS sourceType,
+  source_id AS sourceId, payload_sealed AS payloadSealed, state, attempts, created_at AS createdAt`;
+
+/** Exponential backoff with full jitter around the endpoint's base: base·2^(n−1)·[0.5, 1.5), capped at 6 h. */
+export function backoffSeconds(baseSeconds: number, attempt: number, retryAfter: number | null): number {
+  if (retryAfter !== null && Number.isFinite(retryAfter)) return Math.min(Math.max(Math.ceil(retryAfter), 0), MAX_BACKOFF_SECONDS);
+  const exponential = baseSeconds * 2 ** Math.max(attempt - 1, 0);
+  return Math.min(Math.round(exponential * (0.5 + Math.random())), MAX_BACKOFF_SECONDS);
+}
+
+export type DeliveryOutcome = { kind: "delivered" } | { kind: "retry"; delaySeconds: number } | { kind: "dead"; reason: string } | { kind: "skip" };
+
+/** Called once a delivery is finished (delivered or dead) so its source can move on. */
+export type DeliveryFinisher = (env: Env, delivery: { id: string; installationId: string; sourceType: string; sourceId: string; delivered: boolean; at: string }) => Promise<D1PreparedStatement[]>;
+
+/**
+ * One attempt at one delivery: sign per Standard Webhooks (`webhook-id` is the delivery id, the
+ * same across retries), POST with a timeout, record the attempt with the delivery's new state in
+ * one batch (plus what the finisher adds when it ends), and say whether to retry.
+ */
+export async function attemptDelivery(env: Env, deliveryId: string, finisher: DeliveryFinisher): Promise<DeliveryOutcome> {
+  const delivery = await env.DB.prepare(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE id = ?1`).bind(deliveryId).first<DeliveryRow>();
+  if (!delivery || delivery.state !== "pending") return { kind: "skip" };
+  const endpoint = await getEndpointRow(env.DB, delivery.installationId, delivery.endpointId);
+  const attempt = delivery.attempts + 1;
+  const started = Date.now();
+  const startedAt = new Date(started).toISOString();
+  let status: number | null = null;
+  let error: string | null = null;
+  let retryAfter: number | null = null;
+  if (!endpoint || endpoint.state !== "enabled") {
+    error = "endpoint_disabled";
+  } else {
+    try {
+      const { secret } = await openPersonalData<{ secret: string }>(env, delivery.installationId, `webhook_endpoint:${endpoint.id}`, endpoint.secretSealed);
+      const payload = await openPersonalData<unknown>(env, delivery.installationId, `webhook_delivery:${delivery.id}`, delivery.payloadSealed);
+      const body = JSON.stringify(payload);
+      const signature = new Webhook(secret).sign(delivery.id, new Date(started), body);
+      const response = await fetch(endpoint.url, {
+        method: "POST",
+        redirect: "manual",
+        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+        headers: {
+          "content-type": "application/json",
+          "user-agent": "SafestTools-Webhooks/1",
+          "webhook-id": delivery.id,
+          "webhook-timestamp": String(Math.floor(started / 1000)),
+          "webhook-signature": signature,
+        },
+        body,
+      });
+      status = response.status;
+      retryAfter = response.headers.has("retry-after") ? Number(response.headers.get("retry-after")) : null;
+      await response.body?.cancel();
+    } catch (failure) {
+      error = failure instanceof Error && failure.name === "TimeoutError" ? "timeout" : "network_error";
+    }
+  }
+  const ok = status !== null && status >= 200 && status < 300;
+  const gone = status === 410 || error === "endpoint_disabled";
+  const exhausted = !ok && (gone || attempt >= (endpoint?.maxAttempts ?? 1));
+  const state = ok ? "delivered" : exhausted ? "dead" : "pending";
+  const at = new Date().toISOString();
+  const errorText = ok ? null : error ?? `http_${status}`;
+  const statements = [
+    env.DB.prepare(`INSERT OR IGNORE INTO webhook_attempts (id, delivery_id, attempt, status_code, error, duration_ms, started_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)`)
+      .bind(newId("att"), delivery.id, attempt, status, errorText, Date.now() - started, startedAt),
+    env.DB.prepare(`UPDATE webhook_deliveries SET attempts = ?2, state = ?3, last_status = ?4, last_error = ?5, updated_at = ?6,
+        delivered_at = CASE WHEN ?3 = 'delivered' THEN ?6 ELSE delivered_at END WHERE id = ?1 AND state = 'pending' AND attempts = ?7`)
+      .bind(delivery.id, attempt, state, status, errorText, at, delivery.attempts),
+  ];
+  if (status === 410 && endpoint) {
+    statements.push(env.DB.prepare(`UPDATE webhook_endpoints SET state = 'disabled', disabled_reason = 'gone_410', updated_at = ?2 WHERE id = ?1`).bind(endpoint.id, at));
+  }
+  if (state !== "pending") {
+    statements.push(auditStatement(env.DB, {
+      installationId: delivery.installationId, idempotencyKey: `webhook_delivery:${delivery.id}:${state}:${attempt}`, action: `webhook_delivery.${state}`,
+      actor: { type: "system", id: "webhooks" }, target: { type: "webhook_delivery", id: delivery.id },
+      details: { eventType: delivery.eventType, attempts: attempt, lastStatus: status, lastError: errorText }, at,
+    }));
+    statements.push(...(await finisher(env, { id: delivery.id, installationId: delivery.installationId, sourceType: delivery.sourceType, sourceId: delivery.sourceId, delivered: ok, at })));
+  }
+  await env.DB.batch(statements);
+  if (ok) return { kind: "delivered" };
+  if (exhausted) return { kind: "dead", reason: errorText ?? "failed" };
+  return { kind: "retry", delaySeconds: backoffSeconds(endpoint!.retryBaseSeconds, attempt, status === 429 || status === 503 ? retryAfter : null) };
+}
+
+export async function listDeliveries(env: Env, actor: Actor, options: { state?: string; endpointId?: string; limit: number; before?: string }) {
+  const { results } = await env.DB.prepare(`
+    SELECT id, endpoint_id AS endpointId, event_type AS eventType, source_type AS sourceType, source_id AS sourceId, payload_digest AS payloadDigest,
+      state, attempts, last_status AS lastStatus, last_error AS lastError, created_at AS createdAt, delivered_at AS deliveredAt
+    FROM webhook_deliveries WHERE installation_id = ?1 AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR endpoint_id = ?3) AND (?4 IS NULL OR id < ?4)
+    ORDER BY id DESC LIMIT ?5
+  `).bind(actor.installationId, options.state ?? null, options.endpointId ?? null, options.before ?? null, options.limit + 1).all<{ id: string }>();
+  const page = results.slice(0, options.limit);
+  return { items: page, nextCursor: results.length > options.limit ? page.at(-1)!.id : null };
+}
+
+export async function getDelivery(env: Env, actor: Actor, id: string) {
+  const row = await env.DB.prepare(`
+    SELECT id, endpoint_id AS endpointId, event_type AS eventType, source_type AS sourceType, source_id AS sourceId, payload_digest AS payloadDigest,
+      state, attempts, last_status AS lastStatus, last_error AS lastError, created_at AS createdAt, delivered_at AS deliveredAt
+    FROM webhook_deliveries WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first();
+  if (!row) throw notFound("webhook_delivery");
+  const { results: attempts } = await env.DB.prepare(`SELECT attempt, status_code AS statusCode, error, duration_ms AS durationMs, started_at AS startedAt
+    FROM webhook_attempts WHERE delivery_id = ?1 ORDER BY attempt`).bind(id).all();
+  return { ...row, attempts };
+}
+
+/**
+ * Re-sends a delivery as a new delivery with the same payload (the original stays as recorded).
+ * Its outcome is not fed back to workflows: a re-send is an operator's manual repair.
+ */
+export async function resendDelivery(env: Env, actor: Actor, id: string) {
+  const row = await env.DB.prepare(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<DeliveryRow>();
+  if (!row) throw notFound("webhook_delivery");
+  if (row.state === "pending") throw conflict("webhook_delivery.pending", "The delivery is still being attempted.");
+  const payload = await openPersonalData<{ type: string; data: unknown }>(env, actor.installationId, `webhook_delivery:${row.id}`, row.payloadSealed);
+  const at = new Date().toISOString();
+  const copy = await deliveryStatement(env, {
+    installationId: actor.installationId, endpointId: row.endpointId, eventType: row.eventType, sourceType: "resend", sourceId: `${row.id}:${at}`, data: payload.data, at,
+  });
+  await env.DB.batch([
+    copy.statement,
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `webhook_delivery:${copy.id}:resent`, action: "webhook_delivery.resent", actor: actor.audit,
+      target: { type: "webhook_delivery", id: copy.id }, details: { originalId: row.id, eventType: row.eventType }, at,
+    }),
+  ]);
+  await enqueueDeliveries(env, [copy.id]);
+  return getDelivery(env, actor, copy.id);
+}
