@@ -135,7 +135,7 @@ const VALID: Record<string, { node: Record<string, unknown>; ports: string[] }> 
   human_task: { node: { kind: "human_task", config: { queue_id: "q" } }, ports: ["completed", "timeout"] },
   wait_for_event: { node: { kind: "wait_for_event", config: { event_type: "appeal.filed" } }, ports: ["received", "timeout"] },
   send_message: { node: { kind: "send_message", config: { template: "t", recipient: "reporter" } }, ports: ["sent"] },
-  decision: { node: { kind: "decision", config: {} }, ports: ["recorded"] },
+  decision: { node: { kind: "decision", config: { outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement: "Removed." } }, ports: ["recorded"] },
   handoff: { node: { kind: "handoff", config: { queue_id: "q" } }, ports: ["handed_off"] },
   start_linked_workflow: { node: { kind: "start_linked_workflow", config: { workflow_version_id: "wv" } }, ports: ["started"] },
   action: { node: { kind: "action", config: { action_type: "remove" } }, ports: ["applied", "rejected", "expired"] },

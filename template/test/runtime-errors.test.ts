@@ -70,7 +70,7 @@ const effectsGraph = {
     { id: "start", kind: "start" },
     { id: "review", kind: "human_task", config: { queue_id: "default", response_schema: { type: "object" } } },
     { id: "notify", kind: "send_message", config: { template: "We removed it.", recipient: "reporter" } },
-    { id: "record", kind: "decision", config: { outcome: "removed" } },
+    { id: "record", kind: "decision", config: { outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement: "Removed as spam." } },
     { id: "escalate", kind: "handoff", config: { queue_id: "legal" } },
     { id: "spawn", kind: "start_linked_workflow", config: { workflow_version_id: "wfv_placeholder" } },
     { id: "enforce", kind: "action", errorPort: "error", config: { action_type: "remove_content" } },

@@ -392,7 +392,7 @@ describe("valid graphs and the fork/join plan", () => {
       { id: "review", kind: "human_task", config: { queue_id: "q_1", timeout_seconds: 3600, response_schema: { type: "object" } } },
       { id: "appeal", kind: "wait_for_event", config: { event_type: "appeal.filed", timeout_seconds: 86_400 } },
       { id: "notify", kind: "send_message", config: { template: "Thanks", recipient: "reporter" } },
-      { id: "decide", kind: "decision", config: { policy: "spam", outcome: "remove" } },
+      { id: "decide", kind: "decision", config: { policy_category: "scams_and_fraud", outcome: "remove", restrictions: { visibility: ["content_removed"] }, statement: "Spam." } },
       { id: "escalate", kind: "handoff", config: { queue_id: "q_2" } },
       { id: "linked", kind: "start_linked_workflow", config: { workflow_version_id: "wv_1" } },
       { id: "act", kind: "action", config: { action_type: "remove_content" }, errorPort: "failed", timeoutPolicy: { timeout_seconds: 30, retries: 3 } },

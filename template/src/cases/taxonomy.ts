@@ -1,5 +1,6 @@
 // The policy taxonomy: the EU DSA statement-of-reasons categories, plus the ATProto / Ozone
 // reason types some products already send, mapped onto them.
+import sorSchema from "../enforcement/dsa-statement-of-reasons.schema.json";
 
 export const POLICY_CATEGORIES = [
   "animal_welfare", "consumer_information", "cyber_violence", "cyber_violence_against_women",
@@ -9,6 +10,9 @@ export const POLICY_CATEGORIES = [
   "unsafe_and_prohibited_products", "violence",
 ] as const;
 export type PolicyCategory = (typeof POLICY_CATEGORIES)[number];
+
+/** The DSA `category_specification` keywords (KEYWORD_*), straight from the Transparency Database schema. */
+export const DSA_KEYWORDS: readonly string[] = (sorSchema.properties.category_specification.items as { enum: string[] }).enum;
 
 export const SUBJECT_KINDS = ["content", "account", "message", "media", "listing", "group", "other"] as const;
 export type SubjectKind = (typeof SUBJECT_KINDS)[number];

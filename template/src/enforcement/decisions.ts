@@ -1,5 +1,6 @@
 // Decisions and their EU DSA statements of reasons (Transparency Database API v1 shape). A
 // statement carries no personal data (DSA Art. 24(5)): facts are the decision's own text.
+import { Validator, type Schema } from "@cfworker/json-schema";
 import { auditStatement, canonicalJson } from "../audit";
 import { reportSummary } from "../cases/reports";
 import { getReportRow } from "../cases/reports-queries";
@@ -10,7 +11,11 @@ import { newId } from "../lib/crypto";
 import { evaluateInputMapping, type ExpressionContext } from "../workflows/expressions";
 import type { AuthorizedRun } from "../workflows/runtime-authorize";
 import type { WorkflowNodeV1 } from "../workflows/types";
+import sorSchema from "./dsa-statement-of-reasons.schema.json";
 import { renderTemplate } from "./templates";
+
+// The Transparency Database's own rules (../shared/formats): every statement is checked before it leaves.
+const sorValidator = new Validator(sorSchema as unknown as Schema, "2020-12", false);
 
 export const VISIBILITY = ["content_removed", "content_disabled", "content_demoted", "content_age_restricted", "content_interaction_restricted", "content_labelled", "other"] as const;
 export const ACCOUNT = ["suspended", "terminated"] as const;
@@ -179,5 +184,11 @@ export async function statementOfReasons(env: Env, actor: Actor, id: string): Pr
   }
   if (specification.length) sor.category_specification = specification;
   if (row.territorialScopeJson) sor.territorial_scope = JSON.parse(row.territorialScopeJson) as string[];
+  const check = sorValidator.validate(sor);
+  if (!check.valid) {
+    throw new AppError("statement_of_reasons.invalid", "The decision cannot be expressed as a valid statement of reasons.", {
+      status: 500, details: check.errors.slice(0, 10).map((e) => ({ path: e.instanceLocation, code: e.keyword, message: e.error })),
+    });
+  }
   return sor;
 }

@@ -243,9 +243,9 @@ export async function getDelivery(env: Env, actor: Actor, id: string) {
       state, attempts, last_status AS lastStatus, last_error AS lastError, created_at AS createdAt, delivered_at AS deliveredAt
     FROM webhook_deliveries WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first();
   if (!row) throw notFound("webhook_delivery");
-  const { results: attempts } = await env.DB.prepare(`SELECT attempt, status_code AS statusCode, error, duration_ms AS durationMs, started_at AS startedAt
+  const { results: history } = await env.DB.prepare(`SELECT attempt, status_code AS statusCode, error, duration_ms AS durationMs, started_at AS startedAt
     FROM webhook_attempts WHERE delivery_id = ?1 ORDER BY attempt`).bind(id).all();
-  return { ...row, attempts };
+  return { ...row, history };
 }
 
 /**

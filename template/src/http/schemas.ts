@@ -1,6 +1,6 @@
 // JSON Schemas of request bodies: used for validation and published in the OpenAPI document.
 import type { Schema } from "@cfworker/json-schema";
-import { REPORT_SOURCES, SUBJECT_KINDS } from "../cases/taxonomy";
+import { DSA_KEYWORDS, REPORT_SOURCES, SUBJECT_KINDS } from "../cases/taxonomy";
 import { AUTHORITY_MODES } from "../workflows/types";
 import { SCOPES } from "./auth";
 
@@ -52,7 +52,7 @@ export const schemas = {
         },
       },
       category: { type: "string", minLength: 1, maxLength: 200, description: "A DSA statement category (scams_and_fraud or STATEMENT_CATEGORY_SCAMS_AND_FRAUD) or an ATProto reason type." },
-      categorySpecification: { type: "array", maxItems: 20, items: { type: "string", pattern: "^KEYWORD_[A-Z_]+$" } },
+      categorySpecification: { type: "array", maxItems: 20, uniqueItems: true, items: { enum: [...DSA_KEYWORDS] } },
       source: { enum: [...REPORT_SOURCES] },
       reporter: {
         type: "object", additionalProperties: false,

@@ -197,6 +197,8 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
         await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output });
         return output as ActionProgress;
       }
+      // The step row exists before the proposal that references it.
+      await stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "running", at: now() }).run();
       const progress = await prepareWorkflowAction(this.env, { run, node, stepId, context: await loadWorkflowExecutionContext(this.env, { run, node, branchKey, ...(context ? { preloaded: context } : {}) }) });
       if (progress.port) await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: progress });
       else await this.parkOnAction(run, node, branchKey, stepId);

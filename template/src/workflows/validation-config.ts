@@ -119,8 +119,19 @@ export function validateNodeConfig(node: WorkflowNodeV1): Problem[] {
       if (typeof config.recipient !== "string") problems.push({ path: "config.recipient", code: "config_invalid", message: "send_message needs config.recipient (reporter, subject_owner or an address)." });
       break;
     case "handoff":
-      if (typeof config.queue_id !== "string" && typeof config.recipient !== "string") {
-        problems.push({ path: "config.queue_id", code: "config_invalid", message: "handoff needs config.queue_id or config.recipient." });
+      if (typeof config.queue_id !== "string" && typeof config.endpoint_id !== "string" && typeof config.recipient !== "string") {
+        problems.push({ path: "config.queue_id", code: "config_invalid", message: "handoff needs config.queue_id (another queue) or config.endpoint_id (an external recipient)." });
+      }
+      break;
+    case "decision":
+      if (typeof config.outcome !== "string" || config.outcome === "") {
+        problems.push({ path: "config.outcome", code: "config_invalid", message: "decision needs config.outcome." });
+      }
+      if (!isRecord(config.restrictions)) {
+        problems.push({ path: "config.restrictions", code: "config_invalid", message: "decision needs config.restrictions: { visibility?, account?, monetary?, provision? } (at least one)." });
+      }
+      if (typeof config.statement !== "string" && typeof config.explanation !== "string") {
+        problems.push({ path: "config.statement", code: "config_invalid", message: "decision needs config.statement, the facts and circumstances relied on." });
       }
       break;
     case "start_linked_workflow":
