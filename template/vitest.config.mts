@@ -1,6 +1,7 @@
 // Tests run inside workerd (real D1, R2, Queues, Workflows, Worker Loader) through
 // vitest-pool-workers. Peers run as separate Workers: the webhook receiver gets every fetch() the
-// platform makes (outboundService) and verifies signatures with the standardwebhooks library.
+// platform makes (outboundService, routed by host through the "internet" peer) and verifies
+// signatures with the standardwebhooks library; a model server speaks the OpenAI chat API.
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { build } from "esbuild";
 import { fileURLToPath } from "node:url";
@@ -15,7 +16,10 @@ async function bundle(entry: string): Promise<string> {
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(`${root}migrations`);
-  const receiver = await bundle("test/peers/webhook-receiver.ts");
+  const [receiver, model, internet, componentApi] = await Promise.all(
+    ["webhook-receiver", "model-server", "internet", "component-api"].map((name) => bundle(`test/peers/${name}.ts`)),
+  );
+  const peer = (name: string, script: string, extra: Record<string, unknown> = {}) => ({ name, modules: true, script, compatibilityDate: "2026-04-01", ...extra });
   return {
     plugins: [
       cloudflareTest({
@@ -23,8 +27,13 @@ export default defineConfig(async () => {
         miniflare: {
           bindings: { TEST_MIGRATIONS: migrations, ADMIN_TOKEN: "test-admin-token", REPORT_MASTER_KEY: "test-master-key-0123456789abcdef0123456789abcdef" },
           serviceBindings: { RECEIVER: "receiver" },
-          outboundService: "receiver",
-          workers: [{ name: "receiver", modules: true, script: receiver, compatibilityDate: "2026-04-01" }],
+          outboundService: "internet",
+          workers: [
+            peer("internet", internet!, { serviceBindings: { MODEL: "model", RECEIVER: "receiver", COMPONENT_API: "component-api" } }),
+            peer("receiver", receiver!),
+            peer("model", model!),
+            peer("component-api", componentApi!),
+          ],
         },
       }),
     ],

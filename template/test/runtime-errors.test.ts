@@ -119,13 +119,13 @@ describe("authority modes", () => {
     expect(done.steps.find((s: any) => s.nodeId === "enforce").errorCode).toBe("action_authority_insufficient");
   });
 
-  it("a kind whose executor is not built yet fails with a typed error, never a fake success", async () => {
+  it("an enrichment naming no known component fails with a typed error, never a fake success", async () => {
     const { apiKey } = await newInstallation();
     const graph = {
       schemaVersion: 1,
       nodes: [
         { id: "start", kind: "start" },
-        { id: "lookup", kind: "enrichment", config: { component: "subject_history" } },
+        { id: "lookup", kind: "enrichment", config: { component: "no_such_component" } },
         { id: "done", kind: "end" },
       ],
       edges: [edge("start", "success", "lookup"), edge("lookup", "success", "done")],
@@ -133,7 +133,7 @@ describe("authority modes", () => {
     const version = await publish(apiKey, graph);
     const done = await waitForRun(apiKey, (await startRun(apiKey, version.id, { authorityMode: "autonomous" })).id);
     expect(done.state).toBe("repair_required");
-    expect(done.error.code).toBe("node_executor_unavailable");
+    expect(done.error.code).toBe("component_unknown");
     expect(done.steps.find((s: any) => s.nodeId === "lookup").state).toBe("failed");
   });
 });

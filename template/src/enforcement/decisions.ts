@@ -53,37 +53,51 @@ function checkRestrictions(nodeId: string, value: unknown): Restrictions {
   return r;
 }
 
-/** Builds the decision row (with its audit event) from the node's config and evaluated inputMapping. */
-export async function decisionRecord(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; context: ExpressionContext }) {
-  const { run, node } = input;
-  const config = node.config;
-  const values = evaluateInputMapping(node.inputMapping, input.context, node.id);
+interface DecisionSource {
+  installationId: string;
+  reportId: string | null;
+  runId: string | null;
+  stepId: string | null;
+  /** The run's authority mode; null for a decision a person recorded directly. */
+  authorityMode: string | null;
+  label: string;
+  config: Record<string, unknown>;
+  values: Record<string, unknown>;
+  actor: { type: "system" | "api_key" | "admin" | "user"; id: string };
+}
+
+/** Builds the decision row and its audit event (for the caller's batch) from a config and template values. */
+async function decisionStatements(env: Env, source: DecisionSource) {
+  const { config, values, label } = source;
   const outcome = typeof config.outcome === "string" && config.outcome ? config.outcome : null;
-  if (!outcome) throw invalid(node.id, "config.outcome is required.");
-  const reportRow = run.reportId ? await getReportRow(env.DB, run.installationId, run.reportId) : null;
+  if (!outcome) throw invalid(label, "config.outcome is required.");
+  const reportRow = source.reportId ? await getReportRow(env.DB, source.installationId, source.reportId) : null;
   const report = reportRow ? reportSummary(reportRow) : null;
   const category = normalizeCategory(String(config.policy_category ?? report?.category ?? ""));
-  if (!category) throw invalid(node.id, "config.policy_category (or the run's report) must give a DSA category.");
+  if (!category) throw invalid(label, "config.policy_category (or the run's report) must give a DSA category.");
   const ground = config.ground === "illegal_content" ? "illegal_content" : "incompatible_content";
-  const explanation = renderTemplate(String(config.explanation ?? config.statement ?? ""), values, node.id);
-  const statement = renderTemplate(String(config.statement ?? config.explanation ?? ""), values, node.id);
-  if (!explanation || !statement) throw invalid(node.id, "config.statement (the facts and circumstances) is required.");
-  if (statement.length > 5000) throw invalid(node.id, "the statement exceeds the 5,000 characters a statement of reasons allows.");
-  if (ground === "illegal_content" && typeof config.legal_ground !== "string") throw invalid(node.id, "illegal_content needs config.legal_ground.");
-  const restrictions = checkRestrictions(node.id, config.restrictions);
+  const explanation = renderTemplate(String(config.explanation ?? config.statement ?? ""), values, label);
+  const statement = renderTemplate(String(config.statement ?? config.explanation ?? ""), values, label);
+  if (!explanation || !statement) throw invalid(label, "config.statement (the facts and circumstances) is required.");
+  if (statement.length > 5000) throw invalid(label, "the statement exceeds the 5,000 characters a statement of reasons allows.");
+  if (ground === "illegal_content" && typeof config.legal_ground !== "string") throw invalid(label, "illegal_content needs config.legal_ground.");
+  const restrictions = checkRestrictions(label, config.restrictions);
   const contentTypes = Array.isArray(config.content_type) ? config.content_type.map(String) : ["text"];
-  if (contentTypes.length === 0 || contentTypes.some((t) => !(CONTENT_TYPES as readonly string[]).includes(t))) throw invalid(node.id, `content_type takes ${CONTENT_TYPES.join(", ")}.`);
+  if (contentTypes.length === 0 || contentTypes.some((t) => !(CONTENT_TYPES as readonly string[]).includes(t))) throw invalid(label, `content_type takes ${CONTENT_TYPES.join(", ")}.`);
   const scope = Array.isArray(config.territorial_scope) ? config.territorial_scope.map(String) : null;
-  if (scope && scope.some((c) => !EEA.includes(c))) throw invalid(node.id, "territorial_scope takes EU/EEA country codes.");
-  // A person decided if a review task of this run was completed; otherwise automation did.
-  const reviewed = await env.DB.prepare(`SELECT 1 AS x FROM human_tasks WHERE run_id = ?1 AND state = 'completed' LIMIT 1`).bind(run.id).first();
-  const automatedDecision = typeof config.automated_decision === "string" && ["fully", "partially", "not_automated"].includes(config.automated_decision)
-    ? config.automated_decision : reviewed ? "not_automated" : run.authorityMode === "assisted" ? "partially" : "fully";
-  const source = report?.source ?? "voluntary";
-  const automatedDetection = typeof config.automated_detection === "boolean" ? config.automated_detection : source === "voluntary";
+  if (scope && scope.some((c) => !EEA.includes(c))) throw invalid(label, "territorial_scope takes EU/EEA country codes.");
+  let automatedDecision: string;
+  if (typeof config.automated_decision === "string" && ["fully", "partially", "not_automated"].includes(config.automated_decision)) automatedDecision = config.automated_decision;
+  else if (source.authorityMode === null) automatedDecision = "not_automated";
+  else {
+    // A person decided if a review task of this run was completed; otherwise automation did.
+    const reviewed = await env.DB.prepare(`SELECT 1 AS x FROM human_tasks WHERE run_id = ?1 AND state = 'completed' LIMIT 1`).bind(source.runId).first();
+    automatedDecision = reviewed ? "not_automated" : source.authorityMode === "assisted" ? "partially" : "fully";
+  }
+  const reportSource = report?.source ?? "voluntary";
+  const automatedDetection = typeof config.automated_detection === "boolean" ? config.automated_detection : reportSource === "voluntary";
   const id = newId("dec");
   const at = new Date().toISOString();
-  const specification = report?.categorySpecification ?? [];
   const statements = [
     env.DB.prepare(`
       INSERT INTO decisions (id, installation_id, run_id, step_run_id, report_id, case_id, subject_kind, subject_id, policy_category, category_specification_json,
@@ -91,16 +105,43 @@ export async function decisionRecord(env: Env, input: { run: AuthorizedRun; node
         automated_detection, automated_decision, content_date, decided_at, created_at)
       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?23)
       ON CONFLICT(step_run_id) DO NOTHING
-    `).bind(id, run.installationId, run.id, input.stepId, run.reportId, report?.caseId ?? null, report?.subject?.kind ?? null, report?.subject?.id ?? null,
-      category, JSON.stringify(specification), outcome, ground, typeof config.legal_ground === "string" ? config.legal_ground : null, explanation,
-      canonicalJson(restrictions), JSON.stringify(contentTypes), scope ? JSON.stringify(scope) : null, statement, source, automatedDetection ? 1 : 0,
+    `).bind(id, source.installationId, source.runId, source.stepId, source.reportId, report?.caseId ?? null, report?.subject.kind ?? null, report?.subject.id ?? null,
+      category, JSON.stringify(report?.categorySpecification ?? []), outcome, ground, typeof config.legal_ground === "string" ? config.legal_ground : null, explanation,
+      canonicalJson(restrictions), JSON.stringify(contentTypes), scope ? JSON.stringify(scope) : null, statement, reportSource, automatedDetection ? 1 : 0,
       automatedDecision, (report?.createdAt ?? at).slice(0, 10), at),
     auditStatement(env.DB, {
-      installationId: run.installationId, idempotencyKey: `decision:${input.stepId}:recorded`, action: "decision.recorded", actor: { type: "system", id: "workflow-runtime" },
-      target: { type: "decision", id }, details: { runId: run.id, reportId: run.reportId, outcome, category, automatedDecision }, at,
+      installationId: source.installationId, idempotencyKey: source.stepId ? `decision:${source.stepId}:recorded` : `decision:${id}:recorded`, action: "decision.recorded",
+      actor: source.actor, target: { type: "decision", id }, details: { runId: source.runId, reportId: source.reportId, outcome, category, automatedDecision }, at,
     }),
   ];
   return { id, outcome, automatedDecision, statements };
+}
+
+/** The decision of a workflow's decision node, from its config and evaluated inputMapping. */
+export async function decisionRecord(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; context: ExpressionContext }) {
+  const { run, node } = input;
+  return decisionStatements(env, {
+    installationId: run.installationId, reportId: run.reportId, runId: run.id, stepId: input.stepId, authorityMode: run.authorityMode,
+    label: node.id, config: node.config, values: evaluateInputMapping(node.inputMapping, input.context, node.id), actor: { type: "system", id: "workflow-runtime" },
+  });
+}
+
+/** A decision a person made on a report outside any workflow (`not_automated`). */
+export async function recordManualDecision(env: Env, actor: Actor, input: {
+  reportId: string; outcome: string; restrictions: unknown; statement: string; ground?: string; legalGround?: string;
+  policyCategory?: string; contentType?: string[]; territorialScope?: string[]; decidedBy?: string;
+}) {
+  if (!(await getReportRow(env.DB, actor.installationId, input.reportId))) throw notFound("report");
+  const record = await decisionStatements(env, {
+    installationId: actor.installationId, reportId: input.reportId, runId: null, stepId: null, authorityMode: null, label: "decision",
+    config: {
+      outcome: input.outcome, restrictions: input.restrictions, statement: input.statement, ground: input.ground, legal_ground: input.legalGround,
+      policy_category: input.policyCategory, content_type: input.contentType, territorial_scope: input.territorialScope, automated_detection: undefined,
+    },
+    values: {}, actor: input.decidedBy ? { type: "user", id: input.decidedBy } : actor.audit,
+  });
+  await env.DB.batch(record.statements);
+  return getDecision(env, actor, record.id);
 }
 
 interface DecisionRow {

@@ -5,7 +5,7 @@ import { schemas } from "../http/schemas";
 import type { AppEnv } from "../http/types";
 import { parseBody } from "../http/validate";
 import { createActionType, decideProposal, getProposal, listActionTypes, listProposals } from "./actions";
-import { getDecision, statementOfReasons } from "./decisions";
+import { getDecision, recordManualDecision, statementOfReasons } from "./decisions";
 import { createEndpoint, getDelivery, listDeliveries, listEndpoints, resendDelivery, setEndpointState } from "./webhooks";
 
 const limitOf = (value: string | undefined, fallback = 50) => Math.min(Math.max(Number(value ?? fallback) || fallback, 1), 200);
@@ -37,5 +37,6 @@ export const enforcementRoutes = new Hono<AppEnv>()
     const body = await parseBody<{ reason?: string; approver?: string }>(c, schemas.RejectProposal);
     return c.json(await decideProposal(c.env, c.get("actor"), c.req.param("id"), { approve: false, ...body }));
   })
+  .post("/decisions", requireScope("review"), async (c) => c.json(await recordManualDecision(c.env, c.get("actor"), await parseBody(c, schemas.RecordDecision)), 201))
   .get("/decisions/:id", requireScope("admin", "review"), async (c) => c.json(await getDecision(c.env, c.get("actor"), c.req.param("id"))))
   .get("/decisions/:id/statement-of-reasons", requireScope("admin", "review"), async (c) => c.json(await statementOfReasons(c.env, c.get("actor"), c.req.param("id"))));

@@ -3,6 +3,7 @@ import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { AppError } from "../errors";
 import { auditRoutes, sealAuditChain } from "../audit";
+import { automationRoutes } from "../automation";
 import { caseRoutes } from "../cases";
 import { enforcementRoutes } from "../enforcement";
 import { installationRoutes } from "../installations";
@@ -31,6 +32,7 @@ export function createApp() {
   app.route("/api/v1", caseRoutes);
   app.route("/api/v1", enforcementRoutes);
   app.route("/api/v1", auditRoutes);
+  app.route("/api/v1", automationRoutes);
   app.get("/", (c) => c.json({ name: "Safest Tools", api: "/api/v1", openapi: "/api/v1/openapi.json" }));
   app.notFound((c) => c.json({ error: { code: "route.not_found", message: "No such route." } }, 404));
   app.onError((error, c) => {

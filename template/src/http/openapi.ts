@@ -125,6 +125,28 @@ const operations: Record<string, Record<string, Operation>> = {
   "/api/v1/decisions/{id}/statement-of-reasons": { get: { summary: "The decision as an EU DSA Transparency Database statement of reasons", auth: "api_key", scopes: ["admin", "review"], ok: 200, errors: [404] } },
   "/api/v1/audit-events": { get: { summary: "The audit trail in order, with its chain hashes; ?action=&targetType=&targetId=&since=&until=&cursor=", auth: "api_key", scopes: ["admin", "review"], ok: 200 } },
   "/api/v1/audit/verify": { get: { summary: "Recompute the hash chain and name the first broken link", auth: "api_key", scopes: ["admin", "review"], ok: 200 } },
+  "/api/v1/components": {
+    post: { summary: "Create a component", auth: "api_key", scopes: ["admin"], body: "CreateComponent", ok: 201, errors: [409] },
+    get: { summary: "List components with their versions, and the built-in components", auth: "api_key", scopes: ["admin", "review"], ok: 200 },
+  },
+  "/api/v1/components/{id}/versions": {
+    post: { summary: "Publish an immutable component version: source, allowed hosts, subrequest budget; returns its digest", auth: "api_key", scopes: ["admin"], body: "PublishComponentVersion", ok: 201, errors: [404, 413] },
+  },
+  "/api/v1/ai-providers": {
+    post: { summary: "Register an AI provider (Workers AI or OpenAI-compatible); the key is sealed and never returned", auth: "api_key", scopes: ["admin"], body: "CreateAiProvider", ok: 201, errors: [422] },
+    get: { summary: "List AI providers", auth: "api_key", scopes: ["admin"], ok: 200 },
+  },
+  "/api/v1/ai-providers/{id}": { get: { summary: "Read an AI provider", auth: "api_key", scopes: ["admin"], ok: 200, errors: [404] } },
+  "/api/v1/workflow-versions/{id}/shadow-report": {
+    get: { summary: "Shadow runs of this version against people's decisions: runs compared, agreement rate, confusion matrix", auth: "api_key", scopes: ["admin", "review"], ok: 200, errors: [404] },
+  },
+  "/api/v1/workflow-versions/{id}/backtests": {
+    post: { summary: "Run this version in shadow over past reports (ids or time range)", auth: "api_key", scopes: ["admin"], body: "StartBacktest", ok: 202, errors: [404, 409, 422] },
+  },
+  "/api/v1/backtests/{id}": { get: { summary: "A backtest's progress and, when finished, its shadow report", auth: "api_key", scopes: ["admin", "review"], ok: 200, errors: [404] } },
+  "/api/v1/decisions": {
+    post: { summary: "Record a decision a person made on a report (outside any workflow)", auth: "api_key", scopes: ["review"], body: "RecordDecision", ok: 201, errors: [404, 422] },
+  },
   "/api/v1/openapi.json": {
     get: { summary: "This document", auth: "none", ok: 200 },
   },

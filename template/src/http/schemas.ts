@@ -137,4 +137,40 @@ export const schemas = {
     type: "object", required: ["reason"], additionalProperties: false,
     properties: { reason: { type: "string", minLength: 1, maxLength: 2000 }, approver: { type: "string", minLength: 1, maxLength: 200 } },
   },
+  CreateComponent: { type: "object", required: ["name"], additionalProperties: false, properties: { name, description: { type: "string", maxLength: 2000 } } },
+  PublishComponentVersion: {
+    type: "object", required: ["source"], additionalProperties: false,
+    properties: {
+      source: { type: "string", minLength: 1, maxLength: 262_144, description: "An ES module exporting run(input, context)." },
+      allowedHosts: { type: "array", maxItems: 50, uniqueItems: true, items: { type: "string", pattern: "^(\\*\\.)?[A-Za-z0-9.-]{1,253}$" } },
+      maxSubrequests: { type: "integer", minimum: 0, maximum: 50 },
+      timeoutMs: { type: "integer", minimum: 100, maximum: 60_000 },
+    },
+  },
+  CreateAiProvider: {
+    type: "object", required: ["kind", "model"], additionalProperties: false,
+    properties: {
+      name, kind: { enum: ["workers-ai", "openai-compatible"] }, baseUrl: { type: "string", maxLength: 2048 },
+      model: { type: "string", minLength: 1, maxLength: 200 }, apiKey: { type: "string", minLength: 1, maxLength: 4096 },
+      timeoutMs: { type: "integer", minimum: 500, maximum: 120_000 },
+    },
+  },
+  StartBacktest: {
+    type: "object", additionalProperties: false,
+    properties: {
+      reportIds: { type: "array", minItems: 1, maxItems: 1000, uniqueItems: true, items: identifier },
+      from: { type: "string", format: "date-time" }, to: { type: "string", format: "date-time" },
+      limit: { type: "integer", minimum: 1, maximum: 1000 },
+    },
+  },
+  RecordDecision: {
+    type: "object", required: ["reportId", "outcome", "restrictions", "statement"], additionalProperties: false,
+    properties: {
+      reportId: identifier, outcome: { type: "string", minLength: 1, maxLength: 100 },
+      restrictions: { type: "object" }, statement: { type: "string", minLength: 1, maxLength: 5000 },
+      ground: { enum: ["incompatible_content", "illegal_content"] }, legalGround: { type: "string", maxLength: 500 },
+      policyCategory: { type: "string", maxLength: 200 }, contentType: { type: "array", minItems: 1, items: { type: "string" } },
+      territorialScope: { type: "array", items: { type: "string" } }, decidedBy: { type: "string", minLength: 1, maxLength: 200 },
+    },
+  },
 } satisfies Record<string, Schema>;

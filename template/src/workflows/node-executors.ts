@@ -30,7 +30,10 @@ export function shadowSimulation(node: WorkflowNodeV1): Record<string, unknown> 
     action: "applied",
   };
   const port = ports[node.kind];
-  return port ? { port, status: "simulated", simulated: true, effectSuppressed: true, simulationCode: `shadow_${node.kind}_suppressed` } : null;
+  if (!port) return null;
+  // A simulated decision says what it would have decided, so shadow runs can be evaluated.
+  const outcome = node.kind === "decision" && typeof node.config.outcome === "string" ? { outcome: node.config.outcome } : {};
+  return { port, status: "simulated", simulated: true, effectSuppressed: true, simulationCode: `shadow_${node.kind}_suppressed`, ...outcome };
 }
 
 export function executorUnavailable(kind: string): AppError {

@@ -20,6 +20,7 @@ export interface CreateRunInput {
   input: JsonObject;
   reportId?: string;
   appealId?: string;
+  backtestId?: string;
   idempotencyKey?: string;
   parent?: { runId: string; nodeId: string };
 }
@@ -45,12 +46,12 @@ export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, i
   await env.DB.batch([
     env.DB.prepare(`
       INSERT INTO workflow_runs (
-        id, installation_id, workflow_version_id, authority_mode, state, input_json, report_id, appeal_id,
+        id, installation_id, workflow_version_id, authority_mode, state, input_json, report_id, appeal_id, backtest_id,
         parent_run_id, parent_node_id, idempotency_key, request_digest, created_at, updated_at
-      ) VALUES (?1, ?2, ?3, ?4, 'dispatch_pending', ?5, ?6, ?12, ?7, ?8, ?9, ?10, ?11, ?11)
+      ) VALUES (?1, ?2, ?3, ?4, 'dispatch_pending', ?5, ?6, ?12, ?13, ?7, ?8, ?9, ?10, ?11, ?11)
       ON CONFLICT(installation_id, idempotency_key) DO NOTHING
     `).bind(id, actor.installationId, input.workflowVersionId, input.authorityMode, inputJson, input.reportId ?? null,
-      input.parent?.runId ?? null, input.parent?.nodeId ?? null, input.idempotencyKey ?? null, requestDigest, at, input.appealId ?? null),
+      input.parent?.runId ?? null, input.parent?.nodeId ?? null, input.idempotencyKey ?? null, requestDigest, at, input.appealId ?? null, input.backtestId ?? null),
     env.DB.prepare(`
       INSERT OR IGNORE INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at)
       SELECT ?1, ?2, ?3, 'workflow.run_created', ?4, ?5, 'workflow_run', ?6, ?7, ?8 WHERE EXISTS (SELECT 1 FROM workflow_runs WHERE id = ?6)

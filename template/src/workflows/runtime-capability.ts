@@ -27,6 +27,7 @@ import {
 } from "../enforcement";
 import type { EffectCall } from "../enforcement/effects";
 import { loadWorkflowExecutionContext } from "./execution-context";
+import { executeAiProposal, executeEnrichment } from "../automation/nodes";
 
 /** Errors leave the capability as bare codes (permanent) or `retryable:code`; see runtime-protocol. */
 async function guard<T>(work: () => Promise<T>): Promise<T> {
@@ -40,7 +41,7 @@ async function guard<T>(work: () => Promise<T>): Promise<T> {
 
 const WAIT_KINDS = ["human_task", "wait_for_event"];
 /** Kinds whose executeNode evaluates expressions, so their context is worth prefetching. */
-const CONTEXT_KINDS = ["condition", "end", "start_linked_workflow", "delay_until", "send_message", "decision", "handoff", "action"];
+const CONTEXT_KINDS = ["condition", "end", "start_linked_workflow", "delay_until", "send_message", "decision", "handoff", "action", "enrichment", "ai_proposal"];
 const EFFECT_EXECUTORS: Partial<Record<string, (call: EffectCall) => Promise<EffectResult>>> = {
   send_message: sendWorkflowMessage,
   decision: recordWorkflowDecision,
@@ -129,6 +130,12 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
             break;
           case "start_linked_workflow":
             output = await startLinkedWorkflow(call);
+            break;
+          case "enrichment":
+            output = await executeEnrichment(call);
+            break;
+          case "ai_proposal":
+            output = await executeAiProposal(call);
             break;
           case "end":
             output = await endOutput(call);

@@ -1,0 +1,184 @@
+// Shadow evaluation and backtests: how a version would have decided, next to what people decided.
+import { auditStatement } from "../audit";
+import { reportSummary } from "../cases/reports";
+import { getReportRow } from "../cases/reports-queries";
+import { AppError, errorCode, notFound } from "../errors";
+import type { Actor } from "../http/auth";
+import { newId } from "../lib/crypto";
+import { createRun } from "../workflows/runs";
+import { TERMINAL_RUN_STATES } from "../workflows/types";
+import { getVersionRow } from "../workflows/versions-queries";
+
+const MAX_COMPARED = 10_000;
+export const MAX_BACKTEST_REPORTS = 1_000;
+const BACKTEST_CHUNK = 25;
+
+interface ComparedRow {
+  runId: string;
+  reportId: string;
+  outputJson: string | null;
+  decisionJson: string | null;
+  humanOutcome: string | null;
+}
+
+/** The outcome a shadow run proposes: its (simulated) decision's outcome, else its end node's terminal code. */
+function proposedOutcome(row: ComparedRow): string | null {
+  for (const json of [row.decisionJson, row.outputJson]) {
+    if (!json) continue;
+    const value = JSON.parse(json) as { outcome?: unknown; terminalCode?: unknown };
+    if (typeof value.outcome === "string") return value.outcome;
+    if (typeof value.terminalCode === "string") return value.terminalCode;
+  }
+  return null;
+}
+
+/**
+ * Compares succeeded shadow runs of a version (optionally of one backtest) with the latest decision
+ * a person made on the same report: runs compared, agreement rate, and the confusion matrix of
+ * proposed (rows) against human (columns) outcomes.
+ */
+export async function shadowReport(env: Env, actor: Actor, workflowVersionId: string, backtestId: string | null = null) {
+  const version = await getVersionRow(env.DB, actor.installationId, workflowVersionId);
+  if (!version) throw notFound("workflow_version");
+  const { results } = await env.DB.prepare(`
+    SELECT r.id AS runId, r.report_id AS reportId, r.output_json AS outputJson,
+      (SELECT o.inline_json FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id
+        WHERE s.run_id = r.id AND s.node_type = 'decision' AND s.state = 'succeeded' ORDER BY s.finished_at DESC LIMIT 1) AS decisionJson,
+      (SELECT d.outcome FROM decisions d WHERE d.installation_id = r.installation_id AND d.report_id = r.report_id
+        AND d.automated_decision = 'not_automated' ORDER BY d.decided_at DESC LIMIT 1) AS humanOutcome
+    FROM workflow_runs r
+    WHERE r.installation_id = ?1 AND r.workflow_version_id = ?2 AND r.authority_mode = 'shadow' AND r.state = 'succeeded'
+      AND r.report_id IS NOT NULL AND (?3 IS NULL OR r.backtest_id = ?3)
+    ORDER BY r.created_at LIMIT ?4
+  `).bind(actor.installationId, workflowVersionId, backtestId, MAX_COMPARED).all<ComparedRow>();
+  const matrix: Record<string, Record<string, number>> = {};
+  const labels = new Set<string>();
+  let compared = 0;
+  let agreements = 0;
+  let withoutHuman = 0;
+  let withoutProposal = 0;
+  for (const row of results) {
+    const proposed = proposedOutcome(row);
+    if (row.humanOutcome === null) {
+      withoutHuman += 1;
+      continue;
+    }
+    if (proposed === null) {
+      withoutProposal += 1;
+      continue;
+    }
+    compared += 1;
+    if (proposed === row.humanOutcome) agreements += 1;
+    labels.add(proposed);
+    labels.add(row.humanOutcome);
+    matrix[proposed] ??= {};
+    matrix[proposed][row.humanOutcome] = (matrix[proposed][row.humanOutcome] ?? 0) + 1;
+  }
+  return {
+    workflowVersionId,
+    ...(backtestId ? { backtestId } : {}),
+    shadowRuns: results.length,
+    runsCompared: compared,
+    agreements,
+    agreementRate: compared === 0 ? null : agreements / compared,
+    withoutHumanDecision: withoutHuman,
+    withoutProposal,
+    labels: [...labels].sort(),
+    confusionMatrix: matrix,
+  };
+}
+
+/** Starts a backtest: shadow runs of the version over past reports (by ids or time range), queued in chunks. */
+export async function startBacktest(env: Env, actor: Actor, workflowVersionId: string, input: { reportIds?: string[]; from?: string; to?: string; limit?: number }) {
+  const version = await getVersionRow(env.DB, actor.installationId, workflowVersionId);
+  if (!version) throw notFound("workflow_version");
+  if (version.retiredAt) throw new AppError("workflow_version.retired", "The workflow version is retired.", { status: 409 });
+  let reportIds: string[];
+  if (input.reportIds?.length) {
+    const { results } = await env.DB.prepare(`SELECT id FROM reports WHERE installation_id = ?1 AND id IN (SELECT value FROM json_each(?2)) ORDER BY created_at`)
+      .bind(actor.installationId, JSON.stringify(input.reportIds)).all<{ id: string }>();
+    reportIds = results.map((r) => r.id);
+    if (reportIds.length !== new Set(input.reportIds).size) throw new AppError("backtest.reports_unknown", "Some reportIds do not exist in this installation.", { status: 422 });
+  } else {
+    if (!input.from && !input.to) throw new AppError("backtest.selection_required", "Give reportIds, or a time range (from, to).", { status: 422 });
+    const { results } = await env.DB.prepare(`SELECT id FROM reports WHERE installation_id = ?1 AND (?2 IS NULL OR created_at >= ?2) AND (?3 IS NULL OR created_at < ?3)
+      ORDER BY created_at LIMIT ?4`).bind(actor.installationId, input.from ?? null, input.to ?? null, Math.min(input.limit ?? MAX_BACKTEST_REPORTS, MAX_BACKTEST_REPORTS)).all<{ id: string }>();
+    reportIds = results.map((r) => r.id);
+  }
+  if (reportIds.length > MAX_BACKTEST_REPORTS) throw new AppError("backtest.too_large", `A backtest covers at most ${MAX_BACKTEST_REPORTS} reports.`, { status: 422 });
+  const id = newId("bt");
+  const at = new Date().toISOString();
+  await env.DB.batch([
+    env.DB.prepare(`INSERT INTO backtests (id, installation_id, workflow_version_id, state, selection_json, total, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)`)
+      .bind(id, actor.installationId, workflowVersionId, reportIds.length === 0 ? "completed" : "running", JSON.stringify({ reportIds: input.reportIds ?? null, from: input.from ?? null, to: input.to ?? null }), reportIds.length, at),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `backtest:${id}:started`, action: "backtest.started", actor: actor.audit,
+      target: { type: "backtest", id }, details: { workflowVersionId, reports: reportIds.length }, at,
+    }),
+  ]);
+  const messages = [];
+  for (let i = 0; i < reportIds.length; i += BACKTEST_CHUNK) {
+    messages.push({ body: { backtestId: id, installationId: actor.installationId, actorKeyId: actor.audit.id, reportIds: reportIds.slice(i, i + BACKTEST_CHUNK) } });
+  }
+  for (let i = 0; i < messages.length; i += 100) await env.BACKTESTS.sendBatch(messages.slice(i, i + 100));
+  return getBacktest(env, actor, id);
+}
+
+/** Queue consumer: starts the shadow runs of one chunk (idempotent per backtest and report). */
+export async function consumeBacktests(batch: MessageBatch<{ backtestId: string; installationId: string; actorKeyId: string; reportIds: string[] }>, env: Env, ctx: ExecutionContext): Promise<void> {
+  for (const message of batch.messages) {
+    const { backtestId, installationId, actorKeyId, reportIds } = message.body;
+    const backtest = await env.DB.prepare(`SELECT workflow_version_id AS versionId FROM backtests WHERE id = ?1 AND installation_id = ?2`).bind(backtestId, installationId).first<{ versionId: string }>();
+    if (!backtest) {
+      message.ack();
+      continue;
+    }
+    const actor: Actor = { installationId, scopes: [], audit: { type: "api_key", id: actorKeyId } };
+    let failed = false;
+    for (const reportId of reportIds) {
+      const row = await getReportRow(env.DB, installationId, reportId);
+      if (!row) continue;
+      const { caseReportCount: _count, ...report } = reportSummary(row);
+      try {
+        await createRun(env, ctx, actor, {
+          workflowVersionId: backtest.versionId, authorityMode: "shadow", input: { report }, reportId, backtestId,
+          idempotencyKey: `backtest:${backtestId}:${reportId}`,
+        });
+      } catch (error) {
+        console.error("backtest_run_failed", errorCode(error));
+        failed = true;
+      }
+    }
+    if (failed) message.retry({ delaySeconds: 5 });
+    else message.ack();
+  }
+}
+
+/** Progress (runs by state) and, once every run has finished, the shadow report of the backtest. */
+export async function getBacktest(env: Env, actor: Actor, id: string) {
+  const row = await env.DB.prepare(`SELECT id, workflow_version_id AS workflowVersionId, state, selection_json AS selectionJson, total, created_at AS createdAt, finished_at AS finishedAt
+    FROM backtests WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<{ id: string; workflowVersionId: string; state: string; selectionJson: string; total: number; createdAt: string; finishedAt: string | null }>();
+  if (!row) throw notFound("backtest");
+  const { results } = await env.DB.prepare(`SELECT state, COUNT(*) AS n FROM workflow_runs WHERE backtest_id = ?1 GROUP BY state`).bind(id).all<{ state: string; n: number }>();
+  const byState = Object.fromEntries(results.map((r) => [r.state, r.n]));
+  const started = results.reduce((sum, r) => sum + r.n, 0);
+  const finished = results.filter((r) => (TERMINAL_RUN_STATES as readonly string[]).includes(r.state) || r.state === "repair_required").reduce((sum, r) => sum + r.n, 0);
+  let state = row.state;
+  let finishedAt = row.finishedAt;
+  if (state === "running" && finished >= row.total) {
+    finishedAt = new Date().toISOString();
+    await env.DB.batch([
+      env.DB.prepare(`UPDATE backtests SET state = 'completed', finished_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'running'`).bind(id, finishedAt),
+      auditStatement(env.DB, {
+        installationId: actor.installationId, idempotencyKey: `backtest:${id}:completed`, action: "backtest.completed", actor: { type: "system", id: "backtests" },
+        target: { type: "backtest", id }, details: { total: row.total, byState }, at: finishedAt,
+      }),
+    ]);
+    state = "completed";
+  }
+  return {
+    id: row.id, workflowVersionId: row.workflowVersionId, state, selection: JSON.parse(row.selectionJson) as unknown,
+    progress: { total: row.total, started, finished, byState }, createdAt: row.createdAt, finishedAt,
+    report: state === "completed" ? await shadowReport(env, actor, row.workflowVersionId, id) : null,
+  };
+}

@@ -1,0 +1,16 @@
+// The test "internet": every fetch() the platform makes arrives here (outboundService) and goes to
+// the peer Worker serving that host — the model endpoint or the webhook receiver.
+interface Peers {
+  MODEL: Fetcher;
+  RECEIVER: Fetcher;
+  COMPONENT_API: Fetcher;
+}
+
+export default {
+  fetch(request: Request, env: Peers): Promise<Response> {
+    const host = new URL(request.url).hostname;
+    if (host === "model.test") return env.MODEL.fetch(request);
+    if (host === "allowed.test" || host === "forbidden.test") return env.COMPONENT_API.fetch(request);
+    return env.RECEIVER.fetch(request);
+  },
+};
