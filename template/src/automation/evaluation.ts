@@ -12,6 +12,7 @@ import { getVersionRow } from "../workflows/versions-queries";
 const MAX_COMPARED = 10_000;
 export const MAX_BACKTEST_REPORTS = 1_000;
 const BACKTEST_CHUNK = 25;
+const BACKTEST_PARALLEL = 5;
 
 interface ComparedRow {
   runId: string;
@@ -135,19 +136,22 @@ export async function consumeBacktests(batch: MessageBatch<{ backtestId: string;
     }
     const actor: Actor = { installationId, scopes: [], audit: { type: "api_key", id: actorKeyId } };
     let failed = false;
-    for (const reportId of reportIds) {
-      const row = await getReportRow(env.DB, installationId, reportId);
-      if (!row) continue;
-      const { caseReportCount: _count, ...report } = reportSummary(row);
-      try {
-        await createRun(env, ctx, actor, {
-          workflowVersionId: backtest.versionId, authorityMode: "shadow", input: { report }, reportId, backtestId,
-          idempotencyKey: `backtest:${backtestId}:${reportId}`,
-        });
-      } catch (error) {
-        console.error("backtest_run_failed", errorCode(error));
-        failed = true;
-      }
+    // A few runs at a time: dispatching loads the version's sandbox and creates a Workflows instance.
+    for (let i = 0; i < reportIds.length; i += BACKTEST_PARALLEL) {
+      await Promise.all(reportIds.slice(i, i + BACKTEST_PARALLEL).map(async (reportId) => {
+        const row = await getReportRow(env.DB, installationId, reportId);
+        if (!row) return;
+        const { caseReportCount: _count, ...report } = reportSummary(row);
+        try {
+          await createRun(env, ctx, actor, {
+            workflowVersionId: backtest.versionId, authorityMode: "shadow", input: { report }, reportId, backtestId,
+            idempotencyKey: `backtest:${backtestId}:${reportId}`,
+          });
+        } catch (error) {
+          console.error("backtest_run_failed", errorCode(error));
+          failed = true;
+        }
+      }));
     }
     if (failed) message.retry({ delaySeconds: 5 });
     else message.ack();

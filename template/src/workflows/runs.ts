@@ -80,6 +80,7 @@ async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow): Promis
     // A replay after a lost response finds the instance already there: that is a success.
     if (!/already exists|already_exists|duplicate/iu.test(String(error))) {
       if (error instanceof AppError) throw error;
+      console.error("run_dispatch_failed", run.id, error instanceof Error ? error.message.slice(0, 300) : typeof error);
       throw new AppError("run.dispatch_failed", "The run was recorded but could not be started; retry with the same Idempotency-Key.", { status: 503, retryable: true });
     }
   }
