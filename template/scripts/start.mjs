@@ -2,8 +2,8 @@
 // and make sure a demo installation exists. Everything the server keeps lives in the state folder
 // (SAFEST_STATE_DIR, default <repo root>/.safest-state), so a restart resumes where it left off.
 //
-// Environment: PORT (default 8787), SAFEST_STATE_DIR, ADMIN_TOKEN (else template/.dev.vars, else
-// a generated token written to template/.dev.vars).
+// Environment: PORT (default 8787), SAFEST_STATE_DIR, ADMIN_TOKEN (else .dev.vars, else a generated
+// token written to .dev.vars; .dev.vars sits in template/ in the repository, at a project's root).
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
@@ -33,6 +33,11 @@ function repoRoot() {
     // No parent package: the template is the project.
   }
   return path.resolve(templateDir);
+}
+
+/** .dev.vars as the user sees it: template/.dev.vars in the repository, .dev.vars in a project. */
+function devVarsLabel() {
+  return path.relative(repoRoot(), devVarsPath);
 }
 
 function stateDir() {
@@ -87,7 +92,7 @@ function adminToken() {
   }
   const fromFile = readDotenvValue(devVarsPath, "ADMIN_TOKEN");
   if (fromFile) {
-    if (fromFile === "change-me") console.warn("[safest] template/.dev.vars still holds the example ADMIN_TOKEN (change-me); replace it with a secret.");
+    if (fromFile === "change-me") console.warn(`[safest] ${devVarsLabel()} still holds the example ADMIN_TOKEN (change-me); replace it with a secret.`);
     return { token: fromFile, source: "dev.vars" };
   }
   const token = `adm_${randomBytes(32).toString("base64url")}`;
@@ -100,7 +105,7 @@ function adminToken() {
 
 /**
  * The key that seals personal data in reports: REPORT_MASTER_KEY from the environment, else from
- * template/.dev.vars, else generated into .dev.vars once. Losing it loses every sealed report.
+ * .dev.vars, else generated into .dev.vars once. Losing it loses every sealed report.
  */
 function masterKey() {
   if (process.env.REPORT_MASTER_KEY) return { source: "env" };
@@ -109,7 +114,7 @@ function masterKey() {
   const separator = previous === "" || previous.endsWith("\n") ? "" : "\n";
   writeFileSync(devVarsPath, `${previous}${separator}REPORT_MASTER_KEY=${randomBytes(32).toString("base64url")}\n`, { mode: 0o600 });
   chmodSync(devVarsPath, 0o600);
-  console.log("[safest] Generated REPORT_MASTER_KEY in template/.dev.vars: it seals personal data in reports; keep it with the state folder.");
+  console.log(`[safest] Generated REPORT_MASTER_KEY in ${devVarsLabel()}: it seals personal data in reports; keep it with the state folder.`);
   return { source: "generated" };
 }
 
@@ -176,7 +181,7 @@ async function ensureDemoInstallation(baseUrl, admin, file) {
   });
   const body = await response.json().catch(() => null);
   if (response.status !== 201 || !body?.apiKey) {
-    const hint = response.status === 401 ? ` The server rejected the admin token from ${admin.source === "env" ? "ADMIN_TOKEN" : "template/.dev.vars"}.` : "";
+    const hint = response.status === 401 ? ` The server rejected the admin token from ${admin.source === "env" ? "ADMIN_TOKEN" : devVarsLabel()}.` : "";
     throw new Error(`creating the demo installation failed (HTTP ${response.status} ${body?.error?.code ?? ""}).${hint}`);
   }
   const saved = { id: body.id, name: body.name, apiKey: body.apiKey, createdAt: body.createdAt };
@@ -189,8 +194,8 @@ function banner(baseUrl, admin, demo, state, demoFile) {
     "",
     `Safest Tools is running at ${baseUrl}  (state: ${state})`,
     admin.source === "generated"
-      ? `  Admin token (generated, saved in template/.dev.vars): ${admin.token}`
-      : `  Admin token: from ${admin.source === "env" ? "the ADMIN_TOKEN environment variable" : "template/.dev.vars"}`,
+      ? `  Admin token (generated, saved in ${devVarsLabel()}): ${admin.token}`
+      : `  Admin token: from ${admin.source === "env" ? "the ADMIN_TOKEN environment variable" : devVarsLabel()}`,
     `  Demo installation: ${demo.id}${demo.created ? " (created)" : ""}  (saved in ${demoFile})`,
     `  API key: ${demo.apiKey}`,
     `  Try:  curl -s ${baseUrl}/api/v1/workflows -H "Authorization: Bearer ${demo.apiKey}"`,

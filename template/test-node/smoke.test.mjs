@@ -12,7 +12,7 @@ import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 const templateDir = fileURLToPath(new URL("..", import.meta.url));
-const triage = JSON.parse(readFileSync(fileURLToPath(new URL("../../examples/triage.json", import.meta.url)), "utf8"));
+const triage = JSON.parse(readFileSync(fileURLToPath(new URL("../examples/triage.json", import.meta.url)), "utf8"));
 const READY_TIMEOUT_MS = 45_000;
 const RUN_TIMEOUT_MS = 30_000;
 
