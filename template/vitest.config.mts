@@ -16,8 +16,8 @@ async function bundle(entry: string): Promise<string> {
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(`${root}migrations`);
-  const [receiver, model, internet, componentApi] = await Promise.all(
-    ["webhook-receiver", "model-server", "internet", "component-api"].map((name) => bundle(`test/peers/${name}.ts`)),
+  const [receiver, model, internet, componentApi, access] = await Promise.all(
+    ["webhook-receiver", "model-server", "internet", "component-api", "access"].map((name) => bundle(`test/peers/${name}.ts`)),
   );
   const peer = (name: string, script: string, extra: Record<string, unknown> = {}) => ({ name, modules: true, script, compatibilityDate: "2026-04-01", ...extra });
   return {
@@ -25,11 +25,13 @@ export default defineConfig(async () => {
       cloudflareTest({
         wrangler: { configPath: "./wrangler.jsonc" },
         miniflare: {
-          bindings: { TEST_MIGRATIONS: migrations, ADMIN_TOKEN: "test-admin-token", REPORT_MASTER_KEY: "test-master-key-0123456789abcdef0123456789abcdef" },
-          serviceBindings: { RECEIVER: "receiver" },
+          bindings: { TEST_MIGRATIONS: migrations, ADMIN_TOKEN: "test-admin-token", REPORT_MASTER_KEY: "test-master-key-0123456789abcdef0123456789abcdef",
+            ACCESS_TEAM_DOMAIN: "safest-test.cloudflareaccess.com", ACCESS_AUD: "test-access-aud" },
+          serviceBindings: { RECEIVER: "receiver", ACCESS_PEER: "access" },
           outboundService: "internet",
           workers: [
-            peer("internet", internet!, { serviceBindings: { MODEL: "model", RECEIVER: "receiver", COMPONENT_API: "component-api" } }),
+            peer("internet", internet!, { serviceBindings: { MODEL: "model", RECEIVER: "receiver", COMPONENT_API: "component-api", ACCESS: "access" } }),
+            peer("access", access!),
             peer("receiver", receiver!),
             peer("model", model!),
             peer("component-api", componentApi!),

@@ -9,3 +9,10 @@ declare namespace Cloudflare {
     RECEIVER: Fetcher;
   }
 }
+declare namespace Cloudflare {
+  interface Env {
+    ACCESS_PEER: Fetcher;
+    ACCESS_TEAM_DOMAIN: string;
+    ACCESS_AUD: string;
+  }
+}

@@ -1,7 +1,7 @@
 // Review queues: an SLA and a priority each; figures for the people who run them.
 import { auditStatement } from "../audit";
 import { conflict, notFound } from "../errors";
-import type { Actor } from "../http/auth";
+import { canSeeQueue, type Actor } from "../http/auth";
 import { newId } from "../lib/crypto";
 
 export interface QueueRow {
@@ -54,8 +54,8 @@ export async function listQueues(env: Env, actor: Actor) {
       (SELECT MIN(t.due_at) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state = 'open') AS oldestDueAt,
       (SELECT COUNT(*) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state IN ('open', 'claimed') AND t.due_at < ?2) AS breachedSla
     FROM queues q WHERE q.installation_id = ?1 ORDER BY q.priority DESC, q.name LIMIT 500
-  `).bind(actor.installationId, now).all();
-  return results;
+  `).bind(actor.installationId, now).all<{ id: string }>();
+  return results.filter((queue) => canSeeQueue(actor, queue.id));
 }
 
 function percentile(sorted: number[], fraction: number): number | null {
@@ -67,7 +67,7 @@ function percentile(sorted: number[], fraction: number): number | null {
 /** Open, claimed, SLA breaches, and time to complete (p50/p90 over the last 30 days, ≤ 10,000 tasks). */
 export async function queueStats(env: Env, actor: Actor, queueId: string) {
   const queue = await getQueueRow(env.DB, actor.installationId, queueId);
-  if (!queue) throw notFound("queue");
+  if (!queue || !canSeeQueue(actor, queue.id)) throw notFound("queue");
   const now = new Date();
   const since = new Date(now.getTime() - 30 * 86_400_000).toISOString();
   const [counts, durations] = await env.DB.batch([

@@ -31,13 +31,16 @@ export function getReportRowByKey(db: D1Database, installationId: string, key: s
 }
 
 export async function listReportRows(
-  db: D1Database, installationId: string, options: { limit: number; caseId?: string; before?: { createdAt: string; id: string } },
+  db: D1Database, installationId: string,
+  options: { limit: number; caseId?: string; subjectId?: string; category?: string; before?: { createdAt: string; id: string } },
 ): Promise<ReportRow[]> {
   const { results } = await db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id
     WHERE r.installation_id = ?1 AND (?2 IS NULL OR r.case_id = ?2)
       AND (?3 IS NULL OR r.created_at < ?3 OR (r.created_at = ?3 AND r.id < ?4))
+      AND (?6 IS NULL OR r.subject_id = ?6) AND (?7 IS NULL OR r.category = ?7)
     ORDER BY r.created_at DESC, r.id DESC LIMIT ?5`)
-    .bind(installationId, options.caseId ?? null, options.before?.createdAt ?? null, options.before?.id ?? null, options.limit).all<ReportRow>();
+    .bind(installationId, options.caseId ?? null, options.before?.createdAt ?? null, options.before?.id ?? null, options.limit,
+      options.subjectId ?? null, options.category ?? null).all<ReportRow>();
   return results;
 }
 

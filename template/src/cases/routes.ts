@@ -9,6 +9,8 @@ import { fileAppeal, readAppeal, resolveAppeal, type AppealInput } from "./appea
 import { createQueue, getQueueRow, listQueues, queueStats } from "./queues";
 import { rotateDataKey } from "./report-crypto";
 import { intakeReport, readReport, reportSummary, type ReportInput } from "./reports";
+import { normalizeCategory } from "./taxonomy";
+import { reportTimeline } from "./timeline";
 import { getCaseRow, listReportRows } from "./reports-queries";
 import { claimNextTask, claimTask, completeTask, getTask, listQueueTasks, releaseTask } from "./tasks";
 import { createTrigger, listTriggers, setTriggerEnabled, type TriggerInput } from "./triggers";
@@ -34,12 +36,15 @@ export const caseRoutes = new Hono<AppEnv>()
     const [createdAt, id] = cursor ? atob(cursor).split("|") : [];
     const rows = await listReportRows(c.env.DB, c.get("actor").installationId, {
       limit: limit + 1, ...(c.req.query("caseId") ? { caseId: c.req.query("caseId")! } : {}), ...(createdAt && id ? { before: { createdAt, id } } : {}),
+      ...(c.req.query("subjectId") ? { subjectId: c.req.query("subjectId")! } : {}),
+      ...(c.req.query("category") ? { category: normalizeCategory(c.req.query("category")!) ?? c.req.query("category")! } : {}),
     });
     const page = rows.slice(0, limit);
     const last = page.at(-1);
     return c.json({ items: page.map(reportSummary), nextCursor: rows.length > limit && last ? btoa(`${last.createdAt}|${last.id}`) : null });
   })
   .get("/reports/:id", requireScope("review", "admin"), async (c) => c.json(await readReport(c.env, c.get("actor"), c.req.param("id"))))
+  .get("/reports/:id/timeline", requireScope("review", "admin"), async (c) => c.json(await reportTimeline(c.env, c.get("actor"), c.req.param("id"))))
   .get("/cases/:id", requireScope("review", "admin"), async (c) => {
     const row = await getCaseRow(c.env.DB, c.get("actor").installationId, c.req.param("id"));
     if (!row) throw notFound("case");

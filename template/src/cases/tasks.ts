@@ -3,7 +3,7 @@
 import { Validator, type Schema } from "@cfworker/json-schema";
 import { auditStatement, canonicalJson } from "../audit";
 import { AppError, conflict, notFound } from "../errors";
-import type { Actor } from "../http/auth";
+import { canSeeQueue, type Actor } from "../http/auth";
 import { newId, sha256Hex } from "../lib/crypto";
 import { getQueueRow } from "./queues";
 
@@ -70,8 +70,21 @@ export function serializeTask(row: TaskRow, now = new Date().toISOString()) {
 
 export async function getTask(env: Env, actor: Actor, taskId: string) {
   const row = await getTaskRow(env.DB, actor.installationId, taskId);
-  if (!row) throw notFound("task");
+  if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
   return serializeTask(row);
+}
+
+/** A console user limited to some queues sees other queues' tasks as not found. */
+async function assertTaskVisible(env: Env, actor: Actor, taskId: string): Promise<void> {
+  if (!actor.user?.queueIds) return;
+  const row = await env.DB.prepare(`SELECT queue_id AS queueId FROM human_tasks WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, taskId).first<{ queueId: string | null }>();
+  if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
+}
+
+async function visibleQueue(env: Env, actor: Actor, queueId: string) {
+  const queue = await getQueueRow(env.DB, actor.installationId, queueId);
+  if (!queue || !canSeeQueue(actor, queue.id)) throw notFound("queue");
+  return queue;
 }
 
 interface Cursor { dueAt: string; priority: number; id: string }
@@ -93,8 +106,7 @@ function decodeCursor(value: string | undefined): Cursor | null {
 
 /** Tasks of a queue in SLA order (due date, then priority, then id), one page after `cursor`. */
 export async function listQueueTasks(env: Env, actor: Actor, queueId: string, options: { state?: string; limit?: number; cursor?: string }) {
-  const queue = await getQueueRow(env.DB, actor.installationId, queueId);
-  if (!queue) throw notFound("queue");
+  await visibleQueue(env, actor, queueId);
   const state = options.state ?? "open";
   if (!(TASK_STATES as readonly string[]).includes(state)) throw new AppError("request.invalid_state", "Unknown task state filter.", { status: 400 });
   const limit = Math.min(Math.max(options.limit ?? 50, 1), 200);
@@ -118,9 +130,9 @@ function leaseSeconds(value: number | undefined): number {
   return Math.min(Math.max(Math.trunc(value ?? DEFAULT_LEASE_SECONDS), 30), MAX_LEASE_SECONDS);
 }
 
-/** Who holds a lease: the reviewer named by the moderation tool, else the API key itself. */
+/** Who holds a lease: a console user themself; for an API key, the reviewer its tool names (else the key). */
 function claimant(actor: Actor, reviewer: string | undefined): string {
-  return reviewer ?? actor.audit.id;
+  return actor.user ? actor.user.email : reviewer ?? actor.audit.id;
 }
 
 async function refuseClaim(env: Env, actor: Actor, taskId: string): Promise<never> {
@@ -132,6 +144,7 @@ async function refuseClaim(env: Env, actor: Actor, taskId: string): Promise<neve
 
 /** Takes (or renews, for the same reviewer) the exclusive lease; a second claimer gets 409. */
 export async function claimTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; leaseSeconds?: number }) {
+  await assertTaskVisible(env, actor, taskId);
   const who = claimant(actor, input.reviewer);
   const now = new Date();
   const at = now.toISOString();
@@ -156,8 +169,7 @@ export async function claimTask(env: Env, actor: Actor, taskId: string, input: {
 
 /** Claims the first claimable task of a queue in SLA order ("next task"). */
 export async function claimNextTask(env: Env, actor: Actor, queueId: string, input: { reviewer?: string; leaseSeconds?: number }) {
-  const queue = await getQueueRow(env.DB, actor.installationId, queueId);
-  if (!queue) throw notFound("queue");
+  await visibleQueue(env, actor, queueId);
   for (let attempt = 0; attempt < 5; attempt++) {
     const candidate = await env.DB.prepare(`
       SELECT id FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'open' ORDER BY due_at, priority DESC, id LIMIT 1
@@ -174,6 +186,7 @@ export async function claimNextTask(env: Env, actor: Actor, queueId: string, inp
 }
 
 export async function releaseTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string }) {
+  await assertTaskVisible(env, actor, taskId);
   const who = claimant(actor, input.reviewer);
   const at = new Date().toISOString();
   const [update] = await env.DB.batch([
@@ -222,7 +235,7 @@ export const APPEAL_OUTCOMES = ["upheld", "overturned"] as const;
 export async function completeTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; response: unknown }) {
   const who = claimant(actor, input.reviewer);
   const row = await getTaskRow(env.DB, actor.installationId, taskId);
-  if (!row) throw notFound("task");
+  if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
   const responseJson = canonicalJson(input.response ?? null);
   const wait = await env.DB.prepare(`SELECT id, state, signal_type AS signalType FROM workflow_waits WHERE step_run_id = ?1`).bind(row.stepRunId)
     .first<{ id: string; state: string; signalType: string }>();

@@ -5,6 +5,7 @@ import { AppError } from "../errors";
 import { auditRoutes, sealAuditChain } from "../audit";
 import { automationRoutes } from "../automation";
 import { caseRoutes } from "../cases";
+import { sessionRoutes, signinRoutes } from "../console";
 import { enforcementRoutes } from "../enforcement";
 import { installationRoutes } from "../installations";
 import { runRoutes, workflowRoutes } from "../workflows";
@@ -33,6 +34,8 @@ export function createApp() {
   app.route("/api/v1", enforcementRoutes);
   app.route("/api/v1", auditRoutes);
   app.route("/api/v1", automationRoutes);
+  app.route("/api/v1", sessionRoutes);
+  app.route("/", signinRoutes);
   app.get("/", (c) => c.json({ name: "Safest Tools", api: "/api/v1", openapi: "/api/v1/openapi.json" }));
   app.notFound((c) => c.json({ error: { code: "route.not_found", message: "No such route." } }, 404));
   app.onError((error, c) => {

@@ -1,18 +1,30 @@
 // Authentication: the ADMIN_TOKEN secret for installation management, hashed API keys with scopes
 // for everything else. A key only ever sees its own installation's data.
+import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { AppError } from "../errors";
 import { sha256Hex, timingSafeEqual } from "../lib/crypto";
+import { checkCsrf, createSession, sessionCookie, sessionFromCookie, userFromAccessJwt, type ConsoleRole, type ConsoleUser, type SessionInfo } from "../console/sessions";
 import type { AppEnv } from "./types";
 
-export const SCOPES = ["admin", "reports:write", "review"] as const;
+export const SCOPES = ["admin", "reports:write", "review", "read"] as const;
 export type Scope = (typeof SCOPES)[number];
+
+/** What each console role may do; `read` opens every GET route of the installation. */
+export const ROLE_SCOPES: Record<ConsoleRole, Scope[]> = {
+  admin: ["admin", "review", "reports:write", "read"],
+  moderator: ["review", "read"],
+  viewer: ["read"],
+};
 
 export interface Actor {
   installationId: string;
   scopes: Scope[];
   /** How the actor appears in audit events. */
   audit: { type: "system" | "api_key" | "admin" | "user"; id: string };
+  /** A console user (session or Cloudflare Access); absent for API keys. */
+  user?: ConsoleUser;
+  sessionId?: string;
 }
 
 function bearer(header: string | undefined): string | null {
@@ -31,21 +43,55 @@ export const requireAdminToken = createMiddleware<AppEnv>(async (c, next) => {
   await next();
 });
 
-/** An installation's API key holding at least one of `scopes`. */
+function allowed(held: Scope[], scopes: Scope[], method: string): boolean {
+  return scopes.some((scope) => held.includes(scope)) || (held.includes("read") && (method === "GET" || method === "HEAD"));
+}
+
+function denied(scopes: Scope[]): AppError {
+  return new AppError("auth.scope_missing", `This key or role lacks the scope required here (${scopes.join(" or ")}).`, { status: 403, details: { required: scopes } });
+}
+
+/**
+ * The console's session (cookie + CSRF header on writes), created from a Cloudflare Access
+ * assertion when there is none yet.
+ */
+export async function consoleSession(c: Context<AppEnv>): Promise<SessionInfo | null> {
+  const session = await sessionFromCookie(c.env, c);
+  if (session) return session;
+  const user = await userFromAccessJwt(c.env, c);
+  if (!user) return null;
+  const created = await createSession(c.env, user, "cloudflare_access");
+  c.header("set-cookie", sessionCookie(c, created.token, 12 * 3600), { append: true });
+  return { id: "new", csrfToken: created.csrfToken, user };
+}
+
+/** An API key of the installation, or a console user, holding at least one of `scopes`. */
 export function requireScope(...scopes: Scope[]) {
   return createMiddleware<AppEnv>(async (c, next) => {
     const token = bearer(c.req.header("authorization"));
-    if (!token) throw unauthenticated();
+    if (!token) {
+      const session = await consoleSession(c);
+      if (!session) throw unauthenticated();
+      checkCsrf(c, session);
+      const held = ROLE_SCOPES[session.user.role];
+      if (!allowed(held, scopes, c.req.method)) throw denied(scopes);
+      c.set("actor", { installationId: session.user.installationId, scopes: held, audit: { type: "user", id: session.user.id }, user: session.user, sessionId: session.id });
+      await next();
+      return;
+    }
     const row = await c.env.DB.prepare(`
       SELECT k.id, k.installation_id AS installationId, k.scopes_json AS scopesJson
       FROM api_keys k WHERE k.key_hash = ?1 AND k.revoked_at IS NULL
     `).bind(await sha256Hex(token)).first<{ id: string; installationId: string; scopesJson: string }>();
     if (!row) throw unauthenticated();
     const held = JSON.parse(row.scopesJson) as Scope[];
-    if (!scopes.some((scope) => held.includes(scope))) {
-      throw new AppError("auth.scope_missing", `This key lacks the scope required here (${scopes.join(" or ")}).`, { status: 403, details: { required: scopes } });
-    }
+    if (!allowed(held, scopes, c.req.method)) throw denied(scopes);
     c.set("actor", { installationId: row.installationId, scopes: held, audit: { type: "api_key", id: row.id } });
     await next();
   });
+}
+
+/** Whether the actor may see a queue: console users can be limited to some queues. */
+export function canSeeQueue(actor: Actor, queueId: string | null): boolean {
+  return !actor.user?.queueIds || (queueId !== null && actor.user.queueIds.includes(queueId));
 }

@@ -19,6 +19,7 @@ const operations: Record<string, Record<string, Operation>> = {
     get: { summary: "List installations", auth: "admin_token", ok: 200 },
   },
   "/api/v1/api-keys": {
+    get: { summary: "List API keys (prefix and scopes, never the key)", auth: "api_key", scopes: ["admin"], ok: 200 },
     post: { summary: "Create an API key with scopes; the key is shown once", auth: "api_key", scopes: ["admin"], body: "CreateApiKey", ok: 201 },
   },
   "/api/v1/workflows": {
@@ -147,6 +148,21 @@ const operations: Record<string, Record<string, Operation>> = {
   "/api/v1/decisions": {
     post: { summary: "Record a decision a person made on a report (outside any workflow)", auth: "api_key", scopes: ["review"], body: "RecordDecision", ok: 201, errors: [404, 422] },
   },
+  "/api/v1/reports/{id}/timeline": {
+    get: { summary: "Everything that followed a report: runs, tasks, decisions, actions, messages, appeals, handoffs", auth: "api_key", scopes: ["review", "admin"], ok: 200, errors: [404] },
+  },
+  "/api/v1/api-keys/{id}/revoke": { post: { summary: "Revoke an API key", auth: "api_key", scopes: ["admin"], ok: 200, errors: [404] } },
+  "/api/v1/session": { get: { summary: "The console session: user, role, queues, preferences, and the CSRF token for writes", auth: "none", ok: 200, errors: [401] } },
+  "/api/v1/session/logout": { post: { summary: "End the console session", auth: "none", ok: 200, errors: [401, 403] } },
+  "/api/v1/session/preferences": { patch: { summary: "Wellness preferences of the signed-in user (blurMedia)", auth: "api_key", scopes: ["read"], body: "Preferences", ok: 200 } },
+  "/api/v1/console-signin-links": {
+    post: { summary: "A one-time console sign-in link for a user of an installation (created as admin if new)", auth: "admin_token", body: "CreateSigninLink", ok: 201, errors: [404] },
+  },
+  "/api/v1/console-users": {
+    get: { summary: "Console users with roles and queue access", auth: "api_key", scopes: ["admin"], ok: 200 },
+    post: { summary: "Add a console user: admin, moderator or viewer, optionally limited to queues", auth: "api_key", scopes: ["admin"], body: "CreateConsoleUser", ok: 201, errors: [409, 422] },
+  },
+  "/api/v1/console-users/{id}": { patch: { summary: "Change a console user's role, queues, or disable them", auth: "api_key", scopes: ["admin"], body: "UpdateConsoleUser", ok: 200, errors: [404, 422] } },
   "/api/v1/openapi.json": {
     get: { summary: "This document", auth: "none", ok: 200 },
   },

@@ -173,4 +173,20 @@ export const schemas = {
       territorialScope: { type: "array", items: { type: "string" } }, decidedBy: { type: "string", minLength: 1, maxLength: 200 },
     },
   },
+  Preferences: { type: "object", required: ["blurMedia"], additionalProperties: false, properties: { blurMedia: { type: "boolean" } } },
+  CreateSigninLink: {
+    type: "object", required: ["installationId", "email"], additionalProperties: false,
+    properties: { installationId: identifier, email: { type: "string", minLength: 3, maxLength: 320 }, name, role: { enum: ["admin", "moderator", "viewer"] } },
+  },
+  CreateConsoleUser: {
+    type: "object", required: ["email", "role"], additionalProperties: false,
+    properties: {
+      email: { type: "string", minLength: 3, maxLength: 320 }, name, role: { enum: ["admin", "moderator", "viewer"] },
+      queueIds: { type: ["array", "null"], maxItems: 200, items: identifier, description: "Queues a moderator may work; null or absent: all." },
+    },
+  },
+  UpdateConsoleUser: {
+    type: "object", additionalProperties: false,
+    properties: { name, role: { enum: ["admin", "moderator", "viewer"] }, queueIds: { type: ["array", "null"], maxItems: 200, items: identifier }, disabled: { type: "boolean" } },
+  },
 } satisfies Record<string, Schema>;

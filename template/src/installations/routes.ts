@@ -5,7 +5,7 @@ import { schemas } from "../http/schemas";
 import type { AppEnv } from "../http/types";
 import { parseBody } from "../http/validate";
 import { rewrapDataKeys } from "../cases/report-crypto";
-import { createApiKey, createInstallation, listInstallations } from "./service";
+import { createApiKey, createInstallation, listApiKeys, listInstallations, revokeApiKey } from "./service";
 
 export const installationRoutes = new Hono<AppEnv>()
   .post("/installations", requireAdminToken, async (c) => {
@@ -14,6 +14,8 @@ export const installationRoutes = new Hono<AppEnv>()
   })
   .get("/installations", requireAdminToken, async (c) => c.json({ items: await listInstallations(c.env) }))
   .post("/admin/rewrap-data-keys", requireAdminToken, async (c) => c.json(await rewrapDataKeys(c.env)))
+  .get("/api-keys", requireScope("admin"), async (c) => c.json({ items: await listApiKeys(c.env, c.get("actor")) }))
+  .post("/api-keys/:id/revoke", requireScope("admin"), async (c) => c.json(await revokeApiKey(c.env, c.get("actor"), c.req.param("id"))))
   .post("/api-keys", requireScope("admin"), async (c) => {
     const body = await parseBody<{ name: string; scopes: Scope[] }>(c, schemas.CreateApiKey);
     return c.json(await createApiKey(c.env, c.get("actor"), body), 201);

@@ -1,5 +1,6 @@
 // Installations (tenants) and their API keys. Keys are shown once and stored as SHA-256 hashes.
 import { auditStatement } from "../audit";
+import { notFound } from "../errors";
 import { newId, newSecret, sha256Hex } from "../lib/crypto";
 import { SCOPES, type Actor, type Scope } from "../http/auth";
 
@@ -45,4 +46,26 @@ export async function createApiKey(env: Env, actor: Actor, input: { name: string
     }),
   ]);
   return { id: key.id, name: input.name, scopes: input.scopes, apiKey: key.apiKey, createdAt: at };
+}
+
+export async function listApiKeys(env: Env, actor: Actor) {
+  const { results } = await env.DB.prepare(`SELECT id, name, key_prefix AS prefix, scopes_json AS scopesJson, created_at AS createdAt, revoked_at AS revokedAt
+    FROM api_keys WHERE installation_id = ?1 ORDER BY created_at`).bind(actor.installationId).all<{ id: string; scopesJson: string }>();
+  return results.map(({ scopesJson, ...row }) => ({ ...row, scopes: JSON.parse(scopesJson) as string[] }));
+}
+
+export async function revokeApiKey(env: Env, actor: Actor, id: string) {
+  const at = new Date().toISOString();
+  const [update] = await env.DB.batch([
+    env.DB.prepare(`UPDATE api_keys SET revoked_at = ?3 WHERE installation_id = ?1 AND id = ?2 AND revoked_at IS NULL`).bind(actor.installationId, id, at),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `api_key:${id}:revoked`, action: "api_key.revoked", actor: actor.audit,
+      target: { type: "api_key", id }, details: {}, at,
+    }),
+  ]);
+  if ((update!.meta.changes ?? 0) === 0) {
+    const exists = await env.DB.prepare(`SELECT revoked_at FROM api_keys WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first();
+    if (!exists) throw notFound("api_key");
+  }
+  return (await listApiKeys(env, actor)).find((key) => key.id === id)!;
 }

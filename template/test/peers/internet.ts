@@ -4,6 +4,7 @@ interface Peers {
   MODEL: Fetcher;
   RECEIVER: Fetcher;
   COMPONENT_API: Fetcher;
+  ACCESS: Fetcher;
 }
 
 export default {
@@ -11,6 +12,7 @@ export default {
     const host = new URL(request.url).hostname;
     if (host === "model.test") return env.MODEL.fetch(request);
     if (host === "allowed.test" || host === "forbidden.test") return env.COMPONENT_API.fetch(request);
+    if (host.endsWith(".cloudflareaccess.com")) return env.ACCESS.fetch(request);
     return env.RECEIVER.fetch(request);
   },
 };
