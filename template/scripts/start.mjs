@@ -189,7 +189,18 @@ async function ensureDemoInstallation(baseUrl, admin, file) {
   return { ...saved, created: true };
 }
 
-function banner(baseUrl, admin, demo, state, demoFile) {
+/** A one-time sign-in link to the console for the demo installation's admin (a new one per start). */
+async function consoleSigninLink(baseUrl, admin, demo) {
+  const response = await fetch(`${baseUrl}/api/v1/console-signin-links`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${admin.token}`, "content-type": "application/json" },
+    body: JSON.stringify({ installationId: demo.id, email: "admin@localhost", name: "Demo admin", role: "admin" }),
+  });
+  if (!response.ok) return null;
+  return (await response.json()).url;
+}
+
+function banner(baseUrl, admin, demo, state, demoFile, signinUrl) {
   const lines = [
     "",
     `Safest Tools is running at ${baseUrl}  (state: ${state})`,
@@ -199,6 +210,7 @@ function banner(baseUrl, admin, demo, state, demoFile) {
     `  Demo installation: ${demo.id}${demo.created ? " (created)" : ""}  (saved in ${demoFile})`,
     `  API key: ${demo.apiKey}`,
     `  Try:  curl -s ${baseUrl}/api/v1/workflows -H "Authorization: Bearer ${demo.apiKey}"`,
+    ...(signinUrl ? [`  Console: open ${signinUrl}  (one-time sign-in link for the demo admin, valid 24 h)`] : []),
     "  Stop with Ctrl-C.",
     "",
   ];
@@ -273,7 +285,8 @@ async function main() {
   }
   const demoFile = path.join(state, "demo-installation.json");
   try {
-    banner(baseUrl, admin, await ensureDemoInstallation(baseUrl, admin, demoFile), state, demoFile);
+    const demo = await ensureDemoInstallation(baseUrl, admin, demoFile);
+    banner(baseUrl, admin, demo, state, demoFile, await consoleSigninLink(baseUrl, admin, demo));
   } catch (error) {
     console.error(`[safest] ${error instanceof Error ? error.message : error}`);
   }
