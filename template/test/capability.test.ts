@@ -30,6 +30,14 @@ function capability(props: { artifactId: string; workflowVersionId: string }) {
   };
 }
 
+/** Replaces a version's artifact with hand-written source and its true digest (a code-first artifact). */
+async function installCodeFirstArtifact(artifactId: string, source: string): Promise<void> {
+  const bytes = new TextEncoder().encode(source);
+  const digest = [...new Uint8Array(await crypto.subtle.digest("SHA-256", bytes))].map((b) => b.toString(16).padStart(2, "0")).join("");
+  await env.DB.prepare("UPDATE workflow_artifacts SET inline_source_text = ?2, bundle_digest = ?3, size_bytes = ?4 WHERE id = ?1")
+    .bind(artifactId, source, `sha256:${digest}`, bytes.byteLength).run();
+}
+
 async function count(sql: string, ...binds: unknown[]): Promise<number> {
   const row = await env.DB.prepare(sql).bind(...binds).first<{ n: number }>();
   return row?.n ?? -1;
@@ -188,10 +196,7 @@ describe("artifacts", () => {
           return outcome;
         }
       }`;
-    const bytes = new TextEncoder().encode(source);
-    const digest = [...new Uint8Array(await crypto.subtle.digest("SHA-256", bytes))].map((b) => b.toString(16).padStart(2, "0")).join("");
-    await env.DB.prepare("UPDATE workflow_artifacts SET inline_source_text = ?2, bundle_digest = ?3, size_bytes = ?4 WHERE id = ?1")
-      .bind(version.artifact.id, source, `sha256:${digest}`, bytes.byteLength).run();
+    await installCodeFirstArtifact(version.artifact.id, source);
     const run = await startRun(apiKey, version.id);
     const done = await waitForRun(apiKey, run.id, ["repair_required", "succeeded", "failed"]);
     expect(done.state).toBe("repair_required");
@@ -219,10 +224,7 @@ describe("a sandbox that fails", () => {
           await step.do("escalate", { retries: { limit: 0, delay: 1 } }, () => this.env.RUNTIME.executeNode({ runId: event.payload.runId, authorityMode: event.payload.authorityMode, nodeId: "grant-admin", nodeKind: "action" }));
         }
       }`;
-    const bytes = new TextEncoder().encode(source);
-    const digest = [...new Uint8Array(await crypto.subtle.digest("SHA-256", bytes))].map((b) => b.toString(16).padStart(2, "0")).join("");
-    await env.DB.prepare("UPDATE workflow_artifacts SET inline_source_text = ?2, bundle_digest = ?3, size_bytes = ?4 WHERE id = ?1")
-      .bind(version.artifact.id, source, `sha256:${digest}`, bytes.byteLength).run();
+    await installCodeFirstArtifact(version.artifact.id, source);
     const done = await waitForRun(apiKey, (await startRun(apiKey, version.id)).id, ["failed", "succeeded", "repair_required"]);
     expect(done.state).toBe("failed");
     expect(done.error.code).toBe("runtime_node_denied");

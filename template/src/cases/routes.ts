@@ -1,10 +1,10 @@
 // /api/v1 reports, cases, triggers, queues, tasks, appeals and data keys.
 import { Hono } from "hono";
-import { AppError, notFound } from "../errors";
+import { notFound } from "../errors";
 import { requireScope } from "../http/auth";
 import { schemas } from "../http/schemas";
 import type { AppEnv } from "../http/types";
-import { parseBody } from "../http/validate";
+import { idempotencyKey, parseBody } from "../http/validate";
 import { fileAppeal, readAppeal, resolveAppeal, type AppealInput } from "./appeals";
 import { createQueue, getQueueRow, listQueues, queueStats } from "./queues";
 import { rotateDataKey } from "./report-crypto";
@@ -14,14 +14,6 @@ import { reportTimeline } from "./timeline";
 import { getCaseRow, listReportRows } from "./reports-queries";
 import { claimNextTask, claimTask, completeTask, getTask, listQueueTasks, releaseTask } from "./tasks";
 import { createTrigger, listTriggers, setTriggerEnabled, type TriggerInput } from "./triggers";
-
-function idempotencyKey(header: string | undefined): string | undefined {
-  if (header === undefined) return undefined;
-  if (!/^[A-Za-z0-9._:-]{1,200}$/u.test(header)) {
-    throw new AppError("request.invalid_idempotency_key", "Idempotency-Key must be 1-200 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'.", { status: 400 });
-  }
-  return header;
-}
 
 export const caseRoutes = new Hono<AppEnv>()
   .post("/reports", requireScope("reports:write"), async (c) => {

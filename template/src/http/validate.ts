@@ -37,3 +37,12 @@ export function validateBody<T>(schema: Schema, body: unknown): T {
 export async function parseBody<T>(c: Context, schema: Schema): Promise<T> {
   return validateBody<T>(schema, await readJson(c));
 }
+
+/** The Idempotency-Key header, checked: 1-200 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'. */
+export function idempotencyKey(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  if (!/^[A-Za-z0-9._:-]{1,200}$/u.test(header)) {
+    throw new AppError("request.invalid_idempotency_key", "Idempotency-Key must be 1-200 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'.", { status: 400 });
+  }
+  return header;
+}

@@ -4,19 +4,11 @@ import { AppError } from "../errors";
 import { requireScope } from "../http/auth";
 import { schemas } from "../http/schemas";
 import type { AppEnv } from "../http/types";
-import { parseBody } from "../http/validate";
+import { idempotencyKey, parseBody } from "../http/validate";
 import { createRun, getRunDetail, sendRunEvent, serializeRun, terminateRun } from "./runs";
 import { listRunRows } from "./runs-queries";
 import type { JsonObject, WorkflowAuthorityMode } from "./types";
 import { RUN_STATES } from "./types";
-
-function idempotencyKey(header: string | undefined): string | undefined {
-  if (header === undefined) return undefined;
-  if (!/^[A-Za-z0-9._:-]{1,200}$/u.test(header)) {
-    throw new AppError("request.invalid_idempotency_key", "Idempotency-Key must be 1-200 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'.", { status: 400 });
-  }
-  return header;
-}
 
 function cursorOf(value: string | undefined): { createdAt: string; id: string } | undefined {
   if (!value) return undefined;
