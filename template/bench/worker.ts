@@ -1,9 +1,19 @@
 // Bench-only Worker (bench/wrangler.jsonc, used by scripts/bench.mjs; never deployed). It is the
 // production Worker unchanged — every export of ../src/index.ts — plus a bare Cloudflare Workflow,
-// the baseline the platform runtime is measured against: N `step.do`, each with one D1 write.
+// the baseline the platform runtime is measured against: N `step.do`, each with one D1 write; a
+// `Server-Timing: app;dur=<ms>` header on every platform response; /bench routes that time the
+// parts of report intake and a D1 round trip; and /bench routes that seed a review queue with many
+// open tasks and show the query plan of the queue listing.
 import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloudflare:workers";
+import { canonicalJson } from "../src/audit";
+import { sealPersonalData } from "../src/cases/report-crypto";
+import { intakeReport, type ReportInput } from "../src/cases/reports";
+import { fireTriggers } from "../src/cases/triggers";
+import type { Actor } from "../src/http/auth";
+import { schemas } from "../src/http/schemas";
+import { validateBody } from "../src/http/validate";
 import platform from "../src/index";
-import { timingSafeEqual } from "../src/lib/crypto";
+import { sha256Hex, timingSafeEqual } from "../src/lib/crypto";
 
 export * from "../src/index";
 
@@ -52,12 +62,202 @@ export class BareBenchWorkflow extends WorkflowEntrypoint<BenchEnv, BareBenchPar
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Queue listing: seeding and the query plan
+
+/**
+ * The listing query of listQueueTasks (src/cases/tasks.ts), copied verbatim: COLUMNS and the
+ * statement with `${COLUMNS}` in place. scripts/bench.mjs fails when tasks.ts no longer holds
+ * this text (whitespace aside), so the plan shown is the plan of the query the API runs.
+ */
+const LISTING_COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRunId, report_id AS reportId, appeal_id AS appealId,
+  task_type AS taskType, state, priority, context_json AS contextJson, response_schema_json AS responseSchemaJson,
+  response_json AS responseJson, due_at AS dueAt, expires_at AS expiresAt, claimed_by AS claimedBy, claimed_at AS claimedAt,
+  lease_expires_at AS leaseExpiresAt, completed_by AS completedBy, completed_at AS completedAt, created_at AS createdAt`;
+const LISTING_TEMPLATE = `
+    SELECT \${COLUMNS} FROM human_tasks
+    WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3
+      AND (?4 IS NULL OR due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
+    ORDER BY due_at, priority DESC, id LIMIT ?7
+  `;
+const LISTING_SQL = LISTING_TEMPLATE.replace("${COLUMNS}", LISTING_COLUMNS);
+
+/** The review schema the tasks carry (the one test/cases.test.ts uses), as the runtime stores it. */
+const REVIEW_SCHEMA_JSON = JSON.stringify({
+  additionalProperties: false,
+  properties: { note: { maxLength: 500, type: "string" }, verdict: { enum: ["remove", "keep"] } },
+  required: ["verdict"],
+  type: "object",
+});
+
+const MAX_SEED_CHUNK = 50_000;
+
+interface SeedBody {
+  installationId?: unknown;
+  queueId?: unknown;
+  workflowVersionId?: unknown;
+  from?: unknown;
+  count?: unknown;
+}
+
+/** Whether D1 refuses a human_tasks row whose run and step do not exist (nothing is kept either way). */
+async function foreignKeysEnforced(env: BenchEnv, installationId: string, queueId: string): Promise<boolean> {
+  const id = `task_bench_fk_probe_${crypto.randomUUID()}`;
+  try {
+    await env.DB.prepare(`
+      INSERT INTO human_tasks (id, installation_id, run_id, step_run_id, task_type, state, queue_id, context_json, context_digest,
+        response_schema_json, due_at, created_at, updated_at)
+      VALUES (?1, ?2, 'run_bench_missing', ?3, 'review', 'cancelled', ?4, '{}', 'sha256:0', '{}', '2000-01-01T00:00:00.000Z', '2000-01-01T00:00:00.000Z', '2000-01-01T00:00:00.000Z')
+    `).bind(id, installationId, `sr_bench_missing_${id}`, queueId).run();
+  } catch (error) {
+    if (/FOREIGN KEY/iu.test(String(error))) return true;
+    throw error;
+  }
+  await env.DB.prepare(`DELETE FROM human_tasks WHERE id = ?1`).bind(id).run();
+  return false;
+}
+
+/**
+ * Inserts tasks [from, from + count) of a bench queue: one waiting run (first chunk), one waiting
+ * step row per task (human_tasks.step_run_id is UNIQUE and REFERENCES workflow_step_runs), and the
+ * open task itself. due_at is spread over ~14 days at minute granularity starting 2 days ago (so
+ * some are past their SLA and several tasks share a due_at), priority 0-100, ids random as in
+ * production. Two INSERT … SELECT over a recursive CTE, in one D1 batch.
+ */
+async function seedQueue(env: BenchEnv, body: SeedBody): Promise<Response> {
+  const { installationId, queueId, workflowVersionId } = body;
+  const from = Number(body.from);
+  const count = Number(body.count);
+  if (typeof installationId !== "string" || typeof queueId !== "string" || typeof workflowVersionId !== "string"
+    || !Number.isInteger(from) || from < 0 || !Number.isInteger(count) || count < 1 || count > MAX_SEED_CHUNK) {
+    return json({ error: { code: "bench.seed_invalid" } }, 400);
+  }
+  const runId = `run_bench_${queueId}`;
+  const at = new Date().toISOString();
+  const base = Math.floor(Date.now() / 60_000) * 60 - 2 * 86_400; // seconds, on a minute
+  const foreignKeys = from === 0 ? await foreignKeysEnforced(env, installationId, queueId) : null;
+  const numbers = `WITH RECURSIVE n(i) AS (SELECT ?1 UNION ALL SELECT i + 1 FROM n WHERE i < ?2)`;
+  const [, steps, tasks] = await env.DB.batch([
+    env.DB.prepare(`
+      INSERT OR IGNORE INTO workflow_runs (id, installation_id, workflow_version_id, authority_mode, state, input_json, queue_id, current_node_id,
+        created_at, started_at, waiting_at, updated_at)
+      VALUES (?1, ?2, ?3, 'autonomous', 'waiting', '{}', ?4, 'review', ?5, ?5, ?5, ?5)
+    `).bind(runId, installationId, workflowVersionId, queueId, at),
+    env.DB.prepare(`
+      INSERT INTO workflow_step_runs (id, run_id, node_id, node_type, branch_key, occurrence, state, started_at, waiting_at, updated_at)
+      ${numbers}
+      SELECT ?3 || i, ?4, 'review_' || i, 'human_task', '', 1, 'waiting', ?5, ?5, ?5 FROM n
+    `).bind(from, from + count - 1, `sr_bench_${queueId}_`, runId, at),
+    env.DB.prepare(`
+      INSERT INTO human_tasks (id, installation_id, report_id, appeal_id, run_id, step_run_id, task_type, state, queue_id, priority,
+        context_json, context_digest, response_schema_json, due_at, expires_at, created_at, updated_at)
+      ${numbers}
+      SELECT 'task_' || lower(hex(randomblob(16))), ?3, NULL, NULL, ?4, ?5 || i, 'review', 'open', ?6, (i * 37) % 101,
+        '{"category":"scams_and_fraud","subject":"post-' || i || '"}', 'sha256:' || lower(hex(randomblob(32))), ?7,
+        strftime('%Y-%m-%dT%H:%M:%fZ', ?8 + ((i * 7919) % 20160) * 60, 'unixepoch'),
+        strftime('%Y-%m-%dT%H:%M:%fZ', ?8 + 30 * 86400, 'unixepoch'), ?9, ?9
+      FROM n
+    `).bind(from, from + count - 1, installationId, runId, `sr_bench_${queueId}_`, queueId, REVIEW_SCHEMA_JSON, base, at),
+  ]);
+  return json({ steps: steps!.meta.changes, tasks: tasks!.meta.changes, foreignKeysEnforced: foreignKeys });
+}
+
+interface CursorInput { dueAt: string; priority: number; id: string }
+
+/** EXPLAIN QUERY PLAN of the listing query with the binds listQueueTasks would use. */
+async function explainListing(env: BenchEnv, body: { installationId?: unknown; queueId?: unknown; cursor?: CursorInput | null; limit?: unknown }): Promise<Response> {
+  const { installationId, queueId } = body;
+  if (typeof installationId !== "string" || typeof queueId !== "string") return json({ error: { code: "bench.plan_invalid" } }, 400);
+  const after = body.cursor ?? null;
+  const limit = Number(body.limit ?? 50);
+  const { results } = await env.DB.prepare(`EXPLAIN QUERY PLAN ${LISTING_SQL}`)
+    .bind(installationId, queueId, "open", after?.dueAt ?? null, after?.priority ?? 0, after?.id ?? "", limit + 1)
+    .all<{ id: number; parent: number; detail: string }>();
+  return json({ plan: results.map((row) => ({ id: row.id, parent: row.parent, detail: row.detail })), columns: LISTING_COLUMNS, template: LISTING_TEMPLATE });
+}
+
+/** The listing keys (due_at, priority, id) of the open tasks at the given offsets, to build deep cursors. */
+async function listingKeysAt(env: BenchEnv, body: { installationId?: unknown; queueId?: unknown; offsets?: unknown }): Promise<Response> {
+  const { installationId, queueId, offsets } = body;
+  if (typeof installationId !== "string" || typeof queueId !== "string" || !Array.isArray(offsets) || offsets.length > 100
+    || !offsets.every((value) => Number.isInteger(value) && value >= 0)) return json({ error: { code: "bench.offsets_invalid" } }, 400);
+  const statement = env.DB.prepare(`
+    SELECT due_at AS dueAt, priority, id FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'open'
+    ORDER BY due_at, priority DESC, id LIMIT 1 OFFSET ?3
+  `);
+  const rows = await env.DB.batch<CursorInput>((offsets as number[]).map((offset) => statement.bind(installationId, queueId, offset)));
+  return json({ keys: rows.map((result) => result.results[0] ?? null) });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report intake: where the time goes
+
+const MAX_PROFILE_ROUNDS = 500;
+
+/**
+ * The parts of POST /api/v1/reports run one after another, `rounds` times each, in this isolate
+ * and without HTTP, auth or Hono: ms per call, by the clock around them. Pure CPU parts are also
+ * bracketed by two D1 round trips (one subtracted), so they are right even where the clock only
+ * moves across I/O.
+ */
+async function profileIntake(env: BenchEnv, ctx: ExecutionContext, body: { installationId?: unknown; rounds?: unknown; tag?: unknown; report?: unknown }): Promise<Response> {
+  const { installationId, tag } = body;
+  const rounds = Number(body.rounds);
+  if (typeof installationId !== "string" || typeof tag !== "string" || !Number.isInteger(rounds) || rounds < 1 || rounds > MAX_PROFILE_ROUNDS) {
+    return json({ error: { code: "bench.profile_invalid" } }, 400);
+  }
+  const report = validateBody<ReportInput>(schemas.CreateReport, body.report);
+  const actor: Actor = { installationId, scopes: ["reports:write"], audit: { type: "api_key", id: "bench-profile" } };
+  const ping = () => env.DB.prepare(`SELECT 1 AS one`).first();
+  const timedIo = async (run: (round: number) => Promise<unknown>) => {
+    await ping();
+    const began = Date.now();
+    for (let round = 0; round < rounds; round++) await run(round);
+    return (Date.now() - began) / rounds;
+  };
+  const d1PingMs = await timedIo(() => ping());
+  const timedCpu = async (run: (round: number) => unknown) => {
+    await ping();
+    const began = Date.now();
+    for (let round = 0; round < rounds; round++) await run(round);
+    await ping();
+    return Math.max(0, (Date.now() - began - d1PingMs) / rounds);
+  };
+  const personal = {
+    reporter: report.reporter ?? null, description: report.description ?? null, subjectUrl: report.subject.url ?? null,
+    subjectOwnerId: report.subject.ownerId ?? null, snapshot: report.subject.snapshot ?? null, evidence: report.evidence ?? [],
+  };
+  const plain = new TextEncoder().encode(JSON.stringify(personal));
+  const aesKey = (await crypto.subtle.generateKey({ name: "AES-GCM", length: 256 }, false, ["encrypt"])) as CryptoKey;
+  // JSON text → validated body, as readJson + validateBody do for each request.
+  const reportText = JSON.stringify(body.report);
+  const validate = await timedCpu(() => validateBody(schemas.CreateReport, JSON.parse(reportText)));
+  const digest = await timedCpu(async () => sha256Hex(canonicalJson(report)));
+  const aes = await timedCpu(async () => crypto.subtle.encrypt({ name: "AES-GCM", iv: crypto.getRandomValues(new Uint8Array(12)) }, aesKey, plain));
+  const sealMs = await timedIo((round) => sealPersonalData(env, installationId, `report:bench_${tag}_${round}`, personal));
+  const summary = {
+    id: `rpt_bench_${tag}`, caseId: `case_bench_${tag}`, category: "scams_and_fraud", categorySpecification: [], source: "notice",
+    subject: { kind: report.subject.kind, id: report.subject.id }, evidenceCount: 2, caseReportCount: 1, createdAt: new Date().toISOString(),
+  };
+  const triggersMs = await timedIo((round) => fireTriggers(env, ctx, actor, { event: "report.created", report: summary, subjectKey: `bench_${tag}_${round}` }));
+  const intakeMs = await timedIo(async (round) => {
+    const result = await intakeReport(env, ctx, actor, { ...report, subject: { ...report.subject, id: `${tag}-profile-${round}` } }, `bench-${tag}-profile-${round}`);
+    if (result.replayed || result.runs.length > 0) throw new Error("profile: unexpected replay or trigger run");
+  });
+  return json({
+    rounds, d1PingMs, sealMs, triggersMs, intakeMs,
+    validateCpuMs: validate, digestCpuMs: digest, aesCpuMs: aes, plaintextBytes: plain.byteLength,
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+
 function json(body: unknown, status = 200): Response {
   return Response.json(body, { status });
 }
 
 /** POST /bench/bare {steps} creates an instance; GET /bench/bare/:id reports its status and times. */
-async function benchRoute(request: Request, env: BenchEnv, url: URL): Promise<Response> {
+async function benchRoute(request: Request, env: BenchEnv, ctx: ExecutionContext, url: URL): Promise<Response> {
   const token = /^Bearer\s+(\S+)$/u.exec(request.headers.get("authorization") ?? "")?.[1];
   if (!env.ADMIN_TOKEN || !token || !timingSafeEqual(token, env.ADMIN_TOKEN)) return json({ error: { code: "auth.unauthenticated" } }, 401);
   if (request.method === "POST" && url.pathname === "/bench/bare") {
@@ -73,13 +273,34 @@ async function benchRoute(request: Request, env: BenchEnv, url: URL): Promise<Re
     const status = await instance.status();
     return json({ id: instance.id, status: status.status, output: status.output ?? null, error: status.error ?? null });
   }
+  if (request.method === "POST" && url.pathname === "/bench/intake-profile") return profileIntake(env, ctx, (await request.json().catch(() => ({}))) as Parameters<typeof profileIntake>[2]);
+  // N sequential `SELECT 1` through the D1 binding: the price of one round trip.
+  if (request.method === "POST" && url.pathname === "/bench/d1-round-trips") {
+    const body = (await request.json().catch(() => null)) as { count?: unknown } | null;
+    const count = Number(body?.count);
+    if (!Number.isInteger(count) || count < 1 || count > 10_000) return json({ error: { code: "bench.count_invalid" } }, 400);
+    const began = Date.now();
+    for (let index = 0; index < count; index++) await env.DB.prepare(`SELECT 1 AS one`).first();
+    return json({ count, msPerRoundTrip: (Date.now() - began) / count });
+  }
+  if (request.method === "POST" && url.pathname === "/bench/queue-seed") return seedQueue(env, (await request.json().catch(() => ({}))) as SeedBody);
+  if (request.method === "POST" && url.pathname === "/bench/queue-plan") return explainListing(env, (await request.json().catch(() => ({}))) as Parameters<typeof explainListing>[1]);
+  if (request.method === "POST" && url.pathname === "/bench/queue-keys") return listingKeysAt(env, (await request.json().catch(() => ({}))) as Parameters<typeof listingKeysAt>[1]);
   return json({ error: { code: "route.not_found" } }, 404);
 }
 
 export default {
+  ...platform, // every other handler of the production Worker (queue, scheduled, …) unchanged
   async fetch(request, env, ctx) {
     const url = new URL(request.url);
-    if (url.pathname === "/bench" || url.pathname.startsWith("/bench/")) return benchRoute(request, env, url);
-    return platform.fetch(request, env, ctx);
+    if (url.pathname === "/bench" || url.pathname.startsWith("/bench/")) return benchRoute(request, env, ctx, url);
+    // Server time of the platform's handler: request arrival → its Response (body serialized).
+    // Under wrangler dev workerd's clock is the wall clock, CPU included (deployed Workers only
+    // advance it across I/O); the bench also records the round trip its client sees.
+    const started = Date.now();
+    const response = await platform.fetch(request, env, ctx);
+    const timed = new Response(response.body, response);
+    timed.headers.append("Server-Timing", `app;dur=${Date.now() - started}`);
+    return timed;
   },
 } satisfies ExportedHandler<BenchEnv>;
