@@ -77,7 +77,7 @@ const LISTING_COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id A
 const LISTING_TEMPLATE = `
     SELECT \${COLUMNS} FROM human_tasks
     WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3
-      AND (?4 IS NULL OR due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
+      AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
     ORDER BY due_at, priority DESC, id LIMIT ?7
   `;
 const LISTING_SQL = LISTING_TEMPLATE.replace("${COLUMNS}", LISTING_COLUMNS);
@@ -171,7 +171,7 @@ async function explainListing(env: BenchEnv, body: { installationId?: unknown; q
   const after = body.cursor ?? null;
   const limit = Number(body.limit ?? 50);
   const { results } = await env.DB.prepare(`EXPLAIN QUERY PLAN ${LISTING_SQL}`)
-    .bind(installationId, queueId, "open", after?.dueAt ?? null, after?.priority ?? 0, after?.id ?? "", limit + 1)
+    .bind(installationId, queueId, "open", after?.dueAt ?? "", after?.priority ?? 101, after?.id ?? "", limit + 1)
     .all<{ id: number; parent: number; detail: string }>();
   return json({ plan: results.map((row) => ({ id: row.id, parent: row.parent, detail: row.detail })), columns: LISTING_COLUMNS, template: LISTING_TEMPLATE });
 }

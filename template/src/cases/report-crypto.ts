@@ -2,6 +2,7 @@
 // per-installation data key; data keys are stored wrapped by the REPORT_MASTER_KEY secret.
 // Rotation: a new data key version seals new data while old versions still open old data; a new
 // master key (with the old one kept as REPORT_MASTER_KEY_PREVIOUS) is rolled over by rewrapping.
+import { auditStatement } from "../audit";
 import { AppError } from "../errors";
 import { newId, sha256Hex } from "../lib/crypto";
 
@@ -102,7 +103,23 @@ function importDataKey(env: Env, row: DataKeyRow, installationId: string): Promi
   return key;
 }
 
+// The active data key per installation, briefly cached: a key that rotated meanwhile still opens
+// what it sealed (older versions stay decrypt-only), so a few seconds of staleness is harmless.
+const activeKeys = new Map<string, { row: DataKeyRow; until: number }>();
+const ACTIVE_KEY_TTL_MS = 30_000;
+
 async function activeDataKey(env: Env, installationId: string): Promise<DataKeyRow | null> {
+  const cached = activeKeys.get(installationId);
+  if (cached && cached.until > Date.now()) return cached.row;
+  const row = await activeDataKeyUncached(env, installationId);
+  if (row) {
+    if (activeKeys.size > 1_000) activeKeys.clear();
+    activeKeys.set(installationId, { row, until: Date.now() + ACTIVE_KEY_TTL_MS });
+  }
+  return row;
+}
+
+async function activeDataKeyUncached(env: Env, installationId: string): Promise<DataKeyRow | null> {
   return env.DB.prepare(`
     SELECT id, version, master_key_id AS masterKeyId, wrapped_key AS wrappedKey, state FROM data_keys
     WHERE installation_id = ?1 AND state = 'active' ORDER BY version DESC LIMIT 1
@@ -111,6 +128,7 @@ async function activeDataKey(env: Env, installationId: string): Promise<DataKeyR
 
 /** Creates the next data key version; the previous active one becomes decrypt-only. */
 export async function rotateDataKey(env: Env, installationId: string): Promise<{ id: string; version: number }> {
+  activeKeys.delete(installationId);
   const master = await currentMaster(env);
   const id = newId("dk");
   const raw = crypto.getRandomValues(new Uint8Array(32));
@@ -122,8 +140,13 @@ export async function rotateDataKey(env: Env, installationId: string): Promise<{
       INSERT INTO data_keys (id, installation_id, version, master_key_id, wrapped_key, state, created_at)
       SELECT ?1, ?2, COALESCE(MAX(version), 0) + 1, ?3, ?4, 'active', ?5 FROM data_keys WHERE installation_id = ?2
     `).bind(id, installationId, master.id, wrapped, at),
+    auditStatement(env.DB, {
+      installationId, idempotencyKey: `data_key:${id}:created`, action: "data_key.created", actor: { type: "system", id: "report-crypto" },
+      target: { type: "data_key", id }, details: { masterKeyId: master.id }, at,
+    }),
   ]);
   const row = await env.DB.prepare(`SELECT version FROM data_keys WHERE id = ?1`).bind(id).first<{ version: number }>();
+  activeKeys.delete(installationId);
   return { id, version: row!.version };
 }
 

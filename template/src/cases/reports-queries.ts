@@ -25,9 +25,12 @@ export function getReportRow(db: D1Database, installationId: string, reportId: s
     .bind(installationId, reportId).first<ReportRow>();
 }
 
-export function getReportRowByKey(db: D1Database, installationId: string, key: string): Promise<ReportRow | null> {
-  return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.idempotency_key = ?2`)
-    .bind(installationId, key).first<ReportRow>();
+export function reportRowStatement(db: D1Database, installationId: string, reportId: string): D1PreparedStatement {
+  return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.id = ?2`).bind(installationId, reportId);
+}
+
+export function reportRowByKeyStatement(db: D1Database, installationId: string, key: string): D1PreparedStatement {
+  return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.idempotency_key = ?2`).bind(installationId, key);
 }
 
 export async function listReportRows(

@@ -5,9 +5,9 @@ import { AppError, conflict, notFound } from "../errors";
 import type { Actor } from "../http/auth";
 import { newId, sha256Hex } from "../lib/crypto";
 import { openPersonalData, sealPersonalData } from "./report-crypto";
-import { getReportRow, getReportRowByKey, type ReportRow } from "./reports-queries";
+import { getReportRow, reportRowByKeyStatement, reportRowStatement, type ReportRow } from "./reports-queries";
 import { normalizeCategory, POLICY_CATEGORIES, type PolicyCategory } from "./taxonomy";
-import { fireTriggers, type TriggeredRun } from "./triggers";
+import { enabledTriggersStatement, fireTriggers, type TriggeredRun, type TriggerRow } from "./triggers";
 
 export interface ReportInput {
   subject: { kind: string; id: string; url?: string; snapshot?: unknown; ownerId?: string };
@@ -64,10 +64,6 @@ export async function intakeReport(
 ): Promise<{ report: ReturnType<typeof reportSummary>; runs: TriggeredRun[]; replayed: boolean }> {
   const policyCategory = category(input.category);
   const requestDigest = `sha256:${await sha256Hex(canonicalJson(input))}`;
-  if (idempotencyKey) {
-    const existing = await getReportRowByKey(env.DB, actor.installationId, idempotencyKey);
-    if (existing) return replay(env, ctx, actor, existing, requestDigest);
-  }
   const id = newId("rpt");
   const caseId = newId("case");
   const at = new Date().toISOString();
@@ -81,7 +77,9 @@ export async function intakeReport(
   };
   const { sealed, dataKeyId } = await sealPersonalData(env, actor.installationId, `report:${id}`, personal);
   const subject = [actor.installationId, input.subject.kind, input.subject.id] as const;
-  await env.DB.batch([
+  // One round trip: the writes, then the report as stored (ours, or the first one with this
+  // Idempotency-Key), then the triggers to evaluate.
+  const results = await env.DB.batch<Record<string, unknown>>([
     env.DB.prepare(`
       INSERT INTO cases (id, installation_id, subject_kind, subject_id, state, report_count, first_reported_at, last_reported_at, created_at, updated_at)
       VALUES (?1, ?2, ?3, ?4, 'open', 0, ?5, ?5, ?5, ?5)
@@ -107,23 +105,22 @@ export async function intakeReport(
       canonicalJson({ category: policyCategory, subjectKind: input.subject.kind, evidenceCount: (input.evidence ?? []).length }), at, id),
     // A case opened for a report that lost an Idempotency-Key race is not left behind empty.
     env.DB.prepare(`DELETE FROM cases WHERE id = ?1 AND report_count = 0`).bind(caseId),
+    idempotencyKey ? reportRowByKeyStatement(env.DB, actor.installationId, idempotencyKey) : reportRowStatement(env.DB, actor.installationId, id),
+    enabledTriggersStatement(env.DB, actor.installationId, "report.created"),
   ]);
-  const row = await getReportRow(env.DB, actor.installationId, id);
-  if (!row) {
-    // Lost a race with a concurrent request carrying the same Idempotency-Key.
-    const winner = idempotencyKey ? await getReportRowByKey(env.DB, actor.installationId, idempotencyKey) : null;
-    if (!winner) throw new AppError("report.intake_failed", "The report could not be recorded; retry.", { status: 503, retryable: true });
-    return replay(env, ctx, actor, winner, requestDigest);
-  }
+  const row = results[5]!.results[0] as ReportRow | undefined;
+  const triggers = results[6]!.results as unknown as TriggerRow[];
+  if (!row) throw new AppError("report.intake_failed", "The report could not be recorded; retry.", { status: 503, retryable: true });
+  if (row.id !== id) return replay(env, ctx, actor, row, requestDigest, triggers);
   const summary = reportSummary(row);
-  const runs = await fireTriggers(env, ctx, actor, { event: "report.created", report: summary, subjectKey: summary.id });
+  const runs = await fireTriggers(env, ctx, actor, { event: "report.created", report: summary, subjectKey: summary.id, triggers });
   return { report: summary, runs, replayed: false };
 }
 
-async function replay(env: Env, ctx: ExecutionContext, actor: Actor, row: ReportRow, requestDigest: string) {
+async function replay(env: Env, ctx: ExecutionContext, actor: Actor, row: ReportRow, requestDigest: string, triggers: TriggerRow[]) {
   if (row.requestDigest !== requestDigest) throw conflict("idempotency_key.reused", "This Idempotency-Key was already used for a different report.");
   const summary = reportSummary(row);
-  const runs = await fireTriggers(env, ctx, actor, { event: "report.created", report: summary, subjectKey: summary.id });
+  const runs = await fireTriggers(env, ctx, actor, { event: "report.created", report: summary, subjectKey: summary.id, triggers });
   return { report: summary, runs, replayed: true };
 }
 

@@ -114,9 +114,9 @@ export async function listQueueTasks(env: Env, actor: Actor, queueId: string, op
   const { results } = await env.DB.prepare(`
     SELECT ${COLUMNS} FROM human_tasks
     WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3
-      AND (?4 IS NULL OR due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
+      AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
     ORDER BY due_at, priority DESC, id LIMIT ?7
-  `).bind(actor.installationId, queueId, state, after?.dueAt ?? null, after?.priority ?? 0, after?.id ?? "", limit + 1).all<TaskRow>();
+  `).bind(actor.installationId, queueId, state, after?.dueAt ?? "", after?.priority ?? 101, after?.id ?? "", limit + 1).all<TaskRow>();
   const page = results.slice(0, limit);
   const last = page.at(-1);
   const now = new Date().toISOString();

@@ -96,6 +96,13 @@ export async function setTriggerEnabled(env: Env, actor: Actor, id: string, enab
   return serialize((await getTrigger(env.DB, actor.installationId, id))!);
 }
 
+/** The enabled triggers of an event, as a statement (so intake can read them in its write batch). */
+export function enabledTriggersStatement(db: D1Database, installationId: string, event: TriggerEvent): D1PreparedStatement {
+  return db.prepare(`SELECT ${COLUMNS} FROM triggers WHERE installation_id = ?1 AND event = ?2 AND enabled = 1 ORDER BY created_at`).bind(installationId, event);
+}
+
+export type { TriggerRow };
+
 /**
  * Evaluates every enabled trigger of `event` and starts a run for each match. A trigger that
  * fails to evaluate or to start is reported (and audited), never fatal to the intake: the event
@@ -103,10 +110,9 @@ export async function setTriggerEnabled(env: Env, actor: Actor, id: string, enab
  */
 export async function fireTriggers(
   env: Env, ctx: ExecutionContext, actor: Actor,
-  input: { event: TriggerEvent; report: Record<string, unknown> | null; appeal?: Record<string, unknown>; subjectKey: string },
+  input: { event: TriggerEvent; report: Record<string, unknown> | null; appeal?: Record<string, unknown>; subjectKey: string; triggers?: TriggerRow[] },
 ): Promise<TriggeredRun[]> {
-  const { results } = await env.DB.prepare(`SELECT ${COLUMNS} FROM triggers WHERE installation_id = ?1 AND event = ?2 AND enabled = 1 ORDER BY created_at`)
-    .bind(actor.installationId, input.event).all<TriggerRow>();
+  const results = input.triggers ?? (await enabledTriggersStatement(env.DB, actor.installationId, input.event).all<TriggerRow>()).results;
   // The run's input holds only what never changes about the event, so a replay asks for the same run.
   const { caseReportCount: _count, ...stableReport } = input.report ?? {};
   const payload = { report: (input.report ? stableReport : null) as JsonValue, ...(input.appeal ? { appeal: input.appeal as JsonValue } : {}) };
