@@ -30,7 +30,7 @@ const NAME_RULE = `use 1-${MAX_NAME_LENGTH} lowercase letters (a-z), digits and 
 /** Never copied, wherever they sit: dependencies, local state, local secrets, logs. */
 const SKIPPED_NAMES = new Set(["node_modules", ".wrangler", ".safest-state", ".git", ".gitignore", ".npmignore", ".DS_Store", ".vite", ".vite-temp"]);
 /** Never copied, relative to template/: build output, generated files, the README (written anew). */
-const SKIPPED_PATHS = new Set(["dist", "coverage", "src/workflows/kernel/kernel-source.generated.ts", "README.md"]);
+const SKIPPED_PATHS = new Set(["dist", "coverage", "console-dist", "src/workflows/kernel/kernel-source.generated.ts", "README.md"]);
 
 class UserError extends Error {}
 

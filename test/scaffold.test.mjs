@@ -209,6 +209,7 @@ test("in the project: typecheck, its own vitest suite under workerd, wrangler de
   assert.doesNotMatch(vitest, /Test Files\s+.*failed/u);
 
   const outdir = path.join(work, "bundle");
+  run("npm", ["run", "build:console"], { timeout: 180_000 });
   const deploy = run("npx", ["wrangler", "deploy", "--dry-run", "--outdir", outdir], { timeout: 180_000 });
   assert.match(deploy, /--dry-run: exiting now/u);
   const bundle = path.join(outdir, "index.js");

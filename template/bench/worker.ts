@@ -2,10 +2,16 @@
 // production Worker unchanged — every export of ../src/index.ts — plus a bare Cloudflare Workflow,
 // the baseline the platform runtime is measured against: N `step.do`, each with one D1 write; a
 // `Server-Timing: app;dur=<ms>` header on every platform response; /bench routes that time the
-// parts of report intake and a D1 round trip; and /bench routes that seed a review queue with many
-// open tasks and show the query plan of the queue listing.
+// parts of report intake and a D1 round trip; /bench routes that seed a review queue with many
+// open tasks and show the query plan of the queue listing; and /bench routes for the costs of an
+// action (a bare signed webhook POST; the recorded times of autonomous actions), of a component
+// call made directly in the host, and of loading a node's context. GET /bench/floor is the
+// platform's own GET / (the console's assets answer / itself), for the HTTP floor.
 import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloudflare:workers";
+import { Webhook } from "standardwebhooks";
 import { canonicalJson } from "../src/audit";
+import { executeBuiltin } from "../src/automation/builtins";
+import { executeComponentVersion, getComponentVersionRow } from "../src/automation/components";
 import { sealPersonalData } from "../src/cases/report-crypto";
 import { intakeReport, type ReportInput } from "../src/cases/reports";
 import { fireTriggers } from "../src/cases/triggers";
@@ -14,6 +20,10 @@ import { schemas } from "../src/http/schemas";
 import { validateBody } from "../src/http/validate";
 import platform from "../src/index";
 import { sha256Hex, timingSafeEqual } from "../src/lib/crypto";
+import { loadWorkflowExecutionContext } from "../src/workflows/execution-context";
+import type { AuthorizedRun } from "../src/workflows/runtime-authorize";
+import type { JsonObject, WorkflowNodeV1 } from "../src/workflows/types";
+import { parseWorkflowGraph } from "../src/workflows/validation";
 
 export * from "../src/index";
 
@@ -250,6 +260,191 @@ async function profileIntake(env: BenchEnv, ctx: ExecutionContext, body: { insta
   });
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Actions: a bare signed webhook POST, and what D1 recorded for autonomous actions
+
+const MAX_BARE_POSTS = 1_000;
+
+/**
+ * `count` webhook POSTs to `url`, one after another, each signed per Standard Webhooks with the
+ * same library and headers attemptDelivery uses, with a body shaped like an action's payload. No
+ * D1, no queue, no sealing: the floor an action's delivery is compared with. Date.now() is read
+ * before signing, before the fetch and after the response is consumed.
+ */
+async function bareWebhooks(body: { url?: unknown; secret?: unknown; count?: unknown }): Promise<Response> {
+  const { url, secret } = body;
+  const count = Number(body.count);
+  if (typeof url !== "string" || !/^http:\/\/127\.0\.0\.1:\d+\//u.test(url) || typeof secret !== "string" || !secret.startsWith("whsec_")
+    || !Number.isInteger(count) || count < 1 || count > MAX_BARE_POSTS) return json({ error: { code: "bench.webhook_invalid" } }, 400);
+  const webhook = new Webhook(secret);
+  const fetchMs: number[] = [];
+  const signAndFetchMs: number[] = [];
+  const statuses: number[] = [];
+  const began = Date.now();
+  for (let index = 0; index < count; index++) {
+    const id = `msg_bench_bare_${crypto.randomUUID()}`;
+    const signStarted = Date.now();
+    const payload = JSON.stringify({
+      type: "action.execute", timestamp: new Date(signStarted).toISOString(),
+      data: {
+        proposalId: `run_bench_${index}:act:main:1:proposal`, actionType: "bench_remove", params: { postId: `post-${index}` }, runId: `run_bench_${index}`,
+        reportId: null, subject: null, authorityMode: "autonomous", approvedBy: null, reversible: true,
+      },
+    });
+    const signature = webhook.sign(id, new Date(signStarted), payload);
+    const fetchStarted = Date.now();
+    const response = await fetch(url, {
+      method: "POST", redirect: "manual", signal: AbortSignal.timeout(15_000),
+      headers: {
+        "content-type": "application/json", "user-agent": "SafestTools-Webhooks/1", "webhook-id": id,
+        "webhook-timestamp": String(Math.floor(signStarted / 1000)), "webhook-signature": signature,
+      },
+      body: payload,
+    });
+    await response.body?.cancel();
+    const done = Date.now();
+    statuses.push(response.status);
+    fetchMs.push(done - fetchStarted);
+    signAndFetchMs.push(done - signStarted);
+  }
+  return json({ count, totalMs: Date.now() - began, fetchMs, signAndFetchMs, non2xx: statuses.filter((status) => status < 200 || status > 299).length });
+}
+
+/**
+ * The recorded times of autonomous action runs: the run, its action step, the proposal, its
+ * delivery and the delivery's first attempt — all stamped by the Worker's own clock.
+ */
+async function actionTimings(env: BenchEnv, body: { runIds?: unknown }): Promise<Response> {
+  const { runIds } = body;
+  if (!Array.isArray(runIds) || runIds.length < 1 || runIds.length > 500 || !runIds.every((id) => typeof id === "string")) {
+    return json({ error: { code: "bench.run_ids_invalid" } }, 400);
+  }
+  const { results } = await env.DB.prepare(`
+    SELECT r.id AS runId, r.state AS runState, r.created_at AS runCreatedAt, r.started_at AS runStartedAt, r.finished_at AS runFinishedAt,
+      s.started_at AS stepStartedAt, s.waiting_at AS stepWaitingAt, s.finished_at AS stepFinishedAt,
+      p.state AS proposalState, p.created_at AS proposalCreatedAt, p.updated_at AS proposalUpdatedAt,
+      d.state AS deliveryState, d.attempts, d.created_at AS deliveryCreatedAt, d.delivered_at AS deliveredAt,
+      a.started_at AS attemptStartedAt, a.duration_ms AS attemptMs, a.status_code AS attemptStatus
+    FROM workflow_runs r
+    JOIN action_proposals p ON p.run_id = r.id
+    LEFT JOIN workflow_step_runs s ON s.id = p.step_run_id
+    LEFT JOIN webhook_deliveries d ON d.id = p.delivery_id
+    LEFT JOIN webhook_attempts a ON a.delivery_id = d.id AND a.attempt = 1
+    WHERE r.id IN (SELECT value FROM json_each(?1))
+  `).bind(JSON.stringify(runIds)).all();
+  return json({ rows: results });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Components: the same work in the host, in the sandbox, and as a built-in
+
+/** The work of the bench's component (its source is this function's body), done in the host. */
+function countWords(input: { text?: unknown }): { words: number } {
+  const text = typeof input.text === "string" ? input.text : "";
+  return { words: text.split(/\s+/u).filter(Boolean).length };
+}
+
+const MAX_DIRECT_CALLS = 1_000;
+
+/**
+ * Times, one call after another and without the workflow runtime, as the mean over a loop (the
+ * clock has whole milliseconds): countWords in the host (µs, so `calls` × 1,000 calls between two
+ * D1 round trips, one subtracted), executeComponentVersion (the node's sandbox call: version row
+ * read, digest check, Worker Loader RPC, JSON copy) and, of it, the version-row read alone, and
+ * executeBuiltin("keyword_bank") (the built-in node's work), `calls` times each.
+ */
+async function componentDirect(env: BenchEnv, ctx: ExecutionContext, body: { installationId?: unknown; componentVersionId?: unknown; text?: unknown; calls?: unknown; keywords?: unknown }): Promise<Response> {
+  const { installationId, componentVersionId, text, keywords } = body;
+  const calls = Number(body.calls);
+  if (typeof installationId !== "string" || typeof componentVersionId !== "string" || typeof text !== "string" || !Array.isArray(keywords)
+    || !Number.isInteger(calls) || calls < 1 || calls > MAX_DIRECT_CALLS) return json({ error: { code: "bench.component_invalid" } }, 400);
+  const ping = () => env.DB.prepare(`SELECT 1 AS one`).first();
+  await ping();
+  let began = Date.now();
+  for (let index = 0; index < calls; index++) await ping();
+  const d1PingMs = (Date.now() - began) / calls;
+  const hostCalls = calls * 1_000;
+  let words = 0;
+  await ping();
+  began = Date.now();
+  for (let index = 0; index < hostCalls; index++) words += countWords({ text }).words;
+  await ping();
+  const hostFunctionMs = Math.max(0, Date.now() - began - d1PingMs) / hostCalls;
+  const expected = countWords({ text }).words;
+  const componentInsideMs: number[] = [];
+  began = Date.now();
+  for (let index = 0; index < calls; index++) {
+    const result = await executeComponentVersion(env, ctx, { installationId, componentVersionId, input: { text }, context: { nodeId: "bench", authorityMode: "autonomous" } });
+    componentInsideMs.push(result.latencyMs);
+    if ((result.data as { words?: unknown } | null)?.words !== expected) throw new Error(`component answered ${JSON.stringify(result.data)}, expected ${expected} words`);
+  }
+  const componentMs = (Date.now() - began) / calls;
+  // The part of executeComponentVersion that is a D1 read: the version row (source, digest, limits).
+  began = Date.now();
+  for (let index = 0; index < calls; index++) await getComponentVersionRow(env.DB, installationId, componentVersionId);
+  const versionReadMs = (Date.now() - began) / calls;
+  const run = { id: "run_bench_direct", installationId } as AuthorizedRun; // keyword_bank reads neither
+  const config = { component: "keyword_bank", keywords } as JsonObject;
+  await ping();
+  began = Date.now();
+  for (let index = 0; index < calls; index++) await executeBuiltin(env, "keyword_bank", { run, config, input: { text } });
+  await ping();
+  const builtinMs = Math.max(0, Date.now() - began - d1PingMs) / calls;
+  // Each call's own latencyMs (Date.now() around the sandbox RPC) is a whole number of ms; its
+  // mean over many calls is still a fair estimate of the RPC's time.
+  const invokeMs = componentInsideMs.reduce((sum, value) => sum + value, 0) / calls;
+  return json({ calls, hostCalls, d1PingMs, hostFunctionMs, words: words / hostCalls, componentMs, versionReadMs, invokeMs, builtinMs });
+}
+
+// ---------------------------------------------------------------------------------------------
+// A node's context: loadWorkflowExecutionContext against runs with few and many recorded steps
+
+const MAX_CONTEXT_ROUNDS = 1_000;
+
+/** A condition whose expression reads `steps` as a whole, so its context holds every step output. */
+const ALL_STEPS_PROBE: WorkflowNodeV1 = {
+  id: "bench_all_steps_probe", kind: "condition",
+  config: { cases: [{ port: "next", when: "size(steps) > 0" }], case_ports: ["next"], default_port: "other" },
+};
+
+/**
+ * loadWorkflowExecutionContext for one node of a recorded run (finished runs included: the run is
+ * read without the runtime's liveness checks), `rounds` times one after another; with the D1
+ * round trip measured in the same request.
+ */
+async function contextLoad(env: BenchEnv, body: { runId?: unknown; nodeId?: unknown; probe?: unknown; rounds?: unknown }): Promise<Response> {
+  const { runId, nodeId, probe } = body;
+  const rounds = Number(body.rounds);
+  if (typeof runId !== "string" || (typeof nodeId !== "string" && probe !== "all-steps") || !Number.isInteger(rounds) || rounds < 1 || rounds > MAX_CONTEXT_ROUNDS) {
+    return json({ error: { code: "bench.context_invalid" } }, 400);
+  }
+  const row = await env.DB.prepare(`
+    SELECT r.id, r.installation_id AS installationId, r.workflow_version_id AS workflowVersionId, r.authority_mode AS authorityMode, r.state,
+      r.input_json AS inputJson, r.report_id AS reportId, v.graph_json AS graphJson,
+      (SELECT COUNT(*) FROM workflow_step_runs s WHERE s.run_id = r.id) AS recordedSteps
+    FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id WHERE r.id = ?1
+  `).bind(runId).first<Omit<AuthorizedRun, "graph"> & { graphJson: string; recordedSteps: number }>();
+  if (!row) return json({ error: { code: "bench.run_unknown" } }, 404);
+  const { graphJson, recordedSteps, ...fields } = row;
+  const run: AuthorizedRun = { ...fields, graph: parseWorkflowGraph(JSON.parse(graphJson)) };
+  const node = probe === "all-steps" ? ALL_STEPS_PROBE : run.graph.nodes.find((candidate) => candidate.id === nodeId);
+  if (!node) return json({ error: { code: "bench.node_unknown" } }, 404);
+  const ping = () => env.DB.prepare(`SELECT 1 AS one`).first();
+  await ping();
+  let began = Date.now();
+  for (let index = 0; index < rounds; index++) await ping();
+  const d1PingMs = (Date.now() - began) / rounds;
+  let stepsLoaded = 0;
+  began = Date.now();
+  for (let index = 0; index < rounds; index++) {
+    const context = await loadWorkflowExecutionContext(env, { run, node, branchKey: "" });
+    stepsLoaded = Object.keys(context.steps as object).length;
+  }
+  const msPerLoad = (Date.now() - began) / rounds;
+  return json({ runId, nodeId: node.id, recordedSteps, stepsLoaded, rounds, msPerLoad, d1PingMs });
+}
+
 // ---------------------------------------------------------------------------------------------
 
 function json(body: unknown, status = 200): Response {
@@ -286,6 +481,10 @@ async function benchRoute(request: Request, env: BenchEnv, ctx: ExecutionContext
   if (request.method === "POST" && url.pathname === "/bench/queue-seed") return seedQueue(env, (await request.json().catch(() => ({}))) as SeedBody);
   if (request.method === "POST" && url.pathname === "/bench/queue-plan") return explainListing(env, (await request.json().catch(() => ({}))) as Parameters<typeof explainListing>[1]);
   if (request.method === "POST" && url.pathname === "/bench/queue-keys") return listingKeysAt(env, (await request.json().catch(() => ({}))) as Parameters<typeof listingKeysAt>[1]);
+  if (request.method === "POST" && url.pathname === "/bench/webhook-bare") return bareWebhooks((await request.json().catch(() => ({}))) as Parameters<typeof bareWebhooks>[0]);
+  if (request.method === "POST" && url.pathname === "/bench/action-timings") return actionTimings(env, (await request.json().catch(() => ({}))) as Parameters<typeof actionTimings>[1]);
+  if (request.method === "POST" && url.pathname === "/bench/component-direct") return componentDirect(env, ctx, (await request.json().catch(() => ({}))) as Parameters<typeof componentDirect>[2]);
+  if (request.method === "POST" && url.pathname === "/bench/context-load") return contextLoad(env, (await request.json().catch(() => ({}))) as Parameters<typeof contextLoad>[1]);
   return json({ error: { code: "route.not_found" } }, 404);
 }
 
@@ -293,14 +492,24 @@ export default {
   ...platform, // every other handler of the production Worker (queue, scheduled, …) unchanged
   async fetch(request, env, ctx) {
     const url = new URL(request.url);
+    // The HTTP floor: the platform's own GET / (Hono, no auth, no D1), reached through /bench/*
+    // because the console's assets answer / itself.
+    if (request.method === "GET" && url.pathname === "/bench/floor") return timedPlatform(new Request(new URL("/", url), request), env, ctx);
     if (url.pathname === "/bench" || url.pathname.startsWith("/bench/")) return benchRoute(request, env, ctx, url);
-    // Server time of the platform's handler: request arrival → its Response (body serialized).
-    // Under wrangler dev workerd's clock is the wall clock, CPU included (deployed Workers only
-    // advance it across I/O); the bench also records the round trip its client sees.
-    const started = Date.now();
-    const response = await platform.fetch(request, env, ctx);
-    const timed = new Response(response.body, response);
-    timed.headers.append("Server-Timing", `app;dur=${Date.now() - started}`);
-    return timed;
+    return timedPlatform(request, env, ctx);
   },
 } satisfies ExportedHandler<BenchEnv>;
+
+/**
+ * Server time of the platform's handler: request arrival → its Response (body serialized), as a
+ * `Server-Timing: app;dur=<ms>` header. Under wrangler's local engines workerd's clock is the wall
+ * clock, CPU included (deployed Workers only advance it across I/O); the bench also records the
+ * round trip its client sees.
+ */
+async function timedPlatform(request: Request, env: BenchEnv, ctx: ExecutionContext): Promise<Response> {
+  const started = Date.now();
+  const response = await platform.fetch(request, env, ctx);
+  const timed = new Response(response.body, response);
+  timed.headers.append("Server-Timing", `app;dur=${Date.now() - started}`);
+  return timed;
+}

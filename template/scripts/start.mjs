@@ -118,6 +118,15 @@ function masterKey() {
   return { source: "generated" };
 }
 
+function viteBin() {
+  const require = createRequire(path.join(templateDir, "package.json"));
+  try {
+    return path.join(path.dirname(require.resolve("vite/package.json")), "bin", "vite.js");
+  } catch {
+    return fail("vite is not installed; run `npm install` first.");
+  }
+}
+
 function run(args, extraEnv = {}) {
   const result = spawnSync(process.execPath, args, { cwd: templateDir, stdio: "inherit", env: { ...process.env, ...extraEnv } });
   if (result.error) fail(`${args.join(" ")} could not start: ${result.error.message}`);
@@ -226,6 +235,8 @@ async function main() {
   mkdirSync(state, { recursive: true, mode: 0o700 });
 
   run(["scripts/build-kernel.mjs"]);
+  // The console is served as static assets; wrangler refuses to start without its folder.
+  run([viteBin(), "build", "--config", "console/vite.config.ts", "--logLevel", "warn"]);
   const admin = adminToken();
   const master = masterKey();
   // CI=true: apply without the confirmation prompt.

@@ -1,0 +1,294 @@
+// The console's only door to the API: same-origin requests with the session cookie, and the
+// session's CSRF token on every state-changing request.
+
+export interface ApiErrorBody {
+  code: string;
+  message: string;
+  details?: unknown;
+}
+
+export class ApiError extends Error {
+  constructor(readonly status: number, readonly code: string, message: string, readonly details?: unknown) {
+    super(message);
+  }
+}
+
+let csrfToken = "";
+export function setCsrfToken(token: string): void {
+  csrfToken = token;
+}
+
+type Listener = () => void;
+const unauthenticatedListeners = new Set<Listener>();
+/** Called when any request answers 401: the session ended (expired, revoked, signed out elsewhere). */
+export function onUnauthenticated(listener: Listener): () => void {
+  unauthenticatedListeners.add(listener);
+  return () => unauthenticatedListeners.delete(listener);
+}
+
+export interface RequestOptions {
+  method?: string;
+  body?: unknown;
+  signal?: AbortSignal;
+  headers?: Record<string, string>;
+  /** Do not treat a 401 as the end of the session (used by the session probe itself). */
+  quiet401?: boolean;
+}
+
+export async function api<T = unknown>(path: string, options: RequestOptions = {}): Promise<T> {
+  const method = options.method ?? (options.body === undefined ? "GET" : "POST");
+  const headers: Record<string, string> = { accept: "application/json", ...options.headers };
+  if (options.body !== undefined) headers["content-type"] = "application/json";
+  if (method !== "GET" && method !== "HEAD" && csrfToken) headers["x-csrf-token"] = csrfToken;
+  let response: Response;
+  try {
+    response = await fetch(`/api/v1${path}`, {
+      method,
+      headers,
+      credentials: "same-origin",
+      ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+  } catch (error) {
+    if (error instanceof DOMException && error.name === "AbortError") throw error;
+    throw new ApiError(0, "network.unreachable", "The server could not be reached. Check your connection and try again.");
+  }
+  const text = await response.text();
+  let parsed: unknown = null;
+  if (text) {
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = null;
+    }
+  }
+  if (!response.ok) {
+    const error = (parsed as { error?: ApiErrorBody } | null)?.error;
+    if (response.status === 401 && !options.quiet401) for (const listener of unauthenticatedListeners) listener();
+    throw new ApiError(response.status, error?.code ?? `http.${response.status}`, error?.message ?? `The server answered ${response.status}.`, error?.details);
+  }
+  return parsed as T;
+}
+
+export const get = <T = unknown>(path: string, signal?: AbortSignal) => api<T>(path, signal ? { signal } : {});
+export const post = <T = unknown>(path: string, body: unknown = {}) => api<T>(path, { method: "POST", body });
+
+export function qs(params: Record<string, string | number | undefined | null>): string {
+  const search = new URLSearchParams();
+  for (const [key, value] of Object.entries(params)) if (value !== undefined && value !== null && value !== "") search.set(key, String(value));
+  const text = search.toString();
+  return text ? `?${text}` : "";
+}
+
+export function errorMessage(error: unknown): string {
+  if (error instanceof ApiError) {
+    if (error.status === 403 && error.code === "auth.scope_missing") return "Your role does not allow this.";
+    if (error.status === 403 && error.code === "auth.csrf_failed") return "Your session's security token was refused; reload the page and try again.";
+    return error.message;
+  }
+  return error instanceof Error ? error.message : String(error);
+}
+
+// --- Shapes the console reads ------------------------------------------------------------------
+
+export type Role = "admin" | "moderator" | "viewer";
+
+export interface ConsoleUser {
+  id: string;
+  email: string;
+  name: string;
+  role: Role;
+  installationId: string;
+  queueIds: string[] | null;
+  preferences: { blurMedia: boolean };
+}
+
+export interface Session {
+  user: ConsoleUser;
+  csrfToken: string;
+}
+
+export interface Queue {
+  id: string;
+  name: string;
+  description: string | null;
+  slaSeconds: number;
+  priority: number;
+  open?: number;
+  claimed?: number;
+  breachedSla?: number;
+  oldestDueAt?: string | null;
+}
+
+export interface Task {
+  id: string;
+  queueId: string | null;
+  runId: string;
+  reportId: string | null;
+  appealId: string | null;
+  taskType: string;
+  state: "open" | "claimed" | "completed" | "expired" | "cancelled";
+  priority: number;
+  context: unknown;
+  responseSchema: unknown;
+  response: unknown;
+  dueAt: string;
+  slaBreached: boolean;
+  expiresAt: string | null;
+  claim: { reviewer: string; claimedAt: string; leaseExpiresAt: string } | null;
+  completedBy: string | null;
+  completedAt: string | null;
+  createdAt: string;
+}
+
+export interface ReportSummary {
+  id: string;
+  caseId: string;
+  category: string;
+  categorySpecification: string[];
+  source: string;
+  subject: { kind: string; id: string };
+  evidenceCount: number;
+  caseReportCount: number;
+  createdAt: string;
+}
+
+export interface ReportDetail extends Omit<ReportSummary, "subject"> {
+  subject: { kind: string; id: string; url: string | null; ownerId: string | null; snapshot: unknown };
+  reporter: { id?: string; contact?: string } | null;
+  description: string | null;
+  evidence: Array<{ kind: string; url?: string; text?: string; sha256?: string }>;
+}
+
+export interface TimelineItem {
+  at: string;
+  kind: "report" | "run" | "task" | "decision" | "action" | "message" | "appeal" | "handoff" | "audit";
+  id: string;
+  summary: string;
+  state?: string | null;
+}
+
+export interface Step {
+  id: string;
+  nodeId: string;
+  kind: string;
+  branchKey: string;
+  state: string;
+  outputDigest: string | null;
+  errorCode: string | null;
+  output: Record<string, unknown> | null;
+  startedAt: string | null;
+  waitingAt: string | null;
+  finishedAt: string | null;
+  updatedAt: string;
+}
+
+export interface Wait {
+  id: string;
+  stepRunId: string;
+  waitType: string;
+  eventType: string;
+  state: string;
+  deadlineAt: string;
+  createdAt: string;
+  satisfiedAt: string | null;
+}
+
+export interface Run {
+  id: string;
+  workflowVersionId: string;
+  authorityMode: string;
+  state: string;
+  input: unknown;
+  output: unknown;
+  error: { code: string; summary: string | null } | null;
+  reportId: string | null;
+  parentRunId: string | null;
+  currentNodeId: string | null;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  updatedAt: string;
+}
+
+export interface RunDetail extends Run {
+  steps: Step[];
+  waits: Wait[];
+}
+
+export interface GraphNode {
+  id: string;
+  kind: string;
+  config?: Record<string, unknown>;
+  inputMapping?: Record<string, string>;
+  errorPort?: string;
+  timeoutPolicy?: { timeout_seconds?: number; retries?: number };
+}
+
+export interface Graph {
+  schemaVersion: 1;
+  nodes: GraphNode[];
+  edges: Array<{ from: { nodeId: string; port: string }; to: { nodeId: string } }>;
+}
+
+export interface WorkflowVersion {
+  id: string;
+  workflowId: string;
+  workflowName: string;
+  version: number;
+  graph: Graph;
+  graphDigest: string;
+  artifact: { id: string; digest: string; sizeBytes: number; storage: string };
+  createdAt: string;
+  retiredAt: string | null;
+}
+
+export interface Workflow {
+  id: string;
+  name: string;
+  description: string | null;
+  createdAt: string;
+  updatedAt: string;
+  /** Version rows (no graph): artifact fields flattened. */
+  versions?: Array<{ id: string; workflowId: string; version: number; graphDigest: string; artifactId: string; artifactDigest: string; artifactSizeBytes: number; createdAt: string; retiredAt: string | null }>;
+}
+
+export interface Proposal {
+  id: string;
+  runId: string;
+  nodeId: string;
+  actionType: string;
+  reportId: string | null;
+  authorityMode: string;
+  state: string;
+  params: unknown;
+  decidedBy: string | null;
+  decidedAt: string | null;
+  reason: string | null;
+  deliveryId: string | null;
+  expiresAt: string;
+  createdAt: string;
+}
+
+export interface AuditEvent {
+  id: string;
+  seq: number;
+  action: string;
+  actor: { type: string; id: string };
+  target: { type: string; id: string };
+  details: unknown;
+  createdAt: string;
+  hash: string | null;
+  prevHash: string | null;
+}
+
+export interface ValidationProblem {
+  path: string;
+  code: string;
+  message: string;
+}
+
+export interface Page<T> {
+  items: T[];
+  nextCursor?: string | null;
+}

@@ -1,0 +1,133 @@
+// Reports: search by subject and category, and one report's timeline; its personal data opens
+// only on request (the access is audited).
+import { useMemo, useState, type FormEvent } from "react";
+import { get, qs, type Page, type ReportDetail, type ReportSummary } from "../api";
+import { useResource } from "../hooks";
+import { Link, useNavigate, useSearchParam } from "../router";
+import { useSession } from "../session";
+import { Empty, ErrorNote, Loading, PageTitle, shortId, Time } from "../ui";
+import { collectMedia, ExternalLink, MediaGallery, snapshotText } from "./content";
+import { SubjectReports, Timeline } from "./timeline";
+
+const CATEGORIES = [
+  "animal_welfare", "consumer_information", "cyber_violence", "cyber_violence_against_women", "data_protection_and_privacy_violations",
+  "illegal_or_harmful_speech", "intellectual_property_infringements", "negative_effects_on_civic_discourse_or_elections", "not_specified_notice",
+  "other_violation_tc", "protection_of_minors", "risk_for_public_security", "scams_and_fraud", "self_harm", "unsafe_and_prohibited_products", "violence",
+];
+
+export function ReportsPage() {
+  const navigate = useNavigate();
+  const subjectId = useSearchParam("subjectId") ?? "";
+  const category = useSearchParam("category") ?? "";
+  const [subject, setSubject] = useState(subjectId);
+  const [cat, setCat] = useState(category);
+  const [pages, setPages] = useState<ReportSummary[][]>([]);
+  const [cursor, setCursor] = useState<string | null>(null);
+  const [more, setMore] = useState(false);
+  const first = useResource(async (signal) => {
+    const page = await get<Page<ReportSummary>>(`/reports${qs({ subjectId, category, limit: 50 })}`, signal);
+    setPages([page.items]);
+    setCursor(page.nextCursor ?? null);
+    return page;
+  }, [subjectId, category]);
+  const search = (event: FormEvent) => {
+    event.preventDefault();
+    navigate(`/reports${qs({ subjectId: subject.trim(), category: cat })}`);
+  };
+  const loadMore = async () => {
+    if (!cursor) return;
+    setMore(true);
+    try {
+      const page = await get<Page<ReportSummary>>(`/reports${qs({ subjectId, category, limit: 50, cursor })}`);
+      setPages((list) => [...list, page.items]);
+      setCursor(page.nextCursor ?? null);
+    } finally {
+      setMore(false);
+    }
+  };
+  const reports = pages.flat();
+  return (
+    <section data-ready={first.data ? "true" : undefined}>
+      <PageTitle subtitle="Summaries only; a report's personal data opens on its page, and that access is audited.">Reports</PageTitle>
+      <form className="filters" role="search" onSubmit={search}>
+        <label htmlFor="subject-search">Subject id</label>
+        <input id="subject-search" className="mono" value={subject} onChange={(e) => setSubject(e.target.value)} autoComplete="off" />
+        <label htmlFor="category-search">Category</label>
+        <select id="category-search" value={cat} onChange={(e) => setCat(e.target.value)}>
+          <option value="">any</option>
+          {CATEGORIES.map((c) => <option key={c} value={c}>{c.replace(/_/gu, " ")}</option>)}
+        </select>
+        <button type="submit" className="btn">Search</button>
+      </form>
+      <ErrorNote error={first.error} retry={first.reload} />
+      {first.loading && reports.length === 0 ? <Loading /> : null}
+      {first.data && reports.length === 0 ? <Empty>No reports match.</Empty> : null}
+      {reports.length > 0 ? (
+        <table className="table">
+          <caption className="sr-only">Reports, newest first</caption>
+          <thead><tr><th scope="col">Report</th><th scope="col">Subject</th><th scope="col">Category</th><th scope="col">Source</th><th scope="col" className="num">On subject</th><th scope="col">Received</th></tr></thead>
+          <tbody>
+            {reports.map((r) => (
+              <tr key={r.id}>
+                <th scope="row"><Link to={`/reports/${encodeURIComponent(r.id)}?case=${encodeURIComponent(r.caseId)}`}>{shortId(r.id)}</Link></th>
+                <td>{r.subject.kind} <code>{r.subject.id}</code></td>
+                <td>{r.category.replace(/_/gu, " ")}</td>
+                <td>{r.source.replace(/_/gu, " ")}</td>
+                <td className="num">{r.caseReportCount}</td>
+                <td><Time at={r.createdAt} /></td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : null}
+      {cursor ? <button type="button" className="btn" disabled={more} onClick={() => void loadMore()}>{more ? "Loading…" : "Show more"}</button> : null}
+    </section>
+  );
+}
+
+function Opened({ report }: { report: ReportDetail }) {
+  const { user } = useSession();
+  const media = useMemo(() => collectMedia(report.subject.snapshot, report.evidence), [report]);
+  return (
+    <section className="card" aria-labelledby="opened-heading">
+      <h2 id="opened-heading">Report details</h2>
+      <dl className="kv">
+        <div><dt>Subject</dt><dd>{report.subject.kind} <code>{report.subject.id}</code>{report.subject.url ? <> · <ExternalLink href={report.subject.url}>{report.subject.url}</ExternalLink></> : null}</dd></div>
+        <div><dt>Category</dt><dd>{report.category.replace(/_/gu, " ")}</dd></div>
+        <div><dt>Reporter</dt><dd>{report.reporter?.id ?? "anonymous"}{report.reporter?.contact ? ` · ${report.reporter.contact}` : ""}</dd></div>
+      </dl>
+      {report.description ? <blockquote className="content-text"><span className="muted small">What the reporter wrote</span><p>{report.description}</p></blockquote> : null}
+      {snapshotText(report.subject.snapshot).map(([k, text]) => <blockquote key={k} className="content-text"><span className="muted small">{k}</span><p>{text}</p></blockquote>)}
+      <MediaGallery items={media} blurByDefault={user.preferences.blurMedia} revealAllSignal={0} />
+    </section>
+  );
+}
+
+export function ReportPage({ params }: { params: Record<string, string> }) {
+  const id = params.id!;
+  const caseParam = useSearchParam("case");
+  const [open, setOpen] = useState(false);
+  const report = useResource(open ? (signal) => get<ReportDetail>(`/reports/${encodeURIComponent(id)}`, signal) : null, [open, id]);
+  const caseId = report.data?.caseId ?? caseParam;
+  return (
+    <section data-ready="true">
+      <PageTitle subtitle={<Link to="/reports">All reports</Link>}>{`Report ${shortId(id)}`}</PageTitle>
+      {!open ? (
+        <div className="note note-info">
+          <p>The report's personal data (reporter, description, content) is sealed. Opening it is recorded in the audit trail.</p>
+          <button type="button" className="btn" onClick={() => setOpen(true)}>Open report details</button>
+        </div>
+      ) : report.error ? <ErrorNote error={report.error} retry={report.reload} /> : report.data ? <Opened report={report.data} /> : <Loading />}
+      <section className="card" aria-labelledby="timeline-heading">
+        <h2 id="timeline-heading">Timeline</h2>
+        <Timeline reportId={id} />
+      </section>
+      {caseId ? (
+        <section className="card" aria-labelledby="subject-heading">
+          <h2 id="subject-heading">Other reports on this subject</h2>
+          <SubjectReports caseId={caseId} currentReportId={id} />
+        </section>
+      ) : null}
+    </section>
+  );
+}

@@ -1,0 +1,69 @@
+// Runs, newest first, filtered by state or version.
+import { useState } from "react";
+import { get, qs, type Page, type Run } from "../api";
+import { useResource } from "../hooks";
+import { Link, useNavigate, useSearchParam } from "../router";
+import { Empty, ErrorNote, Loading, PageTitle, shortId, StateBadge, Time } from "../ui";
+
+const STATES = ["", "running", "waiting", "repair_required", "succeeded", "failed", "terminated"];
+
+export function RunsPage() {
+  const navigate = useNavigate();
+  const state = useSearchParam("state") ?? "";
+  const versionId = useSearchParam("workflowVersionId") ?? "";
+  const [pages, setPages] = useState<Run[][]>([]);
+  const [cursor, setCursor] = useState<string | null>(null);
+  const [more, setMore] = useState(false);
+  const first = useResource(async (signal) => {
+    const page = await get<Page<Run>>(`/runs${qs({ state, workflowVersionId: versionId, limit: 50 })}`, signal);
+    setPages([page.items]);
+    setCursor(page.nextCursor ?? null);
+    return page;
+  }, [state, versionId]);
+  const loadMore = async () => {
+    if (!cursor) return;
+    setMore(true);
+    try {
+      const page = await get<Page<Run>>(`/runs${qs({ state, workflowVersionId: versionId, limit: 50, cursor })}`);
+      setPages((list) => [...list, page.items]);
+      setCursor(page.nextCursor ?? null);
+    } finally {
+      setMore(false);
+    }
+  };
+  const runs = pages.flat();
+  return (
+    <section data-ready={first.data ? "true" : undefined}>
+      <PageTitle subtitle={versionId ? <>Version <code>{shortId(versionId)}</code> · <Link to="/runs">all runs</Link></> : undefined}>Runs</PageTitle>
+      <div className="filters">
+        <label htmlFor="run-state">State</label>
+        <select id="run-state" value={state} onChange={(e) => navigate(`/runs${qs({ state: e.target.value, workflowVersionId: versionId })}`, { replace: true })}>
+          {STATES.map((s) => <option key={s} value={s}>{s ? s.replace(/_/gu, " ") : "any"}</option>)}
+        </select>
+      </div>
+      <ErrorNote error={first.error} retry={first.reload} />
+      {first.loading && runs.length === 0 ? <Loading /> : null}
+      {first.data && runs.length === 0 ? <Empty>No runs.</Empty> : null}
+      {runs.length > 0 ? (
+        <table className="table">
+          <caption className="sr-only">Runs</caption>
+          <thead><tr><th scope="col">Run</th><th scope="col">State</th><th scope="col">Mode</th><th scope="col">Current node</th><th scope="col">Report</th><th scope="col">Started</th><th scope="col">Finished</th></tr></thead>
+          <tbody>
+            {runs.map((run) => (
+              <tr key={run.id}>
+                <th scope="row"><Link to={`/runs/${encodeURIComponent(run.id)}`}>{shortId(run.id)}</Link></th>
+                <td><StateBadge state={run.state} />{run.error ? <span className="muted small"> {run.error.code}</span> : null}</td>
+                <td>{run.authorityMode}</td>
+                <td>{run.currentNodeId ? <code>{run.currentNodeId}</code> : <span className="muted">—</span>}</td>
+                <td>{run.reportId ? <Link to={`/reports/${encodeURIComponent(run.reportId)}`}>{shortId(run.reportId)}</Link> : <span className="muted">—</span>}</td>
+                <td><Time at={run.startedAt ?? run.createdAt} /></td>
+                <td><Time at={run.finishedAt} /></td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : null}
+      {cursor ? <button type="button" className="btn" disabled={more} onClick={() => void loadMore()}>{more ? "Loading…" : "Show more"}</button> : null}
+    </section>
+  );
+}

@@ -1,0 +1,431 @@
+// Settings: queues, triggers, action types, webhook endpoints (secret shown once), API keys (shown
+// once, revocable), console users and AI providers. Everyone may read; only admins change things.
+import { useState, type FormEvent, type ReactNode } from "react";
+import { api, get, post, type Page, type Queue, type Workflow } from "../api";
+import { useResource } from "../hooks";
+import { useNavigate } from "../router";
+import { cannotReason, useCan, useSession } from "../session";
+import { Empty, ErrorNote, formatSeconds, Loading, PageTitle, SecretOnce, shortId, StateBadge, Tabs, Time, useToast } from "../ui";
+
+type Tab = "queues" | "triggers" | "action-types" | "webhooks" | "api-keys" | "users" | "ai-providers";
+const TABS: Array<{ id: Tab; label: string }> = [
+  { id: "queues", label: "Queues" }, { id: "triggers", label: "Triggers" }, { id: "action-types", label: "Action types" },
+  { id: "webhooks", label: "Webhook endpoints" }, { id: "api-keys", label: "API keys" }, { id: "users", label: "Users" }, { id: "ai-providers", label: "AI providers" },
+];
+
+function useSubmit(action: () => Promise<void>) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const submit = async (event?: FormEvent) => {
+    event?.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      await action();
+    } catch (e) {
+      setError(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return { busy, error, submit };
+}
+
+function FormCard({ title, children, onSubmit, busy, error, submitLabel }: { title: string; children: ReactNode; onSubmit: (e: FormEvent) => void; busy: boolean; error: unknown; submitLabel: string }) {
+  const id = `form-${title.replace(/\W+/gu, "-").toLowerCase()}`;
+  return (
+    <form className="card form-card" onSubmit={onSubmit} aria-labelledby={id}>
+      <h2 id={id} className="h3">{title}</h2>
+      {children}
+      <ErrorNote error={error} />
+      <button type="submit" className="btn btn-primary" disabled={busy}>{busy ? "Saving…" : submitLabel}</button>
+    </form>
+  );
+}
+
+function Input({ id, label, help, ...rest }: { id: string; label: string; help?: string } & React.InputHTMLAttributes<HTMLInputElement>) {
+  return (
+    <div className="field">
+      <label htmlFor={id}>{label}</label>
+      <input id={id} aria-describedby={help ? `${id}-help` : undefined} autoComplete="off" {...rest} />
+      {help ? <p className="help" id={`${id}-help`}>{help}</p> : null}
+    </div>
+  );
+}
+
+function QueuesTab({ canAdmin }: { canAdmin: boolean }) {
+  const toast = useToast();
+  const queues = useResource((signal) => get<Page<Queue>>("/queues", signal), []);
+  const [form, setForm] = useState({ name: "", description: "", sla: "24", unit: "3600", priority: "0" });
+  const create = useSubmit(async () => {
+    await post("/queues", { name: form.name, ...(form.description ? { description: form.description } : {}), slaSeconds: Math.round(Number(form.sla) * Number(form.unit)), priority: Number(form.priority) || 0 });
+    toast(`Queue ${form.name} created.`);
+    setForm({ ...form, name: "", description: "" });
+    queues.reload();
+  });
+  return (
+    <>
+      <ErrorNote error={queues.error} retry={queues.reload} />
+      {queues.loading && !queues.data ? <Loading /> : null}
+      {queues.data?.items.length === 0 ? <Empty>No queues yet.</Empty> : null}
+      {queues.data?.items.length ? (
+        <table className="table"><caption className="sr-only">Queues</caption>
+          <thead><tr><th scope="col">Name</th><th scope="col">Id</th><th scope="col">SLA</th><th scope="col" className="num">Priority</th><th scope="col" className="num">Open</th></tr></thead>
+          <tbody>{queues.data.items.map((q) => <tr key={q.id}><th scope="row">{q.name}</th><td><code>{q.id}</code></td><td>{formatSeconds(q.slaSeconds)}</td><td className="num">{q.priority}</td><td className="num">{q.open ?? "—"}</td></tr>)}</tbody>
+        </table>
+      ) : null}
+      {canAdmin ? (
+        <FormCard title="New queue" onSubmit={(e) => void create.submit(e)} busy={create.busy} error={create.error} submitLabel="Create queue">
+          <Input id="queue-name" label="Name" value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} required maxLength={200} />
+          <Input id="queue-description" label="Description" value={form.description} onChange={(e) => setForm({ ...form, description: e.target.value })} />
+          <div className="field-row">
+            <Input id="queue-sla" label="SLA" type="number" min={1} value={form.sla} onChange={(e) => setForm({ ...form, sla: e.target.value })} required />
+            <div className="field"><label htmlFor="queue-unit">Unit</label>
+              <select id="queue-unit" value={form.unit} onChange={(e) => setForm({ ...form, unit: e.target.value })}>
+                <option value="60">minutes</option><option value="3600">hours</option><option value="86400">days</option>
+              </select></div>
+            <Input id="queue-priority" label="Priority (0-100)" type="number" min={0} max={100} value={form.priority} onChange={(e) => setForm({ ...form, priority: e.target.value })} />
+          </div>
+        </FormCard>
+      ) : null}
+    </>
+  );
+}
+
+interface Trigger { id: string; name: string | null; event: string; when: string; workflowVersionId: string; authorityMode: string; enabled: boolean; createdAt: string }
+
+async function loadVersions(signal: AbortSignal) {
+  const workflows = await get<Page<Workflow>>("/workflows", signal);
+  const details = await Promise.all(workflows.items.slice(0, 50).map((w) => get<Workflow>(`/workflows/${encodeURIComponent(w.id)}`, signal)));
+  return details.flatMap((w) => (w.versions ?? []).filter((v) => !v.retiredAt).map((v) => ({ id: v.id, label: `${w.name} v${v.version}` })));
+}
+
+function TriggersTab({ canAdmin }: { canAdmin: boolean }) {
+  const toast = useToast();
+  const triggers = useResource((signal) => get<Page<Trigger>>("/triggers", signal), []);
+  const versions = useResource(canAdmin ? loadVersions : null, []);
+  const [form, setForm] = useState({ name: "", event: "report.created", when: "true", workflowVersionId: "", authorityMode: "autonomous" });
+  const create = useSubmit(async () => {
+    await post("/triggers", { ...(form.name ? { name: form.name } : {}), event: form.event, when: form.when, workflowVersionId: form.workflowVersionId, authorityMode: form.authorityMode });
+    toast("Trigger created.");
+    triggers.reload();
+  });
+  const toggle = async (t: Trigger) => {
+    await post(`/triggers/${encodeURIComponent(t.id)}/${t.enabled ? "disable" : "enable"}`, {});
+    triggers.reload();
+  };
+  return (
+    <>
+      <ErrorNote error={triggers.error} retry={triggers.reload} />
+      {triggers.loading && !triggers.data ? <Loading /> : null}
+      {triggers.data?.items.length === 0 ? <Empty>No triggers: reports start no workflow yet.</Empty> : null}
+      {triggers.data?.items.length ? (
+        <table className="table"><caption className="sr-only">Triggers</caption>
+          <thead><tr><th scope="col">Name</th><th scope="col">Event</th><th scope="col">When</th><th scope="col">Version</th><th scope="col">Mode</th><th scope="col">State</th><th scope="col"><span className="sr-only">Actions</span></th></tr></thead>
+          <tbody>{triggers.data.items.map((t) => (
+            <tr key={t.id}>
+              <th scope="row">{t.name ?? shortId(t.id)}</th><td>{t.event}</td><td><code>{t.when}</code></td><td><code>{shortId(t.workflowVersionId)}</code></td><td>{t.authorityMode}</td>
+              <td><StateBadge state={t.enabled ? "enabled" : "disabled"} /></td>
+              <td>{canAdmin ? <button type="button" className="btn btn-small" onClick={() => void toggle(t)}>{t.enabled ? "Disable" : "Enable"}</button> : null}</td>
+            </tr>
+          ))}</tbody>
+        </table>
+      ) : null}
+      {canAdmin ? (
+        <FormCard title="New trigger" onSubmit={(e) => void create.submit(e)} busy={create.busy} error={create.error} submitLabel="Create trigger">
+          <Input id="trigger-name" label="Name" value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} />
+          <div className="field"><label htmlFor="trigger-event">Event</label>
+            <select id="trigger-event" value={form.event} onChange={(e) => setForm({ ...form, event: e.target.value })}><option value="report.created">report.created</option><option value="appeal.created">appeal.created</option></select></div>
+          <Input id="trigger-when" label="When (CEL over report)" className="mono" value={form.when} onChange={(e) => setForm({ ...form, when: e.target.value })} help="e.g. report.category == 'scams_and_fraud'" />
+          <div className="field"><label htmlFor="trigger-version">Workflow version</label>
+            <select id="trigger-version" value={form.workflowVersionId} onChange={(e) => setForm({ ...form, workflowVersionId: e.target.value })} required>
+              <option value="">— choose —</option>
+              {(versions.data ?? []).map((v) => <option key={v.id} value={v.id}>{v.label}</option>)}
+            </select></div>
+          <div className="field"><label htmlFor="trigger-mode">Authority mode</label>
+            <select id="trigger-mode" value={form.authorityMode} onChange={(e) => setForm({ ...form, authorityMode: e.target.value })}>
+              <option value="shadow">shadow (simulate every effect)</option><option value="assisted">assisted (actions need approval)</option><option value="autonomous">autonomous</option><option value="off">off</option>
+            </select></div>
+        </FormCard>
+      ) : null}
+    </>
+  );
+}
+
+interface Endpoint { id: string; url: string; description: string | null; eventTypes: string[]; retryBaseSeconds: number; maxAttempts: number; state: string; createdAt: string }
+
+function WebhooksTab({ canAdmin }: { canAdmin: boolean }) {
+  const endpoints = useResource((signal) => get<Page<Endpoint>>("/webhook-endpoints", signal), []);
+  const deliveries = useResource((signal) => get<Page<{ id: string; endpointId: string; eventType?: string; type?: string; state: string; attempts: number; createdAt: string }>>("/webhook-deliveries?limit=20", signal), []);
+  const [form, setForm] = useState({ url: "", description: "", eventTypes: [] as string[] });
+  const [secret, setSecret] = useState<string | null>(null);
+  const create = useSubmit(async () => {
+    const created = await post<Endpoint & { secret: string }>("/webhook-endpoints", { url: form.url, ...(form.description ? { description: form.description } : {}), eventTypes: form.eventTypes });
+    setSecret(created.secret);
+    setForm({ url: "", description: "", eventTypes: [] });
+    endpoints.reload();
+  });
+  const toggle = async (e: Endpoint) => {
+    await post(`/webhook-endpoints/${encodeURIComponent(e.id)}/${e.state === "enabled" ? "disable" : "enable"}`, {});
+    endpoints.reload();
+  };
+  return (
+    <>
+      {secret ? <SecretOnce title="Signing secret" secret={secret} onDone={() => setSecret(null)} /> : null}
+      <ErrorNote error={endpoints.error} retry={endpoints.reload} />
+      {endpoints.data?.items.length === 0 ? <Empty>No webhook endpoints.</Empty> : null}
+      {endpoints.data?.items.length ? (
+        <table className="table"><caption className="sr-only">Webhook endpoints</caption>
+          <thead><tr><th scope="col">URL</th><th scope="col">Id</th><th scope="col">Events</th><th scope="col">Retries</th><th scope="col">State</th><th scope="col"><span className="sr-only">Actions</span></th></tr></thead>
+          <tbody>{endpoints.data.items.map((e) => (
+            <tr key={e.id}><th scope="row"><code>{e.url}</code></th><td><code>{shortId(e.id)}</code></td><td>{e.eventTypes.join(", ") || <span className="muted">named by action types</span>}</td><td>{e.maxAttempts} × from {e.retryBaseSeconds} s</td>
+              <td><StateBadge state={e.state} /></td><td>{canAdmin ? <button type="button" className="btn btn-small" onClick={() => void toggle(e)}>{e.state === "enabled" ? "Disable" : "Enable"}</button> : null}</td></tr>
+          ))}</tbody>
+        </table>
+      ) : null}
+      {deliveries.data?.items.length ? (
+        <>
+          <h2 className="h3">Recent deliveries</h2>
+          <table className="table"><caption className="sr-only">Recent deliveries</caption>
+            <thead><tr><th scope="col">Delivery</th><th scope="col">Event</th><th scope="col">State</th><th scope="col" className="num">Attempts</th><th scope="col">Created</th></tr></thead>
+            <tbody>{deliveries.data.items.map((d) => <tr key={d.id}><th scope="row"><code>{shortId(d.id)}</code></th><td>{d.eventType ?? d.type ?? "—"}</td><td><StateBadge state={d.state} /></td><td className="num">{d.attempts}</td><td><Time at={d.createdAt} /></td></tr>)}</tbody>
+          </table>
+        </>
+      ) : null}
+      {canAdmin ? (
+        <FormCard title="New webhook endpoint" onSubmit={(e) => void create.submit(e)} busy={create.busy} error={create.error} submitLabel="Create endpoint">
+          <Input id="hook-url" label="URL" type="url" value={form.url} onChange={(e) => setForm({ ...form, url: e.target.value })} required help="Deliveries are signed (Standard Webhooks); the secret is shown once." />
+          <Input id="hook-description" label="Description" value={form.description} onChange={(e) => setForm({ ...form, description: e.target.value })} />
+          <fieldset className="subfieldset"><legend>Also receive</legend>
+            {["message.send", "report.handoff"].map((t) => (
+              <label key={t} className="check"><input type="checkbox" checked={form.eventTypes.includes(t)} onChange={(e) => setForm({ ...form, eventTypes: e.target.checked ? [...form.eventTypes, t] : form.eventTypes.filter((x) => x !== t) })} /> {t}</label>
+            ))}
+          </fieldset>
+        </FormCard>
+      ) : null}
+    </>
+  );
+}
+
+function ActionTypesTab({ canAdmin }: { canAdmin: boolean }) {
+  const toast = useToast();
+  const types = useResource((signal) => get<Page<{ id: string; key: string; name: string; description: string | null; requiresApproval: boolean; reversible: boolean; endpointId: string }>>("/action-types", signal), []);
+  const endpoints = useResource(canAdmin ? (signal) => get<Page<Endpoint>>("/webhook-endpoints", signal) : null, []);
+  const [form, setForm] = useState({ key: "", name: "", description: "", requiresApproval: true, reversible: true, endpointId: "" });
+  const create = useSubmit(async () => {
+    await post("/action-types", { key: form.key, name: form.name, ...(form.description ? { description: form.description } : {}), requiresApproval: form.requiresApproval, reversible: form.reversible, endpointId: form.endpointId });
+    toast(`Action type ${form.key} created.`);
+    types.reload();
+  });
+  return (
+    <>
+      <ErrorNote error={types.error} retry={types.reload} />
+      {types.data?.items.length === 0 ? <Empty>No action types.</Empty> : null}
+      {types.data?.items.length ? (
+        <table className="table"><caption className="sr-only">Action types</caption>
+          <thead><tr><th scope="col">Key</th><th scope="col">Name</th><th scope="col">Approval</th><th scope="col">Reversible</th><th scope="col">Endpoint</th></tr></thead>
+          <tbody>{types.data.items.map((t) => <tr key={t.id}><th scope="row"><code>{t.key}</code></th><td>{t.name}</td><td>{t.requiresApproval ? "always" : "by mode"}</td><td>{t.reversible ? "yes" : "no"}</td><td><code>{shortId(t.endpointId)}</code></td></tr>)}</tbody>
+        </table>
+      ) : null}
+      {canAdmin ? (
+        <FormCard title="New action type" onSubmit={(e) => void create.submit(e)} busy={create.busy} error={create.error} submitLabel="Create action type">
+          <Input id="at-key" label="Key" className="mono" value={form.key} onChange={(e) => setForm({ ...form, key: e.target.value })} required pattern="[A-Za-z0-9._:\-]{1,100}" help="Workflows name it in action nodes, e.g. remove_post." />
+          <Input id="at-name" label="Name" value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} required />
+          <Input id="at-description" label="Description" value={form.description} onChange={(e) => setForm({ ...form, description: e.target.value })} />
+          <div className="field"><label htmlFor="at-endpoint">Webhook endpoint</label>
+            <select id="at-endpoint" value={form.endpointId} onChange={(e) => setForm({ ...form, endpointId: e.target.value })} required>
+              <option value="">— choose —</option>{(endpoints.data?.items ?? []).map((e) => <option key={e.id} value={e.id}>{e.url}</option>)}
+            </select></div>
+          <label className="check"><input type="checkbox" checked={form.requiresApproval} onChange={(e) => setForm({ ...form, requiresApproval: e.target.checked })} /> Always needs a person's approval</label>
+          <label className="check"><input type="checkbox" checked={form.reversible} onChange={(e) => setForm({ ...form, reversible: e.target.checked })} /> Reversible</label>
+        </FormCard>
+      ) : null}
+    </>
+  );
+}
+
+interface ApiKey { id: string; name: string; scopes: string[]; createdAt: string; revokedAt?: string | null; lastUsedAt?: string | null }
+
+function ApiKeysTab({ canAdmin }: { canAdmin: boolean }) {
+  const toast = useToast();
+  const keys = useResource((signal) => get<Page<ApiKey>>("/api-keys", signal), []);
+  const [form, setForm] = useState({ name: "", scopes: ["reports:write"] as string[] });
+  const [secret, setSecret] = useState<string | null>(null);
+  const create = useSubmit(async () => {
+    const created = await post<{ id: string; apiKey: string }>("/api-keys", form);
+    setSecret(created.apiKey);
+    keys.reload();
+  });
+  const revoke = async (key: ApiKey) => {
+    if (!window.confirm(`Revoke ${key.name}? Anything using it stops working at once.`)) return;
+    await post(`/api-keys/${encodeURIComponent(key.id)}/revoke`, {});
+    toast(`Revoked ${key.name}.`);
+    keys.reload();
+  };
+  return (
+    <>
+      {secret ? <SecretOnce title="API key" secret={secret} onDone={() => setSecret(null)} /> : null}
+      <ErrorNote error={keys.error} retry={keys.reload} />
+      {keys.data?.items.length === 0 ? <Empty>No API keys.</Empty> : null}
+      {keys.data?.items.length ? (
+        <table className="table"><caption className="sr-only">API keys</caption>
+          <thead><tr><th scope="col">Name</th><th scope="col">Scopes</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">State</th><th scope="col"><span className="sr-only">Actions</span></th></tr></thead>
+          <tbody>{keys.data.items.map((k) => (
+            <tr key={k.id}><th scope="row">{k.name}</th><td>{k.scopes.join(", ")}</td><td><Time at={k.createdAt} /></td><td><Time at={k.lastUsedAt ?? null} /></td>
+              <td>{k.revokedAt ? <span className="badge tone-muted">revoked</span> : <span className="badge tone-ok">active</span>}</td>
+              <td>{canAdmin && !k.revokedAt ? <button type="button" className="btn btn-small btn-danger" onClick={() => void revoke(k)}>Revoke</button> : null}</td></tr>
+          ))}</tbody>
+        </table>
+      ) : null}
+      {canAdmin ? (
+        <FormCard title="New API key" onSubmit={(e) => void create.submit(e)} busy={create.busy} error={create.error} submitLabel="Create key">
+          <Input id="key-name" label="Name" value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} required help="Who or what uses it, e.g. the product's report form." />
+          <fieldset className="subfieldset"><legend>Scopes</legend>
+            {[["reports:write", "Send reports and appeals"], ["review", "Review: claim and answer tasks, approve actions"], ["read", "Read everything"], ["admin", "Administer the installation"]].map(([scope, label]) => (
+              <label key={scope} className="check"><input type="checkbox" checked={form.scopes.includes(scope!)} onChange={(e) => setForm({ ...form, scopes: e.target.checked ? [...form.scopes, scope!] : form.scopes.filter((s) => s !== scope) })} /> <code>{scope}</code> — {label}</label>
+            ))}
+          </fieldset>
+        </FormCard>
+      ) : null}
+    </>
+  );
+}
+
+interface User { id: string; email: string; name: string; role: string; queueIds: string[] | null; disabled?: boolean }
+
+function UserRow({ u, canAdmin, queueName, onChanged, isMe }: { u: User; canAdmin: boolean; queueName: (id: string) => string; onChanged: () => void; isMe: boolean }) {
+  const toast = useToast();
+  const [error, setError] = useState<unknown>(null);
+  const update = async (patch: Record<string, unknown>, done: string) => {
+    setError(null);
+    try {
+      await api(`/console-users/${encodeURIComponent(u.id)}`, { method: "PATCH", body: patch });
+      toast(done);
+      onChanged();
+    } catch (e) {
+      setError(e);
+    }
+  };
+  return (
+    <tr>
+      <th scope="row">{u.name}{isMe ? <span className="muted small"> (you)</span> : null}</th>
+      <td>{u.email}</td>
+      <td>
+        {canAdmin && !isMe ? (
+          <select aria-label={`Role of ${u.email}`} value={u.role} onChange={(e) => void update({ role: e.target.value }, `${u.email} is now ${e.target.value}.`)}>
+            <option value="admin">admin</option><option value="moderator">moderator</option><option value="viewer">viewer</option>
+          </select>
+        ) : u.role}
+        <ErrorNote error={error} />
+      </td>
+      <td>{u.queueIds ? u.queueIds.map(queueName).join(", ") : "all"}</td>
+      <td>{u.disabled ? <span className="badge tone-muted">disabled</span> : <span className="badge tone-ok">active</span>}</td>
+      <td className="actions">{canAdmin && !isMe ? (
+        <button type="button" className="btn btn-small" onClick={() => void update({ disabled: !u.disabled }, u.disabled ? `${u.email} can sign in again.` : `${u.email} is signed out and cannot sign in.`)}>
+          {u.disabled ? "Enable" : "Disable"}
+        </button>
+      ) : null}</td>
+    </tr>
+  );
+}
+
+function UsersTab({ canAdmin }: { canAdmin: boolean }) {
+  const toast = useToast();
+  const { user } = useSession();
+  const users = useResource((signal) => get<Page<User>>("/console-users", signal), []);
+  const queues = useResource((signal) => get<Page<Queue>>("/queues", signal), []);
+  const [form, setForm] = useState({ email: "", name: "", role: "moderator", queueIds: [] as string[] });
+  const create = useSubmit(async () => {
+    await post<Record<string, unknown>>("/console-users", { email: form.email, name: form.name || form.email, role: form.role, ...(form.queueIds.length ? { queueIds: form.queueIds } : {}) });
+    toast(`${form.email} can now use the console as ${form.role}.`);
+    setForm({ email: "", name: "", role: form.role, queueIds: [] });
+    users.reload();
+  });
+  const queueName = (id: string) => queues.data?.items.find((q) => q.id === id)?.name ?? shortId(id);
+  return (
+    <>
+      <ErrorNote error={users.error} retry={users.reload} />
+      {users.data?.items.length ? (
+        <table className="table"><caption className="sr-only">Console users</caption>
+          <thead><tr><th scope="col">Name</th><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Queues</th><th scope="col">State</th><th scope="col"><span className="sr-only">Actions</span></th></tr></thead>
+          <tbody>{users.data.items.map((u) => <UserRow key={u.id} u={u} canAdmin={canAdmin} queueName={queueName} onChanged={users.reload} isMe={u.id === user.id} />)}</tbody>
+        </table>
+      ) : users.data ? <Empty>No console users.</Empty> : null}
+      {canAdmin ? (
+        <FormCard title="Add a console user" onSubmit={(e) => void create.submit(e)} busy={create.busy} error={create.error} submitLabel="Add user">
+          <p className="help">Behind Cloudflare Access, people sign in with their email. Locally, an admin-token holder creates a one-time link: <code>POST /api/v1/console-signin-links</code>.</p>
+          <Input id="user-email" label="Email" type="email" value={form.email} onChange={(e) => setForm({ ...form, email: e.target.value })} required />
+          <Input id="user-name" label="Name" value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} />
+          <div className="field"><label htmlFor="user-role">Role</label>
+            <select id="user-role" value={form.role} onChange={(e) => setForm({ ...form, role: e.target.value })}>
+              <option value="admin">admin — everything</option><option value="moderator">moderator — review and approve</option><option value="viewer">viewer — read only</option>
+            </select></div>
+          <fieldset className="subfieldset"><legend>Queues (none ticked: all queues)</legend>
+            <div className="check-grid">
+              {(queues.data?.items ?? []).map((q) => (
+                <label key={q.id} className="check"><input type="checkbox" checked={form.queueIds.includes(q.id)} onChange={(e) => setForm({ ...form, queueIds: e.target.checked ? [...form.queueIds, q.id] : form.queueIds.filter((x) => x !== q.id) })} /> {q.name}</label>
+              ))}
+            </div>
+          </fieldset>
+        </FormCard>
+      ) : null}
+    </>
+  );
+}
+
+function ProvidersTab({ canAdmin }: { canAdmin: boolean }) {
+  const toast = useToast();
+  const providers = useResource((signal) => get<Page<{ id: string; name: string; kind: string; baseUrl: string | null; model: string; hasApiKey: boolean; createdAt: string }>>("/ai-providers", signal), []);
+  const [form, setForm] = useState({ name: "", kind: "openai-compatible", baseUrl: "", model: "", apiKey: "" });
+  const create = useSubmit(async () => {
+    await post("/ai-providers", { name: form.name || form.model, kind: form.kind, model: form.model, ...(form.baseUrl ? { baseUrl: form.baseUrl } : {}), ...(form.apiKey ? { apiKey: form.apiKey } : {}) });
+    toast("AI provider registered; its key is sealed and never shown again.");
+    setForm({ ...form, apiKey: "" });
+    providers.reload();
+  });
+  return (
+    <>
+      <ErrorNote error={providers.error} retry={providers.reload} />
+      {providers.data?.items.length === 0 ? <Empty>No AI providers.</Empty> : null}
+      {providers.data?.items.length ? (
+        <table className="table"><caption className="sr-only">AI providers</caption>
+          <thead><tr><th scope="col">Name</th><th scope="col">Id</th><th scope="col">Kind</th><th scope="col">Model</th><th scope="col">Key</th></tr></thead>
+          <tbody>{providers.data.items.map((p) => <tr key={p.id}><th scope="row">{p.name}</th><td><code>{shortId(p.id)}</code></td><td>{p.kind}</td><td>{p.model}</td><td>{p.hasApiKey ? "sealed" : "none"}</td></tr>)}</tbody>
+        </table>
+      ) : null}
+      {canAdmin ? (
+        <FormCard title="Register an AI provider" onSubmit={(e) => void create.submit(e)} busy={create.busy} error={create.error} submitLabel="Register">
+          <Input id="ai-name" label="Name" value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} />
+          <div className="field"><label htmlFor="ai-kind">Kind</label>
+            <select id="ai-kind" value={form.kind} onChange={(e) => setForm({ ...form, kind: e.target.value })}><option value="openai-compatible">OpenAI-compatible endpoint</option><option value="workers-ai">Workers AI</option></select></div>
+          {form.kind === "openai-compatible" ? <Input id="ai-base" label="Base URL" type="url" value={form.baseUrl} onChange={(e) => setForm({ ...form, baseUrl: e.target.value })} /> : null}
+          <Input id="ai-model" label="Model" value={form.model} onChange={(e) => setForm({ ...form, model: e.target.value })} required />
+          {form.kind === "openai-compatible" ? <Input id="ai-key" label="API key" type="password" value={form.apiKey} onChange={(e) => setForm({ ...form, apiKey: e.target.value })} help="Sealed at rest and never returned." /> : null}
+        </FormCard>
+      ) : null}
+    </>
+  );
+}
+
+export function SettingsPage({ params }: { params: Record<string, string> }) {
+  const navigate = useNavigate();
+  const canAdmin = useCan("admin");
+  const { user } = useSession();
+  const tab = (TABS.some((t) => t.id === params.tab) ? params.tab : "queues") as Tab;
+  return (
+    <section data-ready="true">
+      <PageTitle>Settings</PageTitle>
+      {!canAdmin ? <p className="note note-info">{cannotReason(user.role, "admin")}</p> : null}
+      <Tabs<Tab> label="Settings sections" value={tab} onChange={(id) => navigate(`/settings/${id}`, { replace: true })} tabs={TABS} />
+      <div role="tabpanel" id={`panel-${tab}`} aria-labelledby={`tab-${tab}`} className="tabpanel">
+        {tab === "queues" ? <QueuesTab canAdmin={canAdmin} /> : null}
+        {tab === "triggers" ? <TriggersTab canAdmin={canAdmin} /> : null}
+        {tab === "action-types" ? <ActionTypesTab canAdmin={canAdmin} /> : null}
+        {tab === "webhooks" ? <WebhooksTab canAdmin={canAdmin} /> : null}
+        {tab === "api-keys" ? <ApiKeysTab canAdmin={canAdmin} /> : null}
+        {tab === "users" ? <UsersTab canAdmin={canAdmin} /> : null}
+        {tab === "ai-providers" ? <ProvidersTab canAdmin={canAdmin} /> : null}
+      </div>
+    </section>
+  );
+}
