@@ -83,6 +83,10 @@ describe("intake to decision", () => {
     expect(run.state).toBe("succeeded");
     expect(run.output.terminalCode).toBe("removed");
     expect(run.steps.find((s: any) => s.nodeId === "review").output).toMatchObject({ port: "completed", event: { payload: { reviewer: "mod-ana", response: { verdict: "remove" } } } });
+    const timeline = await api(`/api/v1/reports/${intake.body.id}/timeline`, { key: reviewKey });
+    expect(timeline.status).toBe(200);
+    expect(timeline.body.items.map((item: any) => item.kind)).toEqual(expect.arrayContaining(["report", "run", "task"]));
+    expect(timeline.body.items[0].kind).toBe("report");
     const stats = await api(`/api/v1/queues/${queueId}/stats`, { key: reviewKey });
     expect(stats.body).toMatchObject({ open: 0, claimed: 0, breachedSla: 0, timeToComplete: { sample: 1 } });
     expect(stats.body.timeToComplete.p50Seconds).toBeGreaterThanOrEqual(0);
