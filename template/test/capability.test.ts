@@ -30,6 +30,13 @@ function capability(props: { artifactId: string; workflowVersionId: string }) {
   };
 }
 
+/** The entrypoint every code-first artifact needs: it creates the run's Workflows instance. */
+const CODE_FIRST_STARTER = `
+      import { WorkerEntrypoint, WorkflowEntrypoint } from "cloudflare:workers";
+      export default class extends WorkerEntrypoint {
+        async start(p) { const i = await this.env.WORKFLOWS.create({ id: p.instanceId, params: { runId: p.runId, authorityMode: p.authorityMode } }); return { id: await i.id }; }
+      }`;
+
 /** Replaces a version's artifact with hand-written source and its true digest (a code-first artifact). */
 async function installCodeFirstArtifact(artifactId: string, source: string): Promise<void> {
   const bytes = new TextEncoder().encode(source);
@@ -179,11 +186,7 @@ describe("artifacts", () => {
       edges: [edge("start", "success", "done")],
     });
     // A code-first artifact: it tries the network, then reports what happened through the capability.
-    const source = `
-      import { WorkerEntrypoint, WorkflowEntrypoint } from "cloudflare:workers";
-      export default class extends WorkerEntrypoint {
-        async start(p) { const i = await this.env.WORKFLOWS.create({ id: p.instanceId, params: { runId: p.runId, authorityMode: p.authorityMode } }); return { id: await i.id }; }
-      }
+    const source = `${CODE_FIRST_STARTER}
       export class TenantWorkflow extends WorkflowEntrypoint {
         async run(event, step) {
           const outcome = await step.do("probe", async () => {
@@ -214,11 +217,7 @@ describe("a sandbox that fails", () => {
       edges: [edge("start", "success", "done")],
     });
     // A code-first artifact that tries to escalate: it claims a node the graph does not have.
-    const source = `
-      import { WorkerEntrypoint, WorkflowEntrypoint } from "cloudflare:workers";
-      export default class extends WorkerEntrypoint {
-        async start(p) { const i = await this.env.WORKFLOWS.create({ id: p.instanceId, params: { runId: p.runId, authorityMode: p.authorityMode } }); return { id: await i.id }; }
-      }
+    const source = `${CODE_FIRST_STARTER}
       export class TenantWorkflow extends WorkflowEntrypoint {
         async run(event, step) {
           await step.do("escalate", { retries: { limit: 0, delay: 1 } }, () => this.env.RUNTIME.executeNode({ runId: event.payload.runId, authorityMode: event.payload.authorityMode, nodeId: "grant-admin", nodeKind: "action" }));
