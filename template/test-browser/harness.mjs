@@ -1,18 +1,15 @@
-// Shared by the browser tests and the console bench: build the console, start the platform exactly
-// as `npm start` does (scripts/start.mjs on a free port, temporary state, own ADMIN_TOKEN and master
-// key, its own process group so the whole tree dies with it), drive Debian's Chromium through
+// Shared by the browser tests and the console bench: build the console, start the platform through
+// the shared test-server harness (../test-node/harness.mjs), drive Debian's Chromium through
 // playwright-core, and inject axe-core.
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { api, startServer as startPlatform, templateDir } from "../test-node/harness.mjs";
 
-export const templateDir = fileURLToPath(new URL("..", import.meta.url));
+export { freePort, sleep, templateDir, until } from "../test-node/harness.mjs";
+
 const require = createRequire(path.join(templateDir, "package.json"));
 const READY_TIMEOUT_MS = 90_000;
 
@@ -21,19 +18,6 @@ export const CHROMIUM_ARGS = [
   "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
   "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ];
-
-export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Builds the console into console-dist (what the Worker serves as static assets). */
 export function buildConsole() {
@@ -47,88 +31,13 @@ export function buildConsole() {
  * Starts `node scripts/start.mjs` (wrangler dev) and waits for the demo installation and the
  * console sign-in link it prints.
  */
-export async function startServer({ label = "browser" } = {}) {
-  const stateDir = mkdtempSync(path.join(tmpdir(), `safest-${label}-`));
-  const port = await freePort();
-  const baseUrl = `http://127.0.0.1:${port}`;
-  const adminToken = `test_${randomBytes(24).toString("hex")}`;
-  const child = spawn(process.execPath, ["scripts/start.mjs"], {
-    cwd: templateDir,
-    detached: true,
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, PORT: String(port), SAFEST_STATE_DIR: stateDir, ADMIN_TOKEN: adminToken, REPORT_MASTER_KEY: randomBytes(32).toString("base64url"), CI: "true" },
-  });
-  let output = "";
-  const collect = (chunk) => {
-    output = (output + chunk.toString()).slice(-40_000);
-  };
-  child.stdout.on("data", collect);
-  child.stderr.on("data", collect);
-  const killGroup = (signal) => {
-    if (!child.pid) return;
-    try {
-      process.kill(-child.pid, signal);
-    } catch {
-      // Already gone.
-    }
-  };
-  process.on("exit", () => killGroup("SIGKILL"));
-  const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((resolve) => child.once("exit", resolve));
-      killGroup("SIGTERM");
-      await Promise.race([exited, sleep(10_000)]);
-    }
-    killGroup("SIGKILL");
-    rmSync(stateDir, { recursive: true, force: true });
-  };
-  const demoFile = path.join(stateDir, "demo-installation.json");
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  let signinUrl = null;
-  while (!signinUrl) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`npm start exited early (${child.exitCode ?? child.signalCode}):\n${output}`);
-    if (Date.now() > deadline) {
-      await stop();
-      throw new Error(`no demo installation and sign-in link after ${READY_TIMEOUT_MS / 1000} s:\n${output}`);
-    }
-    const match = /(http:\/\/127\.0\.0\.1:\d+\/console\/signin\?token=[A-Za-z0-9_%.~-]+)/u.exec(output);
-    if (match && existsSync(demoFile)) signinUrl = match[1];
-    else await sleep(200);
-  }
-  const demo = JSON.parse(readFileSync(demoFile, "utf8"));
-  return { baseUrl, stateDir, adminToken, apiKey: demo.apiKey, installationId: demo.id, signinUrl, output: () => output, stop };
+export function startServer({ label = "browser" } = {}) {
+  return startPlatform({ label, readyTimeoutMs: READY_TIMEOUT_MS, signin: true });
 }
 
-/** JSON over the API with a bearer key (API key or admin token). */
+/** JSON over the API (paths relative to /api/v1) with a bearer key (API key or admin token). */
 export function apiClient(baseUrl, key) {
-  return async function api(pathname, { method, body, headers = {}, as = key } = {}) {
-    const response = await fetch(`${baseUrl}/api/v1${pathname}`, {
-      method: method ?? (body === undefined ? "GET" : "POST"),
-      headers: { authorization: `Bearer ${as}`, "content-type": "application/json", ...headers },
-      signal: AbortSignal.timeout(30_000),
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await response.text();
-    let parsed = null;
-    try {
-      parsed = text ? JSON.parse(text) : null;
-    } catch {
-      parsed = { unparsed: text.slice(0, 2000) };
-    }
-    return { status: response.status, body: parsed };
-  };
-}
-
-export async function until(probe, what, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < deadline) {
-    last = await probe();
-    if (last?.value) return last.value;
-    if (last?.stop) break;
-    await sleep(250);
-  }
-  assert.fail(`timed out waiting for ${what}: ${JSON.stringify(last?.seen ?? null).slice(0, 2000)}`);
+  return api(baseUrl, key, { prefix: "/api/v1" });
 }
 
 export async function launchBrowser() {

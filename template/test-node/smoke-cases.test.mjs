@@ -6,91 +6,19 @@
 // (trigger, condition, mappings), report sealing (WebCrypto), the Queue consumer and its
 // standardwebhooks signature, which a receiver in this process verifies with the same library.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer as createHttpServer } from "node:http";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { after, before, test } from "node:test";
-import { fileURLToPath } from "node:url";
 import { Webhook } from "standardwebhooks";
+import { api as apiFor, startServer, until as waitUntil } from "./harness.mjs";
 
-const templateDir = fileURLToPath(new URL("..", import.meta.url));
-const READY_TIMEOUT_MS = 45_000;
 const WAIT_TIMEOUT_MS = 20_000;
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 // --- The server under test (wrangler dev through scripts/start.mjs) -------------------------------
 
-let child;
-let output = "";
-let stateDir;
-let baseUrl;
-let apiKey;
-
-function killGroup(signal) {
-  if (!child?.pid) return;
-  try {
-    process.kill(-child.pid, signal);
-  } catch {
-    // Already gone.
-  }
-}
-// Even if the runner dies mid-test, take the server (wrangler, workerd) down with it.
-process.on("exit", () => killGroup("SIGKILL"));
-
-async function stopServer() {
-  if (!child) return;
-  if (child.exitCode === null && child.signalCode === null) {
-    const exited = new Promise((resolve) => child.once("exit", resolve));
-    killGroup("SIGTERM");
-    await Promise.race([exited, sleep(10_000)]);
-  }
-  killGroup("SIGKILL"); // stragglers of the group (workerd) after the parent has gone
-}
-
-async function api(pathname, { method, body, key = apiKey, headers = {} } = {}) {
-  const response = await fetch(`${baseUrl}${pathname}`, {
-    method: method ?? (body === undefined ? "GET" : "POST"),
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...headers },
-    signal: AbortSignal.timeout(15_000),
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  let parsed = null;
-  try {
-    parsed = text ? JSON.parse(text) : null;
-  } catch {
-    parsed = { unparsed: text.slice(0, 2000) };
-  }
-  return { status: response.status, headers: response.headers, body: parsed };
-}
-
-async function until(probe, what, timeoutMs = WAIT_TIMEOUT_MS) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < deadline) {
-    last = await probe();
-    if (last?.value) return last.value;
-    if (last?.stop) break;
-    await sleep(200);
-  }
-  assert.fail(`timed out waiting for ${what}: ${JSON.stringify(last?.seen ?? null).slice(0, 2000)}`);
-}
+let server;
+let api;
+const output = () => server?.output() ?? "";
+const until = (probe, what, timeoutMs = WAIT_TIMEOUT_MS) => waitUntil(probe, what, timeoutMs, 200);
 
 // --- A product's webhook receiver, in this process, on loopback -----------------------------------
 
@@ -141,45 +69,14 @@ function stopReceiver() {
 
 before(async () => {
   await startReceiver();
-  stateDir = mkdtempSync(path.join(tmpdir(), "safest-smoke-cases-"));
-  const port = await freePort();
-  baseUrl = `http://127.0.0.1:${port}`;
-  child = spawn(process.execPath, ["scripts/start.mjs"], {
-    cwd: templateDir,
-    detached: true, // its own process group, so the whole tree can be killed at once
-    stdio: ["ignore", "pipe", "pipe"],
-    env: {
-      ...process.env,
-      PORT: String(port),
-      SAFEST_STATE_DIR: stateDir,
-      ADMIN_TOKEN: `smoke_${randomBytes(24).toString("hex")}`,
-      // A master key of this test's own: start.mjs passes it through a temp env file in the state
-      // folder and leaves template/.dev.vars alone.
-      REPORT_MASTER_KEY: randomBytes(32).toString("base64url"),
-      CI: "true",
-    },
-  });
-  const collect = (chunk) => {
-    output = (output + chunk.toString()).slice(-20_000);
-  };
-  child.stdout.on("data", collect);
-  child.stderr.on("data", collect);
-
-  const demoFile = path.join(stateDir, "demo-installation.json");
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  while (!existsSync(demoFile)) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`npm start exited early (${child.exitCode ?? child.signalCode}):\n${output}`);
-    if (Date.now() > deadline) throw new Error(`no demo installation after ${READY_TIMEOUT_MS / 1000} s:\n${output}`);
-    await sleep(200);
-  }
-  apiKey = JSON.parse(readFileSync(demoFile, "utf8")).apiKey;
-  assert.match(apiKey, /^sk_/u);
+  server = await startServer({ label: "smoke-cases" });
+  api = apiFor(server.baseUrl, server.apiKey, { timeoutMs: 15_000 });
+  assert.match(server.apiKey, /^sk_/u);
 });
 
 after(async () => {
-  await stopServer();
+  await server?.stop();
   await stopReceiver();
-  if (stateDir) rmSync(stateDir, { recursive: true, force: true });
 });
 
 // --- The flow ------------------------------------------------------------------------------------
@@ -229,7 +126,7 @@ function enforcementGraph(queueName) {
 
 test("wrangler dev: report → trigger → task (schema-checked) → action delivered to a verifying receiver → audit verifies", { timeout: 60_000 }, async (t) => {
   t.after(() => {
-    if (t.passed === false) console.error(`receiver got: ${JSON.stringify(received).slice(0, 4000)}\nserver output:\n${output}`);
+    if (t.passed === false) console.error(`receiver got: ${JSON.stringify(received).slice(0, 4000)}\nserver output:\n${output()}`);
   });
 
   // Keys as a product would hold them: intake writes reports, the console reviews.
@@ -265,7 +162,7 @@ test("wrangler dev: report → trigger → task (schema-checked) → action deli
   assert.equal(trigger.status, 201, JSON.stringify(trigger.body));
 
   const report = await api("/api/v1/reports", {
-    key: intakeKey,
+    as: intakeKey,
     body: {
       subject: { kind: "content", id: "post-smoke-1", url: "https://example.social/p/post-smoke-1", snapshot: { text: "buy cheap pills at scam.example" } },
       category: "STATEMENT_CATEGORY_SCAMS_AND_FRAUD",
@@ -279,7 +176,7 @@ test("wrangler dev: report → trigger → task (schema-checked) → action deli
   const runId = report.body.runs[0].runId;
 
   const task = await until(async () => {
-    const listing = await api(`/api/v1/queues/${queue.body.id}/tasks`, { key: reviewKey });
+    const listing = await api(`/api/v1/queues/${queue.body.id}/tasks`, { as: reviewKey });
     assert.equal(listing.status, 200, JSON.stringify(listing.body));
     const run = await api(`/api/v1/runs/${runId}`);
     return { value: listing.body.items?.[0], stop: ["failed", "repair_required", "terminated", "succeeded"].includes(run.body?.state), seen: run.body };
@@ -289,19 +186,19 @@ test("wrangler dev: report → trigger → task (schema-checked) → action deli
   assert.equal(task.state, "open");
   assert.deepEqual(task.context, { category: "scams_and_fraud", subject: "post-smoke-1" });
 
-  const claimed = await api(`/api/v1/tasks/${task.id}/claim`, { key: reviewKey, body: { reviewer: "mod-ana" } });
+  const claimed = await api(`/api/v1/tasks/${task.id}/claim`, { as: reviewKey, body: { reviewer: "mod-ana" } });
   assert.equal(claimed.status, 200, JSON.stringify(claimed.body));
   assert.equal(claimed.body.claim.reviewer, "mod-ana");
 
   // The response schema is checked under wrangler dev (no code generation from strings there).
-  const invalid = await api(`/api/v1/tasks/${task.id}/complete`, { key: reviewKey, body: { reviewer: "mod-ana", response: { verdict: "delete-everything", extra: 1 } } });
+  const invalid = await api(`/api/v1/tasks/${task.id}/complete`, { as: reviewKey, body: { reviewer: "mod-ana", response: { verdict: "delete-everything", extra: 1 } } });
   assert.equal(invalid.status, 422, JSON.stringify(invalid.body));
   assert.equal(invalid.body.error.code, "task.response_invalid");
   assert.ok(invalid.body.error.details.some((detail) => detail.path === "$.verdict"), JSON.stringify(invalid.body.error.details));
-  const unchanged = await api(`/api/v1/tasks/${task.id}`, { key: reviewKey });
+  const unchanged = await api(`/api/v1/tasks/${task.id}`, { as: reviewKey });
   assert.equal(unchanged.body.state, "claimed");
 
-  const done = await api(`/api/v1/tasks/${task.id}/complete`, { key: reviewKey, body: { reviewer: "mod-ana", response: { verdict: "remove", note: "scam" } } });
+  const done = await api(`/api/v1/tasks/${task.id}/complete`, { as: reviewKey, body: { reviewer: "mod-ana", response: { verdict: "remove", note: "scam" } } });
   assert.equal(done.status, 200, JSON.stringify(done.body));
   assert.equal(done.body.state, "completed");
 
@@ -334,7 +231,7 @@ test("wrangler dev: report → trigger → task (schema-checked) → action deli
   assert.equal(deliveries.body.items[0].attempts, 1);
 
   // Sealed personal data opens for a reviewer.
-  const read = await api(`/api/v1/reports/${report.body.id}`, { key: reviewKey });
+  const read = await api(`/api/v1/reports/${report.body.id}`, { as: reviewKey });
   assert.equal(read.status, 200, JSON.stringify(read.body));
   assert.equal(read.body.reporter.contact, "reporter.person@example.org");
   assert.equal(read.body.description, "This account keeps posting scam links to my DMs");

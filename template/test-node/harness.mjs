@@ -1,0 +1,154 @@
+// The test-server harness shared by the node smoke tests, the browser tests and the console bench:
+// start the platform exactly as `npm start` does (scripts/start.mjs on a free port, a temporary
+// SAFEST_STATE_DIR, its own ADMIN_TOKEN and REPORT_MASTER_KEY, its own process group so the whole
+// tree — wrangler, workerd — dies with it), wait until it is ready, and talk to its API.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const templateDir = fileURLToPath(new URL("..", import.meta.url));
+
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const SIGNIN_LINK = /(http:\/\/127\.0\.0\.1:\d+\/console\/signin\?token=[A-Za-z0-9_%.~-]+)/u;
+
+/**
+ * Starts `node scripts/start.mjs` (wrangler dev) and waits for the demo installation file (and,
+ * with `signin: true`, for the console sign-in link it prints). On failure the server is stopped
+ * and its state removed before the error is thrown.
+ */
+export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, signin = false } = {}) {
+  const stateDir = mkdtempSync(path.join(tmpdir(), `safest-${label}-`));
+  const port = await freePort();
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const adminToken = `test_${randomBytes(24).toString("hex")}`;
+  const child = spawn(process.execPath, ["scripts/start.mjs"], {
+    cwd: templateDir,
+    detached: true, // its own process group, so the whole tree can be killed at once
+    stdio: ["ignore", "pipe", "pipe"],
+    env: {
+      ...process.env,
+      PORT: String(port),
+      SAFEST_STATE_DIR: stateDir,
+      ADMIN_TOKEN: adminToken,
+      // A master key of the test's own: start.mjs passes it through a temp env file in the state
+      // folder and leaves template/.dev.vars alone.
+      REPORT_MASTER_KEY: randomBytes(32).toString("base64url"),
+      CI: "true",
+    },
+  });
+  let output = "";
+  const collect = (chunk) => {
+    output = (output + chunk.toString()).slice(-40_000);
+  };
+  child.stdout.on("data", collect);
+  child.stderr.on("data", collect);
+  const killGroup = (signal) => {
+    if (!child.pid) return;
+    try {
+      process.kill(-child.pid, signal);
+    } catch {
+      // Already gone.
+    }
+  };
+  // Even if the runner dies mid-test, take the server (wrangler, workerd) down with it.
+  process.on("exit", () => killGroup("SIGKILL"));
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((resolve) => child.once("exit", resolve));
+      killGroup("SIGTERM");
+      await Promise.race([exited, sleep(10_000)]);
+    }
+    killGroup("SIGKILL"); // stragglers of the group (workerd) after the parent has gone
+    rmSync(stateDir, { recursive: true, force: true });
+  };
+
+  const demoFile = path.join(stateDir, "demo-installation.json");
+  const deadline = Date.now() + readyTimeoutMs;
+  let signinUrl = null;
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      await stop();
+      throw new Error(`npm start exited early (${child.exitCode ?? child.signalCode}):\n${output}`);
+    }
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`no demo installation${signin ? " and sign-in link" : ""} after ${readyTimeoutMs / 1000} s:\n${output}`);
+    }
+    const match = signin ? SIGNIN_LINK.exec(output) : null;
+    if (existsSync(demoFile) && (!signin || match)) {
+      signinUrl = match?.[1] ?? null;
+      break;
+    }
+    await sleep(200);
+  }
+  const demo = JSON.parse(readFileSync(demoFile, "utf8"));
+  return { baseUrl, stateDir, adminToken, apiKey: demo.apiKey, installationId: demo.id, signinUrl, output: () => output, stop };
+}
+
+/**
+ * JSON over HTTP with a bearer key (API key or admin token; `as` overrides it per call). `prefix`
+ * is put before every pathname. Returns { status, headers, body }; a body that is not JSON comes
+ * back as { unparsed }.
+ */
+export function api(baseUrl, key, { prefix = "", timeoutMs = 30_000 } = {}) {
+  return async function request(pathname, { method, body, headers = {}, as = key } = {}) {
+    const response = await fetch(`${baseUrl}${prefix}${pathname}`, {
+      method: method ?? (body === undefined ? "GET" : "POST"),
+      headers: { authorization: `Bearer ${as}`, "content-type": "application/json", ...headers },
+      signal: AbortSignal.timeout(timeoutMs),
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await response.text();
+    let parsed = null;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {
+      parsed = { unparsed: text.slice(0, 2000) };
+    }
+    return { status: response.status, headers: response.headers, body: parsed };
+  };
+}
+
+/** Polls `probe` until it returns { value }, or gives up on { stop } or the timeout ({ seen } is reported). */
+export async function until(probe, what, timeoutMs = 30_000, intervalMs = 250) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < deadline) {
+    last = await probe();
+    if (last?.value) return last.value;
+    if (last?.stop) break;
+    await sleep(intervalMs);
+  }
+  assert.fail(`timed out waiting for ${what}: ${JSON.stringify(last?.seen ?? null).slice(0, 2000)}`);
+}
+
+/** Polls GET /api/v1/runs/:id (with a client from api() without prefix) until `done(run)`; fails on a terminal failure state or the timeout. */
+export async function pollRun(request, runId, done, what, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < deadline) {
+    last = await request(`/api/v1/runs/${runId}`);
+    assert.equal(last.status, 200, JSON.stringify(last.body));
+    if (done(last.body)) return last.body;
+    if (["failed", "repair_required", "terminated"].includes(last.body.state)) break;
+    await sleep(200);
+  }
+  assert.fail(`run ${runId} did not reach ${what}: ${JSON.stringify(last?.body).slice(0, 2000)}`);
+}
