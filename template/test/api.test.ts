@@ -121,6 +121,18 @@ describe("runs", () => {
     expect(refused.body.error.code).toBe("workflow_version.retired");
   });
 
+  it("a malformed cursor is a 400 with a stable code on every paged list", async () => {
+    const { apiKey } = await newInstallation();
+    const queue = await api("/api/v1/queues", { key: apiKey, body: { name: "q", slaSeconds: 600 } });
+    for (const cursor of ["%%%", "bm90LWpzb24", "WyJvbmx5LW9uZSJd"]) {
+      for (const path of ["/api/v1/runs", "/api/v1/reports", `/api/v1/queues/${queue.body.id}/tasks`]) {
+        const response = await api(`${path}?cursor=${cursor}`, { key: apiKey });
+        expect(response.status, `${path} ${cursor}`).toBe(400);
+        expect(response.body.error.code).toBe("request.invalid_cursor");
+      }
+    }
+  });
+
   it("lists runs newest first with a cursor", async () => {
     const { apiKey } = await newInstallation();
     const version = await publish(apiKey, { schemaVersion: 1, nodes: [{ id: "start", kind: "start" }, { id: "done", kind: "end" }], edges: [edge("start", "success", "done")] });

@@ -4,7 +4,7 @@ import { notFound } from "../errors";
 import { requireScope } from "../http/auth";
 import { schemas } from "../http/schemas";
 import type { AppEnv } from "../http/types";
-import { idempotencyKey, parseBody } from "../http/validate";
+import { decodeCursor, encodeCursor, idempotencyKey, parseBody } from "../http/validate";
 import { fileAppeal, readAppeal, resolveAppeal, type AppealInput } from "./appeals";
 import { createQueue, getQueueRow, listQueues, queueStats } from "./queues";
 import { rotateDataKey } from "./report-crypto";
@@ -24,16 +24,15 @@ export const caseRoutes = new Hono<AppEnv>()
   })
   .get("/reports", requireScope("review", "admin"), async (c) => {
     const limit = Math.min(Math.max(Number(c.req.query("limit") ?? 50) || 50, 1), 200);
-    const cursor = c.req.query("cursor");
-    const [createdAt, id] = cursor ? atob(cursor).split("|") : [];
+    const after = decodeCursor(c.req.query("cursor"), ["string", "string"]);
     const rows = await listReportRows(c.env.DB, c.get("actor").installationId, {
-      limit: limit + 1, ...(c.req.query("caseId") ? { caseId: c.req.query("caseId")! } : {}), ...(createdAt && id ? { before: { createdAt, id } } : {}),
+      limit: limit + 1, ...(c.req.query("caseId") ? { caseId: c.req.query("caseId")! } : {}), ...(after ? { before: { createdAt: String(after[0]), id: String(after[1]) } } : {}),
       ...(c.req.query("subjectId") ? { subjectId: c.req.query("subjectId")! } : {}),
       ...(c.req.query("category") ? { category: normalizeCategory(c.req.query("category")!) ?? c.req.query("category")! } : {}),
     });
     const page = rows.slice(0, limit);
     const last = page.at(-1);
-    return c.json({ items: page.map(reportSummary), nextCursor: rows.length > limit && last ? btoa(`${last.createdAt}|${last.id}`) : null });
+    return c.json({ items: page.map(reportSummary), nextCursor: rows.length > limit && last ? encodeCursor([last.createdAt, last.id]) : null });
   })
   .get("/reports/:id", requireScope("review", "admin"), async (c) => c.json(await readReport(c.env, c.get("actor"), c.req.param("id"))))
   .get("/reports/:id/timeline", requireScope("review", "admin"), async (c) => c.json(await reportTimeline(c.env, c.get("actor"), c.req.param("id"))))

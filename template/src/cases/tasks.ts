@@ -5,6 +5,7 @@ import { auditStatement, canonicalJson } from "../audit";
 import { AppError, conflict, notFound } from "../errors";
 import { canSeeQueue, type Actor } from "../http/auth";
 import { newId, sha256Hex } from "../lib/crypto";
+import { decodeCursor, encodeCursor } from "../http/validate";
 import { getQueueRow } from "./queues";
 
 export const DEFAULT_LEASE_SECONDS = 900;
@@ -87,30 +88,14 @@ async function visibleQueue(env: Env, actor: Actor, queueId: string) {
   return queue;
 }
 
-interface Cursor { dueAt: string; priority: number; id: string }
-
-export function encodeCursor(cursor: Cursor): string {
-  return btoa(JSON.stringify([cursor.dueAt, cursor.priority, cursor.id])).replace(/\+/gu, "-").replace(/\//gu, "_").replace(/=+$/u, "");
-}
-
-function decodeCursor(value: string | undefined): Cursor | null {
-  if (!value) return null;
-  try {
-    const [dueAt, priority, id] = JSON.parse(atob(value.replace(/-/gu, "+").replace(/_/gu, "/"))) as [string, number, string];
-    if (typeof dueAt === "string" && Number.isInteger(priority) && typeof id === "string") return { dueAt, priority, id };
-  } catch {
-    // fall through to the typed error
-  }
-  throw new AppError("request.invalid_cursor", "The cursor is not valid.", { status: 400 });
-}
-
 /** Tasks of a queue in SLA order (due date, then priority, then id), one page after `cursor`. */
 export async function listQueueTasks(env: Env, actor: Actor, queueId: string, options: { state?: string; limit?: number; cursor?: string }) {
   await visibleQueue(env, actor, queueId);
   const state = options.state ?? "open";
   if (!(TASK_STATES as readonly string[]).includes(state)) throw new AppError("request.invalid_state", "Unknown task state filter.", { status: 400 });
   const limit = Math.min(Math.max(options.limit ?? 50, 1), 200);
-  const after = decodeCursor(options.cursor);
+  const cursor = decodeCursor(options.cursor, ["string", "integer", "string"]);
+  const after = cursor ? { dueAt: String(cursor[0]), priority: Number(cursor[1]), id: String(cursor[2]) } : null;
   const { results } = await env.DB.prepare(`
     SELECT ${COLUMNS} FROM human_tasks
     WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3
@@ -122,7 +107,7 @@ export async function listQueueTasks(env: Env, actor: Actor, queueId: string, op
   const now = new Date().toISOString();
   return {
     items: page.map((row) => serializeTask(row, now)),
-    nextCursor: results.length > limit && last ? encodeCursor({ dueAt: last.dueAt, priority: last.priority, id: last.id }) : null,
+    nextCursor: results.length > limit && last ? encodeCursor([last.dueAt, last.priority, last.id]) : null,
   };
 }
 

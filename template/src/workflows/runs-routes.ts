@@ -4,18 +4,11 @@ import { AppError } from "../errors";
 import { requireScope } from "../http/auth";
 import { schemas } from "../http/schemas";
 import type { AppEnv } from "../http/types";
-import { idempotencyKey, parseBody } from "../http/validate";
+import { decodeCursor, encodeCursor, idempotencyKey, parseBody } from "../http/validate";
 import { createRun, getRunDetail, sendRunEvent, serializeRun, terminateRun } from "./runs";
 import { listRunRows } from "./runs-queries";
 import type { JsonObject, WorkflowAuthorityMode } from "./types";
 import { RUN_STATES } from "./types";
-
-function cursorOf(value: string | undefined): { createdAt: string; id: string } | undefined {
-  if (!value) return undefined;
-  const [createdAt, id] = atob(value.replace(/-/gu, "+").replace(/_/gu, "/")).split("|");
-  if (!createdAt || !id) throw new AppError("request.invalid_cursor", "The cursor is not valid.", { status: 400 });
-  return { createdAt, id };
-}
 
 export const runRoutes = new Hono<AppEnv>()
   .post("/runs", requireScope("admin"), async (c) => {
@@ -35,15 +28,16 @@ export const runRoutes = new Hono<AppEnv>()
     const limit = Math.min(Math.max(Number(c.req.query("limit") ?? 50) || 50, 1), 200);
     const state = c.req.query("state");
     if (state !== undefined && !(RUN_STATES as readonly string[]).includes(state)) throw new AppError("request.invalid_state", "Unknown run state filter.", { status: 400 });
+    const after = decodeCursor(c.req.query("cursor"), ["string", "string"]);
     const rows = await listRunRows(c.env.DB, c.get("actor").installationId, {
       limit: limit + 1,
-      before: cursorOf(c.req.query("cursor")),
+      ...(after ? { before: { createdAt: String(after[0]), id: String(after[1]) } } : {}),
       ...(state ? { state } : {}),
       ...(c.req.query("workflowVersionId") ? { workflowVersionId: c.req.query("workflowVersionId")! } : {}),
     });
     const page = rows.slice(0, limit);
     const last = page.at(-1);
-    const nextCursor = rows.length > limit && last ? btoa(`${last.createdAt}|${last.id}`).replace(/\+/gu, "-").replace(/\//gu, "_") : null;
+    const nextCursor = rows.length > limit && last ? encodeCursor([last.createdAt, last.id]) : null;
     return c.json({ items: page.map(serializeRun), nextCursor });
   })
   .get("/runs/:id", requireScope("admin", "review"), async (c) => c.json(await getRunDetail(c.env, c.get("actor"), c.req.param("id"))))
