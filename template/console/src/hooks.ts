@@ -1,5 +1,6 @@
 // Data loading and keyboard helpers shared by the pages.
 import { useCallback, useEffect, useRef, useState } from "react";
+import { get, type Page } from "./api";
 
 export interface Resource<T> {
   data: T | undefined;
@@ -37,6 +38,48 @@ export function useResource<T>(load: ((signal: AbortSignal) => Promise<T>) | nul
   const reload = useCallback(() => setTick((t) => t + 1), []);
   const setData = useCallback((data: T) => setState({ data, error: undefined, loading: false }), []);
   return { ...state, reload, setData };
+}
+
+export interface PagedList<T> {
+  items: T[];
+  first: Resource<Page<T>>;
+  hasMore: boolean;
+  loadingMore: boolean;
+  moreError: unknown;
+  loadMore: () => Promise<void>;
+}
+
+/**
+ * A cursor-paged list: `url(cursor)` gives the API path of a page. The first page loads when `key`
+ * changes; `loadMore()` appends the next one (its failure shows in `moreError`).
+ */
+export function usePagedList<T>(url: (cursor?: string) => string, key: unknown[]): PagedList<T> {
+  const [pages, setPages] = useState<T[][]>([]);
+  const [cursor, setCursor] = useState<string | null>(null);
+  const [loadingMore, setLoadingMore] = useState(false);
+  const [moreError, setMoreError] = useState<unknown>(null);
+  const first = useResource(async (signal) => {
+    const page = await get<Page<T>>(url(), signal);
+    setPages([page.items]);
+    setCursor(page.nextCursor ?? null);
+    setMoreError(null);
+    return page;
+  }, key);
+  const loadMore = async () => {
+    if (!cursor) return;
+    setLoadingMore(true);
+    setMoreError(null);
+    try {
+      const page = await get<Page<T>>(url(cursor));
+      setPages((list) => [...list, page.items]);
+      setCursor(page.nextCursor ?? null);
+    } catch (error) {
+      setMoreError(error);
+    } finally {
+      setLoadingMore(false);
+    }
+  };
+  return { items: pages.flat(), first, hasMore: cursor !== null, loadingMore, moreError, loadMore };
 }
 
 /** Re-runs `callback` every `ms` while `active`. */

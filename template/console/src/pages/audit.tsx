@@ -1,7 +1,7 @@
 // The audit trail in order, filtered, with its hash chain verified on request.
 import { useState, type FormEvent } from "react";
-import { get, qs, type AuditEvent, type Page } from "../api";
-import { useResource } from "../hooks";
+import { get, qs, type AuditEvent } from "../api";
+import { usePagedList } from "../hooks";
 import { useNavigate, useSearchParam } from "../router";
 import { AbsoluteTime, Empty, ErrorNote, Json, Loading, PageTitle, shortId } from "../ui";
 
@@ -18,29 +18,11 @@ export function AuditPage() {
   const navigate = useNavigate();
   const filters = { action: useSearchParam("action") ?? "", targetType: useSearchParam("targetType") ?? "", targetId: useSearchParam("targetId") ?? "" };
   const [form, setForm] = useState(filters);
-  const [pages, setPages] = useState<AuditEvent[][]>([]);
-  const [cursor, setCursor] = useState<string | null>(null);
-  const [more, setMore] = useState(false);
   const [verdict, setVerdict] = useState<Verdict | null>(null);
   const [verifying, setVerifying] = useState(false);
   const [verifyError, setVerifyError] = useState<unknown>(null);
-  const first = useResource(async (signal) => {
-    const page = await get<Page<AuditEvent>>(`/audit-events${qs({ ...filters, limit: 100 })}`, signal);
-    setPages([page.items]);
-    setCursor(page.nextCursor ?? null);
-    return page;
-  }, [filters.action, filters.targetType, filters.targetId]);
-  const loadMore = async () => {
-    if (!cursor) return;
-    setMore(true);
-    try {
-      const page = await get<Page<AuditEvent>>(`/audit-events${qs({ ...filters, limit: 100, cursor })}`);
-      setPages((list) => [...list, page.items]);
-      setCursor(page.nextCursor ?? null);
-    } finally {
-      setMore(false);
-    }
-  };
+  const list = usePagedList<AuditEvent>((cursor) => `/audit-events${qs({ ...filters, limit: 100, cursor })}`, [filters.action, filters.targetType, filters.targetId]);
+  const { first } = list;
   const verify = async () => {
     setVerifying(true);
     setVerifyError(null);
@@ -57,7 +39,7 @@ export function AuditPage() {
     event.preventDefault();
     navigate(`/audit${qs(form)}`);
   };
-  const events = pages.flat();
+  const events = list.items;
   return (
     <section data-ready={first.data ? "true" : undefined}>
       <PageTitle
@@ -101,7 +83,8 @@ export function AuditPage() {
           </tbody>
         </table>
       ) : null}
-      {cursor ? <button type="button" className="btn" disabled={more} onClick={() => void loadMore()}>{more ? "Loading…" : "Show more"}</button> : null}
+      <ErrorNote error={list.moreError} />
+      {list.hasMore ? <button type="button" className="btn" disabled={list.loadingMore} onClick={() => void list.loadMore()}>{list.loadingMore ? "Loading…" : "Show more"}</button> : null}
     </section>
   );
 }

@@ -2,7 +2,7 @@
 // "Next task", which claims the top of a queue and opens it.
 import { useState } from "react";
 import { ApiError, get, post, qs, type Page, type Queue, type Task } from "../api";
-import { useInterval, useResource } from "../hooks";
+import { useInterval, usePagedList, useResource } from "../hooks";
 import { Link, useNavigate } from "../router";
 import { cannotReason, useCan, useSession } from "../session";
 import { Empty, ErrorNote, formatSeconds, Loading, PageTitle, shortId, StateBadge, Tabs, Time, useToast } from "../ui";
@@ -86,34 +86,12 @@ export function QueuePage({ params }: { params: Record<string, string> }) {
   const canReview = useCan("review");
   const { user } = useSession();
   const [state, setState] = useState<TaskState>("open");
-  const [pages, setPages] = useState<Task[][]>([]);
-  const [cursor, setCursor] = useState<string | null>(null);
-  const [loadingMore, setLoadingMore] = useState(false);
-  const [moreError, setMoreError] = useState<unknown>(null);
   const queue = useResource((signal) => get<Queue>(`/queues/${encodeURIComponent(id)}`, signal), [id]);
   const stats = useResource((signal) => get<{ open: number; claimed: number; breachedSla: number; oldestOpenDueAt: string | null; timeToComplete: { sample: number; p50Seconds: number | null; p90Seconds: number | null } }>(`/queues/${encodeURIComponent(id)}/stats`, signal), [id]);
-  const first = useResource(async (signal) => {
-    const page = await get<Page<Task>>(`/queues/${encodeURIComponent(id)}/tasks${qs({ state, limit: 50 })}`, signal);
-    setPages([page.items]);
-    setCursor(page.nextCursor ?? null);
-    return page;
-  }, [id, state]);
+  const list = usePagedList<Task>((cursor) => `/queues/${encodeURIComponent(id)}/tasks${qs({ state, limit: 50, cursor })}`, [id, state]);
+  const { first } = list;
   const { next, busy } = useNextTask();
-  const loadMore = async () => {
-    if (!cursor) return;
-    setLoadingMore(true);
-    setMoreError(null);
-    try {
-      const page = await get<Page<Task>>(`/queues/${encodeURIComponent(id)}/tasks${qs({ state, limit: 50, cursor })}`);
-      setPages((list) => [...list, page.items]);
-      setCursor(page.nextCursor ?? null);
-    } catch (error) {
-      setMoreError(error);
-    } finally {
-      setLoadingMore(false);
-    }
-  };
-  const tasks = pages.flat();
+  const tasks = list.items;
   const s = stats.data;
   return (
     <section data-ready={first.data ? "true" : undefined}>
@@ -159,8 +137,8 @@ export function QueuePage({ params }: { params: Record<string, string> }) {
             </tbody>
           </table>
         ) : null}
-        <ErrorNote error={moreError} />
-        {cursor ? <button type="button" className="btn" onClick={() => void loadMore()} disabled={loadingMore}>{loadingMore ? "Loading…" : "Show more"}</button> : null}
+        <ErrorNote error={list.moreError} />
+        {list.hasMore ? <button type="button" className="btn" onClick={() => void list.loadMore()} disabled={list.loadingMore}>{list.loadingMore ? "Loading…" : "Show more"}</button> : null}
       </div>
     </section>
   );

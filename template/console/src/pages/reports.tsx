@@ -1,8 +1,8 @@
 // Reports: search by subject and category, and one report's timeline; its personal data opens
 // only on request (the access is audited).
 import { useMemo, useState, type FormEvent } from "react";
-import { get, qs, type Page, type ReportDetail, type ReportSummary } from "../api";
-import { useResource } from "../hooks";
+import { get, qs, type ReportDetail, type ReportSummary } from "../api";
+import { usePagedList, useResource } from "../hooks";
 import { Link, useNavigate, useSearchParam } from "../router";
 import { useSession } from "../session";
 import { Empty, ErrorNote, Loading, PageTitle, shortId, Time } from "../ui";
@@ -21,31 +21,13 @@ export function ReportsPage() {
   const category = useSearchParam("category") ?? "";
   const [subject, setSubject] = useState(subjectId);
   const [cat, setCat] = useState(category);
-  const [pages, setPages] = useState<ReportSummary[][]>([]);
-  const [cursor, setCursor] = useState<string | null>(null);
-  const [more, setMore] = useState(false);
-  const first = useResource(async (signal) => {
-    const page = await get<Page<ReportSummary>>(`/reports${qs({ subjectId, category, limit: 50 })}`, signal);
-    setPages([page.items]);
-    setCursor(page.nextCursor ?? null);
-    return page;
-  }, [subjectId, category]);
+  const list = usePagedList<ReportSummary>((cursor) => `/reports${qs({ subjectId, category, limit: 50, cursor })}`, [subjectId, category]);
+  const { first } = list;
   const search = (event: FormEvent) => {
     event.preventDefault();
     navigate(`/reports${qs({ subjectId: subject.trim(), category: cat })}`);
   };
-  const loadMore = async () => {
-    if (!cursor) return;
-    setMore(true);
-    try {
-      const page = await get<Page<ReportSummary>>(`/reports${qs({ subjectId, category, limit: 50, cursor })}`);
-      setPages((list) => [...list, page.items]);
-      setCursor(page.nextCursor ?? null);
-    } finally {
-      setMore(false);
-    }
-  };
-  const reports = pages.flat();
+  const reports = list.items;
   return (
     <section data-ready={first.data ? "true" : undefined}>
       <PageTitle subtitle="Summaries only; a report's personal data opens on its page, and that access is audited.">Reports</PageTitle>
@@ -80,7 +62,8 @@ export function ReportsPage() {
           </tbody>
         </table>
       ) : null}
-      {cursor ? <button type="button" className="btn" disabled={more} onClick={() => void loadMore()}>{more ? "Loading…" : "Show more"}</button> : null}
+      <ErrorNote error={list.moreError} />
+      {list.hasMore ? <button type="button" className="btn" disabled={list.loadingMore} onClick={() => void list.loadMore()}>{list.loadingMore ? "Loading…" : "Show more"}</button> : null}
     </section>
   );
 }

@@ -1,7 +1,6 @@
 // Runs, newest first, filtered by state or version.
-import { useState } from "react";
-import { get, qs, type Page, type Run } from "../api";
-import { useResource } from "../hooks";
+import { qs, type Run } from "../api";
+import { usePagedList } from "../hooks";
 import { Link, useNavigate, useSearchParam } from "../router";
 import { Empty, ErrorNote, Loading, PageTitle, shortId, StateBadge, Time } from "../ui";
 
@@ -11,27 +10,9 @@ export function RunsPage() {
   const navigate = useNavigate();
   const state = useSearchParam("state") ?? "";
   const versionId = useSearchParam("workflowVersionId") ?? "";
-  const [pages, setPages] = useState<Run[][]>([]);
-  const [cursor, setCursor] = useState<string | null>(null);
-  const [more, setMore] = useState(false);
-  const first = useResource(async (signal) => {
-    const page = await get<Page<Run>>(`/runs${qs({ state, workflowVersionId: versionId, limit: 50 })}`, signal);
-    setPages([page.items]);
-    setCursor(page.nextCursor ?? null);
-    return page;
-  }, [state, versionId]);
-  const loadMore = async () => {
-    if (!cursor) return;
-    setMore(true);
-    try {
-      const page = await get<Page<Run>>(`/runs${qs({ state, workflowVersionId: versionId, limit: 50, cursor })}`);
-      setPages((list) => [...list, page.items]);
-      setCursor(page.nextCursor ?? null);
-    } finally {
-      setMore(false);
-    }
-  };
-  const runs = pages.flat();
+  const list = usePagedList<Run>((cursor) => `/runs${qs({ state, workflowVersionId: versionId, limit: 50, cursor })}`, [state, versionId]);
+  const { first } = list;
+  const runs = list.items;
   return (
     <section data-ready={first.data ? "true" : undefined}>
       <PageTitle subtitle={versionId ? <>Version <code>{shortId(versionId)}</code> · <Link to="/runs">all runs</Link></> : undefined}>Runs</PageTitle>
@@ -63,7 +44,8 @@ export function RunsPage() {
           </tbody>
         </table>
       ) : null}
-      {cursor ? <button type="button" className="btn" disabled={more} onClick={() => void loadMore()}>{more ? "Loading…" : "Show more"}</button> : null}
+      <ErrorNote error={list.moreError} />
+      {list.hasMore ? <button type="button" className="btn" disabled={list.loadingMore} onClick={() => void list.loadMore()}>{list.loadingMore ? "Loading…" : "Show more"}</button> : null}
     </section>
   );
 }
