@@ -31,10 +31,6 @@ export function notFound(resource: string): AppError {
   return new AppError(`${resource}.not_found`, `The ${resource.replace(/_/gu, " ")} does not exist.`, { status: 404 });
 }
 
-export function badRequest(code: string, message: string, details?: unknown): AppError {
-  return new AppError(code, message, { status: 400, details });
-}
-
 export function conflict(code: string, message: string, details?: unknown): AppError {
   return new AppError(code, message, { status: 409, details });
 }

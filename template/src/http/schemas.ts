@@ -1,6 +1,11 @@
 // JSON Schemas of request bodies: used for validation and published in the OpenAPI document.
 import type { Schema } from "@cfworker/json-schema";
+import { AI_PROVIDER_KINDS } from "../automation/ai";
+import { APPEAL_OUTCOMES } from "../cases/tasks";
 import { DSA_KEYWORDS, REPORT_SOURCES, SUBJECT_KINDS } from "../cases/taxonomy";
+import { TRIGGER_EVENTS } from "../cases/triggers";
+import { CONSOLE_ROLES } from "../console/sessions";
+import { WEBHOOK_EVENT_TYPES } from "../enforcement/webhooks";
 import { AUTHORITY_MODES } from "../workflows/types";
 import { SCOPES } from "./auth";
 
@@ -75,7 +80,7 @@ export const schemas = {
     type: "object", required: ["event", "workflowVersionId", "authorityMode"], additionalProperties: false,
     properties: {
       name,
-      event: { enum: ["report.created", "appeal.created"] },
+      event: { enum: [...TRIGGER_EVENTS] },
       when: { type: "string", minLength: 1, maxLength: 4096, description: "CEL over report (and appeal); default true." },
       workflowVersionId: identifier,
       authorityMode: { enum: [...AUTHORITY_MODES] },
@@ -109,14 +114,14 @@ export const schemas = {
   },
   ResolveAppeal: {
     type: "object", required: ["outcome"], additionalProperties: false,
-    properties: { outcome: { enum: ["upheld", "overturned"] }, reason: { type: "string", maxLength: 5000 }, reviewer: { type: "string", maxLength: 200 } },
+    properties: { outcome: { enum: [...APPEAL_OUTCOMES] }, reason: { type: "string", maxLength: 5000 }, reviewer: { type: "string", maxLength: 200 } },
   },
   CreateWebhookEndpoint: {
     type: "object", required: ["url"], additionalProperties: false,
     properties: {
       url: { type: "string", minLength: 8, maxLength: 2048 },
       description: { type: "string", maxLength: 2000 },
-      eventTypes: { type: "array", uniqueItems: true, items: { enum: ["action.execute", "message.send", "report.handoff"] }, description: "Events delivered without being named (messages, handoffs); action types name their endpoint." },
+      eventTypes: { type: "array", uniqueItems: true, items: { enum: [...WEBHOOK_EVENT_TYPES] }, description: "Events delivered without being named (messages, handoffs); action types name their endpoint." },
       retryBaseSeconds: { type: "integer", minimum: 0, maximum: 3600, description: "Base of the exponential backoff, default 5." },
       maxAttempts: { type: "integer", minimum: 5, maximum: 20, description: "Attempts before dead-letter, default 8." },
     },
@@ -150,7 +155,7 @@ export const schemas = {
   CreateAiProvider: {
     type: "object", required: ["kind", "model"], additionalProperties: false,
     properties: {
-      name, kind: { enum: ["workers-ai", "openai-compatible"] }, baseUrl: { type: "string", maxLength: 2048 },
+      name, kind: { enum: [...AI_PROVIDER_KINDS] }, baseUrl: { type: "string", maxLength: 2048 },
       model: { type: "string", minLength: 1, maxLength: 200 }, apiKey: { type: "string", minLength: 1, maxLength: 4096 },
       timeoutMs: { type: "integer", minimum: 500, maximum: 120_000 },
     },
@@ -176,17 +181,17 @@ export const schemas = {
   Preferences: { type: "object", required: ["blurMedia"], additionalProperties: false, properties: { blurMedia: { type: "boolean" } } },
   CreateSigninLink: {
     type: "object", required: ["installationId", "email"], additionalProperties: false,
-    properties: { installationId: identifier, email: { type: "string", minLength: 3, maxLength: 320 }, name, role: { enum: ["admin", "moderator", "viewer"] } },
+    properties: { installationId: identifier, email: { type: "string", minLength: 3, maxLength: 320 }, name, role: { enum: [...CONSOLE_ROLES] } },
   },
   CreateConsoleUser: {
     type: "object", required: ["email", "role"], additionalProperties: false,
     properties: {
-      email: { type: "string", minLength: 3, maxLength: 320 }, name, role: { enum: ["admin", "moderator", "viewer"] },
+      email: { type: "string", minLength: 3, maxLength: 320 }, name, role: { enum: [...CONSOLE_ROLES] },
       queueIds: { type: ["array", "null"], maxItems: 200, items: identifier, description: "Queues a moderator may work; null or absent: all." },
     },
   },
   UpdateConsoleUser: {
     type: "object", additionalProperties: false,
-    properties: { name, role: { enum: ["admin", "moderator", "viewer"] }, queueIds: { type: ["array", "null"], maxItems: 200, items: identifier }, disabled: { type: "boolean" } },
+    properties: { name, role: { enum: [...CONSOLE_ROLES] }, queueIds: { type: ["array", "null"], maxItems: 200, items: identifier }, disabled: { type: "boolean" } },
   },
 } satisfies Record<string, Schema>;
