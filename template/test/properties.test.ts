@@ -2,7 +2,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type ExpressionContext, evaluateWorkflowExpression } from "../src/workflows/expressions";
-import { NODE_KINDS, type JsonValue } from "../src/workflows/types";
+import { NODE_KINDS } from "../src/workflows/kinds/descriptors";
+import type { JsonValue } from "../src/workflows/types";
 import { type GraphValidationResult, parseWorkflowGraph, validateWorkflowGraph } from "../src/workflows/validation";
 import { edge } from "./helpers";
 

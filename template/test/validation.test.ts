@@ -1,7 +1,8 @@
 // The graph validator: one test per problem code (with its JSON path), and the fork/join plan.
 import { describe, expect, it } from "vitest";
 import type { ErrorDetail } from "../src/errors";
-import { MAX_GRAPH_BYTES, MAX_WAIT_SECONDS, NODE_KINDS } from "../src/workflows/types";
+import { NODE_KINDS } from "../src/workflows/kinds/descriptors";
+import { MAX_GRAPH_BYTES, MAX_WAIT_SECONDS } from "../src/workflows/types";
 import { GraphValidationError, parseWorkflowGraph, validateWorkflowGraph } from "../src/workflows/validation";
 import { edge } from "./helpers";
 

@@ -2,7 +2,7 @@
 // node's mapped input only; a non-retryable failure goes to the node's error port.
 import { evaluateInputMapping } from "../workflows/expressions";
 import { loadWorkflowExecutionContext } from "../workflows/execution-context";
-import type { NodeCall } from "../workflows/node-executors";
+import type { NodeCall } from "../workflows/kinds/executors";
 import { executeAgentProposal } from "./ai";
 import { BUILTIN_COMPONENTS, executeBuiltin } from "./builtins";
 import { ComponentExecutionError, executeComponentVersion } from "./components";

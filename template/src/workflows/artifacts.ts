@@ -2,6 +2,8 @@
 import { AppError } from "../errors";
 import { byteLength, newId, sha256Hex } from "../lib/crypto";
 import { KERNEL_SOURCE } from "./kernel/kernel-source.generated";
+import { kindOf } from "./kinds/descriptors";
+import { KERNEL_PROTOCOL, SUPPORTED_KERNEL_PROTOCOLS, type KernelGraph } from "./runtime-protocol";
 import type { ParsedWorkflowGraph } from "./types";
 
 /** The compatibility date loaded workflow workers run with. */
@@ -12,6 +14,7 @@ export interface CompiledArtifact {
   source: string;
   digest: string;
   sizeBytes: number;
+  kernelProtocol: number;
 }
 
 export interface ArtifactRow {
@@ -22,13 +25,24 @@ export interface ArtifactRow {
   bundleR2Key: string | null;
   inlineSourceText: string | null;
   status: string;
+  kernelProtocol: number;
 }
 
-/** Kernel + graph → one ES module; its digest is `sha256:<hex>` of the exact source text. */
+/**
+ * Kernel + graph → one ES module; its digest is `sha256:<hex>` of the exact source text. Each node
+ * carries its kind's kernel protocol, so the kernel never needs to know what a kind is.
+ */
 export async function compileWorkflowArtifact(graph: ParsedWorkflowGraph): Promise<CompiledArtifact> {
-  const embedded = JSON.stringify({ nodes: graph.nodes, edges: graph.edges, plan: graph.plan });
-  const source = `const GRAPH = Object.freeze(${embedded});\n${KERNEL_SOURCE}`;
-  return { source, digest: `sha256:${await sha256Hex(source)}`, sizeBytes: byteLength(source) };
+  const kernelGraph: KernelGraph = {
+    nodes: graph.nodes.map((node) => {
+      const kind = kindOf(node.kind)!;
+      return { ...node, protocol: kind.protocol, effect: kind.shadow !== undefined };
+    }),
+    edges: graph.edges,
+    plan: graph.plan,
+  };
+  const source = `const GRAPH = Object.freeze(${JSON.stringify(kernelGraph)});\n${KERNEL_SOURCE}`;
+  return { source, digest: `sha256:${await sha256Hex(source)}`, sizeBytes: byteLength(source), kernelProtocol: KERNEL_PROTOCOL };
 }
 
 /**
@@ -49,9 +63,9 @@ export async function artifactStatement(
   const statement = env.DB.prepare(`
     INSERT INTO workflow_artifacts (
       id, installation_id, compatibility_date, bundle_digest, bundle_r2_key,
-      inline_source_text, size_bytes, status, created_at
-    ) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'ready', ?8)
-  `).bind(id, input.installationId, ARTIFACT_COMPATIBILITY_DATE, input.artifact.digest, r2Key, r2Key ? null : input.artifact.source, input.artifact.sizeBytes, input.at);
+      inline_source_text, size_bytes, status, kernel_protocol, created_at
+    ) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'ready', ?9, ?8)
+  `).bind(id, input.installationId, ARTIFACT_COMPATIBILITY_DATE, input.artifact.digest, r2Key, r2Key ? null : input.artifact.source, input.artifact.sizeBytes, input.at, input.artifact.kernelProtocol);
   return { id, statement };
 }
 
@@ -60,11 +74,14 @@ export async function loadArtifactRow(env: Env, artifactId: string, workflowVers
   const row = await env.DB.prepare(`
     SELECT a.id, a.installation_id AS installationId, a.compatibility_date AS compatibilityDate,
       a.bundle_digest AS bundleDigest, a.bundle_r2_key AS bundleR2Key,
-      a.inline_source_text AS inlineSourceText, a.status
+      a.inline_source_text AS inlineSourceText, a.status, a.kernel_protocol AS kernelProtocol
     FROM workflow_artifacts a JOIN workflow_versions v ON v.artifact_id = a.id
     WHERE a.id = ?1 AND v.id = ?2 AND v.retired_at IS NULL LIMIT 1
   `).bind(artifactId, workflowVersionId).first<ArtifactRow>();
   if (!row || row.status !== "ready") throw new AppError("workflow_artifact_not_ready", "The workflow artifact is not available.", { status: 409 });
+  if (!SUPPORTED_KERNEL_PROTOCOLS.includes(row.kernelProtocol)) {
+    throw new AppError("workflow_kernel_protocol_unsupported", `The artifact speaks kernel protocol ${row.kernelProtocol}, which this platform version no longer serves; publish the graph again.`, { status: 409 });
+  }
   return row;
 }
 

@@ -4,6 +4,7 @@ import { reportSummaryByRunStatementUnsafe, type ReportRow } from "../cases/repo
 import { reportSummary } from "../cases/reports";
 import type { ExpressionContext } from "./expressions";
 import { mentionsVariable, referencedSteps } from "./expressions";
+import { nodeExpressions } from "./kinds/descriptors";
 import type { AuthorizedRun } from "./runtime-authorize";
 import type { JsonValue, WorkflowNodeV1 } from "./types";
 
@@ -18,13 +19,7 @@ interface NodeReads {
 const readsCache = new WeakMap<WorkflowNodeV1, NodeReads>();
 
 function expressionsOf(node: WorkflowNodeV1): string[] {
-  const texts = Object.values(node.inputMapping ?? {});
-  if (node.kind === "condition" && Array.isArray(node.config.cases)) {
-    for (const entry of node.config.cases) {
-      if (entry && typeof entry === "object" && !Array.isArray(entry) && typeof entry.when === "string") texts.push(entry.when);
-    }
-  }
-  return texts;
+  return nodeExpressions(node).flatMap((expression) => (typeof expression.text === "string" ? [expression.text] : []));
 }
 
 export function nodeReads(node: WorkflowNodeV1): NodeReads {

@@ -6,6 +6,7 @@ import { errorCode } from "../errors";
 import { loadArtifactRow, loadArtifactSource } from "./artifacts";
 import { markRunFailedUnsafe } from "./runs-queries";
 import { cleanIdentifier, type RuntimeProps } from "./runtime-authorize";
+import type { KernelStarterEntrypoint } from "./runtime-protocol";
 import type { WorkflowAuthorityMode } from "./types";
 
 /**
@@ -70,9 +71,7 @@ export async function startDynamicWorkflow(
     workflowVersionId: cleanIdentifier(input.workflowVersionId, "workflow_version_id"),
   };
   const stub = await loadCompiledWorkflow(env, ctx, props);
-  const starter = stub.getEntrypoint() as unknown as {
-    start(params: { instanceId: string; runId: string; authorityMode: WorkflowAuthorityMode }): Promise<{ id: string }>;
-  };
+  const starter = stub.getEntrypoint<KernelStarterEntrypoint>();
   const result = await starter.start({
     instanceId: cleanIdentifier(input.instanceId, "instance_id"),
     runId: cleanIdentifier(input.runId, "run_id"),

@@ -3,50 +3,49 @@
 // identifiers) and its effects are written idempotently, with their audit event, in one batch.
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { AppError } from "../errors";
-import {
-  endOutput, executeCondition, executorUnavailable, prepareDelay, runSucceededStatement, shadowSimulation, startLinkedWorkflow,
-  type NodeCall,
-} from "./node-executors";
+import { enqueueDeliveries, completeWorkflowAction, prepareWorkflowAction } from "../enforcement";
+import { assembleContext, contextStatements, loadWorkflowExecutionContext } from "./execution-context";
+import type { ExpressionContext } from "./expressions";
+import { kindOf, shadowSimulation } from "./kinds/descriptors";
+import { EXECUTORS, executorUnavailable, type NodeCall } from "./kinds/executors";
 import type {
   ActionProgress, NodeOutput, PreparedWait, RuntimeActionRequest, RuntimeCompleteActionRequest, RuntimeCompleteWaitRequest,
   RuntimeFailureRequest, RuntimeNodeRequest, RuntimeWaitRequest, WorkflowRuntimeApi,
 } from "./runtime-protocol";
-import { RETRYABLE_PREFIX } from "./runtime-protocol";
+import { encodeHostError } from "./runtime-protocol";
 import {
   authorizedBranch, authorizedNode, authorizedRun, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId,
   type AuthorizedRun, type RuntimeProps,
 } from "./runtime-authorize";
-import { assembleContext, contextStatements } from "./execution-context";
-import type { ExpressionContext } from "./expressions";
-import { now, recordStepResult, runProgress, runtimeAudit, stepUpsert } from "./runtime-records";
+import { hostErrorStatement, now, recordedHostError, recordStepResult, runProgress, runtimeAudit, stepUpsert } from "./runtime-records";
 import { completeWaitStatements, prepareWaitRecord } from "./runtime-waits";
-import { EFFECT_KINDS, type WorkflowNodeV1 } from "./types";
-import {
-  completeWorkflowAction, enqueueDeliveries, handoffWorkflowReport, prepareWorkflowAction, recordWorkflowDecision, sendWorkflowMessage,
-  type EffectResult,
-} from "../enforcement";
-import type { EffectCall } from "../enforcement/effects";
-import { loadWorkflowExecutionContext } from "./execution-context";
-import { executeAiProposal, executeEnrichment } from "../automation/nodes";
+import type { WorkflowNodeV1 } from "./types";
 
-/** Errors leave the capability as bare codes (permanent) or `retryable:code`; see runtime-protocol. */
-async function guard<T>(work: () => Promise<T>): Promise<T> {
+/** The step a call concerns, once authorized: where the host records its own error message. */
+interface CallScope {
+  run?: AuthorizedRun;
+  node?: WorkflowNodeV1;
+  branchKey?: string;
+}
+
+/**
+ * Errors leave the capability through the boundary's codec (runtime-protocol): a code the kernel
+ * can act on, never a message. The host keeps its own message and details on the step, so the
+ * run's error says what is wrong without trusting anything the sandbox reports back.
+ */
+async function guard<T>(db: D1Database, scope: CallScope, work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    if (error instanceof AppError) throw new Error(error.retryable ? `${RETRYABLE_PREFIX}${error.code}` : error.code);
-    throw error;
+    if (error instanceof AppError && scope.run && scope.node) {
+      const stepId = stepRunId(scope.run.id, scope.node.id, scope.branchKey ?? "");
+      await hostErrorStatement(db, { id: stepId, run: scope.run, node: scope.node, branchKey: scope.branchKey ?? "", error, at: now() }).run().catch(() => undefined);
+    }
+    throw encodeHostError(error);
   }
 }
 
-const WAIT_KINDS = ["human_task", "wait_for_event"];
-/** Kinds whose executeNode evaluates expressions, so their context is worth prefetching. */
-const CONTEXT_KINDS = ["condition", "end", "start_linked_workflow", "delay_until", "send_message", "decision", "handoff", "action", "enrichment", "ai_proposal"];
-const EFFECT_EXECUTORS: Partial<Record<string, (call: EffectCall) => Promise<EffectResult>>> = {
-  send_message: sendWorkflowMessage,
-  decision: recordWorkflowDecision,
-  handoff: handoffWorkflowReport,
-};
+const isWait = (node: WorkflowNodeV1) => kindOf(node.kind)?.protocol === "wait";
 
 /** Delivery ids an effect's output names, to put back on the queue if its first enqueue was lost. */
 function deliveryIdsOf(output: Record<string, unknown>): string[] {
@@ -55,9 +54,9 @@ function deliveryIdsOf(output: Record<string, unknown>): string[] {
 }
 
 export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProps> implements WorkflowRuntimeApi {
-  private async authorize(input: RuntimeNodeRequest, kind?: string): Promise<{ run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; context?: ExpressionContext }> {
+  private async authorize(input: RuntimeNodeRequest, scope: CallScope, kind?: string): Promise<{ run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; context?: ExpressionContext }> {
     // With the graph cached, the node's context reads ride along with the authorization query.
-    const cachedNode = CONTEXT_KINDS.includes(input.nodeKind) ? graphIfCached(this.ctx.props.workflowVersionId)?.nodes.find((n) => n.id === input.nodeId) : undefined;
+    const cachedNode = kindOf(input.nodeKind)?.readsContext ? graphIfCached(this.ctx.props.workflowVersionId)?.nodes.find((n) => n.id === input.nodeId) : undefined;
     let parts: ReturnType<typeof contextStatements>["parts"] = [];
     const { run, results } = await authorizedRunWith(this.env, this.ctx.props, input, (runId) => {
       if (!cachedNode) return [];
@@ -67,26 +66,32 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     });
     const node = authorizedNode(run, input.nodeId, kind ?? input.nodeKind);
     const branchKey = authorizedBranch(input.branchKey);
+    Object.assign(scope, { run, node, branchKey });
     const context = cachedNode && node === cachedNode ? assembleContext({ run, branchKey }, parts, results) : undefined;
     return { run, node, branchKey, ...(context ? { context } : {}) };
   }
 
   private call(run: AuthorizedRun, node: WorkflowNodeV1, branchKey: string, context?: ExpressionContext): NodeCall {
-    return { env: this.env, ctx: this.ctx, run, node, branchKey, ...(context ? { preloaded: context } : {}) };
+    return { env: this.env, ctx: this.ctx, run, node, branchKey, stepId: stepRunId(run.id, node.id, branchKey), ...(context ? { preloaded: context } : {}) };
   }
 
-  /** Executes one node that needs no wait; delay kinds are prepared with `input.prepare`. */
+  /** Executes one node of the `step` protocol (or a simulated effect); `delay` kinds are prepared with `input.prepare`. */
   async executeNode(input: RuntimeNodeRequest): Promise<NodeOutput> {
-    return guard(async () => {
-      const { run, node, branchKey, context } = await this.authorize(input);
-      const stepId = stepRunId(run.id, node.id, branchKey);
+    const scope: CallScope = {};
+    return guard(this.env.DB, scope, async () => {
+      const { run, node, branchKey, context } = await this.authorize(input, scope);
       const call = this.call(run, node, branchKey, context);
-      if (node.kind === "action") throw denied("runtime_method_denied");
-      const isEffect = (EFFECT_KINDS as readonly string[]).includes(node.kind);
-      const simulated = run.authorityMode === "shadow" && isEffect ? shadowSimulation(node) : null;
-      if (!simulated && WAIT_KINDS.includes(node.kind)) throw denied("runtime_method_denied");
-      if ((node.kind === "delay" || node.kind === "delay_until") && input.input?.prepare === true) {
-        const prepared = await prepareDelay(call);
+      const { stepId } = call;
+      const descriptor = kindOf(node.kind)!;
+      const simulated = run.authorityMode === "shadow" ? shadowSimulation(node) : null;
+      if (simulated) {
+        await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: simulated });
+        return simulated as NodeOutput;
+      }
+      if (descriptor.protocol === "wait" || descriptor.protocol === "action") throw denied("runtime_method_denied");
+      const executor = EXECUTORS[node.kind];
+      if (descriptor.protocol === "delay" && input.input?.prepare === true) {
+        const prepared = await executor.prepare!(call);
         const at = now();
         await this.env.DB.batch([
           stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "waiting", at }),
@@ -95,10 +100,8 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
         ]);
         return prepared;
       }
-      let output: Record<string, unknown>;
-      const extra: D1PreparedStatement[] = [];
-      const effect = simulated ? undefined : EFFECT_EXECUTORS[node.kind];
-      if (effect) {
+      if (!executor.execute) throw executorUnavailable(node.kind);
+      if (executor.once) {
         // An effect runs once: a repeated call returns what was recorded (and re-queues its deliveries).
         const recorded = await this.env.DB.prepare(`SELECT o.inline_json AS json FROM workflow_step_outputs o JOIN workflow_step_runs s ON s.id = o.step_run_id
           WHERE o.step_run_id = ?1 AND s.state = 'succeeded'`).bind(stepId).first<{ json: string }>();
@@ -107,46 +110,11 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
           await this.requeuePending(deliveryIdsOf(replayed));
           return replayed;
         }
-        const result = await effect({ env: this.env, run, node, stepId, context: await loadWorkflowExecutionContext(this.env, call) });
-        await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: result.output, extra: result.statements });
-        await enqueueDeliveries(this.env, result.deliveryIds);
-        return result.output as NodeOutput;
       }
-      if (simulated) output = simulated;
-      else {
-        switch (node.kind) {
-          case "start":
-            output = { port: "success" };
-            break;
-          case "join":
-            output = { port: "success" };
-            break;
-          case "delay":
-          case "delay_until":
-            output = { port: "completed" };
-            break;
-          case "condition":
-            output = await executeCondition(call);
-            break;
-          case "start_linked_workflow":
-            output = await startLinkedWorkflow(call);
-            break;
-          case "enrichment":
-            output = await executeEnrichment(call);
-            break;
-          case "ai_proposal":
-            output = await executeAiProposal(call);
-            break;
-          case "end":
-            output = await endOutput(call);
-            extra.push(runSucceededStatement(this.env.DB, run.id, node.id, output, now()));
-            break;
-          default:
-            throw executorUnavailable(node.kind);
-        }
-      }
-      await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output, extra });
-      return output as NodeOutput;
+      const result = await executor.execute(call);
+      await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: result.output, extra: result.statements ?? [] });
+      if (result.deliveryIds?.length) await enqueueDeliveries(this.env, result.deliveryIds);
+      return result.output as NodeOutput;
     });
   }
 
@@ -168,21 +136,24 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
 
   /** Records a wait (and, for human_task, its task) before the kernel parks on waitForEvent. */
   async prepareWait(input: RuntimeWaitRequest): Promise<PreparedWait> {
-    return guard(async () => {
-      if (!WAIT_KINDS.includes(input.nodeKind)) throw denied("runtime_node_denied");
-      const { run, node, branchKey } = await this.authorize(input);
-      if (run.authorityMode === "shadow" && node.kind === "human_task") throw denied("shadow_human_wait_prohibited");
+    const scope: CallScope = {};
+    return guard(this.env.DB, scope, async () => {
+      if (kindOf(input.nodeKind)?.protocol !== "wait") throw denied("runtime_node_denied");
+      const { run, node, branchKey } = await this.authorize(input, scope);
+      if (run.authorityMode === "shadow" && kindOf(node.kind)!.shadow) throw denied("shadow_human_wait_prohibited");
       return prepareWaitRecord(this.env, { run, node, branchKey, stepId: stepRunId(run.id, node.id, branchKey) });
     });
   }
 
   /** Closes a prepared wait with a recorded event (verified in D1) or its timeout. */
   async completeWait(input: RuntimeCompleteWaitRequest): Promise<NodeOutput> {
-    return guard(async () => {
+    const scope: CallScope = {};
+    return guard(this.env.DB, scope, async () => {
       const run = await authorizedRun(this.env, this.ctx.props, input);
       const node = authorizedNode(run, input.nodeId);
-      if (!WAIT_KINDS.includes(node.kind)) throw denied("runtime_wait_node_denied");
+      if (!isWait(node)) throw denied("runtime_wait_node_denied");
       const branchKey = authorizedBranch(input.branchKey);
+      Object.assign(scope, { run, node, branchKey });
       const stepId = stepRunId(run.id, node.id, branchKey);
       const completion = await completeWaitStatements(this.env, { run, node, stepId, eventResult: input.eventResult });
       if (completion.replay) return completion.output;
@@ -195,18 +166,20 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
 
   /** `off` refuses, `shadow` simulates, `assisted` proposes, `autonomous` delivers unless the type needs approval. */
   async prepareAction(input: RuntimeActionRequest): Promise<ActionProgress> {
-    return guard(async () => {
-      const { run, node, branchKey, context } = await this.authorize(input, "action");
+    const scope: CallScope = {};
+    return guard(this.env.DB, scope, async () => {
+      const { run, node, branchKey, context } = await this.authorize(input, scope, "action");
       const stepId = stepRunId(run.id, node.id, branchKey);
       if (run.authorityMode === "off") throw new AppError("action_authority_insufficient", "Automation in mode off may not take actions.", { status: 403 });
       if (run.authorityMode === "shadow") {
+        // Kernels of protocol 1 call prepareAction in shadow; later ones simulate through executeNode.
         const output = shadowSimulation(node)!;
         await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output });
         return output as ActionProgress;
       }
       // The step row exists before the proposal that references it.
       await stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "running", at: now() }).run();
-      const progress = await prepareWorkflowAction(this.env, { run, node, stepId, context: await loadWorkflowExecutionContext(this.env, { run, node, branchKey, ...(context ? { preloaded: context } : {}) }) });
+      const progress = await prepareWorkflowAction(this.env, { run, node, stepId, context: await loadWorkflowExecutionContext(this.env, this.call(run, node, branchKey, context)) });
       if (progress.port) await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: progress });
       else await this.parkOnAction(run, node, branchKey, stepId);
       return progress;
@@ -215,8 +188,9 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
 
   /** After an approval or delivery wait: the proposal's recorded state decides the port. */
   async completeAction(input: RuntimeCompleteActionRequest): Promise<ActionProgress> {
-    return guard(async () => {
-      const { run, node, branchKey } = await this.authorize(input, "action");
+    const scope: CallScope = {};
+    return guard(this.env.DB, scope, async () => {
+      const { run, node, branchKey } = await this.authorize(input, scope, "action");
       const stepId = stepRunId(run.id, node.id, branchKey);
       const expected = `${stepId}:proposal`;
       if (cleanIdentifier(input.proposalId, "proposal_id", 500) !== expected) throw denied("action_proposal_denied");
@@ -227,29 +201,34 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     });
   }
 
-  /** After retries: the node's error port, or the run goes to repair_required (and this throws). */
+  /**
+   * After retries: the node's error port, or the run goes to repair_required (and this throws).
+   * The error's message and details are the host's own, recorded when it threw; the code the
+   * kernel reports is used only when the host recorded that very code for this step.
+   */
   async failNode(input: RuntimeFailureRequest): Promise<NodeOutput> {
-    return guard(async () => {
-      const { run, node, branchKey } = await this.authorize(input);
+    return guard(this.env.DB, {}, async () => {
+      const { run, node, branchKey } = await this.authorize(input, {});
       const errorCode = cleanIdentifier(input.errorCode, "error_code", 100);
       const stepId = stepRunId(run.id, node.id, branchKey);
+      const recorded = await recordedHostError(this.env.DB, stepId, errorCode);
       if (node.errorPort) {
         const output = { port: node.errorPort, errorCode, exhausted: true };
         await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output, state: "failed", errorCode });
         return output;
       }
       const at = now();
+      const summary = recorded ? `Node ${node.id} failed (${errorCode}): ${recorded.message}` : `Node ${node.id} failed (${errorCode}) and declares no error port.`;
       await this.env.DB.batch([
         stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "failed", errorCode, at }),
         this.env.DB.prepare(`
-          UPDATE workflow_runs SET state = 'repair_required', error_code = ?2, error_summary = ?3, current_node_id = ?4,
+          UPDATE workflow_runs SET state = 'repair_required', error_code = ?2, error_summary = ?3, error_details_json = ?6, current_node_id = ?4,
             updated_at = ?5, revision = revision + 1
           WHERE id = ?1 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded')
-        `).bind(run.id, errorCode, `Node ${node.id} failed (${errorCode}) and declares no error port.`, node.id, at),
+        `).bind(run.id, errorCode, summary.slice(0, 2000), node.id, at, recorded?.detailsJson ?? null),
         runtimeAudit(this.env.DB, run, { key: `step:${stepId}:repair_required`, action: "workflow.run_repair_required", details: { nodeId: node.id, branchKey, errorCode }, at }),
       ]);
       throw denied("workflow_node_failure_unhandled");
     });
   }
 }
-

@@ -1,6 +1,26 @@
-// The sandbox boundary: every message the kernel (inside the dynamic worker) may send to the host.
-// The kernel imports only types from here; the host's WorkflowRuntimeCapability implements it.
+// The sandbox boundary: every message the kernel (inside the dynamic worker) may send to the host,
+// the host's entrypoints into the sandbox, the protocol version, and the one codec for errors that
+// cross it. The kernel bundles this file, so it imports nothing of the host (types only).
 import type { WorkflowAuthorityMode } from "./types";
+
+/** A node as the compiler embeds it in the artifact: what the kernel needs to walk the graph. */
+export interface KernelNode {
+  id: string;
+  kind: string;
+  /** Protocol 2: how the kernel drives it (kinds/descriptor.ts `KernelProtocol`). */
+  protocol: "step" | "delay" | "wait" | "action";
+  /** Protocol 2: an effect, run as a plain (simulated) step in shadow mode. */
+  effect: boolean;
+  config: Record<string, unknown>;
+  errorPort?: string;
+  timeoutPolicy?: { timeout_seconds?: number; retries?: number };
+}
+
+export interface KernelGraph {
+  nodes: KernelNode[];
+  edges: Array<{ from: { nodeId: string; port: string }; to: { nodeId: string } }>;
+  plan: { forkJoins: Record<string, string> };
+}
 
 export interface RuntimeNodeRequest {
   runId: string;
@@ -12,13 +32,8 @@ export interface RuntimeNodeRequest {
   input?: { prepare?: boolean };
 }
 
-export interface RuntimeWaitRequest {
-  runId: string;
-  nodeId: string;
-  nodeKind: "human_task" | "wait_for_event";
-  branchKey?: string;
-  authorityMode: WorkflowAuthorityMode;
-}
+/** The host checks that the named node's kind uses the wait protocol. */
+export type RuntimeWaitRequest = RuntimeNodeRequest;
 
 export type WaitResult = { status: "received"; event: unknown } | { status: "timed_out" };
 
@@ -30,9 +45,8 @@ export interface RuntimeCompleteWaitRequest {
   eventResult: WaitResult;
 }
 
-export interface RuntimeActionRequest extends RuntimeNodeRequest {
-  nodeKind: "action";
-}
+/** The host checks that the named node is an action. */
+export type RuntimeActionRequest = RuntimeNodeRequest;
 
 export interface RuntimeCompleteActionRequest extends RuntimeActionRequest {
   proposalId: string;
@@ -84,8 +98,54 @@ export interface KernelParams {
   authorityMode: WorkflowAuthorityMode;
 }
 
+/** Parameters the host passes to the kernel's starter to create a run's Workflows instance. */
+export interface KernelStartParams {
+  instanceId: string;
+  runId: string;
+  authorityMode: WorkflowAuthorityMode;
+}
+
+/** The artifact's default entrypoint, as the host calls it. */
+export interface KernelStarterEntrypoint extends Rpc.WorkerEntrypointBranded {
+  start(params: KernelStartParams): Promise<{ id: string }>;
+}
+
+/**
+ * The kernel↔host protocol this host compiles artifacts with, and every protocol it still serves
+ * (an artifact embeds its kernel, so versions published earlier keep theirs):
+ * 1. the kernel branches on node kinds;
+ * 2. the compiler embeds each node's `protocol` (descriptors) and the kernel branches on it only;
+ *    effects in shadow run as plain steps.
+ */
+export const KERNEL_PROTOCOL = 2;
+export const SUPPORTED_KERNEL_PROTOCOLS: readonly number[] = [1, 2];
+
 /**
  * Errors cross the boundary as `Error(message)` only (classes and fields do not survive RPC).
- * The host throws `code` for a permanent failure and `retryable:code` for a transient one.
+ * The host throws `code` for a permanent failure and `retryable:code` for a transient one; the
+ * host's message and details never cross (it records them itself).
  */
 export const RETRYABLE_PREFIX = "retryable:";
+const CODE_PATTERN = /^[a-z][a-z0-9_.]{0,99}$/u;
+
+/** Host side: an error with a `code` (an AppError) becomes its code; anything else passes unchanged. */
+export function encodeHostError(error: unknown): unknown {
+  if (error instanceof Error && typeof (error as { code?: unknown }).code === "string") {
+    const { code, retryable } = error as Error & { code: string; retryable?: boolean };
+    return new Error(retryable ? `${RETRYABLE_PREFIX}${code}` : code);
+  }
+  return error;
+}
+
+/**
+ * Kernel side: what a thrown error means. A bare code is permanent; `retryable:code` and anything
+ * else may be transient. The engine rethrows a failed step's error as "<Name>: <message>".
+ */
+export function decodeBoundaryError(error: unknown): { code: string; permanent: boolean } {
+  const raw = error instanceof Error ? error.message : String(error);
+  if (CODE_PATTERN.test(raw)) return { code: raw, permanent: true };
+  const message = raw.replace(/^(?:[A-Za-z]*Error: )+/u, "");
+  const retryable = message.startsWith(RETRYABLE_PREFIX);
+  const bare = retryable ? message.slice(RETRYABLE_PREFIX.length) : message;
+  return { code: CODE_PATTERN.test(bare) ? bare : "step_failed", permanent: false };
+}

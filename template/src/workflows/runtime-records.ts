@@ -1,6 +1,7 @@
 // The D1 statements the runtime writes per step. Each capability method puts its statements in one
 // batch (one transaction), keyed so that a repeated call leaves one row, one output, one event.
 import { auditStatement, canonicalJson, RUNTIME_ACTOR } from "../audit";
+import type { AppError } from "../errors";
 import { byteLength, sha256Hex } from "../lib/crypto";
 import type { AuthorizedRun } from "./runtime-authorize";
 import type { WorkflowNodeV1 } from "./types";
@@ -108,4 +109,30 @@ export async function recordStepResult(
     }),
     ...(input.extra ?? []),
   ]);
+}
+
+/**
+ * The host's own account of a step's failure (code, message, details), kept on the step row when
+ * the host throws, so a run's error never depends on what the sandbox reports. A step that already
+ * finished keeps its state.
+ */
+export function hostErrorStatement(
+  db: D1Database,
+  step: { id: string; run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; error: AppError; at: string },
+): D1PreparedStatement {
+  const details = step.error.details === undefined ? null : canonicalJson(step.error.details).slice(0, 8_000);
+  return db.prepare(`
+    INSERT INTO workflow_step_runs (id, run_id, node_id, node_type, branch_key, occurrence, state, error_code, error_message, error_details_json, started_at, updated_at)
+    VALUES (?1, ?2, ?3, ?4, ?5, 1, 'running', ?6, ?7, ?8, ?9, ?9)
+    ON CONFLICT(run_id, node_id, branch_key, occurrence) DO UPDATE SET
+      error_code = excluded.error_code, error_message = excluded.error_message, error_details_json = excluded.error_details_json, updated_at = excluded.updated_at
+    WHERE workflow_step_runs.state IN ('running', 'waiting')
+  `).bind(step.id, step.run.id, step.node.id, step.node.kind, step.branchKey, step.error.code, step.error.message.slice(0, 1_000), details, step.at);
+}
+
+/** The message and details the host recorded for this step, if it recorded `code`. */
+export async function recordedHostError(db: D1Database, stepId: string, code: string): Promise<{ message: string; detailsJson: string | null } | null> {
+  const row = await db.prepare(`SELECT error_code AS code, error_message AS message, error_details_json AS detailsJson FROM workflow_step_runs WHERE id = ?1`)
+    .bind(stepId).first<{ code: string | null; message: string | null; detailsJson: string | null }>();
+  return row && row.code === code && row.message ? { message: row.message, detailsJson: row.detailsJson } : null;
 }

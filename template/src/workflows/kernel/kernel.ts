@@ -3,23 +3,10 @@
 // asking env.RUNTIME to authorize and perform every node. It imports nothing from the host.
 import { WorkerEntrypoint, WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep, type WorkflowStepConfig } from "cloudflare:workers";
 import { NonRetryableError } from "cloudflare:workflows";
-import type {
-  ActionProgress, KernelParams, NodeOutput, PreparedDelay, PreparedWait, WaitResult, WorkflowRuntimeApi,
+import {
+  decodeBoundaryError, type ActionProgress, type KernelGraph, type KernelNode, type KernelParams, type KernelStartParams, type NodeOutput,
+  type PreparedDelay, type PreparedWait, type WaitResult, type WorkflowRuntimeApi,
 } from "../runtime-protocol";
-
-interface KernelNode {
-  id: string;
-  kind: string;
-  config: Record<string, unknown>;
-  errorPort?: string;
-  timeoutPolicy?: { timeout_seconds?: number; retries?: number };
-}
-
-interface KernelGraph {
-  nodes: KernelNode[];
-  edges: Array<{ from: { nodeId: string; port: string }; to: { nodeId: string } }>;
-  plan: { forkJoins: Record<string, string> };
-}
 
 // Injected by the compiler as the module's first statement: the graph of this version.
 declare const GRAPH: KernelGraph;
@@ -29,8 +16,6 @@ interface KernelEnv {
   WORKFLOWS: Workflow<KernelParams>;
 }
 
-const RETRYABLE_PREFIX = "retryable:";
-const CODE_PATTERN = /^[a-z][a-z0-9_.]{0,99}$/u;
 const DEFAULT_RETRIES = 2;
 const DEFAULT_TIMEOUT_SECONDS = 300;
 /** Approval, then delivery, with room for a spurious wake-up or two. */
@@ -38,7 +23,7 @@ const MAX_ACTION_ROUNDS = 6;
 
 /** The entrypoint the host calls to create this version's Workflows instance for a run. */
 export default class WorkflowStarter extends WorkerEntrypoint<KernelEnv> {
-  async start(params: { instanceId: string; runId: string; authorityMode: KernelParams["authorityMode"] }): Promise<{ id: string }> {
+  async start(params: KernelStartParams): Promise<{ id: string }> {
     const instance = await this.env.WORKFLOWS.create({ id: params.instanceId, params: { runId: params.runId, authorityMode: params.authorityMode } });
     return { id: await instance.id };
   }
@@ -49,23 +34,6 @@ export class TenantWorkflow extends WorkflowEntrypoint<KernelEnv, KernelParams> 
     const walker = new GraphWalker(this.env.RUNTIME, step, event.payload);
     return walker.run();
   }
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
-/** A permanent host error carries a bare code; anything else may be transient. */
-function permanentCode(error: unknown): string | null {
-  const message = messageOf(error);
-  return CODE_PATTERN.test(message) ? message : null;
-}
-
-function failureCode(error: unknown): string {
-  // The engine rethrows a failed step's error as "<Name>: <message>"; the code is the message.
-  const message = messageOf(error).replace(/^(?:[A-Za-z]*Error: )+/u, "");
-  const bare = message.startsWith(RETRYABLE_PREFIX) ? message.slice(RETRYABLE_PREFIX.length) : message;
-  return CODE_PATTERN.test(bare) ? bare : "step_failed";
 }
 
 class GraphWalker {
@@ -140,8 +108,8 @@ class GraphWalker {
       try {
         return (await work()) as never;
       } catch (error) {
-        const code = permanentCode(error);
-        if (code) throw new NonRetryableError(code);
+        const decoded = decodeBoundaryError(error);
+        if (decoded.permanent) throw new NonRetryableError(decoded.code);
         throw error;
       }
     }) as Promise<T>;
@@ -153,33 +121,31 @@ class GraphWalker {
     try {
       return await this.executeSteps(node, branchKey, base);
     } catch (error) {
-      const errorCode = failureCode(error);
+      const errorCode = decodeBoundaryError(error).code;
       // failNode decides: the error port's output, or repair_required (it then throws, ending the run).
       return this.step.do(`${base}:fail`, { retries: { limit: 2, delay: "1 second", backoff: "exponential" } }, async () => {
         try {
           return (await this.runtime.failNode({ ...this.request(node, branchKey), errorCode })) as never;
         } catch (failure) {
-          throw new NonRetryableError(permanentCode(failure) ?? "workflow_node_failed");
+          const decoded = decodeBoundaryError(failure);
+          throw new NonRetryableError(decoded.permanent ? decoded.code : "workflow_node_failed");
         }
       }) as Promise<NodeOutput>;
     }
   }
 
+  /** The kernel knows each node's protocol, not its kind: the host decides what a kind does. */
   private async executeSteps(node: KernelNode, branchKey: string, base: string): Promise<NodeOutput> {
     const request = this.request(node, branchKey);
-    const shadow = this.params.authorityMode === "shadow";
-    switch (node.kind) {
-      case "delay":
-      case "delay_until": {
+    const protocol = this.params.authorityMode === "shadow" && node.effect ? "step" : node.protocol;
+    switch (protocol) {
+      case "delay": {
         const prepared = await this.doStep(`${base}:prepare`, node, () => this.runtime.executeNode({ ...request, input: { prepare: true } }) as Promise<PreparedDelay>);
         await this.step.sleepUntil(`${base}:sleep`, new Date(prepared.resumeAt));
         return this.doStep(base, node, () => this.runtime.executeNode(request));
       }
-      case "human_task":
-      case "wait_for_event": {
-        if (shadow && node.kind === "human_task") return this.doStep(base, node, () => this.runtime.executeNode(request));
-        const waitRequest = { ...request, nodeKind: node.kind };
-        const prepared = await this.doStep(`${base}:prepare`, node, () => this.runtime.prepareWait(waitRequest) as Promise<PreparedWait>);
+      case "wait": {
+        const prepared = await this.doStep(`${base}:prepare`, node, () => this.runtime.prepareWait(request) as Promise<PreparedWait>);
         const eventResult = await this.waitFor(`${base}:wait`, prepared.eventType, prepared.timeoutMs);
         return this.doStep(base, node, () => this.runtime.completeWait({ ...request, eventResult }));
       }
@@ -202,7 +168,7 @@ class GraphWalker {
 
   /** prepareAction, then waits (approval, delivery) each closed by completeAction until a port is known. */
   private async executeAction(node: KernelNode, branchKey: string, base: string): Promise<NodeOutput> {
-    const request = { ...this.request(node, branchKey), nodeKind: "action" as const };
+    const request = this.request(node, branchKey);
     let progress = await this.doStep(`${base}:prepare`, node, () => this.runtime.prepareAction(request) as Promise<ActionProgress>);
     for (let round = 1; !progress.port; round++) {
       const { proposalId, eventType, timeoutMs } = progress;

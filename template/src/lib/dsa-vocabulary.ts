@@ -1,0 +1,77 @@
+// The EU DSA vocabulary a decision's config uses (our short names for the Transparency Database's
+// constants), and the one check of a decision config: at publish (the decision node's descriptor),
+// at run time and for decisions people record. Pure data and functions: the console imports it too.
+
+export const VISIBILITY = ["content_removed", "content_disabled", "content_demoted", "content_age_restricted", "content_interaction_restricted", "content_labelled", "other"] as const;
+export const ACCOUNT = ["suspended", "terminated"] as const;
+export const MONETARY = ["suspension", "termination", "other"] as const;
+export const PROVISION = ["partial_suspension", "total_suspension", "partial_termination", "total_termination"] as const;
+export const CONTENT_TYPES = ["app", "audio", "image", "product", "synthetic_media", "text", "video", "other"] as const;
+export const DECISION_GROUNDS = ["incompatible_content", "illegal_content"] as const;
+export const AUTOMATED_DECISIONS = ["fully", "partially", "not_automated"] as const;
+export const EEA = ["AT", "BE", "BG", "CY", "CZ", "DE", "DK", "EE", "ES", "FI", "FR", "GR", "HR", "HU", "IE", "IS", "IT", "LI", "LT", "LU", "LV", "MT", "NL", "NO", "PL", "PT", "RO", "SE", "SI", "SK"] as const;
+
+export interface Restrictions {
+  visibility?: string[];
+  visibility_other?: string;
+  account?: string;
+  monetary?: string;
+  monetary_other?: string;
+  provision?: string;
+}
+
+export interface ConfigProblem {
+  /** Relative to the node, e.g. `config.content_type[0]`. */
+  path: string;
+  message: string;
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
+
+/** "takes a, b, c", plus the short name when the value is the database's own constant for one. */
+function takes(field: string, allowed: readonly string[], value: unknown, prefix: string): string {
+  const base = `${field} takes ${allowed.join(", ")}.`;
+  if (typeof value !== "string") return base;
+  const short = value.startsWith(`${prefix}_`) ? value.slice(prefix.length + 1).toLowerCase() : null;
+  return short && allowed.includes(short) ? `${base} ${value} is the Transparency Database's constant; write ${short}.` : base;
+}
+
+function oneOf(problems: ConfigProblem[], path: string, field: string, allowed: readonly string[], value: unknown, prefix: string): void {
+  if (value !== undefined && !(typeof value === "string" && allowed.includes(value))) problems.push({ path, message: takes(field, allowed, value, prefix) });
+}
+
+/** Every problem of a decision config that can be known without running it (none → valid). */
+export function decisionConfigProblems(config: Record<string, unknown>): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  if (typeof config.outcome !== "string" || config.outcome === "") problems.push({ path: "config.outcome", message: "config.outcome is required." });
+  const text = config.statement ?? config.explanation;
+  if (typeof text !== "string" || text === "") problems.push({ path: "config.statement", message: "config.statement (the facts and circumstances relied on) is required." });
+  oneOf(problems, "config.ground", "ground", DECISION_GROUNDS, config.ground, "DECISION_GROUND");
+  if (config.ground === "illegal_content" && typeof config.legal_ground !== "string") problems.push({ path: "config.legal_ground", message: "illegal_content needs config.legal_ground." });
+  const r = config.restrictions;
+  if (!isRecord(r)) {
+    problems.push({ path: "config.restrictions", message: "config.restrictions must be an object: { visibility?, account?, monetary?, provision? } (at least one)." });
+  } else {
+    if (r.visibility !== undefined) {
+      if (!Array.isArray(r.visibility)) problems.push({ path: "config.restrictions.visibility", message: `restrictions.visibility is a list; it takes ${VISIBILITY.join(", ")}.` });
+      else r.visibility.forEach((v, i) => oneOf(problems, `config.restrictions.visibility[${i}]`, "restrictions.visibility", VISIBILITY, v, "DECISION_VISIBILITY"));
+    }
+    oneOf(problems, "config.restrictions.account", "restrictions.account", ACCOUNT, r.account, "DECISION_ACCOUNT");
+    oneOf(problems, "config.restrictions.monetary", "restrictions.monetary", MONETARY, r.monetary, "DECISION_MONETARY");
+    oneOf(problems, "config.restrictions.provision", "restrictions.provision", PROVISION, r.provision, "DECISION_PROVISION");
+    const visibility = Array.isArray(r.visibility) ? r.visibility : [];
+    if (visibility.length === 0 && !r.account && !r.monetary && !r.provision) problems.push({ path: "config.restrictions", message: "Name at least one restriction (visibility, account, monetary or provision)." });
+    if (visibility.includes("other") && !r.visibility_other) problems.push({ path: "config.restrictions.visibility_other", message: "restrictions.visibility_other explains an 'other' visibility restriction." });
+    if (r.monetary === "other" && !r.monetary_other) problems.push({ path: "config.restrictions.monetary_other", message: "restrictions.monetary_other explains an 'other' monetary restriction." });
+  }
+  if (config.content_type !== undefined) {
+    if (!Array.isArray(config.content_type) || config.content_type.length === 0) problems.push({ path: "config.content_type", message: `content_type is a non-empty list; it takes ${CONTENT_TYPES.join(", ")}.` });
+    else config.content_type.forEach((t, i) => oneOf(problems, `config.content_type[${i}]`, "content_type", CONTENT_TYPES, t, "CONTENT_TYPE"));
+  }
+  if (config.territorial_scope !== undefined) {
+    const scope = config.territorial_scope;
+    if (!Array.isArray(scope) || scope.some((c) => !(EEA as readonly unknown[]).includes(c))) problems.push({ path: "config.territorial_scope", message: "territorial_scope takes EU/EEA country codes (e.g. DE, FR)." });
+  }
+  oneOf(problems, "config.automated_decision", "automated_decision", AUTOMATED_DECISIONS, config.automated_decision, "AUTOMATED_DECISION");
+  return problems;
+}
