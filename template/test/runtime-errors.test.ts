@@ -1,7 +1,7 @@
 // Retries, error ports, repair_required, unbuilt executors and authority modes.
 import { env, introspectWorkflow } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
+import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
 
 const retryGraph = (retries: number) => ({
   schemaVersion: 1,
@@ -72,7 +72,7 @@ const effectsGraph = {
     { id: "notify", kind: "send_message", config: { template: "We removed it.", recipient: "reporter" } },
     { id: "record", kind: "decision", config: { outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement: "Removed as spam." } },
     { id: "escalate", kind: "handoff", config: { queue_id: "legal" } },
-    { id: "spawn", kind: "start_linked_workflow", config: { workflow_version_id: "wfv_placeholder" } },
+    { id: "spawn", kind: "start_linked_workflow", config: { workflow_version_id: "LINKED" } },
     { id: "enforce", kind: "action", errorPort: "error", config: { action_type: "remove_content" } },
     { id: "done", kind: "end", config: { terminal_code: "done" } },
     { id: "refused", kind: "end", config: { terminal_code: "refused" } },
@@ -85,10 +85,21 @@ const effectsGraph = {
   ],
 };
 
+/** What the effects graph names, created first: publishing checks that every reference exists. */
+async function effectsInstallation(): Promise<{ apiKey: string; graph: typeof effectsGraph }> {
+  const { apiKey } = await newInstallation();
+  for (const name of ["default", "legal"]) expect((await api("/api/v1/queues", { key: apiKey, body: { name, slaSeconds: 3600 } })).status).toBe(201);
+  const hook = await api("/api/v1/webhook-endpoints", { key: apiKey, body: { url: "https://hooks.product.test/actions" } });
+  expect((await api("/api/v1/action-types", { key: apiKey, body: { key: "remove_content", name: "Remove content", endpointId: hook.body.id } })).status).toBe(201);
+  const linked = await publish(apiKey, { schemaVersion: 1, nodes: [{ id: "start", kind: "start" }, { id: "done", kind: "end" }], edges: [edge("start", "success", "done")] });
+  const graph = JSON.parse(JSON.stringify(effectsGraph).replace('"LINKED"', JSON.stringify(linked.id))) as typeof effectsGraph;
+  return { apiKey, graph };
+}
+
 describe("authority modes", () => {
   it("shadow simulates every effect kind and nothing leaves the system", async () => {
-    const { apiKey } = await newInstallation();
-    const version = await publish(apiKey, effectsGraph);
+    const { apiKey, graph } = await effectsInstallation();
+    const version = await publish(apiKey, graph);
     const done = await waitForRun(apiKey, (await startRun(apiKey, version.id, { authorityMode: "shadow" })).id);
     expect(done.state).toBe("succeeded");
     expect(done.output.terminalCode).toBe("done");
@@ -102,7 +113,7 @@ describe("authority modes", () => {
   });
 
   it("off refuses an action with action_authority_insufficient", async () => {
-    const { apiKey } = await newInstallation();
+    const { apiKey } = await effectsInstallation();
     const graph = {
       schemaVersion: 1,
       nodes: [

@@ -11,46 +11,19 @@ import { newId } from "../lib/crypto";
 import { evaluateInputMapping, type ExpressionContext } from "../workflows/expressions";
 import type { AuthorizedRun } from "../workflows/runtime-authorize";
 import type { WorkflowNodeV1 } from "../workflows/types";
+import { decisionConfigProblems, type Restrictions } from "../lib/dsa-vocabulary";
 import sorSchema from "./dsa-statement-of-reasons.schema.json";
 import { renderTemplate } from "./templates";
 
 // The Transparency Database's own rules (../shared/formats): every statement is checked before it leaves.
 const sorValidator = new Validator(sorSchema as unknown as Schema, "2020-12", false);
 
-export const VISIBILITY = ["content_removed", "content_disabled", "content_demoted", "content_age_restricted", "content_interaction_restricted", "content_labelled", "other"] as const;
-export const ACCOUNT = ["suspended", "terminated"] as const;
-export const MONETARY = ["suspension", "termination", "other"] as const;
-export const PROVISION = ["partial_suspension", "total_suspension", "partial_termination", "total_termination"] as const;
-export const CONTENT_TYPES = ["app", "audio", "image", "product", "synthetic_media", "text", "video", "other"] as const;
 const SOURCE_TYPES: Record<string, string> = {
   notice: "SOURCE_ARTICLE_16", trusted_flagger: "SOURCE_TRUSTED_FLAGGER", other_notification: "SOURCE_TYPE_OTHER_NOTIFICATION", voluntary: "SOURCE_VOLUNTARY",
 };
-const EEA = ["AT", "BE", "BG", "CY", "CZ", "DE", "DK", "EE", "ES", "FI", "FR", "GR", "HR", "HU", "IE", "IS", "IT", "LI", "LT", "LU", "LV", "MT", "NL", "NO", "PL", "PT", "RO", "SE", "SI", "SK"];
-
-interface Restrictions {
-  visibility?: string[];
-  visibility_other?: string;
-  account?: string;
-  monetary?: string;
-  monetary_other?: string;
-  provision?: string;
-}
 
 function invalid(nodeId: string, message: string): AppError {
   return new AppError("decision_config_invalid", `Decision ${nodeId}: ${message}`);
-}
-
-function checkRestrictions(nodeId: string, value: unknown): Restrictions {
-  if (!value || typeof value !== "object" || Array.isArray(value)) throw invalid(nodeId, "config.restrictions must be an object.");
-  const r = value as Restrictions;
-  if (r.visibility !== undefined && (!Array.isArray(r.visibility) || r.visibility.some((v) => !(VISIBILITY as readonly string[]).includes(v)))) throw invalid(nodeId, `restrictions.visibility takes ${VISIBILITY.join(", ")}.`);
-  if (r.account !== undefined && !(ACCOUNT as readonly string[]).includes(r.account)) throw invalid(nodeId, `restrictions.account takes ${ACCOUNT.join(", ")}.`);
-  if (r.monetary !== undefined && !(MONETARY as readonly string[]).includes(r.monetary)) throw invalid(nodeId, `restrictions.monetary takes ${MONETARY.join(", ")}.`);
-  if (r.provision !== undefined && !(PROVISION as readonly string[]).includes(r.provision)) throw invalid(nodeId, `restrictions.provision takes ${PROVISION.join(", ")}.`);
-  if (!r.visibility?.length && !r.account && !r.monetary && !r.provision) throw invalid(nodeId, "name at least one restriction (visibility, account, monetary or provision).");
-  if (r.visibility?.includes("other") && !r.visibility_other) throw invalid(nodeId, "restrictions.visibility_other explains an 'other' visibility restriction.");
-  if (r.monetary === "other" && !r.monetary_other) throw invalid(nodeId, "restrictions.monetary_other explains an 'other' monetary restriction.");
-  return r;
 }
 
 interface DecisionSource {
@@ -69,8 +42,12 @@ interface DecisionSource {
 /** Builds the decision row and its audit event (for the caller's batch) from a config and template values. */
 async function decisionStatements(env: Env, source: DecisionSource) {
   const { config, values, label } = source;
-  const outcome = typeof config.outcome === "string" && config.outcome ? config.outcome : null;
-  if (!outcome) throw invalid(label, "config.outcome is required.");
+  // The same check the decision node's descriptor runs at publish; here it guards POST /decisions too.
+  const problems = decisionConfigProblems(config);
+  if (problems.length > 0) {
+    throw new AppError("decision_config_invalid", `Decision ${label}: ${problems.map((p) => p.message).join(" ")}`, { details: problems.map((p) => ({ ...p, code: "config_invalid" })) });
+  }
+  const outcome = config.outcome as string;
   const reportRow = source.reportId ? await getReportRow(env.DB, source.installationId, source.reportId) : null;
   const report = reportRow ? reportSummary(reportRow) : null;
   const category = normalizeCategory(String(config.policy_category ?? report?.category ?? ""));
@@ -80,12 +57,9 @@ async function decisionStatements(env: Env, source: DecisionSource) {
   const statement = renderTemplate(String(config.statement ?? config.explanation ?? ""), values, label);
   if (!explanation || !statement) throw invalid(label, "config.statement (the facts and circumstances) is required.");
   if (statement.length > 5000) throw invalid(label, "the statement exceeds the 5,000 characters a statement of reasons allows.");
-  if (ground === "illegal_content" && typeof config.legal_ground !== "string") throw invalid(label, "illegal_content needs config.legal_ground.");
-  const restrictions = checkRestrictions(label, config.restrictions);
+  const restrictions = config.restrictions as Restrictions;
   const contentTypes = Array.isArray(config.content_type) ? config.content_type.map(String) : ["text"];
-  if (contentTypes.length === 0 || contentTypes.some((t) => !(CONTENT_TYPES as readonly string[]).includes(t))) throw invalid(label, `content_type takes ${CONTENT_TYPES.join(", ")}.`);
   const scope = Array.isArray(config.territorial_scope) ? config.territorial_scope.map(String) : null;
-  if (scope && scope.some((c) => !EEA.includes(c))) throw invalid(label, "territorial_scope takes EU/EEA country codes.");
   let automatedDecision: string;
   if (typeof config.automated_decision === "string" && ["fully", "partially", "not_automated"].includes(config.automated_decision)) automatedDecision = config.automated_decision;
   else if (source.authorityMode === null) automatedDecision = "not_automated";

@@ -4,7 +4,8 @@ import { AppError, conflict, notFound } from "../errors";
 import { newId, sha256Hex } from "../lib/crypto";
 import type { Actor } from "../http/auth";
 import { artifactStatement, compileWorkflowArtifact } from "./artifacts";
-import { parseWorkflowGraph } from "./validation";
+import { GraphValidationError, parseWorkflowGraph } from "./validation";
+import { unresolvedReferences } from "./version-references";
 import { getVersionRow, getWorkflowRow, type VersionRow } from "./versions-queries";
 
 export async function createWorkflow(env: Env, actor: Actor, input: { name: string; description?: string }) {
@@ -31,6 +32,8 @@ export async function publishVersion(env: Env, actor: Actor, workflowId: string,
   const workflow = await getWorkflowRow(env.DB, actor.installationId, workflowId);
   if (!workflow) throw notFound("workflow");
   const graph = parseWorkflowGraph(graphInput);
+  const missing = await unresolvedReferences(env.DB, actor.installationId, graph);
+  if (missing.length > 0) throw new GraphValidationError(missing);
   const graphJson = canonicalJson({ schemaVersion: 1, nodes: graph.nodes, edges: graph.edges });
   const artifact = await compileWorkflowArtifact(graph);
   const at = new Date().toISOString();

@@ -19,7 +19,7 @@ const DEFAULT_RESPONSE_SCHEMA: JsonObject = {
 
 const timeoutField = (help: string) => ({ key: "timeout_seconds", label: "Timeout (seconds)", input: "number", help } as const);
 
-export const KINDS = {
+const DEFINITIONS = {
   start: {
     label: "Start", group: "Flow", description: "Where every run begins (exactly one).",
     protocol: "step", ports: ["success"], canFail: false, readsContext: false, mapping: null, fields: [], defaults: {},
@@ -201,11 +201,12 @@ export const KINDS = {
   },
 } as const satisfies Record<string, KindDescriptor>;
 
-export type WorkflowNodeKind = keyof typeof KINDS;
+export type WorkflowNodeKind = keyof typeof DEFINITIONS;
+export const KINDS: Readonly<Record<WorkflowNodeKind, KindDescriptor>> = DEFINITIONS;
 export const NODE_KINDS = Object.keys(KINDS) as WorkflowNodeKind[];
 
 export function kindOf(kind: string): KindDescriptor | undefined {
-  return Object.hasOwn(KINDS, kind) ? (KINDS as Record<string, KindDescriptor>)[kind] : undefined;
+  return Object.hasOwn(KINDS, kind) ? KINDS[kind as WorkflowNodeKind] : undefined;
 }
 
 /** Output ports of a node, its declared error port included. */
