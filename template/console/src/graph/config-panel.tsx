@@ -1,7 +1,9 @@
-// The config panel of the selected node: a form per kind, the input mapping (CEL), error handling,
-// connections (a keyboard way to draw edges), and the validator's problems next to their fields.
+// The config panel of the selected node: the kind's config fields (from its descriptor), the input
+// mapping (CEL), error handling, connections (a keyboard way to draw edges), and the validator's
+// problems next to their fields.
 import { useEffect, useId, useState, type ReactNode } from "react";
 import type { Graph, GraphNode } from "../api";
+import type { ConfigField, KindDescriptor, Lookup } from "../../../src/workflows/kinds/descriptor";
 import { DEFAULT_RESPONSE_SCHEMA, fieldProblems, KIND_INFO, portsOf, type NodeKind, type PinnedProblem } from "./kinds";
 
 export interface Lookups {
@@ -178,22 +180,105 @@ function MappingEditor({ node, onChange, problems, readOnly, label, help }: { no
   );
 }
 
-const MAPPING_LABELS: Partial<Record<NodeKind, [string, string]>> = {
-  human_task: ["What the reviewer sees", "Each field is a CEL expression; the task shows its value."],
-  end: ["Run result", "The run's result: each field a CEL expression."],
-  action: ["Action parameters", "Sent with the action; each a CEL expression."],
-  send_message: ["Template variables", "Available as {{name}} in the template."],
-  decision: ["Statement variables", "Available as {{name}} in the statement."],
-  start_linked_workflow: ["Child input", "The linked run's input."],
-  enrichment: ["Component input", "What the component receives (text, urls…)."],
-  ai_proposal: ["Model input", "What the model sees, besides its instructions."],
-  delay_until: ["Inputs", "timestamp: a CEL expression giving an ISO time."],
-  condition: ["Node input", "Evaluated first; cases can read node_input."],
-};
+/** The options of a lookup list, from what the installation has. */
+function lookupOptions(lookups: Lookups, lookup: Lookup): Array<{ value: string; label: string }> {
+  switch (lookup) {
+    case "queues": return lookups.queues.map((q) => ({ value: q.name, label: q.name }));
+    case "actionTypes": return lookups.actionTypes.map((a) => ({ value: a.key, label: `${a.name} (${a.key})` }));
+    case "providers": return lookups.providers.map((p) => ({ value: p.id, label: `${p.name ?? p.id} (${p.model})` }));
+    case "builtIns": return lookups.components.builtIns.map((b) => ({ value: b, label: b.replace(/_/gu, " ") }));
+    case "componentVersions": return lookups.components.versions.map((v) => ({ value: v.id, label: v.label }));
+    case "endpoints": return lookups.endpoints.map((e) => ({ value: e.id, label: e.url }));
+  }
+}
+
+interface FieldProps {
+  field: ConfigField;
+  config: Record<string, unknown>;
+  setConfig: (patch: Record<string, unknown>) => void;
+  err: (field: string) => string | undefined;
+  lookups: Lookups;
+  readOnly: boolean;
+  onRenamePort: (from: string, to: string) => void;
+}
+
+/** The cases of a condition: a port and a CEL expression each. */
+function CasesEditor({ field, config, setConfig, err, readOnly, onRenamePort }: FieldProps) {
+  const cases = Array.isArray(config.cases) ? (config.cases as Array<{ port?: string; when?: string }>) : [];
+  const save = (next: Array<{ port?: string; when?: string }>) => setConfig({ cases: next, case_ports: next.map((x) => x.port ?? "") });
+  return (
+    <fieldset className="subfieldset">
+      <legend>{field.label}</legend>
+      {field.help ? <p className="help">{field.help}</p> : null}
+      {cases.map((c, i) => (
+        <div key={i} className="case-row">
+          <Text label={`Port ${i + 1}`} mono readOnly={readOnly} value={String(c.port ?? "")} error={err(`config.cases[${i}].port`)} onChange={(v) => {
+            if (c.port) onRenamePort(c.port, v);
+            save(cases.map((x, j) => (j === i ? { ...x, port: v } : x)));
+          }} />
+          <Text label={`When (CEL) ${i + 1}`} mono readOnly={readOnly} value={String(c.when ?? "")} error={err(`config.cases[${i}].when`)} testId={`case-when-${i}`}
+            onChange={(v) => setConfig({ cases: cases.map((x, j) => (j === i ? { ...x, when: v } : x)) })} />
+          {!readOnly ? <button type="button" className="btn btn-small btn-quiet" onClick={() => save(cases.filter((_, j) => j !== i))}>Remove case</button> : null}
+        </div>
+      ))}
+      {err("config.cases") ? <p className="field-error">{err("config.cases")}</p> : null}
+      {err("config.case_ports") ? <p className="field-error">{err("config.case_ports")}</p> : null}
+      {!readOnly ? <button type="button" className="btn btn-small" onClick={() => {
+        const taken = new Set(cases.map((c) => c.port));
+        let n = cases.length + 1;
+        while (taken.has(`case_${n}`)) n++;
+        save([...cases, { port: `case_${n}`, when: "true" }]);
+      }}>Add case</button> : null}
+    </fieldset>
+  );
+}
+
+/** One config field, rendered from the kind's descriptor. */
+function Field(props: FieldProps) {
+  const { field, config, setConfig, err, lookups, readOnly } = props;
+  const key = field.key;
+  const error = err(`config.${key}`);
+  const common = { label: field.label, readOnly, error, ...(field.help ? { help: field.help } : {}), ...(field.testId ? { testId: field.testId } : {}) };
+  if (field.showIf && config[field.showIf.key] !== field.showIf.equals) return null;
+  const setText = (v: string) => {
+    if (field.isPort && typeof config[key] === "string") props.onRenamePort(config[key] as string, v);
+    setConfig({ [key]: v });
+  };
+  switch (field.input) {
+    case "cases":
+      return <CasesEditor {...props} />;
+    case "response_schema": {
+      const schema = config[key] ?? DEFAULT_RESPONSE_SCHEMA;
+      return (
+        <>
+          <SchemaBuilder schema={schema} readOnly={readOnly} onChange={(next) => setConfig({ [key]: next })} />
+          <JsonText {...common} value={schema} onChange={(v) => setConfig({ [key]: v })} />
+        </>
+      );
+    }
+    case "json":
+      return <JsonText {...common} value={config[key] ?? {}} onChange={(v) => setConfig({ [key]: v })} />;
+    case "number": {
+      const { testId: _unused, ...numberProps } = common;
+      return <NumberInput {...numberProps} value={config[key]} onChange={(v) => setConfig({ [key]: v })} />;
+    }
+    case "port_list":
+      return <Text {...common} mono value={Array.isArray(config[key]) ? (config[key] as string[]).join(", ") : ""} onChange={(v) => setConfig({ [key]: v.split(",").map((s) => s.trim()).filter(Boolean) })} />;
+    case "select": {
+      const options = field.options ? [...field.options] : field.lookup ? lookupOptions(lookups, field.lookup) : [];
+      // Nothing to choose from yet (no providers, say): the id can still be typed.
+      if (options.length === 0 && field.lookup) return <Text {...common} label={`${field.label} (id)`} mono value={String(config[key] ?? "")} onChange={setText} />;
+      const clears = Object.fromEntries((field.excludes ?? []).map((other) => [other, undefined]));
+      return <Select {...common} value={String(config[key] ?? "")} options={options} onChange={(v) => setConfig({ [key]: v || undefined, ...(v ? clears : {}) })} />;
+    }
+    default:
+      return <Text {...common} mono={field.input === "code"} multiline={field.input === "multiline"} value={String(config[key] ?? "")} onChange={setText} />;
+  }
+}
 
 export function ConfigPanel(props: PanelProps) {
   const { node, nodes, edges, problems, lookups, readOnly, onChange } = props;
-  const kind = node.kind as NodeKind;
+  const descriptor = KIND_INFO[node.kind as NodeKind] as KindDescriptor | undefined;
   const config = node.config ?? {};
   const setConfig = (patch: Record<string, unknown>) => {
     const next = { ...config, ...patch };
@@ -210,135 +295,24 @@ export function ConfigPanel(props: PanelProps) {
 
   return (
     <div className="config-panel" data-testid="config-panel">
-      <h2 className="h3">{KIND_INFO[kind]?.label ?? node.kind}</h2>
-      <p className="help">{KIND_INFO[kind]?.description}</p>
+      <h2 className="h3">{descriptor?.label ?? node.kind}</h2>
+      <p className="help">{descriptor?.description}</p>
       <Row label="Node id" error={idError ?? err("id")} help="Used in CEL as steps.<id>; renaming keeps its edges.">
         {(ctl) => <input {...ctl} className="mono" value={idText} readOnly={readOnly} autoComplete="off" onChange={(e) => setIdText(e.target.value)}
           onBlur={() => { if (idText !== node.id) setIdError(props.onRename(node.id, idText)); }}
           onKeyDown={(e) => { if (e.key === "Enter") (e.target as HTMLInputElement).blur(); }} />}
       </Row>
 
-      {kind === "end" ? <Text label="Terminal code" readOnly={readOnly} value={String(config.terminal_code ?? "")} error={err("config.terminal_code")} onChange={(v) => setConfig({ terminal_code: v })} help="e.g. resolved, removed; default complete." /> : null}
+      {descriptor?.fields.map((field) => (
+        <Field key={field.key} field={field} config={config} setConfig={setConfig} err={err} lookups={lookups} readOnly={readOnly} onRenamePort={props.onRenamePort} />
+      ))}
 
-      {kind === "condition" ? (
-        <fieldset className="subfieldset">
-          <legend>Cases</legend>
-          <p className="help">The first case whose CEL is true picks its port; more than one true is an error. Variables: input, report, steps, event, run, node_input.</p>
-          {(Array.isArray(config.cases) ? (config.cases as Array<{ port?: string; when?: string }>) : []).map((c, i, all) => (
-            <div key={i} className="case-row">
-              <Text label={`Port ${i + 1}`} mono readOnly={readOnly} value={String(c.port ?? "")} error={err(`config.cases[${i}].port`)} onChange={(v) => {
-                const cases = all.map((x, j) => (j === i ? { ...x, port: v } : x));
-                if (c.port) props.onRenamePort(c.port, v);
-                setConfig({ cases, case_ports: cases.map((x) => x.port ?? "") });
-              }} />
-              <Text label={`When (CEL) ${i + 1}`} mono readOnly={readOnly} value={String(c.when ?? "")} error={err(`config.cases[${i}].when`)} testId={`case-when-${i}`} onChange={(v) => {
-                setConfig({ cases: all.map((x, j) => (j === i ? { ...x, when: v } : x)) });
-              }} />
-              {!readOnly ? <button type="button" className="btn btn-small btn-quiet" onClick={() => {
-                const cases = all.filter((_, j) => j !== i);
-                setConfig({ cases, case_ports: cases.map((x) => x.port ?? "") });
-              }}>Remove case</button> : null}
-            </div>
-          ))}
-          {err("config.cases") ? <p className="field-error">{err("config.cases")}</p> : null}
-          {err("config.case_ports") ? <p className="field-error">{err("config.case_ports")}</p> : null}
-          {!readOnly ? <button type="button" className="btn btn-small" onClick={() => {
-            const cases = [...(Array.isArray(config.cases) ? (config.cases as Array<{ port?: string; when?: string }>) : [])];
-            const taken = new Set(cases.map((c) => c.port));
-            let n = cases.length + 1;
-            while (taken.has(`case_${n}`)) n++;
-            cases.push({ port: `case_${n}`, when: "true" });
-            setConfig({ cases, case_ports: cases.map((x) => x.port ?? "") });
-          }}>Add case</button> : null}
-          <Text label="Default port" mono readOnly={readOnly} value={String(config.default_port ?? "")} error={err("config.default_port")} onChange={(v) => {
-            if (typeof config.default_port === "string") props.onRenamePort(config.default_port, v);
-            setConfig({ default_port: v });
-          }} />
-        </fieldset>
-      ) : null}
-
-      {kind === "delay" ? <NumberInput label="Seconds" readOnly={readOnly} value={config.seconds} error={err("config.seconds")} onChange={(v) => setConfig({ seconds: v })} help="1 second to one year." /> : null}
-
-      {kind === "enrichment" ? (
-        <>
-          <Select label="Built-in component" readOnly={readOnly} value={String(config.component ?? "")} options={lookups.components.builtIns.map((b) => ({ value: b, label: b.replace(/_/gu, " ") }))}
-            error={err("config.component")} onChange={(v) => setConfig({ component: v || undefined, ...(v ? { component_version_id: undefined } : {}) })} />
-          <Select label="…or a component version" readOnly={readOnly} value={String(config.component_version_id ?? "")} options={lookups.components.versions.map((v) => ({ value: v.id, label: v.label }))}
-            error={err("config.component_version_id")} onChange={(v) => setConfig({ component_version_id: v || undefined, ...(v ? { component: undefined } : {}) })} />
-        </>
-      ) : null}
-
-      {kind === "ai_proposal" ? (
-        <>
-          {lookups.providers.length > 0 ? (
-            <Select label="AI provider" readOnly={readOnly} value={String(config.provider_id ?? "")} options={lookups.providers.map((p) => ({ value: p.id, label: `${p.name ?? p.id} (${p.model})` }))} error={err("config.provider_id")} onChange={(v) => setConfig({ provider_id: v })} />
-          ) : <Text label="AI provider id" mono readOnly={readOnly} value={String(config.provider_id ?? "")} error={err("config.provider_id")} onChange={(v) => setConfig({ provider_id: v })} />}
-          <Text label="Instructions" multiline readOnly={readOnly} value={String(config.instructions ?? "")} error={err("config.instructions")} onChange={(v) => setConfig({ instructions: v })} />
-          <Text label="Result ports" mono readOnly={readOnly} value={Array.isArray(config.result_ports) ? (config.result_ports as string[]).join(", ") : ""} error={err("config.result_ports")}
-            help="Comma-separated; the model must choose one." onChange={(v) => setConfig({ result_ports: v.split(",").map((s) => s.trim()).filter(Boolean) })} />
-        </>
-      ) : null}
-
-      {kind === "human_task" ? (
-        <>
-          <Select label="Queue" testId="queue-select" readOnly={readOnly} value={String(config.queue_id ?? "")} options={lookups.queues.map((q) => ({ value: q.name, label: q.name }))}
-            error={err("config.queue_id")} help="Queues are created under Settings → Queues." onChange={(v) => setConfig({ queue_id: v || undefined })} />
-          <SchemaBuilder schema={config.response_schema ?? DEFAULT_RESPONSE_SCHEMA} readOnly={readOnly} onChange={(schema) => setConfig({ response_schema: schema })} />
-          <JsonText label="Response schema (JSON Schema)" readOnly={readOnly} value={config.response_schema ?? DEFAULT_RESPONSE_SCHEMA} error={err("config.response_schema")} testId="response-schema"
-            help="The answer is checked against it; enums become buttons, strings text areas, booleans checkboxes." onChange={(v) => setConfig({ response_schema: v })} />
-          <NumberInput label="Timeout (seconds)" readOnly={readOnly} value={config.timeout_seconds} error={err("config.timeout_seconds")} onChange={(v) => setConfig({ timeout_seconds: v })} help="The timeout port is taken after this; default one day." />
-          <NumberInput label="Priority" readOnly={readOnly} value={config.priority} error={err("config.priority")} onChange={(v) => setConfig({ priority: v })} />
-          <Text label="Task type" readOnly={readOnly} value={String(config.task_type ?? "")} error={err("config.task_type")} onChange={(v) => setConfig({ task_type: v })} />
-        </>
-      ) : null}
-
-      {kind === "wait_for_event" ? (
-        <>
-          <Text label="Event type" mono readOnly={readOnly} value={String(config.event_type ?? "")} error={err("config.event_type")} onChange={(v) => setConfig({ event_type: v })} />
-          <NumberInput label="Timeout (seconds)" readOnly={readOnly} value={config.timeout_seconds} error={err("config.timeout_seconds")} onChange={(v) => setConfig({ timeout_seconds: v })} />
-        </>
-      ) : null}
-
-      {kind === "send_message" ? (
-        <>
-          <Text label="Template" multiline readOnly={readOnly} value={String(config.template ?? "")} error={err("config.template")} onChange={(v) => setConfig({ template: v })} help="{{name}} is replaced by the input mapping's value." />
-          <Text label="Recipient" readOnly={readOnly} value={String(config.recipient ?? "")} error={err("config.recipient")} onChange={(v) => setConfig({ recipient: v })} help="reporter, subject_owner or an address." />
-        </>
-      ) : null}
-
-      {kind === "decision" ? (
-        <>
-          <Text label="Outcome" readOnly={readOnly} value={String(config.outcome ?? "")} error={err("config.outcome")} onChange={(v) => setConfig({ outcome: v })} />
-          <Text label="Statement (facts relied on)" multiline readOnly={readOnly} value={String(config.statement ?? "")} error={err("config.statement")} onChange={(v) => setConfig({ statement: v })} />
-          <JsonText label="Restrictions" readOnly={readOnly} value={config.restrictions ?? {}} error={err("config.restrictions")} onChange={(v) => setConfig({ restrictions: v })}
-            help="{ visibility: [content_removed…], account: suspended|terminated, monetary, provision }" />
-          <Select label="Ground" readOnly={readOnly} value={String(config.ground ?? "")} options={[{ value: "incompatible_content", label: "Incompatible with terms" }, { value: "illegal_content", label: "Illegal content" }]} error={err("config.ground")} onChange={(v) => setConfig({ ground: v || undefined })} />
-          {config.ground === "illegal_content" ? <Text label="Legal ground" readOnly={readOnly} value={String(config.legal_ground ?? "")} error={err("config.legal_ground")} onChange={(v) => setConfig({ legal_ground: v })} /> : null}
-        </>
-      ) : null}
-
-      {kind === "handoff" ? (
-        <>
-          <Select label="Queue" readOnly={readOnly} value={String(config.queue_id ?? "")} options={lookups.queues.map((q) => ({ value: q.name, label: q.name }))} error={err("config.queue_id")} onChange={(v) => setConfig({ queue_id: v || undefined, ...(v ? { endpoint_id: undefined } : {}) })} />
-          <Select label="…or an external endpoint" readOnly={readOnly} value={String(config.endpoint_id ?? "")} options={lookups.endpoints.map((e) => ({ value: e.id, label: e.url }))} error={err("config.endpoint_id")} onChange={(v) => setConfig({ endpoint_id: v || undefined, ...(v ? { queue_id: undefined } : {}) })} />
-        </>
-      ) : null}
-
-      {kind === "start_linked_workflow" ? <Text label="Workflow version id" mono readOnly={readOnly} value={String(config.workflow_version_id ?? "")} error={err("config.workflow_version_id")} onChange={(v) => setConfig({ workflow_version_id: v })} /> : null}
-
-      {kind === "action" ? (
-        <>
-          <Select label="Action type" readOnly={readOnly} value={String(config.action_type ?? "")} options={lookups.actionTypes.map((a) => ({ value: a.key, label: `${a.name} (${a.key})` }))} error={err("config.action_type")} help="Action types are created under Settings." onChange={(v) => setConfig({ action_type: v })} />
-          <NumberInput label="Approval timeout (seconds)" readOnly={readOnly} value={config.approval_timeout_seconds} error={err("config.approval_timeout_seconds")} onChange={(v) => setConfig({ approval_timeout_seconds: v })} />
-        </>
-      ) : null}
-
-      {kind !== "start" && kind !== "join" ? (
-        <MappingEditor node={node} problems={problems} readOnly={readOnly} label={MAPPING_LABELS[kind]?.[0] ?? "Input mapping"} help={MAPPING_LABELS[kind]?.[1] ?? "Each field is a CEL expression."}
+      {descriptor?.mapping ? (
+        <MappingEditor node={node} problems={problems} readOnly={readOnly} label={descriptor.mapping.label} help={descriptor.mapping.help}
           onChange={(mapping) => onChange({ ...node, inputMapping: mapping })} />
       ) : null}
 
-      {kind !== "start" && kind !== "end" && kind !== "join" ? (
+      {descriptor?.canFail ? (
         <fieldset className="subfieldset">
           <legend>Failures</legend>
           <Text label="Error port" mono readOnly={readOnly} value={node.errorPort ?? ""} error={err("errorPort")} help="Taken when the node fails after its retries; leave empty to stop the run for repair."

@@ -29,6 +29,8 @@ export interface ConfigField {
   lookup?: Lookup;
   /** Choosing a value clears these keys (one of two alternatives). */
   excludes?: readonly string[];
+  /** The value names one of the node's ports: renaming it renames its edges. */
+  isPort?: boolean;
   /** Shown only when another key has this value. */
   showIf?: { key: string; equals: string };
   testId?: string;

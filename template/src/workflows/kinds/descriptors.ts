@@ -39,7 +39,7 @@ const DEFINITIONS = {
     mapping: { label: "Node input", help: "Evaluated first; cases can read node_input." },
     fields: [
       { key: "cases", label: "Cases", input: "cases", help: "The first case whose CEL is true picks its port; more than one true is an error. Variables: input, report, steps, event, run, node_input." },
-      { key: "default_port", label: "Default port", input: "code" },
+      { key: "default_port", label: "Default port", input: "code", isPort: true },
     ],
     defaults: { config: { cases: [{ port: "yes", when: "report.category == 'scams_and_fraud'" }], case_ports: ["yes"], default_port: "no" } },
     expressions: (config) => (Array.isArray(config.cases) ? config.cases.map((entry, i) => ({ path: `config.cases[${i}].when`, text: isRecord(entry) ? entry.when : undefined })) : []),
