@@ -1,5 +1,7 @@
 // The console's only door to the API: same-origin requests with the session cookie, and the
-// session's CSRF token on every state-changing request.
+// session's CSRF token on every state-changing request. `server` is typed from the server's route
+// declarations (types only: nothing of the server is bundled).
+import type { ApiContract } from "../../src/http/api";
 
 export interface ApiErrorBody {
   code: string;
@@ -70,8 +72,49 @@ export async function api<T = unknown>(path: string, options: RequestOptions = {
   return parsed as T;
 }
 
+/** The untyped door (the workflow editor still uses it, pending its rework); pages use `server`. */
 export const get = <T = unknown>(path: string, signal?: AbortSignal) => api<T>(path, signal ? { signal } : {});
 export const post = <T = unknown>(path: string, body: unknown = {}) => api<T>(path, { method: "POST", body });
+
+// --- The typed client: paths, bodies, queries and responses from the server's routes -------------
+
+type Method = "get" | "post" | "patch";
+/** Paths of the API (as declared on the server, `/runs/:id`) that answer `method`. */
+export type PathOf<M extends Method> = { [K in keyof ApiContract]: K extends `${M} ${infer P}` ? P : never }[keyof ApiContract];
+type Operation<M extends Method, P extends PathOf<M>> = ApiContract[`${M} ${P}` & keyof ApiContract];
+/** What the server answers to `method path`. */
+export type ApiResponse<M extends Method, P extends PathOf<M>> = Operation<M, P>["response"];
+export type ApiBody<M extends Method, P extends PathOf<M>> = Operation<M, P>["body"];
+export type ApiQuery<M extends Method, P extends PathOf<M>> = Operation<M, P>["query"];
+/** One item of a list route's `items`. */
+export type ItemOf<P extends PathOf<"get">> = ApiResponse<"get", P> extends { items: Array<infer T> } ? T : never;
+
+type ParamsOf<P extends string> = P extends `${string}:${infer N}/${infer Rest}` ? { [K in N]: string } & ParamsOf<`/${Rest}`>
+  : P extends `${string}:${infer N}` ? { [K in N]: string } : Record<never, never>;
+type Options<M extends Method, P extends PathOf<M>> = { query?: ApiQuery<M, P>; signal?: AbortSignal; headers?: Record<string, string> }
+  & (keyof ParamsOf<P> extends never ? { params?: undefined } : { params: ParamsOf<P> });
+type Rest<M extends Method, P extends PathOf<M>> = keyof ParamsOf<P> extends never ? [options?: Options<M, P>] : [options: Options<M, P>];
+
+function url(path: string, options: { params?: Record<string, string>; query?: object } | undefined): string {
+  const filled = path.replace(/:(\w+)/gu, (_m, name: string) => encodeURIComponent(options?.params?.[name] ?? ""));
+  return filled + qs((options?.query ?? {}) as Record<string, string | number | undefined>);
+}
+
+function send<M extends Method, P extends PathOf<M>>(method: M, path: P, body: unknown, options: Options<M, P> | undefined): Promise<ApiResponse<M, P>> {
+  return api<ApiResponse<M, P>>(url(path, options as { params?: Record<string, string> }), {
+    method: method.toUpperCase(),
+    ...(body === undefined ? {} : { body }),
+    ...(options?.signal ? { signal: options.signal } : {}),
+    ...(options?.headers ? { headers: options.headers } : {}),
+  });
+}
+
+/** `server.get("/runs/:id", { params: { id } })`: typed by the server's own route declarations. */
+export const server = {
+  get: <P extends PathOf<"get">>(path: P, ...[options]: Rest<"get", P>) => send("get", path, undefined, options),
+  post: <P extends PathOf<"post">>(path: P, body: ApiBody<"post", P>, ...[options]: Rest<"post", P>) => send("post", path, body ?? {}, options),
+  patch: <P extends PathOf<"patch">>(path: P, body: ApiBody<"patch", P>, ...[options]: Rest<"patch", P>) => send("patch", path, body, options),
+};
 
 export function qs(params: Record<string, string | number | undefined | null>): string {
   const search = new URLSearchParams();
