@@ -1,7 +1,7 @@
 // Settings: queues, triggers, action types, webhook endpoints (secret shown once), API keys (shown
 // once, revocable), console users and AI providers. Everyone may read; only admins change things.
 import { useState, type FormEvent, type ReactNode } from "react";
-import { api, get, post, type Page, type Queue, type Workflow } from "../api";
+import { api, get, post, server, type ItemOf, type Page, type Queue, type Workflow } from "../api";
 import { useResource } from "../hooks";
 import { useNavigate } from "../router";
 import { cannotReason, useCan, useSession } from "../session";
@@ -244,11 +244,11 @@ function ActionTypesTab({ canAdmin }: { canAdmin: boolean }) {
   );
 }
 
-interface ApiKey { id: string; name: string; scopes: string[]; createdAt: string; revokedAt?: string | null; lastUsedAt?: string | null }
+type ApiKey = ItemOf<"/api-keys">;
 
 function ApiKeysTab({ canAdmin }: { canAdmin: boolean }) {
   const toast = useToast();
-  const keys = useResource((signal) => get<Page<ApiKey>>("/api-keys", signal), []);
+  const keys = useResource((signal) => server.get("/api-keys", { signal }), []);
   const [form, setForm] = useState({ name: "", scopes: ["reports:write"] as string[] });
   const [secret, setSecret] = useState<string | null>(null);
   const create = useSubmit(async () => {
@@ -271,7 +271,7 @@ function ApiKeysTab({ canAdmin }: { canAdmin: boolean }) {
         <table className="table"><caption className="sr-only">API keys</caption>
           <thead><tr><th scope="col">Name</th><th scope="col">Scopes</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">State</th><th scope="col"><span className="sr-only">Actions</span></th></tr></thead>
           <tbody>{keys.data.items.map((k) => (
-            <tr key={k.id}><th scope="row">{k.name}</th><td>{k.scopes.join(", ")}</td><td><Time at={k.createdAt} /></td><td><Time at={k.lastUsedAt ?? null} /></td>
+            <tr key={k.id}><th scope="row">{k.name}</th><td>{k.scopes.join(", ")}</td><td><Time at={k.createdAt} /></td><td><Time at={k.lastUsedAt} /></td>
               <td>{k.revokedAt ? <span className="badge tone-muted">revoked</span> : <span className="badge tone-ok">active</span>}</td>
               <td>{canAdmin && !k.revokedAt ? <button type="button" className="btn btn-small btn-danger" onClick={() => void revoke(k)}>Revoke</button> : null}</td></tr>
           ))}</tbody>

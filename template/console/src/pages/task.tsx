@@ -63,11 +63,11 @@ function ReportFacts({ report }: { report: ReportDetail }) {
         <div><dt>Reports on this subject</dt><dd>{report.caseReportCount}</dd></div>
       </dl>
       {report.description ? <blockquote className="content-text"><span className="muted small">What the reporter wrote</span><p>{report.description}</p></blockquote> : null}
-      {report.evidence.length > 0 ? (
+      {(report.evidence ?? []).length > 0 ? (
         <>
           <h3>Evidence</h3>
           <ul className="plain-list">
-            {report.evidence.map((item, i) => (
+            {(report.evidence ?? []).map((item, i) => (
               <li key={i}><span className="badge tone-muted">{item.kind}</span> {item.text ? <span>{item.text}</span> : null} {item.url ? <ExternalLink href={item.url}>link</ExternalLink> : null} {item.sha256 ? <code className="small">sha256 {item.sha256.slice(0, 12)}…</code> : null}</li>
             ))}
           </ul>
@@ -105,7 +105,7 @@ function AutomationSummary({ run, taskStepNodeIds }: { run: RunDetail; taskStepN
       {automated.length === 0 ? <p className="muted">No automated step (AI proposal, enrichment, routing) ran before this task.</p> : null}
       <ul className="automation">
         {automated.map((step) => {
-          const out = step.output ?? {};
+          const out = (step.output ?? {}) as Record<string, unknown>;
           const simulated = out.simulated === true;
           const failed = step.state === "failed" || typeof out.errorCode === "string";
           return (
