@@ -192,6 +192,33 @@ describe("publishing", () => {
   });
 });
 
+describe("API keys", () => {
+  it("records when a key was last used, and lists it", async () => {
+    const { apiKey } = await newInstallation();
+    const before = await api("/api/v1/api-keys", { key: apiKey });
+    const id = before.body.items[0].id;
+    // The write runs in waitUntil; read the row until it lands (no timing assumptions).
+    let stored: { last_used_at: string | null } | null = null;
+    for (let i = 0; i < 50 && !stored?.last_used_at; i++) {
+      stored = await env.DB.prepare("SELECT last_used_at FROM api_keys WHERE id = ?").bind(id).first<{ last_used_at: string | null }>();
+      if (!stored?.last_used_at) await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(stored?.last_used_at).toMatch(/^\d{4}-/u);
+    const listed = await api("/api/v1/api-keys", { key: apiKey });
+    expect(listed.body.items[0].lastUsedAt).toBe(stored!.last_used_at);
+  });
+
+  it("a bad limit is the same typed 400 on every paged list", async () => {
+    const { apiKey } = await newInstallation();
+    for (const path of ["/api/v1/runs", "/api/v1/reports", "/api/v1/audit-events", "/api/v1/webhook-deliveries", "/api/v1/action-proposals"]) {
+      const response = await api(`${path}?limit=abc`, { key: apiKey });
+      expect(response.status, path).toBe(400);
+      expect(response.body.error.code).toBe("request.invalid_query");
+      expect(response.body.error.details.parameter).toBe("limit");
+    }
+  });
+});
+
 describe("schema and OpenAPI", () => {
   it("SQL CHECK constraints list exactly the enumerations of the code", async () => {
     const table = await env.DB.prepare("SELECT sql FROM sqlite_master WHERE name = 'workflow_runs'").first<{ sql: string }>();

@@ -1,5 +1,7 @@
 // The console's only door to the API: same-origin requests with the session cookie, and the
-// session's CSRF token on every state-changing request.
+// session's CSRF token on every state-changing request. `server` is typed from the server's route
+// declarations (types only: nothing of the server is bundled).
+import type { ApiContract } from "../../src/http/api";
 
 export interface ApiErrorBody {
   code: string;
@@ -70,8 +72,49 @@ export async function api<T = unknown>(path: string, options: RequestOptions = {
   return parsed as T;
 }
 
+/** The untyped door (the workflow editor still uses it, pending its rework); pages use `server`. */
 export const get = <T = unknown>(path: string, signal?: AbortSignal) => api<T>(path, signal ? { signal } : {});
 export const post = <T = unknown>(path: string, body: unknown = {}) => api<T>(path, { method: "POST", body });
+
+// --- The typed client: paths, bodies, queries and responses from the server's routes -------------
+
+type Method = "get" | "post" | "patch";
+/** Paths of the API (as declared on the server, `/runs/:id`) that answer `method`. */
+export type PathOf<M extends Method> = { [K in keyof ApiContract]: K extends `${M} ${infer P}` ? P : never }[keyof ApiContract];
+type Operation<M extends Method, P extends PathOf<M>> = ApiContract[`${M} ${P}` & keyof ApiContract];
+/** What the server answers to `method path`. */
+export type ApiResponse<M extends Method, P extends PathOf<M>> = Operation<M, P>["response"];
+export type ApiBody<M extends Method, P extends PathOf<M>> = Operation<M, P>["body"];
+export type ApiQuery<M extends Method, P extends PathOf<M>> = Operation<M, P>["query"];
+/** One item of a list route's `items`. */
+export type ItemOf<P extends PathOf<"get">> = ApiResponse<"get", P> extends { items: Array<infer T> } ? T : never;
+
+type ParamsOf<P extends string> = P extends `${string}:${infer N}/${infer Rest}` ? { [K in N]: string } & ParamsOf<`/${Rest}`>
+  : P extends `${string}:${infer N}` ? { [K in N]: string } : Record<never, never>;
+type Options<M extends Method, P extends PathOf<M>> = { query?: ApiQuery<M, P>; signal?: AbortSignal; headers?: Record<string, string> }
+  & (keyof ParamsOf<P> extends never ? { params?: undefined } : { params: ParamsOf<P> });
+type Rest<M extends Method, P extends PathOf<M>> = keyof ParamsOf<P> extends never ? [options?: Options<M, P>] : [options: Options<M, P>];
+
+function url(path: string, options: { params?: Record<string, string>; query?: object } | undefined): string {
+  const filled = path.replace(/:(\w+)/gu, (_m, name: string) => encodeURIComponent(options?.params?.[name] ?? ""));
+  return filled + qs((options?.query ?? {}) as Record<string, string | number | undefined>);
+}
+
+function send<M extends Method, P extends PathOf<M>>(method: M, path: P, body: unknown, options: Options<M, P> | undefined): Promise<ApiResponse<M, P>> {
+  return api<ApiResponse<M, P>>(url(path, options as { params?: Record<string, string> }), {
+    method: method.toUpperCase(),
+    ...(body === undefined ? {} : { body }),
+    ...(options?.signal ? { signal: options.signal } : {}),
+    ...(options?.headers ? { headers: options.headers } : {}),
+  });
+}
+
+/** `server.get("/runs/:id", { params: { id } })`: typed by the server's own route declarations. */
+export const server = {
+  get: <P extends PathOf<"get">>(path: P, ...[options]: Rest<"get", P>) => send("get", path, undefined, options),
+  post: <P extends PathOf<"post">>(path: P, body: ApiBody<"post", P>, ...[options]: Rest<"post", P>) => send("post", path, body ?? {}, options),
+  patch: <P extends PathOf<"patch">>(path: P, body: ApiBody<"patch", P>, ...[options]: Rest<"patch", P>) => send("patch", path, body, options),
+};
 
 export function qs(params: Record<string, string | number | undefined | null>): string {
   const search = new URLSearchParams();
@@ -89,133 +132,24 @@ export function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-// --- Shapes the console reads ------------------------------------------------------------------
+// --- Shapes the console reads: the server's responses ---------------------------------------------
 
-export type Role = "admin" | "moderator" | "viewer";
+export type Session = ApiResponse<"get", "/session">;
+export type ConsoleUser = Session["user"];
+export type Role = ConsoleUser["role"];
+export type Queue = ItemOf<"/queues">;
+export type Task = ApiResponse<"get", "/tasks/:id">;
+export type ReportSummary = ItemOf<"/reports">;
+export type ReportDetail = ApiResponse<"get", "/reports/:id">;
+export type TimelineItem = ItemOf<"/reports/:id/timeline">;
+export type Run = ItemOf<"/runs">;
+export type RunDetail = ApiResponse<"get", "/runs/:id">;
+export type Step = RunDetail["steps"][number];
+export type Proposal = ItemOf<"/action-proposals">;
+export type AuditEvent = ItemOf<"/audit-events">;
+export type Workflow = ApiResponse<"get", "/workflows/:id">;
 
-export interface ConsoleUser {
-  id: string;
-  email: string;
-  name: string;
-  role: Role;
-  installationId: string;
-  queueIds: string[] | null;
-  preferences: { blurMedia: boolean };
-}
-
-export interface Session {
-  user: ConsoleUser;
-  csrfToken: string;
-}
-
-export interface Queue {
-  id: string;
-  name: string;
-  description: string | null;
-  slaSeconds: number;
-  priority: number;
-  open?: number;
-  claimed?: number;
-  breachedSla?: number;
-  oldestDueAt?: string | null;
-}
-
-export interface Task {
-  id: string;
-  queueId: string | null;
-  runId: string;
-  reportId: string | null;
-  appealId: string | null;
-  taskType: string;
-  state: "open" | "claimed" | "completed" | "expired" | "cancelled";
-  priority: number;
-  context: unknown;
-  responseSchema: unknown;
-  response: unknown;
-  dueAt: string;
-  slaBreached: boolean;
-  expiresAt: string | null;
-  claim: { reviewer: string; claimedAt: string; leaseExpiresAt: string } | null;
-  completedBy: string | null;
-  completedAt: string | null;
-  createdAt: string;
-}
-
-export interface ReportSummary {
-  id: string;
-  caseId: string;
-  category: string;
-  categorySpecification: string[];
-  source: string;
-  subject: { kind: string; id: string };
-  evidenceCount: number;
-  caseReportCount: number;
-  createdAt: string;
-}
-
-export interface ReportDetail extends Omit<ReportSummary, "subject"> {
-  subject: { kind: string; id: string; url: string | null; ownerId: string | null; snapshot: unknown };
-  reporter: { id?: string; contact?: string } | null;
-  description: string | null;
-  evidence: Array<{ kind: string; url?: string; text?: string; sha256?: string }>;
-}
-
-export interface TimelineItem {
-  at: string;
-  kind: "report" | "run" | "task" | "decision" | "action" | "message" | "appeal" | "handoff" | "audit";
-  id: string;
-  summary: string;
-  state?: string | null;
-}
-
-export interface Step {
-  id: string;
-  nodeId: string;
-  kind: string;
-  branchKey: string;
-  state: string;
-  outputDigest: string | null;
-  errorCode: string | null;
-  output: Record<string, unknown> | null;
-  startedAt: string | null;
-  waitingAt: string | null;
-  finishedAt: string | null;
-  updatedAt: string;
-}
-
-export interface Wait {
-  id: string;
-  stepRunId: string;
-  waitType: string;
-  eventType: string;
-  state: string;
-  deadlineAt: string;
-  createdAt: string;
-  satisfiedAt: string | null;
-}
-
-export interface Run {
-  id: string;
-  workflowVersionId: string;
-  authorityMode: string;
-  state: string;
-  input: unknown;
-  output: unknown;
-  error: { code: string; summary: string | null } | null;
-  reportId: string | null;
-  parentRunId: string | null;
-  currentNodeId: string | null;
-  createdAt: string;
-  startedAt: string | null;
-  finishedAt: string | null;
-  updatedAt: string;
-}
-
-export interface RunDetail extends Run {
-  steps: Step[];
-  waits: Wait[];
-}
-
+/** The graph format (docs/graph-format.md); the server answers it as parsed JSON. */
 export interface GraphNode {
   id: string;
   kind: string;
@@ -231,56 +165,7 @@ export interface Graph {
   edges: Array<{ from: { nodeId: string; port: string }; to: { nodeId: string } }>;
 }
 
-export interface WorkflowVersion {
-  id: string;
-  workflowId: string;
-  workflowName: string;
-  version: number;
-  graph: Graph;
-  graphDigest: string;
-  artifact: { id: string; digest: string; sizeBytes: number; storage: string };
-  createdAt: string;
-  retiredAt: string | null;
-}
-
-export interface Workflow {
-  id: string;
-  name: string;
-  description: string | null;
-  createdAt: string;
-  updatedAt: string;
-  /** Version rows (no graph): artifact fields flattened. */
-  versions?: Array<{ id: string; workflowId: string; version: number; graphDigest: string; artifactId: string; artifactDigest: string; artifactSizeBytes: number; createdAt: string; retiredAt: string | null }>;
-}
-
-export interface Proposal {
-  id: string;
-  runId: string;
-  nodeId: string;
-  actionType: string;
-  reportId: string | null;
-  authorityMode: string;
-  state: string;
-  params: unknown;
-  decidedBy: string | null;
-  decidedAt: string | null;
-  reason: string | null;
-  deliveryId: string | null;
-  expiresAt: string;
-  createdAt: string;
-}
-
-export interface AuditEvent {
-  id: string;
-  seq: number;
-  action: string;
-  actor: { type: string; id: string };
-  target: { type: string; id: string };
-  details: unknown;
-  createdAt: string;
-  hash: string | null;
-  prevHash: string | null;
-}
+export type WorkflowVersion = Omit<ApiResponse<"get", "/workflow-versions/:id">, "graph"> & { graph: Graph };
 
 export interface ValidationProblem {
   path: string;

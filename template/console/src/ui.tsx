@@ -111,7 +111,8 @@ export function Copy({ text, label = "Copy" }: { text: string; label?: string })
   const [copied, setCopied] = useState(false);
   return (
     <button type="button" className="btn btn-small" onClick={() => {
-      void navigator.clipboard?.writeText(text).then(() => setCopied(true), () => setCopied(false));
+      // The Worker types (loaded for the server contract) declare a smaller Navigator than the DOM's.
+      void (navigator as { clipboard?: Clipboard }).clipboard?.writeText(text).then(() => setCopied(true), () => setCopied(false));
     }}>{copied ? "Copied" : label}</button>
   );
 }

@@ -1,17 +1,12 @@
 // /api/v1/audit-events (filtered pages of the trail) and /api/v1/audit/verify (the chain check).
-import { Hono } from "hono";
-import { AppError } from "../errors";
-import { requireScope } from "../http/auth";
-import type { AppEnv } from "../http/types";
+import { routes } from "../http/route";
 import { AUDIT_COLUMNS, sealAuditChain, serializeAuditRow, verifyAuditChain, type AuditRow } from "./chain";
 
-export const auditRoutes = new Hono<AppEnv>()
-  .get("/audit-events", requireScope("admin", "review"), async (c) => {
+export const auditRoutes = routes()
+  .op({ method: "get", path: "/audit-events", summary: "The audit trail in order, with its chain hashes; ?action=&targetType=&targetId=&since=&until=&cursor=", auth: ["admin", "review"], ok: 200,
+    query: { limit: { default: 100, max: 500 }, cursor: /^\d{1,15}$/u, strings: ["action", "targetType", "targetId", "since", "until"] } }, async (c, { query }) => {
     const { installationId } = c.get("actor");
     await sealAuditChain(c.env, installationId);
-    const limit = Math.min(Math.max(Number(c.req.query("limit") ?? 100) || 100, 1), 500);
-    const after = c.req.query("cursor");
-    if (after !== undefined && !/^\d{1,15}$/u.test(after)) throw new AppError("request.invalid_cursor", "The cursor is not valid.", { status: 400 });
     const { results } = await c.env.DB.prepare(`
       SELECT ${AUDIT_COLUMNS} FROM audit_events
       WHERE installation_id = ?1 AND seq > ?2
@@ -19,9 +14,10 @@ export const auditRoutes = new Hono<AppEnv>()
         AND (?4 IS NULL OR target_type = ?4) AND (?5 IS NULL OR target_id = ?5)
         AND (?6 IS NULL OR created_at >= ?6) AND (?7 IS NULL OR created_at < ?7)
       ORDER BY seq LIMIT ?8
-    `).bind(installationId, Number(after ?? 0), c.req.query("action") ?? null, c.req.query("targetType") ?? null, c.req.query("targetId") ?? null,
-      c.req.query("since") ?? null, c.req.query("until") ?? null, limit + 1).all<AuditRow>();
-    const page = results.slice(0, limit);
-    return c.json({ items: page.map(serializeAuditRow), nextCursor: results.length > limit ? String(page.at(-1)!.seq) : null });
+    `).bind(installationId, Number(query.cursor ?? 0), query.action ?? null, query.targetType ?? null, query.targetId ?? null,
+      query.since ?? null, query.until ?? null, query.limit + 1).all<AuditRow>();
+    const page = results.slice(0, query.limit);
+    return { items: page.map(serializeAuditRow), nextCursor: results.length > query.limit ? String(page.at(-1)!.seq) : null };
   })
-  .get("/audit/verify", requireScope("admin", "review"), async (c) => c.json(await verifyAuditChain(c.env, c.get("actor").installationId)));
+  .op({ method: "get", path: "/audit/verify", summary: "Recompute the hash chain and name the first broken link", auth: ["admin", "review"], ok: 200 },
+    async (c) => verifyAuditChain(c.env, c.get("actor").installationId));

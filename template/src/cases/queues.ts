@@ -54,7 +54,7 @@ export async function listQueues(env: Env, actor: Actor) {
       (SELECT MIN(t.due_at) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state = 'open') AS oldestDueAt,
       (SELECT COUNT(*) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state IN ('open', 'claimed') AND t.due_at < ?2) AS breachedSla
     FROM queues q WHERE q.installation_id = ?1 ORDER BY q.priority DESC, q.name LIMIT 500
-  `).bind(actor.installationId, now).all<{ id: string }>();
+  `).bind(actor.installationId, now).all<QueueRow & { open: number; claimed: number; oldestDueAt: string | null; breachedSla: number }>();
   return results.filter((queue) => canSeeQueue(actor, queue.id));
 }
 

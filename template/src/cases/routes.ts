@@ -1,78 +1,88 @@
 // /api/v1 reports, cases, triggers, queues, tasks, appeals and data keys.
-import { Hono } from "hono";
-import { notFound } from "../errors";
-import { requireScope } from "../http/auth";
-import { schemas } from "../http/schemas";
-import type { AppEnv } from "../http/types";
-import { decodeCursor, encodeCursor, idempotencyKey, parseBody } from "../http/validate";
-import { fileAppeal, readAppeal, resolveAppeal, type AppealInput } from "./appeals";
+import { AppError, notFound } from "../errors";
+import { routes, withStatus } from "../http/route";
+import { encodeCursor, idempotencyKey } from "../http/validate";
+import { fileAppeal, readAppeal, resolveAppeal } from "./appeals";
 import { createQueue, getQueueRow, listQueues, queueStats } from "./queues";
 import { rotateDataKey } from "./report-crypto";
-import { intakeReport, readReport, reportSummary, type ReportInput } from "./reports";
+import { intakeReport, readReport, reportSummary } from "./reports";
 import { normalizeCategory } from "./taxonomy";
 import { reportTimeline } from "./timeline";
 import { getCaseRow, listReportRows } from "./reports-queries";
-import { claimNextTask, claimTask, completeTask, getTask, listQueueTasks, releaseTask } from "./tasks";
-import { createTrigger, listTriggers, setTriggerEnabled, type TriggerInput } from "./triggers";
+import { claimNextTask, claimTask, completeTask, getTask, listQueueTasks, releaseTask, TASK_STATES } from "./tasks";
+import { createTrigger, listTriggers, setTriggerEnabled } from "./triggers";
 
-export const caseRoutes = new Hono<AppEnv>()
-  .post("/reports", requireScope("reports:write"), async (c) => {
-    const body = await parseBody<ReportInput>(c, schemas.CreateReport);
+const reading = ["review", "admin"] as const;
+
+export const caseRoutes = routes()
+  .op({ method: "post", path: "/reports", summary: "Take in a report: personal data sealed, grouped into a case per subject, triggers fired", auth: ["reports:write"], body: "CreateReport", ok: 201, errors: [409, 422], headers: ["Idempotency-Key"] }, async (c, { body }) => {
     const result = await intakeReport(c.env, c.executionCtx as ExecutionContext, c.get("actor"), body, idempotencyKey(c.req.header("idempotency-key")));
     if (result.replayed) c.header("Idempotent-Replayed", "true");
-    return c.json({ ...result.report, runs: result.runs }, result.replayed ? 200 : 201);
+    return withStatus({ ...result.report, runs: result.runs }, result.replayed ? 200 : 201);
   })
-  .get("/reports", requireScope("review", "admin"), async (c) => {
-    const limit = Math.min(Math.max(Number(c.req.query("limit") ?? 50) || 50, 1), 200);
-    const after = decodeCursor(c.req.query("cursor"), ["string", "string"]);
+  .op({ method: "get", path: "/reports", summary: "List report summaries (no personal data), newest first", auth: reading, ok: 200,
+    query: { limit: { default: 50, max: 200 }, cursor: ["string", "string"], strings: ["caseId", "subjectId", "category"] } }, async (c, { query }) => {
     const rows = await listReportRows(c.env.DB, c.get("actor").installationId, {
-      limit: limit + 1, ...(c.req.query("caseId") ? { caseId: c.req.query("caseId")! } : {}), ...(after ? { before: { createdAt: String(after[0]), id: String(after[1]) } } : {}),
-      ...(c.req.query("subjectId") ? { subjectId: c.req.query("subjectId")! } : {}),
-      ...(c.req.query("category") ? { category: normalizeCategory(c.req.query("category")!) ?? c.req.query("category")! } : {}),
+      limit: query.limit + 1, ...(query.caseId ? { caseId: query.caseId } : {}),
+      ...(query.cursor ? { before: { createdAt: String(query.cursor[0]), id: String(query.cursor[1]) } } : {}),
+      ...(query.subjectId ? { subjectId: query.subjectId } : {}),
+      ...(query.category ? { category: normalizeCategory(query.category) ?? query.category } : {}),
     });
-    const page = rows.slice(0, limit);
+    const page = rows.slice(0, query.limit);
     const last = page.at(-1);
-    return c.json({ items: page.map(reportSummary), nextCursor: rows.length > limit && last ? encodeCursor([last.createdAt, last.id]) : null });
+    return { items: page.map(reportSummary), nextCursor: rows.length > query.limit && last ? encodeCursor([last.createdAt, last.id]) : null };
   })
-  .get("/reports/:id", requireScope("review", "admin"), async (c) => c.json(await readReport(c.env, c.get("actor"), c.req.param("id"))))
-  .get("/reports/:id/timeline", requireScope("review", "admin"), async (c) => c.json(await reportTimeline(c.env, c.get("actor"), c.req.param("id"))))
-  .get("/cases/:id", requireScope("review", "admin"), async (c) => {
+  .op({ method: "get", path: "/reports/:id", summary: "Read a report with its personal data opened (the access is audited)", auth: reading, ok: 200, errors: [404] },
+    async (c) => readReport(c.env, c.get("actor"), c.req.param("id")))
+  .op({ method: "get", path: "/reports/:id/timeline", summary: "Everything that followed a report: runs, tasks, decisions, actions, messages, appeals, handoffs", auth: reading, ok: 200, errors: [404] },
+    async (c) => reportTimeline(c.env, c.get("actor"), c.req.param("id")))
+  .op({ method: "get", path: "/cases/:id", summary: "Read a case (one subject) with its reports", auth: reading, ok: 200, errors: [404] }, async (c) => {
     const row = await getCaseRow(c.env.DB, c.get("actor").installationId, c.req.param("id"));
     if (!row) throw notFound("case");
     const reports = await listReportRows(c.env.DB, c.get("actor").installationId, { limit: 200, caseId: row.id });
-    return c.json({ ...row, reports: reports.map(reportSummary) });
+    return { ...row, reports: reports.map(reportSummary) };
   })
-  .post("/triggers", requireScope("admin"), async (c) => c.json(await createTrigger(c.env, c.get("actor"), await parseBody<TriggerInput>(c, schemas.CreateTrigger)), 201))
-  .get("/triggers", requireScope("admin"), async (c) => c.json({ items: await listTriggers(c.env, c.get("actor")) }))
-  .post("/triggers/:id/enable", requireScope("admin"), async (c) => c.json(await setTriggerEnabled(c.env, c.get("actor"), c.req.param("id"), true)))
-  .post("/triggers/:id/disable", requireScope("admin"), async (c) => c.json(await setTriggerEnabled(c.env, c.get("actor"), c.req.param("id"), false)))
-  .post("/queues", requireScope("admin"), async (c) => c.json(await createQueue(c.env, c.get("actor"), await parseBody(c, schemas.CreateQueue)), 201))
-  .get("/queues", requireScope("review", "admin"), async (c) => c.json({ items: await listQueues(c.env, c.get("actor")) }))
-  .get("/queues/:id", requireScope("review", "admin"), async (c) => {
+  .op({ method: "post", path: "/triggers", summary: "Map report or appeal events to a workflow version with a CEL condition and an authority mode", auth: ["admin"], body: "CreateTrigger", ok: 201, errors: [404, 409, 422] },
+    async (c, { body }) => createTrigger(c.env, c.get("actor"), body))
+  .op({ method: "get", path: "/triggers", summary: "List triggers", auth: ["admin"], ok: 200 }, async (c) => ({ items: await listTriggers(c.env, c.get("actor")) }))
+  .op({ method: "post", path: "/triggers/:id/enable", summary: "Enable a trigger", auth: ["admin"], ok: 200, errors: [404] },
+    async (c) => setTriggerEnabled(c.env, c.get("actor"), c.req.param("id"), true))
+  .op({ method: "post", path: "/triggers/:id/disable", summary: "Disable a trigger", auth: ["admin"], ok: 200, errors: [404] },
+    async (c) => setTriggerEnabled(c.env, c.get("actor"), c.req.param("id"), false))
+  .op({ method: "post", path: "/queues", summary: "Create a review queue with an SLA and a priority", auth: ["admin"], body: "CreateQueue", ok: 201, errors: [409] },
+    async (c, { body }) => createQueue(c.env, c.get("actor"), body))
+  .op({ method: "get", path: "/queues", summary: "List queues with open, claimed, SLA-breached counts and the oldest due date", auth: reading, ok: 200 },
+    async (c) => ({ items: await listQueues(c.env, c.get("actor")) }))
+  .op({ method: "get", path: "/queues/:id", summary: "Read a queue", auth: reading, ok: 200, errors: [404] }, async (c) => {
     const row = await getQueueRow(c.env.DB, c.get("actor").installationId, c.req.param("id"));
     if (!row) throw notFound("queue");
-    return c.json(row);
+    return row;
   })
-  .get("/queues/:id/tasks", requireScope("review", "admin"), async (c) => c.json(await listQueueTasks(c.env, c.get("actor"), c.req.param("id"), {
-    ...(c.req.query("state") ? { state: c.req.query("state")! } : {}),
-    ...(c.req.query("limit") ? { limit: Number(c.req.query("limit")) || 50 } : {}),
-    ...(c.req.query("cursor") ? { cursor: c.req.query("cursor")! } : {}),
-  })))
-  .get("/queues/:id/stats", requireScope("review", "admin"), async (c) => c.json(await queueStats(c.env, c.get("actor"), c.req.param("id"))))
-  .post("/queues/:id/next", requireScope("review"), async (c) => {
-    const task = await claimNextTask(c.env, c.get("actor"), c.req.param("id"), await parseBody(c, schemas.ClaimTask));
-    return task ? c.json(task) : c.json({ error: { code: "queue.empty", message: "No open task in this queue." } }, 404);
+  .op({ method: "get", path: "/queues/:id/tasks", summary: "Tasks in SLA order (due date, priority, id) with a cursor; ?state=open|claimed|completed|expired|cancelled", auth: reading, ok: 200, errors: [404],
+    query: { limit: { default: 50, max: 200 }, enums: { state: TASK_STATES }, strings: ["cursor"] } },
+    async (c, { query }) => listQueueTasks(c.env, c.get("actor"), c.req.param("id"), query))
+  .op({ method: "get", path: "/queues/:id/stats", summary: "Open, claimed, SLA breaches, time to complete p50/p90", auth: reading, ok: 200, errors: [404] },
+    async (c) => queueStats(c.env, c.get("actor"), c.req.param("id")))
+  .op({ method: "post", path: "/queues/:id/next", summary: "Claim the first open task of the queue (404 queue.empty when none)", auth: ["review"], body: "ClaimTask", ok: 200, errors: [404, 409] }, async (c, { body }) => {
+    const task = await claimNextTask(c.env, c.get("actor"), c.req.param("id"), body);
+    if (!task) throw new AppError("queue.empty", "No open task in this queue.", { status: 404 });
+    return task;
   })
-  .get("/tasks/:id", requireScope("review", "admin"), async (c) => c.json(await getTask(c.env, c.get("actor"), c.req.param("id"))))
-  .post("/tasks/:id/claim", requireScope("review"), async (c) => c.json(await claimTask(c.env, c.get("actor"), c.req.param("id"), await parseBody(c, schemas.ClaimTask))))
-  .post("/tasks/:id/release", requireScope("review"), async (c) => c.json(await releaseTask(c.env, c.get("actor"), c.req.param("id"), await parseBody(c, schemas.ReleaseTask))))
-  .post("/tasks/:id/complete", requireScope("review"), async (c) => c.json(await completeTask(c.env, c.get("actor"), c.req.param("id"), await parseBody(c, schemas.CompleteTask))))
-  .post("/appeals", requireScope("reports:write"), async (c) => {
-    const body = await parseBody<AppealInput>(c, schemas.CreateAppeal);
+  .op({ method: "get", path: "/tasks/:id", summary: "Read a task", auth: reading, ok: 200, errors: [404] }, async (c) => getTask(c.env, c.get("actor"), c.req.param("id")))
+  .op({ method: "post", path: "/tasks/:id/claim", summary: "Take or renew the task's exclusive lease; another holder's live lease is a 409", auth: ["review"], body: "ClaimTask", ok: 200, errors: [404, 409] },
+    async (c, { body }) => claimTask(c.env, c.get("actor"), c.req.param("id"), body))
+  .op({ method: "post", path: "/tasks/:id/release", summary: "Give the lease back", auth: ["review"], body: "ReleaseTask", ok: 200, errors: [404, 409] },
+    async (c, { body }) => releaseTask(c.env, c.get("actor"), c.req.param("id"), body))
+  .op({ method: "post", path: "/tasks/:id/complete", summary: "Answer the task; the response is checked against its schema (422 lists failing paths) and the run resumes", auth: ["review"], body: "CompleteTask", ok: 200, errors: [404, 409, 422] },
+    async (c, { body }) => completeTask(c.env, c.get("actor"), c.req.param("id"), body))
+  .op({ method: "post", path: "/appeals", summary: "Appeal a report's handling; starts the appeal workflow(s) of appeal.created triggers", auth: ["reports:write"], body: "CreateAppeal", ok: 201, errors: [404, 409, 422], headers: ["Idempotency-Key"] }, async (c, { body }) => {
     const result = await fileAppeal(c.env, c.executionCtx as ExecutionContext, c.get("actor"), body, idempotencyKey(c.req.header("idempotency-key")));
     if (result.replayed) c.header("Idempotent-Replayed", "true");
-    return c.json({ ...result.appeal, runs: result.runs }, result.replayed ? 200 : 201);
+    return withStatus({ ...result.appeal, runs: result.runs }, result.replayed ? 200 : 201);
   })
-  .get("/appeals/:id", requireScope("review", "admin"), async (c) => c.json(await readAppeal(c.env, c.get("actor"), c.req.param("id"))))
-  .post("/appeals/:id/resolve", requireScope("review"), async (c) => c.json(await resolveAppeal(c.env, c.get("actor"), c.req.param("id"), await parseBody(c, schemas.ResolveAppeal))))
-  .post("/data-keys/rotate", requireScope("admin"), async (c) => c.json(await rotateDataKey(c.env, c.get("actor").installationId), 201));
+  .op({ method: "get", path: "/appeals/:id", summary: "Read an appeal (appellant data opened, access audited)", auth: reading, ok: 200, errors: [404] },
+    async (c) => readAppeal(c.env, c.get("actor"), c.req.param("id")))
+  .op({ method: "post", path: "/appeals/:id/resolve", summary: "Record the outcome: upheld or overturned", auth: ["review"], body: "ResolveAppeal", ok: 200, errors: [404, 409, 422] },
+    async (c, { body }) => resolveAppeal(c.env, c.get("actor"), c.req.param("id"), body))
+  .op({ method: "post", path: "/data-keys/rotate", summary: "Start a new data key version for sealing personal data; older versions still open old data", auth: ["admin"], ok: 201 },
+    async (c) => rotateDataKey(c.env, c.get("actor").installationId));

@@ -1,2 +1,2 @@
 // Console access: users, roles, sessions, sign-in links, Cloudflare Access.
-export { sessionRoutes, signinRoutes } from "./routes";
+export { signinRoutes } from "./routes";

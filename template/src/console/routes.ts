@@ -1,11 +1,10 @@
 // Console sign-in and session endpoints, and console user management.
 import { Hono } from "hono";
 import { AppError } from "../errors";
-import { consoleSession, requireAdminToken, requireScope } from "../http/auth";
-import { schemas } from "../http/schemas";
+import { consoleSession } from "../http/auth";
+import { routes } from "../http/route";
 import type { AppEnv } from "../http/types";
-import { parseBody } from "../http/validate";
-import { checkCsrf, createSigninLink, redeemSigninLink, revokeSession, sessionCookie, type ConsoleRole } from "./sessions";
+import { checkCsrf, createSigninLink, redeemSigninLink, revokeSession, sessionCookie } from "./sessions";
 import { createUser, listUsers, setPreferences, updateUser } from "./users";
 
 /** GET /console/signin?token=…: spends a one-time link, sets the session cookie, goes to the console. */
@@ -18,27 +17,29 @@ export const signinRoutes = new Hono<AppEnv>().get("/console/signin", async (c) 
   return c.redirect("/", 302);
 });
 
-export const sessionRoutes = new Hono<AppEnv>()
-  .get("/session", async (c) => {
+export const sessionRoutes = routes()
+  .op({ method: "get", path: "/session", summary: "The console session: user, role, queues, preferences, and the CSRF token for writes", auth: "none", ok: 200, errors: [401] }, async (c) => {
     const session = await consoleSession(c);
     if (!session) throw new AppError("auth.unauthenticated", "Sign in to use the console.", { status: 401 });
     c.header("cache-control", "no-store");
-    return c.json({ user: session.user, csrfToken: session.csrfToken });
+    return { user: session.user, csrfToken: session.csrfToken };
   })
-  .post("/session/logout", async (c) => {
+  .op({ method: "post", path: "/session/logout", summary: "End the console session", auth: "none", ok: 200, errors: [401, 403] }, async (c) => {
     const session = await consoleSession(c);
     if (!session) throw new AppError("auth.unauthenticated", "Sign in to use the console.", { status: 401 });
     checkCsrf(c, session);
     await revokeSession(c.env, session.id);
     c.header("set-cookie", sessionCookie(c, "", 0));
-    return c.json({ signedOut: true });
+    return { signedOut: true };
   })
-  .patch("/session/preferences", requireScope("read"), async (c) => c.json(await setPreferences(c.env, c.get("actor"), await parseBody(c, schemas.Preferences))))
-  .post("/console-signin-links", requireAdminToken, async (c) => {
-    const body = await parseBody<{ installationId: string; email: string; name?: string; role?: ConsoleRole }>(c, schemas.CreateSigninLink);
+  .op({ method: "patch", path: "/session/preferences", summary: "Wellness preferences of the signed-in user (blurMedia)", auth: ["read"], body: "Preferences", ok: 200 },
+    async (c, { body }) => setPreferences(c.env, c.get("actor"), body))
+  .op({ method: "post", path: "/console-signin-links", summary: "A one-time console sign-in link for a user of an installation (created as admin if new)", auth: "admin_token", body: "CreateSigninLink", ok: 201, errors: [404] }, async (c, { body }) => {
     const link = await createSigninLink(c.env, body);
-    return c.json({ ...link, url: new URL(link.path, c.req.url).toString() }, 201);
+    return { ...link, url: new URL(link.path, c.req.url).toString() };
   })
-  .get("/console-users", requireScope("admin"), async (c) => c.json({ items: await listUsers(c.env, c.get("actor")) }))
-  .post("/console-users", requireScope("admin"), async (c) => c.json(await createUser(c.env, c.get("actor"), await parseBody(c, schemas.CreateConsoleUser)), 201))
-  .patch("/console-users/:id", requireScope("admin"), async (c) => c.json(await updateUser(c.env, c.get("actor"), c.req.param("id"), await parseBody(c, schemas.UpdateConsoleUser))));
+  .op({ method: "get", path: "/console-users", summary: "Console users with roles and queue access", auth: ["admin"], ok: 200 }, async (c) => ({ items: await listUsers(c.env, c.get("actor")) }))
+  .op({ method: "post", path: "/console-users", summary: "Add a console user: admin, moderator or viewer, optionally limited to queues", auth: ["admin"], body: "CreateConsoleUser", ok: 201, errors: [409, 422] },
+    async (c, { body }) => createUser(c.env, c.get("actor"), body))
+  .op({ method: "patch", path: "/console-users/:id", summary: "Change a console user's role, queues, or disable them", auth: ["admin"], body: "UpdateConsoleUser", ok: 200, errors: [404, 422] },
+    async (c, { body }) => updateUser(c.env, c.get("actor"), c.req.param("id"), body));

@@ -2,14 +2,10 @@
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { AppError } from "../errors";
-import { auditRoutes, sealAuditChain } from "../audit";
-import { automationRoutes } from "../automation";
-import { caseRoutes } from "../cases";
-import { sessionRoutes, signinRoutes } from "../console";
-import { enforcementRoutes } from "../enforcement";
-import { installationRoutes } from "../installations";
-import { runRoutes, workflowRoutes } from "../workflows";
-import { openApiDocument } from "./openapi";
+import { sealAuditChain } from "../audit";
+import { signinRoutes } from "../console";
+import { apiRoutes } from "./api";
+import { openApiRoutes } from "./openapi";
 import type { AppEnv } from "./types";
 
 const MAX_BODY_BYTES = 1_048_576;
@@ -26,15 +22,7 @@ export function createApp() {
     const actor = c.get("actor");
     if (c.req.method !== "GET" && actor) c.executionCtx.waitUntil(sealAuditChain(c.env, actor.installationId).catch(() => undefined));
   });
-  app.get("/api/v1/openapi.json", (c) => c.json(openApiDocument()));
-  app.route("/api/v1", installationRoutes);
-  app.route("/api/v1", workflowRoutes);
-  app.route("/api/v1", runRoutes);
-  app.route("/api/v1", caseRoutes);
-  app.route("/api/v1", enforcementRoutes);
-  app.route("/api/v1", auditRoutes);
-  app.route("/api/v1", automationRoutes);
-  app.route("/api/v1", sessionRoutes);
+  for (const api of [...apiRoutes, openApiRoutes]) app.route("/api/v1", api.router);
   app.route("/", signinRoutes);
   app.get("/", (c) => c.json({ name: "Safest Tools", api: "/api/v1", openapi: "/api/v1/openapi.json" }));
   app.notFound((c) => c.json({ error: { code: "route.not_found", message: "No such route." } }, 404));

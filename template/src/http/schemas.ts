@@ -1,5 +1,6 @@
-// JSON Schemas of request bodies: used for validation and published in the OpenAPI document.
-import type { Schema } from "@cfworker/json-schema";
+// JSON Schemas of request bodies: used for validation, published in the OpenAPI document, and (with
+// json-schema-to-ts's FromSchema, types only) the type of the body a route's handler receives.
+import type { JSONSchema } from "json-schema-to-ts";
 import { AI_PROVIDER_KINDS } from "../automation/ai";
 import { APPEAL_OUTCOMES } from "../cases/tasks";
 import { DSA_KEYWORDS, REPORT_SOURCES, SUBJECT_KINDS } from "../cases/taxonomy";
@@ -16,7 +17,7 @@ export const schemas = {
   CreateInstallation: { type: "object", required: ["name"], additionalProperties: false, properties: { name } },
   CreateApiKey: {
     type: "object", required: ["name", "scopes"], additionalProperties: false,
-    properties: { name, scopes: { type: "array", minItems: 1, uniqueItems: true, items: { enum: [...SCOPES] } } },
+    properties: { name, scopes: { type: "array", minItems: 1, uniqueItems: true, items: { enum: SCOPES } } },
   },
   CreateWorkflow: {
     type: "object", required: ["name"], additionalProperties: false,
@@ -34,7 +35,7 @@ export const schemas = {
     type: "object", required: ["workflowVersionId", "authorityMode"], additionalProperties: false,
     properties: {
       workflowVersionId: identifier,
-      authorityMode: { enum: [...AUTHORITY_MODES] },
+      authorityMode: { enum: AUTHORITY_MODES },
       input: { type: "object" },
       reportId: identifier,
     },
@@ -49,7 +50,7 @@ export const schemas = {
       subject: {
         type: "object", required: ["kind", "id"], additionalProperties: false,
         properties: {
-          kind: { enum: [...SUBJECT_KINDS] },
+          kind: { enum: SUBJECT_KINDS },
           id: { type: "string", minLength: 1, maxLength: 300 },
           url: { type: "string", maxLength: 2048 },
           ownerId: { type: "string", maxLength: 300 },
@@ -57,8 +58,8 @@ export const schemas = {
         },
       },
       category: { type: "string", minLength: 1, maxLength: 200, description: "A DSA statement category (scams_and_fraud or STATEMENT_CATEGORY_SCAMS_AND_FRAUD) or an ATProto reason type." },
-      categorySpecification: { type: "array", maxItems: 20, uniqueItems: true, items: { enum: [...DSA_KEYWORDS] } },
-      source: { enum: [...REPORT_SOURCES] },
+      categorySpecification: { type: "array", maxItems: 20, uniqueItems: true, items: { enum: DSA_KEYWORDS } },
+      source: { enum: REPORT_SOURCES },
       reporter: {
         type: "object", additionalProperties: false,
         properties: { id: { type: "string", maxLength: 300 }, contact: { type: "string", maxLength: 500 } },
@@ -80,10 +81,10 @@ export const schemas = {
     type: "object", required: ["event", "workflowVersionId", "authorityMode"], additionalProperties: false,
     properties: {
       name,
-      event: { enum: [...TRIGGER_EVENTS] },
+      event: { enum: TRIGGER_EVENTS },
       when: { type: "string", minLength: 1, maxLength: 4096, description: "CEL over report (and appeal); default true." },
       workflowVersionId: identifier,
-      authorityMode: { enum: [...AUTHORITY_MODES] },
+      authorityMode: { enum: AUTHORITY_MODES },
       enabled: { type: "boolean" },
     },
   },
@@ -114,14 +115,14 @@ export const schemas = {
   },
   ResolveAppeal: {
     type: "object", required: ["outcome"], additionalProperties: false,
-    properties: { outcome: { enum: [...APPEAL_OUTCOMES] }, reason: { type: "string", maxLength: 5000 }, reviewer: { type: "string", maxLength: 200 } },
+    properties: { outcome: { enum: APPEAL_OUTCOMES }, reason: { type: "string", maxLength: 5000 }, reviewer: { type: "string", maxLength: 200 } },
   },
   CreateWebhookEndpoint: {
     type: "object", required: ["url"], additionalProperties: false,
     properties: {
       url: { type: "string", minLength: 8, maxLength: 2048 },
       description: { type: "string", maxLength: 2000 },
-      eventTypes: { type: "array", uniqueItems: true, items: { enum: [...WEBHOOK_EVENT_TYPES] }, description: "Events delivered without being named (messages, handoffs); action types name their endpoint." },
+      eventTypes: { type: "array", uniqueItems: true, items: { enum: WEBHOOK_EVENT_TYPES }, description: "Events delivered without being named (messages, handoffs); action types name their endpoint." },
       retryBaseSeconds: { type: "integer", minimum: 0, maximum: 3600, description: "Base of the exponential backoff, default 5." },
       maxAttempts: { type: "integer", minimum: 5, maximum: 20, description: "Attempts before dead-letter, default 8." },
     },
@@ -155,7 +156,7 @@ export const schemas = {
   CreateAiProvider: {
     type: "object", required: ["kind", "model"], additionalProperties: false,
     properties: {
-      name, kind: { enum: [...AI_PROVIDER_KINDS] }, baseUrl: { type: "string", maxLength: 2048 },
+      name, kind: { enum: AI_PROVIDER_KINDS }, baseUrl: { type: "string", maxLength: 2048 },
       model: { type: "string", minLength: 1, maxLength: 200 }, apiKey: { type: "string", minLength: 1, maxLength: 4096 },
       timeoutMs: { type: "integer", minimum: 500, maximum: 120_000 },
     },
@@ -181,17 +182,17 @@ export const schemas = {
   Preferences: { type: "object", required: ["blurMedia"], additionalProperties: false, properties: { blurMedia: { type: "boolean" } } },
   CreateSigninLink: {
     type: "object", required: ["installationId", "email"], additionalProperties: false,
-    properties: { installationId: identifier, email: { type: "string", minLength: 3, maxLength: 320 }, name, role: { enum: [...CONSOLE_ROLES] } },
+    properties: { installationId: identifier, email: { type: "string", minLength: 3, maxLength: 320 }, name, role: { enum: CONSOLE_ROLES } },
   },
   CreateConsoleUser: {
     type: "object", required: ["email", "role"], additionalProperties: false,
     properties: {
-      email: { type: "string", minLength: 3, maxLength: 320 }, name, role: { enum: [...CONSOLE_ROLES] },
+      email: { type: "string", minLength: 3, maxLength: 320 }, name, role: { enum: CONSOLE_ROLES },
       queueIds: { type: ["array", "null"], maxItems: 200, items: identifier, description: "Queues a moderator may work; null or absent: all." },
     },
   },
   UpdateConsoleUser: {
     type: "object", additionalProperties: false,
-    properties: { name, role: { enum: [...CONSOLE_ROLES] }, queueIds: { type: ["array", "null"], maxItems: 200, items: identifier }, disabled: { type: "boolean" } },
+    properties: { name, role: { enum: CONSOLE_ROLES }, queueIds: { type: ["array", "null"], maxItems: 200, items: identifier }, disabled: { type: "boolean" } },
   },
-} satisfies Record<string, Schema>;
+} as const satisfies Record<string, JSONSchema>;

@@ -17,10 +17,10 @@ export async function readJson(c: Context): Promise<unknown> {
 }
 
 /** Validates against `schema`; 400 `request.invalid` lists each failing path. */
-export function validateBody<T>(schema: Schema, body: unknown): T {
+export function validateBody<T>(schema: object, body: unknown): T {
   let validator = validators.get(schema);
   if (!validator) {
-    validator = new Validator(schema, "2020-12", false);
+    validator = new Validator(schema as Schema, "2020-12", false);
     validators.set(schema, validator);
   }
   const result = validator.validate(body);
@@ -34,7 +34,7 @@ export function validateBody<T>(schema: Schema, body: unknown): T {
   return body as T;
 }
 
-export async function parseBody<T>(c: Context, schema: Schema): Promise<T> {
+export async function parseBody<T>(c: Context, schema: object): Promise<T> {
   return validateBody<T>(schema, await readJson(c));
 }
 
@@ -47,7 +47,7 @@ export function idempotencyKey(header: string | undefined): string | undefined {
   return header;
 }
 
-type CursorPart = "string" | "integer";
+export type CursorPart = "string" | "integer";
 
 /** An opaque page cursor: the sort key of the last row, as base64url JSON. */
 export function encodeCursor(parts: Array<string | number>): string {

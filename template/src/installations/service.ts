@@ -49,8 +49,9 @@ export async function createApiKey(env: Env, actor: Actor, input: { name: string
 }
 
 export async function listApiKeys(env: Env, actor: Actor) {
-  const { results } = await env.DB.prepare(`SELECT id, name, key_prefix AS prefix, scopes_json AS scopesJson, created_at AS createdAt, revoked_at AS revokedAt
-    FROM api_keys WHERE installation_id = ?1 ORDER BY created_at`).bind(actor.installationId).all<{ id: string; scopesJson: string }>();
+  const { results } = await env.DB.prepare(`SELECT id, name, key_prefix AS prefix, scopes_json AS scopesJson, created_at AS createdAt, revoked_at AS revokedAt,
+    last_used_at AS lastUsedAt FROM api_keys WHERE installation_id = ?1 ORDER BY created_at`).bind(actor.installationId)
+    .all<{ id: string; name: string; prefix: string; scopesJson: string; createdAt: string; revokedAt: string | null; lastUsedAt: string | null }>();
   return results.map(({ scopesJson, ...row }) => ({ ...row, scopes: JSON.parse(scopesJson) as string[] }));
 }
 

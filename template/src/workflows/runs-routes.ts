@@ -1,48 +1,39 @@
 // /api/v1/runs: create (Idempotency-Key), list, read with steps and waits, send event, terminate.
-import { Hono } from "hono";
-import { AppError } from "../errors";
-import { requireScope } from "../http/auth";
-import { schemas } from "../http/schemas";
-import type { AppEnv } from "../http/types";
-import { decodeCursor, encodeCursor, idempotencyKey, parseBody } from "../http/validate";
+import { routes, withStatus } from "../http/route";
+import { encodeCursor, idempotencyKey } from "../http/validate";
 import { createRun, getRunDetail, sendRunEvent, serializeRun, terminateRun } from "./runs";
 import { listRunRows } from "./runs-queries";
-import type { JsonObject, WorkflowAuthorityMode } from "./types";
+import type { JsonObject } from "./types";
 import { RUN_STATES } from "./types";
 
-export const runRoutes = new Hono<AppEnv>()
-  .post("/runs", requireScope("admin"), async (c) => {
-    const body = await parseBody<{ workflowVersionId: string; authorityMode: WorkflowAuthorityMode; input?: JsonObject; reportId?: string }>(c, schemas.CreateRun);
+export const runRoutes = routes()
+  .op({ method: "post", path: "/runs", summary: "Start a run; Idempotency-Key makes a retry return the first run", auth: ["admin"], body: "CreateRun", ok: 201, errors: [404, 409, 413, 503], headers: ["Idempotency-Key"] }, async (c, { body }) => {
     const key = idempotencyKey(c.req.header("idempotency-key"));
     const { run, replayed } = await createRun(c.env, c.executionCtx as ExecutionContext, c.get("actor"), {
       workflowVersionId: body.workflowVersionId,
       authorityMode: body.authorityMode,
-      input: body.input ?? {},
+      input: (body.input ?? {}) as JsonObject,
       ...(body.reportId ? { reportId: body.reportId } : {}),
       ...(key ? { idempotencyKey: key } : {}),
     });
     if (replayed) c.header("Idempotent-Replayed", "true");
-    return c.json(serializeRun(run), replayed ? 200 : 201);
+    return withStatus(serializeRun(run), replayed ? 200 : 201);
   })
-  .get("/runs", requireScope("admin", "review"), async (c) => {
-    const limit = Math.min(Math.max(Number(c.req.query("limit") ?? 50) || 50, 1), 200);
-    const state = c.req.query("state");
-    if (state !== undefined && !(RUN_STATES as readonly string[]).includes(state)) throw new AppError("request.invalid_state", "Unknown run state filter.", { status: 400 });
-    const after = decodeCursor(c.req.query("cursor"), ["string", "string"]);
+  .op({ method: "get", path: "/runs", summary: "List runs, newest first, with a cursor", auth: ["admin", "review"], ok: 200,
+    query: { limit: { default: 50, max: 200 }, cursor: ["string", "string"], enums: { state: RUN_STATES }, strings: ["workflowVersionId"] } }, async (c, { query }) => {
     const rows = await listRunRows(c.env.DB, c.get("actor").installationId, {
-      limit: limit + 1,
-      ...(after ? { before: { createdAt: String(after[0]), id: String(after[1]) } } : {}),
-      ...(state ? { state } : {}),
-      ...(c.req.query("workflowVersionId") ? { workflowVersionId: c.req.query("workflowVersionId")! } : {}),
+      limit: query.limit + 1,
+      ...(query.cursor ? { before: { createdAt: String(query.cursor[0]), id: String(query.cursor[1]) } } : {}),
+      ...(query.state ? { state: query.state } : {}),
+      ...(query.workflowVersionId ? { workflowVersionId: query.workflowVersionId } : {}),
     });
-    const page = rows.slice(0, limit);
+    const page = rows.slice(0, query.limit);
     const last = page.at(-1);
-    const nextCursor = rows.length > limit && last ? encodeCursor([last.createdAt, last.id]) : null;
-    return c.json({ items: page.map(serializeRun), nextCursor });
+    return { items: page.map(serializeRun), nextCursor: rows.length > query.limit && last ? encodeCursor([last.createdAt, last.id]) : null };
   })
-  .get("/runs/:id", requireScope("admin", "review"), async (c) => c.json(await getRunDetail(c.env, c.get("actor"), c.req.param("id"))))
-  .post("/runs/:id/events", requireScope("admin"), async (c) => {
-    const body = await parseBody<{ type: string; payload?: JsonObject }>(c, schemas.SendEvent);
-    return c.json(await sendRunEvent(c.env, c.get("actor"), c.req.param("id"), { type: body.type, payload: body.payload ?? {} }), 202);
-  })
-  .post("/runs/:id/terminate", requireScope("admin"), async (c) => c.json(await terminateRun(c.env, c.get("actor"), c.req.param("id"))));
+  .op({ method: "get", path: "/runs/:id", summary: "Read a run with its steps and waits", auth: ["admin", "review"], ok: 200, errors: [404] },
+    async (c) => getRunDetail(c.env, c.get("actor"), c.req.param("id")))
+  .op({ method: "post", path: "/runs/:id/events", summary: "Send an event to the run's waits for that type (recorded before it is sent)", auth: ["admin"], body: "SendEvent", ok: 202, errors: [404, 409, 413] },
+    async (c, { body }) => sendRunEvent(c.env, c.get("actor"), c.req.param("id"), { type: body.type, payload: (body.payload ?? {}) as JsonObject }))
+  .op({ method: "post", path: "/runs/:id/terminate", summary: "Terminate a run", auth: ["admin"], ok: 200, errors: [404, 409] },
+    async (c) => terminateRun(c.env, c.get("actor"), c.req.param("id")));

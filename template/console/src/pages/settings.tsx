@@ -1,57 +1,20 @@
 // Settings: queues, triggers, action types, webhook endpoints (secret shown once), API keys (shown
 // once, revocable), console users and AI providers. Everyone may read; only admins change things.
 import { useState, type FormEvent, type ReactNode } from "react";
-import { api, get, post, type Page, type Queue, type Workflow } from "../api";
+import { api, get, post, server, type ItemOf, type Page, type Queue, type Workflow } from "../api";
 import { useResource } from "../hooks";
 import { useNavigate } from "../router";
 import { cannotReason, useCan, useSession } from "../session";
 import { Empty, ErrorNote, formatSeconds, Loading, PageTitle, SecretOnce, shortId, StateBadge, Tabs, Time, useToast } from "../ui";
+import { ApiKeysTab } from "./settings/api-keys";
+import { FormCard, Input, useSubmit } from "./settings/form";
+import { UsersTab } from "./settings/users";
 
 type Tab = "queues" | "triggers" | "action-types" | "webhooks" | "api-keys" | "users" | "ai-providers";
 const TABS: Array<{ id: Tab; label: string }> = [
   { id: "queues", label: "Queues" }, { id: "triggers", label: "Triggers" }, { id: "action-types", label: "Action types" },
   { id: "webhooks", label: "Webhook endpoints" }, { id: "api-keys", label: "API keys" }, { id: "users", label: "Users" }, { id: "ai-providers", label: "AI providers" },
 ];
-
-function useSubmit(action: () => Promise<void>) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
-  const submit = async (event?: FormEvent) => {
-    event?.preventDefault();
-    setBusy(true);
-    setError(null);
-    try {
-      await action();
-    } catch (e) {
-      setError(e);
-    } finally {
-      setBusy(false);
-    }
-  };
-  return { busy, error, submit };
-}
-
-function FormCard({ title, children, onSubmit, busy, error, submitLabel }: { title: string; children: ReactNode; onSubmit: (e: FormEvent) => void; busy: boolean; error: unknown; submitLabel: string }) {
-  const id = `form-${title.replace(/\W+/gu, "-").toLowerCase()}`;
-  return (
-    <form className="card form-card" onSubmit={onSubmit} aria-labelledby={id}>
-      <h2 id={id} className="h3">{title}</h2>
-      {children}
-      <ErrorNote error={error} />
-      <button type="submit" className="btn btn-primary" disabled={busy}>{busy ? "Saving…" : submitLabel}</button>
-    </form>
-  );
-}
-
-function Input({ id, label, help, ...rest }: { id: string; label: string; help?: string } & React.InputHTMLAttributes<HTMLInputElement>) {
-  return (
-    <div className="field">
-      <label htmlFor={id}>{label}</label>
-      <input id={id} aria-describedby={help ? `${id}-help` : undefined} autoComplete="off" {...rest} />
-      {help ? <p className="help" id={`${id}-help`}>{help}</p> : null}
-    </div>
-  );
-}
 
 function QueuesTab({ canAdmin }: { canAdmin: boolean }) {
   const toast = useToast();
@@ -238,135 +201,6 @@ function ActionTypesTab({ canAdmin }: { canAdmin: boolean }) {
             </select></div>
           <label className="check"><input type="checkbox" checked={form.requiresApproval} onChange={(e) => setForm({ ...form, requiresApproval: e.target.checked })} /> Always needs a person's approval</label>
           <label className="check"><input type="checkbox" checked={form.reversible} onChange={(e) => setForm({ ...form, reversible: e.target.checked })} /> Reversible</label>
-        </FormCard>
-      ) : null}
-    </>
-  );
-}
-
-interface ApiKey { id: string; name: string; scopes: string[]; createdAt: string; revokedAt?: string | null; lastUsedAt?: string | null }
-
-function ApiKeysTab({ canAdmin }: { canAdmin: boolean }) {
-  const toast = useToast();
-  const keys = useResource((signal) => get<Page<ApiKey>>("/api-keys", signal), []);
-  const [form, setForm] = useState({ name: "", scopes: ["reports:write"] as string[] });
-  const [secret, setSecret] = useState<string | null>(null);
-  const create = useSubmit(async () => {
-    const created = await post<{ id: string; apiKey: string }>("/api-keys", form);
-    setSecret(created.apiKey);
-    keys.reload();
-  });
-  const revoke = async (key: ApiKey) => {
-    if (!window.confirm(`Revoke ${key.name}? Anything using it stops working at once.`)) return;
-    await post(`/api-keys/${encodeURIComponent(key.id)}/revoke`, {});
-    toast(`Revoked ${key.name}.`);
-    keys.reload();
-  };
-  return (
-    <>
-      {secret ? <SecretOnce title="API key" secret={secret} onDone={() => setSecret(null)} /> : null}
-      <ErrorNote error={keys.error} retry={keys.reload} />
-      {keys.data?.items.length === 0 ? <Empty>No API keys.</Empty> : null}
-      {keys.data?.items.length ? (
-        <table className="table"><caption className="sr-only">API keys</caption>
-          <thead><tr><th scope="col">Name</th><th scope="col">Scopes</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">State</th><th scope="col"><span className="sr-only">Actions</span></th></tr></thead>
-          <tbody>{keys.data.items.map((k) => (
-            <tr key={k.id}><th scope="row">{k.name}</th><td>{k.scopes.join(", ")}</td><td><Time at={k.createdAt} /></td><td><Time at={k.lastUsedAt ?? null} /></td>
-              <td>{k.revokedAt ? <span className="badge tone-muted">revoked</span> : <span className="badge tone-ok">active</span>}</td>
-              <td>{canAdmin && !k.revokedAt ? <button type="button" className="btn btn-small btn-danger" onClick={() => void revoke(k)}>Revoke</button> : null}</td></tr>
-          ))}</tbody>
-        </table>
-      ) : null}
-      {canAdmin ? (
-        <FormCard title="New API key" onSubmit={(e) => void create.submit(e)} busy={create.busy} error={create.error} submitLabel="Create key">
-          <Input id="key-name" label="Name" value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} required help="Who or what uses it, e.g. the product's report form." />
-          <fieldset className="subfieldset"><legend>Scopes</legend>
-            {[["reports:write", "Send reports and appeals"], ["review", "Review: claim and answer tasks, approve actions"], ["read", "Read everything"], ["admin", "Administer the installation"]].map(([scope, label]) => (
-              <label key={scope} className="check"><input type="checkbox" checked={form.scopes.includes(scope!)} onChange={(e) => setForm({ ...form, scopes: e.target.checked ? [...form.scopes, scope!] : form.scopes.filter((s) => s !== scope) })} /> <code>{scope}</code> — {label}</label>
-            ))}
-          </fieldset>
-        </FormCard>
-      ) : null}
-    </>
-  );
-}
-
-interface User { id: string; email: string; name: string; role: string; queueIds: string[] | null; disabled?: boolean }
-
-function UserRow({ u, canAdmin, queueName, onChanged, isMe }: { u: User; canAdmin: boolean; queueName: (id: string) => string; onChanged: () => void; isMe: boolean }) {
-  const toast = useToast();
-  const [error, setError] = useState<unknown>(null);
-  const update = async (patch: Record<string, unknown>, done: string) => {
-    setError(null);
-    try {
-      await api(`/console-users/${encodeURIComponent(u.id)}`, { method: "PATCH", body: patch });
-      toast(done);
-      onChanged();
-    } catch (e) {
-      setError(e);
-    }
-  };
-  return (
-    <tr>
-      <th scope="row">{u.name}{isMe ? <span className="muted small"> (you)</span> : null}</th>
-      <td>{u.email}</td>
-      <td>
-        {canAdmin && !isMe ? (
-          <select aria-label={`Role of ${u.email}`} value={u.role} onChange={(e) => void update({ role: e.target.value }, `${u.email} is now ${e.target.value}.`)}>
-            <option value="admin">admin</option><option value="moderator">moderator</option><option value="viewer">viewer</option>
-          </select>
-        ) : u.role}
-        <ErrorNote error={error} />
-      </td>
-      <td>{u.queueIds ? u.queueIds.map(queueName).join(", ") : "all"}</td>
-      <td>{u.disabled ? <span className="badge tone-muted">disabled</span> : <span className="badge tone-ok">active</span>}</td>
-      <td className="actions">{canAdmin && !isMe ? (
-        <button type="button" className="btn btn-small" onClick={() => void update({ disabled: !u.disabled }, u.disabled ? `${u.email} can sign in again.` : `${u.email} is signed out and cannot sign in.`)}>
-          {u.disabled ? "Enable" : "Disable"}
-        </button>
-      ) : null}</td>
-    </tr>
-  );
-}
-
-function UsersTab({ canAdmin }: { canAdmin: boolean }) {
-  const toast = useToast();
-  const { user } = useSession();
-  const users = useResource((signal) => get<Page<User>>("/console-users", signal), []);
-  const queues = useResource((signal) => get<Page<Queue>>("/queues", signal), []);
-  const [form, setForm] = useState({ email: "", name: "", role: "moderator", queueIds: [] as string[] });
-  const create = useSubmit(async () => {
-    await post<Record<string, unknown>>("/console-users", { email: form.email, name: form.name || form.email, role: form.role, ...(form.queueIds.length ? { queueIds: form.queueIds } : {}) });
-    toast(`${form.email} can now use the console as ${form.role}.`);
-    setForm({ email: "", name: "", role: form.role, queueIds: [] });
-    users.reload();
-  });
-  const queueName = (id: string) => queues.data?.items.find((q) => q.id === id)?.name ?? shortId(id);
-  return (
-    <>
-      <ErrorNote error={users.error} retry={users.reload} />
-      {users.data?.items.length ? (
-        <table className="table"><caption className="sr-only">Console users</caption>
-          <thead><tr><th scope="col">Name</th><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Queues</th><th scope="col">State</th><th scope="col"><span className="sr-only">Actions</span></th></tr></thead>
-          <tbody>{users.data.items.map((u) => <UserRow key={u.id} u={u} canAdmin={canAdmin} queueName={queueName} onChanged={users.reload} isMe={u.id === user.id} />)}</tbody>
-        </table>
-      ) : users.data ? <Empty>No console users.</Empty> : null}
-      {canAdmin ? (
-        <FormCard title="Add a console user" onSubmit={(e) => void create.submit(e)} busy={create.busy} error={create.error} submitLabel="Add user">
-          <p className="help">Behind Cloudflare Access, people sign in with their email. Locally, an admin-token holder creates a one-time link: <code>POST /api/v1/console-signin-links</code>.</p>
-          <Input id="user-email" label="Email" type="email" value={form.email} onChange={(e) => setForm({ ...form, email: e.target.value })} required />
-          <Input id="user-name" label="Name" value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} />
-          <div className="field"><label htmlFor="user-role">Role</label>
-            <select id="user-role" value={form.role} onChange={(e) => setForm({ ...form, role: e.target.value })}>
-              <option value="admin">admin — everything</option><option value="moderator">moderator — review and approve</option><option value="viewer">viewer — read only</option>
-            </select></div>
-          <fieldset className="subfieldset"><legend>Queues (none ticked: all queues)</legend>
-            <div className="check-grid">
-              {(queues.data?.items ?? []).map((q) => (
-                <label key={q.id} className="check"><input type="checkbox" checked={form.queueIds.includes(q.id)} onChange={(e) => setForm({ ...form, queueIds: e.target.checked ? [...form.queueIds, q.id] : form.queueIds.filter((x) => x !== q.id) })} /> {q.name}</label>
-              ))}
-            </div>
-          </fieldset>
         </FormCard>
       ) : null}
     </>

@@ -1,0 +1,18 @@
+// Every operation of /api/v1, once: the routers app.ts mounts, openapi.ts describes, and whose
+// contract the console's client is typed from (`import type { ApiContract }`, types only).
+import { auditRoutes } from "../audit/routes";
+import { automationRoutes } from "../automation/routes";
+import { caseRoutes } from "../cases/routes";
+import { sessionRoutes } from "../console/routes";
+import { enforcementRoutes } from "../enforcement/routes";
+import { installationRoutes } from "../installations/routes";
+import { runRoutes } from "../workflows/runs-routes";
+import { workflowRoutes } from "../workflows/routes";
+import type { ContractOf } from "./route";
+
+export const apiRoutes = [installationRoutes, workflowRoutes, runRoutes, caseRoutes, enforcementRoutes, auditRoutes, automationRoutes, sessionRoutes] as const;
+
+type Intersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never;
+
+/** `"<method> <path>"` → `{ body, query, response }` for every operation. */
+export type ApiContract = Intersection<ContractOf<(typeof apiRoutes)[number]>>;

@@ -1,0 +1,84 @@
+// One definition per operation: `routes().op(spec, handler)` mounts the handler on the domain's
+// Hono router behind the auth the spec names, validates the body against its JSON Schema and the
+// query against its spec, hands the handler both typed, and records the spec for the OpenAPI
+// document. The chain's type (`ContractOf`) is what the console's client is typed from.
+import { Hono, type Context, type MiddlewareHandler } from "hono";
+import type { FromSchema } from "json-schema-to-ts";
+import { requireAdminToken, requireScope, type Scope } from "./auth";
+import { parseQuery, type ParsedQuery, type QueryInput, type QuerySpec } from "./query";
+import { schemas } from "./schemas";
+import type { AppEnv } from "./types";
+import { parseBody } from "./validate";
+
+export type Method = "get" | "post" | "patch";
+export type SchemaName = keyof typeof schemas;
+type Bodies = { [K in SchemaName]: FromSchema<(typeof schemas)[K]> };
+export type BodyOf<K extends SchemaName> = Bodies[K];
+
+export interface OperationSpec<M extends Method = Method, P extends string = string, K extends SchemaName | undefined = SchemaName | undefined, Q extends QuerySpec | undefined = QuerySpec | undefined> {
+  method: M;
+  /** The Hono path under /api/v1 (`/reports/:id`). */
+  path: P;
+  summary: string;
+  /** Scopes of an API key or console role (any one suffices), the ADMIN_TOKEN, or none. */
+  auth: readonly Scope[] | "admin_token" | "none";
+  /** The request body's schema, by its name in `http/schemas.ts`. */
+  body?: K;
+  query?: Q;
+  /** The success status; a handler answers another one with `withStatus`. */
+  ok: number;
+  /** Error statuses beyond 400, 401 and 403 (which follow from the auth). */
+  errors?: readonly number[];
+  headers?: readonly string[];
+}
+
+const STATUS: unique symbol = Symbol("status");
+/** A response body with a status other than the spec's `ok` (an idempotent replay answers 200). */
+export interface WithStatus<T> { readonly [STATUS]: number; readonly body: T }
+export const withStatus = <T>(body: T, status: number): WithStatus<T> => ({ [STATUS]: status, body });
+const isWithStatus = (value: unknown): value is WithStatus<unknown> => typeof value === "object" && value !== null && STATUS in value;
+
+export interface Input<K extends SchemaName | undefined, Q extends QuerySpec | undefined> {
+  body: K extends SchemaName ? BodyOf<K> : undefined;
+  query: Q extends QuerySpec ? ParsedQuery<Q> : undefined;
+}
+
+/** What the contract records of an operation: what a client sends and what it gets back. */
+export interface Described<K extends SchemaName | undefined, Q extends QuerySpec | undefined, R> {
+  body: K extends SchemaName ? BodyOf<K> : undefined;
+  query: QueryInput<Q>;
+  response: R extends WithStatus<infer T> ? T : R;
+}
+
+type Handler<P extends string, K extends SchemaName | undefined, Q extends QuerySpec | undefined, R> =
+  (c: Context<AppEnv, P>, input: Input<K, Q>) => R | Promise<R>;
+
+export class Routes<C = unknown> {
+  readonly router = new Hono<AppEnv>();
+  readonly operations: OperationSpec[] = [];
+  /** Type-level only: the operations declared so far, keyed `"<method> <path>"`. */
+  declare readonly contract: C;
+
+  op<const M extends Method, const P extends string, K extends SchemaName | undefined = undefined, const Q extends QuerySpec | undefined = undefined, R = unknown>(
+    spec: OperationSpec<M, P, K, Q>,
+    handler: Handler<P, K, Q, R>,
+  ): Routes<C & { [X in `${M} ${P}`]: Described<K, Q, Awaited<R>> }> {
+    this.operations.push(spec);
+    const guard: MiddlewareHandler<AppEnv>[] = spec.auth === "admin_token" ? [requireAdminToken] : spec.auth === "none" ? [] : [requireScope(...spec.auth)];
+    const run: MiddlewareHandler<AppEnv> = async (c) => {
+      const input = {
+        body: spec.body === undefined ? undefined : await parseBody(c, schemas[spec.body]),
+        query: spec.query === undefined ? undefined : parseQuery(c, spec.query),
+      } as Input<K, Q>;
+      const result: unknown = await handler(c as unknown as Context<AppEnv, P>, input);
+      return isWithStatus(result) ? c.json(result.body, result[STATUS] as 200) : c.json(result, spec.ok as 200);
+    };
+    this.router.on(spec.method.toUpperCase(), [spec.path], ...guard, run);
+    return this as unknown as Routes<C & { [X in `${M} ${P}`]: Described<K, Q, Awaited<R>> }>;
+  }
+}
+
+export const routes = () => new Routes();
+
+/** The operations of one router, as a type. */
+export type ContractOf<T> = T extends Routes<infer C> ? C : never;
