@@ -2,4 +2,3 @@
 export { canonicalJson } from "./canonical-json";
 export { auditStatement, RUNTIME_ACTOR, type AuditEventInput } from "./events";
 export { sealAuditChain, verifyAuditChain } from "./chain";
-export { auditRoutes } from "./routes";

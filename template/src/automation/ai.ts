@@ -5,7 +5,7 @@
 import { auditStatement } from "../audit";
 import { openPersonalData, sealPersonalData } from "../cases/report-crypto";
 import { AppError, notFound } from "../errors";
-import type { Actor } from "../http/auth";
+import type { Actor } from "../auth";
 import { newId } from "../lib/crypto";
 import type { JsonObject, JsonValue } from "../workflows/types";
 import { ComponentExecutionError } from "./components";

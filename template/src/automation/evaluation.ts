@@ -3,7 +3,7 @@ import { auditStatement } from "../audit";
 import { reportSummary } from "../cases/reports";
 import { getReportRow } from "../cases/reports-queries";
 import { AppError, errorCode, notFound } from "../errors";
-import type { Actor } from "../http/auth";
+import type { Actor } from "../auth";
 import { newId } from "../lib/crypto";
 import { createRun } from "../workflows/runs";
 import { TERMINAL_RUN_STATES } from "../workflows/types";

@@ -1,5 +1,4 @@
 // Automation: components (sandboxed and built-in), AI proposals, shadow evaluation, backtests.
-export { automationRoutes } from "./routes";
 export { ComponentEgress, ComponentExecutionError, executeComponentVersion } from "./components";
 export { BUILTIN_COMPONENTS, executeBuiltin } from "./builtins";
 export { executeAgentProposal } from "./ai";

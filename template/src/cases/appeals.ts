@@ -2,7 +2,7 @@
 // `appeal.created`) takes it from there, and its outcome (upheld or overturned) is recorded.
 import { auditStatement, canonicalJson } from "../audit";
 import { AppError, conflict, notFound } from "../errors";
-import type { Actor } from "../http/auth";
+import type { Actor } from "../auth";
 import { newId, sha256Hex } from "../lib/crypto";
 import { openPersonalData, sealPersonalData } from "./report-crypto";
 import { reportSummary } from "./reports";

@@ -1,5 +1,4 @@
 // Case management: reports, cases, triggers, queues, tasks, appeals, report-crypto.
-export { caseRoutes } from "./routes";
 export { reportSummary } from "./reports";
 export { findQueueRow } from "./queues";
 export { rewrapDataKeys } from "./report-crypto";

@@ -2,7 +2,7 @@
 // reaches D1, triggers evaluated on the report's non-personal summary.
 import { auditStatement, canonicalJson } from "../audit";
 import { AppError, conflict, notFound } from "../errors";
-import type { Actor } from "../http/auth";
+import type { Actor } from "../auth";
 import { newId, sha256Hex } from "../lib/crypto";
 import { openPersonalData, sealPersonalData } from "./report-crypto";
 import { getReportRow, reportRowByKeyStatement, reportRowStatement, type ReportRow } from "./reports-queries";

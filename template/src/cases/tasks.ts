@@ -3,7 +3,7 @@
 import { Validator, type Schema } from "@cfworker/json-schema";
 import { auditStatement, canonicalJson } from "../audit";
 import { AppError, conflict, notFound } from "../errors";
-import { canSeeQueue, type Actor } from "../http/auth";
+import { canSeeQueue, type Actor } from "../auth";
 import { newId, sha256Hex } from "../lib/crypto";
 import { decodeCursor, encodeCursor } from "../http/validate";
 import { getQueueRow } from "./queues";

@@ -2,7 +2,7 @@
 // authority mode. A matching event starts one run per trigger (idempotent per trigger and subject).
 import { auditStatement } from "../audit";
 import { AppError, errorCode, notFound } from "../errors";
-import type { Actor } from "../http/auth";
+import type { Actor } from "../auth";
 import { newId } from "../lib/crypto";
 import { compileExpression, evaluateWorkflowExpression } from "../workflows/expressions";
 import { createRun } from "../workflows/runs";

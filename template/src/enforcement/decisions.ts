@@ -6,7 +6,7 @@ import { reportSummary } from "../cases/reports";
 import { getReportRow } from "../cases/reports-queries";
 import { dsaCategory, normalizeCategory, type PolicyCategory } from "../cases/taxonomy";
 import { AppError, notFound } from "../errors";
-import type { Actor } from "../http/auth";
+import type { Actor } from "../auth";
 import { newId } from "../lib/crypto";
 import { evaluateInputMapping, type ExpressionContext } from "../workflows/expressions";
 import type { AuthorizedRun } from "../workflows/runtime-authorize";

@@ -1,5 +1,4 @@
 // Enforcement: webhooks, actions and approvals, messages, decisions, handoffs.
-export { enforcementRoutes } from "./routes";
 export { consumeDeliveries } from "./consumer";
 export { completeWorkflowAction, prepareWorkflowAction } from "./actions";
 export { handoffWorkflowReport, recordWorkflowDecision, sendWorkflowMessage, type EffectResult } from "./effects";

@@ -5,7 +5,7 @@ import { Webhook } from "standardwebhooks";
 import { auditStatement, canonicalJson } from "../audit";
 import { openPersonalData, sealPersonalData } from "../cases/report-crypto";
 import { AppError, conflict, notFound } from "../errors";
-import type { Actor } from "../http/auth";
+import type { Actor } from "../auth";
 import { newId, sha256Hex } from "../lib/crypto";
 
 export const WEBHOOK_EVENT_TYPES = ["action.execute", "message.send", "report.handoff"] as const;

@@ -2,13 +2,17 @@
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { AppError } from "../errors";
-import { auditRoutes, sealAuditChain } from "../audit";
-import { automationRoutes } from "../automation";
-import { caseRoutes } from "../cases";
-import { sessionRoutes, signinRoutes } from "../console";
-import { enforcementRoutes } from "../enforcement";
-import { installationRoutes } from "../installations";
-import { runRoutes, workflowRoutes } from "../workflows";
+import { sealAuditChain } from "../audit";
+// Sub-routers come straight from each domain's route files (not its index), so a domain's index
+// never pulls in the HTTP layer and nothing cycles back through http/.
+import { auditRoutes } from "../audit/routes";
+import { automationRoutes } from "../automation/routes";
+import { caseRoutes } from "../cases/routes";
+import { sessionRoutes, signinRoutes } from "../console/routes";
+import { enforcementRoutes } from "../enforcement/routes";
+import { installationRoutes } from "../installations/routes";
+import { runRoutes } from "../workflows/runs-routes";
+import { workflowRoutes } from "../workflows/routes";
 import { openApiDocument } from "./openapi";
 import type { AppEnv } from "./types";
 

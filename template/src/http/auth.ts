@@ -4,28 +4,12 @@ import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { AppError } from "../errors";
 import { sha256Hex, timingSafeEqual } from "../lib/crypto";
-import { checkCsrf, createSession, sessionCookie, sessionFromCookie, userFromAccessJwt, type ConsoleRole, type ConsoleUser, type SessionInfo } from "../console/sessions";
+import { ROLE_SCOPES, type Scope } from "../auth";
+import { checkCsrf, createSession, sessionCookie, sessionFromCookie, userFromAccessJwt, type SessionInfo } from "../console";
 import type { AppEnv } from "./types";
 
-export const SCOPES = ["admin", "reports:write", "review", "read"] as const;
-export type Scope = (typeof SCOPES)[number];
-
-/** What each console role may do; `read` opens every GET route of the installation. */
-export const ROLE_SCOPES: Record<ConsoleRole, Scope[]> = {
-  admin: ["admin", "review", "reports:write", "read"],
-  moderator: ["review", "read"],
-  viewer: ["read"],
-};
-
-export interface Actor {
-  installationId: string;
-  scopes: Scope[];
-  /** How the actor appears in audit events. */
-  audit: { type: "system" | "api_key" | "admin" | "user"; id: string };
-  /** A console user (session or Cloudflare Access); absent for API keys. */
-  user?: ConsoleUser;
-  sessionId?: string;
-}
+// Re-exported for the HTTP layer (request schemas, route files); they live in auth/.
+export { ROLE_SCOPES, SCOPES, canSeeQueue, type Actor, type Scope } from "../auth";
 
 function bearer(header: string | undefined): string | null {
   const match = /^Bearer\s+(\S+)$/u.exec(header ?? "");
@@ -89,9 +73,4 @@ export function requireScope(...scopes: Scope[]) {
     c.set("actor", { installationId: row.installationId, scopes: held, audit: { type: "api_key", id: row.id } });
     await next();
   });
-}
-
-/** Whether the actor may see a queue: console users can be limited to some queues. */
-export function canSeeQueue(actor: Actor, queueId: string | null): boolean {
-  return !actor.user?.queueIds || (queueId !== null && actor.user.queueIds.includes(queueId));
 }

@@ -2,7 +2,7 @@
 import { auditStatement } from "../audit";
 import { notFound } from "../errors";
 import { newId, newSecret, sha256Hex } from "../lib/crypto";
-import { SCOPES, type Actor, type Scope } from "../http/auth";
+import { SCOPES, type Actor, type Scope } from "../auth";
 
 async function keyStatement(db: D1Database, input: { installationId: string; name: string; scopes: readonly Scope[]; at: string }) {
   const id = newId("key");

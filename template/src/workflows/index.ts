@@ -1,6 +1,4 @@
 // Workflows domain: graphs, expressions, artifacts, the sandbox runtime, runs.
-export { runRoutes } from "./runs-routes";
-export { workflowRoutes } from "./routes";
 export { DynamicWorkflow, loadCompiledWorkflow, startDynamicWorkflow } from "./loader";
 export { WorkflowRuntimeCapability } from "./runtime-capability";
 export { parseWorkflowGraph, validateWorkflowGraph, GraphValidationError } from "./validation";

@@ -2,7 +2,8 @@
 import { auditStatement, canonicalJson } from "../audit";
 import { AppError, conflict, notFound } from "../errors";
 import { byteLength, newId, sha256Hex } from "../lib/crypto";
-import type { Actor } from "../http/auth";
+import { isInstanceAlreadyExists, isInstanceNotLive } from "../lib/workflows";
+import type { Actor } from "../auth";
 import { startDynamicWorkflow } from "./loader";
 import {
   getRunByIdempotencyKey, getRunRow, listStepRows, listWaitRows, waitingWaitsForEvent, type RunRow,
@@ -78,7 +79,7 @@ async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow): Promis
     });
   } catch (error) {
     // A replay after a lost response finds the instance already there: that is a success.
-    if (!/already exists|already_exists|duplicate/iu.test(String(error))) {
+    if (!isInstanceAlreadyExists(error)) {
       if (error instanceof AppError) throw error;
       console.error("run_dispatch_failed", run.id, error instanceof Error ? error.message.slice(0, 300) : typeof error);
       throw new AppError("run.dispatch_failed", "The run was recorded but could not be started; retry with the same Idempotency-Key.", { status: 503, retryable: true });
@@ -171,7 +172,7 @@ export async function terminateRun(env: Env, actor: Actor, runId: string) {
     await (await env.WORKFLOWS.get(run.id)).terminate();
   } catch (error) {
     // The instance may already have ended or never started; the run row is authoritative.
-    if (!/not found|not_found|already|complete|errored|terminated/iu.test(String(error))) throw error;
+    if (!isInstanceNotLive(error)) throw error;
   }
   return serializeRun((await getRunRow(env.DB, actor.installationId, run.id))!);
 }
