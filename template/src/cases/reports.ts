@@ -98,11 +98,10 @@ export async function intakeReport(
       UPDATE cases SET report_count = report_count + 1, last_reported_at = ?2, state = 'open', updated_at = ?2
       WHERE id = (SELECT case_id FROM reports WHERE id = ?1)
     `).bind(id, at),
-    env.DB.prepare(`
-      INSERT OR IGNORE INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at)
-      SELECT ?1, installation_id, ?2, 'report.received', ?3, ?4, 'report', id, ?5, ?6 FROM reports WHERE id = ?7
-    `).bind(crypto.randomUUID(), `report:${id}:received`, actor.audit.type, actor.audit.id,
-      canonicalJson({ category: policyCategory, subjectKind: input.subject.kind, evidenceCount: (input.evidence ?? []).length }), at, id),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `report:${id}:received`, action: "report.received", actor: actor.audit,
+      target: { type: "report", id }, details: { category: policyCategory, subjectKind: input.subject.kind, evidenceCount: (input.evidence ?? []).length }, at,
+    }, { table: "reports", id }),
     // A case opened for a report that lost an Idempotency-Key race is not left behind empty.
     env.DB.prepare(`DELETE FROM cases WHERE id = ?1 AND report_count = 0`).bind(caseId),
     idempotencyKey ? reportRowByKeyStatement(env.DB, actor.installationId, idempotencyKey) : reportRowStatement(env.DB, actor.installationId, id),

@@ -141,12 +141,10 @@ export async function claimTask(env: Env, actor: Actor, taskId: string, input: {
       WHERE installation_id = ?1 AND id = ?2
         AND (state = 'open' OR (state = 'claimed' AND (lease_expires_at <= ?4 OR claimed_by = ?3)))
     `).bind(actor.installationId, taskId, who, at, expires),
-    env.DB.prepare(`
-      INSERT OR IGNORE INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at)
-      SELECT ?1, installation_id, ?2, 'task.claimed', ?3, ?4, 'task', id, ?5, ?6 FROM human_tasks
-      WHERE installation_id = ?7 AND id = ?8 AND claimed_by = ?9 AND lease_expires_at = ?10 AND updated_at = ?6
-    `).bind(crypto.randomUUID(), `task:${taskId}:claimed:${at}:${who}`, actor.audit.type, actor.audit.id,
-      canonicalJson({ reviewer: who, leaseExpiresAt: expires }), at, actor.installationId, taskId, who, expires),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `task:${taskId}:claimed:${at}:${who}`, action: "task.claimed", actor: actor.audit,
+      target: { type: "task", id: taskId }, details: { reviewer: who, leaseExpiresAt: expires }, at,
+    }, { table: "human_tasks", id: taskId, where: { installation_id: actor.installationId, claimed_by: who, lease_expires_at: expires, updated_at: at } }),
   ]);
   if ((update!.meta.changes ?? 0) === 0) return refuseClaim(env, actor, taskId);
   return getTask(env, actor, taskId);
@@ -179,11 +177,10 @@ export async function releaseTask(env: Env, actor: Actor, taskId: string, input:
       UPDATE human_tasks SET state = 'open', claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL, updated_at = ?4
       WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3
     `).bind(actor.installationId, taskId, who, at),
-    env.DB.prepare(`
-      INSERT OR IGNORE INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at)
-      SELECT ?1, installation_id, ?2, 'task.released', ?3, ?4, 'task', id, ?5, ?6 FROM human_tasks
-      WHERE installation_id = ?7 AND id = ?8 AND state = 'open' AND updated_at = ?6
-    `).bind(crypto.randomUUID(), `task:${taskId}:released:${at}:${who}`, actor.audit.type, actor.audit.id, canonicalJson({ reviewer: who }), at, actor.installationId, taskId),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `task:${taskId}:released:${at}:${who}`, action: "task.released", actor: actor.audit,
+      target: { type: "task", id: taskId }, details: { reviewer: who }, at,
+    }, { table: "human_tasks", id: taskId, where: { installation_id: actor.installationId, state: "open", updated_at: at } }),
   ]);
   if ((update!.meta.changes ?? 0) === 0) {
     const row = await getTaskRow(env.DB, actor.installationId, taskId);

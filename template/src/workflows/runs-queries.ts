@@ -1,5 +1,6 @@
 // SQL for workflow runs, steps, waits and events. Every function that reads tenant data takes the
 // installation id; the ones that do not (host-internal) say so with `Unsafe`.
+import { auditStatement, RUNTIME_ACTOR } from "../audit";
 
 export interface RunRow {
   id: string;
@@ -102,10 +103,9 @@ export async function markRunFailedUnsafe(env: Env, runId: string, code: string)
       UPDATE workflow_runs SET state = 'failed', error_code = ?2, error_summary = 'The workflow ended with an error.',
         finished_at = ?3, updated_at = ?3, revision = revision + 1
       WHERE id = ?1 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded', 'repair_required')`).bind(runId, code.slice(0, 100), at),
-    env.DB.prepare(`
-      INSERT OR IGNORE INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at)
-      SELECT ?1, installation_id, ?2, 'workflow.run_failed', 'system', 'workflow-runtime', 'workflow_run', id, ?3, ?4
-      FROM workflow_runs WHERE id = ?5 AND state = 'failed' AND updated_at = ?4`)
-      .bind(crypto.randomUUID(), `run:${runId}:failed`, JSON.stringify({ errorCode: code.slice(0, 100) }), at, runId),
+    auditStatement(env.DB, {
+      installationId: run.installationId, idempotencyKey: `run:${runId}:failed`, action: "workflow.run_failed", actor: RUNTIME_ACTOR,
+      target: { type: "workflow_run", id: runId }, details: { errorCode: code.slice(0, 100) }, at,
+    }, { table: "workflow_runs", id: runId, where: { state: "failed", updated_at: at } }),
   ]);
 }

@@ -53,11 +53,12 @@ export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, i
       ON CONFLICT(installation_id, idempotency_key) DO NOTHING
     `).bind(id, actor.installationId, input.workflowVersionId, input.authorityMode, inputJson, input.reportId ?? null,
       input.parent?.runId ?? null, input.parent?.nodeId ?? null, input.idempotencyKey ?? null, requestDigest, at, input.appealId ?? null, input.backtestId ?? null),
-    env.DB.prepare(`
-      INSERT OR IGNORE INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at)
-      SELECT ?1, ?2, ?3, 'workflow.run_created', ?4, ?5, 'workflow_run', ?6, ?7, ?8 WHERE EXISTS (SELECT 1 FROM workflow_runs WHERE id = ?6)
-    `).bind(crypto.randomUUID(), actor.installationId, `run:${id}:created`, actor.audit.type, actor.audit.id, id,
-      canonicalJson({ workflowVersionId: input.workflowVersionId, workflowName: version.workflowName, version: version.version, authorityMode: input.authorityMode, parentRunId: input.parent?.runId ?? null }), at),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `run:${id}:created`, action: "workflow.run_created", actor: actor.audit,
+      target: { type: "workflow_run", id },
+      details: { workflowVersionId: input.workflowVersionId, workflowName: version.workflowName, version: version.version, authorityMode: input.authorityMode, parentRunId: input.parent?.runId ?? null },
+      at,
+    }, { table: "workflow_runs", id }),
   ]);
   const run = input.idempotencyKey
     ? await getRunByIdempotencyKey(env.DB, actor.installationId, input.idempotencyKey)
