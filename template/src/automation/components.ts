@@ -7,7 +7,7 @@ import { AppError, conflict, notFound } from "../errors";
 import type { Actor } from "../auth";
 import { byteLength, newId, sha256Hex } from "../lib/crypto";
 import { isUniqueViolation } from "../lib/d1";
-import type { JsonValue } from "../workflows/types";
+import type { JsonValue } from "../workflows";
 
 export const MAX_COMPONENT_SOURCE_BYTES = 262_144;
 const COMPATIBILITY_DATE = "2026-04-01";

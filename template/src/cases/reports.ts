@@ -5,7 +5,10 @@ import { AppError, conflict, notFound } from "../errors";
 import type { Actor } from "../auth";
 import { newId, sha256Hex } from "../lib/crypto";
 import { openPersonalData, sealPersonalData } from "./report-crypto";
-import { getReportRow, reportRowByKeyStatement, reportRowStatement, type ReportRow } from "./reports-queries";
+import {
+  getReportRow, reportRowByKeyStatement, reportRowStatement, reportSummary,
+  type ReportEvidence, type ReportPersonalData, type ReportRow,
+} from "./reports-queries";
 import { normalizeCategory, POLICY_CATEGORIES, type PolicyCategory } from "./taxonomy";
 import { enabledTriggersStatement, fireTriggers, type TriggeredRun, type TriggerRow } from "./triggers";
 
@@ -16,34 +19,12 @@ export interface ReportInput {
   source?: string;
   reporter?: { id?: string; contact?: string };
   description?: string;
-  evidence?: Array<{ kind: string; url?: string; text?: string; sha256?: string }>;
+  evidence?: ReportEvidence[];
 }
 
-/** Everything sealed: who reported, how to reach them, what they wrote, the content itself. */
-export interface ReportPersonalData {
-  reporter: { id?: string; contact?: string } | null;
-  description: string | null;
-  subjectUrl: string | null;
-  subjectOwnerId: string | null;
-  snapshot: unknown;
-  evidence: ReportInput["evidence"];
-}
-
-/** What automation (triggers, CEL `report`) and listings see: no personal data. */
-export function reportSummary(row: ReportRow) {
-  return {
-    id: row.id,
-    caseId: row.caseId,
-    category: row.category,
-    categorySpecification: JSON.parse(row.categorySpecificationJson) as string[],
-    source: row.source,
-    subject: { kind: row.subjectKind, id: row.subjectId },
-    evidenceCount: row.evidenceCount,
-    caseReportCount: row.caseReportCount,
-    createdAt: row.createdAt,
-  };
-}
-export type ReportSummary = ReturnType<typeof reportSummary>;
+// The summary lives with the report queries (nothing there reaches the workflows domain); it is
+// re-exported here for workflows/execution-context.ts, which imports it from this module.
+export { reportSummary, type ReportPersonalData, type ReportSummary } from "./reports-queries";
 
 function category(input: string): PolicyCategory {
   const normalized = normalizeCategory(input);

@@ -4,8 +4,9 @@ import { Validator, type Schema } from "@cfworker/json-schema";
 import { auditStatement, canonicalJson } from "../audit";
 import { AppError, conflict, notFound } from "../errors";
 import { canSeeQueue, type Actor } from "../auth";
+import { decodeCursor, encodeCursor } from "../http/validate"; // allowlisted: see .dependency-cruiser.cjs
 import { newId, sha256Hex } from "../lib/crypto";
-import { decodeCursor, encodeCursor } from "../http/validate";
+import { runEventStatement, signalRunEvent } from "../workflows";
 import { getQueueRow } from "./queues";
 
 export const DEFAULT_LEASE_SECONDS = 900;
@@ -223,7 +224,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
     .first<{ id: string; state: string; signalType: string }>();
   if (row.state === "completed" && row.completedBy === who && row.responseJson === responseJson && wait) {
     const recorded = await env.DB.prepare(`SELECT id FROM workflow_events WHERE wait_id = ?1 ORDER BY created_at LIMIT 1`).bind(wait.id).first<{ id: string }>();
-    if (recorded && wait.state === "waiting") await (await env.WORKFLOWS.get(row.runId)).sendEvent({ type: wait.signalType, payload: { eventId: recorded.id } });
+    if (recorded && wait.state === "waiting") await signalRunEvent(env, row.runId, wait.signalType, recorded.id);
     return getTask(env, actor, taskId);
   }
   const now = new Date().toISOString();
@@ -239,17 +240,13 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
     ? (input.response as { outcome: string }).outcome : null;
   const payload = canonicalJson({ taskId, reviewer: who, response: input.response ?? null });
   const statements = [
-    // Each statement re-checks the lease, so a batch racing a lease change writes nothing.
-    env.DB.prepare(`
-      INSERT INTO workflow_events (id, installation_id, run_id, wait_id, type, payload_json, created_at)
-      SELECT ?1, installation_id, run_id, ?2, 'task.completed', ?3, ?4 FROM human_tasks
-      WHERE installation_id = ?5 AND id = ?6 AND state = 'claimed' AND claimed_by = ?7 AND lease_expires_at > ?4
-    `).bind(eventId, wait.id, payload, now, actor.installationId, taskId, who),
+    // The lease is checked once, by the task's update; the event is recorded only if that completed the task.
     env.DB.prepare(`
       UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = ?3, completed_at = ?5, updated_at = ?5, lease_expires_at = NULL
       WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3 AND lease_expires_at > ?5
-        AND EXISTS (SELECT 1 FROM workflow_events WHERE id = ?6)
-    `).bind(actor.installationId, taskId, who, responseJson, now, eventId),
+    `).bind(actor.installationId, taskId, who, responseJson, now),
+    runEventStatement(env.DB, { id: eventId, installationId: actor.installationId, runId: row.runId, waitId: wait.id, type: "task.completed", payloadJson: payload, at: now },
+      { table: "human_tasks", id: taskId, where: { state: "completed", completed_by: who, completed_at: now } }),
     auditStatement(env.DB, {
       installationId: actor.installationId, idempotencyKey: `task:${taskId}:completed`, action: "task.completed", actor: actor.audit,
       target: { type: "task", id: taskId }, details: { reviewer: who, runId: row.runId, responseDigest: `sha256:${await sha256Hex(responseJson)}` }, at: now,
@@ -266,7 +263,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
     );
   }
   const results = await env.DB.batch(statements);
-  if ((results[1]!.meta.changes ?? 0) === 0) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
-  await (await env.WORKFLOWS.get(row.runId)).sendEvent({ type: wait.signalType, payload: { eventId } });
+  if ((results[0]!.meta.changes ?? 0) === 0) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
+  await signalRunEvent(env, row.runId, wait.signalType, eventId);
   return getTask(env, actor, taskId);
 }

@@ -1,6 +1,6 @@
 // The policy taxonomy: the EU DSA statement-of-reasons categories, plus the ATProto / Ozone
 // reason types some products already send, mapped onto them.
-import sorSchema from "../enforcement/dsa-statement-of-reasons.schema.json";
+import sorSchema from "../lib/dsa-statement-of-reasons.schema.json";
 
 export const POLICY_CATEGORIES = [
   "animal_welfare", "consumer_information", "cyber_violence", "cyber_violence_against_women",

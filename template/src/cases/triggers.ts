@@ -4,10 +4,7 @@ import { auditStatement } from "../audit";
 import { AppError, errorCode, notFound } from "../errors";
 import type { Actor } from "../auth";
 import { newId } from "../lib/crypto";
-import { compileExpression, evaluateWorkflowExpression } from "../workflows/expressions";
-import { createRun } from "../workflows/runs";
-import type { JsonValue, WorkflowAuthorityMode } from "../workflows/types";
-import { getVersionRow } from "../workflows/versions-queries";
+import { compileExpression, evaluateWorkflowExpression, createRun, type JsonValue, type WorkflowAuthorityMode, getVersionRow } from "../workflows";
 
 export const TRIGGER_EVENTS = ["report.created", "appeal.created"] as const;
 export type TriggerEvent = (typeof TRIGGER_EVENTS)[number];

@@ -6,10 +6,7 @@ import { AppError, conflict, notFound } from "../errors";
 import type { Actor } from "../auth";
 import { newId, sha256Hex } from "../lib/crypto";
 import { isUniqueViolation } from "../lib/d1";
-import { evaluateInputMapping, type ExpressionContext } from "../workflows/expressions";
-import type { AuthorizedRun } from "../workflows/runtime-authorize";
-import type { ActionProgress, WaitResult } from "../workflows/runtime-protocol";
-import type { WorkflowNodeV1 } from "../workflows/types";
+import { evaluateInputMapping, type ExpressionContext, type AuthorizedRun, type ActionProgress, type WaitResult, type WorkflowNodeV1 } from "../workflows";
 import { deliveryStatement, enqueueDeliveries, getEndpointRow } from "./webhooks";
 
 const DEFAULT_APPROVAL_SECONDS = 86_400;

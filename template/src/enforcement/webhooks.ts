@@ -3,7 +3,7 @@
 // with jitter, dead-letter after the endpoint's max attempts — never silently lost.
 import { Webhook } from "standardwebhooks";
 import { auditStatement, canonicalJson } from "../audit";
-import { openPersonalData, sealPersonalData } from "../cases/report-crypto";
+import { openPersonalData, sealPersonalData } from "../cases";
 import { AppError, conflict, notFound } from "../errors";
 import type { Actor } from "../auth";
 import { newId, sha256Hex } from "../lib/crypto";

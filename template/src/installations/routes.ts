@@ -4,7 +4,7 @@ import { requireAdminToken, requireScope, type Scope } from "../http/auth";
 import { schemas } from "../http/schemas";
 import type { AppEnv } from "../http/types";
 import { parseBody } from "../http/validate";
-import { rewrapDataKeys } from "../cases/report-crypto";
+import { rewrapDataKeys } from "../cases";
 import { createApiKey, createInstallation, listApiKeys, listInstallations, revokeApiKey } from "./service";
 
 export const installationRoutes = new Hono<AppEnv>()

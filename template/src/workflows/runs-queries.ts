@@ -1,6 +1,7 @@
 // SQL for workflow runs, steps, waits and events. Every function that reads tenant data takes the
 // installation id; the ones that do not (host-internal) say so with `Unsafe`.
 import { auditStatement, RUNTIME_ACTOR } from "../audit";
+import { rowGuardClause, type RowGuard } from "../lib/d1";
 
 export interface RunRow {
   id: string;
@@ -91,6 +92,22 @@ export async function waitingWaitsForEvent(db: D1Database, runId: string, eventT
     WHERE run_id = ?1 AND state = 'waiting' AND wait_type = 'event' AND event_type = ?2
     ORDER BY created_at, id`).bind(runId, eventType).all<{ id: string; signalType: string }>();
   return results;
+}
+
+/**
+ * Records an event for a wait (before the run is signalled, so completeWait can verify it). With
+ * `onlyIf`, only when that row exists by then in the batch (e.g. the task the event completes).
+ */
+export function runEventStatement(
+  db: D1Database,
+  event: { id: string; installationId: string; runId: string; waitId: string; type: string; payloadJson: string; at: string },
+  onlyIf?: RowGuard,
+): D1PreparedStatement {
+  const guard = onlyIf ? rowGuardClause(onlyIf, 8) : { sql: "", binds: [] };
+  return db.prepare(`
+    INSERT INTO workflow_events (id, installation_id, run_id, wait_id, type, payload_json, created_at)
+    SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 ${guard.sql}
+  `).bind(event.id, event.installationId, event.runId, event.waitId, event.type, event.payloadJson, event.at, ...guard.binds);
 }
 
 /** Host-internal: the sandbox ended a run with an error. Never overrides a terminal or repair state. */
