@@ -1,8 +1,8 @@
 // D1 error predicates and the one way to guard a statement on a row written earlier in a batch.
 
-/** A D1 write refused by a UNIQUE (or primary key) constraint. */
+/** A D1 write refused by a UNIQUE (or primary key) constraint (SQLite's "UNIQUE constraint failed: …"). */
 export function isUniqueViolation(error: unknown): boolean {
-  return /UNIQUE constraint failed/iu.test(error instanceof Error ? error.message : String(error));
+  return String(error).includes("UNIQUE constraint failed");
 }
 
 /**
