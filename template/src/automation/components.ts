@@ -3,8 +3,8 @@
 // hosts the version declares and counts subrequests; it has no bindings, so no database access.
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { auditStatement } from "../audit";
-import { AppError, conflict, notFound } from "../errors";
 import type { Actor } from "../auth";
+import { AppError, conflict, notFound } from "../errors";
 import { byteLength, newId, sha256Hex } from "../lib/crypto";
 import { isUniqueViolation } from "../lib/d1";
 import type { JsonValue } from "../workflows";

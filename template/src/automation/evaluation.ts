@@ -1,10 +1,10 @@
 // Shadow evaluation and backtests: how a version would have decided, next to what people decided.
 import { auditStatement } from "../audit";
-import { reportSummary, getReportRow } from "../cases";
-import { createRun, TERMINAL_RUN_STATES, getVersionRow } from "../workflows";
-import { AppError, errorCode, notFound } from "../errors";
 import type { Actor } from "../auth";
+import { getReportRow, reportSummary } from "../cases";
+import { AppError, errorCode, notFound } from "../errors";
 import { newId } from "../lib/crypto";
+import { TERMINAL_RUN_STATES, createRun, getVersionRow } from "../workflows";
 
 const MAX_COMPARED = 10_000;
 export const MAX_BACKTEST_REPORTS = 1_000;

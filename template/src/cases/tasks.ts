@@ -2,8 +2,8 @@
 // checked against the task's JSON Schema, and completion that resumes the waiting run.
 import { Validator, type Schema } from "@cfworker/json-schema";
 import { auditStatement, canonicalJson } from "../audit";
-import { AppError, conflict, notFound } from "../errors";
 import { canSeeQueue, type Actor } from "../auth";
+import { AppError, conflict, notFound } from "../errors";
 import { decodeCursor, encodeCursor } from "../http/validate"; // allowlisted: see .dependency-cruiser.cjs
 import { newId, sha256Hex } from "../lib/crypto";
 import { runEventStatement, signalRunEvent } from "../workflows";

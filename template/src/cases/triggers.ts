@@ -1,10 +1,10 @@
 // Triggers: map report and appeal events to workflow versions with a CEL condition and an
 // authority mode. A matching event starts one run per trigger (idempotent per trigger and subject).
 import { auditStatement } from "../audit";
-import { AppError, errorCode, notFound } from "../errors";
 import type { Actor } from "../auth";
+import { AppError, errorCode, notFound } from "../errors";
 import { newId } from "../lib/crypto";
-import { compileExpression, evaluateWorkflowExpression, createRun, type JsonValue, type WorkflowAuthorityMode, getVersionRow } from "../workflows";
+import { compileExpression, createRun, evaluateWorkflowExpression, getVersionRow, type JsonValue, type WorkflowAuthorityMode } from "../workflows";
 
 export const TRIGGER_EVENTS = ["report.created", "appeal.created"] as const;
 export type TriggerEvent = (typeof TRIGGER_EVENTS)[number];

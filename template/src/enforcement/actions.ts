@@ -2,11 +2,11 @@
 // types that always need approval), and delivery through a signed webhook, confirmed before the
 // action counts as applied. The workflow runtime calls prepare/complete; people approve or reject.
 import { auditStatement, canonicalJson } from "../audit";
-import { AppError, conflict, notFound } from "../errors";
 import type { Actor } from "../auth";
+import { AppError, conflict, notFound } from "../errors";
 import { newId, sha256Hex } from "../lib/crypto";
 import { isUniqueViolation } from "../lib/d1";
-import { evaluateInputMapping, type ExpressionContext, type AuthorizedRun, type ActionProgress, type WaitResult, type WorkflowNodeV1 } from "../workflows";
+import { evaluateInputMapping, type ActionProgress, type AuthorizedRun, type ExpressionContext, type WaitResult, type WorkflowNodeV1 } from "../workflows";
 import { deliveryStatement, enqueueDeliveries, getEndpointRow } from "./webhooks";
 
 const DEFAULT_APPROVAL_SECONDS = 86_400;

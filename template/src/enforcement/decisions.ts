@@ -2,12 +2,12 @@
 // statement carries no personal data (DSA Art. 24(5)): facts are the decision's own text.
 import { Validator, type Schema } from "@cfworker/json-schema";
 import { auditStatement, canonicalJson } from "../audit";
-import { reportSummary, getReportRow, dsaCategory, normalizeCategory, type PolicyCategory } from "../cases";
-import { evaluateInputMapping, type ExpressionContext, type AuthorizedRun, type WorkflowNodeV1 } from "../workflows";
-import { AppError, notFound } from "../errors";
 import type { Actor } from "../auth";
+import { dsaCategory, getReportRow, normalizeCategory, reportSummary, type PolicyCategory } from "../cases";
+import { AppError, notFound } from "../errors";
 import { newId } from "../lib/crypto";
 import sorSchema from "../lib/dsa-statement-of-reasons.schema.json";
+import { evaluateInputMapping, type AuthorizedRun, type ExpressionContext, type WorkflowNodeV1 } from "../workflows";
 import { renderTemplate } from "./templates";
 
 // The Transparency Database's own rules (../shared/formats): every statement is checked before it leaves.

@@ -3,9 +3,9 @@
 // signed report.handoff with an evidence bundle and its digest).
 import { auditStatement, canonicalJson } from "../audit";
 import { findQueueRow, openPersonalData, openTaskStatement, type ReportPersonalData } from "../cases";
-import { evaluateInputMapping, type ExpressionContext, type AuthorizedRun, type WorkflowNodeV1 } from "../workflows";
 import { AppError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
+import { evaluateInputMapping, type AuthorizedRun, type ExpressionContext, type WorkflowNodeV1 } from "../workflows";
 import { decisionRecord } from "./decisions";
 import { renderTemplate } from "./templates";
 import { deliveryStatement, getEndpointRow, subscribedEndpoints } from "./webhooks";

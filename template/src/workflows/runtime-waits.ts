@@ -2,11 +2,11 @@
 // D1 for that very wait, or by its timeout.
 import { closeStepTaskStatement, findQueueRow, openTaskStatement } from "../cases";
 import { AppError } from "../errors";
-import { evaluateInputMapping } from "./expressions";
-import { loadWorkflowExecutionContext } from "./execution-context";
 import { sha256Hex } from "../lib/crypto";
-import type { NodeOutput, PreparedWait, WaitResult } from "./runtime-protocol";
+import { loadWorkflowExecutionContext } from "./execution-context";
+import { evaluateInputMapping } from "./expressions";
 import { denied, type AuthorizedRun } from "./runtime-authorize";
+import type { NodeOutput, PreparedWait, WaitResult } from "./runtime-protocol";
 import { now, runProgress, runtimeAudit, stepUpsert } from "./runtime-records";
 import type { WorkflowNodeV1 } from "./types";
 
