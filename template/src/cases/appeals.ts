@@ -5,9 +5,9 @@ import { AppError, conflict, notFound } from "../errors";
 import type { Actor } from "../auth";
 import { newId, sha256Hex } from "../lib/crypto";
 import { openPersonalData, sealPersonalData } from "./report-crypto";
+import { APPEAL_OUTCOMES } from "./taxonomy";
 import { reportSummary } from "./reports";
 import { getReportRow } from "./reports-queries";
-import { APPEAL_OUTCOMES } from "./tasks";
 import { fireTriggers } from "./triggers";
 
 export interface AppealInput {

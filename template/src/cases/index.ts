@@ -3,9 +3,12 @@
 // index, and tasks/triggers import the workflows index): report queries, queues, the human_tasks
 // statement builders, the taxonomy and report-crypto.
 export { findQueueRow } from "./queues";
-export { getReportRow, reportSummary, type ReportPersonalData, type ReportRow, type ReportSummary } from "./reports-queries";
+export {
+  getReportRow, reportSummary, reportSummaryByRunStatementUnsafe, type ReportPersonalData, type ReportRow, type ReportSummary,
+} from "./reports-queries";
 export { openPersonalData, rewrapDataKeys, sealPersonalData } from "./report-crypto";
 export { cancelRunTasksStatement, closeStepTaskStatement, openTaskStatement } from "./task-records";
 export {
-  DSA_KEYWORDS, POLICY_CATEGORIES, REPORT_SOURCES, SUBJECT_KINDS, dsaCategory, normalizeCategory, type PolicyCategory,
+  APPEAL_OUTCOMES, DSA_KEYWORDS, POLICY_CATEGORIES, REPORT_SOURCES, SUBJECT_KINDS, TRIGGER_EVENTS, dsaCategory, normalizeCategory,
+  type PolicyCategory, type TriggerEvent,
 } from "./taxonomy";

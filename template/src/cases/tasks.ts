@@ -8,6 +8,7 @@ import { decodeCursor, encodeCursor } from "../http/validate"; // allowlisted: s
 import { newId, sha256Hex } from "../lib/crypto";
 import { runEventStatement, signalRunEvent } from "../workflows";
 import { getQueueRow } from "./queues";
+import { APPEAL_OUTCOMES } from "./taxonomy";
 
 export const DEFAULT_LEASE_SECONDS = 900;
 export const MAX_LEASE_SECONDS = 3_600;
@@ -207,7 +208,8 @@ function responseProblems(schemaJson: string, response: unknown) {
     .map((error) => ({ path: error.instanceLocation.replace(/^#/u, "$").replace(/\//gu, "."), code: error.keyword, message: error.error }));
 }
 
-export const APPEAL_OUTCOMES = ["upheld", "overturned"] as const;
+// Re-exported for http/schemas.ts until it imports APPEAL_OUTCOMES from "../cases".
+export { APPEAL_OUTCOMES };
 
 /**
  * Completes a claimed task: the response must match the task's `response_schema` (422 with every

@@ -4,10 +4,11 @@ import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
 import { AppError, errorCode, notFound } from "../errors";
 import { newId } from "../lib/crypto";
+import type { TriggerEvent } from "./taxonomy";
 import { compileExpression, createRun, evaluateWorkflowExpression, getVersionRow, type JsonValue, type WorkflowAuthorityMode } from "../workflows";
 
-export const TRIGGER_EVENTS = ["report.created", "appeal.created"] as const;
-export type TriggerEvent = (typeof TRIGGER_EVENTS)[number];
+// Re-exported for http/schemas.ts until it imports TRIGGER_EVENTS from "../cases".
+export { TRIGGER_EVENTS, type TriggerEvent } from "./taxonomy";
 
 export interface TriggerInput {
   name?: string;
