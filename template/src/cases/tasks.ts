@@ -6,7 +6,7 @@ import { canSeeQueue, type Actor } from "../auth";
 import { AppError, conflict, notFound } from "../errors";
 import { decodeCursor, encodeCursor } from "../http/validate"; // allowlisted: see .dependency-cruiser.cjs
 import { newId, sha256Hex } from "../lib/crypto";
-import { runEventStatement, signalRunEvent } from "../workflows";
+import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepUnsafe } from "../workflows";
 import { getQueueRow } from "./queues";
 import { APPEAL_OUTCOMES } from "./taxonomy";
 
@@ -222,10 +222,9 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
   const row = await getTaskRow(env.DB, actor.installationId, taskId);
   if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
   const responseJson = canonicalJson(input.response ?? null);
-  const wait = await env.DB.prepare(`SELECT id, state, signal_type AS signalType FROM workflow_waits WHERE step_run_id = ?1`).bind(row.stepRunId)
-    .first<{ id: string; state: string; signalType: string }>();
+  const wait = await waitOfStepUnsafe(env.DB, row.stepRunId);
   if (row.state === "completed" && row.completedBy === who && row.responseJson === responseJson && wait) {
-    const recorded = await env.DB.prepare(`SELECT id FROM workflow_events WHERE wait_id = ?1 ORDER BY created_at LIMIT 1`).bind(wait.id).first<{ id: string }>();
+    const recorded = await firstEventOfWaitUnsafe(env.DB, wait.id);
     if (recorded && wait.state === "waiting") await signalRunEvent(env, row.runId, wait.signalType, recorded.id);
     return getTask(env, actor, taskId);
   }

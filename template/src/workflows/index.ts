@@ -6,7 +6,7 @@ export { parseWorkflowGraph, validateWorkflowGraph, GraphValidationError } from 
 export { compileWorkflowArtifact } from "./artifacts";
 export { compileExpression, evaluateInputMapping, evaluateWorkflowExpression, type ExpressionContext } from "./expressions";
 export { createRun, signalRunEvent, type CreateRunInput } from "./runs";
-export { runEventStatement } from "./runs-queries";
+export { firstEventOfWaitUnsafe, runEventStatement, waitOfStepUnsafe } from "./runs-queries";
 export { getVersionRow } from "./versions-queries";
 export type { AuthorizedRun } from "./runtime-authorize";
 export type { ActionProgress, WaitResult } from "./runtime-protocol";

@@ -94,6 +94,17 @@ export async function waitingWaitsForEvent(db: D1Database, runId: string, eventT
   return results;
 }
 
+/** Host-internal: the wait of a step (a human_task's, for the task it belongs to). */
+export function waitOfStepUnsafe(db: D1Database, stepRunId: string) {
+  return db.prepare(`SELECT id, state, signal_type AS signalType, deadline_at AS deadlineAt FROM workflow_waits WHERE step_run_id = ?1`)
+    .bind(stepRunId).first<{ id: string; state: string; signalType: string; deadlineAt: string }>();
+}
+
+/** Host-internal: the first event recorded for a wait (re-sent when a completion is repeated). */
+export function firstEventOfWaitUnsafe(db: D1Database, waitId: string) {
+  return db.prepare(`SELECT id FROM workflow_events WHERE wait_id = ?1 ORDER BY created_at LIMIT 1`).bind(waitId).first<{ id: string }>();
+}
+
 /**
  * Records an event for a wait (before the run is signalled, so completeWait can verify it). With
  * `onlyIf`, only when that row exists by then in the batch (e.g. the task the event completes).

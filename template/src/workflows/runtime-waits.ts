@@ -8,21 +8,10 @@ import { evaluateInputMapping } from "./expressions";
 import { denied, type AuthorizedRun } from "./runtime-authorize";
 import type { NodeOutput, PreparedWait, WaitResult } from "./runtime-protocol";
 import { now, runProgress, runtimeAudit, stepUpsert } from "./runtime-records";
+import { waitOfStepUnsafe } from "./runs-queries";
 import type { WorkflowNodeV1 } from "./types";
 
 const DEFAULT_WAIT_SECONDS = 86_400;
-
-interface WaitRow {
-  id: string;
-  state: string;
-  signalType: string;
-  deadlineAt: string;
-}
-
-function waitRow(db: D1Database, stepId: string): Promise<WaitRow | null> {
-  return db.prepare(`SELECT id, state, signal_type AS signalType, deadline_at AS deadlineAt FROM workflow_waits WHERE step_run_id = ?1`)
-    .bind(stepId).first<WaitRow>();
-}
 
 /** The Workflows event type for a wait: derived, so only the host can name it. */
 async function signalType(waitId: string): Promise<string> {
@@ -36,7 +25,7 @@ export async function prepareWaitRecord(
   const { run, node, branchKey, stepId } = input;
   const waitId = `${stepId}:wait`;
   const taskId = node.kind === "human_task" ? `${stepId}:task` : undefined;
-  const existing = await waitRow(env.DB, stepId);
+  const existing = await waitOfStepUnsafe(env.DB, stepId);
   if (existing) {
     // A repeated prepare returns the recorded wait and writes nothing.
     return { eventType: existing.signalType, timeoutMs: Math.max(1_000, Date.parse(existing.deadlineAt) - Date.now()), ...(taskId ? { taskId } : {}) };
@@ -94,7 +83,7 @@ export async function completeWaitStatements(
   input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; eventResult: WaitResult },
 ): Promise<WaitCompletion> {
   const { run, node, stepId, eventResult } = input;
-  const wait = await waitRow(env.DB, stepId);
+  const wait = await waitOfStepUnsafe(env.DB, stepId);
   if (!wait) throw denied("runtime_wait_not_prepared");
   if (wait.state !== "waiting") {
     const stored = await env.DB.prepare(`SELECT inline_json AS json FROM workflow_step_outputs WHERE step_run_id = ?1`).bind(stepId).first<{ json: string }>();
