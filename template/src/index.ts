@@ -6,7 +6,10 @@ import { createApp } from "./http/app";
 
 // Re-exported so that ctx.exports can hand loaded workers their wrapped WORKFLOWS binding.
 export { DynamicWorkflowBinding };
-export { DynamicWorkflow, WorkflowRuntimeCapability } from "./workflows";
+export { DynamicWorkflow } from "./workflows";
+// The runtime capability is the top of the dependency graph (it calls enforcement and automation),
+// so it is exported from its module rather than through the workflows index.
+export { WorkflowRuntimeCapability } from "./workflows/runtime-capability";
 export { ComponentEgress } from "./automation";
 
 const app = createApp();

@@ -3,7 +3,7 @@
 import { Validator, type Schema } from "@cfworker/json-schema";
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import sorSchema from "../src/enforcement/dsa-statement-of-reasons.schema.json";
+import sorSchema from "../src/lib/dsa-statement-of-reasons.schema.json";
 import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
 
 type Logged = { path: string; webhookId: string; type: string | null; data: any; verified: boolean; status: number };

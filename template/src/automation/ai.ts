@@ -3,11 +3,11 @@
 // structured output { result_code, confidence, rationale } whose result_code is one of the node's
 // result ports; tokens and latency are recorded with the step.
 import { auditStatement } from "../audit";
-import { openPersonalData, sealPersonalData } from "../cases/report-crypto";
+import type { Actor } from "../auth";
+import { openPersonalData, sealPersonalData } from "../cases";
 import { AppError, notFound } from "../errors";
-import type { Actor } from "../http/auth";
 import { newId } from "../lib/crypto";
-import type { JsonObject, JsonValue } from "../workflows/types";
+import type { JsonObject, JsonValue } from "../workflows";
 import { ComponentExecutionError } from "./components";
 
 export const AI_PROVIDER_KINDS = ["workers-ai", "openai-compatible"] as const;

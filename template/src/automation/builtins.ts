@@ -1,8 +1,7 @@
 // Built-in components a team can use on day one, computed by the host: the subject's history, and
 // keyword, pattern, domain and exact-hash banks. Matching is linear in the input (no regular
 // expressions over user text), so no input can make it backtrack.
-import type { AuthorizedRun } from "../workflows/runtime-authorize";
-import type { JsonObject, JsonValue } from "../workflows/types";
+import type { AuthorizedRun, JsonObject, JsonValue } from "../workflows";
 import { ComponentExecutionError } from "./components";
 
 export const BUILTIN_COMPONENTS = ["subject_history", "keyword_bank", "domain_list", "hash_bank"] as const;

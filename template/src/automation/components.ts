@@ -3,10 +3,11 @@
 // hosts the version declares and counts subrequests; it has no bindings, so no database access.
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { auditStatement } from "../audit";
+import type { Actor } from "../auth";
 import { AppError, conflict, notFound } from "../errors";
-import type { Actor } from "../http/auth";
 import { byteLength, newId, sha256Hex } from "../lib/crypto";
-import type { JsonValue } from "../workflows/types";
+import { isUniqueViolation } from "../lib/d1";
+import type { JsonValue } from "../workflows";
 
 export const MAX_COMPONENT_SOURCE_BYTES = 262_144;
 const COMPATIBILITY_DATE = "2026-04-01";
@@ -115,7 +116,7 @@ export async function createComponent(env: Env, actor: Actor, input: { name: str
       }),
     ]);
   } catch (error) {
-    if (String(error).includes("UNIQUE")) throw conflict("component.name_taken", "A component with this name already exists.");
+    if (isUniqueViolation(error)) throw conflict("component.name_taken", "A component with this name already exists.");
     throw error;
   }
   return { id, name: input.name, description: input.description ?? null, createdAt: at };

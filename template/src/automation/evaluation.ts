@@ -1,13 +1,10 @@
 // Shadow evaluation and backtests: how a version would have decided, next to what people decided.
 import { auditStatement } from "../audit";
-import { reportSummary } from "../cases/reports";
-import { getReportRow } from "../cases/reports-queries";
+import type { Actor } from "../auth";
+import { getReportRow, reportSummary } from "../cases";
 import { AppError, errorCode, notFound } from "../errors";
-import type { Actor } from "../http/auth";
 import { newId } from "../lib/crypto";
-import { createRun } from "../workflows/runs";
-import { TERMINAL_RUN_STATES } from "../workflows/types";
-import { getVersionRow } from "../workflows/versions-queries";
+import { TERMINAL_RUN_STATES, createRun, getVersionRow } from "../workflows";
 
 const MAX_COMPARED = 10_000;
 export const MAX_BACKTEST_REPORTS = 1_000;

@@ -1,8 +1,6 @@
 // What the enrichment and ai_proposal nodes do when the runtime executes them. Their input is the
 // node's mapped input only; a non-retryable failure goes to the node's error port.
-import { evaluateInputMapping } from "../workflows/expressions";
-import { loadWorkflowExecutionContext } from "../workflows/execution-context";
-import type { NodeCall } from "../workflows/kinds/executors";
+import { evaluateInputMapping, loadWorkflowExecutionContext, type NodeCall } from "../workflows";
 import { executeAgentProposal } from "./ai";
 import { BUILTIN_COMPONENTS, executeBuiltin } from "./builtins";
 import { ComponentExecutionError, executeComponentVersion } from "./components";

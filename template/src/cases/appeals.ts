@@ -2,12 +2,12 @@
 // `appeal.created`) takes it from there, and its outcome (upheld or overturned) is recorded.
 import { auditStatement, canonicalJson } from "../audit";
 import { AppError, conflict, notFound } from "../errors";
-import type { Actor } from "../http/auth";
+import type { Actor } from "../auth";
 import { newId, sha256Hex } from "../lib/crypto";
 import { openPersonalData, sealPersonalData } from "./report-crypto";
+import { APPEAL_OUTCOMES } from "./taxonomy";
 import { reportSummary } from "./reports";
 import { getReportRow } from "./reports-queries";
-import { APPEAL_OUTCOMES } from "./tasks";
 import { fireTriggers } from "./triggers";
 
 export interface AppealInput {

@@ -1,4 +1,14 @@
 // Case management: reports, cases, triggers, queues, tasks, appeals, report-crypto.
-export { reportSummary } from "./reports";
+// Only modules that do not reach the workflows domain are exported here (workflows imports this
+// index, and tasks/triggers import the workflows index): report queries, queues, the human_tasks
+// statement builders, the taxonomy and report-crypto.
 export { findQueueRow } from "./queues";
-export { rewrapDataKeys } from "./report-crypto";
+export {
+  getReportRow, reportSummary, reportSummaryByRunStatementUnsafe, type ReportPersonalData, type ReportRow, type ReportSummary,
+} from "./reports-queries";
+export { openPersonalData, rewrapDataKeys, sealPersonalData } from "./report-crypto";
+export { cancelRunTasksStatement, closeStepTaskStatement, openTaskStatement } from "./task-records";
+export {
+  APPEAL_OUTCOMES, DSA_KEYWORDS, POLICY_CATEGORIES, REPORT_SOURCES, SUBJECT_KINDS, TRIGGER_EVENTS, dsaCategory, normalizeCategory,
+  type PolicyCategory, type TriggerEvent,
+} from "./taxonomy";

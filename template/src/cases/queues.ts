@@ -1,8 +1,9 @@
 // Review queues: an SLA and a priority each; figures for the people who run them.
 import { auditStatement } from "../audit";
 import { conflict, notFound } from "../errors";
-import { canSeeQueue, type Actor } from "../http/auth";
+import { canSeeQueue, type Actor } from "../auth";
 import { newId } from "../lib/crypto";
+import { isUniqueViolation } from "../lib/d1";
 
 export interface QueueRow {
   id: string;
@@ -39,7 +40,7 @@ export async function createQueue(env: Env, actor: Actor, input: { name: string;
       }),
     ]);
   } catch (error) {
-    if (String(error).includes("UNIQUE")) throw conflict("queue.name_taken", "A queue with this name already exists.");
+    if (isUniqueViolation(error)) throw conflict("queue.name_taken", "A queue with this name already exists.");
     throw error;
   }
   return (await getQueueRow(env.DB, actor.installationId, id))!;

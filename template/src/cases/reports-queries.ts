@@ -57,3 +57,31 @@ export function getCaseRow(db: D1Database, installationId: string, caseId: strin
 export function reportSummaryByRunStatementUnsafe(db: D1Database, runId: string): D1PreparedStatement {
   return db.prepare(`SELECT ${REPORT_COLUMNS} FROM workflow_runs w JOIN reports r ON r.id = w.report_id JOIN cases c ON c.id = r.case_id WHERE w.id = ?1`).bind(runId);
 }
+
+export interface ReportEvidence { kind: string; url?: string; text?: string; sha256?: string }
+
+/** Everything sealed: who reported, how to reach them, what they wrote, the content itself. */
+export interface ReportPersonalData {
+  reporter: { id?: string; contact?: string } | null;
+  description: string | null;
+  subjectUrl: string | null;
+  subjectOwnerId: string | null;
+  snapshot: unknown;
+  evidence: ReportEvidence[] | undefined;
+}
+
+/** What automation (triggers, CEL `report`) and listings see: no personal data. */
+export function reportSummary(row: ReportRow) {
+  return {
+    id: row.id,
+    caseId: row.caseId,
+    category: row.category,
+    categorySpecification: JSON.parse(row.categorySpecificationJson) as string[],
+    source: row.source,
+    subject: { kind: row.subjectKind, id: row.subjectId },
+    evidenceCount: row.evidenceCount,
+    caseReportCount: row.caseReportCount,
+    createdAt: row.createdAt,
+  };
+}
+export type ReportSummary = ReturnType<typeof reportSummary>;

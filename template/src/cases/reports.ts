@@ -2,10 +2,13 @@
 // reaches D1, triggers evaluated on the report's non-personal summary.
 import { auditStatement, canonicalJson } from "../audit";
 import { AppError, conflict, notFound } from "../errors";
-import type { Actor } from "../http/auth";
+import type { Actor } from "../auth";
 import { newId, sha256Hex } from "../lib/crypto";
 import { openPersonalData, sealPersonalData } from "./report-crypto";
-import { getReportRow, reportRowByKeyStatement, reportRowStatement, type ReportRow } from "./reports-queries";
+import {
+  getReportRow, reportRowByKeyStatement, reportRowStatement, reportSummary,
+  type ReportEvidence, type ReportPersonalData, type ReportRow,
+} from "./reports-queries";
 import { normalizeCategory, POLICY_CATEGORIES, type PolicyCategory } from "./taxonomy";
 import { enabledTriggersStatement, fireTriggers, type TriggeredRun, type TriggerRow } from "./triggers";
 
@@ -16,34 +19,12 @@ export interface ReportInput {
   source?: string;
   reporter?: { id?: string; contact?: string };
   description?: string;
-  evidence?: Array<{ kind: string; url?: string; text?: string; sha256?: string }>;
+  evidence?: ReportEvidence[];
 }
 
-/** Everything sealed: who reported, how to reach them, what they wrote, the content itself. */
-export interface ReportPersonalData {
-  reporter: { id?: string; contact?: string } | null;
-  description: string | null;
-  subjectUrl: string | null;
-  subjectOwnerId: string | null;
-  snapshot: unknown;
-  evidence: ReportInput["evidence"];
-}
-
-/** What automation (triggers, CEL `report`) and listings see: no personal data. */
-export function reportSummary(row: ReportRow) {
-  return {
-    id: row.id,
-    caseId: row.caseId,
-    category: row.category,
-    categorySpecification: JSON.parse(row.categorySpecificationJson) as string[],
-    source: row.source,
-    subject: { kind: row.subjectKind, id: row.subjectId },
-    evidenceCount: row.evidenceCount,
-    caseReportCount: row.caseReportCount,
-    createdAt: row.createdAt,
-  };
-}
-export type ReportSummary = ReturnType<typeof reportSummary>;
+// The summary lives with the report queries (nothing there reaches the workflows domain); it is
+// re-exported here for workflows/execution-context.ts, which imports it from this module.
+export { reportSummary, type ReportPersonalData, type ReportSummary } from "./reports-queries";
 
 function category(input: string): PolicyCategory {
   const normalized = normalizeCategory(input);
@@ -98,11 +79,10 @@ export async function intakeReport(
       UPDATE cases SET report_count = report_count + 1, last_reported_at = ?2, state = 'open', updated_at = ?2
       WHERE id = (SELECT case_id FROM reports WHERE id = ?1)
     `).bind(id, at),
-    env.DB.prepare(`
-      INSERT OR IGNORE INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at)
-      SELECT ?1, installation_id, ?2, 'report.received', ?3, ?4, 'report', id, ?5, ?6 FROM reports WHERE id = ?7
-    `).bind(crypto.randomUUID(), `report:${id}:received`, actor.audit.type, actor.audit.id,
-      canonicalJson({ category: policyCategory, subjectKind: input.subject.kind, evidenceCount: (input.evidence ?? []).length }), at, id),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `report:${id}:received`, action: "report.received", actor: actor.audit,
+      target: { type: "report", id }, details: { category: policyCategory, subjectKind: input.subject.kind, evidenceCount: (input.evidence ?? []).length }, at,
+    }, { table: "reports", id }),
     // A case opened for a report that lost an Idempotency-Key race is not left behind empty.
     env.DB.prepare(`DELETE FROM cases WHERE id = ?1 AND report_count = 0`).bind(caseId),
     idempotencyKey ? reportRowByKeyStatement(env.DB, actor.installationId, idempotencyKey) : reportRowStatement(env.DB, actor.installationId, id),

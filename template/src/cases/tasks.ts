@@ -2,11 +2,13 @@
 // checked against the task's JSON Schema, and completion that resumes the waiting run.
 import { Validator, type Schema } from "@cfworker/json-schema";
 import { auditStatement, canonicalJson } from "../audit";
+import { canSeeQueue, type Actor } from "../auth";
 import { AppError, conflict, notFound } from "../errors";
-import { canSeeQueue, type Actor } from "../http/auth";
+import { decodeCursor, encodeCursor } from "../lib/cursor";
 import { newId, sha256Hex } from "../lib/crypto";
-import { decodeCursor, encodeCursor } from "../http/validate";
+import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepUnsafe } from "../workflows";
 import { getQueueRow } from "./queues";
+import { APPEAL_OUTCOMES } from "./taxonomy";
 
 export const DEFAULT_LEASE_SECONDS = 900;
 export const MAX_LEASE_SECONDS = 3_600;
@@ -141,12 +143,10 @@ export async function claimTask(env: Env, actor: Actor, taskId: string, input: {
       WHERE installation_id = ?1 AND id = ?2
         AND (state = 'open' OR (state = 'claimed' AND (lease_expires_at <= ?4 OR claimed_by = ?3)))
     `).bind(actor.installationId, taskId, who, at, expires),
-    env.DB.prepare(`
-      INSERT OR IGNORE INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at)
-      SELECT ?1, installation_id, ?2, 'task.claimed', ?3, ?4, 'task', id, ?5, ?6 FROM human_tasks
-      WHERE installation_id = ?7 AND id = ?8 AND claimed_by = ?9 AND lease_expires_at = ?10 AND updated_at = ?6
-    `).bind(crypto.randomUUID(), `task:${taskId}:claimed:${at}:${who}`, actor.audit.type, actor.audit.id,
-      canonicalJson({ reviewer: who, leaseExpiresAt: expires }), at, actor.installationId, taskId, who, expires),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `task:${taskId}:claimed:${at}:${who}`, action: "task.claimed", actor: actor.audit,
+      target: { type: "task", id: taskId }, details: { reviewer: who, leaseExpiresAt: expires }, at,
+    }, { table: "human_tasks", id: taskId, where: { installation_id: actor.installationId, claimed_by: who, lease_expires_at: expires, updated_at: at } }),
   ]);
   if ((update!.meta.changes ?? 0) === 0) return refuseClaim(env, actor, taskId);
   return getTask(env, actor, taskId);
@@ -179,11 +179,10 @@ export async function releaseTask(env: Env, actor: Actor, taskId: string, input:
       UPDATE human_tasks SET state = 'open', claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL, updated_at = ?4
       WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3
     `).bind(actor.installationId, taskId, who, at),
-    env.DB.prepare(`
-      INSERT OR IGNORE INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at)
-      SELECT ?1, installation_id, ?2, 'task.released', ?3, ?4, 'task', id, ?5, ?6 FROM human_tasks
-      WHERE installation_id = ?7 AND id = ?8 AND state = 'open' AND updated_at = ?6
-    `).bind(crypto.randomUUID(), `task:${taskId}:released:${at}:${who}`, actor.audit.type, actor.audit.id, canonicalJson({ reviewer: who }), at, actor.installationId, taskId),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `task:${taskId}:released:${at}:${who}`, action: "task.released", actor: actor.audit,
+      target: { type: "task", id: taskId }, details: { reviewer: who }, at,
+    }, { table: "human_tasks", id: taskId, where: { installation_id: actor.installationId, state: "open", updated_at: at } }),
   ]);
   if ((update!.meta.changes ?? 0) === 0) {
     const row = await getTaskRow(env.DB, actor.installationId, taskId);
@@ -209,7 +208,6 @@ function responseProblems(schemaJson: string, response: unknown) {
     .map((error) => ({ path: error.instanceLocation.replace(/^#/u, "$").replace(/\//gu, "."), code: error.keyword, message: error.error }));
 }
 
-export const APPEAL_OUTCOMES = ["upheld", "overturned"] as const;
 
 /**
  * Completes a claimed task: the response must match the task's `response_schema` (422 with every
@@ -222,11 +220,10 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
   const row = await getTaskRow(env.DB, actor.installationId, taskId);
   if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
   const responseJson = canonicalJson(input.response ?? null);
-  const wait = await env.DB.prepare(`SELECT id, state, signal_type AS signalType FROM workflow_waits WHERE step_run_id = ?1`).bind(row.stepRunId)
-    .first<{ id: string; state: string; signalType: string }>();
+  const wait = await waitOfStepUnsafe(env.DB, row.stepRunId);
   if (row.state === "completed" && row.completedBy === who && row.responseJson === responseJson && wait) {
-    const recorded = await env.DB.prepare(`SELECT id FROM workflow_events WHERE wait_id = ?1 ORDER BY created_at LIMIT 1`).bind(wait.id).first<{ id: string }>();
-    if (recorded && wait.state === "waiting") await (await env.WORKFLOWS.get(row.runId)).sendEvent({ type: wait.signalType, payload: { eventId: recorded.id } });
+    const recorded = await firstEventOfWaitUnsafe(env.DB, wait.id);
+    if (recorded && wait.state === "waiting") await signalRunEvent(env, row.runId, wait.signalType, recorded.id);
     return getTask(env, actor, taskId);
   }
   const now = new Date().toISOString();
@@ -242,17 +239,13 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
     ? (input.response as { outcome: string }).outcome : null;
   const payload = canonicalJson({ taskId, reviewer: who, response: input.response ?? null });
   const statements = [
-    // Each statement re-checks the lease, so a batch racing a lease change writes nothing.
-    env.DB.prepare(`
-      INSERT INTO workflow_events (id, installation_id, run_id, wait_id, type, payload_json, created_at)
-      SELECT ?1, installation_id, run_id, ?2, 'task.completed', ?3, ?4 FROM human_tasks
-      WHERE installation_id = ?5 AND id = ?6 AND state = 'claimed' AND claimed_by = ?7 AND lease_expires_at > ?4
-    `).bind(eventId, wait.id, payload, now, actor.installationId, taskId, who),
+    // The lease is checked once, by the task's update; the event is recorded only if that completed the task.
     env.DB.prepare(`
       UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = ?3, completed_at = ?5, updated_at = ?5, lease_expires_at = NULL
       WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3 AND lease_expires_at > ?5
-        AND EXISTS (SELECT 1 FROM workflow_events WHERE id = ?6)
-    `).bind(actor.installationId, taskId, who, responseJson, now, eventId),
+    `).bind(actor.installationId, taskId, who, responseJson, now),
+    runEventStatement(env.DB, { id: eventId, installationId: actor.installationId, runId: row.runId, waitId: wait.id, type: "task.completed", payloadJson: payload, at: now },
+      { table: "human_tasks", id: taskId, where: { state: "completed", completed_by: who, completed_at: now } }),
     auditStatement(env.DB, {
       installationId: actor.installationId, idempotencyKey: `task:${taskId}:completed`, action: "task.completed", actor: actor.audit,
       target: { type: "task", id: taskId }, details: { reviewer: who, runId: row.runId, responseDigest: `sha256:${await sha256Hex(responseJson)}` }, at: now,
@@ -269,7 +262,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
     );
   }
   const results = await env.DB.batch(statements);
-  if ((results[1]!.meta.changes ?? 0) === 0) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
-  await (await env.WORKFLOWS.get(row.runId)).sendEvent({ type: wait.signalType, payload: { eventId } });
+  if ((results[0]!.meta.changes ?? 0) === 0) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
+  await signalRunEvent(env, row.runId, wait.signalType, eventId);
   return getTask(env, actor, taskId);
 }

@@ -1,6 +1,7 @@
-// The policy taxonomy: the EU DSA statement-of-reasons categories, plus the ATProto / Ozone
-// reason types some products already send, mapped onto them.
-import sorSchema from "../enforcement/dsa-statement-of-reasons.schema.json";
+// The case vocabulary. The policy taxonomy: the EU DSA statement-of-reasons categories, plus the
+// ATProto / Ozone reason types some products already send, mapped onto them; and the events
+// triggers listen to and the outcomes of an appeal.
+import sorSchema from "../lib/dsa-statement-of-reasons.schema.json";
 
 export const POLICY_CATEGORIES = [
   "animal_welfare", "consumer_information", "cyber_violence", "cyber_violence_against_women",
@@ -19,6 +20,11 @@ export type SubjectKind = (typeof SUBJECT_KINDS)[number];
 
 /** DSA `source_type` of the notice a report is. */
 export const REPORT_SOURCES = ["notice", "trusted_flagger", "other_notification", "voluntary"] as const;
+
+export const TRIGGER_EVENTS = ["report.created", "appeal.created"] as const;
+export type TriggerEvent = (typeof TRIGGER_EVENTS)[number];
+
+export const APPEAL_OUTCOMES = ["upheld", "overturned"] as const;
 
 const ATPROTO_REASONS: Record<string, PolicyCategory> = {
   reasonSpam: "scams_and_fraud",

@@ -1,16 +1,12 @@
 // Triggers: map report and appeal events to workflow versions with a CEL condition and an
 // authority mode. A matching event starts one run per trigger (idempotent per trigger and subject).
 import { auditStatement } from "../audit";
+import type { Actor } from "../auth";
 import { AppError, errorCode, notFound } from "../errors";
-import type { Actor } from "../http/auth";
 import { newId } from "../lib/crypto";
-import { compileExpression, evaluateWorkflowExpression } from "../workflows/expressions";
-import { createRun } from "../workflows/runs";
-import type { JsonValue, WorkflowAuthorityMode } from "../workflows/types";
-import { getVersionRow } from "../workflows/versions-queries";
+import type { TriggerEvent } from "./taxonomy";
+import { compileExpression, createRun, evaluateWorkflowExpression, getVersionRow, type JsonValue, type WorkflowAuthorityMode } from "../workflows";
 
-export const TRIGGER_EVENTS = ["report.created", "appeal.created"] as const;
-export type TriggerEvent = (typeof TRIGGER_EVENTS)[number];
 
 export interface TriggerInput {
   name?: string;

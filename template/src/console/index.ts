@@ -1,2 +1,5 @@
 // Console access: users, roles, sessions, sign-in links, Cloudflare Access.
-export { signinRoutes } from "./routes";
+export {
+  CONSOLE_ROLES, checkCsrf, createSession, sessionCookie, sessionFromCookie, userFromAccessJwt,
+  type ConsoleRole, type ConsoleUser, type RequestView, type SessionInfo,
+} from "./sessions";

@@ -1,7 +1,6 @@
 // Console sign-in: one-time links (printed by `npm start`), Cloudflare Access JWTs in production,
 // and sessions in an HttpOnly cookie with a CSRF token for every state-changing request.
 import { createRemoteJWKSet, jwtVerify } from "jose";
-import type { Context } from "hono";
 import { auditStatement } from "../audit";
 import { AppError } from "../errors";
 import { newId, newSecret, sha256Hex, timingSafeEqual } from "../lib/crypto";
@@ -51,7 +50,12 @@ export function toUser(row: UserRow): ConsoleUser {
   };
 }
 
-function cookieOf(c: Context, name: string): string | null {
+/** The part of an HTTP request sessions read (a Hono Context is one); keeps this module HTTP-free. */
+export interface RequestView {
+  req: { header(name: string): string | undefined; url: string; method: string };
+}
+
+function cookieOf(c: RequestView, name: string): string | null {
   for (const part of (c.req.header("cookie") ?? "").split(";")) {
     const [key, ...rest] = part.trim().split("=");
     if (key === name) return rest.join("=");
@@ -59,7 +63,7 @@ function cookieOf(c: Context, name: string): string | null {
   return null;
 }
 
-export function sessionCookie(c: Context, token: string, maxAge: number): string {
+export function sessionCookie(c: RequestView, token: string, maxAge: number): string {
   const secure = new URL(c.req.url).protocol === "https:" ? "; Secure" : "";
   return `${SESSION_COOKIE}=${token}; HttpOnly; SameSite=Lax; Path=/; Max-Age=${maxAge}${secure}`;
 }
@@ -82,7 +86,7 @@ export async function createSession(env: Env, user: ConsoleUser, via: string): P
 }
 
 /** The session behind the request's cookie, if it is live and its user is enabled. */
-export async function sessionFromCookie(env: Env, c: Context): Promise<SessionInfo | null> {
+export async function sessionFromCookie(env: Env, c: RequestView): Promise<SessionInfo | null> {
   const token = cookieOf(c, SESSION_COOKIE);
   if (!token) return null;
   const row = await env.DB.prepare(`
@@ -93,7 +97,7 @@ export async function sessionFromCookie(env: Env, c: Context): Promise<SessionIn
   return row ? { id: row.sessionId, csrfToken: row.csrfToken, user: toUser(row) } : null;
 }
 
-export function checkCsrf(c: Context, session: SessionInfo): void {
+export function checkCsrf(c: RequestView, session: SessionInfo): void {
   if (c.req.method === "GET" || c.req.method === "HEAD") return;
   const given = c.req.header("x-csrf-token") ?? "";
   if (!given || !timingSafeEqual(given, session.csrfToken)) {
@@ -144,7 +148,7 @@ const jwksByTeam = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
  * Production sign-in behind Cloudflare Access: verifies `Cf-Access-Jwt-Assertion` against the
  * team's JWKS (issuer and audience checked) and returns the enabled console user with that email.
  */
-export async function userFromAccessJwt(env: Env, c: Context): Promise<ConsoleUser | null> {
+export async function userFromAccessJwt(env: Env, c: RequestView): Promise<ConsoleUser | null> {
   const config = env as unknown as { ACCESS_TEAM_DOMAIN?: string; ACCESS_AUD?: string };
   const assertion = c.req.header("cf-access-jwt-assertion");
   if (!assertion || !config.ACCESS_TEAM_DOMAIN || !config.ACCESS_AUD) return null;

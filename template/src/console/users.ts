@@ -1,8 +1,9 @@
 // Console users of an installation: role, queue access, wellness preferences.
 import { auditStatement } from "../audit";
 import { AppError, conflict, notFound } from "../errors";
-import type { Actor } from "../http/auth";
+import type { Actor } from "../auth";
 import { newId } from "../lib/crypto";
+import { isUniqueViolation } from "../lib/d1";
 import { toUser, USER_COLUMNS, type ConsoleRole } from "./sessions";
 
 export async function listUsers(env: Env, actor: Actor) {
@@ -32,7 +33,7 @@ export async function createUser(env: Env, actor: Actor, input: { email: string;
       }),
     ]);
   } catch (error) {
-    if (String(error).includes("UNIQUE")) throw conflict("console_user.email_taken", "A console user with this email already exists.");
+    if (isUniqueViolation(error)) throw conflict("console_user.email_taken", "A console user with this email already exists.");
     throw error;
   }
   return (await listUsers(env, actor)).find((user) => user.id === id)!;

@@ -2,13 +2,11 @@
 // types that always need approval), and delivery through a signed webhook, confirmed before the
 // action counts as applied. The workflow runtime calls prepare/complete; people approve or reject.
 import { auditStatement, canonicalJson } from "../audit";
+import type { Actor } from "../auth";
 import { AppError, conflict, notFound } from "../errors";
-import type { Actor } from "../http/auth";
 import { newId, sha256Hex } from "../lib/crypto";
-import { evaluateInputMapping, type ExpressionContext } from "../workflows/expressions";
-import type { AuthorizedRun } from "../workflows/runtime-authorize";
-import type { ActionProgress, WaitResult } from "../workflows/runtime-protocol";
-import type { WorkflowNodeV1 } from "../workflows/types";
+import { isUniqueViolation } from "../lib/d1";
+import { evaluateInputMapping, type ActionProgress, type AuthorizedRun, type ExpressionContext, type WaitResult, type WorkflowNodeV1 } from "../workflows";
 import { deliveryStatement, enqueueDeliveries, getEndpointRow } from "./webhooks";
 
 const DEFAULT_APPROVAL_SECONDS = 86_400;
@@ -47,7 +45,7 @@ export async function createActionType(env: Env, actor: Actor, input: { key: str
       }),
     ]);
   } catch (error) {
-    if (String(error).includes("UNIQUE")) throw conflict("action_type.key_taken", "An action type with this key already exists.");
+    if (isUniqueViolation(error)) throw conflict("action_type.key_taken", "An action type with this key already exists.");
     throw error;
   }
   return serializeType((await env.DB.prepare(`SELECT ${TYPE_COLUMNS} FROM action_types WHERE id = ?1`).bind(id).first<ActionTypeRow>())!);

@@ -2,17 +2,13 @@
 // statement carries no personal data (DSA Art. 24(5)): facts are the decision's own text.
 import { Validator, type Schema } from "@cfworker/json-schema";
 import { auditStatement, canonicalJson } from "../audit";
-import { reportSummary } from "../cases/reports";
-import { getReportRow } from "../cases/reports-queries";
-import { dsaCategory, normalizeCategory, type PolicyCategory } from "../cases/taxonomy";
+import type { Actor } from "../auth";
+import { dsaCategory, getReportRow, normalizeCategory, reportSummary, type PolicyCategory } from "../cases";
 import { AppError, notFound } from "../errors";
-import type { Actor } from "../http/auth";
 import { newId } from "../lib/crypto";
-import { evaluateInputMapping, type ExpressionContext } from "../workflows/expressions";
-import type { AuthorizedRun } from "../workflows/runtime-authorize";
-import type { WorkflowNodeV1 } from "../workflows/types";
 import { decisionConfigProblems, type Restrictions } from "../lib/dsa-vocabulary";
-import sorSchema from "./dsa-statement-of-reasons.schema.json";
+import sorSchema from "../lib/dsa-statement-of-reasons.schema.json";
+import { evaluateInputMapping, type AuthorizedRun, type ExpressionContext, type WorkflowNodeV1 } from "../workflows";
 import { renderTemplate } from "./templates";
 
 // The Transparency Database's own rules (../shared/formats): every statement is checked before it leaves.

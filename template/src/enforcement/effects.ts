@@ -2,14 +2,10 @@
 // (recorded with what a DSA statement of reasons needs), handoff (a task in another queue, or a
 // signed report.handoff with an evidence bundle and its digest).
 import { auditStatement, canonicalJson } from "../audit";
-import { findQueueRow } from "../cases/queues";
-import { openPersonalData } from "../cases/report-crypto";
-import type { ReportPersonalData } from "../cases/reports";
+import { findQueueRow, openPersonalData, openTaskStatement, type ReportPersonalData } from "../cases";
 import { AppError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
-import { evaluateInputMapping, type ExpressionContext } from "../workflows/expressions";
-import type { AuthorizedRun } from "../workflows/runtime-authorize";
-import type { WorkflowNodeV1 } from "../workflows/types";
+import { evaluateInputMapping, type AuthorizedRun, type ExpressionContext, type WorkflowNodeV1 } from "../workflows";
 import { decisionRecord } from "./decisions";
 import { renderTemplate } from "./templates";
 import { deliveryStatement, getEndpointRow, subscribedEndpoints } from "./webhooks";
@@ -96,17 +92,14 @@ export async function handoffWorkflowReport(call: EffectCall): Promise<EffectRes
     const queue = await findQueueRow(env.DB, run.installationId, node.config.queue_id);
     if (!queue) throw new AppError("handoff_queue_unknown", `The handoff queue of ${node.id} does not exist.`);
     const taskId = `${stepId}:task`;
-    const context = canonicalJson({ handoffFrom: run.id, note: node.config.note ?? null, ...values });
     return {
       output: { port: "handed_off", handoffId, targetKind: "queue", queueId: queue.id, taskId },
       statements: [
-        env.DB.prepare(`
-          INSERT INTO human_tasks (id, installation_id, report_id, appeal_id, run_id, step_run_id, task_type, state, queue_id, priority,
-            context_json, context_digest, response_schema_json, due_at, created_at, updated_at)
-          SELECT ?1, r.installation_id, r.report_id, r.appeal_id, r.id, ?2, 'handoff', 'open', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9
-          FROM workflow_runs r WHERE r.id = ?10 ON CONFLICT(step_run_id) DO NOTHING
-        `).bind(taskId, stepId, queue.id, queue.priority, context, `sha256:${await sha256Hex(context)}`, canonicalJson(node.config.response_schema ?? { type: "object" }),
-          new Date(Date.parse(at) + queue.slaSeconds * 1_000).toISOString(), at, run.id),
+        await openTaskStatement(env.DB, {
+          taskId, stepId, runId: run.id, taskType: "handoff", queue, priority: queue.priority,
+          context: { handoffFrom: run.id, note: node.config.note ?? null, ...values },
+          responseSchema: node.config.response_schema ?? { type: "object" }, at, expiresAt: null,
+        }),
         env.DB.prepare(`INSERT OR IGNORE INTO handoffs (id, installation_id, run_id, step_run_id, report_id, target_kind, queue_id, task_id, created_at)
           VALUES (?1, ?2, ?3, ?4, ?5, 'queue', ?6, ?7, ?8)`).bind(handoffId, run.installationId, run.id, stepId, run.reportId, queue.id, taskId, at),
         auditStatement(env.DB, {

@@ -3,9 +3,9 @@
 // with jitter, dead-letter after the endpoint's max attempts — never silently lost.
 import { Webhook } from "standardwebhooks";
 import { auditStatement, canonicalJson } from "../audit";
-import { openPersonalData, sealPersonalData } from "../cases/report-crypto";
+import type { Actor } from "../auth";
+import { openPersonalData, sealPersonalData } from "../cases";
 import { AppError, conflict, notFound } from "../errors";
-import type { Actor } from "../http/auth";
 import { newId, sha256Hex } from "../lib/crypto";
 
 export const WEBHOOK_EVENT_TYPES = ["action.execute", "message.send", "report.handoff"] as const;

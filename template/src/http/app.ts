@@ -3,7 +3,7 @@ import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { AppError } from "../errors";
 import { sealAuditChain } from "../audit";
-import { signinRoutes } from "../console";
+import { signinRoutes } from "../console/routes";
 import { apiRoutes } from "./api";
 import { openApiRoutes } from "./openapi";
 import type { AppEnv } from "./types";

@@ -4,28 +4,13 @@ import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { AppError } from "../errors";
 import { sha256Hex, timingSafeEqual } from "../lib/crypto";
-import { checkCsrf, createSession, sessionCookie, sessionFromCookie, userFromAccessJwt, type ConsoleRole, type ConsoleUser, type SessionInfo } from "../console/sessions";
+import { ROLE_SCOPES, type Scope } from "../auth";
+import { checkCsrf, createSession, sessionCookie, sessionFromCookie, userFromAccessJwt, type SessionInfo } from "../console";
+import { keyUsedStatement } from "../installations";
 import type { AppEnv } from "./types";
 
-export const SCOPES = ["admin", "reports:write", "review", "read"] as const;
-export type Scope = (typeof SCOPES)[number];
-
-/** What each console role may do; `read` opens every GET route of the installation. */
-export const ROLE_SCOPES: Record<ConsoleRole, Scope[]> = {
-  admin: ["admin", "review", "reports:write", "read"],
-  moderator: ["review", "read"],
-  viewer: ["read"],
-};
-
-export interface Actor {
-  installationId: string;
-  scopes: Scope[];
-  /** How the actor appears in audit events. */
-  audit: { type: "system" | "api_key" | "admin" | "user"; id: string };
-  /** A console user (session or Cloudflare Access); absent for API keys. */
-  user?: ConsoleUser;
-  sessionId?: string;
-}
+// Re-exported for the HTTP layer (request schemas, route files); they live in auth/.
+export { ROLE_SCOPES, SCOPES, canSeeQueue, type Actor, type Scope } from "../auth";
 
 function bearer(header: string | undefined): string | null {
   const match = /^Bearer\s+(\S+)$/u.exec(header ?? "");
@@ -86,15 +71,10 @@ export function requireScope(...scopes: Scope[]) {
     `).bind(await sha256Hex(token), new Date(Date.now() - 3600_000).toISOString()).first<{ id: string; installationId: string; scopesJson: string; stale: number }>();
     if (!row) throw unauthenticated();
     // last_used_at, at most hourly, off the response path.
-    if (row.stale) c.executionCtx.waitUntil(c.env.DB.prepare(`UPDATE api_keys SET last_used_at = ?1 WHERE id = ?2`).bind(new Date().toISOString(), row.id).run().catch(() => undefined));
+    if (row.stale) c.executionCtx.waitUntil(keyUsedStatement(c.env.DB, row.id, new Date().toISOString()).run().catch(() => undefined));
     const held = JSON.parse(row.scopesJson) as Scope[];
     if (!allowed(held, scopes, c.req.method)) throw denied(scopes);
     c.set("actor", { installationId: row.installationId, scopes: held, audit: { type: "api_key", id: row.id } });
     await next();
   });
-}
-
-/** Whether the actor may see a queue: console users can be limited to some queues. */
-export function canSeeQueue(actor: Actor, queueId: string | null): boolean {
-  return !actor.user?.queueIds || (queueId !== null && actor.user.queueIds.includes(queueId));
 }

@@ -1,13 +1,11 @@
 // JSON Schemas of request bodies: used for validation, published in the OpenAPI document, and (with
 // json-schema-to-ts's FromSchema, types only) the type of the body a route's handler receives.
 import type { JSONSchema } from "json-schema-to-ts";
-import { AI_PROVIDER_KINDS } from "../automation/ai";
-import { APPEAL_OUTCOMES } from "../cases/tasks";
-import { DSA_KEYWORDS, REPORT_SOURCES, SUBJECT_KINDS } from "../cases/taxonomy";
-import { TRIGGER_EVENTS } from "../cases/triggers";
-import { CONSOLE_ROLES } from "../console/sessions";
-import { WEBHOOK_EVENT_TYPES } from "../enforcement/webhooks";
-import { AUTHORITY_MODES } from "../workflows/types";
+import { AI_PROVIDER_KINDS } from "../automation";
+import { APPEAL_OUTCOMES, DSA_KEYWORDS, REPORT_SOURCES, SUBJECT_KINDS, TRIGGER_EVENTS } from "../cases";
+import { CONSOLE_ROLES } from "../console";
+import { WEBHOOK_EVENT_TYPES } from "../enforcement";
+import { AUTHORITY_MODES } from "../workflows";
 import { SCOPES } from "./auth";
 
 const name = { type: "string", minLength: 1, maxLength: 200 } as const;

@@ -1,4 +1,4 @@
 // Hono environment shared by every router.
-import type { Actor } from "./auth";
+import type { Actor } from "../auth";
 
 export type AppEnv = { Bindings: Env; Variables: { actor: Actor } };

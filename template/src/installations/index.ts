@@ -1,2 +1,2 @@
 // Installations (tenants) and API keys.
-export { createApiKey, createInstallation, listInstallations } from "./service";
+export { createApiKey, createInstallation, keyUsedStatement, listInstallations } from "./service";

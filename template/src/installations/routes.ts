@@ -1,6 +1,6 @@
 // /api/v1/installations (ADMIN_TOKEN) and /api/v1/api-keys (installation admins).
 import { routes } from "../http/route";
-import { rewrapDataKeys } from "../cases/report-crypto";
+import { rewrapDataKeys } from "../cases";
 import { createApiKey, createInstallation, listApiKeys, listInstallations, revokeApiKey } from "./service";
 
 export const installationRoutes = routes()

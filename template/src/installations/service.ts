@@ -2,7 +2,7 @@
 import { auditStatement } from "../audit";
 import { notFound } from "../errors";
 import { newId, newSecret, sha256Hex } from "../lib/crypto";
-import { SCOPES, type Actor, type Scope } from "../http/auth";
+import { SCOPES, type Actor, type Scope } from "../auth";
 
 async function keyStatement(db: D1Database, input: { installationId: string; name: string; scopes: readonly Scope[]; at: string }) {
   const id = newId("key");
@@ -69,4 +69,9 @@ export async function revokeApiKey(env: Env, actor: Actor, id: string) {
     if (!exists) throw notFound("api_key");
   }
   return (await listApiKeys(env, actor)).find((key) => key.id === id)!;
+}
+
+/** Records that a key authenticated (the auth layer calls it at most hourly per key). */
+export function keyUsedStatement(db: D1Database, keyId: string, at: string): D1PreparedStatement {
+  return db.prepare(`UPDATE api_keys SET last_used_at = ?1 WHERE id = ?2`).bind(at, keyId);
 }

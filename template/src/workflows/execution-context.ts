@@ -1,7 +1,6 @@
 // loadWorkflowExecutionContext: what a node's expressions may read, loaded at a cost that depends
 // on what the node references, not on how long the run has been going.
-import { reportSummaryByRunStatementUnsafe, type ReportRow } from "../cases/reports-queries";
-import { reportSummary } from "../cases/reports";
+import { reportSummary, reportSummaryByRunStatementUnsafe, type ReportRow } from "../cases";
 import type { ExpressionContext } from "./expressions";
 import { mentionsVariable, referencedSteps } from "./expressions";
 import { nodeExpressions } from "./kinds/descriptors";

@@ -1,5 +1,18 @@
 // Workflows domain: graphs, expressions, artifacts, the sandbox runtime, runs.
+// WorkflowRuntimeCapability is not exported here: it calls enforcement and automation, which
+// import this index, so src/index.ts takes it from runtime-capability.ts directly.
 export { DynamicWorkflow, loadCompiledWorkflow, startDynamicWorkflow } from "./loader";
-export { WorkflowRuntimeCapability } from "./runtime-capability";
 export { parseWorkflowGraph, validateWorkflowGraph, GraphValidationError } from "./validation";
 export { compileWorkflowArtifact } from "./artifacts";
+export { loadWorkflowExecutionContext } from "./execution-context";
+export type { NodeCall } from "./kinds/executors";
+export { compileExpression, evaluateInputMapping, evaluateWorkflowExpression, type ExpressionContext } from "./expressions";
+export { createRun, signalRunEvent, type CreateRunInput } from "./runs";
+export { firstEventOfWaitUnsafe, runEventStatement, waitOfStepUnsafe } from "./runs-queries";
+export { getVersionRow } from "./versions-queries";
+export type { AuthorizedRun } from "./runtime-authorize";
+export type { ActionProgress, WaitResult } from "./runtime-protocol";
+export {
+  AUTHORITY_MODES, TERMINAL_RUN_STATES,
+  type JsonObject, type JsonValue, type WorkflowAuthorityMode, type WorkflowNodeV1,
+} from "./types";

@@ -1,5 +1,7 @@
 // SQL for workflow runs, steps, waits and events. Every function that reads tenant data takes the
 // installation id; the ones that do not (host-internal) say so with `Unsafe`.
+import { auditStatement, RUNTIME_ACTOR } from "../audit";
+import { rowGuardClause, type RowGuard } from "../lib/d1";
 
 export interface RunRow {
   id: string;
@@ -92,6 +94,33 @@ export async function waitingWaitsForEvent(db: D1Database, runId: string, eventT
   return results;
 }
 
+/** Host-internal: the wait of a step (a human_task's, for the task it belongs to). */
+export function waitOfStepUnsafe(db: D1Database, stepRunId: string) {
+  return db.prepare(`SELECT id, state, signal_type AS signalType, deadline_at AS deadlineAt FROM workflow_waits WHERE step_run_id = ?1`)
+    .bind(stepRunId).first<{ id: string; state: string; signalType: string; deadlineAt: string }>();
+}
+
+/** Host-internal: the first event recorded for a wait (re-sent when a completion is repeated). */
+export function firstEventOfWaitUnsafe(db: D1Database, waitId: string) {
+  return db.prepare(`SELECT id FROM workflow_events WHERE wait_id = ?1 ORDER BY created_at LIMIT 1`).bind(waitId).first<{ id: string }>();
+}
+
+/**
+ * Records an event for a wait (before the run is signalled, so completeWait can verify it). With
+ * `onlyIf`, only when that row exists by then in the batch (e.g. the task the event completes).
+ */
+export function runEventStatement(
+  db: D1Database,
+  event: { id: string; installationId: string; runId: string; waitId: string; type: string; payloadJson: string; at: string },
+  onlyIf?: RowGuard,
+): D1PreparedStatement {
+  const guard = onlyIf ? rowGuardClause(onlyIf, 8) : { sql: "", binds: [] };
+  return db.prepare(`
+    INSERT INTO workflow_events (id, installation_id, run_id, wait_id, type, payload_json, created_at)
+    SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 ${guard.sql}
+  `).bind(event.id, event.installationId, event.runId, event.waitId, event.type, event.payloadJson, event.at, ...guard.binds);
+}
+
 /** Host-internal: the sandbox ended a run with an error. Never overrides a terminal or repair state. */
 export async function markRunFailedUnsafe(env: Env, runId: string, code: string): Promise<void> {
   const at = new Date().toISOString();
@@ -102,10 +131,9 @@ export async function markRunFailedUnsafe(env: Env, runId: string, code: string)
       UPDATE workflow_runs SET state = 'failed', error_code = ?2, error_summary = 'The workflow ended with an error.',
         finished_at = ?3, updated_at = ?3, revision = revision + 1
       WHERE id = ?1 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded', 'repair_required')`).bind(runId, code.slice(0, 100), at),
-    env.DB.prepare(`
-      INSERT OR IGNORE INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at)
-      SELECT ?1, installation_id, ?2, 'workflow.run_failed', 'system', 'workflow-runtime', 'workflow_run', id, ?3, ?4
-      FROM workflow_runs WHERE id = ?5 AND state = 'failed' AND updated_at = ?4`)
-      .bind(crypto.randomUUID(), `run:${runId}:failed`, JSON.stringify({ errorCode: code.slice(0, 100) }), at, runId),
+    auditStatement(env.DB, {
+      installationId: run.installationId, idempotencyKey: `run:${runId}:failed`, action: "workflow.run_failed", actor: RUNTIME_ACTOR,
+      target: { type: "workflow_run", id: runId }, details: { errorCode: code.slice(0, 100) }, at,
+    }, { table: "workflow_runs", id: runId, where: { state: "failed", updated_at: at } }),
   ]);
 }

@@ -1,11 +1,13 @@
 // Workflow runs: create (idempotent), dispatch into Workflows, read, send events, terminate.
 import { auditStatement, canonicalJson } from "../audit";
+import { cancelRunTasksStatement } from "../cases";
 import { AppError, conflict, notFound } from "../errors";
 import { byteLength, newId, sha256Hex } from "../lib/crypto";
-import type { Actor } from "../http/auth";
+import { isInstanceAlreadyExists, isInstanceNotLive } from "../lib/workflows";
+import type { Actor } from "../auth";
 import { startDynamicWorkflow } from "./loader";
 import {
-  getRunByIdempotencyKey, getRunRow, listStepRows, listWaitRows, waitingWaitsForEvent, type RunRow,
+  getRunByIdempotencyKey, getRunRow, listStepRows, listWaitRows, runEventStatement, waitingWaitsForEvent, type RunRow,
 } from "./runs-queries";
 import type { JsonObject, WorkflowAuthorityMode } from "./types";
 import { TERMINAL_RUN_STATES } from "./types";
@@ -52,11 +54,12 @@ export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, i
       ON CONFLICT(installation_id, idempotency_key) DO NOTHING
     `).bind(id, actor.installationId, input.workflowVersionId, input.authorityMode, inputJson, input.reportId ?? null,
       input.parent?.runId ?? null, input.parent?.nodeId ?? null, input.idempotencyKey ?? null, requestDigest, at, input.appealId ?? null, input.backtestId ?? null),
-    env.DB.prepare(`
-      INSERT OR IGNORE INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at)
-      SELECT ?1, ?2, ?3, 'workflow.run_created', ?4, ?5, 'workflow_run', ?6, ?7, ?8 WHERE EXISTS (SELECT 1 FROM workflow_runs WHERE id = ?6)
-    `).bind(crypto.randomUUID(), actor.installationId, `run:${id}:created`, actor.audit.type, actor.audit.id, id,
-      canonicalJson({ workflowVersionId: input.workflowVersionId, workflowName: version.workflowName, version: version.version, authorityMode: input.authorityMode, parentRunId: input.parent?.runId ?? null }), at),
+    auditStatement(env.DB, {
+      installationId: actor.installationId, idempotencyKey: `run:${id}:created`, action: "workflow.run_created", actor: actor.audit,
+      target: { type: "workflow_run", id },
+      details: { workflowVersionId: input.workflowVersionId, workflowName: version.workflowName, version: version.version, authorityMode: input.authorityMode, parentRunId: input.parent?.runId ?? null },
+      at,
+    }, { table: "workflow_runs", id }),
   ]);
   const run = input.idempotencyKey
     ? await getRunByIdempotencyKey(env.DB, actor.installationId, input.idempotencyKey)
@@ -78,7 +81,7 @@ async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow): Promis
     });
   } catch (error) {
     // A replay after a lost response finds the instance already there: that is a success.
-    if (!/already exists|already_exists|duplicate/iu.test(String(error))) {
+    if (!isInstanceAlreadyExists(error)) {
       if (error instanceof AppError) throw error;
       console.error("run_dispatch_failed", run.id, error instanceof Error ? error.message.slice(0, 300) : typeof error);
       throw new AppError("run.dispatch_failed", "The run was recorded but could not be started; retry with the same Idempotency-Key.", { status: 503, retryable: true });
@@ -138,17 +141,21 @@ export async function sendRunEvent(env: Env, actor: Actor, runId: string, event:
   const at = new Date().toISOString();
   const deliveries = waits.map((wait) => ({ wait, eventId: newId("evt") }));
   await env.DB.batch([
-    ...deliveries.map(({ wait, eventId }) => env.DB.prepare(`
-      INSERT INTO workflow_events (id, installation_id, run_id, wait_id, type, payload_json, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-    `).bind(eventId, actor.installationId, run.id, wait.id, event.type, payloadJson, at)),
+    ...deliveries.map(({ wait, eventId }) => runEventStatement(env.DB, {
+      id: eventId, installationId: actor.installationId, runId: run.id, waitId: wait.id, type: event.type, payloadJson, at,
+    })),
     ...deliveries.map(({ wait, eventId }) => auditStatement(env.DB, {
       installationId: actor.installationId, idempotencyKey: `event:${eventId}:recorded`, action: "workflow.event_recorded",
       actor: actor.audit, target: { type: "workflow_run", id: run.id }, details: { eventId, waitId: wait.id, type: event.type }, at,
     })),
   ]);
-  const instance = await env.WORKFLOWS.get(run.id);
-  for (const { wait, eventId } of deliveries) await instance.sendEvent({ type: wait.signalType, payload: { eventId } });
+  for (const { wait, eventId } of deliveries) await signalRunEvent(env, run.id, wait.signalType, eventId);
   return { delivered: deliveries.map(({ wait, eventId }) => ({ eventId, waitId: wait.id })) };
+}
+
+/** Wakes the run's wait on `signalType` with the id of an event recorded for it (never the event itself). */
+export async function signalRunEvent(env: Env, runId: string, signalType: string, eventId: string): Promise<void> {
+  await (await env.WORKFLOWS.get(runId)).sendEvent({ type: signalType, payload: { eventId } });
 }
 
 /** Marks the run terminated (cancelling its waits and tasks) and then stops its instance. */
@@ -161,7 +168,7 @@ export async function terminateRun(env: Env, actor: Actor, runId: string) {
     env.DB.prepare(`UPDATE workflow_runs SET state = 'terminated', finished_at = ?2, updated_at = ?2, revision = revision + 1
       WHERE id = ?1 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded')`).bind(run.id, at),
     env.DB.prepare(`UPDATE workflow_waits SET state = 'cancelled', satisfied_at = ?2 WHERE run_id = ?1 AND state = 'waiting'`).bind(run.id, at),
-    env.DB.prepare(`UPDATE human_tasks SET state = 'cancelled', updated_at = ?2 WHERE run_id = ?1 AND state IN ('open', 'claimed')`).bind(run.id, at),
+    cancelRunTasksStatement(env.DB, { runId: run.id, at }),
     auditStatement(env.DB, {
       installationId: actor.installationId, idempotencyKey: `run:${run.id}:terminated`, action: "workflow.run_terminated",
       actor: actor.audit, target: { type: "workflow_run", id: run.id }, details: { previousState: run.state }, at,
@@ -171,7 +178,7 @@ export async function terminateRun(env: Env, actor: Actor, runId: string) {
     await (await env.WORKFLOWS.get(run.id)).terminate();
   } catch (error) {
     // The instance may already have ended or never started; the run row is authoritative.
-    if (!/not found|not_found|already|complete|errored|terminated/iu.test(String(error))) throw error;
+    if (!isInstanceNotLive(error)) throw error;
   }
   return serializeRun((await getRunRow(env.DB, actor.installationId, run.id))!);
 }

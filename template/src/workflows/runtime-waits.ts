@@ -1,29 +1,17 @@
 // Waits: prepared before the kernel parks on waitForEvent, completed only by an event recorded in
 // D1 for that very wait, or by its timeout.
-import { canonicalJson } from "../audit";
-import { findQueueRow } from "../cases/queues";
+import { closeStepTaskStatement, findQueueRow, openTaskStatement } from "../cases";
 import { AppError } from "../errors";
-import { evaluateInputMapping } from "./expressions";
-import { loadWorkflowExecutionContext } from "./execution-context";
 import { sha256Hex } from "../lib/crypto";
-import type { NodeOutput, PreparedWait, WaitResult } from "./runtime-protocol";
+import { loadWorkflowExecutionContext } from "./execution-context";
+import { evaluateInputMapping } from "./expressions";
 import { denied, type AuthorizedRun } from "./runtime-authorize";
+import type { NodeOutput, PreparedWait, WaitResult } from "./runtime-protocol";
 import { now, runProgress, runtimeAudit, stepUpsert } from "./runtime-records";
+import { waitOfStepUnsafe } from "./runs-queries";
 import type { WorkflowNodeV1 } from "./types";
 
 const DEFAULT_WAIT_SECONDS = 86_400;
-
-interface WaitRow {
-  id: string;
-  state: string;
-  signalType: string;
-  deadlineAt: string;
-}
-
-function waitRow(db: D1Database, stepId: string): Promise<WaitRow | null> {
-  return db.prepare(`SELECT id, state, signal_type AS signalType, deadline_at AS deadlineAt FROM workflow_waits WHERE step_run_id = ?1`)
-    .bind(stepId).first<WaitRow>();
-}
 
 /** The Workflows event type for a wait: derived, so only the host can name it. */
 async function signalType(waitId: string): Promise<string> {
@@ -37,7 +25,7 @@ export async function prepareWaitRecord(
   const { run, node, branchKey, stepId } = input;
   const waitId = `${stepId}:wait`;
   const taskId = node.kind === "human_task" ? `${stepId}:task` : undefined;
-  const existing = await waitRow(env.DB, stepId);
+  const existing = await waitOfStepUnsafe(env.DB, stepId);
   if (existing) {
     // A repeated prepare returns the recorded wait and writes nothing.
     return { eventType: existing.signalType, timeoutMs: Math.max(1_000, Date.parse(existing.deadlineAt) - Date.now()), ...(taskId ? { taskId } : {}) };
@@ -77,21 +65,12 @@ async function humanTaskStatement(
   if (!queueRef) throw new AppError("human_task_queue_required", `human_task ${node.id} names no queue_id.`);
   const queue = await findQueueRow(env.DB, run.installationId, queueRef);
   if (!queue) throw new AppError("human_task_queue_unknown", `The queue of human_task ${node.id} does not exist in this installation.`);
-  const context = canonicalJson(evaluateInputMapping(node.inputMapping, await loadWorkflowExecutionContext(env, { run, node, branchKey: input.branchKey }), node.id));
-  const dueAt = new Date(Date.parse(input.at) + queue.slaSeconds * 1_000).toISOString();
-  const priority = Number.isInteger(node.config.priority) ? Number(node.config.priority) : queue.priority;
-  return env.DB.prepare(`
-    INSERT INTO human_tasks (
-      id, installation_id, report_id, appeal_id, run_id, step_run_id, task_type, state, queue_id, priority,
-      context_json, context_digest, response_schema_json, due_at, expires_at, created_at, updated_at
-    ) SELECT ?1, r.installation_id, r.report_id, r.appeal_id, r.id, ?2, ?3, 'open', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11
-    FROM workflow_runs r WHERE r.id = ?12
-    ON CONFLICT(step_run_id) DO NOTHING
-  `).bind(
-    input.taskId, input.stepId, String(node.config.task_type ?? "review"), queue.id, priority,
-    context, `sha256:${await sha256Hex(context)}`, canonicalJson(node.config.response_schema ?? { type: "object" }),
-    dueAt, input.deadlineAt, input.at, run.id,
-  );
+  const context = evaluateInputMapping(node.inputMapping, await loadWorkflowExecutionContext(env, { run, node, branchKey: input.branchKey }), node.id);
+  return openTaskStatement(env.DB, {
+    taskId: input.taskId, stepId: input.stepId, runId: run.id, taskType: String(node.config.task_type ?? "review"), queue,
+    priority: Number.isInteger(node.config.priority) ? Number(node.config.priority) : queue.priority,
+    context, responseSchema: node.config.response_schema ?? { type: "object" }, at: input.at, expiresAt: input.deadlineAt,
+  });
 }
 
 export type WaitCompletion =
@@ -104,7 +83,7 @@ export async function completeWaitStatements(
   input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; eventResult: WaitResult },
 ): Promise<WaitCompletion> {
   const { run, node, stepId, eventResult } = input;
-  const wait = await waitRow(env.DB, stepId);
+  const wait = await waitOfStepUnsafe(env.DB, stepId);
   if (!wait) throw denied("runtime_wait_not_prepared");
   if (wait.state !== "waiting") {
     const stored = await env.DB.prepare(`SELECT inline_json AS json FROM workflow_step_outputs WHERE step_run_id = ?1`).bind(stepId).first<{ json: string }>();
@@ -136,10 +115,7 @@ export async function completeWaitStatements(
     runtimeAudit(env.DB, run, { key: `wait:${wait.id}:closed`, action: timedOut ? "workflow.wait_timed_out" : "workflow.wait_satisfied", details: { nodeId: node.id, waitId: wait.id }, at }),
   ];
   if (node.kind === "human_task") {
-    statements.push(env.DB.prepare(`
-      UPDATE human_tasks SET state = CASE WHEN ?2 = 1 THEN 'expired' ELSE 'completed' END, completed_at = ?3, updated_at = ?3
-      WHERE step_run_id = ?1 AND state IN ('open', 'claimed')
-    `).bind(stepId, timedOut ? 1 : 0, at));
+    statements.push(closeStepTaskStatement(env.DB, { stepId, timedOut, at }));
   }
   return { replay: false, output, timedOut, statements };
 }

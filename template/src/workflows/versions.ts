@@ -2,7 +2,8 @@
 import { auditStatement, canonicalJson } from "../audit";
 import { AppError, conflict, notFound } from "../errors";
 import { newId, sha256Hex } from "../lib/crypto";
-import type { Actor } from "../http/auth";
+import { isUniqueViolation } from "../lib/d1";
+import type { Actor } from "../auth";
 import { artifactStatement, compileWorkflowArtifact } from "./artifacts";
 import { GraphValidationError, parseWorkflowGraph } from "./validation";
 import { unresolvedReferences } from "./version-references";
@@ -21,7 +22,7 @@ export async function createWorkflow(env: Env, actor: Actor, input: { name: stri
       }),
     ]);
   } catch (error) {
-    if (String(error).includes("UNIQUE")) throw conflict("workflow.name_taken", "A workflow with this name already exists.");
+    if (isUniqueViolation(error)) throw conflict("workflow.name_taken", "A workflow with this name already exists.");
     throw error;
   }
   return { id, name: input.name, description: input.description ?? null, createdAt: at, updatedAt: at };
@@ -57,7 +58,7 @@ export async function publishVersion(env: Env, actor: Actor, workflowId: string,
       }),
     ]);
   } catch (error) {
-    if (String(error).includes("UNIQUE")) throw new AppError("workflow_version.conflict", "Another version was published at the same moment; retry.", { status: 409, retryable: true });
+    if (isUniqueViolation(error)) throw new AppError("workflow_version.conflict", "Another version was published at the same moment; retry.", { status: 409, retryable: true });
     throw error;
   }
   const row = await getVersionRow(env.DB, actor.installationId, versionId);

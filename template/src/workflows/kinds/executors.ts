@@ -3,7 +3,7 @@
 // their protocol's capability methods (runtime-waits.ts, enforcement's actions), not by `execute`.
 import { canonicalJson } from "../../audit";
 import { AppError } from "../../errors";
-import { executeAiProposal, executeEnrichment } from "../../automation/nodes";
+import { executeAiProposal, executeEnrichment } from "../../automation";
 import { handoffWorkflowReport, recordWorkflowDecision, sendWorkflowMessage } from "../../enforcement";
 import { loadWorkflowExecutionContext } from "../execution-context";
 import { evaluateInputMapping, evaluateWorkflowExpression, type ExpressionContext } from "../expressions";

@@ -1,0 +1,98 @@
+// Import boundaries of src/ (run by `npm run lint:boundaries`, part of `npm test`).
+//
+// A domain is a folder directly under src/ other than lib/ and http/ (audit, auth, automation,
+// cases, console, enforcement, installations, workflows). Rules:
+//   - across domains, import only the other domain's index.ts;
+//   - lib/ and errors.ts are shared: importable from anywhere, and they import no domain or http/;
+//   - http/ (and Hono) only from route files (*/routes.ts, workflows/runs-routes.ts), http/ itself
+//     and src/index.ts; http/ imports domain indexes, and http/app.ts and http/api.ts the route files;
+//   - no import cycles (runtime imports; `import type` is erased and cannot cycle).
+//
+// KNOWN_VIOLATIONS: tolerated exceptions, each with the fix that removes it. There are none; keep
+// it that way (the mechanism stays for a change that must land in two steps).
+const KNOWN_VIOLATIONS = [];
+
+const DOMAIN = "src/(?!lib/|http/)[^/]+/";
+const ROUTE_FILE = "^src/[^/]+/(routes|runs-routes)\\.ts$";
+const allowlisted = (from) => KNOWN_VIOLATIONS.filter(([f]) => f === from).map(([, to]) => to);
+const fromPaths = [...new Set(KNOWN_VIOLATIONS.map(([from]) => from))];
+
+/** Emits the rule once for files without known violations, and once per listed file with its exceptions. */
+function withAllowlist(rule) {
+  return [
+    { ...rule, from: { ...rule.from, pathNot: [...(rule.from.pathNot ?? []), ...fromPaths] } },
+    ...fromPaths.map((from) => ({
+      ...rule,
+      from: { ...rule.from, path: rule.from.path.map((path) => `(?=${from})${path.replace(/^\^/u, "^")}`) },
+      to: { ...rule.to, pathNot: [...(rule.to.pathNot ?? []), ...allowlisted(from)] },
+    })),
+  ];
+}
+
+module.exports = {
+  forbidden: [
+    ...withAllowlist({
+      name: "cross-domain-via-index",
+      comment: "Another domain is imported through its index.ts only.",
+      severity: "error",
+      from: { path: [`^src/((?!lib/|http/)[^/]+)/`] },
+      to: { path: `^${DOMAIN}`, pathNot: ["^src/$1/", "^src/[^/]+/index\\.ts$"] },
+    }),
+    ...withAllowlist({
+      name: "http-and-entry-via-index",
+      comment: "http/ and src/index.ts import domain indexes (http/app.ts also the route files).",
+      severity: "error",
+      from: { path: ["^src/(http/|index\\.ts$)"], pathNot: ["^src/http/(app|api)\\.ts$", "^src/index\\.ts$"] },
+      to: { path: `^${DOMAIN}`, pathNot: ["^src/[^/]+/index\\.ts$"] },
+    }),
+    {
+      name: "app-imports-indexes-and-routes",
+      comment: "http/app.ts and http/api.ts (the list of routers) import domain indexes and route files.",
+      severity: "error",
+      from: { path: "^src/http/(app|api)\\.ts$" },
+      to: { path: `^${DOMAIN}`, pathNot: ["^src/[^/]+/index\\.ts$", ROUTE_FILE] },
+    },
+    {
+      name: "entry-imports-indexes",
+      comment: "The Worker entry imports domain indexes, and the runtime capability class (the top of the graph).",
+      severity: "error",
+      from: { path: "^src/index\\.ts$" },
+      to: { path: `^${DOMAIN}`, pathNot: ["^src/[^/]+/index\\.ts$", "^src/workflows/runtime-capability\\.ts$"] },
+    },
+    ...withAllowlist({
+      name: "http-only-from-routes",
+      comment: "Services import nothing from http/: only route files, http/ itself and src/index.ts do.",
+      severity: "error",
+      from: { path: ["^src/"], pathNot: ["^src/http/", "^src/index\\.ts$", ROUTE_FILE] },
+      to: { path: "^src/http/" },
+    }),
+    {
+      name: "hono-only-in-http-layer",
+      comment: "Hono is the HTTP layer: only route files and http/ import it.",
+      severity: "error",
+      from: { path: "^src/", pathNot: ["^src/http/", ROUTE_FILE] },
+      to: { path: "(^|/)node_modules/hono/" },
+    },
+    {
+      name: "shared-is-shared",
+      comment: "lib/ and errors.ts import no domain and no http/.",
+      severity: "error",
+      from: { path: "^src/(lib/|errors\\.ts$)" },
+      to: { path: "^src/", pathNot: ["^src/lib/", "^src/errors\\.ts$"] },
+    },
+    {
+      name: "no-cycles",
+      comment: "No import cycles (runtime imports; see options below).",
+      severity: "error",
+      from: { path: "^src/" },
+      to: { circular: true, viaOnly: { dependencyTypesNot: ["type-only"] } },
+    },
+  ],
+  options: {
+    // Type-only imports count for the boundary rules; the cycle rule ignores them (they are erased).
+    tsPreCompilationDeps: true,
+    doNotFollow: { path: "node_modules" },
+    exclude: { path: ["^src/workflows/kernel/kernel-source\\.generated\\.ts$", "\\.d\\.ts$"] },
+    enhancedResolveOptions: { extensions: [".ts", ".js", ".json"] },
+  },
+};

@@ -1,0 +1,29 @@
+// D1 error predicates and the one way to guard a statement on a row written earlier in a batch.
+
+/** A D1 write refused by a UNIQUE (or primary key) constraint (SQLite's "UNIQUE constraint failed: …"). */
+export function isUniqueViolation(error: unknown): boolean {
+  return String(error).includes("UNIQUE constraint failed");
+}
+
+/**
+ * "Only if this row exists by now in the batch, with these column values": the WHERE clause an
+ * `INSERT … SELECT` carries so that a batch whose guarded write did nothing records nothing.
+ * Table and column names are checked identifiers; values are bound from `firstParam` on.
+ */
+export interface RowGuard {
+  table: string;
+  id: string;
+  where?: Record<string, string | number | null>;
+}
+
+const IDENTIFIER = /^[a-z][a-z_]*$/u;
+
+export function rowGuardClause(guard: RowGuard, firstParam: number): { sql: string; binds: (string | number | null)[] } {
+  const columns = Object.keys(guard.where ?? {});
+  if (![guard.table, ...columns].every((name) => IDENTIFIER.test(name))) throw new Error("row_guard_identifier_invalid");
+  const conditions = [`id = ?${firstParam}`, ...columns.map((column, index) => `${column} = ?${firstParam + 1 + index}`)];
+  return {
+    sql: `WHERE EXISTS (SELECT 1 FROM ${guard.table} WHERE ${conditions.join(" AND ")})`,
+    binds: [guard.id, ...columns.map((column) => guard.where![column]!)],
+  };
+}
