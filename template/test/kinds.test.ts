@@ -118,6 +118,20 @@ describe("a run's error", () => {
     expect(step?.message).toBeTruthy();
     expect(done.error.summary).toBe(`Node route failed (expression_failed): ${step!.message}`);
   });
+
+  it("says what is wrong when a failure is known only at run time (a decision with no category to state)", async () => {
+    const { apiKey } = await newInstallation();
+    // A decision whose policy category comes from a report the run does not have: known only at run time.
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [{ id: "start", kind: "start" }, { id: "decide", kind: "decision", config: { outcome: "removed", statement: "Spam.", restrictions: { visibility: ["content_removed"] } } }, { id: "done", kind: "end" }],
+      edges: [edge("start", "success", "decide"), edge("decide", "recorded", "done")],
+    });
+    const done = await waitForRun(apiKey, (await startRun(apiKey, version.id)).id);
+    expect(done.state).toBe("repair_required");
+    expect(done.error.code).toBe("decision_config_invalid");
+    expect(done.error.summary).toContain("policy_category");
+  });
 });
 
 describe("kernel protocol versions", () => {

@@ -14,6 +14,7 @@ export interface RunRow {
   outputJson: string | null;
   errorCode: string | null;
   errorSummary: string | null;
+  errorDetailsJson: string | null;
   reportId: string | null;
   parentRunId: string | null;
   parentNodeId: string | null;
@@ -30,7 +31,7 @@ const RUN_COLUMNS = `
   r.id, r.installation_id AS installationId, r.workflow_version_id AS workflowVersionId,
   v.artifact_id AS artifactId, r.authority_mode AS authorityMode, r.state,
   r.input_json AS inputJson, r.output_json AS outputJson, r.error_code AS errorCode,
-  r.error_summary AS errorSummary, r.report_id AS reportId, r.parent_run_id AS parentRunId,
+  r.error_summary AS errorSummary, r.error_details_json AS errorDetailsJson, r.report_id AS reportId, r.parent_run_id AS parentRunId,
   r.parent_node_id AS parentNodeId, r.idempotency_key AS idempotencyKey, r.request_digest AS requestDigest,
   r.current_node_id AS currentNodeId, r.created_at AS createdAt, r.started_at AS startedAt,
   r.finished_at AS finishedAt, r.updated_at AS updatedAt`;

@@ -103,7 +103,8 @@ export function serializeRun(run: RunRow) {
     state: run.state,
     input: parseJson(run.inputJson),
     output: parseJson(run.outputJson),
-    error: run.errorCode ? { code: run.errorCode, summary: run.errorSummary } : null,
+    // The host's own account (message, and details such as a validator's paths); never the sandbox's.
+    error: run.errorCode ? { code: run.errorCode, summary: run.errorSummary, ...(run.errorDetailsJson ? { details: parseJson(run.errorDetailsJson) } : {}) } : null,
     reportId: run.reportId,
     parentRunId: run.parentRunId,
     currentNodeId: run.currentNodeId,
