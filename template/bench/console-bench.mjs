@@ -59,7 +59,9 @@ function seed(server, sql) {
   writeFileSync(file, sql);
   const wrangler = path.join(path.dirname(require.resolve("wrangler/package.json")), "bin", "wrangler.js");
   const result = spawnSync(process.execPath, [wrangler, "d1", "execute", "DB", "--local", "--persist-to", server.stateDir, "--file", file, "--yes"], {
-    cwd: templateDir, encoding: "utf8", env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" },
+    cwd: templateDir,
+    encoding: "utf8",
+    env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" },
   });
   rmSync(dir, { recursive: true, force: true });
   if (result.status !== 0) throw new Error(`seeding failed (${result.status}):\n${result.stdout.slice(-2000)}\n${result.stderr.slice(-2000)}`);
@@ -93,7 +95,12 @@ async function main() {
           schemaVersion: 1,
           nodes: [
             { id: "start", kind: "start" },
-            { id: "human_task", kind: "human_task", config: { queue_id: QUEUE, timeout_seconds: 86_400, response_schema: { type: "object", required: ["outcome"], properties: { outcome: { enum: ["remove", "keep"] }, note: { type: "string" } } } }, inputMapping: { category: "report.category" } },
+            {
+              id: "human_task",
+              kind: "human_task",
+              config: { queue_id: QUEUE, timeout_seconds: 86_400, response_schema: { type: "object", required: ["outcome"], properties: { outcome: { enum: ["remove", "keep"] }, note: { type: "string" } } } },
+              inputMapping: { category: "report.category" },
+            },
             { id: "end", kind: "end" },
           ],
           edges: [edge("start", "success", "human_task"), edge("human_task", "completed", "end"), edge("human_task", "timeout", "end")],

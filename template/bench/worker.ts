@@ -62,7 +62,9 @@ export class BareBenchWorkflow extends WorkflowEntrypoint<BenchEnv, BareBenchPar
           INSERT OR IGNORE INTO audit_events (
             id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at
           ) VALUES (?1, 'bench', ?2, 'bench.step', 'system', 'bench', 'bench_instance', ?3, '{}', ?4)
-        `).bind(crypto.randomUUID(), `bench:${instanceId}:${index}`, instanceId, new Date(before).toISOString()).run();
+        `)
+          .bind(crypto.randomUUID(), `bench:${instanceId}:${index}`, instanceId, new Date(before).toISOString())
+          .run();
         return { before, after: Date.now() };
       });
       if (index === 1) startedAt = times.before;
@@ -118,7 +120,9 @@ async function foreignKeysEnforced(env: BenchEnv, installationId: string, queueI
       INSERT INTO human_tasks (id, installation_id, run_id, step_run_id, task_type, state, queue_id, context_json, context_digest,
         response_schema_json, due_at, created_at, updated_at)
       VALUES (?1, ?2, 'run_bench_missing', ?3, 'review', 'cancelled', ?4, '{}', 'sha256:0', '{}', '2000-01-01T00:00:00.000Z', '2000-01-01T00:00:00.000Z', '2000-01-01T00:00:00.000Z')
-    `).bind(id, installationId, `sr_bench_missing_${id}`, queueId).run();
+    `)
+      .bind(id, installationId, `sr_bench_missing_${id}`, queueId)
+      .run();
   } catch (error) {
     if (/FOREIGN KEY/iu.test(String(error))) return true;
     throw error;
@@ -138,8 +142,7 @@ async function seedQueue(env: BenchEnv, body: SeedBody): Promise<Response> {
   const { installationId, queueId, workflowVersionId } = body;
   const from = Number(body.from);
   const count = Number(body.count);
-  if (typeof installationId !== "string" || typeof queueId !== "string" || typeof workflowVersionId !== "string"
-    || !Number.isInteger(from) || from < 0 || !Number.isInteger(count) || count < 1 || count > MAX_SEED_CHUNK) {
+  if (typeof installationId !== "string" || typeof queueId !== "string" || typeof workflowVersionId !== "string" || !Number.isInteger(from) || from < 0 || !Number.isInteger(count) || count < 1 || count > MAX_SEED_CHUNK) {
     return json({ error: { code: "bench.seed_invalid" } }, 400);
   }
   const runId = `run_bench_${queueId}`;
@@ -172,7 +175,11 @@ async function seedQueue(env: BenchEnv, body: SeedBody): Promise<Response> {
   return json({ steps: steps!.meta.changes, tasks: tasks!.meta.changes, foreignKeysEnforced: foreignKeys });
 }
 
-interface CursorInput { dueAt: string; priority: number; id: string }
+interface CursorInput {
+  dueAt: string;
+  priority: number;
+  id: string;
+}
 
 /** EXPLAIN QUERY PLAN of the listing query with the binds listQueueTasks would use. */
 async function explainListing(env: BenchEnv, body: { installationId?: unknown; queueId?: unknown; cursor?: CursorInput | null; limit?: unknown }): Promise<Response> {
@@ -189,8 +196,8 @@ async function explainListing(env: BenchEnv, body: { installationId?: unknown; q
 /** The listing keys (due_at, priority, id) of the open tasks at the given offsets, to build deep cursors. */
 async function listingKeysAt(env: BenchEnv, body: { installationId?: unknown; queueId?: unknown; offsets?: unknown }): Promise<Response> {
   const { installationId, queueId, offsets } = body;
-  if (typeof installationId !== "string" || typeof queueId !== "string" || !Array.isArray(offsets) || offsets.length > 100
-    || !offsets.every((value) => Number.isInteger(value) && value >= 0)) return json({ error: { code: "bench.offsets_invalid" } }, 400);
+  if (typeof installationId !== "string" || typeof queueId !== "string" || !Array.isArray(offsets) || offsets.length > 100 || !offsets.every((value) => Number.isInteger(value) && value >= 0))
+    return json({ error: { code: "bench.offsets_invalid" } }, 400);
   const statement = env.DB.prepare(`
     SELECT due_at AS dueAt, priority, id FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'open'
     ORDER BY due_at, priority DESC, id LIMIT 1 OFFSET ?3
@@ -234,8 +241,12 @@ async function profileIntake(env: BenchEnv, ctx: ExecutionContext, body: { insta
     return Math.max(0, (Date.now() - began - d1PingMs) / rounds);
   };
   const personal = {
-    reporter: report.reporter ?? null, description: report.description ?? null, subjectUrl: report.subject.url ?? null,
-    subjectOwnerId: report.subject.ownerId ?? null, snapshot: report.subject.snapshot ?? null, evidence: report.evidence ?? [],
+    reporter: report.reporter ?? null,
+    description: report.description ?? null,
+    subjectUrl: report.subject.url ?? null,
+    subjectOwnerId: report.subject.ownerId ?? null,
+    snapshot: report.subject.snapshot ?? null,
+    evidence: report.evidence ?? [],
   };
   const plain = new TextEncoder().encode(JSON.stringify(personal));
   const aesKey = (await crypto.subtle.generateKey({ name: "AES-GCM", length: 256 }, false, ["encrypt"])) as CryptoKey;
@@ -246,8 +257,15 @@ async function profileIntake(env: BenchEnv, ctx: ExecutionContext, body: { insta
   const aes = await timedCpu(async () => crypto.subtle.encrypt({ name: "AES-GCM", iv: crypto.getRandomValues(new Uint8Array(12)) }, aesKey, plain));
   const sealMs = await timedIo((round) => sealPersonalData(env, installationId, `report:bench_${tag}_${round}`, personal));
   const summary = {
-    id: `rpt_bench_${tag}`, caseId: `case_bench_${tag}`, category: "scams_and_fraud", categorySpecification: [], source: "notice",
-    subject: { kind: report.subject.kind, id: report.subject.id }, evidenceCount: 2, caseReportCount: 1, createdAt: new Date().toISOString(),
+    id: `rpt_bench_${tag}`,
+    caseId: `case_bench_${tag}`,
+    category: "scams_and_fraud",
+    categorySpecification: [],
+    source: "notice",
+    subject: { kind: report.subject.kind, id: report.subject.id },
+    evidenceCount: 2,
+    caseReportCount: 1,
+    createdAt: new Date().toISOString(),
   };
   const triggersMs = await timedIo((round) => fireTriggers(env, ctx, actor, { event: "report.created", report: summary, subjectKey: `bench_${tag}_${round}` }));
   const intakeMs = await timedIo(async (round) => {
@@ -255,11 +273,17 @@ async function profileIntake(env: BenchEnv, ctx: ExecutionContext, body: { insta
     if (result.replayed || result.runs.length > 0) throw new Error("profile: unexpected replay or trigger run");
   });
   return json({
-    rounds, d1PingMs, sealMs, triggersMs, intakeMs,
-    validateCpuMs: validate, digestCpuMs: digest, aesCpuMs: aes, plaintextBytes: plain.byteLength,
+    rounds,
+    d1PingMs,
+    sealMs,
+    triggersMs,
+    intakeMs,
+    validateCpuMs: validate,
+    digestCpuMs: digest,
+    aesCpuMs: aes,
+    plaintextBytes: plain.byteLength,
   });
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // Actions: a bare signed webhook POST, and what D1 recorded for autonomous actions
@@ -275,8 +299,8 @@ const MAX_BARE_POSTS = 1_000;
 async function bareWebhooks(body: { url?: unknown; secret?: unknown; count?: unknown }): Promise<Response> {
   const { url, secret } = body;
   const count = Number(body.count);
-  if (typeof url !== "string" || !/^http:\/\/127\.0\.0\.1:\d+\//u.test(url) || typeof secret !== "string" || !secret.startsWith("whsec_")
-    || !Number.isInteger(count) || count < 1 || count > MAX_BARE_POSTS) return json({ error: { code: "bench.webhook_invalid" } }, 400);
+  if (typeof url !== "string" || !/^http:\/\/127\.0\.0\.1:\d+\//u.test(url) || typeof secret !== "string" || !secret.startsWith("whsec_") || !Number.isInteger(count) || count < 1 || count > MAX_BARE_POSTS)
+    return json({ error: { code: "bench.webhook_invalid" } }, 400);
   const webhook = new Webhook(secret);
   const fetchMs: number[] = [];
   const signAndFetchMs: number[] = [];
@@ -286,19 +310,32 @@ async function bareWebhooks(body: { url?: unknown; secret?: unknown; count?: unk
     const id = `msg_bench_bare_${crypto.randomUUID()}`;
     const signStarted = Date.now();
     const payload = JSON.stringify({
-      type: "action.execute", timestamp: new Date(signStarted).toISOString(),
+      type: "action.execute",
+      timestamp: new Date(signStarted).toISOString(),
       data: {
-        proposalId: `run_bench_${index}:act:main:1:proposal`, actionType: "bench_remove", params: { postId: `post-${index}` }, runId: `run_bench_${index}`,
-        reportId: null, subject: null, authorityMode: "autonomous", approvedBy: null, reversible: true,
+        proposalId: `run_bench_${index}:act:main:1:proposal`,
+        actionType: "bench_remove",
+        params: { postId: `post-${index}` },
+        runId: `run_bench_${index}`,
+        reportId: null,
+        subject: null,
+        authorityMode: "autonomous",
+        approvedBy: null,
+        reversible: true,
       },
     });
     const signature = webhook.sign(id, new Date(signStarted), payload);
     const fetchStarted = Date.now();
     const response = await fetch(url, {
-      method: "POST", redirect: "manual", signal: AbortSignal.timeout(15_000),
+      method: "POST",
+      redirect: "manual",
+      signal: AbortSignal.timeout(15_000),
       headers: {
-        "content-type": "application/json", "user-agent": "SafestTools-Webhooks/1", "webhook-id": id,
-        "webhook-timestamp": String(Math.floor(signStarted / 1000)), "webhook-signature": signature,
+        "content-type": "application/json",
+        "user-agent": "SafestTools-Webhooks/1",
+        "webhook-id": id,
+        "webhook-timestamp": String(Math.floor(signStarted / 1000)),
+        "webhook-signature": signature,
       },
       body: payload,
     });
@@ -332,7 +369,9 @@ async function actionTimings(env: BenchEnv, body: { runIds?: unknown }): Promise
     LEFT JOIN webhook_deliveries d ON d.id = p.delivery_id
     LEFT JOIN webhook_attempts a ON a.delivery_id = d.id AND a.attempt = 1
     WHERE r.id IN (SELECT value FROM json_each(?1))
-  `).bind(JSON.stringify(runIds)).all();
+  `)
+    .bind(JSON.stringify(runIds))
+    .all();
   return json({ rows: results });
 }
 
@@ -357,8 +396,8 @@ const MAX_DIRECT_CALLS = 1_000;
 async function componentDirect(env: BenchEnv, ctx: ExecutionContext, body: { installationId?: unknown; componentVersionId?: unknown; text?: unknown; calls?: unknown; keywords?: unknown }): Promise<Response> {
   const { installationId, componentVersionId, text, keywords } = body;
   const calls = Number(body.calls);
-  if (typeof installationId !== "string" || typeof componentVersionId !== "string" || typeof text !== "string" || !Array.isArray(keywords)
-    || !Number.isInteger(calls) || calls < 1 || calls > MAX_DIRECT_CALLS) return json({ error: { code: "bench.component_invalid" } }, 400);
+  if (typeof installationId !== "string" || typeof componentVersionId !== "string" || typeof text !== "string" || !Array.isArray(keywords) || !Number.isInteger(calls) || calls < 1 || calls > MAX_DIRECT_CALLS)
+    return json({ error: { code: "bench.component_invalid" } }, 400);
   const ping = () => env.DB.prepare(`SELECT 1 AS one`).first();
   await ping();
   let began = Date.now();
@@ -404,7 +443,8 @@ const MAX_CONTEXT_ROUNDS = 1_000;
 
 /** A condition whose expression reads `steps` as a whole, so its context holds every step output. */
 const ALL_STEPS_PROBE: WorkflowNodeV1 = {
-  id: "bench_all_steps_probe", kind: "condition",
+  id: "bench_all_steps_probe",
+  kind: "condition",
   config: { cases: [{ port: "next", when: "size(steps) > 0" }], case_ports: ["next"], default_port: "other" },
 };
 
@@ -424,7 +464,9 @@ async function contextLoad(env: BenchEnv, body: { runId?: unknown; nodeId?: unkn
       r.input_json AS inputJson, r.report_id AS reportId, v.graph_json AS graphJson,
       (SELECT COUNT(*) FROM workflow_step_runs s WHERE s.run_id = r.id) AS recordedSteps
     FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id WHERE r.id = ?1
-  `).bind(runId).first<Omit<AuthorizedRun, "graph"> & { graphJson: string; recordedSteps: number }>();
+  `)
+    .bind(runId)
+    .first<Omit<AuthorizedRun, "graph"> & { graphJson: string; recordedSteps: number }>();
   if (!row) return json({ error: { code: "bench.run_unknown" } }, 404);
   const { graphJson, recordedSteps, ...fields } = row;
   const run: AuthorizedRun = { ...fields, graph: parseWorkflowGraph(JSON.parse(graphJson)) };

@@ -45,9 +45,7 @@ const productionConfig = join(root, "wrangler.jsonc");
 
 /** `wrangler dev` (inspector on) only when asked; otherwise wrangler's DevEnv without the inspector. */
 const INSPECTOR = process.env.BENCH_INSPECTOR === "1";
-const DEV_SERVER = INSPECTOR
-  ? "wrangler dev (devtools inspector on)"
-  : "wrangler unstable_startWorker (inspector off, no watch; same workerd and local D1/Queues/Workflows as wrangler dev)";
+const DEV_SERVER = INSPECTOR ? "wrangler dev (devtools inspector on)" : "wrangler unstable_startWorker (inspector off, no watch; same workerd and local D1/Queues/Workflows as wrangler dev)";
 const RESERVED_PORTS = new Set([8787, 8899]); // other sessions' dev servers
 
 async function freePort() {
@@ -113,7 +111,6 @@ function checkBenchConfig() {
   return bench;
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // Dev server lifecycle
 
@@ -154,7 +151,10 @@ async function snapshotSources(dir) {
 
 function runWrangler(args, dir) {
   const result = spawnSync(process.execPath, [wranglerBin, ...args], {
-    cwd: server.appDir, env: wranglerEnv(dir), encoding: "utf8", timeout: Math.min(120_000, remaining()),
+    cwd: server.appDir,
+    env: wranglerEnv(dir),
+    encoding: "utf8",
+    timeout: Math.min(120_000, remaining()),
   });
   if (result.status !== 0) throw new Error(`wrangler ${args.slice(0, 3).join(" ")} failed (${result.status ?? result.signal}):\n${result.stdout}\n${result.stderr}`);
   return result.stdout;
@@ -212,10 +212,25 @@ async function startServer(dir, adminToken) {
   log(`starting ${DEV_SERVER} on 127.0.0.1:${port}`);
   const args = INSPECTOR
     ? [
-      wranglerBin, "dev", "-c", config, "--ip", "127.0.0.1", "--port", String(port),
-      "--inspector-ip", "127.0.0.1", "--inspector-port", String(await freePort()),
-      "--persist-to", persist, "--env-file", envFile, "--show-interactive-dev-session=false", "--live-reload=false",
-    ]
+        wranglerBin,
+        "dev",
+        "-c",
+        config,
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        String(port),
+        "--inspector-ip",
+        "127.0.0.1",
+        "--inspector-port",
+        String(await freePort()),
+        "--persist-to",
+        persist,
+        "--env-file",
+        envFile,
+        "--show-interactive-dev-session=false",
+        "--live-reload=false",
+      ]
     : [join(appDir, "bench", "dev-server.mjs"), wranglerApi, config, String(port), persist, envFile, join(dir, "registry")];
   server.child = spawn(process.execPath, args, { cwd: appDir, env: wranglerEnv(dir), detached: true, stdio: ["ignore", out, out] });
   closeSync(out);
@@ -274,7 +289,19 @@ async function main() {
   // Case management in an installation of its own (its initial key holds every scope).
   const cases = await api("/api/v1/installations", { body: { name: "bench-cases" }, key: adminToken });
   const casesKey = cases.apiKey;
-  const trivial = await publish(api, casesKey, { schemaVersion: 1, nodes: [{ id: "start", kind: "start" }, { id: "done", kind: "end" }], edges: [edge("start", "success", "done")] }, "bench-trivial");
+  const trivial = await publish(
+    api,
+    casesKey,
+    {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "done", kind: "end" },
+      ],
+      edges: [edge("start", "success", "done")],
+    },
+    "bench-trivial",
+  );
   await sectionIntake(api, timed, adminToken, casesKey, cases.id, trivial.id);
   await sectionQueueListing(api, timed, adminToken, casesKey, cases.id, trivial.id);
   results.elapsedS = round((Date.now() - startedAt) / 1000, 1);
@@ -296,7 +323,7 @@ try {
 } catch (error) {
   exitCode = 1;
   results.error = error instanceof Error ? error.message.split("\n")[0] : String(error);
-  log(`failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}`);
+  log(`failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
   if (logFile) log(`dev server log tail:\n${logTail()}`);
 } finally {
   await cleanup().catch((error) => log(`cleanup: ${error}`));

@@ -213,9 +213,7 @@ function banner(baseUrl, admin, demo, state, demoFile, signinUrl) {
   const lines = [
     "",
     `Safest Tools is running at ${baseUrl}  (state: ${state})`,
-    admin.source === "generated"
-      ? `  Admin token (generated, saved in ${devVarsLabel()}): ${admin.token}`
-      : `  Admin token: from ${admin.source === "env" ? "the ADMIN_TOKEN environment variable" : devVarsLabel()}`,
+    admin.source === "generated" ? `  Admin token (generated, saved in ${devVarsLabel()}): ${admin.token}` : `  Admin token: from ${admin.source === "env" ? "the ADMIN_TOKEN environment variable" : devVarsLabel()}`,
     `  Demo installation: ${demo.id}${demo.created ? " (created)" : ""}  (saved in ${demoFile})`,
     `  API key: ${demo.apiKey}`,
     `  Try:  curl -s ${baseUrl}/api/v1/workflows -H "Authorization: Bearer ${demo.apiKey}"`,
@@ -265,13 +263,7 @@ async function main() {
 
   // wrangler reads the token from the files above; it need not sit in its environment too.
   const { ADMIN_TOKEN: _token, REPORT_MASTER_KEY: _master, REPORT_MASTER_KEY_PREVIOUS: _previous, ...wranglerEnv } = { WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env };
-  const child = spawn(process.execPath, [
-    wrangler, "dev",
-    "--port", String(listenPort), "--ip", host,
-    "--persist-to", state,
-    "--show-interactive-dev-session=false",
-    ...envFiles,
-  ], { cwd: templateDir, stdio: "inherit", env: wranglerEnv });
+  const child = spawn(process.execPath, [wrangler, "dev", "--port", String(listenPort), "--ip", host, "--persist-to", state, "--show-interactive-dev-session=false", ...envFiles], { cwd: templateDir, stdio: "inherit", env: wranglerEnv });
 
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
     process.on(signal, () => {

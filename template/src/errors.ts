@@ -39,5 +39,5 @@ export function conflict(code: string, message: string, details?: unknown): AppE
 export function errorCode(error: unknown): string {
   if (error instanceof AppError) return error.code;
   const message = error instanceof Error ? error.message.replace(/^(?:[A-Za-z]*Error: )+/u, "").replace(/^retryable:/u, "") : "";
-  return /^[a-z][a-z0-9_.]{0,99}$/u.test(message) ? message : "internal_error";
+  return /^[a-z][a-z0-9_.]{0,99}$/u.test(message) ? message : "internal.error";
 }

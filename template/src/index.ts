@@ -17,7 +17,5 @@ const app = createApp();
 export default {
   fetch: app.fetch,
   queue: (batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext) =>
-    batch.queue.endsWith("-backtests")
-      ? consumeBacktests(batch as Parameters<typeof consumeBacktests>[0], env, ctx)
-      : consumeDeliveries(batch as MessageBatch<{ deliveryId?: unknown }>, env),
+    batch.queue.endsWith("-backtests") ? consumeBacktests(batch as Parameters<typeof consumeBacktests>[0], env, ctx) : consumeDeliveries(batch as MessageBatch<{ deliveryId?: unknown }>, env),
 } satisfies ExportedHandler<Env>;

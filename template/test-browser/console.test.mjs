@@ -24,20 +24,23 @@ const state = {}; // what one test leaves for the next
 const TAG = Math.random().toString(36).slice(2, 7);
 const QUEUE = `console-review-${TAG}`;
 
-before(async () => {
-  buildConsole();
-  server = await reuseOrStartServer({ label: "console" });
-  api = apiClient(server.baseUrl, server.apiKey);
-  browser = await launchBrowser();
-  admin = await browser.newContext({ viewport: { width: 1440, height: 900 } });
-  adminPage = watch(await admin.newPage());
-  const intake = await api("/api-keys", { body: { name: "product intake", scopes: ["reports:write"] } });
-  assert.equal(intake.status, 201, JSON.stringify(intake.body));
-  intakeKey = intake.body.apiKey;
-  const queue = await api("/queues", { body: { name: QUEUE, slaSeconds: 3600, priority: 10 } });
-  assert.equal(queue.status, 201, JSON.stringify(queue.body));
-  state.queueId = queue.body.id;
-}, { timeout: 180_000 });
+before(
+  async () => {
+    buildConsole();
+    server = await reuseOrStartServer({ label: "console" });
+    api = apiClient(server.baseUrl, server.apiKey);
+    browser = await launchBrowser();
+    admin = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+    adminPage = watch(await admin.newPage());
+    const intake = await api("/api-keys", { body: { name: "product intake", scopes: ["reports:write"] } });
+    assert.equal(intake.status, 201, JSON.stringify(intake.body));
+    intakeKey = intake.body.apiKey;
+    const queue = await api("/queues", { body: { name: QUEUE, slaSeconds: 3600, priority: 10 } });
+    assert.equal(queue.status, 201, JSON.stringify(queue.body));
+    state.queueId = queue.body.id;
+  },
+  { timeout: 180_000 },
+);
 
 after(async () => {
   await browser?.close().catch(() => undefined);
@@ -70,7 +73,14 @@ function onFailure(t, page) {
     if (page) {
       const shot = path.join(tmpdir(), `safest-console-${t.name.replace(/\W+/gu, "-").slice(0, 40)}.png`);
       await page.screenshot({ path: shot, fullPage: true }).catch(() => undefined);
-      console.error(`page ${page.url()} (screenshot ${shot}):\n${(await page.locator("main").innerText().catch(() => "")).slice(0, 3000)}`);
+      console.error(
+        `page ${page.url()} (screenshot ${shot}):\n${(
+          await page
+            .locator("main")
+            .innerText()
+            .catch(() => "")
+        ).slice(0, 3000)}`,
+      );
     }
     console.error(`server output:\n${server.output().slice(-6000)}`);
   });
@@ -176,8 +186,7 @@ test("sign in with the link npm start prints, build start → human_task → end
   const task = version.body.graph.nodes.find((n) => n.id === "human_task");
   assert.equal(task.config.queue_id, QUEUE);
   assert.deepEqual(task.inputMapping, { category: "report.category" });
-  assert.deepEqual(version.body.graph.edges.map((e) => `${e.from.nodeId}.${e.from.port}>${e.to.nodeId}`).sort(),
-    ["human_task.completed>end", "human_task.timeout>end", "start.success>human_task"]);
+  assert.deepEqual(version.body.graph.edges.map((e) => `${e.from.nodeId}.${e.from.port}>${e.to.nodeId}`).sort(), ["human_task.completed>end", "human_task.timeout>end", "start.success>human_task"]);
 });
 
 test("a report sent through the API becomes a task; its media stays blurred until revealed", { timeout: 90_000 }, async (t) => {
@@ -195,12 +204,16 @@ test("a report sent through the API becomes a task; its media stays blurred unti
 
   const page = adminPage;
   await page.getByRole("link", { name: "Review", exact: true }).click();
-  await until(async () => {
-    await page.reload();
-    await page.locator("section[data-ready]").waitFor();
-    const row = page.getByRole("row").filter({ hasText: QUEUE });
-    return { value: (await row.count()) && (await row.getByTestId("queue-open").innerText()) === "1" };
-  }, "the queue to show one open task", 20_000);
+  await until(
+    async () => {
+      await page.reload();
+      await page.locator("section[data-ready]").waitFor();
+      const row = page.getByRole("row").filter({ hasText: QUEUE });
+      return { value: (await row.count()) && (await row.getByTestId("queue-open").innerText()) === "1" };
+    },
+    "the queue to show one open task",
+    20_000,
+  );
   await expectNoSeriousViolations(page, "review home (queues)");
   // Claimed from the keyboard: focus "Next task" and press Enter.
   await page.getByRole("button", { name: `Next task in ${QUEUE}` }).focus();
@@ -267,7 +280,10 @@ test("claim, answer with the keyboard; the run finishes; the audit chain verifie
     const current = await api(`/runs/${state.runId}`);
     return { value: current.body.state === "succeeded" ? current.body : null, stop: ["failed", "repair_required", "terminated"].includes(current.body.state), seen: current.body };
   }, "the run to succeed");
-  assert.deepEqual(run.steps.map((s) => s.nodeId), ["start", "human_task", "end"]);
+  assert.deepEqual(
+    run.steps.map((s) => s.nodeId),
+    ["start", "human_task", "end"],
+  );
 
   await page.goto(`${server.baseUrl}/runs/${state.runId}`);
   await page.locator('section[data-run-state="succeeded"]').waitFor();
@@ -277,7 +293,10 @@ test("claim, answer with the keyboard; the run finishes; the audit chain verifie
 
   await page.getByRole("link", { name: "Audit", exact: true }).click();
   await page.getByTestId("verify-chain").click();
-  await page.getByTestId("verify-result").filter({ hasText: /Chain verified: all \d+ events are intact/u }).waitFor({ timeout: 15_000 });
+  await page
+    .getByTestId("verify-result")
+    .filter({ hasText: /Chain verified: all \d+ events are intact/u })
+    .waitFor({ timeout: 15_000 });
 });
 
 test("a viewer can read but cannot claim or approve; a moderator can reject", { timeout: 120_000 }, async (t) => {
@@ -334,16 +353,23 @@ test("a viewer can read but cannot claim or approve; a moderator can reject", { 
     assert.equal((await api(`/tasks/${openTask.id}`)).body.state, "open", "the claim shortcut does nothing for a viewer");
 
     // And the API refuses the viewer's session even when the request is made by hand.
-    const attempt = async (pathname, body) => page.evaluate(async ({ pathname, body }) => {
-      const session = await (await fetch("/api/v1/session")).json();
-      const response = await fetch(`/api/v1${pathname}`, { method: "POST", headers: { "content-type": "application/json", "x-csrf-token": session.csrfToken }, body: JSON.stringify(body) });
-      return { status: response.status, code: (await response.json()).error?.code };
-    }, { pathname, body });
+    const attempt = async (pathname, body) =>
+      page.evaluate(
+        async ({ pathname, body }) => {
+          const session = await (await fetch("/api/v1/session")).json();
+          const response = await fetch(`/api/v1${pathname}`, { method: "POST", headers: { "content-type": "application/json", "x-csrf-token": session.csrfToken }, body: JSON.stringify(body) });
+          return { status: response.status, code: (await response.json()).error?.code };
+        },
+        { pathname, body },
+      );
     assert.deepEqual(await attempt(`/tasks/${openTask.id}/claim`, {}), { status: 403, code: "auth.scope_missing" });
     assert.deepEqual(await attempt(`/action-proposals/${proposal.id}/approve`, {}), { status: 403, code: "auth.scope_missing" });
 
     await page.getByRole("link", { name: "Approvals", exact: true }).click();
-    await page.getByTestId("proposal").filter({ hasText: `remove_post_${TAG}` }).waitFor();
+    await page
+      .getByTestId("proposal")
+      .filter({ hasText: `remove_post_${TAG}` })
+      .waitFor();
     await page.getByTestId("cannot-review").waitFor();
     assert.equal(await page.getByTestId("approve").count(), 0, "no Approve button for a viewer");
     assert.equal(await page.getByTestId("reject").count(), 0, "no Reject button for a viewer");
@@ -406,15 +432,25 @@ test("the task shows what automation proposed and why (AI proposal, enrichment) 
   // An OpenAI-compatible model endpoint in this process, on loopback.
   const model = createServer((request, response) => {
     let body = "";
-    request.on("data", (chunk) => { body += chunk; });
+    request.on("data", (chunk) => {
+      body += chunk;
+    });
     request.on("end", () => {
       const content = JSON.stringify({ result_code: "violation", confidence: 0.87, rationale: "The post links to a domain on the scam list." });
       response.writeHead(200, { "content-type": "application/json" });
-      response.end(JSON.stringify({ id: "chatcmpl-1", object: "chat.completion", choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }], usage: { prompt_tokens: Math.ceil(body.length / 4), completion_tokens: 20 } }));
+      response.end(
+        JSON.stringify({ id: "chatcmpl-1", object: "chat.completion", choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }], usage: { prompt_tokens: Math.ceil(body.length / 4), completion_tokens: 20 } }),
+      );
     });
   });
   await new Promise((resolve) => model.listen(0, "127.0.0.1", resolve));
-  t.after(() => new Promise((resolve) => { model.closeAllConnections?.(); model.close(resolve); }));
+  t.after(
+    () =>
+      new Promise((resolve) => {
+        model.closeAllConnections?.();
+        model.close(resolve);
+      }),
+  );
   const provider = await api("/ai-providers", { body: { name: "local model", kind: "openai-compatible", baseUrl: `http://127.0.0.1:${model.address().port}/v1`, model: "fixed", apiKey: "sk-local-model" } });
   assert.equal(provider.status, 201, JSON.stringify(provider.body));
 
@@ -427,13 +463,16 @@ test("the task shows what automation proposed and why (AI proposal, enrichment) 
         nodes: [
           { id: "start", kind: "start" },
           { id: "history", kind: "enrichment", config: { component: "subject_history" } },
-          { id: "ai", kind: "ai_proposal", config: { provider_id: provider.body.id, instructions: "Decide whether the report shows a policy violation.", result_ports: ["violation", "no_violation"] },
-            inputMapping: { category: "report.category", reports: "steps.history.data.reportCount" } },
+          {
+            id: "ai",
+            kind: "ai_proposal",
+            config: { provider_id: provider.body.id, instructions: "Decide whether the report shows a policy violation.", result_ports: ["violation", "no_violation"] },
+            inputMapping: { category: "report.category", reports: "steps.history.data.reportCount" },
+          },
           { id: "review", kind: "human_task", config: { queue_id: QUEUE, response_schema: { type: "object", required: ["outcome"], properties: { outcome: { enum: ["remove", "keep"] } } } } },
           { id: "end", kind: "end" },
         ],
-        edges: [edge("start", "success", "history"), edge("history", "success", "ai"), edge("ai", "violation", "review"), edge("ai", "no_violation", "review"),
-          edge("review", "completed", "end"), edge("review", "timeout", "end")],
+        edges: [edge("start", "success", "history"), edge("history", "success", "ai"), edge("ai", "violation", "review"), edge("ai", "no_violation", "review"), edge("review", "completed", "end"), edge("review", "timeout", "end")],
       },
     },
   });

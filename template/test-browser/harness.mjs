@@ -14,10 +14,7 @@ const require = createRequire(path.join(templateDir, "package.json"));
 const READY_TIMEOUT_MS = 90_000;
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-export const CHROMIUM_ARGS = [
-  "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-];
+export const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 
 /** Builds the console into console-dist (what the Worker serves as static assets). */
 export function buildConsole() {
@@ -82,14 +79,16 @@ export async function reuseOrStartServer(options) {
 /** A small PNG (solid colour), as a data URL: reported media that needs no network. */
 export function pngDataUrl(width = 48, height = 32, rgb = [200, 30, 40]) {
   const { deflateSync, crc32 } = require("node:zlib");
-  const crc = crc32 ?? ((buffer) => {
-    let c = ~0;
-    for (const byte of buffer) {
-      c ^= byte;
-      for (let k = 0; k < 8; k++) c = (c >>> 1) ^ (0xedb88320 & -(c & 1));
-    }
-    return ~c >>> 0;
-  });
+  const crc =
+    crc32 ??
+    ((buffer) => {
+      let c = ~0;
+      for (const byte of buffer) {
+        c ^= byte;
+        for (let k = 0; k < 8; k++) c = (c >>> 1) ^ (0xedb88320 & -(c & 1));
+      }
+      return ~c >>> 0;
+    });
   const chunk = (type, data) => {
     const length = Buffer.alloc(4);
     length.writeUInt32BE(data.length);
@@ -105,11 +104,6 @@ export function pngDataUrl(width = 48, height = 32, rgb = [200, 30, 40]) {
   header[9] = 2; // truecolour
   const rows = [];
   for (let y = 0; y < height; y++) rows.push(Buffer.from([0, ...Array.from({ length: width }, () => rgb).flat()]));
-  const png = Buffer.concat([
-    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
-    chunk("IHDR", header),
-    chunk("IDAT", deflateSync(Buffer.concat(rows))),
-    chunk("IEND", Buffer.alloc(0)),
-  ]);
+  const png = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", header), chunk("IDAT", deflateSync(Buffer.concat(rows))), chunk("IEND", Buffer.alloc(0))]);
   return `data:image/png;base64,${png.toString("base64")}`;
 }

@@ -16,7 +16,9 @@ const tableCheck = join(root, "scripts", "check-table-owners.mjs");
 const migrations = join(root, "migrations");
 
 const trees = [];
-after(() => { for (const dir of trees) rmSync(dir, { recursive: true, force: true }); });
+after(() => {
+  for (const dir of trees) rmSync(dir, { recursive: true, force: true });
+});
 
 /** A fake project: `files` maps paths under src/ to their text. */
 function tree(files) {
@@ -55,21 +57,25 @@ describe("import boundaries", () => {
   });
 
   it("fail on an import cycle between domains", () => {
-    const result = lint(tree({
-      "workflows/index.ts": `export { start } from "./runs";\n`,
-      "workflows/runs.ts": `import { queueName } from "../cases";\nexport const start = () => queueName;\n`,
-      "cases/index.ts": `export { queueName } from "./queues";\n`,
-      "cases/queues.ts": `import { start } from "../workflows";\nexport const queueName = "q";\nexport const again = () => start();\n`,
-    }));
+    const result = lint(
+      tree({
+        "workflows/index.ts": `export { start } from "./runs";\n`,
+        "workflows/runs.ts": `import { queueName } from "../cases";\nexport const start = () => queueName;\n`,
+        "cases/index.ts": `export { queueName } from "./queues";\n`,
+        "cases/queues.ts": `import { start } from "../workflows";\nexport const queueName = "q";\nexport const again = () => start();\n`,
+      }),
+    );
     assert.equal(result.status, 1, result.output);
     assert.match(result.output, /no-cycles: /u);
   });
 
   it("fail when a service imports http/", () => {
-    const result = lint(tree({
-      "http/auth.ts": `export const SCOPES = ["read"];\n`,
-      "cases/x.ts": `import { SCOPES } from "../http/auth";\nexport const x = SCOPES;\n`,
-    }));
+    const result = lint(
+      tree({
+        "http/auth.ts": `export const SCOPES = ["read"];\n`,
+        "cases/x.ts": `import { SCOPES } from "../http/auth";\nexport const x = SCOPES;\n`,
+      }),
+    );
     assert.equal(result.status, 1, result.output);
     assert.match(result.output, /http-only-from-routes: src\/cases\/x\.ts → src\/http\/auth\.ts/u);
   });

@@ -97,13 +97,16 @@ function enforcementGraph(queueName) {
     nodes: [
       { id: "start", kind: "start" },
       {
-        id: "review", kind: "human_task",
+        id: "review",
+        kind: "human_task",
         config: { queue_id: queueName, response_schema: reviewSchema, timeout_seconds: 3600 },
         inputMapping: { category: "report.category", subject: "input.report.subject.id" },
       },
       { id: "verdict", kind: "condition", config: { cases: [{ port: "remove", when: "steps.review.event.payload.response.verdict == 'remove'" }], case_ports: ["remove"], default_port: "keep" } },
       {
-        id: "remove", kind: "action", errorPort: "failed",
+        id: "remove",
+        kind: "action",
+        errorPort: "failed",
         config: { action_type: "remove_post", approval_timeout_seconds: 3600 },
         inputMapping: { postId: "report.subject.id", verdict: "steps.review.event.payload.response.verdict" },
       },
@@ -116,10 +119,14 @@ function enforcementGraph(queueName) {
     ],
     edges: [
       edge("start", "success", "review"),
-      edge("review", "completed", "verdict"), edge("review", "timeout", "review_expired"),
-      edge("verdict", "remove", "remove"), edge("verdict", "keep", "kept"),
-      edge("remove", "applied", "removed"), edge("remove", "rejected", "rejected"),
-      edge("remove", "expired", "approval_expired"), edge("remove", "failed", "failed"),
+      edge("review", "completed", "verdict"),
+      edge("review", "timeout", "review_expired"),
+      edge("verdict", "remove", "remove"),
+      edge("verdict", "keep", "kept"),
+      edge("remove", "applied", "removed"),
+      edge("remove", "rejected", "rejected"),
+      edge("remove", "expired", "approval_expired"),
+      edge("remove", "failed", "failed"),
     ],
   };
 }
@@ -194,7 +201,10 @@ test("wrangler dev: report → trigger → task (schema-checked) → action deli
   const invalid = await api(`/api/v1/tasks/${task.id}/complete`, { as: reviewKey, body: { reviewer: "mod-ana", response: { verdict: "delete-everything", extra: 1 } } });
   assert.equal(invalid.status, 422, JSON.stringify(invalid.body));
   assert.equal(invalid.body.error.code, "task.response_invalid");
-  assert.ok(invalid.body.error.details.some((detail) => detail.path === "$.verdict"), JSON.stringify(invalid.body.error.details));
+  assert.ok(
+    invalid.body.error.details.some((detail) => detail.path === "$.verdict"),
+    JSON.stringify(invalid.body.error.details),
+  );
   const unchanged = await api(`/api/v1/tasks/${task.id}`, { as: reviewKey });
   assert.equal(unchanged.body.state, "claimed");
 
@@ -208,7 +218,10 @@ test("wrangler dev: report → trigger → task (schema-checked) → action deli
     return { value: current.body.state === "succeeded" ? current.body : null, stop: ["failed", "repair_required", "terminated"].includes(current.body.state), seen: current.body };
   }, "the run to succeed");
   assert.equal(run.output.terminalCode, "removed", JSON.stringify(run.output));
-  assert.deepEqual(run.steps.map((step) => step.nodeId), ["start", "review", "verdict", "remove", "removed"]);
+  assert.deepEqual(
+    run.steps.map((step) => step.nodeId),
+    ["start", "review", "verdict", "remove", "removed"],
+  );
   assert.equal(run.steps.find((step) => step.nodeId === "remove").output.port, "applied");
 
   // Exactly one delivery reached the receiver, and its signature verified.

@@ -41,7 +41,14 @@ test("wrangler dev: publish examples/triage.json, run the case path, replay by I
   assert.equal(created.status, 201, JSON.stringify(created.body));
 
   const run = await pollRun(created.body.id, (body) => body.state === "succeeded", "succeeded");
-  assert.deepEqual(run.steps.map((step) => [step.nodeId, step.state]), [["start", "succeeded"], ["route", "succeeded"], ["close_spam", "succeeded"]]);
+  assert.deepEqual(
+    run.steps.map((step) => [step.nodeId, step.state]),
+    [
+      ["start", "succeeded"],
+      ["route", "succeeded"],
+      ["close_spam", "succeeded"],
+    ],
+  );
   assert.equal(run.steps[1].output.port, "spam");
   assert.deepEqual(run.output, { port: "terminal", terminalCode: "spam_closed", result: { category: "spam" } });
 
@@ -69,6 +76,9 @@ test("wrangler dev: the default path parks in wait_for_event and an event comple
   assert.equal(sent.status, 202, JSON.stringify(sent.body));
 
   const run = await pollRun(created.body.id, (body) => body.state === "succeeded", "succeeded");
-  assert.deepEqual(run.steps.map((step) => step.nodeId), ["start", "route", "await_moderator", "moderator_decided"]);
+  assert.deepEqual(
+    run.steps.map((step) => step.nodeId),
+    ["start", "route", "await_moderator", "moderator_decided"],
+  );
   assert.deepEqual(run.output, { port: "terminal", terminalCode: "moderator_decided", result: { decision: { decision: "remove" } } });
 });

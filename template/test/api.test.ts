@@ -135,7 +135,14 @@ describe("runs", () => {
 
   it("lists runs newest first with a cursor", async () => {
     const { apiKey } = await newInstallation();
-    const version = await publish(apiKey, { schemaVersion: 1, nodes: [{ id: "start", kind: "start" }, { id: "done", kind: "end" }], edges: [edge("start", "success", "done")] });
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "done", kind: "end" },
+      ],
+      edges: [edge("start", "success", "done")],
+    });
     const ids = [];
     for (let i = 0; i < 3; i++) ids.push((await startRun(apiKey, version.id)).id);
     await Promise.all(ids.map((id) => waitForRun(apiKey, id)));
@@ -153,14 +160,21 @@ describe("publishing", () => {
     const workflow = await api("/api/v1/workflows", { key: apiKey, body: { name: "broken" } });
     const response = await api(`/api/v1/workflows/${workflow.body.id}/versions`, {
       key: apiKey,
-      body: { graph: { schemaVersion: 1, nodes: [{ id: "start", kind: "start" }, { id: "bad id!", kind: "end" }, { id: "x", kind: "teleport" }], edges: [] } },
+      body: {
+        graph: {
+          schemaVersion: 1,
+          nodes: [
+            { id: "start", kind: "start" },
+            { id: "bad id!", kind: "end" },
+            { id: "x", kind: "teleport" },
+          ],
+          edges: [],
+        },
+      },
     });
     expect(response.status).toBe(422);
-    expect(response.body.error.code).toBe("workflow_graph_invalid");
-    expect(response.body.error.details).toEqual(expect.arrayContaining([
-      expect.objectContaining({ path: "$.nodes[1].id", code: "identifier_invalid" }),
-      expect.objectContaining({ path: "$.nodes[2].kind", code: "node_kind_unknown" }),
-    ]));
+    expect(response.body.error.code).toBe("workflow_graph.invalid");
+    expect(response.body.error.details).toEqual(expect.arrayContaining([expect.objectContaining({ path: "$.nodes[1].id", code: "identifier_invalid" }), expect.objectContaining({ path: "$.nodes[2].kind", code: "node_kind_unknown" })]));
     const versions = await env.DB.prepare("SELECT COUNT(*) AS n FROM workflow_versions WHERE workflow_id = ?").bind(workflow.body.id).first<{ n: number }>();
     expect(versions?.n).toBe(0);
   });
@@ -222,7 +236,11 @@ describe("API keys", () => {
 describe("schema and OpenAPI", () => {
   it("SQL CHECK constraints list exactly the enumerations of the code", async () => {
     const table = await env.DB.prepare("SELECT sql FROM sqlite_master WHERE name = 'workflow_runs'").first<{ sql: string }>();
-    const list = (column: string) => /IN \(([^)]*)\)/u.exec(table!.sql.split(`${column} TEXT`)[1]!)![1]!.split(",").map((v) => v.trim().replace(/'/gu, ""));
+    const list = (column: string) =>
+      /IN \(([^)]*)\)/u
+        .exec(table!.sql.split(`${column} TEXT`)[1]!)![1]!
+        .split(",")
+        .map((v) => v.trim().replace(/'/gu, ""));
     expect(list("authority_mode")).toEqual([...AUTHORITY_MODES]);
     expect(list("state")).toEqual([...RUN_STATES]);
   });

@@ -43,7 +43,7 @@ describe("components", () => {
     const sneaky = await component(apiKey, fetcher("forbidden.test"), ["allowed.test"]);
     const refused = await waitForRun(apiKey, (await startRun(apiKey, (await publish(apiKey, enrichGraph({ component_version_id: sneaky }))).id, { input: { text: "x" } })).id);
     expect(refused.output.terminalCode).toBe("failed");
-    expect(refused.steps.find((s: any) => s.nodeId === "lookup").errorCode).toBe("component_egress_denied");
+    expect(refused.steps.find((s: any) => s.nodeId === "lookup").errorCode).toBe("component.egress_denied");
   });
 
   it("a component sees only its mapped input and cannot reach bindings", async () => {
@@ -58,14 +58,14 @@ describe("components", () => {
     const broken = await component(apiKey, `export function run() { throw new Error("boom"); }`);
     const run = await waitForRun(apiKey, (await startRun(apiKey, (await publish(apiKey, enrichGraph({ component_version_id: broken }))).id, { input: { text: "x" } })).id);
     expect(run.output.terminalCode).toBe("failed");
-    expect(run.steps.find((s: any) => s.nodeId === "lookup")).toMatchObject({ state: "failed", errorCode: "component_failed" });
+    expect(run.steps.find((s: any) => s.nodeId === "lookup")).toMatchObject({ state: "failed", errorCode: "component.failed" });
     const missing = await component(apiKey, `export const nothing = 1;`);
     const run2 = await waitForRun(apiKey, (await startRun(apiKey, (await publish(apiKey, enrichGraph({ component_version_id: missing }))).id, { input: { text: "x" } })).id);
     expect(run2.steps.find((s: any) => s.nodeId === "lookup").errorCode).toBe("component_run_missing");
     // A tampered source is refused before it is loaded.
     await env.DB.prepare("UPDATE component_versions SET source_text = 'export function run() { return { owned: true }; }' WHERE id = ?").bind(broken).run();
     const run3 = await waitForRun(apiKey, (await startRun(apiKey, (await publish(apiKey, enrichGraph({ component_version_id: broken }))).id, { input: { text: "x" } })).id);
-    expect(run3.steps.find((s: any) => s.nodeId === "lookup").errorCode).toBe("component_digest_mismatch");
+    expect(run3.steps.find((s: any) => s.nodeId === "lookup").errorCode).toBe("component.digest_mismatch");
   });
 });
 
@@ -84,9 +84,14 @@ describe("built-in components", () => {
       ],
       edges: [edge("start", "success", "words"), edge("words", "success", "links"), edge("links", "success", "media"), edge("media", "success", "done")],
     };
-    const run = await waitForRun(apiKey, (await startRun(apiKey, (await publish(apiKey, graph)).id, {
-      input: { text: "Get FREE CRYPTO now: send bitXXcoin to my wallet at https://pay.scam.example/now", hashes: [hash.toUpperCase(), "b".repeat(64)] },
-    })).id);
+    const run = await waitForRun(
+      apiKey,
+      (
+        await startRun(apiKey, (await publish(apiKey, graph)).id, {
+          input: { text: "Get FREE CRYPTO now: send bitXXcoin to my wallet at https://pay.scam.example/now", hashes: [hash.toUpperCase(), "b".repeat(64)] },
+        })
+      ).id,
+    );
     const out = Object.fromEntries(run.steps.map((s: any) => [s.nodeId, s.output.data]));
     expect(out.words).toEqual({ matched: true, keywords: ["free crypto"], patterns: ["bit*coin", "w?llet"], count: 3 });
     expect(out.links).toEqual({ matched: true, matches: ["pay.scam.example"], checked: 1 });
@@ -98,9 +103,14 @@ describe("built-in components", () => {
     expect(globMatch(text, `${"*a".repeat(30)}*b`)).toBe(false);
     expect(globMatch(`${text}b`, `${"*a".repeat(30)}*b`)).toBe(true);
     const { apiKey } = await newInstallation();
-    const run = await waitForRun(apiKey, (await startRun(apiKey, (await publish(apiKey, enrichGraph({ component: "keyword_bank", patterns: [`${"*a".repeat(40)}*!`, "(a+)+$"] }))).id, {
-      input: { text: `${"a".repeat(150_000)} aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa` },
-    })).id);
+    const run = await waitForRun(
+      apiKey,
+      (
+        await startRun(apiKey, (await publish(apiKey, enrichGraph({ component: "keyword_bank", patterns: [`${"*a".repeat(40)}*!`, "(a+)+$"] }))).id, {
+          input: { text: `${"a".repeat(150_000)} aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa` },
+        })
+      ).id,
+    );
     expect(run.state).toBe("succeeded");
     expect(run.steps.find((s: any) => s.nodeId === "lookup").output.data).toMatchObject({ matched: false, count: 0 });
   });
@@ -116,7 +126,9 @@ describe("built-in components", () => {
     const third = await api("/api/v1/reports", { key: apiKey, body: { subject, category: "violence" } });
     const run = await waitForRun(apiKey, third.body.runs[0].runId);
     expect(run.steps.find((s: any) => s.nodeId === "lookup").output.data).toMatchObject({
-      reportCount: 3, decisionCount: 1, decisions: [{ outcome: "warned" }],
+      reportCount: 3,
+      decisionCount: 1,
+      decisions: [{ outcome: "warned" }],
       reportsByCategory: expect.arrayContaining([expect.objectContaining({ category: "scams_and_fraud", count: 2 }), expect.objectContaining({ category: "violence", count: 1 })]),
     });
   });
@@ -127,7 +139,14 @@ function aiGraph(providerId: string) {
     schemaVersion: 1,
     nodes: [
       { id: "start", kind: "start" },
-      { id: "propose", kind: "ai_proposal", errorPort: "error", timeoutPolicy: { retries: 0 }, config: { provider_id: providerId, instructions: "Classify this post.", result_ports: ["remove", "keep"] }, inputMapping: { text: "input.text" } },
+      {
+        id: "propose",
+        kind: "ai_proposal",
+        errorPort: "error",
+        timeoutPolicy: { retries: 0 },
+        config: { provider_id: providerId, instructions: "Classify this post.", result_ports: ["remove", "keep"] },
+        inputMapping: { text: "input.text" },
+      },
       { id: "remove", kind: "end", config: { terminal_code: "remove" } },
       { id: "keep", kind: "end", config: { terminal_code: "keep" } },
       { id: "error", kind: "end", config: { terminal_code: "error" } },
@@ -160,7 +179,11 @@ describe("AI proposals through an OpenAI-compatible endpoint", () => {
 
   it("a result outside result_ports, malformed JSON and a timeout go to the error port with their codes", async () => {
     const { apiKey } = await newInstallation();
-    const cases: Array<[string, number, string]> = [["wrong-port", 20_000, "ai_result_port_invalid"], ["malformed", 20_000, "ai_output_malformed"], ["slow", 1_000, "ai_timeout"]];
+    const cases: Array<[string, number, string]> = [
+      ["wrong-port", 20_000, "ai.result_port_invalid"],
+      ["malformed", 20_000, "ai.output_malformed"],
+      ["slow", 1_000, "ai.timeout"],
+    ];
     for (const [model, timeout, code] of cases) {
       const version = await publish(apiKey, aiGraph(await provider(apiKey, model, timeout)));
       const run = await waitForRun(apiKey, (await startRun(apiKey, version.id, { input: { text: "hello" } })).id);
@@ -189,8 +212,13 @@ describe("shadow evaluation and backtests", () => {
     await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", workflowVersionId: version.id, authorityMode: "shadow" } });
     // (category, human outcome): proposals are remove for scams, keep otherwise.
     const plan: Array<[string, string | null]> = [
-      ["scams_and_fraud", "remove"], ["scams_and_fraud", "remove"], ["scams_and_fraud", "keep"],
-      ["violence", "keep"], ["violence", "remove"], ["animal_welfare", "keep"], ["animal_welfare", null],
+      ["scams_and_fraud", "remove"],
+      ["scams_and_fraud", "remove"],
+      ["scams_and_fraud", "keep"],
+      ["violence", "keep"],
+      ["violence", "remove"],
+      ["animal_welfare", "keep"],
+      ["animal_welfare", null],
     ];
     const runIds: string[] = [];
     for (const [i, [category, human]] of plan.entries()) {
@@ -202,8 +230,13 @@ describe("shadow evaluation and backtests", () => {
     const report = await api(`/api/v1/workflow-versions/${version.id}/shadow-report`, { key: apiKey });
     // Hand count: compared 6 (one has no human decision); agreements: remove/remove ×2, keep/keep ×2 → 4.
     expect(report.body).toMatchObject({
-      shadowRuns: 7, runsCompared: 6, agreements: 4, agreementRate: 4 / 6, withoutHumanDecision: 1,
-      confusionMatrix: { remove: { remove: 2, keep: 1 }, keep: { keep: 2, remove: 1 } }, labels: ["keep", "remove"],
+      shadowRuns: 7,
+      runsCompared: 6,
+      agreements: 4,
+      agreementRate: 4 / 6,
+      withoutHumanDecision: 1,
+      confusionMatrix: { remove: { remove: 2, keep: 1 }, keep: { keep: 2, remove: 1 } },
+      labels: ["keep", "remove"],
     });
   });
 
@@ -232,7 +265,9 @@ describe("shadow evaluation and backtests", () => {
     expect(backtest.progress).toMatchObject({ total: 200, started: 200, finished: 200, byState: { succeeded: 200 } });
     expect(backtest.report).toMatchObject({ shadowRuns: 200, runsCompared: 0, withoutHumanDecision: 200 });
     const proposals = await env.DB.prepare(`SELECT o.inline_json AS json FROM workflow_runs r JOIN workflow_step_runs s ON s.run_id = r.id JOIN workflow_step_outputs o ON o.step_run_id = s.id
-      WHERE r.backtest_id = ? AND s.node_type = 'decision'`).bind(started.body.id).all<{ json: string }>();
+      WHERE r.backtest_id = ? AND s.node_type = 'decision'`)
+      .bind(started.body.id)
+      .all<{ json: string }>();
     const outcomes = proposals.results.map((p) => JSON.parse(p.json).outcome);
     expect(outcomes.filter((o) => o === "keep")).toHaveLength(50);
     expect(outcomes.filter((o) => o === "remove")).toHaveLength(150);

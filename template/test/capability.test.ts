@@ -13,10 +13,7 @@ const parkedGraph = {
     { id: "done", kind: "end" },
     { id: "failed", kind: "end", config: { terminal_code: "failed" } },
   ],
-  edges: [
-    edge("start", "success", "route"), edge("route", "hit", "await"), edge("route", "miss", "await"), edge("route", "error", "failed"),
-    edge("await", "received", "done"), edge("await", "timeout", "done"),
-  ],
+  edges: [edge("start", "success", "route"), edge("route", "hit", "await"), edge("route", "miss", "await"), edge("route", "error", "failed"), edge("await", "received", "done"), edge("await", "timeout", "done")],
 };
 
 type Capability = ReturnType<typeof capability>;
@@ -41,12 +38,13 @@ const CODE_FIRST_STARTER = `
 async function installCodeFirstArtifact(artifactId: string, source: string): Promise<void> {
   const bytes = new TextEncoder().encode(source);
   const digest = [...new Uint8Array(await crypto.subtle.digest("SHA-256", bytes))].map((b) => b.toString(16).padStart(2, "0")).join("");
-  await env.DB.prepare("UPDATE workflow_artifacts SET inline_source_text = ?2, bundle_digest = ?3, size_bytes = ?4 WHERE id = ?1")
-    .bind(artifactId, source, `sha256:${digest}`, bytes.byteLength).run();
+  await env.DB.prepare("UPDATE workflow_artifacts SET inline_source_text = ?2, bundle_digest = ?3, size_bytes = ?4 WHERE id = ?1").bind(artifactId, source, `sha256:${digest}`, bytes.byteLength).run();
 }
 
 async function count(sql: string, ...binds: unknown[]): Promise<number> {
-  const row = await env.DB.prepare(sql).bind(...binds).first<{ n: number }>();
+  const row = await env.DB.prepare(sql)
+    .bind(...binds)
+    .first<{ n: number }>();
   return row?.n ?? -1;
 }
 
@@ -106,8 +104,8 @@ describe("WorkflowRuntimeCapability", () => {
   });
 
   it("completeWait refuses an event that was never recorded, and one recorded completion is replayed", async () => {
-    expect(await rejection(runtime.completeWait({ ...base(), nodeId: "await", eventResult: { status: "received", event: { eventId: "evt_forged" } } }))).toBe("runtime_wait_event_denied");
-    expect(await rejection(runtime.completeWait({ ...base(), nodeId: "route", eventResult: { status: "timed_out" } }))).toBe("runtime_wait_node_denied");
+    expect(await rejection(runtime.completeWait({ ...base(), nodeId: "await", eventResult: { status: "received", event: { eventId: "evt_forged" } } }))).toBe("runtime.wait_event_denied");
+    expect(await rejection(runtime.completeWait({ ...base(), nodeId: "route", eventResult: { status: "timed_out" } }))).toBe("runtime.wait_node_denied");
     const sent = await api(`/api/v1/runs/${runId}/events`, { key: apiKey, body: { type: "review.done", payload: { ok: true } } });
     expect(sent.status).toBe(202);
     const done = await waitForRun(apiKey, runId);
@@ -116,7 +114,7 @@ describe("WorkflowRuntimeCapability", () => {
   });
 
   it("refuses every call on a terminal run", async () => {
-    expect(await rejection(runtime.executeNode({ ...base(), nodeId: "route", nodeKind: "condition" }))).toBe("runtime_run_terminal");
+    expect(await rejection(runtime.executeNode({ ...base(), nodeId: "route", nodeKind: "condition" }))).toBe("runtime.run_terminal");
   });
 });
 
@@ -134,35 +132,34 @@ describe("capability denials", () => {
     await waitForWait(apiKey, runId);
   });
 
-  const call = (props: { artifactId: string; workflowVersionId: string }, input: Record<string, unknown>) =>
-    rejection(capability(props).executeNode({ runId, authorityMode: "autonomous", nodeId: "route", nodeKind: "condition", ...input }));
+  const call = (props: { artifactId: string; workflowVersionId: string }, input: Record<string, unknown>) => rejection(capability(props).executeNode({ runId, authorityMode: "autonomous", nodeId: "route", nodeKind: "condition", ...input }));
 
   it("refuses a capability bound to another version or artifact", async () => {
-    expect(await call({ artifactId: other.artifact.id, workflowVersionId: other.id }, {})).toBe("runtime_capability_denied");
-    expect(await call({ artifactId: other.artifact.id, workflowVersionId: version.id }, {})).toBe("runtime_capability_denied");
-    expect(await call({ artifactId: version.artifact.id, workflowVersionId: other.id }, {})).toBe("runtime_capability_denied");
+    expect(await call({ artifactId: other.artifact.id, workflowVersionId: other.id }, {})).toBe("runtime.capability_denied");
+    expect(await call({ artifactId: other.artifact.id, workflowVersionId: version.id }, {})).toBe("runtime.capability_denied");
+    expect(await call({ artifactId: version.artifact.id, workflowVersionId: other.id }, {})).toBe("runtime.capability_denied");
   });
 
   it("refuses nodes outside the graph, wrong kinds and wrong methods", async () => {
     const props = { artifactId: version.artifact.id, workflowVersionId: version.id };
-    expect(await call(props, { nodeId: "not-in-graph" })).toBe("runtime_node_denied");
-    expect(await call(props, { nodeKind: "end" })).toBe("runtime_node_denied");
-    expect(await call(props, { nodeId: "await", nodeKind: "wait_for_event" })).toBe("runtime_method_denied");
-    expect(await rejection(capability(props).prepareAction({ runId, authorityMode: "autonomous", nodeId: "route", nodeKind: "action" }))).toBe("runtime_node_denied");
+    expect(await call(props, { nodeId: "not-in-graph" })).toBe("runtime.node_denied");
+    expect(await call(props, { nodeKind: "end" })).toBe("runtime.node_denied");
+    expect(await call(props, { nodeId: "await", nodeKind: "wait_for_event" })).toBe("runtime.method_denied");
+    expect(await rejection(capability(props).prepareAction({ runId, authorityMode: "autonomous", nodeId: "route", nodeKind: "action" }))).toBe("runtime.node_denied");
   });
 
   it("refuses an authority mode other than the run's", async () => {
     const props = { artifactId: version.artifact.id, workflowVersionId: version.id };
-    expect(await call(props, { authorityMode: "shadow" })).toBe("runtime_authority_mismatch");
+    expect(await call(props, { authorityMode: "shadow" })).toBe("runtime.authority_mismatch");
   });
 
   it("refuses malformed identifiers", async () => {
     const props = { artifactId: version.artifact.id, workflowVersionId: version.id };
-    expect(await call(props, { runId: "run'; DROP TABLE workflow_runs;--" })).toBe("runtime_invalid_run_id");
-    expect(await call(props, { runId: 42 })).toBe("runtime_invalid_run_id");
-    expect(await call(props, { nodeId: "a".repeat(101) })).toBe("runtime_invalid_node_id");
-    expect(await call(props, { branchKey: "../../etc" })).toBe("runtime_invalid_branch_key");
-    expect(await rejection(capability(props).failNode({ runId, authorityMode: "autonomous", nodeId: "route", nodeKind: "condition", errorCode: "bad code!" }))).toBe("runtime_invalid_error_code");
+    expect(await call(props, { runId: "run'; DROP TABLE workflow_runs;--" })).toBe("runtime.invalid_run_id");
+    expect(await call(props, { runId: 42 })).toBe("runtime.invalid_run_id");
+    expect(await call(props, { nodeId: "a".repeat(101) })).toBe("runtime.invalid_node_id");
+    expect(await call(props, { branchKey: "../../etc" })).toBe("runtime.invalid_branch_key");
+    expect(await rejection(capability(props).failNode({ runId, authorityMode: "autonomous", nodeId: "route", nodeKind: "condition", errorCode: "bad code!" }))).toBe("runtime.invalid_error_code");
   });
 });
 
@@ -173,7 +170,7 @@ describe("artifacts", () => {
     await env.DB.prepare("UPDATE workflow_artifacts SET inline_source_text = inline_source_text || '\n// injected' WHERE id = ?").bind(version.artifact.id).run();
     const response = await api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: version.id, authorityMode: "autonomous", input: {} } });
     expect(response.status).toBe(409);
-    expect(response.body.error.code).toBe("workflow_artifact_digest_mismatch");
+    expect(response.body.error.code).toBe("workflow_artifact.digest_mismatch");
     const steps = await count("SELECT COUNT(*) AS n FROM workflow_step_runs s JOIN workflow_runs r ON r.id = s.run_id WHERE r.workflow_version_id = ?", version.id);
     expect(steps).toBe(0);
   });
@@ -182,7 +179,10 @@ describe("artifacts", () => {
     const { apiKey } = await newInstallation();
     const version = await publish(apiKey, {
       schemaVersion: 1,
-      nodes: [{ id: "start", kind: "start" }, { id: "done", kind: "end" }],
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "done", kind: "end" },
+      ],
       edges: [edge("start", "success", "done")],
     });
     // A code-first artifact: it tries the network, then reports what happened through the capability.
@@ -213,7 +213,10 @@ describe("a sandbox that fails", () => {
     const { apiKey } = await newInstallation();
     const version = await publish(apiKey, {
       schemaVersion: 1,
-      nodes: [{ id: "start", kind: "start" }, { id: "done", kind: "end" }],
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "done", kind: "end" },
+      ],
       edges: [edge("start", "success", "done")],
     });
     // A code-first artifact that tries to escalate: it claims a node the graph does not have.
@@ -226,7 +229,7 @@ describe("a sandbox that fails", () => {
     await installCodeFirstArtifact(version.artifact.id, source);
     const done = await waitForRun(apiKey, (await startRun(apiKey, version.id)).id, ["failed", "succeeded", "repair_required"]);
     expect(done.state).toBe("failed");
-    expect(done.error.code).toBe("runtime_node_denied");
+    expect(done.error.code).toBe("runtime.node_denied");
     expect(done.steps).toHaveLength(0);
   });
 });

@@ -22,10 +22,7 @@ function reviewGraph(queue: string, timeoutSeconds = 3600) {
       { id: "kept", kind: "end", config: { terminal_code: "kept" } },
       { id: "expired", kind: "end", config: { terminal_code: "expired" } },
     ],
-    edges: [
-      edge("start", "success", "review"), edge("review", "completed", "verdict"), edge("review", "timeout", "expired"),
-      edge("verdict", "remove", "removed"), edge("verdict", "keep", "kept"),
-    ],
+    edges: [edge("start", "success", "review"), edge("review", "completed", "verdict"), edge("review", "timeout", "expired"), edge("verdict", "remove", "removed"), edge("verdict", "keep", "kept")],
   };
 }
 
@@ -44,7 +41,8 @@ async function setup(options: { timeoutSeconds?: number; when?: string } = {}) {
   expect(queue.status).toBe(201);
   const version = await publish(apiKey, reviewGraph("scams", options.timeoutSeconds));
   const trigger = await api("/api/v1/triggers", {
-    key: apiKey, body: { event: "report.created", when: options.when ?? "report.category == 'scams_and_fraud'", workflowVersionId: version.id, authorityMode: "autonomous" },
+    key: apiKey,
+    body: { event: "report.created", when: options.when ?? "report.category == 'scams_and_fraud'", workflowVersionId: version.id, authorityMode: "autonomous" },
   });
   expect(trigger.status).toBe(201);
   const intake = await api("/api/v1/api-keys", { key: apiKey, body: { name: "product", scopes: ["reports:write"] } });
@@ -260,11 +258,18 @@ describe("queue listing", () => {
     const installationId = results[0]!.i;
     const version = await publish(apiKey, reviewGraph("scams"));
     const run = await api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: version.id, authorityMode: "autonomous" } });
-    const rows = [["t-late", "2030-01-02T00:00:00.000Z", 0], ["t-early-low", "2030-01-01T00:00:00.000Z", 1], ["t-early-high", "2030-01-01T00:00:00.000Z", 9], ["t-mid", "2030-01-01T12:00:00.000Z", 5]] as const;
+    const rows = [
+      ["t-late", "2030-01-02T00:00:00.000Z", 0],
+      ["t-early-low", "2030-01-01T00:00:00.000Z", 1],
+      ["t-early-high", "2030-01-01T00:00:00.000Z", 9],
+      ["t-mid", "2030-01-01T12:00:00.000Z", 5],
+    ] as const;
     for (const [id, due, priority] of rows) {
       await env.DB.prepare("INSERT INTO workflow_step_runs (id, run_id, node_id, node_type, branch_key, state, updated_at) VALUES (?1, ?2, ?1, 'human_task', '', 'waiting', ?3)").bind(id, run.body.id, due).run();
       await env.DB.prepare(`INSERT INTO human_tasks (id, installation_id, run_id, step_run_id, task_type, state, queue_id, priority, context_json, context_digest, response_schema_json, due_at, created_at, updated_at)
-        VALUES (?1, ?2, ?3, ?1, 'review', 'open', ?4, ?5, '{}', 'x', '{}', ?6, ?6, ?6)`).bind(id, installationId, run.body.id, queueId, priority, due).run();
+        VALUES (?1, ?2, ?3, ?1, 'review', 'open', ?4, ?5, '{}', 'x', '{}', ?6, ?6, ?6)`)
+        .bind(id, installationId, run.body.id, queueId, priority, due)
+        .run();
     }
     const seen: string[] = [];
     let cursor: string | null = null;

@@ -63,7 +63,11 @@ describe("roles", () => {
     const queueB = await api("/api/v1/queues", { key: apiKey, body: { name: "b", slaSeconds: 600 } });
     const version = await publish(apiKey, {
       schemaVersion: 1,
-      nodes: [{ id: "start", kind: "start" }, { id: "review", kind: "human_task", config: { queue_id: "b" } }, { id: "done", kind: "end" }],
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "review", kind: "human_task", config: { queue_id: "b" } },
+        { id: "done", kind: "end" },
+      ],
       edges: [edge("start", "success", "review"), edge("review", "completed", "done"), edge("review", "timeout", "done")],
     });
     await api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: version.id, authorityMode: "autonomous" } });
@@ -99,7 +103,8 @@ describe("roles", () => {
 describe("Cloudflare Access", () => {
   async function assertion(email: string, aud = env.ACCESS_AUD) {
     const response = await env.ACCESS_PEER.fetch("https://safest-test.cloudflareaccess.com/_sign", {
-      method: "POST", body: JSON.stringify({ email, aud, iss: `https://${env.ACCESS_TEAM_DOMAIN}` }),
+      method: "POST",
+      body: JSON.stringify({ email, aud, iss: `https://${env.ACCESS_TEAM_DOMAIN}` }),
     });
     return response.text();
   }

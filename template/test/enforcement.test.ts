@@ -42,10 +42,7 @@ const actionGraph = {
     { id: "expired", kind: "end", config: { terminal_code: "expired" } },
     { id: "failed", kind: "end", config: { terminal_code: "failed" } },
   ],
-  edges: [
-    edge("start", "success", "remove"), edge("remove", "applied", "applied"), edge("remove", "rejected", "rejected"),
-    edge("remove", "expired", "expired"), edge("remove", "failed", "failed"),
-  ],
+  edges: [edge("start", "success", "remove"), edge("remove", "applied", "applied"), edge("remove", "rejected", "rejected"), edge("remove", "expired", "expired"), edge("remove", "failed", "failed")],
 };
 
 async function actionSetup(path: string, options: { requiresApproval?: boolean } = {}) {
@@ -66,7 +63,7 @@ describe("the action node in each authority mode", () => {
     const { apiKey, version } = await actionSetup("/ok/modes");
     const off = await waitForRun(apiKey, (await startRun(apiKey, version.id, { authorityMode: "off", input: { postId: "p1" } })).id);
     expect(off.output.terminalCode).toBe("failed");
-    expect(off.steps.find((s: any) => s.nodeId === "remove").errorCode).toBe("action_authority_insufficient");
+    expect(off.steps.find((s: any) => s.nodeId === "remove").errorCode).toBe("action.authority_insufficient");
 
     const shadow = await waitForRun(apiKey, (await startRun(apiKey, version.id, { authorityMode: "shadow", input: { postId: "p2" } })).id);
     expect(shadow.output.terminalCode).toBe("applied");
@@ -134,7 +131,7 @@ describe("webhook delivery", () => {
     const { apiKey, version } = await actionSetup("/down/always");
     const done = await waitForRun(apiKey, (await startRun(apiKey, version.id, { input: { postId: "p8" } })).id);
     expect(done.output.terminalCode).toBe("failed");
-    expect(done.steps.find((s: any) => s.nodeId === "remove").errorCode).toBe("action_delivery_failed");
+    expect(done.steps.find((s: any) => s.nodeId === "remove").errorCode).toBe("action.delivery_failed");
     const [delivery] = (await api("/api/v1/webhook-deliveries", { key: apiKey })).body.items;
     const detail = await api(`/api/v1/webhook-deliveries/${delivery.id}`, { key: apiKey });
     expect(detail.body).toMatchObject({ state: "dead", attempts: 5, lastStatus: 503 });
@@ -164,7 +161,10 @@ describe("messages, decisions, handoffs", () => {
     const report = await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "content", id: "post-77" }, category: "scams_and_fraud", reporter: { id: "u1", contact: "rita@example.org" } } });
     const run = await waitForRun(apiKey, report.body.runs[0].runId);
     expect(run.state).toBe("succeeded");
-    const log = await until(async () => { const l = await receiverLog("/ok/messages"); return l.length ? l : null; }, "a message");
+    const log = await until(async () => {
+      const l = await receiverLog("/ok/messages");
+      return l.length ? l : null;
+    }, "a message");
     expect(log[0]).toMatchObject({ verified: true, type: "message.send", data: { recipient: { kind: "reporter", contact: "rita@example.org" }, body: "Thanks for your report about post-77. We took action." } });
     const rows = JSON.stringify((await env.DB.prepare("SELECT * FROM webhook_deliveries").all()).results) + JSON.stringify((await env.DB.prepare("SELECT * FROM messages").all()).results);
     expect(rows).not.toContain("rita@example.org");
@@ -177,10 +177,16 @@ describe("messages, decisions, handoffs", () => {
       nodes: [
         { id: "start", kind: "start" },
         {
-          id: "decide", kind: "decision", inputMapping: { subject: "report.subject.id" },
+          id: "decide",
+          kind: "decision",
+          inputMapping: { subject: "report.subject.id" },
           config: {
-            outcome: "removed_scam", ground: "incompatible_content", statement: "The post {{subject}} advertised a fraudulent investment scheme, contrary to our terms on scams.",
-            restrictions: { visibility: ["content_removed"], account: "suspended" }, content_type: ["text", "image"], territorial_scope: ["DE", "FR"],
+            outcome: "removed_scam",
+            ground: "incompatible_content",
+            statement: "The post {{subject}} advertised a fraudulent investment scheme, contrary to our terms on scams.",
+            restrictions: { visibility: ["content_removed"], account: "suspended" },
+            content_type: ["text", "image"],
+            territorial_scope: ["DE", "FR"],
           },
         },
         { id: "done", kind: "end" },
@@ -198,8 +204,14 @@ describe("messages, decisions, handoffs", () => {
     const result = new Validator(sorSchema as unknown as Schema, "2020-12", false).validate(sor.body);
     expect(result.errors).toEqual([]);
     expect(sor.body).toMatchObject({
-      decision_ground: "DECISION_GROUND_INCOMPATIBLE_CONTENT", category: "STATEMENT_CATEGORY_SCAMS_AND_FRAUD", decision_visibility: ["DECISION_VISIBILITY_CONTENT_REMOVED"],
-      decision_account: "DECISION_ACCOUNT_SUSPENDED", automated_detection: "No", automated_decision: "AUTOMATED_DECISION_FULLY", source_type: "SOURCE_ARTICLE_16", puid: decisionId,
+      decision_ground: "DECISION_GROUND_INCOMPATIBLE_CONTENT",
+      category: "STATEMENT_CATEGORY_SCAMS_AND_FRAUD",
+      decision_visibility: ["DECISION_VISIBILITY_CONTENT_REMOVED"],
+      decision_account: "DECISION_ACCOUNT_SUSPENDED",
+      automated_detection: "No",
+      automated_decision: "AUTOMATED_DECISION_FULLY",
+      source_type: "SOURCE_ARTICLE_16",
+      puid: decisionId,
     });
     expect(JSON.stringify(sor.body)).not.toContain("x@y.z");
   });
@@ -223,7 +235,10 @@ describe("messages, decisions, handoffs", () => {
     const run = await waitForRun(apiKey, report.body.runs[0].runId);
     expect(run.state, JSON.stringify(run.steps.map((s: any) => [s.nodeId, s.errorCode]))).toBe("succeeded");
     const external = run.steps.find((s: any) => s.nodeId === "to-hotline").output;
-    const log = await until(async () => { const l = await receiverLog("/ok/handoff"); return l.length ? l : null; }, "a handoff");
+    const log = await until(async () => {
+      const l = await receiverLog("/ok/handoff");
+      return l.length ? l : null;
+    }, "a handoff");
     expect(log[0]).toMatchObject({ verified: true, type: "report.handoff" });
     expect(log[0]!.data.evidenceDigest).toBe(external.evidenceDigest);
     expect(log[0]!.data.evidence.personalData.description).toBe("grooming messages");
@@ -244,7 +259,9 @@ describe("tamper-evident audit", () => {
     const events = await api("/api/v1/audit-events?action=workflow", { key: apiKey });
     expect(events.body.items.map((e: any) => e.details.name)).toEqual(["one", "two", "three"]);
     const victim = events.body.items[1];
-    await env.DB.prepare("UPDATE audit_events SET details_json = ? WHERE id = ?").bind(JSON.stringify({ name: "forged" }), victim.id).run();
+    await env.DB.prepare("UPDATE audit_events SET details_json = ? WHERE id = ?")
+      .bind(JSON.stringify({ name: "forged" }), victim.id)
+      .run();
     const broken = await api("/api/v1/audit/verify", { key: apiKey });
     expect(broken.body).toMatchObject({ ok: false, firstBroken: { id: victim.id, seq: victim.seq, reason: "hash_mismatch" } });
     const other = await newInstallation("other");

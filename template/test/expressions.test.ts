@@ -1,9 +1,6 @@
 // CEL expressions: JSON ↔ CEL number handling, typed errors, input mappings and step references.
 import { describe, expect, it } from "vitest";
-import {
-  type ExpressionContext, ExpressionError, celToJson, compileExpression, evaluateInputMapping, evaluateWorkflowExpression,
-  mentionsVariable, referencedSteps,
-} from "../src/workflows/expressions";
+import { type ExpressionContext, ExpressionError, celToJson, compileExpression, evaluateInputMapping, evaluateWorkflowExpression, mentionsVariable, referencedSteps } from "../src/workflows/expressions";
 import type { JsonValue } from "../src/workflows/types";
 
 function context(input: JsonValue, steps: Record<string, JsonValue> = {}): ExpressionContext {
@@ -36,8 +33,14 @@ describe("evaluateWorkflowExpression", () => {
 
   it("converts CEL integers (BigInt) to JSON numbers", () => {
     for (const [expression, expected] of [
-      ["1 + 2", 3], ["size(input.tags)", 2], ["int(input.count) * 2", 14], ["9007199254740991", Number.MAX_SAFE_INTEGER],
-      ["-9007199254740991", Number.MIN_SAFE_INTEGER], ["5u", 5], ["[1, 2, 3]", [1, 2, 3]], ["{'a': 1, 'b': [2]}", { a: 1, b: [2] }],
+      ["1 + 2", 3],
+      ["size(input.tags)", 2],
+      ["int(input.count) * 2", 14],
+      ["9007199254740991", Number.MAX_SAFE_INTEGER],
+      ["-9007199254740991", Number.MIN_SAFE_INTEGER],
+      ["5u", 5],
+      ["[1, 2, 3]", [1, 2, 3]],
+      ["{'a': 1, 'b': [2]}", { a: 1, b: [2] }],
     ] as const) {
       const result = evaluateWorkflowExpression(expression, ctx);
       expect(result).toEqual(expected);
@@ -45,15 +48,15 @@ describe("evaluateWorkflowExpression", () => {
     }
   });
 
-  it("refuses integer results outside the safe JSON range with expression_result_invalid", () => {
+  it("refuses integer results outside the safe JSON range with expression.result_invalid", () => {
     for (const expression of ["9007199254740992", "-9007199254740992", "9223372036854775807", "[1, 9007199254740993]", "18446744073709551615u"]) {
-      expect(failure(() => evaluateWorkflowExpression(expression, ctx)).code).toBe("expression_result_invalid");
+      expect(failure(() => evaluateWorkflowExpression(expression, ctx)).code).toBe("expression.result_invalid");
     }
   });
 
   it("refuses non-finite numbers and types, which JSON cannot hold", () => {
-    expect(failure(() => evaluateWorkflowExpression("1.0 / 0.0", ctx)).code).toBe("expression_result_invalid");
-    expect(failure(() => evaluateWorkflowExpression("type(1)", ctx)).code).toBe("expression_result_invalid");
+    expect(failure(() => evaluateWorkflowExpression("1.0 / 0.0", ctx)).code).toBe("expression.result_invalid");
+    expect(failure(() => evaluateWorkflowExpression("type(1)", ctx)).code).toBe("expression.result_invalid");
   });
 
   it("converts optionals, bytes, timestamps and durations to JSON", () => {
@@ -84,21 +87,21 @@ describe("evaluateWorkflowExpression", () => {
     expect(Object.is(result, 0)).toBe(true);
   });
 
-  it("reports a missing key as expression_failed with the node id", () => {
+  it("reports a missing key as expression.failed with the node id", () => {
     const error = failure(() => evaluateWorkflowExpression("input.missing == 1", ctx, "route"));
-    expect(error.code).toBe("expression_failed");
+    expect(error.code).toBe("expression.failed");
     expect(error.details).toEqual({ nodeId: "route" });
     expect(error.status).toBe(422);
   });
 
-  it("reports a runtime type error as expression_failed", () => {
-    expect(failure(() => evaluateWorkflowExpression("input.category > 1", ctx, "route")).code).toBe("expression_failed");
-    expect(failure(() => evaluateWorkflowExpression("1 / 0", ctx)).code).toBe("expression_failed");
+  it("reports a runtime type error as expression.failed", () => {
+    expect(failure(() => evaluateWorkflowExpression("input.category > 1", ctx, "route")).code).toBe("expression.failed");
+    expect(failure(() => evaluateWorkflowExpression("1 / 0", ctx)).code).toBe("expression.failed");
   });
 
-  it("refuses a context over 1 MiB with expression_failed", () => {
+  it("refuses a context over 1 MiB with expression.failed", () => {
     const error = failure(() => evaluateWorkflowExpression("true", context({ blob: "x".repeat(1_100_000) }), "big"));
-    expect(error.code).toBe("expression_failed");
+    expect(error.code).toBe("expression.failed");
     expect(error.details).toEqual({ nodeId: "big" });
   });
 });
@@ -106,28 +109,40 @@ describe("evaluateWorkflowExpression", () => {
 describe("compileExpression", () => {
   it("refuses an undeclared variable at compile time", () => {
     const error = failure(() => compileExpression("foo == 1"));
-    expect(error.code).toBe("expression_invalid");
+    expect(error.code).toBe("expression.invalid");
     expect(error.message).toContain("foo");
   });
 
   it("refuses unknown functions and impossible operators at compile time", () => {
     for (const expression of ["lookup(input.id)", "1 + 'a'", "input.count > 5 ? 'x' : 1", "1 == 1.0"]) {
-      expect(failure(() => compileExpression(expression)).code).toBe("expression_invalid");
+      expect(failure(() => compileExpression(expression)).code).toBe("expression.invalid");
     }
   });
 
   it("refuses syntax errors, non-strings, blanks and over-long text", () => {
     for (const expression of ["input.count >", "(", "'unterminated", 42, null, "", "   ", `${"1 + ".repeat(1_100)}1`]) {
-      expect(failure(() => compileExpression(expression)).code).toBe("expression_invalid");
+      expect(failure(() => compileExpression(expression)).code).toBe("expression.invalid");
     }
   });
 
   it("accepts the expressions workflows use", () => {
     for (const expression of [
-      "input.category == 'spam'", "has(input.nested.level)", "input.tags.exists(t, t == 'a')", "input.tags.all(t, size(t) > 0)",
-      "size(input.tags) > 0", "input.category.startsWith('sp')", "input.category.matches('^s')", "string(input.count)",
-      "steps.enrich.toxicity > 0.8 || input.count < 3", "event == null", "node_input.score > 1", "run.id != ''", "report == null",
-      "input.?missing.orValue(1)", "!(input.count in [1, 2])", "input.tags.map(t, t + '!')",
+      "input.category == 'spam'",
+      "has(input.nested.level)",
+      "input.tags.exists(t, t == 'a')",
+      "input.tags.all(t, size(t) > 0)",
+      "size(input.tags) > 0",
+      "input.category.startsWith('sp')",
+      "input.category.matches('^s')",
+      "string(input.count)",
+      "steps.enrich.toxicity > 0.8 || input.count < 3",
+      "event == null",
+      "node_input.score > 1",
+      "run.id != ''",
+      "report == null",
+      "input.?missing.orValue(1)",
+      "!(input.count in [1, 2])",
+      "input.tags.map(t, t + '!')",
     ]) {
       expect(typeof compileExpression(expression)).toBe("function");
     }
@@ -140,16 +155,23 @@ describe("compileExpression", () => {
 
 describe("celToJson", () => {
   it("maps Map keys to strings and refuses nesting deeper than 64", () => {
-    expect(celToJson(new Map<unknown, unknown>([[1n, "a"], ["b", 2n]]))).toEqual({ 1: "a", b: 2 });
+    expect(
+      celToJson(
+        new Map<unknown, unknown>([
+          [1n, "a"],
+          ["b", 2n],
+        ]),
+      ),
+    ).toEqual({ 1: "a", b: 2 });
     let deep: unknown = 1;
     for (let i = 0; i < 70; i++) deep = [deep];
-    expect(failure(() => celToJson(deep)).code).toBe("expression_result_invalid");
+    expect(failure(() => celToJson(deep)).code).toBe("expression.result_invalid");
   });
 
   it("refuses values that are not data", () => {
-    expect(failure(() => celToJson(() => 1)).code).toBe("expression_result_invalid");
-    expect(failure(() => celToJson(Symbol("s"))).code).toBe("expression_result_invalid");
-    expect(failure(() => celToJson(new (class Custom {})())).code).toBe("expression_result_invalid");
+    expect(failure(() => celToJson(() => 1)).code).toBe("expression.result_invalid");
+    expect(failure(() => celToJson(Symbol("s"))).code).toBe("expression.result_invalid");
+    expect(failure(() => celToJson(new (class Custom {})())).code).toBe("expression.result_invalid");
   });
 });
 
@@ -161,14 +183,14 @@ describe("evaluateInputMapping", () => {
 
   it("names the failing key and the node", () => {
     const error = failure(() => evaluateInputMapping({ ok: "input.count", broken: "input.nope" }, ctx, "enrich"));
-    expect(error.code).toBe("expression_failed");
+    expect(error.code).toBe("expression.failed");
     expect(error.message).toMatch(/^inputMapping\.broken: /u);
     expect(error.details).toEqual({ nodeId: "enrich", key: "broken" });
   });
 
   it("keeps the code of a compile error", () => {
     const error = failure(() => evaluateInputMapping({ bad: "nope == 1" }, ctx, "enrich"));
-    expect(error.code).toBe("expression_invalid");
+    expect(error.code).toBe("expression.invalid");
     expect(error.details).toEqual({ nodeId: "enrich", key: "bad" });
   });
 

@@ -6,15 +6,17 @@ import { expect } from "vitest";
 export const ADMIN_TOKEN = "test-admin-token";
 
 export async function api<T = any>(path: string, options: { method?: string; body?: unknown; key?: string; headers?: Record<string, string> } = {}): Promise<{ status: number; body: T; headers: Headers }> {
-  const response = await exports.default.fetch(new Request(`http://safest.test${path}`, {
-    method: options.method ?? (options.body === undefined ? "GET" : "POST"),
-    headers: {
-      "content-type": "application/json",
-      ...(options.key ? { authorization: `Bearer ${options.key}` } : {}),
-      ...options.headers,
-    },
-    ...(options.body === undefined ? {} : { body: typeof options.body === "string" ? options.body : JSON.stringify(options.body) }),
-  }));
+  const response = await exports.default.fetch(
+    new Request(`http://safest.test${path}`, {
+      method: options.method ?? (options.body === undefined ? "GET" : "POST"),
+      headers: {
+        "content-type": "application/json",
+        ...(options.key ? { authorization: `Bearer ${options.key}` } : {}),
+        ...options.headers,
+      },
+      ...(options.body === undefined ? {} : { body: typeof options.body === "string" ? options.body : JSON.stringify(options.body) }),
+    }),
+  );
   const text = await response.text();
   return { status: response.status, body: (text ? JSON.parse(text) : null) as T, headers: response.headers };
 }

@@ -45,7 +45,11 @@ describe("the registry", () => {
 describe("publish checks what can be known then", () => {
   const decisionGraph = (config: Record<string, unknown>) => ({
     schemaVersion: 1,
-    nodes: [{ id: "start", kind: "start" }, { id: "decide", kind: "decision", config }, { id: "done", kind: "end" }],
+    nodes: [
+      { id: "start", kind: "start" },
+      { id: "decide", kind: "decision", config },
+      { id: "done", kind: "end" },
+    ],
     edges: [edge("start", "success", "decide"), edge("decide", "recorded", "done")],
   });
 
@@ -79,8 +83,15 @@ describe("publish checks what can be known then", () => {
         { id: "done", kind: "end" },
       ],
       edges: [
-        edge("start", "success", "review"), edge("review", "completed", "model"), edge("review", "timeout", "done"), edge("model", "ok", "enrich"),
-        edge("enrich", "success", "link"), edge("link", "started", "act"), edge("act", "applied", "done"), edge("act", "rejected", "done"), edge("act", "expired", "done"),
+        edge("start", "success", "review"),
+        edge("review", "completed", "model"),
+        edge("review", "timeout", "done"),
+        edge("model", "ok", "enrich"),
+        edge("enrich", "success", "link"),
+        edge("link", "started", "act"),
+        edge("act", "applied", "done"),
+        edge("act", "rejected", "done"),
+        edge("act", "expired", "done"),
       ],
     };
     const refused = await publishRaw(apiKey, graph);
@@ -113,10 +124,10 @@ describe("a run's error", () => {
     });
     const done = await waitForRun(apiKey, (await startRun(apiKey, version.id, { input: {} })).id);
     expect(done.state).toBe("repair_required");
-    expect(done.error.code).toBe("expression_failed");
+    expect(done.error.code).toBe("expression.failed");
     const step = await env.DB.prepare("SELECT error_message AS message FROM workflow_step_runs WHERE run_id = ?1 AND node_id = 'route'").bind(done.id).first<{ message: string }>();
     expect(step?.message).toBeTruthy();
-    expect(done.error.summary).toBe(`Node route failed (expression_failed): ${step!.message}`);
+    expect(done.error.summary).toBe(`Node route failed (expression.failed): ${step!.message}`);
   });
 
   it("says what is wrong when a failure is known only at run time (a decision with no category to state)", async () => {
@@ -124,12 +135,16 @@ describe("a run's error", () => {
     // A decision whose policy category comes from a report the run does not have: known only at run time.
     const version = await publish(apiKey, {
       schemaVersion: 1,
-      nodes: [{ id: "start", kind: "start" }, { id: "decide", kind: "decision", config: { outcome: "removed", statement: "Spam.", restrictions: { visibility: ["content_removed"] } } }, { id: "done", kind: "end" }],
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "decide", kind: "decision", config: { outcome: "removed", statement: "Spam.", restrictions: { visibility: ["content_removed"] } } },
+        { id: "done", kind: "end" },
+      ],
       edges: [edge("start", "success", "decide"), edge("decide", "recorded", "done")],
     });
     const done = await waitForRun(apiKey, (await startRun(apiKey, version.id)).id);
     expect(done.state).toBe("repair_required");
-    expect(done.error.code).toBe("decision_config_invalid");
+    expect(done.error.code).toBe("decision.config_invalid");
     expect(done.error.summary).toContain("policy_category");
   });
 });
@@ -153,7 +168,8 @@ describe("kernel protocol versions", () => {
     const graph = JSON.parse(row!.graphJson) as { nodes: unknown[]; edges: unknown[] };
     const source = `const GRAPH = Object.freeze(${JSON.stringify({ nodes: graph.nodes, edges: graph.edges, plan: { forkJoins: {} } })});\n${KERNEL_PROTOCOL_1_SOURCE}`;
     await env.DB.prepare("UPDATE workflow_artifacts SET inline_source_text = ?2, bundle_digest = ?3, bundle_r2_key = NULL, size_bytes = ?4, kernel_protocol = 1 WHERE id = ?1")
-      .bind(version.artifact.id, source, await sha256(source), source.length).run();
+      .bind(version.artifact.id, source, await sha256(source), source.length)
+      .run();
     return version;
   }
 
@@ -185,6 +201,6 @@ describe("kernel protocol versions", () => {
     const version = await publish(apiKey, waitGraph);
     await env.DB.prepare("UPDATE workflow_artifacts SET kernel_protocol = 99 WHERE id = ?1").bind(version.artifact.id).run();
     const refused = await api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: version.id, authorityMode: "autonomous", input: {} } });
-    expect(refused.body.error.code).toBe("workflow_kernel_protocol_unsupported");
+    expect(refused.body.error.code).toBe("workflow_artifact.kernel_protocol_unsupported");
   });
 });

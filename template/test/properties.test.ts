@@ -7,7 +7,7 @@ import type { JsonValue } from "../src/workflows/types";
 import { type GraphValidationResult, parseWorkflowGraph, validateWorkflowGraph } from "../src/workflows/validation";
 import { edge } from "./helpers";
 
-const EXPRESSION_CODES = ["expression_invalid", "expression_failed", "expression_result_invalid"];
+const EXPRESSION_CODES = ["expression.invalid", "expression.failed", "expression.result_invalid"];
 const HOSTILE_KEYS = ["__proto__", "constructor", "prototype", "toString", "hasOwnProperty", "valueOf", "toJSON"];
 const DEEP = 10_000;
 
@@ -36,7 +36,7 @@ function expectWellFormed(result: GraphValidationResult): void {
   }
 }
 
-/** parseWorkflowGraph returns, or throws workflow_graph_invalid with the same problems. */
+/** parseWorkflowGraph returns, or throws workflow_graph.invalid with the same problems. */
 function expectParseTyped(input: unknown): void {
   const result = validateWorkflowGraph(input);
   try {
@@ -44,7 +44,7 @@ function expectParseTyped(input: unknown): void {
     expect(result.ok).toBe(true);
     expect(graph.schemaVersion).toBe(1);
   } catch (error) {
-    expect(codeOf(error)).toBe("workflow_graph_invalid");
+    expect(codeOf(error)).toBe("workflow_graph.invalid");
     expect(result.ok).toBe(false);
     if (!result.ok) expect((error as { details?: unknown }).details).toEqual(result.errors);
   }
@@ -52,7 +52,7 @@ function expectParseTyped(input: unknown): void {
 
 /** Builds `levels` of nesting iteratively: `[[[…]]]` or `{"a":{"a":…}}` as JSON text. */
 function deepJson(levels: number, kind: "array" | "object"): string {
-  return kind === "array" ? "[".repeat(levels) + "]".repeat(levels) : '{"a":'.repeat(levels - 1) + "{}" + "}".repeat(levels - 1);
+  return kind === "array" ? "[".repeat(levels) + "]".repeat(levels) : `${'{"a":'.repeat(levels - 1)}{}${"}".repeat(levels - 1)}`;
 }
 
 function deepValue(levels: number): unknown {
@@ -63,38 +63,34 @@ function deepValue(levels: number): unknown {
 
 // ---- arbitraries: graph-shaped objects ---------------------------------------------------------
 
-const idArb = fc.oneof(
-  { arbitrary: fc.constantFrom("start", "a", "b", "c", "j", "done", ...HOSTILE_KEYS), weight: 4 },
-  { arbitrary: fc.string({ maxLength: 6 }), weight: 1 },
-  { arbitrary: fc.anything({ maxDepth: 1 }), weight: 1 },
-);
-const portArb = fc.oneof(
-  { arbitrary: fc.constantFrom("success", "completed", "timeout", "received", "yes", "no", "error", "applied", ...HOSTILE_KEYS), weight: 4 },
-  { arbitrary: fc.string({ maxLength: 5 }), weight: 1 },
-);
+const idArb = fc.oneof({ arbitrary: fc.constantFrom("start", "a", "b", "c", "j", "done", ...HOSTILE_KEYS), weight: 4 }, { arbitrary: fc.string({ maxLength: 6 }), weight: 1 }, { arbitrary: fc.anything({ maxDepth: 1 }), weight: 1 });
+const portArb = fc.oneof({ arbitrary: fc.constantFrom("success", "completed", "timeout", "received", "yes", "no", "error", "applied", ...HOSTILE_KEYS), weight: 4 }, { arbitrary: fc.string({ maxLength: 5 }), weight: 1 });
 const expressionArb = fc.oneof(fc.constantFrom("input.x == 1", "true", "steps.a.ok", "foo", "(", "", "steps[input.k]"), fc.string({ maxLength: 12 }), fc.integer());
 const keyArb = fc.oneof(fc.constantFrom(...HOSTILE_KEYS, "seconds", "event_type", "cases", "case_ports", "default_port", "timestamp", "text"), fc.string({ maxLength: 5 }));
 const hostileRecord = (value: fc.Arbitrary<unknown>) => fc.dictionary(keyArb, value, { maxKeys: 5 });
 const configArb = fc.oneof(
   {
-    arbitrary: fc.record({
-      cases: fc.array(fc.record({ port: portArb, when: expressionArb }), { maxLength: 3 }),
-      case_ports: fc.array(portArb, { maxLength: 3 }),
-      default_port: portArb,
-      result_ports: fc.array(portArb, { maxLength: 3 }),
-      seconds: fc.oneof(fc.integer(), fc.double()),
-      timeout_seconds: fc.integer(),
-      event_type: fc.string({ maxLength: 8 }),
-      provider_id: fc.string({ maxLength: 4 }),
-      component: fc.string({ maxLength: 4 }),
-      action_type: fc.string({ maxLength: 4 }),
-      workflow_version_id: fc.string({ maxLength: 4 }),
-      template: fc.string({ maxLength: 4 }),
-      recipient: fc.string({ maxLength: 4 }),
-      queue_id: fc.string({ maxLength: 4 }),
-      terminal_code: fc.string({ maxLength: 4 }),
-      response_schema: fc.anything({ maxDepth: 2 }),
-    }, { requiredKeys: [] }),
+    arbitrary: fc.record(
+      {
+        cases: fc.array(fc.record({ port: portArb, when: expressionArb }), { maxLength: 3 }),
+        case_ports: fc.array(portArb, { maxLength: 3 }),
+        default_port: portArb,
+        result_ports: fc.array(portArb, { maxLength: 3 }),
+        seconds: fc.oneof(fc.integer(), fc.double()),
+        timeout_seconds: fc.integer(),
+        event_type: fc.string({ maxLength: 8 }),
+        provider_id: fc.string({ maxLength: 4 }),
+        component: fc.string({ maxLength: 4 }),
+        action_type: fc.string({ maxLength: 4 }),
+        workflow_version_id: fc.string({ maxLength: 4 }),
+        template: fc.string({ maxLength: 4 }),
+        recipient: fc.string({ maxLength: 4 }),
+        queue_id: fc.string({ maxLength: 4 }),
+        terminal_code: fc.string({ maxLength: 4 }),
+        response_schema: fc.anything({ maxDepth: 2 }),
+      },
+      { requiredKeys: [] },
+    ),
     weight: 3,
   },
   { arbitrary: hostileRecord(fc.anything({ maxDepth: 2 })), weight: 1 },
@@ -102,27 +98,30 @@ const configArb = fc.oneof(
 );
 const nodeArb = fc.oneof(
   {
-    arbitrary: fc.record({
-      id: idArb,
-      kind: fc.oneof({ arbitrary: fc.constantFrom(...NODE_KINDS), weight: 5 }, fc.constantFrom(...HOSTILE_KEYS), fc.anything({ maxDepth: 1 })),
-      config: configArb,
-      inputMapping: fc.oneof({ arbitrary: hostileRecord(expressionArb), weight: 3 }, fc.anything({ maxDepth: 1 })),
-      errorPort: portArb,
-      timeoutPolicy: fc.oneof(fc.record({ timeout_seconds: fc.integer(), retries: fc.integer() }, { requiredKeys: [] }), fc.anything({ maxDepth: 1 })),
-    }, { requiredKeys: ["id", "kind"] }),
+    arbitrary: fc.record(
+      {
+        id: idArb,
+        kind: fc.oneof({ arbitrary: fc.constantFrom(...NODE_KINDS), weight: 5 }, fc.constantFrom(...HOSTILE_KEYS), fc.anything({ maxDepth: 1 })),
+        config: configArb,
+        inputMapping: fc.oneof({ arbitrary: hostileRecord(expressionArb), weight: 3 }, fc.anything({ maxDepth: 1 })),
+        errorPort: portArb,
+        timeoutPolicy: fc.oneof(fc.record({ timeout_seconds: fc.integer(), retries: fc.integer() }, { requiredKeys: [] }), fc.anything({ maxDepth: 1 })),
+      },
+      { requiredKeys: ["id", "kind"] },
+    ),
     weight: 6,
   },
   { arbitrary: fc.anything({ maxDepth: 2 }), weight: 1 },
 );
-const edgeArb = fc.oneof(
-  { arbitrary: fc.record({ from: fc.record({ nodeId: idArb, port: portArb }), to: fc.record({ nodeId: idArb }) }), weight: 6 },
-  { arbitrary: fc.anything({ maxDepth: 2 }), weight: 1 },
+const edgeArb = fc.oneof({ arbitrary: fc.record({ from: fc.record({ nodeId: idArb, port: portArb }), to: fc.record({ nodeId: idArb }) }), weight: 6 }, { arbitrary: fc.anything({ maxDepth: 2 }), weight: 1 });
+const graphArb = fc.record(
+  {
+    schemaVersion: fc.oneof({ arbitrary: fc.constant(1), weight: 5 }, fc.anything({ maxDepth: 1 })),
+    nodes: fc.oneof({ arbitrary: fc.array(nodeArb, { maxLength: 8 }), weight: 8 }, fc.anything({ maxDepth: 1 })),
+    edges: fc.oneof({ arbitrary: fc.array(edgeArb, { maxLength: 12 }), weight: 8 }, fc.anything({ maxDepth: 1 })),
+  },
+  { requiredKeys: [] },
 );
-const graphArb = fc.record({
-  schemaVersion: fc.oneof({ arbitrary: fc.constant(1), weight: 5 }, fc.anything({ maxDepth: 1 })),
-  nodes: fc.oneof({ arbitrary: fc.array(nodeArb, { maxLength: 8 }), weight: 8 }, fc.anything({ maxDepth: 1 })),
-  edges: fc.oneof({ arbitrary: fc.array(edgeArb, { maxLength: 12 }), weight: 8 }, fc.anything({ maxDepth: 1 })),
-}, { requiredKeys: [] });
 
 // ---- arbitraries: valid graphs (a chain of random kinds, some steps forking into two branches) --
 
@@ -146,10 +145,9 @@ const stepArb = fc.oneof(
   kindArb.map((kind) => ({ fork: false as const, kinds: [kind] })),
   fc.tuple(kindArb, kindArb).map((kinds) => ({ fork: true as const, kinds })),
 );
-const idsArb = fc.uniqueArray(
-  fc.oneof(fc.stringMatching(/^[A-Za-z0-9._:-]{1,12}$/u), fc.constantFrom("constructor", "toString", "hasOwnProperty", "valueOf", "prototype")),
-  { minLength: 40, maxLength: 40 },
-).map((ids) => ids.filter((id) => !["start", "done", "__proto__"].includes(id)));
+const idsArb = fc
+  .uniqueArray(fc.oneof(fc.stringMatching(/^[A-Za-z0-9._:-]{1,12}$/u), fc.constantFrom("constructor", "toString", "hasOwnProperty", "valueOf", "prototype")), { minLength: 40, maxLength: 40 })
+  .map((ids) => ids.filter((id) => !["start", "done", "__proto__"].includes(id)));
 
 const validGraphArb = fc.tuple(fc.array(stepArb, { minLength: 1, maxLength: 6 }), idsArb, fc.infiniteStream(fc.nat())).map(([steps, ids, shuffle]) => {
   let next = 0;
@@ -185,7 +183,11 @@ const validGraphArb = fc.tuple(fc.array(stepArb, { minLength: 1, maxLength: 6 })
   nodes.push({ id: "done", kind: "end" });
   connect("done");
   // Order must not matter: shuffle nodes and edges deterministically from the stream.
-  const order = <T>(list: T[]): T[] => list.map((item) => [shuffle.next().value as number, item] as const).sort((x, y) => x[0] - y[0]).map(([, item]) => item);
+  const order = <T>(list: T[]): T[] =>
+    list
+      .map((item) => [shuffle.next().value as number, item] as const)
+      .sort((x, y) => x[0] - y[0])
+      .map(([, item]) => item);
   return { graph: { schemaVersion: 1, nodes: order(nodes), edges: order(edges) }, forkJoins };
 });
 
@@ -267,9 +269,60 @@ const contextArb: fc.Arbitrary<ExpressionContext> = fc.record({
 });
 
 const TOKENS = [
-  "input", "steps", "event", "report", "run", "node_input", ".", "?", ":", "(", ")", "[", "]", "{", "}", ",", "==", "!=", "<", ">=", "&&", "||",
-  "!", "-", "+", "*", "/", "%", "in", "count", "tags", "size", "has", "exists", "map", "'a'", '"b"', "1", "0", "2.5", "1u", "b'x'", "true",
-  "null", "x", "__proto__", "constructor", "9223372036854775807", "9007199254740993", "duration('1s')", "type", "dyn", "int", "string",
+  "input",
+  "steps",
+  "event",
+  "report",
+  "run",
+  "node_input",
+  ".",
+  "?",
+  ":",
+  "(",
+  ")",
+  "[",
+  "]",
+  "{",
+  "}",
+  ",",
+  "==",
+  "!=",
+  "<",
+  ">=",
+  "&&",
+  "||",
+  "!",
+  "-",
+  "+",
+  "*",
+  "/",
+  "%",
+  "in",
+  "count",
+  "tags",
+  "size",
+  "has",
+  "exists",
+  "map",
+  "'a'",
+  '"b"',
+  "1",
+  "0",
+  "2.5",
+  "1u",
+  "b'x'",
+  "true",
+  "null",
+  "x",
+  "__proto__",
+  "constructor",
+  "9223372036854775807",
+  "9007199254740993",
+  "duration('1s')",
+  "type",
+  "dyn",
+  "int",
+  "string",
 ];
 const soupArb = fc.array(fc.constantFrom(...TOKENS), { minLength: 1, maxLength: 14 }).map((tokens) => tokens.join(" "));
 
@@ -314,16 +367,22 @@ describe("evaluateWorkflowExpression answers every text with JSON or a typed err
   });
 
   it("token soup", () => {
-    fc.assert(fc.property(soupArb, contextArb, (text, context) => {
-      expectTypedOutcome(text, context);
-    }), { numRuns: 1000 });
+    fc.assert(
+      fc.property(soupArb, contextArb, (text, context) => {
+        expectTypedOutcome(text, context);
+      }),
+      { numRuns: 1000 },
+    );
   });
 
   it("well-formed expressions from a small grammar", () => {
     const outcomes = { value: 0, error: 0 };
-    fc.assert(fc.property(grammar.expr, contextArb, (text, context) => {
-      outcomes[expectTypedOutcome(text, context)]++;
-    }), { numRuns: 1000 });
+    fc.assert(
+      fc.property(grammar.expr, contextArb, (text, context) => {
+        outcomes[expectTypedOutcome(text, context)]++;
+      }),
+      { numRuns: 1000 },
+    );
     // The grammar is worth something only if it reaches evaluation, not just the parser.
     expect(outcomes.value).toBeGreaterThan(0);
   });
@@ -335,14 +394,18 @@ describe("10,000-deep nesting is refused with a typed error", () => {
   it("a node config nested 10,000 levels → config_too_deep", () => {
     const graph = {
       schemaVersion: 1,
-      nodes: [{ id: "start", kind: "start" }, { id: "e", kind: "enrichment", config: { component: "x", deep: deepValue(DEEP) } }, { id: "done", kind: "end" }],
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "e", kind: "enrichment", config: { component: "x", deep: deepValue(DEEP) } },
+        { id: "done", kind: "end" },
+      ],
       edges: [edge("start", "success", "e"), edge("e", "success", "done")],
     };
     const result = validateWorkflowGraph(graph);
     expect(result).toEqual({ ok: false, errors: [{ path: "$.nodes[1].config", code: "config_too_deep", message: expect.any(String) }] });
   });
 
-  it("a CEL expression with 10,000 nested parentheses → expression_invalid", () => {
+  it("a CEL expression with 10,000 nested parentheses → expression.invalid", () => {
     const context: ExpressionContext = { input: {}, report: null, run: null, steps: {}, event: null };
     for (const text of [`${"(".repeat(DEEP)}1${")".repeat(DEEP)}`, `${"(".repeat(2_000)}1${")".repeat(2_000)}`, `${"[".repeat(2_000)}${"]".repeat(2_000)}`, `${"!".repeat(4_000)}true`, `input${".a".repeat(1_500)}`]) {
       let code: unknown;
@@ -351,7 +414,7 @@ describe("10,000-deep nesting is refused with a typed error", () => {
       } catch (error) {
         code = codeOf(error);
       }
-      expect(code).toBe("expression_invalid");
+      expect(code).toBe("expression.invalid");
     }
   });
 
@@ -370,7 +433,7 @@ describe("10,000-deep nesting is refused with a typed error", () => {
       for (const kind of ["array", "object"] as const) {
         const input: unknown = JSON.parse(body(deepJson(DEEP, kind)));
         expect(validateWorkflowGraph(input)).toEqual({ ok: false, errors: [{ path, code, message: expect.any(String) }] });
-        expect(() => parseWorkflowGraph(input)).toThrow(expect.objectContaining({ code: "workflow_graph_invalid" }));
+        expect(() => parseWorkflowGraph(input)).toThrow(expect.objectContaining({ code: "workflow_graph.invalid" }));
       }
     }
     // The whole body as one deep value is not a graph object at all.
@@ -384,7 +447,7 @@ describe("10,000-deep nesting is refused with a typed error", () => {
     expect(validateWorkflowGraph({ schemaVersion: 1, nodes: [node], edges: [] })).toEqual({ ok: false, errors: [{ path: "$.nodes[0]", code: "graph_too_deep", message: expect.any(String) }] });
   });
 
-  it("an expression context nested 10,000 deep → expression_failed, or a value when it fits", () => {
+  it("an expression context nested 10,000 deep → expression.failed, or a value when it fits", () => {
     const context: ExpressionContext = { input: deepValue(DEEP) as JsonValue, report: null, run: null, steps: {}, event: null };
     for (const text of ["true", "input", "input.a.a.a"]) {
       let code: unknown = "none";
@@ -404,6 +467,6 @@ describe("10,000-deep nesting is refused with a typed error", () => {
     } catch (error) {
       code = codeOf(error);
     }
-    expect(code).toBe("expression_result_invalid");
+    expect(code).toBe("expression.result_invalid");
   });
 });

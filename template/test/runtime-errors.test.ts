@@ -57,8 +57,8 @@ describe("repair_required", () => {
     const version = await publish(apiKey, graph);
     const done = await waitForRun(apiKey, (await startRun(apiKey, version.id)).id);
     expect(done.state).toBe("repair_required");
-    expect(done.error.code).toBe("expression_failed");
-    expect(done.steps.find((s: any) => s.nodeId === "route")).toMatchObject({ state: "failed", errorCode: "expression_failed" });
+    expect(done.error.code).toBe("expression.failed");
+    expect(done.steps.find((s: any) => s.nodeId === "route")).toMatchObject({ state: "failed", errorCode: "expression.failed" });
     const audit = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE target_id = ? AND action = 'workflow.run_repair_required'").bind(done.id).first<{ n: number }>();
     expect(audit?.n).toBe(1);
   });
@@ -78,10 +78,17 @@ const effectsGraph = {
     { id: "refused", kind: "end", config: { terminal_code: "refused" } },
   ],
   edges: [
-    edge("start", "success", "review"), edge("review", "completed", "notify"), edge("review", "timeout", "done"),
-    edge("notify", "sent", "record"), edge("record", "recorded", "escalate"), edge("escalate", "handed_off", "spawn"),
-    edge("spawn", "started", "enforce"), edge("enforce", "applied", "done"), edge("enforce", "rejected", "done"),
-    edge("enforce", "expired", "done"), edge("enforce", "error", "refused"),
+    edge("start", "success", "review"),
+    edge("review", "completed", "notify"),
+    edge("review", "timeout", "done"),
+    edge("notify", "sent", "record"),
+    edge("record", "recorded", "escalate"),
+    edge("escalate", "handed_off", "spawn"),
+    edge("spawn", "started", "enforce"),
+    edge("enforce", "applied", "done"),
+    edge("enforce", "rejected", "done"),
+    edge("enforce", "expired", "done"),
+    edge("enforce", "error", "refused"),
   ],
 };
 
@@ -91,7 +98,14 @@ async function effectsInstallation(): Promise<{ apiKey: string; graph: typeof ef
   for (const name of ["default", "legal"]) expect((await api("/api/v1/queues", { key: apiKey, body: { name, slaSeconds: 3600 } })).status).toBe(201);
   const hook = await api("/api/v1/webhook-endpoints", { key: apiKey, body: { url: "https://hooks.product.test/actions" } });
   expect((await api("/api/v1/action-types", { key: apiKey, body: { key: "remove_content", name: "Remove content", endpointId: hook.body.id } })).status).toBe(201);
-  const linked = await publish(apiKey, { schemaVersion: 1, nodes: [{ id: "start", kind: "start" }, { id: "done", kind: "end" }], edges: [edge("start", "success", "done")] });
+  const linked = await publish(apiKey, {
+    schemaVersion: 1,
+    nodes: [
+      { id: "start", kind: "start" },
+      { id: "done", kind: "end" },
+    ],
+    edges: [edge("start", "success", "done")],
+  });
   const graph = JSON.parse(JSON.stringify(effectsGraph).replace('"LINKED"', JSON.stringify(linked.id))) as typeof effectsGraph;
   return { apiKey, graph };
 }
@@ -112,7 +126,7 @@ describe("authority modes", () => {
     expect([tasks?.n, children?.n, waits?.n]).toEqual([0, 0, 0]);
   });
 
-  it("off refuses an action with action_authority_insufficient", async () => {
+  it("off refuses an action with action.authority_insufficient", async () => {
     const { apiKey } = await effectsInstallation();
     const graph = {
       schemaVersion: 1,
@@ -127,7 +141,7 @@ describe("authority modes", () => {
     const version = await publish(apiKey, graph);
     const done = await waitForRun(apiKey, (await startRun(apiKey, version.id, { authorityMode: "off" })).id);
     expect(done.output.terminalCode).toBe("refused");
-    expect(done.steps.find((s: any) => s.nodeId === "enforce").errorCode).toBe("action_authority_insufficient");
+    expect(done.steps.find((s: any) => s.nodeId === "enforce").errorCode).toBe("action.authority_insufficient");
   });
 
   it("an enrichment naming no known component fails with a typed error, never a fake success", async () => {
@@ -144,7 +158,7 @@ describe("authority modes", () => {
     const version = await publish(apiKey, graph);
     const done = await waitForRun(apiKey, (await startRun(apiKey, version.id, { authorityMode: "autonomous" })).id);
     expect(done.state).toBe("repair_required");
-    expect(done.error.code).toBe("component_unknown");
+    expect(done.error.code).toBe("component.unknown");
     expect(done.steps.find((s: any) => s.nodeId === "lookup").state).toBe("failed");
   });
 });

@@ -59,18 +59,25 @@ describe("condition", () => {
     nodes: [
       { id: "start", kind: "start" },
       {
-        id: "route", kind: "condition", ...(errorPort ? { errorPort: "error" } : {}), timeoutPolicy: { retries: 0 },
-        config: { cases: [{ port: "a", when: "input.n > 1" }, { port: "b", when: "input.n > 2" }], case_ports: ["a", "b"], default_port: "none" },
+        id: "route",
+        kind: "condition",
+        ...(errorPort ? { errorPort: "error" } : {}),
+        timeoutPolicy: { retries: 0 },
+        config: {
+          cases: [
+            { port: "a", when: "input.n > 1" },
+            { port: "b", when: "input.n > 2" },
+          ],
+          case_ports: ["a", "b"],
+          default_port: "none",
+        },
       },
       { id: "end-a", kind: "end", config: { terminal_code: "a" } },
       { id: "end-b", kind: "end", config: { terminal_code: "b" } },
       { id: "end-none", kind: "end", config: { terminal_code: "none" } },
       ...(errorPort ? [{ id: "end-error", kind: "end", config: { terminal_code: "error" } }] : []),
     ],
-    edges: [
-      edge("start", "success", "route"), edge("route", "a", "end-a"), edge("route", "b", "end-b"), edge("route", "none", "end-none"),
-      ...(errorPort ? [edge("route", "error", "end-error")] : []),
-    ],
+    edges: [edge("start", "success", "route"), edge("route", "a", "end-a"), edge("route", "b", "end-b"), edge("route", "none", "end-none"), ...(errorPort ? [edge("route", "error", "end-error")] : [])],
   });
 
   it("takes the default port when no case holds and the one true case otherwise", async () => {
@@ -90,12 +97,12 @@ describe("condition", () => {
     expect(routed.output.terminalCode).toBe("error");
     const failed = routed.steps.find((s: any) => s.nodeId === "route");
     expect(failed.state).toBe("failed");
-    expect(failed.output).toMatchObject({ port: "error", errorCode: "condition_not_mutually_exclusive" });
+    expect(failed.output).toMatchObject({ port: "error", errorCode: "condition.not_mutually_exclusive" });
 
     const withoutPort = await publish(apiKey, graph(false));
     const stuck = await waitForRun(apiKey, (await startRun(apiKey, withoutPort.id, { input: { n: 5 } })).id);
     expect(stuck.state).toBe("repair_required");
-    expect(stuck.error.code).toBe("condition_not_mutually_exclusive");
+    expect(stuck.error.code).toBe("condition.not_mutually_exclusive");
   });
 });
 
@@ -105,17 +112,16 @@ const waitGraph = (timeoutSeconds: number) => ({
     { id: "start", kind: "start" },
     { id: "await", kind: "wait_for_event", config: { event_type: "moderator.decision", timeout_seconds: timeoutSeconds } },
     {
-      id: "verdict", kind: "condition", inputMapping: { verdict: "steps.await.event.payload.verdict" },
+      id: "verdict",
+      kind: "condition",
+      inputMapping: { verdict: "steps.await.event.payload.verdict" },
       config: { cases: [{ port: "remove", when: "node_input.verdict == 'remove'" }], case_ports: ["remove"], default_port: "keep" },
     },
     { id: "removed", kind: "end", config: { terminal_code: "removed" } },
     { id: "kept", kind: "end", config: { terminal_code: "kept" } },
     { id: "expired", kind: "end", config: { terminal_code: "expired" } },
   ],
-  edges: [
-    edge("start", "success", "await"), edge("await", "received", "verdict"), edge("await", "timeout", "expired"),
-    edge("verdict", "remove", "removed"), edge("verdict", "keep", "kept"),
-  ],
+  edges: [edge("start", "success", "await"), edge("await", "received", "verdict"), edge("await", "timeout", "expired"), edge("verdict", "remove", "removed"), edge("verdict", "keep", "kept")],
 });
 
 describe("wait_for_event", () => {
@@ -192,7 +198,7 @@ describe("delays", () => {
     const version = await publish(apiKey, graph);
     const done = await waitForRun(apiKey, (await startRun(apiKey, version.id, { input: { resumeAt: "2999-01-01T00:00:00Z" } })).id);
     expect(done.output.terminalCode).toBe("bad_time");
-    expect(done.steps.find((s: any) => s.nodeId === "until").output.errorCode).toBe("delay_timestamp_invalid");
+    expect(done.steps.find((s: any) => s.nodeId === "until").output.errorCode).toBe("delay.timestamp_invalid");
   });
 });
 
@@ -201,7 +207,10 @@ describe("start_linked_workflow", () => {
     const { apiKey } = await newInstallation();
     const child = await publish(apiKey, {
       schemaVersion: 1,
-      nodes: [{ id: "start", kind: "start" }, { id: "done", kind: "end", config: { terminal_code: "child_done" } }],
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "done", kind: "end", config: { terminal_code: "child_done" } },
+      ],
       edges: [edge("start", "success", "done")],
     });
     const parent = await publish(apiKey, {

@@ -14,7 +14,9 @@ const end = (id = "done"): Node => ({ id, kind: "end", config: { terminal_code: 
 const enrich = (id: string, extra: Record<string, unknown> = {}): Node => ({ id, kind: "enrichment", config: { component: "builtin.text_stats" }, ...extra });
 const join = (id: string): Node => ({ id, kind: "join" });
 const condition = (id: string, when = "input.flag == true"): Node => ({
-  id, kind: "condition", config: { cases: [{ port: "yes", when }], case_ports: ["yes"], default_port: "no" },
+  id,
+  kind: "condition",
+  config: { cases: [{ port: "yes", when }], case_ports: ["yes"], default_port: "no" },
 });
 const graph = (nodes: unknown[], edges: unknown[]) => ({ schemaVersion: 1, nodes, edges });
 
@@ -58,7 +60,10 @@ describe("graph shape", () => {
   });
 
   it("graph_invalid: nodes and edges are not arrays", () => {
-    expectProblems({ schemaVersion: 1, nodes: {}, edges: "none" }, [["graph_invalid", "$.nodes"], ["graph_invalid", "$.edges"]]);
+    expectProblems({ schemaVersion: 1, nodes: {}, edges: "none" }, [
+      ["graph_invalid", "$.nodes"],
+      ["graph_invalid", "$.edges"],
+    ]);
   });
 
   it("graph_invalid: the graph holds a value JSON cannot represent", () => {
@@ -198,18 +203,28 @@ describe("nodes", () => {
   it("port_duplicate: a port declared twice", () => {
     const route = (config: Record<string, unknown>) => around({ id: "route", kind: "condition", config }, ["yes", "no"]);
     expectProblems(route({ cases: [{ port: "yes", when: "true" }], case_ports: ["yes", "yes"], default_port: "no" }), [["port_duplicate", "$.nodes[1].config.case_ports[1]"]]);
-    expectProblems(route({ cases: [{ port: "yes", when: "true" }, { port: "yes", when: "false" }], case_ports: ["yes"], default_port: "no" }), [["port_duplicate", "$.nodes[1].config.cases[1].port"]]);
+    expectProblems(
+      route({
+        cases: [
+          { port: "yes", when: "true" },
+          { port: "yes", when: "false" },
+        ],
+        case_ports: ["yes"],
+        default_port: "no",
+      }),
+      [["port_duplicate", "$.nodes[1].config.cases[1].port"]],
+    );
   });
 
-  it("expression_invalid: invalid CEL in a condition case", () => {
-    expectProblems(around(condition("route", "input.category =="), ["yes", "no"]), [["expression_invalid", "$.nodes[1].config.cases[0].when"]]);
+  it("expression.invalid: invalid CEL in a condition case", () => {
+    expectProblems(around(condition("route", "input.category =="), ["yes", "no"]), [["expression.invalid", "$.nodes[1].config.cases[0].when"]]);
     // An undeclared variable is caught when the version is published, not when a run reaches it.
-    expectProblems(around(condition("route", "category == 'spam'"), ["yes", "no"]), [["expression_invalid", "$.nodes[1].config.cases[0].when"]]);
+    expectProblems(around(condition("route", "category == 'spam'"), ["yes", "no"]), [["expression.invalid", "$.nodes[1].config.cases[0].when"]]);
   });
 
-  it("expression_invalid: invalid CEL in an inputMapping", () => {
-    expectProblems(around(enrich("e", { inputMapping: { text: "input.text", score: "input.score +" } }), ["success"]), [["expression_invalid", "$.nodes[1].inputMapping.score"]]);
-    expectProblems(around(enrich("e", { inputMapping: { score: 5 } }), ["success"]), [["expression_invalid", "$.nodes[1].inputMapping.score"]]);
+  it("expression.invalid: invalid CEL in an inputMapping", () => {
+    expectProblems(around(enrich("e", { inputMapping: { text: "input.text", score: "input.score +" } }), ["success"]), [["expression.invalid", "$.nodes[1].inputMapping.score"]]);
+    expectProblems(around(enrich("e", { inputMapping: { score: 5 } }), ["success"]), [["expression.invalid", "$.nodes[1].inputMapping.score"]]);
   });
 
   it("input_mapping_invalid: inputMapping that is not an object", () => {
@@ -261,10 +276,7 @@ describe("edges", () => {
   });
 
   it("edge_to_start", () => {
-    expectProblems(
-      graph([start(), condition("route"), end()], [edge("start", "success", "route"), edge("route", "yes", "done"), edge("route", "no", "start")]),
-      [["edge_to_start", "$.edges[2].to.nodeId"]],
-    );
+    expectProblems(graph([start(), condition("route"), end()], [edge("start", "success", "route"), edge("route", "yes", "done"), edge("route", "no", "start")]), [["edge_to_start", "$.edges[2].to.nodeId"]]);
   });
 
   it("edge_duplicate: the same edge twice", () => {
@@ -301,13 +313,12 @@ describe("structure", () => {
 
   it("fork_join_missing: one path inside a branch escapes the join", () => {
     const nodes = [start(), condition("route"), enrich("other"), join("meet"), end(), end("escape")];
-    const edges = [
-      edge("start", "success", "route"), edge("start", "success", "other"),
-      edge("route", "yes", "meet"), edge("route", "no", "escape"),
-      edge("other", "success", "meet"), edge("meet", "success", "done"),
-    ];
+    const edges = [edge("start", "success", "route"), edge("start", "success", "other"), edge("route", "yes", "meet"), edge("route", "no", "escape"), edge("other", "success", "meet"), edge("meet", "success", "done")];
     const problems = problemsOf(graph(nodes, edges));
-    expect(problems.map((p) => [p.code, p.path])).toEqual([["fork_join_missing", "$.nodes[0]"], ["join_unmatched", "$.nodes[3]"]]);
+    expect(problems.map((p) => [p.code, p.path])).toEqual([
+      ["fork_join_missing", "$.nodes[0]"],
+      ["join_unmatched", "$.nodes[3]"],
+    ]);
   });
 
   it("join_unmatched: a join no fork leads to", () => {
@@ -317,9 +328,14 @@ describe("structure", () => {
   it("join_shared: two forks that close at the same join", () => {
     const nodes = [start(), enrich("a"), enrich("b"), enrich("c"), enrich("d"), join("j"), end()];
     const edges = [
-      edge("start", "success", "a"), edge("start", "success", "b"),
-      edge("a", "success", "c"), edge("a", "success", "d"),
-      edge("c", "success", "j"), edge("d", "success", "j"), edge("b", "success", "j"), edge("j", "success", "done"),
+      edge("start", "success", "a"),
+      edge("start", "success", "b"),
+      edge("a", "success", "c"),
+      edge("a", "success", "d"),
+      edge("c", "success", "j"),
+      edge("d", "success", "j"),
+      edge("b", "success", "j"),
+      edge("j", "success", "done"),
     ];
     expectProblems(graph(nodes, edges), [["join_shared", "$.nodes[1]"]]);
   });
@@ -329,10 +345,15 @@ describe("structure", () => {
     const inner = "i".repeat(60);
     const nodes = [start(), enrich(outer), enrich("side"), enrich(inner), enrich("short"), join("j1"), join("j2"), end()];
     const edges = [
-      edge("start", "success", outer), edge("start", "success", "side"),
-      edge(outer, "success", inner), edge(outer, "success", "short"),
-      edge(inner, "success", "j1"), edge("short", "success", "j1"),
-      edge("j1", "success", "j2"), edge("side", "success", "j2"), edge("j2", "success", "done"),
+      edge("start", "success", outer),
+      edge("start", "success", "side"),
+      edge(outer, "success", inner),
+      edge(outer, "success", "short"),
+      edge(inner, "success", "j1"),
+      edge("short", "success", "j1"),
+      edge("j1", "success", "j2"),
+      edge("side", "success", "j2"),
+      edge("j2", "success", "done"),
     ];
     expectProblems(graph(nodes, edges), [["branch_nesting_too_deep", "$.nodes[3]"]]);
   });
@@ -345,7 +366,10 @@ describe("valid graphs and the fork/join plan", () => {
       ok: true,
       graph: {
         schemaVersion: 1,
-        nodes: [{ id: "start", kind: "start", config: {} }, { id: "done", kind: "end", config: { terminal_code: "resolved" } }],
+        nodes: [
+          { id: "start", kind: "start", config: {} },
+          { id: "done", kind: "end", config: { terminal_code: "resolved" } },
+        ],
         edges: [edge("start", "success", "done")],
         plan: { forkJoins: {} },
       },
@@ -355,9 +379,13 @@ describe("valid graphs and the fork/join plan", () => {
   it("a fork whose branches take different paths, one through a condition whose ports both reach the join", () => {
     const nodes = [start(), condition("triage", "input.priority > 5"), enrich("enrich"), enrich("escalate"), join("meet"), end()];
     const edges = [
-      edge("start", "success", "triage"), edge("start", "success", "enrich"),
-      edge("triage", "yes", "escalate"), edge("triage", "no", "meet"), edge("escalate", "success", "meet"),
-      edge("enrich", "success", "meet"), edge("meet", "success", "done"),
+      edge("start", "success", "triage"),
+      edge("start", "success", "enrich"),
+      edge("triage", "yes", "escalate"),
+      edge("triage", "no", "meet"),
+      edge("escalate", "success", "meet"),
+      edge("enrich", "success", "meet"),
+      edge("meet", "success", "done"),
     ];
     expect(plan(graph(nodes, edges))).toEqual({ "start:success": "meet" });
   });
@@ -368,15 +396,23 @@ describe("valid graphs and the fork/join plan", () => {
   });
 
   it("nested forks each get their own join, also when a condition port forks", () => {
-    const nodes = [start(), enrich("split"), enrich("b"), enrich("c"), enrich("d"), join("inner"), join("outer"),
-      condition("route"), enrich("e"), enrich("f"), join("third"), end()];
+    const nodes = [start(), enrich("split"), enrich("b"), enrich("c"), enrich("d"), join("inner"), join("outer"), condition("route"), enrich("e"), enrich("f"), join("third"), end()];
     const edges = [
-      edge("start", "success", "split"), edge("start", "success", "b"),
-      edge("split", "success", "c"), edge("split", "success", "d"),
-      edge("c", "success", "inner"), edge("d", "success", "inner"), edge("inner", "success", "outer"),
-      edge("b", "success", "outer"), edge("outer", "success", "route"),
-      edge("route", "yes", "e"), edge("route", "yes", "f"), edge("route", "no", "third"),
-      edge("e", "success", "third"), edge("f", "success", "third"), edge("third", "success", "done"),
+      edge("start", "success", "split"),
+      edge("start", "success", "b"),
+      edge("split", "success", "c"),
+      edge("split", "success", "d"),
+      edge("c", "success", "inner"),
+      edge("d", "success", "inner"),
+      edge("inner", "success", "outer"),
+      edge("b", "success", "outer"),
+      edge("outer", "success", "route"),
+      edge("route", "yes", "e"),
+      edge("route", "yes", "f"),
+      edge("route", "no", "third"),
+      edge("e", "success", "third"),
+      edge("f", "success", "third"),
+      edge("third", "success", "done"),
     ];
     expect(plan(graph(nodes, edges))).toEqual({ "start:success": "outer", "split:success": "inner", "route:yes": "third" });
   });
@@ -401,15 +437,29 @@ describe("valid graphs and the fork/join plan", () => {
       end("broken"),
     ];
     const edges: Edge[] = [
-      edge("start", "success", "route"), edge("route", "spam", "enrich"), edge("route", "other", "enrich"),
-      edge("enrich", "success", "pause"), edge("enrich", "success", "until"), edge("enrich", "error", "broken"),
-      edge("pause", "completed", "together"), edge("until", "completed", "together"),
-      edge("together", "success", "propose"), edge("propose", "remove", "review"), edge("propose", "keep", "review"),
-      edge("review", "completed", "appeal"), edge("review", "timeout", "appeal"),
-      edge("appeal", "received", "notify"), edge("appeal", "timeout", "notify"),
-      edge("notify", "sent", "decide"), edge("decide", "recorded", "escalate"), edge("escalate", "handed_off", "linked"),
+      edge("start", "success", "route"),
+      edge("route", "spam", "enrich"),
+      edge("route", "other", "enrich"),
+      edge("enrich", "success", "pause"),
+      edge("enrich", "success", "until"),
+      edge("enrich", "error", "broken"),
+      edge("pause", "completed", "together"),
+      edge("until", "completed", "together"),
+      edge("together", "success", "propose"),
+      edge("propose", "remove", "review"),
+      edge("propose", "keep", "review"),
+      edge("review", "completed", "appeal"),
+      edge("review", "timeout", "appeal"),
+      edge("appeal", "received", "notify"),
+      edge("appeal", "timeout", "notify"),
+      edge("notify", "sent", "decide"),
+      edge("decide", "recorded", "escalate"),
+      edge("escalate", "handed_off", "linked"),
       edge("linked", "started", "act"),
-      edge("act", "applied", "done"), edge("act", "rejected", "done"), edge("act", "expired", "done"), edge("act", "failed", "broken"),
+      edge("act", "applied", "done"),
+      edge("act", "rejected", "done"),
+      edge("act", "expired", "done"),
+      edge("act", "failed", "broken"),
     ];
     const result = validateWorkflowGraph(graph(nodes, edges));
     if (!result.ok) throw new Error(JSON.stringify(result.errors));
@@ -424,7 +474,7 @@ describe("parseWorkflowGraph", () => {
     expect(parseWorkflowGraph(minimal()).plan).toEqual({ forkJoins: {} });
   });
 
-  it("throws workflow_graph_invalid (422) listing every problem", () => {
+  it("throws workflow_graph.invalid (422) listing every problem", () => {
     const input = graph([start(), end(), end("orphan"), { id: "x", kind: "teleport" }], [edge("start", "success", "done")]);
     let thrown: unknown;
     try {
@@ -434,7 +484,7 @@ describe("parseWorkflowGraph", () => {
     }
     expect(thrown).toBeInstanceOf(GraphValidationError);
     const error = thrown as GraphValidationError;
-    expect(error.code).toBe("workflow_graph_invalid");
+    expect(error.code).toBe("workflow_graph.invalid");
     expect(error.status).toBe(422);
     expect(error.details).toEqual(problemsOf(input));
     expect(error.problems.map((p) => p.code)).toEqual(["node_kind_unknown"]);

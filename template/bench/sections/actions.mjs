@@ -25,10 +25,7 @@ const actionGraph = {
     { id: "applied", kind: "end", config: { terminal_code: "applied" } },
     { id: "other", kind: "end", config: { terminal_code: "not_applied" } },
   ],
-  edges: [
-    edge("start", "success", "act"), edge("act", "applied", "applied"), edge("act", "rejected", "other"),
-    edge("act", "expired", "other"), edge("act", "failed", "other"),
-  ],
+  edges: [edge("start", "success", "act"), edge("act", "applied", "applied"), edge("act", "rejected", "other"), edge("act", "expired", "other"), edge("act", "failed", "other")],
 };
 
 /** A webhook receiver on 127.0.0.1: 200 with no body as soon as the request has been read. */
@@ -42,7 +39,9 @@ function startReceiver() {
       response.writeHead(200, { "content-length": "0" });
       response.end();
       const entry = {
-        path: request.url, receivedAt: Date.now(), body: Buffer.concat(chunks).toString("utf8"),
+        path: request.url,
+        receivedAt: Date.now(),
+        body: Buffer.concat(chunks).toString("utf8"),
         headers: { "webhook-id": request.headers["webhook-id"], "webhook-timestamp": request.headers["webhook-timestamp"], "webhook-signature": request.headers["webhook-signature"] },
       };
       received.push(entry);
@@ -57,23 +56,26 @@ function startReceiver() {
   http.keepAliveTimeout = 60_000;
   return new Promise((resolve, reject) => {
     http.on("error", reject);
-    http.listen(0, "127.0.0.1", () => resolve({
-      port: http.address().port,
-      received,
-      /** Resolves with the first delivery (already received or not) that `match` accepts. */
-      waitFor(match, what) {
-        const seen = received.find(match);
-        if (seen) return Promise.resolve(seen);
-        return new Promise((resolveWait, rejectWait) => {
-          const timer = setTimeout(() => rejectWait(new Error(`receiver: no ${what} within ${RECEIVER_WAIT_MS} ms`)), RECEIVER_WAIT_MS);
-          waiters.push({ match, resolve: (entry) => (clearTimeout(timer), resolveWait(entry)) });
-        });
-      },
-      close: () => new Promise((resolveClose) => {
-        http.closeAllConnections?.();
-        http.close(() => resolveClose());
+    http.listen(0, "127.0.0.1", () =>
+      resolve({
+        port: http.address().port,
+        received,
+        /** Resolves with the first delivery (already received or not) that `match` accepts. */
+        waitFor(match, what) {
+          const seen = received.find(match);
+          if (seen) return Promise.resolve(seen);
+          return new Promise((resolveWait, rejectWait) => {
+            const timer = setTimeout(() => rejectWait(new Error(`receiver: no ${what} within ${RECEIVER_WAIT_MS} ms`)), RECEIVER_WAIT_MS);
+            waiters.push({ match, resolve: (entry) => (clearTimeout(timer), resolveWait(entry)) });
+          });
+        },
+        close: () =>
+          new Promise((resolveClose) => {
+            http.closeAllConnections?.();
+            http.close(() => resolveClose());
+          }),
       }),
-    }));
+    );
   });
 }
 

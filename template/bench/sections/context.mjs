@@ -16,9 +16,7 @@ function farBackGraph(count) {
   const nodes = [{ id: "start", kind: "start" }];
   const edges = [edge("start", "success", "n1")];
   for (let index = 1; index <= count; index++) {
-    const when = index === 1 ? "input.x == 1"
-      : index === 2 ? `steps["n1"].port == "next"`
-        : `steps["n1"].port == "next" && steps["n${index - 1}"].port == "next"`;
+    const when = index === 1 ? "input.x == 1" : index === 2 ? `steps["n1"].port == "next"` : `steps["n1"].port == "next" && steps["n${index - 1}"].port == "next"`;
     nodes.push({ id: `n${index}`, kind: "condition", config: { cases: [{ port: "next", when }], case_ports: ["next"], default_port: "other" } });
     const next = index === count ? "end" : `n${index + 1}`;
     edges.push(edge(`n${index}`, "next", next), edge(`n${index}`, "other", next));
@@ -87,9 +85,10 @@ export async function sectionContext(api, adminToken, key) {
 
 export function contextLines() {
   const lines = [];
-  if (results.farBackNode200OverNode10 !== undefined) lines.push(
-    `far-back reads:   node ~10 ${results.farBackNode10Ms} ms/node, node ~200 ${results.farBackNode200Ms} ms/node; node200 / node10 ${results.farBackNode200OverNode10} (growth target ≤ ${TARGETS.node200OverNode10}) ${verdict(results.farBackNode200OverNode10, TARGETS.node200OverNode10)}  (${LONG_NODES}-condition run, node k reads steps["n1"] and steps["n{k-1}"]; nodes ${WINDOWS.early.join("-")} vs ${WINDOWS.late.join("-")}, median of ${LONG_REPEATS} runs: ${results.farBackNode10MsSamples?.join(", ")} / ${results.farBackNode200MsSamples?.join(", ")})`,
-  );
+  if (results.farBackNode200OverNode10 !== undefined)
+    lines.push(
+      `far-back reads:   node ~10 ${results.farBackNode10Ms} ms/node, node ~200 ${results.farBackNode200Ms} ms/node; node200 / node10 ${results.farBackNode200OverNode10} (growth target ≤ ${TARGETS.node200OverNode10}) ${verdict(results.farBackNode200OverNode10, TARGETS.node200OverNode10)}  (${LONG_NODES}-condition run, node k reads steps["n1"] and steps["n{k-1}"]; nodes ${WINDOWS.early.join("-")} vs ${WINDOWS.late.join("-")}, median of ${LONG_REPEATS} runs: ${results.farBackNode10MsSamples?.join(", ")} / ${results.farBackNode200MsSamples?.join(", ")})`,
+    );
   if (results.contextLoad200Over10 !== undefined) {
     const { contextLoadMs: load, contextLoadShape: shape } = results;
     lines.push(

@@ -29,7 +29,7 @@ function reportBody(tag, index) {
       url: `https://social.example/@seller${subject % 97}/posts/${100_000 + subject}`,
       ownerId: `acct-${subject % 97}`,
       snapshot: {
-        text: `Limited offer!!! Double your crypto in 24h, DM me or visit https://scam.example/${subject} — only ${subject % 50 + 3} spots left. `.repeat(3),
+        text: `Limited offer!!! Double your crypto in 24h, DM me or visit https://scam.example/${subject} — only ${(subject % 50) + 3} spots left. `.repeat(3),
         media: [{ kind: "image", url: `https://cdn.social.example/media/${subject}.jpg`, alt: "screenshot of a wallet balance" }],
         postedAt: "2026-04-30T08:15:00.000Z",
         language: "en",
@@ -38,8 +38,9 @@ function reportBody(tag, index) {
     category: INTAKE_CATEGORIES[index % INTAKE_CATEGORIES.length],
     source: index % 10 === 0 ? "trusted_flagger" : "notice",
     reporter: { id: `user-${4_000 + (index % 1_000)}`, contact: `reporter.${index % 1_000}@example.org` },
-    description: `This account keeps sending me links to a fake investment site. I lost money after following the instructions; `
-      + `the same text is posted under several names. Report ${index}: please remove it before more people fall for it. `.repeat(2),
+    description:
+      `This account keeps sending me links to a fake investment site. I lost money after following the instructions; ` +
+      `the same text is posted under several names. Report ${index}: please remove it before more people fall for it. `.repeat(2),
     evidence: [
       { kind: "screenshot", url: `https://uploads.example.org/evidence/${index}.png`, sha256: createHash("sha256").update(`evidence-${index}`).digest("hex") },
       { kind: "text", text: `Message received on 2026-04-29: "send 0.1 BTC to bc1q${index.toString(16).padStart(8, "0")} and get 0.2 back"` },
@@ -147,16 +148,24 @@ export async function sectionIntake(api, timed, adminToken, key, installationId,
 
 export function intakeLines() {
   const lines = [];
-  if (results.intakeReportsPerSecond !== undefined) lines.push(
-    `report intake:    ${results.intakeReportsPerSecond} reports/s  (target ≥ ${TARGETS.intakeReportsPerSecond}) ${atLeast(results.intakeReportsPerSecond, TARGETS.intakeReportsPerSecond)}  (${results.intakeReports} reports of ${results.intakeRequestBytes} B, personal data sealed, one non-matching trigger, ${results.intakeConcurrency} in flight, ${results.intakeWallS} s)`,
-    `intake latency:   server p50 ${results.intakeServerMsP50} ms, p95 ${results.intakeServerMsP95} ms (Server-Timing, under load); client round trip p50 ${results.intakeClientMsP50} ms, p95 ${results.intakeClientMsP95} ms`,
-    `intake CPU:       ms per report by process: ${describeCpu(results.intakeCpuMsPerReport)}; other processes on the machine ${results.intakeOtherProcessesCpuMsPerReport} ms (${results.intakeOtherProcessesPercent}% of its ${cpus().length} cores); machine ${results.intakeMachineBusyPercent}% busy; busiest thread, % of one core: ${Object.entries(results.intakeBusiestThreadPercent ?? {}).map(([role, percent]) => `${role} ${percent}`).join(", ")}`,
-  );
-  if (results.intakePartsMs !== undefined) lines.push(
-    `intake, serial:   ${results.intakeSerialReportsPerSecond} reports/s one at a time (server p50 ${results.intakeSerialServerMsP50} ms, client p50 ${results.intakeSerialClientMsP50} ms)`,
-    `HTTP floor:       ${results.httpFloorRequestsPerSecond} requests/s for the platform's GET / via /bench/floor (no auth, no D1), ${results.intakeConcurrency} in flight; CPU ms per request: ${describeCpu(results.httpFloorCpuMsPerRequest)}`,
-    `intake parts:     ms per call in the Worker: ${Object.entries(results.intakePartsMs).map(([part, ms]) => `${part} ${ms}`).join(", ")} (sealed plaintext ${results.intakeSealedPlaintextBytes} B)`,
-    `D1 round trip:    ${results.d1RoundTripMs} ms (SELECT 1 × ${D1_ROUND_TRIPS}, one after another); CPU ms per round trip: ${describeCpu(results.d1RoundTripCpuMs)}`,
-  );
+  if (results.intakeReportsPerSecond !== undefined)
+    lines.push(
+      `report intake:    ${results.intakeReportsPerSecond} reports/s  (target ≥ ${TARGETS.intakeReportsPerSecond}) ${atLeast(results.intakeReportsPerSecond, TARGETS.intakeReportsPerSecond)}  (${results.intakeReports} reports of ${results.intakeRequestBytes} B, personal data sealed, one non-matching trigger, ${results.intakeConcurrency} in flight, ${results.intakeWallS} s)`,
+      `intake latency:   server p50 ${results.intakeServerMsP50} ms, p95 ${results.intakeServerMsP95} ms (Server-Timing, under load); client round trip p50 ${results.intakeClientMsP50} ms, p95 ${results.intakeClientMsP95} ms`,
+      `intake CPU:       ms per report by process: ${describeCpu(results.intakeCpuMsPerReport)}; other processes on the machine ${results.intakeOtherProcessesCpuMsPerReport} ms (${results.intakeOtherProcessesPercent}% of its ${cpus().length} cores); machine ${results.intakeMachineBusyPercent}% busy; busiest thread, % of one core: ${Object.entries(
+        results.intakeBusiestThreadPercent ?? {},
+      )
+        .map(([role, percent]) => `${role} ${percent}`)
+        .join(", ")}`,
+    );
+  if (results.intakePartsMs !== undefined)
+    lines.push(
+      `intake, serial:   ${results.intakeSerialReportsPerSecond} reports/s one at a time (server p50 ${results.intakeSerialServerMsP50} ms, client p50 ${results.intakeSerialClientMsP50} ms)`,
+      `HTTP floor:       ${results.httpFloorRequestsPerSecond} requests/s for the platform's GET / via /bench/floor (no auth, no D1), ${results.intakeConcurrency} in flight; CPU ms per request: ${describeCpu(results.httpFloorCpuMsPerRequest)}`,
+      `intake parts:     ms per call in the Worker: ${Object.entries(results.intakePartsMs)
+        .map(([part, ms]) => `${part} ${ms}`)
+        .join(", ")} (sealed plaintext ${results.intakeSealedPlaintextBytes} B)`,
+      `D1 round trip:    ${results.d1RoundTripMs} ms (SELECT 1 × ${D1_ROUND_TRIPS}, one after another); CPU ms per round trip: ${describeCpu(results.d1RoundTripCpuMs)}`,
+    );
   return lines;
 }

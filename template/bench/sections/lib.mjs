@@ -152,12 +152,16 @@ export async function startRun(api, key, versionId, { input = { x: 1 }, authorit
 
 /** Polls a run until it succeeded; resolves with the finished run detail (state, steps, times). */
 export function finishedRun(api, key, runId, { intervalMs = 300 } = {}) {
-  return poll(`run ${runId}`, async () => {
-    const run = await api(`/api/v1/runs/${runId}`, { key });
-    if (run.state === "succeeded") return run;
-    if (["failed", "repair_required", "terminated"].includes(run.state)) throw new Error(`run ${runId} ${run.state}: ${JSON.stringify(run.error)}`);
-    return undefined;
-  }, { intervalMs });
+  return poll(
+    `run ${runId}`,
+    async () => {
+      const run = await api(`/api/v1/runs/${runId}`, { key });
+      if (run.state === "succeeded") return run;
+      if (["failed", "repair_required", "terminated"].includes(run.state)) throw new Error(`run ${runId} ${run.state}: ${JSON.stringify(run.error)}`);
+      return undefined;
+    },
+    { intervalMs },
+  );
 }
 
 /** One platform run; resolves with the finished run detail (state, steps, times). */
@@ -222,17 +226,15 @@ export function cpuSnapshot(port = server.port) {
     processes.set(Number(pid), { ppid: Number(fields[1]), cpuMs: ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS });
   }
   const tree = new Set([server.child.pid]);
-  for (let grew = true; grew;) {
+  for (let grew = true; grew; ) {
     grew = false;
-    for (const [pid, info] of processes) if (!tree.has(pid) && tree.has(info.ppid)) (tree.add(pid), (grew = true));
+    for (const [pid, info] of processes) if (!tree.has(pid) && tree.has(info.ppid)) tree.add(pid), (grew = true);
   }
   for (const pid of tree) {
     const info = processes.get(pid);
     if (!info) continue;
     const command = (readProc(`/proc/${pid}/cmdline`) ?? "").split("\0").join(" ");
-    const role = /workerd/u.test(command)
-      ? (command.includes(`entry=127.0.0.1:${port} `) ? "workerd (wrangler proxy)" : "workerd (worker, D1)")
-      : /esbuild/u.test(command) ? "esbuild (wrangler)" : "node (wrangler)";
+    const role = /workerd/u.test(command) ? (command.includes(`entry=127.0.0.1:${port} `) ? "workerd (wrangler proxy)" : "workerd (worker, D1)") : /esbuild/u.test(command) ? "esbuild (wrangler)" : "node (wrangler)";
     snapshot.roles[role] = (snapshot.roles[role] ?? 0) + info.cpuMs;
     // Threads one by one: a Worker's isolate runs on one workerd thread (and wrangler's relay on
     // node's main thread), so one thread near 100% of a core caps throughput whatever the other
@@ -308,4 +310,7 @@ export function latency(samples, key) {
   return { p50: round(percentile(values, 0.5)), p95: round(percentile(values, 0.95)), max: round(Math.max(...values)) };
 }
 
-export const describeCpu = (perUnit) => Object.entries(perUnit ?? {}).map(([role, ms]) => `${role} ${ms}`).join(", ");
+export const describeCpu = (perUnit) =>
+  Object.entries(perUnit ?? {})
+    .map(([role, ms]) => `${role} ${ms}`)
+    .join(", ");

@@ -137,12 +137,18 @@ export async function sectionQueueListing(api, timed, adminToken, key, installat
 
 export function queueLines() {
   const lines = [];
-  if (results.queueListUsesIndex !== undefined) lines.push(
-    `queue list plan:  ${results.queueListUsesIndex ? `uses ${LISTING_INDEX}, no temp b-tree` : "PROBLEM"}: ${results.queueListPlan.replace(/\n/gu, " | ")}${results.queueListPlanWithCursor !== results.queueListPlan ? ` (with a cursor: ${results.queueListPlanWithCursor.replace(/\n/gu, " | ")})` : ""}`,
-  );
-  if (results.queueListP95Ms !== undefined) lines.push(
-    `queue listing:    server p95 ${results.queueListP95Ms} ms  (target ≤ ${TARGETS.queueListP95Ms}) ${verdict(results.queueListP95Ms, TARGETS.queueListP95Ms)}  (p50 ${results.queueListP50Ms} ms, max ${results.queueListMaxMs} ms; ${results.queueListRequests} requests of limit=${results.queueListLimit} on ${results.queueListTasks} open tasks: first page ×${LIST_FIRST_PAGE_SAMPLES} p50/p95 ${results.queueListFirstPageP50Ms}/${results.queueListFirstPageP95Ms} ms, ${results.queueListWalkPages}-page cursor walk p50/p95 ${results.queueListWalkP50Ms}/${results.queueListWalkP95Ms} ms; client round trip p50/p95 ${results.queueListClientP50Ms}/${results.queueListClientP95Ms} ms; other processes used ${results.queueListOtherProcessesPercent}% of the machine meanwhile)`,
-    `deep cursors:     server p50 ${results.queueListDeepP50Ms} ms, p95 ${results.queueListDeepP95Ms} ms ${verdict(results.queueListDeepP95Ms, TARGETS.queueListP95Ms)}  (pages after task N; p50 by N: ${Object.entries(results.queueListDeepServerP50ByOffsetMs).map(([offset, ms]) => `${offset}: ${ms}`).join(", ")}; seeded in ${results.queueSeedS} s, foreign keys enforced: ${results.queueForeignKeysEnforced})`,
-  );
+  if (results.queueListUsesIndex !== undefined)
+    lines.push(
+      `queue list plan:  ${results.queueListUsesIndex ? `uses ${LISTING_INDEX}, no temp b-tree` : "PROBLEM"}: ${results.queueListPlan.replace(/\n/gu, " | ")}${results.queueListPlanWithCursor !== results.queueListPlan ? ` (with a cursor: ${results.queueListPlanWithCursor.replace(/\n/gu, " | ")})` : ""}`,
+    );
+  if (results.queueListP95Ms !== undefined)
+    lines.push(
+      `queue listing:    server p95 ${results.queueListP95Ms} ms  (target ≤ ${TARGETS.queueListP95Ms}) ${verdict(results.queueListP95Ms, TARGETS.queueListP95Ms)}  (p50 ${results.queueListP50Ms} ms, max ${results.queueListMaxMs} ms; ${results.queueListRequests} requests of limit=${results.queueListLimit} on ${results.queueListTasks} open tasks: first page ×${LIST_FIRST_PAGE_SAMPLES} p50/p95 ${results.queueListFirstPageP50Ms}/${results.queueListFirstPageP95Ms} ms, ${results.queueListWalkPages}-page cursor walk p50/p95 ${results.queueListWalkP50Ms}/${results.queueListWalkP95Ms} ms; client round trip p50/p95 ${results.queueListClientP50Ms}/${results.queueListClientP95Ms} ms; other processes used ${results.queueListOtherProcessesPercent}% of the machine meanwhile)`,
+      `deep cursors:     server p50 ${results.queueListDeepP50Ms} ms, p95 ${results.queueListDeepP95Ms} ms ${verdict(results.queueListDeepP95Ms, TARGETS.queueListP95Ms)}  (pages after task N; p50 by N: ${Object.entries(
+        results.queueListDeepServerP50ByOffsetMs,
+      )
+        .map(([offset, ms]) => `${offset}: ${ms}`)
+        .join(", ")}; seeded in ${results.queueSeedS} s, foreign keys enforced: ${results.queueForeignKeysEnforced})`,
+    );
   return lines;
 }

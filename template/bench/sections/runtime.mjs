@@ -93,15 +93,17 @@ export async function sectionGrowth(api, key) {
 
 export function runtimeLines() {
   const lines = [];
-  if (results.runtimeOverBare !== undefined) lines.push(
-    `bare workflow:    ${results.bareStepMs} ms/step  (median of ${results.repeats} instances × ${results.steps} step.do, one D1 write each, own clock, span / ${results.steps}; samples ${results.bareStepMsSamples?.join(", ")})`,
-    `platform runtime: ${results.runtimeStepMs} ms/step  (median of ${results.repeats} runs, start → ${results.steps} conditions → end, run.finishedAt − run.startedAt over ${results.steps + 1} node intervals; samples ${results.runtimeStepMsSamples?.join(", ")})`,
-    `runtime / bare:   ${results.runtimeOverBare}  (target ≤ ${TARGETS.runtimeOverBare}) ${verdict(results.runtimeOverBare, TARGETS.runtimeOverBare)}  (median of per-round ratios: ${results.runtimeOverBarePaired})`,
-  );
-  if (results.node200OverNode10 !== undefined) lines.push(
-    `node ~10:         ${results.node10Ms} ms/node  (mean cost of nodes ${WINDOWS.early.join("-")} in a ${results.longNodes}-condition run; median of ${results.longRepeats} runs: ${results.node10MsSamples?.join(", ")})`,
-    `node ~200:        ${results.node200Ms} ms/node  (mean cost of nodes ${WINDOWS.late.join("-")}, same runs: ${results.node200MsSamples?.join(", ")}; whole run ${results.longRunStepMs} ms/node)`,
-    `node200 / node10: ${results.node200OverNode10}  (target ≤ ${TARGETS.node200OverNode10}) ${verdict(results.node200OverNode10, TARGETS.node200OverNode10)}`,
-  );
+  if (results.runtimeOverBare !== undefined)
+    lines.push(
+      `bare workflow:    ${results.bareStepMs} ms/step  (median of ${results.repeats} instances × ${results.steps} step.do, one D1 write each, own clock, span / ${results.steps}; samples ${results.bareStepMsSamples?.join(", ")})`,
+      `platform runtime: ${results.runtimeStepMs} ms/step  (median of ${results.repeats} runs, start → ${results.steps} conditions → end, run.finishedAt − run.startedAt over ${results.steps + 1} node intervals; samples ${results.runtimeStepMsSamples?.join(", ")})`,
+      `runtime / bare:   ${results.runtimeOverBare}  (target ≤ ${TARGETS.runtimeOverBare}) ${verdict(results.runtimeOverBare, TARGETS.runtimeOverBare)}  (median of per-round ratios: ${results.runtimeOverBarePaired})`,
+    );
+  if (results.node200OverNode10 !== undefined)
+    lines.push(
+      `node ~10:         ${results.node10Ms} ms/node  (mean cost of nodes ${WINDOWS.early.join("-")} in a ${results.longNodes}-condition run; median of ${results.longRepeats} runs: ${results.node10MsSamples?.join(", ")})`,
+      `node ~200:        ${results.node200Ms} ms/node  (mean cost of nodes ${WINDOWS.late.join("-")}, same runs: ${results.node200MsSamples?.join(", ")}; whole run ${results.longRunStepMs} ms/node)`,
+      `node200 / node10: ${results.node200OverNode10}  (target ≤ ${TARGETS.node200OverNode10}) ${verdict(results.node200OverNode10, TARGETS.node200OverNode10)}`,
+    );
   return lines;
 }

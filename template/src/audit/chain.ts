@@ -36,8 +36,15 @@ export async function eventHash(prevHash: string, row: AuditRow): Promise<string
     details = row.detailsJson;
   }
   const body = canonicalJson({
-    seq: row.seq, id: row.id, installationId: row.installationId, idempotencyKey: row.idempotencyKey, action: row.action,
-    actor: { type: row.actorType, id: row.actorId }, target: { type: row.targetType, id: row.targetId }, details, createdAt: row.createdAt,
+    seq: row.seq,
+    id: row.id,
+    installationId: row.installationId,
+    idempotencyKey: row.idempotencyKey,
+    action: row.action,
+    actor: { type: row.actorType, id: row.actorId },
+    target: { type: row.targetType, id: row.targetId },
+    details,
+    createdAt: row.createdAt,
   });
   return `sha256:${await sha256Hex(`${prevHash}\n${body}`)}`;
 }
@@ -46,10 +53,10 @@ export async function eventHash(prevHash: string, row: AuditRow): Promise<string
 export async function sealAuditChain(env: Env, installationId: string): Promise<number> {
   let sealed = 0;
   for (;;) {
-    const last = await env.DB.prepare(`SELECT seq, hash FROM audit_events WHERE installation_id = ?1 AND hash IS NOT NULL ORDER BY seq DESC LIMIT 1`)
-      .bind(installationId).first<{ seq: number; hash: string }>();
+    const last = await env.DB.prepare(`SELECT seq, hash FROM audit_events WHERE installation_id = ?1 AND hash IS NOT NULL ORDER BY seq DESC LIMIT 1`).bind(installationId).first<{ seq: number; hash: string }>();
     const { results } = await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ?1 AND hash IS NULL AND seq > ?2 ORDER BY seq LIMIT ?3`)
-      .bind(installationId, last?.seq ?? 0, PAGE).all<AuditRow>();
+      .bind(installationId, last?.seq ?? 0, PAGE)
+      .all<AuditRow>();
     if (results.length === 0) return sealed;
     let prev = last?.hash ?? GENESIS_HASH;
     let expected = (last?.seq ?? 0) + 1;
@@ -69,9 +76,7 @@ export async function sealAuditChain(env: Env, installationId: string): Promise<
   }
 }
 
-export type ChainVerdict =
-  | { ok: true; events: number; head: string }
-  | { ok: false; events: number; firstBroken: { seq: number; id: string | null; reason: "hash_mismatch" | "prev_hash_mismatch" | "seq_gap" | "unsealed" } };
+export type ChainVerdict = { ok: true; events: number; head: string } | { ok: false; events: number; firstBroken: { seq: number; id: string | null; reason: "hash_mismatch" | "prev_hash_mismatch" | "seq_gap" | "unsealed" } };
 
 /** Recomputes the whole chain and names the first event whose link does not hold. */
 export async function verifyAuditChain(env: Env, installationId: string): Promise<ChainVerdict> {
@@ -79,8 +84,7 @@ export async function verifyAuditChain(env: Env, installationId: string): Promis
   let prev = GENESIS_HASH;
   let expected = 1;
   for (;;) {
-    const { results } = await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3`)
-      .bind(installationId, expected, PAGE).all<AuditRow>();
+    const { results } = await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3`).bind(installationId, expected, PAGE).all<AuditRow>();
     for (const row of results) {
       if (row.seq !== expected) return { ok: false, events: expected - 1, firstBroken: { seq: expected, id: null, reason: "seq_gap" } };
       if (row.hash === null) return { ok: false, events: expected - 1, firstBroken: { seq: row.seq, id: row.id, reason: "unsealed" } };
@@ -101,7 +105,14 @@ export function serializeAuditRow(row: AuditRow) {
     details = null;
   }
   return {
-    id: row.id, seq: row.seq, action: row.action, actor: { type: row.actorType, id: row.actorId },
-    target: { type: row.targetType, id: row.targetId }, details, createdAt: row.createdAt, hash: row.hash, prevHash: row.prevHash,
+    id: row.id,
+    seq: row.seq,
+    action: row.action,
+    actor: { type: row.actorType, id: row.actorId },
+    target: { type: row.targetType, id: row.targetId },
+    details,
+    createdAt: row.createdAt,
+    hash: row.hash,
+    prevHash: row.prevHash,
   };
 }

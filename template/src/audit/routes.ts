@@ -3,21 +3,30 @@ import { routes } from "../http/route";
 import { AUDIT_COLUMNS, sealAuditChain, serializeAuditRow, verifyAuditChain, type AuditRow } from "./chain";
 
 export const auditRoutes = routes()
-  .op({ method: "get", path: "/audit-events", summary: "The audit trail in order, with its chain hashes; ?action=&targetType=&targetId=&since=&until=&cursor=", auth: ["admin", "review"], ok: 200,
-    query: { limit: { default: 100, max: 500 }, cursor: /^\d{1,15}$/u, strings: ["action", "targetType", "targetId", "since", "until"] } }, async (c, { query }) => {
-    const { installationId } = c.get("actor");
-    await sealAuditChain(c.env, installationId);
-    const { results } = await c.env.DB.prepare(`
+  .op(
+    {
+      method: "get",
+      path: "/audit-events",
+      summary: "The audit trail in order, with its chain hashes; ?action=&targetType=&targetId=&since=&until=&cursor=",
+      auth: ["admin", "review"],
+      ok: 200,
+      query: { limit: { default: 100, max: 500 }, cursor: /^\d{1,15}$/u, strings: ["action", "targetType", "targetId", "since", "until"] },
+    },
+    async (c, { query }) => {
+      const { installationId } = c.get("actor");
+      await sealAuditChain(c.env, installationId);
+      const { results } = await c.env.DB.prepare(`
       SELECT ${AUDIT_COLUMNS} FROM audit_events
       WHERE installation_id = ?1 AND seq > ?2
         AND (?3 IS NULL OR action = ?3 OR action LIKE ?3 || '.%')
         AND (?4 IS NULL OR target_type = ?4) AND (?5 IS NULL OR target_id = ?5)
         AND (?6 IS NULL OR created_at >= ?6) AND (?7 IS NULL OR created_at < ?7)
       ORDER BY seq LIMIT ?8
-    `).bind(installationId, Number(query.cursor ?? 0), query.action ?? null, query.targetType ?? null, query.targetId ?? null,
-      query.since ?? null, query.until ?? null, query.limit + 1).all<AuditRow>();
-    const page = results.slice(0, query.limit);
-    return { items: page.map(serializeAuditRow), nextCursor: results.length > query.limit ? String(page.at(-1)!.seq) : null };
-  })
-  .op({ method: "get", path: "/audit/verify", summary: "Recompute the hash chain and name the first broken link", auth: ["admin", "review"], ok: 200 },
-    async (c) => verifyAuditChain(c.env, c.get("actor").installationId));
+    `)
+        .bind(installationId, Number(query.cursor ?? 0), query.action ?? null, query.targetType ?? null, query.targetId ?? null, query.since ?? null, query.until ?? null, query.limit + 1)
+        .all<AuditRow>();
+      const page = results.slice(0, query.limit);
+      return { items: page.map(serializeAuditRow), nextCursor: results.length > query.limit ? String(page.at(-1)!.seq) : null };
+    },
+  )
+  .op({ method: "get", path: "/audit/verify", summary: "Recompute the hash chain and name the first broken link", auth: ["admin", "review"], ok: 200 }, async (c) => verifyAuditChain(c.env, c.get("actor").installationId));

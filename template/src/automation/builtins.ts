@@ -11,8 +11,8 @@ const MAX_TEXT = 200_000;
 const MAX_BANK = 5_000;
 
 function strings(value: JsonValue | undefined, what: string): string[] {
-  if (!Array.isArray(value) || value.some((v) => typeof v !== "string")) throw new ComponentExecutionError("component_config_invalid", false, `${what} must be a list of strings.`);
-  if (value.length > MAX_BANK) throw new ComponentExecutionError("component_config_invalid", false, `${what} may hold at most ${MAX_BANK} entries.`);
+  if (!Array.isArray(value) || value.some((v) => typeof v !== "string")) throw new ComponentExecutionError("component.config_invalid", false, `${what} must be a list of strings.`);
+  if (value.length > MAX_BANK) throw new ComponentExecutionError("component.config_invalid", false, `${what} may hold at most ${MAX_BANK} entries.`);
   return value as string[];
 }
 
@@ -79,7 +79,14 @@ function domainList(config: JsonObject, input: JsonObject): JsonObject {
   if (typeof input.text === "string") {
     for (const word of input.text.slice(0, MAX_TEXT).split(/\s+/u)) if (/^https?:\/\//iu.test(word)) candidates.push(word);
   }
-  const hosts = [...new Set(candidates.slice(0, 1_000).map(hostOf).filter((h): h is string => h !== null))];
+  const hosts = [
+    ...new Set(
+      candidates
+        .slice(0, 1_000)
+        .map(hostOf)
+        .filter((h): h is string => h !== null),
+    ),
+  ];
   const matches = hosts.filter((host) => domains.some((domain) => host === domain || host.endsWith(`.${domain}`)));
   return { matched: matches.length > 0, matches, checked: hosts.length };
 }
@@ -87,20 +94,19 @@ function domainList(config: JsonObject, input: JsonObject): JsonObject {
 /** Exact SHA-256 (or any hex digest) matches of `input.hashes` / `input.sha256` against the bank. */
 function hashBank(config: JsonObject, input: JsonObject): JsonObject {
   const bank = new Set(strings(config.hashes, "config.hashes").map((h) => h.toLowerCase()));
-  const given = [...(Array.isArray(input.hashes) ? input.hashes : []), ...(typeof input.sha256 === "string" ? [input.sha256] : [])]
-    .filter((h): h is string => typeof h === "string").map((h) => h.toLowerCase());
+  const given = [...(Array.isArray(input.hashes) ? input.hashes : []), ...(typeof input.sha256 === "string" ? [input.sha256] : [])].filter((h): h is string => typeof h === "string").map((h) => h.toLowerCase());
   const matches = given.filter((hash) => bank.has(hash));
   return { matched: matches.length > 0, matches };
 }
 
 /** Reports and decisions about the run's subject (or `input.subject`), from the host's own records. */
 async function subjectHistory(env: Env, run: AuthorizedRun, input: JsonObject): Promise<JsonObject> {
-  let subject = input.subject && typeof input.subject === "object" && !Array.isArray(input.subject) ? input.subject as { kind?: unknown; id?: unknown } : null;
+  let subject = input.subject && typeof input.subject === "object" && !Array.isArray(input.subject) ? (input.subject as { kind?: unknown; id?: unknown }) : null;
   if (!subject && run.reportId) {
     subject = await env.DB.prepare(`SELECT subject_kind AS kind, subject_id AS id FROM reports WHERE id = ?1`).bind(run.reportId).first<{ kind: string; id: string }>();
   }
   if (!subject || typeof subject.kind !== "string" || typeof subject.id !== "string") {
-    throw new ComponentExecutionError("component_input_invalid", false, "subject_history needs a run with a report, or input.subject { kind, id }.");
+    throw new ComponentExecutionError("component.input_invalid", false, "subject_history needs a run with a report, or input.subject { kind, id }.");
   }
   const [reports, decisions] = await env.DB.batch<Record<string, JsonValue>>([
     env.DB.prepare(`SELECT category, COUNT(*) AS count, MIN(created_at) AS first, MAX(created_at) AS last FROM reports
@@ -120,10 +126,15 @@ async function subjectHistory(env: Env, run: AuthorizedRun, input: JsonObject): 
 
 export async function executeBuiltin(env: Env, name: string, input: { run: AuthorizedRun; config: JsonObject; input: JsonObject }): Promise<JsonObject> {
   switch (name as BuiltinComponent) {
-    case "keyword_bank": return keywordBank(input.config, input.input);
-    case "domain_list": return domainList(input.config, input.input);
-    case "hash_bank": return hashBank(input.config, input.input);
-    case "subject_history": return subjectHistory(env, input.run, input.input);
-    default: throw new ComponentExecutionError("component_unknown", false, `There is no built-in component named ${name}.`);
+    case "keyword_bank":
+      return keywordBank(input.config, input.input);
+    case "domain_list":
+      return domainList(input.config, input.input);
+    case "hash_bank":
+      return hashBank(input.config, input.input);
+    case "subject_history":
+      return subjectHistory(env, input.run, input.input);
+    default:
+      throw new ComponentExecutionError("component.unknown", false, `There is no built-in component named ${name}.`);
   }
 }

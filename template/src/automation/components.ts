@@ -99,8 +99,7 @@ const VERSION_COLUMNS = `v.id, v.component_id AS componentId, c.name, v.version,
   v.allowed_hosts_json AS allowedHostsJson, v.max_subrequests AS maxSubrequests, v.timeout_ms AS timeoutMs, v.created_at AS createdAt`;
 
 export function getComponentVersionRow(db: D1Database, installationId: string, versionId: string): Promise<ComponentVersionRow | null> {
-  return db.prepare(`SELECT ${VERSION_COLUMNS} FROM component_versions v JOIN components c ON c.id = v.component_id WHERE v.installation_id = ?1 AND v.id = ?2`)
-    .bind(installationId, versionId).first<ComponentVersionRow>();
+  return db.prepare(`SELECT ${VERSION_COLUMNS} FROM component_versions v JOIN components c ON c.id = v.component_id WHERE v.installation_id = ?1 AND v.id = ?2`).bind(installationId, versionId).first<ComponentVersionRow>();
 }
 
 export async function createComponent(env: Env, actor: Actor, input: { name: string; description?: string }) {
@@ -108,11 +107,15 @@ export async function createComponent(env: Env, actor: Actor, input: { name: str
   const at = new Date().toISOString();
   try {
     await env.DB.batch([
-      env.DB.prepare(`INSERT INTO components (id, installation_id, name, description, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)`)
-        .bind(id, actor.installationId, input.name, input.description ?? null, at),
+      env.DB.prepare(`INSERT INTO components (id, installation_id, name, description, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)`).bind(id, actor.installationId, input.name, input.description ?? null, at),
       auditStatement(env.DB, {
-        installationId: actor.installationId, idempotencyKey: `component:${id}:created`, action: "component.created", actor: actor.audit,
-        target: { type: "component", id }, details: { name: input.name }, at,
+        installationId: actor.installationId,
+        idempotencyKey: `component:${id}:created`,
+        action: "component.created",
+        actor: actor.audit,
+        target: { type: "component", id },
+        details: { name: input.name },
+        at,
       }),
     ]);
   } catch (error) {
@@ -123,9 +126,7 @@ export async function createComponent(env: Env, actor: Actor, input: { name: str
 }
 
 /** Publishes an immutable version; its digest (sha256 of the exact source) is checked at every load. */
-export async function publishComponentVersion(
-  env: Env, actor: Actor, componentId: string, input: { source: string; allowedHosts?: string[]; maxSubrequests?: number; timeoutMs?: number },
-) {
+export async function publishComponentVersion(env: Env, actor: Actor, componentId: string, input: { source: string; allowedHosts?: string[]; maxSubrequests?: number; timeoutMs?: number }) {
   const component = await env.DB.prepare(`SELECT id, name FROM components WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, componentId).first<{ id: string; name: string }>();
   if (!component) throw notFound("component");
   if (byteLength(input.source) > MAX_COMPONENT_SOURCE_BYTES) throw new AppError("component.source_too_large", "A component's source may be at most 256 KiB.", { status: 413 });
@@ -139,8 +140,13 @@ export async function publishComponentVersion(
       SELECT ?1, ?2, ?3, COALESCE(MAX(version), 0) + 1, ?4, ?5, ?6, ?7, ?8, ?9 FROM component_versions WHERE component_id = ?3
     `).bind(id, actor.installationId, componentId, input.source, digest, JSON.stringify(hosts), input.maxSubrequests ?? 5, input.timeoutMs ?? 5_000, at),
     auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `component_version:${id}:published`, action: "component.version_published", actor: actor.audit,
-      target: { type: "component_version", id }, details: { componentId, name: component.name, digest, allowedHosts: hosts }, at,
+      installationId: actor.installationId,
+      idempotencyKey: `component_version:${id}:published`,
+      action: "component.version_published",
+      actor: actor.audit,
+      target: { type: "component_version", id },
+      details: { componentId, name: component.name, digest, allowedHosts: hosts },
+      at,
     }),
   ]);
   const row = (await getComponentVersionRow(env.DB, actor.installationId, id))!;
@@ -151,16 +157,20 @@ export async function listComponents(env: Env, actor: Actor) {
   const { results } = await env.DB.prepare(`
     SELECT c.id, c.name, c.description, c.created_at AS createdAt,
       (SELECT json_group_array(json_object('id', v.id, 'version', v.version, 'digest', v.digest)) FROM component_versions v WHERE v.component_id = c.id) AS versionsJson
-    FROM components c WHERE c.installation_id = ?1 ORDER BY c.name`).bind(actor.installationId).all<{ versionsJson: string }>();
+    FROM components c WHERE c.installation_id = ?1 ORDER BY c.name`)
+    .bind(actor.installationId)
+    .all<{ versionsJson: string }>();
   return results.map(({ versionsJson, ...row }) => ({ ...row, versions: JSON.parse(versionsJson) as unknown[] }));
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   return Promise.race([
-    promise.finally(() => { if (timer !== undefined) clearTimeout(timer); }),
+    promise.finally(() => {
+      if (timer !== undefined) clearTimeout(timer);
+    }),
     new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new ComponentExecutionError("component_timeout", true, "The component did not answer in time.")), ms);
+      timer = setTimeout(() => reject(new ComponentExecutionError("component.timeout", true, "The component did not answer in time.")), ms);
     }),
   ]);
 }
@@ -172,11 +182,13 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
  * Cloudflare only).
  */
 export async function executeComponentVersion(
-  env: Env, ctx: ExecutionContext, input: { installationId: string; componentVersionId: string; input: JsonValue; context: Record<string, JsonValue> },
+  env: Env,
+  ctx: ExecutionContext,
+  input: { installationId: string; componentVersionId: string; input: JsonValue; context: Record<string, JsonValue> },
 ): Promise<{ data: JsonValue; subrequests: number; latencyMs: number; componentVersionId: string; digest: string }> {
   const row = await getComponentVersionRow(env.DB, input.installationId, input.componentVersionId);
-  if (!row) throw new ComponentExecutionError("component_version_unknown", false, "The component version does not exist in this installation.");
-  if (`sha256:${await sha256Hex(row.sourceText)}` !== row.digest) throw new ComponentExecutionError("component_digest_mismatch", false, "The component's source does not match its digest.");
+  if (!row) throw new ComponentExecutionError("component_version.unknown", false, "The component version does not exist in this installation.");
+  if (`sha256:${await sha256Hex(row.sourceText)}` !== row.digest) throw new ComponentExecutionError("component.digest_mismatch", false, "The component's source does not match its digest.");
   const allowedHosts = JSON.parse(row.allowedHostsJson) as string[];
   const stub = env.LOADER.get(`component:${row.id}:${row.digest.slice(7, 39)}`, () => ({
     compatibilityDate: COMPATIBILITY_DATE,
@@ -198,8 +210,8 @@ export async function executeComponentVersion(
     if (error instanceof ComponentExecutionError) throw error;
     if (invocation.refusals.length > 0) throw refusalError(invocation);
     const message = error instanceof Error ? error.message : "";
-    if (message.startsWith("retryable:")) throw new ComponentExecutionError("component_failed", true);
-    throw new ComponentExecutionError(message === "component_run_missing" ? "component_run_missing" : "component_failed", false);
+    if (message.startsWith("retryable:")) throw new ComponentExecutionError("component.failed", true);
+    throw new ComponentExecutionError(message === "component_run_missing" ? "component_run_missing" : "component.failed", false);
   } finally {
     invocations.delete(token);
   }
@@ -208,7 +220,7 @@ export async function executeComponentVersion(
   try {
     json = JSON.parse(JSON.stringify(data ?? null)) as JsonValue;
   } catch {
-    throw new ComponentExecutionError("component_output_invalid", false, "The component returned something that is not JSON.");
+    throw new ComponentExecutionError("component.output_invalid", false, "The component returned something that is not JSON.");
   }
   return { data: json, subrequests: invocation.subrequests, latencyMs: Date.now() - started, componentVersionId: row.id, digest: row.digest };
 }
@@ -216,6 +228,6 @@ export async function executeComponentVersion(
 function refusalError(invocation: Invocation): ComponentExecutionError {
   const first = invocation.refusals[0]!;
   return first.reason === "host_not_allowed"
-    ? new ComponentExecutionError("component_egress_denied", false, "The component tried to reach a host its version does not declare.")
-    : new ComponentExecutionError("component_subrequest_limit", false, "The component made more subrequests than its version allows.");
+    ? new ComponentExecutionError("component.egress_denied", false, "The component tried to reach a host its version does not declare.")
+    : new ComponentExecutionError("component.subrequest_limit", false, "The component made more subrequests than its version allows.");
 }

@@ -48,7 +48,9 @@ export async function shadowReport(env: Env, actor: Actor, workflowVersionId: st
     WHERE r.installation_id = ?1 AND r.workflow_version_id = ?2 AND r.authority_mode = 'shadow' AND r.state = 'succeeded'
       AND r.report_id IS NOT NULL AND (?3 IS NULL OR r.backtest_id = ?3)
     ORDER BY r.created_at LIMIT ?4
-  `).bind(actor.installationId, workflowVersionId, backtestId, MAX_COMPARED).all<ComparedRow>();
+  `)
+    .bind(actor.installationId, workflowVersionId, backtestId, MAX_COMPARED)
+    .all<ComparedRow>();
   const matrix: Record<string, Record<string, number>> = {};
   const labels = new Set<string>();
   let compared = 0;
@@ -94,24 +96,39 @@ export async function startBacktest(env: Env, actor: Actor, workflowVersionId: s
   let reportIds: string[];
   if (input.reportIds?.length) {
     const { results } = await env.DB.prepare(`SELECT id FROM reports WHERE installation_id = ?1 AND id IN (SELECT value FROM json_each(?2)) ORDER BY created_at`)
-      .bind(actor.installationId, JSON.stringify(input.reportIds)).all<{ id: string }>();
+      .bind(actor.installationId, JSON.stringify(input.reportIds))
+      .all<{ id: string }>();
     reportIds = results.map((r) => r.id);
     if (reportIds.length !== new Set(input.reportIds).size) throw new AppError("backtest.reports_unknown", "Some reportIds do not exist in this installation.", { status: 422 });
   } else {
     if (!input.from && !input.to) throw new AppError("backtest.selection_required", "Give reportIds, or a time range (from, to).", { status: 422 });
     const { results } = await env.DB.prepare(`SELECT id FROM reports WHERE installation_id = ?1 AND (?2 IS NULL OR created_at >= ?2) AND (?3 IS NULL OR created_at < ?3)
-      ORDER BY created_at LIMIT ?4`).bind(actor.installationId, input.from ?? null, input.to ?? null, Math.min(input.limit ?? MAX_BACKTEST_REPORTS, MAX_BACKTEST_REPORTS)).all<{ id: string }>();
+      ORDER BY created_at LIMIT ?4`)
+      .bind(actor.installationId, input.from ?? null, input.to ?? null, Math.min(input.limit ?? MAX_BACKTEST_REPORTS, MAX_BACKTEST_REPORTS))
+      .all<{ id: string }>();
     reportIds = results.map((r) => r.id);
   }
   if (reportIds.length > MAX_BACKTEST_REPORTS) throw new AppError("backtest.too_large", `A backtest covers at most ${MAX_BACKTEST_REPORTS} reports.`, { status: 422 });
   const id = newId("bt");
   const at = new Date().toISOString();
   await env.DB.batch([
-    env.DB.prepare(`INSERT INTO backtests (id, installation_id, workflow_version_id, state, selection_json, total, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)`)
-      .bind(id, actor.installationId, workflowVersionId, reportIds.length === 0 ? "completed" : "running", JSON.stringify({ reportIds: input.reportIds ?? null, from: input.from ?? null, to: input.to ?? null }), reportIds.length, at),
+    env.DB.prepare(`INSERT INTO backtests (id, installation_id, workflow_version_id, state, selection_json, total, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)`).bind(
+      id,
+      actor.installationId,
+      workflowVersionId,
+      reportIds.length === 0 ? "completed" : "running",
+      JSON.stringify({ reportIds: input.reportIds ?? null, from: input.from ?? null, to: input.to ?? null }),
+      reportIds.length,
+      at,
+    ),
     auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `backtest:${id}:started`, action: "backtest.started", actor: actor.audit,
-      target: { type: "backtest", id }, details: { workflowVersionId, reports: reportIds.length }, at,
+      installationId: actor.installationId,
+      idempotencyKey: `backtest:${id}:started`,
+      action: "backtest.started",
+      actor: actor.audit,
+      target: { type: "backtest", id },
+      details: { workflowVersionId, reports: reportIds.length },
+      at,
     }),
   ]);
   const messages = [];
@@ -135,20 +152,26 @@ export async function consumeBacktests(batch: MessageBatch<{ backtestId: string;
     let failed = false;
     // A few runs at a time: dispatching loads the version's sandbox and creates a Workflows instance.
     for (let i = 0; i < reportIds.length; i += BACKTEST_PARALLEL) {
-      await Promise.all(reportIds.slice(i, i + BACKTEST_PARALLEL).map(async (reportId) => {
-        const row = await getReportRow(env.DB, installationId, reportId);
-        if (!row) return;
-        const { caseReportCount: _count, ...report } = reportSummary(row);
-        try {
-          await createRun(env, ctx, actor, {
-            workflowVersionId: backtest.versionId, authorityMode: "shadow", input: { report }, reportId, backtestId,
-            idempotencyKey: `backtest:${backtestId}:${reportId}`,
-          });
-        } catch (error) {
-          console.error("backtest_run_failed", errorCode(error));
-          failed = true;
-        }
-      }));
+      await Promise.all(
+        reportIds.slice(i, i + BACKTEST_PARALLEL).map(async (reportId) => {
+          const row = await getReportRow(env.DB, installationId, reportId);
+          if (!row) return;
+          const { caseReportCount: _count, ...report } = reportSummary(row);
+          try {
+            await createRun(env, ctx, actor, {
+              workflowVersionId: backtest.versionId,
+              authorityMode: "shadow",
+              input: { report },
+              reportId,
+              backtestId,
+              idempotencyKey: `backtest:${backtestId}:${reportId}`,
+            });
+          } catch (error) {
+            console.error("backtest_run_failed", errorCode(error));
+            failed = true;
+          }
+        }),
+      );
     }
     if (failed) message.retry({ delaySeconds: 5 });
     else message.ack();
@@ -158,7 +181,9 @@ export async function consumeBacktests(batch: MessageBatch<{ backtestId: string;
 /** Progress (runs by state) and, once every run has finished, the shadow report of the backtest. */
 export async function getBacktest(env: Env, actor: Actor, id: string) {
   const row = await env.DB.prepare(`SELECT id, workflow_version_id AS workflowVersionId, state, selection_json AS selectionJson, total, created_at AS createdAt, finished_at AS finishedAt
-    FROM backtests WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<{ id: string; workflowVersionId: string; state: string; selectionJson: string; total: number; createdAt: string; finishedAt: string | null }>();
+    FROM backtests WHERE installation_id = ?1 AND id = ?2`)
+    .bind(actor.installationId, id)
+    .first<{ id: string; workflowVersionId: string; state: string; selectionJson: string; total: number; createdAt: string; finishedAt: string | null }>();
   if (!row) throw notFound("backtest");
   const { results } = await env.DB.prepare(`SELECT state, COUNT(*) AS n FROM workflow_runs WHERE backtest_id = ?1 GROUP BY state`).bind(id).all<{ state: string; n: number }>();
   const byState = Object.fromEntries(results.map((r) => [r.state, r.n]));
@@ -171,15 +196,25 @@ export async function getBacktest(env: Env, actor: Actor, id: string) {
     await env.DB.batch([
       env.DB.prepare(`UPDATE backtests SET state = 'completed', finished_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'running'`).bind(id, finishedAt),
       auditStatement(env.DB, {
-        installationId: actor.installationId, idempotencyKey: `backtest:${id}:completed`, action: "backtest.completed", actor: { type: "system", id: "backtests" },
-        target: { type: "backtest", id }, details: { total: row.total, byState }, at: finishedAt,
+        installationId: actor.installationId,
+        idempotencyKey: `backtest:${id}:completed`,
+        action: "backtest.completed",
+        actor: { type: "system", id: "backtests" },
+        target: { type: "backtest", id },
+        details: { total: row.total, byState },
+        at: finishedAt,
       }),
     ]);
     state = "completed";
   }
   return {
-    id: row.id, workflowVersionId: row.workflowVersionId, state, selection: JSON.parse(row.selectionJson) as unknown,
-    progress: { total: row.total, started, finished, byState }, createdAt: row.createdAt, finishedAt,
+    id: row.id,
+    workflowVersionId: row.workflowVersionId,
+    state,
+    selection: JSON.parse(row.selectionJson) as unknown,
+    progress: { total: row.total, started, finished, byState },
+    createdAt: row.createdAt,
+    finishedAt,
     report: state === "completed" ? await shadowReport(env, actor, row.workflowVersionId, id) : null,
   };
 }

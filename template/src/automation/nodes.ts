@@ -14,12 +14,15 @@ export async function executeEnrichment(call: NodeCall): Promise<Record<string, 
   const input = await mappedInput(call);
   if (typeof node.config.component_version_id === "string") {
     const result = await executeComponentVersion(env, ctx, {
-      installationId: run.installationId, componentVersionId: node.config.component_version_id, input, context: { nodeId: node.id, authorityMode: run.authorityMode },
+      installationId: run.installationId,
+      componentVersionId: node.config.component_version_id,
+      input,
+      context: { nodeId: node.id, authorityMode: run.authorityMode },
     });
     return { port: "success", ...result };
   }
   const name = String(node.config.component);
-  if (!(BUILTIN_COMPONENTS as readonly string[]).includes(name)) throw new ComponentExecutionError("component_unknown", false, `There is no built-in component named ${name}.`);
+  if (!(BUILTIN_COMPONENTS as readonly string[]).includes(name)) throw new ComponentExecutionError("component.unknown", false, `There is no built-in component named ${name}.`);
   const started = Date.now();
   const data = await executeBuiltin(env, name, { run, config: node.config, input });
   return { port: "success", component: name, data, latencyMs: Date.now() - started };
@@ -31,14 +34,21 @@ export async function executeAiProposal(call: NodeCall): Promise<Record<string, 
   const resultPorts = Array.isArray(node.config.result_ports) ? node.config.result_ports.filter((p): p is string => typeof p === "string") : [];
   if (typeof node.config.component_version_id === "string") {
     const result = await executeComponentVersion(env, ctx, {
-      installationId: run.installationId, componentVersionId: node.config.component_version_id, input, context: { nodeId: node.id, resultPorts },
+      installationId: run.installationId,
+      componentVersionId: node.config.component_version_id,
+      input,
+      context: { nodeId: node.id, resultPorts },
     });
     const data = result.data && typeof result.data === "object" && !Array.isArray(result.data) ? result.data : {};
     const code = [data.result_code, data.outcome, data.classification].find((v): v is string => typeof v === "string");
-    if (!code || !resultPorts.includes(code)) throw new ComponentExecutionError("ai_result_port_invalid", false, "The component proposed a result that is not one of the node's result ports.");
+    if (!code || !resultPorts.includes(code)) throw new ComponentExecutionError("ai.result_port_invalid", false, "The component proposed a result that is not one of the node's result ports.");
     return { port: code, resultCode: code, ...result };
   }
   return executeAgentProposal(env, {
-    installationId: run.installationId, providerId: String(node.config.provider_id), instructions: String(node.config.instructions ?? ""), resultPorts, input,
+    installationId: run.installationId,
+    providerId: String(node.config.provider_id),
+    instructions: String(node.config.instructions ?? ""),
+    resultPorts,
+    input,
   });
 }

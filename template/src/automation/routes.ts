@@ -6,20 +6,35 @@ import { createComponent, listComponents, publishComponentVersion } from "./comp
 import { getBacktest, shadowReport, startBacktest } from "./evaluation";
 
 export const automationRoutes = routes()
-  .op({ method: "post", path: "/components", summary: "Create a component", auth: ["admin"], body: "CreateComponent", ok: 201, errors: [409] },
-    async (c, { body }) => createComponent(c.env, c.get("actor"), body))
-  .op({ method: "get", path: "/components", summary: "List components with their versions, and the built-in components", auth: ["admin", "review"], ok: 200 },
-    async (c) => ({ builtIns: BUILTIN_COMPONENTS, items: await listComponents(c.env, c.get("actor")) }))
-  .op({ method: "post", path: "/components/:id/versions", summary: "Publish an immutable component version: source, allowed hosts, subrequest budget; returns its digest", auth: ["admin"], body: "PublishComponentVersion", ok: 201, errors: [404, 413] },
-    async (c, { body }) => publishComponentVersion(c.env, c.get("actor"), c.req.param("id"), body))
-  .op({ method: "post", path: "/ai-providers", summary: "Register an AI provider (Workers AI or OpenAI-compatible); the key is sealed and never returned", auth: ["admin"], body: "CreateAiProvider", ok: 201, errors: [422] },
-    async (c, { body }) => createProvider(c.env, c.get("actor"), body))
+  .op({ method: "post", path: "/components", summary: "Create a component", auth: ["admin"], body: "CreateComponent", ok: 201, errors: [409] }, async (c, { body }) => createComponent(c.env, c.get("actor"), body))
+  .op({ method: "get", path: "/components", summary: "List components with their versions, and the built-in components", auth: ["admin", "review"], ok: 200 }, async (c) => ({
+    builtIns: BUILTIN_COMPONENTS,
+    items: await listComponents(c.env, c.get("actor")),
+  }))
+  .op(
+    {
+      method: "post",
+      path: "/components/:id/versions",
+      summary: "Publish an immutable component version: source, allowed hosts, subrequest budget; returns its digest",
+      auth: ["admin"],
+      body: "PublishComponentVersion",
+      ok: 201,
+      errors: [404, 413],
+    },
+    async (c, { body }) => publishComponentVersion(c.env, c.get("actor"), c.req.param("id"), body),
+  )
+  .op(
+    { method: "post", path: "/ai-providers", summary: "Register an AI provider (Workers AI or OpenAI-compatible); the key is sealed and never returned", auth: ["admin"], body: "CreateAiProvider", ok: 201, errors: [422] },
+    async (c, { body }) => createProvider(c.env, c.get("actor"), body),
+  )
   .op({ method: "get", path: "/ai-providers", summary: "List AI providers", auth: ["admin"], ok: 200 }, async (c) => ({ items: await listProviders(c.env, c.get("actor")) }))
-  .op({ method: "get", path: "/ai-providers/:id", summary: "Read an AI provider", auth: ["admin"], ok: 200, errors: [404] },
-    async (c) => getProvider(c.env, c.get("actor"), c.req.param("id")))
-  .op({ method: "get", path: "/workflow-versions/:id/shadow-report", summary: "Shadow runs of this version against people's decisions: runs compared, agreement rate, confusion matrix", auth: ["admin", "review"], ok: 200, errors: [404] },
-    async (c) => shadowReport(c.env, c.get("actor"), c.req.param("id")))
-  .op({ method: "post", path: "/workflow-versions/:id/backtests", summary: "Run this version in shadow over past reports (ids or time range)", auth: ["admin"], body: "StartBacktest", ok: 202, errors: [404, 409, 422] },
-    async (c, { body }) => startBacktest(c.env, c.get("actor"), c.req.param("id"), body))
-  .op({ method: "get", path: "/backtests/:id", summary: "A backtest's progress and, when finished, its shadow report", auth: ["admin", "review"], ok: 200, errors: [404] },
-    async (c) => getBacktest(c.env, c.get("actor"), c.req.param("id")));
+  .op({ method: "get", path: "/ai-providers/:id", summary: "Read an AI provider", auth: ["admin"], ok: 200, errors: [404] }, async (c) => getProvider(c.env, c.get("actor"), c.req.param("id")))
+  .op(
+    { method: "get", path: "/workflow-versions/:id/shadow-report", summary: "Shadow runs of this version against people's decisions: runs compared, agreement rate, confusion matrix", auth: ["admin", "review"], ok: 200, errors: [404] },
+    async (c) => shadowReport(c.env, c.get("actor"), c.req.param("id")),
+  )
+  .op(
+    { method: "post", path: "/workflow-versions/:id/backtests", summary: "Run this version in shadow over past reports (ids or time range)", auth: ["admin"], body: "StartBacktest", ok: 202, errors: [404, 409, 422] },
+    async (c, { body }) => startBacktest(c.env, c.get("actor"), c.req.param("id"), body),
+  )
+  .op({ method: "get", path: "/backtests/:id", summary: "A backtest's progress and, when finished, its shadow report", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => getBacktest(c.env, c.get("actor"), c.req.param("id")));

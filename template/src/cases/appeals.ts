@@ -40,8 +40,15 @@ function getAppealRow(db: D1Database, installationId: string, id: string) {
 
 function summary(row: AppealRow) {
   return {
-    id: row.id, reportId: row.reportId, decisionId: row.decisionId, caseId: row.caseId, state: row.state,
-    outcome: row.state === "open" ? null : row.state, decidedBy: row.decidedBy, decidedAt: row.decidedAt, createdAt: row.createdAt,
+    id: row.id,
+    reportId: row.reportId,
+    decisionId: row.decisionId,
+    caseId: row.caseId,
+    state: row.state,
+    outcome: row.state === "open" ? null : row.state,
+    decidedBy: row.decidedBy,
+    decidedAt: row.decidedAt,
+    createdAt: row.createdAt,
   };
 }
 
@@ -55,8 +62,7 @@ export async function fileAppeal(env: Env, ctx: ExecutionContext, actor: Actor, 
   if (!report) throw notFound("report");
   const requestDigest = `sha256:${await sha256Hex(canonicalJson(input))}`;
   if (idempotencyKey) {
-    const existing = await env.DB.prepare(`SELECT ${COLUMNS} FROM appeals WHERE installation_id = ?1 AND idempotency_key = ?2`)
-      .bind(actor.installationId, idempotencyKey).first<AppealRow>();
+    const existing = await env.DB.prepare(`SELECT ${COLUMNS} FROM appeals WHERE installation_id = ?1 AND idempotency_key = ?2`).bind(actor.installationId, idempotencyKey).first<AppealRow>();
     if (existing) {
       if (existing.requestDigest !== requestDigest) throw conflict("idempotency_key.reused", "This Idempotency-Key was already used for a different appeal.");
       const runs = await fireTriggers(env, ctx, actor, { event: "appeal.created", report: reportSummary(report), appeal: stable(existing), subjectKey: existing.id });
@@ -72,10 +78,19 @@ export async function fileAppeal(env: Env, ctx: ExecutionContext, actor: Actor, 
       VALUES (?1, ?2, ?3, ?4, ?5, 'open', ?6, ?7, ?8, ?9, ?10, ?10)
       ON CONFLICT(installation_id, idempotency_key) DO NOTHING
     `).bind(id, actor.installationId, report.id, input.decisionId ?? null, report.caseId, sealed, dataKeyId, idempotencyKey ?? null, requestDigest, at),
-    auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `appeal:${id}:filed`, action: "appeal.filed", actor: actor.audit,
-      target: { type: "appeal", id }, details: { reportId: report.id, caseId: report.caseId }, at,
-    }, { table: "appeals", id }),
+    auditStatement(
+      env.DB,
+      {
+        installationId: actor.installationId,
+        idempotencyKey: `appeal:${id}:filed`,
+        action: "appeal.filed",
+        actor: actor.audit,
+        target: { type: "appeal", id },
+        details: { reportId: report.id, caseId: report.caseId },
+        at,
+      },
+      { table: "appeals", id },
+    ),
   ]);
   const row = await getAppealRow(env.DB, actor.installationId, id);
   if (!row) throw new AppError("appeal.conflict", "A concurrent request with the same Idempotency-Key won; retry to read it.", { status: 409, retryable: true });
@@ -93,11 +108,15 @@ export async function readAppeal(env: Env, actor: Actor, appealId: string) {
   if (!row) throw notFound("appeal");
   const personal = await openPersonalData<{ appellant: AppealInput["appellant"] | null; reason: string }>(env, actor.installationId, `appeal:${row.id}`, row.personalData);
   await auditStatement(env.DB, {
-    installationId: actor.installationId, idempotencyKey: `appeal:${row.id}:viewed:${crypto.randomUUID()}`, action: "appeal.personal_data_viewed",
-    actor: actor.audit, target: { type: "appeal", id: row.id }, details: {}, at: new Date().toISOString(),
+    installationId: actor.installationId,
+    idempotencyKey: `appeal:${row.id}:viewed:${crypto.randomUUID()}`,
+    action: "appeal.personal_data_viewed",
+    actor: actor.audit,
+    target: { type: "appeal", id: row.id },
+    details: {},
+    at: new Date().toISOString(),
   }).run();
-  const { results: runs } = await env.DB.prepare(`SELECT id, state, workflow_version_id AS workflowVersionId FROM workflow_runs WHERE installation_id = ?1 AND appeal_id = ?2 ORDER BY created_at`)
-    .bind(actor.installationId, row.id).all();
+  const { results: runs } = await env.DB.prepare(`SELECT id, state, workflow_version_id AS workflowVersionId FROM workflow_runs WHERE installation_id = ?1 AND appeal_id = ?2 ORDER BY created_at`).bind(actor.installationId, row.id).all();
   return { ...summary(row), outcomeReason: row.outcomeReason, appellant: personal.appellant, reason: personal.reason, runs };
 }
 
@@ -110,11 +129,22 @@ export async function resolveAppeal(env: Env, actor: Actor, appealId: string, in
   const at = new Date().toISOString();
   const who = input.reviewer ?? actor.audit.id;
   const [update] = await env.DB.batch([
-    env.DB.prepare(`UPDATE appeals SET state = ?3, outcome_reason = ?4, decided_by = ?5, decided_at = ?6, updated_at = ?6 WHERE installation_id = ?1 AND id = ?2 AND state = 'open'`)
-      .bind(actor.installationId, appealId, input.outcome, input.reason ?? null, who, at),
+    env.DB.prepare(`UPDATE appeals SET state = ?3, outcome_reason = ?4, decided_by = ?5, decided_at = ?6, updated_at = ?6 WHERE installation_id = ?1 AND id = ?2 AND state = 'open'`).bind(
+      actor.installationId,
+      appealId,
+      input.outcome,
+      input.reason ?? null,
+      who,
+      at,
+    ),
     auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `appeal:${appealId}:decided`, action: `appeal.${input.outcome}`, actor: actor.audit,
-      target: { type: "appeal", id: appealId }, details: { reviewer: who }, at,
+      installationId: actor.installationId,
+      idempotencyKey: `appeal:${appealId}:decided`,
+      action: `appeal.${input.outcome}`,
+      actor: actor.audit,
+      target: { type: "appeal", id: appealId },
+      details: { reviewer: who },
+      at,
     }),
   ]);
   if ((update!.meta.changes ?? 0) === 0) throw conflict("appeal.already_decided", "The appeal was decided concurrently.");

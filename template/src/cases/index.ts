@@ -4,11 +4,24 @@
 // statement builders, the taxonomy and report-crypto.
 export { findQueueRow } from "./queues";
 export {
-  getReportRow, reportSummary, reportSummaryByRunStatementUnsafe, type ReportPersonalData, type ReportRow, type ReportSummary,
+  getReportRow,
+  reportSummary,
+  reportSummaryByRunStatementUnsafe,
+  type ReportPersonalData,
+  type ReportRow,
+  type ReportSummary,
 } from "./reports-queries";
 export { openPersonalData, rewrapDataKeys, sealPersonalData } from "./report-crypto";
 export { cancelRunTasksStatement, closeStepTaskStatement, openTaskStatement } from "./task-records";
 export {
-  APPEAL_OUTCOMES, DSA_KEYWORDS, POLICY_CATEGORIES, REPORT_SOURCES, SUBJECT_KINDS, TRIGGER_EVENTS, dsaCategory, normalizeCategory,
-  type PolicyCategory, type TriggerEvent,
+  APPEAL_OUTCOMES,
+  DSA_KEYWORDS,
+  POLICY_CATEGORIES,
+  REPORT_SOURCES,
+  SUBJECT_KINDS,
+  TRIGGER_EVENTS,
+  dsaCategory,
+  normalizeCategory,
+  type PolicyCategory,
+  type TriggerEvent,
 } from "./taxonomy";

@@ -23,8 +23,7 @@ export function getQueueRow(db: D1Database, installationId: string, queueId: str
 
 /** A queue by id or by name (workflow graphs may name queues either way). Host-internal lookup. */
 export function findQueueRow(db: D1Database, installationId: string, idOrName: string): Promise<QueueRow | null> {
-  return db.prepare(`SELECT ${COLUMNS} FROM queues WHERE installation_id = ?1 AND (id = ?2 OR name = ?2) ORDER BY id = ?2 DESC LIMIT 1`)
-    .bind(installationId, idOrName).first<QueueRow>();
+  return db.prepare(`SELECT ${COLUMNS} FROM queues WHERE installation_id = ?1 AND (id = ?2 OR name = ?2) ORDER BY id = ?2 DESC LIMIT 1`).bind(installationId, idOrName).first<QueueRow>();
 }
 
 export async function createQueue(env: Env, actor: Actor, input: { name: string; description?: string; slaSeconds: number; priority?: number }) {
@@ -32,11 +31,23 @@ export async function createQueue(env: Env, actor: Actor, input: { name: string;
   const at = new Date().toISOString();
   try {
     await env.DB.batch([
-      env.DB.prepare(`INSERT INTO queues (id, installation_id, name, description, sla_seconds, priority, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)`)
-        .bind(id, actor.installationId, input.name, input.description ?? null, input.slaSeconds, input.priority ?? 0, at),
+      env.DB.prepare(`INSERT INTO queues (id, installation_id, name, description, sla_seconds, priority, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)`).bind(
+        id,
+        actor.installationId,
+        input.name,
+        input.description ?? null,
+        input.slaSeconds,
+        input.priority ?? 0,
+        at,
+      ),
       auditStatement(env.DB, {
-        installationId: actor.installationId, idempotencyKey: `queue:${id}:created`, action: "queue.created", actor: actor.audit,
-        target: { type: "queue", id }, details: { name: input.name, slaSeconds: input.slaSeconds, priority: input.priority ?? 0 }, at,
+        installationId: actor.installationId,
+        idempotencyKey: `queue:${id}:created`,
+        action: "queue.created",
+        actor: actor.audit,
+        target: { type: "queue", id },
+        details: { name: input.name, slaSeconds: input.slaSeconds, priority: input.priority ?? 0 },
+        at,
       }),
     ]);
   } catch (error) {
@@ -55,7 +66,9 @@ export async function listQueues(env: Env, actor: Actor) {
       (SELECT MIN(t.due_at) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state = 'open') AS oldestDueAt,
       (SELECT COUNT(*) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state IN ('open', 'claimed') AND t.due_at < ?2) AS breachedSla
     FROM queues q WHERE q.installation_id = ?1 ORDER BY q.priority DESC, q.name LIMIT 500
-  `).bind(actor.installationId, now).all<QueueRow & { open: number; claimed: number; oldestDueAt: string | null; breachedSla: number }>();
+  `)
+    .bind(actor.installationId, now)
+    .all<QueueRow & { open: number; claimed: number; oldestDueAt: string | null; breachedSla: number }>();
   return results.filter((queue) => canSeeQueue(actor, queue.id));
 }
 

@@ -46,10 +46,10 @@ function deriveMaster(secret: string): Promise<MasterKey> {
     derived = (async () => {
       if (secret.length < 32) throw new AppError("crypto.master_key_weak", "REPORT_MASTER_KEY must be at least 32 characters.", { status: 503 });
       const material = await crypto.subtle.importKey("raw", encoder.encode(secret), "HKDF", false, ["deriveKey"]);
-      const key = await crypto.subtle.deriveKey(
-        { name: "HKDF", hash: "SHA-256", salt: encoder.encode("safest-tools/report-crypto"), info: encoder.encode("master-key-wrap/v1") },
-        material, { name: "AES-GCM", length: 256 }, false, ["encrypt", "decrypt"],
-      );
+      const key = await crypto.subtle.deriveKey({ name: "HKDF", hash: "SHA-256", salt: encoder.encode("safest-tools/report-crypto"), info: encoder.encode("master-key-wrap/v1") }, material, { name: "AES-GCM", length: 256 }, false, [
+        "encrypt",
+        "decrypt",
+      ]);
       return { id: `mk_${(await sha256Hex(`master-key-id:${secret}`)).slice(0, 16)}`, key };
     })();
     masters.set(secret, derived);
@@ -123,7 +123,9 @@ async function activeDataKeyUncached(env: Env, installationId: string): Promise<
   return env.DB.prepare(`
     SELECT id, version, master_key_id AS masterKeyId, wrapped_key AS wrappedKey, state FROM data_keys
     WHERE installation_id = ?1 AND state = 'active' ORDER BY version DESC LIMIT 1
-  `).bind(installationId).first<DataKeyRow>();
+  `)
+    .bind(installationId)
+    .first<DataKeyRow>();
 }
 
 /** Creates the next data key version; the previous active one becomes decrypt-only. */
@@ -141,8 +143,13 @@ export async function rotateDataKey(env: Env, installationId: string): Promise<{
       SELECT ?1, ?2, COALESCE(MAX(version), 0) + 1, ?3, ?4, 'active', ?5 FROM data_keys WHERE installation_id = ?2
     `).bind(id, installationId, master.id, wrapped, at),
     auditStatement(env.DB, {
-      installationId, idempotencyKey: `data_key:${id}:created`, action: "data_key.created", actor: { type: "system", id: "report-crypto" },
-      target: { type: "data_key", id }, details: { masterKeyId: master.id }, at,
+      installationId,
+      idempotencyKey: `data_key:${id}:created`,
+      action: "data_key.created",
+      actor: { type: "system", id: "report-crypto" },
+      target: { type: "data_key", id },
+      details: { masterKeyId: master.id },
+      at,
     }),
   ]);
   const row = await env.DB.prepare(`SELECT version FROM data_keys WHERE id = ?1`).bind(id).first<{ version: number }>();
@@ -167,9 +174,7 @@ async function sealingKey(env: Env, installationId: string): Promise<{ id: strin
 export async function sealPersonalData(env: Env, installationId: string, context: string, value: unknown): Promise<{ sealed: string; dataKeyId: string }> {
   const { id, key } = await sealingKey(env, installationId);
   const iv = crypto.getRandomValues(new Uint8Array(12));
-  const ciphertext = new Uint8Array(await crypto.subtle.encrypt(
-    { name: "AES-GCM", iv, additionalData: encoder.encode(`${installationId}:${context}`) }, key, encoder.encode(JSON.stringify(value)),
-  ));
+  const ciphertext = new Uint8Array(await crypto.subtle.encrypt({ name: "AES-GCM", iv, additionalData: encoder.encode(`${installationId}:${context}`) }, key, encoder.encode(JSON.stringify(value))));
   return { sealed: `${SEAL_VERSION}.${id}.${toBase64(iv)}.${toBase64(ciphertext)}`, dataKeyId: id };
 }
 
@@ -179,7 +184,9 @@ export async function openPersonalData<T>(env: Env, installationId: string, cont
   if (version !== SEAL_VERSION || !keyId || !iv || !ciphertext) throw new AppError("crypto.open_failed", "Sealed data is malformed.", { status: 500 });
   const row = await env.DB.prepare(`
     SELECT id, version, master_key_id AS masterKeyId, wrapped_key AS wrappedKey, state FROM data_keys WHERE id = ?1 AND installation_id = ?2
-  `).bind(keyId, installationId).first<DataKeyRow>();
+  `)
+    .bind(keyId, installationId)
+    .first<DataKeyRow>();
   if (!row) throw new AppError("crypto.open_failed", "The data key of sealed data is missing.", { status: 500 });
   try {
     const key = await importDataKey(env, row, installationId);
@@ -197,13 +204,14 @@ export async function rewrapDataKeys(env: Env): Promise<{ rewrapped: number; mas
   const { results } = await env.DB.prepare(`
     SELECT id, installation_id AS installationId, version, master_key_id AS masterKeyId, wrapped_key AS wrappedKey, state
     FROM data_keys WHERE master_key_id != ?1
-  `).bind(master.id).all<DataKeyRow & { installationId: string }>();
+  `)
+    .bind(master.id)
+    .all<DataKeyRow & { installationId: string }>();
   const statements: D1PreparedStatement[] = [];
   for (const row of results) {
     const aad = `${row.installationId}:${row.id}`;
     const raw = await unwrap(await masterById(env, row.masterKeyId), row.wrappedKey, aad);
-    statements.push(env.DB.prepare(`UPDATE data_keys SET master_key_id = ?2, wrapped_key = ?3 WHERE id = ?1 AND master_key_id = ?4`)
-      .bind(row.id, master.id, await wrap(master, raw, aad), row.masterKeyId));
+    statements.push(env.DB.prepare(`UPDATE data_keys SET master_key_id = ?2, wrapped_key = ?3 WHERE id = ?1 AND master_key_id = ?4`).bind(row.id, master.id, await wrap(master, raw, aad), row.masterKeyId));
   }
   if (statements.length > 0) await env.DB.batch(statements);
   return { rewrapped: statements.length, masterKeyId: master.id };

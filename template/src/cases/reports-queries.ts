@@ -21,8 +21,7 @@ const REPORT_COLUMNS = `
   r.personal_data AS personalData, r.request_digest AS requestDigest, c.report_count AS caseReportCount, r.created_at AS createdAt`;
 
 export function getReportRow(db: D1Database, installationId: string, reportId: string): Promise<ReportRow | null> {
-  return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.id = ?2`)
-    .bind(installationId, reportId).first<ReportRow>();
+  return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.id = ?2`).bind(installationId, reportId).first<ReportRow>();
 }
 
 export function reportRowStatement(db: D1Database, installationId: string, reportId: string): D1PreparedStatement {
@@ -33,24 +32,24 @@ export function reportRowByKeyStatement(db: D1Database, installationId: string, 
   return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.idempotency_key = ?2`).bind(installationId, key);
 }
 
-export async function listReportRows(
-  db: D1Database, installationId: string,
-  options: { limit: number; caseId?: string; subjectId?: string; category?: string; before?: { createdAt: string; id: string } },
-): Promise<ReportRow[]> {
-  const { results } = await db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id
+export async function listReportRows(db: D1Database, installationId: string, options: { limit: number; caseId?: string; subjectId?: string; category?: string; before?: { createdAt: string; id: string } }): Promise<ReportRow[]> {
+  const { results } = await db
+    .prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id
     WHERE r.installation_id = ?1 AND (?2 IS NULL OR r.case_id = ?2)
       AND (?3 IS NULL OR r.created_at < ?3 OR (r.created_at = ?3 AND r.id < ?4))
       AND (?6 IS NULL OR r.subject_id = ?6) AND (?7 IS NULL OR r.category = ?7)
     ORDER BY r.created_at DESC, r.id DESC LIMIT ?5`)
-    .bind(installationId, options.caseId ?? null, options.before?.createdAt ?? null, options.before?.id ?? null, options.limit,
-      options.subjectId ?? null, options.category ?? null).all<ReportRow>();
+    .bind(installationId, options.caseId ?? null, options.before?.createdAt ?? null, options.before?.id ?? null, options.limit, options.subjectId ?? null, options.category ?? null)
+    .all<ReportRow>();
   return results;
 }
 
 export function getCaseRow(db: D1Database, installationId: string, caseId: string) {
-  return db.prepare(`SELECT id, subject_kind AS subjectKind, subject_id AS subjectId, state, report_count AS reportCount,
+  return db
+    .prepare(`SELECT id, subject_kind AS subjectKind, subject_id AS subjectId, state, report_count AS reportCount,
       first_reported_at AS firstReportedAt, last_reported_at AS lastReportedAt FROM cases WHERE installation_id = ?1 AND id = ?2`)
-    .bind(installationId, caseId).first<{ id: string; subjectKind: string; subjectId: string; state: string; reportCount: number; firstReportedAt: string; lastReportedAt: string }>();
+    .bind(installationId, caseId)
+    .first<{ id: string; subjectKind: string; subjectId: string; state: string; reportCount: number; firstReportedAt: string; lastReportedAt: string }>();
 }
 
 /** The report of a run, for its `report` expression variable (summary fields only). Host-internal. */
@@ -58,7 +57,12 @@ export function reportSummaryByRunStatementUnsafe(db: D1Database, runId: string)
   return db.prepare(`SELECT ${REPORT_COLUMNS} FROM workflow_runs w JOIN reports r ON r.id = w.report_id JOIN cases c ON c.id = r.case_id WHERE w.id = ?1`).bind(runId);
 }
 
-export interface ReportEvidence { kind: string; url?: string; text?: string; sha256?: string }
+export interface ReportEvidence {
+  kind: string;
+  url?: string;
+  text?: string;
+  sha256?: string;
+}
 
 /** Everything sealed: who reported, how to reach them, what they wrote, the content itself. */
 export interface ReportPersonalData {

@@ -5,10 +5,7 @@ import { AppError, conflict, notFound } from "../errors";
 import type { Actor } from "../auth";
 import { newId, sha256Hex } from "../lib/crypto";
 import { openPersonalData, sealPersonalData } from "./report-crypto";
-import {
-  getReportRow, reportRowByKeyStatement, reportRowStatement, reportSummary,
-  type ReportEvidence, type ReportPersonalData, type ReportRow,
-} from "./reports-queries";
+import { getReportRow, reportRowByKeyStatement, reportRowStatement, reportSummary, type ReportEvidence, type ReportPersonalData, type ReportRow } from "./reports-queries";
 import { normalizeCategory, POLICY_CATEGORIES, type PolicyCategory } from "./taxonomy";
 import { enabledTriggersStatement, fireTriggers, type TriggeredRun, type TriggerRow } from "./triggers";
 
@@ -30,7 +27,8 @@ function category(input: string): PolicyCategory {
   const normalized = normalizeCategory(input);
   if (!normalized) {
     throw new AppError("report.category_unknown", "Unknown category; use a DSA statement category (e.g. scams_and_fraud) or an ATProto reason type.", {
-      status: 422, details: { allowed: POLICY_CATEGORIES },
+      status: 422,
+      details: { allowed: POLICY_CATEGORIES },
     });
   }
   return normalized;
@@ -40,9 +38,7 @@ function category(input: string): PolicyCategory {
  * Records a report. A repeat with the same Idempotency-Key returns the first report (and finishes
  * any trigger run whose dispatch had failed); the same key with another body is a 409.
  */
-export async function intakeReport(
-  env: Env, ctx: ExecutionContext, actor: Actor, input: ReportInput, idempotencyKey?: string,
-): Promise<{ report: ReturnType<typeof reportSummary>; runs: TriggeredRun[]; replayed: boolean }> {
+export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor, input: ReportInput, idempotencyKey?: string): Promise<{ report: ReturnType<typeof reportSummary>; runs: TriggeredRun[]; replayed: boolean }> {
   const policyCategory = category(input.category);
   const requestDigest = `sha256:${await sha256Hex(canonicalJson(input))}`;
   const id = newId("rpt");
@@ -72,17 +68,25 @@ export async function intakeReport(
       SELECT ?1, ?2, c.id, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13
       FROM cases c WHERE c.installation_id = ?2 AND c.subject_kind = ?3 AND c.subject_id = ?4
       ON CONFLICT(installation_id, idempotency_key) DO NOTHING
-    `).bind(id, ...subject, policyCategory, JSON.stringify(input.categorySpecification ?? []), input.source ?? "notice",
-      (input.evidence ?? []).length, sealed, dataKeyId, idempotencyKey ?? null, requestDigest, at),
+    `).bind(id, ...subject, policyCategory, JSON.stringify(input.categorySpecification ?? []), input.source ?? "notice", (input.evidence ?? []).length, sealed, dataKeyId, idempotencyKey ?? null, requestDigest, at),
     // Only a report that was actually inserted counts, reopens its case and is audited.
     env.DB.prepare(`
       UPDATE cases SET report_count = report_count + 1, last_reported_at = ?2, state = 'open', updated_at = ?2
       WHERE id = (SELECT case_id FROM reports WHERE id = ?1)
     `).bind(id, at),
-    auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `report:${id}:received`, action: "report.received", actor: actor.audit,
-      target: { type: "report", id }, details: { category: policyCategory, subjectKind: input.subject.kind, evidenceCount: (input.evidence ?? []).length }, at,
-    }, { table: "reports", id }),
+    auditStatement(
+      env.DB,
+      {
+        installationId: actor.installationId,
+        idempotencyKey: `report:${id}:received`,
+        action: "report.received",
+        actor: actor.audit,
+        target: { type: "report", id },
+        details: { category: policyCategory, subjectKind: input.subject.kind, evidenceCount: (input.evidence ?? []).length },
+        at,
+      },
+      { table: "reports", id },
+    ),
     // A case opened for a report that lost an Idempotency-Key race is not left behind empty.
     env.DB.prepare(`DELETE FROM cases WHERE id = ?1 AND report_count = 0`).bind(caseId),
     idempotencyKey ? reportRowByKeyStatement(env.DB, actor.installationId, idempotencyKey) : reportRowStatement(env.DB, actor.installationId, id),
@@ -111,8 +115,13 @@ export async function readReport(env: Env, actor: Actor, reportId: string) {
   const personal = await openPersonalData<ReportPersonalData>(env, actor.installationId, `report:${row.id}`, row.personalData);
   const at = new Date().toISOString();
   await auditStatement(env.DB, {
-    installationId: actor.installationId, idempotencyKey: `report:${row.id}:viewed:${crypto.randomUUID()}`, action: "report.personal_data_viewed",
-    actor: actor.audit, target: { type: "report", id: row.id }, details: {}, at,
+    installationId: actor.installationId,
+    idempotencyKey: `report:${row.id}:viewed:${crypto.randomUUID()}`,
+    action: "report.personal_data_viewed",
+    actor: actor.audit,
+    target: { type: "report", id: row.id },
+    details: {},
+    at,
   }).run();
   return {
     ...reportSummary(row),

@@ -15,74 +15,125 @@ import { createTrigger, listTriggers, setTriggerEnabled } from "./triggers";
 const reading = ["review", "admin"] as const;
 
 export const caseRoutes = routes()
-  .op({ method: "post", path: "/reports", summary: "Take in a report: personal data sealed, grouped into a case per subject, triggers fired", auth: ["reports:write"], body: "CreateReport", ok: 201, errors: [409, 422], headers: ["Idempotency-Key"] }, async (c, { body }) => {
-    const result = await intakeReport(c.env, c.executionCtx as ExecutionContext, c.get("actor"), body, idempotencyKey(c.req.header("idempotency-key")));
-    if (result.replayed) c.header("Idempotent-Replayed", "true");
-    return withStatus({ ...result.report, runs: result.runs }, result.replayed ? 200 : 201);
-  })
-  .op({ method: "get", path: "/reports", summary: "List report summaries (no personal data), newest first", auth: reading, ok: 200,
-    query: { limit: { default: 50, max: 200 }, cursor: ["string", "string"], strings: ["caseId", "subjectId", "category"] } }, async (c, { query }) => {
-    const rows = await listReportRows(c.env.DB, c.get("actor").installationId, {
-      limit: query.limit + 1, ...(query.caseId ? { caseId: query.caseId } : {}),
-      ...(query.cursor ? { before: { createdAt: String(query.cursor[0]), id: String(query.cursor[1]) } } : {}),
-      ...(query.subjectId ? { subjectId: query.subjectId } : {}),
-      ...(query.category ? { category: normalizeCategory(query.category) ?? query.category } : {}),
-    });
-    const page = rows.slice(0, query.limit);
-    const last = page.at(-1);
-    return { items: page.map(reportSummary), nextCursor: rows.length > query.limit && last ? encodeCursor([last.createdAt, last.id]) : null };
-  })
-  .op({ method: "get", path: "/reports/:id", summary: "Read a report with its personal data opened (the access is audited)", auth: reading, ok: 200, errors: [404] },
-    async (c) => readReport(c.env, c.get("actor"), c.req.param("id")))
-  .op({ method: "get", path: "/reports/:id/timeline", summary: "Everything that followed a report: runs, tasks, decisions, actions, messages, appeals, handoffs", auth: reading, ok: 200, errors: [404] },
-    async (c) => reportTimeline(c.env, c.get("actor"), c.req.param("id")))
+  .op(
+    {
+      method: "post",
+      path: "/reports",
+      summary: "Take in a report: personal data sealed, grouped into a case per subject, triggers fired",
+      auth: ["reports:write"],
+      body: "CreateReport",
+      ok: 201,
+      errors: [409, 422],
+      headers: ["Idempotency-Key"],
+    },
+    async (c, { body }) => {
+      const result = await intakeReport(c.env, c.executionCtx as ExecutionContext, c.get("actor"), body, idempotencyKey(c.req.header("idempotency-key")));
+      if (result.replayed) c.header("Idempotent-Replayed", "true");
+      return withStatus({ ...result.report, runs: result.runs }, result.replayed ? 200 : 201);
+    },
+  )
+  .op(
+    {
+      method: "get",
+      path: "/reports",
+      summary: "List report summaries (no personal data), newest first",
+      auth: reading,
+      ok: 200,
+      query: { limit: { default: 50, max: 200 }, cursor: ["string", "string"], strings: ["caseId", "subjectId", "category"] },
+    },
+    async (c, { query }) => {
+      const rows = await listReportRows(c.env.DB, c.get("actor").installationId, {
+        limit: query.limit + 1,
+        ...(query.caseId ? { caseId: query.caseId } : {}),
+        ...(query.cursor ? { before: { createdAt: String(query.cursor[0]), id: String(query.cursor[1]) } } : {}),
+        ...(query.subjectId ? { subjectId: query.subjectId } : {}),
+        ...(query.category ? { category: normalizeCategory(query.category) ?? query.category } : {}),
+      });
+      const page = rows.slice(0, query.limit);
+      const last = page.at(-1);
+      return { items: page.map(reportSummary), nextCursor: rows.length > query.limit && last ? encodeCursor([last.createdAt, last.id]) : null };
+    },
+  )
+  .op({ method: "get", path: "/reports/:id", summary: "Read a report with its personal data opened (the access is audited)", auth: reading, ok: 200, errors: [404] }, async (c) => readReport(c.env, c.get("actor"), c.req.param("id")))
+  .op({ method: "get", path: "/reports/:id/timeline", summary: "Everything that followed a report: runs, tasks, decisions, actions, messages, appeals, handoffs", auth: reading, ok: 200, errors: [404] }, async (c) =>
+    reportTimeline(c.env, c.get("actor"), c.req.param("id")),
+  )
   .op({ method: "get", path: "/cases/:id", summary: "Read a case (one subject) with its reports", auth: reading, ok: 200, errors: [404] }, async (c) => {
     const row = await getCaseRow(c.env.DB, c.get("actor").installationId, c.req.param("id"));
     if (!row) throw notFound("case");
     const reports = await listReportRows(c.env.DB, c.get("actor").installationId, { limit: 200, caseId: row.id });
     return { ...row, reports: reports.map(reportSummary) };
   })
-  .op({ method: "post", path: "/triggers", summary: "Map report or appeal events to a workflow version with a CEL condition and an authority mode", auth: ["admin"], body: "CreateTrigger", ok: 201, errors: [404, 409, 422] },
-    async (c, { body }) => createTrigger(c.env, c.get("actor"), body))
+  .op(
+    { method: "post", path: "/triggers", summary: "Map report or appeal events to a workflow version with a CEL condition and an authority mode", auth: ["admin"], body: "CreateTrigger", ok: 201, errors: [404, 409, 422] },
+    async (c, { body }) => createTrigger(c.env, c.get("actor"), body),
+  )
   .op({ method: "get", path: "/triggers", summary: "List triggers", auth: ["admin"], ok: 200 }, async (c) => ({ items: await listTriggers(c.env, c.get("actor")) }))
-  .op({ method: "post", path: "/triggers/:id/enable", summary: "Enable a trigger", auth: ["admin"], ok: 200, errors: [404] },
-    async (c) => setTriggerEnabled(c.env, c.get("actor"), c.req.param("id"), true))
-  .op({ method: "post", path: "/triggers/:id/disable", summary: "Disable a trigger", auth: ["admin"], ok: 200, errors: [404] },
-    async (c) => setTriggerEnabled(c.env, c.get("actor"), c.req.param("id"), false))
-  .op({ method: "post", path: "/queues", summary: "Create a review queue with an SLA and a priority", auth: ["admin"], body: "CreateQueue", ok: 201, errors: [409] },
-    async (c, { body }) => createQueue(c.env, c.get("actor"), body))
-  .op({ method: "get", path: "/queues", summary: "List queues with open, claimed, SLA-breached counts and the oldest due date", auth: reading, ok: 200 },
-    async (c) => ({ items: await listQueues(c.env, c.get("actor")) }))
+  .op({ method: "post", path: "/triggers/:id/enable", summary: "Enable a trigger", auth: ["admin"], ok: 200, errors: [404] }, async (c) => setTriggerEnabled(c.env, c.get("actor"), c.req.param("id"), true))
+  .op({ method: "post", path: "/triggers/:id/disable", summary: "Disable a trigger", auth: ["admin"], ok: 200, errors: [404] }, async (c) => setTriggerEnabled(c.env, c.get("actor"), c.req.param("id"), false))
+  .op({ method: "post", path: "/queues", summary: "Create a review queue with an SLA and a priority", auth: ["admin"], body: "CreateQueue", ok: 201, errors: [409] }, async (c, { body }) => createQueue(c.env, c.get("actor"), body))
+  .op({ method: "get", path: "/queues", summary: "List queues with open, claimed, SLA-breached counts and the oldest due date", auth: reading, ok: 200 }, async (c) => ({ items: await listQueues(c.env, c.get("actor")) }))
   .op({ method: "get", path: "/queues/:id", summary: "Read a queue", auth: reading, ok: 200, errors: [404] }, async (c) => {
     const row = await getQueueRow(c.env.DB, c.get("actor").installationId, c.req.param("id"));
     if (!row) throw notFound("queue");
     return row;
   })
-  .op({ method: "get", path: "/queues/:id/tasks", summary: "Tasks in SLA order (due date, priority, id) with a cursor; ?state=open|claimed|completed|expired|cancelled", auth: reading, ok: 200, errors: [404],
-    query: { limit: { default: 50, max: 200 }, enums: { state: TASK_STATES }, strings: ["cursor"] } },
-    async (c, { query }) => listQueueTasks(c.env, c.get("actor"), c.req.param("id"), query))
-  .op({ method: "get", path: "/queues/:id/stats", summary: "Open, claimed, SLA breaches, time to complete p50/p90", auth: reading, ok: 200, errors: [404] },
-    async (c) => queueStats(c.env, c.get("actor"), c.req.param("id")))
+  .op(
+    {
+      method: "get",
+      path: "/queues/:id/tasks",
+      summary: "Tasks in SLA order (due date, priority, id) with a cursor; ?state=open|claimed|completed|expired|cancelled",
+      auth: reading,
+      ok: 200,
+      errors: [404],
+      query: { limit: { default: 50, max: 200 }, enums: { state: TASK_STATES }, strings: ["cursor"] },
+    },
+    async (c, { query }) => listQueueTasks(c.env, c.get("actor"), c.req.param("id"), query),
+  )
+  .op({ method: "get", path: "/queues/:id/stats", summary: "Open, claimed, SLA breaches, time to complete p50/p90", auth: reading, ok: 200, errors: [404] }, async (c) => queueStats(c.env, c.get("actor"), c.req.param("id")))
   .op({ method: "post", path: "/queues/:id/next", summary: "Claim the first open task of the queue (404 queue.empty when none)", auth: ["review"], body: "ClaimTask", ok: 200, errors: [404, 409] }, async (c, { body }) => {
     const task = await claimNextTask(c.env, c.get("actor"), c.req.param("id"), body);
     if (!task) throw new AppError("queue.empty", "No open task in this queue.", { status: 404 });
     return task;
   })
   .op({ method: "get", path: "/tasks/:id", summary: "Read a task", auth: reading, ok: 200, errors: [404] }, async (c) => getTask(c.env, c.get("actor"), c.req.param("id")))
-  .op({ method: "post", path: "/tasks/:id/claim", summary: "Take or renew the task's exclusive lease; another holder's live lease is a 409", auth: ["review"], body: "ClaimTask", ok: 200, errors: [404, 409] },
-    async (c, { body }) => claimTask(c.env, c.get("actor"), c.req.param("id"), body))
-  .op({ method: "post", path: "/tasks/:id/release", summary: "Give the lease back", auth: ["review"], body: "ReleaseTask", ok: 200, errors: [404, 409] },
-    async (c, { body }) => releaseTask(c.env, c.get("actor"), c.req.param("id"), body))
-  .op({ method: "post", path: "/tasks/:id/complete", summary: "Answer the task; the response is checked against its schema (422 lists failing paths) and the run resumes", auth: ["review"], body: "CompleteTask", ok: 200, errors: [404, 409, 422] },
-    async (c, { body }) => completeTask(c.env, c.get("actor"), c.req.param("id"), body))
-  .op({ method: "post", path: "/appeals", summary: "Appeal a report's handling; starts the appeal workflow(s) of appeal.created triggers", auth: ["reports:write"], body: "CreateAppeal", ok: 201, errors: [404, 409, 422], headers: ["Idempotency-Key"] }, async (c, { body }) => {
-    const result = await fileAppeal(c.env, c.executionCtx as ExecutionContext, c.get("actor"), body, idempotencyKey(c.req.header("idempotency-key")));
-    if (result.replayed) c.header("Idempotent-Replayed", "true");
-    return withStatus({ ...result.appeal, runs: result.runs }, result.replayed ? 200 : 201);
-  })
-  .op({ method: "get", path: "/appeals/:id", summary: "Read an appeal (appellant data opened, access audited)", auth: reading, ok: 200, errors: [404] },
-    async (c) => readAppeal(c.env, c.get("actor"), c.req.param("id")))
-  .op({ method: "post", path: "/appeals/:id/resolve", summary: "Record the outcome: upheld or overturned", auth: ["review"], body: "ResolveAppeal", ok: 200, errors: [404, 409, 422] },
-    async (c, { body }) => resolveAppeal(c.env, c.get("actor"), c.req.param("id"), body))
-  .op({ method: "post", path: "/data-keys/rotate", summary: "Start a new data key version for sealing personal data; older versions still open old data", auth: ["admin"], ok: 201 },
-    async (c) => rotateDataKey(c.env, c.get("actor").installationId));
+  .op({ method: "post", path: "/tasks/:id/claim", summary: "Take or renew the task's exclusive lease; another holder's live lease is a 409", auth: ["review"], body: "ClaimTask", ok: 200, errors: [404, 409] }, async (c, { body }) =>
+    claimTask(c.env, c.get("actor"), c.req.param("id"), body),
+  )
+  .op({ method: "post", path: "/tasks/:id/release", summary: "Give the lease back", auth: ["review"], body: "ReleaseTask", ok: 200, errors: [404, 409] }, async (c, { body }) => releaseTask(c.env, c.get("actor"), c.req.param("id"), body))
+  .op(
+    {
+      method: "post",
+      path: "/tasks/:id/complete",
+      summary: "Answer the task; the response is checked against its schema (422 lists failing paths) and the run resumes",
+      auth: ["review"],
+      body: "CompleteTask",
+      ok: 200,
+      errors: [404, 409, 422],
+    },
+    async (c, { body }) => completeTask(c.env, c.get("actor"), c.req.param("id"), body),
+  )
+  .op(
+    {
+      method: "post",
+      path: "/appeals",
+      summary: "Appeal a report's handling; starts the appeal workflow(s) of appeal.created triggers",
+      auth: ["reports:write"],
+      body: "CreateAppeal",
+      ok: 201,
+      errors: [404, 409, 422],
+      headers: ["Idempotency-Key"],
+    },
+    async (c, { body }) => {
+      const result = await fileAppeal(c.env, c.executionCtx as ExecutionContext, c.get("actor"), body, idempotencyKey(c.req.header("idempotency-key")));
+      if (result.replayed) c.header("Idempotent-Replayed", "true");
+      return withStatus({ ...result.appeal, runs: result.runs }, result.replayed ? 200 : 201);
+    },
+  )
+  .op({ method: "get", path: "/appeals/:id", summary: "Read an appeal (appellant data opened, access audited)", auth: reading, ok: 200, errors: [404] }, async (c) => readAppeal(c.env, c.get("actor"), c.req.param("id")))
+  .op({ method: "post", path: "/appeals/:id/resolve", summary: "Record the outcome: upheld or overturned", auth: ["review"], body: "ResolveAppeal", ok: 200, errors: [404, 409, 422] }, async (c, { body }) =>
+    resolveAppeal(c.env, c.get("actor"), c.req.param("id"), body),
+  )
+  .op({ method: "post", path: "/data-keys/rotate", summary: "Start a new data key version for sealing personal data; older versions still open old data", auth: ["admin"], ok: 201 }, async (c) =>
+    rotateDataKey(c.env, c.get("actor").installationId),
+  );

@@ -103,7 +103,9 @@ export async function listQueueTasks(env: Env, actor: Actor, queueId: string, op
     WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3
       AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
     ORDER BY due_at, priority DESC, id LIMIT ?7
-  `).bind(actor.installationId, queueId, state, after?.dueAt ?? "", after?.priority ?? 101, after?.id ?? "", limit + 1).all<TaskRow>();
+  `)
+    .bind(actor.installationId, queueId, state, after?.dueAt ?? "", after?.priority ?? 101, after?.id ?? "", limit + 1)
+    .all<TaskRow>();
   const page = results.slice(0, limit);
   const last = page.at(-1);
   const now = new Date().toISOString();
@@ -119,7 +121,7 @@ function leaseSeconds(value: number | undefined): number {
 
 /** Who holds a lease: a console user themself; for an API key, the reviewer its tool names (else the key). */
 function claimant(actor: Actor, reviewer: string | undefined): string {
-  return actor.user ? actor.user.email : reviewer ?? actor.audit.id;
+  return actor.user ? actor.user.email : (reviewer ?? actor.audit.id);
 }
 
 async function refuseClaim(env: Env, actor: Actor, taskId: string): Promise<never> {
@@ -143,10 +145,19 @@ export async function claimTask(env: Env, actor: Actor, taskId: string, input: {
       WHERE installation_id = ?1 AND id = ?2
         AND (state = 'open' OR (state = 'claimed' AND (lease_expires_at <= ?4 OR claimed_by = ?3)))
     `).bind(actor.installationId, taskId, who, at, expires),
-    auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `task:${taskId}:claimed:${at}:${who}`, action: "task.claimed", actor: actor.audit,
-      target: { type: "task", id: taskId }, details: { reviewer: who, leaseExpiresAt: expires }, at,
-    }, { table: "human_tasks", id: taskId, where: { installation_id: actor.installationId, claimed_by: who, lease_expires_at: expires, updated_at: at } }),
+    auditStatement(
+      env.DB,
+      {
+        installationId: actor.installationId,
+        idempotencyKey: `task:${taskId}:claimed:${at}:${who}`,
+        action: "task.claimed",
+        actor: actor.audit,
+        target: { type: "task", id: taskId },
+        details: { reviewer: who, leaseExpiresAt: expires },
+        at,
+      },
+      { table: "human_tasks", id: taskId, where: { installation_id: actor.installationId, claimed_by: who, lease_expires_at: expires, updated_at: at } },
+    ),
   ]);
   if ((update!.meta.changes ?? 0) === 0) return refuseClaim(env, actor, taskId);
   return getTask(env, actor, taskId);
@@ -158,7 +169,9 @@ export async function claimNextTask(env: Env, actor: Actor, queueId: string, inp
   for (let attempt = 0; attempt < 5; attempt++) {
     const candidate = await env.DB.prepare(`
       SELECT id FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'open' ORDER BY due_at, priority DESC, id LIMIT 1
-    `).bind(actor.installationId, queueId).first<{ id: string }>();
+    `)
+      .bind(actor.installationId, queueId)
+      .first<{ id: string }>();
     if (!candidate) return null;
     try {
       return await claimTask(env, actor, candidate.id, input);
@@ -179,10 +192,19 @@ export async function releaseTask(env: Env, actor: Actor, taskId: string, input:
       UPDATE human_tasks SET state = 'open', claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL, updated_at = ?4
       WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3
     `).bind(actor.installationId, taskId, who, at),
-    auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `task:${taskId}:released:${at}:${who}`, action: "task.released", actor: actor.audit,
-      target: { type: "task", id: taskId }, details: { reviewer: who }, at,
-    }, { table: "human_tasks", id: taskId, where: { installation_id: actor.installationId, state: "open", updated_at: at } }),
+    auditStatement(
+      env.DB,
+      {
+        installationId: actor.installationId,
+        idempotencyKey: `task:${taskId}:released:${at}:${who}`,
+        action: "task.released",
+        actor: actor.audit,
+        target: { type: "task", id: taskId },
+        details: { reviewer: who },
+        at,
+      },
+      { table: "human_tasks", id: taskId, where: { installation_id: actor.installationId, state: "open", updated_at: at } },
+    ),
   ]);
   if ((update!.meta.changes ?? 0) === 0) {
     const row = await getTaskRow(env.DB, actor.installationId, taskId);
@@ -202,12 +224,13 @@ function responseProblems(schemaJson: string, response: unknown) {
     validators.set(schemaJson, validator);
   }
   const result = validator.validate(response);
-  return result.valid ? [] : result.errors
-    .filter((error) => error.keyword !== "properties" && error.keyword !== "$ref")
-    .slice(0, 50)
-    .map((error) => ({ path: error.instanceLocation.replace(/^#/u, "$").replace(/\//gu, "."), code: error.keyword, message: error.error }));
+  return result.valid
+    ? []
+    : result.errors
+        .filter((error) => error.keyword !== "properties" && error.keyword !== "$ref")
+        .slice(0, 50)
+        .map((error) => ({ path: error.instanceLocation.replace(/^#/u, "$").replace(/\//gu, "."), code: error.keyword, message: error.error }));
 }
-
 
 /**
  * Completes a claimed task: the response must match the task's `response_schema` (422 with every
@@ -232,11 +255,12 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
   }
   const problems = responseProblems(row.responseSchemaJson, input.response);
   if (problems.length > 0) throw new AppError("task.response_invalid", "The response does not match the task's response schema.", { status: 422, details: problems });
-  if (!wait || wait.state !== "waiting") throw conflict("task.not_claimable", "The run is no longer waiting for this task.");
+  if (wait?.state !== "waiting") throw conflict("task.not_claimable", "The run is no longer waiting for this task.");
   const eventId = newId("evt");
-  const outcome = row.appealId && typeof (input.response as { outcome?: unknown })?.outcome === "string"
-    && (APPEAL_OUTCOMES as readonly string[]).includes((input.response as { outcome: string }).outcome)
-    ? (input.response as { outcome: string }).outcome : null;
+  const outcome =
+    row.appealId && typeof (input.response as { outcome?: unknown })?.outcome === "string" && (APPEAL_OUTCOMES as readonly string[]).includes((input.response as { outcome: string }).outcome)
+      ? (input.response as { outcome: string }).outcome
+      : null;
   const payload = canonicalJson({ taskId, reviewer: who, response: input.response ?? null });
   const statements = [
     // The lease is checked once, by the task's update; the event is recorded only if that completed the task.
@@ -244,21 +268,42 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
       UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = ?3, completed_at = ?5, updated_at = ?5, lease_expires_at = NULL
       WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3 AND lease_expires_at > ?5
     `).bind(actor.installationId, taskId, who, responseJson, now),
-    runEventStatement(env.DB, { id: eventId, installationId: actor.installationId, runId: row.runId, waitId: wait.id, type: "task.completed", payloadJson: payload, at: now },
-      { table: "human_tasks", id: taskId, where: { state: "completed", completed_by: who, completed_at: now } }),
-    auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `task:${taskId}:completed`, action: "task.completed", actor: actor.audit,
-      target: { type: "task", id: taskId }, details: { reviewer: who, runId: row.runId, responseDigest: `sha256:${await sha256Hex(responseJson)}` }, at: now,
-    }, { table: "workflow_events", id: eventId }),
+    runEventStatement(
+      env.DB,
+      { id: eventId, installationId: actor.installationId, runId: row.runId, waitId: wait.id, type: "task.completed", payloadJson: payload, at: now },
+      { table: "human_tasks", id: taskId, where: { state: "completed", completed_by: who, completed_at: now } },
+    ),
+    auditStatement(
+      env.DB,
+      {
+        installationId: actor.installationId,
+        idempotencyKey: `task:${taskId}:completed`,
+        action: "task.completed",
+        actor: actor.audit,
+        target: { type: "task", id: taskId },
+        details: { reviewer: who, runId: row.runId, responseDigest: `sha256:${await sha256Hex(responseJson)}` },
+        at: now,
+      },
+      { table: "workflow_events", id: eventId },
+    ),
   ];
   if (outcome && row.appealId) {
     statements.push(
       env.DB.prepare(`UPDATE appeals SET state = ?3, decided_by = ?4, decided_at = ?5, updated_at = ?5 WHERE installation_id = ?1 AND id = ?2 AND state = 'open'
         AND EXISTS (SELECT 1 FROM workflow_events WHERE id = ?6)`).bind(actor.installationId, row.appealId, outcome, who, now, eventId),
-      auditStatement(env.DB, {
-        installationId: actor.installationId, idempotencyKey: `appeal:${row.appealId}:decided`, action: `appeal.${outcome}`, actor: actor.audit,
-        target: { type: "appeal", id: row.appealId }, details: { reviewer: who, taskId }, at: now,
-      }, { table: "workflow_events", id: eventId }),
+      auditStatement(
+        env.DB,
+        {
+          installationId: actor.installationId,
+          idempotencyKey: `appeal:${row.appealId}:decided`,
+          action: `appeal.${outcome}`,
+          actor: actor.audit,
+          target: { type: "appeal", id: row.appealId },
+          details: { reviewer: who, taskId },
+          at: now,
+        },
+        { table: "workflow_events", id: eventId },
+      ),
     );
   }
   const results = await env.DB.batch(statements);

@@ -4,11 +4,22 @@
 import sorSchema from "../lib/dsa-statement-of-reasons.schema.json";
 
 export const POLICY_CATEGORIES = [
-  "animal_welfare", "consumer_information", "cyber_violence", "cyber_violence_against_women",
-  "data_protection_and_privacy_violations", "illegal_or_harmful_speech", "intellectual_property_infringements",
-  "negative_effects_on_civic_discourse_or_elections", "not_specified_notice", "other_violation_tc",
-  "protection_of_minors", "risk_for_public_security", "scams_and_fraud", "self_harm",
-  "unsafe_and_prohibited_products", "violence",
+  "animal_welfare",
+  "consumer_information",
+  "cyber_violence",
+  "cyber_violence_against_women",
+  "data_protection_and_privacy_violations",
+  "illegal_or_harmful_speech",
+  "intellectual_property_infringements",
+  "negative_effects_on_civic_discourse_or_elections",
+  "not_specified_notice",
+  "other_violation_tc",
+  "protection_of_minors",
+  "risk_for_public_security",
+  "scams_and_fraud",
+  "self_harm",
+  "unsafe_and_prohibited_products",
+  "violence",
 ] as const;
 export type PolicyCategory = (typeof POLICY_CATEGORIES)[number];
 

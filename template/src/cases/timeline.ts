@@ -4,7 +4,8 @@ import type { Actor } from "../auth";
 
 export async function reportTimeline(env: Env, actor: Actor, reportId: string) {
   const report = await env.DB.prepare(`SELECT id, case_id AS caseId, category, created_at AS createdAt FROM reports WHERE installation_id = ?1 AND id = ?2`)
-    .bind(actor.installationId, reportId).first<{ id: string; caseId: string; category: string; createdAt: string }>();
+    .bind(actor.installationId, reportId)
+    .first<{ id: string; caseId: string; category: string; createdAt: string }>();
   if (!report) throw notFound("report");
   const q1 = env.DB.prepare(`
     SELECT created_at AS at, 'run' AS kind, id, state, authority_mode || ' run of ' || workflow_version_id AS summary FROM workflow_runs WHERE installation_id = ?1 AND report_id = ?2
@@ -18,7 +19,8 @@ export async function reportTimeline(env: Env, actor: Actor, reportId: string) {
   const [a, b] = await env.DB.batch<{ at: string; kind: string; id: string; state: string | null; summary: string }>([q1, q2]);
   const results = [...a!.results, ...b!.results].sort((x, y) => (x.at < y.at ? -1 : x.at > y.at ? 1 : 0)).slice(0, 500);
   return {
-    reportId, caseId: report.caseId,
+    reportId,
+    caseId: report.caseId,
     items: [{ at: report.createdAt, kind: "report", id: report.id, state: null, summary: `report (${report.category})` }, ...results],
   };
 }

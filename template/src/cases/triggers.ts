@@ -7,7 +7,6 @@ import { newId } from "../lib/crypto";
 import type { TriggerEvent } from "./taxonomy";
 import { compileExpression, createRun, evaluateWorkflowExpression, getVersionRow, type JsonValue, type WorkflowAuthorityMode } from "../workflows";
 
-
 export interface TriggerInput {
   name?: string;
   event: TriggerEvent;
@@ -58,11 +57,15 @@ export async function createTrigger(env: Env, actor: Actor, input: TriggerInput)
   const name = input.name ?? `${version.workflowName} v${version.version}`;
   await env.DB.batch([
     env.DB.prepare(`INSERT INTO triggers (id, installation_id, name, event, when_expression, workflow_version_id, authority_mode, enabled, created_at, updated_at)
-      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)`)
-      .bind(id, actor.installationId, name, input.event, when, input.workflowVersionId, input.authorityMode, input.enabled === false ? 0 : 1, at),
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)`).bind(id, actor.installationId, name, input.event, when, input.workflowVersionId, input.authorityMode, input.enabled === false ? 0 : 1, at),
     auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `trigger:${id}:created`, action: "trigger.created", actor: actor.audit,
-      target: { type: "trigger", id }, details: { name, event: input.event, when, workflowVersionId: input.workflowVersionId, authorityMode: input.authorityMode }, at,
+      installationId: actor.installationId,
+      idempotencyKey: `trigger:${id}:created`,
+      action: "trigger.created",
+      actor: actor.audit,
+      target: { type: "trigger", id },
+      details: { name, event: input.event, when, workflowVersionId: input.workflowVersionId, authorityMode: input.authorityMode },
+      at,
     }),
   ]);
   return serialize((await getTrigger(env.DB, actor.installationId, id))!);
@@ -73,8 +76,7 @@ function getTrigger(db: D1Database, installationId: string, id: string) {
 }
 
 export async function listTriggers(env: Env, actor: Actor) {
-  const { results } = await env.DB.prepare(`SELECT ${COLUMNS} FROM triggers WHERE installation_id = ?1 ORDER BY created_at DESC LIMIT 500`)
-    .bind(actor.installationId).all<TriggerRow>();
+  const { results } = await env.DB.prepare(`SELECT ${COLUMNS} FROM triggers WHERE installation_id = ?1 ORDER BY created_at DESC LIMIT 500`).bind(actor.installationId).all<TriggerRow>();
   return results.map(serialize);
 }
 
@@ -85,8 +87,13 @@ export async function setTriggerEnabled(env: Env, actor: Actor, id: string, enab
   await env.DB.batch([
     env.DB.prepare(`UPDATE triggers SET enabled = ?3, updated_at = ?4 WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id, enabled ? 1 : 0, at),
     auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `trigger:${id}:${enabled ? "enabled" : "disabled"}:${at}`, action: enabled ? "trigger.enabled" : "trigger.disabled",
-      actor: actor.audit, target: { type: "trigger", id }, details: { name: row.name }, at,
+      installationId: actor.installationId,
+      idempotencyKey: `trigger:${id}:${enabled ? "enabled" : "disabled"}:${at}`,
+      action: enabled ? "trigger.enabled" : "trigger.disabled",
+      actor: actor.audit,
+      target: { type: "trigger", id },
+      details: { name: row.name },
+      at,
     }),
   ]);
   return serialize((await getTrigger(env.DB, actor.installationId, id))!);
@@ -105,7 +112,9 @@ export type { TriggerRow };
  * is already recorded, and repeating the request with its Idempotency-Key retries the start.
  */
 export async function fireTriggers(
-  env: Env, ctx: ExecutionContext, actor: Actor,
+  env: Env,
+  ctx: ExecutionContext,
+  actor: Actor,
   input: { event: TriggerEvent; report: Record<string, unknown> | null; appeal?: Record<string, unknown>; subjectKey: string; triggers?: TriggerRow[] },
 ): Promise<TriggeredRun[]> {
   const results = input.triggers ?? (await enabledTriggersStatement(env.DB, actor.installationId, input.event).all<TriggerRow>()).results;
@@ -121,8 +130,12 @@ export async function fireTriggers(
       matched = null;
       outcomes.push({ triggerId: trigger.id, error: errorCode(error) });
       await auditStatement(env.DB, {
-        installationId: actor.installationId, idempotencyKey: `trigger:${trigger.id}:${input.subjectKey}:evaluation_failed`, action: "trigger.evaluation_failed",
-        actor: { type: "system", id: "triggers" }, target: { type: "trigger", id: trigger.id }, details: { subject: input.subjectKey, errorCode: errorCode(error) },
+        installationId: actor.installationId,
+        idempotencyKey: `trigger:${trigger.id}:${input.subjectKey}:evaluation_failed`,
+        action: "trigger.evaluation_failed",
+        actor: { type: "system", id: "triggers" },
+        target: { type: "trigger", id: trigger.id },
+        details: { subject: input.subjectKey, errorCode: errorCode(error) },
         at: new Date().toISOString(),
       }).run();
       continue;

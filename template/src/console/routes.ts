@@ -32,14 +32,18 @@ export const sessionRoutes = routes()
     c.header("set-cookie", sessionCookie(c, "", 0));
     return { signedOut: true };
   })
-  .op({ method: "patch", path: "/session/preferences", summary: "Wellness preferences of the signed-in user (blurMedia)", auth: ["read"], body: "Preferences", ok: 200 },
-    async (c, { body }) => setPreferences(c.env, c.get("actor"), body))
-  .op({ method: "post", path: "/console-signin-links", summary: "A one-time console sign-in link for a user of an installation (created as admin if new)", auth: "admin_token", body: "CreateSigninLink", ok: 201, errors: [404] }, async (c, { body }) => {
-    const link = await createSigninLink(c.env, body);
-    return { ...link, url: new URL(link.path, c.req.url).toString() };
-  })
+  .op({ method: "patch", path: "/session/preferences", summary: "Wellness preferences of the signed-in user (blurMedia)", auth: ["read"], body: "Preferences", ok: 200 }, async (c, { body }) => setPreferences(c.env, c.get("actor"), body))
+  .op(
+    { method: "post", path: "/console-signin-links", summary: "A one-time console sign-in link for a user of an installation (created as admin if new)", auth: "admin_token", body: "CreateSigninLink", ok: 201, errors: [404] },
+    async (c, { body }) => {
+      const link = await createSigninLink(c.env, body);
+      return { ...link, url: new URL(link.path, c.req.url).toString() };
+    },
+  )
   .op({ method: "get", path: "/console-users", summary: "Console users with roles and queue access", auth: ["admin"], ok: 200 }, async (c) => ({ items: await listUsers(c.env, c.get("actor")) }))
-  .op({ method: "post", path: "/console-users", summary: "Add a console user: admin, moderator or viewer, optionally limited to queues", auth: ["admin"], body: "CreateConsoleUser", ok: 201, errors: [409, 422] },
-    async (c, { body }) => createUser(c.env, c.get("actor"), body))
-  .op({ method: "patch", path: "/console-users/:id", summary: "Change a console user's role, queues, or disable them", auth: ["admin"], body: "UpdateConsoleUser", ok: 200, errors: [404, 422] },
-    async (c, { body }) => updateUser(c.env, c.get("actor"), c.req.param("id"), body));
+  .op({ method: "post", path: "/console-users", summary: "Add a console user: admin, moderator or viewer, optionally limited to queues", auth: ["admin"], body: "CreateConsoleUser", ok: 201, errors: [409, 422] }, async (c, { body }) =>
+    createUser(c.env, c.get("actor"), body),
+  )
+  .op({ method: "patch", path: "/console-users/:id", summary: "Change a console user's role, queues, or disable them", auth: ["admin"], body: "UpdateConsoleUser", ok: 200, errors: [404, 422] }, async (c, { body }) =>
+    updateUser(c.env, c.get("actor"), c.req.param("id"), body),
+  );

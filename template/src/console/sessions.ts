@@ -44,7 +44,11 @@ export const USER_COLUMNS = `u.id, u.installation_id AS installationId, u.email,
 export function toUser(row: UserRow): ConsoleUser {
   const preferences = JSON.parse(row.preferencesJson) as { blurMedia?: unknown };
   return {
-    id: row.id, installationId: row.installationId, email: row.email, name: row.name, role: row.role,
+    id: row.id,
+    installationId: row.installationId,
+    email: row.email,
+    name: row.name,
+    role: row.role,
     queueIds: row.queueIdsJson ? (JSON.parse(row.queueIdsJson) as string[]) : null,
     preferences: { blurMedia: preferences.blurMedia !== false },
   };
@@ -75,11 +79,23 @@ export async function createSession(env: Env, user: ConsoleUser, via: string): P
   const id = newId("ses");
   const at = new Date().toISOString();
   await env.DB.batch([
-    env.DB.prepare(`INSERT INTO console_sessions (id, user_id, installation_id, token_hash, csrf_token, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)`)
-      .bind(id, user.id, user.installationId, await sha256Hex(token), csrfToken, at, new Date(Date.now() + SESSION_SECONDS * 1000).toISOString()),
+    env.DB.prepare(`INSERT INTO console_sessions (id, user_id, installation_id, token_hash, csrf_token, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)`).bind(
+      id,
+      user.id,
+      user.installationId,
+      await sha256Hex(token),
+      csrfToken,
+      at,
+      new Date(Date.now() + SESSION_SECONDS * 1000).toISOString(),
+    ),
     auditStatement(env.DB, {
-      installationId: user.installationId, idempotencyKey: `console_session:${id}:created`, action: "console.signed_in", actor: { type: "user", id: user.id },
-      target: { type: "console_user", id: user.id }, details: { email: user.email, via }, at,
+      installationId: user.installationId,
+      idempotencyKey: `console_session:${id}:created`,
+      action: "console.signed_in",
+      actor: { type: "user", id: user.id },
+      target: { type: "console_user", id: user.id },
+      details: { email: user.email, via },
+      at,
     }),
   ]);
   return { token, csrfToken };
@@ -93,7 +109,9 @@ export async function sessionFromCookie(env: Env, c: RequestView): Promise<Sessi
     SELECT s.id AS sessionId, s.csrf_token AS csrfToken, ${USER_COLUMNS}
     FROM console_sessions s JOIN console_users u ON u.id = s.user_id
     WHERE s.token_hash = ?1 AND s.revoked_at IS NULL AND s.expires_at > ?2 AND u.disabled_at IS NULL
-  `).bind(await sha256Hex(token), new Date().toISOString()).first<UserRow & { sessionId: string; csrfToken: string }>();
+  `)
+    .bind(await sha256Hex(token), new Date().toISOString())
+    .first<UserRow & { sessionId: string; csrfToken: string }>();
   return row ? { id: row.sessionId, csrfToken: row.csrfToken, user: toUser(row) } : null;
 }
 
@@ -112,16 +130,22 @@ export async function createSigninLink(env: Env, input: { installationId: string
   const at = new Date().toISOString();
   const email = input.email.toLowerCase();
   await env.DB.prepare(`INSERT INTO console_users (id, installation_id, email, name, role, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
-    ON CONFLICT(installation_id, email) DO NOTHING`).bind(newId("usr"), input.installationId, email, input.name ?? email, input.role ?? "admin", at).run();
+    ON CONFLICT(installation_id, email) DO NOTHING`)
+    .bind(newId("usr"), input.installationId, email, input.name ?? email, input.role ?? "admin", at)
+    .run();
   const user = await env.DB.prepare(`SELECT ${USER_COLUMNS} FROM console_users u WHERE u.installation_id = ?1 AND u.email = ?2`).bind(input.installationId, email).first<UserRow>();
   const token = newSecret("signin");
   const expiresAt = new Date(Date.now() + LINK_SECONDS * 1000).toISOString();
   await env.DB.batch([
-    env.DB.prepare(`INSERT INTO console_signin_links (id, user_id, token_hash, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)`)
-      .bind(newId("lnk"), user!.id, await sha256Hex(token), at, expiresAt),
+    env.DB.prepare(`INSERT INTO console_signin_links (id, user_id, token_hash, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)`).bind(newId("lnk"), user!.id, await sha256Hex(token), at, expiresAt),
     auditStatement(env.DB, {
-      installationId: input.installationId, idempotencyKey: `console_signin_link:${token.slice(-12)}:created`, action: "console.signin_link_created",
-      actor: { type: "admin", id: "admin-token" }, target: { type: "console_user", id: user!.id }, details: { email }, at,
+      installationId: input.installationId,
+      idempotencyKey: `console_signin_link:${token.slice(-12)}:created`,
+      action: "console.signin_link_created",
+      actor: { type: "admin", id: "admin-token" },
+      target: { type: "console_user", id: user!.id },
+      details: { email },
+      at,
     }),
   ]);
   return { userId: user!.id, path: `/console/signin?token=${encodeURIComponent(token)}`, expiresAt };
@@ -134,7 +158,9 @@ export async function redeemSigninLink(env: Env, token: string): Promise<{ user:
   const row = await env.DB.prepare(`
     SELECT l.id AS linkId, ${USER_COLUMNS} FROM console_signin_links l JOIN console_users u ON u.id = l.user_id
     WHERE l.token_hash = ?1 AND l.used_at IS NULL AND l.expires_at > ?2 AND u.disabled_at IS NULL
-  `).bind(hash, at).first<UserRow & { linkId: string }>();
+  `)
+    .bind(hash, at)
+    .first<UserRow & { linkId: string }>();
   if (!row) throw new AppError("auth.signin_link_invalid", "This sign-in link is unknown, used or expired.", { status: 401 });
   const spent = await env.DB.prepare(`UPDATE console_signin_links SET used_at = ?2 WHERE id = ?1 AND used_at IS NULL`).bind(row.linkId, at).run();
   if ((spent.meta.changes ?? 0) === 0) throw new AppError("auth.signin_link_invalid", "This sign-in link is unknown, used or expired.", { status: 401 });

@@ -13,8 +13,7 @@ export async function listUsers(env: Env, actor: Actor) {
 
 async function checkQueues(env: Env, actor: Actor, queueIds: string[] | null | undefined): Promise<void> {
   if (!queueIds?.length) return;
-  const { results } = await env.DB.prepare(`SELECT id FROM queues WHERE installation_id = ?1 AND id IN (SELECT value FROM json_each(?2))`)
-    .bind(actor.installationId, JSON.stringify(queueIds)).all<{ id: string }>();
+  const { results } = await env.DB.prepare(`SELECT id FROM queues WHERE installation_id = ?1 AND id IN (SELECT value FROM json_each(?2))`).bind(actor.installationId, JSON.stringify(queueIds)).all<{ id: string }>();
   if (results.length !== new Set(queueIds).size) throw new AppError("console_user.queue_unknown", "Some queueIds do not exist in this installation.", { status: 422 });
 }
 
@@ -25,11 +24,23 @@ export async function createUser(env: Env, actor: Actor, input: { email: string;
   const email = input.email.toLowerCase();
   try {
     await env.DB.batch([
-      env.DB.prepare(`INSERT INTO console_users (id, installation_id, email, name, role, queue_ids_json, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)`)
-        .bind(id, actor.installationId, email, input.name ?? email, input.role, input.queueIds?.length ? JSON.stringify(input.queueIds) : null, at),
+      env.DB.prepare(`INSERT INTO console_users (id, installation_id, email, name, role, queue_ids_json, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)`).bind(
+        id,
+        actor.installationId,
+        email,
+        input.name ?? email,
+        input.role,
+        input.queueIds?.length ? JSON.stringify(input.queueIds) : null,
+        at,
+      ),
       auditStatement(env.DB, {
-        installationId: actor.installationId, idempotencyKey: `console_user:${id}:created`, action: "console_user.created", actor: actor.audit,
-        target: { type: "console_user", id }, details: { email, role: input.role, queueIds: input.queueIds ?? null }, at,
+        installationId: actor.installationId,
+        idempotencyKey: `console_user:${id}:created`,
+        action: "console_user.created",
+        actor: actor.audit,
+        target: { type: "console_user", id },
+        details: { email, role: input.role, queueIds: input.queueIds ?? null },
+        at,
       }),
     ]);
   } catch (error) {
@@ -48,13 +59,25 @@ export async function updateUser(env: Env, actor: Actor, id: string, input: { ro
     env.DB.prepare(`UPDATE console_users SET role = COALESCE(?3, role), name = COALESCE(?4, name),
         queue_ids_json = CASE WHEN ?5 = 1 THEN ?6 ELSE queue_ids_json END,
         disabled_at = CASE WHEN ?7 IS NULL THEN disabled_at WHEN ?7 = 1 THEN COALESCE(disabled_at, ?8) ELSE NULL END, updated_at = ?8
-      WHERE installation_id = ?1 AND id = ?2`)
-      .bind(actor.installationId, id, input.role ?? null, input.name ?? null, input.queueIds === undefined ? 0 : 1,
-        input.queueIds?.length ? JSON.stringify(input.queueIds) : null, input.disabled === undefined ? null : input.disabled ? 1 : 0, at),
+      WHERE installation_id = ?1 AND id = ?2`).bind(
+      actor.installationId,
+      id,
+      input.role ?? null,
+      input.name ?? null,
+      input.queueIds === undefined ? 0 : 1,
+      input.queueIds?.length ? JSON.stringify(input.queueIds) : null,
+      input.disabled === undefined ? null : input.disabled ? 1 : 0,
+      at,
+    ),
     ...(input.disabled ? [env.DB.prepare(`UPDATE console_sessions SET revoked_at = ?2 WHERE user_id = ?1 AND revoked_at IS NULL`).bind(id, at)] : []),
     auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `console_user:${id}:updated:${at}`, action: "console_user.updated", actor: actor.audit,
-      target: { type: "console_user", id }, details: { email: existing.email, ...input }, at,
+      installationId: actor.installationId,
+      idempotencyKey: `console_user:${id}:updated:${at}`,
+      action: "console_user.updated",
+      actor: actor.audit,
+      target: { type: "console_user", id },
+      details: { email: existing.email, ...input },
+      at,
     }),
   ]);
   return (await listUsers(env, actor)).find((user) => user.id === id)!;
@@ -63,6 +86,7 @@ export async function updateUser(env: Env, actor: Actor, id: string, input: { ro
 export async function setPreferences(env: Env, actor: Actor, preferences: { blurMedia: boolean }) {
   if (!actor.user) throw new AppError("auth.console_user_required", "Preferences belong to console users.", { status: 403 });
   await env.DB.prepare(`UPDATE console_users SET preferences_json = ?2, updated_at = ?3 WHERE id = ?1`)
-    .bind(actor.user.id, JSON.stringify({ blurMedia: preferences.blurMedia }), new Date().toISOString()).run();
+    .bind(actor.user.id, JSON.stringify({ blurMedia: preferences.blurMedia }), new Date().toISOString())
+    .run();
   return { ...actor.user.preferences, ...preferences };
 }

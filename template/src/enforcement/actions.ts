@@ -37,11 +37,15 @@ export async function createActionType(env: Env, actor: Actor, input: { key: str
   try {
     await env.DB.batch([
       env.DB.prepare(`INSERT INTO action_types (id, installation_id, key, name, description, requires_approval, reversible, endpoint_id, created_at, updated_at)
-        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)`)
-        .bind(id, actor.installationId, input.key, input.name, input.description ?? null, input.requiresApproval ? 1 : 0, input.reversible ? 1 : 0, input.endpointId, at),
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)`).bind(id, actor.installationId, input.key, input.name, input.description ?? null, input.requiresApproval ? 1 : 0, input.reversible ? 1 : 0, input.endpointId, at),
       auditStatement(env.DB, {
-        installationId: actor.installationId, idempotencyKey: `action_type:${id}:created`, action: "action_type.created", actor: actor.audit,
-        target: { type: "action_type", id }, details: { key: input.key, name: input.name, requiresApproval: input.requiresApproval ?? false, endpointId: input.endpointId }, at,
+        installationId: actor.installationId,
+        idempotencyKey: `action_type:${id}:created`,
+        action: "action_type.created",
+        actor: actor.audit,
+        target: { type: "action_type", id },
+        details: { key: input.key, name: input.name, requiresApproval: input.requiresApproval ?? false, endpointId: input.endpointId },
+        at,
       }),
     ]);
   } catch (error) {
@@ -88,9 +92,20 @@ function proposalRow(db: D1Database, id: string) {
 
 export function serializeProposal(row: ProposalRow) {
   return {
-    id: row.id, runId: row.runId, nodeId: row.nodeId, actionType: row.actionTypeKey, reportId: row.reportId, authorityMode: row.authorityMode,
-    state: row.state, params: JSON.parse(row.paramsJson) as unknown, decidedBy: row.decidedBy, decidedAt: row.decidedAt,
-    reason: row.decisionReason, deliveryId: row.deliveryId, expiresAt: row.expiresAt, createdAt: row.createdAt,
+    id: row.id,
+    runId: row.runId,
+    nodeId: row.nodeId,
+    actionType: row.actionTypeKey,
+    reportId: row.reportId,
+    authorityMode: row.authorityMode,
+    state: row.state,
+    params: JSON.parse(row.paramsJson) as unknown,
+    decidedBy: row.decidedBy,
+    decidedAt: row.decidedAt,
+    reason: row.decisionReason,
+    deliveryId: row.deliveryId,
+    expiresAt: row.expiresAt,
+    createdAt: row.createdAt,
   };
 }
 
@@ -113,22 +128,40 @@ function progressOf(row: ProposalRow): ActionProgress {
     case "expired":
       return { port: "expired", status: "expired", proposalId: row.id };
     default:
-      throw new AppError("action_delivery_failed", "The action's webhook delivery was dead-lettered.");
+      throw new AppError("action.delivery_failed", "The action's webhook delivery was dead-lettered.");
   }
 }
 
 /** The webhook delivery of an approved (or autonomous) proposal, for the caller's batch. */
-async function actionDelivery(env: Env, row: { id: string; installationId: string; runId: string; actionTypeKey: string; reportId: string | null; authorityMode: string; paramsJson: string }, typeRow: { endpointId: string; reversible: number }, approvedBy: string | null, at: string) {
+async function actionDelivery(
+  env: Env,
+  row: { id: string; installationId: string; runId: string; actionTypeKey: string; reportId: string | null; authorityMode: string; paramsJson: string },
+  typeRow: { endpointId: string; reversible: number },
+  approvedBy: string | null,
+  at: string,
+) {
   let subject: unknown = null;
   if (row.reportId) {
     const report = await env.DB.prepare(`SELECT subject_kind AS kind, subject_id AS id FROM reports WHERE id = ?1`).bind(row.reportId).first();
     subject = report ?? null;
   }
   return deliveryStatement(env, {
-    installationId: row.installationId, endpointId: typeRow.endpointId, eventType: "action.execute", sourceType: "action", sourceId: row.id, at,
+    installationId: row.installationId,
+    endpointId: typeRow.endpointId,
+    eventType: "action.execute",
+    sourceType: "action",
+    sourceId: row.id,
+    at,
     data: {
-      proposalId: row.id, actionType: row.actionTypeKey, params: JSON.parse(row.paramsJson) as unknown, runId: row.runId, reportId: row.reportId,
-      subject, authorityMode: row.authorityMode, approvedBy, reversible: typeRow.reversible === 1,
+      proposalId: row.id,
+      actionType: row.actionTypeKey,
+      params: JSON.parse(row.paramsJson) as unknown,
+      runId: row.runId,
+      reportId: row.reportId,
+      subject,
+      authorityMode: row.authorityMode,
+      approvedBy,
+      reversible: typeRow.reversible === 1,
     },
   });
 }
@@ -137,24 +170,25 @@ async function actionDelivery(env: Env, row: { id: string; installationId: strin
  * Prepares the action of a node (assisted or autonomous): a proposal that waits for approval, or
  * a delivery on its way. Repeating the call returns the proposal's current progress.
  */
-export async function prepareWorkflowAction(
-  env: Env,
-  input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; context: ExpressionContext },
-): Promise<ActionProgress> {
+export async function prepareWorkflowAction(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; context: ExpressionContext }): Promise<ActionProgress> {
   const { run, node, stepId } = input;
   const proposalId = `${stepId}:proposal`;
   const existing = await proposalRow(env.DB, proposalId);
   if (existing) return progressOf(existing);
-  const typeRow = await env.DB.prepare(`SELECT ${TYPE_COLUMNS} FROM action_types WHERE installation_id = ?1 AND key = ?2`)
-    .bind(run.installationId, String(node.config.action_type)).first<ActionTypeRow>();
-  if (!typeRow) throw new AppError("action_type_unknown", `Action type ${String(node.config.action_type)} does not exist in this installation.`);
+  const typeRow = await env.DB.prepare(`SELECT ${TYPE_COLUMNS} FROM action_types WHERE installation_id = ?1 AND key = ?2`).bind(run.installationId, String(node.config.action_type)).first<ActionTypeRow>();
+  if (!typeRow) throw new AppError("action_type.unknown", `Action type ${String(node.config.action_type)} does not exist in this installation.`);
   const params = evaluateInputMapping(node.inputMapping, input.context, node.id);
   const needsApproval = run.authorityMode === "assisted" || typeRow.requiresApproval === 1;
   const at = new Date().toISOString();
   const approvalSeconds = Number.isInteger(node.config.approval_timeout_seconds) ? Number(node.config.approval_timeout_seconds) : DEFAULT_APPROVAL_SECONDS;
   const row = {
-    id: proposalId, installationId: run.installationId, runId: run.id, actionTypeKey: typeRow.key, reportId: run.reportId,
-    authorityMode: run.authorityMode, paramsJson: canonicalJson(params),
+    id: proposalId,
+    installationId: run.installationId,
+    runId: run.id,
+    actionTypeKey: typeRow.key,
+    reportId: run.reportId,
+    authorityMode: run.authorityMode,
+    paramsJson: canonicalJson(params),
   };
   const delivery = needsApproval ? null : await actionDelivery(env, row, typeRow, null, at);
   await env.DB.batch([
@@ -163,13 +197,31 @@ export async function prepareWorkflowAction(
         params_json, delivery_id, approval_signal, delivery_signal, expires_at, created_at, updated_at)
       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16)
       ON CONFLICT(step_run_id) DO NOTHING
-    `).bind(proposalId, run.installationId, run.id, stepId, node.id, typeRow.id, typeRow.key, run.reportId, run.authorityMode,
-      needsApproval ? "approval_required" : "delivery_pending", row.paramsJson, delivery?.id ?? null,
-      await signal(proposalId, "approval"), await signal(proposalId, "delivery"), new Date(Date.parse(at) + approvalSeconds * 1_000).toISOString(), at),
+    `).bind(
+      proposalId,
+      run.installationId,
+      run.id,
+      stepId,
+      node.id,
+      typeRow.id,
+      typeRow.key,
+      run.reportId,
+      run.authorityMode,
+      needsApproval ? "approval_required" : "delivery_pending",
+      row.paramsJson,
+      delivery?.id ?? null,
+      await signal(proposalId, "approval"),
+      await signal(proposalId, "delivery"),
+      new Date(Date.parse(at) + approvalSeconds * 1_000).toISOString(),
+      at,
+    ),
     ...(delivery ? [delivery.statement] : []),
     auditStatement(env.DB, {
-      installationId: run.installationId, idempotencyKey: `action_proposal:${proposalId}:created`, action: needsApproval ? "action.proposed" : "action.dispatched",
-      actor: { type: "system", id: "workflow-runtime" }, target: { type: "action_proposal", id: proposalId },
+      installationId: run.installationId,
+      idempotencyKey: `action_proposal:${proposalId}:created`,
+      action: needsApproval ? "action.proposed" : "action.dispatched",
+      actor: { type: "system", id: "workflow-runtime" },
+      target: { type: "action_proposal", id: proposalId },
       details: { runId: run.id, nodeId: node.id, actionType: typeRow.key, authorityMode: run.authorityMode, params },
       at,
     }),
@@ -185,15 +237,20 @@ export async function prepareWorkflowAction(
  */
 export async function completeWorkflowAction(env: Env, input: { proposalId: string; eventResult: WaitResult }): Promise<ActionProgress> {
   let row = await proposalRow(env.DB, input.proposalId);
-  if (!row) throw new AppError("action_proposal_missing", "The action proposal does not exist.");
+  if (!row) throw new AppError("action_proposal.missing", "The action proposal does not exist.");
   if (input.eventResult.status === "timed_out" && (row.state === "approval_required" || row.state === "delivery_pending")) {
     const at = new Date().toISOString();
     const next = row.state === "approval_required" ? "expired" : "failed";
     await env.DB.batch([
       env.DB.prepare(`UPDATE action_proposals SET state = ?2, updated_at = ?3 WHERE id = ?1 AND state = ?4`).bind(row.id, next, at, row.state),
       auditStatement(env.DB, {
-        installationId: row.installationId, idempotencyKey: `action_proposal:${row.id}:${next}`, action: `action.${next}`,
-        actor: { type: "system", id: "workflow-runtime" }, target: { type: "action_proposal", id: row.id }, details: { runId: row.runId }, at,
+        installationId: row.installationId,
+        idempotencyKey: `action_proposal:${row.id}:${next}`,
+        action: `action.${next}`,
+        actor: { type: "system", id: "workflow-runtime" },
+        target: { type: "action_proposal", id: row.id },
+        details: { runId: row.runId },
+        at,
       }),
     ]);
     row = (await proposalRow(env.DB, row.id))!;
@@ -214,13 +271,17 @@ export async function decideProposal(env: Env, actor: Actor, proposalId: string,
   const delivery = input.approve ? await actionDelivery(env, row, typeRow!, who, at) : null;
   const [update] = await env.DB.batch([
     env.DB.prepare(`UPDATE action_proposals SET state = ?3, decided_by = ?4, decided_at = ?5, decision_reason = ?6, delivery_id = ?7, updated_at = ?5
-      WHERE installation_id = ?1 AND id = ?2 AND state = 'approval_required'`)
-      .bind(actor.installationId, proposalId, input.approve ? "delivery_pending" : "rejected", who, at, input.reason ?? null, delivery?.id ?? null),
+      WHERE installation_id = ?1 AND id = ?2 AND state = 'approval_required'`).bind(actor.installationId, proposalId, input.approve ? "delivery_pending" : "rejected", who, at, input.reason ?? null, delivery?.id ?? null),
     // One delivery per proposal: a racing second approval's insert is ignored on (source_type, source_id).
     ...(delivery ? [delivery.statement] : []),
     auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `action_proposal:${proposalId}:decided`, action: input.approve ? "action.approved" : "action.rejected",
-      actor: actor.audit, target: { type: "action_proposal", id: proposalId }, details: { approver: who, reason: input.reason ?? null, runId: row.runId }, at,
+      installationId: actor.installationId,
+      idempotencyKey: `action_proposal:${proposalId}:decided`,
+      action: input.approve ? "action.approved" : "action.rejected",
+      actor: actor.audit,
+      target: { type: "action_proposal", id: proposalId },
+      details: { approver: who, reason: input.reason ?? null, runId: row.runId },
+      at,
     }),
   ]);
   if ((update!.meta.changes ?? 0) === 0) throw conflict("action_proposal.already_decided", "The proposal was decided concurrently.");
@@ -232,12 +293,15 @@ export async function decideProposal(env: Env, actor: Actor, proposalId: string,
 /** The delivery of a proposal ended: applied or failed, then wake the run. Statements for the delivery batch. */
 export async function finishActionDelivery(env: Env, delivery: { sourceId: string; delivered: boolean; at: string; installationId: string }): Promise<D1PreparedStatement[]> {
   return [
-    env.DB.prepare(`UPDATE action_proposals SET state = ?2, updated_at = ?3 WHERE id = ?1 AND state IN ('delivery_pending', 'approved')`)
-      .bind(delivery.sourceId, delivery.delivered ? "applied" : "failed", delivery.at),
+    env.DB.prepare(`UPDATE action_proposals SET state = ?2, updated_at = ?3 WHERE id = ?1 AND state IN ('delivery_pending', 'approved')`).bind(delivery.sourceId, delivery.delivered ? "applied" : "failed", delivery.at),
     auditStatement(env.DB, {
-      installationId: delivery.installationId, idempotencyKey: `action_proposal:${delivery.sourceId}:${delivery.delivered ? "applied" : "failed"}`,
-      action: delivery.delivered ? "action.applied" : "action.failed", actor: { type: "system", id: "webhooks" },
-      target: { type: "action_proposal", id: delivery.sourceId }, details: {}, at: delivery.at,
+      installationId: delivery.installationId,
+      idempotencyKey: `action_proposal:${delivery.sourceId}:${delivery.delivered ? "applied" : "failed"}`,
+      action: delivery.delivered ? "action.applied" : "action.failed",
+      actor: { type: "system", id: "webhooks" },
+      target: { type: "action_proposal", id: delivery.sourceId },
+      details: {},
+      at: delivery.at,
     }),
   ];
 }
@@ -250,7 +314,9 @@ export async function signalActionDelivery(env: Env, proposalId: string): Promis
 
 export async function listProposals(env: Env, actor: Actor, options: { state?: string; limit: number }) {
   const { results } = await env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND (?2 IS NULL OR state = ?2)
-    ORDER BY created_at DESC LIMIT ?3`).bind(actor.installationId, options.state ?? null, options.limit).all<ProposalRow>();
+    ORDER BY created_at DESC LIMIT ?3`)
+    .bind(actor.installationId, options.state ?? null, options.limit)
+    .all<ProposalRow>();
   return results.map(serializeProposal);
 }
 

@@ -4,8 +4,7 @@ import { errorCode } from "../errors";
 import { finishActionDelivery, signalActionDelivery } from "./actions";
 import { attemptDelivery, type DeliveryFinisher } from "./webhooks";
 
-const finisher: DeliveryFinisher = async (env, delivery) =>
-  delivery.sourceType === "action" ? finishActionDelivery(env, delivery) : [];
+const finisher: DeliveryFinisher = async (env, delivery) => (delivery.sourceType === "action" ? finishActionDelivery(env, delivery) : []);
 
 export async function consumeDeliveries(batch: MessageBatch<{ deliveryId?: unknown }>, env: Env): Promise<void> {
   for (const message of batch.messages) {

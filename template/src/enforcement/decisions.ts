@@ -15,11 +15,14 @@ import { renderTemplate } from "./templates";
 const sorValidator = new Validator(sorSchema as unknown as Schema, "2020-12", false);
 
 const SOURCE_TYPES: Record<string, string> = {
-  notice: "SOURCE_ARTICLE_16", trusted_flagger: "SOURCE_TRUSTED_FLAGGER", other_notification: "SOURCE_TYPE_OTHER_NOTIFICATION", voluntary: "SOURCE_VOLUNTARY",
+  notice: "SOURCE_ARTICLE_16",
+  trusted_flagger: "SOURCE_TRUSTED_FLAGGER",
+  other_notification: "SOURCE_TYPE_OTHER_NOTIFICATION",
+  voluntary: "SOURCE_VOLUNTARY",
 };
 
 function invalid(nodeId: string, message: string): AppError {
-  return new AppError("decision_config_invalid", `Decision ${nodeId}: ${message}`);
+  return new AppError("decision.config_invalid", `Decision ${nodeId}: ${message}`);
 }
 
 interface DecisionSource {
@@ -41,7 +44,7 @@ async function decisionStatements(env: Env, source: DecisionSource) {
   // The same check the decision node's descriptor runs at publish; here it guards POST /decisions too.
   const problems = decisionConfigProblems(config);
   if (problems.length > 0) {
-    throw new AppError("decision_config_invalid", `Decision ${label}: ${problems.map((p) => p.message).join(" ")}`, { details: problems.map((p) => ({ ...p, code: "config_invalid" })) });
+    throw new AppError("decision.config_invalid", `Decision ${label}: ${problems.map((p) => p.message).join(" ")}`, { details: problems.map((p) => ({ ...p, code: "config_invalid" })) });
   }
   const outcome = config.outcome as string;
   const reportRow = source.reportId ? await getReportRow(env.DB, source.installationId, source.reportId) : null;
@@ -75,13 +78,39 @@ async function decisionStatements(env: Env, source: DecisionSource) {
         automated_detection, automated_decision, content_date, decided_at, created_at)
       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?23)
       ON CONFLICT(step_run_id) DO NOTHING
-    `).bind(id, source.installationId, source.runId, source.stepId, source.reportId, report?.caseId ?? null, report?.subject.kind ?? null, report?.subject.id ?? null,
-      category, JSON.stringify(report?.categorySpecification ?? []), outcome, ground, typeof config.legal_ground === "string" ? config.legal_ground : null, explanation,
-      canonicalJson(restrictions), JSON.stringify(contentTypes), scope ? JSON.stringify(scope) : null, statement, reportSource, automatedDetection ? 1 : 0,
-      automatedDecision, (report?.createdAt ?? at).slice(0, 10), at),
+    `).bind(
+      id,
+      source.installationId,
+      source.runId,
+      source.stepId,
+      source.reportId,
+      report?.caseId ?? null,
+      report?.subject.kind ?? null,
+      report?.subject.id ?? null,
+      category,
+      JSON.stringify(report?.categorySpecification ?? []),
+      outcome,
+      ground,
+      typeof config.legal_ground === "string" ? config.legal_ground : null,
+      explanation,
+      canonicalJson(restrictions),
+      JSON.stringify(contentTypes),
+      scope ? JSON.stringify(scope) : null,
+      statement,
+      reportSource,
+      automatedDetection ? 1 : 0,
+      automatedDecision,
+      (report?.createdAt ?? at).slice(0, 10),
+      at,
+    ),
     auditStatement(env.DB, {
-      installationId: source.installationId, idempotencyKey: source.stepId ? `decision:${source.stepId}:recorded` : `decision:${id}:recorded`, action: "decision.recorded",
-      actor: source.actor, target: { type: "decision", id }, details: { runId: source.runId, reportId: source.reportId, outcome, category, automatedDecision }, at,
+      installationId: source.installationId,
+      idempotencyKey: source.stepId ? `decision:${source.stepId}:recorded` : `decision:${id}:recorded`,
+      action: "decision.recorded",
+      actor: source.actor,
+      target: { type: "decision", id },
+      details: { runId: source.runId, reportId: source.reportId, outcome, category, automatedDecision },
+      at,
     }),
   ];
   return { id, outcome, automatedDecision, statements };
@@ -91,24 +120,56 @@ async function decisionStatements(env: Env, source: DecisionSource) {
 export async function decisionRecord(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; context: ExpressionContext }) {
   const { run, node } = input;
   return decisionStatements(env, {
-    installationId: run.installationId, reportId: run.reportId, runId: run.id, stepId: input.stepId, authorityMode: run.authorityMode,
-    label: node.id, config: node.config, values: evaluateInputMapping(node.inputMapping, input.context, node.id), actor: { type: "system", id: "workflow-runtime" },
+    installationId: run.installationId,
+    reportId: run.reportId,
+    runId: run.id,
+    stepId: input.stepId,
+    authorityMode: run.authorityMode,
+    label: node.id,
+    config: node.config,
+    values: evaluateInputMapping(node.inputMapping, input.context, node.id),
+    actor: { type: "system", id: "workflow-runtime" },
   });
 }
 
 /** A decision a person made on a report outside any workflow (`not_automated`). */
-export async function recordManualDecision(env: Env, actor: Actor, input: {
-  reportId: string; outcome: string; restrictions: unknown; statement: string; ground?: string; legalGround?: string;
-  policyCategory?: string; contentType?: string[]; territorialScope?: string[]; decidedBy?: string;
-}) {
+export async function recordManualDecision(
+  env: Env,
+  actor: Actor,
+  input: {
+    reportId: string;
+    outcome: string;
+    restrictions: unknown;
+    statement: string;
+    ground?: string;
+    legalGround?: string;
+    policyCategory?: string;
+    contentType?: string[];
+    territorialScope?: string[];
+    decidedBy?: string;
+  },
+) {
   if (!(await getReportRow(env.DB, actor.installationId, input.reportId))) throw notFound("report");
   const record = await decisionStatements(env, {
-    installationId: actor.installationId, reportId: input.reportId, runId: null, stepId: null, authorityMode: null, label: "decision",
+    installationId: actor.installationId,
+    reportId: input.reportId,
+    runId: null,
+    stepId: null,
+    authorityMode: null,
+    label: "decision",
     config: {
-      outcome: input.outcome, restrictions: input.restrictions, statement: input.statement, ground: input.ground, legal_ground: input.legalGround,
-      policy_category: input.policyCategory, content_type: input.contentType, territorial_scope: input.territorialScope, automated_detection: undefined,
+      outcome: input.outcome,
+      restrictions: input.restrictions,
+      statement: input.statement,
+      ground: input.ground,
+      legal_ground: input.legalGround,
+      policy_category: input.policyCategory,
+      content_type: input.contentType,
+      territorial_scope: input.territorialScope,
+      automated_detection: undefined,
     },
-    values: {}, actor: input.decidedBy ? { type: "user", id: input.decidedBy } : actor.audit,
+    values: {},
+    actor: input.decidedBy ? { type: "user", id: input.decidedBy } : actor.audit,
   });
   await env.DB.batch(record.statements);
   return getDecision(env, actor, record.id);
@@ -153,9 +214,19 @@ async function decisionRow(env: Env, actor: Actor, id: string): Promise<Decision
 export async function getDecision(env: Env, actor: Actor, id: string) {
   const row = await decisionRow(env, actor, id);
   return {
-    id: row.id, runId: row.runId, reportId: row.reportId, caseId: row.caseId, subject: row.subjectKind ? { kind: row.subjectKind, id: row.subjectId } : null,
-    policyCategory: row.policyCategory, outcome: row.outcome, ground: row.ground, restrictions: JSON.parse(row.restrictionsJson) as unknown,
-    statement: row.statementText, automatedDetection: row.automatedDetection === 1, automatedDecision: row.automatedDecision, decidedAt: row.decidedAt,
+    id: row.id,
+    runId: row.runId,
+    reportId: row.reportId,
+    caseId: row.caseId,
+    subject: row.subjectKind ? { kind: row.subjectKind, id: row.subjectId } : null,
+    policyCategory: row.policyCategory,
+    outcome: row.outcome,
+    ground: row.ground,
+    restrictions: JSON.parse(row.restrictionsJson) as unknown,
+    statement: row.statementText,
+    automatedDetection: row.automatedDetection === 1,
+    automatedDecision: row.automatedDecision,
+    decidedAt: row.decidedAt,
   };
 }
 
@@ -198,7 +269,8 @@ export async function statementOfReasons(env: Env, actor: Actor, id: string): Pr
   const check = sorValidator.validate(sor);
   if (!check.valid) {
     throw new AppError("statement_of_reasons.invalid", "The decision cannot be expressed as a valid statement of reasons.", {
-      status: 500, details: check.errors.slice(0, 10).map((e) => ({ path: e.instanceLocation, code: e.keyword, message: e.error })),
+      status: 500,
+      details: check.errors.slice(0, 10).map((e) => ({ path: e.instanceLocation, code: e.keyword, message: e.error })),
     });
   }
   return sor;

@@ -43,32 +43,43 @@ export async function sendWorkflowMessage(call: EffectCall): Promise<EffectResul
   let recipient: Record<string, unknown>;
   if (recipientKind === "reporter" || recipientKind === "subject_owner") {
     const personal = await reportPersonalData(env, run);
-    if (!personal) throw new AppError("message_recipient_unknown", `${node.id} writes to the ${recipientKind}, but the run has no report.`);
-    recipient = recipientKind === "reporter"
-      ? { kind: "reporter", id: personal.reporter?.id ?? null, contact: personal.reporter?.contact ?? null }
-      : { kind: "subject_owner", id: personal.subjectOwnerId };
-    if (recipientKind === "reporter" && !personal.reporter?.contact && !personal.reporter?.id) throw new AppError("message_recipient_unknown", "The report has no reporter to write to.");
+    if (!personal) throw new AppError("message.recipient_unknown", `${node.id} writes to the ${recipientKind}, but the run has no report.`);
+    recipient = recipientKind === "reporter" ? { kind: "reporter", id: personal.reporter?.id ?? null, contact: personal.reporter?.contact ?? null } : { kind: "subject_owner", id: personal.subjectOwnerId };
+    if (recipientKind === "reporter" && !personal.reporter?.contact && !personal.reporter?.id) throw new AppError("message.recipient_unknown", "The report has no reporter to write to.");
   } else {
     recipient = { kind: "address", contact: recipientKind };
   }
   const endpoints = await subscribedEndpoints(env.DB, run.installationId, "message.send");
-  if (endpoints.length === 0) throw new AppError("message_endpoint_missing", "No enabled webhook endpoint subscribes to message.send.");
+  if (endpoints.length === 0) throw new AppError("message.endpoint_missing", "No enabled webhook endpoint subscribes to message.send.");
   const messageId = `${stepId}:message`;
   const at = new Date().toISOString();
-  const deliveries = await Promise.all(endpoints.map((endpoint) => deliveryStatement(env, {
-    installationId: run.installationId, endpointId: endpoint.id, eventType: "message.send", sourceType: "message", sourceId: `${messageId}:${endpoint.id}`, at,
-    data: { messageId, runId: run.id, reportId: run.reportId, recipient, body, templateKey: node.config.template_key ?? null },
-  })));
+  const deliveries = await Promise.all(
+    endpoints.map((endpoint) =>
+      deliveryStatement(env, {
+        installationId: run.installationId,
+        endpointId: endpoint.id,
+        eventType: "message.send",
+        sourceType: "message",
+        sourceId: `${messageId}:${endpoint.id}`,
+        at,
+        data: { messageId, runId: run.id, reportId: run.reportId, recipient, body, templateKey: node.config.template_key ?? null },
+      }),
+    ),
+  );
   return {
     output: { port: "sent", messageId, recipientKind, deliveryIds: deliveries.map((d) => d.id) },
     statements: [
       env.DB.prepare(`INSERT OR IGNORE INTO messages (id, installation_id, run_id, step_run_id, report_id, recipient_kind, template_key, delivery_id, created_at)
-        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)`)
-        .bind(messageId, run.installationId, run.id, stepId, run.reportId, recipientKind, typeof node.config.template_key === "string" ? node.config.template_key : null, deliveries[0]!.id, at),
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)`).bind(messageId, run.installationId, run.id, stepId, run.reportId, recipientKind, typeof node.config.template_key === "string" ? node.config.template_key : null, deliveries[0]!.id, at),
       ...deliveries.map((d) => d.statement),
       auditStatement(env.DB, {
-        installationId: run.installationId, idempotencyKey: `message:${messageId}:queued`, action: "message.queued", actor: { type: "system", id: "workflow-runtime" },
-        target: { type: "message", id: messageId }, details: { runId: run.id, recipientKind, deliveries: deliveries.map((d) => d.id), bodyDigest: `sha256:${await sha256Hex(body)}` }, at,
+        installationId: run.installationId,
+        idempotencyKey: `message:${messageId}:queued`,
+        action: "message.queued",
+        actor: { type: "system", id: "workflow-runtime" },
+        target: { type: "message", id: messageId },
+        details: { runId: run.id, recipientKind, deliveries: deliveries.map((d) => d.id), bodyDigest: `sha256:${await sha256Hex(body)}` },
+        at,
       }),
     ],
     deliveryIds: deliveries.map((d) => d.id),
@@ -90,21 +101,33 @@ export async function handoffWorkflowReport(call: EffectCall): Promise<EffectRes
   const values = evaluateInputMapping(node.inputMapping, call.context, node.id);
   if (typeof node.config.queue_id === "string") {
     const queue = await findQueueRow(env.DB, run.installationId, node.config.queue_id);
-    if (!queue) throw new AppError("handoff_queue_unknown", `The handoff queue of ${node.id} does not exist.`);
+    if (!queue) throw new AppError("handoff.queue_unknown", `The handoff queue of ${node.id} does not exist.`);
     const taskId = `${stepId}:task`;
     return {
       output: { port: "handed_off", handoffId, targetKind: "queue", queueId: queue.id, taskId },
       statements: [
         await openTaskStatement(env.DB, {
-          taskId, stepId, runId: run.id, taskType: "handoff", queue, priority: queue.priority,
+          taskId,
+          stepId,
+          runId: run.id,
+          taskType: "handoff",
+          queue,
+          priority: queue.priority,
           context: { handoffFrom: run.id, note: node.config.note ?? null, ...values },
-          responseSchema: node.config.response_schema ?? { type: "object" }, at, expiresAt: null,
+          responseSchema: node.config.response_schema ?? { type: "object" },
+          at,
+          expiresAt: null,
         }),
         env.DB.prepare(`INSERT OR IGNORE INTO handoffs (id, installation_id, run_id, step_run_id, report_id, target_kind, queue_id, task_id, created_at)
           VALUES (?1, ?2, ?3, ?4, ?5, 'queue', ?6, ?7, ?8)`).bind(handoffId, run.installationId, run.id, stepId, run.reportId, queue.id, taskId, at),
         auditStatement(env.DB, {
-          installationId: run.installationId, idempotencyKey: `handoff:${handoffId}:created`, action: "report.handed_off", actor: { type: "system", id: "workflow-runtime" },
-          target: { type: "handoff", id: handoffId }, details: { runId: run.id, queueId: queue.id, queueName: queue.name, taskId }, at,
+          installationId: run.installationId,
+          idempotencyKey: `handoff:${handoffId}:created`,
+          action: "report.handed_off",
+          actor: { type: "system", id: "workflow-runtime" },
+          target: { type: "handoff", id: handoffId },
+          details: { runId: run.id, queueId: queue.id, queueName: queue.name, taskId },
+          at,
         }),
       ],
       deliveryIds: [],
@@ -112,12 +135,17 @@ export async function handoffWorkflowReport(call: EffectCall): Promise<EffectRes
   }
   const endpointId = String(node.config.endpoint_id ?? node.config.recipient ?? "");
   const endpoint = await getEndpointRow(env.DB, run.installationId, endpointId);
-  if (!endpoint || endpoint.state !== "enabled") throw new AppError("handoff_recipient_unknown", `The handoff recipient of ${node.id} is not an enabled webhook endpoint.`);
+  if (endpoint?.state !== "enabled") throw new AppError("handoff.recipient_unknown", `The handoff recipient of ${node.id} is not an enabled webhook endpoint.`);
   const summary = run.reportId ? await env.DB.prepare(`SELECT id, case_id AS caseId, category, subject_kind AS subjectKind, subject_id AS subjectId, created_at AS createdAt FROM reports WHERE id = ?1`).bind(run.reportId).first() : null;
   const evidence = { report: summary, personalData: await reportPersonalData(env, run), notes: values, runId: run.id };
   const evidenceDigest = `sha256:${await sha256Hex(canonicalJson(evidence))}`;
   const delivery = await deliveryStatement(env, {
-    installationId: run.installationId, endpointId: endpoint.id, eventType: "report.handoff", sourceType: "handoff", sourceId: handoffId, at,
+    installationId: run.installationId,
+    endpointId: endpoint.id,
+    eventType: "report.handoff",
+    sourceType: "handoff",
+    sourceId: handoffId,
+    at,
     data: { handoffId, evidence, evidenceDigest },
   });
   return {
@@ -127,8 +155,13 @@ export async function handoffWorkflowReport(call: EffectCall): Promise<EffectRes
       env.DB.prepare(`INSERT OR IGNORE INTO handoffs (id, installation_id, run_id, step_run_id, report_id, target_kind, delivery_id, evidence_digest, created_at)
         VALUES (?1, ?2, ?3, ?4, ?5, 'external', ?6, ?7, ?8)`).bind(handoffId, run.installationId, run.id, stepId, run.reportId, delivery.id, evidenceDigest, at),
       auditStatement(env.DB, {
-        installationId: run.installationId, idempotencyKey: `handoff:${handoffId}:created`, action: "report.handed_off", actor: { type: "system", id: "workflow-runtime" },
-        target: { type: "handoff", id: handoffId }, details: { runId: run.id, endpointId: endpoint.id, evidenceDigest }, at,
+        installationId: run.installationId,
+        idempotencyKey: `handoff:${handoffId}:created`,
+        action: "report.handed_off",
+        actor: { type: "system", id: "workflow-runtime" },
+        target: { type: "handoff", id: handoffId },
+        details: { runId: run.id, endpointId: endpoint.id, evidenceDigest },
+        at,
       }),
     ],
     deliveryIds: [delivery.id],

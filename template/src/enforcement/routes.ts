@@ -7,40 +7,52 @@ import { createEndpoint, getDelivery, listDeliveries, listEndpoints, resendDeliv
 const limit = { default: 50, max: 200 };
 
 export const enforcementRoutes = routes()
-  .op({ method: "post", path: "/webhook-endpoints", summary: "Create a webhook endpoint; its signing secret (whsec_…) is shown once", auth: ["admin"], body: "CreateWebhookEndpoint", ok: 201, errors: [422] },
-    async (c, { body }) => createEndpoint(c.env, c.get("actor"), body))
-  .op({ method: "get", path: "/webhook-endpoints", summary: "List webhook endpoints (never their secrets)", auth: ["admin"], ok: 200 },
-    async (c) => ({ items: await listEndpoints(c.env, c.get("actor")) }))
-  .op({ method: "post", path: "/webhook-endpoints/:id/disable", summary: "Stop delivering to an endpoint", auth: ["admin"], ok: 200, errors: [404] },
-    async (c) => setEndpointState(c.env, c.get("actor"), c.req.param("id"), "disabled"))
-  .op({ method: "post", path: "/webhook-endpoints/:id/enable", summary: "Deliver to an endpoint again", auth: ["admin"], ok: 200, errors: [404] },
-    async (c) => setEndpointState(c.env, c.get("actor"), c.req.param("id"), "enabled"))
-  .op({ method: "get", path: "/webhook-deliveries", summary: "Deliveries, newest first; ?state=pending|delivered|dead&endpointId=", auth: ["admin"], ok: 200,
-    query: { limit, cursor: /^[A-Za-z0-9._:-]{1,200}$/u, strings: ["state", "endpointId"] } }, async (c, { query }) => listDeliveries(c.env, c.get("actor"), {
-    limit: query.limit,
-    ...(query.state ? { state: query.state } : {}),
-    ...(query.endpointId ? { endpointId: query.endpointId } : {}),
-    ...(query.cursor ? { before: query.cursor } : {}),
+  .op({ method: "post", path: "/webhook-endpoints", summary: "Create a webhook endpoint; its signing secret (whsec_…) is shown once", auth: ["admin"], body: "CreateWebhookEndpoint", ok: 201, errors: [422] }, async (c, { body }) =>
+    createEndpoint(c.env, c.get("actor"), body),
+  )
+  .op({ method: "get", path: "/webhook-endpoints", summary: "List webhook endpoints (never their secrets)", auth: ["admin"], ok: 200 }, async (c) => ({ items: await listEndpoints(c.env, c.get("actor")) }))
+  .op({ method: "post", path: "/webhook-endpoints/:id/disable", summary: "Stop delivering to an endpoint", auth: ["admin"], ok: 200, errors: [404] }, async (c) => setEndpointState(c.env, c.get("actor"), c.req.param("id"), "disabled"))
+  .op({ method: "post", path: "/webhook-endpoints/:id/enable", summary: "Deliver to an endpoint again", auth: ["admin"], ok: 200, errors: [404] }, async (c) => setEndpointState(c.env, c.get("actor"), c.req.param("id"), "enabled"))
+  .op(
+    {
+      method: "get",
+      path: "/webhook-deliveries",
+      summary: "Deliveries, newest first; ?state=pending|delivered|dead&endpointId=",
+      auth: ["admin"],
+      ok: 200,
+      query: { limit, cursor: /^[A-Za-z0-9._:-]{1,200}$/u, strings: ["state", "endpointId"] },
+    },
+    async (c, { query }) =>
+      listDeliveries(c.env, c.get("actor"), {
+        limit: query.limit,
+        ...(query.state ? { state: query.state } : {}),
+        ...(query.endpointId ? { endpointId: query.endpointId } : {}),
+        ...(query.cursor ? { before: query.cursor } : {}),
+      }),
+  )
+  .op({ method: "get", path: "/webhook-deliveries/:id", summary: "A delivery with every attempt", auth: ["admin"], ok: 200, errors: [404] }, async (c) => getDelivery(c.env, c.get("actor"), c.req.param("id")))
+  .op({ method: "post", path: "/webhook-deliveries/:id/resend", summary: "Send a finished delivery's payload again, as a new delivery", auth: ["admin"], ok: 201, errors: [404, 409] }, async (c) =>
+    resendDelivery(c.env, c.get("actor"), c.req.param("id")),
+  )
+  .op(
+    { method: "post", path: "/action-types", summary: "Create an action type: key, whether it always needs approval, reversibility, its webhook endpoint", auth: ["admin"], body: "CreateActionType", ok: 201, errors: [404, 409] },
+    async (c, { body }) => createActionType(c.env, c.get("actor"), body),
+  )
+  .op({ method: "get", path: "/action-types", summary: "List action types", auth: ["admin", "review"], ok: 200 }, async (c) => ({ items: await listActionTypes(c.env, c.get("actor")) }))
+  .op({ method: "get", path: "/action-proposals", summary: "Action proposals; ?state=approval_required for the approvals queue", auth: ["admin", "review"], ok: 200, query: { limit, strings: ["state"] } }, async (c, { query }) => ({
+    items: await listProposals(c.env, c.get("actor"), query),
   }))
-  .op({ method: "get", path: "/webhook-deliveries/:id", summary: "A delivery with every attempt", auth: ["admin"], ok: 200, errors: [404] },
-    async (c) => getDelivery(c.env, c.get("actor"), c.req.param("id")))
-  .op({ method: "post", path: "/webhook-deliveries/:id/resend", summary: "Send a finished delivery's payload again, as a new delivery", auth: ["admin"], ok: 201, errors: [404, 409] },
-    async (c) => resendDelivery(c.env, c.get("actor"), c.req.param("id")))
-  .op({ method: "post", path: "/action-types", summary: "Create an action type: key, whether it always needs approval, reversibility, its webhook endpoint", auth: ["admin"], body: "CreateActionType", ok: 201, errors: [404, 409] },
-    async (c, { body }) => createActionType(c.env, c.get("actor"), body))
-  .op({ method: "get", path: "/action-types", summary: "List action types", auth: ["admin", "review"], ok: 200 },
-    async (c) => ({ items: await listActionTypes(c.env, c.get("actor")) }))
-  .op({ method: "get", path: "/action-proposals", summary: "Action proposals; ?state=approval_required for the approvals queue", auth: ["admin", "review"], ok: 200,
-    query: { limit, strings: ["state"] } }, async (c, { query }) => ({ items: await listProposals(c.env, c.get("actor"), query) }))
-  .op({ method: "get", path: "/action-proposals/:id", summary: "Read an action proposal", auth: ["admin", "review"], ok: 200, errors: [404] },
-    async (c) => getProposal(c.env, c.get("actor"), c.req.param("id")))
-  .op({ method: "post", path: "/action-proposals/:id/approve", summary: "Approve: the action is delivered; a second decision is a 409", auth: ["review"], body: "DecideProposal", ok: 200, errors: [404, 409] },
-    async (c, { body }) => decideProposal(c.env, c.get("actor"), c.req.param("id"), { approve: true, ...body }))
-  .op({ method: "post", path: "/action-proposals/:id/reject", summary: "Reject with a reason: the run leaves by its rejected port", auth: ["review"], body: "RejectProposal", ok: 200, errors: [404, 409] },
-    async (c, { body }) => decideProposal(c.env, c.get("actor"), c.req.param("id"), { approve: false, ...body }))
-  .op({ method: "post", path: "/decisions", summary: "Record a decision a person made on a report (outside any workflow)", auth: ["review"], body: "RecordDecision", ok: 201, errors: [404, 422] },
-    async (c, { body }) => recordManualDecision(c.env, c.get("actor"), body))
-  .op({ method: "get", path: "/decisions/:id", summary: "Read a decision", auth: ["admin", "review"], ok: 200, errors: [404] },
-    async (c) => getDecision(c.env, c.get("actor"), c.req.param("id")))
-  .op({ method: "get", path: "/decisions/:id/statement-of-reasons", summary: "The decision as an EU DSA Transparency Database statement of reasons", auth: ["admin", "review"], ok: 200, errors: [404] },
-    async (c) => statementOfReasons(c.env, c.get("actor"), c.req.param("id")));
+  .op({ method: "get", path: "/action-proposals/:id", summary: "Read an action proposal", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => getProposal(c.env, c.get("actor"), c.req.param("id")))
+  .op({ method: "post", path: "/action-proposals/:id/approve", summary: "Approve: the action is delivered; a second decision is a 409", auth: ["review"], body: "DecideProposal", ok: 200, errors: [404, 409] }, async (c, { body }) =>
+    decideProposal(c.env, c.get("actor"), c.req.param("id"), { approve: true, ...body }),
+  )
+  .op({ method: "post", path: "/action-proposals/:id/reject", summary: "Reject with a reason: the run leaves by its rejected port", auth: ["review"], body: "RejectProposal", ok: 200, errors: [404, 409] }, async (c, { body }) =>
+    decideProposal(c.env, c.get("actor"), c.req.param("id"), { approve: false, ...body }),
+  )
+  .op({ method: "post", path: "/decisions", summary: "Record a decision a person made on a report (outside any workflow)", auth: ["review"], body: "RecordDecision", ok: 201, errors: [404, 422] }, async (c, { body }) =>
+    recordManualDecision(c.env, c.get("actor"), body),
+  )
+  .op({ method: "get", path: "/decisions/:id", summary: "Read a decision", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => getDecision(c.env, c.get("actor"), c.req.param("id")))
+  .op({ method: "get", path: "/decisions/:id/statement-of-reasons", summary: "The decision as an EU DSA Transparency Database statement of reasons", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) =>
+    statementOfReasons(c.env, c.get("actor"), c.req.param("id")),
+  );

@@ -7,12 +7,11 @@ const MAX_MESSAGE_CHARS = 10_000;
 export function renderTemplate(template: string, values: Record<string, unknown>, nodeId: string): string {
   const text = template.replace(/\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/gu, (_match, name: string) => {
     if (!(name in values) || values[name] === null || values[name] === undefined) {
-      throw new AppError("message_variable_missing", `Template variable ${name} of ${nodeId} has no value in inputMapping.`);
+      throw new AppError("message.variable_missing", `Template variable ${name} of ${nodeId} has no value in inputMapping.`);
     }
     const value = values[name];
     return typeof value === "string" ? value : JSON.stringify(value);
   });
-  if (text.length > MAX_MESSAGE_CHARS) throw new AppError("message_too_long", `The message of ${nodeId} exceeds ${MAX_MESSAGE_CHARS} characters.`);
+  if (text.length > MAX_MESSAGE_CHARS) throw new AppError("message.too_long", `The message of ${nodeId} exceeds ${MAX_MESSAGE_CHARS} characters.`);
   return text;
 }
-

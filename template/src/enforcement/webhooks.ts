@@ -30,8 +30,14 @@ const ENDPOINT_COLUMNS = `id, installation_id AS installationId, url, descriptio
 
 function serializeEndpoint(row: EndpointRow) {
   return {
-    id: row.id, url: row.url, description: row.description, eventTypes: JSON.parse(row.eventTypesJson) as string[],
-    retryBaseSeconds: row.retryBaseSeconds, maxAttempts: row.maxAttempts, state: row.state, createdAt: row.createdAt,
+    id: row.id,
+    url: row.url,
+    description: row.description,
+    eventTypes: JSON.parse(row.eventTypesJson) as string[],
+    retryBaseSeconds: row.retryBaseSeconds,
+    maxAttempts: row.maxAttempts,
+    state: row.state,
+    createdAt: row.createdAt,
   };
 }
 
@@ -59,11 +65,25 @@ export async function createEndpoint(env: Env, actor: Actor, input: { url: strin
   const at = new Date().toISOString();
   await env.DB.batch([
     env.DB.prepare(`INSERT INTO webhook_endpoints (id, installation_id, url, description, secret_sealed, event_types_json, retry_base_seconds, max_attempts, state, created_at, updated_at)
-      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'enabled', ?9, ?9)`)
-      .bind(id, actor.installationId, input.url, input.description ?? null, sealed, JSON.stringify(input.eventTypes ?? []), input.retryBaseSeconds ?? 5, input.maxAttempts ?? 8, at),
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'enabled', ?9, ?9)`).bind(
+      id,
+      actor.installationId,
+      input.url,
+      input.description ?? null,
+      sealed,
+      JSON.stringify(input.eventTypes ?? []),
+      input.retryBaseSeconds ?? 5,
+      input.maxAttempts ?? 8,
+      at,
+    ),
     auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `webhook_endpoint:${id}:created`, action: "webhook_endpoint.created", actor: actor.audit,
-      target: { type: "webhook_endpoint", id }, details: { url: input.url, eventTypes: input.eventTypes ?? [] }, at,
+      installationId: actor.installationId,
+      idempotencyKey: `webhook_endpoint:${id}:created`,
+      action: "webhook_endpoint.created",
+      actor: actor.audit,
+      target: { type: "webhook_endpoint", id },
+      details: { url: input.url, eventTypes: input.eventTypes ?? [] },
+      at,
     }),
   ]);
   return { ...serializeEndpoint((await getEndpointRow(env.DB, actor.installationId, id))!), secret };
@@ -81,8 +101,13 @@ export async function setEndpointState(env: Env, actor: Actor, id: string, state
   await env.DB.batch([
     env.DB.prepare(`UPDATE webhook_endpoints SET state = ?3, disabled_reason = NULL, updated_at = ?4 WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id, state, at),
     auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `webhook_endpoint:${id}:${state}:${at}`, action: `webhook_endpoint.${state}`, actor: actor.audit,
-      target: { type: "webhook_endpoint", id }, details: {}, at,
+      installationId: actor.installationId,
+      idempotencyKey: `webhook_endpoint:${id}:${state}:${at}`,
+      action: `webhook_endpoint.${state}`,
+      actor: actor.audit,
+      target: { type: "webhook_endpoint", id },
+      details: {},
+      at,
     }),
   ]);
   return serializeEndpoint((await getEndpointRow(env.DB, actor.installationId, id))!);
@@ -90,9 +115,11 @@ export async function setEndpointState(env: Env, actor: Actor, id: string, state
 
 /** Enabled endpoints of the installation that subscribe to `eventType`. Host-internal. */
 export async function subscribedEndpoints(db: D1Database, installationId: string, eventType: string): Promise<EndpointRow[]> {
-  const { results } = await db.prepare(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints w
+  const { results } = await db
+    .prepare(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints w
     WHERE installation_id = ?1 AND state = 'enabled' AND EXISTS (SELECT 1 FROM json_each(w.event_types_json) WHERE value = ?2) ORDER BY created_at`)
-    .bind(installationId, eventType).all<EndpointRow>();
+    .bind(installationId, eventType)
+    .all<EndpointRow>();
   return results;
 }
 
@@ -160,7 +187,7 @@ export type DeliveryFinisher = (env: Env, delivery: { id: string; installationId
  */
 export async function attemptDelivery(env: Env, deliveryId: string, finisher: DeliveryFinisher): Promise<DeliveryOutcome> {
   const delivery = await env.DB.prepare(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE id = ?1`).bind(deliveryId).first<DeliveryRow>();
-  if (!delivery || delivery.state !== "pending") return { kind: "skip" };
+  if (delivery?.state !== "pending") return { kind: "skip" };
   const endpoint = await getEndpointRow(env.DB, delivery.installationId, delivery.endpointId);
   const attempt = delivery.attempts + 1;
   const started = Date.now();
@@ -168,7 +195,7 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
   let status: number | null = null;
   let error: string | null = null;
   let retryAfter: number | null = null;
-  if (!endpoint || endpoint.state !== "enabled") {
+  if (endpoint?.state !== "enabled") {
     error = "endpoint_disabled";
   } else {
     try {
@@ -201,23 +228,35 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
   const exhausted = !ok && (gone || attempt >= (endpoint?.maxAttempts ?? 1));
   const state = ok ? "delivered" : exhausted ? "dead" : "pending";
   const at = new Date().toISOString();
-  const errorText = ok ? null : error ?? `http_${status}`;
+  const errorText = ok ? null : (error ?? `http_${status}`);
   const statements = [
-    env.DB.prepare(`INSERT OR IGNORE INTO webhook_attempts (id, delivery_id, attempt, status_code, error, duration_ms, started_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)`)
-      .bind(newId("att"), delivery.id, attempt, status, errorText, Date.now() - started, startedAt),
+    env.DB.prepare(`INSERT OR IGNORE INTO webhook_attempts (id, delivery_id, attempt, status_code, error, duration_ms, started_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)`).bind(
+      newId("att"),
+      delivery.id,
+      attempt,
+      status,
+      errorText,
+      Date.now() - started,
+      startedAt,
+    ),
     env.DB.prepare(`UPDATE webhook_deliveries SET attempts = ?2, state = ?3, last_status = ?4, last_error = ?5, updated_at = ?6,
-        delivered_at = CASE WHEN ?3 = 'delivered' THEN ?6 ELSE delivered_at END WHERE id = ?1 AND state = 'pending' AND attempts = ?7`)
-      .bind(delivery.id, attempt, state, status, errorText, at, delivery.attempts),
+        delivered_at = CASE WHEN ?3 = 'delivered' THEN ?6 ELSE delivered_at END WHERE id = ?1 AND state = 'pending' AND attempts = ?7`).bind(delivery.id, attempt, state, status, errorText, at, delivery.attempts),
   ];
   if (status === 410 && endpoint) {
     statements.push(env.DB.prepare(`UPDATE webhook_endpoints SET state = 'disabled', disabled_reason = 'gone_410', updated_at = ?2 WHERE id = ?1`).bind(endpoint.id, at));
   }
   if (state !== "pending") {
-    statements.push(auditStatement(env.DB, {
-      installationId: delivery.installationId, idempotencyKey: `webhook_delivery:${delivery.id}:${state}:${attempt}`, action: `webhook_delivery.${state}`,
-      actor: { type: "system", id: "webhooks" }, target: { type: "webhook_delivery", id: delivery.id },
-      details: { eventType: delivery.eventType, attempts: attempt, lastStatus: status, lastError: errorText }, at,
-    }));
+    statements.push(
+      auditStatement(env.DB, {
+        installationId: delivery.installationId,
+        idempotencyKey: `webhook_delivery:${delivery.id}:${state}:${attempt}`,
+        action: `webhook_delivery.${state}`,
+        actor: { type: "system", id: "webhooks" },
+        target: { type: "webhook_delivery", id: delivery.id },
+        details: { eventType: delivery.eventType, attempts: attempt, lastStatus: status, lastError: errorText },
+        at,
+      }),
+    );
     statements.push(...(await finisher(env, { id: delivery.id, installationId: delivery.installationId, sourceType: delivery.sourceType, sourceId: delivery.sourceId, delivered: ok, at })));
   }
   await env.DB.batch(statements);
@@ -232,7 +271,9 @@ export async function listDeliveries(env: Env, actor: Actor, options: { state?: 
       state, attempts, last_status AS lastStatus, last_error AS lastError, created_at AS createdAt, delivered_at AS deliveredAt
     FROM webhook_deliveries WHERE installation_id = ?1 AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR endpoint_id = ?3) AND (?4 IS NULL OR id < ?4)
     ORDER BY id DESC LIMIT ?5
-  `).bind(actor.installationId, options.state ?? null, options.endpointId ?? null, options.before ?? null, options.limit + 1).all<{ id: string }>();
+  `)
+    .bind(actor.installationId, options.state ?? null, options.endpointId ?? null, options.before ?? null, options.limit + 1)
+    .all<{ id: string }>();
   const page = results.slice(0, options.limit);
   return { items: page, nextCursor: results.length > options.limit ? page.at(-1)!.id : null };
 }
@@ -241,10 +282,14 @@ export async function getDelivery(env: Env, actor: Actor, id: string) {
   const row = await env.DB.prepare(`
     SELECT id, endpoint_id AS endpointId, event_type AS eventType, source_type AS sourceType, source_id AS sourceId, payload_digest AS payloadDigest,
       state, attempts, last_status AS lastStatus, last_error AS lastError, created_at AS createdAt, delivered_at AS deliveredAt
-    FROM webhook_deliveries WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first();
+    FROM webhook_deliveries WHERE installation_id = ?1 AND id = ?2`)
+    .bind(actor.installationId, id)
+    .first();
   if (!row) throw notFound("webhook_delivery");
   const { results: history } = await env.DB.prepare(`SELECT attempt, status_code AS statusCode, error, duration_ms AS durationMs, started_at AS startedAt
-    FROM webhook_attempts WHERE delivery_id = ?1 ORDER BY attempt`).bind(id).all();
+    FROM webhook_attempts WHERE delivery_id = ?1 ORDER BY attempt`)
+    .bind(id)
+    .all();
   return { ...row, history };
 }
 
@@ -259,13 +304,24 @@ export async function resendDelivery(env: Env, actor: Actor, id: string) {
   const payload = await openPersonalData<{ type: string; data: unknown }>(env, actor.installationId, `webhook_delivery:${row.id}`, row.payloadSealed);
   const at = new Date().toISOString();
   const copy = await deliveryStatement(env, {
-    installationId: actor.installationId, endpointId: row.endpointId, eventType: row.eventType, sourceType: "resend", sourceId: `${row.id}:${at}`, data: payload.data, at,
+    installationId: actor.installationId,
+    endpointId: row.endpointId,
+    eventType: row.eventType,
+    sourceType: "resend",
+    sourceId: `${row.id}:${at}`,
+    data: payload.data,
+    at,
   });
   await env.DB.batch([
     copy.statement,
     auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `webhook_delivery:${copy.id}:resent`, action: "webhook_delivery.resent", actor: actor.audit,
-      target: { type: "webhook_delivery", id: copy.id }, details: { originalId: row.id, eventType: row.eventType }, at,
+      installationId: actor.installationId,
+      idempotencyKey: `webhook_delivery:${copy.id}:resent`,
+      action: "webhook_delivery.resent",
+      actor: actor.audit,
+      target: { type: "webhook_delivery", id: copy.id },
+      details: { originalId: row.id, eventType: row.eventType },
+      at,
     }),
   ]);
   await enqueueDeliveries(env, [copy.id]);

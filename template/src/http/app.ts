@@ -12,10 +12,15 @@ const MAX_BODY_BYTES = 1_048_576;
 
 export function createApp() {
   const app = new Hono<AppEnv>();
-  app.use("/api/*", bodyLimit({
-    maxSize: MAX_BODY_BYTES,
-    onError: () => { throw new AppError("request.too_large", "The request body exceeds 1 MiB.", { status: 413 }); },
-  }));
+  app.use(
+    "/api/*",
+    bodyLimit({
+      maxSize: MAX_BODY_BYTES,
+      onError: () => {
+        throw new AppError("request.too_large", "The request body exceeds 1 MiB.", { status: 413 });
+      },
+    }),
+  );
   // After any write, chain the installation's new audit events (off the response path).
   app.use("/api/v1/*", async (c, next) => {
     await next();
@@ -32,7 +37,7 @@ export function createApp() {
     }
     // Unexpected: log the code path, never request content or secrets.
     console.error("unhandled_error", error instanceof Error ? error.name : typeof error, error instanceof Error ? error.message.slice(0, 200) : "");
-    return c.json({ error: { code: "internal_error", message: "Something went wrong; the request may be retried." } }, 500);
+    return c.json({ error: { code: "internal.error", message: "Something went wrong; the request may be retried." } }, 500);
   });
   return app;
 }

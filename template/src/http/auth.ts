@@ -68,10 +68,17 @@ export function requireScope(...scopes: Scope[]) {
       SELECT k.id, k.installation_id AS installationId, k.scopes_json AS scopesJson,
         (k.last_used_at IS NULL OR k.last_used_at < ?2) AS stale
       FROM api_keys k WHERE k.key_hash = ?1 AND k.revoked_at IS NULL
-    `).bind(await sha256Hex(token), new Date(Date.now() - 3600_000).toISOString()).first<{ id: string; installationId: string; scopesJson: string; stale: number }>();
+    `)
+      .bind(await sha256Hex(token), new Date(Date.now() - 3600_000).toISOString())
+      .first<{ id: string; installationId: string; scopesJson: string; stale: number }>();
     if (!row) throw unauthenticated();
     // last_used_at, at most hourly, off the response path.
-    if (row.stale) c.executionCtx.waitUntil(keyUsedStatement(c.env.DB, row.id, new Date().toISOString()).run().catch(() => undefined));
+    if (row.stale)
+      c.executionCtx.waitUntil(
+        keyUsedStatement(c.env.DB, row.id, new Date().toISOString())
+          .run()
+          .catch(() => undefined),
+      );
     const held = JSON.parse(row.scopesJson) as Scope[];
     if (!allowed(held, scopes, c.req.method)) throw denied(scopes);
     c.set("actor", { installationId: row.installationId, scopes: held, audit: { type: "api_key", id: row.id } });

@@ -30,8 +30,7 @@ function operation(path: string, method: string, op: OperationSpec) {
   };
 }
 
-export const openApiRoutes = routes()
-  .op({ method: "get", path: "/openapi.json", summary: "This document", auth: "none", ok: 200 }, () => openApiDocument());
+export const openApiRoutes = routes().op({ method: "get", path: "/openapi.json", summary: "This document", auth: "none", ok: 200 }, () => openApiDocument());
 
 export function openApiDocument() {
   const paths: Record<string, Record<string, unknown>> = {};

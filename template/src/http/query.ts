@@ -20,17 +20,10 @@ type StringsOf<Q extends QuerySpec> = Q["strings"] extends readonly string[] ? {
 type CursorOf<C> = C extends RegExp ? string | null : C extends readonly CursorPart[] ? Array<string | number> | null : never;
 
 /** What the handler receives. */
-export type ParsedQuery<Q extends QuerySpec> =
-  & (Q["limit"] extends object ? { limit: number } : unknown)
-  & (Q["cursor"] extends undefined ? unknown : { cursor: CursorOf<Q["cursor"]> })
-  & EnumsOf<Q> & StringsOf<Q>;
+export type ParsedQuery<Q extends QuerySpec> = (Q["limit"] extends object ? { limit: number } : unknown) & (Q["cursor"] extends undefined ? unknown : { cursor: CursorOf<Q["cursor"]> }) & EnumsOf<Q> & StringsOf<Q>;
 
 /** What a client may send (the console's typed `get`). */
-export type QueryInput<Q> = Q extends QuerySpec
-  ? & (Q["limit"] extends object ? { limit?: number } : unknown)
-    & (Q["cursor"] extends undefined ? unknown : { cursor?: string })
-    & EnumsOf<Q> & StringsOf<Q>
-  : Record<string, never>;
+export type QueryInput<Q> = Q extends QuerySpec ? (Q["limit"] extends object ? { limit?: number } : unknown) & (Q["cursor"] extends undefined ? unknown : { cursor?: string }) & EnumsOf<Q> & StringsOf<Q> : Record<string, never>;
 
 const invalid = (parameter: string, message: string) => new AppError("request.invalid_query", message, { status: 400, details: { parameter } });
 

@@ -34,7 +34,10 @@ export interface OperationSpec<M extends Method = Method, P extends string = str
 
 const STATUS: unique symbol = Symbol("status");
 /** A response body with a status other than the spec's `ok` (an idempotent replay answers 200). */
-export interface WithStatus<T> { readonly [STATUS]: number; readonly body: T }
+export interface WithStatus<T> {
+  readonly [STATUS]: number;
+  readonly body: T;
+}
 export const withStatus = <T>(body: T, status: number): WithStatus<T> => ({ [STATUS]: status, body });
 const isWithStatus = (value: unknown): value is WithStatus<unknown> => typeof value === "object" && value !== null && STATUS in value;
 
@@ -50,8 +53,7 @@ export interface Described<K extends SchemaName | undefined, Q extends QuerySpec
   response: R extends WithStatus<infer T> ? T : R;
 }
 
-type Handler<P extends string, K extends SchemaName | undefined, Q extends QuerySpec | undefined, R> =
-  (c: Context<AppEnv, P>, input: Input<K, Q>) => R | Promise<R>;
+type Handler<P extends string, K extends SchemaName | undefined, Q extends QuerySpec | undefined, R> = (c: Context<AppEnv, P>, input: Input<K, Q>) => R | Promise<R>;
 
 export class Routes<C = unknown> {
   readonly router = new Hono<AppEnv>();

@@ -7,10 +7,12 @@ import { SCOPES, type Actor, type Scope } from "../auth";
 async function keyStatement(db: D1Database, input: { installationId: string; name: string; scopes: readonly Scope[]; at: string }) {
   const id = newId("key");
   const apiKey = newSecret("sk");
-  const statement = db.prepare(`
+  const statement = db
+    .prepare(`
     INSERT INTO api_keys (id, installation_id, name, key_hash, key_prefix, scopes_json, created_at)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-  `).bind(id, input.installationId, input.name, await sha256Hex(apiKey), apiKey.slice(0, 10), JSON.stringify(input.scopes), input.at);
+  `)
+    .bind(id, input.installationId, input.name, await sha256Hex(apiKey), apiKey.slice(0, 10), JSON.stringify(input.scopes), input.at);
   return { id, apiKey, statement };
 }
 
@@ -23,8 +25,13 @@ export async function createInstallation(env: Env, input: { name: string }) {
     env.DB.prepare(`INSERT INTO installations (id, name, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)`).bind(id, input.name, at),
     key.statement,
     auditStatement(env.DB, {
-      installationId: id, idempotencyKey: `installation:${id}:created`, action: "installation.created",
-      actor: { type: "admin", id: "admin-token" }, target: { type: "installation", id }, details: { name: input.name, keyId: key.id }, at,
+      installationId: id,
+      idempotencyKey: `installation:${id}:created`,
+      action: "installation.created",
+      actor: { type: "admin", id: "admin-token" },
+      target: { type: "installation", id },
+      details: { name: input.name, keyId: key.id },
+      at,
     }),
   ]);
   return { id, name: input.name, apiKey: key.apiKey, apiKeyId: key.id, scopes: [...SCOPES], createdAt: at };
@@ -41,8 +48,13 @@ export async function createApiKey(env: Env, actor: Actor, input: { name: string
   await env.DB.batch([
     key.statement,
     auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `api_key:${key.id}:created`, action: "api_key.created",
-      actor: actor.audit, target: { type: "api_key", id: key.id }, details: { name: input.name, scopes: input.scopes }, at,
+      installationId: actor.installationId,
+      idempotencyKey: `api_key:${key.id}:created`,
+      action: "api_key.created",
+      actor: actor.audit,
+      target: { type: "api_key", id: key.id },
+      details: { name: input.name, scopes: input.scopes },
+      at,
     }),
   ]);
   return { id: key.id, name: input.name, scopes: input.scopes, apiKey: key.apiKey, createdAt: at };
@@ -50,7 +62,8 @@ export async function createApiKey(env: Env, actor: Actor, input: { name: string
 
 export async function listApiKeys(env: Env, actor: Actor) {
   const { results } = await env.DB.prepare(`SELECT id, name, key_prefix AS prefix, scopes_json AS scopesJson, created_at AS createdAt, revoked_at AS revokedAt,
-    last_used_at AS lastUsedAt FROM api_keys WHERE installation_id = ?1 ORDER BY created_at`).bind(actor.installationId)
+    last_used_at AS lastUsedAt FROM api_keys WHERE installation_id = ?1 ORDER BY created_at`)
+    .bind(actor.installationId)
     .all<{ id: string; name: string; prefix: string; scopesJson: string; createdAt: string; revokedAt: string | null; lastUsedAt: string | null }>();
   return results.map(({ scopesJson, ...row }) => ({ ...row, scopes: JSON.parse(scopesJson) as string[] }));
 }
@@ -60,8 +73,13 @@ export async function revokeApiKey(env: Env, actor: Actor, id: string) {
   const [update] = await env.DB.batch([
     env.DB.prepare(`UPDATE api_keys SET revoked_at = ?3 WHERE installation_id = ?1 AND id = ?2 AND revoked_at IS NULL`).bind(actor.installationId, id, at),
     auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `api_key:${id}:revoked`, action: "api_key.revoked", actor: actor.audit,
-      target: { type: "api_key", id }, details: {}, at,
+      installationId: actor.installationId,
+      idempotencyKey: `api_key:${id}:revoked`,
+      action: "api_key.revoked",
+      actor: actor.audit,
+      target: { type: "api_key", id },
+      details: {},
+      at,
     }),
   ]);
   if ((update!.meta.changes ?? 0) === 0) {

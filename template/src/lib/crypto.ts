@@ -16,7 +16,10 @@ export function newId(prefix: string): string {
 /** A secret token: prefix + 32 random bytes, base64url. */
 export function newSecret(prefix: string): string {
   const bytes = crypto.getRandomValues(new Uint8Array(32));
-  const b64 = btoa(String.fromCharCode(...bytes)).replace(/\+/gu, "-").replace(/\//gu, "_").replace(/=+$/u, "");
+  const b64 = btoa(String.fromCharCode(...bytes))
+    .replace(/\+/gu, "-")
+    .replace(/\//gu, "_")
+    .replace(/=+$/u, "");
   return `${prefix}_${b64}`;
 }
 

@@ -49,10 +49,7 @@ export async function compileWorkflowArtifact(graph: ParsedWorkflowGraph): Promi
  * Prepares the artifact row; large sources go to R2 first (content-addressed, so a failed D1
  * batch leaves at most an unreferenced object, never a row without its source).
  */
-export async function artifactStatement(
-  env: Env,
-  input: { installationId: string; artifact: CompiledArtifact; at: string },
-): Promise<{ id: string; statement: D1PreparedStatement }> {
+export async function artifactStatement(env: Env, input: { installationId: string; artifact: CompiledArtifact; at: string }): Promise<{ id: string; statement: D1PreparedStatement }> {
   const id = newId("art");
   const limit = Number(env.ARTIFACT_INLINE_MAX_BYTES ?? DEFAULT_INLINE_MAX_BYTES) || DEFAULT_INLINE_MAX_BYTES;
   let r2Key: string | null = null;
@@ -69,7 +66,7 @@ export async function artifactStatement(
   return { id, statement };
 }
 
-/** The artifact of a live (not retired) version; throws `workflow_artifact_not_ready` otherwise. */
+/** The artifact of a live (not retired) version; throws `workflow_artifact.not_ready` otherwise. */
 export async function loadArtifactRow(env: Env, artifactId: string, workflowVersionId: string): Promise<ArtifactRow> {
   const row = await env.DB.prepare(`
     SELECT a.id, a.installation_id AS installationId, a.compatibility_date AS compatibilityDate,
@@ -77,10 +74,12 @@ export async function loadArtifactRow(env: Env, artifactId: string, workflowVers
       a.inline_source_text AS inlineSourceText, a.status, a.kernel_protocol AS kernelProtocol
     FROM workflow_artifacts a JOIN workflow_versions v ON v.artifact_id = a.id
     WHERE a.id = ?1 AND v.id = ?2 AND v.retired_at IS NULL LIMIT 1
-  `).bind(artifactId, workflowVersionId).first<ArtifactRow>();
-  if (!row || row.status !== "ready") throw new AppError("workflow_artifact_not_ready", "The workflow artifact is not available.", { status: 409 });
+  `)
+    .bind(artifactId, workflowVersionId)
+    .first<ArtifactRow>();
+  if (row?.status !== "ready") throw new AppError("workflow_artifact.not_ready", "The workflow artifact is not available.", { status: 409 });
   if (!SUPPORTED_KERNEL_PROTOCOLS.includes(row.kernelProtocol)) {
-    throw new AppError("workflow_kernel_protocol_unsupported", `The artifact speaks kernel protocol ${row.kernelProtocol}, which this platform version no longer serves; publish the graph again.`, { status: 409 });
+    throw new AppError("workflow_artifact.kernel_protocol_unsupported", `The artifact speaks kernel protocol ${row.kernelProtocol}, which this platform version no longer serves; publish the graph again.`, { status: 409 });
   }
   return row;
 }
@@ -89,9 +88,9 @@ export async function loadArtifactRow(env: Env, artifactId: string, workflowVers
 export async function loadArtifactSource(env: Env, artifact: ArtifactRow): Promise<string> {
   let source = artifact.inlineSourceText;
   if (source === null && artifact.bundleR2Key) source = (await (await env.WORKFLOW_ARTIFACTS.get(artifact.bundleR2Key))?.text()) ?? null;
-  if (source === null) throw new AppError("workflow_artifact_missing", "The workflow artifact's source is missing.", { status: 409 });
+  if (source === null) throw new AppError("workflow_artifact.missing", "The workflow artifact's source is missing.", { status: 409 });
   if (`sha256:${await sha256Hex(source)}` !== artifact.bundleDigest) {
-    throw new AppError("workflow_artifact_digest_mismatch", "The workflow artifact does not match its digest and was refused.", { status: 409 });
+    throw new AppError("workflow_artifact.digest_mismatch", "The workflow artifact does not match its digest and was refused.", { status: 409 });
   }
   return source;
 }

@@ -66,21 +66,31 @@ export function contextStatements(db: D1Database, runId: string, node: WorkflowN
   const wanted = reads.steps === null ? null : [...reads.steps];
   if (wanted === null || wanted.length > 0) {
     parts.push("steps");
-    statements.push(wanted === null
-      ? db.prepare(`
+    statements.push(
+      wanted === null
+        ? db
+            .prepare(`
           SELECT s.node_id AS nodeId, s.branch_key AS branchKey, o.inline_json AS json
           FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id
-          WHERE s.run_id = ?1`).bind(runId)
-      : db.prepare(`
+          WHERE s.run_id = ?1`)
+            .bind(runId)
+        : db
+            .prepare(`
           SELECT s.node_id AS nodeId, s.branch_key AS branchKey, o.inline_json AS json
           FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id
-          WHERE s.run_id = ?1 AND s.node_id IN (SELECT value FROM json_each(?2))`).bind(runId, JSON.stringify(wanted)));
+          WHERE s.run_id = ?1 AND s.node_id IN (SELECT value FROM json_each(?2))`)
+            .bind(runId, JSON.stringify(wanted)),
+    );
   }
   if (reads.event) {
     parts.push("event");
-    statements.push(db.prepare(`
+    statements.push(
+      db
+        .prepare(`
       SELECT id, type, payload_json AS payloadJson, created_at AS createdAt FROM workflow_events
-      WHERE run_id = ?1 ORDER BY created_at DESC LIMIT 1`).bind(runId));
+      WHERE run_id = ?1 ORDER BY created_at DESC LIMIT 1`)
+        .bind(runId),
+    );
   }
   if (reads.report) {
     parts.push("report");
@@ -90,11 +100,7 @@ export function contextStatements(db: D1Database, runId: string, node: WorkflowN
 }
 
 /** Builds the context from the rows of `contextStatements`, in the same order. */
-export function assembleContext(
-  input: { run: AuthorizedRun; branchKey: string },
-  parts: ContextPart[],
-  results: Array<D1Result<Record<string, unknown>>>,
-): ExpressionContext {
+export function assembleContext(input: { run: AuthorizedRun; branchKey: string }, parts: ContextPart[], results: Array<D1Result<Record<string, unknown>>>): ExpressionContext {
   const { run, branchKey } = input;
   const steps: Record<string, JsonValue> = {};
   let event: JsonValue = null;
@@ -130,10 +136,7 @@ export function assembleContext(
  * expressions name are read (one indexed query); where a node ran in several branches, the
  * output on this branch's path wins.
  */
-export async function loadWorkflowExecutionContext(
-  env: Env,
-  input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; preloaded?: ExpressionContext },
-): Promise<ExpressionContext> {
+export async function loadWorkflowExecutionContext(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; preloaded?: ExpressionContext }): Promise<ExpressionContext> {
   if (input.preloaded) return input.preloaded;
   const { parts, statements } = contextStatements(env.DB, input.run.id, input.node);
   const results = statements.length > 0 ? await env.DB.batch<Record<string, unknown>>(statements) : [];

@@ -35,7 +35,7 @@ const cache = new Map<string, Compiled>();
 const CACHE_LIMIT = 5_000;
 
 export class ExpressionError extends AppError {
-  constructor(code: "expression_invalid" | "expression_failed" | "expression_result_invalid", message: string, details?: unknown) {
+  constructor(code: "expression.invalid" | "expression.failed" | "expression.result_invalid", message: string, details?: unknown) {
     super(code, message, { status: 422, details });
   }
 }
@@ -45,13 +45,13 @@ function firstLine(message: string): string {
 }
 
 /**
- * Parses and type-checks (and caches) one expression; throws `expression_invalid` with the
+ * Parses and type-checks (and caches) one expression; throws `expression.invalid` with the
  * parser's or checker's reason. The check refuses undeclared variables, unknown functions and
  * operators that no overload accepts, which would otherwise only fail when a run evaluates them.
  */
 export function compileExpression(expression: unknown): Compiled {
-  if (typeof expression !== "string" || expression.trim() === "") throw new ExpressionError("expression_invalid", "An expression must be a non-empty string.");
-  if (expression.length > MAX_EXPRESSION_LENGTH) throw new ExpressionError("expression_invalid", `An expression may be at most ${MAX_EXPRESSION_LENGTH} characters.`);
+  if (typeof expression !== "string" || expression.trim() === "") throw new ExpressionError("expression.invalid", "An expression must be a non-empty string.");
+  if (expression.length > MAX_EXPRESSION_LENGTH) throw new ExpressionError("expression.invalid", `An expression may be at most ${MAX_EXPRESSION_LENGTH} characters.`);
   const cached = cache.get(expression);
   if (cached) return cached;
   let compiled: Compiled;
@@ -61,7 +61,7 @@ export function compileExpression(expression: unknown): Compiled {
     if (!checked.valid) throw checked.error ?? new Error("The expression does not type-check.");
     compiled = parsed as unknown as Compiled;
   } catch (error) {
-    throw new ExpressionError("expression_invalid", firstLine(error instanceof Error ? error.message : String(error)));
+    throw new ExpressionError("expression.invalid", firstLine(error instanceof Error ? error.message : String(error)));
   }
   if (cache.size >= CACHE_LIMIT) cache.clear();
   cache.set(expression, compiled);
@@ -82,7 +82,7 @@ function bytesToBase64(bytes: Uint8Array): string {
 
 function safeInteger(value: bigint): number {
   if (value > BigInt(Number.MAX_SAFE_INTEGER) || value < BigInt(Number.MIN_SAFE_INTEGER)) {
-    throw new ExpressionError("expression_result_invalid", "An integer result is outside the safe JSON range.");
+    throw new ExpressionError("expression.result_invalid", "An integer result is outside the safe JSON range.");
   }
   return Number(value);
 }
@@ -90,21 +90,21 @@ function safeInteger(value: bigint): number {
 /**
  * Converts a CEL result to JSON: int/uint → number where safe, bytes → base64, timestamp → ISO
  * string, duration → "1.5s", optional → its value or null, maps → objects; rejects the rest
- * (types, non-finite doubles, unsafe integers, nesting deeper than 64) as `expression_result_invalid`.
+ * (types, non-finite doubles, unsafe integers, nesting deeper than 64) as `expression.result_invalid`.
  */
 export function celToJson(value: unknown, depth = 0): JsonValue {
-  if (depth > 64) throw new ExpressionError("expression_result_invalid", "The expression result is nested too deeply.");
+  if (depth > 64) throw new ExpressionError("expression.result_invalid", "The expression result is nested too deeply.");
   if (value === null || value === undefined) return null;
   if (typeof value === "bigint") return safeInteger(value);
   if (typeof value === "number") {
-    if (!Number.isFinite(value)) throw new ExpressionError("expression_result_invalid", "A numeric result is not finite.");
+    if (!Number.isFinite(value)) throw new ExpressionError("expression.result_invalid", "A numeric result is not finite.");
     return value === 0 ? 0 : value; // JSON has no -0
   }
   if (typeof value === "string" || typeof value === "boolean") return value;
-  if (typeof value !== "object") throw new ExpressionError("expression_result_invalid", "The expression result is not representable as JSON.");
+  if (typeof value !== "object") throw new ExpressionError("expression.result_invalid", "The expression result is not representable as JSON.");
   if (value instanceof Uint8Array) return bytesToBase64(value);
   if (value instanceof Date) {
-    if (Number.isNaN(value.getTime())) throw new ExpressionError("expression_result_invalid", "A timestamp result is invalid.");
+    if (Number.isNaN(value.getTime())) throw new ExpressionError("expression.result_invalid", "A timestamp result is invalid.");
     return value.toISOString();
   }
   if (value instanceof Optional) return value.hasValue() ? celToJson(value.value(), depth + 1) : null;
@@ -125,7 +125,7 @@ export function celToJson(value: unknown, depth = 0): JsonValue {
   if (tag === "[object google.protobuf.Duration]") return String(value);
   const primitive: unknown = (value as { valueOf(): unknown }).valueOf();
   if (typeof primitive === "bigint") return safeInteger(primitive);
-  throw new ExpressionError("expression_result_invalid", "The expression result is not representable as JSON.");
+  throw new ExpressionError("expression.result_invalid", "The expression result is not representable as JSON.");
 }
 
 function checkContextSize(context: ExpressionContext, nodeId: string | undefined): void {
@@ -135,14 +135,14 @@ function checkContextSize(context: ExpressionContext, nodeId: string | undefined
     size = JSON.stringify(context).length;
   } catch {
     // JSON.stringify throws on values JSON cannot hold, and in some runtimes on very deep nesting.
-    throw new ExpressionError("expression_failed", "The expression context is not serializable JSON.", nodeId ? { nodeId } : undefined);
+    throw new ExpressionError("expression.failed", "The expression context is not serializable JSON.", nodeId ? { nodeId } : undefined);
   }
   if (size > MAX_CONTEXT_BYTES) {
-    throw new ExpressionError("expression_failed", "The expression context exceeds 1 MiB.", nodeId ? { nodeId } : undefined);
+    throw new ExpressionError("expression.failed", "The expression context exceeds 1 MiB.", nodeId ? { nodeId } : undefined);
   }
 }
 
-/** Evaluates one expression; every failure becomes a typed `expression_failed` error. */
+/** Evaluates one expression; every failure becomes a typed `expression.failed` error. */
 export function evaluateWorkflowExpression(expression: unknown, context: ExpressionContext, nodeId?: string): JsonValue {
   const compiled = compileExpression(expression);
   checkContextSize(context, nodeId);
@@ -150,7 +150,7 @@ export function evaluateWorkflowExpression(expression: unknown, context: Express
   try {
     result = compiled(context as unknown as Record<string, unknown>);
   } catch (error) {
-    throw new ExpressionError("expression_failed", firstLine(error instanceof Error ? error.message : String(error)), nodeId ? { nodeId } : undefined);
+    throw new ExpressionError("expression.failed", firstLine(error instanceof Error ? error.message : String(error)), nodeId ? { nodeId } : undefined);
   }
   return celToJson(result);
 }
@@ -164,7 +164,7 @@ export function evaluateInputMapping(mapping: Record<string, string> | undefined
       setKey(out, key, evaluateWorkflowExpression(expression, context, nodeId));
     } catch (error) {
       if (error instanceof ExpressionError) {
-        throw new ExpressionError(error.code as "expression_failed", `inputMapping.${key}: ${error.message}`, { nodeId, key });
+        throw new ExpressionError(error.code as "expression.failed", `inputMapping.${key}: ${error.message}`, { nodeId, key });
       }
       throw error;
     }

@@ -73,13 +73,7 @@ export function reachableFrom(startId: string, edges: WorkflowEdgeV1[]): Set<str
  * Matches each fork (a port with several edges) to the nearest join that every path of every
  * branch reaches: the first join in topological order that post-dominates all branch starts.
  */
-export function planForks(
-  nodes: Map<string, WorkflowNodeV1>,
-  edges: WorkflowEdgeV1[],
-  order: string[],
-  problems: ProblemSink,
-  pathOf: (nodeId: string) => string,
-): Record<string, string> {
+export function planForks(nodes: Map<string, WorkflowNodeV1>, edges: WorkflowEdgeV1[], order: string[], problems: ProblemSink, pathOf: (nodeId: string) => string): Record<string, string> {
   const position = new Map(order.map((id, i) => [id, i]));
   const successors = new Map<string, string[]>([...nodes.keys()].map((id) => [id, []]));
   for (const edge of edges) successors.get(edge.from.nodeId)!.push(edge.to.nodeId);
@@ -127,13 +121,7 @@ export function planForks(
 }
 
 /** Walks the graph as the kernel will and refuses branch keys longer than the runtime accepts. */
-export function checkBranchKeys(
-  startId: string,
-  edges: WorkflowEdgeV1[],
-  forkJoins: Record<string, string>,
-  problems: ProblemSink,
-  pathOf: (nodeId: string) => string,
-): void {
+export function checkBranchKeys(startId: string, edges: WorkflowEdgeV1[], forkJoins: Record<string, string>, problems: ProblemSink, pathOf: (nodeId: string) => string): void {
   const seen = new Set<string>();
   const stack: Array<{ id: string; key: string; stop: string | null }> = [{ id: startId, key: "", stop: null }];
   while (stack.length > 0) {

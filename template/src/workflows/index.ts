@@ -13,6 +13,10 @@ export { getVersionRow } from "./versions-queries";
 export type { AuthorizedRun } from "./runtime-authorize";
 export type { ActionProgress, WaitResult } from "./runtime-protocol";
 export {
-  AUTHORITY_MODES, TERMINAL_RUN_STATES,
-  type JsonObject, type JsonValue, type WorkflowAuthorityMode, type WorkflowNodeV1,
+  AUTHORITY_MODES,
+  TERMINAL_RUN_STATES,
+  type JsonObject,
+  type JsonValue,
+  type WorkflowAuthorityMode,
+  type WorkflowNodeV1,
 } from "./types";

@@ -61,11 +61,7 @@ export class DynamicWorkflow extends WorkflowEntrypoint<Env> {
 }
 
 /** Creates the Workflows instance of a run through its version's sandbox; returns the instance id. */
-export async function startDynamicWorkflow(
-  env: Env,
-  ctx: ExecutionContext,
-  input: { artifactId: string; workflowVersionId: string; instanceId: string; runId: string; authorityMode: WorkflowAuthorityMode },
-): Promise<string> {
+export async function startDynamicWorkflow(env: Env, ctx: ExecutionContext, input: { artifactId: string; workflowVersionId: string; instanceId: string; runId: string; authorityMode: WorkflowAuthorityMode }): Promise<string> {
   const props: RuntimeProps = {
     artifactId: cleanIdentifier(input.artifactId, "artifact_id"),
     workflowVersionId: cleanIdentifier(input.workflowVersionId, "workflow_version_id"),

@@ -37,21 +37,24 @@ const RUN_COLUMNS = `
   r.finished_at AS finishedAt, r.updated_at AS updatedAt`;
 
 export function getRunRow(db: D1Database, installationId: string, runId: string): Promise<RunRow | null> {
-  return db.prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
-    WHERE r.installation_id = ?1 AND r.id = ?2`).bind(installationId, runId).first<RunRow>();
+  return db
+    .prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
+    WHERE r.installation_id = ?1 AND r.id = ?2`)
+    .bind(installationId, runId)
+    .first<RunRow>();
 }
 
 export function getRunByIdempotencyKey(db: D1Database, installationId: string, key: string): Promise<RunRow | null> {
-  return db.prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
-    WHERE r.installation_id = ?1 AND r.idempotency_key = ?2`).bind(installationId, key).first<RunRow>();
+  return db
+    .prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
+    WHERE r.installation_id = ?1 AND r.idempotency_key = ?2`)
+    .bind(installationId, key)
+    .first<RunRow>();
 }
 
-export async function listRunRows(
-  db: D1Database,
-  installationId: string,
-  options: { limit: number; before?: { createdAt: string; id: string }; state?: string; workflowVersionId?: string },
-): Promise<RunRow[]> {
-  const { results } = await db.prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
+export async function listRunRows(db: D1Database, installationId: string, options: { limit: number; before?: { createdAt: string; id: string }; state?: string; workflowVersionId?: string }): Promise<RunRow[]> {
+  const { results } = await db
+    .prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
     WHERE r.installation_id = ?1
       AND (?2 IS NULL OR r.created_at < ?2 OR (r.created_at = ?2 AND r.id < ?3))
       AND (?4 IS NULL OR r.state = ?4)
@@ -63,42 +66,65 @@ export async function listRunRows(
 }
 
 export async function listStepRows(db: D1Database, runId: string) {
-  const { results } = await db.prepare(`
+  const { results } = await db
+    .prepare(`
     SELECT s.id, s.node_id AS nodeId, s.node_type AS kind, s.branch_key AS branchKey, s.state,
       s.output_digest AS outputDigest, s.error_code AS errorCode, o.inline_json AS outputJson,
       s.started_at AS startedAt, s.waiting_at AS waitingAt, s.finished_at AS finishedAt, s.updated_at AS updatedAt
     FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id
-    WHERE s.run_id = ?1 ORDER BY s.started_at, s.id`).bind(runId).all<{
-    id: string; nodeId: string; kind: string; branchKey: string; state: string; outputDigest: string | null;
-    errorCode: string | null; outputJson: string | null; startedAt: string | null; waitingAt: string | null;
-    finishedAt: string | null; updatedAt: string;
-  }>();
+    WHERE s.run_id = ?1 ORDER BY s.started_at, s.id`)
+    .bind(runId)
+    .all<{
+      id: string;
+      nodeId: string;
+      kind: string;
+      branchKey: string;
+      state: string;
+      outputDigest: string | null;
+      errorCode: string | null;
+      outputJson: string | null;
+      startedAt: string | null;
+      waitingAt: string | null;
+      finishedAt: string | null;
+      updatedAt: string;
+    }>();
   return results;
 }
 
 export async function listWaitRows(db: D1Database, runId: string) {
-  const { results } = await db.prepare(`
+  const { results } = await db
+    .prepare(`
     SELECT w.id, w.step_run_id AS stepRunId, w.wait_type AS waitType, w.event_type AS eventType, w.state,
       w.deadline_at AS deadlineAt, w.created_at AS createdAt, w.satisfied_at AS satisfiedAt
-    FROM workflow_waits w WHERE w.run_id = ?1 ORDER BY w.created_at, w.id`).bind(runId).all<{
-    id: string; stepRunId: string; waitType: string; eventType: string; state: string;
-    deadlineAt: string; createdAt: string; satisfiedAt: string | null;
-  }>();
+    FROM workflow_waits w WHERE w.run_id = ?1 ORDER BY w.created_at, w.id`)
+    .bind(runId)
+    .all<{
+      id: string;
+      stepRunId: string;
+      waitType: string;
+      eventType: string;
+      state: string;
+      deadlineAt: string;
+      createdAt: string;
+      satisfiedAt: string | null;
+    }>();
   return results;
 }
 
 export async function waitingWaitsForEvent(db: D1Database, runId: string, eventType: string) {
-  const { results } = await db.prepare(`
+  const { results } = await db
+    .prepare(`
     SELECT id, signal_type AS signalType FROM workflow_waits
     WHERE run_id = ?1 AND state = 'waiting' AND wait_type = 'event' AND event_type = ?2
-    ORDER BY created_at, id`).bind(runId, eventType).all<{ id: string; signalType: string }>();
+    ORDER BY created_at, id`)
+    .bind(runId, eventType)
+    .all<{ id: string; signalType: string }>();
   return results;
 }
 
 /** Host-internal: the wait of a step (a human_task's, for the task it belongs to). */
 export function waitOfStepUnsafe(db: D1Database, stepRunId: string) {
-  return db.prepare(`SELECT id, state, signal_type AS signalType, deadline_at AS deadlineAt FROM workflow_waits WHERE step_run_id = ?1`)
-    .bind(stepRunId).first<{ id: string; state: string; signalType: string; deadlineAt: string }>();
+  return db.prepare(`SELECT id, state, signal_type AS signalType, deadline_at AS deadlineAt FROM workflow_waits WHERE step_run_id = ?1`).bind(stepRunId).first<{ id: string; state: string; signalType: string; deadlineAt: string }>();
 }
 
 /** Host-internal: the first event recorded for a wait (re-sent when a completion is repeated). */
@@ -110,16 +136,14 @@ export function firstEventOfWaitUnsafe(db: D1Database, waitId: string) {
  * Records an event for a wait (before the run is signalled, so completeWait can verify it). With
  * `onlyIf`, only when that row exists by then in the batch (e.g. the task the event completes).
  */
-export function runEventStatement(
-  db: D1Database,
-  event: { id: string; installationId: string; runId: string; waitId: string; type: string; payloadJson: string; at: string },
-  onlyIf?: RowGuard,
-): D1PreparedStatement {
+export function runEventStatement(db: D1Database, event: { id: string; installationId: string; runId: string; waitId: string; type: string; payloadJson: string; at: string }, onlyIf?: RowGuard): D1PreparedStatement {
   const guard = onlyIf ? rowGuardClause(onlyIf, 8) : { sql: "", binds: [] };
-  return db.prepare(`
+  return db
+    .prepare(`
     INSERT INTO workflow_events (id, installation_id, run_id, wait_id, type, payload_json, created_at)
     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 ${guard.sql}
-  `).bind(event.id, event.installationId, event.runId, event.waitId, event.type, event.payloadJson, event.at, ...guard.binds);
+  `)
+    .bind(event.id, event.installationId, event.runId, event.waitId, event.type, event.payloadJson, event.at, ...guard.binds);
 }
 
 /** Host-internal: the sandbox ended a run with an error. Never overrides a terminal or repair state. */
@@ -132,9 +156,18 @@ export async function markRunFailedUnsafe(env: Env, runId: string, code: string)
       UPDATE workflow_runs SET state = 'failed', error_code = ?2, error_summary = 'The workflow ended with an error.',
         finished_at = ?3, updated_at = ?3, revision = revision + 1
       WHERE id = ?1 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded', 'repair_required')`).bind(runId, code.slice(0, 100), at),
-    auditStatement(env.DB, {
-      installationId: run.installationId, idempotencyKey: `run:${runId}:failed`, action: "workflow.run_failed", actor: RUNTIME_ACTOR,
-      target: { type: "workflow_run", id: runId }, details: { errorCode: code.slice(0, 100) }, at,
-    }, { table: "workflow_runs", id: runId, where: { state: "failed", updated_at: at } }),
+    auditStatement(
+      env.DB,
+      {
+        installationId: run.installationId,
+        idempotencyKey: `run:${runId}:failed`,
+        action: "workflow.run_failed",
+        actor: RUNTIME_ACTOR,
+        target: { type: "workflow_run", id: runId },
+        details: { errorCode: code.slice(0, 100) },
+        at,
+      },
+      { table: "workflow_runs", id: runId, where: { state: "failed", updated_at: at } },
+    ),
   ]);
 }

@@ -7,33 +7,44 @@ import type { JsonObject } from "./types";
 import { RUN_STATES } from "./types";
 
 export const runRoutes = routes()
-  .op({ method: "post", path: "/runs", summary: "Start a run; Idempotency-Key makes a retry return the first run", auth: ["admin"], body: "CreateRun", ok: 201, errors: [404, 409, 413, 503], headers: ["Idempotency-Key"] }, async (c, { body }) => {
-    const key = idempotencyKey(c.req.header("idempotency-key"));
-    const { run, replayed } = await createRun(c.env, c.executionCtx as ExecutionContext, c.get("actor"), {
-      workflowVersionId: body.workflowVersionId,
-      authorityMode: body.authorityMode,
-      input: (body.input ?? {}) as JsonObject,
-      ...(body.reportId ? { reportId: body.reportId } : {}),
-      ...(key ? { idempotencyKey: key } : {}),
-    });
-    if (replayed) c.header("Idempotent-Replayed", "true");
-    return withStatus(serializeRun(run), replayed ? 200 : 201);
-  })
-  .op({ method: "get", path: "/runs", summary: "List runs, newest first, with a cursor", auth: ["admin", "review"], ok: 200,
-    query: { limit: { default: 50, max: 200 }, cursor: ["string", "string"], enums: { state: RUN_STATES }, strings: ["workflowVersionId"] } }, async (c, { query }) => {
-    const rows = await listRunRows(c.env.DB, c.get("actor").installationId, {
-      limit: query.limit + 1,
-      ...(query.cursor ? { before: { createdAt: String(query.cursor[0]), id: String(query.cursor[1]) } } : {}),
-      ...(query.state ? { state: query.state } : {}),
-      ...(query.workflowVersionId ? { workflowVersionId: query.workflowVersionId } : {}),
-    });
-    const page = rows.slice(0, query.limit);
-    const last = page.at(-1);
-    return { items: page.map(serializeRun), nextCursor: rows.length > query.limit && last ? encodeCursor([last.createdAt, last.id]) : null };
-  })
-  .op({ method: "get", path: "/runs/:id", summary: "Read a run with its steps and waits", auth: ["admin", "review"], ok: 200, errors: [404] },
-    async (c) => getRunDetail(c.env, c.get("actor"), c.req.param("id")))
-  .op({ method: "post", path: "/runs/:id/events", summary: "Send an event to the run's waits for that type (recorded before it is sent)", auth: ["admin"], body: "SendEvent", ok: 202, errors: [404, 409, 413] },
-    async (c, { body }) => sendRunEvent(c.env, c.get("actor"), c.req.param("id"), { type: body.type, payload: (body.payload ?? {}) as JsonObject }))
-  .op({ method: "post", path: "/runs/:id/terminate", summary: "Terminate a run", auth: ["admin"], ok: 200, errors: [404, 409] },
-    async (c) => terminateRun(c.env, c.get("actor"), c.req.param("id")));
+  .op(
+    { method: "post", path: "/runs", summary: "Start a run; Idempotency-Key makes a retry return the first run", auth: ["admin"], body: "CreateRun", ok: 201, errors: [404, 409, 413, 503], headers: ["Idempotency-Key"] },
+    async (c, { body }) => {
+      const key = idempotencyKey(c.req.header("idempotency-key"));
+      const { run, replayed } = await createRun(c.env, c.executionCtx as ExecutionContext, c.get("actor"), {
+        workflowVersionId: body.workflowVersionId,
+        authorityMode: body.authorityMode,
+        input: (body.input ?? {}) as JsonObject,
+        ...(body.reportId ? { reportId: body.reportId } : {}),
+        ...(key ? { idempotencyKey: key } : {}),
+      });
+      if (replayed) c.header("Idempotent-Replayed", "true");
+      return withStatus(serializeRun(run), replayed ? 200 : 201);
+    },
+  )
+  .op(
+    {
+      method: "get",
+      path: "/runs",
+      summary: "List runs, newest first, with a cursor",
+      auth: ["admin", "review"],
+      ok: 200,
+      query: { limit: { default: 50, max: 200 }, cursor: ["string", "string"], enums: { state: RUN_STATES }, strings: ["workflowVersionId"] },
+    },
+    async (c, { query }) => {
+      const rows = await listRunRows(c.env.DB, c.get("actor").installationId, {
+        limit: query.limit + 1,
+        ...(query.cursor ? { before: { createdAt: String(query.cursor[0]), id: String(query.cursor[1]) } } : {}),
+        ...(query.state ? { state: query.state } : {}),
+        ...(query.workflowVersionId ? { workflowVersionId: query.workflowVersionId } : {}),
+      });
+      const page = rows.slice(0, query.limit);
+      const last = page.at(-1);
+      return { items: page.map(serializeRun), nextCursor: rows.length > query.limit && last ? encodeCursor([last.createdAt, last.id]) : null };
+    },
+  )
+  .op({ method: "get", path: "/runs/:id", summary: "Read a run with its steps and waits", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => getRunDetail(c.env, c.get("actor"), c.req.param("id")))
+  .op({ method: "post", path: "/runs/:id/events", summary: "Send an event to the run's waits for that type (recorded before it is sent)", auth: ["admin"], body: "SendEvent", ok: 202, errors: [404, 409, 413] }, async (c, { body }) =>
+    sendRunEvent(c.env, c.get("actor"), c.req.param("id"), { type: body.type, payload: (body.payload ?? {}) as JsonObject }),
+  )
+  .op({ method: "post", path: "/runs/:id/terminate", summary: "Terminate a run", auth: ["admin"], ok: 200, errors: [404, 409] }, async (c) => terminateRun(c.env, c.get("actor"), c.req.param("id")));

@@ -6,9 +6,7 @@ import { byteLength, newId, sha256Hex } from "../lib/crypto";
 import { isInstanceAlreadyExists, isInstanceNotLive } from "../lib/workflows";
 import type { Actor } from "../auth";
 import { startDynamicWorkflow } from "./loader";
-import {
-  getRunByIdempotencyKey, getRunRow, listStepRows, listWaitRows, runEventStatement, waitingWaitsForEvent, type RunRow,
-} from "./runs-queries";
+import { getRunByIdempotencyKey, getRunRow, listStepRows, listWaitRows, runEventStatement, waitingWaitsForEvent, type RunRow } from "./runs-queries";
 import type { JsonObject, WorkflowAuthorityMode } from "./types";
 import { TERMINAL_RUN_STATES } from "./types";
 import { getVersionRow } from "./versions-queries";
@@ -52,18 +50,36 @@ export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, i
         parent_run_id, parent_node_id, idempotency_key, request_digest, created_at, updated_at
       ) VALUES (?1, ?2, ?3, ?4, 'dispatch_pending', ?5, ?6, ?12, ?13, ?7, ?8, ?9, ?10, ?11, ?11)
       ON CONFLICT(installation_id, idempotency_key) DO NOTHING
-    `).bind(id, actor.installationId, input.workflowVersionId, input.authorityMode, inputJson, input.reportId ?? null,
-      input.parent?.runId ?? null, input.parent?.nodeId ?? null, input.idempotencyKey ?? null, requestDigest, at, input.appealId ?? null, input.backtestId ?? null),
-    auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `run:${id}:created`, action: "workflow.run_created", actor: actor.audit,
-      target: { type: "workflow_run", id },
-      details: { workflowVersionId: input.workflowVersionId, workflowName: version.workflowName, version: version.version, authorityMode: input.authorityMode, parentRunId: input.parent?.runId ?? null },
+    `).bind(
+      id,
+      actor.installationId,
+      input.workflowVersionId,
+      input.authorityMode,
+      inputJson,
+      input.reportId ?? null,
+      input.parent?.runId ?? null,
+      input.parent?.nodeId ?? null,
+      input.idempotencyKey ?? null,
+      requestDigest,
       at,
-    }, { table: "workflow_runs", id }),
+      input.appealId ?? null,
+      input.backtestId ?? null,
+    ),
+    auditStatement(
+      env.DB,
+      {
+        installationId: actor.installationId,
+        idempotencyKey: `run:${id}:created`,
+        action: "workflow.run_created",
+        actor: actor.audit,
+        target: { type: "workflow_run", id },
+        details: { workflowVersionId: input.workflowVersionId, workflowName: version.workflowName, version: version.version, authorityMode: input.authorityMode, parentRunId: input.parent?.runId ?? null },
+        at,
+      },
+      { table: "workflow_runs", id },
+    ),
   ]);
-  const run = input.idempotencyKey
-    ? await getRunByIdempotencyKey(env.DB, actor.installationId, input.idempotencyKey)
-    : await getRunRow(env.DB, actor.installationId, id);
+  const run = input.idempotencyKey ? await getRunByIdempotencyKey(env.DB, actor.installationId, input.idempotencyKey) : await getRunRow(env.DB, actor.installationId, id);
   if (!run) throw new AppError("run.create_failed", "The run could not be created.", { status: 500 });
   const replayed = run.id !== id;
   if (replayed && run.requestDigest !== requestDigest) {
@@ -76,7 +92,10 @@ export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, i
 async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow): Promise<void> {
   try {
     await startDynamicWorkflow(env, ctx, {
-      artifactId: run.artifactId, workflowVersionId: run.workflowVersionId, instanceId: run.id, runId: run.id,
+      artifactId: run.artifactId,
+      workflowVersionId: run.workflowVersionId,
+      instanceId: run.id,
+      runId: run.id,
       authorityMode: run.authorityMode as WorkflowAuthorityMode,
     });
   } catch (error) {
@@ -88,7 +107,9 @@ async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow): Promis
     }
   }
   await env.DB.prepare(`UPDATE workflow_runs SET state = 'queued', updated_at = ?2, revision = revision + 1
-    WHERE id = ?1 AND state IN ('created', 'dispatch_pending')`).bind(run.id, new Date().toISOString()).run();
+    WHERE id = ?1 AND state IN ('created', 'dispatch_pending')`)
+    .bind(run.id, new Date().toISOString())
+    .run();
 }
 
 function parseJson(text: string | null): unknown {
@@ -142,13 +163,28 @@ export async function sendRunEvent(env: Env, actor: Actor, runId: string, event:
   const at = new Date().toISOString();
   const deliveries = waits.map((wait) => ({ wait, eventId: newId("evt") }));
   await env.DB.batch([
-    ...deliveries.map(({ wait, eventId }) => runEventStatement(env.DB, {
-      id: eventId, installationId: actor.installationId, runId: run.id, waitId: wait.id, type: event.type, payloadJson, at,
-    })),
-    ...deliveries.map(({ wait, eventId }) => auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `event:${eventId}:recorded`, action: "workflow.event_recorded",
-      actor: actor.audit, target: { type: "workflow_run", id: run.id }, details: { eventId, waitId: wait.id, type: event.type }, at,
-    })),
+    ...deliveries.map(({ wait, eventId }) =>
+      runEventStatement(env.DB, {
+        id: eventId,
+        installationId: actor.installationId,
+        runId: run.id,
+        waitId: wait.id,
+        type: event.type,
+        payloadJson,
+        at,
+      }),
+    ),
+    ...deliveries.map(({ wait, eventId }) =>
+      auditStatement(env.DB, {
+        installationId: actor.installationId,
+        idempotencyKey: `event:${eventId}:recorded`,
+        action: "workflow.event_recorded",
+        actor: actor.audit,
+        target: { type: "workflow_run", id: run.id },
+        details: { eventId, waitId: wait.id, type: event.type },
+        at,
+      }),
+    ),
   ]);
   for (const { wait, eventId } of deliveries) await signalRunEvent(env, run.id, wait.signalType, eventId);
   return { delivered: deliveries.map(({ wait, eventId }) => ({ eventId, waitId: wait.id })) };
@@ -171,8 +207,13 @@ export async function terminateRun(env: Env, actor: Actor, runId: string) {
     env.DB.prepare(`UPDATE workflow_waits SET state = 'cancelled', satisfied_at = ?2 WHERE run_id = ?1 AND state = 'waiting'`).bind(run.id, at),
     cancelRunTasksStatement(env.DB, { runId: run.id, at }),
     auditStatement(env.DB, {
-      installationId: actor.installationId, idempotencyKey: `run:${run.id}:terminated`, action: "workflow.run_terminated",
-      actor: actor.audit, target: { type: "workflow_run", id: run.id }, details: { previousState: run.state }, at,
+      installationId: actor.installationId,
+      idempotencyKey: `run:${run.id}:terminated`,
+      action: "workflow.run_terminated",
+      actor: actor.audit,
+      target: { type: "workflow_run", id: run.id },
+      details: { previousState: run.state },
+      at,
     }),
   ]);
   try {

@@ -26,7 +26,7 @@ export function denied(code: string): Error {
 
 export function cleanIdentifier(value: unknown, name: string, maximum = 200): string {
   if (typeof value !== "string" || value.length < 1 || value.length > maximum || !/^[A-Za-z0-9._:-]+$/u.test(value)) {
-    throw denied(`runtime_invalid_${name}`);
+    throw denied(`runtime.invalid_${name}`);
   }
   return value;
 }
@@ -46,7 +46,7 @@ function cachedGraph(versionId: string, graphJson: string): ParsedWorkflowGraph 
   try {
     parsed = JSON.parse(graphJson);
   } catch {
-    throw denied("runtime_graph_invalid");
+    throw denied("runtime.graph_invalid");
   }
   const graph = parseWorkflowGraph(parsed);
   if (graphs.size >= GRAPH_CACHE_LIMIT) graphs.delete(graphs.keys().next().value!);
@@ -62,19 +62,21 @@ export function graphIfCached(versionId: string): ParsedWorkflowGraph | undefine
 type RunRow = Omit<AuthorizedRun, "graph"> & { artifactId: string; graphJson: string };
 
 function runStatement(db: D1Database, runId: string): D1PreparedStatement {
-  return db.prepare(`
+  return db
+    .prepare(`
     SELECT r.id, r.installation_id AS installationId, r.workflow_version_id AS workflowVersionId,
       r.authority_mode AS authorityMode, r.state, r.input_json AS inputJson, r.report_id AS reportId,
       v.artifact_id AS artifactId, v.graph_json AS graphJson
     FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
     WHERE r.id = ?1 LIMIT 1
-  `).bind(runId);
+  `)
+    .bind(runId);
 }
 
 function checkRun(props: RuntimeProps, input: { authorityMode: unknown }, row: RunRow | null | undefined): AuthorizedRun {
-  if (!row || row.workflowVersionId !== props.workflowVersionId || row.artifactId !== props.artifactId) throw denied("runtime_capability_denied");
-  if (row.authorityMode !== input.authorityMode) throw denied("runtime_authority_mismatch");
-  if ((TERMINAL_RUN_STATES as readonly string[]).includes(row.state)) throw denied("runtime_run_terminal");
+  if (!row || row.workflowVersionId !== props.workflowVersionId || row.artifactId !== props.artifactId) throw denied("runtime.capability_denied");
+  if (row.authorityMode !== input.authorityMode) throw denied("runtime.authority_mismatch");
+  if ((TERMINAL_RUN_STATES as readonly string[]).includes(row.state)) throw denied("runtime.run_terminal");
   return {
     id: row.id,
     installationId: row.installationId,
@@ -88,11 +90,7 @@ function checkRun(props: RuntimeProps, input: { authorityMode: unknown }, row: R
 }
 
 /** Loads the run and checks it against the capability's props and the caller's claims. */
-export async function authorizedRun(
-  env: Env,
-  props: RuntimeProps,
-  input: { runId: unknown; authorityMode: unknown },
-): Promise<AuthorizedRun> {
+export async function authorizedRun(env: Env, props: RuntimeProps, input: { runId: unknown; authorityMode: unknown }): Promise<AuthorizedRun> {
   const runId = cleanIdentifier(input.runId, "run_id");
   return checkRun(props, input, await runStatement(env.DB, runId).first<RunRow>());
 }
@@ -118,7 +116,7 @@ export async function authorizedRunWith(
 export function authorizedNode(run: AuthorizedRun, nodeIdValue: unknown, nodeKindValue?: unknown): WorkflowNodeV1 {
   const nodeId = cleanIdentifier(nodeIdValue, "node_id", 100);
   const node = run.graph.nodes.find((candidate) => candidate.id === nodeId);
-  if (!node || (nodeKindValue !== undefined && node.kind !== nodeKindValue)) throw denied("runtime_node_denied");
+  if (!node || (nodeKindValue !== undefined && node.kind !== nodeKindValue)) throw denied("runtime.node_denied");
   return node;
 }
 

@@ -9,14 +9,19 @@ import type { ExpressionContext } from "./expressions";
 import { kindOf, shadowSimulation } from "./kinds/descriptors";
 import { EXECUTORS, executorUnavailable, type NodeCall } from "./kinds/executors";
 import type {
-  ActionProgress, NodeOutput, PreparedWait, RuntimeActionRequest, RuntimeCompleteActionRequest, RuntimeCompleteWaitRequest,
-  RuntimeFailureRequest, RuntimeNodeRequest, RuntimeWaitRequest, WorkflowRuntimeApi,
+  ActionProgress,
+  NodeOutput,
+  PreparedWait,
+  RuntimeActionRequest,
+  RuntimeCompleteActionRequest,
+  RuntimeCompleteWaitRequest,
+  RuntimeFailureRequest,
+  RuntimeNodeRequest,
+  RuntimeWaitRequest,
+  WorkflowRuntimeApi,
 } from "./runtime-protocol";
 import { encodeHostError } from "./runtime-protocol";
-import {
-  authorizedBranch, authorizedNode, authorizedRun, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId,
-  type AuthorizedRun, type RuntimeProps,
-} from "./runtime-authorize";
+import { authorizedBranch, authorizedNode, authorizedRun, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type RuntimeProps } from "./runtime-authorize";
 import { hostErrorStatement, now, recordedHostError, recordStepResult, runProgress, runtimeAudit, stepUpsert } from "./runtime-records";
 import { completeWaitStatements, prepareWaitRecord } from "./runtime-waits";
 import type { WorkflowNodeV1 } from "./types";
@@ -39,7 +44,9 @@ async function guard<T>(db: D1Database, scope: CallScope, work: () => Promise<T>
   } catch (error) {
     if (error instanceof AppError && scope.run && scope.node) {
       const stepId = stepRunId(scope.run.id, scope.node.id, scope.branchKey ?? "");
-      await hostErrorStatement(db, { id: stepId, run: scope.run, node: scope.node, branchKey: scope.branchKey ?? "", error, at: now() }).run().catch(() => undefined);
+      await hostErrorStatement(db, { id: stepId, run: scope.run, node: scope.node, branchKey: scope.branchKey ?? "", error, at: now() })
+        .run()
+        .catch(() => undefined);
     }
     throw encodeHostError(error);
   }
@@ -88,7 +95,7 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
         await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: simulated });
         return simulated as NodeOutput;
       }
-      if (descriptor.protocol === "wait" || descriptor.protocol === "action") throw denied("runtime_method_denied");
+      if (descriptor.protocol === "wait" || descriptor.protocol === "action") throw denied("runtime.method_denied");
       const executor = EXECUTORS[node.kind];
       if (descriptor.protocol === "delay" && input.input?.prepare === true) {
         const prepared = await executor.prepare!(call);
@@ -104,7 +111,9 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
       if (executor.once) {
         // An effect runs once: a repeated call returns what was recorded (and re-queues its deliveries).
         const recorded = await this.env.DB.prepare(`SELECT o.inline_json AS json FROM workflow_step_outputs o JOIN workflow_step_runs s ON s.id = o.step_run_id
-          WHERE o.step_run_id = ?1 AND s.state = 'succeeded'`).bind(stepId).first<{ json: string }>();
+          WHERE o.step_run_id = ?1 AND s.state = 'succeeded'`)
+          .bind(stepId)
+          .first<{ json: string }>();
         if (recorded) {
           const replayed = JSON.parse(recorded.json) as NodeOutput;
           await this.requeuePending(deliveryIdsOf(replayed));
@@ -120,27 +129,26 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
 
   private async requeuePending(deliveryIds: string[]): Promise<void> {
     if (deliveryIds.length === 0) return;
-    const { results } = await this.env.DB.prepare(`SELECT id FROM webhook_deliveries WHERE state = 'pending' AND id IN (SELECT value FROM json_each(?1))`)
-      .bind(JSON.stringify(deliveryIds)).all<{ id: string }>();
-    await enqueueDeliveries(this.env, results.map((row) => row.id));
+    const { results } = await this.env.DB.prepare(`SELECT id FROM webhook_deliveries WHERE state = 'pending' AND id IN (SELECT value FROM json_each(?1))`).bind(JSON.stringify(deliveryIds)).all<{ id: string }>();
+    await enqueueDeliveries(
+      this.env,
+      results.map((row) => row.id),
+    );
   }
 
   /** Step and run wait while a proposal waits for approval or delivery. */
   private async parkOnAction(run: AuthorizedRun, node: WorkflowNodeV1, branchKey: string, stepId: string): Promise<void> {
     const at = now();
-    await this.env.DB.batch([
-      stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "waiting", at }),
-      runProgress(this.env.DB, run.id, node.id, "waiting", at),
-    ]);
+    await this.env.DB.batch([stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "waiting", at }), runProgress(this.env.DB, run.id, node.id, "waiting", at)]);
   }
 
   /** Records a wait (and, for human_task, its task) before the kernel parks on waitForEvent. */
   async prepareWait(input: RuntimeWaitRequest): Promise<PreparedWait> {
     const scope: CallScope = {};
     return guard(this.env.DB, scope, async () => {
-      if (kindOf(input.nodeKind)?.protocol !== "wait") throw denied("runtime_node_denied");
+      if (kindOf(input.nodeKind)?.protocol !== "wait") throw denied("runtime.node_denied");
       const { run, node, branchKey } = await this.authorize(input, scope);
-      if (run.authorityMode === "shadow" && kindOf(node.kind)!.shadow) throw denied("shadow_human_wait_prohibited");
+      if (run.authorityMode === "shadow" && kindOf(node.kind)!.shadow) throw denied("runtime.shadow_human_wait_prohibited");
       return prepareWaitRecord(this.env, { run, node, branchKey, stepId: stepRunId(run.id, node.id, branchKey) });
     });
   }
@@ -151,14 +159,20 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     return guard(this.env.DB, scope, async () => {
       const run = await authorizedRun(this.env, this.ctx.props, input);
       const node = authorizedNode(run, input.nodeId);
-      if (!isWait(node)) throw denied("runtime_wait_node_denied");
+      if (!isWait(node)) throw denied("runtime.wait_node_denied");
       const branchKey = authorizedBranch(input.branchKey);
       Object.assign(scope, { run, node, branchKey });
       const stepId = stepRunId(run.id, node.id, branchKey);
       const completion = await completeWaitStatements(this.env, { run, node, stepId, eventResult: input.eventResult });
       if (completion.replay) return completion.output;
       await recordStepResult(this.env.DB, {
-        run, node, branchKey, stepId, output: completion.output, state: completion.timedOut ? "timed_out" : "succeeded", extra: completion.statements,
+        run,
+        node,
+        branchKey,
+        stepId,
+        output: completion.output,
+        state: completion.timedOut ? "timed_out" : "succeeded",
+        extra: completion.statements,
       });
       return completion.output;
     });
@@ -170,7 +184,7 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     return guard(this.env.DB, scope, async () => {
       const { run, node, branchKey, context } = await this.authorize(input, scope, "action");
       const stepId = stepRunId(run.id, node.id, branchKey);
-      if (run.authorityMode === "off") throw new AppError("action_authority_insufficient", "Automation in mode off may not take actions.", { status: 403 });
+      if (run.authorityMode === "off") throw new AppError("action.authority_insufficient", "Automation in mode off may not take actions.", { status: 403 });
       if (run.authorityMode === "shadow") {
         // Kernels of protocol 1 call prepareAction in shadow; later ones simulate through executeNode.
         const output = shadowSimulation(node)!;
@@ -193,7 +207,7 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
       const { run, node, branchKey } = await this.authorize(input, scope, "action");
       const stepId = stepRunId(run.id, node.id, branchKey);
       const expected = `${stepId}:proposal`;
-      if (cleanIdentifier(input.proposalId, "proposal_id", 500) !== expected) throw denied("action_proposal_denied");
+      if (cleanIdentifier(input.proposalId, "proposal_id", 500) !== expected) throw denied("runtime.action_proposal_denied");
       const progress = await completeWorkflowAction(this.env, { proposalId: expected, eventResult: input.eventResult });
       if (progress.port) await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: progress });
       else await this.parkOnAction(run, node, branchKey, stepId);
@@ -228,7 +242,7 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
         `).bind(run.id, errorCode, summary.slice(0, 2000), node.id, at, recorded?.detailsJson ?? null),
         runtimeAudit(this.env.DB, run, { key: `step:${stepId}:repair_required`, action: "workflow.run_repair_required", details: { nodeId: node.id, branchKey, errorCode }, at }),
       ]);
-      throw denied("workflow_node_failure_unhandled");
+      throw denied("workflow.node_failure_unhandled");
     });
   }
 }

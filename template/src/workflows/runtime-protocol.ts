@@ -147,5 +147,5 @@ export function decodeBoundaryError(error: unknown): { code: string; permanent: 
   const message = raw.replace(/^(?:[A-Za-z]*Error: )+/u, "");
   const retryable = message.startsWith(RETRYABLE_PREFIX);
   const bare = retryable ? message.slice(RETRYABLE_PREFIX.length) : message;
-  return { code: CODE_PATTERN.test(bare) ? bare : "step_failed", permanent: false };
+  return { code: CODE_PATTERN.test(bare) ? bare : "workflow.step_failed", permanent: false };
 }

@@ -26,7 +26,8 @@ export function stepUpsert(
   step: { id: string; run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; state: "running" | "waiting" | "succeeded" | "failed" | "timed_out"; digest?: string; errorCode?: string; at: string },
 ): D1PreparedStatement {
   const finished = step.state === "succeeded" || step.state === "failed" || step.state === "timed_out";
-  return db.prepare(`
+  return db
+    .prepare(`
     INSERT INTO workflow_step_runs (
       id, run_id, node_id, node_type, branch_key, occurrence, state, output_digest, error_code,
       started_at, waiting_at, finished_at, updated_at
@@ -39,36 +40,34 @@ export function stepUpsert(
       waiting_at = COALESCE(workflow_step_runs.waiting_at, excluded.waiting_at),
       finished_at = COALESCE(workflow_step_runs.finished_at, excluded.finished_at),
       updated_at = excluded.updated_at
-  `).bind(
-    step.id, step.run.id, step.node.id, step.node.kind, step.branchKey, step.state, step.digest ?? null, step.errorCode ?? null,
-    step.at, step.state === "waiting" ? step.at : null, finished ? step.at : null,
-  );
+  `)
+    .bind(step.id, step.run.id, step.node.id, step.node.kind, step.branchKey, step.state, step.digest ?? null, step.errorCode ?? null, step.at, step.state === "waiting" ? step.at : null, finished ? step.at : null);
 }
 
 export function outputUpsert(db: D1Database, stepId: string, output: StepOutputRecord, at: string): D1PreparedStatement {
-  return db.prepare(`
+  return db
+    .prepare(`
     INSERT INTO workflow_step_outputs (step_run_id, inline_json, digest, size_bytes, data_classification_json, created_at)
     VALUES (?1, ?2, ?3, ?4, '[]', ?5)
     ON CONFLICT(step_run_id) DO UPDATE SET
       inline_json = excluded.inline_json, digest = excluded.digest, size_bytes = excluded.size_bytes
-  `).bind(stepId, output.json, output.digest, output.sizeBytes, at);
+  `)
+    .bind(stepId, output.json, output.digest, output.sizeBytes, at);
 }
 
 /** Moves a live run to running/waiting; never touches a terminal or repair_required run. */
 export function runProgress(db: D1Database, runId: string, nodeId: string, state: "running" | "waiting", at: string): D1PreparedStatement {
-  return db.prepare(`
+  return db
+    .prepare(`
     UPDATE workflow_runs SET state = ?4, current_node_id = ?2,
       started_at = COALESCE(started_at, ?3), waiting_at = CASE WHEN ?4 = 'waiting' THEN ?3 ELSE NULL END,
       updated_at = ?3, revision = revision + 1
     WHERE id = ?1 AND state IN ('created', 'dispatch_pending', 'queued', 'running', 'waiting')
-  `).bind(runId, nodeId, at, state);
+  `)
+    .bind(runId, nodeId, at, state);
 }
 
-export function runtimeAudit(
-  db: D1Database,
-  run: AuthorizedRun,
-  event: { key: string; action: string; details: Record<string, unknown>; at: string },
-): D1PreparedStatement {
+export function runtimeAudit(db: D1Database, run: AuthorizedRun, event: { key: string; action: string; details: Record<string, unknown>; at: string }): D1PreparedStatement {
   return auditStatement(db, {
     installationId: run.installationId,
     idempotencyKey: event.key,
@@ -116,23 +115,24 @@ export async function recordStepResult(
  * the host throws, so a run's error never depends on what the sandbox reports. A step that already
  * finished keeps its state.
  */
-export function hostErrorStatement(
-  db: D1Database,
-  step: { id: string; run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; error: AppError; at: string },
-): D1PreparedStatement {
+export function hostErrorStatement(db: D1Database, step: { id: string; run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; error: AppError; at: string }): D1PreparedStatement {
   const details = step.error.details === undefined ? null : canonicalJson(step.error.details).slice(0, 8_000);
-  return db.prepare(`
+  return db
+    .prepare(`
     INSERT INTO workflow_step_runs (id, run_id, node_id, node_type, branch_key, occurrence, state, error_code, error_message, error_details_json, started_at, updated_at)
     VALUES (?1, ?2, ?3, ?4, ?5, 1, 'running', ?6, ?7, ?8, ?9, ?9)
     ON CONFLICT(run_id, node_id, branch_key, occurrence) DO UPDATE SET
       error_code = excluded.error_code, error_message = excluded.error_message, error_details_json = excluded.error_details_json, updated_at = excluded.updated_at
     WHERE workflow_step_runs.state IN ('running', 'waiting')
-  `).bind(step.id, step.run.id, step.node.id, step.node.kind, step.branchKey, step.error.code, step.error.message.slice(0, 1_000), details, step.at);
+  `)
+    .bind(step.id, step.run.id, step.node.id, step.node.kind, step.branchKey, step.error.code, step.error.message.slice(0, 1_000), details, step.at);
 }
 
 /** The message and details the host recorded for this step, if it recorded `code`. */
 export async function recordedHostError(db: D1Database, stepId: string, code: string): Promise<{ message: string; detailsJson: string | null } | null> {
-  const row = await db.prepare(`SELECT error_code AS code, error_message AS message, error_details_json AS detailsJson FROM workflow_step_runs WHERE id = ?1`)
-    .bind(stepId).first<{ code: string | null; message: string | null; detailsJson: string | null }>();
+  const row = await db
+    .prepare(`SELECT error_code AS code, error_message AS message, error_details_json AS detailsJson FROM workflow_step_runs WHERE id = ?1`)
+    .bind(stepId)
+    .first<{ code: string | null; message: string | null; detailsJson: string | null }>();
   return row && row.code === code && row.message ? { message: row.message, detailsJson: row.detailsJson } : null;
 }

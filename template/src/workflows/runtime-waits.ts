@@ -18,10 +18,7 @@ async function signalType(waitId: string): Promise<string> {
   return `w_${(await sha256Hex(waitId)).slice(0, 40)}`;
 }
 
-export async function prepareWaitRecord(
-  env: Env,
-  input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string },
-): Promise<PreparedWait> {
+export async function prepareWaitRecord(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string }): Promise<PreparedWait> {
   const { run, node, branchKey, stepId } = input;
   const waitId = `${stepId}:wait`;
   const taskId = node.kind === "human_task" ? `${stepId}:task` : undefined;
@@ -32,7 +29,7 @@ export async function prepareWaitRecord(
   }
   const configured = node.config.timeout_seconds ?? node.timeoutPolicy?.timeout_seconds ?? DEFAULT_WAIT_SECONDS;
   const timeoutSeconds = Number(configured);
-  if (!Number.isInteger(timeoutSeconds) || timeoutSeconds < 1 || timeoutSeconds > 31_536_000) throw denied("runtime_wait_timeout_invalid");
+  if (!Number.isInteger(timeoutSeconds) || timeoutSeconds < 1 || timeoutSeconds > 31_536_000) throw denied("runtime.wait_timeout_invalid");
   const eventType = node.kind === "human_task" ? "task.completed" : String(node.config.event_type);
   const signal = await signalType(waitId);
   const at = now();
@@ -56,38 +53,37 @@ export async function prepareWaitRecord(
  * The task row of a human_task: in its queue (by id or name), due by the queue's SLA, expiring at
  * the node's timeout, with the node's evaluated inputMapping as the reviewer's context.
  */
-async function humanTaskStatement(
-  env: Env,
-  input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string; taskId: string; at: string; deadlineAt: string },
-): Promise<D1PreparedStatement> {
+async function humanTaskStatement(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string; taskId: string; at: string; deadlineAt: string }): Promise<D1PreparedStatement> {
   const { run, node } = input;
   const queueRef = typeof node.config.queue_id === "string" ? node.config.queue_id : null;
-  if (!queueRef) throw new AppError("human_task_queue_required", `human_task ${node.id} names no queue_id.`);
+  if (!queueRef) throw new AppError("human_task.queue_required", `human_task ${node.id} names no queue_id.`);
   const queue = await findQueueRow(env.DB, run.installationId, queueRef);
-  if (!queue) throw new AppError("human_task_queue_unknown", `The queue of human_task ${node.id} does not exist in this installation.`);
+  if (!queue) throw new AppError("human_task.queue_unknown", `The queue of human_task ${node.id} does not exist in this installation.`);
   const context = evaluateInputMapping(node.inputMapping, await loadWorkflowExecutionContext(env, { run, node, branchKey: input.branchKey }), node.id);
   return openTaskStatement(env.DB, {
-    taskId: input.taskId, stepId: input.stepId, runId: run.id, taskType: String(node.config.task_type ?? "review"), queue,
+    taskId: input.taskId,
+    stepId: input.stepId,
+    runId: run.id,
+    taskType: String(node.config.task_type ?? "review"),
+    queue,
     priority: Number.isInteger(node.config.priority) ? Number(node.config.priority) : queue.priority,
-    context, responseSchema: node.config.response_schema ?? { type: "object" }, at: input.at, expiresAt: input.deadlineAt,
+    context,
+    responseSchema: node.config.response_schema ?? { type: "object" },
+    at: input.at,
+    expiresAt: input.deadlineAt,
   });
 }
 
-export type WaitCompletion =
-  | { replay: true; output: NodeOutput }
-  | { replay: false; output: NodeOutput; timedOut: boolean; statements: D1PreparedStatement[] };
+export type WaitCompletion = { replay: true; output: NodeOutput } | { replay: false; output: NodeOutput; timedOut: boolean; statements: D1PreparedStatement[] };
 
 /** Verifies the completion against the recorded wait and event; returns the output and statements. */
-export async function completeWaitStatements(
-  env: Env,
-  input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; eventResult: WaitResult },
-): Promise<WaitCompletion> {
+export async function completeWaitStatements(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; eventResult: WaitResult }): Promise<WaitCompletion> {
   const { run, node, stepId, eventResult } = input;
   const wait = await waitOfStepUnsafe(env.DB, stepId);
-  if (!wait) throw denied("runtime_wait_not_prepared");
+  if (!wait) throw denied("runtime.wait_not_prepared");
   if (wait.state !== "waiting") {
     const stored = await env.DB.prepare(`SELECT inline_json AS json FROM workflow_step_outputs WHERE step_run_id = ?1`).bind(stepId).first<{ json: string }>();
-    if (wait.state === "cancelled" || !stored) throw denied("runtime_wait_closed");
+    if (wait.state === "cancelled" || !stored) throw denied("runtime.wait_closed");
     return { replay: true, output: JSON.parse(stored.json) as NodeOutput };
   }
   const at = now();
@@ -98,17 +94,22 @@ export async function completeWaitStatements(
   } else if (eventResult?.status === "received") {
     const claimed = eventResult.event as { eventId?: unknown } | null;
     const eventId = typeof claimed?.eventId === "string" ? claimed.eventId : null;
-    const event = eventId === null ? null : await env.DB.prepare(`
+    const event =
+      eventId === null
+        ? null
+        : await env.DB.prepare(`
       SELECT id, type, payload_json AS payloadJson, created_at AS createdAt FROM workflow_events WHERE id = ?1 AND run_id = ?2 AND wait_id = ?3
-    `).bind(eventId, run.id, wait.id).first<{ id: string; type: string; payloadJson: string; createdAt: string }>();
-    if (!event) throw denied("runtime_wait_event_denied");
+    `)
+            .bind(eventId, run.id, wait.id)
+            .first<{ id: string; type: string; payloadJson: string; createdAt: string }>();
+    if (!event) throw denied("runtime.wait_event_denied");
     output = {
       port: node.kind === "human_task" ? "completed" : "received",
       status: "received",
       event: { id: event.id, type: event.type, payload: JSON.parse(event.payloadJson) as unknown, receivedAt: event.createdAt },
     };
   } else {
-    throw denied("runtime_wait_result_invalid");
+    throw denied("runtime.wait_result_invalid");
   }
   const statements = [
     env.DB.prepare(`UPDATE workflow_waits SET state = ?2, satisfied_at = ?3 WHERE id = ?1 AND state = 'waiting'`).bind(wait.id, timedOut ? "timed_out" : "satisfied", at),

@@ -10,10 +10,7 @@ import type { WorkflowNodeKind } from "./kinds/descriptors";
 export const AUTHORITY_MODES = ["off", "shadow", "assisted", "autonomous"] as const;
 export type WorkflowAuthorityMode = (typeof AUTHORITY_MODES)[number];
 
-export const RUN_STATES = [
-  "created", "dispatch_pending", "queued", "running", "waiting", "repair_required",
-  "succeeded", "failed", "terminated", "superseded",
-] as const;
+export const RUN_STATES = ["created", "dispatch_pending", "queued", "running", "waiting", "repair_required", "succeeded", "failed", "terminated", "superseded"] as const;
 export type WorkflowRunState = (typeof RUN_STATES)[number];
 export const TERMINAL_RUN_STATES: readonly WorkflowRunState[] = ["succeeded", "failed", "terminated", "superseded"];
 

@@ -3,10 +3,7 @@ import { AppError, type ErrorDetail } from "../errors";
 import { compileExpression, ExpressionError } from "./expressions";
 import { checkBranchKeys, findCycle, planForks, reachableFrom, topologicalOrder } from "./graph-topology";
 import { kindOf, NODE_KINDS, nodePorts } from "./kinds/descriptors";
-import {
-  type JsonObject, type ParsedWorkflowGraph, type WorkflowEdgeV1, type WorkflowNodeKind, type WorkflowNodeV1,
-  MAX_GRAPH_BYTES, MAX_NODES, MAX_WAIT_SECONDS, NODE_ID_PATTERN, PORT_PATTERN,
-} from "./types";
+import { type JsonObject, type ParsedWorkflowGraph, type WorkflowEdgeV1, type WorkflowNodeKind, type WorkflowNodeV1, MAX_GRAPH_BYTES, MAX_NODES, MAX_WAIT_SECONDS, NODE_ID_PATTERN, PORT_PATTERN } from "./types";
 
 const MAX_CONFIG_DEPTH = 32;
 // The fixed structure around config is a few levels deep; anything nested deeper is refused up
@@ -19,7 +16,7 @@ const MAPPING_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/u;
 /** Thrown by `parseWorkflowGraph`; `details` lists every problem with its JSON path. */
 export class GraphValidationError extends AppError {
   constructor(readonly problems: ErrorDetail[]) {
-    super("workflow_graph_invalid", `The workflow graph is invalid (${problems.length} problem${problems.length === 1 ? "" : "s"}).`, {
+    super("workflow_graph.invalid", `The workflow graph is invalid (${problems.length} problem${problems.length === 1 ? "" : "s"}).`, {
       status: 422,
       details: problems,
     });
@@ -81,7 +78,7 @@ function checkExpression(problems: Problems, path: string, expression: unknown):
   try {
     compileExpression(expression);
   } catch (error) {
-    if (error instanceof ExpressionError) problems.add(path, "expression_invalid", error.message);
+    if (error instanceof ExpressionError) problems.add(path, "expression.invalid", error.message);
     else throw error;
   }
 }
@@ -208,9 +205,11 @@ export function validateWorkflowGraph(input: unknown): GraphValidationResult {
   if (deep !== null) {
     return {
       ok: false,
-      errors: [deep.endsWith(".config")
-        ? { path: deep, code: "config_too_deep", message: `config may nest at most ${MAX_CONFIG_DEPTH} levels.` }
-        : { path: deep, code: "graph_too_deep", message: `A graph may nest at most ${MAX_GRAPH_DEPTH} levels.` }],
+      errors: [
+        deep.endsWith(".config")
+          ? { path: deep, code: "config_too_deep", message: `config may nest at most ${MAX_CONFIG_DEPTH} levels.` }
+          : { path: deep, code: "graph_too_deep", message: `A graph may nest at most ${MAX_GRAPH_DEPTH} levels.` },
+      ],
     };
   }
   let text: string;

@@ -10,18 +10,21 @@ import type { ParsedWorkflowGraph } from "./types";
 const LOOKUPS: Record<ConfigReference["type"], { sql: string; what: string; create: string }> = {
   queue: {
     sql: `SELECT value FROM json_each(?2) WHERE value IN (SELECT id FROM queues WHERE installation_id = ?1) OR value IN (SELECT name FROM queues WHERE installation_id = ?1)`,
-    what: "queue (by id or name)", create: "POST /api/v1/queues",
+    what: "queue (by id or name)",
+    create: "POST /api/v1/queues",
   },
   action_type: { sql: `SELECT value FROM json_each(?2) WHERE value IN (SELECT key FROM action_types WHERE installation_id = ?1)`, what: "action type (by key)", create: "POST /api/v1/action-types" },
   ai_provider: { sql: `SELECT value FROM json_each(?2) WHERE value IN (SELECT id FROM ai_providers WHERE installation_id = ?1)`, what: "AI provider", create: "POST /api/v1/ai-providers" },
   component_version: {
     sql: `SELECT value FROM json_each(?2) WHERE value IN (SELECT id FROM component_versions WHERE installation_id = ?1)`,
-    what: "component version", create: "POST /api/v1/components/:id/versions",
+    what: "component version",
+    create: "POST /api/v1/components/:id/versions",
   },
   webhook_endpoint: { sql: `SELECT value FROM json_each(?2) WHERE value IN (SELECT id FROM webhook_endpoints WHERE installation_id = ?1)`, what: "webhook endpoint", create: "POST /api/v1/webhook-endpoints" },
   workflow_version: {
     sql: `SELECT value FROM json_each(?2) WHERE value IN (SELECT id FROM workflow_versions WHERE installation_id = ?1 AND retired_at IS NULL)`,
-    what: "live workflow version", create: "POST /api/v1/workflows/:id/versions",
+    what: "live workflow version",
+    create: "POST /api/v1/workflows/:id/versions",
   },
 };
 
@@ -34,14 +37,18 @@ export async function unresolvedReferences(db: D1Database, installationId: strin
   });
   if (found.length === 0) return [];
   const types = [...new Set(found.map((r) => r.type))];
-  const results = await db.batch<{ value: string }>(types.map((type) => {
-    const names = [...new Set(found.filter((r) => r.type === type).map((r) => r.value))];
-    return db.prepare(LOOKUPS[type].sql).bind(installationId, JSON.stringify(names));
-  }));
+  const results = await db.batch<{ value: string }>(
+    types.map((type) => {
+      const names = [...new Set(found.filter((r) => r.type === type).map((r) => r.value))];
+      return db.prepare(LOOKUPS[type].sql).bind(installationId, JSON.stringify(names));
+    }),
+  );
   const existing = new Map(types.map((type, i) => [type, new Set((results[i]?.results ?? []).map((row) => row.value))]));
-  return found.filter((r) => !existing.get(r.type)!.has(r.value)).map((r) => ({
-    path: `${r.nodePath}.${r.path}`,
-    code: "reference_not_found",
-    message: `No ${LOOKUPS[r.type].what}${SHOWABLE.test(r.value) ? ` ${r.value}` : ""} exists in this installation; create it first (${LOOKUPS[r.type].create}) or fix the name.`,
-  }));
+  return found
+    .filter((r) => !existing.get(r.type)!.has(r.value))
+    .map((r) => ({
+      path: `${r.nodePath}.${r.path}`,
+      code: "reference_not_found",
+      message: `No ${LOOKUPS[r.type].what}${SHOWABLE.test(r.value) ? ` ${r.value}` : ""} exists in this installation; create it first (${LOOKUPS[r.type].create}) or fix the name.`,
+    }));
 }

@@ -30,25 +30,37 @@ const VERSION_COLUMNS = `
   v.created_at AS createdAt, v.retired_at AS retiredAt`;
 
 export function getWorkflowRow(db: D1Database, installationId: string, workflowId: string): Promise<WorkflowRow | null> {
-  return db.prepare(`SELECT id, name, description, created_at AS createdAt, updated_at AS updatedAt
-    FROM workflows WHERE installation_id = ?1 AND id = ?2`).bind(installationId, workflowId).first<WorkflowRow>();
+  return db
+    .prepare(`SELECT id, name, description, created_at AS createdAt, updated_at AS updatedAt
+    FROM workflows WHERE installation_id = ?1 AND id = ?2`)
+    .bind(installationId, workflowId)
+    .first<WorkflowRow>();
 }
 
 export async function listWorkflowRows(db: D1Database, installationId: string): Promise<WorkflowRow[]> {
-  const { results } = await db.prepare(`SELECT id, name, description, created_at AS createdAt, updated_at AS updatedAt
-    FROM workflows WHERE installation_id = ?1 ORDER BY created_at DESC, id DESC LIMIT 500`).bind(installationId).all<WorkflowRow>();
+  const { results } = await db
+    .prepare(`SELECT id, name, description, created_at AS createdAt, updated_at AS updatedAt
+    FROM workflows WHERE installation_id = ?1 ORDER BY created_at DESC, id DESC LIMIT 500`)
+    .bind(installationId)
+    .all<WorkflowRow>();
   return results;
 }
 
 export function getVersionRow(db: D1Database, installationId: string, versionId: string): Promise<VersionRow | null> {
-  return db.prepare(`SELECT ${VERSION_COLUMNS} FROM workflow_versions v
+  return db
+    .prepare(`SELECT ${VERSION_COLUMNS} FROM workflow_versions v
     JOIN workflows w ON w.id = v.workflow_id JOIN workflow_artifacts a ON a.id = v.artifact_id
-    WHERE v.installation_id = ?1 AND v.id = ?2`).bind(installationId, versionId).first<VersionRow>();
+    WHERE v.installation_id = ?1 AND v.id = ?2`)
+    .bind(installationId, versionId)
+    .first<VersionRow>();
 }
 
 export async function listVersionRows(db: D1Database, installationId: string, workflowId: string): Promise<VersionRow[]> {
-  const { results } = await db.prepare(`SELECT ${VERSION_COLUMNS} FROM workflow_versions v
+  const { results } = await db
+    .prepare(`SELECT ${VERSION_COLUMNS} FROM workflow_versions v
     JOIN workflows w ON w.id = v.workflow_id JOIN workflow_artifacts a ON a.id = v.artifact_id
-    WHERE v.installation_id = ?1 AND v.workflow_id = ?2 ORDER BY v.version DESC`).bind(installationId, workflowId).all<VersionRow>();
+    WHERE v.installation_id = ?1 AND v.workflow_id = ?2 ORDER BY v.version DESC`)
+    .bind(installationId, workflowId)
+    .all<VersionRow>();
   return results;
 }

@@ -14,11 +14,15 @@ export async function createWorkflow(env: Env, actor: Actor, input: { name: stri
   const at = new Date().toISOString();
   try {
     await env.DB.batch([
-      env.DB.prepare(`INSERT INTO workflows (id, installation_id, name, description, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)`)
-        .bind(id, actor.installationId, input.name, input.description ?? null, at),
+      env.DB.prepare(`INSERT INTO workflows (id, installation_id, name, description, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)`).bind(id, actor.installationId, input.name, input.description ?? null, at),
       auditStatement(env.DB, {
-        installationId: actor.installationId, idempotencyKey: `workflow:${id}:created`, action: "workflow.created",
-        actor: actor.audit, target: { type: "workflow", id }, details: { name: input.name }, at,
+        installationId: actor.installationId,
+        idempotencyKey: `workflow:${id}:created`,
+        action: "workflow.created",
+        actor: actor.audit,
+        target: { type: "workflow", id },
+        details: { name: input.name },
+        at,
       }),
     ]);
   } catch (error) {
@@ -51,8 +55,11 @@ export async function publishVersion(env: Env, actor: Actor, workflowId: string,
       insertVersion,
       env.DB.prepare(`UPDATE workflows SET updated_at = ?2 WHERE id = ?1`).bind(workflowId, at),
       auditStatement(env.DB, {
-        installationId: actor.installationId, idempotencyKey: `workflow_version:${versionId}:published`, action: "workflow.version_published",
-        actor: actor.audit, target: { type: "workflow_version", id: versionId },
+        installationId: actor.installationId,
+        idempotencyKey: `workflow_version:${versionId}:published`,
+        action: "workflow.version_published",
+        actor: actor.audit,
+        target: { type: "workflow_version", id: versionId },
         details: { workflowId, workflowName: workflow.name, artifactId: stored.id, artifactDigest: artifact.digest, nodes: graph.nodes.length },
         at,
       }),
@@ -73,8 +80,13 @@ export async function retireVersion(env: Env, actor: Actor, versionId: string) {
     await env.DB.batch([
       env.DB.prepare(`UPDATE workflow_versions SET retired_at = ?3 WHERE installation_id = ?1 AND id = ?2 AND retired_at IS NULL`).bind(actor.installationId, versionId, at),
       auditStatement(env.DB, {
-        installationId: actor.installationId, idempotencyKey: `workflow_version:${versionId}:retired`, action: "workflow.version_retired",
-        actor: actor.audit, target: { type: "workflow_version", id: versionId }, details: { workflowId: row.workflowId, version: row.version }, at,
+        installationId: actor.installationId,
+        idempotencyKey: `workflow_version:${versionId}:retired`,
+        action: "workflow.version_retired",
+        actor: actor.audit,
+        target: { type: "workflow_version", id: versionId },
+        details: { workflowId: row.workflowId, version: row.version },
+        at,
       }),
     ]);
   }

@@ -13,8 +13,7 @@ export default {
     }
     if (url.pathname === "/_sign" && request.method === "POST") {
       const { email, aud, iss } = (await request.json()) as { email: string; aud: string; iss: string };
-      const jwt = await new SignJWT({ email }).setProtectedHeader({ alg: "RS256", kid: "test-key" }).setIssuer(iss).setAudience(aud)
-        .setSubject(email).setIssuedAt().setExpirationTime("5m").sign(privateKey);
+      const jwt = await new SignJWT({ email }).setProtectedHeader({ alg: "RS256", kid: "test-key" }).setIssuer(iss).setAudience(aud).setSubject(email).setIssuedAt().setExpirationTime("5m").sign(privateKey);
       return new Response(jwt);
     }
     return new Response("not found", { status: 404 });

@@ -27,7 +27,9 @@ export default {
         return Response.json({ error: { message: "unknown model" } }, { status: 400 });
     }
     return Response.json({
-      id: "chatcmpl-test", object: "chat.completion", model: body.model,
+      id: "chatcmpl-test",
+      object: "chat.completion",
+      model: body.model,
       choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
       usage: { prompt_tokens: Math.ceil(JSON.stringify(body.messages).length / 4), completion_tokens: Math.ceil(content.length / 4) },
     });

@@ -247,7 +247,7 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
       toast(`Published ${workflow.name} version ${version.version}.`);
       navigate(`/workflows/${encodeURIComponent(workflow.id)}?published=${encodeURIComponent(version.id)}`);
     } catch (error) {
-      if (error instanceof ApiError && error.code === "workflow_graph_invalid" && Array.isArray(error.details)) {
+      if (error instanceof ApiError && error.code === "workflow_graph.invalid" && Array.isArray(error.details)) {
         setValidation({ graph, valid: false, problems: error.details as ValidationProblem[] });
       }
       setPublishError(error);

@@ -1,7 +1,7 @@
 // Settings: queues, triggers, action types, webhook endpoints (secret shown once), API keys (shown
 // once, revocable), console users and AI providers. Everyone may read; only admins change things.
-import { useState, type FormEvent, type ReactNode } from "react";
-import { api, get, post, server, type ItemOf, type Page, type Queue, type Workflow } from "../api";
+import { useState, } from "react";
+import { get, post, type Page, type Queue, type Workflow } from "../api";
 import { useResource } from "../hooks";
 import { useNavigate } from "../router";
 import { cannotReason, useCan, useSession } from "../session";

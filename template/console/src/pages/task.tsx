@@ -3,12 +3,11 @@
 // the answer form generated from the task's response_schema. Keyboard first: 1-9 choose the
 // outcome, Ctrl+Enter submits, c claims, v reveals media, n takes the next task, ? lists keys.
 import { useEffect, useMemo, useRef, useState, type FormEvent } from "react";
-import { ApiError, get, post, type Queue, type ReportDetail, type RunDetail, type Step, type Task } from "../api";
+import { ApiError, get, post, type Queue, type ReportDetail, type RunDetail, type Task } from "../api";
 import { isTyping, useInterval, useResource, useShortcuts } from "../hooks";
 import { Link, useNavigate } from "../router";
 import { cannotReason, useCan, useSession } from "../session";
-import { Details, ErrorNote, Json, Loading, PageTitle, shortId, StateBadge, Time, useToast } from "../ui";
-import { collectMedia, ExternalLink, MediaGallery, snapshotText } from "./content";
+import { Details, ErrorNote, Json, Loading, PageTitle, StateBadge, Time, useToast } from "../ui";
 import { useNextTask } from "./queues";
 import { buildResponse, fieldsOf, initialValues, problemsByField, ResponseFields, type Values } from "./response-form";
 import { AutomationSummary, ContextList, ReportFacts, SubjectContent } from "./task/panels";

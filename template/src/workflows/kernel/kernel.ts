@@ -4,8 +4,17 @@
 import { WorkerEntrypoint, WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep, type WorkflowStepConfig } from "cloudflare:workers";
 import { NonRetryableError } from "cloudflare:workflows";
 import {
-  decodeBoundaryError, type ActionProgress, type KernelGraph, type KernelNode, type KernelParams, type KernelStartParams, type NodeOutput,
-  type PreparedDelay, type PreparedWait, type WaitResult, type WorkflowRuntimeApi,
+  decodeBoundaryError,
+  type ActionProgress,
+  type KernelGraph,
+  type KernelNode,
+  type KernelParams,
+  type KernelStartParams,
+  type NodeOutput,
+  type PreparedDelay,
+  type PreparedWait,
+  type WaitResult,
+  type WorkflowRuntimeApi,
 } from "../runtime-protocol";
 
 // Injected by the compiler as the module's first statement: the graph of this version.
@@ -54,7 +63,7 @@ class GraphWalker {
 
   async run(): Promise<unknown> {
     const start = GRAPH.nodes.find((node) => node.kind === "start");
-    if (!start) throw new NonRetryableError("workflow_graph_invalid");
+    if (!start) throw new NonRetryableError("workflow_graph.invalid");
     return this.walk(start.id, "", null);
   }
 
@@ -64,17 +73,17 @@ class GraphWalker {
     for (;;) {
       if (nodeId === stopAt) return null;
       const node = this.nodes.get(nodeId);
-      if (!node) throw new NonRetryableError("workflow_graph_invalid");
+      if (!node) throw new NonRetryableError("workflow_graph.invalid");
       const output = await this.execute(node, branchKey);
       if (node.kind === "end") return output;
       const targets = this.outgoing.get(`${node.id}:${output.port}`) ?? [];
-      if (targets.length === 0) throw new NonRetryableError("workflow_port_unconnected");
+      if (targets.length === 0) throw new NonRetryableError("workflow.port_unconnected");
       if (targets.length === 1) {
         nodeId = targets[0]!;
         continue;
       }
       const join = GRAPH.plan.forkJoins[`${node.id}:${output.port}`];
-      if (!join) throw new NonRetryableError("workflow_fork_unplanned");
+      if (!join) throw new NonRetryableError("workflow.fork_unplanned");
       await Promise.all(targets.map((target) => this.walk(target, branchKey ? `${branchKey}.${target}` : target, join)));
       nodeId = join;
     }
@@ -128,7 +137,7 @@ class GraphWalker {
           return (await this.runtime.failNode({ ...this.request(node, branchKey), errorCode })) as never;
         } catch (failure) {
           const decoded = decodeBoundaryError(failure);
-          throw new NonRetryableError(decoded.permanent ? decoded.code : "workflow_node_failed");
+          throw new NonRetryableError(decoded.permanent ? decoded.code : "workflow.node_failed");
         }
       }) as Promise<NodeOutput>;
     }
@@ -172,7 +181,7 @@ class GraphWalker {
     let progress = await this.doStep(`${base}:prepare`, node, () => this.runtime.prepareAction(request) as Promise<ActionProgress>);
     for (let round = 1; !progress.port; round++) {
       const { proposalId, eventType, timeoutMs } = progress;
-      if (round > MAX_ACTION_ROUNDS || !proposalId || !eventType || !timeoutMs) throw new NonRetryableError("action_progress_invalid");
+      if (round > MAX_ACTION_ROUNDS || !proposalId || !eventType || !timeoutMs) throw new NonRetryableError("action.progress_invalid");
       const eventResult = await this.waitFor(`${base}:wait:${round}`, eventType, timeoutMs);
       progress = await this.doStep(`${base}:complete:${round}`, node, () => this.runtime.completeAction({ ...request, proposalId, eventResult }) as Promise<ActionProgress>);
     }

@@ -7,8 +7,7 @@ import { NODE_ID_PATTERN, type JsonObject, type JsonValue } from "../types";
 import { CODE_PATTERN, EVENT_TYPE_PATTERN, conditionCases, conditionRules, isRecord, optionalSeconds, portList, requireString, stringList } from "./checks";
 import type { ConfigReference, KindDescriptor, Problem } from "./descriptor";
 
-const ref = (config: JsonObject, key: string, type: ConfigReference["type"]): ConfigReference[] =>
-  typeof config[key] === "string" && config[key] !== "" ? [{ path: `config.${key}`, type, value: config[key] as string }] : [];
+const ref = (config: JsonObject, key: string, type: ConfigReference["type"]): ConfigReference[] => (typeof config[key] === "string" && config[key] !== "" ? [{ path: `config.${key}`, type, value: config[key] as string }] : []);
 
 const DEFAULT_RESPONSE_SCHEMA: JsonObject = {
   type: "object",
@@ -17,24 +16,41 @@ const DEFAULT_RESPONSE_SCHEMA: JsonObject = {
   properties: { outcome: { enum: ["remove", "keep", "escalate"] }, note: { type: "string", maxLength: 2000 } },
 };
 
-const timeoutField = (help: string) => ({ key: "timeout_seconds", label: "Timeout (seconds)", input: "number", help } as const);
+const timeoutField = (help: string) => ({ key: "timeout_seconds", label: "Timeout (seconds)", input: "number", help }) as const;
 
 const DEFINITIONS = {
   start: {
-    label: "Start", group: "Flow", description: "Where every run begins (exactly one).",
-    protocol: "step", ports: ["success"], canFail: false, readsContext: false, mapping: null, fields: [], defaults: {},
+    label: "Start",
+    group: "Flow",
+    description: "Where every run begins (exactly one).",
+    protocol: "step",
+    ports: ["success"],
+    canFail: false,
+    readsContext: false,
+    mapping: null,
+    fields: [],
+    defaults: {},
   },
   end: {
-    label: "End", group: "Flow", description: "Finishes the run with a terminal code; its input mapping is the result.",
-    protocol: "step", ports: [], canFail: false, readsContext: true,
+    label: "End",
+    group: "Flow",
+    description: "Finishes the run with a terminal code; its input mapping is the result.",
+    protocol: "step",
+    ports: [],
+    canFail: false,
+    readsContext: true,
     mapping: { label: "Run result", help: "The run's result: each field a CEL expression." },
     fields: [{ key: "terminal_code", label: "Terminal code", input: "text", help: "e.g. resolved, removed; default complete." }],
     defaults: { config: { terminal_code: "complete" } },
     validate: (node) => (node.config.terminal_code === undefined ? [] : requireString(node.config, "terminal_code", CODE_PATTERN, "terminal_code must be a short code of A-Z, a-z, 0-9, '.', '_', ':' or '-'.")),
   },
   condition: {
-    label: "Condition", group: "Flow", description: "Routes by CEL cases; exactly one case or the default port.",
-    protocol: "step", canFail: true, readsContext: true,
+    label: "Condition",
+    group: "Flow",
+    description: "Routes by CEL cases; exactly one case or the default port.",
+    protocol: "step",
+    canFail: true,
+    readsContext: true,
     ports: (config) => [...stringList(config.case_ports), ...(typeof config.default_port === "string" ? [config.default_port] : [])],
     mapping: { label: "Node input", help: "Evaluated first; cases can read node_input." },
     fields: [
@@ -46,45 +62,77 @@ const DEFINITIONS = {
     validate: (node) => conditionRules(node.config),
   },
   join: {
-    label: "Join", group: "Flow", description: "Where the branches of a fork meet again.",
-    protocol: "step", ports: ["success"], canFail: false, readsContext: false, mapping: null, fields: [], defaults: {},
+    label: "Join",
+    group: "Flow",
+    description: "Where the branches of a fork meet again.",
+    protocol: "step",
+    ports: ["success"],
+    canFail: false,
+    readsContext: false,
+    mapping: null,
+    fields: [],
+    defaults: {},
   },
   delay: {
-    label: "Delay", group: "Flow", description: "Waits a number of seconds.",
-    protocol: "delay", ports: ["completed"], canFail: true, readsContext: false,
+    label: "Delay",
+    group: "Flow",
+    description: "Waits a number of seconds.",
+    protocol: "delay",
+    ports: ["completed"],
+    canFail: true,
+    readsContext: false,
     mapping: { label: "Input mapping", help: "Each field is a CEL expression." },
     fields: [{ key: "seconds", label: "Seconds", input: "number", help: "1 second to one year." }],
     defaults: { config: { seconds: 3600 } },
     validate: (node) => {
       const seconds = node.config.seconds;
-      return Number.isInteger(seconds) && (seconds as number) >= 1 ? optionalSeconds(node.config, "seconds")
-        : [{ path: "config.seconds", code: "config_invalid", message: "seconds must be an integer from 1 to 31536000 (one year)." }];
+      return Number.isInteger(seconds) && (seconds as number) >= 1 ? optionalSeconds(node.config, "seconds") : [{ path: "config.seconds", code: "config_invalid", message: "seconds must be an integer from 1 to 31536000 (one year)." }];
     },
   },
   delay_until: {
-    label: "Delay until", group: "Flow", description: "Waits until a time computed by CEL.",
-    protocol: "delay", ports: ["completed"], canFail: true, readsContext: true,
+    label: "Delay until",
+    group: "Flow",
+    description: "Waits until a time computed by CEL.",
+    protocol: "delay",
+    ports: ["completed"],
+    canFail: true,
+    readsContext: true,
     mapping: { label: "Inputs", help: "timestamp: a CEL expression giving an ISO time." },
-    fields: [], defaults: { inputMapping: { timestamp: "input.at" } },
-    validate: (node) => (!node.inputMapping || typeof node.inputMapping.timestamp !== "string"
-      ? [{ path: "inputMapping.timestamp", code: "delay_timestamp_required", message: "delay_until needs inputMapping.timestamp, a CEL expression giving an ISO time." }] : []),
+    fields: [],
+    defaults: { inputMapping: { timestamp: "input.at" } },
+    validate: (node) =>
+      !node.inputMapping || typeof node.inputMapping.timestamp !== "string"
+        ? [{ path: "inputMapping.timestamp", code: "delay_timestamp_required", message: "delay_until needs inputMapping.timestamp, a CEL expression giving an ISO time." }]
+        : [],
   },
   enrichment: {
-    label: "Enrichment", group: "Automation", description: "Runs a component (built-in bank or your own sandboxed code).",
-    protocol: "step", ports: ["success"], canFail: true, readsContext: true,
+    label: "Enrichment",
+    group: "Automation",
+    description: "Runs a component (built-in bank or your own sandboxed code).",
+    protocol: "step",
+    ports: ["success"],
+    canFail: true,
+    readsContext: true,
     mapping: { label: "Component input", help: "What the component receives (text, urls…)." },
     fields: [
       { key: "component", label: "Built-in component", input: "select", lookup: "builtIns", excludes: ["component_version_id"] },
       { key: "component_version_id", label: "…or a component version", input: "select", lookup: "componentVersions", excludes: ["component"] },
     ],
     defaults: { config: { component: "subject_history" } },
-    validate: (node) => (typeof node.config.component_version_id !== "string" && typeof node.config.component !== "string"
-      ? [{ path: "config.component_version_id", code: "config_invalid", message: "enrichment needs config.component_version_id or the name of a built-in component in config.component." }] : []),
+    validate: (node) =>
+      typeof node.config.component_version_id !== "string" && typeof node.config.component !== "string"
+        ? [{ path: "config.component_version_id", code: "config_invalid", message: "enrichment needs config.component_version_id or the name of a built-in component in config.component." }]
+        : [],
     references: (config) => ref(config, "component_version_id", "component_version"),
   },
   ai_proposal: {
-    label: "AI proposal", group: "Automation", description: "Asks a model to choose one of its result ports, with a rationale.",
-    protocol: "step", canFail: true, readsContext: true, ports: (config) => stringList(config.result_ports),
+    label: "AI proposal",
+    group: "Automation",
+    description: "Asks a model to choose one of its result ports, with a rationale.",
+    protocol: "step",
+    canFail: true,
+    readsContext: true,
+    ports: (config) => stringList(config.result_ports),
     mapping: { label: "Model input", help: "What the model sees, besides its instructions." },
     fields: [
       { key: "provider_id", label: "AI provider", input: "select", lookup: "providers" },
@@ -103,8 +151,13 @@ const DEFINITIONS = {
     references: (config) => [...ref(config, "provider_id", "ai_provider"), ...ref(config, "component_version_id", "component_version")],
   },
   human_task: {
-    label: "Human task", group: "People", description: "Puts a task in a review queue and waits for the answer.",
-    protocol: "wait", ports: ["completed", "timeout"], canFail: true, readsContext: true,
+    label: "Human task",
+    group: "People",
+    description: "Puts a task in a review queue and waits for the answer.",
+    protocol: "wait",
+    ports: ["completed", "timeout"],
+    canFail: true,
+    readsContext: true,
     shadow: { port: "completed" },
     mapping: { label: "What the reviewer sees", help: "Each field is a CEL expression; the task shows its value." },
     fields: [
@@ -123,19 +176,27 @@ const DEFINITIONS = {
     references: (config) => ref(config, "queue_id", "queue"),
   },
   wait_for_event: {
-    label: "Wait for event", group: "People", description: "Waits for an event sent to the run.",
-    protocol: "wait", ports: ["received", "timeout"], canFail: true, readsContext: false,
+    label: "Wait for event",
+    group: "People",
+    description: "Waits for an event sent to the run.",
+    protocol: "wait",
+    ports: ["received", "timeout"],
+    canFail: true,
+    readsContext: false,
     mapping: { label: "Input mapping", help: "Each field is a CEL expression." },
     fields: [{ key: "event_type", label: "Event type", input: "code" }, timeoutField("The timeout port is taken after this; default one day.")],
     defaults: { config: { event_type: "external.update", timeout_seconds: 86_400 } },
-    validate: (node) => [
-      ...requireString(node.config, "event_type", EVENT_TYPE_PATTERN, "event_type must be 1-100 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'."),
-      ...optionalSeconds(node.config, "timeout_seconds"),
-    ],
+    validate: (node) => [...requireString(node.config, "event_type", EVENT_TYPE_PATTERN, "event_type must be 1-100 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'."), ...optionalSeconds(node.config, "timeout_seconds")],
   },
   send_message: {
-    label: "Send message", group: "Effects", description: "Sends a templated message to the reporter, the owner or an address.",
-    protocol: "step", ports: ["sent"], canFail: true, readsContext: true, shadow: { port: "sent" },
+    label: "Send message",
+    group: "Effects",
+    description: "Sends a templated message to the reporter, the owner or an address.",
+    protocol: "step",
+    ports: ["sent"],
+    canFail: true,
+    readsContext: true,
+    shadow: { port: "sent" },
     mapping: { label: "Template variables", help: "Available as {{name}} in the template." },
     fields: [
       { key: "template", label: "Template", input: "multiline", help: "{{name}} is replaced by the input mapping's value." },
@@ -148,36 +209,63 @@ const DEFINITIONS = {
     ],
   },
   decision: {
-    label: "Decision", group: "Effects", description: "Records a decision with its DSA statement of reasons.",
-    protocol: "step", ports: ["recorded"], canFail: true, readsContext: true,
+    label: "Decision",
+    group: "Effects",
+    description: "Records a decision with its DSA statement of reasons.",
+    protocol: "step",
+    ports: ["recorded"],
+    canFail: true,
+    readsContext: true,
     shadow: { port: "recorded", extra: (config): Record<string, JsonValue> => (typeof config.outcome === "string" ? { outcome: config.outcome } : {}) },
     mapping: { label: "Statement variables", help: "Available as {{name}} in the statement." },
     fields: [
       { key: "outcome", label: "Outcome", input: "text" },
       { key: "statement", label: "Statement (facts relied on)", input: "multiline" },
       { key: "restrictions", label: "Restrictions", input: "json", help: "{ visibility: [content_removed…], account: suspended|terminated, monetary, provision }" },
-      { key: "ground", label: "Ground", input: "select", options: [{ value: "incompatible_content", label: "Incompatible with terms" }, { value: "illegal_content", label: "Illegal content" }] },
+      {
+        key: "ground",
+        label: "Ground",
+        input: "select",
+        options: [
+          { value: "incompatible_content", label: "Incompatible with terms" },
+          { value: "illegal_content", label: "Illegal content" },
+        ],
+      },
       { key: "legal_ground", label: "Legal ground", input: "text", showIf: { key: "ground", equals: "illegal_content" } },
     ],
     defaults: { config: { outcome: "content_removed", statement: "The content breaks the policy on {{category}}.", restrictions: { visibility: ["content_removed"] } } },
     validate: (node) => decisionConfigProblems(node.config).map((p) => ({ ...p, code: "config_invalid" })),
   },
   handoff: {
-    label: "Handoff", group: "Effects", description: "Hands the case to another queue or an external recipient.",
-    protocol: "step", ports: ["handed_off"], canFail: true, readsContext: true, shadow: { port: "handed_off" },
+    label: "Handoff",
+    group: "Effects",
+    description: "Hands the case to another queue or an external recipient.",
+    protocol: "step",
+    ports: ["handed_off"],
+    canFail: true,
+    readsContext: true,
+    shadow: { port: "handed_off" },
     mapping: { label: "Input mapping", help: "Each field is a CEL expression." },
     fields: [
       { key: "queue_id", label: "Queue", input: "select", lookup: "queues", excludes: ["endpoint_id"] },
       { key: "endpoint_id", label: "…or an external endpoint", input: "select", lookup: "endpoints", excludes: ["queue_id"] },
     ],
     defaults: { config: { queue_id: "" } },
-    validate: (node) => (typeof node.config.queue_id !== "string" && typeof node.config.endpoint_id !== "string" && typeof node.config.recipient !== "string"
-      ? [{ path: "config.queue_id", code: "config_invalid", message: "handoff needs config.queue_id (another queue) or config.endpoint_id (an external recipient)." }] : []),
+    validate: (node) =>
+      typeof node.config.queue_id !== "string" && typeof node.config.endpoint_id !== "string" && typeof node.config.recipient !== "string"
+        ? [{ path: "config.queue_id", code: "config_invalid", message: "handoff needs config.queue_id (another queue) or config.endpoint_id (an external recipient)." }]
+        : [],
     references: (config) => [...ref(config, "queue_id", "queue"), ...ref(config, "endpoint_id", "webhook_endpoint")],
   },
   start_linked_workflow: {
-    label: "Linked workflow", group: "Effects", description: "Starts a run of another workflow version.",
-    protocol: "step", ports: ["started"], canFail: true, readsContext: true, shadow: { port: "started" },
+    label: "Linked workflow",
+    group: "Effects",
+    description: "Starts a run of another workflow version.",
+    protocol: "step",
+    ports: ["started"],
+    canFail: true,
+    readsContext: true,
+    shadow: { port: "started" },
     mapping: { label: "Child input", help: "The linked run's input." },
     fields: [{ key: "workflow_version_id", label: "Workflow version id", input: "code" }],
     defaults: { config: { workflow_version_id: "" } },
@@ -185,18 +273,21 @@ const DEFINITIONS = {
     references: (config) => ref(config, "workflow_version_id", "workflow_version"),
   },
   action: {
-    label: "Action", group: "Effects", description: "Proposes an enforcement action (approval, delivery, confirmation).",
-    protocol: "action", ports: ["applied", "rejected", "expired"], canFail: true, readsContext: true, shadow: { port: "applied" },
+    label: "Action",
+    group: "Effects",
+    description: "Proposes an enforcement action (approval, delivery, confirmation).",
+    protocol: "action",
+    ports: ["applied", "rejected", "expired"],
+    canFail: true,
+    readsContext: true,
+    shadow: { port: "applied" },
     mapping: { label: "Action parameters", help: "Sent with the action; each a CEL expression." },
     fields: [
       { key: "action_type", label: "Action type", input: "select", lookup: "actionTypes", help: "Action types are created under Settings." },
       { key: "approval_timeout_seconds", label: "Approval timeout (seconds)", input: "number" },
     ],
     defaults: { config: { action_type: "", approval_timeout_seconds: 86_400 } },
-    validate: (node) => [
-      ...requireString(node.config, "action_type", CODE_PATTERN, "action needs config.action_type, the key of an action type."),
-      ...optionalSeconds(node.config, "approval_timeout_seconds"),
-    ],
+    validate: (node) => [...requireString(node.config, "action_type", CODE_PATTERN, "action needs config.action_type, the key of an action type."), ...optionalSeconds(node.config, "approval_timeout_seconds")],
     references: (config) => ref(config, "action_type", "action_type"),
   },
 } as const satisfies Record<string, KindDescriptor>;

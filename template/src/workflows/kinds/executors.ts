@@ -54,10 +54,10 @@ async function executeCondition(call: NodeCall): Promise<StepResult> {
   const matched: string[] = [];
   for (const candidate of conditionCases(node.config)) {
     const result = evaluateWorkflowExpression(candidate.when, full, node.id);
-    if (typeof result !== "boolean") throw new AppError("condition_result_not_boolean", `Case ${candidate.port} of ${node.id} did not evaluate to a boolean.`);
+    if (typeof result !== "boolean") throw new AppError("condition.result_not_boolean", `Case ${candidate.port} of ${node.id} did not evaluate to a boolean.`);
     if (result) matched.push(candidate.port);
   }
-  if (matched.length > 1) throw new AppError("condition_not_mutually_exclusive", `More than one case of ${node.id} is true: ${matched.join(", ")}.`, { details: { matched } });
+  if (matched.length > 1) throw new AppError("condition.not_mutually_exclusive", `More than one case of ${node.id} is true: ${matched.join(", ")}.`, { details: { matched } });
   return { output: { port: matched[0] ?? String(node.config.default_port), matched: matched[0] ?? null, input: nodeInput } };
 }
 
@@ -70,8 +70,8 @@ async function prepareDelay(call: NodeCall): Promise<PreparedDelay> {
   } else {
     const mapped = evaluateInputMapping(node.inputMapping, await context(call), node.id);
     const parsed = typeof mapped.timestamp === "string" ? Date.parse(mapped.timestamp) : Number.NaN;
-    if (!Number.isFinite(parsed)) throw new AppError("delay_timestamp_invalid", `inputMapping.timestamp of ${node.id} is not an ISO time.`);
-    if (parsed > Date.now() + MAX_WAIT_SECONDS * 1_000) throw new AppError("delay_timestamp_invalid", `The delay of ${node.id} ends more than a year from now.`);
+    if (!Number.isFinite(parsed)) throw new AppError("delay.timestamp_invalid", `inputMapping.timestamp of ${node.id} is not an ISO time.`);
+    if (parsed > Date.now() + MAX_WAIT_SECONDS * 1_000) throw new AppError("delay.timestamp_invalid", `The delay of ${node.id} ends more than a year from now.`);
     resumeAt = Math.max(parsed, Date.now());
   }
   return { port: "completed", resumeAt: new Date(resumeAt).toISOString(), prepared: true };
@@ -81,18 +81,23 @@ async function prepareDelay(call: NodeCall): Promise<PreparedDelay> {
 async function startLinkedWorkflow(call: NodeCall): Promise<StepResult> {
   const { env, ctx, run, node, branchKey } = call;
   const payload = evaluateInputMapping(node.inputMapping, await context(call), node.id);
-  const { run: linked, replayed } = await createRun(env, ctx, {
-    installationId: run.installationId,
-    scopes: [],
-    audit: { type: "system", id: "workflow-runtime" },
-  }, {
-    workflowVersionId: String(node.config.workflow_version_id),
-    authorityMode: run.authorityMode,
-    input: payload,
-    ...(run.reportId ? { reportId: run.reportId } : {}),
-    idempotencyKey: `linked:${run.id}:${node.id}:${branchKey || "main"}`,
-    parent: { runId: run.id, nodeId: node.id },
-  });
+  const { run: linked, replayed } = await createRun(
+    env,
+    ctx,
+    {
+      installationId: run.installationId,
+      scopes: [],
+      audit: { type: "system", id: "workflow-runtime" },
+    },
+    {
+      workflowVersionId: String(node.config.workflow_version_id),
+      authorityMode: run.authorityMode,
+      input: payload,
+      ...(run.reportId ? { reportId: run.reportId } : {}),
+      idempotencyKey: `linked:${run.id}:${node.id}:${branchKey || "main"}`,
+      parent: { runId: run.id, nodeId: node.id },
+    },
+  );
   return { output: { port: "started", linkedRunId: linked.id, workflowVersionId: linked.workflowVersionId, idempotentReplay: replayed } };
 }
 
@@ -140,5 +145,5 @@ export const EXECUTORS: Record<WorkflowNodeKind, KindExecutor> = {
 };
 
 export function executorUnavailable(kind: string): AppError {
-  return new AppError("node_executor_unavailable", `Nodes of kind ${kind} cannot execute on this platform version yet.`, { status: 501 });
+  return new AppError("node.executor_unavailable", `Nodes of kind ${kind} cannot execute on this platform version yet.`, { status: 501 });
 }

@@ -2,7 +2,7 @@
 import { useState } from "react";
 import { post, server, type ItemOf } from "../../api";
 import { useResource } from "../../hooks";
-import { Empty, ErrorNote, Loading, SecretOnce, StateBadge, Time, useToast } from "../../ui";
+import { Empty, ErrorNote, SecretOnce, Time, useToast } from "../../ui";
 import { FormCard, Input, useSubmit } from "./form";
 
 type ApiKey = ItemOf<"/api-keys">;

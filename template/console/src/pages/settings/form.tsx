@@ -1,6 +1,6 @@
 // Form pieces shared by the settings tabs.
 import { useState, type FormEvent, type ReactNode } from "react";
-import { ErrorNote, useToast } from "../../ui";
+import { ErrorNote, } from "../../ui";
 
 export function useSubmit(action: () => Promise<void>) {
   const [busy, setBusy] = useState(false);

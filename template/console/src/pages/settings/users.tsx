@@ -3,7 +3,7 @@ import { useState } from "react";
 import { api, get, post, type Page, type Queue } from "../../api";
 import { useResource } from "../../hooks";
 import { useSession } from "../../session";
-import { Empty, ErrorNote, Loading, shortId, StateBadge, Time, useToast } from "../../ui";
+import { Empty, ErrorNote, shortId, useToast } from "../../ui";
 import { FormCard, Input, useSubmit } from "./form";
 
 interface User { id: string; email: string; name: string; role: string; queueIds: string[] | null; disabled?: boolean }

@@ -1,6 +1,6 @@
 // The task page's read-only panels: the task's context, the reported content, the report's facts,
 // and what automation did before the task.
-import { useEffect, useMemo, useState } from "react";
+import { useMemo, } from "react";
 import type { ReportDetail, RunDetail, Step } from "../../api";
 import { Link } from "../../router";
 import { Details, Json, shortId, StateBadge, Time } from "../../ui";
