@@ -2,11 +2,13 @@
 // Scans src/ for the codes it throws (AppError, ExpressionError, ComponentExecutionError,
 // denied, conflict, notFound, NonRetryableError) and fails when one breaks the style or is not in
 // the list; `--write` regenerates the list (keeping nothing by hand). Run by `npm run lint`.
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+/** docs/ beside the template in this repository, or inside a scaffolded project. */
+export const LIST_PATH = [join(root, "docs", "error-codes.md"), join(root, "..", "docs", "error-codes.md")].find((path) => existsSync(path)) ?? join(root, "..", "docs", "error-codes.md");
 const STYLE = /^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$/u;
 const THROWN = /(?:new (?:AppError|ExpressionError|ComponentExecutionError|NonRetryableError)|\bdenied|\bconflict)\(\s*["`]([a-z][a-z0-9_.]*(?:\$\{[a-z]+\})?)["`]/gu;
 const NOT_FOUND = /\bnotFound\(\s*"([a-z_]+)"\s*\)/gu;
@@ -74,7 +76,7 @@ function render(codes) {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const codes = thrownCodes(join(root, "src"));
-  const docPath = join(root, "..", "docs", "error-codes.md");
+  const docPath = LIST_PATH;
   if (process.argv.includes("--write")) {
     writeFileSync(docPath, render(codes));
     console.log(`Wrote ${codes.size} codes to docs/error-codes.md`);
