@@ -64,6 +64,16 @@ export interface KindDescriptor {
    * `shadow.extra(config)` in its output (what a simulated decision would have decided).
    */
   shadow?: { port: string; extra?: (config: JsonObject) => Record<string, JsonValue> };
+  /**
+   * Whether its expressions may read `content` (the report's snapshot, description, subject URL and
+   * owner, evidence; an appeal's reason) and the sealed outputs of earlier nodes that read it.
+   * Kinds without it are refused at publish when they try (`content_not_readable_here`).
+   * `openOutput`: the output fields (dotted paths) of a node that read content which stay open to
+   * every later node (verdicts: matched, count, resultCode, confidence…); the rest is sealed.
+   * `"all"` when its output derives nothing from the content (a person's answer, ids).
+   * `purpose`: recorded with the `report.content_read` audit event.
+   */
+  content?: { openOutput: readonly string[] | "all"; purpose: string };
   /** Whether its host executor evaluates expressions, so its context is worth prefetching. */
   readsContext: boolean;
   /** The input mapping's title and help in the config panel; null when the kind has none. */

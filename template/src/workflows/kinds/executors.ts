@@ -20,6 +20,8 @@ export interface NodeCall {
   node: WorkflowNodeV1;
   branchKey: string;
   stepId: string;
+  /** Whether the node reads the report's content (or sealed outputs derived from it). */
+  readsContent?: boolean;
   /** Context read together with authorization, when the graph was cached. */
   preloaded?: ExpressionContext;
 }
