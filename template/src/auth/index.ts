@@ -26,3 +26,8 @@ export interface Actor {
 export function canSeeQueue(actor: Actor, queueId: string | null): boolean {
   return !actor.user?.queueIds || (queueId !== null && actor.user.queueIds.includes(queueId));
 }
+
+/** Whether the actor may open personal data (reported content, task contexts): `personal_data:read`, or `admin`. */
+export function canReadPersonalData(actor: Actor): boolean {
+  return actor.scopes.includes("personal_data:read") || actor.scopes.includes("admin");
+}

@@ -2,6 +2,7 @@
 // Only modules that do not reach the workflows domain are exported here (workflows imports this
 // index, and tasks/triggers import the workflows index): report queries, queues, the human_tasks
 // statement builders, the taxonomy and report-crypto.
+export { contentOf, openRunContent, runContentStatementUnsafe, type ContentView, type RunContentRow } from "./content";
 export { findQueueRow } from "./queues";
 export {
   getReportRow,
@@ -12,7 +13,7 @@ export {
   type ReportSummary,
 } from "./reports-queries";
 export { openPersonalData, rewrapDataKeys, sealPersonalData } from "./report-crypto";
-export { cancelRunTasksStatement, closeStepTaskStatement, openTaskStatement } from "./task-records";
+export { cancelRunTasksStatement, closeStepTaskStatement, openTaskStatement, sealLegacyTaskContexts } from "./task-records";
 export {
   APPEAL_OUTCOMES,
   DSA_KEYWORDS,

@@ -108,10 +108,13 @@ async function replay(env: Env, ctx: ExecutionContext, actor: Actor, row: Report
   return { report: summary, runs, replayed: true };
 }
 
-/** A report with its personal data opened, for reviewers; the access itself is audited. */
+/**
+ * A report with its content opened, for reviewers; the access is audited. Who reported is not
+ * part of it (`revealReporter`). A console user limited to some queues reaches only the reports
+ * behind tasks of those queues.
+ */
 export async function readReport(env: Env, actor: Actor, reportId: string) {
-  const row = await getReportRow(env.DB, actor.installationId, reportId);
-  if (!row) throw notFound("report");
+  const row = await visibleReportRow(env, actor, reportId);
   const personal = await openPersonalData<ReportPersonalData>(env, actor.installationId, `report:${row.id}`, row.personalData);
   const at = new Date().toISOString();
   await auditStatement(env.DB, {
@@ -120,14 +123,43 @@ export async function readReport(env: Env, actor: Actor, reportId: string) {
     action: "report.personal_data_viewed",
     actor: actor.audit,
     target: { type: "report", id: row.id },
-    details: {},
+    details: { fields: ["content"] },
     at,
   }).run();
   return {
     ...reportSummary(row),
     subject: { kind: row.subjectKind, id: row.subjectId, url: personal.subjectUrl, ownerId: personal.subjectOwnerId, snapshot: personal.snapshot },
-    reporter: personal.reporter,
     description: personal.description,
     evidence: personal.evidence,
+    reporter: { known: Boolean(personal.reporter?.id || personal.reporter?.contact), revealed: false },
   };
+}
+
+/** Who reported and how to reach them, for a reviewer who says why; every reveal is audited with its reason. */
+export async function revealReporter(env: Env, actor: Actor, reportId: string, input: { reason: string }) {
+  const row = await visibleReportRow(env, actor, reportId);
+  const personal = await openPersonalData<ReportPersonalData>(env, actor.installationId, `report:${row.id}`, row.personalData);
+  await auditStatement(env.DB, {
+    installationId: actor.installationId,
+    idempotencyKey: `report:${row.id}:reporter_revealed:${crypto.randomUUID()}`,
+    action: "report.reporter_revealed",
+    actor: actor.audit,
+    target: { type: "report", id: row.id },
+    details: { reason: input.reason },
+    at: new Date().toISOString(),
+  }).run();
+  return { reportId: row.id, reporter: { id: personal.reporter?.id ?? null, contact: personal.reporter?.contact ?? null } };
+}
+
+async function visibleReportRow(env: Env, actor: Actor, reportId: string): Promise<ReportRow> {
+  const row = await getReportRow(env.DB, actor.installationId, reportId);
+  if (!row) throw notFound("report");
+  const queues = actor.user?.queueIds;
+  if (queues) {
+    const behind = await env.DB.prepare(`SELECT 1 AS x FROM human_tasks WHERE installation_id = ?1 AND report_id = ?2 AND queue_id IN (SELECT value FROM json_each(?3)) LIMIT 1`)
+      .bind(actor.installationId, row.id, JSON.stringify(queues))
+      .first();
+    if (!behind) throw notFound("report");
+  }
+  return row;
 }

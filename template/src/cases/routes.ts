@@ -5,7 +5,7 @@ import { encodeCursor, idempotencyKey } from "../http/validate";
 import { fileAppeal, readAppeal, resolveAppeal } from "./appeals";
 import { createQueue, getQueueRow, listQueues, queueStats } from "./queues";
 import { rotateDataKey } from "./report-crypto";
-import { intakeReport, readReport, reportSummary } from "./reports";
+import { intakeReport, readReport, revealReporter, reportSummary } from "./reports";
 import { normalizeCategory } from "./taxonomy";
 import { reportTimeline } from "./timeline";
 import { getCaseRow, listReportRows } from "./reports-queries";
@@ -13,6 +13,8 @@ import { claimNextTask, claimTask, completeTask, getTask, listQueueTasks, releas
 import { createTrigger, listTriggers, setTriggerEnabled } from "./triggers";
 
 const reading = ["review", "admin"] as const;
+/** Opening personal data (reported content, who reported) needs a scope of its own; `read` does not open it. */
+const personalData = ["personal_data:read", "admin"] as const;
 
 export const caseRoutes = routes()
   .op(
@@ -54,7 +56,12 @@ export const caseRoutes = routes()
       return { items: page.map(reportSummary), nextCursor: rows.length > query.limit && last ? encodeCursor([last.createdAt, last.id]) : null };
     },
   )
-  .op({ method: "get", path: "/reports/:id", summary: "Read a report with its personal data opened (the access is audited)", auth: reading, ok: 200, errors: [404] }, async (c) => readReport(c.env, c.get("actor"), c.req.param("id")))
+  .op({ method: "get", path: "/reports/:id", summary: "Read a report with its content opened (not the reporter; the access is audited)", auth: personalData, ok: 200, errors: [404] }, async (c) =>
+    readReport(c.env, c.get("actor"), c.req.param("id")),
+  )
+  .op({ method: "post", path: "/reports/:id/reveal-reporter", summary: "Reveal who reported and how to reach them, with a reason (audited)", auth: personalData, body: "RevealReporter", ok: 200, errors: [404] }, async (c, { body }) =>
+    revealReporter(c.env, c.get("actor"), c.req.param("id"), body),
+  )
   .op({ method: "get", path: "/reports/:id/timeline", summary: "Everything that followed a report: runs, tasks, decisions, actions, messages, appeals, handoffs", auth: reading, ok: 200, errors: [404] }, async (c) =>
     reportTimeline(c.env, c.get("actor"), c.req.param("id")),
   )

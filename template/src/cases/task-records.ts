@@ -2,14 +2,17 @@
 // own batches. Cases owns that table: every write to it is here or in tasks.ts.
 import { canonicalJson } from "../audit";
 import { sha256Hex } from "../lib/crypto";
+import { sealPersonalData } from "./report-crypto";
 
 /**
  * Opens the task of a step (a human_task node, or a handoff to a queue): due by the queue's SLA,
- * taking report and appeal from the run. A repeat for the same step writes nothing.
+ * taking report and appeal from the run. The context (what the reviewer sees, which may quote the
+ * reported content) is sealed; `context_json` stays `{}`. A repeat for the same step writes nothing.
  */
 export async function openTaskStatement(
-  db: D1Database,
+  env: Env,
   input: {
+    installationId: string;
     taskId: string;
     stepId: string;
     runId: string;
@@ -22,18 +25,30 @@ export async function openTaskStatement(
     expiresAt: string | null;
   },
 ): Promise<D1PreparedStatement> {
-  const context = canonicalJson(input.context);
+  const { sealed } = await sealPersonalData(env, input.installationId, `task:${input.taskId}`, input.context ?? null);
   const dueAt = new Date(Date.parse(input.at) + input.queue.slaSeconds * 1_000).toISOString();
-  return db
-    .prepare(`
+  return env.DB.prepare(`
     INSERT INTO human_tasks (
       id, installation_id, report_id, appeal_id, run_id, step_run_id, task_type, state, queue_id, priority,
-      context_json, context_digest, response_schema_json, due_at, expires_at, created_at, updated_at
-    ) SELECT ?1, r.installation_id, r.report_id, r.appeal_id, r.id, ?2, ?3, 'open', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11
-    FROM workflow_runs r WHERE r.id = ?12
+      context_json, context_sealed, context_digest, response_schema_json, due_at, expires_at, created_at, updated_at
+    ) SELECT ?1, r.installation_id, r.report_id, r.appeal_id, r.id, ?2, ?3, 'open', ?4, ?5, '{}', ?6, ?7, ?8, ?9, ?10, ?11, ?11
+    FROM workflow_runs r WHERE r.id = ?12 AND r.installation_id = ?13
     ON CONFLICT(step_run_id) DO NOTHING
-  `)
-    .bind(input.taskId, input.stepId, input.taskType, input.queue.id, input.priority, context, `sha256:${await sha256Hex(context)}`, canonicalJson(input.responseSchema), dueAt, input.expiresAt, input.at, input.runId);
+  `).bind(
+    input.taskId,
+    input.stepId,
+    input.taskType,
+    input.queue.id,
+    input.priority,
+    sealed,
+    `sealed:sha256:${await sha256Hex(sealed)}`,
+    canonicalJson(input.responseSchema),
+    dueAt,
+    input.expiresAt,
+    input.at,
+    input.runId,
+    input.installationId,
+  );
 }
 
 /** Closes the open task of a step when its wait ends: `expired` on timeout, else `completed`. */
@@ -49,4 +64,21 @@ export function closeStepTaskStatement(db: D1Database, input: { stepId: string; 
 /** Cancels every open or claimed task of a run (the run was terminated). */
 export function cancelRunTasksStatement(db: D1Database, input: { runId: string; at: string }): D1PreparedStatement {
   return db.prepare(`UPDATE human_tasks SET state = 'cancelled', updated_at = ?2 WHERE run_id = ?1 AND state IN ('open', 'claimed')`).bind(input.runId, input.at);
+}
+
+/**
+ * Seals task contexts written in plaintext before contexts were sealed (migration 0007), a bounded
+ * batch at a time; idempotent (a row is rewritten only while its context is still plaintext).
+ */
+export async function sealLegacyTaskContexts(env: Env, limit = 100): Promise<{ sealed: number }> {
+  const { results } = await env.DB.prepare(`SELECT id, installation_id AS installationId, context_json AS contextJson FROM human_tasks WHERE context_sealed IS NULL ORDER BY created_at LIMIT ?1`)
+    .bind(limit)
+    .all<{ id: string; installationId: string; contextJson: string }>();
+  const statements: D1PreparedStatement[] = [];
+  for (const row of results) {
+    const { sealed } = await sealPersonalData(env, row.installationId, `task:${row.id}`, JSON.parse(row.contextJson) as unknown);
+    statements.push(env.DB.prepare(`UPDATE human_tasks SET context_sealed = ?2, context_json = '{}', context_digest = ?3 WHERE id = ?1 AND context_sealed IS NULL`).bind(row.id, sealed, `sealed:sha256:${await sha256Hex(sealed)}`));
+  }
+  if (statements.length > 0) await env.DB.batch(statements);
+  return { sealed: statements.length };
 }

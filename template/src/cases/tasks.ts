@@ -2,12 +2,13 @@
 // checked against the task's JSON Schema, and completion that resumes the waiting run.
 import { Validator, type Schema } from "@cfworker/json-schema";
 import { auditStatement, canonicalJson } from "../audit";
-import { canSeeQueue, type Actor } from "../auth";
+import { canReadPersonalData, canSeeQueue, type Actor } from "../auth";
 import { AppError, conflict, notFound } from "../errors";
 import { decodeCursor, encodeCursor } from "../lib/cursor";
 import { newId, sha256Hex } from "../lib/crypto";
 import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepUnsafe } from "../workflows";
 import { getQueueRow } from "./queues";
+import { openPersonalData } from "./report-crypto";
 import { APPEAL_OUTCOMES } from "./taxonomy";
 
 export const DEFAULT_LEASE_SECONDS = 900;
@@ -25,6 +26,7 @@ interface TaskRow {
   state: string;
   priority: number;
   contextJson: string;
+  contextSealed: string | null;
   responseSchemaJson: string;
   responseJson: string | null;
   dueAt: string;
@@ -38,7 +40,7 @@ interface TaskRow {
 }
 
 const COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRunId, report_id AS reportId, appeal_id AS appealId,
-  task_type AS taskType, state, priority, context_json AS contextJson, response_schema_json AS responseSchemaJson,
+  task_type AS taskType, state, priority, context_json AS contextJson, context_sealed AS contextSealed, response_schema_json AS responseSchemaJson,
   response_json AS responseJson, due_at AS dueAt, expires_at AS expiresAt, claimed_by AS claimedBy, claimed_at AS claimedAt,
   lease_expires_at AS leaseExpiresAt, completed_by AS completedBy, completed_at AS completedAt, created_at AS createdAt`;
 
@@ -46,7 +48,12 @@ function getTaskRow(db: D1Database, installationId: string, taskId: string): Pro
   return db.prepare(`SELECT ${COLUMNS} FROM human_tasks WHERE installation_id = ?1 AND id = ?2`).bind(installationId, taskId).first<TaskRow>();
 }
 
-export function serializeTask(row: TaskRow, now = new Date().toISOString()) {
+/**
+ * A task as the API shows it. The context (what the workflow shows the reviewer, possibly quoting
+ * the reported content) is sealed: it is opened by `getTask` for a caller allowed to read personal
+ * data (and that read is audited); listings carry `context: null, contextSealed: true`.
+ */
+export function serializeTask(row: TaskRow, now = new Date().toISOString(), context: unknown = row.contextSealed ? null : (JSON.parse(row.contextJson) as unknown)) {
   const leaseLive = row.state === "claimed" && row.leaseExpiresAt !== null && row.leaseExpiresAt > now;
   return {
     id: row.id,
@@ -58,7 +65,8 @@ export function serializeTask(row: TaskRow, now = new Date().toISOString()) {
     // A claimed task whose lease lapsed is claimable again, so it shows as open.
     state: row.state === "claimed" && !leaseLive ? "open" : row.state,
     priority: row.priority,
-    context: JSON.parse(row.contextJson) as unknown,
+    context,
+    contextSealed: row.contextSealed !== null,
     responseSchema: JSON.parse(row.responseSchemaJson) as unknown,
     response: row.responseJson ? (JSON.parse(row.responseJson) as unknown) : null,
     dueAt: row.dueAt,
@@ -74,7 +82,19 @@ export function serializeTask(row: TaskRow, now = new Date().toISOString()) {
 export async function getTask(env: Env, actor: Actor, taskId: string) {
   const row = await getTaskRow(env.DB, actor.installationId, taskId);
   if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
-  return serializeTask(row);
+  if (!row.contextSealed || !canReadPersonalData(actor)) return serializeTask(row);
+  const context = await openPersonalData<unknown>(env, actor.installationId, `task:${row.id}`, row.contextSealed);
+  // One event per task and reader: who has seen what this task showed.
+  await auditStatement(env.DB, {
+    installationId: actor.installationId,
+    idempotencyKey: `task:${row.id}:content_viewed:${actor.audit.type}:${actor.audit.id}`,
+    action: "task.content_viewed",
+    actor: actor.audit,
+    target: { type: "task", id: row.id },
+    details: { reportId: row.reportId, appealId: row.appealId, queueId: row.queueId },
+    at: new Date().toISOString(),
+  }).run();
+  return serializeTask(row, undefined, context);
 }
 
 /** A console user limited to some queues sees other queues' tasks as not found. */

@@ -44,6 +44,16 @@ function serialize(row: TriggerRow) {
 
 export async function createTrigger(env: Env, actor: Actor, input: TriggerInput) {
   const when = input.when ?? "true";
+  if (/\bcontent\b/u.test(when)) {
+    throw new AppError(
+      "trigger.when_invalid",
+      "when: content_not_readable_here — a trigger sees the report's summary (report.category, report.subject…), never its content; read content in an enrichment or ai_proposal node of the workflow.",
+      {
+        status: 422,
+        details: [{ path: "$.when", code: "content_not_readable_here" }],
+      },
+    );
+  }
   try {
     compileExpression(when);
   } catch (error) {

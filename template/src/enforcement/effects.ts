@@ -2,10 +2,10 @@
 // (recorded with what a DSA statement of reasons needs), handoff (a task in another queue, or a
 // signed report.handoff with an evidence bundle and its digest).
 import { auditStatement, canonicalJson } from "../audit";
-import { findQueueRow, openPersonalData, openTaskStatement, type ReportPersonalData } from "../cases";
+import { contentOf, findQueueRow, openPersonalData, openTaskStatement, type ReportPersonalData } from "../cases";
 import { AppError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
-import { evaluateInputMapping, type AuthorizedRun, type ExpressionContext, type WorkflowNodeV1 } from "../workflows";
+import { contentReadStatement, evaluateInputMapping, type AuthorizedRun, type ExpressionContext, type WorkflowNodeV1 } from "../workflows";
 import { decisionRecord } from "./decisions";
 import { renderTemplate } from "./templates";
 import { deliveryStatement, getEndpointRow, subscribedEndpoints } from "./webhooks";
@@ -106,7 +106,8 @@ export async function handoffWorkflowReport(call: EffectCall): Promise<EffectRes
     return {
       output: { port: "handed_off", handoffId, targetKind: "queue", queueId: queue.id, taskId },
       statements: [
-        await openTaskStatement(env.DB, {
+        await openTaskStatement(env, {
+          installationId: run.installationId,
           taskId,
           stepId,
           runId: run.id,
@@ -136,9 +137,39 @@ export async function handoffWorkflowReport(call: EffectCall): Promise<EffectRes
   const endpointId = String(node.config.endpoint_id ?? node.config.recipient ?? "");
   const endpoint = await getEndpointRow(env.DB, run.installationId, endpointId);
   if (endpoint?.state !== "enabled") throw new AppError("handoff.recipient_unknown", `The handoff recipient of ${node.id} is not an enabled webhook endpoint.`);
-  const summary = run.reportId ? await env.DB.prepare(`SELECT id, case_id AS caseId, category, subject_kind AS subjectKind, subject_id AS subjectId, created_at AS createdAt FROM reports WHERE id = ?1`).bind(run.reportId).first() : null;
-  const evidence = { report: summary, personalData: await reportPersonalData(env, run), notes: values, runId: run.id };
+  const summary = run.reportId
+    ? await env.DB.prepare(`SELECT id, case_id AS caseId, category, subject_kind AS subjectKind, subject_id AS subjectId, created_at AS createdAt FROM reports WHERE id = ?1 AND installation_id = ?2`)
+        .bind(run.reportId, run.installationId)
+        .first()
+    : null;
+  // The bundle: the report's summary and what the mapping chose; the whole content only when the
+  // handoff asks (include_content), the reporter only when it says so (include_reporter).
+  const includeContent = node.config.include_content === true;
+  const includeReporter = node.config.include_reporter === true;
+  const personal = includeContent || includeReporter ? await reportPersonalData(env, run) : null;
+  const evidence = {
+    report: summary,
+    notes: values,
+    runId: run.id,
+    ...(includeContent ? { content: personal ? contentOf(personal) : null } : {}),
+    ...(includeReporter ? { reporter: personal?.reporter ?? null } : {}),
+  };
   const evidenceDigest = `sha256:${await sha256Hex(canonicalJson(evidence))}`;
+  const disclosure: D1PreparedStatement[] = [];
+  if (personal) disclosure.push(contentReadStatement(env.DB, run, node));
+  if (includeReporter && personal?.reporter) {
+    disclosure.push(
+      auditStatement(env.DB, {
+        installationId: run.installationId,
+        idempotencyKey: `handoff:${handoffId}:reporter_disclosed`,
+        action: "report.reporter_disclosed",
+        actor: { type: "system", id: "workflow-runtime" },
+        target: { type: "report", id: run.reportId ?? run.id },
+        details: { runId: run.id, nodeId: node.id, endpointId: endpoint.id },
+        at,
+      }),
+    );
+  }
   const delivery = await deliveryStatement(env, {
     installationId: run.installationId,
     endpointId: endpoint.id,
@@ -160,9 +191,10 @@ export async function handoffWorkflowReport(call: EffectCall): Promise<EffectRes
         action: "report.handed_off",
         actor: { type: "system", id: "workflow-runtime" },
         target: { type: "handoff", id: handoffId },
-        details: { runId: run.id, endpointId: endpoint.id, evidenceDigest },
+        details: { runId: run.id, endpointId: endpoint.id, evidenceDigest, includesContent: includeContent, includesReporter: includeReporter },
         at,
       }),
+      ...disclosure,
     ],
     deliveryIds: [delivery.id],
   };

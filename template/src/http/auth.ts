@@ -28,8 +28,10 @@ export const requireAdminToken = createMiddleware<AppEnv>(async (c, next) => {
   await next();
 });
 
+/** `read` opens every GET route except those that open personal data, which name `personal_data:read`. */
 function allowed(held: Scope[], scopes: Scope[], method: string): boolean {
-  return scopes.some((scope) => held.includes(scope)) || (held.includes("read") && (method === "GET" || method === "HEAD"));
+  if (scopes.some((scope) => held.includes(scope))) return true;
+  return held.includes("read") && !scopes.includes("personal_data:read") && (method === "GET" || method === "HEAD");
 }
 
 function denied(scopes: Scope[]): AppError {

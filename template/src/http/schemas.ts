@@ -133,6 +133,12 @@ export const schemas = {
     additionalProperties: false,
     properties: { reviewer: { type: "string", minLength: 1, maxLength: 200 }, response: { description: "Checked against the task's response_schema." } },
   },
+  RevealReporter: {
+    type: "object",
+    required: ["reason"],
+    additionalProperties: false,
+    properties: { reason: { type: "string", minLength: 3, maxLength: 500, description: "Why the reporter's identity is needed (recorded in the audit trail)." } },
+  },
   CreateAppeal: {
     type: "object",
     required: ["reason"],

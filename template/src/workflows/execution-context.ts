@@ -1,17 +1,22 @@
 // loadWorkflowExecutionContext: what a node's expressions may read, loaded at a cost that depends
-// on what the node references, not on how long the run has been going.
-import { reportSummary, reportSummaryByRunStatementUnsafe, type ReportRow } from "../cases";
+// on what the node references, not on how long the run has been going. A node that reads content
+// (content-access.ts) gets the report's content and the sealed outputs it names, opened here by
+// the host, with the read recorded (`report.content_read`) in the batch that records the step.
+import { auditStatement, RUNTIME_ACTOR } from "../audit";
+import { openPersonalData, openRunContent, reportSummary, reportSummaryByRunStatementUnsafe, runContentStatementUnsafe, type ReportRow, type RunContentRow } from "../cases";
+import { analyseContent } from "./content-access";
 import type { ExpressionContext } from "./expressions";
 import { mentionsVariable, referencedSteps } from "./expressions";
-import { nodeExpressions } from "./kinds/descriptors";
+import { kindOf, nodeExpressions } from "./kinds/descriptors";
 import type { AuthorizedRun } from "./runtime-authorize";
-import type { JsonValue, WorkflowNodeV1 } from "./types";
+import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
 
 interface NodeReads {
   /** null: every step output (an expression reads `steps` dynamically). */
   steps: Set<string> | null;
   event: boolean;
   report: boolean;
+  content: boolean;
 }
 
 // Nodes come from the per-version graph cache, so their analysis is cached by identity.
@@ -27,16 +32,23 @@ export function nodeReads(node: WorkflowNodeV1): NodeReads {
   let steps: Set<string> | null = new Set();
   let event = false;
   let report = false;
+  let content = false;
   for (const text of expressionsOf(node)) {
     const referenced = referencedSteps(text);
     if (referenced === null) steps = null;
     else if (steps) for (const id of referenced) steps.add(id);
     event ||= mentionsVariable(text, "event");
     report ||= mentionsVariable(text, "report");
+    content ||= mentionsVariable(text, "content");
   }
-  const reads = { steps, event, report };
+  const reads = { steps, event, report, content };
   readsCache.set(node, reads);
   return reads;
+}
+
+/** Whether this node of the graph reads content (or outputs sealed because they derive from it). */
+export function nodeReadsContent(graph: Pick<ParsedWorkflowGraph, "nodes">, node: WorkflowNodeV1): boolean {
+  return analyseContent(graph.nodes).readers.has(node.id);
 }
 
 function parseJson(text: string | null | undefined): JsonValue {
@@ -53,30 +65,39 @@ function onBranchPath(candidate: string, branchKey: string): boolean {
   return candidate === "" || candidate === branchKey || branchKey.startsWith(`${candidate}.`);
 }
 
-type ContextPart = "steps" | "event" | "report";
+type ContextPart = "steps" | "event" | "report" | "content";
+
+export interface ContextReads {
+  parts: ContextPart[];
+  statements: D1PreparedStatement[];
+  readsContent: boolean;
+}
 
 /**
  * The reads a node's context needs, as statements keyed by run id alone, so the capability can
  * send them in one batch with its authorization query (their rows are used only if that passes).
  */
-export function contextStatements(db: D1Database, runId: string, node: WorkflowNodeV1): { parts: ContextPart[]; statements: D1PreparedStatement[] } {
+export function contextStatements(db: D1Database, runId: string, node: WorkflowNodeV1, graph: Pick<ParsedWorkflowGraph, "nodes">): ContextReads {
   const reads = nodeReads(node);
+  const readsContent = nodeReadsContent(graph, node);
   const parts: ContextPart[] = [];
   const statements: D1PreparedStatement[] = [];
   const wanted = reads.steps === null ? null : [...reads.steps];
+  // Sealed outputs travel (still sealed) only to a node that may open them.
+  const sealedColumn = readsContent ? "o.sealed_json" : "NULL";
   if (wanted === null || wanted.length > 0) {
     parts.push("steps");
     statements.push(
       wanted === null
         ? db
             .prepare(`
-          SELECT s.node_id AS nodeId, s.branch_key AS branchKey, o.inline_json AS json
+          SELECT s.id, s.node_id AS nodeId, s.branch_key AS branchKey, o.inline_json AS json, ${sealedColumn} AS sealed
           FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id
           WHERE s.run_id = ?1`)
             .bind(runId)
         : db
             .prepare(`
-          SELECT s.node_id AS nodeId, s.branch_key AS branchKey, o.inline_json AS json
+          SELECT s.id, s.node_id AS nodeId, s.branch_key AS branchKey, o.inline_json AS json, ${sealedColumn} AS sealed
           FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id
           WHERE s.run_id = ?1 AND s.node_id IN (SELECT value FROM json_each(?2))`)
             .bind(runId, JSON.stringify(wanted)),
@@ -96,49 +117,94 @@ export function contextStatements(db: D1Database, runId: string, node: WorkflowN
     parts.push("report");
     statements.push(reportSummaryByRunStatementUnsafe(db, runId));
   }
-  return { parts, statements };
+  if (readsContent && reads.content) {
+    parts.push("content");
+    statements.push(runContentStatementUnsafe(db, runId));
+  }
+  return { parts, statements, readsContent };
+}
+
+/** The audit event of a node opening content: one per run and node (one per backtest and node for backtest runs). */
+export function contentReadStatement(db: D1Database, run: AuthorizedRun, node: WorkflowNodeV1): D1PreparedStatement {
+  const purpose = kindOf(node.kind)?.content?.purpose ?? node.kind;
+  const details = { runId: run.id, nodeId: node.id, kind: node.kind, purpose, workflowVersionId: run.workflowVersionId, reportId: run.reportId, appealId: run.appealId };
+  return auditStatement(db, {
+    installationId: run.installationId,
+    idempotencyKey: run.backtestId ? `backtest:${run.backtestId}:content_read:${node.id}` : `run:${run.id}:content_read:${node.id}`,
+    action: "report.content_read",
+    actor: RUNTIME_ACTOR,
+    target: run.backtestId ? { type: "backtest", id: run.backtestId } : run.reportId ? { type: "report", id: run.reportId } : { type: "workflow_run", id: run.id },
+    details: run.backtestId ? { ...details, backtestId: run.backtestId } : details,
+    at: new Date().toISOString(),
+  });
+}
+
+export interface LoadedContext {
+  context: ExpressionContext;
+  /** For the batch that records the step: the content read's audit event, when content was opened. */
+  statements: D1PreparedStatement[];
 }
 
 /** Builds the context from the rows of `contextStatements`, in the same order. */
-export function assembleContext(input: { run: AuthorizedRun; branchKey: string }, parts: ContextPart[], results: Array<D1Result<Record<string, unknown>>>): ExpressionContext {
+export async function assembleContext(
+  env: Env,
+  input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string },
+  reads: Pick<ContextReads, "parts" | "readsContent">,
+  results: Array<D1Result<Record<string, unknown>>>,
+): Promise<LoadedContext> {
   const { run, branchKey } = input;
   const steps: Record<string, JsonValue> = {};
   let event: JsonValue = null;
   let report: JsonValue = null;
-  parts.forEach((part, index) => {
+  let content: JsonValue | undefined;
+  for (const [index, part] of reads.parts.entries()) {
     const rows = results[index]?.results ?? [];
     if (part === "steps") {
-      const chosen = new Map<string, { branchKey: string; json: string }>();
-      for (const row of rows as Array<{ nodeId: string; branchKey: string; json: string }>) {
+      const chosen = new Map<string, { id: string; branchKey: string; json: string; sealed: string | null }>();
+      for (const row of rows as Array<{ id: string; nodeId: string; branchKey: string; json: string; sealed: string | null }>) {
         const previous = chosen.get(row.nodeId);
         if (!previous || (!onBranchPath(previous.branchKey, branchKey) && onBranchPath(row.branchKey, branchKey))) chosen.set(row.nodeId, row);
       }
-      for (const [id, row] of chosen) steps[id] = parseJson(row.json);
+      for (const [id, row] of chosen) {
+        steps[id] = reads.readsContent && row.sealed ? await openPersonalData<JsonValue>(env, run.installationId, `step_output:${row.id}`, row.sealed) : parseJson(row.json);
+      }
     } else if (part === "event") {
       const row = rows[0] as { id: string; type: string; payloadJson: string; createdAt: string } | undefined;
       if (row) event = { id: row.id, type: row.type, payload: parseJson(row.payloadJson), receivedAt: row.createdAt };
-    } else {
+    } else if (part === "report") {
       const row = rows[0] as ReportRow | undefined;
       if (row) report = reportSummary(row) as unknown as JsonValue;
+    } else {
+      content = (await openRunContent(env, run.installationId, rows[0] as RunContentRow | undefined)) as unknown as JsonValue;
     }
-  });
-  return {
+  }
+  const context: ExpressionContext = {
     input: parseJson(run.inputJson) ?? {},
     report,
     run: { id: run.id, workflowVersionId: run.workflowVersionId, authorityMode: run.authorityMode },
     steps,
     event,
+    ...(reads.readsContent ? { content: content ?? null } : {}),
   };
+  return { context, statements: reads.readsContent ? [contentReadStatement(env.DB, run, input.node)] : [] };
+}
+
+/** Loads a node's context in one batch (content opened and its read returned for the step's batch). */
+export async function loadNodeContext(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string }): Promise<LoadedContext> {
+  const reads = contextStatements(env.DB, input.run.id, input.node, input.run.graph);
+  const results = reads.statements.length > 0 ? await env.DB.batch<Record<string, unknown>>(reads.statements) : [];
+  return assembleContext(env, input, reads, results);
 }
 
 /**
- * Builds `{ input, report, run, steps, event }` for one node. Only the step outputs its
+ * Builds `{ input, report, run, steps, event, content? }` for one node. Only the step outputs its
  * expressions name are read (one indexed query); where a node ran in several branches, the
- * output on this branch's path wins.
+ * output on this branch's path wins. The capability preloads the context of every node that
+ * reads content; loaded here instead, the read is recorded at once.
  */
 export async function loadWorkflowExecutionContext(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; preloaded?: ExpressionContext }): Promise<ExpressionContext> {
   if (input.preloaded) return input.preloaded;
-  const { parts, statements } = contextStatements(env.DB, input.run.id, input.node);
-  const results = statements.length > 0 ? await env.DB.batch<Record<string, unknown>>(statements) : [];
-  return assembleContext(input, parts, results);
+  const loaded = await loadNodeContext(env, input);
+  if (loaded.statements.length > 0) await env.DB.batch(loaded.statements);
+  return loaded.context;
 }

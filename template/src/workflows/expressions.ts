@@ -7,7 +7,7 @@ export const MAX_EXPRESSION_LENGTH = 4_096;
 const MAX_CONTEXT_BYTES = 1_048_576;
 
 /** Names an expression may read; anything else is a parse-time error. */
-export const EXPRESSION_VARIABLES = ["input", "report", "run", "steps", "event", "node_input"] as const;
+export const EXPRESSION_VARIABLES = ["input", "report", "run", "steps", "event", "node_input", "content"] as const;
 
 export interface ExpressionContext {
   input: JsonValue;
@@ -16,6 +16,8 @@ export interface ExpressionContext {
   steps: Record<string, JsonValue>;
   event: JsonValue;
   node_input?: JsonValue;
+  /** The report's content, only for nodes that may read it (content-access.ts). */
+  content?: JsonValue;
 }
 
 type Compiled = (context: Record<string, unknown>) => unknown;

@@ -4,7 +4,9 @@
 export { DynamicWorkflow, loadCompiledWorkflow, startDynamicWorkflow } from "./loader";
 export { parseWorkflowGraph, validateWorkflowGraph, GraphValidationError } from "./validation";
 export { compileWorkflowArtifact } from "./artifacts";
-export { loadWorkflowExecutionContext } from "./execution-context";
+export { contentReadStatement, loadWorkflowExecutionContext, nodeReadsContent } from "./execution-context";
+export { analyseContent } from "./content-access";
+export { sealLegacyStepOutputs } from "./runtime-records";
 export type { NodeCall } from "./kinds/executors";
 export { compileExpression, evaluateInputMapping, evaluateWorkflowExpression, type ExpressionContext } from "./expressions";
 export { createRun, signalRunEvent, type CreateRunInput } from "./runs";

@@ -69,7 +69,7 @@ export async function listStepRows(db: D1Database, runId: string) {
   const { results } = await db
     .prepare(`
     SELECT s.id, s.node_id AS nodeId, s.node_type AS kind, s.branch_key AS branchKey, s.state,
-      s.output_digest AS outputDigest, s.error_code AS errorCode, o.inline_json AS outputJson,
+      s.output_digest AS outputDigest, s.error_code AS errorCode, o.inline_json AS outputJson, o.sealed_json AS sealedJson,
       s.started_at AS startedAt, s.waiting_at AS waitingAt, s.finished_at AS finishedAt, s.updated_at AS updatedAt
     FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id
     WHERE s.run_id = ?1 ORDER BY s.started_at, s.id`)
@@ -83,6 +83,7 @@ export async function listStepRows(db: D1Database, runId: string) {
       outputDigest: string | null;
       errorCode: string | null;
       outputJson: string | null;
+      sealedJson: string | null;
       startedAt: string | null;
       waitingAt: string | null;
       finishedAt: string | null;

@@ -1,7 +1,7 @@
 // /api/v1/runs: create (Idempotency-Key), list, read with steps and waits, send event, terminate.
 import { routes, withStatus } from "../http/route";
 import { encodeCursor, idempotencyKey } from "../http/validate";
-import { createRun, getRunDetail, sendRunEvent, serializeRun, terminateRun } from "./runs";
+import { createRun, getRunContent, getRunDetail, sendRunEvent, serializeRun, terminateRun } from "./runs";
 import { listRunRows } from "./runs-queries";
 import type { JsonObject } from "./types";
 import { RUN_STATES } from "./types";
@@ -44,6 +44,9 @@ export const runRoutes = routes()
     },
   )
   .op({ method: "get", path: "/runs/:id", summary: "Read a run with its steps and waits", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => getRunDetail(c.env, c.get("actor"), c.req.param("id")))
+  .op({ method: "get", path: "/runs/:id/content", summary: "Open the sealed outputs of the run's steps that read content (the access is audited)", auth: ["personal_data:read", "admin"], ok: 200, errors: [404] }, async (c) =>
+    getRunContent(c.env, c.get("actor"), c.req.param("id")),
+  )
   .op({ method: "post", path: "/runs/:id/events", summary: "Send an event to the run's waits for that type (recorded before it is sent)", auth: ["admin"], body: "SendEvent", ok: 202, errors: [404, 409, 413] }, async (c, { body }) =>
     sendRunEvent(c.env, c.get("actor"), c.req.param("id"), { type: body.type, payload: (body.payload ?? {}) as JsonObject }),
   )

@@ -1,6 +1,6 @@
 // Workflow runs: create (idempotent), dispatch into Workflows, read, send events, terminate.
 import { auditStatement, canonicalJson } from "../audit";
-import { cancelRunTasksStatement } from "../cases";
+import { cancelRunTasksStatement, openPersonalData } from "../cases";
 import { AppError, conflict, notFound } from "../errors";
 import { byteLength, newId, sha256Hex } from "../lib/crypto";
 import { isInstanceAlreadyExists, isInstanceNotLive } from "../lib/workflows";
@@ -143,9 +143,31 @@ export async function getRunDetail(env: Env, actor: Actor, runId: string) {
   const [steps, waits] = await Promise.all([listStepRows(env.DB, run.id), listWaitRows(env.DB, run.id)]);
   return {
     ...serializeRun(run),
-    steps: steps.map(({ outputJson, ...step }) => ({ ...step, branchKey: step.branchKey || "main", output: parseJson(outputJson) })),
+    // A step that read content shows its open view; the rest is sealed (`sealed: true`, opened by getRunContent).
+    steps: steps.map(({ outputJson, sealedJson, ...step }) => ({ ...step, branchKey: step.branchKey || "main", output: parseJson(outputJson), sealed: sealedJson !== null })),
     waits,
   };
+}
+
+/** The sealed outputs of a run's steps, opened for a reader of personal data; the access is audited. */
+export async function getRunContent(env: Env, actor: Actor, runId: string) {
+  const run = await getRunRow(env.DB, actor.installationId, runId);
+  if (!run) throw notFound("run");
+  const steps = (await listStepRows(env.DB, run.id)).filter((step) => step.sealedJson !== null);
+  const items = [];
+  for (const step of steps) {
+    items.push({ stepId: step.id, nodeId: step.nodeId, kind: step.kind, branchKey: step.branchKey || "main", output: await openPersonalData<unknown>(env, actor.installationId, `step_output:${step.id}`, step.sealedJson!) });
+  }
+  await auditStatement(env.DB, {
+    installationId: actor.installationId,
+    idempotencyKey: `run:${run.id}:content_viewed:${crypto.randomUUID()}`,
+    action: "workflow.run_content_viewed",
+    actor: actor.audit,
+    target: { type: "workflow_run", id: run.id },
+    details: { steps: items.map((item) => item.stepId) },
+    at: new Date().toISOString(),
+  }).run();
+  return { runId: run.id, items };
 }
 
 /**

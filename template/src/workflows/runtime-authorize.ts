@@ -16,6 +16,8 @@ export interface AuthorizedRun {
   state: string;
   inputJson: string;
   reportId: string | null;
+  appealId: string | null;
+  backtestId: string | null;
   graph: ParsedWorkflowGraph;
 }
 
@@ -66,6 +68,7 @@ function runStatement(db: D1Database, runId: string): D1PreparedStatement {
     .prepare(`
     SELECT r.id, r.installation_id AS installationId, r.workflow_version_id AS workflowVersionId,
       r.authority_mode AS authorityMode, r.state, r.input_json AS inputJson, r.report_id AS reportId,
+      r.appeal_id AS appealId, r.backtest_id AS backtestId,
       v.artifact_id AS artifactId, v.graph_json AS graphJson
     FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
     WHERE r.id = ?1 LIMIT 1
@@ -85,6 +88,8 @@ function checkRun(props: RuntimeProps, input: { authorityMode: unknown }, row: R
     state: row.state,
     inputJson: row.inputJson,
     reportId: row.reportId,
+    appealId: row.appealId,
+    backtestId: row.backtestId,
     graph: cachedGraph(row.workflowVersionId, row.graphJson),
   };
 }

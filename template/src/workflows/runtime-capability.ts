@@ -4,8 +4,9 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { AppError } from "../errors";
 import { enqueueDeliveries, completeWorkflowAction, prepareWorkflowAction } from "../enforcement";
-import { assembleContext, contextStatements, loadWorkflowExecutionContext } from "./execution-context";
-import type { ExpressionContext } from "./expressions";
+import { sealPersonalData } from "../cases";
+import { openView } from "./content-access";
+import { assembleContext, contextStatements, loadNodeContext, nodeReadsContent, type ContextReads, type LoadedContext } from "./execution-context";
 import { kindOf, shadowSimulation } from "./kinds/descriptors";
 import { EXECUTORS, executorUnavailable, type NodeCall } from "./kinds/executors";
 import type {
@@ -31,6 +32,30 @@ interface CallScope {
   run?: AuthorizedRun;
   node?: WorkflowNodeV1;
   branchKey?: string;
+  /** Statements that must be written even if the call fails (the record of a content read). */
+  pending?: D1PreparedStatement[];
+}
+
+/**
+ * What the kernel learns of a step: the port it leaves by (and, for the protocols that need them,
+ * wait descriptors). Step data stays in D1, so the Workflows engine's own history never holds it.
+ */
+function forKernel(output: Record<string, unknown>): NodeOutput {
+  return { port: String(output.port) };
+}
+
+function progressForKernel(progress: ActionProgress): ActionProgress {
+  const view: ActionProgress = { port: progress.port, status: progress.status };
+  if (!progress.port) delete (view as Partial<ActionProgress>).port;
+  if (progress.proposalId) view.proposalId = progress.proposalId;
+  if (progress.eventType) view.eventType = progress.eventType;
+  if (progress.timeoutMs) view.timeoutMs = progress.timeoutMs;
+  return view;
+}
+
+/** Quoted values leave the error message of a node that read content: it could quote the content. */
+function withoutQuotes(message: string): string {
+  return message.replace(/"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'/gu, '"…"');
 }
 
 /**
@@ -44,9 +69,10 @@ async function guard<T>(db: D1Database, scope: CallScope, work: () => Promise<T>
   } catch (error) {
     if (error instanceof AppError && scope.run && scope.node) {
       const stepId = stepRunId(scope.run.id, scope.node.id, scope.branchKey ?? "");
-      await hostErrorStatement(db, { id: stepId, run: scope.run, node: scope.node, branchKey: scope.branchKey ?? "", error, at: now() })
-        .run()
-        .catch(() => undefined);
+      if (nodeReadsContent(scope.run.graph, scope.node)) error.message = withoutQuotes(error.message);
+      await db.batch([hostErrorStatement(db, { id: stepId, run: scope.run, node: scope.node, branchKey: scope.branchKey ?? "", error, at: now() }), ...(scope.pending ?? [])]).catch(() => undefined);
+    } else if (scope.pending?.length) {
+      await db.batch(scope.pending).catch(() => undefined);
     }
     throw encodeHostError(error);
   }
@@ -61,39 +87,65 @@ function deliveryIdsOf(output: Record<string, unknown>): string[] {
 }
 
 export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProps> implements WorkflowRuntimeApi {
-  private async authorize(input: RuntimeNodeRequest, scope: CallScope, kind?: string): Promise<{ run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; context?: ExpressionContext }> {
-    // With the graph cached, the node's context reads ride along with the authorization query.
-    const cachedNode = kindOf(input.nodeKind)?.readsContext ? graphIfCached(this.ctx.props.workflowVersionId)?.nodes.find((n) => n.id === input.nodeId) : undefined;
-    let parts: ReturnType<typeof contextStatements>["parts"] = [];
+  /**
+   * Authorizes the call; with `withContext`, also loads the node's expression context (read in the
+   * same round trip as authorization when the version's graph is cached). Content opened for it is
+   * recorded by `scope.pending`, written with the step's record or, if the call fails, on its own.
+   */
+  private async authorize(input: RuntimeNodeRequest, scope: CallScope, options: { kind?: string; withContext?: boolean } = {}): Promise<{ run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; loaded?: LoadedContext }> {
+    const descriptor = kindOf(input.nodeKind);
+    // A simulated effect evaluates nothing, so it reads nothing.
+    const wantsContext = options.withContext === true && descriptor?.readsContext === true && !(input.authorityMode === "shadow" && descriptor.shadow);
+    const cachedGraph = wantsContext ? graphIfCached(this.ctx.props.workflowVersionId) : undefined;
+    const cachedNode = cachedGraph?.nodes.find((n) => n.id === input.nodeId);
+    let reads: ContextReads | undefined;
     const { run, results } = await authorizedRunWith(this.env, this.ctx.props, input, (runId) => {
-      if (!cachedNode) return [];
-      const reads = contextStatements(this.env.DB, runId, cachedNode);
-      parts = reads.parts;
+      if (!cachedNode || !cachedGraph) return [];
+      reads = contextStatements(this.env.DB, runId, cachedNode, cachedGraph);
       return reads.statements;
     });
-    const node = authorizedNode(run, input.nodeId, kind ?? input.nodeKind);
+    const node = authorizedNode(run, input.nodeId, options.kind ?? input.nodeKind);
     const branchKey = authorizedBranch(input.branchKey);
     Object.assign(scope, { run, node, branchKey });
-    const context = cachedNode && node === cachedNode ? assembleContext({ run, branchKey }, parts, results) : undefined;
-    return { run, node, branchKey, ...(context ? { context } : {}) };
+    if (!wantsContext) return { run, node, branchKey };
+    const loaded = reads && cachedNode === node ? await assembleContext(this.env, { run, node, branchKey }, reads, results) : await loadNodeContext(this.env, { run, node, branchKey });
+    scope.pending = loaded.statements;
+    return { run, node, branchKey, loaded };
   }
 
-  private call(run: AuthorizedRun, node: WorkflowNodeV1, branchKey: string, context?: ExpressionContext): NodeCall {
-    return { env: this.env, ctx: this.ctx, run, node, branchKey, stepId: stepRunId(run.id, node.id, branchKey), ...(context ? { preloaded: context } : {}) };
+  private call(run: AuthorizedRun, node: WorkflowNodeV1, branchKey: string, loaded?: LoadedContext): NodeCall {
+    return {
+      env: this.env,
+      ctx: this.ctx,
+      run,
+      node,
+      branchKey,
+      stepId: stepRunId(run.id, node.id, branchKey),
+      readsContent: nodeReadsContent(run.graph, node),
+      ...(loaded ? { preloaded: loaded.context } : {}),
+    };
+  }
+
+  /** The output as stored: its open view, and the whole output sealed when the view holds part of it back. */
+  private async stored(call: NodeCall, output: Record<string, unknown>): Promise<{ output: Record<string, unknown>; sealed: string | null }> {
+    const view = openView(call.node, call.readsContent === true, output);
+    if (!view.sealed) return { output, sealed: null };
+    const { sealed } = await sealPersonalData(this.env, call.run.installationId, `step_output:${call.stepId}`, output);
+    return { output: view.open, sealed };
   }
 
   /** Executes one node of the `step` protocol (or a simulated effect); `delay` kinds are prepared with `input.prepare`. */
   async executeNode(input: RuntimeNodeRequest): Promise<NodeOutput> {
     const scope: CallScope = {};
     return guard(this.env.DB, scope, async () => {
-      const { run, node, branchKey, context } = await this.authorize(input, scope);
-      const call = this.call(run, node, branchKey, context);
+      const { run, node, branchKey, loaded } = await this.authorize(input, scope, { withContext: kindOf(input.nodeKind)?.protocol !== "delay" || input.input?.prepare === true });
+      const call = this.call(run, node, branchKey, loaded);
       const { stepId } = call;
       const descriptor = kindOf(node.kind)!;
       const simulated = run.authorityMode === "shadow" ? shadowSimulation(node) : null;
       if (simulated) {
         await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: simulated });
-        return simulated as NodeOutput;
+        return forKernel(simulated);
       }
       if (descriptor.protocol === "wait" || descriptor.protocol === "action") throw denied("runtime.method_denied");
       const executor = EXECUTORS[node.kind];
@@ -117,13 +169,15 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
         if (recorded) {
           const replayed = JSON.parse(recorded.json) as NodeOutput;
           await this.requeuePending(deliveryIdsOf(replayed));
-          return replayed;
+          return forKernel(replayed);
         }
       }
       const result = await executor.execute(call);
-      await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: result.output, extra: result.statements ?? [] });
+      const stored = await this.stored(call, result.output);
+      await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: stored.output, sealed: stored.sealed, extra: [...(result.statements ?? []), ...(scope.pending ?? [])] });
+      scope.pending = [];
       if (result.deliveryIds?.length) await enqueueDeliveries(this.env, result.deliveryIds);
-      return result.output as NodeOutput;
+      return forKernel(result.output);
     });
   }
 
@@ -147,9 +201,11 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     const scope: CallScope = {};
     return guard(this.env.DB, scope, async () => {
       if (kindOf(input.nodeKind)?.protocol !== "wait") throw denied("runtime.node_denied");
-      const { run, node, branchKey } = await this.authorize(input, scope);
-      if (run.authorityMode === "shadow" && kindOf(node.kind)!.shadow) throw denied("runtime.shadow_human_wait_prohibited");
-      return prepareWaitRecord(this.env, { run, node, branchKey, stepId: stepRunId(run.id, node.id, branchKey) });
+      if (input.authorityMode === "shadow" && kindOf(input.nodeKind)!.shadow) throw denied("runtime.shadow_human_wait_prohibited");
+      const { run, node, branchKey, loaded } = await this.authorize(input, scope, { withContext: true });
+      const prepared = await prepareWaitRecord(this.env, { run, node, branchKey, stepId: stepRunId(run.id, node.id, branchKey), ...(loaded ? { loaded } : {}) });
+      scope.pending = [];
+      return prepared;
     });
   }
 
@@ -164,7 +220,7 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
       Object.assign(scope, { run, node, branchKey });
       const stepId = stepRunId(run.id, node.id, branchKey);
       const completion = await completeWaitStatements(this.env, { run, node, stepId, eventResult: input.eventResult });
-      if (completion.replay) return completion.output;
+      if (completion.replay) return forKernel(completion.output);
       await recordStepResult(this.env.DB, {
         run,
         node,
@@ -174,7 +230,7 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
         state: completion.timedOut ? "timed_out" : "succeeded",
         extra: completion.statements,
       });
-      return completion.output;
+      return forKernel(completion.output);
     });
   }
 
@@ -182,21 +238,22 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
   async prepareAction(input: RuntimeActionRequest): Promise<ActionProgress> {
     const scope: CallScope = {};
     return guard(this.env.DB, scope, async () => {
-      const { run, node, branchKey, context } = await this.authorize(input, scope, "action");
+      const { run, node, branchKey, loaded } = await this.authorize(input, scope, { kind: "action", withContext: true });
       const stepId = stepRunId(run.id, node.id, branchKey);
       if (run.authorityMode === "off") throw new AppError("action.authority_insufficient", "Automation in mode off may not take actions.", { status: 403 });
       if (run.authorityMode === "shadow") {
         // Kernels of protocol 1 call prepareAction in shadow; later ones simulate through executeNode.
         const output = shadowSimulation(node)!;
         await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output });
-        return output as ActionProgress;
+        return progressForKernel(output as ActionProgress);
       }
       // The step row exists before the proposal that references it.
       await stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "running", at: now() }).run();
-      const progress = await prepareWorkflowAction(this.env, { run, node, stepId, context: await loadWorkflowExecutionContext(this.env, this.call(run, node, branchKey, context)) });
+      const context = loaded?.context ?? (await loadNodeContext(this.env, { run, node, branchKey })).context;
+      const progress = await prepareWorkflowAction(this.env, { run, node, stepId, context });
       if (progress.port) await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: progress });
       else await this.parkOnAction(run, node, branchKey, stepId);
-      return progress;
+      return progressForKernel(progress);
     });
   }
 
@@ -204,14 +261,14 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
   async completeAction(input: RuntimeCompleteActionRequest): Promise<ActionProgress> {
     const scope: CallScope = {};
     return guard(this.env.DB, scope, async () => {
-      const { run, node, branchKey } = await this.authorize(input, scope, "action");
+      const { run, node, branchKey } = await this.authorize(input, scope, { kind: "action" });
       const stepId = stepRunId(run.id, node.id, branchKey);
       const expected = `${stepId}:proposal`;
       if (cleanIdentifier(input.proposalId, "proposal_id", 500) !== expected) throw denied("runtime.action_proposal_denied");
       const progress = await completeWorkflowAction(this.env, { proposalId: expected, eventResult: input.eventResult });
       if (progress.port) await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: progress });
       else await this.parkOnAction(run, node, branchKey, stepId);
-      return progress;
+      return progressForKernel(progress);
     });
   }
 
@@ -229,7 +286,7 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
       if (node.errorPort) {
         const output = { port: node.errorPort, errorCode, exhausted: true };
         await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output, state: "failed", errorCode });
-        return output;
+        return forKernel(output);
       }
       const at = now();
       const summary = recorded ? `Node ${node.id} failed (${errorCode}): ${recorded.message}` : `Node ${node.id} failed (${errorCode}) and declares no error port.`;

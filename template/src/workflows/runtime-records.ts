@@ -1,7 +1,9 @@
 // The D1 statements the runtime writes per step. Each capability method puts its statements in one
 // batch (one transaction), keyed so that a repeated call leaves one row, one output, one event.
 import { auditStatement, canonicalJson, RUNTIME_ACTOR } from "../audit";
+import { sealPersonalData } from "../cases";
 import type { AppError } from "../errors";
+import { openView } from "./content-access";
 import { byteLength, sha256Hex } from "../lib/crypto";
 import type { AuthorizedRun } from "./runtime-authorize";
 import type { WorkflowNodeV1 } from "./types";
@@ -11,14 +13,19 @@ export function now(): string {
 }
 
 export interface StepOutputRecord {
+  /** The open view (the whole output unless the node read content). */
   json: string;
+  /** The whole output, sealed, when the open view holds part of it back. */
+  sealed: string | null;
   digest: string;
   sizeBytes: number;
 }
 
-export async function outputRecord(output: Record<string, unknown>): Promise<StepOutputRecord> {
+/** A step output as stored: the digest covers the open view and the sealed part as stored (never the plaintext). */
+export async function outputRecord(output: Record<string, unknown>, sealed: string | null = null): Promise<StepOutputRecord> {
   const json = canonicalJson(output);
-  return { json, digest: `sha256:${await sha256Hex(json)}`, sizeBytes: byteLength(json) };
+  const digest = `sha256:${await sha256Hex(sealed ? `${json}\n${sealed}` : json)}`;
+  return { json, sealed, digest, sizeBytes: byteLength(json) + (sealed ? byteLength(sealed) : 0) };
 }
 
 export function stepUpsert(
@@ -47,12 +54,13 @@ export function stepUpsert(
 export function outputUpsert(db: D1Database, stepId: string, output: StepOutputRecord, at: string): D1PreparedStatement {
   return db
     .prepare(`
-    INSERT INTO workflow_step_outputs (step_run_id, inline_json, digest, size_bytes, data_classification_json, created_at)
-    VALUES (?1, ?2, ?3, ?4, '[]', ?5)
+    INSERT INTO workflow_step_outputs (step_run_id, inline_json, sealed_json, digest, size_bytes, data_classification_json, created_at)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
     ON CONFLICT(step_run_id) DO UPDATE SET
-      inline_json = excluded.inline_json, digest = excluded.digest, size_bytes = excluded.size_bytes
+      inline_json = excluded.inline_json, sealed_json = excluded.sealed_json, digest = excluded.digest, size_bytes = excluded.size_bytes,
+      data_classification_json = excluded.data_classification_json
   `)
-    .bind(stepId, output.json, output.digest, output.sizeBytes, at);
+    .bind(stepId, output.json, output.sealed, output.digest, output.sizeBytes, output.sealed ? '["content"]' : "[]", at);
 }
 
 /** Moves a live run to running/waiting; never touches a terminal or repair_required run. */
@@ -88,13 +96,15 @@ export async function recordStepResult(
     branchKey: string;
     stepId: string;
     output: Record<string, unknown>;
+    /** The whole output sealed, when `output` is its open view. */
+    sealed?: string | null;
     state?: "succeeded" | "failed" | "timed_out";
     errorCode?: string;
     extra?: D1PreparedStatement[];
   },
 ): Promise<void> {
   const at = now();
-  const record = await outputRecord(input.output);
+  const record = await outputRecord(input.output, input.sealed ?? null);
   const state = input.state ?? "succeeded";
   await db.batch([
     stepUpsert(db, { id: input.stepId, run: input.run, node: input.node, branchKey: input.branchKey, state, digest: record.digest, errorCode: input.errorCode, at }),
@@ -135,4 +145,38 @@ export async function recordedHostError(db: D1Database, stepId: string, code: st
     .bind(stepId)
     .first<{ code: string | null; message: string | null; detailsJson: string | null }>();
   return row && row.code === code && row.message ? { message: row.message, detailsJson: row.detailsJson } : null;
+}
+
+/**
+ * Splits and seals enrichment and AI proposal outputs written before content sealing (migration
+ * 0007 marks them `legacy`) once their run has finished: the open view stays, the rest is sealed
+ * as if the node had read content. Bounded and idempotent.
+ */
+export async function sealLegacyStepOutputs(env: Env, limit = 100): Promise<{ sealed: number; kept: number }> {
+  const { results } = await env.DB.prepare(`
+    SELECT o.step_run_id AS stepId, o.inline_json AS json, s.node_type AS kind, r.installation_id AS installationId
+    FROM workflow_step_outputs o JOIN workflow_step_runs s ON s.id = o.step_run_id JOIN workflow_runs r ON r.id = s.run_id
+    WHERE o.data_classification_json = '["legacy"]' AND r.state IN ('succeeded', 'failed', 'terminated', 'superseded')
+    LIMIT ?1`)
+    .bind(limit)
+    .all<{ stepId: string; json: string; kind: string; installationId: string }>();
+  const statements: D1PreparedStatement[] = [];
+  let sealedCount = 0;
+  for (const row of results) {
+    const output = JSON.parse(row.json) as Record<string, unknown>;
+    const view = openView({ id: "legacy", kind: row.kind as WorkflowNodeV1["kind"], config: {} }, true, output);
+    if (!view.sealed) {
+      statements.push(env.DB.prepare(`UPDATE workflow_step_outputs SET data_classification_json = '[]' WHERE step_run_id = ?1 AND data_classification_json = '["legacy"]'`).bind(row.stepId));
+      continue;
+    }
+    const { sealed } = await sealPersonalData(env, row.installationId, `step_output:${row.stepId}`, output);
+    const record = await outputRecord(view.open, sealed);
+    statements.push(
+      env.DB.prepare(`UPDATE workflow_step_outputs SET inline_json = ?2, sealed_json = ?3, digest = ?4, size_bytes = ?5, data_classification_json = '["content"]'
+        WHERE step_run_id = ?1 AND data_classification_json = '["legacy"]'`).bind(row.stepId, record.json, record.sealed, record.digest, record.sizeBytes),
+    );
+    sealedCount += 1;
+  }
+  if (statements.length > 0) await env.DB.batch(statements);
+  return { sealed: sealedCount, kept: statements.length - sealedCount };
 }

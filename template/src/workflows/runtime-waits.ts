@@ -3,7 +3,7 @@
 import { closeStepTaskStatement, findQueueRow, openTaskStatement } from "../cases";
 import { AppError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
-import { loadWorkflowExecutionContext } from "./execution-context";
+import { loadNodeContext, type LoadedContext } from "./execution-context";
 import { evaluateInputMapping } from "./expressions";
 import { denied, type AuthorizedRun } from "./runtime-authorize";
 import type { NodeOutput, PreparedWait, WaitResult } from "./runtime-protocol";
@@ -18,7 +18,7 @@ async function signalType(waitId: string): Promise<string> {
   return `w_${(await sha256Hex(waitId)).slice(0, 40)}`;
 }
 
-export async function prepareWaitRecord(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string }): Promise<PreparedWait> {
+export async function prepareWaitRecord(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string; loaded?: LoadedContext }): Promise<PreparedWait> {
   const { run, node, branchKey, stepId } = input;
   const waitId = `${stepId}:wait`;
   const taskId = node.kind === "human_task" ? `${stepId}:task` : undefined;
@@ -44,23 +44,29 @@ export async function prepareWaitRecord(env: Env, input: { run: AuthorizedRun; n
     runProgress(env.DB, run.id, node.id, "waiting", at),
     runtimeAudit(env.DB, run, { key: `wait:${waitId}:prepared`, action: "workflow.wait_prepared", details: { nodeId: node.id, branchKey, eventType, deadlineAt, ...(taskId ? { taskId } : {}) }, at }),
   ];
-  if (taskId) statements.push(await humanTaskStatement(env, { run, node, branchKey, stepId, taskId, at, deadlineAt }));
+  if (taskId) statements.push(...(await humanTaskStatements(env, { run, node, branchKey, stepId, taskId, at, deadlineAt, loaded: input.loaded })));
   await env.DB.batch(statements);
   return { eventType: signal, timeoutMs: timeoutSeconds * 1_000, ...(taskId ? { taskId } : {}) };
 }
 
 /**
  * The task row of a human_task: in its queue (by id or name), due by the queue's SLA, expiring at
- * the node's timeout, with the node's evaluated inputMapping as the reviewer's context.
+ * the node's timeout, with the node's evaluated inputMapping as the reviewer's context (sealed),
+ * and the record of the content the mapping read.
  */
-async function humanTaskStatement(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string; taskId: string; at: string; deadlineAt: string }): Promise<D1PreparedStatement> {
+async function humanTaskStatements(
+  env: Env,
+  input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string; taskId: string; at: string; deadlineAt: string; loaded: LoadedContext | undefined },
+): Promise<D1PreparedStatement[]> {
   const { run, node } = input;
   const queueRef = typeof node.config.queue_id === "string" ? node.config.queue_id : null;
   if (!queueRef) throw new AppError("human_task.queue_required", `human_task ${node.id} names no queue_id.`);
   const queue = await findQueueRow(env.DB, run.installationId, queueRef);
   if (!queue) throw new AppError("human_task.queue_unknown", `The queue of human_task ${node.id} does not exist in this installation.`);
-  const context = evaluateInputMapping(node.inputMapping, await loadWorkflowExecutionContext(env, { run, node, branchKey: input.branchKey }), node.id);
-  return openTaskStatement(env.DB, {
+  const loaded = input.loaded ?? (await loadNodeContext(env, { run, node, branchKey: input.branchKey }));
+  const context = evaluateInputMapping(node.inputMapping, loaded.context, node.id);
+  const task = await openTaskStatement(env, {
+    installationId: run.installationId,
     taskId: input.taskId,
     stepId: input.stepId,
     runId: run.id,
@@ -72,6 +78,7 @@ async function humanTaskStatement(env: Env, input: { run: AuthorizedRun; node: W
     at: input.at,
     expiresAt: input.deadlineAt,
   });
+  return [task, ...loaded.statements];
 }
 
 export type WaitCompletion = { replay: true; output: NodeOutput } | { replay: false; output: NodeOutput; timedOut: boolean; statements: D1PreparedStatement[] };

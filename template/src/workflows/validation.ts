@@ -1,5 +1,6 @@
 // parseWorkflowGraph: the one gate every graph passes before it is compiled or executed.
 import { AppError, type ErrorDetail } from "../errors";
+import { analyseContent } from "./content-access";
 import { compileExpression, ExpressionError } from "./expressions";
 import { checkBranchKeys, findCycle, planForks, reachableFrom, topologicalOrder } from "./graph-topology";
 import { kindOf, NODE_KINDS, nodePorts } from "./kinds/descriptors";
@@ -293,6 +294,8 @@ export function validateWorkflowGraph(input: unknown): GraphValidationResult {
   if (problems.list.length > 0) return { ok: false, errors: problems.list };
   const forkJoins = planForks(nodes, edges, order, problems, pathOf);
   if (problems.list.length === 0) checkBranchKeys(startId, edges, forkJoins, problems, pathOf);
+  // Content is readable only where a node's kind needs it (content-access.ts).
+  for (const problem of analyseContent(nodeList).problems) problems.add(`${pathOf(problem.nodeId)}.${problem.path}`, problem.code, problem.message);
   if (problems.list.length > 0) return { ok: false, errors: problems.list };
   return { ok: true, graph: { schemaVersion: 1, nodes: nodeList, edges, plan: { forkJoins } } };
 }
