@@ -28,6 +28,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { actionLines, sectionActions } from "../bench/sections/actions.mjs";
 import { componentLines, sectionComponents } from "../bench/sections/components.mjs";
+import { contentLines, sectionContent } from "../bench/sections/content.mjs";
 import { contextLines, sectionContext } from "../bench/sections/context.mjs";
 import { intakeLines, sectionIntake } from "../bench/sections/intake.mjs";
 import { client, deadline, edge, log, OVERALL_BUDGET_MS, publish, remaining, results, round, server, sleep, startedAt, timedClient } from "../bench/sections/lib.mjs";
@@ -256,7 +257,7 @@ function report() {
   const lines = [];
   if (results.cores !== undefined) lines.push(`machine:          ${results.cores} cores, 1-minute load average ${results.loadAverageAtStart} at the start (other processes compete with the dev server for the cores)`);
   if (results.devServer !== undefined) lines.push(`dev server:       ${results.devServer}, wrangler ${results.wranglerVersion}`);
-  lines.push(...runtimeLines(), ...contextLines(), ...componentLines(), ...actionLines(), ...intakeLines(), ...queueLines());
+  lines.push(...runtimeLines(), ...contextLines(), ...componentLines(), ...contentLines(), ...actionLines(), ...intakeLines(), ...queueLines());
   if (results.elapsedS !== undefined) lines.push(`elapsed:          ${results.elapsedS} s (budget ${OVERALL_BUDGET_MS / 1000} s)`);
   if (results.error) lines.push(`bench failed: ${results.error}`);
   for (const line of lines) process.stdout.write(`${line}\n`);
@@ -285,6 +286,7 @@ async function main() {
   await sectionContext(api, adminToken, apiKey);
   await sectionComponents(api, adminToken, apiKey, installation.id);
   await sectionActions(api, adminToken, apiKey);
+  await sectionContent(api, adminToken, apiKey);
   const timed = timedClient(base);
   // Case management in an installation of its own (its initial key holds every scope).
   const cases = await api("/api/v1/installations", { body: { name: "bench-cases" }, key: adminToken });

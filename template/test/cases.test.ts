@@ -46,7 +46,7 @@ async function setup(options: { timeoutSeconds?: number; when?: string } = {}) {
   });
   expect(trigger.status).toBe(201);
   const intake = await api("/api/v1/api-keys", { key: apiKey, body: { name: "product", scopes: ["reports:write"] } });
-  const reviewer = await api("/api/v1/api-keys", { key: apiKey, body: { name: "console", scopes: ["review"] } });
+  const reviewer = await api("/api/v1/api-keys", { key: apiKey, body: { name: "console", scopes: ["review", "personal_data:read"] } });
   return { apiKey, queueId: queue.body.id as string, versionId: version.id, intakeKey: intake.body.apiKey as string, reviewKey: reviewer.body.apiKey as string };
 }
 
@@ -69,7 +69,9 @@ describe("intake to decision", () => {
     expect(intake.body.runs).toHaveLength(1);
     const runId = intake.body.runs[0].runId;
     const task = await waitForTask(reviewKey, queueId);
-    expect(task).toMatchObject({ runId, reportId: intake.body.id, state: "open", priority: 5, context: { category: "scams_and_fraud", subject: "post-1" } });
+    // Listings never carry the sealed context; reading the task opens it.
+    expect(task).toMatchObject({ runId, reportId: intake.body.id, state: "open", priority: 5, context: null, contextSealed: true });
+    expect((await api(`/api/v1/tasks/${task.id}`, { key: reviewKey })).body.context).toEqual({ category: "scams_and_fraud", subject: "post-1" });
     expect(Date.parse(task.dueAt) - Date.parse(task.createdAt)).toBe(3_600_000);
     const claimed = await api(`/api/v1/tasks/${task.id}/claim`, { key: reviewKey, body: { reviewer: "mod-ana" } });
     expect(claimed.status).toBe(200);
@@ -200,7 +202,8 @@ describe("intake", () => {
     }
     const read = await api(`/api/v1/reports/${intake.body.id}`, { key: reviewKey });
     expect(read.status).toBe(200);
-    expect(read.body).toMatchObject({ reporter: { contact: "reporter.person@example.org" }, description: "This account keeps posting scam links to my DMs", subject: { url: "https://example.social/p/post-8" } });
+    expect(read.body).toMatchObject({ reporter: { known: true, revealed: false }, description: "This account keeps posting scam links to my DMs", subject: { url: "https://example.social/p/post-8" } });
+    expect(JSON.stringify(read.body)).not.toContain("reporter.person@example.org");
     expect((await api(`/api/v1/reports/${intake.body.id}`, { key: intakeKey })).status).toBe(403);
     const audit = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE action = 'report.personal_data_viewed' AND target_id = ?").bind(intake.body.id).first<{ n: number }>();
     expect(audit?.n).toBe(1);

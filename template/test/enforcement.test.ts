@@ -225,7 +225,7 @@ describe("messages, decisions, handoffs", () => {
       nodes: [
         { id: "start", kind: "start" },
         { id: "to-legal", kind: "handoff", config: { queue_id: "legal" } },
-        { id: "to-hotline", kind: "handoff", config: { endpoint_id: hook.id } },
+        { id: "to-hotline", kind: "handoff", config: { endpoint_id: hook.id, include_content: true } },
         { id: "done", kind: "end" },
       ],
       edges: [edge("start", "success", "to-legal"), edge("to-legal", "handed_off", "to-hotline"), edge("to-hotline", "handed_off", "done")],
@@ -241,7 +241,9 @@ describe("messages, decisions, handoffs", () => {
     }, "a handoff");
     expect(log[0]).toMatchObject({ verified: true, type: "report.handoff" });
     expect(log[0]!.data.evidenceDigest).toBe(external.evidenceDigest);
-    expect(log[0]!.data.evidence.personalData.description).toBe("grooming messages");
+    expect(log[0]!.data.evidence.content.description).toBe("grooming messages");
+    // The reporter is left out of the bundle unless the handoff says include_reporter.
+    expect(log[0]!.data.evidence.reporter).toBeUndefined();
     const task = await env.DB.prepare("SELECT task_type, state FROM human_tasks WHERE run_id = ?").bind(run.id).first<{ task_type: string; state: string }>();
     expect(task).toEqual({ task_type: "handoff", state: "open" });
   });

@@ -7,6 +7,7 @@ import { Link, useNavigate, useSearchParam } from "../router";
 import { useSession } from "../session";
 import { Empty, ErrorNote, Loading, PageTitle, shortId, Time } from "../ui";
 import { collectMedia, ExternalLink, MediaGallery, snapshotText } from "./content";
+import { RevealReporter } from "./task/panels";
 import { SubjectReports, Timeline } from "./timeline";
 
 const CATEGORIES = [
@@ -77,7 +78,7 @@ function Opened({ report }: { report: ReportDetail }) {
       <dl className="kv">
         <div><dt>Subject</dt><dd>{report.subject.kind} <code>{report.subject.id}</code>{report.subject.url ? <> · <ExternalLink href={report.subject.url}>{report.subject.url}</ExternalLink></> : null}</dd></div>
         <div><dt>Category</dt><dd>{report.category.replace(/_/gu, " ")}</dd></div>
-        <div><dt>Reporter</dt><dd>{report.reporter?.id ?? "anonymous"}{report.reporter?.contact ? ` · ${report.reporter.contact}` : ""}</dd></div>
+        <div><dt>Reporter</dt><dd><RevealReporter report={report} /></dd></div>
       </dl>
       {report.description ? <blockquote className="content-text"><span className="muted small">What the reporter wrote</span><p>{report.description}</p></blockquote> : null}
       {snapshotText(report.subject.snapshot).map(([k, text]) => <blockquote key={k} className="content-text"><span className="muted small">{k}</span><p>{text}</p></blockquote>)}
@@ -97,7 +98,7 @@ export function ReportPage({ params }: { params: Record<string, string> }) {
       <PageTitle subtitle={<Link to="/reports">All reports</Link>}>{`Report ${shortId(id)}`}</PageTitle>
       {!open ? (
         <div className="note note-info">
-          <p>The report's personal data (reporter, description, content) is sealed. Opening it is recorded in the audit trail.</p>
+          <p>The report's content (description, snapshot, evidence) is sealed. Opening it is recorded in the audit trail; who reported stays sealed until you ask, with a reason.</p>
           <button type="button" className="btn" onClick={() => setOpen(true)}>Open report details</button>
         </div>
       ) : report.error ? <ErrorNote error={report.error} retry={report.reload} /> : report.data ? <Opened report={report.data} /> : <Loading />}

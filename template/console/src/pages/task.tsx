@@ -225,7 +225,7 @@ export function TaskPage({ params }: { params: Record<string, string> }) {
           ) : null}
           <section className="card" aria-labelledby="context-heading">
             <h2 id="context-heading">From the workflow</h2>
-            <ContextList value={t.context} />
+            <ContextList value={t.context} sealed={t.contextSealed} />
           </section>
           {t.reportId ? (
             <section className="card" aria-labelledby="history-heading">

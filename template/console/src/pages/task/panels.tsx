@@ -1,12 +1,44 @@
 // The task page's read-only panels: the task's context, the reported content, the report's facts,
 // and what automation did before the task.
-import { useMemo, } from "react";
-import type { ReportDetail, RunDetail, Step } from "../../api";
+import { useMemo, useState } from "react";
+import { post, type ReportDetail, type RunDetail, type Step } from "../../api";
 import { Link } from "../../router";
 import { Details, Json, shortId, StateBadge, Time } from "../../ui";
 import { collectMedia, ExternalLink, MediaGallery, snapshotText } from "../content";
 
-export function ContextList({ value }: { value: unknown }) {
+/** Who reported stays sealed until a reviewer asks, with a reason; the reveal is audited. */
+export function RevealReporter({ report }: { report: ReportDetail }) {
+  const [asking, setAsking] = useState(false);
+  const [reason, setReason] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const [shown, setShown] = useState<{ id: string | null; contact: string | null } | null>(null);
+  if (!report.reporter.known) return <span className="muted">anonymous</span>;
+  if (shown) return <span data-testid="reporter-revealed">{shown.id ?? "unnamed"}{shown.contact ? <span className="muted"> · {shown.contact}</span> : null}</span>;
+  if (!asking) return <button type="button" className="btn btn-quiet" data-testid="reveal-reporter" onClick={() => setAsking(true)}>Reveal who reported…</button>;
+  const reveal = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      setShown((await post<{ reporter: { id: string | null; contact: string | null } }>(`/reports/${encodeURIComponent(report.id)}/reveal-reporter`, { reason })).reporter);
+    } catch (caught) {
+      setError(caught instanceof Error ? caught.message : String(caught));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form onSubmit={(event) => { event.preventDefault(); void reveal(); }}>
+      <label>Why do you need to know? (recorded in the audit trail)<input value={reason} onChange={(event) => setReason(event.target.value)} data-testid="reveal-reason" /></label>
+      <button type="submit" className="btn" disabled={busy || reason.trim().length < 3}>Reveal</button>
+      <button type="button" className="btn btn-quiet" onClick={() => setAsking(false)}>Cancel</button>
+      {error ? <p className="error small">{error}</p> : null}
+    </form>
+  );
+}
+
+export function ContextList({ value, sealed }: { value: unknown; sealed?: boolean }) {
+  if (sealed && value === null) return <p className="muted">This task's context is sealed: it holds reported content, which your role may not open.</p>;
   if (!value || typeof value !== "object" || Array.isArray(value)) return <Json value={value} label="Task context" />;
   const entries = Object.entries(value as Record<string, unknown>);
   if (entries.length === 0) return <p className="muted">The workflow passed no context.</p>;
@@ -50,7 +82,7 @@ export function ReportFacts({ report }: { report: ReportDetail }) {
         <div><dt>Category</dt><dd>{report.category.replace(/_/gu, " ")}{report.categorySpecification.length ? <span className="muted"> · {report.categorySpecification.join(", ")}</span> : null}</dd></div>
         <div><dt>Source</dt><dd>{report.source.replace(/_/gu, " ")}</dd></div>
         <div><dt>Received</dt><dd><Time at={report.createdAt} /></dd></div>
-        <div><dt>Reporter</dt><dd>{report.reporter?.id ?? <span className="muted">anonymous</span>}{report.reporter?.contact ? <span className="muted"> · {report.reporter.contact}</span> : null}</dd></div>
+        <div><dt>Reporter</dt><dd><RevealReporter report={report} /></dd></div>
         <div><dt>Reports on this subject</dt><dd>{report.caseReportCount}</dd></div>
       </dl>
       {report.description ? <blockquote className="content-text"><span className="muted small">What the reporter wrote</span><p>{report.description}</p></blockquote> : null}
