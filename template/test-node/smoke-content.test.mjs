@@ -56,7 +56,7 @@ test("wrangler dev: spam-triage.json reads the reported content, decides and act
   t.after(() => {
     if (t.passed === false) console.error(`server output:\n${server?.output() ?? ""}`);
   });
-  const endpoint = await api("/api/v1/webhook-endpoints", { body: { url: `http://127.0.0.1:${receiver.address().port}/actions`, retryBaseSeconds: 0, maxAttempts: 3 } });
+  const endpoint = await api("/api/v1/webhook-endpoints", { body: { url: `http://127.0.0.1:${receiver.address().port}/actions`, retryBaseSeconds: 0, maxAttempts: 5 } });
   assert.equal(endpoint.status, 201, JSON.stringify(endpoint.body));
   const type = await api("/api/v1/action-types", { body: { key: "remove_content", name: "Remove content", endpointId: endpoint.body.id, reversible: true, requiresApproval: false } });
   assert.equal(type.status, 201, JSON.stringify(type.body));

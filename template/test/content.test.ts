@@ -58,6 +58,14 @@ async function key(apiKey: string, scopes: string[]) {
   return created.body.apiKey as string;
 }
 
+/** The tables (and a bit of the row) where `needle` appears in plaintext. */
+async function tablesHolding(needle: string): Promise<string[]> {
+  return (await everyRow())
+    .split("\n")
+    .filter((line) => line.includes(needle))
+    .map((line) => `${line.slice(0, line.indexOf(":"))} …${line.slice(Math.max(0, line.indexOf(needle) - 200), line.indexOf(needle) + 40)}`);
+}
+
 /** Every row of every table, as text. */
 async function everyRow(): Promise<string> {
   const { results: tables } = await env.DB.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '_cf_%' AND name NOT LIKE 'sqlite_%'").all<{ name: string }>();
@@ -262,5 +270,71 @@ describe("content in a run", () => {
     const reads = await env.DB.prepare("SELECT target_type AS type, details_json AS details FROM audit_events WHERE action = 'report.content_read' AND target_id = ?1").bind(backtestId).all<{ type: string; details: string }>();
     expect(reads.results.map((r) => r.type)).toEqual(["backtest"]);
     expect(JSON.parse(reads.results[0]!.details)).toMatchObject({ nodeId: "bank", backtestId });
+  });
+});
+
+describe("rows sealed after the fact", () => {
+  it("task contexts and derived step outputs written in plaintext before sealing are sealed by the Worker, and still open", async () => {
+    const { sealLegacyTaskContexts } = await import("../src/cases");
+    const { sealLegacyStepOutputs } = await import("../src/workflows");
+    const { apiKey, queueId } = await setup();
+    const graph = triageGraph(queueId);
+    // A graph as before content existed: the bank reads the run's input.
+    (graph.nodes[1] as { inputMapping: Record<string, string> }).inputMapping = { text: "input.text" };
+    (graph.nodes[3] as { inputMapping: Record<string, string> }).inputMapping = { text: "input.text" };
+    const version = await publish(apiKey, graph);
+    const started = await api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: version.id, authorityMode: "autonomous", input: { text: "free crypto, an input the API client sent" } } });
+    const runId = started.body.id as string;
+    await waitForWait(apiKey, runId);
+    const legacyText = `legacy plaintext ${MARKER}`;
+    // What rows looked like before migration 0007.
+    await env.DB.prepare("UPDATE human_tasks SET context_sealed = NULL, context_json = ?2 WHERE run_id = ?1")
+      .bind(runId, JSON.stringify({ text: legacyText }))
+      .run();
+    const bankStep = `${runId}:bank:main:1`;
+    await env.DB.prepare(`UPDATE workflow_step_outputs SET inline_json = ?2, data_classification_json = '["legacy"]' WHERE step_run_id = ?1`)
+      .bind(bankStep, JSON.stringify({ port: "success", component: "keyword_bank", data: { matched: true, count: 1, keywords: [legacyText], patterns: [] }, latencyMs: 0 }))
+      .run();
+    expect(await everyRow()).toContain(legacyText);
+
+    expect((await sealLegacyTaskContexts(env)).sealed).toBeGreaterThanOrEqual(1);
+    // A step output of a run still going is left as it is (a later node may read it).
+    expect((await sealLegacyStepOutputs(env)).sealed).toBe(0);
+    await env.DB.prepare("UPDATE workflow_runs SET state = 'terminated' WHERE id = ?1").bind(runId).run();
+    expect((await sealLegacyStepOutputs(env)).sealed).toBeGreaterThanOrEqual(1);
+    expect(await sealLegacyTaskContexts(env)).toEqual({ sealed: 0 });
+
+    expect(await everyRow()).not.toContain(legacyText);
+    const task = (await env.DB.prepare("SELECT id FROM human_tasks WHERE run_id = ?1").bind(runId).first<{ id: string }>())!;
+    expect((await api(`/api/v1/tasks/${task.id}`, { key: apiKey })).body.context).toEqual({ text: legacyText });
+    const detail = await api(`/api/v1/runs/${runId}`, { key: apiKey });
+    expect(detail.body.steps.find((s: { nodeId: string }) => s.nodeId === "bank")).toMatchObject({ sealed: true, output: { data: { matched: true, count: 1 } } });
+    const opened = await api(`/api/v1/runs/${runId}/content`, { key: apiKey });
+    expect(opened.body.items[0].output.data.keywords).toEqual([legacyText]);
+  });
+});
+
+describe("content of an appeal", () => {
+  it("an appeal run's nodes read the appeal's reason as content.appealReason", async () => {
+    const { apiKey, queueId } = await setup();
+    const graph = {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "review", kind: "human_task", config: { queue_id: queueId, timeout_seconds: 3600 }, inputMapping: { why: "content.appealReason", post: "content.snapshot.text" } },
+        { id: "done", kind: "end" },
+      ],
+      edges: [edge("start", "success", "review"), edge("review", "completed", "done"), edge("review", "timeout", "done")],
+    };
+    const version = await publish(apiKey, graph);
+    await api("/api/v1/triggers", { key: apiKey, body: { event: "appeal.created", workflowVersionId: version.id, authorityMode: "autonomous" } });
+    const created = await report(apiKey, `contested post ${MARKER}`);
+    const appeal = await api("/api/v1/appeals", { key: apiKey, body: { reportId: created.id, reason: `I was quoting a news article ${MARKER}` } });
+    expect(appeal.status).toBe(201);
+    const runId = appeal.body.runs[0].runId as string;
+    await waitForWait(apiKey, runId);
+    const task = (await env.DB.prepare("SELECT id FROM human_tasks WHERE run_id = ?1").bind(runId).first<{ id: string }>())!;
+    expect((await api(`/api/v1/tasks/${task.id}`, { key: apiKey })).body.context).toEqual({ why: `I was quoting a news article ${MARKER}`, post: `contested post ${MARKER}` });
+    expect(await tablesHolding(MARKER)).toEqual([]);
   });
 });
