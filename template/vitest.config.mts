@@ -1,7 +1,8 @@
 // Tests run inside workerd (real D1, R2, Queues, Workflows, Worker Loader) through
 // vitest-pool-workers. Peers run as separate Workers: the webhook receiver gets every fetch() the
 // platform makes (outboundService, routed by host through the "internet" peer) and verifies
-// signatures with the standardwebhooks library; a model server speaks the OpenAI chat API.
+// signatures with the standardwebhooks library; a model server speaks the OpenAI chat API; a fake
+// Workers AI binding answers env.AI.run over RPC.
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { build } from "esbuild";
 import { fileURLToPath } from "node:url";
@@ -10,14 +11,14 @@ import { defineConfig } from "vitest/config";
 const root = fileURLToPath(new URL(".", import.meta.url));
 
 async function bundle(entry: string): Promise<string> {
-  const result = await build({ entryPoints: [`${root}${entry}`], bundle: true, write: false, format: "esm", platform: "neutral", target: "es2022", mainFields: ["module", "main"], logLevel: "error" });
+  const result = await build({ entryPoints: [`${root}${entry}`], bundle: true, write: false, format: "esm", platform: "neutral", target: "es2022", mainFields: ["module", "main"], external: ["cloudflare:*"], logLevel: "error" });
   return result.outputFiles[0]!.text;
 }
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(`${root}migrations`);
-  const [receiver, model, internet, componentApi, access] = await Promise.all(
-    ["webhook-receiver", "model-server", "internet", "component-api", "access"].map((name) => bundle(`test/peers/${name}.ts`)),
+  const [receiver, model, internet, componentApi, access, workersAi] = await Promise.all(
+    ["webhook-receiver", "model-server", "internet", "component-api", "access", "workers-ai"].map((name) => bundle(`test/peers/${name}.ts`)),
   );
   const peer = (name: string, script: string, extra: Record<string, unknown> = {}) => ({ name, modules: true, script, compatibilityDate: "2026-04-01", ...extra });
   return {
@@ -27,7 +28,9 @@ export default defineConfig(async () => {
         miniflare: {
           bindings: { TEST_MIGRATIONS: migrations, ADMIN_TOKEN: "test-admin-token", REPORT_MASTER_KEY: "test-master-key-0123456789abcdef0123456789abcdef",
             ACCESS_TEAM_DOMAIN: "safest-test.cloudflareaccess.com", ACCESS_AUD: "test-access-aud" },
-          serviceBindings: { RECEIVER: "receiver", ACCESS_PEER: "access" },
+          // AI: a fake Workers AI binding (an RPC entrypoint with run(model, input)); none is declared in
+          // wrangler.jsonc, since the real one needs an account and the network.
+          serviceBindings: { RECEIVER: "receiver", ACCESS_PEER: "access", AI: { name: "workers-ai", entrypoint: "FakeAi" } },
           outboundService: "internet",
           workers: [
             peer("internet", internet!, { serviceBindings: { MODEL: "model", RECEIVER: "receiver", COMPONENT_API: "component-api", ACCESS: "access" } }),
@@ -35,6 +38,7 @@ export default defineConfig(async () => {
             peer("receiver", receiver!),
             peer("model", model!),
             peer("component-api", componentApi!),
+            peer("workers-ai", workersAi!),
           ],
         },
       }),

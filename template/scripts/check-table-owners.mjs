@@ -39,6 +39,8 @@ export const TABLE_OWNERS = {
   component_versions: "automation",
   ai_providers: "automation",
   backtests: "automation",
+  policies: "automation",
+  policy_versions: "automation",
   console_users: "console",
   console_sessions: "console",
   console_signin_links: "console",

@@ -1,18 +1,19 @@
-// AI proposals: providers behind one interface — the Workers AI binding, or any OpenAI-compatible
-// chat-completions endpoint (base URL, model, key kept sealed). The model must answer with
-// structured output { result_code, confidence, rationale } whose result_code is one of the node's
-// result ports; tokens and latency are recorded with the step.
+// AI providers: the Workers AI binding, or any OpenAI-compatible chat-completions endpoint (base
+// URL, model, key kept sealed). Each says how its model answers (`outputFormat`) and whether it may
+// receive reported content (`contentAllowed`: off by default for external endpoints). What a
+// proposal asks and records is ai-proposal.ts.
 import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
-import { openPersonalData, sealPersonalData } from "../cases";
+import { sealPersonalData } from "../cases";
 import { AppError, notFound } from "../errors";
 import { newId } from "../lib/crypto";
-import type { JsonObject, JsonValue } from "../workflows";
-import { ComponentExecutionError } from "./components";
 
 export const AI_PROVIDER_KINDS = ["workers-ai", "openai-compatible"] as const;
+/** `json`: { result_code, confidence, rationale, policy_sections? }; `llama_guard`: `safe` / `unsafe` + categories. */
+export const AI_OUTPUT_FORMATS = ["json", "llama_guard"] as const;
+export type AiOutputFormat = (typeof AI_OUTPUT_FORMATS)[number];
 
-interface ProviderRow {
+export interface ProviderRow {
   id: string;
   name: string;
   kind: (typeof AI_PROVIDER_KINDS)[number];
@@ -20,17 +21,41 @@ interface ProviderRow {
   model: string;
   apiKeySealed: string | null;
   timeoutMs: number;
+  contentAllowed: number;
+  outputFormat: AiOutputFormat;
   createdAt: string;
 }
 
-const COLUMNS = `id, name, kind, base_url AS baseUrl, model, api_key_sealed AS apiKeySealed, timeout_ms AS timeoutMs, created_at AS createdAt`;
+const COLUMNS = `id, name, kind, base_url AS baseUrl, model, api_key_sealed AS apiKeySealed, timeout_ms AS timeoutMs, content_allowed AS contentAllowed, output_format AS outputFormat, created_at AS createdAt`;
 
 function serialize(row: ProviderRow) {
-  return { id: row.id, name: row.name, kind: row.kind, baseUrl: row.baseUrl, model: row.model, hasApiKey: row.apiKeySealed !== null, timeoutMs: row.timeoutMs, createdAt: row.createdAt };
+  return {
+    id: row.id,
+    name: row.name,
+    kind: row.kind,
+    baseUrl: row.baseUrl,
+    model: row.model,
+    hasApiKey: row.apiKeySealed !== null,
+    timeoutMs: row.timeoutMs,
+    contentAllowed: row.contentAllowed === 1,
+    outputFormat: row.outputFormat,
+    createdAt: row.createdAt,
+  };
 }
 
-/** Registers a provider; the API key is sealed at rest and never returned. */
-export async function createProvider(env: Env, actor: Actor, input: { name?: string; kind: ProviderRow["kind"]; baseUrl?: string; model: string; apiKey?: string; timeoutMs?: number }) {
+export function getProviderRow(db: D1Database, installationId: string, id: string): Promise<ProviderRow | null> {
+  return db.prepare(`SELECT ${COLUMNS} FROM ai_providers WHERE installation_id = ?1 AND id = ?2`).bind(installationId, id).first<ProviderRow>();
+}
+
+/**
+ * Registers a provider; the API key is sealed at rest and never returned. `contentAllowed`
+ * defaults to true for Workers AI (inside Cloudflare) and false for an external endpoint.
+ */
+export async function createProvider(
+  env: Env,
+  actor: Actor,
+  input: { name?: string; kind: ProviderRow["kind"]; baseUrl?: string; model: string; apiKey?: string; timeoutMs?: number; contentAllowed?: boolean; outputFormat?: AiOutputFormat },
+) {
   if (input.kind === "openai-compatible") {
     let url: URL;
     try {
@@ -42,9 +67,11 @@ export async function createProvider(env: Env, actor: Actor, input: { name?: str
   }
   const id = newId("aip");
   const at = new Date().toISOString();
+  const contentAllowed = input.contentAllowed ?? input.kind === "workers-ai";
+  const outputFormat = input.outputFormat ?? "json";
   const sealed = input.apiKey ? (await sealPersonalData(env, actor.installationId, `ai_provider:${id}`, { apiKey: input.apiKey })).sealed : null;
   await env.DB.batch([
-    env.DB.prepare(`INSERT INTO ai_providers (id, installation_id, name, kind, base_url, model, api_key_sealed, timeout_ms, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)`).bind(
+    env.DB.prepare(`INSERT INTO ai_providers (id, installation_id, name, kind, base_url, model, api_key_sealed, timeout_ms, content_allowed, output_format, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)`).bind(
       id,
       actor.installationId,
       input.name ?? input.model,
@@ -53,6 +80,8 @@ export async function createProvider(env: Env, actor: Actor, input: { name?: str
       input.model,
       sealed,
       input.timeoutMs ?? 20_000,
+      contentAllowed ? 1 : 0,
+      outputFormat,
       at,
     ),
     auditStatement(env.DB, {
@@ -61,11 +90,11 @@ export async function createProvider(env: Env, actor: Actor, input: { name?: str
       action: "ai_provider.created",
       actor: actor.audit,
       target: { type: "ai_provider", id },
-      details: { kind: input.kind, model: input.model, baseUrl: input.baseUrl ?? null, hasApiKey: sealed !== null },
+      details: { kind: input.kind, model: input.model, baseUrl: input.baseUrl ?? null, hasApiKey: sealed !== null, contentAllowed, outputFormat },
       at,
     }),
   ]);
-  return serialize((await env.DB.prepare(`SELECT ${COLUMNS} FROM ai_providers WHERE id = ?1`).bind(id).first<ProviderRow>())!);
+  return serialize((await getProviderRow(env.DB, actor.installationId, id))!);
 }
 
 export async function listProviders(env: Env, actor: Actor) {
@@ -73,100 +102,30 @@ export async function listProviders(env: Env, actor: Actor) {
   return results.map(serialize);
 }
 
-interface Completion {
-  content: string;
-  usage: { promptTokens: number | null; completionTokens: number | null };
-}
-
-/** One interface over the provider kinds. */
-interface ChatProvider {
-  complete(messages: Array<{ role: "system" | "user"; content: string }>, signal: AbortSignal): Promise<Completion>;
-}
-
-function openAiCompatible(row: ProviderRow, apiKey: string | null): ChatProvider {
-  return {
-    async complete(messages, signal) {
-      const response = await fetch(`${row.baseUrl}/chat/completions`, {
-        method: "POST",
-        signal,
-        headers: { "content-type": "application/json", ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
-        body: JSON.stringify({ model: row.model, messages, temperature: 0, response_format: { type: "json_object" } }),
-      });
-      if (response.status === 429 || response.status >= 500) throw new ComponentExecutionError("ai_provider.unavailable", true, `The model endpoint answered ${response.status}.`);
-      if (!response.ok) throw new ComponentExecutionError("ai_provider.rejected", false, `The model endpoint answered ${response.status}.`);
-      const body = (await response.json().catch(() => null)) as { choices?: Array<{ message?: { content?: unknown } }>; usage?: { prompt_tokens?: number; completion_tokens?: number } } | null;
-      const content = body?.choices?.[0]?.message?.content;
-      if (typeof content !== "string") throw new ComponentExecutionError("ai.output_malformed", false, "The model endpoint's answer has no message content.");
-      return { content, usage: { promptTokens: body?.usage?.prompt_tokens ?? null, completionTokens: body?.usage?.completion_tokens ?? null } };
-    },
-  };
-}
-
-function workersAi(env: Env, row: ProviderRow): ChatProvider {
-  const ai = (env as unknown as { AI?: { run(model: string, input: unknown, options?: unknown): Promise<unknown> } }).AI;
-  return {
-    async complete(messages) {
-      if (!ai) throw new ComponentExecutionError("ai_provider.unavailable", false, "No AI binding is configured; add one to wrangler.jsonc to use Workers AI.");
-      const result = (await ai.run(row.model, { messages, response_format: { type: "json_object" } })) as { response?: unknown; usage?: { prompt_tokens?: number; completion_tokens?: number } };
-      const content = typeof result.response === "string" ? result.response : JSON.stringify(result.response ?? null);
-      return { content, usage: { promptTokens: result.usage?.prompt_tokens ?? null, completionTokens: result.usage?.completion_tokens ?? null } };
-    },
-  };
-}
-
-const OUTPUT_CONTRACT = (ports: string[]) => `Answer with one JSON object and nothing else: {"result_code": one of ${JSON.stringify(ports)}, "confidence": a number from 0 to 1, "rationale": a short explanation}.`;
-
-/**
- * Asks the node's provider for a proposal on the node's mapped input. Timeouts and 5xx are
- * retryable; malformed output and a result outside `result_ports` are not (they go to the error port).
- */
-export async function executeAgentProposal(env: Env, input: { installationId: string; providerId: string; instructions: string; resultPorts: string[]; input: JsonValue }): Promise<JsonObject> {
-  const row = await env.DB.prepare(`SELECT ${COLUMNS} FROM ai_providers WHERE installation_id = ?1 AND id = ?2`).bind(input.installationId, input.providerId).first<ProviderRow>();
-  if (!row) throw new ComponentExecutionError("ai_provider.unknown", false, "The node's AI provider does not exist in this installation.");
-  const apiKey = row.apiKeySealed ? (await openPersonalData<{ apiKey: string }>(env, input.installationId, `ai_provider:${row.id}`, row.apiKeySealed)).apiKey : null;
-  const provider = row.kind === "workers-ai" ? workersAi(env, row) : openAiCompatible(row, apiKey);
-  const started = Date.now();
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), row.timeoutMs);
-  let completion: Completion;
-  try {
-    completion = await provider.complete(
-      [
-        { role: "system", content: `${input.instructions}\n\n${OUTPUT_CONTRACT(input.resultPorts)}` },
-        { role: "user", content: JSON.stringify(input.input) },
-      ],
-      controller.signal,
-    );
-  } catch (error) {
-    if (error instanceof ComponentExecutionError) throw error;
-    if (controller.signal.aborted) throw new ComponentExecutionError("ai.timeout", true, `The model did not answer within ${row.timeoutMs} ms.`);
-    throw new ComponentExecutionError("ai_provider.unavailable", true, "The model endpoint could not be reached.");
-  } finally {
-    clearTimeout(timer);
-  }
-  const latencyMs = Date.now() - started;
-  let parsed: { result_code?: unknown; confidence?: unknown; rationale?: unknown };
-  try {
-    parsed = JSON.parse(completion.content) as typeof parsed;
-  } catch {
-    throw new ComponentExecutionError("ai.output_malformed", false, "The model's answer is not JSON.");
-  }
-  if (!parsed || typeof parsed !== "object" || typeof parsed.result_code !== "string") throw new ComponentExecutionError("ai.output_malformed", false, "The model's answer has no result_code.");
-  if (!input.resultPorts.includes(parsed.result_code)) throw new ComponentExecutionError("ai.result_port_invalid", false, "The model proposed a result that is not one of the node's result ports.");
-  const confidence = typeof parsed.confidence === "number" && parsed.confidence >= 0 && parsed.confidence <= 1 ? parsed.confidence : null;
-  return {
-    port: parsed.result_code,
-    resultCode: parsed.result_code,
-    confidence,
-    rationale: typeof parsed.rationale === "string" ? parsed.rationale.slice(0, 2_000) : null,
-    provider: { id: row.id, kind: row.kind, model: row.model },
-    usage: completion.usage,
-    latencyMs,
-  };
-}
-
 export async function getProvider(env: Env, actor: Actor, id: string) {
-  const row = await env.DB.prepare(`SELECT ${COLUMNS} FROM ai_providers WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<ProviderRow>();
+  const row = await getProviderRow(env.DB, actor.installationId, id);
   if (!row) throw notFound("ai_provider");
   return serialize(row);
+}
+
+/** Allows or forbids a provider to receive reported content; audited with the previous value. */
+export async function updateProvider(env: Env, actor: Actor, id: string, input: { contentAllowed: boolean }) {
+  const row = await getProviderRow(env.DB, actor.installationId, id);
+  if (!row) throw notFound("ai_provider");
+  if ((row.contentAllowed === 1) !== input.contentAllowed) {
+    const at = new Date().toISOString();
+    await env.DB.batch([
+      env.DB.prepare(`UPDATE ai_providers SET content_allowed = ?3 WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id, input.contentAllowed ? 1 : 0),
+      auditStatement(env.DB, {
+        installationId: actor.installationId,
+        idempotencyKey: `ai_provider:${id}:content_allowed:${crypto.randomUUID()}`,
+        action: "ai_provider.updated",
+        actor: actor.audit,
+        target: { type: "ai_provider", id },
+        details: { name: row.name, contentAllowed: input.contentAllowed, previous: { contentAllowed: row.contentAllowed === 1 } },
+        at,
+      }),
+    ]);
+  }
+  return getProvider(env, actor, id);
 }

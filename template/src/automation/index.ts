@@ -1,6 +1,8 @@
-// Automation: components (sandboxed and built-in), AI proposals, shadow evaluation, backtests.
+// Automation: components (sandboxed and built-in), AI providers, policies and proposals, shadow
+// evaluation, backtests.
 export { ComponentEgress, ComponentExecutionError, executeComponentVersion } from "./components";
 export { BUILTIN_COMPONENTS, executeBuiltin } from "./builtins";
-export { AI_PROVIDER_KINDS, executeAgentProposal } from "./ai";
+export { AI_OUTPUT_FORMATS, AI_PROVIDER_KINDS } from "./ai";
+export { executeAgentProposal } from "./ai-proposal";
 export { executeAiProposal, executeEnrichment } from "./nodes";
 export { consumeBacktests } from "./evaluation";

@@ -1,7 +1,7 @@
 // What the enrichment and ai_proposal nodes do when the runtime executes them. Their input is the
 // node's mapped input only; a non-retryable failure goes to the node's error port.
 import { evaluateInputMapping, loadWorkflowExecutionContext, type NodeCall } from "../workflows";
-import { executeAgentProposal } from "./ai";
+import { executeAgentProposal } from "./ai-proposal";
 import { BUILTIN_COMPONENTS, executeBuiltin } from "./builtins";
 import { ComponentExecutionError, executeComponentVersion } from "./components";
 
@@ -30,13 +30,12 @@ export async function executeEnrichment(call: NodeCall): Promise<Record<string, 
 
 export async function executeAiProposal(call: NodeCall): Promise<Record<string, unknown>> {
   const { env, ctx, run, node } = call;
-  const input = await mappedInput(call);
   const resultPorts = Array.isArray(node.config.result_ports) ? node.config.result_ports.filter((p): p is string => typeof p === "string") : [];
   if (typeof node.config.component_version_id === "string") {
     const result = await executeComponentVersion(env, ctx, {
       installationId: run.installationId,
       componentVersionId: node.config.component_version_id,
-      input,
+      input: await mappedInput(call),
       context: { nodeId: node.id, resultPorts },
     });
     const data = result.data && typeof result.data === "object" && !Array.isArray(result.data) ? result.data : {};
@@ -44,11 +43,15 @@ export async function executeAiProposal(call: NodeCall): Promise<Record<string, 
     if (!code || !resultPorts.includes(code)) throw new ComponentExecutionError("ai.result_port_invalid", false, "The component proposed a result that is not one of the node's result ports.");
     return { port: code, resultCode: code, ...result };
   }
+  const labelPorts = node.config.label_ports;
   return executeAgentProposal(env, {
     installationId: run.installationId,
     providerId: String(node.config.provider_id),
+    ...(typeof node.config.policy_version_id === "string" ? { policyReference: node.config.policy_version_id } : {}),
     instructions: String(node.config.instructions ?? ""),
     resultPorts,
-    input,
+    ...(labelPorts && typeof labelPorts === "object" && !Array.isArray(labelPorts) ? { labelPorts: Object.fromEntries(Object.entries(labelPorts).filter((e): e is [string, string] => typeof e[1] === "string")) } : {}),
+    readsContent: call.readsContent === true,
+    input: () => mappedInput(call),
   });
 }

@@ -1,9 +1,10 @@
-// /api/v1 components, AI providers, shadow reports and backtests.
-import { routes } from "../http/route";
-import { createProvider, getProvider, listProviders } from "./ai";
+// /api/v1 components, AI providers, policies, shadow reports and backtests.
+import { routes, withStatus } from "../http/route";
+import { createProvider, getProvider, listProviders, updateProvider } from "./ai";
 import { BUILTIN_COMPONENTS } from "./builtins";
 import { createComponent, listComponents, publishComponentVersion } from "./components";
 import { getBacktest, shadowReport, startBacktest } from "./evaluation";
+import { addPolicyVersion, createPolicy, getPolicy, getPolicyVersion, listPolicies, retirePolicy } from "./policies";
 
 export const automationRoutes = routes()
   .op({ method: "post", path: "/components", summary: "Create a component", auth: ["admin"], body: "CreateComponent", ok: 201, errors: [409] }, async (c, { body }) => createComponent(c.env, c.get("actor"), body))
@@ -29,6 +30,31 @@ export const automationRoutes = routes()
   )
   .op({ method: "get", path: "/ai-providers", summary: "List AI providers", auth: ["admin"], ok: 200 }, async (c) => ({ items: await listProviders(c.env, c.get("actor")) }))
   .op({ method: "get", path: "/ai-providers/:id", summary: "Read an AI provider", auth: ["admin"], ok: 200, errors: [404] }, async (c) => getProvider(c.env, c.get("actor"), c.req.param("id")))
+  .op({ method: "patch", path: "/ai-providers/:id", summary: "Allow or forbid an AI provider to receive reported content (audited)", auth: ["admin"], body: "UpdateAiProvider", ok: 200, errors: [404] }, async (c, { body }) =>
+    updateProvider(c.env, c.get("actor"), c.req.param("id"), body),
+  )
+  .op({ method: "post", path: "/policies", summary: "Create a policy (with its version 1 when text is given)", auth: ["admin"], body: "CreatePolicy", ok: 201, errors: [409, 413, 422] }, async (c, { body }) =>
+    createPolicy(c.env, c.get("actor"), body),
+  )
+  .op({ method: "get", path: "/policies", summary: "List policies with their newest version", auth: ["admin", "review"], ok: 200 }, async (c) => ({ items: await listPolicies(c.env, c.get("actor")) }))
+  .op({ method: "get", path: "/policies/:id", summary: "Read a policy: its versions and its newest text", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => getPolicy(c.env, c.get("actor"), c.req.param("id")))
+  .op(
+    {
+      method: "post",
+      path: "/policies/:id/versions",
+      summary: "Publish an immutable policy version; returns its number and digest (the newest version again, with 200, when the text is unchanged)",
+      auth: ["admin"],
+      body: "PublishPolicyVersion",
+      ok: 201,
+      errors: [404, 409, 413, 422],
+    },
+    async (c, { body }) => {
+      const { version, created } = await addPolicyVersion(c.env, c.get("actor"), c.req.param("id"), body);
+      return withStatus(version, created ? 201 : 200);
+    },
+  )
+  .op({ method: "post", path: "/policies/:id/retire", summary: "Retire a policy: no new versions, references or runs under it", auth: ["admin"], ok: 200, errors: [404] }, async (c) => retirePolicy(c.env, c.get("actor"), c.req.param("id")))
+  .op({ method: "get", path: "/policy-versions/:id", summary: "Read a policy version with its text and digest", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => getPolicyVersion(c.env, c.get("actor"), c.req.param("id")))
   .op(
     { method: "get", path: "/workflow-versions/:id/shadow-report", summary: "Shadow runs of this version against people's decisions: runs compared, agreement rate, confusion matrix", auth: ["admin", "review"], ok: 200, errors: [404] },
     async (c) => shadowReport(c.env, c.get("actor"), c.req.param("id")),

@@ -1,7 +1,7 @@
 // JSON Schemas of request bodies: used for validation, published in the OpenAPI document, and (with
 // json-schema-to-ts's FromSchema, types only) the type of the body a route's handler receives.
 import type { JSONSchema } from "json-schema-to-ts";
-import { AI_PROVIDER_KINDS } from "../automation";
+import { AI_OUTPUT_FORMATS, AI_PROVIDER_KINDS } from "../automation";
 import { APPEAL_OUTCOMES, DSA_KEYWORDS, REPORT_SOURCES, SUBJECT_KINDS, TRIGGER_EVENTS } from "../cases";
 import { CONSOLE_ROLES } from "../console";
 import { WEBHOOK_EVENT_TYPES } from "../enforcement";
@@ -215,7 +215,31 @@ export const schemas = {
       model: { type: "string", minLength: 1, maxLength: 200 },
       apiKey: { type: "string", minLength: 1, maxLength: 4096 },
       timeoutMs: { type: "integer", minimum: 500, maximum: 120_000 },
+      contentAllowed: { type: "boolean", description: "Whether nodes may send it reported content; default true for workers-ai, false for openai-compatible." },
+      outputFormat: { enum: AI_OUTPUT_FORMATS, description: "How the model answers: json (default) or llama_guard (safe / unsafe + categories)." },
     },
+  },
+  UpdateAiProvider: {
+    type: "object",
+    required: ["contentAllowed"],
+    additionalProperties: false,
+    properties: { contentAllowed: { type: "boolean" } },
+  },
+  CreatePolicy: {
+    type: "object",
+    required: ["name"],
+    additionalProperties: false,
+    properties: {
+      name: { type: "string", pattern: "^[A-Za-z0-9._:-]{1,100}$", description: "Unique in the installation; a node may name the policy by it (its newest version at run time)." },
+      description: { type: "string", maxLength: 2000 },
+      text: { type: "string", minLength: 1, maxLength: 100_000, description: "The text of version 1 (optional)." },
+    },
+  },
+  PublishPolicyVersion: {
+    type: "object",
+    required: ["text"],
+    additionalProperties: false,
+    properties: { text: { type: "string", minLength: 1, maxLength: 100_000 } },
   },
   StartBacktest: {
     type: "object",

@@ -1,6 +1,6 @@
-// At publish: everything a graph's configs name (queues, action types, providers, components,
-// endpoints, linked versions) must exist in the publishing installation. One D1 batch, one query
-// per kind of reference; each missing name is a problem at its JSON path.
+// At publish: everything a graph's configs name (queues, action types, providers, policies,
+// components, endpoints, linked versions) must exist in the publishing installation. One D1 batch,
+// one query per kind of reference; each missing name is a problem at its JSON path.
 import type { ErrorDetail } from "../errors";
 import { kindOf } from "./kinds/descriptors";
 import type { ConfigReference } from "./kinds/descriptor";
@@ -15,6 +15,13 @@ const LOOKUPS: Record<ConfigReference["type"], { sql: string; what: string; crea
   },
   action_type: { sql: `SELECT value FROM json_each(?2) WHERE value IN (SELECT key FROM action_types WHERE installation_id = ?1)`, what: "action type (by key)", create: "POST /api/v1/action-types" },
   ai_provider: { sql: `SELECT value FROM json_each(?2) WHERE value IN (SELECT id FROM ai_providers WHERE installation_id = ?1)`, what: "AI provider", create: "POST /api/v1/ai-providers" },
+  // A version id, or a policy's name (its newest version at run time); retired policies do not count.
+  policy_version: {
+    sql: `SELECT value FROM json_each(?2) WHERE value IN (SELECT v.id FROM policy_versions v JOIN policies p ON p.id = v.policy_id WHERE v.installation_id = ?1 AND p.retired_at IS NULL)
+      OR value IN (SELECT p.name FROM policies p WHERE p.installation_id = ?1 AND p.retired_at IS NULL AND EXISTS (SELECT 1 FROM policy_versions v WHERE v.policy_id = p.id))`,
+    what: "live policy version or policy with a version (by id or name)",
+    create: "POST /api/v1/policies",
+  },
   component_version: {
     sql: `SELECT value FROM json_each(?2) WHERE value IN (SELECT id FROM component_versions WHERE installation_id = ?1)`,
     what: "component version",

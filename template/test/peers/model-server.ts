@@ -1,15 +1,36 @@
 // An OpenAI-compatible chat-completions endpoint for tests, as a separate Worker with deterministic
 // answers chosen by the requested model: "fixed-remove" → a valid proposal, "wrong-port" → a result
-// outside the node's ports, "malformed" → non-JSON content, "slow" → answers after 3 s.
+// outside the node's ports, "malformed" → non-JSON content, "slow" → answers after 3 s,
+// "policy-reader" → "remove" only when the system prompt carries the policy's marker
+// (MARKER-POLICY-7), citing section 4.2; "llama-guard" → Llama Guard's `safe` / `unsafe\nS2,S10`
+// from words of the user message (and 400 if asked for JSON mode, which Llama Guard cannot do);
+// "redirect" → a 307 to an address that would answer a valid proposal if the redirect were followed.
 export default {
   async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
     if (request.method !== "POST" || !url.pathname.endsWith("/chat/completions")) return new Response("not found", { status: 404 });
     if (request.headers.get("authorization") !== "Bearer sk-test-model-key") return Response.json({ error: { message: "bad key" } }, { status: 401 });
-    const body = (await request.json()) as { model: string; messages: Array<{ role: string; content: string }> };
+    const body = (await request.json()) as { model: string; messages: Array<{ role: string; content: string }>; response_format?: unknown };
     const user = body.messages.find((m) => m.role === "user")?.content ?? "";
+    const system = body.messages.find((m) => m.role === "system")?.content ?? "";
     let content: string;
+    if (url.pathname.includes("/followed/")) return completion(body, JSON.stringify({ result_code: "remove", confidence: 1, rationale: "followed a redirect" }));
     switch (body.model) {
+      case "policy-reader":
+        content = JSON.stringify(
+          system.includes("MARKER-POLICY-7")
+            ? { result_code: "remove", confidence: 0.8, rationale: "Section 4.2 of the policy applies.", policy_sections: ["4.2"] }
+            : { result_code: "keep", confidence: 0.6, rationale: "No policy in the prompt." },
+        );
+        break;
+      case "llama-guard": {
+        if (body.response_format !== undefined) return Response.json({ error: { message: "llama guard has no JSON mode" } }, { status: 400 });
+        const categories = [...(user.includes("scam") ? ["S2"] : []), ...(user.includes("hate") ? ["S10"] : [])];
+        content = categories.length ? `unsafe\n${categories.join(",")}` : "safe";
+        break;
+      }
+      case "redirect":
+        return new Response(null, { status: 307, headers: { location: "https://model.test/v1/followed/chat/completions" } });
       case "fixed-remove":
         content = JSON.stringify({ result_code: user.includes("scam") ? "remove" : "keep", confidence: 0.92, rationale: "Matches the scam pattern." });
         break;
@@ -26,12 +47,16 @@ export default {
       default:
         return Response.json({ error: { message: "unknown model" } }, { status: 400 });
     }
-    return Response.json({
-      id: "chatcmpl-test",
-      object: "chat.completion",
-      model: body.model,
-      choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
-      usage: { prompt_tokens: Math.ceil(JSON.stringify(body.messages).length / 4), completion_tokens: Math.ceil(content.length / 4) },
-    });
+    return completion(body, content);
   },
 };
+
+function completion(body: { model: string; messages: unknown }, content: string): Response {
+  return Response.json({
+    id: "chatcmpl-test",
+    object: "chat.completion",
+    model: body.model,
+    choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+    usage: { prompt_tokens: Math.ceil(JSON.stringify(body.messages).length / 4), completion_tokens: Math.ceil(content.length / 4) },
+  });
+}

@@ -10,6 +10,7 @@ export interface Lookups {
   queues: Array<{ id: string; name: string }>;
   actionTypes: Array<{ key: string; name: string }>;
   providers: Array<{ id: string; name?: string; model: string }>;
+  policies: Array<{ name: string; retiredAt: string | null; latest: { id: string; version: number } | null }>;
   components: { builtIns: string[]; versions: Array<{ id: string; label: string }> };
   endpoints: Array<{ id: string; url: string }>;
 }
@@ -186,6 +187,10 @@ function lookupOptions(lookups: Lookups, lookup: Lookup): Array<{ value: string;
     case "queues": return lookups.queues.map((q) => ({ value: q.name, label: q.name }));
     case "actionTypes": return lookups.actionTypes.map((a) => ({ value: a.key, label: `${a.name} (${a.key})` }));
     case "providers": return lookups.providers.map((p) => ({ value: p.id, label: `${p.name ?? p.id} (${p.model})` }));
+    case "policies": return lookups.policies.filter((p) => !p.retiredAt && p.latest).flatMap((p) => [
+      { value: p.name, label: `${p.name} (newest version)` },
+      { value: p.latest!.id, label: `${p.name} v${p.latest!.version} (pinned)` },
+    ]);
     case "builtIns": return lookups.components.builtIns.map((b) => ({ value: b, label: b.replace(/_/gu, " ") }));
     case "componentVersions": return lookups.components.versions.map((v) => ({ value: v.id, label: v.label }));
     case "endpoints": return lookups.endpoints.map((e) => ({ value: e.id, label: e.url }));

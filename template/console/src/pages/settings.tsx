@@ -1,19 +1,23 @@
 // Settings: queues, triggers, action types, webhook endpoints (secret shown once), API keys (shown
-// once, revocable), console users and AI providers. Everyone may read; only admins change things.
+// once, revocable), console users, AI providers and policies (settings/*.tsx). Everyone may read;
+// only admins change things.
 import { useState, } from "react";
 import { get, post, type Page, type Queue, type Workflow } from "../api";
 import { useResource } from "../hooks";
 import { useNavigate } from "../router";
 import { cannotReason, useCan, useSession } from "../session";
 import { Empty, ErrorNote, formatSeconds, Loading, PageTitle, SecretOnce, shortId, StateBadge, Tabs, Time, useToast } from "../ui";
+import { ProvidersTab } from "./settings/ai-providers";
 import { ApiKeysTab } from "./settings/api-keys";
 import { FormCard, Input, useSubmit } from "./settings/form";
+import { PoliciesTab } from "./settings/policies";
 import { UsersTab } from "./settings/users";
 
-type Tab = "queues" | "triggers" | "action-types" | "webhooks" | "api-keys" | "users" | "ai-providers";
+type Tab = "queues" | "triggers" | "action-types" | "webhooks" | "api-keys" | "users" | "ai-providers" | "policies";
 const TABS: Array<{ id: Tab; label: string }> = [
   { id: "queues", label: "Queues" }, { id: "triggers", label: "Triggers" }, { id: "action-types", label: "Action types" },
   { id: "webhooks", label: "Webhook endpoints" }, { id: "api-keys", label: "API keys" }, { id: "users", label: "Users" }, { id: "ai-providers", label: "AI providers" },
+  { id: "policies", label: "Policies" },
 ];
 
 function QueuesTab({ canAdmin }: { canAdmin: boolean }) {
@@ -207,40 +211,6 @@ function ActionTypesTab({ canAdmin }: { canAdmin: boolean }) {
   );
 }
 
-function ProvidersTab({ canAdmin }: { canAdmin: boolean }) {
-  const toast = useToast();
-  const providers = useResource((signal) => get<Page<{ id: string; name: string; kind: string; baseUrl: string | null; model: string; hasApiKey: boolean; createdAt: string }>>("/ai-providers", signal), []);
-  const [form, setForm] = useState({ name: "", kind: "openai-compatible", baseUrl: "", model: "", apiKey: "" });
-  const create = useSubmit(async () => {
-    await post("/ai-providers", { name: form.name || form.model, kind: form.kind, model: form.model, ...(form.baseUrl ? { baseUrl: form.baseUrl } : {}), ...(form.apiKey ? { apiKey: form.apiKey } : {}) });
-    toast("AI provider registered; its key is sealed and never shown again.");
-    setForm({ ...form, apiKey: "" });
-    providers.reload();
-  });
-  return (
-    <>
-      <ErrorNote error={providers.error} retry={providers.reload} />
-      {providers.data?.items.length === 0 ? <Empty>No AI providers.</Empty> : null}
-      {providers.data?.items.length ? (
-        <table className="table"><caption className="sr-only">AI providers</caption>
-          <thead><tr><th scope="col">Name</th><th scope="col">Id</th><th scope="col">Kind</th><th scope="col">Model</th><th scope="col">Key</th></tr></thead>
-          <tbody>{providers.data.items.map((p) => <tr key={p.id}><th scope="row">{p.name}</th><td><code>{shortId(p.id)}</code></td><td>{p.kind}</td><td>{p.model}</td><td>{p.hasApiKey ? "sealed" : "none"}</td></tr>)}</tbody>
-        </table>
-      ) : null}
-      {canAdmin ? (
-        <FormCard title="Register an AI provider" onSubmit={(e) => void create.submit(e)} busy={create.busy} error={create.error} submitLabel="Register">
-          <Input id="ai-name" label="Name" value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} />
-          <div className="field"><label htmlFor="ai-kind">Kind</label>
-            <select id="ai-kind" value={form.kind} onChange={(e) => setForm({ ...form, kind: e.target.value })}><option value="openai-compatible">OpenAI-compatible endpoint</option><option value="workers-ai">Workers AI</option></select></div>
-          {form.kind === "openai-compatible" ? <Input id="ai-base" label="Base URL" type="url" value={form.baseUrl} onChange={(e) => setForm({ ...form, baseUrl: e.target.value })} /> : null}
-          <Input id="ai-model" label="Model" value={form.model} onChange={(e) => setForm({ ...form, model: e.target.value })} required />
-          {form.kind === "openai-compatible" ? <Input id="ai-key" label="API key" type="password" value={form.apiKey} onChange={(e) => setForm({ ...form, apiKey: e.target.value })} help="Sealed at rest and never returned." /> : null}
-        </FormCard>
-      ) : null}
-    </>
-  );
-}
-
 export function SettingsPage({ params }: { params: Record<string, string> }) {
   const navigate = useNavigate();
   const canAdmin = useCan("admin");
@@ -259,6 +229,7 @@ export function SettingsPage({ params }: { params: Record<string, string> }) {
         {tab === "api-keys" ? <ApiKeysTab canAdmin={canAdmin} /> : null}
         {tab === "users" ? <UsersTab canAdmin={canAdmin} /> : null}
         {tab === "ai-providers" ? <ProvidersTab canAdmin={canAdmin} /> : null}
+        {tab === "policies" ? <PoliciesTab canAdmin={canAdmin} /> : null}
       </div>
     </section>
   );

@@ -16,7 +16,7 @@ export type KernelProtocol = "step" | "delay" | "wait" | "action";
 export type KindGroup = "Flow" | "Automation" | "People" | "Effects";
 
 /** Lists the console fills a select from. */
-export type Lookup = "queues" | "actionTypes" | "providers" | "builtIns" | "componentVersions" | "endpoints";
+export type Lookup = "queues" | "actionTypes" | "providers" | "policies" | "builtIns" | "componentVersions" | "endpoints";
 
 /** One field of the config panel. Widgets with their own editors: `cases`, `response_schema`. */
 export interface ConfigField {
@@ -39,7 +39,7 @@ export interface ConfigField {
 /** Something a config names that must exist in the installation when the version is published. */
 export interface ConfigReference {
   path: string;
-  type: "queue" | "action_type" | "ai_provider" | "component_version" | "webhook_endpoint" | "workflow_version";
+  type: "queue" | "action_type" | "ai_provider" | "policy_version" | "component_version" | "webhook_endpoint" | "workflow_version";
   value: string;
 }
 

@@ -9,6 +9,22 @@ import type { ConfigReference, KindDescriptor, Problem } from "./descriptor";
 
 const ref = (config: JsonObject, key: string, type: ConfigReference["type"]): ConfigReference[] => (typeof config[key] === "string" && config[key] !== "" ? [{ path: `config.${key}`, type, value: config[key] as string }] : []);
 
+const POLICY_REFERENCE = /^[A-Za-z0-9._:-]{1,200}$/u;
+const LABEL = /^[A-Za-z0-9_.:-]{1,100}$/u;
+
+/** `label_ports`: a model's own labels (safe, unsafe, a category such as S10) → result ports. */
+function labelPortProblems(config: JsonObject): Problem[] {
+  const labels = config.label_ports;
+  if (labels === undefined) return [];
+  if (!isRecord(labels)) return [{ path: "config.label_ports", code: "config_invalid", message: 'label_ports must be an object of label → result port, e.g. { "safe": "no_violation", "unsafe": "violation" }.' }];
+  const ports = stringList(config.result_ports);
+  return Object.entries(labels).flatMap(([label, port]): Problem[] => {
+    if (!LABEL.test(label)) return [{ path: "config.label_ports", code: "config_invalid", message: "A label must be 1-100 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'." }];
+    if (typeof port !== "string" || !ports.includes(port)) return [{ path: `config.label_ports.${label}`, code: "config_invalid", message: `Label ${label} must map to one of the node's result_ports.` }];
+    return [];
+  });
+}
+
 const DEFAULT_RESPONSE_SCHEMA: JsonObject = {
   type: "object",
   required: ["outcome"],
@@ -138,8 +154,10 @@ const DEFINITIONS = {
     mapping: { label: "Model input", help: "What the model sees, besides its instructions." },
     fields: [
       { key: "provider_id", label: "AI provider", input: "select", lookup: "providers" },
+      { key: "policy_version_id", label: "Policy", input: "select", lookup: "policies", help: "A policy (its newest version when the node runs) or one pinned version; its text leads the prompt." },
       { key: "instructions", label: "Instructions", input: "multiline" },
-      { key: "result_ports", label: "Result ports", input: "port_list", help: "Comma-separated; the model must choose one." },
+      { key: "result_ports", label: "Result ports", input: "port_list", help: "Comma-separated, by precedence; the model must choose one." },
+      { key: "label_ports", label: "Label ports", input: "json", help: 'For models answering in their own labels (Llama Guard): { "safe": "no_violation", "unsafe": "violation", "S10": "hate" }.' },
     ],
     defaults: { config: { provider_id: "", instructions: "Decide whether the reported content breaks the policy.", result_ports: ["violation", "no_violation"] } },
     validate: (node) => {
@@ -148,9 +166,13 @@ const DEFINITIONS = {
       if (typeof node.config.provider_id !== "string" && typeof node.config.component_version_id !== "string") {
         problems.push({ path: "config.provider_id", code: "config_invalid", message: "ai_proposal needs config.provider_id (or a component_version_id)." });
       }
+      if (node.config.policy_version_id !== undefined && (typeof node.config.policy_version_id !== "string" || !POLICY_REFERENCE.test(node.config.policy_version_id))) {
+        problems.push({ path: "config.policy_version_id", code: "config_invalid", message: "policy_version_id must be a policy version id or a policy's name." });
+      }
+      problems.push(...labelPortProblems(node.config));
       return problems;
     },
-    references: (config) => [...ref(config, "provider_id", "ai_provider"), ...ref(config, "component_version_id", "component_version")],
+    references: (config) => [...ref(config, "provider_id", "ai_provider"), ...ref(config, "policy_version_id", "policy_version"), ...ref(config, "component_version_id", "component_version")],
   },
   human_task: {
     label: "Human task",

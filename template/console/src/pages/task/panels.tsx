@@ -143,6 +143,7 @@ export function AutomationSummary({ run, taskStepNodeIds }: { run: RunDetail; ta
                   <p>Proposed <strong>{String(out.resultCode ?? out.port ?? "—")}</strong>{percent(out.confidence) ? <> with {percent(out.confidence)} confidence</> : null}
                     {out.provider && typeof out.provider === "object" ? <span className="muted small"> · {String((out.provider as Record<string, unknown>).model ?? "")}</span> : null}</p>
                   {typeof out.rationale === "string" ? <blockquote className="content-text rationale"><span className="muted small">Why</span><p>{out.rationale}</p></blockquote> : null}
+                  {out.policy && typeof out.policy === "object" ? <PolicyLine policy={out.policy as Record<string, unknown>} sections={out.policySections} /> : null}
                 </div>
               ) : null}
               {step.kind === "enrichment" && !failed ? (
@@ -161,3 +162,14 @@ export function AutomationSummary({ run, taskStepNodeIds }: { run: RunDetail; ta
   );
 }
 
+
+/** Which policy text drove a proposal: name, version and digest, and the sections it cited. */
+function PolicyLine({ policy, sections }: { policy: Record<string, unknown>; sections: unknown }) {
+  const cited = Array.isArray(sections) ? sections.filter((x): x is string => typeof x === "string") : [];
+  return (
+    <p className="muted small" data-testid="ai-proposal-policy">
+      Under policy <strong>{String(policy.name ?? "")}</strong> v{String(policy.version ?? "?")} <code title={String(policy.digest ?? "")}>{String(policy.digest ?? "").slice(0, 19)}</code>
+      {cited.length ? <> · cites {cited.join(", ")}</> : null}
+    </p>
+  );
+}
