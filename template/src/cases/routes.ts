@@ -117,7 +117,7 @@ export const caseRoutes = routes()
     {
       method: "post",
       path: "/appeals",
-      summary: "Appeal a report's handling; starts the appeal workflow(s) of appeal.created triggers",
+      summary: "Appeal a report's handling or a decision (appellantRole: notifier or affected); starts the appeal workflow(s) of appeal.created triggers",
       auth: ["reports:write"],
       body: "CreateAppeal",
       ok: 201,
