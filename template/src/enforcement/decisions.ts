@@ -48,7 +48,10 @@ async function decisionStatements(env: Env, source: DecisionSource) {
   // The same check the decision node's descriptor runs at publish; here it guards POST /decisions too.
   const problems = decisionConfigProblems(config);
   if (problems.length > 0) {
-    throw new AppError("decision.config_invalid", `Decision ${label}: ${problems.map((p) => p.message).join(" ")}`, { details: problems.map((p) => ({ ...p, path: source.inputPath ? source.inputPath(p.path) : p.path, code: "config_invalid" })) });
+    throw new AppError("decision.config_invalid", `Decision ${label}: ${problems.map((p) => p.message).join(" ")}`, {
+      status: 422,
+      details: problems.map((p) => ({ ...p, path: source.inputPath ? source.inputPath(p.path) : p.path, code: "config_invalid" })),
+    });
   }
   const outcome = config.outcome as string;
   const reportRow = source.reportId ? await getReportRow(env.DB, source.installationId, source.reportId) : null;

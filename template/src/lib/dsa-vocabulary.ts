@@ -81,7 +81,7 @@ export function decisionConfigProblems(config: Record<string, unknown>): ConfigP
     if (visibility.includes("other") && !r.visibility_other) problems.push({ path: "config.restrictions.visibility_other", message: "restrictions.visibility_other explains an 'other' visibility restriction." });
     if (r.monetary === "other" && !r.monetary_other) problems.push({ path: "config.restrictions.monetary_other", message: "restrictions.monetary_other explains an 'other' monetary restriction." });
     if (config.outcome === NO_ACTION && restricts) {
-      problems.push({ path: "config.restrictions", message: "outcome no_action is a decision not to act, so it cannot name restrictions: remove config.restrictions, or give the outcome that restricts (e.g. content_removed)." });
+      problems.push({ path: "config.restrictions", message: "outcome no_action is a decision not to act, so it cannot name restrictions: remove the restrictions, or name the outcome that restricts (e.g. content_removed)." });
     }
   }
   if (config.content_type !== undefined) {
