@@ -25,6 +25,7 @@ export const caseRoutes = routes()
       ok: 201,
       errors: [409, 422],
       headers: ["Idempotency-Key"],
+      rateLimit: "INTAKE_RATE_LIMIT",
     },
     async (c, { body }) => {
       const result = await intakeReport(c.env, c.executionCtx as ExecutionContext, c.get("actor"), body, idempotencyKey(c.req.header("idempotency-key")));

@@ -244,7 +244,13 @@ export const schemas = {
     type: "object",
     required: ["installationId", "email"],
     additionalProperties: false,
-    properties: { installationId: identifier, email: { type: "string", minLength: 3, maxLength: 320 }, name, role: { enum: CONSOLE_ROLES } },
+    properties: {
+      installationId: identifier,
+      email: { type: "string", minLength: 3, maxLength: 320 },
+      name,
+      role: { enum: CONSOLE_ROLES },
+      accessSignIn: { type: "boolean", description: "For a new user: bind the email's Cloudflare Access sign-in to this installation (default true)." },
+    },
   },
   CreateConsoleUser: {
     type: "object",
@@ -255,11 +261,12 @@ export const schemas = {
       name,
       role: { enum: CONSOLE_ROLES },
       queueIds: { type: ["array", "null"], maxItems: 200, items: identifier, description: "Queues a moderator may work; null or absent: all." },
+      accessSignIn: { type: "boolean", description: "Bind this email's Cloudflare Access sign-in to this installation (default true)." },
     },
   },
   UpdateConsoleUser: {
     type: "object",
     additionalProperties: false,
-    properties: { name, role: { enum: CONSOLE_ROLES }, queueIds: { type: ["array", "null"], maxItems: 200, items: identifier }, disabled: { type: "boolean" } },
+    properties: { name, role: { enum: CONSOLE_ROLES }, queueIds: { type: ["array", "null"], maxItems: 200, items: identifier }, disabled: { type: "boolean" }, accessSignIn: { type: "boolean" } },
   },
 } as const satisfies Record<string, JSONSchema>;
