@@ -109,7 +109,7 @@ describe("intake rate limit (Workers Rate Limiting binding INTAKE_RATE_LIMIT, 30
     const calm = await api("/api/v1/api-keys", { key: apiKey, body: { name: "calm", scopes: ["reports:write"] } });
     // Invalid bodies are cheap and still count: the limit applies after authentication, before anything else.
     let accepted = 0;
-    let limited: Awaited<ReturnType<typeof api>> | null = null;
+    let limited: { status: number; body: any; headers: Headers } | null = null;
     // The binding counts in fixed 60 s windows; a window may roll over once while this runs, so the
     // first 429 comes after 300 to 599 counted requests.
     while (!limited && accepted < 600) {
