@@ -37,9 +37,24 @@ export interface RequestOptions {
   quiet401?: boolean;
 }
 
+/**
+ * The installation a Cloudflare Access sign-in should land in, when the email is a console user
+ * of several (`?installation=<id>` in the console's URL, kept for the tab); sent on every request.
+ */
+const installationChoice = (() => {
+  try {
+    const chosen = new URL(window.location.href).searchParams.get("installation");
+    if (chosen) window.sessionStorage.setItem("safest.installation", chosen);
+    return chosen ?? window.sessionStorage.getItem("safest.installation");
+  } catch {
+    return null;
+  }
+})();
+
 export async function api<T = unknown>(path: string, options: RequestOptions = {}): Promise<T> {
   const method = options.method ?? (options.body === undefined ? "GET" : "POST");
   const headers: Record<string, string> = { accept: "application/json", ...options.headers };
+  if (installationChoice) headers["x-safest-installation"] = installationChoice;
   if (options.body !== undefined) headers["content-type"] = "application/json";
   if (method !== "GET" && method !== "HEAD" && csrfToken) headers["x-csrf-token"] = csrfToken;
   let response: Response;

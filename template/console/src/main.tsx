@@ -158,6 +158,21 @@ function SignIn({ expired }: { expired: boolean }) {
   );
 }
 
+/** Cloudflare Access: this email is a console user of several installations; each link signs in to one. */
+function ChooseInstallation({ installations }: { installations: Array<{ id: string; name: string }> }) {
+  return (
+    <main id="main" className="signin">
+      <h1>Safest Tools console</h1>
+      <p>Your email is a console user in several installations. Choose the one to open:</p>
+      <ul className="plain-list" data-testid="installation-choice">
+        {installations.map((installation) => (
+          <li key={installation.id}><a href={`/?installation=${encodeURIComponent(installation.id)}`}>{installation.name}</a> <span className="muted small">{installation.id}</span></li>
+        ))}
+      </ul>
+    </main>
+  );
+}
+
 function App() {
   const [state, setState] = useState<{ status: "loading" } | { status: "signed-out"; expired: boolean } | { status: "error"; error: unknown } | { status: "ready"; user: ConsoleUser }>({ status: "loading" });
   const load = () => {
@@ -175,6 +190,10 @@ function App() {
   }, []);
   if (state.status === "loading") return <main id="main"><Loading label="Opening the console…" /></main>;
   if (state.status === "signed-out") return <SignIn expired={state.expired} />;
+  if (state.status === "error" && state.error instanceof ApiError && state.error.code === "auth.installation_choice_required") {
+    const details = state.error.details as { installations?: Array<{ id: string; name: string }> } | undefined;
+    return <ChooseInstallation installations={details?.installations ?? []} />;
+  }
   if (state.status === "error") return <main id="main"><h1>Safest Tools console</h1><ErrorNote error={state.error} retry={load} /></main>;
   const value = {
     user: state.user,

@@ -13,7 +13,7 @@ export interface AuditEventInput {
   at: string;
 }
 
-const GUARD_TABLES = ["workflow_events", "reports", "appeals", "workflow_runs", "human_tasks", "policies", "policy_versions"] as const;
+const GUARD_TABLES = ["workflow_events", "reports", "appeals", "workflow_runs", "human_tasks", "policies", "policy_versions", "api_keys"] as const;
 
 /**
  * An `INSERT OR IGNORE` for one audit event, to be put in the caller's batch. With `onlyIf`, the

@@ -1,11 +1,14 @@
-// Appeals: a person contests a report's handling; the installation's appeal workflow (a trigger on
-// `appeal.created`) takes it from there, and its outcome (upheld or overturned) is recorded.
+// Appeals: a person contests a report's handling or a decision (DSA Art. 20: the notifier, e.g.
+// against a decision not to act, or the user a restriction affects); the installation's appeal
+// workflow (a trigger on `appeal.created`) takes it from there, and its outcome (upheld or
+// overturned) is recorded.
 import { auditStatement, canonicalJson } from "../audit";
 import { AppError, conflict, notFound } from "../errors";
 import type { Actor } from "../auth";
 import { newId, sha256Hex } from "../lib/crypto";
+import { restrictsAnything } from "../lib/dsa-vocabulary";
 import { openPersonalData, sealPersonalData } from "./report-crypto";
-import { APPEAL_OUTCOMES } from "./taxonomy";
+import { APPEAL_OUTCOMES, type APPELLANT_ROLES } from "./taxonomy";
 import { reportSummary } from "./reports";
 import { getReportRow } from "./reports-queries";
 import { fireTriggers } from "./triggers";
@@ -13,6 +16,7 @@ import { fireTriggers } from "./triggers";
 export interface AppealInput {
   reportId?: string;
   decisionId?: string;
+  appellantRole?: (typeof APPELLANT_ROLES)[number];
   appellant?: { id?: string; contact?: string };
   reason: string;
 }
@@ -22,6 +26,7 @@ interface AppealRow {
   reportId: string | null;
   decisionId: string | null;
   caseId: string | null;
+  appellantRole: string | null;
   state: string;
   personalData: string;
   outcomeReason: string | null;
@@ -31,7 +36,7 @@ interface AppealRow {
   createdAt: string;
 }
 
-const COLUMNS = `id, report_id AS reportId, decision_id AS decisionId, case_id AS caseId, state, personal_data AS personalData,
+const COLUMNS = `id, report_id AS reportId, decision_id AS decisionId, case_id AS caseId, appellant_role AS appellantRole, state, personal_data AS personalData,
   outcome_reason AS outcomeReason, decided_by AS decidedBy, decided_at AS decidedAt, request_digest AS requestDigest, created_at AS createdAt`;
 
 function getAppealRow(db: D1Database, installationId: string, id: string) {
@@ -44,6 +49,7 @@ function summary(row: AppealRow) {
     reportId: row.reportId,
     decisionId: row.decisionId,
     caseId: row.caseId,
+    appellantRole: row.appellantRole,
     state: row.state,
     outcome: row.state === "open" ? null : row.state,
     decidedBy: row.decidedBy,
@@ -54,11 +60,28 @@ function summary(row: AppealRow) {
 
 /** Records an appeal and starts the appeal workflow(s) its triggers select. Idempotent by key. */
 export async function fileAppeal(env: Env, ctx: ExecutionContext, actor: Actor, input: AppealInput, idempotencyKey?: string) {
-  if (!input.reportId) {
-    // Decisions are recorded by the enforcement module; until it exists an appeal names a report.
-    throw new AppError("appeal.report_required", "An appeal must name the reportId it contests.", { status: 422 });
+  // A decision is read here, not through enforcement (which imports cases): reads cross owners.
+  const decision = input.decisionId
+    ? await env.DB.prepare(`SELECT id, report_id AS reportId, restrictions_json AS restrictionsJson FROM decisions WHERE installation_id = ?1 AND id = ?2`)
+        .bind(actor.installationId, input.decisionId)
+        .first<{ id: string; reportId: string | null; restrictionsJson: string }>()
+    : null;
+  if (input.decisionId && !decision) throw notFound("decision");
+  if (decision && input.reportId && input.reportId !== decision.reportId) {
+    throw new AppError("appeal.report_mismatch", `Decision ${decision.id} was not made on the report named: leave reportId out, or name the decision's own report.`, { status: 422, details: [{ path: "$.reportId" }] });
   }
-  const report = await getReportRow(env.DB, actor.installationId, input.reportId);
+  const reportId = input.reportId ?? decision?.reportId;
+  if (!reportId) throw new AppError("appeal.report_required", "An appeal must name the reportId it contests, or a decisionId of a decision made on a report.", { status: 422 });
+  const restricts = decision ? restrictsAnything(JSON.parse(decision.restrictionsJson)) : null;
+  // The affected user contests a restriction; a decision not to act restricted no one, so only its notifier may appeal it.
+  if (restricts === false && input.appellantRole === "affected") {
+    throw new AppError("appeal.role_invalid", `Decision ${decision!.id} restricts nothing (a decision not to act), so there is no restriction for an affected user to contest; its notifier may appeal it (appellantRole notifier).`, {
+      status: 422,
+      details: [{ path: "$.appellantRole" }],
+    });
+  }
+  const appellantRole = input.appellantRole ?? (restricts === null ? null : restricts ? "affected" : "notifier");
+  const report = await getReportRow(env.DB, actor.installationId, reportId);
   if (!report) throw notFound("report");
   const requestDigest = `sha256:${await sha256Hex(canonicalJson(input))}`;
   if (idempotencyKey) {
@@ -74,10 +97,10 @@ export async function fileAppeal(env: Env, ctx: ExecutionContext, actor: Actor, 
   const { sealed, dataKeyId } = await sealPersonalData(env, actor.installationId, `appeal:${id}`, { appellant: input.appellant ?? null, reason: input.reason });
   await env.DB.batch([
     env.DB.prepare(`
-      INSERT INTO appeals (id, installation_id, report_id, decision_id, case_id, state, personal_data, data_key_id, idempotency_key, request_digest, created_at, updated_at)
-      VALUES (?1, ?2, ?3, ?4, ?5, 'open', ?6, ?7, ?8, ?9, ?10, ?10)
+      INSERT INTO appeals (id, installation_id, report_id, decision_id, case_id, appellant_role, state, personal_data, data_key_id, idempotency_key, request_digest, created_at, updated_at)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?11, 'open', ?6, ?7, ?8, ?9, ?10, ?10)
       ON CONFLICT(installation_id, idempotency_key) DO NOTHING
-    `).bind(id, actor.installationId, report.id, input.decisionId ?? null, report.caseId, sealed, dataKeyId, idempotencyKey ?? null, requestDigest, at),
+    `).bind(id, actor.installationId, report.id, input.decisionId ?? null, report.caseId, sealed, dataKeyId, idempotencyKey ?? null, requestDigest, at, appellantRole),
     auditStatement(
       env.DB,
       {
@@ -86,7 +109,7 @@ export async function fileAppeal(env: Env, ctx: ExecutionContext, actor: Actor, 
         action: "appeal.filed",
         actor: actor.audit,
         target: { type: "appeal", id },
-        details: { reportId: report.id, caseId: report.caseId },
+        details: { reportId: report.id, caseId: report.caseId, decisionId: input.decisionId ?? null, appellantRole },
         at,
       },
       { table: "appeals", id },
@@ -99,7 +122,7 @@ export async function fileAppeal(env: Env, ctx: ExecutionContext, actor: Actor, 
 }
 
 function stable(row: AppealRow) {
-  return { id: row.id, reportId: row.reportId, decisionId: row.decisionId, caseId: row.caseId, createdAt: row.createdAt };
+  return { id: row.id, reportId: row.reportId, decisionId: row.decisionId, caseId: row.caseId, appellantRole: row.appellantRole, createdAt: row.createdAt };
 }
 
 /** The appeal with the appellant's words opened, for reviewers (access audited). */

@@ -16,6 +16,7 @@ export { openPersonalData, rewrapDataKeys, sealPersonalData } from "./report-cry
 export { cancelRunTasksStatement, closeStepTaskStatement, openTaskStatement, sealLegacyTaskContexts } from "./task-records";
 export {
   APPEAL_OUTCOMES,
+  APPELLANT_ROLES,
   DSA_KEYWORDS,
   POLICY_CATEGORIES,
   REPORT_SOURCES,

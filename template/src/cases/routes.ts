@@ -27,6 +27,7 @@ export const caseRoutes = routes()
       ok: 201,
       errors: [409, 422],
       headers: ["Idempotency-Key"],
+      rateLimit: "INTAKE_RATE_LIMIT",
     },
     async (c, { body }) => {
       const result = await intakeReport(c.env, c.executionCtx as ExecutionContext, c.get("actor"), body, idempotencyKey(c.req.header("idempotency-key")));
@@ -124,7 +125,7 @@ export const caseRoutes = routes()
     {
       method: "post",
       path: "/appeals",
-      summary: "Appeal a report's handling; starts the appeal workflow(s) of appeal.created triggers",
+      summary: "Appeal a report's handling or a decision (appellantRole: notifier or affected); starts the appeal workflow(s) of appeal.created triggers",
       auth: ["reports:write"],
       body: "CreateAppeal",
       ok: 201,

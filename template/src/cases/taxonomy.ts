@@ -36,6 +36,8 @@ export const TRIGGER_EVENTS = ["report.created", "appeal.created"] as const;
 export type TriggerEvent = (typeof TRIGGER_EVENTS)[number];
 
 export const APPEAL_OUTCOMES = ["upheld", "overturned"] as const;
+/** Who appeals (DSA Art. 20): the notifier (e.g. against a decision not to act) or the user a restriction affects. */
+export const APPELLANT_ROLES = ["notifier", "affected"] as const;
 
 const ATPROTO_REASONS: Record<string, PolicyCategory> = {
   reasonSpam: "scams_and_fraud",

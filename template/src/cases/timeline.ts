@@ -10,7 +10,7 @@ export async function reportTimeline(env: Env, actor: Actor, reportId: string) {
   const q1 = env.DB.prepare(`
     SELECT created_at AS at, 'run' AS kind, id, state, authority_mode || ' run of ' || workflow_version_id AS summary FROM workflow_runs WHERE installation_id = ?1 AND report_id = ?2
     UNION ALL SELECT created_at, 'task', id, state, task_type || ' task in ' || COALESCE(queue_id, '-') FROM human_tasks WHERE installation_id = ?1 AND report_id = ?2
-    UNION ALL SELECT decided_at, 'decision', id, automated_decision, outcome || ' (' || policy_category || ')' FROM decisions WHERE installation_id = ?1 AND report_id = ?2
+    UNION ALL SELECT decided_at, 'decision', id, automated_decision, outcome || ' (' || policy_category || ')' || CASE WHEN restrictions_json = '{}' THEN ': decision not to act, no statement of reasons' ELSE '' END FROM decisions WHERE installation_id = ?1 AND report_id = ?2
     UNION ALL SELECT created_at, 'action', id, state, action_type_key FROM action_proposals WHERE installation_id = ?1 AND report_id = ?2`).bind(actor.installationId, reportId);
   const q2 = env.DB.prepare(`
     SELECT created_at AS at, 'message' AS kind, id, NULL AS state, 'message to ' || recipient_kind AS summary FROM messages WHERE installation_id = ?1 AND report_id = ?2

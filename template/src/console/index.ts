@@ -1,6 +1,7 @@
 // Console access: users, roles, sessions, sign-in links, Cloudflare Access.
 export {
   CONSOLE_ROLES,
+  INSTALLATION_HEADER,
   checkCsrf,
   createSession,
   sessionCookie,

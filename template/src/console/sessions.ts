@@ -18,6 +18,8 @@ export interface ConsoleUser {
   name: string;
   role: ConsoleRole;
   queueIds: string[] | null;
+  /** Whether this email's Cloudflare Access sign-in is bound to this installation. */
+  accessSignIn: boolean;
   preferences: { blurMedia: boolean };
 }
 
@@ -34,12 +36,13 @@ interface UserRow {
   name: string;
   role: ConsoleRole;
   queueIdsJson: string | null;
+  accessSignIn: number;
   preferencesJson: string;
   disabledAt: string | null;
 }
 
 export const USER_COLUMNS = `u.id, u.installation_id AS installationId, u.email, u.name, u.role, u.queue_ids_json AS queueIdsJson,
-  u.preferences_json AS preferencesJson, u.disabled_at AS disabledAt`;
+  u.access_sign_in AS accessSignIn, u.preferences_json AS preferencesJson, u.disabled_at AS disabledAt`;
 
 export function toUser(row: UserRow): ConsoleUser {
   const preferences = JSON.parse(row.preferencesJson) as { blurMedia?: unknown };
@@ -50,6 +53,7 @@ export function toUser(row: UserRow): ConsoleUser {
     name: row.name,
     role: row.role,
     queueIds: row.queueIdsJson ? (JSON.parse(row.queueIdsJson) as string[]) : null,
+    accessSignIn: row.accessSignIn === 1,
     preferences: { blurMedia: preferences.blurMedia !== false },
   };
 }
@@ -124,14 +128,15 @@ export function checkCsrf(c: RequestView, session: SessionInfo): void {
 }
 
 /** Creates (or finds) a console user and a one-time sign-in link for it. Admin-token only. */
-export async function createSigninLink(env: Env, input: { installationId: string; email: string; name?: string; role?: ConsoleRole }) {
+export async function createSigninLink(env: Env, input: { installationId: string; email: string; name?: string; role?: ConsoleRole; accessSignIn?: boolean }) {
   const installation = await env.DB.prepare(`SELECT id FROM installations WHERE id = ?1`).bind(input.installationId).first();
   if (!installation) throw new AppError("installation.not_found", "The installation does not exist.", { status: 404 });
   const at = new Date().toISOString();
   const email = input.email.toLowerCase();
-  await env.DB.prepare(`INSERT INTO console_users (id, installation_id, email, name, role, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+  // A new user's Access sign-in is bound here unless accessSignIn is false; an existing user's binding is left as it is.
+  await env.DB.prepare(`INSERT INTO console_users (id, installation_id, email, name, role, access_sign_in, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?7, ?6, ?6)
     ON CONFLICT(installation_id, email) DO NOTHING`)
-    .bind(newId("usr"), input.installationId, email, input.name ?? email, input.role ?? "admin", at)
+    .bind(newId("usr"), input.installationId, email, input.name ?? email, input.role ?? "admin", at, input.accessSignIn === false ? 0 : 1)
     .run();
   const user = await env.DB.prepare(`SELECT ${USER_COLUMNS} FROM console_users u WHERE u.installation_id = ?1 AND u.email = ?2`).bind(input.installationId, email).first<UserRow>();
   const token = newSecret("signin");
@@ -170,9 +175,16 @@ export async function redeemSigninLink(env: Env, token: string): Promise<{ user:
 
 const jwksByTeam = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
 
+/** The request header (the console sends it from `?installation=`) naming the installation to sign in to. */
+export const INSTALLATION_HEADER = "x-safest-installation";
+
 /**
  * Production sign-in behind Cloudflare Access: verifies `Cf-Access-Jwt-Assertion` against the
- * team's JWKS (issuer and audience checked) and returns the enabled console user with that email.
+ * team's JWKS (issuer and audience checked) and returns the enabled console user with that email
+ * that an admin bound to Access (`access_sign_in`). An Access identity is one person across the
+ * deployment, so it lands only where it was bound: bound in one installation, there; bound in
+ * several, the request must name one (`x-safest-installation`), else 409
+ * auth.installation_choice_required listing them; naming one it is not bound in is a 403.
  */
 export async function userFromAccessJwt(env: Env, c: RequestView): Promise<ConsoleUser | null> {
   const config = env as unknown as { ACCESS_TEAM_DOMAIN?: string; ACCESS_AUD?: string };
@@ -192,8 +204,27 @@ export async function userFromAccessJwt(env: Env, c: RequestView): Promise<Conso
   } catch {
     throw new AppError("auth.access_jwt_invalid", "The Cloudflare Access assertion did not verify.", { status: 401 });
   }
-  const row = await env.DB.prepare(`SELECT ${USER_COLUMNS} FROM console_users u WHERE u.email = ?1 AND u.disabled_at IS NULL ORDER BY u.created_at LIMIT 1`).bind(email).first<UserRow>();
-  return row ? toUser(row) : null;
+  const { results } = await env.DB.prepare(`SELECT ${USER_COLUMNS}, i.name AS installationName FROM console_users u JOIN installations i ON i.id = u.installation_id
+    WHERE u.email = ?1 AND u.access_sign_in = 1 AND u.disabled_at IS NULL ORDER BY u.created_at`)
+    .bind(email)
+    .all<UserRow & { installationName: string }>();
+  const requested = c.req.header(INSTALLATION_HEADER);
+  if (requested) {
+    const chosen = results.find((row) => row.installationId === requested);
+    if (!chosen) {
+      throw new AppError("auth.access_not_bound", "Your Cloudflare Access sign-in is not bound to that installation: ask its admin to add you as a console user with Access sign-in, or choose another installation.", {
+        status: 403,
+      });
+    }
+    return toUser(chosen);
+  }
+  if (results.length > 1) {
+    throw new AppError("auth.installation_choice_required", `Your email is a console user in ${results.length} installations: choose one (open the console with ?installation=<id>, or send the ${INSTALLATION_HEADER} header).`, {
+      status: 409,
+      details: { installations: results.map((row) => ({ id: row.installationId, name: row.installationName })) },
+    });
+  }
+  return results[0] ? toUser(results[0]) : null;
 }
 
 export async function revokeSession(env: Env, sessionId: string): Promise<void> {

@@ -17,14 +17,15 @@ async function checkQueues(env: Env, actor: Actor, queueIds: string[] | null | u
   if (results.length !== new Set(queueIds).size) throw new AppError("console_user.queue_unknown", "Some queueIds do not exist in this installation.", { status: 422 });
 }
 
-export async function createUser(env: Env, actor: Actor, input: { email: string; name?: string; role: ConsoleRole; queueIds?: string[] | null }) {
+/** Adds a user; `accessSignIn` (default true) binds the email's Cloudflare Access sign-in to this installation. */
+export async function createUser(env: Env, actor: Actor, input: { email: string; name?: string; role: ConsoleRole; queueIds?: string[] | null; accessSignIn?: boolean }) {
   await checkQueues(env, actor, input.queueIds);
   const id = newId("usr");
   const at = new Date().toISOString();
   const email = input.email.toLowerCase();
   try {
     await env.DB.batch([
-      env.DB.prepare(`INSERT INTO console_users (id, installation_id, email, name, role, queue_ids_json, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)`).bind(
+      env.DB.prepare(`INSERT INTO console_users (id, installation_id, email, name, role, queue_ids_json, access_sign_in, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?8, ?7, ?7)`).bind(
         id,
         actor.installationId,
         email,
@@ -32,6 +33,7 @@ export async function createUser(env: Env, actor: Actor, input: { email: string;
         input.role,
         input.queueIds?.length ? JSON.stringify(input.queueIds) : null,
         at,
+        input.accessSignIn === false ? 0 : 1,
       ),
       auditStatement(env.DB, {
         installationId: actor.installationId,
@@ -39,7 +41,7 @@ export async function createUser(env: Env, actor: Actor, input: { email: string;
         action: "console_user.created",
         actor: actor.audit,
         target: { type: "console_user", id },
-        details: { email, role: input.role, queueIds: input.queueIds ?? null },
+        details: { email, role: input.role, queueIds: input.queueIds ?? null, accessSignIn: input.accessSignIn !== false },
         at,
       }),
     ]);
@@ -50,7 +52,7 @@ export async function createUser(env: Env, actor: Actor, input: { email: string;
   return (await listUsers(env, actor)).find((user) => user.id === id)!;
 }
 
-export async function updateUser(env: Env, actor: Actor, id: string, input: { role?: ConsoleRole; queueIds?: string[] | null; disabled?: boolean; name?: string }) {
+export async function updateUser(env: Env, actor: Actor, id: string, input: { role?: ConsoleRole; queueIds?: string[] | null; disabled?: boolean; name?: string; accessSignIn?: boolean }) {
   const existing = (await listUsers(env, actor)).find((user) => user.id === id);
   if (!existing) throw notFound("console_user");
   if (input.queueIds !== undefined) await checkQueues(env, actor, input.queueIds);
@@ -58,7 +60,8 @@ export async function updateUser(env: Env, actor: Actor, id: string, input: { ro
   await env.DB.batch([
     env.DB.prepare(`UPDATE console_users SET role = COALESCE(?3, role), name = COALESCE(?4, name),
         queue_ids_json = CASE WHEN ?5 = 1 THEN ?6 ELSE queue_ids_json END,
-        disabled_at = CASE WHEN ?7 IS NULL THEN disabled_at WHEN ?7 = 1 THEN COALESCE(disabled_at, ?8) ELSE NULL END, updated_at = ?8
+        disabled_at = CASE WHEN ?7 IS NULL THEN disabled_at WHEN ?7 = 1 THEN COALESCE(disabled_at, ?8) ELSE NULL END,
+        access_sign_in = COALESCE(?9, access_sign_in), updated_at = ?8
       WHERE installation_id = ?1 AND id = ?2`).bind(
       actor.installationId,
       id,
@@ -68,6 +71,7 @@ export async function updateUser(env: Env, actor: Actor, id: string, input: { ro
       input.queueIds?.length ? JSON.stringify(input.queueIds) : null,
       input.disabled === undefined ? null : input.disabled ? 1 : 0,
       at,
+      input.accessSignIn === undefined ? null : input.accessSignIn ? 1 : 0,
     ),
     ...(input.disabled ? [env.DB.prepare(`UPDATE console_sessions SET revoked_at = ?2 WHERE user_id = ?1 AND revoked_at IS NULL`).bind(id, at)] : []),
     auditStatement(env.DB, {

@@ -6,7 +6,7 @@ import type { Actor } from "../auth";
 import { dsaCategory, getReportRow, normalizeCategory, reportSummary, type PolicyCategory } from "../cases";
 import { AppError, notFound } from "../errors";
 import { newId } from "../lib/crypto";
-import { decisionConfigProblems, type Restrictions } from "../lib/dsa-vocabulary";
+import { decisionConfigProblems, restrictsAnything, type Restrictions } from "../lib/dsa-vocabulary";
 import sorSchema from "../lib/dsa-statement-of-reasons.schema.json";
 import { evaluateInputMapping, type AuthorizedRun, type ExpressionContext, type WorkflowNodeV1 } from "../workflows";
 import { renderTemplate } from "./templates";
@@ -36,6 +36,10 @@ interface DecisionSource {
   config: Record<string, unknown>;
   values: Record<string, unknown>;
   actor: { type: "system" | "api_key" | "admin" | "user"; id: string };
+  /** Where a config path is in the caller's input (POST /decisions names fields in camelCase at the top). */
+  inputPath?: (configPath: string) => string;
+  /** A name the caller stated (free text, not authenticated): recorded beside the actor, never as it. */
+  statedName?: string;
 }
 
 /** Builds the decision row and its audit event (for the caller's batch) from a config and template values. */
@@ -44,7 +48,10 @@ async function decisionStatements(env: Env, source: DecisionSource) {
   // The same check the decision node's descriptor runs at publish; here it guards POST /decisions too.
   const problems = decisionConfigProblems(config);
   if (problems.length > 0) {
-    throw new AppError("decision.config_invalid", `Decision ${label}: ${problems.map((p) => p.message).join(" ")}`, { details: problems.map((p) => ({ ...p, code: "config_invalid" })) });
+    throw new AppError("decision.config_invalid", `Decision ${label}: ${problems.map((p) => p.message).join(" ")}`, {
+      status: 422,
+      details: problems.map((p) => ({ ...p, path: source.inputPath ? source.inputPath(p.path) : p.path, code: "config_invalid" })),
+    });
   }
   const outcome = config.outcome as string;
   const reportRow = source.reportId ? await getReportRow(env.DB, source.installationId, source.reportId) : null;
@@ -52,11 +59,13 @@ async function decisionStatements(env: Env, source: DecisionSource) {
   const category = normalizeCategory(String(config.policy_category ?? report?.category ?? ""));
   if (!category) throw invalid(label, "config.policy_category (or the run's report) must give a DSA category.");
   const ground = config.ground === "illegal_content" ? "illegal_content" : "incompatible_content";
+  // No restriction at all: a decision not to act (no statement of reasons; the text is an optional note).
+  const restricts = restrictsAnything(config.restrictions);
+  const restrictions = (restricts ? config.restrictions : {}) as Restrictions;
   const explanation = renderTemplate(String(config.explanation ?? config.statement ?? ""), values, label);
   const statement = renderTemplate(String(config.statement ?? config.explanation ?? ""), values, label);
-  if (!explanation || !statement) throw invalid(label, "config.statement (the facts and circumstances) is required.");
+  if (restricts && (!explanation || !statement)) throw invalid(label, "config.statement (the facts and circumstances) is required.");
   if (statement.length > 5000) throw invalid(label, "the statement exceeds the 5,000 characters a statement of reasons allows.");
-  const restrictions = config.restrictions as Restrictions;
   const contentTypes = Array.isArray(config.content_type) ? config.content_type.map(String) : ["text"];
   const scope = Array.isArray(config.territorial_scope) ? config.territorial_scope.map(String) : null;
   let automatedDecision: string;
@@ -109,11 +118,11 @@ async function decisionStatements(env: Env, source: DecisionSource) {
       action: "decision.recorded",
       actor: source.actor,
       target: { type: "decision", id },
-      details: { runId: source.runId, reportId: source.reportId, outcome, category, automatedDecision },
+      details: { runId: source.runId, reportId: source.reportId, outcome, restricts, category, automatedDecision, ...(source.statedName ? { decidedByStated: source.statedName } : {}) },
       at,
     }),
   ];
-  return { id, outcome, automatedDecision, statements };
+  return { id, outcome, restricts, automatedDecision, statements };
 }
 
 /** The decision of a workflow's decision node, from its config and evaluated inputMapping. */
@@ -132,6 +141,13 @@ export async function decisionRecord(env: Env, input: { run: AuthorizedRun; node
   });
 }
 
+const BODY_FIELDS: Record<string, string> = { legal_ground: "legalGround", policy_category: "policyCategory", content_type: "contentType", territorial_scope: "territorialScope" };
+
+/** `config.restrictions.account` → `$.restrictions.account`, `config.legal_ground` → `$.legalGround`. */
+function bodyPath(configPath: string): string {
+  return `$.${configPath.replace(/^config\./u, "").replace(/^[a-z_]+/u, (field) => BODY_FIELDS[field] ?? field)}`;
+}
+
 /** A decision a person made on a report outside any workflow (`not_automated`). */
 export async function recordManualDecision(
   env: Env,
@@ -139,8 +155,8 @@ export async function recordManualDecision(
   input: {
     reportId: string;
     outcome: string;
-    restrictions: unknown;
-    statement: string;
+    restrictions?: unknown;
+    statement?: string;
     ground?: string;
     legalGround?: string;
     policyCategory?: string;
@@ -169,7 +185,10 @@ export async function recordManualDecision(
       automated_detection: undefined,
     },
     values: {},
-    actor: input.decidedBy ? { type: "user", id: input.decidedBy } : actor.audit,
+    inputPath: bodyPath,
+    // The audit actor is always the authenticated caller; decidedBy is only a name it states.
+    actor: actor.audit,
+    statedName: input.decidedBy,
   });
   await env.DB.batch(record.statements);
   return getDecision(env, actor, record.id);
@@ -212,7 +231,19 @@ async function decisionRow(env: Env, actor: Actor, id: string): Promise<Decision
 }
 
 export async function getDecision(env: Env, actor: Actor, id: string) {
-  const row = await decisionRow(env, actor, id);
+  return decisionView(await decisionRow(env, actor, id));
+}
+
+/** The installation's decisions, newest first; optionally those on one report. */
+export async function listDecisions(env: Env, actor: Actor, options: { reportId?: string; limit: number }) {
+  const { results } = await env.DB.prepare(`SELECT ${COLUMNS} FROM decisions WHERE installation_id = ?1 AND (?2 IS NULL OR report_id = ?2) ORDER BY decided_at DESC, id DESC LIMIT ?3`)
+    .bind(actor.installationId, options.reportId ?? null, options.limit)
+    .all<DecisionRow>();
+  return results.map(decisionView);
+}
+
+function decisionView(row: DecisionRow) {
+  const restrictions = JSON.parse(row.restrictionsJson) as Restrictions;
   return {
     id: row.id,
     runId: row.runId,
@@ -221,9 +252,11 @@ export async function getDecision(env: Env, actor: Actor, id: string) {
     subject: row.subjectKind ? { kind: row.subjectKind, id: row.subjectId } : null,
     policyCategory: row.policyCategory,
     outcome: row.outcome,
+    /** false: a decision not to act (no restriction, no statement of reasons). */
+    restricts: restrictsAnything(restrictions),
     ground: row.ground,
-    restrictions: JSON.parse(row.restrictionsJson) as unknown,
-    statement: row.statementText,
+    restrictions,
+    statement: row.statementText === "" ? null : row.statementText,
     automatedDetection: row.automatedDetection === 1,
     automatedDecision: row.automatedDecision,
     decidedAt: row.decidedAt,
@@ -236,6 +269,13 @@ const upper = (prefix: string, value: string) => `${prefix}_${value.toUpperCase(
 export async function statementOfReasons(env: Env, actor: Actor, id: string): Promise<Record<string, unknown>> {
   const row = await decisionRow(env, actor, id);
   const r = JSON.parse(row.restrictionsJson) as Restrictions;
+  if (!restrictsAnything(r)) {
+    throw new AppError(
+      "statement_of_reasons.not_applicable",
+      `Decision ${row.id} (${row.outcome}) restricts nothing: it is a decision not to act, and DSA Art. 17 asks for a statement of reasons only for restrictions. Nothing is submitted to the Transparency Database for it.`,
+      { status: 409 },
+    );
+  }
   const contentTypes = JSON.parse(row.contentTypeJson) as string[];
   const specification = JSON.parse(row.categorySpecificationJson) as string[];
   const sor: Record<string, unknown> = {

@@ -1,7 +1,7 @@
 // /api/v1 webhook endpoints and deliveries, action types, action proposals, decisions.
 import { routes } from "../http/route";
 import { createActionType, decideProposal, getProposal, listActionTypes, listProposals } from "./actions";
-import { getDecision, recordManualDecision, statementOfReasons } from "./decisions";
+import { getDecision, listDecisions, recordManualDecision, statementOfReasons } from "./decisions";
 import { createEndpoint, getDelivery, listDeliveries, listEndpoints, resendDelivery, setEndpointState } from "./webhooks";
 
 const limit = { default: 50, max: 200 };
@@ -52,7 +52,14 @@ export const enforcementRoutes = routes()
   .op({ method: "post", path: "/decisions", summary: "Record a decision a person made on a report (outside any workflow)", auth: ["review"], body: "RecordDecision", ok: 201, errors: [404, 422] }, async (c, { body }) =>
     recordManualDecision(c.env, c.get("actor"), body),
   )
+  .op(
+    { method: "get", path: "/decisions", summary: "Decisions, newest first (restricts: false marks a decision not to act); ?reportId= for one report's", auth: ["admin", "review"], ok: 200, query: { limit, strings: ["reportId"] } },
+    async (c, { query }) => ({
+      items: await listDecisions(c.env, c.get("actor"), query),
+    }),
+  )
   .op({ method: "get", path: "/decisions/:id", summary: "Read a decision", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => getDecision(c.env, c.get("actor"), c.req.param("id")))
-  .op({ method: "get", path: "/decisions/:id/statement-of-reasons", summary: "The decision as an EU DSA Transparency Database statement of reasons", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) =>
-    statementOfReasons(c.env, c.get("actor"), c.req.param("id")),
+  .op(
+    { method: "get", path: "/decisions/:id/statement-of-reasons", summary: "The decision as an EU DSA Transparency Database statement of reasons; 409 for a decision not to act", auth: ["admin", "review"], ok: 200, errors: [404, 409] },
+    async (c) => statementOfReasons(c.env, c.get("actor"), c.req.param("id")),
   );

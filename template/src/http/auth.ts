@@ -5,7 +5,7 @@ import { createMiddleware } from "hono/factory";
 import { AppError } from "../errors";
 import { sha256Hex, timingSafeEqual } from "../lib/crypto";
 import { ROLE_SCOPES, type Scope } from "../auth";
-import { checkCsrf, createSession, sessionCookie, sessionFromCookie, userFromAccessJwt, type SessionInfo } from "../console";
+import { INSTALLATION_HEADER, checkCsrf, createSession, sessionCookie, sessionFromCookie, userFromAccessJwt, type SessionInfo } from "../console";
 import { keyUsedStatement } from "../installations";
 import type { AppEnv } from "./types";
 
@@ -44,7 +44,9 @@ function denied(scopes: Scope[]): AppError {
  */
 export async function consoleSession(c: Context<AppEnv>): Promise<SessionInfo | null> {
   const session = await sessionFromCookie(c.env, c);
-  if (session) return session;
+  // A session serves its own installation; naming another one signs in there (through Access) instead.
+  const requested = c.req.header(INSTALLATION_HEADER);
+  if (session && (!requested || requested === session.user.installationId)) return session;
   const user = await userFromAccessJwt(c.env, c);
   if (!user) return null;
   const created = await createSession(c.env, user, "cloudflare_access");
@@ -87,3 +89,34 @@ export function requireScope(...scopes: Scope[]) {
     await next();
   });
 }
+
+/** The Workers Rate Limiting bindings (wrangler.jsonc `ratelimits`) a route may name. */
+export type RateLimitBinding = "INTAKE_RATE_LIMIT";
+
+/**
+ * Counts the request against a Workers Rate Limiting binding, keyed by the authenticated caller (so
+ * one noisy key never throttles another). Over the limit: 429 request.rate_limited with
+ * retry-after set to the binding's period (the binding does not say when its window ends).
+ */
+export function rateLimited(binding: RateLimitBinding) {
+  return createMiddleware<AppEnv>(async (c, next) => {
+    const actor = c.get("actor");
+    const limiter = c.env[binding] as RateLimit | undefined;
+
+    if (actor && limiter) {
+      const { success } = await limiter.limit({ key: `${actor.audit.type}:${actor.audit.id}` });
+
+      if (!success) {
+        c.header("retry-after", String(RATE_LIMIT_PERIOD_SECONDS));
+        throw new AppError("request.rate_limited", `This key sent more requests here than its rate limit allows; wait ${RATE_LIMIT_PERIOD_SECONDS} seconds (retry-after) and send fewer, or use a key per source.`, {
+          status: 429,
+          retryable: true,
+        });
+      }
+    }
+    await next();
+  });
+}
+
+/** The `simple.period` of the bindings in wrangler.jsonc (10 or 60 seconds). */
+const RATE_LIMIT_PERIOD_SECONDS = 60;

@@ -4,7 +4,7 @@
 // document. The chain's type (`ContractOf`) is what the console's client is typed from.
 import { Hono, type Context, type MiddlewareHandler } from "hono";
 import type { FromSchema } from "json-schema-to-ts";
-import { requireAdminToken, requireScope, type Scope } from "./auth";
+import { rateLimited, requireAdminToken, requireScope, type RateLimitBinding, type Scope } from "./auth";
 import { parseQuery, type ParsedQuery, type QueryInput, type QuerySpec } from "./query";
 import { schemas } from "./schemas";
 import type { AppEnv } from "./types";
@@ -30,6 +30,8 @@ export interface OperationSpec<M extends Method = Method, P extends string = str
   /** Error statuses beyond 400, 401 and 403 (which follow from the auth). */
   errors?: readonly number[];
   headers?: readonly string[];
+  /** A Workers Rate Limiting binding counted per caller (API key or console user) after auth: 429 request.rate_limited. */
+  rateLimit?: RateLimitBinding;
 }
 
 const STATUS: unique symbol = Symbol("status");
@@ -67,6 +69,7 @@ export class Routes<C = unknown> {
   ): Routes<C & { [X in `${M} ${P}`]: Described<K, Q, Awaited<R>> }> {
     this.operations.push(spec);
     const guard: MiddlewareHandler<AppEnv>[] = spec.auth === "admin_token" ? [requireAdminToken] : spec.auth === "none" ? [] : [requireScope(...spec.auth)];
+    if (spec.rateLimit) guard.push(rateLimited(spec.rateLimit));
     const run: MiddlewareHandler<AppEnv> = async (c) => {
       const input = {
         body: spec.body === undefined ? undefined : await parseBody(c, schemas[spec.body]),

@@ -2,7 +2,7 @@
 // json-schema-to-ts's FromSchema, types only) the type of the body a route's handler receives.
 import type { JSONSchema } from "json-schema-to-ts";
 import { AI_OUTPUT_FORMATS, AI_PROVIDER_KINDS } from "../automation";
-import { APPEAL_OUTCOMES, DSA_KEYWORDS, REPORT_SOURCES, SUBJECT_KINDS, TRIGGER_EVENTS } from "../cases";
+import { APPEAL_OUTCOMES, APPELLANT_ROLES, DSA_KEYWORDS, REPORT_SOURCES, SUBJECT_KINDS, TRIGGER_EVENTS } from "../cases";
 import { CONSOLE_ROLES } from "../console";
 import { WEBHOOK_EVENT_TYPES } from "../enforcement";
 import { AUTHORITY_MODES } from "../workflows";
@@ -146,6 +146,7 @@ export const schemas = {
     properties: {
       reportId: identifier,
       decisionId: identifier,
+      appellantRole: { enum: APPELLANT_ROLES, description: "notifier (the reporter, e.g. contesting a decision not to act) or affected (the user restricted); defaults from the decision." },
       appellant: { type: "object", additionalProperties: false, properties: { id: { type: "string", maxLength: 300 }, contact: { type: "string", maxLength: 500 } } },
       reason: { type: "string", minLength: 1, maxLength: 10_000 },
     },
@@ -253,19 +254,19 @@ export const schemas = {
   },
   RecordDecision: {
     type: "object",
-    required: ["reportId", "outcome", "restrictions", "statement"],
+    required: ["reportId", "outcome"],
     additionalProperties: false,
     properties: {
       reportId: identifier,
-      outcome: { type: "string", minLength: 1, maxLength: 100 },
-      restrictions: { type: "object" },
-      statement: { type: "string", minLength: 1, maxLength: 5000 },
+      outcome: { type: "string", minLength: 1, maxLength: 100, description: "no_action (with no restrictions) records a decision not to act." },
+      restrictions: { type: "object", description: "Absent or {}: a decision not to act (restricts: false, no statement of reasons)." },
+      statement: { type: "string", minLength: 1, maxLength: 5000, description: "The facts relied on; required when the decision restricts." },
       ground: { enum: ["incompatible_content", "illegal_content"] },
       legalGround: { type: "string", maxLength: 500 },
       policyCategory: { type: "string", maxLength: 200 },
       contentType: { type: "array", minItems: 1, items: { type: "string" } },
       territorialScope: { type: "array", items: { type: "string" } },
-      decidedBy: { type: "string", minLength: 1, maxLength: 200 },
+      decidedBy: { type: "string", minLength: 1, maxLength: 200, description: "A name recorded beside the authenticated caller (stated, not verified); never the audit actor." },
     },
   },
   Preferences: { type: "object", required: ["blurMedia"], additionalProperties: false, properties: { blurMedia: { type: "boolean" } } },
@@ -273,7 +274,13 @@ export const schemas = {
     type: "object",
     required: ["installationId", "email"],
     additionalProperties: false,
-    properties: { installationId: identifier, email: { type: "string", minLength: 3, maxLength: 320 }, name, role: { enum: CONSOLE_ROLES } },
+    properties: {
+      installationId: identifier,
+      email: { type: "string", minLength: 3, maxLength: 320 },
+      name,
+      role: { enum: CONSOLE_ROLES },
+      accessSignIn: { type: "boolean", description: "For a new user: bind the email's Cloudflare Access sign-in to this installation (default true)." },
+    },
   },
   CreateConsoleUser: {
     type: "object",
@@ -284,11 +291,12 @@ export const schemas = {
       name,
       role: { enum: CONSOLE_ROLES },
       queueIds: { type: ["array", "null"], maxItems: 200, items: identifier, description: "Queues a moderator may work; null or absent: all." },
+      accessSignIn: { type: "boolean", description: "Bind this email's Cloudflare Access sign-in to this installation (default true)." },
     },
   },
   UpdateConsoleUser: {
     type: "object",
     additionalProperties: false,
-    properties: { name, role: { enum: CONSOLE_ROLES }, queueIds: { type: ["array", "null"], maxItems: 200, items: identifier }, disabled: { type: "boolean" } },
+    properties: { name, role: { enum: CONSOLE_ROLES }, queueIds: { type: ["array", "null"], maxItems: 200, items: identifier }, disabled: { type: "boolean" }, accessSignIn: { type: "boolean" } },
   },
 } as const satisfies Record<string, JSONSchema>;

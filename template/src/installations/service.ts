@@ -72,15 +72,20 @@ export async function revokeApiKey(env: Env, actor: Actor, id: string) {
   const at = new Date().toISOString();
   const [update] = await env.DB.batch([
     env.DB.prepare(`UPDATE api_keys SET revoked_at = ?3 WHERE installation_id = ?1 AND id = ?2 AND revoked_at IS NULL`).bind(actor.installationId, id, at),
-    auditStatement(env.DB, {
-      installationId: actor.installationId,
-      idempotencyKey: `api_key:${id}:revoked`,
-      action: "api_key.revoked",
-      actor: actor.audit,
-      target: { type: "api_key", id },
-      details: {},
-      at,
-    }),
+    // Only a key this very batch revoked is audited: an unknown (or another installation's) key is a 404 with no event.
+    auditStatement(
+      env.DB,
+      {
+        installationId: actor.installationId,
+        idempotencyKey: `api_key:${id}:revoked`,
+        action: "api_key.revoked",
+        actor: actor.audit,
+        target: { type: "api_key", id },
+        details: {},
+        at,
+      },
+      { table: "api_keys", id, where: { installation_id: actor.installationId, revoked_at: at } },
+    ),
   ]);
   if ((update!.meta.changes ?? 0) === 0) {
     const exists = await env.DB.prepare(`SELECT revoked_at FROM api_keys WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first();

@@ -11,6 +11,14 @@ export const DECISION_GROUNDS = ["incompatible_content", "illegal_content"] as c
 export const AUTOMATED_DECISIONS = ["fully", "partially", "not_automated"] as const;
 export const EEA = ["AT", "BE", "BG", "CY", "CZ", "DE", "DK", "EE", "ES", "FI", "FR", "GR", "HR", "HU", "IE", "IS", "IT", "LI", "LT", "LU", "LV", "MT", "NL", "NO", "PL", "PT", "RO", "SE", "SI", "SK"] as const;
 
+/**
+ * The outcome of a decision not to act. Any decision that names no restriction at all is a decision
+ * not to act (`restricts: false`), whatever its outcome is called; `no_action` is the standard
+ * name, and it may not name restrictions. A decision not to act has no DSA statement of reasons
+ * (Art. 17 covers restrictions only), but is recorded, audited and appealable by the notifier.
+ */
+export const NO_ACTION = "no_action";
+
 export interface Restrictions {
   visibility?: string[];
   visibility_other?: string;
@@ -28,6 +36,13 @@ export interface ConfigProblem {
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
 
+/** Whether a decision's restrictions restrict anything (absent or `{}` → a decision not to act). */
+export function restrictsAnything(restrictions: unknown): boolean {
+  if (!isRecord(restrictions)) return false;
+  const visibility = Array.isArray(restrictions.visibility) ? restrictions.visibility : [];
+  return visibility.length > 0 || Boolean(restrictions.account) || Boolean(restrictions.monetary) || Boolean(restrictions.provision);
+}
+
 /** "takes a, b, c", plus the short name when the value is the database's own constant for one. */
 function takes(field: string, allowed: readonly string[], value: unknown, prefix: string): string {
   const base = `${field} takes ${allowed.join(", ")}.`;
@@ -44,14 +59,17 @@ function oneOf(problems: ConfigProblem[], path: string, field: string, allowed: 
 export function decisionConfigProblems(config: Record<string, unknown>): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
   if (typeof config.outcome !== "string" || config.outcome === "") problems.push({ path: "config.outcome", message: "config.outcome is required." });
-  const text = config.statement ?? config.explanation;
-  if (typeof text !== "string" || text === "") problems.push({ path: "config.statement", message: "config.statement (the facts and circumstances relied on) is required." });
-  oneOf(problems, "config.ground", "ground", DECISION_GROUNDS, config.ground, "DECISION_GROUND");
-  if (config.ground === "illegal_content" && typeof config.legal_ground !== "string") problems.push({ path: "config.legal_ground", message: "illegal_content needs config.legal_ground." });
   const r = config.restrictions;
-  if (!isRecord(r)) {
-    problems.push({ path: "config.restrictions", message: "config.restrictions must be an object: { visibility?, account?, monetary?, provision? } (at least one)." });
-  } else {
+  const restricts = restrictsAnything(r);
+  const text = config.statement ?? config.explanation;
+  // A decision not to act has no statement of reasons, so its text is an optional note.
+  if (restricts && (typeof text !== "string" || text === "")) problems.push({ path: "config.statement", message: "config.statement (the facts and circumstances relied on) is required for a decision that restricts." });
+  else if (text !== undefined && typeof text !== "string") problems.push({ path: "config.statement", message: "config.statement is text." });
+  oneOf(problems, "config.ground", "ground", DECISION_GROUNDS, config.ground, "DECISION_GROUND");
+  if (restricts && config.ground === "illegal_content" && typeof config.legal_ground !== "string") problems.push({ path: "config.legal_ground", message: "illegal_content needs config.legal_ground." });
+  if (r !== undefined && !isRecord(r)) {
+    problems.push({ path: "config.restrictions", message: "config.restrictions must be an object: { visibility?, account?, monetary?, provision? }; leave it out (or {}) for a decision not to act." });
+  } else if (isRecord(r)) {
     if (r.visibility !== undefined) {
       if (!Array.isArray(r.visibility)) problems.push({ path: "config.restrictions.visibility", message: `restrictions.visibility is a list; it takes ${VISIBILITY.join(", ")}.` });
       else r.visibility.forEach((v, i) => oneOf(problems, `config.restrictions.visibility[${i}]`, "restrictions.visibility", VISIBILITY, v, "DECISION_VISIBILITY"));
@@ -60,9 +78,11 @@ export function decisionConfigProblems(config: Record<string, unknown>): ConfigP
     oneOf(problems, "config.restrictions.monetary", "restrictions.monetary", MONETARY, r.monetary, "DECISION_MONETARY");
     oneOf(problems, "config.restrictions.provision", "restrictions.provision", PROVISION, r.provision, "DECISION_PROVISION");
     const visibility = Array.isArray(r.visibility) ? r.visibility : [];
-    if (visibility.length === 0 && !r.account && !r.monetary && !r.provision) problems.push({ path: "config.restrictions", message: "Name at least one restriction (visibility, account, monetary or provision)." });
     if (visibility.includes("other") && !r.visibility_other) problems.push({ path: "config.restrictions.visibility_other", message: "restrictions.visibility_other explains an 'other' visibility restriction." });
     if (r.monetary === "other" && !r.monetary_other) problems.push({ path: "config.restrictions.monetary_other", message: "restrictions.monetary_other explains an 'other' monetary restriction." });
+    if (config.outcome === NO_ACTION && restricts) {
+      problems.push({ path: "config.restrictions", message: "outcome no_action is a decision not to act, so it cannot name restrictions: remove the restrictions, or name the outcome that restricts (e.g. content_removed)." });
+    }
   }
   if (config.content_type !== undefined) {
     if (!Array.isArray(config.content_type) || config.content_type.length === 0) problems.push({ path: "config.content_type", message: `content_type is a non-empty list; it takes ${CONTENT_TYPES.join(", ")}.` });

@@ -6,7 +6,7 @@ import { useSession } from "../../session";
 import { Empty, ErrorNote, shortId, useToast } from "../../ui";
 import { FormCard, Input, useSubmit } from "./form";
 
-interface User { id: string; email: string; name: string; role: string; queueIds: string[] | null; disabled?: boolean }
+interface User { id: string; email: string; name: string; role: string; queueIds: string[] | null; disabled?: boolean; accessSignIn?: boolean }
 
 function UserRow({ u, canAdmin, queueName, onChanged, isMe }: { u: User; canAdmin: boolean; queueName: (id: string) => string; onChanged: () => void; isMe: boolean }) {
   const toast = useToast();
@@ -38,6 +38,11 @@ function UserRow({ u, canAdmin, queueName, onChanged, isMe }: { u: User; canAdmi
       <td className="actions">{canAdmin && !isMe ? (
         <button type="button" className="btn btn-small" onClick={() => void update({ disabled: !u.disabled }, u.disabled ? `${u.email} can sign in again.` : `${u.email} is signed out and cannot sign in.`)}>
           {u.disabled ? "Enable" : "Disable"}
+        </button>
+      ) : null}
+      {canAdmin ? (
+        <button type="button" className="btn btn-small" title="Whether this email's Cloudflare Access sign-in lands in this installation" onClick={() => void update({ accessSignIn: !u.accessSignIn }, u.accessSignIn ? `${u.email} no longer signs in here through Cloudflare Access.` : `${u.email} signs in here through Cloudflare Access.`)}>
+          {u.accessSignIn ? "Unbind Access" : "Bind Access"}
         </button>
       ) : null}</td>
     </tr>
