@@ -10,3 +10,7 @@ CREATE INDEX human_tasks_legacy_context ON human_tasks (created_at) WHERE contex
 -- Worker to split and seal once their run has finished (sealLegacyStepOutputs).
 UPDATE workflow_step_outputs SET data_classification_json = '["legacy"]'
 WHERE step_run_id IN (SELECT id FROM workflow_step_runs WHERE node_type IN ('enrichment', 'ai_proposal'));
+-- Examples and templates name the endpoints of external handoffs (e.g. a hash-sharing hotline)
+-- and AI providers by name, resolved in the installation; endpoint names are unique.
+ALTER TABLE webhook_endpoints ADD COLUMN name TEXT;
+CREATE UNIQUE INDEX webhook_endpoints_name ON webhook_endpoints (installation_id, name) WHERE name IS NOT NULL;

@@ -2,7 +2,7 @@
 // name meaning its newest version), checks the provider may receive what the node reads, builds
 // the prompt, calls the model and records which policy text drove which answer.
 import type { JsonObject, JsonValue } from "../workflows";
-import { getProviderRow } from "./ai";
+import { findProviderRow } from "./ai";
 import { buildPrompt, parseAnswer } from "./ai-answers";
 import { completeChat } from "./ai-models";
 import { ComponentExecutionError } from "./components";
@@ -39,7 +39,7 @@ export interface AgentProposalInput {
  * provider and model, tokens, latency, the answer and the prompt.
  */
 export async function executeAgentProposal(env: Env, input: AgentProposalInput): Promise<JsonObject> {
-  const row = await getProviderRow(env.DB, input.installationId, input.providerId);
+  const row = await findProviderRow(env.DB, input.installationId, input.providerId);
   if (!row) throw new ComponentExecutionError("ai_provider.unknown", false, "The node's AI provider does not exist in this installation.");
   if (input.readsContent && row.contentAllowed !== 1) {
     throw new ComponentExecutionError(

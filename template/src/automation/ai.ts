@@ -47,6 +47,11 @@ export function getProviderRow(db: D1Database, installationId: string, id: strin
   return db.prepare(`SELECT ${COLUMNS} FROM ai_providers WHERE installation_id = ?1 AND id = ?2`).bind(installationId, id).first<ProviderRow>();
 }
 
+/** The provider a graph names: by id, or by name (the first registered with it). */
+export function findProviderRow(db: D1Database, installationId: string, ref: string): Promise<ProviderRow | null> {
+  return db.prepare(`SELECT ${COLUMNS} FROM ai_providers WHERE installation_id = ?1 AND (id = ?2 OR name = ?2) ORDER BY id = ?2 DESC, created_at LIMIT 1`).bind(installationId, ref).first<ProviderRow>();
+}
+
 /**
  * Registers a provider; the API key is sealed at rest and never returned. `contentAllowed`
  * defaults to true for Workers AI (inside Cloudflare) and false for an external endpoint.

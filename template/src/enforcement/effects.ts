@@ -8,7 +8,7 @@ import { sha256Hex } from "../lib/crypto";
 import { contentReadStatement, evaluateInputMapping, type AuthorizedRun, type ExpressionContext, type WorkflowNodeV1 } from "../workflows";
 import { decisionRecord } from "./decisions";
 import { renderTemplate } from "./templates";
-import { deliveryStatement, getEndpointRow, subscribedEndpoints } from "./webhooks";
+import { deliveryStatement, findEndpointRow, subscribedEndpoints } from "./webhooks";
 
 export interface EffectCall {
   env: Env;
@@ -135,7 +135,7 @@ export async function handoffWorkflowReport(call: EffectCall): Promise<EffectRes
     };
   }
   const endpointId = String(node.config.endpoint_id ?? node.config.recipient ?? "");
-  const endpoint = await getEndpointRow(env.DB, run.installationId, endpointId);
+  const endpoint = await findEndpointRow(env.DB, run.installationId, endpointId);
   if (endpoint?.state !== "enabled") throw new AppError("handoff.recipient_unknown", `The handoff recipient of ${node.id} is not an enabled webhook endpoint.`);
   const summary = run.reportId
     ? await env.DB.prepare(`SELECT id, case_id AS caseId, category, subject_kind AS subjectKind, subject_id AS subjectId, created_at AS createdAt FROM reports WHERE id = ?1 AND installation_id = ?2`)

@@ -14,6 +14,7 @@ const MAX_BACKOFF_SECONDS = 6 * 3600;
 
 export interface EndpointRow {
   id: string;
+  name: string | null;
   installationId: string;
   url: string;
   description: string | null;
@@ -25,12 +26,13 @@ export interface EndpointRow {
   createdAt: string;
 }
 
-const ENDPOINT_COLUMNS = `id, installation_id AS installationId, url, description, secret_sealed AS secretSealed, event_types_json AS eventTypesJson,
+const ENDPOINT_COLUMNS = `id, name, installation_id AS installationId, url, description, secret_sealed AS secretSealed, event_types_json AS eventTypesJson,
   retry_base_seconds AS retryBaseSeconds, max_attempts AS maxAttempts, state, created_at AS createdAt`;
 
 function serializeEndpoint(row: EndpointRow) {
   return {
     id: row.id,
+    name: row.name,
     url: row.url,
     description: row.description,
     eventTypes: JSON.parse(row.eventTypesJson) as string[],
@@ -45,6 +47,11 @@ export function getEndpointRow(db: D1Database, installationId: string, id: strin
   return db.prepare(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE installation_id = ?1 AND id = ?2`).bind(installationId, id).first<EndpointRow>();
 }
 
+/** An endpoint a graph names: by id, or by its name (unique in the installation). */
+export function findEndpointRow(db: D1Database, installationId: string, ref: string): Promise<EndpointRow | null> {
+  return db.prepare(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE installation_id = ?1 AND (id = ?2 OR name = ?2) ORDER BY id = ?2 DESC LIMIT 1`).bind(installationId, ref).first<EndpointRow>();
+}
+
 function checkUrl(url: string): void {
   let parsed: URL;
   try {
@@ -57,15 +64,18 @@ function checkUrl(url: string): void {
 }
 
 /** Creates an endpoint; its signing secret is returned this once and stored sealed. */
-export async function createEndpoint(env: Env, actor: Actor, input: { url: string; description?: string; eventTypes?: string[]; retryBaseSeconds?: number; maxAttempts?: number }) {
+export async function createEndpoint(env: Env, actor: Actor, input: { url: string; name?: string; description?: string; eventTypes?: string[]; retryBaseSeconds?: number; maxAttempts?: number }) {
   checkUrl(input.url);
+  if (input.name && (await findEndpointRow(env.DB, actor.installationId, input.name))) {
+    throw new AppError("webhook_endpoint.name_taken", `An endpoint of this installation is already named ${input.name}; choose another name.`, { status: 409 });
+  }
   const id = newId("whe");
   const secret = `whsec_${btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))))}`;
   const { sealed } = await sealPersonalData(env, actor.installationId, `webhook_endpoint:${id}`, { secret });
   const at = new Date().toISOString();
   await env.DB.batch([
-    env.DB.prepare(`INSERT INTO webhook_endpoints (id, installation_id, url, description, secret_sealed, event_types_json, retry_base_seconds, max_attempts, state, created_at, updated_at)
-      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'enabled', ?9, ?9)`).bind(
+    env.DB.prepare(`INSERT INTO webhook_endpoints (id, installation_id, url, description, secret_sealed, event_types_json, retry_base_seconds, max_attempts, state, created_at, updated_at, name)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'enabled', ?9, ?9, ?10)`).bind(
       id,
       actor.installationId,
       input.url,
@@ -75,6 +85,7 @@ export async function createEndpoint(env: Env, actor: Actor, input: { url: strin
       input.retryBaseSeconds ?? 5,
       input.maxAttempts ?? 8,
       at,
+      input.name ?? null,
     ),
     auditStatement(env.DB, {
       installationId: actor.installationId,

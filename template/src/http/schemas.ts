@@ -163,6 +163,7 @@ export const schemas = {
     additionalProperties: false,
     properties: {
       url: { type: "string", minLength: 8, maxLength: 2048 },
+      name: { type: "string", pattern: "^[A-Za-z0-9._:-]{1,100}$", description: "Unique in the installation; graphs may name the endpoint by it (handoff endpoint_id)." },
       description: { type: "string", maxLength: 2000 },
       eventTypes: { type: "array", uniqueItems: true, items: { enum: WEBHOOK_EVENT_TYPES }, description: "Events delivered without being named (messages, handoffs); action types name their endpoint." },
       retryBaseSeconds: { type: "integer", minimum: 0, maximum: 3600, description: "Base of the exponential backoff, default 5." },

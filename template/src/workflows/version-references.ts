@@ -14,7 +14,11 @@ const LOOKUPS: Record<ConfigReference["type"], { sql: string; what: string; crea
     create: "POST /api/v1/queues",
   },
   action_type: { sql: `SELECT value FROM json_each(?2) WHERE value IN (SELECT key FROM action_types WHERE installation_id = ?1)`, what: "action type (by key)", create: "POST /api/v1/action-types" },
-  ai_provider: { sql: `SELECT value FROM json_each(?2) WHERE value IN (SELECT id FROM ai_providers WHERE installation_id = ?1)`, what: "AI provider", create: "POST /api/v1/ai-providers" },
+  ai_provider: {
+    sql: `SELECT value FROM json_each(?2) WHERE value IN (SELECT id FROM ai_providers WHERE installation_id = ?1) OR value IN (SELECT name FROM ai_providers WHERE installation_id = ?1)`,
+    what: "AI provider (by id or name)",
+    create: "POST /api/v1/ai-providers",
+  },
   // A version id, or a policy's name (its newest version at run time); retired policies do not count.
   policy_version: {
     sql: `SELECT value FROM json_each(?2) WHERE value IN (SELECT v.id FROM policy_versions v JOIN policies p ON p.id = v.policy_id WHERE v.installation_id = ?1 AND p.retired_at IS NULL)
@@ -27,7 +31,11 @@ const LOOKUPS: Record<ConfigReference["type"], { sql: string; what: string; crea
     what: "component version",
     create: "POST /api/v1/components/:id/versions",
   },
-  webhook_endpoint: { sql: `SELECT value FROM json_each(?2) WHERE value IN (SELECT id FROM webhook_endpoints WHERE installation_id = ?1)`, what: "webhook endpoint", create: "POST /api/v1/webhook-endpoints" },
+  webhook_endpoint: {
+    sql: `SELECT value FROM json_each(?2) WHERE value IN (SELECT id FROM webhook_endpoints WHERE installation_id = ?1) OR value IN (SELECT name FROM webhook_endpoints WHERE installation_id = ?1 AND name IS NOT NULL)`,
+    what: "webhook endpoint (by id or name)",
+    create: "POST /api/v1/webhook-endpoints",
+  },
   workflow_version: {
     sql: `SELECT value FROM json_each(?2) WHERE value IN (SELECT id FROM workflow_versions WHERE installation_id = ?1 AND retired_at IS NULL)`,
     what: "live workflow version",

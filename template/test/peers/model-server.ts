@@ -23,6 +23,17 @@ export default {
             : { result_code: "keep", confidence: 0.6, rationale: "No policy in the prompt." },
         );
         break;
+      case "harassment-judge": {
+        // Reads the policy (system) and the reported post (user); its rationale quotes the post, as models do.
+        const post = (JSON.parse(user) as { post?: string }).post ?? "";
+        const abusive = /\b(idiot|loser)\b/iu.test(post);
+        content = JSON.stringify(
+          system.includes("Harassment policy")
+            ? { result_code: abusive ? "harassment" : "not_harassment", confidence: abusive ? 0.88 : 0.7, rationale: `The post says "${post.slice(0, 80)}".`, policy_sections: abusive ? ["2.1"] : [] }
+            : { result_code: "not_harassment", confidence: 0.1, rationale: "No policy was given." },
+        );
+        break;
+      }
       case "llama-guard": {
         if (body.response_format !== undefined) return Response.json({ error: { message: "llama guard has no JSON mode" } }, { status: 400 });
         const categories = [...(user.includes("scam") ? ["S2"] : []), ...(user.includes("hate") ? ["S10"] : [])];

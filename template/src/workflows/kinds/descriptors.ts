@@ -236,7 +236,7 @@ const DEFINITIONS = {
   decision: {
     label: "Decision",
     group: "Effects",
-    description: "Records a decision with its DSA statement of reasons.",
+    description: "Records a decision: a restriction with its DSA statement of reasons, or a decision not to act (no restrictions, no statement).",
     protocol: "step",
     ports: ["recorded"],
     canFail: true,
@@ -246,7 +246,7 @@ const DEFINITIONS = {
     fields: [
       { key: "outcome", label: "Outcome", input: "text" },
       { key: "statement", label: "Statement (facts relied on)", input: "multiline" },
-      { key: "restrictions", label: "Restrictions", input: "json", help: "{ visibility: [content_removed…], account: suspended|terminated, monetary, provision }" },
+      { key: "restrictions", label: "Restrictions", input: "json", help: "{ visibility: [content_removed…], account: suspended|terminated, monetary, provision }; none (or {}) records a decision not to act, e.g. outcome no_action." },
       {
         key: "ground",
         label: "Ground",
@@ -277,10 +277,14 @@ const DEFINITIONS = {
       { key: "endpoint_id", label: "…or an external endpoint", input: "select", lookup: "endpoints", excludes: ["queue_id"] },
     ],
     defaults: { config: { queue_id: "" } },
-    validate: (node) =>
-      typeof node.config.queue_id !== "string" && typeof node.config.endpoint_id !== "string" && typeof node.config.recipient !== "string"
+    validate: (node) => [
+      ...(typeof node.config.queue_id !== "string" && typeof node.config.endpoint_id !== "string" && typeof node.config.recipient !== "string"
         ? [{ path: "config.queue_id", code: "config_invalid", message: "handoff needs config.queue_id (another queue) or config.endpoint_id (an external recipient)." }]
-        : [],
+        : []),
+      ...["include_content", "include_reporter"]
+        .filter((key) => node.config[key] !== undefined && typeof node.config[key] !== "boolean")
+        .map((key) => ({ path: `config.${key}`, code: "config_invalid", message: `${key} must be true or false (whether the external evidence bundle carries it).` })),
+    ],
     references: (config) => [...ref(config, "queue_id", "queue"), ...ref(config, "endpoint_id", "webhook_endpoint")],
   },
   start_linked_workflow: {

@@ -1,0 +1,148 @@
+// The example workflows of examples/ (documented in examples/README.md) publish as they are in an
+// installation that has what they name — queues, action types, endpoints, a provider and a policy,
+// all by name — and do what the README says: spam triage over the reported text, harassment review
+// under a policy with a person deciding (a decision not to act included), known media by hash.
+import { env } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { api, newInstallation, publish, waitForRun, waitForWait } from "./helpers";
+
+import harassmentReview from "../examples/harassment-review.json";
+import knownMedia from "../examples/known-media.json";
+import spamTriage from "../examples/spam-triage.json";
+import triage from "../examples/triage.json";
+
+const MARKER = "pelican-orchid-2290";
+
+type Logged = { path: string; type: string | null; data: any; verified: boolean };
+async function receiverLog(path: string): Promise<Logged[]> {
+  return (await (await env.RECEIVER.fetch(`http://receiver/_control/log?path=${encodeURIComponent(path)}`)).json()) as Logged[];
+}
+
+async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** An installation with everything the examples name. */
+async function desk() {
+  const { apiKey } = await newInstallation();
+  const tag = crypto.randomUUID().slice(0, 8);
+  const hook = async (path: string, body: Record<string, unknown>) => {
+    const created = await api("/api/v1/webhook-endpoints", { key: apiKey, body: { url: `https://hooks.product.test${path}`, retryBaseSeconds: 0, maxAttempts: 5, ...body } });
+    expect(created.status).toBe(201);
+    await env.RECEIVER.fetch("http://receiver/_control/secret", { method: "POST", body: JSON.stringify({ path, secret: created.body.secret }) });
+    return created.body as { id: string };
+  };
+  const paths = { actions: `/ok/examples-${tag}/actions`, messages: `/ok/examples-${tag}/messages`, hotline: `/ok/examples-${tag}/hotline` };
+  const actions = await hook(paths.actions, {});
+  await hook(paths.messages, { eventTypes: ["message.send"] });
+  await hook(paths.hotline, { name: "hash-hotline" });
+  for (const key of ["remove_content", "suspend_uploader"]) {
+    expect((await api("/api/v1/action-types", { key: apiKey, body: { key, name: key, endpointId: actions.id, reversible: true, requiresApproval: false } })).status).toBe(201);
+  }
+  expect((await api("/api/v1/queues", { key: apiKey, body: { name: "general-review", slaSeconds: 86_400 } })).status).toBe(201);
+  const provider = await api("/api/v1/ai-providers", {
+    key: apiKey,
+    body: { name: "moderation-model", kind: "openai-compatible", baseUrl: "https://model.test/v1", model: "harassment-judge", apiKey: "sk-test-model-key", contentAllowed: true },
+  });
+  expect(provider.status).toBe(201);
+  const policy = await api("/api/v1/policies", { key: apiKey, body: { name: "harassment-policy", text: "Harassment policy\n2.1 Insults aimed at a person are removed.\n2.2 Criticism of ideas is allowed." } });
+  expect(policy.status).toBe(201);
+  return { apiKey, paths };
+}
+
+async function report(apiKey: string, body: Record<string, unknown>) {
+  const created = await api("/api/v1/reports", { key: apiKey, body: { category: "cyber_violence", reporter: { id: "rep-1", contact: "rep-1@example.org" }, ...body } });
+  expect(created.status).toBe(201);
+  expect(created.body.runs).toHaveLength(1);
+  return created.body as { id: string; runs: Array<{ runId: string }> };
+}
+
+describe("examples", () => {
+  it("every example publishes as it is", async () => {
+    const { apiKey } = await desk();
+    for (const graph of [triage, spamTriage, harassmentReview, knownMedia]) expect((await publish(apiKey, graph)).id).toMatch(/^wfv_/u);
+  });
+
+  it("spam-triage: the keyword bank reads the post; spam is decided and removed, the rest left alone", async () => {
+    const { apiKey, paths } = await desk();
+    const version = await publish(apiKey, spamTriage);
+    await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", workflowVersionId: version.id, authorityMode: "autonomous" } });
+    const spam = await report(apiKey, { category: "scams_and_fraud", subject: { kind: "content", id: "p-spam", snapshot: { text: `Claim your prize: wire the fee ${MARKER}` } } });
+    const clean = await report(apiKey, { category: "scams_and_fraud", subject: { kind: "content", id: "p-clean", snapshot: { text: `My garden in May ${MARKER}` } } });
+    expect((await waitForRun(apiKey, spam.runs[0]!.runId)).output.terminalCode).toBe("spam_removed");
+    expect((await waitForRun(apiKey, clean.runs[0]!.runId)).output.terminalCode).toBe("not_spam");
+    const delivered = await until(async () => (await receiverLog(paths.actions)).filter((l) => l.verified && l.type === "action.execute"), "the removal");
+    expect(JSON.stringify(delivered)).toContain("p-spam");
+    expect(JSON.stringify(delivered)).not.toContain("p-clean");
+  });
+
+  it("harassment-review: the model reads the post under the policy, a person decides (also not to act), the reporter is told", async () => {
+    const { apiKey, paths } = await desk();
+    const version = await publish(apiKey, harassmentReview);
+    await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", workflowVersionId: version.id, authorityMode: "assisted" } });
+    const abusive = await report(apiKey, { subject: { kind: "content", id: "p-abuse", snapshot: { text: `You are an idiot ${MARKER}` } }, description: "They keep insulting me" });
+    const critical = await report(apiKey, { subject: { kind: "content", id: "p-critic", snapshot: { text: `This plan is a bad idea ${MARKER}` } } });
+    const outcomes: Record<string, string> = {};
+    for (const [created, answer] of [
+      [abusive, "remove"],
+      [critical, "no_action"],
+    ] as const) {
+      const runId = created.runs[0]!.runId;
+      await waitForWait(apiKey, runId);
+      const detail = await api(`/api/v1/runs/${runId}`, { key: apiKey });
+      const assess = detail.body.steps.find((s: { nodeId: string }) => s.nodeId === "assess");
+      // The proposal's verdict and the policy behind it are open; the rationale (it quotes the post) is sealed.
+      expect(assess.output).toMatchObject({ resultCode: answer === "remove" ? "harassment" : "not_harassment", policy: { name: "harassment-policy", version: 1, digest: expect.stringMatching(/^sha256:/u) } });
+      expect(assess.output.rationale).toBeUndefined();
+      expect(assess.sealed).toBe(true);
+      const task = (await env.DB.prepare("SELECT id FROM human_tasks WHERE run_id = ?1").bind(runId).first<{ id: string }>())!;
+      const opened = await api(`/api/v1/tasks/${task.id}`, { key: apiKey });
+      expect(opened.body.context).toMatchObject({ post: expect.stringContaining(MARKER), proposal: answer === "remove" ? "harassment" : "not_harassment", rationale: expect.stringContaining(MARKER) });
+      expect((await api(`/api/v1/tasks/${task.id}/claim`, { key: apiKey, body: { reviewer: "mod" } })).status).toBe(200);
+      expect((await api(`/api/v1/tasks/${task.id}/complete`, { key: apiKey, body: { reviewer: "mod", response: { outcome: answer } } })).status).toBe(200);
+      outcomes[answer] = (await waitForRun(apiKey, runId)).output.terminalCode;
+    }
+    expect(outcomes).toEqual({ remove: "harassment_removed", no_action: "no_action" });
+    const decisions = await env.DB.prepare("SELECT outcome, automated_decision AS automated FROM decisions WHERE report_id IN (?1, ?2) ORDER BY outcome").bind(abusive.id, critical.id).all();
+    expect(decisions.results).toEqual([
+      { outcome: "content_removed", automated: "not_automated" },
+      { outcome: "no_action", automated: "not_automated" },
+    ]);
+    const messages = await until(async () => {
+      const log = (await receiverLog(paths.messages)).filter((l) => l.verified && l.type === "message.send");
+      return log.length >= 2 && log;
+    }, "two messages to the reporter");
+    expect(messages.map((m) => m.data.recipient.contact)).toEqual(["rep-1@example.org", "rep-1@example.org"]);
+    const { results } = await env.DB.prepare("SELECT inline_json AS json FROM workflow_step_outputs").all<{ json: string }>();
+    expect(JSON.stringify(results)).not.toContain(MARKER);
+  });
+
+  it("known-media: a hash bank over the evidence hands the case to the hotline (content, not the reporter) and suspends the uploader", async () => {
+    const { apiKey, paths } = await desk();
+    const version = await publish(apiKey, knownMedia);
+    await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", workflowVersionId: version.id, authorityMode: "autonomous" } });
+    const known = await report(apiKey, {
+      category: "protection_of_minors",
+      subject: { kind: "content", id: "p-media", snapshot: { text: `an upload ${MARKER}` } },
+      evidence: [
+        { kind: "image", sha256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" },
+        { kind: "text", text: "context" },
+      ],
+    });
+    const unknown = await report(apiKey, { category: "protection_of_minors", subject: { kind: "content", id: "p-other" }, evidence: [{ kind: "image", sha256: "00".repeat(32) }] });
+    expect((await waitForRun(apiKey, known.runs[0]!.runId)).output.terminalCode).toBe("known_media_suspended");
+    expect((await waitForRun(apiKey, unknown.runs[0]!.runId)).output.terminalCode).toBe("no_known_media");
+    const handoff = await until(async () => (await receiverLog(paths.hotline)).find((l) => l.verified && l.type === "report.handoff"), "the handoff");
+    expect(handoff.data.evidence.content.snapshot.text).toContain(MARKER);
+    expect(handoff.data.evidence.notes.matchedHashes).toEqual(["e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"]);
+    expect(JSON.stringify(handoff.data)).not.toContain("rep-1@example.org");
+    const suspended = await until(async () => (await receiverLog(paths.actions)).find((l) => l.verified && l.type === "action.execute"), "the suspension");
+    expect(JSON.stringify(suspended.data)).toContain("p-media");
+  });
+});
