@@ -283,6 +283,7 @@ function checkNamed(described, name) {
 const SECRET_MEANINGS = {
   ADMIN_TOKEN: "bearer token that creates installations (`POST /api/v1/installations`)",
   REPORT_MASTER_KEY: "32 or more random characters; seals personal data in reports. Losing it loses every sealed report",
+  AUDIT_CHECKPOINT_KEY: "32 or more random characters; the audit trail's event MACs and checkpoints are derived from it (rotate with `AUDIT_CHECKPOINT_KEY_PREVIOUS`)",
 };
 
 /** Names of the secrets that .dev.vars.example lists. */
@@ -302,6 +303,7 @@ function readmeValues(described, secrets) {
     ...described.loaders.map((binding) => `| ${code(binding)} | Worker Loader | nothing to create |`),
     ...secrets.map((secret) => `| ${code(secret)} | secret | ${SECRET_MEANINGS[secret] ?? "see `.dev.vars.example`"} |`),
     "| `REPORT_MASTER_KEY_PREVIOUS` | secret, optional | the old key while you rotate `REPORT_MASTER_KEY` |",
+    "| `AUDIT_CHECKPOINT_KEY_PREVIOUS` | secret, optional | the old key while you rotate `AUDIT_CHECKPOINT_KEY` |",
   ];
   const create = [
     ...described.databases.flatMap((d, i) => [

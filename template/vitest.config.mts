@@ -27,6 +27,7 @@ export default defineConfig(async () => {
         wrangler: { configPath: "./wrangler.jsonc" },
         miniflare: {
           bindings: { TEST_MIGRATIONS: migrations, ADMIN_TOKEN: "test-admin-token", REPORT_MASTER_KEY: "test-master-key-0123456789abcdef0123456789abcdef",
+            AUDIT_CHECKPOINT_KEY: "test-audit-key-0123456789abcdef0123456789abcdef", WEBHOOK_TIMEOUT_SECONDS: "2",
             ACCESS_TEAM_DOMAIN: "safest-test.cloudflareaccess.com", ACCESS_AUD: "test-access-aud" },
           // AI: a fake Workers AI binding (an RPC entrypoint with run(model, input)); none is declared in
           // wrangler.jsonc, since the real one needs an account and the network.

@@ -24,6 +24,7 @@ const worker = await startWorker({
     server: { hostname: "127.0.0.1", port: Number(port) },
     inspector: false, // the one difference from `wrangler dev`: no devtools relay to this process
     watch: false,
+    testScheduled: true, // /__scheduled, as `npm start` runs wrangler dev (scripts/local-cron.mjs)
     liveReload: false,
     persist,
     registry,

@@ -5,11 +5,15 @@
 // parts of report intake and a D1 round trip; /bench routes that seed a review queue with many
 // open tasks and show the query plan of the queue listing; and /bench routes for the costs of an
 // action (a bare signed webhook POST; the recorded times of autonomous actions), of a component
-// call made directly in the host, and of loading a node's context. GET /bench/floor is the
+// call made directly in the host, and of loading a node's context; /bench/audit-seed appends many
+// chained, MAC'd audit events in bulk (for /audit/verify at 10,000 and 100,000 events). GET /bench/floor is the
 // platform's own GET / (the console's assets answer / itself), for the HTTP floor.
 import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { canonicalJson } from "../src/audit";
+import { type AuditRow, eventHash, GENESIS_HASH, sealAuditChain } from "../src/audit/chain";
+import { entryMacText } from "../src/audit/events";
+import { auditKeys } from "../src/audit/keys";
 import { executeBuiltin } from "../src/automation/builtins";
 import { executeComponentVersion, getComponentVersionRow } from "../src/automation/components";
 import { sealPersonalData } from "../src/cases/report-crypto";
@@ -520,6 +524,7 @@ async function benchRoute(request: Request, env: BenchEnv, ctx: ExecutionContext
     for (let index = 0; index < count; index++) await env.DB.prepare(`SELECT 1 AS one`).first();
     return json({ count, msPerRoundTrip: (Date.now() - began) / count });
   }
+  if (request.method === "POST" && url.pathname === "/bench/audit-seed") return seedAudit(env, (await request.json().catch(() => ({}))) as { installationId?: unknown; upTo?: unknown });
   if (request.method === "POST" && url.pathname === "/bench/queue-seed") return seedQueue(env, (await request.json().catch(() => ({}))) as SeedBody);
   if (request.method === "POST" && url.pathname === "/bench/queue-plan") return explainListing(env, (await request.json().catch(() => ({}))) as Parameters<typeof explainListing>[1]);
   if (request.method === "POST" && url.pathname === "/bench/queue-keys") return listingKeysAt(env, (await request.json().catch(() => ({}))) as Parameters<typeof listingKeysAt>[1]);
@@ -528,6 +533,63 @@ async function benchRoute(request: Request, env: BenchEnv, ctx: ExecutionContext
   if (request.method === "POST" && url.pathname === "/bench/component-direct") return componentDirect(env, ctx, (await request.json().catch(() => ({}))) as Parameters<typeof componentDirect>[2]);
   if (request.method === "POST" && url.pathname === "/bench/context-load") return contextLoad(env, (await request.json().catch(() => ({}))) as Parameters<typeof contextLoad>[1]);
   return json({ error: { code: "route.not_found" } }, 404);
+}
+
+const AUDIT_SEED_MAX = 100_000;
+const AUDIT_SEED_ROWS_PER_STATEMENT = 1_000;
+
+/**
+ * Appends events to an installation's audit trail until it holds `upTo`, exactly as the platform
+ * would have written and sealed them (entry MAC under the audit key, chained hashes), inserted in
+ * bulk (rows as one JSON parameter per statement), then seals — which checkpoints the new head.
+ */
+async function seedAudit(env: BenchEnv, body: { installationId?: unknown; upTo?: unknown }): Promise<Response> {
+  const upTo = Number(body.upTo);
+  const installationId = body.installationId;
+  const key = auditKeys(env).current;
+  if (typeof installationId !== "string" || !Number.isInteger(upTo) || upTo < 1 || upTo > AUDIT_SEED_MAX || !key) return json({ error: { code: "bench.audit_seed_invalid" } }, 400);
+  await sealAuditChain(env, installationId);
+  const head = await env.DB.prepare("SELECT seq, hash FROM audit_events WHERE installation_id = ?1 ORDER BY seq DESC LIMIT 1").bind(installationId).first<{ seq: number; hash: string | null }>();
+  if (head && head.hash === null) return json({ error: { code: "bench.audit_seed_unsealed" } }, 409);
+  let prev = head?.hash ?? GENESIS_HASH;
+  let seq = head?.seq ?? 0;
+  const started = Date.now();
+  const createdAt = new Date().toISOString();
+  while (seq < upTo) {
+    const rows: AuditRow[] = [];
+    for (const last = Math.min(upTo, seq + AUDIT_SEED_ROWS_PER_STATEMENT); seq < last; ) {
+      seq += 1;
+      const row: AuditRow = {
+        id: crypto.randomUUID(),
+        seq,
+        installationId,
+        idempotencyKey: `bench:audit:${installationId}:${seq}`,
+        action: "bench.event",
+        actorType: "system",
+        actorId: "bench",
+        targetType: "bench",
+        targetId: `t${seq % 1000}`,
+        detailsJson: canonicalJson({ n: seq, category: "spam" }),
+        createdAt,
+        prevHash: prev,
+        hash: null,
+        entryMac: null,
+      };
+      row.entryMac = `${key.id}:${key.mac(entryMacText(row))}`;
+      row.hash = await eventHash(prev, row);
+      prev = row.hash;
+      rows.push(row);
+    }
+    await env.DB.prepare(`
+      INSERT INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at, seq, prev_hash, hash, entry_mac)
+      SELECT value ->> '$.id', value ->> '$.installationId', value ->> '$.idempotencyKey', value ->> '$.action', value ->> '$.actorType', value ->> '$.actorId',
+        value ->> '$.targetType', value ->> '$.targetId', value ->> '$.detailsJson', value ->> '$.createdAt', value ->> '$.seq', value ->> '$.prevHash', value ->> '$.hash', value ->> '$.entryMac'
+      FROM json_each(?1)`)
+      .bind(JSON.stringify(rows))
+      .run();
+  }
+  await sealAuditChain(env, installationId); // nothing to seal: checkpoints the new head
+  return json({ events: seq, seedMs: Date.now() - started });
 }
 
 export default {

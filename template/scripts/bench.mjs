@@ -15,8 +15,13 @@
 // Sections (bench/sections/*.mjs): per-step cost (platform runtime vs bare Workflow), per-node
 // growth over a long run, context cost at step 10 vs 200 (reads far back; the context load timed
 // in the Worker), component nodes vs a built-in and vs a host function, autonomous actions from
-// proposal to confirmed delivery vs a bare signed webhook POST, report intake throughput, and
-// review-queue listing latency with 100,000 open tasks with the listing query's plan.
+// proposal to confirmed delivery vs a bare signed webhook POST, report intake throughput,
+// review-queue listing latency with 100,000 open tasks with the listing query's plan, and
+// /audit/verify at 10,000 and 100,000 audit events (incremental, from the last checkpoint).
+//
+// The Worker's schedule runs as under `npm start`: scripts/local-cron.mjs calls its scheduled
+// handler every minute for the whole bench. BENCH_ONLY=audit,queue,… runs only those sections
+// (runtime, context, components, actions, intake, queue, audit) — for working on one of them.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
@@ -27,6 +32,7 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { actionLines, sectionActions } from "../bench/sections/actions.mjs";
+import { auditLines, sectionAuditVerify } from "../bench/sections/audit.mjs";
 import { componentLines, sectionComponents } from "../bench/sections/components.mjs";
 import { contentLines, sectionContent } from "../bench/sections/content.mjs";
 import { contextLines, sectionContext } from "../bench/sections/context.mjs";
@@ -34,6 +40,7 @@ import { intakeLines, sectionIntake } from "../bench/sections/intake.mjs";
 import { client, deadline, edge, log, OVERALL_BUDGET_MS, publish, remaining, results, round, server, sleep, startedAt, timedClient } from "../bench/sections/lib.mjs";
 import { queueLines, sectionQueueListing } from "../bench/sections/queue.mjs";
 import { runtimeLines, sectionGrowth, sectionPerStep } from "../bench/sections/runtime.mjs";
+import { startLocalCron } from "./local-cron.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const require = createRequire(import.meta.url);
@@ -117,6 +124,7 @@ function checkBenchConfig() {
 
 let stateDir = null;
 let logFile = null;
+let cron = null;
 
 function wranglerEnv(dir) {
   return {
@@ -188,6 +196,8 @@ async function stopServer() {
 }
 
 async function cleanup() {
+  await cron?.stop();
+  cron = null;
   await stopServer();
   if (stateDir) {
     const dir = stateDir;
@@ -200,7 +210,8 @@ async function startServer(dir, adminToken) {
   const envFile = join(dir, "bench.env");
   // Secrets the Worker reads (see .dev.vars.example), in a 0600 file rather than on a command line.
   const reportMasterKey = randomBytes(32).toString("hex");
-  await writeFile(envFile, `ADMIN_TOKEN=${adminToken}\nREPORT_MASTER_KEY=${reportMasterKey}\n`, { mode: 0o600 });
+  const auditCheckpointKey = randomBytes(32).toString("hex");
+  await writeFile(envFile, `ADMIN_TOKEN=${adminToken}\nREPORT_MASTER_KEY=${reportMasterKey}\nAUDIT_CHECKPOINT_KEY=${auditCheckpointKey}\n`, { mode: 0o600 });
   const persist = join(dir, "state");
   log("applying migrations");
   server.appDir = await snapshotSources(dir);
@@ -231,6 +242,7 @@ async function startServer(dir, adminToken) {
         envFile,
         "--show-interactive-dev-session=false",
         "--live-reload=false",
+        "--test-scheduled",
       ]
     : [join(appDir, "bench", "dev-server.mjs"), wranglerApi, config, String(port), persist, envFile, join(dir, "registry")];
   server.child = spawn(process.execPath, args, { cwd: appDir, env: wranglerEnv(dir), detached: true, stdio: ["ignore", out, out] });
@@ -257,7 +269,7 @@ function report() {
   const lines = [];
   if (results.cores !== undefined) lines.push(`machine:          ${results.cores} cores, 1-minute load average ${results.loadAverageAtStart} at the start (other processes compete with the dev server for the cores)`);
   if (results.devServer !== undefined) lines.push(`dev server:       ${results.devServer}, wrangler ${results.wranglerVersion}`);
-  lines.push(...runtimeLines(), ...contextLines(), ...componentLines(), ...contentLines(), ...actionLines(), ...intakeLines(), ...queueLines());
+  lines.push(...runtimeLines(), ...contextLines(), ...componentLines(), ...contentLines(), ...actionLines(), ...intakeLines(), ...queueLines(), ...auditLines());
   if (results.elapsedS !== undefined) lines.push(`elapsed:          ${results.elapsedS} s (budget ${OVERALL_BUDGET_MS / 1000} s)`);
   if (results.error) lines.push(`bench failed: ${results.error}`);
   for (const line of lines) process.stdout.write(`${line}\n`);
@@ -278,15 +290,21 @@ async function main() {
   stateDir = await mkdtemp(join(tmpdir(), "safest-bench-"));
   const adminToken = `bench-${randomBytes(24).toString("hex")}`;
   const base = await startServer(stateDir, adminToken);
+  cron = startLocalCron({ baseUrl: base, log: (message) => log(`schedule: ${message}`) });
+  const first = await cron.tick(); // the schedule reaches the bench Worker as it does under npm start
+  if (!first.ok) throw new Error(`the scheduled handler did not run: ${first.status} ${first.outcome}`);
+  const only = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(",").map((name) => name.trim())) : null;
+  const runs = (name) => only === null || only.has(name);
+  if (only) results.benchOnly = [...only];
   const api = client(base);
   const installation = await api("/api/v1/installations", { body: { name: "bench" }, key: adminToken });
   const { apiKey } = installation;
-  await sectionPerStep(api, adminToken, apiKey);
-  await sectionGrowth(api, apiKey);
-  await sectionContext(api, adminToken, apiKey);
-  await sectionComponents(api, adminToken, apiKey, installation.id);
-  await sectionActions(api, adminToken, apiKey);
-  await sectionContent(api, adminToken, apiKey);
+  if (runs("runtime")) await sectionPerStep(api, adminToken, apiKey);
+  if (runs("runtime")) await sectionGrowth(api, apiKey);
+  if (runs("context")) await sectionContext(api, adminToken, apiKey);
+  if (runs("components")) await sectionComponents(api, adminToken, apiKey, installation.id);
+  if (runs("actions")) await sectionActions(api, adminToken, apiKey);
+  if (runs("content")) await sectionContent(api, adminToken, apiKey);
   const timed = timedClient(base);
   // Case management in an installation of its own (its initial key holds every scope).
   const cases = await api("/api/v1/installations", { body: { name: "bench-cases" }, key: adminToken });
@@ -304,8 +322,9 @@ async function main() {
     },
     "bench-trivial",
   );
-  await sectionIntake(api, timed, adminToken, casesKey, cases.id, trivial.id);
-  await sectionQueueListing(api, timed, adminToken, casesKey, cases.id, trivial.id);
+  if (runs("intake")) await sectionIntake(api, timed, adminToken, casesKey, cases.id, trivial.id);
+  if (runs("queue")) await sectionQueueListing(api, timed, adminToken, casesKey, cases.id, trivial.id);
+  if (runs("audit")) await sectionAuditVerify(api, timed, adminToken);
   results.elapsedS = round((Date.now() - startedAt) / 1000, 1);
 }
 

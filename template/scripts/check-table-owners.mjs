@@ -20,6 +20,8 @@ export const TABLE_OWNERS = {
   workflow_waits: "workflows",
   workflow_events: "workflows",
   audit_events: "audit",
+  audit_checkpoints: "audit",
+  audit_verify_cursors: "audit",
   human_tasks: "cases",
   data_keys: "cases",
   cases: "cases",

@@ -1,9 +1,12 @@
 // `npm start`: build the kernel, migrate the local D1 database, run `wrangler dev` on local state,
 // and make sure a demo installation exists. Everything the server keeps lives in the state folder
 // (SAFEST_STATE_DIR, default <repo root>/.safest-state), so a restart resumes where it left off.
+// While it runs, scripts/local-cron.mjs fires the Worker's schedule every minute, as the Cron
+// Trigger does on Cloudflare (Miniflare fires none by itself).
 //
 // Environment: PORT (default 8787), SAFEST_STATE_DIR, ADMIN_TOKEN (else .dev.vars, else a generated
-// token written to .dev.vars; .dev.vars sits in template/ in the repository, at a project's root).
+// token written to .dev.vars; .dev.vars sits in template/ in the repository, at a project's root),
+// REPORT_MASTER_KEY and AUDIT_CHECKPOINT_KEY (likewise, generated once into .dev.vars).
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
@@ -11,6 +14,7 @@ import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { startLocalCron } from "./local-cron.mjs";
 
 const templateDir = fileURLToPath(new URL("..", import.meta.url));
 const devVarsPath = path.join(templateDir, ".dev.vars");
@@ -118,6 +122,22 @@ function masterKey() {
   return { source: "generated" };
 }
 
+/**
+ * The key the audit trail's checkpoints are signed with: AUDIT_CHECKPOINT_KEY from the environment,
+ * else from .dev.vars, else generated into .dev.vars once. Losing it leaves old checkpoints
+ * unverifiable (the chain itself still verifies); keep it with the state folder.
+ */
+function auditKey() {
+  if (process.env.AUDIT_CHECKPOINT_KEY) return { source: "env" };
+  if (readDotenvValue(devVarsPath, "AUDIT_CHECKPOINT_KEY")) return { source: "dev.vars" };
+  const previous = existsSync(devVarsPath) ? readFileSync(devVarsPath, "utf8") : "";
+  const separator = previous === "" || previous.endsWith("\n") ? "" : "\n";
+  writeFileSync(devVarsPath, `${previous}${separator}AUDIT_CHECKPOINT_KEY=${randomBytes(32).toString("base64url")}\n`, { mode: 0o600 });
+  chmodSync(devVarsPath, 0o600);
+  console.log(`[safest] Generated AUDIT_CHECKPOINT_KEY in ${devVarsLabel()}: it signs the audit trail's checkpoints; keep it with the state folder.`);
+  return { source: "generated" };
+}
+
 function viteBin() {
   const require = createRequire(path.join(templateDir, "package.json"));
   try {
@@ -218,6 +238,7 @@ function banner(baseUrl, admin, demo, state, demoFile, signinUrl) {
     `  API key: ${demo.apiKey}`,
     `  Try:  curl -s ${baseUrl}/api/v1/workflows -H "Authorization: Bearer ${demo.apiKey}"`,
     ...(signinUrl ? [`  Console: open ${signinUrl}  (one-time sign-in link for the demo admin, valid 24 h)`] : []),
+    "  Schedule: every minute (scripts/local-cron.mjs calls the Worker's scheduled handler).",
     "  Stop with Ctrl-C.",
     "",
   ];
@@ -237,6 +258,7 @@ async function main() {
   run([viteBin(), "build", "--config", "console/vite.config.ts", "--logLevel", "warn"]);
   const admin = adminToken();
   const master = masterKey();
+  const audit = auditKey();
   // CI=true: apply without the confirmation prompt.
   run([wrangler, "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], { CI: "true", WRANGLER_SEND_METRICS: "false" });
   await assertPortFree(host, listenPort);
@@ -248,6 +270,7 @@ async function main() {
   const secretLines = [
     ...(admin.source === "env" ? [`ADMIN_TOKEN=${admin.token}`] : []),
     ...["REPORT_MASTER_KEY", "REPORT_MASTER_KEY_PREVIOUS"].filter((name) => master.source === "env" && process.env[name]).map((name) => `${name}=${process.env[name]}`),
+    ...["AUDIT_CHECKPOINT_KEY", "AUDIT_CHECKPOINT_KEY_PREVIOUS"].filter((name) => audit.source === "env" && process.env[name]).map((name) => `${name}=${process.env[name]}`),
   ];
   if (secretLines.length > 0) {
     tokenFile = path.join(state, ".admin-token.env");
@@ -262,8 +285,19 @@ async function main() {
   };
 
   // wrangler reads the token from the files above; it need not sit in its environment too.
-  const { ADMIN_TOKEN: _token, REPORT_MASTER_KEY: _master, REPORT_MASTER_KEY_PREVIOUS: _previous, ...wranglerEnv } = { WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env };
-  const child = spawn(process.execPath, [wrangler, "dev", "--port", String(listenPort), "--ip", host, "--persist-to", state, "--show-interactive-dev-session=false", ...envFiles], { cwd: templateDir, stdio: "inherit", env: wranglerEnv });
+  const {
+    ADMIN_TOKEN: _token,
+    REPORT_MASTER_KEY: _master,
+    REPORT_MASTER_KEY_PREVIOUS: _previous,
+    AUDIT_CHECKPOINT_KEY: _audit,
+    AUDIT_CHECKPOINT_KEY_PREVIOUS: _auditPrevious,
+    ...wranglerEnv
+  } = { WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env };
+  const child = spawn(process.execPath, [wrangler, "dev", "--port", String(listenPort), "--ip", host, "--persist-to", state, "--show-interactive-dev-session=false", "--test-scheduled", ...envFiles], {
+    cwd: templateDir,
+    stdio: "inherit",
+    env: wranglerEnv,
+  });
 
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
     process.on(signal, () => {
@@ -286,6 +320,9 @@ async function main() {
     }
     return;
   }
+  // The schedule (sweeps: the delivery outbox, the audit seal and verification, …), every minute.
+  const cron = startLocalCron({ baseUrl, log: (message) => console.warn(`[safest] ${message}`) });
+  child.once("exit", () => void cron.stop());
   const demoFile = path.join(state, "demo-installation.json");
   try {
     const demo = await ensureDemoInstallation(baseUrl, admin, demoFile);

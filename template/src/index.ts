@@ -1,8 +1,9 @@
-// The Safest Tools Worker: HTTP API, the Workflows entrypoint and the runtime capability.
+// The Safest Tools Worker: HTTP API, the schedule, the Workflows entrypoint and the runtime capability.
 import { DynamicWorkflowBinding } from "@cloudflare/dynamic-workflows";
 import { consumeBacktests } from "./automation";
 import { consumeDeliveries } from "./enforcement";
 import { createApp } from "./http/app";
+import { runSchedule } from "./schedule";
 
 // Re-exported so that ctx.exports can hand loaded workers their wrapped WORKFLOWS binding.
 export { DynamicWorkflowBinding };
@@ -18,4 +19,16 @@ export default {
   fetch: app.fetch,
   queue: (batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext) =>
     batch.queue.endsWith("-backtests") ? consumeBacktests(batch as Parameters<typeof consumeBacktests>[0], env, ctx) : consumeDeliveries(batch as MessageBatch<{ deliveryId?: unknown }>, env),
+  // Every minute (triggers.crons); locally driven by scripts/local-cron.mjs. A run where a sweep
+  // failed throws after all sweeps ran, so the platform records the invocation as failed.
+  async scheduled(controller: ScheduledController, env: Env) {
+    const run = await runSchedule(env, controller);
+    if (!run.ok)
+      throw new Error(
+        `schedule.sweep_failed: ${run.sweeps
+          .filter((s) => !s.ok)
+          .map((s) => s.name)
+          .join(", ")}`,
+      );
+  },
 } satisfies ExportedHandler<Env>;

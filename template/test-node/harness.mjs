@@ -1,7 +1,9 @@
 // The test-server harness shared by the node smoke tests, the browser tests and the console bench:
 // start the platform exactly as `npm start` does (scripts/start.mjs on a free port, a temporary
-// SAFEST_STATE_DIR, its own ADMIN_TOKEN and REPORT_MASTER_KEY, its own process group so the whole
-// tree — wrangler, workerd — dies with it), wait until it is ready, and talk to its API.
+// SAFEST_STATE_DIR, its own ADMIN_TOKEN, REPORT_MASTER_KEY and AUDIT_CHECKPOINT_KEY, its own
+// process group so the whole tree — wrangler, workerd — dies with it), wait until it is ready, and
+// talk to its API. start.mjs drives the schedule every minute (scripts/local-cron.mjs); a test that
+// cannot wait for the next minute calls `scheduled()`, the same driver's one-run trigger.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -10,6 +12,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { triggerScheduled } from "../scripts/local-cron.mjs";
 
 export const templateDir = fileURLToPath(new URL("..", import.meta.url));
 
@@ -50,6 +53,7 @@ export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, si
       // A master key of the test's own: start.mjs passes it through a temp env file in the state
       // folder and leaves template/.dev.vars alone.
       REPORT_MASTER_KEY: randomBytes(32).toString("base64url"),
+      AUDIT_CHECKPOINT_KEY: randomBytes(32).toString("base64url"),
       CI: "true",
     },
   });
@@ -99,7 +103,9 @@ export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, si
     await sleep(200);
   }
   const demo = JSON.parse(readFileSync(demoFile, "utf8"));
-  return { baseUrl, stateDir, adminToken, apiKey: demo.apiKey, installationId: demo.id, signinUrl, output: () => output, stop };
+  /** One run of the Worker's schedule now, as the Cron Trigger would: { ok, status, outcome, ms }. */
+  const scheduled = () => triggerScheduled(baseUrl);
+  return { baseUrl, stateDir, adminToken, apiKey: demo.apiKey, installationId: demo.id, signinUrl, output: () => output, stop, scheduled };
 }
 
 /**

@@ -82,3 +82,19 @@ test("wrangler dev: the default path parks in wait_for_event and an event comple
   );
   assert.deepEqual(run.output, { port: "terminal", terminalCode: "moderator_decided", result: { decision: { decision: "remove" } } });
 });
+
+test("wrangler dev: the local driver fires the Worker's schedule; the audit chain is anchored", { timeout: 60_000 }, async (t) => {
+  t.after(() => {
+    if (t.passed === false) console.error(`server output:\n${output()}`);
+  });
+  const workflow = await api("/api/v1/workflows", { body: { name: "scheduled" } });
+  assert.equal(workflow.status, 201, JSON.stringify(workflow.body));
+  const run = await server.scheduled();
+  assert.deepEqual([run.ok, run.status, run.outcome], [true, 200, "ok"], JSON.stringify(run));
+  const verdict = await api("/api/v1/audit/verify");
+  assert.equal(verdict.status, 200, JSON.stringify(verdict.body));
+  assert.equal(verdict.body.ok, true, JSON.stringify(verdict.body));
+  assert.equal(verdict.body.anchored, true, `AUDIT_CHECKPOINT_KEY reaches the Worker and R2 holds the anchor: ${JSON.stringify(verdict.body)}`);
+  assert.equal(verdict.body.lastFullVerification?.ok, true, JSON.stringify(verdict.body));
+  assert.match(output(), /"event":"schedule\.run".*"enforcement\.outbox"/u);
+});

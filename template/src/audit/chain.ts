@@ -1,11 +1,23 @@
 // The tamper-evident audit trail: each installation's events form a hash chain over canonical
-// JSON (RFC 8785). Events are numbered when inserted (a D1 trigger assigns `seq`) and chained by
-// the sealer, which runs after every API write and before the trail is read or verified.
+// JSON (RFC 8785). Events are numbered when inserted (a D1 trigger assigns `seq`), carry a keyed MAC
+// from the start (`entry_mac`, events.ts), and are chained by the sealer, which runs after every API
+// write, on the schedule, and before the trail is read or verified.
+//
+// The chain is anchored: each seal writes a keyed checkpoint (HMAC under a key derived from the
+// AUDIT_CHECKPOINT_KEY secret, keys.ts) over the head hash and the number of events, in D1
+// (audit_checkpoints) and, for the newest, in R2 (AUDIT_ANCHORS) — outside D1, so deleting the
+// newest events together with the newest checkpoint row is still caught. Verification on request
+// is incremental (from the last checkpoint a verification reached, which must still match the
+// chain); the schedule verifies each chain in full, a bounded slice per run.
 import { sha256Hex } from "../lib/crypto";
 import { canonicalJson } from "./canonical-json";
+import { entryMacText } from "./events";
+import { auditKeys, macVerifies, type AuditKey, type AuditKeys } from "./keys";
 
 export const GENESIS_HASH = `sha256:${"0".repeat(64)}`;
 const PAGE = 500;
+/** At most this many events are sealed per call (the next call, or the next minute, goes on). */
+const SEAL_MAX_EVENTS = 20_000;
 
 export interface AuditRow {
   id: string;
@@ -21,11 +33,12 @@ export interface AuditRow {
   createdAt: string;
   prevHash: string | null;
   hash: string | null;
+  entryMac: string | null;
 }
 
 export const AUDIT_COLUMNS = `id, seq, installation_id AS installationId, idempotency_key AS idempotencyKey, action,
   actor_type AS actorType, actor_id AS actorId, target_type AS targetType, target_id AS targetId,
-  details_json AS detailsJson, created_at AS createdAt, prev_hash AS prevHash, hash`;
+  details_json AS detailsJson, created_at AS createdAt, prev_hash AS prevHash, hash, entry_mac AS entryMac`;
 
 /** The hash of one event given its predecessor's: sha256 over `prev\n` + the event's canonical JSON. */
 export async function eventHash(prevHash: string, row: AuditRow): Promise<string> {
@@ -49,52 +62,376 @@ export async function eventHash(prevHash: string, row: AuditRow): Promise<string
   return `sha256:${await sha256Hex(`${prevHash}\n${body}`)}`;
 }
 
-/** Chains every not-yet-sealed event of the installation, in order. Safe to run concurrently. */
+// ---------------------------------------------------------------------------------------------
+// Checkpoints
+
+export interface Checkpoint {
+  installationId: string;
+  seq: number;
+  headHash: string;
+  keyId: string;
+  mac: string;
+  createdAt: string;
+}
+
+const CHECKPOINT_COLUMNS = `installation_id AS installationId, seq, head_hash AS headHash, key_id AS keyId, mac, created_at AS createdAt`;
+
+function checkpointMacText(c: Pick<Checkpoint, "installationId" | "seq" | "headHash" | "createdAt">): string {
+  return canonicalJson({ v: 1, kind: "audit_checkpoint", installationId: c.installationId, seq: c.seq, headHash: c.headHash, createdAt: c.createdAt });
+}
+
+function checkpointVerifies(keys: AuditKeys, c: Checkpoint): boolean {
+  return macVerifies(keys, c.keyId, checkpointMacText(c), c.mac);
+}
+
+function newCheckpoint(key: AuditKey, installationId: string, seq: number, headHash: string, createdAt: string): Checkpoint {
+  return { installationId, seq, headHash, keyId: key.id, mac: key.mac(checkpointMacText({ installationId, seq, headHash, createdAt })), createdAt };
+}
+
+const anchorKey = (installationId: string) => `audit/${installationId}/head.json`;
+
+async function readAnchor(env: Env, installationId: string): Promise<{ checkpoint: Checkpoint; etag: string } | null> {
+  const object = await env.AUDIT_ANCHORS.get(anchorKey(installationId));
+  if (!object) return null;
+  return { checkpoint: (await object.json()) as Checkpoint, etag: object.etag };
+}
+
+/** Puts `checkpoint` in R2 unless R2 already holds a newer one (conditional on the object read). */
+async function advanceAnchor(env: Env, keys: AuditKeys, checkpoint: Checkpoint, anchor: { checkpoint: Checkpoint; etag: string } | null): Promise<void> {
+  let current = anchor;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const held = current?.checkpoint;
+    const newer = !held || held.seq < checkpoint.seq || (held.seq === checkpoint.seq && held.keyId !== checkpoint.keyId && held.keyId !== keys.current?.id);
+    if (!newer) return;
+    const put = await env.AUDIT_ANCHORS.put(anchorKey(checkpoint.installationId), JSON.stringify(checkpoint), {
+      httpMetadata: { contentType: "application/json" },
+      ...(current ? { onlyIf: { etagMatches: current.etag } } : {}),
+    });
+    if (put) return;
+    current = await readAnchor(env, checkpoint.installationId); // another sealer wrote meanwhile
+  }
+}
+
+async function headRow(db: D1Database, installationId: string): Promise<{ seq: number; hash: string } | null> {
+  return db.prepare(`SELECT seq, hash FROM audit_events WHERE installation_id = ?1 AND hash IS NOT NULL ORDER BY seq DESC LIMIT 1`).bind(installationId).first<{ seq: number; hash: string }>();
+}
+
+async function hashAt(db: D1Database, installationId: string, seq: number): Promise<string | null> {
+  return (await db.prepare(`SELECT hash FROM audit_events WHERE installation_id = ?1 AND seq = ?2`).bind(installationId, seq).first<{ hash: string | null }>())?.hash ?? null;
+}
+
+async function checkpointBounds(db: D1Database, installationId: string): Promise<{ first: number | null; last: number | null }> {
+  return (await db.prepare(`SELECT MIN(seq) AS first, MAX(seq) AS last FROM audit_checkpoints WHERE installation_id = ?1`).bind(installationId).first<{ first: number | null; last: number | null }>()) ?? { first: null, last: null };
+}
+
+/**
+ * Writes a checkpoint at the sealed head (and moves the R2 anchor to it), unless the chain no
+ * longer passes through the newest checkpoint or the R2 anchor — then it writes nothing, so the
+ * evidence stays for verify to report. Existing chains get their first checkpoint here.
+ */
+async function checkpointHead(env: Env, installationId: string, keys: AuditKeys): Promise<boolean> {
+  const key = keys.current;
+  if (!key) return false;
+  const head = await headRow(env.DB, installationId);
+  if (!head) return false;
+  const latest = await env.DB.prepare(`SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE installation_id = ?1 ORDER BY seq DESC, created_at DESC LIMIT 1`).bind(installationId).first<Checkpoint>();
+  if (latest && latest.seq === head.seq && latest.keyId === key.id) return false;
+  if (latest && (latest.seq > head.seq || (await hashAt(env.DB, installationId, latest.seq)) !== latest.headHash)) return false;
+  const anchor = await readAnchor(env, installationId);
+  if (anchor) {
+    const held = anchor.checkpoint;
+    if (held.installationId !== installationId || !checkpointVerifies(keys, held) || held.seq > head.seq) return false;
+    if ((await hashAt(env.DB, installationId, held.seq)) !== held.headHash) return false;
+  }
+  const checkpoint = newCheckpoint(key, installationId, head.seq, head.hash, new Date().toISOString());
+  await env.DB.prepare(`INSERT OR IGNORE INTO audit_checkpoints (installation_id, seq, head_hash, key_id, mac, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`)
+    .bind(checkpoint.installationId, checkpoint.seq, checkpoint.headHash, checkpoint.keyId, checkpoint.mac, checkpoint.createdAt)
+    .run();
+  await advanceAnchor(env, keys, checkpoint, anchor);
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry MACs
+
+/**
+ * Whether an event's MAC holds. An event without one is accepted only up to the first checkpoint
+ * (events written before the chain was anchored, adopted by that checkpoint); one under a key that
+ * is no longer configured only where a checkpoint already covers it.
+ */
+function entryMacHolds(keys: AuditKeys, row: AuditRow, bounds: { first: number | null; last: number | null }): boolean {
+  if (keys.byId.size === 0) return true; // no audit key configured: nothing to check against
+  if (row.entryMac === null) return bounds.first === null || row.seq <= bounds.first;
+  const separator = row.entryMac.indexOf(":");
+  const keyId = row.entryMac.slice(0, separator);
+  if (!keys.byId.has(keyId)) return bounds.last !== null && row.seq <= bounds.last;
+  return macVerifies(keys, keyId, entryMacText(row), row.entryMac.slice(separator + 1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sealing
+
+/**
+ * Chains every not-yet-sealed event of the installation, in order (up to SEAL_MAX_EVENTS), and
+ * checkpoints the new head. Safe to run concurrently. It stops before a gap or an event whose MAC
+ * does not hold, leaving it unsealed for verify to name.
+ */
 export async function sealAuditChain(env: Env, installationId: string): Promise<number> {
+  const keys = auditKeys(env);
+  const bounds = await checkpointBounds(env.DB, installationId);
   let sealed = 0;
   for (;;) {
-    const last = await env.DB.prepare(`SELECT seq, hash FROM audit_events WHERE installation_id = ?1 AND hash IS NOT NULL ORDER BY seq DESC LIMIT 1`).bind(installationId).first<{ seq: number; hash: string }>();
+    const last = await headRow(env.DB, installationId);
     const { results } = await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ?1 AND hash IS NULL AND seq > ?2 ORDER BY seq LIMIT ?3`)
       .bind(installationId, last?.seq ?? 0, PAGE)
       .all<AuditRow>();
-    if (results.length === 0) return sealed;
     let prev = last?.hash ?? GENESIS_HASH;
     let expected = (last?.seq ?? 0) + 1;
     const updates: D1PreparedStatement[] = [];
     for (const row of results) {
-      // A gap means an event vanished before it was sealed; stop so verify reports it.
-      if (row.seq !== expected) break;
+      // A gap means an event vanished before it was sealed; a MAC that does not hold, an event
+      // changed before it was sealed. Stop so verify reports it.
+      if (row.seq !== expected || !entryMacHolds(keys, row, bounds)) break;
       const hash = await eventHash(prev, row);
       updates.push(env.DB.prepare(`UPDATE audit_events SET prev_hash = ?2, hash = ?3 WHERE id = ?1 AND hash IS NULL`).bind(row.id, prev, hash));
       prev = hash;
       expected += 1;
     }
-    if (updates.length === 0) return sealed;
-    await env.DB.batch(updates);
+    if (updates.length > 0) await env.DB.batch(updates);
     sealed += updates.length;
-    if (updates.length < results.length || results.length < PAGE) return sealed;
+    if (updates.length === 0 || updates.length < results.length || results.length < PAGE || sealed >= SEAL_MAX_EVENTS) break;
   }
+  await checkpointHead(env, installationId, keys);
+  return sealed;
 }
 
-export type ChainVerdict = { ok: true; events: number; head: string } | { ok: false; events: number; firstBroken: { seq: number; id: string | null; reason: "hash_mismatch" | "prev_hash_mismatch" | "seq_gap" | "unsealed" } };
+// ---------------------------------------------------------------------------------------------
+// Verification
 
-/** Recomputes the whole chain and names the first event whose link does not hold. */
-export async function verifyAuditChain(env: Env, installationId: string): Promise<ChainVerdict> {
-  await sealAuditChain(env, installationId);
-  let prev = GENESIS_HASH;
-  let expected = 1;
-  for (;;) {
-    const { results } = await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3`).bind(installationId, expected, PAGE).all<AuditRow>();
-    for (const row of results) {
-      if (row.seq !== expected) return { ok: false, events: expected - 1, firstBroken: { seq: expected, id: null, reason: "seq_gap" } };
-      if (row.hash === null) return { ok: false, events: expected - 1, firstBroken: { seq: row.seq, id: row.id, reason: "unsealed" } };
-      if (row.prevHash !== prev) return { ok: false, events: expected - 1, firstBroken: { seq: row.seq, id: row.id, reason: "prev_hash_mismatch" } };
-      if ((await eventHash(prev, row)) !== row.hash) return { ok: false, events: expected - 1, firstBroken: { seq: row.seq, id: row.id, reason: "hash_mismatch" } };
-      prev = row.hash;
-      expected += 1;
+export type BrokenReason = "hash_mismatch" | "prev_hash_mismatch" | "seq_gap" | "unsealed" | "entry_mac_mismatch" | "checkpoint_invalid" | "checkpoint_mismatch" | "tail_missing" | "anchor_missing" | "anchor_mismatch";
+
+export interface Broken {
+  seq: number;
+  id: string | null;
+  reason: BrokenReason;
+}
+
+export type ChainVerdict =
+  | { ok: true; mode: "incremental" | "full"; events: number; head: string; anchored: boolean; checkedFrom: number; checkpoint: { seq: number; keyId: string; createdAt: string } | null }
+  | { ok: false; mode: "incremental" | "full"; events: number; firstBroken: Broken };
+
+interface WalkPosition {
+  /** The next seq expected. */
+  seq: number;
+  /** The hash of the event before it. */
+  prev: string;
+}
+
+interface WalkResult {
+  position: WalkPosition;
+  broken: Broken | null;
+  end: boolean;
+  checked: number;
+}
+
+/** Recomputes up to `budget` events from `from`, checking MACs, links, hashes and every checkpoint passed. */
+async function walkChain(env: Env, installationId: string, keys: AuditKeys, bounds: { first: number | null; last: number | null }, from: WalkPosition, budget: number): Promise<WalkResult> {
+  const position = { ...from };
+  let checked = 0;
+  const broken = (seq: number, id: string | null, reason: BrokenReason): WalkResult => ({ position, broken: { seq, id, reason }, end: true, checked });
+  while (checked < budget) {
+    const limit = Math.min(PAGE, budget - checked);
+    const { results } = await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3`).bind(installationId, position.seq, limit).all<AuditRow>();
+    const checkpoints = new Map<number, Checkpoint[]>();
+    if (results.length > 0) {
+      const { results: found } = await env.DB.prepare(`SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE installation_id = ?1 AND seq BETWEEN ?2 AND ?3`).bind(installationId, results[0]!.seq, results.at(-1)!.seq).all<Checkpoint>();
+      for (const c of found) checkpoints.set(c.seq, [...(checkpoints.get(c.seq) ?? []), c]);
     }
-    if (results.length < PAGE) return { ok: true, events: expected - 1, head: prev };
+    for (const row of results) {
+      if (row.seq !== position.seq) return broken(position.seq, null, "seq_gap");
+      if (!entryMacHolds(keys, row, bounds)) return broken(row.seq, row.id, "entry_mac_mismatch");
+      if (row.hash === null) return broken(row.seq, row.id, "unsealed");
+      if (row.prevHash !== position.prev) return broken(row.seq, row.id, "prev_hash_mismatch");
+      if ((await eventHash(position.prev, row)) !== row.hash) return broken(row.seq, row.id, "hash_mismatch");
+      for (const c of checkpoints.get(row.seq) ?? []) {
+        if (!keys.byId.has(c.keyId)) continue; // signed by a retired key: no longer checkable
+        if (!checkpointVerifies(keys, c)) return broken(c.seq, null, "checkpoint_invalid");
+        if (c.headHash !== row.hash) return broken(c.seq, row.id, "checkpoint_mismatch");
+      }
+      position.prev = row.hash;
+      position.seq += 1;
+      checked += 1;
+    }
+    if (results.length < limit) return { position, broken: null, end: true, checked };
   }
+  return { position, broken: null, end: false, checked };
+}
+
+/** After a walk reached the head: no checkpoint lies beyond it, and the R2 anchor is in the chain. */
+async function checkTail(env: Env, installationId: string, keys: AuditKeys, head: WalkPosition): Promise<Broken | null> {
+  const headSeq = head.seq - 1;
+  const beyond = await env.DB.prepare(`SELECT seq FROM audit_checkpoints WHERE installation_id = ?1 AND seq > ?2 ORDER BY seq LIMIT 1`).bind(installationId, headSeq).first<{ seq: number }>();
+  if (beyond) return { seq: beyond.seq, id: null, reason: "tail_missing" };
+  if (!keys.current) return null;
+  const anchor = await readAnchor(env, installationId);
+  const newest = await env.DB.prepare(`SELECT seq FROM audit_checkpoints WHERE installation_id = ?1 ORDER BY seq DESC LIMIT 1`).bind(installationId).first<{ seq: number }>();
+  if (!anchor) return newest ? { seq: newest.seq, id: null, reason: "anchor_missing" } : null;
+  const held = anchor.checkpoint;
+  if (held.installationId !== installationId || !checkpointVerifies(keys, held)) return { seq: Number(held.seq) || 0, id: null, reason: "checkpoint_invalid" };
+  if (held.seq > headSeq) return { seq: held.seq, id: null, reason: "tail_missing" };
+  const row = await env.DB.prepare(`SELECT head_hash AS headHash, mac FROM audit_checkpoints WHERE installation_id = ?1 AND seq = ?2 AND key_id = ?3`).bind(installationId, held.seq, held.keyId).first<{ headHash: string; mac: string }>();
+  if (row?.headHash !== held.headHash || row.mac !== held.mac) return { seq: held.seq, id: null, reason: "anchor_mismatch" };
+  if ((await hashAt(env.DB, installationId, held.seq)) !== held.headHash) return { seq: held.seq, id: null, reason: "checkpoint_mismatch" };
+  return null;
+}
+
+async function markVerified(env: Env, installationId: string, headSeq: number, at: string): Promise<void> {
+  await env.DB.prepare(`UPDATE audit_checkpoints SET verified_at = ?3 WHERE installation_id = ?1 AND verified_at IS NULL
+      AND seq = (SELECT MAX(seq) FROM audit_checkpoints WHERE installation_id = ?1 AND seq <= ?2)`)
+    .bind(installationId, headSeq, at)
+    .run();
+}
+
+/**
+ * Where an incremental verification starts: after the newest checkpoint a verification reached,
+ * which must still verify and still match the chain at its seq.
+ */
+async function incrementalStart(env: Env, installationId: string, keys: AuditKeys): Promise<{ position: WalkPosition } | { broken: Broken }> {
+  const { results } = await env.DB.prepare(`SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE installation_id = ?1 AND verified_at IS NOT NULL ORDER BY seq DESC LIMIT 5`).bind(installationId).all<Checkpoint>();
+  const start = results.find((c) => keys.byId.has(c.keyId));
+  if (!start) return { position: { seq: 1, prev: GENESIS_HASH } };
+  if (!checkpointVerifies(keys, start)) return { broken: { seq: start.seq, id: null, reason: "checkpoint_invalid" } };
+  if ((await hashAt(env.DB, installationId, start.seq)) !== start.headHash) return { broken: { seq: start.seq, id: null, reason: "checkpoint_mismatch" } };
+  return { position: { seq: start.seq + 1, prev: start.headHash } };
+}
+
+/**
+ * Seals, then verifies the chain: `incremental` from the last checkpoint a verification reached
+ * (the work grows with the events since, not with the trail), `full` from the first event. Both
+ * check every checkpoint they pass, that no checkpoint lies beyond the head and that the R2 anchor
+ * is in the chain; the first failure is named.
+ */
+export async function verifyAuditChain(env: Env, installationId: string, mode: "incremental" | "full" = "incremental"): Promise<ChainVerdict> {
+  await sealAuditChain(env, installationId);
+  const keys = auditKeys(env);
+  const bounds = await checkpointBounds(env.DB, installationId);
+  let from: WalkPosition = { seq: 1, prev: GENESIS_HASH };
+  if (mode === "incremental" && keys.current) {
+    const start = await incrementalStart(env, installationId, keys);
+    if ("broken" in start) return { ok: false, mode, events: start.broken.seq - 1, firstBroken: start.broken };
+    from = start.position;
+  }
+  const walked = await walkChain(env, installationId, keys, bounds, from, Number.MAX_SAFE_INTEGER);
+  if (walked.broken) return { ok: false, mode, events: walked.broken.seq - 1, firstBroken: walked.broken };
+  const tail = await checkTail(env, installationId, keys, walked.position);
+  if (tail) return { ok: false, mode, events: walked.position.seq - 1, firstBroken: tail };
+  const headSeq = walked.position.seq - 1;
+  const at = new Date().toISOString();
+  if (keys.current) await markVerified(env, installationId, headSeq, at);
+  const checkpoint = await env.DB.prepare(`SELECT seq, key_id AS keyId, created_at AS createdAt FROM audit_checkpoints WHERE installation_id = ?1 AND seq <= ?2 ORDER BY seq DESC LIMIT 1`)
+    .bind(installationId, headSeq)
+    .first<{ seq: number; keyId: string; createdAt: string }>();
+  return { ok: true, mode, events: headSeq, head: walked.position.prev, anchored: keys.current !== null && checkpoint?.seq === headSeq, checkedFrom: from.seq, checkpoint: checkpoint ?? null };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The schedule: seal what is unsealed, checkpoint existing chains, verify every chain in full
+
+/** Events the scheduled full verification recomputes per run, over all installations. */
+const SWEEP_VERIFY_BUDGET = 20_000;
+const SWEEP_INSTALLATIONS = 50;
+
+interface VerifyCursor {
+  installationId: string;
+  nextSeq: number;
+  prevHash: string;
+  keyId: string;
+  mac: string;
+  passStartedAt: string;
+}
+
+const cursorMacText = (c: Pick<VerifyCursor, "installationId" | "nextSeq" | "prevHash" | "passStartedAt">) =>
+  canonicalJson({ v: 1, kind: "audit_verify_cursor", installationId: c.installationId, nextSeq: c.nextSeq, prevHash: c.prevHash, passStartedAt: c.passStartedAt });
+
+function cursorStatement(db: D1Database, key: AuditKey, installationId: string, position: WalkPosition, passStartedAt: string, at: string, result?: unknown): D1PreparedStatement {
+  const mac = key.mac(cursorMacText({ installationId, nextSeq: position.seq, prevHash: position.prev, passStartedAt }));
+  return db
+    .prepare(`INSERT INTO audit_verify_cursors (installation_id, next_seq, prev_hash, key_id, mac, pass_started_at, last_result_json, last_finished_at, updated_at)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, CASE WHEN ?7 IS NULL THEN NULL ELSE ?8 END, ?8)
+      ON CONFLICT (installation_id) DO UPDATE SET next_seq = ?2, prev_hash = ?3, key_id = ?4, mac = ?5, pass_started_at = ?6,
+        last_result_json = COALESCE(?7, last_result_json), last_finished_at = CASE WHEN ?7 IS NULL THEN last_finished_at ELSE ?8 END, updated_at = ?8`)
+    .bind(installationId, position.seq, position.prev, key.id, mac, passStartedAt, result === undefined ? null : JSON.stringify(result), at);
+}
+
+export interface AuditSweepSummary {
+  sealed: number;
+  installationsSealed: number;
+  verifiedEvents: number;
+  passesFinished: number;
+  broken: number;
+}
+
+/**
+ * The audit sweep (bounded, idempotent): seals installations with unsealed events or without a
+ * checkpoint yet, then goes on with each chain's full verification where the last run stopped
+ * (a MAC'd cursor), SWEEP_VERIFY_BUDGET events per run. A finished pass records its verdict and
+ * starts over; a broken chain is logged (`audit.chain_broken`, installation and seq only).
+ */
+export async function sweepAuditChains(env: Env): Promise<AuditSweepSummary> {
+  const keys = auditKeys(env);
+  const summary: AuditSweepSummary = { sealed: 0, installationsSealed: 0, verifiedEvents: 0, passesFinished: 0, broken: 0 };
+  const { results: toSeal } = await env.DB.prepare(`
+    SELECT installation_id AS id FROM (SELECT DISTINCT installation_id FROM audit_events WHERE hash IS NULL LIMIT ?1)
+    UNION
+    SELECT id FROM (SELECT i.id FROM installations i WHERE ?2 = 1 AND EXISTS (SELECT 1 FROM audit_events e WHERE e.installation_id = i.id)
+      AND NOT EXISTS (SELECT 1 FROM audit_checkpoints c WHERE c.installation_id = i.id) LIMIT ?1)`)
+    .bind(SWEEP_INSTALLATIONS, keys.current ? 1 : 0)
+    .all<{ id: string }>();
+  for (const { id } of toSeal) {
+    summary.sealed += await sealAuditChain(env, id);
+    summary.installationsSealed += 1;
+  }
+  const key = keys.current;
+  if (!key) return summary;
+  const { results: installations } = await env.DB.prepare(`
+    SELECT i.id AS installationId, c.next_seq AS nextSeq, c.prev_hash AS prevHash, c.key_id AS keyId, c.mac, c.pass_started_at AS passStartedAt
+    FROM installations i LEFT JOIN audit_verify_cursors c ON c.installation_id = i.id
+    ORDER BY COALESCE(c.updated_at, '') LIMIT ?1`)
+    .bind(SWEEP_INSTALLATIONS)
+    .all<VerifyCursor & { nextSeq: number | null }>();
+  let budget = SWEEP_VERIFY_BUDGET;
+  for (const cursor of installations) {
+    if (budget <= 0) break;
+    const at = new Date().toISOString();
+    const resumable = cursor.nextSeq !== null && macVerifies(keys, cursor.keyId, cursorMacText(cursor), cursor.mac);
+    const passStartedAt = resumable ? cursor.passStartedAt : at;
+    const from: WalkPosition = resumable ? { seq: cursor.nextSeq, prev: cursor.prevHash } : { seq: 1, prev: GENESIS_HASH };
+    const bounds = await checkpointBounds(env.DB, cursor.installationId);
+    const walked = await walkChain(env, cursor.installationId, keys, bounds, from, budget);
+    budget -= walked.checked;
+    summary.verifiedEvents += walked.checked;
+    if (!walked.end) {
+      await cursorStatement(env.DB, key, cursor.installationId, walked.position, passStartedAt, at).run();
+      continue;
+    }
+    const broken = walked.broken ?? (await checkTail(env, cursor.installationId, keys, walked.position));
+    const result = broken ? { ok: false, firstBroken: broken, passStartedAt } : { ok: true, events: walked.position.seq - 1, head: walked.position.prev, passStartedAt };
+    if (broken) {
+      summary.broken += 1;
+      console.error(JSON.stringify({ event: "audit.chain_broken", installationId: cursor.installationId, seq: broken.seq, reason: broken.reason }));
+    } else {
+      await markVerified(env, cursor.installationId, walked.position.seq - 1, at);
+    }
+    summary.passesFinished += 1;
+    await cursorStatement(env.DB, key, cursor.installationId, { seq: 1, prev: GENESIS_HASH }, at, at, { ...result, finishedAt: at }).run();
+  }
+  return summary;
+}
+
+/** The verdict of the last full verification the schedule finished, if any. */
+export async function lastFullVerification(db: D1Database, installationId: string): Promise<unknown> {
+  const row = await db.prepare(`SELECT last_result_json AS result FROM audit_verify_cursors WHERE installation_id = ?1`).bind(installationId).first<{ result: string | null }>();
+  return row?.result ? JSON.parse(row.result) : null;
 }
 
 export function serializeAuditRow(row: AuditRow) {

@@ -1,6 +1,7 @@
 // Audit events: written in the same D1 batch as the state change they describe.
 import { rowGuardClause, type RowGuard } from "../lib/d1";
 import { canonicalJson } from "./canonical-json";
+import { auditKeys, signText } from "./keys";
 
 export interface AuditEventInput {
   installationId: string;
@@ -13,24 +14,56 @@ export interface AuditEventInput {
   at: string;
 }
 
+/** The fields an event's MAC covers (not `seq`, which a D1 trigger assigns on insert), as one text. */
+export function entryMacText(row: { id: string; installationId: string; idempotencyKey: string; action: string; actorType: string; actorId: string; targetType: string; targetId: string; detailsJson: string; createdAt: string }): string {
+  return canonicalJson({
+    v: 1,
+    id: row.id,
+    installationId: row.installationId,
+    idempotencyKey: row.idempotencyKey,
+    action: row.action,
+    actor: { type: row.actorType, id: row.actorId },
+    target: { type: row.targetType, id: row.targetId },
+    details: row.detailsJson,
+    createdAt: row.createdAt,
+  });
+}
+
 const GUARD_TABLES = ["workflow_events", "reports", "appeals", "workflow_runs", "human_tasks", "policies", "policy_versions", "api_keys"] as const;
 
 /**
  * An `INSERT OR IGNORE` for one audit event, to be put in the caller's batch. With `onlyIf`, the
  * event is written only when that row exists by then in the batch, with the given column values
  * (so a batch whose guarded write did nothing records nothing). The one builder of audit rows.
+ * Each row carries its MAC (`entry_mac`, under the audit key) from the start, so an event edited
+ * before the sealer chains it is caught (see chain.ts).
  */
 export function auditStatement(db: D1Database, event: AuditEventInput, onlyIf?: RowGuard & { table: (typeof GUARD_TABLES)[number] }): D1PreparedStatement {
   if (onlyIf && !GUARD_TABLES.includes(onlyIf.table)) throw new Error("audit_guard_table_invalid");
-  const guard = onlyIf ? rowGuardClause(onlyIf, 11) : { sql: "", binds: [] };
+  const guard = onlyIf ? rowGuardClause(onlyIf, 12) : { sql: "", binds: [] };
+  const id = crypto.randomUUID();
+  const detailsJson = canonicalJson(event.details ?? {});
+  const row = {
+    id,
+    installationId: event.installationId,
+    idempotencyKey: event.idempotencyKey,
+    action: event.action,
+    actorType: event.actor.type,
+    actorId: event.actor.id,
+    targetType: event.target.type,
+    targetId: event.target.id,
+    detailsJson,
+    createdAt: event.at,
+  };
+  const signed = signText(auditKeys(), entryMacText(row));
   return db
     .prepare(`
     INSERT OR IGNORE INTO audit_events (
       id, installation_id, idempotency_key, action, actor_type, actor_id,
-      target_type, target_id, details_json, created_at
-    ) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10 ${guard.sql}
+      target_type, target_id, details_json, created_at, entry_mac
+    ) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11 ${guard.sql}
   `)
-    .bind(crypto.randomUUID(), event.installationId, event.idempotencyKey, event.action, event.actor.type, event.actor.id, event.target.type, event.target.id, canonicalJson(event.details ?? {}), event.at, ...guard.binds);
+    .bind(id, row.installationId, row.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, detailsJson, row.createdAt, signed ? `${signed.keyId}:${signed.mac}` : null, ...guard.binds);
 }
 
 /** The actor recorded for everything the workflow runtime does on its own. */

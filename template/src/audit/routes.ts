@@ -1,6 +1,6 @@
 // /api/v1/audit-events (filtered pages of the trail) and /api/v1/audit/verify (the chain check).
 import { routes } from "../http/route";
-import { AUDIT_COLUMNS, sealAuditChain, serializeAuditRow, verifyAuditChain, type AuditRow } from "./chain";
+import { AUDIT_COLUMNS, lastFullVerification, sealAuditChain, serializeAuditRow, verifyAuditChain, type AuditRow } from "./chain";
 
 export const auditRoutes = routes()
   .op(
@@ -29,4 +29,18 @@ export const auditRoutes = routes()
       return { items: page.map(serializeAuditRow), nextCursor: results.length > query.limit ? String(page.at(-1)!.seq) : null };
     },
   )
-  .op({ method: "get", path: "/audit/verify", summary: "Recompute the hash chain and name the first broken link", auth: ["admin", "review"], ok: 200 }, async (c) => verifyAuditChain(c.env, c.get("actor").installationId));
+  .op(
+    {
+      method: "get",
+      path: "/audit/verify",
+      summary: "Check the hash chain and its keyed checkpoints (R2 anchor included) and name the first broken link; ?mode=incremental (default: from the last verified checkpoint) or full",
+      auth: ["admin", "review"],
+      ok: 200,
+      query: { enums: { mode: ["incremental", "full"] } },
+    },
+    async (c, { query }) => {
+      const { installationId } = c.get("actor");
+      const verdict = await verifyAuditChain(c.env, installationId, query.mode ?? "incremental");
+      return { ...verdict, lastFullVerification: (await lastFullVerification(c.env.DB, installationId)) as { ok: boolean; finishedAt: string } | null };
+    },
+  );

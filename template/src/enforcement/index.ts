@@ -2,4 +2,4 @@
 export { consumeDeliveries } from "./consumer";
 export { completeWorkflowAction, prepareWorkflowAction } from "./actions";
 export { handoffWorkflowReport, recordWorkflowDecision, sendWorkflowMessage, type EffectCall, type EffectResult } from "./effects";
-export { WEBHOOK_EVENT_TYPES, enqueueDeliveries } from "./webhooks";
+export { WEBHOOK_EVENT_TYPES, enqueueDeliveries, sweepPendingDeliveries } from "./webhooks";

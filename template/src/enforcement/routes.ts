@@ -1,5 +1,5 @@
 // /api/v1 webhook endpoints and deliveries, action types, action proposals, decisions.
-import { routes } from "../http/route";
+import { routes, withStatus } from "../http/route";
 import { createActionType, decideProposal, getProposal, listActionTypes, listProposals } from "./actions";
 import { getDecision, listDecisions, recordManualDecision, statementOfReasons } from "./decisions";
 import { createEndpoint, getDelivery, listDeliveries, listEndpoints, resendDelivery, setEndpointState } from "./webhooks";
@@ -31,8 +31,19 @@ export const enforcementRoutes = routes()
       }),
   )
   .op({ method: "get", path: "/webhook-deliveries/:id", summary: "A delivery with every attempt", auth: ["admin"], ok: 200, errors: [404] }, async (c) => getDelivery(c.env, c.get("actor"), c.req.param("id")))
-  .op({ method: "post", path: "/webhook-deliveries/:id/resend", summary: "Send a finished delivery's payload again, as a new delivery", auth: ["admin"], ok: 201, errors: [404, 409] }, async (c) =>
-    resendDelivery(c.env, c.get("actor"), c.req.param("id")),
+  .op(
+    {
+      method: "post",
+      path: "/webhook-deliveries/:id/resend",
+      summary: "Send a finished delivery's payload again, as a new delivery (201); a pending one is put back on the queue as itself (202, requeued: true)",
+      auth: ["admin"],
+      ok: 201,
+      errors: [404],
+    },
+    async (c) => {
+      const result = await resendDelivery(c.env, c.get("actor"), c.req.param("id"));
+      return withStatus(result, result.requeued ? 202 : 201);
+    },
   )
   .op(
     { method: "post", path: "/action-types", summary: "Create an action type: key, whether it always needs approval, reversibility, its webhook endpoint", auth: ["admin"], body: "CreateActionType", ok: 201, errors: [404, 409] },

@@ -1,16 +1,44 @@
 // Signed outbound webhooks (Standard Webhooks): endpoints with secrets shown once, deliveries
 // recorded in D1 and carried by the DELIVERIES queue, every attempt recorded, exponential backoff
 // with jitter, dead-letter after the endpoint's max attempts — never silently lost.
+//
+// webhook_deliveries is an outbox: a pending row is the promise to send. The queue message only
+// wakes the consumer; `next_attempt_at` says when the next attempt is due and, while an attempt is
+// in flight, holds its lease. If a message is lost (queueing failed after the row committed, or a
+// consumer died mid-attempt), the scheduled sweep puts every pending delivery overdue by more than
+// a minute back on the queue. Any number of messages for one delivery send it at most once per
+// attempt: an attempt first claims the delivery (a compare-and-set on next_attempt_at).
 import { Webhook } from "standardwebhooks";
 import { auditStatement, canonicalJson } from "../audit";
 import type { Actor } from "../auth";
 import { openPersonalData, sealPersonalData } from "../cases";
-import { AppError, conflict, notFound } from "../errors";
+import { AppError, notFound } from "../errors";
 import { newId, sha256Hex } from "../lib/crypto";
 
 export const WEBHOOK_EVENT_TYPES = ["action.execute", "message.send", "report.handoff"] as const;
-const REQUEST_TIMEOUT_MS = 15_000;
+const DEFAULT_TIMEOUT_SECONDS = 15;
 const MAX_BACKOFF_SECONDS = 6 * 3600;
+/** A pending delivery whose next attempt is this overdue has lost its message; the sweep re-queues it. */
+export const OUTBOX_GRACE_MS = 60_000;
+/** Deliveries the sweep re-queues per run (the rest at the next run). */
+const OUTBOX_SWEEP_LIMIT = 500;
+/** How long an attempt's claim lasts beyond its request timeout before the sweep may retake it. */
+const CLAIM_MARGIN_MS = 60_000;
+
+/** The request timeout (WEBHOOK_TIMEOUT_SECONDS, 1 to 60; default 15). */
+function requestTimeoutMs(env: Env): number {
+  const configured = Number((env as { WEBHOOK_TIMEOUT_SECONDS?: string }).WEBHOOK_TIMEOUT_SECONDS);
+  return (Number.isFinite(configured) && configured >= 1 && configured <= 60 ? configured : DEFAULT_TIMEOUT_SECONDS) * 1000;
+}
+
+/** `retry-after` as seconds: delta-seconds or an HTTP-date (RFC 9110 §10.2.3); anything else is ignored. */
+export function parseRetryAfter(value: string | null, now: number): number | null {
+  if (value === null) return null;
+  const text = value.trim();
+  if (/^\d{1,10}$/u.test(text)) return Number(text);
+  const date = Date.parse(text);
+  return Number.isNaN(date) ? null : Math.max(0, (date - now) / 1000);
+}
 
 export interface EndpointRow {
   id: string;
@@ -173,11 +201,12 @@ interface DeliveryRow {
   payloadSealed: string;
   state: string;
   attempts: number;
+  nextAttemptAt: string | null;
   createdAt: string;
 }
 
 const DELIVERY_COLUMNS = `id, installation_id AS installationId, endpoint_id AS endpointId, event_type AS eventType, source_type AS sourceType,
-  source_id AS sourceId, payload_sealed AS payloadSealed, state, attempts, created_at AS createdAt`;
+  source_id AS sourceId, payload_sealed AS payloadSealed, state, attempts, next_attempt_at AS nextAttemptAt, created_at AS createdAt`;
 
 /** Exponential backoff with full jitter around the endpoint's base: base·2^(n−1)·[0.5, 1.5), capped at 6 h. */
 export function backoffSeconds(baseSeconds: number, attempt: number, retryAfter: number | null): number {
@@ -192,13 +221,22 @@ export type DeliveryOutcome = { kind: "delivered" } | { kind: "retry"; delaySeco
 export type DeliveryFinisher = (env: Env, delivery: { id: string; installationId: string; sourceType: string; sourceId: string; delivered: boolean; at: string }) => Promise<D1PreparedStatement[]>;
 
 /**
- * One attempt at one delivery: sign per Standard Webhooks (`webhook-id` is the delivery id, the
- * same across retries), POST with a timeout, record the attempt with the delivery's new state in
- * one batch (plus what the finisher adds when it ends), and say whether to retry.
+ * One attempt at one delivery: wait until it is due (a backoff or a receiver's `retry-after` is
+ * honoured whichever message arrives), claim it, sign per Standard Webhooks (`webhook-id` is the
+ * delivery id, the same across retries), POST with a timeout, record the attempt with the
+ * delivery's new state and next due time in one batch (plus what the finisher adds when it ends),
+ * and say whether to retry. A message that loses the claim to another is skipped.
  */
 export async function attemptDelivery(env: Env, deliveryId: string, finisher: DeliveryFinisher): Promise<DeliveryOutcome> {
   const delivery = await env.DB.prepare(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE id = ?1`).bind(deliveryId).first<DeliveryRow>();
   if (delivery?.state !== "pending") return { kind: "skip" };
+  const due = delivery.nextAttemptAt === null ? 0 : Date.parse(delivery.nextAttemptAt);
+  if (due > Date.now()) return { kind: "retry", delaySeconds: Math.max(1, Math.ceil((due - Date.now()) / 1000)) };
+  const timeoutMs = requestTimeoutMs(env);
+  const claim = await env.DB.prepare(`UPDATE webhook_deliveries SET next_attempt_at = ?3 WHERE id = ?1 AND state = 'pending' AND attempts = ?2 AND next_attempt_at IS ?4`)
+    .bind(delivery.id, delivery.attempts, new Date(Date.now() + timeoutMs + CLAIM_MARGIN_MS).toISOString(), delivery.nextAttemptAt)
+    .run();
+  if (claim.meta.changes !== 1) return { kind: "skip" }; // another message holds this attempt
   const endpoint = await getEndpointRow(env.DB, delivery.installationId, delivery.endpointId);
   const attempt = delivery.attempts + 1;
   const started = Date.now();
@@ -217,7 +255,7 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
       const response = await fetch(endpoint.url, {
         method: "POST",
         redirect: "manual",
-        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+        signal: AbortSignal.timeout(timeoutMs),
         headers: {
           "content-type": "application/json",
           "user-agent": "SafestTools-Webhooks/1",
@@ -228,7 +266,7 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
         body,
       });
       status = response.status;
-      retryAfter = response.headers.has("retry-after") ? Number(response.headers.get("retry-after")) : null;
+      retryAfter = parseRetryAfter(response.headers.get("retry-after"), Date.now());
       await response.body?.cancel();
     } catch (failure) {
       error = failure instanceof Error && failure.name === "TimeoutError" ? "timeout" : "network_error";
@@ -238,8 +276,11 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
   const gone = status === 410 || error === "endpoint_disabled";
   const exhausted = !ok && (gone || attempt >= (endpoint?.maxAttempts ?? 1));
   const state = ok ? "delivered" : exhausted ? "dead" : "pending";
-  const at = new Date().toISOString();
+  const finishedAt = Date.now();
+  const at = new Date(finishedAt).toISOString();
   const errorText = ok ? null : (error ?? `http_${status}`);
+  const delaySeconds = state === "pending" ? backoffSeconds(endpoint!.retryBaseSeconds, attempt, status === 429 || status === 503 ? retryAfter : null) : 0;
+  const nextAttemptAt = state === "pending" ? new Date(finishedAt + delaySeconds * 1000).toISOString() : null;
   const statements = [
     env.DB.prepare(`INSERT OR IGNORE INTO webhook_attempts (id, delivery_id, attempt, status_code, error, duration_ms, started_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)`).bind(
       newId("att"),
@@ -250,11 +291,24 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
       Date.now() - started,
       startedAt,
     ),
-    env.DB.prepare(`UPDATE webhook_deliveries SET attempts = ?2, state = ?3, last_status = ?4, last_error = ?5, updated_at = ?6,
-        delivered_at = CASE WHEN ?3 = 'delivered' THEN ?6 ELSE delivered_at END WHERE id = ?1 AND state = 'pending' AND attempts = ?7`).bind(delivery.id, attempt, state, status, errorText, at, delivery.attempts),
+    env.DB.prepare(`UPDATE webhook_deliveries SET attempts = ?2, state = ?3, last_status = ?4, last_error = ?5, updated_at = ?6, next_attempt_at = ?8,
+        delivered_at = CASE WHEN ?3 = 'delivered' THEN ?6 ELSE delivered_at END WHERE id = ?1 AND state = 'pending' AND attempts = ?7`).bind(delivery.id, attempt, state, status, errorText, at, delivery.attempts, nextAttemptAt),
   ];
   if (status === 410 && endpoint) {
-    statements.push(env.DB.prepare(`UPDATE webhook_endpoints SET state = 'disabled', disabled_reason = 'gone_410', updated_at = ?2 WHERE id = ?1`).bind(endpoint.id, at));
+    // 410 Gone: the receiver asks for no more deliveries. The endpoint is disabled (audited), so
+    // its other pending deliveries end as dead without a request.
+    statements.push(
+      env.DB.prepare(`UPDATE webhook_endpoints SET state = 'disabled', disabled_reason = 'gone_410', updated_at = ?2 WHERE id = ?1`).bind(endpoint.id, at),
+      auditStatement(env.DB, {
+        installationId: delivery.installationId,
+        idempotencyKey: `webhook_endpoint:${endpoint.id}:disabled:gone_410:${delivery.id}`,
+        action: "webhook_endpoint.disabled",
+        actor: { type: "system", id: "webhooks" },
+        target: { type: "webhook_endpoint", id: endpoint.id },
+        details: { reason: "gone_410", deliveryId: delivery.id },
+        at,
+      }),
+    );
   }
   if (state !== "pending") {
     statements.push(
@@ -273,7 +327,27 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
   await env.DB.batch(statements);
   if (ok) return { kind: "delivered" };
   if (exhausted) return { kind: "dead", reason: errorText ?? "failed" };
-  return { kind: "retry", delaySeconds: backoffSeconds(endpoint!.retryBaseSeconds, attempt, status === 429 || status === 503 ? retryAfter : null) };
+  return { kind: "retry", delaySeconds };
+}
+
+/**
+ * The outbox sweep (on the schedule; bounded, idempotent): every pending delivery whose next
+ * attempt is more than OUTBOX_GRACE_MS overdue has lost its queue message, so it is marked due now
+ * and put back on the queue. Marking first means the next run does not queue it again while its
+ * message waits; a delivery in flight holds a claim in the future and is left alone; one already
+ * delivered is not pending. Re-queued twice, it is still sent once per attempt (the claim).
+ */
+export async function sweepPendingDeliveries(env: Env, now: Date = new Date()): Promise<{ requeued: number }> {
+  const cutoff = new Date(now.getTime() - OUTBOX_GRACE_MS).toISOString();
+  const { results } = await env.DB.prepare(`SELECT id, next_attempt_at AS nextAttemptAt FROM webhook_deliveries WHERE state = 'pending' AND next_attempt_at < ?1 ORDER BY next_attempt_at LIMIT ?2`)
+    .bind(cutoff, OUTBOX_SWEEP_LIMIT)
+    .all<{ id: string; nextAttemptAt: string }>();
+  if (results.length === 0) return { requeued: 0 };
+  const at = new Date(Math.min(now.getTime(), Date.now())).toISOString(); // due now, by the consumer's clock
+  const marked = await env.DB.batch(results.map((row) => env.DB.prepare(`UPDATE webhook_deliveries SET next_attempt_at = ?3 WHERE id = ?1 AND state = 'pending' AND next_attempt_at = ?2`).bind(row.id, row.nextAttemptAt, at)));
+  const ids = results.filter((_, index) => marked[index]?.meta.changes === 1).map((row) => row.id);
+  for (let from = 0; from < ids.length; from += 100) await enqueueDeliveries(env, ids.slice(from, from + 100));
+  return { requeued: ids.length };
 }
 
 export async function listDeliveries(env: Env, actor: Actor, options: { state?: string; endpointId?: string; limit: number; before?: string }) {
@@ -305,13 +379,19 @@ export async function getDelivery(env: Env, actor: Actor, id: string) {
 }
 
 /**
- * Re-sends a delivery as a new delivery with the same payload (the original stays as recorded).
- * Its outcome is not fed back to workflows: a re-send is an operator's manual repair.
+ * Re-sends a finished delivery as a new delivery with the same payload (the original stays as
+ * recorded). Its outcome is not fed back to workflows: a re-send is an operator's manual repair.
+ * A pending delivery is not copied: it is put back on the queue as itself (same id, so the same
+ * `webhook-id`; its backoff still applies and an attempt in flight is not repeated), and the
+ * answer is that delivery with `requeued: true`.
  */
 export async function resendDelivery(env: Env, actor: Actor, id: string) {
   const row = await env.DB.prepare(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<DeliveryRow>();
   if (!row) throw notFound("webhook_delivery");
-  if (row.state === "pending") throw conflict("webhook_delivery.pending", "The delivery is still being attempted.");
+  if (row.state === "pending") {
+    await enqueueDeliveries(env, [row.id]);
+    return { ...(await getDelivery(env, actor, row.id)), requeued: true };
+  }
   const payload = await openPersonalData<{ type: string; data: unknown }>(env, actor.installationId, `webhook_delivery:${row.id}`, row.payloadSealed);
   const at = new Date().toISOString();
   const copy = await deliveryStatement(env, {
@@ -336,5 +416,5 @@ export async function resendDelivery(env: Env, actor: Actor, id: string) {
     }),
   ]);
   await enqueueDeliveries(env, [copy.id]);
-  return getDelivery(env, actor, copy.id);
+  return { ...(await getDelivery(env, actor, copy.id)), requeued: false };
 }

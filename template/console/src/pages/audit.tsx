@@ -12,6 +12,12 @@ const REASONS: Record<string, string> = {
   unsealed: "an event was never sealed into the chain",
   prev_hash_mismatch: "an event does not point at its predecessor",
   hash_mismatch: "an event was changed after it was sealed",
+  entry_mac_mismatch: "an event does not match the keyed MAC it was written with (changed, or not written by the platform)",
+  checkpoint_invalid: "a checkpoint's keyed MAC does not verify",
+  checkpoint_mismatch: "the chain no longer passes through a keyed checkpoint (recomputed after an edit)",
+  tail_missing: "the newest events are gone (a checkpoint counts more events than the chain has)",
+  anchor_missing: "the checkpoint kept outside D1 (R2) is missing",
+  anchor_mismatch: "the checkpoint kept outside D1 (R2) does not match D1's checkpoints",
 };
 
 export function AuditPage() {
