@@ -8,8 +8,10 @@
 // on) and idempotent (running it twice, or concurrently, does no harm). Its summary is a small
 // object of counts: it is logged as is, so it must never hold secrets or personal data.
 import { sweepAuditChains } from "./audit";
+import { sealLegacyTaskContexts } from "./cases";
 import { sweepPendingDeliveries } from "./enforcement";
 import { errorCode } from "./errors";
+import { sealLegacyStepOutputs } from "./workflows";
 
 export interface Sweep {
   /** `domain.what`, as it appears in the run summary. */
@@ -21,6 +23,9 @@ export interface Sweep {
 export const SWEEPS: readonly Sweep[] = [
   { name: "enforcement.outbox", run: (env, now) => sweepPendingDeliveries(env, now) },
   { name: "audit.seal_and_verify", run: async (env) => ({ ...(await sweepAuditChains(env)) }) },
+  // Migration 0007: rows written in plaintext before content sealing (a no-op once none are left).
+  { name: "cases.seal_legacy_task_contexts", run: (env) => sealLegacyTaskContexts(env, 200) },
+  { name: "workflows.seal_legacy_step_outputs", run: (env) => sealLegacyStepOutputs(env, 200) },
 ];
 
 export interface SweepResult {

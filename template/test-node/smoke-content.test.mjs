@@ -91,7 +91,10 @@ test("wrangler dev: spam-triage.json reads the reported content, decides and act
   // Nothing of the content, and not the reporter's contact, in plaintext anywhere in the state folder.
   const needles = [MARKER, REPORTER, "FREE CRYPTO today", "sunset over the bay"].map((text) => Buffer.from(text));
   const files = filesUnder(server.stateDir);
-  assert.ok(files.some((file) => file.endsWith(".sqlite")), `the state folder holds the local databases: ${files.join(", ")}`);
+  assert.ok(
+    files.some((file) => file.endsWith(".sqlite")),
+    `the state folder holds the local databases: ${files.join(", ")}`,
+  );
   for (const file of files) {
     const bytes = readFileSync(file);
     for (const needle of needles) assert.equal(bytes.includes(needle), false, `${path.relative(server.stateDir, file)} holds "${needle}" in plaintext`);

@@ -176,6 +176,28 @@ function entryMacHolds(keys: AuditKeys, row: AuditRow, bounds: { first: number |
  * checkpoints the new head. Safe to run concurrently. It stops before a gap or an event whose MAC
  * does not hold, leaving it unsealed for verify to name.
  */
+// After-write seals, coalesced per installation and isolate: one at a time, at most one every
+// AFTER_WRITE_SEAL_MS. A seal catches up every unsealed event, so one seal covers a burst of writes;
+// the schedule (every minute) and /audit/verify seal whatever a coalesced burst left.
+const AFTER_WRITE_SEAL_MS = 2_000;
+const afterWrite = new Map<string, { at: number; running: boolean }>();
+
+/** The seal after a write, coalesced (see above). */
+export async function sealAuditChainAfterWrite(env: Env, installationId: string): Promise<number> {
+  const state = afterWrite.get(installationId);
+  const now = Date.now();
+  if (state && (state.running || now - state.at < AFTER_WRITE_SEAL_MS)) return 0;
+  if (afterWrite.size > 1_000) afterWrite.clear();
+  const entry = { at: now, running: true };
+  afterWrite.set(installationId, entry);
+  try {
+    return await sealAuditChain(env, installationId);
+  } finally {
+    entry.running = false;
+    entry.at = Date.now();
+  }
+}
+
 export async function sealAuditChain(env: Env, installationId: string): Promise<number> {
   const keys = auditKeys(env);
   const bounds = await checkpointBounds(env.DB, installationId);

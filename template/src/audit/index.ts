@@ -1,4 +1,4 @@
 // Audit trail: canonical JSON and event statements.
 export { canonicalJson } from "./canonical-json";
 export { auditStatement, RUNTIME_ACTOR, type AuditEventInput } from "./events";
-export { sealAuditChain, sweepAuditChains, verifyAuditChain } from "./chain";
+export { sealAuditChain, sealAuditChainAfterWrite, sweepAuditChains, verifyAuditChain } from "./chain";

@@ -2,7 +2,7 @@
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { AppError } from "../errors";
-import { sealAuditChain } from "../audit";
+import { sealAuditChainAfterWrite } from "../audit";
 import { signinRoutes } from "../console/routes";
 import { apiRoutes } from "./api";
 import { openApiRoutes } from "./openapi";
@@ -25,7 +25,7 @@ export function createApp() {
   app.use("/api/v1/*", async (c, next) => {
     await next();
     const actor = c.get("actor");
-    if (c.req.method !== "GET" && actor) c.executionCtx.waitUntil(sealAuditChain(c.env, actor.installationId).catch(() => undefined));
+    if (c.req.method !== "GET" && actor) c.executionCtx.waitUntil(sealAuditChainAfterWrite(c.env, actor.installationId).catch(() => undefined));
   });
   for (const api of [...apiRoutes, openApiRoutes]) app.route("/api/v1", api.router);
   app.route("/", signinRoutes);
