@@ -26,6 +26,8 @@ export default defineConfig(async () => {
       cloudflareTest({
         wrangler: { configPath: "./wrangler.jsonc" },
         miniflare: {
+          // Production allows 6,000 reports a minute per key; the tests flood a smaller limit.
+          ratelimits: { INTAKE_RATE_LIMIT: { namespace_id: "1001", simple: { limit: 300, period: 60 } } },
           bindings: { TEST_MIGRATIONS: migrations, ADMIN_TOKEN: "test-admin-token", REPORT_MASTER_KEY: "test-master-key-0123456789abcdef0123456789abcdef",
             AUDIT_CHECKPOINT_KEY: "test-audit-key-0123456789abcdef0123456789abcdef", WEBHOOK_TIMEOUT_SECONDS: "2",
             ACCESS_TEAM_DOMAIN: "safest-test.cloudflareaccess.com", ACCESS_AUD: "test-access-aud" },

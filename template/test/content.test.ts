@@ -338,3 +338,47 @@ describe("content of an appeal", () => {
     expect(await tablesHolding(MARKER)).toEqual([]);
   });
 });
+
+describe("who may open content", () => {
+  async function raw(path: string, init: RequestInit = {}) {
+    return (exports as any).default.fetch(new Request(`http://safest.test${path}`, { redirect: "manual", ...init })) as Promise<Response>;
+  }
+  async function signIn(installationId: string, email: string, role: string) {
+    const link = await api("/api/v1/console-signin-links", { key: "test-admin-token", body: { installationId, email, role } });
+    expect(link.status).toBe(201);
+    const cookie = (await raw(link.body.path)).headers.get("set-cookie")!.split(";")[0]!;
+    return (path: string) => raw(path, { headers: { cookie } });
+  }
+
+  it("a moderator limited to some queues opens only the reports behind them; a viewer opens none", async () => {
+    const { installationId, apiKey } = await setup();
+    const reportIn = async (queueName: string) => {
+      const queue = await api("/api/v1/queues", { key: apiKey, body: { name: queueName, slaSeconds: 3600 } });
+      const version = await publish(apiKey, {
+        schemaVersion: 1,
+        nodes: [
+          { id: "start", kind: "start" },
+          { id: "review", kind: "human_task", config: { queue_id: queue.body.id, timeout_seconds: 3600 }, inputMapping: { text: "content.snapshot.text" } },
+          { id: "done", kind: "end" },
+        ],
+        edges: [edge("start", "success", "review"), edge("review", "completed", "done"), edge("review", "timeout", "done")],
+      });
+      const created = await report(apiKey, `queued ${MARKER}`);
+      const run = await api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: version.id, authorityMode: "autonomous", input: {}, reportId: created.id } });
+      await waitForWait(apiKey, run.body.id);
+      return { queueId: queue.body.id as string, reportId: created.id };
+    };
+    const mine = await reportIn(`mine-${crypto.randomUUID().slice(0, 6)}`);
+    const other = await reportIn(`other-${crypto.randomUUID().slice(0, 6)}`);
+    const email = `mod-${crypto.randomUUID().slice(0, 6)}@example.org`;
+    expect((await api("/api/v1/console-users", { key: apiKey, body: { email, role: "moderator", queueIds: [mine.queueId] } })).status).toBe(201);
+    const moderator = await signIn(installationId, email, "moderator");
+    const opened = await moderator(`/api/v1/reports/${mine.reportId}`);
+    expect(opened.status).toBe(200);
+    expect(((await opened.json()) as { subject: { snapshot: { text: string } } }).subject.snapshot.text).toContain(MARKER);
+    expect((await moderator(`/api/v1/reports/${other.reportId}`)).status).toBe(404);
+    const viewer = await signIn(installationId, `viewer-${crypto.randomUUID().slice(0, 6)}@example.org`, "viewer");
+    expect((await viewer(`/api/v1/reports/${mine.reportId}`)).status).toBe(403);
+    expect((await viewer(`/api/v1/reports?limit=5`)).status).toBe(200);
+  });
+});

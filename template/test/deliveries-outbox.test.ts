@@ -6,7 +6,7 @@ import { createExecutionContext, createMessageBatch, createScheduledController, 
 import { describe, expect, it } from "vitest";
 import worker from "../src";
 import { deliveryStatement, enqueueDeliveries, parseRetryAfter, sweepPendingDeliveries } from "../src/enforcement/webhooks";
-import { runSchedule } from "../src/schedule";
+import { runSchedule, SWEEPS } from "../src/schedule";
 import { api, newInstallation } from "./helpers";
 
 type Logged = { path: string; webhookId: string; verified: boolean; status: number | "hung"; at: number };
@@ -141,10 +141,8 @@ describe("the outbox: deliveries lost after a commit", () => {
       { name: "test.counting", ok: true, summary: { counted: 3 } },
     ]);
     const real = await runSchedule(env, { cron: "* * * * *", scheduledTime: Date.now() });
-    expect(real.sweeps.map((sweep) => [sweep.name, sweep.ok])).toEqual([
-      ["enforcement.outbox", true],
-      ["audit.seal_and_verify", true],
-    ]);
+    expect(real.sweeps.map((sweep) => [sweep.name, sweep.ok])).toEqual(SWEEPS.map((sweep) => [sweep.name, true]));
+    expect(real.sweeps.map((sweep) => sweep.name)).toEqual(expect.arrayContaining(["enforcement.outbox", "audit.seal_and_verify"]));
   });
 });
 

@@ -101,6 +101,11 @@ describe("examples", () => {
       expect(assess.output).toMatchObject({ resultCode: answer === "remove" ? "harassment" : "not_harassment", policy: { name: "harassment-policy", version: 1, digest: expect.stringMatching(/^sha256:/u) } });
       expect(assess.output.rationale).toBeUndefined();
       expect(assess.sealed).toBe(true);
+      // The prompt (kept, sealed, for audit) holds the policy and the post, never who reported.
+      const sealed = (await api(`/api/v1/runs/${runId}/content`, { key: apiKey })).body.items.find((i: { nodeId: string }) => i.nodeId === "assess");
+      expect(JSON.stringify(sealed.output.prompt)).toContain("Harassment policy");
+      expect(JSON.stringify(sealed.output.prompt)).toContain(MARKER);
+      expect(JSON.stringify(sealed.output.prompt)).not.toContain("rep-1");
       const task = (await env.DB.prepare("SELECT id FROM human_tasks WHERE run_id = ?1").bind(runId).first<{ id: string }>())!;
       const opened = await api(`/api/v1/tasks/${task.id}`, { key: apiKey });
       expect(opened.body.context).toMatchObject({ post: expect.stringContaining(MARKER), proposal: answer === "remove" ? "harassment" : "not_harassment", rationale: expect.stringContaining(MARKER) });

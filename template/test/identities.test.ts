@@ -112,7 +112,7 @@ describe("intake rate limit (Workers Rate Limiting binding INTAKE_RATE_LIMIT, 30
     let limited: { status: number; body: any; headers: Headers } | null = null;
     // The binding counts in fixed 60 s windows; a window may roll over once while this runs, so the
     // first 429 comes after 300 to 599 counted requests.
-    while (!limited && accepted < 600) {
+    while (!limited && accepted < 900) {
       const batch = await Promise.all(Array.from({ length: 25 }, () => api("/api/v1/reports", { key: flood.body.apiKey, body: {} })));
       for (const response of batch) {
         if (response.status === 429) limited ??= response;
