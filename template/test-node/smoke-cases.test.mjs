@@ -139,7 +139,7 @@ test("wrangler dev: report → trigger → task (schema-checked) → action deli
   // Keys as a product would hold them: intake writes reports, the console reviews.
   const intake = await api("/api/v1/api-keys", { body: { name: "product", scopes: ["reports:write"] } });
   assert.equal(intake.status, 201, JSON.stringify(intake.body));
-  const reviewer = await api("/api/v1/api-keys", { body: { name: "console", scopes: ["review"] } });
+  const reviewer = await api("/api/v1/api-keys", { body: { name: "console", scopes: ["review", "personal_data:read"] } });
   assert.equal(reviewer.status, 201, JSON.stringify(reviewer.body));
   const intakeKey = intake.body.apiKey;
   const reviewKey = reviewer.body.apiKey;
@@ -191,7 +191,11 @@ test("wrangler dev: report → trigger → task (schema-checked) → action deli
   assert.equal(task.runId, runId);
   assert.equal(task.reportId, report.body.id);
   assert.equal(task.state, "open");
-  assert.deepEqual(task.context, { category: "scams_and_fraud", subject: "post-smoke-1" });
+  // Listings never carry the task's sealed context; the task itself opens it for its reviewer.
+  assert.equal(task.context, null);
+  assert.equal(task.contextSealed, true);
+  const opened = await api(`/api/v1/tasks/${task.id}`);
+  assert.deepEqual(opened.body.context, { category: "scams_and_fraud", subject: "post-smoke-1" });
 
   const claimed = await api(`/api/v1/tasks/${task.id}/claim`, { as: reviewKey, body: { reviewer: "mod-ana" } });
   assert.equal(claimed.status, 200, JSON.stringify(claimed.body));
@@ -243,11 +247,13 @@ test("wrangler dev: report → trigger → task (schema-checked) → action deli
   assert.equal(deliveries.body.items[0].state, "delivered");
   assert.equal(deliveries.body.items[0].attempts, 1);
 
-  // Sealed personal data opens for a reviewer.
+  // Sealed content opens for a reviewer allowed to read personal data; who reported only on a reveal.
   const read = await api(`/api/v1/reports/${report.body.id}`, { as: reviewKey });
   assert.equal(read.status, 200, JSON.stringify(read.body));
-  assert.equal(read.body.reporter.contact, "reporter.person@example.org");
+  assert.deepEqual(read.body.reporter, { known: true, revealed: false });
   assert.equal(read.body.description, "This account keeps posting scam links to my DMs");
+  const revealed = await api(`/api/v1/reports/${report.body.id}/reveal-reporter`, { as: reviewKey, body: { reason: "smoke test of the reveal" } });
+  assert.equal(revealed.body.reporter.contact, "reporter.person@example.org");
 
   const audit = await api("/api/v1/audit/verify");
   assert.equal(audit.status, 200, JSON.stringify(audit.body));
