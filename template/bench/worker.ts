@@ -87,7 +87,7 @@ export class BareBenchWorkflow extends WorkflowEntrypoint<BenchEnv, BareBenchPar
  * this text (whitespace aside), so the plan shown is the plan of the query the API runs.
  */
 const LISTING_COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRunId, report_id AS reportId, appeal_id AS appealId,
-  task_type AS taskType, state, priority, context_json AS contextJson, response_schema_json AS responseSchemaJson,
+  task_type AS taskType, state, priority, context_json AS contextJson, context_sealed AS contextSealed, response_schema_json AS responseSchemaJson,
   response_json AS responseJson, due_at AS dueAt, expires_at AS expiresAt, claimed_by AS claimedBy, claimed_at AS claimedAt,
   lease_expires_at AS leaseExpiresAt, completed_by AS completedBy, completed_at AS completedAt, created_at AS createdAt`;
 const LISTING_TEMPLATE = `
