@@ -16,7 +16,8 @@
 // growth over a long run, context cost at step 10 vs 200 (reads far back; the context load timed
 // in the Worker), component nodes vs a built-in and vs a host function, autonomous actions from
 // proposal to confirmed delivery vs a bare signed webhook POST, report intake throughput, and
-// review-queue listing latency with 100,000 open tasks with the listing query's plan.
+// review-queue listing latency with 100,000 open tasks with the listing query's plan, and the cost
+// of the expression budget on a typical condition. BENCH_ONLY=<section,…> runs some of them.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
@@ -29,6 +30,7 @@ import { fileURLToPath } from "node:url";
 import { actionLines, sectionActions } from "../bench/sections/actions.mjs";
 import { componentLines, sectionComponents } from "../bench/sections/components.mjs";
 import { contextLines, sectionContext } from "../bench/sections/context.mjs";
+import { expressionLines, sectionExpressions } from "../bench/sections/expressions.mjs";
 import { intakeLines, sectionIntake } from "../bench/sections/intake.mjs";
 import { client, deadline, edge, log, OVERALL_BUDGET_MS, publish, remaining, results, round, server, sleep, startedAt, timedClient } from "../bench/sections/lib.mjs";
 import { queueLines, sectionQueueListing } from "../bench/sections/queue.mjs";
@@ -256,7 +258,7 @@ function report() {
   const lines = [];
   if (results.cores !== undefined) lines.push(`machine:          ${results.cores} cores, 1-minute load average ${results.loadAverageAtStart} at the start (other processes compete with the dev server for the cores)`);
   if (results.devServer !== undefined) lines.push(`dev server:       ${results.devServer}, wrangler ${results.wranglerVersion}`);
-  lines.push(...runtimeLines(), ...contextLines(), ...componentLines(), ...actionLines(), ...intakeLines(), ...queueLines());
+  lines.push(...runtimeLines(), ...contextLines(), ...expressionLines(), ...componentLines(), ...actionLines(), ...intakeLines(), ...queueLines());
   if (results.elapsedS !== undefined) lines.push(`elapsed:          ${results.elapsedS} s (budget ${OVERALL_BUDGET_MS / 1000} s)`);
   if (results.error) lines.push(`bench failed: ${results.error}`);
   for (const line of lines) process.stdout.write(`${line}\n`);
@@ -280,11 +282,21 @@ async function main() {
   const api = client(base);
   const installation = await api("/api/v1/installations", { body: { name: "bench" }, key: adminToken });
   const { apiKey } = installation;
-  await sectionPerStep(api, adminToken, apiKey);
-  await sectionGrowth(api, apiKey);
-  await sectionContext(api, adminToken, apiKey);
-  await sectionComponents(api, adminToken, apiKey, installation.id);
-  await sectionActions(api, adminToken, apiKey);
+  // BENCH_ONLY=expressions,intake,… runs only the named sections (all by default).
+  const only = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(",")) : null;
+  const wanted = (name) => !only || only.has(name);
+  if (wanted("runtime")) {
+    await sectionPerStep(api, adminToken, apiKey);
+    await sectionGrowth(api, apiKey);
+  }
+  if (wanted("context")) await sectionContext(api, adminToken, apiKey);
+  if (wanted("expressions")) await sectionExpressions(api, adminToken);
+  if (wanted("components")) await sectionComponents(api, adminToken, apiKey, installation.id);
+  if (wanted("actions")) await sectionActions(api, adminToken, apiKey);
+  if (!wanted("intake") && !wanted("queue")) {
+    results.elapsedS = round((Date.now() - startedAt) / 1000, 1);
+    return;
+  }
   const timed = timedClient(base);
   // Case management in an installation of its own (its initial key holds every scope).
   const cases = await api("/api/v1/installations", { body: { name: "bench-cases" }, key: adminToken });
@@ -302,8 +314,8 @@ async function main() {
     },
     "bench-trivial",
   );
-  await sectionIntake(api, timed, adminToken, casesKey, cases.id, trivial.id);
-  await sectionQueueListing(api, timed, adminToken, casesKey, cases.id, trivial.id);
+  if (wanted("intake")) await sectionIntake(api, timed, adminToken, casesKey, cases.id, trivial.id);
+  if (wanted("queue")) await sectionQueueListing(api, timed, adminToken, casesKey, cases.id, trivial.id);
   results.elapsedS = round((Date.now() - startedAt) / 1000, 1);
 }
 
