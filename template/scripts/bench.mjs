@@ -201,7 +201,8 @@ async function startServer(dir, adminToken) {
   const envFile = join(dir, "bench.env");
   // Secrets the Worker reads (see .dev.vars.example), in a 0600 file rather than on a command line.
   const reportMasterKey = randomBytes(32).toString("hex");
-  await writeFile(envFile, `ADMIN_TOKEN=${adminToken}\nREPORT_MASTER_KEY=${reportMasterKey}\n`, { mode: 0o600 });
+  // ALLOW_LOCAL_EGRESS: the bench's webhook receiver listens on 127.0.0.1 over plain http.
+  await writeFile(envFile, `ADMIN_TOKEN=${adminToken}\nREPORT_MASTER_KEY=${reportMasterKey}\nALLOW_LOCAL_EGRESS=true\n`, { mode: 0o600 });
   const persist = join(dir, "state");
   log("applying migrations");
   server.appDir = await snapshotSources(dir);

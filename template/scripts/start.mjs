@@ -263,7 +263,13 @@ async function main() {
 
   // wrangler reads the token from the files above; it need not sit in its environment too.
   const { ADMIN_TOKEN: _token, REPORT_MASTER_KEY: _master, REPORT_MASTER_KEY_PREVIOUS: _previous, ...wranglerEnv } = { WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env };
-  const child = spawn(process.execPath, [wrangler, "dev", "--port", String(listenPort), "--ip", host, "--persist-to", state, "--show-interactive-dev-session=false", ...envFiles], { cwd: templateDir, stdio: "inherit", env: wranglerEnv });
+  // ALLOW_LOCAL_EGRESS: local development may deliver webhooks to and call models on loopback
+  // and plain http (a receiver on 127.0.0.1); deployed Workers never get it (src/lib/egress.ts).
+  const child = spawn(process.execPath, [wrangler, "dev", "--port", String(listenPort), "--ip", host, "--persist-to", state, "--show-interactive-dev-session=false", "--var", "ALLOW_LOCAL_EGRESS:true", ...envFiles], {
+    cwd: templateDir,
+    stdio: "inherit",
+    env: wranglerEnv,
+  });
 
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
     process.on(signal, () => {

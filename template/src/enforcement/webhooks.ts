@@ -6,6 +6,7 @@ import { auditStatement, canonicalJson } from "../audit";
 import type { Actor } from "../auth";
 import { openPersonalData, sealPersonalData } from "../cases";
 import { AppError, conflict, notFound } from "../errors";
+import { allowLocalEgress, egressRefusal } from "../lib/egress";
 import { newId, sha256Hex } from "../lib/crypto";
 
 export const WEBHOOK_EVENT_TYPES = ["action.execute", "message.send", "report.handoff"] as const;
@@ -45,7 +46,7 @@ export function getEndpointRow(db: D1Database, installationId: string, id: strin
   return db.prepare(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE installation_id = ?1 AND id = ?2`).bind(installationId, id).first<EndpointRow>();
 }
 
-function checkUrl(url: string): void {
+function checkUrl(env: Env, url: string): void {
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -54,11 +55,14 @@ function checkUrl(url: string): void {
   }
   if (parsed.protocol !== "https:" && parsed.protocol !== "http:") throw new AppError("webhook_endpoint.url_invalid", "url must be an absolute http(s) URL.", { status: 422 });
   if (parsed.username || parsed.password) throw new AppError("webhook_endpoint.url_invalid", "url must not carry credentials; the signature authenticates deliveries.", { status: 422 });
+  // No loopback, private, link-local or metadata targets, and https unless developing locally.
+  const refusal = egressRefusal(parsed, { allowLocal: allowLocalEgress(env) });
+  if (refusal) throw new AppError("webhook_endpoint.url_not_allowed", `url: ${refusal.message}`, { status: 422, details: { field: "url", reason: refusal.reason, host: refusal.host } });
 }
 
 /** Creates an endpoint; its signing secret is returned this once and stored sealed. */
 export async function createEndpoint(env: Env, actor: Actor, input: { url: string; description?: string; eventTypes?: string[]; retryBaseSeconds?: number; maxAttempts?: number }) {
-  checkUrl(input.url);
+  checkUrl(env, input.url);
   const id = newId("whe");
   const secret = `whsec_${btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))))}`;
   const { sealed } = await sealPersonalData(env, actor.installationId, `webhook_endpoint:${id}`, { secret });
@@ -197,6 +201,9 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
   let retryAfter: number | null = null;
   if (endpoint?.state !== "enabled") {
     error = "endpoint_disabled";
+  } else if (egressRefusal(endpoint.url, { allowLocal: allowLocalEgress(env) })) {
+    // Checked again at delivery: a row written before the check existed, or under the local flag.
+    error = "egress_refused";
   } else {
     try {
       const { secret } = await openPersonalData<{ secret: string }>(env, delivery.installationId, `webhook_endpoint:${endpoint.id}`, endpoint.secretSealed);
@@ -224,7 +231,7 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
     }
   }
   const ok = status !== null && status >= 200 && status < 300;
-  const gone = status === 410 || error === "endpoint_disabled";
+  const gone = status === 410 || error === "endpoint_disabled" || error === "egress_refused";
   const exhausted = !ok && (gone || attempt >= (endpoint?.maxAttempts ?? 1));
   const state = ok ? "delivered" : exhausted ? "dead" : "pending";
   const at = new Date().toISOString();
