@@ -14,6 +14,7 @@ import { canonicalJson } from "../src/audit";
 import { type AuditRow, eventHash, GENESIS_HASH, sealAuditChain } from "../src/audit/chain";
 import { entryMacText } from "../src/audit/events";
 import { auditKeys } from "../src/audit/keys";
+import { expressionBudget } from "./expression-budget";
 import { executeBuiltin } from "../src/automation/builtins";
 import { executeComponentVersion, getComponentVersionRow } from "../src/automation/components";
 import { sealPersonalData } from "../src/cases/report-crypto";
@@ -531,6 +532,7 @@ async function benchRoute(request: Request, env: BenchEnv, ctx: ExecutionContext
   if (request.method === "POST" && url.pathname === "/bench/webhook-bare") return bareWebhooks((await request.json().catch(() => ({}))) as Parameters<typeof bareWebhooks>[0]);
   if (request.method === "POST" && url.pathname === "/bench/action-timings") return actionTimings(env, (await request.json().catch(() => ({}))) as Parameters<typeof actionTimings>[1]);
   if (request.method === "POST" && url.pathname === "/bench/component-direct") return componentDirect(env, ctx, (await request.json().catch(() => ({}))) as Parameters<typeof componentDirect>[2]);
+  if (request.method === "POST" && url.pathname === "/bench/expression-budget") return expressionBudget((await request.json().catch(() => ({}))) as Parameters<typeof expressionBudget>[0]);
   if (request.method === "POST" && url.pathname === "/bench/context-load") return contextLoad(env, (await request.json().catch(() => ({}))) as Parameters<typeof contextLoad>[1]);
   return json({ error: { code: "route.not_found" } }, 404);
 }

@@ -17,11 +17,12 @@
 // in the Worker), component nodes vs a built-in and vs a host function, autonomous actions from
 // proposal to confirmed delivery vs a bare signed webhook POST, report intake throughput,
 // review-queue listing latency with 100,000 open tasks with the listing query's plan, and
-// /audit/verify at 10,000 and 100,000 audit events (incremental, from the last checkpoint).
+// /audit/verify at 10,000 and 100,000 audit events (incremental, from the last checkpoint), the
+// cost of the expression budget on a typical condition, and the cost of reading reported content.
 //
 // The Worker's schedule runs as under `npm start`: scripts/local-cron.mjs calls its scheduled
 // handler every minute for the whole bench. BENCH_ONLY=audit,queue,… runs only those sections
-// (runtime, context, components, actions, intake, queue, audit) — for working on one of them.
+// (runtime, context, expressions, components, content, actions, intake, queue, audit) — for working on one of them.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
@@ -36,6 +37,7 @@ import { auditLines, sectionAuditVerify } from "../bench/sections/audit.mjs";
 import { componentLines, sectionComponents } from "../bench/sections/components.mjs";
 import { contentLines, sectionContent } from "../bench/sections/content.mjs";
 import { contextLines, sectionContext } from "../bench/sections/context.mjs";
+import { expressionLines, sectionExpressions } from "../bench/sections/expressions.mjs";
 import { intakeLines, sectionIntake } from "../bench/sections/intake.mjs";
 import { client, deadline, edge, log, OVERALL_BUDGET_MS, publish, remaining, results, round, server, sleep, startedAt, timedClient } from "../bench/sections/lib.mjs";
 import { queueLines, sectionQueueListing } from "../bench/sections/queue.mjs";
@@ -210,8 +212,9 @@ async function startServer(dir, adminToken) {
   const envFile = join(dir, "bench.env");
   // Secrets the Worker reads (see .dev.vars.example), in a 0600 file rather than on a command line.
   const reportMasterKey = randomBytes(32).toString("hex");
+  // ALLOW_LOCAL_EGRESS: the bench's webhook receiver listens on 127.0.0.1 over plain http.
   const auditCheckpointKey = randomBytes(32).toString("hex");
-  await writeFile(envFile, `ADMIN_TOKEN=${adminToken}\nREPORT_MASTER_KEY=${reportMasterKey}\nAUDIT_CHECKPOINT_KEY=${auditCheckpointKey}\n`, { mode: 0o600 });
+  await writeFile(envFile, `ADMIN_TOKEN=${adminToken}\nREPORT_MASTER_KEY=${reportMasterKey}\nAUDIT_CHECKPOINT_KEY=${auditCheckpointKey}\nALLOW_LOCAL_EGRESS=true\n`, { mode: 0o600 });
   const persist = join(dir, "state");
   log("applying migrations");
   server.appDir = await snapshotSources(dir);
@@ -269,7 +272,7 @@ function report() {
   const lines = [];
   if (results.cores !== undefined) lines.push(`machine:          ${results.cores} cores, 1-minute load average ${results.loadAverageAtStart} at the start (other processes compete with the dev server for the cores)`);
   if (results.devServer !== undefined) lines.push(`dev server:       ${results.devServer}, wrangler ${results.wranglerVersion}`);
-  lines.push(...runtimeLines(), ...contextLines(), ...componentLines(), ...contentLines(), ...actionLines(), ...intakeLines(), ...queueLines(), ...auditLines());
+  lines.push(...runtimeLines(), ...contextLines(), ...expressionLines(), ...componentLines(), ...contentLines(), ...actionLines(), ...intakeLines(), ...queueLines(), ...auditLines());
   if (results.elapsedS !== undefined) lines.push(`elapsed:          ${results.elapsedS} s (budget ${OVERALL_BUDGET_MS / 1000} s)`);
   if (results.error) lines.push(`bench failed: ${results.error}`);
   for (const line of lines) process.stdout.write(`${line}\n`);
@@ -302,6 +305,7 @@ async function main() {
   if (runs("runtime")) await sectionPerStep(api, adminToken, apiKey);
   if (runs("runtime")) await sectionGrowth(api, apiKey);
   if (runs("context")) await sectionContext(api, adminToken, apiKey);
+  if (runs("expressions")) await sectionExpressions(api, adminToken);
   if (runs("components")) await sectionComponents(api, adminToken, apiKey, installation.id);
   if (runs("actions")) await sectionActions(api, adminToken, apiKey);
   if (runs("content")) await sectionContent(api, adminToken, apiKey);

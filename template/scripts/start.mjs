@@ -293,7 +293,9 @@ async function main() {
     AUDIT_CHECKPOINT_KEY_PREVIOUS: _auditPrevious,
     ...wranglerEnv
   } = { WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env };
-  const child = spawn(process.execPath, [wrangler, "dev", "--port", String(listenPort), "--ip", host, "--persist-to", state, "--show-interactive-dev-session=false", "--test-scheduled", ...envFiles], {
+  // ALLOW_LOCAL_EGRESS: local development may deliver webhooks to and call models on loopback
+  // and plain http (a receiver on 127.0.0.1); deployed Workers never get it (src/lib/egress.ts).
+  const child = spawn(process.execPath, [wrangler, "dev", "--port", String(listenPort), "--ip", host, "--persist-to", state, "--show-interactive-dev-session=false", "--test-scheduled", "--var", "ALLOW_LOCAL_EGRESS:true", ...envFiles], {
     cwd: templateDir,
     stdio: "inherit",
     env: wranglerEnv,

@@ -7,7 +7,7 @@ import type { JsonValue } from "../src/workflows/types";
 import { type GraphValidationResult, parseWorkflowGraph, validateWorkflowGraph } from "../src/workflows/validation";
 import { edge } from "./helpers";
 
-const EXPRESSION_CODES = ["expression.invalid", "expression.failed", "expression.result_invalid"];
+const EXPRESSION_CODES = ["expression.invalid", "expression.failed", "expression.result_invalid", "expression.too_costly", "expression.nesting_too_deep", "expression.input_too_large"];
 const HOSTILE_KEYS = ["__proto__", "constructor", "prototype", "toString", "hasOwnProperty", "valueOf", "toJSON"];
 const DEEP = 10_000;
 

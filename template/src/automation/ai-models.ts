@@ -3,6 +3,7 @@
 // AI binding (`env.AI.run(model, input)`). Redirects are never followed: the Authorization header
 // must not leave for another address.
 import { openPersonalData } from "../cases";
+import { allowLocalEgress, egressRefusal } from "../lib/egress";
 import type { AiOutputFormat, ProviderRow } from "./ai";
 import { ComponentExecutionError } from "./components";
 
@@ -75,6 +76,9 @@ function workersAi(env: Env, row: ProviderRow): ChatProvider {
  * endpoints are retryable; a redirect, another 4xx and an answer without content are not.
  */
 export async function completeChat(env: Env, installationId: string, row: ProviderRow, messages: ChatMessage[]): Promise<Completion & { latencyMs: number }> {
+  // Checked again at call time: a provider registered before the check, or a setting turned off since.
+  const refusal = row.kind === "openai-compatible" ? egressRefusal(`${row.baseUrl}/chat/completions`, { allowLocal: allowLocalEgress(env) }) : null;
+  if (refusal) throw new ComponentExecutionError("ai_provider.egress_refused", false, `The provider's baseUrl is not allowed: ${refusal.message}`);
   const apiKey = row.apiKeySealed ? (await openPersonalData<{ apiKey: string }>(env, installationId, `ai_provider:${row.id}`, row.apiKeySealed)).apiKey : null;
   const provider = row.kind === "workers-ai" ? workersAi(env, row) : openAiCompatible(row, apiKey);
   const controller = new AbortController();

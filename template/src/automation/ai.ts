@@ -7,6 +7,7 @@ import type { Actor } from "../auth";
 import { sealPersonalData } from "../cases";
 import { AppError, notFound } from "../errors";
 import { newId } from "../lib/crypto";
+import { allowLocalEgress, egressRefusal } from "../lib/egress";
 
 export const AI_PROVIDER_KINDS = ["workers-ai", "openai-compatible"] as const;
 /** `json`: { result_code, confidence, rationale, policy_sections? }; `llama_guard`: `safe` / `unsafe` + categories. */
@@ -69,6 +70,8 @@ export async function createProvider(
       throw new AppError("ai_provider.base_url_invalid", "openai-compatible providers need an absolute baseUrl.", { status: 422 });
     }
     if (url.protocol !== "https:" && url.protocol !== "http:") throw new AppError("ai_provider.base_url_invalid", "baseUrl must be http(s).", { status: 422 });
+    const refusal = egressRefusal(url.toString(), { allowLocal: allowLocalEgress(env) });
+    if (refusal) throw new AppError("ai_provider.base_url_not_allowed", `baseUrl: ${refusal.message}`, { status: 422, details: { reason: refusal.reason, host: refusal.host } });
   }
   const id = newId("aip");
   const at = new Date().toISOString();

@@ -6,6 +6,7 @@ import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
 import { AppError, conflict, notFound } from "../errors";
 import { byteLength, newId, sha256Hex } from "../lib/crypto";
+import { allowLocalEgress, egressRefusal } from "../lib/egress";
 import { isUniqueViolation } from "../lib/d1";
 import type { JsonValue } from "../workflows";
 
@@ -25,7 +26,7 @@ interface Invocation {
   allowedHosts: string[];
   maxSubrequests: number;
   subrequests: number;
-  refusals: Array<{ host: string; reason: "host_not_allowed" | "subrequest_limit" }>;
+  refusals: Array<{ host: string; reason: "host_not_allowed" | "redirect_not_allowed" | "address_not_allowed" | "subrequest_limit" }>;
 }
 
 // Live invocations, keyed by a random token the sandbox's fetch carries. Egress without a live
@@ -36,25 +37,62 @@ function hostAllowed(host: string, allowed: string[]): boolean {
   return allowed.some((pattern) => pattern === host || (pattern.startsWith("*.") && host.endsWith(pattern.slice(1))));
 }
 
-/** The sandbox's globalOutbound: every fetch() a component makes arrives here first. */
+const MAX_REDIRECTS = 5;
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+
+/**
+ * The sandbox's globalOutbound: every fetch() a component makes arrives here first. Each request
+ * and each redirect hop must go to a host the version declares and pass the egress checker (no
+ * loopback, private, link-local or metadata address, https unless ALLOW_LOCAL_EGRESS), and counts
+ * as a subrequest. Redirects are followed here (at most MAX_REDIRECTS), never by fetch() itself,
+ * so that a declared host cannot bounce the request elsewhere; a component that asks for
+ * `redirect: "manual"` gets the 3xx itself, and its next request is checked like any other.
+ */
 export class ComponentEgress extends WorkerEntrypoint<Env> {
   override async fetch(request: Request): Promise<Response> {
     const token = request.headers.get(INVOCATION_HEADER) ?? "";
     const invocation = invocations.get(token);
-    const url = new URL(request.url);
     if (!invocation) return new Response("egress refused: no live invocation", { status: 403 });
-    if (!hostAllowed(url.hostname, invocation.allowedHosts)) {
-      invocation.refusals.push({ host: url.hostname, reason: "host_not_allowed" });
-      return new Response("egress refused: host not declared by this component version", { status: 403 });
+    const allowLocal = allowLocalEgress(this.env);
+    const headers = new Headers(request.headers);
+    headers.delete(INVOCATION_HEADER);
+    // The body is read once so that a 307/308 hop can send it again.
+    let body: ArrayBuffer | null = request.body ? await request.arrayBuffer() : null;
+    let method = request.method;
+    let url = new URL(request.url);
+    for (let hop = 0; ; hop++) {
+      if (!hostAllowed(url.hostname, invocation.allowedHosts)) {
+        invocation.refusals.push({ host: url.hostname, reason: hop === 0 ? "host_not_allowed" : "redirect_not_allowed" });
+        return new Response(`egress refused: ${hop === 0 ? "host" : "redirect to a host"} not declared by this component version`, { status: 403 });
+      }
+      if (egressRefusal(url, { allowLocal })) {
+        invocation.refusals.push({ host: url.hostname, reason: "address_not_allowed" });
+        return new Response("egress refused: the address is loopback, private, link-local or metadata, or not https", { status: 403 });
+      }
+      invocation.subrequests += 1;
+      if (invocation.subrequests > invocation.maxSubrequests) {
+        invocation.refusals.push({ host: url.hostname, reason: "subrequest_limit" });
+        return new Response("egress refused: subrequest limit reached", { status: 429 });
+      }
+      const response = await fetch(url, { method, headers, body, redirect: "manual", signal: request.signal });
+      const location = response.headers.get("location");
+      if (!REDIRECT_STATUSES.has(response.status) || location === null || request.redirect === "manual") return response;
+      if (request.redirect === "error" || hop >= MAX_REDIRECTS) {
+        await response.body?.cancel();
+        return new Response("egress refused: too many redirects", { status: 502 });
+      }
+      await response.body?.cancel();
+      const next = new URL(location, url);
+      if (response.status === 303 || ((response.status === 301 || response.status === 302) && method === "POST")) {
+        method = method === "HEAD" ? "HEAD" : "GET";
+        body = null;
+        headers.delete("content-type");
+        headers.delete("content-length");
+      }
+      // As fetch() does across origins: credentials stay with the origin they were meant for.
+      if (next.origin !== url.origin) for (const name of ["authorization", "cookie", "proxy-authorization"]) headers.delete(name);
+      url = next;
     }
-    invocation.subrequests += 1;
-    if (invocation.subrequests > invocation.maxSubrequests) {
-      invocation.refusals.push({ host: url.hostname, reason: "subrequest_limit" });
-      return new Response("egress refused: subrequest limit reached", { status: 429 });
-    }
-    const forwarded = new Request(request);
-    forwarded.headers.delete(INVOCATION_HEADER);
-    return fetch(forwarded);
   }
 }
 
@@ -227,7 +265,8 @@ export async function executeComponentVersion(
 
 function refusalError(invocation: Invocation): ComponentExecutionError {
   const first = invocation.refusals[0]!;
-  return first.reason === "host_not_allowed"
-    ? new ComponentExecutionError("component.egress_denied", false, "The component tried to reach a host its version does not declare.")
-    : new ComponentExecutionError("component.subrequest_limit", false, "The component made more subrequests than its version allows.");
+  if (first.reason === "host_not_allowed") return new ComponentExecutionError("component.egress_denied", false, "The component tried to reach a host its version does not declare.");
+  if (first.reason === "redirect_not_allowed") return new ComponentExecutionError("component.egress_denied", false, "A declared host redirected the component to a host its version does not declare.");
+  if (first.reason === "address_not_allowed") return new ComponentExecutionError("component.egress_denied", false, "The component tried to reach a loopback, private, link-local or metadata address, or plain http.");
+  return new ComponentExecutionError("component.subrequest_limit", false, "The component made more subrequests than its version allows.");
 }

@@ -57,6 +57,11 @@ export async function createTrigger(env: Env, actor: Actor, input: TriggerInput)
   try {
     compileExpression(when);
   } catch (error) {
+    const code = errorCode(error);
+    if (code === "expression.too_costly" || code === "expression.nesting_too_deep") {
+      const details = [{ path: "$.when", code, message: (error as Error).message, ...((error as AppError).details as object) }];
+      throw new AppError("trigger.when_too_costly", `when may cost too much to evaluate on every report: ${(error as Error).message}`, { status: 422, details });
+    }
     throw new AppError("trigger.when_invalid", `when is not a valid CEL expression: ${(error as Error).message}`, { status: 422 });
   }
   const version = await getVersionRow(env.DB, actor.installationId, input.workflowVersionId);

@@ -12,7 +12,8 @@ import { Webhook } from "standardwebhooks";
 import { auditStatement, canonicalJson } from "../audit";
 import type { Actor } from "../auth";
 import { openPersonalData, sealPersonalData } from "../cases";
-import { AppError, notFound } from "../errors";
+import { AppError, conflict, notFound } from "../errors";
+import { allowLocalEgress, egressRefusal } from "../lib/egress";
 import { newId, sha256Hex } from "../lib/crypto";
 
 export const WEBHOOK_EVENT_TYPES = ["action.execute", "message.send", "report.handoff"] as const;
@@ -80,7 +81,7 @@ export function findEndpointRow(db: D1Database, installationId: string, ref: str
   return db.prepare(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE installation_id = ?1 AND (id = ?2 OR name = ?2) ORDER BY id = ?2 DESC LIMIT 1`).bind(installationId, ref).first<EndpointRow>();
 }
 
-function checkUrl(url: string): void {
+function checkUrl(env: Env, url: string): void {
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -89,11 +90,14 @@ function checkUrl(url: string): void {
   }
   if (parsed.protocol !== "https:" && parsed.protocol !== "http:") throw new AppError("webhook_endpoint.url_invalid", "url must be an absolute http(s) URL.", { status: 422 });
   if (parsed.username || parsed.password) throw new AppError("webhook_endpoint.url_invalid", "url must not carry credentials; the signature authenticates deliveries.", { status: 422 });
+  // No loopback, private, link-local or metadata targets, and https unless developing locally.
+  const refusal = egressRefusal(parsed, { allowLocal: allowLocalEgress(env) });
+  if (refusal) throw new AppError("webhook_endpoint.url_not_allowed", `url: ${refusal.message}`, { status: 422, details: { field: "url", reason: refusal.reason, host: refusal.host } });
 }
 
 /** Creates an endpoint; its signing secret is returned this once and stored sealed. */
 export async function createEndpoint(env: Env, actor: Actor, input: { url: string; name?: string; description?: string; eventTypes?: string[]; retryBaseSeconds?: number; maxAttempts?: number }) {
-  checkUrl(input.url);
+  checkUrl(env, input.url);
   if (input.name && (await findEndpointRow(env.DB, actor.installationId, input.name))) {
     throw new AppError("webhook_endpoint.name_taken", `An endpoint of this installation is already named ${input.name}; choose another name.`, { status: 409 });
   }
@@ -246,6 +250,9 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
   let retryAfter: number | null = null;
   if (endpoint?.state !== "enabled") {
     error = "endpoint_disabled";
+  } else if (egressRefusal(endpoint.url, { allowLocal: allowLocalEgress(env) })) {
+    // Checked again at delivery: a row written before the check existed, or under the local flag.
+    error = "egress_refused";
   } else {
     try {
       const { secret } = await openPersonalData<{ secret: string }>(env, delivery.installationId, `webhook_endpoint:${endpoint.id}`, endpoint.secretSealed);
@@ -273,7 +280,7 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
     }
   }
   const ok = status !== null && status >= 200 && status < 300;
-  const gone = status === 410 || error === "endpoint_disabled";
+  const gone = status === 410 || error === "endpoint_disabled" || error === "egress_refused";
   const exhausted = !ok && (gone || attempt >= (endpoint?.maxAttempts ?? 1));
   const state = ok ? "delivered" : exhausted ? "dead" : "pending";
   const finishedAt = Date.now();

@@ -1,6 +1,7 @@
 // CEL conditions and input mappings (google/cel-spec via @marcbachmann/cel-js). No code generation.
 import { Environment, Optional } from "@marcbachmann/cel-js";
 import { AppError } from "../errors";
+import { contextOverBounds, CostRefusal, estimateExpressionCost, LINEAR_MATCHES, linearMatches, routeMatchesToLinearMatcher } from "./expression-cost";
 import type { JsonObject, JsonValue } from "./types";
 
 export const MAX_EXPRESSION_LENGTH = 4_096;
@@ -29,15 +30,18 @@ const environment = (() => {
     limits: { maxAstNodes: 2_000, maxDepth: 48, maxListElements: 500, maxMapEntries: 500, maxCallArguments: 16 },
   });
   for (const name of EXPRESSION_VARIABLES) env.registerVariable(name, "dyn");
+  // `matches()` runs on a linear-time matcher, not RegExp (see expression-cost.ts).
+  env.registerFunction(`string.${LINEAR_MATCHES}(string): bool`, linearMatches);
   return env;
 })();
 
-// Expressions of a published version never change, so parsed forms are cached by text.
-const cache = new Map<string, Compiled>();
+// Expressions of a published version never change, so parsed forms are cached by text, with
+// whether their cost estimate needs the context within the bounded sizes.
+const cache = new Map<string, { compiled: Compiled; bounded: boolean }>();
 const CACHE_LIMIT = 5_000;
 
 export class ExpressionError extends AppError {
-  constructor(code: "expression.invalid" | "expression.failed" | "expression.result_invalid", message: string, details?: unknown) {
+  constructor(code: "expression.invalid" | "expression.failed" | "expression.result_invalid" | "expression.too_costly" | "expression.nesting_too_deep" | "expression.input_too_large", message: string, details?: unknown) {
     super(code, message, { status: 422, details });
   }
 }
@@ -50,24 +54,36 @@ function firstLine(message: string): string {
  * Parses and type-checks (and caches) one expression; throws `expression.invalid` with the
  * parser's or checker's reason. The check refuses undeclared variables, unknown functions and
  * operators that no overload accepts, which would otherwise only fail when a run evaluates them.
+ * Then its cost is estimated: over the budget is `expression.too_costly`, comprehensions nested
+ * too deep `expression.nesting_too_deep` (expression-cost.ts).
  */
 export function compileExpression(expression: unknown): Compiled {
+  return compileEntry(expression).compiled;
+}
+
+function compileEntry(expression: unknown): { compiled: Compiled; bounded: boolean } {
   if (typeof expression !== "string" || expression.trim() === "") throw new ExpressionError("expression.invalid", "An expression must be a non-empty string.");
   if (expression.length > MAX_EXPRESSION_LENGTH) throw new ExpressionError("expression.invalid", `An expression may be at most ${MAX_EXPRESSION_LENGTH} characters.`);
   const cached = cache.get(expression);
   if (cached) return cached;
-  let compiled: Compiled;
+  let entry: { compiled: Compiled; bounded: boolean };
   try {
     const parsed = environment.parse(expression);
+    routeMatchesToLinearMatcher(parsed.ast);
     const checked = parsed.check();
     if (!checked.valid) throw checked.error ?? new Error("The expression does not type-check.");
-    compiled = parsed as unknown as Compiled;
+    entry = { compiled: parsed as unknown as Compiled, bounded: estimateExpressionCost(parsed.ast).bounded };
   } catch (error) {
-    throw new ExpressionError("expression.invalid", firstLine(error instanceof Error ? error.message : String(error)));
+    if (error instanceof CostRefusal) {
+      if (error.code === "expression.too_costly") throw new ExpressionError("expression.too_costly", error.message, error.details);
+      if (error.code === "expression.nesting_too_deep") throw new ExpressionError("expression.nesting_too_deep", error.message, error.details);
+      throw new ExpressionError("expression.invalid", error.message, error.details);
+    }
+    throw new ExpressionError("expression.invalid", firstLine(error instanceof Error ? error.message : String(error)).replaceAll(LINEAR_MATCHES, "matches"));
   }
   if (cache.size >= CACHE_LIMIT) cache.clear();
-  cache.set(expression, compiled);
-  return compiled;
+  cache.set(expression, entry);
+  return entry;
 }
 
 /** Sets a key as an own property, so that `__proto__` from data stays data. */
@@ -146,8 +162,15 @@ function checkContextSize(context: ExpressionContext, nodeId: string | undefined
 
 /** Evaluates one expression; every failure becomes a typed `expression.failed` error. */
 export function evaluateWorkflowExpression(expression: unknown, context: ExpressionContext, nodeId?: string): JsonValue {
-  const compiled = compileExpression(expression);
+  const { compiled, bounded } = compileEntry(expression);
   checkContextSize(context, nodeId);
+  if (bounded) {
+    // Its cost estimate holds only for lists and strings within the bounded sizes.
+    const over = contextOverBounds(context);
+    if (over) {
+      throw new ExpressionError("expression.input_too_large", `The expression walks lists or strings, and the context has one over its bound (${over.bound} ≤ ${over.limit}).`, { ...(nodeId ? { nodeId } : {}), ...over });
+    }
+  }
   let result: unknown;
   try {
     result = compiled(context as unknown as Record<string, unknown>);
@@ -166,7 +189,7 @@ export function evaluateInputMapping(mapping: Record<string, string> | undefined
       setKey(out, key, evaluateWorkflowExpression(expression, context, nodeId));
     } catch (error) {
       if (error instanceof ExpressionError) {
-        throw new ExpressionError(error.code as "expression.failed", `inputMapping.${key}: ${error.message}`, { nodeId, key });
+        throw new ExpressionError(error.code as "expression.failed", `inputMapping.${key}: ${error.message}`, { ...(error.details as object), nodeId, key });
       }
       throw error;
     }

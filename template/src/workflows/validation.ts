@@ -79,7 +79,8 @@ function checkExpression(problems: Problems, path: string, expression: unknown):
   try {
     compileExpression(expression);
   } catch (error) {
-    if (error instanceof ExpressionError) problems.add(path, "expression.invalid", error.message);
+    // expression.invalid, or its cost over budget (expression.too_costly, expression.nesting_too_deep).
+    if (error instanceof ExpressionError) problems.add(path, error.code, error.message);
     else throw error;
   }
 }
