@@ -7,7 +7,7 @@ import { runSchedule } from "./schedule";
 
 // Re-exported so that ctx.exports can hand loaded workers their wrapped WORKFLOWS binding.
 export { DynamicWorkflowBinding };
-export { DynamicWorkflow } from "./workflows";
+export { DynamicWorkflow, SandboxWorkflowBinding } from "./workflows";
 // The runtime capability is the top of the dependency graph (it calls enforcement and automation),
 // so it is exported from its module rather than through the workflows index.
 export { WorkflowRuntimeCapability } from "./workflows/runtime-capability";

@@ -1,7 +1,7 @@
 // Workflows domain: graphs, expressions, artifacts, the sandbox runtime, runs.
 // WorkflowRuntimeCapability is not exported here: it calls enforcement and automation, which
 // import this index, so src/index.ts takes it from runtime-capability.ts directly.
-export { DynamicWorkflow, loadCompiledWorkflow, startDynamicWorkflow } from "./loader";
+export { DynamicWorkflow, loadCompiledWorkflow, SandboxWorkflowBinding, startDynamicWorkflow } from "./loader";
 export { parseWorkflowGraph, validateWorkflowGraph, GraphValidationError } from "./validation";
 export { compileWorkflowArtifact } from "./artifacts";
 export { contentReadStatement, loadWorkflowExecutionContext, nodeReadsContent } from "./execution-context";

@@ -1,18 +1,41 @@
 // Loading artifacts into sandboxed dynamic workers, and the Workflows entrypoint that forwards
 // each run into the worker of its version.
 import { dispatchWorkflow, wrapWorkflowBinding, type WorkflowRunner } from "@cloudflare/dynamic-workflows";
-import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloudflare:workers";
+import { WorkerEntrypoint, WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloudflare:workers";
 import { errorCode } from "../errors";
 import { loadArtifactRow, loadArtifactSource } from "./artifacts";
 import { markRunFailedUnsafe } from "./runs-queries";
-import { cleanIdentifier, type RuntimeProps } from "./runtime-authorize";
+import { cleanIdentifier, denied, type RuntimeProps } from "./runtime-authorize";
 import type { KernelStarterEntrypoint } from "./runtime-protocol";
 import type { WorkflowAuthorityMode } from "./types";
 
 /**
+ * The sandbox's WORKFLOWS binding: a host entrypoint pinned to one version and artifact that can
+ * do one thing, create the Workflows instance of a run of that version the host is dispatching
+ * (not started yet, same authority mode, instance id the run's). No `get`, no `createBatch`: a
+ * sandbox cannot reach any other instance of the deployment (status, terminate, sendEvent).
+ * Kernels of every protocol call only `create({ id, params: { runId, authorityMode } })`.
+ */
+export class SandboxWorkflowBinding extends WorkerEntrypoint<Env, RuntimeProps> {
+  async create(options: { id?: unknown; params?: { runId?: unknown; authorityMode?: unknown } }): Promise<{ id: string }> {
+    const instanceId = cleanIdentifier(options?.id, "instance_id");
+    const runId = cleanIdentifier(options?.params?.runId, "run_id");
+    const authorityMode = options?.params?.authorityMode;
+    const run = await this.env.DB.prepare(`SELECT r.id, r.state, r.authority_mode AS authorityMode, v.artifact_id AS artifactId FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
+      WHERE r.id = ?1 AND r.workflow_version_id = ?2`)
+      .bind(runId, this.ctx.props.workflowVersionId)
+      .first<{ id: string; state: string; authorityMode: string; artifactId: string }>();
+    if (!run || run.artifactId !== this.ctx.props.artifactId) throw denied("runtime.capability_denied");
+    if (instanceId !== run.id || authorityMode !== run.authorityMode || !["created", "dispatch_pending"].includes(run.state)) throw denied("runtime.instance_denied");
+    const instance = await wrapWorkflowBinding({ artifactId: this.ctx.props.artifactId, workflowVersionId: this.ctx.props.workflowVersionId }).create({ id: instanceId, params: { runId, authorityMode: run.authorityMode } });
+    return { id: await instance.id };
+  }
+}
+
+/**
  * Loads the version's artifact into a Worker Loader sandbox: no network (`globalOutbound: null`),
- * and an env of exactly two bindings — the wrapped WORKFLOWS binding and the RUNTIME capability,
- * whose props pin it to this version and artifact. The digest is verified on every call, before
+ * and an env of exactly two bindings — WORKFLOWS (`SandboxWorkflowBinding`: create its own run's
+ * instance, nothing else) and the RUNTIME capability, both pinned by props to this version and artifact. The digest is verified on every call, before
  * the loader is asked; a cached worker is keyed by digest, so edited source never runs.
  * `limits` are enforced on Cloudflare only; workerd locally does not bound CPU (see ARCHITECTURE).
  */
@@ -25,7 +48,7 @@ export async function loadCompiledWorkflow(env: Env, ctx: ExecutionContext, prop
     mainModule: "workflow.js",
     modules: { "workflow.js": source },
     env: {
-      WORKFLOWS: wrapWorkflowBinding({ artifactId: props.artifactId, workflowVersionId: props.workflowVersionId }),
+      WORKFLOWS: ctx.exports.SandboxWorkflowBinding({ props }),
       RUNTIME: ctx.exports.WorkflowRuntimeCapability({ props }),
     },
     globalOutbound: null,

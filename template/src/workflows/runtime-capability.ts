@@ -23,7 +23,8 @@ import type {
 } from "./runtime-protocol";
 import { encodeHostError } from "./runtime-protocol";
 import { authorizedBranch, authorizedNode, authorizedRun, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type RuntimeProps } from "./runtime-authorize";
-import { hostErrorStatement, now, recordedHostError, recordStepResult, runProgress, runtimeAudit, stepUpsert } from "./runtime-records";
+import { branchAllowed, predecessorExitsStatement, reachedBy, type RecordedExit } from "./run-plan";
+import { FINISHED_STEP_STATES, hostErrorStatement, now, recordedHostError, recordedStepStatement, recordStepResult, runProgress, runtimeAudit, stepUpsert, type RecordedStep } from "./runtime-records";
 import { completeWaitStatements, prepareWaitRecord } from "./runtime-waits";
 import type { WorkflowNodeV1 } from "./types";
 
@@ -92,25 +93,53 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
    * same round trip as authorization when the version's graph is cached). Content opened for it is
    * recorded by `scope.pending`, written with the step's record or, if the call fails, on its own.
    */
-  private async authorize(input: RuntimeNodeRequest, scope: CallScope, options: { kind?: string; withContext?: boolean } = {}): Promise<{ run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; loaded?: LoadedContext }> {
+  private async authorize(
+    input: RuntimeNodeRequest,
+    scope: CallScope,
+    options: { kind?: string; withContext?: boolean; reached?: boolean } = {},
+  ): Promise<{ run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; loaded?: LoadedContext; recorded?: RecordedStep }> {
     const descriptor = kindOf(input.nodeKind);
     // A simulated effect evaluates nothing, so it reads nothing.
     const wantsContext = options.withContext === true && descriptor?.readsContext === true && !(input.authorityMode === "shadow" && descriptor.shadow);
-    const cachedGraph = wantsContext ? graphIfCached(this.ctx.props.workflowVersionId) : undefined;
+    const checkReached = options.reached !== false;
+    const cachedGraph = graphIfCached(this.ctx.props.workflowVersionId);
     const cachedNode = cachedGraph?.nodes.find((n) => n.id === input.nodeId);
     let reads: ContextReads | undefined;
+    let extra = 0;
     const { run, results } = await authorizedRunWith(this.env, this.ctx.props, input, (runId) => {
       if (!cachedNode || !cachedGraph) return [];
-      reads = contextStatements(this.env.DB, runId, cachedNode, cachedGraph);
-      return reads.statements;
+      const statements: D1PreparedStatement[] = [];
+      if (wantsContext) {
+        reads = contextStatements(this.env.DB, runId, cachedNode, cachedGraph);
+        statements.push(...reads.statements);
+      }
+      extra = statements.length;
+      if (checkReached) statements.push(predecessorExitsStatement(this.env.DB, runId, cachedGraph, cachedNode), recordedStepStatement(this.env.DB, runId, cachedNode.id, input.branchKey));
+      return statements;
     });
     const node = authorizedNode(run, input.nodeId, options.kind ?? input.nodeKind);
     const branchKey = authorizedBranch(input.branchKey);
+    // The kernel's control flow is a claim: the branch must be one the graph's plan gives the node,
+    // and the node must follow from what the run has recorded.
+    if (!branchAllowed(run.graph, node, branchKey)) throw denied("runtime.branch_denied");
     Object.assign(scope, { run, node, branchKey });
-    if (!wantsContext) return { run, node, branchKey };
-    const loaded = reads && cachedNode === node ? await assembleContext(this.env, { run, node, branchKey }, reads, results) : await loadNodeContext(this.env, { run, node, branchKey });
+    const prefetched = cachedNode === node;
+    let recorded: RecordedStep | undefined;
+    if (checkReached) {
+      const [exits, own] = prefetched
+        ? [results[extra]!.results as unknown as RecordedExit[], results[extra + 1]!.results[0] as RecordedStep | undefined]
+        : await this.env.DB.batch<Record<string, unknown>>([predecessorExitsStatement(this.env.DB, run.id, run.graph, node), recordedStepStatement(this.env.DB, run.id, node.id, branchKey)]).then(
+            ([a, b]) => [a!.results as unknown as RecordedExit[], b!.results[0] as RecordedStep | undefined] as const,
+          );
+      if (!reachedBy(run.graph, node, branchKey, exits)) throw denied("runtime.node_not_reached");
+      recorded = own;
+    }
+    // A finished step is answered from its record (see executeNode), so nothing is opened for it.
+    const finished = recorded?.json != null && FINISHED_STEP_STATES.includes(recorded.state);
+    if (!wantsContext || finished) return { run, node, branchKey, ...(recorded ? { recorded } : {}) };
+    const loaded = reads && prefetched ? await assembleContext(this.env, { run, node, branchKey }, reads, results.slice(0, extra)) : await loadNodeContext(this.env, { run, node, branchKey });
     scope.pending = loaded.statements;
-    return { run, node, branchKey, loaded };
+    return { run, node, branchKey, loaded, ...(recorded ? { recorded } : {}) };
   }
 
   private call(run: AuthorizedRun, node: WorkflowNodeV1, branchKey: string, loaded?: LoadedContext): NodeCall {
@@ -138,18 +167,27 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
   async executeNode(input: RuntimeNodeRequest): Promise<NodeOutput> {
     const scope: CallScope = {};
     return guard(this.env.DB, scope, async () => {
-      const { run, node, branchKey, loaded } = await this.authorize(input, scope, { withContext: kindOf(input.nodeKind)?.protocol !== "delay" || input.input?.prepare === true });
+      const { run, node, branchKey, loaded, recorded } = await this.authorize(input, scope, { withContext: kindOf(input.nodeKind)?.protocol !== "delay" || input.input?.prepare === true });
       const call = this.call(run, node, branchKey, loaded);
       const { stepId } = call;
       const descriptor = kindOf(node.kind)!;
+      const executor = EXECUTORS[node.kind];
+      const preparing = descriptor.protocol === "delay" && input.input?.prepare === true;
+      // A step the host already finished answers with what it recorded (a retry after a lost answer
+      // must not take another port, and an effect runs once; its deliveries are queued again).
+      if (!preparing && recorded?.json && FINISHED_STEP_STATES.includes(recorded.state)) {
+        const replayed = JSON.parse(recorded.json) as NodeOutput;
+        if (executor.once) await this.requeuePending(deliveryIdsOf(replayed));
+        scope.pending = [];
+        return forKernel(replayed);
+      }
       const simulated = run.authorityMode === "shadow" ? shadowSimulation(node) : null;
       if (simulated) {
         await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: simulated });
         return forKernel(simulated);
       }
       if (descriptor.protocol === "wait" || descriptor.protocol === "action") throw denied("runtime.method_denied");
-      const executor = EXECUTORS[node.kind];
-      if (descriptor.protocol === "delay" && input.input?.prepare === true) {
+      if (preparing) {
         const prepared = await executor.prepare!(call);
         const at = now();
         await this.env.DB.batch([
@@ -160,18 +198,6 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
         return prepared;
       }
       if (!executor.execute) throw executorUnavailable(node.kind);
-      if (executor.once) {
-        // An effect runs once: a repeated call returns what was recorded (and re-queues its deliveries).
-        const recorded = await this.env.DB.prepare(`SELECT o.inline_json AS json FROM workflow_step_outputs o JOIN workflow_step_runs s ON s.id = o.step_run_id
-          WHERE o.step_run_id = ?1 AND s.state = 'succeeded'`)
-          .bind(stepId)
-          .first<{ json: string }>();
-        if (recorded) {
-          const replayed = JSON.parse(recorded.json) as NodeOutput;
-          await this.requeuePending(deliveryIdsOf(replayed));
-          return forKernel(replayed);
-        }
-      }
       const result = await executor.execute(call);
       const stored = await this.stored(call, result.output);
       await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: stored.output, sealed: stored.sealed, extra: [...(result.statements ?? []), ...(scope.pending ?? [])] });
@@ -238,8 +264,9 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
   async prepareAction(input: RuntimeActionRequest): Promise<ActionProgress> {
     const scope: CallScope = {};
     return guard(this.env.DB, scope, async () => {
-      const { run, node, branchKey, loaded } = await this.authorize(input, scope, { kind: "action", withContext: true });
+      const { run, node, branchKey, loaded, recorded } = await this.authorize(input, scope, { kind: "action", withContext: true });
       const stepId = stepRunId(run.id, node.id, branchKey);
+      if (recorded?.port && FINISHED_STEP_STATES.includes(recorded.state)) return progressForKernel({ port: recorded.port, status: "recorded" });
       if (run.authorityMode === "off") throw new AppError("action.authority_insufficient", "Automation in mode off may not take actions.", { status: 403 });
       if (run.authorityMode === "shadow") {
         // Kernels of protocol 1 call prepareAction in shadow; later ones simulate through executeNode.
@@ -279,9 +306,14 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
    */
   async failNode(input: RuntimeFailureRequest): Promise<NodeOutput> {
     return guard(this.env.DB, {}, async () => {
-      const { run, node, branchKey } = await this.authorize(input, {});
+      const { run, node, branchKey, recorded: step } = await this.authorize(input, {});
       const errorCode = cleanIdentifier(input.errorCode, "error_code", 100);
       const stepId = stepRunId(run.id, node.id, branchKey);
+      // A finished step stays as it finished: the kernel learns the port the host recorded.
+      if (step?.port && FINISHED_STEP_STATES.includes(step.state)) return forKernel({ port: step.port });
+      // A wait or an action fails only once it started (its prepare recorded the step, or the host's error did).
+      const protocol = kindOf(node.kind)!.protocol;
+      if ((protocol === "wait" || protocol === "action") && !step && run.authorityMode !== "shadow") throw denied("runtime.node_not_started");
       const recorded = await recordedHostError(this.env.DB, stepId, errorCode);
       if (node.errorPort) {
         const output = { port: node.errorPort, errorCode, exhausted: true };

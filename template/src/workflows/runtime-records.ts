@@ -180,3 +180,21 @@ export async function sealLegacyStepOutputs(env: Env, limit = 100): Promise<{ se
   if (statements.length > 0) await env.DB.batch(statements);
   return { sealed: sealedCount, kept: statements.length - sealedCount };
 }
+
+/** A step as recorded: its state, and the port and output it finished with (null while it runs). */
+export interface RecordedStep {
+  state: string;
+  port: string | null;
+  json: string | null;
+}
+
+/** The step row of a node on a branch, with its output (statement keyed by run id, for the authorization batch). */
+export function recordedStepStatement(db: D1Database, runId: string, nodeId: string, branchKey: unknown): D1PreparedStatement {
+  const key = typeof branchKey === "string" && branchKey !== "" ? branchKey : "";
+  return db
+    .prepare(`SELECT s.state, json_extract(o.inline_json, '$.port') AS port, o.inline_json AS json FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id
+      WHERE s.run_id = ?1 AND s.node_id = ?2 AND s.branch_key = ?3`)
+    .bind(runId, nodeId, key);
+}
+
+export const FINISHED_STEP_STATES: readonly string[] = ["succeeded", "failed", "timed_out"];

@@ -12,6 +12,7 @@ import { waitOfStepUnsafe } from "./runs-queries";
 import type { WorkflowNodeV1 } from "./types";
 
 const DEFAULT_WAIT_SECONDS = 86_400;
+const WAIT_DEADLINE_SKEW_MS = 2_000;
 
 /** The Workflows event type for a wait: derived, so only the host can name it. */
 async function signalType(waitId: string): Promise<string> {
@@ -96,6 +97,11 @@ export async function completeWaitStatements(env: Env, input: { run: AuthorizedR
   const at = now();
   let output: NodeOutput;
   const timedOut = eventResult?.status === "timed_out";
+  // The kernel's "timed out" is a claim: the recorded deadline decides (a little clock skew allowed;
+  // an early claim is retried, so an honest kernel whose clock runs ahead still gets through).
+  if (timedOut && Date.now() + WAIT_DEADLINE_SKEW_MS < Date.parse(wait.deadlineAt)) {
+    throw new AppError("runtime.wait_not_due", `The wait of ${node.id} has not reached its deadline (${wait.deadlineAt}).`, { retryable: true });
+  }
   if (timedOut) {
     output = { port: "timeout", status: "timed_out" };
   } else if (eventResult?.status === "received") {
