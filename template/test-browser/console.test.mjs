@@ -224,6 +224,11 @@ test("a report sent through the API becomes a task; its media stays blurred unti
 
   // The report opened for the reviewer, the context the workflow passed, the subject's history.
   await page.getByText("This post is a scam.").waitFor();
+  // Who reported stays sealed until the reviewer asks, with a reason (audited).
+  assert.equal(await page.getByText("reporter@example.org").count(), 0, "the reporter's contact is not shown unasked");
+  await page.getByTestId("reveal-reporter").click();
+  await page.getByTestId("reveal-reason").fill("Checking the notifier before replying");
+  await page.getByRole("button", { name: "Reveal", exact: true }).click();
   await page.getByText("reporter@example.org").waitFor();
   await page.locator(".kv").filter({ hasText: "category" }).getByText("scams_and_fraud").first().waitFor();
 
@@ -344,7 +349,9 @@ test("a viewer can read but cannot claim or approve; a moderator can reject", { 
 
     await page.goto(`${server.baseUrl}/tasks/${openTask.id}`);
     await page.getByTestId("cannot-review").waitFor();
-    await page.getByText("This post is a scam.").waitFor();
+    // A viewer may not open personal data: the reported content stays sealed for them.
+    await page.getByTestId("content-sealed").waitFor();
+    assert.equal(await page.getByText("This post is a scam.").count(), 0, "a viewer does not see the reported content");
     assert.equal(await page.getByTestId("claim").count(), 0, "no Claim button for a viewer");
     assert.equal(await page.getByTestId("submit-answer").count(), 0, "no answer form for a viewer");
     await page.getByRole("heading", { level: 1 }).focus();

@@ -50,7 +50,8 @@ export function TaskPage({ params }: { params: Record<string, string> }) {
   const { next, busy: nextBusy } = useNextTask();
   const task = useResource((signal) => get<Task>(`/tasks/${encodeURIComponent(id)}`, signal), [id]);
   const t = task.data;
-  const report = useResource(t?.reportId ? (signal) => get<ReportDetail>(`/reports/${encodeURIComponent(t.reportId!)}`, signal) : null, [t?.reportId]);
+  // Reported content opens for roles that may read personal data (the API says the same: 403).
+  const report = useResource(t?.reportId && canReview ? (signal) => get<ReportDetail>(`/reports/${encodeURIComponent(t.reportId!)}`, signal) : null, [t?.reportId, canReview]);
   const run = useResource(t?.runId ? (signal) => get<RunDetail>(`/runs/${encodeURIComponent(t.runId)}`, signal) : null, [t?.runId]);
   const queue = useResource(t?.queueId ? (signal) => get<Queue>(`/queues/${encodeURIComponent(t.queueId!)}`, signal) : null, [t?.queueId]);
   const appeal = useResource(t?.appealId ? (signal) => get<Record<string, unknown>>(`/appeals/${encodeURIComponent(t.appealId!)}`, signal) : null, [t?.appealId]);
@@ -209,7 +210,9 @@ export function TaskPage({ params }: { params: Record<string, string> }) {
       <ErrorNote error={actionError} />
       <div className="task-grid">
         <div className="task-main">
-          {t.reportId ? (
+          {t.reportId && !canReview ? (
+            <p className="note note-info" data-testid="content-sealed">The reported content is sealed: your role may not open personal data. Reviewers see it here.</p>
+          ) : t.reportId ? (
             report.data ? (
               <>
                 <SubjectContent report={report.data} blurByDefault={user.preferences.blurMedia} revealSignal={revealSignal} />
