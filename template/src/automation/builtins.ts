@@ -103,7 +103,7 @@ function hashBank(config: JsonObject, input: JsonObject): JsonObject {
 async function subjectHistory(env: Env, run: AuthorizedRun, input: JsonObject): Promise<JsonObject> {
   let subject = input.subject && typeof input.subject === "object" && !Array.isArray(input.subject) ? (input.subject as { kind?: unknown; id?: unknown }) : null;
   if (!subject && run.reportId) {
-    subject = await env.DB.prepare(`SELECT subject_kind AS kind, subject_id AS id FROM reports WHERE id = ?1`).bind(run.reportId).first<{ kind: string; id: string }>();
+    subject = await env.DB.prepare(`SELECT subject_kind AS kind, subject_id AS id FROM reports WHERE installation_id = ?1 AND id = ?2`).bind(run.installationId, run.reportId).first<{ kind: string; id: string }>();
   }
   if (!subject || typeof subject.kind !== "string" || typeof subject.id !== "string") {
     throw new ComponentExecutionError("component.input_invalid", false, "subject_history needs a run with a report, or input.subject { kind, id }.");

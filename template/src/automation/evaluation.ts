@@ -99,7 +99,8 @@ export async function startBacktest(env: Env, actor: Actor, workflowVersionId: s
       .bind(actor.installationId, JSON.stringify(input.reportIds))
       .all<{ id: string }>();
     reportIds = results.map((r) => r.id);
-    if (reportIds.length !== new Set(input.reportIds).size) throw new AppError("backtest.reports_unknown", "Some reportIds do not exist in this installation.", { status: 422 });
+    // An id of another installation is not found, like one that does not exist (nothing tells them apart).
+    if (reportIds.length !== new Set(input.reportIds).size) throw notFound("report");
   } else {
     if (!input.from && !input.to) throw new AppError("backtest.selection_required", "Give reportIds, or a time range (from, to).", { status: 422 });
     const { results } = await env.DB.prepare(`SELECT id FROM reports WHERE installation_id = ?1 AND (?2 IS NULL OR created_at >= ?2) AND (?3 IS NULL OR created_at < ?3)
@@ -185,7 +186,7 @@ export async function getBacktest(env: Env, actor: Actor, id: string) {
     .bind(actor.installationId, id)
     .first<{ id: string; workflowVersionId: string; state: string; selectionJson: string; total: number; createdAt: string; finishedAt: string | null }>();
   if (!row) throw notFound("backtest");
-  const { results } = await env.DB.prepare(`SELECT state, COUNT(*) AS n FROM workflow_runs WHERE backtest_id = ?1 GROUP BY state`).bind(id).all<{ state: string; n: number }>();
+  const { results } = await env.DB.prepare(`SELECT state, COUNT(*) AS n FROM workflow_runs WHERE installation_id = ?1 AND backtest_id = ?2 GROUP BY state`).bind(actor.installationId, id).all<{ state: string; n: number }>();
   const byState = Object.fromEntries(results.map((r) => [r.state, r.n]));
   const started = results.reduce((sum, r) => sum + r.n, 0);
   const finished = results.filter((r) => (TERMINAL_RUN_STATES as readonly string[]).includes(r.state) || r.state === "repair_required").reduce((sum, r) => sum + r.n, 0);
@@ -194,7 +195,7 @@ export async function getBacktest(env: Env, actor: Actor, id: string) {
   if (state === "running" && finished >= row.total) {
     finishedAt = new Date().toISOString();
     await env.DB.batch([
-      env.DB.prepare(`UPDATE backtests SET state = 'completed', finished_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'running'`).bind(id, finishedAt),
+      env.DB.prepare(`UPDATE backtests SET state = 'completed', finished_at = ?3, updated_at = ?3 WHERE installation_id = ?1 AND id = ?2 AND state = 'running'`).bind(actor.installationId, id, finishedAt),
       auditStatement(env.DB, {
         installationId: actor.installationId,
         idempotencyKey: `backtest:${id}:completed`,

@@ -67,6 +67,9 @@ export async function fileAppeal(env: Env, ctx: ExecutionContext, actor: Actor, 
         .first<{ id: string; reportId: string | null; restrictionsJson: string }>()
     : null;
   if (input.decisionId && !decision) throw notFound("decision");
+  // A report named is checked before it is compared: another installation's is simply not found.
+  const named = input.reportId ? await getReportRow(env.DB, actor.installationId, input.reportId) : null;
+  if (input.reportId && !named) throw notFound("report");
   if (decision && input.reportId && input.reportId !== decision.reportId) {
     throw new AppError("appeal.report_mismatch", `Decision ${decision.id} was not made on the report named: leave reportId out, or name the decision's own report.`, { status: 422, details: [{ path: "$.reportId" }] });
   }
@@ -81,7 +84,7 @@ export async function fileAppeal(env: Env, ctx: ExecutionContext, actor: Actor, 
     });
   }
   const appellantRole = input.appellantRole ?? (restricts === null ? null : restricts ? "affected" : "notifier");
-  const report = await getReportRow(env.DB, actor.installationId, reportId);
+  const report = named ?? (await getReportRow(env.DB, actor.installationId, reportId));
   if (!report) throw notFound("report");
   const requestDigest = `sha256:${await sha256Hex(canonicalJson(input))}`;
   if (idempotencyKey) {

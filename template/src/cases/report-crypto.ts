@@ -152,7 +152,7 @@ export async function rotateDataKey(env: Env, installationId: string): Promise<{
       at,
     }),
   ]);
-  const row = await env.DB.prepare(`SELECT version FROM data_keys WHERE id = ?1`).bind(id).first<{ version: number }>();
+  const row = await env.DB.prepare(`SELECT version FROM data_keys WHERE installation_id = ?1 AND id = ?2`).bind(installationId, id).first<{ version: number }>();
   activeKeys.delete(installationId);
   return { id, version: row!.version };
 }

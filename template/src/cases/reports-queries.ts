@@ -52,9 +52,18 @@ export function getCaseRow(db: D1Database, installationId: string, caseId: strin
     .first<{ id: string; subjectKind: string; subjectId: string; state: string; reportCount: number; firstReportedAt: string; lastReportedAt: string }>();
 }
 
-/** The report of a run, for its `report` expression variable (summary fields only). Host-internal. */
+/**
+ * The report of a run, for its `report` expression variable (summary fields only). Host-internal:
+ * keyed by the run alone, so the joins keep to the run's installation (a run reaches only its own
+ * installation's report).
+ */
 export function reportSummaryByRunStatementUnsafe(db: D1Database, runId: string): D1PreparedStatement {
-  return db.prepare(`SELECT ${REPORT_COLUMNS} FROM workflow_runs w JOIN reports r ON r.id = w.report_id JOIN cases c ON c.id = r.case_id WHERE w.id = ?1`).bind(runId);
+  return db
+    .prepare(`SELECT ${REPORT_COLUMNS} FROM workflow_runs w
+      JOIN reports r ON r.id = w.report_id AND r.installation_id = w.installation_id
+      JOIN cases c ON c.id = r.case_id AND c.installation_id = r.installation_id
+    WHERE w.id = ?1`)
+    .bind(runId);
 }
 
 export interface ReportEvidence {

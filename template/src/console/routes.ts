@@ -41,7 +41,7 @@ export const sessionRoutes = routes()
     },
   )
   .op({ method: "get", path: "/console-users", summary: "Console users with roles and queue access", auth: ["admin"], ok: 200 }, async (c) => ({ items: await listUsers(c.env, c.get("actor")) }))
-  .op({ method: "post", path: "/console-users", summary: "Add a console user: admin, moderator or viewer, optionally limited to queues", auth: ["admin"], body: "CreateConsoleUser", ok: 201, errors: [409, 422] }, async (c, { body }) =>
+  .op({ method: "post", path: "/console-users", summary: "Add a console user: admin, moderator or viewer, optionally limited to queues", auth: ["admin"], body: "CreateConsoleUser", ok: 201, errors: [404, 409, 422] }, async (c, { body }) =>
     createUser(c.env, c.get("actor"), body),
   )
   .op({ method: "patch", path: "/console-users/:id", summary: "Change a console user's role, queues, or disable them", auth: ["admin"], body: "UpdateConsoleUser", ok: 200, errors: [404, 422] }, async (c, { body }) =>

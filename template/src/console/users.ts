@@ -14,7 +14,8 @@ export async function listUsers(env: Env, actor: Actor) {
 async function checkQueues(env: Env, actor: Actor, queueIds: string[] | null | undefined): Promise<void> {
   if (!queueIds?.length) return;
   const { results } = await env.DB.prepare(`SELECT id FROM queues WHERE installation_id = ?1 AND id IN (SELECT value FROM json_each(?2))`).bind(actor.installationId, JSON.stringify(queueIds)).all<{ id: string }>();
-  if (results.length !== new Set(queueIds).size) throw new AppError("console_user.queue_unknown", "Some queueIds do not exist in this installation.", { status: 422 });
+  // A queue of another installation is not found, like one that does not exist.
+  if (results.length !== new Set(queueIds).size) throw notFound("queue");
 }
 
 /** Adds a user; `accessSignIn` (default true) binds the email's Cloudflare Access sign-in to this installation. */

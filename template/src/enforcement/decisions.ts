@@ -55,6 +55,8 @@ async function decisionStatements(env: Env, source: DecisionSource) {
   }
   const outcome = config.outcome as string;
   const reportRow = source.reportId ? await getReportRow(env.DB, source.installationId, source.reportId) : null;
+  // A decision is recorded only on a report of its own installation.
+  if (source.reportId && !reportRow) throw notFound("report");
   const report = reportRow ? reportSummary(reportRow) : null;
   const category = normalizeCategory(String(config.policy_category ?? report?.category ?? ""));
   if (!category) throw invalid(label, "config.policy_category (or the run's report) must give a DSA category.");
@@ -73,7 +75,7 @@ async function decisionStatements(env: Env, source: DecisionSource) {
   else if (source.authorityMode === null) automatedDecision = "not_automated";
   else {
     // A person decided if a review task of this run was completed; otherwise automation did.
-    const reviewed = await env.DB.prepare(`SELECT 1 AS x FROM human_tasks WHERE run_id = ?1 AND state = 'completed' LIMIT 1`).bind(source.runId).first();
+    const reviewed = await env.DB.prepare(`SELECT 1 AS x FROM human_tasks WHERE installation_id = ?1 AND run_id = ?2 AND state = 'completed' LIMIT 1`).bind(source.installationId, source.runId).first();
     automatedDecision = reviewed ? "not_automated" : source.authorityMode === "assisted" ? "partially" : "fully";
   }
   const reportSource = report?.source ?? "voluntary";

@@ -38,7 +38,7 @@ const RUN_COLUMNS = `
 
 export function getRunRow(db: D1Database, installationId: string, runId: string): Promise<RunRow | null> {
   return db
-    .prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
+    .prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id
     WHERE r.installation_id = ?1 AND r.id = ?2`)
     .bind(installationId, runId)
     .first<RunRow>();
@@ -46,7 +46,7 @@ export function getRunRow(db: D1Database, installationId: string, runId: string)
 
 export function getRunByIdempotencyKey(db: D1Database, installationId: string, key: string): Promise<RunRow | null> {
   return db
-    .prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
+    .prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id
     WHERE r.installation_id = ?1 AND r.idempotency_key = ?2`)
     .bind(installationId, key)
     .first<RunRow>();
@@ -54,7 +54,7 @@ export function getRunByIdempotencyKey(db: D1Database, installationId: string, k
 
 export async function listRunRows(db: D1Database, installationId: string, options: { limit: number; before?: { createdAt: string; id: string }; state?: string; workflowVersionId?: string }): Promise<RunRow[]> {
   const { results } = await db
-    .prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
+    .prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id
     WHERE r.installation_id = ?1
       AND (?2 IS NULL OR r.created_at < ?2 OR (r.created_at = ?2 AND r.id < ?3))
       AND (?4 IS NULL OR r.state = ?4)

@@ -38,6 +38,7 @@ export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, i
   const version = await getVersionRow(env.DB, actor.installationId, input.workflowVersionId);
   if (!version) throw notFound("workflow_version");
   if (version.retiredAt) throw conflict("workflow_version.retired", "The workflow version is retired; publish or pick a live version.");
+  await assertReferencesInInstallation(env.DB, actor.installationId, input);
   const inputJson = canonicalJson(input.input);
   if (byteLength(inputJson) > MAX_RUN_INPUT_BYTES) throw new AppError("run.input_too_large", `Run input may be at most ${MAX_RUN_INPUT_BYTES} bytes.`, { status: 413 });
   const requestDigest = `sha256:${await sha256Hex(canonicalJson({ v: input.workflowVersionId, m: input.authorityMode, i: input.input, r: input.reportId ?? null, a: input.appealId ?? null }))}`;
@@ -87,6 +88,27 @@ export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, i
   }
   if (run.state === "dispatch_pending" || run.state === "created") await dispatchRun(env, ctx, run);
   return { run: (await getRunRow(env.DB, actor.installationId, run.id))!, replayed };
+}
+
+/**
+ * Every row a run names (its report, appeal, backtest, parent run) must be the caller's
+ * installation's: the runtime later reads them by the run alone (`report` in expressions,
+ * content, effects), so a foreign id taken here would be a read across installations. 404 otherwise.
+ */
+async function assertReferencesInInstallation(db: D1Database, installationId: string, input: CreateRunInput): Promise<void> {
+  if (!input.reportId && !input.appealId && !input.backtestId && !input.parent) return;
+  const found = await db
+    .prepare(`SELECT
+      (?2 IS NULL OR EXISTS (SELECT 1 FROM reports WHERE installation_id = ?1 AND id = ?2)) AS report,
+      (?3 IS NULL OR EXISTS (SELECT 1 FROM appeals WHERE installation_id = ?1 AND id = ?3)) AS appeal,
+      (?4 IS NULL OR EXISTS (SELECT 1 FROM backtests WHERE installation_id = ?1 AND id = ?4)) AS backtest,
+      (?5 IS NULL OR EXISTS (SELECT 1 FROM workflow_runs WHERE installation_id = ?1 AND id = ?5)) AS parent`)
+    .bind(installationId, input.reportId ?? null, input.appealId ?? null, input.backtestId ?? null, input.parent?.runId ?? null)
+    .first<{ report: number; appeal: number; backtest: number; parent: number }>();
+  if (!found?.report) throw notFound("report");
+  if (!found.appeal) throw notFound("appeal");
+  if (!found.backtest) throw notFound("backtest");
+  if (!found.parent) throw notFound("run");
 }
 
 async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow): Promise<void> {

@@ -70,7 +70,7 @@ function runStatement(db: D1Database, runId: string): D1PreparedStatement {
       r.authority_mode AS authorityMode, r.state, r.input_json AS inputJson, r.report_id AS reportId,
       r.appeal_id AS appealId, r.backtest_id AS backtestId,
       v.artifact_id AS artifactId, v.graph_json AS graphJson
-    FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
+    FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id
     WHERE r.id = ?1 LIMIT 1
   `)
     .bind(runId);

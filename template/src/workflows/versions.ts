@@ -47,13 +47,13 @@ export async function publishVersion(env: Env, actor: Actor, workflowId: string,
   // The version number is assigned inside the insert, so concurrent publishes cannot collide silently.
   const insertVersion = env.DB.prepare(`
     INSERT INTO workflow_versions (id, installation_id, workflow_id, version, graph_json, graph_digest, artifact_id, created_at)
-    SELECT ?1, ?2, ?3, COALESCE(MAX(version), 0) + 1, ?4, ?5, ?6, ?7 FROM workflow_versions WHERE workflow_id = ?3
+    SELECT ?1, ?2, ?3, COALESCE(MAX(version), 0) + 1, ?4, ?5, ?6, ?7 FROM workflow_versions WHERE installation_id = ?2 AND workflow_id = ?3
   `).bind(versionId, actor.installationId, workflowId, graphJson, `sha256:${await sha256Hex(graphJson)}`, stored.id, at);
   try {
     await env.DB.batch([
       stored.statement,
       insertVersion,
-      env.DB.prepare(`UPDATE workflows SET updated_at = ?2 WHERE id = ?1`).bind(workflowId, at),
+      env.DB.prepare(`UPDATE workflows SET updated_at = ?3 WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, workflowId, at),
       auditStatement(env.DB, {
         installationId: actor.installationId,
         idempotencyKey: `workflow_version:${versionId}:published`,

@@ -1,0 +1,428 @@
+// Tenancy: every operation of the route definitions (apiRoutes, the same list app.ts mounts and
+// openapi.json describes) refuses another installation's ids with 404 and no data, and a key
+// without the operation's scopes with 403. The operations are enumerated, not listed here: a new
+// route, path parameter, body schema or body reference without a fixture fails this file.
+import { env } from "cloudflare:test";
+import { beforeAll, describe, expect, it } from "vitest";
+import { SCOPES, type Scope } from "../src/auth";
+import { reportSummaryByRunStatementUnsafe } from "../src/cases/reports-queries";
+import { apiRoutes } from "../src/http/api";
+import type { OperationSpec, SchemaName } from "../src/http/route";
+import { schemas } from "../src/http/schemas";
+import type { ConfigReference } from "../src/workflows/kinds/descriptor";
+import { kindOf, nodePorts } from "../src/workflows/kinds/descriptors";
+import { ADMIN_TOKEN, api, edge, newInstallation, publish, waitForRun } from "./helpers";
+
+const OPERATIONS: OperationSpec[] = apiRoutes.flatMap((r) => r.operations);
+
+/** What one installation holds: a row of every resource type an operation can name. */
+interface Fixtures {
+  installationId: string;
+  key: string;
+  marker: string;
+  report: string;
+  case: string;
+  queue: string;
+  task: string;
+  workflow: string;
+  version: string;
+  trivialVersion: string;
+  run: string;
+  trigger: string;
+  decision: string;
+  appeal: string;
+  endpoint: string;
+  delivery: string;
+  actionTypeKey: string;
+  proposal: string;
+  component: string;
+  componentVersion: string;
+  provider: string;
+  policy: string;
+  policyVersion: string;
+  backtest: string;
+  consoleUser: string;
+  apiKey: string;
+}
+
+/** `<segment>/:<param>` of a route path → the fixture it names. A path not here fails the test. */
+const PATH_FIXTURES: Record<string, keyof Fixtures> = {
+  "reports/:id": "report",
+  "cases/:id": "case",
+  "queues/:id": "queue",
+  "tasks/:id": "task",
+  "workflows/:id": "workflow",
+  "workflow-versions/:id": "version",
+  "runs/:id": "run",
+  "triggers/:id": "trigger",
+  "decisions/:id": "decision",
+  "appeals/:id": "appeal",
+  "webhook-endpoints/:id": "endpoint",
+  "webhook-deliveries/:id": "delivery",
+  "action-proposals/:id": "proposal",
+  "components/:id": "component",
+  "ai-providers/:id": "provider",
+  "policies/:id": "policy",
+  "policy-versions/:id": "policyVersion",
+  "backtests/:id": "backtest",
+  "console-users/:id": "consoleUser",
+  "api-keys/:id": "apiKey",
+};
+
+/** Body properties that name a row (`…Id`, `…Ids`) → the fixture, and the 404 a foreign one gets. */
+const BODY_REFERENCES: Record<string, { fixture: keyof Fixtures; notFound: string }> = {
+  workflowVersionId: { fixture: "trivialVersion", notFound: "workflow_version.not_found" },
+  reportId: { fixture: "report", notFound: "report.not_found" },
+  reportIds: { fixture: "report", notFound: "report.not_found" },
+  decisionId: { fixture: "decision", notFound: "decision.not_found" },
+  endpointId: { fixture: "endpoint", notFound: "webhook_endpoint.not_found" },
+  queueIds: { fixture: "queue", notFound: "queue.not_found" },
+  installationId: { fixture: "installationId", notFound: "installation.not_found" },
+};
+
+const trivialGraph = {
+  schemaVersion: 1,
+  nodes: [
+    { id: "start", kind: "start" },
+    { id: "done", kind: "end" },
+  ],
+  edges: [edge("start", "success", "done")],
+};
+
+/** A valid body of every schema, naming the caller's own rows (the type makes a new schema need one). */
+const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
+  CreateInstallation: () => ({ name: "tenancy" }),
+  CreateApiKey: () => ({ name: "tenancy", scopes: ["read"] }),
+  CreateWorkflow: () => ({ name: `wf-${crypto.randomUUID()}` }),
+  PublishVersion: () => ({ graph: trivialGraph }),
+  ValidateGraph: () => ({ graph: trivialGraph }),
+  CreateRun: (f) => ({ workflowVersionId: f.trivialVersion, authorityMode: "shadow", input: {}, reportId: f.report }),
+  SendEvent: () => ({ type: "tenancy.poke", payload: {} }),
+  CreateReport: () => ({ subject: { kind: "account", id: "acct-tenancy" }, category: "scams_and_fraud" }),
+  CreateTrigger: (f) => ({ event: "report.created", when: "false", workflowVersionId: f.trivialVersion, authorityMode: "shadow", enabled: false }),
+  CreateQueue: () => ({ name: `q-${crypto.randomUUID()}`, slaSeconds: 60 }),
+  ClaimTask: () => ({ reviewer: "mallory" }),
+  ReleaseTask: () => ({ reviewer: "mallory" }),
+  CompleteTask: () => ({ reviewer: "mallory", response: {} }),
+  RevealReporter: () => ({ reason: "tenancy check" }),
+  CreateAppeal: (f) => ({ reportId: f.report, decisionId: f.decision, reason: "tenancy check" }),
+  ResolveAppeal: () => ({ outcome: "overturned", reason: "tenancy check" }),
+  CreateWebhookEndpoint: () => ({ url: "https://hooks.product.test/ok/tenancy-new" }),
+  CreateActionType: (f) => ({ key: `k-${crypto.randomUUID()}`, name: "Tenancy", endpointId: f.endpoint }),
+  DecideProposal: () => ({ approver: "mallory" }),
+  RejectProposal: () => ({ reason: "tenancy check" }),
+  CreateComponent: () => ({ name: `c-${crypto.randomUUID()}` }),
+  PublishComponentVersion: () => ({ source: "export async function run() { return { ok: true }; }" }),
+  CreateAiProvider: () => ({ kind: "workers-ai", model: "@cf/meta/llama-3.1-8b-instruct" }),
+  UpdateAiProvider: () => ({ contentAllowed: true }),
+  CreatePolicy: () => ({ name: `p-${crypto.randomUUID()}` }),
+  PublishPolicyVersion: () => ({ text: "Tenancy policy, version 2." }),
+  StartBacktest: (f) => ({ reportIds: [f.report] }),
+  RecordDecision: (f) => ({ reportId: f.report, outcome: "no_action" }),
+  Preferences: () => ({ blurMedia: true }),
+  CreateSigninLink: (f) => ({ installationId: f.installationId, email: `${crypto.randomUUID()}@example.org` }),
+  CreateConsoleUser: (f) => ({ email: `${crypto.randomUUID()}@example.org`, role: "moderator", queueIds: [f.queue] }),
+  UpdateConsoleUser: (f) => ({ queueIds: [f.queue] }),
+};
+
+async function until<T>(probe: () => Promise<T | null | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+async function created(path: string, key: string, body: unknown, status = 201): Promise<any> {
+  const response = await api(path, { key, body });
+  if (response.status !== status) throw new Error(`${path}: ${response.status} ${JSON.stringify(response.body)}`);
+  return response.body;
+}
+
+/** One installation with a row of every kind, each reachable through its routes. */
+async function setup(label: string): Promise<Fixtures> {
+  const installation = await newInstallation(`tenancy-${label}`);
+  const key = installation.apiKey;
+  const marker = `marker-${label}-${crypto.randomUUID()}`;
+  const actionTypeKey = `remove_${label}`;
+  const [queue, endpoint, component, provider, policy, consoleUser, extraKey, report] = await Promise.all([
+    created("/api/v1/queues", key, { name: `queue-${label}`, slaSeconds: 3600 }),
+    created("/api/v1/webhook-endpoints", key, { url: `https://hooks.product.test/ok/tenancy-${label}`, retryBaseSeconds: 0, maxAttempts: 5 }),
+    created("/api/v1/components", key, { name: `component-${label}` }),
+    created("/api/v1/ai-providers", key, { kind: "openai-compatible", name: `provider-${label}`, baseUrl: "https://model.test/v1", model: "tenancy-model", apiKey: "sk-test-model-key" }),
+    created("/api/v1/policies", key, { name: `policy-${label}`, text: `Policy of ${label}: ${marker}` }),
+    created("/api/v1/console-users", key, { email: `${label}-${crypto.randomUUID()}@example.org`, role: "moderator" }),
+    created("/api/v1/api-keys", key, { name: `extra-${label}`, scopes: ["read"] }),
+    created("/api/v1/reports", key, { subject: { kind: "account", id: `acct-${marker}` }, category: "scams_and_fraud", description: `described ${marker}`, reporter: { contact: `${marker}@example.org` } }),
+  ]);
+  const [componentVersion] = await Promise.all([
+    created(`/api/v1/components/${component.id}/versions`, key, { source: "export async function run() { return { ok: true }; }" }),
+    created("/api/v1/action-types", key, { key: actionTypeKey, name: "Remove", endpointId: endpoint.id }),
+  ]);
+  const review = await publish(key, {
+    schemaVersion: 1,
+    nodes: [
+      { id: "start", kind: "start" },
+      { id: "review", kind: "human_task", config: { queue_id: queue.id, timeout_seconds: 3600 }, inputMapping: { category: "report.category" } },
+      { id: "done", kind: "end" },
+    ],
+    edges: [edge("start", "success", "review"), edge("review", "completed", "done"), edge("review", "timeout", "done")],
+  });
+  const action = await publish(key, {
+    schemaVersion: 1,
+    nodes: [
+      { id: "start", kind: "start" },
+      { id: "act", kind: "action", errorPort: "failed", config: { action_type: actionTypeKey, approval_timeout_seconds: 3600 }, inputMapping: { subject: "report.subject.id" } },
+      { id: "done", kind: "end" },
+    ],
+    edges: [edge("start", "success", "act"), edge("act", "applied", "done"), edge("act", "rejected", "done"), edge("act", "expired", "done"), edge("act", "failed", "done")],
+  });
+  const trivial = await publish(key, trivialGraph);
+  const run = await created("/api/v1/runs", key, { workflowVersionId: review.id, authorityMode: "autonomous", reportId: report.id });
+  const assisted = await created("/api/v1/runs", key, { workflowVersionId: action.id, authorityMode: "assisted", reportId: report.id });
+  await created("/api/v1/runs", key, { workflowVersionId: action.id, authorityMode: "autonomous", reportId: report.id });
+  const decision = await created("/api/v1/decisions", key, { reportId: report.id, outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement: `Removed: ${marker}` });
+  const [appeal, trigger, backtest] = await Promise.all([
+    created("/api/v1/appeals", key, { decisionId: decision.id, reason: `appealed ${marker}` }),
+    created("/api/v1/triggers", key, { event: "report.created", when: "false", workflowVersionId: trivial.id, authorityMode: "shadow" }),
+    created(`/api/v1/workflow-versions/${trivial.id}/backtests`, key, { reportIds: [report.id] }, 202),
+  ]);
+  const task = await until(async () => (await api(`/api/v1/queues/${queue.id}/tasks`, { key })).body.items?.[0], "a task");
+  const proposal = await until(async () => (await api("/api/v1/action-proposals?state=approval_required", { key })).body.items?.find((p: any) => p.runId === assisted.id), "a proposal");
+  const delivery = await until(async () => (await api("/api/v1/webhook-deliveries", { key })).body.items?.[0], "a delivery");
+  return {
+    installationId: installation.id,
+    key,
+    marker,
+    report: report.id,
+    case: report.caseId,
+    queue: queue.id,
+    task: task.id,
+    workflow: (review as unknown as { workflowId: string }).workflowId,
+    version: review.id,
+    trivialVersion: trivial.id,
+    run: run.id,
+    trigger: trigger.id,
+    decision: decision.id,
+    appeal: appeal.id,
+    endpoint: endpoint.id,
+    delivery: delivery.id,
+    actionTypeKey,
+    proposal: proposal.id,
+    component: component.id,
+    componentVersion: componentVersion.id,
+    provider: provider.id,
+    policy: policy.id,
+    policyVersion: policy.versions[0].id,
+    backtest: backtest.id,
+    consoleUser: consoleUser.id,
+    apiKey: extraKey.id,
+  };
+}
+
+/** The path with each `:param` replaced by the fixture its segment names; an unknown one fails here. */
+function fill(path: string, f: Fixtures): string {
+  return path.replace(/([a-z-]+)\/:([A-Za-z]+)/gu, (whole, segment: string) => {
+    const fixture = PATH_FIXTURES[whole];
+    if (!fixture) throw new Error(`No fixture for ${whole} in ${path} (segment ${segment}): add the resource to setup() and PATH_FIXTURES in test/tenancy.test.ts.`);
+    return `${segment}/${encodeURIComponent(f[fixture])}`;
+  });
+}
+
+function bodyOf(op: OperationSpec, f: Fixtures): Record<string, unknown> | undefined {
+  if (op.body === undefined) return op.method === "get" ? undefined : {};
+  const make = BODIES[op.body];
+  if (!make) throw new Error(`No sample body for ${op.body}: add one to BODIES in test/tenancy.test.ts.`);
+  return make(f);
+}
+
+const label = (op: OperationSpec) => `${op.method.toUpperCase()} ${op.path}`;
+
+/** Every id and the marker of an installation: none may appear in what another installation is told. */
+function secretsOf(f: Fixtures): string[] {
+  return Object.entries(f)
+    .filter(([name]) => name !== "key" && name !== "actionTypeKey")
+    .map(([, value]) => value);
+}
+
+function expectNothingOf(f: Fixtures, body: unknown, where: string) {
+  const text = JSON.stringify(body);
+  for (const secret of secretsOf(f)) expect(text, `${where} leaked ${secret}`).not.toContain(secret);
+}
+
+/** A key holding none of the scopes an operation accepts (nor `read`, where `read` would open it). */
+function scopesWithout(op: OperationSpec): Scope[] {
+  const required = op.auth as readonly Scope[];
+  const readOpens = (op.method === "get" || (op.method as string) === "head") && !required.includes("personal_data:read");
+  return SCOPES.filter((scope) => !required.includes(scope) && !(scope === "read" && readOpens));
+}
+
+let A: Fixtures;
+let B: Fixtures;
+
+beforeAll(async () => {
+  [A, B] = await Promise.all([setup("a"), setup("b")]);
+}, 120_000);
+
+describe("every operation of the route definitions", () => {
+  it("is enumerated: each has a fixture for its path and a sample body for its schema", () => {
+    expect(OPERATIONS.length).toBeGreaterThan(80);
+    for (const op of OPERATIONS) {
+      expect(() => fill(op.path, A), label(op)).not.toThrow();
+      expect(fill(op.path, A), `${label(op)}: a path parameter the fixtures do not fill`).not.toContain(":");
+      if (op.body !== undefined) expect(BODIES[op.body], `${label(op)} body ${op.body}`).toBeTypeOf("function");
+    }
+  });
+
+  it("answers another installation's ids with 404 and none of its data, and changes nothing of it", async () => {
+    const before = await snapshot(A);
+    const withParams = OPERATIONS.filter((op) => op.path.includes(":") && op.auth !== "none" && op.auth !== "admin_token");
+    expect(withParams.length).toBeGreaterThan(40);
+    for (const op of withParams) {
+      const response = await api(`/api/v1${fill(op.path, A)}`, { method: op.method.toUpperCase(), key: B.key, body: bodyOf(op, B) });
+      expect(response.status, `${label(op)} with B's key on A's ids: ${JSON.stringify(response.body)}`).toBe(404);
+      expect(response.body.error.code, label(op)).toMatch(/\.not_found$/u);
+      expectNothingOf(A, response.body, label(op));
+    }
+    expect(await snapshot(A)).toEqual(before);
+  });
+
+  it("refuses a key that holds none of an operation's scopes with 403; admin_token operations refuse every API key", async () => {
+    const keys = new Map<string, string>();
+    for (const op of OPERATIONS) {
+      if (op.auth === "none") continue;
+      const path = `/api/v1${fill(op.path, A)}`;
+      const body = bodyOf(op, A);
+      if (op.auth === "admin_token") {
+        const refused = await api(path, { method: op.method.toUpperCase(), key: A.key, body });
+        expect(refused.status, `${label(op)} with an API key`).toBe(401);
+        expect(refused.body.error.code).toBe("auth.unauthenticated");
+        continue;
+      }
+      const scopes = scopesWithout(op);
+      expect(scopes.length, label(op)).toBeGreaterThan(0);
+      let key = keys.get(scopes.join(","));
+      if (!key) {
+        key = (await created("/api/v1/api-keys", A.key, { name: `without-${scopes.join("-")}`, scopes })).apiKey as string;
+        keys.set(scopes.join(","), key);
+      }
+      const refused = await api(path, { method: op.method.toUpperCase(), key, body });
+      expect(refused.status, `${label(op)} with scopes ${scopes.join(", ")}: ${JSON.stringify(refused.body)}`).toBe(403);
+      expect(refused.body.error.code).toBe("auth.scope_missing");
+    }
+  });
+
+  it("answers a body naming another installation's row with 404 (every …Id and …Ids property of every schema)", async () => {
+    let checked = 0;
+    for (const op of OPERATIONS) {
+      if (op.body === undefined || op.auth === "none") continue;
+      const properties = Object.keys((schemas[op.body] as { properties?: object }).properties ?? {}).filter((name) => /Ids?$/u.test(name));
+      for (const property of properties) {
+        const reference = BODY_REFERENCES[property];
+        if (!reference) throw new Error(`${label(op)}: body property ${property} names a row but has no fixture in BODY_REFERENCES.`);
+        // The admin token is trusted with every installation: it names one on purpose.
+        if (op.auth === "admin_token") continue;
+        const body = bodyOf(op, B)!;
+        body[property] = Array.isArray(body[property]) ? [A[reference.fixture]] : A[reference.fixture];
+        const response = await api(`/api/v1${fill(op.path, B)}`, { method: op.method.toUpperCase(), key: B.key, body });
+        expect(response.status, `${label(op)} with ${property} of A: ${JSON.stringify(response.body)}`).toBe(404);
+        expect(response.body.error.code, `${label(op)} ${property}`).toBe(reference.notFound);
+        expectNothingOf(A, response.body, `${label(op)} ${property}`);
+        checked += 1;
+      }
+    }
+    expect(checked).toBeGreaterThanOrEqual(10);
+  });
+
+  it("refuses to publish a graph naming another installation's rows (every reference type)", async () => {
+    // One node per reference type, naming A's row; the descriptor must declare it as that type.
+    const nodes: Record<ConfigReference["type"], (f: Fixtures) => { kind: string; config: Record<string, unknown> }> = {
+      queue: (f) => ({ kind: "human_task", config: { queue_id: f.queue } }),
+      action_type: (f) => ({ kind: "action", config: { action_type: f.actionTypeKey } }),
+      ai_provider: (f) => ({ kind: "ai_proposal", config: { provider_id: f.provider, instructions: "Classify.", result_ports: ["ok"] } }),
+      policy_version: (f) => ({ kind: "ai_proposal", config: { provider_id: B.provider, policy_version_id: f.policyVersion, instructions: "Classify.", result_ports: ["ok"] } }),
+      component_version: (f) => ({ kind: "enrichment", config: { component_version_id: f.componentVersion } }),
+      webhook_endpoint: (f) => ({ kind: "handoff", config: { endpoint_id: f.endpoint } }),
+      workflow_version: (f) => ({ kind: "start_linked_workflow", config: { workflow_version_id: f.trivialVersion } }),
+    };
+    for (const [type, make] of Object.entries(nodes)) {
+      const node = { id: "ref", ...make(A) };
+      const declared = (kindOf(node.kind)?.references?.(node.config as never) ?? []).filter((r) => r.type === type);
+      expect(declared.length, type).toBe(1);
+      const graph = { schemaVersion: 1, nodes: [{ id: "start", kind: "start" }, node, { id: "done", kind: "end" }], edges: [edge("start", "success", "ref"), ...nodePorts(node as never).map((port) => edge("ref", port, "done"))] };
+      const workflow = await created("/api/v1/workflows", B.key, { name: `refs-${type}-${crypto.randomUUID()}` });
+      const refused = await api(`/api/v1/workflows/${workflow.id}/versions`, { key: B.key, body: { graph } });
+      expect(refused.status, `${type}: ${JSON.stringify(refused.body)}`).toBe(422);
+      expect(refused.body.error.details, type).toContainEqual(expect.objectContaining({ path: `$.nodes[1].${declared[0]!.path}`, code: "reference_not_found" }));
+      expect(JSON.stringify(refused.body), type).not.toContain(A.marker);
+    }
+  });
+});
+
+describe("attacks across installations", () => {
+  it("a key cannot start a run on another installation's report to read it through `report`", async () => {
+    const thief = await publish(B.key, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "done", kind: "end", inputMapping: { stolen: "report" } },
+      ],
+      edges: [edge("start", "success", "done")],
+    });
+    const started = await api("/api/v1/runs", { key: B.key, body: { workflowVersionId: thief.id, authorityMode: "autonomous", reportId: A.report } });
+    if (started.status === 201) {
+      // Before the check: the run read A's report summary (subject id, category) into its output.
+      const done = await waitForRun(B.key, started.body.id);
+      expect(JSON.stringify(done.output), "the run read the other installation's report").not.toContain(A.marker);
+    }
+    expect(started.status, JSON.stringify(started.body)).toBe(404);
+    expect(started.body.error.code).toBe("report.not_found");
+    const stored = await env.DB.prepare("SELECT COUNT(*) AS n FROM workflow_runs WHERE installation_id = ?1 AND report_id = ?2").bind(B.installationId, A.report).first<{ n: number }>();
+    expect(stored?.n).toBe(0);
+  });
+
+  it("a run row naming another installation's report (written before the check) reads no report", async () => {
+    const runId = `run_legacy_${crypto.randomUUID()}`;
+    const at = new Date().toISOString();
+    await env.DB.prepare(`INSERT INTO workflow_runs (id, installation_id, workflow_version_id, authority_mode, state, report_id, created_at, updated_at)
+      VALUES (?1, ?2, ?3, 'shadow', 'waiting', ?4, ?5, ?5)`)
+      .bind(runId, B.installationId, B.trivialVersion, A.report, at)
+      .run();
+    const { results } = await reportSummaryByRunStatementUnsafe(env.DB, runId).all();
+    expect(results).toEqual([]);
+  });
+});
+
+/** What A's key reads of A's rows that the refused calls would have changed. */
+async function snapshot(f: Fixtures) {
+  const read = async (path: string) => (await api(path, { key: f.key })).body;
+  const [task, version, proposal, policy, provider, keys, endpoints, triggers, users, appeal, run] = await Promise.all([
+    read(`/api/v1/tasks/${f.task}`),
+    read(`/api/v1/workflow-versions/${f.version}`),
+    read(`/api/v1/action-proposals/${f.proposal}`),
+    read(`/api/v1/policies/${f.policy}`),
+    read(`/api/v1/ai-providers/${f.provider}`),
+    read("/api/v1/api-keys"),
+    read("/api/v1/webhook-endpoints"),
+    read("/api/v1/triggers"),
+    read("/api/v1/console-users"),
+    read(`/api/v1/appeals/${f.appeal}`),
+    read(`/api/v1/runs/${f.run}`),
+  ]);
+  const stable = (items: any[]) => items.map(({ lastUsedAt: _used, ...rest }) => rest);
+  return {
+    task: { state: task.state, claimedBy: task.claimedBy ?? null },
+    version: version.retiredAt,
+    proposal: proposal.state,
+    policy: { retiredAt: policy.retiredAt, versions: policy.versions.length },
+    provider: provider.contentAllowed,
+    keys: stable(keys.items),
+    endpoints: endpoints.items.map((e: any) => e.state),
+    triggers: triggers.items.map((t: any) => t.enabled),
+    users: users.items,
+    appeal: appeal.state,
+    run: { state: run.state, waits: run.waits.length },
+  };
+}
