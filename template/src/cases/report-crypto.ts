@@ -182,20 +182,40 @@ export async function sealPersonalData(env: Env, installationId: string, context
 export async function openPersonalData<T>(env: Env, installationId: string, context: string, sealed: string): Promise<T> {
   const [version, keyId, iv, ciphertext] = sealed.split(".");
   if (version !== SEAL_VERSION || !keyId || !iv || !ciphertext) throw new AppError("crypto.open_failed", "Sealed data is malformed.", { status: 500 });
-  const row = await env.DB.prepare(`
-    SELECT id, version, master_key_id AS masterKeyId, wrapped_key AS wrappedKey, state FROM data_keys WHERE id = ?1 AND installation_id = ?2
-  `)
-    .bind(keyId, installationId)
-    .first<DataKeyRow>();
-  if (!row) throw new AppError("crypto.open_failed", "The data key of sealed data is missing.", { status: 500 });
   try {
-    const key = await importDataKey(env, row, installationId);
+    const key = await openingKey(env, installationId, keyId);
     const plain = await crypto.subtle.decrypt({ name: "AES-GCM", iv: fromBase64(iv), additionalData: encoder.encode(`${installationId}:${context}`) }, key, fromBase64(ciphertext));
     return JSON.parse(decoder.decode(plain)) as T;
   } catch (error) {
     if (error instanceof AppError) throw error;
     throw new AppError("crypto.open_failed", "Sealed data could not be opened.", { status: 500 });
   }
+}
+
+// Data keys already opened in this isolate, by installation and id: a data key's material never
+// changes (rotation adds versions, a master rollover rewraps the same key), so a cached key spares
+// the D1 read on every open. The installation is part of the cache key, so a value sealed for one
+// installation never opens with another's key (the AAD binds it as well).
+const openingKeys = new Map<string, Promise<CryptoKey>>();
+
+function openingKey(env: Env, installationId: string, keyId: string): Promise<CryptoKey> {
+  const cacheKey = `${installationId}:${keyId}`;
+  let key = openingKeys.get(cacheKey);
+  if (!key) {
+    key = (async () => {
+      const row = await env.DB.prepare(`
+        SELECT id, version, master_key_id AS masterKeyId, wrapped_key AS wrappedKey, state FROM data_keys WHERE id = ?1 AND installation_id = ?2
+      `)
+        .bind(keyId, installationId)
+        .first<DataKeyRow>();
+      if (!row) throw new AppError("crypto.open_failed", "The data key of sealed data is missing.", { status: 500 });
+      return importDataKey(env, row, installationId);
+    })();
+    key.catch(() => openingKeys.delete(cacheKey));
+    if (openingKeys.size >= DATA_KEY_CACHE_LIMIT) openingKeys.delete(openingKeys.keys().next().value!);
+    openingKeys.set(cacheKey, key);
+  }
+  return key;
 }
 
 /** Rewraps every data key wrapped by REPORT_MASTER_KEY_PREVIOUS under REPORT_MASTER_KEY. */
