@@ -70,14 +70,8 @@ const NOT_HANDOFF = "NOT EXISTS (SELECT 1 FROM handoffs h WHERE h.task_id = huma
  * handed off to a queue are not: the handoff node already left, and the receiving queue works
  * them whatever became of the run. The update holds only once the run is terminal in the batch.
  */
-export async function runEndTaskStatements(
-  db: D1Database,
-  input: { installationId: string; runId: string; runState: string; at: string; actor?: AuditEventInput["actor"] },
-): Promise<D1PreparedStatement[]> {
-  const { results } = await db
-    .prepare(`SELECT id FROM human_tasks WHERE run_id = ?1 AND state IN ('open', 'claimed') AND ${NOT_HANDOFF}`)
-    .bind(input.runId)
-    .all<{ id: string }>();
+export async function runEndTaskStatements(db: D1Database, input: { installationId: string; runId: string; runState: string; at: string; actor?: AuditEventInput["actor"] }): Promise<D1PreparedStatement[]> {
+  const { results } = await db.prepare(`SELECT id FROM human_tasks WHERE run_id = ?1 AND state IN ('open', 'claimed') AND ${NOT_HANDOFF}`).bind(input.runId).all<{ id: string }>();
   if (results.length === 0) return [];
   return [
     db

@@ -120,13 +120,17 @@ export async function listQueueTasks(env: Env, actor: Actor, queueId: string, op
   const cursor = decodeCursor(options.cursor, ["string", "integer", "string"]);
   const after = cursor ? { dueAt: String(cursor[0]), priority: Number(cursor[1]), id: String(cursor[2]) } : null;
   const now = new Date().toISOString();
-  // A claimed task whose lease lapsed is open again, at its place in due order; `claimed` lists live leases only.
+  // A claimed task whose lease lapsed is open again, at its place in due order (the second arm, merged
+  // with the first in index order: no sort); `claimed` lists live leases only.
   const { results } = await env.DB.prepare(`
     SELECT ${COLUMNS} FROM human_tasks
-    WHERE installation_id = ?1 AND queue_id = ?2
-      AND (CASE WHEN state = 'claimed' AND (lease_expires_at IS NULL OR lease_expires_at <= ?8) THEN 'open' ELSE state END) = ?3
+    WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3 AND (?3 <> 'claimed' OR lease_expires_at > ?8)
       AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
-    ORDER BY due_at, priority DESC, id LIMIT ?7
+    UNION ALL
+    SELECT ${COLUMNS} FROM human_tasks
+    WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'claimed' AND ?3 = 'open' AND lease_expires_at <= ?8
+      AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
+    ORDER BY dueAt, priority DESC, id LIMIT ?7
   `)
     .bind(actor.installationId, queueId, state, after?.dueAt ?? "", after?.priority ?? 101, after?.id ?? "", limit + 1, now)
     .all<TaskRow>();
@@ -192,9 +196,10 @@ export async function claimNextTask(env: Env, actor: Actor, queueId: string, inp
   for (let attempt = 0; attempt < 5; attempt++) {
     // Open tasks and claimed ones whose lease lapsed, in due order: a lapsed lease keeps its place.
     const candidate = await env.DB.prepare(`
-      SELECT id FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2
-        AND (state = 'open' OR (state = 'claimed' AND (lease_expires_at IS NULL OR lease_expires_at <= ?3)))
-      ORDER BY due_at, priority DESC, id LIMIT 1
+      SELECT id, due_at AS dueAt, priority FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'open'
+      UNION ALL
+      SELECT id, due_at AS dueAt, priority FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'claimed' AND lease_expires_at <= ?3
+      ORDER BY dueAt, priority DESC, id LIMIT 1
     `)
       .bind(actor.installationId, queueId, new Date().toISOString())
       .first<{ id: string }>();

@@ -152,25 +152,29 @@ async function actionDelivery(
     const report = await env.DB.prepare(`SELECT subject_kind AS kind, subject_id AS id FROM reports WHERE id = ?1`).bind(row.reportId).first();
     subject = report ?? null;
   }
-  return deliveryStatement(env, {
-    installationId: row.installationId,
-    endpointId: typeRow.endpointId,
-    eventType: "action.execute",
-    sourceType: "action",
-    sourceId: row.id,
-    at,
-    data: {
-      proposalId: row.id,
-      actionType: row.actionTypeKey,
-      params: JSON.parse(row.paramsJson) as unknown,
-      runId: row.runId,
-      reportId: row.reportId,
-      subject,
-      authorityMode: row.authorityMode,
-      approvedBy,
-      reversible: typeRow.reversible === 1,
+  return deliveryStatement(
+    env,
+    {
+      installationId: row.installationId,
+      endpointId: typeRow.endpointId,
+      eventType: "action.execute",
+      sourceType: "action",
+      sourceId: row.id,
+      at,
+      data: {
+        proposalId: row.id,
+        actionType: row.actionTypeKey,
+        params: JSON.parse(row.paramsJson) as unknown,
+        runId: row.runId,
+        reportId: row.reportId,
+        subject,
+        authorityMode: row.authorityMode,
+        approvedBy,
+        reversible: typeRow.reversible === 1,
+      },
     },
-  }, onlyIf);
+    onlyIf,
+  );
 }
 
 /**
@@ -298,10 +302,7 @@ function cancelAudit(db: D1Database, input: { installationId: string; proposalId
  * open, is cancelled and audited, so it can no longer be approved and its delivery is never sent.
  * The proposal of a step is `${stepId}:proposal`; a node that made none writes nothing.
  */
-export function cancelStepProposalStatements(
-  db: D1Database,
-  input: { installationId: string; runId: string; stepId: string; reason: "node_error_port" | "node_failed"; at: string },
-): D1PreparedStatement[] {
+export function cancelStepProposalStatements(db: D1Database, input: { installationId: string; runId: string; stepId: string; reason: "node_error_port" | "node_failed"; at: string }): D1PreparedStatement[] {
   const proposalId = `${input.stepId}:proposal`;
   return [
     db.prepare(`UPDATE action_proposals SET state = 'cancelled', cancel_reason = ?2, updated_at = ?3 WHERE id = ?1 AND state IN (${OPEN_STATES_SQL})`).bind(proposalId, input.reason, input.at),
@@ -337,10 +338,7 @@ interface ProposalStanding {
 }
 
 function standingOf(db: D1Database, row: ProposalRow): Promise<ProposalStanding | null> {
-  return db
-    .prepare(`SELECT r.state AS runState, s.state AS stepState FROM workflow_runs r LEFT JOIN workflow_step_runs s ON s.id = ?2 WHERE r.id = ?1`)
-    .bind(row.runId, row.stepRunId)
-    .first<ProposalStanding>();
+  return db.prepare(`SELECT r.state AS runState, s.state AS stepState FROM workflow_runs r LEFT JOIN workflow_step_runs s ON s.id = ?2 WHERE r.id = ?1`).bind(row.runId, row.stepRunId).first<ProposalStanding>();
 }
 
 const runFinished = (standing: ProposalStanding | null) => !standing || (TERMINAL_RUN_STATES as readonly string[]).includes(standing.runState);
@@ -377,17 +375,7 @@ export async function decideProposal(env: Env, actor: Actor, proposalId: string,
     env.DB.prepare(`UPDATE action_proposals SET state = ?3, decided_by = ?4, decided_at = ?5, decision_reason = ?6, delivery_id = ?7, updated_at = ?5
       WHERE installation_id = ?1 AND id = ?2 AND state = 'approval_required'
         AND EXISTS (SELECT 1 FROM workflow_runs WHERE id = ?8 AND state NOT IN (${TERMINAL_STATES_SQL}))
-        AND NOT EXISTS (SELECT 1 FROM workflow_step_runs WHERE id = ?9 AND state IN (${LEFT_STEP_STATES_SQL}))`).bind(
-      actor.installationId,
-      proposalId,
-      next,
-      who,
-      at,
-      input.reason ?? null,
-      delivery?.id ?? null,
-      row.runId,
-      row.stepRunId,
-    ),
+        AND NOT EXISTS (SELECT 1 FROM workflow_step_runs WHERE id = ?9 AND state IN (${LEFT_STEP_STATES_SQL}))`).bind(actor.installationId, proposalId, next, who, at, input.reason ?? null, delivery?.id ?? null, row.runId, row.stepRunId),
     // One delivery per proposal: a racing second approval's insert is ignored on (source_type, source_id);
     // and none at all unless this very update approved it.
     ...(delivery ? [delivery.statement] : []),

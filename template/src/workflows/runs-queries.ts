@@ -153,10 +153,7 @@ export function runEventStatement(db: D1Database, event: { id: string; installat
  * each with a `workflow.wait_cancelled` audit event. The update holds only once the run is
  * terminal in that batch. Not for `repair_required`: a repaired run resumes its waits.
  */
-export async function runEndWaitStatements(
-  db: D1Database,
-  input: { installationId: string; runId: string; runState: string; at: string; actor?: AuditEventInput["actor"] },
-): Promise<D1PreparedStatement[]> {
+export async function runEndWaitStatements(db: D1Database, input: { installationId: string; runId: string; runState: string; at: string; actor?: AuditEventInput["actor"] }): Promise<D1PreparedStatement[]> {
   const { results } = await db.prepare(`SELECT id FROM workflow_waits WHERE run_id = ?1 AND state = 'waiting'`).bind(input.runId).all<{ id: string }>();
   if (results.length === 0) return [];
   return [
