@@ -156,6 +156,9 @@ describe("effects after a run ends", () => {
     const approved = await api(`/api/v1/action-proposals/${proposal.id}/approve`, { key: apiKey, body: { approver: "lead-mod" } });
     expect(approved.status).toBe(409);
     expect(approved.body.error.code).toBe("action_proposal.run_finished");
+    // The host's failure could not reach enforcement: the refused decision closes the leftover.
+    expect((await api(`/api/v1/action-proposals/${proposal.id}`, { key: apiKey })).body).toMatchObject({ state: "cancelled", cancelReason: "run_failed" });
+    expect(await count("SELECT COUNT(*) AS n FROM audit_events WHERE action = 'action.cancelled' AND target_id = ?", proposal.id)).toBe(1);
     expect(await count("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE source_id = ?", proposal.id)).toBe(0);
     expect(await receiverLog("/ok/failed-fork")).toEqual([]);
   });
@@ -215,6 +218,22 @@ describe("effects after a run ends", () => {
     expect(resent.status).toBe(409);
     expect(resent.body.error.code).toBe("webhook_delivery.source_cancelled");
     expect((await receiverLog("/down/terminated")).length).toBe(1);
+  });
+
+  it("a pending delivery of a run failed by the host is refused at send time and its proposal closed", async () => {
+    const { apiKey, version } = await setup("/down/failed", actionGraph, { retryBaseSeconds: 600 });
+    const run = await startRun(apiKey, version.id, { authorityMode: "autonomous", input: { postId: "p7" } });
+    const delivery = await until(
+      () => env.DB.prepare("SELECT id, source_id AS proposalId FROM webhook_deliveries WHERE source_type = 'action' AND attempts = 1 AND source_id LIKE ?").bind(`${run.id}:%`).first<{ id: string; proposalId: string }>(),
+      "a first attempt",
+    );
+    await markRunFailedUnsafe(env, run.id, "sandbox_crashed");
+    await env.DB.prepare("UPDATE webhook_deliveries SET next_attempt_at = '2000-01-01T00:00:00.000Z' WHERE id = ?").bind(delivery.id).run();
+    expect(await consumeOnce(delivery.id)).toEqual({ acked: true, retried: false });
+    expect((await api(`/api/v1/webhook-deliveries/${delivery.id}`, { key: apiKey })).body).toMatchObject({ state: "dead", attempts: 2, lastError: "run_finished" });
+    expect((await receiverLog("/down/failed")).length).toBe(1);
+    expect((await api(`/api/v1/action-proposals/${delivery.proposalId}`, { key: apiKey })).body).toMatchObject({ state: "cancelled", cancelReason: "run_failed" });
+    expect(await count("SELECT COUNT(*) AS n FROM audit_events WHERE action = 'action.failed' AND target_id = ?", delivery.proposalId)).toBe(0);
   });
 });
 

@@ -341,6 +341,21 @@ function standingOf(db: D1Database, row: ProposalRow): Promise<ProposalStanding 
   return db.prepare(`SELECT r.state AS runState, s.state AS stepState FROM workflow_runs r LEFT JOIN workflow_step_runs s ON s.id = ?2 WHERE r.id = ?1`).bind(row.runId, row.stepRunId).first<ProposalStanding>();
 }
 
+/**
+ * A proposal still open although its run ended or its node left (a batch that did not cancel it,
+ * e.g. the host's `failed`): cancelled, with its audit event, when a decision or a send finds it.
+ */
+async function cancelLeftover(db: D1Database, row: { id: string; installationId: string; runId: string; stepRunId: string; state: string }, standing: ProposalStanding | null): Promise<void> {
+  if (!standing || !(OPEN_PROPOSAL_STATES as readonly string[]).includes(row.state)) return;
+  const at = new Date().toISOString();
+  if (runFinished(standing)) {
+    await db.batch(await runEndProposalStatements(db, { installationId: row.installationId, runId: row.runId, runState: standing.runState as "terminated" | "failed" | "succeeded" | "superseded", at }));
+  } else {
+    const reason = standing.runState === "repair_required" ? "node_failed" : "node_error_port";
+    await db.batch(cancelStepProposalStatements(db, { installationId: row.installationId, runId: row.runId, stepId: row.stepRunId, reason, at }));
+  }
+}
+
 const runFinished = (standing: ProposalStanding | null) => !standing || (TERMINAL_RUN_STATES as readonly string[]).includes(standing.runState);
 const nodeLeft = (standing: ProposalStanding | null) => standing?.stepState === "succeeded" || standing?.stepState === "failed" || standing?.stepState === "timed_out";
 
@@ -355,15 +370,16 @@ export async function decideProposal(env: Env, actor: Actor, proposalId: string,
   const row = await env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, proposalId).first<ProposalRow>();
   if (!row) throw notFound("action_proposal");
   const standing = await standingOf(env.DB, row);
-  if (runFinished(standing)) throw conflict("action_proposal.run_finished", `The proposal's run is ${standing?.runState ?? "gone"}; nothing is delivered for it.`);
+  if (runFinished(standing)) {
+    await cancelLeftover(env.DB, row, standing);
+    throw conflict("action_proposal.run_finished", `The proposal's run is ${standing?.runState ?? "gone"}; nothing is delivered for it.`);
+  }
   if (row.state === "cancelled") throw conflict("action_proposal.cancelled", "The proposal was cancelled; nothing is delivered for it.");
   if (row.state !== "approval_required") throw conflict("action_proposal.already_decided", `The proposal is already ${row.state}.`);
   const now = new Date();
   const at = now.toISOString();
   if (nodeLeft(standing)) {
-    // The node left without its proposal (a batch that did not cancel it): cancel it now.
-    const reason = standing?.runState === "repair_required" ? "node_failed" : "node_error_port";
-    await env.DB.batch(cancelStepProposalStatements(env.DB, { installationId: row.installationId, runId: row.runId, stepId: row.stepRunId, reason, at }));
+    await cancelLeftover(env.DB, row, standing);
     throw conflict("action_proposal.cancelled", "The proposal's node has left; the proposal is cancelled and nothing is delivered for it.");
   }
   if (row.expiresAt <= at) throw conflict("action_proposal.expired", "The proposal expired before it was decided.");
@@ -420,14 +436,14 @@ async function signalRun(env: Env, runId: string, type: string, proposalId: stri
 export async function actionDeliveryRefusal(env: Env, delivery: { sourceType: string; sourceId: string }): Promise<string | null> {
   if (delivery.sourceType !== "action") return null;
   const row = await env.DB.prepare(`
-    SELECT p.state AS proposalState, r.state AS runState, s.state AS stepState FROM action_proposals p
-    JOIN workflow_runs r ON r.id = p.run_id LEFT JOIN workflow_step_runs s ON s.id = p.step_run_id WHERE p.id = ?1`)
+    SELECT p.id, p.installation_id AS installationId, p.run_id AS runId, p.step_run_id AS stepRunId, p.state, r.state AS runState, s.state AS stepState
+    FROM action_proposals p JOIN workflow_runs r ON r.id = p.run_id LEFT JOIN workflow_step_runs s ON s.id = p.step_run_id WHERE p.id = ?1`)
     .bind(delivery.sourceId)
-    .first<{ proposalState: string; runState: string } & ProposalStanding>();
-  if (!row || row.proposalState === "cancelled") return "source_cancelled";
-  if (runFinished(row)) return "run_finished";
-  if (nodeLeft(row)) return "source_cancelled";
-  return null;
+    .first<{ id: string; installationId: string; runId: string; stepRunId: string; state: string } & ProposalStanding>();
+  if (!row || row.state === "cancelled") return "source_cancelled";
+  if (!runFinished(row) && !nodeLeft(row)) return null;
+  await cancelLeftover(env.DB, row, row);
+  return runFinished(row) ? "run_finished" : "source_cancelled";
 }
 
 /**
