@@ -93,11 +93,15 @@ const LISTING_COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id A
   lease_expires_at AS leaseExpiresAt, completed_by AS completedBy, completed_at AS completedAt, created_at AS createdAt`;
 const LISTING_TEMPLATE = `
     SELECT \${COLUMNS} FROM human_tasks
-    WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3
+    WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3 AND (?3 <> 'claimed' OR lease_expires_at > ?8)
       AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
-    ORDER BY due_at, priority DESC, id LIMIT ?7
+    UNION ALL
+    SELECT \${COLUMNS} FROM human_tasks
+    WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'claimed' AND ?3 = 'open' AND lease_expires_at <= ?8
+      AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
+    ORDER BY dueAt, priority DESC, id LIMIT ?7
   `;
-const LISTING_SQL = LISTING_TEMPLATE.replace("${COLUMNS}", LISTING_COLUMNS);
+const LISTING_SQL = LISTING_TEMPLATE.replaceAll("${COLUMNS}", LISTING_COLUMNS);
 
 /** The review schema the tasks carry (the one test/cases.test.ts uses), as the runtime stores it. */
 const REVIEW_SCHEMA_JSON = JSON.stringify({
@@ -193,7 +197,7 @@ async function explainListing(env: BenchEnv, body: { installationId?: unknown; q
   const after = body.cursor ?? null;
   const limit = Number(body.limit ?? 50);
   const { results } = await env.DB.prepare(`EXPLAIN QUERY PLAN ${LISTING_SQL}`)
-    .bind(installationId, queueId, "open", after?.dueAt ?? "", after?.priority ?? 101, after?.id ?? "", limit + 1)
+    .bind(installationId, queueId, "open", after?.dueAt ?? "", after?.priority ?? 101, after?.id ?? "", limit + 1, new Date().toISOString())
     .all<{ id: number; parent: number; detail: string }>();
   return json({ plan: results.map((row) => ({ id: row.id, parent: row.parent, detail: row.detail })), columns: LISTING_COLUMNS, template: LISTING_TEMPLATE });
 }

@@ -57,13 +57,16 @@ export async function createQueue(env: Env, actor: Actor, input: { name: string;
   return (await getQueueRow(env.DB, actor.installationId, id))!;
 }
 
+/** Open now: open, or claimed with a lapsed lease (claimable again, listed as open); binds the time as ?2. */
+const OPEN_NOW = `(t.state = 'open' OR (t.state = 'claimed' AND (t.lease_expires_at IS NULL OR t.lease_expires_at <= ?2)))`;
+
 export async function listQueues(env: Env, actor: Actor) {
   const now = new Date().toISOString();
   const { results } = await env.DB.prepare(`
     SELECT q.id, q.name, q.description, q.sla_seconds AS slaSeconds, q.priority, q.created_at AS createdAt, q.updated_at AS updatedAt,
-      (SELECT COUNT(*) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state = 'open') AS open,
-      (SELECT COUNT(*) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state = 'claimed') AS claimed,
-      (SELECT MIN(t.due_at) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state = 'open') AS oldestDueAt,
+      (SELECT COUNT(*) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND ${OPEN_NOW}) AS open,
+      (SELECT COUNT(*) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state = 'claimed' AND NOT ${OPEN_NOW}) AS claimed,
+      (SELECT MIN(t.due_at) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND ${OPEN_NOW}) AS oldestDueAt,
       (SELECT COUNT(*) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state IN ('open', 'claimed') AND t.due_at < ?2) AS breachedSla
     FROM queues q WHERE q.installation_id = ?1 ORDER BY q.priority DESC, q.name LIMIT 500
   `)
@@ -78,6 +81,8 @@ function percentile(sorted: number[], fraction: number): number | null {
   return sorted[index]!;
 }
 
+const OPEN_NOW_AT3 = OPEN_NOW.replaceAll("?2", "?3");
+
 /** Open, claimed, SLA breaches, and time to complete (p50/p90 over the last 30 days, ≤ 10,000 tasks). */
 export async function queueStats(env: Env, actor: Actor, queueId: string) {
   const queue = await getQueueRow(env.DB, actor.installationId, queueId);
@@ -87,11 +92,11 @@ export async function queueStats(env: Env, actor: Actor, queueId: string) {
   const [counts, durations] = await env.DB.batch([
     env.DB.prepare(`
       SELECT
-        COALESCE(SUM(state = 'open'), 0) AS open,
-        COALESCE(SUM(state = 'claimed'), 0) AS claimed,
+        COALESCE(SUM(${OPEN_NOW_AT3}), 0) AS open,
+        COALESCE(SUM(NOT ${OPEN_NOW_AT3}), 0) AS claimed,
         COALESCE(SUM(due_at < ?3), 0) AS breachedSla,
-        MIN(CASE WHEN state = 'open' THEN due_at END) AS oldestOpenDueAt
-      FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2 AND state IN ('open', 'claimed')
+        MIN(CASE WHEN ${OPEN_NOW_AT3} THEN due_at END) AS oldestOpenDueAt
+      FROM human_tasks t WHERE installation_id = ?1 AND queue_id = ?2 AND state IN ('open', 'claimed')
     `).bind(actor.installationId, queueId, now.toISOString()),
     env.DB.prepare(`
       SELECT (julianday(completed_at) - julianday(created_at)) * 86400.0 AS seconds FROM human_tasks

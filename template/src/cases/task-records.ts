@@ -1,6 +1,6 @@
 // Statement builders for human_tasks, for the workflow runtime and enforcement to put in their
 // own batches. Cases owns that table: every write to it is here or in tasks.ts.
-import { canonicalJson } from "../audit";
+import { auditStatement, canonicalJson, RUNTIME_ACTOR, type AuditEventInput } from "../audit";
 import { sha256Hex } from "../lib/crypto";
 import { sealPersonalData } from "./report-crypto";
 
@@ -61,9 +61,40 @@ export function closeStepTaskStatement(db: D1Database, input: { stepId: string; 
     .bind(input.stepId, input.timedOut ? 1 : 0, input.at);
 }
 
-/** Cancels every open or claimed task of a run (the run was terminated). */
-export function cancelRunTasksStatement(db: D1Database, input: { runId: string; at: string }): D1PreparedStatement {
-  return db.prepare(`UPDATE human_tasks SET state = 'cancelled', updated_at = ?2 WHERE run_id = ?1 AND state IN ('open', 'claimed')`).bind(input.runId, input.at);
+/** A task that a handoff put in a queue: it belongs to that queue, not to the run that handed off. */
+const NOT_HANDOFF = "NOT EXISTS (SELECT 1 FROM handoffs h WHERE h.task_id = human_tasks.id)";
+
+/**
+ * For the batch that ends a run (after its state change): every open or claimed task the run is
+ * waiting on (its human_task nodes) is cancelled, each with a `task.cancelled` audit event. Tasks
+ * handed off to a queue are not: the handoff node already left, and the receiving queue works
+ * them whatever became of the run. The update holds only once the run is terminal in the batch.
+ */
+export async function runEndTaskStatements(db: D1Database, input: { installationId: string; runId: string; runState: string; at: string; actor?: AuditEventInput["actor"] }): Promise<D1PreparedStatement[]> {
+  const { results } = await db.prepare(`SELECT id FROM human_tasks WHERE run_id = ?1 AND state IN ('open', 'claimed') AND ${NOT_HANDOFF}`).bind(input.runId).all<{ id: string }>();
+  if (results.length === 0) return [];
+  return [
+    db
+      .prepare(`UPDATE human_tasks SET state = 'cancelled', lease_expires_at = NULL, updated_at = ?2
+        WHERE run_id = ?1 AND state IN ('open', 'claimed') AND ${NOT_HANDOFF}
+          AND EXISTS (SELECT 1 FROM workflow_runs WHERE id = ?1 AND state IN ('succeeded', 'failed', 'terminated', 'superseded'))`)
+      .bind(input.runId, input.at),
+    ...results.map((row) =>
+      auditStatement(
+        db,
+        {
+          installationId: input.installationId,
+          idempotencyKey: `task:${row.id}:cancelled`,
+          action: "task.cancelled",
+          actor: input.actor ?? RUNTIME_ACTOR,
+          target: { type: "task", id: row.id },
+          details: { runId: input.runId, reason: `run_${input.runState}` },
+          at: input.at,
+        },
+        { table: "human_tasks", id: row.id, where: { state: "cancelled", updated_at: input.at } },
+      ),
+    ),
+  ];
 }
 
 /**

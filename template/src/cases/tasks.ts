@@ -6,6 +6,7 @@ import { canReadPersonalData, canSeeQueue, type Actor } from "../auth";
 import { AppError, conflict, notFound } from "../errors";
 import { decodeCursor, encodeCursor } from "../lib/cursor";
 import { newId, sha256Hex } from "../lib/crypto";
+import { completeHandoffStatements } from "../enforcement";
 import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepUnsafe } from "../workflows";
 import { getQueueRow } from "./queues";
 import { openPersonalData } from "./report-crypto";
@@ -118,17 +119,23 @@ export async function listQueueTasks(env: Env, actor: Actor, queueId: string, op
   const limit = Math.min(Math.max(options.limit ?? 50, 1), 200);
   const cursor = decodeCursor(options.cursor, ["string", "integer", "string"]);
   const after = cursor ? { dueAt: String(cursor[0]), priority: Number(cursor[1]), id: String(cursor[2]) } : null;
+  const now = new Date().toISOString();
+  // A claimed task whose lease lapsed is open again, at its place in due order (the second arm, merged
+  // with the first in index order: no sort); `claimed` lists live leases only.
   const { results } = await env.DB.prepare(`
     SELECT ${COLUMNS} FROM human_tasks
-    WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3
+    WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3 AND (?3 <> 'claimed' OR lease_expires_at > ?8)
       AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
-    ORDER BY due_at, priority DESC, id LIMIT ?7
+    UNION ALL
+    SELECT ${COLUMNS} FROM human_tasks
+    WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'claimed' AND ?3 = 'open' AND lease_expires_at <= ?8
+      AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
+    ORDER BY dueAt, priority DESC, id LIMIT ?7
   `)
-    .bind(actor.installationId, queueId, state, after?.dueAt ?? "", after?.priority ?? 101, after?.id ?? "", limit + 1)
+    .bind(actor.installationId, queueId, state, after?.dueAt ?? "", after?.priority ?? 101, after?.id ?? "", limit + 1, now)
     .all<TaskRow>();
   const page = results.slice(0, limit);
   const last = page.at(-1);
-  const now = new Date().toISOString();
   return {
     items: page.map((row) => serializeTask(row, now)),
     nextCursor: results.length > limit && last ? encodeCursor([last.dueAt, last.priority, last.id]) : null,
@@ -187,10 +194,14 @@ export async function claimTask(env: Env, actor: Actor, taskId: string, input: {
 export async function claimNextTask(env: Env, actor: Actor, queueId: string, input: { reviewer?: string; leaseSeconds?: number }) {
   await visibleQueue(env, actor, queueId);
   for (let attempt = 0; attempt < 5; attempt++) {
+    // Open tasks and claimed ones whose lease lapsed, in due order: a lapsed lease keeps its place.
     const candidate = await env.DB.prepare(`
-      SELECT id FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'open' ORDER BY due_at, priority DESC, id LIMIT 1
+      SELECT id, due_at AS dueAt, priority FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'open'
+      UNION ALL
+      SELECT id, due_at AS dueAt, priority FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'claimed' AND lease_expires_at <= ?3
+      ORDER BY dueAt, priority DESC, id LIMIT 1
     `)
-      .bind(actor.installationId, queueId)
+      .bind(actor.installationId, queueId, new Date().toISOString())
       .first<{ id: string }>();
     if (!candidate) return null;
     try {
@@ -264,9 +275,13 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
   if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
   const responseJson = canonicalJson(input.response ?? null);
   const wait = await waitOfStepUnsafe(env.DB, row.stepRunId);
-  if (row.state === "completed" && row.completedBy === who && row.responseJson === responseJson && wait) {
-    const recorded = await firstEventOfWaitUnsafe(env.DB, wait.id);
-    if (recorded && wait.state === "waiting") await signalRunEvent(env, row.runId, wait.signalType, recorded.id);
+  // A task a handoff put in this queue: no run waits for it (the handoff node already left).
+  const handoff = wait ? null : await env.DB.prepare(`SELECT id FROM handoffs WHERE installation_id = ?1 AND task_id = ?2`).bind(actor.installationId, taskId).first<{ id: string }>();
+  if (row.state === "completed" && row.completedBy === who && row.responseJson === responseJson && (wait || handoff)) {
+    if (wait) {
+      const recorded = await firstEventOfWaitUnsafe(env.DB, wait.id);
+      if (recorded && wait.state === "waiting") await signalRunEvent(env, row.runId, wait.signalType, recorded.id);
+    }
     return getTask(env, actor, taskId);
   }
   const now = new Date().toISOString();
@@ -275,6 +290,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
   }
   const problems = responseProblems(row.responseSchemaJson, input.response);
   if (problems.length > 0) throw new AppError("task.response_invalid", "The response does not match the task's response schema.", { status: 422, details: problems });
+  if (handoff) return completeHandoffTask(env, actor, row, { who, responseJson, handoffId: handoff.id });
   if (wait?.state !== "waiting") throw conflict("task.not_claimable", "The run is no longer waiting for this task.");
   const eventId = newId("evt");
   const outcome =
@@ -330,4 +346,39 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
   if ((results[0]!.meta.changes ?? 0) === 0) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
   await signalRunEvent(env, row.runId, wait.signalType, eventId);
   return getTask(env, actor, taskId);
+}
+
+/**
+ * Completes a task a handoff put in this queue: the task records the response (audited,
+ * `task.completed`) and the handoff its outcome (`handoff.completed`), in one batch. No run is
+ * signalled: the run that handed off went on without waiting. An appeal on the task is not decided
+ * here; the appeal's own review (a human_task, or POST /appeals/:id/resolve) does that.
+ */
+async function completeHandoffTask(env: Env, actor: Actor, row: TaskRow, input: { who: string; responseJson: string; handoffId: string }) {
+  const now = new Date().toISOString();
+  const responseDigest = `sha256:${await sha256Hex(input.responseJson)}`;
+  const response = JSON.parse(input.responseJson) as { outcome?: unknown } | null;
+  const outcome = typeof response?.outcome === "string" ? response.outcome.slice(0, 100) : null;
+  const [update] = await env.DB.batch([
+    env.DB.prepare(`
+      UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = ?3, completed_at = ?5, updated_at = ?5, lease_expires_at = NULL
+      WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3 AND lease_expires_at > ?5
+    `).bind(actor.installationId, row.id, input.who, input.responseJson, now),
+    auditStatement(
+      env.DB,
+      {
+        installationId: actor.installationId,
+        idempotencyKey: `task:${row.id}:completed`,
+        action: "task.completed",
+        actor: actor.audit,
+        target: { type: "task", id: row.id },
+        details: { reviewer: input.who, runId: row.runId, handoffId: input.handoffId, responseDigest },
+        at: now,
+      },
+      { table: "human_tasks", id: row.id, where: { state: "completed", completed_by: input.who, completed_at: now } },
+    ),
+    ...completeHandoffStatements(env.DB, { installationId: actor.installationId, handoffId: input.handoffId, taskId: row.id, completedBy: input.who, outcome, responseDigest, at: now, actor: actor.audit }),
+  ]);
+  if ((update!.meta.changes ?? 0) === 0) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
+  return getTask(env, actor, row.id);
 }

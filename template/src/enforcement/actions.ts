@@ -1,12 +1,13 @@
 // Actions on the team's own product: action types, proposals that wait for a person (assisted, or
 // types that always need approval), and delivery through a signed webhook, confirmed before the
 // action counts as applied. The workflow runtime calls prepare/complete; people approve or reject.
-import { auditStatement, canonicalJson } from "../audit";
+import { auditStatement, canonicalJson, type AuditEventInput } from "../audit";
 import type { Actor } from "../auth";
 import { AppError, conflict, notFound } from "../errors";
 import { newId, sha256Hex } from "../lib/crypto";
-import { isUniqueViolation } from "../lib/d1";
-import { evaluateInputMapping, type ActionProgress, type AuthorizedRun, type ExpressionContext, type WaitResult, type WorkflowNodeV1 } from "../workflows";
+import { isUniqueViolation, type RowGuard } from "../lib/d1";
+import { isInstanceNotLive } from "../lib/workflows";
+import { evaluateInputMapping, TERMINAL_RUN_STATES, type ActionProgress, type AuthorizedRun, type ExpressionContext, type WaitResult, type WorkflowNodeV1 } from "../workflows";
 import { deliveryStatement, enqueueDeliveries, getEndpointRow } from "./webhooks";
 
 const DEFAULT_APPROVAL_SECONDS = 86_400;
@@ -64,6 +65,7 @@ interface ProposalRow {
   id: string;
   installationId: string;
   runId: string;
+  stepRunId: string;
   nodeId: string;
   actionTypeId: string;
   actionTypeKey: string;
@@ -79,12 +81,13 @@ interface ProposalRow {
   deliverySignal: string;
   expiresAt: string;
   createdAt: string;
+  cancelReason: string | null;
 }
 
-const PROPOSAL_COLUMNS = `id, installation_id AS installationId, run_id AS runId, node_id AS nodeId, action_type_id AS actionTypeId,
+const PROPOSAL_COLUMNS = `id, installation_id AS installationId, run_id AS runId, step_run_id AS stepRunId, node_id AS nodeId, action_type_id AS actionTypeId,
   action_type_key AS actionTypeKey, report_id AS reportId, authority_mode AS authorityMode, state, params_json AS paramsJson,
   decided_by AS decidedBy, decided_at AS decidedAt, decision_reason AS decisionReason, delivery_id AS deliveryId,
-  approval_signal AS approvalSignal, delivery_signal AS deliverySignal, expires_at AS expiresAt, created_at AS createdAt`;
+  approval_signal AS approvalSignal, delivery_signal AS deliverySignal, expires_at AS expiresAt, created_at AS createdAt, cancel_reason AS cancelReason`;
 
 function proposalRow(db: D1Database, id: string) {
   return db.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE id = ?1`).bind(id).first<ProposalRow>();
@@ -106,6 +109,7 @@ export function serializeProposal(row: ProposalRow) {
     deliveryId: row.deliveryId,
     expiresAt: row.expiresAt,
     createdAt: row.createdAt,
+    cancelReason: row.cancelReason,
   };
 }
 
@@ -127,6 +131,8 @@ function progressOf(row: ProposalRow): ActionProgress {
       return { port: "rejected", status: "rejected", proposalId: row.id, rejectedBy: row.decidedBy, reason: row.decisionReason };
     case "expired":
       return { port: "expired", status: "expired", proposalId: row.id };
+    case "cancelled":
+      throw new AppError("action_proposal.cancelled", "The action proposal was cancelled: its node left or its run ended.");
     default:
       throw new AppError("action.delivery_failed", "The action's webhook delivery was dead-lettered.");
   }
@@ -139,31 +145,36 @@ async function actionDelivery(
   typeRow: { endpointId: string; reversible: number },
   approvedBy: string | null,
   at: string,
+  onlyIf?: RowGuard,
 ) {
   let subject: unknown = null;
   if (row.reportId) {
     const report = await env.DB.prepare(`SELECT subject_kind AS kind, subject_id AS id FROM reports WHERE id = ?1`).bind(row.reportId).first();
     subject = report ?? null;
   }
-  return deliveryStatement(env, {
-    installationId: row.installationId,
-    endpointId: typeRow.endpointId,
-    eventType: "action.execute",
-    sourceType: "action",
-    sourceId: row.id,
-    at,
-    data: {
-      proposalId: row.id,
-      actionType: row.actionTypeKey,
-      params: JSON.parse(row.paramsJson) as unknown,
-      runId: row.runId,
-      reportId: row.reportId,
-      subject,
-      authorityMode: row.authorityMode,
-      approvedBy,
-      reversible: typeRow.reversible === 1,
+  return deliveryStatement(
+    env,
+    {
+      installationId: row.installationId,
+      endpointId: typeRow.endpointId,
+      eventType: "action.execute",
+      sourceType: "action",
+      sourceId: row.id,
+      at,
+      data: {
+        proposalId: row.id,
+        actionType: row.actionTypeKey,
+        params: JSON.parse(row.paramsJson) as unknown,
+        runId: row.runId,
+        reportId: row.reportId,
+        subject,
+        authorityMode: row.authorityMode,
+        approvedBy,
+        reversible: typeRow.reversible === 1,
+      },
     },
-  });
+    onlyIf,
+  );
 }
 
 /**
@@ -258,58 +269,212 @@ export async function completeWorkflowAction(env: Env, input: { proposalId: stri
   return progressOf(row);
 }
 
-/** Approve (→ delivery) or reject a proposal that waits for a person. A second decision is a 409. */
-export async function decideProposal(env: Env, actor: Actor, proposalId: string, input: { approve: boolean; reason?: string; approver?: string }) {
-  const row = await env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, proposalId).first<ProposalRow>();
-  if (!row) throw notFound("action_proposal");
-  if (row.state !== "approval_required") throw conflict("action_proposal.already_decided", `The proposal is already ${row.state}.`);
-  const now = new Date();
-  const at = now.toISOString();
-  if (row.expiresAt <= at) throw conflict("action_proposal.expired", "The proposal expired before it was decided.");
-  const who = input.approver ?? actor.audit.id;
-  const typeRow = await env.DB.prepare(`SELECT ${TYPE_COLUMNS} FROM action_types WHERE id = ?1`).bind(row.actionTypeId).first<ActionTypeRow>();
-  const delivery = input.approve ? await actionDelivery(env, row, typeRow!, who, at) : null;
-  const [update] = await env.DB.batch([
-    env.DB.prepare(`UPDATE action_proposals SET state = ?3, decided_by = ?4, decided_at = ?5, decision_reason = ?6, delivery_id = ?7, updated_at = ?5
-      WHERE installation_id = ?1 AND id = ?2 AND state = 'approval_required'`).bind(actor.installationId, proposalId, input.approve ? "delivery_pending" : "rejected", who, at, input.reason ?? null, delivery?.id ?? null),
-    // One delivery per proposal: a racing second approval's insert is ignored on (source_type, source_id).
-    ...(delivery ? [delivery.statement] : []),
-    auditStatement(env.DB, {
-      installationId: actor.installationId,
-      idempotencyKey: `action_proposal:${proposalId}:decided`,
-      action: input.approve ? "action.approved" : "action.rejected",
-      actor: actor.audit,
-      target: { type: "action_proposal", id: proposalId },
-      details: { approver: who, reason: input.reason ?? null, runId: row.runId },
-      at,
-    }),
-  ]);
-  if ((update!.meta.changes ?? 0) === 0) throw conflict("action_proposal.already_decided", "The proposal was decided concurrently.");
-  if (delivery) await enqueueDeliveries(env, [delivery.id]);
-  await (await env.WORKFLOWS.get(row.runId)).sendEvent({ type: row.approvalSignal, payload: { proposalId } });
-  return serializeProposal((await proposalRow(env.DB, proposalId))!);
+/** States in which a proposal can still lead to a delivery: waiting for a person, or approved and not yet confirmed. */
+const OPEN_PROPOSAL_STATES = ["approval_required", "approved", "delivery_pending"] as const;
+const OPEN_STATES_SQL = OPEN_PROPOSAL_STATES.map((state) => `'${state}'`).join(", ");
+const TERMINAL_STATES_SQL = TERMINAL_RUN_STATES.map((state) => `'${state}'`).join(", ");
+/** States of a step whose node has left it (its port was taken, or it failed). */
+const LEFT_STEP_STATES_SQL = "'succeeded', 'failed', 'timed_out'";
+
+export type ProposalCancelReason = "run_terminated" | "run_failed" | "run_succeeded" | "run_superseded" | "node_error_port" | "node_failed";
+
+type AuditActor = AuditEventInput["actor"];
+
+function cancelAudit(db: D1Database, input: { installationId: string; proposalId: string; runId: string; reason: ProposalCancelReason; at: string; actor?: AuditActor }): D1PreparedStatement {
+  return auditStatement(
+    db,
+    {
+      installationId: input.installationId,
+      idempotencyKey: `action_proposal:${input.proposalId}:cancelled`,
+      action: "action.cancelled",
+      actor: input.actor ?? { type: "system", id: "workflow-runtime" },
+      target: { type: "action_proposal", id: input.proposalId },
+      details: { runId: input.runId, reason: input.reason },
+      at: input.at,
+    },
+    // Written only if this batch cancelled it (a proposal decided or delivered first is not).
+    { table: "action_proposals", id: input.proposalId, where: { state: "cancelled", cancel_reason: input.reason, updated_at: input.at } },
+  );
 }
 
-/** The delivery of a proposal ended: applied or failed, then wake the run. Statements for the delivery batch. */
-export async function finishActionDelivery(env: Env, delivery: { sourceId: string; delivered: boolean; at: string; installationId: string }): Promise<D1PreparedStatement[]> {
+/**
+ * For the batch that sends a node to its error port (or fails it): the node's proposal, if still
+ * open, is cancelled and audited, so it can no longer be approved and its delivery is never sent.
+ * The proposal of a step is `${stepId}:proposal`; a node that made none writes nothing.
+ */
+export function cancelStepProposalStatements(db: D1Database, input: { installationId: string; runId: string; stepId: string; reason: "node_error_port" | "node_failed"; at: string }): D1PreparedStatement[] {
+  const proposalId = `${input.stepId}:proposal`;
   return [
-    env.DB.prepare(`UPDATE action_proposals SET state = ?2, updated_at = ?3 WHERE id = ?1 AND state IN ('delivery_pending', 'approved')`).bind(delivery.sourceId, delivery.delivered ? "applied" : "failed", delivery.at),
-    auditStatement(env.DB, {
-      installationId: delivery.installationId,
-      idempotencyKey: `action_proposal:${delivery.sourceId}:${delivery.delivered ? "applied" : "failed"}`,
-      action: delivery.delivered ? "action.applied" : "action.failed",
-      actor: { type: "system", id: "webhooks" },
-      target: { type: "action_proposal", id: delivery.sourceId },
-      details: {},
-      at: delivery.at,
-    }),
+    db.prepare(`UPDATE action_proposals SET state = 'cancelled', cancel_reason = ?2, updated_at = ?3 WHERE id = ?1 AND state IN (${OPEN_STATES_SQL})`).bind(proposalId, input.reason, input.at),
+    cancelAudit(db, { installationId: input.installationId, proposalId, runId: input.runId, reason: input.reason, at: input.at }),
   ];
 }
 
-/** Wakes the run waiting on a proposal's delivery (after the delivery batch is committed). */
+/**
+ * For the batch that ends a run (after its state change): every open proposal of the run is
+ * cancelled, each with its audit event. The update holds only once the run is terminal in that
+ * batch, so the statements are harmless in a batch whose run update did nothing. Not for
+ * `repair_required`: a repaired run resumes from its proposals.
+ */
+export async function runEndProposalStatements(
+  db: D1Database,
+  input: { installationId: string; runId: string; runState: "terminated" | "failed" | "succeeded" | "superseded"; at: string; actor?: AuditActor },
+): Promise<D1PreparedStatement[]> {
+  const reason = `run_${input.runState}` as ProposalCancelReason;
+  const { results } = await db.prepare(`SELECT id FROM action_proposals WHERE run_id = ?1 AND state IN (${OPEN_STATES_SQL})`).bind(input.runId).all<{ id: string }>();
+  if (results.length === 0) return [];
+  return [
+    db
+      .prepare(`UPDATE action_proposals SET state = 'cancelled', cancel_reason = ?2, updated_at = ?3
+        WHERE run_id = ?1 AND state IN (${OPEN_STATES_SQL}) AND EXISTS (SELECT 1 FROM workflow_runs WHERE id = ?1 AND state IN (${TERMINAL_STATES_SQL}))`)
+      .bind(input.runId, reason, input.at),
+    ...results.map((row) => cancelAudit(db, { installationId: input.installationId, proposalId: row.id, runId: input.runId, reason, at: input.at, ...(input.actor ? { actor: input.actor } : {}) })),
+  ];
+}
+
+interface ProposalStanding {
+  runState: string;
+  stepState: string | null;
+}
+
+function standingOf(db: D1Database, row: ProposalRow): Promise<ProposalStanding | null> {
+  return db.prepare(`SELECT r.state AS runState, s.state AS stepState FROM workflow_runs r LEFT JOIN workflow_step_runs s ON s.id = ?2 WHERE r.id = ?1`).bind(row.runId, row.stepRunId).first<ProposalStanding>();
+}
+
+/**
+ * A proposal still open although its run ended or its node left (a batch that did not cancel it,
+ * e.g. the host's `failed`): cancelled, with its audit event, when a decision or a send finds it.
+ */
+async function cancelLeftover(db: D1Database, row: { id: string; installationId: string; runId: string; stepRunId: string; state: string }, standing: ProposalStanding | null): Promise<void> {
+  if (!standing || !(OPEN_PROPOSAL_STATES as readonly string[]).includes(row.state)) return;
+  const at = new Date().toISOString();
+  if (runFinished(standing)) {
+    await db.batch(await runEndProposalStatements(db, { installationId: row.installationId, runId: row.runId, runState: standing.runState as "terminated" | "failed" | "succeeded" | "superseded", at }));
+  } else {
+    const reason = standing.runState === "repair_required" ? "node_failed" : "node_error_port";
+    await db.batch(cancelStepProposalStatements(db, { installationId: row.installationId, runId: row.runId, stepId: row.stepRunId, reason, at }));
+  }
+}
+
+const runFinished = (standing: ProposalStanding | null) => !standing || (TERMINAL_RUN_STATES as readonly string[]).includes(standing.runState);
+const nodeLeft = (standing: ProposalStanding | null) => standing?.stepState === "succeeded" || standing?.stepState === "failed" || standing?.stepState === "timed_out";
+
+/**
+ * Approve (→ delivery) or reject a proposal that waits for a person. A second decision is a 409;
+ * so is a decision on a proposal whose run is finished (`action_proposal.run_finished`) or whose
+ * node has left (`action_proposal.cancelled`), and then nothing is queued. The update is
+ * conditional on the run and the step still being live, and the delivery row on that update, so
+ * a run that ends concurrently leaves no delivery behind.
+ */
+export async function decideProposal(env: Env, actor: Actor, proposalId: string, input: { approve: boolean; reason?: string; approver?: string }) {
+  const row = await env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, proposalId).first<ProposalRow>();
+  if (!row) throw notFound("action_proposal");
+  const standing = await standingOf(env.DB, row);
+  if (runFinished(standing)) {
+    await cancelLeftover(env.DB, row, standing);
+    throw conflict("action_proposal.run_finished", `The proposal's run is ${standing?.runState ?? "gone"}; nothing is delivered for it.`);
+  }
+  if (row.state === "cancelled") throw conflict("action_proposal.cancelled", "The proposal was cancelled; nothing is delivered for it.");
+  if (row.state !== "approval_required") throw conflict("action_proposal.already_decided", `The proposal is already ${row.state}.`);
+  const now = new Date();
+  const at = now.toISOString();
+  if (nodeLeft(standing)) {
+    await cancelLeftover(env.DB, row, standing);
+    throw conflict("action_proposal.cancelled", "The proposal's node has left; the proposal is cancelled and nothing is delivered for it.");
+  }
+  if (row.expiresAt <= at) throw conflict("action_proposal.expired", "The proposal expired before it was decided.");
+  const who = input.approver ?? actor.audit.id;
+  const typeRow = await env.DB.prepare(`SELECT ${TYPE_COLUMNS} FROM action_types WHERE id = ?1`).bind(row.actionTypeId).first<ActionTypeRow>();
+  const delivery = input.approve ? await actionDelivery(env, row, typeRow!, who, at, { table: "action_proposals", id: proposalId, where: { state: "delivery_pending", decided_at: at } }) : null;
+  const next = input.approve ? "delivery_pending" : "rejected";
+  const [update] = await env.DB.batch([
+    env.DB.prepare(`UPDATE action_proposals SET state = ?3, decided_by = ?4, decided_at = ?5, decision_reason = ?6, delivery_id = ?7, updated_at = ?5
+      WHERE installation_id = ?1 AND id = ?2 AND state = 'approval_required'
+        AND EXISTS (SELECT 1 FROM workflow_runs WHERE id = ?8 AND state NOT IN (${TERMINAL_STATES_SQL}))
+        AND NOT EXISTS (SELECT 1 FROM workflow_step_runs WHERE id = ?9 AND state IN (${LEFT_STEP_STATES_SQL}))`).bind(actor.installationId, proposalId, next, who, at, input.reason ?? null, delivery?.id ?? null, row.runId, row.stepRunId),
+    // One delivery per proposal: a racing second approval's insert is ignored on (source_type, source_id);
+    // and none at all unless this very update approved it.
+    ...(delivery ? [delivery.statement] : []),
+    auditStatement(
+      env.DB,
+      {
+        installationId: actor.installationId,
+        idempotencyKey: `action_proposal:${proposalId}:decided`,
+        action: input.approve ? "action.approved" : "action.rejected",
+        actor: actor.audit,
+        target: { type: "action_proposal", id: proposalId },
+        details: { approver: who, reason: input.reason ?? null, runId: row.runId },
+        at,
+      },
+      { table: "action_proposals", id: proposalId, where: { state: next, decided_at: at } },
+    ),
+  ]);
+  if ((update!.meta.changes ?? 0) === 0) {
+    const after = await standingOf(env.DB, row);
+    if (runFinished(after)) throw conflict("action_proposal.run_finished", `The proposal's run is ${after?.runState ?? "gone"}; nothing is delivered for it.`);
+    if (nodeLeft(after)) throw conflict("action_proposal.cancelled", "The proposal's node has left; nothing is delivered for it.");
+    throw conflict("action_proposal.already_decided", "The proposal was decided concurrently.");
+  }
+  if (delivery) await enqueueDeliveries(env, [delivery.id]);
+  await signalRun(env, row.runId, row.approvalSignal, proposalId);
+  return serializeProposal((await proposalRow(env.DB, proposalId))!);
+}
+
+/** Wakes a run on a proposal's signal; a run whose instance is no longer live (e.g. repair_required) reads the proposal when it resumes. */
+async function signalRun(env: Env, runId: string, type: string, proposalId: string): Promise<void> {
+  try {
+    await (await env.WORKFLOWS.get(runId)).sendEvent({ type, payload: { proposalId } });
+  } catch (error) {
+    if (!isInstanceNotLive(error)) throw error;
+  }
+}
+
+/**
+ * The consumer's send-time check of an action delivery: nothing is sent for a proposal that is
+ * no longer open (cancelled), whose run is finished, or whose node has left.
+ */
+export async function actionDeliveryRefusal(env: Env, delivery: { sourceType: string; sourceId: string }): Promise<string | null> {
+  if (delivery.sourceType !== "action") return null;
+  const row = await env.DB.prepare(`
+    SELECT p.id, p.installation_id AS installationId, p.run_id AS runId, p.step_run_id AS stepRunId, p.state, r.state AS runState, s.state AS stepState
+    FROM action_proposals p JOIN workflow_runs r ON r.id = p.run_id LEFT JOIN workflow_step_runs s ON s.id = p.step_run_id WHERE p.id = ?1`)
+    .bind(delivery.sourceId)
+    .first<{ id: string; installationId: string; runId: string; stepRunId: string; state: string } & ProposalStanding>();
+  if (!row || row.state === "cancelled") return "source_cancelled";
+  if (!runFinished(row) && !nodeLeft(row)) return null;
+  await cancelLeftover(env.DB, row, row);
+  return runFinished(row) ? "run_finished" : "source_cancelled";
+}
+
+/**
+ * The delivery of a proposal ended: applied or failed, then wake the run. Statements for the
+ * delivery batch. A proposal cancelled while its request was already in flight and confirmed is
+ * recorded as applied: the record follows what the endpoint did.
+ */
+export async function finishActionDelivery(env: Env, delivery: { sourceId: string; delivered: boolean; at: string; installationId: string }): Promise<D1PreparedStatement[]> {
+  const next = delivery.delivered ? "applied" : "failed";
+  return [
+    env.DB.prepare(`UPDATE action_proposals SET state = ?2, updated_at = ?3 WHERE id = ?1 AND state IN ('delivery_pending', 'approved'${delivery.delivered ? ", 'cancelled'" : ""})`).bind(delivery.sourceId, next, delivery.at),
+    auditStatement(
+      env.DB,
+      {
+        installationId: delivery.installationId,
+        idempotencyKey: `action_proposal:${delivery.sourceId}:${next}`,
+        action: `action.${next}`,
+        actor: { type: "system", id: "webhooks" },
+        target: { type: "action_proposal", id: delivery.sourceId },
+        details: {},
+        at: delivery.at,
+      },
+      { table: "action_proposals", id: delivery.sourceId, where: { state: next, updated_at: delivery.at } },
+    ),
+  ];
+}
+
+/** Wakes the run waiting on a proposal's delivery (after the delivery batch is committed); a cancelled proposal has no one waiting. */
 export async function signalActionDelivery(env: Env, proposalId: string): Promise<void> {
   const row = await proposalRow(env.DB, proposalId);
-  if (row) await (await env.WORKFLOWS.get(row.runId)).sendEvent({ type: row.deliverySignal, payload: { proposalId } });
+  if (row && row.state !== "cancelled") await signalRun(env, row.runId, row.deliverySignal, proposalId);
 }
 
 export async function listProposals(env: Env, actor: Actor, options: { state?: string; limit: number }) {

@@ -1,10 +1,12 @@
 // The DELIVERIES queue consumer: one attempt per message; retries with backoff through the queue
 // itself (message.retry), the attempt history and dead-lettering in D1.
 import { errorCode } from "../errors";
-import { finishActionDelivery, signalActionDelivery } from "./actions";
-import { attemptDelivery, type DeliveryFinisher } from "./webhooks";
+import { actionDeliveryRefusal, finishActionDelivery, signalActionDelivery } from "./actions";
+import { attemptDelivery, type DeliveryFinisher, type DeliveryGate } from "./webhooks";
 
 const finisher: DeliveryFinisher = async (env, delivery) => (delivery.sourceType === "action" ? finishActionDelivery(env, delivery) : []);
+/** Checked at send time: an action whose proposal was cancelled, or whose run ended, is never sent. */
+const gate: DeliveryGate = (env, delivery) => actionDeliveryRefusal(env, delivery);
 
 export async function consumeDeliveries(batch: MessageBatch<{ deliveryId?: unknown }>, env: Env): Promise<void> {
   for (const message of batch.messages) {
@@ -14,7 +16,7 @@ export async function consumeDeliveries(batch: MessageBatch<{ deliveryId?: unkno
       continue;
     }
     try {
-      const outcome = await attemptDelivery(env, deliveryId, finisher);
+      const outcome = await attemptDelivery(env, deliveryId, finisher, gate);
       if (outcome.kind === "retry") {
         message.retry({ delaySeconds: outcome.delaySeconds });
         continue;

@@ -1,7 +1,7 @@
 // The effect nodes other than actions: send_message (signed message.send webhooks), decision
 // (recorded with what a DSA statement of reasons needs), handoff (a task in another queue, or a
 // signed report.handoff with an evidence bundle and its digest).
-import { auditStatement, canonicalJson } from "../audit";
+import { auditStatement, canonicalJson, type AuditEventInput } from "../audit";
 import { contentOf, findQueueRow, openPersonalData, openTaskStatement, type ReportPersonalData } from "../cases";
 import { AppError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
@@ -198,4 +198,36 @@ export async function handoffWorkflowReport(call: EffectCall): Promise<EffectRes
     ],
     deliveryIds: [delivery.id],
   };
+}
+
+/**
+ * For the batch that completes a task a handoff put in a queue: the handoff records who completed
+ * it, when, the response's digest and its `outcome` (a string field of the response, if it has
+ * one), audited as `handoff.completed`. Nothing else follows: the handoff node already left, so no
+ * run waits for it. Written only if the task's completion is in the batch before it.
+ */
+export function completeHandoffStatements(
+  db: D1Database,
+  input: { installationId: string; handoffId: string; taskId: string; completedBy: string; outcome: string | null; responseDigest: string; at: string; actor: AuditEventInput["actor"] },
+): D1PreparedStatement[] {
+  return [
+    db
+      .prepare(`UPDATE handoffs SET completed_at = ?3, completed_by = ?4, outcome = ?5, response_digest = ?6
+        WHERE id = ?1 AND task_id = ?2 AND completed_at IS NULL
+          AND EXISTS (SELECT 1 FROM human_tasks WHERE id = ?2 AND state = 'completed' AND completed_by = ?4 AND completed_at = ?3)`)
+      .bind(input.handoffId, input.taskId, input.at, input.completedBy, input.outcome, input.responseDigest),
+    auditStatement(
+      db,
+      {
+        installationId: input.installationId,
+        idempotencyKey: `handoff:${input.handoffId}:completed`,
+        action: "handoff.completed",
+        actor: input.actor,
+        target: { type: "handoff", id: input.handoffId },
+        details: { taskId: input.taskId, reviewer: input.completedBy, outcome: input.outcome, responseDigest: input.responseDigest },
+        at: input.at,
+      },
+      { table: "handoffs", id: input.handoffId, where: { completed_at: input.at, completed_by: input.completedBy } },
+    ),
+  ];
 }

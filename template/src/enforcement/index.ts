@@ -1,5 +1,5 @@
 // Enforcement: webhooks, actions and approvals, messages, decisions, handoffs.
 export { consumeDeliveries } from "./consumer";
-export { completeWorkflowAction, prepareWorkflowAction } from "./actions";
-export { handoffWorkflowReport, recordWorkflowDecision, sendWorkflowMessage, type EffectCall, type EffectResult } from "./effects";
+export { cancelStepProposalStatements, completeWorkflowAction, prepareWorkflowAction, runEndProposalStatements, type ProposalCancelReason } from "./actions";
+export { completeHandoffStatements, handoffWorkflowReport, recordWorkflowDecision, sendWorkflowMessage, type EffectCall, type EffectResult } from "./effects";
 export { WEBHOOK_EVENT_TYPES, enqueueDeliveries, sweepPendingDeliveries } from "./webhooks";

@@ -13,6 +13,7 @@ import { auditStatement, canonicalJson } from "../audit";
 import type { Actor } from "../auth";
 import { openPersonalData, sealPersonalData } from "../cases";
 import { AppError, conflict, notFound } from "../errors";
+import { rowGuardClause, type RowGuard } from "../lib/d1";
 import { allowLocalEgress, egressRefusal } from "../lib/egress";
 import { newId, sha256Hex } from "../lib/crypto";
 
@@ -174,19 +175,22 @@ export interface NewDelivery {
 /**
  * A delivery row for the caller's batch; the payload (which may carry personal data, e.g. a
  * reporter's contact) is sealed at rest and opened only to send it. `INSERT OR IGNORE` on its
- * source keeps a repeated call to one delivery.
+ * source keeps a repeated call to one delivery. With `onlyIf`, the row is written only when that
+ * row exists by then in the batch with those values (e.g. the proposal its approval moved on).
  */
 export async function deliveryStatement(
   env: Env,
   input: { installationId: string; endpointId: string; eventType: string; sourceType: "action" | "message" | "handoff" | "resend"; sourceId: string; data: unknown; at: string },
+  onlyIf?: RowGuard,
 ): Promise<NewDelivery> {
   const id = newId("msg");
   const payload = { type: input.eventType, timestamp: input.at, data: input.data };
   const { sealed } = await sealPersonalData(env, input.installationId, `webhook_delivery:${id}`, payload);
+  const guard = onlyIf ? rowGuardClause(onlyIf, 10) : { sql: "", binds: [] };
   const statement = env.DB.prepare(`
     INSERT OR IGNORE INTO webhook_deliveries (id, installation_id, endpoint_id, event_type, source_type, source_id, payload_sealed, payload_digest, state, attempts, next_attempt_at, created_at, updated_at)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', 0, ?9, ?9, ?9)
-  `).bind(id, input.installationId, input.endpointId, input.eventType, input.sourceType, input.sourceId, sealed, `sha256:${await sha256Hex(canonicalJson(payload))}`, input.at);
+    SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', 0, ?9, ?9, ?9 ${guard.sql}
+  `).bind(id, input.installationId, input.endpointId, input.eventType, input.sourceType, input.sourceId, sealed, `sha256:${await sha256Hex(canonicalJson(payload))}`, input.at, ...guard.binds);
   return { id, statement };
 }
 
@@ -225,13 +229,20 @@ export type DeliveryOutcome = { kind: "delivered" } | { kind: "retry"; delaySeco
 export type DeliveryFinisher = (env: Env, delivery: { id: string; installationId: string; sourceType: string; sourceId: string; delivered: boolean; at: string }) => Promise<D1PreparedStatement[]>;
 
 /**
+ * Asked at send time, after the claim and before any request: a reason its source no longer wants
+ * the delivery sent (e.g. `source_cancelled`: the proposal was cancelled, or its run ended), or
+ * null. A refused delivery ends as `dead` with that reason, without a request.
+ */
+export type DeliveryGate = (env: Env, delivery: { id: string; installationId: string; sourceType: string; sourceId: string }) => Promise<string | null>;
+
+/**
  * One attempt at one delivery: wait until it is due (a backoff or a receiver's `retry-after` is
  * honoured whichever message arrives), claim it, sign per Standard Webhooks (`webhook-id` is the
  * delivery id, the same across retries), POST with a timeout, record the attempt with the
  * delivery's new state and next due time in one batch (plus what the finisher adds when it ends),
  * and say whether to retry. A message that loses the claim to another is skipped.
  */
-export async function attemptDelivery(env: Env, deliveryId: string, finisher: DeliveryFinisher): Promise<DeliveryOutcome> {
+export async function attemptDelivery(env: Env, deliveryId: string, finisher: DeliveryFinisher, gate?: DeliveryGate): Promise<DeliveryOutcome> {
   const delivery = await env.DB.prepare(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE id = ?1`).bind(deliveryId).first<DeliveryRow>();
   if (delivery?.state !== "pending") return { kind: "skip" };
   const due = delivery.nextAttemptAt === null ? 0 : Date.parse(delivery.nextAttemptAt);
@@ -248,7 +259,10 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
   let status: number | null = null;
   let error: string | null = null;
   let retryAfter: number | null = null;
-  if (endpoint?.state !== "enabled") {
+  const refused = gate ? await gate(env, delivery) : null;
+  if (refused) {
+    error = refused;
+  } else if (endpoint?.state !== "enabled") {
     error = "endpoint_disabled";
   } else if (egressRefusal(endpoint.url, { allowLocal: allowLocalEgress(env) })) {
     // Checked again at delivery: a row written before the check existed, or under the local flag.
@@ -280,7 +294,7 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
     }
   }
   const ok = status !== null && status >= 200 && status < 300;
-  const gone = status === 410 || error === "endpoint_disabled" || error === "egress_refused";
+  const gone = status === 410 || refused !== null || error === "endpoint_disabled" || error === "egress_refused";
   const exhausted = !ok && (gone || attempt >= (endpoint?.maxAttempts ?? 1));
   const state = ok ? "delivered" : exhausted ? "dead" : "pending";
   const finishedAt = Date.now();
@@ -395,6 +409,11 @@ export async function getDelivery(env: Env, actor: Actor, id: string) {
 export async function resendDelivery(env: Env, actor: Actor, id: string) {
   const row = await env.DB.prepare(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<DeliveryRow>();
   if (!row) throw notFound("webhook_delivery");
+  if (row.sourceType === "action") {
+    // An action whose proposal was cancelled (its node left, or its run ended) is never sent, not even by hand.
+    const proposal = await env.DB.prepare(`SELECT state FROM action_proposals WHERE id = ?1`).bind(row.sourceId).first<{ state: string }>();
+    if (proposal?.state === "cancelled") throw conflict("webhook_delivery.source_cancelled", "The action proposal of this delivery was cancelled; it is not sent again.");
+  }
   if (row.state === "pending") {
     await enqueueDeliveries(env, [row.id]);
     return { ...(await getDelivery(env, actor, row.id)), requeued: true };

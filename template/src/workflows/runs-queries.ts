@@ -1,6 +1,7 @@
 // SQL for workflow runs, steps, waits and events. Every function that reads tenant data takes the
 // installation id; the ones that do not (host-internal) say so with `Unsafe`.
-import { auditStatement, RUNTIME_ACTOR } from "../audit";
+import { auditStatement, RUNTIME_ACTOR, type AuditEventInput } from "../audit";
+import { runEndTaskStatements } from "../cases";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
 
 export interface RunRow {
@@ -147,11 +148,49 @@ export function runEventStatement(db: D1Database, event: { id: string; installat
     .bind(event.id, event.installationId, event.runId, event.waitId, event.type, event.payloadJson, event.at, ...guard.binds);
 }
 
-/** Host-internal: the sandbox ended a run with an error. Never overrides a terminal or repair state. */
+/**
+ * For the batch that ends a run (after its state change): every wait still waiting is cancelled,
+ * each with a `workflow.wait_cancelled` audit event. The update holds only once the run is
+ * terminal in that batch. Not for `repair_required`: a repaired run resumes its waits.
+ */
+export async function runEndWaitStatements(db: D1Database, input: { installationId: string; runId: string; runState: string; at: string; actor?: AuditEventInput["actor"] }): Promise<D1PreparedStatement[]> {
+  const { results } = await db.prepare(`SELECT id FROM workflow_waits WHERE run_id = ?1 AND state = 'waiting'`).bind(input.runId).all<{ id: string }>();
+  if (results.length === 0) return [];
+  return [
+    db
+      .prepare(`UPDATE workflow_waits SET state = 'cancelled', satisfied_at = ?2 WHERE run_id = ?1 AND state = 'waiting'
+        AND EXISTS (SELECT 1 FROM workflow_runs WHERE id = ?1 AND state IN ('succeeded', 'failed', 'terminated', 'superseded'))`)
+      .bind(input.runId, input.at),
+    ...results.map((row) =>
+      auditStatement(
+        db,
+        {
+          installationId: input.installationId,
+          idempotencyKey: `wait:${row.id}:cancelled`,
+          action: "workflow.wait_cancelled",
+          actor: input.actor ?? RUNTIME_ACTOR,
+          target: { type: "workflow_run", id: input.runId },
+          details: { waitId: row.id, reason: `run_${input.runState}` },
+          at: input.at,
+        },
+        { table: "workflow_waits", id: row.id, where: { state: "cancelled", satisfied_at: input.at } },
+      ),
+    ),
+  ];
+}
+
+/**
+ * Host-internal: the sandbox ended a run with an error. Never overrides a terminal or repair state.
+ * Its waits and tasks end in the same batch. Its open action proposals cannot be cancelled here
+ * (enforcement imports this domain's index, which reaches this module through the loader): they
+ * are refused at approval and at send time (`action_proposal.run_finished`), see
+ * enforcement's runEndProposalStatements.
+ */
 export async function markRunFailedUnsafe(env: Env, runId: string, code: string): Promise<void> {
   const at = new Date().toISOString();
   const run = await env.DB.prepare(`SELECT installation_id AS installationId FROM workflow_runs WHERE id = ?1`).bind(runId).first<{ installationId: string }>();
   if (!run) return;
+  const ended = { installationId: run.installationId, runId, runState: "failed", at };
   await env.DB.batch([
     env.DB.prepare(`
       UPDATE workflow_runs SET state = 'failed', error_code = ?2, error_summary = 'The workflow ended with an error.',
@@ -170,5 +209,7 @@ export async function markRunFailedUnsafe(env: Env, runId: string, code: string)
       },
       { table: "workflow_runs", id: runId, where: { state: "failed", updated_at: at } },
     ),
+    ...(await runEndWaitStatements(env.DB, ended)),
+    ...(await runEndTaskStatements(env.DB, ended)),
   ]);
 }

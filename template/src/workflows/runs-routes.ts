@@ -1,7 +1,8 @@
 // /api/v1/runs: create (Idempotency-Key), list, read with steps and waits, send event, terminate.
 import { routes, withStatus } from "../http/route";
 import { encodeCursor, idempotencyKey } from "../http/validate";
-import { createRun, getRunContent, getRunDetail, sendRunEvent, serializeRun, terminateRun } from "./runs";
+import { createRun, getRunContent, getRunDetail, sendRunEvent, serializeRun } from "./runs";
+import { terminateRun } from "./run-end";
 import { listRunRows } from "./runs-queries";
 import type { JsonObject } from "./types";
 import { RUN_STATES } from "./types";

@@ -1,9 +1,9 @@
-// Workflow runs: create (idempotent), dispatch into Workflows, read, send events, terminate.
+// Workflow runs: create (idempotent), dispatch into Workflows, read, send events (terminate: run-end.ts).
 import { auditStatement, canonicalJson } from "../audit";
-import { cancelRunTasksStatement, openPersonalData } from "../cases";
+import { openPersonalData } from "../cases";
 import { AppError, conflict, notFound } from "../errors";
 import { byteLength, newId, sha256Hex } from "../lib/crypto";
-import { isInstanceAlreadyExists, isInstanceNotLive } from "../lib/workflows";
+import { isInstanceAlreadyExists } from "../lib/workflows";
 import type { Actor } from "../auth";
 import { startDynamicWorkflow } from "./loader";
 import { getRunByIdempotencyKey, getRunRow, listStepRows, listWaitRows, runEventStatement, waitingWaitsForEvent, type RunRow } from "./runs-queries";
@@ -25,7 +25,7 @@ export interface CreateRunInput {
   parent?: { runId: string; nodeId: string };
 }
 
-function isTerminal(state: string): boolean {
+export function isTerminal(state: string): boolean {
   return (TERMINAL_RUN_STATES as readonly string[]).includes(state);
 }
 
@@ -237,34 +237,4 @@ export async function sendRunEvent(env: Env, actor: Actor, runId: string, event:
 /** Wakes the run's wait on `signalType` with the id of an event recorded for it (never the event itself). */
 export async function signalRunEvent(env: Env, runId: string, signalType: string, eventId: string): Promise<void> {
   await (await env.WORKFLOWS.get(runId)).sendEvent({ type: signalType, payload: { eventId } });
-}
-
-/** Marks the run terminated (cancelling its waits and tasks) and then stops its instance. */
-export async function terminateRun(env: Env, actor: Actor, runId: string) {
-  const run = await getRunRow(env.DB, actor.installationId, runId);
-  if (!run) throw notFound("run");
-  if (isTerminal(run.state)) throw conflict("run.terminal", `The run is already ${run.state}.`);
-  const at = new Date().toISOString();
-  await env.DB.batch([
-    env.DB.prepare(`UPDATE workflow_runs SET state = 'terminated', finished_at = ?2, updated_at = ?2, revision = revision + 1
-      WHERE id = ?1 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded')`).bind(run.id, at),
-    env.DB.prepare(`UPDATE workflow_waits SET state = 'cancelled', satisfied_at = ?2 WHERE run_id = ?1 AND state = 'waiting'`).bind(run.id, at),
-    cancelRunTasksStatement(env.DB, { runId: run.id, at }),
-    auditStatement(env.DB, {
-      installationId: actor.installationId,
-      idempotencyKey: `run:${run.id}:terminated`,
-      action: "workflow.run_terminated",
-      actor: actor.audit,
-      target: { type: "workflow_run", id: run.id },
-      details: { previousState: run.state },
-      at,
-    }),
-  ]);
-  try {
-    await (await env.WORKFLOWS.get(run.id)).terminate();
-  } catch (error) {
-    // The instance may already have ended or never started; the run row is authoritative.
-    if (!isInstanceNotLive(error)) throw error;
-  }
-  return serializeRun((await getRunRow(env.DB, actor.installationId, run.id))!);
 }

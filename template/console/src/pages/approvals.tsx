@@ -7,7 +7,7 @@ import { Link } from "../router";
 import { cannotReason, useCan, useSession } from "../session";
 import { Empty, ErrorNote, Json, Loading, PageTitle, shortId, StateBadge, Tabs, Time, useToast } from "../ui";
 
-type Filter = "approval_required" | "applied" | "rejected" | "expired" | "all";
+type Filter = "approval_required" | "applied" | "rejected" | "expired" | "cancelled" | "all";
 
 function ProposalRow({ proposal, canReview, onDone }: { proposal: Proposal; canReview: boolean; onDone: () => void }) {
   const toast = useToast();
@@ -74,7 +74,7 @@ export function ApprovalsPage() {
       <PageTitle subtitle="Actions that automation proposed and that need a person's approval before they are delivered.">Approvals</PageTitle>
       {!canReview ? <p className="note note-info" data-testid="cannot-review">{cannotReason(user.role, "review")}</p> : null}
       <Tabs<Filter> label="Proposal state" value={filter} onChange={setFilter} tabs={[
-        { id: "approval_required", label: "Waiting" }, { id: "applied", label: "Applied" }, { id: "rejected", label: "Rejected" }, { id: "expired", label: "Expired" }, { id: "all", label: "All" },
+        { id: "approval_required", label: "Waiting" }, { id: "applied", label: "Applied" }, { id: "rejected", label: "Rejected" }, { id: "expired", label: "Expired" }, { id: "cancelled", label: "Cancelled" }, { id: "all", label: "All" },
       ]} />
       <div role="tabpanel" id={`panel-${filter}`} aria-labelledby={`tab-${filter}`}>
         <ErrorNote error={proposals.error} retry={proposals.reload} />

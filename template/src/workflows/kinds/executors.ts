@@ -9,6 +9,7 @@ import { loadWorkflowExecutionContext } from "../execution-context";
 import { evaluateInputMapping, evaluateWorkflowExpression, type ExpressionContext } from "../expressions";
 import type { PreparedDelay } from "../runtime-protocol";
 import type { AuthorizedRun } from "../runtime-authorize";
+import { runEndStatements } from "../run-end";
 import { createRun } from "../runs";
 import { MAX_WAIT_SECONDS, type WorkflowNodeV1 } from "../types";
 import { conditionCases, type WorkflowNodeKind } from "./descriptors";
@@ -103,7 +104,10 @@ async function startLinkedWorkflow(call: NodeCall): Promise<StepResult> {
   return { output: { port: "started", linkedRunId: linked.id, workflowVersionId: linked.workflowVersionId, idempotentReplay: replayed } };
 }
 
-/** The end node: its terminal code plus, when mapped, the run's result; the run succeeds in the same batch. */
+/**
+ * The end node: its terminal code plus, when mapped, the run's result; the run succeeds in the
+ * same batch, and whatever it still had open (waits, tasks, proposals of other branches) is cancelled.
+ */
 async function endRun(call: NodeCall): Promise<StepResult> {
   const { env, run, node } = call;
   const terminalCode = typeof node.config.terminal_code === "string" ? node.config.terminal_code : "complete";
@@ -115,7 +119,8 @@ async function endRun(call: NodeCall): Promise<StepResult> {
       waiting_at = NULL, updated_at = ?4, revision = revision + 1
     WHERE id = ?1 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded')
   `).bind(run.id, canonicalJson(output), node.id, at);
-  return { output, statements: [succeeded] };
+  // What other branches left open (a wait, a task, a proposal) ends with the run, in the same batch.
+  return { output, statements: [succeeded, ...(await runEndStatements(env.DB, { installationId: run.installationId, runId: run.id, runState: "succeeded", at }))] };
 }
 
 /** An effect executor of the enforcement domain, given the node's loaded context. */

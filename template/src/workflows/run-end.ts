@@ -1,0 +1,59 @@
+// What ends with a run: its waits (workflows), its tasks (cases) and its open action proposals
+// (enforcement), each cancelled and audited in the batch that moves the run to a terminal state.
+// Not reachable from the workflows index (enforcement imports that index), so it may import
+// enforcement: the run's routes, the end node's executor and the runtime capability use it.
+// `repair_required` is not an end: a repaired run resumes from its waits, tasks and proposals.
+import { auditStatement, type AuditEventInput } from "../audit";
+import type { Actor } from "../auth";
+import { runEndTaskStatements } from "../cases";
+import { runEndProposalStatements } from "../enforcement";
+import { conflict, notFound } from "../errors";
+import { isInstanceNotLive } from "../lib/workflows";
+import { isTerminal, serializeRun } from "./runs";
+import { getRunRow, runEndWaitStatements } from "./runs-queries";
+
+/**
+ * The statements to put in a run's batch after the update that makes it terminal: waits, tasks
+ * and open proposals of the run cancelled, each audited. Each holds only if the run is terminal
+ * by then in the batch, so a batch whose run update did nothing cancels nothing.
+ */
+export async function runEndStatements(
+  db: D1Database,
+  input: { installationId: string; runId: string; runState: "terminated" | "failed" | "succeeded" | "superseded"; at: string; actor?: AuditEventInput["actor"] },
+): Promise<D1PreparedStatement[]> {
+  const [waits, tasks, proposals] = await Promise.all([runEndWaitStatements(db, input), runEndTaskStatements(db, input), runEndProposalStatements(db, input)]);
+  return [...waits, ...tasks, ...proposals];
+}
+
+/** Marks the run terminated (cancelling its waits, tasks and open proposals) and then stops its instance. */
+export async function terminateRun(env: Env, actor: Actor, runId: string) {
+  const run = await getRunRow(env.DB, actor.installationId, runId);
+  if (!run) throw notFound("run");
+  if (isTerminal(run.state)) throw conflict("run.terminal", `The run is already ${run.state}.`);
+  const at = new Date().toISOString();
+  await env.DB.batch([
+    env.DB.prepare(`UPDATE workflow_runs SET state = 'terminated', finished_at = ?2, updated_at = ?2, revision = revision + 1
+      WHERE id = ?1 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded')`).bind(run.id, at),
+    auditStatement(
+      env.DB,
+      {
+        installationId: actor.installationId,
+        idempotencyKey: `run:${run.id}:terminated`,
+        action: "workflow.run_terminated",
+        actor: actor.audit,
+        target: { type: "workflow_run", id: run.id },
+        details: { previousState: run.state },
+        at,
+      },
+      { table: "workflow_runs", id: run.id, where: { state: "terminated", updated_at: at } },
+    ),
+    ...(await runEndStatements(env.DB, { installationId: actor.installationId, runId: run.id, runState: "terminated", at, actor: actor.audit })),
+  ]);
+  try {
+    await (await env.WORKFLOWS.get(run.id)).terminate();
+  } catch (error) {
+    // The instance may already have ended or never started; the run row is authoritative.
+    if (!isInstanceNotLive(error)) throw error;
+  }
+  return serializeRun((await getRunRow(env.DB, actor.installationId, run.id))!);
+}
