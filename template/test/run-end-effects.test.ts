@@ -167,8 +167,15 @@ describe("effects after a run ends", () => {
     const { apiKey, version } = await setup("/ok/ended");
     const run = await startRun(apiKey, version.id, { authorityMode: "assisted", input: { postId: "p4" } });
     const proposal = await openProposal(apiKey, run.id);
-    // A (code-first) kernel that reaches an end node while the action still waits for approval.
+    // A kernel cannot jump to the end while the action waits: the host refuses a node nothing recorded leads to…
     const runtime = capability({ artifactId: version.artifact.id, workflowVersionId: version.id });
+    await expect(runtime.executeNode({ runId: run.id, authorityMode: "assisted", nodeId: "applied", nodeKind: "end" })).rejects.toThrow("runtime.node_not_reached");
+    // …so let the record lead there (as a finished action step would), and the end closes what is left open.
+    const stepId = `${run.id}:remove:main:1`;
+    await env.DB.batch([
+      env.DB.prepare("UPDATE workflow_step_runs SET state = 'succeeded' WHERE id = ?1").bind(stepId),
+      env.DB.prepare("INSERT INTO workflow_step_outputs (step_run_id, inline_json, digest, size_bytes, created_at) VALUES (?1, '{\"port\":\"applied\"}', 'sha256:x', 18, ?2) ON CONFLICT(step_run_id) DO NOTHING").bind(stepId, new Date().toISOString()),
+    ]);
     expect(await runtime.executeNode({ runId: run.id, authorityMode: "assisted", nodeId: "applied", nodeKind: "end" })).toEqual({ port: "terminal" });
     expect((await api(`/api/v1/runs/${run.id}`, { key: apiKey })).body.state).toBe("succeeded");
     expect((await api(`/api/v1/action-proposals/${proposal.id}`, { key: apiKey })).body).toMatchObject({ state: "cancelled", cancelReason: "run_succeeded" });

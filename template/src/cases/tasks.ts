@@ -326,7 +326,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
   if (outcome && row.appealId) {
     statements.push(
       env.DB.prepare(`UPDATE appeals SET state = ?3, decided_by = ?4, decided_at = ?5, updated_at = ?5 WHERE installation_id = ?1 AND id = ?2 AND state = 'open'
-        AND EXISTS (SELECT 1 FROM workflow_events WHERE id = ?6)`).bind(actor.installationId, row.appealId, outcome, who, now, eventId),
+        AND EXISTS (SELECT 1 FROM workflow_events WHERE installation_id = ?1 AND id = ?6)`).bind(actor.installationId, row.appealId, outcome, who, now, eventId),
       auditStatement(
         env.DB,
         {

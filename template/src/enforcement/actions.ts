@@ -53,7 +53,7 @@ export async function createActionType(env: Env, actor: Actor, input: { key: str
     if (isUniqueViolation(error)) throw conflict("action_type.key_taken", "An action type with this key already exists.");
     throw error;
   }
-  return serializeType((await env.DB.prepare(`SELECT ${TYPE_COLUMNS} FROM action_types WHERE id = ?1`).bind(id).first<ActionTypeRow>())!);
+  return serializeType((await env.DB.prepare(`SELECT ${TYPE_COLUMNS} FROM action_types WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<ActionTypeRow>())!);
 }
 
 export async function listActionTypes(env: Env, actor: Actor) {
@@ -149,7 +149,7 @@ async function actionDelivery(
 ) {
   let subject: unknown = null;
   if (row.reportId) {
-    const report = await env.DB.prepare(`SELECT subject_kind AS kind, subject_id AS id FROM reports WHERE id = ?1`).bind(row.reportId).first();
+    const report = await env.DB.prepare(`SELECT subject_kind AS kind, subject_id AS id FROM reports WHERE installation_id = ?1 AND id = ?2`).bind(row.installationId, row.reportId).first();
     subject = report ?? null;
   }
   return deliveryStatement(
@@ -384,8 +384,9 @@ export async function decideProposal(env: Env, actor: Actor, proposalId: string,
   }
   if (row.expiresAt <= at) throw conflict("action_proposal.expired", "The proposal expired before it was decided.");
   const who = input.approver ?? actor.audit.id;
-  const typeRow = await env.DB.prepare(`SELECT ${TYPE_COLUMNS} FROM action_types WHERE id = ?1`).bind(row.actionTypeId).first<ActionTypeRow>();
-  const delivery = input.approve ? await actionDelivery(env, row, typeRow!, who, at, { table: "action_proposals", id: proposalId, where: { state: "delivery_pending", decided_at: at } }) : null;
+  const typeRow = await env.DB.prepare(`SELECT ${TYPE_COLUMNS} FROM action_types WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, row.actionTypeId).first<ActionTypeRow>();
+  if (!typeRow) throw notFound("action_type");
+  const delivery = input.approve ? await actionDelivery(env, row, typeRow, who, at, { table: "action_proposals", id: proposalId, where: { state: "delivery_pending", decided_at: at } }) : null;
   const next = input.approve ? "delivery_pending" : "rejected";
   const [update] = await env.DB.batch([
     env.DB.prepare(`UPDATE action_proposals SET state = ?3, decided_by = ?4, decided_at = ?5, decision_reason = ?6, delivery_id = ?7, updated_at = ?5

@@ -3,7 +3,7 @@
 // identifiers) and its effects are written idempotently, with their audit event, in one batch.
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { AppError } from "../errors";
-import { enqueueDeliveries, completeWorkflowAction, prepareWorkflowAction } from "../enforcement";
+import { cancelStepProposalStatements, enqueueDeliveries, completeWorkflowAction, prepareWorkflowAction } from "../enforcement";
 import { sealPersonalData } from "../cases";
 import { openView } from "./content-access";
 import { assembleContext, contextStatements, loadNodeContext, nodeReadsContent, type ContextReads, type LoadedContext } from "./execution-context";
@@ -317,7 +317,9 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
       const recorded = await recordedHostError(this.env.DB, stepId, errorCode);
       if (node.errorPort) {
         const output = { port: node.errorPort, errorCode, exhausted: true };
-        await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output, state: "failed", errorCode });
+        // An action sent to its error port leaves no proposal to approve.
+        const cancel = node.kind === "action" ? cancelStepProposalStatements(this.env.DB, { installationId: run.installationId, runId: run.id, stepId, reason: "node_error_port", at: now() }) : [];
+        await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output, state: "failed", errorCode, extra: cancel });
         return forKernel(output);
       }
       const at = now();
@@ -330,6 +332,8 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
           WHERE id = ?1 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded')
         `).bind(run.id, errorCode, summary.slice(0, 2000), node.id, at, recorded?.detailsJson ?? null),
         runtimeAudit(this.env.DB, run, { key: `step:${stepId}:repair_required`, action: "workflow.run_repair_required", details: { nodeId: node.id, branchKey, errorCode }, at }),
+        // The failed node's own proposal ends; the run's other waits and tasks stay for a repair.
+        ...(node.kind === "action" ? cancelStepProposalStatements(this.env.DB, { installationId: run.installationId, runId: run.id, stepId, reason: "node_failed", at }) : []),
       ]);
       throw denied("workflow.node_failure_unhandled");
     });
