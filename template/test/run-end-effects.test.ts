@@ -174,7 +174,10 @@ describe("effects after a run ends", () => {
     const stepId = `${run.id}:remove:main:1`;
     await env.DB.batch([
       env.DB.prepare("UPDATE workflow_step_runs SET state = 'succeeded' WHERE id = ?1").bind(stepId),
-      env.DB.prepare("INSERT INTO workflow_step_outputs (step_run_id, inline_json, digest, size_bytes, created_at) VALUES (?1, '{\"port\":\"applied\"}', 'sha256:x', 18, ?2) ON CONFLICT(step_run_id) DO NOTHING").bind(stepId, new Date().toISOString()),
+      env.DB.prepare("INSERT INTO workflow_step_outputs (step_run_id, inline_json, digest, size_bytes, created_at) VALUES (?1, '{\"port\":\"applied\"}', 'sha256:x', 18, ?2) ON CONFLICT(step_run_id) DO NOTHING").bind(
+        stepId,
+        new Date().toISOString(),
+      ),
     ]);
     expect(await runtime.executeNode({ runId: run.id, authorityMode: "assisted", nodeId: "applied", nodeKind: "end" })).toEqual({ port: "terminal" });
     expect((await api(`/api/v1/runs/${run.id}`, { key: apiKey })).body.state).toBe("succeeded");
