@@ -255,7 +255,9 @@ describe("shadow evaluation and backtests", () => {
     const started = await api(`/api/v1/workflow-versions/${version.id}/backtests`, { key: apiKey, body: { from: since } });
     expect(started.status).toBe(202);
     expect(started.body.progress.total).toBe(200);
-    const deadline = Date.now() + 150_000;
+    // Durable backtests run at a few runs per second inside the test pool, slower still on a busy
+    // machine (issue 14 replaces them with a host-side walker); the wait is generous, not a target.
+    const deadline = Date.now() + 270_000;
     let backtest = started.body;
     while (backtest.state !== "completed" && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 250));
@@ -273,5 +275,5 @@ describe("shadow evaluation and backtests", () => {
     expect(outcomes.filter((o) => o === "remove")).toHaveLength(150);
     const decisions = await env.DB.prepare("SELECT COUNT(*) AS n FROM decisions d JOIN workflow_runs r ON r.id = d.run_id WHERE r.backtest_id = ?").bind(started.body.id).first<{ n: number }>();
     expect(decisions?.n).toBe(0);
-  }, 180_000);
+  }, 300_000);
 });
