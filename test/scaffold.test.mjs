@@ -107,7 +107,7 @@ test("the project, its Worker and its D1 database, R2 bucket, Queues and Workflo
   const config = readJsonc(path.join(project, "wrangler.jsonc"));
   assert.equal(config.name, NAME);
   assert.deepEqual(config.d1_databases.map((d) => d.database_name), [NAME]);
-  assert.deepEqual(config.r2_buckets.map((b) => b.bucket_name), [`${NAME}-artifacts`]);
+  assert.deepEqual(config.r2_buckets.map((b) => b.bucket_name), [`${NAME}-artifacts`, `${NAME}-audit-anchors`]);
   assert.deepEqual(config.workflows.map((w) => w.name), [`${NAME}-dynamic-workflow`]);
   const queues = [...config.queues.producers.map((q) => q.queue), ...config.queues.consumers.map((q) => q.queue)];
   assert.ok(queues.includes(`${NAME}-deliveries`));
@@ -119,7 +119,7 @@ test("the project, its Worker and its D1 database, R2 bucket, Queues and Workflo
   assert.deepEqual(bindings(config), bindings(template));
   const declared = bindings(config);
   assert.deepEqual(declared.d1, ["DB"]);
-  assert.deepEqual(declared.r2, ["WORKFLOW_ARTIFACTS"]);
+  assert.deepEqual(declared.r2, ["WORKFLOW_ARTIFACTS", "AUDIT_ANCHORS"]);
   assert.ok(declared.producers.includes("DELIVERIES"));
   assert.ok(config.queues.consumers.some((q) => q.queue === `${NAME}-deliveries`), "DELIVERIES is consumed too");
   assert.deepEqual(declared.workflows, [["WORKFLOWS", "DynamicWorkflow"]]);
@@ -142,6 +142,8 @@ test("secrets are listed, and the README explains start, test, resources and dep
     "npm run deploy",
     "npx wrangler d1 create my-desk",
     "npx wrangler r2 bucket create my-desk-artifacts",
+    "npx wrangler r2 bucket create my-desk-audit-anchors",
+    "npx wrangler secret put AUDIT_CHECKPOINT_KEY",
     ...[...queues].map((queue) => `npx wrangler queues create ${queue}`),
     "npx wrangler secret put ADMIN_TOKEN",
     "npx wrangler secret put REPORT_MASTER_KEY",
