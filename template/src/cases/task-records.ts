@@ -114,6 +114,10 @@ export async function sealLegacyTaskContexts(env: Env, limit = 100): Promise<{ s
   return { sealed: statements.length };
 }
 
+/** The lease sweep's selection (?1 now, ?2 limit); exported for the bench's query plan. */
+export const LAPSED_LEASES_SQL = `SELECT id, installation_id AS installationId, queue_id AS queueId, claimed_by AS claimedBy, lease_expires_at AS leaseExpiresAt
+  FROM human_tasks WHERE state = 'claimed' AND lease_expires_at <= ?1 ORDER BY lease_expires_at LIMIT ?2`;
+
 /** Lapsed leases the schedule clears per run (the rest at the next run). */
 const LEASE_SWEEP_LIMIT = 200;
 
@@ -126,11 +130,7 @@ const LEASE_SWEEP_LIMIT = 200;
  */
 export async function sweepLapsedLeases(env: Env, now: Date = new Date(), limit = LEASE_SWEEP_LIMIT): Promise<{ released: number }> {
   const at = now.toISOString();
-  const { results } = await env.DB.prepare(`
-    SELECT id, installation_id AS installationId, queue_id AS queueId, claimed_by AS claimedBy, lease_expires_at AS leaseExpiresAt
-    FROM human_tasks WHERE state = 'claimed' AND lease_expires_at <= ?1 ORDER BY lease_expires_at LIMIT ?2`)
-    .bind(at, limit)
-    .all<{ id: string; installationId: string; queueId: string | null; claimedBy: string | null; leaseExpiresAt: string }>();
+  const { results } = await env.DB.prepare(LAPSED_LEASES_SQL).bind(at, limit).all<{ id: string; installationId: string; queueId: string | null; claimedBy: string | null; leaseExpiresAt: string }>();
   if (results.length === 0) return { released: 0 };
   const statements = results.flatMap((row) => [
     env.DB.prepare(`UPDATE human_tasks SET state = 'open', claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL, updated_at = ?3

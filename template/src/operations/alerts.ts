@@ -106,6 +106,10 @@ export async function listAlerts(env: Env, actor: Actor, options: { limit: numbe
   };
 }
 
+/** Tasks of an installation (?1) newly past due in (?2, ?3]; exported for the bench's query plan. */
+export const SLA_BREACHES_SQL = `SELECT COUNT(*) AS n, MIN(due_at) AS firstDueAt FROM human_tasks
+  WHERE installation_id = ?1 AND state IN ('open', 'claimed') AND due_at > ?2 AND due_at <= ?3`;
+
 interface Detected {
   kind: AlertKind;
   key: string;
@@ -114,7 +118,7 @@ interface Detected {
 
 async function slaBreaches(db: D1Database, installationId: string, from: string, to: string): Promise<Detected | null> {
   const [total, queues, sample] = await db.batch<Record<string, unknown>>([
-    db.prepare(`SELECT COUNT(*) AS n, MIN(due_at) AS firstDueAt FROM human_tasks WHERE installation_id = ?1 AND state IN ('open', 'claimed') AND due_at > ?2 AND due_at <= ?3`).bind(installationId, from, to),
+    db.prepare(SLA_BREACHES_SQL).bind(installationId, from, to),
     db
       .prepare(`SELECT t.queue_id AS queueId, q.name AS queueName, COUNT(*) AS count FROM human_tasks t LEFT JOIN queues q ON q.id = t.queue_id
       WHERE t.installation_id = ?1 AND t.state IN ('open', 'claimed') AND t.due_at > ?2 AND t.due_at <= ?3 GROUP BY t.queue_id ORDER BY count DESC LIMIT ?4`)

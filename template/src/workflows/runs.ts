@@ -239,6 +239,10 @@ export async function signalRunEvent(env: Env, runId: string, signalType: string
   await (await env.WORKFLOWS.get(runId)).sendEvent({ type: signalType, payload: { eventId } });
 }
 
+/** The dispatch sweep's selection (?1 cutoff, ?2 limit); exported for the bench's query plan. */
+export const PENDING_DISPATCH_SQL = `SELECT id, installation_id AS installationId FROM workflow_runs
+  WHERE state IN ('created', 'dispatch_pending') AND updated_at < ?1 ORDER BY updated_at LIMIT ?2`;
+
 /** A dispatch younger than this may still be in flight in its request; the sweep leaves it alone. */
 export const REDISPATCH_GRACE_MS = 60_000;
 
@@ -249,8 +253,7 @@ export const REDISPATCH_GRACE_MS = 60_000;
  * so a run dispatched twice has one instance; a run that fails again stays pending for the next run.
  */
 export async function redispatchPendingRuns(env: Env, ctx: ExecutionContext, now: Date = new Date(), limit = 25): Promise<{ redispatched: number; failed: number }> {
-  const { results } = await env.DB.prepare(`SELECT id, installation_id AS installationId FROM workflow_runs
-    WHERE state IN ('created', 'dispatch_pending') AND updated_at < ?1 ORDER BY updated_at LIMIT ?2`)
+  const { results } = await env.DB.prepare(PENDING_DISPATCH_SQL)
     .bind(new Date(now.getTime() - REDISPATCH_GRACE_MS).toISOString(), limit)
     .all<{ id: string; installationId: string }>();
   const summary = { redispatched: 0, failed: 0 };

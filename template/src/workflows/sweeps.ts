@@ -7,6 +7,27 @@ import { signalRunEvent } from "./runs";
 import { deadlineEventId } from "./runs-queries";
 import type { WorkflowGraphV1 } from "./types";
 
+/** The sweeps' selections, exported for the bench's query plans. Waits past a cutoff (?1), ?2 at most. */
+export const EXPIRED_WAITS_SQL = `SELECT w.id, w.run_id AS runId, r.installation_id AS installationId, w.signal_type AS signalType, w.deadline_at AS deadlineAt
+  FROM workflow_waits w JOIN workflow_runs r ON r.id = w.run_id
+  WHERE w.state = 'waiting' AND w.deadline_at < ?1 AND w.wait_type IN ('event', 'human_task')
+  AND r.state IN ('queued', 'running', 'waiting')
+  AND NOT EXISTS (SELECT 1 FROM workflow_events e WHERE e.id = w.id || ':deadline')
+  ORDER BY w.deadline_at LIMIT ?2`;
+/** Live runs whose last update is before ?1 and not yet flagged for it. */
+export const STALLED_LIVE_SQL = `SELECT r.id, r.installation_id AS installationId, r.state, r.current_node_id AS currentNodeId, r.updated_at AS updatedAt,
+  r.workflow_version_id AS workflowVersionId, v.graph_json AS graphJson
+  FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
+  WHERE r.state IN ('queued', 'running') AND r.updated_at < ?1 AND r.stalled_at IS NOT r.updated_at
+  ORDER BY r.updated_at LIMIT ?2`;
+/** Waiting runs whose wait got its deadline event before ?1 and is still open. */
+export const STALLED_WAITING_SQL = `SELECT DISTINCT r.id, r.installation_id AS installationId, r.state, r.current_node_id AS currentNodeId, r.updated_at AS updatedAt,
+  r.workflow_version_id AS workflowVersionId, '' AS graphJson
+  FROM workflow_waits w JOIN workflow_runs r ON r.id = w.run_id
+  WHERE w.state = 'waiting' AND w.deadline_at < ?1 AND r.state = 'waiting' AND r.stalled_at IS NOT r.updated_at
+  AND EXISTS (SELECT 1 FROM workflow_events e WHERE e.id = w.id || ':deadline' AND e.created_at < ?1)
+  ORDER BY w.deadline_at LIMIT ?2`;
+
 /** The engine's own timer gets this long past a deadline before the sweep steps in. */
 export const WAIT_DEADLINE_GRACE_MS = 60_000;
 /** A step's timeout when its node names none (the kernel's default). */
@@ -24,15 +45,7 @@ const SCHEDULE_ACTOR = { type: "system", id: "schedule" } as const;
  */
 export async function sweepExpiredWaits(env: Env, now: Date = new Date(), limit = 100): Promise<{ closed: number; failed: number }> {
   const cutoff = new Date(now.getTime() - WAIT_DEADLINE_GRACE_MS).toISOString();
-  const { results } = await env.DB.prepare(`
-    SELECT w.id, w.run_id AS runId, r.installation_id AS installationId, w.signal_type AS signalType, w.deadline_at AS deadlineAt
-    FROM workflow_waits w JOIN workflow_runs r ON r.id = w.run_id
-    WHERE w.state = 'waiting' AND w.deadline_at < ?1 AND w.wait_type IN ('event', 'human_task')
-      AND r.state IN ('queued', 'running', 'waiting')
-      AND NOT EXISTS (SELECT 1 FROM workflow_events e WHERE e.id = w.id || ':deadline')
-    ORDER BY w.deadline_at LIMIT ?2`)
-    .bind(cutoff, limit)
-    .all<{ id: string; runId: string; installationId: string; signalType: string; deadlineAt: string }>();
+  const { results } = await env.DB.prepare(EXPIRED_WAITS_SQL).bind(cutoff, limit).all<{ id: string; runId: string; installationId: string; signalType: string; deadlineAt: string }>();
   const summary = { closed: 0, failed: 0 };
   const at = now.toISOString();
   for (const wait of results) {
@@ -107,21 +120,7 @@ function allowanceMs(graphJson: string, nodeId: string | null, cache: Map<string
 export async function sweepStalledRuns(env: Env, now: Date = new Date(), limit = 100): Promise<{ stalled: number; checked: number }> {
   const minimum = new Date(now.getTime() - DEFAULT_STEP_TIMEOUT_SECONDS * 1_000).toISOString();
   const deadline = new Date(now.getTime() - 2 * WAIT_DEADLINE_GRACE_MS).toISOString();
-  const [live, waiting] = await env.DB.batch<StallCandidate>([
-    env.DB.prepare(`
-      SELECT r.id, r.installation_id AS installationId, r.state, r.current_node_id AS currentNodeId, r.updated_at AS updatedAt,
-        r.workflow_version_id AS workflowVersionId, v.graph_json AS graphJson
-      FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
-      WHERE r.state IN ('queued', 'running') AND r.updated_at < ?1 AND r.stalled_at IS NOT r.updated_at
-      ORDER BY r.updated_at LIMIT ?2`).bind(minimum, limit),
-    env.DB.prepare(`
-      SELECT DISTINCT r.id, r.installation_id AS installationId, r.state, r.current_node_id AS currentNodeId, r.updated_at AS updatedAt,
-        r.workflow_version_id AS workflowVersionId, '' AS graphJson
-      FROM workflow_waits w JOIN workflow_runs r ON r.id = w.run_id
-      WHERE w.state = 'waiting' AND w.deadline_at < ?1 AND r.state = 'waiting' AND r.stalled_at IS NOT r.updated_at
-        AND EXISTS (SELECT 1 FROM workflow_events e WHERE e.id = w.id || ':deadline' AND e.created_at < ?1)
-      ORDER BY w.deadline_at LIMIT ?2`).bind(deadline, limit),
-  ]);
+  const [live, waiting] = await env.DB.batch<StallCandidate>([env.DB.prepare(STALLED_LIVE_SQL).bind(minimum, limit), env.DB.prepare(STALLED_WAITING_SQL).bind(deadline, limit)]);
   const cache = new Map<string, WorkflowGraphV1>();
   const stalled = [...(live?.results ?? []).filter((run) => Date.parse(run.updatedAt) + allowanceMs(run.graphJson, run.currentNodeId, cache) < now.getTime()), ...(waiting?.results ?? [])];
   const at = now.toISOString();
