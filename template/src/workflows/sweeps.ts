@@ -20,8 +20,8 @@ export const STALLED_LIVE_SQL = `SELECT r.id, r.installation_id AS installationI
   FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
   WHERE r.state IN ('queued', 'running') AND r.updated_at < ?1 AND r.stalled_at IS NOT r.updated_at
   ORDER BY r.updated_at LIMIT ?2`;
-/** Waiting runs whose wait got its deadline event before ?1 and is still open. */
-export const STALLED_WAITING_SQL = `SELECT DISTINCT r.id, r.installation_id AS installationId, r.state, r.current_node_id AS currentNodeId, r.updated_at AS updatedAt,
+/** Waiting runs whose wait got its deadline event before ?1 and is still open (a run with two such waits comes twice; the second flag is a no-op). */
+export const STALLED_WAITING_SQL = `SELECT r.id, r.installation_id AS installationId, r.state, r.current_node_id AS currentNodeId, r.updated_at AS updatedAt,
   r.workflow_version_id AS workflowVersionId, '' AS graphJson
   FROM workflow_waits w JOIN workflow_runs r ON r.id = w.run_id
   WHERE w.state = 'waiting' AND w.deadline_at < ?1 AND r.state = 'waiting' AND r.stalled_at IS NOT r.updated_at
