@@ -3,7 +3,7 @@
 // crons, scripts/local-cron.mjs calls the same handler every minute (npm start, the smoke harness,
 // the bench); tests call the Worker's `scheduled` handler directly.
 //
-// Adding a sweep: export an async function `(env, now) => summary` from your domain's index.ts and
+// Adding a sweep: export an async function `(env, now, ctx?) => summary` from your domain's index.ts and
 // add one entry below. A sweep must be bounded (a fixed amount of work per run; the next run goes
 // on) and idempotent (running it twice, or concurrently, does no harm). Its summary is a small
 // object of counts: it is logged as is, so it must never hold secrets or personal data. Each run's

@@ -119,6 +119,9 @@ describe("alerts raised by the schedule", () => {
     }, "the alert");
     expect(log).toHaveLength(1);
     expect(log[0]).toMatchObject({ verified: true, data: { count: 1, sampleDeliveryIds: [deadId], groups: [{ eventType: "message.send", endpointId: gone.body.id, lastError: "http_410", count: 1 }] } });
+    // An alert's delivery that dies (its endpoint gone) does not raise an alert about itself.
+    await env.DB.prepare("UPDATE webhook_deliveries SET state = 'dead', updated_at = ?2 WHERE installation_id = ?1 AND source_type = 'alert'").bind(installationId, later(150_000).toISOString()).run();
+    expect((await sweepAlerts(env, later(180_000))).raised).toBe(0);
   });
 
   it("a spike of repair_required runs: one alert.repair_spike per 15 minutes, over the threshold only", async () => {

@@ -205,10 +205,16 @@ async function alertInstallation(env: Env, row: SettingsRow, now: Date): Promise
       WHERE installation_id = ?1 AND sla_checked_until = ?5 AND dead_checked_until = ?6`).bind(row.installationId, slaTo, deadTo, at, row.slaCheckedUntil, row.deadCheckedUntil),
   ];
   const deliveries: string[] = [];
+  // Due now by the consumer's clock (a scheduled time slightly ahead would hold the first attempt back).
+  const sendAt = new Date(Math.min(now.getTime(), Date.now())).toISOString();
   for (const alert of found) {
     const alertId = newId("alr");
     const data = { alertId, kind: alert.kind, installationId: row.installationId, raisedAt: at, ...alert.details };
-    const delivery = await deliveryStatement(env, { installationId: row.installationId, endpointId: row.endpointId, eventType: `alert.${alert.kind}`, sourceType: "alert", sourceId: alertId, data, at }, { table: "alerts", id: alertId });
+    const delivery = await deliveryStatement(
+      env,
+      { installationId: row.installationId, endpointId: row.endpointId, eventType: `alert.${alert.kind}`, sourceType: "alert", sourceId: alertId, data, at: sendAt },
+      { table: "alerts", id: alertId },
+    );
     deliveries.push(delivery.id);
     statements.push(
       env.DB.prepare(`INSERT OR IGNORE INTO alerts (id, installation_id, kind, alert_key, endpoint_id, details_json, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)`).bind(
