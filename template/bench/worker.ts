@@ -192,7 +192,7 @@ async function seedQueue(env: BenchEnv, body: SeedBody): Promise<Response> {
  * The scheduled sweep over a seeded queue: POST /bench/sweep-lapse {queueId, count} gives `count`
  * of its open tasks a lease that lapsed an hour ago; POST /bench/sweep-plans {installationId} is
  * EXPLAIN QUERY PLAN of each sweep's selection (the very statements the sweeps run, imported);
- * POST /bench/sweep-runs {ranAt} the sweep_runs rows one scheduled run recorded.
+ * POST /bench/sweep-runs {since} the sweep_runs rows of the first scheduled run recorded since then.
  */
 async function lapseLeases(env: BenchEnv, body: { queueId?: unknown; count?: unknown }): Promise<Response> {
   const count = Number(body.count);
@@ -227,9 +227,13 @@ async function sweepPlans(env: BenchEnv, body: { installationId?: unknown }): Pr
   return json({ plans });
 }
 
-async function sweepRunsAt(env: BenchEnv, body: { ranAt?: unknown }): Promise<Response> {
-  if (typeof body.ranAt !== "string") return json({ error: { code: "bench.sweep_runs_invalid" } }, 400);
-  const { results } = await env.DB.prepare(`SELECT name, ok, counts_json AS counts, ms, error FROM sweep_runs WHERE ran_at = ?1 ORDER BY id`).bind(body.ranAt).all();
+/** The rows of the first scheduled run recorded at or after `since` (the scheduled time the handler got). */
+async function sweepRunsAt(env: BenchEnv, body: { since?: unknown }): Promise<Response> {
+  if (typeof body.since !== "string") return json({ error: { code: "bench.sweep_runs_invalid" } }, 400);
+  const { results } = await env.DB.prepare(`SELECT name, ran_at AS ranAt, ok, counts_json AS counts, ms, error FROM sweep_runs
+    WHERE ran_at = (SELECT MIN(ran_at) FROM sweep_runs WHERE ran_at >= ?1) ORDER BY id`)
+    .bind(body.since)
+    .all();
   return json({ runs: results.map((row) => ({ ...row, counts: JSON.parse(String(row.counts)) as unknown })) });
 }
 

@@ -47,11 +47,13 @@ export async function sectionSweeps(api, base, adminToken, versionId) {
   );
   if (problems.length > 0) throw new Error(`sweep plans: ${problems.join("; ")}`);
 
-  // A scheduled time of its own (the minute driver may also run meanwhile): its rows in sweep_runs are this run's.
-  const scheduledTime = Date.now() + 1;
-  const run = await triggerScheduled(base, { scheduledTime });
+  // The handler's scheduled time is its own clock's (the middleware does not take ours): the rows are
+  // those of the first run recorded from now on (the minute driver's, should it fire first: the same work).
+  const since = new Date(Date.now() - 1_000).toISOString();
+  const run = await triggerScheduled(base);
   if (!run.ok) throw new Error(`sweeps: the scheduled run failed (${run.status} ${run.outcome})`);
-  const { runs } = await api("/bench/sweep-runs", { body: { ranAt: new Date(scheduledTime).toISOString() }, key: adminToken });
+  const { runs } = await api("/bench/sweep-runs", { body: { since }, key: adminToken });
+  if (runs.length === 0) throw new Error("sweeps: the scheduled run recorded no sweep_runs rows");
   const failed = runs.filter((row) => !row.ok);
   if (failed.length > 0) throw new Error(`sweeps: ${failed.map((row) => `${row.name} (${row.error})`).join(", ")} failed`);
   const lease = runs.find((row) => row.name === "cases.lapsed_leases");
