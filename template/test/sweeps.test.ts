@@ -152,6 +152,21 @@ describe("the deadline sweep", () => {
     expect(await sweepExpiredWaits(env)).toEqual({ closed: 0, failed: 0 });
   });
 
+  it("a review task past its deadline expires and the run leaves by the timeout port", async () => {
+    const { apiKey } = await newInstallation();
+    const queue = await api("/api/v1/queues", { key: apiKey, body: { name: "deadlines", slaSeconds: 60 } });
+    const version = await publish(apiKey, reviewGraph("deadlines"));
+    const run = await startRun(apiKey, version.id);
+    const { wait } = await waitForWait(apiKey, run.id);
+    await env.DB.prepare("UPDATE workflow_waits SET deadline_at = ?2 WHERE id = ?1")
+      .bind(wait.id, new Date(Date.now() - 2 * 60_000).toISOString())
+      .run();
+    expect(await sweepExpiredWaits(env)).toEqual({ closed: 1, failed: 0 });
+    expect(await waitForRun(apiKey, run.id)).toMatchObject({ state: "succeeded", output: { terminalCode: "expired" } });
+    expect((await api(`/api/v1/queues/${queue.body.id}/tasks?state=expired`, { key: apiKey })).body.items).toHaveLength(1);
+    expect(await sweepExpiredWaits(env)).toEqual({ closed: 0, failed: 0 });
+  });
+
   it("leaves a wait alone before its deadline", async () => {
     const { apiKey } = await newInstallation();
     const version = await publish(apiKey, waitGraph);
@@ -191,6 +206,30 @@ describe("the stalled-run sweep", () => {
     await env.DB.prepare("UPDATE workflow_runs SET updated_at = ?2 WHERE id = ?1").bind(stuck, later).run();
     expect((await sweepStalledRuns(env)).stalled).toBe(1);
     expect(await count("SELECT COUNT(*) AS n FROM audit_events WHERE action = 'workflow.run_stalled' AND target_id = ?", stuck)).toBe(2);
+  });
+});
+
+describe("the stalled-run sweep, waiting runs", () => {
+  it("flags a waiting run whose wait is still open well after its deadline event", async () => {
+    const { apiKey } = await newInstallation();
+    const version = await publish(apiKey, waitGraph);
+    const run = await startRun(apiKey, version.id);
+    const { run: detail, wait } = await waitForWait(apiKey, run.id);
+    // The deadline passed ten minutes ago and its event was recorded five minutes ago, yet the run never woke.
+    await env.DB.batch([
+      env.DB.prepare("UPDATE workflow_waits SET deadline_at = ?2 WHERE id = ?1").bind(wait.id, new Date(Date.now() - 600_000).toISOString()),
+      env.DB.prepare("INSERT INTO workflow_events (id, installation_id, run_id, wait_id, type, payload_json, created_at) SELECT ?1, installation_id, id, ?2, 'workflow.wait_deadline', '{}', ?3 FROM workflow_runs WHERE id = ?4").bind(
+        `${wait.id}:deadline`,
+        wait.id,
+        new Date(Date.now() - 300_000).toISOString(),
+        run.id,
+      ),
+    ]);
+    expect((await sweepStalledRuns(env)).stalled).toBe(1);
+    expect((await sweepStalledRuns(env)).stalled).toBe(0);
+    const flagged = await env.DB.prepare("SELECT details_json AS details FROM audit_events WHERE action = 'workflow.run_stalled' AND target_id = ?").bind(run.id).all();
+    expect(flagged.results).toHaveLength(1);
+    expect(JSON.parse(String(flagged.results[0]!.details))).toMatchObject({ state: "waiting", nodeId: "await", lastProgressAt: detail.updatedAt });
   });
 });
 
