@@ -18,6 +18,10 @@ import { expressionBudget } from "./expression-budget";
 import { executeBuiltin } from "../src/automation/builtins";
 import { executeComponentVersion, getComponentVersionRow } from "../src/automation/components";
 import { sealPersonalData } from "../src/cases/report-crypto";
+import { LAPSED_LEASES_SQL } from "../src/cases/task-records";
+import { SLA_BREACHES_SQL } from "../src/operations/alerts";
+import { PENDING_DISPATCH_SQL } from "../src/workflows/runs";
+import { EXPIRED_WAITS_SQL, STALLED_LIVE_SQL, STALLED_WAITING_SQL } from "../src/workflows/sweeps";
 import { intakeReport, type ReportInput } from "../src/cases/reports";
 import { fireTriggers } from "../src/cases/triggers";
 import type { Actor } from "../src/http/auth";
@@ -182,6 +186,55 @@ async function seedQueue(env: BenchEnv, body: SeedBody): Promise<Response> {
     `).bind(from, from + count - 1, installationId, runId, `sr_bench_${queueId}_`, queueId, REVIEW_SCHEMA_JSON, base, at),
   ]);
   return json({ steps: steps!.meta.changes, tasks: tasks!.meta.changes, foreignKeysEnforced: foreignKeys });
+}
+
+/**
+ * The scheduled sweep over a seeded queue: POST /bench/sweep-lapse {queueId, count} gives `count`
+ * of its open tasks a lease that lapsed an hour ago; POST /bench/sweep-plans {installationId} is
+ * EXPLAIN QUERY PLAN of each sweep's selection (the very statements the sweeps run, imported);
+ * POST /bench/sweep-runs {since} the sweep_runs rows of the first scheduled run recorded since then.
+ */
+async function lapseLeases(env: BenchEnv, body: { queueId?: unknown; count?: unknown }): Promise<Response> {
+  const count = Number(body.count);
+  if (typeof body.queueId !== "string" || !Number.isInteger(count) || count < 1 || count > 10_000) return json({ error: { code: "bench.lapse_invalid" } }, 400);
+  const lapsed = new Date(Date.now() - 3_600_000).toISOString();
+  const result = await env.DB.prepare(`UPDATE human_tasks SET state = 'claimed', claimed_by = 'bench', claimed_at = ?2, lease_expires_at = ?2
+    WHERE id IN (SELECT id FROM human_tasks WHERE queue_id = ?1 AND state = 'open' ORDER BY id LIMIT ?3)`)
+    .bind(body.queueId, lapsed, count)
+    .run();
+  return json({ lapsed: result.meta.changes });
+}
+
+const SWEEP_PLANS: Record<string, { sql: string; index: string; binds: (now: string, installationId: string) => unknown[] }> = {
+  "cases.lapsed_leases": { sql: LAPSED_LEASES_SQL, index: "human_tasks_lease", binds: (now) => [now, 200] },
+  "workflows.redispatch": { sql: PENDING_DISPATCH_SQL, index: "workflow_runs_dispatch", binds: (now) => [now, 25] },
+  "workflows.expired_waits": { sql: EXPIRED_WAITS_SQL, index: "workflow_waits_deadline", binds: (now) => [now, 100] },
+  "workflows.stalled_runs (live)": { sql: STALLED_LIVE_SQL, index: "workflow_runs_live", binds: (now) => [now, 100] },
+  "workflows.stalled_runs (waiting)": { sql: STALLED_WAITING_SQL, index: "workflow_waits_deadline", binds: (now) => [now, 100] },
+  "operations.alerts (sla)": { sql: SLA_BREACHES_SQL, index: "human_tasks_open_due", binds: (now, installationId) => [installationId, new Date(Date.parse(now) - 60_000).toISOString(), now] },
+};
+
+async function sweepPlans(env: BenchEnv, body: { installationId?: unknown }): Promise<Response> {
+  if (typeof body.installationId !== "string") return json({ error: { code: "bench.plan_invalid" } }, 400);
+  const now = new Date().toISOString();
+  const plans: Record<string, { index: string; plan: { id: number; parent: number; detail: string }[] }> = {};
+  for (const [name, { sql, index, binds }] of Object.entries(SWEEP_PLANS)) {
+    const { results } = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`)
+      .bind(...binds(now, body.installationId))
+      .all<{ id: number; parent: number; detail: string }>();
+    plans[name] = { index, plan: results.map((row) => ({ id: row.id, parent: row.parent, detail: row.detail })) };
+  }
+  return json({ plans });
+}
+
+/** The rows of the first scheduled run recorded at or after `since` (the scheduled time the handler got). */
+async function sweepRunsAt(env: BenchEnv, body: { since?: unknown }): Promise<Response> {
+  if (typeof body.since !== "string") return json({ error: { code: "bench.sweep_runs_invalid" } }, 400);
+  const { results } = await env.DB.prepare(`SELECT name, ran_at AS ranAt, ok, counts_json AS counts, ms, error FROM sweep_runs
+    WHERE ran_at = (SELECT MIN(ran_at) FROM sweep_runs WHERE ran_at >= ?1) ORDER BY id`)
+    .bind(body.since)
+    .all();
+  return json({ runs: results.map((row) => ({ ...row, counts: JSON.parse(String(row.counts)) as unknown })) });
 }
 
 interface CursorInput {
@@ -504,6 +557,8 @@ function json(body: unknown, status = 200): Response {
 
 /** POST /bench/bare {steps} creates an instance; GET /bench/bare/:id reports its status and times. */
 async function benchRoute(request: Request, env: BenchEnv, ctx: ExecutionContext, url: URL): Promise<Response> {
+  // Where the sweep section's alerts go (a signed webhook, so no bearer token): accepted, unread.
+  if (request.method === "POST" && url.pathname === "/bench/alert-sink") return new Response(null, { status: 204 });
   const token = /^Bearer\s+(\S+)$/u.exec(request.headers.get("authorization") ?? "")?.[1];
   if (!env.ADMIN_TOKEN || !token || !timingSafeEqual(token, env.ADMIN_TOKEN)) return json({ error: { code: "auth.unauthenticated" } }, 401);
   if (request.method === "POST" && url.pathname === "/bench/bare") {
@@ -532,6 +587,9 @@ async function benchRoute(request: Request, env: BenchEnv, ctx: ExecutionContext
   if (request.method === "POST" && url.pathname === "/bench/audit-seed") return seedAudit(env, (await request.json().catch(() => ({}))) as { installationId?: unknown; upTo?: unknown });
   if (request.method === "POST" && url.pathname === "/bench/queue-seed") return seedQueue(env, (await request.json().catch(() => ({}))) as SeedBody);
   if (request.method === "POST" && url.pathname === "/bench/queue-plan") return explainListing(env, (await request.json().catch(() => ({}))) as Parameters<typeof explainListing>[1]);
+  if (request.method === "POST" && url.pathname === "/bench/sweep-lapse") return lapseLeases(env, (await request.json().catch(() => ({}))) as Parameters<typeof lapseLeases>[1]);
+  if (request.method === "POST" && url.pathname === "/bench/sweep-plans") return sweepPlans(env, (await request.json().catch(() => ({}))) as Parameters<typeof sweepPlans>[1]);
+  if (request.method === "POST" && url.pathname === "/bench/sweep-runs") return sweepRunsAt(env, (await request.json().catch(() => ({}))) as Parameters<typeof sweepRunsAt>[1]);
   if (request.method === "POST" && url.pathname === "/bench/queue-keys") return listingKeysAt(env, (await request.json().catch(() => ({}))) as Parameters<typeof listingKeysAt>[1]);
   if (request.method === "POST" && url.pathname === "/bench/webhook-bare") return bareWebhooks((await request.json().catch(() => ({}))) as Parameters<typeof bareWebhooks>[0]);
   if (request.method === "POST" && url.pathname === "/bench/action-timings") return actionTimings(env, (await request.json().catch(() => ({}))) as Parameters<typeof actionTimings>[1]);

@@ -46,6 +46,9 @@ export const TABLE_OWNERS = {
   console_users: "console",
   console_sessions: "console",
   console_signin_links: "console",
+  sweep_runs: "operations",
+  alert_settings: "operations",
+  alerts: "operations",
 };
 
 /**
@@ -64,11 +67,20 @@ function tsFiles(dir) {
   });
 }
 
+/** The tables the migrations leave, in order: created, renamed (a rebuild's new table) and dropped. */
 export function migrationTables(migrationsDir) {
   const tables = new Set();
-  for (const name of readdirSync(migrationsDir).filter((file) => file.endsWith(".sql"))) {
-    for (const match of readFileSync(join(migrationsDir, name), "utf8").matchAll(/CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?([a-z_][a-z0-9_]*)/giu)) {
-      tables.add(match[1].toLowerCase());
+  const DDL = /CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?([a-z_][a-z0-9_]*)|ALTER\s+TABLE\s+([a-z_][a-z0-9_]*)\s+RENAME\s+TO\s+([a-z_][a-z0-9_]*)|DROP\s+TABLE\s+(?:IF\s+EXISTS\s+)?([a-z_][a-z0-9_]*)/giu;
+  for (const name of readdirSync(migrationsDir)
+    .filter((file) => file.endsWith(".sql"))
+    .sort()) {
+    for (const [, created, renamedFrom, renamedTo, dropped] of readFileSync(join(migrationsDir, name), "utf8").matchAll(DDL)) {
+      if (created) tables.add(created.toLowerCase());
+      if (renamedFrom) {
+        tables.delete(renamedFrom.toLowerCase());
+        tables.add(renamedTo.toLowerCase());
+      }
+      if (dropped) tables.delete(dropped.toLowerCase());
     }
   }
   return tables;

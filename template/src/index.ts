@@ -21,8 +21,8 @@ export default {
     batch.queue.endsWith("-backtests") ? consumeBacktests(batch as Parameters<typeof consumeBacktests>[0], env, ctx) : consumeDeliveries(batch as MessageBatch<{ deliveryId?: unknown }>, env),
   // Every minute (triggers.crons); locally driven by scripts/local-cron.mjs. A run where a sweep
   // failed throws after all sweeps ran, so the platform records the invocation as failed.
-  async scheduled(controller: ScheduledController, env: Env) {
-    const run = await runSchedule(env, controller);
+  async scheduled(controller: ScheduledController, env: Env, ctx?: ExecutionContext) {
+    const run = await runSchedule(env, controller, undefined, ctx);
     if (!run.ok)
       throw new Error(
         `schedule.sweep_failed: ${run.sweeps

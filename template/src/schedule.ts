@@ -3,26 +3,39 @@
 // crons, scripts/local-cron.mjs calls the same handler every minute (npm start, the smoke harness,
 // the bench); tests call the Worker's `scheduled` handler directly.
 //
-// Adding a sweep: export an async function `(env, now) => summary` from your domain's index.ts and
+// Adding a sweep: export an async function `(env, now, ctx?) => summary` from your domain's index.ts and
 // add one entry below. A sweep must be bounded (a fixed amount of work per run; the next run goes
 // on) and idempotent (running it twice, or concurrently, does no harm). Its summary is a small
-// object of counts: it is logged as is, so it must never hold secrets or personal data.
+// object of counts: it is logged as is, so it must never hold secrets or personal data. Each run's
+// results are recorded in sweep_runs (operations/sweep-runs.ts), where the metrics read them.
 import { sweepAuditChains } from "./audit";
-import { sealLegacyTaskContexts } from "./cases";
+import { sealLegacyTaskContexts, sweepLapsedLeases } from "./cases";
 import { sweepPendingDeliveries } from "./enforcement";
 import { errorCode } from "./errors";
-import { sealLegacyStepOutputs } from "./workflows";
+import { recordSweepRuns, sweepAlerts } from "./operations";
+import { redispatchPendingRuns, sealLegacyStepOutputs, sweepExpiredWaits, sweepStalledRuns } from "./workflows";
 
 export interface Sweep {
   /** `domain.what`, as it appears in the run summary. */
   name: string;
-  run(env: Env, now: Date): Promise<Record<string, number>>;
+  /** `ctx` is the scheduled event's (absent when a test calls runSchedule without one). */
+  run(env: Env, now: Date, ctx?: ExecutionContext): Promise<Record<string, number>>;
 }
 
 /** THE list of sweeps, run in this order on every scheduled event. */
 export const SWEEPS: readonly Sweep[] = [
+  // Lapsed leases back in their queue: state open, no claimant (task.lease_lapsed).
+  { name: "cases.lapsed_leases", run: (env, now) => sweepLapsedLeases(env, now) },
+  // Runs left dispatch_pending are dispatched again (starting an instance needs the event's ctx).
+  { name: "workflows.redispatch", run: async (env, now, ctx) => (ctx ? redispatchPendingRuns(env, ctx, now) : { redispatched: 0, failed: 0, skipped: 1 }) },
+  // Waits past their deadline that the engine missed: the deadline recorded, the run signalled.
+  { name: "workflows.expired_waits", run: (env, now) => sweepExpiredWaits(env, now) },
+  // Runs with no progress past their node's timeout (or their wait's deadline): workflow.run_stalled.
+  { name: "workflows.stalled_runs", run: (env, now) => sweepStalledRuns(env, now) },
   { name: "enforcement.outbox", run: (env, now) => sweepPendingDeliveries(env, now) },
   { name: "audit.seal_and_verify", run: async (env) => ({ ...(await sweepAuditChains(env)) }) },
+  // After the audit sweep, so a broken chain it found is alerted in the same run.
+  { name: "operations.alerts", run: (env, now) => sweepAlerts(env, now) },
   // Migration 0007: rows written in plaintext before content sealing (a no-op once none are left).
   { name: "cases.seal_legacy_task_contexts", run: (env) => sealLegacyTaskContexts(env, 200) },
   { name: "workflows.seal_legacy_step_outputs", run: (env) => sealLegacyStepOutputs(env, 200) },
@@ -47,17 +60,22 @@ export interface ScheduleRun {
  * Runs every sweep, one after the other; one that throws is recorded (its error code only) and
  * the others still run. Logs one `schedule.run` line with the summary.
  */
-export async function runSchedule(env: Env, event: { cron: string; scheduledTime: number }, sweeps: readonly Sweep[] = SWEEPS): Promise<ScheduleRun> {
+export async function runSchedule(env: Env, event: { cron: string; scheduledTime: number }, sweeps: readonly Sweep[] = SWEEPS, ctx?: ExecutionContext): Promise<ScheduleRun> {
   const now = new Date(event.scheduledTime);
   const results: SweepResult[] = [];
   for (const sweep of sweeps) {
     const started = Date.now();
     try {
-      const summary = await sweep.run(env, now);
+      const summary = await sweep.run(env, now, ctx);
       results.push({ name: sweep.name, ok: true, ms: Date.now() - started, summary });
     } catch (error) {
       results.push({ name: sweep.name, ok: false, ms: Date.now() - started, error: errorCode(error) });
     }
+  }
+  try {
+    await recordSweepRuns(env, now, results);
+  } catch (error) {
+    results.push({ name: "operations.record_sweep_runs", ok: false, ms: 0, error: errorCode(error) });
   }
   const run: ScheduleRun = { cron: event.cron, scheduledTime: now.toISOString(), ok: results.every((r) => r.ok), sweeps: results };
   (run.ok ? console.log : console.error)(JSON.stringify({ event: "schedule.run", ...run }));

@@ -108,6 +108,7 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   CreateAppeal: (f) => ({ reportId: f.report, decisionId: f.decision, reason: "tenancy check" }),
   ResolveAppeal: () => ({ outcome: "overturned", reason: "tenancy check" }),
   CreateWebhookEndpoint: () => ({ url: "https://hooks.product.test/ok/tenancy-new" }),
+  AlertSettings: (f) => ({ endpointId: f.endpoint }),
   CreateActionType: (f) => ({ key: `k-${crypto.randomUUID()}`, name: "Tenancy", endpointId: f.endpoint }),
   DecideProposal: () => ({ approver: "mallory" }),
   RejectProposal: () => ({ reason: "tenancy check" }),

@@ -13,7 +13,7 @@ export {
   type ReportSummary,
 } from "./reports-queries";
 export { openPersonalData, rewrapDataKeys, sealPersonalData } from "./report-crypto";
-export { closeStepTaskStatement, openTaskStatement, runEndTaskStatements, sealLegacyTaskContexts } from "./task-records";
+export { closeStepTaskStatement, openTaskStatement, runEndTaskStatements, sealLegacyTaskContexts, sweepLapsedLeases } from "./task-records";
 export {
   APPEAL_OUTCOMES,
   APPELLANT_ROLES,

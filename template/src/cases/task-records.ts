@@ -113,3 +113,42 @@ export async function sealLegacyTaskContexts(env: Env, limit = 100): Promise<{ s
   if (statements.length > 0) await env.DB.batch(statements);
   return { sealed: statements.length };
 }
+
+/** The lease sweep's selection (?1 now, ?2 limit); exported for the bench's query plan. */
+export const LAPSED_LEASES_SQL = `SELECT id, installation_id AS installationId, queue_id AS queueId, claimed_by AS claimedBy, lease_expires_at AS leaseExpiresAt
+  FROM human_tasks WHERE state = 'claimed' AND lease_expires_at <= ?1 ORDER BY lease_expires_at LIMIT ?2`;
+
+/** Lapsed leases the schedule clears per run (the rest at the next run). */
+const LEASE_SWEEP_LIMIT = 200;
+
+/**
+ * The lease sweep (on the schedule; bounded, idempotent). A claimed task whose lease lapsed is
+ * already served again by `/next` and listed as open; this makes the row say so: state `open`, no
+ * claimant, no lease, with a `task.lease_lapsed` audit event naming who held it. Each update holds
+ * only while the row still has the lease it was read with, so a reviewer who claims it in between
+ * keeps their claim, and a second run finds nothing.
+ */
+export async function sweepLapsedLeases(env: Env, now: Date = new Date(), limit = LEASE_SWEEP_LIMIT): Promise<{ released: number }> {
+  const at = now.toISOString();
+  const { results } = await env.DB.prepare(LAPSED_LEASES_SQL).bind(at, limit).all<{ id: string; installationId: string; queueId: string | null; claimedBy: string | null; leaseExpiresAt: string }>();
+  if (results.length === 0) return { released: 0 };
+  const statements = results.flatMap((row) => [
+    env.DB.prepare(`UPDATE human_tasks SET state = 'open', claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL, updated_at = ?3
+      WHERE id = ?1 AND state = 'claimed' AND lease_expires_at = ?2`).bind(row.id, row.leaseExpiresAt, at),
+    auditStatement(
+      env.DB,
+      {
+        installationId: row.installationId,
+        idempotencyKey: `task:${row.id}:lease_lapsed:${row.leaseExpiresAt}`,
+        action: "task.lease_lapsed",
+        actor: { type: "system", id: "schedule" },
+        target: { type: "task", id: row.id },
+        details: { reviewer: row.claimedBy, queueId: row.queueId, leaseExpiresAt: row.leaseExpiresAt },
+        at,
+      },
+      { table: "human_tasks", id: row.id, where: { state: "open", updated_at: at } },
+    ),
+  ]);
+  const written = await env.DB.batch(statements);
+  return { released: written.filter((result, index) => index % 2 === 0 && result.meta.changes === 1).length };
+}

@@ -2,4 +2,4 @@
 export { consumeDeliveries } from "./consumer";
 export { cancelStepProposalStatements, completeWorkflowAction, prepareWorkflowAction, runEndProposalStatements, type ProposalCancelReason } from "./actions";
 export { completeHandoffStatements, handoffWorkflowReport, recordWorkflowDecision, sendWorkflowMessage, type EffectCall, type EffectResult } from "./effects";
-export { WEBHOOK_EVENT_TYPES, enqueueDeliveries, sweepPendingDeliveries } from "./webhooks";
+export { ALERT_EVENT_TYPES, WEBHOOK_EVENT_TYPES, deliveryStatement, enqueueDeliveries, getEndpointRow, sweepPendingDeliveries, type NewDelivery } from "./webhooks";

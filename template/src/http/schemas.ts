@@ -5,6 +5,7 @@ import { AI_OUTPUT_FORMATS, AI_PROVIDER_KINDS } from "../automation";
 import { APPEAL_OUTCOMES, APPELLANT_ROLES, DSA_KEYWORDS, REPORT_SOURCES, SUBJECT_KINDS, TRIGGER_EVENTS } from "../cases";
 import { CONSOLE_ROLES } from "../console";
 import { WEBHOOK_EVENT_TYPES } from "../enforcement";
+import { ALERT_KINDS } from "../operations";
 import { AUTHORITY_MODES } from "../workflows";
 import { SCOPES } from "./auth";
 
@@ -168,6 +169,16 @@ export const schemas = {
       eventTypes: { type: "array", uniqueItems: true, items: { enum: WEBHOOK_EVENT_TYPES }, description: "Events delivered without being named (messages, handoffs); action types name their endpoint." },
       retryBaseSeconds: { type: "integer", minimum: 0, maximum: 3600, description: "Base of the exponential backoff, default 5." },
       maxAttempts: { type: "integer", minimum: 5, maximum: 20, description: "Attempts before dead-letter, default 8." },
+    },
+  },
+  AlertSettings: {
+    type: "object",
+    required: ["endpointId"],
+    additionalProperties: false,
+    properties: {
+      endpointId: { type: "string", minLength: 1, maxLength: 200, description: "A webhook endpoint of this installation: alerts are delivered there as alert.<kind>, signed like every delivery." },
+      kinds: { type: "array", uniqueItems: true, items: { enum: ALERT_KINDS }, description: "The alerts to send; default all." },
+      repairSpikeThreshold: { type: "integer", minimum: 1, maximum: 100000, description: "Runs entering repair_required within 15 minutes that make a spike; default 10." },
     },
   },
   CreateActionType: {

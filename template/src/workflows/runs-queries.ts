@@ -138,6 +138,11 @@ export function firstEventOfWaitUnsafe(db: D1Database, waitId: string) {
  * Records an event for a wait (before the run is signalled, so completeWait can verify it). With
  * `onlyIf`, only when that row exists by then in the batch (e.g. the task the event completes).
  */
+/** The id of the event the schedule records when a wait's deadline passed (workflows/sweeps.ts): completeWait takes it as the timeout. */
+export function deadlineEventId(waitId: string): string {
+  return `${waitId}:deadline`;
+}
+
 export function runEventStatement(db: D1Database, event: { id: string; installationId: string; runId: string; waitId: string; type: string; payloadJson: string; at: string }, onlyIf?: RowGuard): D1PreparedStatement {
   const guard = onlyIf ? rowGuardClause(onlyIf, 8) : { sql: "", binds: [] };
   return db

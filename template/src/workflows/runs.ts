@@ -1,7 +1,7 @@
 // Workflow runs: create (idempotent), dispatch into Workflows, read, send events (terminate: run-end.ts).
 import { auditStatement, canonicalJson } from "../audit";
 import { openPersonalData } from "../cases";
-import { AppError, conflict, notFound } from "../errors";
+import { AppError, conflict, errorCode, notFound } from "../errors";
 import { byteLength, newId, sha256Hex } from "../lib/crypto";
 import { isInstanceAlreadyExists } from "../lib/workflows";
 import type { Actor } from "../auth";
@@ -237,4 +237,48 @@ export async function sendRunEvent(env: Env, actor: Actor, runId: string, event:
 /** Wakes the run's wait on `signalType` with the id of an event recorded for it (never the event itself). */
 export async function signalRunEvent(env: Env, runId: string, signalType: string, eventId: string): Promise<void> {
   await (await env.WORKFLOWS.get(runId)).sendEvent({ type: signalType, payload: { eventId } });
+}
+
+/** The dispatch sweep's selection (?1 cutoff, ?2 limit); exported for the bench's query plan. */
+export const PENDING_DISPATCH_SQL = `SELECT id, installation_id AS installationId FROM workflow_runs
+  WHERE state IN ('created', 'dispatch_pending') AND updated_at < ?1 ORDER BY updated_at LIMIT ?2`;
+
+/** A dispatch younger than this may still be in flight in its request; the sweep leaves it alone. */
+export const REDISPATCH_GRACE_MS = 60_000;
+
+/**
+ * The dispatch sweep (on the schedule; bounded, idempotent): runs left `dispatch_pending` (their
+ * instance failed to start and nobody repeated the request) are dispatched again, oldest first,
+ * through the same `dispatchRun` as createRun. An instance that already exists counts as started,
+ * so a run dispatched twice has one instance; a run that fails again stays pending for the next run.
+ */
+export async function redispatchPendingRuns(env: Env, ctx: ExecutionContext, now: Date = new Date(), limit = 25): Promise<{ redispatched: number; failed: number }> {
+  const { results } = await env.DB.prepare(PENDING_DISPATCH_SQL)
+    .bind(new Date(now.getTime() - REDISPATCH_GRACE_MS).toISOString(), limit)
+    .all<{ id: string; installationId: string }>();
+  const summary = { redispatched: 0, failed: 0 };
+  for (const { id, installationId } of results) {
+    const run = await getRunRow(env.DB, installationId, id);
+    if (run?.state !== "dispatch_pending" && run?.state !== "created") continue;
+    const at = new Date().toISOString();
+    try {
+      await dispatchRun(env, ctx, run);
+      summary.redispatched += 1;
+      await auditStatement(env.DB, {
+        installationId,
+        idempotencyKey: `run:${id}:redispatched`,
+        action: "workflow.run_redispatched",
+        actor: { type: "system", id: "schedule" },
+        target: { type: "workflow_run", id },
+        details: { pendingSince: run.updatedAt },
+        at,
+      }).run();
+    } catch (error) {
+      summary.failed += 1;
+      // To the back of the line, so runs that keep failing do not hold up the others.
+      console.error(JSON.stringify({ event: "run.redispatch_failed", runId: id, code: errorCode(error) }));
+      await env.DB.prepare(`UPDATE workflow_runs SET updated_at = ?2 WHERE id = ?1 AND state IN ('created', 'dispatch_pending')`).bind(id, at).run();
+    }
+  }
+  return summary;
 }

@@ -8,7 +8,7 @@ import { evaluateInputMapping } from "./expressions";
 import { denied, type AuthorizedRun } from "./runtime-authorize";
 import type { NodeOutput, PreparedWait, WaitResult } from "./runtime-protocol";
 import { now, runProgress, runtimeAudit, stepUpsert } from "./runtime-records";
-import { waitOfStepUnsafe } from "./runs-queries";
+import { deadlineEventId, waitOfStepUnsafe } from "./runs-queries";
 import type { WorkflowNodeV1 } from "./types";
 
 const DEFAULT_WAIT_SECONDS = 86_400;
@@ -96,7 +96,10 @@ export async function completeWaitStatements(env: Env, input: { run: AuthorizedR
   }
   const at = now();
   let output: NodeOutput;
-  const timedOut = eventResult?.status === "timed_out";
+  // The deadline event the schedule records when the engine missed a deadline (workflows/sweeps.ts)
+  // is a timeout, held to the same recorded deadline.
+  const deadlineEvent = eventResult?.status === "received" && (eventResult.event as { eventId?: unknown } | null)?.eventId === deadlineEventId(wait.id);
+  const timedOut = eventResult?.status === "timed_out" || deadlineEvent;
   // The kernel's "timed out" is a claim: the recorded deadline decides (a little clock skew allowed;
   // an early claim is retried, so an honest kernel whose clock runs ahead still gets through).
   if (timedOut && Date.now() + WAIT_DEADLINE_SKEW_MS < Date.parse(wait.deadlineAt)) {
