@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { canonicalJson } from "../src/audit";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { sha256Hex } from "../src/lib/crypto";
-import { ADMIN_TOKEN, api, edge, newInstallation, publish } from "./helpers";
+import { ADMIN_TOKEN, api, edge, newInstallation, publish, waitForRun } from "./helpers";
 
 const reviewGraph = {
   schemaVersion: 1,
@@ -20,11 +20,30 @@ const reviewGraph = {
 
 const DESCRIPTION = "This account keeps posting scam links to my DMs";
 
+/** A graph over the inline limit, so its artifact lives in R2 (`WORKFLOW_ARTIFACTS`). */
+function largeGraph() {
+  const filler = `${crypto.randomUUID()} ${"x".repeat(4_000)}`;
+  const nodes: unknown[] = [{ id: "start", kind: "start" }];
+  const edges = [];
+  let previous = "start";
+  let port = "success";
+  for (let i = 0; i < 20; i++) {
+    nodes.push({ id: `n${i}`, kind: "condition", config: { cases: [], case_ports: [], default_port: "next", description: filler } });
+    edges.push(edge(previous, port, `n${i}`));
+    previous = `n${i}`;
+    port = "next";
+  }
+  nodes.push({ id: "done", kind: "end" });
+  edges.push(edge(previous, port, "done"));
+  return { schemaVersion: 1, nodes, edges };
+}
+
 async function installationWithData() {
   const { id, apiKey } = await newInstallation("backup");
   const queue = await api("/api/v1/queues", { key: apiKey, body: { name: "backup-q", slaSeconds: 3600 } });
   expect(queue.status).toBe(201);
   const version = await publish(apiKey, reviewGraph);
+  const large = await publish(apiKey, largeGraph());
   const trigger = await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", when: "true", workflowVersionId: version.id, authorityMode: "autonomous" } });
   expect(trigger.status).toBe(201);
   const report = await api("/api/v1/reports", {
@@ -38,7 +57,7 @@ async function installationWithData() {
     if (!task) await new Promise((resolve) => setTimeout(resolve, 50));
   }
   expect(task).toBeDefined();
-  return { id, apiKey, queueId: queue.body.id as string, reportId: report.body.id as string, taskId: task!.id };
+  return { id, apiKey, queueId: queue.body.id as string, reportId: report.body.id as string, taskId: task!.id, largeVersionId: large.id, artifactKey: `artifacts/${large.artifact.digest.slice(7)}.js` };
 }
 
 /** Removes every row of the installation and its R2 anchor, as if restoring into a fresh state folder. */
@@ -73,8 +92,10 @@ describe("backup and restore", () => {
     expect(refused.status).toBe(409);
     expect(refused.body.error.code).toBe("installation_import.exists");
 
+    expect(backup.objects).toContainEqual(expect.objectContaining({ bucket: "WORKFLOW_ARTIFACTS", key: a.artifactKey }));
     await removeInstallation(a.id);
-    expect((await api("/api/v1/tasks", { key: a.apiKey })).status).toBe(401);
+    await env.WORKFLOW_ARTIFACTS.delete(a.artifactKey);
+    expect((await api(`/api/v1/queues/${a.queueId}/tasks`, { key: a.apiKey })).status).toBe(401);
 
     const restored = await restore(backup);
     expect(restored.status).toBe(201);
@@ -89,6 +110,12 @@ describe("backup and restore", () => {
     expect(JSON.stringify(report.body)).toContain(DESCRIPTION);
     const tasks = await api(`/api/v1/queues/${a.queueId}/tasks`, { key: a.apiKey });
     expect(tasks.body.items.map((t: { id: string }) => t.id)).toEqual([a.taskId]);
+    // The large artifact is back in R2, digest-checked when a run loads it.
+    const read = await api(`/api/v1/workflow-versions/${a.largeVersionId}`, { key: a.apiKey });
+    expect(read.body.artifact.storage).toBe("r2");
+    const run = await api("/api/v1/runs", { key: a.apiKey, body: { workflowVersionId: a.largeVersionId, authorityMode: "shadow", input: {} } });
+    expect(run.status).toBe(201);
+    expect((await waitForRun(a.apiKey, run.body.id)).state).toBe("succeeded");
     const task = await api(`/api/v1/tasks/${a.taskId}`, { key: a.apiKey });
     expect(task.status).toBe(200);
     expect(JSON.stringify(task.body)).toContain("scams_and_fraud");
