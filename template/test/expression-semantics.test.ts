@@ -134,5 +134,16 @@ describe("a published version keeps its semantics", () => {
     expect(refused.body.error.code).toBe("trigger.when_invalid");
     const accepted = await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", when, workflowVersionId: json.id, authorityMode: "shadow" } });
     expect(accepted.status).toBe(201);
+
+    // At intake each trigger's when runs under its own version's semantics.
+    const even = "report.evidenceCount % 2 == 0";
+    const legacyTrigger = await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", when: even, workflowVersionId: legacy.id, authorityMode: "shadow" } });
+    const jsonTrigger = await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", when: even, workflowVersionId: json.id, authorityMode: "shadow" } });
+    expect([legacyTrigger.status, jsonTrigger.status]).toEqual([201, 201]);
+    const report = await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "account", id: "acct-semantics" }, category: "scams_and_fraud" } });
+    expect(report.status).toBe(201);
+    const outcomes = new Map(report.body.runs.map((r: { triggerId: string }) => [r.triggerId, r]));
+    expect(outcomes.get(legacyTrigger.body.id)).toMatchObject({ error: "expression.failed" });
+    expect(outcomes.get(jsonTrigger.body.id)).toMatchObject({ runId: expect.any(String) });
   });
 });
