@@ -3,9 +3,12 @@
 // unless SAFEST_API_KEY names another installation's admin key. Sealed data stays sealed: the
 // file opens only where REPORT_MASTER_KEY and AUDIT_CHECKPOINT_KEY are the same (keep .dev.vars).
 import { writeFileSync } from "node:fs";
+import path from "node:path";
 import { baseUrl, fail, installationKey, option } from "./local-state.mjs";
 
-const out = option("out");
+const given = option("out");
+// npm runs the script in template/; a relative path is the one the user typed, from where npm ran.
+const out = given ? path.resolve(process.env.INIT_CWD || process.cwd(), given) : undefined;
 if (!out) fail("usage: npm run backup -- --out <file.json>");
 const key = installationKey();
 if (!key) fail("no installation key: set SAFEST_API_KEY, or run `npm start` once so the demo installation exists.");
