@@ -25,6 +25,7 @@ import { EXPIRED_WAITS_SQL, STALLED_LIVE_SQL, STALLED_WAITING_SQL } from "../src
 import { intakeReport, type ReportInput } from "../src/cases/reports";
 import { fireTriggers } from "../src/cases/triggers";
 import type { Actor } from "../src/http/auth";
+import { installationDeleteStatements } from "../src/installations/backup";
 import { schemas } from "../src/http/schemas";
 import { validateBody } from "../src/http/validate";
 import platform from "../src/index";
@@ -595,6 +596,14 @@ async function benchRoute(request: Request, env: BenchEnv, ctx: ExecutionContext
   if (request.method === "POST" && url.pathname === "/bench/action-timings") return actionTimings(env, (await request.json().catch(() => ({}))) as Parameters<typeof actionTimings>[1]);
   if (request.method === "POST" && url.pathname === "/bench/component-direct") return componentDirect(env, ctx, (await request.json().catch(() => ({}))) as Parameters<typeof componentDirect>[2]);
   if (request.method === "POST" && url.pathname === "/bench/expression-budget") return expressionBudget((await request.json().catch(() => ({}))) as Parameters<typeof expressionBudget>[0]);
+  if (request.method === "POST" && url.pathname === "/bench/installation-remove") {
+    // The backup section restores into the same deployment, so the exported installation goes first.
+    const body = (await request.json().catch(() => null)) as { installationId?: unknown } | null;
+    if (typeof body?.installationId !== "string") return json({ error: { code: "bench.installation_invalid" } }, 400);
+    await env.DB.batch(installationDeleteStatements(env.DB, body.installationId));
+    await env.AUDIT_ANCHORS.delete(`audit/${body.installationId}/head.json`);
+    return json({ removed: body.installationId });
+  }
   if (request.method === "POST" && url.pathname === "/bench/context-load") return contextLoad(env, (await request.json().catch(() => ({}))) as Parameters<typeof contextLoad>[1]);
   return json({ error: { code: "route.not_found" } }, 404);
 }

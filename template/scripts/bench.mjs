@@ -19,11 +19,12 @@
 // review-queue listing latency with 100,000 open tasks with the listing query's plan, and
 // /audit/verify at 10,000 and 100,000 audit events (incremental, from the last checkpoint), the
 // cost of the expression budget on a typical condition, the cost of reading reported content, and
-// one scheduled run of every sweep over 100,000 tasks with each sweep's query plan.
+// one scheduled run of every sweep over 100,000 tasks with each sweep's query plan, and
+// the export and restore of an installation with 10,000 audit events (backup).
 //
 // The Worker's schedule runs as under `npm start`: scripts/local-cron.mjs calls its scheduled
 // handler every minute for the whole bench. BENCH_ONLY=audit,queue,… runs only those sections
-// (runtime, context, expressions, components, content, actions, intake, queue, audit, sweeps) — for working on one of them.
+// (runtime, context, expressions, components, content, actions, intake, queue, audit, sweeps, backup) — for working on one of them.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
@@ -35,6 +36,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { actionLines, sectionActions } from "../bench/sections/actions.mjs";
 import { auditLines, sectionAuditVerify } from "../bench/sections/audit.mjs";
+import { backupLines, sectionBackup } from "../bench/sections/backup.mjs";
 import { componentLines, sectionComponents } from "../bench/sections/components.mjs";
 import { contentLines, sectionContent } from "../bench/sections/content.mjs";
 import { contextLines, sectionContext } from "../bench/sections/context.mjs";
@@ -274,7 +276,7 @@ function report() {
   const lines = [];
   if (results.cores !== undefined) lines.push(`machine:          ${results.cores} cores, 1-minute load average ${results.loadAverageAtStart} at the start (other processes compete with the dev server for the cores)`);
   if (results.devServer !== undefined) lines.push(`dev server:       ${results.devServer}, wrangler ${results.wranglerVersion}`);
-  lines.push(...runtimeLines(), ...contextLines(), ...expressionLines(), ...componentLines(), ...contentLines(), ...actionLines(), ...intakeLines(), ...queueLines(), ...auditLines(), ...sweepLines());
+  lines.push(...runtimeLines(), ...contextLines(), ...expressionLines(), ...componentLines(), ...contentLines(), ...actionLines(), ...intakeLines(), ...queueLines(), ...auditLines(), ...sweepLines(), ...backupLines());
   if (results.elapsedS !== undefined) lines.push(`elapsed:          ${results.elapsedS} s (budget ${OVERALL_BUDGET_MS / 1000} s)`);
   if (results.error) lines.push(`bench failed: ${results.error}`);
   for (const line of lines) process.stdout.write(`${line}\n`);
@@ -332,6 +334,7 @@ async function main() {
   if (runs("queue")) await sectionQueueListing(api, timed, adminToken, casesKey, cases.id, trivial.id);
   if (runs("audit")) await sectionAuditVerify(api, timed, adminToken);
   if (runs("sweeps")) await sectionSweeps(api, base, adminToken, trivial.id);
+  if (runs("backup")) await sectionBackup(api, timed, adminToken);
   results.elapsedS = round((Date.now() - startedAt) / 1000, 1);
 }
 

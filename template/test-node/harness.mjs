@@ -36,7 +36,7 @@ const SIGNIN_LINK = /(http:\/\/127\.0\.0\.1:\d+\/console\/signin\?token=[A-Za-z0
  * with `signin: true`, for the console sign-in link it prints). On failure the server is stopped
  * and its state removed before the error is thrown.
  */
-export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, signin = false } = {}) {
+export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, signin = false, secrets = {} } = {}) {
   const stateDir = mkdtempSync(path.join(tmpdir(), `safest-${label}-`));
   const port = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
@@ -52,8 +52,9 @@ export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, si
       ADMIN_TOKEN: adminToken,
       // A master key of the test's own: start.mjs passes it through a temp env file in the state
       // folder and leaves template/.dev.vars alone.
-      REPORT_MASTER_KEY: randomBytes(32).toString("base64url"),
-      AUDIT_CHECKPOINT_KEY: randomBytes(32).toString("base64url"),
+      // (`secrets` gives two servers the same keys, as a restore into another deployment needs.)
+      REPORT_MASTER_KEY: secrets.reportMasterKey ?? randomBytes(32).toString("base64url"),
+      AUDIT_CHECKPOINT_KEY: secrets.auditCheckpointKey ?? randomBytes(32).toString("base64url"),
       CI: "true",
     },
   });
@@ -105,7 +106,7 @@ export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, si
   const demo = JSON.parse(readFileSync(demoFile, "utf8"));
   /** One run of the Worker's schedule now, as the Cron Trigger would: { ok, status, outcome, ms }. */
   const scheduled = () => triggerScheduled(baseUrl);
-  return { baseUrl, stateDir, adminToken, apiKey: demo.apiKey, installationId: demo.id, signinUrl, output: () => output, stop, scheduled };
+  return { baseUrl, port, stateDir, adminToken, apiKey: demo.apiKey, installationId: demo.id, signinUrl, output: () => output, stop, scheduled };
 }
 
 /**

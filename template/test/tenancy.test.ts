@@ -92,6 +92,7 @@ const trivialGraph = {
 /** A valid body of every schema, naming the caller's own rows (the type makes a new schema need one). */
 const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   CreateInstallation: () => ({ name: "tenancy" }),
+  ImportInstallation: () => ({ manifest: { format: "safest-tools.installation-backup/1", installationId: "inst_tenancy", digest: "sha256:0" }, tables: {}, objects: [] }),
   CreateApiKey: () => ({ name: "tenancy", scopes: ["read"] }),
   CreateWorkflow: () => ({ name: `wf-${crypto.randomUUID()}` }),
   PublishVersion: () => ({ graph: trivialGraph }),

@@ -176,6 +176,8 @@ export interface GraphNode {
 
 export interface Graph {
   schemaVersion: 1;
+  /** What numeric operators mean in its CEL (docs/graph-format.md); absent means `cel`. */
+  expressionSemantics?: "cel" | "json-numbers-1";
   nodes: GraphNode[];
   edges: Array<{ from: { nodeId: string; port: string }; to: { nodeId: string } }>;
 }

@@ -5,7 +5,7 @@ import type { Actor } from "../auth";
 import { AppError, errorCode, notFound } from "../errors";
 import { newId } from "../lib/crypto";
 import type { TriggerEvent } from "./taxonomy";
-import { compileExpression, createRun, evaluateWorkflowExpression, getVersionRow, type JsonValue, type WorkflowAuthorityMode } from "../workflows";
+import { compileExpression, createRun, evaluateWorkflowExpression, type ExpressionSemantics, getVersionRow, type JsonValue, semanticsOf, type WorkflowAuthorityMode } from "../workflows";
 
 export interface TriggerInput {
   name?: string;
@@ -26,6 +26,8 @@ interface TriggerRow {
   enabled: number;
   createdAt: string;
   updatedAt: string;
+  /** Read with the enabled triggers: the semantics of the version it starts (null: `cel`). */
+  expressionSemantics?: ExpressionSemantics | null;
 }
 
 export interface TriggeredRun {
@@ -42,6 +44,8 @@ function serialize(row: TriggerRow) {
   return { ...row, when: row.whenExpression, whenExpression: undefined, enabled: row.enabled === 1 };
 }
 
+// A trigger's `when` is CEL under the expression semantics of the version it starts, so it keeps
+// its meaning as long as that (immutable) version does (docs/graph-format.md).
 export async function createTrigger(env: Env, actor: Actor, input: TriggerInput) {
   const when = input.when ?? "true";
   if (/\bcontent\b/u.test(when)) {
@@ -54,8 +58,11 @@ export async function createTrigger(env: Env, actor: Actor, input: TriggerInput)
       },
     );
   }
+  const version = await getVersionRow(env.DB, actor.installationId, input.workflowVersionId);
+  if (!version) throw notFound("workflow_version");
+  if (version.retiredAt) throw new AppError("workflow_version.retired", "The workflow version is retired.", { status: 409 });
   try {
-    compileExpression(when);
+    compileExpression(when, semanticsOf(JSON.parse(version.graphJson) as { expressionSemantics?: unknown }));
   } catch (error) {
     const code = errorCode(error);
     if (code === "expression.too_costly" || code === "expression.nesting_too_deep") {
@@ -64,9 +71,6 @@ export async function createTrigger(env: Env, actor: Actor, input: TriggerInput)
     }
     throw new AppError("trigger.when_invalid", `when is not a valid CEL expression: ${(error as Error).message}`, { status: 422 });
   }
-  const version = await getVersionRow(env.DB, actor.installationId, input.workflowVersionId);
-  if (!version) throw notFound("workflow_version");
-  if (version.retiredAt) throw new AppError("workflow_version.retired", "The workflow version is retired.", { status: 409 });
   const id = newId("trg");
   const at = new Date().toISOString();
   const name = input.name ?? `${version.workflowName} v${version.version}`;
@@ -116,7 +120,11 @@ export async function setTriggerEnabled(env: Env, actor: Actor, id: string, enab
 
 /** The enabled triggers of an event, as a statement (so intake can read them in its write batch). */
 export function enabledTriggersStatement(db: D1Database, installationId: string, event: TriggerEvent): D1PreparedStatement {
-  return db.prepare(`SELECT ${COLUMNS} FROM triggers WHERE installation_id = ?1 AND event = ?2 AND enabled = 1 ORDER BY created_at`).bind(installationId, event);
+  return db
+    .prepare(`SELECT ${COLUMNS}, (SELECT json_extract(v.graph_json, '$.expressionSemantics') FROM workflow_versions v
+      WHERE v.installation_id = triggers.installation_id AND v.id = triggers.workflow_version_id) AS expressionSemantics
+      FROM triggers WHERE installation_id = ?1 AND event = ?2 AND enabled = 1 ORDER BY created_at`)
+    .bind(installationId, event);
 }
 
 export type { TriggerRow };
@@ -140,7 +148,14 @@ export async function fireTriggers(
   for (const trigger of results) {
     let matched: JsonValue;
     try {
-      matched = evaluateWorkflowExpression(trigger.whenExpression, { input: payload, report: (input.report ?? null) as JsonValue, run: null, steps: {}, event: { type: input.event } });
+      matched = evaluateWorkflowExpression(trigger.whenExpression, {
+        input: payload,
+        report: (input.report ?? null) as JsonValue,
+        run: null,
+        steps: {},
+        event: { type: input.event },
+        semantics: semanticsOf(trigger),
+      });
     } catch (error) {
       matched = null;
       outcomes.push({ triggerId: trigger.id, error: errorCode(error) });

@@ -9,18 +9,24 @@ import { openApiRoutes } from "./openapi";
 import type { AppEnv } from "./types";
 
 const MAX_BODY_BYTES = 1_048_576;
+const MAX_IMPORT_BYTES = 64 * 1_048_576;
 
 export function createApp() {
   const app = new Hono<AppEnv>();
-  app.use(
-    "/api/*",
-    bodyLimit({
-      maxSize: MAX_BODY_BYTES,
-      onError: () => {
-        throw new AppError("request.too_large", "The request body exceeds 1 MiB.", { status: 413 });
-      },
-    }),
-  );
+  // A backup being restored is one document of the whole installation (ADMIN_TOKEN only).
+  const importLimit = bodyLimit({
+    maxSize: MAX_IMPORT_BYTES,
+    onError: () => {
+      throw new AppError("request.too_large", "The backup exceeds 64 MiB; restore it with the wrangler d1 and r2 tools instead.", { status: 413 });
+    },
+  });
+  const apiLimit = bodyLimit({
+    maxSize: MAX_BODY_BYTES,
+    onError: () => {
+      throw new AppError("request.too_large", "The request body exceeds 1 MiB.", { status: 413 });
+    },
+  });
+  app.use("/api/*", (c, next) => (c.req.path === "/api/v1/installations/import" ? importLimit(c, next) : apiLimit(c, next)));
   // After any write, chain the installation's new audit events (off the response path).
   app.use("/api/v1/*", async (c, next) => {
     await next();

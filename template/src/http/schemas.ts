@@ -14,6 +14,17 @@ const identifier = { type: "string", pattern: "^[A-Za-z0-9._:-]{1,200}$" } as co
 
 export const schemas = {
   CreateInstallation: { type: "object", required: ["name"], additionalProperties: false, properties: { name } },
+  // The backup document of POST /installation/export; its rows are checked by the restore itself.
+  ImportInstallation: {
+    type: "object",
+    required: ["manifest", "tables", "objects"],
+    additionalProperties: false,
+    properties: {
+      manifest: { type: "object", required: ["format", "installationId", "digest"], properties: { format: { type: "string" }, installationId: { type: "string" }, digest: { type: "string" } } },
+      tables: { type: "object", additionalProperties: { type: "array", items: { type: "object" } } },
+      objects: { type: "array", items: { type: "object", required: ["bucket", "key", "base64"], properties: { bucket: { enum: ["WORKFLOW_ARTIFACTS", "AUDIT_ANCHORS"] }, key: { type: "string" }, base64: { type: "string" } } } },
+    },
+  },
   CreateApiKey: {
     type: "object",
     required: ["name", "scopes"],

@@ -6,6 +6,7 @@ import { auditStatement, RUNTIME_ACTOR } from "../audit";
 import { openPersonalData, openRunContent, reportSummary, reportSummaryByRunStatementUnsafe, runContentStatementUnsafe, type ReportRow, type RunContentRow } from "../cases";
 import { analyseContent } from "./content-access";
 import type { ExpressionContext } from "./expressions";
+import { semanticsOf } from "./expression-semantics";
 import { mentionsVariable, referencedSteps } from "./expressions";
 import { kindOf, nodeExpressions } from "./kinds/descriptors";
 import type { AuthorizedRun } from "./runtime-authorize";
@@ -185,6 +186,7 @@ export async function assembleContext(
     steps,
     event,
     ...(reads.readsContent ? { content: content ?? null } : {}),
+    semantics: semanticsOf(run.graph),
   };
   return { context, statements: reads.readsContent ? [contentReadStatement(env.DB, run, input.node)] : [] };
 }

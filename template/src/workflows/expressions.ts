@@ -2,6 +2,7 @@
 import { Environment, Optional } from "@marcbachmann/cel-js";
 import { AppError } from "../errors";
 import { contextOverBounds, CostRefusal, estimateExpressionCost, LINEAR_MATCHES, linearMatches, routeMatchesToLinearMatcher } from "./expression-cost";
+import { DEFAULT_EXPRESSION_SEMANTICS, type ExpressionSemantics, EXPRESSION_SEMANTICS, NumericModuloError, registerSemantics } from "./expression-semantics";
 import type { JsonObject, JsonValue } from "./types";
 
 export const MAX_EXPRESSION_LENGTH = 4_096;
@@ -19,11 +20,13 @@ export interface ExpressionContext {
   node_input?: JsonValue;
   /** The report's content, only for nodes that may read it (content-access.ts). */
   content?: JsonValue;
+  /** Not a variable: the semantics of the graph being run (absent: `cel`, expression-semantics.ts). */
+  semantics?: ExpressionSemantics;
 }
 
 type Compiled = (context: Record<string, unknown>) => unknown;
 
-const environment = (() => {
+function makeEnvironment(semantics: ExpressionSemantics): Environment {
   const env = new Environment({
     homogeneousAggregateLiterals: false,
     enableOptionalTypes: true,
@@ -32,11 +35,14 @@ const environment = (() => {
   for (const name of EXPRESSION_VARIABLES) env.registerVariable(name, "dyn");
   // `matches()` runs on a linear-time matcher, not RegExp (see expression-cost.ts).
   env.registerFunction(`string.${LINEAR_MATCHES}(string): bool`, linearMatches);
+  registerSemantics(env, semantics);
   return env;
-})();
+}
 
-// Expressions of a published version never change, so parsed forms are cached by text, with
-// whether their cost estimate needs the context within the bounded sizes.
+const environments = new Map<ExpressionSemantics, Environment>(EXPRESSION_SEMANTICS.map((semantics) => [semantics, makeEnvironment(semantics)]));
+
+// Expressions of a published version never change, so parsed forms are cached by semantics and
+// text, with whether their cost estimate needs the context within the bounded sizes.
 const cache = new Map<string, { compiled: Compiled; bounded: boolean }>();
 const CACHE_LIMIT = 5_000;
 
@@ -57,15 +63,18 @@ function firstLine(message: string): string {
  * Then its cost is estimated: over the budget is `expression.too_costly`, comprehensions nested
  * too deep `expression.nesting_too_deep` (expression-cost.ts).
  */
-export function compileExpression(expression: unknown): Compiled {
-  return compileEntry(expression).compiled;
+export function compileExpression(expression: unknown, semantics: ExpressionSemantics = DEFAULT_EXPRESSION_SEMANTICS): Compiled {
+  return compileEntry(expression, semantics).compiled;
 }
 
-function compileEntry(expression: unknown): { compiled: Compiled; bounded: boolean } {
+function compileEntry(expression: unknown, semantics: ExpressionSemantics): { compiled: Compiled; bounded: boolean } {
   if (typeof expression !== "string" || expression.trim() === "") throw new ExpressionError("expression.invalid", "An expression must be a non-empty string.");
   if (expression.length > MAX_EXPRESSION_LENGTH) throw new ExpressionError("expression.invalid", `An expression may be at most ${MAX_EXPRESSION_LENGTH} characters.`);
-  const cached = cache.get(expression);
+  const key = `${semantics}\u0000${expression}`;
+  const cached = cache.get(key);
   if (cached) return cached;
+  const environment = environments.get(semantics);
+  if (!environment) throw new ExpressionError("expression.invalid", `Unknown expression semantics; expected one of ${EXPRESSION_SEMANTICS.join(", ")}.`);
   let entry: { compiled: Compiled; bounded: boolean };
   try {
     const parsed = environment.parse(expression);
@@ -82,7 +91,7 @@ function compileEntry(expression: unknown): { compiled: Compiled; bounded: boole
     throw new ExpressionError("expression.invalid", firstLine(error instanceof Error ? error.message : String(error)).replaceAll(LINEAR_MATCHES, "matches"));
   }
   if (cache.size >= CACHE_LIMIT) cache.clear();
-  cache.set(expression, entry);
+  cache.set(key, entry);
   return entry;
 }
 
@@ -160,9 +169,12 @@ function checkContextSize(context: ExpressionContext, nodeId: string | undefined
   }
 }
 
-/** Evaluates one expression; every failure becomes a typed `expression.failed` error. */
+/**
+ * Evaluates one expression under the context's semantics (its graph's); every failure becomes a
+ * typed `expression.failed` error.
+ */
 export function evaluateWorkflowExpression(expression: unknown, context: ExpressionContext, nodeId?: string): JsonValue {
-  const { compiled, bounded } = compileEntry(expression);
+  const { compiled, bounded } = compileEntry(expression, context.semantics ?? DEFAULT_EXPRESSION_SEMANTICS);
   checkContextSize(context, nodeId);
   if (bounded) {
     // Its cost estimate holds only for lists and strings within the bounded sizes.
@@ -175,7 +187,9 @@ export function evaluateWorkflowExpression(expression: unknown, context: Express
   try {
     result = compiled(context as unknown as Record<string, unknown>);
   } catch (error) {
-    throw new ExpressionError("expression.failed", firstLine(error instanceof Error ? error.message : String(error)), nodeId ? { nodeId } : undefined);
+    const cause = error instanceof NumericModuloError ? error : ((error as { cause?: unknown })?.cause ?? error);
+    const message = cause instanceof NumericModuloError ? cause.message : firstLine(error instanceof Error ? error.message : String(error));
+    throw new ExpressionError("expression.failed", message, nodeId ? { nodeId } : undefined);
   }
   return celToJson(result);
 }

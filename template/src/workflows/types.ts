@@ -36,8 +36,17 @@ export interface WorkflowEdgeV1 {
   to: { nodeId: string };
 }
 
+/**
+ * What CEL's numeric operators mean (expression-semantics.ts). A graph without the field has
+ * `cel`, the meaning every version published before it existed keeps.
+ */
+export const EXPRESSION_SEMANTICS = ["cel", "json-numbers-1"] as const;
+export type ExpressionSemantics = (typeof EXPRESSION_SEMANTICS)[number];
+
 export interface WorkflowGraphV1 {
   schemaVersion: 1;
+  /** Absent means `cel`; stored as declared so a published version keeps its meaning. */
+  expressionSemantics?: ExpressionSemantics;
   nodes: WorkflowNodeV1[];
   edges: WorkflowEdgeV1[];
 }

@@ -1,10 +1,24 @@
 // parseWorkflowGraph: the one gate every graph passes before it is compiled or executed.
 import { AppError, type ErrorDetail } from "../errors";
 import { analyseContent } from "./content-access";
+import { isExpressionSemantics, semanticsOf } from "./expression-semantics";
 import { compileExpression, ExpressionError } from "./expressions";
 import { checkBranchKeys, findCycle, planForks, reachableFrom, topologicalOrder } from "./graph-topology";
 import { kindOf, NODE_KINDS, nodePorts } from "./kinds/descriptors";
-import { type JsonObject, type ParsedWorkflowGraph, type WorkflowEdgeV1, type WorkflowNodeKind, type WorkflowNodeV1, MAX_GRAPH_BYTES, MAX_NODES, MAX_WAIT_SECONDS, NODE_ID_PATTERN, PORT_PATTERN } from "./types";
+import {
+  EXPRESSION_SEMANTICS,
+  type ExpressionSemantics,
+  type JsonObject,
+  type ParsedWorkflowGraph,
+  type WorkflowEdgeV1,
+  type WorkflowNodeKind,
+  type WorkflowNodeV1,
+  MAX_GRAPH_BYTES,
+  MAX_NODES,
+  MAX_WAIT_SECONDS,
+  NODE_ID_PATTERN,
+  PORT_PATTERN,
+} from "./types";
 
 const MAX_CONFIG_DEPTH = 32;
 // The fixed structure around config is a few levels deep; anything nested deeper is refused up
@@ -75,9 +89,9 @@ class Problems {
   }
 }
 
-function checkExpression(problems: Problems, path: string, expression: unknown): void {
+function checkExpression(problems: Problems, path: string, expression: unknown, semantics: ExpressionSemantics): void {
   try {
-    compileExpression(expression);
+    compileExpression(expression, semantics);
   } catch (error) {
     // expression.invalid, or its cost over budget (expression.too_costly, expression.nesting_too_deep).
     if (error instanceof ExpressionError) problems.add(path, error.code, error.message);
@@ -85,7 +99,7 @@ function checkExpression(problems: Problems, path: string, expression: unknown):
   }
 }
 
-function readNode(raw: unknown, index: number, problems: Problems): WorkflowNodeV1 | null {
+function readNode(raw: unknown, index: number, problems: Problems, semantics: ExpressionSemantics): WorkflowNodeV1 | null {
   const path = `$.nodes[${index}]`;
   if (!isRecord(raw)) {
     problems.add(path, "node_invalid", "A node must be an object.");
@@ -118,7 +132,7 @@ function readNode(raw: unknown, index: number, problems: Problems): WorkflowNode
       const mapping: Record<string, string> = {};
       for (const [key, expression] of Object.entries(raw.inputMapping)) {
         if (!MAPPING_KEY_PATTERN.test(key) || key === "__proto__") problems.add(`${path}.inputMapping`, "identifier_invalid", "inputMapping keys must be identifiers ([A-Za-z_][A-Za-z0-9_]*, ≤ 64, not __proto__).");
-        else checkExpression(problems, `${path}.inputMapping.${key}`, expression);
+        else checkExpression(problems, `${path}.inputMapping.${key}`, expression, semantics);
         if (typeof expression === "string") mapping[key] = expression;
       }
       node.inputMapping = mapping;
@@ -155,7 +169,7 @@ function readNode(raw: unknown, index: number, problems: Problems): WorkflowNode
   }
   const descriptor = kindOf(node.kind)!;
   for (const problem of descriptor.validate?.(node) ?? []) problems.add(`${path}.${problem.path}`, problem.code, problem.message);
-  for (const expression of descriptor.expressions?.(node.config) ?? []) checkExpression(problems, `${path}.${expression.path}`, expression.text);
+  for (const expression of descriptor.expressions?.(node.config) ?? []) checkExpression(problems, `${path}.${expression.path}`, expression.text, semantics);
   return node;
 }
 
@@ -225,6 +239,10 @@ export function validateWorkflowGraph(input: unknown): GraphValidationResult {
     return { ok: false, errors: [{ path: "$", code: "graph_too_large", message: `A graph may be at most ${MAX_GRAPH_BYTES} bytes of JSON.` }] };
   }
   if (input.schemaVersion !== 1) problems.add("$.schemaVersion", "schema_version_unsupported", "schemaVersion must be 1.");
+  if (input.expressionSemantics !== undefined && !isExpressionSemantics(input.expressionSemantics)) {
+    problems.add("$.expressionSemantics", "expression_semantics_unknown", `expressionSemantics must be one of ${EXPRESSION_SEMANTICS.join(", ")} (absent means cel).`);
+  }
+  const semantics = semanticsOf(input);
   if (!Array.isArray(input.nodes)) problems.add("$.nodes", "graph_invalid", "nodes must be an array.");
   if (!Array.isArray(input.edges)) problems.add("$.edges", "graph_invalid", "edges must be an array.");
   if (problems.list.length > 0) return { ok: false, errors: problems.list };
@@ -237,7 +255,7 @@ export function validateWorkflowGraph(input: unknown): GraphValidationResult {
   const rejected = new Set<string>();
   rawNodes.forEach((raw, index) => {
     if (problems.full) return;
-    const node = readNode(raw, index, problems);
+    const node = readNode(raw, index, problems, semantics);
     if (!node) {
       if (isRecord(raw) && typeof raw.id === "string") rejected.add(raw.id);
       return;
@@ -298,7 +316,9 @@ export function validateWorkflowGraph(input: unknown): GraphValidationResult {
   // Content is readable only where a node's kind needs it (content-access.ts).
   for (const problem of analyseContent(nodeList).problems) problems.add(`${pathOf(problem.nodeId)}.${problem.path}`, problem.code, problem.message);
   if (problems.list.length > 0) return { ok: false, errors: problems.list };
-  return { ok: true, graph: { schemaVersion: 1, nodes: nodeList, edges, plan: { forkJoins } } };
+  // The field is kept only when declared, so a graph from before it existed reads back unchanged.
+  const declared = input.expressionSemantics !== undefined ? { expressionSemantics: semantics } : {};
+  return { ok: true, graph: { schemaVersion: 1, ...declared, nodes: nodeList, edges, plan: { forkJoins } } };
 }
 
 /** Returns the validated graph with its fork/join plan, or throws `GraphValidationError`. */

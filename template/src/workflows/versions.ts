@@ -39,7 +39,7 @@ export async function publishVersion(env: Env, actor: Actor, workflowId: string,
   const graph = parseWorkflowGraph(graphInput);
   const missing = await unresolvedReferences(env.DB, actor.installationId, graph);
   if (missing.length > 0) throw new GraphValidationError(missing);
-  const graphJson = canonicalJson({ schemaVersion: 1, nodes: graph.nodes, edges: graph.edges });
+  const graphJson = canonicalJson({ schemaVersion: 1, ...(graph.expressionSemantics ? { expressionSemantics: graph.expressionSemantics } : {}), nodes: graph.nodes, edges: graph.edges });
   const artifact = await compileWorkflowArtifact(graph);
   const at = new Date().toISOString();
   const versionId = newId("wfv");

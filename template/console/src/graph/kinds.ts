@@ -24,10 +24,11 @@ export function uniqueId(base: string, taken: Set<string>): string {
   for (let i = 2; ; i++) if (!taken.has(`${base}_${i}`)) return `${base}_${i}`;
 }
 
-/** A graph without empty optional parts, as the server expects it. */
-export function cleanGraph(nodes: GraphNode[], edges: Graph["edges"]): Graph {
+/** A graph without empty optional parts, as the server expects it; it keeps the expression semantics it is based on. */
+export function cleanGraph(nodes: GraphNode[], edges: Graph["edges"], expressionSemantics?: Graph["expressionSemantics"]): Graph {
   return {
     schemaVersion: 1,
+    ...(expressionSemantics ? { expressionSemantics } : {}),
     nodes: nodes.map((n) => {
       const out: GraphNode = { id: n.id, kind: n.kind };
       if (n.config && Object.keys(n.config).length > 0) out.config = n.config;

@@ -119,7 +119,8 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
   }, []);
 
   const graphNodes = rfNodes.map((n) => n.data.node);
-  const graph = useMemo(() => cleanGraph(graphNodes, edges), [rfNodes, edges]); // eslint-disable-line react-hooks/exhaustive-deps
+  // A new version keeps the semantics of the version it is based on, so editing never changes what its expressions mean.
+  const graph = useMemo(() => cleanGraph(graphNodes, edges, base?.graph.expressionSemantics), [rfNodes, edges, base]); // eslint-disable-line react-hooks/exhaustive-deps
   const graphJson = JSON.stringify(graph);
   const debounced = useDebounced(graphJson, 300);
 
