@@ -46,6 +46,8 @@ export const TABLE_OWNERS = {
   console_users: "console",
   console_sessions: "console",
   console_signin_links: "console",
+  metric_rollups: "metrics",
+  metric_rollup_hours: "metrics",
 };
 
 /**
