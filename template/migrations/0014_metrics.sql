@@ -14,6 +14,19 @@ CREATE TABLE metric_rollups (
   PRIMARY KEY (installation_id, metric, hour, dims, bucket)
 ) WITHOUT ROWID;
 
+-- The same figures per UTC day (`day` is the day's start, in the format of `hour`), recomputed from
+-- the day's hourly rows after each hour is rolled up: counters and histogram buckets summed, gauges
+-- at the day's last rolled hour. GET /metrics?step=day reads these (30 rows a series for a month).
+CREATE TABLE metric_rollups_daily (
+  installation_id TEXT NOT NULL REFERENCES installations(id),
+  day TEXT NOT NULL,
+  metric TEXT NOT NULL,
+  dims TEXT NOT NULL DEFAULT '{}',
+  bucket INTEGER NOT NULL DEFAULT -1,
+  value REAL NOT NULL,
+  PRIMARY KEY (installation_id, metric, day, dims, bucket)
+) WITHOUT ROWID;
+
 -- Which hours of an installation are rolled up (recomputing an hour replaces its rows and this mark).
 CREATE TABLE metric_rollup_hours (
   installation_id TEXT NOT NULL REFERENCES installations(id),

@@ -47,6 +47,7 @@ export const TABLE_OWNERS = {
   console_sessions: "console",
   console_signin_links: "console",
   metric_rollups: "metrics",
+  metric_rollups_daily: "metrics",
   metric_rollup_hours: "metrics",
 };
 

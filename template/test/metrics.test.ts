@@ -159,12 +159,16 @@ describe("metrics rolled up per hour", () => {
     expect(body.names.versions[versionId]).toMatchObject({ workflowName: "scam review", version: 1 });
     expect(body.rolledThrough).toBe(range.to);
 
-    // Per day: the same totals in one step.
-    const daily = await api(`/api/v1/metrics?from=${range.from}&to=${range.to}&step=day&metrics=reports.received,queue.depth`, { key: apiKey });
+    // Per day (metric_rollups_daily): the same totals, series by series, and the same histograms.
+    const daily = await api(`/api/v1/metrics?from=${range.from}&to=${range.to}&step=day`, { key: apiKey });
     expect(daily.status).toBe(200);
-    expect(daily.body.series.every((s: any) => ["reports.received", "queue.depth"].includes(s.metric))).toBe(true);
-    expect(daily.body.summary.reports).toBe(7);
-    expect(daily.body.summary.openTasks).toBe(3);
+    const totals = (b: any) => Object.fromEntries(b.series.map((s: any) => [`${s.metric} ${JSON.stringify(s.dims)}`, s.total]));
+    expect(totals(daily.body)).toEqual(totals(body));
+    expect(daily.body.histograms.map((h: any) => h.total)).toEqual(body.histograms.map((h: any) => h.total));
+    expect(daily.body.summary).toEqual(body.summary);
+    const some = await api(`/api/v1/metrics?from=${range.from}&to=${range.to}&step=day&metrics=reports.received,queue.depth`, { key: apiKey });
+    expect(some.body.series.every((s: any) => ["reports.received", "queue.depth"].includes(s.metric))).toBe(true);
+    expect(some.body.summary).toMatchObject({ reports: 7, openTasks: 3 });
   });
 
   it("recomputing an hour replaces it, and the sweep rolls each complete hour once", async () => {

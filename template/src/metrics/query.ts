@@ -72,45 +72,66 @@ export function metricsRange(query: MetricsQuery, now: Date) {
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
-/** ?1 installation, ?2 JSON array of metric names, ?3 from, ?4 to, ?5 length of the step's prefix of `hour` (13 or 10). Seeks the primary key per metric. */
-export const SUMS_SQL = `SELECT metric, dims, bucket, MIN(hour) AS at, SUM(value) AS value FROM metric_rollups
-  WHERE installation_id = ?1 AND metric IN (SELECT value FROM json_each(?2)) AND hour >= ?3 AND hour < ?4
-  GROUP BY metric, dims, bucket, substr(hour, 1, ?5)`;
+/**
+ * ?1 installation, ?2 JSON array of metric names, ?3 from, ?4 to, ?5 length of the step's prefix of
+ * `hour` (13 or 10). Seeks the primary key per metric; answers one row per series (and histogram
+ * bucket) with its steps packed as `step=value,…`, so a month of hours is a few hundred rows, not
+ * a hundred thousand.
+ */
+export const SUMS_SQL = `SELECT metric, dims, bucket, group_concat(at || '=' || v) AS points FROM (
+    SELECT metric, dims, bucket, substr(hour, 1, ?5) AS at, SUM(value) AS v FROM metric_rollups
+    WHERE installation_id = ?1 AND metric IN (SELECT value FROM json_each(?2)) AND hour >= ?3 AND hour < ?4
+    GROUP BY metric, dims, bucket, at
+  ) GROUP BY metric, dims, bucket`;
+/** Per day: the daily table, one row a step already (same parameters; ?5 is 10). */
+export const DAILY_SQL = `SELECT metric, dims, bucket, group_concat(substr(day, 1, ?5) || '=' || value) AS points FROM metric_rollups_daily
+  WHERE installation_id = ?1 AND metric IN (SELECT value FROM json_each(?2)) AND day >= ?3 AND day < ?4
+  GROUP BY metric, dims, bucket`;
 /** Gauges: SQLite takes the bare `value` from the row with MAX(hour), the step's last rolled hour. */
-export const LASTS_SQL = `SELECT metric, dims, bucket, MAX(hour) AS at, value FROM metric_rollups
-  WHERE installation_id = ?1 AND metric IN (SELECT value FROM json_each(?2)) AND hour >= ?3 AND hour < ?4
-  GROUP BY metric, dims, substr(hour, 1, ?5)`;
+export const LASTS_SQL = `SELECT metric, dims, bucket, group_concat(at || '=' || v) AS points FROM (
+    SELECT metric, dims, bucket, substr(hour, 1, ?5) AS at, MAX(hour) AS last, value AS v FROM metric_rollups
+    WHERE installation_id = ?1 AND metric IN (SELECT value FROM json_each(?2)) AND hour >= ?3 AND hour < ?4
+    GROUP BY metric, dims, at
+  ) GROUP BY metric, dims, bucket`;
 
 export async function queryMetrics(db: D1Database, installationId: string, query: MetricsQuery, now = new Date()) {
   const { step, size, from, to, names } = metricsRange(query, now);
   const steps = Array.from({ length: (to - from) / size }, (_, i) => iso(from + i * size));
   const prefix = step === "hour" ? 13 : 10;
   const positions = new Map(steps.map((at, i) => [at.slice(0, prefix), i]));
-  const index = (hour: string) => positions.get(hour.slice(0, prefix)) ?? -1;
   const summed = names.filter((name) => METRICS[name].kind !== "gauge");
   const gauges = names.filter((name) => METRICS[name].kind === "gauge");
-  const [sums, lasts, rolled] = await db.batch<{ metric: MetricName; dims: string; bucket: number; at: string; value: number }>([
-    db.prepare(SUMS_SQL).bind(installationId, JSON.stringify(summed), iso(from), iso(to), prefix),
-    db.prepare(LASTS_SQL).bind(installationId, JSON.stringify(gauges), iso(from), iso(to), prefix),
-    db.prepare(`SELECT '' AS metric, '' AS dims, 0 AS bucket, MAX(hour) AS at, 0 AS value FROM metric_rollup_hours WHERE installation_id = ?1`).bind(installationId),
+  const [sums, lasts, rolled] = await db.batch<{ metric: MetricName; dims: string; bucket: number; points: string | null }>([
+    ...(step === "day"
+      ? [db.prepare(DAILY_SQL).bind(installationId, JSON.stringify(names), iso(from), iso(to), prefix), db.prepare(`SELECT NULL AS metric WHERE 0`)]
+      : [db.prepare(SUMS_SQL).bind(installationId, JSON.stringify(summed), iso(from), iso(to), prefix), db.prepare(LASTS_SQL).bind(installationId, JSON.stringify(gauges), iso(from), iso(to), prefix)]),
+    db.prepare(`SELECT '' AS metric, '{}' AS dims, 0 AS bucket, MAX(hour) AS points FROM metric_rollup_hours WHERE installation_id = ?1`).bind(installationId),
   ]);
+  /** The packed `step=value` pairs of a row, as [step index, value]. */
+  const unpack = (points: string | null): Array<[number, number]> =>
+    (points ?? "").split(",").flatMap((pair) => {
+      const cut = pair.indexOf("=");
+      const i = positions.get(pair.slice(0, cut));
+      return i === undefined ? [] : [[i, Number(pair.slice(cut + 1))] as [number, number]];
+    });
   const series = new Map<string, Series>();
   const histograms = new Map<string, { metric: MetricName; dims: Dims; steps: Array<Map<number, number>>; all: Map<number, number> }>();
   for (const row of [...sums!.results, ...lasts!.results]) {
-    const i = index(row.at);
-    if (i < 0) continue;
     const key = `${row.metric} ${row.dims}`;
     const kind = METRICS[row.metric].kind;
+    const values = unpack(row.points);
     if (kind === "histogram") {
       let h = histograms.get(key);
       if (!h) histograms.set(key, (h = { metric: row.metric, dims: JSON.parse(row.dims) as Dims, steps: steps.map(() => new Map()), all: new Map() }));
-      h.steps[i]!.set(row.bucket, (h.steps[i]!.get(row.bucket) ?? 0) + row.value);
-      h.all.set(row.bucket, (h.all.get(row.bucket) ?? 0) + row.value);
+      for (const [i, value] of values) {
+        h.steps[i]!.set(row.bucket, (h.steps[i]!.get(row.bucket) ?? 0) + value);
+        h.all.set(row.bucket, (h.all.get(row.bucket) ?? 0) + value);
+      }
       continue;
     }
     let s = series.get(key);
     if (!s) series.set(key, (s = { metric: row.metric, kind, dims: JSON.parse(row.dims) as Dims, points: steps.map(() => (kind === "gauge" ? null : 0)), total: null }));
-    s.points[i] = (s.points[i] ?? 0) + row.value;
+    for (const [i, value] of values) s.points[i] = (s.points[i] ?? 0) + value;
   }
   for (const s of series.values()) {
     s.total = s.kind === "gauge" ? ([...s.points].reverse().find((p) => p !== null) ?? null) : s.points.reduce<number>((sum, p) => sum + (p ?? 0), 0);
@@ -119,7 +140,7 @@ export async function queryMetrics(db: D1Database, installationId: string, query
   const histogramList: Histogram[] = [...histograms.values()].map((h) => ({ metric: h.metric, dims: h.dims, points: h.steps.map(quantiles), total: quantiles(h.all) }));
   const seriesList = [...series.values()].sort((a, b) => (a.metric === b.metric ? JSON.stringify(a.dims).localeCompare(JSON.stringify(b.dims)) : a.metric.localeCompare(b.metric)));
   histogramList.sort((a, b) => JSON.stringify(a.dims).localeCompare(JSON.stringify(b.dims)));
-  const lastRolled = rolled!.results[0]?.at ?? null;
+  const lastRolled = rolled!.results[0]?.points ?? null;
   return {
     from: iso(from),
     to: iso(to),

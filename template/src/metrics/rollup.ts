@@ -158,11 +158,37 @@ export async function rollupHour(db: D1Database, installationId: string, hourMs:
   const results = await db.batch([
     db.prepare(`DELETE FROM metric_rollups WHERE installation_id = ?1 AND metric IN (SELECT value FROM json_each(?2)) AND hour = ?3`).bind(installationId, JSON.stringify(METRIC_NAMES), h),
     ...ROLLUP_SQL.map((sql) => db.prepare(sql).bind(...values.slice(0, parameterCount(sql)))),
+    ...rollupDayStatements(db, installationId, hourMs),
     ...(mark && complete
       ? [db.prepare(`INSERT INTO metric_rollup_hours (installation_id, hour, rolled_at) VALUES (?1, ?2, ?3) ON CONFLICT (installation_id, hour) DO UPDATE SET rolled_at = excluded.rolled_at`).bind(installationId, h, now.toISOString())]
       : []),
   ]);
   return results.slice(1, 1 + ROLLUP_SQL.length).reduce((sum, r) => sum + (r.meta.changes ?? 0), 0);
+}
+
+const DAY_MS = 24 * HOUR_MS;
+const SUMMED = JSON.stringify(METRIC_NAMES.filter((name) => METRICS[name].kind !== "gauge"));
+const GAUGES = JSON.stringify(METRIC_NAMES.filter((name) => METRICS[name].kind === "gauge"));
+
+/** Recomputes the UTC day holding `hourMs` in metric_rollups_daily from its hourly rows (sums; gauges at the last rolled hour). */
+export function rollupDayStatements(db: D1Database, installationId: string, hourMs: number): D1PreparedStatement[] {
+  const day = Math.floor(hourMs / DAY_MS) * DAY_MS;
+  const [d, e] = [iso(day), iso(day + DAY_MS)];
+  return [
+    db.prepare(`DELETE FROM metric_rollups_daily WHERE installation_id = ?1 AND metric IN (SELECT value FROM json_each(?2)) AND day = ?3`).bind(installationId, JSON.stringify(METRIC_NAMES), d),
+    db
+      .prepare(`INSERT INTO metric_rollups_daily (installation_id, day, metric, dims, bucket, value)
+        SELECT ?1, ?3, metric, dims, bucket, SUM(value) FROM metric_rollups
+        WHERE installation_id = ?1 AND metric IN (SELECT value FROM json_each(?2)) AND hour >= ?3 AND hour < ?4 GROUP BY metric, dims, bucket`)
+      .bind(installationId, SUMMED, d, e),
+    db
+      .prepare(`INSERT INTO metric_rollups_daily (installation_id, day, metric, dims, bucket, value)
+        SELECT ?1, ?3, metric, dims, bucket, value FROM (
+          SELECT metric, dims, bucket, MAX(hour) AS last, value FROM metric_rollups
+          WHERE installation_id = ?1 AND metric IN (SELECT value FROM json_each(?2)) AND hour >= ?3 AND hour < ?4 GROUP BY metric, dims, bucket
+        )`)
+      .bind(installationId, GAUGES, d, e),
+  ];
 }
 
 /** The most hours one `POST /metrics/rollup` recomputes. */

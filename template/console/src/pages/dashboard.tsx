@@ -112,7 +112,7 @@ export function DashboardPage() {
   return (
     <section data-ready={data ? "true" : undefined}>
       <PageTitle
-        subtitle={data ? <>Rolled up hourly{data.rolledThrough ? <> through {new Date(data.rolledThrough).toLocaleString()}</> : " (no hour rolled up yet)"}.</> : "Rolled up hourly by the schedule."}
+        subtitle={data ? <>Rolled up hourly{data.rolledThrough ? <> through {new Date(data.rolledThrough).toLocaleString()}</> : " (no complete hour rolled up by the schedule yet; these figures were recomputed on request)"}.</> : "Rolled up hourly by the schedule."}
         actions={
           <div className="filters" role="group" aria-label="Range">
             {RANGES.map((r) => (
