@@ -3,7 +3,7 @@
 // SQL by /bench/metrics-seed (never by replaying events). Timed per hour (720 steps, what an
 // export would read) and per day (30 steps, what the dashboard's 30-day view reads); p50/p95 of
 // the server time. Per day reads metric_rollups_daily (kept by the rollup, filled here from the
-// seeded hours). The plans of the three queries must seek their table's primary key.
+// seeded hours). The plans of both queries must seek their table's primary key.
 import { latency, log, results, round } from "./lib.mjs";
 
 const DAYS = 30;
@@ -26,12 +26,11 @@ export async function sectionMetrics(api, timed, adminToken) {
   log(`metrics: seeding ${DAYS} days of hourly rollups`);
   const seeded = await api("/bench/metrics-seed", { body: { installationId: installation.id, days: DAYS }, key: adminToken });
   log(`metrics: ${seeded.rows} rows (${seeded.series} series × ${seeded.hours} hours) in ${seeded.seedMs} ms`);
-  const problems = [...planProblems(seeded.sumsPlan).map((p) => `sums: ${p}`), ...planProblems(seeded.lastsPlan).map((p) => `gauges: ${p}`), ...planProblems(seeded.dailyPlan, "metric_rollups_daily").map((p) => `daily: ${p}`)];
+  const problems = [...planProblems(seeded.hourlyPlan).map((p) => `hourly: ${p}`), ...planProblems(seeded.dailyPlan, "metric_rollups_daily").map((p) => `daily: ${p}`)];
   results.metricsDailyPlan = planText(seeded.dailyPlan);
-  results.metricsSumsPlan = planText(seeded.sumsPlan);
-  results.metricsGaugesPlan = planText(seeded.lastsPlan);
+  results.metricsHourlyPlan = planText(seeded.hourlyPlan);
   results.metricsUsesIndex = problems.length === 0;
-  log(`metrics: plan (sums):\n${results.metricsSumsPlan}\n  (gauges):\n${results.metricsGaugesPlan}\n  (daily):\n${results.metricsDailyPlan}`);
+  log(`metrics: plan (hourly):\n${results.metricsHourlyPlan}\n  (daily):\n${results.metricsDailyPlan}`);
   if (problems.length > 0) throw new Error(`metrics plan: ${problems.join("; ")}`);
 
   const figures = {};

@@ -1,6 +1,7 @@
 // GET /metrics: the rolled-up series of an installation over a range, per hour or per day.
-// Counters sum over a step, gauges take the value of the step's last rolled hour, histograms sum
-// their buckets and answer p50/p90 (the upper bound of the bucket holding the quantile).
+// Per hour from metric_rollups, per day from metric_rollups_daily (counters summed over the day,
+// gauges at its last rolled hour, histogram buckets summed); histograms answer count and p50/p90
+// per step and over the range (the upper bound of the bucket holding the quantile).
 import { AppError } from "../errors";
 import { bucketQuantile, HOUR_MS, METRIC_NAMES, METRICS, type MetricName } from "./rollup";
 
@@ -74,37 +75,26 @@ const iso = (ms: number) => new Date(ms).toISOString();
 
 /**
  * ?1 installation, ?2 JSON array of metric names, ?3 from, ?4 to, ?5 length of the step's prefix of
- * `hour` (13 or 10). Seeks the primary key per metric; answers one row per series (and histogram
- * bucket) with its steps packed as `step=value,…`, so a month of hours is a few hundred rows, not
- * a hundred thousand.
+ * the time (13 for hours, 10 for days). Each row of either table is one step of one series (and
+ * histogram bucket), so the steps are read as they are, packed per series as `step=value,…`: a
+ * month of hours is a few hundred rows to the Worker, not a hundred thousand. Seeks the primary key
+ * per metric.
  */
-export const SUMS_SQL = `SELECT metric, dims, bucket, group_concat(at || '=' || v) AS points FROM (
-    SELECT metric, dims, bucket, substr(hour, 1, ?5) AS at, SUM(value) AS v FROM metric_rollups
-    WHERE installation_id = ?1 AND metric IN (SELECT value FROM json_each(?2)) AND hour >= ?3 AND hour < ?4
-    GROUP BY metric, dims, bucket, at
-  ) GROUP BY metric, dims, bucket`;
-/** Per day: the daily table, one row a step already (same parameters; ?5 is 10). */
+export const HOURLY_SQL = `SELECT metric, dims, bucket, group_concat(substr(hour, 1, ?5) || '=' || value) AS points FROM metric_rollups
+  WHERE installation_id = ?1 AND metric IN (SELECT value FROM json_each(?2)) AND hour >= ?3 AND hour < ?4
+  GROUP BY metric, dims, bucket`;
+/** Per day: metric_rollups_daily, which the rollup keeps (counters summed, gauges at the day's last hour). */
 export const DAILY_SQL = `SELECT metric, dims, bucket, group_concat(substr(day, 1, ?5) || '=' || value) AS points FROM metric_rollups_daily
   WHERE installation_id = ?1 AND metric IN (SELECT value FROM json_each(?2)) AND day >= ?3 AND day < ?4
   GROUP BY metric, dims, bucket`;
-/** Gauges: SQLite takes the bare `value` from the row with MAX(hour), the step's last rolled hour. */
-export const LASTS_SQL = `SELECT metric, dims, bucket, group_concat(at || '=' || v) AS points FROM (
-    SELECT metric, dims, bucket, substr(hour, 1, ?5) AS at, MAX(hour) AS last, value AS v FROM metric_rollups
-    WHERE installation_id = ?1 AND metric IN (SELECT value FROM json_each(?2)) AND hour >= ?3 AND hour < ?4
-    GROUP BY metric, dims, at
-  ) GROUP BY metric, dims, bucket`;
 
 export async function queryMetrics(db: D1Database, installationId: string, query: MetricsQuery, now = new Date()) {
   const { step, size, from, to, names } = metricsRange(query, now);
   const steps = Array.from({ length: (to - from) / size }, (_, i) => iso(from + i * size));
   const prefix = step === "hour" ? 13 : 10;
   const positions = new Map(steps.map((at, i) => [at.slice(0, prefix), i]));
-  const summed = names.filter((name) => METRICS[name].kind !== "gauge");
-  const gauges = names.filter((name) => METRICS[name].kind === "gauge");
-  const [sums, lasts, rolled] = await db.batch<{ metric: MetricName; dims: string; bucket: number; points: string | null }>([
-    ...(step === "day"
-      ? [db.prepare(DAILY_SQL).bind(installationId, JSON.stringify(names), iso(from), iso(to), prefix), db.prepare(`SELECT NULL AS metric WHERE 0`)]
-      : [db.prepare(SUMS_SQL).bind(installationId, JSON.stringify(summed), iso(from), iso(to), prefix), db.prepare(LASTS_SQL).bind(installationId, JSON.stringify(gauges), iso(from), iso(to), prefix)]),
+  const [rows, rolled] = await db.batch<{ metric: MetricName; dims: string; bucket: number; points: string | null }>([
+    db.prepare(step === "day" ? DAILY_SQL : HOURLY_SQL).bind(installationId, JSON.stringify(names), iso(from), iso(to), prefix),
     db.prepare(`SELECT '' AS metric, '{}' AS dims, 0 AS bucket, MAX(hour) AS points FROM metric_rollup_hours WHERE installation_id = ?1`).bind(installationId),
   ]);
   /** The packed `step=value` pairs of a row, as [step index, value]. */
@@ -116,7 +106,7 @@ export async function queryMetrics(db: D1Database, installationId: string, query
     });
   const series = new Map<string, Series>();
   const histograms = new Map<string, { metric: MetricName; dims: Dims; steps: Array<Map<number, number>>; all: Map<number, number> }>();
-  for (const row of [...sums!.results, ...lasts!.results]) {
+  for (const row of rows!.results) {
     const key = `${row.metric} ${row.dims}`;
     const kind = METRICS[row.metric].kind;
     const values = unpack(row.points);
