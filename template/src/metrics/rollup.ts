@@ -25,8 +25,13 @@
 //   appeals.created           appeals taken in
 //   appeals.decided           appeals decided, by outcome (upheld, overturned)
 //
-// TODO(sweep_runs): the sweep figures (per sweep name: runs, counts) go here once the
-// `sweep_runs` table of the housekeeping work lands; it does not exist on this branch.
+// TODO(sweep_runs): the sweep figures go here once the housekeeping work's `sweep_runs` table
+// (branch `sweeps`, migration 0013: name, ran_at, ok, counts_json, ms; one row per sweep per
+// scheduled run) is merged; it does not exist on this branch. It is platform-wide, not per
+// installation, so its figures (runs and failures per sweep name, a histogram of ms, the summed
+// counts) need a platform series of their own (e.g. an admin-token GET /metrics/sweeps over
+// sweep_runs itself, or rollup rows under a reserved installation), not this per-installation
+// table.
 
 import { AppError } from "../errors";
 
