@@ -51,6 +51,8 @@ export default defineConfig(async () => {
       setupFiles: ["./test/setup.ts"],
       testTimeout: 30_000,
       hookTimeout: 30_000,
+      // The Worker logs one JSON line per request (src/http/app.ts): kept out of the test output.
+      onConsoleLog: (log: string) => (log.startsWith('{"event":"http.request"') ? false : undefined),
     },
   };
 });

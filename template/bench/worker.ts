@@ -28,6 +28,8 @@ import type { Actor } from "../src/http/auth";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { schemas } from "../src/http/schemas";
 import { validateBody } from "../src/http/validate";
+import { DAILY_SQL, HOURLY_SQL } from "../src/metrics/query";
+import { METRIC_NAMES, rollupDayStatements } from "../src/metrics/rollup";
 import platform from "../src/index";
 import { sha256Hex, timingSafeEqual } from "../src/lib/crypto";
 import { loadWorkflowExecutionContext } from "../src/workflows/execution-context";
@@ -604,8 +606,97 @@ async function benchRoute(request: Request, env: BenchEnv, ctx: ExecutionContext
     await env.AUDIT_ANCHORS.delete(`audit/${body.installationId}/head.json`);
     return json({ removed: body.installationId });
   }
+  if (request.method === "POST" && url.pathname === "/bench/metrics-seed") return seedMetrics(env, (await request.json().catch(() => ({}))) as Parameters<typeof seedMetrics>[1]);
   if (request.method === "POST" && url.pathname === "/bench/context-load") return contextLoad(env, (await request.json().catch(() => ({}))) as Parameters<typeof contextLoad>[1]);
   return json({ error: { code: "route.not_found" } }, 404);
+}
+
+const METRICS_SEED_MAX_DAYS = 90;
+
+/**
+ * Hourly rollups for `days` days up to the current hour, as the schedule would have written them
+ * for a busy installation: every metric with `queues` queues, `versions` workflow versions, six
+ * categories × three sources, ten histogram buckets per queue. One INSERT … SELECT per day
+ * (hours × series from a recursive CTE and a JSON list), plus the marks of the rolled hours; then
+ * the plans of GET /metrics's two queries.
+ */
+async function seedMetrics(env: BenchEnv, body: { installationId?: unknown; days?: unknown; queues?: unknown; versions?: unknown }): Promise<Response> {
+  const days = Number(body.days);
+  const queues = Number(body.queues ?? 8);
+  const versions = Number(body.versions ?? 4);
+  const installationId = body.installationId;
+  if (typeof installationId !== "string" || !Number.isInteger(days) || days < 1 || days > METRICS_SEED_MAX_DAYS || !Number.isInteger(queues) || !Number.isInteger(versions)) {
+    return json({ error: { code: "bench.metrics_seed_invalid" } }, 400);
+  }
+  const dims = (d: Record<string, string | null>) =>
+    JSON.stringify(
+      Object.fromEntries(
+        Object.keys(d)
+          .sort()
+          .map((k) => [k, d[k]]),
+      ),
+    );
+  const series: Array<[string, string, number]> = [];
+  const queueIds = Array.from({ length: queues }, (_, i) => `q_bench_metrics_${i}`);
+  const versionIds = Array.from({ length: versions }, (_, i) => `wv_bench_metrics_${i}`);
+  for (const category of ["scams_and_fraud", "illegal_or_harmful_speech", "animal_welfare", "data_protection_and_privacy_violations", "violence", "other_violation_tc"]) {
+    for (const source of ["notice", "trusted_flagger", "voluntary"]) series.push(["reports.received", dims({ category, source }), -1]);
+  }
+  for (const queue of queueIds) {
+    series.push(["queue.depth", dims({ queue }), -1], ["queue.oldest_seconds", dims({ queue }), -1], ["tasks.sla_breaches", dims({ queue }), -1]);
+    series.push(["tasks.ended", dims({ queue, state: "completed" }), -1], ["tasks.ended", dims({ queue, state: "expired" }), -1]);
+    for (let bucket = 8; bucket < 18; bucket++) series.push(["queue.first_action_seconds", dims({ queue }), bucket]);
+  }
+  for (const version of versionIds) {
+    series.push(["runs.created", dims({ mode: "autonomous", version }), -1], ["runs.created", dims({ mode: "shadow", version }), -1]);
+    series.push(["runs.ended", dims({ code: null, state: "succeeded", version }), -1], ["runs.ended", dims({ code: "ai.provider_timeout", state: "repair_required", version }), -1]);
+    series.push(["runs.ended", dims({ code: "component.egress_denied", state: "failed", version }), -1], ["runs.ended", dims({ code: null, state: "terminated", version }), -1]);
+  }
+  series.push(["deliveries.created", "{}", -1], ["deliveries.ended", dims({ state: "delivered" }), -1], ["deliveries.ended", dims({ state: "dead" }), -1], ["deliveries.pending", "{}", -1]);
+  for (const automated of ["fully", "partially", "not_automated"]) for (const mode of ["autonomous", "manual"]) series.push(["decisions.made", dims({ automated, mode }), -1]);
+  series.push(["appeals.created", "{}", -1], ["appeals.decided", dims({ outcome: "upheld" }), -1], ["appeals.decided", dims({ outcome: "overturned" }), -1]);
+  for (const [metric] of series) if (!(METRIC_NAMES as string[]).includes(metric)) return json({ error: { code: "bench.metrics_seed_unknown_metric", metric } }, 500);
+  const hour = 3_600_000;
+  const last = Math.floor(Date.now() / hour) * hour - hour;
+  const first = last - (days * 24 - 1) * hour;
+  const started = Date.now();
+  const seriesJson = JSON.stringify(series);
+  let rows = 0;
+  for (let day = 0; day < days; day++) {
+    const from = first + day * 24 * hour;
+    const inserted = await env.DB.prepare(`
+      WITH RECURSIVE h(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM h WHERE n < 23)
+      INSERT OR REPLACE INTO metric_rollups (installation_id, hour, metric, dims, bucket, value)
+      SELECT ?1, strftime('%Y-%m-%dT%H:00:00.000Z', ?2 + h.n * 3600, 'unixepoch'), s.value ->> '$[0]', s.value ->> '$[1]', s.value ->> '$[2]', abs(random() % 40)
+      FROM h CROSS JOIN json_each(?3) s`)
+      .bind(installationId, from / 1000, seriesJson)
+      .run();
+    await env.DB.prepare(`
+      WITH RECURSIVE h(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM h WHERE n < 23)
+      INSERT OR REPLACE INTO metric_rollup_hours (installation_id, hour, rolled_at) SELECT ?1, strftime('%Y-%m-%dT%H:00:00.000Z', ?2 + h.n * 3600, 'unixepoch'), ?3 FROM h`)
+      .bind(installationId, from / 1000, new Date().toISOString())
+      .run();
+    rows += inserted.meta.changes ?? 0;
+  }
+  // The daily table, as the rollup keeps it: every day the hours touch.
+  for (let day = Math.floor(first / (24 * hour)) * 24 * hour; day <= last; day += 24 * hour) await env.DB.batch(rollupDayStatements(env.DB, installationId, day));
+  const seedMs = Date.now() - started;
+  const plan = async (sql: string, prefix: number) => {
+    const { results } = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`)
+      .bind(installationId, JSON.stringify(METRIC_NAMES), new Date(first).toISOString(), new Date(last + hour).toISOString(), prefix)
+      .all<{ id: number; parent: number; detail: string }>();
+    return results;
+  };
+  return json({
+    rows,
+    series: series.length,
+    hours: days * 24,
+    from: new Date(first).toISOString(),
+    to: new Date(last + hour).toISOString(),
+    seedMs,
+    hourlyPlan: await plan(HOURLY_SQL, 13),
+    dailyPlan: await plan(DAILY_SQL, 10),
+  });
 }
 
 const AUDIT_SEED_MAX = 100_000;

@@ -20,11 +20,12 @@
 // /audit/verify at 10,000 and 100,000 audit events (incremental, from the last checkpoint), the
 // cost of the expression budget on a typical condition, the cost of reading reported content, and
 // one scheduled run of every sweep over 100,000 tasks with each sweep's query plan, and
-// the export and restore of an installation with 10,000 audit events (backup).
+// the export and restore of an installation with 10,000 audit events (backup), and
+// GET /metrics over 30 days of hourly rollups (p95, per hour and per day).
 //
 // The Worker's schedule runs as under `npm start`: scripts/local-cron.mjs calls its scheduled
 // handler every minute for the whole bench. BENCH_ONLY=audit,queue,… runs only those sections
-// (runtime, context, expressions, components, content, actions, intake, queue, audit, sweeps, backup) — for working on one of them.
+// (runtime, context, expressions, components, content, actions, intake, queue, audit, sweeps, backup, metrics) — for working on one of them.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
@@ -43,6 +44,7 @@ import { contextLines, sectionContext } from "../bench/sections/context.mjs";
 import { expressionLines, sectionExpressions } from "../bench/sections/expressions.mjs";
 import { intakeLines, sectionIntake } from "../bench/sections/intake.mjs";
 import { client, deadline, edge, log, OVERALL_BUDGET_MS, publish, remaining, results, round, server, sleep, startedAt, timedClient } from "../bench/sections/lib.mjs";
+import { metricsLines, sectionMetrics } from "../bench/sections/metrics.mjs";
 import { queueLines, sectionQueueListing } from "../bench/sections/queue.mjs";
 import { runtimeLines, sectionGrowth, sectionPerStep } from "../bench/sections/runtime.mjs";
 import { sectionSweeps, sweepLines } from "../bench/sections/sweeps.mjs";
@@ -276,7 +278,7 @@ function report() {
   const lines = [];
   if (results.cores !== undefined) lines.push(`machine:          ${results.cores} cores, 1-minute load average ${results.loadAverageAtStart} at the start (other processes compete with the dev server for the cores)`);
   if (results.devServer !== undefined) lines.push(`dev server:       ${results.devServer}, wrangler ${results.wranglerVersion}`);
-  lines.push(...runtimeLines(), ...contextLines(), ...expressionLines(), ...componentLines(), ...contentLines(), ...actionLines(), ...intakeLines(), ...queueLines(), ...auditLines(), ...sweepLines(), ...backupLines());
+  lines.push(...runtimeLines(), ...contextLines(), ...expressionLines(), ...componentLines(), ...contentLines(), ...actionLines(), ...intakeLines(), ...queueLines(), ...auditLines(), ...sweepLines(), ...backupLines(), ...metricsLines());
   if (results.elapsedS !== undefined) lines.push(`elapsed:          ${results.elapsedS} s (budget ${OVERALL_BUDGET_MS / 1000} s)`);
   if (results.error) lines.push(`bench failed: ${results.error}`);
   for (const line of lines) process.stdout.write(`${line}\n`);
@@ -335,6 +337,7 @@ async function main() {
   if (runs("audit")) await sectionAuditVerify(api, timed, adminToken);
   if (runs("sweeps")) await sectionSweeps(api, base, adminToken, trivial.id);
   if (runs("backup")) await sectionBackup(api, timed, adminToken);
+  if (runs("metrics")) await sectionMetrics(api, timed, adminToken);
   results.elapsedS = round((Date.now() - startedAt) / 1000, 1);
 }
 

@@ -49,6 +49,9 @@ export const TABLE_OWNERS = {
   sweep_runs: "operations",
   alert_settings: "operations",
   alerts: "operations",
+  metric_rollups: "metrics",
+  metric_rollups_daily: "metrics",
+  metric_rollup_hours: "metrics",
 };
 
 /**

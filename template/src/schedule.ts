@@ -12,6 +12,7 @@ import { sweepAuditChains } from "./audit";
 import { sealLegacyTaskContexts, sweepLapsedLeases } from "./cases";
 import { sweepPendingDeliveries } from "./enforcement";
 import { errorCode } from "./errors";
+import { sweepMetricRollups } from "./metrics";
 import { recordSweepRuns, sweepAlerts } from "./operations";
 import { redispatchPendingRuns, sealLegacyStepOutputs, sweepExpiredWaits, sweepStalledRuns } from "./workflows";
 
@@ -39,6 +40,8 @@ export const SWEEPS: readonly Sweep[] = [
   // Migration 0007: rows written in plaintext before content sealing (a no-op once none are left).
   { name: "cases.seal_legacy_task_contexts", run: (env) => sealLegacyTaskContexts(env, 200) },
   { name: "workflows.seal_legacy_step_outputs", run: (env) => sealLegacyStepOutputs(env, 200) },
+  // Issue 13 §5: the complete hours not yet rolled up (at most 48 per run), last so it sees what the others did.
+  { name: "metrics.rollup", run: (env, now) => sweepMetricRollups(env, now) },
 ];
 
 export interface SweepResult {

@@ -98,6 +98,7 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   PublishVersion: () => ({ graph: trivialGraph }),
   ValidateGraph: () => ({ graph: trivialGraph }),
   CreateRun: (f) => ({ workflowVersionId: f.trivialVersion, authorityMode: "shadow", input: {}, reportId: f.report }),
+  RollupMetrics: () => ({}),
   SendEvent: () => ({ type: "tenancy.poke", payload: {} }),
   CreateReport: () => ({ subject: { kind: "account", id: "acct-tenancy" }, category: "scams_and_fraud" }),
   CreateTrigger: (f) => ({ event: "report.created", when: "false", workflowVersionId: f.trivialVersion, authorityMode: "shadow", enabled: false }),

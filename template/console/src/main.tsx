@@ -21,6 +21,7 @@ const RunPage = lazy(() => import("./pages/run-inspector").then((m) => ({ defaul
 const ReportsPage = lazy(() => import("./pages/reports").then((m) => ({ default: m.ReportsPage })));
 const ReportPage = lazy(() => import("./pages/reports").then((m) => ({ default: m.ReportPage })));
 const AuditPage = lazy(() => import("./pages/audit").then((m) => ({ default: m.AuditPage })));
+const DashboardPage = lazy(() => import("./pages/dashboard").then((m) => ({ default: m.DashboardPage })));
 const SettingsPage = lazy(() => import("./pages/settings").then((m) => ({ default: m.SettingsPage })));
 
 type Page = ComponentType<{ params: Params }> | LazyExoticComponent<ComponentType<{ params: Params }>>;
@@ -37,6 +38,7 @@ const ROUTES: Array<[string, Page, string]> = [
   ["/workflows/:id/compare", ComparePage, "workflows"],
   ["/runs", RunsPage, "runs"],
   ["/runs/:id", RunPage, "runs"],
+  ["/dashboard", DashboardPage, "dashboard"],
   ["/audit", AuditPage, "audit"],
   ["/settings", SettingsPage, "settings"],
   ["/settings/:tab", SettingsPage, "settings"],
@@ -44,6 +46,7 @@ const ROUTES: Array<[string, Page, string]> = [
 
 const NAV: Array<[string, string, string]> = [
   ["/", "Review", "review"],
+  ["/dashboard", "Dashboard", "dashboard"],
   ["/approvals", "Approvals", "approvals"],
   ["/reports", "Reports", "reports"],
   ["/workflows", "Workflows", "workflows"],

@@ -7,11 +7,12 @@ import { sessionRoutes } from "../console/routes";
 import { enforcementRoutes } from "../enforcement/routes";
 import { installationRoutes } from "../installations/routes";
 import { operationsRoutes } from "../operations/routes";
+import { metricRoutes } from "../metrics/routes";
 import { runRoutes } from "../workflows/runs-routes";
 import { workflowRoutes } from "../workflows/routes";
 import type { ContractOf } from "./route";
 
-export const apiRoutes = [installationRoutes, workflowRoutes, runRoutes, caseRoutes, enforcementRoutes, auditRoutes, automationRoutes, sessionRoutes, operationsRoutes] as const;
+export const apiRoutes = [installationRoutes, workflowRoutes, runRoutes, caseRoutes, enforcementRoutes, auditRoutes, automationRoutes, sessionRoutes, operationsRoutes, metricRoutes] as const;
 
 type Intersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never;
 

@@ -1,7 +1,8 @@
 // The HTTP application: one Hono sub-router per resource under /api/v1, one error renderer.
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { AppError } from "../errors";
+import { routePath } from "hono/route";
+import { AppError, errorCode } from "../errors";
 import { sealAuditChainAfterWrite } from "../audit";
 import { signinRoutes } from "../console/routes";
 import { apiRoutes } from "./api";
@@ -13,6 +14,23 @@ const MAX_IMPORT_BYTES = 64 * 1_048_576;
 
 export function createApp() {
   const app = new Hono<AppEnv>();
+  // One structured JSON line per request, searchable in Workers Logs: method, route (the declared
+  // path, never the URL with its ids or query), status, ms, installation and request ids. Never
+  // content, headers or secrets.
+  app.use("*", async (c, next) => {
+    const started = Date.now();
+    const requestId = requestIdOf(c.req.header("cf-ray"));
+    c.set("requestId", requestId);
+    await next();
+    try {
+      c.res.headers.set("x-request-id", requestId);
+    } catch {
+      // An immutable response (a static asset passed through): the log line still has the id.
+    }
+    const status = c.res.status;
+    const line = { event: "http.request", method: c.req.method, route: routePath(c, -1), status, ms: Date.now() - started, installationId: c.get("actor")?.installationId ?? null, requestId };
+    (status >= 500 ? console.error : console.log)(JSON.stringify(line));
+  });
   // A backup being restored is one document of the whole installation (ADMIN_TOKEN only).
   const importLimit = bodyLimit({
     maxSize: MAX_IMPORT_BYTES,
@@ -42,8 +60,15 @@ export function createApp() {
       return c.json({ error: { code: error.code, message: error.message, ...(error.details === undefined ? {} : { details: error.details }) } }, error.status as 400);
     }
     // Unexpected: log the code path, never request content or secrets.
-    console.error("unhandled_error", error instanceof Error ? error.name : typeof error, error instanceof Error ? error.message.slice(0, 200) : "");
+    console.error(
+      JSON.stringify({ event: "http.unhandled_error", requestId: c.get("requestId") ?? null, installationId: c.get("actor")?.installationId ?? null, name: error instanceof Error ? error.name : typeof error, code: errorCode(error) }),
+    );
     return c.json({ error: { code: "internal.error", message: "Something went wrong; the request may be retried." } }, 500);
   });
   return app;
+}
+
+/** The request's id: its `cf-ray` when Cloudflare gave one (a ray id is hex and a colo), else a random one. */
+function requestIdOf(ray: string | undefined): string {
+  return ray && /^[A-Za-z0-9-]{1,64}$/u.test(ray) ? ray : `req_${crypto.randomUUID().replace(/-/gu, "").slice(0, 20)}`;
 }

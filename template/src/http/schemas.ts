@@ -60,6 +60,14 @@ export const schemas = {
       reportId: identifier,
     },
   },
+  RollupMetrics: {
+    type: "object",
+    additionalProperties: false,
+    properties: {
+      from: { type: "string", maxLength: 40, description: "The first hour to recompute (ISO 8601); default 23 hours before `to`." },
+      to: { type: "string", maxLength: 40, description: "The last hour to recompute (ISO 8601); default the current hour (figures so far)." },
+    },
+  },
   SendEvent: {
     type: "object",
     required: ["type"],

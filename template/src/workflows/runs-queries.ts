@@ -26,6 +26,10 @@ export interface RunRow {
   startedAt: string | null;
   finishedAt: string | null;
   updatedAt: string;
+  /** The workflow's id, name and the version's number (lists show names, not only ids). */
+  workflowId?: string | null;
+  workflowName?: string | null;
+  workflowVersion?: number | null;
 }
 
 const RUN_COLUMNS = `
@@ -35,7 +39,9 @@ const RUN_COLUMNS = `
   r.error_summary AS errorSummary, r.error_details_json AS errorDetailsJson, r.report_id AS reportId, r.parent_run_id AS parentRunId,
   r.parent_node_id AS parentNodeId, r.idempotency_key AS idempotencyKey, r.request_digest AS requestDigest,
   r.current_node_id AS currentNodeId, r.created_at AS createdAt, r.started_at AS startedAt,
-  r.finished_at AS finishedAt, r.updated_at AS updatedAt`;
+  r.finished_at AS finishedAt, r.updated_at AS updatedAt,
+  v.workflow_id AS workflowId, v.version AS workflowVersion,
+  (SELECT w.name FROM workflows w WHERE w.id = v.workflow_id AND w.installation_id = r.installation_id) AS workflowName`;
 
 export function getRunRow(db: D1Database, installationId: string, runId: string): Promise<RunRow | null> {
   return db

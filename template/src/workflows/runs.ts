@@ -142,6 +142,9 @@ export function serializeRun(run: RunRow) {
   return {
     id: run.id,
     workflowVersionId: run.workflowVersionId,
+    workflowId: run.workflowId ?? null,
+    workflowName: run.workflowName ?? null,
+    workflowVersion: run.workflowVersion ?? null,
     authorityMode: run.authorityMode,
     state: run.state,
     input: parseJson(run.inputJson),

@@ -315,6 +315,8 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
       const protocol = kindOf(node.kind)!.protocol;
       if ((protocol === "wait" || protocol === "action") && !step && run.authorityMode !== "shadow") throw denied("runtime.node_not_started");
       const recorded = await recordedHostError(this.env.DB, stepId, errorCode);
+      // One structured line per step error (ids and the code only, never a message or data).
+      console.error(JSON.stringify({ event: "run.step_error", installationId: run.installationId, runId: run.id, nodeId: node.id, kind: node.kind, branchKey, errorCode, to: node.errorPort ? "error_port" : "repair_required" }));
       if (node.errorPort) {
         const output = { port: node.errorPort, errorCode, exhausted: true };
         // An action sent to its error port leaves no proposal to approve.

@@ -28,11 +28,13 @@ export function RunsPage() {
       {runs.length > 0 ? (
         <table className="table">
           <caption className="sr-only">Runs</caption>
-          <thead><tr><th scope="col">Run</th><th scope="col">State</th><th scope="col">Mode</th><th scope="col">Current node</th><th scope="col">Report</th><th scope="col">Started</th><th scope="col">Finished</th></tr></thead>
+          <thead><tr><th scope="col">Run</th><th scope="col">Workflow</th><th scope="col">Version</th><th scope="col">State</th><th scope="col">Mode</th><th scope="col">Current node</th><th scope="col">Report</th><th scope="col">Started</th><th scope="col">Finished</th></tr></thead>
           <tbody>
             {runs.map((run) => (
               <tr key={run.id}>
                 <th scope="row"><Link to={`/runs/${encodeURIComponent(run.id)}`}>{shortId(run.id)}</Link></th>
+                <td>{run.workflowId ? <Link to={`/workflows/${encodeURIComponent(run.workflowId)}`}>{run.workflowName ?? shortId(run.workflowId)}</Link> : <span className="muted">—</span>}</td>
+                <td>{run.workflowVersion !== null ? <Link to={`/runs${qs({ workflowVersionId: run.workflowVersionId })}`} title={run.workflowVersionId}>v{run.workflowVersion}</Link> : <code>{shortId(run.workflowVersionId)}</code>}</td>
                 <td><StateBadge state={run.state} />{run.error ? <span className="muted small"> {run.error.code}</span> : null}</td>
                 <td>{run.authorityMode}</td>
                 <td>{run.currentNodeId ? <code>{run.currentNodeId}</code> : <span className="muted">—</span>}</td>

@@ -1,0 +1,119 @@
+// The dashboard in a real browser (issue 13 §5): reports and tasks sent through the API, the
+// hours rolled up (POST /metrics/rollup, as the schedule would), then /dashboard shows the figures
+// with the queue's name, its charts have text alternatives, switching the range works, axe-core
+// finds no serious or critical violation, and the review page does not load the dashboard's
+// chunk. The runs list shows the workflow's name and version.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { apiClient, axeViolations, buildConsole, launchBrowser, reuseOrStartServer, until } from "./harness.mjs";
+
+let server;
+let browser;
+let api;
+let context;
+let page;
+const TAG = Math.random().toString(36).slice(2, 7);
+const QUEUE = `dashboard_${TAG}`;
+const WORKFLOW = `dashboard review ${TAG}`;
+const REPORTS = 3;
+
+const edge = (from, port, to) => ({ from: { nodeId: from, port }, to: { nodeId: to } });
+
+before(
+  async () => {
+    buildConsole();
+    server = await reuseOrStartServer({ label: "dashboard" });
+    api = apiClient(server.baseUrl, server.apiKey);
+    const queue = await api("/queues", { body: { name: QUEUE, slaSeconds: 3600 } });
+    assert.equal(queue.status, 201, JSON.stringify(queue.body));
+    const workflow = await api("/workflows", { body: { name: WORKFLOW } });
+    assert.equal(workflow.status, 201, JSON.stringify(workflow.body));
+    const graph = {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "review", kind: "human_task", config: { queue_id: QUEUE, response_schema: { type: "object", properties: { outcome: { enum: ["remove", "keep"] } } }, timeout_seconds: 3600 } },
+        { id: "end", kind: "end" },
+      ],
+      edges: [edge("start", "success", "review"), edge("review", "completed", "end"), edge("review", "timeout", "end")],
+    };
+    const version = await api(`/workflows/${workflow.body.id}/versions`, { body: { graph } });
+    assert.equal(version.status, 201, JSON.stringify(version.body));
+    const trigger = await api("/triggers", { body: { event: "report.created", when: `report.subject.id.endsWith('-${TAG}')`, workflowVersionId: version.body.id, authorityMode: "autonomous" } });
+    assert.equal(trigger.status, 201, JSON.stringify(trigger.body));
+    for (let i = 0; i < REPORTS; i++) {
+      const report = await api("/reports", { body: { subject: { kind: "content", id: `post-${i}-${TAG}` }, category: "scams_and_fraud", source: "notice" } });
+      assert.equal(report.status, 201, JSON.stringify(report.body));
+    }
+    await until(async () => {
+      const tasks = await api(`/queues/${queue.body.id}/tasks?limit=50`);
+      return { value: tasks.body.items?.length === REPORTS, seen: tasks.body };
+    }, "the tasks of the reports");
+    const rolled = await api("/metrics/rollup", { body: {} });
+    assert.equal(rolled.status, 200, JSON.stringify(rolled.body));
+    browser = await launchBrowser();
+    context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+    page = await context.newPage();
+  },
+  { timeout: 180_000 },
+);
+
+after(async () => {
+  await browser?.close().catch(() => undefined);
+  await server?.stop();
+});
+
+test("the dashboard shows the desk's figures with names, charts with text, and passes axe", { timeout: 90_000 }, async () => {
+  const scripts = new Set();
+  page.on("response", (response) => {
+    const url = new URL(response.url());
+    if (url.pathname.endsWith(".js")) scripts.add(url.pathname);
+  });
+  await page.goto(server.signinUrl);
+  await page.getByRole("heading", { level: 1, name: "Review queues" }).waitFor();
+  assert.deepEqual(
+    [...scripts].filter((name) => /dashboard/u.test(name)),
+    [],
+    "the review page does not load the dashboard's chunk",
+  );
+
+  await page.getByRole("link", { name: "Dashboard", exact: true }).click();
+  await page.waitForURL(/\/dashboard$/u);
+  await page.locator("section[data-ready]").waitFor();
+  await page.getByRole("heading", { level: 1, name: "Dashboard" }).waitFor();
+  assert.ok(
+    [...scripts].some((name) => /dashboard/u.test(name)),
+    "the dashboard loads as its own chunk",
+  );
+
+  const reports = Number((await page.getByTestId("stat-reports").locator("strong").innerText()).replace(/\D/gu, ""));
+  assert.ok(reports >= REPORTS, `reports in: ${reports}`);
+  const row = page.getByTestId("queue-health").getByRole("row").filter({ hasText: QUEUE });
+  await row.waitFor();
+  assert.equal(await row.locator("td").first().innerText(), String(REPORTS), "waiting tasks in the queue, by its name");
+  const charts = page.locator("figure.chart svg[role=img]");
+  assert.ok((await charts.count()) >= 4, "the charts are drawn");
+  assert.match(await charts.first().getAttribute("aria-label"), /Reports per hour\. Reports: \d+ in total/u);
+  const runsTable = page.getByTestId("runs-by-version");
+  await runsTable
+    .getByRole("row")
+    .filter({ hasText: `${WORKFLOW} v1` })
+    .waitFor();
+
+  const violations = await axeViolations(page);
+  assert.deepEqual(violations, [], `dashboard: axe found serious or critical violations:\n${JSON.stringify(violations, null, 2)}`);
+
+  await page.getByRole("button", { name: "Last 30 days" }).click();
+  await page.waitForURL(/range=30d/u);
+  await until(async () => ({ value: (await page.getByRole("button", { name: "Last 30 days" }).getAttribute("aria-pressed")) === "true" && (await page.getByText("Reports per day").count()) > 0 }), "the 30-day view", 15_000);
+  assert.deepEqual(await axeViolations(page), [], "dashboard (30 days): no serious or critical axe violations");
+});
+
+test("the runs list shows the workflow's name and version", { timeout: 60_000 }, async () => {
+  await page.getByRole("link", { name: "Runs", exact: true }).click();
+  await page.locator("section[data-ready]").waitFor();
+  const row = page.getByRole("row").filter({ hasText: WORKFLOW }).first();
+  await row.waitFor();
+  assert.match(await row.innerText(), /\bv1\b/u);
+  assert.deepEqual(await axeViolations(page), [], "runs page: no serious or critical axe violations");
+});
