@@ -10,12 +10,14 @@ export { sealLegacyStepOutputs } from "./runtime-records";
 export type { NodeCall } from "./kinds/executors";
 export { compileExpression, evaluateInputMapping, evaluateWorkflowExpression, type ExpressionContext } from "./expressions";
 export { createRun, signalRunEvent, type CreateRunInput } from "./runs";
+export { signalRun } from "./instances";
 export { firstEventOfWaitUnsafe, runEventStatement, waitOfStepUnsafe } from "./runs-queries";
 export { getVersionRow } from "./versions-queries";
 export type { AuthorizedRun } from "./runtime-authorize";
 export type { ActionProgress, WaitResult } from "./runtime-protocol";
 export {
   AUTHORITY_MODES,
+  RUN_STATES,
   TERMINAL_RUN_STATES,
   type JsonObject,
   type JsonValue,
