@@ -18,11 +18,12 @@
 // proposal to confirmed delivery vs a bare signed webhook POST, report intake throughput,
 // review-queue listing latency with 100,000 open tasks with the listing query's plan, and
 // /audit/verify at 10,000 and 100,000 audit events (incremental, from the last checkpoint), the
-// cost of the expression budget on a typical condition, and the cost of reading reported content.
+// cost of the expression budget on a typical condition, the cost of reading reported content, and
+// repair of 100 runs in repair_required (a bulk migrate, and one by one).
 //
 // The Worker's schedule runs as under `npm start`: scripts/local-cron.mjs calls its scheduled
 // handler every minute for the whole bench. BENCH_ONLY=audit,queue,… runs only those sections
-// (runtime, context, expressions, components, content, actions, intake, queue, audit) — for working on one of them.
+// (runtime, context, expressions, components, content, actions, intake, queue, audit, repair) — for working on one of them.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
@@ -41,6 +42,7 @@ import { expressionLines, sectionExpressions } from "../bench/sections/expressio
 import { intakeLines, sectionIntake } from "../bench/sections/intake.mjs";
 import { client, deadline, edge, log, OVERALL_BUDGET_MS, publish, remaining, results, round, server, sleep, startedAt, timedClient } from "../bench/sections/lib.mjs";
 import { queueLines, sectionQueueListing } from "../bench/sections/queue.mjs";
+import { repairLines, sectionRepair } from "../bench/sections/repair.mjs";
 import { runtimeLines, sectionGrowth, sectionPerStep } from "../bench/sections/runtime.mjs";
 import { startLocalCron } from "./local-cron.mjs";
 
@@ -272,7 +274,7 @@ function report() {
   const lines = [];
   if (results.cores !== undefined) lines.push(`machine:          ${results.cores} cores, 1-minute load average ${results.loadAverageAtStart} at the start (other processes compete with the dev server for the cores)`);
   if (results.devServer !== undefined) lines.push(`dev server:       ${results.devServer}, wrangler ${results.wranglerVersion}`);
-  lines.push(...runtimeLines(), ...contextLines(), ...expressionLines(), ...componentLines(), ...contentLines(), ...actionLines(), ...intakeLines(), ...queueLines(), ...auditLines());
+  lines.push(...runtimeLines(), ...contextLines(), ...expressionLines(), ...componentLines(), ...contentLines(), ...actionLines(), ...intakeLines(), ...queueLines(), ...auditLines(), ...repairLines());
   if (results.elapsedS !== undefined) lines.push(`elapsed:          ${results.elapsedS} s (budget ${OVERALL_BUDGET_MS / 1000} s)`);
   if (results.error) lines.push(`bench failed: ${results.error}`);
   for (const line of lines) process.stdout.write(`${line}\n`);
@@ -329,6 +331,7 @@ async function main() {
   if (runs("intake")) await sectionIntake(api, timed, adminToken, casesKey, cases.id, trivial.id);
   if (runs("queue")) await sectionQueueListing(api, timed, adminToken, casesKey, cases.id, trivial.id);
   if (runs("audit")) await sectionAuditVerify(api, timed, adminToken);
+  if (runs("repair")) await sectionRepair(api, apiKey);
   results.elapsedS = round((Date.now() - startedAt) / 1000, 1);
 }
 

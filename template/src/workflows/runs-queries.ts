@@ -227,6 +227,22 @@ export async function listRunRepairs(db: D1Database, installationId: string, run
       previous_state AS previousState, previous_error_code AS previousErrorCode, instance_id AS instanceId, reason, actor_json AS actorJson, operation_id AS operationId, created_at AS createdAt
       FROM workflow_run_repairs WHERE installation_id = ?1 AND run_id = ?2 ORDER BY seq`)
     .bind(installationId, runId)
-    .all<{ actorJson: string } & Record<string, unknown>>();
+    .all<{
+      id: string;
+      seq: number;
+      action: string;
+      nodeId: string | null;
+      branchKey: string | null;
+      port: string | null;
+      fromVersionId: string;
+      toVersionId: string;
+      previousState: string;
+      previousErrorCode: string | null;
+      instanceId: string;
+      reason: string;
+      actorJson: string;
+      operationId: string | null;
+      createdAt: string;
+    }>();
   return results.map(({ actorJson, ...row }) => ({ ...row, actor: JSON.parse(actorJson) as unknown }));
 }
