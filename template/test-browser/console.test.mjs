@@ -532,8 +532,8 @@ test("a run in repair_required is repaired from the run inspector: route to a po
   await form.waitFor();
   await expectNoSeriousViolations(page, "run page with repair");
   await form.getByLabel(/Route it to a port/u).check();
-  await form.getByLabel("Port").selectOption("no");
-  await form.getByLabel("Reason").fill("Checked by hand: no match.");
+  await form.getByLabel("Port", { exact: true }).selectOption("no");
+  await form.getByLabel("Reason", { exact: true }).fill("Checked by hand: no match.");
   await form.getByRole("button", { name: "Repair the run" }).click();
   await page.locator('section[data-run-state="succeeded"]').waitFor({ timeout: 30_000 });
   await page.locator('.react-flow__node[data-id="end_no"] .flow-node-state').filter({ hasText: "succeeded" }).waitFor();

@@ -29,7 +29,10 @@ export async function signalRun(env: Env, runId: string, event: { type: string; 
 /** Stops an instance; one that already ended, errored or never started is fine (the run row is authoritative). */
 export async function stopInstance(env: Env, instanceId: string): Promise<void> {
   try {
-    await (await env.WORKFLOWS.get(instanceId)).terminate();
+    const instance = await env.WORKFLOWS.get(instanceId);
+    const { status } = await instance.status();
+    if (status === "complete" || status === "errored" || status === "terminated") return;
+    await instance.terminate();
   } catch (error) {
     if (!isInstanceNotLive(error)) throw error;
   }

@@ -193,7 +193,7 @@ export async function runEndWaitStatements(db: D1Database, input: { installation
 export async function markRunFailedUnsafe(env: Env, instanceId: string, code: string): Promise<void> {
   const at = new Date().toISOString();
   // By instance: an instance a repair replaced cannot fail the run that moved on.
-  const run = await env.DB.prepare(`SELECT id, installation_id AS installationId FROM workflow_runs WHERE instance_id = ?1`).bind(instanceId).first<{ id: string; installationId: string }>();
+  const run = await env.DB.prepare(`SELECT id, installation_id AS installationId FROM workflow_runs WHERE instance_id = ?1 OR (instance_id IS NULL AND id = ?1)`).bind(instanceId).first<{ id: string; installationId: string }>();
   if (!run) return;
   const runId = run.id;
   const ended = { installationId: run.installationId, runId, runState: "failed", at };
@@ -201,7 +201,7 @@ export async function markRunFailedUnsafe(env: Env, instanceId: string, code: st
     env.DB.prepare(`
       UPDATE workflow_runs SET state = 'failed', error_code = ?2, error_summary = 'The workflow ended with an error.',
         finished_at = ?3, updated_at = ?3, revision = revision + 1
-      WHERE id = ?1 AND instance_id = ?4 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded', 'repair_required')`).bind(runId, code.slice(0, 100), at, instanceId),
+      WHERE id = ?1 AND COALESCE(instance_id, id) = ?4 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded', 'repair_required')`).bind(runId, code.slice(0, 100), at, instanceId),
     auditStatement(
       env.DB,
       {

@@ -131,7 +131,7 @@ export async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow):
     }
   }
   await env.DB.prepare(`UPDATE workflow_runs SET state = 'queued', updated_at = ?2, revision = revision + 1
-    WHERE id = ?1 AND state IN ('created', 'dispatch_pending') AND instance_id = ?3`)
+    WHERE id = ?1 AND state IN ('created', 'dispatch_pending') AND COALESCE(instance_id, id) = ?3`)
     .bind(run.id, new Date().toISOString(), run.instanceId)
     .run();
 }
