@@ -4,6 +4,7 @@
 // run, then a migrate of 50 runs in the background.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { processRunOperation } from "../src/workflows/run-operations";
 import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
 
 type Logged = { path: string; status: number; webhookId: string };
@@ -207,5 +208,45 @@ describe("bulk repair", () => {
     // Each run repaired once, under the operation.
     expect(await count("SELECT COUNT(*) AS n FROM workflow_run_repairs WHERE operation_id = ?1", started.body.id)).toBe(50);
     expect(await count("SELECT COUNT(*) AS n FROM audit_events WHERE action = 'workflow.run_repaired' AND json_extract(details_json, '$.operationId') = ?1", started.body.id)).toBe(50);
+  });
+
+  it("a bulk terminate is done once: a message delivered again, or a repeat of the request, repeats nothing", { timeout: 120_000 }, async () => {
+    const { apiKey } = await newInstallation();
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "check", timeoutPolicy: { retries: 0 }, ...condition(BROKEN) },
+        { id: "end_even", kind: "end" },
+        { id: "end_odd", kind: "end" },
+      ],
+      edges: [edge("start", "success", "check"), edge("check", "even", "end_even"), edge("check", "odd", "end_odd")],
+    });
+    const runs = [];
+    for (let i = 0; i < 3; i++) runs.push((await stuckRun(apiKey, version.id)).id);
+    const request = { action: "terminate", filter: { workflowVersionId: version.id }, reason: "broken version withdrawn" };
+    const started = await api("/api/v1/run-operations", { key: apiKey, body: request, headers: { "idempotency-key": "terminate-once" } });
+    expect(started.status).toBe(202);
+    let operation = started.body;
+    for (const deadline = Date.now() + 60_000; operation.state !== "completed"; ) {
+      if (Date.now() > deadline) throw new Error(`operation stuck: ${JSON.stringify(operation)}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      operation = (await api(`/api/v1/run-operations/${started.body.id}`, { key: apiKey })).body;
+    }
+    expect(operation.progress).toEqual({ total: 3, processed: 3, succeeded: 3, failed: 0, skipped: 0 });
+    // The same message again (at-least-once delivery) and the same request again.
+    expect(await processRunOperation(env, { waitUntil: () => undefined } as unknown as ExecutionContext, started.body.id)).toEqual({ done: 0, remaining: 0 });
+    const replay = await api("/api/v1/run-operations", { key: apiKey, body: request, headers: { "idempotency-key": "terminate-once" } });
+    expect(replay.status).toBe(200);
+    expect(replay.body.progress.succeeded).toBe(3);
+    const reused = await api("/api/v1/run-operations", { key: apiKey, body: { ...request, reason: "other" }, headers: { "idempotency-key": "terminate-once" } });
+    expect(reused.status).toBe(409);
+    for (const id of runs) {
+      expect((await api(`/api/v1/runs/${id}`, { key: apiKey })).body.state).toBe("terminated");
+      expect(await count("SELECT COUNT(*) AS n FROM audit_events WHERE target_id = ?1 AND action = 'workflow.run_terminated'", id)).toBe(1);
+    }
+    // Nothing left to take: a retry of the same filter counts none.
+    const dry = await api("/api/v1/run-operations", { key: apiKey, body: { action: "retry", filter: { workflowVersionId: version.id }, reason: "x", dryRun: true } });
+    expect(dry.body.count).toBe(0);
   });
 });
