@@ -156,6 +156,43 @@ describe("repair", () => {
   });
 });
 
+describe("repair past waits and delays", () => {
+  it("a new instance walks past a finished delay and a received wait without waiting again", { timeout: 60_000 }, async () => {
+    const { apiKey } = await newInstallation();
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "pause", kind: "delay", config: { seconds: 1 } },
+        { id: "await", kind: "wait_for_event", config: { event_type: "moderator.note", timeout_seconds: 3600 } },
+        { id: "check", timeoutPolicy: { retries: 0 }, ...condition(BROKEN) },
+        { id: "end_even", kind: "end", config: { terminal_code: "even" } },
+        { id: "end_odd", kind: "end", config: { terminal_code: "odd" } },
+        { id: "late", kind: "end", config: { terminal_code: "late" } },
+      ],
+      edges: [edge("start", "success", "pause"), edge("pause", "completed", "await"), edge("await", "received", "check"), edge("await", "timeout", "late"), edge("check", "even", "end_even"), edge("check", "odd", "end_odd")],
+    });
+    const run = await startRun(apiKey, version.id);
+    for (const deadline = Date.now() + 20_000; ; ) {
+      const current = (await api(`/api/v1/runs/${run.id}`, { key: apiKey })).body;
+      if (current.waits.some((w: any) => w.state === "waiting")) break;
+      if (Date.now() > deadline) throw new Error(`never waited: ${JSON.stringify(current)}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect((await api(`/api/v1/runs/${run.id}/events`, { key: apiKey, body: { type: "moderator.note", payload: { ok: true } } })).status).toBe(202);
+    const stuck = await waitForRun(apiKey, run.id);
+    expect(stuck.state).toBe("repair_required");
+    const routed = await repair(apiKey, run.id, { action: "route", port: "even", reason: "decided by hand" });
+    expect(routed.status, JSON.stringify(routed.body)).toBe(200);
+    const done = await waitForRun(apiKey, run.id, ["succeeded", "failed", "terminated"]);
+    expect(done.output.terminalCode).toBe("even");
+    expect(done.steps.find((s: any) => s.nodeId === "await")).toMatchObject({ state: "succeeded", output: { port: "received", event: { payload: { ok: true } } } });
+    expect(done.waits).toHaveLength(1);
+    expect(await count("SELECT COUNT(*) AS n FROM workflow_events WHERE run_id = ?1", run.id)).toBe(1);
+    expect(await count("SELECT COUNT(*) AS n FROM audit_events WHERE target_id = ?1 AND action = 'workflow.delay_scheduled'", run.id)).toBe(1);
+  });
+});
+
 describe("bulk repair", () => {
   it("a dry run counts and samples; then 50 runs migrate in the background, once, with progress", { timeout: 240_000 }, async () => {
     const { apiKey } = await newInstallation();
