@@ -193,6 +193,46 @@ describe("repair past waits and delays", () => {
   });
 });
 
+describe("an event recorded while the run is in repair", () => {
+  it("reaches the new instance: the repair signals the waits whose event was recorded meanwhile", { timeout: 60_000 }, async () => {
+    const { apiKey } = await newInstallation();
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "await", kind: "wait_for_event", config: { event_type: "moderator.note", timeout_seconds: 3600 } },
+        { id: "check", timeoutPolicy: { retries: 0 }, ...condition(BROKEN) },
+        { id: "meet", kind: "join" },
+        { id: "done", kind: "end", config: { terminal_code: "done" } },
+      ],
+      edges: [
+        edge("start", "success", "await"),
+        edge("start", "success", "check"),
+        edge("await", "received", "meet"),
+        edge("await", "timeout", "meet"),
+        edge("check", "even", "meet"),
+        edge("check", "odd", "meet"),
+        edge("meet", "success", "done"),
+      ],
+    });
+    const run = await startRun(apiKey, version.id);
+    const stuck = await waitForRun(apiKey, run.id);
+    expect(stuck.state).toBe("repair_required");
+    for (const deadline = Date.now() + 20_000; ; ) {
+      const current = (await api(`/api/v1/runs/${run.id}`, { key: apiKey })).body;
+      if (current.waits.some((w: any) => w.state === "waiting")) break;
+      if (Date.now() > deadline) throw new Error(`never waited: ${JSON.stringify(current)}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    // The old instance has ended: the event is recorded, its signal reaches no one yet.
+    expect((await api(`/api/v1/runs/${run.id}/events`, { key: apiKey, body: { type: "moderator.note", payload: { n: 1 } } })).status).toBe(202);
+    expect((await repair(apiKey, run.id, { action: "route", port: "odd", reason: "by hand" })).status).toBe(200);
+    const done = await waitForRun(apiKey, run.id, ["succeeded", "failed", "terminated"]);
+    expect(done.output.terminalCode).toBe("done");
+    expect(done.steps.find((s: any) => s.nodeId === "await")).toMatchObject({ state: "succeeded", output: { port: "received", event: { payload: { n: 1 } } } });
+  });
+});
+
 describe("bulk repair", () => {
   it("a dry run counts and samples; then 50 runs migrate in the background, once, with progress", { timeout: 240_000 }, async () => {
     const { apiKey } = await newInstallation();
