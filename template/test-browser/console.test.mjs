@@ -541,4 +541,22 @@ test("a run in repair_required is repaired from the run inspector: route to a po
   assert.equal(repaired.body.output.terminalCode, "no");
   assert.equal(repaired.body.repairs[0].reason, "Checked by hand: no match.");
   await expectNoSeriousViolations(page, "repaired run page");
+
+  // Bulk: another stuck run of the version, terminated from the runs list after a dry run.
+  const second = await api("/runs", { body: { workflowVersionId: version.body.id, authorityMode: "autonomous", input: {} } });
+  await until(async () => {
+    const current = await api(`/runs/${second.body.id}`);
+    return { value: current.body.state === "repair_required" ? current.body : null, stop: ["failed", "succeeded", "terminated"].includes(current.body.state), seen: current.body };
+  }, "the second run to need repair");
+  await page.goto(`${server.baseUrl}/runs?state=repair_required&workflowVersionId=${version.body.id}`);
+  await page.getByText("Bulk repair (terminate, retry, migrate)").click();
+  const bulk = page.getByTestId("bulk-form");
+  await bulk.getByLabel("Action", { exact: true }).selectOption("terminate");
+  await bulk.getByLabel("Reason", { exact: true }).fill("Withdrawn version.");
+  await bulk.getByRole("button", { name: "Dry run" }).click();
+  await bulk.getByTestId("bulk-dry").filter({ hasText: "1 runs match" }).waitFor();
+  await expectNoSeriousViolations(page, "runs page with bulk repair");
+  await bulk.getByRole("button", { name: /^Start/u }).click();
+  await bulk.getByTestId("bulk-progress").filter({ hasText: "completed: 1/1 done (1 succeeded" }).waitFor({ timeout: 30_000 });
+  assert.equal((await api(`/runs/${second.body.id}`)).body.state, "terminated");
 });
