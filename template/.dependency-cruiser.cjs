@@ -54,10 +54,10 @@ module.exports = {
     },
     {
       name: "entry-imports-indexes",
-      comment: "The Worker entry imports domain indexes, and the runtime capability class (the top of the graph).",
+      comment: "The Worker entry imports domain indexes, the runtime capability class and the bulk run operations consumer (both at the top of the graph: they call enforcement).",
       severity: "error",
       from: { path: "^src/index\\.ts$" },
-      to: { path: `^${DOMAIN}`, pathNot: ["^src/[^/]+/index\\.ts$", "^src/workflows/runtime-capability\\.ts$"] },
+      to: { path: `^${DOMAIN}`, pathNot: ["^src/[^/]+/index\\.ts$", "^src/workflows/runtime-capability\\.ts$", "^src/workflows/run-operations\\.ts$"] },
     },
     ...withAllowlist({
       name: "http-only-from-routes",

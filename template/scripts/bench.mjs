@@ -21,11 +21,12 @@
 // cost of the expression budget on a typical condition, the cost of reading reported content, and
 // one scheduled run of every sweep over 100,000 tasks with each sweep's query plan, and
 // the export and restore of an installation with 10,000 audit events (backup), and
-// GET /metrics over 30 days of hourly rollups (p95, per hour and per day).
+// GET /metrics over 30 days of hourly rollups (p95, per hour and per day), and the
+// repair of 100 runs in repair_required (a bulk migrate, and one by one).
 //
 // The Worker's schedule runs as under `npm start`: scripts/local-cron.mjs calls its scheduled
 // handler every minute for the whole bench. BENCH_ONLY=audit,queue,… runs only those sections
-// (runtime, context, expressions, components, content, actions, intake, queue, audit, sweeps, backup, metrics) — for working on one of them.
+// (runtime, context, expressions, components, content, actions, intake, queue, audit, sweeps, backup, metrics, repair) — for working on one of them.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
@@ -46,6 +47,7 @@ import { intakeLines, sectionIntake } from "../bench/sections/intake.mjs";
 import { client, deadline, edge, log, OVERALL_BUDGET_MS, publish, remaining, results, round, server, sleep, startedAt, timedClient } from "../bench/sections/lib.mjs";
 import { metricsLines, sectionMetrics } from "../bench/sections/metrics.mjs";
 import { queueLines, sectionQueueListing } from "../bench/sections/queue.mjs";
+import { repairLines, sectionRepair } from "../bench/sections/repair.mjs";
 import { runtimeLines, sectionGrowth, sectionPerStep } from "../bench/sections/runtime.mjs";
 import { sectionSweeps, sweepLines } from "../bench/sections/sweeps.mjs";
 import { startLocalCron } from "./local-cron.mjs";
@@ -278,7 +280,21 @@ function report() {
   const lines = [];
   if (results.cores !== undefined) lines.push(`machine:          ${results.cores} cores, 1-minute load average ${results.loadAverageAtStart} at the start (other processes compete with the dev server for the cores)`);
   if (results.devServer !== undefined) lines.push(`dev server:       ${results.devServer}, wrangler ${results.wranglerVersion}`);
-  lines.push(...runtimeLines(), ...contextLines(), ...expressionLines(), ...componentLines(), ...contentLines(), ...actionLines(), ...intakeLines(), ...queueLines(), ...auditLines(), ...sweepLines(), ...backupLines(), ...metricsLines());
+  lines.push(
+    ...runtimeLines(),
+    ...contextLines(),
+    ...expressionLines(),
+    ...componentLines(),
+    ...contentLines(),
+    ...actionLines(),
+    ...intakeLines(),
+    ...queueLines(),
+    ...auditLines(),
+    ...sweepLines(),
+    ...backupLines(),
+    ...metricsLines(),
+    ...repairLines(),
+  );
   if (results.elapsedS !== undefined) lines.push(`elapsed:          ${results.elapsedS} s (budget ${OVERALL_BUDGET_MS / 1000} s)`);
   if (results.error) lines.push(`bench failed: ${results.error}`);
   for (const line of lines) process.stdout.write(`${line}\n`);
@@ -338,6 +354,7 @@ async function main() {
   if (runs("sweeps")) await sectionSweeps(api, base, adminToken, trivial.id);
   if (runs("backup")) await sectionBackup(api, timed, adminToken);
   if (runs("metrics")) await sectionMetrics(api, timed, adminToken);
+  if (runs("repair")) await sectionRepair(api, apiKey);
   results.elapsedS = round((Date.now() - startedAt) / 1000, 1);
 }
 

@@ -4,6 +4,9 @@ import { consumeBacktests } from "./automation";
 import { consumeDeliveries } from "./enforcement";
 import { createApp } from "./http/app";
 import { runSchedule } from "./schedule";
+// Bulk repairs terminate through run-end.ts (which calls enforcement), so, like the capability,
+// the consumer comes from its module rather than the workflows index.
+import { consumeRunOperations } from "./workflows/run-operations";
 
 // Re-exported so that ctx.exports can hand loaded workers their wrapped WORKFLOWS binding.
 export { DynamicWorkflowBinding };
@@ -18,7 +21,11 @@ const app = createApp();
 export default {
   fetch: app.fetch,
   queue: (batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext) =>
-    batch.queue.endsWith("-backtests") ? consumeBacktests(batch as Parameters<typeof consumeBacktests>[0], env, ctx) : consumeDeliveries(batch as MessageBatch<{ deliveryId?: unknown }>, env),
+    batch.queue.endsWith("-backtests")
+      ? consumeBacktests(batch as Parameters<typeof consumeBacktests>[0], env, ctx)
+      : batch.queue.endsWith("-run-operations")
+        ? consumeRunOperations(batch as MessageBatch<{ operationId?: unknown }>, env, ctx)
+        : consumeDeliveries(batch as MessageBatch<{ deliveryId?: unknown }>, env),
   // Every minute (triggers.crons); locally driven by scripts/local-cron.mjs. A run where a sweep
   // failed throws after all sweeps ran, so the platform records the invocation as failed.
   async scheduled(controller: ScheduledController, env: Env, ctx?: ExecutionContext) {

@@ -499,3 +499,64 @@ test("the task shows what automation proposed and why (AI proposal, enrichment) 
   assert.match(text, /The post links to a domain on the scam list\./u);
   await page.getByRole("region", { name: "What automation did" }).or(page.locator('section[aria-labelledby="automation-heading"]')).getByText("history").first().waitFor();
 });
+
+test("a run in repair_required is repaired from the run inspector: route to a port with a reason", { timeout: 90_000 }, async (t) => {
+  const page = await adminSignedIn();
+  onFailure(t, page);
+  const workflow = await api("/workflows", { body: { name: `repair-${TAG}` } });
+  assert.equal(workflow.status, 201, JSON.stringify(workflow.body));
+  const edge = (from, port, to) => ({ from: { nodeId: from, port }, to: { nodeId: to } });
+  const graph = {
+    schemaVersion: 1,
+    nodes: [
+      { id: "start", kind: "start" },
+      { id: "check", kind: "condition", timeoutPolicy: { retries: 0 }, config: { cases: [{ port: "yes", when: "input.missing.deeper == 1" }], case_ports: ["yes"], default_port: "no" } },
+      { id: "end_yes", kind: "end", config: { terminal_code: "yes" } },
+      { id: "end_no", kind: "end", config: { terminal_code: "no" } },
+    ],
+    edges: [edge("start", "success", "check"), edge("check", "yes", "end_yes"), edge("check", "no", "end_no")],
+  };
+  const version = await api(`/workflows/${workflow.body.id}/versions`, { body: { graph } });
+  assert.equal(version.status, 201, JSON.stringify(version.body));
+  const started = await api("/runs", { body: { workflowVersionId: version.body.id, authorityMode: "autonomous", input: {} } });
+  assert.equal(started.status, 201, JSON.stringify(started.body));
+  const runId = started.body.id;
+  await until(async () => {
+    const current = await api(`/runs/${runId}`);
+    return { value: current.body.state === "repair_required" ? current.body : null, stop: ["failed", "succeeded", "terminated"].includes(current.body.state), seen: current.body };
+  }, "the run to need repair");
+
+  await page.goto(`${server.baseUrl}/runs/${runId}`);
+  await page.locator('section[data-run-state="repair_required"]').waitFor();
+  const form = page.getByTestId("repair-form");
+  await form.waitFor();
+  await expectNoSeriousViolations(page, "run page with repair");
+  await form.getByLabel(/Route it to a port/u).check();
+  await form.getByLabel("Port", { exact: true }).selectOption("no");
+  await form.getByLabel("Reason", { exact: true }).fill("Checked by hand: no match.");
+  await form.getByRole("button", { name: "Repair the run" }).click();
+  await page.locator('section[data-run-state="succeeded"]').waitFor({ timeout: 30_000 });
+  await page.locator('.react-flow__node[data-id="end_no"] .flow-node-state').filter({ hasText: "succeeded" }).waitFor();
+  const repaired = await api(`/runs/${runId}`);
+  assert.equal(repaired.body.output.terminalCode, "no");
+  assert.equal(repaired.body.repairs[0].reason, "Checked by hand: no match.");
+  await expectNoSeriousViolations(page, "repaired run page");
+
+  // Bulk: another stuck run of the version, terminated from the runs list after a dry run.
+  const second = await api("/runs", { body: { workflowVersionId: version.body.id, authorityMode: "autonomous", input: {} } });
+  await until(async () => {
+    const current = await api(`/runs/${second.body.id}`);
+    return { value: current.body.state === "repair_required" ? current.body : null, stop: ["failed", "succeeded", "terminated"].includes(current.body.state), seen: current.body };
+  }, "the second run to need repair");
+  await page.goto(`${server.baseUrl}/runs?state=repair_required&workflowVersionId=${version.body.id}`);
+  await page.getByText("Bulk repair (terminate, retry, migrate)").click();
+  const bulk = page.getByTestId("bulk-form");
+  await bulk.getByLabel("Action", { exact: true }).selectOption("terminate");
+  await bulk.getByLabel("Reason", { exact: true }).fill("Withdrawn version.");
+  await bulk.getByRole("button", { name: "Dry run" }).click();
+  await bulk.getByTestId("bulk-dry").filter({ hasText: "1 runs match" }).waitFor();
+  await expectNoSeriousViolations(page, "runs page with bulk repair");
+  await bulk.getByRole("button", { name: /^Start/u }).click();
+  await bulk.getByTestId("bulk-progress").filter({ hasText: "completed: 1/1 done (1 succeeded" }).waitFor({ timeout: 30_000 });
+  assert.equal((await api(`/runs/${second.body.id}`)).body.state, "terminated");
+});

@@ -41,6 +41,7 @@ interface Fixtures {
   policy: string;
   policyVersion: string;
   backtest: string;
+  runOperation: string;
   consoleUser: string;
   apiKey: string;
 }
@@ -65,6 +66,7 @@ const PATH_FIXTURES: Record<string, keyof Fixtures> = {
   "policies/:id": "policy",
   "policy-versions/:id": "policyVersion",
   "backtests/:id": "backtest",
+  "run-operations/:id": "runOperation",
   "console-users/:id": "consoleUser",
   "api-keys/:id": "apiKey",
 };
@@ -100,6 +102,8 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   CreateRun: (f) => ({ workflowVersionId: f.trivialVersion, authorityMode: "shadow", input: {}, reportId: f.report }),
   RollupMetrics: () => ({}),
   SendEvent: () => ({ type: "tenancy.poke", payload: {} }),
+  RepairRun: (f) => ({ action: "migrate", workflowVersionId: f.trivialVersion, reason: "tenancy check" }),
+  CreateRunOperation: (f) => ({ action: "migrate", filter: { state: "repair_required" }, workflowVersionId: f.trivialVersion, reason: "tenancy check", dryRun: true }),
   CreateReport: () => ({ subject: { kind: "account", id: "acct-tenancy" }, category: "scams_and_fraud" }),
   CreateTrigger: (f) => ({ event: "report.created", when: "false", workflowVersionId: f.trivialVersion, authorityMode: "shadow", enabled: false }),
   CreateQueue: () => ({ name: `q-${crypto.randomUUID()}`, slaSeconds: 60 }),
@@ -192,6 +196,8 @@ async function setup(label: string): Promise<Fixtures> {
     created("/api/v1/triggers", key, { event: "report.created", when: "false", workflowVersionId: trivial.id, authorityMode: "shadow" }),
     created(`/api/v1/workflow-versions/${trivial.id}/backtests`, key, { reportIds: [report.id] }, 202),
   ]);
+  // Matches no run (the trivial version's runs all succeed): completes at once.
+  const runOperation = await created("/api/v1/run-operations", key, { action: "retry", filter: { workflowVersionId: trivial.id }, reason: "tenancy fixture" }, 202);
   const task = await until(async () => (await api(`/api/v1/queues/${queue.id}/tasks`, { key })).body.items?.[0], "a task");
   const proposal = await until(async () => (await api("/api/v1/action-proposals?state=approval_required", { key })).body.items?.find((p: any) => p.runId === assisted.id), "a proposal");
   const delivery = await until(async () => (await api("/api/v1/webhook-deliveries", { key })).body.items?.[0], "a delivery");
@@ -220,6 +226,7 @@ async function setup(label: string): Promise<Fixtures> {
     policy: policy.id,
     policyVersion: policy.versions[0].id,
     backtest: backtest.id,
+    runOperation: runOperation.id,
     consoleUser: consoleUser.id,
     apiKey: extraKey.id,
   };

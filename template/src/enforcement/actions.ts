@@ -6,8 +6,7 @@ import type { Actor } from "../auth";
 import { AppError, conflict, notFound } from "../errors";
 import { newId, sha256Hex } from "../lib/crypto";
 import { isUniqueViolation, type RowGuard } from "../lib/d1";
-import { isInstanceNotLive } from "../lib/workflows";
-import { evaluateInputMapping, TERMINAL_RUN_STATES, type ActionProgress, type AuthorizedRun, type ExpressionContext, type WaitResult, type WorkflowNodeV1 } from "../workflows";
+import { evaluateInputMapping, signalRun, TERMINAL_RUN_STATES, type ActionProgress, type AuthorizedRun, type ExpressionContext, type WaitResult, type WorkflowNodeV1 } from "../workflows";
 import { deliveryStatement, enqueueDeliveries, getEndpointRow } from "./webhooks";
 
 const DEFAULT_APPROVAL_SECONDS = 86_400;
@@ -417,17 +416,13 @@ export async function decideProposal(env: Env, actor: Actor, proposalId: string,
     throw conflict("action_proposal.already_decided", "The proposal was decided concurrently.");
   }
   if (delivery) await enqueueDeliveries(env, [delivery.id]);
-  await signalRun(env, row.runId, row.approvalSignal, proposalId);
+  await signalProposal(env, row.runId, row.approvalSignal, proposalId);
   return serializeProposal((await proposalRow(env.DB, proposalId))!);
 }
 
 /** Wakes a run on a proposal's signal; a run whose instance is no longer live (e.g. repair_required) reads the proposal when it resumes. */
-async function signalRun(env: Env, runId: string, type: string, proposalId: string): Promise<void> {
-  try {
-    await (await env.WORKFLOWS.get(runId)).sendEvent({ type, payload: { proposalId } });
-  } catch (error) {
-    if (!isInstanceNotLive(error)) throw error;
-  }
+async function signalProposal(env: Env, runId: string, type: string, proposalId: string): Promise<void> {
+  await signalRun(env, runId, { type, payload: { proposalId } });
 }
 
 /**
@@ -475,7 +470,7 @@ export async function finishActionDelivery(env: Env, delivery: { sourceId: strin
 /** Wakes the run waiting on a proposal's delivery (after the delivery batch is committed); a cancelled proposal has no one waiting. */
 export async function signalActionDelivery(env: Env, proposalId: string): Promise<void> {
   const row = await proposalRow(env.DB, proposalId);
-  if (row && row.state !== "cancelled") await signalRun(env, row.runId, row.deliverySignal, proposalId);
+  if (row && row.state !== "cancelled") await signalProposal(env, row.runId, row.deliverySignal, proposalId);
 }
 
 export async function listProposals(env: Env, actor: Actor, options: { state?: string; limit: number }) {

@@ -6,7 +6,7 @@ import { APPEAL_OUTCOMES, APPELLANT_ROLES, DSA_KEYWORDS, REPORT_SOURCES, SUBJECT
 import { CONSOLE_ROLES } from "../console";
 import { WEBHOOK_EVENT_TYPES } from "../enforcement";
 import { ALERT_KINDS } from "../operations";
-import { AUTHORITY_MODES } from "../workflows";
+import { AUTHORITY_MODES, RUN_STATES } from "../workflows";
 import { SCOPES } from "./auth";
 
 const name = { type: "string", minLength: 1, maxLength: 200 } as const;
@@ -66,6 +66,39 @@ export const schemas = {
     properties: {
       from: { type: "string", maxLength: 40, description: "The first hour to recompute (ISO 8601); default 23 hours before `to`." },
       to: { type: "string", maxLength: 40, description: "The last hour to recompute (ISO 8601); default the current hour (figures so far)." },
+    },
+  },
+  RepairRun: {
+    type: "object",
+    required: ["action", "reason"],
+    additionalProperties: false,
+    properties: {
+      action: { enum: ["retry", "route", "migrate"], description: "retry: run the failed node again; route: take `port` of the failed node (a person's decision); migrate: continue on `workflowVersionId`." },
+      port: { type: "string", pattern: "^[A-Za-z0-9._:-]{1,100}$" },
+      workflowVersionId: identifier,
+      reason: { type: "string", minLength: 1, maxLength: 1000, description: "Why; recorded in the audit event and the run's repair history." },
+    },
+  },
+  CreateRunOperation: {
+    type: "object",
+    required: ["action", "filter", "reason"],
+    additionalProperties: false,
+    properties: {
+      action: { enum: ["terminate", "retry", "migrate"] },
+      filter: {
+        type: "object",
+        additionalProperties: false,
+        properties: {
+          workflowVersionId: identifier,
+          state: { enum: RUN_STATES },
+          errorCode: { type: "string", pattern: "^[A-Za-z0-9._:-]{1,100}$" },
+          createdBefore: { type: "string", format: "date-time" },
+          createdAfter: { type: "string", format: "date-time" },
+        },
+      },
+      workflowVersionId: identifier,
+      reason: { type: "string", minLength: 1, maxLength: 1000 },
+      dryRun: { type: "boolean", description: "Answer the count and a sample of the matching runs, and do nothing." },
     },
   },
   SendEvent: {

@@ -38,6 +38,9 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "backtests", where: OWN },
   { table: "workflow_runs", where: OWN },
   { table: "workflow_step_runs", where: `run_id IN ${RUNS}` },
+  { table: "run_operations", where: OWN },
+  { table: "run_operation_items", where: "operation_id IN (SELECT id FROM run_operations WHERE installation_id = ?1)" },
+  { table: "workflow_run_repairs", where: OWN },
   { table: "action_proposals", where: OWN },
   { table: "ai_providers", where: OWN },
   { table: "api_keys", where: OWN },
@@ -65,6 +68,13 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "webhook_attempts", where: "delivery_id IN (SELECT id FROM webhook_deliveries WHERE installation_id = ?1)" },
   { table: "workflow_waits", where: `run_id IN ${RUNS}` },
   { table: "workflow_events", where: OWN },
+  { table: "alert_settings", where: OWN },
+  { table: "alerts", where: OWN },
+  { table: "metric_rollups", where: OWN },
+  { table: "metric_rollups_daily", where: OWN },
+  { table: "metric_rollup_hours", where: OWN },
+  // The schedule's own record, platform-wide: not part of any installation.
+  { table: "sweep_runs", where: "1 = 0", backup: false },
   { table: "workflow_step_outputs", where: `step_run_id IN (SELECT s.id FROM workflow_step_runs s JOIN workflow_runs r ON r.id = s.run_id WHERE r.installation_id = ?1)` },
 ];
 

@@ -12,12 +12,14 @@ export { compileExpression, evaluateInputMapping, evaluateWorkflowExpression, ty
 export { DEFAULT_EXPRESSION_SEMANTICS, EXPRESSION_SEMANTICS, type ExpressionSemantics, semanticsOf } from "./expression-semantics";
 export { createRun, redispatchPendingRuns, signalRunEvent, type CreateRunInput } from "./runs";
 export { sweepExpiredWaits, sweepStalledRuns } from "./sweeps";
+export { signalRun } from "./instances";
 export { firstEventOfWaitUnsafe, runEventStatement, waitOfStepUnsafe } from "./runs-queries";
 export { getVersionRow } from "./versions-queries";
 export type { AuthorizedRun } from "./runtime-authorize";
 export type { ActionProgress, WaitResult } from "./runtime-protocol";
 export {
   AUTHORITY_MODES,
+  RUN_STATES,
   TERMINAL_RUN_STATES,
   type JsonObject,
   type JsonValue,

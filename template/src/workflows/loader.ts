@@ -12,7 +12,7 @@ import type { WorkflowAuthorityMode } from "./types";
 /**
  * The sandbox's WORKFLOWS binding: a host entrypoint pinned to one version and artifact that can
  * do one thing, create the Workflows instance of a run of that version the host is dispatching
- * (not started yet, same authority mode, instance id the run's). No `get`, no `createBatch`: a
+ * (not started yet, same authority mode, instance id the one the host recorded for it). No `get`, no `createBatch`: a
  * sandbox cannot reach any other instance of the deployment (status, terminate, sendEvent).
  * Kernels of every protocol call only `create({ id, params: { runId, authorityMode } })`.
  */
@@ -21,12 +21,14 @@ export class SandboxWorkflowBinding extends WorkerEntrypoint<Env, RuntimeProps> 
     const instanceId = cleanIdentifier(options?.id, "instance_id");
     const runId = cleanIdentifier(options?.params?.runId, "run_id");
     const authorityMode = options?.params?.authorityMode;
-    const run = await this.env.DB.prepare(`SELECT r.id, r.state, r.authority_mode AS authorityMode, v.artifact_id AS artifactId FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
+    const run =
+      await this.env.DB.prepare(`SELECT r.id, COALESCE(r.instance_id, r.id) AS instanceId, r.state, r.authority_mode AS authorityMode, v.artifact_id AS artifactId FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
       WHERE r.id = ?1 AND r.workflow_version_id = ?2`)
-      .bind(runId, this.ctx.props.workflowVersionId)
-      .first<{ id: string; state: string; authorityMode: string; artifactId: string }>();
+        .bind(runId, this.ctx.props.workflowVersionId)
+        .first<{ id: string; instanceId: string; state: string; authorityMode: string; artifactId: string }>();
     if (!run || run.artifactId !== this.ctx.props.artifactId) throw denied("runtime.capability_denied");
-    if (instanceId !== run.id || authorityMode !== run.authorityMode || !["created", "dispatch_pending"].includes(run.state)) throw denied("runtime.instance_denied");
+    // The instance the host recorded for the run (its id, or a repair's `<run id>-r<n>`), while it dispatches it.
+    if (instanceId !== run.instanceId || authorityMode !== run.authorityMode || !["created", "dispatch_pending"].includes(run.state)) throw denied("runtime.instance_denied");
     const instance = await wrapWorkflowBinding({ artifactId: this.ctx.props.artifactId, workflowVersionId: this.ctx.props.workflowVersionId }).create({ id: instanceId, params: { runId, authorityMode: run.authorityMode } });
     return { id: await instance.id };
   }

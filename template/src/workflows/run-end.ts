@@ -8,7 +8,7 @@ import type { Actor } from "../auth";
 import { runEndTaskStatements } from "../cases";
 import { runEndProposalStatements } from "../enforcement";
 import { conflict, notFound } from "../errors";
-import { isInstanceNotLive } from "../lib/workflows";
+import { stopInstance } from "./instances";
 import { isTerminal, serializeRun } from "./runs";
 import { getRunRow, runEndWaitStatements } from "./runs-queries";
 
@@ -49,11 +49,7 @@ export async function terminateRun(env: Env, actor: Actor, runId: string) {
     ),
     ...(await runEndStatements(env.DB, { installationId: actor.installationId, runId: run.id, runState: "terminated", at, actor: actor.audit })),
   ]);
-  try {
-    await (await env.WORKFLOWS.get(run.id)).terminate();
-  } catch (error) {
-    // The instance may already have ended or never started; the run row is authoritative.
-    if (!isInstanceNotLive(error)) throw error;
-  }
+  // The instance may already have ended or never started; the run row is authoritative.
+  await stopInstance(env, run.instanceId);
   return serializeRun((await getRunRow(env.DB, actor.installationId, run.id))!);
 }

@@ -22,6 +22,9 @@ export interface RunRow {
   idempotencyKey: string | null;
   requestDigest: string | null;
   currentNodeId: string | null;
+  /** The run's current Workflows instance (the run id until a repair starts another). */
+  instanceId: string;
+  repairCount: number;
   createdAt: string;
   startedAt: string | null;
   finishedAt: string | null;
@@ -38,7 +41,7 @@ const RUN_COLUMNS = `
   r.input_json AS inputJson, r.output_json AS outputJson, r.error_code AS errorCode,
   r.error_summary AS errorSummary, r.error_details_json AS errorDetailsJson, r.report_id AS reportId, r.parent_run_id AS parentRunId,
   r.parent_node_id AS parentNodeId, r.idempotency_key AS idempotencyKey, r.request_digest AS requestDigest,
-  r.current_node_id AS currentNodeId, r.created_at AS createdAt, r.started_at AS startedAt,
+  r.current_node_id AS currentNodeId, COALESCE(r.instance_id, r.id) AS instanceId, r.repair_count AS repairCount, r.created_at AS createdAt, r.started_at AS startedAt,
   r.finished_at AS finishedAt, r.updated_at AS updatedAt,
   v.workflow_id AS workflowId, v.version AS workflowVersion,
   (SELECT w.name FROM workflows w WHERE w.id = v.workflow_id AND w.installation_id = r.installation_id) AS workflowName`;
@@ -75,7 +78,7 @@ export async function listRunRows(db: D1Database, installationId: string, option
 export async function listStepRows(db: D1Database, runId: string) {
   const { results } = await db
     .prepare(`
-    SELECT s.id, s.node_id AS nodeId, s.node_type AS kind, s.branch_key AS branchKey, s.state,
+    SELECT s.id, s.node_id AS nodeId, s.node_type AS kind, s.branch_key AS branchKey, s.state, s.attempt,
       s.output_digest AS outputDigest, s.error_code AS errorCode, o.inline_json AS outputJson, o.sealed_json AS sealedJson,
       s.started_at AS startedAt, s.waiting_at AS waitingAt, s.finished_at AS finishedAt, s.updated_at AS updatedAt
     FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id
@@ -87,6 +90,7 @@ export async function listStepRows(db: D1Database, runId: string) {
       kind: string;
       branchKey: string;
       state: string;
+      attempt: number;
       outputDigest: string | null;
       errorCode: string | null;
       outputJson: string | null;
@@ -197,16 +201,18 @@ export async function runEndWaitStatements(db: D1Database, input: { installation
  * are refused at approval and at send time (`action_proposal.run_finished`), see
  * enforcement's runEndProposalStatements.
  */
-export async function markRunFailedUnsafe(env: Env, runId: string, code: string): Promise<void> {
+export async function markRunFailedUnsafe(env: Env, instanceId: string, code: string): Promise<void> {
   const at = new Date().toISOString();
-  const run = await env.DB.prepare(`SELECT installation_id AS installationId FROM workflow_runs WHERE id = ?1`).bind(runId).first<{ installationId: string }>();
+  // By instance: an instance a repair replaced cannot fail the run that moved on.
+  const run = await env.DB.prepare(`SELECT id, installation_id AS installationId FROM workflow_runs WHERE instance_id = ?1 OR (instance_id IS NULL AND id = ?1)`).bind(instanceId).first<{ id: string; installationId: string }>();
   if (!run) return;
+  const runId = run.id;
   const ended = { installationId: run.installationId, runId, runState: "failed", at };
   await env.DB.batch([
     env.DB.prepare(`
       UPDATE workflow_runs SET state = 'failed', error_code = ?2, error_summary = 'The workflow ended with an error.',
         finished_at = ?3, updated_at = ?3, revision = revision + 1
-      WHERE id = ?1 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded', 'repair_required')`).bind(runId, code.slice(0, 100), at),
+      WHERE id = ?1 AND COALESCE(instance_id, id) = ?4 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded', 'repair_required')`).bind(runId, code.slice(0, 100), at, instanceId),
     auditStatement(
       env.DB,
       {
@@ -223,4 +229,31 @@ export async function markRunFailedUnsafe(env: Env, runId: string, code: string)
     ...(await runEndWaitStatements(env.DB, ended)),
     ...(await runEndTaskStatements(env.DB, ended)),
   ]);
+}
+
+/** The run's repair history, oldest first. */
+export async function listRunRepairs(db: D1Database, installationId: string, runId: string) {
+  const { results } = await db
+    .prepare(`SELECT id, seq, action, node_id AS nodeId, branch_key AS branchKey, port, from_version_id AS fromVersionId, to_version_id AS toVersionId,
+      previous_state AS previousState, previous_error_code AS previousErrorCode, instance_id AS instanceId, reason, actor_json AS actorJson, operation_id AS operationId, created_at AS createdAt
+      FROM workflow_run_repairs WHERE installation_id = ?1 AND run_id = ?2 ORDER BY seq`)
+    .bind(installationId, runId)
+    .all<{
+      id: string;
+      seq: number;
+      action: string;
+      nodeId: string | null;
+      branchKey: string | null;
+      port: string | null;
+      fromVersionId: string;
+      toVersionId: string;
+      previousState: string;
+      previousErrorCode: string | null;
+      instanceId: string;
+      reason: string;
+      actorJson: string;
+      operationId: string | null;
+      createdAt: string;
+    }>();
+  return results.map(({ actorJson, ...row }) => ({ ...row, actor: JSON.parse(actorJson) as unknown }));
 }

@@ -3,6 +3,8 @@ import { routes, withStatus } from "../http/route";
 import { encodeCursor, idempotencyKey } from "../http/validate";
 import { createRun, getRunContent, getRunDetail, sendRunEvent, serializeRun } from "./runs";
 import { terminateRun } from "./run-end";
+import { repairRun } from "./repair";
+import { createRunOperation, getRunOperation } from "./run-operations";
 import { listRunRows } from "./runs-queries";
 import type { JsonObject } from "./types";
 import { RUN_STATES } from "./types";
@@ -51,4 +53,53 @@ export const runRoutes = routes()
   .op({ method: "post", path: "/runs/:id/events", summary: "Send an event to the run's waits for that type (recorded before it is sent)", auth: ["admin"], body: "SendEvent", ok: 202, errors: [404, 409, 413] }, async (c, { body }) =>
     sendRunEvent(c.env, c.get("actor"), c.req.param("id"), { type: body.type, payload: (body.payload ?? {}) as JsonObject }),
   )
-  .op({ method: "post", path: "/runs/:id/terminate", summary: "Terminate a run", auth: ["admin"], ok: 200, errors: [404, 409] }, async (c) => terminateRun(c.env, c.get("actor"), c.req.param("id")));
+  .op({ method: "post", path: "/runs/:id/terminate", summary: "Terminate a run", auth: ["admin"], ok: 200, errors: [404, 409] }, async (c) => terminateRun(c.env, c.get("actor"), c.req.param("id")))
+  .op(
+    {
+      method: "post",
+      path: "/runs/:id/repair",
+      summary: "Repair a run in repair_required or failed: retry the failed node, route it to a port, or migrate to another version; it continues in a new instance",
+      auth: ["admin"],
+      body: "RepairRun",
+      ok: 200,
+      errors: [404, 409, 422, 503],
+    },
+    async (c, { body }) =>
+      repairRun(c.env, c.executionCtx as ExecutionContext, c.get("actor"), c.req.param("id"), {
+        action: body.action,
+        reason: body.reason,
+        ...(body.port ? { port: body.port } : {}),
+        ...(body.workflowVersionId ? { workflowVersionId: body.workflowVersionId } : {}),
+      }),
+  )
+  .op(
+    {
+      method: "post",
+      path: "/run-operations",
+      summary: "Terminate, retry or migrate the runs matching a filter, in the background; dryRun answers the count and a sample",
+      auth: ["admin"],
+      body: "CreateRunOperation",
+      ok: 202,
+      errors: [404, 409, 422],
+      headers: ["Idempotency-Key"],
+    },
+    async (c, { body }) => {
+      const key = idempotencyKey(c.req.header("idempotency-key"));
+      const result = await createRunOperation(
+        c.env,
+        c.get("actor"),
+        {
+          action: body.action,
+          filter: { ...(body.filter ?? {}) },
+          reason: body.reason,
+          ...(body.workflowVersionId ? { workflowVersionId: body.workflowVersionId } : {}),
+          ...(body.dryRun ? { dryRun: true } : {}),
+        },
+        key,
+      );
+      if (result.dryRun) return withStatus(result, 200);
+      if (result.replayed) c.header("Idempotent-Replayed", "true");
+      return withStatus(result.operation, result.replayed ? 200 : 202);
+    },
+  )
+  .op({ method: "get", path: "/run-operations/:id", summary: "A bulk run operation and its progress", auth: ["admin", "read"], ok: 200, errors: [404] }, async (c) => getRunOperation(c.env, c.get("actor"), c.req.param("id")));

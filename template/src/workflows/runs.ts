@@ -5,8 +5,9 @@ import { AppError, conflict, errorCode, notFound } from "../errors";
 import { byteLength, newId, sha256Hex } from "../lib/crypto";
 import { isInstanceAlreadyExists } from "../lib/workflows";
 import type { Actor } from "../auth";
+import { signalRun } from "./instances";
 import { startDynamicWorkflow } from "./loader";
-import { getRunByIdempotencyKey, getRunRow, listStepRows, listWaitRows, runEventStatement, waitingWaitsForEvent, type RunRow } from "./runs-queries";
+import { getRunByIdempotencyKey, getRunRow, listRunRepairs, listStepRows, listWaitRows, runEventStatement, waitingWaitsForEvent, type RunRow } from "./runs-queries";
 import type { JsonObject, WorkflowAuthorityMode } from "./types";
 import { TERMINAL_RUN_STATES } from "./types";
 import { getVersionRow } from "./versions-queries";
@@ -48,8 +49,8 @@ export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, i
     env.DB.prepare(`
       INSERT INTO workflow_runs (
         id, installation_id, workflow_version_id, authority_mode, state, input_json, report_id, appeal_id, backtest_id,
-        parent_run_id, parent_node_id, idempotency_key, request_digest, created_at, updated_at
-      ) VALUES (?1, ?2, ?3, ?4, 'dispatch_pending', ?5, ?6, ?12, ?13, ?7, ?8, ?9, ?10, ?11, ?11)
+        parent_run_id, parent_node_id, idempotency_key, request_digest, created_at, updated_at, instance_id
+      ) VALUES (?1, ?2, ?3, ?4, 'dispatch_pending', ?5, ?6, ?12, ?13, ?7, ?8, ?9, ?10, ?11, ?11, ?1)
       ON CONFLICT(installation_id, idempotency_key) DO NOTHING
     `).bind(
       id,
@@ -111,12 +112,13 @@ async function assertReferencesInInstallation(db: D1Database, installationId: st
   if (!found.parent) throw notFound("run");
 }
 
-async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow): Promise<void> {
+/** Creates the run's current instance (`instance_id`, set at creation and by each repair), then marks it queued. */
+export async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow): Promise<void> {
   try {
     await startDynamicWorkflow(env, ctx, {
       artifactId: run.artifactId,
       workflowVersionId: run.workflowVersionId,
-      instanceId: run.id,
+      instanceId: run.instanceId,
       runId: run.id,
       authorityMode: run.authorityMode as WorkflowAuthorityMode,
     });
@@ -129,8 +131,8 @@ async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow): Promis
     }
   }
   await env.DB.prepare(`UPDATE workflow_runs SET state = 'queued', updated_at = ?2, revision = revision + 1
-    WHERE id = ?1 AND state IN ('created', 'dispatch_pending')`)
-    .bind(run.id, new Date().toISOString())
+    WHERE id = ?1 AND state IN ('created', 'dispatch_pending') AND COALESCE(instance_id, id) = ?3`)
+    .bind(run.id, new Date().toISOString(), run.instanceId)
     .run();
 }
 
@@ -154,6 +156,8 @@ export function serializeRun(run: RunRow) {
     reportId: run.reportId,
     parentRunId: run.parentRunId,
     currentNodeId: run.currentNodeId,
+    instanceId: run.instanceId,
+    repairCount: run.repairCount,
     createdAt: run.createdAt,
     startedAt: run.startedAt,
     finishedAt: run.finishedAt,
@@ -165,12 +169,14 @@ export function serializeRun(run: RunRow) {
 export async function getRunDetail(env: Env, actor: Actor, runId: string) {
   const run = await getRunRow(env.DB, actor.installationId, runId);
   if (!run) throw notFound("run");
-  const [steps, waits] = await Promise.all([listStepRows(env.DB, run.id), listWaitRows(env.DB, run.id)]);
+  const [steps, waits, repairs] = await Promise.all([listStepRows(env.DB, run.id), listWaitRows(env.DB, run.id), listRunRepairs(env.DB, actor.installationId, run.id)]);
   return {
     ...serializeRun(run),
     // A step that read content shows its open view; the rest is sealed (`sealed: true`, opened by getRunContent).
     steps: steps.map(({ outputJson, sealedJson, ...step }) => ({ ...step, branchKey: step.branchKey || "main", output: parseJson(outputJson), sealed: sealedJson !== null })),
     waits,
+    // Each repair: what, from which node, who and why, and the instance it started.
+    repairs,
   };
 }
 
@@ -239,7 +245,7 @@ export async function sendRunEvent(env: Env, actor: Actor, runId: string, event:
 
 /** Wakes the run's wait on `signalType` with the id of an event recorded for it (never the event itself). */
 export async function signalRunEvent(env: Env, runId: string, signalType: string, eventId: string): Promise<void> {
-  await (await env.WORKFLOWS.get(runId)).sendEvent({ type: signalType, payload: { eventId } });
+  await signalRun(env, runId, { type: signalType, payload: { eventId } });
 }
 
 /** The dispatch sweep's selection (?1 cutoff, ?2 limit); exported for the bench's query plan. */

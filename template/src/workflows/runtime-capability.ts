@@ -79,6 +79,9 @@ async function guard<T>(db: D1Database, scope: CallScope, work: () => Promise<T>
   }
 }
 
+/** How long a replayed (already finished) wait parks before completeWait answers from its record. */
+const REPLAYED_WAIT_MS = 1_000;
+
 const isWait = (node: WorkflowNodeV1) => kindOf(node.kind)?.protocol === "wait";
 
 /** Delivery ids an effect's output names, to put back on the queue if its first enqueue was lost. */
@@ -175,6 +178,11 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
       const preparing = descriptor.protocol === "delay" && input.input?.prepare === true;
       // A step the host already finished answers with what it recorded (a retry after a lost answer
       // must not take another port, and an effect runs once; its deliveries are queued again).
+      // A finished delay (replayed by a repaired run's new instance) does not wait again.
+      if (preparing && recorded?.json && FINISHED_STEP_STATES.includes(recorded.state)) {
+        scope.pending = [];
+        return { port: "completed", resumeAt: now(), prepared: true } as NodeOutput;
+      }
       if (!preparing && recorded?.json && FINISHED_STEP_STATES.includes(recorded.state)) {
         const replayed = JSON.parse(recorded.json) as NodeOutput;
         if (executor.once) await this.requeuePending(deliveryIdsOf(replayed));
@@ -228,7 +236,13 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     return guard(this.env.DB, scope, async () => {
       if (kindOf(input.nodeKind)?.protocol !== "wait") throw denied("runtime.node_denied");
       if (input.authorityMode === "shadow" && kindOf(input.nodeKind)!.shadow) throw denied("runtime.shadow_human_wait_prohibited");
-      const { run, node, branchKey, loaded } = await this.authorize(input, scope, { withContext: true });
+      const { run, node, branchKey, loaded, recorded } = await this.authorize(input, scope, { withContext: true });
+      // A wait that already finished (a repaired run's new instance walking past it, or a wait a
+      // person routed) is not waited for again: a short timeout, then completeWait answers from the record.
+      if (recorded?.json && FINISHED_STEP_STATES.includes(recorded.state)) {
+        scope.pending = [];
+        return { eventType: "w_replayed", timeoutMs: REPLAYED_WAIT_MS };
+      }
       const prepared = await prepareWaitRecord(this.env, { run, node, branchKey, stepId: stepRunId(run.id, node.id, branchKey), ...(loaded ? { loaded } : {}) });
       scope.pending = [];
       return prepared;
@@ -245,6 +259,8 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
       const branchKey = authorizedBranch(input.branchKey);
       Object.assign(scope, { run, node, branchKey });
       const stepId = stepRunId(run.id, node.id, branchKey);
+      const own = await recordedStepStatement(this.env.DB, run.id, node.id, branchKey).first<RecordedStep>();
+      if (own?.json && FINISHED_STEP_STATES.includes(own.state)) return forKernel(JSON.parse(own.json) as NodeOutput);
       const completion = await completeWaitStatements(this.env, { run, node, stepId, eventResult: input.eventResult });
       if (completion.replay) return forKernel(completion.output);
       await recordStepResult(this.env.DB, {
@@ -333,7 +349,7 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
             updated_at = ?5, revision = revision + 1
           WHERE id = ?1 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded')
         `).bind(run.id, errorCode, summary.slice(0, 2000), node.id, at, recorded?.detailsJson ?? null),
-        runtimeAudit(this.env.DB, run, { key: `step:${stepId}:repair_required`, action: "workflow.run_repair_required", details: { nodeId: node.id, branchKey, errorCode }, at }),
+        runtimeAudit(this.env.DB, run, { key: `step:${stepId}:repair_required${(step?.attempt ?? 1) > 1 ? `:${step!.attempt}` : ""}`, action: "workflow.run_repair_required", details: { nodeId: node.id, branchKey, errorCode }, at }),
         // The failed node's own proposal ends; the run's other waits and tasks stay for a repair.
         ...(node.kind === "action" ? cancelStepProposalStatements(this.env.DB, { installationId: run.installationId, runId: run.id, stepId, reason: "node_failed", at }) : []),
       ]);

@@ -184,6 +184,8 @@ export async function sealLegacyStepOutputs(env: Env, limit = 100): Promise<{ se
 /** A step as recorded: its state, and the port and output it finished with (null while it runs). */
 export interface RecordedStep {
   state: string;
+  /** 1, or more once a repair ran the step again. */
+  attempt: number;
   port: string | null;
   json: string | null;
 }
@@ -192,7 +194,7 @@ export interface RecordedStep {
 export function recordedStepStatement(db: D1Database, runId: string, nodeId: string, branchKey: unknown): D1PreparedStatement {
   const key = typeof branchKey === "string" && branchKey !== "" ? branchKey : "";
   return db
-    .prepare(`SELECT s.state, json_extract(o.inline_json, '$.port') AS port, o.inline_json AS json FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id
+    .prepare(`SELECT s.state, s.attempt, json_extract(o.inline_json, '$.port') AS port, o.inline_json AS json FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id
       WHERE s.run_id = ?1 AND s.node_id = ?2 AND s.branch_key = ?3`)
     .bind(runId, nodeId, key);
 }

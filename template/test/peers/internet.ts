@@ -11,7 +11,7 @@ export default {
   fetch(request: Request, env: Peers): Promise<Response> {
     const host = new URL(request.url).hostname;
     if (host === "model.test") return env.MODEL.fetch(request);
-    if (host === "allowed.test" || host === "forbidden.test") return env.COMPONENT_API.fetch(request);
+    if (host === "allowed.test" || host === "forbidden.test" || host === "flaky.test") return env.COMPONENT_API.fetch(request);
     if (host.endsWith(".cloudflareaccess.com")) return env.ACCESS.fetch(request);
     return env.RECEIVER.fetch(request);
   },

@@ -2,7 +2,9 @@
 import { qs, type Run } from "../api";
 import { usePagedList } from "../hooks";
 import { Link, useNavigate, useSearchParam } from "../router";
-import { Empty, ErrorNote, Loading, PageTitle, shortId, StateBadge, Time } from "../ui";
+import { useCan } from "../session";
+import { Details, Empty, ErrorNote, Loading, PageTitle, shortId, StateBadge, Time } from "../ui";
+import { BulkRunOperation } from "./run-operations";
 
 const STATES = ["", "running", "waiting", "repair_required", "succeeded", "failed", "terminated"];
 
@@ -13,6 +15,7 @@ export function RunsPage() {
   const list = usePagedList<Run>((cursor) => `/runs${qs({ state, workflowVersionId: versionId, limit: 50, cursor })}`, [state, versionId]);
   const { first } = list;
   const runs = list.items;
+  const canAdmin = useCan("admin");
   return (
     <section data-ready={first.data ? "true" : undefined}>
       <PageTitle subtitle={versionId ? <>Version <code>{shortId(versionId)}</code> · <Link to="/runs">all runs</Link></> : undefined}>Runs</PageTitle>
@@ -22,6 +25,7 @@ export function RunsPage() {
           {STATES.map((s) => <option key={s} value={s}>{s ? s.replace(/_/gu, " ") : "any"}</option>)}
         </select>
       </div>
+      {canAdmin ? <Details summary="Bulk repair (terminate, retry, migrate)"><BulkRunOperation state={state} versionId={versionId} /></Details> : null}
       <ErrorNote error={first.error} retry={first.reload} />
       {first.loading && runs.length === 0 ? <Loading /> : null}
       {first.data && runs.length === 0 ? <Empty>No runs.</Empty> : null}
