@@ -76,7 +76,7 @@ describe("backup and restore", () => {
   it("round trip: the restored audit chain verifies, sealed data opens and tasks are listed", async () => {
     const a = await installationWithData();
     const exported = await api("/api/v1/installation/export", { key: a.apiKey, method: "POST" });
-    expect(exported.status).toBe(200);
+    expect(exported.status, JSON.stringify(exported.body)).toBe(200);
     const backup = exported.body;
     expect(backup.manifest).toMatchObject({ format: "safest-tools.installation-backup/1", installationId: a.id, digest: expect.stringMatching(/^sha256:[0-9a-f]{64}$/u) });
     expect(backup.manifest.requires.join(" ")).toContain("REPORT_MASTER_KEY");

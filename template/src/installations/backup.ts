@@ -70,11 +70,12 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "workflow_events", where: OWN },
   { table: "alert_settings", where: OWN },
   { table: "alerts", where: OWN },
-  { table: "metric_rollups", where: OWN },
-  { table: "metric_rollups_daily", where: OWN },
-  { table: "metric_rollup_hours", where: OWN },
+  // Derived data: the rollup sweep recomputes it from the restored rows (up to 35 days back).
+  { table: "metric_rollups", where: OWN, backup: false },
+  { table: "metric_rollups_daily", where: OWN, backup: false },
+  { table: "metric_rollup_hours", where: OWN, backup: false },
   // The schedule's own record, platform-wide: not part of any installation.
-  { table: "sweep_runs", where: "1 = 0", backup: false },
+  { table: "sweep_runs", where: "?1 IS NULL AND 1 = 0", backup: false },
   { table: "workflow_step_outputs", where: `step_run_id IN (SELECT s.id FROM workflow_step_runs s JOIN workflow_runs r ON r.id = s.run_id WHERE r.installation_id = ?1)` },
 ];
 
