@@ -1,8 +1,9 @@
 // Metrics (issue 13 §5): rows seeded through the API, the hourly rollup, GET /metrics compared
 // with counts computed here from the same rows.
-import { env } from "cloudflare:test";
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { bucketQuantile, histogramBucket, rollupHour, sweepMetricRollups } from "../src/metrics";
+import worker from "../src/index";
 import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
 
 const HOUR = 3_600_000;
@@ -240,9 +241,12 @@ describe("metrics rolled up per hour", () => {
     console.log = (...args: unknown[]) => {
       lines.push(args.map(String).join(" "));
     };
-    let res: Awaited<ReturnType<typeof api>>;
+    let res: Response;
     try {
-      res = await api("/api/v1/queues", { key: apiKey, headers: { "cf-ray": "8f0e1d2c3b4a5968-AMS" } });
+      // The tests run with REQUEST_LOG "off"; this request goes through the handler with it on.
+      const ctx = createExecutionContext();
+      res = await worker.fetch(new Request("http://safest.test/api/v1/queues", { headers: { authorization: `Bearer ${apiKey}`, "cf-ray": "8f0e1d2c3b4a5968-AMS" } }), { ...env, REQUEST_LOG: "on" } as Env, ctx);
+      await waitOnExecutionContext(ctx);
     } finally {
       console.log = original;
     }
