@@ -44,6 +44,7 @@ export const TABLE_OWNERS = {
   component_versions: "automation",
   ai_providers: "automation",
   backtests: "automation",
+  backtest_results: "automation",
   policies: "automation",
   policy_versions: "automation",
   console_users: "console",
