@@ -1,92 +1,13 @@
-// Shadow evaluation and backtests: how a version would have decided, next to what people decided.
+// Backtests: how a version would have decided past reports, next to what people decided.
 import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
-import { getReportRow, reportSummary } from "../cases";
-import { AppError, errorCode, notFound } from "../errors";
+import { AppError, notFound } from "../errors";
 import { newId } from "../lib/crypto";
-import { TERMINAL_RUN_STATES, createRun, getVersionRow } from "../workflows";
+import { TERMINAL_RUN_STATES, getVersionRow } from "../workflows";
+import { shadowReport } from "./shadow-report";
 
-const MAX_COMPARED = 10_000;
 export const MAX_BACKTEST_REPORTS = 1_000;
 const BACKTEST_CHUNK = 25;
-const BACKTEST_PARALLEL = 5;
-
-interface ComparedRow {
-  runId: string;
-  reportId: string;
-  outputJson: string | null;
-  decisionJson: string | null;
-  humanOutcome: string | null;
-}
-
-/** The outcome a shadow run proposes: its (simulated) decision's outcome, else its end node's terminal code. */
-function proposedOutcome(row: ComparedRow): string | null {
-  for (const json of [row.decisionJson, row.outputJson]) {
-    if (!json) continue;
-    const value = JSON.parse(json) as { outcome?: unknown; terminalCode?: unknown };
-    if (typeof value.outcome === "string") return value.outcome;
-    if (typeof value.terminalCode === "string") return value.terminalCode;
-  }
-  return null;
-}
-
-/**
- * Compares succeeded shadow runs of a version (optionally of one backtest) with the latest decision
- * a person made on the same report: runs compared, agreement rate, and the confusion matrix of
- * proposed (rows) against human (columns) outcomes.
- */
-export async function shadowReport(env: Env, actor: Actor, workflowVersionId: string, backtestId: string | null = null) {
-  const version = await getVersionRow(env.DB, actor.installationId, workflowVersionId);
-  if (!version) throw notFound("workflow_version");
-  const { results } = await env.DB.prepare(`
-    SELECT r.id AS runId, r.report_id AS reportId, r.output_json AS outputJson,
-      (SELECT o.inline_json FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id
-        WHERE s.run_id = r.id AND s.node_type = 'decision' AND s.state = 'succeeded' ORDER BY s.finished_at DESC LIMIT 1) AS decisionJson,
-      (SELECT d.outcome FROM decisions d WHERE d.installation_id = r.installation_id AND d.report_id = r.report_id
-        AND d.automated_decision = 'not_automated' ORDER BY d.decided_at DESC LIMIT 1) AS humanOutcome
-    FROM workflow_runs r
-    WHERE r.installation_id = ?1 AND r.workflow_version_id = ?2 AND r.authority_mode = 'shadow' AND r.state = 'succeeded'
-      AND r.report_id IS NOT NULL AND (?3 IS NULL OR r.backtest_id = ?3)
-    ORDER BY r.created_at LIMIT ?4
-  `)
-    .bind(actor.installationId, workflowVersionId, backtestId, MAX_COMPARED)
-    .all<ComparedRow>();
-  const matrix: Record<string, Record<string, number>> = {};
-  const labels = new Set<string>();
-  let compared = 0;
-  let agreements = 0;
-  let withoutHuman = 0;
-  let withoutProposal = 0;
-  for (const row of results) {
-    const proposed = proposedOutcome(row);
-    if (row.humanOutcome === null) {
-      withoutHuman += 1;
-      continue;
-    }
-    if (proposed === null) {
-      withoutProposal += 1;
-      continue;
-    }
-    compared += 1;
-    if (proposed === row.humanOutcome) agreements += 1;
-    labels.add(proposed);
-    labels.add(row.humanOutcome);
-    matrix[proposed] ??= {};
-    matrix[proposed][row.humanOutcome] = (matrix[proposed][row.humanOutcome] ?? 0) + 1;
-  }
-  return {
-    workflowVersionId,
-    ...(backtestId ? { backtestId } : {}),
-    shadowRuns: results.length,
-    runsCompared: compared,
-    agreements,
-    agreementRate: compared === 0 ? null : agreements / compared,
-    withoutHumanDecision: withoutHuman,
-    withoutProposal,
-    labels: [...labels].sort(),
-    confusionMatrix: matrix,
-  };
-}
 
 /** Starts a backtest: shadow runs of the version over past reports (by ids or time range), queued in chunks. */
 export async function startBacktest(env: Env, actor: Actor, workflowVersionId: string, input: { reportIds?: string[]; from?: string; to?: string; limit?: number }) {
@@ -138,45 +59,6 @@ export async function startBacktest(env: Env, actor: Actor, workflowVersionId: s
   }
   for (let i = 0; i < messages.length; i += 100) await env.BACKTESTS.sendBatch(messages.slice(i, i + 100));
   return getBacktest(env, actor, id);
-}
-
-/** Queue consumer: starts the shadow runs of one chunk (idempotent per backtest and report). */
-export async function consumeBacktests(batch: MessageBatch<{ backtestId: string; installationId: string; actorKeyId: string; reportIds: string[] }>, env: Env, ctx: ExecutionContext): Promise<void> {
-  for (const message of batch.messages) {
-    const { backtestId, installationId, actorKeyId, reportIds } = message.body;
-    const backtest = await env.DB.prepare(`SELECT workflow_version_id AS versionId FROM backtests WHERE id = ?1 AND installation_id = ?2`).bind(backtestId, installationId).first<{ versionId: string }>();
-    if (!backtest) {
-      message.ack();
-      continue;
-    }
-    const actor: Actor = { installationId, scopes: [], audit: { type: "api_key", id: actorKeyId } };
-    let failed = false;
-    // A few runs at a time: dispatching loads the version's sandbox and creates a Workflows instance.
-    for (let i = 0; i < reportIds.length; i += BACKTEST_PARALLEL) {
-      await Promise.all(
-        reportIds.slice(i, i + BACKTEST_PARALLEL).map(async (reportId) => {
-          const row = await getReportRow(env.DB, installationId, reportId);
-          if (!row) return;
-          const { caseReportCount: _count, ...report } = reportSummary(row);
-          try {
-            await createRun(env, ctx, actor, {
-              workflowVersionId: backtest.versionId,
-              authorityMode: "shadow",
-              input: { report },
-              reportId,
-              backtestId,
-              idempotencyKey: `backtest:${backtestId}:${reportId}`,
-            });
-          } catch (error) {
-            console.error("backtest_run_failed", errorCode(error));
-            failed = true;
-          }
-        }),
-      );
-    }
-    if (failed) message.retry({ delaySeconds: 5 });
-    else message.ack();
-  }
 }
 
 /** Progress (runs by state) and, once every run has finished, the shadow report of the backtest. */

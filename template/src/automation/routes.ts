@@ -3,7 +3,8 @@ import { routes, withStatus } from "../http/route";
 import { createProvider, getProvider, listProviders, updateProvider } from "./ai";
 import { BUILTIN_COMPONENTS } from "./builtins";
 import { createComponent, listComponents, publishComponentVersion } from "./components";
-import { getBacktest, shadowReport, startBacktest } from "./evaluation";
+import { getBacktest, startBacktest } from "./evaluation";
+import { shadowReport } from "./shadow-report";
 import { addPolicyVersion, createPolicy, getPolicy, getPolicyVersion, listPolicies, retirePolicy } from "./policies";
 
 export const automationRoutes = routes()
