@@ -35,7 +35,8 @@ CREATE INDEX backtests_installation ON backtests (installation_id, created_at DE
 
 CREATE TABLE backtest_results (
   backtest_id TEXT NOT NULL REFERENCES backtests(id),
-  report_id TEXT NOT NULL REFERENCES reports(id),
+  -- No foreign key: a report deleted after the selection keeps its row (failed, report.not_found).
+  report_id TEXT NOT NULL,
   installation_id TEXT NOT NULL REFERENCES installations(id),
   state TEXT NOT NULL CHECK (state IN ('completed', 'needs_review', 'failed')),
   outcome TEXT,

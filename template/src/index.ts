@@ -1,12 +1,13 @@
 // The Safest Tools Worker: HTTP API, the schedule, the Workflows entrypoint and the runtime capability.
 import { DynamicWorkflowBinding } from "@cloudflare/dynamic-workflows";
-import { consumeBacktests } from "./automation";
 import { consumeDeliveries } from "./enforcement";
 import { createApp } from "./http/app";
 import { runSchedule } from "./schedule";
 // Bulk repairs terminate through run-end.ts (which calls enforcement), so, like the capability,
 // the consumer comes from its module rather than the workflows index.
 import { consumeRunOperations } from "./workflows/run-operations";
+// Fast backtests walk graphs with the node executors (which call enforcement and automation).
+import { consumeBacktestQueue } from "./automation/backtest-queue";
 
 // Re-exported so that ctx.exports can hand loaded workers their wrapped WORKFLOWS binding.
 export { DynamicWorkflowBinding };
@@ -21,8 +22,9 @@ const app = createApp();
 export default {
   fetch: app.fetch,
   queue: (batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext) =>
+    // "-fast-backtests" also ends with "-backtests": both go to the backtest consumer, which routes by message.
     batch.queue.endsWith("-backtests")
-      ? consumeBacktests(batch as Parameters<typeof consumeBacktests>[0], env, ctx)
+      ? consumeBacktestQueue(batch, env, ctx)
       : batch.queue.endsWith("-run-operations")
         ? consumeRunOperations(batch as MessageBatch<{ operationId?: unknown }>, env, ctx)
         : consumeDeliveries(batch as MessageBatch<{ deliveryId?: unknown }>, env),

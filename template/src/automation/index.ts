@@ -5,4 +5,3 @@ export { BUILTIN_COMPONENTS, executeBuiltin } from "./builtins";
 export { AI_OUTPUT_FORMATS, AI_PROVIDER_KINDS } from "./ai";
 export { executeAgentProposal } from "./ai-proposal";
 export { executeAiProposal, executeEnrichment } from "./nodes";
-export { consumeBacktests } from "./backtest-consumer";

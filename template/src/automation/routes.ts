@@ -3,7 +3,7 @@ import { routes, withStatus } from "../http/route";
 import { createProvider, getProvider, listProviders, updateProvider } from "./ai";
 import { BUILTIN_COMPONENTS } from "./builtins";
 import { createComponent, listComponents, publishComponentVersion } from "./components";
-import { getBacktest, startBacktest } from "./evaluation";
+import { cancelBacktest, getBacktest, listBacktestResults, startBacktest } from "./evaluation";
 import { shadowReport } from "./shadow-report";
 import { addPolicyVersion, createPolicy, getPolicy, getPolicyVersion, listPolicies, retirePolicy } from "./policies";
 
@@ -61,7 +61,28 @@ export const automationRoutes = routes()
     async (c) => shadowReport(c.env, c.get("actor"), c.req.param("id")),
   )
   .op(
-    { method: "post", path: "/workflow-versions/:id/backtests", summary: "Run this version in shadow over past reports (ids or time range)", auth: ["admin"], body: "StartBacktest", ok: 202, errors: [404, 409, 422] },
+    {
+      method: "post",
+      path: "/workflow-versions/:id/backtests",
+      summary: "Evaluate this version in shadow over past reports (ids or time range; engine fast by default, or durable)",
+      auth: ["admin"],
+      body: "StartBacktest",
+      ok: 202,
+      errors: [404, 409, 422],
+    },
     async (c, { body }) => startBacktest(c.env, c.get("actor"), c.req.param("id"), body),
   )
-  .op({ method: "get", path: "/backtests/:id", summary: "A backtest's progress and, when finished, its shadow report", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => getBacktest(c.env, c.get("actor"), c.req.param("id")));
+  .op({ method: "get", path: "/backtests/:id", summary: "A backtest's progress and, when finished, its shadow report", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => getBacktest(c.env, c.get("actor"), c.req.param("id")))
+  .op({ method: "post", path: "/backtests/:id/cancel", summary: "Stop a running backtest (what was evaluated is kept)", auth: ["admin"], ok: 200, errors: [404, 409] }, async (c) => cancelBacktest(c.env, c.get("actor"), c.req.param("id")))
+  .op(
+    {
+      method: "get",
+      path: "/backtests/:id/results",
+      summary: "A fast backtest's result per report: state, proposed outcome, where it stopped (ids only, never content)",
+      auth: ["admin", "review"],
+      ok: 200,
+      errors: [404, 409, 422],
+      query: { limit: { default: 100, max: 1000 }, cursor: /^[A-Za-z0-9._:-]{1,200}$/u, enums: { state: ["completed", "needs_review", "failed"] } },
+    },
+    async (c, { query }) => listBacktestResults(c.env, c.get("actor"), c.req.param("id"), { limit: query.limit, ...(query.cursor ? { cursor: query.cursor } : {}), ...(query.state ? { state: query.state } : {}) }),
+  );

@@ -7,6 +7,7 @@ export { findQueueRow } from "./queues";
 export {
   getReportRow,
   reportSummary,
+  reportRowsStatement,
   reportSummaryByRunStatementUnsafe,
   type ReportPersonalData,
   type ReportRow,

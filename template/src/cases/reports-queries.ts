@@ -28,6 +28,11 @@ export function reportRowStatement(db: D1Database, installationId: string, repor
   return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.id = ?2`).bind(installationId, reportId);
 }
 
+/** Reports of the installation among `ids` (a JSON array), in no particular order. */
+export function reportRowsStatement(db: D1Database, installationId: string, ids: readonly string[]): D1PreparedStatement {
+  return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.id IN (SELECT value FROM json_each(?2))`).bind(installationId, JSON.stringify(ids));
+}
+
 export function reportRowByKeyStatement(db: D1Database, installationId: string, key: string): D1PreparedStatement {
   return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.idempotency_key = ?2`).bind(installationId, key);
 }

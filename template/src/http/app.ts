@@ -10,6 +10,7 @@ import { openApiRoutes } from "./openapi";
 import type { AppEnv } from "./types";
 
 const MAX_BODY_BYTES = 1_048_576;
+const MAX_BACKTEST_BYTES = 8 * 1_048_576;
 const MAX_IMPORT_BYTES = 64 * 1_048_576;
 
 export function createApp() {
@@ -45,7 +46,14 @@ export function createApp() {
       throw new AppError("request.too_large", "The request body exceeds 1 MiB.", { status: 413 });
     },
   });
-  app.use("/api/*", (c, next) => (c.req.path === "/api/v1/installations/import" ? importLimit(c, next) : apiLimit(c, next)));
+  // A backtest by ids names up to 100,000 reports.
+  const backtestLimit = bodyLimit({
+    maxSize: MAX_BACKTEST_BYTES,
+    onError: () => {
+      throw new AppError("request.too_large", "The request body exceeds 8 MiB; select the reports by a time range (from, to) instead of ids.", { status: 413 });
+    },
+  });
+  app.use("/api/*", (c, next) => (c.req.path === "/api/v1/installations/import" ? importLimit(c, next) : /^\/api\/v1\/workflow-versions\/[^/]+\/backtests$/u.test(c.req.path) ? backtestLimit(c, next) : apiLimit(c, next)));
   // After any write, chain the installation's new audit events (off the response path).
   app.use("/api/v1/*", async (c, next) => {
     await next();

@@ -310,10 +310,12 @@ export const schemas = {
     type: "object",
     additionalProperties: false,
     properties: {
-      reportIds: { type: "array", minItems: 1, maxItems: 1000, uniqueItems: true, items: identifier },
+      // Duplicates are dropped by the handler (uniqueItems is quadratic over 100,000 ids).
+      reportIds: { type: "array", minItems: 1, maxItems: 100_000, items: identifier },
       from: { type: "string", format: "date-time" },
       to: { type: "string", format: "date-time" },
-      limit: { type: "integer", minimum: 1, maximum: 1000 },
+      limit: { type: "integer", minimum: 1, maximum: 100_000 },
+      engine: { type: "string", enum: ["fast", "durable"], description: "fast (default): the host walker, up to 100,000 reports; durable: one shadow run per report, up to 1,000" },
     },
   },
   RecordDecision: {

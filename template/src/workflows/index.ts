@@ -13,6 +13,7 @@ export { DEFAULT_EXPRESSION_SEMANTICS, EXPRESSION_SEMANTICS, type ExpressionSema
 export { createRun, redispatchPendingRuns, signalRunEvent, type CreateRunInput } from "./runs";
 export { sweepExpiredWaits, sweepStalledRuns } from "./sweeps";
 export { signalRun } from "./instances";
+export { getVersionGraph } from "./runtime-authorize";
 export { firstEventOfWaitUnsafe, runEventStatement, waitOfStepUnsafe } from "./runs-queries";
 export { getVersionRow } from "./versions-queries";
 export type { AuthorizedRun } from "./runtime-authorize";

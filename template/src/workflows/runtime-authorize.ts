@@ -56,6 +56,11 @@ function cachedGraph(versionId: string, graphJson: string): ParsedWorkflowGraph 
   return graph;
 }
 
+/** A version's parsed graph, from the isolate's cache (the caller read the version of its installation). */
+export function getVersionGraph(versionId: string, graphJson: string): ParsedWorkflowGraph {
+  return cachedGraph(versionId, graphJson);
+}
+
 /** The version's parsed graph if this isolate has it (versions are immutable). */
 export function graphIfCached(versionId: string): ParsedWorkflowGraph | undefined {
   return graphs.get(versionId);
