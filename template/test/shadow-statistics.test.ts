@@ -282,6 +282,19 @@ describe("the shadow report over durable shadow runs", () => {
     expect(byId.get(reportIds[7]!)).toEqual([reportIds[7], "violence", "trusted_flagger", "2026-W53", "keep", "no_action", "false"]);
     expect(perReport.text).not.toContain("s-2");
 
+    // A durable backtest's report counts only its own runs (here three of them: agree, disagree, no decision).
+    const backtestId = `bt_${crypto.randomUUID().replaceAll("-", "")}`;
+    const installationId = (await env.DB.prepare("SELECT installation_id AS id FROM workflow_runs WHERE id = ?").bind(runIds[0]).first<{ id: string }>())?.id;
+    await env.DB.prepare(`INSERT INTO backtests (id, installation_id, workflow_version_id, engine, state, selection_json, total, created_at, updated_at)
+      VALUES (?1, ?2, ?3, 'durable', 'completed', '{}', 3, ?4, ?4)`)
+      .bind(backtestId, installationId, version.id, new Date().toISOString())
+      .run();
+    await env.DB.prepare("UPDATE workflow_runs SET backtest_id = ?1 WHERE id IN (?2, ?3, ?4)").bind(backtestId, runIds[0], runIds[2], runIds[6]).run();
+    const durable = figureMap((await csv(`/api/v1/backtests/${backtestId}/report.csv`, apiKey)).rows);
+    expect(durable.get("overall|||evaluated")?.[0]).toBe("3");
+    expect(durable.get("overall|||without_human_decision")?.[0]).toBe("1");
+    expect(durable.get("overall|||agreement")?.slice(3)).toEqual(["1", "2"]);
+
     const bad = await api(`/api/v1/workflow-versions/${version.id}/shadow-report.csv?rows=content`, { key: apiKey });
     expect(bad.status).toBe(400);
     expect(bad.body.error.code).toBe("request.invalid_rows");
