@@ -4,6 +4,7 @@ import { createProvider, getProvider, listProviders, updateProvider } from "./ai
 import { BUILTIN_COMPONENTS } from "./builtins";
 import { createComponent, listComponents, publishComponentVersion } from "./components";
 import { cancelBacktest, getBacktest, listBacktestResults, startBacktest } from "./evaluation";
+import { backtestReportCsv, CSV_ROW_KINDS, shadowReportCsv } from "./shadow-csv";
 import { shadowReport } from "./shadow-report";
 import { addPolicyVersion, createPolicy, getPolicy, getPolicyVersion, listPolicies, retirePolicy } from "./policies";
 
@@ -57,8 +58,28 @@ export const automationRoutes = routes()
   .op({ method: "post", path: "/policies/:id/retire", summary: "Retire a policy: no new versions, references or runs under it", auth: ["admin"], ok: 200, errors: [404] }, async (c) => retirePolicy(c.env, c.get("actor"), c.req.param("id")))
   .op({ method: "get", path: "/policy-versions/:id", summary: "Read a policy version with its text and digest", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => getPolicyVersion(c.env, c.get("actor"), c.req.param("id")))
   .op(
-    { method: "get", path: "/workflow-versions/:id/shadow-report", summary: "Shadow runs of this version against people's decisions: runs compared, agreement rate, confusion matrix", auth: ["admin", "review"], ok: 200, errors: [404] },
+    {
+      method: "get",
+      path: "/workflow-versions/:id/shadow-report",
+      summary: "Shadow runs of this version against people's decisions: agreement and Cohen's kappa, per-outcome precision, recall and F1 with 95% Wilson intervals, confusion matrix, slices by category, source and week",
+      auth: ["admin", "review"],
+      ok: 200,
+      errors: [404],
+    },
     async (c) => shadowReport(c.env, c.get("actor"), c.req.param("id")),
+  )
+  .op(
+    {
+      method: "get",
+      path: "/workflow-versions/:id/shadow-report.csv",
+      summary: "The shadow report as CSV: one row per figure (section, slice, outcome, metric, value, low, high, successes, trials), or with rows=reports one row per compared report (ids, no content)",
+      auth: ["admin", "review"],
+      query: { enums: { rows: CSV_ROW_KINDS } },
+      ok: 200,
+      errors: [404],
+      produces: "text/csv",
+    },
+    async (c, { query }) => shadowReportCsv(c.env, c.get("actor"), c.req.param("id"), query.rows ?? "figures"),
   )
   .op(
     {
@@ -85,4 +106,17 @@ export const automationRoutes = routes()
       query: { limit: { default: 100, max: 1000 }, cursor: /^[A-Za-z0-9._:-]{1,200}$/u, enums: { state: ["completed", "needs_review", "failed"] } },
     },
     async (c, { query }) => listBacktestResults(c.env, c.get("actor"), c.req.param("id"), { limit: query.limit, ...(query.cursor ? { cursor: query.cursor } : {}), ...(query.state ? { state: query.state } : {}) }),
+  )
+  .op(
+    {
+      method: "get",
+      path: "/backtests/:id/report.csv",
+      summary: "A backtest's shadow report so far as CSV (as the version's shadow-report.csv; rows=reports for one row per compared report)",
+      auth: ["admin", "review"],
+      query: { enums: { rows: CSV_ROW_KINDS } },
+      ok: 200,
+      errors: [404],
+      produces: "text/csv",
+    },
+    async (c, { query }) => backtestReportCsv(c.env, c.get("actor"), c.req.param("id"), query.rows ?? "figures"),
   );

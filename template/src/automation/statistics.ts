@@ -27,7 +27,10 @@ export function wilson(successes: number, trials: number, z = Z_95): Proportion 
   const denominator = 1 + z2 / trials;
   const centre = (p + z2 / (2 * trials)) / denominator;
   const half = (z * Math.sqrt((p * (1 - p)) / trials + z2 / (4 * trials * trials))) / denominator;
-  return { value: p, low: Math.max(0, centre - half), high: Math.min(1, centre + half), successes, trials };
+  // At 0 (or all) successes the bound is exactly 0 (or 1); rounding would leave 5.6e-17 there.
+  const low = successes === 0 ? 0 : Math.max(0, centre - half);
+  const high = successes === trials ? 1 : Math.min(1, centre + half);
+  return { value: p, low, high, successes, trials };
 }
 
 /** rows: what the version (or the first rater) said; columns: what people (the second rater) said. */
@@ -66,7 +69,11 @@ export interface OutcomeFigures {
   precision: Proportion;
   /** Of the cases people decided this outcome for, the share the version proposed it. */
   recall: Proportion;
-  /** Harmonic mean of precision and recall; null when either is null, 0 when both are 0. */
+  /**
+   * Harmonic mean of precision and recall, 2·tp / (2·tp + fp + fn): 0 when the version never
+   * proposes an outcome people chose (precision has no cases, but the miss is real), null only
+   * when neither side ever chose the outcome.
+   */
   f1: number | null;
 }
 
@@ -77,7 +84,7 @@ export function outcomeFigures(matrix: ConfusionMatrix, labels: readonly string[
     const actual = labels.reduce((sum, row) => sum + cell(matrix, row, outcome), 0);
     const precision = wilson(tp, proposed);
     const recall = wilson(tp, actual);
-    const f1 = precision.value === null || recall.value === null ? null : precision.value + recall.value === 0 ? 0 : (2 * precision.value * recall.value) / (precision.value + recall.value);
+    const f1 = proposed + actual === 0 ? null : (2 * tp) / (proposed + actual);
     return { outcome, truePositives: tp, falsePositives: proposed - tp, falseNegatives: actual - tp, precision, recall, f1 };
   });
 }

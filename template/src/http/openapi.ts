@@ -15,7 +15,7 @@ const errorSchema = {
 function operation(path: string, method: string, op: OperationSpec) {
   const params = [...path.matchAll(/\{(\w+)\}/gu)].map((m) => ({ name: m[1], in: "path", required: true, schema: { type: "string" } }));
   const headers = (op.headers ?? []).map((name) => ({ name, in: "header", required: false, schema: { type: "string", pattern: "^[A-Za-z0-9._:-]{1,200}$" } }));
-  const responses: Record<string, unknown> = { [String(op.ok)]: { description: "Success", content: { "application/json": { schema: { type: "object" } } } } };
+  const responses: Record<string, unknown> = { [String(op.ok)]: { description: "Success", content: { [op.produces ?? "application/json"]: { schema: op.produces ? { type: "string" } : { type: "object" } } } } };
   for (const status of [400, ...(op.auth === "none" ? [] : [401]), ...(Array.isArray(op.auth) ? [403] : []), ...(op.errors ?? []), ...(op.rateLimit ? [429] : [])]) {
     responses[String(status)] = { description: "Error", content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } } };
   }

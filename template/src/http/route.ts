@@ -32,6 +32,8 @@ export interface OperationSpec<M extends Method = Method, P extends string = str
   headers?: readonly string[];
   /** A Workers Rate Limiting binding counted per caller (API key or console user) after auth: 429 request.rate_limited. */
   rateLimit?: RateLimitBinding;
+  /** The success body's media type when it is not JSON (`text/csv`): the handler returns a `Response`. */
+  produces?: string;
 }
 
 const STATUS: unique symbol = Symbol("status");
@@ -76,6 +78,7 @@ export class Routes<C = unknown> {
         query: spec.query === undefined ? undefined : parseQuery(c, spec.query),
       } as Input<K, Q>;
       const result: unknown = await handler(c as unknown as Context<AppEnv, P>, input);
+      if (result instanceof Response) return result;
       return isWithStatus(result) ? c.json(result.body, result[STATUS] as 200) : c.json(result, spec.ok as 200);
     };
     this.router.on(spec.method.toUpperCase(), [spec.path], ...guard, run);

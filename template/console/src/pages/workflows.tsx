@@ -6,6 +6,7 @@ import { KIND_INFO, type NodeKind } from "../graph/kinds";
 import { GraphView } from "../graph/view";
 import { useResource } from "../hooks";
 import { Link, useNavigate, useSearchParam } from "../router";
+import { ShadowReport } from "./shadow-report";
 import { cannotReason, useCan, useSession } from "../session";
 import { Details, Empty, ErrorNote, Json, Loading, PageTitle, shortId, Time, useToast } from "../ui";
 
@@ -99,19 +100,6 @@ function ShadowRun({ versionId }: { versionId: string }) {
       <ErrorNote error={error} />
       <button type="submit" className="btn" disabled={busy}>{busy ? "Starting…" : "Start shadow run"}</button>
     </form>
-  );
-}
-
-function ShadowReport({ versionId }: { versionId: string }) {
-  const report = useResource((signal) => get<Record<string, unknown>>(`/workflow-versions/${encodeURIComponent(versionId)}/shadow-report`, signal), [versionId]);
-  if (report.loading) return <Loading />;
-  if (report.error) return <ErrorNote error={report.error} />;
-  const data = report.data ?? {};
-  return (
-    <div>
-      {typeof data.runsCompared === "number" ? <p>{String(data.runsCompared)} shadow runs compared with people's decisions{typeof data.agreementRate === "number" ? `; agreement ${Math.round((data.agreementRate as number) * 100)}%` : ""}.</p> : null}
-      <Json value={data} label="Shadow report" />
-    </div>
   );
 }
 
