@@ -6,7 +6,7 @@ import { useInterval, usePagedList, useResource } from "../hooks";
 import { Link, useNavigate } from "../router";
 import { cannotReason, useCan, useSession } from "../session";
 import { Empty, ErrorNote, formatSeconds, Loading, PageTitle, shortId, StateBadge, Tabs, Time, useToast } from "../ui";
-import { capReachedNotice, rememberNext, WellnessNotice, type CapNotice, type NextTask } from "./wellness-notice";
+import { capReachedNotice, ExposureSummary, rememberNext, WellnessNotice, type CapNotice, type NextTask } from "./wellness-notice";
 
 /**
  * Claims the first task of a queue and opens it; says so when the queue is empty, and (`capNotice`)
@@ -57,6 +57,7 @@ export function QueuesPage() {
       <PageTitle subtitle={queues.data ? `${totals.open} open task${totals.open === 1 ? "" : "s"} · ${totals.breached} past SLA` : undefined}>Review queues</PageTitle>
       {!canReview ? <p className="note note-info">{cannotReason(user.role, "review")}</p> : null}
       <WellnessNotice notice={capNotice} />
+      {canReview ? <ExposureSummary /> : null}
       <ErrorNote error={queues.error} retry={queues.reload} />
       {!queues.data && queues.loading ? <Loading /> : null}
       {queues.data && items.length === 0 ? <Empty>No queues{user.queueIds ? " are assigned to you" : " yet"}. {user.role === "admin" ? <Link to="/settings/queues">Create one in Settings</Link> : null}</Empty> : null}

@@ -1,10 +1,12 @@
 // Wellness on the review pages: why "Next task" passed over a category (the reviewer reached its
 // daily exposure cap) or found only capped work left, and when the caps reset. Blur and greyscale
 // of media stay as they are (task/panels.tsx).
-import type { ApiResponse } from "../api";
+import { get, type ApiResponse } from "../api";
+import { useResource } from "../hooks";
 import { AbsoluteTime } from "../ui";
 
 export type NextTask = ApiResponse<"post", "/queues/:id/next">;
+type Exposure = ApiResponse<"get", "/wellness/exposure">;
 type Skipped = NextTask["wellness"]["skipped"][number];
 
 export interface CapNotice {
@@ -48,5 +50,17 @@ export function WellnessNotice({ notice }: { notice: CapNotice | null }) {
       )}
       <p className="small">{figures ? `${figures}. ` : ""}The limits reset {notice.resetsAt ? <AbsoluteTime at={notice.resetsAt} /> : "at midnight UTC"}; other reviewers still get this work.</p>
     </div>
+  );
+}
+
+/** The reviewer's own exposure today in the categories that have a cap (nothing when none has). */
+export function ExposureSummary() {
+  const exposure = useResource((signal) => get<Exposure>("/wellness/exposure", signal), []);
+  const capped = (exposure.data?.categories ?? []).filter((c) => c.capMinutes !== null && (c.exposureMinutes > 0 || c.capped));
+  if (capped.length === 0) return null;
+  return (
+    <p className="muted small" data-testid="exposure-summary">
+      Your exposure today: {capped.map((c) => `${label(c.category)} ${Math.round(c.exposureMinutes)} of ${c.capMinutes} min${c.capped ? " (limit reached)" : ""}`).join(" · ")}.
+    </p>
   );
 }
