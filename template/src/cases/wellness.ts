@@ -9,7 +9,7 @@ import { POLICY_CATEGORIES } from "./taxonomy";
 
 /** The category row that holds the installation default. */
 const DEFAULT_ROW = "*";
-/** Claims older than this are not looked at (a claim held longer than a week counts from then). */
+/** Claims begun more than this before the day are not looked at (no lease is held a week on end). */
 const LOOKBACK_MS = 7 * 86_400_000;
 const DAY_MS = 86_400_000;
 
