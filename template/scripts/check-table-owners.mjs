@@ -32,6 +32,8 @@ export const TABLE_OWNERS = {
   triggers: "cases",
   queues: "cases",
   appeals: "cases",
+  exposure_caps: "cases",
+  review_exposure: "cases",
   webhook_endpoints: "enforcement",
   webhook_deliveries: "enforcement",
   webhook_attempts: "enforcement",

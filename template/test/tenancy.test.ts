@@ -109,6 +109,7 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   CreateQueue: () => ({ name: `q-${crypto.randomUUID()}`, slaSeconds: 60 }),
   ClaimTask: () => ({ reviewer: "mallory" }),
   ReleaseTask: () => ({ reviewer: "mallory" }),
+  SetExposureCaps: () => ({ defaultMinutes: 60, categories: { self_harm: 30 } }),
   CompleteTask: () => ({ reviewer: "mallory", response: {} }),
   RevealReporter: () => ({ reason: "tenancy check" }),
   CreateAppeal: (f) => ({ reportId: f.report, decisionId: f.decision, reason: "tenancy check" }),

@@ -11,6 +11,7 @@ import { reportTimeline } from "./timeline";
 import { getCaseRow, listReportRows } from "./reports-queries";
 import { claimNextTask, claimTask, completeTask, getTask, listQueueTasks, releaseTask, TASK_STATES } from "./tasks";
 import { createTrigger, listTriggers, setTriggerEnabled } from "./triggers";
+import { exposureStatus, getCaps, reviewerOf, setCaps } from "./wellness";
 
 const reading = ["review", "admin"] as const;
 /** Opening personal data (reported content, who reported) needs a scope of its own; `read` does not open it. */
@@ -99,11 +100,38 @@ export const caseRoutes = routes()
     async (c, { query }) => listQueueTasks(c.env, c.get("actor"), c.req.param("id"), query),
   )
   .op({ method: "get", path: "/queues/:id/stats", summary: "Open, claimed, SLA breaches, time to complete p50/p90", auth: reading, ok: 200, errors: [404] }, async (c) => queueStats(c.env, c.get("actor"), c.req.param("id")))
-  .op({ method: "post", path: "/queues/:id/next", summary: "Claim the first open task of the queue (404 queue.empty when none)", auth: ["review"], body: "ClaimTask", ok: 200, errors: [404, 409] }, async (c, { body }) => {
-    const task = await claimNextTask(c.env, c.get("actor"), c.req.param("id"), body);
-    if (!task) throw new AppError("queue.empty", "No open task in this queue.", { status: 404 });
-    return task;
+  .op(
+    {
+      method: "post",
+      path: "/queues/:id/next",
+      summary: "Claim the first open task of the queue, passing over categories whose daily exposure cap the reviewer reached (`wellness.skipped`); 404 queue.empty when none, 409 wellness.exposure_cap_reached when only capped work is left",
+      auth: ["review"],
+      body: "ClaimTask",
+      ok: 200,
+      errors: [404, 409],
+    },
+    async (c, { body }) => {
+      const task = await claimNextTask(c.env, c.get("actor"), c.req.param("id"), body);
+      if (!task) throw new AppError("queue.empty", "No open task in this queue.", { status: 404 });
+      return task;
+    },
+  )
+  .op({ method: "get", path: "/wellness/caps", summary: "The daily exposure caps: the installation default, per category, and the cap each category ends up with", auth: ["admin"], ok: 200 }, async (c) => getCaps(c.env, c.get("actor")))
+  .op({ method: "put", path: "/wellness/caps", summary: "Replace the daily exposure caps (minutes of claimed tasks per reviewer per UTC day; null is no cap)", auth: ["admin"], body: "SetExposureCaps", ok: 200 }, async (c, { body }) => {
+    await setCaps(c.env, c.get("actor"), body);
+    return getCaps(c.env, c.get("actor"));
   })
+  .op(
+    {
+      method: "get",
+      path: "/wellness/exposure",
+      summary: "Your exposure today per category against its cap, and when the day resets (an API key names the reviewer with ?reviewer=)",
+      auth: reading,
+      ok: 200,
+      query: { strings: ["reviewer"] },
+    },
+    async (c, { query }) => exposureStatus(c.env.DB, c.get("actor").installationId, reviewerOf(c.get("actor"), query.reviewer)),
+  )
   .op({ method: "get", path: "/tasks/:id", summary: "Read a task", auth: reading, ok: 200, errors: [404] }, async (c) => getTask(c.env, c.get("actor"), c.req.param("id")))
   .op({ method: "post", path: "/tasks/:id/claim", summary: "Take or renew the task's exclusive lease; another holder's live lease is a 409", auth: ["review"], body: "ClaimTask", ok: 200, errors: [404, 409] }, async (c, { body }) =>
     claimTask(c.env, c.get("actor"), c.req.param("id"), body),

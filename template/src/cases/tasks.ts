@@ -11,6 +11,7 @@ import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepUn
 import { getQueueRow } from "./queues";
 import { openPersonalData } from "./report-crypto";
 import { APPEAL_OUTCOMES } from "./taxonomy";
+import { claimExposureStatement, exposureStatus, nextTaskWellness, NOT_CAPPED_SQL, refuseWhenCapped, releaseExposureStatement } from "./wellness";
 
 export const DEFAULT_LEASE_SECONDS = 900;
 export const MAX_LEASE_SECONDS = 3_600;
@@ -185,27 +186,39 @@ export async function claimTask(env: Env, actor: Actor, taskId: string, input: {
       },
       { table: "human_tasks", id: taskId, where: { installation_id: actor.installationId, claimed_by: who, lease_expires_at: expires, updated_at: at } },
     ),
+    // Wellness: the claim counts toward the reviewer's daily exposure in the task's category.
+    claimExposureStatement(env.DB, { installationId: actor.installationId, taskId, reviewer: who, at }),
   ]);
   if ((update!.meta.changes ?? 0) === 0) return refuseClaim(env, actor, taskId);
   return getTask(env, actor, taskId);
 }
 
-/** Claims the first claimable task of a queue in SLA order ("next task"). */
+/**
+ * Claims the first claimable task of a queue in SLA order ("next task"), passing over the
+ * categories whose daily exposure cap the reviewer reached (wellness.ts): the answer says which it
+ * skipped; with only capped work left it is a 409 `wellness.exposure_cap_reached`.
+ */
 export async function claimNextTask(env: Env, actor: Actor, queueId: string, input: { reviewer?: string; leaseSeconds?: number }) {
   await visibleQueue(env, actor, queueId);
+  const exposure = await exposureStatus(env.DB, actor.installationId, claimant(actor, input.reviewer));
+  const capped = JSON.stringify(exposure.capped);
   for (let attempt = 0; attempt < 5; attempt++) {
     // Open tasks and claimed ones whose lease lapsed, in due order: a lapsed lease keeps its place.
     const candidate = await env.DB.prepare(`
-      SELECT id, due_at AS dueAt, priority FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'open'
+      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'open' AND ${NOT_CAPPED_SQL(4)}
       UNION ALL
-      SELECT id, due_at AS dueAt, priority FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'claimed' AND lease_expires_at <= ?3
+      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'claimed' AND t.lease_expires_at <= ?3 AND ${NOT_CAPPED_SQL(4)}
       ORDER BY dueAt, priority DESC, id LIMIT 1
     `)
-      .bind(actor.installationId, queueId, new Date().toISOString())
+      .bind(actor.installationId, queueId, new Date().toISOString(), capped)
       .first<{ id: string }>();
-    if (!candidate) return null;
+    if (!candidate) {
+      await refuseWhenCapped(env.DB, actor.installationId, queueId, exposure);
+      return null;
+    }
     try {
-      return await claimTask(env, actor, candidate.id, input);
+      const task = await claimTask(env, actor, candidate.id, input);
+      return { ...task, wellness: await nextTaskWellness(env.DB, actor.installationId, queueId, exposure) };
     } catch (error) {
       // Someone else took it between the read and the claim: try the next one.
       if (!(error instanceof AppError && error.status === 409)) throw error;
@@ -236,6 +249,7 @@ export async function releaseTask(env: Env, actor: Actor, taskId: string, input:
       },
       { table: "human_tasks", id: taskId, where: { installation_id: actor.installationId, state: "open", updated_at: at } },
     ),
+    releaseExposureStatement(env.DB, { installationId: actor.installationId, taskId, reviewer: who, at }),
   ]);
   if ((update!.meta.changes ?? 0) === 0) {
     const row = await getTaskRow(env.DB, actor.installationId, taskId);

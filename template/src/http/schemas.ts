@@ -2,7 +2,7 @@
 // json-schema-to-ts's FromSchema, types only) the type of the body a route's handler receives.
 import type { JSONSchema } from "json-schema-to-ts";
 import { AI_OUTPUT_FORMATS, AI_PROVIDER_KINDS } from "../automation";
-import { APPEAL_OUTCOMES, APPELLANT_ROLES, DSA_KEYWORDS, REPORT_SOURCES, SUBJECT_KINDS, TRIGGER_EVENTS } from "../cases";
+import { APPEAL_OUTCOMES, APPELLANT_ROLES, DSA_KEYWORDS, POLICY_CATEGORIES, REPORT_SOURCES, SUBJECT_KINDS, TRIGGER_EVENTS } from "../cases";
 import { CONSOLE_ROLES } from "../console";
 import { WEBHOOK_EVENT_TYPES } from "../enforcement";
 import { ALERT_KINDS } from "../operations";
@@ -180,6 +180,20 @@ export const schemas = {
     properties: { reviewer: { type: "string", minLength: 1, maxLength: 200 }, leaseSeconds: { type: "integer", minimum: 30, maximum: 3600 } },
   },
   ReleaseTask: { type: "object", additionalProperties: false, properties: { reviewer: { type: "string", minLength: 1, maxLength: 200 } } },
+  SetExposureCaps: {
+    type: "object",
+    additionalProperties: false,
+    description: "Replaces the installation's daily exposure caps (minutes of claimed tasks per reviewer per UTC day).",
+    properties: {
+      defaultMinutes: { type: ["integer", "null"], minimum: 0, maximum: 1440, description: "The cap of every category without one of its own; null or absent: no default cap." },
+      categories: {
+        type: "object",
+        propertyNames: { enum: POLICY_CATEGORIES },
+        additionalProperties: { type: ["integer", "null"], minimum: 0, maximum: 1440 },
+        description: "Per category: minutes, or null for no cap (overriding the default). A category left out takes the default.",
+      },
+    },
+  },
   CompleteTask: {
     type: "object",
     required: ["response"],

@@ -60,6 +60,8 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "decisions", where: OWN },
   { table: "handoffs", where: OWN },
   { table: "human_tasks", where: OWN },
+  { table: "exposure_caps", where: OWN },
+  { table: "review_exposure", where: OWN },
   { table: "messages", where: OWN },
   { table: "policies", where: OWN },
   { table: "policy_versions", where: OWN },

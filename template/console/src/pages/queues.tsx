@@ -6,25 +6,36 @@ import { useInterval, usePagedList, useResource } from "../hooks";
 import { Link, useNavigate } from "../router";
 import { cannotReason, useCan, useSession } from "../session";
 import { Empty, ErrorNote, formatSeconds, Loading, PageTitle, shortId, StateBadge, Tabs, Time, useToast } from "../ui";
+import { capReachedNotice, ExposureSummary, rememberNext, WellnessNotice, type CapNotice, type NextTask } from "./wellness-notice";
 
-/** Claims the first task of a queue and opens it; says so when the queue is empty. */
+/**
+ * Claims the first task of a queue and opens it; says so when the queue is empty, and (`capNotice`)
+ * when only work of categories whose daily exposure limit the reviewer reached is left. What it
+ * skipped for that reason the task page it opens says (wellness-notice.tsx).
+ */
 export function useNextTask() {
   const navigate = useNavigate();
   const toast = useToast();
   const [busy, setBusy] = useState<string | null>(null);
+  const [capNotice, setCapNotice] = useState<CapNotice | null>(null);
   const next = async (queueId: string) => {
     setBusy(queueId);
     try {
-      const task = await post<Task>(`/queues/${encodeURIComponent(queueId)}/next`, {});
+      const task = await post<NextTask>(`/queues/${encodeURIComponent(queueId)}/next`, {});
+      setCapNotice(null);
+      rememberNext(task);
       navigate(`/tasks/${encodeURIComponent(task.id)}`);
     } catch (error) {
       if (error instanceof ApiError && error.code === "queue.empty") toast("This queue has no open task right now.", "ok");
-      else toast(error instanceof Error ? error.message : String(error), "bad");
+      else if (error instanceof ApiError && error.code === "wellness.exposure_cap_reached") {
+        setCapNotice(capReachedNotice(error.details));
+        toast("You reached today's exposure limit for the work left in this queue.", "ok");
+      } else toast(error instanceof Error ? error.message : String(error), "bad");
     } finally {
       setBusy(null);
     }
   };
-  return { next, busy };
+  return { next, busy, capNotice };
 }
 
 function Due({ at }: { at: string | null | undefined }) {
@@ -38,13 +49,15 @@ export function QueuesPage() {
   const { user } = useSession();
   const queues = useResource((signal) => get<Page<Queue>>("/queues", signal), []);
   useInterval(queues.reload, 15_000);
-  const { next, busy } = useNextTask();
+  const { next, busy, capNotice } = useNextTask();
   const items = queues.data?.items ?? [];
   const totals = items.reduce((sum, q) => ({ open: sum.open + (q.open ?? 0), breached: sum.breached + (q.breachedSla ?? 0) }), { open: 0, breached: 0 });
   return (
     <section aria-busy={queues.loading} data-ready={queues.data ? "true" : undefined}>
       <PageTitle subtitle={queues.data ? `${totals.open} open task${totals.open === 1 ? "" : "s"} · ${totals.breached} past SLA` : undefined}>Review queues</PageTitle>
       {!canReview ? <p className="note note-info">{cannotReason(user.role, "review")}</p> : null}
+      <WellnessNotice notice={capNotice} />
+      {canReview ? <ExposureSummary /> : null}
       <ErrorNote error={queues.error} retry={queues.reload} />
       {!queues.data && queues.loading ? <Loading /> : null}
       {queues.data && items.length === 0 ? <Empty>No queues{user.queueIds ? " are assigned to you" : " yet"}. {user.role === "admin" ? <Link to="/settings/queues">Create one in Settings</Link> : null}</Empty> : null}
@@ -90,7 +103,7 @@ export function QueuePage({ params }: { params: Record<string, string> }) {
   const stats = useResource((signal) => get<{ open: number; claimed: number; breachedSla: number; oldestOpenDueAt: string | null; timeToComplete: { sample: number; p50Seconds: number | null; p90Seconds: number | null } }>(`/queues/${encodeURIComponent(id)}/stats`, signal), [id]);
   const list = usePagedList<Task>((cursor) => `/queues/${encodeURIComponent(id)}/tasks${qs({ state, limit: 50, cursor })}`, [id, state]);
   const { first } = list;
-  const { next, busy } = useNextTask();
+  const { next, busy, capNotice } = useNextTask();
   const tasks = list.items;
   const s = stats.data;
   return (
@@ -104,6 +117,7 @@ export function QueuePage({ params }: { params: Record<string, string> }) {
         ) : null}
       >{queue.data?.name ?? "Queue"}</PageTitle>
       {!canReview ? <p className="note note-info">{cannotReason(user.role, "review")}</p> : null}
+      <WellnessNotice notice={capNotice} />
       <ErrorNote error={queue.error ?? stats.error} />
       {s ? (
         <dl className="stats">

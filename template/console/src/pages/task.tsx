@@ -12,6 +12,7 @@ import { useNextTask } from "./queues";
 import { buildResponse, fieldsOf, initialValues, problemsByField, ResponseFields, type Values } from "./response-form";
 import { AutomationSummary, ContextList, ReportFacts, SubjectContent } from "./task/panels";
 import { SubjectReports, Timeline } from "./timeline";
+import { skippedFor, WellnessNotice } from "./wellness-notice";
 
 const LEASE_RENEW_MS = 5 * 60_000;
 
@@ -47,7 +48,7 @@ export function TaskPage({ params }: { params: Record<string, string> }) {
   const canReview = useCan("review");
   const navigate = useNavigate();
   const toast = useToast();
-  const { next, busy: nextBusy } = useNextTask();
+  const { next, busy: nextBusy, capNotice } = useNextTask();
   const task = useResource((signal) => get<Task>(`/tasks/${encodeURIComponent(id)}`, signal), [id]);
   const t = task.data;
   // Reported content opens for roles that may read personal data (the API says the same: 403).
@@ -207,6 +208,7 @@ export function TaskPage({ params }: { params: Record<string, string> }) {
           {t.queueId && canReview ? <button type="button" className="btn" ref={done ? nextButton : undefined} disabled={nextBusy !== null} onClick={() => void next(t.queueId!)} aria-keyshortcuts="n">Next task</button> : null}
         </>}
       >Review task</PageTitle>
+      <WellnessNotice notice={capNotice ?? skippedFor(id)} />
       <ErrorNote error={actionError} />
       <div className="task-grid">
         <div className="task-main">

@@ -1,0 +1,218 @@
+// Wellness limits: the daily exposure cap per category, counted from claims, respected by /next.
+import { env } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { api, edge, newInstallation, publish } from "./helpers";
+
+const reviewSchema = { type: "object", required: ["verdict"], properties: { verdict: { enum: ["remove", "keep"] } } };
+
+async function setup(label: string) {
+  const installation = await newInstallation(`wellness-${label}`);
+  const apiKey = installation.apiKey;
+  const queue = await api("/api/v1/queues", { key: apiKey, body: { name: `review-${label}`, slaSeconds: 3600 } });
+  expect(queue.status).toBe(201);
+  const version = await publish(apiKey, {
+    schemaVersion: 1,
+    nodes: [
+      { id: "start", kind: "start" },
+      { id: "review", kind: "human_task", config: { queue_id: queue.body.id, response_schema: reviewSchema, timeout_seconds: 86_400 }, inputMapping: { category: "report.category" } },
+      { id: "done", kind: "end" },
+    ],
+    edges: [edge("start", "success", "review"), edge("review", "completed", "done"), edge("review", "timeout", "done")],
+  });
+  const trigger = await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", when: "true", workflowVersionId: version.id, authorityMode: "autonomous" } });
+  expect(trigger.status).toBe(201);
+  const review = await api("/api/v1/api-keys", { key: apiKey, body: { name: "review tool", scopes: ["review"] } });
+  return { installationId: installation.id, apiKey, reviewKey: review.body.apiKey as string, queueId: queue.body.id as string };
+}
+
+/** Files a report of the category and waits for its task, so tasks are due in the order they are filed. */
+async function taskOf(s: Awaited<ReturnType<typeof setup>>, category: string): Promise<string> {
+  const report = await api("/api/v1/reports", { key: s.apiKey, body: { subject: { kind: "account", id: `acct-${crypto.randomUUID()}` }, category } });
+  expect(report.status).toBe(201);
+  for (let i = 0; i < 400; i++) {
+    const row = await env.DB.prepare("SELECT id FROM human_tasks WHERE installation_id = ?1 AND report_id = ?2").bind(s.installationId, report.body.id).first<{ id: string }>();
+    if (row) return row.id;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error("no task appeared");
+}
+
+/** Moves a claim back in time, in the task and in its exposure record (instead of waiting). */
+async function backdateClaim(taskId: string, minutes: number) {
+  const row = await env.DB.prepare("SELECT claimed_at AS claimedAt FROM human_tasks WHERE id = ?1").bind(taskId).first<{ claimedAt: string }>();
+  const earlier = new Date(Date.parse(row!.claimedAt) - minutes * 60_000).toISOString();
+  await env.DB.batch([
+    env.DB.prepare("UPDATE human_tasks SET claimed_at = ?2 WHERE id = ?1").bind(taskId, earlier),
+    env.DB.prepare("UPDATE review_exposure SET started_at = ?3 WHERE task_id = ?1 AND started_at = ?2").bind(taskId, row!.claimedAt, earlier),
+  ]);
+}
+
+const next = (s: { reviewKey: string; queueId: string }, reviewer: string) => api(`/api/v1/queues/${s.queueId}/next`, { key: s.reviewKey, body: { reviewer } });
+const exposure = async (s: { reviewKey: string }, reviewer: string) => (await api(`/api/v1/wellness/exposure?reviewer=${reviewer}`, { key: s.reviewKey })).body;
+const minutesOf = (status: any, category: string): number => status.categories.find((c: any) => c.category === category)?.exposureMinutes ?? 0;
+
+/** Minutes since UTC midnight: a claim backdated further would fall partly into yesterday. */
+function roomToday(): number {
+  const now = new Date();
+  return (now.getTime() - Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate())) / 60_000;
+}
+
+function nextMidnight(): string {
+  const now = new Date();
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1)).toISOString();
+}
+
+describe("exposure caps", () => {
+  it("are set and read by admins; an unknown category or a reviewer key is refused; the change is audited", async () => {
+    const s = await setup("caps");
+    expect((await api("/api/v1/wellness/caps", { key: s.apiKey })).body).toMatchObject({ defaultMinutes: null, categories: {} });
+    const put = await api("/api/v1/wellness/caps", { key: s.apiKey, method: "PUT", body: { defaultMinutes: 240, categories: { self_harm: 30, animal_welfare: null } } });
+    expect(put.status).toBe(200);
+    expect(put.body).toMatchObject({ defaultMinutes: 240, categories: { self_harm: 30, animal_welfare: null } });
+    expect(put.body.effective).toMatchObject({ self_harm: 30, animal_welfare: null, scams_and_fraud: 240 });
+    expect((await api("/api/v1/wellness/caps", { key: s.apiKey })).body.effective.violence).toBe(240);
+    const unknown = await api("/api/v1/wellness/caps", { key: s.apiKey, method: "PUT", body: { categories: { gore: 10 } } });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.error.code).toBe("request.invalid");
+    expect((await api("/api/v1/wellness/caps", { key: s.reviewKey, method: "PUT", body: { defaultMinutes: 1 } })).status).toBe(403);
+    // A replacement drops what it leaves out: the default goes, self_harm keeps its own cap.
+    const replaced = await api("/api/v1/wellness/caps", { key: s.apiKey, method: "PUT", body: { categories: { self_harm: 45 } } });
+    expect(replaced.body).toMatchObject({ defaultMinutes: null, categories: { self_harm: 45 } });
+    expect(replaced.body.effective.scams_and_fraud).toBeNull();
+    const audited = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE installation_id = ?1 AND action = 'wellness.caps_updated'").bind(s.installationId).first<{ n: number }>();
+    expect(audited!.n).toBe(2);
+  });
+});
+
+describe("/next and the exposure cap", () => {
+  it("skips a capped category to other work, then refuses with the typed error; another reviewer still gets the capped task", async () => {
+    const s = await setup("next");
+    const harm1 = await taskOf(s, "self_harm");
+    const harm2 = await taskOf(s, "self_harm");
+    const scam = await taskOf(s, "scams_and_fraud");
+
+    const first = await next(s, "mod-a");
+    expect(first.status).toBe(200);
+    expect(first.body.id).toBe(harm1);
+    expect(first.body.wellness.skipped).toEqual([]);
+
+    // mod-a has held the self-harm task for 40 minutes (or since midnight, early in the UTC day).
+    const held = Math.min(40, Math.floor(roomToday()) - 1);
+    const cap = held >= 31 ? 30 : 0;
+    if (held > 0) await backdateClaim(harm1, held);
+    expect((await api("/api/v1/wellness/caps", { key: s.apiKey, method: "PUT", body: { categories: { self_harm: cap } } })).status).toBe(200);
+    const status = await exposure(s, "mod-a");
+    expect(minutesOf(status, "self_harm")).toBeGreaterThanOrEqual(Math.max(0, held));
+    expect(minutesOf(status, "self_harm")).toBeLessThan(Math.max(0, held) + 5);
+    expect(status.capped).toEqual(["self_harm"]);
+    expect(status.resetsAt).toBe(nextMidnight());
+
+    // The next self-harm task is due first, but mod-a gets the scam task, and is told why.
+    const second = await next(s, "mod-a");
+    expect(second.status).toBe(200);
+    expect(second.body.id).toBe(scam);
+    expect(second.body.wellness.skipped).toEqual([{ category: "self_harm", reason: "exposure_cap_reached", exposureMinutes: expect.any(Number), capMinutes: cap, waitingTasks: 1 }]);
+    expect(second.body.wellness.resetsAt).toBe(nextMidnight());
+
+    // Only capped work is left for mod-a: a clear refusal naming the category and the reset.
+    const refused = await next(s, "mod-a");
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.code).toBe("wellness.exposure_cap_reached");
+    expect(refused.body.error.message).toContain("self_harm");
+    expect(refused.body.error.details).toMatchObject({ capped: [{ category: "self_harm", capMinutes: cap, waitingTasks: 1 }], resetsAt: nextMidnight() });
+    expect((await env.DB.prepare("SELECT state FROM human_tasks WHERE id = ?1").bind(harm2).first<{ state: string }>())!.state).toBe("open");
+
+    // Another reviewer has no exposure: the capped category's task is theirs.
+    const other = await next(s, "mod-b");
+    expect(other.status).toBe(200);
+    expect(other.body.id).toBe(harm2);
+    expect(other.body.wellness.skipped).toEqual([]);
+    // Nothing left at all is the plain empty queue, for both.
+    expect((await next(s, "mod-b")).body.error.code).toBe("queue.empty");
+    expect((await next(s, "mod-a")).body.error.code).toBe("queue.empty");
+  });
+
+  it("counts exposure from claims: to the release, to the lease's end when it lapsed, only today's part, per category", async () => {
+    const s = await setup("counting");
+    const released = await taskOf(s, "violence");
+    const lapsed = await taskOf(s, "violence");
+    const old = await taskOf(s, "violence");
+    const other = await taskOf(s, "scams_and_fraud");
+    const room = Math.floor(roomToday());
+    const a = Math.min(20, Math.floor(room / 3));
+    const b = Math.min(10, Math.floor(room / 3));
+
+    // Held `a` minutes, then released: counts `a`, and stops counting.
+    expect((await api(`/api/v1/tasks/${released}/claim`, { key: s.reviewKey, body: { reviewer: "mod-c" } })).status).toBe(200);
+    await backdateClaim(released, a);
+    expect((await api(`/api/v1/tasks/${released}/release`, { key: s.reviewKey, body: { reviewer: "mod-c" } })).status).toBe(200);
+    // The release ended the claim's record; moved a minute back, the count shows it no longer runs to now.
+    const ended = await env.DB.prepare("UPDATE review_exposure SET ended_at = ?2 WHERE task_id = ?1 AND ended_at IS NOT NULL")
+      .bind(released, new Date(Date.now() - 60_000).toISOString())
+      .run();
+    expect(ended.meta.changes).toBe(1);
+    const afterRelease = minutesOf(await exposure(s, "mod-c"), "violence");
+    expect(afterRelease).toBeGreaterThanOrEqual(Math.max(0, a - 1) - 0.1);
+    expect(afterRelease).toBeLessThan(a);
+
+    // Claimed 2b minutes ago with a lease that lapsed b minutes ago, and taken by someone else since: counts b.
+    expect((await api(`/api/v1/tasks/${lapsed}/claim`, { key: s.reviewKey, body: { reviewer: "mod-c" } })).status).toBe(200);
+    await backdateClaim(lapsed, 2 * b);
+    const lapsedAt = new Date(Date.now() - b * 60_000).toISOString();
+    await env.DB.batch([env.DB.prepare("UPDATE human_tasks SET lease_expires_at = ?2 WHERE id = ?1").bind(lapsed, lapsedAt), env.DB.prepare("UPDATE review_exposure SET lease_expires_at = ?2 WHERE task_id = ?1").bind(lapsed, lapsedAt)]);
+    expect((await api(`/api/v1/tasks/${lapsed}/claim`, { key: s.reviewKey, body: { reviewer: "mod-d" } })).status).toBe(200);
+    const afterLapse = minutesOf(await exposure(s, "mod-c"), "violence");
+    expect(afterLapse - afterRelease).toBeGreaterThanOrEqual(b - 0.1);
+    expect(afterLapse - afterRelease).toBeLessThan(b + 1);
+    // mod-d's exposure is their own claim, just begun.
+    expect(minutesOf(await exposure(s, "mod-d"), "violence")).toBeLessThan(1);
+
+    // A claim held and released two days ago counts nothing today.
+    expect((await api(`/api/v1/tasks/${old}/claim`, { key: s.reviewKey, body: { reviewer: "mod-c" } })).status).toBe(200);
+    expect((await api(`/api/v1/tasks/${old}/release`, { key: s.reviewKey, body: { reviewer: "mod-c" } })).status).toBe(200);
+    await env.DB.prepare("UPDATE review_exposure SET started_at = ?2, ended_at = ?3 WHERE task_id = ?1")
+      .bind(old, new Date(Date.now() - 2 * 86_400_000 - 3_600_000).toISOString(), new Date(Date.now() - 2 * 86_400_000).toISOString())
+      .run();
+    const violence = minutesOf(await exposure(s, "mod-c"), "violence");
+    expect(violence - afterLapse).toBeLessThan(0.1);
+
+    // Another category's claim is counted apart, and stops at the task's completion.
+    expect((await api(`/api/v1/tasks/${other}/claim`, { key: s.reviewKey, body: { reviewer: "mod-c" } })).status).toBe(200);
+    await backdateClaim(other, b);
+    const completed = await api(`/api/v1/tasks/${other}/complete`, { key: s.reviewKey, body: { reviewer: "mod-c", response: { verdict: "keep" } } });
+    expect(completed.status).toBe(200);
+    await env.DB.prepare("UPDATE human_tasks SET completed_at = ?2 WHERE id = ?1")
+      .bind(other, new Date(Date.parse(completed.body.completedAt) - 60_000).toISOString())
+      .run();
+    const final = await exposure(s, "mod-c");
+    expect(minutesOf(final, "scams_and_fraud")).toBeGreaterThanOrEqual(Math.max(0, b - 1) - 0.1);
+    expect(minutesOf(final, "scams_and_fraud")).toBeLessThan(Math.max(b, 0.5));
+    expect(minutesOf(final, "violence")).toBe(violence);
+    expect(final.capped).toEqual([]);
+  });
+
+  it("another installation's caps are not applied, its queues are a 404, and its claims are not counted", async () => {
+    const a = await setup("tenant-a");
+    const b = await setup("tenant-b");
+    expect((await api("/api/v1/wellness/caps", { key: a.apiKey, method: "PUT", body: { defaultMinutes: 0 } })).status).toBe(200);
+    const aTask = await taskOf(a, "self_harm");
+    const bTask = await taskOf(b, "self_harm");
+    // In A every category is capped at 0 minutes: mod-a gets nothing there.
+    const refusedInA = await next(a, "mod-a");
+    expect(refusedInA.status).toBe(409);
+    expect(refusedInA.body.error.code).toBe("wellness.exposure_cap_reached");
+    // B has no caps of its own and does not see A's.
+    expect((await api("/api/v1/wellness/caps", { key: b.apiKey })).body).toMatchObject({ defaultMinutes: null, categories: {} });
+    expect((await api("/api/v1/wellness/caps", { key: b.apiKey })).body.effective.self_harm).toBeNull();
+    expect((await api(`/api/v1/queues/${a.queueId}/next`, { key: b.reviewKey, body: { reviewer: "mod-a" } })).status).toBe(404);
+    const inB = await next(b, "mod-a");
+    expect(inB.status).toBe(200);
+    expect(inB.body.id).toBe(bTask);
+    expect(inB.body.wellness.skipped).toEqual([]);
+    await backdateClaim(bTask, 5);
+    // B's claim is B's: the same reviewer name in A has no exposure there.
+    expect(minutesOf(await exposure(b, "mod-a"), "self_harm")).toBeGreaterThan(0);
+    expect(minutesOf(await exposure(a, "mod-a"), "self_harm")).toBe(0);
+    expect((await env.DB.prepare("SELECT state FROM human_tasks WHERE id = ?1").bind(aTask).first<{ state: string }>())!.state).toBe("open");
+  });
+});
