@@ -607,8 +607,37 @@ async function benchRoute(request: Request, env: BenchEnv, ctx: ExecutionContext
     return json({ removed: body.installationId });
   }
   if (request.method === "POST" && url.pathname === "/bench/metrics-seed") return seedMetrics(env, (await request.json().catch(() => ({}))) as Parameters<typeof seedMetrics>[1]);
+  if (request.method === "POST" && url.pathname === "/bench/report-clone") return cloneReports(env, (await request.json().catch(() => ({}))) as Parameters<typeof cloneReports>[1]);
   if (request.method === "POST" && url.pathname === "/bench/context-load") return contextLoad(env, (await request.json().catch(() => ({}))) as Parameters<typeof contextLoad>[1]);
   return json({ error: { code: "route.not_found" } }, 404);
+}
+
+/**
+ * POST /bench/report-clone {templateId, from, count, baseMs}: `count` reports copied from one made
+ * through the API (same case and sealed data: the backtest graph reads the summary only), ids
+ * `rep_bench_<i>`, categories cycling violence / scams_and_fraud / animal_welfare, created 1 ms apart
+ * from `baseMs`; one INSERT … SELECT over a recursive CTE.
+ */
+async function cloneReports(env: BenchEnv, body: { templateId?: unknown; from?: unknown; count?: unknown; baseMs?: unknown }): Promise<Response> {
+  const from = Number(body.from);
+  const count = Number(body.count);
+  const baseMs = Number(body.baseMs);
+  if (typeof body.templateId !== "string" || !Number.isInteger(from) || from < 0 || !Number.isInteger(count) || count < 1 || count > MAX_SEED_CHUNK || !Number.isFinite(baseMs)) {
+    return json({ error: { code: "bench.clone_invalid" } }, 400);
+  }
+  const result = await env.DB.prepare(`
+    INSERT INTO reports (id, installation_id, case_id, subject_kind, subject_id, category, category_specification_json, source, evidence_count,
+      personal_data, data_key_id, idempotency_key, request_digest, created_at)
+    WITH RECURSIVE n(i) AS (SELECT ?1 UNION ALL SELECT i + 1 FROM n WHERE i < ?2)
+    SELECT printf('rep_bench_%06d', i), t.installation_id, t.case_id, t.subject_kind, 'bench-' || i,
+      CASE i % 3 WHEN 0 THEN 'violence' WHEN 1 THEN 'scams_and_fraud' ELSE 'animal_welfare' END,
+      t.category_specification_json, t.source, t.evidence_count, t.personal_data, t.data_key_id, NULL, t.request_digest,
+      strftime('%Y-%m-%dT%H:%M:%fZ', (?4 + i) / 1000.0, 'unixepoch')
+    FROM n, reports t WHERE t.id = ?3
+  `)
+    .bind(from, from + count - 1, body.templateId, baseMs)
+    .run();
+  return json({ reports: result.meta.changes });
 }
 
 const METRICS_SEED_MAX_DAYS = 90;

@@ -25,7 +25,7 @@
 // repair of 100 runs in repair_required (a bulk migrate, and one by one).
 //
 // The Worker's schedule runs as under `npm start`: scripts/local-cron.mjs calls its scheduled
-// handler every minute for the whole bench. BENCH_ONLY=audit,queue,… runs only those sections
+// handler every minute for the whole bench. BENCH_ONLY=audit,queue,backtests,… runs only those sections
 // (runtime, context, expressions, components, content, actions, intake, queue, audit, sweeps, backup, metrics, repair) — for working on one of them.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -38,6 +38,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { actionLines, sectionActions } from "../bench/sections/actions.mjs";
 import { auditLines, sectionAuditVerify } from "../bench/sections/audit.mjs";
+import { backtestLines, sectionBacktests } from "../bench/sections/backtests.mjs";
 import { backupLines, sectionBackup } from "../bench/sections/backup.mjs";
 import { componentLines, sectionComponents } from "../bench/sections/components.mjs";
 import { contentLines, sectionContent } from "../bench/sections/content.mjs";
@@ -294,6 +295,7 @@ function report() {
     ...backupLines(),
     ...metricsLines(),
     ...repairLines(),
+    ...backtestLines(),
   );
   if (results.elapsedS !== undefined) lines.push(`elapsed:          ${results.elapsedS} s (budget ${OVERALL_BUDGET_MS / 1000} s)`);
   if (results.error) lines.push(`bench failed: ${results.error}`);
@@ -355,6 +357,7 @@ async function main() {
   if (runs("backup")) await sectionBackup(api, timed, adminToken);
   if (runs("metrics")) await sectionMetrics(api, timed, adminToken);
   if (runs("repair")) await sectionRepair(api, apiKey);
+  if (runs("backtests")) await sectionBacktests(api, timed, adminToken);
   results.elapsedS = round((Date.now() - startedAt) / 1000, 1);
 }
 

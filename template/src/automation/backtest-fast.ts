@@ -63,7 +63,8 @@ export async function consumeFastChunk(env: Env, ctx: ExecutionContext, chunk: F
     const results = await Promise.all(slice.map((row) => evaluate(env, ctx, { installationId, backtestId, versionId: version.id, graph, row })));
     for (const [index, result] of results.entries()) {
       for (const nodeId of result.path) reached.add(nodeId);
-      if (result.stoppedAt) reached.add(result.stoppedAt);
+      // A node that failed ran (and may have opened content); one the walk stopped at did not.
+      if (result.state === "failed" && result.stoppedAt) reached.add(result.stoppedAt);
       rows.push({ r: slice[index]!.id, s: result.state, o: result.outcome, t: result.terminalCode, n: result.stoppedAt, e: result.errorCode, p: JSON.stringify(result.path) });
     }
   }
