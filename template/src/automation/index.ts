@@ -6,3 +6,5 @@ export { AI_OUTPUT_FORMATS, AI_PROVIDER_KINDS } from "./ai";
 export { executeAgentProposal } from "./ai-proposal";
 export { executeAiProposal, executeEnrichment } from "./nodes";
 export { consumeBacktests } from "./backtest-consumer";
+export { shadowReport } from "./shadow-report";
+export { wilson, type Proportion } from "./statistics";
