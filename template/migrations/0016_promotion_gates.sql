@@ -63,4 +63,4 @@ CREATE INDEX trigger_demotions_trigger ON trigger_demotions (installation_id, tr
 CREATE INDEX triggers_autonomous ON triggers (demotion_checked_at) WHERE authority_mode = 'autonomous' AND enabled = 1;
 CREATE INDEX decisions_run ON decisions (run_id, decided_at) WHERE run_id IS NOT NULL;
 CREATE INDEX appeals_decision ON appeals (installation_id, decision_id) WHERE decision_id IS NOT NULL;
-CREATE INDEX action_proposals_type_decided ON action_proposals (installation_id, action_type_key, decided_at DESC) WHERE decided_at IS NOT NULL;
+CREATE INDEX action_proposals_type_decided ON action_proposals (installation_id, action_type_key, decided_at DESC, id DESC) WHERE decided_at IS NOT NULL;

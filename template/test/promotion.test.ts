@@ -99,7 +99,7 @@ describe("promoting a trigger", () => {
     expect(defaults.body).toMatchObject({ source: "default", gate: { minComparedRuns: 100, minAgreementLow: 0.9 }, next: { to: "assisted", met: false } });
     const gate = await api(`/api/v1/triggers/${id}/gate`, { key: apiKey, method: "PUT", body: { minComparedRuns: 4, minAgreementLow: 0.4 } });
     expect(gate.status).toBe(200);
-    expect(gate.body).toMatchObject({ source: "set", gate: { minComparedRuns: 4, minAgreementLow: 0.4, minDecidedProposals: 50 } });
+    expect(gate.body).toMatchObject({ source: "set", gate: { minComparedRuns: 4, minAgreementLow: 0.4, minDecidedProposals: 100, minPrecisionLow: 0.9 } });
 
     await reports(apiKey, ["remove", "remove", "remove"], "first");
     // No skipping a mode.
@@ -137,10 +137,17 @@ describe("promoting a trigger", () => {
     const raised = await api(`/api/v1/triggers/${id}`, { key: apiKey, method: "PATCH", body: { authorityMode: "autonomous" } });
     expect(raised.status).toBe(409);
     expect(raised.body.error.code).toBe("promotion.requires_gate");
+    // A version without action nodes has no proposals to measure: its agreement is the evidence again.
+    const autonomous = await api(`/api/v1/triggers/${id}/promote`, { key: apiKey, body: { to: "autonomous" } });
+    expect(autonomous.status).toBe(200);
+    expect(autonomous.body.evidence.requirements.map((r: any) => [r.requirement, r.basis, r.met])).toEqual([
+      ["compared_runs", "no_action_nodes", true],
+      ["agreement_low", "no_action_nodes", true],
+    ]);
     const lowered = await api(`/api/v1/triggers/${id}`, { key: apiKey, method: "PATCH", body: { authorityMode: "shadow" } });
     expect(lowered.status).toBe(200);
     expect(lowered.body.authorityMode).toBe("shadow");
-    expect((await auditOf(installationId, "trigger.demoted")).map((e) => e.details)).toEqual([expect.objectContaining({ from: "assisted", to: "shadow", automatic: false })]);
+    expect((await auditOf(installationId, "trigger.demoted")).map((e) => e.details)).toEqual([expect.objectContaining({ from: "autonomous", to: "shadow", automatic: false })]);
   });
 });
 

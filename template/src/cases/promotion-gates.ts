@@ -7,6 +7,7 @@
 //   assisted → autonomous  per action type the version's action nodes use: ≥ minDecidedProposals
 //                          approved-or-rejected proposals of that type from runs of the version
 //                          (the last M), and precision's lower bound ≥ minPrecisionLow
+//                          (a version without action nodes: the shadow → assisted figures again)
 //   off → shadow           nothing to measure: always allowed
 //   demotion (sweep)       overturned / decisions over overturnWindowDays > maxOverturnRate, once
 //                          at least minOverturnSample decisions were made (promotion-sweep.ts)
@@ -31,16 +32,16 @@ export interface TriggerGate {
 }
 
 /**
- * The gate when none is set: 100 compared runs with agreement's lower bound ≥ 0.9 (about 95 of
- * 100 agreeing); 50 decided proposals per action type with precision's lower bound ≥ 0.95 (all 50
- * approved gives 0.93, so it takes about 80 with at most one rejection); demotion when more than
- * 10% of at least 20 decisions over 30 days were overturned.
+ * The gate when none is set: 100 compared runs with agreement's lower bound ≥ 0.9 (96 of 100
+ * agreeing; a larger sample needs a lower rate); per action type, precision's lower bound ≥ 0.9
+ * over the last 100 decided proposals (96 of them approved); demotion when more than 10% of at
+ * least 20 decisions over 30 days were overturned.
  */
 export const TRIGGER_GATE_DEFAULTS: Readonly<TriggerGate> = {
   minComparedRuns: 100,
   minAgreementLow: 0.9,
-  minDecidedProposals: 50,
-  minPrecisionLow: 0.95,
+  minDecidedProposals: 100,
+  minPrecisionLow: 0.9,
   maxOverturnRate: 0.1,
   minOverturnSample: 20,
   overturnWindowDays: 30,
@@ -68,6 +69,24 @@ function actionTypesOf(graphJson: string): string[] {
   return [...keys].sort();
 }
 
+/** shadow → assisted: compared runs, and agreement's lower bound, from the version's shadow report. */
+async function agreementRequirements(env: Env, actor: Actor, workflowVersionId: string, gate: TriggerGate): Promise<GateRequirement[]> {
+  const report = await shadowReport(env, actor, workflowVersionId);
+  const agreement = wilson(report.agreements, report.runsCompared);
+  return [
+    { requirement: "compared_runs", required: gate.minComparedRuns, actual: report.runsCompared, met: report.runsCompared >= gate.minComparedRuns, shadowRuns: report.shadowRuns },
+    {
+      requirement: "agreement_low",
+      required: gate.minAgreementLow,
+      actual: agreement.low,
+      met: agreement.low !== null && agreement.low >= gate.minAgreementLow,
+      agreement: { value: agreement.value, low: agreement.low, high: agreement.high, agreements: report.agreements, compared: report.runsCompared },
+      withoutHumanDecision: report.withoutHumanDecision,
+      withoutProposal: report.withoutProposal,
+    },
+  ];
+}
+
 export interface PromotionEvaluation {
   from: WorkflowAuthorityMode;
   to: WorkflowAuthorityMode;
@@ -83,27 +102,18 @@ export async function evaluateTriggerPromotion(env: Env, actor: Actor, trigger: 
   const { gate, source } = await triggerGateOf(env.DB, actor.installationId, trigger.id);
   const requirements: GateRequirement[] = [];
   if (to === "assisted") {
-    const report = await shadowReport(env, actor, trigger.workflowVersionId);
-    const agreement = wilson(report.agreements, report.runsCompared);
-    requirements.push(
-      { requirement: "compared_runs", required: gate.minComparedRuns, actual: report.runsCompared, met: report.runsCompared >= gate.minComparedRuns, shadowRuns: report.shadowRuns },
-      {
-        requirement: "agreement_low",
-        required: gate.minAgreementLow,
-        actual: agreement.low,
-        met: agreement.low !== null && agreement.low >= gate.minAgreementLow,
-        agreement: { value: agreement.value, low: agreement.low, high: agreement.high, agreements: report.agreements, compared: report.runsCompared },
-        withoutHumanDecision: report.withoutHumanDecision,
-        withoutProposal: report.withoutProposal,
-      },
-    );
+    requirements.push(...(await agreementRequirements(env, actor, trigger.workflowVersionId, gate)));
   } else if (to === "autonomous") {
     const version = await getVersionRow(env.DB, actor.installationId, trigger.workflowVersionId);
     if (!version) throw notFound("workflow_version");
-    for (const actionType of actionTypesOf(version.graphJson)) {
+    const actionTypes = actionTypesOf(version.graphJson);
+    for (const actionType of actionTypes) {
       const figures = await decidedProposals(env.DB, actor.installationId, actionType, { last: gate.minDecidedProposals, workflowVersionId: trigger.workflowVersionId });
       requirements.push(...precisionRequirements(figures, gate, wilson));
     }
+    // A version without action nodes has no proposals to measure: its agreement with people is
+    // the evidence (checked again, so the promotion records it rather than nothing).
+    if (actionTypes.length === 0) requirements.push(...(await agreementRequirements(env, actor, trigger.workflowVersionId, gate)).map((r) => ({ ...r, basis: "no_action_nodes" })));
   }
   return { from: trigger.authorityMode, to, workflowVersionId: trigger.workflowVersionId, gate, gateSource: source, requirements, met: requirements.every((r) => r.met) };
 }

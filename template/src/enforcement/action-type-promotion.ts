@@ -10,8 +10,8 @@ import { AppError, notFound } from "../errors";
 import { sha256Hex } from "../lib/crypto";
 import { decidedProposals, precisionRequirements, type ActionTypeAutonomy, type GateRequirement } from "./proposal-figures";
 
-/** The gate when none is set: 50 decided proposals, precision's lower bound ≥ 0.95. */
-export const ACTION_TYPE_GATE_DEFAULTS = { minDecidedProposals: 50, minPrecisionLow: 0.95 } as const;
+/** The gate when none is set: the last 100 decided proposals, precision's lower bound ≥ 0.9 (96 of them approved). */
+export const ACTION_TYPE_GATE_DEFAULTS = { minDecidedProposals: 100, minPrecisionLow: 0.9 } as const;
 
 export interface ActionTypeGate {
   minDecidedProposals: number;

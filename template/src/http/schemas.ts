@@ -182,8 +182,8 @@ export const schemas = {
     properties: {
       minComparedRuns: { type: "integer", minimum: 1, maximum: 100000, description: "shadow → assisted: shadow runs compared with a person's decision; default 100." },
       minAgreementLow: { type: "number", minimum: 0, maximum: 1, description: "shadow → assisted: lower bound of agreement's 95% Wilson interval; default 0.9." },
-      minDecidedProposals: { type: "integer", minimum: 1, maximum: 10000, description: "assisted → autonomous, per action type: the last M approved or rejected proposals; default 50." },
-      minPrecisionLow: { type: "number", minimum: 0, maximum: 1, description: "assisted → autonomous, per action type: lower bound of precision's interval; default 0.95." },
+      minDecidedProposals: { type: "integer", minimum: 1, maximum: 10000, description: "assisted → autonomous, per action type: the last M approved or rejected proposals; default 100." },
+      minPrecisionLow: { type: "number", minimum: 0, maximum: 1, description: "assisted → autonomous, per action type: lower bound of precision's interval; default 0.9." },
       maxOverturnRate: { type: "number", minimum: 0, maximum: 1, description: "Autonomous: demoted to assisted when overturned / decisions passes this; default 0.1." },
       minOverturnSample: { type: "integer", minimum: 1, maximum: 100000, description: "Decisions needed before a demotion; default 20." },
       overturnWindowDays: { type: "integer", minimum: 1, maximum: 365, description: "The overturn rate's window (never before the promotion to autonomous); default 30." },
@@ -285,8 +285,8 @@ export const schemas = {
     additionalProperties: false,
     description: "Fields left out keep their current value (the defaults when no gate is set).",
     properties: {
-      minDecidedProposals: { type: "integer", minimum: 1, maximum: 10000, description: "The last M approved or rejected proposals of the type; default 50." },
-      minPrecisionLow: { type: "number", minimum: 0, maximum: 1, description: "Lower bound of precision's 95% Wilson interval over them; default 0.95." },
+      minDecidedProposals: { type: "integer", minimum: 1, maximum: 10000, description: "The last M approved or rejected proposals of the type; default 100." },
+      minPrecisionLow: { type: "number", minimum: 0, maximum: 1, description: "Lower bound of precision's 95% Wilson interval over them; default 0.9." },
     },
   },
   DecideProposal: {
