@@ -258,8 +258,11 @@ describe("automatic demotion", () => {
     await sweepAutomaticDemotions(env, new Date());
     expect((await api("/api/v1/triggers", { key: apiKey })).body.items[0].authorityMode).toBe("autonomous");
 
+    expect((await api(`/api/v1/triggers/${id}/gate`, { key: apiKey })).body.demotion).toMatchObject({ maxOverturnRate: 0.3, figures: { decisions: 4, overturned: 1 }, limitPassed: false });
+
     // 2 of 4: 0.5 > 0.3 with the minimum sample of 4.
     await overturn(decisions[1]!);
+    expect((await api(`/api/v1/triggers/${id}/gate`, { key: apiKey })).body.demotion).toMatchObject({ figures: { overturned: 2, rate: 0.5 }, limitPassed: true });
     const swept = await sweepAutomaticDemotions(env, new Date());
     expect(swept.demoted).toBeGreaterThanOrEqual(1);
     expect((await api("/api/v1/triggers", { key: apiKey })).body.items[0].authorityMode).toBe("assisted");

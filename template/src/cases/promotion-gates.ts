@@ -19,6 +19,7 @@ import { shadowReport, wilson } from "../automation";
 import { decidedProposals, precisionRequirements, type GateRequirement } from "../enforcement";
 import { notFound } from "../errors";
 import { getVersionRow, type WorkflowAuthorityMode } from "../workflows";
+import { overturnFigures, overturnLimitPassed, overturnWindowStart } from "./promotion-overturns";
 import { getTrigger, type TriggerRow } from "./triggers";
 
 export interface TriggerGate {
@@ -125,7 +126,13 @@ export async function getTriggerGate(env: Env, actor: Actor, id: string) {
   const { gate, source, updatedAt } = await triggerGateOf(env.DB, actor.installationId, id);
   const to = nextMode(trigger.authorityMode);
   const next = to ? await evaluateTriggerPromotion(env, actor, trigger, to) : null;
-  return { triggerId: trigger.id, authorityMode: trigger.authorityMode, gate, source, updatedAt, next: next ? { to, requirements: next.requirements, met: next.met } : null };
+  // Autonomous: the live overturn figures the demotion sweep compares with the limit.
+  let demotion = null;
+  if (trigger.authorityMode === "autonomous") {
+    const figures = await overturnFigures(env, actor.installationId, trigger.id, overturnWindowStart(new Date(), gate.overturnWindowDays, trigger.authorityChangedAt));
+    demotion = { maxOverturnRate: gate.maxOverturnRate, minOverturnSample: gate.minOverturnSample, figures, limitPassed: overturnLimitPassed(figures, gate) };
+  }
+  return { triggerId: trigger.id, authorityMode: trigger.authorityMode, gate, source, updatedAt, next: next ? { to, requirements: next.requirements, met: next.met } : null, demotion };
 }
 
 /** Sets the trigger's gate (fields left out keep their current value); audited. */

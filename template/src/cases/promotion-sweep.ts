@@ -12,58 +12,19 @@
 // Imported by src/schedule.ts directly, not through cases/index.ts: this module reaches
 // enforcement (deliveries) and automation, which import cases/index.ts.
 import { auditStatement } from "../audit";
-import { wilson, type Proportion } from "../automation";
 import { deliveryStatement, enqueueDeliveries } from "../enforcement";
 import { notFound } from "../errors";
 import { sha256Hex } from "../lib/crypto";
 import { evidenceDigest } from "./promotion";
+import { overturnFigures, overturnLimitPassed, overturnWindowStart } from "./promotion-overturns";
 import { triggerGateOf } from "./promotion-gates";
 import { getTrigger } from "./triggers";
+
+export { overturnFigures, type OverturnFigures } from "./promotion-overturns";
 
 /** Autonomous triggers the sweep looks at per run. */
 const DEMOTION_SWEEP_TRIGGERS = 50;
 export const DEMOTED_EVENT_TYPE = "automation.demoted";
-
-export interface OverturnFigures {
-  triggerId: string;
-  since: string;
-  /** Decisions made by the trigger's runs since `since`. */
-  decisions: number;
-  /** The sum of every source below. */
-  overturned: number;
-  sources: { appeals: number; qaDisagreements: number };
-  /** overturned / decisions (null with no decisions), with its 95% Wilson interval. */
-  rate: number | null;
-  interval: Pick<Proportion, "low" | "high">;
-}
-
-/** A trigger's runs are those whose idempotency key is `trigger:<id>:…` (triggers.ts fireTriggers). */
-function runKeyRange(triggerId: string): [string, string] {
-  return [`trigger:${triggerId}:`, `trigger:${triggerId};`];
-}
-
-/**
- * The live overturn figures of a trigger since `since`: decisions made by its runs, and how many
- * were overturned, summed over the sources (appeals now; QA disagreements once wired).
- */
-export async function overturnFigures(env: Env, installationId: string, triggerId: string, since: string): Promise<OverturnFigures> {
-  const [from, to] = runKeyRange(triggerId);
-  const row = await env.DB.prepare(`
-    SELECT COUNT(*) AS decisions,
-      COALESCE(SUM(CASE WHEN EXISTS (SELECT 1 FROM appeals a WHERE a.installation_id = ?1 AND a.decision_id = d.id AND a.state = 'overturned') THEN 1 ELSE 0 END), 0) AS overturned
-    FROM workflow_runs r JOIN decisions d ON d.run_id = r.id AND d.installation_id = ?1
-    WHERE r.installation_id = ?1 AND r.idempotency_key >= ?2 AND r.idempotency_key < ?3 AND d.decided_at >= ?4`)
-    .bind(installationId, from, to, since)
-    .first<{ decisions: number; overturned: number }>();
-  const decisions = Number(row?.decisions ?? 0);
-  const appeals = Number(row?.overturned ?? 0);
-  // LEAD: QA disagreements (helper D's reviewer QA) go here after the merge: the QA reviews of
-  // tasks of this trigger's runs since `since` whose answer disagreed with the first review.
-  const qaDisagreements = 0;
-  const overturned = appeals + qaDisagreements;
-  const interval = wilson(Math.min(overturned, decisions), decisions);
-  return { triggerId, since, decisions, overturned, sources: { appeals, qaDisagreements }, rate: decisions === 0 ? null : overturned / decisions, interval: { low: interval.low, high: interval.high } };
-}
 
 interface AutonomousTrigger {
   id: string;
@@ -94,11 +55,9 @@ export async function sweepAutomaticDemotions(env: Env, now: Date = new Date()):
 async function checkTrigger(env: Env, trigger: AutonomousTrigger, now: Date): Promise<{ demoted: boolean; notified: boolean }> {
   const at = now.toISOString();
   const { gate } = await triggerGateOf(env.DB, trigger.installationId, trigger.id);
-  const windowStart = new Date(now.getTime() - gate.overturnWindowDays * 86_400_000).toISOString();
-  const since = trigger.authorityChangedAt && trigger.authorityChangedAt > windowStart ? trigger.authorityChangedAt : windowStart;
+  const since = overturnWindowStart(now, gate.overturnWindowDays, trigger.authorityChangedAt);
   const figures = await overturnFigures(env, trigger.installationId, trigger.id, since);
-  const passed = figures.decisions >= gate.minOverturnSample && figures.rate !== null && figures.rate > gate.maxOverturnRate;
-  if (!passed) {
+  if (!overturnLimitPassed(figures, gate)) {
     await env.DB.prepare(`UPDATE triggers SET demotion_checked_at = ?3 WHERE installation_id = ?1 AND id = ?2`).bind(trigger.installationId, trigger.id, at).run();
     return { demoted: false, notified: false };
   }
