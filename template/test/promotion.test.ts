@@ -9,6 +9,7 @@ import { canonicalJson } from "../src/audit";
 import { wilson } from "../src/automation/statistics";
 import { overturnFigures, sweepAutomaticDemotions } from "../src/cases/promotion-sweep";
 import { sha256Hex } from "../src/lib/crypto";
+import { runSchedule, SWEEPS } from "../src/schedule";
 import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
 
 type Logged = { path: string; webhookId: string; type: string | null; data: any; verified: boolean; status: number | "hung" };
@@ -263,8 +264,13 @@ describe("automatic demotion", () => {
     // 2 of 4: 0.5 > 0.3 with the minimum sample of 4.
     await overturn(decisions[1]!);
     expect((await api(`/api/v1/triggers/${id}/gate`, { key: apiKey })).body.demotion).toMatchObject({ figures: { overturned: 2, rate: 0.5 }, limitPassed: true });
-    const swept = await sweepAutomaticDemotions(env, new Date());
-    expect(swept.demoted).toBeGreaterThanOrEqual(1);
+    // Through the schedule's own entry for the sweep.
+    const scheduled = await runSchedule(
+      env,
+      { cron: "* * * * *", scheduledTime: Date.now() },
+      SWEEPS.filter((sweep) => sweep.name === "cases.automatic_demotions"),
+    );
+    expect(scheduled.sweeps).toEqual([expect.objectContaining({ name: "cases.automatic_demotions", ok: true, summary: expect.objectContaining({ demoted: 1, notified: 1 }) })]);
     expect((await api("/api/v1/triggers", { key: apiKey })).body.items[0].authorityMode).toBe("assisted");
     const [event, ...more] = await auditOf(installationId, "trigger.demoted");
     expect(more).toEqual([]);
