@@ -35,13 +35,14 @@ interface AutonomousTrigger {
   createdAt: string;
 }
 
+/** The sweep's selection (index triggers_autonomous; ?1 the bound); exported for the bench's query plans. */
+export const AUTONOMOUS_TRIGGERS_SQL = `SELECT id, installation_id AS installationId, name, workflow_version_id AS workflowVersionId,
+  authority_changed_at AS authorityChangedAt, created_at AS createdAt
+  FROM triggers WHERE authority_mode = 'autonomous' AND enabled = 1 ORDER BY demotion_checked_at LIMIT ?1`;
+
 /** The sweep (bounded: 50 triggers per run; idempotent). */
 export async function sweepAutomaticDemotions(env: Env, now: Date = new Date()): Promise<{ checked: number; demoted: number; notified: number }> {
-  const { results } = await env.DB.prepare(`
-    SELECT id, installation_id AS installationId, name, workflow_version_id AS workflowVersionId, authority_changed_at AS authorityChangedAt, created_at AS createdAt
-    FROM triggers WHERE authority_mode = 'autonomous' AND enabled = 1 ORDER BY demotion_checked_at LIMIT ?1`)
-    .bind(DEMOTION_SWEEP_TRIGGERS)
-    .all<AutonomousTrigger>();
+  const { results } = await env.DB.prepare(AUTONOMOUS_TRIGGERS_SQL).bind(DEMOTION_SWEEP_TRIGGERS).all<AutonomousTrigger>();
   let demoted = 0;
   let notified = 0;
   for (const trigger of results) {
