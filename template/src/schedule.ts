@@ -10,6 +10,8 @@
 // results are recorded in sweep_runs (operations/sweep-runs.ts), where the metrics read them.
 import { sweepAuditChains } from "./audit";
 import { sealLegacyTaskContexts, sweepLapsedLeases } from "./cases";
+// Not through cases/index.ts: the demotion sweep reaches enforcement and automation, which import it.
+import { sweepAutomaticDemotions } from "./cases/promotion-sweep";
 import { sweepPendingDeliveries } from "./enforcement";
 import { errorCode } from "./errors";
 import { sweepMetricRollups } from "./metrics";
@@ -37,6 +39,8 @@ export const SWEEPS: readonly Sweep[] = [
   { name: "audit.seal_and_verify", run: async (env) => ({ ...(await sweepAuditChains(env)) }) },
   // After the audit sweep, so a broken chain it found is alerted in the same run.
   { name: "operations.alerts", run: (env, now) => sweepAlerts(env, now) },
+  // Issue 14 §3: autonomous triggers whose live overturn rate passed their limit drop to assisted (automation.demoted).
+  { name: "cases.automatic_demotions", run: (env, now) => sweepAutomaticDemotions(env, now) },
   // Migration 0007: rows written in plaintext before content sealing (a no-op once none are left).
   { name: "cases.seal_legacy_task_contexts", run: (env) => sealLegacyTaskContexts(env, 200) },
   { name: "workflows.seal_legacy_step_outputs", run: (env) => sealLegacyStepOutputs(env, 200) },

@@ -34,6 +34,7 @@ interface Fixtures {
   endpoint: string;
   delivery: string;
   actionTypeKey: string;
+  actionType: string;
   proposal: string;
   component: string;
   componentVersion: string;
@@ -56,6 +57,7 @@ const PATH_FIXTURES: Record<string, keyof Fixtures> = {
   "workflow-versions/:id": "version",
   "runs/:id": "run",
   "triggers/:id": "trigger",
+  "action-types/:id": "actionType",
   "decisions/:id": "decision",
   "appeals/:id": "appeal",
   "webhook-endpoints/:id": "endpoint",
@@ -106,6 +108,9 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   CreateRunOperation: (f) => ({ action: "migrate", filter: { state: "repair_required" }, workflowVersionId: f.trivialVersion, reason: "tenancy check", dryRun: true }),
   CreateReport: () => ({ subject: { kind: "account", id: "acct-tenancy" }, category: "scams_and_fraud" }),
   CreateTrigger: (f) => ({ event: "report.created", when: "false", workflowVersionId: f.trivialVersion, authorityMode: "shadow", enabled: false }),
+  UpdateTrigger: () => ({ authorityMode: "off" }),
+  PromoteTrigger: () => ({ to: "assisted" }),
+  TriggerGate: () => ({ minComparedRuns: 1 }),
   CreateQueue: () => ({ name: `q-${crypto.randomUUID()}`, slaSeconds: 60 }),
   ClaimTask: () => ({ reviewer: "mallory" }),
   ReleaseTask: () => ({ reviewer: "mallory" }),
@@ -117,6 +122,9 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   CreateWebhookEndpoint: () => ({ url: "https://hooks.product.test/ok/tenancy-new" }),
   AlertSettings: (f) => ({ endpointId: f.endpoint }),
   CreateActionType: (f) => ({ key: `k-${crypto.randomUUID()}`, name: "Tenancy", endpointId: f.endpoint }),
+  UpdateActionType: () => ({ autonomy: "assisted" }),
+  PromoteActionType: () => ({ to: "autonomous" }),
+  ActionTypeGate: () => ({ minDecidedProposals: 1 }),
   DecideProposal: () => ({ approver: "mallory" }),
   RejectProposal: () => ({ reason: "tenancy check" }),
   CreateComponent: () => ({ name: `c-${crypto.randomUUID()}` }),
@@ -165,7 +173,7 @@ async function setup(label: string): Promise<Fixtures> {
     created("/api/v1/api-keys", key, { name: `extra-${label}`, scopes: ["read"] }),
     created("/api/v1/reports", key, { subject: { kind: "account", id: `acct-${marker}` }, category: "scams_and_fraud", description: `described ${marker}`, reporter: { contact: `${marker}@example.org` } }),
   ]);
-  const [componentVersion] = await Promise.all([
+  const [componentVersion, actionType] = await Promise.all([
     created(`/api/v1/components/${component.id}/versions`, key, { source: "export async function run() { return { ok: true }; }" }),
     created("/api/v1/action-types", key, { key: actionTypeKey, name: "Remove", endpointId: endpoint.id }),
   ]);
@@ -220,6 +228,7 @@ async function setup(label: string): Promise<Fixtures> {
     endpoint: endpoint.id,
     delivery: delivery.id,
     actionTypeKey,
+    actionType: actionType.id,
     proposal: proposal.id,
     component: component.id,
     componentVersion: componentVersion.id,

@@ -29,7 +29,23 @@ export function entryMacText(row: { id: string; installationId: string; idempote
   });
 }
 
-const GUARD_TABLES = ["workflow_events", "workflow_waits", "reports", "appeals", "workflow_runs", "human_tasks", "policies", "policy_versions", "api_keys", "action_proposals", "handoffs", "alerts"] as const;
+const GUARD_TABLES = [
+  "workflow_events",
+  "workflow_waits",
+  "reports",
+  "appeals",
+  "workflow_runs",
+  "human_tasks",
+  "policies",
+  "policy_versions",
+  "api_keys",
+  "action_proposals",
+  "handoffs",
+  "alerts",
+  "triggers",
+  "action_types",
+  "trigger_demotions",
+] as const;
 
 /**
  * An `INSERT OR IGNORE` for one audit event, to be put in the caller's batch. With `onlyIf`, the

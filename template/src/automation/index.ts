@@ -5,3 +5,5 @@ export { BUILTIN_COMPONENTS, executeBuiltin } from "./builtins";
 export { AI_OUTPUT_FORMATS, AI_PROVIDER_KINDS } from "./ai";
 export { executeAgentProposal } from "./ai-proposal";
 export { executeAiProposal, executeEnrichment } from "./nodes";
+export { shadowReport } from "./shadow-report";
+export { wilson, type Proportion } from "./statistics";

@@ -12,6 +12,9 @@ import { getCaseRow, listReportRows } from "./reports-queries";
 import { claimNextTask, claimTask, completeTask, getTask, listQueueTasks, releaseTask, TASK_STATES } from "./tasks";
 import { createTrigger, listTriggers, setTriggerEnabled } from "./triggers";
 import { exposureStatus, getCaps, reviewerOf, setCaps } from "./wellness";
+import { promoteTrigger, updateTriggerMode } from "./promotion";
+import { getTriggerGate, putTriggerGate } from "./promotion-gates";
+import { listTriggerDemotions } from "./promotion-sweep";
 
 const reading = ["review", "admin"] as const;
 /** Opening personal data (reported content, who reported) needs a scope of its own; `read` does not open it. */
@@ -80,6 +83,32 @@ export const caseRoutes = routes()
   .op({ method: "get", path: "/triggers", summary: "List triggers", auth: ["admin"], ok: 200 }, async (c) => ({ items: await listTriggers(c.env, c.get("actor")) }))
   .op({ method: "post", path: "/triggers/:id/enable", summary: "Enable a trigger", auth: ["admin"], ok: 200, errors: [404] }, async (c) => setTriggerEnabled(c.env, c.get("actor"), c.req.param("id"), true))
   .op({ method: "post", path: "/triggers/:id/disable", summary: "Disable a trigger", auth: ["admin"], ok: 200, errors: [404] }, async (c) => setTriggerEnabled(c.env, c.get("actor"), c.req.param("id"), false))
+  .op(
+    { method: "patch", path: "/triggers/:id", summary: "Lower a trigger's authority mode (a demotion needs no gate); raising it goes through promote", auth: ["admin"], body: "UpdateTrigger", ok: 200, errors: [404, 409] },
+    async (c, { body }) => updateTriggerMode(c.env, c.get("actor"), c.req.param("id"), body.authorityMode),
+  )
+  .op(
+    {
+      method: "post",
+      path: "/triggers/:id/promote",
+      summary: "Promote to the next mode if its gate is met (409 promotion.gate_not_met with each requirement's figures otherwise); the evidence and its digest are audited",
+      auth: ["admin"],
+      body: "PromoteTrigger",
+      ok: 200,
+      errors: [404, 409],
+    },
+    async (c, { body }) => promoteTrigger(c.env, c.get("actor"), c.req.param("id"), body.to),
+  )
+  .op({ method: "get", path: "/triggers/:id/gate", summary: "The trigger's promotion and demotion gate (set or default) and the figures against it for the next mode", auth: ["admin"], ok: 200, errors: [404] }, async (c) =>
+    getTriggerGate(c.env, c.get("actor"), c.req.param("id")),
+  )
+  .op(
+    { method: "put", path: "/triggers/:id/gate", summary: "Set the trigger's gate: compared runs, agreement and precision lower bounds, the overturn limit", auth: ["admin"], body: "TriggerGate", ok: 200, errors: [404] },
+    async (c, { body }) => putTriggerGate(c.env, c.get("actor"), c.req.param("id"), body),
+  )
+  .op({ method: "get", path: "/triggers/:id/demotions", summary: "The trigger's automatic demotions, newest first, with their figures and digest", auth: ["admin"], ok: 200, errors: [404] }, async (c) => ({
+    items: await listTriggerDemotions(c.env, c.get("actor").installationId, c.req.param("id")),
+  }))
   .op({ method: "post", path: "/queues", summary: "Create a review queue with an SLA and a priority", auth: ["admin"], body: "CreateQueue", ok: 201, errors: [409] }, async (c, { body }) => createQueue(c.env, c.get("actor"), body))
   .op({ method: "get", path: "/queues", summary: "List queues with open, claimed, SLA-breached counts and the oldest due date", auth: reading, ok: 200 }, async (c) => ({ items: await listQueues(c.env, c.get("actor")) }))
   .op({ method: "get", path: "/queues/:id", summary: "Read a queue", auth: reading, ok: 200, errors: [404] }, async (c) => {

@@ -26,6 +26,8 @@ interface TriggerRow {
   enabled: number;
   createdAt: string;
   updatedAt: string;
+  /** When a promotion or a demotion last changed the mode (promotion.ts); null before. */
+  authorityChangedAt: string | null;
   /** Read with the enabled triggers: the semantics of the version it starts (null: `cel`). */
   expressionSemantics?: ExpressionSemantics | null;
 }
@@ -38,9 +40,9 @@ export interface TriggeredRun {
 }
 
 const COLUMNS = `id, name, event, when_expression AS whenExpression, workflow_version_id AS workflowVersionId,
-  authority_mode AS authorityMode, enabled, created_at AS createdAt, updated_at AS updatedAt`;
+  authority_mode AS authorityMode, enabled, created_at AS createdAt, updated_at AS updatedAt, authority_changed_at AS authorityChangedAt`;
 
-function serialize(row: TriggerRow) {
+export function serialize(row: TriggerRow) {
   return { ...row, when: row.whenExpression, whenExpression: undefined, enabled: row.enabled === 1 };
 }
 
@@ -90,7 +92,7 @@ export async function createTrigger(env: Env, actor: Actor, input: TriggerInput)
   return serialize((await getTrigger(env.DB, actor.installationId, id))!);
 }
 
-function getTrigger(db: D1Database, installationId: string, id: string) {
+export function getTrigger(db: D1Database, installationId: string, id: string) {
   return db.prepare(`SELECT ${COLUMNS} FROM triggers WHERE installation_id = ?1 AND id = ?2`).bind(installationId, id).first<TriggerRow>();
 }
 

@@ -21,30 +21,43 @@ interface ActionTypeRow {
   requiresApproval: number;
   reversible: number;
   endpointId: string;
+  /** 'assisted': every action of the type waits for approval, even in an autonomous run (action-type-promotion.ts). */
+  autonomy: "assisted" | "autonomous";
   createdAt: string;
 }
 
-const TYPE_COLUMNS = `id, key, name, description, requires_approval AS requiresApproval, reversible, endpoint_id AS endpointId, created_at AS createdAt`;
+const TYPE_COLUMNS = `id, key, name, description, requires_approval AS requiresApproval, reversible, endpoint_id AS endpointId, autonomy, created_at AS createdAt`;
 
 function serializeType(row: ActionTypeRow) {
   return { ...row, requiresApproval: row.requiresApproval === 1, reversible: row.reversible === 1 };
 }
 
-export async function createActionType(env: Env, actor: Actor, input: { key: string; name: string; description?: string; requiresApproval?: boolean; reversible?: boolean; endpointId: string }) {
+export async function createActionType(env: Env, actor: Actor, input: { key: string; name: string; description?: string; requiresApproval?: boolean; reversible?: boolean; endpointId: string; autonomy?: "assisted" | "autonomous" }) {
   if (!(await getEndpointRow(env.DB, actor.installationId, input.endpointId))) throw notFound("webhook_endpoint");
   const id = newId("act");
   const at = new Date().toISOString();
   try {
     await env.DB.batch([
-      env.DB.prepare(`INSERT INTO action_types (id, installation_id, key, name, description, requires_approval, reversible, endpoint_id, created_at, updated_at)
-        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)`).bind(id, actor.installationId, input.key, input.name, input.description ?? null, input.requiresApproval ? 1 : 0, input.reversible ? 1 : 0, input.endpointId, at),
+      env.DB.prepare(`INSERT INTO action_types (id, installation_id, key, name, description, requires_approval, reversible, endpoint_id, autonomy, created_at, updated_at)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?10, ?9, ?9)`).bind(
+        id,
+        actor.installationId,
+        input.key,
+        input.name,
+        input.description ?? null,
+        input.requiresApproval ? 1 : 0,
+        input.reversible ? 1 : 0,
+        input.endpointId,
+        at,
+        input.autonomy ?? "autonomous",
+      ),
       auditStatement(env.DB, {
         installationId: actor.installationId,
         idempotencyKey: `action_type:${id}:created`,
         action: "action_type.created",
         actor: actor.audit,
         target: { type: "action_type", id },
-        details: { key: input.key, name: input.name, requiresApproval: input.requiresApproval ?? false, endpointId: input.endpointId },
+        details: { key: input.key, name: input.name, requiresApproval: input.requiresApproval ?? false, endpointId: input.endpointId, autonomy: input.autonomy ?? "autonomous" },
         at,
       }),
     ]);
@@ -188,7 +201,8 @@ export async function prepareWorkflowAction(env: Env, input: { run: AuthorizedRu
   const typeRow = await env.DB.prepare(`SELECT ${TYPE_COLUMNS} FROM action_types WHERE installation_id = ?1 AND key = ?2`).bind(run.installationId, String(node.config.action_type)).first<ActionTypeRow>();
   if (!typeRow) throw new AppError("action_type.unknown", `Action type ${String(node.config.action_type)} does not exist in this installation.`);
   const params = evaluateInputMapping(node.inputMapping, input.context, node.id);
-  const needsApproval = run.authorityMode === "assisted" || typeRow.requiresApproval === 1;
+  // An action type whose autonomy is still assisted (not yet promoted) waits for a person even in an autonomous run.
+  const needsApproval = run.authorityMode === "assisted" || typeRow.requiresApproval === 1 || typeRow.autonomy === "assisted";
   const at = new Date().toISOString();
   const approvalSeconds = Number.isInteger(node.config.approval_timeout_seconds) ? Number(node.config.approval_timeout_seconds) : DEFAULT_APPROVAL_SECONDS;
   const row = {

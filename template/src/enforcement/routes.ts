@@ -1,6 +1,7 @@
 // /api/v1 webhook endpoints and deliveries, action types, action proposals, decisions.
 import { routes, withStatus } from "../http/route";
 import { createActionType, decideProposal, getProposal, listActionTypes, listProposals } from "./actions";
+import { getActionTypeGate, promoteActionType, putActionTypeGate, setActionTypeAutonomy } from "./action-type-promotion";
 import { getDecision, listDecisions, recordManualDecision, statementOfReasons } from "./decisions";
 import { createEndpoint, getDelivery, listDeliveries, listEndpoints, resendDelivery, setEndpointState } from "./webhooks";
 
@@ -50,6 +51,37 @@ export const enforcementRoutes = routes()
     async (c, { body }) => createActionType(c.env, c.get("actor"), body),
   )
   .op({ method: "get", path: "/action-types", summary: "List action types", auth: ["admin", "review"], ok: 200 }, async (c) => ({ items: await listActionTypes(c.env, c.get("actor")) }))
+  .op(
+    {
+      method: "patch",
+      path: "/action-types/:id",
+      summary: "Lower an action type's autonomy to assisted (its actions wait for approval); raising it needs the gate (promote)",
+      auth: ["admin"],
+      body: "UpdateActionType",
+      ok: 200,
+      errors: [404, 409],
+    },
+    async (c, { body }) => setActionTypeAutonomy(c.env, c.get("actor"), c.req.param("id"), body.autonomy),
+  )
+  .op({ method: "get", path: "/action-types/:id/gate", summary: "The action type's promotion gate (set or default) and, while assisted, the figures against it", auth: ["admin"], ok: 200, errors: [404] }, async (c) =>
+    getActionTypeGate(c.env, c.get("actor"), c.req.param("id")),
+  )
+  .op(
+    { method: "put", path: "/action-types/:id/gate", summary: "Set the action type's promotion gate: decided proposals (M) and precision's lower bound (Y)", auth: ["admin"], body: "ActionTypeGate", ok: 200, errors: [404] },
+    async (c, { body }) => putActionTypeGate(c.env, c.get("actor"), c.req.param("id"), body),
+  )
+  .op(
+    {
+      method: "post",
+      path: "/action-types/:id/promote",
+      summary: "assisted → autonomous if the gate is met (409 promotion.gate_not_met with the figures otherwise); the evidence and its digest are audited",
+      auth: ["admin"],
+      body: "PromoteActionType",
+      ok: 200,
+      errors: [404, 409],
+    },
+    async (c, { body }) => promoteActionType(c.env, c.get("actor"), c.req.param("id"), body.to),
+  )
   .op({ method: "get", path: "/action-proposals", summary: "Action proposals; ?state=approval_required for the approvals queue", auth: ["admin", "review"], ok: 200, query: { limit, strings: ["state"] } }, async (c, { query }) => ({
     items: await listProposals(c.env, c.get("actor"), query),
   }))

@@ -4,7 +4,7 @@ import type { JSONSchema } from "json-schema-to-ts";
 import { AI_OUTPUT_FORMATS, AI_PROVIDER_KINDS } from "../automation";
 import { APPEAL_OUTCOMES, APPELLANT_ROLES, DSA_KEYWORDS, POLICY_CATEGORIES, REPORT_SOURCES, SUBJECT_KINDS, TRIGGER_EVENTS } from "../cases";
 import { CONSOLE_ROLES } from "../console";
-import { WEBHOOK_EVENT_TYPES } from "../enforcement";
+import { ACTION_TYPE_AUTONOMY, WEBHOOK_EVENT_TYPES } from "../enforcement";
 import { ALERT_KINDS } from "../operations";
 import { AUTHORITY_MODES, RUN_STATES } from "../workflows";
 import { SCOPES } from "./auth";
@@ -163,6 +163,32 @@ export const schemas = {
       enabled: { type: "boolean" },
     },
   },
+  UpdateTrigger: {
+    type: "object",
+    required: ["authorityMode"],
+    additionalProperties: false,
+    properties: { authorityMode: { enum: AUTHORITY_MODES, description: "A lower mode (demotion) or the same; a higher one goes through POST /triggers/:id/promote." } },
+  },
+  PromoteTrigger: {
+    type: "object",
+    required: ["to"],
+    additionalProperties: false,
+    properties: { to: { enum: AUTHORITY_MODES, description: "The next mode only: off → shadow → assisted → autonomous." } },
+  },
+  TriggerGate: {
+    type: "object",
+    additionalProperties: false,
+    description: "Fields left out keep their current value (the defaults when no gate is set).",
+    properties: {
+      minComparedRuns: { type: "integer", minimum: 1, maximum: 100000, description: "shadow → assisted: shadow runs compared with a person's decision; default 100." },
+      minAgreementLow: { type: "number", minimum: 0, maximum: 1, description: "shadow → assisted: lower bound of agreement's 95% Wilson interval; default 0.9." },
+      minDecidedProposals: { type: "integer", minimum: 1, maximum: 10000, description: "assisted → autonomous, per action type: the last M approved or rejected proposals; default 100." },
+      minPrecisionLow: { type: "number", minimum: 0, maximum: 1, description: "assisted → autonomous, per action type: lower bound of precision's interval; default 0.9." },
+      maxOverturnRate: { type: "number", minimum: 0, maximum: 1, description: "Autonomous: demoted to assisted when overturned / decisions passes this; default 0.1." },
+      minOverturnSample: { type: "integer", minimum: 1, maximum: 100000, description: "Decisions needed before a demotion; default 20." },
+      overturnWindowDays: { type: "integer", minimum: 1, maximum: 365, description: "The overturn rate's window (never before the promotion to autonomous); default 30." },
+    },
+  },
   CreateQueue: {
     type: "object",
     required: ["name", "slaSeconds"],
@@ -258,6 +284,23 @@ export const schemas = {
       requiresApproval: { type: "boolean" },
       reversible: { type: "boolean" },
       endpointId: identifier,
+      autonomy: { enum: ACTION_TYPE_AUTONOMY, description: "assisted: every action of the type waits for approval, even in an autonomous run; default autonomous." },
+    },
+  },
+  UpdateActionType: {
+    type: "object",
+    required: ["autonomy"],
+    additionalProperties: false,
+    properties: { autonomy: { enum: ACTION_TYPE_AUTONOMY, description: "assisted (a demotion) at any time; autonomous goes through POST /action-types/:id/promote." } },
+  },
+  PromoteActionType: { type: "object", required: ["to"], additionalProperties: false, properties: { to: { enum: ACTION_TYPE_AUTONOMY } } },
+  ActionTypeGate: {
+    type: "object",
+    additionalProperties: false,
+    description: "Fields left out keep their current value (the defaults when no gate is set).",
+    properties: {
+      minDecidedProposals: { type: "integer", minimum: 1, maximum: 10000, description: "The last M approved or rejected proposals of the type; default 100." },
+      minPrecisionLow: { type: "number", minimum: 0, maximum: 1, description: "Lower bound of precision's 95% Wilson interval over them; default 0.9." },
     },
   },
   DecideProposal: {
