@@ -6,3 +6,4 @@ export { AI_OUTPUT_FORMATS, AI_PROVIDER_KINDS } from "./ai";
 export { executeAgentProposal } from "./ai-proposal";
 export { executeAiProposal, executeEnrichment } from "./nodes";
 export { consumeBacktests } from "./backtest-consumer";
+export { cohenKappa, confusionOf, wilson, type Kappa, type Proportion } from "./statistics";

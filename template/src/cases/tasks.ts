@@ -9,6 +9,7 @@ import { newId, sha256Hex } from "../lib/crypto";
 import { completeHandoffStatements } from "../enforcement";
 import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepUnsafe } from "../workflows";
 import { getQueueRow } from "./queues";
+import { assertNotOwnQaTask, completeReviewCopyTask, notOwnQaTaskSql, qaSampleStatements, type TaskOrigin } from "./qa";
 import { openPersonalData } from "./report-crypto";
 import { APPEAL_OUTCOMES } from "./taxonomy";
 
@@ -16,11 +17,11 @@ export const DEFAULT_LEASE_SECONDS = 900;
 export const MAX_LEASE_SECONDS = 3_600;
 export const TASK_STATES = ["open", "claimed", "completed", "expired", "cancelled"] as const;
 
-interface TaskRow {
+export interface TaskRow {
   id: string;
   queueId: string | null;
-  runId: string;
-  stepRunId: string;
+  runId: string | null;
+  stepRunId: string | null;
   reportId: string | null;
   appealId: string | null;
   taskType: string;
@@ -38,12 +39,14 @@ interface TaskRow {
   completedBy: string | null;
   completedAt: string | null;
   createdAt: string;
+  /** Never shown by the API: a golden task looks like any other. */
+  origin: TaskOrigin;
 }
 
 const COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRunId, report_id AS reportId, appeal_id AS appealId,
   task_type AS taskType, state, priority, context_json AS contextJson, context_sealed AS contextSealed, response_schema_json AS responseSchemaJson,
   response_json AS responseJson, due_at AS dueAt, expires_at AS expiresAt, claimed_by AS claimedBy, claimed_at AS claimedAt,
-  lease_expires_at AS leaseExpiresAt, completed_by AS completedBy, completed_at AS completedAt, created_at AS createdAt`;
+  lease_expires_at AS leaseExpiresAt, completed_by AS completedBy, completed_at AS completedAt, created_at AS createdAt, origin`;
 
 function getTaskRow(db: D1Database, installationId: string, taskId: string): Promise<TaskRow | null> {
   return db.prepare(`SELECT ${COLUMNS} FROM human_tasks WHERE installation_id = ?1 AND id = ?2`).bind(installationId, taskId).first<TaskRow>();
@@ -162,6 +165,7 @@ async function refuseClaim(env: Env, actor: Actor, taskId: string): Promise<neve
 export async function claimTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; leaseSeconds?: number }) {
   await assertTaskVisible(env, actor, taskId);
   const who = claimant(actor, input.reviewer);
+  await assertNotOwnQaTask(env.DB, actor.installationId, taskId, who);
   const now = new Date();
   const at = now.toISOString();
   const expires = new Date(now.getTime() + leaseSeconds(input.leaseSeconds) * 1_000).toISOString();
@@ -195,13 +199,14 @@ export async function claimNextTask(env: Env, actor: Actor, queueId: string, inp
   await visibleQueue(env, actor, queueId);
   for (let attempt = 0; attempt < 5; attempt++) {
     // Open tasks and claimed ones whose lease lapsed, in due order: a lapsed lease keeps its place.
+    // (QA: a reviewer is never handed the QA task of their own answer.)
     const candidate = await env.DB.prepare(`
-      SELECT id, due_at AS dueAt, priority FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'open'
+      SELECT id, due_at AS dueAt, priority FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'open' AND ${notOwnQaTaskSql("?4")}
       UNION ALL
-      SELECT id, due_at AS dueAt, priority FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'claimed' AND lease_expires_at <= ?3
+      SELECT id, due_at AS dueAt, priority FROM human_tasks WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'claimed' AND lease_expires_at <= ?3 AND ${notOwnQaTaskSql("?4")}
       ORDER BY dueAt, priority DESC, id LIMIT 1
     `)
-      .bind(actor.installationId, queueId, new Date().toISOString())
+      .bind(actor.installationId, queueId, new Date().toISOString(), claimant(actor, input.reviewer))
       .first<{ id: string }>();
     if (!candidate) return null;
     try {
@@ -247,7 +252,8 @@ export async function releaseTask(env: Env, actor: Actor, taskId: string, input:
 
 const validators = new Map<string, Validator>();
 
-function responseProblems(schemaJson: string, response: unknown) {
+/** Where a response fails a task's response schema (empty when it matches); golden answers are checked with it too. */
+export function responseProblems(schemaJson: string, response: unknown) {
   let validator = validators.get(schemaJson);
   if (!validator) {
     validator = new Validator(JSON.parse(schemaJson) as Schema, "2020-12", false);
@@ -273,6 +279,11 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
   const who = claimant(actor, input.reviewer);
   const row = await getTaskRow(env.DB, actor.installationId, taskId);
   if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
+  // A QA or golden task: its answer is compared (qa.ts); no run waits for it.
+  if (row.origin !== "workflow" || !row.stepRunId || !row.runId) {
+    await completeReviewCopyTask(env, actor, row, { who, response: input.response, problems: () => responseProblems(row.responseSchemaJson, input.response) });
+    return getTask(env, actor, taskId);
+  }
   const responseJson = canonicalJson(input.response ?? null);
   const wait = await waitOfStepUnsafe(env.DB, row.stepRunId);
   // A task a handoff put in this queue: no run waits for it (the handoff node already left).
@@ -342,6 +353,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
       ),
     );
   }
+  statements.push(...(await qaSampleStatements(env, actor.installationId, row, { who, responseJson, at: now })));
   const results = await env.DB.batch(statements);
   if ((results[0]!.meta.changes ?? 0) === 0) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
   await signalRunEvent(env, row.runId, wait.signalType, eventId);
@@ -378,6 +390,7 @@ async function completeHandoffTask(env: Env, actor: Actor, row: TaskRow, input: 
       { table: "human_tasks", id: row.id, where: { state: "completed", completed_by: input.who, completed_at: now } },
     ),
     ...completeHandoffStatements(env.DB, { installationId: actor.installationId, handoffId: input.handoffId, taskId: row.id, completedBy: input.who, outcome, responseDigest, at: now, actor: actor.audit }),
+    ...(await qaSampleStatements(env, actor.installationId, row, { who: input.who, responseJson: input.responseJson, at: now })),
   ]);
   if ((update!.meta.changes ?? 0) === 0) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
   return getTask(env, actor, row.id);
