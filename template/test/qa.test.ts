@@ -249,6 +249,12 @@ describe("golden items", () => {
       for (const tell of ["golden", "gold_", first.body.id.toLowerCase(), second.body.id.toLowerCase(), "mod-ana"]) expect(text, `a golden task shows ${tell}`).not.toContain(tell);
     }
     expect(ordinaryRead.id).toMatch(idForm);
+    // The report's timeline lists the source task once, not its golden copies.
+    const timeline = await api(`/api/v1/reports/${source.reportId}/timeline`, { key: s.reviewKey });
+    expect(timeline.body.items.filter((i: any) => i.kind === "task").map((i: any) => i.id)).toEqual([source.id]);
+    // The audit trail (readable with `review`) never names a golden task as golden.
+    const audit = await api(`/api/v1/audit-events?limit=500`, { key: s.reviewKey });
+    for (const event of audit.body.items.filter((e: any) => e.action.startsWith("golden_item."))) expect(JSON.stringify(event)).not.toContain(goldenIds[0]);
     // The run the golden copies borrowed still resolves like any run.
     expect((await api(`/api/v1/runs/${views[0].runId}`, { key: s.reviewKey })).status).toBe(200);
 
