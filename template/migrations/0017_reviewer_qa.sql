@@ -101,6 +101,7 @@ CREATE TABLE golden_items (
   task_id TEXT NOT NULL UNIQUE REFERENCES human_tasks(id),
   source_task_id TEXT NOT NULL REFERENCES human_tasks(id),
   category TEXT,
+  compare_field TEXT NOT NULL,
   answer_json TEXT NOT NULL,
   answer_label TEXT NOT NULL,
   created_by TEXT NOT NULL,

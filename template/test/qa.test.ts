@@ -4,7 +4,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { qaDisagreements } from "../src/cases/qa";
-import { isSampled, qaSamplingKey, samplingHash } from "../src/cases/qa-sampling";
+import { answerLabel, isSampled, labelName, qaSamplingKey, samplingHash } from "../src/cases/qa-sampling";
 import { rollupHour } from "../src/metrics";
 import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
 
@@ -99,6 +99,18 @@ describe("QA sampling", () => {
     expect(isSampled(key, id, samplingHash(key, id) / 2 ** 32)).toBe(false);
     const other = new Uint8Array(32).fill(7);
     expect(ids.map((i) => samplingHash(other, i))).not.toEqual(ids.map((i) => samplingHash(key, i)));
+  });
+
+  it("compares answers on the compare field (default outcome), else on the whole response", async () => {
+    expect(await answerLabel({ outcome: "remove", note: "a" })).toBe(await answerLabel({ note: "b", outcome: "remove" }));
+    expect(await answerLabel({ outcome: "remove" })).not.toBe(await answerLabel({ outcome: "keep" }));
+    expect(labelName(await answerLabel({ outcome: "keep" }))).toBe("keep");
+    // Without the field: the canonical JSON of the whole response (key order does not matter), kept as a digest.
+    const whole = await answerLabel({ verdict: "remove", note: "private words" });
+    expect(whole).toBe(await answerLabel({ note: "private words", verdict: "remove" }));
+    expect(whole).not.toContain("private");
+    expect(whole).not.toBe(await answerLabel({ verdict: "remove", note: "other" }));
+    expect(await answerLabel({ verdict: "remove", note: "x" }, "verdict")).toBe(await answerLabel({ verdict: "remove", note: "y" }, "verdict"));
   });
 
   it("a sampled completion creates a blind QA task in the QA queue; an unsampled one does not", async () => {

@@ -51,7 +51,8 @@ export async function createGoldenItem(env: Env, actor: Actor, input: { sourceTa
   const { sealed } = await sealPersonalData(env, actor.installationId, `task:${taskId}`, context ?? null);
   const settings = await env.DB.prepare(`SELECT compare_field AS f FROM qa_settings WHERE installation_id = ?1 AND queue_id = ?2`).bind(actor.installationId, queue.id).first<{ f: string }>();
   const answerJson = canonicalJson(input.answer ?? null);
-  const label = await answerLabel(input.answer ?? null, settings?.f ?? DEFAULT_COMPARE_FIELD);
+  const compareField = settings?.f ?? DEFAULT_COMPARE_FIELD;
+  const label = await answerLabel(input.answer ?? null, compareField);
   const category = await reportCategoryUnsafe(env.DB, actor.installationId, source.reportId);
   const at = new Date().toISOString();
   const dueAt = new Date(Date.parse(at) + queue.slaSeconds * 1_000).toISOString();
@@ -64,9 +65,9 @@ export async function createGoldenItem(env: Env, actor: Actor, input: { sourceTa
       VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, 'open', ?7, ?8, '{}', ?9, ?10, ?11, ?12, ?13, ?14, ?14, 'golden')
     `).bind(taskId, actor.installationId, source.reportId, source.appealId, source.runId, source.taskType, queue.id, source.priority, sealed, `sealed:sha256:${await sha256Hex(sealed)}`, source.responseSchemaJson, dueAt, expiresAt, at),
     env.DB.prepare(`
-      INSERT INTO golden_items (id, installation_id, queue_id, task_id, source_task_id, category, answer_json, answer_label, created_by, created_at)
-      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-    `).bind(id, actor.installationId, queue.id, taskId, source.id, category, answerJson, label, actor.audit.id, at),
+      INSERT INTO golden_items (id, installation_id, queue_id, task_id, source_task_id, category, compare_field, answer_json, answer_label, created_by, created_at)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+    `).bind(id, actor.installationId, queue.id, taskId, source.id, category, compareField, answerJson, label, actor.audit.id, at),
     auditStatement(env.DB, {
       installationId: actor.installationId,
       idempotencyKey: `golden_item:${id}:created`,

@@ -155,10 +155,9 @@ export async function completeReviewCopyTask(env: Env, actor: Actor, row: TaskRo
   }
   const problems = input.problems();
   if (problems.length > 0) throw new AppError("task.response_invalid", "The response does not match the task's response schema.", { status: 422, details: problems });
-  const compareField =
-    row.origin === "qa"
-      ? ((await env.DB.prepare(`SELECT compare_field AS f FROM qa_reviews WHERE installation_id = ?1 AND qa_task_id = ?2`).bind(actor.installationId, row.id).first<{ f: string }>())?.f ?? DEFAULT_COMPARE_FIELD)
-      : ((await settingsRow(env.DB, actor.installationId, row.queueId ?? ""))?.compareField ?? DEFAULT_COMPARE_FIELD);
+  // Compared on the field fixed when the QA task or golden item was written (settings may change since).
+  const table = row.origin === "qa" ? "qa_reviews WHERE installation_id = ?1 AND qa_task_id = ?2" : "golden_items WHERE installation_id = ?1 AND task_id = ?2";
+  const compareField = (await env.DB.prepare(`SELECT compare_field AS f FROM ${table}`).bind(actor.installationId, row.id).first<{ f: string }>())?.f ?? DEFAULT_COMPARE_FIELD;
   const label = await answerLabel(input.response ?? null, compareField);
   const done = `EXISTS (SELECT 1 FROM human_tasks WHERE installation_id = ?1 AND id = ?2 AND state = 'completed' AND completed_by = ?3 AND completed_at = ?4)`;
   const [update] = await env.DB.batch([
