@@ -79,6 +79,7 @@ export function QaPage() {
   );
   const settings = useResource(isAdmin ? (signal) => server.get("/qa/settings", { signal }) : null, [isAdmin]);
   const queues = useResource(isAdmin ? (signal) => server.get("/queues", { signal }) : null, [isAdmin]);
+  const golden = useResource(isAdmin ? (signal) => server.get("/qa/golden-items", { signal }) : null, [isAdmin]);
   if (!isAdmin) return <section><PageTitle>Reviewer QA</PageTitle><p className="note">{cannotReason(user.role, "admin")}</p></section>;
   const data = figures.data;
   const queueName = (id: string | null) => queues.data?.items.find((q) => q.id === id)?.name ?? id ?? "—";
@@ -117,8 +118,27 @@ export function QaPage() {
           </tbody>
         </table>
       ) : null}
+      <h2>Golden items</h2>
+      <ErrorNote error={golden.error} retry={golden.reload} />
+      {golden.data && golden.data.items.length === 0 ? <Empty>No golden items yet. Write one from a task with a known answer: POST /api/v1/qa/golden-items.</Empty> : null}
+      {golden.data && golden.data.items.length > 0 ? (
+        <table className="table table-compact" data-testid="qa-golden">
+          <caption className="sr-only">Golden items and how they were answered</caption>
+          <thead><tr><th scope="col">Queue</th><th scope="col">Category</th><th scope="col">Known answer</th><th scope="col">Task</th><th scope="col">Answered by</th><th scope="col">Result</th></tr></thead>
+          <tbody>
+            {golden.data.items.map((g) => (
+              <tr key={g.id}>
+                <td>{queueName(g.queueId)}</td>
+                <td>{g.category ? g.category.replace(/_/gu, " ") : "—"}</td>
+                <td><code>{g.comparedOn}</code></td>
+                <td>{g.taskState ?? "—"}</td>
+                <td>{g.result?.reviewer ?? <span className="muted">not yet</span>}</td>
+                <td>{g.result ? (g.result.correct ? <span className="badge tone-ok">right</span> : <span className="badge tone-bad">wrong: {g.result.answered}</span>) : <span className="muted">—</span>}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : null}
     </section>
   );
 }
-
-export type QaFigures = ApiResponse<"get", "/qa/reviewers">;
