@@ -81,6 +81,9 @@ const BODY_REFERENCES: Record<string, { fixture: keyof Fixtures; notFound: strin
   decisionId: { fixture: "decision", notFound: "decision.not_found" },
   endpointId: { fixture: "endpoint", notFound: "webhook_endpoint.not_found" },
   queueIds: { fixture: "queue", notFound: "queue.not_found" },
+  queueId: { fixture: "queue", notFound: "queue.not_found" },
+  qaQueueId: { fixture: "queue", notFound: "queue.not_found" },
+  sourceTaskId: { fixture: "task", notFound: "task.not_found" },
   installationId: { fixture: "installationId", notFound: "installation.not_found" },
 };
 
@@ -139,6 +142,8 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   CreateSigninLink: (f) => ({ installationId: f.installationId, email: `${crypto.randomUUID()}@example.org` }),
   CreateConsoleUser: (f) => ({ email: `${crypto.randomUUID()}@example.org`, role: "moderator", queueIds: [f.queue] }),
   UpdateConsoleUser: (f) => ({ queueIds: [f.queue] }),
+  SetQaSettings: (f) => ({ qaQueueId: f.queue, rate: 0.05 }),
+  CreateGoldenItem: (f) => ({ sourceTaskId: f.task, queueId: f.queue, answer: {} }),
 };
 
 async function until<T>(probe: () => Promise<T | null | undefined>, what: string, timeoutMs = 20_000): Promise<T> {

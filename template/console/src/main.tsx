@@ -4,7 +4,7 @@ import { Component, lazy, StrictMode, Suspense, useEffect, useState, type Compon
 import { createRoot } from "react-dom/client";
 import { api, ApiError, onUnauthenticated, setCsrfToken, type ConsoleUser, type Session } from "./api";
 import { Link, match, RouterProvider, useLocation } from "./router";
-import { ROLE_LABELS, SessionContext, useSession } from "./session";
+import { ROLE_LABELS, roleCan, SessionContext, useSession } from "./session";
 import { ErrorNote, Loading, ToastProvider } from "./ui";
 import { QueuePage, QueuesPage } from "./pages/queues";
 import { TaskPage } from "./pages/task";
@@ -23,6 +23,7 @@ const ReportPage = lazy(() => import("./pages/reports").then((m) => ({ default: 
 const AuditPage = lazy(() => import("./pages/audit").then((m) => ({ default: m.AuditPage })));
 const DashboardPage = lazy(() => import("./pages/dashboard").then((m) => ({ default: m.DashboardPage })));
 const SettingsPage = lazy(() => import("./pages/settings").then((m) => ({ default: m.SettingsPage })));
+const QaPage = lazy(() => import("./pages/qa").then((m) => ({ default: m.QaPage })));
 
 type Page = ComponentType<{ params: Params }> | LazyExoticComponent<ComponentType<{ params: Params }>>;
 const ROUTES: Array<[string, Page, string]> = [
@@ -40,6 +41,7 @@ const ROUTES: Array<[string, Page, string]> = [
   ["/runs/:id", RunPage, "runs"],
   ["/dashboard", DashboardPage, "dashboard"],
   ["/audit", AuditPage, "audit"],
+  ["/qa", QaPage, "qa"],
   ["/settings", SettingsPage, "settings"],
   ["/settings/:tab", SettingsPage, "settings"],
 ];
@@ -52,6 +54,7 @@ const NAV: Array<[string, string, string]> = [
   ["/workflows", "Workflows", "workflows"],
   ["/runs", "Runs", "runs"],
   ["/audit", "Audit", "audit"],
+  ["/qa", "QA", "qa"],
   ["/settings", "Settings", "settings"],
 ];
 
@@ -118,8 +121,12 @@ function UserMenu() {
   );
 }
 
+/** Sections only admins see in the navigation (reviewers must not learn how they are measured). */
+const ADMIN_ONLY = new Set(["qa"]);
+
 function Shell() {
   const location = useLocation();
+  const isAdmin = roleCan(useSession().user.role, "admin");
   const route = resolve(location.pathname);
   const Page = route?.page;
   return (
@@ -132,7 +139,7 @@ function Shell() {
         </Link>
         <nav aria-label="Console">
           <ul>
-            {NAV.map(([to, label, section]) => (
+            {NAV.filter(([, , section]) => isAdmin || !ADMIN_ONLY.has(section)).map(([to, label, section]) => (
               <li key={to}><Link to={to} aria-current={route?.section === section ? "page" : undefined}>{label}</Link></li>
             ))}
           </ul>

@@ -6,4 +6,4 @@ export { AI_OUTPUT_FORMATS, AI_PROVIDER_KINDS } from "./ai";
 export { executeAgentProposal } from "./ai-proposal";
 export { executeAiProposal, executeEnrichment } from "./nodes";
 export { shadowReport } from "./shadow-report";
-export { wilson, type Proportion } from "./statistics";
+export { cohenKappa, confusionOf, wilson, type Kappa, type Proportion } from "./statistics";

@@ -100,7 +100,7 @@ export async function queueStats(env: Env, actor: Actor, queueId: string) {
     `).bind(actor.installationId, queueId, now.toISOString()),
     env.DB.prepare(`
       SELECT (julianday(completed_at) - julianday(created_at)) * 86400.0 AS seconds FROM human_tasks
-      WHERE installation_id = ?1 AND queue_id = ?2 AND completed_at IS NOT NULL AND completed_at >= ?3 AND state = 'completed'
+      WHERE installation_id = ?1 AND queue_id = ?2 AND completed_at IS NOT NULL AND completed_at >= ?3 AND state = 'completed' AND origin <> 'golden'
       ORDER BY completed_at DESC LIMIT 10000
     `).bind(actor.installationId, queueId, since),
   ]);

@@ -3,6 +3,9 @@ import { AppError, notFound } from "../errors";
 import { routes, withStatus } from "../http/route";
 import { encodeCursor, idempotencyKey } from "../http/validate";
 import { fileAppeal, readAppeal, resolveAppeal } from "./appeals";
+import { createGoldenItem, listGoldenItems } from "./golden";
+import { getQaSettings, listQaSettings, setQaSettings } from "./qa";
+import { reviewerFigures } from "./qa-figures";
 import { createQueue, getQueueRow, listQueues, queueStats } from "./queues";
 import { rotateDataKey } from "./report-crypto";
 import { intakeReport, readReport, revealReporter, reportSummary } from "./reports";
@@ -162,8 +165,17 @@ export const caseRoutes = routes()
     async (c, { query }) => exposureStatus(c.env.DB, c.get("actor").installationId, reviewerOf(c.get("actor"), query.reviewer)),
   )
   .op({ method: "get", path: "/tasks/:id", summary: "Read a task", auth: reading, ok: 200, errors: [404] }, async (c) => getTask(c.env, c.get("actor"), c.req.param("id")))
-  .op({ method: "post", path: "/tasks/:id/claim", summary: "Take or renew the task's exclusive lease; another holder's live lease is a 409", auth: ["review"], body: "ClaimTask", ok: 200, errors: [404, 409] }, async (c, { body }) =>
-    claimTask(c.env, c.get("actor"), c.req.param("id"), body),
+  .op(
+    {
+      method: "post",
+      path: "/tasks/:id/claim",
+      summary: "Take or renew the task's exclusive lease; another holder's live lease is a 409 (the QA task of your own answer a 403)",
+      auth: ["review"],
+      body: "ClaimTask",
+      ok: 200,
+      errors: [403, 404, 409],
+    },
+    async (c, { body }) => claimTask(c.env, c.get("actor"), c.req.param("id"), body),
   )
   .op({ method: "post", path: "/tasks/:id/release", summary: "Give the lease back", auth: ["review"], body: "ReleaseTask", ok: 200, errors: [404, 409] }, async (c, { body }) => releaseTask(c.env, c.get("actor"), c.req.param("id"), body))
   .op(
@@ -198,6 +210,32 @@ export const caseRoutes = routes()
   .op({ method: "get", path: "/appeals/:id", summary: "Read an appeal (appellant data opened, access audited)", auth: reading, ok: 200, errors: [404] }, async (c) => readAppeal(c.env, c.get("actor"), c.req.param("id")))
   .op({ method: "post", path: "/appeals/:id/resolve", summary: "Record the outcome: upheld or overturned", auth: ["review"], body: "ResolveAppeal", ok: 200, errors: [404, 409, 422] }, async (c, { body }) =>
     resolveAppeal(c.env, c.get("actor"), c.req.param("id"), body),
+  )
+  .op({ method: "get", path: "/queues/:id/qa-settings", summary: "A queue's QA sampling: the share of completed tasks sent to its QA queue for a blind second review", auth: ["admin"], ok: 200, errors: [404] }, async (c) =>
+    getQaSettings(c.env, c.get("actor"), c.req.param("id")),
+  )
+  .op({ method: "put", path: "/queues/:id/qa-settings", summary: "Set a queue's QA sampling rate, QA queue and compared field (audited)", auth: ["admin"], body: "SetQaSettings", ok: 200, errors: [404, 422] }, async (c, { body }) =>
+    setQaSettings(c.env, c.get("actor"), c.req.param("id"), body),
+  )
+  .op({ method: "get", path: "/qa/settings", summary: "Every queue's QA sampling settings", auth: ["admin"], ok: 200 }, async (c) => ({ items: await listQaSettings(c.env, c.get("actor")) }))
+  .op(
+    { method: "post", path: "/qa/golden-items", summary: "Write a golden item (a task with a known answer), mixed into a queue as an ordinary task", auth: ["admin"], body: "CreateGoldenItem", ok: 201, errors: [404, 409, 422] },
+    async (c, { body }) => withStatus(await createGoldenItem(c.env, c.get("actor"), body), 201),
+  )
+  .op({ method: "get", path: "/qa/golden-items", summary: "Golden items with their answers and results (?queueId=)", auth: ["admin"], ok: 200, query: { strings: ["queueId"] } }, async (c, { query }) => ({
+    items: await listGoldenItems(c.env, c.get("actor"), query.queueId ? { queueId: query.queueId } : {}),
+  }))
+  .op(
+    {
+      method: "get",
+      path: "/qa/reviewers",
+      summary: "Per reviewer and per category: agreement with QA and golden accuracy (Wilson 95%), kappa between reviewers, median time per task (?since=, default 30 days)",
+      auth: ["admin"],
+      ok: 200,
+      errors: [400],
+      query: { strings: ["since"] },
+    },
+    async (c, { query }) => reviewerFigures(c.env, c.get("actor"), query.since ? { since: query.since } : {}),
   )
   .op({ method: "post", path: "/data-keys/rotate", summary: "Start a new data key version for sealing personal data; older versions still open old data", auth: ["admin"], ok: 201 }, async (c) =>
     rotateDataKey(c.env, c.get("actor").installationId),

@@ -61,8 +61,11 @@ export function closeStepTaskStatement(db: D1Database, input: { stepId: string; 
     .bind(input.stepId, input.timedOut ? 1 : 0, input.at);
 }
 
-/** A task that a handoff put in a queue: it belongs to that queue, not to the run that handed off. */
-const NOT_HANDOFF = "NOT EXISTS (SELECT 1 FROM handoffs h WHERE h.task_id = human_tasks.id)";
+/**
+ * A task that a handoff put in a queue: it belongs to that queue, not to the run that handed off.
+ * Nor does a golden task, which only borrows its source task's run (migration 0017).
+ */
+const NOT_HANDOFF = "human_tasks.origin = 'workflow' AND NOT EXISTS (SELECT 1 FROM handoffs h WHERE h.task_id = human_tasks.id)";
 
 /**
  * For the batch that ends a run (after its state change): every open or claimed task the run is

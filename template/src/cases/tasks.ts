@@ -9,6 +9,7 @@ import { newId, sha256Hex } from "../lib/crypto";
 import { completeHandoffStatements } from "../enforcement";
 import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepUnsafe } from "../workflows";
 import { getQueueRow } from "./queues";
+import { assertNotOwnQaTask, completeReviewCopyTask, notOwnQaTaskSql, qaSampleStatements, type TaskOrigin } from "./qa";
 import { openPersonalData } from "./report-crypto";
 import { APPEAL_OUTCOMES } from "./taxonomy";
 import { claimExposureStatement, exposureStatus, nextTaskWellness, NOT_CAPPED_SQL, refuseWhenCapped, releaseExposureStatement } from "./wellness";
@@ -17,11 +18,11 @@ export const DEFAULT_LEASE_SECONDS = 900;
 export const MAX_LEASE_SECONDS = 3_600;
 export const TASK_STATES = ["open", "claimed", "completed", "expired", "cancelled"] as const;
 
-interface TaskRow {
+export interface TaskRow {
   id: string;
   queueId: string | null;
-  runId: string;
-  stepRunId: string;
+  runId: string | null;
+  stepRunId: string | null;
   reportId: string | null;
   appealId: string | null;
   taskType: string;
@@ -39,12 +40,14 @@ interface TaskRow {
   completedBy: string | null;
   completedAt: string | null;
   createdAt: string;
+  /** Never shown by the API: a golden task looks like any other. */
+  origin: TaskOrigin;
 }
 
 const COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRunId, report_id AS reportId, appeal_id AS appealId,
   task_type AS taskType, state, priority, context_json AS contextJson, context_sealed AS contextSealed, response_schema_json AS responseSchemaJson,
   response_json AS responseJson, due_at AS dueAt, expires_at AS expiresAt, claimed_by AS claimedBy, claimed_at AS claimedAt,
-  lease_expires_at AS leaseExpiresAt, completed_by AS completedBy, completed_at AS completedAt, created_at AS createdAt`;
+  lease_expires_at AS leaseExpiresAt, completed_by AS completedBy, completed_at AS completedAt, created_at AS createdAt, origin`;
 
 function getTaskRow(db: D1Database, installationId: string, taskId: string): Promise<TaskRow | null> {
   return db.prepare(`SELECT ${COLUMNS} FROM human_tasks WHERE installation_id = ?1 AND id = ?2`).bind(installationId, taskId).first<TaskRow>();
@@ -163,6 +166,7 @@ async function refuseClaim(env: Env, actor: Actor, taskId: string): Promise<neve
 export async function claimTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; leaseSeconds?: number }) {
   await assertTaskVisible(env, actor, taskId);
   const who = claimant(actor, input.reviewer);
+  await assertNotOwnQaTask(env.DB, actor.installationId, taskId, who);
   const now = new Date();
   const at = now.toISOString();
   const expires = new Date(now.getTime() + leaseSeconds(input.leaseSeconds) * 1_000).toISOString();
@@ -204,13 +208,14 @@ export async function claimNextTask(env: Env, actor: Actor, queueId: string, inp
   const capped = JSON.stringify(exposure.capped);
   for (let attempt = 0; attempt < 5; attempt++) {
     // Open tasks and claimed ones whose lease lapsed, in due order: a lapsed lease keeps its place.
+    // (QA: a reviewer is never handed the QA task of their own answer.)
     const candidate = await env.DB.prepare(`
-      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'open' AND ${NOT_CAPPED_SQL(4)}
+      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'open' AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "t")}
       UNION ALL
-      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'claimed' AND t.lease_expires_at <= ?3 AND ${NOT_CAPPED_SQL(4)}
+      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'claimed' AND t.lease_expires_at <= ?3 AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "t")}
       ORDER BY dueAt, priority DESC, id LIMIT 1
     `)
-      .bind(actor.installationId, queueId, new Date().toISOString(), capped)
+      .bind(actor.installationId, queueId, new Date().toISOString(), capped, claimant(actor, input.reviewer))
       .first<{ id: string }>();
     if (!candidate) {
       await refuseWhenCapped(env.DB, actor.installationId, queueId, exposure);
@@ -261,7 +266,8 @@ export async function releaseTask(env: Env, actor: Actor, taskId: string, input:
 
 const validators = new Map<string, Validator>();
 
-function responseProblems(schemaJson: string, response: unknown) {
+/** Where a response fails a task's response schema (empty when it matches); golden answers are checked with it too. */
+export function responseProblems(schemaJson: string, response: unknown) {
   let validator = validators.get(schemaJson);
   if (!validator) {
     validator = new Validator(JSON.parse(schemaJson) as Schema, "2020-12", false);
@@ -287,6 +293,11 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
   const who = claimant(actor, input.reviewer);
   const row = await getTaskRow(env.DB, actor.installationId, taskId);
   if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
+  // A QA or golden task: its answer is compared (qa.ts); no run waits for it.
+  if (row.origin !== "workflow" || !row.stepRunId || !row.runId) {
+    await completeReviewCopyTask(env, actor, row, { who, response: input.response, problems: () => responseProblems(row.responseSchemaJson, input.response) });
+    return getTask(env, actor, taskId);
+  }
   const responseJson = canonicalJson(input.response ?? null);
   const wait = await waitOfStepUnsafe(env.DB, row.stepRunId);
   // A task a handoff put in this queue: no run waits for it (the handoff node already left).
@@ -356,6 +367,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
       ),
     );
   }
+  statements.push(...(await qaSampleStatements(env, actor.installationId, row, { who, responseJson, at: now })));
   const results = await env.DB.batch(statements);
   if ((results[0]!.meta.changes ?? 0) === 0) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
   await signalRunEvent(env, row.runId, wait.signalType, eventId);
@@ -392,6 +404,7 @@ async function completeHandoffTask(env: Env, actor: Actor, row: TaskRow, input: 
       { table: "human_tasks", id: row.id, where: { state: "completed", completed_by: input.who, completed_at: now } },
     ),
     ...completeHandoffStatements(env.DB, { installationId: actor.installationId, handoffId: input.handoffId, taskId: row.id, completedBy: input.who, outcome, responseDigest, at: now, actor: actor.audit }),
+    ...(await qaSampleStatements(env, actor.installationId, row, { who: input.who, responseJson: input.responseJson, at: now })),
   ]);
   if ((update!.meta.changes ?? 0) === 0) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
   return getTask(env, actor, row.id);

@@ -1,4 +1,5 @@
 // A report's timeline: everything that happened because of it, oldest first, without personal data.
+// (Golden copies of its tasks are left out: they measure reviewers and did not happen to the report.)
 import { notFound } from "../errors";
 import type { Actor } from "../auth";
 
@@ -12,7 +13,7 @@ export async function reportTimeline(env: Env, actor: Actor, reportId: string) {
       FROM workflow_runs r LEFT JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id LEFT JOIN workflows w ON w.id = v.workflow_id AND w.installation_id = r.installation_id
       WHERE r.installation_id = ?1 AND r.report_id = ?2
     UNION ALL SELECT t.created_at, 'task', t.id, t.state, t.task_type || ' task in ' || COALESCE(q.name, t.queue_id, '-')
-      FROM human_tasks t LEFT JOIN queues q ON q.id = t.queue_id AND q.installation_id = t.installation_id WHERE t.installation_id = ?1 AND t.report_id = ?2
+      FROM human_tasks t LEFT JOIN queues q ON q.id = t.queue_id AND q.installation_id = t.installation_id WHERE t.installation_id = ?1 AND t.report_id = ?2 AND t.origin <> 'golden'
     UNION ALL SELECT decided_at, 'decision', id, automated_decision, outcome || ' (' || policy_category || ')' || CASE WHEN restrictions_json = '{}' THEN ': decision not to act, no statement of reasons' ELSE '' END FROM decisions WHERE installation_id = ?1 AND report_id = ?2
     UNION ALL SELECT created_at, 'action', id, state, action_type_key FROM action_proposals WHERE installation_id = ?1 AND report_id = ?2`).bind(actor.installationId, reportId);
   const q2 = env.DB.prepare(`

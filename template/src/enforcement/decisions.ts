@@ -74,8 +74,9 @@ async function decisionStatements(env: Env, source: DecisionSource) {
   if (typeof config.automated_decision === "string" && ["fully", "partially", "not_automated"].includes(config.automated_decision)) automatedDecision = config.automated_decision;
   else if (source.authorityMode === null) automatedDecision = "not_automated";
   else {
-    // A person decided if a review task of this run was completed; otherwise automation did.
-    const reviewed = await env.DB.prepare(`SELECT 1 AS x FROM human_tasks WHERE installation_id = ?1 AND run_id = ?2 AND state = 'completed' LIMIT 1`).bind(source.installationId, source.runId).first();
+    // A person decided if a review task of this run was completed; otherwise automation did. (A golden
+    // copy of one of its tasks only measures a reviewer: it decides nothing.)
+    const reviewed = await env.DB.prepare(`SELECT 1 AS x FROM human_tasks WHERE installation_id = ?1 AND run_id = ?2 AND state = 'completed' AND origin = 'workflow' LIMIT 1`).bind(source.installationId, source.runId).first();
     automatedDecision = reviewed ? "not_automated" : source.authorityMode === "assisted" ? "partially" : "fully";
   }
   const reportSource = report?.source ?? "voluntary";

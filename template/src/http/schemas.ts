@@ -422,4 +422,25 @@ export const schemas = {
     additionalProperties: false,
     properties: { name, role: { enum: CONSOLE_ROLES }, queueIds: { type: ["array", "null"], maxItems: 200, items: identifier }, disabled: { type: "boolean" }, accessSignIn: { type: "boolean" } },
   },
+  SetQaSettings: {
+    type: "object",
+    required: ["qaQueueId", "rate"],
+    additionalProperties: false,
+    properties: {
+      qaQueueId: identifier,
+      rate: { type: "number", minimum: 0, maximum: 1, description: "Share of completed tasks sampled for a blind second review (0.05 = 5%)." },
+      compareField: { type: "string", pattern: "^[A-Za-z_][A-Za-z0-9_]{0,63}$", description: "Response field answers are compared on (default `outcome`); a response without it is compared whole." },
+    },
+  },
+  CreateGoldenItem: {
+    type: "object",
+    required: ["sourceTaskId", "answer"],
+    additionalProperties: false,
+    properties: {
+      sourceTaskId: { type: "string", minLength: 1, maxLength: 400, description: "A task a workflow created: its run, report, type and schema are copied." },
+      queueId: identifier,
+      context: { description: "What the reviewer is shown; default the source task's context." },
+      answer: { description: "The known right answer, checked against the task's response schema." },
+    },
+  },
 } as const satisfies Record<string, JSONSchema>;

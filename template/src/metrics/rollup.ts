@@ -87,6 +87,8 @@ export type MetricName = keyof typeof METRICS;
 export const METRIC_NAMES = Object.keys(METRICS) as MetricName[];
 
 const ENDED_TASK = `('completed', 'expired', 'cancelled')`;
+/** Golden items (known answers mixed into queues to measure reviewers) are not work: left out of every figure. */
+const NOT_GOLDEN = `origin <> 'golden'`;
 const ENDED_RUN = `('succeeded', 'failed', 'terminated', 'repair_required', 'superseded')`;
 const INSERT = `INSERT INTO metric_rollups (installation_id, hour, metric, dims, bucket, value)`;
 
@@ -102,25 +104,25 @@ const ROLLUP_SQL: readonly string[] = [
     LEFT JOIN (
       SELECT queue_id, COUNT(*) AS depth, ROUND(MAX((julianday(?4) - julianday(created_at)) * 86400.0)) AS oldest FROM (
         SELECT t.queue_id, t.created_at FROM queues q2 JOIN human_tasks t ON t.installation_id = q2.installation_id AND t.queue_id = q2.id AND t.state IN ('open', 'claimed')
-          WHERE q2.installation_id = ?1 AND t.created_at < ?4
+          WHERE q2.installation_id = ?1 AND t.created_at < ?4 AND ${NOT_GOLDEN}
         UNION ALL
         SELECT queue_id, created_at FROM human_tasks
-          WHERE installation_id = ?1 AND state IN ${ENDED_TASK} AND updated_at >= ?4 AND created_at < ?4 AND queue_id IS NOT NULL
+          WHERE installation_id = ?1 AND state IN ${ENDED_TASK} AND updated_at >= ?4 AND created_at < ?4 AND queue_id IS NOT NULL AND ${NOT_GOLDEN}
       ) GROUP BY queue_id
     ) live ON live.queue_id = q.id
     WHERE q.installation_id = ?1 AND q.created_at < ?4`,
   `${INSERT} SELECT ?1, ?2, 'queue.first_action_seconds', json_object('queue', queue_id), bucket, COUNT(*) FROM (
       SELECT queue_id, ${BUCKET_SQL} AS bucket FROM (
         SELECT queue_id, (julianday(COALESCE(claimed_at, completed_at)) - julianday(created_at)) * 86400.0 AS s FROM human_tasks
-        WHERE installation_id = ?1 AND COALESCE(claimed_at, completed_at) >= ?2 AND COALESCE(claimed_at, completed_at) < ?3 AND queue_id IS NOT NULL
+        WHERE installation_id = ?1 AND COALESCE(claimed_at, completed_at) >= ?2 AND COALESCE(claimed_at, completed_at) < ?3 AND queue_id IS NOT NULL AND ${NOT_GOLDEN}
       )
     ) GROUP BY queue_id, bucket`,
   `${INSERT} SELECT ?1, ?2, 'tasks.sla_breaches', json_object('queue', queue_id), -1, COUNT(*) FROM human_tasks
-    WHERE installation_id = ?1 AND due_at >= ?2 AND due_at < ?3 AND due_at <= ?4 AND queue_id IS NOT NULL
+    WHERE installation_id = ?1 AND due_at >= ?2 AND due_at < ?3 AND due_at <= ?4 AND queue_id IS NOT NULL AND ${NOT_GOLDEN}
       AND NOT (state = 'completed' AND completed_at <= due_at) AND NOT (state = 'cancelled' AND updated_at <= due_at)
     GROUP BY queue_id`,
   `${INSERT} SELECT ?1, ?2, 'tasks.ended', json_object('queue', queue_id, 'state', state), -1, COUNT(*) FROM human_tasks
-    WHERE installation_id = ?1 AND state IN ${ENDED_TASK} AND updated_at >= ?2 AND updated_at < ?3 AND queue_id IS NOT NULL
+    WHERE installation_id = ?1 AND state IN ${ENDED_TASK} AND updated_at >= ?2 AND updated_at < ?3 AND queue_id IS NOT NULL AND ${NOT_GOLDEN}
     GROUP BY queue_id, state`,
   `${INSERT} SELECT ?1, ?2, 'runs.created', json_object('mode', authority_mode, 'version', workflow_version_id), -1, COUNT(*) FROM workflow_runs
     WHERE installation_id = ?1 AND created_at >= ?2 AND created_at < ?3 GROUP BY authority_mode, workflow_version_id`,

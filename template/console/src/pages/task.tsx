@@ -53,7 +53,7 @@ export function TaskPage({ params }: { params: Record<string, string> }) {
   const t = task.data;
   // Reported content opens for roles that may read personal data (the API says the same: 403).
   const report = useResource(t?.reportId && canReview ? (signal) => get<ReportDetail>(`/reports/${encodeURIComponent(t.reportId!)}`, signal) : null, [t?.reportId, canReview]);
-  const run = useResource(t?.runId ? (signal) => get<RunDetail>(`/runs/${encodeURIComponent(t.runId)}`, signal) : null, [t?.runId]);
+  const run = useResource(t?.runId ? (signal) => get<RunDetail>(`/runs/${encodeURIComponent(t.runId!)}`, signal) : null, [t?.runId]);
   const queue = useResource(t?.queueId ? (signal) => get<Queue>(`/queues/${encodeURIComponent(t.queueId!)}`, signal) : null, [t?.queueId]);
   const appeal = useResource(t?.appealId ? (signal) => get<Record<string, unknown>>(`/appeals/${encodeURIComponent(t.appealId!)}`, signal) : null, [t?.appealId]);
 
