@@ -2,6 +2,7 @@
 // time, how many were overturned. The demotion sweep (promotion-sweep.ts) compares them with the
 // trigger's limit; GET /triggers/:id/gate shows them for an autonomous trigger.
 import { wilson, type Proportion } from "../automation";
+import { qaDisagreements } from "./qa";
 
 /** The window's start: overturnWindowDays back from `now`, never before the trigger's last mode change. */
 export function overturnWindowStart(now: Date, windowDays: number, authorityChangedAt: string | null): string {
@@ -14,6 +15,10 @@ export interface OverturnFigures {
   since: string;
   /** Decisions made by the trigger's runs since `since`. */
   decisions: number;
+  /** QA reviews of tasks the trigger's runs created, completed since `since`. */
+  qaReviews: number;
+  /** decisions + qaReviews: what the rate is over. */
+  observations: number;
   /** The sum of every source below. */
   overturned: number;
   sources: { appeals: number; qaDisagreements: number };
@@ -29,7 +34,7 @@ function runKeyRange(triggerId: string): [string, string] {
 
 /**
  * The live overturn figures of a trigger since `since`: decisions made by its runs, and how many
- * were overturned, summed over the sources (appeals now; QA disagreements once wired).
+ * were overturned, summed over the sources: appeals overturned, and QA reviews that disagreed.
  */
 export async function overturnFigures(env: Env, installationId: string, triggerId: string, since: string): Promise<OverturnFigures> {
   const [from, to] = runKeyRange(triggerId);
@@ -42,15 +47,28 @@ export async function overturnFigures(env: Env, installationId: string, triggerI
     .first<{ decisions: number; overturned: number }>();
   const decisions = Number(row?.decisions ?? 0);
   const appeals = Number(row?.overturned ?? 0);
-  // LEAD: QA disagreements (helper D's reviewer QA) go here after the merge: the QA reviews of
-  // tasks of this trigger's runs since `since` whose answer disagreed with the first review.
-  const qaDisagreements = 0;
-  const overturned = appeals + qaDisagreements;
-  const interval = wilson(Math.min(overturned, decisions), decisions);
-  return { triggerId, since, decisions, overturned, sources: { appeals, qaDisagreements }, rate: decisions === 0 ? null : overturned / decisions, interval: { low: interval.low, high: interval.high } };
+  // QA: blind second reviews of tasks this trigger's runs created, and how many disagreed with
+  // the first answer. Each is one more observation next to the decisions.
+  const qa = (await qaDisagreements(env, installationId, since)).filter((row) => row.triggerId === triggerId);
+  const qaReviews = qa.reduce((sum, row) => sum + Number(row.reviews ?? 0), 0);
+  const qaDisagreed = qa.reduce((sum, row) => sum + Number(row.disagreements ?? 0), 0);
+  const observations = decisions + qaReviews;
+  const overturned = appeals + qaDisagreed;
+  const interval = wilson(Math.min(overturned, observations), observations);
+  return {
+    triggerId,
+    since,
+    decisions,
+    qaReviews,
+    observations,
+    overturned,
+    sources: { appeals, qaDisagreements: qaDisagreed },
+    rate: observations === 0 ? null : overturned / observations,
+    interval: { low: interval.low, high: interval.high },
+  };
 }
 
 /** Past the limit: at least the minimum sample of decisions, and an overturn rate above the maximum. */
 export function overturnLimitPassed(figures: OverturnFigures, limit: { maxOverturnRate: number; minOverturnSample: number }): boolean {
-  return figures.decisions >= limit.minOverturnSample && figures.rate !== null && figures.rate > limit.maxOverturnRate;
+  return figures.observations >= limit.minOverturnSample && figures.rate !== null && figures.rate > limit.maxOverturnRate;
 }
