@@ -267,6 +267,10 @@ describe("golden items", () => {
     // The audit trail (readable with `review`) never names a golden task as golden.
     const audit = await api(`/api/v1/audit-events?limit=500`, { key: s.reviewKey });
     for (const event of audit.body.items.filter((e: any) => e.action.startsWith("golden_item."))) expect(JSON.stringify(event)).not.toContain(goldenIds[0]);
+    // A reviewer does not see golden items' events at all (their times would match the tasks'); an admin does.
+    expect(audit.body.items.filter((e: any) => e.target?.type === "golden_item")).toEqual([]);
+    const adminAudit = await api(`/api/v1/audit-events?limit=500&targetType=golden_item`, { key: s.apiKey });
+    expect(adminAudit.body.items.length).toBeGreaterThan(0);
     // The run the golden copies borrowed still resolves like any run.
     expect((await api(`/api/v1/runs/${views[0].runId}`, { key: s.reviewKey })).status).toBe(200);
 

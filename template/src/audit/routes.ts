@@ -13,17 +13,20 @@ export const auditRoutes = routes()
       query: { limit: { default: 100, max: 500 }, cursor: /^\d{1,15}$/u, strings: ["action", "targetType", "targetId", "since", "until"] },
     },
     async (c, { query }) => {
-      const { installationId } = c.get("actor");
+      const { installationId, scopes } = c.get("actor");
       await sealAuditChain(c.env, installationId);
+      // Golden items are mixed into queues unseen: only admins (the leads who write them) see their events.
+      const admin = scopes.includes("admin") ? 1 : 0;
       const { results } = await c.env.DB.prepare(`
       SELECT ${AUDIT_COLUMNS} FROM audit_events
       WHERE installation_id = ?1 AND seq > ?2
         AND (?3 IS NULL OR action = ?3 OR action LIKE ?3 || '.%')
         AND (?4 IS NULL OR target_type = ?4) AND (?5 IS NULL OR target_id = ?5)
         AND (?6 IS NULL OR created_at >= ?6) AND (?7 IS NULL OR created_at < ?7)
+        AND (?9 = 1 OR target_type <> 'golden_item')
       ORDER BY seq LIMIT ?8
     `)
-        .bind(installationId, Number(query.cursor ?? 0), query.action ?? null, query.targetType ?? null, query.targetId ?? null, query.since ?? null, query.until ?? null, query.limit + 1)
+        .bind(installationId, Number(query.cursor ?? 0), query.action ?? null, query.targetType ?? null, query.targetId ?? null, query.since ?? null, query.until ?? null, query.limit + 1, admin)
         .all<AuditRow>();
       const page = results.slice(0, query.limit);
       return { items: page.map(serializeAuditRow), nextCursor: results.length > query.limit ? String(page.at(-1)!.seq) : null };
