@@ -314,6 +314,7 @@ export const schemas = {
       from: { type: "string", format: "date-time" },
       to: { type: "string", format: "date-time" },
       limit: { type: "integer", minimum: 1, maximum: 1000 },
+      engine: { enum: ["fast", "durable"], description: "durable: one shadow Workflows instance per report." },
     },
   },
   RecordDecision: {
