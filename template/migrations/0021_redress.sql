@@ -48,7 +48,7 @@ CREATE INDEX redress_messages_decision ON redress_messages (installation_id, dec
 
 ALTER TABLE appeals ADD COLUMN resolved_by_automation INTEGER NOT NULL DEFAULT 0;
 -- The schedule's catch-up for outcome messages reads recently decided appeals of every installation.
-CREATE INDEX appeals_decided ON appeals (decided_at) WHERE state != 'open';
+CREATE INDEX appeals_decided_all ON appeals (decided_at) WHERE decided_at IS NOT NULL;
 
 CREATE TABLE decision_reversals (
   id TEXT PRIMARY KEY,

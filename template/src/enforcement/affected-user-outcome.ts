@@ -113,7 +113,7 @@ export async function sweepComplaintOutcomes(env: Env, now: Date): Promise<Recor
   const since = new Date(now.getTime() - 7 * 86_400_000).toISOString();
   const { results } = await env.DB.prepare(`
     SELECT a.installation_id AS installationId, a.id FROM appeals a
-    WHERE a.state != 'open' AND a.decided_at >= ?1
+    WHERE a.decided_at IS NOT NULL AND a.decided_at >= ?1 AND a.state != 'open'
       AND NOT EXISTS (SELECT 1 FROM redress_messages m WHERE m.installation_id = a.installation_id AND m.kind = 'complaint_outcome' AND m.source_id = a.id)
     ORDER BY a.decided_at LIMIT 50`)
     .bind(since)
