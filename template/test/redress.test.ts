@@ -256,4 +256,39 @@ describe("complaints (Art. 20)", () => {
     expect((await api("/api/v1/decision-reversals", { key: other.apiKey })).body.items).toEqual([]);
     expect((await api(`/api/v1/complaints/figures?from=${before}&to=${to}`, { key: other.apiKey })).body.reversals.reversed).toBe(0);
   });
+
+  it("an appeal decided by a review task is a person's decision: not automated, the outcome sent to the notifier from the report, and an upheld decision is no reversal", async () => {
+    const { apiKey } = await newInstallation();
+    await messageEndpoint(apiKey, "/ok/redress-task");
+    const queue = await api("/api/v1/queues", { key: apiKey, body: { name: "appeals", slaSeconds: 86_400 } });
+    const schema = { type: "object", required: ["outcome"], properties: { outcome: { enum: ["upheld", "overturned"] } } };
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "second-look", kind: "human_task", config: { queue_id: queue.body.id, response_schema: schema } },
+        { id: "done", kind: "end" },
+      ],
+      edges: [edge("start", "success", "second-look"), edge("second-look", "completed", "done"), edge("second-look", "timeout", "done")],
+    });
+    expect((await api("/api/v1/triggers", { key: apiKey, body: { event: "appeal.created", workflowVersionId: version.id, authorityMode: "autonomous" } })).status).toBe(201);
+    const r = await report(apiKey, "post-task");
+    const decision = await api("/api/v1/decisions", { key: apiKey, body: { reportId: r.body.id, outcome: "no_action" } });
+    // A decision not to act: no statement to the affected user (nothing restricted them).
+    expect((await api(`/api/v1/decisions/${decision.body.id}/affected-user-statement`, { key: apiKey })).status).toBe(404);
+    const appeal = await api("/api/v1/appeals", { key: apiKey, body: { decisionId: decision.body.id, appellantRole: "notifier", reason: "Please look again." } });
+    expect(appeal.status).toBe(201);
+    const task = await until(async () => (await api(`/api/v1/queues/${queue.body.id}/tasks`, { key: apiKey })).body.items?.[0], "the appeal's task");
+    await api(`/api/v1/tasks/${task.id}/claim`, { key: apiKey, body: { reviewer: "senior-mod" } });
+    const done = await api(`/api/v1/tasks/${task.id}/complete`, { key: apiKey, body: { reviewer: "senior-mod", response: { outcome: "upheld" } } });
+    expect(done.status).toBe(200);
+    const read = await api(`/api/v1/appeals/${appeal.body.id}`, { key: apiKey });
+    expect(read.body).toMatchObject({ state: "upheld", resolvedByAutomation: false, decidedBy: "senior-mod" });
+    const outcome = await messagesOf("/ok/redress-task", "complaint_outcome");
+    // No contact in the appeal: the notifier is the report's reporter.
+    expect(outcome.data).toMatchObject({ outcome: "upheld", language: "en", recipient: { kind: "appellant", role: "notifier", id: "rep-1", contact: "reporter@example.org" } });
+    expect(outcome.data.body).toContain("kept our decision");
+    expect(outcome.data.body).not.toContain("restriction");
+    expect((await api("/api/v1/decision-reversals", { key: apiKey })).body.items).toEqual([]);
+  });
 });
