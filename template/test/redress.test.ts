@@ -5,6 +5,7 @@
 // reversals recorded and counted; another installation's rows are 404.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { complaintDeadline } from "../src/cases";
 import { api, edge, newInstallation, publish } from "./helpers";
 
 type Logged = { path: string; type: string | null; data: any; verified: boolean };
@@ -67,11 +68,13 @@ describe("statements to the affected user (Art. 17)", () => {
     expect(body).toContain("User Rights ODS (https://user-rights.example.eu)");
     expect(body).toContain("https://platform.example/complaints");
     expect(body).toContain("Der Rechtsweg steht Ihnen jederzeit offen.");
+    // Six calendar months after the notice; the 31st of August gives the last day of February.
     const decidedAt = new Date(decision.body.decidedAt);
-    const expected = new Date(decidedAt);
-    expected.setUTCMonth(expected.getUTCMonth() + 6);
-    expect(message.data.redress.complaintDeadline.slice(0, 10)).toBe(expected.toISOString().slice(0, 10));
-    expect(body).toContain(`bis zum ${expected.toISOString().slice(0, 10)}`);
+    const month = decidedAt.getUTCMonth() + 6;
+    const lastDay = new Date(Date.UTC(decidedAt.getUTCFullYear(), month + 1, 0)).getUTCDate();
+    const expected = new Date(Date.UTC(decidedAt.getUTCFullYear(), month, Math.min(decidedAt.getUTCDate(), lastDay))).toISOString().slice(0, 10);
+    expect(message.data.redress.complaintDeadline.slice(0, 10)).toBe(expected);
+    expect(body).toContain(`bis zum ${expected}`);
 
     const recorded = await api(`/api/v1/decisions/${decision.body.id}/affected-user-statement`, { key: apiKey });
     expect(recorded.status).toBe(200);
@@ -119,6 +122,12 @@ describe("statements to the affected user (Art. 17)", () => {
 });
 
 describe("complaints (Art. 20)", () => {
+  it("the complaint period is six calendar months, clamped at a month's end", () => {
+    expect(complaintDeadline("2026-01-15T09:30:00.000Z")).toBe("2026-07-15T09:30:00.000Z");
+    expect(complaintDeadline("2026-08-31T10:00:00.000Z")).toBe("2027-02-28T10:00:00.000Z");
+    expect(complaintDeadline("2027-08-31T10:00:00.000Z")).toBe("2028-02-29T10:00:00.000Z");
+  });
+
   it("an appeal more than six months after the decision's notice is a 422 appeal.deadline_passed; within them it is accepted", async () => {
     const { apiKey } = await newInstallation();
     const r = await report(apiKey, "post-old");
