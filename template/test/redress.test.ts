@@ -172,6 +172,20 @@ describe("complaints (Art. 20)", () => {
     // The same workflow is fine for reports: the rule is the complaint's.
     expect((await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", when: "false", workflowVersionId: automatic.id, authorityMode: "autonomous" } })).status).toBe(201);
 
+    // A task whose timeout decides anyway: nobody reviewed on that path.
+    const timeoutDecides = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "look", kind: "human_task", config: { queue_id: queue.body.id } },
+        { id: "reinstate", kind: "decision", config: restore },
+        { id: "done", kind: "end" },
+      ],
+      edges: [edge("start", "success", "look"), edge("look", "completed", "done"), edge("look", "timeout", "reinstate"), edge("reinstate", "recorded", "done")],
+    });
+    const onTimeout = await api("/api/v1/triggers", { key: apiKey, body: { event: "appeal.created", workflowVersionId: timeoutDecides.id, authorityMode: "autonomous" } });
+    expect(onTimeout.body.error?.details?.[0]?.nodePath).toEqual(["start", "look", "reinstate"]);
+
     const linking = await publish(apiKey, {
       schemaVersion: 1,
       nodes: [

@@ -1,14 +1,15 @@
 // DSA Art. 20(6): complaints are not decided solely by automated means. A workflow bound to
-// `appeal.created` must pass a human_task on every path from its start to a node that decides or
-// enforces (decision, action), following the workflows it starts (start_linked_workflow) on a path
-// that has not had its review yet. Checked when the trigger is created.
+// `appeal.created` must pass a human_task (leaving it by `completed`: a timeout is no review) on
+// every path from its start to a node that decides or enforces (decision, action), following the
+// workflows it starts (start_linked_workflow) on a path that has not had its review yet. Checked
+// when the trigger is created.
 import { AppError } from "../errors";
 import { getVersionRow, type WorkflowNodeV1 } from "../workflows";
 
 /** The part of a published graph the check reads. */
 interface WorkflowGraphV1 {
   nodes: WorkflowNodeV1[];
-  edges: { from: { nodeId: string }; to: { nodeId: string } }[];
+  edges: { from: { nodeId: string; port: string }; to: { nodeId: string } }[];
 }
 
 /** Node kinds that decide a complaint or enforce on it: a person must have reviewed before them. */
@@ -23,8 +24,8 @@ type Load = (versionId: string) => Promise<WorkflowGraphV1 | null>;
  */
 async function unreviewedPath(load: Load, graph: WorkflowGraphV1, stack: string[]): Promise<string[] | null> {
   const kinds = new Map(graph.nodes.map((n) => [n.id, n]));
-  const next = new Map<string, string[]>(graph.nodes.map((n) => [n.id, []]));
-  for (const edge of graph.edges) next.get(edge.from.nodeId)?.push(edge.to.nodeId);
+  const next = new Map<string, { port: string; to: string }[]>(graph.nodes.map((n) => [n.id, []]));
+  for (const edge of graph.edges) next.get(edge.from.nodeId)?.push({ port: edge.from.port, to: edge.to.nodeId });
   const start = graph.nodes.find((n) => n.kind === "start");
   if (!start) return null;
   const seen = new Set<string>();
@@ -35,7 +36,6 @@ async function unreviewedPath(load: Load, graph: WorkflowGraphV1, stack: string[
     const node = kinds.get(id);
     if (!node) return null;
     const here = [...path, id];
-    if (node.kind === "human_task") return null;
     if (DECIDING_KINDS.has(node.kind)) return here;
     if (node.kind === "start_linked_workflow") {
       const versionId = String(node.config.workflow_version_id ?? "");
@@ -46,8 +46,10 @@ async function unreviewedPath(load: Load, graph: WorkflowGraphV1, stack: string[
         if (inner) return [...here, ...inner.map((step) => (step.includes("/") ? step : `${versionId}/${step}`))];
       }
     }
-    for (const target of next.get(id) ?? []) {
-      const found = await visit(target, here);
+    for (const { port, to } of next.get(id) ?? []) {
+      // A person reviewed only on a task's `completed` port; its timeout (or error) port was not reviewed.
+      if (node.kind === "human_task" && port === "completed") continue;
+      const found = await visit(to, here);
       if (found) return found;
     }
     return null;
