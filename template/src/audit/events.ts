@@ -45,6 +45,7 @@ const GUARD_TABLES = [
   "triggers",
   "action_types",
   "trigger_demotions",
+  "redress_messages",
 ] as const;
 
 /**

@@ -17,6 +17,8 @@ export interface ReportInput {
   reporter?: { id?: string; contact?: string };
   description?: string;
   evidence?: ReportEvidence[];
+  /** The locale redress messages to the subject's owner and the notifier are written in (sealed with the report). */
+  locale?: string;
 }
 
 // The summary lives with the report queries (nothing there reaches the workflows domain); it is
@@ -51,6 +53,7 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
     subjectOwnerId: input.subject.ownerId ?? null,
     snapshot: input.subject.snapshot ?? null,
     evidence: input.evidence ?? [],
+    locale: input.locale ?? null,
   };
   const { sealed, dataKeyId } = await sealPersonalData(env, actor.installationId, `report:${id}`, personal);
   const subject = [actor.installationId, input.subject.kind, input.subject.id] as const;

@@ -3,6 +3,7 @@ import { AppError, notFound } from "../errors";
 import { routes, withStatus } from "../http/route";
 import { encodeCursor, idempotencyKey } from "../http/validate";
 import { fileAppeal, readAppeal, resolveAppeal } from "./appeals";
+import { complaintResolutionFigures, decisionReversalFigures, listDecisionReversals } from "./complaints";
 import { createGoldenItem, listGoldenItems } from "./golden";
 import { getQaSettings, listQaSettings, setQaSettings } from "./qa";
 import { reviewerFigures } from "./qa-figures";
@@ -211,6 +212,33 @@ export const caseRoutes = routes()
   .op({ method: "post", path: "/appeals/:id/resolve", summary: "Record the outcome: upheld or overturned", auth: ["review"], body: "ResolveAppeal", ok: 200, errors: [404, 409, 422] }, async (c, { body }) =>
     resolveAppeal(c.env, c.get("actor"), c.req.param("id"), body),
   )
+  .op(
+    {
+      method: "get",
+      path: "/decision-reversals",
+      summary: "Decisions an appeal overturned, newest first, with their statement's Transparency Database uuid (null until it has one)",
+      auth: ["admin", "review"],
+      ok: 200,
+      query: { limit: { default: 50, max: 200 } },
+    },
+    async (c, { query }) => ({ items: await listDecisionReversals(c.env.DB, c.get("actor").installationId, query.limit) }),
+  )
+  .op(
+    {
+      method: "get",
+      path: "/complaints/figures",
+      summary: "Complaints decided in [from, to): by outcome, how many by automation (an API key resolved them), and the decisions reversed",
+      auth: ["admin"],
+      ok: 200,
+      errors: [422],
+      query: { strings: ["from", "to"] },
+    },
+    async (c, { query }) => {
+      const period = complaintPeriod(query.from, query.to);
+      const installationId = c.get("actor").installationId;
+      return { ...period, complaints: await complaintResolutionFigures(c.env.DB, installationId, period), reversals: await decisionReversalFigures(c.env.DB, installationId, period) };
+    },
+  )
   .op({ method: "get", path: "/queues/:id/qa-settings", summary: "A queue's QA sampling: the share of completed tasks sent to its QA queue for a blind second review", auth: ["admin"], ok: 200, errors: [404] }, async (c) =>
     getQaSettings(c.env, c.get("actor"), c.req.param("id")),
   )
@@ -240,3 +268,13 @@ export const caseRoutes = routes()
   .op({ method: "post", path: "/data-keys/rotate", summary: "Start a new data key version for sealing personal data; older versions still open old data", auth: ["admin"], ok: 201 }, async (c) =>
     rotateDataKey(c.env, c.get("actor").installationId),
   );
+
+/** `from` and `to` as ISO times (a date alone is its midnight UTC); 422 `complaints.period_invalid` otherwise. */
+function complaintPeriod(from: string | undefined, to: string | undefined): { from: string; to: string } {
+  const parse = (value: string | undefined) => (value && /^\d{4}-\d{2}-\d{2}/u.test(value) && !Number.isNaN(Date.parse(value)) ? new Date(value).toISOString() : null);
+  const period = { from: parse(from), to: parse(to) };
+  if (!period.from || !period.to || period.from >= period.to) {
+    throw new AppError("complaints.period_invalid", "Give from and to as ISO dates or times, from before to (e.g. ?from=2026-01-01&to=2026-07-01).", { status: 422 });
+  }
+  return { from: period.from, to: period.to };
+}

@@ -6,8 +6,9 @@ import { canReadPersonalData, canSeeQueue, type Actor } from "../auth";
 import { AppError, conflict, notFound } from "../errors";
 import { decodeCursor, encodeCursor } from "../lib/cursor";
 import { newId, sha256Hex } from "../lib/crypto";
-import { completeHandoffStatements } from "../enforcement";
+import { completeHandoffStatements, sendComplaintOutcome } from "../enforcement";
 import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepUnsafe } from "../workflows";
+import { appealDecisionId, decisionReversalStatements } from "./complaints";
 import { getQueueRow } from "./queues";
 import { assertNotOwnQaTask, completeReviewCopyTask, notOwnQaTaskSql, qaSampleStatements, type TaskOrigin } from "./qa";
 import { openPersonalData } from "./report-crypto";
@@ -365,12 +366,15 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
         },
         { table: "workflow_events", id: eventId },
       ),
+      ...decisionReversalStatements(env.DB, { installationId: actor.installationId, appealId: row.appealId, decisionId: await appealDecisionId(env.DB, actor.installationId, row.appealId), at: now, actor: actor.audit }),
     );
   }
   statements.push(...(await qaSampleStatements(env, actor.installationId, row, { who, responseJson, at: now })));
   const results = await env.DB.batch(statements);
   if ((results[0]!.meta.changes ?? 0) === 0) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
   await signalRunEvent(env, row.runId, wait.signalType, eventId);
+  // DSA Art. 20(5): the appellant is told the outcome (the schedule retries if this is lost).
+  if (outcome && row.appealId) await sendComplaintOutcome(env, actor.installationId, row.appealId);
   return getTask(env, actor, taskId);
 }
 

@@ -133,6 +133,7 @@ export const schemas = {
         properties: { id: { type: "string", maxLength: 300 }, contact: { type: "string", maxLength: 500 } },
       },
       description: { type: "string", maxLength: 10_000 },
+      locale: { type: "string", pattern: "^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8}){0,3}$", description: "BCP 47 locale of redress messages (statements, outcomes), e.g. de-AT; templates exist for en and de, others fall back to en." },
       evidence: {
         type: "array",
         maxItems: 50,
@@ -430,6 +431,26 @@ export const schemas = {
       qaQueueId: identifier,
       rate: { type: "number", minimum: 0, maximum: 1, description: "Share of completed tasks sampled for a blind second review (0.05 = 5%)." },
       compareField: { type: "string", pattern: "^[A-Za-z_][A-Za-z0-9_]{0,63}$", description: "Response field answers are compared on (default `outcome`); a response without it is compared whole." },
+    },
+  },
+  RedressSettings: {
+    type: "object",
+    additionalProperties: false,
+    description: "Fields left out keep their current value.",
+    properties: {
+      statementsEnabled: { type: "boolean", description: "Send the affected user a statement of reasons after every restricting decision (DSA Art. 17); default true." },
+      settlementBodies: {
+        type: "array",
+        maxItems: 20,
+        description: "Out-of-court dispute settlement bodies (DSA Art. 21) named in statements and complaint outcomes.",
+        items: {
+          type: "object",
+          required: ["name", "url"],
+          additionalProperties: false,
+          properties: { name, url: { type: "string", pattern: "^https://", maxLength: 2048 }, languages: { type: "array", maxItems: 30, items: { type: "string", pattern: "^[a-z]{2,3}$" } } },
+        },
+      },
+      complaintUrl: { type: ["string", "null"], pattern: "^https://", maxLength: 2048, description: "Where users file a complaint (named in statements)." },
     },
   },
   CreateGoldenItem: {
