@@ -45,6 +45,9 @@ const GUARD_TABLES = [
   "triggers",
   "action_types",
   "trigger_demotions",
+  "messages",
+  "notifier_sanctions",
+  "trusted_flaggers",
 ] as const;
 
 /**

@@ -9,6 +9,8 @@ import { newId } from "../lib/crypto";
 import { decisionConfigProblems, restrictsAnything, type Restrictions } from "../lib/dsa-vocabulary";
 import sorSchema from "../lib/dsa-statement-of-reasons.schema.json";
 import { evaluateInputMapping, type AuthorizedRun, type ExpressionContext, type WorkflowNodeV1 } from "../workflows";
+import { noticeDecisionStatements } from "./notifier-messages";
+import { enqueueDeliveries } from "./webhooks";
 import { renderTemplate } from "./templates";
 
 // The Transparency Database's own rules (../shared/formats): every statement is checked before it leaves.
@@ -125,7 +127,17 @@ async function decisionStatements(env: Env, source: DecisionSource) {
       at,
     }),
   ];
-  return { id, outcome, restricts, automatedDecision, statements };
+  // DSA Art. 16(5): the decision on a notice is told to its notifier (guarded on this decision's row).
+  const notifier = reportRow
+    ? await noticeDecisionStatements(env, {
+        installationId: source.installationId,
+        reportRow,
+        decision: { id, outcome, restricts, restrictions, ground, category, automatedDecision, automatedDetection, statement, decidedAt: at },
+        actor: source.actor,
+      })
+    : { statements: [], deliveryIds: [] };
+  statements.push(...notifier.statements);
+  return { id, outcome, restricts, automatedDecision, statements, deliveryIds: notifier.deliveryIds };
 }
 
 /** The decision of a workflow's decision node, from its config and evaluated inputMapping. */
@@ -194,6 +206,7 @@ export async function recordManualDecision(
     statedName: input.decidedBy,
   });
   await env.DB.batch(record.statements);
+  await enqueueDeliveries(env, record.deliveryIds);
   return getDecision(env, actor, record.id);
 }
 
