@@ -6,7 +6,7 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { wilson } from "../src/automation/statistics";
 import { complaintDeadline } from "../src/enforcement/notifier-messages";
-import { api, edge, newInstallation, publish } from "./helpers";
+import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
 
 type Logged = { path: string; type: string | null; data: any; verified: boolean };
 
@@ -103,7 +103,30 @@ describe("notifiers are told (Art. 16)", () => {
     for (const secret of ["nina@example.org", "never ships", "a fake shop"]) expect(stored).not.toContain(secret);
   });
 
-  it("records a notice whose notifier cannot be told (no message endpoint) as unsent, and tells a decision taken in a workflow", async () => {
+  it("tells the notifier a decision a workflow took, after the step's batch (automated means named)", async () => {
+    const d = await desk();
+    const version = await publish(d.key, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "decide", kind: "decision", config: { outcome: "removed_scam", statement: "A fraudulent shop.", restrictions: { visibility: ["content_removed"] } } },
+        { id: "done", kind: "end" },
+      ],
+      edges: [edge("start", "success", "decide"), edge("decide", "recorded", "done")],
+    });
+    expect((await api("/api/v1/triggers", { key: d.key, body: { event: "report.created", workflowVersionId: version.id, authorityMode: "autonomous" } })).status).toBe(201);
+    const created = await api("/api/v1/reports", { key: d.key, body: notice("shop-7", { id: "wanda", contact: "wanda@example.org" }) });
+    expect(created.status).toBe(201);
+    const run = await waitForRun(d.key, created.body.runs[0].runId);
+    expect(run.state).toBe("succeeded");
+    const step = run.steps.find((s: any) => s.nodeId === "decide");
+    const [told] = await until(async () => ((await d.messages("notice_decision")).length ? d.messages("notice_decision") : null), "the decision message");
+    expect(told!.data).toMatchObject({ reportId: created.body.id, decisionId: step.output.decisionId, recipient: { contact: "wanda@example.org" }, facts: { restricts: true, automatedDecision: "fully" } });
+    expect(told!.data.body).toContain("automated means");
+    expect(step.output.deliveryIds).toHaveLength(1);
+  });
+
+  it("records a notice whose notifier cannot be told (no message endpoint) as unsent", async () => {
     const { apiKey: key, id } = await newInstallation("notices-unsent");
     const noticed = await report(key, notice("shop-9", { contact: "omar@example.org" }));
     const events = await env.DB.prepare("SELECT action, target_id AS target, details_json AS details FROM audit_events WHERE installation_id = ?1 AND action LIKE 'notifier.%'").bind(id).all<any>();
