@@ -94,6 +94,9 @@ describe("notifiers are told (Art. 16)", () => {
       ["notice_decision", noticed.id, "reporter"],
     ]);
     expect(rows.results.every((r) => typeof r.deliveryId === "string")).toBe(true);
+    // The report's timeline shows what the notifier was told.
+    const timeline = await api(`/api/v1/reports/${noticed.id}/timeline`, { key: d.key });
+    expect(timeline.body.items.filter((i: any) => i.kind === "message").map((i: any) => i.summary)).toEqual(["message to reporter (notice receipt)", "message to reporter (notice decision)", "message to reporter (notice decision)"]);
     const audit = await env.DB.prepare("SELECT action, details_json AS details FROM audit_events WHERE installation_id = ?1 AND action LIKE 'notifier.%'").bind(d.id).all<{ action: string; details: string }>();
     expect(audit.results.map((a) => a.action)).toEqual(["notifier.message_queued", "notifier.message_queued", "notifier.message_queued"]);
     const stored =
