@@ -46,6 +46,9 @@ const GUARD_TABLES = [
   "action_types",
   "trigger_demotions",
   "redress_messages",
+  "messages",
+  "notifier_sanctions",
+  "trusted_flaggers",
 ] as const;
 
 /**

@@ -10,6 +10,7 @@ import { decisionConfigProblems, restrictsAnything, type Restrictions } from "..
 import sorSchema from "../lib/dsa-statement-of-reasons.schema.json";
 import { evaluateInputMapping, type AuthorizedRun, type ExpressionContext, type WorkflowNodeV1 } from "../workflows";
 import { affectedUserStatements } from "./affected-user";
+import { noticeDecisionStatements } from "./notifier-messages";
 import { renderTemplate } from "./templates";
 import { enqueueDeliveries } from "./webhooks";
 
@@ -165,7 +166,16 @@ async function decisionStatements(env: Env, source: DecisionSource) {
         }),
       })
     : { statements: [], deliveryIds: [] };
-  return { id, outcome, restricts, automatedDecision, statements: [...statements, ...affected.statements], deliveryIds: affected.deliveryIds };
+  // DSA Art. 16(5): the decision on a notice is told to its notifier (guarded on this decision's row).
+  const notifier = reportRow
+    ? await noticeDecisionStatements(env, {
+        installationId: source.installationId,
+        reportRow,
+        decision: { id, outcome, restricts, restrictions, ground, category, automatedDecision, automatedDetection, statement, decidedAt: at },
+        actor: source.actor,
+      })
+    : { statements: [], deliveryIds: [] };
+  return { id, outcome, restricts, automatedDecision, statements: [...statements, ...affected.statements, ...notifier.statements], deliveryIds: [...affected.deliveryIds, ...notifier.deliveryIds] };
 }
 
 /** The decision of a workflow's decision node, from its config and evaluated inputMapping. */

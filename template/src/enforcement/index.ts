@@ -6,3 +6,4 @@ export { ALERT_EVENT_TYPES, WEBHOOK_EVENT_TYPES, deliveryStatement, enqueueDeliv
 export { ACTION_TYPE_AUTONOMY, decidedProposals, precisionRequirements, type ActionTypeAutonomy, type DecidedProposals, type GateRequirement } from "./proposal-figures";
 export { sendComplaintOutcome, sweepComplaintOutcomes } from "./affected-user-outcome";
 export { readRedressSettings, type RedressSettings, type SettlementBody } from "./affected-user-settings";
+export { COMPLAINT_MONTHS, NOTIFIER_MESSAGE_KINDS, complaintDeadline, noticeReceiptStatements, notifierSanctionStatements, type NotifierMessages } from "./notifier-messages";

@@ -11,6 +11,7 @@ import { SCOPES } from "./auth";
 
 const name = { type: "string", minLength: 1, maxLength: 200 } as const;
 const identifier = { type: "string", pattern: "^[A-Za-z0-9._:-]{1,200}$" } as const;
+const notifierReporter = { type: "object", required: ["id"], additionalProperties: false, properties: { id: { type: "string", minLength: 1, maxLength: 300 } } } as const;
 
 export const schemas = {
   CreateInstallation: { type: "object", required: ["name"], additionalProperties: false, properties: { name } },
@@ -464,4 +465,45 @@ export const schemas = {
       answer: { description: "The known right answer, checked against the task's response schema." },
     },
   },
+  // Notices and notifiers (DSA Art. 22, 23). A reporter is named as in CreateReport; only a keyed hash of the id is kept.
+  CreateTrustedFlagger: {
+    type: "object",
+    required: ["name", "reporter", "categories"],
+    additionalProperties: false,
+    properties: {
+      name,
+      reporter: notifierReporter,
+      categories: { type: "array", minItems: 1, maxItems: 40, uniqueItems: true, items: { type: "string", minLength: 1, maxLength: 200 }, description: "The flagger's area: DSA statement categories." },
+      activeFrom: { type: "string", format: "date-time" },
+      activeUntil: { type: ["string", "null"], format: "date-time" },
+    },
+  },
+  UpdateTrustedFlagger: {
+    type: "object",
+    additionalProperties: false,
+    properties: {
+      name,
+      categories: { type: "array", minItems: 1, maxItems: 40, uniqueItems: true, items: { type: "string", minLength: 1, maxLength: 200 } },
+      activeFrom: { type: "string", format: "date-time" },
+      activeUntil: { type: ["string", "null"], format: "date-time", description: "End the flagger's status (now, to end it at once); null: no end." },
+    },
+  },
+  NotifierLookup: { type: "object", required: ["reporter"], additionalProperties: false, properties: { reporter: notifierReporter } },
+  WarnNotifier: {
+    type: "object",
+    required: ["reporter", "reason"],
+    additionalProperties: false,
+    properties: { reporter: notifierReporter, reason: { type: "string", minLength: 1, maxLength: 2000, description: "Why the notices were manifestly unfounded (sealed; the notifier is not shown it)." } },
+  },
+  SuspendNotifier: {
+    type: "object",
+    required: ["reporter", "reason", "until"],
+    additionalProperties: false,
+    properties: {
+      reporter: notifierReporter,
+      reason: { type: "string", minLength: 1, maxLength: 2000 },
+      until: { type: "string", format: "date-time", description: "End of the suspension (at most 366 days away)." },
+    },
+  },
+  LiftSuspension: { type: "object", required: ["reason"], additionalProperties: false, properties: { reason: { type: "string", minLength: 1, maxLength: 2000 } } },
 } as const satisfies Record<string, JSONSchema>;
