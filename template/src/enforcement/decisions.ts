@@ -10,6 +10,7 @@ import { decisionConfigProblems, restrictsAnything, type Restrictions } from "..
 import sorSchema from "../lib/dsa-statement-of-reasons.schema.json";
 import { evaluateInputMapping, type AuthorizedRun, type ExpressionContext, type WorkflowNodeV1 } from "../workflows";
 import { renderTemplate } from "./templates";
+import { reviewerAuditId } from "../lib/person-keys";
 
 // The Transparency Database's own rules (../shared/formats): every statement is checked before it leaves.
 const sorValidator = new Validator(sorSchema as unknown as Schema, "2020-12", false);
@@ -121,7 +122,7 @@ async function decisionStatements(env: Env, source: DecisionSource) {
       action: "decision.recorded",
       actor: source.actor,
       target: { type: "decision", id },
-      details: { runId: source.runId, reportId: source.reportId, outcome, restricts, category, automatedDecision, ...(source.statedName ? { decidedByStated: source.statedName } : {}) },
+      details: { runId: source.runId, reportId: source.reportId, outcome, restricts, category, automatedDecision, ...(source.statedName ? { decidedByStatedId: reviewerAuditId(source.installationId, source.statedName) } : {}) },
       at,
     }),
   ];

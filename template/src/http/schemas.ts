@@ -443,4 +443,20 @@ export const schemas = {
       answer: { description: "The known right answer, checked against the task's response schema." },
     },
   },
+  // Issue 15 §6: retention and a named person's data.
+  RetentionSettings: {
+    type: "object",
+    required: ["personalDataDays"],
+    additionalProperties: false,
+    properties: { personalDataDays: { type: "integer", description: "Days the personal data of a closed case is kept after its last activity (184 to 3650; default 365)." } },
+  },
+  PersonalDataRequest: {
+    type: "object",
+    additionalProperties: false,
+    minProperties: 1,
+    properties: {
+      reporterId: { type: "string", minLength: 1, maxLength: 300, description: "The reporter id given at intake (reporter.id) or as an appellant." },
+      subjectOwnerId: { type: "string", minLength: 1, maxLength: 300, description: "The subject owner id given at intake (subject.ownerId) or as an appellant." },
+    },
+  },
 } as const satisfies Record<string, JSONSchema>;

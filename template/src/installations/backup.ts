@@ -49,6 +49,7 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "data_keys", where: OWN },
   { table: "reports", where: OWN },
   { table: "appeals", where: OWN },
+  { table: "retention_settings", where: OWN },
   { table: "backtest_results", where: OWN },
   { table: "audit_checkpoints", where: OWN },
   { table: "audit_events", where: OWN },
