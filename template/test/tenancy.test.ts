@@ -145,7 +145,7 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   SetQaSettings: (f) => ({ qaQueueId: f.queue, rate: 0.05 }),
   CreateGoldenItem: (f) => ({ sourceTaskId: f.task, queueId: f.queue, answer: {} }),
   RetentionSettings: () => ({ personalDataDays: 400 }),
-  PersonalDataRequest: () => ({ reporterId: "tenancy-reporter" }),
+  PersonalDataRequest: () => ({ reporter: { id: "tenancy-reporter" } }),
 };
 
 async function until<T>(probe: () => Promise<T | null | undefined>, what: string, timeoutMs = 20_000): Promise<T> {

@@ -18,9 +18,10 @@ const EXPORT_LIMIT = 500;
 const ERASE_LIMIT = 100;
 const INDEX_ON_DEMAND = 500;
 
+/** The person named by the id they had at intake: as reporter (`reporter.id`) and/or as subject owner (`subject.ownerId`). */
 export interface PersonQuery {
-  reporterId?: string;
-  subjectOwnerId?: string;
+  reporter?: { id: string };
+  subjectOwner?: { id: string };
 }
 
 /**
@@ -53,9 +54,9 @@ export async function indexPersonKeys(env: Env, limit: number, installationId: s
 }
 
 function keysOf(installationId: string, query: PersonQuery) {
-  const reporter = personKey(installationId, query.reporterId);
-  const owner = personKey(installationId, query.subjectOwnerId);
-  if (!reporter && !owner) throw new AppError("personal_data.person_required", "Name the person: reporterId, subjectOwnerId, or both.", { status: 422 });
+  const reporter = personKey(installationId, query.reporter?.id);
+  const owner = personKey(installationId, query.subjectOwner?.id);
+  if (!reporter && !owner) throw new AppError("personal_data.person_required", "Name the person: reporter.id, subjectOwner.id, or both.", { status: 422 });
   return { reporter, owner, roles: [...(reporter ? ["reporter"] : []), ...(owner ? ["subject_owner"] : [])] };
 }
 
@@ -90,7 +91,8 @@ async function personRows(db: D1Database, installationId: string, keys: { report
 
 /**
  * Everything held about the person, opened: as reporter, their reports whole; as subject owner,
- * the reports about them without who reported (the reporter stays protected); their appeals.
+ * the subject as reported (url, owner id, snapshot), without who reported nor the reporter's
+ * description and evidence, which could name them (GDPR Art. 15(4)); their appeals.
  * Audited (`personal_data.exported`, counts only).
  */
 export async function exportPersonalData(env: Env, actor: Actor, query: PersonQuery) {
@@ -109,9 +111,8 @@ export async function exportPersonalData(env: Env, actor: Actor, query: PersonQu
       createdAt: row.createdAt,
       roles: [...(asReporter ? ["reporter"] : []), ...(row.asSubjectOwner === 1 ? ["subject_owner"] : [])],
       subject: { kind: row.subjectKind, id: row.subjectId, url: personal.subjectUrl, ownerId: personal.subjectOwnerId, snapshot: personal.snapshot },
-      description: personal.description,
-      evidence: personal.evidence,
-      ...(asReporter ? { reporter: personal.reporter } : {}),
+      // The reporter's own words and evidence could name them: only their own export carries them.
+      ...(asReporter ? { reporter: personal.reporter, description: personal.description, evidence: personal.evidence } : {}),
     });
   }
   const appeals = [];

@@ -455,8 +455,18 @@ export const schemas = {
     additionalProperties: false,
     minProperties: 1,
     properties: {
-      reporterId: { type: "string", minLength: 1, maxLength: 300, description: "The reporter id given at intake (reporter.id) or as an appellant." },
-      subjectOwnerId: { type: "string", minLength: 1, maxLength: 300, description: "The subject owner id given at intake (subject.ownerId) or as an appellant." },
+      reporter: {
+        type: "object",
+        required: ["id"],
+        additionalProperties: false,
+        properties: { id: { type: "string", minLength: 1, maxLength: 300, description: "The reporter id given at intake (reporter.id) or as an appellant." } },
+      },
+      subjectOwner: {
+        type: "object",
+        required: ["id"],
+        additionalProperties: false,
+        properties: { id: { type: "string", minLength: 1, maxLength: 300, description: "The subject owner id given at intake (subject.ownerId) or as an appellant." } },
+      },
     },
   },
 } as const satisfies Record<string, JSONSchema>;
