@@ -33,6 +33,9 @@ CREATE INDEX reports_person_keys_pending ON reports (created_at) WHERE person_ke
 CREATE INDEX reports_retained ON reports (installation_id, case_id) WHERE personal_data_erased_at IS NULL;
 CREATE INDEX appeals_appellant_key ON appeals (installation_id, appellant_key) WHERE appellant_key IS NOT NULL;
 CREATE INDEX appeals_person_keys_pending ON appeals (created_at) WHERE person_keys_version IS NULL;
--- What the closed-case test reads per candidate report: its tasks, its appeal runs.
+-- The retention sweep's range (cases by last report, across installations), and what the closed-case
+-- test reads per case: its reports' tasks, its appeals' runs.
+CREATE INDEX cases_last_reported ON cases (last_reported_at);
 CREATE INDEX human_tasks_report ON human_tasks (installation_id, report_id) WHERE report_id IS NOT NULL;
+CREATE INDEX human_tasks_appeal ON human_tasks (installation_id, appeal_id) WHERE appeal_id IS NOT NULL;
 CREATE INDEX workflow_runs_appeal ON workflow_runs (appeal_id) WHERE appeal_id IS NOT NULL;

@@ -35,10 +35,12 @@ export const NO_ERASURE: ErasureCounts = { reports: 0, appeals: 0, tasks: 0, ste
 /** Everything erasable behind these reports (and the extra appeals named, e.g. a person's own), not erased yet. */
 async function erasable(db: D1Database, installationId: string, reportIds: string[], extraAppealIds: string[]) {
   const [reports, appeals] = await db.batch<{ id: string }>([
-    db.prepare(`SELECT id FROM reports WHERE installation_id = ?1 AND id IN (SELECT value FROM json_each(?2)) AND personal_data_erased_at IS NULL`).bind(installationId, JSON.stringify(reportIds)),
+    // CROSS JOINs from the id lists, so each lookup uses its index rather than the installation's rows.
+    db.prepare(`SELECT r.id FROM json_each(?2) j CROSS JOIN reports r ON r.id = j.value WHERE r.installation_id = ?1 AND r.personal_data_erased_at IS NULL`).bind(installationId, JSON.stringify(reportIds)),
     db
-      .prepare(`SELECT id FROM appeals WHERE installation_id = ?1 AND personal_data_erased_at IS NULL
-        AND (report_id IN (SELECT value FROM json_each(?2)) OR id IN (SELECT value FROM json_each(?3)))`)
+      .prepare(`
+      SELECT a.id FROM json_each(?2) j CROSS JOIN appeals a ON a.installation_id = ?1 AND a.report_id = j.value WHERE a.personal_data_erased_at IS NULL
+      UNION SELECT a.id FROM json_each(?3) j CROSS JOIN appeals a ON a.id = j.value WHERE a.installation_id = ?1 AND a.personal_data_erased_at IS NULL`)
       .bind(installationId, JSON.stringify(reportIds), JSON.stringify(extraAppealIds)),
   ]);
   const appealIds = appeals!.results.map((r) => r.id);
@@ -48,8 +50,8 @@ async function erasable(db: D1Database, installationId: string, reportIds: strin
       SELECT id FROM human_tasks WHERE installation_id = ?1 AND report_id IN (SELECT value FROM json_each(?2))
       UNION SELECT id FROM human_tasks WHERE installation_id = ?1 AND appeal_id IN (SELECT value FROM json_each(?3))
     )
-    SELECT t.id FROM human_tasks t WHERE t.installation_id = ?1 AND t.context_digest <> '${ERASED_DIGEST}'
-      AND (t.id IN (SELECT id FROM own) OR t.id IN (SELECT q.qa_task_id FROM qa_reviews q WHERE q.installation_id = ?1 AND q.original_task_id IN (SELECT id FROM own)))`)
+    , ids AS (SELECT id FROM own UNION SELECT q.qa_task_id FROM qa_reviews q WHERE q.original_task_id IN (SELECT id FROM own))
+    SELECT t.id FROM ids CROSS JOIN human_tasks t ON t.id = ids.id WHERE t.installation_id = ?1 AND t.context_digest <> '${ERASED_DIGEST}'`)
     .bind(installationId, JSON.stringify(reportIds), JSON.stringify(appealIds))
     .all<{ id: string }>();
   const outputs = await sealedOutputsOfUnsafe(db, installationId, { reportIds, appealIds });

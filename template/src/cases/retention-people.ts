@@ -13,6 +13,9 @@ import { caseBusySql } from "./retention";
 import { eraseReports, type ErasureCounts } from "./retention-erase";
 import type { ReportPersonalData } from "./reports-queries";
 
+/** The ids of the reports of ?1 whose reporter key is ?2 or subject owner key is ?3 (a union, so each side uses its index). */
+const PERSON_REPORTS = `SELECT id FROM reports WHERE installation_id = ?1 AND reporter_key = ?2 UNION SELECT id FROM reports WHERE installation_id = ?1 AND subject_owner_key = ?3`;
+
 /** Per request: reports exported, or erased (the response says how many remain: ask again). */
 const EXPORT_LIMIT = 500;
 const ERASE_LIMIT = 100;
@@ -77,7 +80,7 @@ async function personRows(db: D1Database, installationId: string, keys: { report
       .prepare(`
       SELECT r.id, r.case_id AS caseId, r.subject_kind AS subjectKind, r.subject_id AS subjectId, r.category, r.source, r.created_at AS createdAt, r.personal_data AS sealed,
         (?2 IS NOT NULL AND r.reporter_key = ?2) AS asReporter, (?3 IS NOT NULL AND r.subject_owner_key = ?3) AS asSubjectOwner
-      FROM reports r WHERE r.installation_id = ?1 AND r.personal_data_erased_at IS NULL AND (r.reporter_key = ?2 OR r.subject_owner_key = ?3)
+      FROM reports r WHERE r.installation_id = ?1 AND r.personal_data_erased_at IS NULL AND r.id IN (${PERSON_REPORTS})
       ORDER BY r.created_at LIMIT ?4`)
       .bind(installationId, keys.reporter, keys.owner, limit + 1),
     db
@@ -148,7 +151,7 @@ export async function erasePersonalData(env: Env, actor: Actor, query: PersonQue
   const { results } = await env.DB.prepare(`
     SELECT r.id, r.case_id AS caseId, ${caseBusySql("?4")} AS busy
     FROM reports r JOIN cases c ON c.id = r.case_id
-    WHERE r.installation_id = ?1 AND r.personal_data_erased_at IS NULL AND (r.reporter_key = ?2 OR r.subject_owner_key = ?3)
+    WHERE r.installation_id = ?1 AND r.personal_data_erased_at IS NULL AND r.id IN (${PERSON_REPORTS})
     ORDER BY busy, r.created_at LIMIT ?5`)
     .bind(actor.installationId, keys.reporter, keys.owner, "9999-12-31T23:59:59.999Z", ERASE_LIMIT + 1)
     .all<{ id: string; caseId: string; busy: number }>();

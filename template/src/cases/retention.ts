@@ -125,8 +125,8 @@ export async function sweepRetention(env: Env, now: Date, options: { installatio
   const at = now.toISOString();
   for (const [installationId, entry] of byInstallation) {
     const { results } = await env.DB.prepare(`
-      SELECT id, case_id AS caseId FROM reports WHERE installation_id = ?1 AND case_id IN (SELECT value FROM json_each(?2)) AND personal_data_erased_at IS NULL
-      ORDER BY created_at LIMIT ?3`)
+      SELECT r.id, r.case_id AS caseId FROM json_each(?2) j CROSS JOIN reports r ON r.installation_id = ?1 AND r.case_id = j.value
+      WHERE r.personal_data_erased_at IS NULL ORDER BY r.created_at LIMIT ?3`)
       .bind(installationId, JSON.stringify(entry.caseIds), BATCH_REPORTS)
       .all<{ id: string; caseId: string }>();
     const reportIds = results.map((r) => r.id);

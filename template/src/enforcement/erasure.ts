@@ -14,19 +14,19 @@ export async function erasableDeliveriesUnsafe(db: D1Database, installationId: s
   // message and handoff sources are `<stepId>:…`, and a step id starts with `<runId>:`; an action's source is its proposal.
   const { results } = await db
     .prepare(`
-    SELECT d.id FROM json_each(?2) r JOIN webhook_deliveries d
+    SELECT d.id FROM json_each(?2) r CROSS JOIN webhook_deliveries d
       ON d.source_type IN ('message', 'handoff') AND d.source_id > r.value || ':' AND d.source_id < r.value || ';'
     WHERE d.installation_id = ?1 AND d.state <> 'pending' AND d.payload_digest <> '${ERASED_DIGEST}'
     UNION
-    SELECT d.id FROM action_proposals p JOIN webhook_deliveries d ON d.source_type = 'action' AND d.source_id = p.id
-    WHERE p.installation_id = ?1 AND p.run_id IN (SELECT value FROM json_each(?2)) AND d.state <> 'pending' AND d.payload_digest <> '${ERASED_DIGEST}'`)
+    SELECT d.id FROM json_each(?2) r CROSS JOIN action_proposals p ON p.run_id = r.value CROSS JOIN webhook_deliveries d ON d.source_type = 'action' AND d.source_id = p.id
+    WHERE p.installation_id = ?1 AND d.installation_id = ?1 AND d.state <> 'pending' AND d.payload_digest <> '${ERASED_DIGEST}'`)
     .bind(installationId, JSON.stringify(runIds))
     .all<{ id: string }>();
   const ids = results.map((r) => r.id);
   if (ids.length === 0) return ids;
   const { results: resends } = await db
     .prepare(`
-    SELECT d.id FROM json_each(?2) o JOIN webhook_deliveries d ON d.source_type = 'resend' AND d.source_id > o.value || ':' AND d.source_id < o.value || ';'
+    SELECT d.id FROM json_each(?2) o CROSS JOIN webhook_deliveries d ON d.source_type = 'resend' AND d.source_id > o.value || ':' AND d.source_id < o.value || ';'
     WHERE d.installation_id = ?1 AND d.state <> 'pending' AND d.payload_digest <> '${ERASED_DIGEST}'`)
     .bind(installationId, JSON.stringify(ids))
     .all<{ id: string }>();
