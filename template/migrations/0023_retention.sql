@@ -10,6 +10,9 @@
 -- REPORT_MASTER_KEY) of the ids sealed in the blob, so a named person's rows are found without
 -- opening every report; `person_keys_version` is NULL until a row is indexed (written at intake
 -- from now on; rows written before are indexed by the schedule).
+--
+-- cases.personal_data_erased_at: set once every report of the case is erased (a new report clears
+-- it), so the sweep's range skips cases it has finished.
 
 CREATE TABLE retention_settings (
   installation_id TEXT PRIMARY KEY REFERENCES installations(id),
@@ -24,6 +27,7 @@ ALTER TABLE reports ADD COLUMN reporter_key TEXT;
 ALTER TABLE reports ADD COLUMN subject_owner_key TEXT;
 ALTER TABLE reports ADD COLUMN person_keys_version INTEGER;
 ALTER TABLE appeals ADD COLUMN personal_data_erased_at TEXT;
+ALTER TABLE cases ADD COLUMN personal_data_erased_at TEXT;
 ALTER TABLE appeals ADD COLUMN appellant_key TEXT;
 ALTER TABLE appeals ADD COLUMN person_keys_version INTEGER;
 
@@ -33,9 +37,9 @@ CREATE INDEX reports_person_keys_pending ON reports (created_at) WHERE person_ke
 CREATE INDEX reports_retained ON reports (installation_id, case_id) WHERE personal_data_erased_at IS NULL;
 CREATE INDEX appeals_appellant_key ON appeals (installation_id, appellant_key) WHERE appellant_key IS NOT NULL;
 CREATE INDEX appeals_person_keys_pending ON appeals (created_at) WHERE person_keys_version IS NULL;
--- The retention sweep's range (cases by last report, across installations), and what the closed-case
+-- The retention sweep's range (cases not yet erased by last report, across installations), and what the closed-case
 -- test reads per case: its reports' tasks, its appeals' runs.
-CREATE INDEX cases_last_reported ON cases (last_reported_at);
+CREATE INDEX cases_retention ON cases (last_reported_at) WHERE personal_data_erased_at IS NULL;
 CREATE INDEX human_tasks_report ON human_tasks (installation_id, report_id) WHERE report_id IS NOT NULL;
 CREATE INDEX human_tasks_appeal ON human_tasks (installation_id, appeal_id) WHERE appeal_id IS NOT NULL;
 CREATE INDEX workflow_runs_appeal ON workflow_runs (appeal_id) WHERE appeal_id IS NOT NULL;

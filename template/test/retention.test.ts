@@ -134,6 +134,8 @@ describe("retention of closed cases", () => {
     expect(await openReport(a.id, old.reportId)).toEqual({ reporter: null, description: null, subjectUrl: null, subjectOwnerId: null, snapshot: null, evidence: [] });
     const read = await api(`/api/v1/reports/${old.reportId}`, { key: a.apiKey });
     expect(read.body).toMatchObject({ id: old.reportId, category: "scams_and_fraud", subject: { kind: "content", id: "post-old", url: null, ownerId: null }, description: null, evidence: [] });
+    expect(Date.parse(read.body.personalDataErasedAt)).toBeGreaterThan(0);
+    expect((await api(`/api/v1/reports/${open.reportId}`, { key: a.apiKey })).body.personalDataErasedAt).toBeNull();
     expect((await api(`/api/v1/reports/${old.reportId}/reveal-reporter`, { key: a.apiKey, body: { reason: "retention check" } })).body.reporter).toEqual({ id: null, contact: null });
     const task = await env.DB.prepare("SELECT context_digest AS digest, response_json AS response, state FROM human_tasks WHERE id = ?1").bind(oldTask).first<any>();
     expect(task).toMatchObject({ digest: "erased", state: "completed" });
@@ -144,7 +146,9 @@ describe("retention of closed cases", () => {
     expect(delivery.digest).toBe("erased");
     expect(await openPersonalData(env, a.id, `webhook_delivery:${delivery.id}`, delivery.sealed)).toEqual({ type: "erased", data: { erased: true } });
     expect((await env.DB.prepare("SELECT personal_data_erased_at AS at, category, subject_id AS subjectId FROM reports WHERE id = ?1").bind(old.reportId).first<any>()).at).not.toBeNull();
-    expect(await env.DB.prepare("SELECT report_count AS n FROM cases WHERE id = ?1").bind(old.caseId).first()).toEqual({ n: 1 });
+    // The case keeps its count and leaves the sweep's range; the open one stays in it.
+    expect(await env.DB.prepare("SELECT report_count AS n, personal_data_erased_at IS NOT NULL AS done FROM cases WHERE id = ?1").bind(old.caseId).first()).toEqual({ n: 1, done: 1 });
+    expect(await env.DB.prepare("SELECT personal_data_erased_at AS at FROM cases WHERE id = ?1").bind(open.caseId).first()).toEqual({ at: null });
 
     // Kept: the open case (its task is still open), the recent closed case, the other installation's case.
     expect((await openReport(a.id, open.reportId)).reporter).toEqual({ id: "user-3", contact: REPORTER_CONTACT });
@@ -164,6 +168,13 @@ describe("retention of closed cases", () => {
     // Idempotent: nothing left to erase, no second event.
     expect(await sweepRetention(env, new Date())).toMatchObject({ reports: 0, cases: 0 });
     expect((await auditRows(a.id)).filter((e) => e.action === "retention.personal_data_erased")).toHaveLength(1);
+
+    // A new report on the same subject reopens the case; its own data is held, the old report stays erased.
+    const again = await report(a.apiKey, "post-old", "user-4");
+    expect(again.caseId).toBe(old.caseId);
+    expect(await env.DB.prepare("SELECT personal_data_erased_at AS at, state FROM cases WHERE id = ?1").bind(old.caseId).first()).toEqual({ at: null, state: "open" });
+    expect((await openReport(a.id, again.reportId)).reporter.id).toBe("user-4");
+    expect((await openReport(a.id, old.reportId)).reporter).toBeNull();
   });
 
   it("the period is set per installation within bounds, audited", async () => {

@@ -88,7 +88,7 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
     ),
     // Only a report that was actually inserted counts, reopens its case and is audited.
     env.DB.prepare(`
-      UPDATE cases SET report_count = report_count + 1, last_reported_at = ?2, state = 'open', updated_at = ?2
+      UPDATE cases SET report_count = report_count + 1, last_reported_at = ?2, state = 'open', personal_data_erased_at = NULL, updated_at = ?2
       WHERE id = (SELECT case_id FROM reports WHERE id = ?1)
     `).bind(id, at),
     auditStatement(
@@ -149,6 +149,7 @@ export async function readReport(env: Env, actor: Actor, reportId: string) {
     description: personal.description,
     evidence: personal.evidence,
     reporter: { known: Boolean(personal.reporter?.id || personal.reporter?.contact), revealed: false },
+    personalDataErasedAt: row.personalDataErasedAt,
   };
 }
 

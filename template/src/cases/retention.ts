@@ -98,7 +98,7 @@ async function casesPastRetention(db: D1Database, now: Date, limit: number, inst
               strftime('%Y-%m-%dT%H:%M:%fZ', ?1, '-' || COALESCE(s.personal_data_days, ${DEFAULT_RETENTION_DAYS}) || ' days') AS cutoff
             FROM installations i LEFT JOIN retention_settings s ON s.installation_id = i.id WHERE ?4 IS NULL OR i.id = ?4) x
         ON x.installation_id = c.installation_id
-    WHERE c.last_reported_at < ?2 AND c.last_reported_at < x.cutoff
+    WHERE c.personal_data_erased_at IS NULL AND c.last_reported_at < ?2 AND c.last_reported_at < x.cutoff
       AND EXISTS (SELECT 1 FROM reports r WHERE r.installation_id = c.installation_id AND r.case_id = c.id AND r.personal_data_erased_at IS NULL)
       AND NOT ${caseBusySql("x.cutoff")}
     ORDER BY c.last_reported_at LIMIT ?3`)
