@@ -128,7 +128,7 @@ describe("retention of closed cases", () => {
     expect(await verifies(a.apiKey)).toBe(true);
 
     const summary = await sweepRetention(env, new Date());
-    expect(summary).toMatchObject({ installations: 1, cases: 1, reports: 1, tasks: 1, stepOutputs: 1, deliveries: 1 });
+    expect(summary).toMatchObject({ installations: 1, cases: 1, reports: 1, tasks: 1, stepOutputs: 1, deliveries: 1, failed: 0 });
 
     // The old, closed case: every sealed blob replaced, the summaries kept.
     expect(await openReport(a.id, old.reportId)).toEqual({ reporter: null, description: null, subjectUrl: null, subjectOwnerId: null, snapshot: null, evidence: [] });

@@ -10,7 +10,7 @@
 // so a decision's six-month appeal window (Art. 20) has passed before its data goes.
 import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
-import { AppError } from "../errors";
+import { AppError, errorCode } from "../errors";
 import { eraseReports, NO_ERASURE, type ErasureCounts } from "./retention-erase";
 
 export const DEFAULT_RETENTION_DAYS = 365;
@@ -121,7 +121,7 @@ export async function sweepRetention(env: Env, now: Date, options: { installatio
     entry.caseIds.push(row.caseId);
     byInstallation.set(row.installationId, entry);
   }
-  const total: ErasureCounts & { cases: number; installations: number } = { ...NO_ERASURE, cases: 0, installations: 0 };
+  const total: ErasureCounts & { cases: number; installations: number; failed: number } = { ...NO_ERASURE, cases: 0, installations: 0, failed: 0 };
   const at = now.toISOString();
   for (const [installationId, entry] of byInstallation) {
     const { results } = await env.DB.prepare(`
@@ -131,20 +131,29 @@ export async function sweepRetention(env: Env, now: Date, options: { installatio
       .all<{ id: string; caseId: string }>();
     const reportIds = results.map((r) => r.id);
     const caseIds = [...new Set(results.map((r) => r.caseId))];
-    const counts = await eraseReports(env, installationId, {
-      reportIds,
-      at,
-      audit: (erased) => ({
-        installationId,
-        // Keyed by the reports erased: a concurrent run erasing the same ones records one event.
-        idempotencyKey: `retention:${installationId}:${reportIds[0]}:${reportIds.length}:${reportIds.at(-1)}`,
-        action: "retention.personal_data_erased",
-        actor: { type: "system", id: "retention" },
-        target: { type: "installation", id: installationId },
-        details: { ...erased, cases: caseIds.length, retentionDays: entry.days, closedBefore: entry.cutoff },
+    let counts: ErasureCounts;
+    try {
+      counts = await eraseReports(env, installationId, {
+        reportIds,
         at,
-      }),
-    });
+        audit: (erased) => ({
+          installationId,
+          // Keyed by the reports erased: a concurrent run erasing the same ones records one event.
+          idempotencyKey: `retention:${installationId}:${reportIds[0]}:${reportIds.length}:${reportIds.at(-1)}`,
+          action: "retention.personal_data_erased",
+          actor: { type: "system", id: "retention" },
+          target: { type: "installation", id: installationId },
+          details: { ...erased, cases: caseIds.length, retentionDays: entry.days, closedBefore: entry.cutoff },
+          at,
+        }),
+      });
+    } catch (error) {
+      // One installation's failure (e.g. a data key that does not open) must not stop the others';
+      // it is counted and logged with its code (never the data), and retried next run.
+      total.failed += 1;
+      console.error(JSON.stringify({ event: "retention.batch_failed", installationId, code: errorCode(error) }));
+      continue;
+    }
     if (Object.values(counts).some((n) => n > 0)) {
       total.installations += 1;
       total.cases += caseIds.length;
