@@ -255,6 +255,11 @@ describe("a named person's data on request", () => {
     const row = await env.DB.prepare("SELECT reporter_key AS k, person_keys_version AS v FROM reports WHERE id = ?1").bind(handle.reportId).first<any>();
     expect(row.v).toBe(1);
     expect(row.k).toMatch(/^pk1_[0-9a-f]{64}$/u);
+    // A row that does not open is set aside, not retried forever.
+    const broken = await report(f.apiKey, "post-f2", "user-67");
+    await env.DB.prepare("UPDATE reports SET personal_data = 'v1.dk_missing.AAAA.AAAA', person_keys_version = NULL WHERE id = ?1").bind(broken.reportId).run();
+    await indexPersonKeys(env, 200);
+    expect(await env.DB.prepare("SELECT person_keys_version AS v FROM reports WHERE id = ?1").bind(broken.reportId).first()).toEqual({ v: -1 });
   });
 });
 

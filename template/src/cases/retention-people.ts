@@ -5,7 +5,7 @@
 // (indexPersonKeys), and on demand for the installation asked about.
 import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
-import { AppError } from "../errors";
+import { AppError, errorCode } from "../errors";
 import { newId } from "../lib/crypto";
 import { PERSON_KEYS_VERSION, personKey } from "../lib/person-keys";
 import { openPersonalData } from "./report-crypto";
@@ -37,8 +37,20 @@ export async function indexPersonKeys(env: Env, limit: number, installationId: s
     env.DB.prepare(`SELECT id, installation_id AS installationId, personal_data AS sealed FROM appeals WHERE person_keys_version IS NULL AND (?2 IS NULL OR installation_id = ?2) ORDER BY created_at LIMIT ?1`).bind(limit, installationId),
   ]);
   const statements: D1PreparedStatement[] = [];
+  // A row that does not open is marked unindexable (version -1, logged by code) rather than
+  // blocking the sweep on it forever; it is not found by a request until its data key is back.
+  const unindexable = (table: "reports" | "appeals", row: { id: string; installationId: string }, error: unknown) => {
+    console.error(JSON.stringify({ event: "person_index.unindexable", table, installationId: row.installationId, id: row.id, code: errorCode(error) }));
+    return env.DB.prepare(`UPDATE ${table} SET person_keys_version = -1 WHERE id = ?1 AND person_keys_version IS NULL`).bind(row.id);
+  };
   for (const row of reports!.results) {
-    const personal = await openPersonalData<ReportPersonalData>(env, row.installationId, `report:${row.id}`, row.sealed);
+    let personal: ReportPersonalData;
+    try {
+      personal = await openPersonalData<ReportPersonalData>(env, row.installationId, `report:${row.id}`, row.sealed);
+    } catch (error) {
+      statements.push(unindexable("reports", row, error));
+      continue;
+    }
     statements.push(
       env.DB.prepare(`UPDATE reports SET reporter_key = ?2, subject_owner_key = ?3, person_keys_version = ?4 WHERE id = ?1 AND person_keys_version IS NULL`).bind(
         row.id,
@@ -49,7 +61,13 @@ export async function indexPersonKeys(env: Env, limit: number, installationId: s
     );
   }
   for (const row of appeals!.results) {
-    const personal = await openPersonalData<{ appellant?: { id?: string } | null }>(env, row.installationId, `appeal:${row.id}`, row.sealed);
+    let personal: { appellant?: { id?: string } | null };
+    try {
+      personal = await openPersonalData<{ appellant?: { id?: string } | null }>(env, row.installationId, `appeal:${row.id}`, row.sealed);
+    } catch (error) {
+      statements.push(unindexable("appeals", row, error));
+      continue;
+    }
     statements.push(env.DB.prepare(`UPDATE appeals SET appellant_key = ?2, person_keys_version = ?3 WHERE id = ?1 AND person_keys_version IS NULL`).bind(row.id, personKey(row.installationId, personal.appellant?.id), PERSON_KEYS_VERSION));
   }
   if (statements.length > 0) await env.DB.batch(statements);
