@@ -70,6 +70,7 @@ export const TABLE_OWNERS = {
   metric_rollups: "metrics",
   metric_rollups_daily: "metrics",
   metric_rollup_hours: "metrics",
+  retention_settings: "cases",
 };
 
 /**

@@ -12,6 +12,9 @@ import { sweepAuditChains } from "./audit";
 import { sealLegacyTaskContexts, sweepLapsedLeases } from "./cases";
 // Not through cases/index.ts: the demotion sweep reaches enforcement and automation, which import it.
 import { sweepAutomaticDemotions } from "./cases/promotion-sweep";
+// Not through cases/index.ts either: retention reaches enforcement and workflows, which import it.
+import { sweepRetention } from "./cases/retention";
+import { indexPersonKeys } from "./cases/retention-people";
 import { sweepComplaintOutcomes, sweepPendingDeliveries } from "./enforcement";
 import { errorCode } from "./errors";
 import { sweepMetricRollups } from "./metrics";
@@ -46,6 +49,10 @@ export const SWEEPS: readonly Sweep[] = [
   // Migration 0007: rows written in plaintext before content sealing (a no-op once none are left).
   { name: "cases.seal_legacy_task_contexts", run: (env) => sealLegacyTaskContexts(env, 200) },
   { name: "workflows.seal_legacy_step_outputs", run: (env) => sealLegacyStepOutputs(env, 200) },
+  // Issue 15 §6: the personal data of closed cases past the installation's retention period (retention.personal_data_erased),
+  // and the person index of rows written before it (a no-op once none are left).
+  { name: "cases.retention", run: (env, now) => sweepRetention(env, now) },
+  { name: "cases.index_person_keys", run: async (env) => ({ ...(await indexPersonKeys(env, 200)) }) },
   // Issue 13 §5: the complete hours not yet rolled up (at most 48 per run), last so it sees what the others did.
   { name: "metrics.rollup", run: (env, now) => sweepMetricRollups(env, now) },
 ];

@@ -85,7 +85,7 @@ describe("the lease sweep", () => {
     expect(row).toEqual({ state: "open", claimedBy: null, leaseExpiresAt: null });
     const audit = await env.DB.prepare("SELECT actor_id AS actorId, details_json AS details FROM audit_events WHERE action = 'task.lease_lapsed' AND target_id = ?").bind(task.id).all();
     expect(audit.results).toHaveLength(1);
-    expect(JSON.parse(String(audit.results[0]!.details))).toMatchObject({ reviewer: "mod-a", leaseExpiresAt: "2000-01-01T00:00:00.000Z" });
+    expect(JSON.parse(String(audit.results[0]!.details))).toMatchObject({ reviewerId: expect.stringMatching(/^rvw_/u), leaseExpiresAt: "2000-01-01T00:00:00.000Z" });
     expect((await api(`/api/v1/queues/${queue.body.id}/stats`, { key: apiKey })).body).toMatchObject({ open: 1, claimed: 0 });
 
     expect(await sweepLapsedLeases(env)).toEqual({ released: 0 });

@@ -155,6 +155,8 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   WarnNotifier: () => ({ reporter: { id: "tenancy-notifier" }, reason: "tenancy check" }),
   SuspendNotifier: () => ({ reporter: { id: "tenancy-notifier" }, reason: "tenancy check", until: new Date(Date.now() + 86_400_000).toISOString() }),
   LiftSuspension: () => ({ reason: "tenancy check" }),
+  RetentionSettings: () => ({ personalDataDays: 400 }),
+  PersonalDataRequest: () => ({ reporter: { id: "tenancy-reporter" } }),
 };
 
 async function until<T>(probe: () => Promise<T | null | undefined>, what: string, timeoutMs = 20_000): Promise<T> {

@@ -6,6 +6,7 @@ import { auditStatement, canonicalJson } from "../audit";
 import { AppError, conflict, notFound } from "../errors";
 import type { Actor } from "../auth";
 import { newId, sha256Hex } from "../lib/crypto";
+import { PERSON_KEYS_VERSION, personKey } from "../lib/person-keys";
 import { restrictsAnything } from "../lib/dsa-vocabulary";
 import { sendComplaintOutcome } from "../enforcement";
 import { assertWithinComplaintPeriod, decisionReversalStatements, resolvesByAutomation } from "./complaints";
@@ -14,6 +15,7 @@ import { APPEAL_OUTCOMES, type APPELLANT_ROLES } from "./taxonomy";
 import { reportSummary } from "./reports";
 import { getReportRow } from "./reports-queries";
 import { fireTriggers } from "./triggers";
+import { reviewerAuditId } from "../lib/person-keys";
 
 export interface AppealInput {
   reportId?: string;
@@ -107,10 +109,25 @@ export async function fileAppeal(env: Env, ctx: ExecutionContext, actor: Actor, 
   const { sealed, dataKeyId } = await sealPersonalData(env, actor.installationId, `appeal:${id}`, { appellant: input.appellant ?? null, reason: input.reason });
   await env.DB.batch([
     env.DB.prepare(`
-      INSERT INTO appeals (id, installation_id, report_id, decision_id, case_id, appellant_role, state, personal_data, data_key_id, idempotency_key, request_digest, created_at, updated_at)
-      VALUES (?1, ?2, ?3, ?4, ?5, ?11, 'open', ?6, ?7, ?8, ?9, ?10, ?10)
+      INSERT INTO appeals (id, installation_id, report_id, decision_id, case_id, appellant_role, state, personal_data, data_key_id, idempotency_key, request_digest, created_at, updated_at,
+        appellant_key, person_keys_version)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?11, 'open', ?6, ?7, ?8, ?9, ?10, ?10, ?12, ?13)
       ON CONFLICT(installation_id, idempotency_key) DO NOTHING
-    `).bind(id, actor.installationId, report.id, input.decisionId ?? null, report.caseId, sealed, dataKeyId, idempotencyKey ?? null, requestDigest, at, appellantRole),
+    `).bind(
+      id,
+      actor.installationId,
+      report.id,
+      input.decisionId ?? null,
+      report.caseId,
+      sealed,
+      dataKeyId,
+      idempotencyKey ?? null,
+      requestDigest,
+      at,
+      appellantRole,
+      personKey(actor.installationId, input.appellant?.id),
+      PERSON_KEYS_VERSION,
+    ),
     auditStatement(
       env.DB,
       {
@@ -172,7 +189,7 @@ export async function resolveAppeal(env: Env, actor: Actor, appealId: string, in
       action: `appeal.${input.outcome}`,
       actor: actor.audit,
       target: { type: "appeal", id: appealId },
-      details: { reviewer: who, resolvedByAutomation: automated },
+      details: { reviewerId: reviewerAuditId(actor.installationId, who), resolvedByAutomation: automated },
       at,
     }),
     ...decisionReversalStatements(env.DB, { installationId: actor.installationId, appealId, decisionId: row.decisionId, at, actor: actor.audit }),

@@ -9,6 +9,7 @@ import { getQueueRow } from "./queues";
 import { openPersonalData, sealPersonalData } from "./report-crypto";
 import { answerLabel, DEFAULT_COMPARE_FIELD, isSampled, qaSamplingKey } from "./qa-sampling";
 import type { TaskRow } from "./tasks";
+import { reviewerAuditId } from "../lib/person-keys";
 
 export const TASK_ORIGINS = ["workflow", "qa", "golden"] as const;
 export type TaskOrigin = (typeof TASK_ORIGINS)[number];
@@ -179,7 +180,7 @@ export async function completeReviewCopyTask(env: Env, actor: Actor, row: TaskRo
         action: "task.completed",
         actor: actor.audit,
         target: { type: "task", id: row.id },
-        details: { reviewer: input.who, runId: row.runId, responseDigest: `sha256:${await sha256Hex(responseJson)}`, ...(row.origin === "qa" ? { qaReview: true } : {}) },
+        details: { reviewerId: reviewerAuditId(actor.installationId, input.who), runId: row.runId, responseDigest: `sha256:${await sha256Hex(responseJson)}`, ...(row.origin === "qa" ? { qaReview: true } : {}) },
         at: now,
       },
       { table: "human_tasks", id: row.id, where: { state: "completed", completed_by: input.who, completed_at: now } },

@@ -10,6 +10,8 @@ export interface ReportRow {
   source: string;
   evidenceCount: number;
   personalData: string;
+  /** When retention or an erasure request replaced the sealed data (issue 15 §6); null while it is held. */
+  personalDataErasedAt: string | null;
   requestDigest: string;
   caseReportCount: number;
   createdAt: string;
@@ -18,7 +20,7 @@ export interface ReportRow {
 const REPORT_COLUMNS = `
   r.id, r.case_id AS caseId, r.subject_kind AS subjectKind, r.subject_id AS subjectId, r.category,
   r.category_specification_json AS categorySpecificationJson, r.source, r.evidence_count AS evidenceCount,
-  r.personal_data AS personalData, r.request_digest AS requestDigest, c.report_count AS caseReportCount, r.created_at AS createdAt`;
+  r.personal_data AS personalData, r.personal_data_erased_at AS personalDataErasedAt, r.request_digest AS requestDigest, c.report_count AS caseReportCount, r.created_at AS createdAt`;
 
 export function getReportRow(db: D1Database, installationId: string, reportId: string): Promise<ReportRow | null> {
   return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.id = ?2`).bind(installationId, reportId).first<ReportRow>();

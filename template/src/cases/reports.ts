@@ -4,6 +4,7 @@ import { auditStatement, canonicalJson } from "../audit";
 import { AppError, conflict, notFound } from "../errors";
 import type { Actor } from "../auth";
 import { newId, sha256Hex } from "../lib/crypto";
+import { PERSON_KEYS_VERSION, personKey } from "../lib/person-keys";
 import { openPersonalData, sealPersonalData } from "./report-crypto";
 import { getReportRow, reportRowByKeyStatement, reportRowStatement, reportSummary, type ReportEvidence, type ReportPersonalData, type ReportRow } from "./reports-queries";
 import { normalizeCategory, POLICY_CATEGORIES, type PolicyCategory } from "./taxonomy";
@@ -79,14 +80,30 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
     `).bind(caseId, ...subject, at),
     env.DB.prepare(`
       INSERT INTO reports (id, installation_id, case_id, subject_kind, subject_id, category, category_specification_json, source,
-        evidence_count, personal_data, data_key_id, idempotency_key, request_digest, created_at)
-      SELECT ?1, ?2, c.id, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13
+        evidence_count, personal_data, data_key_id, idempotency_key, request_digest, created_at, reporter_key, subject_owner_key, person_keys_version)
+      SELECT ?1, ?2, c.id, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16
       FROM cases c WHERE c.installation_id = ?2 AND c.subject_kind = ?3 AND c.subject_id = ?4
       ON CONFLICT(installation_id, idempotency_key) DO NOTHING
-    `).bind(id, ...subject, policyCategory, JSON.stringify(input.categorySpecification ?? []), sender.source, (input.evidence ?? []).length, sealed, dataKeyId, idempotencyKey ?? null, requestDigest, at),
+    `).bind(
+      id,
+      ...subject,
+      policyCategory,
+      JSON.stringify(input.categorySpecification ?? []),
+      sender.source,
+      (input.evidence ?? []).length,
+      sealed,
+      dataKeyId,
+      idempotencyKey ?? null,
+      requestDigest,
+      at,
+      // Issue 15 §6: keyed hashes of the sealed ids, so a named person's reports are found (retention-people.ts).
+      personKey(actor.installationId, input.reporter?.id),
+      personKey(actor.installationId, input.subject.ownerId),
+      PERSON_KEYS_VERSION,
+    ),
     // Only a report that was actually inserted counts, reopens its case and is audited.
     env.DB.prepare(`
-      UPDATE cases SET report_count = report_count + 1, last_reported_at = ?2, state = 'open', updated_at = ?2
+      UPDATE cases SET report_count = report_count + 1, last_reported_at = ?2, state = 'open', personal_data_erased_at = NULL, updated_at = ?2
       WHERE id = (SELECT case_id FROM reports WHERE id = ?1)
     `).bind(id, at),
     auditStatement(
@@ -151,6 +168,7 @@ export async function readReport(env: Env, actor: Actor, reportId: string) {
     description: personal.description,
     evidence: personal.evidence,
     reporter: { known: Boolean(personal.reporter?.id || personal.reporter?.contact), revealed: false },
+    personalDataErasedAt: row.personalDataErasedAt,
   };
 }
 

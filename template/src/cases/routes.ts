@@ -21,6 +21,8 @@ import { getTriggerGate, putTriggerGate } from "./promotion-gates";
 import { listTriggerDemotions } from "./promotion-sweep";
 import { liftSuspension, listSanctions, notifierStanding, sanctionNotifier } from "./notifiers";
 import { getTrustedFlagger, listTrustedFlaggers, registerTrustedFlagger, updateTrustedFlagger } from "./trusted-flaggers";
+import { getRetentionSettings, setRetentionSettings } from "./retention";
+import { erasePersonalData, exportPersonalData } from "./retention-people";
 
 const reading = ["review", "admin"] as const;
 /** Opening personal data (reported content, who reported) needs a scope of its own; `read` does not open it. */
@@ -307,6 +309,35 @@ export const caseRoutes = routes()
   )
   .op({ method: "post", path: "/notifier-sanctions/:id/lift", summary: "End a suspension early (audited)", auth: ["admin"], body: "LiftSuspension", ok: 200, errors: [404, 409] }, async (c, { body }) =>
     liftSuspension(c.env, c.get("actor"), c.req.param("id"), body),
+  )
+  // Issue 15 §6: retention of closed cases' personal data, and a named person's data on request.
+  .op({ method: "get", path: "/retention", summary: "How long the personal data of closed cases is kept (days; default 365)", auth: ["admin"], ok: 200 }, async (c) => getRetentionSettings(c.env.DB, c.get("actor").installationId))
+  .op({ method: "put", path: "/retention", summary: "Set how long the personal data of closed cases is kept (184 to 3650 days; audited)", auth: ["admin"], body: "RetentionSettings", ok: 200, errors: [422] }, async (c, { body }) =>
+    setRetentionSettings(c.env, c.get("actor"), body),
+  )
+  .op(
+    {
+      method: "post",
+      path: "/personal-data/export",
+      summary: "Export a named person's data (as reporter, subject owner, appellant), opened; audited with counts only",
+      auth: ["admin"],
+      body: "PersonalDataRequest",
+      ok: 200,
+      errors: [422, 503],
+    },
+    async (c, { body }) => exportPersonalData(c.env, c.get("actor"), body),
+  )
+  .op(
+    {
+      method: "post",
+      path: "/personal-data/erase",
+      summary: "Erase a named person's data in closed cases as retention does (cases still handled are held back and listed); audited with counts only",
+      auth: ["admin"],
+      body: "PersonalDataRequest",
+      ok: 200,
+      errors: [422, 503],
+    },
+    async (c, { body }) => erasePersonalData(c.env, c.get("actor"), body),
   );
 
 /** `from` and `to` as ISO times (a date alone is its midnight UTC); 422 `complaints.period_invalid` otherwise. */

@@ -3,6 +3,7 @@
 import { auditStatement, canonicalJson, RUNTIME_ACTOR, type AuditEventInput } from "../audit";
 import { sha256Hex } from "../lib/crypto";
 import { sealPersonalData } from "./report-crypto";
+import { reviewerAuditId } from "../lib/person-keys";
 
 /**
  * Opens the task of a step (a human_task node, or a handoff to a queue): due by the queue's SLA,
@@ -148,7 +149,7 @@ export async function sweepLapsedLeases(env: Env, now: Date = new Date(), limit 
         action: "task.lease_lapsed",
         actor: { type: "system", id: "schedule" },
         target: { type: "task", id: row.id },
-        details: { reviewer: row.claimedBy, queueId: row.queueId, leaseExpiresAt: row.leaseExpiresAt },
+        details: { reviewerId: reviewerAuditId(row.installationId, row.claimedBy), queueId: row.queueId, leaseExpiresAt: row.leaseExpiresAt },
         at,
       },
       { table: "human_tasks", id: row.id, where: { state: "open", updated_at: at } },

@@ -14,6 +14,7 @@ import { assertNotOwnQaTask, completeReviewCopyTask, notOwnQaTaskSql, qaSampleSt
 import { openPersonalData } from "./report-crypto";
 import { APPEAL_OUTCOMES } from "./taxonomy";
 import { claimExposureStatement, exposureStatus, nextTaskWellness, NOT_CAPPED_SQL, refuseWhenCapped, releaseExposureStatement } from "./wellness";
+import { reviewerAuditId } from "../lib/person-keys";
 
 export const DEFAULT_LEASE_SECONDS = 900;
 export const MAX_LEASE_SECONDS = 3_600;
@@ -186,7 +187,7 @@ export async function claimTask(env: Env, actor: Actor, taskId: string, input: {
         action: "task.claimed",
         actor: actor.audit,
         target: { type: "task", id: taskId },
-        details: { reviewer: who, leaseExpiresAt: expires },
+        details: { reviewerId: reviewerAuditId(actor.installationId, who), leaseExpiresAt: expires },
         at,
       },
       { table: "human_tasks", id: taskId, where: { installation_id: actor.installationId, claimed_by: who, lease_expires_at: expires, updated_at: at } },
@@ -255,7 +256,7 @@ export async function releaseTask(env: Env, actor: Actor, taskId: string, input:
         action: "task.released",
         actor: actor.audit,
         target: { type: "task", id: taskId },
-        details: { reviewer: who },
+        details: { reviewerId: reviewerAuditId(actor.installationId, who) },
         at,
       },
       { table: "human_tasks", id: taskId, where: { installation_id: actor.installationId, state: "open", updated_at: at } },
@@ -348,7 +349,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
         action: "task.completed",
         actor: actor.audit,
         target: { type: "task", id: taskId },
-        details: { reviewer: who, runId: row.runId, responseDigest: `sha256:${await sha256Hex(responseJson)}` },
+        details: { reviewerId: reviewerAuditId(actor.installationId, who), runId: row.runId, responseDigest: `sha256:${await sha256Hex(responseJson)}` },
         at: now,
       },
       { table: "workflow_events", id: eventId },
@@ -366,7 +367,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
           action: `appeal.${outcome}`,
           actor: actor.audit,
           target: { type: "appeal", id: row.appealId },
-          details: { reviewer: who, taskId },
+          details: { reviewerId: reviewerAuditId(actor.installationId, who), taskId },
           at: now,
         },
         { table: "workflow_events", id: eventId },
@@ -407,7 +408,7 @@ async function completeHandoffTask(env: Env, actor: Actor, row: TaskRow, input: 
         action: "task.completed",
         actor: actor.audit,
         target: { type: "task", id: row.id },
-        details: { reviewer: input.who, runId: row.runId, handoffId: input.handoffId, responseDigest },
+        details: { reviewerId: reviewerAuditId(actor.installationId, input.who), runId: row.runId, handoffId: input.handoffId, responseDigest },
         at: now,
       },
       { table: "human_tasks", id: row.id, where: { state: "completed", completed_by: input.who, completed_at: now } },

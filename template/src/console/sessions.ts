@@ -98,7 +98,7 @@ export async function createSession(env: Env, user: ConsoleUser, via: string): P
       action: "console.signed_in",
       actor: { type: "user", id: user.id },
       target: { type: "console_user", id: user.id },
-      details: { email: user.email, via },
+      details: { via },
       at,
     }),
   ]);
@@ -149,7 +149,7 @@ export async function createSigninLink(env: Env, input: { installationId: string
       action: "console.signin_link_created",
       actor: { type: "admin", id: "admin-token" },
       target: { type: "console_user", id: user!.id },
-      details: { email },
+      details: {},
       at,
     }),
   ]);

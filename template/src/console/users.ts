@@ -42,7 +42,7 @@ export async function createUser(env: Env, actor: Actor, input: { email: string;
         action: "console_user.created",
         actor: actor.audit,
         target: { type: "console_user", id },
-        details: { email, role: input.role, queueIds: input.queueIds ?? null, accessSignIn: input.accessSignIn !== false },
+        details: { role: input.role, queueIds: input.queueIds ?? null, accessSignIn: input.accessSignIn !== false },
         at,
       }),
     ]);
@@ -81,7 +81,8 @@ export async function updateUser(env: Env, actor: Actor, id: string, input: { ro
       action: "console_user.updated",
       actor: actor.audit,
       target: { type: "console_user", id },
-      details: { email: existing.email, ...input },
+      // A name is personal data: the trail says it changed, not to what (issue 15 §6).
+      details: { ...withoutName(input), ...(input.name !== undefined ? { nameChanged: true } : {}) },
       at,
     }),
   ]);
@@ -94,4 +95,9 @@ export async function setPreferences(env: Env, actor: Actor, preferences: { blur
     .bind(actor.user.id, JSON.stringify({ blurMedia: preferences.blurMedia }), new Date().toISOString())
     .run();
   return { ...actor.user.preferences, ...preferences };
+}
+
+function withoutName<T extends { name?: string }>(input: T): Omit<T, "name"> {
+  const { name: _name, ...rest } = input;
+  return rest;
 }

@@ -8,6 +8,7 @@ import { newId, sha256Hex } from "../lib/crypto";
 import { isUniqueViolation, type RowGuard } from "../lib/d1";
 import { evaluateInputMapping, signalRun, TERMINAL_RUN_STATES, type ActionProgress, type AuthorizedRun, type ExpressionContext, type WaitResult, type WorkflowNodeV1 } from "../workflows";
 import { deliveryStatement, enqueueDeliveries, getEndpointRow } from "./webhooks";
+import { reviewerAuditId } from "../lib/person-keys";
 
 const DEFAULT_APPROVAL_SECONDS = 86_400;
 /** How long a run waits for its endpoint to confirm a delivery (retries span hours). */
@@ -417,7 +418,7 @@ export async function decideProposal(env: Env, actor: Actor, proposalId: string,
         action: input.approve ? "action.approved" : "action.rejected",
         actor: actor.audit,
         target: { type: "action_proposal", id: proposalId },
-        details: { approver: who, reason: input.reason ?? null, runId: row.runId },
+        details: { approverId: reviewerAuditId(actor.installationId, who), reason: input.reason ?? null, runId: row.runId },
         at,
       },
       { table: "action_proposals", id: proposalId, where: { state: next, decided_at: at } },

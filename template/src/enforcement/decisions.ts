@@ -13,6 +13,7 @@ import { affectedUserStatements } from "./affected-user";
 import { noticeDecisionStatements } from "./notifier-messages";
 import { renderTemplate } from "./templates";
 import { enqueueDeliveries } from "./webhooks";
+import { reviewerAuditId } from "../lib/person-keys";
 
 // The Transparency Database's own rules (../shared/formats): every statement is checked before it leaves.
 const sorValidator = new Validator(sorSchema as unknown as Schema, "2020-12", false);
@@ -124,7 +125,7 @@ async function decisionStatements(env: Env, source: DecisionSource) {
       action: "decision.recorded",
       actor: source.actor,
       target: { type: "decision", id },
-      details: { runId: source.runId, reportId: source.reportId, outcome, restricts, category, automatedDecision, ...(source.statedName ? { decidedByStated: source.statedName } : {}) },
+      details: { runId: source.runId, reportId: source.reportId, outcome, restricts, category, automatedDecision, ...(source.statedName ? { decidedByStatedId: reviewerAuditId(source.installationId, source.statedName) } : {}) },
       at,
     }),
   ];

@@ -9,6 +9,7 @@ import { contentReadStatement, evaluateInputMapping, type AuthorizedRun, type Ex
 import { decisionRecord } from "./decisions";
 import { renderTemplate } from "./templates";
 import { deliveryStatement, findEndpointRow, subscribedEndpoints } from "./webhooks";
+import { reviewerAuditId } from "../lib/person-keys";
 
 export interface EffectCall {
   env: Env;
@@ -226,7 +227,7 @@ export function completeHandoffStatements(
         action: "handoff.completed",
         actor: input.actor,
         target: { type: "handoff", id: input.handoffId },
-        details: { taskId: input.taskId, reviewer: input.completedBy, outcome: input.outcome, responseDigest: input.responseDigest },
+        details: { taskId: input.taskId, reviewerId: reviewerAuditId(input.installationId, input.completedBy), outcome: input.outcome, responseDigest: input.responseDigest },
         at: input.at,
       },
       { table: "handoffs", id: input.handoffId, where: { completed_at: input.at, completed_by: input.completedBy } },

@@ -7,3 +7,4 @@ export { ACTION_TYPE_AUTONOMY, decidedProposals, precisionRequirements, type Act
 export { sendComplaintOutcome, sweepComplaintOutcomes } from "./affected-user-outcome";
 export { readRedressSettings, type RedressSettings, type SettlementBody } from "./affected-user-settings";
 export { COMPLAINT_MONTHS, NOTIFIER_MESSAGE_KINDS, complaintDeadline, noticeReceiptStatements, notifierSanctionStatements, type NotifierMessages } from "./notifier-messages";
+export { ERASED_PAYLOAD, erasableDeliveriesUnsafe, eraseDeliveriesStatements } from "./erasure";

@@ -506,4 +506,30 @@ export const schemas = {
     },
   },
   LiftSuspension: { type: "object", required: ["reason"], additionalProperties: false, properties: { reason: { type: "string", minLength: 1, maxLength: 2000 } } },
+  // Issue 15 §6: retention and a named person's data.
+  RetentionSettings: {
+    type: "object",
+    required: ["personalDataDays"],
+    additionalProperties: false,
+    properties: { personalDataDays: { type: "integer", description: "Days the personal data of a closed case is kept after its last activity (184 to 3650; default 365)." } },
+  },
+  PersonalDataRequest: {
+    type: "object",
+    additionalProperties: false,
+    minProperties: 1,
+    properties: {
+      reporter: {
+        type: "object",
+        required: ["id"],
+        additionalProperties: false,
+        properties: { id: { type: "string", minLength: 1, maxLength: 300, description: "The reporter id given at intake (reporter.id) or as an appellant." } },
+      },
+      subjectOwner: {
+        type: "object",
+        required: ["id"],
+        additionalProperties: false,
+        properties: { id: { type: "string", minLength: 1, maxLength: 300, description: "The subject owner id given at intake (subject.ownerId) or as an appellant." } },
+      },
+    },
+  },
 } as const satisfies Record<string, JSONSchema>;

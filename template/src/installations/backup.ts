@@ -52,6 +52,7 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "trusted_flaggers", where: OWN },
   { table: "notifier_notices", where: OWN },
   { table: "notifier_sanctions", where: OWN },
+  { table: "retention_settings", where: OWN },
   { table: "backtest_results", where: OWN },
   { table: "audit_checkpoints", where: OWN },
   { table: "audit_events", where: OWN },

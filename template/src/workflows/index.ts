@@ -7,6 +7,7 @@ export { compileWorkflowArtifact } from "./artifacts";
 export { contentReadStatement, loadWorkflowExecutionContext, nodeReadsContent } from "./execution-context";
 export { analyseContent } from "./content-access";
 export { sealLegacyStepOutputs } from "./runtime-records";
+export { eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "./erasure";
 export type { NodeCall } from "./kinds/executors";
 export { compileExpression, evaluateInputMapping, evaluateWorkflowExpression, type ExpressionContext } from "./expressions";
 export { DEFAULT_EXPRESSION_SEMANTICS, EXPRESSION_SEMANTICS, type ExpressionSemantics, semanticsOf } from "./expression-semantics";

@@ -1,0 +1,111 @@
+// Erasure of the personal data behind given reports (issue 15 §6), shared by the retention sweep
+// and erasure on request: every sealed blob goes, the summaries stay. What goes:
+//   reports.personal_data      → sealed tombstone (all fields null), personal_data_erased_at set,
+//                                 the person index keys cleared (the column is NOT NULL, so it is
+//                                 resealed rather than emptied: every reader keeps working)
+//   appeals.personal_data      → the same, for the reports' appeals
+//   human_tasks.context_sealed → sealed null, context_digest 'erased' (tasks of the reports and
+//                                 appeals, golden copies, and QA copies of those tasks)
+//   workflow_step_outputs.sealed_json → NULL (runs of the reports and appeals)
+//   webhook_deliveries.payload_sealed → sealed tombstone (finished deliveries of those runs)
+// What stays: category, subject kind and id, source, counts, dates, decisions, task responses and
+// outcomes, appeal outcomes, the audit trail (never modified). One audit event per batch, counts only.
+import { auditStatement, type AuditEventInput } from "../audit";
+import { erasableDeliveriesUnsafe, eraseDeliveriesStatements } from "../enforcement";
+import { eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "../workflows";
+import { sealPersonalData } from "./report-crypto";
+import type { ReportPersonalData } from "./reports-queries";
+
+/** What an erased report's personal data opens to. */
+export const ERASED_REPORT: ReportPersonalData = { reporter: null, description: null, subjectUrl: null, subjectOwnerId: null, snapshot: null, evidence: [] };
+/** What an erased appeal's personal data opens to. */
+export const ERASED_APPEAL = { appellant: null, reason: null } as const;
+const ERASED_DIGEST = "erased";
+
+export interface ErasureCounts {
+  reports: number;
+  appeals: number;
+  tasks: number;
+  stepOutputs: number;
+  deliveries: number;
+}
+
+export const NO_ERASURE: ErasureCounts = { reports: 0, appeals: 0, tasks: 0, stepOutputs: 0, deliveries: 0 };
+
+/** Everything erasable behind these reports (and the extra appeals named, e.g. a person's own), not erased yet. */
+async function erasable(db: D1Database, installationId: string, reportIds: string[], extraAppealIds: string[]) {
+  const [reports, appeals] = await db.batch<{ id: string }>([
+    // CROSS JOINs from the id lists, so each lookup uses its index rather than the installation's rows.
+    db.prepare(`SELECT r.id FROM json_each(?2) j CROSS JOIN reports r ON r.id = j.value WHERE r.installation_id = ?1 AND r.personal_data_erased_at IS NULL`).bind(installationId, JSON.stringify(reportIds)),
+    db
+      .prepare(`
+      SELECT a.id FROM json_each(?2) j CROSS JOIN appeals a ON a.installation_id = ?1 AND a.report_id = j.value WHERE a.personal_data_erased_at IS NULL
+      UNION SELECT a.id FROM json_each(?3) j CROSS JOIN appeals a ON a.id = j.value WHERE a.installation_id = ?1 AND a.personal_data_erased_at IS NULL`)
+      .bind(installationId, JSON.stringify(reportIds), JSON.stringify(extraAppealIds)),
+  ]);
+  const appealIds = appeals!.results.map((r) => r.id);
+  const { results: tasks } = await db
+    .prepare(`
+    WITH own AS (
+      SELECT id FROM human_tasks WHERE installation_id = ?1 AND report_id IN (SELECT value FROM json_each(?2))
+      UNION SELECT id FROM human_tasks WHERE installation_id = ?1 AND appeal_id IN (SELECT value FROM json_each(?3))
+    )
+    , ids AS (SELECT id FROM own UNION SELECT q.qa_task_id FROM qa_reviews q WHERE q.original_task_id IN (SELECT id FROM own))
+    SELECT t.id FROM ids CROSS JOIN human_tasks t ON t.id = ids.id WHERE t.installation_id = ?1 AND t.context_digest <> '${ERASED_DIGEST}'`)
+    .bind(installationId, JSON.stringify(reportIds), JSON.stringify(appealIds))
+    .all<{ id: string }>();
+  const outputs = await sealedOutputsOfUnsafe(db, installationId, { reportIds, appealIds });
+  const deliveryIds = await erasableDeliveriesUnsafe(db, installationId, outputs.runIds);
+  return { reportIds: reports!.results.map((r) => r.id), appealIds, taskIds: tasks.map((t) => t.id), stepRunIds: outputs.stepRunIds, deliveryIds };
+}
+
+/**
+ * Erases the personal data behind `reportIds` (and `appealIds`) in one D1 batch with `audit`
+ * (whose details get the counts). Idempotent: what is already erased is not counted or written
+ * again; with nothing left to erase, nothing is written and no event recorded. The caller decides
+ * that the reports' cases are closed.
+ */
+export async function eraseReports(env: Env, installationId: string, input: { reportIds: string[]; appealIds?: string[]; at: string; audit: (counts: ErasureCounts) => AuditEventInput }): Promise<ErasureCounts> {
+  const found = await erasable(env.DB, installationId, input.reportIds, input.appealIds ?? []);
+  const counts: ErasureCounts = { reports: found.reportIds.length, appeals: found.appealIds.length, tasks: found.taskIds.length, stepOutputs: found.stepRunIds.length, deliveries: found.deliveryIds.length };
+  if (Object.values(counts).every((n) => n === 0)) return counts;
+  const db = env.DB;
+  const statements: D1PreparedStatement[] = [];
+  for (const id of found.reportIds) {
+    const { sealed, dataKeyId } = await sealPersonalData(env, installationId, `report:${id}`, ERASED_REPORT);
+    statements.push(
+      db
+        .prepare(`UPDATE reports SET personal_data = ?3, data_key_id = ?4, personal_data_erased_at = ?5, reporter_key = NULL, subject_owner_key = NULL, person_keys_version = COALESCE(person_keys_version, 0)
+          WHERE installation_id = ?1 AND id = ?2 AND personal_data_erased_at IS NULL`)
+        .bind(installationId, id, sealed, dataKeyId, input.at),
+    );
+  }
+  for (const id of found.appealIds) {
+    const { sealed, dataKeyId } = await sealPersonalData(env, installationId, `appeal:${id}`, ERASED_APPEAL);
+    statements.push(
+      db
+        .prepare(`UPDATE appeals SET personal_data = ?3, data_key_id = ?4, personal_data_erased_at = ?5, appellant_key = NULL, person_keys_version = COALESCE(person_keys_version, 0)
+          WHERE installation_id = ?1 AND id = ?2 AND personal_data_erased_at IS NULL`)
+        .bind(installationId, id, sealed, dataKeyId, input.at),
+    );
+  }
+  for (const id of found.taskIds) {
+    const { sealed } = await sealPersonalData(env, installationId, `task:${id}`, null);
+    statements.push(
+      db.prepare(`UPDATE human_tasks SET context_sealed = ?3, context_json = '{}', context_digest = '${ERASED_DIGEST}' WHERE installation_id = ?1 AND id = ?2 AND context_digest <> '${ERASED_DIGEST}'`).bind(installationId, id, sealed),
+    );
+  }
+  if (found.stepRunIds.length > 0) statements.push(eraseSealedOutputsStatement(db, installationId, found.stepRunIds));
+  statements.push(...(await eraseDeliveriesStatements(env, installationId, found.deliveryIds)));
+  // A case whose reports are all erased now leaves the sweep's range (intake clears the mark).
+  statements.push(
+    db
+      .prepare(`UPDATE cases SET personal_data_erased_at = ?3 WHERE installation_id = ?1 AND personal_data_erased_at IS NULL
+        AND id IN (SELECT r.case_id FROM json_each(?2) j CROSS JOIN reports r ON r.id = j.value WHERE r.installation_id = ?1)
+        AND NOT EXISTS (SELECT 1 FROM reports r WHERE r.installation_id = ?1 AND r.case_id = cases.id AND r.personal_data_erased_at IS NULL)`)
+      .bind(installationId, JSON.stringify(found.reportIds), input.at),
+  );
+  statements.push(auditStatement(db, input.audit(counts)));
+  await db.batch(statements);
+  return counts;
+}

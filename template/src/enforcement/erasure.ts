@@ -1,0 +1,44 @@
+// Retention and erasure (issue 15 §6), the enforcement side: the sealed payloads of finished
+// webhook deliveries made for given runs (message.send with its recipient and body, handoffs with
+// their evidence, action.execute) and their resends are replaced by a sealed tombstone. Pending
+// deliveries are left alone (their run is still being acted on). Called by cases/retention-erase.ts.
+import { sealPersonalData } from "../cases";
+
+/** What an erased delivery's payload opens to. */
+export const ERASED_PAYLOAD = { erased: true } as const;
+const ERASED_DIGEST = "erased";
+
+/** The finished, not yet erased deliveries of these runs and their resends (one level). */
+export async function erasableDeliveriesUnsafe(db: D1Database, installationId: string, runIds: string[]): Promise<string[]> {
+  if (runIds.length === 0) return [];
+  // message and handoff sources are `<stepId>:…`, and a step id starts with `<runId>:`; an action's source is its proposal.
+  const { results } = await db
+    .prepare(`
+    SELECT d.id FROM json_each(?2) r CROSS JOIN webhook_deliveries d
+      ON d.source_type IN ('message', 'handoff') AND d.source_id > r.value || ':' AND d.source_id < r.value || ';'
+    WHERE d.installation_id = ?1 AND d.state <> 'pending' AND d.payload_digest <> '${ERASED_DIGEST}'
+    UNION
+    SELECT d.id FROM json_each(?2) r CROSS JOIN action_proposals p ON p.run_id = r.value CROSS JOIN webhook_deliveries d ON d.source_type = 'action' AND d.source_id = p.id
+    WHERE p.installation_id = ?1 AND d.installation_id = ?1 AND d.state <> 'pending' AND d.payload_digest <> '${ERASED_DIGEST}'`)
+    .bind(installationId, JSON.stringify(runIds))
+    .all<{ id: string }>();
+  const ids = results.map((r) => r.id);
+  if (ids.length === 0) return ids;
+  const { results: resends } = await db
+    .prepare(`
+    SELECT d.id FROM json_each(?2) o CROSS JOIN webhook_deliveries d ON d.source_type = 'resend' AND d.source_id > o.value || ':' AND d.source_id < o.value || ';'
+    WHERE d.installation_id = ?1 AND d.state <> 'pending' AND d.payload_digest <> '${ERASED_DIGEST}'`)
+    .bind(installationId, JSON.stringify(ids))
+    .all<{ id: string }>();
+  return [...ids, ...resends.map((r) => r.id)];
+}
+
+/** One statement per delivery: its payload sealed anew as the tombstone (the column is NOT NULL), its digest `erased`. */
+export async function eraseDeliveriesStatements(env: Env, installationId: string, deliveryIds: string[]): Promise<D1PreparedStatement[]> {
+  return Promise.all(
+    deliveryIds.map(async (id) => {
+      const { sealed } = await sealPersonalData(env, installationId, `webhook_delivery:${id}`, { type: "erased", data: ERASED_PAYLOAD });
+      return env.DB.prepare(`UPDATE webhook_deliveries SET payload_sealed = ?3, payload_digest = '${ERASED_DIGEST}' WHERE installation_id = ?1 AND id = ?2 AND state <> 'pending'`).bind(installationId, id, sealed);
+    }),
+  );
+}

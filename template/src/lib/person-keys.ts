@@ -1,0 +1,44 @@
+// Keyed hashes of people's ids: a named person's sealed rows are found by an index of these
+// (reports.reporter_key, subject_owner_key, appeals.appellant_key), and reviewers appear in audit
+// details by a pseudonymous id instead of their email or name. HMAC-SHA-256 under keys derived
+// with HKDF from the REPORT_MASTER_KEY Worker secret; synchronous (node:crypto), so a value is
+// computed where its statement is built.
+import { env as workerEnv } from "cloudflare:workers";
+import { createHmac, hkdfSync } from "node:crypto";
+import { AppError } from "../errors";
+
+const SALT = "safest-tools/person-keys";
+/** The index's version: a row indexed under another one (e.g. after a master key change) is indexed again. */
+export const PERSON_KEYS_VERSION = 1;
+const keys = new Map<string, Uint8Array>();
+
+function key(info: string, env: { REPORT_MASTER_KEY?: string }): Uint8Array {
+  const secret = env.REPORT_MASTER_KEY;
+  if (!secret || secret.length < 32) throw new AppError("crypto.master_key_missing", "REPORT_MASTER_KEY (32 characters or more) is needed to index people's ids.", { status: 503 });
+  const name = `${info}:${secret}`;
+  let derived = keys.get(name);
+  if (!derived) {
+    derived = new Uint8Array(hkdfSync("sha256", secret, SALT, info, 32));
+    keys.set(name, derived);
+  }
+  return derived;
+}
+
+/**
+ * The index key of a person's id in an installation (the same for a reporter, a subject owner and
+ * an appellant, so one id finds all of a person's rows), or null for no id.
+ */
+export function personKey(installationId: string, id: string | null | undefined, env: { REPORT_MASTER_KEY?: string } = workerEnv as { REPORT_MASTER_KEY?: string }): string | null {
+  if (typeof id !== "string" || id.length === 0) return null;
+  return `pk1_${createHmac("sha256", key("person-index/v1", env)).update(`${installationId}\u0000${id}`).digest("hex")}`;
+}
+
+/**
+ * How a reviewer (a console user's email, or the name an API key's tool gives) appears in audit
+ * details: `rvw_` and 20 hex digits of a keyed hash, the same for the same reviewer in every event
+ * of an installation, so the trail still shows who did what without holding the email or name.
+ */
+export function reviewerAuditId(installationId: string, who: string | null | undefined, env: { REPORT_MASTER_KEY?: string } = workerEnv as { REPORT_MASTER_KEY?: string }): string | null {
+  if (typeof who !== "string" || who.length === 0) return null;
+  return `rvw_${createHmac("sha256", key("audit-reviewer/v1", env)).update(`${installationId}\u0000${who}`).digest("hex").slice(0, 20)}`;
+}
