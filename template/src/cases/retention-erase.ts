@@ -55,7 +55,7 @@ async function erasable(db: D1Database, installationId: string, reportIds: strin
     .bind(installationId, JSON.stringify(reportIds), JSON.stringify(appealIds))
     .all<{ id: string }>();
   const outputs = await sealedOutputsOfUnsafe(db, installationId, { reportIds, appealIds });
-  const deliveryIds = await erasableDeliveriesUnsafe(db, installationId, outputs.runIds);
+  const deliveryIds = await erasableDeliveriesUnsafe(db, installationId, outputs.runIds, reportIds);
   return { reportIds: reports!.results.map((r) => r.id), appealIds, taskIds: tasks.map((t) => t.id), stepRunIds: outputs.stepRunIds, deliveryIds };
 }
 

@@ -9,8 +9,8 @@ export const ERASED_PAYLOAD = { erased: true } as const;
 const ERASED_DIGEST = "erased";
 
 /** The finished, not yet erased deliveries of these runs and their resends (one level). */
-export async function erasableDeliveriesUnsafe(db: D1Database, installationId: string, runIds: string[]): Promise<string[]> {
-  if (runIds.length === 0) return [];
+export async function erasableDeliveriesUnsafe(db: D1Database, installationId: string, runIds: string[], reportIds: string[] = []): Promise<string[]> {
+  if (runIds.length === 0 && reportIds.length === 0) return [];
   // message and handoff sources are `<stepId>:…`, and a step id starts with `<runId>:`; an action's source is its proposal.
   const { results } = await db
     .prepare(`
@@ -19,8 +19,17 @@ export async function erasableDeliveriesUnsafe(db: D1Database, installationId: s
     WHERE d.installation_id = ?1 AND d.state <> 'pending' AND d.payload_digest <> '${ERASED_DIGEST}'
     UNION
     SELECT d.id FROM json_each(?2) r CROSS JOIN action_proposals p ON p.run_id = r.value CROSS JOIN webhook_deliveries d ON d.source_type = 'action' AND d.source_id = p.id
-    WHERE p.installation_id = ?1 AND d.installation_id = ?1 AND d.state <> 'pending' AND d.payload_digest <> '${ERASED_DIGEST}'`)
-    .bind(installationId, JSON.stringify(runIds))
+    WHERE p.installation_id = ?1 AND d.installation_id = ?1 AND d.state <> 'pending' AND d.payload_digest <> '${ERASED_DIGEST}'
+    UNION
+    -- Messages the host sent about a report outside any run: a notifier's receipt and outcome (Art. 16),
+    -- the affected user's statement and a complaint's outcome (Art. 17, 20).
+    SELECT d.id FROM json_each(?3) j CROSS JOIN messages m ON m.installation_id = ?1 AND m.report_id = j.value CROSS JOIN webhook_deliveries d ON d.id = m.delivery_id
+    WHERE d.installation_id = ?1 AND d.state <> 'pending' AND d.payload_digest <> '${ERASED_DIGEST}'
+    UNION
+    SELECT d.id FROM json_each(?3) j CROSS JOIN redress_messages rm ON rm.installation_id = ?1 AND rm.report_id = j.value CROSS JOIN json_each(rm.delivery_ids_json) x
+      CROSS JOIN webhook_deliveries d ON d.id = x.value
+    WHERE d.installation_id = ?1 AND d.state <> 'pending' AND d.payload_digest <> '${ERASED_DIGEST}'`)
+    .bind(installationId, JSON.stringify(runIds), JSON.stringify(reportIds))
     .all<{ id: string }>();
   const ids = results.map((r) => r.id);
   if (ids.length === 0) return ids;
