@@ -12,7 +12,7 @@ import { sweepAuditChains } from "./audit";
 import { sealLegacyTaskContexts, sweepLapsedLeases } from "./cases";
 // Not through cases/index.ts: the demotion sweep reaches enforcement and automation, which import it.
 import { sweepAutomaticDemotions } from "./cases/promotion-sweep";
-import { sweepPendingDeliveries } from "./enforcement";
+import { sweepPendingDeliveries, sweepTransparencyDb } from "./enforcement";
 import { errorCode } from "./errors";
 import { sweepMetricRollups } from "./metrics";
 import { recordSweepRuns, sweepAlerts } from "./operations";
@@ -36,6 +36,8 @@ export const SWEEPS: readonly Sweep[] = [
   // Runs with no progress past their node's timeout (or their wait's deadline): workflow.run_stalled.
   { name: "workflows.stalled_runs", run: (env, now) => sweepStalledRuns(env, now) },
   { name: "enforcement.outbox", run: (env, now) => sweepPendingDeliveries(env, now) },
+  // Issue 15 §1: restricting decisions' statements of reasons to the DSA Transparency Database (10 batches of 100 per run).
+  { name: "enforcement.transparency_db", run: (env, now) => sweepTransparencyDb(env, now) },
   { name: "audit.seal_and_verify", run: async (env) => ({ ...(await sweepAuditChains(env)) }) },
   // After the audit sweep, so a broken chain it found is alerted in the same run.
   { name: "operations.alerts", run: (env, now) => sweepAlerts(env, now) },

@@ -10,6 +10,7 @@ import { decisionConfigProblems, restrictsAnything, type Restrictions } from "..
 import sorSchema from "../lib/dsa-statement-of-reasons.schema.json";
 import { evaluateInputMapping, type AuthorizedRun, type ExpressionContext, type WorkflowNodeV1 } from "../workflows";
 import { renderTemplate } from "./templates";
+import { queueSubmissionStatement } from "./transparency-db";
 
 // The Transparency Database's own rules (../shared/formats): every statement is checked before it leaves.
 const sorValidator = new Validator(sorSchema as unknown as Schema, "2020-12", false);
@@ -125,6 +126,8 @@ async function decisionStatements(env: Env, source: DecisionSource) {
       at,
     }),
   ];
+  // Issue 15 §1: a restricting decision is queued for the Transparency Database in its own batch.
+  if (restricts) statements.push(queueSubmissionStatement(env.DB, id, at));
   return { id, outcome, restricts, automatedDecision, statements };
 }
 

@@ -4,3 +4,5 @@ export { cancelStepProposalStatements, completeWorkflowAction, prepareWorkflowAc
 export { completeHandoffStatements, handoffWorkflowReport, recordWorkflowDecision, sendWorkflowMessage, type EffectCall, type EffectResult } from "./effects";
 export { ALERT_EVENT_TYPES, WEBHOOK_EVENT_TYPES, deliveryStatement, enqueueDeliveries, getEndpointRow, sweepPendingDeliveries, type NewDelivery } from "./webhooks";
 export { ACTION_TYPE_AUTONOMY, decidedProposals, precisionRequirements, type ActionTypeAutonomy, type DecidedProposals, type GateRequirement } from "./proposal-figures";
+export { TDB_PRESET_NAMES, TDB_PRESETS, TDB_STATES } from "./transparency-db";
+export { sweepTransparencyDb } from "./transparency-db-submit";
