@@ -200,7 +200,7 @@ export async function recordManualDecision(
   return getDecision(env, actor, record.id);
 }
 
-interface DecisionRow {
+export interface DecisionRow {
   id: string;
   runId: string | null;
   reportId: string | null;
@@ -273,7 +273,17 @@ const upper = (prefix: string, value: string) => `${prefix}_${value.toUpperCase(
 
 /** The decision as a DSA Transparency Database statement of reasons (no personal data). */
 export async function statementOfReasons(env: Env, actor: Actor, id: string): Promise<Record<string, unknown>> {
-  const row = await decisionRow(env, actor, id);
+  return statementOfReasonsOf(await decisionRow(env, actor, id));
+}
+
+/** Decisions of an installation by id, in one query (the Transparency Database renders a batch of statements from it). */
+export async function decisionRowsByIds(env: Env, installationId: string, ids: string[]): Promise<DecisionRow[]> {
+  const { results } = await env.DB.prepare(`SELECT ${COLUMNS} FROM decisions WHERE installation_id = ?1 AND id IN (SELECT value FROM json_each(?2))`).bind(installationId, JSON.stringify(ids)).all<DecisionRow>();
+  return results;
+}
+
+/** The statement of reasons of a decision row (throws as statementOfReasons does). */
+export function statementOfReasonsOf(row: DecisionRow): Record<string, unknown> {
   const r = JSON.parse(row.restrictionsJson) as Restrictions;
   if (!restrictsAnything(r)) {
     throw new AppError(

@@ -15,7 +15,7 @@ import type { Actor } from "../auth";
 import { openPersonalData } from "../cases";
 import { AppError, errorCode } from "../errors";
 import sorSchema from "../lib/dsa-statement-of-reasons.schema.json";
-import { statementOfReasons } from "./decisions";
+import { decisionRowsByIds, statementOfReasons, statementOfReasonsOf, type DecisionRow } from "./decisions";
 import { tdbSettingsRow, tokenContext, type StatementOverrides, type TdbSettingsRow } from "./transparency-db";
 import { knownPersonalValues, personalDataFindings } from "./transparency-db-privacy";
 import { parseRetryAfter } from "./webhooks";
@@ -130,10 +130,10 @@ async function claim(env: Env, installationId: string, claimId: string, now: Dat
 const systemActor = (installationId: string): Actor => ({ installationId, scopes: ["admin"], audit: { type: "system", id: "transparency-db" } });
 
 /** The statement as it will be sent, or why it may not be: rendered, redactions applied, schema- and personal-data-checked. */
-async function prepare(env: Env, installationId: string, row: Claimed): Promise<{ statement: Record<string, unknown> } | { code: string; errors: unknown }> {
+async function prepare(env: Env, installationId: string, row: Claimed, decision: DecisionRow | undefined): Promise<{ statement: Record<string, unknown> } | { code: string; errors: unknown }> {
   let statement: Record<string, unknown>;
   try {
-    statement = await statementOfReasons(env, systemActor(installationId), row.decisionId);
+    statement = decision ? statementOfReasonsOf(decision) : await statementOfReasons(env, systemActor(installationId), row.decisionId);
   } catch (error) {
     const details = error instanceof AppError ? error.details : undefined;
     return { code: "transparency_db.statement_invalid", errors: details ?? [{ code: errorCode(error) }] };
@@ -144,7 +144,8 @@ async function prepare(env: Env, installationId: string, row: Claimed): Promise<
   if (overrides.decisionFacts && statement[explanationField] === statement.decision_facts) statement[explanationField] = overrides.decisionFacts;
   if (overrides.decisionFacts) statement.decision_facts = overrides.decisionFacts;
   if (overrides.explanation) statement[explanationField] = overrides.explanation;
-  const check = validator.validate(statement);
+  // statementOfReasons validated the rendered statement; redacted text is validated again.
+  const check = row.overridesJson ? validator.validate(statement) : { valid: true, errors: [] };
   if (!check.valid) return { code: "transparency_db.statement_invalid", errors: check.errors.slice(0, 10).map((e) => ({ path: e.instanceLocation, code: e.keyword, message: e.error })) };
   const findings = personalDataFindings(statement, await knownPersonalValues(env, installationId, row.reportId));
   if (findings.length > 0) return { code: "transparency_db.personal_data", errors: findings };
@@ -199,11 +200,21 @@ async function sendBatch(ctx: Context, claimed: Claimed[], settings: TdbSettings
   // 2. Rendered and checked here; what may not leave is rejected before sending.
   let outgoing: Array<{ row: Claimed; statement: Record<string, unknown> }> = [];
   const refused: Array<{ row: Claimed; code: string; errors: unknown }> = [];
-  for (const row of rows) {
-    const prepared = await prepare(env, ctx.installationId, row);
-    if ("statement" in prepared) outgoing.push({ row, statement: prepared.statement });
-    else refused.push({ row, ...prepared });
-  }
+  const decisions = new Map(
+    (
+      await decisionRowsByIds(
+        env,
+        ctx.installationId,
+        rows.map((row) => row.decisionId),
+      )
+    ).map((decision) => [decision.id, decision]),
+  );
+  const prepared = await Promise.all(rows.map((row) => prepare(env, ctx.installationId, row, decisions.get(row.decisionId))));
+  rows.forEach((row, index) => {
+    const result = prepared[index]!;
+    if ("statement" in result) outgoing.push({ row, statement: result.statement });
+    else refused.push({ row, ...result });
+  });
   await markRejected(ctx, refused, "platform", null);
   // 3. Sent, with the 422 split.
   for (let round = 0; round < MAX_ROUNDS && outgoing.length > 0; round++) {
