@@ -36,7 +36,7 @@ export const SWEEPS: readonly Sweep[] = [
   // Runs with no progress past their node's timeout (or their wait's deadline): workflow.run_stalled.
   { name: "workflows.stalled_runs", run: (env, now) => sweepStalledRuns(env, now) },
   { name: "enforcement.outbox", run: (env, now) => sweepPendingDeliveries(env, now) },
-  // Issue 15 §1: restricting decisions' statements of reasons to the DSA Transparency Database (10 batches of 100 per run).
+  // Issue 15 §1: restricting decisions' statements of reasons to the DSA Transparency Database (5 batches of 100 per run).
   { name: "enforcement.transparency_db", run: (env, now) => sweepTransparencyDb(env, now) },
   { name: "audit.seal_and_verify", run: async (env) => ({ ...(await sweepAuditChains(env)) }) },
   // After the audit sweep, so a broken chain it found is alerted in the same run.

@@ -2,7 +2,7 @@
 // Transparency Database peer (an http server on 127.0.0.1 in this process speaking the API's two
 // calls: POST /api/v1/statements, 1–100 per call, 201 with a uuid each, a held puid a 422
 // existing_puids; GET /api/v1/statement/existing-puid/:puid, 302/404), through POST
-// /api/v1/transparency-database/submit (up to 10 batches of 100 per call, the code the scheduled
+// /api/v1/transparency-database/submit (up to 5 batches of 100 per call, the code the scheduled
 // sweep runs) until none is pending: statements/s, and every decision stored once. Decisions and
 // their pending submission rows are seeded by SQL (/bench/tdb-seed), as the decision hook writes them.
 import { createServer } from "node:http";
@@ -64,7 +64,7 @@ export async function sectionTdb(api, adminToken) {
       calls++;
       submitted += summary.submitted;
       if (summary.failedCalls > 0) throw new Error(`tdb: a call to the peer failed: ${JSON.stringify(summary)}`);
-      if (summary.batches === 0 || calls > 50) break;
+      if (summary.batches === 0 || calls > 100) break;
     }
     const ms = Date.now() - began;
     const settings = await api("/api/v1/transparency-database/settings", { key });
@@ -90,6 +90,6 @@ export async function sectionTdb(api, adminToken) {
 export function tdbLines() {
   if (results.tdbMs === undefined) return [];
   return [
-    `transparency db:  ${results.tdbStatementsPerSecond} statements/s — ${results.tdbSubmitted} of ${results.tdbDecisions} decisions submitted in ${results.tdbPeerPosts} batches (peer stored ${results.tdbStoredByPeer}, duplicates sent ${results.tdbDuplicatesSent}) in ${results.tdbMs} ms over ${results.tdbSubmitCalls} submit calls of up to 10 batches; ${results.tdbPending} left pending`,
+    `transparency db:  ${results.tdbStatementsPerSecond} statements/s — ${results.tdbSubmitted} of ${results.tdbDecisions} decisions submitted in ${results.tdbPeerPosts} batches (peer stored ${results.tdbStoredByPeer}, duplicates sent ${results.tdbDuplicatesSent}) in ${results.tdbMs} ms over ${results.tdbSubmitCalls} submit calls of up to 5 batches; ${results.tdbPending} left pending`,
   ];
 }

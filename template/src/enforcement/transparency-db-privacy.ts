@@ -4,7 +4,7 @@
 // for the personal values the platform itself holds about the decision's report — the reporter's id
 // and contact, the subject owner's id, the subject's URL (sealed: opened here on the host, compared,
 // never stored or logged). A finding names the field and the kind, never the value.
-import { getReportRow, openPersonalData, type ReportPersonalData } from "../cases";
+import { getReportRow, openPersonalData, reportRowsStatement, type ReportPersonalData, type ReportRow } from "../cases";
 
 export type PersonalDataKind = "email_address" | "phone_number" | "ip_address" | "user_url" | "user_handle" | "decentralized_id" | "reporter_id" | "reporter_contact" | "subject_owner_id" | "subject_url" | "subject_account_id";
 
@@ -58,22 +58,36 @@ export interface KnownPersonalValues {
   values: Array<[PersonalDataKind, string]>;
 }
 
-export async function knownPersonalValues(env: Env, installationId: string, reportId: string | null): Promise<KnownPersonalValues> {
-  if (!reportId) return { values: [] };
-  const row = await getReportRow(env.DB, installationId, reportId);
-  if (!row) return { values: [] };
-  const personal = await openPersonalData<ReportPersonalData>(env, installationId, `report:${row.id}`, row.personalData);
+/** The values of one report row (its sealed personal data opened here). A report whose personal data was erased has none left to compare. */
+async function valuesOf(env: Env, installationId: string, row: ReportRow): Promise<KnownPersonalValues> {
   const values: Array<[PersonalDataKind, string]> = [];
   const add = (kind: PersonalDataKind, value: unknown) => {
     if (typeof value === "string" && value.trim()) values.push([kind, value]);
   };
+  // An account reported as the subject is a person's account: its id is personal too.
+  if (row.subjectKind === "account") add("subject_account_id", row.subjectId);
+  if (!row.personalData?.startsWith("v1.")) return { values };
+  const personal = await openPersonalData<ReportPersonalData>(env, installationId, `report:${row.id}`, row.personalData);
   add("reporter_id", personal.reporter?.id);
   add("reporter_contact", personal.reporter?.contact);
   add("subject_owner_id", personal.subjectOwnerId);
   add("subject_url", personal.subjectUrl);
-  // An account reported as the subject is a person's account: its id is personal too.
-  if (row.subjectKind === "account") add("subject_account_id", row.subjectId);
   return { values };
+}
+
+export async function knownPersonalValues(env: Env, installationId: string, reportId: string | null): Promise<KnownPersonalValues> {
+  if (!reportId) return { values: [] };
+  const row = await getReportRow(env.DB, installationId, reportId);
+  return row ? valuesOf(env, installationId, row) : { values: [] };
+}
+
+/** The known values of many reports, in one query (a batch of statements). */
+export async function knownPersonalValuesOf(env: Env, installationId: string, reportIds: string[]): Promise<Map<string, KnownPersonalValues>> {
+  const known = new Map<string, KnownPersonalValues>();
+  if (reportIds.length === 0) return known;
+  const { results } = await reportRowsStatement(env.DB, installationId, [...new Set(reportIds)]).all<ReportRow>();
+  for (const row of results) known.set(row.id, await valuesOf(env, installationId, row));
+  return known;
 }
 
 /** What in `statement` is personal data (empty: none found). */

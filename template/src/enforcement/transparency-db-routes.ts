@@ -47,6 +47,6 @@ export const transparencyDbRoutes = routes()
     },
     async (c, { body }) => resubmit(c.env, c.get("actor"), c.req.param("decisionId"), body),
   )
-  .op({ method: "post", path: "/transparency-database/submit", summary: "Submit this installation's pending statements now (up to 10 batches of 100; a backoff still holds)", auth: ["admin"], ok: 200, errors: [409] }, async (c) =>
+  .op({ method: "post", path: "/transparency-database/submit", summary: "Submit this installation's pending statements now (up to 5 batches of 100; a backoff still holds)", auth: ["admin"], ok: 200, errors: [409] }, async (c) =>
     submitNow(c.env, c.get("actor")),
   );

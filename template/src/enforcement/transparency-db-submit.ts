@@ -17,12 +17,14 @@ import { AppError, errorCode } from "../errors";
 import sorSchema from "../lib/dsa-statement-of-reasons.schema.json";
 import { decisionRowsByIds, statementOfReasons, statementOfReasonsOf, type DecisionRow } from "./decisions";
 import { tdbSettingsRow, tokenContext, type StatementOverrides, type TdbSettingsRow } from "./transparency-db";
-import { knownPersonalValues, personalDataFindings } from "./transparency-db-privacy";
+import { knownPersonalValuesOf, personalDataFindings, type KnownPersonalValues } from "./transparency-db-privacy";
 import { parseRetryAfter } from "./webhooks";
 
 export const TDB_BATCH_LIMIT = 100;
 /** Batches per scheduled run, over all installations (the next run goes on). */
-const SWEEP_BATCHES = 10;
+// Five batches keep a run within a Worker invocation's D1 query and subrequest limits (about ten
+// queries and one POST per batch, plus one lookup per statement left in doubt).
+const SWEEP_BATCHES = 5;
 const SWEEP_INSTALLATIONS = 20;
 /** 422 rounds within one batch (each removes the statements the errors named). */
 const MAX_ROUNDS = 4;
@@ -79,7 +81,8 @@ export async function sweepTransparencyDb(env: Env, now: Date): Promise<Record<s
   let budget = SWEEP_BATCHES;
   for (const { installationId } of results) {
     if (budget <= 0) break;
-    const summary = await submitPending(env, installationId, now, Math.max(1, Math.floor(budget / 2)));
+    // Least recently served first (ORDER BY above), so one busy installation does not starve the others.
+    const summary = await submitPending(env, installationId, now, budget);
     budget -= Math.max(1, summary.batches);
     for (const key of Object.keys(summary) as Array<keyof SubmitSummary>) total[key] += summary[key];
   }
@@ -130,7 +133,7 @@ async function claim(env: Env, installationId: string, claimId: string, now: Dat
 const systemActor = (installationId: string): Actor => ({ installationId, scopes: ["admin"], audit: { type: "system", id: "transparency-db" } });
 
 /** The statement as it will be sent, or why it may not be: rendered, redactions applied, schema- and personal-data-checked. */
-async function prepare(env: Env, installationId: string, row: Claimed, decision: DecisionRow | undefined): Promise<{ statement: Record<string, unknown> } | { code: string; errors: unknown }> {
+async function prepare(env: Env, installationId: string, row: Claimed, decision: DecisionRow | undefined, known: KnownPersonalValues): Promise<{ statement: Record<string, unknown> } | { code: string; errors: unknown }> {
   let statement: Record<string, unknown>;
   try {
     statement = decision ? statementOfReasonsOf(decision) : await statementOfReasons(env, systemActor(installationId), row.decisionId);
@@ -147,7 +150,7 @@ async function prepare(env: Env, installationId: string, row: Claimed, decision:
   // statementOfReasons validated the rendered statement; redacted text is validated again.
   const check = row.overridesJson ? validator.validate(statement) : { valid: true, errors: [] };
   if (!check.valid) return { code: "transparency_db.statement_invalid", errors: check.errors.slice(0, 10).map((e) => ({ path: e.instanceLocation, code: e.keyword, message: e.error })) };
-  const findings = personalDataFindings(statement, await knownPersonalValues(env, installationId, row.reportId));
+  const findings = personalDataFindings(statement, known);
   if (findings.length > 0) return { code: "transparency_db.personal_data", errors: findings };
   return { statement };
 }
@@ -209,7 +212,13 @@ async function sendBatch(ctx: Context, claimed: Claimed[], settings: TdbSettings
       )
     ).map((decision) => [decision.id, decision]),
   );
-  const prepared = await Promise.all(rows.map((row) => prepare(env, ctx.installationId, row, decisions.get(row.decisionId))));
+  const known = await knownPersonalValuesOf(
+    env,
+    ctx.installationId,
+    rows.flatMap((row) => (row.reportId ? [row.reportId] : [])),
+  );
+  const none: KnownPersonalValues = { values: [] };
+  const prepared = await Promise.all(rows.map((row) => prepare(env, ctx.installationId, row, decisions.get(row.decisionId), (row.reportId && known.get(row.reportId)) || none)));
   rows.forEach((row, index) => {
     const result = prepared[index]!;
     if ("statement" in result) outgoing.push({ row, statement: result.statement });
