@@ -258,6 +258,18 @@ describe("Transparency Database submission", () => {
     expect((await api("/api/v1/transparency-database/settings", { key: apiKey })).body).toMatchObject({ pausedUntil: null, lastError: null, lastStatus: 201 });
   });
 
+  it("a token the database refuses (401) pauses submission with token_rejected; nothing is in doubt", async () => {
+    const { apiKey, reportId } = await setup();
+    const wrong = `wrong-${crypto.randomUUID()}`;
+    await api("/api/v1/transparency-database/settings", { method: "PUT", key: apiKey, body: { token: wrong, enabled: true } });
+    const [id] = await decideMany(apiKey, reportId, ["Scam with a bad token."]);
+    expect(await sweep()).toMatchObject({ failedCalls: 1, submitted: 0 });
+    const settings = (await api("/api/v1/transparency-database/settings", { key: apiKey })).body;
+    expect(settings).toMatchObject({ lastStatus: 401, lastError: "token_rejected", baseUrl: "https://tdb.test", tokenSet: true });
+    expect(JSON.stringify(settings)).not.toContain(wrong);
+    expect(await submission(apiKey, id!)).toMatchObject({ state: "pending", inDoubt: false, lastStatus: 401 });
+  });
+
   it("another installation's submissions are a 404, its list is empty, and its sweep never sends them", async () => {
     const a = await setup();
     const [decisionId] = await decideMany(a.apiKey, a.reportId, ["Scam for A."]);
