@@ -7,7 +7,7 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { personalDataFindings } from "../src/enforcement/transparency-db-privacy";
 import { runSchedule, SWEEPS } from "../src/schedule";
-import { api, newInstallation } from "./helpers";
+import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
 
 interface PeerCall {
   method: string;
@@ -116,6 +116,31 @@ describe("Transparency Database submission", () => {
       decision_facts: "Scam advert, removed under our terms on fraud.",
       incompatible_content_explanation: "Scam advert, removed under our terms on fraud.",
     });
+  });
+
+  it("a workflow's restricting decision is queued in its step's batch and submitted", async () => {
+    const { apiKey, token } = await setup();
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        {
+          id: "decide",
+          kind: "decision",
+          config: { outcome: "removed_scam", ground: "incompatible_content", statement: "The post advertised a fraudulent investment scheme.", restrictions: { visibility: ["content_removed"] } },
+        },
+        { id: "done", kind: "end" },
+      ],
+      edges: [edge("start", "success", "decide"), edge("decide", "recorded", "done")],
+    });
+    await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", workflowVersionId: version.id, authorityMode: "autonomous" } });
+    const report = await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "content", id: "post-wf" }, category: "scams_and_fraud" } });
+    const run = await waitForRun(apiKey, report.body.runs[0].runId);
+    const decisionId = run.steps.find((s: any) => s.nodeId === "decide").output.decisionId;
+    expect(await submission(apiKey, decisionId)).toMatchObject({ state: "pending", puid: decisionId });
+    await sweep();
+    expect(await submission(apiKey, decisionId)).toMatchObject({ state: "submitted" });
+    expect((await peerStore(token)).statements[0]).toMatchObject({ puid: decisionId, automated_decision: "AUTOMATED_DECISION_FULLY", source_type: "SOURCE_ARTICLE_16" });
   });
 
   it("a lost response (stored, then a 504) is looked up by puid on the retry: never sent twice", async () => {
