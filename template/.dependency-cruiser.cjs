@@ -13,7 +13,7 @@
 const KNOWN_VIOLATIONS = [];
 
 const DOMAIN = "src/(?!lib/|http/)[^/]+/";
-const ROUTE_FILE = "^src/[^/]+/(routes|runs-routes)\\.ts$";
+const ROUTE_FILE = "^src/[^/]+/(routes|[a-z-]+-routes)\\.ts$";
 const allowlisted = (from) => KNOWN_VIOLATIONS.filter(([f]) => f === from).map(([, to]) => to);
 const fromPaths = [...new Set(KNOWN_VIOLATIONS.map(([from]) => from))];
 

@@ -15,6 +15,7 @@ import { type AuditRow, eventHash, GENESIS_HASH, sealAuditChain } from "../src/a
 import { entryMacText } from "../src/audit/events";
 import { auditKeys } from "../src/audit/keys";
 import { expressionBudget } from "./expression-budget";
+import { seedTdbDecisions } from "./tdb";
 import { executeBuiltin } from "../src/automation/builtins";
 import { executeComponentVersion, getComponentVersionRow } from "../src/automation/components";
 import { sealPersonalData } from "../src/cases/report-crypto";
@@ -587,6 +588,7 @@ async function benchRoute(request: Request, env: BenchEnv, ctx: ExecutionContext
     for (let index = 0; index < count; index++) await env.DB.prepare(`SELECT 1 AS one`).first();
     return json({ count, msPerRoundTrip: (Date.now() - began) / count });
   }
+  if (request.method === "POST" && url.pathname === "/bench/tdb-seed") return seedTdbDecisions(env, (await request.json().catch(() => ({}))) as Parameters<typeof seedTdbDecisions>[1]);
   if (request.method === "POST" && url.pathname === "/bench/audit-seed") return seedAudit(env, (await request.json().catch(() => ({}))) as { installationId?: unknown; upTo?: unknown });
   if (request.method === "POST" && url.pathname === "/bench/queue-seed") return seedQueue(env, (await request.json().catch(() => ({}))) as SeedBody);
   if (request.method === "POST" && url.pathname === "/bench/queue-plan") return explainListing(env, (await request.json().catch(() => ({}))) as Parameters<typeof explainListing>[1]);

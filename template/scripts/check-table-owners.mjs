@@ -49,6 +49,8 @@ export const TABLE_OWNERS = {
   action_proposals: "enforcement",
   messages: "enforcement",
   decisions: "enforcement",
+  tdb_settings: "enforcement",
+  tdb_submissions: "enforcement",
   action_type_gates: "enforcement",
   handoffs: "enforcement",
   redress_settings: "enforcement",

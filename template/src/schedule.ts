@@ -15,7 +15,7 @@ import { sweepAutomaticDemotions } from "./cases/promotion-sweep";
 // Not through cases/index.ts either: retention reaches enforcement and workflows, which import it.
 import { sweepRetention } from "./cases/retention";
 import { indexPersonKeys } from "./cases/retention-people";
-import { sweepComplaintOutcomes, sweepPendingDeliveries } from "./enforcement";
+import { sweepComplaintOutcomes, sweepPendingDeliveries, sweepTransparencyDb } from "./enforcement";
 import { errorCode } from "./errors";
 import { sweepMetricRollups } from "./metrics";
 import { recordSweepRuns, sweepAlerts } from "./operations";
@@ -41,6 +41,8 @@ export const SWEEPS: readonly Sweep[] = [
   // DSA Art. 20(5): decided appeals whose outcome message was lost after the decision (before the outbox, which sends it).
   { name: "enforcement.complaint_outcomes", run: (env, now) => sweepComplaintOutcomes(env, now) },
   { name: "enforcement.outbox", run: (env, now) => sweepPendingDeliveries(env, now) },
+  // Issue 15 §1: restricting decisions' statements of reasons to the DSA Transparency Database (5 batches of 100 per run).
+  { name: "enforcement.transparency_db", run: (env, now) => sweepTransparencyDb(env, now) },
   { name: "audit.seal_and_verify", run: async (env) => ({ ...(await sweepAuditChains(env)) }) },
   // After the audit sweep, so a broken chain it found is alerted in the same run.
   { name: "operations.alerts", run: (env, now) => sweepAlerts(env, now) },

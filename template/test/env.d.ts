@@ -16,3 +16,8 @@ declare namespace Cloudflare {
     ACCESS_AUD: string;
   }
 }
+declare namespace Cloudflare {
+  interface Env {
+    TDB_PEER: Fetcher;
+  }
+}

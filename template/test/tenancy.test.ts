@@ -75,6 +75,7 @@ const PATH_FIXTURES: Record<string, keyof Fixtures> = {
   "api-keys/:id": "apiKey",
   "trusted-flaggers/:id": "trustedFlagger",
   "notifier-sanctions/:id": "notifierSanction",
+  "submissions/:decisionId": "decision",
 };
 
 /** Body properties that name a row (`…Id`, `…Ids`) → the fixture, and the 404 a foreign one gets. */
@@ -143,6 +144,8 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   StartBacktest: (f) => ({ reportIds: [f.report] }),
   RecordDecision: (f) => ({ reportId: f.report, outcome: "no_action" }),
   Preferences: () => ({ blurMedia: true }),
+  TransparencyDatabaseSettings: () => ({ preset: "sandbox", enabled: false }),
+  ResubmitStatement: () => ({}),
   CreateSigninLink: (f) => ({ installationId: f.installationId, email: `${crypto.randomUUID()}@example.org` }),
   CreateConsoleUser: (f) => ({ email: `${crypto.randomUUID()}@example.org`, role: "moderator", queueIds: [f.queue] }),
   UpdateConsoleUser: (f) => ({ queueIds: [f.queue] }),

@@ -73,7 +73,8 @@ export function decisionReversalStatements(
     db
       .prepare(`
         INSERT OR IGNORE INTO decision_reversals (id, installation_id, decision_id, appeal_id, statement_uuid, resolved_by_automation, reversed_at)
-        SELECT ?1, a.installation_id, a.decision_id, a.id, NULL, a.resolved_by_automation, ?4
+        SELECT ?1, a.installation_id, a.decision_id, a.id,
+          (SELECT s.uuid FROM tdb_submissions s WHERE s.decision_id = a.decision_id AND s.installation_id = a.installation_id), a.resolved_by_automation, ?4
         FROM appeals a WHERE a.installation_id = ?2 AND a.id = ?3 AND a.state = 'overturned' AND a.decision_id IS NOT NULL`)
       .bind(id, input.installationId, input.appealId, input.at),
     auditStatement(
@@ -115,7 +116,7 @@ export interface ReversalFigures {
 /** Decisions reversed on appeal in [from, to) (ISO times), for the transparency report. */
 export async function decisionReversalFigures(db: D1Database, installationId: string, period: { from: string; to: string }): Promise<ReversalFigures> {
   const row = await db
-    .prepare(`SELECT COUNT(*) AS reversed, COALESCE(SUM(resolved_by_automation), 0) AS automated, COALESCE(SUM(CASE WHEN statement_uuid IS NULL THEN 1 ELSE 0 END), 0) AS missing
+    .prepare(`SELECT COUNT(*) AS reversed, COALESCE(SUM(resolved_by_automation), 0) AS automated, COALESCE(SUM(CASE WHEN COALESCE(statement_uuid, (SELECT s.uuid FROM tdb_submissions s WHERE s.decision_id = decision_reversals.decision_id AND s.installation_id = decision_reversals.installation_id)) IS NULL THEN 1 ELSE 0 END), 0) AS missing
       FROM decision_reversals WHERE installation_id = ?1 AND reversed_at >= ?2 AND reversed_at < ?3`)
     .bind(installationId, period.from, period.to)
     .first<{ reversed: number; automated: number; missing: number }>();
@@ -139,7 +140,7 @@ export async function complaintResolutionFigures(db: D1Database, installationId:
 /** The reversals of the installation, newest first. */
 export async function listDecisionReversals(db: D1Database, installationId: string, limit: number) {
   const { results } = await db
-    .prepare(`SELECT id, decision_id AS decisionId, appeal_id AS appealId, statement_uuid AS statementUuid, resolved_by_automation AS automated, reversed_at AS reversedAt
+    .prepare(`SELECT id, decision_id AS decisionId, appeal_id AS appealId, COALESCE(statement_uuid, (SELECT s.uuid FROM tdb_submissions s WHERE s.decision_id = decision_reversals.decision_id AND s.installation_id = decision_reversals.installation_id)) AS statementUuid, resolved_by_automation AS automated, reversed_at AS reversedAt
       FROM decision_reversals WHERE installation_id = ?1 ORDER BY reversed_at DESC, id DESC LIMIT ?2`)
     .bind(installationId, limit)
     .all<{ id: string; decisionId: string; appealId: string; statementUuid: string | null; automated: number; reversedAt: string }>();

@@ -14,6 +14,7 @@ import { noticeDecisionStatements } from "./notifier-messages";
 import { renderTemplate } from "./templates";
 import { enqueueDeliveries } from "./webhooks";
 import { reviewerAuditId } from "../lib/person-keys";
+import { queueSubmissionStatement } from "./transparency-db";
 
 // The Transparency Database's own rules (../shared/formats): every statement is checked before it leaves.
 const sorValidator = new Validator(sorSchema as unknown as Schema, "2020-12", false);
@@ -176,6 +177,8 @@ async function decisionStatements(env: Env, source: DecisionSource) {
         actor: source.actor,
       })
     : { statements: [], deliveryIds: [] };
+  // Issue 15 §1: a restricting decision is queued for the Transparency Database in its own batch.
+  if (restricts) statements.push(queueSubmissionStatement(env.DB, id, at));
   return { id, outcome, restricts, automatedDecision, statements: [...statements, ...affected.statements, ...notifier.statements], deliveryIds: [...affected.deliveryIds, ...notifier.deliveryIds] };
 }
 
@@ -249,7 +252,7 @@ export async function recordManualDecision(
   return getDecision(env, actor, record.id);
 }
 
-interface DecisionRow {
+export interface DecisionRow {
   id: string;
   runId: string | null;
   reportId: string | null;
@@ -322,7 +325,17 @@ const upper = (prefix: string, value: string) => `${prefix}_${value.toUpperCase(
 
 /** The decision as a DSA Transparency Database statement of reasons (no personal data). */
 export async function statementOfReasons(env: Env, actor: Actor, id: string): Promise<Record<string, unknown>> {
-  const row = await decisionRow(env, actor, id);
+  return statementOfReasonsOf(await decisionRow(env, actor, id));
+}
+
+/** Decisions of an installation by id, in one query (the Transparency Database renders a batch of statements from it). */
+export async function decisionRowsByIds(env: Env, installationId: string, ids: string[]): Promise<DecisionRow[]> {
+  const { results } = await env.DB.prepare(`SELECT ${COLUMNS} FROM decisions WHERE installation_id = ?1 AND id IN (SELECT value FROM json_each(?2))`).bind(installationId, JSON.stringify(ids)).all<DecisionRow>();
+  return results;
+}
+
+/** The statement of reasons of a decision row (throws as statementOfReasons does). */
+export function statementOfReasonsOf(row: DecisionRow): Record<string, unknown> {
   const r = JSON.parse(row.restrictionsJson) as Restrictions;
   if (!restrictsAnything(r)) {
     throw new AppError(

@@ -5,6 +5,7 @@ import { automationRoutes } from "../automation/routes";
 import { caseRoutes } from "../cases/routes";
 import { sessionRoutes } from "../console/routes";
 import { enforcementRoutes } from "../enforcement/routes";
+import { transparencyDbRoutes } from "../enforcement/transparency-db-routes";
 import { installationRoutes } from "../installations/routes";
 import { operationsRoutes } from "../operations/routes";
 import { metricRoutes } from "../metrics/routes";
@@ -12,7 +13,7 @@ import { runRoutes } from "../workflows/runs-routes";
 import { workflowRoutes } from "../workflows/routes";
 import type { ContractOf } from "./route";
 
-export const apiRoutes = [installationRoutes, workflowRoutes, runRoutes, caseRoutes, enforcementRoutes, auditRoutes, automationRoutes, sessionRoutes, operationsRoutes, metricRoutes] as const;
+export const apiRoutes = [installationRoutes, workflowRoutes, runRoutes, caseRoutes, enforcementRoutes, transparencyDbRoutes, auditRoutes, automationRoutes, sessionRoutes, operationsRoutes, metricRoutes] as const;
 
 type Intersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never;
 

@@ -4,7 +4,7 @@ import type { JSONSchema } from "json-schema-to-ts";
 import { AI_OUTPUT_FORMATS, AI_PROVIDER_KINDS } from "../automation";
 import { APPEAL_OUTCOMES, APPELLANT_ROLES, DSA_KEYWORDS, POLICY_CATEGORIES, REPORT_SOURCES, SUBJECT_KINDS, TRIGGER_EVENTS } from "../cases";
 import { CONSOLE_ROLES } from "../console";
-import { ACTION_TYPE_AUTONOMY, WEBHOOK_EVENT_TYPES } from "../enforcement";
+import { ACTION_TYPE_AUTONOMY, TDB_PRESET_NAMES, WEBHOOK_EVENT_TYPES } from "../enforcement";
 import { ALERT_KINDS } from "../operations";
 import { AUTHORITY_MODES, RUN_STATES } from "../workflows";
 import { SCOPES } from "./auth";
@@ -392,6 +392,26 @@ export const schemas = {
       contentType: { type: "array", minItems: 1, items: { type: "string" } },
       territorialScope: { type: "array", items: { type: "string" } },
       decidedBy: { type: "string", minLength: 1, maxLength: 200, description: "A name recorded beside the authenticated caller (stated, not verified); never the audit actor." },
+    },
+  },
+  // Issue 15 §1: the DSA Transparency Database (enforcement/transparency-db*.ts).
+  TransparencyDatabaseSettings: {
+    type: "object",
+    required: ["enabled"],
+    additionalProperties: false,
+    properties: {
+      preset: { enum: TDB_PRESET_NAMES, description: "production: https://transparency.dsa.ec.europa.eu; sandbox: https://sandbox.sor.dsa.ec.europa.eu." },
+      baseUrl: { type: "string", minLength: 8, maxLength: 2048, description: "Another base URL (instead of preset), e.g. a local replica." },
+      token: { type: "string", minLength: 8, maxLength: 4096, description: "The API token the database issued; stored sealed, never returned. Omitted: the current one is kept." },
+      enabled: { type: "boolean" },
+    },
+  },
+  ResubmitStatement: {
+    type: "object",
+    additionalProperties: false,
+    properties: {
+      decisionFacts: { type: "string", minLength: 1, maxLength: 5000, description: "Redacted facts sent instead of the decision's statement." },
+      explanation: { type: "string", minLength: 1, maxLength: 2000, description: "Redacted explanation sent instead of the decision's." },
     },
   },
   Preferences: { type: "object", required: ["blurMedia"], additionalProperties: false, properties: { blurMedia: { type: "boolean" } } },

@@ -63,6 +63,8 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "console_sessions", where: OWN, backup: false },
   { table: "console_signin_links", where: "user_id IN (SELECT id FROM console_users WHERE installation_id = ?1)", backup: false },
   { table: "decisions", where: OWN },
+  { table: "tdb_settings", where: OWN },
+  { table: "tdb_submissions", where: OWN },
   { table: "handoffs", where: OWN },
   { table: "redress_settings", where: OWN },
   { table: "redress_messages", where: OWN },

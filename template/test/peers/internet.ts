@@ -1,10 +1,11 @@
 // The test "internet": every fetch() the platform makes arrives here (outboundService) and goes to
-// the peer Worker serving that host — the model endpoint or the webhook receiver.
+// the peer Worker serving that host — the model endpoint, the Transparency Database or the webhook receiver.
 interface Peers {
   MODEL: Fetcher;
   RECEIVER: Fetcher;
   COMPONENT_API: Fetcher;
   ACCESS: Fetcher;
+  TRANSPARENCY_DB: Fetcher;
 }
 
 export default {
@@ -13,6 +14,7 @@ export default {
     if (host === "model.test") return env.MODEL.fetch(request);
     if (host === "allowed.test" || host === "forbidden.test" || host === "flaky.test") return env.COMPONENT_API.fetch(request);
     if (host.endsWith(".cloudflareaccess.com")) return env.ACCESS.fetch(request);
+    if (host === "tdb.test") return env.TRANSPARENCY_DB.fetch(request);
     return env.RECEIVER.fetch(request);
   },
 };
