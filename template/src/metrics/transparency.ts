@@ -146,7 +146,7 @@ function complaintsSection(rows: TransparencyRows) {
     article: "Art. 15(1)(d), Art. 20",
     templateSection: "1.5",
     received: { total: Object.values(receivedByAppellant).reduce((sum, n) => sum + n, 0), byAppellant: receivedByAppellant },
-    decided: { total: decided, ...outcomes, byAppellant },
+    decided: { total: decided, upheld: outcomes.upheld!, overturned: outcomes.overturned!, byAppellant },
     /** An overturned complaint reversed the contested decision. */
     decisionsReversed: outcomes.overturned!,
     medianSecondsToDecide: seconds(rows.complaintTime?.medianSeconds),
