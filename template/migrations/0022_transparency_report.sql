@@ -4,8 +4,10 @@
 --
 -- reports_received: notices received in a period by source and category, and (with id) the join
 -- to each notice's first decision (time to act).
+-- decisions_report_first: a notice's first decision before the period's end, from the index alone.
 -- decisions_period: decisions recorded in a period by source, category, ground, detection,
 -- automation and restrictions; run_id for the versions that decided with automation.
 
 CREATE INDEX reports_received ON reports (installation_id, created_at, source, category, id);
 CREATE INDEX decisions_period ON decisions (installation_id, created_at, source_type, policy_category, ground, automated_detection, automated_decision, restrictions_json, run_id);
+CREATE INDEX decisions_report_first ON decisions (report_id, created_at, installation_id) WHERE report_id IS NOT NULL;
