@@ -206,6 +206,61 @@ describe("transparency report", () => {
     expect((await api("/api/v1/transparency-report?from=2023-01-01&to=2025-01-01", { key })).body.error.code).toBe("transparency.range_too_large");
   });
 
+  it("reviewer QA agreement counts blind QA reviews of the period; golden items decide nothing and count nowhere", async () => {
+    const { id: installationId, apiKey: key } = await newInstallation("treport-qa");
+    const work = await api("/api/v1/queues", { key, body: { name: "work", slaSeconds: 3600 } });
+    const qaQueue = await api("/api/v1/queues", { key, body: { name: "work-qa", slaSeconds: 3600 } });
+    const schema = { type: "object", required: ["outcome"], properties: { outcome: { enum: ["remove", "keep"] } } };
+    const version = await publish(key, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "review", kind: "human_task", config: { queue_id: "work", response_schema: schema, timeout_seconds: 3600 } },
+        { id: "decide", kind: "decision", config: { outcome: "remove", restrictions: { visibility: ["content_removed"] }, statement: "Removed after review." } },
+        { id: "done", kind: "end" },
+        { id: "expired", kind: "end" },
+      ],
+      edges: [edge("start", "success", "review"), edge("review", "completed", "decide"), edge("review", "timeout", "expired"), edge("decide", "recorded", "done")],
+    });
+    expect((await api("/api/v1/triggers", { key, body: { event: "report.created", workflowVersionId: version.id, authorityMode: "autonomous" } })).status).toBe(201);
+    expect((await api(`/api/v1/queues/${work.body.id}/qa-settings`, { method: "PUT", key, body: { qaQueueId: qaQueue.body.id, rate: 1 } })).status).toBe(200);
+    const reports = [await report(key, "qa-1", "scams_and_fraud", "notice"), await report(key, "qa-2", "scams_and_fraud", "notice")];
+    const answer = async (taskId: string, reviewer: string, outcome: string) => {
+      expect((await api(`/api/v1/tasks/${taskId}/claim`, { key, body: { reviewer } })).status).toBe(200);
+      expect((await api(`/api/v1/tasks/${taskId}/complete`, { key, body: { reviewer, response: { outcome } } })).status).toBe(200);
+    };
+    const tasksOf = async (queueId: string, n: number) => {
+      for (let i = 0; i < 400; i++) {
+        const items = (await api(`/api/v1/queues/${queueId}/tasks?limit=50`, { key })).body.items as any[];
+        if (items.length >= n) return items;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      throw new Error(`fewer than ${n} tasks in ${queueId}`);
+    };
+    const tasks = await tasksOf(work.body.id, 2);
+    for (const task of tasks) await answer(task.id, "mod-ana", "remove");
+    for (const task of tasks) await waitForRun(key, task.runId);
+    // QA: one agrees, one does not.
+    const qaTasks = await tasksOf(qaQueue.body.id, 2);
+    await answer(qaTasks[0].id, "mod-bo", "remove");
+    await answer(qaTasks[1].id, "mod-bo", "keep");
+    // A golden copy of a completed task, answered wrong: a reviewer's test, not a decision nor a QA pair.
+    const golden = await api("/api/v1/qa/golden-items", { key, body: { sourceTaskId: tasks[0].id, answer: { outcome: "remove" } } });
+    expect(golden.status).toBe(201);
+    await answer(golden.body.taskId, "mod-bo", "keep");
+
+    const s = (await reportOf(key)).sections;
+    const pairs = (await db().prepare(`SELECT COUNT(*) AS n, SUM(agreed) AS agreed FROM qa_reviews WHERE installation_id = ?1 AND agreed IS NOT NULL`).bind(installationId).first<{ n: number; agreed: number }>())!;
+    expect(pairs).toEqual({ n: 2, agreed: 1 });
+    expect(s.automatedMeans.reviewerQa).toMatchObject({ reviewed: 2, agreement: { successes: 1, trials: 2, value: 0.5 } });
+    // Two decisions, each after a person's review; the golden answer added none.
+    expect(await count(`SELECT COUNT(*) AS n FROM decisions WHERE installation_id = ?1`, installationId)).toBe(2);
+    expect(s.notices.actions).toMatchObject({ actions: 2, byAutomatedDecision: { fully: 0, partially: 0, not_automated: 2 } });
+    expect(s.notices.processedByAutomatedMeans).toBe(0);
+    expect(s.automatedMeans.shadowEvaluations).toEqual([]);
+    expect(s.notices.timeToAct.actedOn).toBe(reports.length);
+  });
+
   it("the CSV has one row per figure, the same as the JSON, and is for admins", async () => {
     const { apiKey: key } = await newInstallation("treport-csv");
     await decide(key, await report(key, "c-1", "scams_and_fraud", "notice"), { outcome: "remove", restrictions: { visibility: ["content_removed"] } });
