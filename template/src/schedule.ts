@@ -12,7 +12,7 @@ import { sweepAuditChains } from "./audit";
 import { sealLegacyTaskContexts, sweepLapsedLeases } from "./cases";
 // Not through cases/index.ts: the demotion sweep reaches enforcement and automation, which import it.
 import { sweepAutomaticDemotions } from "./cases/promotion-sweep";
-import { sweepPendingDeliveries } from "./enforcement";
+import { sweepComplaintOutcomes, sweepPendingDeliveries } from "./enforcement";
 import { errorCode } from "./errors";
 import { sweepMetricRollups } from "./metrics";
 import { recordSweepRuns, sweepAlerts } from "./operations";
@@ -35,6 +35,8 @@ export const SWEEPS: readonly Sweep[] = [
   { name: "workflows.expired_waits", run: (env, now) => sweepExpiredWaits(env, now) },
   // Runs with no progress past their node's timeout (or their wait's deadline): workflow.run_stalled.
   { name: "workflows.stalled_runs", run: (env, now) => sweepStalledRuns(env, now) },
+  // DSA Art. 20(5): decided appeals whose outcome message was lost after the decision (before the outbox, which sends it).
+  { name: "enforcement.complaint_outcomes", run: (env, now) => sweepComplaintOutcomes(env, now) },
   { name: "enforcement.outbox", run: (env, now) => sweepPendingDeliveries(env, now) },
   { name: "audit.seal_and_verify", run: async (env) => ({ ...(await sweepAuditChains(env)) }) },
   // After the audit sweep, so a broken chain it found is alerted in the same run.

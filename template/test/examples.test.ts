@@ -120,7 +120,7 @@ describe("examples", () => {
       { outcome: "no_action", automated: "not_automated" },
     ]);
     const messages = await until(async () => {
-      const log = (await receiverLog(paths.messages)).filter((l) => l.verified && l.type === "message.send");
+      const log = (await receiverLog(paths.messages)).filter((l) => l.verified && l.type === "message.send" && l.data.runId);
       return log.length >= 2 && log;
     }, "two messages to the reporter");
     expect(messages.map((m) => m.data.recipient.contact)).toEqual(["rep-1@example.org", "rep-1@example.org"]);

@@ -45,6 +45,8 @@ interface Fixtures {
   runOperation: string;
   consoleUser: string;
   apiKey: string;
+  trustedFlagger: string;
+  notifierSanction: string;
 }
 
 /** `<segment>/:<param>` of a route path → the fixture it names. A path not here fails the test. */
@@ -71,6 +73,8 @@ const PATH_FIXTURES: Record<string, keyof Fixtures> = {
   "run-operations/:id": "runOperation",
   "console-users/:id": "consoleUser",
   "api-keys/:id": "apiKey",
+  "trusted-flaggers/:id": "trustedFlagger",
+  "notifier-sanctions/:id": "notifierSanction",
 };
 
 /** Body properties that name a row (`…Id`, `…Ids`) → the fixture, and the 404 a foreign one gets. */
@@ -144,6 +148,13 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   UpdateConsoleUser: (f) => ({ queueIds: [f.queue] }),
   SetQaSettings: (f) => ({ qaQueueId: f.queue, rate: 0.05 }),
   CreateGoldenItem: (f) => ({ sourceTaskId: f.task, queueId: f.queue, answer: {} }),
+  RedressSettings: () => ({ statementsEnabled: true }),
+  CreateTrustedFlagger: () => ({ name: `tf-${crypto.randomUUID()}`, reporter: { id: `tf-${crypto.randomUUID()}` }, categories: ["scams_and_fraud"] }),
+  UpdateTrustedFlagger: () => ({ categories: ["violence"] }),
+  NotifierLookup: () => ({ reporter: { id: "tenancy-notifier" } }),
+  WarnNotifier: () => ({ reporter: { id: "tenancy-notifier" }, reason: "tenancy check" }),
+  SuspendNotifier: () => ({ reporter: { id: "tenancy-notifier" }, reason: "tenancy check", until: new Date(Date.now() + 86_400_000).toISOString() }),
+  LiftSuspension: () => ({ reason: "tenancy check" }),
 };
 
 async function until<T>(probe: () => Promise<T | null | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
@@ -178,9 +189,11 @@ async function setup(label: string): Promise<Fixtures> {
     created("/api/v1/api-keys", key, { name: `extra-${label}`, scopes: ["read"] }),
     created("/api/v1/reports", key, { subject: { kind: "account", id: `acct-${marker}` }, category: "scams_and_fraud", description: `described ${marker}`, reporter: { contact: `${marker}@example.org` } }),
   ]);
-  const [componentVersion, actionType] = await Promise.all([
+  const [componentVersion, actionType, trustedFlagger, warning] = await Promise.all([
     created(`/api/v1/components/${component.id}/versions`, key, { source: "export async function run() { return { ok: true }; }" }),
     created("/api/v1/action-types", key, { key: actionTypeKey, name: "Remove", endpointId: endpoint.id }),
+    created("/api/v1/trusted-flaggers", key, { name: `flagger-${label}`, reporter: { id: `flagger-${marker}` }, categories: ["scams_and_fraud"] }),
+    created("/api/v1/notifiers/warnings", key, { reporter: { id: `notifier-${marker}` }, reason: `warned ${marker}` }),
   ]);
   const review = await publish(key, {
     schemaVersion: 1,
@@ -244,6 +257,8 @@ async function setup(label: string): Promise<Fixtures> {
     runOperation: runOperation.id,
     consoleUser: consoleUser.id,
     apiKey: extraKey.id,
+    trustedFlagger: trustedFlagger.id,
+    notifierSanction: warning.id,
   };
 }
 

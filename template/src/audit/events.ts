@@ -45,6 +45,10 @@ const GUARD_TABLES = [
   "triggers",
   "action_types",
   "trigger_demotions",
+  "redress_messages",
+  "messages",
+  "notifier_sanctions",
+  "trusted_flaggers",
 ] as const;
 
 /**

@@ -7,6 +7,7 @@
 import { auditStatement } from "../audit";
 import { openRunContent, reportRowsStatement, reportSummary, type ReportRow } from "../cases";
 import { errorCode } from "../errors";
+import { yieldToRuntime } from "../lib/queue-work";
 import { analyseContent, contentReadStatement, getVersionGraph, getVersionRow, type JsonValue } from "../workflows";
 // The walker runs the node executors, which call automation and enforcement: like the runtime
 // capability, it is imported from its module, and this consumer from src/index.ts, not an index.
@@ -61,6 +62,8 @@ export async function consumeFastChunk(env: Env, ctx: ExecutionContext, chunk: F
   for (let i = 0; i < pending.length; i += FAST_PARALLEL) {
     const slice = pending.slice(i, i + FAST_PARALLEL);
     const results = await Promise.all(slice.map((row) => evaluate(env, ctx, { installationId, backtestId, versionId: version.id, graph, row })));
+    // Evaluation is mostly CPU: between slices the runtime serves requests (lib/queue-work.ts says why).
+    await yieldToRuntime();
     for (const [index, result] of results.entries()) {
       for (const nodeId of result.path) reached.add(nodeId);
       // A node that failed ran (and may have opened content); one the walk stopped at did not.

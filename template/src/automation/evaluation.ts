@@ -1,7 +1,7 @@
 // Backtests: how a version would have decided past reports, next to what people decided.
 import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
-import { AppError, notFound } from "../errors";
+import { AppError, errorCode, notFound } from "../errors";
 import { newId } from "../lib/crypto";
 import { TERMINAL_RUN_STATES, getVersionRow } from "../workflows";
 import { shadowReport } from "./shadow-report";
@@ -13,6 +13,10 @@ export const MAX_FAST_BACKTEST_REPORTS = 100_000;
 const BACKTEST_CHUNK = 25;
 /** Reports per message of a fast backtest (backtest-fast.ts evaluates one message per invocation step). */
 const FAST_CHUNK = 250;
+/** Ids per lookup of a selection by ids. */
+const ID_SLICE = 10_000;
+/** Under a Queues sendBatch's 256 KB. */
+const SEND_BATCH_BYTES = 200_000;
 
 export type BacktestEngine = "fast" | "durable";
 
@@ -38,8 +42,16 @@ export async function startBacktest(env: Env, actor: Actor, workflowVersionId: s
   if (input.reportIds?.length) {
     const wanted = [...new Set(input.reportIds)];
     if (wanted.length > maximum) throw new AppError("backtest.too_large", `A ${engine} backtest covers at most ${maximum} reports.`, { status: 422 });
-    const { results } = await env.DB.prepare(`SELECT id FROM reports WHERE installation_id = ?1 AND id IN (SELECT value FROM json_each(?2)) ORDER BY created_at, id`).bind(actor.installationId, JSON.stringify(wanted)).all<{ id: string }>();
-    reportIds = results.map((r) => r.id);
+    // In slices: a bound parameter holds at most 2 MB on D1 (100,000 ids are about 4 MB of JSON).
+    const found: Array<{ id: string; createdAt: string }> = [];
+    for (let i = 0; i < wanted.length; i += ID_SLICE) {
+      const { results } = await env.DB.prepare(`SELECT id, created_at AS createdAt FROM reports WHERE installation_id = ?1 AND id IN (SELECT value FROM json_each(?2))`)
+        .bind(actor.installationId, JSON.stringify(wanted.slice(i, i + ID_SLICE)))
+        .all<{ id: string; createdAt: string }>();
+      found.push(...results);
+    }
+    found.sort((a, b) => (a.createdAt === b.createdAt ? (a.id < b.id ? -1 : 1) : a.createdAt < b.createdAt ? -1 : 1));
+    reportIds = found.map((r) => r.id);
     // An id of another installation is not found, like one that does not exist (nothing tells them apart).
     if (reportIds.length !== wanted.length) throw notFound("report");
   } else {
@@ -81,7 +93,26 @@ export async function startBacktest(env: Env, actor: Actor, workflowVersionId: s
     messages.push({ body: engine === "fast" ? { backtestId: id, installationId: actor.installationId, engine, reportIds: chunk } : { backtestId: id, installationId: actor.installationId, actorKeyId: actor.audit.id, reportIds: chunk } });
   }
   const queue = engine === "fast" ? env.FAST_BACKTESTS : env.BACKTESTS;
-  for (let i = 0; i < messages.length; i += 100) await queue.sendBatch(messages.slice(i, i + 100));
+  try {
+    // A sendBatch holds at most 100 messages and 256 KB: batches are cut by count and by size.
+    let batch: typeof messages = [];
+    let bytes = 0;
+    for (const message of messages) {
+      const size = JSON.stringify(message.body).length + 100;
+      if (batch.length === 100 || (batch.length > 0 && bytes + size > SEND_BATCH_BYTES)) {
+        await queue.sendBatch(batch);
+        batch = [];
+        bytes = 0;
+      }
+      batch.push(message);
+      bytes += size;
+    }
+    if (batch.length > 0) await queue.sendBatch(batch);
+  } catch (error) {
+    // Chunks already queued find the backtest failed and do nothing: it never sits half-queued as running.
+    await env.DB.prepare(`UPDATE backtests SET state = 'failed', error_code = 'backtest.enqueue_failed', finished_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'running'`).bind(id, new Date().toISOString()).run();
+    throw new AppError("backtest.enqueue_failed", `The backtest could not be queued (${errorCode(error)}); start it again.`, { status: 503, retryable: true });
+  }
   return getBacktest(env, actor, id);
 }
 

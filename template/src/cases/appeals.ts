@@ -7,6 +7,8 @@ import { AppError, conflict, notFound } from "../errors";
 import type { Actor } from "../auth";
 import { newId, sha256Hex } from "../lib/crypto";
 import { restrictsAnything } from "../lib/dsa-vocabulary";
+import { sendComplaintOutcome } from "../enforcement";
+import { assertWithinComplaintPeriod, decisionReversalStatements, resolvesByAutomation } from "./complaints";
 import { openPersonalData, sealPersonalData } from "./report-crypto";
 import { APPEAL_OUTCOMES, type APPELLANT_ROLES } from "./taxonomy";
 import { reportSummary } from "./reports";
@@ -34,10 +36,12 @@ interface AppealRow {
   decidedAt: string | null;
   requestDigest: string;
   createdAt: string;
+  resolvedByAutomation: number;
 }
 
 const COLUMNS = `id, report_id AS reportId, decision_id AS decisionId, case_id AS caseId, appellant_role AS appellantRole, state, personal_data AS personalData,
-  outcome_reason AS outcomeReason, decided_by AS decidedBy, decided_at AS decidedAt, request_digest AS requestDigest, created_at AS createdAt`;
+  outcome_reason AS outcomeReason, decided_by AS decidedBy, decided_at AS decidedAt, request_digest AS requestDigest, created_at AS createdAt,
+  resolved_by_automation AS resolvedByAutomation`;
 
 function getAppealRow(db: D1Database, installationId: string, id: string) {
   return db.prepare(`SELECT ${COLUMNS} FROM appeals WHERE installation_id = ?1 AND id = ?2`).bind(installationId, id).first<AppealRow>();
@@ -54,6 +58,7 @@ function summary(row: AppealRow) {
     outcome: row.state === "open" ? null : row.state,
     decidedBy: row.decidedBy,
     decidedAt: row.decidedAt,
+    resolvedByAutomation: row.resolvedByAutomation === 1,
     createdAt: row.createdAt,
   };
 }
@@ -97,6 +102,8 @@ export async function fileAppeal(env: Env, ctx: ExecutionContext, actor: Actor, 
   }
   const id = newId("apl");
   const at = new Date().toISOString();
+  // DSA Art. 20(1): six months from the contested decision's notice (a replay above is not refused).
+  await assertWithinComplaintPeriod(env.DB, actor.installationId, { decisionId: input.decisionId ?? null, reportId: report.id, at });
   const { sealed, dataKeyId } = await sealPersonalData(env, actor.installationId, `appeal:${id}`, { appellant: input.appellant ?? null, reason: input.reason });
   await env.DB.batch([
     env.DB.prepare(`
@@ -154,25 +161,23 @@ export async function resolveAppeal(env: Env, actor: Actor, appealId: string, in
   if (row.state !== "open") throw conflict("appeal.already_decided", `The appeal was already ${row.state}.`);
   const at = new Date().toISOString();
   const who = input.reviewer ?? actor.audit.id;
+  // An API key resolving an appeal is automation (Art. 20(6)), whatever reviewer name it states.
+  const automated = resolvesByAutomation(actor);
   const [update] = await env.DB.batch([
-    env.DB.prepare(`UPDATE appeals SET state = ?3, outcome_reason = ?4, decided_by = ?5, decided_at = ?6, updated_at = ?6 WHERE installation_id = ?1 AND id = ?2 AND state = 'open'`).bind(
-      actor.installationId,
-      appealId,
-      input.outcome,
-      input.reason ?? null,
-      who,
-      at,
-    ),
+    env.DB.prepare(`UPDATE appeals SET state = ?3, outcome_reason = ?4, decided_by = ?5, decided_at = ?6, updated_at = ?6, resolved_by_automation = ?7
+      WHERE installation_id = ?1 AND id = ?2 AND state = 'open'`).bind(actor.installationId, appealId, input.outcome, input.reason ?? null, who, at, automated ? 1 : 0),
     auditStatement(env.DB, {
       installationId: actor.installationId,
       idempotencyKey: `appeal:${appealId}:decided`,
       action: `appeal.${input.outcome}`,
       actor: actor.audit,
       target: { type: "appeal", id: appealId },
-      details: { reviewer: who },
+      details: { reviewer: who, resolvedByAutomation: automated },
       at,
     }),
+    ...decisionReversalStatements(env.DB, { installationId: actor.installationId, appealId, decisionId: row.decisionId, at, actor: actor.audit }),
   ]);
   if ((update!.meta.changes ?? 0) === 0) throw conflict("appeal.already_decided", "The appeal was decided concurrently.");
+  await sendComplaintOutcome(env, actor.installationId, appealId);
   return summary((await getAppealRow(env.DB, actor.installationId, appealId))!);
 }

@@ -3,6 +3,14 @@
 // index, and tasks/triggers import the workflows index): report queries, queues, the human_tasks
 // statement builders, the taxonomy and report-crypto.
 export { contentOf, openRunContent, runContentStatementUnsafe, type ContentView, type RunContentRow } from "./content";
+export {
+  COMPLAINT_PERIOD_MONTHS,
+  complaintDeadline,
+  complaintResolutionFigures,
+  decisionReversalFigures,
+  decisionReversalUuidStatement,
+  type ReversalFigures,
+} from "./complaints";
 export { findQueueRow } from "./queues";
 export {
   getReportRow,

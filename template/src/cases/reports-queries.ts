@@ -86,6 +86,8 @@ export interface ReportPersonalData {
   subjectOwnerId: string | null;
   snapshot: unknown;
   evidence: ReportEvidence[] | undefined;
+  /** The recipient's locale for redress messages (e.g. `de-AT`); absent on reports before it existed. */
+  locale?: string | null;
 }
 
 /** What automation (triggers, CEL `report`) and listings see: no personal data. */

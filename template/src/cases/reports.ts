@@ -8,6 +8,8 @@ import { openPersonalData, sealPersonalData } from "./report-crypto";
 import { getReportRow, reportRowByKeyStatement, reportRowStatement, reportSummary, type ReportEvidence, type ReportPersonalData, type ReportRow } from "./reports-queries";
 import { normalizeCategory, POLICY_CATEGORIES, type PolicyCategory } from "./taxonomy";
 import { enabledTriggersStatement, fireTriggers, type TriggeredRun, type TriggerRow } from "./triggers";
+import { enqueueDeliveries, noticeReceiptStatements } from "../enforcement";
+import { noticeRecordStatement, noticeSender } from "./notifiers";
 
 export interface ReportInput {
   subject: { kind: string; id: string; url?: string; snapshot?: unknown; ownerId?: string };
@@ -17,6 +19,8 @@ export interface ReportInput {
   reporter?: { id?: string; contact?: string };
   description?: string;
   evidence?: ReportEvidence[];
+  /** The locale redress messages to the subject's owner and the notifier are written in (sealed with the report). */
+  locale?: string;
 }
 
 // The summary lives with the report queries (nothing there reaches the workflows domain); it is
@@ -44,6 +48,9 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
   const id = newId("rpt");
   const caseId = newId("case");
   const at = new Date().toISOString();
+  // Notices (DSA Art. 16, 22, 23): a registered trusted flagger's notice becomes trusted_flagger; a
+  // suspended notifier's is refused; the notifier is told of its receipt (in this batch).
+  const sender = await noticeSender(env, actor, { source: input.source ?? "notice", reporterId: input.reporter?.id, category: policyCategory, idempotencyKey, at });
   const personal: ReportPersonalData = {
     reporter: input.reporter ?? null,
     description: input.description ?? null,
@@ -51,9 +58,17 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
     subjectOwnerId: input.subject.ownerId ?? null,
     snapshot: input.subject.snapshot ?? null,
     evidence: input.evidence ?? [],
+    locale: input.locale ?? null,
   };
   const { sealed, dataKeyId } = await sealPersonalData(env, actor.installationId, `report:${id}`, personal);
   const subject = [actor.installationId, input.subject.kind, input.subject.id] as const;
+  const receipt = await noticeReceiptStatements(env, {
+    installationId: actor.installationId,
+    report: { id, source: sender.source, category: policyCategory, subject: { kind: input.subject.kind, id: input.subject.id }, createdAt: at },
+    reporter: personal.reporter,
+    actor: actor.audit,
+  });
+  const noticeRecord = noticeRecordStatement(env.DB, { installationId: actor.installationId, reportId: id, sender, category: policyCategory, at });
   // One round trip: the writes, then the report as stored (ours, or the first one with this
   // Idempotency-Key), then the triggers to evaluate.
   const results = await env.DB.batch<Record<string, unknown>>([
@@ -68,7 +83,7 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
       SELECT ?1, ?2, c.id, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13
       FROM cases c WHERE c.installation_id = ?2 AND c.subject_kind = ?3 AND c.subject_id = ?4
       ON CONFLICT(installation_id, idempotency_key) DO NOTHING
-    `).bind(id, ...subject, policyCategory, JSON.stringify(input.categorySpecification ?? []), input.source ?? "notice", (input.evidence ?? []).length, sealed, dataKeyId, idempotencyKey ?? null, requestDigest, at),
+    `).bind(id, ...subject, policyCategory, JSON.stringify(input.categorySpecification ?? []), sender.source, (input.evidence ?? []).length, sealed, dataKeyId, idempotencyKey ?? null, requestDigest, at),
     // Only a report that was actually inserted counts, reopens its case and is audited.
     env.DB.prepare(`
       UPDATE cases SET report_count = report_count + 1, last_reported_at = ?2, state = 'open', updated_at = ?2
@@ -91,11 +106,15 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
     env.DB.prepare(`DELETE FROM cases WHERE id = ?1 AND report_count = 0`).bind(caseId),
     idempotencyKey ? reportRowByKeyStatement(env.DB, actor.installationId, idempotencyKey) : reportRowStatement(env.DB, actor.installationId, id),
     enabledTriggersStatement(env.DB, actor.installationId, "report.created"),
+    // Written only if this report was (each is guarded on it).
+    ...(noticeRecord ? [noticeRecord] : []),
+    ...receipt.statements,
   ]);
   const row = results[5]!.results[0] as ReportRow | undefined;
   const triggers = results[6]!.results as unknown as TriggerRow[];
   if (!row) throw new AppError("report.intake_failed", "The report could not be recorded; retry.", { status: 503, retryable: true });
   if (row.id !== id) return replay(env, ctx, actor, row, requestDigest, triggers);
+  await enqueueDeliveries(env, receipt.deliveryIds);
   const summary = reportSummary(row);
   const runs = await fireTriggers(env, ctx, actor, { event: "report.created", report: summary, subjectKey: summary.id, triggers });
   return { report: summary, runs, replayed: false };

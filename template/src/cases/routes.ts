@@ -3,6 +3,7 @@ import { AppError, notFound } from "../errors";
 import { routes, withStatus } from "../http/route";
 import { encodeCursor, idempotencyKey } from "../http/validate";
 import { fileAppeal, readAppeal, resolveAppeal } from "./appeals";
+import { complaintResolutionFigures, decisionReversalFigures, listDecisionReversals } from "./complaints";
 import { createGoldenItem, listGoldenItems } from "./golden";
 import { getQaSettings, listQaSettings, setQaSettings } from "./qa";
 import { reviewerFigures } from "./qa-figures";
@@ -18,6 +19,8 @@ import { exposureStatus, getCaps, reviewerOf, setCaps } from "./wellness";
 import { promoteTrigger, updateTriggerMode } from "./promotion";
 import { getTriggerGate, putTriggerGate } from "./promotion-gates";
 import { listTriggerDemotions } from "./promotion-sweep";
+import { liftSuspension, listSanctions, notifierStanding, sanctionNotifier } from "./notifiers";
+import { getTrustedFlagger, listTrustedFlaggers, registerTrustedFlagger, updateTrustedFlagger } from "./trusted-flaggers";
 
 const reading = ["review", "admin"] as const;
 /** Opening personal data (reported content, who reported) needs a scope of its own; `read` does not open it. */
@@ -32,7 +35,7 @@ export const caseRoutes = routes()
       auth: ["reports:write"],
       body: "CreateReport",
       ok: 201,
-      errors: [409, 422],
+      errors: [403, 409, 422],
       headers: ["Idempotency-Key"],
       rateLimit: "INTAKE_RATE_LIMIT",
     },
@@ -211,6 +214,33 @@ export const caseRoutes = routes()
   .op({ method: "post", path: "/appeals/:id/resolve", summary: "Record the outcome: upheld or overturned", auth: ["review"], body: "ResolveAppeal", ok: 200, errors: [404, 409, 422] }, async (c, { body }) =>
     resolveAppeal(c.env, c.get("actor"), c.req.param("id"), body),
   )
+  .op(
+    {
+      method: "get",
+      path: "/decision-reversals",
+      summary: "Decisions an appeal overturned, newest first, with their statement's Transparency Database uuid (null until it has one)",
+      auth: ["admin", "review"],
+      ok: 200,
+      query: { limit: { default: 50, max: 200 } },
+    },
+    async (c, { query }) => ({ items: await listDecisionReversals(c.env.DB, c.get("actor").installationId, query.limit) }),
+  )
+  .op(
+    {
+      method: "get",
+      path: "/complaints/figures",
+      summary: "Complaints decided in [from, to): by outcome, how many by automation (an API key resolved them), and the decisions reversed",
+      auth: ["admin"],
+      ok: 200,
+      errors: [422],
+      query: { strings: ["from", "to"] },
+    },
+    async (c, { query }) => {
+      const period = complaintPeriod(query.from, query.to);
+      const installationId = c.get("actor").installationId;
+      return { ...period, complaints: await complaintResolutionFigures(c.env.DB, installationId, period), reversals: await decisionReversalFigures(c.env.DB, installationId, period) };
+    },
+  )
   .op({ method: "get", path: "/queues/:id/qa-settings", summary: "A queue's QA sampling: the share of completed tasks sent to its QA queue for a blind second review", auth: ["admin"], ok: 200, errors: [404] }, async (c) =>
     getQaSettings(c.env, c.get("actor"), c.req.param("id")),
   )
@@ -239,4 +269,52 @@ export const caseRoutes = routes()
   )
   .op({ method: "post", path: "/data-keys/rotate", summary: "Start a new data key version for sealing personal data; older versions still open old data", auth: ["admin"], ok: 201 }, async (c) =>
     rotateDataKey(c.env, c.get("actor").installationId),
+  )
+  // Trusted flaggers (DSA Art. 22) and notifier misuse (Art. 23): cases/trusted-flaggers.ts, cases/notifiers.ts.
+  .op({ method: "post", path: "/trusted-flaggers", summary: "Register a reporter as a trusted flagger for an area (categories) and period", auth: ["admin"], body: "CreateTrustedFlagger", ok: 201, errors: [409, 422] }, async (c, { body }) =>
+    withStatus(await registerTrustedFlagger(c.env, c.get("actor"), body), 201),
+  )
+  .op(
+    { method: "get", path: "/trusted-flaggers", summary: "Trusted flaggers with the precision of their notices (?from=&to= by notice time; Wilson 95%)", auth: ["admin"], ok: 200, errors: [400], query: { strings: ["from", "to"] } },
+    async (c, { query }) => listTrustedFlaggers(c.env, c.get("actor"), query),
+  )
+  .op({ method: "get", path: "/trusted-flaggers/:id", summary: "A trusted flagger and the precision of their notices (?from=&to=)", auth: ["admin"], ok: 200, errors: [400, 404], query: { strings: ["from", "to"] } }, async (c, { query }) =>
+    getTrustedFlagger(c.env, c.get("actor"), c.req.param("id"), query),
+  )
+  .op({ method: "patch", path: "/trusted-flaggers/:id", summary: "Change a trusted flagger's name, area or period (audited)", auth: ["admin"], body: "UpdateTrustedFlagger", ok: 200, errors: [404, 409, 422] }, async (c, { body }) =>
+    updateTrustedFlagger(c.env, c.get("actor"), c.req.param("id"), body),
+  )
+  .op({ method: "post", path: "/notifiers/lookup", summary: "A notifier's notices, warnings and suspensions, by reporter id (reasons opened, audited)", auth: ["admin"], body: "NotifierLookup", ok: 200 }, async (c, { body }) =>
+    notifierStanding(c.env, c.get("actor"), body),
+  )
+  .op({ method: "post", path: "/notifiers/warnings", summary: "Warn a notifier who sent manifestly unfounded notices (DSA Art. 23(2)); the notifier is told", auth: ["admin"], body: "WarnNotifier", ok: 201 }, async (c, { body }) =>
+    withStatus(await sanctionNotifier(c.env, c.get("actor"), "warning", body), 201),
+  )
+  .op(
+    { method: "post", path: "/notifiers/suspensions", summary: "Suspend the processing of a warned notifier's notices until a time; their notices are refused (403)", auth: ["admin"], body: "SuspendNotifier", ok: 201, errors: [409, 422] },
+    async (c, { body }) => withStatus(await sanctionNotifier(c.env, c.get("actor"), "suspension", body), 201),
+  )
+  .op(
+    {
+      method: "get",
+      path: "/notifier-sanctions",
+      summary: "Warnings and suspensions, newest first (no reasons, no notifier)",
+      auth: ["admin"],
+      ok: 200,
+      query: { limit: { default: 50, max: 200 }, enums: { kind: ["warning", "suspension"] } },
+    },
+    async (c, { query }) => listSanctions(c.env, c.get("actor"), { limit: query.limit, ...(query.kind ? { kind: query.kind } : {}) }),
+  )
+  .op({ method: "post", path: "/notifier-sanctions/:id/lift", summary: "End a suspension early (audited)", auth: ["admin"], body: "LiftSuspension", ok: 200, errors: [404, 409] }, async (c, { body }) =>
+    liftSuspension(c.env, c.get("actor"), c.req.param("id"), body),
   );
+
+/** `from` and `to` as ISO times (a date alone is its midnight UTC); 422 `complaints.period_invalid` otherwise. */
+function complaintPeriod(from: string | undefined, to: string | undefined): { from: string; to: string } {
+  const parse = (value: string | undefined) => (value && /^\d{4}-\d{2}-\d{2}/u.test(value) && !Number.isNaN(Date.parse(value)) ? new Date(value).toISOString() : null);
+  const period = { from: parse(from), to: parse(to) };
+  if (!period.from || !period.to || period.from >= period.to) {
+    throw new AppError("complaints.period_invalid", "Give from and to as ISO dates or times, from before to (e.g. ?from=2026-01-01&to=2026-07-01).", { status: 422 });
+  }
+  return { from: period.from, to: period.to };
+}

@@ -30,8 +30,10 @@ export async function openTaskStatement(
   return env.DB.prepare(`
     INSERT INTO human_tasks (
       id, installation_id, report_id, appeal_id, run_id, step_run_id, task_type, state, queue_id, priority,
-      context_json, context_sealed, context_digest, response_schema_json, due_at, expires_at, created_at, updated_at
-    ) SELECT ?1, r.installation_id, r.report_id, r.appeal_id, r.id, ?2, ?3, 'open', ?4, ?5, '{}', ?6, ?7, ?8, ?9, ?10, ?11, ?11
+      context_json, context_sealed, context_digest, response_schema_json, due_at, expires_at, created_at, updated_at, priority_lane
+    ) SELECT ?1, r.installation_id, r.report_id, r.appeal_id, r.id, ?2, ?3, 'open', ?4, ?5, '{}', ?6, ?7, ?8, ?9, ?10, ?11, ?11,
+      -- A trusted flagger's notice (DSA Art. 22) takes the priority lane /next serves first (not its appeals).
+      CASE WHEN r.appeal_id IS NULL AND EXISTS (SELECT 1 FROM reports p WHERE p.id = r.report_id AND p.installation_id = r.installation_id AND p.source = 'trusted_flagger') THEN 'trusted_flagger' END
     FROM workflow_runs r WHERE r.id = ?12 AND r.installation_id = ?13
     ON CONFLICT(step_run_id) DO NOTHING
   `).bind(

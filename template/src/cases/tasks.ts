@@ -6,8 +6,9 @@ import { canReadPersonalData, canSeeQueue, type Actor } from "../auth";
 import { AppError, conflict, notFound } from "../errors";
 import { decodeCursor, encodeCursor } from "../lib/cursor";
 import { newId, sha256Hex } from "../lib/crypto";
-import { completeHandoffStatements } from "../enforcement";
+import { completeHandoffStatements, sendComplaintOutcome } from "../enforcement";
 import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepUnsafe } from "../workflows";
+import { appealDecisionId, decisionReversalStatements } from "./complaints";
 import { getQueueRow } from "./queues";
 import { assertNotOwnQaTask, completeReviewCopyTask, notOwnQaTaskSql, qaSampleStatements, type TaskOrigin } from "./qa";
 import { openPersonalData } from "./report-crypto";
@@ -209,14 +210,19 @@ export async function claimNextTask(env: Env, actor: Actor, queueId: string, inp
   for (let attempt = 0; attempt < 5; attempt++) {
     // Open tasks and claimed ones whose lease lapsed, in due order: a lapsed lease keeps its place.
     // (QA: a reviewer is never handed the QA task of their own answer.)
-    const candidate = await env.DB.prepare(`
-      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'open' AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "t")}
+    // The priority lane (trusted flaggers' notices, DSA Art. 22) first, then the rest; each in due order.
+    let candidate: { id: string } | null = null;
+    for (const lane of ["AND t.priority_lane IS NOT NULL", ""]) {
+      candidate = await env.DB.prepare(`
+      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'open' ${lane} AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "t")}
       UNION ALL
-      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'claimed' AND t.lease_expires_at <= ?3 AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "t")}
+      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'claimed' ${lane} AND t.lease_expires_at <= ?3 AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "t")}
       ORDER BY dueAt, priority DESC, id LIMIT 1
     `)
-      .bind(actor.installationId, queueId, new Date().toISOString(), capped, claimant(actor, input.reviewer))
-      .first<{ id: string }>();
+        .bind(actor.installationId, queueId, new Date().toISOString(), capped, claimant(actor, input.reviewer))
+        .first<{ id: string }>();
+      if (candidate) break;
+    }
     if (!candidate) {
       await refuseWhenCapped(env.DB, actor.installationId, queueId, exposure);
       return null;
@@ -365,12 +371,15 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
         },
         { table: "workflow_events", id: eventId },
       ),
+      ...decisionReversalStatements(env.DB, { installationId: actor.installationId, appealId: row.appealId, decisionId: await appealDecisionId(env.DB, actor.installationId, row.appealId), at: now, actor: actor.audit }),
     );
   }
   statements.push(...(await qaSampleStatements(env, actor.installationId, row, { who, responseJson, at: now })));
   const results = await env.DB.batch(statements);
   if ((results[0]!.meta.changes ?? 0) === 0) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
   await signalRunEvent(env, row.runId, wait.signalType, eventId);
+  // DSA Art. 20(5): the appellant is told the outcome (the schedule retries if this is lost).
+  if (outcome && row.appealId) await sendComplaintOutcome(env, actor.installationId, row.appealId);
   return getTask(env, actor, taskId);
 }
 

@@ -17,7 +17,9 @@ export async function reportTimeline(env: Env, actor: Actor, reportId: string) {
     UNION ALL SELECT decided_at, 'decision', id, automated_decision, outcome || ' (' || policy_category || ')' || CASE WHEN restrictions_json = '{}' THEN ': decision not to act, no statement of reasons' ELSE '' END FROM decisions WHERE installation_id = ?1 AND report_id = ?2
     UNION ALL SELECT created_at, 'action', id, state, action_type_key FROM action_proposals WHERE installation_id = ?1 AND report_id = ?2`).bind(actor.installationId, reportId);
   const q2 = env.DB.prepare(`
-    SELECT created_at AS at, 'message' AS kind, id, NULL AS state, 'message to ' || recipient_kind AS summary FROM messages WHERE installation_id = ?1 AND report_id = ?2
+    SELECT m.created_at AS at, 'message' AS kind, m.id, COALESCE(d.state, 'not_sent') AS state,
+        'message to ' || m.recipient_kind || CASE WHEN m.kind = 'workflow' THEN '' ELSE ' (' || replace(m.kind, '_', ' ') || ')' END AS summary
+      FROM messages m LEFT JOIN webhook_deliveries d ON d.id = m.delivery_id AND d.installation_id = m.installation_id WHERE m.installation_id = ?1 AND m.report_id = ?2
     UNION ALL SELECT created_at, 'appeal', id, state, 'appeal' FROM appeals WHERE installation_id = ?1 AND report_id = ?2
     UNION ALL SELECT h.created_at, 'handoff', h.id, NULL, 'handoff to ' || CASE WHEN h.target_kind = 'queue' THEN COALESCE(q.name, h.queue_id, 'queue') ELSE h.target_kind END
       FROM handoffs h LEFT JOIN queues q ON q.id = h.queue_id AND q.installation_id = h.installation_id WHERE h.installation_id = ?1 AND h.report_id = ?2`).bind(actor.installationId, reportId);

@@ -4,6 +4,7 @@ import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
 import { AppError, errorCode, notFound } from "../errors";
 import { newId } from "../lib/crypto";
+import { assertComplaintReview } from "./complaints-review";
 import type { TriggerEvent } from "./taxonomy";
 import { compileExpression, createRun, evaluateWorkflowExpression, type ExpressionSemantics, getVersionRow, type JsonValue, semanticsOf, type WorkflowAuthorityMode } from "../workflows";
 
@@ -63,6 +64,7 @@ export async function createTrigger(env: Env, actor: Actor, input: TriggerInput)
   const version = await getVersionRow(env.DB, actor.installationId, input.workflowVersionId);
   if (!version) throw notFound("workflow_version");
   if (version.retiredAt) throw new AppError("workflow_version.retired", "The workflow version is retired.", { status: 409 });
+  if (input.event === "appeal.created") await assertComplaintReview(env.DB, actor.installationId, version);
   try {
     compileExpression(when, semanticsOf(JSON.parse(version.graphJson) as { expressionSemantics?: unknown }));
   } catch (error) {

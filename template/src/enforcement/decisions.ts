@@ -9,7 +9,10 @@ import { newId } from "../lib/crypto";
 import { decisionConfigProblems, restrictsAnything, type Restrictions } from "../lib/dsa-vocabulary";
 import sorSchema from "../lib/dsa-statement-of-reasons.schema.json";
 import { evaluateInputMapping, type AuthorizedRun, type ExpressionContext, type WorkflowNodeV1 } from "../workflows";
+import { affectedUserStatements } from "./affected-user";
+import { noticeDecisionStatements } from "./notifier-messages";
 import { renderTemplate } from "./templates";
+import { enqueueDeliveries } from "./webhooks";
 
 // The Transparency Database's own rules (../shared/formats): every statement is checked before it leaves.
 const sorValidator = new Validator(sorSchema as unknown as Schema, "2020-12", false);
@@ -125,7 +128,54 @@ async function decisionStatements(env: Env, source: DecisionSource) {
       at,
     }),
   ];
-  return { id, outcome, restricts, automatedDecision, statements };
+  // DSA Art. 17: the affected user's statement, in the same batch (written only with the decision).
+  const affected = restricts
+    ? await affectedUserStatements(env, {
+        installationId: source.installationId,
+        decisionId: id,
+        reportId: source.reportId,
+        runId: source.runId,
+        policyCategory: category,
+        outcome,
+        ground,
+        legalGround: typeof config.legal_ground === "string" ? config.legal_ground : null,
+        explanation,
+        statement,
+        restrictions,
+        territorialScope: scope,
+        automatedDetection,
+        automatedDecision,
+        decidedAt: at,
+        statementOfReasons: sorFields({
+          id,
+          ground,
+          contentTypeJson: JSON.stringify(contentTypes),
+          categorySpecificationJson: JSON.stringify(report?.categorySpecification ?? []),
+          restrictionsJson: canonicalJson(restrictions),
+          policyCategory: category,
+          contentDate: (report?.createdAt ?? at).slice(0, 10),
+          decidedAt: at,
+          statementText: statement,
+          sourceType: reportSource,
+          automatedDetection: automatedDetection ? 1 : 0,
+          automatedDecision,
+          legalGround: typeof config.legal_ground === "string" ? config.legal_ground : null,
+          explanation,
+          outcome,
+          territorialScopeJson: scope ? JSON.stringify(scope) : null,
+        }),
+      })
+    : { statements: [], deliveryIds: [] };
+  // DSA Art. 16(5): the decision on a notice is told to its notifier (guarded on this decision's row).
+  const notifier = reportRow
+    ? await noticeDecisionStatements(env, {
+        installationId: source.installationId,
+        reportRow,
+        decision: { id, outcome, restricts, restrictions, ground, category, automatedDecision, automatedDetection, statement, decidedAt: at },
+        actor: source.actor,
+      })
+    : { statements: [], deliveryIds: [] };
+  return { id, outcome, restricts, automatedDecision, statements: [...statements, ...affected.statements, ...notifier.statements], deliveryIds: [...affected.deliveryIds, ...notifier.deliveryIds] };
 }
 
 /** The decision of a workflow's decision node, from its config and evaluated inputMapping. */
@@ -194,6 +244,7 @@ export async function recordManualDecision(
     statedName: input.decidedBy,
   });
   await env.DB.batch(record.statements);
+  await enqueueDeliveries(env, record.deliveryIds);
   return getDecision(env, actor, record.id);
 }
 
@@ -279,6 +330,40 @@ export async function statementOfReasons(env: Env, actor: Actor, id: string): Pr
       { status: 409 },
     );
   }
+  const sor = sorFields(row);
+  const check = sorValidator.validate(sor);
+  if (!check.valid) {
+    throw new AppError("statement_of_reasons.invalid", "The decision cannot be expressed as a valid statement of reasons.", {
+      status: 500,
+      details: check.errors.slice(0, 10).map((e) => ({ path: e.instanceLocation, code: e.keyword, message: e.error })),
+    });
+  }
+  return sor;
+}
+
+type SorRow = Pick<
+  DecisionRow,
+  | "id"
+  | "ground"
+  | "contentTypeJson"
+  | "categorySpecificationJson"
+  | "restrictionsJson"
+  | "policyCategory"
+  | "contentDate"
+  | "decidedAt"
+  | "statementText"
+  | "sourceType"
+  | "automatedDetection"
+  | "automatedDecision"
+  | "legalGround"
+  | "explanation"
+  | "outcome"
+  | "territorialScopeJson"
+>;
+
+/** The statement of reasons' fields from a decision's row (not yet checked against the schema). */
+function sorFields(row: SorRow): Record<string, unknown> {
+  const r = JSON.parse(row.restrictionsJson) as Restrictions;
   const contentTypes = JSON.parse(row.contentTypeJson) as string[];
   const specification = JSON.parse(row.categorySpecificationJson) as string[];
   const sor: Record<string, unknown> = {
@@ -309,12 +394,5 @@ export async function statementOfReasons(env: Env, actor: Actor, id: string): Pr
   }
   if (specification.length) sor.category_specification = specification;
   if (row.territorialScopeJson) sor.territorial_scope = JSON.parse(row.territorialScopeJson) as string[];
-  const check = sorValidator.validate(sor);
-  if (!check.valid) {
-    throw new AppError("statement_of_reasons.invalid", "The decision cannot be expressed as a valid statement of reasons.", {
-      status: 500,
-      details: check.errors.slice(0, 10).map((e) => ({ path: e.instanceLocation, code: e.keyword, message: e.error })),
-    });
-  }
   return sor;
 }

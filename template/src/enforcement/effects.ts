@@ -90,7 +90,9 @@ export async function sendWorkflowMessage(call: EffectCall): Promise<EffectResul
 export async function recordWorkflowDecision(call: EffectCall): Promise<EffectResult> {
   const { env, run, node, stepId } = call;
   const record = await decisionRecord(env, { run, node, stepId, context: call.context });
-  return { output: { port: "recorded", decisionId: record.id, outcome: record.outcome, automatedDecision: record.automatedDecision }, statements: record.statements, deliveryIds: [] };
+  // The notifier's message (if any) is delivered after the step's batch; a replay re-queues it (deliveryIds in the output).
+  const notified = record.deliveryIds.length > 0 ? { deliveryIds: record.deliveryIds } : {};
+  return { output: { port: "recorded", decisionId: record.id, outcome: record.outcome, automatedDecision: record.automatedDecision, ...notified }, statements: record.statements, deliveryIds: record.deliveryIds };
 }
 
 /** handoff: a task in another queue, or a signed report.handoff to an external recipient. */

@@ -1,6 +1,9 @@
-// Enforcement: webhooks, actions and approvals, messages, decisions, handoffs.
+// Enforcement: webhooks, actions and approvals, messages, decisions, handoffs, redress messages (DSA Art. 17, 20).
 export { consumeDeliveries } from "./consumer";
 export { cancelStepProposalStatements, completeWorkflowAction, prepareWorkflowAction, runEndProposalStatements, type ProposalCancelReason } from "./actions";
 export { completeHandoffStatements, handoffWorkflowReport, recordWorkflowDecision, sendWorkflowMessage, type EffectCall, type EffectResult } from "./effects";
 export { ALERT_EVENT_TYPES, WEBHOOK_EVENT_TYPES, deliveryStatement, enqueueDeliveries, getEndpointRow, sweepPendingDeliveries, type NewDelivery } from "./webhooks";
 export { ACTION_TYPE_AUTONOMY, decidedProposals, precisionRequirements, type ActionTypeAutonomy, type DecidedProposals, type GateRequirement } from "./proposal-figures";
+export { sendComplaintOutcome, sweepComplaintOutcomes } from "./affected-user-outcome";
+export { readRedressSettings, type RedressSettings, type SettlementBody } from "./affected-user-settings";
+export { COMPLAINT_MONTHS, NOTIFIER_MESSAGE_KINDS, complaintDeadline, noticeReceiptStatements, notifierSanctionStatements, type NotifierMessages } from "./notifier-messages";

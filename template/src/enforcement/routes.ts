@@ -1,7 +1,10 @@
 // /api/v1 webhook endpoints and deliveries, action types, action proposals, decisions.
+import { notFound } from "../errors";
 import { routes, withStatus } from "../http/route";
 import { createActionType, decideProposal, getProposal, listActionTypes, listProposals } from "./actions";
 import { getActionTypeGate, promoteActionType, putActionTypeGate, setActionTypeAutonomy } from "./action-type-promotion";
+import { redressMessageOf } from "./affected-user";
+import { getRedressSettings, putRedressSettings } from "./affected-user-settings";
 import { getDecision, listDecisions, recordManualDecision, statementOfReasons } from "./decisions";
 import { createEndpoint, getDelivery, listDeliveries, listEndpoints, resendDelivery, setEndpointState } from "./webhooks";
 
@@ -105,4 +108,35 @@ export const enforcementRoutes = routes()
   .op(
     { method: "get", path: "/decisions/:id/statement-of-reasons", summary: "The decision as an EU DSA Transparency Database statement of reasons; 409 for a decision not to act", auth: ["admin", "review"], ok: 200, errors: [404, 409] },
     async (c) => statementOfReasons(c.env, c.get("actor"), c.req.param("id")),
+  )
+  .op(
+    {
+      method: "get",
+      path: "/decisions/:id/affected-user-statement",
+      summary: "What the affected user was sent about a restricting decision (DSA Art. 17): state, language, deliveries, complaint deadline; no personal data",
+      auth: ["admin", "review"],
+      ok: 200,
+      errors: [404],
+    },
+    async (c) => {
+      const actor = c.get("actor");
+      const decision = await getDecision(c.env, actor, c.req.param("id"));
+      const message = await redressMessageOf(c.env.DB, actor.installationId, "statement_of_reasons", decision.id);
+      if (!message) throw notFound("affected_user_statement");
+      return message;
+    },
+  )
+  .op({ method: "get", path: "/redress-settings", summary: "Statements to affected users (on by default), out-of-court settlement bodies, the complaint address", auth: ["admin"], ok: 200 }, async (c) =>
+    getRedressSettings(c.env, c.get("actor")),
+  )
+  .op(
+    {
+      method: "put",
+      path: "/redress-settings",
+      summary: "Set the redress settings: statements to affected users on or off, the out-of-court dispute settlement bodies, the complaint address (audited)",
+      auth: ["admin"],
+      body: "RedressSettings",
+      ok: 200,
+    },
+    async (c, { body }) => putRedressSettings(c.env, c.get("actor"), body),
   );

@@ -11,6 +11,7 @@ import { SCOPES } from "./auth";
 
 const name = { type: "string", minLength: 1, maxLength: 200 } as const;
 const identifier = { type: "string", pattern: "^[A-Za-z0-9._:-]{1,200}$" } as const;
+const notifierReporter = { type: "object", required: ["id"], additionalProperties: false, properties: { id: { type: "string", minLength: 1, maxLength: 300 } } } as const;
 
 export const schemas = {
   CreateInstallation: { type: "object", required: ["name"], additionalProperties: false, properties: { name } },
@@ -133,6 +134,7 @@ export const schemas = {
         properties: { id: { type: "string", maxLength: 300 }, contact: { type: "string", maxLength: 500 } },
       },
       description: { type: "string", maxLength: 10_000 },
+      locale: { type: "string", pattern: "^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8}){0,3}$", description: "BCP 47 locale of redress messages (statements, outcomes), e.g. de-AT; templates exist for en and de, others fall back to en." },
       evidence: {
         type: "array",
         maxItems: 50,
@@ -432,6 +434,26 @@ export const schemas = {
       compareField: { type: "string", pattern: "^[A-Za-z_][A-Za-z0-9_]{0,63}$", description: "Response field answers are compared on (default `outcome`); a response without it is compared whole." },
     },
   },
+  RedressSettings: {
+    type: "object",
+    additionalProperties: false,
+    description: "Fields left out keep their current value.",
+    properties: {
+      statementsEnabled: { type: "boolean", description: "Send the affected user a statement of reasons after every restricting decision (DSA Art. 17); default true." },
+      settlementBodies: {
+        type: "array",
+        maxItems: 20,
+        description: "Out-of-court dispute settlement bodies (DSA Art. 21) named in statements and complaint outcomes.",
+        items: {
+          type: "object",
+          required: ["name", "url"],
+          additionalProperties: false,
+          properties: { name, url: { type: "string", pattern: "^https://", maxLength: 2048 }, languages: { type: "array", maxItems: 30, items: { type: "string", pattern: "^[a-z]{2,3}$" } } },
+        },
+      },
+      complaintUrl: { type: ["string", "null"], pattern: "^https://", maxLength: 2048, description: "Where users file a complaint (named in statements)." },
+    },
+  },
   CreateGoldenItem: {
     type: "object",
     required: ["sourceTaskId", "answer"],
@@ -443,4 +465,45 @@ export const schemas = {
       answer: { description: "The known right answer, checked against the task's response schema." },
     },
   },
+  // Notices and notifiers (DSA Art. 22, 23). A reporter is named as in CreateReport; only a keyed hash of the id is kept.
+  CreateTrustedFlagger: {
+    type: "object",
+    required: ["name", "reporter", "categories"],
+    additionalProperties: false,
+    properties: {
+      name,
+      reporter: notifierReporter,
+      categories: { type: "array", minItems: 1, maxItems: 40, uniqueItems: true, items: { type: "string", minLength: 1, maxLength: 200 }, description: "The flagger's area: DSA statement categories." },
+      activeFrom: { type: "string", format: "date-time" },
+      activeUntil: { type: ["string", "null"], format: "date-time" },
+    },
+  },
+  UpdateTrustedFlagger: {
+    type: "object",
+    additionalProperties: false,
+    properties: {
+      name,
+      categories: { type: "array", minItems: 1, maxItems: 40, uniqueItems: true, items: { type: "string", minLength: 1, maxLength: 200 } },
+      activeFrom: { type: "string", format: "date-time" },
+      activeUntil: { type: ["string", "null"], format: "date-time", description: "End the flagger's status (now, to end it at once); null: no end." },
+    },
+  },
+  NotifierLookup: { type: "object", required: ["reporter"], additionalProperties: false, properties: { reporter: notifierReporter } },
+  WarnNotifier: {
+    type: "object",
+    required: ["reporter", "reason"],
+    additionalProperties: false,
+    properties: { reporter: notifierReporter, reason: { type: "string", minLength: 1, maxLength: 2000, description: "Why the notices were manifestly unfounded (sealed; the notifier is not shown it)." } },
+  },
+  SuspendNotifier: {
+    type: "object",
+    required: ["reporter", "reason", "until"],
+    additionalProperties: false,
+    properties: {
+      reporter: notifierReporter,
+      reason: { type: "string", minLength: 1, maxLength: 2000 },
+      until: { type: "string", format: "date-time", description: "End of the suspension (at most 366 days away)." },
+    },
+  },
+  LiftSuspension: { type: "object", required: ["reason"], additionalProperties: false, properties: { reason: { type: "string", minLength: 1, maxLength: 2000 } } },
 } as const satisfies Record<string, JSONSchema>;

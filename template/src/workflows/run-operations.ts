@@ -10,6 +10,7 @@ import { auditStatement, canonicalJson } from "../audit";
 import type { Actor } from "../auth";
 import { AppError, conflict, errorCode, notFound } from "../errors";
 import { newId, sha256Hex } from "../lib/crypto";
+import { withDeadline, yieldToRuntime } from "../lib/queue-work";
 import { repairRun } from "./repair";
 import { terminateRun } from "./run-end";
 import { getVersionRow } from "./versions-queries";
@@ -212,6 +213,7 @@ export async function processRunOperation(env: Env, ctx: ExecutionContext, opera
       state = SKIPPED.has(code) ? "skipped" : "failed";
     }
     await env.DB.prepare(`UPDATE run_operation_items SET state = ?3, error_code = ?4, updated_at = ?5 WHERE operation_id = ?1 AND run_id = ?2 AND state = 'pending'`).bind(operationId, item.runId, state, code, at()).run();
+    await yieldToRuntime();
   }
   const counts = await env.DB.prepare(`SELECT COUNT(*) AS remaining FROM run_operation_items WHERE operation_id = ?1 AND state = 'pending'`).bind(operationId).first<{ remaining: number }>();
   const remaining = counts?.remaining ?? 0;
@@ -243,7 +245,14 @@ export async function processRunOperation(env: Env, ctx: ExecutionContext, opera
   return { done: items.length, remaining };
 }
 
-/** The RUN_OPERATIONS queue consumer: one chunk per message; a failure is retried (nothing done twice). */
+/** One chunk's bound; past it the message is retried, and the chunk's pending items are taken again. */
+const CHUNK_DEADLINE_MS = 300_000;
+
+/**
+ * The RUN_OPERATIONS queue consumer: one chunk per message, acked or retried on its own; a
+ * failure is retried (nothing done twice). The items of a chunk run one at a time with a yield to
+ * the runtime between them (src/lib/queue-work.ts).
+ */
 export async function consumeRunOperations(batch: MessageBatch<{ operationId?: unknown }>, env: Env, ctx: ExecutionContext): Promise<void> {
   for (const message of batch.messages) {
     const operationId = typeof message.body?.operationId === "string" ? message.body.operationId : null;
@@ -252,11 +261,12 @@ export async function consumeRunOperations(batch: MessageBatch<{ operationId?: u
       continue;
     }
     try {
-      await processRunOperation(env, ctx, operationId);
+      await withDeadline(processRunOperation(env, ctx, operationId), CHUNK_DEADLINE_MS);
       message.ack();
     } catch (error) {
       console.error("run_operation_failed", operationId, errorCode(error));
       message.retry({ delaySeconds: 5 });
     }
   }
+  await yieldToRuntime();
 }

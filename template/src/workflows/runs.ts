@@ -3,6 +3,7 @@ import { auditStatement, canonicalJson } from "../audit";
 import { openPersonalData } from "../cases";
 import { AppError, conflict, errorCode, notFound } from "../errors";
 import { byteLength, newId, sha256Hex } from "../lib/crypto";
+import { withDeadline } from "../lib/queue-work";
 import { isInstanceAlreadyExists } from "../lib/workflows";
 import type { Actor } from "../auth";
 import { signalRun } from "./instances";
@@ -112,16 +113,28 @@ async function assertReferencesInInstallation(db: D1Database, installationId: st
   if (!found.parent) throw notFound("run");
 }
 
-/** Creates the run's current instance (`instance_id`, set at creation and by each repair), then marks it queued. */
+/** How long starting an instance may take (sandbox load, its start(), the Workflows create). */
+export const DISPATCH_DEADLINE_MS = 30_000;
+
+/**
+ * Creates the run's current instance (`instance_id`, set at creation and by each repair), then
+ * marks it queued. The start is bounded: past DISPATCH_DEADLINE_MS the run stays `dispatch_pending`
+ * and the caller gets the retryable `run.dispatch_failed` (a repeat, or the dispatch sweep, finds
+ * the instance if it did start: its id is fixed, and "already exists" counts as started).
+ */
 export async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow): Promise<void> {
   try {
-    await startDynamicWorkflow(env, ctx, {
-      artifactId: run.artifactId,
-      workflowVersionId: run.workflowVersionId,
-      instanceId: run.instanceId,
-      runId: run.id,
-      authorityMode: run.authorityMode as WorkflowAuthorityMode,
-    });
+    await withDeadline(
+      startDynamicWorkflow(env, ctx, {
+        artifactId: run.artifactId,
+        workflowVersionId: run.workflowVersionId,
+        instanceId: run.instanceId,
+        runId: run.id,
+        authorityMode: run.authorityMode as WorkflowAuthorityMode,
+      }),
+      DISPATCH_DEADLINE_MS,
+      () => new Error(`the instance did not start within ${DISPATCH_DEADLINE_MS} ms`),
+    );
   } catch (error) {
     // A replay after a lost response finds the instance already there: that is a success.
     if (!isInstanceAlreadyExists(error)) {
