@@ -5,8 +5,8 @@
 import { describe, expect, it } from "vitest";
 import { api, db, edge, newInstallation, waitForRun, publish } from "./helpers";
 
-const report = async (key: string, subject: string, category: string, source: string) => {
-  const response = await api("/api/v1/reports", { key, body: { subject: { kind: "content", id: subject }, category, source } });
+const report = async (key: string, subject: string, category: string, source: string, reporter?: { id: string }) => {
+  const response = await api("/api/v1/reports", { key, body: { subject: { kind: "content", id: subject }, category, source, ...(reporter ? { reporter } : {}) } });
   expect(response.status).toBe(201);
   return response.body.id as string;
 };
@@ -84,17 +84,23 @@ describe("transparency report", () => {
     await appeal(key, ownRemove);
     await appeal(key, demonetise);
 
+    // A notifier of manifestly unfounded notices, warned and then suspended (Art. 23(2)).
+    await report(key, "u-1", "violence", "notice", { id: "notifier-unfounded" });
+    expect((await api("/api/v1/notifiers/warnings", { key, body: { reporter: { id: "notifier-unfounded" }, reason: "Unfounded notices." } })).status).toBe(201);
+    const until = new Date(Date.now() + 30 * 86_400_000).toISOString();
+    expect((await api("/api/v1/notifiers/suspensions", { key, body: { reporter: { id: "notifier-unfounded" }, reason: "Still unfounded.", until } })).status).toBe(201);
+
     const body = await reportOf(key);
     const s = body.sections;
     expect(body.installationId).toBe(installationId);
 
     // Notices (1.3): counted again by SQL from the rows.
     const noticesBySql = await count(`SELECT COUNT(*) AS n FROM reports WHERE installation_id = ?1 AND source IN ('notice', 'trusted_flagger')`, installationId);
-    expect(noticesBySql).toBe(5);
+    expect(noticesBySql).toBe(6);
     expect(s.notices.received.total).toBe(noticesBySql);
-    expect(s.notices.received.bySubmitter).toEqual({ notice: 3, trusted_flagger: 2 });
-    expect(s.notices.received.byCategory).toEqual({ protection_of_minors: 1, scams_and_fraud: 2, violence: 2 });
-    expect(s.notices.received.byCategoryAndSubmitter.violence).toEqual({ notice: 1, trusted_flagger: 1 });
+    expect(s.notices.received.bySubmitter).toEqual({ notice: 4, trusted_flagger: 2 });
+    expect(s.notices.received.byCategory).toEqual({ protection_of_minors: 1, scams_and_fraud: 2, violence: 3 });
+    expect(s.notices.received.byCategoryAndSubmitter.violence).toEqual({ notice: 2, trusted_flagger: 1 });
     expect(s.notices.otherNotificationsReceived).toBe(1);
     expect(s.ownInitiative.flagsReceived).toBe(2);
 
@@ -129,11 +135,15 @@ describe("transparency report", () => {
     expect(s.complaints.decided).toMatchObject({ total: 3, upheld: 1, overturned: 2 });
     expect(s.complaints.decisionsReversed).toBe(2);
     expect(s.complaints.medianSecondsToDecide).toBeGreaterThanOrEqual(0);
-    expect(s.complaints.decidedByAutomation).toMatchObject({ known: false, notRecordedYet: true });
+    // Resolved here by an API key, so by automation (Art. 20(6)); the two overturned ones are recorded reversals.
+    expect(s.complaints.decidedByAutomation).toBe(await count(`SELECT COUNT(*) AS n FROM appeals WHERE installation_id = ?1 AND resolved_by_automation = 1`, installationId));
+    expect(s.complaints.decidedByAutomation).toBe(3);
+    expect(s.complaints.reversalsRecorded).toEqual({ reversed: await count(`SELECT COUNT(*) AS n FROM decision_reversals WHERE installation_id = ?1`, installationId), byAutomation: 2, withStatementUuid: 0 });
+    expect(s.complaints.reversalsRecorded.reversed).toBe(2);
 
     // Suspensions: account restrictions of every source (the notice's suspension, the other notification's termination).
     expect(s.suspensions.accountRestrictions).toEqual({ suspended: 1, terminated: 1 });
-    expect(s.suspensions.manifestlyUnfoundedNotices).toMatchObject({ known: false, notRecordedYet: true });
+    expect(s.suspensions.manifestlyUnfoundedNotices).toEqual({ suspensions: 1, warnings: 1 });
 
     // Automated means (1.6): the complaint on the automated decision was overturned: 1 of 1.
     expect(s.automatedMeans.complaintsOnAutomatedDecisions).toMatchObject({ decided: 1, overturned: 1, overturnRate: { value: 1, successes: 1, trials: 1 } });
@@ -151,6 +161,8 @@ describe("transparency report", () => {
     const theirs = (await reportOf(other.apiKey)).sections;
     expect(theirs.notices.received.total).toBe(1);
     expect(theirs.suspensions.accountRestrictions).toEqual({ suspended: 1, terminated: 0 });
+    expect(theirs.suspensions.manifestlyUnfoundedNotices).toEqual({ suspensions: 0, warnings: 0 });
+    expect(theirs.complaints.reversalsRecorded.reversed).toBe(1);
     expect(theirs.complaints.decided).toMatchObject({ total: 1, overturned: 1 });
   });
 
@@ -274,7 +286,8 @@ describe("transparency report", () => {
     expect(lines).toContain('1.3,"Art. 15(1)(b), Art. 16",notices,received.total,1,');
     expect(lines).toContain('1.3,"Art. 15(1)(b), Art. 16",notices,actions.byRestriction.visibility.content_removed,1,');
     expect(lines.find((line) => line.includes(",orders,ordersToAct,"))).toMatch(/,,"?not known: /u);
-    expect(lines.find((line) => line.includes(",complaints,decidedByAutomation,"))).toContain("not recorded yet: ");
+    expect(lines).toContain('1.5,"Art. 15(1)(d), Art. 20",complaints,decidedByAutomation,0,');
+    expect(lines.some((line) => line.includes("not recorded yet"))).toBe(false);
     const viaFormat = await fetchCsv(key, `/api/v1/transparency-report?from=${today}&to=${today}&format=csv`);
     expect(viaFormat.text).toBe(response.text);
 

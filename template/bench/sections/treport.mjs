@@ -16,7 +16,7 @@ const planText = (plan) => plan.map((row) => `${row.parent === 0 ? "" : "  "}${r
 function planProblems(name, indexes, plan) {
   const text = plan.map((row) => row.detail).join("\n");
   const problems = indexes.filter((index) => !text.includes(index)).map((index) => `${name}: does not use ${index}`);
-  if (/\bSCAN (reports|decisions|appeals|qa_reviews|human_tasks|workflow_runs)\b(?! USING)/u.test(text)) problems.push(`${name}: scans a table`);
+  if (/\bSCAN (reports|decisions|appeals|qa_reviews|human_tasks|workflow_runs|decision_reversals|notifier_sanctions)\b(?! USING)/u.test(text)) problems.push(`${name}: scans a table`);
   return problems;
 }
 

@@ -52,12 +52,26 @@ export const COMPLAINTS_RECEIVED_SQL = `
   WHERE installation_id = ?1 AND created_at >= ?2 AND created_at < ?3
   GROUP BY appellant_role`;
 
-/** Complaints decided in the period: outcome, who filed them, and how the contested decision was made. */
+/**
+ * Complaints decided in the period: outcome, who filed them, how the contested decision was made,
+ * and whether automation resolved the complaint (an API key, Art. 20(6)).
+ */
 export const COMPLAINTS_DECIDED_SQL = `
-  SELECT a.state AS outcome, a.appellant_role AS role, d.automated_decision AS automation, COUNT(*) AS n
+  SELECT a.state AS outcome, a.appellant_role AS role, d.automated_decision AS automation, a.resolved_by_automation AS byAutomation, COUNT(*) AS n
   FROM appeals a LEFT JOIN decisions d ON d.id = a.decision_id AND d.installation_id = a.installation_id
   WHERE a.installation_id = ?1 AND a.decided_at >= ?2 AND a.decided_at < ?3
-  GROUP BY a.state, a.appellant_role, d.automated_decision`;
+  GROUP BY a.state, a.appellant_role, d.automated_decision, a.resolved_by_automation`;
+
+/** Decisions an appeal reversed in the period, by automation, and how many have their statement's database uuid. */
+export const REVERSALS_SQL = `
+  SELECT COUNT(*) AS reversed, COALESCE(SUM(resolved_by_automation), 0) AS byAutomation, COALESCE(SUM(CASE WHEN statement_uuid IS NULL THEN 0 ELSE 1 END), 0) AS withStatement
+  FROM decision_reversals WHERE installation_id = ?1 AND reversed_at >= ?2 AND reversed_at < ?3`;
+
+/** Warnings and suspensions of notifiers for manifestly unfounded notices (Art. 23(2)) issued in the period. */
+export const NOTIFIER_SANCTIONS_SQL = `
+  SELECT kind, COUNT(*) AS n FROM notifier_sanctions
+  WHERE installation_id = ?1 AND created_at >= ?2 AND created_at < ?3
+  GROUP BY kind`;
 
 /** Median time from a complaint's receipt to its decision, over complaints decided in the period. */
 export const COMPLAINT_TIME_SQL = `
@@ -91,6 +105,8 @@ export const TRANSPARENCY_QUERIES: Record<string, { sql: string; indexes: string
   complaintTime: { sql: COMPLAINT_TIME_SQL, indexes: ["appeals_decided"] },
   automatedVersions: { sql: AUTOMATED_VERSIONS_SQL, indexes: ["decisions_period"] },
   qa: { sql: QA_SQL, indexes: ["qa_reviews_installation"] },
+  reversals: { sql: REVERSALS_SQL, indexes: ["decision_reversals_recent"] },
+  notifierSanctions: { sql: NOTIFIER_SANCTIONS_SQL, indexes: ["notifier_sanctions_recent"] },
 };
 
 export interface TransparencyRows {
@@ -98,16 +114,20 @@ export interface TransparencyRows {
   decisions: Array<{ source: string; category: string; ground: string; detection: number; automation: string; restrictions: string; n: number }>;
   timeToAct: Array<{ source: string; acted: number; medianSeconds: number | null }>;
   complaintsReceived: Array<{ role: string | null; n: number }>;
-  complaintsDecided: Array<{ outcome: string; role: string | null; automation: string | null; n: number }>;
+  complaintsDecided: Array<{ outcome: string; role: string | null; automation: string | null; byAutomation: number; n: number }>;
   complaintTime: { decided: number | null; medianSeconds: number | null } | null;
   automatedVersions: Array<{ versionId: string; n: number }>;
   qa: { reviewed: number; agreed: number } | null;
+  reversals: { reversed: number; byAutomation: number; withStatement: number } | null;
+  notifierSanctions: Array<{ kind: string; n: number }>;
 }
 
 /** Reads every row the report is built from, in one D1 batch (a consistent snapshot). */
 export async function readTransparencyRows(db: D1Database, installationId: string, from: string, to: string): Promise<TransparencyRows> {
-  const statements = [REPORTS_RECEIVED_SQL, DECISIONS_SQL, TIME_TO_ACT_SQL, COMPLAINTS_RECEIVED_SQL, COMPLAINTS_DECIDED_SQL, COMPLAINT_TIME_SQL, AUTOMATED_VERSIONS_SQL, QA_SQL].map((sql) => db.prepare(sql).bind(installationId, from, to));
-  const [reports, decisions, timeToAct, received, decided, complaintTime, versions, qa] = await db.batch(statements);
+  const statements = [REPORTS_RECEIVED_SQL, DECISIONS_SQL, TIME_TO_ACT_SQL, COMPLAINTS_RECEIVED_SQL, COMPLAINTS_DECIDED_SQL, COMPLAINT_TIME_SQL, AUTOMATED_VERSIONS_SQL, QA_SQL, REVERSALS_SQL, NOTIFIER_SANCTIONS_SQL].map((sql) =>
+    db.prepare(sql).bind(installationId, from, to),
+  );
+  const [reports, decisions, timeToAct, received, decided, complaintTime, versions, qa, reversals, sanctions] = await db.batch(statements);
   return {
     reports: reports!.results as TransparencyRows["reports"],
     decisions: decisions!.results as TransparencyRows["decisions"],
@@ -117,5 +137,7 @@ export async function readTransparencyRows(db: D1Database, installationId: strin
     complaintTime: (complaintTime!.results[0] as TransparencyRows["complaintTime"]) ?? null,
     automatedVersions: versions!.results as TransparencyRows["automatedVersions"],
     qa: (qa!.results[0] as TransparencyRows["qa"]) ?? null,
+    reversals: (reversals!.results[0] as TransparencyRows["reversals"]) ?? null,
+    notifierSanctions: sanctions!.results as TransparencyRows["notifierSanctions"],
   };
 }

@@ -21,7 +21,6 @@ export interface NotKnown {
 }
 
 const notKnown = (reason: string): NotKnown => ({ known: false, reason });
-const notRecordedYet = (reason: string): NotKnown => ({ known: false, notRecordedYet: true, reason });
 
 type Counts = Record<string, number>;
 
@@ -150,18 +149,25 @@ function complaintsSection(rows: TransparencyRows) {
     /** An overturned complaint reversed the contested decision. */
     decisionsReversed: outcomes.overturned!,
     medianSecondsToDecide: seconds(rows.complaintTime?.medianSeconds),
-    decidedByAutomation: notRecordedYet("Complaints resolved by an API key count as automation once issue 15 §4 records who resolved them (Art. 20(6))."),
-    reversalsRecordedForStatements: notRecordedYet("Reversed decisions are recorded against their Transparency Database statement once issue 15 §4 lands."),
+    /** Complaints resolved by an API key rather than a person (Art. 20(6): never by automation alone). */
+    decidedByAutomation: rows.complaintsDecided.filter((row) => row.byAutomation === 1).reduce((sum, row) => sum + row.n, 0),
+    reversalsRecorded: {
+      reversed: rows.reversals?.reversed ?? 0,
+      byAutomation: rows.reversals?.byAutomation ?? 0,
+      /** Reversals whose statement has its Transparency Database uuid (the database has no update endpoint). */
+      withStatementUuid: rows.reversals?.withStatement ?? 0,
+    },
   };
 }
 
-function suspensionsSection(actions: ReturnType<typeof actionsOf>) {
+function suspensionsSection(rows: TransparencyRows, actions: ReturnType<typeof actionsOf>) {
+  const sanctions = (kind: string) => rows.notifierSanctions.find((row) => row.kind === kind)?.n ?? 0;
   return {
     article: "Art. 24(1)(b), Art. 23",
     templateSection: "1.5.1",
     accountRestrictions: { suspended: actions.byRestriction.account.suspended ?? 0, terminated: actions.byRestriction.account.terminated ?? 0 },
     note: "Decisions restricting an account (restrictions.account) in the period, whatever their source; whether each one was imposed under Art. 23(1) for manifestly illegal content is the reviewer's ground, not recorded apart.",
-    manifestlyUnfoundedNotices: notRecordedYet("Suspensions of notifiers for manifestly unfounded notices (Art. 23(2)) are counted once issue 15 §6 records them."),
+    manifestlyUnfoundedNotices: { suspensions: sanctions("suspension"), warnings: sanctions("warning") },
     manifestlyUnfoundedComplaints: notKnown("The platform does not suspend complainants for manifestly unfounded complaints (Art. 23(2)); such suspensions are not recorded."),
   };
 }
@@ -228,7 +234,7 @@ export async function transparencyReport(env: Env, actor: Actor, query: { from?:
         templateSection: "1.5.1",
         disputesSubmitted: notKnown("Disputes brought to out-of-court settlement bodies, their outcomes and times are not reported back to the platform."),
       },
-      suspensions: suspensionsSection(all),
+      suspensions: suspensionsSection(rows, all),
       automatedMeans: await automatedMeansSection(env, actor, rows, all),
       humanResources: {
         article: "Art. 42(2)(a) and (b)",

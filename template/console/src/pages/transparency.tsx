@@ -128,9 +128,12 @@ export function TransparencyPage() {
             <div className="stat"><span className="muted small">Decided</span><strong>{s.complaints.decided.total}</strong></div>
             <div className="stat"><span className="muted small">Upheld / overturned</span><strong>{s.complaints.decided.upheld} / {s.complaints.decided.overturned}</strong></div>
             <div className="stat"><span className="muted small">Median time to decide</span><strong><Median seconds={s.complaints.medianSecondsToDecide} /></strong></div>
+            <div className="stat"><span className="muted small">Resolved by automation</span><strong>{s.complaints.decidedByAutomation}</strong></div>
+            <div className="stat"><span className="muted small">Reversals recorded</span><strong>{s.complaints.reversalsRecorded.reversed}</strong></div>
           </div>
           <h2>Suspensions (Art. 23) <span className="muted small">template 1.5.1</span></h2>
           <p>Accounts suspended: <strong>{s.suspensions.accountRestrictions.suspended}</strong>; terminated: <strong>{s.suspensions.accountRestrictions.terminated}</strong>. <span className="muted small">{s.suspensions.note}</span></p>
+          <p>Notifiers of manifestly unfounded notices: warned <strong>{s.suspensions.manifestlyUnfoundedNotices.warnings}</strong>, suspended <strong>{s.suspensions.manifestlyUnfoundedNotices.suspensions}</strong>.</p>
           <h2>Automated means and their accuracy <span className="muted small">template 1.6</span></h2>
           <table className="table table-compact" data-testid="treport-accuracy">
             <caption className="sr-only">Indicators of accuracy</caption>
