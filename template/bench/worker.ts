@@ -16,6 +16,7 @@ import { entryMacText } from "../src/audit/events";
 import { auditKeys } from "../src/audit/keys";
 import { expressionBudget } from "./expression-budget";
 import { seedTdbDecisions } from "./tdb";
+import { seedTransparency, transparencyPlans } from "./treport";
 import { executeBuiltin } from "../src/automation/builtins";
 import { executeComponentVersion, getComponentVersionRow } from "../src/automation/components";
 import { sealPersonalData } from "../src/cases/report-crypto";
@@ -610,6 +611,8 @@ async function benchRoute(request: Request, env: BenchEnv, ctx: ExecutionContext
   }
   if (request.method === "POST" && url.pathname === "/bench/metrics-seed") return seedMetrics(env, (await request.json().catch(() => ({}))) as Parameters<typeof seedMetrics>[1]);
   if (request.method === "POST" && url.pathname === "/bench/report-clone") return cloneReports(env, (await request.json().catch(() => ({}))) as Parameters<typeof cloneReports>[1]);
+  if (request.method === "POST" && url.pathname === "/bench/treport-seed") return seedTransparency(env, (await request.json().catch(() => ({}))) as Parameters<typeof seedTransparency>[1]);
+  if (request.method === "POST" && url.pathname === "/bench/treport-plans") return transparencyPlans(env, (await request.json().catch(() => ({}))) as Parameters<typeof transparencyPlans>[1]);
   if (request.method === "POST" && url.pathname === "/bench/context-load") return contextLoad(env, (await request.json().catch(() => ({}))) as Parameters<typeof contextLoad>[1]);
   return json({ error: { code: "route.not_found" } }, 404);
 }

@@ -25,7 +25,7 @@
 // repair of 100 runs in repair_required (a bulk migrate, and one by one).
 //
 // The Worker's schedule runs as under `npm start`: scripts/local-cron.mjs calls its scheduled
-// handler every minute for the whole bench. BENCH_ONLY=audit,queue,backtests,tdb,… runs only those sections
+// handler every minute for the whole bench. BENCH_ONLY=audit,queue,backtests,tdb,treport,… runs only those sections
 // (runtime, context, expressions, components, content, actions, intake, queue, audit, sweeps, backup, metrics, repair) — for working on one of them.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -40,6 +40,7 @@ import { actionLines, sectionActions } from "../bench/sections/actions.mjs";
 import { auditLines, sectionAuditVerify } from "../bench/sections/audit.mjs";
 import { backtestLines, sectionBacktests } from "../bench/sections/backtests.mjs";
 import { sectionTdb, tdbLines } from "../bench/sections/tdb.mjs";
+import { sectionTransparencyReport, treportLines } from "../bench/sections/treport.mjs";
 import { backupLines, sectionBackup } from "../bench/sections/backup.mjs";
 import { componentLines, sectionComponents } from "../bench/sections/components.mjs";
 import { contentLines, sectionContent } from "../bench/sections/content.mjs";
@@ -298,6 +299,7 @@ function report() {
     ...repairLines(),
     ...backtestLines(),
     ...tdbLines(),
+    ...treportLines(),
   );
   if (results.elapsedS !== undefined) lines.push(`elapsed:          ${results.elapsedS} s (budget ${OVERALL_BUDGET_MS / 1000} s)`);
   if (results.error) lines.push(`bench failed: ${results.error}`);
@@ -361,6 +363,7 @@ async function main() {
   if (runs("repair")) await sectionRepair(api, apiKey);
   if (runs("backtests")) await sectionBacktests(api, timed, adminToken);
   if (runs("tdb")) await sectionTdb(api, adminToken);
+  if (runs("treport")) await sectionTransparencyReport(api, timed, adminToken);
   results.elapsedS = round((Date.now() - startedAt) / 1000, 1);
 }
 

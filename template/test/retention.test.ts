@@ -128,7 +128,8 @@ describe("retention of closed cases", () => {
     expect(await verifies(a.apiKey)).toBe(true);
 
     const summary = await sweepRetention(env, new Date());
-    expect(summary).toMatchObject({ installations: 1, cases: 1, reports: 1, tasks: 1, stepOutputs: 1, deliveries: 1, failed: 0 });
+    // Deliveries: the run's message, and the notifier's receipt of the notice (DSA Art. 16) sent outside the run.
+    expect(summary).toMatchObject({ installations: 1, cases: 1, reports: 1, tasks: 1, stepOutputs: 1, deliveries: 2, failed: 0 });
 
     // The old, closed case: every sealed blob replaced, the summaries kept.
     expect(await openReport(a.id, old.reportId)).toEqual({ reporter: null, description: null, subjectUrl: null, subjectOwnerId: null, snapshot: null, evidence: [] });
@@ -161,7 +162,7 @@ describe("retention of closed cases", () => {
     expect(after.slice(0, before.length).map((e) => [e.id, e.details, e.mac])).toEqual(before.map((e) => [e.id, e.details, e.mac]));
     const erased = after.filter((e) => e.action === "retention.personal_data_erased");
     expect(erased).toHaveLength(1);
-    expect(JSON.parse(erased[0].details)).toMatchObject({ reports: 1, appeals: 0, tasks: 1, stepOutputs: 1, deliveries: 1, cases: 1, retentionDays: 365 });
+    expect(JSON.parse(erased[0].details)).toMatchObject({ reports: 1, appeals: 0, tasks: 1, stepOutputs: 1, deliveries: 2, cases: 1, retentionDays: 365 });
     expect(erased[0].details).not.toMatch(/user-1|example\.org|post-old/u);
     expect(await verifies(a.apiKey)).toBe(true);
 
@@ -218,7 +219,8 @@ describe("a named person's data on request", () => {
 
     const erased = await api("/api/v1/personal-data/erase", { key: c.apiKey, body: { reporter: { id: "user-77" } } });
     expect(erased.status).toBe(200);
-    expect(erased.body).toMatchObject({ erased: { reports: 1, appeals: 1, tasks: 1, deliveries: 1 }, held: { reports: 1, caseIds: [stillOpen.caseId] }, remaining: false });
+    // Deliveries: the run's message, the notifier's receipt and the decision's outcome to the notifier.
+    expect(erased.body).toMatchObject({ erased: { reports: 1, appeals: 1, tasks: 1, deliveries: 3 }, held: { reports: 1, caseIds: [stillOpen.caseId] }, remaining: false });
     expect((await openReport(c.id, closed.reportId)).reporter).toBeNull();
     const appealRow = await env.DB.prepare("SELECT personal_data AS sealed, state FROM appeals WHERE id = ?1").bind(appeal.body.id).first<any>();
     expect(appealRow.state).toBe("upheld");

@@ -24,6 +24,7 @@ const AuditPage = lazy(() => import("./pages/audit").then((m) => ({ default: m.A
 const DashboardPage = lazy(() => import("./pages/dashboard").then((m) => ({ default: m.DashboardPage })));
 const SettingsPage = lazy(() => import("./pages/settings").then((m) => ({ default: m.SettingsPage })));
 const QaPage = lazy(() => import("./pages/qa").then((m) => ({ default: m.QaPage })));
+const TransparencyPage = lazy(() => import("./pages/transparency").then((m) => ({ default: m.TransparencyPage })));
 
 type Page = ComponentType<{ params: Params }> | LazyExoticComponent<ComponentType<{ params: Params }>>;
 const ROUTES: Array<[string, Page, string]> = [
@@ -42,6 +43,7 @@ const ROUTES: Array<[string, Page, string]> = [
   ["/dashboard", DashboardPage, "dashboard"],
   ["/audit", AuditPage, "audit"],
   ["/qa", QaPage, "qa"],
+  ["/transparency", TransparencyPage, "transparency"],
   ["/settings", SettingsPage, "settings"],
   ["/settings/:tab", SettingsPage, "settings"],
 ];
@@ -55,6 +57,7 @@ const NAV: Array<[string, string, string]> = [
   ["/runs", "Runs", "runs"],
   ["/audit", "Audit", "audit"],
   ["/qa", "QA", "qa"],
+  ["/transparency", "DSA report", "transparency"],
   ["/settings", "Settings", "settings"],
 ];
 
@@ -122,7 +125,7 @@ function UserMenu() {
 }
 
 /** Sections only admins see in the navigation (reviewers must not learn how they are measured). */
-const ADMIN_ONLY = new Set(["qa"]);
+const ADMIN_ONLY = new Set(["qa", "transparency"]);
 
 function Shell() {
   const location = useLocation();

@@ -1,7 +1,14 @@
-// /api/v1/metrics: the installation's rolled-up metrics over a range (the console's dashboard).
+// /api/v1/metrics: the installation's rolled-up metrics over a range (the console's dashboard);
+// /api/v1/transparency-report: the DSA transparency report for a period (JSON or CSV).
 import { routes } from "../http/route";
 import { METRIC_STEPS, parseTime, queryMetrics } from "./query";
 import { rollupRange } from "./rollup";
+import { transparencyReport } from "./transparency";
+import { transparencyReportCsv } from "./transparency-csv";
+
+export const TRANSPARENCY_FORMATS = ["json", "csv"] as const;
+const TRANSPARENCY_SUMMARY =
+  "The DSA transparency report (Implementing Regulation (EU) 2024/2835, quantitative template) for a period: ?from= (included) &to= (a date is included whole; a time is excluded); default the current year so far. Figures the platform cannot know are listed as { known: false, reason }";
 
 export const metricRoutes = routes()
   .op(
@@ -25,4 +32,27 @@ export const metricRoutes = routes()
       ok: 200,
     },
     async (c, { body }) => rollupRange(c.env.DB, c.get("actor").installationId, { from: parseTime(body.from, "from"), to: parseTime(body.to, "to") }),
+  )
+  .op(
+    {
+      method: "get",
+      path: "/transparency-report",
+      summary: `${TRANSPARENCY_SUMMARY}. ?format=csv answers the CSV (as /transparency-report.csv)`,
+      auth: ["admin"],
+      ok: 200,
+      query: { enums: { format: TRANSPARENCY_FORMATS }, strings: ["from", "to"] },
+    },
+    async (c, { query }) => (query.format === "csv" ? transparencyReportCsv(c.env, c.get("actor"), query) : transparencyReport(c.env, c.get("actor"), query)),
+  )
+  .op(
+    {
+      method: "get",
+      path: "/transparency-report.csv",
+      summary: `${TRANSPARENCY_SUMMARY}. As CSV: one row per figure (template section, article, section, figure, value, note)`,
+      auth: ["admin"],
+      ok: 200,
+      query: { strings: ["from", "to"] },
+      produces: "text/csv",
+    },
+    async (c, { query }) => transparencyReportCsv(c.env, c.get("actor"), query),
   );
