@@ -3,7 +3,7 @@
 // message acked or retried on its own.
 import { createExecutionContext, env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { consumeBacktests } from "../src/automation";
+import { consumeBacktests } from "../src/automation/backtest-consumer";
 import { consumeDeliveries } from "../src/enforcement";
 import { errorCode } from "../src/errors";
 import { forEachBounded, withDeadline } from "../src/lib/queue-work";
