@@ -276,6 +276,10 @@ describe("notice misuse (Art. 23)", () => {
     expect(refused.status).toBe(403);
     expect(refused.body.error).toMatchObject({ code: "report.notifier_suspended", details: { suspendedUntil: until1d, sanctionId: suspension.body.id } });
     expect((await env.DB.prepare("SELECT COUNT(*) AS n FROM reports WHERE installation_id = ?1 AND subject_id = 'spam-2'").bind(d.id).first<{ n: number }>())!.n).toBe(0);
+    // Calling the notice voluntary does not get round the suspension.
+    const relabelled = await api("/api/v1/reports", { key: d.key, body: { ...notice("spam-3", spammer), source: "voluntary" } });
+    expect(relabelled.status).toBe(403);
+    expect(relabelled.body.error.code).toBe("report.notifier_suspended");
     // The replay of a notice recorded before the suspension still answers; others' notices are taken.
     const replay = await api("/api/v1/reports", { key: d.key, body: notice("spam-0", spammer), headers: { "idempotency-key": "spam-0" } });
     expect(replay.status).toBe(200);

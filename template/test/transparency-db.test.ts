@@ -241,8 +241,13 @@ describe("Transparency Database submission", () => {
     expect(put.body).toMatchObject({ enabled: true, preset: "sandbox", baseUrl: "https://sandbox.sor.dsa.ec.europa.eu", tokenSet: true });
     const got = await api("/api/v1/transparency-database/settings", { key: apiKey });
     // Changing something else keeps the token.
-    const off = await api("/api/v1/transparency-database/settings", { method: "PUT", key: apiKey, body: { preset: "production", enabled: false } });
-    expect(off.body).toMatchObject({ enabled: false, baseUrl: "https://transparency.dsa.ec.europa.eu", tokenSet: true });
+    const off = await api("/api/v1/transparency-database/settings", { method: "PUT", key: apiKey, body: { preset: "sandbox", enabled: false } });
+    expect(off.body).toMatchObject({ enabled: false, baseUrl: "https://sandbox.sor.dsa.ec.europa.eu", tokenSet: true });
+    // The stored token is only ever sent to the host it was given for: another host needs it again.
+    const elsewhere = await api("/api/v1/transparency-database/settings", { method: "PUT", key: apiKey, body: { baseUrl: "https://tdb.test", enabled: true } });
+    expect(elsewhere.status).toBe(422);
+    expect(elsewhere.body.error.code).toBe("transparency_db.token_required");
+    expect((await api("/api/v1/transparency-database/settings", { key: apiKey })).body).toMatchObject({ baseUrl: "https://sandbox.sor.dsa.ec.europa.eu", enabled: false });
     const stored = await env.DB.prepare("SELECT * FROM tdb_settings WHERE installation_id = ?1").bind(id).first();
     const audit = await env.DB.prepare("SELECT details_json FROM audit_events WHERE installation_id = ?1").bind(id).all();
     for (const text of [JSON.stringify(put.body), JSON.stringify(got.body), JSON.stringify(off.body), JSON.stringify(stored), JSON.stringify(audit.results)]) expect(text).not.toContain(token);

@@ -31,12 +31,12 @@ function activeSuspensionStatement(db: D1Database, installationId: string, hashe
 
 /**
  * Before a report is recorded: who sent it. Voluntary reports and reports without a reporter id
- * have no notifier. A suspended notifier's notice is refused (403 `report.notifier_suspended`,
+ * have no notifier (a suspended notifier is refused even when it calls its report voluntary). A suspended notifier's notice is refused (403 `report.notifier_suspended`,
  * audited as `report.refused` naming the suspension, never the reporter), except the replay of a
  * report recorded before the suspension with the same Idempotency-Key.
  */
 export async function noticeSender(env: Env, actor: Actor, input: { source: string; reporterId: string | undefined; category: string; idempotencyKey: string | undefined; at: string }): Promise<NoticeSender> {
-  if (input.source === "voluntary" || !input.reporterId) return { source: input.source, notifierHash: null, trustedFlaggerId: null };
+  if (!input.reporterId) return { source: input.source, notifierHash: null, trustedFlaggerId: null };
   const hashes = notifierHashes(env, actor.installationId, input.reporterId);
   const [flagger, suspension, replay] = await env.DB.batch<Record<string, unknown>>([
     activeFlaggerStatement(env.DB, actor.installationId, hashes.all, input.category, input.at),
@@ -59,6 +59,8 @@ export async function noticeSender(env: Env, actor: Actor, input: { source: stri
       details: { suspendedUntil: suspended.endsAt, sanctionId: suspended.id },
     });
   }
+  // A suspended notifier is refused whatever source the report states; a voluntary report has no notifier.
+  if (input.source === "voluntary") return { source: input.source, notifierHash: null, trustedFlaggerId: null };
   const match = flagger!.results[0] as { id: string } | undefined;
   // A registered flagger's notice in their area; a source the caller states otherwise is kept.
   const source = match && input.source === "notice" ? "trusted_flagger" : input.source;

@@ -114,6 +114,10 @@ export async function putTdbSettings(env: Env, actor: Actor, input: { preset?: T
   const existing = await tdbSettingsRow(env.DB, actor.installationId);
   const baseUrl = input.preset ? TDB_PRESETS[input.preset] : input.baseUrl ? checkBaseUrl(env, input.baseUrl) : existing?.baseUrl;
   if (!baseUrl) throw new AppError("transparency_db.base_url_missing", "Give preset (production or sandbox) or baseUrl.", { status: 422 });
+  // The sealed token only ever goes to the host it was given for: a new host needs its token again.
+  if (!input.token && existing?.tokenSealed && baseUrl !== existing.baseUrl) {
+    throw new AppError("transparency_db.token_required", "Changing the base URL needs the token again (token): a stored token is only sent to the host it was given for.", { status: 422 });
+  }
   const tokenSealed = input.token ? (await sealPersonalData(env, actor.installationId, tokenContext(actor.installationId), { token: input.token })).sealed : (existing?.tokenSealed ?? null);
   if (input.enabled && !tokenSealed) throw new AppError("transparency_db.token_missing", "Submission cannot be enabled without the token the Transparency Database issued (token).", { status: 422 });
   const at = new Date().toISOString();
