@@ -83,7 +83,7 @@ test(`wrangler dev: ${BACKTESTS} durable backtests of ${REPORTS} reports in a ro
       assert.equal(polled.status, 200, JSON.stringify(polled.body));
       backtest = polled.body;
     }
-    assert.deepEqual(backtest.progress, { total: REPORTS, started: REPORTS, finished: REPORTS, byState: { succeeded: REPORTS } }, `backtest ${round}`);
+    assert.deepEqual(backtest.progress, { total: REPORTS, started: REPORTS, finished: REPORTS, processed: REPORTS, byState: { succeeded: REPORTS } }, `backtest ${round}`);
     assert.equal(backtest.report.shadowRuns, REPORTS, `backtest ${round}`);
   }
 });
