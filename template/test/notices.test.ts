@@ -304,7 +304,8 @@ describe("notice misuse (Art. 23)", () => {
       .bind(d.id)
       .all<any>();
     const actions = audit.results.map((a) => a.action).filter((a) => a !== "notifier.message_queued");
-    expect(actions).toEqual(["notifier.warned", "notifier.suspended", "report.refused", "notifier.standing_viewed", "notifier.suspension_lifted"]);
+    // Two refusals: the notice, and the same notifier calling its next report voluntary.
+    expect(actions).toEqual(["notifier.warned", "notifier.suspended", "report.refused", "report.refused", "notifier.standing_viewed", "notifier.suspension_lifted"]);
     expect(audit.results.find((a) => a.action === "report.refused")).toMatchObject({ targetType: "notifier_sanction" });
     const text = JSON.stringify(audit.results);
     for (const secret of ["spammer-3", "spam@example.org", "Forty notices", "Kept flooding", "Appeal upheld"]) expect(text).not.toContain(secret);
