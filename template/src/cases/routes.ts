@@ -13,7 +13,8 @@ import { intakeReport, readReport, revealReporter, reportSummary } from "./repor
 import { normalizeCategory } from "./taxonomy";
 import { reportTimeline } from "./timeline";
 import { getCaseRow, listReportRows } from "./reports-queries";
-import { claimNextTask, claimTask, completeTask, getTask, listQueueTasks, releaseTask, TASK_STATES } from "./tasks";
+import { claimNextTask, claimTask, releaseTask } from "./task-leases";
+import { completeTask, getTask, listQueueTasks, TASK_STATES } from "./tasks";
 import { createTrigger, listTriggers, setTriggerEnabled } from "./triggers";
 import { exposureStatus, getCaps, reviewerOf, setCaps } from "./wellness";
 import { promoteTrigger, updateTriggerMode } from "./promotion";

@@ -1,5 +1,5 @@
-// Human review tasks: SLA-ordered listing with a cursor, exclusive renewable leases, responses
-// checked against the task's JSON Schema, and completion that resumes the waiting run.
+// Human review tasks: SLA-ordered listing with a cursor, responses checked against the task's
+// JSON Schema, and completion that resumes the waiting run. Leases (claim, next, release): task-leases.ts.
 import { Validator, type Schema } from "@cfworker/json-schema";
 import { auditStatement, canonicalJson } from "../audit";
 import { canReadPersonalData, canSeeQueue, type Actor } from "../auth";
@@ -10,10 +10,9 @@ import { completeHandoffStatements, sendComplaintOutcome } from "../enforcement"
 import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepUnsafe } from "../workflows";
 import { appealDecisionId, decisionReversalStatements } from "./complaints";
 import { getQueueRow } from "./queues";
-import { assertNotOwnQaTask, completeReviewCopyTask, notOwnQaTaskSql, qaSampleStatements, type TaskOrigin } from "./qa";
+import { completeReviewCopyTask, qaSampleStatements, type TaskOrigin } from "./qa";
 import { openPersonalData } from "./report-crypto";
 import { APPEAL_OUTCOMES } from "./taxonomy";
-import { claimExposureStatement, exposureStatus, nextTaskWellness, NOT_CAPPED_SQL, refuseWhenCapped, releaseExposureStatement } from "./wellness";
 import { reviewerAuditId } from "../lib/person-keys";
 
 export const DEFAULT_LEASE_SECONDS = 900;
@@ -51,7 +50,7 @@ const COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRu
   response_json AS responseJson, due_at AS dueAt, expires_at AS expiresAt, claimed_by AS claimedBy, claimed_at AS claimedAt,
   lease_expires_at AS leaseExpiresAt, completed_by AS completedBy, completed_at AS completedAt, created_at AS createdAt, origin`;
 
-function getTaskRow(db: D1Database, installationId: string, taskId: string): Promise<TaskRow | null> {
+export function getTaskRow(db: D1Database, installationId: string, taskId: string): Promise<TaskRow | null> {
   return db.prepare(`SELECT ${COLUMNS} FROM human_tasks WHERE installation_id = ?1 AND id = ?2`).bind(installationId, taskId).first<TaskRow>();
 }
 
@@ -105,13 +104,13 @@ export async function getTask(env: Env, actor: Actor, taskId: string) {
 }
 
 /** A console user limited to some queues sees other queues' tasks as not found. */
-async function assertTaskVisible(env: Env, actor: Actor, taskId: string): Promise<void> {
+export async function assertTaskVisible(env: Env, actor: Actor, taskId: string): Promise<void> {
   if (!actor.user?.queueIds) return;
   const row = await env.DB.prepare(`SELECT queue_id AS queueId FROM human_tasks WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, taskId).first<{ queueId: string | null }>();
   if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
 }
 
-async function visibleQueue(env: Env, actor: Actor, queueId: string) {
+export async function visibleQueue(env: Env, actor: Actor, queueId: string) {
   const queue = await getQueueRow(env.DB, actor.installationId, queueId);
   if (!queue || !canSeeQueue(actor, queue.id)) throw notFound("queue");
   return queue;
@@ -148,127 +147,9 @@ export async function listQueueTasks(env: Env, actor: Actor, queueId: string, op
   };
 }
 
-function leaseSeconds(value: number | undefined): number {
-  return Math.min(Math.max(Math.trunc(value ?? DEFAULT_LEASE_SECONDS), 30), MAX_LEASE_SECONDS);
-}
-
 /** Who holds a lease: a console user themself; for an API key, the reviewer its tool names (else the key). */
-function claimant(actor: Actor, reviewer: string | undefined): string {
+export function claimant(actor: Actor, reviewer: string | undefined): string {
   return actor.user ? actor.user.email : (reviewer ?? actor.audit.id);
-}
-
-async function refuseClaim(env: Env, actor: Actor, taskId: string): Promise<never> {
-  const row = await getTaskRow(env.DB, actor.installationId, taskId);
-  if (!row) throw notFound("task");
-  if (row.state === "claimed") throw conflict("task.already_claimed", "Another reviewer holds this task's lease.", { leaseExpiresAt: row.leaseExpiresAt });
-  throw conflict("task.not_claimable", `The task is ${row.state}.`);
-}
-
-/** Takes (or renews, for the same reviewer) the exclusive lease; a second claimer gets 409. */
-export async function claimTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; leaseSeconds?: number }) {
-  await assertTaskVisible(env, actor, taskId);
-  const who = claimant(actor, input.reviewer);
-  await assertNotOwnQaTask(env.DB, actor.installationId, taskId, who);
-  const now = new Date();
-  const at = now.toISOString();
-  const expires = new Date(now.getTime() + leaseSeconds(input.leaseSeconds) * 1_000).toISOString();
-  const [update] = await env.DB.batch([
-    env.DB.prepare(`
-      UPDATE human_tasks SET state = 'claimed', claimed_at = CASE WHEN claimed_by = ?3 AND state = 'claimed' THEN claimed_at ELSE ?4 END,
-        claimed_by = ?3, lease_expires_at = ?5, updated_at = ?4
-      WHERE installation_id = ?1 AND id = ?2
-        AND (state = 'open' OR (state = 'claimed' AND (lease_expires_at <= ?4 OR claimed_by = ?3)))
-    `).bind(actor.installationId, taskId, who, at, expires),
-    auditStatement(
-      env.DB,
-      {
-        installationId: actor.installationId,
-        idempotencyKey: `task:${taskId}:claimed:${at}:${who}`,
-        action: "task.claimed",
-        actor: actor.audit,
-        target: { type: "task", id: taskId },
-        details: { reviewerId: reviewerAuditId(actor.installationId, who), leaseExpiresAt: expires },
-        at,
-      },
-      { table: "human_tasks", id: taskId, where: { installation_id: actor.installationId, claimed_by: who, lease_expires_at: expires, updated_at: at } },
-    ),
-    // Wellness: the claim counts toward the reviewer's daily exposure in the task's category.
-    claimExposureStatement(env.DB, { installationId: actor.installationId, taskId, reviewer: who, at }),
-  ]);
-  if ((update!.meta.changes ?? 0) === 0) return refuseClaim(env, actor, taskId);
-  return getTask(env, actor, taskId);
-}
-
-/**
- * Claims the first claimable task of a queue in SLA order ("next task"), passing over the
- * categories whose daily exposure cap the reviewer reached (wellness.ts): the answer says which it
- * skipped; with only capped work left it is a 409 `wellness.exposure_cap_reached`.
- */
-export async function claimNextTask(env: Env, actor: Actor, queueId: string, input: { reviewer?: string; leaseSeconds?: number }) {
-  await visibleQueue(env, actor, queueId);
-  const exposure = await exposureStatus(env.DB, actor.installationId, claimant(actor, input.reviewer));
-  const capped = JSON.stringify(exposure.capped);
-  for (let attempt = 0; attempt < 5; attempt++) {
-    // Open tasks and claimed ones whose lease lapsed, in due order: a lapsed lease keeps its place.
-    // (QA: a reviewer is never handed the QA task of their own answer.)
-    // The priority lane (trusted flaggers' notices, DSA Art. 22) first, then the rest; each in due order.
-    let candidate: { id: string } | null = null;
-    for (const lane of ["AND t.priority_lane IS NOT NULL", ""]) {
-      candidate = await env.DB.prepare(`
-      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'open' ${lane} AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "t")}
-      UNION ALL
-      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'claimed' ${lane} AND t.lease_expires_at <= ?3 AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "t")}
-      ORDER BY dueAt, priority DESC, id LIMIT 1
-    `)
-        .bind(actor.installationId, queueId, new Date().toISOString(), capped, claimant(actor, input.reviewer))
-        .first<{ id: string }>();
-      if (candidate) break;
-    }
-    if (!candidate) {
-      await refuseWhenCapped(env.DB, actor.installationId, queueId, exposure);
-      return null;
-    }
-    try {
-      const task = await claimTask(env, actor, candidate.id, input);
-      return { ...task, wellness: await nextTaskWellness(env.DB, actor.installationId, queueId, exposure) };
-    } catch (error) {
-      // Someone else took it between the read and the claim: try the next one.
-      if (!(error instanceof AppError && error.status === 409)) throw error;
-    }
-  }
-  throw new AppError("queue.contended", "Tasks are being claimed faster than this request could take one; retry.", { status: 409, retryable: true });
-}
-
-export async function releaseTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string }) {
-  await assertTaskVisible(env, actor, taskId);
-  const who = claimant(actor, input.reviewer);
-  const at = new Date().toISOString();
-  const [update] = await env.DB.batch([
-    env.DB.prepare(`
-      UPDATE human_tasks SET state = 'open', claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL, updated_at = ?4
-      WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3
-    `).bind(actor.installationId, taskId, who, at),
-    auditStatement(
-      env.DB,
-      {
-        installationId: actor.installationId,
-        idempotencyKey: `task:${taskId}:released:${at}:${who}`,
-        action: "task.released",
-        actor: actor.audit,
-        target: { type: "task", id: taskId },
-        details: { reviewerId: reviewerAuditId(actor.installationId, who) },
-        at,
-      },
-      { table: "human_tasks", id: taskId, where: { installation_id: actor.installationId, state: "open", updated_at: at } },
-    ),
-    releaseExposureStatement(env.DB, { installationId: actor.installationId, taskId, reviewer: who, at }),
-  ]);
-  if ((update!.meta.changes ?? 0) === 0) {
-    const row = await getTaskRow(env.DB, actor.installationId, taskId);
-    if (!row) throw notFound("task");
-    throw conflict("task.not_claimed_by_you", "Only the reviewer holding the lease can release the task.");
-  }
-  return getTask(env, actor, taskId);
 }
 
 const validators = new Map<string, Validator>();

@@ -88,8 +88,11 @@ export class GraphWalk {
   private content: Promise<JsonValue> | null = null;
   private lastDecision: { outcome: string } | null = null;
   private ended: { nodeId: string; terminalCode: string } | null = null;
+  /** The run's input, parsed once for every node's context. */
+  private readonly runInput: JsonValue;
 
   constructor(private readonly input: WalkInput) {
+    this.runInput = JSON.parse(input.run.inputJson) as JsonValue;
     for (const node of input.run.graph.nodes) this.nodes.set(node.id, node);
     for (const edge of input.run.graph.edges) {
       const key = `${edge.from.nodeId}:${edge.from.port}`;
@@ -158,7 +161,7 @@ export class GraphWalk {
     const { run } = this.input;
     const content = readsContent && reads.content ? await (this.content ??= this.input.content()) : null;
     return {
-      input: JSON.parse(run.inputJson) as JsonValue,
+      input: this.runInput,
       report: reads.report ? this.input.report : null,
       run: { id: run.id, workflowVersionId: run.workflowVersionId, authorityMode: run.authorityMode },
       steps,

@@ -1,0 +1,127 @@
+// Task leases: an exclusive, renewable claim on a task (claim, "next task" in SLA order with the
+// priority lane, wellness caps and the own-QA-task rule, release). Completion is tasks.ts's.
+import { auditStatement } from "../audit";
+import type { Actor } from "../auth";
+import { AppError, conflict, notFound } from "../errors";
+import { reviewerAuditId } from "../lib/person-keys";
+import { assertNotOwnQaTask, notOwnQaTaskSql } from "./qa";
+import { assertTaskVisible, claimant, DEFAULT_LEASE_SECONDS, getTask, getTaskRow, MAX_LEASE_SECONDS, visibleQueue } from "./tasks";
+import { claimExposureStatement, exposureStatus, nextTaskWellness, NOT_CAPPED_SQL, refuseWhenCapped, releaseExposureStatement } from "./wellness";
+
+function leaseSeconds(value: number | undefined): number {
+  return Math.min(Math.max(Math.trunc(value ?? DEFAULT_LEASE_SECONDS), 30), MAX_LEASE_SECONDS);
+}
+
+async function refuseClaim(env: Env, actor: Actor, taskId: string): Promise<never> {
+  const row = await getTaskRow(env.DB, actor.installationId, taskId);
+  if (!row) throw notFound("task");
+  if (row.state === "claimed") throw conflict("task.already_claimed", "Another reviewer holds this task's lease.", { leaseExpiresAt: row.leaseExpiresAt });
+  throw conflict("task.not_claimable", `The task is ${row.state}.`);
+}
+
+/** Takes (or renews, for the same reviewer) the exclusive lease; a second claimer gets 409. */
+export async function claimTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; leaseSeconds?: number }) {
+  await assertTaskVisible(env, actor, taskId);
+  const who = claimant(actor, input.reviewer);
+  await assertNotOwnQaTask(env.DB, actor.installationId, taskId, who);
+  const now = new Date();
+  const at = now.toISOString();
+  const expires = new Date(now.getTime() + leaseSeconds(input.leaseSeconds) * 1_000).toISOString();
+  const [update] = await env.DB.batch([
+    env.DB.prepare(`
+      UPDATE human_tasks SET state = 'claimed', claimed_at = CASE WHEN claimed_by = ?3 AND state = 'claimed' THEN claimed_at ELSE ?4 END,
+        claimed_by = ?3, lease_expires_at = ?5, updated_at = ?4
+      WHERE installation_id = ?1 AND id = ?2
+        AND (state = 'open' OR (state = 'claimed' AND (lease_expires_at <= ?4 OR claimed_by = ?3)))
+    `).bind(actor.installationId, taskId, who, at, expires),
+    auditStatement(
+      env.DB,
+      {
+        installationId: actor.installationId,
+        idempotencyKey: `task:${taskId}:claimed:${at}:${who}`,
+        action: "task.claimed",
+        actor: actor.audit,
+        target: { type: "task", id: taskId },
+        details: { reviewerId: reviewerAuditId(actor.installationId, who), leaseExpiresAt: expires },
+        at,
+      },
+      { table: "human_tasks", id: taskId, where: { installation_id: actor.installationId, claimed_by: who, lease_expires_at: expires, updated_at: at } },
+    ),
+    // Wellness: the claim counts toward the reviewer's daily exposure in the task's category.
+    claimExposureStatement(env.DB, { installationId: actor.installationId, taskId, reviewer: who, at }),
+  ]);
+  if ((update!.meta.changes ?? 0) === 0) return refuseClaim(env, actor, taskId);
+  return getTask(env, actor, taskId);
+}
+
+/**
+ * Claims the first claimable task of a queue in SLA order ("next task"), passing over the
+ * categories whose daily exposure cap the reviewer reached (wellness.ts): the answer says which it
+ * skipped; with only capped work left it is a 409 `wellness.exposure_cap_reached`.
+ */
+export async function claimNextTask(env: Env, actor: Actor, queueId: string, input: { reviewer?: string; leaseSeconds?: number }) {
+  await visibleQueue(env, actor, queueId);
+  const exposure = await exposureStatus(env.DB, actor.installationId, claimant(actor, input.reviewer));
+  const capped = JSON.stringify(exposure.capped);
+  for (let attempt = 0; attempt < 5; attempt++) {
+    // Open tasks and claimed ones whose lease lapsed, in due order: a lapsed lease keeps its place.
+    // (QA: a reviewer is never handed the QA task of their own answer.)
+    // The priority lane (trusted flaggers' notices, DSA Art. 22) first, then the rest; each in due order.
+    let candidate: { id: string } | null = null;
+    for (const lane of ["AND t.priority_lane IS NOT NULL", ""]) {
+      candidate = await env.DB.prepare(`
+      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'open' ${lane} AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "t")}
+      UNION ALL
+      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'claimed' ${lane} AND t.lease_expires_at <= ?3 AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "t")}
+      ORDER BY dueAt, priority DESC, id LIMIT 1
+    `)
+        .bind(actor.installationId, queueId, new Date().toISOString(), capped, claimant(actor, input.reviewer))
+        .first<{ id: string }>();
+      if (candidate) break;
+    }
+    if (!candidate) {
+      await refuseWhenCapped(env.DB, actor.installationId, queueId, exposure);
+      return null;
+    }
+    try {
+      const task = await claimTask(env, actor, candidate.id, input);
+      return { ...task, wellness: await nextTaskWellness(env.DB, actor.installationId, queueId, exposure) };
+    } catch (error) {
+      // Someone else took it between the read and the claim: try the next one.
+      if (!(error instanceof AppError && error.status === 409)) throw error;
+    }
+  }
+  throw new AppError("queue.contended", "Tasks are being claimed faster than this request could take one; retry.", { status: 409, retryable: true });
+}
+
+export async function releaseTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string }) {
+  await assertTaskVisible(env, actor, taskId);
+  const who = claimant(actor, input.reviewer);
+  const at = new Date().toISOString();
+  const [update] = await env.DB.batch([
+    env.DB.prepare(`
+      UPDATE human_tasks SET state = 'open', claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL, updated_at = ?4
+      WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3
+    `).bind(actor.installationId, taskId, who, at),
+    auditStatement(
+      env.DB,
+      {
+        installationId: actor.installationId,
+        idempotencyKey: `task:${taskId}:released:${at}:${who}`,
+        action: "task.released",
+        actor: actor.audit,
+        target: { type: "task", id: taskId },
+        details: { reviewerId: reviewerAuditId(actor.installationId, who) },
+        at,
+      },
+      { table: "human_tasks", id: taskId, where: { installation_id: actor.installationId, state: "open", updated_at: at } },
+    ),
+    releaseExposureStatement(env.DB, { installationId: actor.installationId, taskId, reviewer: who, at }),
+  ]);
+  if ((update!.meta.changes ?? 0) === 0) {
+    const row = await getTaskRow(env.DB, actor.installationId, taskId);
+    if (!row) throw notFound("task");
+    throw conflict("task.not_claimed_by_you", "Only the reviewer holding the lease can release the task.");
+  }
+  return getTask(env, actor, taskId);
+}
