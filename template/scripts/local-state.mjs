@@ -32,7 +32,8 @@ export function baseUrl() {
   return `http://127.0.0.1:${process.env.PORT ?? "8787"}`;
 }
 
-function readDotenvValue(file, key) {
+/** The value of KEY in a dotenv file (the subset of dotenv syntax that .dev.vars files use; the last assignment wins). */
+export function readDotenvValue(file, key) {
   let text;
   try {
     text = readFileSync(file, "utf8");

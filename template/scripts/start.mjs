@@ -15,6 +15,7 @@ import { createServer } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { startLocalCron } from "./local-cron.mjs";
+import { readDotenvValue } from "./local-state.mjs";
 
 const templateDir = fileURLToPath(new URL("..", import.meta.url));
 const devVarsPath = path.join(templateDir, ".dev.vars");
@@ -64,27 +65,6 @@ function wranglerBin() {
   } catch {
     return fail("wrangler is not installed; run `npm install` first.");
   }
-}
-
-/** The value of KEY in a dotenv file (the subset of dotenv syntax that .dev.vars files use). */
-function readDotenvValue(file, key) {
-  let text;
-  try {
-    text = readFileSync(file, "utf8");
-  } catch {
-    return undefined;
-  }
-  let value;
-  for (const line of text.split(/\r?\n/u)) {
-    const match = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$/u.exec(line);
-    if (!match || match[1] !== key) continue;
-    let raw = match[2].trim();
-    const quoted = /^(['"`])(.*)\1$/u.exec(raw);
-    if (quoted) raw = quoted[2];
-    else raw = raw.replace(/\s+#.*$/u, "");
-    value = raw; // dotenv: the last assignment wins
-  }
-  return value;
 }
 
 /** Where the admin token comes from; a token the user supplied is never printed. */
