@@ -1,78 +1,19 @@
-// Actions on the team's own product: action types, proposals that wait for a person (assisted, or
+// Actions on the team's own product (their types: action-types.ts): proposals that wait for a person (assisted, or
 // types that always need approval), and delivery through a signed webhook, confirmed before the
 // action counts as applied. The workflow runtime calls prepare/complete; people approve or reject.
 import { auditStatement, canonicalJson, type AuditEventInput } from "../audit";
 import type { Actor } from "../auth";
 import { AppError, conflict, notFound } from "../errors";
-import { newId, sha256Hex } from "../lib/crypto";
-import { isUniqueViolation, type RowGuard } from "../lib/d1";
+import { sha256Hex } from "../lib/crypto";
+import type { RowGuard } from "../lib/d1";
 import { evaluateInputMapping, signalRun, TERMINAL_RUN_STATES, type ActionProgress, type AuthorizedRun, type ExpressionContext, type WaitResult, type WorkflowNodeV1 } from "../workflows";
-import { deliveryStatement, enqueueDeliveries, getEndpointRow } from "./webhooks";
+import { deliveryStatement, enqueueDeliveries } from "./webhooks";
 import { reviewerAuditId } from "../lib/person-keys";
+import { TYPE_COLUMNS, type ActionTypeRow } from "./action-types";
 
 const DEFAULT_APPROVAL_SECONDS = 86_400;
 /** How long a run waits for its endpoint to confirm a delivery (retries span hours). */
 const DELIVERY_WAIT_MS = 7 * 86_400_000;
-
-interface ActionTypeRow {
-  id: string;
-  key: string;
-  name: string;
-  description: string | null;
-  requiresApproval: number;
-  reversible: number;
-  endpointId: string;
-  /** 'assisted': every action of the type waits for approval, even in an autonomous run (action-type-promotion.ts). */
-  autonomy: "assisted" | "autonomous";
-  createdAt: string;
-}
-
-const TYPE_COLUMNS = `id, key, name, description, requires_approval AS requiresApproval, reversible, endpoint_id AS endpointId, autonomy, created_at AS createdAt`;
-
-function serializeType(row: ActionTypeRow) {
-  return { ...row, requiresApproval: row.requiresApproval === 1, reversible: row.reversible === 1 };
-}
-
-export async function createActionType(env: Env, actor: Actor, input: { key: string; name: string; description?: string; requiresApproval?: boolean; reversible?: boolean; endpointId: string; autonomy?: "assisted" | "autonomous" }) {
-  if (!(await getEndpointRow(env.DB, actor.installationId, input.endpointId))) throw notFound("webhook_endpoint");
-  const id = newId("act");
-  const at = new Date().toISOString();
-  try {
-    await env.DB.batch([
-      env.DB.prepare(`INSERT INTO action_types (id, installation_id, key, name, description, requires_approval, reversible, endpoint_id, autonomy, created_at, updated_at)
-        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?10, ?9, ?9)`).bind(
-        id,
-        actor.installationId,
-        input.key,
-        input.name,
-        input.description ?? null,
-        input.requiresApproval ? 1 : 0,
-        input.reversible ? 1 : 0,
-        input.endpointId,
-        at,
-        input.autonomy ?? "autonomous",
-      ),
-      auditStatement(env.DB, {
-        installationId: actor.installationId,
-        idempotencyKey: `action_type:${id}:created`,
-        action: "action_type.created",
-        actor: actor.audit,
-        target: { type: "action_type", id },
-        details: { key: input.key, name: input.name, requiresApproval: input.requiresApproval ?? false, endpointId: input.endpointId, autonomy: input.autonomy ?? "autonomous" },
-        at,
-      }),
-    ]);
-  } catch (error) {
-    if (isUniqueViolation(error)) throw conflict("action_type.key_taken", "An action type with this key already exists.");
-    throw error;
-  }
-  return serializeType((await env.DB.prepare(`SELECT ${TYPE_COLUMNS} FROM action_types WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<ActionTypeRow>())!);
-}
-
-export async function listActionTypes(env: Env, actor: Actor) {
-  const { results } = await env.DB.prepare(`SELECT ${TYPE_COLUMNS} FROM action_types WHERE installation_id = ?1 ORDER BY key`).bind(actor.installationId).all<ActionTypeRow>();
-  return results.map(serializeType);
-}
 
 interface ProposalRow {
   id: string;

@@ -1,7 +1,8 @@
 // /api/v1 webhook endpoints and deliveries, action types, action proposals, decisions.
 import { notFound } from "../errors";
 import { routes, withStatus } from "../http/route";
-import { createActionType, decideProposal, getProposal, listActionTypes, listProposals } from "./actions";
+import { createActionType, listActionTypes } from "./action-types";
+import { decideProposal, getProposal, listProposals } from "./actions";
 import { getActionTypeGate, promoteActionType, putActionTypeGate, setActionTypeAutonomy } from "./action-type-promotion";
 import { redressMessageOf } from "./affected-user";
 import { getRedressSettings, putRedressSettings } from "./affected-user-settings";
