@@ -11,6 +11,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { mergeJsonc } from "../bin/lib/jsonc.mjs";
+import { mergePackageJson } from "../bin/lib/merge.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const bin = path.join(root, "bin", "create-safest-tools.mjs");
@@ -112,6 +114,8 @@ before(() => {
   rmSync(path.join(t, NEW_MIGRATION));
   write(t, OLD_MIGRATION, `${read(t, OLD_MIGRATION)}\n-- previous release\n`);
   edit(t, "wrangler.jsonc", /\n\s*"ratelimits":[^\n]*/u, "");
+  // A var the release adds on the line where the team changes another: lines conflict, values do not.
+  edit(t, "wrangler.jsonc", /"ACCESS_AUD": "[^"]*", /u, "");
   edit(t, "package.json", `"hono": "${HONO}"`, '"hono": "4.0.0"');
   edit(t, "examples/harassment-review.json", /"timeout_seconds": (\d+)/u, (_m, n) => `"timeout_seconds": ${Number(n) + 1}`);
   write(t, "scripts/build-kernel.mjs", `${read(t, "scripts/build-kernel.mjs")}// previous release\n`);
@@ -174,6 +178,7 @@ describe("upgrading from the previous release", { skip: !hasGit && "no git for g
     assert.deepEqual(report.conflict, []);
     assert.deepEqual(paths(report.updated).sort(), ["README.md", "scripts/build-kernel.mjs"]);
     assert.deepEqual(paths(report.merged).sort(), ["examples/harassment-review.json", "package.json", "wrangler.jsonc"]);
+    assert.equal(report.merged.find((e) => e.path === "wrangler.jsonc").detail, "merged value by value");
     const kept = Object.fromEntries(report.kept.map((e) => [e.path, e.detail]));
     assert.deepEqual(Object.keys(kept).sort(), ["examples/known-media.json", "examples/legacy.json", OLD_MIGRATION].sort());
     assert.match(kept["examples/legacy.json"], /changed by you; the release deleted it/u);
@@ -206,6 +211,8 @@ describe("upgrading from the previous release", { skip: !hasGit && "no git for g
     assert.match(wrangler, /"ratelimits":/u, "the release's new rate limit");
     assert.match(wrangler, /"database_id": "2f0c8b5e-team-d1-id"/u);
     assert.match(wrangler, /"WEBHOOK_TIMEOUT_SECONDS": "30", "TEAM_FLAG": "on"/u);
+    assert.match(wrangler, /"ACCESS_AUD": ""/u, "the release's new var");
+    assert.match(wrangler, /\/\/ Workers Rate Limiting/u, "the release's comments stay");
     assert.match(wrangler, /"name": "my-desk"/u);
     assert.doesNotMatch(wrangler, /safest-tools/u, "every resource still carries the project's name");
 
@@ -267,19 +274,25 @@ describe("conflicts: exit 1, the team's version never lost", () => {
     assert.ok(existsSync(path.join(project, NEW_MIGRATION)));
   });
 
-  test("without git (--no-git): each file changed on both sides keeps the team's version, the release's goes to .upgrade", () => {
-    const project = teamProject("conflict-no-git");
+  test("without git (--no-git): JSON merges value by value; what cannot merge keeps the team's version, the release's goes to .upgrade", () => {
+    const project = conflicting("conflict-no-git");
     const before = snapshot(project);
     const { status, report, stdout } = upgrade(project, ["--no-git"]);
     assert.equal(status, 1, stdout);
-    assert.deepEqual(paths(report.conflict).sort(), ["examples/harassment-review.json", "wrangler.jsonc"]);
-    for (const file of ["examples/harassment-review.json", "wrangler.jsonc"]) {
+    const conflicts = Object.fromEntries(report.conflict.map((e) => [e.path, e.detail]));
+    assert.deepEqual(Object.keys(conflicts).sort(), ["examples/harassment-review.json", "scripts/build-kernel.mjs"]);
+    assert.match(conflicts["scripts/build-kernel.mjs"], /no git to merge with; the release's version is in scripts\/build-kernel\.mjs\.upgrade/u);
+    for (const file of Object.keys(conflicts)) {
       assert.equal(sha(readFileSync(path.join(project, file))), before[file], `${file} is the team's`);
-      assert.equal(read(project, `${file}.upgrade`).includes("safest-tools"), false, "the release's version carries the project's names");
+      assert.equal(read(project, `${file}.upgrade`), read(root, `template/${file}`), "the release's version next to it");
     }
-    assert.match(read(project, "wrangler.jsonc.upgrade"), /"ratelimits":/u);
-    // package.json needs no git: merged key by key.
-    assert.ok(paths(report.merged).includes("package.json"));
+    // Both sides changed wrangler.jsonc, on other values: merged without git, names and ids kept.
+    assert.deepEqual(paths(report.merged).sort(), ["package.json", "wrangler.jsonc"]);
+    const wrangler = read(project, "wrangler.jsonc");
+    assert.match(wrangler, /"ratelimits":/u);
+    assert.match(wrangler, /"database_id": "2f0c8b5e-team-d1-id"/u);
+    assert.match(wrangler, /"TEAM_FLAG": "on"/u);
+    assert.doesNotMatch(wrangler, /safest-tools/u);
     assert.equal(JSON.parse(read(project, "package.json")).dependencies.hono, HONO);
   });
 });
@@ -309,5 +322,36 @@ describe("the command line", () => {
     const help = cli(bin, ["upgrade", "--help"], empty);
     assert.equal(help.status, 0);
     for (const option of ["--dry-run", "--json", "--no-git"]) assert.ok(help.stdout.includes(option));
+  });
+});
+
+describe("merging JSON value by value", () => {
+  const base = '{\n  // the Worker\n  "name": "desk",\n  "vars": { "A": "1", "B": "2", },\n  "list": [1, 2]\n}\n';
+
+  test("the team's changes land in the release's text, its comments and layout kept", () => {
+    const ours = base.replace('"A": "1"', '"A": "team"').replace('"B": "2", ', "").replace('"list"', '"mine": true,\n  "list"');
+    const theirs = base.replace('"B": "2", ', '"B": "2", "C": "3", ').replace("// the Worker", "// the Worker, renamed nowhere");
+    const merged = mergeJsonc(base, ours, theirs);
+    assert.ok(merged, "merged");
+    assert.match(merged, /\/\/ the Worker, renamed nowhere/u);
+    const value = JSON.parse(merged.replace(/\/\/[^\n]*/gu, "").replace(/,(\s*[}\]])/gu, "$1"));
+    assert.deepEqual(value, { name: "desk", vars: { A: "team", C: "3" }, list: [1, 2], mine: true });
+  });
+
+  test("refused when both change the same value, or the release removes what the team changed", () => {
+    assert.equal(mergeJsonc(base, base.replace('"A": "1"', '"A": "x"'), base.replace('"A": "1"', '"A": "y"')), null);
+    assert.equal(mergeJsonc(base, base.replace('"B": "2"', '"B": "x"'), base.replace('"vars": { "A": "1", "B": "2", },', "")), null);
+    assert.equal(mergeJsonc(base, base.replace("[1, 2]", "[1, 2, 3]"), base.replace("[1, 2]", "[0, 1, 2]")), null, "arrays of other lengths are one value");
+  });
+
+  test("package.json: the release's dependency versions, the team's additions and scripts", () => {
+    const b = { name: "desk", scripts: { test: "vitest" }, dependencies: { hono: "4.0.0", jose: "6.0.0" } };
+    const o = { name: "desk", scripts: { test: "vitest --run", seed: "node seed.mjs" }, dependencies: { hono: "4.0.1", jose: "6.0.0", zod: "3.0.0" } };
+    const t = { name: "desk", scripts: { test: "vitest run" }, dependencies: { hono: "4.13.0", jose: "6.2.0", canonicalize: "2.1.0" } };
+    const { value, conflicts, dependencies } = mergePackageJson(b, o, t);
+    assert.deepEqual(value.dependencies, { canonicalize: "2.1.0", hono: "4.13.0", jose: "6.2.0", zod: "3.0.0" });
+    assert.deepEqual(value.scripts, { test: "vitest --run", seed: "node seed.mjs" });
+    assert.deepEqual(conflicts, [{ key: "scripts.test", yours: "vitest --run", release: "vitest run" }]);
+    assert.deepEqual(dependencies.map((d) => `${d.name} ${d.from}→${d.to}`), ["canonicalize null→2.1.0", "hono 4.0.1→4.13.0", "jose 6.0.0→6.2.0"]);
   });
 });

@@ -10,7 +10,8 @@
 // Then .safest-tools/ records the new release. --dry-run computes the same plan and writes nothing.
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { gitAvailable, mergePackageJson, mergeText, wranglerProblem } from "./merge.mjs";
+import { mergeJsonc } from "./jsonc.mjs";
+import { mergePackageJson, mergeText, wranglerProblem } from "./merge.mjs";
 import { BASE_ARCHIVE, MANIFEST, readRecord, sha256, writeRecord } from "./record.mjs";
 import { describeConfig, packageVersion, parseJsonc, renderProject } from "./render.mjs";
 import { UserError } from "./user-error.mjs";
@@ -28,6 +29,15 @@ export function compareVersions(a, b) {
     if (diff !== 0) return Math.sign(diff);
   }
   return 0;
+}
+
+function parses(bytes) {
+  try {
+    parseJsonc(bytes.toString("utf8"));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function readOurs(projectDir, rel) {
@@ -119,7 +129,12 @@ export function planUpgrade({ projectDir, packageRoot, useGit }) {
       entry("conflict", { detail: `no base copy in ${BASE_ARCHIVE} to merge with; the release's version is in ${rel}.upgrade`, sidecar: theirs });
       continue;
     }
-    const merged = useGit ? mergeText(ours, baseBytes, theirs, labels) : null;
+    let merged = useGit ? mergeText(ours, baseBytes, theirs, labels) : null;
+    if (/\.jsonc?$/u.test(rel) && (merged === null || merged.conflicts > 0 || !parses(merged.text))) {
+      // JSON the lines could not merge: merge it value by value instead.
+      const byValue = mergeJsonc(baseBytes.toString("utf8"), ours.toString("utf8"), theirs.toString("utf8"));
+      if (byValue !== null) merged = { text: Buffer.from(byValue), conflicts: 0, detail: "merged value by value" };
+    }
     if (merged === null) {
       const why = useGit ? "git could not merge it" : "no git to merge with";
       entry("conflict", { detail: `${why}; the release's version is in ${rel}.upgrade`, sidecar: theirs });
@@ -128,13 +143,13 @@ export function planUpgrade({ projectDir, packageRoot, useGit }) {
     if (merged.conflicts > 0) {
       const hunks = `${merged.conflicts} conflict${merged.conflicts === 1 ? "" : "s"}`;
       // A config that does not parse stops npm and wrangler: keep the team's file working.
-      if (rel === "wrangler.jsonc" || rel.endsWith(".json")) entry("conflict", { detail: `${hunks}; yours is unchanged, the merge with <<<<<<< markers is in ${rel}.upgrade`, sidecar: merged.text });
+      if (/\.jsonc?$/u.test(rel)) entry("conflict", { detail: `${hunks}; yours is unchanged, the merge with <<<<<<< markers is in ${rel}.upgrade`, sidecar: merged.text });
       else entry("conflict", { detail: `${hunks} marked with <<<<<<< in the file`, write: merged.text });
       continue;
     }
     const problem = rel === "wrangler.jsonc" ? wranglerProblem(merged.text.toString("utf8"), ours.toString("utf8"), baseBytes.toString("utf8")) : null;
     if (problem) entry("conflict", { detail: `${problem}; yours is unchanged, the merge is in ${rel}.upgrade`, sidecar: merged.text });
-    else entry("merged", { write: merged.text });
+    else entry("merged", { write: merged.text, ...(merged.detail ? { detail: merged.detail } : {}) });
   }
   if (packageJson === null) {
     const ours = readOurs(projectDir, "package.json");
