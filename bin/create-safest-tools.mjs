@@ -28,7 +28,6 @@ const LONGEST_SUFFIX = "-dynamic-workflow";
 const MAX_NAME_LENGTH = 63 - LONGEST_SUFFIX.length;
 const NAME_RULE = `use 1-${MAX_NAME_LENGTH} lowercase letters (a-z), digits and dashes, starting and ending with a letter or digit`;
 
-
 const HELP = `Create a Safest Tools project: an open Trust & Safety platform on Cloudflare Workers.
 
 Usage:
@@ -76,7 +75,12 @@ function parse(argv) {
   } catch (error) {
     const message = String(error?.message ?? error);
     // parseArgs quotes the option: '--foo', '--name <value>', '-y, --yes'.
-    const option = /'([^']+)'/u.exec(message)?.[1]?.split(/[ ,]+/u).filter((part) => part.startsWith("-")).pop() ?? "";
+    const option =
+      /'([^']+)'/u
+        .exec(message)?.[1]
+        ?.split(/[ ,]+/u)
+        .filter((part) => part.startsWith("-"))
+        .pop() ?? "";
     if (error?.code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") throw new UserError(`Unknown option ${option}; run ${COMMAND} --help to see the options.`);
     if (error?.code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {
       if (/does not take an argument/u.test(message)) throw new UserError(`Option ${option} does not take a value; run ${COMMAND} --help to see the options.`);

@@ -21,11 +21,15 @@ const PREVIOUS = "0.0.9";
 const NAME = "my-desk";
 const hasGit = spawnSync("git", ["--version"]).status === 0;
 
-const migrations = readdirSync(path.join(root, "template", "migrations")).filter((f) => f.endsWith(".sql")).sort();
+const migrations = readdirSync(path.join(root, "template", "migrations"))
+  .filter((f) => f.endsWith(".sql"))
+  .sort();
 /** The newest migration: the previous release did not have it yet. */
 const NEW_MIGRATION = `migrations/${migrations.at(-1)}`;
 /** The first migration: the previous release shipped it with an older comment (never rewritten). */
 const OLD_MIGRATION = `migrations/${migrations[0]}`;
+/** The team's own migration, numbered after every release's. */
+const TEAM_MIGRATION = "migrations/0900_team_notes.sql";
 const HONO = JSON.parse(readFileSync(path.join(root, "template", "package.json"), "utf8")).dependencies.hono;
 
 let work;
@@ -77,6 +81,7 @@ function teamProject(folder) {
   // adds a dependency and a script, edits an example the release does not touch and one it deletes.
   edit(project, "examples/harassment-review.json", /("template": ")[^"]*(")/u, "$1Thanks for flagging this post: we removed it.$2");
   write(project, "src/team/extra.ts", "export const teamOwn = true;\n");
+  write(project, TEAM_MIGRATION, "CREATE TABLE team_notes (id TEXT PRIMARY KEY);\n");
   write(project, "examples/team-escalation.json", '{ "schemaVersion": 1, "nodes": [], "edges": [] }\n');
   edit(project, "wrangler.jsonc", '"database_id": "00000000-0000-0000-0000-000000000000"', '"database_id": "2f0c8b5e-team-d1-id"');
   edit(project, "wrangler.jsonc", /"WEBHOOK_TIMEOUT_SECONDS": "\d+"/u, '"WEBHOOK_TIMEOUT_SECONDS": "30", "TEAM_FLAG": "on"');
@@ -191,6 +196,7 @@ describe("upgrading from the previous release", { skip: !hasGit && "no git for g
     assert.ok(steps.includes(path.posix.basename(NEW_MIGRATION)), steps);
     assert.match(steps, /npx wrangler d1 migrations apply DB --remote/u);
     assert.match(steps, /npm test/u);
+    assert.match(steps, new RegExp(`check the order of migrations: ${path.posix.basename(NEW_MIGRATION)} sorts before your own 0900_team_notes\\.sql`, "u"));
   });
 
   test("--dry-run printed the same plan", () => {
@@ -205,7 +211,10 @@ describe("upgrading from the previous release", { skip: !hasGit && "no git for g
     const current = JSON.parse(read(root, "template/examples/harassment-review.json"));
     const review = (g) => g.nodes.find((n) => n.config?.timeout_seconds !== undefined).config.timeout_seconds;
     assert.equal(review(graph), review(current), "the release's change");
-    assert.ok(graph.nodes.some((n) => n.config?.template === "Thanks for flagging this post: we removed it."), "the team's change");
+    assert.ok(
+      graph.nodes.some((n) => n.config?.template === "Thanks for flagging this post: we removed it."),
+      "the team's change",
+    );
 
     const wrangler = read(project, "wrangler.jsonc");
     assert.match(wrangler, /"ratelimits":/u, "the release's new rate limit");
@@ -231,8 +240,12 @@ describe("upgrading from the previous release", { skip: !hasGit && "no git for g
     assert.match(read(project, "examples/legacy.json"), /tuned by the team/u);
     assert.match(read(project, "examples/known-media.json"), /"x-team": "ours"/u);
     assert.equal(read(project, "src/team/extra.ts"), "export const teamOwn = true;\n");
+    assert.match(read(project, TEAM_MIGRATION), /team_notes/u);
     assert.ok(existsSync(path.join(project, "examples/team-escalation.json")));
-    assert.deepEqual(Object.keys(snapshot(project)).filter((f) => f.endsWith(".upgrade")), []);
+    assert.deepEqual(
+      Object.keys(snapshot(project)).filter((f) => f.endsWith(".upgrade")),
+      [],
+    );
   });
 
   test("the record is the new release's, and a second upgrade does nothing", () => {
@@ -245,6 +258,17 @@ describe("upgrading from the previous release", { skip: !hasGit && "no git for g
     for (const group of ["updated", "merged", "conflict", "added", "removed"]) assert.deepEqual(again.report[group], [], group);
     assert.deepEqual(again.report.nextSteps, []);
   });
+});
+
+test("a project without a record upgrades against the release it was made from (--base)", { skip: !hasGit && "no git" }, () => {
+  const reference = upgrade(teamProject("adopt-reference")).report;
+  const project = teamProject("adopt");
+  rmSync(path.join(project, ".safest-tools"), { recursive: true });
+  const { status, report } = upgrade(project, ["--base", previousRoot]);
+  assert.equal(status, 0, JSON.stringify(report));
+  assert.equal(report.from, PREVIOUS);
+  for (const group of ["updated", "merged", "kept", "conflict", "added", "removed"]) assert.deepEqual(report[group], reference[group], group);
+  assert.equal(JSON.parse(read(project, ".safest-tools/manifest.json")).version, VERSION, "recorded from now on");
 });
 
 describe("conflicts: exit 1, the team's version never lost", () => {
@@ -314,14 +338,17 @@ describe("the command line", () => {
     mkdirSync(empty);
     const missing = cli(bin, ["upgrade"], empty);
     assert.equal(missing.status, 1);
-    assert.match(missing.stderr.trim(), /^\S*manifest\.json not found: run upgrade in a project made by create-safest-tools/u);
+    assert.match(missing.stderr.trim(), /^\S*manifest\.json not found: run upgrade in the project's folder .*--base <unpacked package>\.$/u);
     assert.equal(missing.stderr.trim().split("\n").length, 1);
     const unknown = cli(bin, ["upgrade", "--force"], empty);
     assert.equal(unknown.status, 1);
     assert.match(unknown.stderr, /^Unknown option --force; run create-safest-tools upgrade --help/u);
     const help = cli(bin, ["upgrade", "--help"], empty);
     assert.equal(help.status, 0);
-    for (const option of ["--dry-run", "--json", "--no-git"]) assert.ok(help.stdout.includes(option));
+    for (const option of ["--dry-run", "--json", "--no-git", "--base <dir>"]) assert.ok(help.stdout.includes(option));
+    const badBase = cli(bin, ["upgrade", "--base", empty], empty);
+    assert.equal(badBase.status, 1);
+    assert.match(badBase.stderr, /^--base .* is not an unpacked create-safest-tools package/u);
   });
 });
 
@@ -352,6 +379,9 @@ describe("merging JSON value by value", () => {
     assert.deepEqual(value.dependencies, { canonicalize: "2.1.0", hono: "4.13.0", jose: "6.2.0", zod: "3.0.0" });
     assert.deepEqual(value.scripts, { test: "vitest --run", seed: "node seed.mjs" });
     assert.deepEqual(conflicts, [{ key: "scripts.test", yours: "vitest --run", release: "vitest run" }]);
-    assert.deepEqual(dependencies.map((d) => `${d.name} ${d.from}→${d.to}`), ["canonicalize null→2.1.0", "hono 4.0.1→4.13.0", "jose 6.0.0→6.2.0"]);
+    assert.deepEqual(
+      dependencies.map((d) => `${d.name} ${d.from}→${d.to}`),
+      ["canonicalize null→2.1.0", "hono 4.0.1→4.13.0", "jose 6.0.0→6.2.0"],
+    );
   });
 });

@@ -122,7 +122,9 @@ function readmeValues(described, secrets) {
   const rows = [
     ...described.databases.map((d) => `| ${code(d.binding)} | D1 database | ${code(d.name)} (schema in \`migrations/\`) |`),
     ...described.buckets.map((b) => `| ${code(b.binding)} | R2 bucket | ${code(b.name)} |`),
-    ...described.queues.map((q) => `| ${q.bindings.map(code).join(", ") || "(consumer only)"} | Queue, ${q.bindings.length > 0 ? "producer" : ""}${q.bindings.length > 0 && q.consumed ? " and " : ""}${q.consumed ? "consumer" : ""} | ${code(q.name)} |`),
+    ...described.queues.map(
+      (q) => `| ${q.bindings.map(code).join(", ") || "(consumer only)"} | Queue, ${q.bindings.length > 0 ? "producer" : ""}${q.bindings.length > 0 && q.consumed ? " and " : ""}${q.consumed ? "consumer" : ""} | ${code(q.name)} |`,
+    ),
     ...described.workflows.map((w) => `| ${code(w.binding)} | Workflow (class ${code(w.className)}) | ${code(w.name)}, created by \`wrangler deploy\` |`),
     ...described.loaders.map((binding) => `| ${code(binding)} | Worker Loader | nothing to create |`),
     ...secrets.map((secret) => `| ${code(secret)} | secret | ${SECRET_MEANINGS[secret] ?? "see `.dev.vars.example`"} |`),
@@ -130,11 +132,7 @@ function readmeValues(described, secrets) {
     "| `AUDIT_CHECKPOINT_KEY_PREVIOUS` | secret, optional | the old key while you rotate `AUDIT_CHECKPOINT_KEY` |",
   ];
   const create = [
-    ...described.databases.flatMap((d, i) => [
-      `npx wrangler d1 create ${d.name}`,
-      `#   → copy the database_id it prints into wrangler.jsonc (d1_databases[${i}].database_id),`,
-      "#     in place of 00000000-0000-0000-0000-000000000000",
-    ]),
+    ...described.databases.flatMap((d, i) => [`npx wrangler d1 create ${d.name}`, `#   → copy the database_id it prints into wrangler.jsonc (d1_databases[${i}].database_id),`, "#     in place of 00000000-0000-0000-0000-000000000000"]),
     ...described.buckets.map((b) => `npx wrangler r2 bucket create ${b.name}`),
     ...described.queues.map((q) => `npx wrangler queues create ${q.name}`),
     ...described.databases.map((d) => `npx wrangler d1 migrations apply ${d.binding} --remote`),

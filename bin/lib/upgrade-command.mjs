@@ -1,6 +1,7 @@
 // The `upgrade` command line: options, the report (text or --json) and the exit code (1 when a
 // file needs resolving by hand).
 import { spawnSync } from "node:child_process";
+import { readdirSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { gitAvailable } from "./merge.mjs";
@@ -22,6 +23,9 @@ Options:
   --json            print the report as JSON
   --no-git          do not merge with git merge-file: files changed by you and by the release
                     get the release's version next to them as <file>.upgrade
+  --base <dir>      the release the project was made from, as an unpacked package
+                    (npm pack create-safest-tools@<version>; tar -xzf; --base package): for a
+                    project without .safest-tools/, or to merge against that release instead
   -h, --help        show this help
 
 Files you have not changed are replaced; files only you changed are kept; files both changed are
@@ -45,10 +49,10 @@ function parse(argv) {
       args: argv,
       allowPositionals: true,
       strict: true,
-      options: { "dry-run": { type: "boolean" }, json: { type: "boolean" }, "no-git": { type: "boolean" }, help: { type: "boolean", short: "h" } },
+      options: { "dry-run": { type: "boolean" }, json: { type: "boolean" }, "no-git": { type: "boolean" }, base: { type: "string" }, help: { type: "boolean", short: "h" } },
     });
     if (positionals.length > 1) throw new UserError(`Expected at most one project folder, got ${positionals.length}: ${positionals.join(" ")}.`);
-    return { dir: positionals[0] ?? ".", dryRun: values["dry-run"] === true, json: values.json === true, git: values["no-git"] !== true, help: values.help === true };
+    return { dir: positionals[0] ?? ".", dryRun: values["dry-run"] === true, json: values.json === true, git: values["no-git"] !== true, base: values.base, help: values.help === true };
   } catch (error) {
     if (error instanceof UserError) throw error;
     const option = /'([^']+)'/u.exec(String(error?.message))?.[1] ?? "";
@@ -63,6 +67,20 @@ function uncommitted(projectDir) {
   return result.stdout.split("\n").filter(Boolean).length;
 }
 
+/** migrations/*.sql that neither release ships: the team's own, sorted. */
+function ownMigrations(projectDir, plan) {
+  const known = new Set([...plan.files.keys(), ...plan.entries.map((e) => e.path)]);
+  try {
+    return readdirSync(path.join(projectDir, "migrations"))
+      .filter((f) => f.endsWith(".sql"))
+      .map((f) => `migrations/${f}`)
+      .filter((rel) => !known.has(rel))
+      .sort();
+  } catch {
+    return [];
+  }
+}
+
 /** The report's facts, without the file contents. */
 export function summarize(plan, { dryRun, projectDir }) {
   const by = (status) => plan.entries.filter((e) => e.status === status).map((e) => (e.detail ? { path: e.path, detail: e.detail } : { path: e.path }));
@@ -73,7 +91,18 @@ export function summarize(plan, { dryRun, projectDir }) {
   if (summary.conflict.length > 0) steps.push("resolve the conflicts above (search the files for <<<<<<<, or merge each <file>.upgrade into <file> and delete it)");
   if (summary.dependencies.length > 0 || summary.updated.concat(summary.merged).some((e) => e.path === "package.json")) steps.push("npm install");
   if (migrations.length > 0) {
-    steps.push(`new migrations (${migrations.map((m) => path.posix.basename(m)).join(", ")}): npm start applies them to the local state; before deploying run ${databaseBindings(projectDir).map((b) => `npx wrangler d1 migrations apply ${b} --remote`).join(" and ")}`);
+    steps.push(
+      `new migrations (${migrations.map((m) => path.posix.basename(m)).join(", ")}): npm start applies them to the local state; before deploying run ${databaseBindings(projectDir)
+        .map((b) => `npx wrangler d1 migrations apply ${b} --remote`)
+        .join(" and ")}`,
+    );
+  }
+  const own = ownMigrations(projectDir, plan);
+  const early = migrations.filter((m) => own.some((o) => o > m));
+  if (early.length > 0) {
+    steps.push(
+      `check the order of migrations: ${early.map((m) => path.posix.basename(m)).join(", ")} sort${early.length === 1 ? "s" : ""} before your own ${own.at(-1).split("/").pop()}; wrangler applies every migration not yet applied, in name order`,
+    );
   }
   const changed = GROUPS.some(([status]) => status !== "kept" && summary[status].length > 0);
   if (changed) steps.push("npm test", `review the changes (git diff) and commit them with ${RECORD_DIR}/`);
@@ -110,7 +139,7 @@ export function upgradeCommand(argv, packageRoot) {
   }
   const projectDir = path.resolve(options.dir);
   const useGit = options.git && gitAvailable();
-  const plan = planUpgrade({ projectDir, packageRoot, useGit });
+  const plan = planUpgrade({ projectDir, packageRoot, useGit, baseRoot: options.base === undefined ? undefined : path.resolve(options.base) });
   const dirty = uncommitted(projectDir);
   if (!options.dryRun) applyUpgrade(projectDir, plan);
   const summary = summarize(plan, { dryRun: options.dryRun, projectDir });

@@ -49,10 +49,12 @@ function readOurs(projectDir, rel) {
  * What upgrading `projectDir` to the package at `packageRoot` does, without writing anything:
  * { from, to, name, entries: [{ path, status, detail?, write?, sidecar?, remove? }], packageJson, files }.
  */
-export function planUpgrade({ projectDir, packageRoot, useGit }) {
-  const record = readRecord(projectDir);
+export function planUpgrade({ projectDir, packageRoot, useGit, baseRoot }) {
+  const record = baseRoot ? recordFrom(projectDir, baseRoot) : readRecord(projectDir);
   if (record === null) {
-    throw new UserError(`${path.join(projectDir, MANIFEST)} not found: run upgrade in a project made by create-safest-tools 0.1.0 or later (its folder, or pass it as the first argument).`);
+    throw new UserError(
+      `${path.join(projectDir, MANIFEST)} not found: run upgrade in the project's folder (or pass it as the first argument); for a project made before releases were recorded, pass the release it was made from with --base <unpacked package>.`,
+    );
   }
   const { manifest } = record;
   const to = packageVersion(packageRoot);
@@ -157,6 +159,22 @@ export function planUpgrade({ projectDir, packageRoot, useGit }) {
     packageJson = ours && theirs ? mergePackage(base.get("package.json"), ours, theirs) : { dependencies: [], overridden: [], conflicts: [] };
   }
   return { from: manifest.version, to, name: manifest.name, entries, packageJson, files };
+}
+
+/** The record a project would have, rendered from the package it was made from (--base). */
+function recordFrom(projectDir, baseRoot) {
+  if (!existsSync(path.join(baseRoot, "template", "wrangler.jsonc"))) throw new UserError(`--base ${baseRoot} is not an unpacked create-safest-tools package (no template/wrangler.jsonc in it).`);
+  const recorded = readRecord(projectDir)?.manifest;
+  let name = recorded?.name;
+  if (!name) {
+    try {
+      name = JSON.parse(readFileSync(path.join(projectDir, "package.json"), "utf8")).name;
+    } catch {
+      throw new UserError(`No package.json with a name in ${projectDir}: run upgrade in the project's folder.`);
+    }
+  }
+  const base = renderProject(baseRoot, name);
+  return { manifest: { version: packageVersion(baseRoot), name, files: Object.fromEntries([...base].map(([rel, bytes]) => [rel, sha256(bytes)])) }, base };
 }
 
 function mergePackage(baseBytes, ours, theirs) {
