@@ -183,7 +183,11 @@ describe("upgrading from the previous release", { skip: !hasGit && "no git for g
     assert.deepEqual(report.conflict, []);
     assert.deepEqual(paths(report.updated).sort(), ["README.md", "scripts/build-kernel.mjs"]);
     assert.deepEqual(paths(report.merged).sort(), ["examples/harassment-review.json", "package.json", "wrangler.jsonc"]);
-    assert.equal(report.merged.find((e) => e.path === "wrangler.jsonc").detail, "merged value by value");
+    // With the vars on one line (as the template has them), the release's new var and the team's
+    // changed one conflict line by line and merge value by value.
+    if (/"vars": \{[^\n]*"ACCESS_AUD"[^\n]*"WEBHOOK_TIMEOUT_SECONDS"/u.test(read(root, "template/wrangler.jsonc"))) {
+      assert.equal(report.merged.find((e) => e.path === "wrangler.jsonc").detail, "merged value by value");
+    }
     const kept = Object.fromEntries(report.kept.map((e) => [e.path, e.detail]));
     assert.deepEqual(Object.keys(kept).sort(), ["examples/known-media.json", "examples/legacy.json", OLD_MIGRATION].sort());
     assert.match(kept["examples/legacy.json"], /changed by you; the release deleted it/u);
@@ -269,6 +273,19 @@ test("a project without a record upgrades against the release it was made from (
   assert.equal(report.from, PREVIOUS);
   for (const group of ["updated", "merged", "kept", "conflict", "added", "removed"]) assert.deepEqual(report[group], reference[group], group);
   assert.equal(JSON.parse(read(project, ".safest-tools/manifest.json")).version, VERSION, "recorded from now on");
+});
+
+test("a checkout with CRLF line ends: untouched files are still updated, and keep CRLF", { skip: !hasGit && "no git" }, () => {
+  const project = teamProject("crlf");
+  for (const file of ["scripts/build-kernel.mjs", "examples/harassment-review.json"]) write(project, file, read(project, file).replaceAll("\n", "\r\n"));
+  const { status, report } = upgrade(project);
+  assert.equal(status, 0, JSON.stringify(report.conflict));
+  assert.ok(paths(report.updated).includes("scripts/build-kernel.mjs"), "not mistaken for the team's change");
+  assert.equal(read(project, "scripts/build-kernel.mjs"), read(root, "template/scripts/build-kernel.mjs").replaceAll("\n", "\r\n"));
+  assert.ok(paths(report.merged).includes("examples/harassment-review.json"));
+  const graph = read(project, "examples/harassment-review.json");
+  assert.doesNotMatch(graph.replaceAll("\r\n", ""), /\n/u, "every line ends with CRLF");
+  assert.match(graph, /Thanks for flagging this post/u);
 });
 
 describe("conflicts: exit 1, the team's version never lost", () => {

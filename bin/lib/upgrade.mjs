@@ -73,9 +73,14 @@ export function planUpgrade({ projectDir, packageRoot, useGit, baseRoot }) {
     const baseHash = manifest.files[rel];
     const theirs = files.get(rel);
     const theirsHash = theirs && sha256(theirs);
-    const ours = readOurs(projectDir, rel);
+    // A checkout with CRLF line ends (git's core.autocrlf on Windows) is compared and merged as LF,
+    // and what is written keeps the team's line ends.
+    const disk = readOurs(projectDir, rel);
+    const crlf = disk !== undefined && !disk.includes(0) && disk.includes("\r\n") && !(theirs ?? base.get(rel) ?? Buffer.alloc(0)).includes("\r\n");
+    const ours = crlf ? Buffer.from(disk.toString("utf8").replaceAll("\r\n", "\n")) : disk;
     const oursHash = ours && sha256(ours);
-    const entry = (status, extra = {}) => entries.push({ path: rel, status, ...extra });
+    const eol = (bytes) => (crlf && bytes ? Buffer.from(bytes.toString("utf8").replace(/\r?\n/gu, "\r\n")) : bytes);
+    const entry = (status, extra = {}) => entries.push({ path: rel, status, ...extra, ...(extra.write ? { write: eol(extra.write) } : {}), ...(extra.sidecar ? { sidecar: eol(extra.sidecar) } : {}) });
 
     if (isMigration(rel) && baseHash !== undefined) {
       // Applied somewhere already: D1 records migrations by name, so never rewrite or remove one.
