@@ -357,6 +357,11 @@ describe("the command line", () => {
     assert.equal(missing.status, 1);
     assert.match(missing.stderr.trim(), /^\S*manifest\.json not found: run upgrade in the project's folder .*--base <unpacked package>\.$/u);
     assert.equal(missing.stderr.trim().split("\n").length, 1);
+    write(empty, ".safest-tools/manifest.json", JSON.stringify({ version: "0.0.1", name: NAME, files: { "../outside.txt": sha("x") } }));
+    const escaping = cli(bin, ["upgrade"], empty);
+    assert.equal(escaping.status, 1);
+    assert.match(escaping.stderr, /^\.safest-tools\/manifest\.json lists a path outside the project \("\.\.\/outside\.txt"\)/u);
+    rmSync(path.join(empty, ".safest-tools"), { recursive: true });
     const unknown = cli(bin, ["upgrade", "--force"], empty);
     assert.equal(unknown.status, 1);
     assert.match(unknown.stderr, /^Unknown option --force; run create-safest-tools upgrade --help/u);

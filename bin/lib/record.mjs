@@ -8,6 +8,7 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { gunzipSync, gzipSync } from "node:zlib";
+import { UserError } from "./user-error.mjs";
 
 export const RECORD_DIR = ".safest-tools";
 export const MANIFEST = `${RECORD_DIR}/manifest.json`;
@@ -109,11 +110,14 @@ export function readRecord(projectDir) {
   try {
     manifest = JSON.parse(readFileSync(manifestFile, "utf8"));
   } catch (error) {
-    throw new Error(`${MANIFEST} is not valid JSON (${error.message}); restore it from your version control`);
+    throw new UserError(`${MANIFEST} is not valid JSON (${error.message}); restore it from your version control`);
   }
   if (typeof manifest?.version !== "string" || typeof manifest?.name !== "string" || typeof manifest?.files !== "object" || manifest.files === null) {
-    throw new Error(`${MANIFEST} lacks its version, name or files; restore it from your version control`);
+    throw new UserError(`${MANIFEST} lacks its version, name or files; restore it from your version control`);
   }
+  // Paths stay inside the project: relative, with / and no . or .. segments.
+  const unsafe = Object.keys(manifest.files).find((rel) => rel.startsWith("/") || rel.includes("\\") || /^[A-Za-z]:/u.test(rel) || rel.split("/").some((part) => part === "" || part === "." || part === ".."));
+  if (unsafe !== undefined) throw new UserError(`${MANIFEST} lists a path outside the project (${JSON.stringify(unsafe)}); restore it from your version control`);
   const archive = path.join(projectDir, BASE_ARCHIVE);
   let base = null;
   if (existsSync(archive)) {
