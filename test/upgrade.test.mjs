@@ -28,6 +28,14 @@ const migrations = readdirSync(path.join(root, "template", "migrations"))
 const NEW_MIGRATION = `migrations/${migrations.at(-1)}`;
 /** The first migration: the previous release shipped it with an older comment (never rewritten). */
 const OLD_MIGRATION = `migrations/${migrations[0]}`;
+/** The release's newest Queue producer: the previous release did not have it. */
+const NEW_PRODUCER = (() => {
+  const text = readFileSync(path.join(root, "template", "wrangler.jsonc"), "utf8");
+  const lines = text.split("\n").filter((line) => /^\s*\{ "binding": "[A-Z_]+", "queue": "safest-tools-[a-z0-9-]+" \},?$/u.test(line));
+  assert.ok(lines.length > 0, "template/wrangler.jsonc has one Queue producer per line");
+  return lines.at(-1);
+})();
+const NEW_QUEUE = /"queue": "safest-tools-([a-z0-9-]+)"/u.exec(NEW_PRODUCER)[1];
 /** The team's own migration, numbered after every release's. */
 const TEAM_MIGRATION = "migrations/0900_team_notes.sql";
 const HONO = JSON.parse(readFileSync(path.join(root, "template", "package.json"), "utf8")).dependencies.hono;
@@ -77,6 +85,7 @@ function teamProject(folder) {
   const made = cli(path.join(previousRoot, "bin", "create-safest-tools.mjs"), ["desk", "--yes", "--no-install", "--name", NAME], cwd);
   assert.equal(made.status, 0, made.stderr);
   const project = path.join(cwd, "desk");
+  assert.ok(!read(project, "wrangler.jsonc").includes(NEW_PRODUCER.trim().replace(/,$/u, "").replace("safest-tools", NAME)), "the previous release lacks the producer");
   // The team: edits the reporter's message of a workflow example, adds files, sets its D1 id and vars,
   // adds a dependency and a script, edits an example the release does not touch and one it deletes.
   edit(project, "examples/harassment-review.json", /("template": ")[^"]*(")/u, "$1Thanks for flagging this post: we removed it.$2");
@@ -85,6 +94,7 @@ function teamProject(folder) {
   write(project, "examples/team-escalation.json", '{ "schemaVersion": 1, "nodes": [], "edges": [] }\n');
   edit(project, "wrangler.jsonc", '"database_id": "00000000-0000-0000-0000-000000000000"', '"database_id": "2f0c8b5e-team-d1-id"');
   edit(project, "wrangler.jsonc", /"WEBHOOK_TIMEOUT_SECONDS": "\d+"/u, '"WEBHOOK_TIMEOUT_SECONDS": "30", "TEAM_FLAG": "on"');
+  edit(project, "wrangler.jsonc", '"bucket_name": "my-desk-artifacts"', '"bucket_name": "acme-trust-artifacts"');
   const pkg = JSON.parse(read(project, "package.json"));
   pkg.dependencies.zod = "3.23.8";
   pkg.scripts["team:seed"] = "node scripts/team-seed.mjs";
@@ -121,6 +131,7 @@ before(() => {
   edit(t, "wrangler.jsonc", /\n\s*"ratelimits":[^\n]*/u, "");
   // A var the release adds on the line where the team changes another: lines conflict, values do not.
   edit(t, "wrangler.jsonc", /"ACCESS_AUD": "[^"]*", /u, "");
+  edit(t, "wrangler.jsonc", `${NEW_PRODUCER}\n`, "");
   edit(t, "package.json", `"hono": "${HONO}"`, '"hono": "4.0.0"');
   edit(t, "examples/harassment-review.json", /"timeout_seconds": (\d+)/u, (_m, n) => `"timeout_seconds": ${Number(n) + 1}`);
   write(t, "scripts/build-kernel.mjs", `${read(t, "scripts/build-kernel.mjs")}// previous release\n`);
@@ -228,6 +239,9 @@ describe("upgrading from the previous release", { skip: !hasGit && "no git for g
     assert.match(wrangler, /\/\/ Workers Rate Limiting/u, "the release's comments stay");
     assert.match(wrangler, /"name": "my-desk"/u);
     assert.doesNotMatch(wrangler, /safest-tools/u, "every resource still carries the project's name");
+    assert.match(wrangler, /"bucket_name": "acme-trust-artifacts"/u, "the team's own bucket name");
+    const producer = NEW_PRODUCER.trim().replace(/,$/u, "").replace(`"safest-tools-${NEW_QUEUE}"`, `"my-desk-${NEW_QUEUE}"`);
+    assert.ok(wrangler.includes(producer), `the release's new Queue producer, named after the project: ${producer}`);
 
     const pkg = JSON.parse(read(project, "package.json"));
     assert.equal(pkg.name, NAME);
