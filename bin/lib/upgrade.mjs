@@ -86,8 +86,9 @@ export function planUpgrade({ projectDir, packageRoot, useGit, baseRoot }) {
       // Applied somewhere already: D1 records migrations by name, so never rewrite or remove one.
       if (ours === undefined) entry("unchanged");
       else if (theirs === undefined) entry("kept", { detail: "a migration the release no longer ships; migrations are never removed" });
-      else if (theirsHash !== baseHash && theirsHash !== oursHash) entry("kept", { detail: "the release changed this migration; applied migrations are never rewritten" });
-      else entry(oursHash === baseHash ? "unchanged" : "kept", oursHash === baseHash ? {} : { detail: "changed by you; applied migrations are never rewritten" });
+      else if (oursHash === theirsHash || (oursHash === baseHash && theirsHash === baseHash)) entry("unchanged");
+      else if (theirsHash !== baseHash) entry("kept", { detail: "the release changed this migration; applied migrations are never rewritten" });
+      else entry("kept", { detail: "changed by you; applied migrations are never rewritten" });
       continue;
     }
     if (baseHash === undefined) {
