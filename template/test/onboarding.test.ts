@@ -6,6 +6,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import catalog from "../examples/catalog.json";
+import { TEMPLATE_GRAPHS } from "../src/workflows/template-graphs";
 import { api, edge, newInstallation } from "./helpers";
 
 /** Every example graph in examples/ (Vite's glob: the test sees the folder as it is, catalog aside). */
@@ -58,6 +59,7 @@ describe("the template gallery", () => {
     const files = Object.keys(examples).sort();
     expect(files.length).toBeGreaterThanOrEqual(4);
     expect(catalog.map((entry) => entry.file).sort(), "examples/catalog.json lists every example file, once").toEqual(files);
+    expect(Object.keys(TEMPLATE_GRAPHS).sort(), "src/workflows/template-graphs.ts imports every example file").toEqual(files);
     for (const entry of catalog) {
       expect(entry.title.length, entry.file).toBeGreaterThan(0);
       expect(entry.whenToUse.length, entry.file).toBeGreaterThan(20);
