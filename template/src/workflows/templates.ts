@@ -95,6 +95,8 @@ export async function useTemplate(env: Env, actor: Actor, id: string, input: { n
       },
     );
   }
+  // Two batches (each with its audit event): publishVersion checks the references again, so a name
+  // deleted in between still fails cleanly, leaving the new workflow without a version to edit.
   const workflow = await createWorkflow(env, actor, { name: input.name ?? entry.title, description: `From the template ${entry.title} (examples/${entry.file}).` });
   const version = await publishVersion(env, actor, workflow.id, entry.graph);
   return { template: entry.id, workflow, version };
