@@ -108,6 +108,7 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   CreateApiKey: () => ({ name: "tenancy", scopes: ["read"] }),
   CreateWorkflow: () => ({ name: `wf-${crypto.randomUUID()}` }),
   PublishVersion: () => ({ graph: trivialGraph }),
+  UseWorkflowTemplate: () => ({ template: "triage", name: `wf-${crypto.randomUUID()}` }),
   ValidateGraph: () => ({ graph: trivialGraph }),
   CreateRun: (f) => ({ workflowVersionId: f.trivialVersion, authorityMode: "shadow", input: {}, reportId: f.report }),
   RollupMetrics: () => ({}),

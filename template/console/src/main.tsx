@@ -25,6 +25,9 @@ const DashboardPage = lazy(() => import("./pages/dashboard").then((m) => ({ defa
 const SettingsPage = lazy(() => import("./pages/settings").then((m) => ({ default: m.SettingsPage })));
 const QaPage = lazy(() => import("./pages/qa").then((m) => ({ default: m.QaPage })));
 const TransparencyPage = lazy(() => import("./pages/transparency").then((m) => ({ default: m.TransparencyPage })));
+const GalleryPage = lazy(() => import("./pages/gallery").then((m) => ({ default: m.GalleryPage })));
+const OnboardingPage = lazy(() => import("./pages/onboarding").then((m) => ({ default: m.OnboardingPage })));
+const OnboardingPanel = lazy(() => import("./pages/onboarding").then((m) => ({ default: m.OnboardingPanel })));
 
 type Page = ComponentType<{ params: Params }> | LazyExoticComponent<ComponentType<{ params: Params }>>;
 const ROUTES: Array<[string, Page, string]> = [
@@ -38,6 +41,8 @@ const ROUTES: Array<[string, Page, string]> = [
   ["/workflows/:id", WorkflowPage, "workflows"],
   ["/workflows/:id/edit", EditorPage, "workflows"],
   ["/workflows/:id/compare", ComparePage, "workflows"],
+  ["/templates", GalleryPage, "templates"],
+  ["/getting-started", OnboardingPage, "getting-started"],
   ["/runs", RunsPage, "runs"],
   ["/runs/:id", RunPage, "runs"],
   ["/dashboard", DashboardPage, "dashboard"],
@@ -54,6 +59,7 @@ const NAV: Array<[string, string, string]> = [
   ["/approvals", "Approvals", "approvals"],
   ["/reports", "Reports", "reports"],
   ["/workflows", "Workflows", "workflows"],
+  ["/templates", "Templates", "templates"],
   ["/runs", "Runs", "runs"],
   ["/audit", "Audit", "audit"],
   ["/qa", "QA", "qa"],
@@ -152,6 +158,8 @@ function Shell() {
       <main id="main" tabIndex={-1}>
         <PageBoundary key={location.pathname}>
           <Suspense fallback={<Loading />}>
+            {/* An admin's first page carries the first-run checklist until it is done (its own chunk). */}
+            {isAdmin && location.pathname === "/" ? <Suspense fallback={null}><OnboardingPanel /></Suspense> : null}
             {Page && route ? <Page params={route.params} /> : <NotFound />}
           </Suspense>
         </PageBoundary>

@@ -11,9 +11,25 @@ import { operationsRoutes } from "../operations/routes";
 import { metricRoutes } from "../metrics/routes";
 import { runRoutes } from "../workflows/runs-routes";
 import { workflowRoutes } from "../workflows/routes";
+import { workflowTemplateRoutes } from "../workflows/template-routes";
+import { onboardingRoutes } from "../onboarding/routes";
 import type { ContractOf } from "./route";
 
-export const apiRoutes = [installationRoutes, workflowRoutes, runRoutes, caseRoutes, enforcementRoutes, transparencyDbRoutes, auditRoutes, automationRoutes, sessionRoutes, operationsRoutes, metricRoutes] as const;
+export const apiRoutes = [
+  installationRoutes,
+  workflowRoutes,
+  runRoutes,
+  caseRoutes,
+  enforcementRoutes,
+  transparencyDbRoutes,
+  auditRoutes,
+  automationRoutes,
+  sessionRoutes,
+  operationsRoutes,
+  metricRoutes,
+  workflowTemplateRoutes,
+  onboardingRoutes,
+] as const;
 
 type Intersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never;
 

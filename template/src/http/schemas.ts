@@ -44,6 +44,8 @@ export const schemas = {
     additionalProperties: false,
     properties: { graph: { type: "object", description: "A workflow graph, schemaVersion 1 (see docs/graph-format.md)." } },
   },
+  // POST /workflow-templates/use (issue 16 §2): a template of GET /workflow-templates; the new workflow's name defaults to its title.
+  UseWorkflowTemplate: { type: "object", required: ["template"], additionalProperties: false, properties: { template: identifier, name } },
   ValidateGraph: {
     type: "object",
     required: ["graph"],
