@@ -1,5 +1,6 @@
 // `npm start`: build the kernel, migrate the local D1 database, run `wrangler dev` on local state,
-// and make sure a demo installation exists. Everything the server keeps lives in the state folder
+// and make sure a demo installation exists; on a fresh state folder, seed the demo desk into it
+// (demo/seed.mjs; `npm start -- --empty` skips it). Everything the server keeps lives in the state folder
 // (SAFEST_STATE_DIR, default <repo root>/.safest-state), so a restart resumes where it left off.
 // While it runs, scripts/local-cron.mjs fires the Worker's schedule every minute, as the Cron
 // Trigger does on Cloudflare (Miniflare fires none by itself).
@@ -14,6 +15,7 @@ import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { demoDeskForStart } from "../demo/seed.mjs";
 import { startLocalCron } from "./local-cron.mjs";
 import { readDotenvValue } from "./local-state.mjs";
 
@@ -209,7 +211,7 @@ async function consoleSigninLink(baseUrl, admin, demo) {
   return (await response.json()).url;
 }
 
-function banner(baseUrl, admin, demo, state, demoFile, signinUrl) {
+function banner(baseUrl, admin, demo, state, demoFile, signinUrl, deskLines) {
   const lines = [
     "",
     `Safest Tools is running at ${baseUrl}  (state: ${state})`,
@@ -217,6 +219,7 @@ function banner(baseUrl, admin, demo, state, demoFile, signinUrl) {
     `  Demo installation: ${demo.id}${demo.created ? " (created)" : ""}  (saved in ${demoFile})`,
     `  API key: ${demo.apiKey}`,
     `  Try:  curl -s ${baseUrl}/api/v1/workflows -H "Authorization: Bearer ${demo.apiKey}"`,
+    ...deskLines,
     ...(signinUrl ? [`  Console: open ${signinUrl}  (one-time sign-in link for the demo admin, valid 24 h)`] : []),
     "  Schedule: every minute (scripts/local-cron.mjs calls the Worker's scheduled handler).",
     "  Stop with Ctrl-C.",
@@ -275,11 +278,16 @@ async function main() {
   } = { WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env };
   // ALLOW_LOCAL_EGRESS: local development may deliver webhooks to and call models on loopback
   // and plain http (a receiver on 127.0.0.1); deployed Workers never get it (src/lib/egress.ts).
-  const child = spawn(process.execPath, [wrangler, "dev", "--port", String(listenPort), "--ip", host, "--persist-to", state, "--show-interactive-dev-session=false", "--test-scheduled", "--var", "ALLOW_LOCAL_EGRESS:true", ...envFiles], {
-    cwd: templateDir,
-    stdio: "inherit",
-    env: wranglerEnv,
-  });
+  // DEMO_PEERS: the demo model and product under /demo (src/demo), never deployed.
+  const child = spawn(
+    process.execPath,
+    [wrangler, "dev", "--port", String(listenPort), "--ip", host, "--persist-to", state, "--show-interactive-dev-session=false", "--test-scheduled", "--var", "ALLOW_LOCAL_EGRESS:true", "--var", "DEMO_PEERS:on", ...envFiles],
+    {
+      cwd: templateDir,
+      stdio: "inherit",
+      env: wranglerEnv,
+    },
+  );
 
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
     process.on(signal, () => {
@@ -308,7 +316,9 @@ async function main() {
   const demoFile = path.join(state, "demo-installation.json");
   try {
     const demo = await ensureDemoInstallation(baseUrl, admin, demoFile);
-    banner(baseUrl, admin, demo, state, demoFile, await consoleSigninLink(baseUrl, admin, demo));
+    // The demo desk (demo/seed.mjs): seeded once on a fresh state folder, unless --empty.
+    const deskLines = await demoDeskForStart({ argv: process.argv.slice(2), baseUrl, adminToken: admin.token, demo, stateDir: state, log: (message) => console.warn(`[safest] ${message}`) });
+    banner(baseUrl, admin, demo, state, demoFile, await consoleSigninLink(baseUrl, admin, demo), deskLines);
   } catch (error) {
     console.error(`[safest] ${error instanceof Error ? error.message : error}`);
   }
