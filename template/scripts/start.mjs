@@ -10,7 +10,7 @@
 // REPORT_MASTER_KEY and AUDIT_CHECKPOINT_KEY (likewise, generated once into .dev.vars).
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import path from "node:path";
@@ -129,6 +129,34 @@ function viteBin() {
   }
 }
 
+/** The newest modification time under `dir` (files only), 0 when it does not exist. */
+function newestMtime(dir) {
+  let newest = 0;
+  let entries;
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return 0;
+  }
+  for (const entry of entries) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) newest = Math.max(newest, newestMtime(full));
+    else if (entry.isFile()) newest = Math.max(newest, statSync(full).mtimeMs);
+  }
+  return newest;
+}
+
+function consoleBuildIsFresh() {
+  const built = path.join(templateDir, "console-dist", "index.html");
+  if (!existsSync(built)) return false;
+  const sources = Math.max(
+    newestMtime(path.join(templateDir, "console")),
+    newestMtime(path.join(templateDir, "src")),
+    ...["package.json", "package-lock.json", "../package-lock.json"].map((f) => (existsSync(path.join(templateDir, f)) ? statSync(path.join(templateDir, f)).mtimeMs : 0)),
+  );
+  return statSync(built).mtimeMs > sources;
+}
+
 function run(args, extraEnv = {}) {
   const result = spawnSync(process.execPath, args, { cwd: templateDir, stdio: "inherit", env: { ...process.env, ...extraEnv } });
   if (result.error) fail(`${args.join(" ")} could not start: ${result.error.message}`);
@@ -237,8 +265,9 @@ async function main() {
   mkdirSync(state, { recursive: true, mode: 0o700 });
 
   run(["scripts/build-kernel.mjs"]);
-  // The console is served as static assets; wrangler refuses to start without its folder.
-  run([viteBin(), "build", "--config", "console/vite.config.ts", "--logLevel", "warn"]);
+  // The console is served as static assets; wrangler refuses to start without its folder. A build
+  // newer than every source it may bundle (console/, src/, the lockfile) is reused.
+  if (!consoleBuildIsFresh()) run([viteBin(), "build", "--config", "console/vite.config.ts", "--logLevel", "warn"]);
   const admin = adminToken();
   const master = masterKey();
   const audit = auditKey();
