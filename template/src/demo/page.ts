@@ -2,30 +2,30 @@
 // platform, each with whether its Standard Webhooks signature verified. Plain HTML, no script.
 import type { Received } from "./product";
 
-const escape = (value: unknown): string => String(value ?? "").replace(/[&<>"']/gu, (ch) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[ch]!);
+const escapeHtml = (value: unknown): string => String(value ?? "").replace(/[&<>"']/gu, (ch) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[ch]!);
 
 type Data = Record<string, unknown>;
 const field = (data: unknown, ...path: string[]): unknown => path.reduce<unknown>((value, key) => (value && typeof value === "object" ? (value as Data)[key] : undefined), data);
 
 function verifiedCell(item: Received): string {
-  return item.verified ? `<td class="ok">✔ verified</td>` : `<td class="bad">✘ not verified<br><span class="small">${escape(item.problem)}</span></td>`;
+  return item.verified ? `<td class="ok">✔ verified</td>` : `<td class="bad">✘ not verified<br><span class="small">${escapeHtml(item.problem)}</span></td>`;
 }
 
 function rowAttributes(item: Received): string {
   const proposal = field(item.data, "proposalId");
-  return `data-testid="received" data-type="${escape(item.type)}" data-verified="${item.verified}" data-webhook-id="${escape(item.webhookId)}"${proposal ? ` data-proposal-id="${escape(proposal)}"` : ""}`;
+  return `data-testid="received" data-type="${escapeHtml(item.type)}" data-verified="${item.verified}" data-webhook-id="${escapeHtml(item.webhookId)}"${proposal ? ` data-proposal-id="${escapeHtml(proposal)}"` : ""}`;
 }
 
 function subjectOf(data: unknown): string {
   const subject = field(data, "subject") as Data | null | undefined;
-  return subject ? `${escape(subject.kind)} <code>${escape(subject.id)}</code>` : "—";
+  return subject ? `${escapeHtml(subject.kind)} <code>${escapeHtml(subject.id)}</code>` : "—";
 }
 
 function actionsTable(items: Received[]): string {
   if (items.length === 0) return `<p>No action received yet. Approve a proposal in the console (Approvals) and it arrives here.</p>`;
   const rows = items.map(
     (item) =>
-      `<tr ${rowAttributes(item)}><td><time datetime="${escape(item.receivedAt)}">${escape(item.receivedAt)}</time></td><td><code>${escape(field(item.data, "actionType"))}</code></td><td>${subjectOf(item.data)}</td><td>${escape(field(item.data, "authorityMode"))}${field(item.data, "approvedBy") ? ` — approved by ${escape(field(item.data, "approvedBy"))}` : ""}</td>${verifiedCell(item)}</tr>`,
+      `<tr ${rowAttributes(item)}><td><time datetime="${escapeHtml(item.receivedAt)}">${escapeHtml(item.receivedAt)}</time></td><td><code>${escapeHtml(field(item.data, "actionType"))}</code></td><td>${subjectOf(item.data)}</td><td>${escapeHtml(field(item.data, "authorityMode"))}${field(item.data, "approvedBy") ? ` — approved by ${escapeHtml(field(item.data, "approvedBy"))}` : ""}</td>${verifiedCell(item)}</tr>`,
   );
   return `<table><caption>Actions (action.execute), newest first</caption><thead><tr><th scope="col">Received</th><th scope="col">Action</th><th scope="col">Subject</th><th scope="col">Mode</th><th scope="col">Signature</th></tr></thead><tbody>${rows.join("")}</tbody></table>`;
 }
@@ -34,9 +34,9 @@ function messagesTable(items: Received[]): string {
   if (items.length === 0) return `<p>No message received yet.</p>`;
   const rows = items.map((item) => {
     const recipient = field(item.data, "recipient") as Data | null | undefined;
-    const who = recipient ? `${escape(recipient.kind)}${recipient.contact ? ` (${escape(recipient.contact)})` : recipient.id ? ` (${escape(recipient.id)})` : ""}` : "—";
+    const who = recipient ? `${escapeHtml(recipient.kind)}${recipient.contact ? ` (${escapeHtml(recipient.contact)})` : recipient.id ? ` (${escapeHtml(recipient.id)})` : ""}` : "—";
     const body = String(field(item.data, "body") ?? "");
-    return `<tr ${rowAttributes(item)}><td><time datetime="${escape(item.receivedAt)}">${escape(item.receivedAt)}</time></td><td>${who}</td><td class="body">${escape(body.length > 600 ? `${body.slice(0, 600)}…` : body)}</td>${verifiedCell(item)}</tr>`;
+    return `<tr ${rowAttributes(item)}><td><time datetime="${escapeHtml(item.receivedAt)}">${escapeHtml(item.receivedAt)}</time></td><td>${who}</td><td class="body">${escapeHtml(body.length > 600 ? `${body.slice(0, 600)}…` : body)}</td>${verifiedCell(item)}</tr>`;
   });
   return `<table><caption>Messages (message.send) the product would send its users, newest first</caption><thead><tr><th scope="col">Received</th><th scope="col">To</th><th scope="col">Text</th><th scope="col">Signature</th></tr></thead><tbody>${rows.join("")}</tbody></table>`;
 }
@@ -44,7 +44,8 @@ function messagesTable(items: Received[]): string {
 function otherTable(items: Received[]): string {
   if (items.length === 0) return `<p>Nothing else received.</p>`;
   const rows = items.map(
-    (item) => `<tr ${rowAttributes(item)}><td><time datetime="${escape(item.receivedAt)}">${escape(item.receivedAt)}</time></td><td><code>${escape(item.type ?? "unknown")}</code></td><td>${escape(item.hook)}</td>${verifiedCell(item)}</tr>`,
+    (item) =>
+      `<tr ${rowAttributes(item)}><td><time datetime="${escapeHtml(item.receivedAt)}">${escapeHtml(item.receivedAt)}</time></td><td><code>${escapeHtml(item.type ?? "unknown")}</code></td><td>${escapeHtml(item.hook)}</td>${verifiedCell(item)}</tr>`,
   );
   return `<table><caption>Handoffs and other deliveries, newest first</caption><thead><tr><th scope="col">Received</th><th scope="col">Type</th><th scope="col">Hook</th><th scope="col">Signature</th></tr></thead><tbody>${rows.join("")}</tbody></table>`;
 }
