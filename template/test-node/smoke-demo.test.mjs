@@ -123,6 +123,8 @@ test("a fresh npm start seeds the demo desk once; a second start on the same sta
   onFailure(t, second);
   assert.equal(second.installationId, first.installationId);
   assert.match(second.output(), /Demo desk: seeded on .*\(nothing added this time\)/u);
+  // The fresh state's migrations went in one `d1 execute`, recorded as `migrations apply` records them.
+  assert.match(second.output(), /No migrations to apply/u);
   const again = await desk(second);
   for (const key of ["queues", "workflows", "triggers", "reports", "runs", "proposals", "endpoints"]) assert.deepEqual(again[key], seeded[key], key);
   await second.stop();

@@ -4,10 +4,13 @@
 // every /demo path is then the ordinary 404. Not part of /api/v1 (no OpenAPI entry): they play the
 // peers a real installation would have — a model provider and a product.
 import { Hono } from "hono";
+import { AppError } from "../errors";
 import type { AppEnv } from "../http/types";
 import { demoCompletion } from "./model";
 import { productPage } from "./page";
 import { assertAdmin, hasSecret, listReceived, receive, registerSecret } from "./product";
+
+const MAX_DELIVERY_CHARS = 1_048_576;
 
 /** Whether the demo peers are mounted in this environment. */
 export function demoPeersOn(env: unknown): boolean {
@@ -22,7 +25,9 @@ export const demoRoutes = new Hono<AppEnv>()
   .post("/model/v1/chat/completions", async (c) => c.json(demoCompletion((await c.req.json().catch(() => ({}))) as Record<string, unknown>)))
   .get("/model", (c) => c.json({ name: "Safest Tools demo model", demo: true, openaiCompatibleBaseUrl: `${new URL(c.req.url).origin}/demo/model/v1`, note: "Deterministic: a word list, not a classifier. For the demo desk only." }))
   .post("/product/webhooks/:hook", async (c) => {
-    const { status, received } = await receive(c.env, c.req.param("hook"), await c.req.text(), Object.fromEntries(c.req.raw.headers));
+    const body = await c.req.text();
+    if (body.length > MAX_DELIVERY_CHARS) throw new AppError("demo_product.too_large", "The demo product takes deliveries of at most 1 MiB.", { status: 413 });
+    const { status, received } = await receive(c.env, c.req.param("hook"), body, Object.fromEntries(c.req.raw.headers));
     return c.json({ received: received.verified, problem: received.problem }, status);
   })
   .put("/product/webhooks/:hook/secret", async (c) => {
