@@ -273,6 +273,7 @@ export async function demoDeskForStart({ argv, baseUrl, adminToken, demo, stateD
   const links = [`  Demo product: ${baseUrl}/demo/product  (the actions and messages it received, each signature verified)`, `  Demo model:   ${baseUrl}/demo/model  (deterministic, a demo: a word list, not a classifier)`];
   const marker = readMarker(stateDir);
   if (argv.includes("--empty") && !argv.includes("--demo")) {
+    if (marker?.installationId === demo.id && marker.complete && !marker.empty) return [`  Demo desk: seeded on an earlier start (${marker.seededAt}); --empty removes nothing (delete the state folder for an empty one).`, ...links];
     markEmpty(stateDir, demo.id);
     return ["  Demo desk: not seeded (--empty).", ...links];
   }

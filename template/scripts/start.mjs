@@ -180,7 +180,7 @@ function applyMigrations(wrangler, state) {
     .filter((name) => /^\d+_[A-Za-z0-9_-]+\.sql$/u.test(name))
     .sort();
   const sql = [
-    "CREATE TABLE IF NOT EXISTS d1_migrations(\n\tid         INTEGER PRIMARY KEY AUTOINCREMENT,\n\tname       TEXT UNIQUE,\n\tapplied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL\n);",
+    "CREATE TABLE IF NOT EXISTS d1_migrations(\n\t\tid         INTEGER PRIMARY KEY AUTOINCREMENT,\n\t\tname       TEXT UNIQUE,\n\t\tapplied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL\n);",
     ...files.map((name) => `${readFileSync(path.join(dir, name), "utf8")}\nINSERT INTO d1_migrations (name) values ('${name}');\n`),
   ].join("\n");
   const file = path.join(state, `.migrations-${process.pid}.sql`);
