@@ -139,13 +139,16 @@ async function ensureWorkflows(api) {
   const existing = byName((await api("/api/v1/workflows")).items);
   const triggers = byName((await api("/api/v1/triggers")).items);
   const versions = {};
-  for (const workflow of WORKFLOWS) {
-    const row = existing.get(workflow.name) ?? (await api("/api/v1/workflows", { body: { name: workflow.name, description: workflow.description } }));
-    const detail = await api(`/api/v1/workflows/${row.id}`);
-    const version = detail.versions?.[0] ?? (await api(`/api/v1/workflows/${row.id}/versions`, { body: { graph: readJson(path.join(examplesDir, workflow.file)) } }));
-    versions[workflow.name] = version.id;
-    if (!triggers.has(workflow.trigger.name)) await api("/api/v1/triggers", { body: { ...workflow.trigger, workflowVersionId: version.id } });
-  }
+  // Independent of one another (each its own name): published side by side.
+  await Promise.all(
+    WORKFLOWS.map(async (workflow) => {
+      const row = existing.get(workflow.name) ?? (await api("/api/v1/workflows", { body: { name: workflow.name, description: workflow.description } }));
+      const detail = await api(`/api/v1/workflows/${row.id}`);
+      const version = detail.versions?.[0] ?? (await api(`/api/v1/workflows/${row.id}/versions`, { body: { graph: readJson(path.join(examplesDir, workflow.file)) } }));
+      versions[workflow.name] = version.id;
+      if (!triggers.has(workflow.trigger.name)) await api("/api/v1/triggers", { body: { ...workflow.trigger, workflowVersionId: version.id } });
+    }),
+  );
   return versions;
 }
 
@@ -199,10 +202,8 @@ export async function seedDemoDesk({ baseUrl, apiKey, adminToken, stateDir, inst
   const product = client(baseUrl, adminToken);
   const dataset = readJson(path.join(demoDir, "dataset.json"));
 
-  for (const queue of QUEUES) {
-    const queues = byName((await api("/api/v1/queues")).items);
-    if (!queues.has(queue.name)) await api("/api/v1/queues", { body: queue });
-  }
+  const queues = byName((await api("/api/v1/queues")).items);
+  for (const queue of QUEUES) if (!queues.has(queue.name)) await api("/api/v1/queues", { body: queue });
   const endpoints = await ensureEndpoints(api, product, baseUrl, log);
   const types = byName((await api("/api/v1/action-types")).items, "key");
   for (const type of ACTION_TYPES) {
