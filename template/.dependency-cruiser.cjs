@@ -1,7 +1,7 @@
 // Import boundaries of src/ (run by `npm run lint:boundaries`, part of `npm test`).
 //
 // A domain is a folder directly under src/ other than lib/ and http/ (audit, auth, automation,
-// cases, console, enforcement, installations, workflows). Rules:
+// cases, console, enforcement, installations, workflows; demo, the peers of `npm start`). Rules:
 //   - across domains, import only the other domain's index.ts;
 //   - lib/ and errors.ts are shared: importable from anywhere, and they import no domain or http/;
 //   - http/ (and Hono) only from route files (*/routes.ts, workflows/runs-routes.ts), http/ itself
@@ -81,6 +81,20 @@ module.exports = {
       severity: "error",
       from: { path: "^src/(lib/|errors\\.ts$)" },
       to: { path: "^src/", pathNot: ["^src/lib/", "^src/errors\\.ts$"] },
+    },
+    {
+      name: "demo-is-a-peer",
+      comment: "src/demo plays the peers of `npm start` (a model, a product): it imports no domain, only lib/, errors.ts and http/types.",
+      severity: "error",
+      from: { path: "^src/demo/" },
+      to: { path: "^src/", pathNot: ["^src/demo/", "^src/lib/", "^src/errors\\.ts$", "^src/http/types\\.ts$"] },
+    },
+    {
+      name: "demo-mounted-by-app-only",
+      comment: "Only http/app.ts mounts the demo routes; no domain depends on the demo peers.",
+      severity: "error",
+      from: { path: "^src/", pathNot: ["^src/demo/", "^src/http/app\\.ts$"] },
+      to: { path: "^src/demo/" },
     },
     {
       name: "no-cycles",

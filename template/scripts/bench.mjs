@@ -26,7 +26,7 @@
 //
 // The Worker's schedule runs as under `npm start`: scripts/local-cron.mjs calls its scheduled
 // handler every minute for the whole bench. BENCH_ONLY=audit,queue,backtests,tdb,treport,… runs only those sections
-// (runtime, context, expressions, components, content, actions, intake, queue, audit, sweeps, backup, metrics, repair) — for working on one of them.
+// (runtime, context, expressions, components, content, actions, intake, queue, audit, sweeps, backup, metrics, repair, start) — for working on one of them.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
@@ -53,6 +53,7 @@ import { queueLines, sectionQueueListing } from "../bench/sections/queue.mjs";
 import { repairLines, sectionRepair } from "../bench/sections/repair.mjs";
 import { runtimeLines, sectionGrowth, sectionPerStep } from "../bench/sections/runtime.mjs";
 import { sectionSweeps, sweepLines } from "../bench/sections/sweeps.mjs";
+import { sectionStart, startLines } from "../bench/sections/start.mjs";
 import { startLocalCron } from "./local-cron.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -300,6 +301,7 @@ function report() {
     ...backtestLines(),
     ...tdbLines(),
     ...treportLines(),
+    ...startLines(),
   );
   if (results.elapsedS !== undefined) lines.push(`elapsed:          ${results.elapsedS} s (budget ${OVERALL_BUDGET_MS / 1000} s)`);
   if (results.error) lines.push(`bench failed: ${results.error}`);
@@ -364,6 +366,7 @@ async function main() {
   if (runs("backtests")) await sectionBacktests(api, timed, adminToken);
   if (runs("tdb")) await sectionTdb(api, adminToken);
   if (runs("treport")) await sectionTransparencyReport(api, timed, adminToken);
+  if (runs("start")) await sectionStart();
   results.elapsedS = round((Date.now() - startedAt) / 1000, 1);
 }
 

@@ -1,5 +1,6 @@
 // `npm start`: build the kernel, migrate the local D1 database, run `wrangler dev` on local state,
-// and make sure a demo installation exists. Everything the server keeps lives in the state folder
+// and make sure a demo installation exists; on a fresh state folder, seed the demo desk into it
+// (demo/seed.mjs; `npm start -- --empty` skips it). Everything the server keeps lives in the state folder
 // (SAFEST_STATE_DIR, default <repo root>/.safest-state), so a restart resumes where it left off.
 // While it runs, scripts/local-cron.mjs fires the Worker's schedule every minute, as the Cron
 // Trigger does on Cloudflare (Miniflare fires none by itself).
@@ -9,11 +10,12 @@
 // REPORT_MASTER_KEY and AUDIT_CHECKPOINT_KEY (likewise, generated once into .dev.vars).
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { demoDeskForStart } from "../demo/seed.mjs";
 import { startLocalCron } from "./local-cron.mjs";
 import { readDotenvValue } from "./local-state.mjs";
 
@@ -127,10 +129,68 @@ function viteBin() {
   }
 }
 
-function run(args, extraEnv = {}) {
-  const result = spawnSync(process.execPath, args, { cwd: templateDir, stdio: "inherit", env: { ...process.env, ...extraEnv } });
+/** The newest modification time under `dir` (files only), 0 when it does not exist. */
+function newestMtime(dir) {
+  let newest = 0;
+  let entries;
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return 0;
+  }
+  for (const entry of entries) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) newest = Math.max(newest, newestMtime(full));
+    else if (entry.isFile()) newest = Math.max(newest, statSync(full).mtimeMs);
+  }
+  return newest;
+}
+
+function consoleBuildIsFresh() {
+  const built = path.join(templateDir, "console-dist", "index.html");
+  if (!existsSync(built)) return false;
+  const sources = Math.max(
+    newestMtime(path.join(templateDir, "console")),
+    newestMtime(path.join(templateDir, "src")),
+    ...["package.json", "package-lock.json", "../package-lock.json"].map((f) => (existsSync(path.join(templateDir, f)) ? statSync(path.join(templateDir, f)).mtimeMs : 0)),
+  );
+  return statSync(built).mtimeMs > sources;
+}
+
+function run(args, extraEnv = {}, { quiet = false } = {}) {
+  const result = spawnSync(process.execPath, args, { cwd: templateDir, stdio: quiet ? ["inherit", "ignore", "inherit"] : "inherit", env: { ...process.env, ...extraEnv } });
   if (result.error) fail(`${args.join(" ")} could not start: ${result.error.message}`);
   if (result.status !== 0) fail(`${path.basename(args[0])} ${args.slice(1, 4).join(" ")} failed (exit ${result.status ?? result.signal}).`);
+}
+
+/**
+ * The D1 migrations. `wrangler d1 migrations apply` starts the local engine once per file (about a
+ * second each), so on a fresh state folder every file goes in one `wrangler d1 execute`, each
+ * followed by its row in d1_migrations exactly as `migrations apply` writes it (same table, same
+ * statement); a later start applies whatever is new the ordinary way.
+ */
+function applyMigrations(wrangler, state) {
+  const env = { CI: "true", WRANGLER_SEND_METRICS: "false" }; // CI: no confirmation prompt
+  if (existsSync(path.join(state, "v3", "d1"))) {
+    run([wrangler, "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], env);
+    return;
+  }
+  const dir = path.join(templateDir, "migrations");
+  const files = readdirSync(dir)
+    .filter((name) => /^\d+_[A-Za-z0-9_-]+\.sql$/u.test(name))
+    .sort();
+  const sql = [
+    "CREATE TABLE IF NOT EXISTS d1_migrations(\n\t\tid         INTEGER PRIMARY KEY AUTOINCREMENT,\n\t\tname       TEXT UNIQUE,\n\t\tapplied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL\n);",
+    ...files.map((name) => `${readFileSync(path.join(dir, name), "utf8")}\nINSERT INTO d1_migrations (name) values ('${name}');\n`),
+  ].join("\n");
+  const file = path.join(state, `.migrations-${process.pid}.sql`);
+  writeFileSync(file, sql, { mode: 0o600 });
+  try {
+    console.log(`[safest] Applying ${files.length} migrations to the fresh state folder.`);
+    run([wrangler, "d1", "execute", "DB", "--local", "--persist-to", state, "--file", file], env, { quiet: true }); // its stdout: one JSON result per statement
+  } finally {
+    rmSync(file, { force: true });
+  }
 }
 
 function assertPortFree(host, value) {
@@ -209,7 +269,7 @@ async function consoleSigninLink(baseUrl, admin, demo) {
   return (await response.json()).url;
 }
 
-function banner(baseUrl, admin, demo, state, demoFile, signinUrl) {
+function banner(baseUrl, admin, demo, state, demoFile, signinUrl, deskLines) {
   const lines = [
     "",
     `Safest Tools is running at ${baseUrl}  (state: ${state})`,
@@ -217,6 +277,7 @@ function banner(baseUrl, admin, demo, state, demoFile, signinUrl) {
     `  Demo installation: ${demo.id}${demo.created ? " (created)" : ""}  (saved in ${demoFile})`,
     `  API key: ${demo.apiKey}`,
     `  Try:  curl -s ${baseUrl}/api/v1/workflows -H "Authorization: Bearer ${demo.apiKey}"`,
+    ...deskLines,
     ...(signinUrl ? [`  Console: open ${signinUrl}  (one-time sign-in link for the demo admin, valid 24 h)`] : []),
     "  Schedule: every minute (scripts/local-cron.mjs calls the Worker's scheduled handler).",
     "  Stop with Ctrl-C.",
@@ -234,13 +295,13 @@ async function main() {
   mkdirSync(state, { recursive: true, mode: 0o700 });
 
   run(["scripts/build-kernel.mjs"]);
-  // The console is served as static assets; wrangler refuses to start without its folder.
-  run([viteBin(), "build", "--config", "console/vite.config.ts", "--logLevel", "warn"]);
+  // The console is served as static assets; wrangler refuses to start without its folder. A build
+  // newer than every source it may bundle (console/, src/, the lockfile) is reused.
+  if (!consoleBuildIsFresh()) run([viteBin(), "build", "--config", "console/vite.config.ts", "--logLevel", "warn"]);
   const admin = adminToken();
   const master = masterKey();
   const audit = auditKey();
-  // CI=true: apply without the confirmation prompt.
-  run([wrangler, "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], { CI: "true", WRANGLER_SEND_METRICS: "false" });
+  applyMigrations(wrangler, state);
   await assertPortFree(host, listenPort);
 
   // A token from the environment reaches wrangler through an env file only this user can read
@@ -275,11 +336,16 @@ async function main() {
   } = { WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env };
   // ALLOW_LOCAL_EGRESS: local development may deliver webhooks to and call models on loopback
   // and plain http (a receiver on 127.0.0.1); deployed Workers never get it (src/lib/egress.ts).
-  const child = spawn(process.execPath, [wrangler, "dev", "--port", String(listenPort), "--ip", host, "--persist-to", state, "--show-interactive-dev-session=false", "--test-scheduled", "--var", "ALLOW_LOCAL_EGRESS:true", ...envFiles], {
-    cwd: templateDir,
-    stdio: "inherit",
-    env: wranglerEnv,
-  });
+  // DEMO_PEERS: the demo model and product under /demo (src/demo), never deployed.
+  const child = spawn(
+    process.execPath,
+    [wrangler, "dev", "--port", String(listenPort), "--ip", host, "--persist-to", state, "--show-interactive-dev-session=false", "--test-scheduled", "--var", "ALLOW_LOCAL_EGRESS:true", "--var", "DEMO_PEERS:on", ...envFiles],
+    {
+      cwd: templateDir,
+      stdio: "inherit",
+      env: wranglerEnv,
+    },
+  );
 
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
     process.on(signal, () => {
@@ -308,7 +374,9 @@ async function main() {
   const demoFile = path.join(state, "demo-installation.json");
   try {
     const demo = await ensureDemoInstallation(baseUrl, admin, demoFile);
-    banner(baseUrl, admin, demo, state, demoFile, await consoleSigninLink(baseUrl, admin, demo));
+    // The demo desk (demo/seed.mjs): seeded once on a fresh state folder, unless --empty.
+    const deskLines = await demoDeskForStart({ argv: process.argv.slice(2), baseUrl, adminToken: admin.token, demo, stateDir: state, log: (message) => console.warn(`[safest] ${message}`) });
+    banner(baseUrl, admin, demo, state, demoFile, await consoleSigninLink(baseUrl, admin, demo), deskLines);
   } catch (error) {
     console.error(`[safest] ${error instanceof Error ? error.message : error}`);
   }

@@ -36,12 +36,14 @@ const SIGNIN_LINK = /(http:\/\/127\.0\.0\.1:\d+\/console\/signin\?token=[A-Za-z0
  * with `signin: true`, for the console sign-in link it prints). On failure the server is stopped
  * and its state removed before the error is thrown.
  */
-export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, signin = false, secrets = {} } = {}) {
-  const stateDir = mkdtempSync(path.join(tmpdir(), `safest-${label}-`));
+export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, signin = false, secrets = {}, args = ["--empty"], stateDir: reuseStateDir = null, keepState = false, adminToken: givenAdminToken = null } = {}) {
+  // `args` go to start.mjs: by default --empty (no demo desk; test-node/smoke-demo.test.mjs seeds
+  // it with args: []). `stateDir` + `keepState` restart a server on the state of an earlier one.
+  const stateDir = reuseStateDir ?? mkdtempSync(path.join(tmpdir(), `safest-${label}-`));
   const port = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
-  const adminToken = `test_${randomBytes(24).toString("hex")}`;
-  const child = spawn(process.execPath, ["scripts/start.mjs"], {
+  const adminToken = givenAdminToken ?? `test_${randomBytes(24).toString("hex")}`;
+  const child = spawn(process.execPath, ["scripts/start.mjs", ...args], {
     cwd: templateDir,
     detached: true, // its own process group, so the whole tree can be killed at once
     stdio: ["ignore", "pipe", "pipe"],
@@ -81,7 +83,7 @@ export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, si
       await Promise.race([exited, sleep(10_000)]);
     }
     killGroup("SIGKILL"); // stragglers of the group (workerd) after the parent has gone
-    rmSync(stateDir, { recursive: true, force: true });
+    if (!keepState) rmSync(stateDir, { recursive: true, force: true });
   };
 
   const demoFile = path.join(stateDir, "demo-installation.json");

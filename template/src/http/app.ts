@@ -5,6 +5,7 @@ import { routePath } from "hono/route";
 import { AppError, errorCode } from "../errors";
 import { sealAuditChainAfterWrite } from "../audit";
 import { signinRoutes } from "../console/routes";
+import { demoRoutes } from "../demo/routes";
 import { apiRoutes } from "./api";
 import { openApiRoutes } from "./openapi";
 import type { AppEnv } from "./types";
@@ -62,6 +63,8 @@ export function createApp() {
   });
   for (const api of [...apiRoutes, openApiRoutes]) app.route("/api/v1", api.router);
   app.route("/", signinRoutes);
+  // The demo model and product of `npm start` (a 404 unless DEMO_PEERS is "on").
+  app.route("/demo", demoRoutes);
   app.get("/", (c) => c.json({ name: "Safest Tools", api: "/api/v1", openapi: "/api/v1/openapi.json" }));
   app.notFound((c) => c.json({ error: { code: "route.not_found", message: "No such route." } }, 404));
   app.onError((error, c) => {
