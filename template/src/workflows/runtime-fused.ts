@@ -179,44 +179,48 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
       const reads = nodeReads(node);
       // Opening content is recorded with the step, or (if the node throws) with the host's error.
       const contentRead = readsContent ? [contentReadStatement(env.DB, run, node)] : [];
-      scope.pending = [...groupBatch(env.DB, run, records), ...contentRead];
-      const opened = readsContent && reads.content ? await (content ??= openRunContent(env, run.installationId, results[4]!.results[0] as RunContentRow | undefined) as Promise<unknown> as Promise<JsonValue>) : null;
-      const steps = await outputs.pick(reads.steps, branchKey, readsContent);
-      const context = walkContext(run, { input: runInput, steps, report: reads.report ? report : null, event: reads.event ? event : null, content: opened ?? null, readsContent });
-      const executor = EXECUTORS[node.kind];
-      if (!executor.execute) throw executorUnavailable(node.kind);
-      const stepId = stepRunId(run.id, node.id, branchKey);
-      const call: NodeCall = { env, ctx, run, node, branchKey, stepId, readsContent, preloaded: context };
-      const result = await executor.execute(call);
-      const view = openView(node, readsContent, result.output);
-      const sealed = view.sealed ? (await sealPersonalData(env, run.installationId, `step_output:${stepId}`, result.output)).sealed : null;
-      const stored = view.sealed ? view.open : result.output;
-      const record = await outputRecord(stored, sealed);
-      const at = now();
-      port = String(result.output.port);
-      records.push({
-        node,
-        at,
-        head: [stepUpsert(env.DB, { id: stepId, run, node, branchKey, state: "succeeded", digest: record.digest, at }), outputUpsert(env.DB, stepId, record, at)],
-        tail: [
-          runtimeAudit(env.DB, run, {
-            key: `step:${stepId}:succeeded`,
-            action: "workflow.step_succeeded",
-            details: { nodeId: node.id, kind: node.kind, branchKey, port: result.output.port ?? null, outputDigest: record.digest },
-            at,
-          }),
-          ...(result.statements ?? []),
-          ...contentRead,
-        ],
-      });
-      const open = parseJson(record.json);
-      outputs.add(node.id, { branchKey, open, full: view.sealed ? (JSON.parse(JSON.stringify(result.output)) as JsonValue) : open });
+      try {
+        const opened = readsContent && reads.content ? await (content ??= openRunContent(env, run.installationId, results[4]!.results[0] as RunContentRow | undefined) as Promise<unknown> as Promise<JsonValue>) : null;
+        const steps = await outputs.pick(reads.steps, branchKey, readsContent);
+        const context = walkContext(run, { input: runInput, steps, report: reads.report ? report : null, event: reads.event ? event : null, content: opened ?? null, readsContent });
+        const executor = EXECUTORS[node.kind];
+        if (!executor.execute) throw executorUnavailable(node.kind);
+        const stepId = stepRunId(run.id, node.id, branchKey);
+        const call: NodeCall = { env, ctx, run, node, branchKey, stepId, readsContent, preloaded: context };
+        const result = await executor.execute(call);
+        const view = openView(node, readsContent, result.output);
+        const sealed = view.sealed ? (await sealPersonalData(env, run.installationId, `step_output:${stepId}`, result.output)).sealed : null;
+        const stored = view.sealed ? view.open : result.output;
+        const record = await outputRecord(stored, sealed);
+        const at = now();
+        port = String(result.output.port);
+        records.push({
+          node,
+          at,
+          head: [stepUpsert(env.DB, { id: stepId, run, node, branchKey, state: "succeeded", digest: record.digest, at }), outputUpsert(env.DB, stepId, record, at)],
+          tail: [
+            runtimeAudit(env.DB, run, {
+              key: `step:${stepId}:succeeded`,
+              action: "workflow.step_succeeded",
+              details: { nodeId: node.id, kind: node.kind, branchKey, port: result.output.port ?? null, outputDigest: record.digest },
+              at,
+            }),
+            ...(result.statements ?? []),
+            ...contentRead,
+          ],
+        });
+        const open = parseJson(record.json);
+        outputs.add(node.id, { branchKey, open, full: view.sealed ? (JSON.parse(JSON.stringify(result.output)) as JsonValue) : open });
+      } catch (error) {
+        // The nodes before this one keep their records; the guard writes them with this node's error.
+        scope.pending = [...groupBatch(env.DB, run, records), ...contentRead];
+        throw error;
+      }
     }
     const next = count < MAX_FUSED_NODES ? nextInGroup(run.graph, node, port) : null;
     if (!next || !needs.region.has(next.id)) break;
     node = next;
   }
-  scope.pending = [];
   const batch = groupBatch(env.DB, run, records);
   if (batch.length > 0) await env.DB.batch(batch);
   return { nodeId: node.id, port };
