@@ -109,9 +109,19 @@ async function recordsOf(runId: string) {
         .replace(/wfv_[0-9a-f]+/gu, "WFV")
         .replace(/wf-[0-9a-f-]{36}/gu, "WF")
         .replace(/evt_[0-9a-f]+/gu, "EVT")
+        .replace(/rpt_[0-9a-f]+/gu, "RPT")
+        .replace(/\\"latencyMs\\":\d+/gu, '\\"latencyMs\\":0')
         .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/gu, "TIME"),
     ) as Array<Record<string, unknown>>;
   return { steps: anonymous(steps), outputs: anonymous(outputs), audit: anonymous(audit), run: anonymous(run), waits };
+}
+
+/** The records with one node's output digest and size masked (an output holding per-run values). */
+function withoutDigestOf(records: Awaited<ReturnType<typeof recordsOf>>, nodeId: string) {
+  const digest = String(records.outputs.find((row) => row.node_id === nodeId)!.digest);
+  const masked = JSON.parse(JSON.stringify(records).replaceAll(digest, "MASKED_DIGEST")) as typeof records;
+  for (const row of masked.outputs) if (row.node_id === nodeId) row.size_bytes = null;
+  return masked;
 }
 
 function capability(version: { id: string; artifact: { id: string } }) {
@@ -144,9 +154,11 @@ describe("fused steps", () => {
     // Every node on every branch: start, words, c1, b1 and b2 on their branches, j, c3, end.
     expect(fusedRecords.steps.map((step) => `${step.node_id}@${step.branch_key}`)).toEqual(["b1@b1", "b2@b2", "c1@", "c3@", "end@", "j@", "start@", "words@"]);
     expect(fusedRecords.audit.filter((event) => event.action === "workflow.step_succeeded")).toHaveLength(8);
+    // The keyword bank's output holds its latency, so its digest may differ; every other value matches.
+    const [fusedRows, perNodeRows] = [withoutDigestOf(fusedRecords, "words"), withoutDigestOf(perNodeRecords, "words")];
     for (const part of ["steps", "outputs", "audit", "run", "waits"] as const) {
-      expect(fusedRecords[part].length, part).toBe(perNodeRecords[part].length);
-      fusedRecords[part].forEach((row, index) => expect(row, `${part}[${index}]`).toEqual(perNodeRecords[part][index]));
+      expect(fusedRows[part].length, part).toBe(perNodeRows[part].length);
+      fusedRows[part].forEach((row: unknown, index: number) => expect(row, `${part}[${index}]`).toEqual(perNodeRows[part][index]));
     }
     expect(JSON.parse(String(fusedRecords.run[0]!.output_json))).toEqual({ port: "terminal", terminalCode: "done", result: { verdict: "next" } });
   });
@@ -253,8 +265,40 @@ describe("fused steps", () => {
     expect(a.steps.map((step) => `${step.node_id}:${step.state}`)).toEqual(["await:succeeded", "c1:succeeded", "c2:succeeded", "c3:succeeded", "end:succeeded", "start:succeeded"]);
     expect(JSON.parse(String(a.outputs.find((row) => row.node_id === "c2")!.inline_json)).port).toBe("next");
     // The wait's output holds its event (id, time), so its digest differs per run; every other row matches.
-    const withoutWaitDigest = (records: typeof a) => JSON.parse(JSON.stringify(records).replace(/sha256:[0-9a-f]{64}/gu, (digest) => (digest === waitDigest(records) ? "WAIT_DIGEST" : digest)));
-    const waitDigest = (records: typeof a) => String(records.outputs.find((row) => row.node_id === "await")!.digest);
-    expect(withoutWaitDigest(a)).toEqual(withoutWaitDigest(b));
+    expect(withoutDigestOf(a, "await")).toEqual(withoutDigestOf(b, "await"));
+  });
+
+  it("a built-in enrichment reading content fuses: sealed output, one content read, the same rows", async () => {
+    const { apiKey } = await newInstallation();
+    const graph = {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "bank", kind: "enrichment", config: { component: "keyword_bank", keywords: ["free crypto"] }, inputMapping: { text: "string(content.snapshot.text)" } },
+        condition("c1", 'steps["bank"].port == "success"'),
+        { id: "end", kind: "end" },
+      ],
+      edges: [edge("start", "success", "bank"), edge("bank", "success", "c1"), edge("c1", "next", "end"), edge("c1", "other", "end")],
+    };
+    const ids: string[] = [];
+    for (const steps of ["fused", "per_node"] as const) {
+      const version = await publishAs(apiKey, graph, steps);
+      const report = await api("/api/v1/reports", {
+        key: apiKey,
+        body: { subject: { kind: "content", id: `post-${crypto.randomUUID().slice(0, 8)}`, snapshot: { text: "free crypto here" } }, category: "scams_and_fraud", reporter: { id: "reporter-1" } },
+      });
+      expect(report.status).toBe(201);
+      const run = await api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: version.id, authorityMode: "autonomous", input: {}, reportId: report.body.id } });
+      expect((await waitForRun(apiKey, run.body.id)).state).toBe("succeeded");
+      ids.push(run.body.id);
+    }
+    const [a, b] = [await recordsOf(ids[0]!), await recordsOf(ids[1]!)];
+    const bank = a.outputs.find((row) => row.node_id === "bank")!;
+    expect(bank.open).toBe(0);
+    expect(bank.data_classification_json).toBe('["content"]');
+    expect(JSON.stringify(a)).not.toContain("free crypto here");
+    expect(a.audit.filter((event) => event.action === "report.content_read").map((event) => event.key)).toEqual(["run:RUN:content_read:bank"]);
+    // Sealing is randomised, so the sealed output's digest differs per run; every other row matches.
+    expect(withoutDigestOf(a, "bank")).toEqual(withoutDigestOf(b, "bank"));
   });
 });
