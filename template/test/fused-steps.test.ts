@@ -182,6 +182,34 @@ describe("fused steps", () => {
     expect(records).toEqual(await recordsOf(b.id));
   });
 
+  it("a node without an error port fails its group into repair_required; a route resumes through the group", async () => {
+    const { apiKey } = await newInstallation();
+    const graph = {
+      ...errorGraph,
+      nodes: errorGraph.nodes.filter((node) => node.id !== "failed").map((node) => (node.id === "c2" ? condition("c2", "input.x") : node)),
+      edges: errorGraph.edges.filter((candidate) => candidate.from.port !== "error"),
+    };
+    const version = await publishAs(apiKey, graph, "fused");
+    const stuck = await waitForRun(apiKey, (await startRun(apiKey, version.id, { input: { x: "not a boolean" } })).id);
+    expect(stuck.state).toBe("repair_required");
+    expect(stuck.error.code).toBe("condition.result_not_boolean");
+    const before = await recordsOf(stuck.id);
+    // start and c1 kept the records the group wrote before c2 threw; c2 failed with the host's message.
+    expect(before.steps.map((step) => `${step.node_id}:${step.state}`)).toEqual(["c1:succeeded", "c2:failed", "start:succeeded"]);
+    expect(String(before.steps.find((step) => step.node_id === "c2")!.error_message)).toContain("did not evaluate to a boolean");
+    const routed = await api(`/api/v1/runs/${stuck.id}/repair`, { key: apiKey, body: { action: "route", port: "next", reason: "checked by hand" } });
+    expect(routed.status, JSON.stringify(routed.body)).toBe(200);
+    const done = await waitForRun(apiKey, stuck.id, ["succeeded", "failed", "terminated"]);
+    expect(done.state).toBe("succeeded");
+    const after = await recordsOf(stuck.id);
+    expect(after.steps.map((step) => `${step.node_id}:${step.state}`)).toEqual(["c1:succeeded", "c2:succeeded", "c3:succeeded", "done:succeeded", "start:succeeded"]);
+    // The new instance walked from start: start and c1 answered from their records, written once.
+    const keys = after.audit.map((event) => String(event.key));
+    expect(keys.filter((key) => key === "step:RUN:start:main:1:succeeded")).toHaveLength(1);
+    expect(keys.filter((key) => key === "step:RUN:c1:main:1:succeeded")).toHaveLength(1);
+    expect(keys).toContain("step:RUN:c3:main:1:succeeded");
+  });
+
   it("a retry of a fused group writes nothing twice, and the host computes the group itself", async () => {
     const { apiKey } = await newInstallation();
     const graph = {

@@ -5,7 +5,7 @@
 import { linearConditionGraph, log, median, platformRun, poll, results, round, TARGETS, verdict, windowMean } from "./lib.mjs";
 
 /** Publishes a version that runs one Workflows step per node. */
-async function publish(api, key, graph, name) {
+export async function publishPerNode(api, key, graph, name) {
   const workflow = await api("/api/v1/workflows", { body: { name }, key });
   return api(`/api/v1/workflows/${workflow.id}/versions`, { body: { graph, steps: "per_node" }, key });
 }
@@ -40,7 +40,7 @@ function runtimePerStep(run, conditions) {
 
 export async function sectionPerStep(api, adminToken, key) {
   log(`per-step: publishing a ${LINEAR_STEPS}-condition linear graph`);
-  const version = await publish(api, key, linearConditionGraph(LINEAR_STEPS), `bench-linear-${LINEAR_STEPS}`);
+  const version = await publishPerNode(api, key, linearConditionGraph(LINEAR_STEPS), `bench-linear-${LINEAR_STEPS}`);
   log("per-step: warm-up (not counted)");
   await bareRun(api, adminToken, 5);
   await platformRun(api, key, version.id);
@@ -73,7 +73,7 @@ export async function sectionPerStep(api, adminToken, key) {
 
 export async function sectionGrowth(api, key) {
   log(`growth: publishing a ${LONG_NODES}-condition linear graph`);
-  const version = await publish(api, key, linearConditionGraph(LONG_NODES), `bench-long-${LONG_NODES}`);
+  const version = await publishPerNode(api, key, linearConditionGraph(LONG_NODES), `bench-long-${LONG_NODES}`);
   const early = [];
   const late = [];
   const whole = [];
