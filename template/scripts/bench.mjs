@@ -26,7 +26,7 @@
 //
 // The Worker's schedule runs as under `npm start`: scripts/local-cron.mjs calls its scheduled
 // handler every minute for the whole bench. BENCH_ONLY=audit,queue,backtests,tdb,treport,… runs only those sections
-// (runtime, context, expressions, components, content, actions, intake, queue, audit, sweeps, backup, metrics, repair, start) — for working on one of them.
+// (runtime, fused, context, expressions, components, content, actions, intake, queue, audit, sweeps, backup, metrics, repair, start) — for working on one of them.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
@@ -46,6 +46,7 @@ import { componentLines, sectionComponents } from "../bench/sections/components.
 import { contentLines, sectionContent } from "../bench/sections/content.mjs";
 import { contextLines, sectionContext } from "../bench/sections/context.mjs";
 import { expressionLines, sectionExpressions } from "../bench/sections/expressions.mjs";
+import { fusedLines, sectionFused } from "../bench/sections/fused.mjs";
 import { intakeLines, sectionIntake } from "../bench/sections/intake.mjs";
 import { client, deadline, edge, log, OVERALL_BUDGET_MS, publish, remaining, results, round, server, sleep, startedAt, timedClient } from "../bench/sections/lib.mjs";
 import { metricsLines, sectionMetrics } from "../bench/sections/metrics.mjs";
@@ -286,6 +287,7 @@ function report() {
   if (results.devServer !== undefined) lines.push(`dev server:       ${results.devServer}, wrangler ${results.wranglerVersion}`);
   lines.push(
     ...runtimeLines(),
+    ...fusedLines(),
     ...contextLines(),
     ...expressionLines(),
     ...componentLines(),
@@ -334,6 +336,7 @@ async function main() {
   const { apiKey } = installation;
   if (runs("runtime")) await sectionPerStep(api, adminToken, apiKey);
   if (runs("runtime")) await sectionGrowth(api, apiKey);
+  if (runs("fused")) await sectionFused(api, adminToken, apiKey);
   if (runs("context")) await sectionContext(api, adminToken, apiKey);
   if (runs("expressions")) await sectionExpressions(api, adminToken);
   if (runs("components")) await sectionComponents(api, adminToken, apiKey, installation.id);

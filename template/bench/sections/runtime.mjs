@@ -1,7 +1,14 @@
 // Sections "per-step cost" (the platform runtime against a bare Cloudflare Workflow, one D1 write
 // per step) and "growth" (per-node cost early and late in a 210-condition run, each condition
-// reading the previous node's output).
-import { linearConditionGraph, log, median, platformRun, poll, publish, results, round, TARGETS, verdict, windowMean } from "./lib.mjs";
+// reading the previous node's output). Both publish with `steps: "per_node"`: they measure one
+// Workflows step per node (runtimeOverBare as before fused steps); bench/sections/fused.mjs measures fusion.
+import { linearConditionGraph, log, median, platformRun, poll, results, round, TARGETS, verdict, windowMean } from "./lib.mjs";
+
+/** Publishes a version that runs one Workflows step per node. */
+export async function publishPerNode(api, key, graph, name) {
+  const workflow = await api("/api/v1/workflows", { body: { name }, key });
+  return api(`/api/v1/workflows/${workflow.id}/versions`, { body: { graph, steps: "per_node" }, key });
+}
 
 const LINEAR_STEPS = 50;
 const REPEATS = 7;
@@ -10,7 +17,7 @@ export const LONG_REPEATS = 3;
 export const WINDOWS = { early: [6, 15], late: [196, 205] };
 
 /** One bare workflow instance: N step.do, one D1 write each; times are the workflow's own. */
-async function bareRun(api, adminToken, steps) {
+export async function bareRun(api, adminToken, steps) {
   const { id } = await api("/bench/bare", { body: { steps }, key: adminToken });
   const status = await poll(`bare instance ${id}`, async () => {
     const current = await api(`/bench/bare/${id}`, { key: adminToken });
@@ -33,7 +40,7 @@ function runtimePerStep(run, conditions) {
 
 export async function sectionPerStep(api, adminToken, key) {
   log(`per-step: publishing a ${LINEAR_STEPS}-condition linear graph`);
-  const version = await publish(api, key, linearConditionGraph(LINEAR_STEPS), `bench-linear-${LINEAR_STEPS}`);
+  const version = await publishPerNode(api, key, linearConditionGraph(LINEAR_STEPS), `bench-linear-${LINEAR_STEPS}`);
   log("per-step: warm-up (not counted)");
   await bareRun(api, adminToken, 5);
   await platformRun(api, key, version.id);
@@ -66,7 +73,7 @@ export async function sectionPerStep(api, adminToken, key) {
 
 export async function sectionGrowth(api, key) {
   log(`growth: publishing a ${LONG_NODES}-condition linear graph`);
-  const version = await publish(api, key, linearConditionGraph(LONG_NODES), `bench-long-${LONG_NODES}`);
+  const version = await publishPerNode(api, key, linearConditionGraph(LONG_NODES), `bench-long-${LONG_NODES}`);
   const early = [];
   const late = [];
   const whole = [];

@@ -2,6 +2,7 @@
 import { AppError } from "../errors";
 import { byteLength, newId, sha256Hex } from "../lib/crypto";
 import { KERNEL_SOURCE } from "./kernel/kernel-source.generated";
+import { fusable, type StepMode } from "./fusion";
 import { kindOf } from "./kinds/descriptors";
 import { KERNEL_PROTOCOL, SUPPORTED_KERNEL_PROTOCOLS, type KernelGraph } from "./runtime-protocol";
 import type { ParsedWorkflowGraph } from "./types";
@@ -30,13 +31,16 @@ export interface ArtifactRow {
 
 /**
  * Kernel + graph → one ES module; its digest is `sha256:<hex>` of the exact source text. Each node
- * carries its kind's kernel protocol, so the kernel never needs to know what a kind is.
+ * carries its kind's kernel protocol, so the kernel never needs to know what a kind is; with
+ * `steps: "fused"` (the default) nodes that fuse (fusion.ts) are marked, and the kernel runs each
+ * group from such a node as one step. `per_node` keeps one step per node (the measured baseline).
  */
-export async function compileWorkflowArtifact(graph: ParsedWorkflowGraph): Promise<CompiledArtifact> {
+export async function compileWorkflowArtifact(graph: ParsedWorkflowGraph, options: { steps?: StepMode } = {}): Promise<CompiledArtifact> {
+  const fuse = (options.steps ?? "fused") === "fused";
   const kernelGraph: KernelGraph = {
     nodes: graph.nodes.map((node) => {
       const kind = kindOf(node.kind)!;
-      return { ...node, protocol: kind.protocol, effect: kind.shadow !== undefined };
+      return { ...node, protocol: kind.protocol, effect: kind.shadow !== undefined, ...(fuse && fusable(node) ? { fuse: true } : {}) };
     }),
     edges: graph.edges,
     plan: graph.plan,

@@ -17,7 +17,7 @@ export const workflowRoutes = routes()
   })
   .op(
     { method: "post", path: "/workflows/:id/versions", summary: "Publish a version: validate, compile and store its artifact (422 lists every graph problem)", auth: ["admin"], body: "PublishVersion", ok: 201, errors: [404, 422] },
-    async (c, { body }) => publishVersion(c.env, c.get("actor"), c.req.param("id"), body.graph),
+    async (c, { body }) => publishVersion(c.env, c.get("actor"), c.req.param("id"), body.graph, body.steps ? { steps: body.steps } : {}),
   )
   .op({ method: "get", path: "/workflow-versions/:id", summary: "Read a version with its graph and artifact digest", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => {
     const row = await getVersionRow(c.env.DB, c.get("actor").installationId, c.req.param("id"));

@@ -9,8 +9,11 @@ import { openView } from "./content-access";
 import { assembleContext, contextStatements, loadNodeContext, nodeReadsContent, type ContextReads, type LoadedContext } from "./execution-context";
 import { kindOf, shadowSimulation } from "./kinds/descriptors";
 import { EXECUTORS, executorUnavailable, type NodeCall } from "./kinds/executors";
+import { executeFusedGroup, failFusedGroup } from "./runtime-fused";
+import { recordNodeFailure } from "./runtime-fail";
 import type {
   ActionProgress,
+  FusedOutput,
   NodeOutput,
   PreparedWait,
   RuntimeActionRequest,
@@ -29,7 +32,7 @@ import { completeWaitStatements, prepareWaitRecord } from "./runtime-waits";
 import type { WorkflowNodeV1 } from "./types";
 
 /** The step a call concerns, once authorized: where the host records its own error message. */
-interface CallScope {
+export interface CallScope {
   run?: AuthorizedRun;
   node?: WorkflowNodeV1;
   branchKey?: string;
@@ -64,7 +67,7 @@ function withoutQuotes(message: string): string {
  * can act on, never a message. The host keeps its own message and details on the step, so the
  * run's error says what is wrong without trusting anything the sandbox reports back.
  */
-async function guard<T>(db: D1Database, scope: CallScope, work: () => Promise<T>): Promise<T> {
+export async function guard<T>(db: D1Database, scope: CallScope, work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
@@ -316,44 +319,30 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
   }
 
   /**
-   * After retries: the node's error port, or the run goes to repair_required (and this throws).
-   * The error's message and details are the host's own, recorded when it threw; the code the
-   * kernel reports is used only when the host recorded that very code for this step.
+   * After retries: the node's error port, or the run goes to repair_required (and this throws;
+   * runtime-fail.ts).
    */
+  /** Protocol 3: the fused group the host computes from the named node, as one call (runtime-fused.ts). */
+  async executeFused(input: RuntimeNodeRequest): Promise<FusedOutput> {
+    const scope: CallScope = {};
+    return guard(this.env.DB, scope, () => executeFusedGroup({ env: this.env, ctx: this.ctx, props: this.ctx.props }, input, scope));
+  }
+
+  /** Protocol 3: after a group's retries, its failing node's error port (or repair_required). */
+  async failFused(input: RuntimeFailureRequest): Promise<FusedOutput> {
+    return guard(this.env.DB, {}, () => failFusedGroup({ env: this.env, ctx: this.ctx, props: this.ctx.props }, input));
+  }
+
   async failNode(input: RuntimeFailureRequest): Promise<NodeOutput> {
     return guard(this.env.DB, {}, async () => {
       const { run, node, branchKey, recorded: step } = await this.authorize(input, {});
       const errorCode = cleanIdentifier(input.errorCode, "error_code", 100);
-      const stepId = stepRunId(run.id, node.id, branchKey);
       // A finished step stays as it finished: the kernel learns the port the host recorded.
       if (step?.port && FINISHED_STEP_STATES.includes(step.state)) return forKernel({ port: step.port });
       // A wait or an action fails only once it started (its prepare recorded the step, or the host's error did).
       const protocol = kindOf(node.kind)!.protocol;
       if ((protocol === "wait" || protocol === "action") && !step && run.authorityMode !== "shadow") throw denied("runtime.node_not_started");
-      const recorded = await recordedHostError(this.env.DB, stepId, errorCode);
-      // One structured line per step error (ids and the code only, never a message or data).
-      console.error(JSON.stringify({ event: "run.step_error", installationId: run.installationId, runId: run.id, nodeId: node.id, kind: node.kind, branchKey, errorCode, to: node.errorPort ? "error_port" : "repair_required" }));
-      if (node.errorPort) {
-        const output = { port: node.errorPort, errorCode, exhausted: true };
-        // An action sent to its error port leaves no proposal to approve.
-        const cancel = node.kind === "action" ? cancelStepProposalStatements(this.env.DB, { installationId: run.installationId, runId: run.id, stepId, reason: "node_error_port", at: now() }) : [];
-        await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output, state: "failed", errorCode, extra: cancel });
-        return forKernel(output);
-      }
-      const at = now();
-      const summary = recorded ? `Node ${node.id} failed (${errorCode}): ${recorded.message}` : `Node ${node.id} failed (${errorCode}) and declares no error port.`;
-      await this.env.DB.batch([
-        stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "failed", errorCode, at }),
-        this.env.DB.prepare(`
-          UPDATE workflow_runs SET state = 'repair_required', error_code = ?2, error_summary = ?3, error_details_json = ?6, current_node_id = ?4,
-            updated_at = ?5, revision = revision + 1
-          WHERE id = ?1 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded')
-        `).bind(run.id, errorCode, summary.slice(0, 2000), node.id, at, recorded?.detailsJson ?? null),
-        runtimeAudit(this.env.DB, run, { key: `step:${stepId}:repair_required${(step?.attempt ?? 1) > 1 ? `:${step!.attempt}` : ""}`, action: "workflow.run_repair_required", details: { nodeId: node.id, branchKey, errorCode }, at }),
-        // The failed node's own proposal ends; the run's other waits and tasks stay for a repair.
-        ...(node.kind === "action" ? cancelStepProposalStatements(this.env.DB, { installationId: run.installationId, runId: run.id, stepId, reason: "node_failed", at }) : []),
-      ]);
-      throw denied("workflow.node_failure_unhandled");
+      return recordNodeFailure(this.env, { run, node, branchKey, step, errorCode });
     });
   }
 }

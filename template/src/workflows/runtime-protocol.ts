@@ -11,6 +11,8 @@ export interface KernelNode {
   protocol: "step" | "delay" | "wait" | "action";
   /** Protocol 2: an effect, run as a plain (simulated) step in shadow mode. */
   effect: boolean;
+  /** Protocol 3: the node starts (or continues) a fused group (fusion.ts), when the version fuses. */
+  fuse?: boolean;
   config: Record<string, unknown>;
   errorPort?: string;
   timeoutPolicy?: { timeout_seconds?: number; retries?: number };
@@ -57,6 +59,12 @@ export interface RuntimeFailureRequest extends RuntimeNodeRequest {
   errorCode: string;
 }
 
+/** Protocol 3: where a fused group ended, the node the kernel continues from and its port. */
+export interface FusedOutput {
+  nodeId: string;
+  port: string;
+}
+
 /** What a node step returns: at least the port it leaves by. */
 export interface NodeOutput {
   port: string;
@@ -90,6 +98,10 @@ export interface WorkflowRuntimeApi {
   prepareAction(input: RuntimeActionRequest): Promise<ActionProgress>;
   completeAction(input: RuntimeCompleteActionRequest): Promise<ActionProgress>;
   failNode(input: RuntimeFailureRequest): Promise<NodeOutput>;
+  /** Protocol 3: runs the fused group the host computes from the named node. */
+  executeFused(input: RuntimeNodeRequest): Promise<FusedOutput>;
+  /** Protocol 3: after the group's retries, the failing node's error port (or repair_required). */
+  failFused(input: RuntimeFailureRequest): Promise<FusedOutput>;
 }
 
 /** Parameters the kernel's starter passes to `WORKFLOWS.create`. */
@@ -115,10 +127,11 @@ export interface KernelStarterEntrypoint extends Rpc.WorkerEntrypointBranded {
  * (an artifact embeds its kernel, so versions published earlier keep theirs):
  * 1. the kernel branches on node kinds;
  * 2. the compiler embeds each node's `protocol` (descriptors) and the kernel branches on it only;
- *    effects in shadow run as plain steps.
+ *    effects in shadow run as plain steps;
+ * 3. nodes marked `fuse` start a fused group (`executeFused`, `failFused`): one step, one call.
  */
-export const KERNEL_PROTOCOL = 2;
-export const SUPPORTED_KERNEL_PROTOCOLS: readonly number[] = [1, 2];
+export const KERNEL_PROTOCOL = 3;
+export const SUPPORTED_KERNEL_PROTOCOLS: readonly number[] = [1, 2, 3];
 
 /**
  * Errors cross the boundary as `Error(message)` only (classes and fields do not survive RPC).

@@ -5,6 +5,7 @@ import { newId, sha256Hex } from "../lib/crypto";
 import { isUniqueViolation } from "../lib/d1";
 import type { Actor } from "../auth";
 import { artifactStatement, compileWorkflowArtifact } from "./artifacts";
+import type { StepMode } from "./fusion";
 import { GraphValidationError, parseWorkflowGraph } from "./validation";
 import { unresolvedReferences } from "./version-references";
 import { getVersionRow, getWorkflowRow, type VersionRow } from "./versions-queries";
@@ -32,15 +33,19 @@ export async function createWorkflow(env: Env, actor: Actor, input: { name: stri
   return { id, name: input.name, description: input.description ?? null, createdAt: at, updatedAt: at };
 }
 
-/** Validates, compiles and stores a new immutable version; 422 with every problem when invalid. */
-export async function publishVersion(env: Env, actor: Actor, workflowId: string, graphInput: unknown) {
+/**
+ * Validates, compiles and stores a new immutable version; 422 with every problem when invalid.
+ * `steps`: `fused` (default) runs consecutive fusable nodes as one Workflows step; `per_node` one each.
+ */
+export async function publishVersion(env: Env, actor: Actor, workflowId: string, graphInput: unknown, options: { steps?: StepMode } = {}) {
   const workflow = await getWorkflowRow(env.DB, actor.installationId, workflowId);
   if (!workflow) throw notFound("workflow");
   const graph = parseWorkflowGraph(graphInput);
   const missing = await unresolvedReferences(env.DB, actor.installationId, graph);
   if (missing.length > 0) throw new GraphValidationError(missing);
   const graphJson = canonicalJson({ schemaVersion: 1, ...(graph.expressionSemantics ? { expressionSemantics: graph.expressionSemantics } : {}), nodes: graph.nodes, edges: graph.edges });
-  const artifact = await compileWorkflowArtifact(graph);
+  const steps = options.steps ?? "fused";
+  const artifact = await compileWorkflowArtifact(graph, { steps });
   const at = new Date().toISOString();
   const versionId = newId("wfv");
   const stored = await artifactStatement(env, { installationId: actor.installationId, artifact, at });
@@ -60,7 +65,7 @@ export async function publishVersion(env: Env, actor: Actor, workflowId: string,
         action: "workflow.version_published",
         actor: actor.audit,
         target: { type: "workflow_version", id: versionId },
-        details: { workflowId, workflowName: workflow.name, artifactId: stored.id, artifactDigest: artifact.digest, nodes: graph.nodes.length },
+        details: { workflowId, workflowName: workflow.name, artifactId: stored.id, artifactDigest: artifact.digest, nodes: graph.nodes.length, steps },
         at,
       }),
     ]);

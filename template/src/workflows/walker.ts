@@ -45,12 +45,13 @@ export interface WalkInput {
   content: () => Promise<JsonValue>;
 }
 
-interface Finished {
+/** A finished node's output on one branch. */
+export interface Finished {
   branchKey: string;
-  /** What a node that may read content sees. */
-  full: Record<string, unknown>;
+  /** What a node that may read content sees (opened on demand when it was read back sealed). */
+  full: JsonValue | (() => Promise<JsonValue>);
   /** What every other node sees. */
-  open: Record<string, unknown>;
+  open: JsonValue;
 }
 
 const DEFAULT_RETRIES = 2;
@@ -59,6 +60,48 @@ const RETRY_DELAY_MS = 200;
 /** True when `candidate` is the branch itself or one of its ancestors ("" is the main branch). */
 function onBranchPath(candidate: string, branchKey: string): boolean {
   return candidate === "" || candidate === branchKey || branchKey.startsWith(`${candidate}.`);
+}
+
+/**
+ * Finished nodes' outputs, chosen for a node's context exactly as the runtime's context loader
+ * chooses recorded rows (execution-context.ts): where a node ran on several branches, the output
+ * on this branch's path wins; a content reader sees the whole output, every other node the open view.
+ * The fast backtests' walker and the runtime's fused groups (runtime-fused.ts) share it.
+ */
+export class StepOutputs {
+  private readonly byNode = new Map<string, Finished[]>();
+
+  add(nodeId: string, finished: Finished): void {
+    this.byNode.set(nodeId, [...(this.byNode.get(nodeId) ?? []), finished]);
+  }
+
+  /** `steps` for a node that names `reads` (null: every step) on `branchKey`. */
+  async pick(reads: Set<string> | null, branchKey: string, readsContent: boolean): Promise<Record<string, JsonValue>> {
+    const steps: Record<string, JsonValue> = {};
+    for (const [id, finished] of this.byNode) {
+      if (reads !== null && !reads.has(id)) continue;
+      let chosen: Finished | undefined;
+      for (const candidate of finished) {
+        if (!chosen || (!onBranchPath(chosen.branchKey, branchKey) && onBranchPath(candidate.branchKey, branchKey))) chosen = candidate;
+      }
+      if (!chosen) continue;
+      steps[id] = readsContent ? (typeof chosen.full === "function" ? await chosen.full() : chosen.full) : chosen.open;
+    }
+    return steps;
+  }
+}
+
+/** A node's expression context, in the shape the runtime's context loader builds. */
+export function walkContext(run: AuthorizedRun, parts: { input: JsonValue; steps: Record<string, JsonValue>; report: JsonValue; event: JsonValue; content: JsonValue; readsContent: boolean }): ExpressionContext {
+  return {
+    input: parts.input,
+    report: parts.report,
+    run: { id: run.id, workflowVersionId: run.workflowVersionId, authorityMode: run.authorityMode },
+    steps: parts.steps,
+    event: parts.event,
+    ...(parts.readsContent ? { content: parts.content } : {}),
+    semantics: semanticsOf(run.graph),
+  };
 }
 
 /**
@@ -83,7 +126,7 @@ class Stop extends Error {
 export class GraphWalk {
   private readonly nodes = new Map<string, WorkflowNodeV1>();
   private readonly outgoing = new Map<string, string[]>();
-  private readonly outputs = new Map<string, Finished[]>();
+  private readonly outputs = new StepOutputs();
   private readonly path: string[] = [];
   private content: Promise<JsonValue> | null = null;
   private lastDecision: { outcome: string } | null = null;
@@ -149,26 +192,9 @@ export class GraphWalk {
   /** The node's context: the outputs it names on its branch's path, `content` if it may read it. */
   private async context(node: WorkflowNodeV1, branchKey: string, readsContent: boolean): Promise<ExpressionContext> {
     const reads = nodeReads(node);
-    const steps: Record<string, JsonValue> = {};
-    for (const [id, finished] of this.outputs) {
-      if (reads.steps !== null && !reads.steps.has(id)) continue;
-      let chosen: Finished | undefined;
-      for (const candidate of finished) {
-        if (!chosen || (!onBranchPath(chosen.branchKey, branchKey) && onBranchPath(candidate.branchKey, branchKey))) chosen = candidate;
-      }
-      if (chosen) steps[id] = (readsContent ? chosen.full : chosen.open) as JsonValue;
-    }
-    const { run } = this.input;
+    const steps = await this.outputs.pick(reads.steps, branchKey, readsContent);
     const content = readsContent && reads.content ? await (this.content ??= this.input.content()) : null;
-    return {
-      input: this.runInput,
-      report: reads.report ? this.input.report : null,
-      run: { id: run.id, workflowVersionId: run.workflowVersionId, authorityMode: run.authorityMode },
-      steps,
-      event: null,
-      ...(readsContent ? { content } : {}),
-      semantics: semanticsOf(run.graph),
-    };
+    return walkContext(this.input.run, { input: this.runInput, steps, report: reads.report ? this.input.report : null, event: null, content, readsContent });
   }
 
   /** One node: simulated (effects), stopped at (waits), passed (delays), or executed by its executor. */
@@ -191,7 +217,7 @@ export class GraphWalk {
     }
     if (node.kind === "decision" && typeof output.outcome === "string") this.lastDecision = { outcome: output.outcome };
     const open = openView(node, readsContent, output).open;
-    this.outputs.set(node.id, [...(this.outputs.get(node.id) ?? []), { branchKey, full: output, open }]);
+    this.outputs.add(node.id, { branchKey, full: output as JsonValue, open: open as JsonValue });
     this.path.push(node.id);
     return String(output.port);
   }

@@ -6,6 +6,7 @@ import { NonRetryableError } from "cloudflare:workflows";
 import {
   decodeBoundaryError,
   type ActionProgress,
+  type FusedOutput,
   type KernelGraph,
   type KernelNode,
   type KernelParams,
@@ -72,9 +73,10 @@ class GraphWalker {
     let nodeId = fromId;
     for (;;) {
       if (nodeId === stopAt) return null;
-      const node = this.nodes.get(nodeId);
-      if (!node) throw new NonRetryableError("workflow_graph.invalid");
-      const output = await this.execute(node, branchKey);
+      const head = this.nodes.get(nodeId);
+      if (!head) throw new NonRetryableError("workflow_graph.invalid");
+      // A fused group ends where the host says (the last node it ran); the walk continues from there.
+      const { node, output } = head.fuse ? await this.executeFused(head, branchKey) : { node: head, output: await this.execute(head, branchKey) };
       if (node.kind === "end") return output;
       const targets = this.outgoing.get(`${node.id}:${output.port}`) ?? [];
       if (targets.length === 0) throw new NonRetryableError("workflow.port_unconnected");
@@ -141,6 +143,28 @@ class GraphWalker {
         }
       }) as Promise<NodeOutput>;
     }
+  }
+
+  /** One step and one capability call for the group the host computes from `head`; failFused after its retries. */
+  private async executeFused(head: KernelNode, branchKey: string): Promise<{ node: KernelNode; output: NodeOutput }> {
+    const base = this.base(head, branchKey);
+    let result: FusedOutput;
+    try {
+      result = await this.doStep(`${base}:fused`, head, () => this.runtime.executeFused(this.request(head, branchKey)));
+    } catch (error) {
+      const errorCode = decodeBoundaryError(error).code;
+      result = (await this.step.do(`${base}:fused:fail`, { retries: { limit: 2, delay: "1 second", backoff: "exponential" } }, async () => {
+        try {
+          return (await this.runtime.failFused({ ...this.request(head, branchKey), errorCode })) as never;
+        } catch (failure) {
+          const decoded = decodeBoundaryError(failure);
+          throw new NonRetryableError(decoded.permanent ? decoded.code : "workflow.node_failed");
+        }
+      })) as FusedOutput;
+    }
+    const node = this.nodes.get(result.nodeId);
+    if (!node) throw new NonRetryableError("workflow_graph.invalid");
+    return { node, output: { port: result.port } };
   }
 
   /** The kernel knows each node's protocol, not its kind: the host decides what a kind does. */

@@ -1,0 +1,251 @@
+// Fused groups on the host (issue 17, kernel protocol 3). The sandbox names only the node a group
+// starts at; the host authorizes it exactly as executeNode does (run ↔ version ↔ artifact, mode,
+// node and kind, branch, reached), then computes the group itself from the graph (fusion.ts) and
+// walks it with the fast backtests' step outputs and context shape (walker.ts) and the very
+// executors of one step per node. Every node gets the records one step per node would give it —
+// step row, output, digest, `workflow.step_succeeded`, a content read's audit event, an end's run
+// update — all in ONE D1 batch. A node already recorded (a retry, a repaired run's new instance)
+// answers from its record and is written again never. A node that throws leaves the records of the
+// nodes before it and the host's error on itself (capability's guard), and the kernel retries the
+// group or calls failFused, which finds that node and takes its error port (runtime-fail.ts).
+import { openPersonalData, openRunContent, reportSummary, reportSummaryByRunStatementUnsafe, runContentStatementUnsafe, sealPersonalData, type ReportRow, type RunContentRow } from "../cases";
+import { openView } from "./content-access";
+import { contentReadStatement, nodeReads, nodeReadsContent } from "./execution-context";
+import { fusable, groupRegion, MAX_FUSED_NODES, nextInGroup } from "./fusion";
+import { EXECUTORS, executorUnavailable, type NodeCall } from "./kinds/executors";
+import { branchAllowed, predecessorExitsStatement, reachedBy, type RecordedExit } from "./run-plan";
+import { authorizedBranch, authorizedNode, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type RuntimeProps } from "./runtime-authorize";
+import type { CallScope } from "./runtime-capability";
+import { recordNodeFailure } from "./runtime-fail";
+import type { FusedOutput, RuntimeFailureRequest, RuntimeNodeRequest } from "./runtime-protocol";
+import { FINISHED_STEP_STATES, now, outputRecord, outputUpsert, runtimeAudit, stepUpsert, type RecordedStep } from "./runtime-records";
+import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
+import { StepOutputs, walkContext } from "./walker";
+
+export interface FusedHost {
+  env: Env;
+  ctx: ExecutionContext;
+  props: RuntimeProps;
+}
+
+/** What a group starting at a node may read, decided once per graph and head. */
+interface GroupNeeds {
+  region: Set<string>;
+  /** null: every step row of the run (a node reads `steps` dynamically). */
+  stepIds: string[] | null;
+  sealed: boolean;
+  event: boolean;
+  report: boolean;
+  content: boolean;
+}
+
+const needsCache = new WeakMap<ParsedWorkflowGraph, Map<string, GroupNeeds>>();
+
+function needsOf(graph: ParsedWorkflowGraph, head: WorkflowNodeV1): GroupNeeds {
+  const byHead = needsCache.get(graph) ?? new Map<string, GroupNeeds>();
+  needsCache.set(graph, byHead);
+  const cached = byHead.get(head.id);
+  if (cached) return cached;
+  const region = groupRegion(graph, head);
+  let ids: Set<string> | null = new Set(region.map((node) => node.id));
+  const needs: GroupNeeds = { region: new Set(region.map((node) => node.id)), stepIds: null, sealed: false, event: false, report: false, content: false };
+  for (const node of region) {
+    const reads = nodeReads(node);
+    const readsContent = nodeReadsContent(graph, node);
+    if (reads.steps === null) ids = null;
+    else if (ids) for (const id of reads.steps) ids.add(id);
+    needs.sealed ||= readsContent;
+    needs.event ||= reads.event;
+    needs.report ||= reads.report;
+    needs.content ||= readsContent && reads.content;
+  }
+  needs.stepIds = ids ? [...ids] : null;
+  byHead.set(head.id, needs);
+  return needs;
+}
+
+interface GroupRow extends RecordedStep {
+  id: string;
+  nodeId: string;
+  branchKey: string;
+  sealed: string | null;
+}
+
+/** The reads of a group, keyed by run id alone (sent with the authorization when the graph is cached). */
+function groupStatements(db: D1Database, runId: string, graph: ParsedWorkflowGraph, head: WorkflowNodeV1): D1PreparedStatement[] {
+  const needs = needsOf(graph, head);
+  const sealed = needs.sealed ? "o.sealed_json" : "NULL";
+  const select = `SELECT s.id, s.node_id AS nodeId, s.branch_key AS branchKey, s.state, s.attempt, json_extract(o.inline_json, '$.port') AS port, o.inline_json AS json, ${sealed} AS sealed
+    FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id WHERE s.run_id = ?1`;
+  return [
+    predecessorExitsStatement(db, runId, graph, head),
+    needs.stepIds === null ? db.prepare(select).bind(runId) : db.prepare(`${select} AND s.node_id IN (SELECT value FROM json_each(?2))`).bind(runId, JSON.stringify(needs.stepIds)),
+    needs.event ? db.prepare(`SELECT id, type, payload_json AS payloadJson, created_at AS createdAt FROM workflow_events WHERE run_id = ?1 ORDER BY created_at DESC LIMIT 1`).bind(runId) : db.prepare(`SELECT NULL AS none WHERE 0`),
+    needs.report ? reportSummaryByRunStatementUnsafe(db, runId) : db.prepare(`SELECT NULL AS none WHERE 0`),
+    needs.content ? runContentStatementUnsafe(db, runId) : db.prepare(`SELECT NULL AS none WHERE 0`),
+  ];
+}
+
+function parseJson(text: string | null | undefined): JsonValue {
+  if (!text) return null;
+  try {
+    return JSON.parse(text) as JsonValue;
+  } catch {
+    return null;
+  }
+}
+
+interface AuthorizedGroup {
+  run: AuthorizedRun;
+  head: WorkflowNodeV1;
+  branchKey: string;
+  rows: GroupRow[];
+  results: Array<D1Result<Record<string, unknown>>>;
+}
+
+/** Authorizes the head as executeNode authorizes a node, and reads what the group needs in the same round trip. */
+async function authorizeGroup(host: FusedHost, input: RuntimeNodeRequest, scope: CallScope): Promise<AuthorizedGroup> {
+  const cachedGraph = graphIfCached(host.props.workflowVersionId);
+  const cachedHead = cachedGraph?.nodes.find((node) => node.id === input.nodeId);
+  const { run, results: prefetched } = await authorizedRunWith(host.env, host.props, input, (runId) => (cachedGraph && cachedHead ? groupStatements(host.env.DB, runId, cachedGraph, cachedHead) : []));
+  const head = authorizedNode(run, input.nodeId, input.nodeKind);
+  if (!fusable(head)) throw denied("runtime.fuse_denied");
+  const branchKey = authorizedBranch(input.branchKey);
+  if (!branchAllowed(run.graph, head, branchKey)) throw denied("runtime.branch_denied");
+  Object.assign(scope, { run, node: head, branchKey });
+  const results = cachedHead === head ? prefetched : await host.env.DB.batch<Record<string, unknown>>(groupStatements(host.env.DB, run.id, run.graph, head));
+  if (!reachedBy(run.graph, head, branchKey, results[0]!.results as unknown as RecordedExit[])) throw denied("runtime.node_not_reached");
+  return { run, head, branchKey, rows: results[1]!.results as unknown as GroupRow[], results };
+}
+
+const finishedRow = (row: GroupRow | undefined): row is GroupRow & { json: string } => row?.json != null && FINISHED_STEP_STATES.includes(row.state);
+
+/** One node's records, in the order recordStepResult writes them; the run's progress goes in once per batch. */
+interface NodeRecord {
+  node: WorkflowNodeV1;
+  at: string;
+  head: D1PreparedStatement[];
+  tail: D1PreparedStatement[];
+}
+
+/**
+ * The group's batch. One step per node moves the run on once per node (state, node, revision);
+ * here that is one statement with the same final effect, where the last node's would be.
+ */
+function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeRecord[]): D1PreparedStatement[] {
+  if (records.length === 0) return [];
+  const last = records.at(-1)!;
+  const progress = db
+    .prepare(`
+    UPDATE workflow_runs SET state = 'running', current_node_id = ?2, started_at = COALESCE(started_at, ?3), waiting_at = NULL,
+      updated_at = ?4, revision = revision + ?5
+    WHERE id = ?1 AND state IN ('created', 'dispatch_pending', 'queued', 'running', 'waiting')`)
+    .bind(run.id, last.node.id, records[0]!.at, last.at, records.length);
+  return records.flatMap((record) => (record === last ? [...record.head, progress, ...record.tail] : [...record.head, ...record.tail]));
+}
+
+/** Runs the group from the named node; returns the node it ended at and the port it left by. */
+export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeRequest, scope: CallScope): Promise<FusedOutput> {
+  const { env, ctx } = host;
+  const { run, head, branchKey, rows, results } = await authorizeGroup(host, input, scope);
+  const needs = needsOf(run.graph, head);
+  const outputs = new StepOutputs();
+  const own = new Map<string, GroupRow>();
+  for (const row of rows) {
+    if (row.branchKey === branchKey) own.set(row.nodeId, row);
+    if (row.json == null) continue;
+    const open = parseJson(row.json);
+    const sealed = row.sealed;
+    outputs.add(row.nodeId, { branchKey: row.branchKey, open, full: sealed ? () => openPersonalData<JsonValue>(env, run.installationId, `step_output:${row.id}`, sealed) : open });
+  }
+  const eventRow = results[2]!.results[0] as { id: string; type: string; payloadJson: string; createdAt: string } | undefined;
+  const event: JsonValue = eventRow ? { id: eventRow.id, type: eventRow.type, payload: parseJson(eventRow.payloadJson), receivedAt: eventRow.createdAt } : null;
+  const reportRow = results[3]!.results[0] as ReportRow | undefined;
+  const report: JsonValue = needs.report && reportRow ? (reportSummary(reportRow) as unknown as JsonValue) : null;
+  let content: Promise<JsonValue> | null = null;
+  const runInput = parseJson(run.inputJson) ?? {};
+  const records: NodeRecord[] = [];
+
+  let node = head;
+  let port: string;
+  for (let count = 1; ; count++) {
+    scope.node = node;
+    const row = own.get(node.id);
+    if (finishedRow(row)) {
+      // Recorded already: answered from its record, written never again.
+      port = String(row.port);
+    } else {
+      const readsContent = nodeReadsContent(run.graph, node);
+      const reads = nodeReads(node);
+      // Opening content is recorded with the step, or (if the node throws) with the host's error.
+      const contentRead = readsContent ? [contentReadStatement(env.DB, run, node)] : [];
+      try {
+        const opened = readsContent && reads.content ? await (content ??= openRunContent(env, run.installationId, results[4]!.results[0] as RunContentRow | undefined) as Promise<unknown> as Promise<JsonValue>) : null;
+        const steps = await outputs.pick(reads.steps, branchKey, readsContent);
+        const context = walkContext(run, { input: runInput, steps, report: reads.report ? report : null, event: reads.event ? event : null, content: opened ?? null, readsContent });
+        const executor = EXECUTORS[node.kind];
+        if (!executor.execute) throw executorUnavailable(node.kind);
+        const stepId = stepRunId(run.id, node.id, branchKey);
+        const call: NodeCall = { env, ctx, run, node, branchKey, stepId, readsContent, preloaded: context };
+        const result = await executor.execute(call);
+        const view = openView(node, readsContent, result.output);
+        const sealed = view.sealed ? (await sealPersonalData(env, run.installationId, `step_output:${stepId}`, result.output)).sealed : null;
+        const stored = view.sealed ? view.open : result.output;
+        const record = await outputRecord(stored, sealed);
+        const at = now();
+        port = String(result.output.port);
+        records.push({
+          node,
+          at,
+          head: [stepUpsert(env.DB, { id: stepId, run, node, branchKey, state: "succeeded", digest: record.digest, at }), outputUpsert(env.DB, stepId, record, at)],
+          tail: [
+            runtimeAudit(env.DB, run, {
+              key: `step:${stepId}:succeeded`,
+              action: "workflow.step_succeeded",
+              details: { nodeId: node.id, kind: node.kind, branchKey, port: result.output.port ?? null, outputDigest: record.digest },
+              at,
+            }),
+            ...(result.statements ?? []),
+            ...contentRead,
+          ],
+        });
+        const open = parseJson(record.json);
+        outputs.add(node.id, { branchKey, open, full: view.sealed ? (JSON.parse(JSON.stringify(result.output)) as JsonValue) : open });
+      } catch (error) {
+        // The nodes before this one keep their records; the guard writes them with this node's error.
+        scope.pending = [...groupBatch(env.DB, run, records), ...contentRead];
+        throw error;
+      }
+    }
+    const next = count < MAX_FUSED_NODES ? nextInGroup(run.graph, node, port) : null;
+    if (!next || !needs.region.has(next.id)) break;
+    node = next;
+  }
+  const batch = groupBatch(env.DB, run, records);
+  if (batch.length > 0) await env.DB.batch(batch);
+  return { nodeId: node.id, port };
+}
+
+/**
+ * After a group's retries: follows the group from its head through what the host recorded to the
+ * first node that did not finish, and fails that node as failNode would (its error port, or
+ * repair_required). A group that finished answers where it ended.
+ */
+export async function failFusedGroup(host: FusedHost, input: RuntimeFailureRequest): Promise<FusedOutput> {
+  const { run, head, branchKey, rows } = await authorizeGroup(host, input, {});
+  const errorCode = cleanIdentifier(input.errorCode, "error_code", 100);
+  const own = new Map(rows.filter((row) => row.branchKey === branchKey).map((row) => [row.nodeId, row]));
+  const region = needsOf(run.graph, head).region;
+  let node = head;
+  for (let count = 1; ; count++) {
+    const row = own.get(node.id);
+    if (!finishedRow(row)) {
+      const output = await recordNodeFailure(host.env, { run, node, branchKey, step: row, errorCode });
+      return { nodeId: node.id, port: output.port };
+    }
+    const port = String(row.port);
+    const next = count < MAX_FUSED_NODES ? nextInGroup(run.graph, node, port) : null;
+    if (!next || !region.has(next.id)) return { nodeId: node.id, port };
+    node = next;
+  }
+}
