@@ -3,6 +3,7 @@
 import { auditRoutes } from "../audit/routes";
 import { automationRoutes } from "../automation/routes";
 import { caseRoutes } from "../cases/routes";
+import { connectorRoutes } from "../connectors/routes";
 import { sessionRoutes } from "../console/routes";
 import { enforcementRoutes } from "../enforcement/routes";
 import { transparencyDbRoutes } from "../enforcement/transparency-db-routes";
@@ -13,7 +14,7 @@ import { runRoutes } from "../workflows/runs-routes";
 import { workflowRoutes } from "../workflows/routes";
 import type { ContractOf } from "./route";
 
-export const apiRoutes = [installationRoutes, workflowRoutes, runRoutes, caseRoutes, enforcementRoutes, transparencyDbRoutes, auditRoutes, automationRoutes, sessionRoutes, operationsRoutes, metricRoutes] as const;
+export const apiRoutes = [installationRoutes, workflowRoutes, runRoutes, caseRoutes, enforcementRoutes, transparencyDbRoutes, auditRoutes, automationRoutes, sessionRoutes, operationsRoutes, metricRoutes, connectorRoutes] as const;
 
 type Intersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never;
 

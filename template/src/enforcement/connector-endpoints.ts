@@ -1,0 +1,50 @@
+// The webhook endpoint a connector delivers through (connectors/, issue 16 §4). Its url is
+// `connector://<connector id>`: webhooks.ts hands its deliveries to the connector's transport
+// instead of signing a Standard Webhook, so they keep the outbox, retries and dead letters of
+// every other delivery. Only these builders write such a row (the API refuses that url).
+import { auditStatement } from "../audit";
+import { sealPersonalData } from "../cases";
+import { newSecret } from "../lib/crypto";
+
+export const CONNECTOR_ENDPOINT_SCHEME = "connector:";
+
+/** The url of a connector's endpoint. */
+export const connectorEndpointUrl = (connectorId: string) => `connector://${connectorId}`;
+
+/** The endpoint row (and its audit event) for the connector's creating batch: action.execute only. */
+export async function connectorEndpointStatements(
+  env: Env,
+  input: { installationId: string; endpointId: string; connectorId: string; retryBaseSeconds: number; maxAttempts: number; actor: { type: "system" | "api_key" | "admin" | "user"; id: string }; at: string },
+): Promise<D1PreparedStatement[]> {
+  // The row needs a signing secret; a connector's deliveries are never signed with it.
+  const { sealed } = await sealPersonalData(env, input.installationId, `webhook_endpoint:${input.endpointId}`, { secret: newSecret("unused") });
+  return [
+    env.DB.prepare(`INSERT INTO webhook_endpoints (id, installation_id, url, description, secret_sealed, event_types_json, retry_base_seconds, max_attempts, state, created_at, updated_at, name)
+      VALUES (?1, ?2, ?3, ?4, ?5, '["action.execute"]', ?6, ?7, 'enabled', ?8, ?8, NULL)`).bind(
+      input.endpointId,
+      input.installationId,
+      connectorEndpointUrl(input.connectorId),
+      `Delivered through connector ${input.connectorId}`,
+      sealed,
+      input.retryBaseSeconds,
+      input.maxAttempts,
+      input.at,
+    ),
+    auditStatement(env.DB, {
+      installationId: input.installationId,
+      idempotencyKey: `webhook_endpoint:${input.endpointId}:created`,
+      action: "webhook_endpoint.created",
+      actor: input.actor,
+      target: { type: "webhook_endpoint", id: input.endpointId },
+      details: { connectorId: input.connectorId, eventTypes: ["action.execute"] },
+      at: input.at,
+    }),
+  ];
+}
+
+/** Disables a deleted connector's endpoint (its pending deliveries then end dead, `endpoint_disabled`). */
+export function disableConnectorEndpointStatement(db: D1Database, input: { installationId: string; endpointId: string; at: string }): D1PreparedStatement {
+  return db
+    .prepare(`UPDATE webhook_endpoints SET state = 'disabled', disabled_reason = 'connector_deleted', updated_at = ?3 WHERE installation_id = ?1 AND id = ?2 AND url LIKE 'connector://%'`)
+    .bind(input.installationId, input.endpointId, input.at);
+}
