@@ -291,3 +291,24 @@ describe("connector settings", () => {
     expect(unknownAction.status).toBe(400);
   });
 });
+
+describe("changing a connector", () => {
+  it("a new webhook secret is shown once and the old one no longer verifies; a new rule mapping applies to the next report; an empty change is refused", async () => {
+    const { apiKey } = await newInstallation("mastodon-update");
+    const m = await connector(apiKey);
+    const rotated = await api(`/api/v1/connectors/${m.id}`, { method: "PATCH", key: apiKey, body: { rotateWebhookSecret: true, rules: { "7": "violence" } } });
+    expect(rotated.status, JSON.stringify(rotated.body)).toBe(200);
+    expect(rotated.body.webhookSecret).toMatch(/^[0-9a-f]{64}$/u);
+    expect(rotated.body.webhookSecret).not.toBe(m.webhookSecret);
+    expect(rotated.body.rules).toEqual({ "7": "violence" });
+    expect((await api(`/api/v1/connectors/${m.id}`, { key: apiKey })).body.webhookSecret).toBeUndefined();
+    const old = await signedReport(m.webhookSecret, { id: "9101" });
+    expect((await deliver(m.webhookPath, old.body, old.signature)).body.error.code).toBe("connector.bad_signature");
+    const fresh = await signedReport(rotated.body.webhookSecret, { id: "9101", rules: "7", statuses: "0" });
+    const taken = await deliver(m.webhookPath, fresh.body, fresh.signature);
+    expect(taken.status).toBe(201);
+    expect((await api(`/api/v1/reports/${taken.body.reportId}`, { key: apiKey })).body.category).toBe("violence");
+    const empty = await api(`/api/v1/connectors/${m.id}`, { method: "PATCH", key: apiKey, body: {} });
+    expect(empty.status).toBe(400);
+  });
+});

@@ -163,6 +163,7 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   RetentionSettings: () => ({ personalDataDays: 400 }),
   PersonalDataRequest: () => ({ reporter: { id: "tenancy-reporter" } }),
   CreateConnector: () => ({ kind: "mastodon", name: `m-${crypto.randomUUID()}`, baseUrl: "https://mastodon.test", accessToken: "tenancy-token-0123" }),
+  UpdateConnector: () => ({ notifyByEmail: true }),
 };
 
 async function until<T>(probe: () => Promise<T | null | undefined>, what: string, timeoutMs = 20_000): Promise<T> {

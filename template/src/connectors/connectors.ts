@@ -112,6 +112,63 @@ export async function getConnector(env: Env, actor: Actor, id: string) {
   return serialize(row);
 }
 
+export interface UpdateConnectorInput {
+  accessToken?: string;
+  webhookSecret?: string;
+  rotateWebhookSecret?: boolean;
+  categories?: Partial<Record<string, string>>;
+  rules?: Record<string, string>;
+  actions?: Record<string, string>;
+  notifyByEmail?: boolean;
+}
+
+/**
+ * Changes a connector's settings (audited with the names of what changed, never a value): a new
+ * access token; a new webhook secret (given, or generated with rotateWebhookSecret) returned this
+ * once; a mapping given replaces that mapping (categories and actions over their defaults).
+ */
+export async function updateConnector(env: Env, actor: Actor, id: string, input: UpdateConnectorInput) {
+  const row = await activeConnectorRow(env.DB, actor.installationId, id);
+  if (!row) throw notFound("connector");
+  const current = configOf(row);
+  const given = mastodonConfig({ categories: input.categories, rules: input.rules, actions: input.actions, notifyByEmail: input.notifyByEmail });
+  const config = {
+    categories: input.categories ? given.categories : current.categories,
+    rules: input.rules ? given.rules : current.rules,
+    actions: input.actions ? given.actions : current.actions,
+    notifyByEmail: input.notifyByEmail ?? current.notifyByEmail,
+  };
+  const secret = input.webhookSecret ?? (input.rotateWebhookSecret ? generatedSecret() : null);
+  const token = input.accessToken ? (await sealPersonalData(env, actor.installationId, tokenContext(id), { token: input.accessToken })).sealed : row.accessTokenSealed;
+  const hmac = secret ? (await sealPersonalData(env, actor.installationId, webhookSecretContext(id), { secret })).sealed : row.webhookSecretSealed;
+  const changed = Object.entries({ accessToken: input.accessToken, webhookSecret: secret, categories: input.categories, rules: input.rules, actions: input.actions, notifyByEmail: input.notifyByEmail })
+    .filter(([, value]) => value !== undefined && value !== null)
+    .map(([name]) => name);
+  const at = new Date().toISOString();
+  await env.DB.batch([
+    env.DB.prepare(`UPDATE connectors SET access_token_sealed = ?3, webhook_secret_sealed = ?4, config_json = ?5, updated_at = ?6 WHERE installation_id = ?1 AND id = ?2 AND state = 'active'`).bind(
+      actor.installationId,
+      id,
+      token,
+      hmac,
+      JSON.stringify(config),
+      at,
+    ),
+    auditStatement(env.DB, {
+      installationId: actor.installationId,
+      idempotencyKey: `connector:${id}:updated:${crypto.randomUUID()}`,
+      action: "connector.updated",
+      actor: actor.audit,
+      target: { type: "connector", id },
+      details: { changed, actions: config.actions },
+      at,
+    }),
+  ]);
+  const updated = await activeConnectorRow(env.DB, actor.installationId, id);
+  if (!updated) throw notFound("connector");
+  return { ...serialize(updated), ...(secret ? { webhookSecret: secret } : {}) };
+}
+
 /**
  * Deletes a connector: its secrets are dropped (its intake URL answers 404 from now on), its
  * endpoint is disabled (pending deliveries end dead, `endpoint_disabled`). What it took in stays.

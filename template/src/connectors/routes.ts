@@ -2,7 +2,7 @@
 // URL, which carries no bearer key (Mastodon cannot send one): its HMAC signature authenticates.
 import { routes, withStatus } from "../http/route";
 import { webhookPath } from "./connector-rows";
-import { createConnector, deleteConnector, getConnector, listConnectors } from "./connectors";
+import { createConnector, deleteConnector, getConnector, listConnectors, updateConnector } from "./connectors";
 import { takeMastodonWebhook } from "./mastodon-intake";
 
 /** The full URL to paste into Mastodon (Administration → Webhooks), on the host that answered. */
@@ -25,6 +25,18 @@ export const connectorRoutes = routes()
     items: (await listConnectors(c.env, c.get("actor"))).map((connector) => withUrl(new URL(c.req.url).origin, connector)),
   }))
   .op({ method: "get", path: "/connectors/:id", summary: "Read a connector", auth: ["admin"], ok: 200, errors: [404] }, async (c) => withUrl(new URL(c.req.url).origin, await getConnector(c.env, c.get("actor"), c.req.param("id"))))
+  .op(
+    {
+      method: "patch",
+      path: "/connectors/:id",
+      summary: "Change a connector: a new access token or webhook secret (a new secret is shown once), its category, rule or action mappings",
+      auth: ["admin"],
+      body: "UpdateConnector",
+      ok: 200,
+      errors: [404, 422],
+    },
+    async (c, { body }) => withUrl(new URL(c.req.url).origin, await updateConnector(c.env, c.get("actor"), c.req.param("id"), body)),
+  )
   .op({ method: "delete", path: "/connectors/:id", summary: "Delete a connector: its intake URL answers 404, its pending deliveries end dead; its reports stay", auth: ["admin"], ok: 200, errors: [404] }, async (c) =>
     deleteConnector(c.env, c.get("actor"), c.req.param("id")),
   )
