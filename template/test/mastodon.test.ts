@@ -234,6 +234,28 @@ describe("action types delivered through the Mastodon admin API", () => {
     ]);
   });
 
+  it("in assisted mode nothing reaches Mastodon until a reviewer approves; then the account is suspended", async () => {
+    const { apiKey } = await newInstallation("mastodon-assisted");
+    const m = await connector(apiKey, { actions: { close_report: "resolve" }, notifyByEmail: true });
+    for (const key of ["mastodon.suspend", "close_report"]) expect((await api("/api/v1/action-types", { key: apiKey, body: { key, name: key, endpointId: m.endpointId } })).status).toBe(201);
+    const version = await publish(apiKey, suspendGraph);
+    expect((await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", workflowVersionId: version.id, authorityMode: "assisted" } })).status).toBe(201);
+    const signed = await signedReport(m.webhookSecret, { id: "7010", statuses: "1", category: "spam" });
+    const taken = await deliver(m.webhookPath, signed.body, signed.signature);
+    expect(taken.status).toBe(201);
+    const pending = await until(async () => (await api("/api/v1/action-proposals?state=approval_required", { key: apiKey })).body.items?.[0], "the suspension proposal");
+    expect(pending).toMatchObject({ actionType: "mastodon.suspend", reportId: taken.body.reportId });
+    expect(await peerLog(m.token)).toEqual([]);
+    expect((await api(`/api/v1/action-proposals/${pending.id}/approve`, { key: apiKey, body: { approver: "lead-mod" } })).status).toBe(200);
+    const resolve = await until(async () => (await api("/api/v1/action-proposals?state=approval_required", { key: apiKey })).body.items?.find((p: any) => p.actionType === "close_report"), "the resolve proposal");
+    expect((await api(`/api/v1/action-proposals/${resolve.id}/approve`, { key: apiKey, body: { approver: "lead-mod" } })).status).toBe(200);
+    const run = await waitForRun(apiKey, (await api("/api/v1/runs?limit=5", { key: apiKey })).body.items[0].id);
+    expect(run.output.terminalCode).toBe("applied");
+    const calls = await peerLog(m.token);
+    expect(calls.map((call) => `${call.path} ${call.status}`)).toEqual(["/api/v1/admin/accounts/123454321/action 200", "/api/v1/admin/reports/7010/resolve 200"]);
+    expect(calls[0]!.form).toMatchObject({ type: "suspend", report_id: "7010", send_email_notification: "true" });
+  });
+
   it("a 422 from Mastodon is dead-lettered at once and the run takes its error path", async () => {
     const { apiKey, m } = await actionSetup("unprocessable");
     await peer.fetch("http://mastodon.test/_control/plan", { method: "POST", body: JSON.stringify({ token: m.token, plan: [{ status: 422 }] }) });
