@@ -203,6 +203,14 @@ async function actionSetup(label: string) {
     const type = await api("/api/v1/action-types", { key: apiKey, body: { key, name, endpointId: m.endpointId } });
     expect(type.status, JSON.stringify(type.body)).toBe(201);
   }
+  // An action type on the connector whose key maps to nothing is shown as such.
+  expect((await api("/api/v1/action-types", { key: apiKey, body: { key: "ban_forever", name: "Not a Mastodon action", endpointId: m.endpointId } })).status).toBe(201);
+  const read = await api(`/api/v1/connectors/${m.id}`, { key: apiKey });
+  expect(read.body.actionTypes.map((t: any) => [t.key, t.mastodonAction])).toEqual([
+    ["ban_forever", null],
+    ["close_report", "resolve"],
+    ["mastodon.suspend", "suspend"],
+  ]);
   const version = await publish(apiKey, suspendGraph);
   const trigger = await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", workflowVersionId: version.id, authorityMode: "autonomous" } });
   expect(trigger.status, JSON.stringify(trigger.body)).toBe(201);

@@ -106,10 +106,17 @@ export async function listConnectors(env: Env, actor: Actor) {
   return results.map(serialize);
 }
 
+/**
+ * A connector with the action types delivered through it and what each does on the server
+ * (`mastodonAction: null`: the key has no mapping, so its deliveries end dead,
+ * connector_action_unmapped — map it with PATCH actions).
+ */
 export async function getConnector(env: Env, actor: Actor, id: string) {
   const row = await activeConnectorRow(env.DB, actor.installationId, id);
   if (!row) throw notFound("connector");
-  return serialize(row);
+  const { results } = await env.DB.prepare(`SELECT id, key, name FROM action_types WHERE installation_id = ?1 AND endpoint_id = ?2 ORDER BY key`).bind(actor.installationId, row.endpointId).all<{ id: string; key: string; name: string }>();
+  const { actions } = configOf(row);
+  return { ...serialize(row), actionTypes: results.map((type) => ({ ...type, mastodonAction: actions[type.key] ?? null })) };
 }
 
 export interface UpdateConnectorInput {
