@@ -2,7 +2,8 @@
 // vitest-pool-workers. Peers run as separate Workers: the webhook receiver gets every fetch() the
 // platform makes (outboundService, routed by host through the "internet" peer) and verifies
 // signatures with the standardwebhooks library; a model server speaks the OpenAI chat API; a fake
-// Workers AI binding answers env.AI.run over RPC.
+// Workers AI binding answers env.AI.run over RPC; a Mastodon server (host mastodon.test) speaks its
+// admin webhooks and admin API.
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { build } from "esbuild";
 import { fileURLToPath } from "node:url";
