@@ -342,3 +342,47 @@ describe("changing a connector", () => {
     expect(empty.status).toBe(400);
   });
 });
+
+describe("telling reporters", () => {
+  it("with tellReporters, the reporter gets the receipt and the decision on their report as direct statuses within 500 characters", async () => {
+    const { apiKey } = await newInstallation("mastodon-tell");
+    const m = await connector(apiKey, { tellReporters: true });
+    expect(m).toMatchObject({ tellReporters: true });
+    const signed = await signedReport(m.webhookSecret, { id: "7020", statuses: "1", category: "spam" });
+    const taken = await deliver(m.webhookPath, signed.body, signed.signature);
+    expect(taken.status).toBe(201);
+    const statement = "The post advertised a fake giveaway that asked for card details. ".repeat(8);
+    const decided = await api("/api/v1/decisions", { key: apiKey, body: { reportId: taken.body.reportId, outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement } });
+    expect(decided.status, JSON.stringify(decided.body)).toBe(201);
+    const statuses = await until(async () => {
+      const calls = (await peerLog(m.token)).filter((call) => call.path === "/api/v1/statuses");
+      return calls.length >= 2 && calls;
+    }, "the receipt and the decision");
+    expect(statuses.every((call) => call.status === 200 && call.form.visibility === "direct" && call.form.status!.startsWith("@bobisaburger ") && [...call.form.status!].length <= 500)).toBe(true);
+    const decision = statuses.find((call) => call.form.status!.includes("After review"))!;
+    expect(decision.form.status).toContain("content removed");
+    expect(decision.form.status).toContain(`reference ${decided.body.id}`);
+    expect(decision.form.status).toContain("out-of-court dispute settlement");
+    expect(statuses.some((call) => !call.form.status!.includes("After review"))).toBe(true);
+  });
+
+  it("without tellReporters nothing is posted, and a message with no handle to reach is dead, not sent", async () => {
+    const { apiKey } = await newInstallation("mastodon-quiet");
+    const m = await connector(apiKey);
+    const signed = await signedReport(m.webhookSecret, { id: "7021", statuses: "0", category: "spam" });
+    const taken = await deliver(m.webhookPath, signed.body, signed.signature);
+    expect((await api("/api/v1/decisions", { key: apiKey, body: { reportId: taken.body.reportId, outcome: "no_action" } })).status).toBe(201);
+    const endpoint = (await api("/api/v1/webhook-endpoints", { key: apiKey })).body.items.find((e: any) => e.id === m.endpointId);
+    expect(endpoint.eventTypes).toEqual(["action.execute"]);
+    expect((await api(`/api/v1/webhook-deliveries?endpointId=${m.endpointId}`, { key: apiKey })).body.items).toEqual([]);
+
+    const on = await api(`/api/v1/connectors/${m.id}`, { method: "PATCH", key: apiKey, body: { tellReporters: true } });
+    expect(on.body.tellReporters).toBe(true);
+    // A report made through the API names a reporter by id only: there is no handle to write to.
+    const report = await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "account", id: "mastodon:mastodon.test:account:42" }, category: "scams_and_fraud", reporter: { id: "someone-elsewhere" } } });
+    expect(report.status).toBe(201);
+    const dead = await until(async () => (await api(`/api/v1/webhook-deliveries?endpointId=${m.endpointId}&state=dead`, { key: apiKey })).body.items?.[0], "the receipt, dead");
+    expect(dead).toMatchObject({ eventType: "message.send", attempts: 1, lastError: "connector_recipient_unknown" });
+    expect((await peerLog(m.token)).filter((call) => call.path === "/api/v1/statuses")).toEqual([]);
+  });
+});

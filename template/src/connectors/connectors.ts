@@ -5,7 +5,7 @@
 import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
 import { sealPersonalData } from "../cases";
-import { connectorEndpointStatements, disableConnectorEndpointStatement } from "../enforcement";
+import { connectorEndpointEventsStatement, connectorEndpointStatements, disableConnectorEndpointStatement } from "../enforcement";
 import { AppError, conflict, notFound } from "../errors";
 import { isUniqueViolation } from "../lib/d1";
 import { allowLocalEgress, egressRefusal } from "../lib/egress";
@@ -26,6 +26,7 @@ function serialize(row: ConnectorRow) {
     rules: config.rules,
     actions: config.actions,
     notifyByEmail: config.notifyByEmail,
+    tellReporters: config.tellReporters ?? false,
     state: row.state,
     createdAt: row.createdAt,
   };
@@ -61,6 +62,7 @@ export interface CreateConnectorInput {
   rules?: Record<string, string>;
   actions?: Record<string, string>;
   notifyByEmail?: boolean;
+  tellReporters?: boolean;
   retryBaseSeconds?: number;
   maxAttempts?: number;
 }
@@ -80,7 +82,16 @@ export async function createConnector(env: Env, actor: Actor, input: CreateConne
   const hmac = await sealPersonalData(env, actor.installationId, webhookSecretContext(id), { secret });
   try {
     await env.DB.batch([
-      ...(await connectorEndpointStatements(env, { installationId: actor.installationId, endpointId, connectorId: id, retryBaseSeconds: input.retryBaseSeconds ?? 5, maxAttempts: input.maxAttempts ?? 8, actor: actor.audit, at })),
+      ...(await connectorEndpointStatements(env, {
+        installationId: actor.installationId,
+        endpointId,
+        connectorId: id,
+        eventTypes: eventTypesOf(config),
+        retryBaseSeconds: input.retryBaseSeconds ?? 5,
+        maxAttempts: input.maxAttempts ?? 8,
+        actor: actor.audit,
+        at,
+      })),
       env.DB.prepare(`INSERT INTO connectors (id, installation_id, kind, name, base_url, endpoint_id, access_token_sealed, webhook_secret_sealed, config_json, state, created_at, updated_at)
         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'active', ?10, ?10)`).bind(id, actor.installationId, input.kind, input.name, baseUrl, endpointId, token.sealed, hmac.sealed, JSON.stringify(config), at),
       auditStatement(env.DB, {
@@ -127,7 +138,11 @@ export interface UpdateConnectorInput {
   rules?: Record<string, string>;
   actions?: Record<string, string>;
   notifyByEmail?: boolean;
+  tellReporters?: boolean;
 }
+
+/** What a connector's endpoint is subscribed to. */
+const eventTypesOf = (config: { tellReporters?: boolean }) => (config.tellReporters ? ["action.execute", "message.send"] : ["action.execute"]) as Array<"action.execute" | "message.send">;
 
 /**
  * Changes a connector's settings (audited with the names of what changed, never a value): a new
@@ -144,11 +159,12 @@ export async function updateConnector(env: Env, actor: Actor, id: string, input:
     rules: input.rules ? given.rules : current.rules,
     actions: input.actions ? given.actions : current.actions,
     notifyByEmail: input.notifyByEmail ?? current.notifyByEmail,
+    tellReporters: input.tellReporters ?? current.tellReporters ?? false,
   };
   const secret = input.webhookSecret ?? (input.rotateWebhookSecret ? generatedSecret() : null);
   const token = input.accessToken ? (await sealPersonalData(env, actor.installationId, tokenContext(id), { token: input.accessToken })).sealed : row.accessTokenSealed;
   const hmac = secret ? (await sealPersonalData(env, actor.installationId, webhookSecretContext(id), { secret })).sealed : row.webhookSecretSealed;
-  const changed = Object.entries({ accessToken: input.accessToken, webhookSecret: secret, categories: input.categories, rules: input.rules, actions: input.actions, notifyByEmail: input.notifyByEmail })
+  const changed = Object.entries({ accessToken: input.accessToken, webhookSecret: secret, categories: input.categories, rules: input.rules, actions: input.actions, notifyByEmail: input.notifyByEmail, tellReporters: input.tellReporters })
     .filter(([, value]) => value !== undefined && value !== null)
     .map(([name]) => name);
   const at = new Date().toISOString();
@@ -161,6 +177,7 @@ export async function updateConnector(env: Env, actor: Actor, id: string, input:
       JSON.stringify(config),
       at,
     ),
+    connectorEndpointEventsStatement(env.DB, { installationId: actor.installationId, endpointId: row.endpointId, eventTypes: eventTypesOf(config), at }),
     auditStatement(env.DB, {
       installationId: actor.installationId,
       idempotencyKey: `connector:${id}:updated:${crypto.randomUUID()}`,

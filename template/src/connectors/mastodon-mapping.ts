@@ -24,6 +24,8 @@ export interface MastodonConfig {
   actions: Record<string, MastodonAction>;
   /** `send_email_notification` of account actions, unless the action's params say otherwise. */
   notifyByEmail: boolean;
+  /** Tell reporters on this server the decision on their report, as a direct message (message.send). */
+  tellReporters: boolean;
 }
 
 export const DEFAULT_CATEGORIES: Record<MastodonCategory, PolicyCategory> = {
@@ -51,12 +53,12 @@ function policyCategory(value: string, path: string): PolicyCategory {
 }
 
 /** The settings of a new connector, with defaults; categories are checked against the taxonomy. */
-export function mastodonConfig(input: { categories?: Partial<Record<string, string>>; rules?: Record<string, string>; actions?: Record<string, string>; notifyByEmail?: boolean }): MastodonConfig {
+export function mastodonConfig(input: { categories?: Partial<Record<string, string>>; rules?: Record<string, string>; actions?: Record<string, string>; notifyByEmail?: boolean; tellReporters?: boolean }): MastodonConfig {
   const categories = { ...DEFAULT_CATEGORIES };
   for (const [key, value] of Object.entries(input.categories ?? {})) if (value) categories[key as MastodonCategory] = policyCategory(value, `categories.${key}`);
   const rules: Record<string, PolicyCategory> = {};
   for (const [key, value] of Object.entries(input.rules ?? {})) rules[key] = policyCategory(value, `rules.${key}`);
-  return { categories, rules, actions: { ...DEFAULT_ACTIONS, ...(input.actions as Record<string, MastodonAction> | undefined) }, notifyByEmail: input.notifyByEmail ?? false };
+  return { categories, rules, actions: { ...DEFAULT_ACTIONS, ...(input.actions as Record<string, MastodonAction> | undefined) }, notifyByEmail: input.notifyByEmail ?? false, tellReporters: input.tellReporters ?? false };
 }
 
 /** Subject ids and people are named per server: `mastodon:<host>:account:<id>`, `mastodon:<host>:status:<id>`. */
@@ -104,7 +106,7 @@ export interface MastodonIntake {
     subject: { kind: string; id: string; url?: string; snapshot?: unknown; ownerId?: string };
     category: string;
     source: string;
-    reporter?: { id?: string };
+    reporter?: { id?: string; contact?: string };
     description?: string;
     locale?: string;
   };
@@ -154,6 +156,8 @@ export function mastodonIntake(host: string, config: MastodonConfig, object: Adm
   const single = statuses.length === 1 ? statuses[0]! : null;
   const subjectUrl = single ? (text(single.url) ?? text(single.uri)) : account.url;
   const reporterId = text(object.account?.id, 100);
+  // A reporter of this server (no domain) is reached by a direct message to @username; a remote one (a forwarded report) is not.
+  const reporterHandle = object.account && !object.account.domain ? text(object.account.username, 300) : null;
   const locale = text(target.locale, 40);
   const comment = text(object.comment, 10_000);
   return {
@@ -169,7 +173,7 @@ export function mastodonIntake(host: string, config: MastodonConfig, object: Adm
       },
       category: ruleCategory ?? config.categories[mastodonCategory],
       source: "notice",
-      ...(reporterId ? { reporter: { id: mastodonId(host, "account", reporterId) } } : {}),
+      ...(reporterId ? { reporter: { id: mastodonId(host, "account", reporterId), ...(reporterHandle ? { contact: `@${reporterHandle}` } : {}) } } : {}),
       ...(comment ? { description: comment } : {}),
       ...(locale && /^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8}){0,3}$/u.test(locale) ? { locale } : {}),
     },

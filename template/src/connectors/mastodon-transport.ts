@@ -5,6 +5,7 @@
 // resolving the report (POST /api/v1/admin/reports/:id/resolve). 2xx is delivered; 408, 429 and
 // 5xx (and timeouts, network errors) are retried with the endpoint's backoff; any other 4xx
 // (422 record invalid, 403 missing scope, 404 unknown account) is permanent: dead at once.
+// With tellReporters, message.send deliveries to a reporter of the server become a direct status.
 import { openPersonalData } from "../cases";
 import { allowLocalEgress, egressRefusal } from "../lib/egress";
 import { activeConnectorRow, configOf, tokenContext } from "./connector-rows";
@@ -28,6 +29,11 @@ const refused = (error: string): TransportResult => ({ status: null, error, retr
 interface ActionPayload {
   type?: string;
   data?: { actionType?: unknown; reportId?: unknown; subject?: { kind?: unknown; id?: unknown } | null; params?: Record<string, unknown> | null; proposalId?: unknown };
+}
+
+interface MessagePayload {
+  type?: string;
+  data?: { kind?: unknown; body?: unknown; recipient?: { contact?: unknown } | null; facts?: Record<string, unknown> | null };
 }
 
 /** The Mastodon report and account an action is about: the connector's record of the report, else an account subject of this server. */
@@ -58,7 +64,8 @@ function retryAfterOf(value: string | null): number | null {
 export async function sendThroughConnector(env: Env, input: { installationId: string; deliveryId: string; endpointUrl: string; payloadSealed: string; timeoutMs: number }): Promise<TransportResult> {
   const connector = await activeConnectorRow(env.DB, input.installationId, input.endpointUrl.slice(SCHEME.length));
   if (!connector?.accessTokenSealed) return refused("connector_missing");
-  const payload = await openPersonalData<ActionPayload>(env, input.installationId, `webhook_delivery:${input.deliveryId}`, input.payloadSealed);
+  const payload = await openPersonalData<ActionPayload & MessagePayload>(env, input.installationId, `webhook_delivery:${input.deliveryId}`, input.payloadSealed);
+  if (payload?.type === "message.send" && payload.data) return sendDirectMessage(env, connector, payload as MessagePayload, input);
   if (payload?.type !== "action.execute" || !payload.data) return refused("connector_event_unsupported");
   const verb = typeof payload.data.actionType === "string" ? configOf(connector).actions[payload.data.actionType] : undefined;
   if (!verb) return refused("connector_action_unmapped");
@@ -80,12 +87,18 @@ export async function sendThroughConnector(env: Env, input: { installationId: st
     const notify = typeof params.notify === "boolean" ? params.notify : configOf(connector).notifyByEmail;
     body.set("send_email_notification", notify ? "true" : "false");
   }
+  return post(url, token, body, input);
+}
+
+/** One admin API call: 2xx delivered; 408, 429, 5xx and network failures retried; any other answer permanent. */
+async function post(url: string, token: string, body: URLSearchParams | undefined, input: { deliveryId: string; timeoutMs: number }): Promise<TransportResult> {
   try {
     const response = await fetch(url, {
       method: "POST",
       // The token never follows a redirect to another address.
       redirect: "manual",
       signal: AbortSignal.timeout(input.timeoutMs),
+      // Idempotency-Key: Mastodon keeps a status posted under it, so a retried message is posted once.
       headers: { authorization: `Bearer ${token}`, "user-agent": "SafestTools-Connectors/1", accept: "application/json", "idempotency-key": input.deliveryId, ...(body ? {} : { "content-type": "application/x-www-form-urlencoded" }) },
       ...(body ? { body } : {}),
     });
@@ -97,4 +110,50 @@ export async function sendThroughConnector(env: Env, input: { installationId: st
   } catch (failure) {
     return { status: null, error: failure instanceof Error && failure.name === "TimeoutError" ? "timeout" : "network_error", retryAfter: null, permanent: false };
   }
+}
+
+/** Mastodon's default status length; mentions and text count in characters. */
+const STATUS_LIMIT = 500;
+
+/**
+ * The decision on a notice, short enough for one status: what was decided and the redress (the
+ * complaint's deadline and reference, out-of-court settlement, courts); the reasons as far as
+ * they fit. Other messages: their body, shortened to fit.
+ */
+export function directMessageText(handle: string, data: NonNullable<MessagePayload["data"]>): string {
+  const facts = data.facts ?? {};
+  if (data.kind !== "notice_decision") {
+    const body = typeof data.body === "string" ? data.body : "";
+    const text = `${handle} ${body}`;
+    return text.length <= STATUS_LIMIT ? text : `${text.slice(0, STATUS_LIMIT - 1)}…`;
+  }
+  const restrictions = Object.entries((facts.restrictions as Record<string, unknown> | null) ?? {}).map(([kind, value]) => `${kind.replace(/_/gu, " ")}: ${[value].flat().join(", ").replace(/_/gu, " ")}`);
+  const redress = (facts.redress as { internalComplaint?: { until?: string; reference?: string } } | undefined)?.internalComplaint;
+  const decided = facts.restricts ? `we restricted what you reported (${restrictions.join("; ")}).` : "we took no action against what you reported.";
+  const head = `${handle} Thank you for your report. After review, ${decided}`;
+  const tail = ` You can complain about this decision until ${String(redress?.until ?? "").slice(0, 10)} (reference ${String(redress?.reference ?? "")}) with our moderators, refer it to an out-of-court dispute settlement body (DSA Art. 21), or go to court.`;
+  const statement = typeof facts.statement === "string" && facts.statement ? ` Reasons: ${facts.statement}` : "";
+  const room = STATUS_LIMIT - head.length - tail.length;
+  const reasons = statement.length <= room ? statement : room > 12 ? `${statement.slice(0, room - 1)}…` : "";
+  return `${head}${reasons}${tail}`.slice(0, STATUS_LIMIT);
+}
+
+/**
+ * A message to a reporter of this server (message.send with an @handle contact, which intake
+ * stores for local reporters) as a direct status from the token's account
+ * (POST /api/v1/statuses, visibility direct). A message with no handle to reach is dead
+ * (`connector_recipient_unknown`): nobody on this server can be told through Mastodon.
+ */
+async function sendDirectMessage(
+  env: Env,
+  connector: { id: string; baseUrl: string; accessTokenSealed: string | null },
+  payload: MessagePayload,
+  input: { installationId: string; deliveryId: string; timeoutMs: number },
+): Promise<TransportResult> {
+  const contact = typeof payload.data?.recipient?.contact === "string" ? payload.data.recipient.contact : "";
+  if (!/^@[A-Za-z0-9_]{1,30}$/u.test(contact)) return refused("connector_recipient_unknown");
+  if (egressRefusal(connector.baseUrl, { allowLocal: allowLocalEgress(env) })) return refused("egress_refused");
+  const { token } = await openPersonalData<{ token: string }>(env, input.installationId, tokenContext(connector.id), connector.accessTokenSealed!);
+  const body = new URLSearchParams({ status: directMessageText(contact, payload.data!), visibility: "direct" });
+  return post(`${connector.baseUrl}/api/v1/statuses`, token, body, input);
 }

@@ -26,6 +26,7 @@ const connectorActions = {
   additionalProperties: { enum: MASTODON_ACTIONS },
   description: "An action type's key → what it does on the server (defaults: mastodon.silence, mastodon.suspend, mastodon.sensitive, mastodon.disable, mastodon.warn, mastodon.resolve).",
 } as const;
+const connectorTellReporters = { type: "boolean", description: "Tell reporters of this server the decision on their report as a direct message (the token then needs write:statuses); default false." } as const;
 const categoryName = { type: "string", minLength: 1, maxLength: 200 } as const;
 const connectorCategories = {
   type: "object",
@@ -589,6 +590,7 @@ export const schemas = {
       rules: connectorRules,
       actions: connectorActions,
       notifyByEmail: { type: "boolean", description: "send_email_notification of account actions (an action's params.notify overrides it); default false." },
+      tellReporters: connectorTellReporters,
       retryBaseSeconds: { type: "integer", minimum: 0, maximum: 3600, description: "Base of the delivery backoff, default 5." },
       maxAttempts: { type: "integer", minimum: 5, maximum: 20, description: "Attempts before dead-letter, default 8." },
     },
@@ -605,6 +607,7 @@ export const schemas = {
       rules: connectorRules,
       actions: connectorActions,
       notifyByEmail: { type: "boolean" },
+      tellReporters: connectorTellReporters,
     },
   },
 } as const satisfies Record<string, JSONSchema>;

@@ -8,6 +8,7 @@
 // - POST /api/v1/admin/accounts/:id/action (form or JSON: type none|sensitive|disable|silence|
 //   suspend, report_id, text, send_email_notification) → 200 {}; an unknown type → 422
 //   {"error":"Record invalid"}; POST /api/v1/admin/reports/:id/resolve → 200 Admin::Report;
+//   POST /api/v1/statuses (status, visibility) → 200 Status, 422 over 500 characters;
 // - a bearer token the test registered (POST /_control/token {token}) or 401
 //   {"error":"The access token is invalid"}.
 // Test controls: POST /_control/plan {token, plan: [{status}]} — the next admin calls with that
@@ -178,6 +179,11 @@ export default {
     if (request.method === "POST" && action) {
       if (!ACCOUNT_ACTIONS.includes(form.type ?? "")) return answer(422, { error: "Record invalid" });
       return answer(200, {});
+    }
+    if (request.method === "POST" && url.pathname === "/api/v1/statuses") {
+      // Mastodon's default limit is 500 characters; a direct status needs visibility=direct.
+      if (!form.status || [...form.status].length > 500) return answer(422, { error: "Validation failed: Text character limit of 500 exceeded" });
+      return answer(200, { id: `${Date.now()}`, visibility: form.visibility ?? "public", content: `<p>${form.status}</p>` });
     }
     const resolve = /^\/api\/v1\/admin\/reports\/([^/]+)\/resolve$/u.exec(url.pathname);
     if (request.method === "POST" && resolve) {
