@@ -1,7 +1,7 @@
 // Import boundaries of src/ (run by `npm run lint:boundaries`, part of `npm test`).
 //
 // A domain is a folder directly under src/ other than lib/ and http/ (audit, auth, automation,
-// cases, console, enforcement, installations, workflows; demo, the peers of `npm start`). Rules:
+// cases, connectors, console, enforcement, installations, workflows; demo, the peers of `npm start`). Rules:
 //   - across domains, import only the other domain's index.ts;
 //   - lib/ and errors.ts are shared: importable from anywhere, and they import no domain or http/;
 //   - http/ (and Hono) only from route files (*/routes.ts, workflows/runs-routes.ts), http/ itself
@@ -36,9 +36,17 @@ module.exports = {
       comment:
         "Another domain is imported through its index.ts only; and the host walker (workflows/walker.ts), which runs the node executors (they call enforcement and automation), so it cannot be in the workflows index without a cycle.",
       severity: "error",
-      from: { path: [`^src/((?!lib/|http/)[^/]+)/`] },
+      from: { path: [`^src/((?!lib/|http/)[^/]+)/`], pathNot: ["^src/connectors/mastodon-intake\\.ts$"] },
       to: { path: `^${DOMAIN}`, pathNot: ["^src/$1/", "^src/[^/]+/index\\.ts$", "^src/workflows/walker\\.ts$"] },
     }),
+    {
+      name: "connector-intake-via-index",
+      comment:
+        "A connector's intake (connectors/mastodon-intake.ts) takes reports in through cases/reports.ts, which fires triggers (they start runs) and so cannot be in the cases index without a cycle; otherwise indexes only.",
+      severity: "error",
+      from: { path: "^src/connectors/mastodon-intake\\.ts$" },
+      to: { path: `^${DOMAIN}`, pathNot: ["^src/connectors/", "^src/[^/]+/index\\.ts$", "^src/cases/reports\\.ts$"] },
+    },
     ...withAllowlist({
       name: "http-and-entry-via-index",
       comment: "http/ and src/index.ts import domain indexes (http/app.ts also the route files).",

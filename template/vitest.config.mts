@@ -2,7 +2,8 @@
 // vitest-pool-workers. Peers run as separate Workers: the webhook receiver gets every fetch() the
 // platform makes (outboundService, routed by host through the "internet" peer) and verifies
 // signatures with the standardwebhooks library; a model server speaks the OpenAI chat API; a fake
-// Workers AI binding answers env.AI.run over RPC.
+// Workers AI binding answers env.AI.run over RPC; a Mastodon server (host mastodon.test) speaks its
+// admin webhooks and admin API.
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { build } from "esbuild";
 import { fileURLToPath } from "node:url";
@@ -17,8 +18,8 @@ async function bundle(entry: string): Promise<string> {
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(`${root}migrations`);
-  const [receiver, model, internet, componentApi, access, workersAi, transparencyDb] = await Promise.all(
-    ["webhook-receiver", "model-server", "internet", "component-api", "access", "workers-ai", "transparency-db"].map((name) => bundle(`test/peers/${name}.ts`)),
+  const [receiver, model, internet, componentApi, access, workersAi, transparencyDb, mastodon] = await Promise.all(
+    ["webhook-receiver", "model-server", "internet", "component-api", "access", "workers-ai", "transparency-db", "mastodon"].map((name) => bundle(`test/peers/${name}.ts`)),
   );
   const peer = (name: string, script: string, extra: Record<string, unknown> = {}) => ({ name, modules: true, script, compatibilityDate: "2026-04-01", ...extra });
   return {
@@ -33,16 +34,17 @@ export default defineConfig(async () => {
             ACCESS_TEAM_DOMAIN: "safest-test.cloudflareaccess.com", ACCESS_AUD: "test-access-aud" },
           // AI: a fake Workers AI binding (an RPC entrypoint with run(model, input)); none is declared in
           // wrangler.jsonc, since the real one needs an account and the network.
-          serviceBindings: { RECEIVER: "receiver", ACCESS_PEER: "access", TDB_PEER: "transparency-db", AI: { name: "workers-ai", entrypoint: "FakeAi" } },
+          serviceBindings: { RECEIVER: "receiver", ACCESS_PEER: "access", TDB_PEER: "transparency-db", MASTODON_PEER: "mastodon", AI: { name: "workers-ai", entrypoint: "FakeAi" } },
           outboundService: "internet",
           workers: [
-            peer("internet", internet!, { serviceBindings: { MODEL: "model", RECEIVER: "receiver", COMPONENT_API: "component-api", ACCESS: "access", TRANSPARENCY_DB: "transparency-db" } }),
+            peer("internet", internet!, { serviceBindings: { MODEL: "model", RECEIVER: "receiver", COMPONENT_API: "component-api", ACCESS: "access", TRANSPARENCY_DB: "transparency-db", MASTODON: "mastodon" } }),
             peer("access", access!),
             peer("receiver", receiver!),
             peer("model", model!),
             peer("component-api", componentApi!),
             peer("workers-ai", workersAi!),
             peer("transparency-db", transparencyDb!),
+            peer("mastodon", mastodon!),
           ],
         },
       }),

@@ -73,6 +73,8 @@ export const TABLE_OWNERS = {
   metric_rollups_daily: "metrics",
   metric_rollup_hours: "metrics",
   retention_settings: "cases",
+  connectors: "connectors",
+  connector_reports: "connectors",
 };
 
 /**

@@ -47,6 +47,7 @@ interface Fixtures {
   apiKey: string;
   trustedFlagger: string;
   notifierSanction: string;
+  connector: string;
 }
 
 /** `<segment>/:<param>` of a route path → the fixture it names. A path not here fails the test. */
@@ -76,6 +77,7 @@ const PATH_FIXTURES: Record<string, keyof Fixtures> = {
   "trusted-flaggers/:id": "trustedFlagger",
   "notifier-sanctions/:id": "notifierSanction",
   "submissions/:decisionId": "decision",
+  "connectors/:id": "connector",
 };
 
 /** Body properties that name a row (`…Id`, `…Ids`) → the fixture, and the 404 a foreign one gets. */
@@ -161,6 +163,8 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   LiftSuspension: () => ({ reason: "tenancy check" }),
   RetentionSettings: () => ({ personalDataDays: 400 }),
   PersonalDataRequest: () => ({ reporter: { id: "tenancy-reporter" } }),
+  CreateConnector: () => ({ kind: "mastodon", name: `m-${crypto.randomUUID()}`, baseUrl: "https://mastodon.test", accessToken: "tenancy-token-0123" }),
+  UpdateConnector: () => ({ notifyByEmail: true }),
 };
 
 async function until<T>(probe: () => Promise<T | null | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
@@ -195,11 +199,12 @@ async function setup(label: string): Promise<Fixtures> {
     created("/api/v1/api-keys", key, { name: `extra-${label}`, scopes: ["read"] }),
     created("/api/v1/reports", key, { subject: { kind: "account", id: `acct-${marker}` }, category: "scams_and_fraud", description: `described ${marker}`, reporter: { contact: `${marker}@example.org` } }),
   ]);
-  const [componentVersion, actionType, trustedFlagger, warning] = await Promise.all([
+  const [componentVersion, actionType, trustedFlagger, warning, connector] = await Promise.all([
     created(`/api/v1/components/${component.id}/versions`, key, { source: "export async function run() { return { ok: true }; }" }),
     created("/api/v1/action-types", key, { key: actionTypeKey, name: "Remove", endpointId: endpoint.id }),
     created("/api/v1/trusted-flaggers", key, { name: `flagger-${label}`, reporter: { id: `flagger-${marker}` }, categories: ["scams_and_fraud"] }),
     created("/api/v1/notifiers/warnings", key, { reporter: { id: `notifier-${marker}` }, reason: `warned ${marker}` }),
+    created("/api/v1/connectors", key, { kind: "mastodon", name: `mastodon-${label}`, baseUrl: "https://mastodon.test", accessToken: `token-${marker}` }),
   ]);
   const review = await publish(key, {
     schemaVersion: 1,
@@ -265,6 +270,7 @@ async function setup(label: string): Promise<Fixtures> {
     apiKey: extraKey.id,
     trustedFlagger: trustedFlagger.id,
     notifierSanction: warning.id,
+    connector: connector.id,
   };
 }
 

@@ -8,5 +8,6 @@ export { sendComplaintOutcome, sweepComplaintOutcomes } from "./affected-user-ou
 export { readRedressSettings, type RedressSettings, type SettlementBody } from "./affected-user-settings";
 export { COMPLAINT_MONTHS, NOTIFIER_MESSAGE_KINDS, complaintDeadline, noticeReceiptStatements, notifierSanctionStatements, type NotifierMessages } from "./notifier-messages";
 export { ERASED_PAYLOAD, erasableDeliveriesUnsafe, eraseDeliveriesStatements } from "./erasure";
+export { connectorEndpointEventsStatement, connectorEndpointStatements, disableConnectorEndpointStatement } from "./connector-endpoints";
 export { TDB_PRESET_NAMES, TDB_PRESETS, TDB_STATES } from "./transparency-db";
 export { sweepTransparencyDb } from "./transparency-db-submit";

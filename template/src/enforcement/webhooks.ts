@@ -16,6 +16,7 @@ import { AppError, conflict, notFound } from "../errors";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
 import { allowLocalEgress, egressRefusal } from "../lib/egress";
 import { newId, sha256Hex } from "../lib/crypto";
+import { isConnectorEndpoint, sendThroughConnector } from "../connectors";
 
 /** Alerts the schedule raises (operations/alerts.ts), sent to the endpoint an installation's alert settings name. */
 export const ALERT_EVENT_TYPES = ["alert.sla_breached", "alert.delivery_dead", "alert.repair_spike", "alert.audit_verify_failed"] as const;
@@ -261,11 +262,14 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
   let status: number | null = null;
   let error: string | null = null;
   let retryAfter: number | null = null;
+  let permanent = false; // a connector's answer that retrying cannot change (connectors/mastodon-transport.ts)
   const refused = gate ? await gate(env, delivery) : null;
   if (refused) {
     error = refused;
   } else if (endpoint?.state !== "enabled") {
     error = "endpoint_disabled";
+  } else if (isConnectorEndpoint(endpoint.url)) {
+    ({ status, error, retryAfter, permanent } = await sendThroughConnector(env, { installationId: delivery.installationId, deliveryId: delivery.id, endpointUrl: endpoint.url, payloadSealed: delivery.payloadSealed, timeoutMs }));
   } else if (egressRefusal(endpoint.url, { allowLocal: allowLocalEgress(env) })) {
     // Checked again at delivery: a row written before the check existed, or under the local flag.
     error = "egress_refused";
@@ -296,7 +300,7 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
     }
   }
   const ok = status !== null && status >= 200 && status < 300;
-  const gone = status === 410 || refused !== null || error === "endpoint_disabled" || error === "egress_refused";
+  const gone = status === 410 || refused !== null || error === "endpoint_disabled" || error === "egress_refused" || permanent;
   const exhausted = !ok && (gone || attempt >= (endpoint?.maxAttempts ?? 1));
   const state = ok ? "delivered" : exhausted ? "dead" : "pending";
   const finishedAt = Date.now();
@@ -317,7 +321,7 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
     env.DB.prepare(`UPDATE webhook_deliveries SET attempts = ?2, state = ?3, last_status = ?4, last_error = ?5, updated_at = ?6, next_attempt_at = ?8,
         delivered_at = CASE WHEN ?3 = 'delivered' THEN ?6 ELSE delivered_at END WHERE id = ?1 AND state = 'pending' AND attempts = ?7`).bind(delivery.id, attempt, state, status, errorText, at, delivery.attempts, nextAttemptAt),
   ];
-  if (status === 410 && endpoint) {
+  if (status === 410 && endpoint && !permanent) {
     // 410 Gone: the receiver asks for no more deliveries. The endpoint is disabled (audited), so
     // its other pending deliveries end as dead without a request.
     statements.push(

@@ -3,6 +3,7 @@
 import { auditRoutes } from "../audit/routes";
 import { automationRoutes } from "../automation/routes";
 import { caseRoutes } from "../cases/routes";
+import { connectorRoutes } from "../connectors/routes";
 import { sessionRoutes } from "../console/routes";
 import { enforcementRoutes } from "../enforcement/routes";
 import { transparencyDbRoutes } from "../enforcement/transparency-db-routes";
@@ -29,6 +30,7 @@ export const apiRoutes = [
   metricRoutes,
   workflowTemplateRoutes,
   onboardingRoutes,
+  connectorRoutes,
 ] as const;
 
 type Intersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never;

@@ -10,7 +10,7 @@ import { schemas } from "./schemas";
 import type { AppEnv } from "./types";
 import { parseBody } from "./validate";
 
-export type Method = "get" | "post" | "patch" | "put";
+export type Method = "get" | "post" | "patch" | "put" | "delete";
 export type SchemaName = keyof typeof schemas;
 type Bodies = { [K in SchemaName]: FromSchema<(typeof schemas)[K]> };
 export type BodyOf<K extends SchemaName> = Bodies[K];

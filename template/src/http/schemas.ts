@@ -3,6 +3,7 @@
 import type { JSONSchema } from "json-schema-to-ts";
 import { AI_OUTPUT_FORMATS, AI_PROVIDER_KINDS } from "../automation";
 import { APPEAL_OUTCOMES, APPELLANT_ROLES, DSA_KEYWORDS, POLICY_CATEGORIES, REPORT_SOURCES, SUBJECT_KINDS, TRIGGER_EVENTS } from "../cases";
+import { CONNECTOR_KINDS, MASTODON_ACTIONS } from "../connectors";
 import { CONSOLE_ROLES } from "../console";
 import { ACTION_TYPE_AUTONOMY, TDB_PRESET_NAMES, WEBHOOK_EVENT_TYPES } from "../enforcement";
 import { ALERT_KINDS } from "../operations";
@@ -11,6 +12,28 @@ import { SCOPES } from "./auth";
 
 const name = { type: "string", minLength: 1, maxLength: 200 } as const;
 const identifier = { type: "string", pattern: "^[A-Za-z0-9._:-]{1,200}$" } as const;
+const connectorToken = { type: "string", minLength: 8, maxLength: 4096, description: "An access token with admin:write:accounts and admin:write:reports; stored sealed, never returned." } as const;
+const connectorSecret = { type: "string", minLength: 16, maxLength: 512, description: "The secret Mastodon signs its webhooks with (X-Hub-Signature); generated and shown once when omitted." } as const;
+const connectorRules = {
+  type: "object",
+  maxProperties: 200,
+  additionalProperties: { type: "string", minLength: 1, maxLength: 200 },
+  description: "A server rule's id → our category; a report naming a mapped rule takes its category.",
+} as const;
+const connectorActions = {
+  type: "object",
+  maxProperties: 200,
+  additionalProperties: { enum: MASTODON_ACTIONS },
+  description: "An action type's key → what it does on the server (defaults: mastodon.silence, mastodon.suspend, mastodon.sensitive, mastodon.disable, mastodon.warn, mastodon.resolve).",
+} as const;
+const connectorTellReporters = { type: "boolean", description: "Tell reporters of this server the decision on their report as a direct message (the token then needs write:statuses); default false." } as const;
+const categoryName = { type: "string", minLength: 1, maxLength: 200 } as const;
+const connectorCategories = {
+  type: "object",
+  additionalProperties: false,
+  properties: { spam: categoryName, legal: categoryName, violation: categoryName, other: categoryName },
+  description: "Mastodon's category → our category (defaults: spam scams_and_fraud, legal not_specified_notice, violation and other other_violation_tc).",
+} as const;
 const notifierReporter = { type: "object", required: ["id"], additionalProperties: false, properties: { id: { type: "string", minLength: 1, maxLength: 300 } } } as const;
 
 export const schemas = {
@@ -555,6 +578,41 @@ export const schemas = {
         additionalProperties: false,
         properties: { id: { type: "string", minLength: 1, maxLength: 300, description: "The subject owner id given at intake (subject.ownerId) or as an appellant." } },
       },
+    },
+  },
+  // Issue 16 §4: connectors (src/connectors/, docs/mastodon.md).
+  CreateConnector: {
+    type: "object",
+    required: ["kind", "name", "baseUrl", "accessToken"],
+    additionalProperties: false,
+    properties: {
+      kind: { enum: CONNECTOR_KINDS },
+      name,
+      baseUrl: { type: "string", minLength: 8, maxLength: 2048, description: "The server's https URL, e.g. https://mastodon.example (its origin is kept)." },
+      accessToken: connectorToken,
+      webhookSecret: connectorSecret,
+      categories: connectorCategories,
+      rules: connectorRules,
+      actions: connectorActions,
+      notifyByEmail: { type: "boolean", description: "send_email_notification of account actions (an action's params.notify overrides it); default false." },
+      tellReporters: connectorTellReporters,
+      retryBaseSeconds: { type: "integer", minimum: 0, maximum: 3600, description: "Base of the delivery backoff, default 5." },
+      maxAttempts: { type: "integer", minimum: 5, maximum: 20, description: "Attempts before dead-letter, default 8." },
+    },
+  },
+  UpdateConnector: {
+    type: "object",
+    additionalProperties: false,
+    minProperties: 1,
+    properties: {
+      accessToken: connectorToken,
+      webhookSecret: connectorSecret,
+      rotateWebhookSecret: { type: "boolean", description: "true: a new secret is generated and shown once (paste it into Mastodon's webhook)." },
+      categories: connectorCategories,
+      rules: connectorRules,
+      actions: connectorActions,
+      notifyByEmail: { type: "boolean" },
+      tellReporters: connectorTellReporters,
     },
   },
 } as const satisfies Record<string, JSONSchema>;

@@ -31,6 +31,7 @@ const RUNS = "(SELECT id FROM workflow_runs WHERE installation_id = ?1)";
 export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?: false }> = [
   { table: "installations", where: "id = ?1" },
   { table: "webhook_endpoints", where: OWN },
+  { table: "connectors", where: OWN },
   { table: "action_types", where: OWN },
   { table: "action_type_gates", where: OWN },
   { table: "workflow_artifacts", where: OWN },
@@ -48,6 +49,7 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "cases", where: OWN },
   { table: "data_keys", where: OWN },
   { table: "reports", where: OWN },
+  { table: "connector_reports", where: OWN },
   { table: "appeals", where: OWN },
   { table: "trusted_flaggers", where: OWN },
   { table: "notifier_notices", where: OWN },

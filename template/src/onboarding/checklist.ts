@@ -7,7 +7,7 @@ export type OnboardingStep = (typeof ONBOARDING_STEPS)[number];
 
 /**
  * One `EXISTS` per step (and per hint), each bound to the installation (`?1`). "Connect your
- * product" counts a webhook endpoint; a product connector (issue 16 §4) adds its table here.
+ * product" counts a webhook endpoint (a Mastodon connector writes one, `connector://<id>`).
  */
 const STEP_SQL: Record<OnboardingStep, string> = {
   connect_product: `SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE installation_id = ?1) AS done`,

@@ -6,6 +6,7 @@ interface Peers {
   COMPONENT_API: Fetcher;
   ACCESS: Fetcher;
   TRANSPARENCY_DB: Fetcher;
+  MASTODON: Fetcher;
 }
 
 export default {
@@ -15,6 +16,7 @@ export default {
     if (host === "allowed.test" || host === "forbidden.test" || host === "flaky.test") return env.COMPONENT_API.fetch(request);
     if (host.endsWith(".cloudflareaccess.com")) return env.ACCESS.fetch(request);
     if (host === "tdb.test") return env.TRANSPARENCY_DB.fetch(request);
+    if (host === "mastodon.test") return env.MASTODON.fetch(request);
     return env.RECEIVER.fetch(request);
   },
 };

@@ -1,0 +1,108 @@
+// A Mastodon server's admin webhooks at a connector's own URL. Mastodon cannot send our bearer
+// key, so each delivery is authenticated by `X-Hub-Signature: sha256=<hex HMAC-SHA256 of the
+// body>` under the connector's secret (checked with WebCrypto's verify, in constant time).
+// `report.created` becomes one report of the installation; other events are acknowledged.
+import { auditStatement } from "../audit";
+import type { Actor } from "../auth";
+import { openPersonalData } from "../cases";
+// Intake fires triggers (which start runs), so it is not in the cases index (that would cycle).
+import { intakeReport } from "../cases/reports";
+import { AppError, errorCode, notFound } from "../errors";
+import { configOf, connectorRowByIdUnsafe, webhookSecretContext, type ConnectorRow } from "./connector-rows";
+import { mastodonIntake, type AdminReport } from "./mastodon-mapping";
+
+const decoder = new TextDecoder();
+
+function hexBytes(hex: string): Uint8Array | null {
+  if (!/^(?:[0-9a-fA-F]{2}){1,64}$/u.test(hex)) return null;
+  return Uint8Array.from(hex.match(/../gu)!, (pair) => Number.parseInt(pair, 16));
+}
+
+/** Whether `header` is `sha256=<hex>` of the body's HMAC-SHA256 under `secret`. */
+export async function validHubSignature(secret: string, body: ArrayBuffer, header: string | undefined): Promise<boolean> {
+  const match = /^sha256=([0-9a-fA-F]+)$/u.exec(header?.trim() ?? "");
+  const signature = match ? hexBytes(match[1]!) : null;
+  if (!signature || signature.length !== 32) return false;
+  const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["verify"]);
+  return crypto.subtle.verify("HMAC", key, signature, body);
+}
+
+const badSignature = () =>
+  new AppError("connector.bad_signature", "X-Hub-Signature is missing or is not the HMAC-SHA256 of the body under this connector's webhook secret; paste the secret shown at creation into Mastodon's webhook.", {
+    status: 401,
+  });
+
+export interface WebhookOutcome {
+  /** The connector's installation acts (audit, logs). */
+  actor: Actor;
+  status: 200 | 201;
+  body: { accepted: true; event: string | null; reportId: string | null; replayed: boolean; ignored: boolean; runs: number };
+}
+
+/**
+ * Takes in one admin webhook. Unknown (or deleted) connector: 404; bad or missing signature: 401
+ * `connector.bad_signature`, before the body is read as JSON. A Mastodon report already taken in
+ * by this connector is answered with the same report (200, `replayed`), whatever the body.
+ */
+export async function takeMastodonWebhook(env: Env, ctx: ExecutionContext, input: { connectorId: string; body: ArrayBuffer; signature: string | undefined }): Promise<WebhookOutcome> {
+  const row = await connectorRowByIdUnsafe(env.DB, input.connectorId);
+  if (!row?.webhookSecretSealed) throw notFound("connector");
+  const { secret } = await openPersonalData<{ secret: string }>(env, row.installationId, webhookSecretContext(row.id), row.webhookSecretSealed);
+  if (!(await validHubSignature(secret, input.body, input.signature))) throw badSignature();
+  const actor: Actor = { installationId: row.installationId, scopes: ["reports:write"], audit: { type: "system", id: `connector:${row.id}` } };
+  let event: { event?: unknown; object?: unknown };
+  try {
+    event = JSON.parse(decoder.decode(input.body)) as typeof event;
+  } catch {
+    throw new AppError("connector.payload_invalid", "The webhook body is not JSON.", { status: 422 });
+  }
+  const name = typeof event?.event === "string" ? event.event.slice(0, 100) : null;
+  if (name !== "report.created") return { actor, status: 200, body: { accepted: true, event: name, reportId: null, replayed: false, ignored: true, runs: 0 } };
+  if (typeof event.object !== "object" || event.object === null) throw new AppError("connector.payload_invalid", "report.created carries no report object.", { status: 422 });
+  const intake = mastodonIntake(new URL(row.baseUrl).host, configOf(row), event.object as AdminReport);
+  const known = await env.DB.prepare(`SELECT report_id AS reportId FROM connector_reports WHERE connector_id = ?1 AND remote_report_id = ?2`).bind(row.id, intake.remoteReportId).first<{ reportId: string }>();
+  if (known) return { actor, status: 200, body: { accepted: true, event: name, reportId: known.reportId, replayed: true, ignored: false, runs: 0 } };
+  const key = `connector:${row.id}:${intake.remoteReportId}`;
+  const taken = await intakeOnce(env, ctx, actor, intake.report, key);
+  await recordRemoteReport(env, row, { remoteReportId: intake.remoteReportId, targetAccountId: intake.targetAccountId, reportId: taken.reportId, subjectKind: intake.report.subject.kind, statuses: statusCount(event.object) });
+  return { actor, status: taken.replayed ? 200 : 201, body: { accepted: true, event: name, reportId: taken.reportId, replayed: taken.replayed, ignored: false, runs: taken.runs } };
+}
+
+const statusCount = (object: object) => (Array.isArray((object as AdminReport).statuses) ? (object as AdminReport).statuses!.length : 0);
+
+/** Intake under the connector's key; a body that changed since (a resent webhook) is still the first report. */
+async function intakeOnce(env: Env, ctx: ExecutionContext, actor: Actor, report: Parameters<typeof intakeReport>[3], key: string): Promise<{ reportId: string; replayed: boolean; runs: number }> {
+  try {
+    const result = await intakeReport(env, ctx, actor, report, key);
+    return { reportId: result.report.id, replayed: result.replayed, runs: result.runs.length };
+  } catch (error) {
+    if (errorCode(error) !== "idempotency_key.reused") throw error;
+    const first = await env.DB.prepare(`SELECT id FROM reports WHERE installation_id = ?1 AND idempotency_key = ?2`).bind(actor.installationId, key).first<{ id: string }>();
+    if (!first) throw error;
+    return { reportId: first.id, replayed: true, runs: 0 };
+  }
+}
+
+/** The Mastodon report and account a report of ours stands for, with its audit event (once per Mastodon report). */
+async function recordRemoteReport(env: Env, row: ConnectorRow, input: { remoteReportId: string; targetAccountId: string; reportId: string; subjectKind: string; statuses: number }): Promise<void> {
+  const at = new Date().toISOString();
+  await env.DB.batch([
+    env.DB.prepare(`INSERT OR IGNORE INTO connector_reports (connector_id, remote_report_id, installation_id, report_id, target_account_id, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`).bind(
+      row.id,
+      input.remoteReportId,
+      row.installationId,
+      input.reportId,
+      input.targetAccountId,
+      at,
+    ),
+    auditStatement(env.DB, {
+      installationId: row.installationId,
+      idempotencyKey: `connector:${row.id}:report:${input.remoteReportId}`,
+      action: "connector.report_received",
+      actor: { type: "system", id: `connector:${row.id}` },
+      target: { type: "report", id: input.reportId },
+      details: { connectorId: row.id, kind: row.kind, remoteReportId: input.remoteReportId, subjectKind: input.subjectKind, statuses: input.statuses },
+      at,
+    }),
+  ]);
+}

@@ -1,0 +1,159 @@
+// Delivering an action type through a Mastodon connector instead of a Standard Webhook: the
+// delivery (same row, queue, attempts and backoff as every webhook, enforcement/webhooks.ts) is
+// one admin API call with the connector's bearer token — an account action
+// (POST /api/v1/admin/accounts/:id/action: type, report_id, text, send_email_notification) or
+// resolving the report (POST /api/v1/admin/reports/:id/resolve). 2xx is delivered; 408, 429 and
+// 5xx (and timeouts, network errors) are retried with the endpoint's backoff; any other 4xx
+// (422 record invalid, 403 missing scope, 404 unknown account) is permanent: dead at once.
+// With tellReporters, message.send deliveries to a reporter of the server become a direct status.
+import { openPersonalData } from "../cases";
+import { allowLocalEgress, egressRefusal } from "../lib/egress";
+import { activeConnectorRow, configOf, tokenContext } from "./connector-rows";
+import { mastodonId } from "./mastodon-mapping";
+
+const SCHEME = "connector://";
+
+/** Whether a webhook endpoint's url names a connector (only connectors/ creates such rows). */
+export const isConnectorEndpoint = (url: string): boolean => url.startsWith(SCHEME);
+
+export interface TransportResult {
+  status: number | null;
+  error: string | null;
+  retryAfter: number | null;
+  /** The delivery can never succeed as it is: dead now, not after maxAttempts. */
+  permanent: boolean;
+}
+
+const refused = (error: string): TransportResult => ({ status: null, error, retryAfter: null, permanent: true });
+
+interface ActionPayload {
+  type?: string;
+  data?: { actionType?: unknown; reportId?: unknown; subject?: { kind?: unknown; id?: unknown } | null; params?: Record<string, unknown> | null; proposalId?: unknown };
+}
+
+interface MessagePayload {
+  type?: string;
+  data?: { kind?: unknown; body?: unknown; recipient?: { contact?: unknown } | null; facts?: Record<string, unknown> | null };
+}
+
+/** The Mastodon report and account an action is about: the connector's record of the report, else an account subject of this server. */
+async function targetOf(env: Env, connector: { id: string; installationId: string; baseUrl: string }, data: NonNullable<ActionPayload["data"]>): Promise<{ accountId: string; remoteReportId: string | null } | null> {
+  if (typeof data.reportId === "string") {
+    const known = await env.DB.prepare(`SELECT remote_report_id AS remoteReportId, target_account_id AS accountId FROM connector_reports WHERE installation_id = ?1 AND connector_id = ?2 AND report_id = ?3`)
+      .bind(connector.installationId, connector.id, data.reportId)
+      .first<{ remoteReportId: string; accountId: string }>();
+    if (known) return known;
+  }
+  const prefix = mastodonId(new URL(connector.baseUrl).host, "account", "");
+  const subjectId = typeof data.subject?.id === "string" ? data.subject.id : "";
+  return data.subject?.kind === "account" && subjectId.startsWith(prefix) && subjectId.length > prefix.length ? { accountId: subjectId.slice(prefix.length), remoteReportId: null } : null;
+}
+
+function retryAfterOf(value: string | null): number | null {
+  if (value === null) return null;
+  if (/^\d{1,10}$/u.test(value.trim())) return Number(value.trim());
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? null : Math.max(0, (date - Date.now()) / 1000);
+}
+
+/**
+ * One attempt of a delivery whose endpoint is a connector's. Never throws for the product's
+ * answer; what it could not even try (connector deleted, action type not mapped, no Mastodon
+ * account to act on, a refused URL) is permanent. Nothing is logged but codes.
+ */
+export async function sendThroughConnector(env: Env, input: { installationId: string; deliveryId: string; endpointUrl: string; payloadSealed: string; timeoutMs: number }): Promise<TransportResult> {
+  const connector = await activeConnectorRow(env.DB, input.installationId, input.endpointUrl.slice(SCHEME.length));
+  if (!connector?.accessTokenSealed) return refused("connector_missing");
+  const payload = await openPersonalData<ActionPayload & MessagePayload>(env, input.installationId, `webhook_delivery:${input.deliveryId}`, input.payloadSealed);
+  if (payload?.type === "message.send" && payload.data) return sendDirectMessage(env, connector, payload as MessagePayload, input);
+  if (payload?.type !== "action.execute" || !payload.data) return refused("connector_event_unsupported");
+  const verb = typeof payload.data.actionType === "string" ? configOf(connector).actions[payload.data.actionType] : undefined;
+  if (!verb) return refused("connector_action_unmapped");
+  const target = await targetOf(env, connector, payload.data);
+  if (!target) return refused("connector_target_unknown");
+  if (verb === "resolve" && !target.remoteReportId) return refused("connector_report_unknown");
+  if (egressRefusal(connector.baseUrl, { allowLocal: allowLocalEgress(env) })) return refused("egress_refused");
+  const { token } = await openPersonalData<{ token: string }>(env, input.installationId, tokenContext(connector.id), connector.accessTokenSealed);
+  const params = payload.data.params ?? {};
+  let url: string;
+  let body: URLSearchParams | undefined;
+  if (verb === "resolve") {
+    url = `${connector.baseUrl}/api/v1/admin/reports/${encodeURIComponent(target.remoteReportId!)}/resolve`;
+  } else {
+    url = `${connector.baseUrl}/api/v1/admin/accounts/${encodeURIComponent(target.accountId)}/action`;
+    body = new URLSearchParams({ type: verb });
+    if (target.remoteReportId) body.set("report_id", target.remoteReportId);
+    if (typeof params.text === "string" && params.text.length > 0) body.set("text", params.text.slice(0, 5000));
+    const notify = typeof params.notify === "boolean" ? params.notify : configOf(connector).notifyByEmail;
+    body.set("send_email_notification", notify ? "true" : "false");
+  }
+  return post(url, token, body, input);
+}
+
+/** One admin API call: 2xx delivered; 408, 429, 5xx and network failures retried; any other answer permanent. */
+async function post(url: string, token: string, body: URLSearchParams | undefined, input: { deliveryId: string; timeoutMs: number }): Promise<TransportResult> {
+  try {
+    const response = await fetch(url, {
+      method: "POST",
+      // The token never follows a redirect to another address.
+      redirect: "manual",
+      signal: AbortSignal.timeout(input.timeoutMs),
+      // Idempotency-Key: Mastodon keeps a status posted under it, so a retried message is posted once.
+      headers: { authorization: `Bearer ${token}`, "user-agent": "SafestTools-Connectors/1", accept: "application/json", "idempotency-key": input.deliveryId, ...(body ? {} : { "content-type": "application/x-www-form-urlencoded" }) },
+      ...(body ? { body } : {}),
+    });
+    await response.body?.cancel();
+    const status = response.status;
+    const transient = status === 408 || status === 429 || status >= 500;
+    const ok = status >= 200 && status < 300;
+    return { status, error: null, retryAfter: retryAfterOf(response.headers.get("retry-after")), permanent: !ok && !transient };
+  } catch (failure) {
+    return { status: null, error: failure instanceof Error && failure.name === "TimeoutError" ? "timeout" : "network_error", retryAfter: null, permanent: false };
+  }
+}
+
+/** Mastodon's default status length; mentions and text count in characters. */
+const STATUS_LIMIT = 500;
+
+/**
+ * The decision on a notice, short enough for one status: what was decided and the redress (the
+ * complaint's deadline and reference, out-of-court settlement, courts); the reasons as far as
+ * they fit. Other messages: their body, shortened to fit.
+ */
+export function directMessageText(handle: string, data: NonNullable<MessagePayload["data"]>): string {
+  const facts = data.facts ?? {};
+  if (data.kind !== "notice_decision") {
+    const body = typeof data.body === "string" ? data.body : "";
+    const text = `${handle} ${body}`;
+    return text.length <= STATUS_LIMIT ? text : `${text.slice(0, STATUS_LIMIT - 1)}…`;
+  }
+  const restrictions = Object.entries((facts.restrictions as Record<string, unknown> | null) ?? {}).map(([kind, value]) => `${kind.replace(/_/gu, " ")}: ${[value].flat().join(", ").replace(/_/gu, " ")}`);
+  const redress = (facts.redress as { internalComplaint?: { until?: string; reference?: string } } | undefined)?.internalComplaint;
+  const decided = facts.restricts ? `we restricted what you reported (${restrictions.join("; ")}).` : "we took no action against what you reported.";
+  const head = `${handle} Thank you for your report. After review, ${decided}`;
+  const tail = ` You can complain about this decision until ${String(redress?.until ?? "").slice(0, 10)} (reference ${String(redress?.reference ?? "")}) with our moderators, refer it to an out-of-court dispute settlement body (DSA Art. 21), or go to court.`;
+  const statement = typeof facts.statement === "string" && facts.statement ? ` Reasons: ${facts.statement}` : "";
+  const room = STATUS_LIMIT - head.length - tail.length;
+  const reasons = statement.length <= room ? statement : room > 12 ? `${statement.slice(0, room - 1)}…` : "";
+  return `${head}${reasons}${tail}`.slice(0, STATUS_LIMIT);
+}
+
+/**
+ * A message to a reporter of this server (message.send with an @handle contact, which intake
+ * stores for local reporters) as a direct status from the token's account
+ * (POST /api/v1/statuses, visibility direct). A message with no handle to reach is dead
+ * (`connector_recipient_unknown`): nobody on this server can be told through Mastodon.
+ */
+async function sendDirectMessage(
+  env: Env,
+  connector: { id: string; baseUrl: string; accessTokenSealed: string | null },
+  payload: MessagePayload,
+  input: { installationId: string; deliveryId: string; timeoutMs: number },
+): Promise<TransportResult> {
+  const contact = typeof payload.data?.recipient?.contact === "string" ? payload.data.recipient.contact : "";
+  if (!/^@[A-Za-z0-9_]{1,30}$/u.test(contact)) return refused("connector_recipient_unknown");
+  if (egressRefusal(connector.baseUrl, { allowLocal: allowLocalEgress(env) })) return refused("egress_refused");
+  const { token } = await openPersonalData<{ token: string }>(env, input.installationId, tokenContext(connector.id), connector.accessTokenSealed!);
+  const body = new URLSearchParams({ status: directMessageText(contact, payload.data!), visibility: "direct" });
+  return post(`${connector.baseUrl}/api/v1/statuses`, token, body, input);
+}
