@@ -5,6 +5,9 @@
 // a host function, executeComponentVersion (the node's sandbox call) and executeBuiltin.
 import { edge, finishTimes, log, mean, median, platformRun, publish, results, round, windowMean } from "./lib.mjs";
 
+/** Per-node figures compare node kinds one engine step each, as before fused steps (issue 17): bench/sections/fused.mjs measures fusing. */
+const PER_NODE = { steps: "per_node" };
+
 const CHAIN_NODES = 30;
 const CHAIN_REPEATS = 7; // runs of each chain, interleaved
 const DIRECT_CALLS = 200; // executeComponentVersion / executeBuiltin calls; the host function 1,000× more
@@ -45,8 +48,8 @@ export async function sectionComponents(api, adminToken, key, installationId) {
   log(`components: publishing a word-count component and two ${CHAIN_NODES}-enrichment chains (component, keyword_bank)`);
   const component = await api("/api/v1/components", { body: { name: "bench-word-count" }, key });
   const version = await api(`/api/v1/components/${component.id}/versions`, { body: { source: COMPONENT_SOURCE }, key });
-  const componentChain = await publish(api, key, enrichmentChain(CHAIN_NODES, { component_version_id: version.id }), "bench-component-chain");
-  const builtinChain = await publish(api, key, enrichmentChain(CHAIN_NODES, { component: "keyword_bank", keywords: KEYWORDS }), "bench-builtin-chain");
+  const componentChain = await publish(api, key, enrichmentChain(CHAIN_NODES, { component_version_id: version.id }), "bench-component-chain", PER_NODE);
+  const builtinChain = await publish(api, key, enrichmentChain(CHAIN_NODES, { component: "keyword_bank", keywords: KEYWORDS }), "bench-builtin-chain", PER_NODE);
   const input = { x: 1, text: TEXT };
   const words = TEXT.split(/\s+/u).filter(Boolean).length;
   log("components: warm-up (not counted)");

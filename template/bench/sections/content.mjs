@@ -6,6 +6,9 @@
 import { randomBytes } from "node:crypto";
 import { edge, finishedRun, log, mean, pool, publish, results, round, windowMean } from "./lib.mjs";
 
+/** Per-node figures compare node kinds one engine step each, as before fused steps (issue 17): bench/sections/fused.mjs measures fusing. */
+const PER_NODE = { steps: "per_node" };
+
 const CHAIN_NODES = 20;
 const CHAIN_REPEATS = 5;
 const INTAKE_REPORTS = 400;
@@ -40,8 +43,8 @@ async function run(api, key, versionId, reportId) {
 
 export async function sectionContent(api, adminToken, key) {
   log(`content: two ${CHAIN_NODES}-enrichment keyword_bank chains, on input.text and on content.snapshot.text`);
-  const plain = await publish(api, key, chain(CHAIN_NODES, "input.text"), "bench-content-plain");
-  const reading = await publish(api, key, chain(CHAIN_NODES, "string(content.snapshot.text)"), "bench-content-reading");
+  const plain = await publish(api, key, chain(CHAIN_NODES, "input.text"), "bench-content-plain", PER_NODE);
+  const reading = await publish(api, key, chain(CHAIN_NODES, "string(content.snapshot.text)"), "bench-content-reading", PER_NODE);
   const tag = randomBytes(4).toString("hex");
   const report = await api("/api/v1/reports", { body: reportBody(tag, 0), key });
   await run(api, key, plain.id, report.id);

@@ -7,6 +7,9 @@
 import { edge, log, median, platformRun, publish, results, round, TARGETS, verdict, windowMean } from "./lib.mjs";
 import { LONG_NODES, LONG_REPEATS, WINDOWS } from "./runtime.mjs";
 
+/** Per-node figures compare node kinds one engine step each, as before fused steps (issue 17): bench/sections/fused.mjs measures fusing. */
+const PER_NODE = { steps: "per_node" };
+
 const SHORT_NODES = 10;
 const CONTEXT_ROUNDS = 200; // loads per measurement, one after another
 const CONTEXT_REPEATS = 3; // measurements per case, interleaved across cases; the median is kept
@@ -27,8 +30,8 @@ function farBackGraph(count) {
 
 export async function sectionContext(api, adminToken, key) {
   log(`context: publishing a ${LONG_NODES}-condition graph whose nodes read steps["n1"] and the previous step, and a ${SHORT_NODES}-condition one`);
-  const long = await publish(api, key, farBackGraph(LONG_NODES), `bench-far-back-${LONG_NODES}`);
-  const short = await publish(api, key, farBackGraph(SHORT_NODES), `bench-far-back-${SHORT_NODES}`);
+  const long = await publish(api, key, farBackGraph(LONG_NODES), `bench-far-back-${LONG_NODES}`, PER_NODE);
+  const short = await publish(api, key, farBackGraph(SHORT_NODES), `bench-far-back-${SHORT_NODES}`, PER_NODE);
   const early = [];
   const late = [];
   let longRun = null;

@@ -140,9 +140,10 @@ export function linearConditionGraph(count) {
   return { schemaVersion: 1, nodes, edges };
 }
 
-export async function publish(api, key, graph, name) {
+/** Publishes `graph` as a new workflow's version 1; `steps: "per_node"` keeps one engine step per node (no fused groups). */
+export async function publish(api, key, graph, name, { steps } = {}) {
   const workflow = await api("/api/v1/workflows", { body: { name }, key });
-  return api(`/api/v1/workflows/${workflow.id}/versions`, { body: { graph }, key });
+  return api(`/api/v1/workflows/${workflow.id}/versions`, { body: { graph, ...(steps ? { steps } : {}) }, key });
 }
 
 /** Starts a platform run (autonomous unless told); resolves with its id. */
