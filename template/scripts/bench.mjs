@@ -47,6 +47,7 @@ import { contentLines, sectionContent } from "../bench/sections/content.mjs";
 import { contextLines, sectionContext } from "../bench/sections/context.mjs";
 import { expressionLines, sectionExpressions } from "../bench/sections/expressions.mjs";
 import { intakeLines, sectionIntake } from "../bench/sections/intake.mjs";
+import { loadLines, sectionLoad } from "../bench/sections/load.mjs";
 import { client, deadline, edge, log, OVERALL_BUDGET_MS, publish, remaining, results, round, server, sleep, startedAt, timedClient } from "../bench/sections/lib.mjs";
 import { metricsLines, sectionMetrics } from "../bench/sections/metrics.mjs";
 import { queueLines, sectionQueueListing } from "../bench/sections/queue.mjs";
@@ -291,6 +292,7 @@ function report() {
     ...contentLines(),
     ...actionLines(),
     ...intakeLines(),
+    ...loadLines(),
     ...queueLines(),
     ...auditLines(),
     ...sweepLines(),
@@ -355,6 +357,7 @@ async function main() {
     "bench-trivial",
   );
   if (runs("intake")) await sectionIntake(api, timed, adminToken, casesKey, cases.id, trivial.id);
+  if (runs("load")) await sectionLoad(api, timed, adminToken, base);
   if (runs("queue")) await sectionQueueListing(api, timed, adminToken, casesKey, cases.id, trivial.id);
   if (runs("audit")) await sectionAuditVerify(api, timed, adminToken);
   if (runs("sweeps")) await sectionSweeps(api, base, adminToken, trivial.id);
