@@ -7,7 +7,7 @@ import { AppError, conflict, notFound } from "../errors";
 import { sha256Hex } from "../lib/crypto";
 import type { RowGuard } from "../lib/d1";
 import { evaluateInputMapping, signalRun, TERMINAL_RUN_STATES, type ActionProgress, type AuthorizedRun, type ExpressionContext, type WaitResult, type WorkflowNodeV1 } from "../workflows";
-import { deliveryStatement, enqueueDeliveries } from "./webhooks";
+import { deliverInline, deliveryStatement, type Defer, type DeliverySource } from "./webhooks";
 import { reviewerAuditId } from "../lib/person-keys";
 import { TYPE_COLUMNS, type ActionTypeRow } from "./action-types";
 
@@ -193,7 +193,8 @@ export async function prepareWorkflowAction(env: Env, input: { run: AuthorizedRu
     }),
   ]);
   const stored = (await proposalRow(env.DB, proposalId))!;
-  if (stored.deliveryId && stored.state === "delivery_pending") await enqueueDeliveries(env, [stored.deliveryId]);
+  // The first attempt now, from this host (off the capability's answer); the queue carries retries.
+  if (stored.deliveryId && stored.state === "delivery_pending") deliverInline(env, [stored.deliveryId], DELIVERY_SOURCES);
   return progressOf(stored);
 }
 
@@ -321,7 +322,7 @@ const nodeLeft = (standing: ProposalStanding | null) => standing?.stepState === 
  * conditional on the run and the step still being live, and the delivery row on that update, so
  * a run that ends concurrently leaves no delivery behind.
  */
-export async function decideProposal(env: Env, actor: Actor, proposalId: string, input: { approve: boolean; reason?: string; approver?: string }) {
+export async function decideProposal(env: Env, actor: Actor, proposalId: string, input: { approve: boolean; reason?: string; approver?: string }, defer?: Defer) {
   const row = await env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, proposalId).first<ProposalRow>();
   if (!row) throw notFound("action_proposal");
   const standing = await standingOf(env.DB, row);
@@ -371,7 +372,8 @@ export async function decideProposal(env: Env, actor: Actor, proposalId: string,
     if (nodeLeft(after)) throw conflict("action_proposal.cancelled", "The proposal's node has left; nothing is delivered for it.");
     throw conflict("action_proposal.already_decided", "The proposal was decided concurrently.");
   }
-  if (delivery) await enqueueDeliveries(env, [delivery.id]);
+  // The first attempt now, off the response path (`defer`: the request's waitUntil by default).
+  if (delivery) deliverInline(env, [delivery.id], DELIVERY_SOURCES, defer);
   await signalProposal(env, row.runId, row.approvalSignal, proposalId);
   return serializeProposal((await proposalRow(env.DB, proposalId))!);
 }
@@ -428,6 +430,19 @@ export async function signalActionDelivery(env: Env, proposalId: string): Promis
   const row = await proposalRow(env.DB, proposalId);
   if (row && row.state !== "cancelled") await signalProposal(env, row.runId, row.deliverySignal, proposalId);
 }
+
+/**
+ * What a delivery's source adds to every attempt (inline or from the queue): an action's send-time
+ * gate, its proposal's end in the attempt's batch, and the run woken once that committed. Other
+ * sources (messages, handoffs, alerts) have none.
+ */
+export const DELIVERY_SOURCES: DeliverySource = {
+  finisher: async (env, delivery) => (delivery.sourceType === "action" ? finishActionDelivery(env, delivery) : []),
+  gate: (env, delivery) => actionDeliveryRefusal(env, delivery),
+  settled: async (env, delivery) => {
+    if (delivery.sourceType === "action") await signalActionDelivery(env, delivery.sourceId);
+  },
+};
 
 export async function listProposals(env: Env, actor: Actor, options: { state?: string; limit: number }) {
   const { results } = await env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND (?2 IS NULL OR state = ?2)

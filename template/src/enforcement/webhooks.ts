@@ -8,14 +8,22 @@
 // consumer died mid-attempt), the scheduled sweep puts every pending delivery overdue by more than
 // a minute back on the queue. Any number of messages for one delivery send it at most once per
 // attempt: an attempt first claims the delivery (a compare-and-set on next_attempt_at).
+//
+// Inline first attempts (issue 17 §2): an action's delivery is attempted right away by the host
+// that committed it (`deliverInline`, in waitUntil, off the response path), through the very
+// attemptDelivery the consumer calls; the queue carries only its retries. A lost inline attempt
+// (an isolate that died, a retry that could not be queued) is a pending row like any other: the
+// sweep puts it back on the queue, and the claim keeps it to one request per attempt.
+import { waitUntil } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { auditStatement, canonicalJson } from "../audit";
 import type { Actor } from "../auth";
 import { openPersonalData, sealPersonalData } from "../cases";
-import { AppError, conflict, notFound } from "../errors";
+import { AppError, conflict, errorCode, notFound } from "../errors";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
 import { allowLocalEgress, egressRefusal } from "../lib/egress";
 import { newId, sha256Hex } from "../lib/crypto";
+import { withDeadline } from "../lib/queue-work";
 
 /** Alerts the schedule raises (operations/alerts.ts), sent to the endpoint an installation's alert settings name. */
 export const ALERT_EVENT_TYPES = ["alert.sla_breached", "alert.delivery_dead", "alert.repair_spike", "alert.audit_verify_failed"] as const;
@@ -196,9 +204,11 @@ export async function deliveryStatement(
   return { id, statement };
 }
 
-/** Puts pending deliveries on the queue (after their rows are committed). */
-export async function enqueueDeliveries(env: Env, deliveryIds: string[]): Promise<void> {
-  if (deliveryIds.length > 0) await env.DELIVERIES.sendBatch(deliveryIds.map((deliveryId) => ({ body: { deliveryId } })));
+/** Puts pending deliveries on the queue (after their rows are committed), optionally after a delay. */
+export async function enqueueDeliveries(env: Env, deliveryIds: string[], delaySeconds?: number): Promise<void> {
+  if (deliveryIds.length === 0) return;
+  const delay = delaySeconds && delaySeconds > 0 ? { delaySeconds: Math.min(Math.ceil(delaySeconds), 43_200) } : {};
+  await env.DELIVERIES.sendBatch(deliveryIds.map((deliveryId) => ({ body: { deliveryId }, ...delay })));
 }
 
 interface DeliveryRow {
@@ -218,6 +228,34 @@ interface DeliveryRow {
 const DELIVERY_COLUMNS = `id, installation_id AS installationId, endpoint_id AS endpointId, event_type AS eventType, source_type AS sourceType,
   source_id AS sourceId, payload_sealed AS payloadSealed, state, attempts, next_attempt_at AS nextAttemptAt, created_at AS createdAt`;
 
+/** A delivery with its endpoint, in one read (the endpoint's columns prefixed `e_`; null when it is gone). */
+const DELIVERY_WITH_ENDPOINT = `SELECT d.id, d.installation_id AS installationId, d.endpoint_id AS endpointId, d.event_type AS eventType, d.source_type AS sourceType,
+  d.source_id AS sourceId, d.payload_sealed AS payloadSealed, d.state, d.attempts, d.next_attempt_at AS nextAttemptAt, d.created_at AS createdAt,
+  e.id AS e_id, e.url AS e_url, e.secret_sealed AS e_secretSealed, e.retry_base_seconds AS e_retryBaseSeconds, e.max_attempts AS e_maxAttempts, e.state AS e_state
+  FROM webhook_deliveries d LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.installation_id = d.installation_id WHERE d.id = ?1`;
+
+type DeliveryWithEndpoint = DeliveryRow & { e_id: string | null; e_url: string; e_secretSealed: string; e_retryBaseSeconds: number; e_maxAttempts: number; e_state: string };
+
+/** What the attempt needs of an endpoint. */
+export interface AttemptEndpoint {
+  id: string;
+  url: string;
+  secretSealed: string;
+  retryBaseSeconds: number;
+  maxAttempts: number;
+  state: string;
+}
+
+/** Which path made an attempt (webhook_attempts.via): the host right after the commit, or the queue. */
+export type AttemptVia = "inline" | "queue";
+
+/** What one request to the receiver came to. */
+export interface AttemptResult {
+  status: number | null;
+  error: string | null;
+  retryAfter: number | null;
+}
+
 /** Exponential backoff with full jitter around the endpoint's base: base·2^(n−1)·[0.5, 1.5), capped at 6 h. */
 export function backoffSeconds(baseSeconds: number, attempt: number, retryAfter: number | null): number {
   if (retryAfter !== null && Number.isFinite(retryAfter)) return Math.min(Math.max(Math.ceil(retryAfter), 0), MAX_BACKOFF_SECONDS);
@@ -225,7 +263,8 @@ export function backoffSeconds(baseSeconds: number, attempt: number, retryAfter:
   return Math.min(Math.round(exponential * (0.5 + Math.random())), MAX_BACKOFF_SECONDS);
 }
 
-export type DeliveryOutcome = { kind: "delivered" } | { kind: "retry"; delaySeconds: number } | { kind: "dead"; reason: string } | { kind: "skip" };
+/** A finished outcome names the delivery's source, so its caller can wake it. */
+export type DeliveryOutcome = { kind: "delivered"; sourceType: string; sourceId: string } | { kind: "retry"; delaySeconds: number } | { kind: "dead"; reason: string; sourceType: string; sourceId: string } | { kind: "skip" };
 
 /** Called once a delivery is finished (delivered or dead) so its source can move on. */
 export type DeliveryFinisher = (env: Env, delivery: { id: string; installationId: string; sourceType: string; sourceId: string; delivered: boolean; at: string }) => Promise<D1PreparedStatement[]>;
@@ -238,14 +277,49 @@ export type DeliveryFinisher = (env: Env, delivery: { id: string; installationId
 export type DeliveryGate = (env: Env, delivery: { id: string; installationId: string; sourceType: string; sourceId: string }) => Promise<string | null>;
 
 /**
- * One attempt at one delivery: wait until it is due (a backoff or a receiver's `retry-after` is
- * honoured whichever message arrives), claim it, sign per Standard Webhooks (`webhook-id` is the
- * delivery id, the same across retries), POST with a timeout, record the attempt with the
- * delivery's new state and next due time in one batch (plus what the finisher adds when it ends),
- * and say whether to retry. A message that loses the claim to another is skipped.
+ * The transport: one signed request for one attempt of one delivery (Standard Webhooks:
+ * `webhook-id` is the delivery id, the same across retries), with a timeout. It opens the
+ * endpoint's secret and the sealed payload only here, and says what the receiver answered; the
+ * caller records it. Another transport (e.g. a Mastodon connector) is another function of this shape.
  */
-export async function attemptDelivery(env: Env, deliveryId: string, finisher: DeliveryFinisher, gate?: DeliveryGate): Promise<DeliveryOutcome> {
-  const delivery = await env.DB.prepare(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE id = ?1`).bind(deliveryId).first<DeliveryRow>();
+export async function sendWebhookAttempt(env: Env, endpoint: AttemptEndpoint, delivery: { id: string; installationId: string; payloadSealed: string }, input: { started: number; timeoutMs: number }): Promise<AttemptResult> {
+  try {
+    const [{ secret }, payload] = await Promise.all([
+      openPersonalData<{ secret: string }>(env, delivery.installationId, `webhook_endpoint:${endpoint.id}`, endpoint.secretSealed),
+      openPersonalData<unknown>(env, delivery.installationId, `webhook_delivery:${delivery.id}`, delivery.payloadSealed),
+    ]);
+    const body = JSON.stringify(payload);
+    const signature = new Webhook(secret).sign(delivery.id, new Date(input.started), body);
+    const response = await fetch(endpoint.url, {
+      method: "POST",
+      redirect: "manual",
+      signal: AbortSignal.timeout(input.timeoutMs),
+      headers: {
+        "content-type": "application/json",
+        "user-agent": "SafestTools-Webhooks/1",
+        "webhook-id": delivery.id,
+        "webhook-timestamp": String(Math.floor(input.started / 1000)),
+        "webhook-signature": signature,
+      },
+      body,
+    });
+    const retryAfter = parseRetryAfter(response.headers.get("retry-after"), Date.now());
+    await response.body?.cancel();
+    return { status: response.status, error: null, retryAfter };
+  } catch (failure) {
+    return { status: null, error: failure instanceof Error && failure.name === "TimeoutError" ? "timeout" : "network_error", retryAfter: null };
+  }
+}
+
+/**
+ * One attempt at one delivery: wait until it is due (a backoff or a receiver's `retry-after` is
+ * honoured whichever message arrives), claim it, send it (sendWebhookAttempt), record the attempt
+ * — and which path made it, `via` — with the delivery's new state and next due time in one batch
+ * (plus what the finisher adds when it ends), and say whether to retry. An attempt that loses the
+ * claim to another is skipped. The consumer and the inline first attempt both come through here.
+ */
+export async function attemptDelivery(env: Env, deliveryId: string, finisher: DeliveryFinisher, gate?: DeliveryGate, via: AttemptVia = "queue"): Promise<DeliveryOutcome> {
+  const delivery = await env.DB.prepare(DELIVERY_WITH_ENDPOINT).bind(deliveryId).first<DeliveryWithEndpoint>();
   if (delivery?.state !== "pending") return { kind: "skip" };
   const due = delivery.nextAttemptAt === null ? 0 : Date.parse(delivery.nextAttemptAt);
   if (due > Date.now()) return { kind: "retry", delaySeconds: Math.max(1, Math.ceil((due - Date.now()) / 1000)) };
@@ -254,7 +328,9 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
     .bind(delivery.id, delivery.attempts, new Date(Date.now() + timeoutMs + CLAIM_MARGIN_MS).toISOString(), delivery.nextAttemptAt)
     .run();
   if (claim.meta.changes !== 1) return { kind: "skip" }; // another message holds this attempt
-  const endpoint = await getEndpointRow(env.DB, delivery.installationId, delivery.endpointId);
+  const endpoint: AttemptEndpoint | null = delivery.e_id
+    ? { id: delivery.e_id, url: delivery.e_url, secretSealed: delivery.e_secretSealed, retryBaseSeconds: delivery.e_retryBaseSeconds, maxAttempts: delivery.e_maxAttempts, state: delivery.e_state }
+    : null;
   const attempt = delivery.attempts + 1;
   const started = Date.now();
   const startedAt = new Date(started).toISOString();
@@ -270,30 +346,7 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
     // Checked again at delivery: a row written before the check existed, or under the local flag.
     error = "egress_refused";
   } else {
-    try {
-      const { secret } = await openPersonalData<{ secret: string }>(env, delivery.installationId, `webhook_endpoint:${endpoint.id}`, endpoint.secretSealed);
-      const payload = await openPersonalData<unknown>(env, delivery.installationId, `webhook_delivery:${delivery.id}`, delivery.payloadSealed);
-      const body = JSON.stringify(payload);
-      const signature = new Webhook(secret).sign(delivery.id, new Date(started), body);
-      const response = await fetch(endpoint.url, {
-        method: "POST",
-        redirect: "manual",
-        signal: AbortSignal.timeout(timeoutMs),
-        headers: {
-          "content-type": "application/json",
-          "user-agent": "SafestTools-Webhooks/1",
-          "webhook-id": delivery.id,
-          "webhook-timestamp": String(Math.floor(started / 1000)),
-          "webhook-signature": signature,
-        },
-        body,
-      });
-      status = response.status;
-      retryAfter = parseRetryAfter(response.headers.get("retry-after"), Date.now());
-      await response.body?.cancel();
-    } catch (failure) {
-      error = failure instanceof Error && failure.name === "TimeoutError" ? "timeout" : "network_error";
-    }
+    ({ status, error, retryAfter } = await sendWebhookAttempt(env, endpoint, delivery, { started, timeoutMs }));
   }
   const ok = status !== null && status >= 200 && status < 300;
   const gone = status === 410 || refused !== null || error === "endpoint_disabled" || error === "egress_refused";
@@ -305,7 +358,7 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
   const delaySeconds = state === "pending" ? backoffSeconds(endpoint!.retryBaseSeconds, attempt, status === 429 || status === 503 ? retryAfter : null) : 0;
   const nextAttemptAt = state === "pending" ? new Date(finishedAt + delaySeconds * 1000).toISOString() : null;
   const statements = [
-    env.DB.prepare(`INSERT OR IGNORE INTO webhook_attempts (id, delivery_id, attempt, status_code, error, duration_ms, started_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)`).bind(
+    env.DB.prepare(`INSERT OR IGNORE INTO webhook_attempts (id, delivery_id, attempt, status_code, error, duration_ms, started_at, via) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)`).bind(
       newId("att"),
       delivery.id,
       attempt,
@@ -313,6 +366,7 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
       errorText,
       Date.now() - started,
       startedAt,
+      via,
     ),
     env.DB.prepare(`UPDATE webhook_deliveries SET attempts = ?2, state = ?3, last_status = ?4, last_error = ?5, updated_at = ?6, next_attempt_at = ?8,
         delivered_at = CASE WHEN ?3 = 'delivered' THEN ?6 ELSE delivered_at END WHERE id = ?1 AND state = 'pending' AND attempts = ?7`).bind(delivery.id, attempt, state, status, errorText, at, delivery.attempts, nextAttemptAt),
@@ -348,9 +402,57 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
     statements.push(...(await finisher(env, { id: delivery.id, installationId: delivery.installationId, sourceType: delivery.sourceType, sourceId: delivery.sourceId, delivered: ok, at })));
   }
   await env.DB.batch(statements);
-  if (ok) return { kind: "delivered" };
-  if (exhausted) return { kind: "dead", reason: errorText ?? "failed" };
+  if (ok) return { kind: "delivered", sourceType: delivery.sourceType, sourceId: delivery.sourceId };
+  if (exhausted) return { kind: "dead", reason: errorText ?? "failed", sourceType: delivery.sourceType, sourceId: delivery.sourceId };
   return { kind: "retry", delaySeconds };
+}
+
+/** What a delivery's source adds to its attempts: the send-time gate, its statements when it ends, and what follows once they are committed (e.g. waking a run). */
+export interface DeliverySource {
+  finisher: DeliveryFinisher;
+  gate?: DeliveryGate;
+  settled?: (env: Env, delivery: { sourceType: string; sourceId: string }) => Promise<void>;
+}
+
+/** One inline attempt's bound: the longest request timeout (60 s) plus the claim margin, as the consumer's. */
+const INLINE_DEADLINE_MS = 150_000;
+/** An inline attempt that could not even be recorded is handed to the queue after this. */
+const INLINE_FAILURE_RETRY_SECONDS = 5;
+
+/**
+ * An attempt and what follows it, for both paths: the consumer acks or retries by its outcome;
+ * a finished delivery's source is settled (its run woken) once the attempt's batch committed.
+ */
+export async function runDeliveryAttempt(env: Env, deliveryId: string, source: DeliverySource, via: AttemptVia, deadlineMs = INLINE_DEADLINE_MS): Promise<DeliveryOutcome> {
+  const outcome = await withDeadline(attemptDelivery(env, deliveryId, source.finisher, source.gate, via), deadlineMs);
+  if ((outcome.kind === "delivered" || outcome.kind === "dead") && source.settled) await withDeadline(source.settled(env, outcome), deadlineMs);
+  return outcome;
+}
+
+/** The inline path: the first attempt now; a retry goes on the queue with its backoff; a failure to the queue, or else to the sweep. */
+async function inlineAttempt(env: Env, deliveryId: string, source: DeliverySource): Promise<void> {
+  try {
+    const outcome = await runDeliveryAttempt(env, deliveryId, source, "inline");
+    if (outcome.kind === "retry") await enqueueDeliveries(env, [deliveryId], outcome.delaySeconds);
+  } catch (error) {
+    console.error("delivery_inline_failed", errorCode(error));
+    // Still pending: the queue (or, if that fails too, the outbox sweep) takes it from here.
+    await enqueueDeliveries(env, [deliveryId], INLINE_FAILURE_RETRY_SECONDS).catch(() => undefined);
+  }
+}
+
+/** Starts work off the response path: the current invocation's waitUntil (of a request, or of the runtime capability's call in a run's step). */
+export type Defer = (start: () => Promise<unknown>) => void;
+const inWaitUntil: Defer = (start) => waitUntil(start());
+
+/**
+ * Makes the first attempt of freshly committed deliveries right away, from this host, off the
+ * response path. Call it after their rows are committed, instead of enqueueDeliveries. A `defer`
+ * that never starts the work (an isolate gone) leaves pending rows the outbox sweep recovers.
+ */
+export function deliverInline(env: Env, deliveryIds: readonly string[], source: DeliverySource, defer: Defer = inWaitUntil): void {
+  if (deliveryIds.length === 0) return;
+  defer(() => Promise.all(deliveryIds.map((id) => inlineAttempt(env, id, source))));
 }
 
 /**
@@ -394,7 +496,7 @@ export async function getDelivery(env: Env, actor: Actor, id: string) {
     .bind(actor.installationId, id)
     .first();
   if (!row) throw notFound("webhook_delivery");
-  const { results: history } = await env.DB.prepare(`SELECT attempt, status_code AS statusCode, error, duration_ms AS durationMs, started_at AS startedAt
+  const { results: history } = await env.DB.prepare(`SELECT attempt, status_code AS statusCode, error, duration_ms AS durationMs, started_at AS startedAt, via
     FROM webhook_attempts WHERE delivery_id = ?1 ORDER BY attempt`)
     .bind(id)
     .all();
