@@ -228,13 +228,7 @@ interface DeliveryRow {
 const DELIVERY_COLUMNS = `id, installation_id AS installationId, endpoint_id AS endpointId, event_type AS eventType, source_type AS sourceType,
   source_id AS sourceId, payload_sealed AS payloadSealed, state, attempts, next_attempt_at AS nextAttemptAt, created_at AS createdAt`;
 
-/** A delivery with its endpoint, in one read (the endpoint's columns prefixed `e_`; null when it is gone). */
-const DELIVERY_WITH_ENDPOINT = `SELECT d.id, d.installation_id AS installationId, d.endpoint_id AS endpointId, d.event_type AS eventType, d.source_type AS sourceType,
-  d.source_id AS sourceId, d.payload_sealed AS payloadSealed, d.state, d.attempts, d.next_attempt_at AS nextAttemptAt, d.created_at AS createdAt,
-  e.id AS e_id, e.url AS e_url, e.secret_sealed AS e_secretSealed, e.retry_base_seconds AS e_retryBaseSeconds, e.max_attempts AS e_maxAttempts, e.state AS e_state
-  FROM webhook_deliveries d LEFT JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.installation_id = d.installation_id WHERE d.id = ?1`;
-
-type DeliveryWithEndpoint = DeliveryRow & { e_id: string | null; e_url: string; e_secretSealed: string; e_retryBaseSeconds: number; e_maxAttempts: number; e_state: string };
+const ATTEMPT_ENDPOINT_COLUMNS = `e.id, e.url, e.secret_sealed AS secretSealed, e.retry_base_seconds AS retryBaseSeconds, e.max_attempts AS maxAttempts, e.state`;
 
 /** What the attempt needs of an endpoint. */
 export interface AttemptEndpoint {
@@ -270,11 +264,17 @@ export type DeliveryOutcome = { kind: "delivered"; sourceType: string; sourceId:
 export type DeliveryFinisher = (env: Env, delivery: { id: string; installationId: string; sourceType: string; sourceId: string; delivered: boolean; at: string }) => Promise<D1PreparedStatement[]>;
 
 /**
- * Asked at send time, after the claim and before any request: a reason its source no longer wants
- * the delivery sent (e.g. `source_cancelled`: the proposal was cancelled, or its run ended), or
- * null. A refused delivery ends as `dead` with that reason, without a request.
+ * Asked at send time, in the claim's own batch and before any request: a reason its source no
+ * longer wants the delivery sent (e.g. `source_cancelled`: the proposal was cancelled, or its run
+ * ended), or null. `statement` reads what the gate needs (the delivery's source by a subquery on
+ * its id, so it shares the claim's round trip); `refusal` decides from that read's first row, and
+ * may write (e.g. cancel a proposal left open). A refused delivery ends as `dead` with that
+ * reason, without a request.
  */
-export type DeliveryGate = (env: Env, delivery: { id: string; installationId: string; sourceType: string; sourceId: string }) => Promise<string | null>;
+export interface DeliveryGate {
+  statement: (db: D1Database, deliveryId: string) => D1PreparedStatement;
+  refusal: (env: Env, delivery: { id: string; installationId: string; sourceType: string; sourceId: string }, row: Record<string, unknown> | undefined) => Promise<string | null>;
+}
 
 /**
  * The transport: one signed request for one attempt of one delivery (Standard Webhooks:
@@ -319,25 +319,31 @@ export async function sendWebhookAttempt(env: Env, endpoint: AttemptEndpoint, de
  * claim to another is skipped. The consumer and the inline first attempt both come through here.
  */
 export async function attemptDelivery(env: Env, deliveryId: string, finisher: DeliveryFinisher, gate?: DeliveryGate, via: AttemptVia = "queue"): Promise<DeliveryOutcome> {
-  const delivery = await env.DB.prepare(DELIVERY_WITH_ENDPOINT).bind(deliveryId).first<DeliveryWithEndpoint>();
-  if (delivery?.state !== "pending") return { kind: "skip" };
-  const due = delivery.nextAttemptAt === null ? 0 : Date.parse(delivery.nextAttemptAt);
-  if (due > Date.now()) return { kind: "retry", delaySeconds: Math.max(1, Math.ceil((due - Date.now()) / 1000)) };
   const timeoutMs = requestTimeoutMs(env);
-  const claim = await env.DB.prepare(`UPDATE webhook_deliveries SET next_attempt_at = ?3 WHERE id = ?1 AND state = 'pending' AND attempts = ?2 AND next_attempt_at IS ?4`)
-    .bind(delivery.id, delivery.attempts, new Date(Date.now() + timeoutMs + CLAIM_MARGIN_MS).toISOString(), delivery.nextAttemptAt)
-    .run();
-  if (claim.meta.changes !== 1) return { kind: "skip" }; // another message holds this attempt
-  const endpoint: AttemptEndpoint | null = delivery.e_id
-    ? { id: delivery.e_id, url: delivery.e_url, secretSealed: delivery.e_secretSealed, retryBaseSeconds: delivery.e_retryBaseSeconds, maxAttempts: delivery.e_maxAttempts, state: delivery.e_state }
-    : null;
+  const now = new Date().toISOString();
+  // One round trip: claim the attempt if it is pending and due (a compare-and-set: a claimed
+  // attempt holds next_attempt_at in the future), read its endpoint, and what the gate needs.
+  const [claimed, endpointRead, gateRead] = await env.DB.batch<Record<string, unknown>>([
+    env.DB.prepare(`UPDATE webhook_deliveries SET next_attempt_at = ?2 WHERE id = ?1 AND state = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= ?3)
+      RETURNING ${DELIVERY_COLUMNS}`).bind(deliveryId, new Date(Date.now() + timeoutMs + CLAIM_MARGIN_MS).toISOString(), now),
+    env.DB.prepare(`SELECT ${ATTEMPT_ENDPOINT_COLUMNS} FROM webhook_endpoints e JOIN webhook_deliveries d ON d.endpoint_id = e.id AND d.installation_id = e.installation_id WHERE d.id = ?1`).bind(deliveryId),
+    ...(gate ? [gate.statement(env.DB, deliveryId)] : []),
+  ]);
+  const delivery = claimed!.results[0] as DeliveryRow | undefined;
+  if (!delivery) {
+    // Not claimed: finished, not yet due (a backoff, a receiver's retry-after, another attempt's lease), or lost to a racing claim.
+    const row = await env.DB.prepare(`SELECT state, next_attempt_at AS nextAttemptAt FROM webhook_deliveries WHERE id = ?1`).bind(deliveryId).first<{ state: string; nextAttemptAt: string | null }>();
+    const due = row?.state === "pending" && row.nextAttemptAt !== null ? Date.parse(row.nextAttemptAt) : 0;
+    return due > Date.now() ? { kind: "retry", delaySeconds: Math.max(1, Math.ceil((due - Date.now()) / 1000)) } : { kind: "skip" };
+  }
+  const endpoint = (endpointRead!.results[0] as AttemptEndpoint | undefined) ?? null;
   const attempt = delivery.attempts + 1;
   const started = Date.now();
   const startedAt = new Date(started).toISOString();
   let status: number | null = null;
   let error: string | null = null;
   let retryAfter: number | null = null;
-  const refused = gate ? await gate(env, delivery) : null;
+  const refused = gate ? await gate.refusal(env, delivery, gateRead?.results[0]) : null;
   if (refused) {
     error = refused;
   } else if (endpoint?.state !== "enabled") {
