@@ -35,13 +35,23 @@ function activeSuspensionStatement(db: D1Database, installationId: string, hashe
  * audited as `report.refused` naming the suspension, never the reporter), except the replay of a
  * report recorded before the suspension with the same Idempotency-Key.
  */
-export async function noticeSender(env: Env, actor: Actor, input: { source: string; reporterId: string | undefined; category: string; idempotencyKey: string | undefined; at: string }): Promise<NoticeSender> {
-  if (!input.reporterId) return { source: input.source, notifierHash: null, trustedFlaggerId: null };
+export async function noticeSender(
+  env: Env,
+  actor: Actor,
+  input: { source: string; reporterId: string | undefined; category: string; idempotencyKey: string | undefined; at: string },
+  /** Other reads of the caller, made in the same round trip; their results come back as `alongside`. */
+  alongside: D1PreparedStatement[] = [],
+): Promise<NoticeSender & { alongside: D1Result<Record<string, unknown>>[] }> {
+  if (!input.reporterId) {
+    const reads = alongside.length > 0 ? await env.DB.batch<Record<string, unknown>>(alongside) : [];
+    return { source: input.source, notifierHash: null, trustedFlaggerId: null, alongside: reads };
+  }
   const hashes = notifierHashes(env, actor.installationId, input.reporterId);
-  const [flagger, suspension, replay] = await env.DB.batch<Record<string, unknown>>([
+  const [flagger, suspension, replay, ...reads] = await env.DB.batch<Record<string, unknown>>([
     activeFlaggerStatement(env.DB, actor.installationId, hashes.all, input.category, input.at),
     activeSuspensionStatement(env.DB, actor.installationId, hashes.all, input.at),
     env.DB.prepare(`SELECT id FROM reports WHERE installation_id = ?1 AND idempotency_key = ?2`).bind(actor.installationId, input.idempotencyKey ?? null),
+    ...alongside,
   ]);
   const suspended = suspension!.results[0] as { id: string; endsAt: string } | undefined;
   if (suspended && replay!.results.length === 0) {
@@ -60,11 +70,11 @@ export async function noticeSender(env: Env, actor: Actor, input: { source: stri
     });
   }
   // A suspended notifier is refused whatever source the report states; a voluntary report has no notifier.
-  if (input.source === "voluntary") return { source: input.source, notifierHash: null, trustedFlaggerId: null };
+  if (input.source === "voluntary") return { source: input.source, notifierHash: null, trustedFlaggerId: null, alongside: reads };
   const match = flagger!.results[0] as { id: string } | undefined;
   // A registered flagger's notice in their area; a source the caller states otherwise is kept.
   const source = match && input.source === "notice" ? "trusted_flagger" : input.source;
-  return { source, notifierHash: hashes.current, trustedFlaggerId: match && source === "trusted_flagger" ? match.id : null };
+  return { source, notifierHash: hashes.current, trustedFlaggerId: match && source === "trusted_flagger" ? match.id : null, alongside: reads };
 }
 
 /** The notice's record for figures, in intake's batch: written only if the report `reportId` was. */

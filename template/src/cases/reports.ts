@@ -9,7 +9,7 @@ import { openPersonalData, sealPersonalData } from "./report-crypto";
 import { getReportRow, reportRowByKeyStatement, reportRowStatement, reportSummary, type ReportEvidence, type ReportPersonalData, type ReportRow } from "./reports-queries";
 import { normalizeCategory, POLICY_CATEGORIES, type PolicyCategory } from "./taxonomy";
 import { enabledTriggersStatement, fireTriggers, type TriggeredRun, type TriggerRow } from "./triggers";
-import { enqueueDeliveries, noticeReceiptStatements } from "../enforcement";
+import { enqueueDeliveries, NOTICE_SOURCES, noticeReceiptStatements, subscribedEndpointsStatement, type EndpointRow } from "../enforcement";
 import { noticeRecordStatement, noticeSender } from "./notifiers";
 
 export interface ReportInput {
@@ -51,7 +51,11 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
   const at = new Date().toISOString();
   // Notices (DSA Art. 16, 22, 23): a registered trusted flagger's notice becomes trusted_flagger; a
   // suspended notifier's is refused; the notifier is told of its receipt (in this batch).
-  const sender = await noticeSender(env, actor, { source: input.source ?? "notice", reporterId: input.reporter?.id, category: policyCategory, idempotencyKey, at });
+  // One round trip for every read intake makes before its batch: the sender's standing, and the
+  // endpoints a notice's receipt goes to (only when there will be a receipt: a notice whose notifier left an id or a contact).
+  const source = input.source ?? "notice";
+  const receiptWanted = NOTICE_SOURCES.includes(source) && Boolean(input.reporter?.id || input.reporter?.contact);
+  const sender = await noticeSender(env, actor, { source, reporterId: input.reporter?.id, category: policyCategory, idempotencyKey, at }, receiptWanted ? [subscribedEndpointsStatement(env.DB, actor.installationId, "message.send")] : []);
   const personal: ReportPersonalData = {
     reporter: input.reporter ?? null,
     description: input.description ?? null,
@@ -68,6 +72,7 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
     report: { id, source: sender.source, category: policyCategory, subject: { kind: input.subject.kind, id: input.subject.id }, createdAt: at },
     reporter: personal.reporter,
     actor: actor.audit,
+    ...(receiptWanted ? { endpoints: sender.alongside[0]!.results as unknown as EndpointRow[] } : {}),
   });
   const noticeRecord = noticeRecordStatement(env.DB, { installationId: actor.installationId, reportId: id, sender, category: policyCategory, at });
   // One round trip: the writes, then the report as stored (ours, or the first one with this
@@ -119,19 +124,22 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
       },
       { table: "reports", id },
     ),
-    // A case opened for a report that lost an Idempotency-Key race is not left behind empty.
-    env.DB.prepare(`DELETE FROM cases WHERE id = ?1 AND report_count = 0`).bind(caseId),
+    // A case opened for a report that lost an Idempotency-Key race is not left behind empty (without
+    // a key the report cannot lose: its case always has it).
+    ...(idempotencyKey ? [env.DB.prepare(`DELETE FROM cases WHERE id = ?1 AND report_count = 0`).bind(caseId)] : []),
     idempotencyKey ? reportRowByKeyStatement(env.DB, actor.installationId, idempotencyKey) : reportRowStatement(env.DB, actor.installationId, id),
     enabledTriggersStatement(env.DB, actor.installationId, "report.created"),
     // Written only if this report was (each is guarded on it).
     ...(noticeRecord ? [noticeRecord] : []),
     ...receipt.statements,
   ]);
-  const row = results[5]!.results[0] as ReportRow | undefined;
-  const triggers = results[6]!.results as unknown as TriggerRow[];
+  const reads = idempotencyKey ? 5 : 4;
+  const row = results[reads]!.results[0] as ReportRow | undefined;
+  const triggers = results[reads + 1]!.results as unknown as TriggerRow[];
   if (!row) throw new AppError("report.intake_failed", "The report could not be recorded; retry.", { status: 503, retryable: true });
   if (row.id !== id) return replay(env, ctx, actor, row, requestDigest, triggers);
-  await enqueueDeliveries(env, receipt.deliveryIds);
+  // The receipt's deliveries are committed (the outbox): waking the queue need not hold the answer.
+  if (receipt.deliveryIds.length > 0) ctx.waitUntil(enqueueDeliveries(env, receipt.deliveryIds).catch(() => undefined));
   const summary = reportSummary(row);
   const runs = await fireTriggers(env, ctx, actor, { event: "report.created", report: summary, subjectKey: summary.id, triggers });
   return { report: summary, runs, replayed: false };

@@ -167,14 +167,17 @@ export async function setEndpointState(env: Env, actor: Actor, id: string, state
   return serializeEndpoint((await getEndpointRow(env.DB, actor.installationId, id))!);
 }
 
-/** Enabled endpoints of the installation that subscribe to `eventType`. Host-internal. */
-export async function subscribedEndpoints(db: D1Database, installationId: string, eventType: string): Promise<EndpointRow[]> {
-  const { results } = await db
+/** Enabled endpoints of the installation that subscribe to `eventType`, as a statement for the caller's batch of reads. Host-internal. */
+export function subscribedEndpointsStatement(db: D1Database, installationId: string, eventType: string): D1PreparedStatement {
+  return db
     .prepare(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints w
     WHERE installation_id = ?1 AND state = 'enabled' AND EXISTS (SELECT 1 FROM json_each(w.event_types_json) WHERE value = ?2) ORDER BY created_at`)
-    .bind(installationId, eventType)
-    .all<EndpointRow>();
-  return results;
+    .bind(installationId, eventType);
+}
+
+/** Enabled endpoints of the installation that subscribe to `eventType`. Host-internal. */
+export async function subscribedEndpoints(db: D1Database, installationId: string, eventType: string): Promise<EndpointRow[]> {
+  return (await subscribedEndpointsStatement(db, installationId, eventType).all<EndpointRow>()).results;
 }
 
 export interface NewDelivery {
