@@ -7,7 +7,8 @@ import { AppError, conflict, notFound } from "../errors";
 import { sha256Hex } from "../lib/crypto";
 import type { RowGuard } from "../lib/d1";
 import { evaluateInputMapping, signalRun, TERMINAL_RUN_STATES, type ActionProgress, type AuthorizedRun, type ExpressionContext, type WaitResult, type WorkflowNodeV1 } from "../workflows";
-import { deliverInline, deliveryStatement, type Defer, type DeliverySource } from "./webhooks";
+import { deliverInline, type Defer, type DeliverySource } from "./delivery-inline";
+import { deliveryStatement } from "./webhooks";
 import { reviewerAuditId } from "../lib/person-keys";
 import { TYPE_COLUMNS, type ActionTypeRow } from "./action-types";
 

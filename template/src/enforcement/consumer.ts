@@ -6,7 +6,7 @@
 import { errorCode } from "../errors";
 import { forEachBounded } from "../lib/queue-work";
 import { DELIVERY_SOURCES } from "./actions";
-import { runDeliveryAttempt } from "./webhooks";
+import { runDeliveryAttempt } from "./delivery-inline";
 
 /** Deliveries attempted at once (each is one webhook request, with its own timeout). */
 const DELIVERY_PARALLEL = 4;

@@ -9,21 +9,18 @@
 // a minute back on the queue. Any number of messages for one delivery send it at most once per
 // attempt: an attempt first claims the delivery (a compare-and-set on next_attempt_at).
 //
-// Inline first attempts (issue 17 §2): an action's delivery is attempted right away by the host
-// that committed it (`deliverInline`, in waitUntil, off the response path), through the very
-// attemptDelivery the consumer calls; the queue carries only its retries. A lost inline attempt
-// (an isolate that died, a retry that could not be queued) is a pending row like any other: the
-// sweep puts it back on the queue, and the claim keeps it to one request per attempt.
-import { waitUntil } from "cloudflare:workers";
-import { Webhook } from "standardwebhooks";
+// Inline first attempts (issue 17 §2, delivery-inline.ts) come through the same attemptDelivery;
+// the transport, one signed request per attempt, is webhook-send.ts.
 import { auditStatement, canonicalJson } from "../audit";
 import type { Actor } from "../auth";
 import { openPersonalData, sealPersonalData } from "../cases";
-import { AppError, conflict, errorCode, notFound } from "../errors";
+import { AppError, conflict, notFound } from "../errors";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
 import { allowLocalEgress, egressRefusal } from "../lib/egress";
 import { newId, sha256Hex } from "../lib/crypto";
-import { withDeadline } from "../lib/queue-work";
+import { sendWebhookAttempt, type AttemptEndpoint } from "./webhook-send";
+
+export { parseRetryAfter, sendWebhookAttempt, type AttemptEndpoint, type AttemptResult } from "./webhook-send";
 
 /** Alerts the schedule raises (operations/alerts.ts), sent to the endpoint an installation's alert settings name. */
 export const ALERT_EVENT_TYPES = ["alert.sla_breached", "alert.delivery_dead", "alert.repair_spike", "alert.audit_verify_failed"] as const;
@@ -41,15 +38,6 @@ const CLAIM_MARGIN_MS = 60_000;
 function requestTimeoutMs(env: Env): number {
   const configured = Number((env as { WEBHOOK_TIMEOUT_SECONDS?: string }).WEBHOOK_TIMEOUT_SECONDS);
   return (Number.isFinite(configured) && configured >= 1 && configured <= 60 ? configured : DEFAULT_TIMEOUT_SECONDS) * 1000;
-}
-
-/** `retry-after` as seconds: delta-seconds or an HTTP-date (RFC 9110 §10.2.3); anything else is ignored. */
-export function parseRetryAfter(value: string | null, now: number): number | null {
-  if (value === null) return null;
-  const text = value.trim();
-  if (/^\d{1,10}$/u.test(text)) return Number(text);
-  const date = Date.parse(text);
-  return Number.isNaN(date) ? null : Math.max(0, (date - now) / 1000);
 }
 
 export interface EndpointRow {
@@ -231,27 +219,10 @@ interface DeliveryRow {
 const DELIVERY_COLUMNS = `id, installation_id AS installationId, endpoint_id AS endpointId, event_type AS eventType, source_type AS sourceType,
   source_id AS sourceId, payload_sealed AS payloadSealed, state, attempts, next_attempt_at AS nextAttemptAt, created_at AS createdAt`;
 
-const ATTEMPT_ENDPOINT_COLUMNS = `e.id, e.url, e.secret_sealed AS secretSealed, e.retry_base_seconds AS retryBaseSeconds, e.max_attempts AS maxAttempts, e.state`;
-
-/** What the attempt needs of an endpoint. */
-export interface AttemptEndpoint {
-  id: string;
-  url: string;
-  secretSealed: string;
-  retryBaseSeconds: number;
-  maxAttempts: number;
-  state: string;
-}
-
 /** Which path made an attempt (webhook_attempts.via): the host right after the commit, or the queue. */
 export type AttemptVia = "inline" | "queue";
 
-/** What one request to the receiver came to. */
-export interface AttemptResult {
-  status: number | null;
-  error: string | null;
-  retryAfter: number | null;
-}
+const ATTEMPT_ENDPOINT_COLUMNS = `e.id, e.url, e.secret_sealed AS secretSealed, e.retry_base_seconds AS retryBaseSeconds, e.max_attempts AS maxAttempts, e.state`;
 
 /** Exponential backoff with full jitter around the endpoint's base: base·2^(n−1)·[0.5, 1.5), capped at 6 h. */
 export function backoffSeconds(baseSeconds: number, attempt: number, retryAfter: number | null): number {
@@ -277,41 +248,6 @@ export type DeliveryFinisher = (env: Env, delivery: { id: string; installationId
 export interface DeliveryGate {
   statement: (db: D1Database, deliveryId: string) => D1PreparedStatement;
   refusal: (env: Env, delivery: { id: string; installationId: string; sourceType: string; sourceId: string }, row: Record<string, unknown> | undefined) => Promise<string | null>;
-}
-
-/**
- * The transport: one signed request for one attempt of one delivery (Standard Webhooks:
- * `webhook-id` is the delivery id, the same across retries), with a timeout. It opens the
- * endpoint's secret and the sealed payload only here, and says what the receiver answered; the
- * caller records it. Another transport (e.g. a Mastodon connector) is another function of this shape.
- */
-export async function sendWebhookAttempt(env: Env, endpoint: AttemptEndpoint, delivery: { id: string; installationId: string; payloadSealed: string }, input: { started: number; timeoutMs: number }): Promise<AttemptResult> {
-  try {
-    const [{ secret }, payload] = await Promise.all([
-      openPersonalData<{ secret: string }>(env, delivery.installationId, `webhook_endpoint:${endpoint.id}`, endpoint.secretSealed),
-      openPersonalData<unknown>(env, delivery.installationId, `webhook_delivery:${delivery.id}`, delivery.payloadSealed),
-    ]);
-    const body = JSON.stringify(payload);
-    const signature = new Webhook(secret).sign(delivery.id, new Date(input.started), body);
-    const response = await fetch(endpoint.url, {
-      method: "POST",
-      redirect: "manual",
-      signal: AbortSignal.timeout(input.timeoutMs),
-      headers: {
-        "content-type": "application/json",
-        "user-agent": "SafestTools-Webhooks/1",
-        "webhook-id": delivery.id,
-        "webhook-timestamp": String(Math.floor(input.started / 1000)),
-        "webhook-signature": signature,
-      },
-      body,
-    });
-    const retryAfter = parseRetryAfter(response.headers.get("retry-after"), Date.now());
-    await response.body?.cancel();
-    return { status: response.status, error: null, retryAfter };
-  } catch (failure) {
-    return { status: null, error: failure instanceof Error && failure.name === "TimeoutError" ? "timeout" : "network_error", retryAfter: null };
-  }
 }
 
 /**
@@ -414,54 +350,6 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
   if (ok) return { kind: "delivered", sourceType: delivery.sourceType, sourceId: delivery.sourceId };
   if (exhausted) return { kind: "dead", reason: errorText ?? "failed", sourceType: delivery.sourceType, sourceId: delivery.sourceId };
   return { kind: "retry", delaySeconds };
-}
-
-/** What a delivery's source adds to its attempts: the send-time gate, its statements when it ends, and what follows once they are committed (e.g. waking a run). */
-export interface DeliverySource {
-  finisher: DeliveryFinisher;
-  gate?: DeliveryGate;
-  settled?: (env: Env, delivery: { sourceType: string; sourceId: string }) => Promise<void>;
-}
-
-/** One inline attempt's bound: the longest request timeout (60 s) plus the claim margin, as the consumer's. */
-const INLINE_DEADLINE_MS = 150_000;
-/** An inline attempt that could not even be recorded is handed to the queue after this. */
-const INLINE_FAILURE_RETRY_SECONDS = 5;
-
-/**
- * An attempt and what follows it, for both paths: the consumer acks or retries by its outcome;
- * a finished delivery's source is settled (its run woken) once the attempt's batch committed.
- */
-export async function runDeliveryAttempt(env: Env, deliveryId: string, source: DeliverySource, via: AttemptVia, deadlineMs = INLINE_DEADLINE_MS): Promise<DeliveryOutcome> {
-  const outcome = await withDeadline(attemptDelivery(env, deliveryId, source.finisher, source.gate, via), deadlineMs);
-  if ((outcome.kind === "delivered" || outcome.kind === "dead") && source.settled) await withDeadline(source.settled(env, outcome), deadlineMs);
-  return outcome;
-}
-
-/** The inline path: the first attempt now; a retry goes on the queue with its backoff; a failure to the queue, or else to the sweep. */
-async function inlineAttempt(env: Env, deliveryId: string, source: DeliverySource): Promise<void> {
-  try {
-    const outcome = await runDeliveryAttempt(env, deliveryId, source, "inline");
-    if (outcome.kind === "retry") await enqueueDeliveries(env, [deliveryId], outcome.delaySeconds);
-  } catch (error) {
-    console.error("delivery_inline_failed", errorCode(error));
-    // Still pending: the queue (or, if that fails too, the outbox sweep) takes it from here.
-    await enqueueDeliveries(env, [deliveryId], INLINE_FAILURE_RETRY_SECONDS).catch(() => undefined);
-  }
-}
-
-/** Starts work off the response path: the current invocation's waitUntil (of a request, or of the runtime capability's call in a run's step). */
-export type Defer = (start: () => Promise<unknown>) => void;
-const inWaitUntil: Defer = (start) => waitUntil(start());
-
-/**
- * Makes the first attempt of freshly committed deliveries right away, from this host, off the
- * response path. Call it after their rows are committed, instead of enqueueDeliveries. A `defer`
- * that never starts the work (an isolate gone) leaves pending rows the outbox sweep recovers.
- */
-export function deliverInline(env: Env, deliveryIds: readonly string[], source: DeliverySource, defer: Defer = inWaitUntil): void {
-  if (deliveryIds.length === 0) return;
-  defer(() => Promise.all(deliveryIds.map((id) => inlineAttempt(env, id, source))));
 }
 
 /**
