@@ -163,6 +163,12 @@ export function subscribedEndpointsStatement(db: D1Database, installationId: str
     .bind(installationId, eventType);
 }
 
+/** SQL for the ids of the enabled endpoints subscribed to an event type, comma-joined in creation order (NULL when none), over the given parameters. */
+export function subscribedEndpointIdsSql(installation: string, eventType: string): string {
+  return `(SELECT group_concat(id, ',') FROM (SELECT id FROM webhook_endpoints w
+    WHERE installation_id = ${installation} AND state = 'enabled' AND EXISTS (SELECT 1 FROM json_each(w.event_types_json) WHERE value = ${eventType}) ORDER BY created_at))`;
+}
+
 /** Enabled endpoints of the installation that subscribe to `eventType`. Host-internal. */
 export async function subscribedEndpoints(db: D1Database, installationId: string, eventType: string): Promise<EndpointRow[]> {
   return (await subscribedEndpointsStatement(db, installationId, eventType).all<EndpointRow>()).results;
