@@ -26,7 +26,7 @@
 //
 // The Worker's schedule runs as under `npm start`: scripts/local-cron.mjs calls its scheduled
 // handler every minute for the whole bench. BENCH_ONLY=audit,queue,backtests,tdb,treport,… runs only those sections
-// (runtime, context, expressions, components, content, actions, intake, queue, audit, sweeps, backup, metrics, repair) — for working on one of them.
+// (runtime, context, expressions, components, content, actions, intake, load, queue, audit, sweeps, backup, metrics, repair) — for working on one of them.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
