@@ -26,7 +26,7 @@
 //
 // The Worker's schedule runs as under `npm start`: scripts/local-cron.mjs calls its scheduled
 // handler every minute for the whole bench. BENCH_ONLY=audit,queue,backtests,tdb,treport,… runs only those sections
-// (runtime, fused, context, expressions, components, content, actions, intake, queue, audit, sweeps, backup, metrics, repair, start) — for working on one of them.
+// (runtime, fused, context, expressions, components, content, actions, intake, load, queue, audit, sweeps, backup, metrics, repair, start) — for working on one of them.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
@@ -48,6 +48,7 @@ import { contextLines, sectionContext } from "../bench/sections/context.mjs";
 import { expressionLines, sectionExpressions } from "../bench/sections/expressions.mjs";
 import { fusedLines, sectionFused } from "../bench/sections/fused.mjs";
 import { intakeLines, sectionIntake } from "../bench/sections/intake.mjs";
+import { loadLines, sectionLoad } from "../bench/sections/load.mjs";
 import { client, deadline, edge, log, OVERALL_BUDGET_MS, publish, remaining, results, round, server, sleep, startedAt, timedClient } from "../bench/sections/lib.mjs";
 import { metricsLines, sectionMetrics } from "../bench/sections/metrics.mjs";
 import { queueLines, sectionQueueListing } from "../bench/sections/queue.mjs";
@@ -294,6 +295,7 @@ function report() {
     ...contentLines(),
     ...actionLines(),
     ...intakeLines(),
+    ...loadLines(),
     ...queueLines(),
     ...auditLines(),
     ...sweepLines(),
@@ -360,6 +362,7 @@ async function main() {
     "bench-trivial",
   );
   if (runs("intake")) await sectionIntake(api, timed, adminToken, casesKey, cases.id, trivial.id);
+  if (runs("load")) await sectionLoad(api, timed, adminToken, base);
   if (runs("queue")) await sectionQueueListing(api, timed, adminToken, casesKey, cases.id, trivial.id);
   if (runs("audit")) await sectionAuditVerify(api, timed, adminToken);
   if (runs("sweeps")) await sectionSweeps(api, base, adminToken, trivial.id);

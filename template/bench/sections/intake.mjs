@@ -13,6 +13,9 @@ const INTAKE_PROFILE_ROUNDS = 200; // profile: each part of intake, in the Worke
 const HTTP_FLOOR_REQUESTS = 1_000; // profile: GET / (no D1, no auth) at INTAKE_CONCURRENCY
 const D1_ROUND_TRIPS = 2_000; // profile: sequential SELECT 1 through the D1 binding
 
+/** Issue 17 §3: intake throughput over the HTTP floor of the same Worker (it replaces an absolute reports/s target, which measured the machine as much as the code). */
+const TARGET_INTAKE_OVER_FLOOR = 0.4;
+
 const INTAKE_CATEGORIES = ["scams_and_fraud", "STATEMENT_CATEGORY_ILLEGAL_OR_HARMFUL_SPEECH", "app.bsky.moderation.defs#reasonSpam", "cyber_violence", "protection_of_minors"];
 
 /**
@@ -49,6 +52,8 @@ function reportBody(tag, index) {
 }
 
 export async function sectionIntake(api, timed, adminToken, key, installationId, versionId) {
+  delete TARGETS.intakeReportsPerSecond; // replaced by the ratio to the floor
+  TARGETS.intakeOverFloor ??= TARGET_INTAKE_OVER_FLOOR;
   log("intake: queue, a trigger that never matches, a reports:write key");
   await api("/api/v1/queues", { body: { name: "bench-intake", slaSeconds: 3_600, priority: 5 }, key });
   // Evaluated for every report (CEL over the report summary) but never true for these bodies.
@@ -126,6 +131,7 @@ export async function sectionIntake(api, timed, adminToken, key, installationId,
     intakeSerialClientMsP50: latency(serial, "clientMs").p50,
     intakeSerialReportsPerSecond: round(1000 / mean(serial.map((sample_) => sample_.clientMs)), 1),
     httpFloorRequestsPerSecond: round(HTTP_FLOOR_REQUESTS / floorS, 1),
+    intakeOverFloor: round(results.intakeReportsPerSecond / (HTTP_FLOOR_REQUESTS / floorS), 2),
     httpFloorCpuMsPerRequest: floorCpu.perUnit,
     intakePartsMs: {
       d1RoundTrip: round(parts.d1PingMs, 3),
@@ -150,7 +156,7 @@ export function intakeLines() {
   const lines = [];
   if (results.intakeReportsPerSecond !== undefined)
     lines.push(
-      `report intake:    ${results.intakeReportsPerSecond} reports/s  (target ≥ ${TARGETS.intakeReportsPerSecond}) ${atLeast(results.intakeReportsPerSecond, TARGETS.intakeReportsPerSecond)}  (${results.intakeReports} reports of ${results.intakeRequestBytes} B, personal data sealed, one non-matching trigger, ${results.intakeConcurrency} in flight, ${results.intakeWallS} s)`,
+      `report intake:    ${results.intakeReportsPerSecond} reports/s${results.intakeOverFloor === undefined ? "" : `, ${results.intakeOverFloor} of the HTTP floor (target ≥ ${TARGET_INTAKE_OVER_FLOOR}) ${atLeast(results.intakeOverFloor, TARGET_INTAKE_OVER_FLOOR)}`}  (${results.intakeReports} reports of ${results.intakeRequestBytes} B, personal data sealed, one non-matching trigger, ${results.intakeConcurrency} in flight, ${results.intakeWallS} s)`,
       `intake latency:   server p50 ${results.intakeServerMsP50} ms, p95 ${results.intakeServerMsP95} ms (Server-Timing, under load); client round trip p50 ${results.intakeClientMsP50} ms, p95 ${results.intakeClientMsP95} ms`,
       `intake CPU:       ms per report by process: ${describeCpu(results.intakeCpuMsPerReport)}; other processes on the machine ${results.intakeOtherProcessesCpuMsPerReport} ms (${results.intakeOtherProcessesPercent}% of its ${cpus().length} cores); machine ${results.intakeMachineBusyPercent}% busy; busiest thread, % of one core: ${Object.entries(
         results.intakeBusiestThreadPercent ?? {},

@@ -9,7 +9,7 @@ import { AppError, conflict, notFound } from "../errors";
 import { newId, sha256Hex } from "../lib/crypto";
 import { notifierHashes } from "./notifier-keys";
 import { openPersonalData, sealPersonalData } from "./report-crypto";
-import { activeFlaggerStatement } from "./trusted-flaggers";
+import { activeFlaggerCondition, activeFlaggerStatement } from "./trusted-flaggers";
 
 /** What intake makes of a report's sender. */
 export interface NoticeSender {
@@ -35,13 +35,23 @@ function activeSuspensionStatement(db: D1Database, installationId: string, hashe
  * audited as `report.refused` naming the suspension, never the reporter), except the replay of a
  * report recorded before the suspension with the same Idempotency-Key.
  */
-export async function noticeSender(env: Env, actor: Actor, input: { source: string; reporterId: string | undefined; category: string; idempotencyKey: string | undefined; at: string }): Promise<NoticeSender> {
-  if (!input.reporterId) return { source: input.source, notifierHash: null, trustedFlaggerId: null };
+export async function noticeSender(
+  env: Env,
+  actor: Actor,
+  input: { source: string; reporterId: string | undefined; category: string; idempotencyKey: string | undefined; at: string },
+  /** Other reads of the caller, made in the same round trip; their results come back as `alongside`. */
+  alongside: D1PreparedStatement[] = [],
+): Promise<NoticeSender & { alongside: D1Result<Record<string, unknown>>[] }> {
+  if (!input.reporterId) {
+    const reads = alongside.length > 0 ? await env.DB.batch<Record<string, unknown>>(alongside) : [];
+    return { source: input.source, notifierHash: null, trustedFlaggerId: null, alongside: reads };
+  }
   const hashes = notifierHashes(env, actor.installationId, input.reporterId);
-  const [flagger, suspension, replay] = await env.DB.batch<Record<string, unknown>>([
+  const [flagger, suspension, replay, ...reads] = await env.DB.batch<Record<string, unknown>>([
     activeFlaggerStatement(env.DB, actor.installationId, hashes.all, input.category, input.at),
     activeSuspensionStatement(env.DB, actor.installationId, hashes.all, input.at),
     env.DB.prepare(`SELECT id FROM reports WHERE installation_id = ?1 AND idempotency_key = ?2`).bind(actor.installationId, input.idempotencyKey ?? null),
+    ...alongside,
   ]);
   const suspended = suspension!.results[0] as { id: string; endsAt: string } | undefined;
   if (suspended && replay!.results.length === 0) {
@@ -60,11 +70,53 @@ export async function noticeSender(env: Env, actor: Actor, input: { source: stri
     });
   }
   // A suspended notifier is refused whatever source the report states; a voluntary report has no notifier.
-  if (input.source === "voluntary") return { source: input.source, notifierHash: null, trustedFlaggerId: null };
+  if (input.source === "voluntary") return { source: input.source, notifierHash: null, trustedFlaggerId: null, alongside: reads };
   const match = flagger!.results[0] as { id: string } | undefined;
   // A registered flagger's notice in their area; a source the caller states otherwise is kept.
   const source = match && input.source === "notice" ? "trusted_flagger" : input.source;
-  return { source, notifierHash: hashes.current, trustedFlaggerId: match && source === "trusted_flagger" ? match.id : null };
+  return { source, notifierHash: hashes.current, trustedFlaggerId: match && source === "trusted_flagger" ? match.id : null, alongside: reads };
+}
+
+/**
+ * What intake may assume of a sender without reading first — neither suspended nor a registered
+ * flagger in this area — and the SQL condition (for its report insert, parameters from
+ * `firstParam`) that holds exactly when that is so. The insert then writes the report only when
+ * the assumption holds, so the sender's standing is checked in the batch itself; when it does not
+ * hold, nothing is written and intake takes the way through noticeSender.
+ */
+export function assumedSender(
+  env: Env,
+  installationId: string,
+  input: { source: string; reporterId: string | undefined; category: string; at: string },
+  firstParam: number,
+): { sender: NoticeSender; condition: { sql: string; binds: (string | null)[] } } {
+  if (!input.reporterId) return { sender: { source: input.source, notifierHash: null, trustedFlaggerId: null }, condition: { sql: "", binds: [] } };
+  const hashes = notifierHashes(env, installationId, input.reporterId);
+  const p = (offset: number) => `?${firstParam + offset}`;
+  // ?+0 installation, ?+1 hashes, ?+2 at (and ?+3 category for a notice): the conditions of activeSuspensionStatement and activeFlaggerStatement.
+  const conditions = [
+    `NOT EXISTS (SELECT 1 FROM notifier_sanctions WHERE installation_id = ${p(0)} AND notifier_hash IN (SELECT value FROM json_each(${p(1)})) AND kind = 'suspension' AND lifted_at IS NULL AND starts_at <= ${p(2)} AND ends_at > ${p(2)})`,
+  ];
+  const binds: (string | null)[] = [installationId, JSON.stringify(hashes.all), input.at];
+  // A match would make a notice trusted_flagger, and name the flagger of a notice stated as one.
+  if (input.source === "notice" || input.source === "trusted_flagger") {
+    conditions.push(`NOT EXISTS (${activeFlaggerCondition(p(0), p(1), p(3), p(2))})`);
+    binds.push(input.category);
+  }
+  const condition = { sql: conditions.join(" AND "), binds };
+  if (input.source === "voluntary") return { sender: { source: input.source, notifierHash: null, trustedFlaggerId: null }, condition };
+  return { sender: { source: input.source, notifierHash: hashes.current, trustedFlaggerId: null }, condition };
+}
+
+/**
+ * Whether intake may assume its senders (assumedSender) in this installation: it has no trusted
+ * flagger and no open suspension. One read, for intake's batch of reads.
+ */
+export function plainSendersStatement(db: D1Database, installationId: string): D1PreparedStatement {
+  return db
+    .prepare(`SELECT NOT EXISTS (SELECT 1 FROM trusted_flaggers WHERE installation_id = ?1)
+      AND NOT EXISTS (SELECT 1 FROM notifier_sanctions WHERE installation_id = ?1 AND kind = 'suspension' AND lifted_at IS NULL) AS plain`)
+    .bind(installationId);
 }
 
 /** The notice's record for figures, in intake's batch: written only if the report `reportId` was. */

@@ -9,8 +9,8 @@ import { openPersonalData, sealPersonalData } from "./report-crypto";
 import { getReportRow, reportRowByKeyStatement, reportRowStatement, reportSummary, type ReportEvidence, type ReportPersonalData, type ReportRow } from "./reports-queries";
 import { normalizeCategory, POLICY_CATEGORIES, type PolicyCategory } from "./taxonomy";
 import { enabledTriggersStatement, fireTriggers, type TriggeredRun, type TriggerRow } from "./triggers";
-import { enqueueDeliveries, noticeReceiptStatements } from "../enforcement";
-import { noticeRecordStatement, noticeSender } from "./notifiers";
+import { enqueueDeliveries, NOTICE_SOURCES, noticeReceiptStatements, subscribedEndpointIdsSql, subscribedEndpointsStatement, type EndpointRow } from "../enforcement";
+import { assumedSender, noticeRecordStatement, noticeSender, plainSendersStatement, type NoticeSender } from "./notifiers";
 
 export interface ReportInput {
   subject: { kind: string; id: string; url?: string; snapshot?: unknown; ownerId?: string };
@@ -40,6 +40,23 @@ function category(input: string): PolicyCategory {
 }
 
 /**
+ * What intake last read of an installation's senders and receipt endpoints: whether it has no
+ * trusted flagger and no open suspension (`plain`), and its message.send endpoints. While fresh,
+ * intake assumes them and its batch checks the assumption (one round trip); a stale assumption
+ * writes nothing and intake reads first (two round trips), refreshing this.
+ */
+const senderContexts = new Map<string, { plain: boolean; endpointIds: string[]; until: number }>();
+const SENDER_CONTEXT_TTL_MS = 30_000;
+
+interface Sender {
+  sender: NoticeSender;
+  /** The receipt's endpoints as intake assumes or read them. */
+  endpoints: EndpointRow[];
+  /** When assumed: the condition the report insert is written under (from parameter ?17). */
+  condition?: { sql: string; binds: (string | null)[] };
+}
+
+/**
  * Records a report. A repeat with the same Idempotency-Key returns the first report (and finishes
  * any trigger run whose dispatch had failed); the same key with another body is a 409.
  */
@@ -50,8 +67,11 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
   const caseId = newId("case");
   const at = new Date().toISOString();
   // Notices (DSA Art. 16, 22, 23): a registered trusted flagger's notice becomes trusted_flagger; a
-  // suspended notifier's is refused; the notifier is told of its receipt (in this batch).
-  const sender = await noticeSender(env, actor, { source: input.source ?? "notice", reporterId: input.reporter?.id, category: policyCategory, idempotencyKey, at });
+  // suspended notifier's is refused; the notifier is told of its receipt (in this batch), when the
+  // report is a notice whose notifier left an id or a contact.
+  const source = input.source ?? "notice";
+  const receiptWanted = NOTICE_SOURCES.includes(source) && Boolean(input.reporter?.id || input.reporter?.contact);
+  const senderInput = { source, reporterId: input.reporter?.id, category: policyCategory, at };
   const personal: ReportPersonalData = {
     reporter: input.reporter ?? null,
     description: input.description ?? null,
@@ -62,16 +82,71 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
     locale: input.locale ?? null,
   };
   const { sealed, dataKeyId } = await sealPersonalData(env, actor.installationId, `report:${id}`, personal);
+  const known = senderContexts.get(actor.installationId);
+  if (known && known.plain && known.until > Date.now()) {
+    // One round trip: the sender assumed (neither suspended nor a flagger) and the endpoints as last read, checked by the insert.
+    const assumed = assumedSender(env, actor.installationId, senderInput, 17);
+    const endpointIds = receiptWanted ? known.endpointIds : null;
+    const condition = receiptWanted
+      ? {
+          sql: [assumed.condition.sql, `${subscribedEndpointIdsSql(`?${17 + assumed.condition.binds.length}`, `'message.send'`)} IS ?${18 + assumed.condition.binds.length}`].filter(Boolean).join(" AND "),
+          binds: [...assumed.condition.binds, actor.installationId, endpointIds!.length > 0 ? endpointIds!.join(",") : null],
+        }
+      : assumed.condition;
+    const outcome = await recordReport(
+      env,
+      ctx,
+      actor,
+      input,
+      { id, caseId, at, idempotencyKey, requestDigest, policyCategory, personal, sealed, dataKeyId },
+      { sender: assumed.sender, endpoints: (endpointIds ?? []).map((endpointId) => ({ id: endpointId }) as EndpointRow), condition },
+    );
+    if (outcome) return outcome;
+    senderContexts.delete(actor.installationId); // the assumption did not hold: read, then write
+  }
+  // Two round trips: every read intake makes first (the sender's standing, the receipt's
+  // endpoints, whether this installation's senders may be assumed next time), then the batch.
+  const read = await noticeSender(env, actor, { ...senderInput, idempotencyKey }, [subscribedEndpointsStatement(env.DB, actor.installationId, "message.send"), plainSendersStatement(env.DB, actor.installationId)]);
+  const endpoints = read.alongside[0]!.results as unknown as EndpointRow[];
+  if (senderContexts.size > 1_000) senderContexts.clear();
+  senderContexts.set(actor.installationId, { plain: read.alongside[1]!.results[0]?.plain === 1, endpointIds: endpoints.map((endpoint) => endpoint.id), until: Date.now() + SENDER_CONTEXT_TTL_MS });
+  const outcome = await recordReport(env, ctx, actor, input, { id, caseId, at, idempotencyKey, requestDigest, policyCategory, personal, sealed, dataKeyId }, { sender: read, endpoints: receiptWanted ? endpoints : [] });
+  if (!outcome) throw new AppError("report.intake_failed", "The report could not be recorded; retry.", { status: 503, retryable: true });
+  return outcome;
+}
+
+interface Recorded {
+  id: string;
+  caseId: string;
+  at: string;
+  idempotencyKey: string | undefined;
+  requestDigest: string;
+  policyCategory: PolicyCategory;
+  personal: ReportPersonalData;
+  sealed: string;
+  dataKeyId: string;
+}
+
+/**
+ * Intake's one batch: the writes (the report only under an assumed sender's condition, when
+ * there is one), then the report as stored (ours, or the first one with this Idempotency-Key),
+ * then the triggers to evaluate. Null when nothing was recorded and there is no replay: an
+ * assumption that did not hold (or a report that could not be recorded).
+ */
+async function recordReport(env: Env, ctx: ExecutionContext, actor: Actor, input: ReportInput, r: Recorded, from: Sender): Promise<{ report: ReturnType<typeof reportSummary>; runs: TriggeredRun[]; replayed: boolean } | null> {
+  const { id, caseId, at, idempotencyKey, policyCategory, sender } = { ...r, sender: from.sender };
   const subject = [actor.installationId, input.subject.kind, input.subject.id] as const;
   const receipt = await noticeReceiptStatements(env, {
     installationId: actor.installationId,
     report: { id, source: sender.source, category: policyCategory, subject: { kind: input.subject.kind, id: input.subject.id }, createdAt: at },
-    reporter: personal.reporter,
+    reporter: r.personal.reporter,
     actor: actor.audit,
+    endpoints: from.endpoints,
   });
   const noticeRecord = noticeRecordStatement(env.DB, { installationId: actor.installationId, reportId: id, sender, category: policyCategory, at });
-  // One round trip: the writes, then the report as stored (ours, or the first one with this
-  // Idempotency-Key), then the triggers to evaluate.
+  // A case opened for a report that was not written (an Idempotency-Key race, an assumption that
+  // did not hold) is not left behind empty; without either, the report cannot lose its case.
+  const cleanup = idempotencyKey !== undefined || from.condition !== undefined;
   const results = await env.DB.batch<Record<string, unknown>>([
     env.DB.prepare(`
       INSERT INTO cases (id, installation_id, subject_kind, subject_id, state, report_count, first_reported_at, last_reported_at, created_at, updated_at)
@@ -82,7 +157,7 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
       INSERT INTO reports (id, installation_id, case_id, subject_kind, subject_id, category, category_specification_json, source,
         evidence_count, personal_data, data_key_id, idempotency_key, request_digest, created_at, reporter_key, subject_owner_key, person_keys_version)
       SELECT ?1, ?2, c.id, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16
-      FROM cases c WHERE c.installation_id = ?2 AND c.subject_kind = ?3 AND c.subject_id = ?4
+      FROM cases c WHERE c.installation_id = ?2 AND c.subject_kind = ?3 AND c.subject_id = ?4${from.condition?.sql ? ` AND ${from.condition.sql}` : ""}
       ON CONFLICT(installation_id, idempotency_key) DO NOTHING
     `).bind(
       id,
@@ -91,15 +166,16 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
       JSON.stringify(input.categorySpecification ?? []),
       sender.source,
       (input.evidence ?? []).length,
-      sealed,
-      dataKeyId,
+      r.sealed,
+      r.dataKeyId,
       idempotencyKey ?? null,
-      requestDigest,
+      r.requestDigest,
       at,
       // Issue 15 §6: keyed hashes of the sealed ids, so a named person's reports are found (retention-people.ts).
       personKey(actor.installationId, input.reporter?.id),
       personKey(actor.installationId, input.subject.ownerId),
       PERSON_KEYS_VERSION,
+      ...(from.condition?.sql ? from.condition.binds : []),
     ),
     // Only a report that was actually inserted counts, reopens its case and is audited.
     env.DB.prepare(`
@@ -119,19 +195,20 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
       },
       { table: "reports", id },
     ),
-    // A case opened for a report that lost an Idempotency-Key race is not left behind empty.
-    env.DB.prepare(`DELETE FROM cases WHERE id = ?1 AND report_count = 0`).bind(caseId),
+    ...(cleanup ? [env.DB.prepare(`DELETE FROM cases WHERE id = ?1 AND report_count = 0`).bind(caseId)] : []),
     idempotencyKey ? reportRowByKeyStatement(env.DB, actor.installationId, idempotencyKey) : reportRowStatement(env.DB, actor.installationId, id),
     enabledTriggersStatement(env.DB, actor.installationId, "report.created"),
     // Written only if this report was (each is guarded on it).
     ...(noticeRecord ? [noticeRecord] : []),
     ...receipt.statements,
   ]);
-  const row = results[5]!.results[0] as ReportRow | undefined;
-  const triggers = results[6]!.results as unknown as TriggerRow[];
-  if (!row) throw new AppError("report.intake_failed", "The report could not be recorded; retry.", { status: 503, retryable: true });
-  if (row.id !== id) return replay(env, ctx, actor, row, requestDigest, triggers);
-  await enqueueDeliveries(env, receipt.deliveryIds);
+  const reads = cleanup ? 5 : 4;
+  const row = results[reads]!.results[0] as ReportRow | undefined;
+  const triggers = results[reads + 1]!.results as unknown as TriggerRow[];
+  if (!row) return null;
+  if (row.id !== id) return replay(env, ctx, actor, row, r.requestDigest, triggers);
+  // The receipt's deliveries are committed (the outbox): waking the queue need not hold the answer.
+  if (receipt.deliveryIds.length > 0) ctx.waitUntil(enqueueDeliveries(env, receipt.deliveryIds).catch(() => undefined));
   const summary = reportSummary(row);
   const runs = await fireTriggers(env, ctx, actor, { event: "report.created", report: summary, subjectKey: summary.id, triggers });
   return { report: summary, runs, replayed: false };

@@ -182,11 +182,13 @@ export async function listTrustedFlaggers(env: Env, actor: Actor, query: { from?
 }
 
 /** For intake: the active flagger among `hashes` whose area holds `category`, if any. Host-internal. */
+/** The active flaggers among notifier hashes (a JSON array) for a category at a time, as SQL over the given parameters. */
+export function activeFlaggerCondition(installation: string, hashes: string, category: string, at: string): string {
+  return `SELECT id, name FROM trusted_flaggers
+      WHERE installation_id = ${installation} AND notifier_hash IN (SELECT value FROM json_each(${hashes})) AND active_from <= ${at} AND (active_until IS NULL OR active_until > ${at})
+        AND EXISTS (SELECT 1 FROM json_each(categories_json) WHERE value = ${category})`;
+}
+
 export function activeFlaggerStatement(db: D1Database, installationId: string, hashes: readonly string[], category: string, at: string): D1PreparedStatement {
-  return db
-    .prepare(`SELECT id, name FROM trusted_flaggers
-      WHERE installation_id = ?1 AND notifier_hash IN (SELECT value FROM json_each(?2)) AND active_from <= ?4 AND (active_until IS NULL OR active_until > ?4)
-        AND EXISTS (SELECT 1 FROM json_each(categories_json) WHERE value = ?3)
-      ORDER BY id LIMIT 1`)
-    .bind(installationId, JSON.stringify(hashes), category, at);
+  return db.prepare(`${activeFlaggerCondition("?1", "?2", "?3", "?4")} ORDER BY id LIMIT 1`).bind(installationId, JSON.stringify(hashes), category, at);
 }

@@ -7,7 +7,8 @@ import { AppError, conflict, notFound } from "../errors";
 import { sha256Hex } from "../lib/crypto";
 import type { RowGuard } from "../lib/d1";
 import { evaluateInputMapping, signalRun, TERMINAL_RUN_STATES, type ActionProgress, type AuthorizedRun, type ExpressionContext, type WaitResult, type WorkflowNodeV1 } from "../workflows";
-import { deliveryStatement, enqueueDeliveries } from "./webhooks";
+import { deliverInline, type Defer, type DeliverySource } from "./delivery-inline";
+import { deliveryStatement } from "./webhooks";
 import { reviewerAuditId } from "../lib/person-keys";
 import { TYPE_COLUMNS, type ActionTypeRow } from "./action-types";
 
@@ -100,9 +101,11 @@ async function actionDelivery(
   approvedBy: string | null,
   at: string,
   onlyIf?: RowGuard,
+  /** The report's subject when the caller read it already (null: none); otherwise it is read here. */
+  known?: unknown,
 ) {
-  let subject: unknown = null;
-  if (row.reportId) {
+  let subject: unknown = known ?? null;
+  if (known === undefined && row.reportId) {
     const report = await env.DB.prepare(`SELECT subject_kind AS kind, subject_id AS id FROM reports WHERE installation_id = ?1 AND id = ?2`).bind(row.installationId, row.reportId).first();
     subject = report ?? null;
   }
@@ -138,9 +141,15 @@ async function actionDelivery(
 export async function prepareWorkflowAction(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; context: ExpressionContext }): Promise<ActionProgress> {
   const { run, node, stepId } = input;
   const proposalId = `${stepId}:proposal`;
-  const existing = await proposalRow(env.DB, proposalId);
+  // One round trip: the proposal if the step already made it, else the action type and the report's subject (for the delivery).
+  const [existingRead, typeRead] = await env.DB.batch<Record<string, unknown>>([
+    env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE id = ?1`).bind(proposalId),
+    env.DB.prepare(`SELECT ${TYPE_COLUMNS}, (SELECT json_object('kind', subject_kind, 'id', subject_id) FROM reports WHERE installation_id = ?1 AND id = ?3) AS subjectJson
+      FROM action_types WHERE installation_id = ?1 AND key = ?2`).bind(run.installationId, String(node.config.action_type), run.reportId),
+  ]);
+  const existing = existingRead!.results[0] as ProposalRow | undefined;
   if (existing) return progressOf(existing);
-  const typeRow = await env.DB.prepare(`SELECT ${TYPE_COLUMNS} FROM action_types WHERE installation_id = ?1 AND key = ?2`).bind(run.installationId, String(node.config.action_type)).first<ActionTypeRow>();
+  const typeRow = typeRead!.results[0] as (ActionTypeRow & { subjectJson: string | null }) | undefined;
   if (!typeRow) throw new AppError("action_type.unknown", `Action type ${String(node.config.action_type)} does not exist in this installation.`);
   const params = evaluateInputMapping(node.inputMapping, input.context, node.id);
   // An action type whose autonomy is still assisted (not yet promoted) waits for a person even in an autonomous run.
@@ -156,31 +165,19 @@ export async function prepareWorkflowAction(env: Env, input: { run: AuthorizedRu
     authorityMode: run.authorityMode,
     paramsJson: canonicalJson(params),
   };
-  const delivery = needsApproval ? null : await actionDelivery(env, row, typeRow, null, at);
-  await env.DB.batch([
+  const subject = typeRow.subjectJson === null ? null : (JSON.parse(typeRow.subjectJson) as unknown);
+  const delivery = needsApproval ? null : await actionDelivery(env, row, typeRow, null, at, undefined, subject);
+  const approvalSignal = await signal(proposalId, "approval");
+  const deliverySignal = await signal(proposalId, "delivery");
+  const expiresAt = new Date(Date.parse(at) + approvalSeconds * 1_000).toISOString();
+  const state = needsApproval ? "approval_required" : "delivery_pending";
+  const [inserted] = await env.DB.batch([
     env.DB.prepare(`
       INSERT INTO action_proposals (id, installation_id, run_id, step_run_id, node_id, action_type_id, action_type_key, report_id, authority_mode, state,
         params_json, delivery_id, approval_signal, delivery_signal, expires_at, created_at, updated_at)
       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16)
       ON CONFLICT(step_run_id) DO NOTHING
-    `).bind(
-      proposalId,
-      run.installationId,
-      run.id,
-      stepId,
-      node.id,
-      typeRow.id,
-      typeRow.key,
-      run.reportId,
-      run.authorityMode,
-      needsApproval ? "approval_required" : "delivery_pending",
-      row.paramsJson,
-      delivery?.id ?? null,
-      await signal(proposalId, "approval"),
-      await signal(proposalId, "delivery"),
-      new Date(Date.parse(at) + approvalSeconds * 1_000).toISOString(),
-      at,
-    ),
+    `).bind(proposalId, run.installationId, run.id, stepId, node.id, typeRow.id, typeRow.key, run.reportId, run.authorityMode, state, row.paramsJson, delivery?.id ?? null, approvalSignal, deliverySignal, expiresAt, at),
     ...(delivery ? [delivery.statement] : []),
     auditStatement(env.DB, {
       installationId: run.installationId,
@@ -192,8 +189,28 @@ export async function prepareWorkflowAction(env: Env, input: { run: AuthorizedRu
       at,
     }),
   ]);
-  const stored = (await proposalRow(env.DB, proposalId))!;
-  if (stored.deliveryId && stored.state === "delivery_pending") await enqueueDeliveries(env, [stored.deliveryId]);
+  // Ours, as written; or, if another call for the step wrote first, that one.
+  const stored: ProposalRow =
+    (inserted!.meta.changes ?? 0) === 1
+      ? {
+          ...row,
+          stepRunId: stepId,
+          nodeId: node.id,
+          actionTypeId: typeRow.id,
+          state,
+          decidedBy: null,
+          decidedAt: null,
+          decisionReason: null,
+          deliveryId: delivery?.id ?? null,
+          approvalSignal,
+          deliverySignal,
+          expiresAt,
+          createdAt: at,
+          cancelReason: null,
+        }
+      : (await proposalRow(env.DB, proposalId))!;
+  // The first attempt now, from this host (off the capability's answer); the queue carries retries.
+  if (stored.deliveryId && stored.state === "delivery_pending") deliverInline(env, [stored.deliveryId], DELIVERY_SOURCES);
   return progressOf(stored);
 }
 
@@ -321,7 +338,7 @@ const nodeLeft = (standing: ProposalStanding | null) => standing?.stepState === 
  * conditional on the run and the step still being live, and the delivery row on that update, so
  * a run that ends concurrently leaves no delivery behind.
  */
-export async function decideProposal(env: Env, actor: Actor, proposalId: string, input: { approve: boolean; reason?: string; approver?: string }) {
+export async function decideProposal(env: Env, actor: Actor, proposalId: string, input: { approve: boolean; reason?: string; approver?: string }, defer?: Defer) {
   const row = await env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, proposalId).first<ProposalRow>();
   if (!row) throw notFound("action_proposal");
   const standing = await standingOf(env.DB, row);
@@ -371,7 +388,8 @@ export async function decideProposal(env: Env, actor: Actor, proposalId: string,
     if (nodeLeft(after)) throw conflict("action_proposal.cancelled", "The proposal's node has left; nothing is delivered for it.");
     throw conflict("action_proposal.already_decided", "The proposal was decided concurrently.");
   }
-  if (delivery) await enqueueDeliveries(env, [delivery.id]);
+  // The first attempt now, off the response path (`defer`: the request's waitUntil by default).
+  if (delivery) deliverInline(env, [delivery.id], DELIVERY_SOURCES, defer);
   await signalProposal(env, row.runId, row.approvalSignal, proposalId);
   return serializeProposal((await proposalRow(env.DB, proposalId))!);
 }
@@ -381,17 +399,25 @@ async function signalProposal(env: Env, runId: string, type: string, proposalId:
   await signalRun(env, runId, { type, payload: { proposalId } });
 }
 
-/**
- * The consumer's send-time check of an action delivery: nothing is sent for a proposal that is
- * no longer open (cancelled), whose run is finished, or whose node has left.
- */
-export async function actionDeliveryRefusal(env: Env, delivery: { sourceType: string; sourceId: string }): Promise<string | null> {
-  if (delivery.sourceType !== "action") return null;
-  const row = await env.DB.prepare(`
+type GateRow = { id: string; installationId: string; runId: string; stepRunId: string; state: string } & ProposalStanding;
+
+/** What the send-time check reads of an action delivery's proposal, run and step (for the attempt's claim batch). */
+function actionGateStatement(db: D1Database, deliveryId: string): D1PreparedStatement {
+  return db
+    .prepare(`
     SELECT p.id, p.installation_id AS installationId, p.run_id AS runId, p.step_run_id AS stepRunId, p.state, r.state AS runState, s.state AS stepState
-    FROM action_proposals p JOIN workflow_runs r ON r.id = p.run_id LEFT JOIN workflow_step_runs s ON s.id = p.step_run_id WHERE p.id = ?1`)
-    .bind(delivery.sourceId)
-    .first<{ id: string; installationId: string; runId: string; stepRunId: string; state: string } & ProposalStanding>();
+    FROM webhook_deliveries d JOIN action_proposals p ON p.id = d.source_id JOIN workflow_runs r ON r.id = p.run_id LEFT JOIN workflow_step_runs s ON s.id = p.step_run_id
+    WHERE d.id = ?1 AND d.source_type = 'action'`)
+    .bind(deliveryId);
+}
+
+/**
+ * The send-time check of an action delivery (from that read): nothing is sent for a proposal
+ * that is no longer open (cancelled), whose run is finished, or whose node has left.
+ */
+async function actionDeliveryRefusal(env: Env, delivery: { sourceType: string }, found: Record<string, unknown> | undefined): Promise<string | null> {
+  if (delivery.sourceType !== "action") return null;
+  const row = found as GateRow | undefined;
   if (!row || row.state === "cancelled") return "source_cancelled";
   if (!runFinished(row) && !nodeLeft(row)) return null;
   await cancelLeftover(env.DB, row, row);
@@ -428,6 +454,19 @@ export async function signalActionDelivery(env: Env, proposalId: string): Promis
   const row = await proposalRow(env.DB, proposalId);
   if (row && row.state !== "cancelled") await signalProposal(env, row.runId, row.deliverySignal, proposalId);
 }
+
+/**
+ * What a delivery's source adds to every attempt (inline or from the queue): an action's send-time
+ * gate, its proposal's end in the attempt's batch, and the run woken once that committed. Other
+ * sources (messages, handoffs, alerts) have none.
+ */
+export const DELIVERY_SOURCES: DeliverySource = {
+  finisher: async (env, delivery) => (delivery.sourceType === "action" ? finishActionDelivery(env, delivery) : []),
+  gate: { statement: actionGateStatement, refusal: actionDeliveryRefusal },
+  settled: async (env, delivery) => {
+    if (delivery.sourceType === "action") await signalActionDelivery(env, delivery.sourceId);
+  },
+};
 
 export async function listProposals(env: Env, actor: Actor, options: { state?: string; limit: number }) {
   const { results } = await env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND (?2 IS NULL OR state = ?2)

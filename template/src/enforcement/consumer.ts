@@ -1,13 +1,12 @@
 // The DELIVERIES queue consumer: one attempt per message; retries with backoff through the queue
-// itself (message.retry), the attempt history and dead-lettering in D1.
+// itself (message.retry), the attempt history and dead-lettering in D1. An action's first attempt
+// is made inline by the host that committed it (webhooks.ts deliverInline); this consumer carries
+// its retries, every other delivery, and whatever the outbox sweep re-queues — through the same
+// attempt and the same source hooks.
 import { errorCode } from "../errors";
-import { forEachBounded, withDeadline } from "../lib/queue-work";
-import { actionDeliveryRefusal, finishActionDelivery, signalActionDelivery } from "./actions";
-import { attemptDelivery, type DeliveryFinisher, type DeliveryGate } from "./webhooks";
-
-const finisher: DeliveryFinisher = async (env, delivery) => (delivery.sourceType === "action" ? finishActionDelivery(env, delivery) : []);
-/** Checked at send time: an action whose proposal was cancelled, or whose run ended, is never sent. */
-const gate: DeliveryGate = (env, delivery) => actionDeliveryRefusal(env, delivery);
+import { forEachBounded } from "../lib/queue-work";
+import { DELIVERY_SOURCES } from "./actions";
+import { runDeliveryAttempt } from "./delivery-inline";
 
 /** Deliveries attempted at once (each is one webhook request, with its own timeout). */
 const DELIVERY_PARALLEL = 4;
@@ -26,14 +25,10 @@ export async function consumeDeliveries(batch: MessageBatch<{ deliveryId?: unkno
       return;
     }
     try {
-      const outcome = await withDeadline(attemptDelivery(env, deliveryId, finisher, gate), DELIVERY_DEADLINE_MS);
+      const outcome = await runDeliveryAttempt(env, deliveryId, DELIVERY_SOURCES, "queue", DELIVERY_DEADLINE_MS);
       if (outcome.kind === "retry") {
         message.retry({ delaySeconds: outcome.delaySeconds });
         return;
-      }
-      if (outcome.kind === "delivered" || outcome.kind === "dead") {
-        const source = await env.DB.prepare(`SELECT source_type AS sourceType, source_id AS sourceId FROM webhook_deliveries WHERE id = ?1`).bind(deliveryId).first<{ sourceType: string; sourceId: string }>();
-        if (source?.sourceType === "action") await withDeadline(signalActionDelivery(env, source.sourceId), DELIVERY_DEADLINE_MS);
       }
       message.ack();
     } catch (error) {

@@ -2,11 +2,11 @@
 export { consumeDeliveries } from "./consumer";
 export { cancelStepProposalStatements, completeWorkflowAction, prepareWorkflowAction, runEndProposalStatements, type ProposalCancelReason } from "./actions";
 export { completeHandoffStatements, handoffWorkflowReport, recordWorkflowDecision, sendWorkflowMessage, type EffectCall, type EffectResult } from "./effects";
-export { ALERT_EVENT_TYPES, WEBHOOK_EVENT_TYPES, deliveryStatement, enqueueDeliveries, getEndpointRow, sweepPendingDeliveries, type NewDelivery } from "./webhooks";
+export { ALERT_EVENT_TYPES, WEBHOOK_EVENT_TYPES, deliveryStatement, enqueueDeliveries, getEndpointRow, subscribedEndpointIdsSql, subscribedEndpointsStatement, sweepPendingDeliveries, type EndpointRow, type NewDelivery } from "./webhooks";
 export { ACTION_TYPE_AUTONOMY, decidedProposals, precisionRequirements, type ActionTypeAutonomy, type DecidedProposals, type GateRequirement } from "./proposal-figures";
 export { sendComplaintOutcome, sweepComplaintOutcomes } from "./affected-user-outcome";
 export { readRedressSettings, type RedressSettings, type SettlementBody } from "./affected-user-settings";
-export { COMPLAINT_MONTHS, NOTIFIER_MESSAGE_KINDS, complaintDeadline, noticeReceiptStatements, notifierSanctionStatements, type NotifierMessages } from "./notifier-messages";
+export { COMPLAINT_MONTHS, NOTICE_SOURCES, NOTIFIER_MESSAGE_KINDS, complaintDeadline, noticeReceiptStatements, notifierSanctionStatements, type NotifierMessages } from "./notifier-messages";
 export { ERASED_PAYLOAD, erasableDeliveriesUnsafe, eraseDeliveriesStatements } from "./erasure";
 export { connectorEndpointEventsStatement, connectorEndpointStatements, disableConnectorEndpointStatement } from "./connector-endpoints";
 export { TDB_PRESET_NAMES, TDB_PRESETS, TDB_STATES } from "./transparency-db";

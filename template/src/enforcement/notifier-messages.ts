@@ -8,7 +8,7 @@ import { openPersonalData, type ReportPersonalData, type ReportRow } from "../ca
 import { sha256Hex } from "../lib/crypto";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
 import type { Restrictions } from "../lib/dsa-vocabulary";
-import { deliveryStatement, subscribedEndpoints } from "./webhooks";
+import { deliveryStatement, subscribedEndpoints, type EndpointRow } from "./webhooks";
 
 /** What a message without a run is (messages.kind; `workflow` is a send_message node's). */
 export const NOTIFIER_MESSAGE_KINDS = ["notice_receipt", "notice_decision", "notifier_warning", "notifier_suspension"] as const;
@@ -42,6 +42,8 @@ interface MessageInput {
   actor: AuditEventInput["actor"];
   /** Written only when this row exists by then in the caller's batch (the report, decision or sanction). */
   guard: RowGuard;
+  /** The installation's message.send endpoints, when the caller read them already (intake, in its batch of reads). */
+  endpoints?: EndpointRow[];
 }
 
 /**
@@ -52,7 +54,7 @@ interface MessageInput {
  */
 async function messageStatements(env: Env, input: MessageInput): Promise<NotifierMessages> {
   const templateKey = `dsa.${input.kind}.v1`;
-  const endpoints = await subscribedEndpoints(env.DB, input.installationId, "message.send");
+  const endpoints = input.endpoints ?? (await subscribedEndpoints(env.DB, input.installationId, "message.send"));
   const guard = rowGuardClause(input.guard, 9);
   const messageGuard: RowGuard = { table: "messages", id: input.messageId, where: { installation_id: input.installationId } };
   const deliveries = await Promise.all(
@@ -134,6 +136,8 @@ export async function noticeReceiptStatements(
     report: { id: string; source: string; category: string; subject: { kind: string; id: string }; createdAt: string };
     reporter: ReportPersonalData["reporter"];
     actor: AuditEventInput["actor"];
+    /** The message.send endpoints, if the caller read them already (subscribedEndpointsStatement). */
+    endpoints?: EndpointRow[];
   },
 ): Promise<NotifierMessages> {
   const { report, reporter } = input;
@@ -155,6 +159,7 @@ export async function noticeReceiptStatements(
     at: report.createdAt,
     actor: input.actor,
     guard: { table: "reports", id: report.id, where: { installation_id: input.installationId } },
+    ...(input.endpoints ? { endpoints: input.endpoints } : {}),
   });
 }
 

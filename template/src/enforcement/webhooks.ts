@@ -8,7 +8,9 @@
 // consumer died mid-attempt), the scheduled sweep puts every pending delivery overdue by more than
 // a minute back on the queue. Any number of messages for one delivery send it at most once per
 // attempt: an attempt first claims the delivery (a compare-and-set on next_attempt_at).
-import { Webhook } from "standardwebhooks";
+//
+// Inline first attempts (issue 17 §2, delivery-inline.ts) come through the same attemptDelivery;
+// the transport, one signed request per attempt, is webhook-send.ts.
 import { auditStatement, canonicalJson } from "../audit";
 import type { Actor } from "../auth";
 import { openPersonalData, sealPersonalData } from "../cases";
@@ -17,6 +19,9 @@ import { rowGuardClause, type RowGuard } from "../lib/d1";
 import { allowLocalEgress, egressRefusal } from "../lib/egress";
 import { newId, sha256Hex } from "../lib/crypto";
 import { isConnectorEndpoint, sendThroughConnector } from "../connectors";
+import { sendWebhookAttempt, type AttemptEndpoint } from "./webhook-send";
+
+export { parseRetryAfter, sendWebhookAttempt, type AttemptEndpoint, type AttemptResult } from "./webhook-send";
 
 /** Alerts the schedule raises (operations/alerts.ts), sent to the endpoint an installation's alert settings name. */
 export const ALERT_EVENT_TYPES = ["alert.sla_breached", "alert.delivery_dead", "alert.repair_spike", "alert.audit_verify_failed"] as const;
@@ -34,15 +39,6 @@ const CLAIM_MARGIN_MS = 60_000;
 function requestTimeoutMs(env: Env): number {
   const configured = Number((env as { WEBHOOK_TIMEOUT_SECONDS?: string }).WEBHOOK_TIMEOUT_SECONDS);
   return (Number.isFinite(configured) && configured >= 1 && configured <= 60 ? configured : DEFAULT_TIMEOUT_SECONDS) * 1000;
-}
-
-/** `retry-after` as seconds: delta-seconds or an HTTP-date (RFC 9110 §10.2.3); anything else is ignored. */
-export function parseRetryAfter(value: string | null, now: number): number | null {
-  if (value === null) return null;
-  const text = value.trim();
-  if (/^\d{1,10}$/u.test(text)) return Number(text);
-  const date = Date.parse(text);
-  return Number.isNaN(date) ? null : Math.max(0, (date - now) / 1000);
 }
 
 export interface EndpointRow {
@@ -160,14 +156,23 @@ export async function setEndpointState(env: Env, actor: Actor, id: string, state
   return serializeEndpoint((await getEndpointRow(env.DB, actor.installationId, id))!);
 }
 
-/** Enabled endpoints of the installation that subscribe to `eventType`. Host-internal. */
-export async function subscribedEndpoints(db: D1Database, installationId: string, eventType: string): Promise<EndpointRow[]> {
-  const { results } = await db
+/** Enabled endpoints of the installation that subscribe to `eventType`, as a statement for the caller's batch of reads. Host-internal. */
+export function subscribedEndpointsStatement(db: D1Database, installationId: string, eventType: string): D1PreparedStatement {
+  return db
     .prepare(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints w
     WHERE installation_id = ?1 AND state = 'enabled' AND EXISTS (SELECT 1 FROM json_each(w.event_types_json) WHERE value = ?2) ORDER BY created_at`)
-    .bind(installationId, eventType)
-    .all<EndpointRow>();
-  return results;
+    .bind(installationId, eventType);
+}
+
+/** SQL for the ids of the enabled endpoints subscribed to an event type, comma-joined in creation order (NULL when none), over the given parameters. */
+export function subscribedEndpointIdsSql(installation: string, eventType: string): string {
+  return `(SELECT group_concat(id, ',') FROM (SELECT id FROM webhook_endpoints w
+    WHERE installation_id = ${installation} AND state = 'enabled' AND EXISTS (SELECT 1 FROM json_each(w.event_types_json) WHERE value = ${eventType}) ORDER BY created_at))`;
+}
+
+/** Enabled endpoints of the installation that subscribe to `eventType`. Host-internal. */
+export async function subscribedEndpoints(db: D1Database, installationId: string, eventType: string): Promise<EndpointRow[]> {
+  return (await subscribedEndpointsStatement(db, installationId, eventType).all<EndpointRow>()).results;
 }
 
 export interface NewDelivery {
@@ -197,9 +202,11 @@ export async function deliveryStatement(
   return { id, statement };
 }
 
-/** Puts pending deliveries on the queue (after their rows are committed). */
-export async function enqueueDeliveries(env: Env, deliveryIds: string[]): Promise<void> {
-  if (deliveryIds.length > 0) await env.DELIVERIES.sendBatch(deliveryIds.map((deliveryId) => ({ body: { deliveryId } })));
+/** Puts pending deliveries on the queue (after their rows are committed), optionally after a delay. */
+export async function enqueueDeliveries(env: Env, deliveryIds: string[], delaySeconds?: number): Promise<void> {
+  if (deliveryIds.length === 0) return;
+  const delay = delaySeconds && delaySeconds > 0 ? { delaySeconds: Math.min(Math.ceil(delaySeconds), 43_200) } : {};
+  await env.DELIVERIES.sendBatch(deliveryIds.map((deliveryId) => ({ body: { deliveryId }, ...delay })));
 }
 
 interface DeliveryRow {
@@ -219,6 +226,11 @@ interface DeliveryRow {
 const DELIVERY_COLUMNS = `id, installation_id AS installationId, endpoint_id AS endpointId, event_type AS eventType, source_type AS sourceType,
   source_id AS sourceId, payload_sealed AS payloadSealed, state, attempts, next_attempt_at AS nextAttemptAt, created_at AS createdAt`;
 
+/** Which path made an attempt (webhook_attempts.via): the host right after the commit, or the queue. */
+export type AttemptVia = "inline" | "queue";
+
+const ATTEMPT_ENDPOINT_COLUMNS = `e.id, e.url, e.secret_sealed AS secretSealed, e.retry_base_seconds AS retryBaseSeconds, e.max_attempts AS maxAttempts, e.state`;
+
 /** Exponential backoff with full jitter around the endpoint's base: base·2^(n−1)·[0.5, 1.5), capped at 6 h. */
 export function backoffSeconds(baseSeconds: number, attempt: number, retryAfter: number | null): number {
   if (retryAfter !== null && Number.isFinite(retryAfter)) return Math.min(Math.max(Math.ceil(retryAfter), 0), MAX_BACKOFF_SECONDS);
@@ -226,36 +238,51 @@ export function backoffSeconds(baseSeconds: number, attempt: number, retryAfter:
   return Math.min(Math.round(exponential * (0.5 + Math.random())), MAX_BACKOFF_SECONDS);
 }
 
-export type DeliveryOutcome = { kind: "delivered" } | { kind: "retry"; delaySeconds: number } | { kind: "dead"; reason: string } | { kind: "skip" };
+/** A finished outcome names the delivery's source, so its caller can wake it. */
+export type DeliveryOutcome = { kind: "delivered"; sourceType: string; sourceId: string } | { kind: "retry"; delaySeconds: number } | { kind: "dead"; reason: string; sourceType: string; sourceId: string } | { kind: "skip" };
 
 /** Called once a delivery is finished (delivered or dead) so its source can move on. */
 export type DeliveryFinisher = (env: Env, delivery: { id: string; installationId: string; sourceType: string; sourceId: string; delivered: boolean; at: string }) => Promise<D1PreparedStatement[]>;
 
 /**
- * Asked at send time, after the claim and before any request: a reason its source no longer wants
- * the delivery sent (e.g. `source_cancelled`: the proposal was cancelled, or its run ended), or
- * null. A refused delivery ends as `dead` with that reason, without a request.
+ * Asked at send time, in the claim's own batch and before any request: a reason its source no
+ * longer wants the delivery sent (e.g. `source_cancelled`: the proposal was cancelled, or its run
+ * ended), or null. `statement` reads what the gate needs (the delivery's source by a subquery on
+ * its id, so it shares the claim's round trip); `refusal` decides from that read's first row, and
+ * may write (e.g. cancel a proposal left open). A refused delivery ends as `dead` with that
+ * reason, without a request.
  */
-export type DeliveryGate = (env: Env, delivery: { id: string; installationId: string; sourceType: string; sourceId: string }) => Promise<string | null>;
+export interface DeliveryGate {
+  statement: (db: D1Database, deliveryId: string) => D1PreparedStatement;
+  refusal: (env: Env, delivery: { id: string; installationId: string; sourceType: string; sourceId: string }, row: Record<string, unknown> | undefined) => Promise<string | null>;
+}
 
 /**
  * One attempt at one delivery: wait until it is due (a backoff or a receiver's `retry-after` is
- * honoured whichever message arrives), claim it, sign per Standard Webhooks (`webhook-id` is the
- * delivery id, the same across retries), POST with a timeout, record the attempt with the
- * delivery's new state and next due time in one batch (plus what the finisher adds when it ends),
- * and say whether to retry. A message that loses the claim to another is skipped.
+ * honoured whichever message arrives), claim it, send it (sendWebhookAttempt), record the attempt
+ * — and which path made it, `via` — with the delivery's new state and next due time in one batch
+ * (plus what the finisher adds when it ends), and say whether to retry. An attempt that loses the
+ * claim to another is skipped. The consumer and the inline first attempt both come through here.
  */
-export async function attemptDelivery(env: Env, deliveryId: string, finisher: DeliveryFinisher, gate?: DeliveryGate): Promise<DeliveryOutcome> {
-  const delivery = await env.DB.prepare(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE id = ?1`).bind(deliveryId).first<DeliveryRow>();
-  if (delivery?.state !== "pending") return { kind: "skip" };
-  const due = delivery.nextAttemptAt === null ? 0 : Date.parse(delivery.nextAttemptAt);
-  if (due > Date.now()) return { kind: "retry", delaySeconds: Math.max(1, Math.ceil((due - Date.now()) / 1000)) };
+export async function attemptDelivery(env: Env, deliveryId: string, finisher: DeliveryFinisher, gate?: DeliveryGate, via: AttemptVia = "queue"): Promise<DeliveryOutcome> {
   const timeoutMs = requestTimeoutMs(env);
-  const claim = await env.DB.prepare(`UPDATE webhook_deliveries SET next_attempt_at = ?3 WHERE id = ?1 AND state = 'pending' AND attempts = ?2 AND next_attempt_at IS ?4`)
-    .bind(delivery.id, delivery.attempts, new Date(Date.now() + timeoutMs + CLAIM_MARGIN_MS).toISOString(), delivery.nextAttemptAt)
-    .run();
-  if (claim.meta.changes !== 1) return { kind: "skip" }; // another message holds this attempt
-  const endpoint = await getEndpointRow(env.DB, delivery.installationId, delivery.endpointId);
+  const now = new Date().toISOString();
+  // One round trip: claim the attempt if it is pending and due (a compare-and-set: a claimed
+  // attempt holds next_attempt_at in the future), read its endpoint, and what the gate needs.
+  const [claimed, endpointRead, gateRead] = await env.DB.batch<Record<string, unknown>>([
+    env.DB.prepare(`UPDATE webhook_deliveries SET next_attempt_at = ?2 WHERE id = ?1 AND state = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= ?3)
+      RETURNING ${DELIVERY_COLUMNS}`).bind(deliveryId, new Date(Date.now() + timeoutMs + CLAIM_MARGIN_MS).toISOString(), now),
+    env.DB.prepare(`SELECT ${ATTEMPT_ENDPOINT_COLUMNS} FROM webhook_endpoints e JOIN webhook_deliveries d ON d.endpoint_id = e.id AND d.installation_id = e.installation_id WHERE d.id = ?1`).bind(deliveryId),
+    ...(gate ? [gate.statement(env.DB, deliveryId)] : []),
+  ]);
+  const delivery = claimed!.results[0] as DeliveryRow | undefined;
+  if (!delivery) {
+    // Not claimed: finished, not yet due (a backoff, a receiver's retry-after, another attempt's lease), or lost to a racing claim.
+    const row = await env.DB.prepare(`SELECT state, next_attempt_at AS nextAttemptAt FROM webhook_deliveries WHERE id = ?1`).bind(deliveryId).first<{ state: string; nextAttemptAt: string | null }>();
+    const due = row?.state === "pending" && row.nextAttemptAt !== null ? Date.parse(row.nextAttemptAt) : 0;
+    return due > Date.now() ? { kind: "retry", delaySeconds: Math.max(1, Math.ceil((due - Date.now()) / 1000)) } : { kind: "skip" };
+  }
+  const endpoint = (endpointRead!.results[0] as AttemptEndpoint | undefined) ?? null;
   const attempt = delivery.attempts + 1;
   const started = Date.now();
   const startedAt = new Date(started).toISOString();
@@ -263,7 +290,7 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
   let error: string | null = null;
   let retryAfter: number | null = null;
   let permanent = false; // a connector's answer that retrying cannot change (connectors/mastodon-transport.ts)
-  const refused = gate ? await gate(env, delivery) : null;
+  const refused = gate ? await gate.refusal(env, delivery, gateRead?.results[0]) : null;
   if (refused) {
     error = refused;
   } else if (endpoint?.state !== "enabled") {
@@ -274,30 +301,7 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
     // Checked again at delivery: a row written before the check existed, or under the local flag.
     error = "egress_refused";
   } else {
-    try {
-      const { secret } = await openPersonalData<{ secret: string }>(env, delivery.installationId, `webhook_endpoint:${endpoint.id}`, endpoint.secretSealed);
-      const payload = await openPersonalData<unknown>(env, delivery.installationId, `webhook_delivery:${delivery.id}`, delivery.payloadSealed);
-      const body = JSON.stringify(payload);
-      const signature = new Webhook(secret).sign(delivery.id, new Date(started), body);
-      const response = await fetch(endpoint.url, {
-        method: "POST",
-        redirect: "manual",
-        signal: AbortSignal.timeout(timeoutMs),
-        headers: {
-          "content-type": "application/json",
-          "user-agent": "SafestTools-Webhooks/1",
-          "webhook-id": delivery.id,
-          "webhook-timestamp": String(Math.floor(started / 1000)),
-          "webhook-signature": signature,
-        },
-        body,
-      });
-      status = response.status;
-      retryAfter = parseRetryAfter(response.headers.get("retry-after"), Date.now());
-      await response.body?.cancel();
-    } catch (failure) {
-      error = failure instanceof Error && failure.name === "TimeoutError" ? "timeout" : "network_error";
-    }
+    ({ status, error, retryAfter } = await sendWebhookAttempt(env, endpoint, delivery, { started, timeoutMs }));
   }
   const ok = status !== null && status >= 200 && status < 300;
   const gone = status === 410 || refused !== null || error === "endpoint_disabled" || error === "egress_refused" || permanent;
@@ -309,7 +313,7 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
   const delaySeconds = state === "pending" ? backoffSeconds(endpoint!.retryBaseSeconds, attempt, status === 429 || status === 503 ? retryAfter : null) : 0;
   const nextAttemptAt = state === "pending" ? new Date(finishedAt + delaySeconds * 1000).toISOString() : null;
   const statements = [
-    env.DB.prepare(`INSERT OR IGNORE INTO webhook_attempts (id, delivery_id, attempt, status_code, error, duration_ms, started_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)`).bind(
+    env.DB.prepare(`INSERT OR IGNORE INTO webhook_attempts (id, delivery_id, attempt, status_code, error, duration_ms, started_at, via) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)`).bind(
       newId("att"),
       delivery.id,
       attempt,
@@ -317,6 +321,7 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
       errorText,
       Date.now() - started,
       startedAt,
+      via,
     ),
     env.DB.prepare(`UPDATE webhook_deliveries SET attempts = ?2, state = ?3, last_status = ?4, last_error = ?5, updated_at = ?6, next_attempt_at = ?8,
         delivered_at = CASE WHEN ?3 = 'delivered' THEN ?6 ELSE delivered_at END WHERE id = ?1 AND state = 'pending' AND attempts = ?7`).bind(delivery.id, attempt, state, status, errorText, at, delivery.attempts, nextAttemptAt),
@@ -352,8 +357,8 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
     statements.push(...(await finisher(env, { id: delivery.id, installationId: delivery.installationId, sourceType: delivery.sourceType, sourceId: delivery.sourceId, delivered: ok, at })));
   }
   await env.DB.batch(statements);
-  if (ok) return { kind: "delivered" };
-  if (exhausted) return { kind: "dead", reason: errorText ?? "failed" };
+  if (ok) return { kind: "delivered", sourceType: delivery.sourceType, sourceId: delivery.sourceId };
+  if (exhausted) return { kind: "dead", reason: errorText ?? "failed", sourceType: delivery.sourceType, sourceId: delivery.sourceId };
   return { kind: "retry", delaySeconds };
 }
 
@@ -398,7 +403,7 @@ export async function getDelivery(env: Env, actor: Actor, id: string) {
     .bind(actor.installationId, id)
     .first();
   if (!row) throw notFound("webhook_delivery");
-  const { results: history } = await env.DB.prepare(`SELECT attempt, status_code AS statusCode, error, duration_ms AS durationMs, started_at AS startedAt
+  const { results: history } = await env.DB.prepare(`SELECT attempt, status_code AS statusCode, error, duration_ms AS durationMs, started_at AS startedAt, via
     FROM webhook_attempts WHERE delivery_id = ?1 ORDER BY attempt`)
     .bind(id)
     .all();
