@@ -177,7 +177,7 @@ function applyMigrations(wrangler, state) {
   }
   const dir = path.join(templateDir, "migrations");
   const files = readdirSync(dir)
-    .filter((name) => /^\d+_[A-Za-z0-9_-]+\.sql$/u.test(name))
+    .filter((name) => name.endsWith(".sql")) // as wrangler picks them
     .sort();
   const sql = [
     "CREATE TABLE IF NOT EXISTS d1_migrations(\n\t\tid         INTEGER PRIMARY KEY AUTOINCREMENT,\n\t\tname       TEXT UNIQUE,\n\t\tapplied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL\n);",

@@ -13,7 +13,7 @@ import { createApp } from "../src/http/app";
 import appealReview from "../examples/appeal-review.json";
 import { ADMIN_TOKEN, api, newInstallation, publish, waitForRun } from "./helpers";
 
-const demoEnv = { ...env, DEMO_PEERS: "on" } as unknown as Env;
+const demoEnv = { ...env, DEMO_PEERS: "on", ALLOW_LOCAL_EGRESS: "true" } as unknown as Env;
 const app = createApp();
 const ctx = { waitUntil: () => undefined, passThroughOnException: () => undefined, props: {} } as unknown as ExecutionContext;
 const demo = (path: string, init: RequestInit = {}, on = true) => app.request(`http://safest.test${path}`, init, on ? demoEnv : env, ctx);
@@ -36,6 +36,9 @@ describe("demo peers", () => {
       expect(response.body.error.code).toBe("route.not_found");
     }
     expect((await demo("/demo/model", {}, false)).status).toBe(404);
+    // DEMO_PEERS alone (set on a deployed Worker by mistake) mounts nothing: only local development has ALLOW_LOCAL_EGRESS.
+    const deployed = { ...env, DEMO_PEERS: "on" } as unknown as Env;
+    expect((await app.request("http://safest.test/demo/product/received", {}, deployed, ctx)).status).toBe(404);
     expect((await demo("/demo/model")).status).toBe(200);
   });
 

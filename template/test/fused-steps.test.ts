@@ -3,6 +3,7 @@
 import { env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { fusedWriteGuard } from "../src/workflows/runtime-fused";
 import { api, edge, newInstallation, startRun, waitForRun, waitForWait } from "./helpers";
 
 const condition = (id: string, when: string, extra: Record<string, unknown> = {}) => ({ id, kind: "condition", ...extra, config: { cases: [{ port: "next", when }], case_ports: ["next"], default_port: "other" } });
@@ -328,5 +329,21 @@ describe("fused steps", () => {
     expect(a.audit.filter((event) => event.action === "report.content_read").map((event) => event.key)).toEqual(["run:RUN:content_read:bank"]);
     // Sealing is randomised, so the sealed output's digest differs per run; every other row matches.
     expect(withoutDigestOf(a, "bank")).toEqual(withoutDigestOf(b, "bank"));
+  });
+
+  it("a group's batch is refused whole when one of its steps finished since the group was read (a concurrent call of the sandbox)", async () => {
+    const { apiKey } = await newInstallation("fused-guard");
+    const version = await publishAs(apiKey, chainGraph, "fused");
+    const run = await waitForRun(apiKey, (await startRun(apiKey, version.id, { input: { x: 1, text: "hello" } })).id);
+    expect(run.state).toBe("succeeded");
+    const finished = await env.DB.prepare("SELECT id FROM workflow_step_runs WHERE run_id = ?1 AND node_id = 'c1'").bind(run.id).first<{ id: string }>();
+    const before = await env.DB.prepare("SELECT updated_at AS updatedAt FROM workflow_runs WHERE id = ?1").bind(run.id).first<{ updatedAt: string }>();
+    const touch = () => env.DB.prepare("UPDATE workflow_runs SET updated_at = 'touched' WHERE id = ?1").bind(run.id);
+    // A finished step among the group's: nothing of the batch is written.
+    await expect(env.DB.batch([fusedWriteGuard(env.DB, ["not-recorded-yet", finished!.id]), touch()])).rejects.toThrow(/malformed JSON/u);
+    expect((await env.DB.prepare("SELECT updated_at AS updatedAt FROM workflow_runs WHERE id = ?1").bind(run.id).first<{ updatedAt: string }>())!.updatedAt).toBe(before!.updatedAt);
+    // None finished: the batch goes through.
+    await env.DB.batch([fusedWriteGuard(env.DB, ["not-recorded-yet"]), touch()]);
+    expect((await env.DB.prepare("SELECT updated_at AS updatedAt FROM workflow_runs WHERE id = ?1").bind(run.id).first<{ updatedAt: string }>())!.updatedAt).toBe("touched");
   });
 });

@@ -385,4 +385,24 @@ describe("telling reporters", () => {
     expect(dead).toMatchObject({ eventType: "message.send", attempts: 1, lastError: "connector_recipient_unknown" });
     expect((await peerLog(m.token)).filter((call) => call.path === "/api/v1/statuses")).toEqual([]);
   });
+
+  it("with tellReporters, a report the connector did not take in is never messaged, and an @ in the text mentions nobody", async () => {
+    const { apiKey } = await newInstallation("mastodon-strangers");
+    const m = await connector(apiKey, { tellReporters: true });
+    // Through the API, with a contact that looks like a handle of the server: not this connector's reporter.
+    const stranger = await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "account", id: "mastodon:mastodon.test:account:43" }, category: "scams_and_fraud", reporter: { id: "api-client-1", contact: "@alice" } } });
+    expect(stranger.status).toBe(201);
+    const dead = await until(async () => (await api(`/api/v1/webhook-deliveries?endpointId=${m.endpointId}&state=dead`, { key: apiKey })).body.items?.[0], "the stranger's receipt, dead");
+    expect(dead).toMatchObject({ eventType: "message.send", lastError: "connector_recipient_unknown" });
+    // The connector's own reporter is told; the statement's @mentions are neutralised (a zero-width space after each @).
+    const signed = await signedReport(m.webhookSecret, { id: "7022", statuses: "1", category: "spam" });
+    const taken = await deliver(m.webhookPath, signed.body, signed.signature);
+    const decided = await api("/api/v1/decisions", { key: apiKey, body: { reportId: taken.body.reportId, outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement: "Spam, also sent to @victim and @x@evil.example." } });
+    expect(decided.status, JSON.stringify(decided.body)).toBe(201);
+    const decision = await until(async () => (await peerLog(m.token)).find((call) => call.path === "/api/v1/statuses" && call.form.status?.includes("After review")), "the decision status");
+    const mentions = decision.form.status!.match(/@[A-Za-z0-9_]/gu) ?? [];
+    expect(mentions, decision.form.status).toEqual(["@b"]); // the reporter's handle only
+    expect(decision.form.status).toContain("@\u200Bvictim");
+    expect((await peerLog(m.token)).filter((call) => call.path === "/api/v1/statuses").every((call) => call.form.status!.startsWith("@bobisaburger "))).toBe(true);
+  });
 });

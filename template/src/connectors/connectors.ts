@@ -127,7 +127,7 @@ export async function getConnector(env: Env, actor: Actor, id: string) {
   if (!row) throw notFound("connector");
   const { results } = await env.DB.prepare(`SELECT id, key, name FROM action_types WHERE installation_id = ?1 AND endpoint_id = ?2 ORDER BY key`).bind(actor.installationId, row.endpointId).all<{ id: string; key: string; name: string }>();
   const { actions } = configOf(row);
-  return { ...serialize(row), actionTypes: results.map((type) => ({ ...type, mastodonAction: actions[type.key] ?? null })) };
+  return { ...serialize(row), actionTypes: results.map((type) => ({ ...type, mastodonAction: Object.hasOwn(actions, type.key) ? actions[type.key] : null })) };
 }
 
 export interface UpdateConnectorInput {

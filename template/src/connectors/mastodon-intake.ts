@@ -62,7 +62,8 @@ export async function takeMastodonWebhook(env: Env, ctx: ExecutionContext, input
   const intake = mastodonIntake(new URL(row.baseUrl).host, configOf(row), event.object as AdminReport);
   const known = await env.DB.prepare(`SELECT report_id AS reportId FROM connector_reports WHERE connector_id = ?1 AND remote_report_id = ?2`).bind(row.id, intake.remoteReportId).first<{ reportId: string }>();
   if (known) return { actor, status: 200, body: { accepted: true, event: name, reportId: known.reportId, replayed: true, ignored: false, runs: 0 } };
-  const key = `connector:${row.id}:${intake.remoteReportId}`;
+  // '#' is outside the Idempotency-Key header's alphabet (http/validate.ts): no API client can take this key first.
+  const key = `#connector:${row.id}:${intake.remoteReportId}`;
   const taken = await intakeOnce(env, ctx, actor, intake.report, key);
   await recordRemoteReport(env, row, { remoteReportId: intake.remoteReportId, targetAccountId: intake.targetAccountId, reportId: taken.reportId, subjectKind: intake.report.subject.kind, statuses: statusCount(event.object) });
   return { actor, status: taken.replayed ? 200 : 201, body: { accepted: true, event: name, reportId: taken.reportId, replayed: taken.replayed, ignored: false, runs: taken.runs } };

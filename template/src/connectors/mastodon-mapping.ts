@@ -126,7 +126,7 @@ export function mastodonIntake(host: string, config: MastodonConfig, object: Adm
   const rules = (Array.isArray(object.rules) ? object.rules : []).map((rule) => ({ id: text(rule?.id, 100), text: text(rule?.text, 1000) })).filter((rule) => rule.id);
   const ruleIds = [...new Set([...rules.map((rule) => rule.id!), ...(Array.isArray(object.rule_ids) ? object.rule_ids.map((id) => text(id, 100)).filter((id): id is string => id !== null) : [])])];
   const mastodonCategory = (MASTODON_CATEGORIES as readonly unknown[]).includes(object.category) ? (object.category as MastodonCategory) : "other";
-  const ruleCategory = ruleIds.map((id) => config.rules[id]).find((category) => category !== undefined);
+  const ruleCategory = ruleIds.map((id) => (Object.hasOwn(config.rules, id) ? config.rules[id] : undefined)).find((category) => category !== undefined);
   const target = object.target_account!;
   const account = {
     id: targetAccountId,

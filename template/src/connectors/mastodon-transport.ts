@@ -33,7 +33,7 @@ interface ActionPayload {
 
 interface MessagePayload {
   type?: string;
-  data?: { kind?: unknown; body?: unknown; recipient?: { contact?: unknown } | null; facts?: Record<string, unknown> | null };
+  data?: { kind?: unknown; body?: unknown; reportId?: unknown; recipient?: { kind?: unknown; contact?: unknown } | null; facts?: Record<string, unknown> | null };
 }
 
 /** The Mastodon report and account an action is about: the connector's record of the report, else an account subject of this server. */
@@ -67,7 +67,7 @@ export async function sendThroughConnector(env: Env, input: { installationId: st
   const payload = await openPersonalData<ActionPayload & MessagePayload>(env, input.installationId, `webhook_delivery:${input.deliveryId}`, input.payloadSealed);
   if (payload?.type === "message.send" && payload.data) return sendDirectMessage(env, connector, payload as MessagePayload, input);
   if (payload?.type !== "action.execute" || !payload.data) return refused("connector_event_unsupported");
-  const verb = typeof payload.data.actionType === "string" ? configOf(connector).actions[payload.data.actionType] : undefined;
+  const verb = typeof payload.data.actionType === "string" ? ownValue(configOf(connector).actions, payload.data.actionType) : undefined;
   if (!verb) return refused("connector_action_unmapped");
   const target = await targetOf(env, connector, payload.data);
   if (!target) return refused("connector_target_unknown");
@@ -123,20 +123,29 @@ const STATUS_LIMIT = 500;
 export function directMessageText(handle: string, data: NonNullable<MessagePayload["data"]>): string {
   const facts = data.facts ?? {};
   if (data.kind !== "notice_decision") {
-    const body = typeof data.body === "string" ? data.body : "";
+    const body = typeof data.body === "string" ? unmention(data.body) : "";
     const text = `${handle} ${body}`;
     return text.length <= STATUS_LIMIT ? text : `${text.slice(0, STATUS_LIMIT - 1)}…`;
   }
   const restrictions = Object.entries((facts.restrictions as Record<string, unknown> | null) ?? {}).map(([kind, value]) => `${kind.replace(/_/gu, " ")}: ${[value].flat().join(", ").replace(/_/gu, " ")}`);
   const redress = (facts.redress as { internalComplaint?: { until?: string; reference?: string } } | undefined)?.internalComplaint;
-  const decided = facts.restricts ? `we restricted what you reported (${restrictions.join("; ")}).` : "we took no action against what you reported.";
+  const decided = facts.restricts ? `we restricted what you reported (${unmention(restrictions.join("; "))}).` : "we took no action against what you reported.";
   const head = `${handle} Thank you for your report. After review, ${decided}`;
-  const tail = ` You can complain about this decision until ${String(redress?.until ?? "").slice(0, 10)} (reference ${String(redress?.reference ?? "")}) with our moderators, refer it to an out-of-court dispute settlement body (DSA Art. 21), or go to court.`;
-  const statement = typeof facts.statement === "string" && facts.statement ? ` Reasons: ${facts.statement}` : "";
+  const tail = ` You can complain about this decision until ${unmention(String(redress?.until ?? "").slice(0, 10))} (reference ${unmention(String(redress?.reference ?? ""))}) with our moderators, refer it to an out-of-court dispute settlement body (DSA Art. 21), or go to court.`;
+  const statement = typeof facts.statement === "string" && facts.statement ? ` Reasons: ${unmention(facts.statement)}` : "";
   const room = STATUS_LIMIT - head.length - tail.length;
   const reasons = statement.length <= room ? statement : room > 12 ? `${statement.slice(0, room - 1)}…` : "";
   return `${head}${reasons}${tail}`.slice(0, STATUS_LIMIT);
 }
+
+/**
+ * A direct status is seen by everyone it mentions: an `@` in the body or the reasons (a template,
+ * or text quoted from a report) would add recipients. A zero-width space after each `@` keeps the
+ * text readable and mentions nobody; only the leading handle mentions.
+ */
+export const unmention = (text: string) => text.replace(/@/gu, "@\u200B");
+
+const ownValue = <T>(map: Record<string, T>, key: string): T | undefined => (Object.hasOwn(map, key) ? map[key] : undefined);
 
 /**
  * A message to a reporter of this server (message.send with an @handle contact, which intake
@@ -151,7 +160,12 @@ async function sendDirectMessage(
   input: { installationId: string; deliveryId: string; timeoutMs: number },
 ): Promise<TransportResult> {
   const contact = typeof payload.data?.recipient?.contact === "string" ? payload.data.recipient.contact : "";
-  if (!/^@[A-Za-z0-9_]{1,30}$/u.test(contact)) return refused("connector_recipient_unknown");
+  if (payload.data?.recipient?.kind !== "reporter" || !/^@[A-Za-z0-9_]{1,30}$/u.test(contact)) return refused("connector_recipient_unknown");
+  // Only the reporter of a report this connector took in: an @handle alone could name anyone, on
+  // this server or another connector's (a report sent through the API can carry any contact).
+  const reportId = typeof payload.data.reportId === "string" ? payload.data.reportId : "";
+  const ours = await env.DB.prepare(`SELECT 1 AS found FROM connector_reports WHERE installation_id = ?1 AND connector_id = ?2 AND report_id = ?3`).bind(input.installationId, connector.id, reportId).first<{ found: number }>();
+  if (!ours) return refused("connector_recipient_unknown");
   if (egressRefusal(connector.baseUrl, { allowLocal: allowLocalEgress(env) })) return refused("egress_refused");
   const { token } = await openPersonalData<{ token: string }>(env, input.installationId, tokenContext(connector.id), connector.accessTokenSealed!);
   const body = new URLSearchParams({ status: directMessageText(contact, payload.data!), visibility: "direct" });

@@ -4,6 +4,7 @@
 // every /demo path is then the ordinary 404. Not part of /api/v1 (no OpenAPI entry): they play the
 // peers a real installation would have — a model provider and a product.
 import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
 import { AppError } from "../errors";
 import type { AppEnv } from "../http/types";
 import { demoCompletion } from "./model";
@@ -12,9 +13,14 @@ import { assertAdmin, hasSecret, listReceived, receive, registerSecret } from ".
 
 const MAX_DELIVERY_CHARS = 1_048_576;
 
-/** Whether the demo peers are mounted in this environment. */
+/**
+ * Whether the demo peers are mounted in this environment: DEMO_PEERS "on" AND the local-development
+ * flag that deployed Workers never get (ALLOW_LOCAL_EGRESS, see lib/egress.ts), so a DEMO_PEERS
+ * set on Cloudflare by mistake still mounts nothing.
+ */
 export function demoPeersOn(env: unknown): boolean {
-  return (env as { DEMO_PEERS?: unknown } | null)?.DEMO_PEERS === "on";
+  const vars = env as { DEMO_PEERS?: unknown; ALLOW_LOCAL_EGRESS?: unknown } | null;
+  return vars?.DEMO_PEERS === "on" && String(vars?.ALLOW_LOCAL_EGRESS) === "true";
 }
 
 export const demoRoutes = new Hono<AppEnv>()
@@ -22,6 +28,15 @@ export const demoRoutes = new Hono<AppEnv>()
     if (!demoPeersOn(c.env)) return c.json({ error: { code: "route.not_found", message: "No such route." } }, 404);
     await next();
   })
+  .use(
+    "*",
+    bodyLimit({
+      maxSize: MAX_DELIVERY_CHARS,
+      onError: () => {
+        throw new AppError("demo_product.too_large", "The demo peers take bodies of at most 1 MiB.", { status: 413 });
+      },
+    }),
+  )
   .post("/model/v1/chat/completions", async (c) => c.json(demoCompletion((await c.req.json().catch(() => ({}))) as Record<string, unknown>)))
   .get("/model", (c) => c.json({ name: "Safest Tools demo model", demo: true, openaiCompatibleBaseUrl: `${new URL(c.req.url).origin}/demo/model/v1`, note: "Deterministic: a word list, not a classifier. For the demo desk only." }))
   .post("/product/webhooks/:hook", async (c) => {

@@ -296,7 +296,16 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
   } else if (endpoint?.state !== "enabled") {
     error = "endpoint_disabled";
   } else if (isConnectorEndpoint(endpoint.url)) {
-    ({ status, error, retryAfter, permanent } = await sendThroughConnector(env, { installationId: delivery.installationId, deliveryId: delivery.id, endpointUrl: endpoint.url, payloadSealed: delivery.payloadSealed, timeoutMs }));
+    // A throw (a sealed value that does not open, a broken setting) is this attempt's failure, recorded
+    // and counted like any other, so the delivery still reaches its last attempt and the dead letters.
+    ({ status, error, retryAfter, permanent } = await sendThroughConnector(env, { installationId: delivery.installationId, deliveryId: delivery.id, endpointUrl: endpoint.url, payloadSealed: delivery.payloadSealed, timeoutMs }).catch(
+      () => ({
+        status: null,
+        error: "connector_error",
+        retryAfter: null,
+        permanent: false,
+      }),
+    ));
   } else if (egressRefusal(endpoint.url, { allowLocal: allowLocalEgress(env) })) {
     // Checked again at delivery: a row written before the check existed, or under the local flag.
     error = "egress_refused";

@@ -123,6 +123,7 @@ const finishedRow = (row: GroupRow | undefined): row is GroupRow & { json: strin
 /** One node's records, in the order recordStepResult writes them; the run's progress goes in once per batch. */
 interface NodeRecord {
   node: WorkflowNodeV1;
+  stepId: string;
   at: string;
   head: D1PreparedStatement[];
   tail: D1PreparedStatement[];
@@ -141,7 +142,27 @@ function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeRecord[]): 
       updated_at = ?4, revision = revision + ?5
     WHERE id = ?1 AND state IN ('created', 'dispatch_pending', 'queued', 'running', 'waiting')`)
     .bind(run.id, last.node.id, records[0]!.at, last.at, records.length);
-  return records.flatMap((record) => (record === last ? [...record.head, progress, ...record.tail] : [...record.head, ...record.tail]));
+  return [
+    fusedWriteGuard(
+      db,
+      records.map((record) => record.stepId),
+    ),
+    ...records.flatMap((record) => (record === last ? [...record.head, progress, ...record.tail] : [...record.head, ...record.tail])),
+  ];
+}
+
+/**
+ * The group's records are computed from what was recorded when the group was read; if any of its
+ * steps finished meanwhile (a concurrent failFused or executeFused of the same group, which only an
+ * untrusted sandbox would send), this first statement of the batch fails it — SQLite's json() on
+ * malformed text raises, and D1 rolls the whole batch back — so a finished step is never rewritten
+ * and a group never records two outcomes. The call then fails, and its retry answers from the records.
+ */
+export function fusedWriteGuard(db: D1Database, stepIds: readonly string[]): D1PreparedStatement {
+  return db
+    .prepare(`SELECT CASE WHEN EXISTS (SELECT 1 FROM workflow_step_runs WHERE id IN (SELECT value FROM json_each(?1)) AND state IN ('succeeded', 'failed', 'timed_out'))
+      THEN json('runtime.fused_group_conflict') ELSE 0 END AS conflict`)
+    .bind(JSON.stringify(stepIds));
 }
 
 /** Runs the group from the named node; returns the node it ended at and the port it left by. */
@@ -196,6 +217,7 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
         port = String(result.output.port);
         records.push({
           node,
+          stepId,
           at,
           head: [stepUpsert(env.DB, { id: stepId, run, node, branchKey, state: "succeeded", digest: record.digest, at }), outputUpsert(env.DB, stepId, record, at)],
           tail: [
