@@ -397,7 +397,10 @@ describe("telling reporters", () => {
     // The connector's own reporter is told; the statement's @mentions are neutralised (a zero-width space after each @).
     const signed = await signedReport(m.webhookSecret, { id: "7022", statuses: "1", category: "spam" });
     const taken = await deliver(m.webhookPath, signed.body, signed.signature);
-    const decided = await api("/api/v1/decisions", { key: apiKey, body: { reportId: taken.body.reportId, outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement: "Spam, also sent to @victim and @x@evil.example." } });
+    const decided = await api("/api/v1/decisions", {
+      key: apiKey,
+      body: { reportId: taken.body.reportId, outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement: "Spam, also sent to @victim and @x@evil.example." },
+    });
     expect(decided.status, JSON.stringify(decided.body)).toBe(201);
     const decision = await until(async () => (await peerLog(m.token)).find((call) => call.path === "/api/v1/statuses" && call.form.status?.includes("After review")), "the decision status");
     const mentions = decision.form.status!.match(/@[A-Za-z0-9_]/gu) ?? [];
