@@ -5,16 +5,20 @@
 // flips from real state: a product endpoint (a local HTTP server standing in for the product), the
 // published workflow, a test report sent from the checklist, its review task answered, the
 // approved action delivered. axe-core finds no serious or critical issue on the new pages. The
-// screenshots of docs/tutorial.md are taken here (docs/images/tutorial/*.png), so they stay current.
+// screenshots of docs/tutorial.md are taken here on every run; `npm run screenshots` (TUTORIAL_SCREENSHOTS=1)
+// writes them into docs/images/tutorial/, other runs into a temporary folder, so a test run leaves the
+// checkout as it was (the pictures hold random ids and would change on every run).
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { createServer } from "node:http";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { apiClient, axeViolations, buildConsole, launchBrowser, reuseOrStartServer, signinLink, templateDir, until } from "./harness.mjs";
 
 // docs/ beside template/ in the Safest Tools repository; inside a project made with npm create, its own docs/.
-const SHOTS = path.join([path.join(templateDir, "docs"), path.join(templateDir, "..", "docs")].find((dir) => existsSync(dir)) ?? path.join(templateDir, "docs"), "images", "tutorial");
+const DOCS_SHOTS = path.join([path.join(templateDir, "docs"), path.join(templateDir, "..", "docs")].find((dir) => existsSync(dir)) ?? path.join(templateDir, "docs"), "images", "tutorial");
+const SHOTS = process.env.TUTORIAL_SCREENSHOTS === "1" ? DOCS_SHOTS : mkdtempSync(path.join(tmpdir(), "safest-tutorial-shots-"));
 const TAG = Math.random().toString(36).slice(2, 7);
 const QUEUE = "general-review";
 
