@@ -165,7 +165,7 @@ function wranglerEnv(dir) {
 async function snapshotSources(dir) {
   const app = join(dir, "snapshot", "template");
   await mkdir(app, { recursive: true });
-  for (const entry of ["src", "bench", "migrations", "package.json", "tsconfig.json"]) await cp(join(root, entry), join(app, entry), { recursive: true });
+  for (const entry of ["src", "bench", "migrations", "examples", "package.json", "tsconfig.json"]) await cp(join(root, entry), join(app, entry), { recursive: true });
   // The console's built assets, when there are any (the config's assets folder must exist).
   if (existsSync(join(root, "console-dist"))) await cp(join(root, "console-dist"), join(app, "console-dist"), { recursive: true });
   else await mkdir(join(app, "console-dist"));
