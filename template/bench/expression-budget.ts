@@ -53,9 +53,11 @@ export const BUDGET_CASES = {
   comprehension: "steps.enrich.output.labels.exists(l, l == 'scam') && steps.enrich.output.matches.size() > 10",
 } as const;
 
-export function expressionBudget(body: { rounds?: number; repeats?: number }): Response {
+export function expressionBudget(body: { rounds?: number; repeats?: number; firstRepeat?: number }): Response {
   const rounds = Math.min(Math.max(Number(body.rounds) || 100_000, 1_000), 1_000_000);
   const repeats = Math.min(Math.max(Number(body.repeats) || 5, 1), 15);
+  // Which side goes first alternates with the repeat's index, counted across requests.
+  const firstRepeat = Math.max(0, Math.floor(Number(body.firstRepeat) || 0));
   const context = typicalContext();
   const out: Record<string, { withBudgetMs: number[]; withoutBudgetMs: number[]; result: unknown }> = {};
   for (const [name, expression] of Object.entries(BUDGET_CASES)) {
@@ -71,7 +73,7 @@ export function expressionBudget(body: { rounds?: number; repeats?: number }): R
         ["withBudgetMs", () => evaluateWorkflowExpression(expression, context)],
         ["withoutBudgetMs", () => evaluateWithoutBudget(expression, context)],
       ];
-      if (repeat % 2 === 1) sides.reverse();
+      if ((firstRepeat + repeat) % 2 === 1) sides.reverse();
       for (const [side, run] of sides) {
         const began = Date.now();
         for (let i = 0; i < rounds; i++) run();
