@@ -4,7 +4,7 @@
 import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 
-export const OVERALL_BUDGET_MS = 285_000;
+export const OVERALL_BUDGET_MS = 600_000; // the sections end within 10 min; with the console section the whole run stays under 15 (issue 17)
 export const startedAt = Date.now();
 export const deadline = startedAt + OVERALL_BUDGET_MS;
 
