@@ -17,6 +17,7 @@ import { sweepRetention } from "./cases/retention";
 import { indexPersonKeys } from "./cases/retention-people";
 import { sweepComplaintOutcomes, sweepPendingDeliveries, sweepTransparencyDb } from "./enforcement";
 import { errorCode } from "./errors";
+import { yieldToRuntime } from "./lib/queue-work";
 import { sweepMetricRollups } from "./metrics";
 import { recordSweepRuns, sweepAlerts } from "./operations";
 import { redispatchPendingRuns, sealLegacyStepOutputs, sweepExpiredWaits, sweepStalledRuns } from "./workflows";
@@ -89,6 +90,9 @@ export async function runSchedule(env: Env, event: { cron: string; scheduledTime
     } catch (error) {
       results.push({ name: sweep.name, ok: false, ms: Date.now() - started, error: errorCode(error) });
     }
+    // Between sweeps the runtime reads its sockets (lib/queue-work.ts says why): the schedule's
+    // chain of in-process D1 calls must not hold requests back for its whole run.
+    await yieldToRuntime();
   }
   try {
     await recordSweepRuns(env, now, results);

@@ -9,7 +9,7 @@ import worker from "../src";
 import { auditStatement, sweepAuditChains } from "../src/audit";
 import { sweepLapsedLeases } from "../src/cases";
 import { deliveryStatement, sweepPendingDeliveries } from "../src/enforcement";
-import { SWEEPS } from "../src/schedule";
+import { runSchedule, SWEEPS } from "../src/schedule";
 import { redispatchPendingRuns, sweepExpiredWaits, sweepStalledRuns } from "../src/workflows";
 import { api, edge, newInstallation, publish, startRun, waitForRun, waitForWait } from "./helpers";
 
@@ -284,5 +284,35 @@ describe("the schedule records what each sweep did", () => {
     expect(results.every((row) => row.ok === 1 && row.ms >= 0)).toBe(true);
     expect(Object.keys(JSON.parse(results.find((row) => row.name === "cases.lapsed_leases")!.counts))).toEqual(["released"]);
     expect(Object.keys(JSON.parse(results.find((row) => row.name === "workflows.redispatch")!.counts))).toEqual(["redispatched", "failed"]);
+  });
+});
+
+describe("the schedule and request handling", () => {
+  it("yields to the runtime between sweeps: a timer set during one sweep has fired before the next starts", async () => {
+    let timerFired = false;
+    let firedBeforeSecond: boolean | null = null;
+    const sweeps = [
+      {
+        name: "test.first",
+        run: async () => {
+          setTimeout(() => {
+            timerFired = true;
+          }, 0);
+          return { started: 1 };
+        },
+      },
+      {
+        name: "test.second",
+        run: async () => {
+          firedBeforeSecond = timerFired;
+          return { started: 1 };
+        },
+      },
+    ];
+    const run = await runSchedule(env, { cron: "* * * * *", scheduledTime: Date.now() }, sweeps);
+    expect(run.ok).toBe(true);
+    // Without the yield the second sweep starts in the same turn of the event loop, before any timer
+    // (or socket) is looked at: under wrangler dev, a whole scheduled run held requests back.
+    expect(firedBeforeSecond).toBe(true);
   });
 });

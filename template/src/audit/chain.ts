@@ -10,6 +10,7 @@
 // is incremental (from the last checkpoint a verification reached, which must still match the
 // chain); the schedule verifies each chain in full, a bounded slice per run.
 import { sha256Hex } from "../lib/crypto";
+import { yieldToRuntime } from "../lib/queue-work";
 import { canonicalJson } from "./canonical-json";
 import { entryMacText } from "./events";
 import { auditKeys, macVerifies, type AuditKey, type AuditKeys } from "./keys";
@@ -221,6 +222,7 @@ export async function sealAuditChain(env: Env, installationId: string): Promise<
     }
     if (updates.length > 0) await env.DB.batch(updates);
     sealed += updates.length;
+    await yieldToRuntime(); // a page at a time: requests are read between pages (lib/queue-work.ts)
     if (updates.length === 0 || updates.length < results.length || results.length < PAGE || sealed >= SEAL_MAX_EVENTS) break;
   }
   await checkpointHead(env, installationId, keys);
@@ -285,6 +287,8 @@ async function walkChain(env: Env, installationId: string, keys: AuditKeys, boun
       checked += 1;
     }
     if (results.length < limit) return { position, broken: null, end: true, checked };
+    // Up to 20,000 events a sweep: let the runtime read its sockets between pages (lib/queue-work.ts).
+    await yieldToRuntime();
   }
   return { position, broken: null, end: false, checked };
 }
