@@ -346,4 +346,17 @@ describe("fused steps", () => {
     await env.DB.batch([fusedWriteGuard(env.DB, ["not-recorded-yet"]), touch()]);
     expect((await env.DB.prepare("SELECT updated_at AS updatedAt FROM workflow_runs WHERE id = ?1").bind(run.id).first<{ updatedAt: string }>())!.updatedAt).toBe("touched");
   });
+
+  it("a run lists a fused group's steps in the order they ran, though they share a batch (and often a millisecond)", async () => {
+    const { apiKey } = await newInstallation("fused-order");
+    const linear = {
+      schemaVersion: 1,
+      nodes: [{ id: "start", kind: "start" }, condition("c1", "true"), condition("b2", "true"), condition("a3", "true"), { id: "done", kind: "end" }],
+      edges: [edge("start", "success", "c1"), edge("c1", "next", "b2"), edge("c1", "other", "b2"), edge("b2", "next", "a3"), edge("b2", "other", "a3"), edge("a3", "next", "done"), edge("a3", "other", "done")],
+    };
+    const version = await publishAs(apiKey, linear, "fused");
+    const run = await waitForRun(apiKey, (await startRun(apiKey, version.id, { input: {} })).id);
+    expect(run.state).toBe("succeeded");
+    expect(run.steps.map((step: { nodeId: string }) => step.nodeId)).toEqual(["start", "c1", "b2", "a3", "done"]);
+  });
 });
