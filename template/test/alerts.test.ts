@@ -6,23 +6,7 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { sweepAuditChains } from "../src/audit";
 import { sweepAlerts } from "../src/operations";
-import { api, edge, newInstallation, publish } from "./helpers";
-
-type Logged = { path: string; webhookId: string; type: string | null; data: any; verified: boolean; status: number | "hung" };
-
-async function receiverLog(path: string): Promise<Logged[]> {
-  return (await (await env.RECEIVER.fetch(`http://receiver/_control/log?path=${encodeURIComponent(path)}`)).json()) as Logged[];
-}
-
-async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+import { api, edge, newInstallation, publish, receiverLog, until } from "./helpers";
 
 const later = (ms: number) => new Date(Date.now() + ms);
 const newRunId = () => `run_${crypto.randomUUID().replace(/-/gu, "")}`;

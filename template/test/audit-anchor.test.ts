@@ -5,7 +5,8 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { auditStatement } from "../src/audit";
-import { type AuditRow, AUDIT_COLUMNS, eventHash, GENESIS_HASH, sealAuditChain, sweepAuditChains, verifyAuditChain } from "../src/audit/chain";
+import { type AuditRow, AUDIT_COLUMNS, eventHash, GENESIS_HASH, sealAuditChain, verifyAuditChain } from "../src/audit/chain";
+import { sweepAuditChains } from "../src/audit/chain-sweep";
 import { api, newInstallation } from "./helpers";
 
 /** An installation with `count` more audited writes, sealed. */

@@ -8,24 +8,9 @@ import { describe, expect, it } from "vitest";
 import type { Actor } from "../src/auth";
 import { decideProposal } from "../src/enforcement/actions";
 import { sweepPendingDeliveries } from "../src/enforcement/webhooks";
-import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
+import { api, edge, newInstallation, publish, receiverLog, startRun, until, waitForRun } from "./helpers";
 
-type Logged = { path: string; webhookId: string; type: string | null; data: any; verified: boolean; status: number | "hung" };
 type Attempt = { attempt: number; statusCode: number | null; error: string | null; via: string };
-
-async function receiverLog(path: string): Promise<Logged[]> {
-  return (await (await env.RECEIVER.fetch(`http://receiver/_control/log?path=${encodeURIComponent(path)}`)).json()) as Logged[];
-}
-
-async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 const actionGraph = {
   schemaVersion: 1,

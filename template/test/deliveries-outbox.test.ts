@@ -7,23 +7,7 @@ import { describe, expect, it } from "vitest";
 import worker from "../src";
 import { deliveryStatement, enqueueDeliveries, parseRetryAfter, sweepPendingDeliveries } from "../src/enforcement/webhooks";
 import { runSchedule, SWEEPS } from "../src/schedule";
-import { api, newInstallation } from "./helpers";
-
-type Logged = { path: string; webhookId: string; verified: boolean; status: number | "hung"; at: number };
-
-async function receiverLog(path: string): Promise<Logged[]> {
-  return (await (await env.RECEIVER.fetch(`http://receiver/_control/log?path=${encodeURIComponent(path)}`)).json()) as Logged[];
-}
-
-async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+import { api, newInstallation, receiverLog, until } from "./helpers";
 
 /** An installation with one endpoint whose secret the receiver knows. */
 async function setup(path: string) {

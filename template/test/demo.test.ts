@@ -11,22 +11,12 @@ import { buildPrompt } from "../src/automation/ai-answers";
 import { demoCompletion } from "../src/demo";
 import { createApp } from "../src/http/app";
 import appealReview from "../examples/appeal-review.json";
-import { ADMIN_TOKEN, api, newInstallation, publish, waitForRun } from "./helpers";
+import { ADMIN_TOKEN, api, newInstallation, publish, until, waitForRun } from "./helpers";
 
 const demoEnv = { ...env, DEMO_PEERS: "on", ALLOW_LOCAL_EGRESS: "true" } as unknown as Env;
 const app = createApp();
 const ctx = { waitUntil: () => undefined, passThroughOnException: () => undefined, props: {} } as unknown as ExecutionContext;
 const demo = (path: string, init: RequestInit = {}, on = true) => app.request(`http://safest.test${path}`, init, on ? demoEnv : env, ctx);
-
-async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 describe("demo peers", () => {
   it("are a 404 unless DEMO_PEERS is on (the Worker as configured here and in production)", async () => {

@@ -4,13 +4,7 @@ import { Validator, type Schema } from "@cfworker/json-schema";
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import sorSchema from "../src/lib/dsa-statement-of-reasons.schema.json";
-import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
-
-type Logged = { path: string; webhookId: string; type: string | null; data: any; verified: boolean; status: number };
-
-async function receiverLog(path: string): Promise<Logged[]> {
-  return (await (await env.RECEIVER.fetch(`http://receiver/_control/log?path=${encodeURIComponent(path)}`)).json()) as Logged[];
-}
+import { api, edge, newInstallation, publish, receiverLog, startRun, until, waitForRun } from "./helpers";
 
 async function endpoint(apiKey: string, path: string, extra: Record<string, unknown> = {}) {
   const created = await api("/api/v1/webhook-endpoints", { key: apiKey, body: { url: `https://hooks.product.test${path}`, retryBaseSeconds: 0, maxAttempts: 5, ...extra } });
@@ -20,16 +14,6 @@ async function endpoint(apiKey: string, path: string, extra: Record<string, unkn
   const listed = await api("/api/v1/webhook-endpoints", { key: apiKey });
   expect(JSON.stringify(listed.body)).not.toContain(created.body.secret);
   return created.body as { id: string; secret: string };
-}
-
-async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 const actionGraph = {

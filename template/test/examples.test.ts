@@ -4,7 +4,7 @@
 // under a policy with a person deciding (a decision not to act included), known media by hash.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { api, newInstallation, publish, waitForRun, waitForWait } from "./helpers";
+import { api, newInstallation, publish, receiverLog, until, waitForRun, waitForWait } from "./helpers";
 
 import harassmentReview from "../examples/harassment-review.json";
 import knownMedia from "../examples/known-media.json";
@@ -12,21 +12,6 @@ import spamTriage from "../examples/spam-triage.json";
 import triage from "../examples/triage.json";
 
 const MARKER = "pelican-orchid-2290";
-
-type Logged = { path: string; type: string | null; data: any; verified: boolean };
-async function receiverLog(path: string): Promise<Logged[]> {
-  return (await (await env.RECEIVER.fetch(`http://receiver/_control/log?path=${encodeURIComponent(path)}`)).json()) as Logged[];
-}
-
-async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 /** An installation with everything the examples name. */
 async function desk() {

@@ -73,3 +73,22 @@ export const edge = (from: string, port: string, to: string) => ({ from: { nodeI
 export function db(): D1Database {
   return env.DB;
 }
+
+/** Polls `probe` every 50 ms until it returns something truthy; fails after `timeoutMs` naming `what`. */
+export async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** One request the webhook receiver peer (test/peers/webhook-receiver.ts) got, as its control log lists it. */
+export type ReceiverLogEntry = { path: string; webhookId: string; type: string | null; data: any; verified: boolean; status: number | "hung"; at: number };
+
+/** What the webhook receiver peer logged for `path`. */
+export async function receiverLog(path: string): Promise<ReceiverLogEntry[]> {
+  return (await (await env.RECEIVER.fetch(`http://receiver/_control/log?path=${encodeURIComponent(path)}`)).json()) as ReceiverLogEntry[];
+}

@@ -4,7 +4,7 @@
 // admin API with the bearer token, a 422 dead-lettered and a 503 retried like any webhook.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
+import { api, edge, newInstallation, publish, until, waitForRun } from "./helpers";
 
 const peer = (env as unknown as { MASTODON_PEER: Fetcher }).MASTODON_PEER;
 
@@ -12,16 +12,6 @@ type Call = { method: string; path: string; form: Record<string, string>; author
 
 async function peerLog(token: string): Promise<Call[]> {
   return (await (await peer.fetch(`http://mastodon.test/_control/log?token=${encodeURIComponent(token)}`)).json()) as Call[];
-}
-
-async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 async function connector(apiKey: string, extra: Record<string, unknown> = {}) {

@@ -6,23 +6,7 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { wilson } from "../src/automation/statistics";
 import { complaintDeadline } from "../src/enforcement/notifier-messages";
-import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
-
-type Logged = { path: string; type: string | null; data: any; verified: boolean };
-
-async function receiverLog(path: string): Promise<Logged[]> {
-  return (await (await env.RECEIVER.fetch(`http://receiver/_control/log?path=${encodeURIComponent(path)}`)).json()) as Logged[];
-}
-
-async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+import { api, edge, newInstallation, publish, receiverLog, until, waitForRun } from "./helpers";
 
 /** An installation whose product receives message.send at a path of its own. */
 async function desk() {

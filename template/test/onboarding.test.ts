@@ -7,7 +7,7 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import catalog from "../examples/catalog.json";
 import { TEMPLATE_GRAPHS } from "../src/workflows/template-graphs";
-import { api, edge, newInstallation } from "./helpers";
+import { api, edge, newInstallation, until } from "./helpers";
 
 /** Every example graph in examples/ (Vite's glob: the test sees the folder as it is, catalog aside). */
 const EXAMPLE_FILES = import.meta.glob("../examples/*.json", { eager: true, import: "default" });
@@ -16,16 +16,6 @@ const examples = Object.fromEntries(
     .map(([path, graph]) => [path.replace("../examples/", ""), graph] as const)
     .filter(([file]) => file !== "catalog.json"),
 );
-
-async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 async function created(path: string, key: string, body: unknown): Promise<any> {
   const response = await api(path, { key, body });

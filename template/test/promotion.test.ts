@@ -10,23 +10,7 @@ import { wilson } from "../src/automation/statistics";
 import { overturnFigures, sweepAutomaticDemotions } from "../src/cases/promotion-sweep";
 import { sha256Hex } from "../src/lib/crypto";
 import { runSchedule, SWEEPS } from "../src/schedule";
-import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
-
-type Logged = { path: string; webhookId: string; type: string | null; data: any; verified: boolean; status: number | "hung" };
-
-async function receiverLog(path: string): Promise<Logged[]> {
-  return (await (await env.RECEIVER.fetch(`http://receiver/_control/log?path=${encodeURIComponent(path)}`)).json()) as Logged[];
-}
-
-async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+import { api, edge, newInstallation, publish, receiverLog, startRun, until, waitForRun } from "./helpers";
 
 async function endpoint(apiKey: string, path: string) {
   const created = await api("/api/v1/webhook-endpoints", { key: apiKey, body: { url: `https://hooks.product.test${path}`, retryBaseSeconds: 0, maxAttempts: 5 } });

@@ -6,29 +6,13 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { complaintDeadline } from "../src/cases";
-import { api, edge, newInstallation, publish } from "./helpers";
-
-type Logged = { path: string; type: string | null; data: any; verified: boolean };
-
-async function receiverLog(path: string): Promise<Logged[]> {
-  return (await (await env.RECEIVER.fetch(`http://receiver/_control/log?path=${encodeURIComponent(path)}`)).json()) as Logged[];
-}
+import { api, edge, newInstallation, publish, receiverLog, until } from "./helpers";
 
 async function messageEndpoint(apiKey: string, path: string) {
   const created = await api("/api/v1/webhook-endpoints", { key: apiKey, body: { url: `https://hooks.product.test${path}`, retryBaseSeconds: 0, maxAttempts: 5, eventTypes: ["message.send"] } });
   expect(created.status).toBe(201);
   await env.RECEIVER.fetch("http://receiver/_control/secret", { method: "POST", body: JSON.stringify({ path, secret: created.body.secret }) });
   return created.body as { id: string };
-}
-
-async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 const messagesOf = (path: string, kind: string) => until(async () => (await receiverLog(path)).filter((l) => l.data?.kind === kind).at(0), `a ${kind} message at ${path}`);

@@ -7,20 +7,10 @@ import { describe, expect, it } from "vitest";
 import { openPersonalData, sealPersonalData } from "../src/cases/report-crypto";
 import { sweepRetention } from "../src/cases/retention";
 import { indexPersonKeys } from "../src/cases/retention-people";
-import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
+import { api, edge, newInstallation, publish, until, waitForRun } from "./helpers";
 
 const DAY = 86_400_000;
 const REPORTER_CONTACT = "rosa.reporter@example.org";
-
-async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 /** An installation whose reports go to a review task, then a message to the reporter. */
 async function setup(label: string) {

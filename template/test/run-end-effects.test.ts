@@ -7,23 +7,7 @@ import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { consumeDeliveries } from "../src/enforcement/consumer";
 import { markRunFailedUnsafe } from "../src/workflows/runs-queries";
-import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
-
-type Logged = { path: string; status: number; data: any };
-
-async function receiverLog(path: string): Promise<Logged[]> {
-  return (await (await env.RECEIVER.fetch(`http://receiver/_control/log?path=${encodeURIComponent(path)}`)).json()) as Logged[];
-}
-
-async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+import { api, edge, newInstallation, publish, receiverLog, startRun, until, waitForRun } from "./helpers";
 
 async function count(sql: string, ...binds: unknown[]): Promise<number> {
   return (

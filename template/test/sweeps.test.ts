@@ -11,7 +11,7 @@ import { sweepLapsedLeases } from "../src/cases";
 import { deliveryStatement, sweepPendingDeliveries } from "../src/enforcement";
 import { runSchedule, SWEEPS } from "../src/schedule";
 import { redispatchPendingRuns, sweepExpiredWaits, sweepStalledRuns } from "../src/workflows";
-import { api, edge, newInstallation, publish, startRun, waitForRun, waitForWait } from "./helpers";
+import { api, edge, newInstallation, publish, startRun, until, waitForRun, waitForWait } from "./helpers";
 
 const count = async (sql: string, ...binds: unknown[]) =>
   (
@@ -25,16 +25,6 @@ function scheduledContext(): ExecutionContext {
   const ctx = createExecutionContext();
   if (!(ctx as { exports?: unknown }).exports) Object.defineProperty(ctx, "exports", { value: exports });
   return ctx;
-}
-
-async function until<T>(probe: () => Promise<T | null | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 const reviewGraph = (queue: string) => ({

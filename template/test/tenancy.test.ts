@@ -11,7 +11,7 @@ import type { OperationSpec, SchemaName } from "../src/http/route";
 import { schemas } from "../src/http/schemas";
 import type { ConfigReference } from "../src/workflows/kinds/descriptor";
 import { kindOf, nodePorts } from "../src/workflows/kinds/descriptors";
-import { ADMIN_TOKEN, api, edge, newInstallation, publish, waitForRun } from "./helpers";
+import { ADMIN_TOKEN, api, edge, newInstallation, publish, until, waitForRun } from "./helpers";
 
 const OPERATIONS: OperationSpec[] = apiRoutes.flatMap((r) => r.operations);
 
@@ -166,16 +166,6 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   CreateConnector: () => ({ kind: "mastodon", name: `m-${crypto.randomUUID()}`, baseUrl: "https://mastodon.test", accessToken: "tenancy-token-0123" }),
   UpdateConnector: () => ({ notifyByEmail: true }),
 };
-
-async function until<T>(probe: () => Promise<T | null | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 async function created(path: string, key: string, body: unknown, status = 201): Promise<any> {
   const response = await api(path, { key, body });

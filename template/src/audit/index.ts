@@ -1,4 +1,5 @@
 // Audit trail: canonical JSON and event statements.
 export { canonicalJson } from "./canonical-json";
 export { auditStatement, RUNTIME_ACTOR, type AuditEventInput } from "./events";
-export { lastFullVerification, sealAuditChain, sealAuditChainAfterWrite, sweepAuditChains, verifyAuditChain } from "./chain";
+export { sealAuditChain, sealAuditChainAfterWrite, verifyAuditChain } from "./chain";
+export { lastFullVerification, sweepAuditChains } from "./chain-sweep";

@@ -1,6 +1,7 @@
 // /api/v1/audit-events (filtered pages of the trail) and /api/v1/audit/verify (the chain check).
 import { routes } from "../http/route";
-import { AUDIT_COLUMNS, lastFullVerification, sealAuditChain, serializeAuditRow, verifyAuditChain, type AuditRow } from "./chain";
+import { AUDIT_COLUMNS, sealAuditChain, serializeAuditRow, verifyAuditChain, type AuditRow } from "./chain";
+import { lastFullVerification } from "./chain-sweep";
 
 export const auditRoutes = routes()
   .op(
