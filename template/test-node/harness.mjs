@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -61,8 +61,12 @@ export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, si
     },
   });
   let output = "";
+  // SMOKE_SERVER_LOG=<folder>: the server's whole output also goes to <folder>/<label>-<port>.log
+  // (the in-memory copy keeps only its tail), for a failure that needs more than the last 40 kB.
+  const logFile = process.env.SMOKE_SERVER_LOG ? path.join(process.env.SMOKE_SERVER_LOG, `${label}-${port}.log`) : null;
   const collect = (chunk) => {
     output = (output + chunk.toString()).slice(-40_000);
+    if (logFile) appendFileSync(logFile, chunk);
   };
   child.stdout.on("data", collect);
   child.stderr.on("data", collect);
@@ -118,13 +122,22 @@ export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, si
  */
 export function api(baseUrl, key, { prefix = "", timeoutMs = 30_000 } = {}) {
   return async function request(pathname, { method, body, headers = {}, as = key } = {}) {
-    const response = await fetch(`${baseUrl}${prefix}${pathname}`, {
-      method: method ?? (body === undefined ? "GET" : "POST"),
-      headers: { authorization: `Bearer ${as}`, "content-type": "application/json", ...headers },
-      signal: AbortSignal.timeout(timeoutMs),
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await response.text();
+    const verb = method ?? (body === undefined ? "GET" : "POST");
+    const sentAt = new Date().toISOString();
+    let text;
+    let response;
+    try {
+      response = await fetch(`${baseUrl}${prefix}${pathname}`, {
+        method: verb,
+        headers: { authorization: `Bearer ${as}`, "content-type": "application/json", ...headers },
+        signal: AbortSignal.timeout(timeoutMs),
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      text = await response.text();
+    } catch (error) {
+      // Which request went unanswered, and since when: the server log is read against it.
+      throw new Error(`${verb} ${prefix}${pathname} sent at ${sentAt}: ${error?.message ?? error}`, { cause: error });
+    }
     let parsed = null;
     try {
       parsed = text ? JSON.parse(text) : null;
