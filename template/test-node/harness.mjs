@@ -5,7 +5,7 @@
 // talk to its API. start.mjs drives the schedule every minute (scripts/local-cron.mjs); a test that
 // cannot wait for the next minute calls `scheduled()`, the same driver's one-run trigger.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
@@ -112,7 +112,34 @@ export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, si
   const demo = JSON.parse(readFileSync(demoFile, "utf8"));
   /** One run of the Worker's schedule now, as the Cron Trigger would: { ok, status, outcome, ms }. */
   const scheduled = () => triggerScheduled(baseUrl);
-  return { baseUrl, port, stateDir, adminToken, apiKey: demo.apiKey, installationId: demo.id, signinUrl, output: () => output, stop, scheduled };
+  /**
+   * What a failed test prints besides the output: the server's processes (CPU, memory, state:
+   * a busy workerd is starved, an idle one is waiting on something) and whether a fresh request
+   * to GET / is answered within 10 s.
+   */
+  const diagnose = async () => {
+    const lines = [];
+    try {
+      const ps = spawnSync("ps", ["-o", "pid,ppid,pcpu,rss,etime,stat,wchan:20,args", "-g", String(child.pid)], { encoding: "utf8" });
+      lines.push(
+        ps.stdout
+          .split("\n")
+          .map((line) => line.slice(0, 200))
+          .join("\n"),
+      );
+    } catch (error) {
+      lines.push(`ps failed: ${error?.message ?? error}`);
+    }
+    const probeStarted = Date.now();
+    try {
+      const response = await fetch(`${baseUrl}/`, { signal: AbortSignal.timeout(10_000) });
+      lines.push(`GET / answered ${response.status} in ${Date.now() - probeStarted} ms`);
+    } catch (error) {
+      lines.push(`GET / not answered after ${Date.now() - probeStarted} ms: ${error?.message ?? error}`);
+    }
+    return lines.join("\n");
+  };
+  return { baseUrl, port, stateDir, adminToken, apiKey: demo.apiKey, installationId: demo.id, signinUrl, output: () => output, stop, scheduled, diagnose };
 }
 
 /**

@@ -40,8 +40,8 @@ after(async () => {
 });
 
 test(`wrangler dev: ${BACKTESTS} durable backtests of ${REPORTS} reports in a row all complete`, { timeout: 45 * 60_000 }, async (t) => {
-  t.after(() => {
-    if (t.passed === false) console.error(`server output:\n${output()}`);
+  t.after(async () => {
+    if (t.passed === false) console.error(`server output:\n${output()}\nserver state:\n${await server?.diagnose()}`);
   });
   const workflow = await api("/api/v1/workflows", { body: { name: "backtest-smoke" } });
   assert.equal(workflow.status, 201, JSON.stringify(workflow.body));
