@@ -7,7 +7,7 @@
 // LAST line of stdout is one JSON object with every figure.
 //
 // Dev server mode (stated in the output as `devServer`): by default wrangler's DevEnv through
-// `unstable_startWorker` with the devtools inspector off and no file watching (bench/dev-server.mjs)
+// `unstable_startWorker` with the devtools inspector off and no file watching (scripts/dev-server.mjs, as `npm start`)
 // — the same bundle, workerd, bindings and local state as `wrangler dev`, without the inspector's
 // per-request relay of devtools events into wrangler's node process, which costs CPU on every D1
 // round trip. BENCH_INSPECTOR=1 runs `wrangler dev` (inspector on) instead, for comparison.
@@ -261,7 +261,25 @@ async function startServer(dir, adminToken) {
         "--live-reload=false",
         "--test-scheduled",
       ]
-    : [join(appDir, "bench", "dev-server.mjs"), wranglerApi, config, String(port), persist, envFile, join(dir, "registry")];
+    : [
+        join(root, "scripts", "dev-server.mjs"),
+        "--wrangler",
+        wranglerApi,
+        "--config",
+        config,
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        String(port),
+        "--persist-to",
+        persist,
+        "--env-file",
+        envFile,
+        "--registry",
+        join(dir, "registry"),
+        "--log-level",
+        "warn",
+      ];
   server.child = spawn(process.execPath, args, { cwd: appDir, env: wranglerEnv(dir), detached: true, stdio: ["ignore", out, out] });
   closeSync(out);
   server.port = port;

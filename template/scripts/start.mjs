@@ -1,4 +1,5 @@
-// `npm start`: build the kernel, migrate the local D1 database, run `wrangler dev` on local state,
+// `npm start`: build the kernel, migrate the local D1 database, run the dev server (wrangler's local
+// engines, scripts/dev-server.mjs; `npm start -- --inspect` runs `wrangler dev`) on local state,
 // and make sure a demo installation exists; on a fresh state folder, seed the demo desk into it
 // (demo/seed.mjs; `npm start -- --empty` skips it). Everything the server keeps lives in the state folder
 // (SAFEST_STATE_DIR, default <repo root>/.safest-state), so a restart resumes where it left off.
@@ -337,15 +338,13 @@ async function main() {
   // ALLOW_LOCAL_EGRESS: local development may deliver webhooks to and call models on loopback
   // and plain http (a receiver on 127.0.0.1); deployed Workers never get it (src/lib/egress.ts).
   // DEMO_PEERS: the demo model and product under /demo (src/demo), never deployed.
-  const child = spawn(
-    process.execPath,
-    [wrangler, "dev", "--port", String(listenPort), "--ip", host, "--persist-to", state, "--show-interactive-dev-session=false", "--test-scheduled", "--var", "ALLOW_LOCAL_EGRESS:true", "--var", "DEMO_PEERS:on", ...envFiles],
-    {
-      cwd: templateDir,
-      stdio: "inherit",
-      env: wranglerEnv,
-    },
-  );
+  // The dev server: wrangler's DevEnv with the devtools inspector off (scripts/dev-server.mjs
+  // says why); `--inspect` runs `wrangler dev` itself, inspector and all, for a DevTools session.
+  const vars = ["--var", "ALLOW_LOCAL_EGRESS:true", "--var", "DEMO_PEERS:on"];
+  const serverArgs = process.argv.slice(2).includes("--inspect")
+    ? [wrangler, "dev", "--port", String(listenPort), "--ip", host, "--persist-to", state, "--show-interactive-dev-session=false", "--test-scheduled", ...vars, ...envFiles]
+    : [path.join(templateDir, "scripts", "dev-server.mjs"), "--port", String(listenPort), "--ip", host, "--persist-to", state, "--registry", path.join(state, "dev-registry"), "--watch", ...vars, ...envFiles];
+  const child = spawn(process.execPath, serverArgs, { cwd: templateDir, stdio: "inherit", env: wranglerEnv });
 
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
     process.on(signal, () => {
@@ -354,7 +353,7 @@ async function main() {
   }
   child.on("error", (error) => {
     removeTokenFile();
-    fail(`wrangler dev could not start: ${error.message}`);
+    fail(`the dev server could not start: ${error.message}`);
   });
   child.on("exit", (code, signal) => {
     removeTokenFile();

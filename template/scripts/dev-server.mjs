@@ -1,0 +1,99 @@
+// The local dev server of `npm start` (scripts/start.mjs) and `npm run bench`: wrangler's own
+// DevEnv through `unstable_startWorker` — the same bundling, workerd, local D1, Queues, Workflows,
+// Worker Loader and persistence folder as `wrangler dev` — with the devtools inspector off.
+//
+// Why not `wrangler dev` itself: it always attaches its inspector relay to the runtime and sends
+// `Runtime.enable` (and `Network.enable`), so V8 captures a stack trace for every console call and
+// reports every subrequest to the relay. Under load that stack capture meets a V8 fatal error in
+// workerd (`Missing deoptimization information for OptimizedJSFrame::Summarize`, an int3 trap in
+// that function of workerd 2026-04-26 and 2026-08-15 alike): the runtime dies without a message of
+// its own and the proxy in front of it holds every request until the client gives up. The CLI
+// has no switch for the inspector; this API has one. `npm start -- --inspect` still runs the CLI
+// for a DevTools session (docs/ARCHITECTURE.md, "Local dev server").
+//
+//   node scripts/dev-server.mjs --config wrangler.jsonc --ip 127.0.0.1 --port 8787 --persist-to DIR
+//        [--env-file FILE]... [--var NAME:VALUE]... [--registry DIR] [--watch] [--log-level info]
+//        [--wrangler path/to/wrangler-dist/cli.js]
+//
+// Secrets reach it only through env files (0600, paths on the command line; never values). Prints
+// one line `ready <url>` on stdout when the Worker is up, and disposes everything on SIGTERM,
+// SIGINT or SIGHUP, or when its parent goes away.
+import { createRequire } from "node:module";
+import { pathToFileURL } from "node:url";
+import { parseArgs } from "node:util";
+
+const { values } = parseArgs({
+  options: {
+    wrangler: { type: "string" },
+    config: { type: "string", default: "wrangler.jsonc" },
+    ip: { type: "string", default: "127.0.0.1" },
+    port: { type: "string" },
+    "persist-to": { type: "string" },
+    "env-file": { type: "string", multiple: true, default: [] },
+    var: { type: "string", multiple: true, default: [] },
+    registry: { type: "string" },
+    watch: { type: "boolean", default: false },
+    "log-level": { type: "string", default: "info" },
+  },
+  strict: true,
+});
+
+function usage(message) {
+  process.stderr.write(`dev-server.mjs: ${message}\nusage: dev-server.mjs --port N --persist-to DIR [--config FILE] [--ip IP] [--env-file FILE]... [--var NAME:VALUE]... [--registry DIR] [--watch] [--log-level LEVEL] [--wrangler CLI_JS]\n`);
+  process.exit(64);
+}
+if (!values.port || !/^\d+$/u.test(values.port)) usage("--port takes a port number");
+if (!values["persist-to"]) usage("--persist-to takes the state folder");
+
+/** `--var NAME:VALUE` as `wrangler dev --var` takes it: a plain-text binding over the config's vars. */
+const bindings = {};
+for (const entry of values.var) {
+  const colon = entry.indexOf(":");
+  if (colon <= 0) usage(`--var ${entry}: write NAME:VALUE`);
+  bindings[entry.slice(0, colon)] = { type: "plain_text", value: entry.slice(colon + 1) };
+}
+
+function nodeCompatMode(flags) {
+  if (flags.includes("nodejs_compat") || flags.includes("nodejs_compat_v2")) return "v2";
+  if (flags.includes("nodejs_als")) return "als";
+  return null;
+}
+
+const wranglerEntry = values.wrangler ?? createRequire(import.meta.url).resolve("wrangler");
+const { unstable_startWorker: startWorker } = await import(pathToFileURL(wranglerEntry).href);
+const worker = await startWorker({
+  config: values.config,
+  // None given: wrangler's own default (.dev.vars, else .env, next to the config).
+  ...(values["env-file"].length > 0 ? { envFiles: values["env-file"] } : {}),
+  bindings,
+  // As `wrangler dev` and `wrangler deploy` decide it from the config's flags (for compatibility
+  // dates since 2024-09-23, which ours are): nodejs_compat bundles with the v2 Node.js polyfills.
+  build: { nodejsCompatMode: (config) => nodeCompatMode(config.compatibility_flags ?? []) },
+  dev: {
+    remote: false, // every binding local, as `wrangler dev` without remote bindings
+    server: { hostname: values.ip, port: Number(values.port) },
+    inspector: false, // the point of this script (see above)
+    watch: values.watch,
+    testScheduled: true, // GET /__scheduled, which scripts/local-cron.mjs calls every minute
+    liveReload: false,
+    persist: values["persist-to"],
+    ...(values.registry ? { registry: values.registry } : {}),
+    logLevel: values["log-level"],
+  },
+});
+
+let stopping = false;
+async function stop(code) {
+  if (stopping) return;
+  stopping = true;
+  try {
+    await worker.dispose();
+  } finally {
+    process.exit(code);
+  }
+}
+for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"]) process.once(signal, () => void stop(0));
+process.once("disconnect", () => void stop(0));
+
+await worker.ready;
+process.stdout.write(`ready ${(await worker.url).href}\n`);
