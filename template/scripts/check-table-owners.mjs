@@ -61,6 +61,7 @@ export const TABLE_OWNERS = {
   ai_providers: "automation",
   backtests: "automation",
   backtest_results: "automation",
+  backtest_chunks: "automation",
   policies: "automation",
   policy_versions: "automation",
   console_users: "console",

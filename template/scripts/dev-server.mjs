@@ -18,7 +18,16 @@
 // Secrets reach it only through env files (0600, paths on the command line; never values). Prints
 // one line `ready <url>` on stdout when the Worker is up, and disposes everything on SIGTERM,
 // SIGINT or SIGHUP, or when its parent goes away.
-import { createRequire } from "node:module";
+//
+// A runtime that dies. Without the inspector the V8 fault is rarer, not gone (a stack captured for
+// an Error goes through the same function). Miniflare does not notice a workerd that died, and the
+// proxy in front of it then holds every request forever, so this process watches the workerd
+// processes Miniflare starts: one that ends other than by Miniflare's own SIGKILL (a reload, or
+// disposal) is reported with its signal and this process exits with RUNTIME_DIED (75), after
+// which scripts/start.mjs starts the dev server again on the same state folder.
+import childProcess from "node:child_process";
+import path from "node:path";
+import { createRequire, syncBuiltinESMExports } from "node:module";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 
@@ -59,9 +68,29 @@ function nodeCompatMode(flags) {
   return null;
 }
 
+/** The exit code of a dev server whose runtime died; start.mjs restarts it (its RUNTIME_DIED). */
+const RUNTIME_DIED = 75;
+let stopping = false;
+let worker = null;
+const spawnProcess = childProcess.spawn;
+childProcess.spawn = function spawnWatched(command, ...rest) {
+  const child = spawnProcess.call(this, command, ...rest);
+  if (typeof command === "string" && path.basename(command).startsWith("workerd")) {
+    child.once("exit", (code, signal) => {
+      if (stopping || signal === "SIGKILL") return; // Miniflare's own (reload, dispose)
+      process.stderr.write(
+        `[safest] the local runtime (workerd, pid ${child.pid}) died (${signal ? `signal ${signal}` : `exit code ${code}`}); see docs/ARCHITECTURE.md, "Local dev server". Restarting the dev server on the same state folder.\n`,
+      );
+      void stop(RUNTIME_DIED);
+    });
+  }
+  return child;
+};
+syncBuiltinESMExports();
+
 const wranglerEntry = values.wrangler ?? createRequire(import.meta.url).resolve("wrangler");
 const { unstable_startWorker: startWorker } = await import(pathToFileURL(wranglerEntry).href);
-const worker = await startWorker({
+worker = await startWorker({
   config: values.config,
   // None given: wrangler's own default (.dev.vars, else .env, next to the config).
   ...(values["env-file"].length > 0 ? { envFiles: values["env-file"] } : {}),
@@ -82,12 +111,12 @@ const worker = await startWorker({
   },
 });
 
-let stopping = false;
 async function stop(code) {
   if (stopping) return;
   stopping = true;
   try {
-    await worker.dispose();
+    // Bounded: disposing a half-dead runtime must not keep the restart waiting.
+    await Promise.race([worker?.dispose(), new Promise((resolve) => setTimeout(resolve, 10_000).unref())]);
   } finally {
     process.exit(code);
   }

@@ -25,6 +25,11 @@ const devVarsPath = path.join(templateDir, ".dev.vars");
 // A bearer token (RFC 6750 b64token): also safe in a dotenv file, where wrangler expands `$`.
 const TOKEN_PATTERN = /^[A-Za-z0-9._~+/=-]{16,512}$/u;
 const READY_TIMEOUT_MS = 120_000;
+/** scripts/dev-server.mjs's exit code when its runtime died. */
+const RUNTIME_DIED = 75;
+/** Restarts after a runtime death, at most this many within the window. */
+const MAX_RESTARTS = 5;
+const RESTART_WINDOW_MS = 10 * 60_000;
 
 function fail(message) {
   console.error(`[safest] ${message}`);
@@ -210,9 +215,10 @@ function writePrivateJson(file, value) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function waitUntilReady(baseUrl, child) {
+async function waitUntilReady(baseUrl, currentChild) {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   while (Date.now() < deadline) {
+    const child = currentChild();
     if (child.exitCode !== null || child.signalCode !== null) return false;
     try {
       const response = await fetch(`${baseUrl}/api/v1/openapi.json`, { signal: AbortSignal.timeout(2_000) });
@@ -344,24 +350,43 @@ async function main() {
   const serverArgs = process.argv.slice(2).includes("--inspect")
     ? [wrangler, "dev", "--port", String(listenPort), "--ip", host, "--persist-to", state, "--show-interactive-dev-session=false", "--test-scheduled", ...vars, ...envFiles]
     : [path.join(templateDir, "scripts", "dev-server.mjs"), "--port", String(listenPort), "--ip", host, "--persist-to", state, "--registry", path.join(state, "dev-registry"), "--watch", ...vars, ...envFiles];
-  const child = spawn(process.execPath, serverArgs, { cwd: templateDir, stdio: "inherit", env: wranglerEnv });
+  // A dev server whose runtime died (scripts/dev-server.mjs exits RUNTIME_DIED) is started again
+  // on the same state: runs resume from their last recorded step, lost queue messages are
+  // recovered by the schedule's sweeps. A runtime that keeps dying gives up after a few restarts.
+  let child = null;
+  const restarts = [];
+  let stopSignal = null;
+  const startDevServer = () => {
+    child = spawn(process.execPath, serverArgs, { cwd: templateDir, stdio: "inherit", env: wranglerEnv });
+    child.on("error", (error) => {
+      removeTokenFile();
+      fail(`the dev server could not start: ${error.message}`);
+    });
+    child.on("exit", (code, signal) => {
+      const now = Date.now();
+      while (restarts.length > 0 && restarts[0] < now - RESTART_WINDOW_MS) restarts.shift();
+      if (code === RUNTIME_DIED && stopSignal === null && restarts.length < MAX_RESTARTS) {
+        restarts.push(now);
+        console.warn(`[safest] restarting the dev server (${restarts.length} of at most ${MAX_RESTARTS} in ${RESTART_WINDOW_MS / 60_000} minutes).`);
+        startDevServer();
+        return;
+      }
+      if (code === RUNTIME_DIED && stopSignal === null) console.error(`[safest] the runtime died ${MAX_RESTARTS + 1} times within ${RESTART_WINDOW_MS / 60_000} minutes; not restarting it again.`);
+      removeTokenFile();
+      process.exitCode = code ?? 128 + ({ SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 }[signal] ?? 0);
+      process.exit();
+    });
+  };
+  startDevServer();
 
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
     process.on(signal, () => {
+      stopSignal = signal;
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
     });
   }
-  child.on("error", (error) => {
-    removeTokenFile();
-    fail(`the dev server could not start: ${error.message}`);
-  });
-  child.on("exit", (code, signal) => {
-    removeTokenFile();
-    process.exitCode = code ?? 128 + ({ SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 }[signal] ?? 0);
-    process.exit();
-  });
 
-  if (!(await waitUntilReady(baseUrl, child))) {
+  if (!(await waitUntilReady(baseUrl, () => child))) {
     if (child.exitCode === null && child.signalCode === null) {
       console.error(`[safest] ${baseUrl} did not answer within ${READY_TIMEOUT_MS / 1000} s.`);
     }
@@ -369,7 +394,7 @@ async function main() {
   }
   // The schedule (sweeps: the delivery outbox, the audit seal and verification, …), every minute.
   const cron = startLocalCron({ baseUrl, log: (message) => console.warn(`[safest] ${message}`) });
-  child.once("exit", () => void cron.stop());
+  process.once("exit", () => void cron.stop());
   const demoFile = path.join(state, "demo-installation.json");
   try {
     const demo = await ensureDemoInstallation(baseUrl, admin, demoFile);

@@ -9,6 +9,7 @@
 // object of counts: it is logged as is, so it must never hold secrets or personal data. Each run's
 // results are recorded in sweep_runs (operations/sweep-runs.ts), where the metrics read them.
 import { sweepAuditChains } from "./audit";
+import { sweepLostBacktestChunks } from "./automation";
 import { sealLegacyTaskContexts, sweepLapsedLeases } from "./cases";
 // Not through cases/index.ts: the demotion sweep reaches enforcement and automation, which import it.
 import { sweepAutomaticDemotions } from "./cases/promotion-sweep";
@@ -36,6 +37,8 @@ export const SWEEPS: readonly Sweep[] = [
   // Runs left dispatch_pending are dispatched again (starting an instance needs the event's ctx).
   { name: "workflows.redispatch", run: async (env, now, ctx) => (ctx ? redispatchPendingRuns(env, ctx, now) : { redispatched: 0, failed: 0, skipped: 1 }) },
   // Waits past their deadline that the engine missed: the deadline recorded, the run signalled.
+  // Backtest chunks whose queue message was lost, sent again (a running backtest never waits on a message that is gone).
+  { name: "automation.backtest_chunks", run: (env, now) => sweepLostBacktestChunks(env, now) },
   { name: "workflows.expired_waits", run: (env, now) => sweepExpiredWaits(env, now) },
   // Runs with no progress past their node's timeout (or their wait's deadline): workflow.run_stalled.
   { name: "workflows.stalled_runs", run: (env, now) => sweepStalledRuns(env, now) },

@@ -2,6 +2,7 @@
 import type { Actor } from "../auth";
 import { getReportRow, reportSummary } from "../cases";
 import { errorCode } from "../errors";
+import { markChunkDone } from "./backtest-chunks";
 import { forEachBounded, withDeadline, yieldToRuntime } from "../lib/queue-work";
 import { createRun } from "../workflows";
 
@@ -15,6 +16,8 @@ export interface BacktestMessage {
   installationId: string;
   actorKeyId: string;
   reportIds: string[];
+  /** The chunk's row in backtest_chunks (absent in messages queued before migration 0029). */
+  seq?: number;
 }
 
 /**
@@ -45,7 +48,10 @@ export async function consumeBacktests(batch: MessageBatch<BacktestMessage>, env
     });
     // A repeat redoes nothing: each run is keyed by backtest and report.
     if (failed) message.retry({ delaySeconds: 5 });
-    else message.ack();
+    else {
+      await markChunkDone(env, message.body);
+      message.ack();
+    }
   }
   // The loop drains once more before the batch is reported done.
   await yieldToRuntime();

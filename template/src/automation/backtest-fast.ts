@@ -21,6 +21,8 @@ export interface FastChunk {
   installationId: string;
   engine: "fast";
   reportIds: string[];
+  /** The chunk's row in backtest_chunks (absent in messages queued before migration 0029). */
+  seq?: number;
 }
 
 interface BacktestRow {

@@ -2,10 +2,11 @@
 // consumer that starts shadow runs (backtest-consumer.ts). A cancelled backtest's chunks are dropped.
 import { auditStatement } from "../audit";
 import { errorCode } from "../errors";
+import { markChunkDone } from "./backtest-chunks";
 import { consumeBacktests } from "./backtest-consumer";
 import { consumeFastChunk, type FastChunk } from "./backtest-fast";
 
-type DurableChunk = { backtestId: string; installationId: string; actorKeyId: string; reportIds: string[] };
+type DurableChunk = { backtestId: string; installationId: string; actorKeyId: string; reportIds: string[]; seq?: number };
 
 /** A fast chunk that failed this often marks its backtest failed (its results so far are kept). */
 const FAST_MAX_ATTEMPTS = 5;
@@ -26,6 +27,7 @@ export async function consumeBacktestQueue(batch: MessageBatch<unknown>, env: En
     }
     try {
       await consumeFastChunk(env, ctx, body as FastChunk);
+      await markChunkDone(env, body as FastChunk);
       message.ack();
     } catch (error) {
       const code = errorCode(error);

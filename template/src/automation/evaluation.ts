@@ -4,6 +4,7 @@ import type { Actor } from "../auth";
 import { AppError, errorCode, notFound } from "../errors";
 import { newId } from "../lib/crypto";
 import { TERMINAL_RUN_STATES, getVersionRow } from "../workflows";
+import { chunkInsertStatements, chunkMessage } from "./backtest-chunks";
 import { shadowReport } from "./shadow-report";
 
 /** A durable backtest starts one Workflows instance per report. */
@@ -65,6 +66,9 @@ export async function startBacktest(env: Env, actor: Actor, workflowVersionId: s
   }
   const id = newId("bt");
   const at = new Date().toISOString();
+  const size = engine === "fast" ? FAST_CHUNK : BACKTEST_CHUNK;
+  const chunks: string[][] = [];
+  for (let i = 0; i < reportIds.length; i += size) chunks.push(reportIds.slice(i, i + size));
   await env.DB.batch([
     env.DB.prepare(`INSERT INTO backtests (id, installation_id, workflow_version_id, engine, state, selection_json, total, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)`).bind(
       id,
@@ -85,13 +89,10 @@ export async function startBacktest(env: Env, actor: Actor, workflowVersionId: s
       details: { workflowVersionId, engine, reports: reportIds.length },
       at,
     }),
+    // The chunks' outbox (backtest-chunks.ts): a chunk whose message is lost is sent again.
+    ...chunkInsertStatements(env.DB, id, actor.installationId, actor.audit.id, chunks, at),
   ]);
-  const size = engine === "fast" ? FAST_CHUNK : BACKTEST_CHUNK;
-  const messages = [];
-  for (let i = 0; i < reportIds.length; i += size) {
-    const chunk = reportIds.slice(i, i + size);
-    messages.push({ body: engine === "fast" ? { backtestId: id, installationId: actor.installationId, engine, reportIds: chunk } : { backtestId: id, installationId: actor.installationId, actorKeyId: actor.audit.id, reportIds: chunk } });
-  }
+  const messages = chunks.map((chunk, seq) => ({ body: chunkMessage(engine, id, actor.installationId, actor.audit.id, seq, chunk) }));
   const queue = engine === "fast" ? env.FAST_BACKTESTS : env.BACKTESTS;
   try {
     // A sendBatch holds at most 100 messages and 256 KB: batches are cut by count and by size.

@@ -56,6 +56,7 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "notifier_sanctions", where: OWN },
   { table: "retention_settings", where: OWN },
   { table: "backtest_results", where: OWN },
+  { table: "backtest_chunks", where: OWN },
   { table: "audit_checkpoints", where: OWN },
   { table: "audit_events", where: OWN },
   { table: "audit_verify_cursors", where: OWN, backup: false },

@@ -1,0 +1,18 @@
+-- A backtest's chunks, recorded with the backtest: the BACKTESTS / FAST_BACKTESTS queues carry them,
+-- and this table is their outbox. A chunk whose message was lost (a local runtime that died takes
+-- its in-memory queue with it; on Cloudflare, a message past its retries) is sent again by the
+-- schedule (automation.backtest_chunks), so a running backtest never waits for good on a message
+-- that no longer exists. Report ids only: no personal data.
+CREATE TABLE backtest_chunks (
+  backtest_id TEXT NOT NULL REFERENCES backtests(id),
+  seq INTEGER NOT NULL,
+  installation_id TEXT NOT NULL REFERENCES installations(id),
+  report_ids_json TEXT NOT NULL,
+  -- The key that started the backtest (a durable chunk's runs are started on its behalf).
+  actor_key_id TEXT NOT NULL,
+  queued_at TEXT NOT NULL,
+  requeues INTEGER NOT NULL DEFAULT 0,
+  done_at TEXT,
+  PRIMARY KEY (backtest_id, seq)
+);
+CREATE INDEX backtest_chunks_pending ON backtest_chunks (queued_at) WHERE done_at IS NULL;
