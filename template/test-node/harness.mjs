@@ -139,7 +139,13 @@ export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, si
     }
     return lines.join("\n");
   };
-  return { baseUrl, port, stateDir, adminToken, apiKey: demo.apiKey, installationId: demo.id, signinUrl, output: () => output, stop, scheduled, diagnose };
+  /** The pids of the server's Worker runtimes (workerd on a free port; the proxy's has the server's port). */
+  const runtimePids = () =>
+    spawnSync("ps", ["-o", "pid=,args=", "-g", String(child.pid)], { encoding: "utf8" })
+      .stdout.split("\n")
+      .filter((line) => /workerd serve/u.test(line) && /--socket-addr=entry=127\.0\.0\.1:0 /u.test(line))
+      .map((line) => Number(line.trim().split(/\s+/u)[0]));
+  return { baseUrl, port, stateDir, adminToken, apiKey: demo.apiKey, installationId: demo.id, signinUrl, output: () => output, stop, scheduled, diagnose, runtimePids };
 }
 
 /**
@@ -147,23 +153,35 @@ export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, si
  * is put before every pathname. Returns { status, headers, body }; a body that is not JSON comes
  * back as { unparsed }.
  */
-export function api(baseUrl, key, { prefix = "", timeoutMs = 30_000 } = {}) {
-  return async function request(pathname, { method, body, headers = {}, as = key } = {}) {
+export function api(baseUrl, key, { prefix = "", timeoutMs = 30_000, restartGraceMs = 0 } = {}) {
+  // `restartGraceMs`: a GET that finds no server (connection refused or reset, never a timeout) is
+  // sent again for this long, as while npm start restarts a dev server whose runtime died
+  // (scripts/dev-server.mjs). Each retry is counted in `request.retried`.
+  const request = async function request(pathname, { method, body, headers = {}, as = key } = {}) {
     const verb = method ?? (body === undefined ? "GET" : "POST");
     const sentAt = new Date().toISOString();
+    const graceUntil = Date.now() + (verb === "GET" ? restartGraceMs : 0);
     let text;
     let response;
-    try {
-      response = await fetch(`${baseUrl}${prefix}${pathname}`, {
-        method: verb,
-        headers: { authorization: `Bearer ${as}`, "content-type": "application/json", ...headers },
-        signal: AbortSignal.timeout(timeoutMs),
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      });
-      text = await response.text();
-    } catch (error) {
-      // Which request went unanswered, and since when: the server log is read against it.
-      throw new Error(`${verb} ${prefix}${pathname} sent at ${sentAt}: ${error?.message ?? error}`, { cause: error });
+    for (;;) {
+      try {
+        response = await fetch(`${baseUrl}${prefix}${pathname}`, {
+          method: verb,
+          headers: { authorization: `Bearer ${as}`, "content-type": "application/json", ...headers },
+          signal: AbortSignal.timeout(timeoutMs),
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        });
+        text = await response.text();
+        break;
+      } catch (error) {
+        if (error?.name !== "TimeoutError" && Date.now() < graceUntil) {
+          request.retried += 1;
+          await sleep(1_000);
+          continue;
+        }
+        // Which request went unanswered, and since when: the server log is read against it.
+        throw new Error(`${verb} ${prefix}${pathname} sent at ${sentAt}: ${error?.message ?? error}`, { cause: error });
+      }
     }
     let parsed = null;
     try {
@@ -173,6 +191,8 @@ export function api(baseUrl, key, { prefix = "", timeoutMs = 30_000 } = {}) {
     }
     return { status: response.status, headers: response.headers, body: parsed };
   };
+  request.retried = 0;
+  return request;
 }
 
 /** Polls `probe` until it returns { value }, or gives up on { stop } or the timeout ({ seen } is reported). */
