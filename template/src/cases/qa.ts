@@ -86,7 +86,7 @@ export async function reportCategoryUnsafe(db: D1Database, installationId: strin
  * statement holds only if the completion in the same batch did (the task completed by `who` at `at`)
  * and the task was not sampled before. Nothing for QA or golden tasks, or unsampled ones.
  */
-export async function qaSampleStatements(env: Env, installationId: string, row: TaskRow, input: { who: string; responseJson: string; at: string }): Promise<D1PreparedStatement[]> {
+export async function qaSampleStatements(env: Env, installationId: string, row: TaskRow, input: { who: string; principal: string; responseJson: string; at: string }): Promise<D1PreparedStatement[]> {
   if (row.origin !== "workflow" || !row.queueId) return [];
   const settings = await settingsRow(env.DB, installationId, row.queueId);
   if (!settings || settings.rate <= 0 || !isSampled(qaSamplingKey(env), row.id, settings.rate)) return [];
@@ -107,9 +107,9 @@ export async function qaSampleStatements(env: Env, installationId: string, row: 
       SELECT ?1, ?2, NULL, NULL, NULL, NULL, ?6, 'open', ?7, ?8, '{}', ?9, ?10, ?11, ?12, NULL, ?5, ?5, 'qa' WHERE ${completed}
     `).bind(qaTaskId, installationId, row.id, input.who, input.at, row.taskType, qaQueue.id, row.priority, sealed, `sealed:sha256:${await sha256Hex(sealed)}`, row.responseSchemaJson, dueAt),
     env.DB.prepare(`
-      INSERT INTO qa_reviews (qa_task_id, installation_id, original_task_id, queue_id, category, compare_field, original_reviewer, original_label, original_completed_at, created_at)
-      SELECT ?1, ?2, ?3, ?6, ?7, ?8, ?4, ?9, ?5, ?5 WHERE EXISTS (SELECT 1 FROM human_tasks WHERE id = ?1 AND origin = 'qa')
-    `).bind(qaTaskId, installationId, row.id, input.who, input.at, row.queueId, category, settings.compareField, label),
+      INSERT INTO qa_reviews (qa_task_id, installation_id, original_task_id, queue_id, category, compare_field, original_reviewer, original_label, original_completed_at, created_at, original_principal)
+      SELECT ?1, ?2, ?3, ?6, ?7, ?8, ?4, ?9, ?5, ?5, ?10 WHERE EXISTS (SELECT 1 FROM human_tasks WHERE id = ?1 AND origin = 'qa')
+    `).bind(qaTaskId, installationId, row.id, input.who, input.at, row.queueId, category, settings.compareField, label, input.principal),
     // Names neither the original task nor its reviewer: the QA reviewer may read the audit trail.
     auditStatement(
       env.DB,
@@ -129,14 +129,17 @@ export async function qaSampleStatements(env: Env, installationId: string, row: 
 
 /**
  * SQL condition (for a query over human_tasks) that a task is not the QA task of an original the
- * reviewer `param` answered: `/next` skips those, and a claim of one is refused.
+ * caller answered: the same authenticated principal (`principalParam`: an API key or console user,
+ * whatever reviewer name its client gives), or the same reviewer name (`whoParam`; rows written
+ * before principals were kept have only that). `/next` skips those, and a claim of one is refused.
  */
-export const notOwnQaTaskSql = (param: string, table = "human_tasks") => `NOT EXISTS (SELECT 1 FROM qa_reviews qr WHERE qr.qa_task_id = ${table}.id AND qr.original_reviewer = ${param})`;
+export const notOwnQaTaskSql = (whoParam: string, principalParam: string, table = "human_tasks") =>
+  `NOT EXISTS (SELECT 1 FROM qa_reviews qr WHERE qr.qa_task_id = ${table}.id AND (qr.original_principal = ${principalParam} OR qr.original_reviewer = ${whoParam}))`;
 
-/** Refuses a claim of the QA task of the reviewer's own answer (checked before the claim's update). */
-export async function assertNotOwnQaTask(db: D1Database, installationId: string, taskId: string, who: string): Promise<void> {
-  const own = await db.prepare(`SELECT 1 AS x FROM qa_reviews WHERE installation_id = ?1 AND qa_task_id = ?2 AND original_reviewer = ?3`).bind(installationId, taskId, who).first();
-  if (own) throw new AppError("qa.own_task", "This QA task reviews your own answer; another reviewer takes it.", { status: 403 });
+/** Refuses a claim of the QA task of the caller's own answer (checked before the claim's update). */
+export async function assertNotOwnQaTask(db: D1Database, installationId: string, taskId: string, who: string, principal: string): Promise<void> {
+  const own = await db.prepare(`SELECT 1 AS x FROM qa_reviews WHERE installation_id = ?1 AND qa_task_id = ?2 AND (original_principal = ?4 OR original_reviewer = ?3)`).bind(installationId, taskId, who, principal).first();
+  if (own) throw new AppError("qa.own_task", "This QA task reviews an answer you (this API key or console user) gave; another reviewer takes it.", { status: 403 });
 }
 
 export type ResponseProblems = () => Array<{ path: string; code: string; message: string }>;

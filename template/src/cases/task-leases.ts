@@ -5,7 +5,7 @@ import type { Actor } from "../auth";
 import { AppError, conflict, notFound } from "../errors";
 import { reviewerAuditId } from "../lib/person-keys";
 import { assertNotOwnQaTask, notOwnQaTaskSql } from "./qa";
-import { assertTaskVisible, claimant, DEFAULT_LEASE_SECONDS, getTask, getTaskRow, MAX_LEASE_SECONDS, visibleQueue } from "./tasks";
+import { assertTaskVisible, claimant, DEFAULT_LEASE_SECONDS, getTask, getTaskRow, MAX_LEASE_SECONDS, reviewerPrincipal, visibleQueue } from "./tasks";
 import { claimExposureStatement, exposureStatus, nextTaskWellness, NOT_CAPPED_SQL, refuseWhenCapped, releaseExposureStatement } from "./wellness";
 
 function leaseSeconds(value: number | undefined): number {
@@ -23,7 +23,7 @@ async function refuseClaim(env: Env, actor: Actor, taskId: string): Promise<neve
 export async function claimTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; leaseSeconds?: number }) {
   await assertTaskVisible(env, actor, taskId);
   const who = claimant(actor, input.reviewer);
-  await assertNotOwnQaTask(env.DB, actor.installationId, taskId, who);
+  await assertNotOwnQaTask(env.DB, actor.installationId, taskId, who, reviewerPrincipal(actor));
   const now = new Date();
   const at = now.toISOString();
   const expires = new Date(now.getTime() + leaseSeconds(input.leaseSeconds) * 1_000).toISOString();
@@ -65,17 +65,17 @@ export async function claimNextTask(env: Env, actor: Actor, queueId: string, inp
   const capped = JSON.stringify(exposure.capped);
   for (let attempt = 0; attempt < 5; attempt++) {
     // Open tasks and claimed ones whose lease lapsed, in due order: a lapsed lease keeps its place.
-    // (QA: a reviewer is never handed the QA task of their own answer.)
+    // (QA: a reviewer is never handed the QA task of their own answer: same principal or same name.)
     // The priority lane (trusted flaggers' notices, DSA Art. 22) first, then the rest; each in due order.
     let candidate: { id: string } | null = null;
     for (const lane of ["AND t.priority_lane IS NOT NULL", ""]) {
       candidate = await env.DB.prepare(`
-      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'open' ${lane} AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "t")}
+      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'open' ${lane} AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "?6", "t")}
       UNION ALL
-      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'claimed' ${lane} AND t.lease_expires_at <= ?3 AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "t")}
+      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'claimed' ${lane} AND t.lease_expires_at <= ?3 AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "?6", "t")}
       ORDER BY dueAt, priority DESC, id LIMIT 1
     `)
-        .bind(actor.installationId, queueId, new Date().toISOString(), capped, claimant(actor, input.reviewer))
+        .bind(actor.installationId, queueId, new Date().toISOString(), capped, claimant(actor, input.reviewer), reviewerPrincipal(actor))
         .first<{ id: string }>();
       if (candidate) break;
     }

@@ -152,6 +152,14 @@ export function claimant(actor: Actor, reviewer: string | undefined): string {
   return actor.user ? actor.user.email : (reviewer ?? actor.audit.id);
 }
 
+/**
+ * The authenticated principal behind a review: `api_key:<id>` or `user:<id>` (never a name a client
+ * sends). Rules about who may review whose work (QA of one's own answer) compare principals.
+ */
+export function reviewerPrincipal(actor: Actor): string {
+  return `${actor.audit.type}:${actor.audit.id}`;
+}
+
 const validators = new Map<string, Validator>();
 
 /** Where a response fails a task's response schema (empty when it matches); golden answers are checked with it too. */
@@ -256,7 +264,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
       ...decisionReversalStatements(env.DB, { installationId: actor.installationId, appealId: row.appealId, decisionId: await appealDecisionId(env.DB, actor.installationId, row.appealId), at: now, actor: actor.audit }),
     );
   }
-  statements.push(...(await qaSampleStatements(env, actor.installationId, row, { who, responseJson, at: now })));
+  statements.push(...(await qaSampleStatements(env, actor.installationId, row, { who, principal: reviewerPrincipal(actor), responseJson, at: now })));
   const results = await env.DB.batch(statements);
   if ((results[0]!.meta.changes ?? 0) === 0) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
   await signalRunEvent(env, row.runId, wait.signalType, eventId);
@@ -295,7 +303,7 @@ async function completeHandoffTask(env: Env, actor: Actor, row: TaskRow, input: 
       { table: "human_tasks", id: row.id, where: { state: "completed", completed_by: input.who, completed_at: now } },
     ),
     ...completeHandoffStatements(env.DB, { installationId: actor.installationId, handoffId: input.handoffId, taskId: row.id, completedBy: input.who, outcome, responseDigest, at: now, actor: actor.audit }),
-    ...(await qaSampleStatements(env, actor.installationId, row, { who: input.who, responseJson: input.responseJson, at: now })),
+    ...(await qaSampleStatements(env, actor.installationId, row, { who: input.who, principal: reviewerPrincipal(actor), responseJson: input.responseJson, at: now })),
   ]);
   if ((update!.meta.changes ?? 0) === 0) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
   return getTask(env, actor, row.id);
