@@ -13,10 +13,14 @@ const DEFAULT_ROW = "*";
 const LOOKBACK_MS = 7 * 86_400_000;
 const DAY_MS = 86_400_000;
 
-/** A task's category: its report's, or the appealed report's; NULL when it has neither. */
+/**
+ * A task's category: its report's, or the appealed report's, or — for a QA task — its original's
+ * (qa_reviews.category), so a second look is capped and counted like the first; NULL when none.
+ */
 export const TASK_CATEGORY_SQL = (t: string) => `COALESCE(
   (SELECT r.category FROM reports r WHERE r.id = ${t}.report_id AND r.installation_id = ${t}.installation_id),
-  (SELECT r.category FROM appeals a JOIN reports r ON r.id = a.report_id WHERE a.id = ${t}.appeal_id AND a.installation_id = ${t}.installation_id))`;
+  (SELECT r.category FROM appeals a JOIN reports r ON r.id = a.report_id WHERE a.id = ${t}.appeal_id AND a.installation_id = ${t}.installation_id),
+  (SELECT q.category FROM qa_reviews q WHERE q.qa_task_id = ${t}.id AND q.installation_id = ${t}.installation_id))`;
 
 /** Holds for a task (alias `t`) whose category is not in the JSON array bound as `?${param}`. */
 export const NOT_CAPPED_SQL = (param: number) => `(?${param} = '[]' OR COALESCE(${TASK_CATEGORY_SQL("t")}, '') NOT IN (SELECT value FROM json_each(?${param})))`;
