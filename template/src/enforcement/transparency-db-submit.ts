@@ -1,8 +1,9 @@
 // Sending statements of reasons to the Transparency Database: batches of at most 100 through
 // `POST /api/v1/statements`, by a bounded, idempotent sweep (schedule.ts) and on demand.
 //
-// A batch is all-or-nothing at the database. The sweep claims up to 100 pending rows (a lease: a
-// concurrent run takes others) and marks them `in_doubt` before the request leaves: only a
+// A batch is all-or-nothing at the database. The sweep claims up to 100 pending rows (a lease from
+// the clock, renewed before every request; a concurrent run takes others, and a row another run
+// took is neither sent nor written by this one) and marks them `in_doubt` before the request leaves: only a
 // definite answer clears it. 201 → submitted with uuid and permalink. 422 → the statements the
 // errors name (`statement_<i>`) are rejected with their errors; `existing_puids` are checked with
 // `GET /api/v1/statement/existing-puid/{puid}` (302: there → submitted); the rest is sent again at
@@ -45,9 +46,11 @@ export interface SubmitSummary {
   rejected: number;
   deferred: number;
   failedCalls: number;
+  /** Rows a batch found taken by another claim before a request (not sent, not written by it). */
+  lostClaims: number;
 }
 
-const emptySummary = (): SubmitSummary => ({ batches: 0, submitted: 0, alreadyThere: 0, rejected: 0, deferred: 0, failedCalls: 0 });
+const emptySummary = (): SubmitSummary => ({ batches: 0, submitted: 0, alreadyThere: 0, rejected: 0, deferred: 0, failedCalls: 0, lostClaims: 0 });
 
 interface Claimed {
   decisionId: string;
@@ -105,7 +108,7 @@ export async function submitPending(env: Env, installationId: string, now: Date,
   const { token } = await openPersonalData<{ token: string }>(env, installationId, tokenContext(installationId), settings.tokenSealed);
   for (let batch = 0; batch < maxBatches; batch++) {
     const claimId = crypto.randomUUID();
-    const claimed = await claim(env, installationId, claimId, now);
+    const claimed = await claim(env, installationId, claimId);
     if (claimed.length === 0) break;
     summary.batches++;
     const ctx: Context = { env, installationId, baseUrl: settings.baseUrl, token, claimId, now, summary };
@@ -115,9 +118,20 @@ export async function submitPending(env: Env, installationId: string, now: Date,
   return summary;
 }
 
-async function claim(env: Env, installationId: string, claimId: string, now: Date): Promise<Claimed[]> {
-  const at = now.toISOString();
-  const until = new Date(now.getTime() + timeoutMs(env) * (MAX_ROUNDS + 2) + CLAIM_MARGIN_MS).toISOString();
+/**
+ * How long a claim holds: every request of a batch (4 rounds, plus lookups) fits in it, and it is
+ * renewed before each request (`holdClaim`), so a batch never sends or writes on a lapsed lease.
+ */
+const leaseMs = (env: Env) => timeoutMs(env) * (MAX_ROUNDS + 2) + CLAIM_MARGIN_MS;
+
+/**
+ * Claims up to 100 pending rows. The lease runs from now by the clock, not from the sweep's
+ * scheduled time: a batch that starts late in a long sweep would otherwise hold a lease that
+ * already lapsed, and a second sweep would take and send the same rows while this one's POST is
+ * in flight.
+ */
+async function claim(env: Env, installationId: string, claimId: string): Promise<Claimed[]> {
+  const start = Date.now();
   const { results } = await env.DB.prepare(`
     UPDATE tdb_submissions SET claim_id = ?2, claimed_until = ?3
     WHERE decision_id IN (
@@ -125,9 +139,27 @@ async function claim(env: Env, installationId: string, claimId: string, now: Dat
       ORDER BY queued_at, decision_id LIMIT ?5)
     RETURNING decision_id AS decisionId, puid, in_doubt AS inDoubt, overrides_json AS overridesJson,
       (SELECT report_id FROM decisions d WHERE d.id = tdb_submissions.decision_id) AS reportId`)
-    .bind(installationId, claimId, until, at, TDB_BATCH_LIMIT)
+    .bind(installationId, claimId, new Date(start + leaseMs(env)).toISOString(), new Date(start).toISOString(), TDB_BATCH_LIMIT)
     .all<Claimed>();
   return results;
+}
+
+/**
+ * Before a request: renews the lease of the batch's rows among `puids` that it still holds (its
+ * claim id, lease not lapsed) and returns those. A row another sweep took is not sent by this
+ * batch, and its results are not written (every write is guarded on this claim id).
+ */
+async function holdClaim(ctx: Context, puids: string[], mark?: "in_doubt"): Promise<Set<string>> {
+  if (puids.length === 0) return new Set();
+  const start = Date.now();
+  const { results } = await ctx.env.DB.prepare(`
+    UPDATE tdb_submissions SET claimed_until = ?3${mark ? ", in_doubt = 1, attempts = attempts + 1, updated_at = ?5" : ""}
+    WHERE claim_id = ?1 AND claimed_until > ?4 AND puid IN (SELECT value FROM json_each(?2)) RETURNING puid`)
+    .bind(ctx.claimId, JSON.stringify(puids), new Date(start + leaseMs(ctx.env)).toISOString(), new Date(start).toISOString(), ...(mark ? [ctx.now.toISOString()] : []))
+    .all<{ puid: string }>();
+  const held = new Set(results.map((row) => row.puid));
+  ctx.summary.lostClaims += puids.length - held.size;
+  return held;
 }
 
 const systemActor = (installationId: string): Actor => ({ installationId, scopes: ["admin"], audit: { type: "system", id: "transparency-db" } });
@@ -187,6 +219,10 @@ async function sendBatch(ctx: Context, claimed: Claimed[], settings: TdbSettings
   if (doubtful.length > 0) {
     const found: Claimed[] = [];
     for (const row of doubtful) {
+      if (!(await holdClaim(ctx, [row.puid])).has(row.puid)) {
+        rows = rows.filter((other) => other !== row);
+        continue;
+      }
       const there = await existsThere(ctx, row.puid);
       if (typeof there === "object") return fail(ctx, settings, there.status, there.retryAfter, there.status === null ? "lookup_failed" : `lookup_http_${there.status}`, []);
       if (there) found.push(row);
@@ -227,10 +263,15 @@ async function sendBatch(ctx: Context, claimed: Claimed[], settings: TdbSettings
   await markRejected(ctx, refused, "platform", null);
   // 3. Sent, with the 422 split.
   for (let round = 0; round < MAX_ROUNDS && outgoing.length > 0; round++) {
+    // In doubt from here until a definite answer, and sent only if still held (lease renewed).
+    const held = await holdClaim(
+      ctx,
+      outgoing.map((item) => item.row.puid),
+      "in_doubt",
+    );
+    outgoing = outgoing.filter((item) => held.has(item.row.puid));
+    if (outgoing.length === 0) return true;
     const puids = outgoing.map((item) => item.row.puid);
-    await env.DB.prepare(`UPDATE tdb_submissions SET in_doubt = 1, attempts = attempts + 1, updated_at = ?3 WHERE claim_id = ?1 AND puid IN (SELECT value FROM json_each(?2))`)
-      .bind(ctx.claimId, JSON.stringify(puids), ctx.now.toISOString())
-      .run();
     let response: Response;
     try {
       response = await request(ctx, "/api/v1/statements", { method: "POST", body: JSON.stringify({ statements: outgoing.map((item) => item.statement) }) });
@@ -275,6 +316,7 @@ async function sendBatch(ctx: Context, claimed: Claimed[], settings: TdbSettings
     for (const [index, item] of outgoing.entries()) {
       if (!existing.includes(item.row.puid) || named.has(index)) continue;
       named.add(index);
+      if (!(await holdClaim(ctx, [item.row.puid])).has(item.row.puid)) continue;
       const there = await existsThere(ctx, item.row.puid);
       if (there === true) already.push(item.row);
       // Said to exist but not found (yet): left pending and in doubt, looked up again next time.

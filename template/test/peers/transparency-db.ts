@@ -13,6 +13,8 @@
 // as a gateway whose upstream timed out would answer) — and {refuseFacts: "text"} makes the
 // database refuse statements whose facts contain it (a rule newer than the platform's copy of the
 // schema). GET /_control/log?token= lists every call; GET /_control/statements?token= what is stored.
+// {hold: "name"} keeps that POST waiting (counted as received, nothing stored yet) until
+// POST /_control/release {name}: a slow database, without a clock.
 import { Validator, type Schema } from "@cfworker/json-schema";
 import sorSchema from "../../src/lib/dsa-statement-of-reasons.schema.json";
 
@@ -20,6 +22,22 @@ interface Planned {
   status?: number;
   retryAfter?: number;
   lost?: boolean;
+  hold?: string;
+}
+
+/** Held POSTs by name: resolved by /_control/release (and a release that came first is kept). */
+const holds = new Map<string, { promise: Promise<void>; release: () => void }>();
+function hold(name: string) {
+  let found = holds.get(name);
+  if (!found) {
+    let release = () => {};
+    const promise = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    found = { promise, release };
+    holds.set(name, found);
+  }
+  return found;
 }
 
 interface Platform {
@@ -70,6 +88,7 @@ async function storeMultiple(request: Request, p: Platform, entry: Platform["log
   entry.puids = (statements ?? []).map((s) => String(s?.puid ?? ""));
   for (const puid of entry.puids) p.received.set(puid, (p.received.get(puid) ?? 0) + 1);
   const planned = p.plan.shift();
+  if (planned?.hold) await hold(planned.hold).promise;
   if (planned?.status) {
     return json({ message: "planned" }, planned.status, planned.retryAfter !== undefined ? { "retry-after": String(planned.retryAfter) } : {});
   }
@@ -109,6 +128,10 @@ export default {
       const p = platform(token);
       if (plan) p.plan.push(...plan);
       if (refuseFacts !== undefined) p.refuseFacts = refuseFacts;
+      return new Response("ok");
+    }
+    if (url.pathname === "/_control/release") {
+      hold(((await request.json()) as { name: string }).name).release();
       return new Response("ok");
     }
     if (url.pathname === "/_control/log") return json(platform(url.searchParams.get("token") ?? "").log, 200);
