@@ -25,19 +25,11 @@ interface Planned {
   hold?: string;
 }
 
-/** Held POSTs by name: resolved by /_control/release (and a release that came first is kept). */
-const holds = new Map<string, { promise: Promise<void>; release: () => void }>();
-function hold(name: string) {
-  let found = holds.get(name);
-  if (!found) {
-    let release = () => {};
-    const promise = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    found = { promise, release };
-    holds.set(name, found);
-  }
-  return found;
+/** Held POSTs by name, released by /_control/release (a release that came first is kept). */
+const released = new Set<string>();
+/** Waits for the release with a timer pending, so workerd never takes the held request for a hung one. */
+async function hold(name: string) {
+  while (!released.has(name)) await new Promise((resolve) => setTimeout(resolve, 5));
 }
 
 interface Platform {
@@ -88,7 +80,7 @@ async function storeMultiple(request: Request, p: Platform, entry: Platform["log
   entry.puids = (statements ?? []).map((s) => String(s?.puid ?? ""));
   for (const puid of entry.puids) p.received.set(puid, (p.received.get(puid) ?? 0) + 1);
   const planned = p.plan.shift();
-  if (planned?.hold) await hold(planned.hold).promise;
+  if (planned?.hold) await hold(planned.hold);
   if (planned?.status) {
     return json({ message: "planned" }, planned.status, planned.retryAfter !== undefined ? { "retry-after": String(planned.retryAfter) } : {});
   }
@@ -131,7 +123,7 @@ export default {
       return new Response("ok");
     }
     if (url.pathname === "/_control/release") {
-      hold(((await request.json()) as { name: string }).name).release();
+      released.add(((await request.json()) as { name: string }).name);
       return new Response("ok");
     }
     if (url.pathname === "/_control/log") return json(platform(url.searchParams.get("token") ?? "").log, 200);
