@@ -36,6 +36,8 @@ async function setup() {
   expect(trigger.status).toBe(201);
   const intake = await api("/api/v1/api-keys", { key: apiKey, body: { name: "product", scopes: ["reports:write"] } });
   const reviewer = await api("/api/v1/api-keys", { key: apiKey, body: { name: "console", scopes: ["review", "personal_data:read"] } });
+  // A second reviewer's own key: QA of one's own answer is refused by the principal, not the name.
+  const qaReviewer = await api("/api/v1/api-keys", { key: apiKey, body: { name: "qa console", scopes: ["review", "personal_data:read"] } });
   return {
     installationId: installation.id,
     apiKey,
@@ -45,6 +47,7 @@ async function setup() {
     triggerId: trigger.body.id as string,
     intakeKey: intake.body.apiKey as string,
     reviewKey: reviewer.body.apiKey as string,
+    qaKey: qaReviewer.body.apiKey as string,
   };
 }
 
@@ -68,10 +71,10 @@ async function openTasks(s: Setup, n: number): Promise<any[]> {
   }
 }
 
-async function answer(s: Setup, taskId: string, reviewer: string, response: unknown) {
-  const claimed = await api(`/api/v1/tasks/${taskId}/claim`, { key: s.reviewKey, body: { reviewer } });
+async function answer(s: Setup, taskId: string, reviewer: string, response: unknown, key = s.reviewKey) {
+  const claimed = await api(`/api/v1/tasks/${taskId}/claim`, { key, body: { reviewer } });
   expect(claimed.status, JSON.stringify(claimed.body)).toBe(200);
-  const done = await api(`/api/v1/tasks/${taskId}/complete`, { key: s.reviewKey, body: { reviewer, response } });
+  const done = await api(`/api/v1/tasks/${taskId}/complete`, { key, body: { reviewer, response } });
   expect(done.status, JSON.stringify(done.body)).toBe(200);
   return done.body;
 }
@@ -165,14 +168,18 @@ describe("QA sampling", () => {
     expect(claim.status).toBe(403);
     expect(claim.body.error.code).toBe("qa.own_task");
     const events = await eventsOf(task.runId);
-    const next = await api(`/api/v1/queues/${s.qaQueue}/next`, { key: s.reviewKey, body: { reviewer: "mod-bo" } });
+    // The same key under another name is still the first reviewer.
+    const renamed = await api(`/api/v1/tasks/${qa.id}/claim`, { key: s.reviewKey, body: { reviewer: "mod-bo" } });
+    expect(renamed.status).toBe(403);
+    expect(renamed.body.error.code).toBe("qa.own_task");
+    const next = await api(`/api/v1/queues/${s.qaQueue}/next`, { key: s.qaKey, body: { reviewer: "mod-bo" } });
     expect(next.status).toBe(200);
     expect(next.body.id).toBe(qa.id);
-    const done = await api(`/api/v1/tasks/${qa.id}/complete`, { key: s.reviewKey, body: { reviewer: "mod-bo", response: { outcome: "keep" } } });
+    const done = await api(`/api/v1/tasks/${qa.id}/complete`, { key: s.qaKey, body: { reviewer: "mod-bo", response: { outcome: "keep" } } });
     expect(done.status).toBe(200);
     expect(done.body.state).toBe("completed");
     // A repeat changes nothing; a QA task's completion signals no run and samples nothing.
-    expect((await api(`/api/v1/tasks/${qa.id}/complete`, { key: s.reviewKey, body: { reviewer: "mod-bo", response: { outcome: "keep" } } })).status).toBe(200);
+    expect((await api(`/api/v1/tasks/${qa.id}/complete`, { key: s.qaKey, body: { reviewer: "mod-bo", response: { outcome: "keep" } } })).status).toBe(200);
     expect(await eventsOf(task.runId)).toBe(events);
     expect((await api(`/api/v1/runs/${task.runId}`, { key: s.apiKey })).body.state).toBe(run.state);
     expect(await qaTasks(s)).toHaveLength(0);
@@ -202,7 +209,7 @@ describe("QA sampling", () => {
     const seconds = ["remove", "keep", "keep", "keep"];
     for (const [i, task] of tasks.entries()) await answer(s, task.id, "mod-ana", { outcome: firsts[i] });
     const byOriginal = await env.DB.prepare(`SELECT qa_task_id AS qa, original_task_id AS original FROM qa_reviews WHERE installation_id = ?1`).bind(s.installationId).all<{ qa: string; original: string }>();
-    for (const [i, task] of tasks.entries()) await answer(s, byOriginal.results.find((r) => r.original === task.id)!.qa, "mod-bo", { outcome: seconds[i] });
+    for (const [i, task] of tasks.entries()) await answer(s, byOriginal.results.find((r) => r.original === task.id)!.qa, "mod-bo", { outcome: seconds[i] }, s.qaKey);
     const { body } = await api(`/api/v1/qa/reviewers`, { key: s.apiKey });
     const ana = body.reviewers.find((r: any) => r.reviewer === "mod-ana");
     expect(ana.qaAgreement).toMatchObject({ successes: 3, trials: 4 });
