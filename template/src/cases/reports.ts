@@ -3,7 +3,7 @@
 import { auditStatement, canonicalJson } from "../audit";
 import { AppError, conflict, notFound } from "../errors";
 import type { Actor } from "../auth";
-import { newId, sha256Hex } from "../lib/crypto";
+import { newId, sha256HexSync } from "../lib/crypto";
 import { PERSON_KEYS_VERSION, personKey } from "../lib/person-keys";
 import { openPersonalData, sealPersonalData } from "./report-crypto";
 import { getReportRow, reportRowByKeyStatement, reportRowStatement, reportSummary, type ReportEvidence, type ReportPersonalData, type ReportRow } from "./reports-queries";
@@ -62,7 +62,7 @@ interface Sender {
  */
 export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor, input: ReportInput, idempotencyKey?: string): Promise<{ report: ReturnType<typeof reportSummary>; runs: TriggeredRun[]; replayed: boolean }> {
   const policyCategory = category(input.category);
-  const requestDigest = `sha256:${await sha256Hex(canonicalJson(input))}`;
+  const requestDigest = `sha256:${sha256HexSync(canonicalJson(input))}`;
   const id = newId("rpt");
   const caseId = newId("case");
   const at = new Date().toISOString();
