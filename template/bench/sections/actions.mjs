@@ -112,6 +112,9 @@ function actionParts(row, receivedAt) {
     wakeMs: ms(row.proposalUpdatedAt, row.stepFinishedAt),
     nodeMs: ms(row.stepStartedAt, row.stepFinishedAt),
     receivedMs: receivedAt === undefined ? null : receivedAt - Date.parse(row.proposalCreatedAt),
+    // The receiver answered (its clock, the same machine's) → the Worker had the answer and recorded the proposal applied: how long the
+    // answer waited for the Worker's thread, busy with the run's own bookkeeping (the step parked, the wait) meanwhile.
+    answeredToAppliedMs: receivedAt === undefined ? null : Date.parse(row.proposalUpdatedAt) - receivedAt,
   };
 }
 
@@ -212,7 +215,7 @@ export function actionLines() {
   const consumer = results.deliveriesConsumer;
   return [
     `action applied:   ${results.actionAppliedMs} ms from proposal to confirmed delivery  (p50 of ${results.actions} autonomous runs start → action → end, one after another; action_proposals.created_at → updated_at when applied; samples ${results.actionAppliedMsSamples.join(", ")})`,
-    `action parts:     p50 ms: node start → proposal ${p.prepareMs}; proposal → its first delivery attempt starts ${p.queueHopMs} (made inline by the host that recorded the proposal; the queue${consumer ? ` — max_batch_timeout ${consumer.max_batch_timeout} s, batches of ${consumer.max_batch_size} —` : ""} carries only retries); attempt ${p.attemptMs} (open secret and payload, sign, POST, answer); applied → run resumed and node finished ${p.wakeMs}; whole action node ${p.nodeMs}; proposal → webhook at the receiver ${p.receivedMs}`,
+    `action parts:     p50 ms: node start → proposal ${p.prepareMs}; proposal → its first delivery attempt starts ${p.queueHopMs} (made inline by the host that recorded the proposal; the queue${consumer ? ` — max_batch_timeout ${consumer.max_batch_timeout} s, batches of ${consumer.max_batch_size} —` : ""} carries only retries); attempt ${p.attemptMs} (open secret and payload, sign, POST, answer); applied → run resumed and node finished ${p.wakeMs}; whole action node ${p.nodeMs}; proposal → webhook at the receiver ${p.receivedMs}; receiver answered → proposal applied ${p.answeredToAppliedMs}`,
     `bare webhook:     ${results.bareWebhookMs} ms  (p50 of means of ${BARE_GROUP} signed POSTs from the Worker to the same receiver — ${results.bareWebhookPosts} in all, one after another, sign + fetch + body; mean ${results.bareWebhookMeanMs} ms; fetch alone ${results.bareWebhookFetchMs} ms)`,
     `action / bare:    ${results.actionOverBareWebhook}  (target ≤ ${TARGET_ACTION_OVER_BARE}) ${verdict(results.actionOverBareWebhook, TARGET_ACTION_OVER_BARE)}  (p50 / p50); CPU: ${results.actionCpuMsPerActionTotal} ms per action, its whole run and the bench's API calls (${describeCpu(results.actionCpuMsPerAction)}) vs ${results.bareWebhookCpuMsPerPostTotal} ms per bare POST (${describeCpu(results.bareWebhookCpuMsPerPost)}), ratio ${results.actionCpuOverBareWebhookCpu}; idle CPU taken out`,
     `action burst:     ${results.actionBurst} started together: proposal → applied p50 ${b.appliedMs} ms (queue hop ${b.queueHopMs} ms, attempt ${b.attemptMs} ms, wake ${b.wakeMs} ms), ${results.actionBurstPerSecond} actions/s over ${results.actionBurstSpanMs} ms; signatures valid at the receiver: actions ${results.actionSignaturesValid}, bare ${results.bareSignaturesValid}`,

@@ -22,12 +22,21 @@ const REPORT_COLUMNS = `
   r.category_specification_json AS categorySpecificationJson, r.source, r.evidence_count AS evidenceCount,
   r.personal_data AS personalData, r.personal_data_erased_at AS personalDataErasedAt, r.request_digest AS requestDigest, c.report_count AS caseReportCount, r.created_at AS createdAt`;
 
+/** A report row without its sealed personal data (what intake reads back: the summary and the replay check need no more). */
+export type ReportSummaryRow = Omit<ReportRow, "personalData">;
+
+const SUMMARY_COLUMNS = `
+  r.id, r.case_id AS caseId, r.subject_kind AS subjectKind, r.subject_id AS subjectId, r.category,
+  r.category_specification_json AS categorySpecificationJson, r.source, r.evidence_count AS evidenceCount,
+  r.personal_data_erased_at AS personalDataErasedAt, r.request_digest AS requestDigest, c.report_count AS caseReportCount, r.created_at AS createdAt`;
+
 export function getReportRow(db: D1Database, installationId: string, reportId: string): Promise<ReportRow | null> {
   return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.id = ?2`).bind(installationId, reportId).first<ReportRow>();
 }
 
+/** The report as intake reads it back (ReportSummaryRow: its sealed data stays in D1). */
 export function reportRowStatement(db: D1Database, installationId: string, reportId: string): D1PreparedStatement {
-  return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.id = ?2`).bind(installationId, reportId);
+  return db.prepare(`SELECT ${SUMMARY_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.id = ?2`).bind(installationId, reportId);
 }
 
 /** Reports of the installation among `ids` (a JSON array), in no particular order. */
@@ -35,8 +44,9 @@ export function reportRowsStatement(db: D1Database, installationId: string, ids:
   return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.id IN (SELECT value FROM json_each(?2))`).bind(installationId, JSON.stringify(ids));
 }
 
+/** The report recorded under an Idempotency-Key, as intake reads it back (ReportSummaryRow). */
 export function reportRowByKeyStatement(db: D1Database, installationId: string, key: string): D1PreparedStatement {
-  return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.idempotency_key = ?2`).bind(installationId, key);
+  return db.prepare(`SELECT ${SUMMARY_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.idempotency_key = ?2`).bind(installationId, key);
 }
 
 export async function listReportRows(db: D1Database, installationId: string, options: { limit: number; caseId?: string; subjectId?: string; category?: string; before?: { createdAt: string; id: string } }): Promise<ReportRow[]> {
@@ -93,7 +103,7 @@ export interface ReportPersonalData {
 }
 
 /** What automation (triggers, CEL `report`) and listings see: no personal data. */
-export function reportSummary(row: ReportRow) {
+export function reportSummary(row: ReportSummaryRow) {
   return {
     id: row.id,
     caseId: row.caseId,

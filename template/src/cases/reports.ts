@@ -3,10 +3,10 @@
 import { auditStatement, canonicalJson } from "../audit";
 import { AppError, conflict, notFound } from "../errors";
 import type { Actor } from "../auth";
-import { newId, sha256Hex } from "../lib/crypto";
+import { newId, sha256HexSync } from "../lib/crypto";
 import { PERSON_KEYS_VERSION, personKey } from "../lib/person-keys";
 import { openPersonalData, sealPersonalData } from "./report-crypto";
-import { getReportRow, reportRowByKeyStatement, reportRowStatement, reportSummary, type ReportEvidence, type ReportPersonalData, type ReportRow } from "./reports-queries";
+import { getReportRow, reportRowByKeyStatement, reportRowStatement, reportSummary, type ReportEvidence, type ReportPersonalData, type ReportRow, type ReportSummaryRow } from "./reports-queries";
 import { normalizeCategory, POLICY_CATEGORIES, type PolicyCategory } from "./taxonomy";
 import { enabledTriggersStatement, fireTriggers, type TriggeredRun, type TriggerRow } from "./triggers";
 import { enqueueDeliveries, NOTICE_SOURCES, noticeReceiptStatements, subscribedEndpointIdsSql, subscribedEndpointsStatement, type EndpointRow } from "../enforcement";
@@ -62,7 +62,7 @@ interface Sender {
  */
 export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor, input: ReportInput, idempotencyKey?: string): Promise<{ report: ReturnType<typeof reportSummary>; runs: TriggeredRun[]; replayed: boolean }> {
   const policyCategory = category(input.category);
-  const requestDigest = `sha256:${await sha256Hex(canonicalJson(input))}`;
+  const requestDigest = `sha256:${sha256HexSync(canonicalJson(input))}`;
   const id = newId("rpt");
   const caseId = newId("case");
   const at = new Date().toISOString();
@@ -203,7 +203,7 @@ async function recordReport(env: Env, ctx: ExecutionContext, actor: Actor, input
     ...receipt.statements,
   ]);
   const reads = cleanup ? 5 : 4;
-  const row = results[reads]!.results[0] as ReportRow | undefined;
+  const row = results[reads]!.results[0] as ReportSummaryRow | undefined;
   const triggers = results[reads + 1]!.results as unknown as TriggerRow[];
   if (!row) return null;
   if (row.id !== id) return replay(env, ctx, actor, row, r.requestDigest, triggers);
@@ -214,7 +214,7 @@ async function recordReport(env: Env, ctx: ExecutionContext, actor: Actor, input
   return { report: summary, runs, replayed: false };
 }
 
-async function replay(env: Env, ctx: ExecutionContext, actor: Actor, row: ReportRow, requestDigest: string, triggers: TriggerRow[]) {
+async function replay(env: Env, ctx: ExecutionContext, actor: Actor, row: ReportSummaryRow, requestDigest: string, triggers: TriggerRow[]) {
   if (row.requestDigest !== requestDigest) throw conflict("idempotency_key.reused", "This Idempotency-Key was already used for a different report.");
   const summary = reportSummary(row);
   const runs = await fireTriggers(env, ctx, actor, { event: "report.created", report: summary, subjectKey: summary.id, triggers });

@@ -4,11 +4,11 @@
 import { auditStatement, canonicalJson, type AuditEventInput } from "../audit";
 import type { Actor } from "../auth";
 import { AppError, conflict, notFound } from "../errors";
-import { sha256Hex } from "../lib/crypto";
+import { sha256HexSync } from "../lib/crypto";
 import type { RowGuard } from "../lib/d1";
 import { evaluateInputMapping, signalRun, TERMINAL_RUN_STATES, type ActionProgress, type AuthorizedRun, type ExpressionContext, type WaitResult, type WorkflowNodeV1 } from "../workflows";
-import { deliverInline, type Defer, type DeliverySource } from "./delivery-inline";
-import { deliveryStatement } from "./webhooks";
+import { deliverInline, deliverLeased, reserveInline, type Defer, type DeliverySource, type InlineSlot } from "./delivery-inline";
+import { attemptEndpointJsonSql, deliveryStatement, type AttemptEndpoint, type NewDelivery } from "./webhooks";
 import { reviewerAuditId } from "../lib/person-keys";
 import { TYPE_COLUMNS, type ActionTypeRow } from "./action-types";
 
@@ -68,8 +68,8 @@ export function serializeProposal(row: ProposalRow) {
   };
 }
 
-async function signal(proposalId: string, phase: "approval" | "delivery"): Promise<string> {
-  return `p_${(await sha256Hex(`${proposalId}:${phase}`)).slice(0, 40)}`;
+function signal(proposalId: string, phase: "approval" | "delivery"): string {
+  return `p_${sha256HexSync(`${proposalId}:${phase}`).slice(0, 40)}`;
 }
 
 /** Where the run stands on a proposal, in the terms the kernel waits on. */
@@ -103,6 +103,8 @@ async function actionDelivery(
   onlyIf?: RowGuard,
   /** The report's subject when the caller read it already (null: none); otherwise it is read here. */
   known?: unknown,
+  /** Written leased to an inline attempt this host reserved (reserveInline). */
+  slot?: InlineSlot | null,
 ) {
   let subject: unknown = known ?? null;
   if (known === undefined && row.reportId) {
@@ -118,6 +120,7 @@ async function actionDelivery(
       sourceType: "action",
       sourceId: row.id,
       at,
+      ...(slot ? { leaseUntil: slot.leaseUntil } : {}),
       data: {
         proposalId: row.id,
         actionType: row.actionTypeKey,
@@ -144,12 +147,13 @@ export async function prepareWorkflowAction(env: Env, input: { run: AuthorizedRu
   // One round trip: the proposal if the step already made it, else the action type and the report's subject (for the delivery).
   const [existingRead, typeRead] = await env.DB.batch<Record<string, unknown>>([
     env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE id = ?1`).bind(proposalId),
-    env.DB.prepare(`SELECT ${TYPE_COLUMNS}, (SELECT json_object('kind', subject_kind, 'id', subject_id) FROM reports WHERE installation_id = ?1 AND id = ?3) AS subjectJson
+    env.DB.prepare(`SELECT ${TYPE_COLUMNS}, (SELECT json_object('kind', subject_kind, 'id', subject_id) FROM reports WHERE installation_id = ?1 AND id = ?3) AS subjectJson,
+        ${attemptEndpointJsonSql("?1", "action_types.endpoint_id")} AS endpointJson
       FROM action_types WHERE installation_id = ?1 AND key = ?2`).bind(run.installationId, String(node.config.action_type), run.reportId),
   ]);
   const existing = existingRead!.results[0] as ProposalRow | undefined;
   if (existing) return progressOf(existing);
-  const typeRow = typeRead!.results[0] as (ActionTypeRow & { subjectJson: string | null }) | undefined;
+  const typeRow = typeRead!.results[0] as (ActionTypeRow & { subjectJson: string | null; endpointJson: string | null }) | undefined;
   if (!typeRow) throw new AppError("action_type.unknown", `Action type ${String(node.config.action_type)} does not exist in this installation.`);
   const params = evaluateInputMapping(node.inputMapping, input.context, node.id);
   // An action type whose autonomy is still assisted (not yet promoted) waits for a person even in an autonomous run.
@@ -166,52 +170,77 @@ export async function prepareWorkflowAction(env: Env, input: { run: AuthorizedRu
     paramsJson: canonicalJson(params),
   };
   const subject = typeRow.subjectJson === null ? null : (JSON.parse(typeRow.subjectJson) as unknown);
-  const delivery = needsApproval ? null : await actionDelivery(env, row, typeRow, null, at, undefined, subject);
-  const approvalSignal = await signal(proposalId, "approval");
-  const deliverySignal = await signal(proposalId, "delivery");
-  const expiresAt = new Date(Date.parse(at) + approvalSeconds * 1_000).toISOString();
-  const state = needsApproval ? "approval_required" : "delivery_pending";
-  const [inserted] = await env.DB.batch([
-    env.DB.prepare(`
+  const endpoint = endpointOf(typeRow);
+  // The first attempt is reserved now, so its delivery is written leased to this host (no claim round trip after the commit).
+  const slot = !needsApproval && endpoint ? reserveInline(env) : null;
+  let handed = false;
+  try {
+    const delivery = needsApproval ? null : await actionDelivery(env, row, typeRow, null, at, undefined, subject, slot);
+    const approvalSignal = signal(proposalId, "approval");
+    const deliverySignal = signal(proposalId, "delivery");
+    const expiresAt = new Date(Date.parse(at) + approvalSeconds * 1_000).toISOString();
+    const state = needsApproval ? "approval_required" : "delivery_pending";
+    const [inserted] = await env.DB.batch([
+      env.DB.prepare(`
       INSERT INTO action_proposals (id, installation_id, run_id, step_run_id, node_id, action_type_id, action_type_key, report_id, authority_mode, state,
         params_json, delivery_id, approval_signal, delivery_signal, expires_at, created_at, updated_at)
       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16)
       ON CONFLICT(step_run_id) DO NOTHING
     `).bind(proposalId, run.installationId, run.id, stepId, node.id, typeRow.id, typeRow.key, run.reportId, run.authorityMode, state, row.paramsJson, delivery?.id ?? null, approvalSignal, deliverySignal, expiresAt, at),
-    ...(delivery ? [delivery.statement] : []),
-    auditStatement(env.DB, {
-      installationId: run.installationId,
-      idempotencyKey: `action_proposal:${proposalId}:created`,
-      action: needsApproval ? "action.proposed" : "action.dispatched",
-      actor: { type: "system", id: "workflow-runtime" },
-      target: { type: "action_proposal", id: proposalId },
-      details: { runId: run.id, nodeId: node.id, actionType: typeRow.key, authorityMode: run.authorityMode, params },
-      at,
-    }),
-  ]);
-  // Ours, as written; or, if another call for the step wrote first, that one.
-  const stored: ProposalRow =
-    (inserted!.meta.changes ?? 0) === 1
-      ? {
-          ...row,
-          stepRunId: stepId,
-          nodeId: node.id,
-          actionTypeId: typeRow.id,
-          state,
-          decidedBy: null,
-          decidedAt: null,
-          decisionReason: null,
-          deliveryId: delivery?.id ?? null,
-          approvalSignal,
-          deliverySignal,
-          expiresAt,
-          createdAt: at,
-          cancelReason: null,
-        }
-      : (await proposalRow(env.DB, proposalId))!;
-  // The first attempt now, from this host (off the capability's answer); the queue carries retries.
-  if (stored.deliveryId && stored.state === "delivery_pending") deliverInline(env, [stored.deliveryId], DELIVERY_SOURCES);
-  return progressOf(stored);
+      ...(delivery ? [delivery.statement] : []),
+      auditStatement(env.DB, {
+        installationId: run.installationId,
+        idempotencyKey: `action_proposal:${proposalId}:created`,
+        action: needsApproval ? "action.proposed" : "action.dispatched",
+        actor: { type: "system", id: "workflow-runtime" },
+        target: { type: "action_proposal", id: proposalId },
+        details: { runId: run.id, nodeId: node.id, actionType: typeRow.key, authorityMode: run.authorityMode, params },
+        at,
+      }),
+    ]);
+    // Ours, as written; or, if another call for the step wrote first, that one.
+    const stored: ProposalRow =
+      (inserted!.meta.changes ?? 0) === 1
+        ? {
+            ...row,
+            stepRunId: stepId,
+            nodeId: node.id,
+            actionTypeId: typeRow.id,
+            state,
+            decidedBy: null,
+            decidedAt: null,
+            decisionReason: null,
+            deliveryId: delivery?.id ?? null,
+            approvalSignal,
+            deliverySignal,
+            expiresAt,
+            createdAt: at,
+            cancelReason: null,
+          }
+        : (await proposalRow(env.DB, proposalId))!;
+    // The first attempt now, from this host (off the capability's answer); the queue carries retries.
+    if (stored.deliveryId && stored.state === "delivery_pending") {
+      if (slot && endpoint && delivery && delivery.id === stored.deliveryId) {
+        sendLeased(env, { delivery, endpoint, installationId: run.installationId, proposalId, at }, slot);
+        handed = true;
+      } else {
+        deliverInline(env, [stored.deliveryId], DELIVERY_SOURCES);
+      }
+    }
+    return progressOf(stored);
+  } finally {
+    if (!handed) slot?.release();
+  }
+}
+
+/** The endpoint an action type's read carried (attemptEndpointJsonSql), or null. */
+function endpointOf(typeRow: { endpointJson?: string | null }): AttemptEndpoint | null {
+  return typeRow.endpointJson ? (JSON.parse(typeRow.endpointJson) as AttemptEndpoint) : null;
+}
+
+/** The first attempt of an action delivery this host just committed leased to itself (delivery-inline.ts deliverLeased). */
+function sendLeased(env: Env, input: { delivery: NewDelivery; endpoint: AttemptEndpoint; installationId: string; proposalId: string; at: string }, slot: InlineSlot, defer?: Defer): void {
+  deliverLeased(env, { delivery: input.delivery, installationId: input.installationId, endpoint: input.endpoint, eventType: "action.execute", sourceType: "action", sourceId: input.proposalId, at: input.at }, slot, DELIVERY_SOURCES, defer);
 }
 
 /**
@@ -356,40 +385,54 @@ export async function decideProposal(env: Env, actor: Actor, proposalId: string,
   }
   if (row.expiresAt <= at) throw conflict("action_proposal.expired", "The proposal expired before it was decided.");
   const who = input.approver ?? actor.audit.id;
-  const typeRow = await env.DB.prepare(`SELECT ${TYPE_COLUMNS} FROM action_types WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, row.actionTypeId).first<ActionTypeRow>();
+  const typeRow = await env.DB.prepare(`SELECT ${TYPE_COLUMNS}, ${attemptEndpointJsonSql("?1", "action_types.endpoint_id")} AS endpointJson FROM action_types WHERE installation_id = ?1 AND id = ?2`)
+    .bind(actor.installationId, row.actionTypeId)
+    .first<ActionTypeRow & { endpointJson: string | null }>();
   if (!typeRow) throw notFound("action_type");
-  const delivery = input.approve ? await actionDelivery(env, row, typeRow, who, at, { table: "action_proposals", id: proposalId, where: { state: "delivery_pending", decided_at: at } }) : null;
-  const next = input.approve ? "delivery_pending" : "rejected";
-  const [update] = await env.DB.batch([
-    env.DB.prepare(`UPDATE action_proposals SET state = ?3, decided_by = ?4, decided_at = ?5, decision_reason = ?6, delivery_id = ?7, updated_at = ?5
+  const endpoint = endpointOf(typeRow);
+  const slot = input.approve && endpoint ? reserveInline(env) : null;
+  let handed = false;
+  try {
+    const delivery = input.approve ? await actionDelivery(env, row, typeRow, who, at, { table: "action_proposals", id: proposalId, where: { state: "delivery_pending", decided_at: at } }, undefined, slot) : null;
+    const next = input.approve ? "delivery_pending" : "rejected";
+    const [update] = await env.DB.batch([
+      env.DB.prepare(`UPDATE action_proposals SET state = ?3, decided_by = ?4, decided_at = ?5, decision_reason = ?6, delivery_id = ?7, updated_at = ?5
       WHERE installation_id = ?1 AND id = ?2 AND state = 'approval_required'
         AND EXISTS (SELECT 1 FROM workflow_runs WHERE id = ?8 AND state NOT IN (${TERMINAL_STATES_SQL}))
         AND NOT EXISTS (SELECT 1 FROM workflow_step_runs WHERE id = ?9 AND state IN (${LEFT_STEP_STATES_SQL}))`).bind(actor.installationId, proposalId, next, who, at, input.reason ?? null, delivery?.id ?? null, row.runId, row.stepRunId),
-    // One delivery per proposal: a racing second approval's insert is ignored on (source_type, source_id);
-    // and none at all unless this very update approved it.
-    ...(delivery ? [delivery.statement] : []),
-    auditStatement(
-      env.DB,
-      {
-        installationId: actor.installationId,
-        idempotencyKey: `action_proposal:${proposalId}:decided`,
-        action: input.approve ? "action.approved" : "action.rejected",
-        actor: actor.audit,
-        target: { type: "action_proposal", id: proposalId },
-        details: { approverId: reviewerAuditId(actor.installationId, who), reason: input.reason ?? null, runId: row.runId },
-        at,
-      },
-      { table: "action_proposals", id: proposalId, where: { state: next, decided_at: at } },
-    ),
-  ]);
-  if ((update!.meta.changes ?? 0) === 0) {
-    const after = await standingOf(env.DB, row);
-    if (runFinished(after)) throw conflict("action_proposal.run_finished", `The proposal's run is ${after?.runState ?? "gone"}; nothing is delivered for it.`);
-    if (nodeLeft(after)) throw conflict("action_proposal.cancelled", "The proposal's node has left; nothing is delivered for it.");
-    throw conflict("action_proposal.already_decided", "The proposal was decided concurrently.");
+      // One delivery per proposal: a racing second approval's insert is ignored on (source_type, source_id);
+      // and none at all unless this very update approved it.
+      ...(delivery ? [delivery.statement] : []),
+      auditStatement(
+        env.DB,
+        {
+          installationId: actor.installationId,
+          idempotencyKey: `action_proposal:${proposalId}:decided`,
+          action: input.approve ? "action.approved" : "action.rejected",
+          actor: actor.audit,
+          target: { type: "action_proposal", id: proposalId },
+          details: { approverId: reviewerAuditId(actor.installationId, who), reason: input.reason ?? null, runId: row.runId },
+          at,
+        },
+        { table: "action_proposals", id: proposalId, where: { state: next, decided_at: at } },
+      ),
+    ]);
+    if ((update!.meta.changes ?? 0) === 0) {
+      const after = await standingOf(env.DB, row);
+      if (runFinished(after)) throw conflict("action_proposal.run_finished", `The proposal's run is ${after?.runState ?? "gone"}; nothing is delivered for it.`);
+      if (nodeLeft(after)) throw conflict("action_proposal.cancelled", "The proposal's node has left; nothing is delivered for it.");
+      throw conflict("action_proposal.already_decided", "The proposal was decided concurrently.");
+    }
+    // The first attempt now, off the response path (`defer`: the request's waitUntil by default).
+    if (delivery && slot && endpoint) {
+      sendLeased(env, { delivery, endpoint, installationId: actor.installationId, proposalId, at }, slot, defer);
+      handed = true;
+    } else if (delivery) {
+      deliverInline(env, [delivery.id], DELIVERY_SOURCES, defer);
+    }
+  } finally {
+    if (!handed) slot?.release();
   }
-  // The first attempt now, off the response path (`defer`: the request's waitUntil by default).
-  if (delivery) deliverInline(env, [delivery.id], DELIVERY_SOURCES, defer);
   await signalProposal(env, row.runId, row.approvalSignal, proposalId);
   return serializeProposal((await proposalRow(env.DB, proposalId))!);
 }

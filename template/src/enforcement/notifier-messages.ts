@@ -5,7 +5,7 @@
 // recorded in `messages` and audited with digests, never with their text or the recipient.
 import { auditStatement, type AuditEventInput } from "../audit";
 import { openPersonalData, type ReportPersonalData, type ReportRow } from "../cases";
-import { sha256Hex } from "../lib/crypto";
+import { sha256HexSync } from "../lib/crypto";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
 import type { Restrictions } from "../lib/dsa-vocabulary";
 import { deliveryStatement, subscribedEndpoints, type EndpointRow } from "./webhooks";
@@ -112,7 +112,7 @@ async function messageStatements(env: Env, input: MessageInput): Promise<Notifie
           decisionId: input.decisionId ?? null,
           templateKey,
           deliveries: deliveries.map((d) => d.id),
-          bodyDigest: `sha256:${await sha256Hex(input.body)}`,
+          bodyDigest: `sha256:${sha256HexSync(input.body)}`,
           ...(deliveries.length === 0 ? { reason: "no_message_endpoint" } : {}),
         },
         at: input.at,

@@ -30,20 +30,38 @@ export interface AttemptResult {
   retryAfter: number | null;
 }
 
+// Signers opened in this isolate, by installation, endpoint and sealed secret: a sealed secret is
+// immutable (a new secret is a new sealed text), so opening and decoding it once per isolate is
+// enough. The secret itself stays inside the signer; it is never logged.
+const signers = new Map<string, Promise<Webhook>>();
+const SIGNER_CACHE_LIMIT = 1_000;
+
+function signerOf(env: Env, installationId: string, endpoint: AttemptEndpoint): Promise<Webhook> {
+  const cacheKey = `${installationId}:${endpoint.id}:${endpoint.secretSealed}`;
+  let signer = signers.get(cacheKey);
+  if (!signer) {
+    signer = openPersonalData<{ secret: string }>(env, installationId, `webhook_endpoint:${endpoint.id}`, endpoint.secretSealed).then(({ secret }) => new Webhook(secret));
+    signer.catch(() => signers.delete(cacheKey));
+    if (signers.size >= SIGNER_CACHE_LIMIT) signers.delete(signers.keys().next().value!);
+    signers.set(cacheKey, signer);
+  }
+  return signer;
+}
+
 /**
  * The transport: one signed request for one attempt of one delivery (Standard Webhooks:
  * `webhook-id` is the delivery id, the same across retries), with a timeout. It opens the
- * endpoint's secret and the sealed payload only here, and says what the receiver answered; the
- * caller records it. Another transport (e.g. a Mastodon connector) is another function of this shape.
+ * endpoint's secret and the sealed payload only here (or takes the payload's text from the host
+ * that sealed it a moment ago, `body`), and says what the receiver answered; the caller records
+ * it. Another transport (e.g. a Mastodon connector) is another function of this shape.
  */
-export async function sendWebhookAttempt(env: Env, endpoint: AttemptEndpoint, delivery: { id: string; installationId: string; payloadSealed: string }, input: { started: number; timeoutMs: number }): Promise<AttemptResult> {
+export async function sendWebhookAttempt(env: Env, endpoint: AttemptEndpoint, delivery: { id: string; installationId: string; payloadSealed: string; body?: string }, input: { started: number; timeoutMs: number }): Promise<AttemptResult> {
   try {
-    const [{ secret }, payload] = await Promise.all([
-      openPersonalData<{ secret: string }>(env, delivery.installationId, `webhook_endpoint:${endpoint.id}`, endpoint.secretSealed),
-      openPersonalData<unknown>(env, delivery.installationId, `webhook_delivery:${delivery.id}`, delivery.payloadSealed),
+    const [webhook, body] = await Promise.all([
+      signerOf(env, delivery.installationId, endpoint),
+      delivery.body ?? openPersonalData<unknown>(env, delivery.installationId, `webhook_delivery:${delivery.id}`, delivery.payloadSealed).then((payload) => JSON.stringify(payload)),
     ]);
-    const body = JSON.stringify(payload);
-    const signature = new Webhook(secret).sign(delivery.id, new Date(input.started), body);
+    const signature = webhook.sign(delivery.id, new Date(input.started), body);
     const response = await fetch(endpoint.url, {
       method: "POST",
       redirect: "manual",

@@ -17,7 +17,7 @@ import { openPersonalData, sealPersonalData } from "../cases";
 import { AppError, conflict, notFound } from "../errors";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
 import { allowLocalEgress, egressRefusal } from "../lib/egress";
-import { newId, sha256Hex } from "../lib/crypto";
+import { newId, sha256HexSync } from "../lib/crypto";
 import { isConnectorEndpoint, sendThroughConnector } from "../connectors";
 import { sendWebhookAttempt, type AttemptEndpoint } from "./webhook-send";
 
@@ -178,6 +178,9 @@ export async function subscribedEndpoints(db: D1Database, installationId: string
 export interface NewDelivery {
   id: string;
   statement: D1PreparedStatement;
+  /** The payload as sent (its JSON text) and as stored, for an attempt made by the host that wrote the row (delivery-inline.ts). */
+  body: string;
+  payloadSealed: string;
 }
 
 /**
@@ -185,21 +188,29 @@ export interface NewDelivery {
  * reporter's contact) is sealed at rest and opened only to send it. `INSERT OR IGNORE` on its
  * source keeps a repeated call to one delivery. With `onlyIf`, the row is written only when that
  * row exists by then in the batch with those values (e.g. the proposal its approval moved on).
+ * With `leaseUntil` (claimLeaseUntil), the row is written already claimed for its first attempt,
+ * which the writing host then makes without a claim of its own (delivery-inline.ts); anyone
+ * else finds it not yet due until the lease ends, as with any attempt in flight.
  */
 export async function deliveryStatement(
   env: Env,
-  input: { installationId: string; endpointId: string; eventType: string; sourceType: "action" | "message" | "handoff" | "resend" | "alert"; sourceId: string; data: unknown; at: string },
+  input: { installationId: string; endpointId: string; eventType: string; sourceType: "action" | "message" | "handoff" | "resend" | "alert"; sourceId: string; data: unknown; at: string; leaseUntil?: string },
   onlyIf?: RowGuard,
 ): Promise<NewDelivery> {
   const id = newId("msg");
   const payload = { type: input.eventType, timestamp: input.at, data: input.data };
   const { sealed } = await sealPersonalData(env, input.installationId, `webhook_delivery:${id}`, payload);
-  const guard = onlyIf ? rowGuardClause(onlyIf, 10) : { sql: "", binds: [] };
+  const guard = onlyIf ? rowGuardClause(onlyIf, 11) : { sql: "", binds: [] };
   const statement = env.DB.prepare(`
     INSERT OR IGNORE INTO webhook_deliveries (id, installation_id, endpoint_id, event_type, source_type, source_id, payload_sealed, payload_digest, state, attempts, next_attempt_at, created_at, updated_at)
-    SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', 0, ?9, ?9, ?9 ${guard.sql}
-  `).bind(id, input.installationId, input.endpointId, input.eventType, input.sourceType, input.sourceId, sealed, `sha256:${await sha256Hex(canonicalJson(payload))}`, input.at, ...guard.binds);
-  return { id, statement };
+    SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', 0, ?10, ?9, ?9 ${guard.sql}
+  `).bind(id, input.installationId, input.endpointId, input.eventType, input.sourceType, input.sourceId, sealed, `sha256:${sha256HexSync(canonicalJson(payload))}`, input.at, input.leaseUntil ?? input.at, ...guard.binds);
+  return { id, statement, body: JSON.stringify(payload), payloadSealed: sealed };
+}
+
+/** When an attempt's claim made now ends: its request timeout plus the claim margin. */
+export function claimLeaseUntil(env: Env, now = Date.now()): string {
+  return new Date(now + requestTimeoutMs(env) + CLAIM_MARGIN_MS).toISOString();
 }
 
 /** Puts pending deliveries on the queue (after their rows are committed), optionally after a delay. */
@@ -209,7 +220,7 @@ export async function enqueueDeliveries(env: Env, deliveryIds: string[], delaySe
   await env.DELIVERIES.sendBatch(deliveryIds.map((deliveryId) => ({ body: { deliveryId }, ...delay })));
 }
 
-interface DeliveryRow {
+export interface DeliveryRow {
   id: string;
   installationId: string;
   endpointId: string;
@@ -230,6 +241,15 @@ const DELIVERY_COLUMNS = `id, installation_id AS installationId, endpoint_id AS 
 export type AttemptVia = "inline" | "queue";
 
 const ATTEMPT_ENDPOINT_COLUMNS = `e.id, e.url, e.secret_sealed AS secretSealed, e.retry_base_seconds AS retryBaseSeconds, e.max_attempts AS maxAttempts, e.state`;
+
+/**
+ * SQL for what an attempt needs of an endpoint (AttemptEndpoint) as one JSON text, NULL when there
+ * is none, for a caller's read (e.g. beside the action type that names the endpoint).
+ */
+export function attemptEndpointJsonSql(installation: string, endpointId: string): string {
+  return `(SELECT json_object('id', e.id, 'url', e.url, 'secretSealed', e.secret_sealed, 'retryBaseSeconds', e.retry_base_seconds, 'maxAttempts', e.max_attempts, 'state', e.state)
+    FROM webhook_endpoints e WHERE e.installation_id = ${installation} AND e.id = ${endpointId})`;
+}
 
 /** Exponential backoff with full jitter around the endpoint's base: base·2^(n−1)·[0.5, 1.5), capped at 6 h. */
 export function backoffSeconds(baseSeconds: number, attempt: number, retryAfter: number | null): number {
@@ -265,13 +285,12 @@ export interface DeliveryGate {
  * claim to another is skipped. The consumer and the inline first attempt both come through here.
  */
 export async function attemptDelivery(env: Env, deliveryId: string, finisher: DeliveryFinisher, gate?: DeliveryGate, via: AttemptVia = "queue"): Promise<DeliveryOutcome> {
-  const timeoutMs = requestTimeoutMs(env);
   const now = new Date().toISOString();
   // One round trip: claim the attempt if it is pending and due (a compare-and-set: a claimed
   // attempt holds next_attempt_at in the future), read its endpoint, and what the gate needs.
   const [claimed, endpointRead, gateRead] = await env.DB.batch<Record<string, unknown>>([
     env.DB.prepare(`UPDATE webhook_deliveries SET next_attempt_at = ?2 WHERE id = ?1 AND state = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= ?3)
-      RETURNING ${DELIVERY_COLUMNS}`).bind(deliveryId, new Date(Date.now() + timeoutMs + CLAIM_MARGIN_MS).toISOString(), now),
+      RETURNING ${DELIVERY_COLUMNS}`).bind(deliveryId, claimLeaseUntil(env), now),
     env.DB.prepare(`SELECT ${ATTEMPT_ENDPOINT_COLUMNS} FROM webhook_endpoints e JOIN webhook_deliveries d ON d.endpoint_id = e.id AND d.installation_id = e.installation_id WHERE d.id = ?1`).bind(deliveryId),
     ...(gate ? [gate.statement(env.DB, deliveryId)] : []),
   ]);
@@ -283,6 +302,26 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
     return due > Date.now() ? { kind: "retry", delaySeconds: Math.max(1, Math.ceil((due - Date.now()) / 1000)) } : { kind: "skip" };
   }
   const endpoint = (endpointRead!.results[0] as AttemptEndpoint | undefined) ?? null;
+  const refused = gate ? await gate.refusal(env, delivery, gateRead?.results[0]) : null;
+  return sendClaimedAttempt(env, { delivery, endpoint, refused }, finisher, via);
+}
+
+/** An attempt its caller holds the claim of: the delivery as claimed, its endpoint, the gate's answer (and, from the host that sealed it, the payload's text). */
+export interface ClaimedAttempt {
+  delivery: DeliveryRow;
+  endpoint: AttemptEndpoint | null;
+  refused: string | null;
+  body?: string;
+}
+
+/**
+ * The rest of an attempt once claimed (by attemptDelivery's compare-and-set, or by a row written
+ * already leased to its writer): send it, and record the attempt, the delivery's new state and
+ * next due time (plus the finisher's statements when it ends) in one batch.
+ */
+export async function sendClaimedAttempt(env: Env, claimed: ClaimedAttempt, finisher: DeliveryFinisher, via: AttemptVia): Promise<DeliveryOutcome> {
+  const { delivery, endpoint, refused } = claimed;
+  const timeoutMs = requestTimeoutMs(env);
   const attempt = delivery.attempts + 1;
   const started = Date.now();
   const startedAt = new Date(started).toISOString();
@@ -290,7 +329,6 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
   let error: string | null = null;
   let retryAfter: number | null = null;
   let permanent = false; // a connector's answer that retrying cannot change (connectors/mastodon-transport.ts)
-  const refused = gate ? await gate.refusal(env, delivery, gateRead?.results[0]) : null;
   if (refused) {
     error = refused;
   } else if (endpoint?.state !== "enabled") {
@@ -310,7 +348,7 @@ export async function attemptDelivery(env: Env, deliveryId: string, finisher: De
     // Checked again at delivery: a row written before the check existed, or under the local flag.
     error = "egress_refused";
   } else {
-    ({ status, error, retryAfter } = await sendWebhookAttempt(env, endpoint, delivery, { started, timeoutMs }));
+    ({ status, error, retryAfter } = await sendWebhookAttempt(env, endpoint, claimed.body === undefined ? delivery : { ...delivery, body: claimed.body }, { started, timeoutMs }));
   }
   const ok = status !== null && status >= 200 && status < 300;
   const gone = status === 410 || refused !== null || error === "endpoint_disabled" || error === "egress_refused" || permanent;

@@ -3,7 +3,8 @@
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { AppError } from "../errors";
-import { sha256Hex, timingSafeEqual } from "../lib/crypto";
+import { cachedApiKey, rememberApiKey, type CachedApiKey } from "../lib/api-key-cache";
+import { sha256HexSync, timingSafeEqual } from "../lib/crypto";
 import { ROLE_SCOPES, type Scope } from "../auth";
 import { INSTALLATION_HEADER, checkCsrf, createSession, sessionCookie, sessionFromCookie, userFromAccessJwt, type SessionInfo } from "../console";
 import { keyUsedStatement } from "../installations";
@@ -68,26 +69,41 @@ export function requireScope(...scopes: Scope[]) {
       await next();
       return;
     }
-    const row = await c.env.DB.prepare(`
+    const key = await apiKeyOf(c, token);
+    const held = key.scopes as Scope[];
+    if (!allowed(held, scopes, c.req.method)) throw denied(scopes);
+    c.set("actor", { installationId: key.installationId, scopes: held, audit: { type: "api_key", id: key.id } });
+    await next();
+  });
+}
+
+/**
+ * The API key a bearer token is, from this isolate's short cache (lib/api-key-cache.ts: at most
+ * 5 s of revocation lag across isolates, none within this one) or from D1; a missing or revoked
+ * key is a 401. `last_used_at` is written at most hourly, off the response path.
+ */
+async function apiKeyOf(c: Context<AppEnv>, token: string): Promise<CachedApiKey> {
+  const keyHash = sha256HexSync(token);
+  const cached = cachedApiKey(keyHash);
+  if (cached) return cached;
+  const readStartedAt = Date.now();
+  const row = await c.env.DB.prepare(`
       SELECT k.id, k.installation_id AS installationId, k.scopes_json AS scopesJson,
         (k.last_used_at IS NULL OR k.last_used_at < ?2) AS stale
       FROM api_keys k WHERE k.key_hash = ?1 AND k.revoked_at IS NULL
     `)
-      .bind(await sha256Hex(token), new Date(Date.now() - 3600_000).toISOString())
-      .first<{ id: string; installationId: string; scopesJson: string; stale: number }>();
-    if (!row) throw unauthenticated();
-    // last_used_at, at most hourly, off the response path.
-    if (row.stale)
-      c.executionCtx.waitUntil(
-        keyUsedStatement(c.env.DB, row.id, new Date().toISOString())
-          .run()
-          .catch(() => undefined),
-      );
-    const held = JSON.parse(row.scopesJson) as Scope[];
-    if (!allowed(held, scopes, c.req.method)) throw denied(scopes);
-    c.set("actor", { installationId: row.installationId, scopes: held, audit: { type: "api_key", id: row.id } });
-    await next();
-  });
+    .bind(keyHash, new Date(Date.now() - 3600_000).toISOString())
+    .first<{ id: string; installationId: string; scopesJson: string; stale: number }>();
+  if (!row) throw unauthenticated();
+  if (row.stale)
+    c.executionCtx.waitUntil(
+      keyUsedStatement(c.env.DB, row.id, new Date().toISOString())
+        .run()
+        .catch(() => undefined),
+    );
+  const key: CachedApiKey = { id: row.id, installationId: row.installationId, scopes: JSON.parse(row.scopesJson) as Scope[] };
+  rememberApiKey(keyHash, key, readStartedAt);
+  return key;
 }
 
 /** The Workers Rate Limiting bindings (wrangler.jsonc `ratelimits`) a route may name. */

@@ -13,6 +13,7 @@
 import { auditStatement, canonicalJson, sealAuditChain, verifyAuditChain } from "../audit";
 import type { Actor } from "../auth";
 import { AppError } from "../errors";
+import { forgetInstallationKeys } from "../lib/api-key-cache";
 import { sha256Hex } from "../lib/crypto";
 import { isUniqueViolation } from "../lib/d1";
 
@@ -248,6 +249,7 @@ export async function exportInstallation(env: Env, actor: Actor): Promise<Instal
 
 /** Statements that remove every row of an installation (children first). */
 export function installationDeleteStatements(db: D1Database, installationId: string): D1PreparedStatement[] {
+  forgetInstallationKeys(installationId); // its API keys are not served from this isolate's cache (lib/api-key-cache.ts)
   return [...BACKUP_TABLES].reverse().map(({ table, where }) => db.prepare(`DELETE FROM ${table} WHERE ${where}`).bind(installationId));
 }
 

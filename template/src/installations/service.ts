@@ -1,6 +1,7 @@
 // Installations (tenants) and their API keys. Keys are shown once and stored as SHA-256 hashes.
 import { auditStatement } from "../audit";
 import { notFound } from "../errors";
+import { forgetApiKey } from "../lib/api-key-cache";
 import { newId, newSecret, sha256Hex } from "../lib/crypto";
 import { SCOPES, type Actor, type Scope } from "../auth";
 
@@ -87,6 +88,7 @@ export async function revokeApiKey(env: Env, actor: Actor, id: string) {
       { table: "api_keys", id, where: { installation_id: actor.installationId, revoked_at: at } },
     ),
   ]);
+  forgetApiKey(id); // refused at once in this isolate (others: within lib/api-key-cache.ts's TTL)
   if ((update!.meta.changes ?? 0) === 0) {
     const exists = await env.DB.prepare(`SELECT revoked_at FROM api_keys WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first();
     if (!exists) throw notFound("api_key");

@@ -1,4 +1,7 @@
-// Hashing and random identifiers (Web Crypto only).
+// Hashing and random identifiers (Web Crypto; sha256HexSync through node:crypto, for hot paths
+// where one more await per hash would let the event loop's other work in between).
+/// <reference path="./node-crypto-hash.d.ts" />
+import { createHash } from "node:crypto";
 
 const encoder = new TextEncoder();
 
@@ -6,6 +9,11 @@ export async function sha256Hex(input: string | ArrayBuffer | Uint8Array): Promi
   const bytes = typeof input === "string" ? encoder.encode(input) : input;
   const digest = await crypto.subtle.digest("SHA-256", bytes);
   return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** The same digest as sha256Hex, synchronously (node:crypto under nodejs_compat). */
+export function sha256HexSync(input: string | Uint8Array): string {
+  return createHash("sha256").update(input).digest("hex");
 }
 
 /** A prefixed random identifier, safe as a Workflows instance id (`[A-Za-z0-9_-]`, ≤ 100). */
