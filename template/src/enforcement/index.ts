@@ -2,7 +2,8 @@
 export { consumeDeliveries } from "./consumer";
 export { cancelStepProposalStatements, completeWorkflowAction, prepareWorkflowAction, runEndProposalStatements, type ProposalCancelReason } from "./actions";
 export { completeHandoffStatements, handoffWorkflowReport, recordWorkflowDecision, sendWorkflowMessage, type EffectCall, type EffectResult } from "./effects";
-export { ALERT_EVENT_TYPES, WEBHOOK_EVENT_TYPES, deliveryStatement, enqueueDeliveries, getEndpointRow, subscribedEndpointIdsSql, subscribedEndpointsStatement, sweepPendingDeliveries, type EndpointRow, type NewDelivery } from "./webhooks";
+export { ALERT_EVENT_TYPES, WEBHOOK_EVENT_TYPES, deliveryStatement, enqueueDeliveries, sweepPendingDeliveries, type NewDelivery } from "./webhooks";
+export { getEndpointRow, subscribedEndpointIdsSql, subscribedEndpointsStatement, type EndpointRow } from "./webhook-endpoints";
 export { ACTION_TYPE_AUTONOMY, decidedProposals, precisionRequirements, type ActionTypeAutonomy, type DecidedProposals, type GateRequirement } from "./proposal-figures";
 export { sendComplaintOutcome, sweepComplaintOutcomes } from "./affected-user-outcome";
 export { readRedressSettings, type RedressSettings, type SettlementBody } from "./affected-user-settings";
