@@ -5,7 +5,7 @@ import type { Actor } from "../auth";
 import { conflict, notFound } from "../errors";
 import { newId } from "../lib/crypto";
 import { isUniqueViolation } from "../lib/d1";
-import { getEndpointRow } from "./webhooks";
+import { getEndpointRow } from "./webhook-endpoints";
 
 export interface ActionTypeRow {
   id: string;

@@ -1,22 +1,20 @@
-// Actions on the team's own product (their types: action-types.ts): proposals that wait for a person (assisted, or
-// types that always need approval), and delivery through a signed webhook, confirmed before the
-// action counts as applied. The workflow runtime calls prepare/complete; people approve or reject.
-import { auditStatement, canonicalJson, type AuditEventInput } from "../audit";
+// Action proposals as people and deliveries see them (their types: action-types.ts): the proposal
+// record (list/get), a person's approve or reject (decideProposal), and the signed-webhook delivery
+// of an approved or autonomous action — its row, its first attempt from this host, its send-time
+// gate, and its end (applied or failed) waking the run (DELIVERY_SOURCES). The workflow runtime's
+// prepare/complete are action-runtime.ts; cancelling proposals, proposal-cancellation.ts.
+import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
-import { AppError, conflict, notFound } from "../errors";
-import { sha256HexSync } from "../lib/crypto";
+import { conflict, notFound } from "../errors";
 import type { RowGuard } from "../lib/d1";
-import { evaluateInputMapping, signalRun, TERMINAL_RUN_STATES, type ActionProgress, type AuthorizedRun, type ExpressionContext, type WaitResult, type WorkflowNodeV1 } from "../workflows";
+import { signalRun } from "../workflows";
 import { deliverInline, deliverLeased, reserveInline, type Defer, type DeliverySource, type InlineSlot } from "./delivery-inline";
 import { attemptEndpointJsonSql, deliveryStatement, type AttemptEndpoint, type NewDelivery } from "./webhooks";
 import { reviewerAuditId } from "../lib/person-keys";
 import { TYPE_COLUMNS, type ActionTypeRow } from "./action-types";
+import { cancelLeftover, LEFT_STEP_STATES_SQL, nodeLeft, runFinished, standingOf, TERMINAL_STATES_SQL, type ProposalStanding } from "./proposal-cancellation";
 
-const DEFAULT_APPROVAL_SECONDS = 86_400;
-/** How long a run waits for its endpoint to confirm a delivery (retries span hours). */
-const DELIVERY_WAIT_MS = 7 * 86_400_000;
-
-interface ProposalRow {
+export interface ProposalRow {
   id: string;
   installationId: string;
   runId: string;
@@ -39,12 +37,12 @@ interface ProposalRow {
   cancelReason: string | null;
 }
 
-const PROPOSAL_COLUMNS = `id, installation_id AS installationId, run_id AS runId, step_run_id AS stepRunId, node_id AS nodeId, action_type_id AS actionTypeId,
+export const PROPOSAL_COLUMNS = `id, installation_id AS installationId, run_id AS runId, step_run_id AS stepRunId, node_id AS nodeId, action_type_id AS actionTypeId,
   action_type_key AS actionTypeKey, report_id AS reportId, authority_mode AS authorityMode, state, params_json AS paramsJson,
   decided_by AS decidedBy, decided_at AS decidedAt, decision_reason AS decisionReason, delivery_id AS deliveryId,
   approval_signal AS approvalSignal, delivery_signal AS deliverySignal, expires_at AS expiresAt, created_at AS createdAt, cancel_reason AS cancelReason`;
 
-function proposalRow(db: D1Database, id: string) {
+export function proposalRow(db: D1Database, id: string) {
   return db.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE id = ?1`).bind(id).first<ProposalRow>();
 }
 
@@ -68,33 +66,8 @@ export function serializeProposal(row: ProposalRow) {
   };
 }
 
-function signal(proposalId: string, phase: "approval" | "delivery"): string {
-  return `p_${sha256HexSync(`${proposalId}:${phase}`).slice(0, 40)}`;
-}
-
-/** Where the run stands on a proposal, in the terms the kernel waits on. */
-function progressOf(row: ProposalRow): ActionProgress {
-  switch (row.state) {
-    case "approval_required":
-      return { port: "", status: "approval_required", proposalId: row.id, eventType: row.approvalSignal, timeoutMs: Math.max(1_000, Date.parse(row.expiresAt) - Date.now()) };
-    case "approved":
-    case "delivery_pending":
-      return { port: "", status: "delivery_pending", proposalId: row.id, eventType: row.deliverySignal, timeoutMs: DELIVERY_WAIT_MS };
-    case "applied":
-      return { port: "applied", status: "applied", proposalId: row.id, deliveryId: row.deliveryId, approvedBy: row.decidedBy };
-    case "rejected":
-      return { port: "rejected", status: "rejected", proposalId: row.id, rejectedBy: row.decidedBy, reason: row.decisionReason };
-    case "expired":
-      return { port: "expired", status: "expired", proposalId: row.id };
-    case "cancelled":
-      throw new AppError("action_proposal.cancelled", "The action proposal was cancelled: its node left or its run ended.");
-    default:
-      throw new AppError("action.delivery_failed", "The action's webhook delivery was dead-lettered.");
-  }
-}
-
 /** The webhook delivery of an approved (or autonomous) proposal, for the caller's batch. */
-async function actionDelivery(
+export async function actionDelivery(
   env: Env,
   row: { id: string; installationId: string; runId: string; actionTypeKey: string; reportId: string | null; authorityMode: string; paramsJson: string },
   typeRow: { endpointId: string; reversible: number },
@@ -137,228 +110,15 @@ async function actionDelivery(
   );
 }
 
-/**
- * Prepares the action of a node (assisted or autonomous): a proposal that waits for approval, or
- * a delivery on its way. Repeating the call returns the proposal's current progress.
- */
-export async function prepareWorkflowAction(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; context: ExpressionContext }): Promise<ActionProgress> {
-  const { run, node, stepId } = input;
-  const proposalId = `${stepId}:proposal`;
-  // One round trip: the proposal if the step already made it, else the action type and the report's subject (for the delivery).
-  const [existingRead, typeRead] = await env.DB.batch<Record<string, unknown>>([
-    env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE id = ?1`).bind(proposalId),
-    env.DB.prepare(`SELECT ${TYPE_COLUMNS}, (SELECT json_object('kind', subject_kind, 'id', subject_id) FROM reports WHERE installation_id = ?1 AND id = ?3) AS subjectJson,
-        ${attemptEndpointJsonSql("?1", "action_types.endpoint_id")} AS endpointJson
-      FROM action_types WHERE installation_id = ?1 AND key = ?2`).bind(run.installationId, String(node.config.action_type), run.reportId),
-  ]);
-  const existing = existingRead!.results[0] as ProposalRow | undefined;
-  if (existing) return progressOf(existing);
-  const typeRow = typeRead!.results[0] as (ActionTypeRow & { subjectJson: string | null; endpointJson: string | null }) | undefined;
-  if (!typeRow) throw new AppError("action_type.unknown", `Action type ${String(node.config.action_type)} does not exist in this installation.`);
-  const params = evaluateInputMapping(node.inputMapping, input.context, node.id);
-  // An action type whose autonomy is still assisted (not yet promoted) waits for a person even in an autonomous run.
-  const needsApproval = run.authorityMode === "assisted" || typeRow.requiresApproval === 1 || typeRow.autonomy === "assisted";
-  const at = new Date().toISOString();
-  const approvalSeconds = Number.isInteger(node.config.approval_timeout_seconds) ? Number(node.config.approval_timeout_seconds) : DEFAULT_APPROVAL_SECONDS;
-  const row = {
-    id: proposalId,
-    installationId: run.installationId,
-    runId: run.id,
-    actionTypeKey: typeRow.key,
-    reportId: run.reportId,
-    authorityMode: run.authorityMode,
-    paramsJson: canonicalJson(params),
-  };
-  const subject = typeRow.subjectJson === null ? null : (JSON.parse(typeRow.subjectJson) as unknown);
-  const endpoint = endpointOf(typeRow);
-  // The first attempt is reserved now, so its delivery is written leased to this host (no claim round trip after the commit).
-  const slot = !needsApproval && endpoint ? reserveInline(env) : null;
-  let handed = false;
-  try {
-    const delivery = needsApproval ? null : await actionDelivery(env, row, typeRow, null, at, undefined, subject, slot);
-    const approvalSignal = signal(proposalId, "approval");
-    const deliverySignal = signal(proposalId, "delivery");
-    const expiresAt = new Date(Date.parse(at) + approvalSeconds * 1_000).toISOString();
-    const state = needsApproval ? "approval_required" : "delivery_pending";
-    const [inserted] = await env.DB.batch([
-      env.DB.prepare(`
-      INSERT INTO action_proposals (id, installation_id, run_id, step_run_id, node_id, action_type_id, action_type_key, report_id, authority_mode, state,
-        params_json, delivery_id, approval_signal, delivery_signal, expires_at, created_at, updated_at)
-      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16)
-      ON CONFLICT(step_run_id) DO NOTHING
-    `).bind(proposalId, run.installationId, run.id, stepId, node.id, typeRow.id, typeRow.key, run.reportId, run.authorityMode, state, row.paramsJson, delivery?.id ?? null, approvalSignal, deliverySignal, expiresAt, at),
-      ...(delivery ? [delivery.statement] : []),
-      auditStatement(env.DB, {
-        installationId: run.installationId,
-        idempotencyKey: `action_proposal:${proposalId}:created`,
-        action: needsApproval ? "action.proposed" : "action.dispatched",
-        actor: { type: "system", id: "workflow-runtime" },
-        target: { type: "action_proposal", id: proposalId },
-        details: { runId: run.id, nodeId: node.id, actionType: typeRow.key, authorityMode: run.authorityMode, params },
-        at,
-      }),
-    ]);
-    // Ours, as written; or, if another call for the step wrote first, that one.
-    const stored: ProposalRow =
-      (inserted!.meta.changes ?? 0) === 1
-        ? {
-            ...row,
-            stepRunId: stepId,
-            nodeId: node.id,
-            actionTypeId: typeRow.id,
-            state,
-            decidedBy: null,
-            decidedAt: null,
-            decisionReason: null,
-            deliveryId: delivery?.id ?? null,
-            approvalSignal,
-            deliverySignal,
-            expiresAt,
-            createdAt: at,
-            cancelReason: null,
-          }
-        : (await proposalRow(env.DB, proposalId))!;
-    // The first attempt now, from this host (off the capability's answer); the queue carries retries.
-    if (stored.deliveryId && stored.state === "delivery_pending") {
-      if (slot && endpoint && delivery && delivery.id === stored.deliveryId) {
-        sendLeased(env, { delivery, endpoint, installationId: run.installationId, proposalId, at }, slot);
-        handed = true;
-      } else {
-        deliverInline(env, [stored.deliveryId], DELIVERY_SOURCES);
-      }
-    }
-    return progressOf(stored);
-  } finally {
-    if (!handed) slot?.release();
-  }
-}
-
 /** The endpoint an action type's read carried (attemptEndpointJsonSql), or null. */
-function endpointOf(typeRow: { endpointJson?: string | null }): AttemptEndpoint | null {
+export function endpointOf(typeRow: { endpointJson?: string | null }): AttemptEndpoint | null {
   return typeRow.endpointJson ? (JSON.parse(typeRow.endpointJson) as AttemptEndpoint) : null;
 }
 
 /** The first attempt of an action delivery this host just committed leased to itself (delivery-inline.ts deliverLeased). */
-function sendLeased(env: Env, input: { delivery: NewDelivery; endpoint: AttemptEndpoint; installationId: string; proposalId: string; at: string }, slot: InlineSlot, defer?: Defer): void {
+export function sendLeased(env: Env, input: { delivery: NewDelivery; endpoint: AttemptEndpoint; installationId: string; proposalId: string; at: string }, slot: InlineSlot, defer?: Defer): void {
   deliverLeased(env, { delivery: input.delivery, installationId: input.installationId, endpoint: input.endpoint, eventType: "action.execute", sourceType: "action", sourceId: input.proposalId, at: input.at }, slot, DELIVERY_SOURCES, defer);
 }
-
-/**
- * After a wait: an approval wait that timed out expires the proposal; a delivery wait that timed
- * out fails it. Otherwise the proposal's recorded state decides (the event only wakes the run).
- */
-export async function completeWorkflowAction(env: Env, input: { proposalId: string; eventResult: WaitResult }): Promise<ActionProgress> {
-  let row = await proposalRow(env.DB, input.proposalId);
-  if (!row) throw new AppError("action_proposal.missing", "The action proposal does not exist.");
-  if (input.eventResult.status === "timed_out" && (row.state === "approval_required" || row.state === "delivery_pending")) {
-    const at = new Date().toISOString();
-    const next = row.state === "approval_required" ? "expired" : "failed";
-    await env.DB.batch([
-      env.DB.prepare(`UPDATE action_proposals SET state = ?2, updated_at = ?3 WHERE id = ?1 AND state = ?4`).bind(row.id, next, at, row.state),
-      auditStatement(env.DB, {
-        installationId: row.installationId,
-        idempotencyKey: `action_proposal:${row.id}:${next}`,
-        action: `action.${next}`,
-        actor: { type: "system", id: "workflow-runtime" },
-        target: { type: "action_proposal", id: row.id },
-        details: { runId: row.runId },
-        at,
-      }),
-    ]);
-    row = (await proposalRow(env.DB, row.id))!;
-  }
-  return progressOf(row);
-}
-
-/** States in which a proposal can still lead to a delivery: waiting for a person, or approved and not yet confirmed. */
-const OPEN_PROPOSAL_STATES = ["approval_required", "approved", "delivery_pending"] as const;
-const OPEN_STATES_SQL = OPEN_PROPOSAL_STATES.map((state) => `'${state}'`).join(", ");
-const TERMINAL_STATES_SQL = TERMINAL_RUN_STATES.map((state) => `'${state}'`).join(", ");
-/** States of a step whose node has left it (its port was taken, or it failed). */
-const LEFT_STEP_STATES_SQL = "'succeeded', 'failed', 'timed_out'";
-
-export type ProposalCancelReason = "run_terminated" | "run_failed" | "run_succeeded" | "run_superseded" | "node_error_port" | "node_failed";
-
-type AuditActor = AuditEventInput["actor"];
-
-function cancelAudit(db: D1Database, input: { installationId: string; proposalId: string; runId: string; reason: ProposalCancelReason; at: string; actor?: AuditActor }): D1PreparedStatement {
-  return auditStatement(
-    db,
-    {
-      installationId: input.installationId,
-      idempotencyKey: `action_proposal:${input.proposalId}:cancelled`,
-      action: "action.cancelled",
-      actor: input.actor ?? { type: "system", id: "workflow-runtime" },
-      target: { type: "action_proposal", id: input.proposalId },
-      details: { runId: input.runId, reason: input.reason },
-      at: input.at,
-    },
-    // Written only if this batch cancelled it (a proposal decided or delivered first is not).
-    { table: "action_proposals", id: input.proposalId, where: { state: "cancelled", cancel_reason: input.reason, updated_at: input.at } },
-  );
-}
-
-/**
- * For the batch that sends a node to its error port (or fails it): the node's proposal, if still
- * open, is cancelled and audited, so it can no longer be approved and its delivery is never sent.
- * The proposal of a step is `${stepId}:proposal`; a node that made none writes nothing.
- */
-export function cancelStepProposalStatements(db: D1Database, input: { installationId: string; runId: string; stepId: string; reason: "node_error_port" | "node_failed"; at: string }): D1PreparedStatement[] {
-  const proposalId = `${input.stepId}:proposal`;
-  return [
-    db.prepare(`UPDATE action_proposals SET state = 'cancelled', cancel_reason = ?2, updated_at = ?3 WHERE id = ?1 AND state IN (${OPEN_STATES_SQL})`).bind(proposalId, input.reason, input.at),
-    cancelAudit(db, { installationId: input.installationId, proposalId, runId: input.runId, reason: input.reason, at: input.at }),
-  ];
-}
-
-/**
- * For the batch that ends a run (after its state change): every open proposal of the run is
- * cancelled, each with its audit event. The update holds only once the run is terminal in that
- * batch, so the statements are harmless in a batch whose run update did nothing. Not for
- * `repair_required`: a repaired run resumes from its proposals.
- */
-export async function runEndProposalStatements(
-  db: D1Database,
-  input: { installationId: string; runId: string; runState: "terminated" | "failed" | "succeeded" | "superseded"; at: string; actor?: AuditActor },
-): Promise<D1PreparedStatement[]> {
-  const reason = `run_${input.runState}` as ProposalCancelReason;
-  const { results } = await db.prepare(`SELECT id FROM action_proposals WHERE run_id = ?1 AND state IN (${OPEN_STATES_SQL})`).bind(input.runId).all<{ id: string }>();
-  if (results.length === 0) return [];
-  return [
-    db
-      .prepare(`UPDATE action_proposals SET state = 'cancelled', cancel_reason = ?2, updated_at = ?3
-        WHERE run_id = ?1 AND state IN (${OPEN_STATES_SQL}) AND EXISTS (SELECT 1 FROM workflow_runs WHERE id = ?1 AND state IN (${TERMINAL_STATES_SQL}))`)
-      .bind(input.runId, reason, input.at),
-    ...results.map((row) => cancelAudit(db, { installationId: input.installationId, proposalId: row.id, runId: input.runId, reason, at: input.at, ...(input.actor ? { actor: input.actor } : {}) })),
-  ];
-}
-
-interface ProposalStanding {
-  runState: string;
-  stepState: string | null;
-}
-
-function standingOf(db: D1Database, row: ProposalRow): Promise<ProposalStanding | null> {
-  return db.prepare(`SELECT r.state AS runState, s.state AS stepState FROM workflow_runs r LEFT JOIN workflow_step_runs s ON s.id = ?2 WHERE r.id = ?1`).bind(row.runId, row.stepRunId).first<ProposalStanding>();
-}
-
-/**
- * A proposal still open although its run ended or its node left (a batch that did not cancel it,
- * e.g. the host's `failed`): cancelled, with its audit event, when a decision or a send finds it.
- */
-async function cancelLeftover(db: D1Database, row: { id: string; installationId: string; runId: string; stepRunId: string; state: string }, standing: ProposalStanding | null): Promise<void> {
-  if (!standing || !(OPEN_PROPOSAL_STATES as readonly string[]).includes(row.state)) return;
-  const at = new Date().toISOString();
-  if (runFinished(standing)) {
-    await db.batch(await runEndProposalStatements(db, { installationId: row.installationId, runId: row.runId, runState: standing.runState as "terminated" | "failed" | "succeeded" | "superseded", at }));
-  } else {
-    const reason = standing.runState === "repair_required" ? "node_failed" : "node_error_port";
-    await db.batch(cancelStepProposalStatements(db, { installationId: row.installationId, runId: row.runId, stepId: row.stepRunId, reason, at }));
-  }
-}
-
-const runFinished = (standing: ProposalStanding | null) => !standing || (TERMINAL_RUN_STATES as readonly string[]).includes(standing.runState);
-const nodeLeft = (standing: ProposalStanding | null) => standing?.stepState === "succeeded" || standing?.stepState === "failed" || standing?.stepState === "timed_out";
 
 /**
  * Approve (→ delivery) or reject a proposal that waits for a person. A second decision is a 409;

@@ -10,7 +10,8 @@ import { restrictsAnything } from "../lib/dsa-vocabulary";
 import { reportPersonalDataOf } from "./affected-user";
 import { readRedressSettings } from "./affected-user-settings";
 import { renderComplaintOutcome, templateLanguage } from "./affected-user-templates";
-import { deliveryStatement, enqueueDeliveries, subscribedEndpoints } from "./webhooks";
+import { subscribedEndpoints } from "./webhook-endpoints";
+import { deliveryStatement, enqueueDeliveries } from "./webhooks";
 
 interface DecidedAppeal {
   id: string;

@@ -9,7 +9,8 @@ import { newId, sha256Hex } from "../lib/crypto";
 import type { Restrictions } from "../lib/dsa-vocabulary";
 import { readRedressSettings } from "./affected-user-settings";
 import { renderStatement, templateLanguage, type StatementFacts } from "./affected-user-templates";
-import { deliveryStatement, subscribedEndpoints } from "./webhooks";
+import { subscribedEndpoints } from "./webhook-endpoints";
+import { deliveryStatement } from "./webhooks";
 
 /** What the decision's batch knows about it (the same values its row and statement of reasons get). */
 export interface RestrictingDecision {

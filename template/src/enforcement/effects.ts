@@ -8,7 +8,8 @@ import { sha256Hex } from "../lib/crypto";
 import { contentReadStatement, evaluateInputMapping, type AuthorizedRun, type ExpressionContext, type WorkflowNodeV1 } from "../workflows";
 import { decisionRecord } from "./decisions";
 import { renderTemplate } from "./templates";
-import { deliveryStatement, findEndpointRow, subscribedEndpoints } from "./webhooks";
+import { findEndpointRow, subscribedEndpoints } from "./webhook-endpoints";
+import { deliveryStatement } from "./webhooks";
 import { reviewerAuditId } from "../lib/person-keys";
 
 export interface EffectCall {

@@ -1,8 +1,10 @@
 // Enforcement: webhooks, actions and approvals, messages, decisions, handoffs, redress messages (DSA Art. 17, 20).
 export { consumeDeliveries } from "./consumer";
-export { cancelStepProposalStatements, completeWorkflowAction, prepareWorkflowAction, runEndProposalStatements, type ProposalCancelReason } from "./actions";
+export { completeWorkflowAction, prepareWorkflowAction } from "./action-runtime";
+export { cancelStepProposalStatements, runEndProposalStatements, type ProposalCancelReason } from "./proposal-cancellation";
 export { completeHandoffStatements, handoffWorkflowReport, recordWorkflowDecision, sendWorkflowMessage, type EffectCall, type EffectResult } from "./effects";
-export { ALERT_EVENT_TYPES, WEBHOOK_EVENT_TYPES, deliveryStatement, enqueueDeliveries, getEndpointRow, subscribedEndpointIdsSql, subscribedEndpointsStatement, sweepPendingDeliveries, type EndpointRow, type NewDelivery } from "./webhooks";
+export { ALERT_EVENT_TYPES, WEBHOOK_EVENT_TYPES, deliveryStatement, enqueueDeliveries, sweepPendingDeliveries, type NewDelivery } from "./webhooks";
+export { getEndpointRow, subscribedEndpointIdsSql, subscribedEndpointsStatement, type EndpointRow } from "./webhook-endpoints";
 export { ACTION_TYPE_AUTONOMY, decidedProposals, precisionRequirements, type ActionTypeAutonomy, type DecidedProposals, type GateRequirement } from "./proposal-figures";
 export { sendComplaintOutcome, sweepComplaintOutcomes } from "./affected-user-outcome";
 export { readRedressSettings, type RedressSettings, type SettlementBody } from "./affected-user-settings";

@@ -8,7 +8,8 @@ import { openPersonalData, type ReportPersonalData, type ReportRow } from "../ca
 import { sha256HexSync } from "../lib/crypto";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
 import type { Restrictions } from "../lib/dsa-vocabulary";
-import { deliveryStatement, subscribedEndpoints, type EndpointRow } from "./webhooks";
+import { subscribedEndpoints, type EndpointRow } from "./webhook-endpoints";
+import { deliveryStatement } from "./webhooks";
 
 /** What a message without a run is (messages.kind; `workflow` is a send_message node's). */
 export const NOTIFIER_MESSAGE_KINDS = ["notice_receipt", "notice_decision", "notifier_warning", "notifier_suspension"] as const;

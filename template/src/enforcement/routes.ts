@@ -7,7 +7,8 @@ import { getActionTypeGate, promoteActionType, putActionTypeGate, setActionTypeA
 import { redressMessageOf } from "./affected-user";
 import { getRedressSettings, putRedressSettings } from "./affected-user-settings";
 import { getDecision, listDecisions, recordManualDecision, statementOfReasons } from "./decisions";
-import { createEndpoint, getDelivery, listDeliveries, listEndpoints, resendDelivery, setEndpointState } from "./webhooks";
+import { createEndpoint, listEndpoints, setEndpointState } from "./webhook-endpoints";
+import { getDelivery, listDeliveries, resendDelivery } from "./webhooks";
 
 const limit = { default: 50, max: 200 };
 

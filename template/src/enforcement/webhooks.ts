@@ -1,6 +1,7 @@
-// Signed outbound webhooks (Standard Webhooks): endpoints with secrets shown once, deliveries
-// recorded in D1 and carried by the DELIVERIES queue, every attempt recorded, exponential backoff
-// with jitter, dead-letter after the endpoint's max attempts — never silently lost.
+// Webhook deliveries (Standard Webhooks): the delivery rows recorded in D1 and carried by the
+// DELIVERIES queue, every attempt recorded, exponential backoff with jitter, dead-letter after the
+// endpoint's max attempts — never silently lost; and the operator's list/get/resend of deliveries.
+// The endpoints they go to (secrets shown once, CRUD, subscriptions) are webhook-endpoints.ts.
 //
 // webhook_deliveries is an outbox: a pending row is the promise to send. The queue message only
 // wakes the consumer; `next_attempt_at` says when the next attempt is due and, while an attempt is
@@ -14,7 +15,7 @@
 import { auditStatement, canonicalJson } from "../audit";
 import type { Actor } from "../auth";
 import { openPersonalData, sealPersonalData } from "../cases";
-import { AppError, conflict, notFound } from "../errors";
+import { conflict, notFound } from "../errors";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
 import { allowLocalEgress, egressRefusal } from "../lib/egress";
 import { newId, sha256HexSync } from "../lib/crypto";
@@ -22,6 +23,8 @@ import { isConnectorEndpoint, sendThroughConnector } from "../connectors";
 import { sendWebhookAttempt, type AttemptEndpoint } from "./webhook-send";
 
 export { parseRetryAfter, sendWebhookAttempt, type AttemptEndpoint, type AttemptResult } from "./webhook-send";
+/** Re-exported for test/egress.test.ts, which imports it from here (src/ imports webhook-endpoints.ts). */
+export { createEndpoint } from "./webhook-endpoints";
 
 /** Alerts the schedule raises (operations/alerts.ts), sent to the endpoint an installation's alert settings name. */
 export const ALERT_EVENT_TYPES = ["alert.sla_breached", "alert.delivery_dead", "alert.repair_spike", "alert.audit_verify_failed"] as const;
@@ -39,140 +42,6 @@ const CLAIM_MARGIN_MS = 60_000;
 function requestTimeoutMs(env: Env): number {
   const configured = Number((env as { WEBHOOK_TIMEOUT_SECONDS?: string }).WEBHOOK_TIMEOUT_SECONDS);
   return (Number.isFinite(configured) && configured >= 1 && configured <= 60 ? configured : DEFAULT_TIMEOUT_SECONDS) * 1000;
-}
-
-export interface EndpointRow {
-  id: string;
-  name: string | null;
-  installationId: string;
-  url: string;
-  description: string | null;
-  secretSealed: string;
-  eventTypesJson: string;
-  retryBaseSeconds: number;
-  maxAttempts: number;
-  state: string;
-  createdAt: string;
-}
-
-const ENDPOINT_COLUMNS = `id, name, installation_id AS installationId, url, description, secret_sealed AS secretSealed, event_types_json AS eventTypesJson,
-  retry_base_seconds AS retryBaseSeconds, max_attempts AS maxAttempts, state, created_at AS createdAt`;
-
-function serializeEndpoint(row: EndpointRow) {
-  return {
-    id: row.id,
-    name: row.name,
-    url: row.url,
-    description: row.description,
-    eventTypes: JSON.parse(row.eventTypesJson) as string[],
-    retryBaseSeconds: row.retryBaseSeconds,
-    maxAttempts: row.maxAttempts,
-    state: row.state,
-    createdAt: row.createdAt,
-  };
-}
-
-export function getEndpointRow(db: D1Database, installationId: string, id: string): Promise<EndpointRow | null> {
-  return db.prepare(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE installation_id = ?1 AND id = ?2`).bind(installationId, id).first<EndpointRow>();
-}
-
-/** An endpoint a graph names: by id, or by its name (unique in the installation). */
-export function findEndpointRow(db: D1Database, installationId: string, ref: string): Promise<EndpointRow | null> {
-  return db.prepare(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE installation_id = ?1 AND (id = ?2 OR name = ?2) ORDER BY id = ?2 DESC LIMIT 1`).bind(installationId, ref).first<EndpointRow>();
-}
-
-function checkUrl(env: Env, url: string): void {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new AppError("webhook_endpoint.url_invalid", "url must be an absolute http(s) URL.", { status: 422 });
-  }
-  if (parsed.protocol !== "https:" && parsed.protocol !== "http:") throw new AppError("webhook_endpoint.url_invalid", "url must be an absolute http(s) URL.", { status: 422 });
-  if (parsed.username || parsed.password) throw new AppError("webhook_endpoint.url_invalid", "url must not carry credentials; the signature authenticates deliveries.", { status: 422 });
-  // No loopback, private, link-local or metadata targets, and https unless developing locally.
-  const refusal = egressRefusal(parsed, { allowLocal: allowLocalEgress(env) });
-  if (refusal) throw new AppError("webhook_endpoint.url_not_allowed", `url: ${refusal.message}`, { status: 422, details: { field: "url", reason: refusal.reason, host: refusal.host } });
-}
-
-/** Creates an endpoint; its signing secret is returned this once and stored sealed. */
-export async function createEndpoint(env: Env, actor: Actor, input: { url: string; name?: string; description?: string; eventTypes?: string[]; retryBaseSeconds?: number; maxAttempts?: number }) {
-  checkUrl(env, input.url);
-  if (input.name && (await findEndpointRow(env.DB, actor.installationId, input.name))) {
-    throw new AppError("webhook_endpoint.name_taken", `An endpoint of this installation is already named ${input.name}; choose another name.`, { status: 409 });
-  }
-  const id = newId("whe");
-  const secret = `whsec_${btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))))}`;
-  const { sealed } = await sealPersonalData(env, actor.installationId, `webhook_endpoint:${id}`, { secret });
-  const at = new Date().toISOString();
-  await env.DB.batch([
-    env.DB.prepare(`INSERT INTO webhook_endpoints (id, installation_id, url, description, secret_sealed, event_types_json, retry_base_seconds, max_attempts, state, created_at, updated_at, name)
-      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'enabled', ?9, ?9, ?10)`).bind(
-      id,
-      actor.installationId,
-      input.url,
-      input.description ?? null,
-      sealed,
-      JSON.stringify(input.eventTypes ?? []),
-      input.retryBaseSeconds ?? 5,
-      input.maxAttempts ?? 8,
-      at,
-      input.name ?? null,
-    ),
-    auditStatement(env.DB, {
-      installationId: actor.installationId,
-      idempotencyKey: `webhook_endpoint:${id}:created`,
-      action: "webhook_endpoint.created",
-      actor: actor.audit,
-      target: { type: "webhook_endpoint", id },
-      details: { url: input.url, eventTypes: input.eventTypes ?? [] },
-      at,
-    }),
-  ]);
-  return { ...serializeEndpoint((await getEndpointRow(env.DB, actor.installationId, id))!), secret };
-}
-
-export async function listEndpoints(env: Env, actor: Actor) {
-  const { results } = await env.DB.prepare(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE installation_id = ?1 ORDER BY created_at`).bind(actor.installationId).all<EndpointRow>();
-  return results.map(serializeEndpoint);
-}
-
-export async function setEndpointState(env: Env, actor: Actor, id: string, state: "enabled" | "disabled") {
-  const row = await getEndpointRow(env.DB, actor.installationId, id);
-  if (!row) throw notFound("webhook_endpoint");
-  const at = new Date().toISOString();
-  await env.DB.batch([
-    env.DB.prepare(`UPDATE webhook_endpoints SET state = ?3, disabled_reason = NULL, updated_at = ?4 WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id, state, at),
-    auditStatement(env.DB, {
-      installationId: actor.installationId,
-      idempotencyKey: `webhook_endpoint:${id}:${state}:${at}`,
-      action: `webhook_endpoint.${state}`,
-      actor: actor.audit,
-      target: { type: "webhook_endpoint", id },
-      details: {},
-      at,
-    }),
-  ]);
-  return serializeEndpoint((await getEndpointRow(env.DB, actor.installationId, id))!);
-}
-
-/** Enabled endpoints of the installation that subscribe to `eventType`, as a statement for the caller's batch of reads. Host-internal. */
-export function subscribedEndpointsStatement(db: D1Database, installationId: string, eventType: string): D1PreparedStatement {
-  return db
-    .prepare(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints w
-    WHERE installation_id = ?1 AND state = 'enabled' AND EXISTS (SELECT 1 FROM json_each(w.event_types_json) WHERE value = ?2) ORDER BY created_at`)
-    .bind(installationId, eventType);
-}
-
-/** SQL for the ids of the enabled endpoints subscribed to an event type, comma-joined in creation order (NULL when none), over the given parameters. */
-export function subscribedEndpointIdsSql(installation: string, eventType: string): string {
-  return `(SELECT group_concat(id, ',') FROM (SELECT id FROM webhook_endpoints w
-    WHERE installation_id = ${installation} AND state = 'enabled' AND EXISTS (SELECT 1 FROM json_each(w.event_types_json) WHERE value = ${eventType}) ORDER BY created_at))`;
-}
-
-/** Enabled endpoints of the installation that subscribe to `eventType`. Host-internal. */
-export async function subscribedEndpoints(db: D1Database, installationId: string, eventType: string): Promise<EndpointRow[]> {
-  return (await subscribedEndpointsStatement(db, installationId, eventType).all<EndpointRow>()).results;
 }
 
 export interface NewDelivery {

@@ -1,0 +1,165 @@
+// The workflow runtime's side of an action node (assisted or autonomous): prepareWorkflowAction
+// writes the node's proposal — waiting for a person, or with its delivery on its way (first attempt
+// from this host) — and completeWorkflowAction reads where it stands after the run's wait (expired,
+// failed, or the recorded decision and delivery). People's decisions and the delivery's gate and
+// end are actions.ts; cancelling proposals when a run ends or a node leaves, proposal-cancellation.ts.
+import { auditStatement, canonicalJson } from "../audit";
+import { AppError } from "../errors";
+import { sha256HexSync } from "../lib/crypto";
+import { evaluateInputMapping, type ActionProgress, type AuthorizedRun, type ExpressionContext, type WaitResult, type WorkflowNodeV1 } from "../workflows";
+import { TYPE_COLUMNS, type ActionTypeRow } from "./action-types";
+import { actionDelivery, DELIVERY_SOURCES, endpointOf, PROPOSAL_COLUMNS, proposalRow, sendLeased, type ProposalRow } from "./actions";
+import { deliverInline, reserveInline } from "./delivery-inline";
+import { attemptEndpointJsonSql } from "./webhooks";
+
+const DEFAULT_APPROVAL_SECONDS = 86_400;
+/** How long a run waits for its endpoint to confirm a delivery (retries span hours). */
+const DELIVERY_WAIT_MS = 7 * 86_400_000;
+
+function signal(proposalId: string, phase: "approval" | "delivery"): string {
+  return `p_${sha256HexSync(`${proposalId}:${phase}`).slice(0, 40)}`;
+}
+
+/** Where the run stands on a proposal, in the terms the kernel waits on. */
+function progressOf(row: ProposalRow): ActionProgress {
+  switch (row.state) {
+    case "approval_required":
+      return { port: "", status: "approval_required", proposalId: row.id, eventType: row.approvalSignal, timeoutMs: Math.max(1_000, Date.parse(row.expiresAt) - Date.now()) };
+    case "approved":
+    case "delivery_pending":
+      return { port: "", status: "delivery_pending", proposalId: row.id, eventType: row.deliverySignal, timeoutMs: DELIVERY_WAIT_MS };
+    case "applied":
+      return { port: "applied", status: "applied", proposalId: row.id, deliveryId: row.deliveryId, approvedBy: row.decidedBy };
+    case "rejected":
+      return { port: "rejected", status: "rejected", proposalId: row.id, rejectedBy: row.decidedBy, reason: row.decisionReason };
+    case "expired":
+      return { port: "expired", status: "expired", proposalId: row.id };
+    case "cancelled":
+      throw new AppError("action_proposal.cancelled", "The action proposal was cancelled: its node left or its run ended.");
+    default:
+      throw new AppError("action.delivery_failed", "The action's webhook delivery was dead-lettered.");
+  }
+}
+
+/**
+ * Prepares the action of a node (assisted or autonomous): a proposal that waits for approval, or
+ * a delivery on its way. Repeating the call returns the proposal's current progress.
+ */
+export async function prepareWorkflowAction(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; context: ExpressionContext }): Promise<ActionProgress> {
+  const { run, node, stepId } = input;
+  const proposalId = `${stepId}:proposal`;
+  // One round trip: the proposal if the step already made it, else the action type and the report's subject (for the delivery).
+  const [existingRead, typeRead] = await env.DB.batch<Record<string, unknown>>([
+    env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE id = ?1`).bind(proposalId),
+    env.DB.prepare(`SELECT ${TYPE_COLUMNS}, (SELECT json_object('kind', subject_kind, 'id', subject_id) FROM reports WHERE installation_id = ?1 AND id = ?3) AS subjectJson,
+        ${attemptEndpointJsonSql("?1", "action_types.endpoint_id")} AS endpointJson
+      FROM action_types WHERE installation_id = ?1 AND key = ?2`).bind(run.installationId, String(node.config.action_type), run.reportId),
+  ]);
+  const existing = existingRead!.results[0] as ProposalRow | undefined;
+  if (existing) return progressOf(existing);
+  const typeRow = typeRead!.results[0] as (ActionTypeRow & { subjectJson: string | null; endpointJson: string | null }) | undefined;
+  if (!typeRow) throw new AppError("action_type.unknown", `Action type ${String(node.config.action_type)} does not exist in this installation.`);
+  const params = evaluateInputMapping(node.inputMapping, input.context, node.id);
+  // An action type whose autonomy is still assisted (not yet promoted) waits for a person even in an autonomous run.
+  const needsApproval = run.authorityMode === "assisted" || typeRow.requiresApproval === 1 || typeRow.autonomy === "assisted";
+  const at = new Date().toISOString();
+  const approvalSeconds = Number.isInteger(node.config.approval_timeout_seconds) ? Number(node.config.approval_timeout_seconds) : DEFAULT_APPROVAL_SECONDS;
+  const row = {
+    id: proposalId,
+    installationId: run.installationId,
+    runId: run.id,
+    actionTypeKey: typeRow.key,
+    reportId: run.reportId,
+    authorityMode: run.authorityMode,
+    paramsJson: canonicalJson(params),
+  };
+  const subject = typeRow.subjectJson === null ? null : (JSON.parse(typeRow.subjectJson) as unknown);
+  const endpoint = endpointOf(typeRow);
+  // The first attempt is reserved now, so its delivery is written leased to this host (no claim round trip after the commit).
+  const slot = !needsApproval && endpoint ? reserveInline(env) : null;
+  let handed = false;
+  try {
+    const delivery = needsApproval ? null : await actionDelivery(env, row, typeRow, null, at, undefined, subject, slot);
+    const approvalSignal = signal(proposalId, "approval");
+    const deliverySignal = signal(proposalId, "delivery");
+    const expiresAt = new Date(Date.parse(at) + approvalSeconds * 1_000).toISOString();
+    const state = needsApproval ? "approval_required" : "delivery_pending";
+    const [inserted] = await env.DB.batch([
+      env.DB.prepare(`
+      INSERT INTO action_proposals (id, installation_id, run_id, step_run_id, node_id, action_type_id, action_type_key, report_id, authority_mode, state,
+        params_json, delivery_id, approval_signal, delivery_signal, expires_at, created_at, updated_at)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16)
+      ON CONFLICT(step_run_id) DO NOTHING
+    `).bind(proposalId, run.installationId, run.id, stepId, node.id, typeRow.id, typeRow.key, run.reportId, run.authorityMode, state, row.paramsJson, delivery?.id ?? null, approvalSignal, deliverySignal, expiresAt, at),
+      ...(delivery ? [delivery.statement] : []),
+      auditStatement(env.DB, {
+        installationId: run.installationId,
+        idempotencyKey: `action_proposal:${proposalId}:created`,
+        action: needsApproval ? "action.proposed" : "action.dispatched",
+        actor: { type: "system", id: "workflow-runtime" },
+        target: { type: "action_proposal", id: proposalId },
+        details: { runId: run.id, nodeId: node.id, actionType: typeRow.key, authorityMode: run.authorityMode, params },
+        at,
+      }),
+    ]);
+    // Ours, as written; or, if another call for the step wrote first, that one.
+    const stored: ProposalRow =
+      (inserted!.meta.changes ?? 0) === 1
+        ? {
+            ...row,
+            stepRunId: stepId,
+            nodeId: node.id,
+            actionTypeId: typeRow.id,
+            state,
+            decidedBy: null,
+            decidedAt: null,
+            decisionReason: null,
+            deliveryId: delivery?.id ?? null,
+            approvalSignal,
+            deliverySignal,
+            expiresAt,
+            createdAt: at,
+            cancelReason: null,
+          }
+        : (await proposalRow(env.DB, proposalId))!;
+    // The first attempt now, from this host (off the capability's answer); the queue carries retries.
+    if (stored.deliveryId && stored.state === "delivery_pending") {
+      if (slot && endpoint && delivery && delivery.id === stored.deliveryId) {
+        sendLeased(env, { delivery, endpoint, installationId: run.installationId, proposalId, at }, slot);
+        handed = true;
+      } else {
+        deliverInline(env, [stored.deliveryId], DELIVERY_SOURCES);
+      }
+    }
+    return progressOf(stored);
+  } finally {
+    if (!handed) slot?.release();
+  }
+}
+
+/**
+ * After a wait: an approval wait that timed out expires the proposal; a delivery wait that timed
+ * out fails it. Otherwise the proposal's recorded state decides (the event only wakes the run).
+ */
+export async function completeWorkflowAction(env: Env, input: { proposalId: string; eventResult: WaitResult }): Promise<ActionProgress> {
+  let row = await proposalRow(env.DB, input.proposalId);
+  if (!row) throw new AppError("action_proposal.missing", "The action proposal does not exist.");
+  if (input.eventResult.status === "timed_out" && (row.state === "approval_required" || row.state === "delivery_pending")) {
+    const at = new Date().toISOString();
+    const next = row.state === "approval_required" ? "expired" : "failed";
+    await env.DB.batch([
+      env.DB.prepare(`UPDATE action_proposals SET state = ?2, updated_at = ?3 WHERE id = ?1 AND state = ?4`).bind(row.id, next, at, row.state),
+      auditStatement(env.DB, {
+        installationId: row.installationId,
+        idempotencyKey: `action_proposal:${row.id}:${next}`,
+        action: `action.${next}`,
+        actor: { type: "system", id: "workflow-runtime" },
+        target: { type: "action_proposal", id: row.id },
+        details: { runId: row.runId },
+        at,
+      }),
+    ]);
+    row = (await proposalRow(env.DB, row.id))!;
+  }
+  return progressOf(row);
+}
