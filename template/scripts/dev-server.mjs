@@ -1,5 +1,5 @@
 // The local dev server of `npm start` (scripts/start.mjs) and `npm run bench`: wrangler's own
-// DevEnv through `unstable_startWorker` — the same bundling, workerd, local D1, Queues, Workflows,
+// DevEnv (what `unstable_startWorker` runs) — the same bundling, workerd, local D1, Queues, Workflows,
 // Worker Loader and persistence folder as `wrangler dev` — with the devtools inspector off.
 //
 // Why not `wrangler dev` itself: it always attaches its inspector relay to the runtime and sends
@@ -17,14 +17,15 @@
 //
 // Secrets reach it only through env files (0600, paths on the command line; never values). Prints
 // one line `ready <url>` on stdout when the Worker is up, and disposes everything on SIGTERM,
-// SIGINT or SIGHUP, or when its parent goes away.
+// SIGINT or SIGHUP (start.mjs forwards them; a start.mjs killed with SIGKILL leaves it running, as
+// it left `wrangler dev`).
 //
 // A runtime that dies. Without the inspector the V8 fault is rarer, not gone (a stack captured for
 // an Error goes through the same function). Miniflare does not notice a workerd that died, and the
 // proxy in front of it then holds every request forever, so this process watches the workerd
-// processes Miniflare starts: one that ends other than by Miniflare's own SIGKILL (a reload, or
-// disposal) is reported with its signal and this process exits with RUNTIME_DIED (75), after
-// which scripts/start.mjs starts the dev server again on the same state folder.
+// processes Miniflare starts: one that ends other than by Miniflare's own kill (a reload, or
+// disposal), once the DevEnv reported it started, is reported with its signal and this process exits with
+// RUNTIME_DIED (75), after which scripts/start.mjs starts the dev server again on the same state.
 import childProcess from "node:child_process";
 import path from "node:path";
 import { createRequire, syncBuiltinESMExports } from "node:module";
@@ -70,14 +71,28 @@ function nodeCompatMode(flags) {
 
 /** The exit code of a dev server whose runtime died; start.mjs restarts it (its RUNTIME_DIED). */
 const RUNTIME_DIED = 75;
+/** When the DevEnv last reported a runtime started ("reloadComplete"). */
+let lastReloadCompleteAt = 0;
 let stopping = false;
 let worker = null;
 const spawnProcess = childProcess.spawn;
 childProcess.spawn = function spawnWatched(command, ...rest) {
   const child = spawnProcess.call(this, command, ...rest);
   if (typeof command === "string" && path.basename(command).startsWith("workerd")) {
+    const spawnedAt = Date.now();
+    // Miniflare ends a runtime only through child.kill (a reload, disposal); any other end is a
+    // death, a SIGKILL from the kernel's OOM killer included.
+    let killedByMiniflare = false;
+    const kill = child.kill.bind(child);
+    child.kill = (...args) => {
+      killedByMiniflare = true;
+      return kill(...args);
+    };
     child.once("exit", (code, signal) => {
-      if (stopping || signal === "SIGKILL") return; // Miniflare's own (reload, dispose)
+      if (stopping || killedByMiniflare) return;
+      // A runtime that ends before its reload completed never started (a config it refuses after
+      // an edit, say): wrangler reports that itself, and restarting it would only fail again.
+      if (spawnedAt > lastReloadCompleteAt) return;
       process.stderr.write(
         `[safest] the local runtime (workerd, pid ${child.pid}) died (${signal ? `signal ${signal}` : `exit code ${code}`}); see docs/ARCHITECTURE.md, "Local dev server". Restarting the dev server on the same state folder.\n`,
       );
@@ -89,8 +104,16 @@ childProcess.spawn = function spawnWatched(command, ...rest) {
 syncBuiltinESMExports();
 
 const wranglerEntry = values.wrangler ?? createRequire(import.meta.url).resolve("wrangler");
-const { unstable_startWorker: startWorker } = await import(pathToFileURL(wranglerEntry).href);
-worker = await startWorker({
+const { unstable_DevEnv: DevEnv } = await import(pathToFileURL(wranglerEntry).href);
+// wrangler's DevEnv, as unstable_startWorker builds it, with its event bus observed for the
+// moment each runtime has started (its controllers dispatch through devEnv.dispatch).
+const devEnv = new DevEnv();
+const dispatch = devEnv.dispatch.bind(devEnv);
+devEnv.dispatch = (event) => {
+  if (event?.type === "reloadComplete") lastReloadCompleteAt = Date.now();
+  return dispatch(event);
+};
+worker = await devEnv.startWorker({
   config: values.config,
   // None given: wrangler's own default (.dev.vars, else .env, next to the config).
   ...(values["env-file"].length > 0 ? { envFiles: values["env-file"] } : {}),
@@ -121,8 +144,9 @@ async function stop(code) {
     process.exit(code);
   }
 }
-for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"]) process.once(signal, () => void stop(0));
-process.once("disconnect", () => void stop(0));
+// `on`, not `once`: Ctrl-C reaches this process from the terminal and again from start.mjs, and a
+// second signal must not end it with Node's default action halfway through disposing.
+for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"]) process.on(signal, () => void stop(0));
 
 await worker.ready;
 process.stdout.write(`ready ${(await worker.url).href}\n`);

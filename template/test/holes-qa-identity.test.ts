@@ -29,6 +29,22 @@ describe("QA of one's own answer", () => {
     expect(other.body.id).toBe(qaTask.id);
   });
 
+  it("is refused at completion too: the first key cannot complete a QA task another key claimed, under that key's name", async () => {
+    const s = await holesSetup("holes-qa-identity-complete");
+    await sampleEverything(s);
+    const task = await openTask(s);
+    await answer(s.reviewKey, task.id, "alice");
+    const [qaTask] = await openIn(s.reviewKey, s.qaQueue);
+    const claimed = await api(`/api/v1/tasks/${qaTask.id}/claim`, { key: s.otherKey, body: { reviewer: "carol" } });
+    expect(claimed.status, JSON.stringify(claimed.body)).toBe(200);
+    const hijack = await api(`/api/v1/tasks/${qaTask.id}/complete`, { key: s.reviewKey, body: { reviewer: "carol", response: { outcome: "remove" } } });
+    expect(hijack.status, JSON.stringify(hijack.body)).toBe(403);
+    expect(hijack.body.error.code).toBe("qa.own_task");
+    // The claimant completes it.
+    const done = await api(`/api/v1/tasks/${qaTask.id}/complete`, { key: s.otherKey, body: { reviewer: "carol", response: { outcome: "keep" } } });
+    expect(done.status, JSON.stringify(done.body)).toBe(200);
+  });
+
   it("is still refused under the original's name from another key", async () => {
     const s = await holesSetup("holes-qa-identity-name");
     await sampleEverything(s);

@@ -49,6 +49,7 @@ const GUARD_TABLES = [
   "messages",
   "notifier_sanctions",
   "trusted_flaggers",
+  "backtests",
 ] as const;
 
 /**

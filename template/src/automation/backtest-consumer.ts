@@ -2,7 +2,7 @@
 import type { Actor } from "../auth";
 import { getReportRow, reportSummary } from "../cases";
 import { errorCode } from "../errors";
-import { markChunkDone } from "./backtest-chunks";
+import { markChunkDone, startChunk } from "./backtest-chunks";
 import { forEachBounded, withDeadline, yieldToRuntime } from "../lib/queue-work";
 import { createRun } from "../workflows";
 
@@ -38,6 +38,7 @@ export async function consumeBacktests(batch: MessageBatch<BacktestMessage>, env
     }
     const actor: Actor = { installationId, scopes: [], audit: { type: "api_key", id: actorKeyId } };
     let failed = false;
+    const { beat } = await startChunk(env, message.body);
     await forEachBounded(reportIds, BACKTEST_PARALLEL, async (reportId) => {
       try {
         await withDeadline(startShadowRun(env, ctx, actor, backtest.versionId, backtestId, reportId), RUN_DEADLINE_MS);
@@ -45,6 +46,7 @@ export async function consumeBacktests(batch: MessageBatch<BacktestMessage>, env
         console.error("backtest_run_failed", errorCode(error));
         failed = true;
       }
+      await beat();
     });
     // A repeat redoes nothing: each run is keyed by backtest and report.
     if (failed) message.retry({ delaySeconds: 5 });

@@ -42,7 +42,7 @@ interface ResultRow {
 }
 
 /** Evaluates one chunk; throws (so the message is retried) only when it could not record its results. */
-export async function consumeFastChunk(env: Env, ctx: ExecutionContext, chunk: FastChunk): Promise<void> {
+export async function consumeFastChunk(env: Env, ctx: ExecutionContext, chunk: FastChunk, beat: () => Promise<void> = async () => {}): Promise<void> {
   const { backtestId, installationId } = chunk;
   const backtest = await env.DB.prepare(`SELECT workflow_version_id AS versionId, state, total FROM backtests WHERE id = ?1 AND installation_id = ?2 AND engine = 'fast'`).bind(backtestId, installationId).first<BacktestRow>();
   // Gone, cancelled or finished: nothing to do.
@@ -66,6 +66,8 @@ export async function consumeFastChunk(env: Env, ctx: ExecutionContext, chunk: F
     const results = await Promise.all(slice.map((row) => evaluate(env, ctx, { installationId, backtestId, versionId: version.id, graph, row })));
     // Evaluation is mostly CPU: between slices the runtime serves requests (lib/queue-work.ts says why).
     await yieldToRuntime();
+    // A long chunk (model calls) says it is still being evaluated (backtest-chunks.ts).
+    await beat();
     for (const [index, result] of results.entries()) {
       for (const nodeId of result.path) reached.add(nodeId);
       // A node that failed ran (and may have opened content); one the walk stopped at did not.

@@ -2,7 +2,7 @@
 // consumer that starts shadow runs (backtest-consumer.ts). A cancelled backtest's chunks are dropped.
 import { auditStatement } from "../audit";
 import { errorCode } from "../errors";
-import { markChunkDone } from "./backtest-chunks";
+import { markChunkDone, startChunk } from "./backtest-chunks";
 import { consumeBacktests } from "./backtest-consumer";
 import { consumeFastChunk, type FastChunk } from "./backtest-fast";
 
@@ -26,7 +26,8 @@ export async function consumeBacktestQueue(batch: MessageBatch<unknown>, env: En
       continue;
     }
     try {
-      await consumeFastChunk(env, ctx, body as FastChunk);
+      const { beat } = await startChunk(env, body as FastChunk);
+      await consumeFastChunk(env, ctx, body as FastChunk, beat);
       await markChunkDone(env, body as FastChunk);
       message.ack();
     } catch (error) {

@@ -4,7 +4,7 @@ import type { Actor } from "../auth";
 import { AppError, errorCode, notFound } from "../errors";
 import { newId } from "../lib/crypto";
 import { TERMINAL_RUN_STATES, getVersionRow } from "../workflows";
-import { chunkInsertStatements, chunkMessage } from "./backtest-chunks";
+import { type BacktestChunkMessage, chunkInsertStatements, chunkMessage, sendChunked } from "./backtest-chunks";
 import { shadowReport } from "./shadow-report";
 
 /** A durable backtest starts one Workflows instance per report. */
@@ -16,8 +16,6 @@ const BACKTEST_CHUNK = 25;
 const FAST_CHUNK = 250;
 /** Ids per lookup of a selection by ids. */
 const ID_SLICE = 10_000;
-/** Under a Queues sendBatch's 256 KB. */
-const SEND_BATCH_BYTES = 200_000;
 
 export type BacktestEngine = "fast" | "durable";
 
@@ -90,25 +88,13 @@ export async function startBacktest(env: Env, actor: Actor, workflowVersionId: s
       at,
     }),
     // The chunks' outbox (backtest-chunks.ts): a chunk whose message is lost is sent again.
-    ...chunkInsertStatements(env.DB, id, actor.installationId, actor.audit.id, chunks, at),
+    ...chunkInsertStatements(env.DB, engine, id, actor.installationId, actor.audit.id, chunks, at),
   ]);
   const messages = chunks.map((chunk, seq) => ({ body: chunkMessage(engine, id, actor.installationId, actor.audit.id, seq, chunk) }));
   const queue = engine === "fast" ? env.FAST_BACKTESTS : env.BACKTESTS;
   try {
     // A sendBatch holds at most 100 messages and 256 KB: batches are cut by count and by size.
-    let batch: typeof messages = [];
-    let bytes = 0;
-    for (const message of messages) {
-      const size = JSON.stringify(message.body).length + 100;
-      if (batch.length === 100 || (batch.length > 0 && bytes + size > SEND_BATCH_BYTES)) {
-        await queue.sendBatch(batch);
-        batch = [];
-        bytes = 0;
-      }
-      batch.push(message);
-      bytes += size;
-    }
-    if (batch.length > 0) await queue.sendBatch(batch);
+    await sendChunked(queue as Queue<BacktestChunkMessage>, messages);
   } catch (error) {
     // Chunks already queued find the backtest failed and do nothing: it never sits half-queued as running.
     await env.DB.prepare(`UPDATE backtests SET state = 'failed', error_code = 'backtest.enqueue_failed', finished_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'running'`).bind(id, new Date().toISOString()).run();

@@ -157,6 +157,9 @@ export async function completeReviewCopyTask(env: Env, actor: Actor, row: TaskRo
   if (row.state !== "claimed" || row.claimedBy !== input.who || (row.leaseExpiresAt ?? "") <= now) {
     throw conflict("task.lease_required", "Claim the task (and hold a live lease) before completing it.");
   }
+  // The claim checked who claims; the completion checks who completes (a first reviewer's key must
+  // not complete a QA task another key claimed under a name it can send too). As reviewerPrincipal.
+  if (row.origin === "qa") await assertNotOwnQaTask(env.DB, actor.installationId, row.id, input.who, `${actor.audit.type}:${actor.audit.id}`);
   const problems = input.problems();
   if (problems.length > 0) throw new AppError("task.response_invalid", "The response does not match the task's response schema.", { status: 422, details: problems });
   // Compared on the field fixed when the QA task or golden item was written (settings may change since).

@@ -341,6 +341,7 @@ export async function importInstallation(env: Env, input: unknown) {
   }
   const rollback = async () => {
     await env.DB.batch(installationDeleteStatements(env.DB, installationId));
+    forgetInstallationKeys(installationId); // again once committed: a lookup that began meanwhile is not remembered
     await env.AUDIT_ANCHORS.delete(anchorKey(installationId));
   };
   // The installations row goes first and alone: a concurrent restore of the same installation
