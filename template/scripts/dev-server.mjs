@@ -12,7 +12,7 @@
 // for a DevTools session (docs/ARCHITECTURE.md, "Local dev server").
 //
 //   node scripts/dev-server.mjs --config wrangler.jsonc --ip 127.0.0.1 --port 8787 --persist-to DIR
-//        [--env-file FILE]... [--var NAME:VALUE]... [--registry DIR] [--watch] [--log-level info]
+//        [--env-file FILE]... [--var NAME:VALUE]... [--registry DIR] [--watch] [--log-level log]
 //        [--wrangler path/to/wrangler-dist/cli.js]
 //
 // Secrets reach it only through env files (0600, paths on the command line; never values). Prints
@@ -43,7 +43,8 @@ const { values } = parseArgs({
     var: { type: "string", multiple: true, default: [] },
     registry: { type: "string" },
     watch: { type: "boolean", default: false },
-    "log-level": { type: "string", default: "info" },
+    // "log", as wrangler dev: the Worker's console.log lines are printed (at "info" they are not).
+    "log-level": { type: "string", default: "log" },
   },
   strict: true,
 });
