@@ -3,25 +3,23 @@
 import { auditStatement } from "../audit";
 import { errorCode } from "../errors";
 import { markChunkDone, startChunk } from "./backtest-chunks";
-import { consumeBacktests } from "./backtest-consumer";
+import { type BacktestMessage, consumeBacktests } from "./backtest-consumer";
 import { consumeFastChunk, type FastChunk } from "./backtest-fast";
-
-type DurableChunk = { backtestId: string; installationId: string; actorKeyId: string; reportIds: string[]; seq?: number };
 
 /** A fast chunk that failed this often marks its backtest failed (its results so far are kept). */
 const FAST_MAX_ATTEMPTS = 5;
 
 export async function consumeBacktestQueue(batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext): Promise<void> {
-  const durable: Array<Message<DurableChunk>> = [];
+  const durable: Array<Message<BacktestMessage>> = [];
   for (const message of batch.messages) {
-    const body = message.body as Partial<FastChunk & DurableChunk> | null;
+    const body = message.body as Partial<FastChunk & BacktestMessage> | null;
     if (!body || typeof body.backtestId !== "string" || typeof body.installationId !== "string" || !Array.isArray(body.reportIds)) {
       message.ack();
       continue;
     }
     if (body.engine !== "fast") {
       const row = await env.DB.prepare(`SELECT state FROM backtests WHERE id = ?1 AND installation_id = ?2`).bind(body.backtestId, body.installationId).first<{ state: string }>();
-      if (row?.state === "running") durable.push(message as Message<DurableChunk>);
+      if (row?.state === "running") durable.push(message as Message<BacktestMessage>);
       else message.ack();
       continue;
     }
@@ -52,7 +50,7 @@ export async function consumeBacktestQueue(batch: MessageBatch<unknown>, env: En
         retryAll: () => {
           for (const m of durable) m.retry();
         },
-      } as unknown as MessageBatch<DurableChunk>,
+      } as unknown as MessageBatch<BacktestMessage>,
       env,
       ctx,
     );

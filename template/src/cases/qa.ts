@@ -137,6 +137,14 @@ export const notOwnQaTaskSql = (whoParam: string, principalParam: string, table 
   `NOT EXISTS (SELECT 1 FROM qa_reviews qr WHERE qr.qa_task_id = ${table}.id AND (qr.original_principal = ${principalParam} OR qr.original_reviewer = ${whoParam}))`;
 
 /** Refuses a claim of the QA task of the caller's own answer (checked before the claim's update). */
+/**
+ * The authenticated principal behind a review: `api_key:<id>` or `user:<id>` (never a name a client
+ * sends). Rules about who may review whose work (QA of one's own answer) compare principals.
+ */
+export function reviewerPrincipal(actor: Actor): string {
+  return `${actor.audit.type}:${actor.audit.id}`;
+}
+
 export async function assertNotOwnQaTask(db: D1Database, installationId: string, taskId: string, who: string, principal: string): Promise<void> {
   const own = await db.prepare(`SELECT 1 AS x FROM qa_reviews WHERE installation_id = ?1 AND qa_task_id = ?2 AND (original_principal = ?4 OR original_reviewer = ?3)`).bind(installationId, taskId, who, principal).first();
   if (own) throw new AppError("qa.own_task", "This QA task reviews an answer you (this API key or console user) gave; another reviewer takes it.", { status: 403 });
@@ -158,8 +166,8 @@ export async function completeReviewCopyTask(env: Env, actor: Actor, row: TaskRo
     throw conflict("task.lease_required", "Claim the task (and hold a live lease) before completing it.");
   }
   // The claim checked who claims; the completion checks who completes (a first reviewer's key must
-  // not complete a QA task another key claimed under a name it can send too). As reviewerPrincipal.
-  if (row.origin === "qa") await assertNotOwnQaTask(env.DB, actor.installationId, row.id, input.who, `${actor.audit.type}:${actor.audit.id}`);
+  // not complete a QA task another key claimed under a name it can send too).
+  if (row.origin === "qa") await assertNotOwnQaTask(env.DB, actor.installationId, row.id, input.who, reviewerPrincipal(actor));
   const problems = input.problems();
   if (problems.length > 0) throw new AppError("task.response_invalid", "The response does not match the task's response schema.", { status: 422, details: problems });
   // Compared on the field fixed when the QA task or golden item was written (settings may change since).

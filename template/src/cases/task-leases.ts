@@ -4,8 +4,8 @@ import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
 import { AppError, conflict, notFound } from "../errors";
 import { reviewerAuditId } from "../lib/person-keys";
-import { assertNotOwnQaTask, notOwnQaTaskSql } from "./qa";
-import { assertTaskVisible, claimant, DEFAULT_LEASE_SECONDS, getTask, getTaskRow, MAX_LEASE_SECONDS, reviewerPrincipal, visibleQueue } from "./tasks";
+import { assertNotOwnQaTask, notOwnQaTaskSql, reviewerPrincipal } from "./qa";
+import { assertTaskVisible, claimant, DEFAULT_LEASE_SECONDS, getTask, getTaskRow, MAX_LEASE_SECONDS, visibleQueue } from "./tasks";
 import { claimExposureStatement, exposureStatus, nextTaskWellness, NOT_CAPPED_SQL, refuseWhenCapped, releaseExposureStatement } from "./wellness";
 
 function leaseSeconds(value: number | undefined): number {

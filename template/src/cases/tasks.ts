@@ -10,7 +10,7 @@ import { completeHandoffStatements, sendComplaintOutcome } from "../enforcement"
 import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepUnsafe } from "../workflows";
 import { appealDecisionId, decisionReversalStatements } from "./complaints";
 import { getQueueRow } from "./queues";
-import { completeReviewCopyTask, qaSampleStatements, type TaskOrigin } from "./qa";
+import { completeReviewCopyTask, qaSampleStatements, reviewerPrincipal, type TaskOrigin } from "./qa";
 import { openPersonalData } from "./report-crypto";
 import { APPEAL_OUTCOMES } from "./taxonomy";
 import { reviewerAuditId } from "../lib/person-keys";
@@ -150,14 +150,6 @@ export async function listQueueTasks(env: Env, actor: Actor, queueId: string, op
 /** Who holds a lease: a console user themself; for an API key, the reviewer its tool names (else the key). */
 export function claimant(actor: Actor, reviewer: string | undefined): string {
   return actor.user ? actor.user.email : (reviewer ?? actor.audit.id);
-}
-
-/**
- * The authenticated principal behind a review: `api_key:<id>` or `user:<id>` (never a name a client
- * sends). Rules about who may review whose work (QA of one's own answer) compare principals.
- */
-export function reviewerPrincipal(actor: Actor): string {
-  return `${actor.audit.type}:${actor.audit.id}`;
 }
 
 const validators = new Map<string, Validator>();

@@ -1,6 +1,6 @@
 // Hashing and random identifiers (Web Crypto; sha256HexSync through node:crypto, for hot paths
 // where one more await per hash would let the event loop's other work in between).
-/// <reference path="./node-crypto-hash.d.ts" />
+/// <reference path="./node-crypto.d.ts" />
 import { createHash } from "node:crypto";
 
 const encoder = new TextEncoder();
