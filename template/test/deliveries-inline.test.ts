@@ -8,22 +8,9 @@ import { describe, expect, it } from "vitest";
 import type { Actor } from "../src/auth";
 import { decideProposal } from "../src/enforcement/actions";
 import { sweepPendingDeliveries } from "../src/enforcement/webhooks";
-import { api, edge, newInstallation, publish, receiverLog, startRun, until, waitForRun } from "./helpers";
+import { api, edge, newInstallation, publish, receiverLog, removePostGraph, startRun, until, waitForRun } from "./helpers";
 
 type Attempt = { attempt: number; statusCode: number | null; error: string | null; via: string };
-
-const actionGraph = {
-  schemaVersion: 1,
-  nodes: [
-    { id: "start", kind: "start" },
-    { id: "remove", kind: "action", errorPort: "failed", config: { action_type: "remove_post", approval_timeout_seconds: 3600 }, inputMapping: { postId: "input.postId" } },
-    { id: "applied", kind: "end", config: { terminal_code: "applied" } },
-    { id: "rejected", kind: "end", config: { terminal_code: "rejected" } },
-    { id: "expired", kind: "end", config: { terminal_code: "expired" } },
-    { id: "failed", kind: "end", config: { terminal_code: "failed" } },
-  ],
-  edges: [edge("start", "success", "remove"), edge("remove", "applied", "applied"), edge("remove", "rejected", "rejected"), edge("remove", "expired", "expired"), edge("remove", "failed", "failed")],
-};
 
 /** An installation with an endpoint on `path` whose secret the receiver knows, an action type and the graph. */
 async function setup(path: string, options: { requiresApproval?: boolean } = {}) {
@@ -33,7 +20,7 @@ async function setup(path: string, options: { requiresApproval?: boolean } = {})
   await env.RECEIVER.fetch("http://receiver/_control/secret", { method: "POST", body: JSON.stringify({ path: new URL(`https://x${path}`).pathname, secret: hook.body.secret }) });
   const type = await api("/api/v1/action-types", { key: apiKey, body: { key: "remove_post", name: "Remove post", endpointId: hook.body.id, reversible: true, requiresApproval: options.requiresApproval ?? false } });
   expect(type.status).toBe(201);
-  const version = await publish(apiKey, actionGraph);
+  const version = await publish(apiKey, removePostGraph);
   return { installationId, apiKey, version };
 }
 

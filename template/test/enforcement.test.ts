@@ -4,7 +4,7 @@ import { Validator, type Schema } from "@cfworker/json-schema";
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import sorSchema from "../src/lib/dsa-statement-of-reasons.schema.json";
-import { api, edge, newInstallation, publish, receiverLog, startRun, until, waitForRun } from "./helpers";
+import { api, edge, newInstallation, publish, receiverLog, removePostGraph, startRun, until, waitForRun } from "./helpers";
 
 async function endpoint(apiKey: string, path: string, extra: Record<string, unknown> = {}) {
   const created = await api("/api/v1/webhook-endpoints", { key: apiKey, body: { url: `https://hooks.product.test${path}`, retryBaseSeconds: 0, maxAttempts: 5, ...extra } });
@@ -16,25 +16,12 @@ async function endpoint(apiKey: string, path: string, extra: Record<string, unkn
   return created.body as { id: string; secret: string };
 }
 
-const actionGraph = {
-  schemaVersion: 1,
-  nodes: [
-    { id: "start", kind: "start" },
-    { id: "remove", kind: "action", errorPort: "failed", config: { action_type: "remove_post", approval_timeout_seconds: 3600 }, inputMapping: { postId: "input.postId" } },
-    { id: "applied", kind: "end", config: { terminal_code: "applied" } },
-    { id: "rejected", kind: "end", config: { terminal_code: "rejected" } },
-    { id: "expired", kind: "end", config: { terminal_code: "expired" } },
-    { id: "failed", kind: "end", config: { terminal_code: "failed" } },
-  ],
-  edges: [edge("start", "success", "remove"), edge("remove", "applied", "applied"), edge("remove", "rejected", "rejected"), edge("remove", "expired", "expired"), edge("remove", "failed", "failed")],
-};
-
 async function actionSetup(path: string, options: { requiresApproval?: boolean } = {}) {
   const { apiKey } = await newInstallation();
   const hook = await endpoint(apiKey, path);
   const type = await api("/api/v1/action-types", { key: apiKey, body: { key: "remove_post", name: "Remove post", endpointId: hook.id, reversible: true, requiresApproval: options.requiresApproval ?? false } });
   expect(type.status).toBe(201);
-  const version = await publish(apiKey, actionGraph);
+  const version = await publish(apiKey, removePostGraph);
   return { apiKey, version, hook };
 }
 

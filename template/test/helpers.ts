@@ -70,6 +70,20 @@ export async function waitForWait(key: string, runId: string, timeoutMs = 20_000
 
 export const edge = (from: string, port: string, to: string) => ({ from: { nodeId: from, port }, to: { nodeId: to } });
 
+/** start → an action `remove_post` (postId from input) → an end per port: applied, rejected, expired, failed (its error port). */
+export const removePostGraph = {
+  schemaVersion: 1,
+  nodes: [
+    { id: "start", kind: "start" },
+    { id: "remove", kind: "action", errorPort: "failed", config: { action_type: "remove_post", approval_timeout_seconds: 3600 }, inputMapping: { postId: "input.postId" } },
+    { id: "applied", kind: "end", config: { terminal_code: "applied" } },
+    { id: "rejected", kind: "end", config: { terminal_code: "rejected" } },
+    { id: "expired", kind: "end", config: { terminal_code: "expired" } },
+    { id: "failed", kind: "end", config: { terminal_code: "failed" } },
+  ],
+  edges: [edge("start", "success", "remove"), edge("remove", "applied", "applied"), edge("remove", "rejected", "rejected"), edge("remove", "expired", "expired"), edge("remove", "failed", "failed")],
+};
+
 export function db(): D1Database {
   return env.DB;
 }

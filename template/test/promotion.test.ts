@@ -10,7 +10,7 @@ import { wilson } from "../src/automation/statistics";
 import { overturnFigures, sweepAutomaticDemotions } from "../src/cases/promotion-sweep";
 import { sha256Hex } from "../src/lib/crypto";
 import { runSchedule, SWEEPS } from "../src/schedule";
-import { api, edge, newInstallation, publish, receiverLog, startRun, until, waitForRun } from "./helpers";
+import { api, edge, newInstallation, publish, receiverLog, removePostGraph, startRun, until, waitForRun } from "./helpers";
 
 async function endpoint(apiKey: string, path: string) {
   const created = await api("/api/v1/webhook-endpoints", { key: apiKey, body: { url: `https://hooks.product.test${path}`, retryBaseSeconds: 0, maxAttempts: 5 } });
@@ -38,19 +38,6 @@ const removeGraph = {
     { id: "done", kind: "end" },
   ],
   edges: [edge("start", "success", "remove"), edge("remove", "recorded", "done")],
-};
-
-const actionGraph = {
-  schemaVersion: 1,
-  nodes: [
-    { id: "start", kind: "start" },
-    { id: "remove", kind: "action", errorPort: "failed", config: { action_type: "remove_post", approval_timeout_seconds: 3600 }, inputMapping: { postId: "input.postId" } },
-    { id: "applied", kind: "end", config: { terminal_code: "applied" } },
-    { id: "rejected", kind: "end", config: { terminal_code: "rejected" } },
-    { id: "expired", kind: "end", config: { terminal_code: "expired" } },
-    { id: "failed", kind: "end", config: { terminal_code: "failed" } },
-  ],
-  edges: [edge("start", "success", "remove"), edge("remove", "applied", "applied"), edge("remove", "rejected", "rejected"), edge("remove", "expired", "expired"), edge("remove", "failed", "failed")],
 };
 
 /** Reports that start the installation's triggers, each decided by a person with `human` (null: no one). */
@@ -143,7 +130,7 @@ describe("an action type's autonomy and gate", () => {
     const type = await api("/api/v1/action-types", { key: apiKey, body: { key: "remove_post", name: "Remove post", endpointId: hook, autonomy: "assisted" } });
     expect(type.status).toBe(201);
     expect(type.body.autonomy).toBe("assisted");
-    const version = await publish(apiKey, actionGraph);
+    const version = await publish(apiKey, removePostGraph);
     const trigger = await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", when: "false", workflowVersionId: version.id, authorityMode: "assisted" } });
 
     // An autonomous run of an assisted type proposes; nothing is delivered.

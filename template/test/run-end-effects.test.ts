@@ -7,7 +7,7 @@ import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { consumeDeliveries } from "../src/enforcement/consumer";
 import { markRunFailedUnsafe } from "../src/workflows/runs-queries";
-import { api, edge, newInstallation, publish, receiverLog, startRun, until, waitForRun } from "./helpers";
+import { api, edge, newInstallation, publish, receiverLog, removePostGraph, startRun, until, waitForRun } from "./helpers";
 
 async function count(sql: string, ...binds: unknown[]): Promise<number> {
   return (
@@ -37,20 +37,7 @@ const forkGraph = {
   ],
 };
 
-const actionGraph = {
-  schemaVersion: 1,
-  nodes: [
-    { id: "start", kind: "start" },
-    { id: "remove", kind: "action", errorPort: "failed", config: { action_type: "remove_post", approval_timeout_seconds: 3600 }, inputMapping: { postId: "input.postId" } },
-    { id: "applied", kind: "end", config: { terminal_code: "applied" } },
-    { id: "rejected", kind: "end", config: { terminal_code: "rejected" } },
-    { id: "expired", kind: "end", config: { terminal_code: "expired" } },
-    { id: "failed", kind: "end", config: { terminal_code: "failed" } },
-  ],
-  edges: [edge("start", "success", "remove"), edge("remove", "applied", "applied"), edge("remove", "rejected", "rejected"), edge("remove", "expired", "expired"), edge("remove", "failed", "failed")],
-};
-
-async function setup(path: string, graph: unknown = actionGraph, endpointExtra: Record<string, unknown> = {}) {
+async function setup(path: string, graph: unknown = removePostGraph, endpointExtra: Record<string, unknown> = {}) {
   const { apiKey } = await newInstallation();
   const hook = await api("/api/v1/webhook-endpoints", { key: apiKey, body: { url: `https://hooks.product.test${path}`, retryBaseSeconds: 0, maxAttempts: 5, ...endpointExtra } });
   expect(hook.status).toBe(201);
@@ -197,7 +184,7 @@ describe("effects after a run ends", () => {
 
   it("a pending delivery whose run was terminated is never sent again, not even by a resend", async () => {
     // The endpoint is down and backs off for minutes: the delivery is pending when the run is terminated.
-    const { apiKey, version } = await setup("/down/terminated", actionGraph, { retryBaseSeconds: 600 });
+    const { apiKey, version } = await setup("/down/terminated", removePostGraph, { retryBaseSeconds: 600 });
     const run = await startRun(apiKey, version.id, { authorityMode: "autonomous", input: { postId: "p6" } });
     const delivery = await until(
       () => env.DB.prepare("SELECT id, source_id AS proposalId FROM webhook_deliveries WHERE source_type = 'action' AND attempts = 1 AND source_id LIKE ?").bind(`${run.id}:%`).first<{ id: string; proposalId: string }>(),
@@ -221,7 +208,7 @@ describe("effects after a run ends", () => {
   });
 
   it("a pending delivery of a run failed by the host is refused at send time and its proposal closed", async () => {
-    const { apiKey, version } = await setup("/down/failed", actionGraph, { retryBaseSeconds: 600 });
+    const { apiKey, version } = await setup("/down/failed", removePostGraph, { retryBaseSeconds: 600 });
     const run = await startRun(apiKey, version.id, { authorityMode: "autonomous", input: { postId: "p7" } });
     const delivery = await until(
       () => env.DB.prepare("SELECT id, source_id AS proposalId FROM webhook_deliveries WHERE source_type = 'action' AND attempts = 1 AND source_id LIKE ?").bind(`${run.id}:%`).first<{ id: string; proposalId: string }>(),
