@@ -9,7 +9,7 @@
 // record over the 51 node intervals (as runtimeOverBare counts them): it holds the group's
 // evaluation, its batch, the return to the kernel and one whole unfused step (the end's), so it is
 // the honest cost of a node in a fused run, not just of its evaluation (also reported).
-import { edge, log, median, platformRun, results, round, TARGETS, verdict } from "./lib.mjs";
+import { linearConditionGraph, log, median, platformRun, results, round, TARGETS, verdict } from "./lib.mjs";
 import { bareRun } from "./runtime.mjs";
 
 const CONDITIONS = 50;
@@ -17,17 +17,10 @@ const REPEATS = 7;
 TARGETS.fusedNodeOverBareStep = 0.5;
 
 function fusedChainGraph(count) {
-  const nodes = [{ id: "start", kind: "start" }];
-  const edges = [edge("start", "success", "n1")];
-  for (let index = 1; index <= count; index++) {
-    const when = index === 1 ? "input.x == 1" : `steps["n${index - 1}"].port == "next"`;
-    nodes.push({ id: `n${index}`, kind: "condition", config: { cases: [{ port: "next", when }], case_ports: ["next"], default_port: "other" } });
-    const next = index === count ? "end" : `n${index + 1}`;
-    edges.push(edge(`n${index}`, "next", next), edge(`n${index}`, "other", next));
-  }
+  const graph = linearConditionGraph(count);
   // Its own step: the span ends at a record written by a later step than the group's.
-  nodes.push({ id: "end", kind: "end", config: { terminal_code: "done" }, timeoutPolicy: { retries: 2 } });
-  return { schemaVersion: 1, nodes, edges };
+  graph.nodes.at(-1).timeoutPolicy = { retries: 2 };
+  return graph;
 }
 
 async function publishFused(api, key, graph, name) {
