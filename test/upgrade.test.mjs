@@ -38,7 +38,8 @@ const NEW_PRODUCER = (() => {
 const NEW_QUEUE = /"queue": "safest-tools-([a-z0-9-]+)"/u.exec(NEW_PRODUCER)[1];
 /** The team's own migration, numbered after every release's. */
 const TEAM_MIGRATION = "migrations/0900_team_notes.sql";
-const HONO = JSON.parse(readFileSync(path.join(root, "template", "package.json"), "utf8")).dependencies.hono;
+const CURRENT = JSON.parse(readFileSync(path.join(root, "template", "package.json"), "utf8"));
+const HONO = CURRENT.dependencies.hono;
 
 let work;
 let previousRoot;
@@ -133,6 +134,17 @@ before(() => {
   edit(t, "wrangler.jsonc", /"ACCESS_AUD": "[^"]*", /u, "");
   edit(t, "wrangler.jsonc", `${NEW_PRODUCER}\n`, "");
   edit(t, "package.json", `"hono": "${HONO}"`, '"hono": "4.0.0"');
+  // The previous release's toolchain: Node 20, wrangler 4.86 with a workerd override, and the test
+  // pool under its old name (renamed @cloudflare/vitest-plugin), imported by the config and tsconfig.
+  const toolchain = JSON.parse(read(t, "package.json"));
+  toolchain.engines.node = ">=20.3.0";
+  toolchain.devDependencies.wrangler = "4.86.0";
+  delete toolchain.devDependencies["@cloudflare/vitest-plugin"];
+  toolchain.devDependencies["@cloudflare/vitest-pool-workers"] = "0.23.0";
+  toolchain.overrides = { wrangler: { workerd: "1.20260815.1" } };
+  write(t, "package.json", `${JSON.stringify(toolchain, null, 2)}\n`);
+  edit(t, "vitest.config.mts", 'from "@cloudflare/vitest-plugin"', 'from "@cloudflare/vitest-pool-workers"');
+  edit(t, "tsconfig.json", '"@cloudflare/vitest-plugin/types"', '"@cloudflare/vitest-pool-workers/types"');
   edit(t, "examples/harassment-review.json", /"timeout_seconds": (\d+)/u, (_m, n) => `"timeout_seconds": ${Number(n) + 1}`);
   write(t, "scripts/build-kernel.mjs", `${read(t, "scripts/build-kernel.mjs")}// previous release\n`);
   write(t, "scripts/legacy-seed.mjs", "// a script the release deletes\n");
@@ -192,7 +204,7 @@ describe("upgrading from the previous release", { skip: !hasGit && "no git for g
     assert.equal(report.to, VERSION);
     assert.equal(report.dryRun, false);
     assert.deepEqual(report.conflict, []);
-    assert.deepEqual(paths(report.updated).sort(), ["README.md", "scripts/build-kernel.mjs"]);
+    assert.deepEqual(paths(report.updated).sort(), ["README.md", "scripts/build-kernel.mjs", "tsconfig.json", "vitest.config.mts"]);
     assert.deepEqual(paths(report.merged).sort(), ["examples/harassment-review.json", "package.json", "wrangler.jsonc"]);
     // With the vars on one line (as the template has them), the release's new var and the team's
     // changed one conflict line by line and merge value by value.
@@ -205,7 +217,10 @@ describe("upgrading from the previous release", { skip: !hasGit && "no git for g
     assert.match(kept[OLD_MIGRATION], /applied migrations are never rewritten/u);
     assert.deepEqual(paths(report.added), [NEW_MIGRATION]);
     assert.deepEqual(paths(report.removed), ["scripts/legacy-seed.mjs"]);
-    assert.deepEqual(report.dependencies, [{ field: "dependencies", name: "hono", from: "4.0.0", to: HONO }]);
+    assert.deepEqual(
+      report.dependencies.map((d) => `${d.name} ${d.from} → ${d.to}`).sort(),
+      [`@cloudflare/vitest-plugin null → ${CURRENT.devDependencies["@cloudflare/vitest-plugin"]}`, "@cloudflare/vitest-pool-workers 0.23.0 → null", `hono 4.0.0 → ${HONO}`, `wrangler 4.86.0 → ${CURRENT.devDependencies.wrangler}`],
+    );
     const steps = report.nextSteps.join("\n");
     assert.match(steps, /^npm install$/mu);
     assert.ok(steps.includes(path.posix.basename(NEW_MIGRATION)), steps);
@@ -246,6 +261,12 @@ describe("upgrading from the previous release", { skip: !hasGit && "no git for g
     const pkg = JSON.parse(read(project, "package.json"));
     assert.equal(pkg.name, NAME);
     assert.equal(pkg.dependencies.hono, HONO);
+    // The toolchain moved with the release: Node, wrangler, the renamed test integration, no stale override.
+    assert.deepEqual(pkg.engines, CURRENT.engines);
+    assert.deepEqual(pkg.overrides, CURRENT.overrides);
+    assert.equal(pkg.devDependencies["@cloudflare/vitest-pool-workers"], undefined);
+    assert.equal(pkg.devDependencies["@cloudflare/vitest-plugin"], CURRENT.devDependencies["@cloudflare/vitest-plugin"]);
+    assert.match(read(project, "vitest.config.mts"), /from "@cloudflare\/vitest-plugin"/u);
     assert.equal(pkg.dependencies.zod, "3.23.8");
     assert.equal(pkg.scripts["team:seed"], "node scripts/team-seed.mjs");
     assert.deepEqual(Object.keys(pkg.dependencies), Object.keys(pkg.dependencies).sort());
@@ -358,10 +379,11 @@ describe("the command line", () => {
     const result = cli(bin, ["upgrade", "--dry-run"], project);
     assert.equal(result.status, 0, result.stderr);
     assert.match(result.stdout, new RegExp(`^Upgrading my-desk from create-safest-tools ${PREVIOUS} to ${VERSION} \\(dry run: nothing written\\)\\.`, "u"));
-    for (const heading of ["Updated (you had not changed them): 2", "Merged (your changes and the release's): 3", "Added (new in the release): 1", "Removed (deleted by the release; you had not changed them): 1", "Next steps:"]) {
+    for (const heading of ["Updated (you had not changed them): 4", "Merged (your changes and the release's): 3", "Added (new in the release): 1", "Removed (deleted by the release; you had not changed them): 1", "Next steps:"]) {
       assert.ok(result.stdout.includes(heading), `report has ${heading}:\n${result.stdout}`);
     }
     assert.match(result.stdout, new RegExp(`hono 4\\.0\\.0 → ${HONO.replaceAll(".", "\\.")}`, "u"));
+    assert.match(result.stdout, /@cloudflare\/vitest-pool-workers 0\.23\.0 → \(removed\)/u);
   });
 
   test("a folder without a record, and misuse, are refused in one line", () => {

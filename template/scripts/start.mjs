@@ -1,5 +1,5 @@
-// `npm start`: build the kernel, migrate the local D1 database, run the dev server (wrangler's local
-// engines, scripts/dev-server.mjs; `npm start -- --inspect` runs `wrangler dev`) on local state,
+// `npm start`: build the kernel, migrate the local D1 database, run `wrangler dev` (wrangler's local
+// engines: workerd, D1, R2, Queues, Workflows, Worker Loader) on local state,
 // and make sure a demo installation exists; on a fresh state folder, seed the demo desk into it
 // (demo/seed.mjs; `npm start -- --empty` skips it). Everything the server keeps lives in the state folder
 // (SAFEST_STATE_DIR, default <repo root>/.safest-state), so a restart resumes where it left off.
@@ -11,12 +11,13 @@
 // REPORT_MASTER_KEY and AUDIT_CHECKPOINT_KEY (likewise, generated once into .dev.vars).
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { demoDeskForStart } from "../demo/seed.mjs";
+import { buildConsole } from "./console-build.mjs";
 import { startLocalCron } from "./local-cron.mjs";
 import { readDotenvValue } from "./local-state.mjs";
 
@@ -25,11 +26,6 @@ const devVarsPath = path.join(templateDir, ".dev.vars");
 // A bearer token (RFC 6750 b64token): also safe in a dotenv file, where wrangler expands `$`.
 const TOKEN_PATTERN = /^[A-Za-z0-9._~+/=-]{16,512}$/u;
 const READY_TIMEOUT_MS = 120_000;
-/** scripts/dev-server.mjs's exit code when its runtime died. */
-const RUNTIME_DIED = 75;
-/** Restarts after a runtime death, at most this many within the window. */
-const MAX_RESTARTS = 5;
-const RESTART_WINDOW_MS = 10 * 60_000;
 
 function fail(message) {
   console.error(`[safest] ${message}`);
@@ -124,43 +120,6 @@ function auditKey() {
   chmodSync(devVarsPath, 0o600);
   console.log(`[safest] Generated AUDIT_CHECKPOINT_KEY in ${devVarsLabel()}: it signs the audit trail's checkpoints; keep it with the state folder.`);
   return { source: "generated" };
-}
-
-function viteBin() {
-  const require = createRequire(path.join(templateDir, "package.json"));
-  try {
-    return path.join(path.dirname(require.resolve("vite/package.json")), "bin", "vite.js");
-  } catch {
-    return fail("vite is not installed; run `npm install` first.");
-  }
-}
-
-/** The newest modification time under `dir` (files only), 0 when it does not exist. */
-function newestMtime(dir) {
-  let newest = 0;
-  let entries;
-  try {
-    entries = readdirSync(dir, { withFileTypes: true });
-  } catch {
-    return 0;
-  }
-  for (const entry of entries) {
-    const full = path.join(dir, entry.name);
-    if (entry.isDirectory()) newest = Math.max(newest, newestMtime(full));
-    else if (entry.isFile()) newest = Math.max(newest, statSync(full).mtimeMs);
-  }
-  return newest;
-}
-
-function consoleBuildIsFresh() {
-  const built = path.join(templateDir, "console-dist", "index.html");
-  if (!existsSync(built)) return false;
-  const sources = Math.max(
-    newestMtime(path.join(templateDir, "console")),
-    newestMtime(path.join(templateDir, "src")),
-    ...["package.json", "package-lock.json", "../package-lock.json"].map((f) => (existsSync(path.join(templateDir, f)) ? statSync(path.join(templateDir, f)).mtimeMs : 0)),
-  );
-  return statSync(built).mtimeMs > sources;
 }
 
 function run(args, extraEnv = {}, { quiet = false } = {}) {
@@ -304,7 +263,11 @@ async function main() {
   run(["scripts/build-kernel.mjs"]);
   // The console is served as static assets; wrangler refuses to start without its folder. A build
   // newer than every source it may bundle (console/, src/, the lockfile) is reused.
-  if (!consoleBuildIsFresh()) run([viteBin(), "build", "--config", "console/vite.config.ts", "--logLevel", "warn"]);
+  try {
+    buildConsole();
+  } catch (error) {
+    fail(error.message);
+  }
   const admin = adminToken();
   const master = masterKey();
   const audit = auditKey();
@@ -344,44 +307,26 @@ async function main() {
   // ALLOW_LOCAL_EGRESS: local development may deliver webhooks to and call models on loopback
   // and plain http (a receiver on 127.0.0.1); deployed Workers never get it (src/lib/egress.ts).
   // DEMO_PEERS: the demo model and product under /demo (src/demo), never deployed.
-  // The dev server: wrangler's DevEnv with the devtools inspector off (scripts/dev-server.mjs
-  // says why); `--inspect` runs `wrangler dev` itself, inspector and all, for a DevTools session.
+  // The dev server: `wrangler dev` itself, public flags only. `--test-scheduled` serves
+  // /__scheduled, which scripts/local-cron.mjs calls every minute. A runtime (workerd) that dies is
+  // restarted by wrangler on the same state ("The Workers runtime crashed unexpectedly and is being
+  // restarted"): runs resume from their last recorded step, and queue messages lost with it are
+  // recovered by the schedule's sweeps.
   const vars = ["--var", "ALLOW_LOCAL_EGRESS:true", "--var", "DEMO_PEERS:on"];
-  const serverArgs = process.argv.slice(2).includes("--inspect")
-    ? [wrangler, "dev", "--port", String(listenPort), "--ip", host, "--persist-to", state, "--show-interactive-dev-session=false", "--test-scheduled", ...vars, ...envFiles]
-    : [path.join(templateDir, "scripts", "dev-server.mjs"), "--port", String(listenPort), "--ip", host, "--persist-to", state, "--registry", path.join(state, "dev-registry"), "--watch", ...vars, ...envFiles];
-  // A dev server whose runtime died (scripts/dev-server.mjs exits RUNTIME_DIED) is started again
-  // on the same state: runs resume from their last recorded step, lost queue messages are
-  // recovered by the schedule's sweeps. A runtime that keeps dying gives up after a few restarts.
-  let child = null;
-  const restarts = [];
-  let stopSignal = null;
-  const startDevServer = () => {
-    child = spawn(process.execPath, serverArgs, { cwd: templateDir, stdio: "inherit", env: wranglerEnv });
-    child.on("error", (error) => {
-      removeTokenFile();
-      fail(`the dev server could not start: ${error.message}`);
-    });
-    child.on("exit", (code, signal) => {
-      const now = Date.now();
-      while (restarts.length > 0 && restarts[0] < now - RESTART_WINDOW_MS) restarts.shift();
-      if (code === RUNTIME_DIED && stopSignal === null && restarts.length < MAX_RESTARTS) {
-        restarts.push(now);
-        console.warn(`[safest] restarting the dev server (${restarts.length} of at most ${MAX_RESTARTS} in ${RESTART_WINDOW_MS / 60_000} minutes).`);
-        startDevServer();
-        return;
-      }
-      if (code === RUNTIME_DIED && stopSignal === null) console.error(`[safest] the runtime died ${MAX_RESTARTS + 1} times within ${RESTART_WINDOW_MS / 60_000} minutes; not restarting it again.`);
-      removeTokenFile();
-      process.exitCode = code ?? 128 + ({ SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 }[signal] ?? 0);
-      process.exit();
-    });
-  };
-  startDevServer();
+  const serverArgs = [wrangler, "dev", "--port", String(listenPort), "--ip", host, "--persist-to", state, "--show-interactive-dev-session=false", "--test-scheduled", ...vars, ...envFiles];
+  const child = spawn(process.execPath, serverArgs, { cwd: templateDir, stdio: "inherit", env: wranglerEnv });
+  child.on("error", (error) => {
+    removeTokenFile();
+    fail(`wrangler dev could not start: ${error.message}`);
+  });
+  child.on("exit", (code, signal) => {
+    removeTokenFile();
+    process.exitCode = code ?? 128 + ({ SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 }[signal] ?? 0);
+    process.exit();
+  });
 
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
     process.on(signal, () => {
-      stopSignal = signal;
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
     });
   }

@@ -536,7 +536,12 @@ test("a run in repair_required is repaired from the run inspector: route to a po
   await form.getByLabel("Reason", { exact: true }).fill("Checked by hand: no match.");
   await form.getByRole("button", { name: "Repair the run" }).click();
   await page.locator('section[data-run-state="succeeded"]').waitFor({ timeout: 30_000 });
-  await page.locator('.react-flow__node[data-id="end_no"] .flow-node-state').filter({ hasText: "succeeded" }).waitFor();
+  // What a person reads once the repair went through: the run's outcome, and the step of the end
+  // it was routed to among the steps. (The graph's node badges are not waited on: React Flow keeps
+  // a node hidden until it has measured it, which on a loaded machine can outlast the wait.)
+  const steps = page.getByRole("region", { name: "Steps" });
+  await steps.getByRole("listitem").filter({ has: page.getByText("end_no", { exact: true }) }).filter({ hasText: "succeeded" }).waitFor();
+  await page.locator("dl.stats").getByText("no", { exact: true }).waitFor();
   const repaired = await api(`/runs/${runId}`);
   assert.equal(repaired.body.output.terminalCode, "no");
   assert.equal(repaired.body.repairs[0].reason, "Checked by hand: no match.");

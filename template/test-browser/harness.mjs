@@ -1,26 +1,24 @@
 // Shared by the browser tests and the console bench: build the console, start the platform through
-// the shared test-server harness (../test-node/harness.mjs), drive Debian's Chromium through
-// playwright-core, and inject axe-core.
+// the shared test-server harness (../test-node/harness.mjs), drive a local Chromium or Chrome
+// (test-browser/chromium.mjs finds it) through playwright-core, and inject axe-core.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { api, startServer as startPlatform, templateDir } from "../test-node/harness.mjs";
+import { buildConsole as sharedBuild } from "../scripts/console-build.mjs";
+import { findChromium } from "./chromium.mjs";
 
 export { freePort, sleep, templateDir, until } from "../test-node/harness.mjs";
 
 const require = createRequire(path.join(templateDir, "package.json"));
 const READY_TIMEOUT_MS = 90_000;
 
-export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 export const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 
-/** Builds the console into console-dist (what the Worker serves as static assets). */
+/** Builds the console into console-dist (what the Worker serves as static assets), unless a build newer than its sources is there. */
 export function buildConsole() {
-  const vite = path.join(path.dirname(require.resolve("vite/package.json")), "bin", "vite.js");
-  const result = spawnSync(process.execPath, [vite, "build", "--config", "console/vite.config.ts", "--logLevel", "warn"], { cwd: templateDir, encoding: "utf8" });
-  if (result.status !== 0) throw new Error(`vite build failed (${result.status}):\n${result.stdout}\n${result.stderr}`);
+  sharedBuild();
   assert.ok(existsSync(path.join(templateDir, "console-dist", "index.html")), "console-dist/index.html after the build");
 }
 
@@ -39,7 +37,7 @@ export function apiClient(baseUrl, key) {
 
 export async function launchBrowser() {
   const { chromium } = require("playwright-core");
-  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, timeout: 60_000 });
+  return chromium.launch({ executablePath: findChromium(), headless: true, args: CHROMIUM_ARGS, timeout: 60_000 });
 }
 
 /** A one-time console sign-in link for a user of the installation (created with that role if new). */

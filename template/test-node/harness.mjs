@@ -155,8 +155,8 @@ export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, si
  */
 export function api(baseUrl, key, { prefix = "", timeoutMs = 30_000, restartGraceMs = 0 } = {}) {
   // `restartGraceMs`: a GET that finds no server (connection refused or reset, never a timeout) is
-  // sent again for this long, as while npm start restarts a dev server whose runtime died
-  // (scripts/dev-server.mjs). Each retry is counted in `request.retried`.
+  // sent again for this long, as while wrangler dev restarts a runtime that died. Each retry is
+  // counted in `request.retried`.
   const request = async function request(pathname, { method, body, headers = {}, as = key } = {}) {
     const verb = method ?? (body === undefined ? "GET" : "POST");
     const sentAt = new Date().toISOString();

@@ -183,6 +183,8 @@ describe("metrics rolled up per hour", () => {
     // A task completes: recomputing its hour moves it out of the queue's depth.
     const { items } = (await api(`/api/v1/queues/${queueId}/tasks?state=claimed`, { key: apiKey })).body;
     expect((await api(`/api/v1/tasks/${items[0].id}/complete`, { key: apiKey, body: { reviewer: "bo", response: { verdict: "keep" } } })).status).toBe(200);
+    // Its run ends after the answer, on its own: the rollup below must see it ended.
+    await waitForRun(apiKey, items[0].runId);
     await rollAll(installationId);
     const after = await read();
     expect(after.summary.openTasks).toBe(before.summary.openTasks - 1);
