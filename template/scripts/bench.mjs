@@ -6,11 +6,8 @@
 // stops the dev server's process group and deletes the folder. Human-readable lines first; the
 // LAST line of stdout is one JSON object with every figure.
 //
-// Dev server mode (stated in the output as `devServer`): by default wrangler's DevEnv through
-// `unstable_startWorker` with the devtools inspector off and no file watching (scripts/dev-server.mjs, as `npm start`)
-// — the same bundle, workerd, bindings and local state as `wrangler dev`, without the inspector's
-// per-request relay of devtools events into wrangler's node process, which costs CPU on every D1
-// round trip. BENCH_INSPECTOR=1 runs `wrangler dev` (inspector on) instead, for comparison.
+// Dev server (stated in the output as `devServer`): `wrangler dev`, the public CLI, as `npm start`
+// runs it — its workerd and its local D1, Queues, Workflows and Worker Loader.
 //
 // Sections (bench/sections/*.mjs): per-step cost (platform runtime vs bare Workflow), per-node
 // growth over a long run, context cost at step 10 vs 200 (reads far back; the context load timed
@@ -62,14 +59,12 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 const require = createRequire(import.meta.url);
 const wranglerDir = require.resolve("wrangler/package.json").replace(/package\.json$/u, "");
 const wranglerBin = join(wranglerDir, "bin", "wrangler.js");
-const wranglerApi = require.resolve("wrangler"); // wrangler-dist/cli.js: unstable_startWorker
 const benchConfig = join(root, "bench", "wrangler.jsonc");
 const hoistedModules = dirname(dirname(require.resolve("wrangler/package.json"))); // the workspace's node_modules
 const productionConfig = join(root, "wrangler.jsonc");
 
-/** `wrangler dev` (inspector on) only when asked; otherwise wrangler's DevEnv without the inspector. */
-const INSPECTOR = process.env.BENCH_INSPECTOR === "1";
-const DEV_SERVER = INSPECTOR ? "wrangler dev (devtools inspector on)" : "wrangler unstable_startWorker (inspector off, no watch; same workerd and local D1/Queues/Workflows as wrangler dev)";
+/** The dev server, as `npm start` runs it. */
+const DEV_SERVER = "wrangler dev (as npm start: the public CLI, its devtools inspector attached)";
 const RESERVED_PORTS = new Set([8787, 8899]); // other sessions' dev servers
 
 async function freePort() {
@@ -239,47 +234,29 @@ async function startServer(dir, adminToken) {
   logFile = join(dir, "dev-server.log");
   const out = openSync(logFile, "a");
   log(`starting ${DEV_SERVER} on 127.0.0.1:${port}`);
-  const args = INSPECTOR
-    ? [
-        wranglerBin,
-        "dev",
-        "-c",
-        config,
-        "--ip",
-        "127.0.0.1",
-        "--port",
-        String(port),
-        "--inspector-ip",
-        "127.0.0.1",
-        "--inspector-port",
-        String(await freePort()),
-        "--persist-to",
-        persist,
-        "--env-file",
-        envFile,
-        "--show-interactive-dev-session=false",
-        "--live-reload=false",
-        "--test-scheduled",
-      ]
-    : [
-        join(root, "scripts", "dev-server.mjs"),
-        "--wrangler",
-        wranglerApi,
-        "--config",
-        config,
-        "--ip",
-        "127.0.0.1",
-        "--port",
-        String(port),
-        "--persist-to",
-        persist,
-        "--env-file",
-        envFile,
-        "--registry",
-        join(dir, "registry"),
-        "--log-level",
-        "warn",
-      ];
+  const args = [
+    wranglerBin,
+    "dev",
+    "-c",
+    config,
+    "--ip",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--inspector-ip",
+    "127.0.0.1",
+    "--inspector-port",
+    String(await freePort()),
+    "--persist-to",
+    persist,
+    "--env-file",
+    envFile,
+    "--show-interactive-dev-session=false",
+    "--live-reload=false",
+    "--test-scheduled",
+    "--log-level",
+    "warn",
+  ];
   server.child = spawn(process.execPath, args, { cwd: appDir, env: wranglerEnv(dir), detached: true, stdio: ["ignore", out, out] });
   closeSync(out);
   server.port = port;
@@ -334,7 +311,7 @@ async function main() {
   results.cores = cpus().length;
   results.loadAverageAtStart = round(loadavg()[0]);
   results.devServer = DEV_SERVER;
-  results.inspector = INSPECTOR;
+  results.inspector = true;
   results.wranglerVersion = JSON.parse(readFileSync(join(wranglerDir, "package.json"), "utf8")).version; // and so its miniflare and workerd
   const config = checkBenchConfig();
   const deliveries = config.queues?.consumers?.find((consumer) => consumer.queue.endsWith("-deliveries"));

@@ -7,7 +7,7 @@
 // GET /cdn-cgi/handler/scheduled?cron=…, works for a Worker without static assets, but with
 // `assets` (ours: the console) it answers 500 "exception" without ever calling the handler — the
 // assets proxy's forwarding of the event fails. So the dev server runs with `--test-scheduled`
-// (unstable_startWorker: `dev.testScheduled`), which adds wrangler's own middleware answering
+// (`wrangler dev --test-scheduled`), which adds wrangler's own middleware answering
 // GET /__scheduled?cron=… inside the Worker ("Ran scheduled event", or 500 if the handler threw),
 // and wrangler.jsonc lets /__scheduled reach the Worker before the assets (`run_worker_first`; on
 // Cloudflare, without the middleware, that path is an ordinary 404 of the API). The driver uses

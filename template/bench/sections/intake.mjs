@@ -121,7 +121,7 @@ export async function sectionIntake(api, timed, adminToken, key, installationId,
   // (3) Each part of intakeReport in the Worker, sequentially, without HTTP, auth or Hono.
   log(`intake profile: the parts of intake in the Worker, ${INTAKE_PROFILE_ROUNDS} rounds each`);
   const parts = await api("/bench/intake-profile", { body: { installationId, rounds: INTAKE_PROFILE_ROUNDS, tag, report: reportBody(tag, 1) }, key: adminToken });
-  // (4) One D1 round trip, and the CPU it costs each process (with BENCH_INSPECTOR=1, wrangler dev's devtools relay included).
+  // (4) One D1 round trip, and the CPU it costs each process (wrangler dev's devtools relay included).
   log(`intake profile: ${D1_ROUND_TRIPS} D1 round trips`);
   const d1Before = cpuSnapshot(devServer.port);
   const d1 = await api("/bench/d1-round-trips", { body: { count: D1_ROUND_TRIPS }, key: adminToken });
