@@ -10,11 +10,11 @@
 //   webhook_deliveries.payload_sealed → sealed tombstone (finished deliveries of those runs)
 // What stays: category, subject kind and id, source, counts, dates, decisions, task responses and
 // outcomes, appeal outcomes, the audit trail (never modified). One audit event per batch, counts only.
-import { auditStatement, type AuditEventInput } from "../audit";
-import { erasableDeliveriesUnsafe, eraseDeliveriesStatements } from "../enforcement";
-import { eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "../workflows";
-import { sealPersonalData } from "./report-crypto";
-import type { ReportPersonalData } from "./reports-queries";
+import { auditStatement, type AuditEventInput } from "../../audit";
+import { erasableDeliveriesUnsafe, eraseDeliveriesStatements } from "../../enforcement";
+import { eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "../../workflows";
+import { sealPersonalData } from "../reports/report-crypto";
+import type { ReportPersonalData } from "../reports/reports-queries";
 
 /** What an erased report's personal data opens to. */
 export const ERASED_REPORT: ReportPersonalData = { reporter: null, description: null, subjectUrl: null, subjectOwnerId: null, snapshot: null, evidence: [] };
