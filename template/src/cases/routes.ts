@@ -311,7 +311,7 @@ export const caseRoutes = routes()
   .op({ method: "post", path: "/notifier-sanctions/:id/lift", summary: "End a suspension early (audited)", auth: ["admin"], body: "LiftSuspension", ok: 200, errors: [404, 409] }, async (c, { body }) =>
     liftSuspension(c.env, c.get("actor"), c.req.param("id"), body),
   )
-  // Issue 15 §6: retention of closed cases' personal data, and a named person's data on request.
+  // Retention of closed cases' personal data, and a named person's data on request.
   .op({ method: "get", path: "/retention", summary: "How long the personal data of closed cases is kept (days; default 365)", auth: ["admin"], ok: 200 }, async (c) => getRetentionSettings(c.env.DB, c.get("actor").installationId))
   .op({ method: "put", path: "/retention", summary: "Set how long the personal data of closed cases is kept (184 to 3650 days; audited)", auth: ["admin"], body: "RetentionSettings", ok: 200, errors: [422] }, async (c, { body }) =>
     setRetentionSettings(c.env, c.get("actor"), body),

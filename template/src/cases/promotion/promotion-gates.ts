@@ -1,4 +1,4 @@
-// Promotion gates of triggers (issue 14 §3): what a trigger's version must have shown before the
+// Promotion gates of triggers: what a trigger's version must have shown before the
 // trigger starts it with more authority, and when an autonomous trigger is taken back to assisted.
 //
 //   shadow → assisted      ≥ minComparedRuns shadow runs of the version compared with a person's

@@ -1,4 +1,4 @@
-// The live overturn figures of a trigger (issue 14 §3): of the decisions its runs made since a
+// The live overturn figures of a trigger: of the decisions its runs made since a
 // time, how many were overturned. The demotion sweep (promotion-sweep.ts) compares them with the
 // trigger's limit; GET /triggers/:id/gate shows them for an autonomous trigger.
 import { wilson, type Proportion } from "../../automation";

@@ -1,4 +1,4 @@
-// Automatic demotion (issue 14 §3): the schedule's `cases.automatic_demotions` sweep looks at each
+// Automatic demotion: the schedule's `cases.automatic_demotions` sweep looks at each
 // enabled autonomous trigger (least recently looked at first, at most 50 per run) and computes its
 // live overturn rate: decisions made by its runs since the window's start (overturnWindowDays
 // back, never before the trigger last changed mode) that were overturned, over the decisions made.

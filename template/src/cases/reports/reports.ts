@@ -171,7 +171,7 @@ async function recordReport(env: Env, ctx: ExecutionContext, actor: Actor, input
       idempotencyKey ?? null,
       r.requestDigest,
       at,
-      // Issue 15 §6: keyed hashes of the sealed ids, so a named person's reports are found (retention/retention-people.ts).
+      // Keyed hashes of the sealed ids, so a named person's reports are found (retention/retention-people.ts).
       personKey(actor.installationId, input.reporter?.id),
       personKey(actor.installationId, input.subject.ownerId),
       PERSON_KEYS_VERSION,

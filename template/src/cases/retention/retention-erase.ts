@@ -1,4 +1,4 @@
-// Erasure of the personal data behind given reports (issue 15 §6), shared by the retention sweep
+// Erasure of the personal data behind given reports, shared by the retention sweep
 // and erasure on request: every sealed blob goes, the summaries stay. What goes:
 //   reports.personal_data      → sealed tombstone (all fields null), personal_data_erased_at set,
 //                                 the person index keys cleared (the column is NOT NULL, so it is

@@ -1,4 +1,4 @@
-// A named person's data on request (issue 15 §6; GDPR Art. 15 and 17): found by the keyed-hash
+// A named person's data on request (GDPR Art. 15 and 17): found by the keyed-hash
 // index of the ids sealed in reports (reporter, subject owner) and appeals (appellant), exported
 // opened or erased the way retention erases it. Both are audited with counts and a request id,
 // never the person's id. Rows written before the index existed are indexed by the schedule

@@ -1,4 +1,4 @@
-// Retention (issue 15 §6): per installation, how long the personal data of a closed case is kept,
+// Retention: per installation, how long the personal data of a closed case is kept,
 // and the scheduled sweep that erases it afterwards (retention-erase.ts says what goes and what
 // stays).
 //
