@@ -19,13 +19,13 @@ import { seedTdbDecisions } from "./tdb";
 import { seedTransparency, transparencyPlans } from "./treport";
 import { executeBuiltin } from "../src/automation/builtins";
 import { executeComponentVersion, getComponentVersionRow } from "../src/automation/components";
-import { sealPersonalData } from "../src/cases/report-crypto";
-import { LAPSED_LEASES_SQL } from "../src/cases/task-records";
+import { sealPersonalData } from "../src/cases/reports/report-crypto";
+import { LAPSED_LEASES_SQL } from "../src/cases/queues/task-records";
 import { SLA_BREACHES_SQL } from "../src/operations/alerts";
 import { PENDING_DISPATCH_SQL } from "../src/workflows/runs";
 import { EXPIRED_WAITS_SQL, STALLED_LIVE_SQL, STALLED_WAITING_SQL } from "../src/workflows/sweeps";
-import { intakeReport, type ReportInput } from "../src/cases/reports";
-import { fireTriggers } from "../src/cases/triggers";
+import { intakeReport, type ReportInput } from "../src/cases/reports/reports";
+import { fireTriggers } from "../src/cases/triggers/triggers";
 import type { Actor } from "../src/http/auth";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { schemas } from "../src/http/schemas";
@@ -92,7 +92,7 @@ export class BareBenchWorkflow extends WorkflowEntrypoint<BenchEnv, BareBenchPar
 // Queue listing: seeding and the query plan
 
 /**
- * The listing query of listQueueTasks (src/cases/tasks.ts), copied verbatim: COLUMNS and the
+ * The listing query of listQueueTasks (src/cases/queues/tasks.ts), copied verbatim: COLUMNS and the
  * statement with `${COLUMNS}` in place. scripts/bench.mjs fails when tasks.ts no longer holds
  * this text (whitespace aside), so the plan shown is the plan of the query the API runs.
  */

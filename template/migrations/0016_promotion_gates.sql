@@ -4,7 +4,7 @@
 -- runs and the lower bound of agreement's 95% Wilson interval; assisted → autonomous: per action
 -- type of the version, decided proposals and the lower bound of precision) and when an autonomous
 -- trigger is demoted (the overturn rate over a window, above a minimum sample). No row: the
--- defaults of src/cases/promotion-gates.ts apply.
+-- defaults of src/cases/promotion/promotion-gates.ts apply.
 -- action_type_gates: per installation and action type, what promoting its autonomy needs.
 -- action_types.autonomy: 'assisted' makes every action of the type a proposal that waits for a
 -- person, even in an autonomous run ('autonomous', the default, is the behaviour before).

@@ -2,7 +2,7 @@
 --
 -- A reporter id is sealed with the report, so notifiers are known by a keyed hash of it:
 -- `notifier_hash` = hex HMAC-SHA-256 under a key derived with HKDF from REPORT_MASTER_KEY and the
--- installation id (cases/notifier-keys.ts), so the same reporter in two installations has unrelated
+-- installation id (cases/notices/notifier-keys.ts), so the same reporter in two installations has unrelated
 -- hashes, and nothing here names a person without that secret.
 --
 -- trusted_flaggers: reporters an installation registered as trusted flaggers (Art. 22), with their

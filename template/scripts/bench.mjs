@@ -155,7 +155,7 @@ function wranglerEnv(dir) {
  * The Worker runs from a copy of its sources taken when the bench starts (inside the throwaway
  * folder; node_modules linked, not copied): an edit made in the repository while the bench runs
  * neither reloads the Worker mid-request (wrangler dev watches what it bundled) nor mixes versions,
- * and the sources the bench checks against (src/cases/tasks.ts) are the ones running.
+ * and the sources the bench checks against (src/cases/queues/tasks.ts) are the ones running.
  */
 async function snapshotSources(dir) {
   const app = join(dir, "snapshot", "template");

@@ -12,10 +12,10 @@ import { sweepAuditChains } from "./audit";
 import { sweepLostBacktestChunks } from "./automation";
 import { sealLegacyTaskContexts, sweepLapsedLeases } from "./cases";
 // Not through cases/index.ts: the demotion sweep reaches enforcement and automation, which import it.
-import { sweepAutomaticDemotions } from "./cases/promotion-sweep";
+import { sweepAutomaticDemotions } from "./cases/promotion/promotion-sweep";
 // Not through cases/index.ts either: retention reaches enforcement and workflows, which import it.
-import { sweepRetention } from "./cases/retention";
-import { indexPersonKeys } from "./cases/retention-people";
+import { sweepRetention } from "./cases/retention/retention";
+import { indexPersonKeys } from "./cases/retention/retention-people";
 import { sweepComplaintOutcomes, sweepPendingDeliveries, sweepTransparencyDb } from "./enforcement";
 import { errorCode } from "./errors";
 import { yieldToRuntime } from "./lib/queue-work";

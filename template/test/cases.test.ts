@@ -1,7 +1,7 @@
 // Case management end to end: intake → trigger → run → task → claim → complete → run resumes.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { openPersonalData, rewrapDataKeys, sealPersonalData } from "../src/cases/report-crypto";
+import { openPersonalData, rewrapDataKeys, sealPersonalData } from "../src/cases/reports/report-crypto";
 import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
 
 const reviewSchema = {

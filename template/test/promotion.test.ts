@@ -7,7 +7,7 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { canonicalJson } from "../src/audit";
 import { wilson } from "../src/automation/statistics";
-import { overturnFigures, sweepAutomaticDemotions } from "../src/cases/promotion-sweep";
+import { overturnFigures, sweepAutomaticDemotions } from "../src/cases/promotion/promotion-sweep";
 import { sha256Hex } from "../src/lib/crypto";
 import { runSchedule, SWEEPS } from "../src/schedule";
 import { api, edge, newInstallation, publish, receiverLog, removePostGraph, startRun, until, waitForRun } from "./helpers";

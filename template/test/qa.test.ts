@@ -3,8 +3,8 @@
 // reviewer and category, and their place outside metrics and runs.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { qaDisagreements } from "../src/cases/qa";
-import { answerLabel, isSampled, labelName, qaSamplingKey, samplingHash } from "../src/cases/qa-sampling";
+import { qaDisagreements } from "../src/cases/qa/qa";
+import { answerLabel, isSampled, labelName, qaSamplingKey, samplingHash } from "../src/cases/qa/qa-sampling";
 import { rollupHour } from "../src/metrics";
 import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
 

@@ -4,9 +4,9 @@
 // names; another installation is untouched.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { openPersonalData, sealPersonalData } from "../src/cases/report-crypto";
-import { sweepRetention } from "../src/cases/retention";
-import { indexPersonKeys } from "../src/cases/retention-people";
+import { openPersonalData, sealPersonalData } from "../src/cases/reports/report-crypto";
+import { sweepRetention } from "../src/cases/retention/retention";
+import { indexPersonKeys } from "../src/cases/retention/retention-people";
 import { api, edge, newInstallation, publish, until, waitForRun } from "./helpers";
 
 const DAY = 86_400_000;

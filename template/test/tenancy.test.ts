@@ -5,7 +5,7 @@
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { SCOPES, type Scope } from "../src/auth";
-import { reportSummaryByRunStatementUnsafe } from "../src/cases/reports-queries";
+import { reportSummaryByRunStatementUnsafe } from "../src/cases/reports/reports-queries";
 import { apiRoutes } from "../src/http/api";
 import type { OperationSpec, SchemaName } from "../src/http/route";
 import { schemas } from "../src/http/schemas";

@@ -28,7 +28,7 @@ export function median(values) {
   return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
-/** Nearest-rank percentile (the definition src/cases/queues.ts uses). */
+/** Nearest-rank percentile (the definition src/cases/queues/queues.ts uses). */
 export function percentile(values, fraction) {
   if (values.length === 0) return null;
   const sorted = [...values].sort((a, b) => a - b);

@@ -16,7 +16,7 @@ const LISTING_INDEX = "human_tasks_queue_listing";
 
 const normalizeSql = (text) => text.replace(/\s+/gu, " ").trim();
 
-/** The cursor listQueueTasks hands out (encodeCursor in src/cases/tasks.ts). */
+/** The cursor listQueueTasks hands out (encodeCursor in src/cases/queues/tasks.ts). */
 const encodeCursor = ({ dueAt, priority, id }) => Buffer.from(JSON.stringify([dueAt, priority, id])).toString("base64url");
 
 const planText = (plan) => plan.map((row) => `${row.parent === 0 ? "" : "  "}${row.detail}`).join("\n");
@@ -51,7 +51,7 @@ export async function sectionQueueListing(api, timed, adminToken, key, installat
   const deepKeys = (await api("/bench/queue-keys", { body: { installationId, queueId: queue.id, offsets: LIST_DEEP_OFFSETS }, key: adminToken })).keys;
   const firstPlan = await api("/bench/queue-plan", { body: { installationId, queueId: queue.id, cursor: null, limit: LIST_LIMIT }, key: adminToken });
   const cursorPlan = await api("/bench/queue-plan", { body: { installationId, queueId: queue.id, cursor: deepKeys[2], limit: LIST_LIMIT }, key: adminToken });
-  const tasksSource = normalizeSql(readFileSync(join(devServer.appDir, "src", "cases", "tasks.ts"), "utf8")); // the sources running
+  const tasksSource = normalizeSql(readFileSync(join(devServer.appDir, "src", "cases", "queues", "tasks.ts"), "utf8")); // the sources running
   const drift = [];
   if (!tasksSource.includes(normalizeSql(firstPlan.template))) drift.push("the listing statement");
   if (!tasksSource.includes(normalizeSql(firstPlan.columns))) drift.push("COLUMNS");
@@ -65,7 +65,7 @@ export async function sectionQueueListing(api, timed, adminToken, key, installat
   const problems = [...planProblems(firstPlan.plan).map((p) => `first page: ${p}`), ...planProblems(cursorPlan.plan).map((p) => `with a cursor: ${p}`)];
   results.queueListUsesIndex = problems.length === 0;
   log(`queue: listing plan (first page):\n${results.queueListPlan}\n  with a cursor:\n${results.queueListPlanWithCursor}`);
-  if (drift.length > 0) throw new Error(`bench/worker.ts's copy of the listing query differs from src/cases/tasks.ts (${drift.join(", ")}): update LISTING_COLUMNS / LISTING_TEMPLATE`);
+  if (drift.length > 0) throw new Error(`bench/worker.ts's copy of the listing query differs from src/cases/queues/tasks.ts (${drift.join(", ")}): update LISTING_COLUMNS / LISTING_TEMPLATE`);
   if (problems.length > 0) throw new Error(`queue listing plan: ${problems.join("; ")}\n${results.queueListPlan}`);
 
   const path = (cursor) => `/api/v1/queues/${queue.id}/tasks?limit=${LIST_LIMIT}${cursor ? `&cursor=${cursor}` : ""}`;

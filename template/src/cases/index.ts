@@ -1,8 +1,12 @@
-// Case management: reports, cases, triggers, queues, tasks, appeals, report-crypto.
+// Case management: reports, cases, triggers, queues, tasks, appeals, report-crypto. One folder per
+// capability: reports/ (intake, queries, sealing, content, timeline), triggers/, queues/ (queues,
+// tasks, leases, task records), qa/ (QA and golden items), wellness/, promotion/, retention/,
+// notices/ (trusted flaggers, notifiers), appeals/ (appeals, complaints); taxonomy.ts is the
+// vocabulary every folder shares, routes.ts the domain's HTTP routes.
 // Only modules that do not reach the workflows domain are exported here (workflows imports this
 // index, and tasks/triggers import the workflows index): report queries, queues, the human_tasks
 // statement builders, the taxonomy and report-crypto.
-export { contentOf, openRunContent, runContentStatementUnsafe, type ContentView, type RunContentRow } from "./content";
+export { contentOf, openRunContent, runContentStatementUnsafe, type ContentView, type RunContentRow } from "./reports/content";
 export {
   COMPLAINT_PERIOD_MONTHS,
   complaintDeadline,
@@ -10,8 +14,8 @@ export {
   decisionReversalFigures,
   decisionReversalUuidStatement,
   type ReversalFigures,
-} from "./complaints";
-export { findQueueRow } from "./queues";
+} from "./appeals/complaints";
+export { findQueueRow } from "./queues/queues";
 export {
   getReportRow,
   reportSummary,
@@ -20,9 +24,9 @@ export {
   type ReportPersonalData,
   type ReportRow,
   type ReportSummary,
-} from "./reports-queries";
-export { openPersonalData, rewrapDataKeys, sealPersonalData } from "./report-crypto";
-export { closeStepTaskStatement, openTaskStatement, runEndTaskStatements, sealLegacyTaskContexts, sweepLapsedLeases } from "./task-records";
+} from "./reports/reports-queries";
+export { openPersonalData, rewrapDataKeys, sealPersonalData } from "./reports/report-crypto";
+export { closeStepTaskStatement, openTaskStatement, runEndTaskStatements, sealLegacyTaskContexts, sweepLapsedLeases } from "./queues/task-records";
 export {
   APPEAL_OUTCOMES,
   APPELLANT_ROLES,

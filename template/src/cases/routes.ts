@@ -2,28 +2,28 @@
 import { AppError, notFound } from "../errors";
 import { routes, withStatus } from "../http/route";
 import { encodeCursor, idempotencyKey } from "../http/validate";
-import { fileAppeal, readAppeal, resolveAppeal } from "./appeals";
-import { complaintResolutionFigures, decisionReversalFigures, listDecisionReversals } from "./complaints";
-import { createGoldenItem, listGoldenItems } from "./golden";
-import { getQaSettings, listQaSettings, setQaSettings } from "./qa";
-import { reviewerFigures } from "./qa-figures";
-import { createQueue, getQueueRow, listQueues, queueStats } from "./queues";
-import { rotateDataKey } from "./report-crypto";
-import { intakeReport, readReport, revealReporter, reportSummary } from "./reports";
+import { fileAppeal, readAppeal, resolveAppeal } from "./appeals/appeals";
+import { complaintResolutionFigures, decisionReversalFigures, listDecisionReversals } from "./appeals/complaints";
+import { createGoldenItem, listGoldenItems } from "./qa/golden";
+import { getQaSettings, listQaSettings, setQaSettings } from "./qa/qa";
+import { reviewerFigures } from "./qa/qa-figures";
+import { createQueue, getQueueRow, listQueues, queueStats } from "./queues/queues";
+import { rotateDataKey } from "./reports/report-crypto";
+import { intakeReport, readReport, revealReporter, reportSummary } from "./reports/reports";
 import { normalizeCategory } from "./taxonomy";
-import { reportTimeline } from "./timeline";
-import { getCaseRow, listReportRows } from "./reports-queries";
-import { claimNextTask, claimTask, releaseTask } from "./task-leases";
-import { completeTask, getTask, listQueueTasks, TASK_STATES } from "./tasks";
-import { createTrigger, listTriggers, setTriggerEnabled } from "./triggers";
-import { exposureStatus, getCaps, reviewerOf, setCaps } from "./wellness";
-import { promoteTrigger, updateTriggerMode } from "./promotion";
-import { getTriggerGate, putTriggerGate } from "./promotion-gates";
-import { listTriggerDemotions } from "./promotion-sweep";
-import { liftSuspension, listSanctions, notifierStanding, sanctionNotifier } from "./notifiers";
-import { getTrustedFlagger, listTrustedFlaggers, registerTrustedFlagger, updateTrustedFlagger } from "./trusted-flaggers";
-import { getRetentionSettings, setRetentionSettings } from "./retention";
-import { erasePersonalData, exportPersonalData } from "./retention-people";
+import { reportTimeline } from "./reports/timeline";
+import { getCaseRow, listReportRows } from "./reports/reports-queries";
+import { claimNextTask, claimTask, releaseTask } from "./queues/task-leases";
+import { completeTask, getTask, listQueueTasks, TASK_STATES } from "./queues/tasks";
+import { createTrigger, listTriggers, setTriggerEnabled } from "./triggers/triggers";
+import { exposureStatus, getCaps, reviewerOf, setCaps } from "./wellness/wellness";
+import { promoteTrigger, updateTriggerMode } from "./promotion/promotion";
+import { getTriggerGate, putTriggerGate } from "./promotion/promotion-gates";
+import { listTriggerDemotions } from "./promotion/promotion-sweep";
+import { liftSuspension, listSanctions, notifierStanding, sanctionNotifier } from "./notices/notifiers";
+import { getTrustedFlagger, listTrustedFlaggers, registerTrustedFlagger, updateTrustedFlagger } from "./notices/trusted-flaggers";
+import { getRetentionSettings, setRetentionSettings } from "./retention/retention";
+import { erasePersonalData, exportPersonalData } from "./retention/retention-people";
 
 const reading = ["review", "admin"] as const;
 /** Opening personal data (reported content, who reported) needs a scope of its own; `read` does not open it. */
@@ -273,7 +273,7 @@ export const caseRoutes = routes()
   .op({ method: "post", path: "/data-keys/rotate", summary: "Start a new data key version for sealing personal data; older versions still open old data", auth: ["admin"], ok: 201 }, async (c) =>
     rotateDataKey(c.env, c.get("actor").installationId),
   )
-  // Trusted flaggers (DSA Art. 22) and notifier misuse (Art. 23): cases/trusted-flaggers.ts, cases/notifiers.ts.
+  // Trusted flaggers (DSA Art. 22) and notifier misuse (Art. 23): cases/notices/trusted-flaggers.ts, cases/notices/notifiers.ts.
   .op({ method: "post", path: "/trusted-flaggers", summary: "Register a reporter as a trusted flagger for an area (categories) and period", auth: ["admin"], body: "CreateTrustedFlagger", ok: 201, errors: [409, 422] }, async (c, { body }) =>
     withStatus(await registerTrustedFlagger(c.env, c.get("actor"), body), 201),
   )
@@ -311,7 +311,7 @@ export const caseRoutes = routes()
   .op({ method: "post", path: "/notifier-sanctions/:id/lift", summary: "End a suspension early (audited)", auth: ["admin"], body: "LiftSuspension", ok: 200, errors: [404, 409] }, async (c, { body }) =>
     liftSuspension(c.env, c.get("actor"), c.req.param("id"), body),
   )
-  // Issue 15 §6: retention of closed cases' personal data, and a named person's data on request.
+  // Retention of closed cases' personal data, and a named person's data on request.
   .op({ method: "get", path: "/retention", summary: "How long the personal data of closed cases is kept (days; default 365)", auth: ["admin"], ok: 200 }, async (c) => getRetentionSettings(c.env.DB, c.get("actor").installationId))
   .op({ method: "put", path: "/retention", summary: "Set how long the personal data of closed cases is kept (184 to 3650 days; audited)", auth: ["admin"], body: "RetentionSettings", ok: 200, errors: [422] }, async (c, { body }) =>
     setRetentionSettings(c.env, c.get("actor"), body),

@@ -6,7 +6,7 @@ import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
 import { openPersonalData } from "../cases";
 // Intake fires triggers (which start runs), so it is not in the cases index (that would cycle).
-import { intakeReport } from "../cases/reports";
+import { intakeReport } from "../cases/reports/reports";
 import { AppError, errorCode, notFound } from "../errors";
 import { configOf, connectorRowByIdUnsafe, webhookSecretContext, type ConnectorRow } from "./connector-rows";
 import { mastodonIntake, type AdminReport } from "./mastodon-mapping";

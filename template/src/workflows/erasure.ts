@@ -1,6 +1,6 @@
 // Retention and erasure (issue 15 §6), the workflows side: the sealed step outputs (content a node
 // read) of the runs of given reports and appeals. The open view (inline_json) stays: it is what
-// the runs API shows and carries no content. Called by cases/retention-erase.ts.
+// the runs API shows and carries no content. Called by cases/retention/retention-erase.ts.
 
 /** The runs of these reports or appeals, and their step outputs that still hold a sealed copy. */
 export async function sealedOutputsOfUnsafe(db: D1Database, installationId: string, input: { reportIds: string[]; appealIds: string[] }): Promise<{ runIds: string[]; stepRunIds: string[] }> {

@@ -1,7 +1,7 @@
 // Notifiers are known by a keyed hash of their reporter id (the id itself is sealed with each
 // report): HMAC-SHA-256 under a key derived with HKDF from REPORT_MASTER_KEY, per installation.
 import { createHmac, hkdfSync } from "node:crypto";
-import { AppError } from "../errors";
+import { AppError } from "../../errors";
 
 const SALT = "safest-tools/notifiers";
 const keys = new Map<string, Uint8Array>();

@@ -2,14 +2,14 @@
 // (categories) and active period, matched by the keyed hash of the reporter id. Their notices in
 // their area become `trusted_flagger` (statements say SOURCE_TRUSTED_FLAGGER, tasks take the
 // priority lane), and the precision of their notices is tracked.
-import { auditStatement } from "../audit";
-import type { Actor } from "../auth";
-import { wilson } from "../automation";
-import { AppError, conflict, notFound } from "../errors";
-import { newId } from "../lib/crypto";
-import { isUniqueViolation } from "../lib/d1";
+import { auditStatement } from "../../audit";
+import type { Actor } from "../../auth";
+import { wilson } from "../../automation";
+import { AppError, conflict, notFound } from "../../errors";
+import { newId } from "../../lib/crypto";
+import { isUniqueViolation } from "../../lib/d1";
 import { notifierHashes } from "./notifier-keys";
-import { normalizeCategory, type PolicyCategory } from "./taxonomy";
+import { normalizeCategory, type PolicyCategory } from "../taxonomy";
 
 interface FlaggerRow {
   id: string;

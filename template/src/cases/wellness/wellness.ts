@@ -1,11 +1,11 @@
 // Wellness limits: a daily exposure cap per installation and per category (minutes a reviewer
 // holds claimed tasks of that category in a UTC day), counted from the reviewer's claims, and what
 // `/next` needs to skip capped categories and say why.
-import { auditStatement } from "../audit";
-import type { Actor } from "../auth";
-import { AppError } from "../errors";
-import { newId } from "../lib/crypto";
-import { POLICY_CATEGORIES } from "./taxonomy";
+import { auditStatement } from "../../audit";
+import type { Actor } from "../../auth";
+import { AppError } from "../../errors";
+import { newId } from "../../lib/crypto";
+import { POLICY_CATEGORIES } from "../taxonomy";
 
 /** The category row that holds the installation default. */
 const DEFAULT_ROW = "*";

@@ -2,13 +2,13 @@
 // A promotion writes the new mode and its evidence (the gate, every requirement's figures) with a
 // digest — sha-256 of the evidence's canonical JSON, so anyone holding the audit event can check
 // the figures were not edited — in one batch; the audit event is written only if the mode changed.
-import { auditStatement, canonicalJson } from "../audit";
-import type { Actor } from "../auth";
-import { AppError, notFound } from "../errors";
-import { sha256Hex } from "../lib/crypto";
-import type { WorkflowAuthorityMode } from "../workflows";
+import { auditStatement, canonicalJson } from "../../audit";
+import type { Actor } from "../../auth";
+import { AppError, notFound } from "../../errors";
+import { sha256Hex } from "../../lib/crypto";
+import type { WorkflowAuthorityMode } from "../../workflows";
 import { evaluateTriggerPromotion, MODE_ORDER, nextMode } from "./promotion-gates";
-import { getTrigger, serialize as serializeTrigger } from "./triggers";
+import { getTrigger, serialize as serializeTrigger } from "../triggers/triggers";
 
 /** `sha256:<hex>` of the canonical JSON of a promotion's or a demotion's evidence. */
 export async function evidenceDigest(evidence: unknown): Promise<string> {

@@ -1,4 +1,4 @@
-// Erasure of the personal data behind given reports (issue 15 §6), shared by the retention sweep
+// Erasure of the personal data behind given reports, shared by the retention sweep
 // and erasure on request: every sealed blob goes, the summaries stay. What goes:
 //   reports.personal_data      → sealed tombstone (all fields null), personal_data_erased_at set,
 //                                 the person index keys cleared (the column is NOT NULL, so it is
@@ -10,11 +10,11 @@
 //   webhook_deliveries.payload_sealed → sealed tombstone (finished deliveries of those runs)
 // What stays: category, subject kind and id, source, counts, dates, decisions, task responses and
 // outcomes, appeal outcomes, the audit trail (never modified). One audit event per batch, counts only.
-import { auditStatement, type AuditEventInput } from "../audit";
-import { erasableDeliveriesUnsafe, eraseDeliveriesStatements } from "../enforcement";
-import { eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "../workflows";
-import { sealPersonalData } from "./report-crypto";
-import type { ReportPersonalData } from "./reports-queries";
+import { auditStatement, type AuditEventInput } from "../../audit";
+import { erasableDeliveriesUnsafe, eraseDeliveriesStatements } from "../../enforcement";
+import { eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "../../workflows";
+import { sealPersonalData } from "../reports/report-crypto";
+import type { ReportPersonalData } from "../reports/reports-queries";
 
 /** What an erased report's personal data opens to. */
 export const ERASED_REPORT: ReportPersonalData = { reporter: null, description: null, subjectUrl: null, subjectOwnerId: null, snapshot: null, evidence: [] };

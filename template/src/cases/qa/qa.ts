@@ -1,15 +1,15 @@
 // Reviewer QA: per queue, a share of completed tasks is sampled (keyed hash of the task id) into a QA
 // queue for a blind second review; completing a QA or golden task records agreement or accuracy and
 // resumes no run. Settings are per queue (admin). Figures are in qa-figures.ts, golden items in golden.ts.
-import { auditStatement, canonicalJson } from "../audit";
-import type { Actor } from "../auth";
-import { AppError, conflict, notFound } from "../errors";
-import { newId, sha256Hex } from "../lib/crypto";
-import { getQueueRow } from "./queues";
-import { openPersonalData, sealPersonalData } from "./report-crypto";
+import { auditStatement, canonicalJson } from "../../audit";
+import type { Actor } from "../../auth";
+import { AppError, conflict, notFound } from "../../errors";
+import { newId, sha256Hex } from "../../lib/crypto";
+import { getQueueRow } from "../queues/queues";
+import { openPersonalData, sealPersonalData } from "../reports/report-crypto";
 import { answerLabel, DEFAULT_COMPARE_FIELD, isSampled, qaSamplingKey } from "./qa-sampling";
-import type { TaskRow } from "./tasks";
-import { reviewerAuditId } from "../lib/person-keys";
+import type { TaskRow } from "../queues/tasks";
+import { reviewerAuditId } from "../../lib/person-keys";
 
 export const TASK_ORIGINS = ["workflow", "qa", "golden"] as const;
 export type TaskOrigin = (typeof TASK_ORIGINS)[number];

@@ -1,16 +1,16 @@
 // Report intake: idempotent, grouped into one case per subject, personal data sealed before it
 // reaches D1, triggers evaluated on the report's non-personal summary.
-import { auditStatement, canonicalJson } from "../audit";
-import { AppError, conflict, notFound } from "../errors";
-import type { Actor } from "../auth";
-import { newId, sha256HexSync } from "../lib/crypto";
-import { PERSON_KEYS_VERSION, personKey } from "../lib/person-keys";
+import { auditStatement, canonicalJson } from "../../audit";
+import { AppError, conflict, notFound } from "../../errors";
+import type { Actor } from "../../auth";
+import { newId, sha256HexSync } from "../../lib/crypto";
+import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
 import { openPersonalData, sealPersonalData } from "./report-crypto";
 import { getReportRow, reportRowByKeyStatement, reportRowStatement, reportSummary, type ReportEvidence, type ReportPersonalData, type ReportRow, type ReportSummaryRow } from "./reports-queries";
-import { normalizeCategory, POLICY_CATEGORIES, type PolicyCategory } from "./taxonomy";
-import { enabledTriggersStatement, fireTriggers, type TriggeredRun, type TriggerRow } from "./triggers";
-import { enqueueDeliveries, NOTICE_SOURCES, noticeReceiptStatements, subscribedEndpointIdsSql, subscribedEndpointsStatement, type EndpointRow } from "../enforcement";
-import { assumedSender, noticeRecordStatement, noticeSender, plainSendersStatement, type NoticeSender } from "./notifiers";
+import { normalizeCategory, POLICY_CATEGORIES, type PolicyCategory } from "../taxonomy";
+import { enabledTriggersStatement, fireTriggers, type TriggeredRun, type TriggerRow } from "../triggers/triggers";
+import { enqueueDeliveries, NOTICE_SOURCES, noticeReceiptStatements, subscribedEndpointIdsSql, subscribedEndpointsStatement, type EndpointRow } from "../../enforcement";
+import { assumedSender, noticeRecordStatement, noticeSender, plainSendersStatement, type NoticeSender } from "../notices/notifiers";
 
 export interface ReportInput {
   subject: { kind: string; id: string; url?: string; snapshot?: unknown; ownerId?: string };
@@ -171,7 +171,7 @@ async function recordReport(env: Env, ctx: ExecutionContext, actor: Actor, input
       idempotencyKey ?? null,
       r.requestDigest,
       at,
-      // Issue 15 §6: keyed hashes of the sealed ids, so a named person's reports are found (retention-people.ts).
+      // Keyed hashes of the sealed ids, so a named person's reports are found (retention/retention-people.ts).
       personKey(actor.installationId, input.reporter?.id),
       personKey(actor.installationId, input.subject.ownerId),
       PERSON_KEYS_VERSION,

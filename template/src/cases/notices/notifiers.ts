@@ -2,13 +2,13 @@
 // learns of a notice's sender (a trusted flagger? suspended?), the notice record kept for figures,
 // and the misuse measures: a warning first, then a suspension for a period, during which their
 // notices are refused (403 report.notifier_suspended, audited).
-import { auditStatement } from "../audit";
-import type { Actor } from "../auth";
-import { notifierSanctionStatements, enqueueDeliveries } from "../enforcement";
-import { AppError, conflict, notFound } from "../errors";
-import { newId, sha256Hex } from "../lib/crypto";
+import { auditStatement } from "../../audit";
+import type { Actor } from "../../auth";
+import { notifierSanctionStatements, enqueueDeliveries } from "../../enforcement";
+import { AppError, conflict, notFound } from "../../errors";
+import { newId, sha256Hex } from "../../lib/crypto";
 import { notifierHashes } from "./notifier-keys";
-import { openPersonalData, sealPersonalData } from "./report-crypto";
+import { openPersonalData, sealPersonalData } from "../reports/report-crypto";
 import { activeFlaggerCondition, activeFlaggerStatement } from "./trusted-flaggers";
 
 /** What intake makes of a report's sender. */

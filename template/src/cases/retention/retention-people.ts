@@ -1,17 +1,17 @@
-// A named person's data on request (issue 15 §6; GDPR Art. 15 and 17): found by the keyed-hash
+// A named person's data on request (GDPR Art. 15 and 17): found by the keyed-hash
 // index of the ids sealed in reports (reporter, subject owner) and appeals (appellant), exported
 // opened or erased the way retention erases it. Both are audited with counts and a request id,
 // never the person's id. Rows written before the index existed are indexed by the schedule
 // (indexPersonKeys), and on demand for the installation asked about.
-import { auditStatement } from "../audit";
-import type { Actor } from "../auth";
-import { AppError, errorCode } from "../errors";
-import { newId } from "../lib/crypto";
-import { PERSON_KEYS_VERSION, personKey } from "../lib/person-keys";
-import { openPersonalData } from "./report-crypto";
+import { auditStatement } from "../../audit";
+import type { Actor } from "../../auth";
+import { AppError, errorCode } from "../../errors";
+import { newId } from "../../lib/crypto";
+import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
+import { openPersonalData } from "../reports/report-crypto";
 import { caseBusySql } from "./retention";
 import { eraseReports, type ErasureCounts } from "./retention-erase";
-import type { ReportPersonalData } from "./reports-queries";
+import type { ReportPersonalData } from "../reports/reports-queries";
 
 /** The ids of the reports of ?1 whose reporter key is ?2 or subject owner key is ?3 (a union, so each side uses its index). */
 const PERSON_REPORTS = `SELECT id FROM reports WHERE installation_id = ?1 AND reporter_key = ?2 UNION SELECT id FROM reports WHERE installation_id = ?1 AND subject_owner_key = ?3`;

@@ -1,4 +1,4 @@
-// Retention (issue 15 §6): per installation, how long the personal data of a closed case is kept,
+// Retention: per installation, how long the personal data of a closed case is kept,
 // and the scheduled sweep that erases it afterwards (retention-erase.ts says what goes and what
 // stays).
 //
@@ -8,9 +8,9 @@
 // is *past retention* when its last activity is older than the period: its last report, and the
 // last update of any of its tasks, runs, appeals and decisions. The period is at least 184 days,
 // so a decision's six-month appeal window (Art. 20) has passed before its data goes.
-import { auditStatement } from "../audit";
-import type { Actor } from "../auth";
-import { AppError, errorCode } from "../errors";
+import { auditStatement } from "../../audit";
+import type { Actor } from "../../auth";
+import { AppError, errorCode } from "../../errors";
 import { eraseReports, NO_ERASURE, type ErasureCounts } from "./retention-erase";
 
 export const DEFAULT_RETENTION_DAYS = 365;

@@ -2,20 +2,20 @@
 // against a decision not to act, or the user a restriction affects); the installation's appeal
 // workflow (a trigger on `appeal.created`) takes it from there, and its outcome (upheld or
 // overturned) is recorded.
-import { auditStatement, canonicalJson } from "../audit";
-import { AppError, conflict, notFound } from "../errors";
-import type { Actor } from "../auth";
-import { newId, sha256Hex } from "../lib/crypto";
-import { PERSON_KEYS_VERSION, personKey } from "../lib/person-keys";
-import { restrictsAnything } from "../lib/dsa-vocabulary";
-import { sendComplaintOutcome } from "../enforcement";
+import { auditStatement, canonicalJson } from "../../audit";
+import { AppError, conflict, notFound } from "../../errors";
+import type { Actor } from "../../auth";
+import { newId, sha256Hex } from "../../lib/crypto";
+import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
+import { restrictsAnything } from "../../lib/dsa-vocabulary";
+import { sendComplaintOutcome } from "../../enforcement";
 import { assertWithinComplaintPeriod, decisionReversalStatements, resolvesByAutomation } from "./complaints";
-import { openPersonalData, sealPersonalData } from "./report-crypto";
-import { APPEAL_OUTCOMES, type APPELLANT_ROLES } from "./taxonomy";
-import { reportSummary } from "./reports";
-import { getReportRow } from "./reports-queries";
-import { fireTriggers } from "./triggers";
-import { reviewerAuditId } from "../lib/person-keys";
+import { openPersonalData, sealPersonalData } from "../reports/report-crypto";
+import { APPEAL_OUTCOMES, type APPELLANT_ROLES } from "../taxonomy";
+import { reportSummary } from "../reports/reports";
+import { getReportRow } from "../reports/reports-queries";
+import { fireTriggers } from "../triggers/triggers";
+import { reviewerAuditId } from "../../lib/person-keys";
 
 export interface AppealInput {
   reportId?: string;

@@ -3,8 +3,8 @@
 // every path from its start to a node that decides or enforces (decision, action), following the
 // workflows it starts (start_linked_workflow) on a path that has not had its review yet. Checked
 // when the trigger is created.
-import { AppError } from "../errors";
-import { getVersionRow, type WorkflowNodeV1 } from "../workflows";
+import { AppError } from "../../errors";
+import { getVersionRow, type WorkflowNodeV1 } from "../../workflows";
 
 /** The part of a published graph the check reads. */
 interface WorkflowGraphV1 {

@@ -1,12 +1,12 @@
 // Task leases: an exclusive, renewable claim on a task (claim, "next task" in SLA order with the
 // priority lane, wellness caps and the own-QA-task rule, release). Completion is tasks.ts's.
-import { auditStatement } from "../audit";
-import type { Actor } from "../auth";
-import { AppError, conflict, notFound } from "../errors";
-import { reviewerAuditId } from "../lib/person-keys";
-import { assertNotOwnQaTask, notOwnQaTaskSql, reviewerPrincipal } from "./qa";
+import { auditStatement } from "../../audit";
+import type { Actor } from "../../auth";
+import { AppError, conflict, notFound } from "../../errors";
+import { reviewerAuditId } from "../../lib/person-keys";
+import { assertNotOwnQaTask, notOwnQaTaskSql, reviewerPrincipal } from "../qa/qa";
 import { assertTaskVisible, claimant, DEFAULT_LEASE_SECONDS, getTask, getTaskRow, MAX_LEASE_SECONDS, visibleQueue } from "./tasks";
-import { claimExposureStatement, exposureStatus, nextTaskWellness, NOT_CAPPED_SQL, refuseWhenCapped, releaseExposureStatement } from "./wellness";
+import { claimExposureStatement, exposureStatus, nextTaskWellness, NOT_CAPPED_SQL, refuseWhenCapped, releaseExposureStatement } from "../wellness/wellness";
 
 function leaseSeconds(value: number | undefined): number {
   return Math.min(Math.max(Math.trunc(value ?? DEFAULT_LEASE_SECONDS), 30), MAX_LEASE_SECONDS);
@@ -56,7 +56,7 @@ export async function claimTask(env: Env, actor: Actor, taskId: string, input: {
 
 /**
  * Claims the first claimable task of a queue in SLA order ("next task"), passing over the
- * categories whose daily exposure cap the reviewer reached (wellness.ts): the answer says which it
+ * categories whose daily exposure cap the reviewer reached (wellness/wellness.ts): the answer says which it
  * skipped; with only capped work left it is a 409 `wellness.exposure_cap_reached`.
  */
 export async function claimNextTask(env: Env, actor: Actor, queueId: string, input: { reviewer?: string; leaseSeconds?: number }) {

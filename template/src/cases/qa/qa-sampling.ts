@@ -2,9 +2,9 @@
 // the task id, so the choice is deterministic and cannot be steered by whoever picks task ids), and
 // what two answers are compared on.
 import { createHmac, hkdfSync } from "node:crypto";
-import { canonicalJson } from "../audit";
-import { AppError } from "../errors";
-import { sha256Hex } from "../lib/crypto";
+import { canonicalJson } from "../../audit";
+import { AppError } from "../../errors";
+import { sha256Hex } from "../../lib/crypto";
 
 const SALT = "safest-tools/reviewer-qa";
 const keys = new Map<string, Uint8Array>();

@@ -1,4 +1,4 @@
-// Promotion gates of triggers (issue 14 §3): what a trigger's version must have shown before the
+// Promotion gates of triggers: what a trigger's version must have shown before the
 // trigger starts it with more authority, and when an autonomous trigger is taken back to assisted.
 //
 //   shadow → assisted      ≥ minComparedRuns shadow runs of the version compared with a person's
@@ -13,14 +13,14 @@
 //                          at least minOverturnSample decisions were made (promotion-sweep.ts)
 //
 // No gate set: TRIGGER_GATE_DEFAULTS (docs/ARCHITECTURE.md says why these numbers).
-import { auditStatement } from "../audit";
-import type { Actor } from "../auth";
-import { shadowReport, wilson } from "../automation";
-import { decidedProposals, precisionRequirements, type GateRequirement } from "../enforcement";
-import { notFound } from "../errors";
-import { getVersionRow, type WorkflowAuthorityMode } from "../workflows";
+import { auditStatement } from "../../audit";
+import type { Actor } from "../../auth";
+import { shadowReport, wilson } from "../../automation";
+import { decidedProposals, precisionRequirements, type GateRequirement } from "../../enforcement";
+import { notFound } from "../../errors";
+import { getVersionRow, type WorkflowAuthorityMode } from "../../workflows";
 import { overturnFigures, overturnLimitPassed, overturnWindowStart } from "./promotion-overturns";
-import { getTrigger, type TriggerRow } from "./triggers";
+import { getTrigger, type TriggerRow } from "../triggers/triggers";
 
 export interface TriggerGate {
   minComparedRuns: number;

@@ -2,9 +2,9 @@
 // automation, and the decisions an appeal reversed (recorded with the statement's Transparency
 // Database uuid, since the database has no update endpoint). Imports nothing from workflows, so
 // cases/index.ts can export it to enforcement and the transparency report.
-import { auditStatement } from "../audit";
-import { AppError } from "../errors";
-import { newId } from "../lib/crypto";
+import { auditStatement } from "../../audit";
+import { AppError } from "../../errors";
+import { newId } from "../../lib/crypto";
 
 /** Art. 20(1): complaints are accepted for at least six months after the decision is notified. */
 export const COMPLAINT_PERIOD_MONTHS = 6;

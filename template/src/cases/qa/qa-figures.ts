@@ -1,9 +1,9 @@
 // Reviewer QA figures, per reviewer and per category: agreement with QA (Wilson interval), accuracy
 // on golden items (Wilson interval), Cohen's kappa between original and QA answers, and the median
 // time per task (claim to completion).
-import type { Actor } from "../auth";
-import { AppError } from "../errors";
-import { cohenKappa, confusionOf, wilson, type Kappa, type Proportion } from "../automation";
+import type { Actor } from "../../auth";
+import { AppError } from "../../errors";
+import { cohenKappa, confusionOf, wilson, type Kappa, type Proportion } from "../../automation";
 import { labelName } from "./qa-sampling";
 
 const DEFAULT_WINDOW_DAYS = 30;

@@ -2,9 +2,9 @@
 // per-installation data key; data keys are stored wrapped by the REPORT_MASTER_KEY secret.
 // Rotation: a new data key version seals new data while old versions still open old data; a new
 // master key (with the old one kept as REPORT_MASTER_KEY_PREVIOUS) is rolled over by rewrapping.
-import { auditStatement } from "../audit";
-import { AppError } from "../errors";
-import { newId, sha256Hex } from "../lib/crypto";
+import { auditStatement } from "../../audit";
+import { AppError } from "../../errors";
+import { newId, sha256Hex } from "../../lib/crypto";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

@@ -10,7 +10,7 @@ export interface ReportRow {
   source: string;
   evidenceCount: number;
   personalData: string;
-  /** When retention or an erasure request replaced the sealed data (issue 15 §6); null while it is held. */
+  /** When retention or an erasure request replaced the sealed data; null while it is held. */
   personalDataErasedAt: string | null;
   requestDigest: string;
   caseReportCount: number;

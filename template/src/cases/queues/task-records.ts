@@ -1,9 +1,9 @@
 // Statement builders for human_tasks, for the workflow runtime and enforcement to put in their
 // own batches. Cases owns that table: every write to it is here or in tasks.ts.
-import { auditStatement, canonicalJson, RUNTIME_ACTOR, type AuditEventInput } from "../audit";
-import { sha256Hex } from "../lib/crypto";
-import { sealPersonalData } from "./report-crypto";
-import { reviewerAuditId } from "../lib/person-keys";
+import { auditStatement, canonicalJson, RUNTIME_ACTOR, type AuditEventInput } from "../../audit";
+import { sha256Hex } from "../../lib/crypto";
+import { sealPersonalData } from "../reports/report-crypto";
+import { reviewerAuditId } from "../../lib/person-keys";
 
 /**
  * Opens the task of a step (a human_task node, or a handoff to a queue): due by the queue's SLA,

@@ -1,7 +1,7 @@
 // A report's timeline: everything that happened because of it, oldest first, without personal data.
 // (Golden copies of its tasks are left out: they measure reviewers and did not happen to the report.)
-import { notFound } from "../errors";
-import type { Actor } from "../auth";
+import { notFound } from "../../errors";
+import type { Actor } from "../../auth";
 
 export async function reportTimeline(env: Env, actor: Actor, reportId: string) {
   const report = await env.DB.prepare(`SELECT id, case_id AS caseId, category, created_at AS createdAt FROM reports WHERE installation_id = ?1 AND id = ?2`)

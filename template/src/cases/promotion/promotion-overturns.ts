@@ -1,8 +1,8 @@
-// The live overturn figures of a trigger (issue 14 §3): of the decisions its runs made since a
+// The live overturn figures of a trigger: of the decisions its runs made since a
 // time, how many were overturned. The demotion sweep (promotion-sweep.ts) compares them with the
 // trigger's limit; GET /triggers/:id/gate shows them for an autonomous trigger.
-import { wilson, type Proportion } from "../automation";
-import { qaDisagreements } from "./qa";
+import { wilson, type Proportion } from "../../automation";
+import { qaDisagreements } from "../qa/qa";
 
 /** The window's start: overturnWindowDays back from `now`, never before the trigger's last mode change. */
 export function overturnWindowStart(now: Date, windowDays: number, authorityChangedAt: string | null): string {
@@ -27,7 +27,7 @@ export interface OverturnFigures {
   interval: Pick<Proportion, "low" | "high">;
 }
 
-/** A trigger's runs are those whose idempotency key is `trigger:<id>:…` (triggers.ts fireTriggers). */
+/** A trigger's runs are those whose idempotency key is `trigger:<id>:…` (triggers/triggers.ts fireTriggers). */
 function runKeyRange(triggerId: string): [string, string] {
   return [`trigger:${triggerId}:`, `trigger:${triggerId};`];
 }

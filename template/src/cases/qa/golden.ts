@@ -3,16 +3,16 @@
 // tell: the task API shows it with the source task's run, report, type and schema, an id of the same
 // form, and no marker. Its completion scores the reviewer's accuracy (qa.ts), resumes no run, and is
 // left out of the metrics rollups.
-import { auditStatement, canonicalJson } from "../audit";
-import type { Actor } from "../auth";
-import { AppError, conflict, notFound } from "../errors";
-import { newId, sha256Hex } from "../lib/crypto";
-import { isUniqueViolation } from "../lib/d1";
-import { getQueueRow } from "./queues";
+import { auditStatement, canonicalJson } from "../../audit";
+import type { Actor } from "../../auth";
+import { AppError, conflict, notFound } from "../../errors";
+import { newId, sha256Hex } from "../../lib/crypto";
+import { isUniqueViolation } from "../../lib/d1";
+import { getQueueRow } from "../queues/queues";
 import { answerLabel, DEFAULT_COMPARE_FIELD, labelName } from "./qa-sampling";
 import { reportCategoryUnsafe, taskContextUnsafe } from "./qa";
-import { sealPersonalData } from "./report-crypto";
-import { responseProblems, type TaskRow } from "./tasks";
+import { sealPersonalData } from "../reports/report-crypto";
+import { responseProblems, type TaskRow } from "../queues/tasks";
 
 const SOURCE_COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRunId, report_id AS reportId, appeal_id AS appealId, task_type AS taskType,
   state, priority, context_json AS contextJson, context_sealed AS contextSealed, response_schema_json AS responseSchemaJson, expires_at AS expiresAt,

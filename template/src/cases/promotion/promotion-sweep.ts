@@ -1,4 +1,4 @@
-// Automatic demotion (issue 14 §3): the schedule's `cases.automatic_demotions` sweep looks at each
+// Automatic demotion: the schedule's `cases.automatic_demotions` sweep looks at each
 // enabled autonomous trigger (least recently looked at first, at most 50 per run) and computes its
 // live overturn rate: decisions made by its runs since the window's start (overturnWindowDays
 // back, never before the trigger last changed mode) that were overturned, over the decisions made.
@@ -11,14 +11,14 @@
 //
 // Imported by src/schedule.ts directly, not through cases/index.ts: this module reaches
 // enforcement (deliveries) and automation, which import cases/index.ts.
-import { auditStatement } from "../audit";
-import { deliveryStatement, enqueueDeliveries } from "../enforcement";
-import { notFound } from "../errors";
-import { sha256Hex } from "../lib/crypto";
+import { auditStatement } from "../../audit";
+import { deliveryStatement, enqueueDeliveries } from "../../enforcement";
+import { notFound } from "../../errors";
+import { sha256Hex } from "../../lib/crypto";
 import { evidenceDigest } from "./promotion";
 import { overturnFigures, overturnLimitPassed, overturnWindowStart } from "./promotion-overturns";
 import { triggerGateOf } from "./promotion-gates";
-import { getTrigger } from "./triggers";
+import { getTrigger } from "../triggers/triggers";
 
 export { overturnFigures, type OverturnFigures } from "./promotion-overturns";
 

@@ -1,19 +1,19 @@
 // Human review tasks: SLA-ordered listing with a cursor, responses checked against the task's
 // JSON Schema, and completion that resumes the waiting run. Leases (claim, next, release): task-leases.ts.
 import { Validator, type Schema } from "@cfworker/json-schema";
-import { auditStatement, canonicalJson } from "../audit";
-import { canReadPersonalData, canSeeQueue, type Actor } from "../auth";
-import { AppError, conflict, notFound } from "../errors";
-import { decodeCursor, encodeCursor } from "../lib/cursor";
-import { newId, sha256Hex } from "../lib/crypto";
-import { completeHandoffStatements, sendComplaintOutcome } from "../enforcement";
-import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepUnsafe } from "../workflows";
-import { appealDecisionId, decisionReversalStatements } from "./complaints";
+import { auditStatement, canonicalJson } from "../../audit";
+import { canReadPersonalData, canSeeQueue, type Actor } from "../../auth";
+import { AppError, conflict, notFound } from "../../errors";
+import { decodeCursor, encodeCursor } from "../../lib/cursor";
+import { newId, sha256Hex } from "../../lib/crypto";
+import { completeHandoffStatements, sendComplaintOutcome } from "../../enforcement";
+import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepUnsafe } from "../../workflows";
+import { appealDecisionId, decisionReversalStatements } from "../appeals/complaints";
 import { getQueueRow } from "./queues";
-import { completeReviewCopyTask, qaSampleStatements, reviewerPrincipal, type TaskOrigin } from "./qa";
-import { openPersonalData } from "./report-crypto";
-import { APPEAL_OUTCOMES } from "./taxonomy";
-import { reviewerAuditId } from "../lib/person-keys";
+import { completeReviewCopyTask, qaSampleStatements, reviewerPrincipal, type TaskOrigin } from "../qa/qa";
+import { openPersonalData } from "../reports/report-crypto";
+import { APPEAL_OUTCOMES } from "../taxonomy";
+import { reviewerAuditId } from "../../lib/person-keys";
 
 export const DEFAULT_LEASE_SECONDS = 900;
 export const MAX_LEASE_SECONDS = 3_600;
@@ -181,7 +181,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
   const who = claimant(actor, input.reviewer);
   const row = await getTaskRow(env.DB, actor.installationId, taskId);
   if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
-  // A QA or golden task: its answer is compared (qa.ts); no run waits for it.
+  // A QA or golden task: its answer is compared (qa/qa.ts); no run waits for it.
   if (row.origin !== "workflow" || !row.stepRunId || !row.runId) {
     await completeReviewCopyTask(env, actor, row, { who, response: input.response, problems: () => responseProblems(row.responseSchemaJson, input.response) });
     return getTask(env, actor, taskId);

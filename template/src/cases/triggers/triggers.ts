@@ -1,12 +1,12 @@
 // Triggers: map report and appeal events to workflow versions with a CEL condition and an
 // authority mode. A matching event starts one run per trigger (idempotent per trigger and subject).
-import { auditStatement } from "../audit";
-import type { Actor } from "../auth";
-import { AppError, errorCode, notFound } from "../errors";
-import { newId } from "../lib/crypto";
-import { assertComplaintReview } from "./complaints-review";
-import type { TriggerEvent } from "./taxonomy";
-import { compileExpression, createRun, evaluateWorkflowExpression, type ExpressionSemantics, getVersionRow, type JsonValue, semanticsOf, type WorkflowAuthorityMode } from "../workflows";
+import { auditStatement } from "../../audit";
+import type { Actor } from "../../auth";
+import { AppError, errorCode, notFound } from "../../errors";
+import { newId } from "../../lib/crypto";
+import { assertComplaintReview } from "../appeals/complaints-review";
+import type { TriggerEvent } from "../taxonomy";
+import { compileExpression, createRun, evaluateWorkflowExpression, type ExpressionSemantics, getVersionRow, type JsonValue, semanticsOf, type WorkflowAuthorityMode } from "../../workflows";
 
 export interface TriggerInput {
   name?: string;
@@ -27,7 +27,7 @@ interface TriggerRow {
   enabled: number;
   createdAt: string;
   updatedAt: string;
-  /** When a promotion or a demotion last changed the mode (promotion.ts); null before. */
+  /** When a promotion or a demotion last changed the mode (promotion/promotion.ts); null before. */
   authorityChangedAt: string | null;
   /** Read with the enabled triggers: the semantics of the version it starts (null: `cel`). */
   expressionSemantics?: ExpressionSemantics | null;

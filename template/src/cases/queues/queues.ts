@@ -1,9 +1,9 @@
 // Review queues: an SLA and a priority each; figures for the people who run them.
-import { auditStatement } from "../audit";
-import { conflict, notFound } from "../errors";
-import { canSeeQueue, type Actor } from "../auth";
-import { newId } from "../lib/crypto";
-import { isUniqueViolation } from "../lib/d1";
+import { auditStatement } from "../../audit";
+import { conflict, notFound } from "../../errors";
+import { canSeeQueue, type Actor } from "../../auth";
+import { newId } from "../../lib/crypto";
+import { isUniqueViolation } from "../../lib/d1";
 
 export interface QueueRow {
   id: string;
