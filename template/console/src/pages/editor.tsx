@@ -1,10 +1,7 @@
 // The visual workflow editor: a palette of the 15 node kinds, ports as handles, a config panel per
 // kind, the server's validator run as you type (problems pinned to their node and field through the
 // error path $.nodes[i]…), drafts kept in this browser, and publish.
-import {
-  applyNodeChanges, Background, Controls, MiniMap, ReactFlow, ReactFlowProvider, useReactFlow,
-  type Connection, type EdgeChange, type NodeChange,
-} from "@xyflow/react";
+import { applyNodeChanges, Background, Controls, MiniMap, ReactFlow, ReactFlowProvider, useReactFlow, type Connection, type EdgeChange, type NodeChange } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
 import { useCallback, useEffect, useMemo, useRef, useState, type DragEvent } from "react";
 import { api, ApiError, get, post, type Graph, type GraphNode, type Page, type ValidationProblem, type Workflow, type WorkflowVersion } from "../api";
@@ -18,7 +15,13 @@ import { cannotReason, useCan, useSession } from "../session";
 import { ErrorNote, Loading, PageTitle, useToast } from "../ui";
 
 type Positions = Record<string, { x: number; y: number }>;
-interface Draft { nodes: GraphNode[]; edges: Graph["edges"]; positions: Positions; basedOn: string | null; savedAt: string }
+interface Draft {
+  nodes: GraphNode[];
+  edges: Graph["edges"];
+  positions: Positions;
+  basedOn: string | null;
+  savedAt: string;
+}
 
 const draftKey = (workflowId: string) => `safest.draft.${workflowId}`;
 const positionsKey = (workflowId: string) => `safest.positions.${workflowId}`;
@@ -54,7 +57,11 @@ async function loadLookups(signal: AbortSignal): Promise<Lookups> {
     soft(get<Page<{ id: string; url: string }>>("/webhook-endpoints", signal), { items: [] }),
   ]);
   return {
-    queues: queues.items, actionTypes: actionTypes.items, providers: providers.items, policies: policies.items, endpoints: endpoints.items,
+    queues: queues.items,
+    actionTypes: actionTypes.items,
+    providers: providers.items,
+    policies: policies.items,
+    endpoints: endpoints.items,
     components: {
       builtIns: components.builtIns ?? [],
       versions: (components.items ?? []).flatMap((c) => (c.versions ?? []).map((v) => ({ id: v.id, label: `${c.name} v${v.version ?? "?"}` }))),
@@ -73,9 +80,19 @@ function Palette({ onAdd, disabled }: { onAdd: (kind: NodeKind) => void; disable
           <ul>
             {NODE_KINDS.filter((k) => KIND_INFO[k].group === group).map((kind) => (
               <li key={kind}>
-                <button type="button" className="palette-item" disabled={disabled} draggable={!disabled} data-kind={kind} title={KIND_INFO[kind].description}
-                  onDragStart={(e) => { e.dataTransfer.setData("application/x-safest-kind", kind); e.dataTransfer.effectAllowed = "copy"; }}
-                  onClick={() => onAdd(kind)}>
+                <button
+                  type="button"
+                  className="palette-item"
+                  disabled={disabled}
+                  draggable={!disabled}
+                  data-kind={kind}
+                  title={KIND_INFO[kind].description}
+                  onDragStart={(e) => {
+                    e.dataTransfer.setData("application/x-safest-kind", kind);
+                    e.dataTransfer.effectAllowed = "copy";
+                  }}
+                  onClick={() => onAdd(kind)}
+                >
                   {KIND_INFO[kind].label}
                 </button>
               </li>
@@ -166,12 +183,13 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
     setDirty(true);
   };
 
-  const updateNode = (id: string, node: GraphNode) => change(() => {
-    setRfNodes((list) => list.map((n) => (n.id === id ? { ...n, data: { ...n.data, node } } : n)));
-    // Ports that no longer exist lose their edges.
-    const ports = new Set(portsOf(node));
-    setEdges((list) => list.filter((e) => e.from.nodeId !== id || ports.has(e.from.port)));
-  });
+  const updateNode = (id: string, node: GraphNode) =>
+    change(() => {
+      setRfNodes((list) => list.map((n) => (n.id === id ? { ...n, data: { ...n.data, node } } : n)));
+      // Ports that no longer exist lose their edges.
+      const ports = new Set(portsOf(node));
+      setEdges((list) => list.filter((e) => e.from.nodeId !== id || ports.has(e.from.port)));
+    });
 
   const addNode = (kind: NodeKind, at?: { x: number; y: number }) => {
     if (!canEdit) return;
@@ -214,10 +232,13 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
     change(() => setEdges((list) => (list.some((e) => edgeId(e) === edgeId(edge)) ? list : [...list, edge])));
   }, []); // eslint-disable-line react-hooks/exhaustive-deps
 
-  const connectPort = (nodeId: string, port: string, target: string | null) => change(() => setEdges((list) => {
-    const rest = list.filter((e) => !(e.from.nodeId === nodeId && e.from.port === port));
-    return target ? [...rest, { from: { nodeId, port }, to: { nodeId: target } }] : rest;
-  }));
+  const connectPort = (nodeId: string, port: string, target: string | null) =>
+    change(() =>
+      setEdges((list) => {
+        const rest = list.filter((e) => !(e.from.nodeId === nodeId && e.from.port === port));
+        return target ? [...rest, { from: { nodeId, port }, to: { nodeId: target } }] : rest;
+      }),
+    );
 
   const renamePort = (nodeId: string, from: string, to: string) => setEdges((list) => list.map((e) => (e.from.nodeId === nodeId && e.from.port === from ? { ...e, from: { nodeId, port: to } } : e)));
 
@@ -232,11 +253,12 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
     return null;
   };
 
-  const deleteNode = (id: string) => change(() => {
-    setRfNodes((list) => list.filter((n) => n.id !== id));
-    setEdges((list) => list.filter((e) => e.from.nodeId !== id && e.to.nodeId !== id));
-    setSelected(null);
-  });
+  const deleteNode = (id: string) =>
+    change(() => {
+      setRfNodes((list) => list.filter((n) => n.id !== id));
+      setEdges((list) => list.filter((e) => e.from.nodeId !== id && e.to.nodeId !== id));
+      setSelected(null);
+    });
 
   const publish = async () => {
     setPublishing(true);
@@ -289,11 +311,22 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
     <div className="editor">
       <div className="editor-bar">
         <div className="editor-status" role="status" aria-live="polite" data-testid="validation-status">
-          {!canValidate ? "Checking needs a moderator or admin role." : validateError ? "The validator could not be reached." : !validation || validating || !upToDate ? "Checking…"
-            : validation.valid ? "Valid: ready to publish." : `${problemCount} problem${problemCount === 1 ? "" : "s"} to fix before publishing.`}
+          {!canValidate
+            ? "Checking needs a moderator or admin role."
+            : validateError
+              ? "The validator could not be reached."
+              : !validation || validating || !upToDate
+                ? "Checking…"
+                : validation.valid
+                  ? "Valid: ready to publish."
+                  : `${problemCount} problem${problemCount === 1 ? "" : "s"} to fix before publishing.`}
         </div>
         {restored.current && dirty ? <span className="muted small">Restored your unpublished draft.</span> : null}
-        {canEdit && dirty ? <button type="button" className="btn btn-quiet btn-small" onClick={discard}>Discard draft</button> : null}
+        {canEdit && dirty ? (
+          <button type="button" className="btn btn-quiet btn-small" onClick={discard}>
+            Discard draft
+          </button>
+        ) : null}
         {canEdit ? (
           <button type="button" className="btn btn-primary" data-testid="publish" disabled={publishing || graph.nodes.length === 0} onClick={() => void publish()}>
             {publishing ? "Publishing…" : "Publish version"}
@@ -303,8 +336,21 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
       <ErrorNote error={publishError} />
       <div className="editor-grid">
         {canEdit ? <Palette onAdd={(k) => addNode(k)} disabled={!canEdit} /> : null}
-        <div className="canvas" role="region" aria-label="Workflow canvas" onDragOver={(e) => { e.preventDefault(); e.dataTransfer.dropEffect = "copy"; }} onDrop={onDrop}>
-          {rfNodes.length === 0 ? <p className="canvas-hint">Add a <strong>Start</strong> node from the palette, then connect ports by dragging from a port's handle to the next node.</p> : null}
+        <div
+          className="canvas"
+          role="region"
+          aria-label="Workflow canvas"
+          onDragOver={(e) => {
+            e.preventDefault();
+            e.dataTransfer.dropEffect = "copy";
+          }}
+          onDrop={onDrop}
+        >
+          {rfNodes.length === 0 ? (
+            <p className="canvas-hint">
+              Add a <strong>Start</strong> node from the palette, then connect ports by dragging from a port's handle to the next node.
+            </p>
+          ) : null}
           <ReactFlow
             nodes={displayNodes}
             edges={flowEdges}
@@ -329,18 +375,36 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
         </div>
         <aside className="inspector-panel" aria-label="Node configuration">
           {selectedNode ? (
-            <ConfigPanel key={selectedNode.id} node={selectedNode} nodes={graphNodes} edges={edges} problems={pinned.byNode[selectedNode.id]} lookups={lookups} readOnly={!canEdit}
-              onChange={(node) => updateNode(selectedNode.id, node)} onRename={renameNode} onConnect={(port, target) => connectPort(selectedNode.id, port, target)}
-              onRenamePort={(from, to) => renamePort(selectedNode.id, from, to)} onDelete={() => deleteNode(selectedNode.id)} />
+            <ConfigPanel
+              key={selectedNode.id}
+              node={selectedNode}
+              nodes={graphNodes}
+              edges={edges}
+              problems={pinned.byNode[selectedNode.id]}
+              lookups={lookups}
+              readOnly={!canEdit}
+              onChange={(node) => updateNode(selectedNode.id, node)}
+              onRename={renameNode}
+              onConnect={(port, target) => connectPort(selectedNode.id, port, target)}
+              onRenamePort={(from, to) => renamePort(selectedNode.id, from, to)}
+              onDelete={() => deleteNode(selectedNode.id)}
+            />
           ) : (
             <div>
               <h2 className="h3">Problems</h2>
               {validation && validation.problems.length === 0 ? <p>None. The graph is valid.</p> : null}
               <ul className="problem-list">
                 {Object.entries(pinned.byNode).map(([id, list]) => (
-                  <li key={id}><button type="button" className="link-button" onClick={() => setSelected(id)}>{id}</button>: {list.map((p) => p.message).join(" ")}</li>
+                  <li key={id}>
+                    <button type="button" className="link-button" onClick={() => setSelected(id)}>
+                      {id}
+                    </button>
+                    : {list.map((p) => p.message).join(" ")}
+                  </li>
                 ))}
-                {pinned.global.map((p, i) => <li key={`g${i}`}>{p.message}</li>)}
+                {pinned.global.map((p, i) => (
+                  <li key={`g${i}`}>{p.message}</li>
+                ))}
               </ul>
               <p className="help">Select a node to configure it. Delete removes the selected node or edge.</p>
             </div>
@@ -360,18 +424,33 @@ export function EditorPage({ params }: { params: Record<string, string> }) {
   const workflow = useResource((signal) => get<Workflow>(`/workflows/${encodeURIComponent(id)}`, signal), [id]);
   // Whether a draft was waiting when the page opened (the editor writes one as soon as you change something).
   const [draftAtOpen] = useState(() => readJson<Draft>(draftKey(id)) !== null);
-  const baseId = from ?? (draftAtOpen ? null : workflow.data?.versions?.[0]?.id ?? null);
+  const baseId = from ?? (draftAtOpen ? null : (workflow.data?.versions?.[0]?.id ?? null));
   const base = useResource(baseId ? (signal) => get<WorkflowVersion>(`/workflow-versions/${encodeURIComponent(baseId)}`, signal) : null, [baseId]);
-  if (workflow.error) return <section><PageTitle>Workflow editor</PageTitle><ErrorNote error={workflow.error} retry={workflow.reload} /></section>;
+  if (workflow.error)
+    return (
+      <section>
+        <PageTitle>Workflow editor</PageTitle>
+        <ErrorNote error={workflow.error} retry={workflow.reload} />
+      </section>
+    );
   if (!workflow.data || (baseId && !base.data && !base.error)) return <Loading label="Opening the editor…" />;
   return (
     <section className="editor-page" data-ready="true">
-      <PageTitle subtitle={<><Link to={`/workflows/${encodeURIComponent(id)}`}>{workflow.data.name}</Link>{base.data ? ` · editing from version ${base.data.version}` : " · new version"}</>}>
+      <PageTitle
+        subtitle={
+          <>
+            <Link to={`/workflows/${encodeURIComponent(id)}`}>{workflow.data.name}</Link>
+            {base.data ? ` · editing from version ${base.data.version}` : " · new version"}
+          </>
+        }
+      >
         {`Edit ${workflow.data.name}`}
       </PageTitle>
       {!canEdit ? <p className="note note-info">{cannotReason(user.role, "admin")} The graph is shown read-only.</p> : null}
       {from && canEdit && draftAtOpen ? (
-        <p className="note note-warn">You have an unpublished draft of this workflow; editing from this version replaces it once you change something. <Link to={`/workflows/${encodeURIComponent(id)}/edit`}>Open the draft instead</Link></p>
+        <p className="note note-warn">
+          You have an unpublished draft of this workflow; editing from this version replaces it once you change something. <Link to={`/workflows/${encodeURIComponent(id)}/edit`}>Open the draft instead</Link>
+        </p>
       ) : null}
       <ErrorNote error={base.error} />
       <ReactFlowProvider>
