@@ -9,7 +9,14 @@ import { ErrorNote, Loading, ToastProvider } from "./ui";
 import { QueuePage, QueuesPage } from "./pages/queues";
 import { TaskPage } from "./pages/task";
 import { ApprovalsPage } from "./pages/approvals";
-import "./styles.css";
+// The stylesheets in cascade order: later files may override earlier ones.
+import "./styles/base.css";
+import "./styles/components.css";
+import "./styles/forms.css";
+import "./styles/review.css";
+import "./styles/workflows.css";
+import "./styles/flow-nodes.css";
+import "./styles/dashboard.css";
 
 type Params = Record<string, string>;
 const WorkflowsPage = lazy(() => import("./pages/workflows").then((m) => ({ default: m.WorkflowsPage })));
