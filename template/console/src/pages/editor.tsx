@@ -4,7 +4,7 @@
 import { applyNodeChanges, Background, Controls, MiniMap, ReactFlow, ReactFlowProvider, useReactFlow, type Connection, type EdgeChange, type NodeChange } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
 import { useCallback, useEffect, useMemo, useRef, useState, type DragEvent } from "react";
-import { api, ApiError, get, post, type Graph, type GraphNode, type Page, type ValidationProblem, type Workflow, type WorkflowVersion } from "../api";
+import { api, ApiError, get, post, type Graph, type GraphNode, type ValidationProblem, type Workflow, type WorkflowVersion } from "../api";
 import { ConfigPanel, type Lookups } from "../graph/config-panel";
 import { nodeTypes, type FlowNode } from "../graph/flow-node";
 import { autoLayout, cleanGraph, KIND_INFO, newNode, NODE_KINDS, pinProblems, portsOf, uniqueId, type NodeKind } from "../graph/kinds";
@@ -13,96 +13,9 @@ import { useDebounced, useResource } from "../hooks";
 import { Link, useNavigate, useSearchParam } from "../router";
 import { cannotReason, useCan, useSession } from "../session";
 import { ErrorNote, Loading, PageTitle, useToast } from "../ui";
-
-type Positions = Record<string, { x: number; y: number }>;
-interface Draft {
-  nodes: GraphNode[];
-  edges: Graph["edges"];
-  positions: Positions;
-  basedOn: string | null;
-  savedAt: string;
-}
-
-const draftKey = (workflowId: string) => `safest.draft.${workflowId}`;
-const positionsKey = (workflowId: string) => `safest.positions.${workflowId}`;
-
-function readJson<T>(key: string): T | null {
-  try {
-    const raw = window.localStorage.getItem(key);
-    return raw ? (JSON.parse(raw) as T) : null;
-  } catch {
-    return null;
-  }
-}
-
-function writeJson(key: string, value: unknown): void {
-  try {
-    if (value === null) window.localStorage.removeItem(key);
-    else window.localStorage.setItem(key, JSON.stringify(value));
-  } catch {
-    // Storage full or disabled: the draft lives only in memory.
-  }
-}
-
-const EMPTY_LOOKUPS: Lookups = { queues: [], actionTypes: [], providers: [], policies: [], components: { builtIns: [], versions: [] }, endpoints: [] };
-
-async function loadLookups(signal: AbortSignal): Promise<Lookups> {
-  const soft = <T,>(p: Promise<T>, fallback: T) => p.catch(() => fallback);
-  const [queues, actionTypes, providers, policies, components, endpoints] = await Promise.all([
-    soft(get<Page<{ id: string; name: string }>>("/queues", signal), { items: [] }),
-    soft(get<Page<{ key: string; name: string }>>("/action-types", signal), { items: [] }),
-    soft(get<Page<{ id: string; name?: string; model: string }>>("/ai-providers", signal), { items: [] }),
-    soft(get<Page<Lookups["policies"][number]>>("/policies", signal), { items: [] }),
-    soft(get<{ builtIns: string[]; items: Array<{ id: string; name: string; versions?: Array<{ id: string; version?: number }> }> }>("/components", signal), { builtIns: [], items: [] }),
-    soft(get<Page<{ id: string; url: string }>>("/webhook-endpoints", signal), { items: [] }),
-  ]);
-  return {
-    queues: queues.items,
-    actionTypes: actionTypes.items,
-    providers: providers.items,
-    policies: policies.items,
-    endpoints: endpoints.items,
-    components: {
-      builtIns: components.builtIns ?? [],
-      versions: (components.items ?? []).flatMap((c) => (c.versions ?? []).map((v) => ({ id: v.id, label: `${c.name} v${v.version ?? "?"}` }))),
-    },
-  };
-}
-
-function Palette({ onAdd, disabled }: { onAdd: (kind: NodeKind) => void; disabled: boolean }) {
-  const groups = ["Flow", "Automation", "People", "Effects"] as const;
-  return (
-    <nav className="palette" aria-label="Node palette">
-      <h2 className="h3">Add a node</h2>
-      {groups.map((group) => (
-        <div key={group} className="palette-group">
-          <h3 className="palette-title">{group}</h3>
-          <ul>
-            {NODE_KINDS.filter((k) => KIND_INFO[k].group === group).map((kind) => (
-              <li key={kind}>
-                <button
-                  type="button"
-                  className="palette-item"
-                  disabled={disabled}
-                  draggable={!disabled}
-                  data-kind={kind}
-                  title={KIND_INFO[kind].description}
-                  onDragStart={(e) => {
-                    e.dataTransfer.setData("application/x-safest-kind", kind);
-                    e.dataTransfer.effectAllowed = "copy";
-                  }}
-                  onClick={() => onAdd(kind)}
-                >
-                  {KIND_INFO[kind].label}
-                </button>
-              </li>
-            ))}
-          </ul>
-        </div>
-      ))}
-    </nav>
-  );
-}
+import { type Draft, draftKey, type Positions, positionsKey, readJson, writeJson } from "./editor/drafts";
+import { EMPTY_LOOKUPS, loadLookups } from "./editor/lookups";
+import { Palette } from "./editor/palette";
 
 function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; base: WorkflowVersion | null; canEdit: boolean; canValidate: boolean }) {
   const navigate = useNavigate();

@@ -1,159 +1,18 @@
 // The run inspector: the version's graph with each node's state, the selected node's steps and
 // outputs, the run's waits and events, and (for admins) terminate, send event and repair (retry,
 // route to a port, migrate to another version) with a reason.
-import { useState, type FormEvent } from "react";
-import { get, post, type AuditEvent, type Page, type RunDetail, type Step, type Workflow, type WorkflowVersion } from "../api";
-import { portsOf } from "../graph/kinds";
+import { useState } from "react";
+import { get, post, type AuditEvent, type Page, type RunDetail, type Step, type WorkflowVersion } from "../api";
 import { GraphView } from "../graph/view";
 import { useInterval, useResource } from "../hooks";
 import { Link } from "../router";
 import { cannotReason, useCan, useSession } from "../session";
 import { AbsoluteTime, Details, Empty, ErrorNote, Json, Loading, PageTitle, shortId, StateBadge, Time, useToast } from "../ui";
+import { RepairRun } from "./run-inspector/repair-run";
+import { SendEvent } from "./run-inspector/send-event";
 
 const TERMINAL = ["succeeded", "failed", "terminated", "superseded"];
 const REPAIRABLE = ["repair_required", "failed"];
-
-type RepairAction = "retry" | "route" | "migrate";
-
-/** Retry the failed node, route it to a port (a person's decision), or migrate the run to another version; each with a reason. */
-function RepairRun({ run, version, onRepaired }: { run: RunDetail; version: WorkflowVersion; onRepaired: () => void }) {
-  const failed = run.steps.filter((s) => s.state === "failed" && s.output === null);
-  const nodeId = failed[0]?.nodeId ?? run.currentNodeId ?? "";
-  const node = version.graph.nodes.find((n) => n.id === nodeId);
-  const ports = node ? portsOf(node) : [];
-  const workflow = useResource((signal) => get<Workflow>(`/workflows/${encodeURIComponent(version.workflowId)}`, signal), [version.workflowId]);
-  const others = (workflow.data?.versions ?? []).filter((v) => v.id !== version.id && !v.retiredAt);
-  const [action, setAction] = useState<RepairAction>("retry");
-  const [port, setPort] = useState(ports[0] ?? "");
-  const [target, setTarget] = useState("");
-  const [reason, setReason] = useState("");
-  const [error, setError] = useState<unknown>(null);
-  const [busy, setBusy] = useState(false);
-  const toast = useToast();
-  const submit = async (event: FormEvent) => {
-    event.preventDefault();
-    setBusy(true);
-    setError(null);
-    try {
-      const body = action === "route" ? { action, port, reason } : action === "migrate" ? { action, workflowVersionId: target || others[0]?.id || "", reason } : { action, reason };
-      await post(`/runs/${encodeURIComponent(run.id)}/repair`, body);
-      toast(action === "retry" ? `Node ${nodeId} runs again.` : action === "route" ? `Node ${nodeId} routed to ${port}.` : "The run continues on the chosen version.");
-      setReason("");
-      onRepaired();
-    } catch (e) {
-      setError(e);
-    } finally {
-      setBusy(false);
-    }
-  };
-  return (
-    <form onSubmit={(e) => void submit(e)} className="form-card" aria-labelledby="repair-heading" data-testid="repair-form">
-      <h2 id="repair-heading">Repair</h2>
-      <p className="help">
-        Node <code>{nodeId || "—"}</code> failed. The run keeps its id and history and continues in a new instance; recorded nodes are not run again.
-      </p>
-      <fieldset className="field">
-        <legend>Action</legend>
-        <label>
-          <input type="radio" name="repair-action" value="retry" checked={action === "retry"} onChange={() => setAction("retry")} /> Retry the node (after its provider or component was fixed)
-        </label>
-        <label>
-          <input type="radio" name="repair-action" value="route" checked={action === "route"} onChange={() => setAction("route")} /> Route it to a port (your decision, recorded as such)
-        </label>
-        <label>
-          <input type="radio" name="repair-action" value="migrate" checked={action === "migrate"} onChange={() => setAction("migrate")} disabled={others.length === 0} /> Migrate to another version
-          {others.length === 0 ? " (no other live version)" : ""}
-        </label>
-      </fieldset>
-      {action === "route" ? (
-        <div className="field">
-          <label htmlFor="repair-port">Port</label>
-          <select id="repair-port" value={port} onChange={(e) => setPort(e.target.value)} required>
-            {ports.map((p) => (
-              <option key={p} value={p}>
-                {p}
-              </option>
-            ))}
-          </select>
-        </div>
-      ) : null}
-      {action === "migrate" ? (
-        <div className="field">
-          <label htmlFor="repair-version">Version</label>
-          <select id="repair-version" value={target || others[0]?.id || ""} onChange={(e) => setTarget(e.target.value)} required>
-            {others.map((v) => (
-              <option key={v.id} value={v.id}>
-                v{v.version} · {shortId(v.id)}
-              </option>
-            ))}
-          </select>
-          <p className="help">Refused if a recorded node differs there (kind, ports, config) or the failed node is missing.</p>
-        </div>
-      ) : null}
-      <div className="field">
-        <label htmlFor="repair-reason">Reason</label>
-        <textarea id="repair-reason" rows={2} value={reason} onChange={(e) => setReason(e.target.value)} required maxLength={1000} />
-        <p className="help">Recorded in the audit trail with your name.</p>
-      </div>
-      <ErrorNote error={error} />
-      <button type="submit" className="btn btn-primary" disabled={busy || !reason.trim() || (action === "route" && !port)}>
-        Repair the run
-      </button>
-    </form>
-  );
-}
-
-function SendEvent({ run, onSent }: { run: RunDetail; onSent: () => void }) {
-  const waiting = run.waits.filter((w) => w.state === "waiting" && w.waitType === "event");
-  const [type, setType] = useState(waiting[0]?.eventType ?? "");
-  const [payload, setPayload] = useState("{}");
-  const [error, setError] = useState<unknown>(null);
-  const [busy, setBusy] = useState(false);
-  const toast = useToast();
-  const send = async (event: FormEvent) => {
-    event.preventDefault();
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(payload);
-    } catch {
-      setError(new Error("The payload must be a JSON object."));
-      return;
-    }
-    setBusy(true);
-    setError(null);
-    try {
-      await post(`/runs/${encodeURIComponent(run.id)}/events`, { type, payload: parsed });
-      toast(`Event ${type} sent.`);
-      onSent();
-    } catch (e) {
-      setError(e);
-    } finally {
-      setBusy(false);
-    }
-  };
-  return (
-    <form onSubmit={(e) => void send(e)} className="form-card">
-      <div className="field">
-        <label htmlFor="event-type">Event type</label>
-        <input id="event-type" className="mono" list="event-types" value={type} onChange={(e) => setType(e.target.value)} required pattern="[A-Za-z0-9._:\-]{1,100}" autoComplete="off" />
-        <datalist id="event-types">
-          {waiting.map((w) => (
-            <option key={w.id} value={w.eventType} />
-          ))}
-        </datalist>
-        <p className="help">{waiting.length ? `The run waits for: ${[...new Set(waiting.map((w) => w.eventType))].join(", ")}.` : "The run is not waiting for an event."}</p>
-      </div>
-      <div className="field">
-        <label htmlFor="event-payload">Payload (JSON object)</label>
-        <textarea id="event-payload" className="mono" rows={4} value={payload} onChange={(e) => setPayload(e.target.value)} />
-      </div>
-      <ErrorNote error={error} />
-      <button type="submit" className="btn" disabled={busy || !type}>
-        Send event
-      </button>
-    </form>
-  );
-}
 
 function StepCard({ step }: { step: Step }) {
   return (
