@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import type { Actor } from "../src/auth";
 import { decideProposal } from "../src/enforcement/actions";
 import { sweepPendingDeliveries } from "../src/enforcement/webhooks";
-import { api, edge, newInstallation, publish, receiverLog, removePostGraph, startRun, until, waitForRun } from "./helpers";
+import { api, newInstallation, publish, receiverLog, removePostGraph, startRun, until, waitForRun } from "./helpers";
 
 type Attempt = { attempt: number; statusCode: number | null; error: string | null; via: string };
 

@@ -4,7 +4,7 @@
 import { env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { ADMIN_TOKEN, api, newInstallation } from "./helpers";
+import { api, newInstallation } from "./helpers";
 
 async function assertion(email: string) {
   const response = await env.ACCESS_PEER.fetch("https://safest-test.cloudflareaccess.com/_sign", {

@@ -89,7 +89,11 @@ const all = async <T>(sql: string, ...binds: unknown[]) =>
       .bind(...binds)
       .all<T>()
   ).results;
-const countBy = <T>(rows: T[], key: (row: T) => string) => rows.reduce<Record<string, number>>((acc, row) => ({ ...acc, [key(row)]: (acc[key(row)] ?? 0) + 1 }), {});
+const countBy = <T>(rows: T[], key: (row: T) => string) => {
+  const counts: Record<string, number> = {};
+  for (const row of rows) counts[key(row)] = (counts[key(row)] ?? 0) + 1;
+  return counts;
+};
 const seriesTotals = (body: any, metric: string, key: (dims: any) => string) =>
   Object.fromEntries(
     body.series

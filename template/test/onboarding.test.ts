@@ -138,7 +138,7 @@ describe("the first-run checklist", () => {
       edges: [edge("start", "success", "review"), edge("review", "completed", "hide"), edge("review", "timeout", "done"), ...["applied", "rejected", "expired", "failed"].map((port) => edge("hide", port, "done"))],
     };
     const version = await created(`/api/v1/workflows/${workflow.id}/versions`, a.apiKey, { graph });
-    let state = await checklist(a.apiKey);
+    const state = await checklist(a.apiKey);
     expect(state.steps.filter((s) => s.done).map((s) => s.id)).toEqual(["connect_product", "publish_workflow"]);
     expect(state.hints.triggerEnabled).toBe(false);
     await created("/api/v1/triggers", a.apiKey, { event: "report.created", workflowVersionId: version.id, authorityMode: "autonomous" });

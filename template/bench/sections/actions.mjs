@@ -68,7 +68,13 @@ function startReceiver() {
           if (seen) return Promise.resolve(seen);
           return new Promise((resolveWait, rejectWait) => {
             const timer = setTimeout(() => rejectWait(new Error(`receiver: no ${what} within ${RECEIVER_WAIT_MS} ms`)), RECEIVER_WAIT_MS);
-            waiters.push({ match, resolve: (entry) => (clearTimeout(timer), resolveWait(entry)) });
+            waiters.push({
+              match,
+              resolve: (entry) => {
+                clearTimeout(timer);
+                resolveWait(entry);
+              },
+            });
           });
         },
         close: () =>

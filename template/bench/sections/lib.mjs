@@ -229,7 +229,11 @@ export function cpuSnapshot(port = server.port) {
   const tree = new Set([server.child.pid]);
   for (let grew = true; grew; ) {
     grew = false;
-    for (const [pid, info] of processes) if (!tree.has(pid) && tree.has(info.ppid)) tree.add(pid), (grew = true);
+    for (const [pid, info] of processes)
+      if (!tree.has(pid) && tree.has(info.ppid)) {
+        tree.add(pid);
+        grew = true;
+      }
   }
   for (const pid of tree) {
     const info = processes.get(pid);

@@ -1,6 +1,6 @@
 // The console's entry: session, layout and routes. The review pages ship in this chunk; the
 // workflow editor, run inspector, settings and the rest load on demand.
-import { Component, lazy, StrictMode, Suspense, useEffect, useState, type ComponentType, type LazyExoticComponent, type ReactNode } from "react";
+import { Component, lazy, StrictMode, Suspense, useCallback, useEffect, useState, type ComponentType, type LazyExoticComponent, type ReactNode } from "react";
 import { createRoot } from "react-dom/client";
 import { api, ApiError, onUnauthenticated, setCsrfToken, type ConsoleUser, type Session } from "./api";
 import { Link, match, RouterProvider, useLocation } from "./router";
@@ -238,7 +238,7 @@ function ChooseInstallation({ installations }: { installations: Array<{ id: stri
 
 function App() {
   const [state, setState] = useState<{ status: "loading" } | { status: "signed-out"; expired: boolean } | { status: "error"; error: unknown } | { status: "ready"; user: ConsoleUser }>({ status: "loading" });
-  const load = () => {
+  const load = useCallback(() => {
     api<Session>("/session", { quiet401: true }).then(
       (session) => {
         setCsrfToken(session.csrfToken);
@@ -246,11 +246,11 @@ function App() {
       },
       (error: unknown) => setState(error instanceof ApiError && error.status === 401 ? { status: "signed-out", expired: false } : { status: "error", error }),
     );
-  };
+  }, []);
   useEffect(() => {
     load();
     return onUnauthenticated(() => setState({ status: "signed-out", expired: true }));
-  }, []);
+  }, [load]);
   if (state.status === "loading")
     return (
       <main id="main">

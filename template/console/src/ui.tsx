@@ -5,11 +5,11 @@ import { errorMessage } from "./api";
 /** The page's heading; it takes focus when the page opens so screen readers announce it. */
 export function PageTitle({ children, actions, subtitle }: { children: ReactNode; actions?: ReactNode; subtitle?: ReactNode }) {
   const ref = useRef<HTMLHeadingElement>(null);
+  // biome-ignore lint/correctness/useExhaustiveDependencies: runs once, when the page opens; a title whose text changes later neither retitles the tab nor takes focus again
   useEffect(() => {
     if (typeof children === "string") document.title = `${children} · Safest Tools`;
     // Only move focus when nothing inside the page already has it (e.g. after a page reload).
     if (!document.activeElement || document.activeElement === document.body || document.activeElement.closest("nav")) ref.current?.focus({ preventScroll: true });
-    // eslint-disable-next-line react-hooks/exhaustive-deps
   }, []);
   return (
     <div className="page-title">
@@ -121,6 +121,10 @@ export function StateBadge({ state }: { state: string }) {
 export function Json({ value, label }: { value: unknown; label?: string }) {
   const text = value === undefined ? "" : JSON.stringify(value, null, 2);
   return (
+    // A long value scrolls inside the <pre>: focusable so the keyboard can scroll it (axe's
+    // scrollable-region-focusable), and labelled so a screen reader says what it is on focus.
+    // biome-ignore lint/a11y/noNoninteractiveTabindex: focusable to scroll by keyboard, see above
+    // biome-ignore lint/a11y/useAriaPropsSupportedByRole: the label names the focusable scroll area, see above
     <pre className="json" tabIndex={0} aria-label={label ?? "JSON value"}>
       {text}
     </pre>
@@ -192,10 +196,10 @@ export function Copy({ text, label = "Copy" }: { text: string; label?: string })
 
 /** A secret shown once, with a copy button, until the person says they stored it. */
 export function SecretOnce({ title, secret, onDone }: { title: string; secret: string; onDone: () => void }) {
-  const ref = useRef<HTMLDivElement>(null);
+  const ref = useRef<HTMLElement>(null);
   useEffect(() => ref.current?.focus(), []);
   return (
-    <div className="secret-once" role="region" aria-label={title} tabIndex={-1} ref={ref}>
+    <section className="secret-once" aria-label={title} tabIndex={-1} ref={ref}>
       <p>
         <strong>{title}</strong> — shown only now. Store it somewhere safe; it cannot be displayed again.
       </p>
@@ -208,7 +212,7 @@ export function SecretOnce({ title, secret, onDone }: { title: string; secret: s
       <button type="button" className="btn" onClick={onDone}>
         I have stored it
       </button>
-    </div>
+    </section>
   );
 }
 

@@ -26,6 +26,7 @@ function SchemaBuilder({ schema, onChange, readOnly }: { schema: unknown; onChan
   const options = enumEntry && isRecord(enumEntry[1]) && Array.isArray(enumEntry[1].enum) ? (enumEntry[1].enum as unknown[]).map(String) : [];
   const hasNote = isRecord(properties.note);
   const [text, setText] = useState(options.join(", "));
+  // biome-ignore lint/correctness/useExhaustiveDependencies: follows the options' text, not the array (a new one each render)
   useEffect(() => setText(options.join(", ")), [options.join(",")]);
   const build = (name: string, list: string[], note: boolean) => ({
     type: "object",
@@ -173,6 +174,7 @@ function CasesEditor({ field, config, setConfig, err, readOnly, onRenamePort }: 
       <legend>{field.label}</legend>
       {field.help ? <p className="help">{field.help}</p> : null}
       {cases.map((c, i) => (
+        // biome-ignore lint/suspicious/noArrayIndexKey: a case has no identity but its place; its port name is edited here, so keying by it would remount the row on every keystroke
         <div key={i} className="case-row">
           <Text
             label={`Port ${i + 1}`}

@@ -132,6 +132,7 @@ export function ConfigPanel(props: PanelProps) {
           </p>
           <ul>
             {structural.map((p, i) => (
+              // biome-ignore lint/suspicious/noArrayIndexKey: the validator's problems, a read-only list redrawn whole on each load, never reordered; its items have no id and may repeat
               <li key={i}>{p.message}</li>
             ))}
           </ul>

@@ -138,6 +138,7 @@ export function Select({
 export function JsonText({ label, value, onChange, error, help, readOnly, testId }: { label: ReactNode; value: unknown; onChange: (v: unknown) => void; error?: string; help?: ReactNode; readOnly: boolean; testId?: string }) {
   const [text, setText] = useState(() => JSON.stringify(value ?? null, null, 2));
   const [parseError, setParseError] = useState<string | undefined>();
+  // biome-ignore lint/correctness/useExhaustiveDependencies: follows the value's JSON, not its identity (a new object each render); the text is left out so typing never resets it
   useEffect(() => {
     try {
       if (JSON.stringify(JSON.parse(text)) === JSON.stringify(value ?? null)) return;
@@ -146,7 +147,6 @@ export function JsonText({ label, value, onChange, error, help, readOnly, testId
       return;
     }
     setText(JSON.stringify(value ?? null, null, 2));
-    // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [JSON.stringify(value ?? null)]);
   return (
     <Row label={label} help={help} error={parseError ?? error}>

@@ -55,7 +55,7 @@ export function GraphView({
   });
   const edges = useMemo(() => toFlowEdges(graph), [graph]);
   return (
-    <div className="graph-view" style={{ height }} role="region" aria-label={label}>
+    <section className="graph-view" style={{ height }} aria-label={label}>
       <ReactFlowProvider>
         <ReactFlow
           nodes={nodes}
@@ -77,6 +77,6 @@ export function GraphView({
           <Controls showInteractive={false} />
         </ReactFlow>
       </ReactFlowProvider>
-    </div>
+    </section>
   );
 }

@@ -81,6 +81,7 @@ function ProposalRow({ proposal, canReview, onDone }: { proposal: Proposal; canR
             }}
           >
             <label htmlFor={`reason-${proposal.id}`}>Reason for rejecting</label>
+            {/* biome-ignore lint/a11y/noAutofocus: the field appears because the person pressed Reject; the reason is what they type next */}
             <input id={`reason-${proposal.id}`} value={reason} onChange={(e) => setReason(e.target.value)} required maxLength={2000} autoFocus />
             <button type="submit" className="btn btn-danger" disabled={busy || reason.trim() === ""}>
               Reject

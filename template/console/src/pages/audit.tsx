@@ -84,6 +84,7 @@ export function AuditPage() {
         ) : null}
       </div>
       <ErrorNote error={verifyError} />
+      {/* biome-ignore lint/a11y/useSemanticElements: the form is the search landmark itself; a <search> wrapper would add an element around the flex row of filters for the same landmark */}
       <form className="filters" role="search" onSubmit={submit} aria-label="Filter the audit trail">
         <label htmlFor="audit-action">Action</label>
         <input id="audit-action" className="mono" placeholder="task or task.completed" value={form.action} onChange={(e) => setForm({ ...form, action: e.target.value })} />

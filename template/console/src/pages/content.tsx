@@ -53,7 +53,7 @@ export function collectMedia(snapshot: unknown, evidence: Array<{ kind: string; 
       return;
     }
     if (Array.isArray(value)) {
-      value.forEach((item, i) => walk(item, `${path}[${i}]`, depth + 1));
+      for (const [i, item] of value.entries()) walk(item, `${path}[${i}]`, depth + 1);
       return;
     }
     if (value && typeof value === "object") {
@@ -128,6 +128,7 @@ export function MediaGallery({ items, blurByDefault, revealAllSignal }: { items:
   }, [revealAllSignal, items]);
   if (items.length === 0) return null;
   return (
+    // biome-ignore lint/a11y/useSemanticElements: a group of images, not of form fields, so not a <fieldset>
     <div className="gallery" role="group" aria-label="Reported media">
       {items.map((item, i) => (
         <Media

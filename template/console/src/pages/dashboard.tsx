@@ -42,6 +42,7 @@ export function DashboardPage() {
           )
         }
         actions={
+          // biome-ignore lint/a11y/useSemanticElements: toggle buttons that navigate, not form fields, so not a <fieldset>
           <div className="filters" role="group" aria-label="Range">
             {RANGES.map((r) => (
               <button key={r.id} type="button" className={`btn btn-small${r.id === range.id ? " btn-primary" : ""}`} aria-pressed={r.id === range.id} onClick={() => navigate(`/dashboard?range=${r.id}`, { replace: true })}>

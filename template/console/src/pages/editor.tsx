@@ -50,7 +50,15 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
 
   const graphNodes = rfNodes.map((n) => n.data.node);
   // A new version keeps the semantics of the version it is based on, so editing never changes what its expressions mean.
-  const graph = useMemo(() => cleanGraph(graphNodes, edges, base?.graph.expressionSemantics), [rfNodes, edges, base]); // eslint-disable-line react-hooks/exhaustive-deps
+  const graph = useMemo(
+    () =>
+      cleanGraph(
+        rfNodes.map((n) => n.data.node),
+        edges,
+        base?.graph.expressionSemantics,
+      ),
+    [rfNodes, edges, base],
+  );
   const graphJson = JSON.stringify(graph);
   const debounced = useDebounced(graphJson, 300);
 
@@ -80,8 +88,8 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
   useEffect(() => {
     if (!dirty || !canEdit) return;
     const positions = Object.fromEntries(rfNodes.map((n) => [n.id, n.position]));
-    writeJson(draftKey(workflow.id), { nodes: graphNodes, edges, positions, basedOn: initial.basedOn, savedAt: new Date().toISOString() } satisfies Draft);
-  }, [rfNodes, edges, dirty]); // eslint-disable-line react-hooks/exhaustive-deps
+    writeJson(draftKey(workflow.id), { nodes: rfNodes.map((n) => n.data.node), edges, positions, basedOn: initial.basedOn, savedAt: new Date().toISOString() } satisfies Draft);
+  }, [rfNodes, edges, dirty, canEdit, workflow.id, initial.basedOn]);
 
   const pinned = useMemo(() => {
     if (!validation) return { byNode: {}, global: [], edgeProblems: {} } as ReturnType<typeof pinProblems>;
@@ -136,14 +144,16 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
   const onEdgesChange = useCallback((changes: EdgeChange[]) => {
     const removed = new Set(changes.filter((c) => c.type === "remove").map((c) => c.id));
     if (removed.size === 0) return;
-    change(() => setEdges((list) => list.filter((e) => !removed.has(edgeId(e)))));
-  }, []); // eslint-disable-line react-hooks/exhaustive-deps
+    setEdges((list) => list.filter((e) => !removed.has(edgeId(e))));
+    setDirty(true);
+  }, []);
 
   const onConnect = useCallback((c: Connection) => {
     if (!c.source || !c.target || !c.sourceHandle || c.source === c.target) return;
     const edge = { from: { nodeId: c.source, port: c.sourceHandle }, to: { nodeId: c.target } };
-    change(() => setEdges((list) => (list.some((e) => edgeId(e) === edgeId(edge)) ? list : [...list, edge])));
-  }, []); // eslint-disable-line react-hooks/exhaustive-deps
+    setEdges((list) => (list.some((e) => edgeId(e) === edgeId(edge)) ? list : [...list, edge]));
+    setDirty(true);
+  }, []);
 
   const connectPort = (nodeId: string, port: string, target: string | null) =>
     change(() =>
@@ -249,9 +259,8 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
       <ErrorNote error={publishError} />
       <div className="editor-grid">
         {canEdit ? <Palette onAdd={(k) => addNode(k)} disabled={!canEdit} /> : null}
-        <div
+        <section
           className="canvas"
-          role="region"
           aria-label="Workflow canvas"
           onDragOver={(e) => {
             e.preventDefault();
@@ -285,7 +294,7 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
             <Controls showInteractive={false} />
             <MiniMap pannable zoomable ariaLabel="Overview of the workflow" />
           </ReactFlow>
-        </div>
+        </section>
         <aside className="inspector-panel" aria-label="Node configuration">
           {selectedNode ? (
             <ConfigPanel
@@ -316,6 +325,7 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
                   </li>
                 ))}
                 {pinned.global.map((p, i) => (
+                  // biome-ignore lint/suspicious/noArrayIndexKey: the validator's problems, a read-only list redrawn whole on each load, never reordered; its items have no id and may repeat
                   <li key={`g${i}`}>{p.message}</li>
                 ))}
               </ul>

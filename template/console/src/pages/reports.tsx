@@ -45,6 +45,7 @@ export function ReportsPage() {
   return (
     <section data-ready={first.data ? "true" : undefined}>
       <PageTitle subtitle="Summaries only; a report's personal data opens on its page, and that access is audited.">Reports</PageTitle>
+      {/* biome-ignore lint/a11y/useSemanticElements: the form is the search landmark itself; a <search> wrapper would add an element around the flex row of filters for the same landmark */}
       <form className="filters" role="search" onSubmit={search}>
         <label htmlFor="subject-search">Subject id</label>
         <input id="subject-search" className="mono" value={subject} onChange={(e) => setSubject(e.target.value)} autoComplete="off" />

@@ -201,7 +201,7 @@ export function ResponseFields({ fields, primary, values, onChange, problems, di
                 {field.options!.map((option, i) => {
                   const checked = selected.some((v) => JSON.stringify(v) === JSON.stringify(option.value));
                   return (
-                    <label key={i} className={`option${checked ? " option-checked" : ""}`}>
+                    <label key={JSON.stringify(option.value)} className={`option${checked ? " option-checked" : ""}`}>
                       <input
                         type={multi ? "checkbox" : "radio"}
                         name={id}
@@ -213,6 +213,7 @@ export function ResponseFields({ fields, primary, values, onChange, problems, di
                           else onChange(field.name, checked ? selected.filter((v) => JSON.stringify(v) !== JSON.stringify(option.value)) : [...selected, option.value]);
                         }}
                       />
+                      {/* biome-ignore lint/a11y/noAriaHiddenOnFocusable: the <kbd> is not focusable (the radio beside it is); the digit is a visual hint, the shortcuts are listed in the keyboard help */}
                       {numbered && i < 9 ? <kbd aria-hidden="true">{i + 1}</kbd> : null}
                       <span>{option.label}</span>
                     </label>

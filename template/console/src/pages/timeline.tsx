@@ -43,6 +43,7 @@ export function Timeline({ reportId }: { reportId: string }) {
       {items.map((item, i) => {
         const href = linkOf(item);
         return (
+          // biome-ignore lint/suspicious/noArrayIndexKey: kind and id name the entry; the index only breaks a tie between two entries of one record
           <li key={`${item.kind}-${item.id}-${i}`} className={`timeline-item kind-${item.kind}`}>
             <span className="timeline-kind">{KIND_LABELS[item.kind] ?? item.kind}</span>
             <span className="timeline-summary">{href ? <Link to={href}>{item.summary}</Link> : item.summary}</span>

@@ -26,7 +26,7 @@ export function stepLabel(at: string, step: string): string {
 /** Adds the points of several series (e.g. every category of reports) into one line. */
 export function sum(series: Series[], steps: number): number[] {
   const out = Array.from({ length: steps }, () => 0);
-  for (const s of series) s.points.forEach((p, i) => (out[i] = out[i]! + (p ?? 0)));
+  for (const s of series) for (const [i, p] of s.points.entries()) out[i] = out[i]! + (p ?? 0);
   return out;
 }
 
@@ -66,6 +66,7 @@ export function Chart({ title, lines, steps, step, bars = false }: { title: stri
         {lines.map((line, n) =>
           bars && n === 0 ? (
             <g key={line.label} fill={COLOURS[n % COLOURS.length]}>
+              {/* biome-ignore lint/suspicious/noArrayIndexKey: the index is the bar's step on the time axis, which is what identifies it */}
               {line.points.map((v, i) => (v > 0 ? <rect key={i} x={x(i) - barW / 2} y={y(v)} width={barW} height={y(0) - y(v)} /> : null))}
             </g>
           ) : (

@@ -170,6 +170,7 @@ export function ReportFacts({ report }: { report: ReportDetail }) {
           <h3>Evidence</h3>
           <ul className="plain-list">
             {(report.evidence ?? []).map((item, i) => (
+              // biome-ignore lint/suspicious/noArrayIndexKey: the report's evidence, a read-only list redrawn whole on each load, never reordered; its items have no id and may repeat
               <li key={i}>
                 <span className="badge tone-muted">{item.kind}</span> {item.text ? <span>{item.text}</span> : null} {item.url ? <ExternalLink href={item.url}>link</ExternalLink> : null}{" "}
                 {item.sha256 ? <code className="small">sha256 {item.sha256.slice(0, 12)}…</code> : null}

@@ -10,6 +10,9 @@ export function ShortcutHelp({ onClose }: { onClose: () => void }) {
     return () => previous?.focus();
   }, []);
   return (
+    // A click on the backdrop is the mouse's way out; the keyboard's are Escape and the Close button.
+    // biome-ignore lint/a11y/noStaticElementInteractions: the backdrop is not a control, see above
+    // biome-ignore lint/a11y/useKeyWithClickEvents: Escape closes the dialog, see above
     <div className="dialog-backdrop" onClick={onClose}>
       <div
         className="dialog"

@@ -112,8 +112,8 @@ export function ComparePage({ params }: { params: Record<string, string> }) {
                   <li key={c.id} className="diff-change">
                     <strong>{c.id}</strong>
                     <ul>
-                      {c.changes.map((ch, i) => (
-                        <li key={i}>
+                      {c.changes.map((ch) => (
+                        <li key={ch}>
                           <code>{ch}</code>
                         </li>
                       ))}
