@@ -1,4 +1,4 @@
-// Fused steps (issue 17): consecutive nodes that neither wait nor have effects run as one Workflows
+// Fused steps: consecutive nodes that neither wait nor have effects run as one Workflows
 // step and one capability call, with exactly the records of one step per node.
 import { env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";

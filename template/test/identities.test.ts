@@ -79,7 +79,7 @@ describe("audit actors", () => {
     const audit = await api(`/api/v1/audit-events?action=decision.recorded&targetId=${decision.body.id}`, { key: apiKey });
     expect(audit.body.items).toHaveLength(1);
     expect(audit.body.items[0].actor).toEqual({ type: "api_key", id: key.body.id });
-    // The stated name is kept as a pseudonymous id, never as given (issue 15 §6).
+    // The stated name is kept as a pseudonymous id, never as given (the audit trail outlives erasure).
     expect(audit.body.items[0].details.decidedByStatedId).toMatch(/^rvw_[0-9a-f]{20}$/u);
     expect(JSON.stringify(audit.body.items[0].details)).not.toContain("usr_the_admin");
   });

@@ -1,4 +1,4 @@
-// Metrics (issue 13 §5): rows seeded through the API, the hourly rollup, GET /metrics compared
+// Metrics: rows seeded through the API, the hourly rollup, GET /metrics compared
 // with counts computed here from the same rows.
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";

@@ -1,5 +1,5 @@
 /// <reference types="vite/client" />
-// The first hour (issue 16 §2, §3): the template gallery lists every example of examples/ (through
+// The first hour: the template gallery lists every example of examples/ (through
 // examples/catalog.json) and each publishes as it is; a template naming what the installation lacks
 // is a 422 that says what to create and where, with nothing written; and the first-run checklist
 // (GET /onboarding) checks each step off from real state, counting only the caller's installation.

@@ -1,4 +1,4 @@
-// Retention and erasure (issue 15 §6): the sweep erases the sealed personal data of closed cases
+// Retention and erasure: the sweep erases the sealed personal data of closed cases
 // past the installation's period and keeps open cases, summaries and a verifying audit chain; a
 // named reporter's data is exported and erased on request; audit details carry ids, not emails or
 // names; another installation is untouched.

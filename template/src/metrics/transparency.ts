@@ -16,7 +16,7 @@ const DAY_MS = 86_400_000;
 export interface NotKnown {
   known: false;
   reason: string;
-  /** Another part of issue 15 records it; the figure is wired once that lands. */
+  /** The platform does not record it yet; the figure is wired once it does. */
   notRecordedYet?: true;
 }
 

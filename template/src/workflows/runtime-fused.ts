@@ -1,4 +1,4 @@
-// Fused groups on the host (issue 17, kernel protocol 3). The sandbox names only the node a group
+// Fused groups on the host (kernel protocol 3). The sandbox names only the node a group
 // starts at; the host authorizes it exactly as executeNode does (run ↔ version ↔ artifact, mode,
 // node and kind, branch, reached), then computes the group itself from the graph (fusion.ts) and
 // walks it with the fast backtests' step outputs and context shape (walker.ts) and the very

@@ -1,4 +1,4 @@
-// The template gallery (issue 16 §2): each example workflow of GET /workflow-templates with a
+// The template gallery: each example workflow of GET /workflow-templates with a
 // picture of its graph (a static SVG drawn here from the JSON: no React Flow, so the page stays
 // light), when to use it, what it names and whether this installation has it, and "Use this",
 // which publishes it as a new workflow and opens it in the editor. Its own chunk.

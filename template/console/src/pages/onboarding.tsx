@@ -1,4 +1,4 @@
-// The guided first run (issue 16 §3): a checklist from GET /onboarding, each step checked off from
+// The guided first run: a checklist from GET /onboarding, each step checked off from
 // the installation's real state and linking to where it is done. Shown to admins at the top of the
 // review home until every step is done or they dismiss it (per user, in this browser), and always
 // at /getting-started. Its own chunk: the review pages do not load it for reviewers.
