@@ -110,6 +110,7 @@ const LISTING_TEMPLATE = `
       AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
     ORDER BY dueAt, priority DESC, id LIMIT ?7
   `;
+// biome-ignore lint/suspicious/noTemplateCurlyInString: "${COLUMNS}" is the placeholder LISTING_TEMPLATE spells out literally, replaced here
 const LISTING_SQL = LISTING_TEMPLATE.replaceAll("${COLUMNS}", LISTING_COLUMNS);
 
 /** The review schema the tasks carry (the one test/cases.test.ts uses), as the runtime stores it. */

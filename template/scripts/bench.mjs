@@ -393,7 +393,7 @@ try {
   await cleanup().catch((error) => log(`cleanup: ${error}`));
   clearTimeout(watchdog);
 }
-// The console's figures (issue: review page JavaScript size and time to interactive) come from
+// The console's figures (the review page's JavaScript size and time to interactive) come from
 // its own harness in headless Chromium; they join the same final JSON line.
 if (exitCode === 0 && process.env.BENCH_SKIP_CONSOLE !== "1") {
   log("console: review page JavaScript and time to interactive (bench/console-bench.mjs)");

@@ -45,21 +45,21 @@ export const SWEEPS: readonly Sweep[] = [
   // DSA Art. 20(5): decided appeals whose outcome message was lost after the decision (before the outbox, which sends it).
   { name: "enforcement.complaint_outcomes", run: (env, now) => sweepComplaintOutcomes(env, now) },
   { name: "enforcement.outbox", run: (env, now) => sweepPendingDeliveries(env, now) },
-  // Issue 15 §1: restricting decisions' statements of reasons to the DSA Transparency Database (5 batches of 100 per run).
+  // Restricting decisions' statements of reasons to the DSA Transparency Database (5 batches of 100 per run).
   { name: "enforcement.transparency_db", run: (env, now) => sweepTransparencyDb(env, now) },
   { name: "audit.seal_and_verify", run: async (env) => ({ ...(await sweepAuditChains(env)) }) },
   // After the audit sweep, so a broken chain it found is alerted in the same run.
   { name: "operations.alerts", run: (env, now) => sweepAlerts(env, now) },
-  // Issue 14 §3: autonomous triggers whose live overturn rate passed their limit drop to assisted (automation.demoted).
+  // Autonomous triggers whose live overturn rate passed their limit drop to assisted (automation.demoted).
   { name: "cases.automatic_demotions", run: (env, now) => sweepAutomaticDemotions(env, now) },
   // Migration 0007: rows written in plaintext before content sealing (a no-op once none are left).
   { name: "cases.seal_legacy_task_contexts", run: (env) => sealLegacyTaskContexts(env, 200) },
   { name: "workflows.seal_legacy_step_outputs", run: (env) => sealLegacyStepOutputs(env, 200) },
-  // Issue 15 §6: the personal data of closed cases past the installation's retention period (retention.personal_data_erased),
+  // The personal data of closed cases past the installation's retention period (retention.personal_data_erased),
   // and the person index of rows written before it (a no-op once none are left).
   { name: "cases.retention", run: (env, now) => sweepRetention(env, now) },
   { name: "cases.index_person_keys", run: async (env) => ({ ...(await indexPersonKeys(env, 200)) }) },
-  // Issue 13 §5: the complete hours not yet rolled up (at most 48 per run), last so it sees what the others did.
+  // The complete hours not yet rolled up (at most 48 per run), last so it sees what the others did.
   { name: "metrics.rollup", run: (env, now) => sweepMetricRollups(env, now) },
 ];
 

@@ -1,4 +1,4 @@
-// The dashboard in a real browser (issue 13 §5): reports and tasks sent through the API, the
+// The dashboard in a real browser: reports and tasks sent through the API, the
 // hours rolled up (POST /metrics/rollup, as the schedule would), then /dashboard shows the figures
 // with the queue's name, its charts have text alternatives, switching the range works, axe-core
 // finds no serious or critical violation, and the review page does not load the dashboard's

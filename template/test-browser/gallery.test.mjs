@@ -1,4 +1,4 @@
-// The first hour in a real browser (issue 16 §2, §3, §6), in a fresh installation of its own: the
+// The first hour in a real browser, in a fresh installation of its own: the
 // admin's first page carries the first-run checklist, every step "to do"; the template gallery
 // draws each example's graph; "Use this" on a template that names a missing action type says what
 // to create and where; once it exists, it publishes and opens the editor. Each checklist step then

@@ -28,6 +28,7 @@ describe("error codes", () => {
   it("finds thrown codes with their domain, including notFound and dynamic suffixes", () => {
     const codes = thrownCodes(
       src({
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the string is source text for the checker, and its template literal is what is checked
         "cases/a.ts": 'throw new AppError("queue.name_taken", "x"); throw notFound("queue"); throw denied(`runtime.invalid_${name}`);',
       }),
     );

@@ -1,4 +1,4 @@
-// Durable backtests through the real `wrangler dev` (scripts/start.mjs), issue 14 §0: under
+// Durable backtests through the real `wrangler dev` (scripts/start.mjs): under
 // `npm start` a 400-report backtest used to stop for good at 200 of 400 runs (Miniflare's queue
 // broker stopped delivering after a consumer invocation had starved workerd's event loop; see
 // src/lib/queue-work.ts), and status requests waited until a whole invocation was over. Three
@@ -24,7 +24,7 @@ const STALLED_AFTER_MS = 240_000;
 const RESTART_GRACE_MS = 120_000;
 
 const edge = (from, port, to) => ({ from: { nodeId: from, port }, to: { nodeId: to } });
-/** start → condition on report.category → end, as in the issue. */
+/** start → condition on report.category → end: the graph of the backtest that stalled. */
 const graph = {
   schemaVersion: 1,
   nodes: [

@@ -1,7 +1,7 @@
 // End-to-end smoke test of case management and enforcement through the real `wrangler dev`, started
 // exactly as `npm start` starts it (scripts/start.mjs). The workerd tests (test/cases.test.ts,
 // test/enforcement.test.ts) cover these flows in the vitest pool, which allows code generation from
-// strings; wrangler dev and Cloudflare refuse it (DESIGN.md §6). So this file proves the libraries
+// strings; wrangler dev and Cloudflare refuse it (no eval or new Function in production). So this file proves the libraries
 // on that path under wrangler dev: @cfworker/json-schema (task responses), @marcbachmann/cel-js
 // (trigger, condition, mappings), report sealing (WebCrypto), the Queue consumer and its
 // standardwebhooks signature, which a receiver in this process verifies with the same library.

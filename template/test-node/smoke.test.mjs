@@ -1,6 +1,6 @@
 // End-to-end smoke test through the real `wrangler dev`, started exactly as `npm start` starts it
 // (scripts/start.mjs). The vitest pool allows code generation from strings, which wrangler dev and
-// Cloudflare refuse (DESIGN.md §6), so this test is what catches such a library before users do.
+// Cloudflare refuse (no eval or new Function in production), so this test is what catches such a library before users do.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, test } from "node:test";

@@ -1,4 +1,4 @@
-// Alerts (issue 13 §6): SLA breaches, dead-lettered deliveries, a spike of repair_required runs
+// Alerts: SLA breaches, dead-lettered deliveries, a spike of repair_required runs
 // and a failed full audit verification are pushed as signed Standard Webhooks (`alert.*`) to the
 // endpoint the installation's alert settings name — each once. The receiver peer
 // (test/peers/webhook-receiver.ts) verifies every signature with the standardwebhooks library.

@@ -1,4 +1,4 @@
-// The audit chain's tail (issue 12 §7): events carry a keyed MAC from the start, each seal writes a
+// The audit chain's tail: events carry a keyed MAC from the start, each seal writes a
 // keyed checkpoint in D1 and the newest in R2 (AUDIT_ANCHORS). Each test is named for the attack
 // it stops: an edit (sealed or not), a gap, a deleted tail (with its checkpoint row), a chain
 // recomputed after an edit; and existing chains get checkpoints, keys rotate.

@@ -1,4 +1,4 @@
-// Backup and restore (issue 13 §7): an installation exported to one document, its rows removed,
+// Backup and restore: an installation exported to one document, its rows removed,
 // restored from the document; the audit chain verifies, sealed data opens, tasks are listed.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";

@@ -1,4 +1,4 @@
-// The host trusts nothing the sandbox claims (issue 12 §1–2): the sandbox's WORKFLOWS binding
+// The host trusts nothing the sandbox claims: the sandbox's WORKFLOWS binding
 // creates its own run's instance and nothing else; branch keys, timeouts and the order of nodes
 // are checked against the graph's plan, the recorded deadline and what the run has recorded.
 import { env } from "cloudflare:test";

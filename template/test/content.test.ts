@@ -1,4 +1,4 @@
-// Automation that reads what was reported (issue 11): `content` in the expressions of the kinds that
+// Automation that reads what was reported: `content` in the expressions of the kinds that
 // may read it, refused at publish elsewhere; derived outputs sealed; the reporter nowhere in
 // automation; every read on the record; nothing readable at rest.
 import { env } from "cloudflare:test";

@@ -1,4 +1,4 @@
-// Inline first attempts (issue 17 §2): an autonomous or approved action's delivery is attempted
+// Inline first attempts: an autonomous or approved action's delivery is attempted
 // right away by the host that committed it (waitUntil), through the consumer's own attempt code;
 // the DELIVERIES queue carries only the retries, and the outbox sweep still recovers an inline
 // attempt that was lost. The receiver peer (test/peers/webhook-receiver.ts) verifies signatures
@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import type { Actor } from "../src/auth";
 import { decideProposal } from "../src/enforcement/actions";
 import { sweepPendingDeliveries } from "../src/enforcement/webhooks";
-import { api, edge, newInstallation, publish, receiverLog, removePostGraph, startRun, until, waitForRun } from "./helpers";
+import { api, newInstallation, publish, receiverLog, removePostGraph, startRun, until, waitForRun } from "./helpers";
 
 type Attempt = { attempt: number; statusCode: number | null; error: string | null; via: string };
 

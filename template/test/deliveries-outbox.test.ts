@@ -1,4 +1,4 @@
-// Webhook delivery as an outbox (issue 12 §6) and the receiver's answers that steer it: the
+// Webhook delivery as an outbox and the receiver's answers that steer it: the
 // scheduled sweep sends what the queue never got, at most once; 410 disables the endpoint; 429's
 // `retry-after` is honoured; a receiver that hangs is timed out and retried. The receiver peer
 // (test/peers/webhook-receiver.ts) verifies every signature with the standardwebhooks library.

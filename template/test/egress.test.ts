@@ -1,4 +1,4 @@
-// Egress (issue 12 §8): where the platform's own fetch() may go. Component egress checks every
+// Egress: where the platform's own fetch() may go. Component egress checks every
 // redirect hop; webhook endpoints refuse loopback, private, link-local and metadata targets at
 // creation and again at delivery; ALLOW_LOCAL_EGRESS=true (local development only) permits
 // loopback and plain http.

@@ -1,4 +1,4 @@
-// Expression cost (issue 12 §5): a static budget at publish and trigger creation, bounded context
+// Expression cost: a static budget at publish and trigger creation, bounded context
 // sizes for expressions whose estimate needs them, and matches() on a linear-time matcher.
 import { describe, expect, it } from "vitest";
 import triage from "../examples/triage.json";

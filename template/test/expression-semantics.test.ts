@@ -1,4 +1,4 @@
-// Expression semantics (issue 13 §4): numbers from JSON under `cel` (the default, every graph
+// Expression semantics: numbers from JSON under `cel` (the default, every graph
 // published before the field existed) and `json-numbers-1`, evaluated both ways; a published
 // version keeps the semantics it was published with.
 import { describe, expect, it } from "vitest";

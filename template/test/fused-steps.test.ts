@@ -1,4 +1,4 @@
-// Fused steps (issue 17): consecutive nodes that neither wait nor have effects run as one Workflows
+// Fused steps: consecutive nodes that neither wait nor have effects run as one Workflows
 // step and one capability call, with exactly the records of one step per node.
 import { env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
@@ -159,7 +159,7 @@ describe("fused steps", () => {
     const [fusedRows, perNodeRows] = [withoutDigestOf(fusedRecords, "words"), withoutDigestOf(perNodeRecords, "words")];
     for (const part of ["steps", "outputs", "audit", "run", "waits"] as const) {
       expect(fusedRows[part].length, part).toBe(perNodeRows[part].length);
-      fusedRows[part].forEach((row: unknown, index: number) => expect(row, `${part}[${index}]`).toEqual(perNodeRows[part][index]));
+      for (const [index, row] of (fusedRows[part] as unknown[]).entries()) expect(row, `${part}[${index}]`).toEqual(perNodeRows[part][index]);
     }
     expect(JSON.parse(String(fusedRecords.run[0]!.output_json))).toEqual({ port: "terminal", terminalCode: "done", result: { verdict: "next" } });
   });

@@ -4,7 +4,7 @@
 import { env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { ADMIN_TOKEN, api, newInstallation } from "./helpers";
+import { api, newInstallation } from "./helpers";
 
 async function assertion(email: string) {
   const response = await env.ACCESS_PEER.fetch("https://safest-test.cloudflareaccess.com/_sign", {
@@ -79,7 +79,7 @@ describe("audit actors", () => {
     const audit = await api(`/api/v1/audit-events?action=decision.recorded&targetId=${decision.body.id}`, { key: apiKey });
     expect(audit.body.items).toHaveLength(1);
     expect(audit.body.items[0].actor).toEqual({ type: "api_key", id: key.body.id });
-    // The stated name is kept as a pseudonymous id, never as given (issue 15 §6).
+    // The stated name is kept as a pseudonymous id, never as given (the audit trail outlives erasure).
     expect(audit.body.items[0].details.decidedByStatedId).toMatch(/^rvw_[0-9a-f]{20}$/u);
     expect(JSON.stringify(audit.body.items[0].details)).not.toContain("usr_the_admin");
   });

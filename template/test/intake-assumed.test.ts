@@ -1,4 +1,4 @@
-// Intake in one round trip (issue 17 §3): once an installation's senders are known to be plain (no
+// Intake in one round trip: once an installation's senders are known to be plain (no
 // trusted flagger, no open suspension), intake assumes its sender and its receipt endpoints and
 // writes under a condition that checks the assumption in the batch. These tests change the
 // installation right after intake learned it (so the assumption is stale) and show each change is

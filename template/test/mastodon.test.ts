@@ -1,4 +1,4 @@
-// The Mastodon connector (issue 16 §4) against a peer Worker speaking Mastodon's documented admin
+// The Mastodon connector against a peer Worker speaking Mastodon's documented admin
 // webhook payloads and admin API (test/peers/mastodon.ts, host mastodon.test): signed
 // report.created in, X-Hub-Signature checked, tenancy, and action types delivered through the
 // admin API with the bearer token, a 422 dead-lettered and a 503 retried like any webhook.

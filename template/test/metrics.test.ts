@@ -1,4 +1,4 @@
-// Metrics (issue 13 §5): rows seeded through the API, the hourly rollup, GET /metrics compared
+// Metrics: rows seeded through the API, the hourly rollup, GET /metrics compared
 // with counts computed here from the same rows.
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
@@ -89,7 +89,11 @@ const all = async <T>(sql: string, ...binds: unknown[]) =>
       .bind(...binds)
       .all<T>()
   ).results;
-const countBy = <T>(rows: T[], key: (row: T) => string) => rows.reduce<Record<string, number>>((acc, row) => ({ ...acc, [key(row)]: (acc[key(row)] ?? 0) + 1 }), {});
+const countBy = <T>(rows: T[], key: (row: T) => string) => {
+  const counts: Record<string, number> = {};
+  for (const row of rows) counts[key(row)] = (counts[key(row)] ?? 0) + 1;
+  return counts;
+};
 const seriesTotals = (body: any, metric: string, key: (dims: any) => string) =>
   Object.fromEntries(
     body.series

@@ -1,5 +1,5 @@
 /// <reference types="vite/client" />
-// The first hour (issue 16 §2, §3): the template gallery lists every example of examples/ (through
+// The first hour: the template gallery lists every example of examples/ (through
 // examples/catalog.json) and each publishes as it is; a template naming what the installation lacks
 // is a 422 that says what to create and where, with nothing written; and the first-run checklist
 // (GET /onboarding) checks each step off from real state, counting only the caller's installation.
@@ -138,7 +138,7 @@ describe("the first-run checklist", () => {
       edges: [edge("start", "success", "review"), edge("review", "completed", "hide"), edge("review", "timeout", "done"), ...["applied", "rejected", "expired", "failed"].map((port) => edge("hide", port, "done"))],
     };
     const version = await created(`/api/v1/workflows/${workflow.id}/versions`, a.apiKey, { graph });
-    let state = await checklist(a.apiKey);
+    const state = await checklist(a.apiKey);
     expect(state.steps.filter((s) => s.done).map((s) => s.id)).toEqual(["connect_product", "publish_workflow"]);
     expect(state.hints.triggerEnabled).toBe(false);
     await created("/api/v1/triggers", a.apiKey, { event: "report.created", workflowVersionId: version.id, authorityMode: "autonomous" });

@@ -1,4 +1,4 @@
-// Promotion gates and automatic demotion (issue 14 §3): a trigger is promoted one mode at a time,
+// Promotion gates and automatic demotion: a trigger is promoted one mode at a time,
 // only when its gate is met (the refusal carries the figures, the promotion audits them with their
 // digest); an action type's autonomy holds its actions for approval even in an autonomous run until
 // its own gate promotes it; an autonomous trigger whose overturn rate passes its limit drops to

@@ -1,4 +1,4 @@
-// Reviewer QA and golden items (issue 14 §4): deterministic keyed sampling of completed tasks into a
+// Reviewer QA and golden items: deterministic keyed sampling of completed tasks into a
 // QA queue for a blind second review, golden items that look like any task, the figures per
 // reviewer and category, and their place outside metrics and runs.
 import { env } from "cloudflare:test";

@@ -23,7 +23,16 @@ function fakeBatch<T>(queue: string, bodies: T[]) {
       settled[i] = "retry";
     },
   }));
-  const batch = { queue, messages, ackAll: () => messages.forEach((m) => m.ack()), retryAll: () => messages.forEach((m) => m.retry()) };
+  const batch = {
+    queue,
+    messages,
+    ackAll: () => {
+      for (const m of messages) m.ack();
+    },
+    retryAll: () => {
+      for (const m of messages) m.retry();
+    },
+  };
   return { batch: batch as unknown as MessageBatch<T>, settled };
 }
 

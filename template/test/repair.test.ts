@@ -1,4 +1,4 @@
-// Repair (issue 13 §1, §2): a run in repair_required continues in a new Workflows instance by
+// Repair: a run in repair_required continues in a new Workflows instance by
 // retry, route or migrate, keeping its id and history; nodes already recorded answer from their
 // record, so the webhook an action delivered before the failure is delivered once. Bulk: a dry
 // run, then a migrate of 50 runs in the background.

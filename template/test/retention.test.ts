@@ -1,4 +1,4 @@
-// Retention and erasure (issue 15 §6): the sweep erases the sealed personal data of closed cases
+// Retention and erasure: the sweep erases the sealed personal data of closed cases
 // past the installation's period and keeps open cases, summaries and a verifying audit chain; a
 // named reporter's data is exported and erased on request; audit details carry ids, not emails or
 // names; another installation is untouched.
@@ -49,13 +49,13 @@ async function report(apiKey: string, subjectId: string, reporterId: string, ext
   return { reportId: created.body.id as string, caseId: created.body.caseId as string, runId: created.body.runs[0].runId as string };
 }
 
-async function taskOf(apiKey: string, reportId: string) {
+async function taskOf(reportId: string) {
   return until(async () => env.DB.prepare("SELECT id FROM human_tasks WHERE report_id = ?1").bind(reportId).first<{ id: string }>(), "the task");
 }
 
 /** Answers the report's task, waits for its run and its message delivery to finish: the case is closed. */
 async function close(apiKey: string, handle: { reportId: string; runId: string }) {
-  const task = await taskOf(apiKey, handle.reportId);
+  const task = await taskOf(handle.reportId);
   expect((await api(`/api/v1/tasks/${task.id}/claim`, { key: apiKey, body: { reviewer: "Alice Example" } })).status).toBe(200);
   expect((await api(`/api/v1/tasks/${task.id}/complete`, { key: apiKey, body: { reviewer: "Alice Example", response: { verdict: "remove" } } })).status).toBe(200);
   expect((await waitForRun(apiKey, handle.runId)).state).toBe("succeeded");
@@ -102,7 +102,7 @@ describe("retention of closed cases", () => {
     const recent = await report(a.apiKey, "post-recent", "user-2");
     await close(a.apiKey, recent);
     const open = await report(a.apiKey, "post-open", "user-3");
-    await taskOf(a.apiKey, open.reportId);
+    await taskOf(open.reportId);
     const other = await report(b.apiKey, "post-b", "user-1");
     await close(b.apiKey, other);
     // A content-reading node's sealed output on the old run (the review graph itself reads no content).
@@ -186,7 +186,7 @@ describe("a named person's data on request", () => {
     const closed = await report(c.apiKey, "post-c1", "user-77");
     await close(c.apiKey, closed);
     const stillOpen = await report(c.apiKey, "post-c2", "user-77");
-    await taskOf(c.apiKey, stillOpen.reportId);
+    await taskOf(stillOpen.reportId);
     const someoneElse = await report(c.apiKey, "post-c3", "user-88");
     const appeal = await api("/api/v1/appeals", { key: c.apiKey, body: { reportId: closed.reportId, appellantRole: "notifier", appellant: { id: "user-77", contact: REPORTER_CONTACT }, reason: "please look again" } });
     expect(appeal.status).toBe(201);
@@ -259,7 +259,7 @@ describe("audit details hold ids, not emails or names", () => {
   it("a reviewer's name and a console user's email appear only as ids", async () => {
     const g = await setup("g");
     const handle = await report(g.apiKey, "post-g1", "user-99");
-    const task = await taskOf(g.apiKey, handle.reportId);
+    const task = await taskOf(handle.reportId);
     expect((await api(`/api/v1/tasks/${task.id}/claim`, { key: g.apiKey, body: { reviewer: "Alice Example" } })).status).toBe(200);
     expect((await api(`/api/v1/tasks/${task.id}/complete`, { key: g.apiKey, body: { reviewer: "Alice Example", response: { verdict: "keep" } } })).status).toBe(200);
     expect((await api("/api/v1/console-users", { key: g.apiKey, body: { email: "mod.person@example.org", name: "Mod Person", role: "moderator" } })).status).toBe(201);

@@ -1,6 +1,6 @@
-// Effects end with their run (issue 12 §3): a terminated, failed or finished run leaves no
+// Effects end with their run: a terminated, failed or finished run leaves no
 // proposal that can still be approved or delivered, no task to work and no wait; a node sent to its
-// error port leaves no open proposal. And review queues stay live (§10): a lapsed lease goes back to
+// error port leaves no open proposal. And review queues stay live: a lapsed lease goes back to
 // its place in the queue; a task handed off to a queue can be completed.
 import { env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";

@@ -1,4 +1,4 @@
-// Issue 17 performance cuts that must not change behaviour: an action's delivery written leased to
+// Performance cuts that must not change behaviour: an action's delivery written leased to
 // the host that makes its first attempt (no claim round trip), the isolate's bound on inline
 // attempts, and the short per-isolate cache of authenticated API keys (revocation in the same
 // isolate is immediate).

@@ -1,4 +1,4 @@
-// Housekeeping on the schedule (issue 13 §3): each sweep fixes what it is for — a lapsed lease, a
+// Housekeeping on the schedule: each sweep fixes what it is for — a lapsed lease, a
 // stuck dispatch, a wait whose deadline the engine missed, a stalled run, a pending delivery, an
 // unsealed audit tail — and a second run finds nothing to do. The schedule records every sweep's
 // counts in sweep_runs.

@@ -11,7 +11,7 @@ import type { OperationSpec, SchemaName } from "../src/http/route";
 import { schemas } from "../src/http/schemas";
 import type { ConfigReference } from "../src/workflows/kinds/descriptor";
 import { kindOf, nodePorts } from "../src/workflows/kinds/descriptors";
-import { ADMIN_TOKEN, api, edge, newInstallation, publish, until, waitForRun } from "./helpers";
+import { api, edge, newInstallation, publish, until, waitForRun } from "./helpers";
 
 const OPERATIONS: OperationSpec[] = apiRoutes.flatMap((r) => r.operations);
 

@@ -1,4 +1,4 @@
-// DSA Transparency Database submission (issue 15 §1) against a peer that speaks the documented
+// DSA Transparency Database submission against a peer that speaks the documented
 // API (test/peers/transparency-db.ts: batch limit 100, the 422 shapes, duplicate puids,
 // existing-puid, bearer token, every statement validated against the schema): batches with a 422
 // split, a lost response never leading to a second copy, personal data refused before sending, the

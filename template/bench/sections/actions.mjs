@@ -1,4 +1,4 @@
-// Section "actions" (issue 4; issue 17 §2: the first attempt is made inline, without the queue): the
+// Section "actions" (the first attempt is made inline, without the queue): the
 // per-action cost from proposal to confirmed delivery in autonomous mode, against a bare signed
 // webhook POST from the same Worker to the same receiver (target ≤ 5). The receiver
 // is a node:http server in this process on 127.0.0.1 that answers 200 at once and checks every
@@ -17,7 +17,7 @@ const BARE_GROUP = 20; // the Worker's clock has whole ms: the p50 is taken over
 const BARE_WARMUP = 10;
 const IDLE_MS = 3_000; // the dev server's CPU while idle, taken out of the action phase's CPU
 const RECEIVER_WAIT_MS = 30_000;
-const TARGET_ACTION_OVER_BARE = 5; // issue 17
+const TARGET_ACTION_OVER_BARE = 5;
 
 const actionGraph = {
   schemaVersion: 1,
@@ -68,7 +68,13 @@ function startReceiver() {
           if (seen) return Promise.resolve(seen);
           return new Promise((resolveWait, rejectWait) => {
             const timer = setTimeout(() => rejectWait(new Error(`receiver: no ${what} within ${RECEIVER_WAIT_MS} ms`)), RECEIVER_WAIT_MS);
-            waiters.push({ match, resolve: (entry) => (clearTimeout(timer), resolveWait(entry)) });
+            waiters.push({
+              match,
+              resolve: (entry) => {
+                clearTimeout(timer);
+                resolveWait(entry);
+              },
+            });
           });
         },
         close: () =>

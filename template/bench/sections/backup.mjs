@@ -1,4 +1,4 @@
-// Section "backup" (issue 13 §7): POST /installation/export and POST /installations/import of one
+// Section "backup": POST /installation/export and POST /installations/import of one
 // installation with a 10,000-event audit trail and 100 sealed reports. The installation is
 // exported, its rows removed (/bench/installation-remove), and the file restored into the same
 // deployment; the restore verifies the whole chain, so its figure includes a full verification.

@@ -1,11 +1,11 @@
-// Section "components" (issue 5, first half): the per-node cost of a component call against the
+// Section "components": the per-node cost of a component call against the
 // same work in the host. A component version that counts words runs as each of K enrichment nodes
 // of a run; the same chain with the host built-in keyword_bank is the comparable baseline (both
 // pay the runtime's step overhead). In the Worker, without the runtime: the word count called as
 // a host function, executeComponentVersion (the node's sandbox call) and executeBuiltin.
 import { edge, finishTimes, log, mean, median, platformRun, publish, results, round, windowMean } from "./lib.mjs";
 
-/** Per-node figures compare node kinds one engine step each, as before fused steps (issue 17): bench/sections/fused.mjs measures fusing. */
+/** Per-node figures compare node kinds one engine step each, as before fused steps: bench/sections/fused.mjs measures fusing. */
 const PER_NODE = { steps: "per_node" };
 
 const CHAIN_NODES = 30;

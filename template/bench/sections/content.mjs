@@ -1,4 +1,4 @@
-// Section "content" (issue 11): what reading the reported content costs. (1) Per-node cost of a
+// Section "content": what reading the reported content costs. (1) Per-node cost of a
 // keyword_bank enrichment that reads `content` (the host opens the report's sealed data, records
 // the read, seals the derived output) against the same enrichment on `input.text`, in chains run
 // side by side. (2) Intake with a trigger that starts a content-reading run for every report next
@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { edge, finishedRun, log, mean, pool, publish, results, round, windowMean } from "./lib.mjs";
 
-/** Per-node figures compare node kinds one engine step each, as before fused steps (issue 17): bench/sections/fused.mjs measures fusing. */
+/** Per-node figures compare node kinds one engine step each, as before fused steps: bench/sections/fused.mjs measures fusing. */
 const PER_NODE = { steps: "per_node" };
 
 const CHAIN_NODES = 20;

@@ -1,4 +1,4 @@
-// Section "context" (issue 5, second half): the per-step cost of a node's context at step 10 and at
+// Section "context": the per-step cost of a node's context at step 10 and at
 // step 200. (1) A 210-condition run where node k reads a step far back and the previous one
 // (steps["n1"] and steps["n{k−1}"]): per-node cost early and late, as the growth section measures
 // it. (2) loadWorkflowExecutionContext timed directly in the Worker for node n10 of a run with 12
@@ -7,7 +7,7 @@
 import { edge, log, median, platformRun, publish, results, round, TARGETS, verdict, windowMean } from "./lib.mjs";
 import { LONG_NODES, LONG_REPEATS, WINDOWS } from "./runtime.mjs";
 
-/** Per-node figures compare node kinds one engine step each, as before fused steps (issue 17): bench/sections/fused.mjs measures fusing. */
+/** Per-node figures compare node kinds one engine step each, as before fused steps: bench/sections/fused.mjs measures fusing. */
 const PER_NODE = { steps: "per_node" };
 
 const SHORT_NODES = 10;

@@ -1,4 +1,4 @@
-// Section "expressions" (issue 12 §5): the cost of the expression budget on evaluation. In the
+// Section "expressions": the cost of the expression budget on evaluation. In the
 // Worker, a typical condition (field reads and comparisons) is evaluated through
 // evaluateWorkflowExpression — cost estimate cached with the parsed form, plus the bounded-size
 // walk of the context when the estimate needs it — and through the same path without a budget

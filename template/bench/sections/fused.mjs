@@ -1,4 +1,4 @@
-// Section "fused" (issue 17): the per-node cost of a 50-condition chain run as fused steps, over one
+// Section "fused": the per-node cost of a 50-condition chain run as fused steps, over one
 // bare Workflows step (one step.do, one D1 write; measured as the per-step section measures it,
 // bench/sections/runtime.mjs, in interleaved rounds).
 //

@@ -13,7 +13,7 @@ const INTAKE_PROFILE_ROUNDS = 200; // profile: each part of intake, in the Worke
 const HTTP_FLOOR_REQUESTS = 1_000; // profile: GET / (no D1, no auth) at INTAKE_CONCURRENCY
 const D1_ROUND_TRIPS = 2_000; // profile: sequential SELECT 1 through the D1 binding
 
-/** Issue 17 §3: intake throughput over the HTTP floor of the same Worker (it replaces an absolute reports/s target, which measured the machine as much as the code). */
+/** Intake throughput over the HTTP floor of the same Worker (it replaces an absolute reports/s target, which measured the machine as much as the code). */
 const TARGET_INTAKE_OVER_FLOOR = 0.4;
 
 const INTAKE_CATEGORIES = ["scams_and_fraud", "STATEMENT_CATEGORY_ILLEGAL_OR_HARMFUL_SPEECH", "app.bsky.moderation.defs#reasonSpam", "cyber_violence", "protection_of_minors"];

@@ -1,4 +1,4 @@
-// Section "load" (issue 17 §4): does background work starve request handling? A steady mixed load
+// Section "load": does background work starve request handling? A steady mixed load
 // in an installation of its own — reports at a fixed rate (open loop: one every 200 ms whatever the
 // previous did), each starting a run that puts a task in a queue; two reviewers claiming and
 // answering those tasks; every "remove" answer an autonomous action to a flaky receiver (a

@@ -1,4 +1,4 @@
-// Section "start" (issue 16): `npm start` on a fresh state folder, the demo desk seeded, to the
+// Section "start": `npm start` on a fresh state folder, the demo desk seeded, to the
 // console sign-in link printed — the first thing a new user waits for. Started exactly as a user
 // starts it (scripts/start.mjs through the test harness: kernel build, console build reused when
 // fresh, migrations, wrangler dev, the seed and its runs reaching their tasks and proposals), on a

@@ -10,7 +10,12 @@ export interface ApiErrorBody {
 }
 
 export class ApiError extends Error {
-  constructor(readonly status: number, readonly code: string, message: string, readonly details?: unknown) {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details?: unknown,
+  ) {
     super(message);
   }
 }
@@ -104,10 +109,8 @@ export type ApiQuery<M extends Method, P extends PathOf<M>> = Operation<M, P>["q
 /** One item of a list route's `items`. */
 export type ItemOf<P extends PathOf<"get">> = ApiResponse<"get", P> extends { items: Array<infer T> } ? T : never;
 
-type ParamsOf<P extends string> = P extends `${string}:${infer N}/${infer Rest}` ? { [K in N]: string } & ParamsOf<`/${Rest}`>
-  : P extends `${string}:${infer N}` ? { [K in N]: string } : Record<never, never>;
-type Options<M extends Method, P extends PathOf<M>> = { query?: ApiQuery<M, P>; signal?: AbortSignal; headers?: Record<string, string> }
-  & (keyof ParamsOf<P> extends never ? { params?: undefined } : { params: ParamsOf<P> });
+type ParamsOf<P extends string> = P extends `${string}:${infer N}/${infer Rest}` ? { [K in N]: string } & ParamsOf<`/${Rest}`> : P extends `${string}:${infer N}` ? { [K in N]: string } : Record<never, never>;
+type Options<M extends Method, P extends PathOf<M>> = { query?: ApiQuery<M, P>; signal?: AbortSignal; headers?: Record<string, string> } & (keyof ParamsOf<P> extends never ? { params?: undefined } : { params: ParamsOf<P> });
 type Rest<M extends Method, P extends PathOf<M>> = keyof ParamsOf<P> extends never ? [options?: Options<M, P>] : [options: Options<M, P>];
 
 function url(path: string, options: { params?: Record<string, string>; query?: object } | undefined): string {

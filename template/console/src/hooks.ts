@@ -16,6 +16,7 @@ export function useResource<T>(load: ((signal: AbortSignal) => Promise<T>) | nul
   const [tick, setTick] = useState(0);
   const loader = useRef(load);
   loader.current = load;
+  // biome-ignore lint/correctness/useExhaustiveDependencies: `load` is a new closure on every render (read through the ref); the caller's `key` says when to load again, and `tick` is reload()
   useEffect(() => {
     const fn = loader.current;
     if (!fn) {
@@ -33,7 +34,6 @@ export function useResource<T>(load: ((signal: AbortSignal) => Promise<T>) | nul
       },
     );
     return () => controller.abort();
-    // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [...key, tick]);
   const reload = useCallback(() => setTick((t) => t + 1), []);
   const setData = useCallback((data: T) => setState({ data, error: undefined, loading: false }), []);
@@ -108,7 +108,7 @@ export function isTyping(event: KeyboardEvent): boolean {
 }
 
 /** Page-level keyboard shortcuts; the handler decides (and returns true when it handled the key). */
-export function useShortcuts(handler: (event: KeyboardEvent) => boolean | void, active = true): void {
+export function useShortcuts(handler: (event: KeyboardEvent) => boolean | undefined, active = true): void {
   const saved = useRef(handler);
   saved.current = handler;
   useEffect(() => {

@@ -1,6 +1,6 @@
 // The console's entry: session, layout and routes. The review pages ship in this chunk; the
 // workflow editor, run inspector, settings and the rest load on demand.
-import { Component, lazy, StrictMode, Suspense, useEffect, useState, type ComponentType, type LazyExoticComponent, type ReactNode } from "react";
+import { Component, lazy, StrictMode, Suspense, useCallback, useEffect, useState, type ComponentType, type LazyExoticComponent, type ReactNode } from "react";
 import { createRoot } from "react-dom/client";
 import { api, ApiError, onUnauthenticated, setCsrfToken, type ConsoleUser, type Session } from "./api";
 import { Link, match, RouterProvider, useLocation } from "./router";
@@ -9,7 +9,14 @@ import { ErrorNote, Loading, ToastProvider } from "./ui";
 import { QueuePage, QueuesPage } from "./pages/queues";
 import { TaskPage } from "./pages/task";
 import { ApprovalsPage } from "./pages/approvals";
-import "./styles.css";
+// The stylesheets in cascade order: later files may override earlier ones.
+import "./styles/base.css";
+import "./styles/components.css";
+import "./styles/forms.css";
+import "./styles/review.css";
+import "./styles/workflows.css";
+import "./styles/flow-nodes.css";
+import "./styles/dashboard.css";
 
 type Params = Record<string, string>;
 const WorkflowsPage = lazy(() => import("./pages/workflows").then((m) => ({ default: m.WorkflowsPage })));
@@ -79,7 +86,9 @@ function NotFound() {
   return (
     <section>
       <h1 tabIndex={-1}>Not found</h1>
-      <p>There is no console page at this address. <Link to="/">Go to the review queues</Link>.</p>
+      <p>
+        There is no console page at this address. <Link to="/">Go to the review queues</Link>.
+      </p>
     </section>
   );
 }
@@ -95,8 +104,15 @@ class PageBoundary extends Component<{ children: ReactNode }, { error: Error | n
     return (
       <section>
         <h1 tabIndex={-1}>This page failed</h1>
-        <p className="note note-error" role="alert">{this.state.error.message}</p>
-        <p><button type="button" className="btn" onClick={() => window.location.reload()}>Reload</button> <Link to="/">Back to the review queues</Link></p>
+        <p className="note note-error" role="alert">
+          {this.state.error.message}
+        </p>
+        <p>
+          <button type="button" className="btn" onClick={() => window.location.reload()}>
+            Reload
+          </button>{" "}
+          <Link to="/">Back to the review queues</Link>
+        </p>
       </section>
     );
   }
@@ -119,13 +135,19 @@ function UserMenu() {
   };
   return (
     <div className="user-menu">
-      <span className="user-name" title={user.email}>{user.name}</span>
-      <span className="badge tone-info" data-testid="role">{ROLE_LABELS[user.role]}</span>
+      <span className="user-name" title={user.email}>
+        {user.name}
+      </span>
+      <span className="badge tone-info" data-testid="role">
+        {ROLE_LABELS[user.role]}
+      </span>
       <label className="switch" title="Blur and grey out media until you reveal it (your default)">
         <input type="checkbox" checked={user.preferences.blurMedia} disabled={saving} onChange={() => void toggleBlur()} />
         <span>Blur media</span>
       </label>
-      <button type="button" className="btn btn-small btn-quiet" onClick={() => void signOut()}>Sign out</button>
+      <button type="button" className="btn btn-small btn-quiet" onClick={() => void signOut()}>
+        Sign out
+      </button>
     </div>
   );
 }
@@ -140,16 +162,24 @@ function Shell() {
   const Page = route?.page;
   return (
     <>
-      <a className="skip-link" href="#main">Skip to content</a>
+      <a className="skip-link" href="#main">
+        Skip to content
+      </a>
       <header className="topbar">
         <Link to="/" className="brand" aria-label="Safest Tools, review queues">
-          <svg aria-hidden="true" viewBox="0 0 16 16" width="18" height="18"><path d="M8 1l6 2.5v4c0 3.6-2.6 6.4-6 7.5-3.4-1.1-6-3.9-6-7.5v-4z" fill="currentColor" /></svg>
+          <svg aria-hidden="true" viewBox="0 0 16 16" width="18" height="18">
+            <path d="M8 1l6 2.5v4c0 3.6-2.6 6.4-6 7.5-3.4-1.1-6-3.9-6-7.5v-4z" fill="currentColor" />
+          </svg>
           <span>Safest Tools</span>
         </Link>
         <nav aria-label="Console">
           <ul>
             {NAV.filter(([, , section]) => isAdmin || !ADMIN_ONLY.has(section)).map(([to, label, section]) => (
-              <li key={to}><Link to={to} aria-current={route?.section === section ? "page" : undefined}>{label}</Link></li>
+              <li key={to}>
+                <Link to={to} aria-current={route?.section === section ? "page" : undefined}>
+                  {label}
+                </Link>
+              </li>
             ))}
           </ul>
         </nav>
@@ -159,7 +189,11 @@ function Shell() {
         <PageBoundary key={location.pathname}>
           <Suspense fallback={<Loading />}>
             {/* An admin's first page carries the first-run checklist until it is done (its own chunk). */}
-            {isAdmin && location.pathname === "/" ? <Suspense fallback={null}><OnboardingPanel /></Suspense> : null}
+            {isAdmin && location.pathname === "/" ? (
+              <Suspense fallback={null}>
+                <OnboardingPanel />
+              </Suspense>
+            ) : null}
             {Page && route ? <Page params={route.params} /> : <NotFound />}
           </Suspense>
         </PageBoundary>
@@ -172,8 +206,14 @@ function SignIn({ expired }: { expired: boolean }) {
   return (
     <main id="main" className="signin">
       <h1>Safest Tools console</h1>
-      {expired ? <p className="note note-warn" role="alert">Your session ended. Sign in again to continue.</p> : null}
-      <p>Sign in with the link that <code>npm start</code> prints (it opens <code>/console/signin?token=…</code>), or through your organisation's Cloudflare Access.</p>
+      {expired ? (
+        <p className="note note-warn" role="alert">
+          Your session ended. Sign in again to continue.
+        </p>
+      ) : null}
+      <p>
+        Sign in with the link that <code>npm start</code> prints (it opens <code>/console/signin?token=…</code>), or through your organisation's Cloudflare Access.
+      </p>
       <p>Each sign-in link works once. An admin can invite you under Settings → Users.</p>
     </main>
   );
@@ -187,7 +227,9 @@ function ChooseInstallation({ installations }: { installations: Array<{ id: stri
       <p>Your email is a console user in several installations. Choose the one to open:</p>
       <ul className="plain-list" data-testid="installation-choice">
         {installations.map((installation) => (
-          <li key={installation.id}><a href={`/?installation=${encodeURIComponent(installation.id)}`}>{installation.name}</a> <span className="muted small">{installation.id}</span></li>
+          <li key={installation.id}>
+            <a href={`/?installation=${encodeURIComponent(installation.id)}`}>{installation.name}</a> <span className="muted small">{installation.id}</span>
+          </li>
         ))}
       </ul>
     </main>
@@ -196,7 +238,7 @@ function ChooseInstallation({ installations }: { installations: Array<{ id: stri
 
 function App() {
   const [state, setState] = useState<{ status: "loading" } | { status: "signed-out"; expired: boolean } | { status: "error"; error: unknown } | { status: "ready"; user: ConsoleUser }>({ status: "loading" });
-  const load = () => {
+  const load = useCallback(() => {
     api<Session>("/session", { quiet401: true }).then(
       (session) => {
         setCsrfToken(session.csrfToken);
@@ -204,18 +246,29 @@ function App() {
       },
       (error: unknown) => setState(error instanceof ApiError && error.status === 401 ? { status: "signed-out", expired: false } : { status: "error", error }),
     );
-  };
+  }, []);
   useEffect(() => {
     load();
     return onUnauthenticated(() => setState({ status: "signed-out", expired: true }));
-  }, []);
-  if (state.status === "loading") return <main id="main"><Loading label="Opening the console…" /></main>;
+  }, [load]);
+  if (state.status === "loading")
+    return (
+      <main id="main">
+        <Loading label="Opening the console…" />
+      </main>
+    );
   if (state.status === "signed-out") return <SignIn expired={state.expired} />;
   if (state.status === "error" && state.error instanceof ApiError && state.error.code === "auth.installation_choice_required") {
     const details = state.error.details as { installations?: Array<{ id: string; name: string }> } | undefined;
     return <ChooseInstallation installations={details?.installations ?? []} />;
   }
-  if (state.status === "error") return <main id="main"><h1>Safest Tools console</h1><ErrorNote error={state.error} retry={load} /></main>;
+  if (state.status === "error")
+    return (
+      <main id="main">
+        <h1>Safest Tools console</h1>
+        <ErrorNote error={state.error} retry={load} />
+      </main>
+    );
   const value = {
     user: state.user,
     setUser: (user: ConsoleUser) => setState({ status: "ready", user }),
@@ -239,4 +292,8 @@ function App() {
   );
 }
 
-createRoot(document.getElementById("root")!).render(<StrictMode><App /></StrictMode>);
+createRoot(document.getElementById("root")!).render(
+  <StrictMode>
+    <App />
+  </StrictMode>,
+);

@@ -70,5 +70,9 @@ export function Link({ to, children, onClick, ...rest }: AnchorHTMLAttributes<HT
     event.preventDefault();
     navigate(to);
   };
-  return <a href={to} onClick={handle} {...rest}>{children}</a>;
+  return (
+    <a href={to} onClick={handle} {...rest}>
+      {children}
+    </a>
+  );
 }

@@ -31,7 +31,5 @@ export function useCan(capability: Capability): boolean {
 export const ROLE_LABELS: Record<Role, string> = { admin: "Admin", moderator: "Moderator", viewer: "Viewer" };
 
 export function cannotReason(role: Role, capability: Capability): string {
-  return capability === "admin"
-    ? `Only admins can do this; you are signed in as a ${ROLE_LABELS[role].toLowerCase()}.`
-    : `Viewers can read but not review; you are signed in as a ${ROLE_LABELS[role].toLowerCase()}.`;
+  return capability === "admin" ? `Only admins can do this; you are signed in as a ${ROLE_LABELS[role].toLowerCase()}.` : `Viewers can read but not review; you are signed in as a ${ROLE_LABELS[role].toLowerCase()}.`;
 }

@@ -5,16 +5,18 @@ import { errorMessage } from "./api";
 /** The page's heading; it takes focus when the page opens so screen readers announce it. */
 export function PageTitle({ children, actions, subtitle }: { children: ReactNode; actions?: ReactNode; subtitle?: ReactNode }) {
   const ref = useRef<HTMLHeadingElement>(null);
+  // biome-ignore lint/correctness/useExhaustiveDependencies: runs once, when the page opens; a title whose text changes later neither retitles the tab nor takes focus again
   useEffect(() => {
     if (typeof children === "string") document.title = `${children} · Safest Tools`;
     // Only move focus when nothing inside the page already has it (e.g. after a page reload).
     if (!document.activeElement || document.activeElement === document.body || document.activeElement.closest("nav")) ref.current?.focus({ preventScroll: true });
-    // eslint-disable-next-line react-hooks/exhaustive-deps
   }, []);
   return (
     <div className="page-title">
       <div>
-        <h1 ref={ref} tabIndex={-1}>{children}</h1>
+        <h1 ref={ref} tabIndex={-1}>
+          {children}
+        </h1>
         {subtitle ? <p className="subtitle">{subtitle}</p> : null}
       </div>
       {actions ? <div className="page-actions">{actions}</div> : null}
@@ -27,20 +29,35 @@ export function ErrorNote({ error, retry }: { error: unknown; retry?: () => void
   return (
     <div className="note note-error" role="alert">
       <span>{errorMessage(error)}</span>
-      {retry ? <button type="button" className="btn btn-small" onClick={retry}>Try again</button> : null}
+      {retry ? (
+        <button type="button" className="btn btn-small" onClick={retry}>
+          Try again
+        </button>
+      ) : null}
     </div>
   );
 }
 
 export function Loading({ label = "Loading…" }: { label?: string }) {
-  return <p className="loading" role="status">{label}</p>;
+  return (
+    <p className="loading" role="status">
+      {label}
+    </p>
+  );
 }
 
 export function Empty({ children }: { children: ReactNode }) {
   return <p className="empty">{children}</p>;
 }
 
-const units: Array<[Intl.RelativeTimeFormatUnit, number]> = [["year", 31_536_000], ["month", 2_592_000], ["day", 86_400], ["hour", 3_600], ["minute", 60], ["second", 1]];
+const units: Array<[Intl.RelativeTimeFormatUnit, number]> = [
+  ["year", 31_536_000],
+  ["month", 2_592_000],
+  ["day", 86_400],
+  ["hour", 3_600],
+  ["minute", 60],
+  ["second", 1],
+];
 const rtf = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
 const dtf = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
 
@@ -54,7 +71,11 @@ export function relative(iso: string, now = Date.now()): string {
 
 export function Time({ at, className }: { at: string | null | undefined; className?: string }) {
   if (!at) return <span className="muted">—</span>;
-  return <time dateTime={at} title={dtf.format(new Date(at))} className={className}>{relative(at)}</time>;
+  return (
+    <time dateTime={at} title={dtf.format(new Date(at))} className={className}>
+      {relative(at)}
+    </time>
+  );
 }
 
 export function AbsoluteTime({ at }: { at: string | null | undefined }) {
@@ -63,11 +84,33 @@ export function AbsoluteTime({ at }: { at: string | null | undefined }) {
 }
 
 const STATE_TONES: Record<string, string> = {
-  open: "info", claimed: "warn", completed: "ok", expired: "bad", cancelled: "muted",
-  created: "muted", dispatch_pending: "warn", queued: "info", running: "info", waiting: "warn", repair_required: "bad",
-  succeeded: "ok", failed: "bad", terminated: "muted", superseded: "muted", timed_out: "bad",
-  approval_required: "warn", approved: "info", delivery_pending: "info", applied: "ok", rejected: "bad",
-  enabled: "ok", disabled: "muted", delivered: "ok", dead: "bad", pending: "warn", satisfied: "ok",
+  open: "info",
+  claimed: "warn",
+  completed: "ok",
+  expired: "bad",
+  cancelled: "muted",
+  created: "muted",
+  dispatch_pending: "warn",
+  queued: "info",
+  running: "info",
+  waiting: "warn",
+  repair_required: "bad",
+  succeeded: "ok",
+  failed: "bad",
+  terminated: "muted",
+  superseded: "muted",
+  timed_out: "bad",
+  approval_required: "warn",
+  approved: "info",
+  delivery_pending: "info",
+  applied: "ok",
+  rejected: "bad",
+  enabled: "ok",
+  disabled: "muted",
+  delivered: "ok",
+  dead: "bad",
+  pending: "warn",
+  satisfied: "ok",
 };
 
 /** A state as text with a tone; never colour alone. */
@@ -77,7 +120,15 @@ export function StateBadge({ state }: { state: string }) {
 
 export function Json({ value, label }: { value: unknown; label?: string }) {
   const text = value === undefined ? "" : JSON.stringify(value, null, 2);
-  return <pre className="json" tabIndex={0} aria-label={label ?? "JSON value"}>{text}</pre>;
+  return (
+    // A long value scrolls inside the <pre>: focusable so the keyboard can scroll it (axe's
+    // scrollable-region-focusable), and labelled so a screen reader says what it is on focus.
+    // biome-ignore lint/a11y/noNoninteractiveTabindex: focusable to scroll by keyboard, see above
+    // biome-ignore lint/a11y/useAriaPropsSupportedByRole: the label names the focusable scroll area, see above
+    <pre className="json" tabIndex={0} aria-label={label ?? "JSON value"}>
+      {text}
+    </pre>
+  );
 }
 
 export function Details({ summary, children, open }: { summary: ReactNode; children: ReactNode; open?: boolean }) {
@@ -90,8 +141,17 @@ export function Details({ summary, children, open }: { summary: ReactNode; child
 }
 
 /** A labelled form control with help and error text tied to it (aria-describedby). */
-export function Field({ label, help, error, children, id: given }: {
-  label: ReactNode; help?: ReactNode; error?: ReactNode; id?: string;
+export function Field({
+  label,
+  help,
+  error,
+  children,
+  id: given,
+}: {
+  label: ReactNode;
+  help?: ReactNode;
+  error?: ReactNode;
+  id?: string;
   children: (props: { id: string; "aria-describedby"?: string; "aria-invalid"?: boolean }) => ReactNode;
 }) {
   const auto = useId();
@@ -101,8 +161,16 @@ export function Field({ label, help, error, children, id: given }: {
     <div className={`field${error ? " field-invalid" : ""}`}>
       <label htmlFor={id}>{label}</label>
       {children({ id, ...(described ? { "aria-describedby": described } : {}), ...(error ? { "aria-invalid": true } : {}) })}
-      {help ? <p className="help" id={`${id}-help`}>{help}</p> : null}
-      {error ? <p className="field-error" id={`${id}-error`}>{error}</p> : null}
+      {help ? (
+        <p className="help" id={`${id}-help`}>
+          {help}
+        </p>
+      ) : null}
+      {error ? (
+        <p className="field-error" id={`${id}-error`}>
+          {error}
+        </p>
+      ) : null}
     </div>
   );
 }
@@ -110,23 +178,41 @@ export function Field({ label, help, error, children, id: given }: {
 export function Copy({ text, label = "Copy" }: { text: string; label?: string }) {
   const [copied, setCopied] = useState(false);
   return (
-    <button type="button" className="btn btn-small" onClick={() => {
-      // The Worker types (loaded for the server contract) declare a smaller Navigator than the DOM's.
-      void (navigator as { clipboard?: Clipboard }).clipboard?.writeText(text).then(() => setCopied(true), () => setCopied(false));
-    }}>{copied ? "Copied" : label}</button>
+    <button
+      type="button"
+      className="btn btn-small"
+      onClick={() => {
+        // The Worker types (loaded for the server contract) declare a smaller Navigator than the DOM's.
+        void (navigator as { clipboard?: Clipboard }).clipboard?.writeText(text).then(
+          () => setCopied(true),
+          () => setCopied(false),
+        );
+      }}
+    >
+      {copied ? "Copied" : label}
+    </button>
   );
 }
 
 /** A secret shown once, with a copy button, until the person says they stored it. */
 export function SecretOnce({ title, secret, onDone }: { title: string; secret: string; onDone: () => void }) {
-  const ref = useRef<HTMLDivElement>(null);
+  const ref = useRef<HTMLElement>(null);
   useEffect(() => ref.current?.focus(), []);
   return (
-    <div className="secret-once" role="region" aria-label={title} tabIndex={-1} ref={ref}>
-      <p><strong>{title}</strong> — shown only now. Store it somewhere safe; it cannot be displayed again.</p>
-      <div className="secret-row"><code className="secret" data-testid="secret-once">{secret}</code><Copy text={secret} /></div>
-      <button type="button" className="btn" onClick={onDone}>I have stored it</button>
-    </div>
+    <section className="secret-once" aria-label={title} tabIndex={-1} ref={ref}>
+      <p>
+        <strong>{title}</strong> — shown only now. Store it somewhere safe; it cannot be displayed again.
+      </p>
+      <div className="secret-row">
+        <code className="secret" data-testid="secret-once">
+          {secret}
+        </code>
+        <Copy text={secret} />
+      </div>
+      <button type="button" className="btn" onClick={onDone}>
+        I have stored it
+      </button>
+    </section>
   );
 }
 
@@ -138,7 +224,9 @@ export function Tabs<T extends string>({ tabs, value, onChange, label }: { tabs:
       {tabs.map((tab, i) => (
         <button
           key={tab.id}
-          ref={(el) => { refs.current[i] = el; }}
+          ref={(el) => {
+            refs.current[i] = el;
+          }}
           type="button"
           role="tab"
           id={`tab-${tab.id}`}
@@ -155,7 +243,9 @@ export function Tabs<T extends string>({ tabs, value, onChange, label }: { tabs:
             onChange(tabs[next]!.id);
             refs.current[next]?.focus();
           }}
-        >{tab.label}</button>
+        >
+          {tab.label}
+        </button>
       ))}
     </div>
   );
@@ -163,7 +253,11 @@ export function Tabs<T extends string>({ tabs, value, onChange, label }: { tabs:
 
 // --- Announcements (toasts) in one live region ------------------------------------------------
 
-interface Toast { id: number; text: string; tone: "ok" | "bad" }
+interface Toast {
+  id: number;
+  text: string;
+  tone: "ok" | "bad";
+}
 const ToastContext = createContext<(text: string, tone?: "ok" | "bad") => void>(() => undefined);
 export const useToast = () => useContext(ToastContext);
 
@@ -179,7 +273,11 @@ export function ToastProvider({ children }: { children: ReactNode }) {
     <ToastContext.Provider value={push}>
       {children}
       <div className="toasts" role="status" aria-live="polite">
-        {toasts.map((toast) => <div key={toast.id} className={`toast tone-${toast.tone}`}>{toast.text}</div>)}
+        {toasts.map((toast) => (
+          <div key={toast.id} className={`toast tone-${toast.tone}`}>
+            {toast.text}
+          </div>
+        ))}
       </div>
     </ToastContext.Provider>
   );

@@ -26,7 +26,7 @@ export interface BacktestMessage {
  * by a deadline and followed by a yield to the runtime (src/lib/queue-work.ts says why: a consumer
  * that chained all of its runs without one starved `wrangler dev`'s event loop for the whole
  * invocation, which held API requests back and, through Miniflare's broker, stopped the queue for
- * good — the 200-of-400 stall of issue 14).
+ * good: a 400-report backtest stopped at 200).
  */
 export async function consumeBacktests(batch: MessageBatch<BacktestMessage>, env: Env, ctx: ExecutionContext): Promise<void> {
   for (const message of batch.messages) {

@@ -1,4 +1,4 @@
-// Connectors of an installation (issue 16 §4): create, list, read, delete. A connector holds a
+// Connectors of an installation: create, list, read, delete. A connector holds a
 // product's base URL, its admin token and the HMAC secret of its intake URL, both sealed and
 // never returned (the secret is shown once, at creation), its mapping of categories and action
 // types, and the webhook endpoint its deliveries go through (enforcement/connector-endpoints.ts).

@@ -22,7 +22,7 @@ function hexBytes(hex: string): Uint8Array | null {
 export async function validHubSignature(secret: string, body: ArrayBuffer, header: string | undefined): Promise<boolean> {
   const match = /^sha256=([0-9a-fA-F]+)$/u.exec(header?.trim() ?? "");
   const signature = match ? hexBytes(match[1]!) : null;
-  if (!signature || signature.length !== 32) return false;
+  if (signature?.length !== 32) return false;
   const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["verify"]);
   return crypto.subtle.verify("HMAC", key, signature, body);
 }

@@ -81,7 +81,7 @@ export async function updateUser(env: Env, actor: Actor, id: string, input: { ro
       action: "console_user.updated",
       actor: actor.audit,
       target: { type: "console_user", id },
-      // A name is personal data: the trail says it changed, not to what (issue 15 §6).
+      // A name is personal data: the trail says it changed, not to what (it outlives erasure).
       details: { ...withoutName(input), ...(input.name !== undefined ? { nameChanged: true } : {}) },
       at,
     }),

@@ -1,4 +1,4 @@
-// An action type earns autonomy (issue 14 §3). Its `autonomy` is 'assisted' (every action of the
+// An action type earns autonomy. Its `autonomy` is 'assisted' (every action of the
 // type is a proposal a person approves, even in an autonomous run) or 'autonomous' (the run's
 // authority decides: today's behaviour, the default). Promoting assisted → autonomous passes the
 // type's gate: at least M decided proposals of the type among the last M, and the lower bound of

@@ -1,4 +1,4 @@
-// The webhook endpoint a connector delivers through (connectors/, issue 16 §4). Its url is
+// The webhook endpoint a connector delivers through (connectors/). Its url is
 // `connector://<connector id>`: webhooks.ts hands its deliveries to the connector's transport
 // instead of signing a Standard Webhook, so they keep the outbox, retries and dead letters of
 // every other delivery. Only these builders write such a row (the API refuses that url).

@@ -167,7 +167,7 @@ async function decisionStatements(env: Env, source: DecisionSource) {
         actor: source.actor,
       })
     : { statements: [], deliveryIds: [] };
-  // Issue 15 §1: a restricting decision is queued for the Transparency Database in its own batch.
+  // A restricting decision's statement of reasons (DSA Art. 24(5)) is queued for the Transparency Database in its own batch.
   if (restricts) statements.push(queueSubmissionStatement(env.DB, id, at));
   return { id, outcome, restricts, automatedDecision, statements: [...statements, ...affected.statements, ...notifier.statements], deliveryIds: [...affected.deliveryIds, ...notifier.deliveryIds] };
 }

@@ -1,4 +1,4 @@
-// Inline first attempts (issue 17 §2): an action's delivery is attempted right away by the host
+// Inline first attempts: an action's delivery is attempted right away by the host
 // that committed it (`deliverInline`, in waitUntil, off the response path), through the very
 // attemptDelivery the DELIVERIES consumer calls; the queue carries only its retries. A lost inline
 // attempt (an isolate that died, a retry that could not be queued) is a pending row like any

@@ -1,4 +1,4 @@
-// Retention and erasure (issue 15 §6), the enforcement side: the sealed payloads of finished
+// Retention and erasure, the enforcement side: the sealed payloads of finished
 // webhook deliveries made for given runs (message.send with its recipient and body, handoffs with
 // their evidence, action.execute) and their resends are replaced by a sealed tombstone. Pending
 // deliveries are left alone (their run is still being acted on). Called by cases/retention/retention-erase.ts.

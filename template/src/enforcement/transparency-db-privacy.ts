@@ -38,7 +38,7 @@ const USER_PATH = /\/(?:users?|u|profiles?|people|members?|accounts?|author|chan
 function textLeaves(value: unknown, path: string, out: Array<[string, string]>): void {
   if (typeof value === "string") {
     if (path !== "puid" && !/^[A-Z0-9_]+$/u.test(value)) out.push([path, value]);
-  } else if (Array.isArray(value)) value.forEach((item, index) => textLeaves(item, `${path}[${index}]`, out));
+  } else if (Array.isArray(value)) for (const [index, item] of value.entries()) textLeaves(item, `${path}[${index}]`, out);
   else if (value && typeof value === "object") for (const [key, item] of Object.entries(value)) textLeaves(item, path ? `${path}.${key}` : key, out);
 }
 

@@ -62,7 +62,7 @@ export async function submitNow(env: Env, actor: Actor, maxBatches = SWEEP_BATCH
 export async function submitPending(env: Env, installationId: string, now: Date, maxBatches: number): Promise<SubmitSummary> {
   const summary = emptySummary();
   const settings = await tdbSettingsRow(env.DB, installationId);
-  if (!settings || settings.enabled !== 1 || !settings.tokenSealed) return summary;
+  if (settings?.enabled !== 1 || !settings.tokenSealed) return summary;
   if (settings.pausedUntil && settings.pausedUntil > now.toISOString()) return summary;
   const { token } = await openPersonalData<{ token: string }>(env, installationId, tokenContext(installationId), settings.tokenSealed);
   for (let batch = 0; batch < maxBatches; batch++) {

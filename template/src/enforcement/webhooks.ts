@@ -10,7 +10,7 @@
 // a minute back on the queue. Any number of messages for one delivery send it at most once per
 // attempt: an attempt first claims the delivery (a compare-and-set on next_attempt_at).
 //
-// Inline first attempts (issue 17 §2, delivery-inline.ts) come through the same attemptDelivery;
+// Inline first attempts (delivery-inline.ts) come through the same attemptDelivery;
 // the transport, one signed request per attempt, is webhook-send.ts.
 import { auditStatement, canonicalJson } from "../audit";
 import type { Actor } from "../auth";

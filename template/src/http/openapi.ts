@@ -36,7 +36,8 @@ export function openApiDocument() {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const op of [...apiRoutes, openApiRoutes].flatMap((r) => r.operations)) {
     const path = `/api/v1${op.path.replace(/:(\w+)/gu, "{$1}")}`;
-    (paths[path] ??= {})[op.method] = operation(path, op.method, op);
+    paths[path] ??= {};
+    paths[path][op.method] = operation(path, op.method, op);
   }
   return {
     openapi: "3.1.0",

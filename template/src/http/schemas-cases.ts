@@ -213,7 +213,7 @@ export const caseSchemas = {
     },
   },
   LiftSuspension: { type: "object", required: ["reason"], additionalProperties: false, properties: { reason: { type: "string", minLength: 1, maxLength: 2000 } } },
-  // Issue 15 §6: retention and a named person's data.
+  // Retention and a named person's data (export and erasure on request).
   RetentionSettings: {
     type: "object",
     required: ["personalDataDays"],

@@ -110,7 +110,7 @@ export const enforcementSchemas = {
       decidedBy: { type: "string", minLength: 1, maxLength: 200, description: "A name recorded beside the authenticated caller (stated, not verified); never the audit actor." },
     },
   },
-  // Issue 15 §1: the DSA Transparency Database (enforcement/transparency-db*.ts).
+  // The DSA Transparency Database (enforcement/transparency-db*.ts).
   TransparencyDatabaseSettings: {
     type: "object",
     required: ["enabled"],
@@ -150,7 +150,7 @@ export const enforcementSchemas = {
       complaintUrl: { type: ["string", "null"], pattern: "^https://", maxLength: 2048, description: "Where users file a complaint (named in statements)." },
     },
   },
-  // Issue 16 §4: connectors (src/connectors/, docs/mastodon.md).
+  // Connectors (src/connectors/, docs/mastodon.md).
   CreateConnector: {
     type: "object",
     required: ["kind", "name", "baseUrl", "accessToken"],

@@ -44,7 +44,7 @@ const coreSchemas = {
       steps: { enum: ["fused", "per_node"], description: "fused (default): consecutive nodes that neither wait nor have effects run as one Workflows step; per_node: one step per node." },
     },
   },
-  // POST /workflow-templates/use (issue 16 §2): a template of GET /workflow-templates; the new workflow's name defaults to its title.
+  // POST /workflow-templates/use: a template of GET /workflow-templates; the new workflow's name defaults to its title.
   UseWorkflowTemplate: { type: "object", required: ["template"], additionalProperties: false, properties: { template: identifier, name } },
   ValidateGraph: {
     type: "object",

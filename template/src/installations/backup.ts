@@ -1,4 +1,4 @@
-// Backup and restore of one installation (issue 13 §7): its D1 rows, table by table, and its R2
+// Backup and restore of one installation: its D1 rows, table by table, and its R2
 // objects, in one JSON document; restored into a deployment that does not have it yet.
 //
 // Rows are copied verbatim: sealed columns stay the ciphertext they are at rest, data keys stay

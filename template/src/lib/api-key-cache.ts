@@ -1,4 +1,4 @@
-// API keys that authenticated in this isolate, for a few seconds (issue 17 §3): a key's lookup is
+// API keys that authenticated in this isolate, for a few seconds: a key's lookup is
 // a D1 round trip on every request, and intake sends many requests with one key. The cost is a
 // bounded revocation lag: a key revoked through another isolate keeps working here for at most
 // API_KEY_CACHE_TTL_MS; a key revoked through this isolate is refused at once (forgetApiKey).

@@ -72,7 +72,7 @@ export function decisionConfigProblems(config: Record<string, unknown>): ConfigP
   } else if (isRecord(r)) {
     if (r.visibility !== undefined) {
       if (!Array.isArray(r.visibility)) problems.push({ path: "config.restrictions.visibility", message: `restrictions.visibility is a list; it takes ${VISIBILITY.join(", ")}.` });
-      else r.visibility.forEach((v, i) => oneOf(problems, `config.restrictions.visibility[${i}]`, "restrictions.visibility", VISIBILITY, v, "DECISION_VISIBILITY"));
+      else for (const [i, v] of r.visibility.entries()) oneOf(problems, `config.restrictions.visibility[${i}]`, "restrictions.visibility", VISIBILITY, v, "DECISION_VISIBILITY");
     }
     oneOf(problems, "config.restrictions.account", "restrictions.account", ACCOUNT, r.account, "DECISION_ACCOUNT");
     oneOf(problems, "config.restrictions.monetary", "restrictions.monetary", MONETARY, r.monetary, "DECISION_MONETARY");
@@ -86,7 +86,7 @@ export function decisionConfigProblems(config: Record<string, unknown>): ConfigP
   }
   if (config.content_type !== undefined) {
     if (!Array.isArray(config.content_type) || config.content_type.length === 0) problems.push({ path: "config.content_type", message: `content_type is a non-empty list; it takes ${CONTENT_TYPES.join(", ")}.` });
-    else config.content_type.forEach((t, i) => oneOf(problems, `config.content_type[${i}]`, "content_type", CONTENT_TYPES, t, "CONTENT_TYPE"));
+    else for (const [i, t] of config.content_type.entries()) oneOf(problems, `config.content_type[${i}]`, "content_type", CONTENT_TYPES, t, "CONTENT_TYPE");
   }
   if (config.territorial_scope !== undefined) {
     const scope = config.territorial_scope;

@@ -1,7 +1,7 @@
 // Bounded work for queue consumers: a few items at a time, every await under a deadline, and a
 // yield to the runtime between items so an invocation never holds the event loop for long.
 //
-// Why the yield matters (issue 14, the backtest stall). workerd runs every Worker, Durable Object
+// Why the yield matters (without it a backtest stalled for good under `npm start`). workerd runs every Worker, Durable Object
 // and binding of `wrangler dev` on one KJ event loop, and KJ only polls the operating system
 // (sockets, timers) when its queue of in-process events is empty. A consumer that chains in-process
 // I/O (D1, service and loopback RPC, Worker Loader, the local Workflows engine) keeps that queue

@@ -112,7 +112,10 @@ export async function queryMetrics(db: D1Database, installationId: string, query
     const values = unpack(row.points);
     if (kind === "histogram") {
       let h = histograms.get(key);
-      if (!h) histograms.set(key, (h = { metric: row.metric, dims: JSON.parse(row.dims) as Dims, steps: steps.map(() => new Map()), all: new Map() }));
+      if (!h) {
+        h = { metric: row.metric, dims: JSON.parse(row.dims) as Dims, steps: steps.map(() => new Map()), all: new Map() };
+        histograms.set(key, h);
+      }
       for (const [i, value] of values) {
         h.steps[i]!.set(row.bucket, (h.steps[i]!.get(row.bucket) ?? 0) + value);
         h.all.set(row.bucket, (h.all.get(row.bucket) ?? 0) + value);
@@ -120,7 +123,10 @@ export async function queryMetrics(db: D1Database, installationId: string, query
       continue;
     }
     let s = series.get(key);
-    if (!s) series.set(key, (s = { metric: row.metric, kind, dims: JSON.parse(row.dims) as Dims, points: steps.map(() => (kind === "gauge" ? null : 0)), total: null }));
+    if (!s) {
+      s = { metric: row.metric, kind, dims: JSON.parse(row.dims) as Dims, points: steps.map(() => (kind === "gauge" ? null : 0)), total: null };
+      series.set(key, s);
+    }
     for (const [i, value] of values) s.points[i] = (s.points[i] ?? 0) + value;
   }
   for (const s of series.values()) {

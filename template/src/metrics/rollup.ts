@@ -1,4 +1,4 @@
-// The hourly rollup (issue 13 §5): per installation and complete hour, counts read from the rows
+// The hourly rollup: per installation and complete hour, counts read from the rows
 // of every domain (reads are not restricted) and written to metric_rollups, which this domain
 // owns. One D1 batch per hour (delete the hour's rows, INSERT … SELECT each metric, mark the hour),
 // so recomputing an hour replaces it and two concurrent runs write the same figures.

@@ -16,7 +16,7 @@ const DAY_MS = 86_400_000;
 export interface NotKnown {
   known: false;
   reason: string;
-  /** Another part of issue 15 records it; the figure is wired once that lands. */
+  /** The platform does not record it yet; the figure is wired once it does. */
   notRecordedYet?: true;
 }
 
@@ -106,7 +106,9 @@ function noticesSection(rows: TransparencyRows) {
   for (const row of received) {
     add(bySubmitter, row.source, row.n);
     add(byCategory, row.category, row.n);
-    add((byCategoryAndSubmitter[row.category] ??= zeros(NOTICE_SOURCES)), row.source, row.n);
+    const category = row.category;
+    byCategoryAndSubmitter[category] ??= zeros(NOTICE_SOURCES);
+    add(byCategoryAndSubmitter[category], row.source, row.n);
   }
   const timeOf = (source: string) => rows.timeToAct.find((row) => row.source === source);
   const actions = actionsOf(rows.decisions.filter((row) => (NOTICE_SOURCES as readonly string[]).includes(row.source)));
@@ -138,7 +140,9 @@ function complaintsSection(rows: TransparencyRows) {
   const byAppellant: Record<string, Counts> = {};
   for (const row of rows.complaintsDecided) {
     add(outcomes, row.outcome, row.n);
-    add((byAppellant[row.role ?? "unknown"] ??= zeros(["upheld", "overturned"])), row.outcome, row.n);
+    const role = row.role ?? "unknown";
+    byAppellant[role] ??= zeros(["upheld", "overturned"]);
+    add(byAppellant[role], row.outcome, row.n);
   }
   const decided = outcomes.upheld! + outcomes.overturned!;
   return {

@@ -1,4 +1,4 @@
-// The first-run checklist (issue 16 §3): each step is read from the installation's own rows in D1,
+// The first-run checklist: each step is read from the installation's own rows in D1,
 // never from a flag someone sets, so it is checked off by doing the thing. Read-only; one batch.
 
 /** The steps in the order a new desk does them. */

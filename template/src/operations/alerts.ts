@@ -167,7 +167,7 @@ async function repairSpike(db: D1Database, installationId: string, now: Date, th
 
 async function auditVerifyFailed(db: D1Database, installationId: string): Promise<Detected | null> {
   const result = (await lastFullVerification(db, installationId)) as { ok?: boolean; firstBroken?: { seq?: number; reason?: string }; passStartedAt?: string; finishedAt?: string } | null;
-  if (!result || result.ok !== false) return null;
+  if (result?.ok !== false) return null;
   return {
     kind: "audit_verify_failed",
     key: `audit_verify_failed:${result.finishedAt ?? result.passStartedAt ?? "unknown"}`,
@@ -192,7 +192,10 @@ async function alertInstallation(env: Env, row: SettingsRow, now: Date): Promise
   const at = now.toISOString();
   const kinds = new Set(JSON.parse(row.kindsJson) as AlertKind[]);
   // A watermark never moves backwards (a sweep with an earlier clock looks at nothing).
+  // The watermarks are ISO timestamps (strings compared in order); Math.max would make them NaN.
+  // biome-ignore lint/complexity/useMathMinMax: string comparison, not numbers
   const slaTo = at > row.slaCheckedUntil ? at : row.slaCheckedUntil;
+  // biome-ignore lint/complexity/useMathMinMax: string comparison, not numbers
   const deadTo = at > row.deadCheckedUntil ? at : row.deadCheckedUntil;
   const found = [
     kinds.has("sla_breached") && slaTo > row.slaCheckedUntil ? await slaBreaches(env.DB, row.installationId, row.slaCheckedUntil, slaTo) : null,

@@ -1,4 +1,4 @@
-// Who may read the reported content. Three circles (DESIGN.md §7): the report's summary is open to
+// Who may read the reported content. Three circles: the report's summary is open to
 // every expression; its content (`content`: snapshot, description, subject URL and owner, evidence,
 // an appeal's reason) only to nodes whose kind declares `content` (kinds/descriptors.ts); the
 // reporter never to automation. What a node that read content derives from it (matched keywords,

@@ -1,4 +1,4 @@
-// Retention and erasure (issue 15 §6), the workflows side: the sealed step outputs (content a node
+// Retention and erasure, the workflows side: the sealed step outputs (content a node
 // read) of the runs of given reports and appeals. The open view (inline_json) stays: it is what
 // the runs API shows and carries no content. Called by cases/retention/retention-erase.ts.
 

@@ -1,4 +1,4 @@
-// Fused steps (issue 17): consecutive nodes that neither wait nor have effects run as one Workflows
+// Fused steps: consecutive nodes that neither wait nor have effects run as one Workflows
 // step and one capability call. This module is the one definition of what fuses, shared by the
 // compiler (which marks such nodes in the artifact) and the host (which computes every group
 // itself from the graph: the sandbox only names the node a group starts at). Pure; cached per

@@ -3,7 +3,7 @@
 // identifiers) and its effects are written idempotently, with their audit event, in one batch.
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { AppError } from "../errors";
-import { cancelStepProposalStatements, enqueueDeliveries, completeWorkflowAction, prepareWorkflowAction } from "../enforcement";
+import { enqueueDeliveries, completeWorkflowAction, prepareWorkflowAction } from "../enforcement";
 import { sealPersonalData } from "../cases";
 import { openView } from "./content-access";
 import { assembleContext, contextStatements, loadNodeContext, nodeReadsContent, type ContextReads, type LoadedContext } from "./execution-context";
@@ -27,7 +27,7 @@ import type {
 import { encodeHostError } from "./runtime-protocol";
 import { authorizedBranch, authorizedNode, authorizedRun, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type RuntimeProps } from "./runtime-authorize";
 import { branchAllowed, predecessorExitsStatement, reachedBy, type RecordedExit } from "./run-plan";
-import { FINISHED_STEP_STATES, hostErrorStatement, now, recordedHostError, recordedStepStatement, recordStepResult, runProgress, runtimeAudit, stepUpsert, type RecordedStep } from "./runtime-records";
+import { FINISHED_STEP_STATES, hostErrorStatement, now, recordedStepStatement, recordStepResult, runProgress, runtimeAudit, stepUpsert, type RecordedStep } from "./runtime-records";
 import { completeWaitStatements, prepareWaitRecord } from "./runtime-waits";
 import type { WorkflowNodeV1 } from "./types";
 

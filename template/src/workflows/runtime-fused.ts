@@ -1,4 +1,4 @@
-// Fused groups on the host (issue 17, kernel protocol 3). The sandbox names only the node a group
+// Fused groups on the host (kernel protocol 3). The sandbox names only the node a group
 // starts at; the host authorizes it exactly as executeNode does (run ↔ version ↔ artifact, mode,
 // node and kind, branch, reached), then computes the group itself from the graph (fusion.ts) and
 // walks it with the fast backtests' step outputs and context shape (walker.ts) and the very
@@ -183,7 +183,12 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
   const event: JsonValue = eventRow ? { id: eventRow.id, type: eventRow.type, payload: parseJson(eventRow.payloadJson), receivedAt: eventRow.createdAt } : null;
   const reportRow = results[3]!.results[0] as ReportRow | undefined;
   const report: JsonValue = needs.report && reportRow ? (reportSummary(reportRow) as unknown as JsonValue) : null;
+  // The run's content: opened on the first read, then shared by every later reader in the group.
   let content: Promise<JsonValue> | null = null;
+  const openContent = (): Promise<JsonValue> => {
+    content ??= openRunContent(env, run.installationId, results[4]!.results[0] as RunContentRow | undefined) as Promise<unknown> as Promise<JsonValue>;
+    return content;
+  };
   const runInput = parseJson(run.inputJson) ?? {};
   const records: NodeRecord[] = [];
 
@@ -201,7 +206,7 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
       // Opening content is recorded with the step, or (if the node throws) with the host's error.
       const contentRead = readsContent ? [contentReadStatement(env.DB, run, node)] : [];
       try {
-        const opened = readsContent && reads.content ? await (content ??= openRunContent(env, run.installationId, results[4]!.results[0] as RunContentRow | undefined) as Promise<unknown> as Promise<JsonValue>) : null;
+        const opened = readsContent && reads.content ? await openContent() : null;
         const steps = await outputs.pick(reads.steps, branchKey, readsContent);
         const context = walkContext(run, { input: runInput, steps, report: reads.report ? report : null, event: reads.event ? event : null, content: opened ?? null, readsContent });
         const executor = EXECUTORS[node.kind];

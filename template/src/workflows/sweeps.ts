@@ -115,7 +115,7 @@ function allowanceMs(graphJson: string, nodeId: string | null, cache: Map<string
  * a `waiting` run whose wait is still open more than a minute past its deadline after the deadline
  * sweep signalled it (the instance is gone or stuck). Each is flagged once per stall: `stalled_at`
  * takes the run's `updated_at` and a `workflow.run_stalled` audit event is written; a run that moves
- * and stalls again is flagged again. The repair (issue 13 §1) is what resumes it.
+ * and stalls again is flagged again. A repair (POST /runs/:id/repair) is what resumes it.
  */
 export async function sweepStalledRuns(env: Env, now: Date = new Date(), limit = 100): Promise<{ stalled: number; checked: number }> {
   const minimum = new Date(now.getTime() - DEFAULT_STEP_TIMEOUT_SECONDS * 1_000).toISOString();

@@ -189,11 +189,17 @@ export class GraphWalk {
     }
   }
 
+  /** The run's content: opened on the first read, then shared by every later reader. */
+  private openContent(): Promise<JsonValue> {
+    this.content ??= this.input.content();
+    return this.content;
+  }
+
   /** The node's context: the outputs it names on its branch's path, `content` if it may read it. */
   private async context(node: WorkflowNodeV1, branchKey: string, readsContent: boolean): Promise<ExpressionContext> {
     const reads = nodeReads(node);
     const steps = await this.outputs.pick(reads.steps, branchKey, readsContent);
-    const content = readsContent && reads.content ? await (this.content ??= this.input.content()) : null;
+    const content = readsContent && reads.content ? await this.openContent() : null;
     return walkContext(this.input.run, { input: this.runInput, steps, report: reads.report ? this.input.report : null, event: null, content, readsContent });
   }
 

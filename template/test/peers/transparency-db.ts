@@ -66,11 +66,15 @@ function statementErrors(statement: unknown, p: Platform): Record<string, string
   for (const error of result.errors) {
     if (error.keyword === "properties" || error.keyword === "allOf" || error.keyword === "if" || error.keyword === "anyOf") continue;
     const field = fieldOf(error.instanceLocation);
-    (errors[field] ??= []).push(`The ${field.replace(/_/gu, " ")} field is invalid (${error.keyword}).`);
+    errors[field] ??= [];
+    errors[field].push(`The ${field.replace(/_/gu, " ")} field is invalid (${error.keyword}).`);
   }
   if (!result.valid && Object.keys(errors).length === 0) errors.statement = ["The statement is invalid."];
   const facts = (statement as { decision_facts?: unknown }).decision_facts;
-  if (p.refuseFacts && typeof facts === "string" && facts.includes(p.refuseFacts)) (errors.decision_facts ??= []).push("The decision facts field contains words this database refuses.");
+  if (p.refuseFacts && typeof facts === "string" && facts.includes(p.refuseFacts)) {
+    errors.decision_facts ??= [];
+    errors.decision_facts.push("The decision facts field contains words this database refuses.");
+  }
   return Object.keys(errors).length ? errors : null;
 }
 

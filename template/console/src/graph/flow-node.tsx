@@ -16,7 +16,12 @@ export interface FlowNodeData extends Record<string, unknown> {
 export type FlowNode = Node<FlowNodeData, "workflow">;
 
 const STATE_TEXT: Record<string, string> = {
-  succeeded: "succeeded", failed: "failed", running: "running", waiting: "waiting", timed_out: "timed out", not_reached: "not reached",
+  succeeded: "succeeded",
+  failed: "failed",
+  running: "running",
+  waiting: "waiting",
+  timed_out: "timed out",
+  not_reached: "not reached",
 };
 
 export function WorkflowNodeView({ data, selected }: NodeProps<FlowNode>) {
@@ -31,7 +36,12 @@ export function WorkflowNodeView({ data, selected }: NodeProps<FlowNode>) {
         <span className="flow-node-kind">{KIND_INFO[kind]?.label ?? node.kind}</span>
         <span className="flow-node-id">{node.id}</span>
       </div>
-      {state ? <div className="flow-node-state" data-state={state}>{STATE_TEXT[state] ?? state}{steps && steps > 1 ? ` ×${steps}` : ""}</div> : null}
+      {state ? (
+        <div className="flow-node-state" data-state={state}>
+          {STATE_TEXT[state] ?? state}
+          {steps && steps > 1 ? ` ×${steps}` : ""}
+        </div>
+      ) : null}
       {ports.length > 0 ? (
         <ul className="flow-node-ports" aria-label="Output ports">
           {ports.map((port) => (
@@ -45,7 +55,9 @@ export function WorkflowNodeView({ data, selected }: NodeProps<FlowNode>) {
       {/* Below the ports, so problems appearing and clearing never move a handle. */}
       {problems.length > 0 ? (
         <div className="flow-node-problems" data-testid="node-problems">
-          <span aria-hidden="true">⚠ </span>{problems[0]!.message}{problems.length > 1 ? ` (+${problems.length - 1} more)` : ""}
+          <span aria-hidden="true">⚠ </span>
+          {problems[0]!.message}
+          {problems.length > 1 ? ` (+${problems.length - 1} more)` : ""}
         </div>
       ) : null}
     </div>

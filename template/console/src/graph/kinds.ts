@@ -90,16 +90,21 @@ export function pinProblems(graph: Graph, problems: Array<{ path: string; code: 
     if (nodeMatch) {
       const node = graph.nodes[Number(nodeMatch[1])];
       if (node) {
-        (byNode[node.id] ??= []).push({ ...problem, field: nodeMatch[2] ?? "" });
+        const id = node.id;
+        byNode[id] ??= [];
+        byNode[id].push({ ...problem, field: nodeMatch[2] ?? "" });
         continue;
       }
     }
     if (edgeMatch) {
       const index = Number(edgeMatch[1]);
       const edge = graph.edges[index];
-      (edgeProblems[index] ??= []).push({ ...problem, field: edgeMatch[2] ?? "" });
+      edgeProblems[index] ??= [];
+      edgeProblems[index].push({ ...problem, field: edgeMatch[2] ?? "" });
       if (edge && graph.nodes.some((n) => n.id === edge.from.nodeId)) {
-        (byNode[edge.from.nodeId] ??= []).push({ ...problem, field: `edge:${edge.from.port}` });
+        const from = edge.from.nodeId;
+        byNode[from] ??= [];
+        byNode[from].push({ ...problem, field: `edge:${edge.from.port}` });
         continue;
       }
     }

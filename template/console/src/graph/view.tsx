@@ -12,12 +12,24 @@ export function edgeId(e: Graph["edges"][number]): string {
 
 export function toFlowEdges(graph: Pick<Graph, "edges">, highlight?: (e: Graph["edges"][number]) => string | undefined): Edge[] {
   return graph.edges.map((e) => ({
-    id: edgeId(e), source: e.from.nodeId, sourceHandle: e.from.port, target: e.to.nodeId, targetHandle: "in",
-    className: highlight?.(e), ariaLabel: `${e.from.nodeId} ${e.from.port} to ${e.to.nodeId}`,
+    id: edgeId(e),
+    source: e.from.nodeId,
+    sourceHandle: e.from.port,
+    target: e.to.nodeId,
+    targetHandle: "in",
+    className: highlight?.(e),
+    ariaLabel: `${e.from.nodeId} ${e.from.port} to ${e.to.nodeId}`,
   }));
 }
 
-export function GraphView({ graph, extra, onSelect, selected, label, height = 420 }: {
+export function GraphView({
+  graph,
+  extra,
+  onSelect,
+  selected,
+  label,
+  height = 420,
+}: {
   graph: Graph;
   extra?: (id: string) => Partial<FlowNodeData> & { className?: string };
   onSelect?: (id: string | null) => void;
@@ -30,15 +42,20 @@ export function GraphView({ graph, extra, onSelect, selected, label, height = 42
     const more = extra?.(node.id) ?? {};
     const { className, ...data } = more;
     return {
-      id: node.id, type: "workflow", position: positions[node.id] ?? { x: 0, y: 0 },
-      data: { node, connectable: false, ...data }, selected: selected === node.id, draggable: false, connectable: false,
+      id: node.id,
+      type: "workflow",
+      position: positions[node.id] ?? { x: 0, y: 0 },
+      data: { node, connectable: false, ...data },
+      selected: selected === node.id,
+      draggable: false,
+      connectable: false,
       ariaLabel: `${KIND_INFO[node.kind as NodeKind]?.label ?? node.kind} ${node.id}${data.state ? `, ${data.state.replace(/_/gu, " ")}` : ""}`,
       ...(className ? { className } : {}),
     };
   });
   const edges = useMemo(() => toFlowEdges(graph), [graph]);
   return (
-    <div className="graph-view" style={{ height }} role="region" aria-label={label}>
+    <section className="graph-view" style={{ height }} aria-label={label}>
       <ReactFlowProvider>
         <ReactFlow
           nodes={nodes}
@@ -60,6 +77,6 @@ export function GraphView({ graph, extra, onSelect, selected, label, height = 42
           <Controls showInteractive={false} />
         </ReactFlow>
       </ReactFlowProvider>
-    </div>
+    </section>
   );
 }

@@ -53,7 +53,7 @@ export function collectMedia(snapshot: unknown, evidence: Array<{ kind: string; 
       return;
     }
     if (Array.isArray(value)) {
-      value.forEach((item, i) => walk(item, `${path}[${i}]`, depth + 1));
+      for (const [i, item] of value.entries()) walk(item, `${path}[${i}]`, depth + 1);
       return;
     }
     if (value && typeof value === "object") {
@@ -91,11 +91,23 @@ export function Media({ item, revealed, onToggle, index }: { item: MediaItem; re
     <figure className={`media ${revealed ? "media-revealed" : "media-hidden"}`}>
       <div className="media-frame">
         {item.kind === "image" ? (
-          <img src={item.url} alt={revealed ? (item.alt || `Reported ${label}`) : `Reported ${label}, hidden until revealed`} referrerPolicy="no-referrer" loading="lazy" data-testid="media" data-revealed={revealed ? "true" : "false"} draggable={false} />
+          <img
+            src={item.url}
+            alt={revealed ? item.alt || `Reported ${label}` : `Reported ${label}, hidden until revealed`}
+            referrerPolicy="no-referrer"
+            loading="lazy"
+            data-testid="media"
+            data-revealed={revealed ? "true" : "false"}
+            draggable={false}
+          />
         ) : (
           <video src={item.url} controls={revealed} preload="metadata" muted data-testid="media" data-revealed={revealed ? "true" : "false"} aria-label={`Reported ${label}`} />
         )}
-        {!revealed ? <span className="media-veil" aria-hidden="true">Hidden</span> : null}
+        {!revealed ? (
+          <span className="media-veil" aria-hidden="true">
+            Hidden
+          </span>
+        ) : null}
       </div>
       <figcaption>
         <button type="button" className="btn btn-small" aria-pressed={revealed} onClick={onToggle} data-testid="reveal-media">
@@ -116,14 +128,23 @@ export function MediaGallery({ items, blurByDefault, revealAllSignal }: { items:
   }, [revealAllSignal, items]);
   if (items.length === 0) return null;
   return (
+    // biome-ignore lint/a11y/useSemanticElements: a group of images, not of form fields, so not a <fieldset>
     <div className="gallery" role="group" aria-label="Reported media">
       {items.map((item, i) => (
-        <Media key={item.url} item={item} index={i} revealed={revealed.has(i)} onToggle={() => setRevealed((current) => {
-          const next = new Set(current);
-          if (next.has(i)) next.delete(i);
-          else next.add(i);
-          return next;
-        })} />
+        <Media
+          key={item.url}
+          item={item}
+          index={i}
+          revealed={revealed.has(i)}
+          onToggle={() =>
+            setRevealed((current) => {
+              const next = new Set(current);
+              if (next.has(i)) next.delete(i);
+              else next.add(i);
+              return next;
+            })
+          }
+        />
       ))}
     </div>
   );
@@ -132,5 +153,10 @@ export function MediaGallery({ items, blurByDefault, revealAllSignal }: { items:
 export function ExternalLink({ href, children }: { href: string; children: React.ReactNode }) {
   const url = safeUrl(href);
   if (!url || url.startsWith("data:")) return <span>{children}</span>;
-  return <a href={url} target="_blank" rel="noopener noreferrer">{children}<span className="sr-only"> (opens in a new tab)</span></a>;
+  return (
+    <a href={url} target="_blank" rel="noopener noreferrer">
+      {children}
+      <span className="sr-only"> (opens in a new tab)</span>
+    </a>
+  );
 }

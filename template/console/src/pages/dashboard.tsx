@@ -6,6 +6,7 @@ import { server, type ApiResponse } from "../api";
 import { useResource } from "../hooks";
 import { Link, useNavigate, useSearchParam } from "../router";
 import { ErrorNote, Loading, PageTitle, shortId } from "../ui";
+import { Chart, duration, num, pct, Stat, sum } from "./dashboard/chart";
 
 type Metrics = ApiResponse<"get", "/metrics">;
 type Series = Metrics["series"][number];
@@ -16,85 +17,6 @@ const RANGES = [
   { id: "30d", label: "Last 30 days", hours: 24 * 30, step: "day" },
 ] as const;
 type RangeId = (typeof RANGES)[number]["id"];
-
-// Distinguishable in both colour schemes, and each series is also named in the legend and table.
-const COLOURS = ["#2f7bbf", "#d9822b", "#3a9a5b", "#c2414b", "#8a63c9", "#6b7785"];
-
-const pct = (value: number | null) => (value === null ? "—" : `${Math.round(value * 100)}%`);
-const num = (value: number | null | undefined) => (value === null || value === undefined ? "—" : Math.round(value).toLocaleString());
-
-function duration(seconds: number | null | undefined): string {
-  if (seconds === null || seconds === undefined) return "—";
-  if (seconds < 60) return `${Math.round(seconds)} s`;
-  if (seconds < 3600) return `${Math.round(seconds / 60)} min`;
-  if (seconds < 172_800) return `${(seconds / 3600).toFixed(seconds < 36_000 ? 1 : 0)} h`;
-  return `${Math.round(seconds / 86_400)} d`;
-}
-
-function stepLabel(at: string, step: string): string {
-  const d = new Date(at);
-  return step === "hour" ? d.toLocaleString(undefined, { month: "short", day: "numeric", hour: "2-digit" }) : d.toLocaleDateString(undefined, { month: "short", day: "numeric" });
-}
-
-/** Adds the points of several series (e.g. every category of reports) into one line. */
-function sum(series: Series[], steps: number): number[] {
-  const out = Array.from({ length: steps }, () => 0);
-  for (const s of series) s.points.forEach((p, i) => (out[i] = out[i]! + (p ?? 0)));
-  return out;
-}
-
-interface Line {
-  label: string;
-  points: number[];
-}
-
-/** A line chart over the range's steps; `bars` draws the first line as bars instead. */
-function Chart({ title, lines, steps, step, bars = false }: { title: string; lines: Line[]; steps: string[]; step: string; bars?: boolean }) {
-  const w = 640;
-  const h = 160;
-  const pad = { l: 36, r: 8, t: 8, b: 22 };
-  const max = Math.max(1, ...lines.flatMap((l) => l.points));
-  const x = (i: number) => pad.l + (steps.length <= 1 ? 0 : (i * (w - pad.l - pad.r)) / (steps.length - 1));
-  const y = (v: number) => pad.t + (h - pad.t - pad.b) * (1 - v / max);
-  const barW = Math.max(1, (w - pad.l - pad.r) / Math.max(1, steps.length) - 2);
-  const summary = lines.map((l) => `${l.label}: ${num(l.points.reduce((a, b) => a + b, 0))} in total, at most ${num(Math.max(0, ...l.points))} per ${step}`).join("; ");
-  const ticks = steps.length > 1 ? [0, Math.floor((steps.length - 1) / 2), steps.length - 1] : [0];
-  return (
-    <figure className="chart">
-      <figcaption className="h3">{title}</figcaption>
-      <svg viewBox={`0 0 ${w} ${h}`} role="img" aria-label={`${title}. ${summary || "No data"}.`} preserveAspectRatio="none">
-        <line x1={pad.l} x2={w - pad.r} y1={y(0)} y2={y(0)} className="chart-axis" />
-        <line x1={pad.l} x2={w - pad.r} y1={y(max)} y2={y(max)} className="chart-grid" />
-        <text x={pad.l - 4} y={y(max) + 4} textAnchor="end" className="chart-label">{num(max)}</text>
-        <text x={pad.l - 4} y={y(0)} textAnchor="end" className="chart-label">0</text>
-        {ticks.map((i) => <text key={i} x={x(i)} y={h - 6} textAnchor={i === 0 ? "start" : i === steps.length - 1 ? "end" : "middle"} className="chart-label">{stepLabel(steps[i]!, step)}</text>)}
-        {lines.map((line, n) =>
-          bars && n === 0 ? (
-            <g key={line.label} fill={COLOURS[n % COLOURS.length]}>
-              {line.points.map((v, i) => (v > 0 ? <rect key={i} x={x(i) - barW / 2} y={y(v)} width={barW} height={y(0) - y(v)} /> : null))}
-            </g>
-          ) : (
-            <polyline key={line.label} fill="none" stroke={COLOURS[n % COLOURS.length]} strokeWidth={2} vectorEffect="non-scaling-stroke" points={line.points.map((v, i) => `${x(i)},${y(v)}`).join(" ")} />
-          ),
-        )}
-      </svg>
-      {lines.length > 1 ? (
-        <ul className="chart-legend">
-          {lines.map((line, n) => <li key={line.label}><span className="chart-swatch" style={{ background: COLOURS[n % COLOURS.length] }} aria-hidden="true" />{line.label}</li>)}
-        </ul>
-      ) : null}
-    </figure>
-  );
-}
-
-function Stat({ label, value, tone, testId }: { label: string; value: string; tone?: "bad" | "warn" | undefined; testId?: string }) {
-  return (
-    <div className="stat" data-testid={testId}>
-      <span className="muted small">{label}</span>
-      <strong className={tone === "bad" ? "text-bad" : undefined}>{value}</strong>
-    </div>
-  );
-}
 
 export function DashboardPage() {
   const navigate = useNavigate();
@@ -112,15 +34,26 @@ export function DashboardPage() {
   return (
     <section data-ready={data ? "true" : undefined}>
       <PageTitle
-        subtitle={data ? <>Rolled up hourly{data.rolledThrough ? <> through {new Date(data.rolledThrough).toLocaleString()}</> : " (no complete hour rolled up by the schedule yet; these figures were recomputed on request)"}.</> : "Rolled up hourly by the schedule."}
+        subtitle={
+          data ? (
+            <>Rolled up hourly{data.rolledThrough ? <> through {new Date(data.rolledThrough).toLocaleString()}</> : " (no complete hour rolled up by the schedule yet; these figures were recomputed on request)"}.</>
+          ) : (
+            "Rolled up hourly by the schedule."
+          )
+        }
         actions={
+          // biome-ignore lint/a11y/useSemanticElements: toggle buttons that navigate, not form fields, so not a <fieldset>
           <div className="filters" role="group" aria-label="Range">
             {RANGES.map((r) => (
-              <button key={r.id} type="button" className={`btn btn-small${r.id === range.id ? " btn-primary" : ""}`} aria-pressed={r.id === range.id} onClick={() => navigate(`/dashboard?range=${r.id}`, { replace: true })}>{r.label}</button>
+              <button key={r.id} type="button" className={`btn btn-small${r.id === range.id ? " btn-primary" : ""}`} aria-pressed={r.id === range.id} onClick={() => navigate(`/dashboard?range=${r.id}`, { replace: true })}>
+                {r.label}
+              </button>
             ))}
           </div>
         }
-      >Dashboard</PageTitle>
+      >
+        Dashboard
+      </PageTitle>
       <ErrorNote error={metrics.error} retry={metrics.reload} />
       {metrics.loading && !data ? <Loading /> : null}
       {data ? <Figures data={data} /> : null}
@@ -148,32 +81,36 @@ function Figures({ data }: { data: Metrics }) {
 
   const queueIds = [...new Set([...of("queue.depth"), ...of("tasks.sla_breaches")].map((s) => s.dims.queue).filter((q): q is string => typeof q === "string"))];
   const depth = of("queue.depth");
-  const queueRows = queueIds.map((id) => {
-    const firstAction = data.histograms.find((h) => h.metric === "queue.first_action_seconds" && h.dims.queue === id)?.total;
-    return {
-      id,
-      depth: depth.find((s) => s.dims.queue === id)?.total ?? null,
-      oldest: of("queue.oldest_seconds").find((s) => s.dims.queue === id)?.total ?? null,
-      breaches: total(of("tasks.sla_breaches"), (d) => d.queue === id),
-      completed: total(of("tasks.ended"), (d) => d.queue === id && d.state === "completed"),
-      firstAction,
-    };
-  }).sort((a, b) => (b.depth ?? 0) - (a.depth ?? 0));
+  const queueRows = queueIds
+    .map((id) => {
+      const firstAction = data.histograms.find((h) => h.metric === "queue.first_action_seconds" && h.dims.queue === id)?.total;
+      return {
+        id,
+        depth: depth.find((s) => s.dims.queue === id)?.total ?? null,
+        oldest: of("queue.oldest_seconds").find((s) => s.dims.queue === id)?.total ?? null,
+        breaches: total(of("tasks.sla_breaches"), (d) => d.queue === id),
+        completed: total(of("tasks.ended"), (d) => d.queue === id && d.state === "completed"),
+        firstAction,
+      };
+    })
+    .sort((a, b) => (b.depth ?? 0) - (a.depth ?? 0));
   const topQueues = queueRows.slice(0, 5);
 
   const ended = of("runs.ended");
   const runStates = ["succeeded", "repair_required", "failed", "terminated"];
   const versions = [...new Set([...of("runs.created"), ...ended].map((s) => s.dims.version).filter((v): v is string => typeof v === "string"))];
-  const versionRows = versions.map((id) => {
-    const codes = new Map<string, number>();
-    for (const s of ended) if (s.dims.version === id && s.dims.code) codes.set(s.dims.code, (codes.get(s.dims.code) ?? 0) + (s.total ?? 0));
-    return {
-      id,
-      created: total(of("runs.created"), (d) => d.version === id),
-      states: Object.fromEntries(runStates.map((state) => [state, total(ended, (d) => d.version === id && d.state === state)])),
-      codes: [...codes.entries()].sort((a, b) => b[1] - a[1]).slice(0, 3),
-    };
-  }).sort((a, b) => b.created - a.created);
+  const versionRows = versions
+    .map((id) => {
+      const codes = new Map<string, number>();
+      for (const s of ended) if (s.dims.version === id && s.dims.code) codes.set(s.dims.code, (codes.get(s.dims.code) ?? 0) + (s.total ?? 0));
+      return {
+        id,
+        created: total(of("runs.created"), (d) => d.version === id),
+        states: Object.fromEntries(runStates.map((state) => [state, total(ended, (d) => d.version === id && d.state === state)])),
+        codes: [...codes.entries()].sort((a, b) => b[1] - a[1]).slice(0, 3),
+      };
+    })
+    .sort((a, b) => b.created - a.created);
 
   const decisions = of("decisions.made");
   const modes = [...new Set(decisions.map((s) => s.dims.mode ?? "manual"))];
@@ -196,13 +133,45 @@ function Figures({ data }: { data: Metrics }) {
           <div className="field-row">
             <table className="table table-compact">
               <caption className="sr-only">Reports by category</caption>
-              <thead><tr><th scope="col">Category</th><th scope="col" className="num">Reports</th></tr></thead>
-              <tbody>{[...byCategory.entries()].sort((a, b) => b[1] - a[1]).map(([category, n]) => <tr key={category}><td>{category.replace(/_/gu, " ")}</td><td className="num">{num(n)}</td></tr>)}</tbody>
+              <thead>
+                <tr>
+                  <th scope="col">Category</th>
+                  <th scope="col" className="num">
+                    Reports
+                  </th>
+                </tr>
+              </thead>
+              <tbody>
+                {[...byCategory.entries()]
+                  .sort((a, b) => b[1] - a[1])
+                  .map(([category, n]) => (
+                    <tr key={category}>
+                      <td>{category.replace(/_/gu, " ")}</td>
+                      <td className="num">{num(n)}</td>
+                    </tr>
+                  ))}
+              </tbody>
             </table>
             <table className="table table-compact">
               <caption className="sr-only">Reports by source</caption>
-              <thead><tr><th scope="col">Source</th><th scope="col" className="num">Reports</th></tr></thead>
-              <tbody>{[...bySource.entries()].sort((a, b) => b[1] - a[1]).map(([source, n]) => <tr key={source}><td>{source.replace(/_/gu, " ")}</td><td className="num">{num(n)}</td></tr>)}</tbody>
+              <thead>
+                <tr>
+                  <th scope="col">Source</th>
+                  <th scope="col" className="num">
+                    Reports
+                  </th>
+                </tr>
+              </thead>
+              <tbody>
+                {[...bySource.entries()]
+                  .sort((a, b) => b[1] - a[1])
+                  .map(([source, n]) => (
+                    <tr key={source}>
+                      <td>{source.replace(/_/gu, " ")}</td>
+                      <td className="num">{num(n)}</td>
+                    </tr>
+                  ))}
+              </tbody>
             </table>
           </div>
         </div>
@@ -212,11 +181,35 @@ function Figures({ data }: { data: Metrics }) {
           <Chart title="Tasks waiting" lines={topQueues.map((q) => ({ label: queueName(q.id), points: (depth.find((s) => s.dims.queue === q.id)?.points ?? []).map((p) => p ?? 0) }))} steps={steps} step={step} />
           <table className="table table-compact" data-testid="queue-health">
             <caption className="sr-only">Queue health</caption>
-            <thead><tr><th scope="col">Queue</th><th scope="col" className="num">Waiting</th><th scope="col" className="num">Oldest</th><th scope="col" className="num">SLA breaches</th><th scope="col" className="num">Completed</th><th scope="col" className="num">First action p50</th><th scope="col" className="num">p90</th></tr></thead>
+            <thead>
+              <tr>
+                <th scope="col">Queue</th>
+                <th scope="col" className="num">
+                  Waiting
+                </th>
+                <th scope="col" className="num">
+                  Oldest
+                </th>
+                <th scope="col" className="num">
+                  SLA breaches
+                </th>
+                <th scope="col" className="num">
+                  Completed
+                </th>
+                <th scope="col" className="num">
+                  First action p50
+                </th>
+                <th scope="col" className="num">
+                  p90
+                </th>
+              </tr>
+            </thead>
             <tbody>
               {queueRows.map((q) => (
                 <tr key={q.id}>
-                  <th scope="row"><Link to={`/queues/${encodeURIComponent(q.id)}`}>{queueName(q.id)}</Link></th>
+                  <th scope="row">
+                    <Link to={`/queues/${encodeURIComponent(q.id)}`}>{queueName(q.id)}</Link>
+                  </th>
                   <td className="num">{num(q.depth)}</td>
                   <td className="num">{duration(q.oldest)}</td>
                   <td className={`num${q.breaches > 0 ? " text-bad" : ""}`}>{num(q.breaches)}</td>
@@ -225,55 +218,144 @@ function Figures({ data }: { data: Metrics }) {
                   <td className="num">{q.firstAction?.p90 === null || !q.firstAction ? "—" : `≤ ${duration(q.firstAction.p90)}`}</td>
                 </tr>
               ))}
-              {queueRows.length === 0 ? <tr><td colSpan={7} className="muted">No queues yet.</td></tr> : null}
+              {queueRows.length === 0 ? (
+                <tr>
+                  <td colSpan={7} className="muted">
+                    No queues yet.
+                  </td>
+                </tr>
+              ) : null}
             </tbody>
           </table>
         </div>
 
         <div className="card">
           <h2>Runs</h2>
-          <Chart title={`Runs ended per ${step}`} lines={runStates.map((state) => ({ label: state.replace(/_/gu, " "), points: sum(ended.filter((s) => s.dims.state === state), steps.length) }))} steps={steps} step={step} />
+          <Chart
+            title={`Runs ended per ${step}`}
+            lines={runStates.map((state) => ({
+              label: state.replace(/_/gu, " "),
+              points: sum(
+                ended.filter((s) => s.dims.state === state),
+                steps.length,
+              ),
+            }))}
+            steps={steps}
+            step={step}
+          />
           <table className="table table-compact" data-testid="runs-by-version">
             <caption className="sr-only">Runs by workflow version</caption>
-            <thead><tr><th scope="col">Workflow version</th><th scope="col" className="num">Started</th>{runStates.map((s) => <th key={s} scope="col" className="num">{s.replace(/_/gu, " ")}</th>)}<th scope="col">Top error codes</th></tr></thead>
+            <thead>
+              <tr>
+                <th scope="col">Workflow version</th>
+                <th scope="col" className="num">
+                  Started
+                </th>
+                {runStates.map((s) => (
+                  <th key={s} scope="col" className="num">
+                    {s.replace(/_/gu, " ")}
+                  </th>
+                ))}
+                <th scope="col">Top error codes</th>
+              </tr>
+            </thead>
             <tbody>
               {versionRows.map((v) => (
                 <tr key={v.id}>
-                  <th scope="row"><Link to={`/runs?workflowVersionId=${encodeURIComponent(v.id)}`}>{versionName(v.id)}</Link></th>
+                  <th scope="row">
+                    <Link to={`/runs?workflowVersionId=${encodeURIComponent(v.id)}`}>{versionName(v.id)}</Link>
+                  </th>
                   <td className="num">{num(v.created)}</td>
-                  {runStates.map((s) => <td key={s} className={`num${s !== "succeeded" && (v.states[s] ?? 0) > 0 ? " text-bad" : ""}`}>{num(v.states[s])}</td>)}
-                  <td>{v.codes.length ? v.codes.map(([code, n]) => <span key={code}><code>{code}</code> ×{n} </span>) : <span className="muted">—</span>}</td>
+                  {runStates.map((s) => (
+                    <td key={s} className={`num${s !== "succeeded" && (v.states[s] ?? 0) > 0 ? " text-bad" : ""}`}>
+                      {num(v.states[s])}
+                    </td>
+                  ))}
+                  <td>
+                    {v.codes.length ? (
+                      v.codes.map(([code, n]) => (
+                        <span key={code}>
+                          <code>{code}</code> ×{n}{" "}
+                        </span>
+                      ))
+                    ) : (
+                      <span className="muted">—</span>
+                    )}
+                  </td>
                 </tr>
               ))}
-              {versionRows.length === 0 ? <tr><td colSpan={runStates.length + 3} className="muted">No runs in this range.</td></tr> : null}
+              {versionRows.length === 0 ? (
+                <tr>
+                  <td colSpan={runStates.length + 3} className="muted">
+                    No runs in this range.
+                  </td>
+                </tr>
+              ) : null}
             </tbody>
           </table>
         </div>
 
         <div className="card">
           <h2>Deliveries</h2>
-          <Chart title={`Webhook deliveries per ${step}`} lines={["delivered", "dead"].map((state) => ({ label: state, points: sum(of("deliveries.ended").filter((s) => s.dims.state === state), steps.length) }))} steps={steps} step={step} />
-          <p>Pending now: <strong>{num(summary.deliveriesPending)}</strong> · created in range: {num(total(of("deliveries.created")))} · dead-lettered: <span className={summary.deliveriesDead > 0 ? "text-bad" : undefined}>{num(summary.deliveriesDead)}</span></p>
+          <Chart
+            title={`Webhook deliveries per ${step}`}
+            lines={["delivered", "dead"].map((state) => ({
+              label: state,
+              points: sum(
+                of("deliveries.ended").filter((s) => s.dims.state === state),
+                steps.length,
+              ),
+            }))}
+            steps={steps}
+            step={step}
+          />
+          <p>
+            Pending now: <strong>{num(summary.deliveriesPending)}</strong> · created in range: {num(total(of("deliveries.created")))} · dead-lettered:{" "}
+            <span className={summary.deliveriesDead > 0 ? "text-bad" : undefined}>{num(summary.deliveriesDead)}</span>
+          </p>
         </div>
 
         <div className="card">
           <h2>Decisions and appeals</h2>
           <table className="table table-compact" data-testid="decisions-by-mode">
             <caption className="sr-only">Decisions by automation</caption>
-            <thead><tr><th scope="col">Run mode</th><th scope="col" className="num">Fully automated</th><th scope="col" className="num">Partially</th><th scope="col" className="num">By a person</th></tr></thead>
+            <thead>
+              <tr>
+                <th scope="col">Run mode</th>
+                <th scope="col" className="num">
+                  Fully automated
+                </th>
+                <th scope="col" className="num">
+                  Partially
+                </th>
+                <th scope="col" className="num">
+                  By a person
+                </th>
+              </tr>
+            </thead>
             <tbody>
               {modes.map((mode) => (
                 <tr key={mode}>
                   <th scope="row">{mode}</th>
-                  {["fully", "partially", "not_automated"].map((a) => <td key={a} className="num">{num(total(decisions, (d) => (d.mode ?? "manual") === mode && d.automated === a))}</td>)}
+                  {["fully", "partially", "not_automated"].map((a) => (
+                    <td key={a} className="num">
+                      {num(total(decisions, (d) => (d.mode ?? "manual") === mode && d.automated === a))}
+                    </td>
+                  ))}
                 </tr>
               ))}
-              {modes.length === 0 ? <tr><td colSpan={4} className="muted">No decisions in this range.</td></tr> : null}
+              {modes.length === 0 ? (
+                <tr>
+                  <td colSpan={4} className="muted">
+                    No decisions in this range.
+                  </td>
+                </tr>
+              ) : null}
             </tbody>
           </table>
           <p>
-            {num(summary.decisions)} decisions: {pct(summary.automationShare.fully)} fully automated, {pct(summary.automationShare.partially)} partially, {pct(summary.automationShare.not_automated)} by a person.
-            {" "}{num(summary.appeals)} appeals taken in, {num(summary.appealsDecided)} decided, {pct(summary.overturnRate)} overturned.
+            {num(summary.decisions)} decisions: {pct(summary.automationShare.fully)} fully automated, {pct(summary.automationShare.partially)} partially, {pct(summary.automationShare.not_automated)} by a person. {num(summary.appeals)}{" "}
+            appeals taken in, {num(summary.appealsDecided)} decided, {pct(summary.overturnRate)} overturned.
           </p>
         </div>
       </div>

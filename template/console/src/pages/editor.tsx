@@ -1,13 +1,10 @@
 // The visual workflow editor: a palette of the 15 node kinds, ports as handles, a config panel per
 // kind, the server's validator run as you type (problems pinned to their node and field through the
 // error path $.nodes[i]…), drafts kept in this browser, and publish.
-import {
-  applyNodeChanges, Background, Controls, MiniMap, ReactFlow, ReactFlowProvider, useReactFlow,
-  type Connection, type EdgeChange, type NodeChange,
-} from "@xyflow/react";
+import { applyNodeChanges, Background, Controls, MiniMap, ReactFlow, ReactFlowProvider, useReactFlow, type Connection, type EdgeChange, type NodeChange } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
 import { useCallback, useEffect, useMemo, useRef, useState, type DragEvent } from "react";
-import { api, ApiError, get, post, type Graph, type GraphNode, type Page, type ValidationProblem, type Workflow, type WorkflowVersion } from "../api";
+import { api, ApiError, get, post, type Graph, type GraphNode, type ValidationProblem, type Workflow, type WorkflowVersion } from "../api";
 import { ConfigPanel, type Lookups } from "../graph/config-panel";
 import { nodeTypes, type FlowNode } from "../graph/flow-node";
 import { autoLayout, cleanGraph, KIND_INFO, newNode, NODE_KINDS, pinProblems, portsOf, uniqueId, type NodeKind } from "../graph/kinds";
@@ -16,76 +13,9 @@ import { useDebounced, useResource } from "../hooks";
 import { Link, useNavigate, useSearchParam } from "../router";
 import { cannotReason, useCan, useSession } from "../session";
 import { ErrorNote, Loading, PageTitle, useToast } from "../ui";
-
-type Positions = Record<string, { x: number; y: number }>;
-interface Draft { nodes: GraphNode[]; edges: Graph["edges"]; positions: Positions; basedOn: string | null; savedAt: string }
-
-const draftKey = (workflowId: string) => `safest.draft.${workflowId}`;
-const positionsKey = (workflowId: string) => `safest.positions.${workflowId}`;
-
-function readJson<T>(key: string): T | null {
-  try {
-    const raw = window.localStorage.getItem(key);
-    return raw ? (JSON.parse(raw) as T) : null;
-  } catch {
-    return null;
-  }
-}
-
-function writeJson(key: string, value: unknown): void {
-  try {
-    if (value === null) window.localStorage.removeItem(key);
-    else window.localStorage.setItem(key, JSON.stringify(value));
-  } catch {
-    // Storage full or disabled: the draft lives only in memory.
-  }
-}
-
-const EMPTY_LOOKUPS: Lookups = { queues: [], actionTypes: [], providers: [], policies: [], components: { builtIns: [], versions: [] }, endpoints: [] };
-
-async function loadLookups(signal: AbortSignal): Promise<Lookups> {
-  const soft = <T,>(p: Promise<T>, fallback: T) => p.catch(() => fallback);
-  const [queues, actionTypes, providers, policies, components, endpoints] = await Promise.all([
-    soft(get<Page<{ id: string; name: string }>>("/queues", signal), { items: [] }),
-    soft(get<Page<{ key: string; name: string }>>("/action-types", signal), { items: [] }),
-    soft(get<Page<{ id: string; name?: string; model: string }>>("/ai-providers", signal), { items: [] }),
-    soft(get<Page<Lookups["policies"][number]>>("/policies", signal), { items: [] }),
-    soft(get<{ builtIns: string[]; items: Array<{ id: string; name: string; versions?: Array<{ id: string; version?: number }> }> }>("/components", signal), { builtIns: [], items: [] }),
-    soft(get<Page<{ id: string; url: string }>>("/webhook-endpoints", signal), { items: [] }),
-  ]);
-  return {
-    queues: queues.items, actionTypes: actionTypes.items, providers: providers.items, policies: policies.items, endpoints: endpoints.items,
-    components: {
-      builtIns: components.builtIns ?? [],
-      versions: (components.items ?? []).flatMap((c) => (c.versions ?? []).map((v) => ({ id: v.id, label: `${c.name} v${v.version ?? "?"}` }))),
-    },
-  };
-}
-
-function Palette({ onAdd, disabled }: { onAdd: (kind: NodeKind) => void; disabled: boolean }) {
-  const groups = ["Flow", "Automation", "People", "Effects"] as const;
-  return (
-    <nav className="palette" aria-label="Node palette">
-      <h2 className="h3">Add a node</h2>
-      {groups.map((group) => (
-        <div key={group} className="palette-group">
-          <h3 className="palette-title">{group}</h3>
-          <ul>
-            {NODE_KINDS.filter((k) => KIND_INFO[k].group === group).map((kind) => (
-              <li key={kind}>
-                <button type="button" className="palette-item" disabled={disabled} draggable={!disabled} data-kind={kind} title={KIND_INFO[kind].description}
-                  onDragStart={(e) => { e.dataTransfer.setData("application/x-safest-kind", kind); e.dataTransfer.effectAllowed = "copy"; }}
-                  onClick={() => onAdd(kind)}>
-                  {KIND_INFO[kind].label}
-                </button>
-              </li>
-            ))}
-          </ul>
-        </div>
-      ))}
-    </nav>
-  );
-}
+import { type Draft, draftKey, type Positions, positionsKey, readJson, writeJson } from "./editor/drafts";
+import { EMPTY_LOOKUPS, loadLookups } from "./editor/lookups";
+import { Palette } from "./editor/palette";
 
 function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; base: WorkflowVersion | null; canEdit: boolean; canValidate: boolean }) {
   const navigate = useNavigate();
@@ -120,7 +50,15 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
 
   const graphNodes = rfNodes.map((n) => n.data.node);
   // A new version keeps the semantics of the version it is based on, so editing never changes what its expressions mean.
-  const graph = useMemo(() => cleanGraph(graphNodes, edges, base?.graph.expressionSemantics), [rfNodes, edges, base]); // eslint-disable-line react-hooks/exhaustive-deps
+  const graph = useMemo(
+    () =>
+      cleanGraph(
+        rfNodes.map((n) => n.data.node),
+        edges,
+        base?.graph.expressionSemantics,
+      ),
+    [rfNodes, edges, base],
+  );
   const graphJson = JSON.stringify(graph);
   const debounced = useDebounced(graphJson, 300);
 
@@ -150,8 +88,8 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
   useEffect(() => {
     if (!dirty || !canEdit) return;
     const positions = Object.fromEntries(rfNodes.map((n) => [n.id, n.position]));
-    writeJson(draftKey(workflow.id), { nodes: graphNodes, edges, positions, basedOn: initial.basedOn, savedAt: new Date().toISOString() } satisfies Draft);
-  }, [rfNodes, edges, dirty]); // eslint-disable-line react-hooks/exhaustive-deps
+    writeJson(draftKey(workflow.id), { nodes: rfNodes.map((n) => n.data.node), edges, positions, basedOn: initial.basedOn, savedAt: new Date().toISOString() } satisfies Draft);
+  }, [rfNodes, edges, dirty, canEdit, workflow.id, initial.basedOn]);
 
   const pinned = useMemo(() => {
     if (!validation) return { byNode: {}, global: [], edgeProblems: {} } as ReturnType<typeof pinProblems>;
@@ -166,12 +104,13 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
     setDirty(true);
   };
 
-  const updateNode = (id: string, node: GraphNode) => change(() => {
-    setRfNodes((list) => list.map((n) => (n.id === id ? { ...n, data: { ...n.data, node } } : n)));
-    // Ports that no longer exist lose their edges.
-    const ports = new Set(portsOf(node));
-    setEdges((list) => list.filter((e) => e.from.nodeId !== id || ports.has(e.from.port)));
-  });
+  const updateNode = (id: string, node: GraphNode) =>
+    change(() => {
+      setRfNodes((list) => list.map((n) => (n.id === id ? { ...n, data: { ...n.data, node } } : n)));
+      // Ports that no longer exist lose their edges.
+      const ports = new Set(portsOf(node));
+      setEdges((list) => list.filter((e) => e.from.nodeId !== id || ports.has(e.from.port)));
+    });
 
   const addNode = (kind: NodeKind, at?: { x: number; y: number }) => {
     if (!canEdit) return;
@@ -205,19 +144,24 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
   const onEdgesChange = useCallback((changes: EdgeChange[]) => {
     const removed = new Set(changes.filter((c) => c.type === "remove").map((c) => c.id));
     if (removed.size === 0) return;
-    change(() => setEdges((list) => list.filter((e) => !removed.has(edgeId(e)))));
-  }, []); // eslint-disable-line react-hooks/exhaustive-deps
+    setEdges((list) => list.filter((e) => !removed.has(edgeId(e))));
+    setDirty(true);
+  }, []);
 
   const onConnect = useCallback((c: Connection) => {
     if (!c.source || !c.target || !c.sourceHandle || c.source === c.target) return;
     const edge = { from: { nodeId: c.source, port: c.sourceHandle }, to: { nodeId: c.target } };
-    change(() => setEdges((list) => (list.some((e) => edgeId(e) === edgeId(edge)) ? list : [...list, edge])));
-  }, []); // eslint-disable-line react-hooks/exhaustive-deps
+    setEdges((list) => (list.some((e) => edgeId(e) === edgeId(edge)) ? list : [...list, edge]));
+    setDirty(true);
+  }, []);
 
-  const connectPort = (nodeId: string, port: string, target: string | null) => change(() => setEdges((list) => {
-    const rest = list.filter((e) => !(e.from.nodeId === nodeId && e.from.port === port));
-    return target ? [...rest, { from: { nodeId, port }, to: { nodeId: target } }] : rest;
-  }));
+  const connectPort = (nodeId: string, port: string, target: string | null) =>
+    change(() =>
+      setEdges((list) => {
+        const rest = list.filter((e) => !(e.from.nodeId === nodeId && e.from.port === port));
+        return target ? [...rest, { from: { nodeId, port }, to: { nodeId: target } }] : rest;
+      }),
+    );
 
   const renamePort = (nodeId: string, from: string, to: string) => setEdges((list) => list.map((e) => (e.from.nodeId === nodeId && e.from.port === from ? { ...e, from: { nodeId, port: to } } : e)));
 
@@ -232,11 +176,12 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
     return null;
   };
 
-  const deleteNode = (id: string) => change(() => {
-    setRfNodes((list) => list.filter((n) => n.id !== id));
-    setEdges((list) => list.filter((e) => e.from.nodeId !== id && e.to.nodeId !== id));
-    setSelected(null);
-  });
+  const deleteNode = (id: string) =>
+    change(() => {
+      setRfNodes((list) => list.filter((n) => n.id !== id));
+      setEdges((list) => list.filter((e) => e.from.nodeId !== id && e.to.nodeId !== id));
+      setSelected(null);
+    });
 
   const publish = async () => {
     setPublishing(true);
@@ -289,11 +234,22 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
     <div className="editor">
       <div className="editor-bar">
         <div className="editor-status" role="status" aria-live="polite" data-testid="validation-status">
-          {!canValidate ? "Checking needs a moderator or admin role." : validateError ? "The validator could not be reached." : !validation || validating || !upToDate ? "Checking…"
-            : validation.valid ? "Valid: ready to publish." : `${problemCount} problem${problemCount === 1 ? "" : "s"} to fix before publishing.`}
+          {!canValidate
+            ? "Checking needs a moderator or admin role."
+            : validateError
+              ? "The validator could not be reached."
+              : !validation || validating || !upToDate
+                ? "Checking…"
+                : validation.valid
+                  ? "Valid: ready to publish."
+                  : `${problemCount} problem${problemCount === 1 ? "" : "s"} to fix before publishing.`}
         </div>
         {restored.current && dirty ? <span className="muted small">Restored your unpublished draft.</span> : null}
-        {canEdit && dirty ? <button type="button" className="btn btn-quiet btn-small" onClick={discard}>Discard draft</button> : null}
+        {canEdit && dirty ? (
+          <button type="button" className="btn btn-quiet btn-small" onClick={discard}>
+            Discard draft
+          </button>
+        ) : null}
         {canEdit ? (
           <button type="button" className="btn btn-primary" data-testid="publish" disabled={publishing || graph.nodes.length === 0} onClick={() => void publish()}>
             {publishing ? "Publishing…" : "Publish version"}
@@ -303,8 +259,20 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
       <ErrorNote error={publishError} />
       <div className="editor-grid">
         {canEdit ? <Palette onAdd={(k) => addNode(k)} disabled={!canEdit} /> : null}
-        <div className="canvas" role="region" aria-label="Workflow canvas" onDragOver={(e) => { e.preventDefault(); e.dataTransfer.dropEffect = "copy"; }} onDrop={onDrop}>
-          {rfNodes.length === 0 ? <p className="canvas-hint">Add a <strong>Start</strong> node from the palette, then connect ports by dragging from a port's handle to the next node.</p> : null}
+        <section
+          className="canvas"
+          aria-label="Workflow canvas"
+          onDragOver={(e) => {
+            e.preventDefault();
+            e.dataTransfer.dropEffect = "copy";
+          }}
+          onDrop={onDrop}
+        >
+          {rfNodes.length === 0 ? (
+            <p className="canvas-hint">
+              Add a <strong>Start</strong> node from the palette, then connect ports by dragging from a port's handle to the next node.
+            </p>
+          ) : null}
           <ReactFlow
             nodes={displayNodes}
             edges={flowEdges}
@@ -326,21 +294,40 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
             <Controls showInteractive={false} />
             <MiniMap pannable zoomable ariaLabel="Overview of the workflow" />
           </ReactFlow>
-        </div>
+        </section>
         <aside className="inspector-panel" aria-label="Node configuration">
           {selectedNode ? (
-            <ConfigPanel key={selectedNode.id} node={selectedNode} nodes={graphNodes} edges={edges} problems={pinned.byNode[selectedNode.id]} lookups={lookups} readOnly={!canEdit}
-              onChange={(node) => updateNode(selectedNode.id, node)} onRename={renameNode} onConnect={(port, target) => connectPort(selectedNode.id, port, target)}
-              onRenamePort={(from, to) => renamePort(selectedNode.id, from, to)} onDelete={() => deleteNode(selectedNode.id)} />
+            <ConfigPanel
+              key={selectedNode.id}
+              node={selectedNode}
+              nodes={graphNodes}
+              edges={edges}
+              problems={pinned.byNode[selectedNode.id]}
+              lookups={lookups}
+              readOnly={!canEdit}
+              onChange={(node) => updateNode(selectedNode.id, node)}
+              onRename={renameNode}
+              onConnect={(port, target) => connectPort(selectedNode.id, port, target)}
+              onRenamePort={(from, to) => renamePort(selectedNode.id, from, to)}
+              onDelete={() => deleteNode(selectedNode.id)}
+            />
           ) : (
             <div>
               <h2 className="h3">Problems</h2>
               {validation && validation.problems.length === 0 ? <p>None. The graph is valid.</p> : null}
               <ul className="problem-list">
                 {Object.entries(pinned.byNode).map(([id, list]) => (
-                  <li key={id}><button type="button" className="link-button" onClick={() => setSelected(id)}>{id}</button>: {list.map((p) => p.message).join(" ")}</li>
+                  <li key={id}>
+                    <button type="button" className="link-button" onClick={() => setSelected(id)}>
+                      {id}
+                    </button>
+                    : {list.map((p) => p.message).join(" ")}
+                  </li>
                 ))}
-                {pinned.global.map((p, i) => <li key={`g${i}`}>{p.message}</li>)}
+                {pinned.global.map((p, i) => (
+                  // biome-ignore lint/suspicious/noArrayIndexKey: the validator's problems, a read-only list redrawn whole on each load, never reordered; its items have no id and may repeat
+                  <li key={`g${i}`}>{p.message}</li>
+                ))}
               </ul>
               <p className="help">Select a node to configure it. Delete removes the selected node or edge.</p>
             </div>
@@ -360,18 +347,33 @@ export function EditorPage({ params }: { params: Record<string, string> }) {
   const workflow = useResource((signal) => get<Workflow>(`/workflows/${encodeURIComponent(id)}`, signal), [id]);
   // Whether a draft was waiting when the page opened (the editor writes one as soon as you change something).
   const [draftAtOpen] = useState(() => readJson<Draft>(draftKey(id)) !== null);
-  const baseId = from ?? (draftAtOpen ? null : workflow.data?.versions?.[0]?.id ?? null);
+  const baseId = from ?? (draftAtOpen ? null : (workflow.data?.versions?.[0]?.id ?? null));
   const base = useResource(baseId ? (signal) => get<WorkflowVersion>(`/workflow-versions/${encodeURIComponent(baseId)}`, signal) : null, [baseId]);
-  if (workflow.error) return <section><PageTitle>Workflow editor</PageTitle><ErrorNote error={workflow.error} retry={workflow.reload} /></section>;
+  if (workflow.error)
+    return (
+      <section>
+        <PageTitle>Workflow editor</PageTitle>
+        <ErrorNote error={workflow.error} retry={workflow.reload} />
+      </section>
+    );
   if (!workflow.data || (baseId && !base.data && !base.error)) return <Loading label="Opening the editor…" />;
   return (
     <section className="editor-page" data-ready="true">
-      <PageTitle subtitle={<><Link to={`/workflows/${encodeURIComponent(id)}`}>{workflow.data.name}</Link>{base.data ? ` · editing from version ${base.data.version}` : " · new version"}</>}>
+      <PageTitle
+        subtitle={
+          <>
+            <Link to={`/workflows/${encodeURIComponent(id)}`}>{workflow.data.name}</Link>
+            {base.data ? ` · editing from version ${base.data.version}` : " · new version"}
+          </>
+        }
+      >
         {`Edit ${workflow.data.name}`}
       </PageTitle>
       {!canEdit ? <p className="note note-info">{cannotReason(user.role, "admin")} The graph is shown read-only.</p> : null}
       {from && canEdit && draftAtOpen ? (
-        <p className="note note-warn">You have an unpublished draft of this workflow; editing from this version replaces it once you change something. <Link to={`/workflows/${encodeURIComponent(id)}/edit`}>Open the draft instead</Link></p>
+        <p className="note note-warn">
+          You have an unpublished draft of this workflow; editing from this version replaces it once you change something. <Link to={`/workflows/${encodeURIComponent(id)}/edit`}>Open the draft instead</Link>
+        </p>
       ) : null}
       <ErrorNote error={base.error} />
       <ReactFlowProvider>

@@ -1,4 +1,4 @@
-// The template gallery (issue 16 §2): each example workflow of GET /workflow-templates with a
+// The template gallery: each example workflow of GET /workflow-templates with a
 // picture of its graph (a static SVG drawn here from the JSON: no React Flow, so the page stays
 // light), when to use it, what it names and whether this installation has it, and "Use this",
 // which publishes it as a new workflow and opens it in the editor. Its own chunk.
@@ -58,7 +58,9 @@ export function GraphPicture({ graph, title }: { graph: Graph; title: string }) 
             <path d={`M${x1},${y1} C${x1 + bend},${y1} ${x2 - bend},${y2} ${x2},${y2}`} fill="none" style={{ stroke: "var(--muted)" }} strokeWidth={2} markerEnd="url(#gallery-arrow)" />
             {/* Named by its port next to the node it enters: edges leaving one node part there. */}
             {e.from.port !== "success" ? (
-              <text x={x2 - 10} y={y2 - 8} fontSize={14} textAnchor="end" style={{ fill: "var(--muted)" }}>{e.from.port.replace(/_/gu, " ")}</text>
+              <text x={x2 - 10} y={y2 - 8} fontSize={14} textAnchor="end" style={{ fill: "var(--muted)" }}>
+                {e.from.port.replace(/_/gu, " ")}
+              </text>
             ) : null}
           </g>
         );
@@ -69,8 +71,12 @@ export function GraphPicture({ graph, title }: { graph: Graph; title: string }) 
         return (
           <g key={node.id}>
             <rect x={p.x} y={p.y} width={BOX.w} height={BOX.h} rx={8} style={{ fill: "var(--surface)", stroke: GROUP_TONE[group] ?? "var(--border)" }} strokeWidth={3} />
-            <text x={p.x + 12} y={p.y + 26} fontSize={17} fontWeight={600} style={{ fill: "var(--text)" }}>{label(node.kind)}</text>
-            <text x={p.x + 12} y={p.y + 48} fontSize={15} style={{ fill: "var(--muted)", fontFamily: "var(--mono)" }}>{node.id.length > 22 ? `${node.id.slice(0, 21)}…` : node.id}</text>
+            <text x={p.x + 12} y={p.y + 26} fontSize={17} fontWeight={600} style={{ fill: "var(--text)" }}>
+              {label(node.kind)}
+            </text>
+            <text x={p.x + 12} y={p.y + 48} fontSize={15} style={{ fill: "var(--muted)", fontFamily: "var(--mono)" }}>
+              {node.id.length > 22 ? `${node.id.slice(0, 21)}…` : node.id}
+            </text>
           </g>
         );
       })}
@@ -85,7 +91,13 @@ function MissingList({ details }: { details: Array<{ path: string; type?: Refere
         const where = d.type ? CREATE_IN[d.type] : undefined;
         return (
           <li key={d.path}>
-            {d.type && d.name ? <>No {where?.label ?? d.type} <code>{d.name}</code> yet. </> : <>{d.message} </>}
+            {d.type && d.name ? (
+              <>
+                No {where?.label ?? d.type} <code>{d.name}</code> yet.{" "}
+              </>
+            ) : (
+              <>{d.message} </>
+            )}
             {where ? <Link to={where.to}>Create it under {where.to.startsWith("/settings") ? "Settings" : "Workflows"}</Link> : null}
           </li>
         );
@@ -112,10 +124,13 @@ function TemplateCard({ template, canAdmin }: { template: Template; canAdmin: bo
       setBusy(false);
     }
   };
-  const missing = error instanceof ApiError && error.code === "workflow_template.references_missing" && Array.isArray(error.details) ? (error.details as Array<{ path: string; type?: ReferenceType | null; name?: string | null; message: string }>) : null;
+  const missing =
+    error instanceof ApiError && error.code === "workflow_template.references_missing" && Array.isArray(error.details) ? (error.details as Array<{ path: string; type?: ReferenceType | null; name?: string | null; message: string }>) : null;
   return (
     <li className="card" data-testid="template" data-template={template.id}>
-      <h2 id={headingId} className="h3">{template.title}</h2>
+      <h2 id={headingId} className="h3">
+        {template.title}
+      </h2>
       <GraphPicture graph={template.graph as Graph} title={`Graph of ${template.title}`} />
       <p>{template.whenToUse}</p>
       <h3 className="h3">What it names</h3>
@@ -126,13 +141,20 @@ function TemplateCard({ template, canAdmin }: { template: Template; canAdmin: bo
           {template.references.map((r) => (
             <li key={r.path}>
               {r.exists ? <span className="badge tone-ok">exists</span> : <span className="badge tone-warn">missing</span>} {CREATE_IN[r.type].label} <code>{r.name}</code>
-              {!r.exists && canAdmin ? <> · <Link to={CREATE_IN[r.type].to}>create it</Link></> : null}
+              {!r.exists && canAdmin ? (
+                <>
+                  {" "}
+                  · <Link to={CREATE_IN[r.type].to}>create it</Link>
+                </>
+              ) : null}
             </li>
           ))}
         </ul>
       )}
       {template.needs.length > 0 ? <p className="help">{template.needs.join(" ")}</p> : null}
-      <p className="muted small"><code>{template.file}</code> · {template.nodeCount} nodes</p>
+      <p className="muted small">
+        <code>{template.file}</code> · {template.nodeCount} nodes
+      </p>
       {canAdmin ? (
         <form onSubmit={(e) => void use(e)} className="inline-form" aria-label={`Use ${template.title}`}>
           <div className="field">
@@ -144,8 +166,12 @@ function TemplateCard({ template, canAdmin }: { template: Template; canAdmin: bo
               <p>{(error as ApiError).message}</p>
               <MissingList details={missing} />
             </div>
-          ) : <ErrorNote error={error} />}
-          <button type="submit" className="btn btn-primary" disabled={busy || name.trim() === ""} data-testid="use-template">{busy ? "Publishing…" : "Use this"}</button>
+          ) : (
+            <ErrorNote error={error} />
+          )}
+          <button type="submit" className="btn btn-primary" disabled={busy || name.trim() === ""} data-testid="use-template">
+            {busy ? "Publishing…" : "Use this"}
+          </button>
         </form>
       ) : null}
     </li>
@@ -158,15 +184,29 @@ export function GalleryPage() {
   const templates = useResource((signal) => server.get("/workflow-templates", { signal }), []);
   return (
     <section data-ready={templates.data ? "true" : undefined}>
-      <PageTitle subtitle={<>Example workflows to start from. “Use this” publishes one as a new workflow of yours and opens it in the editor; every template is also a file under <code>examples/</code> of your project.</>}>
+      <PageTitle
+        subtitle={
+          <>
+            Example workflows to start from. “Use this” publishes one as a new workflow of yours and opens it in the editor; every template is also a file under <code>examples/</code> of your project.
+          </>
+        }
+      >
         Workflow templates
       </PageTitle>
-      {!canAdmin ? <p className="note note-info">{cannotReason(user.role, "admin")}</p> : <p><Link to="/getting-started">Getting started: the first-run checklist</Link></p>}
+      {!canAdmin ? (
+        <p className="note note-info">{cannotReason(user.role, "admin")}</p>
+      ) : (
+        <p>
+          <Link to="/getting-started">Getting started: the first-run checklist</Link>
+        </p>
+      )}
       <ErrorNote error={templates.error} retry={templates.reload} />
       {templates.loading && !templates.data ? <Loading /> : null}
       {templates.data ? (
         <ul className="cards dashboard-grid" style={{ padding: 0 }} aria-label="Templates">
-          {templates.data.items.map((t) => <TemplateCard key={t.id} template={t} canAdmin={canAdmin} />)}
+          {templates.data.items.map((t) => (
+            <TemplateCard key={t.id} template={t} canAdmin={canAdmin} />
+          ))}
         </ul>
       ) : null}
     </section>

@@ -1,4 +1,4 @@
-// The guided first run (issue 16 §3): a checklist from GET /onboarding, each step checked off from
+// The guided first run: a checklist from GET /onboarding, each step checked off from
 // the installation's real state and linking to where it is done. Shown to admins at the top of the
 // review home until every step is done or they dismiss it (per user, in this browser), and always
 // at /getting-started. Its own chunk: the review pages do not load it for reviewers.
@@ -23,29 +23,60 @@ interface StepText {
 const STEPS: Record<StepId, StepText> = {
   connect_product: {
     title: "Connect your product",
-    how: <>Add a <Link to="/settings/webhooks">webhook endpoint</Link>: your product receives actions and messages there, signed (Standard Webhooks). Then name what it can do under <Link to="/settings/action-types">Action types</Link>.</>,
+    how: (
+      <>
+        Add a <Link to="/settings/webhooks">webhook endpoint</Link>: your product receives actions and messages there, signed (Standard Webhooks). Then name what it can do under <Link to="/settings/action-types">Action types</Link>.
+      </>
+    ),
   },
   publish_workflow: {
     title: "Publish a workflow",
-    how: <>Start from a <Link to="/templates">template</Link> or draw your own under <Link to="/workflows">Workflows</Link>.</>,
-    next: (hints) => (hints.triggerEnabled ? null : <>Then connect it to reports with a <Link to="/settings/triggers">trigger</Link>.</>),
+    how: (
+      <>
+        Start from a <Link to="/templates">template</Link> or draw your own under <Link to="/workflows">Workflows</Link>.
+      </>
+    ),
+    next: (hints) =>
+      hints.triggerEnabled ? null : (
+        <>
+          Then connect it to reports with a <Link to="/settings/triggers">trigger</Link>.
+        </>
+      ),
   },
   send_report: {
     title: "Send a test report",
-    how: <>Your product sends reports to <code>POST /api/v1/reports</code> with an API key from <Link to="/settings/api-keys">API keys</Link>, or send one from here.</>,
+    how: (
+      <>
+        Your product sends reports to <code>POST /api/v1/reports</code> with an API key from <Link to="/settings/api-keys">API keys</Link>, or send one from here.
+      </>
+    ),
   },
   review_report: {
     title: "Review it",
-    how: <>Answer the report's task in the <Link to="/">review queues</Link>.</>,
+    how: (
+      <>
+        Answer the report's task in the <Link to="/">review queues</Link>.
+      </>
+    ),
     next: (hints) => (hints.taskWaiting ? <strong>A task is waiting in a queue.</strong> : hints.triggerEnabled ? null : <>Reports become tasks once a trigger starts a workflow with a review step.</>),
   },
   see_action: {
     title: "See the action arrive",
-    how: <>When a decision takes an action, your product confirms its delivery; see the deliveries under <Link to="/settings/webhooks">Webhook endpoints</Link>.</>,
+    how: (
+      <>
+        When a decision takes an action, your product confirms its delivery; see the deliveries under <Link to="/settings/webhooks">Webhook endpoints</Link>.
+      </>
+    ),
     next: (hints) =>
-      hints.actionDeliveryDead ? <span className="text-bad">A delivery failed for good: check the endpoint's URL and secret.</span>
-        : hints.actionDeliveryPending ? <>A delivery is on its way (retried until your product answers 2xx).</>
-          : hints.actionTypeExists ? null : <>Needs an <Link to="/settings/action-types">action type</Link> delivered to your product.</>,
+      hints.actionDeliveryDead ? (
+        <span className="text-bad">A delivery failed for good: check the endpoint's URL and secret.</span>
+      ) : hints.actionDeliveryPending ? (
+        <>A delivery is on its way (retried until your product answers 2xx).</>
+      ) : hints.actionTypeExists ? null : (
+        <>
+          Needs an <Link to="/settings/action-types">action type</Link> delivered to your product.
+        </>
+      ),
   },
 };
 
@@ -83,7 +114,9 @@ function SendTestReport({ onSent }: { onSent: () => void }) {
   };
   return (
     <>
-      <button type="button" className="btn btn-small" disabled={busy} onClick={() => void send()} data-testid="send-test-report">{busy ? "Sending…" : "Send a test report"}</button>
+      <button type="button" className="btn btn-small" disabled={busy} onClick={() => void send()} data-testid="send-test-report">
+        {busy ? "Sending…" : "Send a test report"}
+      </button>
       <ErrorNote error={error} />
     </>
   );
@@ -127,10 +160,18 @@ export function OnboardingPanel() {
     <section className="card" aria-labelledby="onboarding-heading" data-testid="onboarding-panel">
       <div className="page-title">
         <div>
-          <h2 id="onboarding-heading">Getting started: {checklist.data.completed} of {checklist.data.total} done</h2>
-          <p className="subtitle">Each step is checked off from what your installation holds. <Link to="/getting-started">Open the checklist</Link></p>
+          <h2 id="onboarding-heading">
+            Getting started: {checklist.data.completed} of {checklist.data.total} done
+          </h2>
+          <p className="subtitle">
+            Each step is checked off from what your installation holds. <Link to="/getting-started">Open the checklist</Link>
+          </p>
         </div>
-        <div className="page-actions"><button type="button" className="btn btn-small btn-quiet" onClick={dismiss}>Dismiss</button></div>
+        <div className="page-actions">
+          <button type="button" className="btn btn-small btn-quiet" onClick={dismiss}>
+            Dismiss
+          </button>
+        </div>
       </div>
       <Steps checklist={checklist.data} reload={checklist.reload} />
     </section>
@@ -146,9 +187,15 @@ export function OnboardingPage() {
       {checklist.loading && !checklist.data ? <Loading /> : null}
       {checklist.data ? (
         <>
-          <p role="status" data-testid="onboarding-progress">{checklist.data.allDone ? "Every step is done: your desk works end to end." : `${checklist.data.completed} of ${checklist.data.total} steps done.`}</p>
+          <p role="status" data-testid="onboarding-progress">
+            {checklist.data.allDone ? "Every step is done: your desk works end to end." : `${checklist.data.completed} of ${checklist.data.total} steps done.`}
+          </p>
           <Steps checklist={checklist.data} reload={checklist.reload} />
-          <p><button type="button" className="btn btn-small" onClick={checklist.reload}>Check again</button></p>
+          <p>
+            <button type="button" className="btn btn-small" onClick={checklist.reload}>
+              Check again
+            </button>
+          </p>
         </>
       ) : null}
     </section>

@@ -24,14 +24,21 @@ function Share({ p }: { p: Row["qaAgreement"] }) {
   if (p.trials === 0) return <span className="muted">no data</span>;
   return (
     <span title={`95% Wilson interval ${pct(p.low)} – ${pct(p.high)}`}>
-      {pct(p.value)} <span className="muted small">({p.successes}/{p.trials}; {pct(p.low)}–{pct(p.high)})</span>
+      {pct(p.value)}{" "}
+      <span className="muted small">
+        ({p.successes}/{p.trials}; {pct(p.low)}–{pct(p.high)})
+      </span>
     </span>
   );
 }
 
 function Kappa({ k }: { k: Row["kappa"] }) {
   if (k.n === 0 || k.kappa === null) return <span className="muted">{k.n === 0 ? "no data" : "undefined"}</span>;
-  return <span title={`observed ${pct(k.observed)}, by chance ${pct(k.expected)}`}>{k.kappa.toFixed(2)} <span className="muted small">(n {k.n})</span></span>;
+  return (
+    <span title={`observed ${pct(k.observed)}, by chance ${pct(k.expected)}`}>
+      {k.kappa.toFixed(2)} <span className="muted small">(n {k.n})</span>
+    </span>
+  );
 }
 
 function FiguresTable({ rows, label, first }: { rows: Array<Row & { name: string; qaReviewsDone?: number }>; label: string; first: string }) {
@@ -42,12 +49,20 @@ function FiguresTable({ rows, label, first }: { rows: Array<Row & { name: string
       <thead>
         <tr>
           <th scope="col">{first}</th>
-          <th scope="col" className="num">Tasks</th>
-          <th scope="col" className="num">Median time</th>
+          <th scope="col" className="num">
+            Tasks
+          </th>
+          <th scope="col" className="num">
+            Median time
+          </th>
           <th scope="col">Agreement with QA</th>
           <th scope="col">Kappa</th>
           <th scope="col">Golden accuracy</th>
-          {rows.some((r) => r.qaReviewsDone !== undefined) ? <th scope="col" className="num">QA reviews done</th> : null}
+          {rows.some((r) => r.qaReviewsDone !== undefined) ? (
+            <th scope="col" className="num">
+              QA reviews done
+            </th>
+          ) : null}
         </tr>
       </thead>
       <tbody>
@@ -56,9 +71,15 @@ function FiguresTable({ rows, label, first }: { rows: Array<Row & { name: string
             <th scope="row">{r.name.replace(/_/gu, " ")}</th>
             <td className="num">{r.tasksCompleted}</td>
             <td className="num">{r.medianSecondsPerTask === null ? "—" : formatSeconds(r.medianSecondsPerTask)}</td>
-            <td><Share p={r.qaAgreement} /></td>
-            <td><Kappa k={r.kappa} /></td>
-            <td><Share p={r.goldenAccuracy} /></td>
+            <td>
+              <Share p={r.qaAgreement} />
+            </td>
+            <td>
+              <Kappa k={r.kappa} />
+            </td>
+            <td>
+              <Share p={r.goldenAccuracy} />
+            </td>
             {r.qaReviewsDone !== undefined ? <td className="num">{r.qaReviewsDone}</td> : null}
           </tr>
         ))}
@@ -73,14 +94,17 @@ export function QaPage() {
   const navigate = useNavigate();
   const windowId = (useSearchParam("window") ?? "30d") as WindowId;
   const window = WINDOWS.find((w) => w.id === windowId) ?? WINDOWS[1];
-  const figures = useResource(
-    isAdmin ? (signal) => server.get("/qa/reviewers", { query: { since: new Date(Date.now() - window.days * 86_400_000).toISOString() }, signal }) : null,
-    [window.id, isAdmin],
-  );
+  const figures = useResource(isAdmin ? (signal) => server.get("/qa/reviewers", { query: { since: new Date(Date.now() - window.days * 86_400_000).toISOString() }, signal }) : null, [window.id, isAdmin]);
   const settings = useResource(isAdmin ? (signal) => server.get("/qa/settings", { signal }) : null, [isAdmin]);
   const queues = useResource(isAdmin ? (signal) => server.get("/queues", { signal }) : null, [isAdmin]);
   const golden = useResource(isAdmin ? (signal) => server.get("/qa/golden-items", { signal }) : null, [isAdmin]);
-  if (!isAdmin) return <section><PageTitle>Reviewer QA</PageTitle><p className="note">{cannotReason(user.role, "admin")}</p></section>;
+  if (!isAdmin)
+    return (
+      <section>
+        <PageTitle>Reviewer QA</PageTitle>
+        <p className="note">{cannotReason(user.role, "admin")}</p>
+      </section>
+    );
   const data = figures.data;
   const queueName = (id: string | null) => queues.data?.items.find((q) => q.id === id)?.name ?? id ?? "—";
   return (
@@ -91,12 +115,32 @@ export function QaPage() {
       {figures.loading && !data ? <Loading /> : null}
       {data ? (
         <>
-          <p className="muted small" data-testid="qa-definition">{data.agreement} Intervals are 95% Wilson intervals; kappa is Cohen's, first answer against QA answer.</p>
+          <p className="muted small" data-testid="qa-definition">
+            {data.agreement} Intervals are 95% Wilson intervals; kappa is Cohen's, first answer against QA answer.
+          </p>
           <div className="stats">
-            <div className="stat"><span className="muted small">Agreement with QA</span><strong><Share p={data.overall.qaAgreement} /></strong></div>
-            <div className="stat"><span className="muted small">Kappa between reviewers</span><strong><Kappa k={data.overall.kappa} /></strong></div>
-            <div className="stat"><span className="muted small">Golden accuracy</span><strong><Share p={data.overall.goldenAccuracy} /></strong></div>
-            <div className="stat"><span className="muted small">Median time per task</span><strong>{data.overall.medianSecondsPerTask === null ? "—" : formatSeconds(data.overall.medianSecondsPerTask)}</strong></div>
+            <div className="stat">
+              <span className="muted small">Agreement with QA</span>
+              <strong>
+                <Share p={data.overall.qaAgreement} />
+              </strong>
+            </div>
+            <div className="stat">
+              <span className="muted small">Kappa between reviewers</span>
+              <strong>
+                <Kappa k={data.overall.kappa} />
+              </strong>
+            </div>
+            <div className="stat">
+              <span className="muted small">Golden accuracy</span>
+              <strong>
+                <Share p={data.overall.goldenAccuracy} />
+              </strong>
+            </div>
+            <div className="stat">
+              <span className="muted small">Median time per task</span>
+              <strong>{data.overall.medianSecondsPerTask === null ? "—" : formatSeconds(data.overall.medianSecondsPerTask)}</strong>
+            </div>
           </div>
           <h2>Per reviewer</h2>
           <FiguresTable rows={data.reviewers.map((r) => ({ ...r, name: r.reviewer }))} label="Figures per reviewer" first="Reviewer" />
@@ -110,10 +154,26 @@ export function QaPage() {
       {settings.data && settings.data.items.length > 0 ? (
         <table className="table table-compact" data-testid="qa-settings">
           <caption className="sr-only">QA sampling per queue</caption>
-          <thead><tr><th scope="col">Queue</th><th scope="col" className="num">Sampled</th><th scope="col">QA queue</th><th scope="col">Compared on</th></tr></thead>
+          <thead>
+            <tr>
+              <th scope="col">Queue</th>
+              <th scope="col" className="num">
+                Sampled
+              </th>
+              <th scope="col">QA queue</th>
+              <th scope="col">Compared on</th>
+            </tr>
+          </thead>
           <tbody>
             {settings.data.items.map((s) => (
-              <tr key={s.queueId}><th scope="row">{queueName(s.queueId)}</th><td className="num">{pct(s.rate)}</td><td>{queueName(s.qaQueueId)}</td><td><code>{s.compareField}</code></td></tr>
+              <tr key={s.queueId}>
+                <th scope="row">{queueName(s.queueId)}</th>
+                <td className="num">{pct(s.rate)}</td>
+                <td>{queueName(s.qaQueueId)}</td>
+                <td>
+                  <code>{s.compareField}</code>
+                </td>
+              </tr>
             ))}
           </tbody>
         </table>
@@ -124,16 +184,27 @@ export function QaPage() {
       {golden.data && golden.data.items.length > 0 ? (
         <table className="table table-compact" data-testid="qa-golden">
           <caption className="sr-only">Golden items and how they were answered</caption>
-          <thead><tr><th scope="col">Queue</th><th scope="col">Category</th><th scope="col">Known answer</th><th scope="col">Task</th><th scope="col">Answered by</th><th scope="col">Result</th></tr></thead>
+          <thead>
+            <tr>
+              <th scope="col">Queue</th>
+              <th scope="col">Category</th>
+              <th scope="col">Known answer</th>
+              <th scope="col">Task</th>
+              <th scope="col">Answered by</th>
+              <th scope="col">Result</th>
+            </tr>
+          </thead>
           <tbody>
             {golden.data.items.map((g) => (
               <tr key={g.id}>
                 <td>{queueName(g.queueId)}</td>
                 <td>{g.category ? g.category.replace(/_/gu, " ") : "—"}</td>
-                <td><code>{g.comparedOn}</code></td>
+                <td>
+                  <code>{g.comparedOn}</code>
+                </td>
                 <td>{g.taskState ?? "—"}</td>
                 <td>{g.result?.reviewer ?? <span className="muted">not yet</span>}</td>
-                <td>{g.result ? (g.result.correct ? <span className="badge tone-ok">right</span> : <span className="badge tone-bad">wrong: {g.result.answered}</span>) : <span className="muted">—</span>}</td>
+                <td>{g.result ? g.result.correct ? <span className="badge tone-ok">right</span> : <span className="badge tone-bad">wrong: {g.result.answered}</span> : <span className="muted">—</span>}</td>
               </tr>
             ))}
           </tbody>

@@ -11,9 +11,22 @@ import { RevealReporter } from "./task/panels";
 import { SubjectReports, Timeline } from "./timeline";
 
 const CATEGORIES = [
-  "animal_welfare", "consumer_information", "cyber_violence", "cyber_violence_against_women", "data_protection_and_privacy_violations",
-  "illegal_or_harmful_speech", "intellectual_property_infringements", "negative_effects_on_civic_discourse_or_elections", "not_specified_notice",
-  "other_violation_tc", "protection_of_minors", "risk_for_public_security", "scams_and_fraud", "self_harm", "unsafe_and_prohibited_products", "violence",
+  "animal_welfare",
+  "consumer_information",
+  "cyber_violence",
+  "cyber_violence_against_women",
+  "data_protection_and_privacy_violations",
+  "illegal_or_harmful_speech",
+  "intellectual_property_infringements",
+  "negative_effects_on_civic_discourse_or_elections",
+  "not_specified_notice",
+  "other_violation_tc",
+  "protection_of_minors",
+  "risk_for_public_security",
+  "scams_and_fraud",
+  "self_harm",
+  "unsafe_and_prohibited_products",
+  "violence",
 ];
 
 export function ReportsPage() {
@@ -32,15 +45,22 @@ export function ReportsPage() {
   return (
     <section data-ready={first.data ? "true" : undefined}>
       <PageTitle subtitle="Summaries only; a report's personal data opens on its page, and that access is audited.">Reports</PageTitle>
+      {/* biome-ignore lint/a11y/useSemanticElements: the form is the search landmark itself; a <search> wrapper would add an element around the flex row of filters for the same landmark */}
       <form className="filters" role="search" onSubmit={search}>
         <label htmlFor="subject-search">Subject id</label>
         <input id="subject-search" className="mono" value={subject} onChange={(e) => setSubject(e.target.value)} autoComplete="off" />
         <label htmlFor="category-search">Category</label>
         <select id="category-search" value={cat} onChange={(e) => setCat(e.target.value)}>
           <option value="">any</option>
-          {CATEGORIES.map((c) => <option key={c} value={c}>{c.replace(/_/gu, " ")}</option>)}
+          {CATEGORIES.map((c) => (
+            <option key={c} value={c}>
+              {c.replace(/_/gu, " ")}
+            </option>
+          ))}
         </select>
-        <button type="submit" className="btn">Search</button>
+        <button type="submit" className="btn">
+          Search
+        </button>
       </form>
       <ErrorNote error={first.error} retry={first.reload} />
       {first.loading && reports.length === 0 ? <Loading /> : null}
@@ -48,23 +68,44 @@ export function ReportsPage() {
       {reports.length > 0 ? (
         <table className="table">
           <caption className="sr-only">Reports, newest first</caption>
-          <thead><tr><th scope="col">Report</th><th scope="col">Subject</th><th scope="col">Category</th><th scope="col">Source</th><th scope="col" className="num">On subject</th><th scope="col">Received</th></tr></thead>
+          <thead>
+            <tr>
+              <th scope="col">Report</th>
+              <th scope="col">Subject</th>
+              <th scope="col">Category</th>
+              <th scope="col">Source</th>
+              <th scope="col" className="num">
+                On subject
+              </th>
+              <th scope="col">Received</th>
+            </tr>
+          </thead>
           <tbody>
             {reports.map((r) => (
               <tr key={r.id}>
-                <th scope="row"><Link to={`/reports/${encodeURIComponent(r.id)}?case=${encodeURIComponent(r.caseId)}`}>{shortId(r.id)}</Link></th>
-                <td>{r.subject.kind} <code>{r.subject.id}</code></td>
+                <th scope="row">
+                  <Link to={`/reports/${encodeURIComponent(r.id)}?case=${encodeURIComponent(r.caseId)}`}>{shortId(r.id)}</Link>
+                </th>
+                <td>
+                  {r.subject.kind} <code>{r.subject.id}</code>
+                </td>
                 <td>{r.category.replace(/_/gu, " ")}</td>
                 <td>{r.source.replace(/_/gu, " ")}</td>
                 <td className="num">{r.caseReportCount}</td>
-                <td><Time at={r.createdAt} /></td>
+                <td>
+                  <Time at={r.createdAt} />
+                </td>
               </tr>
             ))}
           </tbody>
         </table>
       ) : null}
       <ErrorNote error={list.moreError} />
-      {list.hasMore ? <button type="button" className="btn" disabled={list.loadingMore} onClick={() => void list.loadMore()}>{list.loadingMore ? "Loading…" : "Show more"}</button> : null}
+      {list.hasMore ? (
+        <button type="button" className="btn" disabled={list.loadingMore} onClick={() => void list.loadMore()}>
+          {list.loadingMore ? "Loading…" : "Show more"}
+        </button>
+      ) : null}
     </section>
   );
 }
@@ -76,12 +117,41 @@ function Opened({ report }: { report: ReportDetail }) {
     <section className="card" aria-labelledby="opened-heading">
       <h2 id="opened-heading">Report details</h2>
       <dl className="kv">
-        <div><dt>Subject</dt><dd>{report.subject.kind} <code>{report.subject.id}</code>{report.subject.url ? <> · <ExternalLink href={report.subject.url}>{report.subject.url}</ExternalLink></> : null}</dd></div>
-        <div><dt>Category</dt><dd>{report.category.replace(/_/gu, " ")}</dd></div>
-        <div><dt>Reporter</dt><dd><RevealReporter report={report} /></dd></div>
+        <div>
+          <dt>Subject</dt>
+          <dd>
+            {report.subject.kind} <code>{report.subject.id}</code>
+            {report.subject.url ? (
+              <>
+                {" "}
+                · <ExternalLink href={report.subject.url}>{report.subject.url}</ExternalLink>
+              </>
+            ) : null}
+          </dd>
+        </div>
+        <div>
+          <dt>Category</dt>
+          <dd>{report.category.replace(/_/gu, " ")}</dd>
+        </div>
+        <div>
+          <dt>Reporter</dt>
+          <dd>
+            <RevealReporter report={report} />
+          </dd>
+        </div>
       </dl>
-      {report.description ? <blockquote className="content-text"><span className="muted small">What the reporter wrote</span><p>{report.description}</p></blockquote> : null}
-      {snapshotText(report.subject.snapshot).map(([k, text]) => <blockquote key={k} className="content-text"><span className="muted small">{k}</span><p>{text}</p></blockquote>)}
+      {report.description ? (
+        <blockquote className="content-text">
+          <span className="muted small">What the reporter wrote</span>
+          <p>{report.description}</p>
+        </blockquote>
+      ) : null}
+      {snapshotText(report.subject.snapshot).map(([k, text]) => (
+        <blockquote key={k} className="content-text">
+          <span className="muted small">{k}</span>
+          <p>{text}</p>
+        </blockquote>
+      ))}
       <MediaGallery items={media} blurByDefault={user.preferences.blurMedia} revealAllSignal={0} />
     </section>
   );
@@ -99,9 +169,17 @@ export function ReportPage({ params }: { params: Record<string, string> }) {
       {!open ? (
         <div className="note note-info">
           <p>The report's content (description, snapshot, evidence) is sealed. Opening it is recorded in the audit trail; who reported stays sealed until you ask, with a reason.</p>
-          <button type="button" className="btn" onClick={() => setOpen(true)}>Open report details</button>
+          <button type="button" className="btn" onClick={() => setOpen(true)}>
+            Open report details
+          </button>
         </div>
-      ) : report.error ? <ErrorNote error={report.error} retry={report.reload} /> : report.data ? <Opened report={report.data} /> : <Loading />}
+      ) : report.error ? (
+        <ErrorNote error={report.error} retry={report.reload} />
+      ) : report.data ? (
+        <Opened report={report.data} />
+      ) : (
+        <Loading />
+      )}
       <section className="card" aria-labelledby="timeline-heading">
         <h2 id="timeline-heading">Timeline</h2>
         <Timeline reportId={id} />

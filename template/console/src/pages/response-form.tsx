@@ -22,7 +22,10 @@ type Schema = Record<string, unknown>;
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
 
 function humanize(name: string): string {
-  const spaced = name.replace(/[_-]+/gu, " ").replace(/([a-z])([A-Z])/gu, "$1 $2").trim();
+  const spaced = name
+    .replace(/[_-]+/gu, " ")
+    .replace(/([a-z])([A-Z])/gu, "$1 $2")
+    .trim();
   return spaced.charAt(0).toUpperCase() + spaced.slice(1);
 }
 
@@ -167,21 +170,38 @@ export function ResponseFields({ fields, primary, values, onChange, problems, di
         const id = `answer-${field.name}`;
         const error = problems[field.name];
         const describedBy = [field.description ? `${id}-help` : "", error ? `${id}-error` : ""].filter(Boolean).join(" ") || undefined;
-        const help = field.description ? <p className="help" id={`${id}-help`}>{field.description}</p> : null;
-        const errorText = error ? <p className="field-error" id={`${id}-error`}>{error}</p> : null;
-        const required = field.required ? <span className="required" aria-hidden="true"> *</span> : null;
+        const help = field.description ? (
+          <p className="help" id={`${id}-help`}>
+            {field.description}
+          </p>
+        ) : null;
+        const errorText = error ? (
+          <p className="field-error" id={`${id}-error`}>
+            {error}
+          </p>
+        ) : null;
+        const required = field.required ? (
+          <span className="required" aria-hidden="true">
+            {" "}
+            *
+          </span>
+        ) : null;
         if (field.kind === "enum" || field.kind === "multi") {
           const multi = field.kind === "multi";
           const selected = multi ? (Array.isArray(values[field.name]) ? (values[field.name] as unknown[]) : []) : [values[field.name]];
           const numbered = field.name === primary;
           return (
             <fieldset key={field.name} className={`field options${error ? " field-invalid" : ""}`} aria-describedby={describedBy} {...(multi ? {} : { role: "radiogroup", "aria-required": field.required })}>
-              <legend>{field.label}{required}{numbered ? <span className="muted small"> (keys 1–{Math.min(field.options!.length, 9)})</span> : null}</legend>
+              <legend>
+                {field.label}
+                {required}
+                {numbered ? <span className="muted small"> (keys 1–{Math.min(field.options!.length, 9)})</span> : null}
+              </legend>
               <div className="option-row">
                 {field.options!.map((option, i) => {
                   const checked = selected.some((v) => JSON.stringify(v) === JSON.stringify(option.value));
                   return (
-                    <label key={i} className={`option${checked ? " option-checked" : ""}`}>
+                    <label key={JSON.stringify(option.value)} className={`option${checked ? " option-checked" : ""}`}>
                       <input
                         type={multi ? "checkbox" : "radio"}
                         name={id}
@@ -193,13 +213,15 @@ export function ResponseFields({ fields, primary, values, onChange, problems, di
                           else onChange(field.name, checked ? selected.filter((v) => JSON.stringify(v) !== JSON.stringify(option.value)) : [...selected, option.value]);
                         }}
                       />
+                      {/* biome-ignore lint/a11y/noAriaHiddenOnFocusable: the <kbd> is not focusable (the radio beside it is); the digit is a visual hint, the shortcuts are listed in the keyboard help */}
                       {numbered && i < 9 ? <kbd aria-hidden="true">{i + 1}</kbd> : null}
                       <span>{option.label}</span>
                     </label>
                   );
                 })}
               </div>
-              {help}{errorText}
+              {help}
+              {errorText}
             </fieldset>
           );
         }
@@ -208,29 +230,62 @@ export function ResponseFields({ fields, primary, values, onChange, problems, di
             <div key={field.name} className={`field field-check${error ? " field-invalid" : ""}`}>
               <label>
                 <input type="checkbox" id={id} checked={values[field.name] === true} disabled={disabled} aria-describedby={describedBy} onChange={(event) => onChange(field.name, event.target.checked)} />
-                <span>{field.label}{required}</span>
+                <span>
+                  {field.label}
+                  {required}
+                </span>
               </label>
-              {help}{errorText}
+              {help}
+              {errorText}
             </div>
           );
         }
         if (field.kind === "number") {
           return (
             <div key={field.name} className={`field${error ? " field-invalid" : ""}`}>
-              <label htmlFor={id}>{field.label}{required}</label>
-              <input id={id} type="number" inputMode={field.integer ? "numeric" : "decimal"} step={field.integer ? 1 : "any"} value={values[field.name] === undefined ? "" : String(values[field.name])} disabled={disabled}
-                aria-describedby={describedBy} aria-invalid={error ? true : undefined} aria-required={field.required} onChange={(event) => onChange(field.name, event.target.value)} />
-              {help}{errorText}
+              <label htmlFor={id}>
+                {field.label}
+                {required}
+              </label>
+              <input
+                id={id}
+                type="number"
+                inputMode={field.integer ? "numeric" : "decimal"}
+                step={field.integer ? 1 : "any"}
+                value={values[field.name] === undefined ? "" : String(values[field.name])}
+                disabled={disabled}
+                aria-describedby={describedBy}
+                aria-invalid={error ? true : undefined}
+                aria-required={field.required}
+                onChange={(event) => onChange(field.name, event.target.value)}
+              />
+              {help}
+              {errorText}
             </div>
           );
         }
         const json = field.kind === "json";
         return (
           <div key={field.name} className={`field${error ? " field-invalid" : ""}`}>
-            <label htmlFor={id}>{field.label}{required}{json ? <span className="muted small"> (JSON)</span> : null}</label>
-            <textarea id={id} rows={json ? 4 : 3} className={json ? "mono" : undefined} value={typeof values[field.name] === "string" ? (values[field.name] as string) : ""} disabled={disabled}
-              maxLength={field.maxLength} aria-describedby={describedBy} aria-invalid={error ? true : undefined} aria-required={field.required} onChange={(event) => onChange(field.name, event.target.value)} />
-            {help}{errorText}
+            <label htmlFor={id}>
+              {field.label}
+              {required}
+              {json ? <span className="muted small"> (JSON)</span> : null}
+            </label>
+            <textarea
+              id={id}
+              rows={json ? 4 : 3}
+              className={json ? "mono" : undefined}
+              value={typeof values[field.name] === "string" ? (values[field.name] as string) : ""}
+              disabled={disabled}
+              maxLength={field.maxLength}
+              aria-describedby={describedBy}
+              aria-invalid={error ? true : undefined}
+              aria-required={field.required}
+              onChange={(event) => onChange(field.name, event.target.value)}
+            />
+            {help}
+            {errorText}
           </div>
         );
       })}

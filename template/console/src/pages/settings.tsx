@@ -1,22 +1,29 @@
 // Settings: queues, triggers, action types, webhook endpoints (secret shown once), API keys (shown
 // once, revocable), console users, AI providers and policies (settings/*.tsx). Everyone may read;
 // only admins change things.
-import { useState, } from "react";
-import { get, post, type Page, type Queue, type Workflow } from "../api";
+import { useState } from "react";
+import { get, post, type Page, type Queue } from "../api";
 import { useResource } from "../hooks";
 import { useNavigate } from "../router";
 import { cannotReason, useCan, useSession } from "../session";
-import { Empty, ErrorNote, formatSeconds, Loading, PageTitle, SecretOnce, shortId, StateBadge, Tabs, Time, useToast } from "../ui";
+import { Empty, ErrorNote, formatSeconds, Loading, PageTitle, shortId, Tabs, useToast } from "../ui";
 import { ProvidersTab } from "./settings/ai-providers";
 import { ApiKeysTab } from "./settings/api-keys";
 import { FormCard, Input, useSubmit } from "./settings/form";
 import { PoliciesTab } from "./settings/policies";
+import { TriggersTab } from "./settings/triggers";
 import { UsersTab } from "./settings/users";
+import { type Endpoint, WebhooksTab } from "./settings/webhooks";
 
 type Tab = "queues" | "triggers" | "action-types" | "webhooks" | "api-keys" | "users" | "ai-providers" | "policies";
 const TABS: Array<{ id: Tab; label: string }> = [
-  { id: "queues", label: "Queues" }, { id: "triggers", label: "Triggers" }, { id: "action-types", label: "Action types" },
-  { id: "webhooks", label: "Webhook endpoints" }, { id: "api-keys", label: "API keys" }, { id: "users", label: "Users" }, { id: "ai-providers", label: "AI providers" },
+  { id: "queues", label: "Queues" },
+  { id: "triggers", label: "Triggers" },
+  { id: "action-types", label: "Action types" },
+  { id: "webhooks", label: "Webhook endpoints" },
+  { id: "api-keys", label: "API keys" },
+  { id: "users", label: "Users" },
+  { id: "ai-providers", label: "AI providers" },
   { id: "policies", label: "Policies" },
 ];
 
@@ -36,9 +43,34 @@ function QueuesTab({ canAdmin }: { canAdmin: boolean }) {
       {queues.loading && !queues.data ? <Loading /> : null}
       {queues.data?.items.length === 0 ? <Empty>No queues yet.</Empty> : null}
       {queues.data?.items.length ? (
-        <table className="table"><caption className="sr-only">Queues</caption>
-          <thead><tr><th scope="col">Name</th><th scope="col">Id</th><th scope="col">SLA</th><th scope="col" className="num">Priority</th><th scope="col" className="num">Open</th></tr></thead>
-          <tbody>{queues.data.items.map((q) => <tr key={q.id}><th scope="row">{q.name}</th><td><code>{q.id}</code></td><td>{formatSeconds(q.slaSeconds)}</td><td className="num">{q.priority}</td><td className="num">{q.open ?? "—"}</td></tr>)}</tbody>
+        <table className="table">
+          <caption className="sr-only">Queues</caption>
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">Id</th>
+              <th scope="col">SLA</th>
+              <th scope="col" className="num">
+                Priority
+              </th>
+              <th scope="col" className="num">
+                Open
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {queues.data.items.map((q) => (
+              <tr key={q.id}>
+                <th scope="row">{q.name}</th>
+                <td>
+                  <code>{q.id}</code>
+                </td>
+                <td>{formatSeconds(q.slaSeconds)}</td>
+                <td className="num">{q.priority}</td>
+                <td className="num">{q.open ?? "—"}</td>
+              </tr>
+            ))}
+          </tbody>
         </table>
       ) : null}
       {canAdmin ? (
@@ -47,127 +79,16 @@ function QueuesTab({ canAdmin }: { canAdmin: boolean }) {
           <Input id="queue-description" label="Description" value={form.description} onChange={(e) => setForm({ ...form, description: e.target.value })} />
           <div className="field-row">
             <Input id="queue-sla" label="SLA" type="number" min={1} value={form.sla} onChange={(e) => setForm({ ...form, sla: e.target.value })} required />
-            <div className="field"><label htmlFor="queue-unit">Unit</label>
+            <div className="field">
+              <label htmlFor="queue-unit">Unit</label>
               <select id="queue-unit" value={form.unit} onChange={(e) => setForm({ ...form, unit: e.target.value })}>
-                <option value="60">minutes</option><option value="3600">hours</option><option value="86400">days</option>
-              </select></div>
+                <option value="60">minutes</option>
+                <option value="3600">hours</option>
+                <option value="86400">days</option>
+              </select>
+            </div>
             <Input id="queue-priority" label="Priority (0-100)" type="number" min={0} max={100} value={form.priority} onChange={(e) => setForm({ ...form, priority: e.target.value })} />
           </div>
-        </FormCard>
-      ) : null}
-    </>
-  );
-}
-
-interface Trigger { id: string; name: string | null; event: string; when: string; workflowVersionId: string; authorityMode: string; enabled: boolean; createdAt: string }
-
-async function loadVersions(signal: AbortSignal) {
-  const workflows = await get<Page<Workflow>>("/workflows", signal);
-  const details = await Promise.all(workflows.items.slice(0, 50).map((w) => get<Workflow>(`/workflows/${encodeURIComponent(w.id)}`, signal)));
-  return details.flatMap((w) => (w.versions ?? []).filter((v) => !v.retiredAt).map((v) => ({ id: v.id, label: `${w.name} v${v.version}` })));
-}
-
-function TriggersTab({ canAdmin }: { canAdmin: boolean }) {
-  const toast = useToast();
-  const triggers = useResource((signal) => get<Page<Trigger>>("/triggers", signal), []);
-  const versions = useResource(canAdmin ? loadVersions : null, []);
-  const [form, setForm] = useState({ name: "", event: "report.created", when: "true", workflowVersionId: "", authorityMode: "autonomous" });
-  const create = useSubmit(async () => {
-    await post("/triggers", { ...(form.name ? { name: form.name } : {}), event: form.event, when: form.when, workflowVersionId: form.workflowVersionId, authorityMode: form.authorityMode });
-    toast("Trigger created.");
-    triggers.reload();
-  });
-  const toggle = async (t: Trigger) => {
-    await post(`/triggers/${encodeURIComponent(t.id)}/${t.enabled ? "disable" : "enable"}`, {});
-    triggers.reload();
-  };
-  return (
-    <>
-      <ErrorNote error={triggers.error} retry={triggers.reload} />
-      {triggers.loading && !triggers.data ? <Loading /> : null}
-      {triggers.data?.items.length === 0 ? <Empty>No triggers: reports start no workflow yet.</Empty> : null}
-      {triggers.data?.items.length ? (
-        <table className="table"><caption className="sr-only">Triggers</caption>
-          <thead><tr><th scope="col">Name</th><th scope="col">Event</th><th scope="col">When</th><th scope="col">Version</th><th scope="col">Mode</th><th scope="col">State</th><th scope="col"><span className="sr-only">Actions</span></th></tr></thead>
-          <tbody>{triggers.data.items.map((t) => (
-            <tr key={t.id}>
-              <th scope="row">{t.name ?? shortId(t.id)}</th><td>{t.event}</td><td><code>{t.when}</code></td><td><code>{shortId(t.workflowVersionId)}</code></td><td>{t.authorityMode}</td>
-              <td><StateBadge state={t.enabled ? "enabled" : "disabled"} /></td>
-              <td>{canAdmin ? <button type="button" className="btn btn-small" onClick={() => void toggle(t)}>{t.enabled ? "Disable" : "Enable"}</button> : null}</td>
-            </tr>
-          ))}</tbody>
-        </table>
-      ) : null}
-      {canAdmin ? (
-        <FormCard title="New trigger" onSubmit={(e) => void create.submit(e)} busy={create.busy} error={create.error} submitLabel="Create trigger">
-          <Input id="trigger-name" label="Name" value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} />
-          <div className="field"><label htmlFor="trigger-event">Event</label>
-            <select id="trigger-event" value={form.event} onChange={(e) => setForm({ ...form, event: e.target.value })}><option value="report.created">report.created</option><option value="appeal.created">appeal.created</option></select></div>
-          <Input id="trigger-when" label="When (CEL over report)" className="mono" value={form.when} onChange={(e) => setForm({ ...form, when: e.target.value })} help="e.g. report.category == 'scams_and_fraud'" />
-          <div className="field"><label htmlFor="trigger-version">Workflow version</label>
-            <select id="trigger-version" value={form.workflowVersionId} onChange={(e) => setForm({ ...form, workflowVersionId: e.target.value })} required>
-              <option value="">— choose —</option>
-              {(versions.data ?? []).map((v) => <option key={v.id} value={v.id}>{v.label}</option>)}
-            </select></div>
-          <div className="field"><label htmlFor="trigger-mode">Authority mode</label>
-            <select id="trigger-mode" value={form.authorityMode} onChange={(e) => setForm({ ...form, authorityMode: e.target.value })}>
-              <option value="shadow">shadow (simulate every effect)</option><option value="assisted">assisted (actions need approval)</option><option value="autonomous">autonomous</option><option value="off">off</option>
-            </select></div>
-        </FormCard>
-      ) : null}
-    </>
-  );
-}
-
-interface Endpoint { id: string; url: string; description: string | null; eventTypes: string[]; retryBaseSeconds: number; maxAttempts: number; state: string; createdAt: string }
-
-function WebhooksTab({ canAdmin }: { canAdmin: boolean }) {
-  const endpoints = useResource((signal) => get<Page<Endpoint>>("/webhook-endpoints", signal), []);
-  const deliveries = useResource((signal) => get<Page<{ id: string; endpointId: string; eventType?: string; type?: string; state: string; attempts: number; createdAt: string }>>("/webhook-deliveries?limit=20", signal), []);
-  const [form, setForm] = useState({ url: "", description: "", eventTypes: [] as string[] });
-  const [secret, setSecret] = useState<string | null>(null);
-  const create = useSubmit(async () => {
-    const created = await post<Endpoint & { secret: string }>("/webhook-endpoints", { url: form.url, ...(form.description ? { description: form.description } : {}), eventTypes: form.eventTypes });
-    setSecret(created.secret);
-    setForm({ url: "", description: "", eventTypes: [] });
-    endpoints.reload();
-  });
-  const toggle = async (e: Endpoint) => {
-    await post(`/webhook-endpoints/${encodeURIComponent(e.id)}/${e.state === "enabled" ? "disable" : "enable"}`, {});
-    endpoints.reload();
-  };
-  return (
-    <>
-      {secret ? <SecretOnce title="Signing secret" secret={secret} onDone={() => setSecret(null)} /> : null}
-      <ErrorNote error={endpoints.error} retry={endpoints.reload} />
-      {endpoints.data?.items.length === 0 ? <Empty>No webhook endpoints.</Empty> : null}
-      {endpoints.data?.items.length ? (
-        <table className="table"><caption className="sr-only">Webhook endpoints</caption>
-          <thead><tr><th scope="col">URL</th><th scope="col">Id</th><th scope="col">Events</th><th scope="col">Retries</th><th scope="col">State</th><th scope="col"><span className="sr-only">Actions</span></th></tr></thead>
-          <tbody>{endpoints.data.items.map((e) => (
-            <tr key={e.id}><th scope="row"><code>{e.url}</code></th><td><code>{shortId(e.id)}</code></td><td>{e.eventTypes.join(", ") || <span className="muted">named by action types</span>}</td><td>{e.maxAttempts} × from {e.retryBaseSeconds} s</td>
-              <td><StateBadge state={e.state} /></td><td>{canAdmin ? <button type="button" className="btn btn-small" onClick={() => void toggle(e)}>{e.state === "enabled" ? "Disable" : "Enable"}</button> : null}</td></tr>
-          ))}</tbody>
-        </table>
-      ) : null}
-      {deliveries.data?.items.length ? (
-        <>
-          <h2 className="h3">Recent deliveries</h2>
-          <table className="table"><caption className="sr-only">Recent deliveries</caption>
-            <thead><tr><th scope="col">Delivery</th><th scope="col">Event</th><th scope="col">State</th><th scope="col" className="num">Attempts</th><th scope="col">Created</th></tr></thead>
-            <tbody>{deliveries.data.items.map((d) => <tr key={d.id}><th scope="row"><code>{shortId(d.id)}</code></th><td>{d.eventType ?? d.type ?? "—"}</td><td><StateBadge state={d.state} /></td><td className="num">{d.attempts}</td><td><Time at={d.createdAt} /></td></tr>)}</tbody>
-          </table>
-        </>
-      ) : null}
-      {canAdmin ? (
-        <FormCard title="New webhook endpoint" onSubmit={(e) => void create.submit(e)} busy={create.busy} error={create.error} submitLabel="Create endpoint">
-          <Input id="hook-url" label="URL" type="url" value={form.url} onChange={(e) => setForm({ ...form, url: e.target.value })} required help="Deliveries are signed (Standard Webhooks); the secret is shown once." />
-          <Input id="hook-description" label="Description" value={form.description} onChange={(e) => setForm({ ...form, description: e.target.value })} />
-          <fieldset className="subfieldset"><legend>Also receive</legend>
-            {["message.send", "report.handoff"].map((t) => (
-              <label key={t} className="check"><input type="checkbox" checked={form.eventTypes.includes(t)} onChange={(e) => setForm({ ...form, eventTypes: e.target.checked ? [...form.eventTypes, t] : form.eventTypes.filter((x) => x !== t) })} /> {t}</label>
-            ))}
-          </fieldset>
         </FormCard>
       ) : null}
     </>
@@ -189,9 +110,32 @@ function ActionTypesTab({ canAdmin }: { canAdmin: boolean }) {
       <ErrorNote error={types.error} retry={types.reload} />
       {types.data?.items.length === 0 ? <Empty>No action types.</Empty> : null}
       {types.data?.items.length ? (
-        <table className="table"><caption className="sr-only">Action types</caption>
-          <thead><tr><th scope="col">Key</th><th scope="col">Name</th><th scope="col">Approval</th><th scope="col">Reversible</th><th scope="col">Endpoint</th></tr></thead>
-          <tbody>{types.data.items.map((t) => <tr key={t.id}><th scope="row"><code>{t.key}</code></th><td>{t.name}</td><td>{t.requiresApproval ? "always" : "by mode"}</td><td>{t.reversible ? "yes" : "no"}</td><td><code>{shortId(t.endpointId)}</code></td></tr>)}</tbody>
+        <table className="table">
+          <caption className="sr-only">Action types</caption>
+          <thead>
+            <tr>
+              <th scope="col">Key</th>
+              <th scope="col">Name</th>
+              <th scope="col">Approval</th>
+              <th scope="col">Reversible</th>
+              <th scope="col">Endpoint</th>
+            </tr>
+          </thead>
+          <tbody>
+            {types.data.items.map((t) => (
+              <tr key={t.id}>
+                <th scope="row">
+                  <code>{t.key}</code>
+                </th>
+                <td>{t.name}</td>
+                <td>{t.requiresApproval ? "always" : "by mode"}</td>
+                <td>{t.reversible ? "yes" : "no"}</td>
+                <td>
+                  <code>{shortId(t.endpointId)}</code>
+                </td>
+              </tr>
+            ))}
+          </tbody>
         </table>
       ) : null}
       {canAdmin ? (
@@ -199,12 +143,23 @@ function ActionTypesTab({ canAdmin }: { canAdmin: boolean }) {
           <Input id="at-key" label="Key" className="mono" value={form.key} onChange={(e) => setForm({ ...form, key: e.target.value })} required pattern="[A-Za-z0-9._:\-]{1,100}" help="Workflows name it in action nodes, e.g. remove_post." />
           <Input id="at-name" label="Name" value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} required />
           <Input id="at-description" label="Description" value={form.description} onChange={(e) => setForm({ ...form, description: e.target.value })} />
-          <div className="field"><label htmlFor="at-endpoint">Webhook endpoint</label>
+          <div className="field">
+            <label htmlFor="at-endpoint">Webhook endpoint</label>
             <select id="at-endpoint" value={form.endpointId} onChange={(e) => setForm({ ...form, endpointId: e.target.value })} required>
-              <option value="">— choose —</option>{(endpoints.data?.items ?? []).map((e) => <option key={e.id} value={e.id}>{e.url}</option>)}
-            </select></div>
-          <label className="check"><input type="checkbox" checked={form.requiresApproval} onChange={(e) => setForm({ ...form, requiresApproval: e.target.checked })} /> Always needs a person's approval</label>
-          <label className="check"><input type="checkbox" checked={form.reversible} onChange={(e) => setForm({ ...form, reversible: e.target.checked })} /> Reversible</label>
+              <option value="">— choose —</option>
+              {(endpoints.data?.items ?? []).map((e) => (
+                <option key={e.id} value={e.id}>
+                  {e.url}
+                </option>
+              ))}
+            </select>
+          </div>
+          <label className="check">
+            <input type="checkbox" checked={form.requiresApproval} onChange={(e) => setForm({ ...form, requiresApproval: e.target.checked })} /> Always needs a person's approval
+          </label>
+          <label className="check">
+            <input type="checkbox" checked={form.reversible} onChange={(e) => setForm({ ...form, reversible: e.target.checked })} /> Reversible
+          </label>
         </FormCard>
       ) : null}
     </>

@@ -5,7 +5,13 @@ import { useResource } from "../hooks";
 import { Details, ErrorNote, Json, Loading } from "../ui";
 
 type Report = ApiResponse<"get", "/workflow-versions/:id/shadow-report">;
-interface Share { value: number | null; low: number | null; high: number | null; successes: number; trials: number }
+interface Share {
+  value: number | null;
+  low: number | null;
+  high: number | null;
+  successes: number;
+  trials: number;
+}
 
 const percent = (x: number | null) => (x === null ? "—" : `${(x * 100).toFixed(1)}%`);
 const fixed = (x: number | null) => (x === null ? "—" : x.toFixed(2));
@@ -14,7 +20,10 @@ function ShareCell({ share }: { share: Share }) {
   if (share.value === null) return <td className="num muted">— (0 cases)</td>;
   return (
     <td className="num">
-      {percent(share.value)} <span className="muted">[{percent(share.low)}–{percent(share.high)}] {share.successes}/{share.trials}</span>
+      {percent(share.value)}{" "}
+      <span className="muted">
+        [{percent(share.low)}–{percent(share.high)}] {share.successes}/{share.trials}
+      </span>
     </td>
   );
 }
@@ -36,7 +45,21 @@ export function ShadowReport({ versionId }: { versionId: string }) {
         <table className="table">
           <caption>Per outcome: the version's proposal against people's decision (95% Wilson intervals, cases behind each figure)</caption>
           <thead>
-            <tr><th scope="col">Outcome</th><th scope="col" className="num">Precision</th><th scope="col" className="num">Recall</th><th scope="col" className="num">F1</th><th scope="col" className="num">Agreed / proposed otherwise / missed</th></tr>
+            <tr>
+              <th scope="col">Outcome</th>
+              <th scope="col" className="num">
+                Precision
+              </th>
+              <th scope="col" className="num">
+                Recall
+              </th>
+              <th scope="col" className="num">
+                F1
+              </th>
+              <th scope="col" className="num">
+                Agreed / proposed otherwise / missed
+              </th>
+            </tr>
           </thead>
           <tbody>
             {data.outcomes.map((o) => (
@@ -45,16 +68,27 @@ export function ShadowReport({ versionId }: { versionId: string }) {
                 <ShareCell share={o.precision} />
                 <ShareCell share={o.recall} />
                 <td className="num">{fixed(o.f1)}</td>
-                <td className="num">{o.truePositives} / {o.falsePositives} / {o.falseNegatives}</td>
+                <td className="num">
+                  {o.truePositives} / {o.falsePositives} / {o.falseNegatives}
+                </td>
               </tr>
             ))}
           </tbody>
         </table>
       ) : null}
       <p>
-        Download as CSV: <a href={csv} download>every figure</a> (with slices by category, source and week) · <a href={`${csv}?rows=reports`} download>one row per compared report</a>
+        Download as CSV:{" "}
+        <a href={csv} download>
+          every figure
+        </a>{" "}
+        (with slices by category, source and week) ·{" "}
+        <a href={`${csv}?rows=reports`} download>
+          one row per compared report
+        </a>
       </p>
-      <Details summary="The full report (JSON)"><Json value={data} label="Shadow report" /></Details>
+      <Details summary="The full report (JSON)">
+        <Json value={data} label="Shadow report" />
+      </Details>
     </div>
   );
 }

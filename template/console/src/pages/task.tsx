@@ -11,36 +11,11 @@ import { Details, ErrorNote, Json, Loading, PageTitle, StateBadge, Time, useToas
 import { useNextTask } from "./queues";
 import { buildResponse, fieldsOf, initialValues, problemsByField, ResponseFields, type Values } from "./response-form";
 import { AutomationSummary, ContextList, ReportFacts, SubjectContent } from "./task/panels";
+import { ShortcutHelp } from "./task/shortcut-help";
 import { SubjectReports, Timeline } from "./timeline";
 import { skippedFor, WellnessNotice } from "./wellness-notice";
 
 const LEASE_RENEW_MS = 5 * 60_000;
-
-function ShortcutHelp({ onClose }: { onClose: () => void }) {
-  const ref = useRef<HTMLDivElement>(null);
-  useEffect(() => {
-    const previous = document.activeElement as HTMLElement | null;
-    ref.current?.focus();
-    return () => previous?.focus();
-  }, []);
-  return (
-    <div className="dialog-backdrop" onClick={onClose}>
-      <div className="dialog" role="dialog" aria-modal="true" aria-labelledby="shortcuts-title" tabIndex={-1} ref={ref} onClick={(e) => e.stopPropagation()}
-        onKeyDown={(e) => { if (e.key === "Escape") onClose(); }}>
-        <h2 id="shortcuts-title">Keyboard shortcuts</h2>
-        <dl className="kv shortcuts">
-          <div><dt><kbd>1</kbd>–<kbd>9</kbd></dt><dd>Choose an outcome</dd></div>
-          <div><dt><kbd>Ctrl</kbd> + <kbd>Enter</kbd></dt><dd>Submit the answer</dd></div>
-          <div><dt><kbd>c</kbd></dt><dd>Claim this task</dd></div>
-          <div><dt><kbd>v</kbd></dt><dd>Reveal or hide all media</dd></div>
-          <div><dt><kbd>n</kbd></dt><dd>Next task in this queue</dd></div>
-          <div><dt><kbd>?</kbd></dt><dd>This list</dd></div>
-        </dl>
-        <button type="button" className="btn" onClick={onClose}>Close</button>
-      </div>
-    </div>
-  );
-}
 
 export function TaskPage({ params }: { params: Record<string, string> }) {
   const id = params.id!;
@@ -80,10 +55,17 @@ export function TaskPage({ params }: { params: Record<string, string> }) {
   const done = t?.state === "completed";
 
   // Keep the lease while the reviewer is on the page.
-  useInterval(() => {
-    if (!answerable) return;
-    post<Task>(`/tasks/${encodeURIComponent(id)}/claim`, {}).then((updated) => task.setData(updated), () => task.reload());
-  }, LEASE_RENEW_MS, answerable);
+  useInterval(
+    () => {
+      if (!answerable) return;
+      post<Task>(`/tasks/${encodeURIComponent(id)}/claim`, {}).then(
+        (updated) => task.setData(updated),
+        () => task.reload(),
+      );
+    },
+    LEASE_RENEW_MS,
+    answerable,
+  );
 
   useEffect(() => {
     if (done) nextButton.current?.focus();
@@ -189,7 +171,13 @@ export function TaskPage({ params }: { params: Record<string, string> }) {
     return false;
   });
 
-  if (task.error && !t) return <section><PageTitle>Task</PageTitle><ErrorNote error={task.error} retry={task.reload} /></section>;
+  if (task.error && !t)
+    return (
+      <section>
+        <PageTitle>Task</PageTitle>
+        <ErrorNote error={task.error} retry={task.reload} />
+      </section>
+    );
   if (!t) return <Loading label="Loading the task…" />;
 
   const taskNodeIds = new Set<string>();
@@ -197,35 +185,81 @@ export function TaskPage({ params }: { params: Record<string, string> }) {
   return (
     <section className="task-page" data-ready="true" data-task-state={t.state}>
       <PageTitle
-        subtitle={<>
-          {queue.data ? <Link to={`/queues/${encodeURIComponent(queue.data.id)}`}>{queue.data.name}</Link> : "No queue"} · {t.taskType.replace(/_/gu, " ")} · <StateBadge state={t.state} />
-          {" · "}{t.slaBreached ? <span className="text-bad">past SLA (due <Time at={t.dueAt} />)</span> : <>due <Time at={t.dueAt} /></>}
-          {t.claim ? <> · claimed by {mine ? "you" : t.claim.reviewer}{leaseEnds ? <>, lease ends <Time at={leaseEnds} /></> : null}</> : null}
-        </>}
-        actions={<>
-          <button type="button" className="btn btn-quiet" onClick={() => setHelp(true)} aria-keyshortcuts="?">Shortcuts</button>
-          {answerable ? <button type="button" className="btn" disabled={acting} onClick={() => void release()}>Release</button> : null}
-          {t.queueId && canReview ? <button type="button" className="btn" ref={done ? nextButton : undefined} disabled={nextBusy !== null} onClick={() => void next(t.queueId!)} aria-keyshortcuts="n">Next task</button> : null}
-        </>}
-      >Review task</PageTitle>
+        subtitle={
+          <>
+            {queue.data ? <Link to={`/queues/${encodeURIComponent(queue.data.id)}`}>{queue.data.name}</Link> : "No queue"} · {t.taskType.replace(/_/gu, " ")} · <StateBadge state={t.state} />
+            {" · "}
+            {t.slaBreached ? (
+              <span className="text-bad">
+                past SLA (due <Time at={t.dueAt} />)
+              </span>
+            ) : (
+              <>
+                due <Time at={t.dueAt} />
+              </>
+            )}
+            {t.claim ? (
+              <>
+                {" "}
+                · claimed by {mine ? "you" : t.claim.reviewer}
+                {leaseEnds ? (
+                  <>
+                    , lease ends <Time at={leaseEnds} />
+                  </>
+                ) : null}
+              </>
+            ) : null}
+          </>
+        }
+        actions={
+          <>
+            <button type="button" className="btn btn-quiet" onClick={() => setHelp(true)} aria-keyshortcuts="?">
+              Shortcuts
+            </button>
+            {answerable ? (
+              <button type="button" className="btn" disabled={acting} onClick={() => void release()}>
+                Release
+              </button>
+            ) : null}
+            {t.queueId && canReview ? (
+              <button type="button" className="btn" ref={done ? nextButton : undefined} disabled={nextBusy !== null} onClick={() => void next(t.queueId!)} aria-keyshortcuts="n">
+                Next task
+              </button>
+            ) : null}
+          </>
+        }
+      >
+        Review task
+      </PageTitle>
       <WellnessNotice notice={capNotice ?? skippedFor(id)} />
       <ErrorNote error={actionError} />
       <div className="task-grid">
         <div className="task-main">
           {t.reportId && !canReview ? (
-            <p className="note note-info" data-testid="content-sealed">The reported content is sealed: your role may not open personal data. Reviewers see it here.</p>
+            <p className="note note-info" data-testid="content-sealed">
+              The reported content is sealed: your role may not open personal data. Reviewers see it here.
+            </p>
           ) : t.reportId ? (
             report.data ? (
               <>
                 <SubjectContent report={report.data} blurByDefault={user.preferences.blurMedia} revealSignal={revealSignal} />
                 <ReportFacts report={report.data} />
               </>
-            ) : report.error ? <ErrorNote error={report.error} retry={report.reload} /> : <Loading label="Opening the report…" />
-          ) : <p className="muted">This task has no report.</p>}
+            ) : report.error ? (
+              <ErrorNote error={report.error} retry={report.reload} />
+            ) : (
+              <Loading label="Opening the report…" />
+            )
+          ) : (
+            <p className="muted">This task has no report.</p>
+          )}
           {appeal.data ? (
             <section className="card" aria-labelledby="appeal-heading">
               <h2 id="appeal-heading">Appeal</h2>
-              <blockquote className="content-text"><span className="muted small">Appellant's reason</span><p>{String(appeal.data.reason ?? "")}</p></blockquote>
+              <blockquote className="content-text">
+                <span className="muted small">Appellant's reason</span>
+                <p>{String(appeal.data.reason ?? "")}</p>
+              </blockquote>
             </section>
           ) : null}
           <section className="card" aria-labelledby="context-heading">
@@ -245,23 +279,35 @@ export function TaskPage({ params }: { params: Record<string, string> }) {
           {run.data ? <AutomationSummary run={run.data} taskStepNodeIds={taskNodeIds} /> : run.error ? <ErrorNote error={run.error} /> : null}
           <section className="card answer" aria-labelledby="answer-heading">
             <h2 id="answer-heading">{done ? "Answer" : "Your answer"}</h2>
-            {!canReview ? <p className="note note-info" data-testid="cannot-review">{cannotReason(user.role, "review")}</p> : null}
+            {!canReview ? (
+              <p className="note note-info" data-testid="cannot-review">
+                {cannotReason(user.role, "review")}
+              </p>
+            ) : null}
             {claimable ? (
               <div className="claim-box">
                 <p>Claim the task to answer it; nobody else can take it while your lease lasts.</p>
-                <button type="button" className="btn btn-primary" disabled={acting} onClick={() => void claim()} aria-keyshortcuts="c" data-testid="claim">Claim task</button>
+                <button type="button" className="btn btn-primary" disabled={acting} onClick={() => void claim()} aria-keyshortcuts="c" data-testid="claim">
+                  Claim task
+                </button>
               </div>
             ) : null}
             {t.state === "claimed" && !mine ? <p className="note note-warn">{t.claim?.reviewer ?? "Someone"} is reviewing this task.</p> : null}
             {done ? (
               <div className="note note-ok" role="status" data-testid="task-completed">
-                <p>Answered by {t.completedBy === user.email ? "you" : t.completedBy} <Time at={t.completedAt} />.</p>
+                <p>
+                  Answered by {t.completedBy === user.email ? "you" : t.completedBy} <Time at={t.completedAt} />.
+                </p>
                 <Json value={t.response} label="Recorded answer" />
               </div>
             ) : null}
             {t.state === "expired" || t.state === "cancelled" ? <p className="note note-warn">This task is {t.state}; it takes no answer.</p> : null}
             {!done && (answerable || claimable || (t.state === "claimed" && mine)) ? (
-              <form ref={formRef} onSubmit={(e) => void submit(e)} aria-describedby="answer-hint" noValidate
+              <form
+                ref={formRef}
+                onSubmit={(e) => void submit(e)}
+                aria-describedby="answer-hint"
+                noValidate
                 onKeyDown={(e) => {
                   // Enter on an option submits; in text areas it stays a new line.
                   const target = e.target as HTMLElement;
@@ -269,24 +315,44 @@ export function TaskPage({ params }: { params: Record<string, string> }) {
                     e.preventDefault();
                     void submit();
                   }
-                }}>
+                }}
+              >
                 <fieldset disabled={!answerable || submitting} className="bare">
                   <legend className="sr-only">Answer</legend>
                   {form ? (
-                    <ResponseFields fields={form.fields} primary={form.primary} values={values} problems={problems} disabled={!answerable || submitting}
-                      onChange={(name, value) => { setValues((v) => ({ ...v, [name]: value })); setProblems((p) => ({ ...p, [name]: "" })); }} />
+                    <ResponseFields
+                      fields={form.fields}
+                      primary={form.primary}
+                      values={values}
+                      problems={problems}
+                      disabled={!answerable || submitting}
+                      onChange={(name, value) => {
+                        setValues((v) => ({ ...v, [name]: value }));
+                        setProblems((p) => ({ ...p, [name]: "" }));
+                      }}
+                    />
                   ) : (
                     <div className={`field${problems[""] ? " field-invalid" : ""}`}>
                       <label htmlFor="answer-json">Answer (JSON matching the task's schema)</label>
                       <textarea id="answer-json" className="mono" rows={6} value={rawJson} onChange={(e) => setRawJson(e.target.value)} />
-                      <Details summary="Response schema"><Json value={t.responseSchema} label="Response schema" /></Details>
+                      <Details summary="Response schema">
+                        <Json value={t.responseSchema} label="Response schema" />
+                      </Details>
                     </div>
                   )}
-                  {problems[""] ? <p className="field-error" role="alert">{problems[""]}</p> : null}
+                  {problems[""] ? (
+                    <p className="field-error" role="alert">
+                      {problems[""]}
+                    </p>
+                  ) : null}
                 </fieldset>
                 <div className="form-actions">
-                  <button type="submit" className="btn btn-primary" disabled={!answerable || submitting} aria-keyshortcuts="Control+Enter" data-testid="submit-answer">{submitting ? "Submitting…" : "Submit answer"}</button>
-                  <span id="answer-hint" className="muted small"><kbd>Ctrl</kbd>+<kbd>Enter</kbd> submits</span>
+                  <button type="submit" className="btn btn-primary" disabled={!answerable || submitting} aria-keyshortcuts="Control+Enter" data-testid="submit-answer">
+                    {submitting ? "Submitting…" : "Submit answer"}
+                  </button>
+                  <span id="answer-hint" className="muted small">
+                    <kbd>Ctrl</kbd>+<kbd>Enter</kbd> submits
+                  </span>
                 </div>
               </form>
             ) : null}

@@ -5,16 +5,29 @@ import { Link } from "../router";
 import { Empty, ErrorNote, Loading, StateBadge, Time } from "../ui";
 
 const KIND_LABELS: Record<TimelineItem["kind"], string> = {
-  report: "Report", run: "Workflow run", task: "Review task", decision: "Decision", action: "Action", message: "Message", appeal: "Appeal", handoff: "Handoff", audit: "Audit",
+  report: "Report",
+  run: "Workflow run",
+  task: "Review task",
+  decision: "Decision",
+  action: "Action",
+  message: "Message",
+  appeal: "Appeal",
+  handoff: "Handoff",
+  audit: "Audit",
 };
 
 function linkOf(item: TimelineItem): string | null {
   switch (item.kind) {
-    case "report": return `/reports/${encodeURIComponent(item.id)}`;
-    case "run": return `/runs/${encodeURIComponent(item.id)}`;
-    case "task": return `/tasks/${encodeURIComponent(item.id)}`;
-    case "action": return "/approvals";
-    default: return null;
+    case "report":
+      return `/reports/${encodeURIComponent(item.id)}`;
+    case "run":
+      return `/runs/${encodeURIComponent(item.id)}`;
+    case "task":
+      return `/tasks/${encodeURIComponent(item.id)}`;
+    case "action":
+      return "/approvals";
+    default:
+      return null;
   }
 }
 
@@ -30,6 +43,7 @@ export function Timeline({ reportId }: { reportId: string }) {
       {items.map((item, i) => {
         const href = linkOf(item);
         return (
+          // biome-ignore lint/suspicious/noArrayIndexKey: kind and id name the entry; the index only breaks a tie between two entries of one record
           <li key={`${item.kind}-${item.id}-${i}`} className={`timeline-item kind-${item.kind}`}>
             <span className="timeline-kind">{KIND_LABELS[item.kind] ?? item.kind}</span>
             <span className="timeline-summary">{href ? <Link to={href}>{item.summary}</Link> : item.summary}</span>
@@ -53,7 +67,10 @@ export function SubjectReports({ caseId, currentReportId }: { caseId: string; cu
       {items.map((report) => (
         <li key={report.id}>
           {report.id === currentReportId ? <strong>This report</strong> : <Link to={`/reports/${encodeURIComponent(report.id)}`}>{report.category.replace(/_/gu, " ")}</Link>}
-          {" · "}<span className="muted">{report.source.replace(/_/gu, " ")}</span>{" · "}<Time at={report.createdAt} />
+          {" · "}
+          <span className="muted">{report.source.replace(/_/gu, " ")}</span>
+          {" · "}
+          <Time at={report.createdAt} />
         </li>
       ))}
     </ul>

@@ -44,11 +44,17 @@ export function WellnessNotice({ notice }: { notice: CapNotice | null }) {
   return (
     <div className={`note ${notice.kind === "none_left" ? "note-warn" : "note-info"}`} role="status" data-testid="wellness-notice" data-kind={notice.kind}>
       {notice.kind === "skipped" ? (
-        <p><strong>Skipped {names}.</strong> You reached today's exposure limit for {notice.skipped.length === 1 ? "it" : "them"}, so this is a task of other work.</p>
+        <p>
+          <strong>Skipped {names}.</strong> You reached today's exposure limit for {notice.skipped.length === 1 ? "it" : "them"}, so this is a task of other work.
+        </p>
       ) : (
-        <p><strong>Only {names} work is left in this queue</strong>, and you reached today's exposure limit for it. Take a break, or work another queue.</p>
+        <p>
+          <strong>Only {names} work is left in this queue</strong>, and you reached today's exposure limit for it. Take a break, or work another queue.
+        </p>
       )}
-      <p className="small">{figures ? `${figures}. ` : ""}The limits reset {notice.resetsAt ? <AbsoluteTime at={notice.resetsAt} /> : "at midnight UTC"}; other reviewers still get this work.</p>
+      <p className="small">
+        {figures ? `${figures}. ` : ""}The limits reset {notice.resetsAt ? <AbsoluteTime at={notice.resetsAt} /> : "at midnight UTC"}; other reviewers still get this work.
+      </p>
     </div>
   );
 }

@@ -1,14 +1,15 @@
 // Workflows: the list, one workflow's versions (view, edit from, retire, shadow run on sample
 // input, shadow report), and a comparison of two versions.
 import { useState, type FormEvent } from "react";
-import { get, post, type Graph, type GraphNode, type Page, type Run, type Workflow, type WorkflowVersion } from "../api";
-import { KIND_INFO, type NodeKind } from "../graph/kinds";
+import { get, post, type Page, type Run, type Workflow, type WorkflowVersion } from "../api";
 import { GraphView } from "../graph/view";
 import { useResource } from "../hooks";
 import { Link, useNavigate, useSearchParam } from "../router";
 import { ShadowReport } from "./shadow-report";
 import { cannotReason, useCan, useSession } from "../session";
-import { Details, Empty, ErrorNote, Json, Loading, PageTitle, shortId, Time, useToast } from "../ui";
+import { Details, Empty, ErrorNote, Json, Loading, PageTitle, Time, useToast } from "../ui";
+
+export { ComparePage } from "./workflows/compare";
 
 export function WorkflowsPage() {
   const canAdmin = useCan("admin");
@@ -41,13 +42,23 @@ export function WorkflowsPage() {
       {items.length > 0 ? (
         <table className="table">
           <caption className="sr-only">Workflows</caption>
-          <thead><tr><th scope="col">Name</th><th scope="col">Description</th><th scope="col">Updated</th></tr></thead>
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">Description</th>
+              <th scope="col">Updated</th>
+            </tr>
+          </thead>
           <tbody>
             {items.map((w) => (
               <tr key={w.id}>
-                <th scope="row"><Link to={`/workflows/${encodeURIComponent(w.id)}`}>{w.name}</Link></th>
+                <th scope="row">
+                  <Link to={`/workflows/${encodeURIComponent(w.id)}`}>{w.name}</Link>
+                </th>
                 <td>{w.description ?? <span className="muted">—</span>}</td>
-                <td><Time at={w.updatedAt} /></td>
+                <td>
+                  <Time at={w.updatedAt} />
+                </td>
               </tr>
             ))}
           </tbody>
@@ -55,11 +66,21 @@ export function WorkflowsPage() {
       ) : null}
       {canAdmin ? (
         <form className="card form-card" onSubmit={(e) => void create(e)} aria-labelledby="new-workflow">
-          <h2 id="new-workflow" className="h3">New workflow</h2>
-          <div className="field"><label htmlFor="wf-name">Name</label><input id="wf-name" value={name} onChange={(e) => setName(e.target.value)} required maxLength={200} autoComplete="off" /></div>
-          <div className="field"><label htmlFor="wf-desc">Description</label><input id="wf-desc" value={description} onChange={(e) => setDescription(e.target.value)} maxLength={2000} /></div>
+          <h2 id="new-workflow" className="h3">
+            New workflow
+          </h2>
+          <div className="field">
+            <label htmlFor="wf-name">Name</label>
+            <input id="wf-name" value={name} onChange={(e) => setName(e.target.value)} required maxLength={200} autoComplete="off" />
+          </div>
+          <div className="field">
+            <label htmlFor="wf-desc">Description</label>
+            <input id="wf-desc" value={description} onChange={(e) => setDescription(e.target.value)} maxLength={2000} />
+          </div>
           <ErrorNote error={error} />
-          <button type="submit" className="btn btn-primary" disabled={creating || name.trim() === ""}>Create and open the editor</button>
+          <button type="submit" className="btn btn-primary" disabled={creating || name.trim() === ""}>
+            Create and open the editor
+          </button>
         </form>
       ) : null}
     </section>
@@ -95,10 +116,18 @@ function ShadowRun({ versionId }: { versionId: string }) {
   return (
     <form onSubmit={(e) => void start(e)} className="form-card">
       <p className="help">A shadow run executes the graph for real but simulates every effect: no task, message, decision or action leaves the system.</p>
-      <div className="field"><label htmlFor={`sample-${versionId}`}>Sample input (JSON)</label><textarea id={`sample-${versionId}`} className="mono" rows={5} value={input} onChange={(e) => setInput(e.target.value)} /></div>
-      <div className="field"><label htmlFor={`report-${versionId}`}>Report id (optional: the run reads it as report)</label><input id={`report-${versionId}`} className="mono" value={reportId} onChange={(e) => setReportId(e.target.value)} /></div>
+      <div className="field">
+        <label htmlFor={`sample-${versionId}`}>Sample input (JSON)</label>
+        <textarea id={`sample-${versionId}`} className="mono" rows={5} value={input} onChange={(e) => setInput(e.target.value)} />
+      </div>
+      <div className="field">
+        <label htmlFor={`report-${versionId}`}>Report id (optional: the run reads it as report)</label>
+        <input id={`report-${versionId}`} className="mono" value={reportId} onChange={(e) => setReportId(e.target.value)} />
+      </div>
       <ErrorNote error={error} />
-      <button type="submit" className="btn" disabled={busy}>{busy ? "Starting…" : "Start shadow run"}</button>
+      <button type="submit" className="btn" disabled={busy}>
+        {busy ? "Starting…" : "Start shadow run"}
+      </button>
     </form>
   );
 }
@@ -127,130 +156,128 @@ export function WorkflowPage({ params }: { params: Record<string, string> }) {
       setError(e);
     }
   };
-  if (workflow.error) return <section><PageTitle>Workflow</PageTitle><ErrorNote error={workflow.error} retry={workflow.reload} /></section>;
+  if (workflow.error)
+    return (
+      <section>
+        <PageTitle>Workflow</PageTitle>
+        <ErrorNote error={workflow.error} retry={workflow.reload} />
+      </section>
+    );
   if (!workflow.data) return <Loading />;
   return (
     <section data-ready="true">
-      <PageTitle subtitle={workflow.data.description ?? undefined} actions={canAdmin ? <Link className="btn btn-primary" to={`/workflows/${encodeURIComponent(id)}/edit${versions[0] ? `?from=${encodeURIComponent(versions[0].id)}` : ""}`}>{versions.length ? "Edit (new version)" : "Open the editor"}</Link> : null}>
+      <PageTitle
+        subtitle={workflow.data.description ?? undefined}
+        actions={
+          canAdmin ? (
+            <Link className="btn btn-primary" to={`/workflows/${encodeURIComponent(id)}/edit${versions[0] ? `?from=${encodeURIComponent(versions[0].id)}` : ""}`}>
+              {versions.length ? "Edit (new version)" : "Open the editor"}
+            </Link>
+          ) : null
+        }
+      >
         {workflow.data.name}
       </PageTitle>
-      {published ? <p className="note note-ok" role="status" data-testid="published">Published. Connect it to reports with a trigger under <Link to="/settings/triggers">Settings → Triggers</Link>.</p> : null}
+      {published ? (
+        <p className="note note-ok" role="status" data-testid="published">
+          Published. Connect it to reports with a trigger under <Link to="/settings/triggers">Settings → Triggers</Link>.
+        </p>
+      ) : null}
       {!canAdmin ? <p className="note note-info">{cannotReason(user.role, "admin")}</p> : null}
       <ErrorNote error={error} />
-      {versions.length === 0 ? <Empty>No version published yet.</Empty> : (
+      {versions.length === 0 ? (
+        <Empty>No version published yet.</Empty>
+      ) : (
         <>
           <table className="table">
             <caption>Versions (newest first). Tick two to compare.</caption>
-            <thead><tr><th scope="col">Compare</th><th scope="col">Version</th><th scope="col">Published</th><th scope="col">Artifact</th><th scope="col">State</th><th scope="col"><span className="sr-only">Actions</span></th></tr></thead>
+            <thead>
+              <tr>
+                <th scope="col">Compare</th>
+                <th scope="col">Version</th>
+                <th scope="col">Published</th>
+                <th scope="col">Artifact</th>
+                <th scope="col">State</th>
+                <th scope="col">
+                  <span className="sr-only">Actions</span>
+                </th>
+              </tr>
+            </thead>
             <tbody>
               {versions.map((v) => (
                 <tr key={v.id} className={v.id === current ? "row-current" : undefined}>
-                  <td><input type="checkbox" aria-label={`Compare version ${v.version}`} checked={compare.includes(v.id)} onChange={(e) => setCompare((list) => (e.target.checked ? [...list.filter((x) => x !== v.id), v.id].slice(-2) : list.filter((x) => x !== v.id)))} /></td>
+                  <td>
+                    <input
+                      type="checkbox"
+                      aria-label={`Compare version ${v.version}`}
+                      checked={compare.includes(v.id)}
+                      onChange={(e) => setCompare((list) => (e.target.checked ? [...list.filter((x) => x !== v.id), v.id].slice(-2) : list.filter((x) => x !== v.id)))}
+                    />
+                  </td>
                   <th scope="row">v{v.version}</th>
-                  <td><Time at={v.createdAt} /></td>
-                  <td><code className="small" title={v.artifactDigest}>{v.artifactDigest.slice(0, 19)}…</code></td>
+                  <td>
+                    <Time at={v.createdAt} />
+                  </td>
+                  <td>
+                    <code className="small" title={v.artifactDigest}>
+                      {v.artifactDigest.slice(0, 19)}…
+                    </code>
+                  </td>
                   <td>{v.retiredAt ? <span className="badge tone-muted">retired</span> : <span className="badge tone-ok">active</span>}</td>
                   <td className="actions">
-                    <button type="button" className="btn btn-small" onClick={() => setViewing(v.id)} aria-pressed={v.id === current}>View</button>
-                    {canAdmin ? <Link className="btn btn-small" to={`/workflows/${encodeURIComponent(id)}/edit?from=${encodeURIComponent(v.id)}`}>Edit from</Link> : null}
-                    {canAdmin && !v.retiredAt ? <button type="button" className="btn btn-small btn-quiet" onClick={() => void retire(v.id)}>Retire</button> : null}
+                    <button type="button" className="btn btn-small" onClick={() => setViewing(v.id)} aria-pressed={v.id === current}>
+                      View
+                    </button>
+                    {canAdmin ? (
+                      <Link className="btn btn-small" to={`/workflows/${encodeURIComponent(id)}/edit?from=${encodeURIComponent(v.id)}`}>
+                        Edit from
+                      </Link>
+                    ) : null}
+                    {canAdmin && !v.retiredAt ? (
+                      <button type="button" className="btn btn-small btn-quiet" onClick={() => void retire(v.id)}>
+                        Retire
+                      </button>
+                    ) : null}
                   </td>
                 </tr>
               ))}
             </tbody>
           </table>
-          <button type="button" className="btn" disabled={compare.length !== 2} onClick={() => {
-            const [a, b] = [...compare].sort((x, y) => (versions.find((v) => v.id === x)?.version ?? 0) - (versions.find((v) => v.id === y)?.version ?? 0));
-            navigate(`/workflows/${encodeURIComponent(id)}/compare?a=${encodeURIComponent(a!)}&b=${encodeURIComponent(b!)}`);
-          }}>Compare selected versions</button>
+          <button
+            type="button"
+            className="btn"
+            disabled={compare.length !== 2}
+            onClick={() => {
+              const [a, b] = [...compare].sort((x, y) => (versions.find((v) => v.id === x)?.version ?? 0) - (versions.find((v) => v.id === y)?.version ?? 0));
+              navigate(`/workflows/${encodeURIComponent(id)}/compare?a=${encodeURIComponent(a!)}&b=${encodeURIComponent(b!)}`);
+            }}
+          >
+            Compare selected versions
+          </button>
         </>
       )}
       {version.data ? (
         <section aria-labelledby="version-heading" className="card">
           <h2 id="version-heading">Version {version.data.version}</h2>
           <GraphView graph={version.data.graph} label={`Graph of version ${version.data.version}`} />
-          <Details summary="Graph JSON"><Json value={version.data.graph} label="Graph JSON" /></Details>
-          {canAdmin && !version.data.retiredAt ? <Details summary="Start a shadow run on sample input"><ShadowRun versionId={version.data.id} /></Details> : null}
-          <Details summary="Shadow report (agreement with people's decisions)"><ShadowReport versionId={version.data.id} /></Details>
-          <p><Link to={`/runs?workflowVersionId=${encodeURIComponent(version.data.id)}`}>Runs of this version</Link></p>
-        </section>
-      ) : version.loading ? <Loading /> : null}
-    </section>
-  );
-}
-
-// --- Compare ----------------------------------------------------------------------------------
-
-function nodeDiff(a: GraphNode, b: GraphNode): string[] {
-  const changes: string[] = [];
-  if (a.kind !== b.kind) changes.push(`kind ${a.kind} → ${b.kind}`);
-  const keys = new Set([...Object.keys(a.config ?? {}), ...Object.keys(b.config ?? {})]);
-  for (const key of keys) {
-    const x = JSON.stringify(a.config?.[key]);
-    const y = JSON.stringify(b.config?.[key]);
-    if (x !== y) changes.push(`config.${key}: ${x ?? "—"} → ${y ?? "—"}`);
-  }
-  const mapKeys = new Set([...Object.keys(a.inputMapping ?? {}), ...Object.keys(b.inputMapping ?? {})]);
-  for (const key of mapKeys) if (a.inputMapping?.[key] !== b.inputMapping?.[key]) changes.push(`inputMapping.${key}: ${a.inputMapping?.[key] ?? "—"} → ${b.inputMapping?.[key] ?? "—"}`);
-  if (a.errorPort !== b.errorPort) changes.push(`errorPort: ${a.errorPort ?? "—"} → ${b.errorPort ?? "—"}`);
-  if (JSON.stringify(a.timeoutPolicy) !== JSON.stringify(b.timeoutPolicy)) changes.push(`timeoutPolicy: ${JSON.stringify(a.timeoutPolicy ?? null)} → ${JSON.stringify(b.timeoutPolicy ?? null)}`);
-  return changes;
-}
-
-export function diffGraphs(a: Graph, b: Graph) {
-  const before = new Map(a.nodes.map((n) => [n.id, n]));
-  const after = new Map(b.nodes.map((n) => [n.id, n]));
-  const added = b.nodes.filter((n) => !before.has(n.id));
-  const removed = a.nodes.filter((n) => !after.has(n.id));
-  const changed = b.nodes.filter((n) => before.has(n.id)).map((n) => ({ id: n.id, changes: nodeDiff(before.get(n.id)!, n) })).filter((c) => c.changes.length > 0);
-  const key = (e: Graph["edges"][number]) => `${e.from.nodeId}.${e.from.port} → ${e.to.nodeId}`;
-  const edgesBefore = new Set(a.edges.map(key));
-  const edgesAfter = new Set(b.edges.map(key));
-  return {
-    added, removed, changed,
-    edgesAdded: [...edgesAfter].filter((e) => !edgesBefore.has(e)),
-    edgesRemoved: [...edgesBefore].filter((e) => !edgesAfter.has(e)),
-  };
-}
-
-export function ComparePage({ params }: { params: Record<string, string> }) {
-  const id = params.id!;
-  const a = useSearchParam("a");
-  const b = useSearchParam("b");
-  const left = useResource(a ? (signal) => get<WorkflowVersion>(`/workflow-versions/${encodeURIComponent(a)}`, signal) : null, [a]);
-  const right = useResource(b ? (signal) => get<WorkflowVersion>(`/workflow-versions/${encodeURIComponent(b)}`, signal) : null, [b]);
-  if (!a || !b) return <section><PageTitle>Compare versions</PageTitle><p>Choose two versions on the <Link to={`/workflows/${encodeURIComponent(id)}`}>workflow page</Link>.</p></section>;
-  if (left.error || right.error) return <section><PageTitle>Compare versions</PageTitle><ErrorNote error={left.error ?? right.error} /></section>;
-  if (!left.data || !right.data) return <Loading />;
-  const diff = diffGraphs(left.data.graph, right.data.graph);
-  const addedIds = new Set(diff.added.map((n) => n.id));
-  const changedIds = new Set(diff.changed.map((n) => n.id));
-  const removedIds = new Set(diff.removed.map((n) => n.id));
-  const label = (n: GraphNode) => `${n.id} (${KIND_INFO[n.kind as NodeKind]?.label ?? n.kind})`;
-  const same = !diff.added.length && !diff.removed.length && !diff.changed.length && !diff.edgesAdded.length && !diff.edgesRemoved.length;
-  return (
-    <section data-ready="true">
-      <PageTitle subtitle={<Link to={`/workflows/${encodeURIComponent(id)}`}>{left.data.workflowName}</Link>}>{`Compare v${left.data.version} and v${right.data.version}`}</PageTitle>
-      {same ? <p className="note note-info">The two versions have the same graph.</p> : (
-        <div className="diff">
-          {diff.added.length ? <><h2 className="h3">Nodes added in v{right.data.version}</h2><ul>{diff.added.map((n) => <li key={n.id} className="diff-add">+ {label(n)}</li>)}</ul></> : null}
-          {diff.removed.length ? <><h2 className="h3">Nodes removed</h2><ul>{diff.removed.map((n) => <li key={n.id} className="diff-remove">− {label(n)}</li>)}</ul></> : null}
-          {diff.changed.length ? <><h2 className="h3">Nodes changed</h2><ul>{diff.changed.map((c) => <li key={c.id} className="diff-change"><strong>{c.id}</strong><ul>{c.changes.map((ch, i) => <li key={i}><code>{ch}</code></li>)}</ul></li>)}</ul></> : null}
-          {diff.edgesAdded.length || diff.edgesRemoved.length ? (
-            <><h2 className="h3">Edges</h2><ul>
-              {diff.edgesAdded.map((e) => <li key={`+${e}`} className="diff-add">+ {e}</li>)}
-              {diff.edgesRemoved.map((e) => <li key={`-${e}`} className="diff-remove">− {e}</li>)}
-            </ul></>
+          <Details summary="Graph JSON">
+            <Json value={version.data.graph} label="Graph JSON" />
+          </Details>
+          {canAdmin && !version.data.retiredAt ? (
+            <Details summary="Start a shadow run on sample input">
+              <ShadowRun versionId={version.data.id} />
+            </Details>
           ) : null}
-        </div>
-      )}
-      <p className="help">In the drawings: added nodes have a green border, changed ones amber, removed ones a dashed red border.</p>
-      <div className="compare-grid">
-        <div><h2 className="h3">v{left.data.version} <span className="muted small">{shortId(left.data.id)}</span></h2>
-          <GraphView graph={left.data.graph} height={360} label={`Version ${left.data.version}`} extra={(nid) => (removedIds.has(nid) ? { className: "diff-node-removed" } : changedIds.has(nid) ? { className: "diff-node-changed" } : {})} /></div>
-        <div><h2 className="h3">v{right.data.version} <span className="muted small">{shortId(right.data.id)}</span></h2>
-          <GraphView graph={right.data.graph} height={360} label={`Version ${right.data.version}`} extra={(nid) => (addedIds.has(nid) ? { className: "diff-node-added" } : changedIds.has(nid) ? { className: "diff-node-changed" } : {})} /></div>
-      </div>
+          <Details summary="Shadow report (agreement with people's decisions)">
+            <ShadowReport versionId={version.data.id} />
+          </Details>
+          <p>
+            <Link to={`/runs?workflowVersionId=${encodeURIComponent(version.data.id)}`}>Runs of this version</Link>
+          </p>
+        </section>
+      ) : version.loading ? (
+        <Loading />
+      ) : null}
     </section>
   );
 }

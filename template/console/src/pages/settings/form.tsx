@@ -1,6 +1,6 @@
 // Form pieces shared by the settings tabs.
 import { useState, type FormEvent, type ReactNode } from "react";
-import { ErrorNote, } from "../../ui";
+import { ErrorNote } from "../../ui";
 
 export function useSubmit(action: () => Promise<void>) {
   const [busy, setBusy] = useState(false);
@@ -24,10 +24,14 @@ export function FormCard({ title, children, onSubmit, busy, error, submitLabel }
   const id = `form-${title.replace(/\W+/gu, "-").toLowerCase()}`;
   return (
     <form className="card form-card" onSubmit={onSubmit} aria-labelledby={id}>
-      <h2 id={id} className="h3">{title}</h2>
+      <h2 id={id} className="h3">
+        {title}
+      </h2>
       {children}
       <ErrorNote error={error} />
-      <button type="submit" className="btn btn-primary" disabled={busy}>{busy ? "Saving…" : submitLabel}</button>
+      <button type="submit" className="btn btn-primary" disabled={busy}>
+        {busy ? "Saving…" : submitLabel}
+      </button>
     </form>
   );
 }
@@ -37,8 +41,11 @@ export function Input({ id, label, help, ...rest }: { id: string; label: string;
     <div className="field">
       <label htmlFor={id}>{label}</label>
       <input id={id} aria-describedby={help ? `${id}-help` : undefined} autoComplete="off" {...rest} />
-      {help ? <p className="help" id={`${id}-help`}>{help}</p> : null}
+      {help ? (
+        <p className="help" id={`${id}-help`}>
+          {help}
+        </p>
+      ) : null}
     </div>
   );
 }
-

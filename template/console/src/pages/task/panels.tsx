@@ -14,8 +14,19 @@ export function RevealReporter({ report }: { report: ReportDetail }) {
   const [error, setError] = useState<string | null>(null);
   const [shown, setShown] = useState<{ id: string | null; contact: string | null } | null>(null);
   if (!report.reporter.known) return <span className="muted">anonymous</span>;
-  if (shown) return <span data-testid="reporter-revealed">{shown.id ?? "unnamed"}{shown.contact ? <span className="muted"> · {shown.contact}</span> : null}</span>;
-  if (!asking) return <button type="button" className="btn btn-quiet" data-testid="reveal-reporter" onClick={() => setAsking(true)}>Reveal who reported…</button>;
+  if (shown)
+    return (
+      <span data-testid="reporter-revealed">
+        {shown.id ?? "unnamed"}
+        {shown.contact ? <span className="muted"> · {shown.contact}</span> : null}
+      </span>
+    );
+  if (!asking)
+    return (
+      <button type="button" className="btn btn-quiet" data-testid="reveal-reporter" onClick={() => setAsking(true)}>
+        Reveal who reported…
+      </button>
+    );
   const reveal = async () => {
     setBusy(true);
     setError(null);
@@ -28,10 +39,22 @@ export function RevealReporter({ report }: { report: ReportDetail }) {
     }
   };
   return (
-    <form onSubmit={(event) => { event.preventDefault(); void reveal(); }}>
-      <label>Why do you need to know? (recorded in the audit trail)<input value={reason} onChange={(event) => setReason(event.target.value)} data-testid="reveal-reason" /></label>
-      <button type="submit" className="btn" disabled={busy || reason.trim().length < 3}>Reveal</button>
-      <button type="button" className="btn btn-quiet" onClick={() => setAsking(false)}>Cancel</button>
+    <form
+      onSubmit={(event) => {
+        event.preventDefault();
+        void reveal();
+      }}
+    >
+      <label>
+        Why do you need to know? (recorded in the audit trail)
+        <input value={reason} onChange={(event) => setReason(event.target.value)} data-testid="reveal-reason" />
+      </label>
+      <button type="submit" className="btn" disabled={busy || reason.trim().length < 3}>
+        Reveal
+      </button>
+      <button type="button" className="btn btn-quiet" onClick={() => setAsking(false)}>
+        Cancel
+      </button>
       {error ? <p className="error small">{error}</p> : null}
     </form>
   );
@@ -45,7 +68,10 @@ export function ContextList({ value, sealed }: { value: unknown; sealed?: boolea
   return (
     <dl className="kv">
       {entries.map(([key, v]) => (
-        <div key={key}><dt>{key}</dt><dd>{typeof v === "string" || typeof v === "number" || typeof v === "boolean" ? String(v) : <Json value={v} label={key} />}</dd></div>
+        <div key={key}>
+          <dt>{key}</dt>
+          <dd>{typeof v === "string" || typeof v === "number" || typeof v === "boolean" ? String(v) : <Json value={v} label={key} />}</dd>
+        </div>
       ))}
     </dl>
   );
@@ -60,16 +86,42 @@ export function SubjectContent({ report, blurByDefault, revealSignal }: { report
     <section className="card" aria-labelledby="subject-heading">
       <h2 id="subject-heading">Reported {report.subject.kind}</h2>
       <dl className="kv">
-        <div><dt>Subject</dt><dd><code>{report.subject.id}</code></dd></div>
-        {report.subject.url ? <div><dt>Link</dt><dd><ExternalLink href={report.subject.url}>{report.subject.url}</ExternalLink></dd></div> : null}
-        {report.subject.ownerId ? <div><dt>Owner</dt><dd><code>{report.subject.ownerId}</code></dd></div> : null}
+        <div>
+          <dt>Subject</dt>
+          <dd>
+            <code>{report.subject.id}</code>
+          </dd>
+        </div>
+        {report.subject.url ? (
+          <div>
+            <dt>Link</dt>
+            <dd>
+              <ExternalLink href={report.subject.url}>{report.subject.url}</ExternalLink>
+            </dd>
+          </div>
+        ) : null}
+        {report.subject.ownerId ? (
+          <div>
+            <dt>Owner</dt>
+            <dd>
+              <code>{report.subject.ownerId}</code>
+            </dd>
+          </div>
+        ) : null}
       </dl>
       {texts.map(([key, text]) => (
-        <blockquote key={key} className="content-text"><span className="muted small">{key}</span><p>{text}</p></blockquote>
+        <blockquote key={key} className="content-text">
+          <span className="muted small">{key}</span>
+          <p>{text}</p>
+        </blockquote>
       ))}
       <MediaGallery items={media} blurByDefault={blurByDefault} revealAllSignal={revealSignal} />
       {snapshot === null || snapshot === undefined ? <p className="muted">The reporter sent no snapshot of the content.</p> : null}
-      {hasOther ? <Details summary="Full snapshot (JSON)"><Json value={snapshot} label="Snapshot" /></Details> : null}
+      {hasOther ? (
+        <Details summary="Full snapshot (JSON)">
+          <Json value={snapshot} label="Snapshot" />
+        </Details>
+      ) : null}
     </section>
   );
 }
@@ -79,19 +131,50 @@ export function ReportFacts({ report }: { report: ReportDetail }) {
     <section className="card" aria-labelledby="report-heading">
       <h2 id="report-heading">Report</h2>
       <dl className="kv">
-        <div><dt>Category</dt><dd>{report.category.replace(/_/gu, " ")}{report.categorySpecification.length ? <span className="muted"> · {report.categorySpecification.join(", ")}</span> : null}</dd></div>
-        <div><dt>Source</dt><dd>{report.source.replace(/_/gu, " ")}</dd></div>
-        <div><dt>Received</dt><dd><Time at={report.createdAt} /></dd></div>
-        <div><dt>Reporter</dt><dd><RevealReporter report={report} /></dd></div>
-        <div><dt>Reports on this subject</dt><dd>{report.caseReportCount}</dd></div>
+        <div>
+          <dt>Category</dt>
+          <dd>
+            {report.category.replace(/_/gu, " ")}
+            {report.categorySpecification.length ? <span className="muted"> · {report.categorySpecification.join(", ")}</span> : null}
+          </dd>
+        </div>
+        <div>
+          <dt>Source</dt>
+          <dd>{report.source.replace(/_/gu, " ")}</dd>
+        </div>
+        <div>
+          <dt>Received</dt>
+          <dd>
+            <Time at={report.createdAt} />
+          </dd>
+        </div>
+        <div>
+          <dt>Reporter</dt>
+          <dd>
+            <RevealReporter report={report} />
+          </dd>
+        </div>
+        <div>
+          <dt>Reports on this subject</dt>
+          <dd>{report.caseReportCount}</dd>
+        </div>
       </dl>
-      {report.description ? <blockquote className="content-text"><span className="muted small">What the reporter wrote</span><p>{report.description}</p></blockquote> : null}
+      {report.description ? (
+        <blockquote className="content-text">
+          <span className="muted small">What the reporter wrote</span>
+          <p>{report.description}</p>
+        </blockquote>
+      ) : null}
       {(report.evidence ?? []).length > 0 ? (
         <>
           <h3>Evidence</h3>
           <ul className="plain-list">
             {(report.evidence ?? []).map((item, i) => (
-              <li key={i}><span className="badge tone-muted">{item.kind}</span> {item.text ? <span>{item.text}</span> : null} {item.url ? <ExternalLink href={item.url}>link</ExternalLink> : null} {item.sha256 ? <code className="small">sha256 {item.sha256.slice(0, 12)}…</code> : null}</li>
+              // biome-ignore lint/suspicious/noArrayIndexKey: the report's evidence, a read-only list redrawn whole on each load, never reordered; its items have no id and may repeat
+              <li key={i}>
+                <span className="badge tone-muted">{item.kind}</span> {item.text ? <span>{item.text}</span> : null} {item.url ? <ExternalLink href={item.url}>link</ExternalLink> : null}{" "}
+                {item.sha256 ? <code className="small">sha256 {item.sha256.slice(0, 12)}…</code> : null}
+              </li>
             ))}
           </ul>
         </>
@@ -124,7 +207,9 @@ export function AutomationSummary({ run, taskStepNodeIds }: { run: RunDetail; ta
   return (
     <section className="card" aria-labelledby="automation-heading">
       <h2 id="automation-heading">What automation did</h2>
-      <p className="muted small">Run <Link to={`/runs/${encodeURIComponent(run.id)}`}>{shortId(run.id)}</Link> · mode <strong>{run.authorityMode}</strong> · <StateBadge state={run.state} /></p>
+      <p className="muted small">
+        Run <Link to={`/runs/${encodeURIComponent(run.id)}`}>{shortId(run.id)}</Link> · mode <strong>{run.authorityMode}</strong> · <StateBadge state={run.state} />
+      </p>
       {automated.length === 0 ? <p className="muted">No automated step (AI proposal, enrichment, routing) ran before this task.</p> : null}
       <ul className="automation">
         {automated.map((step) => {
@@ -140,20 +225,43 @@ export function AutomationSummary({ run, taskStepNodeIds }: { run: RunDetail; ta
               </div>
               {step.kind === "ai_proposal" && !failed ? (
                 <div data-testid="ai-proposal">
-                  <p>Proposed <strong>{String(out.resultCode ?? out.port ?? "—")}</strong>{percent(out.confidence) ? <> with {percent(out.confidence)} confidence</> : null}
-                    {out.provider && typeof out.provider === "object" ? <span className="muted small"> · {String((out.provider as Record<string, unknown>).model ?? "")}</span> : null}</p>
-                  {typeof out.rationale === "string" ? <blockquote className="content-text rationale"><span className="muted small">Why</span><p>{out.rationale}</p></blockquote> : null}
+                  <p>
+                    Proposed <strong>{String(out.resultCode ?? out.port ?? "—")}</strong>
+                    {percent(out.confidence) ? <> with {percent(out.confidence)} confidence</> : null}
+                    {out.provider && typeof out.provider === "object" ? <span className="muted small"> · {String((out.provider as Record<string, unknown>).model ?? "")}</span> : null}
+                  </p>
+                  {typeof out.rationale === "string" ? (
+                    <blockquote className="content-text rationale">
+                      <span className="muted small">Why</span>
+                      <p>{out.rationale}</p>
+                    </blockquote>
+                  ) : null}
                   {out.policy && typeof out.policy === "object" ? <PolicyLine policy={out.policy as Record<string, unknown>} sections={out.policySections} /> : null}
                 </div>
               ) : null}
               {step.kind === "enrichment" && !failed ? (
                 <div>
-                  <p>{typeof out.component === "string" ? <>Component <code>{out.component}</code></> : "Component"}{typeof out.latencyMs === "number" ? <span className="muted small"> · {out.latencyMs} ms</span> : null}</p>
+                  <p>
+                    {typeof out.component === "string" ? (
+                      <>
+                        Component <code>{out.component}</code>
+                      </>
+                    ) : (
+                      "Component"
+                    )}
+                    {typeof out.latencyMs === "number" ? <span className="muted small"> · {out.latencyMs} ms</span> : null}
+                  </p>
                   {enrichmentSummary(out.data) ? <p>{enrichmentSummary(out.data)}</p> : null}
-                  <Details summary="What it found"><Json value={out.data ?? out} label={`${step.nodeId} output`} /></Details>
+                  <Details summary="What it found">
+                    <Json value={out.data ?? out} label={`${step.nodeId} output`} />
+                  </Details>
                 </div>
               ) : null}
-              {step.kind === "condition" && !failed ? <p>Routed to <strong>{String(out.port ?? "—")}</strong></p> : null}
+              {step.kind === "condition" && !failed ? (
+                <p>
+                  Routed to <strong>{String(out.port ?? "—")}</strong>
+                </p>
+              ) : null}
             </li>
           );
         })}
@@ -161,7 +269,6 @@ export function AutomationSummary({ run, taskStepNodeIds }: { run: RunDetail; ta
     </section>
   );
 }
-
 
 /** Which policy text drove a proposal: name, version and digest, and the sections it cited. */
 function PolicyLine({ policy, sections }: { policy: Record<string, unknown>; sections: unknown }) {
