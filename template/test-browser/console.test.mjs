@@ -540,7 +540,11 @@ test("a run in repair_required is repaired from the run inspector: route to a po
   // it was routed to among the steps. (The graph's node badges are not waited on: React Flow keeps
   // a node hidden until it has measured it, which on a loaded machine can outlast the wait.)
   const steps = page.getByRole("region", { name: "Steps" });
-  await steps.getByRole("listitem").filter({ has: page.getByText("end_no", { exact: true }) }).filter({ hasText: "succeeded" }).waitFor();
+  await steps
+    .getByRole("listitem")
+    .filter({ has: page.getByText("end_no", { exact: true }) })
+    .filter({ hasText: "succeeded" })
+    .waitFor();
   await page.locator("dl.stats").getByText("no", { exact: true }).waitFor();
   const repaired = await api(`/runs/${runId}`);
   assert.equal(repaired.body.output.terminalCode, "no");
