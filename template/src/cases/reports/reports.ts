@@ -83,7 +83,7 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
   };
   const { sealed, dataKeyId } = await sealPersonalData(env, actor.installationId, `report:${id}`, personal);
   const known = senderContexts.get(actor.installationId);
-  if (known && known.plain && known.until > Date.now()) {
+  if (known?.plain && known.until > Date.now()) {
     // One round trip: the sender assumed (neither suspended nor a flagger) and the endpoints as last read, checked by the insert.
     const assumed = assumedSender(env, actor.installationId, senderInput, 17);
     const endpointIds = receiptWanted ? known.endpointIds : null;
