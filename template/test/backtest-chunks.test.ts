@@ -66,6 +66,9 @@ describe("backtest chunks", () => {
     expect(durable.status).toBe(202);
     await finished(apiKey, fast.body.id);
     await finished(apiKey, durable.body.id);
+    // A consumer marks its chunk done when it acknowledges the message, just after the chunk's last
+    // result is recorded (which may be what finished the backtest): wait for the marks.
+    await until(async () => (await chunks(fast.body.id)).every((c) => c.doneAt) && (await chunks(durable.body.id)).every((c) => c.doneAt), "every chunk marked done");
     // Fast: one chunk of up to 250 reports; durable: chunks of 25 (30 reports are two).
     const fastChunks = await chunks(fast.body.id);
     expect(fastChunks.map((c) => JSON.parse(c.ids).length)).toEqual([30]);

@@ -148,7 +148,13 @@ async function checkpointHead(env: Env, installationId: string, keys: AuditKeys)
   await env.DB.prepare(`INSERT OR IGNORE INTO audit_checkpoints (installation_id, seq, head_hash, key_id, mac, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`)
     .bind(checkpoint.installationId, checkpoint.seq, checkpoint.headHash, checkpoint.keyId, checkpoint.mac, checkpoint.createdAt)
     .run();
-  await advanceAnchor(env, keys, checkpoint, anchor);
+  // Two seals may checkpoint the same head at once (an after-write seal and the schedule's, or
+  // verify's): the row stored first wins, and the anchor must hold that one, not this seal's
+  // (same head, another time, so another MAC), or verify would find the anchor out of the chain.
+  const stored = await env.DB.prepare(`SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE installation_id = ?1 AND seq = ?2 AND key_id = ?3`)
+    .bind(installationId, checkpoint.seq, checkpoint.keyId)
+    .first<Checkpoint>();
+  await advanceAnchor(env, keys, stored ?? checkpoint, anchor);
   return true;
 }
 
@@ -353,10 +359,16 @@ export async function verifyAuditChain(env: Env, installationId: string, mode: "
   if (tail) return { ok: false, mode, events: walked.position.seq - 1, firstBroken: tail };
   const headSeq = walked.position.seq - 1;
   const at = new Date().toISOString();
+  const latestCheckpoint = () =>
+    env.DB.prepare(`SELECT seq, key_id AS keyId, created_at AS createdAt FROM audit_checkpoints WHERE installation_id = ?1 AND seq <= ?2 ORDER BY seq DESC LIMIT 1`)
+      .bind(installationId, headSeq)
+      .first<{ seq: number; keyId: string; createdAt: string }>();
+  let checkpoint = await latestCheckpoint();
+  // A seal running beside this one (the after-write seal of an earlier request) may have linked
+  // the head after this seal checkpointed and before it checkpointed the head itself: the head
+  // just verified is then checkpointed here, so a verified head is an anchored one.
+  if (keys.current && checkpoint?.seq !== headSeq && (await checkpointHead(env, installationId, keys))) checkpoint = await latestCheckpoint();
   if (keys.current) await markVerified(env, installationId, headSeq, at);
-  const checkpoint = await env.DB.prepare(`SELECT seq, key_id AS keyId, created_at AS createdAt FROM audit_checkpoints WHERE installation_id = ?1 AND seq <= ?2 ORDER BY seq DESC LIMIT 1`)
-    .bind(installationId, headSeq)
-    .first<{ seq: number; keyId: string; createdAt: string }>();
   return { ok: true, mode, events: headSeq, head: walked.position.prev, anchored: keys.current !== null && checkpoint?.seq === headSeq, checkedFrom: from.seq, checkpoint: checkpoint ?? null };
 }
 
