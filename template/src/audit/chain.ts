@@ -151,9 +151,7 @@ async function checkpointHead(env: Env, installationId: string, keys: AuditKeys)
   // Two seals may checkpoint the same head at once (an after-write seal and the schedule's, or
   // verify's): the row stored first wins, and the anchor must hold that one, not this seal's
   // (same head, another time, so another MAC), or verify would find the anchor out of the chain.
-  const stored = await env.DB.prepare(`SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE installation_id = ?1 AND seq = ?2 AND key_id = ?3`)
-    .bind(installationId, checkpoint.seq, checkpoint.keyId)
-    .first<Checkpoint>();
+  const stored = await env.DB.prepare(`SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE installation_id = ?1 AND seq = ?2 AND key_id = ?3`).bind(installationId, checkpoint.seq, checkpoint.keyId).first<Checkpoint>();
   await advanceAnchor(env, keys, stored ?? checkpoint, anchor);
   return true;
 }
