@@ -10,7 +10,10 @@
 // /bench routes use the unwrapped binding and are never counted.
 
 interface Tally {
+  /** Statements D1 ran (a batch counts each of its statements). */
   queries: number;
+  /** Calls to D1: a statement run on its own, a batch, an exec — each one round trip. */
+  roundTrips: number;
   rowsWritten: number;
   rowsRead: number;
   /** Statements whose answer carries no meta (raw(), exec()): counted as queries, rows unknown. */
@@ -21,7 +24,7 @@ interface StatementTally extends Tally {
   sql: string;
 }
 
-const empty = (): Tally => ({ queries: 0, rowsWritten: 0, rowsRead: 0, withoutMeta: 0 });
+const empty = (): Tally => ({ queries: 0, roundTrips: 0, rowsWritten: 0, rowsRead: 0, withoutMeta: 0 });
 
 const state = {
   open: false,
@@ -38,6 +41,15 @@ const keyOf = (sql: string, values: readonly unknown[]) => {
   const text = normalize(sql);
   return text.startsWith("INSERT OR IGNORE INTO audit_events") && typeof values[3] === "string" ? `[audit ${values[3]}] ${text}` : text;
 };
+
+/** One call to D1 (a statement on its own, a batch, an exec), by entrypoint. */
+function noteRoundTrip(entry: string): void {
+  if (!state.open) return;
+  state.total.roundTrips += 1;
+  const perEntry = state.byEntry.get(entry) ?? empty();
+  state.byEntry.set(entry, perEntry);
+  perEntry.roundTrips += 1;
+}
 
 function note(entry: string, sql: string, meta: { rows_written?: number; rows_read?: number } | null, statements = 1, values: readonly unknown[] = []): void {
   if (!state.open) return;
@@ -84,12 +96,14 @@ class CountedStatement {
 
   async run<T = Record<string, unknown>>(): Promise<D1Result<T>> {
     const result = await this.inner.run<T>();
+    noteRoundTrip(this.entry);
     note(this.entry, this.sql, result.meta, 1, this.values);
     return result;
   }
 
   async all<T = Record<string, unknown>>(): Promise<D1Result<T>> {
     const result = await this.inner.all<T>();
+    noteRoundTrip(this.entry);
     note(this.entry, this.sql, result.meta, 1, this.values);
     return result;
   }
@@ -98,6 +112,7 @@ class CountedStatement {
   async first<T = unknown>(column?: string): Promise<T | null> {
     if (!state.open) return column === undefined ? this.inner.first<T>() : this.inner.first<T>(column);
     const result = await this.inner.all<Record<string, unknown>>();
+    noteRoundTrip(this.entry);
     note(this.entry, this.sql, result.meta, 1, this.values);
     const row = result.results[0];
     if (column === undefined) return (row ?? null) as T | null;
@@ -107,6 +122,7 @@ class CountedStatement {
 
   async raw<T = unknown[]>(options?: { columnNames?: boolean }): Promise<T[]> {
     const result = options?.columnNames ? await this.inner.raw<T>({ columnNames: true }) : await this.inner.raw<T>();
+    noteRoundTrip(this.entry);
     note(this.entry, this.sql, null, 1, this.values);
     return result as T[];
   }
@@ -118,6 +134,7 @@ function countedDb(db: D1Database, entry: string): D1Database {
     prepare: (sql: string) => new CountedStatement(db.prepare(sql), sql, entry),
     batch: async <T = unknown>(statements: D1PreparedStatement[]) => {
       const results = await db.batch<T>(statements.map(unwrap));
+      noteRoundTrip(entry);
       statements.forEach((statement, index) =>
         statement instanceof CountedStatement ? note(entry, statement.sql, results[index]?.meta ?? null, 1, statement.values) : note(entry, "(a statement prepared elsewhere)", results[index]?.meta ?? null),
       );
@@ -125,6 +142,7 @@ function countedDb(db: D1Database, entry: string): D1Database {
     },
     exec: async (sql: string) => {
       const result = await db.exec(sql);
+      noteRoundTrip(entry);
       note(entry, sql, null, result.count);
       return result;
     },

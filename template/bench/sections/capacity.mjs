@@ -275,7 +275,9 @@ export async function sectionCapacity(api, base, adminToken) {
       })
       .filter((row) => row.bytesPerLifecycle !== 0 || row.rowsPerLifecycle !== 0)
       .sort((x, y) => y.bytesPerLifecycle - x.bytesPerLifecycle);
-    const byEntry = Object.fromEntries(Object.entries(tally.byEntry).map(([entry, t]) => [entry, { queries: round(perLifecycle(t.queries), 2), rowsWritten: round(perLifecycle(t.rowsWritten), 2) }]));
+    const byEntry = Object.fromEntries(
+      Object.entries(tally.byEntry).map(([entry, t]) => [entry, { queries: round(perLifecycle(t.queries), 2), roundTrips: round(perLifecycle(t.roundTrips), 2), rowsWritten: round(perLifecycle(t.rowsWritten), 2) }]),
+    );
     const statementFigures = (s) => ({
       sql: s.sql.length > 140 ? `${s.sql.slice(0, 137)}…` : s.sql,
       queriesPerLifecycle: round(perLifecycle(s.queries), 2),
@@ -296,6 +298,7 @@ export async function sectionCapacity(api, base, adminToken) {
       rowsWrittenPerLifecycle: round(perLifecycle(tally.total.rowsWritten), 1),
       rowsReadPerLifecycle: round(perLifecycle(tally.total.rowsRead), 1),
       queriesPerLifecycle: round(perLifecycle(tally.total.queries), 1),
+      d1RoundTripsPerLifecycle: round(perLifecycle(tally.total.roundTrips), 1),
       capacityStatementsWithoutMeta: tally.total.withoutMeta,
       daysPer10GB: hotBytes > 0 ? round(TEN_GB / (hotBytes * LIFECYCLES_PER_DAY), 1) : null,
       archivedBytesPerLifecycle: null,
@@ -319,10 +322,10 @@ export function capacityLines() {
   const lines = [
     `capacity:         ${results.capacityLifecycles} reviewed lifecycles (report → trigger → run → review task answered → remove action → signed webhook delivered; signatures valid ${results.capacitySignaturesValid}) in ${results.capacityElapsedS} s`,
     `hot bytes:        ${results.hotBytesPerLifecycle} B per lifecycle  (target ≤ ${TARGET_HOT_BYTES}) ${verdict(results.hotBytesPerLifecycle, TARGET_HOT_BYTES)}  (the local D1 file copied before and after, VACUUMed, measured with dbstat: ${results.capacityD1BytesBefore} → ${results.capacityD1BytesAfter} B)`,
-    `D1 queries:       ${results.queriesPerLifecycle} per lifecycle  (target ≤ ${TARGET_QUERIES}) ${verdict(results.queriesPerLifecycle, TARGET_QUERIES)}; rows written ${results.rowsWrittenPerLifecycle}, rows read ${results.rowsReadPerLifecycle} per lifecycle (meta as D1 reports it; by entrypoint: ${Object.entries(
+    `D1 queries:       ${results.queriesPerLifecycle} statements per lifecycle  (target ≤ ${TARGET_QUERIES}) ${verdict(results.queriesPerLifecycle, TARGET_QUERIES)} in ${results.d1RoundTripsPerLifecycle} round trips (a batch is one); rows written ${results.rowsWrittenPerLifecycle}, rows read ${results.rowsReadPerLifecycle} per lifecycle (meta as D1 reports it; by entrypoint: ${Object.entries(
       results.capacityQueriesByEntry,
     )
-      .map(([entry, t]) => `${entry} ${t.queries} q / ${t.rowsWritten} w`)
+      .map(([entry, t]) => `${entry} ${t.queries} q in ${t.roundTrips} trips / ${t.rowsWritten} w`)
       .join(", ")})`,
     `days to 10 GB:    ${results.daysPer10GB} at ${LIFECYCLES_PER_DAY.toLocaleString("en")} lifecycles a day, everything in D1  (target ≥ ${TARGET_DAYS}) ${atLeast(results.daysPer10GB, TARGET_DAYS)}; archived bytes per lifecycle: ${results.archivedBytesPerLifecycle} — ${results.archivedBytesNote} (target ≤ ${TARGET_ARCHIVED_BYTES})`,
     "bytes by table:   per lifecycle, table + its indexes (of which indexes), rows per lifecycle:",
