@@ -167,7 +167,12 @@ async function measureD1(node_sqlite, label) {
 export async function sectionCapacity(api, base, adminToken) {
   Object.assign(TARGETS, { hotBytesPerLifecycle: TARGET_HOT_BYTES, queriesPerLifecycle: TARGET_QUERIES, daysPer10GB: TARGET_DAYS, archivedBytesPerLifecycle: TARGET_ARCHIVED_BYTES });
   const node_sqlite = await import("node:sqlite").catch(() => null);
-  if (!node_sqlite) throw new Error(`capacity: needs node:sqlite (Node ≥ 22.5; this is ${process.version})`);
+  if (!node_sqlite) {
+    // The project moves to Node ≥ 22.12; on an older Node the other sections still run.
+    results.capacitySkipped = `needs node:sqlite (Node ≥ 22.5); this is Node ${process.version}`;
+    log(`capacity: skipped, ${results.capacitySkipped}`);
+    return;
+  }
   const receiver = await startReceiver();
   try {
     const installation = await api("/api/v1/installations", { body: { name: "bench-capacity" }, key: adminToken });
@@ -318,6 +323,7 @@ export async function sectionCapacity(api, base, adminToken) {
 }
 
 export function capacityLines() {
+  if (results.capacitySkipped) return [`capacity:         skipped: ${results.capacitySkipped}`];
   if (results.hotBytesPerLifecycle === undefined) return [];
   const lines = [
     `capacity:         ${results.capacityLifecycles} reviewed lifecycles (report → trigger → run → review task answered → remove action → signed webhook delivered; signatures valid ${results.capacitySignaturesValid}) in ${results.capacityElapsedS} s`,
