@@ -7,7 +7,9 @@
 // action (a bare signed webhook POST; the recorded times of autonomous actions), of a component
 // call made directly in the host, and of loading a node's context; /bench/audit-seed appends many
 // chained, MAC'd audit events in bulk (for /audit/verify at 10,000 and 100,000 events). GET /bench/floor is the
-// platform's own GET / (the console's assets answer / itself), for the HTTP floor.
+// platform's own GET / (the console's assets answer / itself), for the HTTP floor. Every D1
+// statement the platform sends goes through a counting wrapper (bench/d1-count.ts), read through
+// /bench/d1-tally, for the capacity section's queries and rows written per lifecycle.
 import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { canonicalJson } from "../src/audit";
@@ -32,7 +34,13 @@ import { schemas } from "../src/http/schemas";
 import { validateBody } from "../src/http/validate";
 import { DAILY_SQL, HOURLY_SQL } from "../src/metrics/query";
 import { METRIC_NAMES, rollupDayStatements } from "../src/metrics/rollup";
-import platform from "../src/index";
+import platform, {
+  ComponentEgress as PlatformComponentEgress,
+  DynamicWorkflow as PlatformDynamicWorkflow,
+  SandboxWorkflowBinding as PlatformSandboxWorkflowBinding,
+  WorkflowRuntimeCapability as PlatformWorkflowRuntimeCapability,
+} from "../src/index";
+import { closeTally, countedEnv, openTally } from "./d1-count";
 import { sha256Hex, timingSafeEqual } from "../src/lib/crypto";
 import { loadWorkflowExecutionContext } from "../src/workflows/execution-context";
 import type { AuthorizedRun } from "../src/workflows/runtime-authorize";
@@ -40,6 +48,30 @@ import type { JsonObject, WorkflowNodeV1 } from "../src/workflows/types";
 import { parseWorkflowGraph } from "../src/workflows/validation";
 
 export * from "../src/index";
+
+// The platform's entrypoint classes, each handed an env whose DB counts statements while a tally is
+// open (bench/d1-count.ts). These local exports take the place of the ones `export *` re-exports,
+// so the Workflows engine, ctx.exports and the sandboxes' bindings construct these.
+export class DynamicWorkflow extends PlatformDynamicWorkflow {
+  constructor(...[ctx, env]: ConstructorParameters<typeof PlatformDynamicWorkflow>) {
+    super(ctx, countedEnv(env, "workflow"));
+  }
+}
+export class WorkflowRuntimeCapability extends PlatformWorkflowRuntimeCapability {
+  constructor(...[ctx, env]: ConstructorParameters<typeof PlatformWorkflowRuntimeCapability>) {
+    super(ctx, countedEnv(env, "capability"));
+  }
+}
+export class SandboxWorkflowBinding extends PlatformSandboxWorkflowBinding {
+  constructor(...[ctx, env]: ConstructorParameters<typeof PlatformSandboxWorkflowBinding>) {
+    super(ctx, countedEnv(env, "sandbox-binding"));
+  }
+}
+export class ComponentEgress extends PlatformComponentEgress {
+  constructor(...[ctx, env]: ConstructorParameters<typeof PlatformComponentEgress>) {
+    super(ctx, countedEnv(env, "component-egress"));
+  }
+}
 
 /** Bindings only the bench config declares (worker-configuration.d.ts covers the production ones). */
 interface BenchEnv extends Env {
@@ -614,8 +646,38 @@ async function benchRoute(request: Request, env: BenchEnv, ctx: ExecutionContext
   if (request.method === "POST" && url.pathname === "/bench/report-clone") return cloneReports(env, (await request.json().catch(() => ({}))) as Parameters<typeof cloneReports>[1]);
   if (request.method === "POST" && url.pathname === "/bench/treport-seed") return seedTransparency(env, (await request.json().catch(() => ({}))) as Parameters<typeof seedTransparency>[1]);
   if (request.method === "POST" && url.pathname === "/bench/treport-plans") return transparencyPlans(env, (await request.json().catch(() => ({}))) as Parameters<typeof transparencyPlans>[1]);
+  // The D1 statement tally (bench/d1-count.ts): {open: true} starts a fresh one, {close: true} ends it and answers its figures.
+  if (request.method === "POST" && url.pathname === "/bench/d1-tally") {
+    const body = (await request.json().catch(() => null)) as { open?: unknown; close?: unknown } | null;
+    if (body?.open === true) {
+      openTally();
+      return json({ open: true });
+    }
+    if (body?.close === true) return json(closeTally());
+    return json({ error: { code: "bench.tally_invalid" } }, 400);
+  }
+  if (request.method === "POST" && url.pathname === "/bench/lifecycle-states") return lifecycleStates(env, (await request.json().catch(() => ({}))) as { installationId?: unknown });
   if (request.method === "POST" && url.pathname === "/bench/context-load") return contextLoad(env, (await request.json().catch(() => ({}))) as Parameters<typeof contextLoad>[1]);
   return json({ error: { code: "route.not_found" } }, 404);
+}
+
+/**
+ * POST /bench/lifecycle-states {installationId}: how many of the installation's runs, tasks, action
+ * proposals and webhook deliveries are in each state (and how many audit events are not sealed yet)
+ * — whether the capacity section's lifecycles have settled. Read with the uncounted binding.
+ */
+async function lifecycleStates(env: BenchEnv, body: { installationId?: unknown }): Promise<Response> {
+  if (typeof body.installationId !== "string") return json({ error: { code: "bench.installation_invalid" } }, 400);
+  const counts = (table: string) => env.DB.prepare(`SELECT state, COUNT(*) AS n FROM ${table} WHERE installation_id = ?1 GROUP BY state`).bind(body.installationId);
+  const [runs, tasks, proposals, deliveries, unsealed] = await env.DB.batch<{ state: string; n: number }>([
+    counts("workflow_runs"),
+    counts("human_tasks"),
+    counts("action_proposals"),
+    counts("webhook_deliveries"),
+    env.DB.prepare(`SELECT 'unsealed' AS state, COUNT(*) AS n FROM audit_events WHERE installation_id = ?1 AND hash IS NULL`).bind(body.installationId),
+  ]);
+  const byState = (result: D1Result<{ state: string; n: number }> | undefined) => Object.fromEntries((result?.results ?? []).map((row) => [row.state, row.n]));
+  return json({ runs: byState(runs), tasks: byState(tasks), proposals: byState(proposals), deliveries: byState(deliveries), unsealedAuditEvents: unsealed?.results[0]?.n ?? 0 });
 }
 
 /**
@@ -792,14 +854,16 @@ async function seedAudit(env: BenchEnv, body: { installationId?: unknown; upTo?:
 }
 
 export default {
-  ...platform, // every other handler of the production Worker (queue, scheduled, …) unchanged
+  ...platform, // every handler of the production Worker; those below with their statements counted (bench/d1-count.ts)
+  queue: (batch, env, ctx) => platform.queue(batch, countedEnv(env, "queue"), ctx),
+  scheduled: (controller, env, ctx) => platform.scheduled(controller, countedEnv(env, "scheduled"), ctx),
   async fetch(request, env, ctx) {
     const url = new URL(request.url);
     // The HTTP floor: the platform's own GET / (Hono, no auth, no D1), reached through /bench/*
     // because the console's assets answer / itself.
     if (request.method === "GET" && url.pathname === "/bench/floor") return timedPlatform(new Request(new URL("/", url), request), env, ctx);
     if (url.pathname === "/bench" || url.pathname.startsWith("/bench/")) return benchRoute(request, env, ctx, url);
-    return timedPlatform(request, env, ctx);
+    return timedPlatform(request, countedEnv(env, "fetch"), ctx);
   },
 } satisfies ExportedHandler<BenchEnv>;
 

@@ -19,11 +19,13 @@
 // one scheduled run of every sweep over 100,000 tasks with each sweep's query plan, and
 // the export and restore of an installation with 10,000 audit events (backup), and
 // GET /metrics over 30 days of hourly rollups (p95, per hour and per day), and the
-// repair of 100 runs in repair_required (a bulk migrate, and one by one).
+// repair of 100 runs in repair_required (a bulk migrate, and one by one), and what one reviewed
+// report lifecycle costs D1 — hot bytes, queries and rows written (capacity; needs node:sqlite,
+// Node ≥ 22.5).
 //
 // The Worker's schedule runs as under `npm start`: scripts/local-cron.mjs calls its scheduled
 // handler every minute for the whole bench. BENCH_ONLY=audit,queue,backtests,tdb,treport,… runs only those sections
-// (runtime, fused, context, expressions, components, content, actions, intake, load, queue, audit, sweeps, backup, metrics, repair, start) — for working on one of them.
+// (runtime, fused, context, expressions, components, content, actions, capacity, intake, load, queue, audit, sweeps, backup, metrics, repair, start) — for working on one of them.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
@@ -36,6 +38,7 @@ import { fileURLToPath } from "node:url";
 import { actionLines, sectionActions } from "../bench/sections/actions.mjs";
 import { auditLines, sectionAuditVerify } from "../bench/sections/audit.mjs";
 import { backtestLines, sectionBacktests } from "../bench/sections/backtests.mjs";
+import { capacityLines, sectionCapacity } from "../bench/sections/capacity.mjs";
 import { sectionTdb, tdbLines } from "../bench/sections/tdb.mjs";
 import { sectionTransparencyReport, treportLines } from "../bench/sections/treport.mjs";
 import { backupLines, sectionBackup } from "../bench/sections/backup.mjs";
@@ -225,6 +228,7 @@ async function startServer(dir, adminToken) {
   const auditCheckpointKey = randomBytes(32).toString("hex");
   await writeFile(envFile, `ADMIN_TOKEN=${adminToken}\nREPORT_MASTER_KEY=${reportMasterKey}\nAUDIT_CHECKPOINT_KEY=${auditCheckpointKey}\nALLOW_LOCAL_EGRESS=true\n`, { mode: 0o600 });
   const persist = join(dir, "state");
+  server.persistDir = persist;
   log("applying migrations");
   server.appDir = await snapshotSources(dir);
   const appDir = server.appDir;
@@ -288,6 +292,7 @@ function report() {
     ...expressionLines(),
     ...componentLines(),
     ...contentLines(),
+    ...capacityLines(),
     ...actionLines(),
     ...intakeLines(),
     ...loadLines(),
@@ -339,6 +344,8 @@ async function main() {
   if (runs("components")) await sectionComponents(api, adminToken, apiKey, installation.id);
   if (runs("actions")) await sectionActions(api, adminToken, apiKey);
   if (runs("content")) await sectionContent(api, adminToken, apiKey);
+  // Before the sections that seed 100,000s of rows: the D1 file it copies and VACUUMs stays small.
+  if (runs("capacity")) await sectionCapacity(api, base, adminToken);
   const timed = timedClient(base);
   // Case management in an installation of its own (its initial key holds every scope).
   const cases = await api("/api/v1/installations", { body: { name: "bench-cases" }, key: adminToken });

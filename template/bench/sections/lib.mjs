@@ -14,8 +14,8 @@ export const TARGETS = { runtimeOverBare: 2.0, node200OverNode10: 1.5, intakeRep
 /** Every figure goes in here; sections add keys. Printed as the last line. */
 export const results = { targets: TARGETS };
 
-/** The dev server the bench drives: its process (a group leader), HTTP port, and the snapshot it runs. */
-export const server = { child: null, port: null, appDir: null };
+/** The dev server the bench drives: its process (a group leader), HTTP port, the snapshot it runs, and its local state folder. */
+export const server = { child: null, port: null, appDir: null, persistDir: null };
 
 export const log = (message) => process.stderr.write(`[bench ${((Date.now() - startedAt) / 1000).toFixed(1)}s] ${message}\n`);
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -214,17 +214,23 @@ export async function sealAuditChain(env: Env, installationId: string): Promise<
       .all<AuditRow>();
     let prev = last?.hash ?? GENESIS_HASH;
     let expected = (last?.seq ?? 0) + 1;
-    const updates: D1PreparedStatement[] = [];
+    const updates: { id: string; prev: string; hash: string }[] = [];
     for (const row of results) {
       // A gap means an event vanished before it was sealed; a MAC that does not hold, an event
       // changed before it was sealed. Stop so verify reports it.
       if (row.seq !== expected || !entryMacHolds(keys, row, bounds)) break;
       const hash = await eventHash(prev, row);
-      updates.push(env.DB.prepare(`UPDATE audit_events SET prev_hash = ?2, hash = ?3 WHERE id = ?1 AND hash IS NULL`).bind(row.id, prev, hash));
+      updates.push({ id: row.id, prev, hash });
       prev = hash;
       expected += 1;
     }
-    if (updates.length > 0) await env.DB.batch(updates);
+    // The page's links in one statement (one query, not one per event); each row still only once, while unsealed.
+    if (updates.length > 0) {
+      await env.DB.prepare(`UPDATE audit_events SET prev_hash = s.value ->> '$.prev', hash = s.value ->> '$.hash'
+        FROM json_each(?1) AS s WHERE audit_events.id = s.value ->> '$.id' AND audit_events.hash IS NULL`)
+        .bind(JSON.stringify(updates))
+        .run();
+    }
     sealed += updates.length;
     await yieldToRuntime(); // a page at a time: requests are read between pages (lib/queue-work.ts)
     if (updates.length === 0 || updates.length < results.length || results.length < PAGE || sealed >= SEAL_MAX_EVENTS) break;

@@ -14,7 +14,7 @@ export interface AuditEventInput {
   at: string;
 }
 
-/** The fields an event's MAC covers (not `seq`, which a D1 trigger assigns on insert), as one text. */
+/** The fields an event's MAC covers (not `seq`, which the insert assigns), as one text. */
 export function entryMacText(row: { id: string; installationId: string; idempotencyKey: string; action: string; actorType: string; actorId: string; targetType: string; targetId: string; detailsJson: string; createdAt: string }): string {
   return canonicalJson({
     v: 1,
@@ -57,7 +57,9 @@ const GUARD_TABLES = [
  * event is written only when that row exists by then in the batch, with the given column values
  * (so a batch whose guarded write did nothing records nothing). The one builder of audit rows.
  * Each row carries its MAC (`entry_mac`, under the audit key) from the start, so an event edited
- * before the sealer chains it is caught (see chain.ts).
+ * before the sealer chains it is caught (see chain.ts), and its `seq` (the installation's next, read
+ * from audit_events_seq in the same statement: D1 runs one statement at a time), so the row is
+ * written once; migration 0003's trigger numbers only rows inserted without one.
  */
 export function auditStatement(db: D1Database, event: AuditEventInput, onlyIf?: RowGuard & { table: (typeof GUARD_TABLES)[number] }): D1PreparedStatement {
   if (onlyIf && !GUARD_TABLES.includes(onlyIf.table)) throw new Error("audit_guard_table_invalid");
@@ -81,8 +83,8 @@ export function auditStatement(db: D1Database, event: AuditEventInput, onlyIf?: 
     .prepare(`
     INSERT OR IGNORE INTO audit_events (
       id, installation_id, idempotency_key, action, actor_type, actor_id,
-      target_type, target_id, details_json, created_at, entry_mac
-    ) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11 ${guard.sql}
+      target_type, target_id, details_json, created_at, entry_mac, seq
+    ) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, (SELECT COALESCE(MAX(seq), 0) + 1 FROM audit_events WHERE installation_id = ?2) ${guard.sql}
   `)
     .bind(id, row.installationId, row.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, detailsJson, row.createdAt, signed ? `${signed.keyId}:${signed.mac}` : null, ...guard.binds);
 }

@@ -71,7 +71,16 @@ interface GroupRow extends RecordedStep {
   sealed: string | null;
 }
 
-/** The reads of a group, keyed by run id alone (sent with the authorization when the graph is cached). */
+type OptionalRead = "event" | "report" | "content";
+const OPTIONAL_READS: readonly OptionalRead[] = ["event", "report", "content"];
+
+/** Where an optional read's result sits in groupStatements' batch (after the exits and the step rows); null when the group does not read it. */
+function optionalReadIndex(needs: GroupNeeds, read: OptionalRead): number | null {
+  if (!needs[read]) return null;
+  return 2 + OPTIONAL_READS.slice(0, OPTIONAL_READS.indexOf(read)).filter((earlier) => needs[earlier]).length;
+}
+
+/** The reads of a group, keyed by run id alone (sent with the authorization when the graph is cached); no statement for what it does not read. */
 function groupStatements(db: D1Database, runId: string, graph: ParsedWorkflowGraph, head: WorkflowNodeV1): D1PreparedStatement[] {
   const needs = needsOf(graph, head);
   const sealed = needs.sealed ? "o.sealed_json" : "NULL";
@@ -80,9 +89,9 @@ function groupStatements(db: D1Database, runId: string, graph: ParsedWorkflowGra
   return [
     predecessorExitsStatement(db, runId, graph, head),
     needs.stepIds === null ? db.prepare(select).bind(runId) : db.prepare(`${select} AND s.node_id IN (SELECT value FROM json_each(?2))`).bind(runId, JSON.stringify(needs.stepIds)),
-    needs.event ? db.prepare(`SELECT id, type, payload_json AS payloadJson, created_at AS createdAt FROM workflow_events WHERE run_id = ?1 ORDER BY created_at DESC LIMIT 1`).bind(runId) : db.prepare(`SELECT NULL AS none WHERE 0`),
-    needs.report ? reportSummaryByRunStatementUnsafe(db, runId) : db.prepare(`SELECT NULL AS none WHERE 0`),
-    needs.content ? runContentStatementUnsafe(db, runId) : db.prepare(`SELECT NULL AS none WHERE 0`),
+    ...(needs.event ? [db.prepare(`SELECT id, type, payload_json AS payloadJson, created_at AS createdAt FROM workflow_events WHERE run_id = ?1 ORDER BY created_at DESC LIMIT 1`).bind(runId)] : []),
+    ...(needs.report ? [reportSummaryByRunStatementUnsafe(db, runId)] : []),
+    ...(needs.content ? [runContentStatementUnsafe(db, runId)] : []),
   ];
 }
 
@@ -179,14 +188,18 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
     const sealed = row.sealed;
     outputs.add(row.nodeId, { branchKey: row.branchKey, open, full: sealed ? () => openPersonalData<JsonValue>(env, run.installationId, `step_output:${row.id}`, sealed) : open });
   }
-  const eventRow = results[2]!.results[0] as { id: string; type: string; payloadJson: string; createdAt: string } | undefined;
+  const firstRow = (read: OptionalRead) => {
+    const index = optionalReadIndex(needs, read);
+    return index === null ? undefined : results[index]!.results[0];
+  };
+  const eventRow = firstRow("event") as { id: string; type: string; payloadJson: string; createdAt: string } | undefined;
   const event: JsonValue = eventRow ? { id: eventRow.id, type: eventRow.type, payload: parseJson(eventRow.payloadJson), receivedAt: eventRow.createdAt } : null;
-  const reportRow = results[3]!.results[0] as ReportRow | undefined;
+  const reportRow = firstRow("report") as ReportRow | undefined;
   const report: JsonValue = needs.report && reportRow ? (reportSummary(reportRow) as unknown as JsonValue) : null;
   // The run's content: opened on the first read, then shared by every later reader in the group.
   let content: Promise<JsonValue> | null = null;
   const openContent = (): Promise<JsonValue> => {
-    content ??= openRunContent(env, run.installationId, results[4]!.results[0] as RunContentRow | undefined) as Promise<unknown> as Promise<JsonValue>;
+    content ??= openRunContent(env, run.installationId, firstRow("content") as RunContentRow | undefined) as Promise<unknown> as Promise<JsonValue>;
     return content;
   };
   const runInput = parseJson(run.inputJson) ?? {};
