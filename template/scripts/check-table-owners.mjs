@@ -25,6 +25,7 @@ export const TABLE_OWNERS = {
   audit_events: "audit",
   audit_checkpoints: "audit",
   audit_verify_cursors: "audit",
+  audit_segments: "audit",
   human_tasks: "cases",
   qa_settings: "cases",
   qa_reviews: "cases",

@@ -8,7 +8,7 @@
 // on) and idempotent (running it twice, or concurrently, does no harm). Its summary is a small
 // object of counts: it is logged as is, so it must never hold secrets or personal data. Each run's
 // results are recorded in sweep_runs (operations/sweep-runs.ts), where the metrics read them.
-import { sweepAuditChains } from "./audit";
+import { DEFAULT_AUDIT_HOT_DAYS, sweepAuditChains, sweepAuditSegments } from "./audit";
 import { sweepLostBacktestChunks } from "./automation";
 import { sealLegacyTaskContexts, sweepLapsedLeases } from "./cases";
 // Not through cases/index.ts: the demotion sweep reaches enforcement and automation, which import it.
@@ -48,6 +48,8 @@ export const SWEEPS: readonly Sweep[] = [
   // Restricting decisions' statements of reasons to the DSA Transparency Database (5 batches of 100 per run).
   { name: "enforcement.transparency_db", run: (env, now) => sweepTransparencyDb(env, now) },
   { name: "audit.seal_and_verify", run: async (env) => ({ ...(await sweepAuditChains(env)) }) },
+  // Sealed, checkpointed events older than the hot window out of D1 into R2 segments (20,000 a run).
+  { name: "audit.segments", run: async (env, now) => ({ ...(await sweepAuditSegments(env, now, { hotDaysFor: () => DEFAULT_AUDIT_HOT_DAYS })) }) },
   // After the audit sweep, so a broken chain it found is alerted in the same run.
   { name: "operations.alerts", run: (env, now) => sweepAlerts(env, now) },
   // Autonomous triggers whose live overturn rate passed their limit drop to assisted (automation.demoted).

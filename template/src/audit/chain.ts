@@ -14,6 +14,7 @@ import { yieldToRuntime } from "../lib/queue-work";
 import { canonicalJson } from "./canonical-json";
 import { entryMacText } from "./events";
 import { auditKeys, macVerifies, type AuditKey, type AuditKeys } from "./keys";
+import { type AuditSegment, lastSegment, openSegment, parseSegmentLine, segmentAt, segmentKey } from "./segments";
 
 export const GENESIS_HASH = `sha256:${"0".repeat(64)}`;
 const PAGE = 500;
@@ -164,7 +165,7 @@ async function checkpointHead(env: Env, installationId: string, keys: AuditKeys)
  * (events written before the chain was anchored, adopted by that checkpoint); one under a key that
  * is no longer configured only where a checkpoint already covers it.
  */
-function entryMacHolds(keys: AuditKeys, row: AuditRow, bounds: { first: number | null; last: number | null }): boolean {
+export function entryMacHolds(keys: AuditKeys, row: AuditRow, bounds: { first: number | null; last: number | null }): boolean {
   if (keys.byId.size === 0) return true; // no audit key configured: nothing to check against
   if (row.entryMac === null) return bounds.first === null || row.seq <= bounds.first;
   const separator = row.entryMac.indexOf(":");
@@ -242,12 +243,30 @@ export async function sealAuditChain(env: Env, installationId: string): Promise<
 // ---------------------------------------------------------------------------------------------
 // Verification
 
-export type BrokenReason = "hash_mismatch" | "prev_hash_mismatch" | "seq_gap" | "unsealed" | "entry_mac_mismatch" | "checkpoint_invalid" | "checkpoint_mismatch" | "tail_missing" | "anchor_missing" | "anchor_mismatch";
+export type BrokenReason =
+  | "hash_mismatch"
+  | "prev_hash_mismatch"
+  | "seq_gap"
+  | "unsealed"
+  | "entry_mac_mismatch"
+  | "checkpoint_invalid"
+  | "checkpoint_mismatch"
+  | "tail_missing"
+  | "anchor_missing"
+  | "anchor_mismatch"
+  // An archived segment (segments.ts): its object is gone, its bytes are not the ones indexed,
+  // a line is not an event, or its events do not match its index row (range, first or last hash).
+  | "segment_missing"
+  | "segment_digest_mismatch"
+  | "segment_line_invalid"
+  | "segment_mismatch";
 
 export interface Broken {
   seq: number;
   id: string | null;
   reason: BrokenReason;
+  /** The object key of the archived segment the failure is in, when it is in one. */
+  segment?: string;
 }
 
 export type ChainVerdict =
@@ -268,31 +287,100 @@ interface WalkResult {
   checked: number;
 }
 
-/** Recomputes up to `budget` events from `from`, checking MACs, links, hashes and every checkpoint passed. */
+/** The first failure of one event at `position` (MAC, seal, link, hash, the checkpoints at its seq), or null. */
+async function rowBroken(keys: AuditKeys, bounds: { first: number | null; last: number | null }, row: AuditRow, position: WalkPosition, checkpoints: readonly Checkpoint[]): Promise<Broken | null> {
+  if (!entryMacHolds(keys, row, bounds)) return { seq: row.seq, id: row.id, reason: "entry_mac_mismatch" };
+  if (row.hash === null) return { seq: row.seq, id: row.id, reason: "unsealed" };
+  if (row.prevHash !== position.prev) return { seq: row.seq, id: row.id, reason: "prev_hash_mismatch" };
+  if ((await eventHash(position.prev, row)) !== row.hash) return { seq: row.seq, id: row.id, reason: "hash_mismatch" };
+  for (const c of checkpoints) {
+    if (!keys.byId.has(c.keyId)) continue; // signed by a retired key: no longer checkable
+    if (!checkpointVerifies(keys, c)) return { seq: c.seq, id: null, reason: "checkpoint_invalid" };
+    if (c.headHash !== row.hash) return { seq: c.seq, id: row.id, reason: "checkpoint_mismatch" };
+  }
+  return null;
+}
+
+async function checkpointsBetween(db: D1Database, installationId: string, from: number, to: number): Promise<Map<number, Checkpoint[]>> {
+  const checkpoints = new Map<number, Checkpoint[]>();
+  const { results } = await db.prepare(`SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE installation_id = ?1 AND seq BETWEEN ?2 AND ?3`).bind(installationId, from, to).all<Checkpoint>();
+  for (const c of results) checkpoints.set(c.seq, [...(checkpoints.get(c.seq) ?? []), c]);
+  return checkpoints;
+}
+
+/**
+ * Walks one archived segment from `position` (inside it), streaming its object line by line:
+ * every line is checked exactly as a hot row, then the range and hashes against the index row,
+ * then the object's SHA-256. Moves `position` past the segment; returns the events checked.
+ */
+async function walkSegment(env: Env, installationId: string, keys: AuditKeys, bounds: { first: number | null; last: number | null }, segment: AuditSegment, position: WalkPosition): Promise<{ broken: Broken | null; checked: number }> {
+  const key = segmentKey(installationId, segment.fromSeq, segment.toSeq);
+  let checked = 0;
+  const broken = (seq: number, id: string | null, reason: BrokenReason) => ({ broken: { seq, id, reason, segment: key }, checked });
+  const reader = await openSegment(env.AUDIT_ANCHORS, key);
+  if (!reader) return broken(Math.max(position.seq, segment.fromSeq), null, "segment_missing");
+  try {
+    const checkpoints = await checkpointsBetween(env.DB, installationId, position.seq, segment.toSeq);
+    let expected = segment.fromSeq;
+    let first: string | null = null;
+    for await (const line of reader.lines()) {
+      const parsed = parseSegmentLine(line);
+      if (!parsed) return broken(expected, null, "segment_line_invalid");
+      // Hashed and MAC'd as an event of this installation, whatever the line says.
+      const row = { ...parsed, installationId };
+      if (row.seq !== expected) return broken(expected, null, expected > segment.toSeq ? "segment_mismatch" : "seq_gap");
+      if (row.seq === segment.fromSeq) first = row.hash;
+      expected += 1;
+      if (row.seq < position.seq) continue; // a resumed pass: links are checked from `position` on
+      const failed = await rowBroken(keys, bounds, row, position, checkpoints.get(row.seq) ?? []);
+      if (failed) return { broken: { ...failed, segment: key }, checked };
+      position.prev = row.hash!;
+      position.seq += 1;
+      checked += 1;
+      if (checked % PAGE === 0) await yieldToRuntime();
+    }
+    if (expected !== segment.toSeq + 1) return broken(expected, null, "seq_gap");
+    if (first !== segment.firstHash || position.prev !== segment.lastHash) return broken(segment.fromSeq, null, "segment_mismatch");
+    if (reader.digest() !== segment.sha256) return broken(segment.fromSeq, null, "segment_digest_mismatch");
+    return { broken: null, checked };
+  } finally {
+    await reader.close();
+  }
+}
+
+/**
+ * Recomputes up to `budget` events from `from`, checking MACs, links, hashes and every checkpoint
+ * passed: first through archived segments (a segment is walked whole, so a walk may pass the
+ * budget by up to one segment), then the rows in D1.
+ */
 export async function walkChain(env: Env, installationId: string, keys: AuditKeys, bounds: { first: number | null; last: number | null }, from: WalkPosition, budget: number): Promise<WalkResult> {
   const position = { ...from };
   let checked = 0;
-  const broken = (seq: number, id: string | null, reason: BrokenReason): WalkResult => ({ position, broken: { seq, id, reason }, end: true, checked });
+  const broken = (value: Broken): WalkResult => ({ position, broken: value, end: true, checked });
+  let archivedTo = (await lastSegment(env.DB, installationId))?.toSeq ?? 0;
   while (checked < budget) {
+    if (position.seq <= archivedTo) {
+      const segment = await segmentAt(env.DB, installationId, position.seq);
+      if (segment) {
+        const walked = await walkSegment(env, installationId, keys, bounds, segment, position);
+        checked += walked.checked;
+        if (walked.broken) return broken(walked.broken);
+        continue;
+      }
+    }
     const limit = Math.min(PAGE, budget - checked);
     const { results } = await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3`).bind(installationId, position.seq, limit).all<AuditRow>();
-    const checkpoints = new Map<number, Checkpoint[]>();
-    if (results.length > 0) {
-      const { results: found } = await env.DB.prepare(`SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE installation_id = ?1 AND seq BETWEEN ?2 AND ?3`).bind(installationId, results[0]!.seq, results.at(-1)!.seq).all<Checkpoint>();
-      for (const c of found) checkpoints.set(c.seq, [...(checkpoints.get(c.seq) ?? []), c]);
+    // The segment sweep may have archived the events this walk was about to read: look again.
+    if (results[0]?.seq !== position.seq && (await segmentAt(env.DB, installationId, position.seq))) {
+      archivedTo = (await lastSegment(env.DB, installationId))?.toSeq ?? 0;
+      continue;
     }
+    const checkpoints = results.length > 0 ? await checkpointsBetween(env.DB, installationId, results[0]!.seq, results.at(-1)!.seq) : new Map<number, Checkpoint[]>();
     for (const row of results) {
-      if (row.seq !== position.seq) return broken(position.seq, null, "seq_gap");
-      if (!entryMacHolds(keys, row, bounds)) return broken(row.seq, row.id, "entry_mac_mismatch");
-      if (row.hash === null) return broken(row.seq, row.id, "unsealed");
-      if (row.prevHash !== position.prev) return broken(row.seq, row.id, "prev_hash_mismatch");
-      if ((await eventHash(position.prev, row)) !== row.hash) return broken(row.seq, row.id, "hash_mismatch");
-      for (const c of checkpoints.get(row.seq) ?? []) {
-        if (!keys.byId.has(c.keyId)) continue; // signed by a retired key: no longer checkable
-        if (!checkpointVerifies(keys, c)) return broken(c.seq, null, "checkpoint_invalid");
-        if (c.headHash !== row.hash) return broken(c.seq, row.id, "checkpoint_mismatch");
-      }
-      position.prev = row.hash;
+      if (row.seq !== position.seq) return broken({ seq: position.seq, id: null, reason: "seq_gap" });
+      const failed = await rowBroken(keys, bounds, row, position, checkpoints.get(row.seq) ?? []);
+      if (failed) return broken(failed);
+      position.prev = row.hash!;
       position.seq += 1;
       checked += 1;
     }
@@ -337,7 +425,21 @@ async function incrementalStart(env: Env, installationId: string, keys: AuditKey
   const start = results.find((c) => keys.byId.has(c.keyId));
   if (!start) return { position: { seq: 1, prev: GENESIS_HASH } };
   if (!checkpointVerifies(keys, start)) return { broken: { seq: start.seq, id: null, reason: "checkpoint_invalid" } };
-  if ((await hashAt(env.DB, installationId, start.seq)) !== start.headHash) return { broken: { seq: start.seq, id: null, reason: "checkpoint_mismatch" } };
+  const hash = await hashAt(env.DB, installationId, start.seq);
+  if (hash === null) {
+    // Its event was archived: start after the newest segment instead, which ends at a checkpoint
+    // whose head must be the segment's last hash (the hot rows are then walked from there).
+    const segment = await lastSegment(env.DB, installationId);
+    if (segment && segment.toSeq >= start.seq) {
+      const { results: ends } = await env.DB.prepare(`SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE installation_id = ?1 AND seq = ?2`).bind(installationId, segment.toSeq).all<Checkpoint>();
+      const end = ends.find((c) => keys.byId.has(c.keyId));
+      if (!end) return { position: { seq: 1, prev: GENESIS_HASH } };
+      if (!checkpointVerifies(keys, end)) return { broken: { seq: end.seq, id: null, reason: "checkpoint_invalid" } };
+      if (end.headHash !== segment.lastHash) return { broken: { seq: end.seq, id: null, reason: "checkpoint_mismatch", segment: segmentKey(installationId, segment.fromSeq, segment.toSeq) } };
+      return { position: { seq: segment.toSeq + 1, prev: segment.lastHash } };
+    }
+  }
+  if (hash !== start.headHash) return { broken: { seq: start.seq, id: null, reason: "checkpoint_mismatch" } };
   return { position: { seq: start.seq + 1, prev: start.headHash } };
 }
 

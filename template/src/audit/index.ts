@@ -3,3 +3,5 @@ export { canonicalJson } from "./canonical-json";
 export { auditStatement, RUNTIME_ACTOR, type AuditEventInput } from "./events";
 export { sealAuditChain, sealAuditChainAfterWrite, verifyAuditChain } from "./chain";
 export { lastFullVerification, sweepAuditChains } from "./chain-sweep";
+export { DEFAULT_AUDIT_HOT_DAYS, sweepAuditSegments } from "./segment-sweep";
+export { deleteAuditSegments } from "./segments";

@@ -2,6 +2,7 @@
 import { routes } from "../http/route";
 import { AUDIT_COLUMNS, sealAuditChain, serializeAuditRow, verifyAuditChain, type AuditRow } from "./chain";
 import { lastFullVerification } from "./chain-sweep";
+import { readArchivedEvents } from "./segments";
 
 export const auditRoutes = routes()
   .op(
@@ -18,6 +19,28 @@ export const auditRoutes = routes()
       await sealAuditChain(c.env, installationId);
       // Golden items are mixed into queues unseen: only admins (the leads who write them) see their events.
       const admin = scopes.includes("admin") ? 1 : 0;
+      const cursor = Number(query.cursor ?? 0);
+      // Events archived to R2 segments (segments.ts) come first, with the same filters as the SQL below.
+      const action = query.action ?? null;
+      const archived = await readArchivedEvents(
+        c.env,
+        installationId,
+        cursor,
+        query.limit + 1,
+        (row) =>
+          (action === null || row.action === action || row.action.startsWith(`${action}.`)) &&
+          (query.targetType === undefined || row.targetType === query.targetType) &&
+          (query.targetId === undefined || row.targetId === query.targetId) &&
+          (query.since === undefined || row.createdAt >= query.since) &&
+          (query.until === undefined || row.createdAt < query.until) &&
+          (admin === 1 || row.targetType !== "golden_item"),
+      );
+      if (archived.rows.length > query.limit || !archived.exhausted) {
+        // A full page from the segments, or as many segments read as one page may read: go on from there.
+        const page = archived.rows.slice(0, query.limit);
+        const next = archived.rows.length > query.limit ? page.at(-1)!.seq : archived.scannedTo;
+        return { items: page.map(serializeAuditRow), nextCursor: String(next) };
+      }
       const { results } = await c.env.DB.prepare(`
       SELECT ${AUDIT_COLUMNS} FROM audit_events
       WHERE installation_id = ?1 AND seq > ?2
@@ -27,10 +50,11 @@ export const auditRoutes = routes()
         AND (?9 = 1 OR target_type <> 'golden_item')
       ORDER BY seq LIMIT ?8
     `)
-        .bind(installationId, Number(query.cursor ?? 0), query.action ?? null, query.targetType ?? null, query.targetId ?? null, query.since ?? null, query.until ?? null, query.limit + 1, admin)
+        .bind(installationId, Math.max(cursor, archived.scannedTo), action, query.targetType ?? null, query.targetId ?? null, query.since ?? null, query.until ?? null, query.limit + 1 - archived.rows.length, admin)
         .all<AuditRow>();
-      const page = results.slice(0, query.limit);
-      return { items: page.map(serializeAuditRow), nextCursor: results.length > query.limit ? String(page.at(-1)!.seq) : null };
+      const all = [...archived.rows, ...results];
+      const page = all.slice(0, query.limit);
+      return { items: page.map(serializeAuditRow), nextCursor: all.length > query.limit ? String(page.at(-1)!.seq) : null };
     },
   )
   .op(

@@ -10,7 +10,7 @@
 // restore inserts the rows of an installation that does not exist in this deployment, and
 // removes them again if they do not restore whole or the restored chain does not verify. It
 // never writes a row of an installation that exists.
-import { auditStatement, canonicalJson, sealAuditChain, verifyAuditChain } from "../audit";
+import { auditStatement, canonicalJson, deleteAuditSegments, sealAuditChain, verifyAuditChain } from "../audit";
 import type { Actor } from "../auth";
 import { AppError } from "../errors";
 import { forgetInstallationKeys } from "../lib/api-key-cache";
@@ -60,6 +60,8 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "backtest_chunks", where: OWN },
   { table: "audit_checkpoints", where: OWN },
   { table: "audit_events", where: OWN },
+  // Empty in every backup: an installation with archived segments is not exported yet (below).
+  { table: "audit_segments", where: OWN },
   { table: "audit_verify_cursors", where: OWN, backup: false },
   { table: "components", where: OWN },
   { table: "component_versions", where: OWN },
@@ -200,6 +202,11 @@ export async function exportInstallation(env: Env, actor: Actor): Promise<Instal
   const installationId = actor.installationId;
   const unknown = await unknownTables(env.DB);
   if (unknown.length > 0) throw new AppError("installation_export.table_unknown", `The database has tables the backup does not know (${unknown.join(", ")}); add them to BACKUP_TABLES.`, { status: 500 });
+  // Archived audit segments live in R2 (audit/segments.ts) and a backup does not carry them yet:
+  // an export without them would not verify, so it is refused rather than made incomplete.
+  if (await env.DB.prepare(`SELECT 1 FROM audit_segments WHERE installation_id = ?1 LIMIT 1`).bind(installationId).first()) {
+    throw new AppError("installation_export.audit_segments", "Part of this installation's audit trail is archived in R2 segments, which a backup does not carry yet; it cannot be exported whole.", { status: 409 });
+  }
   const createdAt = new Date().toISOString();
   await auditStatement(env.DB, {
     installationId,
@@ -343,6 +350,7 @@ export async function importInstallation(env: Env, input: unknown) {
     await env.DB.batch(installationDeleteStatements(env.DB, installationId));
     forgetInstallationKeys(installationId); // again once committed: a lookup that began meanwhile is not remembered
     await env.AUDIT_ANCHORS.delete(anchorKey(installationId));
+    await deleteAuditSegments(env, installationId);
   };
   // The installations row goes first and alone: a concurrent restore of the same installation
   // loses here, before it wrote anything (so it removes nothing of the other's).

@@ -1,0 +1,227 @@
+// The audit trail in segments: sealed, checkpointed events older than the hot window move out of
+// D1 into R2 objects (one canonical JSON line per event) with an index row in D1. Archived events
+// list exactly as hot ones; full verification walks the segments, then the hot rows, and names the
+// segment an edit, a deleted or reordered line, a replaced or deleted object is in; a sweep cut
+// short finishes on the next pass. Every test uses installations of its own.
+import { env } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { type AuditRow, checkpointBounds, GENESIS_HASH, sealAuditChain, walkChain } from "../src/audit/chain";
+import { auditKeys } from "../src/audit/keys";
+import { archiveAuditSegments, planSegment, sweepAuditSegments, writeSegment } from "../src/audit/segment-sweep";
+import { segmentKey, segmentStartPrefix } from "../src/audit/segments";
+import { api, newInstallation } from "./helpers";
+
+/** An installation with `rounds` rounds of audited writes, each round sealed (so checkpointed). */
+async function trail(rounds: number[]) {
+  const installation = await newInstallation();
+  for (const [round, count] of rounds.entries()) {
+    for (let index = 0; index < count; index++) expect((await api("/api/v1/workflows", { key: installation.apiKey, body: { name: `wf-${round}-${index}` } })).status).toBe(201);
+    await sealAuditChain(env, installation.id);
+  }
+  return installation;
+}
+
+const future = () => new Date(Date.now() + 60_000).toISOString();
+
+const verify = async (apiKey: string, mode: "incremental" | "full" = "full") => {
+  const response = await api(`/api/v1/audit/verify?mode=${mode}`, { key: apiKey });
+  expect(response.status).toBe(200);
+  return response.body;
+};
+
+/** Every event through /audit-events, `limit` a page. */
+async function listAll(apiKey: string, limit = 500, filter = "") {
+  const items: any[] = [];
+  let cursor: string | null = "0";
+  while (cursor !== null) {
+    const page: { status: number; body: any } = await api(`/api/v1/audit-events?limit=${limit}&cursor=${cursor}${filter}`, { key: apiKey });
+    expect(page.status).toBe(200);
+    items.push(...page.body.items);
+    cursor = page.body.nextCursor;
+  }
+  return items;
+}
+
+const segments = async (installationId: string) =>
+  (
+    await env.DB.prepare("SELECT from_seq AS fromSeq, to_seq AS toSeq, sha256, bytes FROM audit_segments WHERE installation_id = ? ORDER BY from_seq")
+      .bind(installationId)
+      .all<{ fromSeq: number; toSeq: number; sha256: string; bytes: number }>()
+  ).results;
+
+const hotSeqs = async (installationId: string) => (await env.DB.prepare("SELECT seq FROM audit_events WHERE installation_id = ? ORDER BY seq").bind(installationId).all<{ seq: number }>()).results.map((row) => row.seq);
+
+/** An installation with its older events archived: at least one segment. */
+async function archived() {
+  const installation = await trail([3, 3, 2]);
+  const done = await archiveAuditSegments(env, installation.id, future());
+  expect(done.segments).toBeGreaterThan(0);
+  const [segment] = await segments(installation.id);
+  return { ...installation, segment: segment!, key: segmentKey(installation.id, segment!.fromSeq, segment!.toSeq) };
+}
+
+async function rewrite(key: string, edit: (lines: string[]) => string[]) {
+  const text = await (await env.AUDIT_ANCHORS.get(key))!.text();
+  const lines = text.split("\n").slice(0, -1);
+  await env.AUDIT_ANCHORS.put(key, `${edit(lines).join("\n")}\n`);
+}
+
+describe("audit segments", () => {
+  it("archives sealed, checkpointed history and lists it exactly as it was in D1", async () => {
+    const { id, apiKey } = await trail([3, 3, 2]);
+    const before = await listAll(apiKey);
+    const head = before.at(-1)!.seq as number;
+    expect(before.map((item) => item.seq)).toEqual(Array.from({ length: head }, (_, index) => index + 1));
+
+    const done = await archiveAuditSegments(env, id, future());
+    expect(done).toMatchObject({ refused: 0 });
+    const index = await segments(id);
+    expect(index.length).toBeGreaterThan(0);
+    expect(index[0]!.fromSeq).toBe(1);
+    const archivedTo = index.at(-1)!.toSeq;
+    // The newest checkpointed event (the head) stays in D1; everything archived left it.
+    const hot = await hotSeqs(id);
+    expect(hot[0]).toBe(archivedTo + 1);
+    expect(hot).toContain(head);
+    for (const segment of index) expect(await env.AUDIT_ANCHORS.head(segmentKey(id, segment.fromSeq, segment.toSeq))).not.toBeNull();
+
+    // Field by field the same, in one page and in pages that cross the boundary.
+    const after = await listAll(apiKey);
+    expect(after.filter((item) => item.seq <= head)).toEqual(before);
+    const paged = await listAll(apiKey, 2);
+    expect(paged.filter((item) => item.seq <= head)).toEqual(before);
+    // Filters apply to archived events as to hot ones.
+    const filtered = await listAll(apiKey, 500, "&action=workflow");
+    expect(filtered.filter((item) => item.seq <= head)).toEqual(before.filter((item) => item.action === "workflow" || item.action.startsWith("workflow.")));
+
+    expect(await verify(apiKey, "full")).toMatchObject({ ok: true, checkedFrom: 1 });
+    expect(await verify(apiKey, "incremental")).toMatchObject({ ok: true });
+  });
+
+  it("an incremental verification whose last verified checkpoint was archived starts after the segments", async () => {
+    const { id, apiKey } = await trail([2, 2, 2]);
+    expect(await verify(apiKey, "incremental")).toMatchObject({ ok: true });
+    await archiveAuditSegments(env, id, future());
+    const last = (await segments(id)).at(-1)!;
+    // New events, so the verified checkpoint is no longer the head.
+    await api("/api/v1/workflows", { key: apiKey, body: { name: "later" } });
+    const verdict = await verify(apiKey, "incremental");
+    expect(verdict).toMatchObject({ ok: true });
+    expect(verdict.checkedFrom).toBeGreaterThanOrEqual(last.toSeq + 1);
+  });
+
+  it("an archived event edited inside the object fails full verification, naming the segment", async () => {
+    const { apiKey, key } = await archived();
+    // The attacker rewrites the line's details (valid JSON, same key order; no key for a new MAC).
+    await rewrite(key, (lines) => lines.map((line, index) => (index === 1 ? JSON.stringify({ ...JSON.parse(line), detailsJson: JSON.stringify({ name: "forged" }) }) : line)));
+    expect(await verify(apiKey)).toMatchObject({ ok: false, firstBroken: { seq: 2, reason: "entry_mac_mismatch", segment: key } });
+  });
+
+  it("an event line deleted from the object fails full verification, naming the segment", async () => {
+    const { apiKey, key } = await archived();
+    await rewrite(key, (lines) => lines.filter((_, index) => index !== 1));
+    expect(await verify(apiKey)).toMatchObject({ ok: false, firstBroken: { seq: 2, reason: "seq_gap", segment: key } });
+  });
+
+  it("lines reordered in the object fail full verification, naming the segment", async () => {
+    const { apiKey, key } = await archived();
+    await rewrite(key, (lines) => [lines[0]!, lines[2]!, lines[1]!, ...lines.slice(3)]);
+    expect(await verify(apiKey)).toMatchObject({ ok: false, firstBroken: { seq: 2, reason: "seq_gap", segment: key } });
+  });
+
+  it("a deleted object fails full verification, naming the segment; a replaced one by its digest", async () => {
+    const { apiKey, key, segment } = await archived();
+    const original = await (await env.AUDIT_ANCHORS.get(key))!.text();
+    await env.AUDIT_ANCHORS.delete(key);
+    expect(await verify(apiKey)).toMatchObject({ ok: false, firstBroken: { seq: segment.fromSeq, reason: "segment_missing", segment: key } });
+    // The listing says the archive is unavailable rather than skipping it.
+    expect((await api("/api/v1/audit-events?limit=5", { key: apiKey })).body.error.code).toBe("audit.segment_unavailable");
+    // Same events, other bytes (the line's JSON spaced differently): only the digest catches it.
+    await env.AUDIT_ANCHORS.put(key, original.replace(/^\{"action"/u, '{ "action"'));
+    expect(await verify(apiKey)).toMatchObject({ ok: false, firstBroken: { seq: segment.fromSeq, reason: "segment_digest_mismatch", segment: key } });
+    await env.AUDIT_ANCHORS.put(key, original);
+    expect(await verify(apiKey)).toMatchObject({ ok: true });
+  });
+
+  it("a sweep cut short after writing the object finishes on the next pass, without duplicates", async () => {
+    const { id, apiKey } = await trail([3, 3, 2]);
+    const before = await listAll(apiKey);
+    const cutoff = future();
+    const plan = (await planSegment(env, id, cutoff))!;
+    expect(plan).toMatchObject({ fromSeq: 1 });
+    const written = (await writeSegment(env, plan))!;
+    const key = segmentKey(id, plan.fromSeq, plan.toSeq);
+    expect(await env.AUDIT_ANCHORS.head(key)).not.toBeNull();
+    // Killed here: the object is written, nothing indexed, every row still in D1.
+    expect(written.sha256).toMatch(/^[0-9a-f]{64}$/u);
+    expect(await segments(id)).toEqual([]);
+    expect((await hotSeqs(id))[0]).toBe(1);
+    expect(await verify(apiKey)).toMatchObject({ ok: true });
+    // An earlier pass cut short that had planned a shorter range left its object too.
+    const earlier = (await env.DB.prepare("SELECT MIN(seq) AS seq FROM audit_checkpoints WHERE installation_id = ?").bind(id).first<{ seq: number }>())!.seq;
+    const shorter = (await planSegment(env, id, cutoff, earlier))!;
+    expect(shorter.toSeq).toBeLessThan(plan.toSeq);
+    await writeSegment(env, shorter);
+
+    const swept = await sweepAuditSegments(env, new Date(Date.now() + 60_000), { hotDaysFor: (installationId) => (installationId === id ? 0 : 36_500) });
+    expect(swept.segments).toBeGreaterThan(0);
+    const index = await segments(id);
+    expect(index[0]).toMatchObject({ fromSeq: 1, sha256: written.sha256 });
+    expect((await hotSeqs(id))[0]).toBe(index.at(-1)!.toSeq + 1);
+    // Only indexed objects remain under the installation's prefix.
+    const listed = await env.AUDIT_ANCHORS.list({ prefix: segmentStartPrefix(id, 1) });
+    expect(listed.objects.map((o) => o.key)).toEqual([key]);
+    const after = await listAll(apiKey);
+    expect(new Set(after.map((item) => item.seq)).size).toBe(after.length);
+    expect(after.filter((item) => item.seq <= before.at(-1)!.seq)).toEqual(before);
+    expect(await verify(apiKey)).toMatchObject({ ok: true });
+    // Idempotent: another pass has nothing left (the head stays in D1).
+    expect(await archiveAuditSegments(env, id, future())).toMatchObject({ segments: 0, events: 0 });
+  });
+
+  it("events inside the hot window are never segmented", async () => {
+    const { id } = await trail([3, 3, 2]);
+    const rows = await hotSeqs(id);
+    const swept = await sweepAuditSegments(env, new Date(), { hotDaysFor: (installationId) => (installationId === id ? 7 : 36_500) });
+    expect(swept.events).toBe(0);
+    expect(await segments(id)).toEqual([]);
+    expect(await hotSeqs(id)).toEqual(rows);
+    expect(await planSegment(env, id, new Date(Date.now() - 7 * 86_400_000).toISOString())).toBeNull();
+  });
+
+  it("the scheduled full verification resumes inside a segment", async () => {
+    const { id } = await archived();
+    const keys = auditKeys(env);
+    const bounds = await checkpointBounds(env.DB, id);
+    const start = await walkChain(env, id, keys, bounds, { seq: 1, prev: GENESIS_HASH }, 1);
+    expect(start.broken).toBeNull();
+    const rest = await walkChain(env, id, keys, bounds, { seq: 2, prev: (await firstLine(id)).hash! }, Number.MAX_SAFE_INTEGER);
+    expect(rest).toMatchObject({ broken: null, end: true });
+  });
+
+  it("another installation's segments are never read", async () => {
+    const a = await archived();
+    const b = await archived();
+    const bEvents = await listAll(b.apiKey);
+    await env.AUDIT_ANCHORS.delete(a.key);
+    expect(await verify(a.apiKey)).toMatchObject({ ok: false, firstBroken: { reason: "segment_missing", segment: a.key } });
+    expect(await verify(b.apiKey)).toMatchObject({ ok: true });
+    expect((await listAll(b.apiKey)).slice(0, bEvents.length)).toEqual(bEvents);
+    // B's object under A's key (B's bytes where A's were): A's verification still fails.
+    await env.AUDIT_ANCHORS.put(a.key, await (await env.AUDIT_ANCHORS.get(b.key))!.text());
+    expect(await verify(a.apiKey)).toMatchObject({ ok: false, firstBroken: { segment: a.key } });
+  });
+
+  it("an installation with archived segments is not exported (typed refusal)", async () => {
+    const { apiKey } = await archived();
+    const exported = await api("/api/v1/installation/export", { key: apiKey, method: "POST" });
+    expect(exported.status).toBe(409);
+    expect(exported.body.error.code).toBe("installation_export.audit_segments");
+  });
+});
+
+async function firstLine(installationId: string): Promise<AuditRow> {
+  const [segment] = await segments(installationId);
+  const text = await (await env.AUDIT_ANCHORS.get(segmentKey(installationId, segment!.fromSeq, segment!.toSeq)))!.text();
+  return JSON.parse(text.split("\n")[0]!) as AuditRow;
+}
