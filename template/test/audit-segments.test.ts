@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { type AuditRow, checkpointBounds, GENESIS_HASH, sealAuditChain, walkChain } from "../src/audit/chain";
 import { auditKeys } from "../src/audit/keys";
 import { archiveAuditSegments, planSegment, sweepAuditSegments, writeSegment } from "../src/audit/segment-sweep";
-import { segmentKey, segmentStartPrefix } from "../src/audit/segments";
+import { deleteAuditSegments, segmentKey, segmentPrefix, segmentStartPrefix } from "../src/audit/segments";
 import { api, newInstallation } from "./helpers";
 
 /** An installation with `rounds` rounds of audited writes, each round sealed (so checkpointed). */
@@ -210,6 +210,26 @@ describe("audit segments", () => {
     // B's object under A's key (B's bytes where A's were): A's verification still fails.
     await env.AUDIT_ANCHORS.put(a.key, await (await env.AUDIT_ANCHORS.get(b.key))!.text());
     expect(await verify(a.apiKey)).toMatchObject({ ok: false, firstBroken: { segment: a.key } });
+  });
+
+  it("an anchor still on a checkpoint whose event was just archived is in the chain", async () => {
+    const { id, apiKey, segment } = await archived();
+    // A seal inserted a newer checkpoint and had not yet moved the anchor when the sweep archived up to the older one.
+    const older = await env.DB.prepare("SELECT installation_id AS installationId, seq, head_hash AS headHash, key_id AS keyId, mac, created_at AS createdAt FROM audit_checkpoints WHERE installation_id = ? AND seq = ? LIMIT 1")
+      .bind(id, segment.toSeq)
+      .first();
+    expect(older).not.toBeNull();
+    await env.AUDIT_ANCHORS.put(`audit/${id}/head.json`, JSON.stringify(older));
+    expect(await verify(apiKey)).toMatchObject({ ok: true });
+  });
+
+  it("deleting an installation's segments removes its objects only", async () => {
+    const a = await archived();
+    const b = await archived();
+    expect(await deleteAuditSegments(env, a.id)).toBeGreaterThan(0);
+    expect((await env.AUDIT_ANCHORS.list({ prefix: segmentPrefix(a.id) })).objects).toEqual([]);
+    expect(await env.AUDIT_ANCHORS.head(b.key)).not.toBeNull();
+    expect(await verify(b.apiKey)).toMatchObject({ ok: true });
   });
 
   it("an installation with archived segments is not exported (typed refusal)", async () => {

@@ -122,6 +122,19 @@ async function hashAt(db: D1Database, installationId: string, seq: number): Prom
   return (await db.prepare(`SELECT hash FROM audit_events WHERE installation_id = ?1 AND seq = ?2`).bind(installationId, seq).first<{ hash: string | null }>())?.hash ?? null;
 }
 
+/**
+ * The hash of the event at `seq` in D1 or, once archived, the last hash of the segment ending
+ * there (segments end at checkpoints, so a checkpoint's event is always one or the other). An
+ * anchor may briefly point at an archived event: a seal inserts its checkpoint before it moves
+ * the anchor, and the segment sweep may archive up to the checkpoint before the new one meanwhile.
+ */
+async function checkpointedHashAt(db: D1Database, installationId: string, seq: number): Promise<string | null> {
+  const hot = await hashAt(db, installationId, seq);
+  if (hot !== null) return hot;
+  const segment = await segmentAt(db, installationId, seq);
+  return segment?.toSeq === seq ? segment.lastHash : null;
+}
+
 export async function checkpointBounds(db: D1Database, installationId: string): Promise<{ first: number | null; last: number | null }> {
   return (await db.prepare(`SELECT MIN(seq) AS first, MAX(seq) AS last FROM audit_checkpoints WHERE installation_id = ?1`).bind(installationId).first<{ first: number | null; last: number | null }>()) ?? { first: null, last: null };
 }
@@ -143,7 +156,7 @@ async function checkpointHead(env: Env, installationId: string, keys: AuditKeys)
   if (anchor) {
     const held = anchor.checkpoint;
     if (held.installationId !== installationId || !checkpointVerifies(keys, held) || held.seq > head.seq) return false;
-    if ((await hashAt(env.DB, installationId, held.seq)) !== held.headHash) return false;
+    if ((await checkpointedHashAt(env.DB, installationId, held.seq)) !== held.headHash) return false;
   }
   const checkpoint = newCheckpoint(key, installationId, head.seq, head.hash, new Date().toISOString());
   await env.DB.prepare(`INSERT OR IGNORE INTO audit_checkpoints (installation_id, seq, head_hash, key_id, mac, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`)
@@ -405,7 +418,7 @@ export async function checkTail(env: Env, installationId: string, keys: AuditKey
   if (held.seq > headSeq) return { seq: held.seq, id: null, reason: "tail_missing" };
   const row = await env.DB.prepare(`SELECT head_hash AS headHash, mac FROM audit_checkpoints WHERE installation_id = ?1 AND seq = ?2 AND key_id = ?3`).bind(installationId, held.seq, held.keyId).first<{ headHash: string; mac: string }>();
   if (row?.headHash !== held.headHash || row.mac !== held.mac) return { seq: held.seq, id: null, reason: "anchor_mismatch" };
-  if ((await hashAt(env.DB, installationId, held.seq)) !== held.headHash) return { seq: held.seq, id: null, reason: "checkpoint_mismatch" };
+  if ((await checkpointedHashAt(env.DB, installationId, held.seq)) !== held.headHash) return { seq: held.seq, id: null, reason: "checkpoint_mismatch" };
   return null;
 }
 
