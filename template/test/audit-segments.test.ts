@@ -9,7 +9,10 @@ import { type AuditRow, checkpointBounds, GENESIS_HASH, sealAuditChain, walkChai
 import { auditKeys } from "../src/audit/keys";
 import { archiveAuditSegments, planSegment, sweepAuditSegments, writeSegment } from "../src/audit/segment-sweep";
 import { deleteAuditSegments, segmentKey, segmentPrefix, segmentStartPrefix } from "../src/audit/segments";
-import { api, newInstallation } from "./helpers";
+import { canonicalJson } from "../src/audit";
+import { installationDeleteStatements } from "../src/installations/backup";
+import { sha256Hex } from "../src/lib/crypto";
+import { ADMIN_TOKEN, api, newInstallation } from "./helpers";
 
 /** An installation with `rounds` rounds of audited writes, each round sealed (so checkpointed). */
 async function trail(rounds: number[]) {
@@ -232,11 +235,45 @@ describe("audit segments", () => {
     expect(await verify(b.apiKey)).toMatchObject({ ok: true });
   });
 
-  it("an installation with archived segments is not exported (typed refusal)", async () => {
-    const { apiKey } = await archived();
+  it("a backup carries the segments; the restore verifies over them, and an edited segment is refused and removed", async () => {
+    const { id, apiKey, key } = await archived();
+    const before = await listAll(apiKey);
     const exported = await api("/api/v1/installation/export", { key: apiKey, method: "POST" });
-    expect(exported.status).toBe(409);
-    expect(exported.body.error.code).toBe("installation_export.audit_segments");
+    expect(exported.status, JSON.stringify(exported.body)).toBe(200);
+    const backup = exported.body;
+    expect(backup.manifest.counts.audit_segments).toBeGreaterThan(0);
+    expect(backup.objects).toContainEqual(expect.objectContaining({ bucket: "AUDIT_ANCHORS", key }));
+    const remove = async () => {
+      await env.DB.batch(installationDeleteStatements(env.DB, id));
+      await env.AUDIT_ANCHORS.delete(`audit/${id}/head.json`);
+      await deleteAuditSegments(env, id);
+    };
+    await remove();
+
+    // An archived event edited in the backup's segment (digest recomputed): the chain gives it away, nothing is kept.
+    const edited = structuredClone(backup);
+    const object = edited.objects.find((o: { key: string }) => o.key === key);
+    const lines = atob(object.base64).split("\n");
+    lines[1] = JSON.stringify({ ...JSON.parse(lines[1]!), detailsJson: JSON.stringify({ name: "forged" }) });
+    object.base64 = btoa(lines.join("\n"));
+    edited.manifest.digest = `sha256:${await sha256Hex(canonicalJson({ tables: edited.tables, objects: edited.objects }))}`;
+    const broken = await api("/api/v1/installations/import", { key: ADMIN_TOKEN, body: edited });
+    expect(broken.status).toBe(422);
+    expect(broken.body.error).toMatchObject({ code: "installation_import.chain_broken", details: { firstBroken: { segment: key } } });
+    expect((await env.AUDIT_ANCHORS.list({ prefix: segmentPrefix(id) })).objects).toEqual([]);
+
+    // An object under a segment key the backup does not index is not one a backup carries.
+    const stray = structuredClone(backup);
+    stray.objects.push({ ...object, key: segmentKey(id, 900, 901) });
+    stray.manifest.digest = `sha256:${await sha256Hex(canonicalJson({ tables: stray.tables, objects: stray.objects }))}`;
+    expect((await api("/api/v1/installations/import", { key: ADMIN_TOKEN, body: stray })).body.error.code).toBe("installation_import.object_invalid");
+
+    const restored = await api("/api/v1/installations/import", { key: ADMIN_TOKEN, body: backup });
+    expect(restored.status, JSON.stringify(restored.body)).toBe(201);
+    expect(restored.body.auditChain).toMatchObject({ ok: true, mode: "full" });
+    expect(await env.AUDIT_ANCHORS.head(key)).not.toBeNull();
+    expect((await listAll(apiKey)).slice(0, before.length)).toEqual(before);
+    expect(await verify(apiKey)).toMatchObject({ ok: true });
   });
 });
 

@@ -4,4 +4,4 @@ export { auditStatement, RUNTIME_ACTOR, type AuditEventInput } from "./events";
 export { sealAuditChain, sealAuditChainAfterWrite, verifyAuditChain } from "./chain";
 export { lastFullVerification, sweepAuditChains } from "./chain-sweep";
 export { DEFAULT_AUDIT_HOT_DAYS, sweepAuditSegments } from "./segment-sweep";
-export { deleteAuditSegments } from "./segments";
+export { deleteAuditSegments, segmentKey } from "./segments";

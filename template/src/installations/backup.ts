@@ -10,7 +10,7 @@
 // restore inserts the rows of an installation that does not exist in this deployment, and
 // removes them again if they do not restore whole or the restored chain does not verify. It
 // never writes a row of an installation that exists.
-import { auditStatement, canonicalJson, deleteAuditSegments, sealAuditChain, verifyAuditChain } from "../audit";
+import { auditStatement, canonicalJson, deleteAuditSegments, sealAuditChain, segmentKey, verifyAuditChain } from "../audit";
 import type { Actor } from "../auth";
 import { AppError } from "../errors";
 import { forgetInstallationKeys } from "../lib/api-key-cache";
@@ -60,7 +60,7 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "backtest_chunks", where: OWN },
   { table: "audit_checkpoints", where: OWN },
   { table: "audit_events", where: OWN },
-  // Empty in every backup: an installation with archived segments is not exported yet (below).
+  // The index of the trail's archived segments; their objects travel in `objects` (AUDIT_ANCHORS).
   { table: "audit_segments", where: OWN },
   { table: "audit_verify_cursors", where: OWN, backup: false },
   { table: "components", where: OWN },
@@ -194,6 +194,14 @@ async function backupDigest(tables: InstallationBackup["tables"], objects: Backu
 
 const anchorKey = (installationId: string) => `audit/${installationId}/head.json`;
 
+/** The object keys of the audit segments indexed in a backup's audit_segments rows, oldest first. */
+function segmentKeys(installationId: string, rows: Row[]): string[] {
+  return rows
+    .filter((row) => typeof row.from_seq === "number" && typeof row.to_seq === "number")
+    .sort((a, b) => (a.from_seq as number) - (b.from_seq as number))
+    .map((row) => segmentKey(installationId, row.from_seq as number, row.to_seq as number));
+}
+
 /**
  * Exports the caller's installation. The export is audited first (`installation.exported`) and
  * the chain sealed, so the backup holds its own export event and a sealed, anchored chain.
@@ -202,11 +210,6 @@ export async function exportInstallation(env: Env, actor: Actor): Promise<Instal
   const installationId = actor.installationId;
   const unknown = await unknownTables(env.DB);
   if (unknown.length > 0) throw new AppError("installation_export.table_unknown", `The database has tables the backup does not know (${unknown.join(", ")}); add them to BACKUP_TABLES.`, { status: 500 });
-  // Archived audit segments live in R2 (audit/segments.ts) and a backup does not carry them yet:
-  // an export without them would not verify, so it is refused rather than made incomplete.
-  if (await env.DB.prepare(`SELECT 1 FROM audit_segments WHERE installation_id = ?1 LIMIT 1`).bind(installationId).first()) {
-    throw new AppError("installation_export.audit_segments", "Part of this installation's audit trail is archived in R2 segments, which a backup does not carry yet; it cannot be exported whole.", { status: 409 });
-  }
   const createdAt = new Date().toISOString();
   await auditStatement(env.DB, {
     installationId,
@@ -235,6 +238,12 @@ export async function exportInstallation(env: Env, actor: Actor): Promise<Instal
   }
   const anchor = await readObject(env.AUDIT_ANCHORS, "AUDIT_ANCHORS", anchorKey(installationId));
   if (anchor) objects.push(anchor);
+  // The trail's archived segments (audit/segments.ts): without them the restored chain would not verify.
+  for (const key of segmentKeys(installationId, tables.audit_segments ?? [])) {
+    const object = await readObject(env.AUDIT_ANCHORS, "AUDIT_ANCHORS", key);
+    if (!object) throw new AppError("installation_export.object_missing", `The audit segment ${key} is missing from R2; the installation cannot be backed up whole.`, { status: 500 });
+    objects.push(object);
+  }
   return {
     manifest: {
       format: BACKUP_FORMAT,
@@ -316,8 +325,9 @@ async function checkBackup(env: Env, input: unknown): Promise<InstallationBackup
     if ((backup.tables[table] ?? []).some((row) => !within.has(row[column]))) throw new AppError("installation_import.installation_mismatch", `A row of ${table} hangs off a ${column} that is not in the backup.`, { status: 422 });
   }
   if ((backup.tables.installations ?? []).length !== 1) throw new AppError("installation_import.invalid", "A backup holds exactly one installations row.", { status: 422 });
+  const segments = new Set(segmentKeys(manifest.installationId, backup.tables.audit_segments ?? []));
   for (const object of backup.objects) {
-    const expected = object.bucket === "AUDIT_ANCHORS" ? object.key === anchorKey(manifest.installationId) : object.bucket === "WORKFLOW_ARTIFACTS" && /^artifacts\/[0-9a-f]{64}\.js$/u.test(object.key);
+    const expected = object.bucket === "AUDIT_ANCHORS" ? object.key === anchorKey(manifest.installationId) || segments.has(object.key) : object.bucket === "WORKFLOW_ARTIFACTS" && /^artifacts\/[0-9a-f]{64}\.js$/u.test(object.key);
     if (!expected || typeof object.base64 !== "string") throw new AppError("installation_import.object_invalid", `The object ${String(object.bucket)}/${String(object.key)} is not one a backup carries.`, { status: 422 });
   }
   return backup;
