@@ -215,6 +215,15 @@ describe("audit segments", () => {
     expect(await verify(a.apiKey)).toMatchObject({ ok: false, firstBroken: { segment: a.key } });
   });
 
+  it("an incremental verification from a checkpoint in the hot window reads no segment", async () => {
+    const { apiKey, key, segment } = await archived();
+    expect(await verify(apiKey, "incremental")).toMatchObject({ ok: true });
+    await env.AUDIT_ANCHORS.delete(key);
+    await api("/api/v1/workflows", { key: apiKey, body: { name: "later" } });
+    expect(await verify(apiKey, "incremental")).toMatchObject({ ok: true });
+    expect(await verify(apiKey, "full")).toMatchObject({ ok: false, firstBroken: { seq: segment.fromSeq, reason: "segment_missing", segment: key } });
+  });
+
   it("an anchor still on a checkpoint whose event was just archived is in the chain", async () => {
     const { id, apiKey, segment } = await archived();
     // A seal inserted a newer checkpoint and had not yet moved the anchor when the sweep archived up to the older one.

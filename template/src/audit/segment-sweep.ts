@@ -186,11 +186,19 @@ export async function sweepAuditSegments(env: Env, now: Date, options: { hotDays
   const summary: SegmentSweepSummary = { installations: 0, segments: 0, events: 0, refused: 0 };
   let after = { oldest: "", id: "" };
   for (let page = 0; page < SCAN_PAGES && summary.events < SWEEP_EVENTS; page++) {
-    // Installations whose oldest event in D1 is older than now (the loosest window).
+    // Installations whose oldest event in D1 is older than now (the loosest window) and that have
+    // a checkpoint from that event on other than their newest (so something could be archived):
+    // an idle installation, all of whose events its newest checkpoint covers, takes no place here.
     const { results } = await env.DB.prepare(`
       SELECT id, oldest FROM (
-        SELECT i.id, (SELECT e.created_at FROM audit_events e WHERE e.installation_id = i.id ORDER BY e.seq LIMIT 1) AS oldest FROM installations i
-      ) WHERE oldest < ?1 AND (oldest > ?2 OR (oldest = ?2 AND id > ?3)) ORDER BY oldest, id LIMIT ?4`)
+        SELECT i.id,
+          (SELECT e.created_at FROM audit_events e WHERE e.installation_id = i.id ORDER BY e.seq LIMIT 1) AS oldest,
+          (SELECT e.seq FROM audit_events e WHERE e.installation_id = i.id ORDER BY e.seq LIMIT 1) AS first_seq
+        FROM installations i
+      ) t WHERE oldest < ?1 AND (oldest > ?2 OR (oldest = ?2 AND id > ?3))
+        AND EXISTS (SELECT 1 FROM audit_checkpoints c WHERE c.installation_id = t.id AND c.seq >= t.first_seq
+          AND c.seq < (SELECT MAX(m.seq) FROM audit_checkpoints m WHERE m.installation_id = t.id))
+      ORDER BY oldest, id LIMIT ?4`)
       .bind(now.toISOString(), after.oldest, after.id, SWEEP_INSTALLATIONS)
       .all<{ id: string; oldest: string }>();
     for (const { id, oldest } of results) {
