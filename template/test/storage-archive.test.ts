@@ -4,9 +4,11 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { sealPersonalData } from "../src/cases/reports/report-crypto";
+import { installationDeleteStatements } from "../src/installations/backup";
 import { SWEEPS } from "../src/schedule";
+import { eraseArchivedSealedOutputsStatement } from "../src/workflows";
 import { commitRunArchive, runArchiveKey, sweepRunArchive, writeRunArchive } from "../src/workflows/run-archive";
-import { api, edge, newInstallation, publish, startRun, waitForRun, waitForWait } from "./helpers";
+import { ADMIN_TOKEN, api, edge, newInstallation, publish, startRun, waitForRun, waitForWait } from "./helpers";
 
 const waitGraph = {
   schemaVersion: 1,
@@ -174,6 +176,39 @@ describe("the archive tier", () => {
     const repaired = await api(`/api/v1/runs/${runId}/repair`, { key: inst.apiKey, body: { action: "retry", reason: "try again" } });
     expect(repaired.status).toBe(409);
     expect(repaired.body.error.code).toBe("run.archived");
+  });
+});
+
+describe("archived runs elsewhere", () => {
+  it("travel in a backup: the export carries the archive object, the restore serves the run as before", async () => {
+    const inst = await installation(0);
+    const runId = await endedRun(inst);
+    expect(await sweepRunArchive(env, soon(), { installationId: inst.id })).toMatchObject({ archived: 1 });
+    const archived = await api(`/api/v1/runs/${runId}`, { key: inst.apiKey });
+    const key = runArchiveKey(inst.id, runId);
+    const exported = await api("/api/v1/installation/export", { key: inst.apiKey, method: "POST" });
+    expect(exported.status, JSON.stringify(exported.body)).toBe(200);
+    expect(exported.body.objects).toContainEqual(expect.objectContaining({ bucket: "WORKFLOW_ARTIFACTS", key }));
+    expect(exported.body.tables.storage_settings).toHaveLength(1);
+
+    await env.DB.batch(installationDeleteStatements(env.DB, inst.id));
+    await env.AUDIT_ANCHORS.delete(`audit/${inst.id}/head.json`);
+    await env.WORKFLOW_ARTIFACTS.delete(key);
+    const restored = await api("/api/v1/installations/import", { key: ADMIN_TOKEN, body: exported.body });
+    expect(restored.status, JSON.stringify(restored.body)).toBe(201);
+    expect((await api(`/api/v1/runs/${runId}`, { key: inst.apiKey })).body).toEqual(archived.body);
+    expect((await api("/api/v1/storage", { key: inst.apiKey })).body).toMatchObject({ hotDays: 0, archivedRuns: 1 });
+  });
+
+  it("erasing a run's sealed outputs after it was archived stops serving the archived copies", async () => {
+    const inst = await installation(0);
+    const runId = await endedRun(inst);
+    expect(await sweepRunArchive(env, soon(), { installationId: inst.id })).toMatchObject({ archived: 1 });
+    expect((await api(`/api/v1/runs/${runId}/content`, { key: inst.apiKey })).body.items).toHaveLength(1);
+    await eraseArchivedSealedOutputsStatement(env.DB, inst.id, [runId], new Date().toISOString()).run();
+    expect((await api(`/api/v1/runs/${runId}/content`, { key: inst.apiKey })).body.items).toEqual([]);
+    const detail = await api(`/api/v1/runs/${runId}`, { key: inst.apiKey });
+    expect(detail.body.steps.every((s: { sealed: boolean }) => !s.sealed)).toBe(true);
   });
 });
 
