@@ -179,6 +179,42 @@ describe("the archive tier", () => {
   });
 });
 
+describe("a report's lifecycle", () => {
+  it("a run whose task was answered is archived; the task's step row stays for its foreign key, the task still reads", async () => {
+    const inst = await installation(0);
+    const queue = await api("/api/v1/queues", { key: inst.apiKey, body: { name: "archive-q", slaSeconds: 3600 } });
+    expect(queue.status).toBe(201);
+    const graph = {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "review", kind: "human_task", config: { queue_id: queue.body.id, response_schema: { type: "object" }, timeout_seconds: 3600 } },
+        { id: "done", kind: "end", config: { terminal_code: "reviewed" } },
+        { id: "expired", kind: "end", config: { terminal_code: "expired" } },
+      ],
+      edges: [edge("start", "success", "review"), edge("review", "completed", "done"), edge("review", "timeout", "expired")],
+    };
+    const version = await publish(inst.apiKey, graph);
+    const run = await startRun(inst.apiKey, version.id);
+    await waitForWait(inst.apiKey, run.id);
+    const task = (await env.DB.prepare("SELECT id, step_run_id AS stepRunId FROM human_tasks WHERE run_id = ?1").bind(run.id).first<{ id: string; stepRunId: string }>())!;
+    // Still waiting for its person: live, not archived.
+    expect(await sweepRunArchive(env, soon(), { installationId: inst.id })).toMatchObject({ archived: 0 });
+    expect((await api(`/api/v1/tasks/${task.id}/claim`, { key: inst.apiKey, body: { reviewer: "mod-ana" } })).status).toBe(200);
+    expect((await api(`/api/v1/tasks/${task.id}/complete`, { key: inst.apiKey, body: { reviewer: "mod-ana", response: { verdict: "keep" } } })).status).toBe(200);
+    expect((await waitForRun(inst.apiKey, run.id)).state).toBe("succeeded");
+    const hot = await api(`/api/v1/runs/${run.id}`, { key: inst.apiKey });
+    const hotTask = await api(`/api/v1/tasks/${task.id}`, { key: inst.apiKey });
+
+    expect(await sweepRunArchive(env, soon(), { installationId: inst.id })).toMatchObject({ archived: 1, failed: 0 });
+    const left = await env.DB.prepare("SELECT id FROM workflow_step_runs WHERE run_id = ?1").bind(run.id).all<{ id: string }>();
+    expect(left.results.map((r) => r.id)).toEqual([task.stepRunId]);
+    expect(await hotRows(run.id)).toMatchObject({ outputs: 0, waits: 0, events: 0 });
+    expect((await api(`/api/v1/runs/${run.id}`, { key: inst.apiKey })).body).toEqual(hot.body);
+    expect((await api(`/api/v1/tasks/${task.id}`, { key: inst.apiKey })).body).toEqual(hotTask.body);
+  });
+});
+
 describe("archived runs elsewhere", () => {
   it("travel in a backup: the export carries the archive object, the restore serves the run as before", async () => {
     const inst = await installation(0);
