@@ -41,15 +41,18 @@ const TERMINAL_SQL = `'succeeded', 'failed', 'terminated', 'superseded'`;
  * What a run may still need while it is ended (`r` is the run): a wait still waiting, a task open
  * or claimed (a handoff's task lives on in its queue), a proposal not yet decided or delivered, a
  * webhook delivery still pending for its action, message or handoff, a child run not ended.
+ * Each from the run's own rows by index (CROSS JOIN keeps the run's side the outer loop, so a
+ * delivery is looked up by its (source_type, source_id) key, never scanned by type).
  */
 const NOTHING_LIVE_SQL = `
   NOT EXISTS (SELECT 1 FROM workflow_waits w WHERE w.run_id = r.id AND w.state = 'waiting')
   AND NOT EXISTS (SELECT 1 FROM human_tasks t WHERE t.run_id = r.id AND t.state IN ('open', 'claimed'))
   AND NOT EXISTS (SELECT 1 FROM action_proposals p WHERE p.run_id = r.id AND p.state IN ('approval_required', 'approved', 'delivery_pending'))
-  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.state = 'pending' AND (
-        (d.source_type = 'action' AND d.source_id IN (SELECT p.id FROM action_proposals p WHERE p.run_id = r.id))
-     OR (d.source_type = 'message' AND d.source_id IN (SELECT m.id FROM messages m JOIN workflow_step_runs s ON s.id = m.step_run_id WHERE s.run_id = r.id))
-     OR (d.source_type = 'handoff' AND d.source_id IN (SELECT h.id FROM handoffs h JOIN workflow_step_runs s ON s.id = h.step_run_id WHERE s.run_id = r.id))))
+  AND NOT EXISTS (SELECT 1 FROM action_proposals p CROSS JOIN webhook_deliveries d ON d.source_type = 'action' AND d.source_id = p.id WHERE p.run_id = r.id AND d.state = 'pending')
+  AND NOT EXISTS (SELECT 1 FROM workflow_step_runs s CROSS JOIN messages m ON m.step_run_id = s.id CROSS JOIN webhook_deliveries d ON d.source_type = 'message' AND d.source_id = m.id
+    WHERE s.run_id = r.id AND d.state = 'pending')
+  AND NOT EXISTS (SELECT 1 FROM workflow_step_runs s CROSS JOIN handoffs h ON h.step_run_id = s.id CROSS JOIN webhook_deliveries d ON d.source_type = 'handoff' AND d.source_id = h.id
+    WHERE s.run_id = r.id AND d.state = 'pending')
   AND NOT EXISTS (SELECT 1 FROM workflow_runs c WHERE c.parent_run_id = r.id AND c.state NOT IN (${TERMINAL_SQL}))`;
 
 /**
