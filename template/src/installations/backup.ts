@@ -373,7 +373,8 @@ export async function importInstallation(env: Env, input: unknown) {
     for (const object of backup.objects) {
       const bucket = object.bucket === "AUDIT_ANCHORS" ? env.AUDIT_ANCHORS : env.WORKFLOW_ARTIFACTS;
       // Artifacts are content-addressed (the key is the digest): one already there is the same.
-      if (object.bucket === "WORKFLOW_ARTIFACTS" && (await bucket.head(object.key))) continue;
+      // Run archives are keyed by ids, not content: always written, so the restored rows' digests hold.
+      if (object.bucket === "WORKFLOW_ARTIFACTS" && !isRunArchiveKeyOf(installationId, object.key) && (await bucket.head(object.key))) continue;
       await bucket.put(object.key, base64ToBytes(object.base64), object.contentType ? { httpMetadata: { contentType: object.contentType } } : undefined);
     }
   } catch (error) {
