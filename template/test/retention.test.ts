@@ -207,6 +207,8 @@ describe("a named person's data on request", () => {
     expect(owner.body.reports[0].description).toBeUndefined();
     expect(JSON.stringify(owner.body)).not.toContain("user-88");
 
+    // Only finished deliveries are erased (a pending one is still to be sent): the appeal's outcome goes out through the queue first.
+    await until(async () => (await env.DB.prepare("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE installation_id = ?1 AND state = 'pending'").bind(c.id).first<{ n: number }>())!.n === 0, "the deliveries sent");
     const erased = await api("/api/v1/personal-data/erase", { key: c.apiKey, body: { reporter: { id: "user-77" } } });
     expect(erased.status).toBe(200);
     // Deliveries: the run's message, the notifier's receipt and the decision's outcome to the notifier.
