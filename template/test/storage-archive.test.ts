@@ -80,6 +80,8 @@ describe("the archive tier", () => {
     expect(hotContent.body.items).toEqual([expect.objectContaining({ nodeId: "verdict", output: { text: "content the node read" } })]);
     const before = (await api("/api/v1/storage", { key: inst.apiKey })).body;
     expect(before).toMatchObject({ hotDays: 0, archivedRuns: 0, archiveBytes: 0 });
+    expect(before.daysUntilFull).toBeGreaterThan(0);
+    expect(before.oldestHotRecordAt).not.toBeNull();
     expect(before.d1.tables.find((t: { name: string }) => t.name === "workflow_step_runs").rows).toBe(hot.body.steps.length);
 
     expect(await sweepRunArchive(env, soon(), { installationId: inst.id })).toMatchObject({ archived: 1, failed: 0 });
@@ -109,6 +111,9 @@ describe("the archive tier", () => {
     expect(after.d1.tables.find((t: { name: string }) => t.name === "workflow_step_runs").rows).toBe(0);
     expect(after.d1.bytesEstimate).toBeLessThan(before.d1.bytesEstimate);
     expect(typeof after.d1.estimateMethod).toBe("string");
+    // Fewer bytes per run: the same growth fills D1 later. No hot run left.
+    expect(after.daysUntilFull).toBeGreaterThan(before.daysUntilFull);
+    expect(after.oldestHotRecordAt).toBeNull();
     // The run row stays (lists read it); a second sweep finds nothing more to do.
     expect((await api(`/api/v1/runs?limit=5`, { key: inst.apiKey })).body.items.map((r: { id: string }) => r.id)).toContain(runId);
     expect(await sweepRunArchive(env, soon(), { installationId: inst.id })).toMatchObject({ archived: 0, failed: 0 });

@@ -76,7 +76,7 @@ const SAMPLE_ROWS = 200;
 export const ESTIMATE_METHOD =
   `Per table: rows × the mean of SUM(LENGTH(column)) over the installation's newest ${SAMPLE_ROWS} rows (stored text and blob lengths; ` +
   "SQLite's page overhead and indexes are not counted). databaseBytes: the whole database file as D1 reports it (meta.size_after), every installation together. " +
-  "daysUntilFull: (10 GiB − databaseBytes) ÷ this installation's daily growth over the last 7 days (runs created × its D1 bytes per run); null without growth.";
+  "daysUntilFull: (10 GiB − databaseBytes) ÷ this installation's daily growth over the last 7 days (runs created × its D1 bytes per run, archived runs counted); null without growth.";
 
 async function sizeTable(db: D1Database, installationId: string, table: { name: string; where: string }) {
   const { results: columns } = await db.prepare(`SELECT name FROM pragma_table_info(?1)`).bind(table.name).all<{ name: string }>();
@@ -107,8 +107,10 @@ export async function getStorageReport(env: Env, installationId: string, now: Da
   const archiveBytes = Number(archive?.results[0]?.bytes ?? 0);
   const sizeAfter = (probe?.meta as { size_after?: number } | undefined)?.size_after;
   const databaseBytes = typeof sizeAfter === "number" && sizeAfter > 0 ? sizeAfter : null;
-  const hotRuns = (tables.find((t) => t.name === "workflow_runs")?.rows ?? 0) - archivedRuns;
-  const bytesPerRun = hotRuns > 0 ? bytesEstimate / hotRuns : 0;
+  // What a run costs D1 as the installation runs now: its rows over all its runs, archived ones
+  // included (their run row, tasks and audit events stay), so archiving shows as slower growth.
+  const runs = tables.find((t) => t.name === "workflow_runs")?.rows ?? 0;
+  const bytesPerRun = runs > 0 ? bytesEstimate / runs : 0;
   const growthPerDay = (Number(recent?.results[0]?.runs ?? 0) * bytesPerRun) / 7;
   const used = databaseBytes ?? bytesEstimate;
   return {
