@@ -15,6 +15,9 @@ ALTER TABLE workflow_runs ADD COLUMN archive_sealed_erased_at TEXT;
 -- The archive sweep's selection: ended runs not yet archived, oldest finish first.
 CREATE INDEX workflow_runs_archivable ON workflow_runs (finished_at)
   WHERE archived_at IS NULL AND finished_at IS NOT NULL;
+-- The archive sweep's check that no child run (a subworkflow's) is still going reads runs by their
+-- parent: 0001's index, declared again (IF NOT EXISTS) now that a query depends on it.
+CREATE INDEX IF NOT EXISTS workflow_runs_parent ON workflow_runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
 -- GET /storage: the installation's archived runs and their bytes.
 CREATE INDEX workflow_runs_archived ON workflow_runs (installation_id, archived_at)
   WHERE archived_at IS NOT NULL;
