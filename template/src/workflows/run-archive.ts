@@ -153,11 +153,15 @@ export async function writeRunArchive(env: Env, installationId: string, runId: s
   // Same key, same bytes: an object left by a pass that was killed before its commit is kept.
   // Another digest means the rows changed since (e.g. retention erased a sealed output): the rows
   // are the truth while the run is not archived, so the object is written again.
-  if (head?.customMetadata?.digest !== digest) {
-    await env.WORKFLOW_ARTIFACTS.put(key, text, { httpMetadata: { contentType: "application/json" }, customMetadata: { digest, schemaVersion: String(RUN_ARCHIVE_SCHEMA_VERSION) } });
+  const put = () => env.WORKFLOW_ARTIFACTS.put(key, text, { httpMetadata: { contentType: "application/json" }, customMetadata: { digest, schemaVersion: String(RUN_ARCHIVE_SCHEMA_VERSION) } });
+  if (head?.customMetadata?.digest !== digest) await put();
+  // Read back byte for byte; an object whose metadata said the same digest but whose bytes do not
+  // match (or do not parse) is written once more and read again.
+  const readBack = async () => (await readArchiveObject(env.WORKFLOW_ARTIFACTS, key, digest).catch(() => null))?.text === text;
+  if (!(await readBack())) {
+    await put();
+    if (!(await readBack())) throw new AppError("run_archive.write_unverified", `The archive object ${key} did not read back as written; nothing was deleted.`, { status: 503, retryable: true });
   }
-  const back = await readArchiveObject(env.WORKFLOW_ARTIFACTS, key, digest);
-  if (!back || back.text !== text) throw new AppError("run_archive.write_unverified", `The archive object ${key} did not read back as written; nothing was deleted.`, { status: 503, retryable: true });
   const counts = Object.fromEntries(Object.entries(body.tables).map(([name, rows]) => [name, rows.length])) as Record<ArchivedTable, number>;
   return { key, digest, bytes: byteLength(text), counts, sealedOutputs: body.tables.workflow_step_outputs.filter((row) => row.sealed_json !== null).length };
 }
