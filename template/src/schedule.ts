@@ -21,7 +21,7 @@ import { errorCode } from "./errors";
 import { yieldToRuntime } from "./lib/queue-work";
 import { sweepMetricRollups } from "./metrics";
 import { recordSweepRuns, sweepAlerts } from "./operations";
-import { redispatchPendingRuns, sealLegacyStepOutputs, sweepExpiredWaits, sweepStalledRuns } from "./workflows";
+import { redispatchPendingRuns, sealLegacyStepOutputs, sweepExpiredWaits, sweepRunArchive, sweepStalledRuns } from "./workflows";
 
 export interface Sweep {
   /** `domain.what`, as it appears in the run summary. */
@@ -59,6 +59,8 @@ export const SWEEPS: readonly Sweep[] = [
   // and the person index of rows written before it (a no-op once none are left).
   { name: "cases.retention", run: (env, now) => sweepRetention(env, now) },
   { name: "cases.index_person_keys", run: async (env) => ({ ...(await indexPersonKeys(env, 200)) }) },
+  // Ended runs past their installation's hot window: child rows into one R2 object per run, out of D1 (50 a run).
+  { name: "workflows.archive_runs", run: (env, now) => sweepRunArchive(env, now) },
   // The complete hours not yet rolled up (at most 48 per run), last so it sees what the others did.
   { name: "metrics.rollup", run: (env, now) => sweepMetricRollups(env, now) },
 ];
