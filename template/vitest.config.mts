@@ -10,8 +10,11 @@ import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 
 const root = fileURLToPath(new URL(".", import.meta.url));
-/** Test files that assert totals over the whole database; they run with storage of their own. */
-const FRESH_FILES = ["test/audit-anchor.test.ts", "test/backtest-chunks.test.ts", "test/metrics.test.ts", "test/retention.test.ts", "test/sweeps.test.ts"];
+/**
+ * Test files whose assertions hold over the whole database (a sweep's totals over every
+ * installation, "nothing readable at rest" in any table); they run with storage of their own.
+ */
+const FRESH_FILES = ["test/audit-anchor.test.ts", "test/backtest-chunks.test.ts", "test/content.test.ts", "test/metrics.test.ts", "test/retention.test.ts", "test/sweeps.test.ts"];
 
 async function bundle(entry: string): Promise<string> {
   const result = await build({ entryPoints: [`${root}${entry}`], bundle: true, write: false, format: "esm", platform: "neutral", target: "es2022", mainFields: ["module", "main"], external: ["cloudflare:*"], logLevel: "error" });
@@ -57,8 +60,8 @@ export default defineConfig(async () => {
       // D1 migrations are applied once per worker (test/setup.ts skips those already applied) and
       // no file pays for a fresh runtime; those files share the worker's D1, R2 and queues, and a
       // test there works in installations of its own and never counts rows it did not create.
-      // "fresh": files whose assertions are totals over the whole database (one sweep over every
-      // installation, a rollup of every hour) get a runtime and storage of their own, as before.
+      // "fresh": files whose assertions hold over the whole database (one sweep over every
+      // installation, no plaintext in any table) get a runtime and storage of their own, as before.
       projects: [
         { extends: true, test: { name: "shared", isolate: false, include: ["test/**/*.test.ts", "src/**/*.test.ts"], exclude: FRESH_FILES } },
         { extends: true, test: { name: "fresh", isolate: true, include: FRESH_FILES } },

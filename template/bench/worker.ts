@@ -24,6 +24,7 @@ import { executeComponentVersion, getComponentVersionRow } from "../src/automati
 import { sealPersonalData } from "../src/cases/reports/report-crypto";
 import { LAPSED_LEASES_SQL } from "../src/cases/queues/task-records";
 import { SLA_BREACHES_SQL } from "../src/operations/alerts";
+import { ARCHIVABLE_RUNS_SQL } from "../src/workflows/run-archive";
 import { PENDING_DISPATCH_SQL } from "../src/workflows/runs";
 import { EXPIRED_WAITS_SQL, STALLED_LIVE_SQL, STALLED_WAITING_SQL } from "../src/workflows/sweeps";
 import { intakeReport, type ReportInput } from "../src/cases/reports/reports";
@@ -249,6 +250,7 @@ const SWEEP_PLANS: Record<string, { sql: string; index: string; binds: (now: str
   "workflows.expired_waits": { sql: EXPIRED_WAITS_SQL, index: "workflow_waits_deadline", binds: (now) => [now, 100] },
   "workflows.stalled_runs (live)": { sql: STALLED_LIVE_SQL, index: "workflow_runs_live", binds: (now) => [now, 100] },
   "workflows.stalled_runs (waiting)": { sql: STALLED_WAITING_SQL, index: "workflow_waits_deadline", binds: (now) => [now, 100] },
+  "workflows.archive_runs": { sql: ARCHIVABLE_RUNS_SQL, index: "workflow_runs_archivable", binds: (now) => [now, 50, null] },
   "operations.alerts (sla)": { sql: SLA_BREACHES_SQL, index: "human_tasks_open_due", binds: (now, installationId) => [installationId, new Date(Date.parse(now) - 60_000).toISOString(), now] },
 };
 

@@ -22,6 +22,7 @@ export const TABLE_OWNERS = {
   workflow_run_repairs: "workflows",
   run_operations: "workflows",
   run_operation_items: "workflows",
+  storage_settings: "workflows",
   audit_events: "audit",
   audit_checkpoints: "audit",
   audit_verify_cursors: "audit",

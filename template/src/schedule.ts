@@ -8,7 +8,7 @@
 // on) and idempotent (running it twice, or concurrently, does no harm). Its summary is a small
 // object of counts: it is logged as is, so it must never hold secrets or personal data. Each run's
 // results are recorded in sweep_runs (operations/sweep-runs.ts), where the metrics read them.
-import { DEFAULT_AUDIT_HOT_DAYS, sweepAuditChains, sweepAuditSegments } from "./audit";
+import { sweepAuditChains, sweepAuditSegments } from "./audit";
 import { sweepLostBacktestChunks } from "./automation";
 import { sealLegacyTaskContexts, sweepLapsedLeases } from "./cases";
 // Not through cases/index.ts: the demotion sweep reaches enforcement and automation, which import it.
@@ -21,7 +21,7 @@ import { errorCode } from "./errors";
 import { yieldToRuntime } from "./lib/queue-work";
 import { sweepMetricRollups } from "./metrics";
 import { recordSweepRuns, sweepAlerts } from "./operations";
-import { redispatchPendingRuns, sealLegacyStepOutputs, sweepExpiredWaits, sweepStalledRuns } from "./workflows";
+import { getStorageSettings, redispatchPendingRuns, sealLegacyStepOutputs, sweepExpiredWaits, sweepRunArchive, sweepStalledRuns } from "./workflows";
 
 export interface Sweep {
   /** `domain.what`, as it appears in the run summary. */
@@ -49,7 +49,8 @@ export const SWEEPS: readonly Sweep[] = [
   { name: "enforcement.transparency_db", run: (env, now) => sweepTransparencyDb(env, now) },
   { name: "audit.seal_and_verify", run: async (env) => ({ ...(await sweepAuditChains(env)) }) },
   // Sealed, checkpointed events older than the hot window out of D1 into R2 segments (20,000 a run).
-  { name: "audit.segments", run: async (env, now) => ({ ...(await sweepAuditSegments(env, now, { hotDaysFor: () => DEFAULT_AUDIT_HOT_DAYS })) }) },
+  // Each installation's hot window (PUT /storage/settings; 7 days unless set) holds its audit events in D1 too.
+  { name: "audit.segments", run: async (env, now) => ({ ...(await sweepAuditSegments(env, now, { hotDaysFor: async (id) => (await getStorageSettings(env.DB, id)).hotDays })) }) },
   // After the audit sweep, so a broken chain it found is alerted in the same run.
   { name: "operations.alerts", run: (env, now) => sweepAlerts(env, now) },
   // Autonomous triggers whose live overturn rate passed their limit drop to assisted (automation.demoted).
@@ -61,6 +62,8 @@ export const SWEEPS: readonly Sweep[] = [
   // and the person index of rows written before it (a no-op once none are left).
   { name: "cases.retention", run: (env, now) => sweepRetention(env, now) },
   { name: "cases.index_person_keys", run: async (env) => ({ ...(await indexPersonKeys(env, 200)) }) },
+  // Ended runs past their installation's hot window: child rows into one R2 object per run, out of D1 (50 a run).
+  { name: "workflows.archive_runs", run: (env, now) => sweepRunArchive(env, now) },
   // The complete hours not yet rolled up (at most 48 per run), last so it sees what the others did.
   { name: "metrics.rollup", run: (env, now) => sweepMetricRollups(env, now) },
 ];

@@ -117,3 +117,22 @@ test("the runs list shows the workflow's name and version", { timeout: 60_000 },
   assert.match(await row.innerText(), /\bv1\b/u);
   assert.deepEqual(await axeViolations(page), [], "runs page: no serious or critical axe violations");
 });
+
+test("storage: an admin reads D1 by table, the archive and the projection, and sets the hot window", { timeout: 60_000 }, async () => {
+  await page.getByRole("link", { name: "Storage", exact: true }).click();
+  await page.waitForURL(/\/storage$/u);
+  await page.getByRole("heading", { level: 1, name: "Storage" }).waitFor();
+  const figures = page.getByTestId("storage-figures");
+  await figures.getByText("7 days (default)").waitFor();
+  const projection = page.getByTestId("storage-projection");
+  assert.match(await projection.locator("svg[role=img]").getAttribute("aria-label"), /^D1 holds .+ of 10\.00 GB/u);
+  const table = page.getByRole("table", { name: "D1 by table (this installation)" });
+  await table.getByRole("row").filter({ hasText: "workflow_runs" }).waitFor();
+  assert.deepEqual(await axeViolations(page), [], "storage page: no serious or critical axe violations");
+
+  await page.getByLabel("Days an ended run stays in D1").fill("30");
+  await page.getByRole("button", { name: "Save" }).click();
+  await figures.getByText("30 days", { exact: true }).waitFor();
+  const settings = await api("/storage/settings");
+  assert.equal(settings.body.hotDays, 30);
+});

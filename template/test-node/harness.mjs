@@ -139,11 +139,14 @@ export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, si
     }
     return lines.join("\n");
   };
-  /** The pids of the server's Worker runtimes (workerd on a free port; the proxy's has the server's port). */
+  /**
+   * The pids of the server's Worker runtimes: every workerd but the proxy's, which listens on the
+   * server's port (the runtime takes a free port, and keeps it when wrangler restarts it).
+   */
   const runtimePids = () =>
     spawnSync("ps", ["-o", "pid=,args=", "-g", String(child.pid)], { encoding: "utf8" })
       .stdout.split("\n")
-      .filter((line) => /workerd serve/u.test(line) && /--socket-addr=entry=127\.0\.0\.1:0 /u.test(line))
+      .filter((line) => /workerd serve/u.test(line) && !line.includes(`--socket-addr=entry=127.0.0.1:${port} `))
       .map((line) => Number(line.trim().split(/\s+/u)[0]));
   return { baseUrl, port, stateDir, adminToken, apiKey: demo.apiKey, installationId: demo.id, signinUrl, output: () => output, stop, scheduled, diagnose, runtimePids };
 }

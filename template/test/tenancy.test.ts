@@ -162,6 +162,7 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   SuspendNotifier: () => ({ reporter: { id: "tenancy-notifier" }, reason: "tenancy check", until: new Date(Date.now() + 86_400_000).toISOString() }),
   LiftSuspension: () => ({ reason: "tenancy check" }),
   RetentionSettings: () => ({ personalDataDays: 400 }),
+  StorageSettings: () => ({ hotDays: 30 }),
   PersonalDataRequest: () => ({ reporter: { id: "tenancy-reporter" } }),
   CreateConnector: () => ({ kind: "mastodon", name: `m-${crypto.randomUUID()}`, baseUrl: "https://mastodon.test", accessToken: "tenancy-token-0123" }),
   UpdateConnector: () => ({ notifyByEmail: true }),

@@ -20,7 +20,7 @@ import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Webhook } from "standardwebhooks";
-import { atLeast, edge, log, pool, poll, publish, results, round, server, sleep, TARGETS, verdict } from "./lib.mjs";
+import { atLeast, log, poll, pool, publish, results, reviewThenActGraph, round, server, sleep, TARGETS, verdict } from "./lib.mjs";
 
 const LIFECYCLES = Number(process.env.BENCH_CAPACITY_LIFECYCLES ?? 200);
 const WARMUP = 5; // lifecycles before the first measurement (caches, data keys), not counted
@@ -32,32 +32,6 @@ const TARGET_HOT_BYTES = 6_144;
 const TARGET_QUERIES = 40;
 const TARGET_DAYS = 1_095; // three years
 const TARGET_ARCHIVED_BYTES = 50;
-
-const reviewSchema = { type: "object", required: ["verdict"], additionalProperties: false, properties: { verdict: { enum: ["remove", "keep"] } } };
-
-const lifecycleGraph = (queueId) => ({
-  schemaVersion: 1,
-  nodes: [
-    { id: "start", kind: "start" },
-    { id: "review", kind: "human_task", config: { queue_id: queueId, response_schema: reviewSchema, timeout_seconds: 3_600 }, inputMapping: { category: "report.category" } },
-    { id: "verdict", kind: "condition", config: { cases: [{ port: "remove", when: "steps.review.event.payload.response.verdict == 'remove'" }], case_ports: ["remove"], default_port: "keep" } },
-    { id: "remove", kind: "action", errorPort: "failed", config: { action_type: "capacity_remove" }, inputMapping: { subject: "report.subject.id" } },
-    { id: "removed", kind: "end", config: { terminal_code: "removed" } },
-    { id: "kept", kind: "end", config: { terminal_code: "kept" } },
-    { id: "other", kind: "end", config: { terminal_code: "other" } },
-  ],
-  edges: [
-    edge("start", "success", "review"),
-    edge("review", "completed", "verdict"),
-    edge("review", "timeout", "other"),
-    edge("verdict", "remove", "remove"),
-    edge("verdict", "keep", "kept"),
-    edge("remove", "applied", "removed"),
-    edge("remove", "rejected", "other"),
-    edge("remove", "expired", "other"),
-    edge("remove", "failed", "other"),
-  ],
-});
 
 const reportBody = (tag, index) => ({
   subject: { kind: "content", id: `${tag}-post-${index}`, url: `https://social.example/p/${tag}-${index}`, snapshot: { text: `Double your crypto in 24h! Send 0.1 BTC to get 0.2 back. (${index})` } },
@@ -181,7 +155,7 @@ export async function sectionCapacity(api, base, adminToken) {
     const queue = await api("/api/v1/queues", { body: { name: "capacity-review", slaSeconds: 3_600, priority: 5 }, key });
     const hook = await api("/api/v1/webhook-endpoints", { body: { url: `http://127.0.0.1:${receiver.port}/capacity`, retryBaseSeconds: 1, maxAttempts: 5 }, key });
     await api("/api/v1/action-types", { body: { key: "capacity_remove", name: "Capacity: remove post", endpointId: hook.id, reversible: true, requiresApproval: false }, key });
-    const version = await publish(api, key, lifecycleGraph(queue.id), "bench-capacity");
+    const version = await publish(api, key, reviewThenActGraph(queue.id, "capacity_remove"), "bench-capacity");
     await api("/api/v1/triggers", { body: { event: "report.created", when: "report.category == 'scams_and_fraud'", workflowVersionId: version.id, authorityMode: "autonomous" }, key });
     const { apiKey: intakeKey } = await api("/api/v1/api-keys", { body: { name: "capacity-intake", scopes: ["reports:write"] }, key });
     const { apiKey: reviewKey } = await api("/api/v1/api-keys", { body: { name: "capacity-review", scopes: ["review"] }, key });

@@ -319,3 +319,30 @@ export const describeCpu = (perUnit) =>
   Object.entries(perUnit ?? {})
     .map(([role, ms]) => `${role} ${ms}`)
     .join(", ");
+
+const reviewSchema = { type: "object", required: ["verdict"], additionalProperties: false, properties: { verdict: { enum: ["remove", "keep"] } } };
+
+/** A reviewed lifecycle: a human review task, then on "remove" an action of `actionType`, with an end for every outcome. */
+export const reviewThenActGraph = (queueId, actionType) => ({
+  schemaVersion: 1,
+  nodes: [
+    { id: "start", kind: "start" },
+    { id: "review", kind: "human_task", config: { queue_id: queueId, response_schema: reviewSchema, timeout_seconds: 3_600 }, inputMapping: { category: "report.category" } },
+    { id: "verdict", kind: "condition", config: { cases: [{ port: "remove", when: "steps.review.event.payload.response.verdict == 'remove'" }], case_ports: ["remove"], default_port: "keep" } },
+    { id: "act", kind: "action", errorPort: "failed", config: { action_type: actionType }, inputMapping: { subject: "report.subject.id" } },
+    { id: "removed", kind: "end", config: { terminal_code: "removed" } },
+    { id: "kept", kind: "end", config: { terminal_code: "kept" } },
+    { id: "other", kind: "end", config: { terminal_code: "other" } },
+  ],
+  edges: [
+    edge("start", "success", "review"),
+    edge("review", "completed", "verdict"),
+    edge("review", "timeout", "other"),
+    edge("verdict", "remove", "act"),
+    edge("verdict", "keep", "kept"),
+    edge("act", "applied", "removed"),
+    edge("act", "rejected", "other"),
+    edge("act", "expired", "other"),
+    edge("act", "failed", "other"),
+  ],
+});

@@ -9,7 +9,7 @@
 // answer), so a second pair of figures uses probes: reports of another category, which start no
 // run, sent twice a second during the load and one at a time on the idle server.
 import { createServer } from "node:http";
-import { edge, log, percentile, publish, results, round, sleep, TARGETS, verdict } from "./lib.mjs";
+import { log, percentile, publish, results, reviewThenActGraph, round, sleep, TARGETS, verdict } from "./lib.mjs";
 
 const IDLE_SAMPLES = 30;
 const IDLE_PAUSE_MS = 250; // between idle intakes: the run each one starts settles before the next
@@ -20,32 +20,6 @@ const REVIEWERS = 2;
 const REVIEW_IDLE_MS = 200; // a reviewer with nothing to claim looks again after this
 const DRAIN_MS = 20_000; // after the load: how long the tail of runs and deliveries may take
 const TARGET = 10;
-
-const reviewSchema = { type: "object", required: ["verdict"], additionalProperties: false, properties: { verdict: { enum: ["remove", "keep"] } } };
-
-const loadGraph = (queueId) => ({
-  schemaVersion: 1,
-  nodes: [
-    { id: "start", kind: "start" },
-    { id: "review", kind: "human_task", config: { queue_id: queueId, response_schema: reviewSchema, timeout_seconds: 3_600 }, inputMapping: { category: "report.category" } },
-    { id: "verdict", kind: "condition", config: { cases: [{ port: "remove", when: "steps.review.event.payload.response.verdict == 'remove'" }], case_ports: ["remove"], default_port: "keep" } },
-    { id: "act", kind: "action", errorPort: "failed", config: { action_type: "load_remove" }, inputMapping: { subject: "report.subject.id" } },
-    { id: "removed", kind: "end", config: { terminal_code: "removed" } },
-    { id: "kept", kind: "end", config: { terminal_code: "kept" } },
-    { id: "other", kind: "end", config: { terminal_code: "other" } },
-  ],
-  edges: [
-    edge("start", "success", "review"),
-    edge("review", "completed", "verdict"),
-    edge("review", "timeout", "other"),
-    edge("verdict", "remove", "act"),
-    edge("verdict", "keep", "kept"),
-    edge("act", "applied", "removed"),
-    edge("act", "rejected", "other"),
-    edge("act", "expired", "other"),
-    edge("act", "failed", "other"),
-  ],
-});
 
 const reportBody = (tag, index, category = "scams_and_fraud") => ({
   subject: { kind: "content", id: `${tag}-post-${index}`, url: `https://social.example/p/${tag}-${index}`, snapshot: { text: `Double your crypto in 24h! ${index}`.repeat(4) } },
@@ -100,7 +74,7 @@ export async function sectionLoad(api, timed, adminToken, base) {
     const queue = await api("/api/v1/queues", { body: { name: "load-review", slaSeconds: 3_600, priority: 5 }, key });
     const hook = await api("/api/v1/webhook-endpoints", { body: { url: `http://127.0.0.1:${receiver.port}/load`, retryBaseSeconds: 1, maxAttempts: 8 }, key });
     await api("/api/v1/action-types", { body: { key: "load_remove", name: "Load: remove post", endpointId: hook.id, reversible: true, requiresApproval: false }, key });
-    const version = await publish(api, key, loadGraph(queue.id), "bench-load");
+    const version = await publish(api, key, reviewThenActGraph(queue.id, "load_remove"), "bench-load");
     await api("/api/v1/triggers", { body: { event: "report.created", when: "report.category == 'scams_and_fraud'", workflowVersionId: version.id, authorityMode: "autonomous" }, key });
     const { apiKey: intakeKey } = await api("/api/v1/api-keys", { body: { name: "load-intake", scopes: ["reports:write"] }, key });
     const { apiKey: reviewKey } = await api("/api/v1/api-keys", { body: { name: "load-review", scopes: ["review"] }, key });

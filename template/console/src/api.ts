@@ -98,7 +98,7 @@ export const post = <T = unknown>(path: string, body: unknown = {}) => api<T>(pa
 
 // --- The typed client: paths, bodies, queries and responses from the server's routes -------------
 
-type Method = "get" | "post" | "patch";
+type Method = "get" | "post" | "patch" | "put";
 /** Paths of the API (as declared on the server, `/runs/:id`) that answer `method`. */
 export type PathOf<M extends Method> = { [K in keyof ApiContract]: K extends `${M} ${infer P}` ? P : never }[keyof ApiContract];
 type Operation<M extends Method, P extends PathOf<M>> = ApiContract[`${M} ${P}` & keyof ApiContract];
@@ -132,6 +132,7 @@ export const server = {
   get: <P extends PathOf<"get">>(path: P, ...[options]: Rest<"get", P>) => send("get", path, undefined, options),
   post: <P extends PathOf<"post">>(path: P, body: ApiBody<"post", P>, ...[options]: Rest<"post", P>) => send("post", path, body ?? {}, options),
   patch: <P extends PathOf<"patch">>(path: P, body: ApiBody<"patch", P>, ...[options]: Rest<"patch", P>) => send("patch", path, body, options),
+  put: <P extends PathOf<"put">>(path: P, body: ApiBody<"put", P>, ...[options]: Rest<"put", P>) => send("put", path, body, options),
 };
 
 export function qs(params: Record<string, string | number | undefined | null>): string {

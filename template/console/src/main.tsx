@@ -32,6 +32,7 @@ const DashboardPage = lazy(() => import("./pages/dashboard").then((m) => ({ defa
 const SettingsPage = lazy(() => import("./pages/settings").then((m) => ({ default: m.SettingsPage })));
 const QaPage = lazy(() => import("./pages/qa").then((m) => ({ default: m.QaPage })));
 const TransparencyPage = lazy(() => import("./pages/transparency").then((m) => ({ default: m.TransparencyPage })));
+const StoragePage = lazy(() => import("./pages/storage").then((m) => ({ default: m.StoragePage })));
 const GalleryPage = lazy(() => import("./pages/gallery").then((m) => ({ default: m.GalleryPage })));
 const OnboardingPage = lazy(() => import("./pages/onboarding").then((m) => ({ default: m.OnboardingPage })));
 const OnboardingPanel = lazy(() => import("./pages/onboarding").then((m) => ({ default: m.OnboardingPanel })));
@@ -56,6 +57,7 @@ const ROUTES: Array<[string, Page, string]> = [
   ["/audit", AuditPage, "audit"],
   ["/qa", QaPage, "qa"],
   ["/transparency", TransparencyPage, "transparency"],
+  ["/storage", StoragePage, "storage"],
   ["/settings", SettingsPage, "settings"],
   ["/settings/:tab", SettingsPage, "settings"],
 ];
@@ -71,6 +73,7 @@ const NAV: Array<[string, string, string]> = [
   ["/audit", "Audit", "audit"],
   ["/qa", "QA", "qa"],
   ["/transparency", "DSA report", "transparency"],
+  ["/storage", "Storage", "storage"],
   ["/settings", "Settings", "settings"],
 ];
 
@@ -153,7 +156,7 @@ function UserMenu() {
 }
 
 /** Sections only admins see in the navigation (reviewers must not learn how they are measured). */
-const ADMIN_ONLY = new Set(["qa", "transparency"]);
+const ADMIN_ONLY = new Set(["qa", "transparency", "storage"]);
 
 function Shell() {
   const location = useLocation();

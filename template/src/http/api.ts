@@ -11,6 +11,7 @@ import { installationRoutes } from "../installations/routes";
 import { operationsRoutes } from "../operations/routes";
 import { metricRoutes } from "../metrics/routes";
 import { runRoutes } from "../workflows/runs-routes";
+import { storageRoutes } from "../workflows/storage-routes";
 import { workflowRoutes } from "../workflows/routes";
 import { workflowTemplateRoutes } from "../workflows/template-routes";
 import { onboardingRoutes } from "../onboarding/routes";
@@ -20,6 +21,7 @@ export const apiRoutes = [
   installationRoutes,
   workflowRoutes,
   runRoutes,
+  storageRoutes,
   caseRoutes,
   enforcementRoutes,
   transparencyDbRoutes,

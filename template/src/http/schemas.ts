@@ -104,6 +104,12 @@ const coreSchemas = {
       dryRun: { type: "boolean", description: "Answer the count and a sample of the matching runs, and do nothing." },
     },
   },
+  StorageSettings: {
+    type: "object",
+    required: ["hotDays"],
+    additionalProperties: false,
+    properties: { hotDays: { type: "integer", description: "Days an ended run keeps its steps, outputs, waits, events and repairs in D1 before they move to R2 (0 to 3650; default 7)." } },
+  },
   SendEvent: {
     type: "object",
     required: ["type"],

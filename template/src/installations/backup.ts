@@ -16,6 +16,7 @@ import { AppError } from "../errors";
 import { forgetInstallationKeys } from "../lib/api-key-cache";
 import { sha256Hex } from "../lib/crypto";
 import { isUniqueViolation } from "../lib/d1";
+import { isRunArchiveKeyOf, runArchiveKey } from "../workflows";
 
 export const BACKUP_FORMAT = "safest-tools.installation-backup/1";
 
@@ -31,6 +32,7 @@ const RUNS = "(SELECT id FROM workflow_runs WHERE installation_id = ?1)";
  */
 export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?: false }> = [
   { table: "installations", where: "id = ?1" },
+  { table: "storage_settings", where: OWN },
   { table: "webhook_endpoints", where: OWN },
   { table: "connectors", where: OWN },
   { table: "action_types", where: OWN },
@@ -236,6 +238,15 @@ export async function exportInstallation(env: Env, actor: Actor): Promise<Instal
     if (!object) throw new AppError("installation_export.object_missing", `The artifact object ${key} is missing from R2; the installation cannot be backed up whole.`, { status: 500 });
     objects.push(object);
   }
+  // Archived runs (workflows/run-archive.ts): their steps, outputs, waits, events and repairs are
+  // in one R2 object each, not in the rows above; the backup carries those objects as they are.
+  for (const row of tables.workflow_runs ?? []) {
+    if (row.archived_at === null || row.archived_at === undefined) continue;
+    const key = runArchiveKey(installationId, String(row.id));
+    const object = await readObject(env.WORKFLOW_ARTIFACTS, "WORKFLOW_ARTIFACTS", key);
+    if (!object) throw new AppError("installation_export.object_missing", `The archive object ${key} is missing from R2; the installation cannot be backed up whole.`, { status: 500 });
+    objects.push(object);
+  }
   const anchor = await readObject(env.AUDIT_ANCHORS, "AUDIT_ANCHORS", anchorKey(installationId));
   if (anchor) objects.push(anchor);
   // The trail's archived segments (audit/segments.ts): without them the restored chain would not verify.
@@ -327,7 +338,10 @@ async function checkBackup(env: Env, input: unknown): Promise<InstallationBackup
   if ((backup.tables.installations ?? []).length !== 1) throw new AppError("installation_import.invalid", "A backup holds exactly one installations row.", { status: 422 });
   const segments = new Set(segmentKeys(manifest.installationId, backup.tables.audit_segments ?? []));
   for (const object of backup.objects) {
-    const expected = object.bucket === "AUDIT_ANCHORS" ? object.key === anchorKey(manifest.installationId) || segments.has(object.key) : object.bucket === "WORKFLOW_ARTIFACTS" && /^artifacts\/[0-9a-f]{64}\.js$/u.test(object.key);
+    const expected =
+      object.bucket === "AUDIT_ANCHORS"
+        ? object.key === anchorKey(manifest.installationId) || segments.has(object.key)
+        : object.bucket === "WORKFLOW_ARTIFACTS" && (/^artifacts\/[0-9a-f]{64}\.js$/u.test(object.key) || isRunArchiveKeyOf(manifest.installationId, object.key));
     if (!expected || typeof object.base64 !== "string") throw new AppError("installation_import.object_invalid", `The object ${String(object.bucket)}/${String(object.key)} is not one a backup carries.`, { status: 422 });
   }
   return backup;
@@ -361,6 +375,8 @@ export async function importInstallation(env: Env, input: unknown) {
     forgetInstallationKeys(installationId); // again once committed: a lookup that began meanwhile is not remembered
     await env.AUDIT_ANCHORS.delete(anchorKey(installationId));
     await deleteAuditSegments(env, installationId);
+    // The installation's run archives (keys under its own id, so none belongs to anyone else).
+    for (const object of backup.objects) if (object.bucket === "WORKFLOW_ARTIFACTS" && isRunArchiveKeyOf(installationId, object.key)) await env.WORKFLOW_ARTIFACTS.delete(object.key);
   };
   // The installations row goes first and alone: a concurrent restore of the same installation
   // loses here, before it wrote anything (so it removes nothing of the other's).
@@ -375,7 +391,8 @@ export async function importInstallation(env: Env, input: unknown) {
     for (const object of backup.objects) {
       const bucket = object.bucket === "AUDIT_ANCHORS" ? env.AUDIT_ANCHORS : env.WORKFLOW_ARTIFACTS;
       // Artifacts are content-addressed (the key is the digest): one already there is the same.
-      if (object.bucket === "WORKFLOW_ARTIFACTS" && (await bucket.head(object.key))) continue;
+      // Run archives are keyed by ids, not content: always written, so the restored rows' digests hold.
+      if (object.bucket === "WORKFLOW_ARTIFACTS" && !isRunArchiveKeyOf(installationId, object.key) && (await bucket.head(object.key))) continue;
       await bucket.put(object.key, base64ToBytes(object.base64), object.contentType ? { httpMetadata: { contentType: object.contentType } } : undefined);
     }
   } catch (error) {

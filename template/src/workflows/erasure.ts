@@ -27,3 +27,16 @@ export function eraseSealedOutputsStatement(db: D1Database, installationId: stri
       SELECT s.id FROM json_each(?2) j CROSS JOIN workflow_step_runs s ON s.id = j.value CROSS JOIN workflow_runs w ON w.id = s.run_id WHERE w.installation_id = ?1)`)
     .bind(installationId, JSON.stringify(stepRunIds));
 }
+
+/**
+ * For runs already archived (run-archive.ts): their sealed outputs sit in an immutable R2 object,
+ * so erasure marks the run and the archive's readers serve those outputs as dropped from then on.
+ * What the object keeps is ciphertext under the installation's data key.
+ */
+export function eraseArchivedSealedOutputsStatement(db: D1Database, installationId: string, runIds: string[], at: string): D1PreparedStatement {
+  return db
+    .prepare(`
+    UPDATE workflow_runs SET archive_sealed_erased_at = ?3
+    WHERE installation_id = ?1 AND archived_at IS NOT NULL AND archive_sealed_erased_at IS NULL AND id IN (SELECT value FROM json_each(?2))`)
+    .bind(installationId, JSON.stringify(runIds), at);
+}

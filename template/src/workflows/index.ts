@@ -7,12 +7,13 @@ export { compileWorkflowArtifact } from "./artifacts";
 export { contentReadStatement, loadWorkflowExecutionContext, nodeReadsContent } from "./execution-context";
 export { analyseContent } from "./content-access";
 export { sealLegacyStepOutputs } from "./runtime-records";
-export { eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "./erasure";
+export { eraseArchivedSealedOutputsStatement, eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "./erasure";
 export type { NodeCall } from "./kinds/executors";
 export { compileExpression, evaluateInputMapping, evaluateWorkflowExpression, type ExpressionContext } from "./expressions";
 export { DEFAULT_EXPRESSION_SEMANTICS, EXPRESSION_SEMANTICS, type ExpressionSemantics, semanticsOf } from "./expression-semantics";
 export { createRun, redispatchPendingRuns, signalRunEvent, type CreateRunInput } from "./runs";
 export { sweepExpiredWaits, sweepStalledRuns } from "./sweeps";
+export { isRunArchiveKeyOf, runArchiveKey, sweepRunArchive } from "./run-archive";
 export { signalRun } from "./instances";
 export { getVersionGraph } from "./runtime-authorize";
 export { firstEventOfWaitUnsafe, runEventStatement, waitOfStepUnsafe } from "./runs-queries";
@@ -28,3 +29,4 @@ export {
   type WorkflowAuthorityMode,
   type WorkflowNodeV1,
 } from "./types";
+export { getStorageSettings } from "./storage";

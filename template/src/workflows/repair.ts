@@ -112,6 +112,9 @@ export async function repairRun(env: Env, ctx: ExecutionContext, actor: Actor, r
   if (!(REPAIRABLE_STATES as readonly string[]).includes(run.state)) {
     throw conflict("run.not_repairable", `The run is ${run.state}; only runs in repair_required or failed can be repaired.`);
   }
+  // A failed run past its installation's hot window has its steps in the archive (run-archive.ts),
+  // which is read-only: it is not brought back into D1 to resume. Start a new run instead.
+  if (run.archivedAt) throw conflict("run.archived", "The run ended before the installation's hot window and its history is archived; it cannot be repaired. Start a new run.");
   const steps = await listStepRows(env.DB, run.id);
   const failed = failedSteps(run, steps);
   if (failed.length === 0) throw conflict("run.repair_node_unknown", "The run has no failed step to repair from; terminate it instead.");

@@ -33,6 +33,10 @@ export interface RunRow {
   workflowId?: string | null;
   workflowName?: string | null;
   workflowVersion?: number | null;
+  /** Storage tiers (run-archive.ts): when the child rows moved to R2, the object's digest, and when retention erased its sealed outputs. Not part of the API's run. */
+  archivedAt?: string | null;
+  archiveDigest?: string | null;
+  archiveSealedErasedAt?: string | null;
 }
 
 const RUN_COLUMNS = `
@@ -43,6 +47,7 @@ const RUN_COLUMNS = `
   r.parent_node_id AS parentNodeId, r.idempotency_key AS idempotencyKey, r.request_digest AS requestDigest,
   r.current_node_id AS currentNodeId, COALESCE(r.instance_id, r.id) AS instanceId, r.repair_count AS repairCount, r.created_at AS createdAt, r.started_at AS startedAt,
   r.finished_at AS finishedAt, r.updated_at AS updatedAt,
+  r.archived_at AS archivedAt, r.archive_digest AS archiveDigest, r.archive_sealed_erased_at AS archiveSealedErasedAt,
   v.workflow_id AS workflowId, v.version AS workflowVersion,
   (SELECT w.name FROM workflows w WHERE w.id = v.workflow_id AND w.installation_id = r.installation_id) AS workflowName`;
 

@@ -8,7 +8,8 @@ import { isInstanceAlreadyExists } from "../lib/workflows";
 import type { Actor } from "../auth";
 import { signalRun } from "./instances";
 import { startDynamicWorkflow } from "./loader";
-import { getRunByIdempotencyKey, getRunRow, listRunRepairs, listStepRows, listWaitRows, runEventStatement, waitingWaitsForEvent, type RunRow } from "./runs-queries";
+import { runChildren } from "./run-archive";
+import { getRunByIdempotencyKey, getRunRow, runEventStatement, waitingWaitsForEvent, type RunRow } from "./runs-queries";
 import type { JsonObject, WorkflowAuthorityMode } from "./types";
 import { TERMINAL_RUN_STATES } from "./types";
 import { getVersionRow } from "./versions-queries";
@@ -178,11 +179,14 @@ export function serializeRun(run: RunRow) {
   };
 }
 
-/** A run with its steps (node, kind, branch, state, output, digest, times) and waits. */
+/**
+ * A run with its steps (node, kind, branch, state, output, digest, times) and waits. An archived
+ * run (run-archive.ts) answers the same, from its R2 object.
+ */
 export async function getRunDetail(env: Env, actor: Actor, runId: string) {
   const run = await getRunRow(env.DB, actor.installationId, runId);
   if (!run) throw notFound("run");
-  const [steps, waits, repairs] = await Promise.all([listStepRows(env.DB, run.id), listWaitRows(env.DB, run.id), listRunRepairs(env.DB, actor.installationId, run.id)]);
+  const { steps, waits, repairs } = await runChildren(env, run);
   return {
     ...serializeRun(run),
     // A step that read content shows its open view; the rest is sealed (`sealed: true`, opened by getRunContent).
@@ -197,7 +201,7 @@ export async function getRunDetail(env: Env, actor: Actor, runId: string) {
 export async function getRunContent(env: Env, actor: Actor, runId: string) {
   const run = await getRunRow(env.DB, actor.installationId, runId);
   if (!run) throw notFound("run");
-  const steps = (await listStepRows(env.DB, run.id)).filter((step) => step.sealedJson !== null);
+  const steps = (await runChildren(env, run)).steps.filter((step) => step.sealedJson !== null);
   const items = [];
   for (const step of steps) {
     items.push({ stepId: step.id, nodeId: step.nodeId, kind: step.kind, branchKey: step.branchKey || "main", output: await openPersonalData<unknown>(env, actor.installationId, `step_output:${step.id}`, step.sealedJson!) });

@@ -12,7 +12,7 @@
 // outcomes, appeal outcomes, the audit trail (never modified). One audit event per batch, counts only.
 import { auditStatement, type AuditEventInput } from "../../audit";
 import { erasableDeliveriesUnsafe, eraseDeliveriesStatements } from "../../enforcement";
-import { eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "../../workflows";
+import { eraseArchivedSealedOutputsStatement, eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "../../workflows";
 import { sealPersonalData } from "../reports/report-crypto";
 import type { ReportPersonalData } from "../reports/reports-queries";
 
@@ -56,7 +56,7 @@ async function erasable(db: D1Database, installationId: string, reportIds: strin
     .all<{ id: string }>();
   const outputs = await sealedOutputsOfUnsafe(db, installationId, { reportIds, appealIds });
   const deliveryIds = await erasableDeliveriesUnsafe(db, installationId, outputs.runIds, reportIds);
-  return { reportIds: reports!.results.map((r) => r.id), appealIds, taskIds: tasks.map((t) => t.id), stepRunIds: outputs.stepRunIds, deliveryIds };
+  return { reportIds: reports!.results.map((r) => r.id), appealIds, taskIds: tasks.map((t) => t.id), runIds: outputs.runIds, stepRunIds: outputs.stepRunIds, deliveryIds };
 }
 
 /**
@@ -96,6 +96,8 @@ export async function eraseReports(env: Env, installationId: string, input: { re
     );
   }
   if (found.stepRunIds.length > 0) statements.push(eraseSealedOutputsStatement(db, installationId, found.stepRunIds));
+  // Runs already archived (their outputs are in R2, immutable): their sealed copies are no longer served.
+  if (found.runIds.length > 0) statements.push(eraseArchivedSealedOutputsStatement(db, installationId, found.runIds, input.at));
   statements.push(...(await eraseDeliveriesStatements(env, installationId, found.deliveryIds)));
   // A case whose reports are all erased now leaves the sweep's range (intake clears the mark).
   statements.push(

@@ -1,0 +1,326 @@
+// The run's history in two tiers. Hot: a run's child rows (steps, step outputs, waits, events,
+// repairs) in D1. Archive: once an ended run is older than its installation's hot window
+// (storage.ts) and nothing live needs it any more, those rows move into ONE immutable R2 object
+// in WORKFLOW_ARTIFACTS, under a key derived from ids only, and leave D1. The run row stays in
+// D1 (other tables point at it; lists and filters read it) with `archived_at` and the object's
+// digest. Every read of a run's child rows asks this module (`runChildren`), which knows both.
+//
+// Archiving one run is two steps, each safe to repeat and safe to be killed after:
+//   1. writeRunArchive: build the canonical body from the D1 rows, put it (same key, same bytes
+//      for the same rows), read it back and check it byte for byte;
+//   2. commitRunArchive: ONE D1 batch marks the run archived (guarded: still ended, still not
+//      archived, nothing live, and the very rows that were written still there) and deletes the
+//      child rows, each delete holding only on this batch's mark.
+// A pass killed between 1 and 2 leaves the object and the rows: the next pass rebuilds the same
+// bytes, finds them in place, and commits. Nothing is deleted unless its object was read back.
+import { canonicalJson } from "../audit";
+import { AppError } from "../errors";
+import { byteLength, sha256Hex } from "../lib/crypto";
+import { listRunRepairs, listStepRows, listWaitRows, type RunRow } from "./runs-queries";
+
+/** Days an ended run keeps its child rows in D1 when the installation has not chosen (storage.ts). */
+export const DEFAULT_HOT_DAYS = 7;
+
+export const RUN_ARCHIVE_FORMAT = "safest-tools.run-archive";
+export const RUN_ARCHIVE_SCHEMA_VERSION = 1;
+
+/** `archive/v1/<installationId>/runs/<runId>.json`: derived from ids, so a lookup needs no D1 row. */
+export function runArchiveKey(installationId: string, runId: string): string {
+  return `archive/v${RUN_ARCHIVE_SCHEMA_VERSION}/${installationId}/runs/${runId}.json`;
+}
+
+/** The keys restore accepts for an installation's archived runs (installations/backup.ts). */
+export function isRunArchiveKeyOf(installationId: string, key: string): boolean {
+  const prefix = `archive/v${RUN_ARCHIVE_SCHEMA_VERSION}/${installationId}/runs/`;
+  return key.startsWith(prefix) && /^[A-Za-z0-9._:-]{1,200}\.json$/u.test(key.slice(prefix.length));
+}
+
+const TERMINAL_SQL = `'succeeded', 'failed', 'terminated', 'superseded'`;
+
+/**
+ * What a run may still need while it is ended (`r` is the run): a wait still waiting, a task open
+ * or claimed (a handoff's task lives on in its queue), a proposal not yet decided or delivered, a
+ * webhook delivery still pending for its action, message or handoff, a child run not ended.
+ * Each from the run's own rows by index (CROSS JOIN keeps the run's side the outer loop, so a
+ * delivery is looked up by its (source_type, source_id) key, never scanned by type).
+ */
+const NOTHING_LIVE_SQL = `
+  NOT EXISTS (SELECT 1 FROM workflow_waits w WHERE w.run_id = r.id AND w.state = 'waiting')
+  AND NOT EXISTS (SELECT 1 FROM human_tasks t WHERE t.run_id = r.id AND t.state IN ('open', 'claimed'))
+  AND NOT EXISTS (SELECT 1 FROM action_proposals p WHERE p.run_id = r.id AND p.state IN ('approval_required', 'approved', 'delivery_pending'))
+  AND NOT EXISTS (SELECT 1 FROM action_proposals p CROSS JOIN webhook_deliveries d ON d.source_type = 'action' AND d.source_id = p.id WHERE p.run_id = r.id AND d.state = 'pending')
+  AND NOT EXISTS (SELECT 1 FROM workflow_step_runs s CROSS JOIN messages m ON m.step_run_id = s.id CROSS JOIN webhook_deliveries d ON d.source_type = 'message' AND d.source_id = m.id
+    WHERE s.run_id = r.id AND d.state = 'pending')
+  AND NOT EXISTS (SELECT 1 FROM workflow_step_runs s CROSS JOIN handoffs h ON h.step_run_id = s.id CROSS JOIN webhook_deliveries d ON d.source_type = 'handoff' AND d.source_id = h.id
+    WHERE s.run_id = r.id AND d.state = 'pending')
+  AND NOT EXISTS (SELECT 1 FROM workflow_runs c WHERE c.parent_run_id = r.id AND c.state NOT IN (${TERMINAL_SQL}))`;
+
+/**
+ * The archive sweep's selection (?1 now, ?2 limit, ?3 one installation or NULL): ended runs not
+ * archived, finished before their installation's window, oldest first. Shadow runs stay hot: the
+ * shadow report (automation/shadow-sources.ts) reads their decision outputs in SQL.
+ * `repair_required` is not ended, so a run waiting for its repair is never archived.
+ */
+export const ARCHIVABLE_RUNS_SQL = `
+  SELECT r.id, r.installation_id AS installationId FROM workflow_runs r
+    LEFT JOIN storage_settings st ON st.installation_id = r.installation_id
+  WHERE r.archived_at IS NULL AND r.finished_at IS NOT NULL AND r.finished_at <= ?1
+    AND r.finished_at < strftime('%Y-%m-%dT%H:%M:%fZ', ?1, '-' || COALESCE(st.hot_days, ${DEFAULT_HOT_DAYS}) || ' days')
+    AND r.state IN (${TERMINAL_SQL}) AND r.authority_mode <> 'shadow'
+    AND (?3 IS NULL OR r.installation_id = ?3)
+    AND ${NOTHING_LIVE_SQL}
+  ORDER BY r.finished_at LIMIT ?2`;
+
+type Cell = string | number | null;
+type Row = Record<string, Cell>;
+
+/** The child tables an archive holds, each read verbatim (every column as stored; sealed columns stay sealed), in a fixed order. */
+const ARCHIVED_TABLES = {
+  // The order the run detail lists steps in (a fused group shares a millisecond: insertion order).
+  workflow_step_runs: `SELECT s.* FROM workflow_step_runs s WHERE s.run_id = ?1 ORDER BY s.started_at, s.rowid`,
+  workflow_step_outputs: `SELECT o.* FROM workflow_step_outputs o JOIN workflow_step_runs s ON s.id = o.step_run_id WHERE s.run_id = ?1 ORDER BY s.started_at, s.rowid`,
+  workflow_waits: `SELECT * FROM workflow_waits WHERE run_id = ?1 ORDER BY created_at, id`,
+  workflow_events: `SELECT * FROM workflow_events WHERE run_id = ?1 ORDER BY created_at, id`,
+  workflow_run_repairs: `SELECT * FROM workflow_run_repairs WHERE run_id = ?1 ORDER BY seq`,
+} as const;
+type ArchivedTable = keyof typeof ARCHIVED_TABLES;
+
+export interface RunArchiveBody {
+  format: typeof RUN_ARCHIVE_FORMAT;
+  schemaVersion: number;
+  installationId: string;
+  runId: string;
+  tables: Record<ArchivedTable, Row[]>;
+}
+
+/** The object as stored: the body and `digest` = `sha256:` of the body's canonical JSON. */
+export interface RunArchiveObject extends RunArchiveBody {
+  digest: string;
+}
+
+async function digestOf(body: RunArchiveBody): Promise<string> {
+  return `sha256:${await sha256Hex(canonicalJson(body))}`;
+}
+
+/** The archive body of a run from its D1 rows (one batch, so one snapshot). */
+export async function buildRunArchive(db: D1Database, installationId: string, runId: string): Promise<{ text: string; digest: string; body: RunArchiveBody }> {
+  const names = Object.keys(ARCHIVED_TABLES) as ArchivedTable[];
+  const results = await db.batch<Row>(names.map((name) => db.prepare(ARCHIVED_TABLES[name]).bind(runId)));
+  const tables = Object.fromEntries(names.map((name, i) => [name, results[i]?.results ?? []])) as Record<ArchivedTable, Row[]>;
+  const body: RunArchiveBody = { format: RUN_ARCHIVE_FORMAT, schemaVersion: RUN_ARCHIVE_SCHEMA_VERSION, installationId, runId, tables };
+  const digest = await digestOf(body);
+  return { body, digest, text: canonicalJson({ ...body, digest }) };
+}
+
+/** Reads and checks a stored archive: parses, recomputes the digest and compares it with `expected`. */
+async function readArchiveObject(bucket: R2Bucket, key: string, expected: string | null): Promise<{ object: RunArchiveObject; text: string } | null> {
+  const stored = await bucket.get(key);
+  if (!stored) return null;
+  const text = await stored.text();
+  let object: RunArchiveObject;
+  try {
+    object = JSON.parse(text) as RunArchiveObject;
+  } catch {
+    throw new AppError("run_archive.corrupt", `The archive object ${key} is not JSON.`, { status: 500 });
+  }
+  const { digest, ...body } = object;
+  const actual = await digestOf(body);
+  if (actual !== digest || (expected !== null && digest !== expected)) {
+    throw new AppError("run_archive.corrupt", `The archive object ${key} does not match its digest.`, { status: 500, details: { key } });
+  }
+  return { object, text };
+}
+
+export interface WrittenArchive {
+  key: string;
+  digest: string;
+  bytes: number;
+  /** What the object holds, for the commit's guard: the rows it deletes are exactly these. */
+  counts: Record<ArchivedTable, number>;
+  sealedOutputs: number;
+}
+
+/**
+ * Step 1: writes the run's archive object (or finds it already written, same bytes) and reads it
+ * back. The run must be ended and not archived; it is not checked here (the commit checks it in its
+ * batch), so a run that came alive again meanwhile leaves an object nothing reads, overwritten on
+ * its next archive.
+ */
+export async function writeRunArchive(env: Env, installationId: string, runId: string): Promise<WrittenArchive> {
+  const { text, digest, body } = await buildRunArchive(env.DB, installationId, runId);
+  const key = runArchiveKey(installationId, runId);
+  const head = await env.WORKFLOW_ARTIFACTS.head(key);
+  // Same key, same bytes: an object left by a pass that was killed before its commit is kept.
+  // Another digest means the rows changed since (e.g. retention erased a sealed output): the rows
+  // are the truth while the run is not archived, so the object is written again.
+  const put = () => env.WORKFLOW_ARTIFACTS.put(key, text, { httpMetadata: { contentType: "application/json" }, customMetadata: { digest, schemaVersion: String(RUN_ARCHIVE_SCHEMA_VERSION) } });
+  if (head?.customMetadata?.digest !== digest) await put();
+  // Read back byte for byte; an object whose metadata said the same digest but whose bytes do not
+  // match (or do not parse) is written once more and read again.
+  const readBack = async () => (await readArchiveObject(env.WORKFLOW_ARTIFACTS, key, digest).catch(() => null))?.text === text;
+  if (!(await readBack())) {
+    await put();
+    if (!(await readBack())) throw new AppError("run_archive.write_unverified", `The archive object ${key} did not read back as written; nothing was deleted.`, { status: 503, retryable: true });
+  }
+  const counts = Object.fromEntries(Object.entries(body.tables).map(([name, rows]) => [name, rows.length])) as Record<ArchivedTable, number>;
+  return { key, digest, bytes: byteLength(text), counts, sealedOutputs: body.tables.workflow_step_outputs.filter((row) => row.sealed_json !== null).length };
+}
+
+/**
+ * Step 2: ONE batch marks the run archived and deletes its child rows. The mark holds only if the
+ * run is still ended, not archived, nothing live needs it, and its rows are the ones written (same
+ * counts per table, same number of sealed outputs); each delete holds only on this batch's mark.
+ * Step rows another table still points at (tasks, proposals, decisions, messages, handoffs, by
+ * foreign key) stay in D1 as they are until those tables move too; reads take the archive's copy.
+ * Answers whether the run was archived by this call.
+ */
+export async function commitRunArchive(env: Env, installationId: string, runId: string, written: WrittenArchive, now: Date = new Date()): Promise<boolean> {
+  const db = env.DB;
+  const at = now.toISOString();
+  const marked = `EXISTS (SELECT 1 FROM workflow_runs WHERE id = ?1 AND archived_at = ?2 AND archive_digest = ?3)`;
+  const c = written.counts;
+  const [mark] = await db.batch([
+    db
+      .prepare(`
+      UPDATE workflow_runs AS r SET archived_at = ?3, archive_digest = ?4, archive_bytes = ?5
+      WHERE r.id = ?1 AND r.installation_id = ?2 AND r.archived_at IS NULL AND r.state IN (${TERMINAL_SQL})
+        AND ${NOTHING_LIVE_SQL}
+        AND (SELECT COUNT(*) FROM workflow_step_runs WHERE run_id = ?1) = ?6
+        AND (SELECT COUNT(*) FROM workflow_step_outputs o JOIN workflow_step_runs s ON s.id = o.step_run_id WHERE s.run_id = ?1) = ?7
+        AND (SELECT COUNT(*) FROM workflow_step_outputs o JOIN workflow_step_runs s ON s.id = o.step_run_id WHERE s.run_id = ?1 AND o.sealed_json IS NOT NULL) = ?8
+        AND (SELECT COUNT(*) FROM workflow_waits WHERE run_id = ?1) = ?9
+        AND (SELECT COUNT(*) FROM workflow_events WHERE run_id = ?1) = ?10
+        AND (SELECT COUNT(*) FROM workflow_run_repairs WHERE run_id = ?1) = ?11`)
+      .bind(runId, installationId, at, written.digest, written.bytes, c.workflow_step_runs, c.workflow_step_outputs, written.sealedOutputs, c.workflow_waits, c.workflow_events, c.workflow_run_repairs),
+    // Children before parents (foreign keys): events → waits → outputs → steps.
+    db.prepare(`DELETE FROM workflow_events WHERE run_id = ?1 AND ${marked}`).bind(runId, at, written.digest),
+    db.prepare(`DELETE FROM workflow_waits WHERE run_id = ?1 AND ${marked}`).bind(runId, at, written.digest),
+    db.prepare(`DELETE FROM workflow_step_outputs WHERE step_run_id IN (SELECT id FROM workflow_step_runs WHERE run_id = ?1) AND ${marked}`).bind(runId, at, written.digest),
+    db.prepare(`DELETE FROM workflow_run_repairs WHERE run_id = ?1 AND ${marked}`).bind(runId, at, written.digest),
+    db
+      .prepare(`
+      DELETE FROM workflow_step_runs WHERE run_id = ?1 AND ${marked}
+        AND NOT EXISTS (SELECT 1 FROM human_tasks x WHERE x.step_run_id = workflow_step_runs.id)
+        AND NOT EXISTS (SELECT 1 FROM action_proposals x WHERE x.step_run_id = workflow_step_runs.id)
+        AND NOT EXISTS (SELECT 1 FROM decisions x WHERE x.step_run_id = workflow_step_runs.id)
+        AND NOT EXISTS (SELECT 1 FROM messages x WHERE x.step_run_id = workflow_step_runs.id)
+        AND NOT EXISTS (SELECT 1 FROM handoffs x WHERE x.step_run_id = workflow_step_runs.id)`)
+      .bind(runId, at, written.digest),
+  ]);
+  return (mark?.meta.changes ?? 0) === 1;
+}
+
+/** Archives one run (both steps). Answers whether it was archived now. */
+export async function archiveRun(env: Env, installationId: string, runId: string, now: Date = new Date()): Promise<boolean> {
+  const written = await writeRunArchive(env, installationId, runId);
+  return commitRunArchive(env, installationId, runId, written, now);
+}
+
+/** Runs archived per sweep run; the next minute's run goes on with the rest. */
+export const ARCHIVE_BATCH = 50;
+
+/**
+ * The archive sweep (on the schedule; bounded, idempotent): ended runs past their installation's
+ * hot window, oldest first, at most ARCHIVE_BATCH a run. A run that fails (R2 unavailable, a
+ * guard that no longer holds) is counted and left for the next run. `more` is 1 while the
+ * selection was full, so the backlog shows in the sweep's counts.
+ */
+export async function sweepRunArchive(env: Env, now: Date = new Date(), options: { limit?: number; installationId?: string } = {}): Promise<{ archived: number; skipped: number; failed: number; more: number }> {
+  const limit = options.limit ?? ARCHIVE_BATCH;
+  const { results } = await env.DB.prepare(ARCHIVABLE_RUNS_SQL)
+    .bind(now.toISOString(), limit, options.installationId ?? null)
+    .all<{ id: string; installationId: string }>();
+  const summary = { archived: 0, skipped: 0, failed: 0, more: results.length === limit ? 1 : 0 };
+  for (const run of results) {
+    try {
+      if (await archiveRun(env, run.installationId, run.id)) summary.archived += 1;
+      else summary.skipped += 1;
+    } catch (error) {
+      summary.failed += 1;
+      console.error(JSON.stringify({ event: "run.archive_failed", runId: run.id, installationId: run.installationId, code: error instanceof AppError ? error.code : "run_archive.failed" }));
+    }
+  }
+  return summary;
+}
+
+// ---- reads: both tiers ------------------------------------------------------------------------
+
+type StepRow = Awaited<ReturnType<typeof listStepRows>>[number];
+type WaitRow = Awaited<ReturnType<typeof listWaitRows>>[number];
+type RepairRow = Awaited<ReturnType<typeof listRunRepairs>>[number];
+
+export interface RunChildren {
+  steps: StepRow[];
+  waits: WaitRow[];
+  repairs: RepairRow[];
+}
+
+/** The archive object of an archived run, checked against the digest its run row recorded. */
+export async function readRunArchive(env: Env, run: Pick<RunRow, "id" | "installationId" | "archiveDigest">): Promise<RunArchiveObject> {
+  const key = runArchiveKey(run.installationId, run.id);
+  const found = await readArchiveObject(env.WORKFLOW_ARTIFACTS, key, run.archiveDigest ?? null);
+  if (!found) throw new AppError("run_archive.missing", `The run's archive object ${key} is missing from R2.`, { status: 500, details: { key } });
+  return found.object;
+}
+
+const str = (v: Cell | undefined): string => String(v);
+const strOrNull = (v: Cell | undefined): string | null => (v === null || v === undefined ? null : String(v));
+
+/** The same shapes the hot queries answer (runs-queries.ts), from an archive's verbatim rows. */
+function childrenFromArchive(archive: RunArchiveObject, sealedErased: boolean): RunChildren {
+  const outputs = new Map(archive.tables.workflow_step_outputs.map((row) => [str(row.step_run_id), row]));
+  const steps: StepRow[] = archive.tables.workflow_step_runs.map((s) => {
+    const o = outputs.get(str(s.id));
+    return {
+      id: str(s.id),
+      nodeId: str(s.node_id),
+      kind: str(s.node_type),
+      branchKey: str(s.branch_key),
+      state: str(s.state),
+      attempt: Number(s.attempt),
+      outputDigest: strOrNull(s.output_digest),
+      errorCode: strOrNull(s.error_code),
+      outputJson: o ? strOrNull(o.inline_json) : null,
+      sealedJson: o && !sealedErased ? strOrNull(o.sealed_json) : null,
+      startedAt: strOrNull(s.started_at),
+      waitingAt: strOrNull(s.waiting_at),
+      finishedAt: strOrNull(s.finished_at),
+      updatedAt: str(s.updated_at),
+    };
+  });
+  const waits: WaitRow[] = archive.tables.workflow_waits.map((w) => ({
+    id: str(w.id),
+    stepRunId: str(w.step_run_id),
+    waitType: str(w.wait_type),
+    eventType: str(w.event_type),
+    state: str(w.state),
+    deadlineAt: str(w.deadline_at),
+    createdAt: str(w.created_at),
+    satisfiedAt: strOrNull(w.satisfied_at),
+  }));
+  const repairs: RepairRow[] = archive.tables.workflow_run_repairs.map((r) => ({
+    id: str(r.id),
+    seq: Number(r.seq),
+    action: str(r.action),
+    nodeId: strOrNull(r.node_id),
+    branchKey: strOrNull(r.branch_key),
+    port: strOrNull(r.port),
+    fromVersionId: str(r.from_version_id),
+    toVersionId: str(r.to_version_id),
+    previousState: str(r.previous_state),
+    previousErrorCode: strOrNull(r.previous_error_code),
+    instanceId: str(r.instance_id),
+    reason: str(r.reason),
+    operationId: strOrNull(r.operation_id),
+    createdAt: str(r.created_at),
+    actor: JSON.parse(str(r.actor_json)) as unknown,
+  }));
+  return { steps, waits, repairs };
+}
+
+/** A run's steps (with outputs), waits and repairs, from D1 or from its archive: every reader asks here. */
+export async function runChildren(env: Env, run: RunRow): Promise<RunChildren> {
+  if (run.archivedAt) return childrenFromArchive(await readRunArchive(env, run), run.archiveSealedErasedAt !== null && run.archiveSealedErasedAt !== undefined);
+  const [steps, waits, repairs] = await Promise.all([listStepRows(env.DB, run.id), listWaitRows(env.DB, run.id), listRunRepairs(env.DB, run.installationId, run.id)]);
+  return { steps, waits, repairs };
+}
