@@ -144,7 +144,7 @@ test("sign in with the link npm start prints, build start → human_task → end
   state.signedIn = true;
   assert.equal(await page.getByTestId("role").innerText(), "Admin");
 
-  await page.getByRole("link", { name: "Workflows", exact: true }).click();
+  await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Workflows", exact: true }).click();
   await page.getByLabel("Name").fill(`console-review-flow-${TAG}`);
   await page.getByRole("button", { name: "Create and open the editor" }).click();
   await page.waitForURL(/\/workflows\/[^/]+\/edit$/u);
@@ -203,7 +203,7 @@ test("a report sent through the API becomes a task; its media stays blurred unti
   await taskOfRun(state.runId);
 
   const page = adminPage;
-  await page.getByRole("link", { name: "Review", exact: true }).click();
+  await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Review", exact: true }).click();
   await until(
     async () => {
       await page.reload();
@@ -296,7 +296,7 @@ test("claim, answer with the keyboard; the run finishes; the audit chain verifie
   await page.locator('.react-flow__node[data-id="end"] .flow-node-state').filter({ hasText: "succeeded" }).waitFor();
   await expectNoSeriousViolations(page, "run page");
 
-  await page.getByRole("link", { name: "Audit", exact: true }).click();
+  await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Audit", exact: true }).click();
   await page.getByTestId("verify-chain").click();
   await page
     .getByTestId("verify-result")
@@ -372,7 +372,7 @@ test("a viewer can read but cannot claim or approve; a moderator can reject", { 
     assert.deepEqual(await attempt(`/tasks/${openTask.id}/claim`, {}), { status: 403, code: "auth.scope_missing" });
     assert.deepEqual(await attempt(`/action-proposals/${proposal.id}/approve`, {}), { status: 403, code: "auth.scope_missing" });
 
-    await page.getByRole("link", { name: "Approvals", exact: true }).click();
+    await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Approvals", exact: true }).click();
     await page
       .getByTestId("proposal")
       .filter({ hasText: `remove_post_${TAG}` })
@@ -391,7 +391,7 @@ test("a viewer can read but cannot claim or approve; a moderator can reject", { 
   try {
     await modPage.goto(await signinLink(server, { email: "mod@example.org", name: "Mo Moderator", role: "moderator" }));
     await modPage.getByRole("heading", { level: 1, name: "Review queues" }).waitFor();
-    await modPage.getByRole("link", { name: "Approvals", exact: true }).click();
+    await modPage.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Approvals", exact: true }).click();
     const card = modPage.getByTestId("proposal").filter({ hasText: `remove_post_${TAG}` });
     await card.getByTestId("reject").click();
     await card.getByLabel("Reason for rejecting").fill("Not a scam after all");

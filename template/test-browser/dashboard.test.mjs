@@ -77,7 +77,7 @@ test("the dashboard shows the desk's figures with names, charts with text, and p
     "the review page does not load the dashboard's chunk",
   );
 
-  await page.getByRole("link", { name: "Dashboard", exact: true }).click();
+  await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Dashboard", exact: true }).click();
   await page.waitForURL(/\/dashboard$/u);
   await page.locator("section[data-ready]").waitFor();
   await page.getByRole("heading", { level: 1, name: "Dashboard" }).waitFor();
@@ -110,7 +110,7 @@ test("the dashboard shows the desk's figures with names, charts with text, and p
 });
 
 test("the runs list shows the workflow's name and version", { timeout: 60_000 }, async () => {
-  await page.getByRole("link", { name: "Runs", exact: true }).click();
+  await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Runs", exact: true }).click();
   await page.locator("section[data-ready]").waitFor();
   const row = page.getByRole("row").filter({ hasText: WORKFLOW }).first();
   await row.waitFor();
@@ -119,7 +119,7 @@ test("the runs list shows the workflow's name and version", { timeout: 60_000 },
 });
 
 test("storage: an admin reads D1 by table, the archive and the projection, and sets the hot window", { timeout: 60_000 }, async () => {
-  await page.getByRole("link", { name: "Storage", exact: true }).click();
+  await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Storage", exact: true }).click();
   await page.waitForURL(/\/storage$/u);
   await page.getByRole("heading", { level: 1, name: "Storage" }).waitFor();
   const figures = page.getByTestId("storage-figures");

@@ -94,7 +94,7 @@ test("a fresh installation's admin sees the checklist with every step to do; it 
 });
 
 test("the gallery draws every template; a missing reference says what to create; Use this publishes and opens the editor", { timeout: 120_000 }, async () => {
-  await page.getByRole("link", { name: "Templates", exact: true }).click();
+  await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Templates", exact: true }).click();
   await page.getByRole("heading", { level: 1, name: "Workflow templates" }).waitFor();
   const templates = await admin("/workflow-templates");
   assert.equal(templates.status, 200, JSON.stringify(templates.body));
@@ -205,7 +205,7 @@ test("each checklist step flips from real state, up to the action arriving at th
   await shot("05-checklist-report-sent");
 
   // 4. Review it: Next task, answer with the keyboard.
-  await page.getByRole("link", { name: "Review", exact: true }).click();
+  await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Review", exact: true }).click();
   await page.getByRole("heading", { level: 1, name: "Review queues" }).waitFor();
   await page.getByRole("button", { name: `Next task in ${QUEUE}` }).click();
   await page.waitForURL(/\/tasks\/[^/]+$/u);
@@ -217,7 +217,7 @@ test("each checklist step flips from real state, up to the action arriving at th
   await page.getByTestId("task-completed").waitFor({ timeout: 15_000 });
 
   // 5. The spam removal waits for approval; approved, it is delivered to the product.
-  await page.getByRole("link", { name: "Approvals", exact: true }).click();
+  await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Approvals", exact: true }).click();
   const card = page.getByTestId("proposal").filter({ hasText: "remove_content" });
   await card.waitFor({ timeout: 20_000 });
   await shot("07-approval");
@@ -242,7 +242,7 @@ test("each checklist step flips from real state, up to the action arriving at th
   await shot("08-all-done");
 
   // Done: the review home no longer carries the checklist.
-  await page.getByRole("link", { name: "Review", exact: true }).click();
+  await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Review", exact: true }).click();
   await page.getByRole("heading", { level: 1, name: "Review queues" }).waitFor();
   await page.waitForLoadState("networkidle");
   assert.equal(await page.getByTestId("onboarding-panel").count(), 0, "no checklist once every step is done");
@@ -272,7 +272,7 @@ test("an appeal of the report becomes a task in the appeals queue; its answer re
   const appeal = await admin("/appeals", { body: { reportId: report.id, appellant: { id: "author-1" }, reason: "It was a joke between friends, not a scam." } });
   assert.equal(appeal.status, 201, JSON.stringify(appeal.body));
 
-  await page.getByRole("link", { name: "Review", exact: true }).click();
+  await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Review", exact: true }).click();
   await page.getByRole("heading", { level: 1, name: "Review queues" }).waitFor();
   await page.getByRole("button", { name: "Next task in appeals" }).click({ timeout: 20_000 });
   await page.waitForURL(/\/tasks\/[^/]+$/u);
