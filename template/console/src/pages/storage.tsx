@@ -83,7 +83,10 @@ function HotWindowForm({ report, onSaved }: { report: Report; onSaved: () => voi
   return (
     <form className="form-card" onSubmit={(e) => void submit(e)} aria-labelledby="hot-window-heading">
       <h2 id="hot-window-heading">Hot window</h2>
-      <p className="muted small">Ended runs older than this keep their steps, outputs, waits and events in the R2 archive instead of D1, and sealed audit events older than this move to immutable audit segments in R2; every read serves them as before, and full verification walks both.</p>
+      <p className="muted small">
+        Ended runs older than this keep their steps, outputs, waits and events in the R2 archive instead of D1, and sealed audit events older than this move to immutable audit segments in R2; every read serves them as before, and full
+        verification walks both.
+      </p>
       <label>
         Days an ended run stays in D1
         <input type="number" min={0} max={3650} step={1} required value={hotDays} onChange={(e) => setHotDays(e.target.value)} />
