@@ -7,11 +7,13 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { sealAuditChain } from "../src/audit/chain";
 import { sweepAuditSegments } from "../src/audit/segment-sweep";
+import { deleteAuditSegments } from "../src/audit/segments";
 import { dataKeyPeriod, openPersonalData, rotateDataKey, sealPersonalData } from "../src/cases/reports/report-crypto";
 import { sweepRetention } from "../src/cases/retention/retention";
 import { periodEnd } from "../src/cases/retention/retention-keys";
+import { installationDeleteStatements } from "../src/installations/backup";
 import { runArchiveKey, sweepRunArchive } from "../src/workflows/run-archive";
-import { api, edge, newInstallation, publish, until, waitForRun } from "./helpers";
+import { ADMIN_TOKEN, api, edge, newInstallation, publish, until, waitForRun } from "./helpers";
 
 const DAY = 86_400_000;
 const SECRET_WORDS = "the words only the reporter wrote";
@@ -208,6 +210,18 @@ describe("erasure by keys", () => {
     expect((await api(`/api/v1/runs/${bReport.runId}/content`, { key: b.apiKey })).body.items).toEqual([expect.objectContaining({ output: { text: "words in another installation" } })]);
     expect((await api(`/api/v1/reports/${bReport.reportId}`, { key: b.apiKey })).body.description).toBe("words in another installation");
     expect(await verifyFull(b.apiKey)).toMatchObject({ ok: true });
+
+    // Restored from that backup (into a fresh state): the chain verifies, and the erased stays erased.
+    await env.DB.batch(installationDeleteStatements(env.DB, a.id));
+    await env.AUDIT_ANCHORS.delete(`audit/${a.id}/head.json`);
+    await deleteAuditSegments(env, a.id);
+    const restored = await api("/api/v1/installations/import", { key: ADMIN_TOKEN, body: backup });
+    expect(restored.status, JSON.stringify(restored.body)).toBe(201);
+    expect(restored.body).toMatchObject({ auditChain: { ok: true } });
+    expect((await api(`/api/v1/runs/${aReport.runId}/content`, { key: a.apiKey })).body.items).toEqual([]);
+    expect((await api(`/api/v1/reports/${aReport.reportId}`, { key: a.apiKey })).body).toMatchObject({ description: null, evidence: [] });
+    expect(await openCode(a.id, `step_output:${aReport.stepId}`, sealed)).toBe("crypto.data_key_destroyed");
+    expect(await openPersonalData(env, a.id, "test:legacy", legacy.sealed)).toEqual({ kept: true });
   });
 
   it("a period still needed keeps its keys: an unerased report of it, or a period not yet past retention", async () => {
@@ -237,5 +251,10 @@ describe("erasure by keys", () => {
     expect((await api(`/api/v1/runs/${others.runId}/content`, { key: inst.apiKey })).body.items).toEqual([expect.objectContaining({ output: { text: "someone else's words" } })]);
     expect((await api(`/api/v1/reports/${others.reportId}`, { key: inst.apiKey })).body.description).toBe("someone else's words");
     expect(await verifyFull(inst.apiKey)).toMatchObject({ ok: true });
+    // A backup carries the erasure mark with the run row, so a restored copy does not serve the archived outputs either.
+    const backup = (await api("/api/v1/installation/export", { key: inst.apiKey, method: "POST" })).body;
+    const runs = backup.tables.workflow_runs as { id: string; archive_sealed_erased_at: string | null }[];
+    expect(runs.find((r) => r.id === theirs.runId)!.archive_sealed_erased_at).not.toBeNull();
+    expect(runs.find((r) => r.id === others.runId)!.archive_sealed_erased_at).toBeNull();
   });
 });
