@@ -9,3 +9,7 @@ ALTER TABLE data_keys ADD COLUMN destroyed_at TEXT;
 CREATE UNIQUE INDEX data_keys_period_active ON data_keys (installation_id, period) WHERE period IS NOT NULL AND state = 'active';
 -- The key sweep's selection: periods whose keys still exist.
 CREATE INDEX data_keys_period_live ON data_keys (period, installation_id) WHERE period IS NOT NULL AND destroyed_at IS NULL;
+-- The key sweep's test "is anything made before the period's end still not erased": one seek each
+-- (reports and appeals not erased are few next to the erased ones of years past).
+CREATE INDEX reports_unerased_created ON reports (installation_id, created_at) WHERE personal_data_erased_at IS NULL;
+CREATE INDEX appeals_unerased_created ON appeals (installation_id, created_at) WHERE personal_data_erased_at IS NULL;

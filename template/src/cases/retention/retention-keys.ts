@@ -29,15 +29,21 @@ export function periodEnd(period: string): string {
   return new Date(Date.UTC(year!, month!, 1)).toISOString();
 }
 
-const TERMINAL = "('succeeded', 'failed', 'terminated', 'superseded')";
+/** The run states that are not an end (workflows/types.ts), listed so each is one index seek. */
+const LIVE_RUN_STATES = "('created', 'dispatch_pending', 'queued', 'running', 'waiting', 'repair_required')";
 
-/** SQL: 1 when the installation ?1 still holds something made before ?2 that needs its period's key. */
+/**
+ * SQL: 1 when the installation ?1 still holds something made before ?2 that needs its period's key.
+ * Each test reads a narrow index: reports and appeals not erased (partial, migration 0033), live
+ * runs by (installation, state, created_at), open tasks and pending deliveries (partial, named: the
+ * planner would otherwise walk every task or delivery of the installation).
+ */
 const PERIOD_STILL_NEEDED = `SELECT
-  EXISTS (SELECT 1 FROM reports WHERE installation_id = ?1 AND created_at < ?2 AND personal_data_erased_at IS NULL)
-  OR EXISTS (SELECT 1 FROM appeals WHERE installation_id = ?1 AND created_at < ?2 AND personal_data_erased_at IS NULL)
-  OR EXISTS (SELECT 1 FROM workflow_runs WHERE installation_id = ?1 AND state NOT IN ${TERMINAL} AND created_at < ?2)
-  OR EXISTS (SELECT 1 FROM human_tasks WHERE installation_id = ?1 AND state IN ('open', 'claimed') AND created_at < ?2)
-  OR EXISTS (SELECT 1 FROM webhook_deliveries WHERE installation_id = ?1 AND state = 'pending' AND created_at < ?2) AS needed`;
+  EXISTS (SELECT 1 FROM reports WHERE installation_id = ?1 AND personal_data_erased_at IS NULL AND created_at < ?2)
+  OR EXISTS (SELECT 1 FROM appeals WHERE installation_id = ?1 AND personal_data_erased_at IS NULL AND created_at < ?2)
+  OR EXISTS (SELECT 1 FROM workflow_runs WHERE installation_id = ?1 AND state IN ${LIVE_RUN_STATES} AND created_at < ?2)
+  OR EXISTS (SELECT 1 FROM human_tasks INDEXED BY human_tasks_open_due WHERE installation_id = ?1 AND state IN ('open', 'claimed') AND created_at < ?2)
+  OR EXISTS (SELECT 1 FROM webhook_deliveries INDEXED BY webhook_deliveries_pending WHERE state = 'pending' AND installation_id = ?1 AND created_at < ?2) AS needed`;
 
 /**
  * The key sweep (run after each retention sweep): destroys the keys of periods nothing needs any
