@@ -77,7 +77,7 @@ export async function createProvider(
   const at = new Date().toISOString();
   const contentAllowed = input.contentAllowed ?? input.kind === "workers-ai";
   const outputFormat = input.outputFormat ?? "json";
-  const sealed = input.apiKey ? (await sealPersonalData(env, actor.installationId, `ai_provider:${id}`, { apiKey: input.apiKey })).sealed : null;
+  const sealed = input.apiKey ? (await sealPersonalData(env, actor.installationId, `ai_provider:${id}`, { apiKey: input.apiKey }, { scope: "installation" })).sealed : null;
   await env.DB.batch([
     env.DB.prepare(`INSERT INTO ai_providers (id, installation_id, name, kind, base_url, model, api_key_sealed, timeout_ms, content_allowed, output_format, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)`).bind(
       id,

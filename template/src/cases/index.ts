@@ -25,7 +25,7 @@ export {
   type ReportRow,
   type ReportSummary,
 } from "./reports/reports-queries";
-export { openPersonalData, rewrapDataKeys, sealPersonalData } from "./reports/report-crypto";
+export { isDataKeyDestroyed, openPersonalData, openPersonalDataOr, rewrapDataKeys, sealPersonalData } from "./reports/report-crypto";
 export { closeStepTaskStatement, openTaskStatement, runEndTaskStatements, sealLegacyTaskContexts, sweepLapsedLeases } from "./queues/task-records";
 export {
   APPEAL_OUTCOMES,

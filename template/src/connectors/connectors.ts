@@ -78,8 +78,8 @@ export async function createConnector(env: Env, actor: Actor, input: CreateConne
   const endpointId = newId("whe");
   const secret = input.webhookSecret ?? generatedSecret();
   const at = new Date().toISOString();
-  const token = await sealPersonalData(env, actor.installationId, tokenContext(id), { token: input.accessToken });
-  const hmac = await sealPersonalData(env, actor.installationId, webhookSecretContext(id), { secret });
+  const token = await sealPersonalData(env, actor.installationId, tokenContext(id), { token: input.accessToken }, { scope: "installation" });
+  const hmac = await sealPersonalData(env, actor.installationId, webhookSecretContext(id), { secret }, { scope: "installation" });
   try {
     await env.DB.batch([
       ...(await connectorEndpointStatements(env, {
@@ -162,8 +162,8 @@ export async function updateConnector(env: Env, actor: Actor, id: string, input:
     tellReporters: input.tellReporters ?? current.tellReporters ?? false,
   };
   const secret = input.webhookSecret ?? (input.rotateWebhookSecret ? generatedSecret() : null);
-  const token = input.accessToken ? (await sealPersonalData(env, actor.installationId, tokenContext(id), { token: input.accessToken })).sealed : row.accessTokenSealed;
-  const hmac = secret ? (await sealPersonalData(env, actor.installationId, webhookSecretContext(id), { secret })).sealed : row.webhookSecretSealed;
+  const token = input.accessToken ? (await sealPersonalData(env, actor.installationId, tokenContext(id), { token: input.accessToken }, { scope: "installation" })).sealed : row.accessTokenSealed;
+  const hmac = secret ? (await sealPersonalData(env, actor.installationId, webhookSecretContext(id), { secret }, { scope: "installation" })).sealed : row.webhookSecretSealed;
   const changed = Object.entries({ accessToken: input.accessToken, webhookSecret: secret, categories: input.categories, rules: input.rules, actions: input.actions, notifyByEmail: input.notifyByEmail, tellReporters: input.tellReporters })
     .filter(([, value]) => value !== undefined && value !== null)
     .map(([name]) => name);

@@ -27,7 +27,7 @@ export async function connectorEndpointStatements(
   },
 ): Promise<D1PreparedStatement[]> {
   // The row needs a signing secret; a connector's deliveries are never signed with it.
-  const { sealed } = await sealPersonalData(env, input.installationId, `webhook_endpoint:${input.endpointId}`, { secret: newSecret("unused") });
+  const { sealed } = await sealPersonalData(env, input.installationId, `webhook_endpoint:${input.endpointId}`, { secret: newSecret("unused") }, { scope: "installation" });
   return [
     env.DB.prepare(`INSERT INTO webhook_endpoints (id, installation_id, url, description, secret_sealed, event_types_json, retry_base_seconds, max_attempts, state, created_at, updated_at, name)
       VALUES (?1, ?2, ?3, ?4, ?5, ?9, ?6, ?7, 'enabled', ?8, ?8, NULL)`).bind(

@@ -118,7 +118,7 @@ export async function putTdbSettings(env: Env, actor: Actor, input: { preset?: T
   if (!input.token && existing?.tokenSealed && baseUrl !== existing.baseUrl) {
     throw new AppError("transparency_db.token_required", "Changing the base URL needs the token again (token): a stored token is only sent to the host it was given for.", { status: 422 });
   }
-  const tokenSealed = input.token ? (await sealPersonalData(env, actor.installationId, tokenContext(actor.installationId), { token: input.token })).sealed : (existing?.tokenSealed ?? null);
+  const tokenSealed = input.token ? (await sealPersonalData(env, actor.installationId, tokenContext(actor.installationId), { token: input.token }, { scope: "installation" })).sealed : (existing?.tokenSealed ?? null);
   if (input.enabled && !tokenSealed) throw new AppError("transparency_db.token_missing", "Submission cannot be enabled without the token the Transparency Database issued (token).", { status: 422 });
   const at = new Date().toISOString();
   // A new token or URL is a fresh start: the backoff and the last error are cleared.

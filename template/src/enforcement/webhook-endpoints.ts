@@ -71,7 +71,7 @@ export async function createEndpoint(env: Env, actor: Actor, input: { url: strin
   }
   const id = newId("whe");
   const secret = `whsec_${btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))))}`;
-  const { sealed } = await sealPersonalData(env, actor.installationId, `webhook_endpoint:${id}`, { secret });
+  const { sealed } = await sealPersonalData(env, actor.installationId, `webhook_endpoint:${id}`, { secret }, { scope: "installation" });
   const at = new Date().toISOString();
   await env.DB.batch([
     env.DB.prepare(`INSERT INTO webhook_endpoints (id, installation_id, url, description, secret_sealed, event_types_json, retry_base_seconds, max_attempts, state, created_at, updated_at, name)

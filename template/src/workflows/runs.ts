@@ -1,6 +1,6 @@
 // Workflow runs: create (idempotent), dispatch into Workflows, read, send events (terminate: run-end.ts).
 import { auditStatement, canonicalJson } from "../audit";
-import { openPersonalData } from "../cases";
+import { isDataKeyDestroyed, openPersonalData } from "../cases";
 import { AppError, conflict, errorCode, notFound } from "../errors";
 import { byteLength, newId, sha256Hex } from "../lib/crypto";
 import { withDeadline } from "../lib/queue-work";
@@ -204,7 +204,15 @@ export async function getRunContent(env: Env, actor: Actor, runId: string) {
   const steps = (await runChildren(env, run)).steps.filter((step) => step.sealedJson !== null);
   const items = [];
   for (const step of steps) {
-    items.push({ stepId: step.id, nodeId: step.nodeId, kind: step.kind, branchKey: step.branchKey || "main", output: await openPersonalData<unknown>(env, actor.installationId, `step_output:${step.id}`, step.sealedJson!) });
+    let output: unknown;
+    try {
+      output = await openPersonalData<unknown>(env, actor.installationId, `step_output:${step.id}`, step.sealedJson!);
+    } catch (error) {
+      // Sealed under a period key retention destroyed: erased, so not listed (as a dropped output is not).
+      if (isDataKeyDestroyed(error)) continue;
+      throw error;
+    }
+    items.push({ stepId: step.id, nodeId: step.nodeId, kind: step.kind, branchKey: step.branchKey || "main", output });
   }
   await auditStatement(env.DB, {
     installationId: actor.installationId,

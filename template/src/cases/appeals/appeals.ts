@@ -10,7 +10,7 @@ import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
 import { restrictsAnything } from "../../lib/dsa-vocabulary";
 import { sendComplaintOutcome } from "../../enforcement";
 import { assertWithinComplaintPeriod, decisionReversalStatements, resolvesByAutomation } from "./complaints";
-import { openPersonalData, sealPersonalData } from "../reports/report-crypto";
+import { openPersonalDataOr, sealPersonalData } from "../reports/report-crypto";
 import { APPEAL_OUTCOMES, type APPELLANT_ROLES } from "../taxonomy";
 import { reportSummary } from "../reports/reports";
 import { getReportRow } from "../reports/reports-queries";
@@ -156,7 +156,7 @@ function stable(row: AppealRow) {
 export async function readAppeal(env: Env, actor: Actor, appealId: string) {
   const row = await getAppealRow(env.DB, actor.installationId, appealId);
   if (!row) throw notFound("appeal");
-  const personal = await openPersonalData<{ appellant: AppealInput["appellant"] | null; reason: string }>(env, actor.installationId, `appeal:${row.id}`, row.personalData);
+  const personal = await openPersonalDataOr<{ appellant: AppealInput["appellant"] | null; reason: string | null }>(env, actor.installationId, `appeal:${row.id}`, row.personalData, { appellant: null, reason: null });
   await auditStatement(env.DB, {
     installationId: actor.installationId,
     idempotencyKey: `appeal:${row.id}:viewed:${crypto.randomUUID()}`,

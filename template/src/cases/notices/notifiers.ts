@@ -253,7 +253,7 @@ export async function sanctionNotifier(env: Env, actor: Actor, kind: "warning" |
     if (active) throw conflict("notifier.already_suspended", `This notifier is suspended until ${active.endsAt}; lift that suspension before setting another.`, { sanctionId: active.id });
   }
   const id = newId("nsn");
-  const { sealed, dataKeyId } = await sealPersonalData(env, actor.installationId, `notifier_sanction:${id}`, { reason: input.reason });
+  const { sealed, dataKeyId } = await sealPersonalData(env, actor.installationId, `notifier_sanction:${id}`, { reason: input.reason }, { scope: "installation" });
   const notice = await latestNotice(env.DB, actor.installationId, hashes.all);
   const message = await notifierSanctionStatements(env, { installationId: actor.installationId, sanction: { id, kind, endsAt, at }, latestNotice: notice, actor: actor.audit });
   await env.DB.batch([

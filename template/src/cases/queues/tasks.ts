@@ -11,7 +11,7 @@ import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepUn
 import { appealDecisionId, decisionReversalStatements } from "../appeals/complaints";
 import { getQueueRow } from "./queues";
 import { completeReviewCopyTask, qaSampleStatements, reviewerPrincipal, type TaskOrigin } from "../qa/qa";
-import { openPersonalData } from "../reports/report-crypto";
+import { openPersonalDataOr } from "../reports/report-crypto";
 import { APPEAL_OUTCOMES } from "../taxonomy";
 import { reviewerAuditId } from "../../lib/person-keys";
 
@@ -89,7 +89,7 @@ export async function getTask(env: Env, actor: Actor, taskId: string) {
   const row = await getTaskRow(env.DB, actor.installationId, taskId);
   if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
   if (!row.contextSealed || !canReadPersonalData(actor)) return serializeTask(row);
-  const context = await openPersonalData<unknown>(env, actor.installationId, `task:${row.id}`, row.contextSealed);
+  const context = await openPersonalDataOr<unknown>(env, actor.installationId, `task:${row.id}`, row.contextSealed, null);
   // One event per task and reader: who has seen what this task showed.
   await auditStatement(env.DB, {
     installationId: actor.installationId,

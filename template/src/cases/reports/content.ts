@@ -1,8 +1,8 @@
 // The reported content as automation may see it (`content` in expressions): the report's snapshot,
 // description, subject URL and owner, and evidence, plus an appeal's reason. Never the reporter.
 // Opened by the host for one node at a time; the caller records the read (report.content_read).
-import { openPersonalData } from "./report-crypto";
-import type { ReportPersonalData } from "./reports-queries";
+import { openPersonalDataOr } from "./report-crypto";
+import { ERASED_REPORT, type ReportPersonalData } from "./reports-queries";
 
 export interface RunContentRow {
   reportId: string | null;
@@ -46,10 +46,10 @@ export function contentOf(personal: ReportPersonalData): ContentView {
 /** Opens the content of a run's report (and appeal); null when the run has neither. */
 export async function openRunContent(env: Env, installationId: string, row: RunContentRow | undefined): Promise<ContentView | null> {
   if (!row?.reportSealed && !row?.appealSealed) return null;
-  const report = row.reportSealed && row.reportId ? contentOf(await openPersonalData<ReportPersonalData>(env, installationId, `report:${row.reportId}`, row.reportSealed)) : null;
+  const report = row.reportSealed && row.reportId ? contentOf(await openPersonalDataOr<ReportPersonalData>(env, installationId, `report:${row.reportId}`, row.reportSealed, ERASED_REPORT)) : null;
   const view: ContentView = report ?? { snapshot: null, description: null, url: null, ownerId: null, evidence: [] };
   if (row.appealSealed && row.appealId) {
-    const appeal = await openPersonalData<{ reason?: string }>(env, installationId, `appeal:${row.appealId}`, row.appealSealed);
+    const appeal = await openPersonalDataOr<{ reason?: string }>(env, installationId, `appeal:${row.appealId}`, row.appealSealed, { reason: undefined });
     view.appealReason = appeal.reason ?? null;
   }
   return view;

@@ -1,8 +1,16 @@
-// report-crypto: personal data in reports and appeals is sealed with AES-256-GCM under a
-// per-installation data key; data keys are stored wrapped by the REPORT_MASTER_KEY secret.
+// report-crypto: personal data (reports, appeals, task contexts, step outputs derived from
+// content, delivery payloads) is sealed with AES-256-GCM under a data key scoped to its
+// installation and period: the calendar month (UTC) it was sealed in, its key created on first use.
+// Retention erases a period by destroying its keys (destroyPeriodKeys): the wrapped material goes,
+// the row stays as a tombstone, and every copy of what they sealed — hot rows, archived runs,
+// backups, Time Travel — is ciphertext nobody can open. Secrets the installation configured
+// (webhook and connector credentials, provider API keys) and records outside retention are sealed
+// under a per-installation key (`scope: "installation"`), which is never destroyed; so is
+// everything sealed before period keys existed. One envelope for both: `v1.<keyId>.<iv>.<ct>`,
+// the key id says which key. Data keys are stored wrapped by the REPORT_MASTER_KEY secret.
 // Rotation: a new data key version seals new data while old versions still open old data; a new
 // master key (with the old one kept as REPORT_MASTER_KEY_PREVIOUS) is rolled over by rewrapping.
-import { auditStatement } from "../../audit";
+import { auditStatement, type AuditEventInput } from "../../audit";
 import { AppError } from "../../errors";
 import { newId, sha256Hex } from "../../lib/crypto";
 
@@ -21,6 +29,25 @@ interface DataKeyRow {
   masterKeyId: string;
   wrappedKey: string;
   state: string;
+  period: string | null;
+  destroyedAt: string | null;
+}
+
+const KEY_COLUMNS = `id, version, master_key_id AS masterKeyId, wrapped_key AS wrappedKey, state, period, destroyed_at AS destroyedAt`;
+
+/** The period a value sealed at `at` belongs to: its calendar month, UTC (`2026-12`). */
+export function dataKeyPeriod(at: Date): string {
+  return at.toISOString().slice(0, 7);
+}
+
+/** What opening data sealed under a destroyed key fails with; read paths answer their erased shape instead. */
+export function dataKeyDestroyed(): AppError {
+  return new AppError("crypto.data_key_destroyed", "The data key this was sealed under has been destroyed: the data is erased.", { status: 410 });
+}
+
+/** True when `error` says the sealed data is erased (its key destroyed). */
+export function isDataKeyDestroyed(error: unknown): boolean {
+  return error instanceof AppError && error.code === "crypto.data_key_destroyed";
 }
 
 function toBase64(bytes: Uint8Array): string {
@@ -93,6 +120,7 @@ function importDataKey(env: Env, row: DataKeyRow, installationId: string): Promi
   let key = dataKeys.get(row.id);
   if (!key) {
     key = (async () => {
+      if (row.destroyedAt) throw dataKeyDestroyed();
       const raw = await unwrap(await masterById(env, row.masterKeyId), row.wrappedKey, `${installationId}:${row.id}`);
       return crypto.subtle.importKey("raw", raw, "AES-GCM", false, ["encrypt", "decrypt"]);
     })();
@@ -103,34 +131,86 @@ function importDataKey(env: Env, row: DataKeyRow, installationId: string): Promi
   return key;
 }
 
-// The active data key per installation, briefly cached: a key that rotated meanwhile still opens
-// what it sealed (older versions stay decrypt-only), so a few seconds of staleness is harmless.
+// The active data key per installation (and period), briefly cached: a key that rotated meanwhile
+// still opens what it sealed (older versions stay decrypt-only), so a few seconds of staleness is
+// harmless. A period's key is destroyed only well after its period ended, so no seal still uses it.
 const activeKeys = new Map<string, { row: DataKeyRow; until: number }>();
 const ACTIVE_KEY_TTL_MS = 30_000;
 
-async function activeDataKey(env: Env, installationId: string): Promise<DataKeyRow | null> {
-  const cached = activeKeys.get(installationId);
+async function activeDataKey(env: Env, installationId: string, period: string | null): Promise<DataKeyRow | null> {
+  const cacheKey = `${installationId}:${period ?? ""}`;
+  const cached = activeKeys.get(cacheKey);
   if (cached && cached.until > Date.now()) return cached.row;
-  const row = await activeDataKeyUncached(env, installationId);
+  const row = await activeDataKeyUncached(env, installationId, period);
   if (row) {
     if (activeKeys.size > 1_000) activeKeys.clear();
-    activeKeys.set(installationId, { row, until: Date.now() + ACTIVE_KEY_TTL_MS });
+    activeKeys.set(cacheKey, { row, until: Date.now() + ACTIVE_KEY_TTL_MS });
   }
   return row;
 }
 
-async function activeDataKeyUncached(env: Env, installationId: string): Promise<DataKeyRow | null> {
+async function activeDataKeyUncached(env: Env, installationId: string, period: string | null): Promise<DataKeyRow | null> {
   return env.DB.prepare(`
-    SELECT id, version, master_key_id AS masterKeyId, wrapped_key AS wrappedKey, state FROM data_keys
-    WHERE installation_id = ?1 AND state = 'active' ORDER BY version DESC LIMIT 1
+    SELECT ${KEY_COLUMNS} FROM data_keys
+    WHERE installation_id = ?1 AND state = 'active' AND period IS ?2 AND destroyed_at IS NULL ORDER BY version DESC LIMIT 1
   `)
-    .bind(installationId)
+    .bind(installationId, period)
     .first<DataKeyRow>();
 }
 
-/** Creates the next data key version; the previous active one becomes decrypt-only. */
+function forgetActive(installationId: string): void {
+  for (const key of activeKeys.keys()) if (key.startsWith(`${installationId}:`)) activeKeys.delete(key);
+}
+
+/** Inserts a data key (for `period`, or the installation's when null) with its audit event, in one batch. */
+function createKeyStatements(env: Env, installationId: string, master: MasterKey, id: string, wrapped: string, period: string | null, at: string): D1PreparedStatement[] {
+  return [
+    env.DB.prepare(`
+      INSERT INTO data_keys (id, installation_id, version, master_key_id, wrapped_key, state, created_at, period)
+      SELECT ?1, ?2, COALESCE(MAX(version), 0) + 1, ?3, ?4, 'active', ?5, ?6 FROM data_keys WHERE installation_id = ?2
+    `).bind(id, installationId, master.id, wrapped, at, period),
+    auditStatement(env.DB, {
+      installationId,
+      idempotencyKey: `data_key:${id}:created`,
+      action: "data_key.created",
+      actor: { type: "system", id: "report-crypto" },
+      target: { type: "data_key", id },
+      details: period ? { masterKeyId: master.id, period } : { masterKeyId: master.id },
+      at,
+    }),
+  ];
+}
+
+/**
+ * The sealing key of a period, created on first use. Two isolates creating it at once: the unique
+ * index on (installation, period) of active keys lets one batch through; the other reads its key.
+ */
+async function periodKey(env: Env, installationId: string, period: string): Promise<DataKeyRow> {
+  const found = await activeDataKey(env, installationId, period);
+  if (found) return found;
+  const master = await currentMaster(env);
+  let row: DataKeyRow | null = null;
+  for (let attempt = 0; attempt < 3 && !row; attempt += 1) {
+    const id = newId("dk");
+    const wrapped = await wrap(master, crypto.getRandomValues(new Uint8Array(32)), `${installationId}:${id}`);
+    try {
+      await env.DB.batch(createKeyStatements(env, installationId, master, id, wrapped, period, new Date().toISOString()));
+    } catch (error) {
+      // A concurrent creation won (this period's key, or the same next version): use it, or try again.
+      if (!/UNIQUE/iu.test(String((error as Error)?.message))) throw error;
+    }
+    row = await activeDataKeyUncached(env, installationId, period);
+  }
+  if (!row) throw new AppError("crypto.data_key_unavailable", "No data key could be created for this period; retry.", { status: 503, retryable: true });
+  return row;
+}
+
+/**
+ * Creates the next data key version of the installation; every active key (the installation's and
+ * its periods') becomes decrypt-only, so the next seal of a period creates that period's next key.
+ */
 export async function rotateDataKey(env: Env, installationId: string): Promise<{ id: string; version: number }> {
-  activeKeys.delete(installationId);
+  forgetActive(installationId);
   const master = await currentMaster(env);
   const id = newId("dk");
   const raw = crypto.getRandomValues(new Uint8Array(32));
@@ -138,47 +218,50 @@ export async function rotateDataKey(env: Env, installationId: string): Promise<{
   const at = new Date().toISOString();
   await env.DB.batch([
     env.DB.prepare(`UPDATE data_keys SET state = 'decrypt_only', rotated_at = ?2 WHERE installation_id = ?1 AND state = 'active'`).bind(installationId, at),
-    env.DB.prepare(`
-      INSERT INTO data_keys (id, installation_id, version, master_key_id, wrapped_key, state, created_at)
-      SELECT ?1, ?2, COALESCE(MAX(version), 0) + 1, ?3, ?4, 'active', ?5 FROM data_keys WHERE installation_id = ?2
-    `).bind(id, installationId, master.id, wrapped, at),
-    auditStatement(env.DB, {
-      installationId,
-      idempotencyKey: `data_key:${id}:created`,
-      action: "data_key.created",
-      actor: { type: "system", id: "report-crypto" },
-      target: { type: "data_key", id },
-      details: { masterKeyId: master.id },
-      at,
-    }),
+    ...createKeyStatements(env, installationId, master, id, wrapped, null, at),
   ]);
   const row = await env.DB.prepare(`SELECT version FROM data_keys WHERE installation_id = ?1 AND id = ?2`).bind(installationId, id).first<{ version: number }>();
-  activeKeys.delete(installationId);
+  forgetActive(installationId);
   return { id, version: row!.version };
 }
 
-/** The data key new data is sealed with, created on first use. */
-async function sealingKey(env: Env, installationId: string): Promise<{ id: string; key: CryptoKey }> {
-  let row = await activeDataKey(env, installationId);
-  if (!row) {
-    await rotateDataKey(env, installationId);
-    row = await activeDataKey(env, installationId);
+/** The data key new data is sealed with: the period's (the default), or the installation's; created on first use. */
+async function sealingKey(env: Env, installationId: string, scope: SealScope, at: Date): Promise<{ id: string; key: CryptoKey }> {
+  let row: DataKeyRow | null;
+  if (scope === "period") row = await periodKey(env, installationId, dataKeyPeriod(at));
+  else {
+    row = await activeDataKey(env, installationId, null);
+    if (!row) {
+      await rotateDataKey(env, installationId);
+      row = await activeDataKey(env, installationId, null);
+    }
   }
   return { id: row!.id, key: await importDataKey(env, row!, installationId) };
 }
 
 /**
- * Seals a JSON value. `context` (e.g. "report:<id>") is bound as additional data, so a sealed
- * value copied onto another row does not open.
+ * `period` (the default): personal data with a retention, erased with its period's key.
+ * `installation`: what must outlive every period — credentials the installation configured and
+ * records retention does not erase; sealed under the installation's key, never destroyed.
  */
-export async function sealPersonalData(env: Env, installationId: string, context: string, value: unknown): Promise<{ sealed: string; dataKeyId: string }> {
-  const { id, key } = await sealingKey(env, installationId);
+export type SealScope = "period" | "installation";
+
+/**
+ * Seals a JSON value. `context` (e.g. "report:<id>") is bound as additional data, so a sealed
+ * value copied onto another row does not open. `at` is when the record was made (now unless it was
+ * made earlier): its period's key seals it.
+ */
+export async function sealPersonalData(env: Env, installationId: string, context: string, value: unknown, options: { scope?: SealScope; at?: Date } = {}): Promise<{ sealed: string; dataKeyId: string }> {
+  const { id, key } = await sealingKey(env, installationId, options.scope ?? "period", options.at ?? new Date());
   const iv = crypto.getRandomValues(new Uint8Array(12));
   const ciphertext = new Uint8Array(await crypto.subtle.encrypt({ name: "AES-GCM", iv, additionalData: encoder.encode(`${installationId}:${context}`) }, key, encoder.encode(JSON.stringify(value))));
   return { sealed: `${SEAL_VERSION}.${id}.${toBase64(iv)}.${toBase64(ciphertext)}`, dataKeyId: id };
 }
 
-/** Opens a sealed value of this installation; any tampering fails with `crypto.open_failed`. */
+/**
+ * Opens a sealed value of this installation; any tampering fails with `crypto.open_failed`, a
+ * value whose key was destroyed with `crypto.data_key_destroyed` (410: it is erased).
+ */
 export async function openPersonalData<T>(env: Env, installationId: string, context: string, sealed: string): Promise<T> {
   const [version, keyId, iv, ciphertext] = sealed.split(".");
   if (version !== SEAL_VERSION || !keyId || !iv || !ciphertext) throw new AppError("crypto.open_failed", "Sealed data is malformed.", { status: 500 });
@@ -192,38 +275,81 @@ export async function openPersonalData<T>(env: Env, installationId: string, cont
   }
 }
 
+/** Opens a sealed value, or answers `erased` when its key was destroyed (what a read of erased data shows). */
+export async function openPersonalDataOr<T>(env: Env, installationId: string, context: string, sealed: string, erased: T): Promise<T> {
+  try {
+    return await openPersonalData<T>(env, installationId, context, sealed);
+  } catch (error) {
+    if (isDataKeyDestroyed(error)) return erased;
+    throw error;
+  }
+}
+
 // Data keys already opened in this isolate, by installation and id: a data key's material never
 // changes (rotation adds versions, a master rollover rewraps the same key), so a cached key spares
 // the D1 read on every open. The installation is part of the cache key, so a value sealed for one
-// installation never opens with another's key (the AAD binds it as well).
-const openingKeys = new Map<string, Promise<CryptoKey>>();
+// installation never opens with another's key (the AAD binds it as well). A period key can be
+// destroyed, so it is cached for a minute only: another isolate stops opening with it soon after
+// (this one forgets it at once), and its period's hot rows are already erased by then.
+const openingKeys = new Map<string, { key: Promise<CryptoKey>; until: number }>();
+const PERIOD_KEY_TTL_MS = 60_000;
 
 function openingKey(env: Env, installationId: string, keyId: string): Promise<CryptoKey> {
   const cacheKey = `${installationId}:${keyId}`;
-  let key = openingKeys.get(cacheKey);
-  if (!key) {
-    key = (async () => {
-      const row = await env.DB.prepare(`
-        SELECT id, version, master_key_id AS masterKeyId, wrapped_key AS wrappedKey, state FROM data_keys WHERE id = ?1 AND installation_id = ?2
-      `)
-        .bind(keyId, installationId)
-        .first<DataKeyRow>();
-      if (!row) throw new AppError("crypto.open_failed", "The data key of sealed data is missing.", { status: 500 });
-      return importDataKey(env, row, installationId);
-    })();
-    key.catch(() => openingKeys.delete(cacheKey));
-    if (openingKeys.size >= DATA_KEY_CACHE_LIMIT) openingKeys.delete(openingKeys.keys().next().value!);
-    openingKeys.set(cacheKey, key);
+  const cached = openingKeys.get(cacheKey);
+  if (cached && cached.until > Date.now()) return cached.key;
+  const entry = { until: Number.POSITIVE_INFINITY, key: null as unknown as Promise<CryptoKey> };
+  entry.key = (async () => {
+    const row = await env.DB.prepare(`SELECT ${KEY_COLUMNS} FROM data_keys WHERE id = ?1 AND installation_id = ?2`).bind(keyId, installationId).first<DataKeyRow>();
+    if (!row) throw new AppError("crypto.open_failed", "The data key of sealed data is missing.", { status: 500 });
+    if (row.period !== null) entry.until = Date.now() + PERIOD_KEY_TTL_MS;
+    if (row.destroyedAt) throw dataKeyDestroyed();
+    return importDataKey(env, row, installationId);
+  })();
+  entry.key.catch(() => openingKeys.delete(cacheKey));
+  if (openingKeys.size >= DATA_KEY_CACHE_LIMIT) openingKeys.delete(openingKeys.keys().next().value!);
+  openingKeys.set(cacheKey, entry);
+  return entry.key;
+}
+
+/**
+ * Destroys every key of an installation's period: the wrapped material is emptied, the rows stay
+ * as tombstones (`destroyed_at`; no longer active, so a record of that period sealed later, say a
+ * late re-seal, gets a key of its own), one `data_key.destroyed` event each (ids and the period only), in
+ * one batch. The caller decides that nothing sealed under them is still needed. Answers the ids.
+ */
+export async function destroyPeriodKeys(env: Env, installationId: string, period: string, input: { at: string; actor: AuditEventInput["actor"]; details?: Record<string, unknown> }): Promise<string[]> {
+  const { results } = await env.DB.prepare(`SELECT id FROM data_keys WHERE installation_id = ?1 AND period = ?2 AND destroyed_at IS NULL`).bind(installationId, period).all<{ id: string }>();
+  if (results.length === 0) return [];
+  const ids = results.map((r) => r.id);
+  await env.DB.batch([
+    ...ids.map((id) => env.DB.prepare(`UPDATE data_keys SET wrapped_key = '', destroyed_at = ?3, state = 'decrypt_only' WHERE installation_id = ?1 AND id = ?2 AND destroyed_at IS NULL`).bind(installationId, id, input.at)),
+    ...ids.map((id) =>
+      auditStatement(env.DB, {
+        installationId,
+        idempotencyKey: `data_key:${id}:destroyed`,
+        action: "data_key.destroyed",
+        actor: input.actor,
+        target: { type: "data_key", id },
+        details: { period, ...input.details },
+        at: input.at,
+      }),
+    ),
+  ]);
+  for (const id of ids) {
+    dataKeys.delete(id);
+    openingKeys.delete(`${installationId}:${id}`);
   }
-  return key;
+  forgetActive(installationId);
+  return ids;
 }
 
 /** Rewraps every data key wrapped by REPORT_MASTER_KEY_PREVIOUS under REPORT_MASTER_KEY. */
 export async function rewrapDataKeys(env: Env): Promise<{ rewrapped: number; masterKeyId: string }> {
   const master = await currentMaster(env);
   const { results } = await env.DB.prepare(`
-    SELECT id, installation_id AS installationId, version, master_key_id AS masterKeyId, wrapped_key AS wrappedKey, state
-    FROM data_keys WHERE master_key_id != ?1
+    SELECT id, installation_id AS installationId, version, master_key_id AS masterKeyId, wrapped_key AS wrappedKey, state, period, destroyed_at AS destroyedAt
+    FROM data_keys WHERE master_key_id != ?1 AND destroyed_at IS NULL
   `)
     .bind(master.id)
     .all<DataKeyRow & { installationId: string }>();
@@ -231,7 +357,7 @@ export async function rewrapDataKeys(env: Env): Promise<{ rewrapped: number; mas
   for (const row of results) {
     const aad = `${row.installationId}:${row.id}`;
     const raw = await unwrap(await masterById(env, row.masterKeyId), row.wrappedKey, aad);
-    statements.push(env.DB.prepare(`UPDATE data_keys SET master_key_id = ?2, wrapped_key = ?3 WHERE id = ?1 AND master_key_id = ?4`).bind(row.id, master.id, await wrap(master, raw, aad), row.masterKeyId));
+    statements.push(env.DB.prepare(`UPDATE data_keys SET master_key_id = ?2, wrapped_key = ?3 WHERE id = ?1 AND master_key_id = ?4 AND destroyed_at IS NULL`).bind(row.id, master.id, await wrap(master, raw, aad), row.masterKeyId));
   }
   if (statements.length > 0) await env.DB.batch(statements);
   return { rewrapped: statements.length, masterKeyId: master.id };

@@ -102,6 +102,9 @@ export interface ReportPersonalData {
   locale?: string | null;
 }
 
+/** What an erased report's personal data opens to (and what a report sealed under a destroyed key reads as). */
+export const ERASED_REPORT: ReportPersonalData = { reporter: null, description: null, subjectUrl: null, subjectOwnerId: null, snapshot: null, evidence: [] };
+
 /** What automation (triggers, CEL `report`) and listings see: no personal data. */
 export function reportSummary(row: ReportSummaryRow) {
   return {

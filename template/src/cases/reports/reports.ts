@@ -5,8 +5,8 @@ import { AppError, conflict, notFound } from "../../errors";
 import type { Actor } from "../../auth";
 import { newId, sha256HexSync } from "../../lib/crypto";
 import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
-import { openPersonalData, sealPersonalData } from "./report-crypto";
-import { getReportRow, reportRowByKeyStatement, reportRowStatement, reportSummary, type ReportEvidence, type ReportPersonalData, type ReportRow, type ReportSummaryRow } from "./reports-queries";
+import { openPersonalDataOr, sealPersonalData } from "./report-crypto";
+import { ERASED_REPORT, getReportRow, reportRowByKeyStatement, reportRowStatement, reportSummary, type ReportEvidence, type ReportPersonalData, type ReportRow, type ReportSummaryRow } from "./reports-queries";
 import { normalizeCategory, POLICY_CATEGORIES, type PolicyCategory } from "../taxonomy";
 import { enabledTriggersStatement, fireTriggers, type TriggeredRun, type TriggerRow } from "../triggers/triggers";
 import { enqueueDeliveries, NOTICE_SOURCES, noticeReceiptStatements, subscribedEndpointIdsSql, subscribedEndpointsStatement, type EndpointRow } from "../../enforcement";
@@ -228,7 +228,7 @@ async function replay(env: Env, ctx: ExecutionContext, actor: Actor, row: Report
  */
 export async function readReport(env: Env, actor: Actor, reportId: string) {
   const row = await visibleReportRow(env, actor, reportId);
-  const personal = await openPersonalData<ReportPersonalData>(env, actor.installationId, `report:${row.id}`, row.personalData);
+  const personal = await openPersonalDataOr<ReportPersonalData>(env, actor.installationId, `report:${row.id}`, row.personalData, ERASED_REPORT);
   const at = new Date().toISOString();
   await auditStatement(env.DB, {
     installationId: actor.installationId,
@@ -252,7 +252,7 @@ export async function readReport(env: Env, actor: Actor, reportId: string) {
 /** Who reported and how to reach them, for a reviewer who says why; every reveal is audited with its reason. */
 export async function revealReporter(env: Env, actor: Actor, reportId: string, input: { reason: string }) {
   const row = await visibleReportRow(env, actor, reportId);
-  const personal = await openPersonalData<ReportPersonalData>(env, actor.installationId, `report:${row.id}`, row.personalData);
+  const personal = await openPersonalDataOr<ReportPersonalData>(env, actor.installationId, `report:${row.id}`, row.personalData, ERASED_REPORT);
   await auditStatement(env.DB, {
     installationId: actor.installationId,
     idempotencyKey: `report:${row.id}:reporter_revealed:${crypto.randomUUID()}`,

@@ -14,10 +14,9 @@ import { auditStatement, type AuditEventInput } from "../../audit";
 import { erasableDeliveriesUnsafe, eraseDeliveriesStatements } from "../../enforcement";
 import { eraseArchivedSealedOutputsStatement, eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "../../workflows";
 import { sealPersonalData } from "../reports/report-crypto";
-import type { ReportPersonalData } from "../reports/reports-queries";
+import { ERASED_REPORT } from "../reports/reports-queries";
 
-/** What an erased report's personal data opens to. */
-export const ERASED_REPORT: ReportPersonalData = { reporter: null, description: null, subjectUrl: null, subjectOwnerId: null, snapshot: null, evidence: [] };
+export { ERASED_REPORT };
 /** What an erased appeal's personal data opens to. */
 export const ERASED_APPEAL = { appellant: null, reason: null } as const;
 const ERASED_DIGEST = "erased";

@@ -160,6 +160,10 @@ export async function exportPersonalData(env: Env, actor: Actor, query: PersonQu
  * Erases the person's data as retention does, in closed cases (no pending work); reports in cases
  * still being handled are held back and counted, to be erased by asking again once they close (or
  * by retention). At most 100 reports per request: `remaining` says whether to ask again.
+ * The person's data shares its period's data keys with everyone else's, so no key is destroyed
+ * here: hot rows are replaced, archived runs marked (their outputs are no longer served, and the
+ * mark travels in backups), and their archived ciphertext stops opening at all when retention
+ * destroys the period's keys (retention-keys.ts).
  * Audited (`personal_data.erased`, counts only) in the batch that erases.
  */
 export async function erasePersonalData(env: Env, actor: Actor, query: PersonQuery) {

@@ -12,6 +12,7 @@ import { auditStatement } from "../../audit";
 import type { Actor } from "../../auth";
 import { AppError, errorCode } from "../../errors";
 import { eraseReports, NO_ERASURE, type ErasureCounts } from "./retention-erase";
+import { sweepPeriodKeys } from "./retention-keys";
 
 export const DEFAULT_RETENTION_DAYS = 365;
 export const MIN_RETENTION_DAYS = 184;
@@ -111,7 +112,8 @@ async function casesPastRetention(db: D1Database, now: Date, limit: number, inst
  * The retention sweep: erases the personal data of closed cases past their installation's period.
  * Bounded (at most 25 cases and 50 reports per installation batch per run; the next run goes on)
  * and idempotent (erased rows are skipped; a batch's event is keyed by what it erased). One audit
- * event `retention.personal_data_erased` per installation batch, with counts only.
+ * event `retention.personal_data_erased` per installation batch, with counts only. Then the keys
+ * of periods whose records are all erased are destroyed (retention-keys.ts).
  */
 export async function sweepRetention(env: Env, now: Date, options: { installationId?: string } = {}): Promise<Record<string, number>> {
   const candidates = await casesPastRetention(env.DB, now, SWEEP_CASES, options.installationId ?? null);
@@ -160,5 +162,7 @@ export async function sweepRetention(env: Env, now: Date, options: { installatio
       for (const key of Object.keys(NO_ERASURE) as (keyof ErasureCounts)[]) total[key] += counts[key];
     }
   }
-  return { ...total };
+  // Then the periods nothing needs any more lose their keys (retention-keys.ts).
+  const keys = await sweepPeriodKeys(env, now, { installationId: options.installationId, defaultDays: DEFAULT_RETENTION_DAYS });
+  return { ...total, keyPeriods: keys.periods, keysDestroyed: keys.keys, keysFailed: keys.failed };
 }
