@@ -14,13 +14,13 @@
 // `node:sqlite` on wrangler's D1 file, those rows — cases, reports, runs, steps, step outputs,
 // waits, events, tasks, proposals, decisions, deliveries and their attempts, audit events — are
 // copied over and over in big transactions until the file reaches the target size: each copy
-// with fresh ids (every id the template rows hold, wherever it appears as a column value, gets the
-// copy's suffix; other unique values too, and the audit trail's seq is moved on), the same
-// installation, queue and workflow version, the same (sealed) content. The server then starts
-// again on that state and the measurements are repeated. The history's copied audit events do
+// with fresh ids (a column whose value is the id of a template row gets the copy's suffix; ids
+// inside JSON stay as they are; other unique values are suffixed too, and the audit trail's seq
+// moved on), the same installation, queue and workflow version, the same (sealed) content. The
+// server then starts again on that state and the measurements are repeated. The history's copied audit events do
 // not form a valid chain (their links are the template's): the schedule's verification reports
 // that installation as broken, which is bounded work per run, as for any installation.
-import { existsSync, readdirSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readlinkSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { startReceiver } from "./capacity.mjs";
 import { client, edge, log, percentile, poll, pool, publish, results, reviewThenActGraph, round, server, sleep, timedClient } from "./lib.mjs";
@@ -153,9 +153,35 @@ function templatePlan(db, installationId) {
   return { plans, ids };
 }
 
+/** Resolves once no process on this machine has `file` open (Linux /proc), or after 30 s. */
+async function waitForRelease(file) {
+  const until = Date.now() + 30_000;
+  const holders = () => {
+    const found = [];
+    for (const pid of readdirSync("/proc").filter((name) => /^\d+$/u.test(name))) {
+      try {
+        for (const fd of readdirSync(`/proc/${pid}/fd`)) if (readlinkSync(`/proc/${pid}/fd/${fd}`) === file) found.push(Number(pid));
+      } catch {
+        // Gone, or not ours to read.
+      }
+    }
+    return [...new Set(found)];
+  };
+  for (;;) {
+    const pids = holders();
+    if (pids.length === 0 || process.platform !== "linux") return;
+    if (Date.now() > until) {
+      log(`scale: processes ${pids.join(", ")} still hold the D1 file; going on (sqlite waits for its lock)`);
+      return;
+    }
+    await sleep(250);
+  }
+}
+
 /** Copies the template rows until the file holds `targetBytes`; answers copies, rows and bytes. */
 function fill(node_sqlite, file, installationId, targetBytes) {
-  const db = new node_sqlite.DatabaseSync(file);
+  // The stopped server's workerd may take a moment to let go of the file: wait for its lock.
+  const db = new node_sqlite.DatabaseSync(file, { timeout: 60_000 });
   try {
     const journal = db.prepare("PRAGMA journal_mode").get().journal_mode;
     db.exec("PRAGMA foreign_keys = OFF; PRAGMA journal_mode = DELETE; PRAGMA synchronous = OFF; PRAGMA cache_size = -1000000; PRAGMA temp_store = MEMORY;");
@@ -351,6 +377,8 @@ export async function sectionScale(api, base, adminToken, restart) {
   log(`scale: the dev server stopped; the D1 file filled to ${(TARGET_BYTES / 1e9).toFixed(1)} GB with copies of the history (node:sqlite)`);
   const large = await restart(async (persistDir) => {
     const file = d1File(persistDir);
+    // The stopped server's processes are gone before the file is opened (a workerd that outlived its parent still holds it).
+    await waitForRelease(file);
     for (const suffix of ["-wal", "-shm"]) if (existsSync(file + suffix)) log(`scale: ${file}${suffix} is there (${statSync(file + suffix).size} B); sqlite replays it on open`);
     filled = fill(node_sqlite, file, history.installationId, TARGET_BYTES);
     log(`scale: ${filled.copies} copies (${filled.inserted} rows) in ${round(filled.fillS, 1)} s; the D1 file ${(filled.bytes / 1e9).toFixed(2)} GB`);
