@@ -17,7 +17,9 @@
 // with fresh ids (a column whose value is the id of a template row gets the copy's suffix; ids
 // inside JSON stay as they are; other unique values are suffixed too, and the audit trail's seq
 // moved on), the same installation, queue and workflow version, the same (sealed) content. The
-// server then starts again on that state and the measurements are repeated. The history's copied audit events do
+// server then starts again on that state and the measurements are repeated. The small database is
+// measured on a freshly started server too (restarted once the history has settled), so both
+// measurements begin alike: a fresh Worker on a database with nothing in flight. The history's copied audit events do
 // not form a valid chain (their links are the template's): the schedule's verification reports
 // that installation as broken, which is bounded work per run, as for any installation.
 import { existsSync, readdirSync, readlinkSync, statSync } from "node:fs";
@@ -153,23 +155,26 @@ function templatePlan(db, installationId) {
   return { plans, ids };
 }
 
-/** Resolves once no process on this machine has `file` open (Linux /proc), or after 30 s. */
+/** The processes on this machine that have `file` (or its -wal, -shm or -journal) open (Linux /proc). */
+function holders(file) {
+  if (process.platform !== "linux") return [];
+  const found = [];
+  for (const pid of readdirSync("/proc").filter((name) => /^\d+$/u.test(name))) {
+    try {
+      for (const fd of readdirSync(`/proc/${pid}/fd`)) if (readlinkSync(`/proc/${pid}/fd/${fd}`).startsWith(file)) found.push(Number(pid));
+    } catch {
+      // Gone, or not ours to read.
+    }
+  }
+  return [...new Set(found)];
+}
+
+/** Resolves once no process holds `file`, or after 30 s. */
 async function waitForRelease(file) {
   const until = Date.now() + 30_000;
-  const holders = () => {
-    const found = [];
-    for (const pid of readdirSync("/proc").filter((name) => /^\d+$/u.test(name))) {
-      try {
-        for (const fd of readdirSync(`/proc/${pid}/fd`)) if (readlinkSync(`/proc/${pid}/fd/${fd}`) === file) found.push(Number(pid));
-      } catch {
-        // Gone, or not ours to read.
-      }
-    }
-    return [...new Set(found)];
-  };
   for (;;) {
-    const pids = holders();
-    if (pids.length === 0 || process.platform !== "linux") return;
+    const pids = holders(file);
+    if (pids.length === 0) return;
     if (Date.now() > until) {
       log(`scale: processes ${pids.join(", ")} still hold the D1 file; going on (sqlite waits for its lock)`);
       return;
@@ -178,13 +183,31 @@ async function waitForRelease(file) {
   }
 }
 
+/**
+ * The D1 file opened for the fill, its journal switched from WAL to a rollback journal (one write
+ * of each page, not two). Switching needs the only connection: while the stopped server's workerd
+ * still holds the file, SQLite answers "database is locked" at once, so this tries again.
+ */
+async function openForFill(node_sqlite, file) {
+  const until = Date.now() + 60_000;
+  for (;;) {
+    const db = new node_sqlite.DatabaseSync(file, { timeout: 10_000 });
+    try {
+      const journal = db.prepare("PRAGMA journal_mode").all()[0].journal_mode;
+      db.exec("PRAGMA foreign_keys = OFF; PRAGMA journal_mode = DELETE; PRAGMA synchronous = OFF; PRAGMA cache_size = -1000000; PRAGMA temp_store = MEMORY;");
+      return { db, journal };
+    } catch (error) {
+      db.close();
+      if (!/locked|busy/iu.test(error.message) || Date.now() > until) throw error;
+      log(`scale: the D1 file is still locked (${error.message}; holders: ${holders(file).join(", ") || "none seen"}); again`);
+      await sleep(1_000);
+    }
+  }
+}
+
 /** Copies the template rows until the file holds `targetBytes`; answers copies, rows and bytes. */
-function fill(node_sqlite, file, installationId, targetBytes) {
-  // The stopped server's workerd may take a moment to let go of the file: wait for its lock.
-  const db = new node_sqlite.DatabaseSync(file, { timeout: 60_000 });
+function fill({ db, journal }, installationId, targetBytes) {
   try {
-    const journal = db.prepare("PRAGMA journal_mode").get().journal_mode;
-    db.exec("PRAGMA foreign_keys = OFF; PRAGMA journal_mode = DELETE; PRAGMA synchronous = OFF; PRAGMA cache_size = -1000000; PRAGMA temp_store = MEMORY;");
     const { plans, ids } = templatePlan(db, installationId);
     const inserts = plans.map((plan) => {
       const columns = plan.columns.filter((name) => name !== plan.integerKey);
@@ -369,8 +392,12 @@ export async function sectionScale(api, base, adminToken, restart) {
 
   log(`scale: the history's template, ${TEMPLATE_LIFECYCLES} lifecycles of another installation through the API`);
   const history = await historyTemplate(api, base, adminToken);
+  // Both measurements start from a fresh dev server on the state as it is (the history's runs and
+  // deliveries settled): the large one must not be compared with a server still busy or warmer.
+  const fresh = await restart(async () => {});
   log("scale: intake, claim and lists on the small database");
-  const small = await measure(base, adminToken, setup, "small");
+  await client(fresh)("/api/v1/reports?limit=1", { key });
+  const small = await measure(fresh, adminToken, setup, "small");
   const smallBytes = statSync(d1File(server.persistDir)).size;
 
   let filled;
@@ -380,7 +407,7 @@ export async function sectionScale(api, base, adminToken, restart) {
     // The stopped server's processes are gone before the file is opened (a workerd that outlived its parent still holds it).
     await waitForRelease(file);
     for (const suffix of ["-wal", "-shm"]) if (existsSync(file + suffix)) log(`scale: ${file}${suffix} is there (${statSync(file + suffix).size} B); sqlite replays it on open`);
-    filled = fill(node_sqlite, file, history.installationId, TARGET_BYTES);
+    filled = fill(await openForFill(node_sqlite, file), history.installationId, TARGET_BYTES);
     log(`scale: ${filled.copies} copies (${filled.inserted} rows) in ${round(filled.fillS, 1)} s; the D1 file ${(filled.bytes / 1e9).toFixed(2)} GB`);
   });
   log("scale: intake, claim and lists on the large database");
@@ -395,7 +422,7 @@ export async function sectionScale(api, base, adminToken, restart) {
     scaleTargetBytes: TARGET_BYTES,
     scaleSmallD1Bytes: smallBytes,
     scaleLargeD1Bytes: filled.bytes,
-    scaleFill: { copies: filled.copies, templateRows: filled.templateRows, rowsInserted: filled.inserted, seconds: round(filled.fillS, 1), tables: filled.tables },
+    scaleFill: { copies: filled.copies, templateLifecycles: TEMPLATE_LIFECYCLES, templateRows: filled.templateRows, rowsInserted: filled.inserted, seconds: round(filled.fillS, 1), tables: filled.tables },
     scaleSmall: small,
     scaleLarge: big,
     scaleRatios: ratios,
@@ -424,6 +451,6 @@ export function scaleLines() {
     row("listReports", "GET /reports?limit=50"),
     row("listRuns", "GET /runs"),
     row("listTasks", "GET /queues/:id/tasks?limit=50"),
-    `                    the large installation's own lists: GET /reports?limit=50 p50 ${h.listReports.p50} / p95 ${h.listReports.p95} ms, GET /runs p50 ${h.listRuns.p50} / p95 ${h.listRuns.p95} ms, completed tasks p50 ${h.listCompletedTasks.p50} / p95 ${h.listCompletedTasks.p95} ms`,
+    `                    the large installation's own lists (${results.scaleFill.copies * results.scaleFill.templateLifecycles} lifecycles): GET /reports?limit=50 p50 ${h.listReports.p50} / p95 ${h.listReports.p95} ms (in the Worker ${h.listReports.serverP50} / ${h.listReports.serverP95}), GET /runs p50 ${h.listRuns.p50} / p95 ${h.listRuns.p95} ms (${h.listRuns.serverP50} / ${h.listRuns.serverP95}), completed tasks p50 ${h.listCompletedTasks.p50} / p95 ${h.listCompletedTasks.p95} ms (${h.listCompletedTasks.serverP50} / ${h.listCompletedTasks.serverP95})`,
   ];
 }
