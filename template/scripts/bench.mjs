@@ -20,12 +20,15 @@
 // the export and restore of an installation with 10,000 audit events (backup), and
 // GET /metrics over 30 days of hourly rollups (p95, per hour and per day), and the
 // repair of 100 runs in repair_required (a bulk migrate, and one by one), and what one reviewed
-// report lifecycle costs D1 — hot bytes, queries and rows written (capacity; needs node:sqlite,
-// Node ≥ 22.5).
+// report lifecycle costs D1 — hot bytes, queries and rows written, the bytes left once the
+// archive tier took its runs and audit events, and the R2 bytes they became (capacity; needs
+// node:sqlite, Node ≥ 22.5). Only when named (BENCH_ONLY=scale), as it takes minutes: intake,
+// claim and list latency on the small database and again once its D1 file holds ~2 GB of another
+// installation's history (scale; node:sqlite too).
 //
 // The Worker's schedule runs as under `npm start`: scripts/local-cron.mjs calls its scheduled
 // handler every minute for the whole bench. BENCH_ONLY=audit,queue,backtests,tdb,treport,… runs only those sections
-// (runtime, fused, context, expressions, components, content, actions, capacity, intake, load, queue, audit, sweeps, backup, metrics, repair, start) — for working on one of them.
+// (runtime, fused, context, expressions, components, content, actions, capacity, intake, load, queue, audit, sweeps, backup, metrics, repair, start, scale) — for working on one of them.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
@@ -53,6 +56,7 @@ import { client, deadline, edge, log, OVERALL_BUDGET_MS, publish, remaining, res
 import { metricsLines, sectionMetrics } from "../bench/sections/metrics.mjs";
 import { queueLines, sectionQueueListing } from "../bench/sections/queue.mjs";
 import { repairLines, sectionRepair } from "../bench/sections/repair.mjs";
+import { scaleLines, sectionScale } from "../bench/sections/scale.mjs";
 import { runtimeLines, sectionGrowth, sectionPerStep } from "../bench/sections/runtime.mjs";
 import { sectionSweeps, sweepLines } from "../bench/sections/sweeps.mjs";
 import { sectionStart, startLines } from "../bench/sections/start.mjs";
@@ -220,20 +224,27 @@ async function cleanup() {
   }
 }
 
-async function startServer(dir, adminToken) {
+/**
+ * Starts the dev server. The first start writes the secrets, snapshots the sources and applies the
+ * migrations; `{ again: true }` starts it once more on the same snapshot, secrets and state (its
+ * D1 file as the previous server left it, or as a section changed it in between).
+ */
+async function startServer(dir, adminToken, { again = false } = {}) {
   const envFile = join(dir, "bench.env");
-  // Secrets the Worker reads (see .dev.vars.example), in a 0600 file rather than on a command line.
-  const reportMasterKey = randomBytes(32).toString("hex");
-  // ALLOW_LOCAL_EGRESS: the bench's webhook receiver listens on 127.0.0.1 over plain http.
-  const auditCheckpointKey = randomBytes(32).toString("hex");
-  await writeFile(envFile, `ADMIN_TOKEN=${adminToken}\nREPORT_MASTER_KEY=${reportMasterKey}\nAUDIT_CHECKPOINT_KEY=${auditCheckpointKey}\nALLOW_LOCAL_EGRESS=true\n`, { mode: 0o600 });
   const persist = join(dir, "state");
-  server.persistDir = persist;
-  log("applying migrations");
-  server.appDir = await snapshotSources(dir);
+  if (!again) {
+    // Secrets the Worker reads (see .dev.vars.example), in a 0600 file rather than on a command line.
+    const reportMasterKey = randomBytes(32).toString("hex");
+    // ALLOW_LOCAL_EGRESS: the bench's webhook receiver listens on 127.0.0.1 over plain http.
+    const auditCheckpointKey = randomBytes(32).toString("hex");
+    await writeFile(envFile, `ADMIN_TOKEN=${adminToken}\nREPORT_MASTER_KEY=${reportMasterKey}\nAUDIT_CHECKPOINT_KEY=${auditCheckpointKey}\nALLOW_LOCAL_EGRESS=true\n`, { mode: 0o600 });
+    server.persistDir = persist;
+    log("applying migrations");
+    server.appDir = await snapshotSources(dir);
+  }
   const appDir = server.appDir;
   const config = join(appDir, "bench", "wrangler.jsonc");
-  runWrangler(["d1", "migrations", "apply", "DB", "--local", "--persist-to", persist, "-c", config], dir);
+  if (!again) runWrangler(["d1", "migrations", "apply", "DB", "--local", "--persist-to", persist, "-c", config], dir);
   const port = await freePort();
   logFile = join(dir, "dev-server.log");
   const out = openSync(logFile, "a");
@@ -279,6 +290,20 @@ async function startServer(dir, adminToken) {
   }
 }
 
+/**
+ * Stops the schedule driver and the dev server, runs `between(persistDir)` while nothing holds the
+ * state folder's files, then starts both again on the same state; answers the new base URL.
+ */
+async function restartServer(adminToken, between) {
+  await cron?.stop();
+  cron = null;
+  await stopServer();
+  await between(server.persistDir);
+  const base = await startServer(stateDir, adminToken, { again: true });
+  cron = startLocalCron({ baseUrl: base, log: (message) => log(`schedule: ${message}`) });
+  return base;
+}
+
 // ---------------------------------------------------------------------------------------------
 
 function report() {
@@ -306,6 +331,7 @@ function report() {
     ...tdbLines(),
     ...treportLines(),
     ...startLines(),
+    ...scaleLines(),
   );
   if (results.elapsedS !== undefined) lines.push(`elapsed:          ${results.elapsedS} s (budget ${OVERALL_BUDGET_MS / 1000} s)`);
   if (results.error) lines.push(`bench failed: ${results.error}`);
@@ -375,6 +401,9 @@ async function main() {
   if (runs("tdb")) await sectionTdb(api, adminToken);
   if (runs("treport")) await sectionTransparencyReport(api, timed, adminToken);
   if (runs("start")) await sectionStart();
+  // Last, and only when asked for by name: it fills the D1 file to ~2 GB (minutes on 2 cores) and
+  // restarts the dev server on it, so nothing may run after it on the small database.
+  if (only?.has("scale")) await sectionScale(api, base, adminToken, (between) => restartServer(adminToken, between));
   results.elapsedS = round((Date.now() - startedAt) / 1000, 1);
 }
 

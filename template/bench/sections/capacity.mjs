@@ -13,13 +13,25 @@
 //   meantime, counted by the wrapper around its DB binding (bench/d1-count.ts) — HTTP handlers,
 //   Workflows steps, the runtime capability, queue consumers and the schedule alike —, with
 //   `meta.rows_written` as D1 reports it (index entries included), by entrypoint and by statement.
-// - days until 10 GB at 100,000 lifecycles a day, with everything staying in D1 (no archive tier
-//   yet), and the bytes per lifecycle an archive would hold (null until one exists).
+// - archived bytes per lifecycle: what D1 still holds of the N lifecycles once the archive tier
+//   has taken what it takes. The installation's hot window is set to 0 days and the schedule fired
+//   (the Worker's own scheduled handler) until `workflows.archive_runs` and `audit.segments` find
+//   nothing left; then the same copy-VACUUM-dbstat measurement. The baseline it is compared with
+//   was taken the same way: the warm-up's lifecycles were archived before the measured ones began
+//   (and the window set back to the default 7 days, so nothing moves while they run). Tables the
+//   schedule writes on every run whatever the lifecycles (sweep_runs) are left out and named.
+// - the R2 bytes those lifecycles became: the run archive objects (GET /api/v1/storage
+//   `archiveBytes`, the sum of each archived run's object size) and the audit segments (their
+//   `audit_segments.bytes`), before and after, over N.
+// - days until 10 GB at 100,000 lifecycles a day with the default 7-day window: D1 holds 7 days
+//   of lifecycles hot and every older one archived, so 10 GB = hot × 7 × 100,000 + archived ×
+//   100,000 × days, solved for days.
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Webhook } from "standardwebhooks";
+import { triggerScheduled } from "../../scripts/local-cron.mjs";
 import { atLeast, log, poll, pool, publish, results, reviewThenActGraph, round, server, sleep, TARGETS, verdict } from "./lib.mjs";
 
 const LIFECYCLES = Number(process.env.BENCH_CAPACITY_LIFECYCLES ?? 200);
@@ -32,6 +44,31 @@ const TARGET_HOT_BYTES = 6_144;
 const TARGET_QUERIES = 40;
 const TARGET_DAYS = 1_095; // three years
 const TARGET_ARCHIVED_BYTES = 50;
+const DEFAULT_HOT_DAYS = 7; // the window an installation has unless it sets one (src/workflows/run-archive.ts)
+/** Written by every scheduled run whatever the lifecycles: not a lifecycle's bytes (it is trimmed by age). */
+const SCHEDULE_TABLES = new Set(["sweep_runs"]);
+const ARCHIVE_TIMEOUT_MS = 240_000;
+
+/** Why a table still holds bytes of a lifecycle once its run and audit events are archived. */
+const STAYS_BECAUSE = {
+  workflow_runs: "the run row: tasks, proposals, decisions, reports' runs point at it; the runs list and filters read it",
+  workflow_step_runs: "steps a task, proposal, decision, message or handoff points at (step_run_id foreign keys) stay until those move",
+  human_tasks: "closed review tasks are not archived yet (queue figures, QA, rollups read them)",
+  reports: "the report and its sealed personal data: retention erases it, the archive does not take it",
+  cases: "one case per subject, live as long as reports can come in",
+  action_proposals: "decided proposals are not archived yet",
+  decisions: "decisions stay for the timeline, notifier figures and transparency reports",
+  webhook_deliveries: "delivered webhooks are not archived yet",
+  webhook_attempts: "delivery attempts are not archived yet",
+  metric_rollup_hours: "hourly rollups (per hour, not per lifecycle)",
+  review_exposure: "a reviewer's exposure rows (wellness caps)",
+  audit_events: "the trail's head after the newest checkpoint stays in D1 (with the R2 anchor)",
+  audit_checkpoints: "checkpoints stay in D1 (verification across tiers starts from them)",
+  audit_segments: "one index row per archived segment (up to 10,000 events)",
+  workflow_events: "events of runs not archived",
+  messages: "messages are not archived yet",
+  notifier_notices: "every notice, for the notifier's figures (DSA Art. 22, 23): not archived yet",
+};
 
 const reportBody = (tag, index) => ({
   subject: { kind: "content", id: `${tag}-post-${index}`, url: `https://social.example/p/${tag}-${index}`, snapshot: { text: `Double your crypto in 24h! Send 0.1 BTC to get 0.2 back. (${index})` } },
@@ -42,7 +79,7 @@ const reportBody = (tag, index) => ({
 });
 
 /** A webhook receiver on 127.0.0.1 that answers 200 at once and keeps what it got. */
-function startReceiver() {
+export function startReceiver() {
   const received = [];
   const http = createServer((request, response) => {
     const chunks = [];
@@ -91,7 +128,7 @@ function d1File() {
  * b-tree from `dbstat` grouped by the table each belongs to, and rows per table. The live files
  * are only read: workerd keeps them open, and this process never opens them as a database.
  */
-async function measureD1(node_sqlite, label) {
+async function measureD1(node_sqlite, label, installationId = null) {
   const source = d1File();
   const dir = mkdtempSync(join(tmpdir(), "safest-capacity-"));
   try {
@@ -121,7 +158,9 @@ async function measureD1(node_sqlite, label) {
           if (name.startsWith("sqlite_") || name.startsWith("_cf_")) continue;
           entry(name).rows = db.prepare(`SELECT COUNT(*) AS n FROM "${name}"`).get().n;
         }
-        return { bytes: pageSize * pageCount, pageSize, tables };
+        // The installation's archived audit segments: their index rows say each object's size.
+        const segments = installationId ? db.prepare("SELECT COUNT(*) AS count, COALESCE(SUM(bytes), 0) AS bytes FROM audit_segments WHERE installation_id = ?").get(installationId) : { count: 0, bytes: 0 };
+        return { bytes: pageSize * pageCount, pageSize, tables, segments: { count: segments.count, bytes: segments.bytes } };
       } catch (error) {
         // A copy taken while workerd was writing: try again shortly.
         if (attempt >= 5) throw new Error(`capacity: no consistent copy of the D1 file after ${attempt} attempts: ${error.message}`);
@@ -134,6 +173,62 @@ async function measureD1(node_sqlite, label) {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The archive tier, driven as in production: the hot window, then the schedule
+
+/**
+ * Sets the installation's hot window to 0 days and fires the schedule until a run of it finds
+ * nothing left for the run archive and the audit segments (and every ended run of the
+ * installation is archived); then sets `restoreDays` back when given. Answers the ticks it took
+ * and what the two sweeps moved, summed.
+ */
+async function archiveAll(api, base, adminToken, installationId, key, { restoreDays = null } = {}) {
+  await api("/api/v1/storage/settings", { method: "PUT", body: { hotDays: 0 }, key });
+  const moved = { ticks: 0, runsArchived: 0, segments: 0, events: 0, failed: 0, ms: 0 };
+  const until = Date.now() + ARCHIVE_TIMEOUT_MS;
+  for (;;) {
+    const since = new Date(Date.now() - 1_000).toISOString();
+    const run = await triggerScheduled(base);
+    if (!run.ok) throw new Error(`capacity: a scheduled run failed while archiving (${run.status} ${run.outcome})`);
+    moved.ticks += 1;
+    moved.ms += run.ms;
+    const { runs } = await api("/bench/sweep-runs", { body: { since }, key: adminToken });
+    const counts = (name) => runs.find((row) => row.name === name)?.counts ?? null;
+    const archive = counts("workflows.archive_runs");
+    const segments = counts("audit.segments");
+    if (!archive || !segments) throw new Error(`capacity: the scheduled run recorded no ${archive ? "audit.segments" : "workflows.archive_runs"} row`);
+    moved.runsArchived += archive.archived;
+    moved.failed += archive.failed;
+    moved.segments += segments.segments;
+    moved.events += segments.events;
+    const storage = await api("/api/v1/storage", { key });
+    const runsLeft = (storage.d1.tables.find((t) => t.name === "workflow_runs")?.rows ?? 0) - storage.archivedRuns;
+    // Nothing moved this run, none pending (`more`), and the installation has no run left hot.
+    if (moved.ticks >= 2 && archive.archived === 0 && archive.more === 0 && segments.segments === 0 && runsLeft === 0) break;
+    if (Date.now() > until) throw new Error(`capacity: archiving not done after ${moved.ticks} scheduled runs (${runsLeft} runs hot; last: ${JSON.stringify({ archive, segments })})`);
+  }
+  if (restoreDays !== null) await api("/api/v1/storage/settings", { method: "PUT", body: { hotDays: restoreDays }, key });
+  return moved;
+}
+
+/** Per table, (b − a) over n: bytes (table + indexes) and rows, tables that changed, most bytes first. */
+function tableDeltas(a, b, n) {
+  return Object.keys({ ...a.tables, ...b.tables })
+    .map((name) => {
+      const x = a.tables[name] ?? { tableBytes: 0, indexBytes: 0, rows: 0 };
+      const y = b.tables[name] ?? { tableBytes: 0, indexBytes: 0, rows: 0 };
+      return {
+        table: name,
+        bytes: y.tableBytes + y.indexBytes - x.tableBytes - x.indexBytes,
+        bytesPerLifecycle: round((y.tableBytes + y.indexBytes - x.tableBytes - x.indexBytes) / n, 0),
+        indexBytesPerLifecycle: round((y.indexBytes - x.indexBytes) / n, 0),
+        rowsPerLifecycle: round((y.rows - x.rows) / n, 2),
+      };
+    })
+    .filter((row) => row.bytesPerLifecycle !== 0 || row.rowsPerLifecycle !== 0)
+    .sort((x, y) => y.bytesPerLifecycle - x.bytesPerLifecycle);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -173,7 +268,8 @@ export async function sectionCapacity(api, base, adminToken) {
       let answered = 0;
       await Promise.all(
         Array.from({ length: REVIEWERS }, async (_, reviewer) => {
-          const until = Date.now() + 120_000;
+          // Two minutes without a task to claim is a failure; a busy machine only makes the wait longer.
+          let until = Date.now() + 120_000;
           while (answered < count) {
             const claim = await fetch(`${base}/api/v1/queues/${queue.id}/next`, {
               method: "POST",
@@ -182,12 +278,14 @@ export async function sectionCapacity(api, base, adminToken) {
             });
             const task = await claim.json();
             if (claim.status === 404) {
+              if (answered >= count) break; // the others answered the last ones meanwhile
               if (Date.now() > until) throw new Error(`capacity: ${count - answered} tasks never reached the queue`);
               await sleep(100);
               continue;
             }
             if (!claim.ok) throw new Error(`capacity: claim ${claim.status} ${JSON.stringify(task).slice(0, 300)}`);
             answered++;
+            until = Date.now() + 120_000;
             await api(`/api/v1/tasks/${task.id}/complete`, { body: { reviewer: `capacity-mod-${reviewer}`, response: { verdict: "remove" } }, key: reviewKey });
           }
         }),
@@ -212,7 +310,11 @@ export async function sectionCapacity(api, base, adminToken) {
 
     log(`capacity: ${WARMUP} lifecycles of warm-up (not counted)`);
     await lifecycles(WARMUP);
-    const before = await measureD1(node_sqlite, "before");
+    // The baseline holds the warm-up archived, as the measured lifecycles will be at the end.
+    log("capacity: the warm-up archived (hot window 0 days, the schedule fired until nothing is left), the window back to 7 days");
+    const warmupArchive = await archiveAll(api, base, adminToken, installation.id, key, { restoreDays: DEFAULT_HOT_DAYS });
+    const archiveBefore = (await api("/api/v1/storage", { key })).archiveBytes;
+    const before = await measureD1(node_sqlite, "before", installation.id);
     await api("/bench/d1-tally", { body: { open: true }, key: adminToken });
     log(`capacity: ${LIFECYCLES} lifecycles (report → trigger → run → review task answered → remove action → signed webhook delivered)`);
     const began = performance.now();
@@ -223,8 +325,20 @@ export async function sectionCapacity(api, base, adminToken) {
       tally = await api("/bench/d1-tally", { body: { close: true }, key: adminToken });
     }
     const elapsedS = (performance.now() - began) / 1000;
-    const after = await measureD1(node_sqlite, "after");
+    const after = await measureD1(node_sqlite, "after", installation.id);
     const states = await api("/bench/lifecycle-states", { body: { installationId: installation.id }, key: adminToken });
+
+    log("capacity: the lifecycles archived (hot window 0 days, the schedule fired until nothing is left)");
+    await api("/bench/d1-tally", { body: { open: true }, key: adminToken });
+    let archiveTally;
+    let moved;
+    try {
+      moved = await archiveAll(api, base, adminToken, installation.id, key);
+    } finally {
+      archiveTally = await api("/bench/d1-tally", { body: { close: true }, key: adminToken });
+    }
+    const storage = await api("/api/v1/storage", { key });
+    const archived = await measureD1(node_sqlite, "archived", installation.id);
 
     const webhook = new Webhook(hook.secret);
     let valid = 0;
@@ -241,19 +355,17 @@ export async function sectionCapacity(api, base, adminToken) {
 
     const perLifecycle = (value) => value / LIFECYCLES;
     const hotBytes = perLifecycle(after.bytes - before.bytes);
-    const tables = Object.keys({ ...before.tables, ...after.tables })
-      .map((name) => {
-        const b = before.tables[name] ?? { tableBytes: 0, indexBytes: 0, rows: 0 };
-        const a = after.tables[name] ?? { tableBytes: 0, indexBytes: 0, rows: 0 };
-        return {
-          table: name,
-          bytesPerLifecycle: round(perLifecycle(a.tableBytes + a.indexBytes - b.tableBytes - b.indexBytes), 0),
-          indexBytesPerLifecycle: round(perLifecycle(a.indexBytes - b.indexBytes), 0),
-          rowsPerLifecycle: round(perLifecycle(a.rows - b.rows), 2),
-        };
-      })
-      .filter((row) => row.bytesPerLifecycle !== 0 || row.rowsPerLifecycle !== 0)
-      .sort((x, y) => y.bytesPerLifecycle - x.bytesPerLifecycle);
+    const tables = tableDeltas(before, after, LIFECYCLES);
+    // What stays: the archived state against the baseline, the schedule's own tables left out.
+    const staying = tableDeltas(before, archived, LIFECYCLES);
+    const left = staying.filter((row) => !SCHEDULE_TABLES.has(row.table));
+    const archivedBytes = perLifecycle(left.reduce((sum, row) => sum + row.bytes, 0));
+    const runObjectBytes = storage.archiveBytes - archiveBefore;
+    const segmentBytes = archived.segments.bytes - before.segments.bytes;
+    const hotPart = hotBytes * DEFAULT_HOT_DAYS * LIFECYCLES_PER_DAY;
+    const archivedPerDay = archivedBytes * LIFECYCLES_PER_DAY;
+    // 10 GB = hot × 7 × 100,000 + archived × 100,000 × days, for days (a negative archived figure is noise around 0: no bound).
+    const days = hotPart >= TEN_GB ? 0 : archivedPerDay > 0 ? (TEN_GB - hotPart) / archivedPerDay : null;
     const byEntry = Object.fromEntries(
       Object.entries(tally.byEntry).map(([entry, t]) => [entry, { queries: round(perLifecycle(t.queries), 2), roundTrips: round(perLifecycle(t.roundTrips), 2), rowsWritten: round(perLifecycle(t.rowsWritten), 2) }]),
     );
@@ -279,18 +391,35 @@ export async function sectionCapacity(api, base, adminToken) {
       queriesPerLifecycle: round(perLifecycle(tally.total.queries), 1),
       d1RoundTripsPerLifecycle: round(perLifecycle(tally.total.roundTrips), 1),
       capacityStatementsWithoutMeta: tally.total.withoutMeta,
-      daysPer10GB: hotBytes > 0 ? round(TEN_GB / (hotBytes * LIFECYCLES_PER_DAY), 1) : null,
-      archivedBytesPerLifecycle: null,
-      archivedBytesNote: "not built yet (no archive tier: every byte stays in D1)",
+      archivedBytesPerLifecycle: round(archivedBytes, 0),
+      archiveObjectBytesPerLifecycle: round(perLifecycle(runObjectBytes + segmentBytes), 0),
+      archiveRunObjectBytesPerLifecycle: round(perLifecycle(runObjectBytes), 0),
+      archiveSegmentBytesPerLifecycle: round(perLifecycle(segmentBytes), 0),
+      daysPer10GB: round(days, 0),
+      daysPer10GBFormula: `10 GB = hot × ${DEFAULT_HOT_DAYS} × ${LIFECYCLES_PER_DAY} + archived × ${LIFECYCLES_PER_DAY} × days, for days`,
+      daysPer10GBAllHot: hotBytes > 0 ? round(TEN_GB / (hotBytes * LIFECYCLES_PER_DAY), 1) : null,
+      hotWindowGB: round(hotPart / 1e9, 2),
+      capacityArchiving: {
+        ...moved,
+        warmupTicks: warmupArchive.ticks,
+        queriesPerLifecycle: round(perLifecycle(archiveTally.total.queries), 1),
+        rowsWrittenPerLifecycle: round(perLifecycle(archiveTally.total.rowsWritten), 1),
+        segmentsAfter: archived.segments.count,
+      },
+      capacityD1BytesArchived: archived.bytes,
+      capacityArchivedTables: left.map(({ bytes: _bytes, ...row }) => ({ ...row, why: STAYS_BECAUSE[row.table] ?? null })),
+      capacityScheduleTables: staying.filter((row) => SCHEDULE_TABLES.has(row.table)).map(({ bytes: _bytes, ...row }) => row),
       capacityD1BytesBefore: before.bytes,
       capacityD1BytesAfter: after.bytes,
-      capacityTables: tables.slice(0, 10),
+      capacityTables: tables.slice(0, 10).map(({ bytes: _bytes, ...row }) => row),
       capacityQueriesByEntry: byEntry,
       capacityTopStatements: topStatements,
       capacityMostQueried: mostQueried,
       capacitySignaturesValid: `${valid}/${receiver.received.length}`,
     });
-    log(`capacity: ${results.hotBytesPerLifecycle} bytes, ${results.queriesPerLifecycle} queries, ${results.rowsWrittenPerLifecycle} rows written per lifecycle`);
+    log(
+      `capacity: ${results.hotBytesPerLifecycle} bytes hot, ${results.archivedBytesPerLifecycle} bytes archived, ${results.archiveObjectBytesPerLifecycle} R2 bytes, ${results.queriesPerLifecycle} queries, ${results.rowsWrittenPerLifecycle} rows written per lifecycle`,
+    );
   } finally {
     await receiver.close();
   }
@@ -307,9 +436,15 @@ export function capacityLines() {
     )
       .map(([entry, t]) => `${entry} ${t.queries} q in ${t.roundTrips} trips / ${t.rowsWritten} w`)
       .join(", ")})`,
-    `days to 10 GB:    ${results.daysPer10GB} at ${LIFECYCLES_PER_DAY.toLocaleString("en")} lifecycles a day, everything in D1  (target ≥ ${TARGET_DAYS}) ${atLeast(results.daysPer10GB, TARGET_DAYS)}; archived bytes per lifecycle: ${results.archivedBytesPerLifecycle} — ${results.archivedBytesNote} (target ≤ ${TARGET_ARCHIVED_BYTES})`,
+    `archived bytes:   ${results.archivedBytesPerLifecycle} B per lifecycle left in D1 once its run and audit events are archived  (target ≤ ${TARGET_ARCHIVED_BYTES}) ${verdict(results.archivedBytesPerLifecycle, TARGET_ARCHIVED_BYTES)}  (hot window 0, ${results.capacityArchiving.ticks} scheduled runs until nothing was left: ${results.capacityArchiving.runsArchived} runs, ${results.capacityArchiving.events} audit events in ${results.capacityArchiving.segments} segments; D1 file ${results.capacityD1BytesArchived} B; the schedule's own tables left out: ${results.capacityScheduleTables.map((t) => `${t.table} ${t.bytesPerLifecycle} B`).join(", ") || "none"})`,
+    `archive (R2):     ${results.archiveObjectBytesPerLifecycle} B per lifecycle  (run objects ${results.archiveRunObjectBytesPerLifecycle} B, from GET /storage archiveBytes; audit segments ${results.archiveSegmentBytesPerLifecycle} B, from audit_segments.bytes); archiving cost ${results.capacityArchiving.queriesPerLifecycle} statements, ${results.capacityArchiving.rowsWrittenPerLifecycle} rows written per lifecycle (every sweep of those scheduled runs)`,
+    `days to 10 GB:    ${results.daysPer10GB} at ${LIFECYCLES_PER_DAY.toLocaleString("en")} lifecycles a day, ${DEFAULT_HOT_DAYS}-day window  (target ≥ ${TARGET_DAYS}) ${atLeast(results.daysPer10GB, TARGET_DAYS)}  [${results.daysPer10GBFormula}; the hot window alone holds ${results.hotWindowGB} GB; everything hot it would be ${results.daysPer10GBAllHot}]`,
     "bytes by table:   per lifecycle, table + its indexes (of which indexes), rows per lifecycle:",
     ...results.capacityTables.map((t) => `                    ${t.table.padEnd(26)} ${String(t.bytesPerLifecycle).padStart(6)} B (indexes ${String(t.indexBytesPerLifecycle).padStart(5)} B)  ${t.rowsPerLifecycle} rows`),
+    "left after archiving: per lifecycle, table + its indexes, rows per lifecycle, and why it stays in D1:",
+    ...results.capacityArchivedTables.map(
+      (t) => `                    ${t.table.padEnd(26)} ${String(t.bytesPerLifecycle).padStart(6)} B (indexes ${String(t.indexBytesPerLifecycle).padStart(5)} B)  ${t.rowsPerLifecycle} rows  ${t.why ?? ""}`,
+    ),
     "top writers:      statements by rows written per lifecycle (queries per lifecycle):",
     ...results.capacityTopStatements.slice(0, 10).map((s) => `                    ${String(s.rowsWrittenPerLifecycle).padStart(6)} w (${s.queriesPerLifecycle} q)  ${s.sql}`),
     "most sent:        statements by queries per lifecycle (rows written per lifecycle):",
