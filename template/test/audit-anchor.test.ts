@@ -5,7 +5,8 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { auditStatement } from "../src/audit";
-import { type AuditRow, AUDIT_COLUMNS, eventHash, GENESIS_HASH, sealAuditChain, verifyAuditChain } from "../src/audit/chain";
+import { type AuditRow, AUDIT_COLUMNS, checkpointBounds, eventHash, GENESIS_HASH, sealAuditChain, verifyAuditChain, walkChain } from "../src/audit/chain";
+import { auditKeys } from "../src/audit/keys";
 import { sweepAuditChains } from "../src/audit/chain-sweep";
 import { api, newInstallation } from "./helpers";
 
@@ -76,6 +77,32 @@ describe("the chain is anchored", () => {
     await env.DB.prepare("DELETE FROM audit_events WHERE installation_id = ? AND seq = ?").bind(id, ok.events).run();
     await env.DB.prepare("DELETE FROM audit_checkpoints WHERE installation_id = ?").bind(id).run();
     expect(await verify(apiKey, "full")).toMatchObject({ ok: false, firstBroken: { seq: ok.events, reason: "tail_missing" } });
+  });
+
+  it("events written after the walk's seal are the unsealed tail, not a break; an unsealed event before a sealed one is", async () => {
+    const { id } = await trail(2);
+    await sealAuditChain(env, id);
+    const head = (await rows(id)).at(-1)!;
+    // Written after the seal (another request's write; its own seal has not run yet).
+    const event = (n: number) =>
+      auditStatement(env.DB, {
+        installationId: id,
+        idempotencyKey: `test:${crypto.randomUUID()}`,
+        action: "report.created",
+        actor: { type: "system", id: "test" },
+        target: { type: "report", id: `r${n}` },
+        details: { n },
+        at: new Date().toISOString(),
+      });
+    await env.DB.batch([event(1), event(2)]);
+    const walk = async () => walkChain(env, id, auditKeys(env), await checkpointBounds(env.DB, id), { seq: 1, prev: GENESIS_HASH }, 1_000);
+    const tail = await walk();
+    expect(tail).toMatchObject({ broken: null, end: true });
+    expect(tail.position.seq).toBe(head.seq + 1);
+    // Once the next event is sealed, the unsealed one before it is a break.
+    const [first, second] = (await rows(id)).filter((row) => row.hash === null);
+    await env.DB.prepare("UPDATE audit_events SET hash = ?2, prev_hash = ?3 WHERE id = ?1").bind(second!.id, "f".repeat(64), "e".repeat(64)).run();
+    expect(await walk()).toMatchObject({ broken: { seq: first!.seq, reason: "unsealed" } });
   });
 
   it("an event edited before it was sealed is refused by its MAC", async () => {

@@ -366,6 +366,11 @@ async function walkSegment(env: Env, installationId: string, keys: AuditKeys, bo
  * passed: first through archived segments (a segment is walked whole, so a walk may pass the
  * budget by up to one segment), then the rows in D1.
  */
+/** Whether any event after `seq` is sealed. */
+async function sealedAfter(db: D1Database, installationId: string, seq: number): Promise<boolean> {
+  return (await db.prepare(`SELECT 1 AS one FROM audit_events WHERE installation_id = ?1 AND seq > ?2 AND hash IS NOT NULL LIMIT 1`).bind(installationId, seq).first()) !== null;
+}
+
 export async function walkChain(env: Env, installationId: string, keys: AuditKeys, bounds: { first: number | null; last: number | null }, from: WalkPosition, budget: number): Promise<WalkResult> {
   const position = { ...from };
   let checked = 0;
@@ -391,6 +396,10 @@ export async function walkChain(env: Env, installationId: string, keys: AuditKey
     const checkpoints = results.length > 0 ? await checkpointsBetween(env.DB, installationId, results[0]!.seq, results.at(-1)!.seq) : new Map<number, Checkpoint[]>();
     for (const row of results) {
       if (row.seq !== position.seq) return broken({ seq: position.seq, id: null, reason: "seq_gap" });
+      // An event written after this walk's seal (another request's, a moment ago) is the tail the
+      // next seal chains, not a break: the walk ends before it, provided its MAC holds and nothing
+      // after it is sealed (the sealer never skips an event, so a sealed one after it is a break).
+      if (row.hash === null && entryMacHolds(keys, row, bounds) && !(await sealedAfter(env.DB, installationId, row.seq))) return { position, broken: null, end: true, checked };
       const failed = await rowBroken(keys, bounds, row, position, checkpoints.get(row.seq) ?? []);
       if (failed) return broken(failed);
       position.prev = row.hash!;
