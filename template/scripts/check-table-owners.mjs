@@ -27,6 +27,7 @@ export const TABLE_OWNERS = {
   audit_checkpoints: "audit",
   audit_verify_cursors: "audit",
   audit_segments: "audit",
+  audit_anchor_due: "audit",
   human_tasks: "cases",
   qa_settings: "cases",
   qa_reviews: "cases",

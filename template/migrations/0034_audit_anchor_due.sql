@@ -1,0 +1,12 @@
+-- The R2 anchor (audit/<installation>/head.json) has one writer per installation: the scheduled
+-- audit sweep (and an explicit verification), never the seal after every API write, since R2
+-- takes about one write a second per key. audit_anchor_due lists the installations whose newest
+-- D1 checkpoint the anchor does not hold yet, so the sweep finds them without listing R2: one row
+-- per installation (about 80 bytes), written by an after-write checkpoint, deleted when the
+-- anchor is moved. The primary key serves both the upsert and the sweep's lookup.
+CREATE TABLE audit_anchor_due (
+  installation_id TEXT PRIMARY KEY,
+  seq INTEGER NOT NULL,
+  due_at TEXT NOT NULL
+);
+CREATE INDEX audit_anchor_due_at ON audit_anchor_due (due_at);
