@@ -4,8 +4,11 @@
 // the bench); tests call the Worker's `scheduled` handler directly.
 //
 // Adding a sweep: export an async function `(env, now, ctx?) => summary` from your domain's index.ts and
-// add one entry below. A sweep must be bounded (a fixed amount of work per run; the next run goes
-// on) and idempotent (running it twice, or concurrently, does no harm). Its summary is a small
+// add one entry below. A sweep must be bounded (a fixed amount of work per call, a slice) and
+// idempotent (running it twice, or concurrently, does no harm). A sweep whose backlog can outgrow
+// one slice a minute says so (`more`): after every sweep ran once, the schedule runs those with
+// more again, in turn, while the invocation's time budget lasts (see runSchedule), so the work
+// done per minute grows with the backlog instead of staying at one slice. Its summary is a small
 // object of counts: it is logged as is, so it must never hold secrets or personal data. Each run's
 // results are recorded in sweep_runs (operations/sweep-runs.ts), where the metrics read them.
 import { sweepAuditChains, sweepAuditSegments } from "./audit";
@@ -28,7 +31,14 @@ export interface Sweep {
   name: string;
   /** `ctx` is the scheduled event's (absent when a test calls runSchedule without one). */
   run(env: Env, now: Date, ctx?: ExecutionContext): Promise<Record<string, number>>;
+  /**
+   * Whether a slice's summary says work is left that another slice would take now. Absent: the
+   * summary's own `more` (1 when the slice stopped at its bound). A sweep is repeated only if it has this.
+   */
+  more?: (summary: Record<string, number>) => boolean;
 }
+
+const summaryMore = (summary: Record<string, number>) => summary.more === 1;
 
 /** THE list of sweeps, run in this order on every scheduled event. */
 export const SWEEPS: readonly Sweep[] = [
@@ -46,11 +56,12 @@ export const SWEEPS: readonly Sweep[] = [
   { name: "enforcement.complaint_outcomes", run: (env, now) => sweepComplaintOutcomes(env, now) },
   { name: "enforcement.outbox", run: (env, now) => sweepPendingDeliveries(env, now) },
   // Restricting decisions' statements of reasons to the DSA Transparency Database (5 batches of 100 per run).
-  { name: "enforcement.transparency_db", run: (env, now) => sweepTransparencyDb(env, now) },
-  { name: "audit.seal_and_verify", run: async (env) => ({ ...(await sweepAuditChains(env)) }) },
+  { name: "enforcement.transparency_db", run: (env, now) => sweepTransparencyDb(env, now), more: summaryMore },
+  // Also the one writer of each installation's R2 anchor (the seals after writes only mark it due).
+  { name: "audit.seal_and_verify", run: async (env) => ({ ...(await sweepAuditChains(env)) }), more: summaryMore },
   // Sealed, checkpointed events older than the hot window out of D1 into R2 segments (20,000 a run).
   // Each installation's hot window (PUT /storage/settings; 7 days unless set) holds its audit events in D1 too.
-  { name: "audit.segments", run: async (env, now) => ({ ...(await sweepAuditSegments(env, now, { hotDaysFor: async (id) => (await getStorageSettings(env.DB, id)).hotDays })) }) },
+  { name: "audit.segments", run: async (env, now) => ({ ...(await sweepAuditSegments(env, now, { hotDaysFor: async (id) => (await getStorageSettings(env.DB, id)).hotDays })) }), more: summaryMore },
   // After the audit sweep, so a broken chain it found is alerted in the same run.
   { name: "operations.alerts", run: (env, now) => sweepAlerts(env, now) },
   // Autonomous triggers whose live overturn rate passed their limit drop to assisted (automation.demoted).
@@ -60,10 +71,11 @@ export const SWEEPS: readonly Sweep[] = [
   { name: "workflows.seal_legacy_step_outputs", run: (env) => sealLegacyStepOutputs(env, 200) },
   // The personal data of closed cases past the installation's retention period (retention.personal_data_erased),
   // and the person index of rows written before it (a no-op once none are left).
-  { name: "cases.retention", run: (env, now) => sweepRetention(env, now) },
+  // Its summary has no `more`: another slice is worth it while the last one erased something (the one after the backlog erases nothing).
+  { name: "cases.retention", run: (env, now) => sweepRetention(env, now), more: (summary) => (summary.installations ?? 0) > 0 },
   { name: "cases.index_person_keys", run: async (env) => ({ ...(await indexPersonKeys(env, 200)) }) },
   // Ended runs past their installation's hot window: child rows into one R2 object per run, out of D1 (50 a run).
-  { name: "workflows.archive_runs", run: (env, now) => sweepRunArchive(env, now) },
+  { name: "workflows.archive_runs", run: (env, now) => sweepRunArchive(env, now), more: summaryMore },
   // The complete hours not yet rolled up (at most 48 per run), last so it sees what the others did.
   { name: "metrics.rollup", run: (env, now) => sweepMetricRollups(env, now) },
 ];
@@ -72,6 +84,7 @@ export interface SweepResult {
   name: string;
   ok: boolean;
   ms: number;
+  /** The slices' summaries added up; a repeatable sweep's also carries `slices` and `more` (of its last slice). */
   summary?: Record<string, number>;
   error?: string;
 }
@@ -84,23 +97,75 @@ export interface ScheduleRun {
 }
 
 /**
- * Runs every sweep, one after the other; one that throws is recorded (its error code only) and
- * the others still run. Logs one `schedule.run` line with the summary.
+ * Wall-clock time one scheduled invocation spends on further slices of sweeps with a backlog:
+ * the cron fires every minute, so half of it leaves the next invocation a quiet start.
  */
-export async function runSchedule(env: Env, event: { cron: string; scheduledTime: number }, sweeps: readonly Sweep[] = SWEEPS, ctx?: ExecutionContext): Promise<ScheduleRun> {
+export const SCHEDULE_BUDGET_MS = 30_000;
+/** At most this many slices of one sweep per invocation (keeps an invocation's D1 queries and subrequests bounded). */
+export const MAX_SLICES = 10;
+
+function addSummary(into: Record<string, number>, slice: Record<string, number>): void {
+  for (const [key, value] of Object.entries(slice)) into[key] = key === "more" ? value : (into[key] ?? 0) + value;
+}
+
+/**
+ * Runs every sweep once, one after the other; one that throws is recorded (its error code only)
+ * and the others still run. Then, while `budgetMs` from the start lasts, it runs again, in turn,
+ * each repeatable sweep whose last slice left more (and that did not throw), up to MAX_SLICES
+ * each; a slice is not started unless one as long as the sweep's longest so far still fits.
+ * Logs one `schedule.run` line with the summary.
+ */
+export async function runSchedule(env: Env, event: { cron: string; scheduledTime: number }, sweeps: readonly Sweep[] = SWEEPS, ctx?: ExecutionContext, options: { budgetMs?: number } = {}): Promise<ScheduleRun> {
   const now = new Date(event.scheduledTime);
+  const deadline = Date.now() + (options.budgetMs ?? SCHEDULE_BUDGET_MS);
   const results: SweepResult[] = [];
-  for (const sweep of sweeps) {
+  const slices = new Map<Sweep, { result: SweepResult; count: number; longest: number; more: boolean }>();
+  const runSlice = async (sweep: Sweep, result?: SweepResult): Promise<SweepResult> => {
     const started = Date.now();
+    let outcome: SweepResult;
     try {
       const summary = await sweep.run(env, now, ctx);
-      results.push({ name: sweep.name, ok: true, ms: Date.now() - started, summary });
+      if (!result) outcome = { name: sweep.name, ok: true, ms: Date.now() - started, summary: { ...summary } };
+      else {
+        outcome = result;
+        addSummary(outcome.summary!, summary);
+        outcome.ms += Date.now() - started;
+      }
+      if (sweep.more) {
+        const state = slices.get(sweep) ?? { result: outcome, count: 0, longest: 0, more: false };
+        state.count += 1;
+        state.longest = Math.max(state.longest, Date.now() - started);
+        state.more = sweep.more(summary);
+        slices.set(sweep, state);
+        outcome.summary!.slices = state.count;
+        outcome.summary!.more = state.more ? 1 : 0;
+      }
     } catch (error) {
-      results.push({ name: sweep.name, ok: false, ms: Date.now() - started, error: errorCode(error) });
+      if (result) {
+        // A later slice failed: what the earlier ones did stands; no more slices of it this run.
+        result.ok = false;
+        result.error = errorCode(error);
+        result.ms += Date.now() - started;
+        const state = slices.get(sweep);
+        if (state) state.more = false;
+        outcome = result;
+      } else outcome = { name: sweep.name, ok: false, ms: Date.now() - started, error: errorCode(error) };
     }
     // Between sweeps the runtime reads its sockets (lib/queue-work.ts says why): the schedule's
     // chain of in-process D1 calls must not hold requests back for its whole run.
     await yieldToRuntime();
+    return outcome;
+  };
+  for (const sweep of sweeps) results.push(await runSlice(sweep));
+  // The backlog pass: round-robin over the sweeps that left more, while the budget lasts.
+  for (;;) {
+    let ran = false;
+    for (const [sweep, state] of slices) {
+      if (!state.more || state.count >= MAX_SLICES || Date.now() + state.longest > deadline) continue;
+      await runSlice(sweep, state.result);
+      ran = true;
+    }
+    if (!ran) break;
   }
   try {
     await recordSweepRuns(env, now, results);

@@ -4,7 +4,9 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { sweepAuditChains } from "../src/audit/chain-sweep";
-import { api, newInstallation } from "./helpers";
+import { runSchedule, type Sweep } from "../src/schedule";
+import { sweepRunArchive } from "../src/workflows/run-archive";
+import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
 
 const anchorObject = (installationId: string) => env.AUDIT_ANCHORS.head(`audit/${installationId}/head.json`);
 const anchorDue = async (installationId: string) => env.DB.prepare("SELECT seq FROM audit_anchor_due WHERE installation_id = ?").bind(installationId).first<{ seq: number }>();
@@ -61,4 +63,63 @@ describe("one anchor writer per installation", () => {
     expect(await anchorDue(id)).toBeNull();
     expect((await api("/api/v1/audit/verify?mode=full", { key: apiKey })).body).toMatchObject({ ok: true });
   }, 30_000);
+});
+
+describe("sweeps whose work grows with their backlog", () => {
+  const straight = {
+    schemaVersion: 1,
+    nodes: [
+      { id: "start", kind: "start" },
+      { id: "done", kind: "end", config: { terminal_code: "done" } },
+    ],
+    edges: [edge("start", "success", "done")],
+  };
+  const cron = { cron: "* * * * *", scheduledTime: Date.now() + 5_000 };
+
+  it("a backlog of five slices is drained in one scheduled run, and the next run finds nothing", async () => {
+    const inst = await newInstallation("backlog");
+    expect((await api("/api/v1/storage/settings", { method: "PUT", key: inst.apiKey, body: { hotDays: 0 } })).status).toBe(200);
+    const version = await publish(inst.apiKey, straight);
+    const runs: string[] = [];
+    for (let index = 0; index < 9; index++) runs.push((await startRun(inst.apiKey, version.id)).id);
+    for (const id of runs) expect((await waitForRun(inst.apiKey, id)).state).toBe("succeeded");
+    // The real run-archive sweep, scoped to this installation, two runs a slice: nine need five slices.
+    const archive: Sweep = { name: "workflows.archive_runs", run: (env, now) => sweepRunArchive(env, now, { limit: 2, installationId: inst.id }), more: (s) => s.more === 1 };
+    const first = await runSchedule(env, { ...cron, scheduledTime: Date.now() + 5_000 }, [archive]);
+    expect(first.sweeps[0]).toMatchObject({ ok: true, summary: { archived: 9, failed: 0, slices: 5, more: 0 } });
+    const archived = await env.DB.prepare("SELECT COUNT(*) AS n FROM workflow_runs WHERE installation_id = ? AND archived_at IS NOT NULL").bind(inst.id).first<{ n: number }>();
+    expect(archived?.n).toBe(9);
+    // Idempotent: the next run has one empty slice.
+    const second = await runSchedule(env, { ...cron, scheduledTime: Date.now() + 5_000 }, [archive]);
+    expect(second.sweeps[0]).toMatchObject({ ok: true, summary: { archived: 0, slices: 1, more: 0 } });
+  }, 60_000);
+
+  it("further slices stop at the time budget and at MAX_SLICES; a sweep without `more` runs once", async () => {
+    let calls = 0;
+    const endless: Sweep = { name: "test.endless", run: async () => ((calls += 1), { done: 1, more: 1 }), more: (s) => s.more === 1 };
+    let once = 0;
+    const plain: Sweep = { name: "test.plain", run: async () => ((once += 1), { done: 1, more: 1 }) };
+    const run = await runSchedule(env, cron, [endless, plain]);
+    expect(run.sweeps[0]!.summary).toEqual({ done: 10, more: 1, slices: 10 });
+    expect(once).toBe(1);
+    // No budget left: the first slice only.
+    calls = 0;
+    const slow: Sweep = { name: "test.slow", run: async () => (await new Promise((r) => setTimeout(r, 50)), (calls += 1), { more: 1 }), more: (s) => s.more === 1 };
+    const limited = await runSchedule(env, cron, [slow], undefined, { budgetMs: 120 });
+    expect(limited.sweeps[0]!.summary).toMatchObject({ more: 1 });
+    expect(calls).toBeLessThan(4);
+    // A later slice that throws keeps the earlier slices' work and marks the sweep failed.
+    let slice = 0;
+    const flaky: Sweep = {
+      name: "test.flaky",
+      run: async () => {
+        slice += 1;
+        if (slice === 3) throw new Error("boom");
+        return { done: 1, more: 1 };
+      },
+      more: (s) => s.more === 1,
+    };
+    const failed = await runSchedule(env, cron, [flaky]);
+    expect(failed.sweeps[0]).toMatchObject({ ok: false, summary: { done: 2, slices: 2 } });
+  });
 });

@@ -44,6 +44,8 @@ export interface AuditSweepSummary {
   broken: number;
   /** Installations whose R2 anchor this run moved to their newest checkpoint. */
   anchored: number;
+  /** 1 when this run stopped at a bound (verification budget, installations, anchors) with work left. */
+  more: number;
 }
 
 /**
@@ -54,7 +56,7 @@ export interface AuditSweepSummary {
  */
 export async function sweepAuditChains(env: Env): Promise<AuditSweepSummary> {
   const keys = auditKeys(env);
-  const summary: AuditSweepSummary = { sealed: 0, installationsSealed: 0, verifiedEvents: 0, passesFinished: 0, broken: 0, anchored: 0 };
+  const summary: AuditSweepSummary = { sealed: 0, installationsSealed: 0, verifiedEvents: 0, passesFinished: 0, broken: 0, anchored: 0, more: 0 };
   const { results: toSeal } = await env.DB.prepare(`
     SELECT installation_id AS id FROM (SELECT DISTINCT installation_id FROM audit_events WHERE hash IS NULL LIMIT ?1)
     UNION
@@ -78,6 +80,7 @@ export async function sweepAuditChains(env: Env): Promise<AuditSweepSummary> {
     const left = await env.DB.prepare(`SELECT 1 AS due FROM audit_anchor_due WHERE installation_id = ?1`).bind(id).first();
     if (!left) summary.anchored += 1;
   }
+  if (toSeal.length >= SWEEP_INSTALLATIONS || due.length === SWEEP_ANCHORS) summary.more = 1;
   const key = keys.current;
   if (!key) return summary;
   const { results: installations } = await env.DB.prepare(`
@@ -98,6 +101,9 @@ export async function sweepAuditChains(env: Env): Promise<AuditSweepSummary> {
     budget -= walked.checked;
     summary.verifiedEvents += walked.checked;
     if (!walked.end) {
+      // A pass left unfinished for want of budget: another slice goes on with it (a pass that
+      // finished starts over at the next minute's run, not in a further slice).
+      summary.more = 1;
       await cursorStatement(env.DB, key, cursor.installationId, walked.position, passStartedAt, at).run();
       continue;
     }

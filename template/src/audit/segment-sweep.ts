@@ -156,10 +156,12 @@ export interface SegmentSweepSummary {
   segments: number;
   events: number;
   refused: number;
+  /** 1 when the run stopped at its event budget (or its installation pages) with archivable events left. */
+  more: number;
 }
 
 /** Archives an installation's events older than `cutoff`, segment by segment, up to `budget` events. */
-export async function archiveAuditSegments(env: Env, installationId: string, cutoff: string, budget = SWEEP_EVENTS): Promise<Omit<SegmentSweepSummary, "installations">> {
+export async function archiveAuditSegments(env: Env, installationId: string, cutoff: string, budget = SWEEP_EVENTS): Promise<Omit<SegmentSweepSummary, "installations" | "more">> {
   const done = { segments: 0, events: 0, refused: 0 };
   while (done.events < budget) {
     const plan = await planSegment(env, installationId, cutoff, Math.min(SEGMENT_MAX_EVENTS, budget - done.events));
@@ -185,7 +187,7 @@ export async function archiveAuditSegments(env: Env, installationId: string, cut
  */
 export async function sweepAuditSegments(env: Env, now: Date, options: { hotDaysFor?: (installationId: string) => number | Promise<number> } = {}): Promise<SegmentSweepSummary> {
   const hotDaysFor = options.hotDaysFor ?? (() => DEFAULT_AUDIT_HOT_DAYS);
-  const summary: SegmentSweepSummary = { installations: 0, segments: 0, events: 0, refused: 0 };
+  const summary: SegmentSweepSummary = { installations: 0, segments: 0, events: 0, refused: 0, more: 0 };
   let after = { oldest: "", id: "" };
   for (let page = 0; page < SCAN_PAGES && summary.events < SWEEP_EVENTS; page++) {
     // Installations whose oldest event in D1 is older than now (the loosest window) and that have
@@ -213,8 +215,10 @@ export async function sweepAuditSegments(env: Env, now: Date, options: { hotDays
       summary.events += done.events;
       summary.refused += done.refused;
     }
-    if (results.length < SWEEP_INSTALLATIONS) break;
+    if (summary.events >= SWEEP_EVENTS) break;
+    if (results.length < SWEEP_INSTALLATIONS) return summary;
     after = results.at(-1)!;
   }
+  summary.more = 1; // the event budget or the scan's pages ran out before the installations did
   return summary;
 }
