@@ -45,7 +45,8 @@ export const SWEEPS: readonly Sweep[] = [
   // Lapsed leases back in their queue: state open, no claimant (task.lease_lapsed).
   { name: "cases.lapsed_leases", run: (env, now) => sweepLapsedLeases(env, now) },
   // Runs left dispatch_pending are dispatched again (starting an instance needs the event's ctx).
-  { name: "workflows.redispatch", run: async (env, now, ctx) => (ctx ? redispatchPendingRuns(env, ctx, now) : { redispatched: 0, failed: 0, skipped: 1 }) },
+  // Repeated while a full slice left more (a slice stops at the first create refused for the rate).
+  { name: "workflows.redispatch", run: async (env, now, ctx) => (ctx ? redispatchPendingRuns(env, ctx, now) : { redispatched: 0, failed: 0, skipped: 1 }), more: summaryMore },
   // Waits past their deadline that the engine missed: the deadline recorded, the run signalled.
   // Backtest chunks whose queue message was lost, sent again (a running backtest never waits on a message that is gone).
   { name: "automation.backtest_chunks", run: (env, now) => sweepLostBacktestChunks(env, now) },

@@ -1,11 +1,14 @@
 // The limits that bind at volume: one writer for each installation's R2 anchor, sweeps that drain
 // their backlog, run admission that waits at the Workflows creation rate, and analytics computed
 // from rollups. Each test creates its own installations and counts only what it created.
-import { env } from "cloudflare:test";
+import { createExecutionContext, env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { sweepAuditChains } from "../src/audit/chain-sweep";
 import { runSchedule, type Sweep } from "../src/schedule";
+import type { Actor } from "../src/auth";
 import { sweepRunArchive } from "../src/workflows/run-archive";
+import { createRun, dispatchRun, type StartInstance } from "../src/workflows/runs";
+import { getRunRow } from "../src/workflows/runs-queries";
 import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
 
 const anchorObject = (installationId: string) => env.AUDIT_ANCHORS.head(`audit/${installationId}/head.json`);
@@ -65,15 +68,16 @@ describe("one anchor writer per installation", () => {
   }, 30_000);
 });
 
+const straight = {
+  schemaVersion: 1,
+  nodes: [
+    { id: "start", kind: "start" },
+    { id: "done", kind: "end", config: { terminal_code: "done" } },
+  ],
+  edges: [edge("start", "success", "done")],
+};
+
 describe("sweeps whose work grows with their backlog", () => {
-  const straight = {
-    schemaVersion: 1,
-    nodes: [
-      { id: "start", kind: "start" },
-      { id: "done", kind: "end", config: { terminal_code: "done" } },
-    ],
-    edges: [edge("start", "success", "done")],
-  };
   const cron = { cron: "* * * * *", scheduledTime: Date.now() + 5_000 };
 
   it("a backlog of five slices is drained in one scheduled run, and the next run finds nothing", async () => {
@@ -122,4 +126,43 @@ describe("sweeps whose work grows with their backlog", () => {
     const failed = await runSchedule(env, cron, [flaky]);
     expect(failed.sweeps[0]).toMatchObject({ ok: false, summary: { done: 2, slices: 2 } });
   });
+});
+
+describe("run admission waits at the Workflows creation rate", () => {
+  it("a create refused for the rate three times leaves the run pending with a growing backoff; the queue then starts it, once", async () => {
+    const inst = await newInstallation("admission");
+    const version = await publish(inst.apiKey, straight);
+    const actor: Actor = { installationId: inst.id, scopes: ["admin"], audit: { type: "system", id: "test" } };
+    // The Workflows create as a trigger storm meets it: refused for the rate.
+    let refused = 0;
+    const refusing: StartInstance = async () => {
+      refused += 1;
+      throw new Error("Workflows: too many requests, rate limited; try again later");
+    };
+    const ctx = createExecutionContext();
+    const { run } = await createRun(env, ctx, actor, { workflowVersionId: version.id, authorityMode: "autonomous", input: {}, idempotencyKey: `storm:${crypto.randomUUID()}` }, { start: refusing });
+    expect(run.state).toBe("dispatch_pending");
+    const admission = () => env.DB.prepare("SELECT state, dispatch_attempts AS attempts, dispatch_after AS after FROM workflow_runs WHERE id = ?").bind(run.id).first<{ state: string; attempts: number; after: string }>();
+    const afterFirst = (await admission())!;
+    expect(afterFirst).toMatchObject({ state: "dispatch_pending", attempts: 1 });
+    // Two more refusals (as the queue's tries would meet them): still pending, never failed, the backoff grows.
+    for (let index = 0; index < 2; index++) expect(await dispatchRun(env, ctx, (await getRunRow(env.DB, inst.id, run.id))!, refusing)).toBe("deferred");
+    const afterThird = (await admission())!;
+    expect(refused).toBe(3);
+    expect(afterThird).toMatchObject({ state: "dispatch_pending", attempts: 3 });
+    expect(afterThird.after > afterFirst.after).toBe(true);
+    expect(new Date(afterThird.after).getTime() - Date.now()).toBeGreaterThan(2_000);
+    // The creates are allowed again: the RUN_OPERATIONS message of the last refusal starts it after
+    // its backoff (the earlier messages find it not due yet and do nothing).
+    const done = await waitForRun(inst.apiKey, run.id, ["succeeded", "failed", "repair_required", "terminated"], 30_000);
+    expect(done.state).toBe("succeeded");
+    expect(done.instanceId).toBe(run.id);
+    expect(done.steps.filter((step: { nodeId: string }) => step.nodeId === "start")).toHaveLength(1);
+    const created = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE installation_id = ? AND action = 'workflow.run_created' AND target_id = ?").bind(inst.id, run.id).first<{ n: number }>();
+    expect(created?.n).toBe(1);
+    // A late try (a redelivered message) finds it started and does nothing.
+    const { admitDeferredRun } = await import("../src/workflows/runs");
+    expect(await admitDeferredRun(env, ctx, inst.id, run.id, refusing)).toBe("not_pending");
+    expect(refused).toBe(3);
+  }, 45_000);
 });

@@ -10,3 +10,11 @@ CREATE TABLE audit_anchor_due (
   due_at TEXT NOT NULL
 );
 CREATE INDEX audit_anchor_due_at ON audit_anchor_due (due_at);
+
+-- Run admission: Workflows creates about 100 instances a second per workflow, so a create refused
+-- for its rate (or an overload) leaves the run `dispatch_pending` with a backoff instead of failing
+-- it. dispatch_attempts counts the refused creates (the backoff doubles with it); dispatch_after
+-- is when the next try is due (the RUN_OPERATIONS queue message carries the try; the dispatch
+-- sweep takes a run only once it is due). About 30 bytes a run; read with the run, never searched.
+ALTER TABLE workflow_runs ADD COLUMN dispatch_attempts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE workflow_runs ADD COLUMN dispatch_after TEXT;
