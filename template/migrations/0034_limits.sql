@@ -18,3 +18,25 @@ CREATE INDEX audit_anchor_due_at ON audit_anchor_due (due_at);
 -- sweep takes a run only once it is due). About 30 bytes a run; read with the run, never searched.
 ALTER TABLE workflow_runs ADD COLUMN dispatch_attempts INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE workflow_runs ADD COLUMN dispatch_after TEXT;
+
+-- The transparency report over long periods reads daily rollups, never a year of rows: per
+-- installation, UTC day and figure family (reports, decisions, complaints, … and the histograms of
+-- time to act and to decide a complaint), one row per group the report's own statement returns
+-- (row_json: the group's fields; n: its count). A day has as many rows as distinct groups (tens),
+-- whatever its number of reports. transparency_rollup_days marks the days rolled up, so a report
+-- knows which days to read here and which to count from the rows. Both are derived: rebuilt by
+-- the sweep, not backed up.
+CREATE TABLE transparency_rollups (
+  installation_id TEXT NOT NULL,
+  day TEXT NOT NULL,
+  family TEXT NOT NULL,
+  row_json TEXT NOT NULL,
+  n INTEGER NOT NULL,
+  PRIMARY KEY (installation_id, day, family, row_json)
+);
+CREATE TABLE transparency_rollup_days (
+  installation_id TEXT NOT NULL,
+  day TEXT NOT NULL,
+  rolled_at TEXT NOT NULL,
+  PRIMARY KEY (installation_id, day)
+);

@@ -76,6 +76,8 @@ export const TABLE_OWNERS = {
   metric_rollups: "metrics",
   metric_rollups_daily: "metrics",
   metric_rollup_hours: "metrics",
+  transparency_rollups: "metrics",
+  transparency_rollup_days: "metrics",
   retention_settings: "cases",
   connectors: "connectors",
   connector_reports: "connectors",

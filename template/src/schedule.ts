@@ -22,7 +22,7 @@ import { indexPersonKeys } from "./cases/retention/retention-people";
 import { sweepComplaintOutcomes, sweepPendingDeliveries, sweepTransparencyDb } from "./enforcement";
 import { errorCode } from "./errors";
 import { yieldToRuntime } from "./lib/queue-work";
-import { sweepMetricRollups } from "./metrics";
+import { sweepMetricRollups, sweepTransparencyRollups } from "./metrics";
 import { recordSweepRuns, sweepAlerts } from "./operations";
 import { getStorageSettings, redispatchPendingRuns, sealLegacyStepOutputs, sweepExpiredWaits, sweepRunArchive, sweepStalledRuns } from "./workflows";
 
@@ -78,7 +78,9 @@ export const SWEEPS: readonly Sweep[] = [
   // Ended runs past their installation's hot window: child rows into one R2 object per run, out of D1 (50 a run).
   { name: "workflows.archive_runs", run: (env, now) => sweepRunArchive(env, now), more: summaryMore },
   // The complete hours not yet rolled up (at most 48 per run), last so it sees what the others did.
-  { name: "metrics.rollup", run: (env, now) => sweepMetricRollups(env, now) },
+  { name: "metrics.rollup", run: (env, now) => sweepMetricRollups(env, now), more: summaryMore },
+  // The complete days not yet rolled up for the transparency report (30 per run), from each installation's creation on.
+  { name: "metrics.transparency_rollup", run: (env, now) => sweepTransparencyRollups(env, now), more: summaryMore },
 ];
 
 export interface SweepResult {

@@ -6,6 +6,8 @@ import { describe, expect, it } from "vitest";
 import { sweepAuditChains } from "../src/audit/chain-sweep";
 import { runSchedule, type Sweep } from "../src/schedule";
 import type { Actor } from "../src/auth";
+import { rollupTransparencyDay } from "../src/metrics";
+import { transparencyReport } from "../src/metrics/transparency";
 import { sweepRunArchive } from "../src/workflows/run-archive";
 import { createRun, dispatchRun, type StartInstance } from "../src/workflows/runs";
 import { getRunRow } from "../src/workflows/runs-queries";
@@ -165,4 +167,124 @@ describe("run admission waits at the Workflows creation rate", () => {
     expect(await admitDeferredRun(env, ctx, inst.id, run.id, refusing)).toBe("not_pending");
     expect(refused).toBe(3);
   }, 45_000);
+});
+
+/** env with its DB counted: statements run and rows read (D1's meta.rows_read), batches included. */
+function countingEnv() {
+  const stats = { statements: 0, rowsRead: 0 };
+  const targets = new WeakMap<object, D1PreparedStatement>();
+  const track = <T extends { meta?: { rows_read?: number } }>(result: T) => {
+    stats.statements += 1;
+    stats.rowsRead += result.meta?.rows_read ?? 0;
+    return result;
+  };
+  const wrap = (statement: D1PreparedStatement): D1PreparedStatement => {
+    const proxy = new Proxy(statement, {
+      get(target, property) {
+        if (property === "bind") return (...values: unknown[]) => wrap(target.bind(...values));
+        if (property === "all" || property === "run") return async () => track(await target.all());
+        if (property === "first")
+          return async (column?: string) => {
+            const row = (track(await target.all()).results[0] ?? null) as Record<string, unknown> | null;
+            return column ? (row?.[column] ?? null) : row;
+          };
+        const value = Reflect.get(target, property, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    targets.set(proxy, statement);
+    return proxy;
+  };
+  const DB = new Proxy(env.DB, {
+    get(target, property) {
+      if (property === "prepare") return (sql: string) => wrap(target.prepare(sql));
+      if (property === "batch") return async (statements: D1PreparedStatement[]) => (await target.batch(statements.map((s) => targets.get(s) ?? s))).map((result) => track(result));
+      const value = Reflect.get(target, property, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  return { env: { ...env, DB } as Env, stats };
+}
+
+describe("the transparency report over a long period reads daily rollups", () => {
+  const DAY = 86_400_000;
+  const SHIFT_DAYS = 60;
+  /** Moves every row the report counts of this installation SHIFT_DAYS back, as if written then. */
+  const backdate = async (installationId: string) => {
+    const shift = `'-${SHIFT_DAYS} days'`;
+    const at = (column: string) => `${column} = strftime('%Y-%m-%dT%H:%M:%fZ', ${column}, ${shift})`;
+    await env.DB.batch([
+      env.DB.prepare(`UPDATE reports SET ${at("created_at")} WHERE installation_id = ? AND created_at > ?`).bind(installationId, new Date(Date.now() - DAY).toISOString()),
+      env.DB.prepare(`UPDATE decisions SET ${at("created_at")} WHERE installation_id = ? AND created_at > ?`).bind(installationId, new Date(Date.now() - DAY).toISOString()),
+      env.DB.prepare(`UPDATE appeals SET ${at("created_at")}, decided_at = CASE WHEN decided_at IS NULL THEN NULL ELSE strftime('%Y-%m-%dT%H:%M:%fZ', decided_at, ${shift}) END WHERE installation_id = ? AND created_at > ?`).bind(
+        installationId,
+        new Date(Date.now() - DAY).toISOString(),
+      ),
+    ]);
+  };
+  const notice = async (key: string, subject: string, category = "violence") => {
+    const response = await api("/api/v1/reports", { key, body: { subject: { kind: "content", id: subject }, category, source: "notice" } });
+    expect(response.status).toBe(201);
+    return response.body.id as string;
+  };
+  const decide = async (key: string, reportId: string, body: Record<string, unknown>) => {
+    const response = await api("/api/v1/decisions", { key, body: { reportId, statement: "Against the rules.", ...body } });
+    expect(response.status).toBe(201);
+    return response.body.id as string;
+  };
+  const withoutMedians = (report: any) => {
+    const sections = structuredClone(report.sections);
+    delete sections.notices.timeToAct.medianSeconds;
+    for (const value of Object.values(sections.notices.timeToAct.bySubmitter) as any[]) delete value.medianSeconds;
+    delete sections.complaints.medianSecondsToDecide;
+    return sections;
+  };
+
+  it("gives the same counts as the rows, and reads as many rows with three times the reports", async () => {
+    const inst = await newInstallation("transparency-rollups");
+    const actor: Actor = { installationId: inst.id, scopes: ["admin"], audit: { type: "system", id: "test" } };
+    const reports = [await notice(inst.apiKey, "a-1"), await notice(inst.apiKey, "a-2", "scams_and_fraud"), await notice(inst.apiKey, "a-3")];
+    const removed = await decide(inst.apiKey, reports[0]!, { outcome: "remove", restrictions: { visibility: ["content_removed"] } });
+    await decide(inst.apiKey, reports[1]!, { outcome: "suspend", restrictions: { account: "suspended" }, ground: "illegal_content", legalGround: "Criminal code s. 1" });
+    const filed = await api("/api/v1/appeals", { key: inst.apiKey, body: { decisionId: removed, reason: "I disagree." } });
+    expect(filed.status).toBe(201);
+    expect((await api(`/api/v1/appeals/${filed.body.id}/resolve`, { key: inst.apiKey, body: { outcome: "upheld" } })).status).toBe(200);
+    await backdate(inst.id);
+    const day = Math.floor((Date.now() - SHIFT_DAYS * DAY) / DAY) * DAY;
+    const month = { from: new Date(day - 10 * DAY).toISOString(), to: new Date(day + 10 * DAY).toISOString() };
+    const year = { from: new Date(Date.now() - 399 * DAY).toISOString(), to: new Date().toISOString() };
+
+    // A short period: from the rows, as before.
+    const short = await transparencyReport(env, actor, month);
+    expect(short.computedFrom).toBe("rows");
+    expect(short.sections.notices.received.total).toBe(3);
+    // The long period before any day is rolled up: the rows as well, through the same statements.
+    const unrolled = await transparencyReport(env, actor, year);
+    expect(unrolled.computedFrom).toBe("daily_rollups");
+    expect(withoutMedians(unrolled)).toEqual(withoutMedians(short));
+    // Rolled up (the written rows may straddle midnight: the day before and after too).
+    for (const d of [day - DAY, day, day + DAY]) await rollupTransparencyDay(env.DB, inst.id, d);
+    const counted = countingEnv();
+    const rolled = await transparencyReport(counted.env, actor, year);
+    expect(withoutMedians(rolled)).toEqual(withoutMedians(short));
+    expect(rolled.sections.notices.timeToAct.actedOn).toBe(2);
+    expect(rolled.sections.complaints.decided.total).toBe(1);
+    const first = { ...counted.stats };
+    const liveBefore = countingEnv();
+    await transparencyReport(liveBefore.env, actor, month);
+
+    // Three times the notices, in the same groups, rolled up again: the long report reads no more.
+    for (let index = 0; index < 6; index++) await notice(inst.apiKey, `b-${index}`);
+    await backdate(inst.id);
+    for (const d of [day - DAY, day, day + DAY]) await rollupTransparencyDay(env.DB, inst.id, d);
+    const again = countingEnv();
+    const bigger = await transparencyReport(again.env, actor, year);
+    expect(bigger.sections.notices.received.total).toBe(9);
+    expect(again.stats.statements).toBe(first.statements);
+    expect(again.stats.rowsRead).toBe(first.rowsRead);
+    // The same period from the rows reads more with more reports (the cost the rollups avoid).
+    const live = countingEnv();
+    expect((await transparencyReport(live.env, actor, month)).sections.notices.received.total).toBe(9);
+    expect(live.stats.rowsRead).toBeGreaterThan(liveBefore.stats.rowsRead);
+  }, 60_000);
 });

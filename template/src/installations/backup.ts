@@ -102,6 +102,8 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "metric_rollups", where: OWN, backup: false },
   { table: "metric_rollups_daily", where: OWN, backup: false },
   { table: "metric_rollup_hours", where: OWN, backup: false },
+  { table: "transparency_rollups", where: OWN, backup: false },
+  { table: "transparency_rollup_days", where: OWN, backup: false },
   // The schedule's own record, platform-wide: not part of any installation.
   { table: "sweep_runs", where: "?1 IS NULL AND 1 = 0", backup: false },
   { table: "workflow_step_outputs", where: `step_run_id IN (SELECT s.id FROM workflow_step_runs s JOIN workflow_runs r ON r.id = s.run_id WHERE r.installation_id = ?1)` },
