@@ -21,6 +21,7 @@ import { sweepRetention } from "./cases/retention/retention";
 import { indexPersonKeys } from "./cases/retention/retention-people";
 import { sweepComplaintOutcomes, sweepPendingDeliveries, sweepTransparencyDb } from "./enforcement";
 import { errorCode } from "./errors";
+import { countingD1 } from "./lib/d1-count";
 import { yieldToRuntime } from "./lib/queue-work";
 import { sweepMetricRollups, sweepTransparencyRollups } from "./metrics";
 import { recordSweepRuns, sweepAlerts } from "./operations";
@@ -104,8 +105,13 @@ export interface ScheduleRun {
  * the cron fires every minute, so half of it leaves the next invocation a quiet start.
  */
 export const SCHEDULE_BUDGET_MS = 30_000;
-/** At most this many slices of one sweep per invocation (keeps an invocation's D1 queries and subrequests bounded). */
+/** At most this many slices of one sweep per invocation (keeps its subrequests bounded). */
 export const MAX_SLICES = 10;
+/**
+ * D1 queries (lib/d1-count.ts) past which no further slice starts: Workers Paid allows 1,000 per
+ * invocation, and the first pass over every sweep is not held back, so this leaves it room.
+ */
+export const SCHEDULE_QUERY_BUDGET = 700;
 
 function addSummary(into: Record<string, number>, slice: Record<string, number>): void {
   for (const [key, value] of Object.entries(slice)) into[key] = key === "more" ? value : (into[key] ?? 0) + value;
@@ -115,19 +121,24 @@ function addSummary(into: Record<string, number>, slice: Record<string, number>)
  * Runs every sweep once, one after the other; one that throws is recorded (its error code only)
  * and the others still run. Then, while `budgetMs` from the start lasts, it runs again, in turn,
  * each repeatable sweep whose last slice left more (and that did not throw), up to MAX_SLICES
- * each; a slice is not started unless one as long as the sweep's longest so far still fits.
+ * each; a slice is not started unless one as long as the sweep's longest so far still fits in
+ * the time, and one with as many D1 queries as its largest so far in the query budget.
  * Logs one `schedule.run` line with the summary.
  */
-export async function runSchedule(env: Env, event: { cron: string; scheduledTime: number }, sweeps: readonly Sweep[] = SWEEPS, ctx?: ExecutionContext, options: { budgetMs?: number } = {}): Promise<ScheduleRun> {
+export async function runSchedule(env: Env, event: { cron: string; scheduledTime: number }, sweeps: readonly Sweep[] = SWEEPS, ctx?: ExecutionContext, options: { budgetMs?: number; queryBudget?: number } = {}): Promise<ScheduleRun> {
   const now = new Date(event.scheduledTime);
   const deadline = Date.now() + (options.budgetMs ?? SCHEDULE_BUDGET_MS);
+  const queryBudget = options.queryBudget ?? SCHEDULE_QUERY_BUDGET;
+  const used = { queries: 0 };
+  const counted: Env = { ...env, DB: countingD1(env.DB, used) };
   const results: SweepResult[] = [];
-  const slices = new Map<Sweep, { result: SweepResult; count: number; longest: number; more: boolean }>();
+  const slices = new Map<Sweep, { result: SweepResult; count: number; longest: number; queries: number; more: boolean }>();
   const runSlice = async (sweep: Sweep, result?: SweepResult): Promise<SweepResult> => {
     const started = Date.now();
+    const queriesBefore = used.queries;
     let outcome: SweepResult;
     try {
-      const summary = await sweep.run(env, now, ctx);
+      const summary = await sweep.run(counted, now, ctx);
       if (!result) outcome = { name: sweep.name, ok: true, ms: Date.now() - started, summary: { ...summary } };
       else {
         outcome = result;
@@ -135,9 +146,10 @@ export async function runSchedule(env: Env, event: { cron: string; scheduledTime
         outcome.ms += Date.now() - started;
       }
       if (sweep.more) {
-        const state = slices.get(sweep) ?? { result: outcome, count: 0, longest: 0, more: false };
+        const state = slices.get(sweep) ?? { result: outcome, count: 0, longest: 0, queries: 0, more: false };
         state.count += 1;
         state.longest = Math.max(state.longest, Date.now() - started);
+        state.queries = Math.max(state.queries, used.queries - queriesBefore);
         state.more = sweep.more(summary);
         slices.set(sweep, state);
         outcome.summary!.slices = state.count;
@@ -164,7 +176,7 @@ export async function runSchedule(env: Env, event: { cron: string; scheduledTime
   for (;;) {
     let ran = false;
     for (const [sweep, state] of slices) {
-      if (!state.more || state.count >= MAX_SLICES || Date.now() + state.longest > deadline) continue;
+      if (!state.more || state.count >= MAX_SLICES || Date.now() + state.longest > deadline || used.queries + state.queries > queryBudget) continue;
       await runSlice(sweep, state.result);
       ran = true;
     }

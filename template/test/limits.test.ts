@@ -114,6 +114,17 @@ describe("sweeps whose work grows with their backlog", () => {
     const limited = await runSchedule(env, cron, [slow], undefined, { budgetMs: 120 });
     expect(limited.sweeps[0]!.summary).toMatchObject({ more: 1 });
     expect(calls).toBeLessThan(4);
+    // The D1 query budget: slices of 30 queries within 100 stop after three (a fourth would pass it).
+    const querying: Sweep = {
+      name: "test.querying",
+      run: async (e) => {
+        for (let index = 0; index < 30; index++) await e.DB.prepare("SELECT 1").first();
+        return { more: 1 };
+      },
+      more: (s) => s.more === 1,
+    };
+    const queried = await runSchedule(env, cron, [querying], undefined, { queryBudget: 100 });
+    expect(queried.sweeps[0]!.summary).toMatchObject({ slices: 3, more: 1 });
     // A later slice that throws keeps the earlier slices' work and marks the sweep failed.
     let slice = 0;
     const flaky: Sweep = {
