@@ -4,8 +4,11 @@
 // the bench); tests call the Worker's `scheduled` handler directly.
 //
 // Adding a sweep: export an async function `(env, now, ctx?) => summary` from your domain's index.ts and
-// add one entry below. A sweep must be bounded (a fixed amount of work per run; the next run goes
-// on) and idempotent (running it twice, or concurrently, does no harm). Its summary is a small
+// add one entry below. A sweep must be bounded (a fixed amount of work per call, a slice) and
+// idempotent (running it twice, or concurrently, does no harm). A sweep whose backlog can outgrow
+// one slice a minute says so (`more`): after every sweep ran once, the schedule runs those with
+// more again, in turn, while the invocation's time budget lasts (see runSchedule), so the work
+// done per minute grows with the backlog instead of staying at one slice. Its summary is a small
 // object of counts: it is logged as is, so it must never hold secrets or personal data. Each run's
 // results are recorded in sweep_runs (operations/sweep-runs.ts), where the metrics read them.
 import { sweepAuditChains, sweepAuditSegments } from "./audit";
@@ -18,8 +21,9 @@ import { sweepRetention } from "./cases/retention/retention";
 import { indexPersonKeys } from "./cases/retention/retention-people";
 import { sweepComplaintOutcomes, sweepPendingDeliveries, sweepTransparencyDb } from "./enforcement";
 import { errorCode } from "./errors";
+import { countingD1 } from "./lib/d1-count";
 import { yieldToRuntime } from "./lib/queue-work";
-import { sweepMetricRollups } from "./metrics";
+import { sweepMetricRollups, sweepTransparencyRollups } from "./metrics";
 import { recordSweepRuns, sweepAlerts } from "./operations";
 import { getStorageSettings, redispatchPendingRuns, sealLegacyStepOutputs, sweepExpiredWaits, sweepRunArchive, sweepStalledRuns } from "./workflows";
 
@@ -28,14 +32,22 @@ export interface Sweep {
   name: string;
   /** `ctx` is the scheduled event's (absent when a test calls runSchedule without one). */
   run(env: Env, now: Date, ctx?: ExecutionContext): Promise<Record<string, number>>;
+  /**
+   * Whether a slice's summary says work is left that another slice would take now. Absent: the
+   * summary's own `more` (1 when the slice stopped at its bound). A sweep is repeated only if it has this.
+   */
+  more?: (summary: Record<string, number>) => boolean;
 }
+
+const summaryMore = (summary: Record<string, number>) => summary.more === 1;
 
 /** THE list of sweeps, run in this order on every scheduled event. */
 export const SWEEPS: readonly Sweep[] = [
   // Lapsed leases back in their queue: state open, no claimant (task.lease_lapsed).
   { name: "cases.lapsed_leases", run: (env, now) => sweepLapsedLeases(env, now) },
   // Runs left dispatch_pending are dispatched again (starting an instance needs the event's ctx).
-  { name: "workflows.redispatch", run: async (env, now, ctx) => (ctx ? redispatchPendingRuns(env, ctx, now) : { redispatched: 0, failed: 0, skipped: 1 }) },
+  // Repeated while a full slice left more (a slice stops at the first create refused for the rate).
+  { name: "workflows.redispatch", run: async (env, now, ctx) => (ctx ? redispatchPendingRuns(env, ctx, now) : { redispatched: 0, failed: 0, skipped: 1 }), more: summaryMore },
   // Waits past their deadline that the engine missed: the deadline recorded, the run signalled.
   // Backtest chunks whose queue message was lost, sent again (a running backtest never waits on a message that is gone).
   { name: "automation.backtest_chunks", run: (env, now) => sweepLostBacktestChunks(env, now) },
@@ -46,11 +58,12 @@ export const SWEEPS: readonly Sweep[] = [
   { name: "enforcement.complaint_outcomes", run: (env, now) => sweepComplaintOutcomes(env, now) },
   { name: "enforcement.outbox", run: (env, now) => sweepPendingDeliveries(env, now) },
   // Restricting decisions' statements of reasons to the DSA Transparency Database (5 batches of 100 per run).
-  { name: "enforcement.transparency_db", run: (env, now) => sweepTransparencyDb(env, now) },
-  { name: "audit.seal_and_verify", run: async (env) => ({ ...(await sweepAuditChains(env)) }) },
+  { name: "enforcement.transparency_db", run: (env, now) => sweepTransparencyDb(env, now), more: summaryMore },
+  // Also the one writer of each installation's R2 anchor (the seals after writes only mark it due).
+  { name: "audit.seal_and_verify", run: async (env) => ({ ...(await sweepAuditChains(env)) }), more: summaryMore },
   // Sealed, checkpointed events older than the hot window out of D1 into R2 segments (20,000 a run).
   // Each installation's hot window (PUT /storage/settings; 7 days unless set) holds its audit events in D1 too.
-  { name: "audit.segments", run: async (env, now) => ({ ...(await sweepAuditSegments(env, now, { hotDaysFor: async (id) => (await getStorageSettings(env.DB, id)).hotDays })) }) },
+  { name: "audit.segments", run: async (env, now) => ({ ...(await sweepAuditSegments(env, now, { hotDaysFor: async (id) => (await getStorageSettings(env.DB, id)).hotDays })) }), more: summaryMore },
   // After the audit sweep, so a broken chain it found is alerted in the same run.
   { name: "operations.alerts", run: (env, now) => sweepAlerts(env, now) },
   // Autonomous triggers whose live overturn rate passed their limit drop to assisted (automation.demoted).
@@ -60,18 +73,22 @@ export const SWEEPS: readonly Sweep[] = [
   { name: "workflows.seal_legacy_step_outputs", run: (env) => sealLegacyStepOutputs(env, 200) },
   // The personal data of closed cases past the installation's retention period (retention.personal_data_erased),
   // and the person index of rows written before it (a no-op once none are left).
-  { name: "cases.retention", run: (env, now) => sweepRetention(env, now) },
+  // Its summary has no `more`: another slice is worth it while the last one erased something (the one after the backlog erases nothing).
+  { name: "cases.retention", run: (env, now) => sweepRetention(env, now), more: (summary) => (summary.installations ?? 0) > 0 },
   { name: "cases.index_person_keys", run: async (env) => ({ ...(await indexPersonKeys(env, 200)) }) },
   // Ended runs past their installation's hot window: child rows into one R2 object per run, out of D1 (50 a run).
-  { name: "workflows.archive_runs", run: (env, now) => sweepRunArchive(env, now) },
+  { name: "workflows.archive_runs", run: (env, now) => sweepRunArchive(env, now), more: summaryMore },
   // The complete hours not yet rolled up (at most 48 per run), last so it sees what the others did.
-  { name: "metrics.rollup", run: (env, now) => sweepMetricRollups(env, now) },
+  { name: "metrics.rollup", run: (env, now) => sweepMetricRollups(env, now), more: summaryMore },
+  // The complete days not yet rolled up for the transparency report (30 per run), from each installation's creation on.
+  { name: "metrics.transparency_rollup", run: (env, now) => sweepTransparencyRollups(env, now), more: summaryMore },
 ];
 
 export interface SweepResult {
   name: string;
   ok: boolean;
   ms: number;
+  /** The slices' summaries added up; a repeatable sweep's also carries `slices` and `more` (of its last slice). */
   summary?: Record<string, number>;
   error?: string;
 }
@@ -84,23 +101,86 @@ export interface ScheduleRun {
 }
 
 /**
- * Runs every sweep, one after the other; one that throws is recorded (its error code only) and
- * the others still run. Logs one `schedule.run` line with the summary.
+ * Wall-clock time one scheduled invocation spends on further slices of sweeps with a backlog:
+ * the cron fires every minute, so half of it leaves the next invocation a quiet start.
  */
-export async function runSchedule(env: Env, event: { cron: string; scheduledTime: number }, sweeps: readonly Sweep[] = SWEEPS, ctx?: ExecutionContext): Promise<ScheduleRun> {
+export const SCHEDULE_BUDGET_MS = 30_000;
+/** At most this many slices of one sweep per invocation (keeps its subrequests bounded). */
+export const MAX_SLICES = 10;
+/**
+ * D1 queries (lib/d1-count.ts) past which no further slice starts: Workers Paid allows 1,000 per
+ * invocation, and the first pass over every sweep is not held back, so this leaves it room.
+ */
+export const SCHEDULE_QUERY_BUDGET = 700;
+
+function addSummary(into: Record<string, number>, slice: Record<string, number>): void {
+  for (const [key, value] of Object.entries(slice)) into[key] = key === "more" ? value : (into[key] ?? 0) + value;
+}
+
+/**
+ * Runs every sweep once, one after the other; one that throws is recorded (its error code only)
+ * and the others still run. Then, while `budgetMs` from the start lasts, it runs again, in turn,
+ * each repeatable sweep whose last slice left more (and that did not throw), up to MAX_SLICES
+ * each; a slice is not started unless one as long as the sweep's longest so far still fits in
+ * the time, and one with as many D1 queries as its largest so far in the query budget.
+ * Logs one `schedule.run` line with the summary.
+ */
+export async function runSchedule(env: Env, event: { cron: string; scheduledTime: number }, sweeps: readonly Sweep[] = SWEEPS, ctx?: ExecutionContext, options: { budgetMs?: number; queryBudget?: number } = {}): Promise<ScheduleRun> {
   const now = new Date(event.scheduledTime);
+  const deadline = Date.now() + (options.budgetMs ?? SCHEDULE_BUDGET_MS);
+  const queryBudget = options.queryBudget ?? SCHEDULE_QUERY_BUDGET;
+  const used = { queries: 0 };
+  const counted: Env = { ...env, DB: countingD1(env.DB, used) };
   const results: SweepResult[] = [];
-  for (const sweep of sweeps) {
+  const slices = new Map<Sweep, { result: SweepResult; count: number; longest: number; queries: number; more: boolean }>();
+  const runSlice = async (sweep: Sweep, result?: SweepResult): Promise<SweepResult> => {
     const started = Date.now();
+    const queriesBefore = used.queries;
+    let outcome: SweepResult;
     try {
-      const summary = await sweep.run(env, now, ctx);
-      results.push({ name: sweep.name, ok: true, ms: Date.now() - started, summary });
+      const summary = await sweep.run(counted, now, ctx);
+      if (!result) outcome = { name: sweep.name, ok: true, ms: Date.now() - started, summary: { ...summary } };
+      else {
+        outcome = result;
+        addSummary(outcome.summary!, summary);
+        outcome.ms += Date.now() - started;
+      }
+      if (sweep.more) {
+        const state = slices.get(sweep) ?? { result: outcome, count: 0, longest: 0, queries: 0, more: false };
+        state.count += 1;
+        state.longest = Math.max(state.longest, Date.now() - started);
+        state.queries = Math.max(state.queries, used.queries - queriesBefore);
+        state.more = sweep.more(summary);
+        slices.set(sweep, state);
+        outcome.summary!.slices = state.count;
+        outcome.summary!.more = state.more ? 1 : 0;
+      }
     } catch (error) {
-      results.push({ name: sweep.name, ok: false, ms: Date.now() - started, error: errorCode(error) });
+      if (result) {
+        // A later slice failed: what the earlier ones did stands; no more slices of it this run.
+        result.ok = false;
+        result.error = errorCode(error);
+        result.ms += Date.now() - started;
+        const state = slices.get(sweep);
+        if (state) state.more = false;
+        outcome = result;
+      } else outcome = { name: sweep.name, ok: false, ms: Date.now() - started, error: errorCode(error) };
     }
     // Between sweeps the runtime reads its sockets (lib/queue-work.ts says why): the schedule's
     // chain of in-process D1 calls must not hold requests back for its whole run.
     await yieldToRuntime();
+    return outcome;
+  };
+  for (const sweep of sweeps) results.push(await runSlice(sweep));
+  // The backlog pass: round-robin over the sweeps that left more, while the budget lasts.
+  for (;;) {
+    let ran = false;
+    for (const [sweep, state] of slices) {
+      if (!state.more || state.count >= MAX_SLICES || Date.now() + state.longest > deadline || used.queries + state.queries > queryBudget) continue;
+      await runSlice(sweep, state.result);
+      ran = true;
+    }
+    if (!ran) break;
   }
   try {
     await recordSweepRuns(env, now, results);

@@ -105,17 +105,18 @@ describe("the dispatch sweep", () => {
       .run();
 
     const first = await redispatchPendingRuns(env, scheduledContext());
-    expect(first).toEqual({ redispatched: 1, failed: 0 });
+    // `deferred`: creates refused for the Workflows creation rate; `more`: a full slice left more.
+    expect(first).toEqual({ redispatched: 1, failed: 0, deferred: 0, more: 0 });
     const run = await waitForRun(apiKey, runId);
     expect(run).toMatchObject({ state: "succeeded", output: { terminalCode: "done" } });
     expect(await count("SELECT COUNT(*) AS n FROM audit_events WHERE action = 'workflow.run_redispatched' AND target_id = ?", runId)).toBe(1);
     // A dispatch younger than the grace may still be in its request: left alone.
     expect((await api(`/api/v1/runs/${fresh}`, { key: apiKey })).body.state).toBe("dispatch_pending");
 
-    expect(await redispatchPendingRuns(env, scheduledContext())).toEqual({ redispatched: 0, failed: 0 });
+    expect(await redispatchPendingRuns(env, scheduledContext())).toEqual({ redispatched: 0, failed: 0, deferred: 0, more: 0 });
     expect(await count("SELECT COUNT(*) AS n FROM workflow_step_runs WHERE run_id = ? AND node_id = 'done'", runId)).toBe(1);
     // Later, the fresh one is old enough too.
-    expect(await redispatchPendingRuns(env, scheduledContext(), new Date(Date.now() + 5 * 60_000))).toEqual({ redispatched: 1, failed: 0 });
+    expect(await redispatchPendingRuns(env, scheduledContext(), new Date(Date.now() + 5 * 60_000))).toEqual({ redispatched: 1, failed: 0, deferred: 0, more: 0 });
     expect(await waitForRun(apiKey, fresh)).toMatchObject({ state: "succeeded" });
   });
 });
@@ -273,7 +274,8 @@ describe("the schedule records what each sweep did", () => {
     expect(results.map((row) => row.name)).toEqual(SWEEPS.map((sweep) => sweep.name));
     expect(results.every((row) => row.ok === 1 && row.ms >= 0)).toBe(true);
     expect(Object.keys(JSON.parse(results.find((row) => row.name === "cases.lapsed_leases")!.counts))).toEqual(["released"]);
-    expect(Object.keys(JSON.parse(results.find((row) => row.name === "workflows.redispatch")!.counts))).toEqual(["redispatched", "failed"]);
+    // A repeatable sweep's counts also say how many slices it ran this minute and whether it left more.
+    expect(Object.keys(JSON.parse(results.find((row) => row.name === "workflows.redispatch")!.counts))).toEqual(["redispatched", "failed", "deferred", "more", "slices"]);
   });
 });
 

@@ -11,6 +11,8 @@ import { auditKeys, macVerifies, type AuditKey } from "./keys";
 /** Events the scheduled full verification recomputes per run, over all installations. */
 const SWEEP_VERIFY_BUDGET = 20_000;
 const SWEEP_INSTALLATIONS = 50;
+/** Installations whose anchor the sweep moves per run (each one R2 read and at most one write). */
+const SWEEP_ANCHORS = 200;
 
 interface VerifyCursor {
   installationId: string;
@@ -40,6 +42,10 @@ export interface AuditSweepSummary {
   verifiedEvents: number;
   passesFinished: number;
   broken: number;
+  /** Installations whose R2 anchor this run moved to their newest checkpoint. */
+  anchored: number;
+  /** 1 when this run stopped at a bound (verification budget, installations, anchors) with work left. */
+  more: number;
 }
 
 /**
@@ -50,7 +56,7 @@ export interface AuditSweepSummary {
  */
 export async function sweepAuditChains(env: Env): Promise<AuditSweepSummary> {
   const keys = auditKeys(env);
-  const summary: AuditSweepSummary = { sealed: 0, installationsSealed: 0, verifiedEvents: 0, passesFinished: 0, broken: 0 };
+  const summary: AuditSweepSummary = { sealed: 0, installationsSealed: 0, verifiedEvents: 0, passesFinished: 0, broken: 0, anchored: 0, more: 0 };
   const { results: toSeal } = await env.DB.prepare(`
     SELECT installation_id AS id FROM (SELECT DISTINCT installation_id FROM audit_events WHERE hash IS NULL LIMIT ?1)
     UNION
@@ -59,9 +65,22 @@ export async function sweepAuditChains(env: Env): Promise<AuditSweepSummary> {
     .bind(SWEEP_INSTALLATIONS, keys.current ? 1 : 0)
     .all<{ id: string }>();
   for (const { id } of toSeal) {
-    summary.sealed += await sealAuditChain(env, id);
+    summary.sealed += await sealAuditChain(env, id, { anchor: true });
     summary.installationsSealed += 1;
   }
+  // The anchors the after-write seals left due: this sweep is their one writer, once a minute.
+  // A due time is pushed back before the seal, so an anchor that cannot move (a chain verify will
+  // report as broken) does not keep the others waiting.
+  const sealedNow = new Set(toSeal.map((row) => row.id));
+  const { results: due } = await env.DB.prepare(`SELECT installation_id AS id FROM audit_anchor_due ORDER BY due_at LIMIT ?1`).bind(SWEEP_ANCHORS).all<{ id: string }>();
+  for (const { id } of due) {
+    if (sealedNow.has(id)) continue;
+    await env.DB.prepare(`UPDATE audit_anchor_due SET due_at = ?2 WHERE installation_id = ?1`).bind(id, new Date().toISOString()).run();
+    summary.sealed += await sealAuditChain(env, id, { anchor: true });
+    const left = await env.DB.prepare(`SELECT 1 AS due FROM audit_anchor_due WHERE installation_id = ?1`).bind(id).first();
+    if (!left) summary.anchored += 1;
+  }
+  if (toSeal.length >= SWEEP_INSTALLATIONS || due.length === SWEEP_ANCHORS) summary.more = 1;
   const key = keys.current;
   if (!key) return summary;
   const { results: installations } = await env.DB.prepare(`
@@ -82,6 +101,9 @@ export async function sweepAuditChains(env: Env): Promise<AuditSweepSummary> {
     budget -= walked.checked;
     summary.verifiedEvents += walked.checked;
     if (!walked.end) {
+      // A pass left unfinished for want of budget: another slice goes on with it (a pass that
+      // finished starts over at the next minute's run, not in a further slice).
+      summary.more = 1;
       await cursorStatement(env.DB, key, cursor.installationId, walked.position, passStartedAt, at).run();
       continue;
     }

@@ -5,8 +5,9 @@
 //
 // The chain is anchored: each seal writes a keyed checkpoint (HMAC under a key derived from the
 // AUDIT_CHECKPOINT_KEY secret, keys.ts) over the head hash and the number of events, in D1
-// (audit_checkpoints) and, for the newest, in R2 (AUDIT_ANCHORS) — outside D1, so deleting the
-// newest events together with the newest checkpoint row is still caught. Verification on request
+// (audit_checkpoints); the scheduled sweep and verification also put the newest in R2
+// (AUDIT_ANCHORS, one object per installation, at most one write a second) — outside D1, so
+// deleting the events up to the anchor together with their checkpoint rows is still caught. Verification on request
 // is incremental (from the last checkpoint a verification reached, which must still match the
 // chain); the schedule verifies each chain in full, a bounded slice per run.
 import { sha256Hex } from "../lib/crypto";
@@ -92,26 +93,61 @@ function newCheckpoint(key: AuditKey, installationId: string, seq: number, headH
 
 const anchorKey = (installationId: string) => `audit/${installationId}/head.json`;
 
-async function readAnchor(env: Env, installationId: string): Promise<{ checkpoint: Checkpoint; etag: string } | null> {
-  const object = await env.AUDIT_ANCHORS.get(anchorKey(installationId));
-  if (!object) return null;
-  return { checkpoint: (await object.json()) as Checkpoint, etag: object.etag };
+/**
+ * The anchor is written only by the scheduled audit sweep (once a minute), an explicit
+ * verification and the backup paths: the seal after an API write, and the one before the trail is
+ * read, checkpoint in D1 and mark the anchor due (audit_anchor_due). A verification, which callers
+ * may send at any rate, moves it at most once a second (R2 takes about one write a second per key).
+ */
+const VERIFY_ANCHOR_INTERVAL_MS = 1_000;
+
+interface HeldAnchor {
+  checkpoint: Checkpoint;
+  etag: string;
+  uploaded: Date;
 }
 
-/** Puts `checkpoint` in R2 unless R2 already holds a newer one (conditional on the object read). */
-async function advanceAnchor(env: Env, keys: AuditKeys, checkpoint: Checkpoint, anchor: { checkpoint: Checkpoint; etag: string } | null): Promise<void> {
+async function readAnchor(env: Env, installationId: string): Promise<HeldAnchor | null> {
+  const object = await env.AUDIT_ANCHORS.get(anchorKey(installationId));
+  if (!object) return null;
+  return { checkpoint: (await object.json()) as Checkpoint, etag: object.etag, uploaded: object.uploaded };
+}
+
+/** The seq of the checkpoint the R2 anchor holds, or null when there is no anchor yet. */
+export async function anchoredSeq(env: Env, installationId: string): Promise<number | null> {
+  return (await readAnchor(env, installationId))?.checkpoint.seq ?? null;
+}
+
+/**
+ * Puts `checkpoint` in R2 unless R2 already holds a newer one (conditional on the object read).
+ * Returns whether the anchor now holds it (or a newer one): false when it was written less than
+ * `minIntervalMs` ago under the same key, or lost every race, and the next sweep moves it.
+ */
+async function advanceAnchor(env: Env, keys: AuditKeys, checkpoint: Checkpoint, anchor: HeldAnchor | null, minIntervalMs: number): Promise<boolean> {
   let current = anchor;
   for (let attempt = 0; attempt < 3; attempt++) {
     const held = current?.checkpoint;
-    const newer = !held || held.seq < checkpoint.seq || (held.seq === checkpoint.seq && held.keyId !== checkpoint.keyId && held.keyId !== keys.current?.id);
-    if (!newer) return;
+    const rotated = held !== undefined && held.seq === checkpoint.seq && held.keyId !== checkpoint.keyId && held.keyId !== keys.current?.id;
+    const newer = !held || held.seq < checkpoint.seq || rotated;
+    if (!newer) return true;
+    // A re-signing after a key rotation is not held back: the held anchor no longer verifies under the current key alone.
+    if (current && !rotated && Date.now() - current.uploaded.getTime() < minIntervalMs) return false;
     const put = await env.AUDIT_ANCHORS.put(anchorKey(checkpoint.installationId), JSON.stringify(checkpoint), {
       httpMetadata: { contentType: "application/json" },
       ...(current ? { onlyIf: { etagMatches: current.etag } } : {}),
     });
-    if (put) return;
-    current = await readAnchor(env, checkpoint.installationId); // another sealer wrote meanwhile
+    if (put) return true;
+    current = await readAnchor(env, checkpoint.installationId); // another writer wrote meanwhile
   }
+  return false;
+}
+
+/** Marks the anchor due for the schedule: keeps the oldest due time, so the sweep takes the longest-waiting first. */
+function anchorDueStatement(db: D1Database, installationId: string, seq: number, at: string): D1PreparedStatement {
+  return db
+    .prepare(`INSERT INTO audit_anchor_due (installation_id, seq, due_at) VALUES (?1, ?2, ?3)
+      ON CONFLICT (installation_id) DO UPDATE SET seq = MAX(audit_anchor_due.seq, excluded.seq)`)
+    .bind(installationId, seq, at);
 }
 
 async function headRow(db: D1Database, installationId: string): Promise<{ seq: number; hash: string } | null> {
@@ -140,17 +176,21 @@ export async function checkpointBounds(db: D1Database, installationId: string): 
 }
 
 /**
- * Writes a checkpoint at the sealed head (and moves the R2 anchor to it), unless the chain no
- * longer passes through the newest checkpoint or the R2 anchor — then it writes nothing, so the
- * evidence stays for verify to report. Existing chains get their first checkpoint here.
+ * Writes a checkpoint at the sealed head unless the chain no longer passes through the newest
+ * checkpoint or the R2 anchor — then it writes nothing, so the evidence stays for verify to report.
+ * With `anchorIntervalMs` it also moves the R2 anchor to the newest checkpoint, unless the anchor
+ * was written less than that long ago; with null, it marks the anchor due for the scheduled sweep. Existing chains get their first
+ * checkpoint here. Returns whether it wrote a checkpoint.
  */
-async function checkpointHead(env: Env, installationId: string, keys: AuditKeys): Promise<boolean> {
+async function checkpointHead(env: Env, installationId: string, keys: AuditKeys, anchorIntervalMs: number | null): Promise<boolean> {
+  const moveAnchor = anchorIntervalMs !== null;
   const key = keys.current;
   if (!key) return false;
   const head = await headRow(env.DB, installationId);
   if (!head) return false;
   const latest = await env.DB.prepare(`SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE installation_id = ?1 ORDER BY seq DESC, created_at DESC LIMIT 1`).bind(installationId).first<Checkpoint>();
-  if (latest && latest.seq === head.seq && latest.keyId === key.id) return false;
+  const atHead = latest !== null && latest.seq === head.seq && latest.keyId === key.id;
+  if (atHead && !moveAnchor) return false;
   if (latest && (latest.seq > head.seq || (await hashAt(env.DB, installationId, latest.seq)) !== latest.headHash)) return false;
   const anchor = await readAnchor(env, installationId);
   if (anchor) {
@@ -158,16 +198,34 @@ async function checkpointHead(env: Env, installationId: string, keys: AuditKeys)
     if (held.installationId !== installationId || !checkpointVerifies(keys, held) || held.seq > head.seq) return false;
     if ((await checkpointedHashAt(env.DB, installationId, held.seq)) !== held.headHash) return false;
   }
-  const checkpoint = newCheckpoint(key, installationId, head.seq, head.hash, new Date().toISOString());
-  await env.DB.prepare(`INSERT OR IGNORE INTO audit_checkpoints (installation_id, seq, head_hash, key_id, mac, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`)
-    .bind(checkpoint.installationId, checkpoint.seq, checkpoint.headHash, checkpoint.keyId, checkpoint.mac, checkpoint.createdAt)
-    .run();
-  // Two seals may checkpoint the same head at once (an after-write seal and the schedule's, or
-  // verify's): the row stored first wins, and the anchor must hold that one, not this seal's
-  // (same head, another time, so another MAC), or verify would find the anchor out of the chain.
-  const stored = await env.DB.prepare(`SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE installation_id = ?1 AND seq = ?2 AND key_id = ?3`).bind(installationId, checkpoint.seq, checkpoint.keyId).first<Checkpoint>();
-  await advanceAnchor(env, keys, stored ?? checkpoint, anchor);
-  return true;
+  const at = new Date().toISOString();
+  let stored: Checkpoint | null = latest;
+  if (!atHead) {
+    const checkpoint = newCheckpoint(key, installationId, head.seq, head.hash, at);
+    await env.DB.batch([
+      env.DB.prepare(`INSERT OR IGNORE INTO audit_checkpoints (installation_id, seq, head_hash, key_id, mac, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`).bind(
+        checkpoint.installationId,
+        checkpoint.seq,
+        checkpoint.headHash,
+        checkpoint.keyId,
+        checkpoint.mac,
+        checkpoint.createdAt,
+      ),
+      ...(moveAnchor ? [] : [anchorDueStatement(env.DB, installationId, checkpoint.seq, at)]),
+    ]);
+    // Two seals may checkpoint the same head at once (an after-write seal and the schedule's, or
+    // verify's): the row stored first wins, and the anchor must hold that one, not this seal's
+    // (same head, another time, so another MAC), or verify would find the anchor out of the chain.
+    stored = (await env.DB.prepare(`SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE installation_id = ?1 AND seq = ?2 AND key_id = ?3`).bind(installationId, checkpoint.seq, checkpoint.keyId).first<Checkpoint>()) ?? checkpoint;
+  }
+  if (moveAnchor && stored) {
+    if (await advanceAnchor(env, keys, stored, anchor, anchorIntervalMs)) {
+      await env.DB.prepare(`DELETE FROM audit_anchor_due WHERE installation_id = ?1 AND seq <= ?2`).bind(installationId, stored.seq).run();
+    } else {
+      await anchorDueStatement(env.DB, installationId, stored.seq, at).run();
+    }
+  }
+  return !atHead;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -210,14 +268,20 @@ export async function sealAuditChainAfterWrite(env: Env, installationId: string)
   const entry = { at: now, running: true };
   afterWrite.set(installationId, entry);
   try {
-    return await sealAuditChain(env, installationId);
+    // Links and checkpoints in D1 only: the R2 anchor is the schedule's to move (one writer per key).
+    return await sealAuditChain(env, installationId, { anchor: false });
   } finally {
     entry.running = false;
     entry.at = Date.now();
   }
 }
 
-export async function sealAuditChain(env: Env, installationId: string): Promise<number> {
+/**
+ * `anchor`: whether this seal also moves the R2 anchor (the scheduled sweep, verification and
+ * backups do; the seal after a write and the one before a read only mark it due), unless it was
+ * written less than `anchorIntervalMs` ago.
+ */
+export async function sealAuditChain(env: Env, installationId: string, options: { anchor: boolean; anchorIntervalMs?: number } = { anchor: true }): Promise<number> {
   const keys = auditKeys(env);
   const bounds = await checkpointBounds(env.DB, installationId);
   let sealed = 0;
@@ -249,7 +313,7 @@ export async function sealAuditChain(env: Env, installationId: string): Promise<
     await yieldToRuntime(); // a page at a time: requests are read between pages (lib/queue-work.ts)
     if (updates.length === 0 || updates.length < results.length || results.length < PAGE || sealed >= SEAL_MAX_EVENTS) break;
   }
-  await checkpointHead(env, installationId, keys);
+  await checkpointHead(env, installationId, keys, options.anchor ? (options.anchorIntervalMs ?? 0) : null);
   return sealed;
 }
 
@@ -472,7 +536,7 @@ async function incrementalStart(env: Env, installationId: string, keys: AuditKey
  * is in the chain; the first failure is named.
  */
 export async function verifyAuditChain(env: Env, installationId: string, mode: "incremental" | "full" = "incremental"): Promise<ChainVerdict> {
-  await sealAuditChain(env, installationId);
+  await sealAuditChain(env, installationId, { anchor: true, anchorIntervalMs: VERIFY_ANCHOR_INTERVAL_MS });
   const keys = auditKeys(env);
   const bounds = await checkpointBounds(env.DB, installationId);
   let from: WalkPosition = { seq: 1, prev: GENESIS_HASH };
@@ -495,7 +559,7 @@ export async function verifyAuditChain(env: Env, installationId: string, mode: "
   // A seal running beside this one (the after-write seal of an earlier request) may have linked
   // the head after this seal checkpointed and before it checkpointed the head itself: the head
   // just verified is then checkpointed here, so a verified head is an anchored one.
-  if (keys.current && checkpoint?.seq !== headSeq && (await checkpointHead(env, installationId, keys))) checkpoint = await latestCheckpoint();
+  if (keys.current && checkpoint?.seq !== headSeq && (await checkpointHead(env, installationId, keys, VERIFY_ANCHOR_INTERVAL_MS))) checkpoint = await latestCheckpoint();
   if (keys.current) await markVerified(env, installationId, headSeq, at);
   return { ok: true, mode, events: headSeq, head: walked.position.prev, anchored: keys.current !== null && checkpoint?.seq === headSeq, checkedFrom: from.seq, checkpoint: checkpoint ?? null };
 }

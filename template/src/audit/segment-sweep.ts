@@ -3,8 +3,9 @@
 // run; the next minute goes on) and idempotent, in three steps that each survive being cut short:
 //
 // 1. plan: the range from the first event left in D1 to the newest checkpoint that is at most
-//    SEGMENT_MAX_EVENTS on, older than the window, and not the installation's newest checkpoint
-//    (the head and the R2 anchor stay in D1). Deterministic, so a pass cut short plans it again.
+//    SEGMENT_MAX_EVENTS on, older than the window, not the installation's newest checkpoint and
+//    not past the one the R2 anchor holds (the head stays in D1; the anchor, which the schedule
+//    moves up to a minute behind the head, is in D1 or the end of a segment). Deterministic, so a pass cut short plans it again.
 // 2. write: the range's rows are checked (contiguous, sealed, MACs, links, hashes, the checkpoint
 //    at its end) and put as one object under a key derived from the range — the same bytes under
 //    the same key when written again. A range that does not check stays in D1 for verify to name.
@@ -15,7 +16,7 @@
 /// <reference path="../lib/node-crypto.d.ts" />
 import { createHash } from "node:crypto";
 import { yieldToRuntime } from "../lib/queue-work";
-import { AUDIT_COLUMNS, type AuditRow, checkpointBounds, entryMacHolds, eventHash, GENESIS_HASH } from "./chain";
+import { anchoredSeq, AUDIT_COLUMNS, type AuditRow, checkpointBounds, entryMacHolds, eventHash, GENESIS_HASH } from "./chain";
 import { auditKeys } from "./keys";
 import { type AuditSegment, lastSegment, segmentKey, segmentLine, segmentStartPrefix } from "./segments";
 
@@ -50,7 +51,8 @@ export async function planSegment(env: Env, installationId: string, cutoff: stri
   const tooNew = await env.DB.prepare(`SELECT MIN(seq) AS seq FROM audit_events WHERE installation_id = ?1 AND seq BETWEEN ?2 AND ?3 AND (created_at >= ?4 OR hash IS NULL)`)
     .bind(installationId, first.seq, first.seq + maxEvents - 1, cutoff)
     .first<{ seq: number | null }>();
-  const limit = Math.min(first.seq + maxEvents - 1, newest.seq - 1, (tooNew?.seq ?? Number.MAX_SAFE_INTEGER) - 1);
+  const anchored = await anchoredSeq(env, installationId);
+  const limit = Math.min(first.seq + maxEvents - 1, newest.seq - 1, anchored ?? Number.MAX_SAFE_INTEGER, (tooNew?.seq ?? Number.MAX_SAFE_INTEGER) - 1);
   if (limit < first.seq) return null;
   const end = await env.DB.prepare(`SELECT MAX(seq) AS seq FROM audit_checkpoints WHERE installation_id = ?1 AND seq BETWEEN ?2 AND ?3`).bind(installationId, first.seq, limit).first<{ seq: number | null }>();
   if (!end?.seq) return null;
@@ -154,10 +156,12 @@ export interface SegmentSweepSummary {
   segments: number;
   events: number;
   refused: number;
+  /** 1 when the run stopped at its event budget (or its installation pages) with archivable events left. */
+  more: number;
 }
 
 /** Archives an installation's events older than `cutoff`, segment by segment, up to `budget` events. */
-export async function archiveAuditSegments(env: Env, installationId: string, cutoff: string, budget = SWEEP_EVENTS): Promise<Omit<SegmentSweepSummary, "installations">> {
+export async function archiveAuditSegments(env: Env, installationId: string, cutoff: string, budget = SWEEP_EVENTS): Promise<Omit<SegmentSweepSummary, "installations" | "more">> {
   const done = { segments: 0, events: 0, refused: 0 };
   while (done.events < budget) {
     const plan = await planSegment(env, installationId, cutoff, Math.min(SEGMENT_MAX_EVENTS, budget - done.events));
@@ -183,7 +187,7 @@ export async function archiveAuditSegments(env: Env, installationId: string, cut
  */
 export async function sweepAuditSegments(env: Env, now: Date, options: { hotDaysFor?: (installationId: string) => number | Promise<number> } = {}): Promise<SegmentSweepSummary> {
   const hotDaysFor = options.hotDaysFor ?? (() => DEFAULT_AUDIT_HOT_DAYS);
-  const summary: SegmentSweepSummary = { installations: 0, segments: 0, events: 0, refused: 0 };
+  const summary: SegmentSweepSummary = { installations: 0, segments: 0, events: 0, refused: 0, more: 0 };
   let after = { oldest: "", id: "" };
   for (let page = 0; page < SCAN_PAGES && summary.events < SWEEP_EVENTS; page++) {
     // Installations whose oldest event in D1 is older than now (the loosest window) and that have
@@ -211,8 +215,10 @@ export async function sweepAuditSegments(env: Env, now: Date, options: { hotDays
       summary.events += done.events;
       summary.refused += done.refused;
     }
-    if (results.length < SWEEP_INSTALLATIONS) break;
+    if (summary.events >= SWEEP_EVENTS) break;
+    if (results.length < SWEEP_INSTALLATIONS) return summary;
     after = results.at(-1)!;
   }
+  summary.more = 1; // the event budget or the scan's pages ran out before the installations did
   return summary;
 }

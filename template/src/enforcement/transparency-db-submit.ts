@@ -48,7 +48,9 @@ export async function sweepTransparencyDb(env: Env, now: Date): Promise<Record<s
     budget -= Math.max(1, summary.batches);
     for (const key of Object.keys(summary) as Array<keyof SubmitSummary>) total[key] += summary[key];
   }
-  return total;
+  // The batch budget ran out, or more installations were due than one run takes: another slice now has work.
+  const more = budget <= 0 || results.length === SWEEP_INSTALLATIONS ? 1 : 0;
+  return { ...total, more };
 }
 
 /** `POST /transparency-database/submit`: up to `maxBatches` batches of this installation now (the backoff still holds). */

@@ -65,6 +65,8 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   // The index of the trail's archived segments; their objects travel in `objects` (AUDIT_ANCHORS).
   { table: "audit_segments", where: OWN },
   { table: "audit_verify_cursors", where: OWN, backup: false },
+  // Which anchors the schedule still has to move: rebuilt by the first seal after a restore.
+  { table: "audit_anchor_due", where: OWN, backup: false },
   { table: "components", where: OWN },
   { table: "component_versions", where: OWN },
   { table: "console_users", where: OWN },
@@ -100,6 +102,8 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "metric_rollups", where: OWN, backup: false },
   { table: "metric_rollups_daily", where: OWN, backup: false },
   { table: "metric_rollup_hours", where: OWN, backup: false },
+  { table: "transparency_rollups", where: OWN, backup: false },
+  { table: "transparency_rollup_days", where: OWN, backup: false },
   // The schedule's own record, platform-wide: not part of any installation.
   { table: "sweep_runs", where: "?1 IS NULL AND 1 = 0", backup: false },
   { table: "workflow_step_outputs", where: `step_run_id IN (SELECT s.id FROM workflow_step_runs s JOIN workflow_runs r ON r.id = s.run_id WHERE r.installation_id = ?1)` },
@@ -222,7 +226,7 @@ export async function exportInstallation(env: Env, actor: Actor): Promise<Instal
     details: { format: BACKUP_FORMAT },
     at: createdAt,
   }).run();
-  await sealAuditChain(env, installationId);
+  await sealAuditChain(env, installationId, { anchor: true });
 
   const tables: InstallationBackup["tables"] = {};
   const counts: Record<string, number> = {};
@@ -415,6 +419,6 @@ export async function importInstallation(env: Env, input: unknown) {
     details: { format: BACKUP_FORMAT, digest: backup.manifest.digest, exportedAt: backup.manifest.createdAt, migration: backup.manifest.migration },
     at,
   }).run();
-  await sealAuditChain(env, installationId);
+  await sealAuditChain(env, installationId, { anchor: true });
   return { installationId, restored: backup.manifest.counts, objects: backup.objects.length, auditChain: verdict };
 }

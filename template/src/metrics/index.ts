@@ -5,3 +5,4 @@ export { METRIC_STEPS, queryMetrics, type MetricStep } from "./query";
 export { MAX_PERIOD_DAYS, transparencyPeriod, transparencyReport, type NotKnown, type TransparencyReport } from "./transparency";
 export { TRANSPARENCY_QUERIES } from "./transparency-queries";
 export { transparencyCsv } from "./transparency-csv";
+export { rollupTransparencyDay, sweepTransparencyRollups } from "./transparency-rollup";

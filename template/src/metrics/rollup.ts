@@ -61,7 +61,8 @@ export function bucketQuantile(counts: ReadonlyMap<number, number>, q: number): 
   return HISTOGRAM_BOUNDS.at(-1)!;
 }
 
-const BUCKET_SQL = `CASE ${HISTOGRAM_BOUNDS.map((bound, k) => `WHEN s < ${bound} THEN ${k}`).join(" ")} ELSE ${OVERFLOW_BUCKET} END`;
+/** The histogram bucket of a column `s` (seconds), in SQL. */
+export const BUCKET_SQL = `CASE ${HISTOGRAM_BOUNDS.map((bound, k) => `WHEN s < ${bound} THEN ${k}`).join(" ")} ELSE ${OVERFLOW_BUCKET} END`;
 
 export type MetricKind = "counter" | "gauge" | "histogram";
 
@@ -244,5 +245,6 @@ export async function sweepMetricRollups(env: Env, now: Date, maxHours = 48): Pr
       hours++;
     }
   }
-  return { installations, hours, rows };
+  // More installations behind than this run took, or one still behind: another slice has work now.
+  return { installations, hours, rows, more: hours >= maxHours || results.length === maxHours ? 1 : 0 };
 }

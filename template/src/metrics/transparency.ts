@@ -7,10 +7,16 @@ import { shadowReport, wilson } from "../automation";
 import { AppError } from "../errors";
 import { ACCOUNT, MONETARY, PROVISION, restrictsAnything, VISIBILITY, type Restrictions } from "../lib/dsa-vocabulary";
 import { NOTICE_SOURCES, readTransparencyRows, type TransparencyRows } from "./transparency-queries";
+import { readTransparencyRowsFromRollups } from "./transparency-rollup";
 
 /** The longest period one report covers: a calendar year and a margin (annual reports, Art. 15 and 24). */
 export const MAX_PERIOD_DAYS = 400;
 const DAY_MS = 86_400_000;
+/**
+ * Periods up to this long (a month and a margin) are counted from the rows (exact medians); longer ones from the daily
+ * rollups (transparency-rollup.ts), so a year of a million reports a month reads tens of rows a day.
+ */
+export const ROWS_MAX_DAYS = 35;
 
 /** A figure of the template the platform does not hold. */
 export interface NotKnown {
@@ -210,13 +216,19 @@ async function automatedMeansSection(env: Env, actor: Actor, rows: TransparencyR
 /** The report for a period: every figure the platform holds for the template, and what it cannot know. */
 export async function transparencyReport(env: Env, actor: Actor, query: { from?: string | undefined; to?: string | undefined }) {
   const period = transparencyPeriod(query);
-  const rows = await readTransparencyRows(env.DB, actor.installationId, period.from, period.to);
+  const fromRollups = Date.parse(period.to) - Date.parse(period.from) > ROWS_MAX_DAYS * DAY_MS;
+  const rows = fromRollups ? await readTransparencyRowsFromRollups(env.DB, actor.installationId, period.from, period.to) : await readTransparencyRows(env.DB, actor.installationId, period.from, period.to);
   const all = actionsOf(rows.decisions);
   const ownInitiative = actionsOf(rows.decisions.filter((row) => row.source === "voluntary"));
   return {
     template: "Commission Implementing Regulation (EU) 2024/2835, Annex I, quantitative template",
     installationId: actor.installationId,
     period: { ...period, note: "from included, to excluded" },
+    /**
+     * `rows` for periods up to ROWS_MAX_DAYS; `daily_rollups` beyond: the same counts, and medians
+     * that are the upper bound of their histogram bucket (within a factor of √2).
+     */
+    computedFrom: fromRollups ? ("daily_rollups" as const) : ("rows" as const),
     generatedAt: new Date().toISOString(),
     sections: {
       orders: {

@@ -13,6 +13,7 @@ import { newId, sha256Hex } from "../lib/crypto";
 import { withDeadline, yieldToRuntime } from "../lib/queue-work";
 import { repairRun } from "./repair";
 import { terminateRun } from "./run-end";
+import { admitDeferredRun } from "./runs";
 import { getVersionRow } from "./versions-queries";
 
 export const RUN_OPERATION_ACTIONS = ["terminate", "retry", "migrate"] as const;
@@ -253,8 +254,20 @@ const CHUNK_DEADLINE_MS = 300_000;
  * failure is retried (nothing done twice). The items of a chunk run one at a time with a yield to
  * the runtime between them (src/lib/queue-work.ts).
  */
-export async function consumeRunOperations(batch: MessageBatch<{ operationId?: unknown }>, env: Env, ctx: ExecutionContext): Promise<void> {
+export async function consumeRunOperations(batch: MessageBatch<{ operationId?: unknown; dispatchRunId?: unknown; installationId?: unknown }>, env: Env, ctx: ExecutionContext): Promise<void> {
   for (const message of batch.messages) {
+    // A run whose create was refused for Workflows' creation rate: its try after the backoff (runs.ts, deferDispatch).
+    const dispatchRunId = typeof message.body?.dispatchRunId === "string" ? message.body.dispatchRunId : null;
+    if (dispatchRunId) {
+      try {
+        if (typeof message.body.installationId === "string") await admitDeferredRun(env, ctx, message.body.installationId, dispatchRunId);
+        message.ack();
+      } catch (error) {
+        console.error("run_admission_failed", dispatchRunId, errorCode(error));
+        message.retry({ delaySeconds: 5 });
+      }
+      continue;
+    }
     const operationId = typeof message.body?.operationId === "string" ? message.body.operationId : null;
     if (!operationId) {
       message.ack();
