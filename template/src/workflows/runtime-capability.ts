@@ -25,8 +25,8 @@ import type {
   WorkflowRuntimeApi,
 } from "./runtime-protocol";
 import { encodeHostError } from "./runtime-protocol";
-import { authorizedBranch, authorizedNode, authorizedRun, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type RuntimeProps } from "./runtime-authorize";
-import { branchAllowed, predecessorExitsStatement, reachedBy, type RecordedExit } from "./run-plan";
+import { authorizedBranch, authorizedNode, authorizedRunFolded, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type RunFolds, type RuntimeProps } from "./runtime-authorize";
+import { branchAllowed, predecessorExitsStatement, predecessorIds, reachedBy, type RecordedExit } from "./run-plan";
 import { FINISHED_STEP_STATES, hostErrorStatement, now, recordedStepStatement, recordStepResult, runProgress, runtimeAudit, stepUpsert, type RecordedStep } from "./runtime-records";
 import { completeWaitStatements, prepareWaitRecord } from "./runtime-waits";
 import type { WorkflowNodeV1 } from "./types";
@@ -87,6 +87,15 @@ const REPLAYED_WAIT_MS = 1_000;
 
 const isWait = (node: WorkflowNodeV1) => kindOf(node.kind)?.protocol === "wait";
 
+/** A claimed identifier if well-formed, else undefined: a read keyed by it is folded into authorization, whose own checks refuse it in their order. */
+function wellFormed(check: () => string): string | undefined {
+  try {
+    return check();
+  } catch {
+    return undefined;
+  }
+}
+
 /** Delivery ids an effect's output names, to put back on the queue if its first enqueue was lost. */
 function deliveryIdsOf(output: Record<string, unknown>): string[] {
   const ids = Array.isArray(output.deliveryIds) ? output.deliveryIds : typeof output.deliveryId === "string" ? [output.deliveryId] : [];
@@ -111,17 +120,15 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     const cachedGraph = graphIfCached(this.ctx.props.workflowVersionId);
     const cachedNode = cachedGraph?.nodes.find((n) => n.id === input.nodeId);
     let reads: ContextReads | undefined;
-    let extra = 0;
-    const { run, results } = await authorizedRunWith(this.env, this.ctx.props, input, (runId) => {
-      if (!cachedNode || !cachedGraph) return [];
-      const statements: D1PreparedStatement[] = [];
-      if (wantsContext) {
-        reads = contextStatements(this.env.DB, runId, cachedNode, cachedGraph);
-        statements.push(...reads.statements);
-      }
-      extra = statements.length;
-      if (checkReached) statements.push(predecessorExitsStatement(this.env.DB, runId, cachedGraph, cachedNode), recordedStepStatement(this.env.DB, runId, cachedNode.id, input.branchKey));
-      return statements;
+    // With the graph cached, the predecessors' exits and the node's own step are read in the run's
+    // statement, and the context's reads in the same batch; the node is checked against the
+    // claim below, and the folded reads are used only if it is the node they were read for.
+    const claimedBranch = wellFormed(() => authorizedBranch(input.branchKey));
+    const folds: RunFolds = checkReached && cachedNode && cachedGraph && claimedBranch !== undefined ? { exitsOf: predecessorIds(cachedGraph, cachedNode), step: { nodeId: cachedNode.id, branchKey: claimedBranch } } : {};
+    const { run, folded, results } = await authorizedRunWith(this.env, this.ctx.props, input, folds, (runId) => {
+      if (!cachedNode || !cachedGraph || !wantsContext) return [];
+      reads = contextStatements(this.env.DB, runId, cachedNode, cachedGraph);
+      return reads.statements;
     });
     const node = authorizedNode(run, input.nodeId, options.kind ?? input.nodeKind);
     const branchKey = authorizedBranch(input.branchKey);
@@ -132,18 +139,19 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     const prefetched = cachedNode === node;
     let recorded: RecordedStep | undefined;
     if (checkReached) {
-      const [exits, own] = prefetched
-        ? [results[extra]!.results as unknown as RecordedExit[], results[extra + 1]!.results[0] as RecordedStep | undefined]
-        : await this.env.DB.batch<Record<string, unknown>>([predecessorExitsStatement(this.env.DB, run.id, run.graph, node), recordedStepStatement(this.env.DB, run.id, node.id, branchKey)]).then(
-            ([a, b]) => [a!.results as unknown as RecordedExit[], b!.results[0] as RecordedStep | undefined] as const,
-          );
+      const [exits, own] =
+        prefetched && folded.exits
+          ? [folded.exits, folded.step]
+          : await this.env.DB.batch<Record<string, unknown>>([predecessorExitsStatement(this.env.DB, run.id, run.graph, node), recordedStepStatement(this.env.DB, run.id, node.id, branchKey)]).then(
+              ([a, b]) => [a!.results as unknown as RecordedExit[], b!.results[0] as RecordedStep | undefined] as const,
+            );
       if (!reachedBy(run.graph, node, branchKey, exits)) throw denied("runtime.node_not_reached");
       recorded = own;
     }
     // A finished step is answered from its record (see executeNode), so nothing is opened for it.
     const finished = recorded?.json != null && FINISHED_STEP_STATES.includes(recorded.state);
     if (!wantsContext || finished) return { run, node, branchKey, ...(recorded ? { recorded } : {}) };
-    const loaded = reads && prefetched ? await assembleContext(this.env, { run, node, branchKey }, reads, results.slice(0, extra)) : await loadNodeContext(this.env, { run, node, branchKey });
+    const loaded = reads && prefetched ? await assembleContext(this.env, { run, node, branchKey }, reads, results) : await loadNodeContext(this.env, { run, node, branchKey });
     scope.pending = loaded.statements;
     return { run, node, branchKey, loaded, ...(recorded ? { recorded } : {}) };
   }
@@ -256,13 +264,17 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
   async completeWait(input: RuntimeCompleteWaitRequest): Promise<NodeOutput> {
     const scope: CallScope = {};
     return guard(this.env.DB, scope, async () => {
-      const run = await authorizedRun(this.env, this.ctx.props, input);
+      // The wait's own step is read in the run's statement, keyed by the claimed (well-formed) node and branch.
+      const claimedNode = wellFormed(() => cleanIdentifier(input.nodeId, "node_id", 100));
+      const claimedBranch = wellFormed(() => authorizedBranch(input.branchKey));
+      const folds: RunFolds = claimedNode !== undefined && claimedBranch !== undefined ? { step: { nodeId: claimedNode, branchKey: claimedBranch } } : {};
+      const { run, folded } = await authorizedRunFolded(this.env, this.ctx.props, input, folds);
       const node = authorizedNode(run, input.nodeId);
       if (!isWait(node)) throw denied("runtime.wait_node_denied");
       const branchKey = authorizedBranch(input.branchKey);
       Object.assign(scope, { run, node, branchKey });
       const stepId = stepRunId(run.id, node.id, branchKey);
-      const own = await recordedStepStatement(this.env.DB, run.id, node.id, branchKey).first<RecordedStep>();
+      const own = folded.step;
       if (own?.json && FINISHED_STEP_STATES.includes(own.state)) return forKernel(JSON.parse(own.json) as NodeOutput);
       const completion = await completeWaitStatements(this.env, { run, node, stepId, eventResult: input.eventResult });
       if (completion.replay) return forKernel(completion.output);

@@ -13,7 +13,7 @@ import { openView } from "./content-access";
 import { contentReadStatement, nodeReads, nodeReadsContent } from "./execution-context";
 import { fusable, groupRegion, MAX_FUSED_NODES, nextInGroup } from "./fusion";
 import { EXECUTORS, executorUnavailable, type NodeCall } from "./kinds/executors";
-import { branchAllowed, predecessorExitsStatement, reachedBy, type RecordedExit } from "./run-plan";
+import { branchAllowed, predecessorExitsStatement, predecessorIds, reachedBy, type RecordedExit } from "./run-plan";
 import { authorizedBranch, authorizedNode, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type RuntimeProps } from "./runtime-authorize";
 import type { CallScope } from "./runtime-capability";
 import { recordNodeFailure } from "./runtime-fail";
@@ -74,20 +74,23 @@ interface GroupRow extends RecordedStep {
 type OptionalRead = "event" | "report" | "content";
 const OPTIONAL_READS: readonly OptionalRead[] = ["event", "report", "content"];
 
-/** Where an optional read's result sits in groupStatements' batch (after the exits and the step rows); null when the group does not read it. */
+/** Where an optional read's result sits in groupStatements' batch (after the step rows); null when the group does not read it. */
 function optionalReadIndex(needs: GroupNeeds, read: OptionalRead): number | null {
   if (!needs[read]) return null;
-  return 2 + OPTIONAL_READS.slice(0, OPTIONAL_READS.indexOf(read)).filter((earlier) => needs[earlier]).length;
+  return 1 + OPTIONAL_READS.slice(0, OPTIONAL_READS.indexOf(read)).filter((earlier) => needs[earlier]).length;
 }
 
-/** The reads of a group, keyed by run id alone (sent with the authorization when the graph is cached); no statement for what it does not read. */
+/**
+ * The reads of a group, keyed by run id alone (sent with the authorization when the graph is
+ * cached); no statement for what it does not read. The head's predecessors' exits are not among
+ * them: they are folded into the run's own statement (or read beside these when not prefetched).
+ */
 function groupStatements(db: D1Database, runId: string, graph: ParsedWorkflowGraph, head: WorkflowNodeV1): D1PreparedStatement[] {
   const needs = needsOf(graph, head);
   const sealed = needs.sealed ? "o.sealed_json" : "NULL";
   const select = `SELECT s.id, s.node_id AS nodeId, s.branch_key AS branchKey, s.state, s.attempt, json_extract(o.inline_json, '$.port') AS port, o.inline_json AS json, ${sealed} AS sealed
     FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id WHERE s.run_id = ?1`;
   return [
-    predecessorExitsStatement(db, runId, graph, head),
     needs.stepIds === null ? db.prepare(select).bind(runId) : db.prepare(`${select} AND s.node_id IN (SELECT value FROM json_each(?2))`).bind(runId, JSON.stringify(needs.stepIds)),
     ...(needs.event ? [db.prepare(`SELECT id, type, payload_json AS payloadJson, created_at AS createdAt FROM workflow_events WHERE run_id = ?1 ORDER BY created_at DESC LIMIT 1`).bind(runId)] : []),
     ...(needs.report ? [reportSummaryByRunStatementUnsafe(db, runId)] : []),
@@ -116,15 +119,26 @@ interface AuthorizedGroup {
 async function authorizeGroup(host: FusedHost, input: RuntimeNodeRequest, scope: CallScope): Promise<AuthorizedGroup> {
   const cachedGraph = graphIfCached(host.props.workflowVersionId);
   const cachedHead = cachedGraph?.nodes.find((node) => node.id === input.nodeId);
-  const { run, results: prefetched } = await authorizedRunWith(host.env, host.props, input, (runId) => (cachedGraph && cachedHead ? groupStatements(host.env.DB, runId, cachedGraph, cachedHead) : []));
+  const prefetch = cachedGraph && cachedHead ? { graph: cachedGraph, head: cachedHead } : null;
+  const {
+    run,
+    folded,
+    results: prefetched,
+  } = await authorizedRunWith(host.env, host.props, input, prefetch ? { exitsOf: predecessorIds(prefetch.graph, prefetch.head) } : {}, (runId) => (prefetch ? groupStatements(host.env.DB, runId, prefetch.graph, prefetch.head) : []));
   const head = authorizedNode(run, input.nodeId, input.nodeKind);
   if (!fusable(head)) throw denied("runtime.fuse_denied");
   const branchKey = authorizedBranch(input.branchKey);
   if (!branchAllowed(run.graph, head, branchKey)) throw denied("runtime.branch_denied");
   Object.assign(scope, { run, node: head, branchKey });
-  const results = cachedHead === head ? prefetched : await host.env.DB.batch<Record<string, unknown>>(groupStatements(host.env.DB, run.id, run.graph, head));
-  if (!reachedBy(run.graph, head, branchKey, results[0]!.results as unknown as RecordedExit[])) throw denied("runtime.node_not_reached");
-  return { run, head, branchKey, rows: results[1]!.results as unknown as GroupRow[], results };
+  let exits: RecordedExit[];
+  let results: Array<D1Result<Record<string, unknown>>>;
+  if (cachedHead === head && folded.exits) [exits, results] = [folded.exits, prefetched];
+  else {
+    const [exitRows, ...rest] = await host.env.DB.batch<Record<string, unknown>>([predecessorExitsStatement(host.env.DB, run.id, run.graph, head), ...groupStatements(host.env.DB, run.id, run.graph, head)]);
+    [exits, results] = [exitRows!.results as unknown as RecordedExit[], rest];
+  }
+  if (!reachedBy(run.graph, head, branchKey, exits)) throw denied("runtime.node_not_reached");
+  return { run, head, branchKey, rows: results[0]!.results as unknown as GroupRow[], results };
 }
 
 const finishedRow = (row: GroupRow | undefined): row is GroupRow & { json: string } => row?.json != null && FINISHED_STEP_STATES.includes(row.state);
