@@ -168,13 +168,16 @@ export function runEventStatement(db: D1Database, event: { id: string; installat
     .bind(event.id, event.installationId, event.runId, event.waitId, event.type, event.payloadJson, event.at, ...guard.binds);
 }
 
+/** The waits a run's end cancels (?1 the run): what runEndWaitStatements reads when not given `ids`. */
+export const RUN_END_WAITS_SQL = `SELECT id FROM workflow_waits WHERE run_id = ?1 AND state = 'waiting'`;
+
 /**
  * For the batch that ends a run (after its state change): every wait still waiting is cancelled,
  * each with a `workflow.wait_cancelled` audit event. The update holds only once the run is
  * terminal in that batch. Not for `repair_required`: a repaired run resumes its waits.
  */
-export async function runEndWaitStatements(db: D1Database, input: { installationId: string; runId: string; runState: string; at: string; actor?: AuditEventInput["actor"] }): Promise<D1PreparedStatement[]> {
-  const { results } = await db.prepare(`SELECT id FROM workflow_waits WHERE run_id = ?1 AND state = 'waiting'`).bind(input.runId).all<{ id: string }>();
+export async function runEndWaitStatements(db: D1Database, input: { installationId: string; runId: string; runState: string; at: string; actor?: AuditEventInput["actor"]; ids?: string[] }): Promise<D1PreparedStatement[]> {
+  const results = input.ids ? input.ids.map((id) => ({ id })) : (await db.prepare(RUN_END_WAITS_SQL).bind(input.runId).all<{ id: string }>()).results;
   if (results.length === 0) return [];
   return [
     db
