@@ -45,13 +45,13 @@ export interface TaskRow {
   origin: TaskOrigin;
 }
 
-const COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRunId, report_id AS reportId, appeal_id AS appealId,
+export const TASK_COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRunId, report_id AS reportId, appeal_id AS appealId,
   task_type AS taskType, state, priority, context_json AS contextJson, context_sealed AS contextSealed, response_schema_json AS responseSchemaJson,
   response_json AS responseJson, due_at AS dueAt, expires_at AS expiresAt, claimed_by AS claimedBy, claimed_at AS claimedAt,
   lease_expires_at AS leaseExpiresAt, completed_by AS completedBy, completed_at AS completedAt, created_at AS createdAt, origin`;
 
 export function getTaskRow(db: D1Database, installationId: string, taskId: string): Promise<TaskRow | null> {
-  return db.prepare(`SELECT ${COLUMNS} FROM human_tasks WHERE installation_id = ?1 AND id = ?2`).bind(installationId, taskId).first<TaskRow>();
+  return db.prepare(`SELECT ${TASK_COLUMNS} FROM human_tasks WHERE installation_id = ?1 AND id = ?2`).bind(installationId, taskId).first<TaskRow>();
 }
 
 /**
@@ -86,7 +86,11 @@ export function serializeTask(row: TaskRow, now = new Date().toISOString(), cont
 }
 
 export async function getTask(env: Env, actor: Actor, taskId: string) {
-  const row = await getTaskRow(env.DB, actor.installationId, taskId);
+  return presentTask(env, actor, await getTaskRow(env.DB, actor.installationId, taskId));
+}
+
+/** A task row the caller read (or wrote and got back) of its installation, as getTask answers it. */
+export async function presentTask(env: Env, actor: Actor, row: TaskRow | null | undefined) {
   if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
   if (!row.contextSealed || !canReadPersonalData(actor)) return serializeTask(row);
   const context = await openPersonalData<unknown>(env, actor.installationId, `task:${row.id}`, row.contextSealed);
@@ -128,11 +132,11 @@ export async function listQueueTasks(env: Env, actor: Actor, queueId: string, op
   // A claimed task whose lease lapsed is open again, at its place in due order (the second arm, merged
   // with the first in index order: no sort); `claimed` lists live leases only.
   const { results } = await env.DB.prepare(`
-    SELECT ${COLUMNS} FROM human_tasks
+    SELECT ${TASK_COLUMNS} FROM human_tasks
     WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3 AND (?3 <> 'claimed' OR lease_expires_at > ?8)
       AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
     UNION ALL
-    SELECT ${COLUMNS} FROM human_tasks
+    SELECT ${TASK_COLUMNS} FROM human_tasks
     WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'claimed' AND ?3 = 'open' AND lease_expires_at <= ?8
       AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
     ORDER BY dueAt, priority DESC, id LIMIT ?7
