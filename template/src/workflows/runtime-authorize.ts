@@ -68,7 +68,7 @@ export function graphIfCached(versionId: string): ParsedWorkflowGraph | undefine
   return graphs.get(versionId);
 }
 
-type RunRow = Omit<AuthorizedRun, "graph"> & { artifactId: string; graphJson: string; exitsJson?: string | null; stepJson?: string | null };
+type RunRow = Omit<AuthorizedRun, "graph"> & { artifactId: string; graphJson: string; exitsJson?: string | null; stepJson?: string | null; waitJson?: string | null; eventJson?: string | null };
 
 /**
  * Step reads folded into the run's own statement as scalar subqueries, so authorization and what
@@ -79,6 +79,24 @@ export interface RunFolds {
   exitsOf?: readonly string[];
   /** The step row of this node on this branch: state, attempt, port, and what a replay answers with. */
   step?: { nodeId: string; branchKey: string };
+  /** The wait of this step and, when the kernel names one, the event recorded for that very wait. */
+  wait?: { stepId: string; eventId: string | null };
+}
+
+/** A step's wait as recorded. */
+export interface RecordedWait {
+  id: string;
+  state: string;
+  signalType: string;
+  deadlineAt: string;
+}
+
+/** An event recorded for a wait. */
+export interface RecordedEvent {
+  id: string;
+  type: string;
+  payloadJson: string;
+  createdAt: string;
 }
 
 /** What the folds read; present only for the folds asked for. */
@@ -86,6 +104,10 @@ export interface FoldedReads {
   exits?: RecordedExit[];
   /** undefined: no step row yet. */
   step?: RecordedStep;
+  /** undefined: the step has no wait. */
+  wait?: RecordedWait;
+  /** undefined: no event of that id recorded for the step's wait. */
+  event?: RecordedEvent;
 }
 
 const FINISHED_SQL = "'succeeded', 'failed', 'timed_out'";
@@ -108,12 +130,21 @@ function runStatement(db: D1Database, runId: string, folds: RunFolds = {}): D1Pr
       FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id
       WHERE s.run_id = ?1 AND s.node_id = ?${binds.length - 1} AND s.branch_key = ?${binds.length})`;
   }
+  let wait = "NULL";
+  let event = "NULL";
+  if (folds.wait) {
+    binds.push(folds.wait.stepId, folds.wait.eventId);
+    const [stepParam, eventParam] = [binds.length - 1, binds.length];
+    wait = `(SELECT json_object('id', id, 'state', state, 'signalType', signal_type, 'deadlineAt', deadline_at) FROM workflow_waits WHERE step_run_id = ?${stepParam})`;
+    event = `(SELECT json_object('id', e.id, 'type', e.type, 'payloadJson', e.payload_json, 'createdAt', e.created_at) FROM workflow_events e
+      WHERE e.id = ?${eventParam} AND e.run_id = ?1 AND e.wait_id = (SELECT id FROM workflow_waits WHERE step_run_id = ?${stepParam}))`;
+  }
   return db
     .prepare(`
     SELECT r.id, r.installation_id AS installationId, r.workflow_version_id AS workflowVersionId,
       r.authority_mode AS authorityMode, r.state, r.input_json AS inputJson, r.report_id AS reportId,
       r.appeal_id AS appealId, r.backtest_id AS backtestId,
-      v.artifact_id AS artifactId, v.graph_json AS graphJson, ${exits} AS exitsJson, ${step} AS stepJson
+      v.artifact_id AS artifactId, v.graph_json AS graphJson, ${exits} AS exitsJson, ${step} AS stepJson, ${wait} AS waitJson, ${event} AS eventJson
     FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id
     WHERE r.id = ?1 LIMIT 1
   `)
@@ -127,6 +158,8 @@ function foldedReads(folds: RunFolds, row: RunRow): FoldedReads {
     const step = JSON.parse(row.stepJson) as { state: string; attempt: number; port: string | null; output: Record<string, unknown> | null };
     reads.step = { state: step.state, attempt: step.attempt, port: step.port, json: step.output ? JSON.stringify(step.output) : null };
   }
+  if (folds.wait && row.waitJson) reads.wait = JSON.parse(row.waitJson) as RecordedWait;
+  if (folds.wait && row.eventJson) reads.event = JSON.parse(row.eventJson) as RecordedEvent;
   return reads;
 }
 

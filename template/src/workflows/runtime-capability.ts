@@ -254,7 +254,7 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
         scope.pending = [];
         return { eventType: "w_replayed", timeoutMs: REPLAYED_WAIT_MS };
       }
-      const prepared = await prepareWaitRecord(this.env, { run, node, branchKey, stepId: stepRunId(run.id, node.id, branchKey), ...(loaded ? { loaded } : {}) });
+      const prepared = await prepareWaitRecord(this.env, { run, node, branchKey, stepId: stepRunId(run.id, node.id, branchKey), stepRecorded: recorded !== undefined, ...(loaded ? { loaded } : {}) });
       scope.pending = [];
       return prepared;
     });
@@ -267,7 +267,13 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
       // The wait's own step is read in the run's statement, keyed by the claimed (well-formed) node and branch.
       const claimedNode = wellFormed(() => cleanIdentifier(input.nodeId, "node_id", 100));
       const claimedBranch = wellFormed(() => authorizedBranch(input.branchKey));
-      const folds: RunFolds = claimedNode !== undefined && claimedBranch !== undefined ? { step: { nodeId: claimedNode, branchKey: claimedBranch } } : {};
+      const claimedRun = wellFormed(() => cleanIdentifier(input.runId, "run_id"));
+      const claimed = input.eventResult?.status === "received" ? (input.eventResult.event as { eventId?: unknown } | null) : null;
+      const eventId = typeof claimed?.eventId === "string" ? claimed.eventId : null;
+      // The step, its wait and the event the kernel names are read with the run, keyed by the claimed
+      // (well-formed) run, node and branch; they are used only once those claims are authorized below.
+      const folds: RunFolds =
+        claimedRun !== undefined && claimedNode !== undefined && claimedBranch !== undefined ? { step: { nodeId: claimedNode, branchKey: claimedBranch }, wait: { stepId: stepRunId(claimedRun, claimedNode, claimedBranch), eventId } } : {};
       const { run, folded } = await authorizedRunFolded(this.env, this.ctx.props, input, folds);
       const node = authorizedNode(run, input.nodeId);
       if (!isWait(node)) throw denied("runtime.wait_node_denied");
@@ -276,7 +282,8 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
       const stepId = stepRunId(run.id, node.id, branchKey);
       const own = folded.step;
       if (own?.json && FINISHED_STEP_STATES.includes(own.state)) return forKernel(JSON.parse(own.json) as NodeOutput);
-      const completion = await completeWaitStatements(this.env, { run, node, stepId, eventResult: input.eventResult });
+      const prefetched = folds.wait?.stepId === stepId ? { wait: folded.wait, event: folded.event, eventId } : undefined;
+      const completion = await completeWaitStatements(this.env, { run, node, stepId, eventResult: input.eventResult, ...(prefetched ? { prefetched } : {}) });
       if (completion.replay) return forKernel(completion.output);
       await recordStepResult(this.env.DB, {
         run,
