@@ -139,6 +139,9 @@ export async function waitingWaitsForEvent(db: D1Database, runId: string, eventT
   return results;
 }
 
+/** SQL for the wait of the step `stepRunIdSql` names, as a JSON object of waitOfStepUnsafe's columns (null when none): read beside the row that names the step. */
+export const waitOfStepJsonSql = (stepRunIdSql: string) => `(SELECT json_object('id', id, 'state', state, 'signalType', signal_type, 'deadlineAt', deadline_at) FROM workflow_waits WHERE step_run_id = ${stepRunIdSql})`;
+
 /** Host-internal: the wait of a step (a human_task's, for the task it belongs to). */
 export function waitOfStepUnsafe(db: D1Database, stepRunId: string) {
   return db.prepare(`SELECT id, state, signal_type AS signalType, deadline_at AS deadlineAt FROM workflow_waits WHERE step_run_id = ?1`).bind(stepRunId).first<{ id: string; state: string; signalType: string; deadlineAt: string }>();

@@ -7,7 +7,7 @@ import { AppError, conflict, notFound } from "../../errors";
 import { decodeCursor, encodeCursor } from "../../lib/cursor";
 import { newId, sha256Hex } from "../../lib/crypto";
 import { completeHandoffStatements, sendComplaintOutcome } from "../../enforcement";
-import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepUnsafe } from "../../workflows";
+import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepJsonSql } from "../../workflows";
 import { appealDecisionId, decisionReversalStatements } from "../appeals/complaints";
 import { getQueueRow } from "./queues";
 import { completeReviewCopyTask, qaSampleStatements, reviewerPrincipal, type TaskOrigin } from "../qa/qa";
@@ -183,7 +183,10 @@ export function responseProblems(schemaJson: string, response: unknown) {
  */
 export async function completeTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; response: unknown }) {
   const who = claimant(actor, input.reviewer);
-  const row = await getTaskRow(env.DB, actor.installationId, taskId);
+  // The task and the wait of its step, in one statement.
+  const row = await env.DB.prepare(`SELECT ${TASK_COLUMNS}, ${waitOfStepJsonSql("human_tasks.step_run_id")} AS waitJson FROM human_tasks WHERE installation_id = ?1 AND id = ?2`)
+    .bind(actor.installationId, taskId)
+    .first<TaskRow & { waitJson: string | null }>();
   if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
   // A QA or golden task: its answer is compared (qa/qa.ts); no run waits for it.
   if (row.origin !== "workflow" || !row.stepRunId || !row.runId) {
@@ -191,7 +194,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
     return getTask(env, actor, taskId);
   }
   const responseJson = canonicalJson(input.response ?? null);
-  const wait = await waitOfStepUnsafe(env.DB, row.stepRunId);
+  const wait = row.waitJson ? (JSON.parse(row.waitJson) as { id: string; state: string; signalType: string; deadlineAt: string }) : null;
   // A task a handoff put in this queue: no run waits for it (the handoff node already left).
   const handoff = wait ? null : await env.DB.prepare(`SELECT id FROM handoffs WHERE installation_id = ?1 AND task_id = ?2`).bind(actor.installationId, taskId).first<{ id: string }>();
   if (row.state === "completed" && row.completedBy === who && row.responseJson === responseJson && (wait || handoff)) {
@@ -217,9 +220,11 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
   const payload = canonicalJson({ taskId, reviewer: who, response: input.response ?? null });
   const statements = [
     // The lease is checked once, by the task's update; the event is recorded only if that completed the task.
+    // The update answers the completed task (no read after the batch).
     env.DB.prepare(`
       UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = ?3, completed_at = ?5, updated_at = ?5, lease_expires_at = NULL
       WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3 AND lease_expires_at > ?5
+      RETURNING ${TASK_COLUMNS}
     `).bind(actor.installationId, taskId, who, responseJson, now),
     runEventStatement(
       env.DB,
@@ -261,12 +266,13 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
     );
   }
   statements.push(...(await qaSampleStatements(env, actor.installationId, row, { who, principal: reviewerPrincipal(actor), responseJson, at: now })));
-  const results = await env.DB.batch(statements);
-  if ((results[0]!.meta.changes ?? 0) === 0) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
+  const results = await env.DB.batch<TaskRow>(statements);
+  const completed = results[0]!.results[0];
+  if (!completed) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
   await signalRunEvent(env, row.runId, wait.signalType, eventId);
   // DSA Art. 20(5): the appellant is told the outcome (the schedule retries if this is lost).
   if (outcome && row.appealId) await sendComplaintOutcome(env, actor.installationId, row.appealId);
-  return getTask(env, actor, taskId);
+  return presentTask(env, actor, completed);
 }
 
 /**
