@@ -312,12 +312,21 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
         await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output });
         return progressForKernel(output as ActionProgress);
       }
-      // The step row exists before the proposal that references it.
-      await stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "running", at: now() }).run();
       const context = loaded?.context ?? (await loadNodeContext(this.env, { run, node, branchKey })).context;
-      const progress = await prepareWorkflowAction(this.env, { run, node, stepId, context });
+      // The step row exists before the proposal that references it (written with the action's first
+      // reads); a new proposal waits, so step and run are parked in the batch that writes it.
+      const at = now();
+      const { progress, parked } = await prepareWorkflowAction(this.env, {
+        run,
+        node,
+        stepId,
+        context,
+        stepRecorded: recorded !== undefined,
+        first: [stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "running", at })],
+        park: [stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "waiting", at }), runProgress(this.env.DB, run.id, node.id, "waiting", at)],
+      });
       if (progress.port) await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: progress });
-      else await this.parkOnAction(run, node, branchKey, stepId);
+      else if (!parked) await this.parkOnAction(run, node, branchKey, stepId);
       return progressForKernel(progress);
     });
   }
