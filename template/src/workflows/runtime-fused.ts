@@ -18,7 +18,7 @@ import { authorizedBranch, authorizedNode, authorizedRunWith, cleanIdentifier, d
 import type { CallScope } from "./runtime-capability";
 import { recordNodeFailure } from "./runtime-fail";
 import type { FusedOutput, RuntimeFailureRequest, RuntimeNodeRequest } from "./runtime-protocol";
-import { FINISHED_STEP_STATES, now, outputRecord, outputUpsert, runtimeAudit, stepUpsert, type RecordedStep } from "./runtime-records";
+import { FINISHED_STEP_STATES, now, outputRecord, outputUpsert, runtimeAudit, stepUpsert, type RecordedStep, type StepUpsertInput } from "./runtime-records";
 import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
 import { StepOutputs, walkContext } from "./walker";
 
@@ -148,6 +148,9 @@ interface NodeRecord {
   node: WorkflowNodeV1;
   stepId: string;
   at: string;
+  /** The node's step row (its upsert heads the record; the group's first carries the write guard). */
+  step: StepUpsertInput;
+  /** After the step row: its output. */
   head: D1PreparedStatement[];
   tail: D1PreparedStatement[];
 }
@@ -165,27 +168,28 @@ function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeRecord[]): 
       updated_at = ?4, revision = revision + ?5
     WHERE id = ?1 AND state IN ('created', 'dispatch_pending', 'queued', 'running', 'waiting')`)
     .bind(run.id, last.node.id, records[0]!.at, last.at, records.length);
-  return [
-    fusedWriteGuard(
-      db,
-      records.map((record) => record.stepId),
-    ),
-    ...records.flatMap((record) => (record === last ? [...record.head, progress, ...record.tail] : [...record.head, ...record.tail])),
-  ];
+  // The first statement (the first node's step row) evaluates the write guard before it writes.
+  const guard = { sql: FUSED_CONFLICT_SQL("?12"), bind: JSON.stringify(records.map((record) => record.stepId)) };
+  return records.flatMap((record, index) => {
+    const step = stepUpsert(db, record.step, index === 0 ? guard : undefined);
+    return record === last ? [step, ...record.head, progress, ...record.tail] : [step, ...record.head, ...record.tail];
+  });
 }
+
+/** Raises (SQLite's json() on malformed text) if a step of the JSON list of ids `param` names finished; else true. */
+const FUSED_CONFLICT_SQL = (param: string) => `(SELECT CASE WHEN EXISTS (SELECT 1 FROM workflow_step_runs WHERE id IN (SELECT value FROM json_each(${param})) AND state IN ('succeeded', 'failed', 'timed_out'))
+      THEN json('runtime.fused_group_conflict') ELSE 1 END)`;
 
 /**
  * The group's records are computed from what was recorded when the group was read; if any of its
  * steps finished meanwhile (a concurrent failFused or executeFused of the same group, which only an
- * untrusted sandbox would send), this first statement of the batch fails it — SQLite's json() on
- * malformed text raises, and D1 rolls the whole batch back — so a finished step is never rewritten
- * and a group never records two outcomes. The call then fails, and its retry answers from the records.
+ * untrusted sandbox would send), the guard fails the batch — SQLite's json() on malformed text
+ * raises, and D1 rolls the whole batch back — so a finished step is never rewritten and a group
+ * never records two outcomes. The call then fails, and its retry answers from the records. The
+ * group's batch evaluates it in its first statement (groupBatch); this is the guard on its own.
  */
 export function fusedWriteGuard(db: D1Database, stepIds: readonly string[]): D1PreparedStatement {
-  return db
-    .prepare(`SELECT CASE WHEN EXISTS (SELECT 1 FROM workflow_step_runs WHERE id IN (SELECT value FROM json_each(?1)) AND state IN ('succeeded', 'failed', 'timed_out'))
-      THEN json('runtime.fused_group_conflict') ELSE 0 END AS conflict`)
-    .bind(JSON.stringify(stepIds));
+  return db.prepare(`SELECT ${FUSED_CONFLICT_SQL("?1")} AS conflict`).bind(JSON.stringify(stepIds));
 }
 
 /** Runs the group from the named node; returns the node it ended at and the port it left by. */
@@ -251,7 +255,8 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
           node,
           stepId,
           at,
-          head: [stepUpsert(env.DB, { id: stepId, run, node, branchKey, state: "succeeded", digest: record.digest, at }), outputUpsert(env.DB, stepId, record, at)],
+          step: { id: stepId, run, node, branchKey, state: "succeeded", digest: record.digest, at },
+          head: [outputUpsert(env.DB, stepId, record, at)],
           tail: [
             runtimeAudit(env.DB, run, {
               key: `step:${stepId}:succeeded`,
