@@ -10,7 +10,7 @@ import { completeHandoffStatements, sendComplaintOutcome } from "../../enforceme
 import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepJsonSql } from "../../workflows";
 import { appealDecisionId, decisionReversalStatements } from "../appeals/complaints";
 import { getQueueRow } from "./queues";
-import { completeReviewCopyTask, qaSampleStatements, reviewerPrincipal, type TaskOrigin } from "../qa/qa";
+import { completeReviewCopyTask, qaSampleStatements, qaSettingsJsonSql, reviewerPrincipal, type TaskOrigin } from "../qa/qa";
 import { openPersonalData } from "../reports/report-crypto";
 import { APPEAL_OUTCOMES } from "../taxonomy";
 import { reviewerAuditId } from "../../lib/person-keys";
@@ -183,10 +183,10 @@ export function responseProblems(schemaJson: string, response: unknown) {
  */
 export async function completeTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; response: unknown }) {
   const who = claimant(actor, input.reviewer);
-  // The task and the wait of its step, in one statement.
-  const row = await env.DB.prepare(`SELECT ${TASK_COLUMNS}, ${waitOfStepJsonSql("human_tasks.step_run_id")} AS waitJson FROM human_tasks WHERE installation_id = ?1 AND id = ?2`)
+  // The task, the wait of its step and its queue's QA settings, in one statement.
+  const row = await env.DB.prepare(`SELECT ${TASK_COLUMNS}, ${waitOfStepJsonSql("human_tasks.step_run_id")} AS waitJson, ${qaSettingsJsonSql("human_tasks")} AS qaSettingsJson FROM human_tasks WHERE installation_id = ?1 AND id = ?2`)
     .bind(actor.installationId, taskId)
-    .first<TaskRow & { waitJson: string | null }>();
+    .first<TaskRow & { waitJson: string | null; qaSettingsJson: string | null }>();
   if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
   // A QA or golden task: its answer is compared (qa/qa.ts); no run waits for it.
   if (row.origin !== "workflow" || !row.stepRunId || !row.runId) {
