@@ -65,8 +65,8 @@ export async function claimTask(env: Env, actor: Actor, taskId: string, input: {
  * skipped; with only capped work left it is a 409 `wellness.exposure_cap_reached`.
  */
 export async function claimNextTask(env: Env, actor: Actor, queueId: string, input: { reviewer?: string; leaseSeconds?: number }) {
-  await visibleQueue(env, actor, queueId);
-  const exposure = await exposureStatus(env.DB, actor.installationId, claimant(actor, input.reviewer));
+  // Both at once: an unknown queue is still a 404 (the exposure read is then dropped).
+  const [, exposure] = await Promise.all([visibleQueue(env, actor, queueId), exposureStatus(env.DB, actor.installationId, claimant(actor, input.reviewer))]);
   const capped = JSON.stringify(exposure.capped);
   for (let attempt = 0; attempt < 5; attempt++) {
     // Open tasks and claimed ones whose lease lapsed, in due order: a lapsed lease keeps its place.
