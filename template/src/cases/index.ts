@@ -26,7 +26,7 @@ export {
   type ReportSummary,
 } from "./reports/reports-queries";
 export { isDataKeyDestroyed, openPersonalData, openPersonalDataOr, rewrapDataKeys, sealPersonalData } from "./reports/report-crypto";
-export { closeStepTaskStatement, openTaskStatement, runEndTaskStatements, sealLegacyTaskContexts, sweepLapsedLeases } from "./queues/task-records";
+export { closeStepTaskStatement, openTaskStatement, RUN_END_TASKS_SQL, runEndTaskStatements, sealLegacyTaskContexts, sweepLapsedLeases } from "./queues/task-records";
 export {
   APPEAL_OUTCOMES,
   APPELLANT_ROLES,

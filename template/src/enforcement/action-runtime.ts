@@ -45,18 +45,35 @@ function progressOf(row: ProposalRow): ActionProgress {
  * Prepares the action of a node (assisted or autonomous): a proposal that waits for approval, or
  * a delivery on its way. Repeating the call returns the proposal's current progress.
  */
-export async function prepareWorkflowAction(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; context: ExpressionContext }): Promise<ActionProgress> {
+export async function prepareWorkflowAction(
+  env: Env,
+  input: {
+    run: AuthorizedRun;
+    node: WorkflowNodeV1;
+    stepId: string;
+    context: ExpressionContext;
+    /** Whether the step had a row before this call: a proposal is written only after its step's row, so without one there is none to look for. */
+    stepRecorded: boolean;
+    /** The runtime's statements written in the first round trip, before the reads (the step's row, which the proposal references). */
+    first: D1PreparedStatement[];
+    /** The runtime's statements that park step and run while the proposal waits, written in the proposal's batch. */
+    park: D1PreparedStatement[];
+  },
+): Promise<{ progress: ActionProgress; parked: boolean }> {
   const { run, node, stepId } = input;
   const proposalId = `${stepId}:proposal`;
-  // One round trip: the proposal if the step already made it, else the action type and the report's subject (for the delivery).
-  const [existingRead, typeRead] = await env.DB.batch<Record<string, unknown>>([
-    env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE id = ?1`).bind(proposalId),
+  // One round trip: the step's row, the proposal if the step already made it, the action type and the report's subject (for the delivery).
+  const results = await env.DB.batch<Record<string, unknown>>([
+    ...input.first,
+    ...(input.stepRecorded ? [env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE id = ?1`).bind(proposalId)] : []),
     env.DB.prepare(`SELECT ${TYPE_COLUMNS}, (SELECT json_object('kind', subject_kind, 'id', subject_id) FROM reports WHERE installation_id = ?1 AND id = ?3) AS subjectJson,
         ${attemptEndpointJsonSql("?1", "action_types.endpoint_id")} AS endpointJson
       FROM action_types WHERE installation_id = ?1 AND key = ?2`).bind(run.installationId, String(node.config.action_type), run.reportId),
   ]);
-  const existing = existingRead!.results[0] as ProposalRow | undefined;
-  if (existing) return progressOf(existing);
+  const reads = results.slice(input.first.length);
+  const typeRead = reads.at(-1);
+  const existing = input.stepRecorded ? (reads[0]!.results[0] as ProposalRow | undefined) : undefined;
+  if (existing) return { progress: progressOf(existing), parked: false };
   const typeRow = typeRead!.results[0] as (ActionTypeRow & { subjectJson: string | null; endpointJson: string | null }) | undefined;
   if (!typeRow) throw new AppError("action_type.unknown", `Action type ${String(node.config.action_type)} does not exist in this installation.`);
   const params = evaluateInputMapping(node.inputMapping, input.context, node.id);
@@ -85,6 +102,7 @@ export async function prepareWorkflowAction(env: Env, input: { run: AuthorizedRu
     const expiresAt = new Date(Date.parse(at) + approvalSeconds * 1_000).toISOString();
     const state = needsApproval ? "approval_required" : "delivery_pending";
     const [inserted] = await env.DB.batch([
+      ...input.park,
       env.DB.prepare(`
       INSERT INTO action_proposals (id, installation_id, run_id, step_run_id, node_id, action_type_id, action_type_key, report_id, authority_mode, state,
         params_json, delivery_id, approval_signal, delivery_signal, expires_at, created_at, updated_at)
@@ -101,7 +119,7 @@ export async function prepareWorkflowAction(env: Env, input: { run: AuthorizedRu
         details: { runId: run.id, nodeId: node.id, actionType: typeRow.key, authorityMode: run.authorityMode, params },
         at,
       }),
-    ]);
+    ]).then((written) => written.slice(input.park.length));
     // Ours, as written; or, if another call for the step wrote first, that one.
     const stored: ProposalRow =
       (inserted!.meta.changes ?? 0) === 1
@@ -131,7 +149,7 @@ export async function prepareWorkflowAction(env: Env, input: { run: AuthorizedRu
         deliverInline(env, [stored.deliveryId], DELIVERY_SOURCES);
       }
     }
-    return progressOf(stored);
+    return { progress: progressOf(stored), parked: input.park.length > 0 };
   } finally {
     if (!handed) slot?.release();
   }

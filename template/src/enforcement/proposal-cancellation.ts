@@ -47,6 +47,9 @@ export function cancelStepProposalStatements(db: D1Database, input: { installati
   ];
 }
 
+/** The proposals a run's end cancels (?1 the run): what runEndProposalStatements reads when not given `ids`. */
+export const RUN_END_PROPOSALS_SQL = `SELECT id FROM action_proposals WHERE run_id = ?1 AND state IN (${OPEN_STATES_SQL})`;
+
 /**
  * For the batch that ends a run (after its state change): every open proposal of the run is
  * cancelled, each with its audit event. The update holds only once the run is terminal in that
@@ -55,10 +58,10 @@ export function cancelStepProposalStatements(db: D1Database, input: { installati
  */
 export async function runEndProposalStatements(
   db: D1Database,
-  input: { installationId: string; runId: string; runState: "terminated" | "failed" | "succeeded" | "superseded"; at: string; actor?: AuditActor },
+  input: { installationId: string; runId: string; runState: "terminated" | "failed" | "succeeded" | "superseded"; at: string; actor?: AuditActor; ids?: string[] },
 ): Promise<D1PreparedStatement[]> {
   const reason = `run_${input.runState}` as ProposalCancelReason;
-  const { results } = await db.prepare(`SELECT id FROM action_proposals WHERE run_id = ?1 AND state IN (${OPEN_STATES_SQL})`).bind(input.runId).all<{ id: string }>();
+  const results = input.ids ? input.ids.map((id) => ({ id })) : (await db.prepare(RUN_END_PROPOSALS_SQL).bind(input.runId).all<{ id: string }>()).results;
   if (results.length === 0) return [];
   return [
     db

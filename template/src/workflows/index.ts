@@ -16,7 +16,7 @@ export { sweepExpiredWaits, sweepStalledRuns } from "./sweeps";
 export { isRunArchiveKeyOf, runArchiveKey, sweepRunArchive } from "./run-archive";
 export { signalRun } from "./instances";
 export { getVersionGraph } from "./runtime-authorize";
-export { firstEventOfWaitUnsafe, runEventStatement, waitOfStepUnsafe } from "./runs-queries";
+export { firstEventOfWaitUnsafe, runEventStatement, waitOfStepJsonSql, waitOfStepUnsafe } from "./runs-queries";
 export { getVersionRow } from "./versions-queries";
 export type { AuthorizedRun } from "./runtime-authorize";
 export type { ActionProgress, WaitResult } from "./runtime-protocol";

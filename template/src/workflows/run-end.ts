@@ -5,12 +5,12 @@
 // `repair_required` is not an end: a repaired run resumes from its waits, tasks and proposals.
 import { auditStatement, type AuditEventInput } from "../audit";
 import type { Actor } from "../auth";
-import { runEndTaskStatements } from "../cases";
-import { runEndProposalStatements } from "../enforcement";
+import { RUN_END_TASKS_SQL, runEndTaskStatements } from "../cases";
+import { RUN_END_PROPOSALS_SQL, runEndProposalStatements } from "../enforcement";
 import { conflict, notFound } from "../errors";
 import { stopInstance } from "./instances";
 import { isTerminal, serializeRun } from "./runs";
-import { getRunRow, runEndWaitStatements } from "./runs-queries";
+import { getRunRow, RUN_END_WAITS_SQL, runEndWaitStatements } from "./runs-queries";
 
 /**
  * The statements to put in a run's batch after the update that makes it terminal: waits, tasks
@@ -21,8 +21,14 @@ export async function runEndStatements(
   db: D1Database,
   input: { installationId: string; runId: string; runState: "terminated" | "failed" | "succeeded" | "superseded"; at: string; actor?: AuditEventInput["actor"] },
 ): Promise<D1PreparedStatement[]> {
-  const [waits, tasks, proposals] = await Promise.all([runEndWaitStatements(db, input), runEndTaskStatements(db, input), runEndProposalStatements(db, input)]);
-  return [...waits, ...tasks, ...proposals];
+  // What is still open, read in one statement: each domain's own lookup, as a list of ids.
+  const open = await db
+    .prepare(`SELECT (SELECT json_group_array(id) FROM (${RUN_END_WAITS_SQL})) AS waits, (SELECT json_group_array(id) FROM (${RUN_END_TASKS_SQL})) AS tasks,
+      (SELECT json_group_array(id) FROM (${RUN_END_PROPOSALS_SQL})) AS proposals`)
+    .bind(input.runId)
+    .first<{ waits: string; tasks: string; proposals: string }>();
+  const ids = (list: string | undefined) => JSON.parse(list ?? "[]") as string[];
+  return [...(await runEndWaitStatements(db, { ...input, ids: ids(open?.waits) })), ...(await runEndTaskStatements(db, { ...input, ids: ids(open?.tasks) })), ...(await runEndProposalStatements(db, { ...input, ids: ids(open?.proposals) }))];
 }
 
 /** Marks the run terminated (cancelling its waits, tasks and open proposals) and then stops its instance. */

@@ -88,9 +88,14 @@ export function reachedBy(graph: ParsedWorkflowGraph, node: WorkflowNodeV1, bran
   );
 }
 
+/** The nodes with an edge into `node` (whose finished steps say whether it is reached). */
+export function predecessorIds(graph: ParsedWorkflowGraph, node: WorkflowNodeV1): string[] {
+  return [...new Set((runPlan(graph).predecessors.get(node.id) ?? []).map((edge) => edge.from))];
+}
+
 /** The finished steps of a node's predecessors (statement keyed by run id, for the authorization batch). */
 export function predecessorExitsStatement(db: D1Database, runId: string, graph: ParsedWorkflowGraph, node: WorkflowNodeV1): D1PreparedStatement {
-  const from = [...new Set((runPlan(graph).predecessors.get(node.id) ?? []).map((edge) => edge.from))];
+  const from = predecessorIds(graph, node);
   return db
     .prepare(`
     SELECT s.node_id AS nodeId, s.branch_key AS branchKey, json_extract(o.inline_json, '$.port') AS port

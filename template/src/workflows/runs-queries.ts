@@ -139,6 +139,9 @@ export async function waitingWaitsForEvent(db: D1Database, runId: string, eventT
   return results;
 }
 
+/** SQL for the wait of the step `stepRunIdSql` names, as a JSON object of waitOfStepUnsafe's columns (null when none): read beside the row that names the step. */
+export const waitOfStepJsonSql = (stepRunIdSql: string) => `(SELECT json_object('id', id, 'state', state, 'signalType', signal_type, 'deadlineAt', deadline_at) FROM workflow_waits WHERE step_run_id = ${stepRunIdSql})`;
+
 /** Host-internal: the wait of a step (a human_task's, for the task it belongs to). */
 export function waitOfStepUnsafe(db: D1Database, stepRunId: string) {
   return db.prepare(`SELECT id, state, signal_type AS signalType, deadline_at AS deadlineAt FROM workflow_waits WHERE step_run_id = ?1`).bind(stepRunId).first<{ id: string; state: string; signalType: string; deadlineAt: string }>();
@@ -168,13 +171,16 @@ export function runEventStatement(db: D1Database, event: { id: string; installat
     .bind(event.id, event.installationId, event.runId, event.waitId, event.type, event.payloadJson, event.at, ...guard.binds);
 }
 
+/** The waits a run's end cancels (?1 the run): what runEndWaitStatements reads when not given `ids`. */
+export const RUN_END_WAITS_SQL = `SELECT id FROM workflow_waits WHERE run_id = ?1 AND state = 'waiting'`;
+
 /**
  * For the batch that ends a run (after its state change): every wait still waiting is cancelled,
  * each with a `workflow.wait_cancelled` audit event. The update holds only once the run is
  * terminal in that batch. Not for `repair_required`: a repaired run resumes its waits.
  */
-export async function runEndWaitStatements(db: D1Database, input: { installationId: string; runId: string; runState: string; at: string; actor?: AuditEventInput["actor"] }): Promise<D1PreparedStatement[]> {
-  const { results } = await db.prepare(`SELECT id FROM workflow_waits WHERE run_id = ?1 AND state = 'waiting'`).bind(input.runId).all<{ id: string }>();
+export async function runEndWaitStatements(db: D1Database, input: { installationId: string; runId: string; runState: string; at: string; actor?: AuditEventInput["actor"]; ids?: string[] }): Promise<D1PreparedStatement[]> {
+  const results = input.ids ? input.ids.map((id) => ({ id })) : (await db.prepare(RUN_END_WAITS_SQL).bind(input.runId).all<{ id: string }>()).results;
   if (results.length === 0) return [];
   return [
     db

@@ -1,6 +1,8 @@
 // Authorization for every runtime call: run ↔ version ↔ artifact, authority mode, node, state.
 import type { WorkflowAuthorityMode, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
 import { TERMINAL_RUN_STATES } from "./types";
+import type { RecordedExit } from "./run-plan";
+import type { RecordedStep } from "./runtime-records";
 import { parseWorkflowGraph } from "./validation";
 
 export interface RuntimeProps {
@@ -66,19 +68,99 @@ export function graphIfCached(versionId: string): ParsedWorkflowGraph | undefine
   return graphs.get(versionId);
 }
 
-type RunRow = Omit<AuthorizedRun, "graph"> & { artifactId: string; graphJson: string };
+type RunRow = Omit<AuthorizedRun, "graph"> & { artifactId: string; graphJson: string; exitsJson?: string | null; stepJson?: string | null; waitJson?: string | null; eventJson?: string | null };
 
-function runStatement(db: D1Database, runId: string): D1PreparedStatement {
+/**
+ * Step reads folded into the run's own statement as scalar subqueries, so authorization and what
+ * the call checks next (reached? already recorded?) are one statement and one snapshot.
+ */
+export interface RunFolds {
+  /** The finished steps of these nodes (a node's predecessors): node, branch and the port each left by. */
+  exitsOf?: readonly string[];
+  /** The step row of this node on this branch: state, attempt, port, and what a replay answers with. */
+  step?: { nodeId: string; branchKey: string };
+  /** The wait of this step and, when the kernel names one, the event recorded for that very wait. */
+  wait?: { stepId: string; eventId: string | null };
+}
+
+/** A step's wait as recorded. */
+export interface RecordedWait {
+  id: string;
+  state: string;
+  signalType: string;
+  deadlineAt: string;
+}
+
+/** An event recorded for a wait. */
+export interface RecordedEvent {
+  id: string;
+  type: string;
+  payloadJson: string;
+  createdAt: string;
+}
+
+/** What the folds read; present only for the folds asked for. */
+export interface FoldedReads {
+  exits?: RecordedExit[];
+  /** undefined: no step row yet. */
+  step?: RecordedStep;
+  /** undefined: the step has no wait. */
+  wait?: RecordedWait;
+  /** undefined: no event of that id recorded for the step's wait. */
+  event?: RecordedEvent;
+}
+
+const FINISHED_SQL = "'succeeded', 'failed', 'timed_out'";
+
+function runStatement(db: D1Database, runId: string, folds: RunFolds = {}): D1PreparedStatement {
+  const binds: unknown[] = [runId];
+  let exits = "NULL";
+  if (folds.exitsOf) {
+    binds.push(JSON.stringify(folds.exitsOf));
+    exits = `(SELECT json_group_array(json_object('nodeId', s.node_id, 'branchKey', s.branch_key, 'port', json_extract(o.inline_json, '$.port')))
+      FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id
+      WHERE s.run_id = ?1 AND s.node_id IN (SELECT value FROM json_each(?${binds.length})) AND s.state IN (${FINISHED_SQL}))`;
+  }
+  let step = "NULL";
+  if (folds.step) {
+    binds.push(folds.step.nodeId, folds.step.branchKey);
+    // The output itself stays in its table: a replay answers with its port and (an effect's) delivery ids only.
+    step = `(SELECT json_object('state', s.state, 'attempt', s.attempt, 'port', json_extract(o.inline_json, '$.port'),
+        'output', CASE WHEN o.inline_json IS NULL THEN NULL ELSE json_object('port', o.inline_json -> '$.port', 'deliveryIds', o.inline_json -> '$.deliveryIds', 'deliveryId', o.inline_json -> '$.deliveryId') END)
+      FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id
+      WHERE s.run_id = ?1 AND s.node_id = ?${binds.length - 1} AND s.branch_key = ?${binds.length})`;
+  }
+  let wait = "NULL";
+  let event = "NULL";
+  if (folds.wait) {
+    binds.push(folds.wait.stepId, folds.wait.eventId);
+    const [stepParam, eventParam] = [binds.length - 1, binds.length];
+    wait = `(SELECT json_object('id', id, 'state', state, 'signalType', signal_type, 'deadlineAt', deadline_at) FROM workflow_waits WHERE step_run_id = ?${stepParam})`;
+    event = `(SELECT json_object('id', e.id, 'type', e.type, 'payloadJson', e.payload_json, 'createdAt', e.created_at) FROM workflow_events e
+      WHERE e.id = ?${eventParam} AND e.run_id = ?1 AND e.wait_id = (SELECT id FROM workflow_waits WHERE step_run_id = ?${stepParam}))`;
+  }
   return db
     .prepare(`
     SELECT r.id, r.installation_id AS installationId, r.workflow_version_id AS workflowVersionId,
       r.authority_mode AS authorityMode, r.state, r.input_json AS inputJson, r.report_id AS reportId,
       r.appeal_id AS appealId, r.backtest_id AS backtestId,
-      v.artifact_id AS artifactId, v.graph_json AS graphJson
+      v.artifact_id AS artifactId, v.graph_json AS graphJson, ${exits} AS exitsJson, ${step} AS stepJson, ${wait} AS waitJson, ${event} AS eventJson
     FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id
     WHERE r.id = ?1 LIMIT 1
   `)
-    .bind(runId);
+    .bind(...binds);
+}
+
+function foldedReads(folds: RunFolds, row: RunRow): FoldedReads {
+  const reads: FoldedReads = {};
+  if (folds.exitsOf) reads.exits = JSON.parse(row.exitsJson ?? "[]") as RecordedExit[];
+  if (folds.step && row.stepJson) {
+    const step = JSON.parse(row.stepJson) as { state: string; attempt: number; port: string | null; output: Record<string, unknown> | null };
+    reads.step = { state: step.state, attempt: step.attempt, port: step.port, json: step.output ? JSON.stringify(step.output) : null };
+  }
+  if (folds.wait && row.waitJson) reads.wait = JSON.parse(row.waitJson) as RecordedWait;
+  if (folds.wait && row.eventJson) reads.event = JSON.parse(row.eventJson) as RecordedEvent;
+  return reads;
 }
 
 function checkRun(props: RuntimeProps, input: { authorityMode: unknown }, row: RunRow | null | undefined): AuthorizedRun {
@@ -101,25 +183,36 @@ function checkRun(props: RuntimeProps, input: { authorityMode: unknown }, row: R
 
 /** Loads the run and checks it against the capability's props and the caller's claims. */
 export async function authorizedRun(env: Env, props: RuntimeProps, input: { runId: unknown; authorityMode: unknown }): Promise<AuthorizedRun> {
+  return (await authorizedRunFolded(env, props, input, {})).run;
+}
+
+/** authorizedRun plus the folded step reads, returned only when authorization passes. */
+export async function authorizedRunFolded(env: Env, props: RuntimeProps, input: { runId: unknown; authorityMode: unknown }, folds: RunFolds): Promise<{ run: AuthorizedRun; folded: FoldedReads }> {
   const runId = cleanIdentifier(input.runId, "run_id");
-  return checkRun(props, input, await runStatement(env.DB, runId).first<RunRow>());
+  const row = await runStatement(env.DB, runId, folds).first<RunRow>();
+  const run = checkRun(props, input, row);
+  return { run, folded: foldedReads(folds, row!) };
 }
 
 /**
- * Authorization plus `extra` reads of the same run in one round trip. The extra rows are returned
- * only when authorization passes; they are read by run id, so they can be prepared beforehand.
+ * Authorization (with its folded step reads) plus `extra` reads of the same run in one round
+ * trip. The extra rows are returned only when authorization passes; they are read by run id, so
+ * they can be prepared beforehand.
  */
 export async function authorizedRunWith(
   env: Env,
   props: RuntimeProps,
   input: { runId: unknown; authorityMode: unknown },
+  folds: RunFolds,
   extra: (runId: string) => D1PreparedStatement[],
-): Promise<{ run: AuthorizedRun; results: Array<D1Result<Record<string, unknown>>> }> {
+): Promise<{ run: AuthorizedRun; folded: FoldedReads; results: Array<D1Result<Record<string, unknown>>> }> {
   const runId = cleanIdentifier(input.runId, "run_id");
   const statements = extra(runId);
-  if (statements.length === 0) return { run: await authorizedRun(env, props, input), results: [] };
-  const [runResult, ...results] = await env.DB.batch<Record<string, unknown>>([runStatement(env.DB, runId), ...statements]);
-  return { run: checkRun(props, input, runResult!.results[0] as RunRow | undefined), results };
+  if (statements.length === 0) return { ...(await authorizedRunFolded(env, props, input, folds)), results: [] };
+  const [runResult, ...results] = await env.DB.batch<Record<string, unknown>>([runStatement(env.DB, runId, folds), ...statements]);
+  const row = runResult!.results[0] as RunRow | undefined;
+  const run = checkRun(props, input, row);
+  return { run, folded: foldedReads(folds, row!), results };
 }
 
 /** The graph node the caller names, which must exist and (when given) be of the claimed kind. */

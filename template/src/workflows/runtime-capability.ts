@@ -25,8 +25,8 @@ import type {
   WorkflowRuntimeApi,
 } from "./runtime-protocol";
 import { encodeHostError } from "./runtime-protocol";
-import { authorizedBranch, authorizedNode, authorizedRun, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type RuntimeProps } from "./runtime-authorize";
-import { branchAllowed, predecessorExitsStatement, reachedBy, type RecordedExit } from "./run-plan";
+import { authorizedBranch, authorizedNode, authorizedRunFolded, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type RunFolds, type RuntimeProps } from "./runtime-authorize";
+import { branchAllowed, predecessorExitsStatement, predecessorIds, reachedBy, type RecordedExit } from "./run-plan";
 import { FINISHED_STEP_STATES, hostErrorStatement, now, recordedStepStatement, recordStepResult, runProgress, runtimeAudit, stepUpsert, type RecordedStep } from "./runtime-records";
 import { completeWaitStatements, prepareWaitRecord } from "./runtime-waits";
 import type { WorkflowNodeV1 } from "./types";
@@ -87,6 +87,15 @@ const REPLAYED_WAIT_MS = 1_000;
 
 const isWait = (node: WorkflowNodeV1) => kindOf(node.kind)?.protocol === "wait";
 
+/** A claimed identifier if well-formed, else undefined: a read keyed by it is folded into authorization, whose own checks refuse it in their order. */
+function wellFormed(check: () => string): string | undefined {
+  try {
+    return check();
+  } catch {
+    return undefined;
+  }
+}
+
 /** Delivery ids an effect's output names, to put back on the queue if its first enqueue was lost. */
 function deliveryIdsOf(output: Record<string, unknown>): string[] {
   const ids = Array.isArray(output.deliveryIds) ? output.deliveryIds : typeof output.deliveryId === "string" ? [output.deliveryId] : [];
@@ -111,17 +120,15 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     const cachedGraph = graphIfCached(this.ctx.props.workflowVersionId);
     const cachedNode = cachedGraph?.nodes.find((n) => n.id === input.nodeId);
     let reads: ContextReads | undefined;
-    let extra = 0;
-    const { run, results } = await authorizedRunWith(this.env, this.ctx.props, input, (runId) => {
-      if (!cachedNode || !cachedGraph) return [];
-      const statements: D1PreparedStatement[] = [];
-      if (wantsContext) {
-        reads = contextStatements(this.env.DB, runId, cachedNode, cachedGraph);
-        statements.push(...reads.statements);
-      }
-      extra = statements.length;
-      if (checkReached) statements.push(predecessorExitsStatement(this.env.DB, runId, cachedGraph, cachedNode), recordedStepStatement(this.env.DB, runId, cachedNode.id, input.branchKey));
-      return statements;
+    // With the graph cached, the predecessors' exits and the node's own step are read in the run's
+    // statement, and the context's reads in the same batch; the node is checked against the
+    // claim below, and the folded reads are used only if it is the node they were read for.
+    const claimedBranch = wellFormed(() => authorizedBranch(input.branchKey));
+    const folds: RunFolds = checkReached && cachedNode && cachedGraph && claimedBranch !== undefined ? { exitsOf: predecessorIds(cachedGraph, cachedNode), step: { nodeId: cachedNode.id, branchKey: claimedBranch } } : {};
+    const { run, folded, results } = await authorizedRunWith(this.env, this.ctx.props, input, folds, (runId) => {
+      if (!cachedNode || !cachedGraph || !wantsContext) return [];
+      reads = contextStatements(this.env.DB, runId, cachedNode, cachedGraph);
+      return reads.statements;
     });
     const node = authorizedNode(run, input.nodeId, options.kind ?? input.nodeKind);
     const branchKey = authorizedBranch(input.branchKey);
@@ -132,18 +139,19 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     const prefetched = cachedNode === node;
     let recorded: RecordedStep | undefined;
     if (checkReached) {
-      const [exits, own] = prefetched
-        ? [results[extra]!.results as unknown as RecordedExit[], results[extra + 1]!.results[0] as RecordedStep | undefined]
-        : await this.env.DB.batch<Record<string, unknown>>([predecessorExitsStatement(this.env.DB, run.id, run.graph, node), recordedStepStatement(this.env.DB, run.id, node.id, branchKey)]).then(
-            ([a, b]) => [a!.results as unknown as RecordedExit[], b!.results[0] as RecordedStep | undefined] as const,
-          );
+      const [exits, own] =
+        prefetched && folded.exits
+          ? [folded.exits, folded.step]
+          : await this.env.DB.batch<Record<string, unknown>>([predecessorExitsStatement(this.env.DB, run.id, run.graph, node), recordedStepStatement(this.env.DB, run.id, node.id, branchKey)]).then(
+              ([a, b]) => [a!.results as unknown as RecordedExit[], b!.results[0] as RecordedStep | undefined] as const,
+            );
       if (!reachedBy(run.graph, node, branchKey, exits)) throw denied("runtime.node_not_reached");
       recorded = own;
     }
     // A finished step is answered from its record (see executeNode), so nothing is opened for it.
     const finished = recorded?.json != null && FINISHED_STEP_STATES.includes(recorded.state);
     if (!wantsContext || finished) return { run, node, branchKey, ...(recorded ? { recorded } : {}) };
-    const loaded = reads && prefetched ? await assembleContext(this.env, { run, node, branchKey }, reads, results.slice(0, extra)) : await loadNodeContext(this.env, { run, node, branchKey });
+    const loaded = reads && prefetched ? await assembleContext(this.env, { run, node, branchKey }, reads, results) : await loadNodeContext(this.env, { run, node, branchKey });
     scope.pending = loaded.statements;
     return { run, node, branchKey, loaded, ...(recorded ? { recorded } : {}) };
   }
@@ -246,7 +254,7 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
         scope.pending = [];
         return { eventType: "w_replayed", timeoutMs: REPLAYED_WAIT_MS };
       }
-      const prepared = await prepareWaitRecord(this.env, { run, node, branchKey, stepId: stepRunId(run.id, node.id, branchKey), ...(loaded ? { loaded } : {}) });
+      const prepared = await prepareWaitRecord(this.env, { run, node, branchKey, stepId: stepRunId(run.id, node.id, branchKey), stepRecorded: recorded !== undefined, ...(loaded ? { loaded } : {}) });
       scope.pending = [];
       return prepared;
     });
@@ -256,15 +264,26 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
   async completeWait(input: RuntimeCompleteWaitRequest): Promise<NodeOutput> {
     const scope: CallScope = {};
     return guard(this.env.DB, scope, async () => {
-      const run = await authorizedRun(this.env, this.ctx.props, input);
+      // The wait's own step is read in the run's statement, keyed by the claimed (well-formed) node and branch.
+      const claimedNode = wellFormed(() => cleanIdentifier(input.nodeId, "node_id", 100));
+      const claimedBranch = wellFormed(() => authorizedBranch(input.branchKey));
+      const claimedRun = wellFormed(() => cleanIdentifier(input.runId, "run_id"));
+      const claimed = input.eventResult?.status === "received" ? (input.eventResult.event as { eventId?: unknown } | null) : null;
+      const eventId = typeof claimed?.eventId === "string" ? claimed.eventId : null;
+      // The step, its wait and the event the kernel names are read with the run, keyed by the claimed
+      // (well-formed) run, node and branch; they are used only once those claims are authorized below.
+      const folds: RunFolds =
+        claimedRun !== undefined && claimedNode !== undefined && claimedBranch !== undefined ? { step: { nodeId: claimedNode, branchKey: claimedBranch }, wait: { stepId: stepRunId(claimedRun, claimedNode, claimedBranch), eventId } } : {};
+      const { run, folded } = await authorizedRunFolded(this.env, this.ctx.props, input, folds);
       const node = authorizedNode(run, input.nodeId);
       if (!isWait(node)) throw denied("runtime.wait_node_denied");
       const branchKey = authorizedBranch(input.branchKey);
       Object.assign(scope, { run, node, branchKey });
       const stepId = stepRunId(run.id, node.id, branchKey);
-      const own = await recordedStepStatement(this.env.DB, run.id, node.id, branchKey).first<RecordedStep>();
+      const own = folded.step;
       if (own?.json && FINISHED_STEP_STATES.includes(own.state)) return forKernel(JSON.parse(own.json) as NodeOutput);
-      const completion = await completeWaitStatements(this.env, { run, node, stepId, eventResult: input.eventResult });
+      const prefetched = folds.wait?.stepId === stepId ? { wait: folded.wait, event: folded.event, eventId } : undefined;
+      const completion = await completeWaitStatements(this.env, { run, node, stepId, eventResult: input.eventResult, ...(prefetched ? { prefetched } : {}) });
       if (completion.replay) return forKernel(completion.output);
       await recordStepResult(this.env.DB, {
         run,
@@ -293,12 +312,21 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
         await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output });
         return progressForKernel(output as ActionProgress);
       }
-      // The step row exists before the proposal that references it.
-      await stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "running", at: now() }).run();
       const context = loaded?.context ?? (await loadNodeContext(this.env, { run, node, branchKey })).context;
-      const progress = await prepareWorkflowAction(this.env, { run, node, stepId, context });
+      // The step row exists before the proposal that references it (written with the action's first
+      // reads); a new proposal waits, so step and run are parked in the batch that writes it.
+      const at = now();
+      const { progress, parked } = await prepareWorkflowAction(this.env, {
+        run,
+        node,
+        stepId,
+        context,
+        stepRecorded: recorded !== undefined,
+        first: [stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "running", at })],
+        park: [stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "waiting", at }), runProgress(this.env.DB, run.id, node.id, "waiting", at)],
+      });
       if (progress.port) await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: progress });
-      else await this.parkOnAction(run, node, branchKey, stepId);
+      else if (!parked) await this.parkOnAction(run, node, branchKey, stepId);
       return progressForKernel(progress);
     });
   }

@@ -13,12 +13,12 @@ import { openView } from "./content-access";
 import { contentReadStatement, nodeReads, nodeReadsContent } from "./execution-context";
 import { fusable, groupRegion, MAX_FUSED_NODES, nextInGroup } from "./fusion";
 import { EXECUTORS, executorUnavailable, type NodeCall } from "./kinds/executors";
-import { branchAllowed, predecessorExitsStatement, reachedBy, type RecordedExit } from "./run-plan";
+import { branchAllowed, predecessorExitsStatement, predecessorIds, reachedBy, type RecordedExit } from "./run-plan";
 import { authorizedBranch, authorizedNode, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type RuntimeProps } from "./runtime-authorize";
 import type { CallScope } from "./runtime-capability";
 import { recordNodeFailure } from "./runtime-fail";
 import type { FusedOutput, RuntimeFailureRequest, RuntimeNodeRequest } from "./runtime-protocol";
-import { FINISHED_STEP_STATES, now, outputRecord, outputUpsert, runtimeAudit, stepUpsert, type RecordedStep } from "./runtime-records";
+import { FINISHED_STEP_STATES, now, outputRecord, outputUpsert, runtimeAudit, stepUpsert, type RecordedStep, type StepUpsertInput } from "./runtime-records";
 import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
 import { StepOutputs, walkContext } from "./walker";
 
@@ -74,20 +74,23 @@ interface GroupRow extends RecordedStep {
 type OptionalRead = "event" | "report" | "content";
 const OPTIONAL_READS: readonly OptionalRead[] = ["event", "report", "content"];
 
-/** Where an optional read's result sits in groupStatements' batch (after the exits and the step rows); null when the group does not read it. */
+/** Where an optional read's result sits in groupStatements' batch (after the step rows); null when the group does not read it. */
 function optionalReadIndex(needs: GroupNeeds, read: OptionalRead): number | null {
   if (!needs[read]) return null;
-  return 2 + OPTIONAL_READS.slice(0, OPTIONAL_READS.indexOf(read)).filter((earlier) => needs[earlier]).length;
+  return 1 + OPTIONAL_READS.slice(0, OPTIONAL_READS.indexOf(read)).filter((earlier) => needs[earlier]).length;
 }
 
-/** The reads of a group, keyed by run id alone (sent with the authorization when the graph is cached); no statement for what it does not read. */
+/**
+ * The reads of a group, keyed by run id alone (sent with the authorization when the graph is
+ * cached); no statement for what it does not read. The head's predecessors' exits are not among
+ * them: they are folded into the run's own statement (or read beside these when not prefetched).
+ */
 function groupStatements(db: D1Database, runId: string, graph: ParsedWorkflowGraph, head: WorkflowNodeV1): D1PreparedStatement[] {
   const needs = needsOf(graph, head);
   const sealed = needs.sealed ? "o.sealed_json" : "NULL";
   const select = `SELECT s.id, s.node_id AS nodeId, s.branch_key AS branchKey, s.state, s.attempt, json_extract(o.inline_json, '$.port') AS port, o.inline_json AS json, ${sealed} AS sealed
     FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id WHERE s.run_id = ?1`;
   return [
-    predecessorExitsStatement(db, runId, graph, head),
     needs.stepIds === null ? db.prepare(select).bind(runId) : db.prepare(`${select} AND s.node_id IN (SELECT value FROM json_each(?2))`).bind(runId, JSON.stringify(needs.stepIds)),
     ...(needs.event ? [db.prepare(`SELECT id, type, payload_json AS payloadJson, created_at AS createdAt FROM workflow_events WHERE run_id = ?1 ORDER BY created_at DESC LIMIT 1`).bind(runId)] : []),
     ...(needs.report ? [reportSummaryByRunStatementUnsafe(db, runId)] : []),
@@ -116,15 +119,26 @@ interface AuthorizedGroup {
 async function authorizeGroup(host: FusedHost, input: RuntimeNodeRequest, scope: CallScope): Promise<AuthorizedGroup> {
   const cachedGraph = graphIfCached(host.props.workflowVersionId);
   const cachedHead = cachedGraph?.nodes.find((node) => node.id === input.nodeId);
-  const { run, results: prefetched } = await authorizedRunWith(host.env, host.props, input, (runId) => (cachedGraph && cachedHead ? groupStatements(host.env.DB, runId, cachedGraph, cachedHead) : []));
+  const prefetch = cachedGraph && cachedHead ? { graph: cachedGraph, head: cachedHead } : null;
+  const {
+    run,
+    folded,
+    results: prefetched,
+  } = await authorizedRunWith(host.env, host.props, input, prefetch ? { exitsOf: predecessorIds(prefetch.graph, prefetch.head) } : {}, (runId) => (prefetch ? groupStatements(host.env.DB, runId, prefetch.graph, prefetch.head) : []));
   const head = authorizedNode(run, input.nodeId, input.nodeKind);
   if (!fusable(head)) throw denied("runtime.fuse_denied");
   const branchKey = authorizedBranch(input.branchKey);
   if (!branchAllowed(run.graph, head, branchKey)) throw denied("runtime.branch_denied");
   Object.assign(scope, { run, node: head, branchKey });
-  const results = cachedHead === head ? prefetched : await host.env.DB.batch<Record<string, unknown>>(groupStatements(host.env.DB, run.id, run.graph, head));
-  if (!reachedBy(run.graph, head, branchKey, results[0]!.results as unknown as RecordedExit[])) throw denied("runtime.node_not_reached");
-  return { run, head, branchKey, rows: results[1]!.results as unknown as GroupRow[], results };
+  let exits: RecordedExit[];
+  let results: Array<D1Result<Record<string, unknown>>>;
+  if (cachedHead === head && folded.exits) [exits, results] = [folded.exits, prefetched];
+  else {
+    const [exitRows, ...rest] = await host.env.DB.batch<Record<string, unknown>>([predecessorExitsStatement(host.env.DB, run.id, run.graph, head), ...groupStatements(host.env.DB, run.id, run.graph, head)]);
+    [exits, results] = [exitRows!.results as unknown as RecordedExit[], rest];
+  }
+  if (!reachedBy(run.graph, head, branchKey, exits)) throw denied("runtime.node_not_reached");
+  return { run, head, branchKey, rows: results[0]!.results as unknown as GroupRow[], results };
 }
 
 const finishedRow = (row: GroupRow | undefined): row is GroupRow & { json: string } => row?.json != null && FINISHED_STEP_STATES.includes(row.state);
@@ -134,6 +148,9 @@ interface NodeRecord {
   node: WorkflowNodeV1;
   stepId: string;
   at: string;
+  /** The node's step row (its upsert heads the record; the group's first carries the write guard). */
+  step: StepUpsertInput;
+  /** After the step row: its output. */
   head: D1PreparedStatement[];
   tail: D1PreparedStatement[];
 }
@@ -151,27 +168,28 @@ function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeRecord[]): 
       updated_at = ?4, revision = revision + ?5
     WHERE id = ?1 AND state IN ('created', 'dispatch_pending', 'queued', 'running', 'waiting')`)
     .bind(run.id, last.node.id, records[0]!.at, last.at, records.length);
-  return [
-    fusedWriteGuard(
-      db,
-      records.map((record) => record.stepId),
-    ),
-    ...records.flatMap((record) => (record === last ? [...record.head, progress, ...record.tail] : [...record.head, ...record.tail])),
-  ];
+  // The first statement (the first node's step row) evaluates the write guard before it writes.
+  const guard = { sql: FUSED_CONFLICT_SQL("?12"), bind: JSON.stringify(records.map((record) => record.stepId)) };
+  return records.flatMap((record, index) => {
+    const step = stepUpsert(db, record.step, index === 0 ? guard : undefined);
+    return record === last ? [step, ...record.head, progress, ...record.tail] : [step, ...record.head, ...record.tail];
+  });
 }
+
+/** Raises (SQLite's json() on malformed text) if a step of the JSON list of ids `param` names finished; else true. */
+const FUSED_CONFLICT_SQL = (param: string) => `(SELECT CASE WHEN EXISTS (SELECT 1 FROM workflow_step_runs WHERE id IN (SELECT value FROM json_each(${param})) AND state IN ('succeeded', 'failed', 'timed_out'))
+      THEN json('runtime.fused_group_conflict') ELSE 1 END)`;
 
 /**
  * The group's records are computed from what was recorded when the group was read; if any of its
  * steps finished meanwhile (a concurrent failFused or executeFused of the same group, which only an
- * untrusted sandbox would send), this first statement of the batch fails it — SQLite's json() on
- * malformed text raises, and D1 rolls the whole batch back — so a finished step is never rewritten
- * and a group never records two outcomes. The call then fails, and its retry answers from the records.
+ * untrusted sandbox would send), the guard fails the batch — SQLite's json() on malformed text
+ * raises, and D1 rolls the whole batch back — so a finished step is never rewritten and a group
+ * never records two outcomes. The call then fails, and its retry answers from the records. The
+ * group's batch evaluates it in its first statement (groupBatch); this is the guard on its own.
  */
 export function fusedWriteGuard(db: D1Database, stepIds: readonly string[]): D1PreparedStatement {
-  return db
-    .prepare(`SELECT CASE WHEN EXISTS (SELECT 1 FROM workflow_step_runs WHERE id IN (SELECT value FROM json_each(?1)) AND state IN ('succeeded', 'failed', 'timed_out'))
-      THEN json('runtime.fused_group_conflict') ELSE 0 END AS conflict`)
-    .bind(JSON.stringify(stepIds));
+  return db.prepare(`SELECT ${FUSED_CONFLICT_SQL("?1")} AS conflict`).bind(JSON.stringify(stepIds));
 }
 
 /** Runs the group from the named node; returns the node it ended at and the port it left by. */
@@ -237,7 +255,8 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
           node,
           stepId,
           at,
-          head: [stepUpsert(env.DB, { id: stepId, run, node, branchKey, state: "succeeded", digest: record.digest, at }), outputUpsert(env.DB, stepId, record, at)],
+          step: { id: stepId, run, node, branchKey, state: "succeeded", digest: record.digest, at },
+          head: [outputUpsert(env.DB, stepId, record, at)],
           tail: [
             runtimeAudit(env.DB, run, {
               key: `step:${stepId}:succeeded`,

@@ -28,17 +28,21 @@ export async function outputRecord(output: Record<string, unknown>, sealed: stri
   return { json, sealed, digest, sizeBytes: byteLength(json) + (sealed ? byteLength(sealed) : 0) };
 }
 
-export function stepUpsert(
-  db: D1Database,
-  step: { id: string; run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; state: "running" | "waiting" | "succeeded" | "failed" | "timed_out"; digest?: string; errorCode?: string; at: string },
-): D1PreparedStatement {
+export type StepUpsertInput = { id: string; run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; state: "running" | "waiting" | "succeeded" | "failed" | "timed_out"; digest?: string; errorCode?: string; at: string };
+
+/**
+ * With `guard` (SQL over ?12, bound to `guard.bind`), the upsert is an INSERT … SELECT whose
+ * WHERE evaluates the guard first: a guard that raises fails the statement, and so its batch.
+ */
+export function stepUpsert(db: D1Database, step: StepUpsertInput, guard?: { sql: string; bind: unknown }): D1PreparedStatement {
   const finished = step.state === "succeeded" || step.state === "failed" || step.state === "timed_out";
+  const values = guard ? `SELECT ?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9, ?10, ?11, ?9 WHERE ${guard.sql}` : "VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9, ?10, ?11, ?9)";
   return db
     .prepare(`
     INSERT INTO workflow_step_runs (
       id, run_id, node_id, node_type, branch_key, occurrence, state, output_digest, error_code,
       started_at, waiting_at, finished_at, updated_at
-    ) VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9, ?10, ?11, ?9)
+    ) ${values}
     ON CONFLICT(run_id, node_id, branch_key, occurrence) DO UPDATE SET
       state = CASE WHEN workflow_step_runs.state IN ('succeeded', 'failed', 'timed_out') AND excluded.state IN ('running', 'waiting')
         THEN workflow_step_runs.state ELSE excluded.state END,
@@ -48,7 +52,20 @@ export function stepUpsert(
       finished_at = COALESCE(workflow_step_runs.finished_at, excluded.finished_at),
       updated_at = excluded.updated_at
   `)
-    .bind(step.id, step.run.id, step.node.id, step.node.kind, step.branchKey, step.state, step.digest ?? null, step.errorCode ?? null, step.at, step.state === "waiting" ? step.at : null, finished ? step.at : null);
+    .bind(
+      step.id,
+      step.run.id,
+      step.node.id,
+      step.node.kind,
+      step.branchKey,
+      step.state,
+      step.digest ?? null,
+      step.errorCode ?? null,
+      step.at,
+      step.state === "waiting" ? step.at : null,
+      finished ? step.at : null,
+      ...(guard ? [guard.bind] : []),
+    );
 }
 
 export function outputUpsert(db: D1Database, stepId: string, output: StepOutputRecord, at: string): D1PreparedStatement {

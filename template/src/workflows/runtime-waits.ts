@@ -5,7 +5,7 @@ import { AppError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
 import { loadNodeContext, type LoadedContext } from "./execution-context";
 import { evaluateInputMapping } from "./expressions";
-import { denied, type AuthorizedRun } from "./runtime-authorize";
+import { denied, type AuthorizedRun, type RecordedEvent, type RecordedWait } from "./runtime-authorize";
 import type { NodeOutput, PreparedWait, WaitResult } from "./runtime-protocol";
 import { now, runProgress, runtimeAudit, stepUpsert } from "./runtime-records";
 import { deadlineEventId, waitOfStepUnsafe } from "./runs-queries";
@@ -19,11 +19,12 @@ async function signalType(waitId: string): Promise<string> {
   return `w_${(await sha256Hex(waitId)).slice(0, 40)}`;
 }
 
-export async function prepareWaitRecord(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string; loaded?: LoadedContext }): Promise<PreparedWait> {
+export async function prepareWaitRecord(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string; loaded?: LoadedContext; stepRecorded: boolean }): Promise<PreparedWait> {
   const { run, node, branchKey, stepId } = input;
   const waitId = `${stepId}:wait`;
   const taskId = node.kind === "human_task" ? `${stepId}:task` : undefined;
-  const existing = await waitOfStepUnsafe(env.DB, stepId);
+  // A wait is written in the batch that records its step, so a step with no row has no wait to look for.
+  const existing = input.stepRecorded ? await waitOfStepUnsafe(env.DB, stepId) : null;
   if (existing) {
     // A repeated prepare returns the recorded wait and writes nothing.
     return { eventType: existing.signalType, timeoutMs: Math.max(1_000, Date.parse(existing.deadlineAt) - Date.now()), ...(taskId ? { taskId } : {}) };
@@ -85,9 +86,12 @@ async function humanTaskStatements(
 export type WaitCompletion = { replay: true; output: NodeOutput } | { replay: false; output: NodeOutput; timedOut: boolean; statements: D1PreparedStatement[] };
 
 /** Verifies the completion against the recorded wait and event; returns the output and statements. */
-export async function completeWaitStatements(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; eventResult: WaitResult }): Promise<WaitCompletion> {
-  const { run, node, stepId, eventResult } = input;
-  const wait = await waitOfStepUnsafe(env.DB, stepId);
+export async function completeWaitStatements(
+  env: Env,
+  input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; eventResult: WaitResult; prefetched?: { wait: RecordedWait | undefined; event: RecordedEvent | undefined; eventId: string | null } },
+): Promise<WaitCompletion> {
+  const { run, node, stepId, eventResult, prefetched } = input;
+  const wait = prefetched ? prefetched.wait : await waitOfStepUnsafe(env.DB, stepId);
   if (!wait) throw denied("runtime.wait_not_prepared");
   if (wait.state !== "waiting") {
     const stored = await env.DB.prepare(`SELECT inline_json AS json FROM workflow_step_outputs WHERE step_run_id = ?1`).bind(stepId).first<{ json: string }>();
@@ -113,11 +117,13 @@ export async function completeWaitStatements(env: Env, input: { run: AuthorizedR
     const event =
       eventId === null
         ? null
-        : await env.DB.prepare(`
+        : prefetched && prefetched.eventId === eventId
+          ? prefetched.event
+          : await env.DB.prepare(`
       SELECT id, type, payload_json AS payloadJson, created_at AS createdAt FROM workflow_events WHERE id = ?1 AND run_id = ?2 AND wait_id = ?3
     `)
-            .bind(eventId, run.id, wait.id)
-            .first<{ id: string; type: string; payloadJson: string; createdAt: string }>();
+              .bind(eventId, run.id, wait.id)
+              .first<{ id: string; type: string; payloadJson: string; createdAt: string }>();
     if (!event) throw denied("runtime.wait_event_denied");
     output = {
       port: node.kind === "human_task" ? "completed" : "received",

@@ -25,6 +25,11 @@ interface SettingsRow {
 
 const SETTINGS_COLUMNS = `queue_id AS queueId, qa_queue_id AS qaQueueId, rate, compare_field AS compareField, created_at AS createdAt, updated_at AS updatedAt`;
 
+/** SQL: the QA settings of the task row `task` names (its installation and queue), as JSON (null when none), to read beside the task. */
+export const qaSettingsJsonSql = (task: string) =>
+  `(SELECT json_object('queueId', queue_id, 'qaQueueId', qa_queue_id, 'rate', rate, 'compareField', compare_field, 'createdAt', created_at, 'updatedAt', updated_at)
+    FROM qa_settings WHERE installation_id = ${task}.installation_id AND queue_id = ${task}.queue_id)`;
+
 function settingsRow(db: D1Database, installationId: string, queueId: string): Promise<SettingsRow | null> {
   return db.prepare(`SELECT ${SETTINGS_COLUMNS} FROM qa_settings WHERE installation_id = ?1 AND queue_id = ?2`).bind(installationId, queueId).first<SettingsRow>();
 }
@@ -86,9 +91,10 @@ export async function reportCategoryUnsafe(db: D1Database, installationId: strin
  * statement holds only if the completion in the same batch did (the task completed by `who` at `at`)
  * and the task was not sampled before. Nothing for QA or golden tasks, or unsampled ones.
  */
-export async function qaSampleStatements(env: Env, installationId: string, row: TaskRow, input: { who: string; principal: string; responseJson: string; at: string }): Promise<D1PreparedStatement[]> {
+export async function qaSampleStatements(env: Env, installationId: string, row: TaskRow & { qaSettingsJson?: string | null }, input: { who: string; principal: string; responseJson: string; at: string }): Promise<D1PreparedStatement[]> {
   if (row.origin !== "workflow" || !row.queueId) return [];
-  const settings = await settingsRow(env.DB, installationId, row.queueId);
+  // Read with the task (qaSettingsJsonSql) when its reader asked for them.
+  const settings = row.qaSettingsJson !== undefined ? (row.qaSettingsJson === null ? null : (JSON.parse(row.qaSettingsJson) as SettingsRow)) : await settingsRow(env.DB, installationId, row.queueId);
   if (!settings || settings.rate <= 0 || !isSampled(qaSamplingKey(env), row.id, settings.rate)) return [];
   const qaQueue = await getQueueRow(env.DB, installationId, settings.qaQueueId);
   if (!qaQueue) return [];

@@ -5,16 +5,17 @@ import type { Actor } from "../../auth";
 import { AppError, conflict, notFound } from "../../errors";
 import { reviewerAuditId } from "../../lib/person-keys";
 import { assertNotOwnQaTask, notOwnQaTaskSql, reviewerPrincipal } from "../qa/qa";
-import { assertTaskVisible, claimant, DEFAULT_LEASE_SECONDS, getTask, getTaskRow, MAX_LEASE_SECONDS, visibleQueue } from "./tasks";
+import { assertTaskVisible, claimant, DEFAULT_LEASE_SECONDS, getTask, getTaskRow, MAX_LEASE_SECONDS, presentTask, TASK_COLUMNS, type TaskRow, visibleQueue } from "./tasks";
 import { claimExposureStatement, exposureStatus, nextTaskWellness, NOT_CAPPED_SQL, refuseWhenCapped, releaseExposureStatement } from "../wellness/wellness";
 
 function leaseSeconds(value: number | undefined): number {
   return Math.min(Math.max(Math.trunc(value ?? DEFAULT_LEASE_SECONDS), 30), MAX_LEASE_SECONDS);
 }
 
-async function refuseClaim(env: Env, actor: Actor, taskId: string): Promise<never> {
+async function refuseClaim(env: Env, actor: Actor, taskId: string, who: string): Promise<never> {
   const row = await getTaskRow(env.DB, actor.installationId, taskId);
   if (!row) throw notFound("task");
+  await assertNotOwnQaTask(env.DB, actor.installationId, taskId, who, reviewerPrincipal(actor));
   if (row.state === "claimed") throw conflict("task.already_claimed", "Another reviewer holds this task's lease.", { leaseExpiresAt: row.leaseExpiresAt });
   throw conflict("task.not_claimable", `The task is ${row.state}.`);
 }
@@ -23,17 +24,20 @@ async function refuseClaim(env: Env, actor: Actor, taskId: string): Promise<neve
 export async function claimTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; leaseSeconds?: number }) {
   await assertTaskVisible(env, actor, taskId);
   const who = claimant(actor, input.reviewer);
-  await assertNotOwnQaTask(env.DB, actor.installationId, taskId, who, reviewerPrincipal(actor));
   const now = new Date();
   const at = now.toISOString();
   const expires = new Date(now.getTime() + leaseSeconds(input.leaseSeconds) * 1_000).toISOString();
-  const [update] = await env.DB.batch([
+  // The QA rule (never the QA task of one's own answer) is a guard of the update itself, and the
+  // update answers the task as claimed: no read before it, none after.
+  const [update] = await env.DB.batch<TaskRow>([
     env.DB.prepare(`
       UPDATE human_tasks SET state = 'claimed', claimed_at = CASE WHEN claimed_by = ?3 AND state = 'claimed' THEN claimed_at ELSE ?4 END,
         claimed_by = ?3, lease_expires_at = ?5, updated_at = ?4
       WHERE installation_id = ?1 AND id = ?2
         AND (state = 'open' OR (state = 'claimed' AND (lease_expires_at <= ?4 OR claimed_by = ?3)))
-    `).bind(actor.installationId, taskId, who, at, expires),
+        AND ${notOwnQaTaskSql("?3", "?6")}
+      RETURNING ${TASK_COLUMNS}
+    `).bind(actor.installationId, taskId, who, at, expires, reviewerPrincipal(actor)),
     auditStatement(
       env.DB,
       {
@@ -50,8 +54,9 @@ export async function claimTask(env: Env, actor: Actor, taskId: string, input: {
     // Wellness: the claim counts toward the reviewer's daily exposure in the task's category.
     claimExposureStatement(env.DB, { installationId: actor.installationId, taskId, reviewer: who, at }),
   ]);
-  if ((update!.meta.changes ?? 0) === 0) return refuseClaim(env, actor, taskId);
-  return getTask(env, actor, taskId);
+  const claimed = update!.results[0];
+  if (!claimed) return refuseClaim(env, actor, taskId, who);
+  return presentTask(env, actor, claimed);
 }
 
 /**
@@ -60,25 +65,24 @@ export async function claimTask(env: Env, actor: Actor, taskId: string, input: {
  * skipped; with only capped work left it is a 409 `wellness.exposure_cap_reached`.
  */
 export async function claimNextTask(env: Env, actor: Actor, queueId: string, input: { reviewer?: string; leaseSeconds?: number }) {
-  await visibleQueue(env, actor, queueId);
-  const exposure = await exposureStatus(env.DB, actor.installationId, claimant(actor, input.reviewer));
+  // Both at once: an unknown queue is still a 404 (the exposure read is then dropped).
+  const [, exposure] = await Promise.all([visibleQueue(env, actor, queueId), exposureStatus(env.DB, actor.installationId, claimant(actor, input.reviewer))]);
   const capped = JSON.stringify(exposure.capped);
   for (let attempt = 0; attempt < 5; attempt++) {
     // Open tasks and claimed ones whose lease lapsed, in due order: a lapsed lease keeps its place.
     // (QA: a reviewer is never handed the QA task of their own answer: same principal or same name.)
     // The priority lane (trusted flaggers' notices, DSA Art. 22) first, then the rest; each in due order.
-    let candidate: { id: string } | null = null;
-    for (const lane of ["AND t.priority_lane IS NOT NULL", ""]) {
-      candidate = await env.DB.prepare(`
+    // One statement: the lane's first task if it has one, else the queue's first (each arm an index walk to its first row).
+    const arm = (lane: string) => `SELECT * FROM (
       SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'open' ${lane} AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "?6", "t")}
       UNION ALL
       SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'claimed' ${lane} AND t.lease_expires_at <= ?3 AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "?6", "t")}
-      ORDER BY dueAt, priority DESC, id LIMIT 1
+      ORDER BY dueAt, priority DESC, id LIMIT 1)`;
+    const candidate = await env.DB.prepare(`
+      SELECT id FROM (SELECT 0 AS lane, id FROM (${arm("AND t.priority_lane IS NOT NULL")}) UNION ALL SELECT 1 AS lane, id FROM (${arm("")})) ORDER BY lane LIMIT 1
     `)
-        .bind(actor.installationId, queueId, new Date().toISOString(), capped, claimant(actor, input.reviewer), reviewerPrincipal(actor))
-        .first<{ id: string }>();
-      if (candidate) break;
-    }
+      .bind(actor.installationId, queueId, new Date().toISOString(), capped, claimant(actor, input.reviewer), reviewerPrincipal(actor))
+      .first<{ id: string }>();
     if (!candidate) {
       await refuseWhenCapped(env.DB, actor.installationId, queueId, exposure);
       return null;

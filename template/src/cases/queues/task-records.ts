@@ -70,14 +70,17 @@ export function closeStepTaskStatement(db: D1Database, input: { stepId: string; 
  */
 const NOT_HANDOFF = "human_tasks.origin = 'workflow' AND NOT EXISTS (SELECT 1 FROM handoffs h WHERE h.task_id = human_tasks.id)";
 
+/** The tasks a run's end cancels (?1 the run): what runEndTaskStatements reads when not given `ids`. */
+export const RUN_END_TASKS_SQL = `SELECT id FROM human_tasks WHERE run_id = ?1 AND state IN ('open', 'claimed') AND ${NOT_HANDOFF}`;
+
 /**
  * For the batch that ends a run (after its state change): every open or claimed task the run is
  * waiting on (its human_task nodes) is cancelled, each with a `task.cancelled` audit event. Tasks
  * handed off to a queue are not: the handoff node already left, and the receiving queue works
  * them whatever became of the run. The update holds only once the run is terminal in the batch.
  */
-export async function runEndTaskStatements(db: D1Database, input: { installationId: string; runId: string; runState: string; at: string; actor?: AuditEventInput["actor"] }): Promise<D1PreparedStatement[]> {
-  const { results } = await db.prepare(`SELECT id FROM human_tasks WHERE run_id = ?1 AND state IN ('open', 'claimed') AND ${NOT_HANDOFF}`).bind(input.runId).all<{ id: string }>();
+export async function runEndTaskStatements(db: D1Database, input: { installationId: string; runId: string; runState: string; at: string; actor?: AuditEventInput["actor"]; ids?: string[] }): Promise<D1PreparedStatement[]> {
+  const results = input.ids ? input.ids.map((id) => ({ id })) : (await db.prepare(RUN_END_TASKS_SQL).bind(input.runId).all<{ id: string }>()).results;
   if (results.length === 0) return [];
   return [
     db

@@ -7,10 +7,10 @@ import { AppError, conflict, notFound } from "../../errors";
 import { decodeCursor, encodeCursor } from "../../lib/cursor";
 import { newId, sha256Hex } from "../../lib/crypto";
 import { completeHandoffStatements, sendComplaintOutcome } from "../../enforcement";
-import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepUnsafe } from "../../workflows";
+import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepJsonSql } from "../../workflows";
 import { appealDecisionId, decisionReversalStatements } from "../appeals/complaints";
 import { getQueueRow } from "./queues";
-import { completeReviewCopyTask, qaSampleStatements, reviewerPrincipal, type TaskOrigin } from "../qa/qa";
+import { completeReviewCopyTask, qaSampleStatements, qaSettingsJsonSql, reviewerPrincipal, type TaskOrigin } from "../qa/qa";
 import { openPersonalDataOr } from "../reports/report-crypto";
 import { APPEAL_OUTCOMES } from "../taxonomy";
 import { reviewerAuditId } from "../../lib/person-keys";
@@ -45,13 +45,13 @@ export interface TaskRow {
   origin: TaskOrigin;
 }
 
-const COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRunId, report_id AS reportId, appeal_id AS appealId,
+export const TASK_COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRunId, report_id AS reportId, appeal_id AS appealId,
   task_type AS taskType, state, priority, context_json AS contextJson, context_sealed AS contextSealed, response_schema_json AS responseSchemaJson,
   response_json AS responseJson, due_at AS dueAt, expires_at AS expiresAt, claimed_by AS claimedBy, claimed_at AS claimedAt,
   lease_expires_at AS leaseExpiresAt, completed_by AS completedBy, completed_at AS completedAt, created_at AS createdAt, origin`;
 
 export function getTaskRow(db: D1Database, installationId: string, taskId: string): Promise<TaskRow | null> {
-  return db.prepare(`SELECT ${COLUMNS} FROM human_tasks WHERE installation_id = ?1 AND id = ?2`).bind(installationId, taskId).first<TaskRow>();
+  return db.prepare(`SELECT ${TASK_COLUMNS} FROM human_tasks WHERE installation_id = ?1 AND id = ?2`).bind(installationId, taskId).first<TaskRow>();
 }
 
 /**
@@ -86,7 +86,11 @@ export function serializeTask(row: TaskRow, now = new Date().toISOString(), cont
 }
 
 export async function getTask(env: Env, actor: Actor, taskId: string) {
-  const row = await getTaskRow(env.DB, actor.installationId, taskId);
+  return presentTask(env, actor, await getTaskRow(env.DB, actor.installationId, taskId));
+}
+
+/** A task row the caller read (or wrote and got back) of its installation, as getTask answers it. */
+export async function presentTask(env: Env, actor: Actor, row: TaskRow | null | undefined) {
   if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
   if (!row.contextSealed || !canReadPersonalData(actor)) return serializeTask(row);
   const context = await openPersonalDataOr<unknown>(env, actor.installationId, `task:${row.id}`, row.contextSealed, null);
@@ -128,11 +132,11 @@ export async function listQueueTasks(env: Env, actor: Actor, queueId: string, op
   // A claimed task whose lease lapsed is open again, at its place in due order (the second arm, merged
   // with the first in index order: no sort); `claimed` lists live leases only.
   const { results } = await env.DB.prepare(`
-    SELECT ${COLUMNS} FROM human_tasks
+    SELECT ${TASK_COLUMNS} FROM human_tasks
     WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3 AND (?3 <> 'claimed' OR lease_expires_at > ?8)
       AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
     UNION ALL
-    SELECT ${COLUMNS} FROM human_tasks
+    SELECT ${TASK_COLUMNS} FROM human_tasks
     WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'claimed' AND ?3 = 'open' AND lease_expires_at <= ?8
       AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
     ORDER BY dueAt, priority DESC, id LIMIT ?7
@@ -179,7 +183,10 @@ export function responseProblems(schemaJson: string, response: unknown) {
  */
 export async function completeTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; response: unknown }) {
   const who = claimant(actor, input.reviewer);
-  const row = await getTaskRow(env.DB, actor.installationId, taskId);
+  // The task, the wait of its step and its queue's QA settings, in one statement.
+  const row = await env.DB.prepare(`SELECT ${TASK_COLUMNS}, ${waitOfStepJsonSql("human_tasks.step_run_id")} AS waitJson, ${qaSettingsJsonSql("human_tasks")} AS qaSettingsJson FROM human_tasks WHERE installation_id = ?1 AND id = ?2`)
+    .bind(actor.installationId, taskId)
+    .first<TaskRow & { waitJson: string | null; qaSettingsJson: string | null }>();
   if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
   // A QA or golden task: its answer is compared (qa/qa.ts); no run waits for it.
   if (row.origin !== "workflow" || !row.stepRunId || !row.runId) {
@@ -187,7 +194,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
     return getTask(env, actor, taskId);
   }
   const responseJson = canonicalJson(input.response ?? null);
-  const wait = await waitOfStepUnsafe(env.DB, row.stepRunId);
+  const wait = row.waitJson ? (JSON.parse(row.waitJson) as { id: string; state: string; signalType: string; deadlineAt: string }) : null;
   // A task a handoff put in this queue: no run waits for it (the handoff node already left).
   const handoff = wait ? null : await env.DB.prepare(`SELECT id FROM handoffs WHERE installation_id = ?1 AND task_id = ?2`).bind(actor.installationId, taskId).first<{ id: string }>();
   if (row.state === "completed" && row.completedBy === who && row.responseJson === responseJson && (wait || handoff)) {
@@ -213,9 +220,11 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
   const payload = canonicalJson({ taskId, reviewer: who, response: input.response ?? null });
   const statements = [
     // The lease is checked once, by the task's update; the event is recorded only if that completed the task.
+    // The update answers the completed task (no read after the batch).
     env.DB.prepare(`
       UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = ?3, completed_at = ?5, updated_at = ?5, lease_expires_at = NULL
       WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3 AND lease_expires_at > ?5
+      RETURNING ${TASK_COLUMNS}
     `).bind(actor.installationId, taskId, who, responseJson, now),
     runEventStatement(
       env.DB,
@@ -257,12 +266,13 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
     );
   }
   statements.push(...(await qaSampleStatements(env, actor.installationId, row, { who, principal: reviewerPrincipal(actor), responseJson, at: now })));
-  const results = await env.DB.batch(statements);
-  if ((results[0]!.meta.changes ?? 0) === 0) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
+  const results = await env.DB.batch<TaskRow>(statements);
+  const completed = results[0]!.results[0];
+  if (!completed) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
   await signalRunEvent(env, row.runId, wait.signalType, eventId);
   // DSA Art. 20(5): the appellant is told the outcome (the schedule retries if this is lost).
   if (outcome && row.appealId) await sendComplaintOutcome(env, actor.installationId, row.appealId);
-  return getTask(env, actor, taskId);
+  return presentTask(env, actor, completed);
 }
 
 /**

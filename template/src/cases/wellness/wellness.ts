@@ -97,12 +97,10 @@ export function releaseExposureStatement(db: D1Database, input: { installationId
  * from its claim time to: its release (`ended_at`); the task's completion (or expiry, or
  * cancellation) when that ended this same claim; now while the lease is live; the lease's end when
  * it lapsed or someone else took the task since.
+ *
+ * Binds: ?1 installation, ?2 reviewer, ?3 day start, ?4 day end, ?5 now, ?6 the lookback start.
  */
-export async function exposureMinutes(db: D1Database, installationId: string, reviewer: string, now: Date): Promise<Map<string, number>> {
-  const day = utcDay(now);
-  const at = now.toISOString();
-  const { results } = await db
-    .prepare(`
+const MINUTES_SQL = `
     SELECT category, SUM(MAX(0.0, julianday(MIN(end_at, ?4)) - julianday(MAX(started_at, ?3)))) * 1440.0 AS minutes
     FROM (
       SELECT x.category, x.started_at, COALESCE(x.ended_at,
@@ -114,19 +112,31 @@ export async function exposureMinutes(db: D1Database, installationId: string, re
       FROM review_exposure x LEFT JOIN human_tasks t ON t.id = x.task_id AND t.installation_id = x.installation_id
       WHERE x.installation_id = ?1 AND x.reviewer = ?2 AND x.started_at >= ?6 AND x.started_at < ?4
     ) GROUP BY category
-  `)
-    .bind(installationId, reviewer, day.start, day.end, at, new Date(Date.parse(day.start) - LOOKBACK_MS).toISOString())
-    .all<{ category: string; minutes: number | null }>();
-  return new Map(results.map((row) => [row.category, Math.max(0, row.minutes ?? 0)]));
+  `;
+
+type MinutesRow = { category: string; minutes: number | null };
+type CapRow = { category: string; capMinutes: number | null; updatedAt: string; updatedBy: string };
+
+function minutesBinds(installationId: string, reviewer: string, now: Date): unknown[] {
+  const day = utcDay(now);
+  return [installationId, reviewer, day.start, day.end, now.toISOString(), new Date(Date.parse(day.start) - LOOKBACK_MS).toISOString()];
 }
 
+function minutesOf(rows: MinutesRow[]): Map<string, number> {
+  return new Map(rows.map((row) => [row.category, Math.max(0, row.minutes ?? 0)]));
+}
+
+/** The caps rows of an installation (?1). */
+const CAPS_SQL = `SELECT category, cap_minutes AS capMinutes, updated_at AS updatedAt, updated_by AS updatedBy FROM exposure_caps WHERE installation_id = ?1 ORDER BY category`;
+
 export async function readCaps(db: D1Database, installationId: string): Promise<Caps> {
-  const { results } = await db
-    .prepare(`SELECT category, cap_minutes AS capMinutes, updated_at AS updatedAt, updated_by AS updatedBy FROM exposure_caps WHERE installation_id = ?1 ORDER BY category`)
-    .bind(installationId)
-    .all<{ category: string; capMinutes: number | null; updatedAt: string; updatedBy: string }>();
+  const { results } = await db.prepare(CAPS_SQL).bind(installationId).all<CapRow>();
+  return capsOf(results);
+}
+
+function capsOf(rows: CapRow[]): Caps {
   const caps: Caps = { defaultMinutes: null, categories: {}, updatedAt: null, updatedBy: null };
-  for (const row of results) {
+  for (const row of rows) {
     if (row.category === DEFAULT_ROW) caps.defaultMinutes = row.capMinutes;
     else caps.categories[row.category] = row.capMinutes;
     if (!caps.updatedAt || row.updatedAt > caps.updatedAt) Object.assign(caps, { updatedAt: row.updatedAt, updatedBy: row.updatedBy });
@@ -143,7 +153,14 @@ const round = (minutes: number) => Math.round(minutes * 10) / 10;
 
 /** The reviewer's exposure today per category (every category with exposure or a cap), and which are capped. */
 export async function exposureStatus(db: D1Database, installationId: string, reviewer: string, now = new Date()): Promise<ExposureStatus> {
-  const [caps, minutes] = await Promise.all([readCaps(db, installationId), exposureMinutes(db, installationId, reviewer, now)]);
+  // The caps and the day's minutes in one statement, each as a JSON list of its rows.
+  const read = await db
+    .prepare(`SELECT (SELECT json_group_array(json_object('category', category, 'capMinutes', capMinutes, 'updatedAt', updatedAt, 'updatedBy', updatedBy)) FROM (${CAPS_SQL})) AS caps,
+      (SELECT json_group_array(json_object('category', category, 'minutes', minutes)) FROM (${MINUTES_SQL})) AS minutes`)
+    .bind(...minutesBinds(installationId, reviewer, now))
+    .first<{ caps: string; minutes: string }>();
+  const caps = capsOf(JSON.parse(read?.caps ?? "[]") as CapRow[]);
+  const minutes = minutesOf(JSON.parse(read?.minutes ?? "[]") as MinutesRow[]);
   const names = new Set<string>([...minutes.keys()]);
   for (const category of POLICY_CATEGORIES) if (capOf(caps, category) !== null) names.add(category);
   const categories = [...names].sort().map((category): CategoryExposure => {
