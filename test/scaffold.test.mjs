@@ -113,7 +113,8 @@ test("the project, its Worker and its D1 database, R2 bucket, Queues and Workflo
   assert.equal(pkg.name, NAME);
   assert.equal(pkg.private, true);
   assert.equal(pkg.scripts.start, "node scripts/start.mjs");
-  assert.match(pkg.scripts.test, /vitest run/u);
+  assert.match(pkg.scripts.test, /npm run test:workerd/u);
+  assert.equal(pkg.scripts["test:workerd"], "vitest run");
   assert.match(pkg.scripts.deploy, /wrangler deploy$/u);
 
   const config = readJsonc(path.join(project, "wrangler.jsonc"));
@@ -209,12 +210,24 @@ test("package.json lists every package that the project's code, tests, scripts a
 test("in the project: typecheck, a sample of its own vitest suite under workerd, wrangler deploy --dry-run", { timeout: 600_000, skip: !existsSync(path.join(root, "node_modules", "wrangler")) && "no node_modules in the workspace" }, () => {
   assert.equal(created.status, 0, created.stderr);
   // Reuse the workspace's dependencies: a real node_modules folder (so caches stay in the
-  // project) holding one symlink per package.
+  // project) holding one symlink per package — the template's own (npm keeps some of them in
+  // template/node_modules, where they resolve first for the template) before the hoisted ones.
   const modules = path.join(project, "node_modules");
   mkdirSync(modules);
-  for (const entry of readdirSync(path.join(root, "node_modules"))) {
-    if ([".package-lock.json", ".vite", ".vite-temp", ".cache"].includes(entry)) continue;
-    symlinkSync(path.join(root, "node_modules", entry), path.join(modules, entry));
+  const skipped = new Set([".package-lock.json", ".vite", ".vite-temp", ".cache"]);
+  const templateModules = path.join(root, "template", "node_modules");
+  for (const source of [templateModules, path.join(root, "node_modules")]) {
+    if (!existsSync(source)) continue;
+    for (const entry of readdirSync(source)) {
+      // The commands (tsc, vitest, wrangler) are the workspace's: its .bin links them all.
+      if (skipped.has(entry) || (source === templateModules && entry === ".bin")) continue;
+      const packages = entry.startsWith("@") ? readdirSync(path.join(source, entry)).map((name) => path.join(entry, name)) : [entry];
+      for (const name of packages) {
+        if (existsSync(path.join(modules, name))) continue;
+        mkdirSync(path.dirname(path.join(modules, name)), { recursive: true });
+        symlinkSync(path.join(source, name), path.join(modules, name));
+      }
+    }
   }
 
   run("npm", ["run", "typecheck"], { timeout: 180_000 });
