@@ -71,6 +71,31 @@ describe("the chain is anchored", () => {
     expect(await verify(apiKey, "full")).toMatchObject({ ok: false, firstBroken: { seq: head } });
   });
 
+  it("emptying the list of due anchors does not freeze the anchor: a full verification pass moves it", async () => {
+    const { id, apiKey } = await trail(2);
+    const first = await verify(apiKey);
+    expect(await anchor(id)).toMatchObject({ seq: first.events });
+    for (const name of ["later-1", "later-2", "later-3"]) expect((await api("/api/v1/workflows", { key: apiKey, body: { name } })).status).toBe(201);
+    // The writes' own seals: linked and checkpointed in D1, the anchor left to the schedule.
+    await sealAuditChain(env, id, { anchor: false });
+    const head = (await rows(id)).at(-1)!.seq;
+    expect(await anchor(id)).toMatchObject({ seq: first.events });
+    // Someone who can write D1 keeps the list of due anchors empty for this installation.
+    const trigger = `freeze_${id}`;
+    await env.DB.prepare(`CREATE TRIGGER ${trigger} AFTER INSERT ON audit_anchor_due WHEN NEW.installation_id = '${id}' BEGIN DELETE FROM audit_anchor_due WHERE installation_id = NEW.installation_id; END`).run();
+    await env.DB.prepare("DELETE FROM audit_anchor_due WHERE installation_id = ?1").bind(id).run();
+    try {
+      for (let pass = 0; pass < 20 && (await anchor(id))?.seq !== head; pass++) await sweepAuditChains(env);
+      expect(await anchor(id)).toMatchObject({ seq: head });
+    } finally {
+      await env.DB.prepare(`DROP TRIGGER ${trigger}`).run();
+    }
+    // So deleting the newest events with their checkpoints is caught.
+    await env.DB.prepare("DELETE FROM audit_events WHERE installation_id = ?1 AND seq > ?2").bind(id, first.events).run();
+    await env.DB.prepare("DELETE FROM audit_checkpoints WHERE installation_id = ?1 AND seq > ?2").bind(id, first.events).run();
+    expect(await verify(apiKey, "full")).toMatchObject({ ok: false, firstBroken: { seq: head, reason: "tail_missing" } });
+  });
+
   it("deleting the newest events and every checkpoint row is caught by the R2 anchor", async () => {
     const { id, apiKey } = await trail(3);
     const ok = await verify(apiKey);

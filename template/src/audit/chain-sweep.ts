@@ -114,6 +114,10 @@ export async function sweepAuditChains(env: Env): Promise<AuditSweepSummary> {
       console.error(JSON.stringify({ event: "audit.chain_broken", installationId: cursor.installationId, seq: broken.seq, reason: broken.reason }));
     } else {
       await markVerified(env, cursor.installationId, walked.position.seq - 1, at);
+      // A verified chain's anchor moves to its newest checkpoint here too, whatever audit_anchor_due
+      // says: that list lives in D1, so someone who can write D1 could empty it to freeze the anchor
+      // and then delete the newest events unseen. Every full pass bounds how far the anchor trails.
+      summary.sealed += await sealAuditChain(env, cursor.installationId, { anchor: true });
     }
     summary.passesFinished += 1;
     await cursorStatement(env.DB, key, cursor.installationId, { seq: 1, prev: GENESIS_HASH }, at, at, { ...result, finishedAt: at }).run();
