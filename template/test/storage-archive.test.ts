@@ -4,7 +4,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { sealPersonalData } from "../src/cases/reports/report-crypto";
-import { installationDeleteStatements } from "../src/installations/backup";
+import { backupDigest, installationDeleteStatements } from "../src/installations/backup";
 import { SWEEPS } from "../src/schedule";
 import { eraseArchivedSealedOutputsStatement } from "../src/workflows";
 import { commitRunArchive, runArchiveKey, sweepRunArchive, writeRunArchive } from "../src/workflows/run-archive";
@@ -237,6 +237,22 @@ describe("archived runs elsewhere", () => {
     await env.DB.batch(installationDeleteStatements(env.DB, inst.id));
     await env.AUDIT_ANCHORS.delete(`audit/${inst.id}/head.json`);
     await env.WORKFLOW_ARTIFACTS.delete(key);
+    // A file whose archive object was edited (its manifest digest recomputed, as anyone can), or
+    // that lost it, is refused before anything is written.
+    const forged = structuredClone(exported.body);
+    const object = forged.objects.find((o: { key: string }) => o.key === key);
+    const text = new TextDecoder().decode(Uint8Array.from(atob(object.base64), (c) => c.charCodeAt(0)));
+    object.base64 = btoa(String.fromCharCode(...new TextEncoder().encode(text.replace('"schemaVersion":1', '"schemaVersion":2'))));
+    forged.manifest.digest = await backupDigest(forged.tables, forged.objects);
+    const refused = await api("/api/v1/installations/import", { key: ADMIN_TOKEN, body: forged });
+    expect(refused.status).toBe(422);
+    expect(refused.body.error.code).toBe("installation_import.object_invalid");
+    const lost = structuredClone(exported.body);
+    lost.objects = lost.objects.filter((o: { key: string }) => o.key !== key);
+    lost.manifest.digest = await backupDigest(lost.tables, lost.objects);
+    expect((await api("/api/v1/installations/import", { key: ADMIN_TOKEN, body: lost })).body.error.code).toBe("installation_import.object_invalid");
+    expect(await env.DB.prepare("SELECT 1 FROM installations WHERE id = ?1").bind(inst.id).first()).toBeNull();
+
     const restored = await api("/api/v1/installations/import", { key: ADMIN_TOKEN, body: exported.body });
     expect(restored.status, JSON.stringify(restored.body)).toBe(201);
     expect((await api(`/api/v1/runs/${runId}`, { key: inst.apiKey })).body).toEqual(archived.body);

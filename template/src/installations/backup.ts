@@ -16,7 +16,7 @@ import { AppError } from "../errors";
 import { forgetInstallationKeys } from "../lib/api-key-cache";
 import { sha256Hex } from "../lib/crypto";
 import { isUniqueViolation } from "../lib/d1";
-import { isRunArchiveKeyOf, runArchiveKey } from "../workflows";
+import { isRunArchiveKeyOf, runArchiveKey, runArchiveTextHolds } from "../workflows";
 
 export const BACKUP_FORMAT = "safest-tools.installation-backup/1";
 
@@ -194,7 +194,8 @@ async function readObject(bucket: R2Bucket, name: BackupObject["bucket"], key: s
   return { bucket: name, key, contentType: object.httpMetadata?.contentType ?? null, base64: bytesToBase64(new Uint8Array(await object.arrayBuffer())) };
 }
 
-async function backupDigest(tables: InstallationBackup["tables"], objects: BackupObject[]): Promise<string> {
+/** The manifest digest: sha256 of the canonical JSON of `{ tables, objects }` (a file check, not a signature: anyone can recompute it, so restore checks what the file holds too). */
+export async function backupDigest(tables: InstallationBackup["tables"], objects: BackupObject[]): Promise<string> {
   return `sha256:${await sha256Hex(canonicalJson({ tables, objects }))}`;
 }
 
@@ -348,6 +349,21 @@ async function checkBackup(env: Env, input: unknown): Promise<InstallationBackup
         : object.bucket === "WORKFLOW_ARTIFACTS" && (/^artifacts\/[0-9a-f]{64}\.js$/u.test(object.key) || isRunArchiveKeyOf(manifest.installationId, object.key));
     if (!expected || typeof object.base64 !== "string") throw new AppError("installation_import.object_invalid", `The object ${String(object.bucket)}/${String(object.key)} is not one a backup carries.`, { status: 422 });
   }
+  // Every archived run comes with its archive object, which must be that run's, with the digest its
+  // row recorded; and no archive object comes without the run row that names it.
+  const owner = manifest.installationId;
+  const archives = new Map(backup.objects.filter((o) => o.bucket === "WORKFLOW_ARTIFACTS" && isRunArchiveKeyOf(owner, o.key)).map((o) => [o.key, o]));
+  for (const row of backup.tables.workflow_runs ?? []) {
+    if (row.archived_at === null || row.archived_at === undefined) continue;
+    const key = runArchiveKey(owner, String(row.id));
+    const object = archives.get(key);
+    archives.delete(key);
+    const text = object ? new TextDecoder().decode(base64ToBytes(object.base64)) : null;
+    if (text === null || typeof row.archive_digest !== "string" || !(await runArchiveTextHolds(text, owner, String(row.id), row.archive_digest))) {
+      throw new AppError("installation_import.object_invalid", `The archive object of run ${String(row.id)} is missing from the backup or is not that run's (${key}).`, { status: 422 });
+    }
+  }
+  for (const key of archives.keys()) throw new AppError("installation_import.object_invalid", `The archive object ${key} belongs to no archived run of the backup.`, { status: 422 });
   return backup;
 }
 

@@ -112,6 +112,23 @@ export async function buildRunArchive(db: D1Database, installationId: string, ru
   return { body, digest, text: canonicalJson({ ...body, digest }) };
 }
 
+/**
+ * Whether `text` is the archive object of this installation's run with this digest: it parses, its
+ * digest recomputes, and it names the run and installation its key does (a restore checks every
+ * archive object a backup carries against the run row that points at it).
+ */
+export async function runArchiveTextHolds(text: string, installationId: string, runId: string, expected: string): Promise<boolean> {
+  let object: RunArchiveObject;
+  try {
+    object = JSON.parse(text) as RunArchiveObject;
+  } catch {
+    return false;
+  }
+  if (typeof object !== "object" || object === null || object.format !== RUN_ARCHIVE_FORMAT || object.installationId !== installationId || object.runId !== runId) return false;
+  const { digest, ...body } = object;
+  return digest === expected && (await digestOf(body)) === digest;
+}
+
 /** Reads and checks a stored archive: parses, recomputes the digest and compares it with `expected`. */
 async function readArchiveObject(bucket: R2Bucket, key: string, expected: string | null): Promise<{ object: RunArchiveObject; text: string } | null> {
   const stored = await bucket.get(key);
