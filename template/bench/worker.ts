@@ -126,7 +126,7 @@ export class BareBenchWorkflow extends WorkflowEntrypoint<BenchEnv, BareBenchPar
 
 /**
  * The listing query of listQueueTasks (src/cases/queues/tasks.ts), copied verbatim: COLUMNS and the
- * statement with `${COLUMNS}` in place. scripts/bench.mjs fails when tasks.ts no longer holds
+ * statement with `${TASK_COLUMNS}` in place. scripts/bench.mjs fails when tasks.ts no longer holds
  * this text (whitespace aside), so the plan shown is the plan of the query the API runs.
  */
 const LISTING_COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRunId, report_id AS reportId, appeal_id AS appealId,
@@ -134,17 +134,17 @@ const LISTING_COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id A
   response_json AS responseJson, due_at AS dueAt, expires_at AS expiresAt, claimed_by AS claimedBy, claimed_at AS claimedAt,
   lease_expires_at AS leaseExpiresAt, completed_by AS completedBy, completed_at AS completedAt, created_at AS createdAt`;
 const LISTING_TEMPLATE = `
-    SELECT \${COLUMNS} FROM human_tasks
+    SELECT \${TASK_COLUMNS} FROM human_tasks
     WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3 AND (?3 <> 'claimed' OR lease_expires_at > ?8)
       AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
     UNION ALL
-    SELECT \${COLUMNS} FROM human_tasks
+    SELECT \${TASK_COLUMNS} FROM human_tasks
     WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'claimed' AND ?3 = 'open' AND lease_expires_at <= ?8
       AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
     ORDER BY dueAt, priority DESC, id LIMIT ?7
   `;
-// biome-ignore lint/suspicious/noTemplateCurlyInString: "${COLUMNS}" is the placeholder LISTING_TEMPLATE spells out literally, replaced here
-const LISTING_SQL = LISTING_TEMPLATE.replaceAll("${COLUMNS}", LISTING_COLUMNS);
+// biome-ignore lint/suspicious/noTemplateCurlyInString: "${TASK_COLUMNS}" is the placeholder LISTING_TEMPLATE spells out literally, replaced here
+const LISTING_SQL = LISTING_TEMPLATE.replaceAll("${TASK_COLUMNS}", LISTING_COLUMNS);
 
 /** The review schema the tasks carry (the one test/cases.test.ts uses), as the runtime stores it. */
 const REVIEW_SCHEMA_JSON = JSON.stringify({
