@@ -135,9 +135,10 @@ function countedDb(db: D1Database, entry: string): D1Database {
     batch: async <T = unknown>(statements: D1PreparedStatement[]) => {
       const results = await db.batch<T>(statements.map(unwrap));
       noteRoundTrip(entry);
-      statements.forEach((statement, index) =>
-        statement instanceof CountedStatement ? note(entry, statement.sql, results[index]?.meta ?? null, 1, statement.values) : note(entry, "(a statement prepared elsewhere)", results[index]?.meta ?? null),
-      );
+      for (const [index, statement] of statements.entries()) {
+        if (statement instanceof CountedStatement) note(entry, statement.sql, results[index]?.meta ?? null, 1, statement.values);
+        else note(entry, "(a statement prepared elsewhere)", results[index]?.meta ?? null);
+      }
       return results;
     },
     exec: async (sql: string) => {
@@ -157,8 +158,14 @@ const envs = new WeakMap<object, Map<string, unknown>>();
 /** `env` with its DB counted under `entry`; the same object for the same env and entry, every time. */
 export function countedEnv<E extends { DB: D1Database }>(env: E, entry: string): E {
   let byEntry = envs.get(env);
-  if (!byEntry) envs.set(env, (byEntry = new Map()));
+  if (!byEntry) {
+    byEntry = new Map();
+    envs.set(env, byEntry);
+  }
   let wrapped = byEntry.get(entry) as E | undefined;
-  if (!wrapped) byEntry.set(entry, (wrapped = { ...env, DB: countedDb(env.DB, entry) }));
+  if (!wrapped) {
+    wrapped = { ...env, DB: countedDb(env.DB, entry) };
+    byEntry.set(entry, wrapped);
+  }
   return wrapped;
 }

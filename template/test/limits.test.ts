@@ -102,15 +102,36 @@ describe("sweeps whose work grows with their backlog", () => {
 
   it("further slices stop at the time budget and at MAX_SLICES; a sweep without `more` runs once", async () => {
     let calls = 0;
-    const endless: Sweep = { name: "test.endless", run: async () => ((calls += 1), { done: 1, more: 1 }), more: (s) => s.more === 1 };
+    const endless: Sweep = {
+      name: "test.endless",
+      run: async () => {
+        calls += 1;
+        return { done: 1, more: 1 };
+      },
+      more: (s) => s.more === 1,
+    };
     let once = 0;
-    const plain: Sweep = { name: "test.plain", run: async () => ((once += 1), { done: 1, more: 1 }) };
+    const plain: Sweep = {
+      name: "test.plain",
+      run: async () => {
+        once += 1;
+        return { done: 1, more: 1 };
+      },
+    };
     const run = await runSchedule(env, cron, [endless, plain]);
     expect(run.sweeps[0]!.summary).toEqual({ done: 10, more: 1, slices: 10 });
     expect(once).toBe(1);
     // No budget left: the first slice only.
     calls = 0;
-    const slow: Sweep = { name: "test.slow", run: async () => (await new Promise((r) => setTimeout(r, 50)), (calls += 1), { more: 1 }), more: (s) => s.more === 1 };
+    const slow: Sweep = {
+      name: "test.slow",
+      run: async () => {
+        await new Promise((r) => setTimeout(r, 50));
+        calls += 1;
+        return { more: 1 };
+      },
+      more: (s) => s.more === 1,
+    };
     const limited = await runSchedule(env, cron, [slow], undefined, { budgetMs: 120 });
     expect(limited.sweeps[0]!.summary).toMatchObject({ more: 1 });
     expect(calls).toBeLessThan(4);

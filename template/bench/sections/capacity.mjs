@@ -184,7 +184,7 @@ async function measureD1(node_sqlite, label, installationId = null) {
  * installation is archived); then sets `restoreDays` back when given. Answers the ticks it took
  * and what the two sweeps moved, summed.
  */
-async function archiveAll(api, base, adminToken, installationId, key, { restoreDays = null } = {}) {
+async function archiveAll(api, base, adminToken, key, { restoreDays = null } = {}) {
   await api("/api/v1/storage/settings", { method: "PUT", body: { hotDays: 0 }, key });
   const moved = { ticks: 0, runsArchived: 0, segments: 0, events: 0, failed: 0, ms: 0 };
   const until = Date.now() + ARCHIVE_TIMEOUT_MS;
@@ -312,7 +312,7 @@ export async function sectionCapacity(api, base, adminToken) {
     await lifecycles(WARMUP);
     // The baseline holds the warm-up archived, as the measured lifecycles will be at the end.
     log("capacity: the warm-up archived (hot window 0 days, the schedule fired until nothing is left), the window back to 7 days");
-    const warmupArchive = await archiveAll(api, base, adminToken, installation.id, key, { restoreDays: DEFAULT_HOT_DAYS });
+    const warmupArchive = await archiveAll(api, base, adminToken, key, { restoreDays: DEFAULT_HOT_DAYS });
     const archiveBefore = (await api("/api/v1/storage", { key })).archiveBytes;
     const before = await measureD1(node_sqlite, "before", installation.id);
     await api("/bench/d1-tally", { body: { open: true }, key: adminToken });
@@ -333,7 +333,7 @@ export async function sectionCapacity(api, base, adminToken) {
     let archiveTally;
     let moved;
     try {
-      moved = await archiveAll(api, base, adminToken, installation.id, key);
+      moved = await archiveAll(api, base, adminToken, key);
     } finally {
       archiveTally = await api("/bench/d1-tally", { body: { close: true }, key: adminToken });
     }
