@@ -5,7 +5,8 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { auditStatement } from "../src/audit";
-import { type AuditRow, AUDIT_COLUMNS, checkpointBounds, eventHash, GENESIS_HASH, sealAuditChain, verifyAuditChain, walkChain } from "../src/audit/chain";
+import { type AuditRow, AUDIT_COLUMNS, checkpointBounds, eventHash, GENESIS_HASH, sealAuditChain } from "../src/audit/chain";
+import { verifyAuditChain, walkChain } from "../src/audit/chain-verify";
 import { auditKeys } from "../src/audit/keys";
 import { sweepAuditChains } from "../src/audit/chain-sweep";
 import { api, newInstallation } from "./helpers";

@@ -5,7 +5,8 @@
 // short finishes on the next pass. Every test uses installations of its own.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { type AuditRow, checkpointBounds, GENESIS_HASH, sealAuditChain, walkChain } from "../src/audit/chain";
+import { type AuditRow, checkpointBounds, GENESIS_HASH, sealAuditChain } from "../src/audit/chain";
+import { walkChain } from "../src/audit/chain-verify";
 import { auditKeys } from "../src/audit/keys";
 import { archiveAuditSegments, planSegment, sweepAuditSegments, writeSegment } from "../src/audit/segment-sweep";
 import { deleteAuditSegments, segmentKey, segmentPrefix, segmentStartPrefix } from "../src/audit/segments";

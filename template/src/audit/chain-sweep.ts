@@ -2,7 +2,8 @@
 // existing chains, and verify every chain in full, a bounded number of events a run, resuming
 // from a MAC-protected cursor.
 import { canonicalJson } from "./canonical-json";
-import { checkpointBounds, checkTail, GENESIS_HASH, markVerified, sealAuditChain, walkChain, type WalkPosition } from "./chain";
+import { checkpointBounds, GENESIS_HASH, sealAuditChain } from "./chain";
+import { checkTail, markVerified, walkChain, type WalkPosition } from "./chain-verify";
 import { auditKeys, macVerifies, type AuditKey } from "./keys";
 
 // ---------------------------------------------------------------------------------------------

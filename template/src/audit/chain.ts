@@ -1,5 +1,5 @@
 // The tamper-evident audit trail: each installation's events form a hash chain over canonical
-// JSON (RFC 8785). Events are numbered when inserted (a D1 trigger assigns `seq`), carry a keyed MAC
+// JSON (RFC 8785). Events are numbered when inserted (the insert assigns `seq`), carry a keyed MAC
 // from the start (`entry_mac`, events.ts), and are chained by the sealer, which runs after every API
 // write, on the schedule, and before the trail is read or verified.
 //
@@ -9,16 +9,17 @@
 // (AUDIT_ANCHORS, one object per installation, at most one write a second) — outside D1, so
 // deleting the events up to the anchor together with their checkpoint rows is still caught. Verification on request
 // is incremental (from the last checkpoint a verification reached, which must still match the
-// chain); the schedule verifies each chain in full, a bounded slice per run.
+// chain); the schedule verifies each chain in full, a bounded slice per run. The walk over both
+// tiers (D1 rows, R2 segments) and the verdicts live in chain-verify.ts.
 import { sha256Hex } from "../lib/crypto";
 import { yieldToRuntime } from "../lib/queue-work";
 import { canonicalJson } from "./canonical-json";
 import { entryMacText } from "./events";
 import { auditKeys, macVerifies, type AuditKey, type AuditKeys } from "./keys";
-import { type AuditSegment, lastSegment, openSegment, parseSegmentLine, segmentAt, segmentKey } from "./segments";
+import { segmentAt } from "./segments";
 
 export const GENESIS_HASH = `sha256:${"0".repeat(64)}`;
-const PAGE = 500;
+export const PAGE = 500;
 /** At most this many events are sealed per call (the next call, or the next minute, goes on). */
 const SEAL_MAX_EVENTS = 20_000;
 
@@ -77,13 +78,13 @@ export interface Checkpoint {
   createdAt: string;
 }
 
-const CHECKPOINT_COLUMNS = `installation_id AS installationId, seq, head_hash AS headHash, key_id AS keyId, mac, created_at AS createdAt`;
+export const CHECKPOINT_COLUMNS = `installation_id AS installationId, seq, head_hash AS headHash, key_id AS keyId, mac, created_at AS createdAt`;
 
 function checkpointMacText(c: Pick<Checkpoint, "installationId" | "seq" | "headHash" | "createdAt">): string {
   return canonicalJson({ v: 1, kind: "audit_checkpoint", installationId: c.installationId, seq: c.seq, headHash: c.headHash, createdAt: c.createdAt });
 }
 
-function checkpointVerifies(keys: AuditKeys, c: Checkpoint): boolean {
+export function checkpointVerifies(keys: AuditKeys, c: Checkpoint): boolean {
   return macVerifies(keys, c.keyId, checkpointMacText(c), c.mac);
 }
 
@@ -99,15 +100,15 @@ const anchorKey = (installationId: string) => `audit/${installationId}/head.json
  * read, checkpoint in D1 and mark the anchor due (audit_anchor_due). A verification, which callers
  * may send at any rate, moves it at most once a second (R2 takes about one write a second per key).
  */
-const VERIFY_ANCHOR_INTERVAL_MS = 1_000;
+export const VERIFY_ANCHOR_INTERVAL_MS = 1_000;
 
-interface HeldAnchor {
+export interface HeldAnchor {
   checkpoint: Checkpoint;
   etag: string;
   uploaded: Date;
 }
 
-async function readAnchor(env: Env, installationId: string): Promise<HeldAnchor | null> {
+export async function readAnchor(env: Env, installationId: string): Promise<HeldAnchor | null> {
   const object = await env.AUDIT_ANCHORS.get(anchorKey(installationId));
   if (!object) return null;
   return { checkpoint: (await object.json()) as Checkpoint, etag: object.etag, uploaded: object.uploaded };
@@ -154,7 +155,7 @@ async function headRow(db: D1Database, installationId: string): Promise<{ seq: n
   return db.prepare(`SELECT seq, hash FROM audit_events WHERE installation_id = ?1 AND hash IS NOT NULL ORDER BY seq DESC LIMIT 1`).bind(installationId).first<{ seq: number; hash: string }>();
 }
 
-async function hashAt(db: D1Database, installationId: string, seq: number): Promise<string | null> {
+export async function hashAt(db: D1Database, installationId: string, seq: number): Promise<string | null> {
   return (await db.prepare(`SELECT hash FROM audit_events WHERE installation_id = ?1 AND seq = ?2`).bind(installationId, seq).first<{ hash: string | null }>())?.hash ?? null;
 }
 
@@ -164,7 +165,7 @@ async function hashAt(db: D1Database, installationId: string, seq: number): Prom
  * anchor may briefly point at an archived event: a seal inserts its checkpoint before it moves
  * the anchor, and the segment sweep may archive up to the checkpoint before the new one meanwhile.
  */
-async function checkpointedHashAt(db: D1Database, installationId: string, seq: number): Promise<string | null> {
+export async function checkpointedHashAt(db: D1Database, installationId: string, seq: number): Promise<string | null> {
   const hot = await hashAt(db, installationId, seq);
   if (hot !== null) return hot;
   const segment = await segmentAt(db, installationId, seq);
@@ -182,7 +183,7 @@ export async function checkpointBounds(db: D1Database, installationId: string): 
  * was written less than that long ago; with null, it marks the anchor due for the scheduled sweep. Existing chains get their first
  * checkpoint here. Returns whether it wrote a checkpoint.
  */
-async function checkpointHead(env: Env, installationId: string, keys: AuditKeys, anchorIntervalMs: number | null): Promise<boolean> {
+export async function checkpointHead(env: Env, installationId: string, keys: AuditKeys, anchorIntervalMs: number | null): Promise<boolean> {
   const moveAnchor = anchorIntervalMs !== null;
   const key = keys.current;
   if (!key) return false;
@@ -315,253 +316,6 @@ export async function sealAuditChain(env: Env, installationId: string, options: 
   }
   await checkpointHead(env, installationId, keys, options.anchor ? (options.anchorIntervalMs ?? 0) : null);
   return sealed;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Verification
-
-export type BrokenReason =
-  | "hash_mismatch"
-  | "prev_hash_mismatch"
-  | "seq_gap"
-  | "unsealed"
-  | "entry_mac_mismatch"
-  | "checkpoint_invalid"
-  | "checkpoint_mismatch"
-  | "tail_missing"
-  | "anchor_missing"
-  | "anchor_mismatch"
-  // An archived segment (segments.ts): its object is gone, its bytes are not the ones indexed,
-  // a line is not an event, or its events do not match its index row (range, first or last hash).
-  | "segment_missing"
-  | "segment_digest_mismatch"
-  | "segment_line_invalid"
-  | "segment_mismatch";
-
-export interface Broken {
-  seq: number;
-  id: string | null;
-  reason: BrokenReason;
-  /** The object key of the archived segment the failure is in, when it is in one. */
-  segment?: string;
-}
-
-export type ChainVerdict =
-  | { ok: true; mode: "incremental" | "full"; events: number; head: string; anchored: boolean; checkedFrom: number; checkpoint: { seq: number; keyId: string; createdAt: string } | null }
-  | { ok: false; mode: "incremental" | "full"; events: number; firstBroken: Broken };
-
-export interface WalkPosition {
-  /** The next seq expected. */
-  seq: number;
-  /** The hash of the event before it. */
-  prev: string;
-}
-
-interface WalkResult {
-  position: WalkPosition;
-  broken: Broken | null;
-  end: boolean;
-  checked: number;
-}
-
-/** The first failure of one event at `position` (MAC, seal, link, hash, the checkpoints at its seq), or null. */
-async function rowBroken(keys: AuditKeys, bounds: { first: number | null; last: number | null }, row: AuditRow, position: WalkPosition, checkpoints: readonly Checkpoint[]): Promise<Broken | null> {
-  if (!entryMacHolds(keys, row, bounds)) return { seq: row.seq, id: row.id, reason: "entry_mac_mismatch" };
-  if (row.hash === null) return { seq: row.seq, id: row.id, reason: "unsealed" };
-  if (row.prevHash !== position.prev) return { seq: row.seq, id: row.id, reason: "prev_hash_mismatch" };
-  if ((await eventHash(position.prev, row)) !== row.hash) return { seq: row.seq, id: row.id, reason: "hash_mismatch" };
-  for (const c of checkpoints) {
-    if (!keys.byId.has(c.keyId)) continue; // signed by a retired key: no longer checkable
-    if (!checkpointVerifies(keys, c)) return { seq: c.seq, id: null, reason: "checkpoint_invalid" };
-    if (c.headHash !== row.hash) return { seq: c.seq, id: row.id, reason: "checkpoint_mismatch" };
-  }
-  return null;
-}
-
-async function checkpointsBetween(db: D1Database, installationId: string, from: number, to: number): Promise<Map<number, Checkpoint[]>> {
-  const checkpoints = new Map<number, Checkpoint[]>();
-  const { results } = await db.prepare(`SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE installation_id = ?1 AND seq BETWEEN ?2 AND ?3`).bind(installationId, from, to).all<Checkpoint>();
-  for (const c of results) checkpoints.set(c.seq, [...(checkpoints.get(c.seq) ?? []), c]);
-  return checkpoints;
-}
-
-/**
- * Walks one archived segment from `position` (inside it), streaming its object line by line:
- * every line is checked exactly as a hot row, then the range and hashes against the index row,
- * then the object's SHA-256. Moves `position` past the segment; returns the events checked.
- */
-async function walkSegment(env: Env, installationId: string, keys: AuditKeys, bounds: { first: number | null; last: number | null }, segment: AuditSegment, position: WalkPosition): Promise<{ broken: Broken | null; checked: number }> {
-  const key = segmentKey(installationId, segment.fromSeq, segment.toSeq);
-  let checked = 0;
-  const broken = (seq: number, id: string | null, reason: BrokenReason) => ({ broken: { seq, id, reason, segment: key }, checked });
-  const reader = await openSegment(env.AUDIT_ANCHORS, key);
-  if (!reader) return broken(Math.max(position.seq, segment.fromSeq), null, "segment_missing");
-  try {
-    const checkpoints = await checkpointsBetween(env.DB, installationId, position.seq, segment.toSeq);
-    let expected = segment.fromSeq;
-    let first: string | null = null;
-    for await (const line of reader.lines()) {
-      const parsed = parseSegmentLine(line);
-      if (!parsed) return broken(expected, null, "segment_line_invalid");
-      // Hashed and MAC'd as an event of this installation, whatever the line says.
-      const row = { ...parsed, installationId };
-      if (row.seq !== expected) return broken(expected, null, expected > segment.toSeq ? "segment_mismatch" : "seq_gap");
-      if (row.seq === segment.fromSeq) first = row.hash;
-      expected += 1;
-      if (row.seq < position.seq) continue; // a resumed pass: links are checked from `position` on
-      const failed = await rowBroken(keys, bounds, row, position, checkpoints.get(row.seq) ?? []);
-      if (failed) return { broken: { ...failed, segment: key }, checked };
-      position.prev = row.hash!;
-      position.seq += 1;
-      checked += 1;
-      if (checked % PAGE === 0) await yieldToRuntime();
-    }
-    if (expected !== segment.toSeq + 1) return broken(expected, null, "seq_gap");
-    if (first !== segment.firstHash || position.prev !== segment.lastHash) return broken(segment.fromSeq, null, "segment_mismatch");
-    if (reader.digest() !== segment.sha256) return broken(segment.fromSeq, null, "segment_digest_mismatch");
-    return { broken: null, checked };
-  } finally {
-    await reader.close();
-  }
-}
-
-/**
- * Recomputes up to `budget` events from `from`, checking MACs, links, hashes and every checkpoint
- * passed: first through archived segments (a segment is walked whole, so a walk may pass the
- * budget by up to one segment), then the rows in D1.
- */
-/** Whether any event after `seq` is sealed. */
-async function sealedAfter(db: D1Database, installationId: string, seq: number): Promise<boolean> {
-  return (await db.prepare(`SELECT 1 AS one FROM audit_events WHERE installation_id = ?1 AND seq > ?2 AND hash IS NOT NULL LIMIT 1`).bind(installationId, seq).first()) !== null;
-}
-
-export async function walkChain(env: Env, installationId: string, keys: AuditKeys, bounds: { first: number | null; last: number | null }, from: WalkPosition, budget: number): Promise<WalkResult> {
-  const position = { ...from };
-  let checked = 0;
-  const broken = (value: Broken): WalkResult => ({ position, broken: value, end: true, checked });
-  let archivedTo = (await lastSegment(env.DB, installationId))?.toSeq ?? 0;
-  while (checked < budget) {
-    if (position.seq <= archivedTo) {
-      const segment = await segmentAt(env.DB, installationId, position.seq);
-      if (segment) {
-        const walked = await walkSegment(env, installationId, keys, bounds, segment, position);
-        checked += walked.checked;
-        if (walked.broken) return broken(walked.broken);
-        continue;
-      }
-    }
-    const limit = Math.min(PAGE, budget - checked);
-    const { results } = await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3`).bind(installationId, position.seq, limit).all<AuditRow>();
-    // The segment sweep may have archived the events this walk was about to read: look again.
-    if (results[0]?.seq !== position.seq && (await segmentAt(env.DB, installationId, position.seq))) {
-      archivedTo = (await lastSegment(env.DB, installationId))?.toSeq ?? 0;
-      continue;
-    }
-    const checkpoints = results.length > 0 ? await checkpointsBetween(env.DB, installationId, results[0]!.seq, results.at(-1)!.seq) : new Map<number, Checkpoint[]>();
-    for (const row of results) {
-      if (row.seq !== position.seq) return broken({ seq: position.seq, id: null, reason: "seq_gap" });
-      // An event written after this walk's seal (another request's, a moment ago) is the tail the
-      // next seal chains, not a break: the walk ends before it, provided its MAC holds and nothing
-      // after it is sealed (the sealer never skips an event, so a sealed one after it is a break).
-      if (row.hash === null && entryMacHolds(keys, row, bounds) && !(await sealedAfter(env.DB, installationId, row.seq))) return { position, broken: null, end: true, checked };
-      const failed = await rowBroken(keys, bounds, row, position, checkpoints.get(row.seq) ?? []);
-      if (failed) return broken(failed);
-      position.prev = row.hash!;
-      position.seq += 1;
-      checked += 1;
-    }
-    if (results.length < limit) return { position, broken: null, end: true, checked };
-    // Up to 20,000 events a sweep: let the runtime read its sockets between pages (lib/queue-work.ts).
-    await yieldToRuntime();
-  }
-  return { position, broken: null, end: false, checked };
-}
-
-/** After a walk reached the head: no checkpoint lies beyond it, and the R2 anchor is in the chain. */
-export async function checkTail(env: Env, installationId: string, keys: AuditKeys, head: WalkPosition): Promise<Broken | null> {
-  const headSeq = head.seq - 1;
-  const beyond = await env.DB.prepare(`SELECT seq FROM audit_checkpoints WHERE installation_id = ?1 AND seq > ?2 ORDER BY seq LIMIT 1`).bind(installationId, headSeq).first<{ seq: number }>();
-  if (beyond) return { seq: beyond.seq, id: null, reason: "tail_missing" };
-  if (!keys.current) return null;
-  const anchor = await readAnchor(env, installationId);
-  const newest = await env.DB.prepare(`SELECT seq FROM audit_checkpoints WHERE installation_id = ?1 ORDER BY seq DESC LIMIT 1`).bind(installationId).first<{ seq: number }>();
-  if (!anchor) return newest ? { seq: newest.seq, id: null, reason: "anchor_missing" } : null;
-  const held = anchor.checkpoint;
-  if (held.installationId !== installationId || !checkpointVerifies(keys, held)) return { seq: Number(held.seq) || 0, id: null, reason: "checkpoint_invalid" };
-  if (held.seq > headSeq) return { seq: held.seq, id: null, reason: "tail_missing" };
-  const row = await env.DB.prepare(`SELECT head_hash AS headHash, mac FROM audit_checkpoints WHERE installation_id = ?1 AND seq = ?2 AND key_id = ?3`).bind(installationId, held.seq, held.keyId).first<{ headHash: string; mac: string }>();
-  if (row?.headHash !== held.headHash || row.mac !== held.mac) return { seq: held.seq, id: null, reason: "anchor_mismatch" };
-  if ((await checkpointedHashAt(env.DB, installationId, held.seq)) !== held.headHash) return { seq: held.seq, id: null, reason: "checkpoint_mismatch" };
-  return null;
-}
-
-export async function markVerified(env: Env, installationId: string, headSeq: number, at: string): Promise<void> {
-  await env.DB.prepare(`UPDATE audit_checkpoints SET verified_at = ?3 WHERE installation_id = ?1 AND verified_at IS NULL
-      AND seq = (SELECT MAX(seq) FROM audit_checkpoints WHERE installation_id = ?1 AND seq <= ?2)`)
-    .bind(installationId, headSeq, at)
-    .run();
-}
-
-/**
- * Where an incremental verification starts: after the newest checkpoint a verification reached,
- * which must still verify and still match the chain at its seq.
- */
-async function incrementalStart(env: Env, installationId: string, keys: AuditKeys): Promise<{ position: WalkPosition } | { broken: Broken }> {
-  const { results } = await env.DB.prepare(`SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE installation_id = ?1 AND verified_at IS NOT NULL ORDER BY seq DESC LIMIT 5`).bind(installationId).all<Checkpoint>();
-  const start = results.find((c) => keys.byId.has(c.keyId));
-  if (!start) return { position: { seq: 1, prev: GENESIS_HASH } };
-  if (!checkpointVerifies(keys, start)) return { broken: { seq: start.seq, id: null, reason: "checkpoint_invalid" } };
-  const hash = await hashAt(env.DB, installationId, start.seq);
-  if (hash === null) {
-    // Its event was archived: start after the newest segment instead, which ends at a checkpoint
-    // whose head must be the segment's last hash (the hot rows are then walked from there).
-    const segment = await lastSegment(env.DB, installationId);
-    if (segment && segment.toSeq >= start.seq) {
-      const { results: ends } = await env.DB.prepare(`SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE installation_id = ?1 AND seq = ?2`).bind(installationId, segment.toSeq).all<Checkpoint>();
-      const end = ends.find((c) => keys.byId.has(c.keyId));
-      if (!end) return { position: { seq: 1, prev: GENESIS_HASH } };
-      if (!checkpointVerifies(keys, end)) return { broken: { seq: end.seq, id: null, reason: "checkpoint_invalid" } };
-      if (end.headHash !== segment.lastHash) return { broken: { seq: end.seq, id: null, reason: "checkpoint_mismatch", segment: segmentKey(installationId, segment.fromSeq, segment.toSeq) } };
-      return { position: { seq: segment.toSeq + 1, prev: segment.lastHash } };
-    }
-  }
-  if (hash !== start.headHash) return { broken: { seq: start.seq, id: null, reason: "checkpoint_mismatch" } };
-  return { position: { seq: start.seq + 1, prev: start.headHash } };
-}
-
-/**
- * Seals, then verifies the chain: `incremental` from the last checkpoint a verification reached
- * (the work grows with the events since, not with the trail), `full` from the first event. Both
- * check every checkpoint they pass, that no checkpoint lies beyond the head and that the R2 anchor
- * is in the chain; the first failure is named.
- */
-export async function verifyAuditChain(env: Env, installationId: string, mode: "incremental" | "full" = "incremental"): Promise<ChainVerdict> {
-  await sealAuditChain(env, installationId, { anchor: true, anchorIntervalMs: VERIFY_ANCHOR_INTERVAL_MS });
-  const keys = auditKeys(env);
-  const bounds = await checkpointBounds(env.DB, installationId);
-  let from: WalkPosition = { seq: 1, prev: GENESIS_HASH };
-  if (mode === "incremental" && keys.current) {
-    const start = await incrementalStart(env, installationId, keys);
-    if ("broken" in start) return { ok: false, mode, events: start.broken.seq - 1, firstBroken: start.broken };
-    from = start.position;
-  }
-  const walked = await walkChain(env, installationId, keys, bounds, from, Number.MAX_SAFE_INTEGER);
-  if (walked.broken) return { ok: false, mode, events: walked.broken.seq - 1, firstBroken: walked.broken };
-  const tail = await checkTail(env, installationId, keys, walked.position);
-  if (tail) return { ok: false, mode, events: walked.position.seq - 1, firstBroken: tail };
-  const headSeq = walked.position.seq - 1;
-  const at = new Date().toISOString();
-  const latestCheckpoint = () =>
-    env.DB.prepare(`SELECT seq, key_id AS keyId, created_at AS createdAt FROM audit_checkpoints WHERE installation_id = ?1 AND seq <= ?2 ORDER BY seq DESC LIMIT 1`)
-      .bind(installationId, headSeq)
-      .first<{ seq: number; keyId: string; createdAt: string }>();
-  let checkpoint = await latestCheckpoint();
-  // A seal running beside this one (the after-write seal of an earlier request) may have linked
-  // the head after this seal checkpointed and before it checkpointed the head itself: the head
-  // just verified is then checkpointed here, so a verified head is an anchored one.
-  if (keys.current && checkpoint?.seq !== headSeq && (await checkpointHead(env, installationId, keys, VERIFY_ANCHOR_INTERVAL_MS))) checkpoint = await latestCheckpoint();
-  if (keys.current) await markVerified(env, installationId, headSeq, at);
-  return { ok: true, mode, events: headSeq, head: walked.position.prev, anchored: keys.current !== null && checkpoint?.seq === headSeq, checkedFrom: from.seq, checkpoint: checkpoint ?? null };
 }
 
 export function serializeAuditRow(row: AuditRow) {

@@ -1,7 +1,8 @@
 // Audit trail: canonical JSON and event statements.
 export { canonicalJson } from "./canonical-json";
 export { auditStatement, RUNTIME_ACTOR, type AuditEventInput } from "./events";
-export { sealAuditChain, sealAuditChainAfterWrite, verifyAuditChain } from "./chain";
+export { sealAuditChain, sealAuditChainAfterWrite } from "./chain";
+export { verifyAuditChain } from "./chain-verify";
 export { lastFullVerification, sweepAuditChains } from "./chain-sweep";
 export { DEFAULT_AUDIT_HOT_DAYS, sweepAuditSegments } from "./segment-sweep";
 export { deleteAuditSegments, segmentKey } from "./segments";

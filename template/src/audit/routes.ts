@@ -1,6 +1,7 @@
 // /api/v1/audit-events (filtered pages of the trail) and /api/v1/audit/verify (the chain check).
 import { routes } from "../http/route";
-import { AUDIT_COLUMNS, sealAuditChain, serializeAuditRow, verifyAuditChain, type AuditRow } from "./chain";
+import { AUDIT_COLUMNS, sealAuditChain, serializeAuditRow, type AuditRow } from "./chain";
+import { verifyAuditChain } from "./chain-verify";
 import { lastFullVerification } from "./chain-sweep";
 import { readArchivedEvents } from "./segments";
 

@@ -1,7 +1,8 @@
 // /api/v1/installations (ADMIN_TOKEN) and /api/v1/api-keys (installation admins).
 import { routes } from "../http/route";
 import { rewrapDataKeys } from "../cases";
-import { exportInstallation, importInstallation } from "./backup";
+import { exportInstallation } from "./backup";
+import { importInstallation } from "./backup-restore";
 import { createApiKey, createInstallation, listApiKeys, listInstallations, revokeApiKey } from "./service";
 
 export const installationRoutes = routes()
