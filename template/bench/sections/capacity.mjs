@@ -32,7 +32,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Webhook } from "standardwebhooks";
 import { triggerScheduled } from "../../scripts/local-cron.mjs";
-import { atLeast, log, poll, pool, publish, results, reviewThenActGraph, round, server, sleep, TARGETS, verdict } from "./lib.mjs";
+import { atLeast, log, poll, pool, results, reviewedDesk, round, server, sleep, TARGETS, verdict } from "./lib.mjs";
 
 const LIFECYCLES = Number(process.env.BENCH_CAPACITY_LIFECYCLES ?? 200);
 const WARMUP = 5; // lifecycles before the first measurement (caches, data keys), not counted
@@ -244,16 +244,8 @@ export async function sectionCapacity(api, base, adminToken) {
   }
   const receiver = await startReceiver();
   try {
-    const installation = await api("/api/v1/installations", { body: { name: "bench-capacity" }, key: adminToken });
-    const key = installation.apiKey;
     log("capacity: a queue, a receiver, an action type, report → review → remove → webhook, a trigger for every report");
-    const queue = await api("/api/v1/queues", { body: { name: "capacity-review", slaSeconds: 3_600, priority: 5 }, key });
-    const hook = await api("/api/v1/webhook-endpoints", { body: { url: `http://127.0.0.1:${receiver.port}/capacity`, retryBaseSeconds: 1, maxAttempts: 5 }, key });
-    await api("/api/v1/action-types", { body: { key: "capacity_remove", name: "Capacity: remove post", endpointId: hook.id, reversible: true, requiresApproval: false }, key });
-    const version = await publish(api, key, reviewThenActGraph(queue.id, "capacity_remove"), "bench-capacity");
-    await api("/api/v1/triggers", { body: { event: "report.created", when: "report.category == 'scams_and_fraud'", workflowVersionId: version.id, authorityMode: "autonomous" }, key });
-    const { apiKey: intakeKey } = await api("/api/v1/api-keys", { body: { name: "capacity-intake", scopes: ["reports:write"] }, key });
-    const { apiKey: reviewKey } = await api("/api/v1/api-keys", { body: { name: "capacity-review", scopes: ["review"] }, key });
+    const { installation, key, queue, hook, intakeKey, reviewKey } = await reviewedDesk(api, adminToken, { name: "capacity", receiverUrl: `http://127.0.0.1:${receiver.port}/capacity`, maxAttempts: 5 });
     const tag = Math.random().toString(16).slice(2, 10);
     let sent = 0;
     let settledBefore = 0;

@@ -346,3 +346,23 @@ export const reviewThenActGraph = (queueId, actionType) => ({
     edge("act", "failed", "other"),
   ],
 });
+
+/**
+ * An installation set up for reviewed lifecycles: a review queue, a webhook endpoint at
+ * `receiverUrl`, an autonomous `<name>_remove` action type, the review-then-act graph behind a
+ * trigger on every scam report, and an intake key and a review key (the endpoint's `hook.secret`
+ * verifies what the receiver got).
+ */
+export async function reviewedDesk(api, adminToken, { name, receiverUrl, maxAttempts }) {
+  const installation = await api("/api/v1/installations", { body: { name: `bench-${name}` }, key: adminToken });
+  const key = installation.apiKey;
+  const queue = await api("/api/v1/queues", { body: { name: `${name}-review`, slaSeconds: 3_600, priority: 5 }, key });
+  const hook = await api("/api/v1/webhook-endpoints", { body: { url: receiverUrl, retryBaseSeconds: 1, maxAttempts }, key });
+  const label = name[0].toUpperCase() + name.slice(1);
+  await api("/api/v1/action-types", { body: { key: `${name}_remove`, name: `${label}: remove post`, endpointId: hook.id, reversible: true, requiresApproval: false }, key });
+  const version = await publish(api, key, reviewThenActGraph(queue.id, `${name}_remove`), `bench-${name}`);
+  await api("/api/v1/triggers", { body: { event: "report.created", when: "report.category == 'scams_and_fraud'", workflowVersionId: version.id, authorityMode: "autonomous" }, key });
+  const { apiKey: intakeKey } = await api("/api/v1/api-keys", { body: { name: `${name}-intake`, scopes: ["reports:write"] }, key });
+  const { apiKey: reviewKey } = await api("/api/v1/api-keys", { body: { name: `${name}-review`, scopes: ["review"] }, key });
+  return { installation, key, queue, hook, version, intakeKey, reviewKey };
+}

@@ -9,7 +9,7 @@
 // answer), so a second pair of figures uses probes: reports of another category, which start no
 // run, sent twice a second during the load and one at a time on the idle server.
 import { createServer } from "node:http";
-import { log, percentile, publish, results, reviewThenActGraph, round, sleep, TARGETS, verdict } from "./lib.mjs";
+import { log, percentile, results, reviewedDesk, round, sleep, TARGETS, verdict } from "./lib.mjs";
 
 const IDLE_SAMPLES = 30;
 const IDLE_PAUSE_MS = 250; // between idle intakes: the run each one starts settles before the next
@@ -68,16 +68,8 @@ export async function sectionLoad(api, timed, adminToken, base) {
   TARGETS.intakeP99UnderLoadOverIdleP50 ??= TARGET;
   const receiver = await startFlakyReceiver();
   try {
-    const installation = await api("/api/v1/installations", { body: { name: "bench-load" }, key: adminToken });
-    const key = installation.apiKey;
     log("load: a queue, a flaky receiver, an action type, report → task → (remove) action, a trigger for every report");
-    const queue = await api("/api/v1/queues", { body: { name: "load-review", slaSeconds: 3_600, priority: 5 }, key });
-    const hook = await api("/api/v1/webhook-endpoints", { body: { url: `http://127.0.0.1:${receiver.port}/load`, retryBaseSeconds: 1, maxAttempts: 8 }, key });
-    await api("/api/v1/action-types", { body: { key: "load_remove", name: "Load: remove post", endpointId: hook.id, reversible: true, requiresApproval: false }, key });
-    const version = await publish(api, key, reviewThenActGraph(queue.id, "load_remove"), "bench-load");
-    await api("/api/v1/triggers", { body: { event: "report.created", when: "report.category == 'scams_and_fraud'", workflowVersionId: version.id, authorityMode: "autonomous" }, key });
-    const { apiKey: intakeKey } = await api("/api/v1/api-keys", { body: { name: "load-intake", scopes: ["reports:write"] }, key });
-    const { apiKey: reviewKey } = await api("/api/v1/api-keys", { body: { name: "load-review", scopes: ["review"] }, key });
+    const { queue, intakeKey, reviewKey } = await reviewedDesk(api, adminToken, { name: "load", receiverUrl: `http://127.0.0.1:${receiver.port}/load`, maxAttempts: 8 });
     const tag = Math.random().toString(16).slice(2, 10);
     let sent = 0;
     const post = async () => {
