@@ -12,6 +12,7 @@ import { rotateDataKey } from "./reports/report-crypto";
 import { intakeReport, readReport, revealReporter, reportSummary } from "./reports/reports";
 import { normalizeCategory } from "./taxonomy";
 import { reportTimeline } from "./reports/timeline";
+import { hotOrArchived } from "./archive/case-archive";
 import { getCaseRow, listReportRows } from "./reports/reports-queries";
 import { claimNextTask, claimTask, releaseTask } from "./queues/task-leases";
 import { completeTask, getTask, listQueueTasks, TASK_STATES } from "./queues/tasks";
@@ -80,7 +81,8 @@ export const caseRoutes = routes()
     reportTimeline(c.env, c.get("actor"), c.req.param("id")),
   )
   .op({ method: "get", path: "/cases/:id", summary: "Read a case (one subject) with its reports", auth: reading, ok: 200, errors: [404] }, async (c) => {
-    const row = await getCaseRow(c.env.DB, c.get("actor").installationId, c.req.param("id"));
+    const installationId = c.get("actor").installationId;
+    const row = await hotOrArchived(c.env, installationId, "case", c.req.param("id"), () => getCaseRow(c.env.DB, installationId, c.req.param("id")));
     if (!row) throw notFound("case");
     const reports = await listReportRows(c.env.DB, c.get("actor").installationId, { limit: 200, caseId: row.id });
     return { ...row, reports: reports.map(reportSummary) };

@@ -15,6 +15,7 @@ import { enqueueDeliveries } from "./webhooks";
 import { reviewerAuditId } from "../lib/person-keys";
 import { sorFields, statementOfReasonsOf } from "./statement-of-reasons";
 import { queueSubmissionStatement } from "./transparency-db";
+import { hotOrArchived } from "../cases";
 
 function invalid(nodeId: string, message: string): AppError {
   return new AppError("decision.config_invalid", `Decision ${nodeId}: ${message}`);
@@ -212,7 +213,7 @@ export async function recordManualDecision(
     decidedBy?: string;
   },
 ) {
-  if (!(await getReportRow(env.DB, actor.installationId, input.reportId))) throw notFound("report");
+  if (!(await hotOrArchived(env, actor.installationId, "report", input.reportId, () => getReportRow(env.DB, actor.installationId, input.reportId)))) throw notFound("report");
   const record = await decisionStatements(env, {
     installationId: actor.installationId,
     reportId: input.reportId,

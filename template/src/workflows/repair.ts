@@ -24,6 +24,7 @@ import { outputRecord } from "./runtime-records";
 import type { ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
 import { parseWorkflowGraph } from "./validation";
 import { getVersionRow } from "./versions-queries";
+import { hotOrArchived } from "../cases";
 
 export const REPAIR_ACTIONS = ["retry", "route", "migrate"] as const;
 export type RepairAction = (typeof REPAIR_ACTIONS)[number];
@@ -102,7 +103,7 @@ export async function repairRun(env: Env, ctx: ExecutionContext, actor: Actor, r
   // A named version is looked up first: another installation's is a 404 whatever the run's state.
   const named = typeof request.workflowVersionId === "string" ? await getVersionRow(env.DB, actor.installationId, request.workflowVersionId) : null;
   if (typeof request.workflowVersionId === "string" && !named) throw notFound("workflow_version");
-  const run = await getRunRow(env.DB, actor.installationId, runId);
+  const run = await hotOrArchived(env, actor.installationId, "run", runId, () => getRunRow(env.DB, actor.installationId, runId));
   if (!run) throw notFound("run");
   if (run.state === "dispatch_pending" && run.repairCount > 0) {
     await dispatchRun(env, ctx, run);

@@ -16,10 +16,10 @@
 import { canonicalJson } from "../audit";
 import { AppError } from "../errors";
 import { byteLength, sha256Hex } from "../lib/crypto";
+import { DEFAULT_HOT_DAYS } from "../lib/storage-tiers";
 import { listRunRepairs, listStepRows, listWaitRows, type RunRow } from "./runs-queries";
 
-/** Days an ended run keeps its child rows in D1 when the installation has not chosen (storage.ts). */
-export const DEFAULT_HOT_DAYS = 7;
+export { DEFAULT_HOT_DAYS };
 
 export const RUN_ARCHIVE_FORMAT = "safest-tools.run-archive";
 export const RUN_ARCHIVE_SCHEMA_VERSION = 1;

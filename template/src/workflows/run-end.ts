@@ -11,6 +11,7 @@ import { conflict, notFound } from "../errors";
 import { stopInstance } from "./instances";
 import { isTerminal, serializeRun } from "./runs";
 import { getRunRow, RUN_END_WAITS_SQL, runEndWaitStatements } from "./runs-queries";
+import { hotOrArchived } from "../cases";
 
 /**
  * The statements to put in a run's batch after the update that makes it terminal: waits, tasks
@@ -33,7 +34,7 @@ export async function runEndStatements(
 
 /** Marks the run terminated (cancelling its waits, tasks and open proposals) and then stops its instance. */
 export async function terminateRun(env: Env, actor: Actor, runId: string) {
-  const run = await getRunRow(env.DB, actor.installationId, runId);
+  const run = await hotOrArchived(env, actor.installationId, "run", runId, () => getRunRow(env.DB, actor.installationId, runId));
   if (!run) throw notFound("run");
   if (isTerminal(run.state)) throw conflict("run.terminal", `The run is already ${run.state}.`);
   const at = new Date().toISOString();

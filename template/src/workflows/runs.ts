@@ -13,6 +13,7 @@ import { getRunByIdempotencyKey, getRunRow, runEventStatement, waitingWaitsForEv
 import type { JsonObject, WorkflowAuthorityMode } from "./types";
 import { TERMINAL_RUN_STATES } from "./types";
 import { getVersionRow } from "./versions-queries";
+import { hotOrArchived } from "../cases";
 
 export const MAX_RUN_INPUT_BYTES = 262_144;
 export const MAX_EVENT_PAYLOAD_BYTES = 65_536;
@@ -237,7 +238,7 @@ export function serializeRun(run: RunRow) {
  * run (run-archive.ts) answers the same, from its R2 object.
  */
 export async function getRunDetail(env: Env, actor: Actor, runId: string) {
-  const run = await getRunRow(env.DB, actor.installationId, runId);
+  const run = await hotOrArchived(env, actor.installationId, "run", runId, () => getRunRow(env.DB, actor.installationId, runId));
   if (!run) throw notFound("run");
   const { steps, waits, repairs } = await runChildren(env, run);
   return {
@@ -252,7 +253,7 @@ export async function getRunDetail(env: Env, actor: Actor, runId: string) {
 
 /** The sealed outputs of a run's steps, opened for a reader of personal data; the access is audited. */
 export async function getRunContent(env: Env, actor: Actor, runId: string) {
-  const run = await getRunRow(env.DB, actor.installationId, runId);
+  const run = await hotOrArchived(env, actor.installationId, "run", runId, () => getRunRow(env.DB, actor.installationId, runId));
   if (!run) throw notFound("run");
   const steps = (await runChildren(env, run)).steps.filter((step) => step.sealedJson !== null);
   const items = [];
@@ -284,7 +285,7 @@ export async function getRunContent(env: Env, actor: Actor, runId: string) {
  * The event is in D1 before it is sent, so completeWait can verify it.
  */
 export async function sendRunEvent(env: Env, actor: Actor, runId: string, event: { type: string; payload: JsonObject }) {
-  const run = await getRunRow(env.DB, actor.installationId, runId);
+  const run = await hotOrArchived(env, actor.installationId, "run", runId, () => getRunRow(env.DB, actor.installationId, runId));
   if (!run) throw notFound("run");
   if (isTerminal(run.state)) throw conflict("run.terminal", `The run is ${run.state} and takes no more events.`);
   const payloadJson = canonicalJson(event.payload);

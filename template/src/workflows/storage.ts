@@ -3,6 +3,7 @@
 import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
 import { AppError } from "../errors";
+import { caseArchiveTotals } from "../cases";
 import { DEFAULT_HOT_DAYS } from "./run-archive";
 
 export const MIN_HOT_DAYS = 0;
@@ -104,7 +105,8 @@ export async function getStorageReport(env: Env, installationId: string, now: Da
     db.prepare(`SELECT 1 AS one`),
   ]);
   const archivedRuns = Number(archive?.results[0]?.runs ?? 0);
-  const archiveBytes = Number(archive?.results[0]?.bytes ?? 0);
+  const cases = await caseArchiveTotals(db, installationId);
+  const archiveBytes = Number(archive?.results[0]?.bytes ?? 0) + cases.bytes;
   const sizeAfter = (probe?.meta as { size_after?: number } | undefined)?.size_after;
   const databaseBytes = typeof sizeAfter === "number" && sizeAfter > 0 ? sizeAfter : null;
   // What a run costs D1 as the installation runs now: its rows over all its runs, archived ones
@@ -118,6 +120,7 @@ export async function getStorageReport(env: Env, installationId: string, now: Da
     hotDaysIsDefault: settings.isDefault,
     d1: { tables, bytesEstimate, databaseBytes, limitBytes: D1_LIMIT_BYTES, estimateMethod: ESTIMATE_METHOD },
     archivedRuns,
+    archivedCases: cases.cases,
     archiveBytes,
     oldestHotRecordAt: (oldest?.results[0]?.at as string | null | undefined) ?? null,
     daysUntilFull: growthPerDay > 0 ? Math.max(0, Math.floor((D1_LIMIT_BYTES - used) / growthPerDay)) : null,

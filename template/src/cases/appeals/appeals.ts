@@ -16,6 +16,7 @@ import { reportSummary } from "../reports/reports";
 import { getReportRow } from "../reports/reports-queries";
 import { fireTriggers } from "../triggers/triggers";
 import { reviewerAuditId } from "../../lib/person-keys";
+import { hotOrArchived } from "../archive/case-archive";
 
 export interface AppealInput {
   reportId?: string;
@@ -68,14 +69,19 @@ function summary(row: AppealRow) {
 /** Records an appeal and starts the appeal workflow(s) its triggers select. Idempotent by key. */
 export async function fileAppeal(env: Env, ctx: ExecutionContext, actor: Actor, input: AppealInput, idempotencyKey?: string) {
   // A decision is read here, not through enforcement (which imports cases): reads cross owners.
-  const decision = input.decisionId
-    ? await env.DB.prepare(`SELECT id, report_id AS reportId, restrictions_json AS restrictionsJson FROM decisions WHERE installation_id = ?1 AND id = ?2`)
-        .bind(actor.installationId, input.decisionId)
-        .first<{ id: string; reportId: string | null; restrictionsJson: string }>()
+  // A decision or report whose case was archived comes back to D1 first (cases/archive).
+  const decisionId = input.decisionId;
+  const decision = decisionId
+    ? await hotOrArchived(env, actor.installationId, "decision", decisionId, () =>
+        env.DB.prepare(`SELECT id, report_id AS reportId, restrictions_json AS restrictionsJson FROM decisions WHERE installation_id = ?1 AND id = ?2`)
+          .bind(actor.installationId, decisionId)
+          .first<{ id: string; reportId: string | null; restrictionsJson: string }>(),
+      )
     : null;
   if (input.decisionId && !decision) throw notFound("decision");
   // A report named is checked before it is compared: another installation's is simply not found.
-  const named = input.reportId ? await getReportRow(env.DB, actor.installationId, input.reportId) : null;
+  const namedId = input.reportId;
+  const named = namedId ? await hotOrArchived(env, actor.installationId, "report", namedId, () => getReportRow(env.DB, actor.installationId, namedId)) : null;
   if (input.reportId && !named) throw notFound("report");
   if (decision && input.reportId && input.reportId !== decision.reportId) {
     throw new AppError("appeal.report_mismatch", `Decision ${decision.id} was not made on the report named: leave reportId out, or name the decision's own report.`, { status: 422, details: [{ path: "$.reportId" }] });
@@ -91,7 +97,7 @@ export async function fileAppeal(env: Env, ctx: ExecutionContext, actor: Actor, 
     });
   }
   const appellantRole = input.appellantRole ?? (restricts === null ? null : restricts ? "affected" : "notifier");
-  const report = named ?? (await getReportRow(env.DB, actor.installationId, reportId));
+  const report = named ?? (await hotOrArchived(env, actor.installationId, "report", reportId, () => getReportRow(env.DB, actor.installationId, reportId)));
   if (!report) throw notFound("report");
   const requestDigest = `sha256:${await sha256Hex(canonicalJson(input))}`;
   if (idempotencyKey) {

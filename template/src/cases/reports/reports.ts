@@ -11,6 +11,7 @@ import { normalizeCategory, POLICY_CATEGORIES, type PolicyCategory } from "../ta
 import { enabledTriggersStatement, fireTriggers, type TriggeredRun, type TriggerRow } from "../triggers/triggers";
 import { enqueueDeliveries, NOTICE_SOURCES, noticeReceiptStatements, subscribedEndpointIdsSql, subscribedEndpointsStatement, type EndpointRow } from "../../enforcement";
 import { assumedSender, noticeRecordStatement, noticeSender, plainSendersStatement, type NoticeSender } from "../notices/notifiers";
+import { hotOrArchived, rehydrateSubject, subjectKey } from "../archive/case-archive";
 
 export interface ReportInput {
   subject: { kind: string; id: string; url?: string; snapshot?: unknown; ownerId?: string };
@@ -133,7 +134,15 @@ interface Recorded {
  * then the triggers to evaluate. Null when nothing was recorded and there is no replay: an
  * assumption that did not hold (or a report that could not be recorded).
  */
-async function recordReport(env: Env, ctx: ExecutionContext, actor: Actor, input: ReportInput, r: Recorded, from: Sender): Promise<{ report: ReturnType<typeof reportSummary>; runs: TriggeredRun[]; replayed: boolean } | null> {
+async function recordReport(
+  env: Env,
+  ctx: ExecutionContext,
+  actor: Actor,
+  input: ReportInput,
+  r: Recorded,
+  from: Sender,
+  archivedRetry = false,
+): Promise<{ report: ReturnType<typeof reportSummary>; runs: TriggeredRun[]; replayed: boolean } | null> {
   const { id, caseId, at, idempotencyKey, policyCategory, sender } = { ...r, sender: from.sender };
   const subject = [actor.installationId, input.subject.kind, input.subject.id] as const;
   const receipt = await noticeReceiptStatements(env, {
@@ -150,9 +159,9 @@ async function recordReport(env: Env, ctx: ExecutionContext, actor: Actor, input
   const results = await env.DB.batch<Record<string, unknown>>([
     env.DB.prepare(`
       INSERT INTO cases (id, installation_id, subject_kind, subject_id, state, report_count, first_reported_at, last_reported_at, created_at, updated_at)
-      VALUES (?1, ?2, ?3, ?4, 'open', 0, ?5, ?5, ?5, ?5)
+      SELECT ?1, ?2, ?3, ?4, 'open', 0, ?5, ?5, ?5, ?5 WHERE NOT EXISTS (SELECT 1 FROM archived_subjects WHERE key = ?6)
       ON CONFLICT(installation_id, subject_kind, subject_id) DO NOTHING
-    `).bind(caseId, ...subject, at),
+    `).bind(caseId, ...subject, at, await subjectKey(...subject)),
     env.DB.prepare(`
       INSERT INTO reports (id, installation_id, case_id, subject_kind, subject_id, category, category_specification_json, source,
         evidence_count, personal_data, data_key_id, idempotency_key, request_digest, created_at, reporter_key, subject_owner_key, person_keys_version)
@@ -205,6 +214,8 @@ async function recordReport(env: Env, ctx: ExecutionContext, actor: Actor, input
   const reads = cleanup ? 5 : 4;
   const row = results[reads]!.results[0] as ReportSummaryRow | undefined;
   const triggers = results[reads + 1]!.results as unknown as TriggerRow[];
+  // The subject's case is archived: it comes back to D1 (cases/archive), and the report joins it.
+  if (!row && !archivedRetry && (await rehydrateSubject(env, ...subject))) return recordReport(env, ctx, actor, input, r, from, true);
   if (!row) return null;
   if (row.id !== id) return replay(env, ctx, actor, row, r.requestDigest, triggers);
   // The receipt's deliveries are committed (the outbox): waking the queue need not hold the answer.
@@ -266,7 +277,7 @@ export async function revealReporter(env: Env, actor: Actor, reportId: string, i
 }
 
 async function visibleReportRow(env: Env, actor: Actor, reportId: string): Promise<ReportRow> {
-  const row = await getReportRow(env.DB, actor.installationId, reportId);
+  const row = await hotOrArchived(env, actor.installationId, "report", reportId, () => getReportRow(env.DB, actor.installationId, reportId));
   if (!row) throw notFound("report");
   const queues = actor.user?.queueIds;
   if (queues) {

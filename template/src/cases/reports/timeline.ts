@@ -2,11 +2,14 @@
 // (Golden copies of its tasks are left out: they measure reviewers and did not happen to the report.)
 import { notFound } from "../../errors";
 import type { Actor } from "../../auth";
+import { hotOrArchived } from "../archive/case-archive";
 
 export async function reportTimeline(env: Env, actor: Actor, reportId: string) {
-  const report = await env.DB.prepare(`SELECT id, case_id AS caseId, category, created_at AS createdAt FROM reports WHERE installation_id = ?1 AND id = ?2`)
-    .bind(actor.installationId, reportId)
-    .first<{ id: string; caseId: string; category: string; createdAt: string }>();
+  const report = await hotOrArchived(env, actor.installationId, "report", reportId, () =>
+    env.DB.prepare(`SELECT id, case_id AS caseId, category, created_at AS createdAt FROM reports WHERE installation_id = ?1 AND id = ?2`)
+      .bind(actor.installationId, reportId)
+      .first<{ id: string; caseId: string; category: string; createdAt: string }>(),
+  );
   if (!report) throw notFound("report");
   const q1 = env.DB.prepare(`
     SELECT r.created_at AS at, 'run' AS kind, r.id, r.state, r.authority_mode || ' run of ' || COALESCE(w.name || ' v' || v.version, r.workflow_version_id) AS summary

@@ -1,0 +1,208 @@
+// Storage in tiers, whole cases: a closed case past its installation's hot window leaves D1 with
+// everything that hangs off it, for one R2 object (src/cases/archive/case-archive.ts). Every read
+// by id answers for it as it did while it was hot, a new report about its subject brings it back,
+// and erasure by destroying its period's keys reaches the archived copy.
+import { env } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { dataKeyPeriod } from "../src/cases/reports/report-crypto";
+import { caseArchiveKey, commitCaseArchive, sweepCaseArchive, writeCaseArchive } from "../src/cases/archive/case-archive";
+import { sweepRetention } from "../src/cases/retention/retention";
+import { sweepMetricRollups, sweepTransparencyRollups } from "../src/metrics";
+import { sweepRunArchive } from "../src/workflows/run-archive";
+import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
+
+const DAY = 86_400_000;
+const SECRET = "the reporter wrote these words about a scam";
+
+const reviewSchema = { type: "object", required: ["verdict"], additionalProperties: false, properties: { verdict: { enum: ["remove", "keep"] } } };
+const reviewGraph = (queue: string) => ({
+  schemaVersion: 1,
+  nodes: [
+    { id: "start", kind: "start" },
+    { id: "review", kind: "human_task", config: { queue_id: queue, response_schema: reviewSchema, timeout_seconds: 3600 }, inputMapping: { category: "report.category" } },
+    { id: "done", kind: "end", config: { terminal_code: "reviewed" } },
+    { id: "expired", kind: "end", config: { terminal_code: "expired" } },
+  ],
+  edges: [edge("start", "success", "review"), edge("review", "completed", "done"), edge("review", "timeout", "expired")],
+});
+
+async function setup(hotDays: number) {
+  const inst = await newInstallation("case-archive");
+  expect((await api("/api/v1/storage/settings", { method: "PUT", key: inst.apiKey, body: { hotDays } })).status).toBe(200);
+  const queue = await api("/api/v1/queues", { key: inst.apiKey, body: { name: "scams", slaSeconds: 3600 } });
+  const version = await publish(inst.apiKey, reviewGraph("scams"));
+  const trigger = await api("/api/v1/triggers", { key: inst.apiKey, body: { event: "report.created", when: "true", workflowVersionId: version.id, authorityMode: "autonomous" } });
+  expect(trigger.status).toBe(201);
+  return { ...inst, queueId: queue.body.id as string };
+}
+
+/** A report reviewed to the end: intake, its run, its task claimed and answered, the run succeeded. */
+async function reviewedReport(inst: { apiKey: string; queueId: string }, subjectId: string) {
+  const intake = await api("/api/v1/reports", {
+    key: inst.apiKey,
+    body: { subject: { kind: "content", id: subjectId, snapshot: { text: SECRET } }, category: "scams_and_fraud", reporter: { id: "person-1", contact: "person@example.org" }, description: SECRET },
+  });
+  expect(intake.status).toBe(201);
+  const runId = intake.body.runs[0].runId as string;
+  let task: { id: string } | undefined;
+  for (let i = 0; i < 200 && !task; i++) {
+    task = (await api(`/api/v1/queues/${inst.queueId}/tasks`, { key: inst.apiKey })).body.items?.find((t: { reportId: string }) => t.reportId === intake.body.id);
+    if (!task) await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  expect((await api(`/api/v1/tasks/${task!.id}/claim`, { key: inst.apiKey, body: { reviewer: "mod-1" } })).status).toBe(200);
+  expect((await api(`/api/v1/tasks/${task!.id}/complete`, { key: inst.apiKey, body: { reviewer: "mod-1", response: { verdict: "remove" } } })).status).toBe(200);
+  expect((await waitForRun(inst.apiKey, runId)).state).toBe("succeeded");
+  return { reportId: intake.body.id as string, caseId: intake.body.caseId as string, runId, taskId: task!.id };
+}
+
+/** Two days on: runs archived, every hour and day rolled up, so the case is past a 0-day window and counted. */
+async function twoDaysOn(installationId: string): Promise<Date> {
+  const later = new Date(Date.now() + 2 * DAY);
+  expect(await sweepRunArchive(env, later, { installationId })).toMatchObject({ failed: 0 });
+  for (let i = 0; i < 5 && ((await sweepMetricRollups(env, later)).more ?? 0) > 0; i++);
+  for (let i = 0; i < 5 && ((await sweepTransparencyRollups(env, later)).more ?? 0) > 0; i++);
+  return later;
+}
+
+/** What D1 holds of a lifecycle, by table. */
+async function rowsOf(ids: { reportId: string; caseId: string; runId: string; taskId: string }) {
+  const n = async (sql: string, id: string) => (await env.DB.prepare(sql).bind(id).first<{ n: number }>())!.n;
+  return {
+    cases: await n("SELECT COUNT(*) AS n FROM cases WHERE id = ?1", ids.caseId),
+    reports: await n("SELECT COUNT(*) AS n FROM reports WHERE id = ?1", ids.reportId),
+    runs: await n("SELECT COUNT(*) AS n FROM workflow_runs WHERE id = ?1", ids.runId),
+    steps: await n("SELECT COUNT(*) AS n FROM workflow_step_runs WHERE run_id = ?1", ids.runId),
+    tasks: await n("SELECT COUNT(*) AS n FROM human_tasks WHERE id = ?1", ids.taskId),
+    exposure: await n("SELECT COUNT(*) AS n FROM review_exposure WHERE task_id = ?1", ids.taskId),
+  };
+}
+const NONE = { cases: 0, reports: 0, runs: 0, steps: 0, tasks: 0, exposure: 0 };
+
+describe("the case archive", () => {
+  it("a closed case leaves D1 for one sealed R2 object and reads back exactly as its hot form", async () => {
+    const inst = await setup(0);
+    const ids = await reviewedReport(inst, "post-archived");
+    const read = async () => ({
+      report: (await api(`/api/v1/reports/${ids.reportId}`, { key: inst.apiKey })).body,
+      timeline: (await api(`/api/v1/reports/${ids.reportId}/timeline`, { key: inst.apiKey })).body,
+      case: (await api(`/api/v1/cases/${ids.caseId}`, { key: inst.apiKey })).body,
+      run: (await api(`/api/v1/runs/${ids.runId}`, { key: inst.apiKey })).body,
+    });
+    const hot = await read();
+    expect(hot.report.description).toBe(SECRET);
+    // The run archived (its steps, outputs and waits in its own object), the rest hot.
+    const later = await twoDaysOn(inst.id);
+    const hotRows = await rowsOf(ids);
+    expect(hotRows).toMatchObject({ cases: 1, reports: 1, runs: 1, tasks: 1, exposure: 1 });
+
+    // Inside the window nothing moves: a 7-day window keeps a two-day-old case hot.
+    await api("/api/v1/storage/settings", { method: "PUT", key: inst.apiKey, body: { hotDays: 7 } });
+    expect(await sweepCaseArchive(env, later, { installationId: inst.id })).toMatchObject({ archived: 0 });
+    expect(await rowsOf(ids)).toEqual(hotRows);
+    await api("/api/v1/storage/settings", { method: "PUT", key: inst.apiKey, body: { hotDays: 0 } });
+
+    expect(await sweepCaseArchive(env, later, { installationId: inst.id })).toMatchObject({ archived: 1, failed: 0 });
+    expect(await rowsOf(ids)).toEqual(NONE);
+    const keys = await env.DB.prepare("SELECT COUNT(*) AS n FROM archived_subjects").first<{ n: number }>();
+    expect(keys!.n).toBeGreaterThanOrEqual(1);
+    const object = JSON.parse(await (await env.WORKFLOW_ARTIFACTS.get(caseArchiveKey(inst.id, ids.caseId)))!.text());
+    expect(object).toMatchObject({ format: "safest-tools.case-archive", installationId: inst.id, caseId: ids.caseId });
+    expect(object.tables.reports).toHaveLength(1);
+    expect(object.tables.human_tasks).toHaveLength(1);
+    expect(object.tables.workflow_runs).toHaveLength(1);
+    // Sealed parts stay sealed: the report's words and the reporter are nowhere in plaintext.
+    const text = JSON.stringify(object);
+    expect(text).not.toContain(SECRET);
+    expect(text).not.toContain("person@example.org");
+    const storage = (await api("/api/v1/storage", { key: inst.apiKey })).body;
+    expect(storage.archivedCases).toBe(1);
+    expect(storage.archiveBytes).toBeGreaterThan(0);
+
+    // Read by id, field by field as it was hot (the first read brings the case back to D1).
+    const archived = await read();
+    expect(archived.report).toEqual(hot.report);
+    expect(archived.timeline).toEqual(hot.timeline);
+    expect(archived.case).toEqual(hot.case);
+    expect(archived.run).toEqual(hot.run);
+    expect(await rowsOf(ids)).toEqual(hotRows);
+    expect((await api("/api/v1/storage", { key: inst.apiKey })).body.archivedCases).toBe(0);
+    // Another installation's key finds nothing, archived or not.
+    const other = await newInstallation("case-archive-other");
+    expect((await api(`/api/v1/reports/${ids.reportId}`, { key: other.apiKey })).status).toBe(404);
+
+    // Archived again (the window counts from the read): same rows, the very same object.
+    const again = new Date(later.getTime() + 1_000);
+    expect(await sweepCaseArchive(env, again, { installationId: inst.id })).toMatchObject({ archived: 1 });
+    const objectAgain = JSON.parse(await (await env.WORKFLOW_ARTIFACTS.get(caseArchiveKey(inst.id, ids.caseId)))!.text());
+    expect(objectAgain.digest).toBe(object.digest);
+    expect(await rowsOf(ids)).toEqual(NONE);
+
+    // A new report about the same subject joins the same case, which comes back whole.
+    const next = await api("/api/v1/reports", { key: inst.apiKey, body: { subject: { kind: "content", id: "post-archived" }, category: "scams_and_fraud" } });
+    expect(next.status).toBe(201);
+    expect(next.body).toMatchObject({ caseId: ids.caseId, caseReportCount: 2 });
+    expect((await rowsOf(ids)).reports).toBe(1);
+    expect((await api(`/api/v1/cases/${ids.caseId}`, { key: inst.apiKey })).body.reports).toHaveLength(2);
+  });
+
+  it("is idempotent when killed between the object and the D1 batch, and a stale pass deletes nothing", async () => {
+    const inst = await setup(0);
+    const ids = await reviewedReport(inst, "post-halfway");
+    const later = await twoDaysOn(inst.id);
+    const rows = await rowsOf(ids);
+
+    // The pass that dies after its object: everything still in D1, still read as before.
+    const first = await writeCaseArchive(env, inst.id, ids.caseId);
+    expect(first).not.toBeNull();
+    const firstText = await (await env.WORKFLOW_ARTIFACTS.get(first!.key))!.text();
+    expect(await rowsOf(ids)).toEqual(rows);
+
+    // A pass whose snapshot is stale (a new report came in since) commits nothing.
+    const stale = await writeCaseArchive(env, inst.id, ids.caseId);
+    await api("/api/v1/reports", { key: inst.apiKey, body: { subject: { kind: "content", id: "post-halfway" }, category: "scams_and_fraud" } });
+    expect(await commitCaseArchive(env, inst.id, ids.caseId, stale!, later)).toBe(false);
+    expect(await rowsOf(ids)).toEqual(rows);
+    expect((await env.DB.prepare("SELECT COUNT(*) AS n FROM case_archive_marks").first<{ n: number }>())!.n).toBe(0);
+    // The newer report's run must end and be archived before the case can go; its activity is now.
+    const newer = await env.DB.prepare("SELECT id FROM reports WHERE case_id = ?1 AND id <> ?2").bind(ids.caseId, ids.reportId).first<{ id: string }>();
+    expect(newer).not.toBeNull();
+    const newerRun = await env.DB.prepare("SELECT id FROM workflow_runs WHERE report_id = ?1").bind(newer!.id).first<{ id: string }>();
+    await api(`/api/v1/runs/${newerRun!.id}/terminate`, { key: inst.apiKey, body: { reason: "not needed" } });
+    const much = new Date(later.getTime() + 2 * DAY);
+    await sweepRunArchive(env, much, { installationId: inst.id });
+    for (let i = 0; i < 5 && ((await sweepMetricRollups(env, much)).more ?? 0) > 0; i++);
+    for (let i = 0; i < 5 && ((await sweepTransparencyRollups(env, much)).more ?? 0) > 0; i++);
+
+    expect(await sweepCaseArchive(env, much, { installationId: inst.id })).toMatchObject({ archived: 1, failed: 0 });
+    expect(await rowsOf(ids)).toEqual(NONE);
+    const stored = JSON.parse(await (await env.WORKFLOW_ARTIFACTS.get(first!.key))!.text());
+    expect(stored.tables.reports).toHaveLength(2);
+    expect(JSON.parse(firstText).tables.reports).toHaveLength(1);
+    // A second sweep has nothing left to do.
+    expect(await sweepCaseArchive(env, much, { installationId: inst.id })).toMatchObject({ archived: 0, failed: 0 });
+  });
+
+  it("erasure after archiving: the period's keys destroyed, nothing of the archived report opens, and the chain verifies", async () => {
+    const inst = await setup(0);
+    const ids = await reviewedReport(inst, "post-erased");
+    const later = await twoDaysOn(inst.id);
+    expect(await sweepCaseArchive(env, later, { installationId: inst.id })).toMatchObject({ archived: 1 });
+    expect(await rowsOf(ids)).toEqual(NONE);
+
+    // Past the retention period: the period's keys go although the report is in R2, not D1.
+    const muchLater = new Date(Date.now() + 400 * DAY);
+    const swept = await sweepRetention(env, muchLater, { installationId: inst.id });
+    expect(swept.keysDestroyed).toBeGreaterThanOrEqual(1);
+    const period = dataKeyPeriod(new Date());
+    const live = await env.DB.prepare("SELECT COUNT(*) AS n FROM data_keys WHERE installation_id = ?1 AND period = ?2 AND wrapped_key <> ''").bind(inst.id, period).first<{ n: number }>();
+    expect(live!.n).toBe(0);
+
+    const report = await api(`/api/v1/reports/${ids.reportId}`, { key: inst.apiKey });
+    expect(report.status).toBe(200);
+    expect(report.body).toMatchObject({ description: null, evidence: [], subject: { snapshot: null } });
+    expect(JSON.stringify(report.body)).not.toContain(SECRET);
+    const verify = await api("/api/v1/audit/verify?mode=full", { key: inst.apiKey });
+    expect(verify.status).toBe(200);
+    expect(verify.body).toMatchObject({ ok: true });
+  });
+});
