@@ -7,9 +7,10 @@ import { describe, expect, it } from "vitest";
 import { dataKeyPeriod } from "../src/cases/reports/report-crypto";
 import { caseArchiveKey, commitCaseArchive, sweepCaseArchive, writeCaseArchive } from "../src/cases/archive/case-archive";
 import { sweepRetention } from "../src/cases/retention/retention";
+import { installationDeleteStatements } from "../src/installations/backup";
 import { sweepMetricRollups, sweepTransparencyRollups } from "../src/metrics";
 import { sweepRunArchive } from "../src/workflows/run-archive";
-import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
+import { ADMIN_TOKEN, api, edge, newInstallation, publish, waitForRun } from "./helpers";
 
 const DAY = 86_400_000;
 const SECRET = "the reporter wrote these words about a scam";
@@ -87,6 +88,7 @@ describe("the case archive", () => {
       timeline: (await api(`/api/v1/reports/${ids.reportId}/timeline`, { key: inst.apiKey })).body,
       case: (await api(`/api/v1/cases/${ids.caseId}`, { key: inst.apiKey })).body,
       run: (await api(`/api/v1/runs/${ids.runId}`, { key: inst.apiKey })).body,
+      task: (await api(`/api/v1/tasks/${ids.taskId}`, { key: inst.apiKey })).body,
     });
     const hot = await read();
     expect(hot.report.description).toBe(SECRET);
@@ -124,6 +126,8 @@ describe("the case archive", () => {
     expect(archived.timeline).toEqual(hot.timeline);
     expect(archived.case).toEqual(hot.case);
     expect(archived.run).toEqual(hot.run);
+    expect(archived.task).toEqual(hot.task);
+    expect(archived.task.id).toBe(ids.taskId);
     expect(await rowsOf(ids)).toEqual(hotRows);
     expect((await api("/api/v1/storage", { key: inst.apiKey })).body.archivedCases).toBe(0);
     // Another installation's key finds nothing, archived or not.
@@ -135,6 +139,14 @@ describe("the case archive", () => {
     expect(await sweepCaseArchive(env, again, { installationId: inst.id })).toMatchObject({ archived: 1 });
     const objectAgain = JSON.parse(await (await env.WORKFLOW_ARTIFACTS.get(caseArchiveKey(inst.id, ids.caseId)))!.text());
     expect(objectAgain.digest).toBe(object.digest);
+    expect(await rowsOf(ids)).toEqual(NONE);
+
+    // Any record of it read by id brings it back: a task, then a decision-less run.
+    expect((await api(`/api/v1/tasks/${ids.taskId}`, { key: inst.apiKey })).body).toEqual(hot.task);
+    expect(await rowsOf(ids)).toEqual(hotRows);
+    expect(await sweepCaseArchive(env, new Date(again.getTime() + 1_000), { installationId: inst.id })).toMatchObject({ archived: 1 });
+    expect((await api(`/api/v1/runs/${ids.runId}`, { key: inst.apiKey })).body).toEqual(hot.run);
+    expect(await sweepCaseArchive(env, new Date(again.getTime() + 2_000), { installationId: inst.id })).toMatchObject({ archived: 1 });
     expect(await rowsOf(ids)).toEqual(NONE);
 
     // A new report about the same subject joins the same case, which comes back whole.
@@ -180,6 +192,35 @@ describe("the case archive", () => {
     expect(JSON.parse(firstText).tables.reports).toHaveLength(1);
     // A second sweep has nothing left to do.
     expect(await sweepCaseArchive(env, much, { installationId: inst.id })).toMatchObject({ archived: 0, failed: 0 });
+  });
+
+  it("a backup carries archived cases as rows; restored, they read as they did", async () => {
+    const inst = await setup(0);
+    const ids = await reviewedReport(inst, "post-backup");
+    const later = await twoDaysOn(inst.id);
+    const hotCase = (await api(`/api/v1/cases/${ids.caseId}`, { key: inst.apiKey })).body;
+    const hotRun = (await api(`/api/v1/runs/${ids.runId}`, { key: inst.apiKey })).body;
+    expect(await sweepCaseArchive(env, later, { installationId: inst.id })).toMatchObject({ archived: 1 });
+    expect(await rowsOf(ids)).toEqual(NONE);
+
+    const exported = await api("/api/v1/installation/export", { key: inst.apiKey, method: "POST" });
+    expect(exported.status).toBe(200);
+    const backup = exported.body;
+    // Exporting read nothing back into D1: the rows come from the archive object.
+    expect(await rowsOf(ids)).toEqual(NONE);
+    expect(backup.tables.reports.map((r: { id: string }) => r.id)).toContain(ids.reportId);
+    expect(backup.tables.human_tasks.map((r: { id: string }) => r.id)).toContain(ids.taskId);
+    expect(backup.tables.workflow_runs.map((r: { id: string }) => r.id)).toContain(ids.runId);
+    expect(JSON.stringify(backup)).not.toContain(SECRET);
+
+    // Restored into a state folder without it: hot again, and read exactly as before.
+    await env.DB.batch(installationDeleteStatements(env.DB, inst.id));
+    await env.AUDIT_ANCHORS.delete(`audit/${inst.id}/head.json`);
+    const restored = await api("/api/v1/installations/import", { key: ADMIN_TOKEN, body: backup });
+    expect(restored.status).toBe(201);
+    expect((await rowsOf(ids)).reports).toBe(1);
+    expect((await api(`/api/v1/cases/${ids.caseId}`, { key: inst.apiKey })).body).toEqual(hotCase);
+    expect((await api(`/api/v1/runs/${ids.runId}`, { key: inst.apiKey })).body).toEqual(hotRun);
   });
 
   it("erasure after archiving: the period's keys destroyed, nothing of the archived report opens, and the chain verifies", async () => {

@@ -15,7 +15,7 @@ export {
   decisionReversalUuidStatement,
   type ReversalFigures,
 } from "./appeals/complaints";
-export { caseArchiveTotals, hotOrArchived } from "./archive/case-archive";
+export { archivedCaseObjects, caseArchiveTotals, hotOrArchived } from "./archive/case-archive";
 export { findQueueRow } from "./queues/queues";
 export {
   getReportRow,

@@ -274,7 +274,7 @@ const COLUMNS = `id, run_id AS runId, report_id AS reportId, case_id AS caseId, 
   content_date AS contentDate, decided_at AS decidedAt`;
 
 async function decisionRow(env: Env, actor: Actor, id: string): Promise<DecisionRow> {
-  const row = await env.DB.prepare(`SELECT ${COLUMNS} FROM decisions WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<DecisionRow>();
+  const row = await hotOrArchived(env, actor.installationId, "decision", id, () => env.DB.prepare(`SELECT ${COLUMNS} FROM decisions WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<DecisionRow>());
   if (!row) throw notFound("decision");
   return row;
 }

@@ -17,6 +17,7 @@ import { AppError } from "../errors";
 import { forgetInstallationKeys } from "../lib/api-key-cache";
 import { sha256Hex } from "../lib/crypto";
 import { runArchiveKey } from "../workflows";
+import { archivedCaseObjects } from "../cases";
 
 export const BACKUP_FORMAT = "safest-tools.installation-backup/1";
 
@@ -33,6 +34,12 @@ const RUNS = "(SELECT id FROM workflow_runs WHERE installation_id = ?1)";
 export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?: false }> = [
   { table: "installations", where: "id = ?1" },
   { table: "storage_settings", where: OWN },
+  // The case archive's bookkeeping: archived cases travel as rows (exportInstallation), so a
+  // restored installation has none archived, no holds and no subject keys.
+  { table: "case_archive_totals", where: OWN, backup: false },
+  { table: "case_archive_holds", where: OWN, backup: false },
+  { table: "case_archive_marks", where: "?1 IS NULL AND 1 = 0", backup: false },
+  { table: "archived_subjects", where: "?1 IS NULL AND 1 = 0", backup: false },
   { table: "webhook_endpoints", where: OWN },
   { table: "connectors", where: OWN },
   { table: "action_types", where: OWN },
@@ -235,6 +242,15 @@ export async function exportInstallation(env: Env, actor: Actor): Promise<Instal
     if (backup === false) continue;
     tables[table] = await readRows(env.DB, table, where, installationId);
     counts[table] = tables[table].length;
+  }
+  // Archived cases (cases/archive): their rows are in one R2 object each, not in D1; the backup
+  // carries them as rows, so a restore has them hot (and archives them again on its schedule).
+  for (const archived of await archivedCaseObjects(env, installationId)) {
+    for (const [table, rows] of Object.entries(archived.tables)) {
+      if (!tables[table]) continue;
+      tables[table].push(...(rows as Row[]));
+      counts[table] = (counts[table] ?? 0) + rows.length;
+    }
   }
   const objects: BackupObject[] = [];
   const artifactKeys = new Set((tables.workflow_artifacts ?? []).map((row) => row.bundle_r2_key).filter((key): key is string => typeof key === "string"));

@@ -160,7 +160,7 @@ function stable(row: AppealRow) {
 
 /** The appeal with the appellant's words opened, for reviewers (access audited). */
 export async function readAppeal(env: Env, actor: Actor, appealId: string) {
-  const row = await getAppealRow(env.DB, actor.installationId, appealId);
+  const row = await hotOrArchived(env, actor.installationId, "appeal", appealId, () => getAppealRow(env.DB, actor.installationId, appealId));
   if (!row) throw notFound("appeal");
   const personal = await openPersonalDataOr<{ appellant: AppealInput["appellant"] | null; reason: string | null }>(env, actor.installationId, `appeal:${row.id}`, row.personalData, { appellant: null, reason: null });
   await auditStatement(env.DB, {
@@ -179,7 +179,7 @@ export async function readAppeal(env: Env, actor: Actor, appealId: string) {
 /** Records the outcome directly (for appeal workflows that decide without a review task). */
 export async function resolveAppeal(env: Env, actor: Actor, appealId: string, input: { outcome: string; reason?: string; reviewer?: string }) {
   if (!(APPEAL_OUTCOMES as readonly string[]).includes(input.outcome)) throw new AppError("appeal.outcome_invalid", "outcome must be upheld or overturned.", { status: 422 });
-  const row = await getAppealRow(env.DB, actor.installationId, appealId);
+  const row = await hotOrArchived(env, actor.installationId, "appeal", appealId, () => getAppealRow(env.DB, actor.installationId, appealId));
   if (!row) throw notFound("appeal");
   if (row.state !== "open") throw conflict("appeal.already_decided", `The appeal was already ${row.state}.`);
   const at = new Date().toISOString();

@@ -515,6 +515,27 @@ export async function hotOrArchived<T>(env: Env, installationId: string, kind: C
   return (await rehydrateRef(env, installationId, kind, id)) ? read() : null;
 }
 
+/**
+ * Every archived case of an installation, read and checked (for its backup: the rows travel as
+ * rows, so a restored installation has them hot and archives them again on its own schedule).
+ */
+export async function archivedCaseObjects(env: Env, installationId: string): Promise<CaseArchiveObject[]> {
+  const prefix = `${PREFIX}/${installationId}/cases/`;
+  const out: CaseArchiveObject[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await env.WORKFLOW_ARTIFACTS.list({ prefix, cursor });
+    for (const listed of page.objects) {
+      const caseId = listed.key.slice(prefix.length).replace(/\.json$/u, "");
+      const object = await readCaseArchive(env, installationId, caseId);
+      // A case brought back to D1 (rehydrated) is in the rows already; its object is a stale copy.
+      if (object && !(await env.DB.prepare(`SELECT 1 AS x FROM cases WHERE id = ?1`).bind(caseId).first())) out.push(object);
+    }
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor);
+  return out;
+}
+
 /** Archived cases and their objects' bytes, for GET /storage. */
 export async function caseArchiveTotals(db: D1Database, installationId: string): Promise<{ cases: number; bytes: number }> {
   const row = await db.prepare(`SELECT cases, bytes FROM case_archive_totals WHERE installation_id = ?1`).bind(installationId).first<{ cases: number; bytes: number }>();

@@ -14,6 +14,7 @@ import { completeReviewCopyTask, qaSampleStatements, qaSettingsJsonSql, reviewer
 import { openPersonalDataOr } from "../reports/report-crypto";
 import { APPEAL_OUTCOMES } from "../taxonomy";
 import { reviewerAuditId } from "../../lib/person-keys";
+import { hotOrArchived } from "../archive/case-archive";
 
 export const DEFAULT_LEASE_SECONDS = 900;
 export const MAX_LEASE_SECONDS = 3_600;
@@ -86,7 +87,7 @@ export function serializeTask(row: TaskRow, now = new Date().toISOString(), cont
 }
 
 export async function getTask(env: Env, actor: Actor, taskId: string) {
-  return presentTask(env, actor, await getTaskRow(env.DB, actor.installationId, taskId));
+  return presentTask(env, actor, await hotOrArchived(env, actor.installationId, "task", taskId, () => getTaskRow(env.DB, actor.installationId, taskId)));
 }
 
 /** A task row the caller read (or wrote and got back) of its installation, as getTask answers it. */
