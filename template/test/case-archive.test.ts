@@ -223,6 +223,31 @@ describe("the case archive", () => {
     expect((await api(`/api/v1/runs/${ids.runId}`, { key: inst.apiKey })).body).toEqual(hotRun);
   });
 
+  it("a named person's export and erasure reach their archived cases (brought back, then erased as hot ones)", async () => {
+    const inst = await setup(0);
+    const ids = await reviewedReport(inst, "post-person");
+    const later = await twoDaysOn(inst.id);
+    expect(await sweepCaseArchive(env, later, { installationId: inst.id })).toMatchObject({ archived: 1 });
+    expect(await rowsOf(ids)).toEqual(NONE);
+
+    const exported = await api("/api/v1/personal-data/export", { key: inst.apiKey, body: { reporter: { id: "person-1" } } });
+    expect(exported.status).toBe(200);
+    expect(JSON.stringify(exported.body)).toContain(SECRET);
+    expect((await rowsOf(ids)).reports).toBe(1);
+
+    // Archived again, then erased on request: found although it was in R2 when asked.
+    expect(await sweepCaseArchive(env, new Date(later.getTime() + 1_000), { installationId: inst.id })).toMatchObject({ archived: 1 });
+    const erased = await api("/api/v1/personal-data/erase", { key: inst.apiKey, body: { reporter: { id: "person-1" } } });
+    expect(erased.status).toBe(200);
+    expect(erased.body.erased.reports).toBe(1);
+    const report = await api(`/api/v1/reports/${ids.reportId}`, { key: inst.apiKey });
+    expect(report.body).toMatchObject({ description: null, reporter: { known: false } });
+    // Another person's request brings nothing back.
+    expect(await sweepCaseArchive(env, new Date(later.getTime() + 2_000), { installationId: inst.id })).toMatchObject({ archived: 1 });
+    expect((await api("/api/v1/personal-data/export", { key: inst.apiKey, body: { reporter: { id: "someone-else" } } })).status).toBe(200);
+    expect(await rowsOf(ids)).toEqual(NONE);
+  });
+
   it("erasure after archiving: the period's keys destroyed, nothing of the archived report opens, and the chain verifies", async () => {
     const inst = await setup(0);
     const ids = await reviewedReport(inst, "post-erased");

@@ -48,26 +48,23 @@ const DEFAULT_HOT_DAYS = 7; // the window an installation has unless it sets one
 /** Written by every scheduled run whatever the lifecycles: not a lifecycle's bytes (it is trimmed by age). */
 const SCHEDULE_TABLES = new Set(["sweep_runs"]);
 const ARCHIVE_TIMEOUT_MS = 240_000;
+const ARCHIVE_AHEAD_MS = 2 * 86_400_000;
 
-/** Why a table still holds bytes of a lifecycle once its run and audit events are archived. */
+/** Why a table still holds bytes of a lifecycle once its case, run and audit events are archived. */
 const STAYS_BECAUSE = {
-  workflow_runs: "the run row: tasks, proposals, decisions, reports' runs point at it; the runs list and filters read it",
-  workflow_step_runs: "steps a task, proposal, decision, message or handoff points at (step_run_id foreign keys) stay until those move",
-  human_tasks: "closed review tasks are not archived yet (queue figures, QA, rollups read them)",
-  reports: "the report and its sealed personal data: retention erases it, the archive does not take it",
-  cases: "one case per subject, live as long as reports can come in",
-  action_proposals: "decided proposals are not archived yet",
-  decisions: "decisions stay for the timeline, notifier figures and transparency reports",
-  webhook_deliveries: "delivered webhooks are not archived yet",
-  webhook_attempts: "delivery attempts are not archived yet",
+  archived_subjects: "one 16-byte key per archived case's subject: a new report about it brings the case back rather than opening a second one",
+  case_archive_totals: "one row per installation (archived cases and their bytes, for GET /storage)",
   metric_rollup_hours: "hourly rollups (per hour, not per lifecycle)",
-  review_exposure: "a reviewer's exposure rows (wellness caps)",
+  metric_rollups: "hourly rollups (per hour and metric, not per lifecycle)",
+  metric_rollups_daily: "daily rollups (per day and metric, not per lifecycle)",
+  transparency_rollups: "the transparency report's daily rollups (per day and group, not per lifecycle)",
+  transparency_rollup_days: "one row per rolled-up day",
   audit_events: "the trail's head after the newest checkpoint stays in D1 (with the R2 anchor)",
   audit_checkpoints: "checkpoints stay in D1 (verification across tiers starts from them)",
   audit_segments: "one index row per archived segment (up to 10,000 events)",
-  workflow_events: "events of runs not archived",
-  messages: "messages are not archived yet",
-  notifier_notices: "every notice, for the notifier's figures (DSA Art. 22, 23): not archived yet",
+  workflow_runs: "a run whose case is not archived (a shadow run, or one without a report)",
+  workflow_step_runs: "steps of a run whose case is not archived",
+  cases: "a case not archived yet (something of it live, or its day not rolled up)",
 };
 
 const reportBody = (tag, index) => ({
@@ -186,11 +183,13 @@ async function measureD1(node_sqlite, label, installationId = null) {
  */
 async function archiveAll(api, base, adminToken, key, { restoreDays = null } = {}) {
   await api("/api/v1/storage/settings", { method: "PUT", body: { hotDays: 0 }, key });
-  const moved = { ticks: 0, runsArchived: 0, segments: 0, events: 0, failed: 0, ms: 0 };
+  const moved = { ticks: 0, runsArchived: 0, casesArchived: 0, segments: 0, events: 0, failed: 0, ms: 0 };
   const until = Date.now() + ARCHIVE_TIMEOUT_MS;
   for (;;) {
     const since = new Date(Date.now() - 1_000).toISOString();
-    const run = await triggerScheduled(base);
+    // Two days on: a case leaves D1 only once the day and hour of its last activity are rolled up
+    // (complete), so the schedule runs as it will then; nothing else in these lifecycles is due.
+    const run = await triggerScheduled(base, { scheduledTime: Date.now() + ARCHIVE_AHEAD_MS });
     if (!run.ok) throw new Error(`capacity: a scheduled run failed while archiving (${run.status} ${run.outcome})`);
     moved.ticks += 1;
     moved.ms += run.ms;
@@ -198,16 +197,22 @@ async function archiveAll(api, base, adminToken, key, { restoreDays = null } = {
     const counts = (name) => runs.find((row) => row.name === name)?.counts ?? null;
     const archive = counts("workflows.archive_runs");
     const segments = counts("audit.segments");
-    if (!archive || !segments) throw new Error(`capacity: the scheduled run recorded no ${archive ? "audit.segments" : "workflows.archive_runs"} row`);
+    const cases = counts("cases.archive");
+    if (!archive || !segments || !cases) throw new Error(`capacity: the scheduled run recorded no ${!archive ? "workflows.archive_runs" : !segments ? "audit.segments" : "cases.archive"} row`);
     moved.runsArchived += archive.archived;
-    moved.failed += archive.failed;
+    moved.casesArchived += cases.archived;
+    moved.failed += archive.failed + cases.failed;
     moved.segments += segments.segments;
     moved.events += segments.events;
     const storage = await api("/api/v1/storage", { key });
-    const runsLeft = (storage.d1.tables.find((t) => t.name === "workflow_runs")?.rows ?? 0) - storage.archivedRuns;
-    // Nothing moved this run, none pending (`more`), and the installation has no run left hot.
-    if (moved.ticks >= 2 && archive.archived === 0 && archive.more === 0 && segments.segments === 0 && runsLeft === 0) break;
-    if (Date.now() > until) throw new Error(`capacity: archiving not done after ${moved.ticks} scheduled runs (${runsLeft} runs hot; last: ${JSON.stringify({ archive, segments })})`);
+    const rows = (name) => storage.d1.tables.find((t) => t.name === name)?.rows ?? 0;
+    const casesLeft = rows("cases");
+    const runsLeft = rows("workflow_runs");
+    // A run not archived yet is the oldest hot record.
+    const runsHot = storage.oldestHotRecordAt !== null;
+    // Nothing moved this run, none pending (`more`), and the installation has no case and no run left hot.
+    if (moved.ticks >= 2 && archive.archived === 0 && archive.more === 0 && cases.archived === 0 && cases.more === 0 && segments.segments === 0 && casesLeft === 0 && !runsHot) break;
+    if (Date.now() > until) throw new Error(`capacity: archiving not done after ${moved.ticks} scheduled runs (${casesLeft} cases, ${runsLeft} runs in D1; last: ${JSON.stringify({ archive, cases, segments })})`);
   }
   if (restoreDays !== null) await api("/api/v1/storage/settings", { method: "PUT", body: { hotDays: restoreDays }, key });
   return moved;
@@ -428,8 +433,8 @@ export function capacityLines() {
     )
       .map(([entry, t]) => `${entry} ${t.queries} q in ${t.roundTrips} trips / ${t.rowsWritten} w`)
       .join(", ")})`,
-    `archived bytes:   ${results.archivedBytesPerLifecycle} B per lifecycle left in D1 once its run and audit events are archived  (target ≤ ${TARGET_ARCHIVED_BYTES}) ${verdict(results.archivedBytesPerLifecycle, TARGET_ARCHIVED_BYTES)}  (hot window 0, ${results.capacityArchiving.ticks} scheduled runs until nothing was left: ${results.capacityArchiving.runsArchived} runs, ${results.capacityArchiving.events} audit events in ${results.capacityArchiving.segments} segments; D1 file ${results.capacityD1BytesArchived} B; the schedule's own tables left out: ${results.capacityScheduleTables.map((t) => `${t.table} ${t.bytesPerLifecycle} B`).join(", ") || "none"})`,
-    `archive (R2):     ${results.archiveObjectBytesPerLifecycle} B per lifecycle  (run objects ${results.archiveRunObjectBytesPerLifecycle} B, from GET /storage archiveBytes; audit segments ${results.archiveSegmentBytesPerLifecycle} B, from audit_segments.bytes); archiving cost ${results.capacityArchiving.queriesPerLifecycle} statements, ${results.capacityArchiving.rowsWrittenPerLifecycle} rows written per lifecycle (every sweep of those scheduled runs)`,
+    `archived bytes:   ${results.archivedBytesPerLifecycle} B per lifecycle left in D1 once its case, run and audit events are archived  (target ≤ ${TARGET_ARCHIVED_BYTES}) ${verdict(results.archivedBytesPerLifecycle, TARGET_ARCHIVED_BYTES)}  (hot window 0, ${results.capacityArchiving.ticks} scheduled runs two days on until nothing was left: ${results.capacityArchiving.runsArchived} runs, ${results.capacityArchiving.casesArchived} cases, ${results.capacityArchiving.events} audit events in ${results.capacityArchiving.segments} segments; D1 file ${results.capacityD1BytesArchived} B; the schedule's own tables left out: ${results.capacityScheduleTables.map((t) => `${t.table} ${t.bytesPerLifecycle} B`).join(", ") || "none"})`,
+    `archive (R2):     ${results.archiveObjectBytesPerLifecycle} B per lifecycle  (run and case objects ${results.archiveRunObjectBytesPerLifecycle} B, from GET /storage archiveBytes; audit segments ${results.archiveSegmentBytesPerLifecycle} B, from audit_segments.bytes); archiving cost ${results.capacityArchiving.queriesPerLifecycle} statements, ${results.capacityArchiving.rowsWrittenPerLifecycle} rows written per lifecycle (every sweep of those scheduled runs)`,
     `days to 10 GB:    ${results.daysPer10GB} at ${LIFECYCLES_PER_DAY.toLocaleString("en")} lifecycles a day, ${DEFAULT_HOT_DAYS}-day window  (target ≥ ${TARGET_DAYS}) ${atLeast(results.daysPer10GB, TARGET_DAYS)}  [${results.daysPer10GBFormula}; the hot window alone holds ${results.hotWindowGB} GB; everything hot it would be ${results.daysPer10GBAllHot}]`,
     "bytes by table:   per lifecycle, table + its indexes (of which indexes), rows per lifecycle:",
     ...results.capacityTables.map((t) => `                    ${t.table.padEnd(26)} ${String(t.bytesPerLifecycle).padStart(6)} B (indexes ${String(t.indexBytesPerLifecycle).padStart(5)} B)  ${t.rowsPerLifecycle} rows`),

@@ -35,6 +35,7 @@ export const CASE_ARCHIVE_SCHEMA_VERSION = 1;
 const PREFIX = `archive/v${CASE_ARCHIVE_SCHEMA_VERSION}`;
 
 const ID = /^[A-Za-z0-9._:-]{1,200}$/u;
+const PERSON_KEY = /^pk1_[0-9a-f]{64}$/u;
 
 /** `archive/v1/<installationId>/cases/<caseId>.json`: derived from ids, so a lookup needs no D1 row. */
 export function caseArchiveKey(installationId: string, caseId: string): string {
@@ -49,15 +50,6 @@ export function caseRefKey(installationId: string, kind: CaseRefKind, id: string
   return `${PREFIX}/${installationId}/refs/${kind}/${id}`;
 }
 
-/** Whether a key is one of this installation's case archive objects or refs (restore accepts these). */
-export function isCaseArchiveKeyOf(installationId: string, key: string): boolean {
-  const cases = `${PREFIX}/${installationId}/cases/`;
-  const refs = `${PREFIX}/${installationId}/refs/`;
-  if (key.startsWith(cases)) return /^[A-Za-z0-9._:-]{1,200}\.json$/u.test(key.slice(cases.length));
-  if (key.startsWith(refs)) return /^(report|run|decision|appeal|task)\/[A-Za-z0-9._:-]{1,200}$/u.test(key.slice(refs.length));
-  return false;
-}
-
 /** The 16-byte key of a subject in archived_subjects (the installation is part of what is hashed). */
 export async function subjectKey(installationId: string, kind: string, id: string): Promise<Uint8Array> {
   const hex = await sha256Hex(`${installationId}\n${kind}\n${id}`);
@@ -65,6 +57,15 @@ export async function subjectKey(installationId: string, kind: string, id: strin
 }
 
 const hexOf = (bytes: Uint8Array) => [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+
+/**
+ * `archive/v1/<installationId>/refs/person/<person key>/<caseId>`: an archived case holds a row of
+ * this person (as reporter, subject owner or appellant). The person key is the keyed hash the
+ * person index already uses (lib/person-keys.ts), never the person's id.
+ */
+export function personRefKey(installationId: string, personKey: string, caseId: string): string {
+  return `${PREFIX}/${installationId}/refs/person/${personKey}/${caseId}`;
+}
 
 /** `archive/v1/<installationId>/subjects/<hex key>.json`: which case an archived subject's key stands for. */
 export function subjectRefKey(installationId: string, key: Uint8Array): string {
@@ -322,7 +323,10 @@ export async function writeCaseArchive(env: Env, installationId: string, caseId:
   }
   const caseRow = body.tables.cases[0]!;
   const subject = await subjectKey(installationId, String(caseRow.subject_kind), String(caseRow.subject_id));
-  const refs = [...refsOf(body).map(([kind, id]) => caseRefKey(installationId, kind, id)), subjectRefKey(installationId, subject)];
+  const people = new Set(
+    [...body.tables.reports.flatMap((row) => [row.reporter_key, row.subject_owner_key]), ...body.tables.appeals.map((row) => row.appellant_key)].filter((key): key is string => typeof key === "string" && PERSON_KEY.test(key)),
+  );
+  const refs = [...refsOf(body).map(([kind, id]) => caseRefKey(installationId, kind, id)), subjectRefKey(installationId, subject), ...[...people].map((person) => personRefKey(installationId, person, caseId))];
   await Promise.all(refs.map((ref) => bucket.put(ref, caseId, { customMetadata: { caseId } })));
   return { key, digest, bytes: byteLength(text), body, subject };
 }
@@ -503,6 +507,32 @@ export async function rehydrateSubject(env: Env, installationId: string, kind: s
   const ref = await env.WORKFLOW_ARTIFACTS.get(subjectRefKey(installationId, key));
   const caseId = ref ? await ref.text() : null;
   return caseId && ID.test(caseId) ? rehydrateCase(env, installationId, caseId) : false;
+}
+
+/** Most archived cases a personal-data request brings back at once (the response says to ask again). */
+export const PERSON_REHYDRATE_LIMIT = 50;
+
+/**
+ * Brings back the archived cases that hold rows of a person (by their person keys), so a request
+ * for their data (export, erasure) finds them in D1 as it finds hot ones. Answers how many came
+ * back and whether more are left (at most PERSON_REHYDRATE_LIMIT a call).
+ */
+export async function rehydratePerson(env: Env, installationId: string, personKeys: ReadonlyArray<string | null>): Promise<{ cases: number; more: boolean }> {
+  let cases = 0;
+  for (const person of personKeys) {
+    if (!person || !PERSON_KEY.test(person)) continue;
+    const prefix = `${PREFIX}/${installationId}/refs/person/${person}/`;
+    const page = await env.WORKFLOW_ARTIFACTS.list({ prefix, limit: PERSON_REHYDRATE_LIMIT - cases });
+    for (const listed of page.objects) {
+      const caseId = listed.key.slice(prefix.length);
+      if (ID.test(caseId) && !(await env.DB.prepare(`SELECT 1 AS x FROM cases WHERE id = ?1`).bind(caseId).first())) await rehydrateCase(env, installationId, caseId);
+      // Brought back (or already hot): the ref is written again if the case is archived again with the person's rows.
+      await env.WORKFLOW_ARTIFACTS.delete(listed.key);
+      cases += 1;
+    }
+    if (page.truncated || cases >= PERSON_REHYDRATE_LIMIT) return { cases, more: true };
+  }
+  return { cases, more: false };
 }
 
 /**

@@ -9,6 +9,7 @@ import { AppError, errorCode } from "../../errors";
 import { newId } from "../../lib/crypto";
 import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
 import { openPersonalData } from "../reports/report-crypto";
+import { rehydratePerson } from "../archive/case-archive";
 import { caseBusySql } from "./retention";
 import { eraseReports, type ErasureCounts } from "./retention-erase";
 import type { ReportPersonalData } from "../reports/reports-queries";
@@ -81,8 +82,14 @@ function keysOf(installationId: string, query: PersonQuery) {
   return { reporter, owner, roles: [...(reporter ? ["reporter"] : []), ...(owner ? ["subject_owner"] : [])] };
 }
 
-/** The index must cover the installation before it is asked: what is left is indexed now, or the request is retried. */
-async function ensureIndexed(env: Env, installationId: string): Promise<void> {
+/**
+ * The index must cover the installation before it is asked: what is left is indexed now, or the
+ * request is retried. The person's archived cases come back to D1 first (cases/archive), so they
+ * are found, exported and erased as hot ones.
+ */
+async function ensureIndexed(env: Env, installationId: string, keys: { reporter: string | null; owner: string | null }): Promise<void> {
+  const archived = await rehydratePerson(env, installationId, [keys.reporter, keys.owner]);
+  if (archived.more) throw new AppError("personal_data.archive_pending", `${archived.cases} archived cases of this person were brought back to D1 and more are left; ask again.`, { status: 503, retryable: true });
   await indexPersonKeys(env, INDEX_ON_DEMAND, installationId);
   const pending = await env.DB.prepare(`
     SELECT (SELECT COUNT(*) FROM reports WHERE installation_id = ?1 AND person_keys_version IS NULL) + (SELECT COUNT(*) FROM appeals WHERE installation_id = ?1 AND person_keys_version IS NULL) AS n`)
@@ -118,7 +125,7 @@ async function personRows(db: D1Database, installationId: string, keys: { report
  */
 export async function exportPersonalData(env: Env, actor: Actor, query: PersonQuery) {
   const keys = keysOf(actor.installationId, query);
-  await ensureIndexed(env, actor.installationId);
+  await ensureIndexed(env, actor.installationId, keys);
   const rows = await personRows(env.DB, actor.installationId, keys, EXPORT_LIMIT);
   const reports = [];
   for (const row of rows.reports.slice(0, EXPORT_LIMIT)) {
@@ -168,7 +175,7 @@ export async function exportPersonalData(env: Env, actor: Actor, query: PersonQu
  */
 export async function erasePersonalData(env: Env, actor: Actor, query: PersonQuery) {
   const keys = keysOf(actor.installationId, query);
-  await ensureIndexed(env, actor.installationId);
+  await ensureIndexed(env, actor.installationId, keys);
   const now = new Date().toISOString();
   const { results } = await env.DB.prepare(`
     SELECT r.id, r.case_id AS caseId, ${caseBusySql("?4")} AS busy
