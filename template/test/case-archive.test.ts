@@ -103,6 +103,11 @@ describe("the case archive", () => {
     expect(await rowsOf(ids)).toEqual(hotRows);
     await api("/api/v1/storage/settings", { method: "PUT", key: inst.apiKey, body: { hotDays: 0 } });
 
+    const period = `from=${new Date(Date.now() - DAY).toISOString().slice(0, 10)}T00:00:00Z&to=${new Date(Date.now() + DAY).toISOString().slice(0, 10)}T00:00:00Z`;
+    const hotTransparency = (await api(`/api/v1/transparency-report?${period}`, { key: inst.apiKey })).body;
+    expect(hotTransparency.computedFrom).toBe("rows");
+    expect(hotTransparency.sections.notices.received.total).toBe(1);
+
     expect(await sweepCaseArchive(env, later, { installationId: inst.id })).toMatchObject({ archived: 1, failed: 0 });
     expect(await rowsOf(ids)).toEqual(NONE);
     const keys = await env.DB.prepare("SELECT COUNT(*) AS n FROM archived_subjects").first<{ n: number }>();
@@ -118,6 +123,10 @@ describe("the case archive", () => {
     expect(text).not.toContain("person@example.org");
     const storage = (await api("/api/v1/storage", { key: inst.apiKey })).body;
     expect(storage.archivedCases).toBe(1);
+    // The transparency report counts the archived case from the rollups the archive waited for.
+    const archivedTransparency = (await api(`/api/v1/transparency-report?${period}`, { key: inst.apiKey })).body;
+    expect(archivedTransparency.computedFrom).toBe("daily_rollups");
+    expect(archivedTransparency.sections.notices.received).toEqual(hotTransparency.sections.notices.received);
     expect(storage.archiveBytes).toBeGreaterThan(0);
 
     // Read by id, field by field as it was hot (the first read brings the case back to D1).

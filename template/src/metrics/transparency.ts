@@ -216,7 +216,11 @@ async function automatedMeansSection(env: Env, actor: Actor, rows: TransparencyR
 /** The report for a period: every figure the platform holds for the template, and what it cannot know. */
 export async function transparencyReport(env: Env, actor: Actor, query: { from?: string | undefined; to?: string | undefined }) {
   const period = transparencyPeriod(query);
-  const fromRollups = Date.parse(period.to) - Date.parse(period.from) > ROWS_MAX_DAYS * DAY_MS;
+  // An installation whose cases were archived (cases/archive) no longer has their rows in D1; the
+  // archive takes a case only once its days are rolled up, so its report reads the rollups whatever
+  // the period's length.
+  const archivedCases = await env.DB.prepare(`SELECT 1 AS x FROM case_archive_totals WHERE installation_id = ?1`).bind(actor.installationId).first();
+  const fromRollups = Date.parse(period.to) - Date.parse(period.from) > ROWS_MAX_DAYS * DAY_MS || archivedCases !== null;
   const rows = fromRollups ? await readTransparencyRowsFromRollups(env.DB, actor.installationId, period.from, period.to) : await readTransparencyRows(env.DB, actor.installationId, period.from, period.to);
   const all = actionsOf(rows.decisions);
   const ownInitiative = actionsOf(rows.decisions.filter((row) => row.source === "voluntary"));
@@ -225,8 +229,9 @@ export async function transparencyReport(env: Env, actor: Actor, query: { from?:
     installationId: actor.installationId,
     period: { ...period, note: "from included, to excluded" },
     /**
-     * `rows` for periods up to ROWS_MAX_DAYS; `daily_rollups` beyond: the same counts, and medians
-     * that are the upper bound of their histogram bucket (within a factor of √2).
+     * `rows` for periods up to ROWS_MAX_DAYS; `daily_rollups` beyond, and for any period of an
+     * installation with archived cases: the same counts, and medians that are the upper bound of
+     * their histogram bucket (within a factor of √2).
      */
     computedFrom: fromRollups ? ("daily_rollups" as const) : ("rows" as const),
     generatedAt: new Date().toISOString(),
