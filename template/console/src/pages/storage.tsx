@@ -131,6 +131,10 @@ export function StoragePage() {
           <dd>{r.archivedRuns.toLocaleString()}</dd>
         </div>
         <div>
+          <dt>Archived cases</dt>
+          <dd>{r.archivedCases.toLocaleString()}</dd>
+        </div>
+        <div>
           <dt>Archive</dt>
           <dd>{bytes(r.archiveBytes)}</dd>
         </div>
