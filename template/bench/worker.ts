@@ -630,6 +630,18 @@ async function benchRoute(request: Request, env: BenchEnv, ctx: ExecutionContext
   if (request.method === "POST" && url.pathname === "/bench/queue-plan") return explainListing(env, (await request.json().catch(() => ({}))) as Parameters<typeof explainListing>[1]);
   if (request.method === "POST" && url.pathname === "/bench/sweep-lapse") return lapseLeases(env, (await request.json().catch(() => ({}))) as Parameters<typeof lapseLeases>[1]);
   if (request.method === "POST" && url.pathname === "/bench/sweep-plans") return sweepPlans(env, (await request.json().catch(() => ({}))) as Parameters<typeof sweepPlans>[1]);
+  // The production scheduled handler at a chosen moment (`at`, ms): wrangler's /__scheduled takes no
+  // time, and the archive tiers wait for whole days and hours to be rolled up.
+  if (request.method === "POST" && url.pathname === "/bench/schedule-at") {
+    const body = (await request.json().catch(() => null)) as { at?: unknown } | null;
+    const at = Number(body?.at);
+    if (!Number.isFinite(at) || at <= 0) return json({ error: { code: "bench.at_invalid" } }, 400);
+    let ok = true;
+    await platform.scheduled!({ cron: "* * * * *", scheduledTime: at, noRetry() {} } as ScheduledController, countedEnv(env, "scheduled"), ctx).catch(() => {
+      ok = false;
+    });
+    return json({ ok });
+  }
   if (request.method === "POST" && url.pathname === "/bench/sweep-runs") return sweepRunsAt(env, (await request.json().catch(() => ({}))) as Parameters<typeof sweepRunsAt>[1]);
   if (request.method === "POST" && url.pathname === "/bench/queue-keys") return listingKeysAt(env, (await request.json().catch(() => ({}))) as Parameters<typeof listingKeysAt>[1]);
   if (request.method === "POST" && url.pathname === "/bench/webhook-bare") return bareWebhooks((await request.json().catch(() => ({}))) as Parameters<typeof bareWebhooks>[0]);

@@ -254,6 +254,16 @@ export async function buildCaseArchive(db: D1Database, installationId: string, c
   const results = await db.batch<Row>(TABLES.map((t) => db.prepare(`${SCOPE_SQL} ${t.select}`).bind(caseId, installationId)));
   const tables = Object.fromEntries(TABLES.map((t, i) => [t.name, results[i]?.results ?? []])) as Record<TableName, Row[]>;
   if (tables.cases.length !== 1) return null;
+  // Rows travel as JSON: a column holding bytes (a BLOB) would not survive the trip, so it stops here.
+  for (const [name, rows] of Object.entries(tables)) {
+    for (const row of rows) {
+      for (const [column, cell] of Object.entries(row)) {
+        if (cell !== null && typeof cell !== "string" && typeof cell !== "number") {
+          throw new AppError("case_archive.unsupported_value", `${name}.${column} holds a value JSON cannot carry; the case stays in D1.`, { status: 500 });
+        }
+      }
+    }
+  }
   const body: CaseArchiveBody = { format: CASE_ARCHIVE_FORMAT, schemaVersion: CASE_ARCHIVE_SCHEMA_VERSION, installationId, caseId, tables };
   const digest = await digestOf(body);
   return { body, digest, text: canonicalJson({ ...body, digest }) };
