@@ -27,7 +27,7 @@ import type {
 import { encodeHostError } from "./runtime-protocol";
 import { authorizedBranch, authorizedNode, authorizedRunFolded, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type RunFolds, type RuntimeProps } from "./runtime-authorize";
 import { branchAllowed, predecessorExitsStatement, predecessorIds, reachedBy, type RecordedExit } from "./run-plan";
-import { FINISHED_STEP_STATES, hostErrorStatement, now, recordedStepStatement, recordStepResult, runProgress, runtimeAudit, stepUpsert, type RecordedStep } from "./runtime-records";
+import { FINISHED_STEP_STATES, hostErrorStatement, now, recordedStepStatement, recordStepResult, runProgress, runtimeAudit, stepStartedStatement, stepUpsert, type RecordedStep } from "./runtime-records";
 import { completeWaitStatements, prepareWaitRecord } from "./runtime-waits";
 import type { WorkflowNodeV1 } from "./types";
 
@@ -313,16 +313,17 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
         return progressForKernel(output as ActionProgress);
       }
       const context = loaded?.context ?? (await loadNodeContext(this.env, { run, node, branchKey })).context;
-      // The step row exists before the proposal that references it (written with the action's first
-      // reads); a new proposal waits, so step and run are parked in the batch that writes it.
+      // A new proposal waits, so its step's row (which it references) is written parked, with the run,
+      // ahead of it in the batch that writes it. Should the call fail before that batch, the step is
+      // still recorded as started (guard writes scope.pending), so failNode takes the error port.
       const at = now();
+      scope.pending = [...(scope.pending ?? []), stepStartedStatement(this.env.DB, { id: stepId, run, node, branchKey, at })];
       const { progress, parked } = await prepareWorkflowAction(this.env, {
         run,
         node,
         stepId,
         context,
         stepRecorded: recorded !== undefined,
-        first: [stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "running", at })],
         park: [stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "waiting", at }), runProgress(this.env.DB, run.id, node.id, "waiting", at)],
       });
       if (progress.port) await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: progress });
