@@ -379,7 +379,9 @@ describe("fused steps", () => {
     expect(byId(small.folded.group!)).toEqual(byId(results));
     // An output past the bound: not folded; the group reads the rows itself and runs through.
     const start = `${run.id}:start:main:1`;
-    await env.DB.prepare("UPDATE workflow_step_outputs SET inline_json = ?2 WHERE step_run_id = ?1").bind(start, JSON.stringify({ port: "success", pad: "x".repeat(GROUP_FOLD_MAX_BYTES) })).run();
+    await env.DB.prepare("UPDATE workflow_step_outputs SET inline_json = ?2 WHERE step_run_id = ?1")
+      .bind(start, JSON.stringify({ port: "success", pad: "x".repeat(GROUP_FOLD_MAX_BYTES) }))
+      .run();
     expect((await authorizedRunFolded(env, props, input, { group: { nodeIds: null, sealed: false } })).folded.group).toBeUndefined();
     const sent = await api(`/api/v1/runs/${run.id}/events`, { key: apiKey, body: { type: "review.done", payload: { verdict: "remove" } } });
     expect(sent.status).toBe(202);
