@@ -15,7 +15,7 @@ export {
   decisionReversalUuidStatement,
   type ReversalFigures,
 } from "./appeals/complaints";
-export { findQueueRow } from "./queues/queues";
+export { findQueueJsonSql, findQueueRow, type QueueRow } from "./queues/queues";
 export {
   getReportRow,
   reportSummary,

@@ -155,8 +155,9 @@ export async function prepareWorkflowAction(
  * After a wait: an approval wait that timed out expires the proposal; a delivery wait that timed
  * out fails it. Otherwise the proposal's recorded state decides (the event only wakes the run).
  */
-export async function completeWorkflowAction(env: Env, input: { proposalId: string; eventResult: WaitResult }): Promise<ActionProgress> {
-  let row = await proposalRow(env.DB, input.proposalId);
+export async function completeWorkflowAction(env: Env, input: { proposalId: string; eventResult: WaitResult; prefetched?: ProposalRow | null }): Promise<ActionProgress> {
+  // The proposal as the caller read it in this call (proposalJsonSql), or read here.
+  let row = input.prefetched !== undefined ? input.prefetched : await proposalRow(env.DB, input.proposalId);
   if (!row) throw new AppError("action_proposal.missing", "The action proposal does not exist.");
   if (input.eventResult.status === "timed_out" && (row.state === "approval_required" || row.state === "delivery_pending")) {
     const at = new Date().toISOString();
