@@ -20,10 +20,12 @@ export {
   getReportRow,
   reportSummary,
   reportRowsStatement,
+  REPORT_SUMMARY_BY_RUN_JSON_SQL,
   reportSummaryByRunStatementUnsafe,
   type ReportPersonalData,
   type ReportRow,
   type ReportSummary,
+  type ReportSummaryRow,
 } from "./reports/reports-queries";
 export { isDataKeyDestroyed, openPersonalData, openPersonalDataOr, rewrapDataKeys, sealPersonalData } from "./reports/report-crypto";
 export { closeStepTaskStatement, openTaskStatement, RUN_END_TASKS_SQL, runEndTaskStatements, sealLegacyTaskContexts, sweepLapsedLeases } from "./queues/task-records";

@@ -77,6 +77,7 @@ type RunRow = Omit<AuthorizedRun, "graph"> & {
   eventJson?: string | null;
   groupJson?: string | null;
   runEndJson?: string | null;
+  reportJson?: string | null;
   extraJson?: string | null;
 };
 
@@ -99,6 +100,8 @@ export interface RunFolds {
   group?: { nodeIds: readonly string[] | null; sealed: boolean };
   /** A scalar SQL expression over the run ?1 (run-end.ts RUN_END_OPEN_SQL): what a run ending now would cancel. */
   runEnd?: string;
+  /** A scalar SQL expression over the run ?1 (cases' REPORT_SUMMARY_BY_RUN_JSON_SQL): the run's report for a node's context. */
+  report?: string;
   /**
    * One more scalar SQL expression (a JSON value) the call needs once authorized, read in the same
    * statement: built with `param`, which binds a value and returns its placeholder; the run is `r`.
@@ -135,6 +138,8 @@ export interface FoldedReads {
   group?: Array<Record<string, unknown>>;
   /** The `runEnd` expression's value (JSON text). */
   runEnd?: string;
+  /** The `report` expression's value (JSON text, or null: the run has no report). */
+  report?: string | null;
   /** The `extra` expression's value (JSON text, or null). */
   extra?: string | null;
 }
@@ -186,6 +191,7 @@ function runStatement(db: D1Database, runId: string, folds: RunFolds = {}): D1Pr
       FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id WHERE s.run_id = ?1${nodes})`;
   }
   const runEnd = folds.runEnd ?? "NULL";
+  const report = folds.report ?? "NULL";
   const extra = folds.extra
     ? folds.extra((value) => {
         binds.push(value);
@@ -198,7 +204,7 @@ function runStatement(db: D1Database, runId: string, folds: RunFolds = {}): D1Pr
       r.authority_mode AS authorityMode, r.state, r.input_json AS inputJson, r.report_id AS reportId,
       r.appeal_id AS appealId, r.backtest_id AS backtestId,
       v.artifact_id AS artifactId, v.graph_json AS graphJson, ${exits} AS exitsJson, ${step} AS stepJson, ${wait} AS waitJson, ${event} AS eventJson,
-      ${group} AS groupJson, ${runEnd} AS runEndJson, ${extra} AS extraJson
+      ${group} AS groupJson, ${runEnd} AS runEndJson, ${report} AS reportJson, ${extra} AS extraJson
     FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id
     WHERE r.id = ?1 LIMIT 1
   `)
@@ -216,6 +222,7 @@ function foldedReads(folds: RunFolds, row: RunRow): FoldedReads {
   if (folds.wait && row.eventJson) reads.event = JSON.parse(row.eventJson) as RecordedEvent;
   if (folds.group && row.groupJson) reads.group = JSON.parse(row.groupJson) as Array<Record<string, unknown>>;
   if (folds.runEnd && row.runEndJson) reads.runEnd = row.runEndJson;
+  if (folds.report) reads.report = row.reportJson ?? null;
   if (folds.extra) reads.extra = row.extraJson ?? null;
   return reads;
 }

@@ -4,9 +4,9 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { AppError } from "../errors";
 import { enqueueDeliveries, completeWorkflowAction, prepareWorkflowAction, proposalJsonSql, type ProposalRow } from "../enforcement";
-import { findQueueJsonSql, sealPersonalData, type QueueRow } from "../cases";
+import { findQueueJsonSql, REPORT_SUMMARY_BY_RUN_JSON_SQL, sealPersonalData, type QueueRow } from "../cases";
 import { openView } from "./content-access";
-import { assembleContext, contextStatements, loadNodeContext, nodeReadsContent, type ContextReads, type LoadedContext } from "./execution-context";
+import { assembleContext, contextStatements, loadNodeContext, nodeReads, nodeReadsContent, type ContextReads, type LoadedContext } from "./execution-context";
 import { kindOf, shadowSimulation } from "./kinds/descriptors";
 import { EXECUTORS, executorUnavailable, type NodeCall } from "./kinds/executors";
 import { executeFusedGroup, failFusedGroup } from "./runtime-fused";
@@ -128,9 +128,11 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     // What the method reads next, keyed by the claimed (cached) node; used only if that node is authorized.
     const extra = cachedNode && options.extra ? options.extra(cachedNode) : undefined;
     if (extra) folds.extra = extra;
+    // The context's report is read in the run's statement too.
+    if (cachedNode && cachedGraph && wantsContext && nodeReads(cachedNode).report) folds.report = REPORT_SUMMARY_BY_RUN_JSON_SQL;
     const { run, folded, results } = await authorizedRunWith(this.env, this.ctx.props, input, folds, (runId) => {
       if (!cachedNode || !cachedGraph || !wantsContext) return [];
-      reads = contextStatements(this.env.DB, runId, cachedNode, cachedGraph);
+      reads = contextStatements(this.env.DB, runId, cachedNode, cachedGraph, { foldReport: folds.report !== undefined });
       return reads.statements;
     });
     const node = authorizedNode(run, input.nodeId, options.kind ?? input.nodeKind);
@@ -155,7 +157,7 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     // A finished step is answered from its record (see executeNode), so nothing is opened for it.
     const finished = recorded?.json != null && FINISHED_STEP_STATES.includes(recorded.state);
     if (!wantsContext || finished) return { run, node, branchKey, ...(recorded ? { recorded } : {}), ...extraRead };
-    const loaded = reads && prefetched ? await assembleContext(this.env, { run, node, branchKey }, reads, results) : await loadNodeContext(this.env, { run, node, branchKey });
+    const loaded = reads && prefetched ? await assembleContext(this.env, { run, node, branchKey }, reads, results, folded.report) : await loadNodeContext(this.env, { run, node, branchKey });
     scope.pending = loaded.statements;
     return { run, node, branchKey, loaded, ...(recorded ? { recorded } : {}), ...extraRead };
   }
