@@ -8,7 +8,7 @@
 // answers from its record and is written again never. A node that throws leaves the records of the
 // nodes before it and the host's error on itself (capability's guard), and the kernel retries the
 // group or calls failFused, which finds that node and takes its error port (runtime-fail.ts).
-import { openPersonalData, openRunContent, reportSummary, reportSummaryByRunStatementUnsafe, runContentStatementUnsafe, sealPersonalData, type ReportRow, type RunContentRow } from "../cases";
+import { openPersonalData, openRunContent, REPORT_SUMMARY_BY_RUN_JSON_SQL, reportSummary, reportSummaryByRunStatementUnsafe, runContentStatementUnsafe, sealPersonalData, type ReportSummaryRow, type RunContentRow } from "../cases";
 import { openView } from "./content-access";
 import { contentReadStatement, nodeReads, nodeReadsContent } from "./execution-context";
 import { fusable, groupRegion, MAX_FUSED_NODES, nextInGroup } from "./fusion";
@@ -74,8 +74,8 @@ interface GroupRow extends RecordedStep {
   sealed: string | null;
 }
 
-type OptionalRead = "event" | "report" | "content";
-const OPTIONAL_READS: readonly OptionalRead[] = ["event", "report", "content"];
+type OptionalRead = "event" | "content";
+const OPTIONAL_READS: readonly OptionalRead[] = ["event", "content"];
 
 /** Where an optional read's result sits among optionalStatements' results; null when the group does not read it. */
 function optionalReadIndex(needs: GroupNeeds, read: OptionalRead): number | null {
@@ -92,15 +92,14 @@ function groupRowsStatement(db: D1Database, runId: string, needs: GroupNeeds): D
 }
 
 /**
- * The group's other reads (event, report, content), keyed by run id alone (sent with the
- * authorization when the graph is cached); no statement for what it does not read. The step rows,
- * the head's predecessors' exits and what the run has open are folded into the run's own statement
- * (or read beside these when not prefetched).
+ * The group's other reads (event, content), keyed by run id alone (sent with the authorization
+ * when the graph is cached); no statement for what it does not read. The step rows, the head's
+ * predecessors' exits, the run's report and what the run has open are folded into the run's own
+ * statement (or read beside these when not prefetched).
  */
 function optionalStatements(db: D1Database, runId: string, needs: GroupNeeds): D1PreparedStatement[] {
   return [
     ...(needs.event ? [db.prepare(`SELECT id, type, payload_json AS payloadJson, created_at AS createdAt FROM workflow_events WHERE run_id = ?1 ORDER BY created_at DESC LIMIT 1`).bind(runId)] : []),
-    ...(needs.report ? [reportSummaryByRunStatementUnsafe(db, runId)] : []),
     ...(needs.content ? [runContentStatementUnsafe(db, runId)] : []),
   ];
 }
@@ -123,6 +122,8 @@ interface AuthorizedGroup {
   results: Array<D1Result<Record<string, unknown>>>;
   /** RUN_END_OPEN_SQL's value, for a group that may end the run. */
   runEndOpen?: string;
+  /** The run's report (summary columns), for a group that reads it; null without one. */
+  report: ReportSummaryRow | null;
 }
 
 /** Authorizes the head as executeNode authorizes a node, and reads what the group needs in the same statement or round trip. */
@@ -136,6 +137,7 @@ async function authorizeGroup(host: FusedHost, input: RuntimeNodeRequest, scope:
         exitsOf: predecessorIds(prefetch.graph, prefetch.head),
         group: { nodeIds: prefetch.needs.stepIds, sealed: prefetch.needs.sealed },
         ...(prefetch.needs.ends ? { runEnd: RUN_END_OPEN_SQL } : {}),
+        ...(prefetch.needs.report ? { report: REPORT_SUMMARY_BY_RUN_JSON_SQL } : {}),
       }
     : {};
   const { run, folded, results: prefetched } = await authorizedRunWith(host.env, host.props, input, folds, (runId) => (prefetch ? optionalStatements(db, runId, prefetch.needs) : []));
@@ -149,17 +151,21 @@ async function authorizeGroup(host: FusedHost, input: RuntimeNodeRequest, scope:
   let rows: GroupRow[];
   let results: Array<D1Result<Record<string, unknown>>>;
   let runEndOpen = folded.runEnd;
+  let report: ReportSummaryRow | null = null;
   if (cachedHead === head && folded.exits) {
     [exits, results] = [folded.exits, prefetched];
+    if (needs.report && folded.report) report = JSON.parse(folded.report) as ReportSummaryRow;
     // Outputs too large to fold are read on their own.
     rows = (folded.group ?? (await groupRowsStatement(db, run.id, needs).all()).results) as unknown as GroupRow[];
   } else {
-    const [exitRows, rowResult, ...rest] = await db.batch<Record<string, unknown>>([predecessorExitsStatement(db, run.id, run.graph, head), groupRowsStatement(db, run.id, needs), ...optionalStatements(db, run.id, needs)]);
-    [exits, rows, results] = [exitRows!.results as unknown as RecordedExit[], rowResult!.results as unknown as GroupRow[], rest];
+    const reportReads = needs.report ? [reportSummaryByRunStatementUnsafe(db, run.id)] : [];
+    const [exitRows, rowResult, ...rest] = await db.batch<Record<string, unknown>>([predecessorExitsStatement(db, run.id, run.graph, head), groupRowsStatement(db, run.id, needs), ...reportReads, ...optionalStatements(db, run.id, needs)]);
+    [exits, rows, results] = [exitRows!.results as unknown as RecordedExit[], rowResult!.results as unknown as GroupRow[], rest.slice(reportReads.length)];
+    if (needs.report) report = (rest[0]!.results[0] as ReportSummaryRow | undefined) ?? null;
     runEndOpen = undefined;
   }
   if (!reachedBy(run.graph, head, branchKey, exits)) throw denied("runtime.node_not_reached");
-  return { run, head, branchKey, rows, results, ...(runEndOpen ? { runEndOpen } : {}) };
+  return { run, head, branchKey, rows, results, report, ...(runEndOpen ? { runEndOpen } : {}) };
 }
 
 const finishedRow = (row: GroupRow | undefined): row is GroupRow & { json: string } => row?.json != null && FINISHED_STEP_STATES.includes(row.state);
@@ -218,7 +224,7 @@ export function fusedWriteGuard(db: D1Database, stepIds: readonly string[]): D1P
 /** Runs the group from the named node; returns the node it ended at and the port it left by. */
 export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeRequest, scope: CallScope): Promise<FusedOutput> {
   const { env, ctx } = host;
-  const { run, head, branchKey, rows, results, runEndOpen } = await authorizeGroup(host, input, scope);
+  const { run, head, branchKey, rows, results, runEndOpen, report: reportRow } = await authorizeGroup(host, input, scope);
   const needs = needsOf(run.graph, head);
   const outputs = new StepOutputs();
   const own = new Map<string, GroupRow>();
@@ -235,7 +241,6 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
   };
   const eventRow = firstRow("event") as { id: string; type: string; payloadJson: string; createdAt: string } | undefined;
   const event: JsonValue = eventRow ? { id: eventRow.id, type: eventRow.type, payload: parseJson(eventRow.payloadJson), receivedAt: eventRow.createdAt } : null;
-  const reportRow = firstRow("report") as ReportRow | undefined;
   const report: JsonValue = needs.report && reportRow ? (reportSummary(reportRow) as unknown as JsonValue) : null;
   // The run's content: opened on the first read, then shared by every later reader in the group.
   let content: Promise<JsonValue> | null = null;
