@@ -16,9 +16,11 @@ import { getRunRow, RUN_END_WAITS_SQL, runEndWaitStatements } from "./runs-queri
  * What is still open on the run ?1, as one scalar JSON value `{ waits, tasks, proposals }` (each
  * domain's own lookup, as a list of ids): read by runEndStatements, or folded by the caller into a
  * statement it sends anyway (a fused group that may end the run reads it with its authorization).
+ * Each list is wrapped in json(): a subquery's value loses its JSON subtype, and json_object would
+ * then hold the list as a string.
  */
-export const RUN_END_OPEN_SQL = `json_object('waits', (SELECT json_group_array(id) FROM (${RUN_END_WAITS_SQL})), 'tasks', (SELECT json_group_array(id) FROM (${RUN_END_TASKS_SQL})),
-      'proposals', (SELECT json_group_array(id) FROM (${RUN_END_PROPOSALS_SQL})))`;
+export const RUN_END_OPEN_SQL = `json_object('waits', json((SELECT json_group_array(id) FROM (${RUN_END_WAITS_SQL}))), 'tasks', json((SELECT json_group_array(id) FROM (${RUN_END_TASKS_SQL}))),
+      'proposals', json((SELECT json_group_array(id) FROM (${RUN_END_PROPOSALS_SQL}))))`;
 
 /**
  * The statements to put in a run's batch after the update that makes it terminal: waits, tasks
@@ -31,8 +33,9 @@ export async function runEndStatements(
   input: { installationId: string; runId: string; runState: "terminated" | "failed" | "succeeded" | "superseded"; at: string; actor?: AuditEventInput["actor"]; open?: string },
 ): Promise<D1PreparedStatement[]> {
   const openJson = input.open ?? (await db.prepare(`SELECT ${RUN_END_OPEN_SQL} AS open`).bind(input.runId).first<{ open: string }>())?.open;
-  const open = JSON.parse(openJson ?? "{}") as { waits?: string[]; tasks?: string[]; proposals?: string[] };
-  return [...(await runEndWaitStatements(db, { ...input, ids: open.waits ?? [] })), ...(await runEndTaskStatements(db, { ...input, ids: open.tasks ?? [] })), ...(await runEndProposalStatements(db, { ...input, ids: open.proposals ?? [] }))];
+  const open = JSON.parse(openJson ?? "{}") as Record<"waits" | "tasks" | "proposals", string[] | string | undefined>;
+  const ids = (list: string[] | string | undefined): string[] => (typeof list === "string" ? (JSON.parse(list) as string[]) : (list ?? []));
+  return [...(await runEndWaitStatements(db, { ...input, ids: ids(open.waits) })), ...(await runEndTaskStatements(db, { ...input, ids: ids(open.tasks) })), ...(await runEndProposalStatements(db, { ...input, ids: ids(open.proposals) }))];
 }
 
 /** Marks the run terminated (cancelling its waits, tasks and open proposals) and then stops its instance. */
