@@ -3,6 +3,7 @@
 import { env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { authorizedRunFolded, GROUP_FOLD_MAX_BYTES } from "../src/workflows/runtime-authorize";
 import { fusedWriteGuard } from "../src/workflows/runtime-fused";
 import { api, edge, newInstallation, startRun, waitForRun, waitForWait } from "./helpers";
 
@@ -358,5 +359,34 @@ describe("fused steps", () => {
     const run = await waitForRun(apiKey, (await startRun(apiKey, version.id, { input: {} })).id);
     expect(run.state).toBe("succeeded");
     expect(run.steps.map((step: { nodeId: string }) => step.nodeId)).toEqual(["start", "c1", "b2", "a3", "done"]);
+  });
+  it("a group reads its step rows with its authorization, and on their own once their outputs pass the fold's bound", async () => {
+    const { apiKey } = await newInstallation();
+    // c2 reads `steps` by a computed name, so its group reads every step row of the run.
+    const graph = { ...mixedGraph, nodes: mixedGraph.nodes.map((node) => (node.id === "c2" ? condition("c2", 'steps[input.which].port == "success" && event.payload.verdict == "remove"') : node)) };
+    const version = await publishAs(apiKey, graph, "fused");
+    const { run } = await waitForWait(apiKey, (await startRun(apiKey, version.id, { input: { x: 1, which: "start" } })).id);
+    const props = { artifactId: version.artifact.id, workflowVersionId: version.id };
+    const input = { runId: run.id, authorityMode: "autonomous" };
+    const small = await authorizedRunFolded(env, props, input, { group: { nodeIds: null, sealed: false } });
+    const { results } = await env.DB.prepare(
+      `SELECT s.id, s.node_id AS nodeId, s.branch_key AS branchKey, s.state, s.attempt, json_extract(o.inline_json, '$.port') AS port, o.inline_json AS json, NULL AS sealed
+      FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id WHERE s.run_id = ?1`,
+    )
+      .bind(run.id)
+      .all();
+    const byId = (rows: Array<Record<string, unknown>>) => [...rows].sort((a, b) => String(a.id).localeCompare(String(b.id)));
+    expect(byId(small.folded.group!)).toEqual(byId(results));
+    // An output past the bound: not folded; the group reads the rows itself and runs through.
+    const start = `${run.id}:start:main:1`;
+    await env.DB.prepare("UPDATE workflow_step_outputs SET inline_json = ?2 WHERE step_run_id = ?1")
+      .bind(start, JSON.stringify({ port: "success", pad: "x".repeat(GROUP_FOLD_MAX_BYTES) }))
+      .run();
+    expect((await authorizedRunFolded(env, props, input, { group: { nodeIds: null, sealed: false } })).folded.group).toBeUndefined();
+    const sent = await api(`/api/v1/runs/${run.id}/events`, { key: apiKey, body: { type: "review.done", payload: { verdict: "remove" } } });
+    expect(sent.status).toBe(202);
+    const done = await waitForRun(apiKey, run.id);
+    expect(done.state).toBe("succeeded");
+    expect(done.steps.find((step: { nodeId: string }) => step.nodeId === "c2").output.port).toBe("next");
   });
 });

@@ -54,7 +54,7 @@ async function openProposal(apiKey: string, runId: string) {
 }
 
 function capability(props: { artifactId: string; workflowVersionId: string }) {
-  return (exports as any).WorkflowRuntimeCapability({ props }) as { executeNode(input: unknown): Promise<any>; failNode(input: unknown): Promise<any> };
+  return (exports as any).WorkflowRuntimeCapability({ props }) as { executeNode(input: unknown): Promise<any>; executeFused(input: unknown): Promise<any>; failNode(input: unknown): Promise<any> };
 }
 
 /** One queue message for the DELIVERIES consumer, as the queue would hand it over. */
@@ -162,6 +162,26 @@ describe("effects after a run ends", () => {
     const approved = await api(`/api/v1/action-proposals/${proposal.id}/approve`, { key: apiKey, body: {} });
     expect(approved.body.error.code).toBe("action_proposal.run_finished");
     expect(await count("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE source_id = ?", proposal.id)).toBe(0);
+  });
+
+  it("a fused group that ends the run cancels what is still open, read with its authorization", async () => {
+    const { apiKey, version } = await setup("/ok/ended-fused");
+    const run = await startRun(apiKey, version.id, { authorityMode: "assisted", input: { postId: "p5" } });
+    const proposal = await openProposal(apiKey, run.id);
+    const runtime = capability({ artifactId: version.artifact.id, workflowVersionId: version.id });
+    const stepId = `${run.id}:remove:main:1`;
+    await env.DB.batch([
+      env.DB.prepare("UPDATE workflow_step_runs SET state = 'succeeded' WHERE id = ?1").bind(stepId),
+      env.DB.prepare("INSERT INTO workflow_step_outputs (step_run_id, inline_json, digest, size_bytes, created_at) VALUES (?1, '{\"port\":\"applied\"}', 'sha256:x', 18, ?2) ON CONFLICT(step_run_id) DO NOTHING").bind(
+        stepId,
+        new Date().toISOString(),
+      ),
+    ]);
+    // Twice: the graph is cached by the first call, so the second reads what is open in the run's statement.
+    await runtime.executeFused({ runId: run.id, authorityMode: "assisted", nodeId: "start", nodeKind: "start" }).catch(() => undefined);
+    expect(await runtime.executeFused({ runId: run.id, authorityMode: "assisted", nodeId: "applied", nodeKind: "end" })).toEqual({ nodeId: "applied", port: "terminal" });
+    expect((await api(`/api/v1/runs/${run.id}`, { key: apiKey })).body.state).toBe("succeeded");
+    expect((await api(`/api/v1/action-proposals/${proposal.id}`, { key: apiKey })).body).toMatchObject({ state: "cancelled", cancelReason: "run_succeeded" });
   });
 
   it("a node sent to its error port leaves no open proposal", async () => {

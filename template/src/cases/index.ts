@@ -16,15 +16,17 @@ export {
   type ReversalFigures,
 } from "./appeals/complaints";
 export { archivedCaseObjects, caseArchiveTotals, hotOrArchived } from "./archive/case-archive";
-export { findQueueRow } from "./queues/queues";
+export { findQueueJsonSql, findQueueRow, type QueueRow } from "./queues/queues";
 export {
   getReportRow,
   reportSummary,
   reportRowsStatement,
+  REPORT_SUMMARY_BY_RUN_JSON_SQL,
   reportSummaryByRunStatementUnsafe,
   type ReportPersonalData,
   type ReportRow,
   type ReportSummary,
+  type ReportSummaryRow,
 } from "./reports/reports-queries";
 export { isDataKeyDestroyed, openPersonalData, openPersonalDataOr, rewrapDataKeys, sealPersonalData } from "./reports/report-crypto";
 export { closeStepTaskStatement, openTaskStatement, RUN_END_TASKS_SQL, runEndTaskStatements, sealLegacyTaskContexts, sweepLapsedLeases } from "./queues/task-records";

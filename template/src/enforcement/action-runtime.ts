@@ -52,25 +52,21 @@ export async function prepareWorkflowAction(
     node: WorkflowNodeV1;
     stepId: string;
     context: ExpressionContext;
-    /** Whether the step had a row before this call: a proposal is written only after its step's row, so without one there is none to look for. */
+    /** Whether the step had a row before this call: a proposal is written only with its step's row, so without one there is none to look for. */
     stepRecorded: boolean;
-    /** The runtime's statements written in the first round trip, before the reads (the step's row, which the proposal references). */
-    first: D1PreparedStatement[];
-    /** The runtime's statements that park step and run while the proposal waits, written in the proposal's batch. */
+    /** The runtime's statements that write the step's row (which the proposal references) and park step and run while the proposal waits, ahead of the proposal in its batch. */
     park: D1PreparedStatement[];
   },
 ): Promise<{ progress: ActionProgress; parked: boolean }> {
   const { run, node, stepId } = input;
   const proposalId = `${stepId}:proposal`;
-  // One round trip: the step's row, the proposal if the step already made it, the action type and the report's subject (for the delivery).
-  const results = await env.DB.batch<Record<string, unknown>>([
-    ...input.first,
+  // One round trip: the proposal if the step already made it, the action type and the report's subject (for the delivery).
+  const reads = await env.DB.batch<Record<string, unknown>>([
     ...(input.stepRecorded ? [env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE id = ?1`).bind(proposalId)] : []),
     env.DB.prepare(`SELECT ${TYPE_COLUMNS}, (SELECT json_object('kind', subject_kind, 'id', subject_id) FROM reports WHERE installation_id = ?1 AND id = ?3) AS subjectJson,
         ${attemptEndpointJsonSql("?1", "action_types.endpoint_id")} AS endpointJson
       FROM action_types WHERE installation_id = ?1 AND key = ?2`).bind(run.installationId, String(node.config.action_type), run.reportId),
   ]);
-  const reads = results.slice(input.first.length);
   const typeRead = reads.at(-1);
   const existing = input.stepRecorded ? (reads[0]!.results[0] as ProposalRow | undefined) : undefined;
   if (existing) return { progress: progressOf(existing), parked: false };
@@ -159,8 +155,9 @@ export async function prepareWorkflowAction(
  * After a wait: an approval wait that timed out expires the proposal; a delivery wait that timed
  * out fails it. Otherwise the proposal's recorded state decides (the event only wakes the run).
  */
-export async function completeWorkflowAction(env: Env, input: { proposalId: string; eventResult: WaitResult }): Promise<ActionProgress> {
-  let row = await proposalRow(env.DB, input.proposalId);
+export async function completeWorkflowAction(env: Env, input: { proposalId: string; eventResult: WaitResult; prefetched?: ProposalRow | null }): Promise<ActionProgress> {
+  // The proposal as the caller read it in this call (proposalJsonSql), or read here.
+  let row = input.prefetched !== undefined ? input.prefetched : await proposalRow(env.DB, input.proposalId);
   if (!row) throw new AppError("action_proposal.missing", "The action proposal does not exist.");
   if (input.eventResult.status === "timed_out" && (row.state === "approval_required" || row.state === "delivery_pending")) {
     const at = new Date().toISOString();

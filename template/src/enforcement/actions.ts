@@ -42,6 +42,15 @@ export const PROPOSAL_COLUMNS = `id, installation_id AS installationId, run_id A
   decided_by AS decidedBy, decided_at AS decidedAt, decision_reason AS decisionReason, delivery_id AS deliveryId,
   approval_signal AS approvalSignal, delivery_signal AS deliverySignal, expires_at AS expiresAt, created_at AS createdAt, cancel_reason AS cancelReason`;
 
+/** proposalRow as one scalar JSON value (a ProposalRow, or NULL), for a statement the caller sends anyway; `id` is an SQL expression. */
+export function proposalJsonSql(id: string): string {
+  const pairs = PROPOSAL_COLUMNS.split(",").map((column) => {
+    const [name, alias] = column.trim().split(/\s+AS\s+/u);
+    return `'${alias ?? name}', ${name}`;
+  });
+  return `(SELECT json_object(${pairs.join(", ")}) FROM action_proposals WHERE id = ${id})`;
+}
+
 export function proposalRow(db: D1Database, id: string) {
   return db.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE id = ?1`).bind(id).first<ProposalRow>();
 }

@@ -1,6 +1,7 @@
 // Enforcement: webhooks, actions and approvals, messages, decisions, handoffs, redress messages (DSA Art. 17, 20).
 export { consumeDeliveries } from "./consumer";
 export { completeWorkflowAction, prepareWorkflowAction } from "./action-runtime";
+export { proposalJsonSql, type ProposalRow } from "./actions";
 export { cancelStepProposalStatements, RUN_END_PROPOSALS_SQL, runEndProposalStatements, type ProposalCancelReason } from "./proposal-cancellation";
 export { completeHandoffStatements, handoffWorkflowReport, recordWorkflowDecision, sendWorkflowMessage, type EffectCall, type EffectResult } from "./effects";
 export { ALERT_EVENT_TYPES, WEBHOOK_EVENT_TYPES, deliveryStatement, enqueueDeliveries, sweepPendingDeliveries, type NewDelivery } from "./webhooks";

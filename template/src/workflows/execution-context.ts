@@ -3,7 +3,7 @@
 // (content-access.ts) gets the report's content and the sealed outputs it names, opened here by
 // the host, with the read recorded (`report.content_read`) in the batch that records the step.
 import { auditStatement, RUNTIME_ACTOR } from "../audit";
-import { openPersonalData, openRunContent, reportSummary, reportSummaryByRunStatementUnsafe, runContentStatementUnsafe, type ReportRow, type RunContentRow } from "../cases";
+import { openPersonalData, openRunContent, reportSummary, reportSummaryByRunStatementUnsafe, runContentStatementUnsafe, type ReportRow, type ReportSummaryRow, type RunContentRow } from "../cases";
 import { analyseContent } from "./content-access";
 import type { ExpressionContext } from "./expressions";
 import { semanticsOf } from "./expression-semantics";
@@ -72,13 +72,15 @@ export interface ContextReads {
   parts: ContextPart[];
   statements: D1PreparedStatement[];
   readsContent: boolean;
+  /** The report is read by the caller's own statement (its JSON given to assembleContext), not by one of these. */
+  reportFolded?: boolean;
 }
 
 /**
  * The reads a node's context needs, as statements keyed by run id alone, so the capability can
  * send them in one batch with its authorization query (their rows are used only if that passes).
  */
-export function contextStatements(db: D1Database, runId: string, node: WorkflowNodeV1, graph: Pick<ParsedWorkflowGraph, "nodes">): ContextReads {
+export function contextStatements(db: D1Database, runId: string, node: WorkflowNodeV1, graph: Pick<ParsedWorkflowGraph, "nodes">, options: { foldReport?: boolean } = {}): ContextReads {
   const reads = nodeReads(node);
   const readsContent = nodeReadsContent(graph, node);
   const parts: ContextPart[] = [];
@@ -114,7 +116,8 @@ export function contextStatements(db: D1Database, runId: string, node: WorkflowN
         .bind(runId),
     );
   }
-  if (reads.report) {
+  const reportFolded = reads.report && options.foldReport === true;
+  if (reads.report && !reportFolded) {
     parts.push("report");
     statements.push(reportSummaryByRunStatementUnsafe(db, runId));
   }
@@ -122,7 +125,7 @@ export function contextStatements(db: D1Database, runId: string, node: WorkflowN
     parts.push("content");
     statements.push(runContentStatementUnsafe(db, runId));
   }
-  return { parts, statements, readsContent };
+  return { parts, statements, readsContent, ...(reportFolded ? { reportFolded } : {}) };
 }
 
 /** The audit event of a node opening content: one per run and node (one per backtest and node for backtest runs). */
@@ -150,13 +153,15 @@ export interface LoadedContext {
 export async function assembleContext(
   env: Env,
   input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string },
-  reads: Pick<ContextReads, "parts" | "readsContent">,
+  reads: Pick<ContextReads, "parts" | "readsContent" | "reportFolded">,
   results: Array<D1Result<Record<string, unknown>>>,
+  /** With `reads.reportFolded`: the REPORT_SUMMARY_BY_RUN_JSON_SQL value the caller read (null: no report). */
+  foldedReport?: string | null,
 ): Promise<LoadedContext> {
   const { run, branchKey } = input;
   const steps: Record<string, JsonValue> = {};
   let event: JsonValue = null;
-  let report: JsonValue = null;
+  let report: JsonValue = reads.reportFolded && foldedReport ? (reportSummary(JSON.parse(foldedReport) as ReportSummaryRow) as unknown as JsonValue) : null;
   let content: JsonValue | undefined;
   for (const [index, part] of reads.parts.entries()) {
     const rows = results[index]?.results ?? [];

@@ -14,22 +14,29 @@ import { getRunRow, RUN_END_WAITS_SQL, runEndWaitStatements } from "./runs-queri
 import { hotOrArchived } from "../cases";
 
 /**
+ * What is still open on the run ?1, as one scalar JSON value `{ waits, tasks, proposals }` (each
+ * domain's own lookup, as a list of ids): read by runEndStatements, or folded by the caller into a
+ * statement it sends anyway (a fused group that may end the run reads it with its authorization).
+ * Each list is wrapped in json(): a subquery's value loses its JSON subtype, and json_object would
+ * then hold the list as a string.
+ */
+export const RUN_END_OPEN_SQL = `json_object('waits', json((SELECT json_group_array(id) FROM (${RUN_END_WAITS_SQL}))), 'tasks', json((SELECT json_group_array(id) FROM (${RUN_END_TASKS_SQL}))),
+      'proposals', json((SELECT json_group_array(id) FROM (${RUN_END_PROPOSALS_SQL}))))`;
+
+/**
  * The statements to put in a run's batch after the update that makes it terminal: waits, tasks
  * and open proposals of the run cancelled, each audited. Each holds only if the run is terminal
- * by then in the batch, so a batch whose run update did nothing cancels nothing.
+ * by then in the batch, so a batch whose run update did nothing cancels nothing. `open` is the
+ * value of RUN_END_OPEN_SQL when the caller read it already (in the same call).
  */
 export async function runEndStatements(
   db: D1Database,
-  input: { installationId: string; runId: string; runState: "terminated" | "failed" | "succeeded" | "superseded"; at: string; actor?: AuditEventInput["actor"] },
+  input: { installationId: string; runId: string; runState: "terminated" | "failed" | "succeeded" | "superseded"; at: string; actor?: AuditEventInput["actor"]; open?: string },
 ): Promise<D1PreparedStatement[]> {
-  // What is still open, read in one statement: each domain's own lookup, as a list of ids.
-  const open = await db
-    .prepare(`SELECT (SELECT json_group_array(id) FROM (${RUN_END_WAITS_SQL})) AS waits, (SELECT json_group_array(id) FROM (${RUN_END_TASKS_SQL})) AS tasks,
-      (SELECT json_group_array(id) FROM (${RUN_END_PROPOSALS_SQL})) AS proposals`)
-    .bind(input.runId)
-    .first<{ waits: string; tasks: string; proposals: string }>();
-  const ids = (list: string | undefined) => JSON.parse(list ?? "[]") as string[];
-  return [...(await runEndWaitStatements(db, { ...input, ids: ids(open?.waits) })), ...(await runEndTaskStatements(db, { ...input, ids: ids(open?.tasks) })), ...(await runEndProposalStatements(db, { ...input, ids: ids(open?.proposals) }))];
+  const openJson = input.open ?? (await db.prepare(`SELECT ${RUN_END_OPEN_SQL} AS open`).bind(input.runId).first<{ open: string }>())?.open;
+  const open = JSON.parse(openJson ?? "{}") as Record<"waits" | "tasks" | "proposals", string[] | string | undefined>;
+  const ids = (list: string[] | string | undefined): string[] => (typeof list === "string" ? (JSON.parse(list) as string[]) : (list ?? []));
+  return [...(await runEndWaitStatements(db, { ...input, ids: ids(open.waits) })), ...(await runEndTaskStatements(db, { ...input, ids: ids(open.tasks) })), ...(await runEndProposalStatements(db, { ...input, ids: ids(open.proposals) }))];
 }
 
 /** Marks the run terminated (cancelling its waits, tasks and open proposals) and then stops its instance. */

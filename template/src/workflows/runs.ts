@@ -12,7 +12,6 @@ import { runChildren } from "./run-archive";
 import { getRunByIdempotencyKey, getRunRow, runEventStatement, waitingWaitsForEvent, type RunRow } from "./runs-queries";
 import type { JsonObject, WorkflowAuthorityMode } from "./types";
 import { TERMINAL_RUN_STATES } from "./types";
-import { getVersionRow } from "./versions-queries";
 import { hotOrArchived } from "../cases";
 
 export const MAX_RUN_INPUT_BYTES = 262_144;
@@ -39,16 +38,16 @@ export function isTerminal(state: string): boolean {
  * is a 409. A dispatch failure leaves the run in `dispatch_pending` and answers 503.
  */
 export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, input: CreateRunInput, options: { start?: StartInstance } = {}): Promise<{ run: RunRow; replayed: boolean }> {
-  const version = await getVersionRow(env.DB, actor.installationId, input.workflowVersionId);
+  const version = await versionForRun(env.DB, actor.installationId, input);
   if (!version) throw notFound("workflow_version");
   if (version.retiredAt) throw conflict("workflow_version.retired", "The workflow version is retired; publish or pick a live version.");
-  await assertReferencesInInstallation(env.DB, actor.installationId, input);
+  assertReferencesInInstallation(version);
   const inputJson = canonicalJson(input.input);
   if (byteLength(inputJson) > MAX_RUN_INPUT_BYTES) throw new AppError("run.input_too_large", `Run input may be at most ${MAX_RUN_INPUT_BYTES} bytes.`, { status: 413 });
   const requestDigest = `sha256:${await sha256Hex(canonicalJson({ v: input.workflowVersionId, m: input.authorityMode, i: input.input, r: input.reportId ?? null, a: input.appealId ?? null }))}`;
   const id = newId("run");
   const at = new Date().toISOString();
-  await env.DB.batch([
+  const [inserted] = await env.DB.batch([
     env.DB.prepare(`
       INSERT INTO workflow_runs (
         id, installation_id, workflow_version_id, authority_mode, state, input_json, report_id, appeal_id, backtest_id,
@@ -84,32 +83,95 @@ export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, i
       { table: "workflow_runs", id },
     ),
   ]);
-  const run = input.idempotencyKey ? await getRunByIdempotencyKey(env.DB, actor.installationId, input.idempotencyKey) : await getRunRow(env.DB, actor.installationId, id);
+  // A run this call inserted is the row just written (no read back); a repeat reads the first one.
+  const run =
+    (inserted?.meta.changes ?? 0) === 1
+      ? insertedRun(actor.installationId, version, input, { id, inputJson, requestDigest, at })
+      : input.idempotencyKey
+        ? await getRunByIdempotencyKey(env.DB, actor.installationId, input.idempotencyKey)
+        : await getRunRow(env.DB, actor.installationId, id);
   if (!run) throw new AppError("run.create_failed", "The run could not be created.", { status: 500 });
   const replayed = run.id !== id;
   if (replayed && run.requestDigest !== requestDigest) {
     throw conflict("idempotency_key.reused", "This Idempotency-Key was already used for a different request.");
   }
-  if (run.state === "dispatch_pending" || run.state === "created") await dispatchRun(env, ctx, run, options.start);
+  if (run.state !== "dispatch_pending" && run.state !== "created") return { run, replayed };
+  const { queuedAt } = await startAndQueue(env, ctx, run, options.start);
+  // Queued by this call: the row is what it holds plus that update; otherwise (deferred, or the
+  // instance already moved it on) it is read again.
+  if (queuedAt) return { run: { ...run, state: "queued", updatedAt: queuedAt }, replayed };
   return { run: (await getRunRow(env.DB, actor.installationId, run.id))!, replayed };
+}
+
+/** The version a run is created for, with whether each row the run names is the installation's (one statement). */
+interface VersionForRun {
+  workflowId: string;
+  workflowName: string;
+  version: number;
+  artifactId: string;
+  retiredAt: string | null;
+  report: number;
+  appeal: number;
+  backtest: number;
+  parent: number;
+}
+
+function versionForRun(db: D1Database, installationId: string, input: CreateRunInput): Promise<VersionForRun | null> {
+  return db
+    .prepare(`SELECT v.workflow_id AS workflowId, w.name AS workflowName, v.version, v.artifact_id AS artifactId, v.retired_at AS retiredAt,
+      (?3 IS NULL OR EXISTS (SELECT 1 FROM reports WHERE installation_id = ?1 AND id = ?3)) AS report,
+      (?4 IS NULL OR EXISTS (SELECT 1 FROM appeals WHERE installation_id = ?1 AND id = ?4)) AS appeal,
+      (?5 IS NULL OR EXISTS (SELECT 1 FROM backtests WHERE installation_id = ?1 AND id = ?5)) AS backtest,
+      (?6 IS NULL OR EXISTS (SELECT 1 FROM workflow_runs WHERE installation_id = ?1 AND id = ?6)) AS parent
+    FROM workflow_versions v JOIN workflows w ON w.id = v.workflow_id JOIN workflow_artifacts a ON a.id = v.artifact_id
+    WHERE v.installation_id = ?1 AND v.id = ?2`)
+    .bind(installationId, input.workflowVersionId, input.reportId ?? null, input.appealId ?? null, input.backtestId ?? null, input.parent?.runId ?? null)
+    .first<VersionForRun>();
+}
+
+/** The row createRun's INSERT wrote, as getRunRow would read it. */
+function insertedRun(installationId: string, version: VersionForRun, input: CreateRunInput, row: { id: string; inputJson: string; requestDigest: string; at: string }): RunRow {
+  return {
+    id: row.id,
+    installationId,
+    workflowVersionId: input.workflowVersionId,
+    artifactId: version.artifactId,
+    authorityMode: input.authorityMode,
+    state: "dispatch_pending",
+    inputJson: row.inputJson,
+    outputJson: null,
+    errorCode: null,
+    errorSummary: null,
+    errorDetailsJson: null,
+    reportId: input.reportId ?? null,
+    parentRunId: input.parent?.runId ?? null,
+    parentNodeId: input.parent?.nodeId ?? null,
+    idempotencyKey: input.idempotencyKey ?? null,
+    requestDigest: row.requestDigest,
+    currentNodeId: null,
+    instanceId: row.id,
+    repairCount: 0,
+    createdAt: row.at,
+    startedAt: null,
+    finishedAt: null,
+    updatedAt: row.at,
+    workflowId: version.workflowId,
+    workflowName: version.workflowName,
+    workflowVersion: version.version,
+    archivedAt: null,
+    archiveDigest: null,
+    archiveSealedErasedAt: null,
+  };
 }
 
 /**
  * Every row a run names (its report, appeal, backtest, parent run) must be the caller's
  * installation's: the runtime later reads them by the run alone (`report` in expressions,
  * content, effects), so a foreign id taken here would be a read across installations. 404 otherwise.
+ * Checked in the statement that reads the version (versionForRun).
  */
-async function assertReferencesInInstallation(db: D1Database, installationId: string, input: CreateRunInput): Promise<void> {
-  if (!input.reportId && !input.appealId && !input.backtestId && !input.parent) return;
-  const found = await db
-    .prepare(`SELECT
-      (?2 IS NULL OR EXISTS (SELECT 1 FROM reports WHERE installation_id = ?1 AND id = ?2)) AS report,
-      (?3 IS NULL OR EXISTS (SELECT 1 FROM appeals WHERE installation_id = ?1 AND id = ?3)) AS appeal,
-      (?4 IS NULL OR EXISTS (SELECT 1 FROM backtests WHERE installation_id = ?1 AND id = ?4)) AS backtest,
-      (?5 IS NULL OR EXISTS (SELECT 1 FROM workflow_runs WHERE installation_id = ?1 AND id = ?5)) AS parent`)
-    .bind(installationId, input.reportId ?? null, input.appealId ?? null, input.backtestId ?? null, input.parent?.runId ?? null)
-    .first<{ report: number; appeal: number; backtest: number; parent: number }>();
-  if (!found?.report) throw notFound("report");
+function assertReferencesInInstallation(found: VersionForRun): void {
+  if (!found.report) throw notFound("report");
   if (!found.appeal) throw notFound("appeal");
   if (!found.backtest) throw notFound("backtest");
   if (!found.parent) throw notFound("run");
@@ -127,6 +189,11 @@ export const DISPATCH_DEADLINE_MS = 30_000;
  * `dispatch_pending` and is admitted later (deferDispatch), and dispatchRun returns "deferred".
  */
 export async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow, start: StartInstance = startDynamicWorkflow): Promise<"started" | "deferred"> {
+  return (await startAndQueue(env, ctx, run, start)).outcome;
+}
+
+/** dispatchRun, and when its update marked the run queued, the time it wrote (null if the run had moved on or was deferred). */
+async function startAndQueue(env: Env, ctx: ExecutionContext, run: RunRow, start: StartInstance = startDynamicWorkflow): Promise<{ outcome: "started" | "deferred"; queuedAt: string | null }> {
   try {
     await withDeadline(
       start(env, ctx, {
@@ -145,17 +212,18 @@ export async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow, 
       if (error instanceof AppError) throw error;
       if (isCreateRateLimited(error)) {
         await deferDispatch(env, run);
-        return "deferred";
+        return { outcome: "deferred", queuedAt: null };
       }
       console.error("run_dispatch_failed", run.id, error instanceof Error ? error.message.slice(0, 300) : typeof error);
       throw new AppError("run.dispatch_failed", "The run was recorded but could not be started; retry with the same Idempotency-Key.", { status: 503, retryable: true });
     }
   }
-  await env.DB.prepare(`UPDATE workflow_runs SET state = 'queued', updated_at = ?2, revision = revision + 1
+  const at = new Date().toISOString();
+  const queued = await env.DB.prepare(`UPDATE workflow_runs SET state = 'queued', updated_at = ?2, revision = revision + 1
     WHERE id = ?1 AND state IN ('created', 'dispatch_pending') AND COALESCE(instance_id, id) = ?3`)
-    .bind(run.id, new Date().toISOString(), run.instanceId)
+    .bind(run.id, at, run.instanceId)
     .run();
-  return "started";
+  return { outcome: "started", queuedAt: (queued.meta.changes ?? 0) === 1 ? at : null };
 }
 
 /** What starts a run's Workflows instance (the sandbox's kernel, through the loader); a parameter so admission can be tested with a refusing one. */

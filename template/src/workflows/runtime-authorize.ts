@@ -68,7 +68,18 @@ export function graphIfCached(versionId: string): ParsedWorkflowGraph | undefine
   return graphs.get(versionId);
 }
 
-type RunRow = Omit<AuthorizedRun, "graph"> & { artifactId: string; graphJson: string; exitsJson?: string | null; stepJson?: string | null; waitJson?: string | null; eventJson?: string | null };
+type RunRow = Omit<AuthorizedRun, "graph"> & {
+  artifactId: string;
+  graphJson: string;
+  exitsJson?: string | null;
+  stepJson?: string | null;
+  waitJson?: string | null;
+  eventJson?: string | null;
+  groupJson?: string | null;
+  runEndJson?: string | null;
+  reportJson?: string | null;
+  extraJson?: string | null;
+};
 
 /**
  * Step reads folded into the run's own statement as scalar subqueries, so authorization and what
@@ -81,6 +92,21 @@ export interface RunFolds {
   step?: { nodeId: string; branchKey: string };
   /** The wait of this step and, when the kernel names one, the event recorded for that very wait. */
   wait?: { stepId: string; eventId: string | null };
+  /**
+   * A fused group's step rows with their outputs (of these nodes, or every node with null; sealed
+   * outputs only for a group that may open them). Not folded past GROUP_FOLD_MAX_BYTES of outputs:
+   * the caller then reads them with a statement of their own.
+   */
+  group?: { nodeIds: readonly string[] | null; sealed: boolean };
+  /** A scalar SQL expression over the run ?1 (run-end.ts RUN_END_OPEN_SQL): what a run ending now would cancel. */
+  runEnd?: string;
+  /** A scalar SQL expression over the run ?1 (cases' REPORT_SUMMARY_BY_RUN_JSON_SQL): the run's report for a node's context. */
+  report?: string;
+  /**
+   * One more scalar SQL expression (a JSON value) the call needs once authorized, read in the same
+   * statement: built with `param`, which binds a value and returns its placeholder; the run is `r`.
+   */
+  extra?: (param: (value: unknown) => string) => string;
 }
 
 /** A step's wait as recorded. */
@@ -108,7 +134,18 @@ export interface FoldedReads {
   wait?: RecordedWait;
   /** undefined: no event of that id recorded for the step's wait. */
   event?: RecordedEvent;
+  /** undefined: not folded (not asked for, or its outputs too large to fold). */
+  group?: Array<Record<string, unknown>>;
+  /** The `runEnd` expression's value (JSON text). */
+  runEnd?: string;
+  /** The `report` expression's value (JSON text, or null: the run has no report). */
+  report?: string | null;
+  /** The `extra` expression's value (JSON text, or null). */
+  extra?: string | null;
 }
+
+/** Outputs up to this many bytes are folded into the run's statement (one D1 value stays far under D1's limits). */
+export const GROUP_FOLD_MAX_BYTES = 262_144;
 
 const FINISHED_SQL = "'succeeded', 'failed', 'timed_out'";
 
@@ -139,12 +176,35 @@ function runStatement(db: D1Database, runId: string, folds: RunFolds = {}): D1Pr
     event = `(SELECT json_object('id', e.id, 'type', e.type, 'payloadJson', e.payload_json, 'createdAt', e.created_at) FROM workflow_events e
       WHERE e.id = ?${eventParam} AND e.run_id = ?1 AND e.wait_id = (SELECT id FROM workflow_waits WHERE step_run_id = ?${stepParam}))`;
   }
+  let group = "NULL";
+  if (folds.group) {
+    const sealed = folds.group.sealed ? "o.sealed_json" : "NULL";
+    let nodes = "";
+    if (folds.group.nodeIds) {
+      binds.push(JSON.stringify(folds.group.nodeIds));
+      nodes = ` AND s.node_id IN (SELECT value FROM json_each(?${binds.length}))`;
+    }
+    // NULL (not folded) once the outputs exceed the bound; '[]' for no rows.
+    group = `(SELECT CASE WHEN SUM(length(o.inline_json) + COALESCE(length(${sealed}), 0)) > ${GROUP_FOLD_MAX_BYTES} THEN NULL
+        ELSE json_group_array(json_object('id', s.id, 'nodeId', s.node_id, 'branchKey', s.branch_key, 'state', s.state, 'attempt', s.attempt,
+          'port', json_extract(o.inline_json, '$.port'), 'json', o.inline_json, 'sealed', ${sealed})) END
+      FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id WHERE s.run_id = ?1${nodes})`;
+  }
+  const runEnd = folds.runEnd ?? "NULL";
+  const report = folds.report ?? "NULL";
+  const extra = folds.extra
+    ? folds.extra((value) => {
+        binds.push(value);
+        return `?${binds.length}`;
+      })
+    : "NULL";
   return db
     .prepare(`
     SELECT r.id, r.installation_id AS installationId, r.workflow_version_id AS workflowVersionId,
       r.authority_mode AS authorityMode, r.state, r.input_json AS inputJson, r.report_id AS reportId,
       r.appeal_id AS appealId, r.backtest_id AS backtestId,
-      v.artifact_id AS artifactId, v.graph_json AS graphJson, ${exits} AS exitsJson, ${step} AS stepJson, ${wait} AS waitJson, ${event} AS eventJson
+      v.artifact_id AS artifactId, v.graph_json AS graphJson, ${exits} AS exitsJson, ${step} AS stepJson, ${wait} AS waitJson, ${event} AS eventJson,
+      ${group} AS groupJson, ${runEnd} AS runEndJson, ${report} AS reportJson, ${extra} AS extraJson
     FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id
     WHERE r.id = ?1 LIMIT 1
   `)
@@ -160,6 +220,10 @@ function foldedReads(folds: RunFolds, row: RunRow): FoldedReads {
   }
   if (folds.wait && row.waitJson) reads.wait = JSON.parse(row.waitJson) as RecordedWait;
   if (folds.wait && row.eventJson) reads.event = JSON.parse(row.eventJson) as RecordedEvent;
+  if (folds.group && row.groupJson) reads.group = JSON.parse(row.groupJson) as Array<Record<string, unknown>>;
+  if (folds.runEnd && row.runEndJson) reads.runEnd = row.runEndJson;
+  if (folds.report) reads.report = row.reportJson ?? null;
+  if (folds.extra) reads.extra = row.extraJson ?? null;
   return reads;
 }
 

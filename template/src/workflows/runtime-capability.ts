@@ -3,10 +3,10 @@
 // identifiers) and its effects are written idempotently, with their audit event, in one batch.
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { AppError } from "../errors";
-import { enqueueDeliveries, completeWorkflowAction, prepareWorkflowAction } from "../enforcement";
-import { sealPersonalData } from "../cases";
+import { enqueueDeliveries, completeWorkflowAction, prepareWorkflowAction, proposalJsonSql, type ProposalRow } from "../enforcement";
+import { findQueueJsonSql, REPORT_SUMMARY_BY_RUN_JSON_SQL, sealPersonalData, type QueueRow } from "../cases";
 import { openView } from "./content-access";
-import { assembleContext, contextStatements, loadNodeContext, nodeReadsContent, type ContextReads, type LoadedContext } from "./execution-context";
+import { assembleContext, contextStatements, loadNodeContext, nodeReads, nodeReadsContent, type ContextReads, type LoadedContext } from "./execution-context";
 import { kindOf, shadowSimulation } from "./kinds/descriptors";
 import { EXECUTORS, executorUnavailable, type NodeCall } from "./kinds/executors";
 import { executeFusedGroup, failFusedGroup } from "./runtime-fused";
@@ -27,7 +27,7 @@ import type {
 import { encodeHostError } from "./runtime-protocol";
 import { authorizedBranch, authorizedNode, authorizedRunFolded, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type RunFolds, type RuntimeProps } from "./runtime-authorize";
 import { branchAllowed, predecessorExitsStatement, predecessorIds, reachedBy, type RecordedExit } from "./run-plan";
-import { FINISHED_STEP_STATES, hostErrorStatement, now, recordedStepStatement, recordStepResult, runProgress, runtimeAudit, stepUpsert, type RecordedStep } from "./runtime-records";
+import { FINISHED_STEP_STATES, hostErrorStatement, now, recordedStepStatement, recordStepResult, runProgress, runtimeAudit, stepStartedStatement, stepUpsert, type RecordedStep } from "./runtime-records";
 import { completeWaitStatements, prepareWaitRecord } from "./runtime-waits";
 import type { WorkflowNodeV1 } from "./types";
 
@@ -111,8 +111,8 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
   private async authorize(
     input: RuntimeNodeRequest,
     scope: CallScope,
-    options: { kind?: string; withContext?: boolean; reached?: boolean } = {},
-  ): Promise<{ run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; loaded?: LoadedContext; recorded?: RecordedStep }> {
+    options: { kind?: string; withContext?: boolean; reached?: boolean; extra?: (claimed: WorkflowNodeV1) => RunFolds["extra"] } = {},
+  ): Promise<{ run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; loaded?: LoadedContext; recorded?: RecordedStep; extra?: string | null }> {
     const descriptor = kindOf(input.nodeKind);
     // A simulated effect evaluates nothing, so it reads nothing.
     const wantsContext = options.withContext === true && descriptor?.readsContext === true && !(input.authorityMode === "shadow" && descriptor.shadow);
@@ -125,9 +125,14 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     // claim below, and the folded reads are used only if it is the node they were read for.
     const claimedBranch = wellFormed(() => authorizedBranch(input.branchKey));
     const folds: RunFolds = checkReached && cachedNode && cachedGraph && claimedBranch !== undefined ? { exitsOf: predecessorIds(cachedGraph, cachedNode), step: { nodeId: cachedNode.id, branchKey: claimedBranch } } : {};
+    // What the method reads next, keyed by the claimed (cached) node; used only if that node is authorized.
+    const extra = cachedNode && options.extra ? options.extra(cachedNode) : undefined;
+    if (extra) folds.extra = extra;
+    // The context's report is read in the run's statement too.
+    if (cachedNode && cachedGraph && wantsContext && nodeReads(cachedNode).report) folds.report = REPORT_SUMMARY_BY_RUN_JSON_SQL;
     const { run, folded, results } = await authorizedRunWith(this.env, this.ctx.props, input, folds, (runId) => {
       if (!cachedNode || !cachedGraph || !wantsContext) return [];
-      reads = contextStatements(this.env.DB, runId, cachedNode, cachedGraph);
+      reads = contextStatements(this.env.DB, runId, cachedNode, cachedGraph, { foldReport: folds.report !== undefined });
       return reads.statements;
     });
     const node = authorizedNode(run, input.nodeId, options.kind ?? input.nodeKind);
@@ -137,6 +142,7 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     if (!branchAllowed(run.graph, node, branchKey)) throw denied("runtime.branch_denied");
     Object.assign(scope, { run, node, branchKey });
     const prefetched = cachedNode === node;
+    const extraRead = prefetched && extra ? { extra: folded.extra ?? null } : {};
     let recorded: RecordedStep | undefined;
     if (checkReached) {
       const [exits, own] =
@@ -150,10 +156,10 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     }
     // A finished step is answered from its record (see executeNode), so nothing is opened for it.
     const finished = recorded?.json != null && FINISHED_STEP_STATES.includes(recorded.state);
-    if (!wantsContext || finished) return { run, node, branchKey, ...(recorded ? { recorded } : {}) };
-    const loaded = reads && prefetched ? await assembleContext(this.env, { run, node, branchKey }, reads, results) : await loadNodeContext(this.env, { run, node, branchKey });
+    if (!wantsContext || finished) return { run, node, branchKey, ...(recorded ? { recorded } : {}), ...extraRead };
+    const loaded = reads && prefetched ? await assembleContext(this.env, { run, node, branchKey }, reads, results, folded.report) : await loadNodeContext(this.env, { run, node, branchKey });
     scope.pending = loaded.statements;
-    return { run, node, branchKey, loaded, ...(recorded ? { recorded } : {}) };
+    return { run, node, branchKey, loaded, ...(recorded ? { recorded } : {}), ...extraRead };
   }
 
   private call(run: AuthorizedRun, node: WorkflowNodeV1, branchKey: string, loaded?: LoadedContext): NodeCall {
@@ -247,14 +253,18 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     return guard(this.env.DB, scope, async () => {
       if (kindOf(input.nodeKind)?.protocol !== "wait") throw denied("runtime.node_denied");
       if (input.authorityMode === "shadow" && kindOf(input.nodeKind)!.shadow) throw denied("runtime.shadow_human_wait_prohibited");
-      const { run, node, branchKey, loaded, recorded } = await this.authorize(input, scope, { withContext: true });
+      // A human task's queue (by id or name) is read with the authorization.
+      const queueOf = (claimed: WorkflowNodeV1): RunFolds["extra"] =>
+        claimed.kind === "human_task" && typeof claimed.config.queue_id === "string" ? (param) => findQueueJsonSql("r.installation_id", param(claimed.config.queue_id)) : undefined;
+      const { run, node, branchKey, loaded, recorded, extra } = await this.authorize(input, scope, { withContext: true, extra: queueOf });
       // A wait that already finished (a repaired run's new instance walking past it, or a wait a
       // person routed) is not waited for again: a short timeout, then completeWait answers from the record.
       if (recorded?.json && FINISHED_STEP_STATES.includes(recorded.state)) {
         scope.pending = [];
         return { eventType: "w_replayed", timeoutMs: REPLAYED_WAIT_MS };
       }
-      const prepared = await prepareWaitRecord(this.env, { run, node, branchKey, stepId: stepRunId(run.id, node.id, branchKey), stepRecorded: recorded !== undefined, ...(loaded ? { loaded } : {}) });
+      const queue = extra === undefined ? {} : { queue: extra === null ? null : (JSON.parse(extra) as QueueRow) };
+      const prepared = await prepareWaitRecord(this.env, { run, node, branchKey, stepId: stepRunId(run.id, node.id, branchKey), stepRecorded: recorded !== undefined, ...(loaded ? { loaded } : {}), ...queue });
       scope.pending = [];
       return prepared;
     });
@@ -313,16 +323,17 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
         return progressForKernel(output as ActionProgress);
       }
       const context = loaded?.context ?? (await loadNodeContext(this.env, { run, node, branchKey })).context;
-      // The step row exists before the proposal that references it (written with the action's first
-      // reads); a new proposal waits, so step and run are parked in the batch that writes it.
+      // A new proposal waits, so its step's row (which it references) is written parked, with the run,
+      // ahead of it in the batch that writes it. Should the call fail before that batch, the step is
+      // still recorded as started (guard writes scope.pending), so failNode takes the error port.
       const at = now();
+      scope.pending = [...(scope.pending ?? []), stepStartedStatement(this.env.DB, { id: stepId, run, node, branchKey, at })];
       const { progress, parked } = await prepareWorkflowAction(this.env, {
         run,
         node,
         stepId,
         context,
         stepRecorded: recorded !== undefined,
-        first: [stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "running", at })],
         park: [stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "waiting", at }), runProgress(this.env.DB, run.id, node.id, "waiting", at)],
       });
       if (progress.port) await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: progress });
@@ -335,11 +346,14 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
   async completeAction(input: RuntimeCompleteActionRequest): Promise<ActionProgress> {
     const scope: CallScope = {};
     return guard(this.env.DB, scope, async () => {
-      const { run, node, branchKey } = await this.authorize(input, scope, { kind: "action" });
+      // The proposal the kernel names is read with the authorization, and used only if it is this step's.
+      const claimed = wellFormed(() => cleanIdentifier(input.proposalId, "proposal_id", 500));
+      const { run, node, branchKey, extra } = await this.authorize(input, scope, { kind: "action", extra: () => (claimed === undefined ? undefined : (param) => proposalJsonSql(param(claimed))) });
       const stepId = stepRunId(run.id, node.id, branchKey);
       const expected = `${stepId}:proposal`;
       if (cleanIdentifier(input.proposalId, "proposal_id", 500) !== expected) throw denied("runtime.action_proposal_denied");
-      const progress = await completeWorkflowAction(this.env, { proposalId: expected, eventResult: input.eventResult });
+      const prefetched = extra === undefined ? {} : { prefetched: extra === null ? null : (JSON.parse(extra) as ProposalRow) };
+      const progress = await completeWorkflowAction(this.env, { proposalId: expected, eventResult: input.eventResult, ...prefetched });
       if (progress.port) await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: progress });
       else await this.parkOnAction(run, node, branchKey, stepId);
       return progressForKernel(progress);

@@ -8,13 +8,14 @@
 // answers from its record and is written again never. A node that throws leaves the records of the
 // nodes before it and the host's error on itself (capability's guard), and the kernel retries the
 // group or calls failFused, which finds that node and takes its error port (runtime-fail.ts).
-import { openPersonalData, openRunContent, reportSummary, reportSummaryByRunStatementUnsafe, runContentStatementUnsafe, sealPersonalData, type ReportRow, type RunContentRow } from "../cases";
+import { openPersonalData, openRunContent, REPORT_SUMMARY_BY_RUN_JSON_SQL, reportSummary, reportSummaryByRunStatementUnsafe, runContentStatementUnsafe, sealPersonalData, type ReportSummaryRow, type RunContentRow } from "../cases";
 import { openView } from "./content-access";
 import { contentReadStatement, nodeReads, nodeReadsContent } from "./execution-context";
 import { fusable, groupRegion, MAX_FUSED_NODES, nextInGroup } from "./fusion";
 import { EXECUTORS, executorUnavailable, type NodeCall } from "./kinds/executors";
 import { branchAllowed, predecessorExitsStatement, predecessorIds, reachedBy, type RecordedExit } from "./run-plan";
-import { authorizedBranch, authorizedNode, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type RuntimeProps } from "./runtime-authorize";
+import { RUN_END_OPEN_SQL } from "./run-end";
+import { authorizedBranch, authorizedNode, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type RunFolds, type RuntimeProps } from "./runtime-authorize";
 import type { CallScope } from "./runtime-capability";
 import { recordNodeFailure } from "./runtime-fail";
 import type { FusedOutput, RuntimeFailureRequest, RuntimeNodeRequest } from "./runtime-protocol";
@@ -37,6 +38,8 @@ interface GroupNeeds {
   event: boolean;
   report: boolean;
   content: boolean;
+  /** The group may run an end node (which reads what the run still has open). */
+  ends: boolean;
 }
 
 const needsCache = new WeakMap<ParsedWorkflowGraph, Map<string, GroupNeeds>>();
@@ -48,7 +51,7 @@ function needsOf(graph: ParsedWorkflowGraph, head: WorkflowNodeV1): GroupNeeds {
   if (cached) return cached;
   const region = groupRegion(graph, head);
   let ids: Set<string> | null = new Set(region.map((node) => node.id));
-  const needs: GroupNeeds = { region: new Set(region.map((node) => node.id)), stepIds: null, sealed: false, event: false, report: false, content: false };
+  const needs: GroupNeeds = { region: new Set(region.map((node) => node.id)), stepIds: null, sealed: false, event: false, report: false, content: false, ends: region.some((node) => node.kind === "end") };
   for (const node of region) {
     const reads = nodeReads(node);
     const readsContent = nodeReadsContent(graph, node);
@@ -71,29 +74,32 @@ interface GroupRow extends RecordedStep {
   sealed: string | null;
 }
 
-type OptionalRead = "event" | "report" | "content";
-const OPTIONAL_READS: readonly OptionalRead[] = ["event", "report", "content"];
+type OptionalRead = "event" | "content";
+const OPTIONAL_READS: readonly OptionalRead[] = ["event", "content"];
 
-/** Where an optional read's result sits in groupStatements' batch (after the step rows); null when the group does not read it. */
+/** Where an optional read's result sits among optionalStatements' results; null when the group does not read it. */
 function optionalReadIndex(needs: GroupNeeds, read: OptionalRead): number | null {
   if (!needs[read]) return null;
-  return 1 + OPTIONAL_READS.slice(0, OPTIONAL_READS.indexOf(read)).filter((earlier) => needs[earlier]).length;
+  return OPTIONAL_READS.slice(0, OPTIONAL_READS.indexOf(read)).filter((earlier) => needs[earlier]).length;
 }
 
-/**
- * The reads of a group, keyed by run id alone (sent with the authorization when the graph is
- * cached); no statement for what it does not read. The head's predecessors' exits are not among
- * them: they are folded into the run's own statement (or read beside these when not prefetched).
- */
-function groupStatements(db: D1Database, runId: string, graph: ParsedWorkflowGraph, head: WorkflowNodeV1): D1PreparedStatement[] {
-  const needs = needsOf(graph, head);
+/** The group's step rows (its own and those its nodes read), when not folded into the run's statement. */
+function groupRowsStatement(db: D1Database, runId: string, needs: GroupNeeds): D1PreparedStatement {
   const sealed = needs.sealed ? "o.sealed_json" : "NULL";
   const select = `SELECT s.id, s.node_id AS nodeId, s.branch_key AS branchKey, s.state, s.attempt, json_extract(o.inline_json, '$.port') AS port, o.inline_json AS json, ${sealed} AS sealed
     FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id WHERE s.run_id = ?1`;
+  return needs.stepIds === null ? db.prepare(select).bind(runId) : db.prepare(`${select} AND s.node_id IN (SELECT value FROM json_each(?2))`).bind(runId, JSON.stringify(needs.stepIds));
+}
+
+/**
+ * The group's other reads (event, content), keyed by run id alone (sent with the authorization
+ * when the graph is cached); no statement for what it does not read. The step rows, the head's
+ * predecessors' exits, the run's report and what the run has open are folded into the run's own
+ * statement (or read beside these when not prefetched).
+ */
+function optionalStatements(db: D1Database, runId: string, needs: GroupNeeds): D1PreparedStatement[] {
   return [
-    needs.stepIds === null ? db.prepare(select).bind(runId) : db.prepare(`${select} AND s.node_id IN (SELECT value FROM json_each(?2))`).bind(runId, JSON.stringify(needs.stepIds)),
     ...(needs.event ? [db.prepare(`SELECT id, type, payload_json AS payloadJson, created_at AS createdAt FROM workflow_events WHERE run_id = ?1 ORDER BY created_at DESC LIMIT 1`).bind(runId)] : []),
-    ...(needs.report ? [reportSummaryByRunStatementUnsafe(db, runId)] : []),
     ...(needs.content ? [runContentStatementUnsafe(db, runId)] : []),
   ];
 }
@@ -112,33 +118,54 @@ interface AuthorizedGroup {
   head: WorkflowNodeV1;
   branchKey: string;
   rows: GroupRow[];
+  /** The optional reads' results, in optionalStatements' order. */
   results: Array<D1Result<Record<string, unknown>>>;
+  /** RUN_END_OPEN_SQL's value, for a group that may end the run. */
+  runEndOpen?: string;
+  /** The run's report (summary columns), for a group that reads it; null without one. */
+  report: ReportSummaryRow | null;
 }
 
-/** Authorizes the head as executeNode authorizes a node, and reads what the group needs in the same round trip. */
+/** Authorizes the head as executeNode authorizes a node, and reads what the group needs in the same statement or round trip. */
 async function authorizeGroup(host: FusedHost, input: RuntimeNodeRequest, scope: CallScope): Promise<AuthorizedGroup> {
+  const db = host.env.DB;
   const cachedGraph = graphIfCached(host.props.workflowVersionId);
   const cachedHead = cachedGraph?.nodes.find((node) => node.id === input.nodeId);
-  const prefetch = cachedGraph && cachedHead ? { graph: cachedGraph, head: cachedHead } : null;
-  const {
-    run,
-    folded,
-    results: prefetched,
-  } = await authorizedRunWith(host.env, host.props, input, prefetch ? { exitsOf: predecessorIds(prefetch.graph, prefetch.head) } : {}, (runId) => (prefetch ? groupStatements(host.env.DB, runId, prefetch.graph, prefetch.head) : []));
+  const prefetch = cachedGraph && cachedHead ? { graph: cachedGraph, head: cachedHead, needs: needsOf(cachedGraph, cachedHead) } : null;
+  const folds: RunFolds = prefetch
+    ? {
+        exitsOf: predecessorIds(prefetch.graph, prefetch.head),
+        group: { nodeIds: prefetch.needs.stepIds, sealed: prefetch.needs.sealed },
+        ...(prefetch.needs.ends ? { runEnd: RUN_END_OPEN_SQL } : {}),
+        ...(prefetch.needs.report ? { report: REPORT_SUMMARY_BY_RUN_JSON_SQL } : {}),
+      }
+    : {};
+  const { run, folded, results: prefetched } = await authorizedRunWith(host.env, host.props, input, folds, (runId) => (prefetch ? optionalStatements(db, runId, prefetch.needs) : []));
   const head = authorizedNode(run, input.nodeId, input.nodeKind);
   if (!fusable(head)) throw denied("runtime.fuse_denied");
   const branchKey = authorizedBranch(input.branchKey);
   if (!branchAllowed(run.graph, head, branchKey)) throw denied("runtime.branch_denied");
   Object.assign(scope, { run, node: head, branchKey });
+  const needs = needsOf(run.graph, head);
   let exits: RecordedExit[];
+  let rows: GroupRow[];
   let results: Array<D1Result<Record<string, unknown>>>;
-  if (cachedHead === head && folded.exits) [exits, results] = [folded.exits, prefetched];
-  else {
-    const [exitRows, ...rest] = await host.env.DB.batch<Record<string, unknown>>([predecessorExitsStatement(host.env.DB, run.id, run.graph, head), ...groupStatements(host.env.DB, run.id, run.graph, head)]);
-    [exits, results] = [exitRows!.results as unknown as RecordedExit[], rest];
+  let runEndOpen = folded.runEnd;
+  let report: ReportSummaryRow | null = null;
+  if (cachedHead === head && folded.exits) {
+    [exits, results] = [folded.exits, prefetched];
+    if (needs.report && folded.report) report = JSON.parse(folded.report) as ReportSummaryRow;
+    // Outputs too large to fold are read on their own.
+    rows = (folded.group ?? (await groupRowsStatement(db, run.id, needs).all()).results) as unknown as GroupRow[];
+  } else {
+    const reportReads = needs.report ? [reportSummaryByRunStatementUnsafe(db, run.id)] : [];
+    const [exitRows, rowResult, ...rest] = await db.batch<Record<string, unknown>>([predecessorExitsStatement(db, run.id, run.graph, head), groupRowsStatement(db, run.id, needs), ...reportReads, ...optionalStatements(db, run.id, needs)]);
+    [exits, rows, results] = [exitRows!.results as unknown as RecordedExit[], rowResult!.results as unknown as GroupRow[], rest.slice(reportReads.length)];
+    if (needs.report) report = (rest[0]!.results[0] as ReportSummaryRow | undefined) ?? null;
+    runEndOpen = undefined;
   }
   if (!reachedBy(run.graph, head, branchKey, exits)) throw denied("runtime.node_not_reached");
-  return { run, head, branchKey, rows: results[0]!.results as unknown as GroupRow[], results };
+  return { run, head, branchKey, rows, results, report, ...(runEndOpen ? { runEndOpen } : {}) };
 }
 
 const finishedRow = (row: GroupRow | undefined): row is GroupRow & { json: string } => row?.json != null && FINISHED_STEP_STATES.includes(row.state);
@@ -170,9 +197,11 @@ function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeRecord[]): 
     .bind(run.id, last.node.id, records[0]!.at, last.at, records.length);
   // The first statement (the first node's step row) evaluates the write guard before it writes.
   const guard = { sql: FUSED_CONFLICT_SQL("?12"), bind: JSON.stringify(records.map((record) => record.stepId)) };
+  // An end node's own update moves the run (to succeeded, started_at included): no progress before it.
+  const moves = last.node.kind === "end" ? [] : [progress];
   return records.flatMap((record, index) => {
     const step = stepUpsert(db, record.step, index === 0 ? guard : undefined);
-    return record === last ? [step, ...record.head, progress, ...record.tail] : [step, ...record.head, ...record.tail];
+    return record === last ? [step, ...record.head, ...moves, ...record.tail] : [step, ...record.head, ...record.tail];
   });
 }
 
@@ -195,7 +224,7 @@ export function fusedWriteGuard(db: D1Database, stepIds: readonly string[]): D1P
 /** Runs the group from the named node; returns the node it ended at and the port it left by. */
 export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeRequest, scope: CallScope): Promise<FusedOutput> {
   const { env, ctx } = host;
-  const { run, head, branchKey, rows, results } = await authorizeGroup(host, input, scope);
+  const { run, head, branchKey, rows, results, runEndOpen, report: reportRow } = await authorizeGroup(host, input, scope);
   const needs = needsOf(run.graph, head);
   const outputs = new StepOutputs();
   const own = new Map<string, GroupRow>();
@@ -212,7 +241,6 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
   };
   const eventRow = firstRow("event") as { id: string; type: string; payloadJson: string; createdAt: string } | undefined;
   const event: JsonValue = eventRow ? { id: eventRow.id, type: eventRow.type, payload: parseJson(eventRow.payloadJson), receivedAt: eventRow.createdAt } : null;
-  const reportRow = firstRow("report") as ReportRow | undefined;
   const report: JsonValue = needs.report && reportRow ? (reportSummary(reportRow) as unknown as JsonValue) : null;
   // The run's content: opened on the first read, then shared by every later reader in the group.
   let content: Promise<JsonValue> | null = null;
@@ -243,7 +271,8 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
         const executor = EXECUTORS[node.kind];
         if (!executor.execute) throw executorUnavailable(node.kind);
         const stepId = stepRunId(run.id, node.id, branchKey);
-        const call: NodeCall = { env, ctx, run, node, branchKey, stepId, readsContent, preloaded: context };
+        const ending = node.kind === "end" ? { groupProgress: { nodes: records.length + 1, startedAt: records[0]?.at ?? now() }, ...(runEndOpen ? { runEndOpen } : {}) } : {};
+        const call: NodeCall = { env, ctx, run, node, branchKey, stepId, readsContent, preloaded: context, ...ending };
         const result = await executor.execute(call);
         const view = openView(node, readsContent, result.output);
         const sealed = view.sealed ? (await sealPersonalData(env, run.installationId, `step_output:${stepId}`, result.output)).sealed : null;

@@ -68,6 +68,17 @@ export function stepUpsert(db: D1Database, step: StepUpsertInput, guard?: { sql:
     );
 }
 
+/** A step's row as started (running), unless the step has one already: written only when a call fails before its own records. */
+export function stepStartedStatement(db: D1Database, step: { id: string; run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; at: string }): D1PreparedStatement {
+  return db
+    .prepare(`
+    INSERT INTO workflow_step_runs (id, run_id, node_id, node_type, branch_key, occurrence, state, started_at, updated_at)
+    VALUES (?1, ?2, ?3, ?4, ?5, 1, 'running', ?6, ?6)
+    ON CONFLICT(run_id, node_id, branch_key, occurrence) DO NOTHING
+  `)
+    .bind(step.id, step.run.id, step.node.id, step.node.kind, step.branchKey, step.at);
+}
+
 export function outputUpsert(db: D1Database, stepId: string, output: StepOutputRecord, at: string): D1PreparedStatement {
   return db
     .prepare(`

@@ -1,6 +1,6 @@
 // Waits: prepared before the kernel parks on waitForEvent, completed only by an event recorded in
 // D1 for that very wait, or by its timeout.
-import { closeStepTaskStatement, findQueueRow, openTaskStatement } from "../cases";
+import { closeStepTaskStatement, findQueueRow, openTaskStatement, type QueueRow } from "../cases";
 import { AppError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
 import { loadNodeContext, type LoadedContext } from "./execution-context";
@@ -19,7 +19,7 @@ async function signalType(waitId: string): Promise<string> {
   return `w_${(await sha256Hex(waitId)).slice(0, 40)}`;
 }
 
-export async function prepareWaitRecord(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string; loaded?: LoadedContext; stepRecorded: boolean }): Promise<PreparedWait> {
+export async function prepareWaitRecord(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string; loaded?: LoadedContext; stepRecorded: boolean; queue?: QueueRow | null }): Promise<PreparedWait> {
   const { run, node, branchKey, stepId } = input;
   const waitId = `${stepId}:wait`;
   const taskId = node.kind === "human_task" ? `${stepId}:task` : undefined;
@@ -46,7 +46,7 @@ export async function prepareWaitRecord(env: Env, input: { run: AuthorizedRun; n
     runProgress(env.DB, run.id, node.id, "waiting", at),
     runtimeAudit(env.DB, run, { key: `wait:${waitId}:prepared`, action: "workflow.wait_prepared", details: { nodeId: node.id, branchKey, eventType, deadlineAt, ...(taskId ? { taskId } : {}) }, at }),
   ];
-  if (taskId) statements.push(...(await humanTaskStatements(env, { run, node, branchKey, stepId, taskId, at, deadlineAt, loaded: input.loaded })));
+  if (taskId) statements.push(...(await humanTaskStatements(env, { run, node, branchKey, stepId, taskId, at, deadlineAt, loaded: input.loaded, ...(input.queue !== undefined ? { queue: input.queue } : {}) })));
   await env.DB.batch(statements);
   return { eventType: signal, timeoutMs: timeoutSeconds * 1_000, ...(taskId ? { taskId } : {}) };
 }
@@ -58,12 +58,13 @@ export async function prepareWaitRecord(env: Env, input: { run: AuthorizedRun; n
  */
 async function humanTaskStatements(
   env: Env,
-  input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string; taskId: string; at: string; deadlineAt: string; loaded: LoadedContext | undefined },
+  input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string; taskId: string; at: string; deadlineAt: string; loaded: LoadedContext | undefined; queue?: QueueRow | null },
 ): Promise<D1PreparedStatement[]> {
   const { run, node } = input;
   const queueRef = typeof node.config.queue_id === "string" ? node.config.queue_id : null;
   if (!queueRef) throw new AppError("human_task.queue_required", `human_task ${node.id} names no queue_id.`);
-  const queue = await findQueueRow(env.DB, run.installationId, queueRef);
+  // The queue as the capability read it with its authorization, or read here.
+  const queue = input.queue !== undefined ? input.queue : await findQueueRow(env.DB, run.installationId, queueRef);
   if (!queue) throw new AppError("human_task.queue_unknown", `The queue of human_task ${node.id} does not exist in this installation.`);
   const loaded = input.loaded ?? (await loadNodeContext(env, { run, node, branchKey: input.branchKey }));
   const context = evaluateInputMapping(node.inputMapping, loaded.context, node.id);

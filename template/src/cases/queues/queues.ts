@@ -21,6 +21,15 @@ export function getQueueRow(db: D1Database, installationId: string, queueId: str
   return db.prepare(`SELECT ${COLUMNS} FROM queues WHERE installation_id = ?1 AND id = ?2`).bind(installationId, queueId).first<QueueRow>();
 }
 
+/**
+ * findQueueRow as one scalar JSON value (a QueueRow, or NULL), for a statement the caller sends
+ * anyway; `installationId` and `idOrName` are SQL expressions. Host-internal lookup.
+ */
+export function findQueueJsonSql(installationId: string, idOrName: string): string {
+  return `(SELECT json_object('id', id, 'name', name, 'description', description, 'slaSeconds', sla_seconds, 'priority', priority, 'createdAt', created_at, 'updatedAt', updated_at)
+    FROM queues WHERE installation_id = ${installationId} AND (id = ${idOrName} OR name = ${idOrName}) ORDER BY id = ${idOrName} DESC LIMIT 1)`;
+}
+
 /** A queue by id or by name (workflow graphs may name queues either way). Host-internal lookup. */
 export function findQueueRow(db: D1Database, installationId: string, idOrName: string): Promise<QueueRow | null> {
   return db.prepare(`SELECT ${COLUMNS} FROM queues WHERE installation_id = ?1 AND (id = ?2 OR name = ?2) ORDER BY id = ?2 DESC LIMIT 1`).bind(installationId, idOrName).first<QueueRow>();

@@ -74,6 +74,20 @@ export function getCaseRow(db: D1Database, installationId: string, caseId: strin
  * keyed by the run alone, so the joins keep to the run's installation (a run reaches only its own
  * installation's report).
  */
+/**
+ * The report summary's row of run ?1 as one scalar JSON value (a ReportSummaryRow, or NULL), for a
+ * statement the caller sends anyway (the runtime's authorization). Host-internal, as the statement below.
+ */
+export const REPORT_SUMMARY_BY_RUN_JSON_SQL = `(SELECT json_object(${SUMMARY_COLUMNS.split(",")
+  .map((column) => {
+    const [name, alias] = column.trim().split(/\s+AS\s+/u) as [string, string | undefined];
+    return `'${alias ?? name.replace(/^\w+\./u, "")}', ${name}`;
+  })
+  .join(", ")}) FROM workflow_runs w
+      JOIN reports r ON r.id = w.report_id AND r.installation_id = w.installation_id
+      JOIN cases c ON c.id = r.case_id AND c.installation_id = r.installation_id
+    WHERE w.id = ?1)`;
+
 export function reportSummaryByRunStatementUnsafe(db: D1Database, runId: string): D1PreparedStatement {
   return db
     .prepare(`SELECT ${REPORT_COLUMNS} FROM workflow_runs w

@@ -25,6 +25,13 @@ export interface NodeCall {
   readsContent?: boolean;
   /** Context read together with authorization, when the graph was cached. */
   preloaded?: ExpressionContext;
+  /** What the run still has open (run-end.ts RUN_END_OPEN_SQL), read with authorization, for an end node. */
+  runEndOpen?: string;
+  /**
+   * An end node closing a fused group: the group's nodes (the end included) and when its first
+   * began. The end's update then moves the run as the group's progress would have (runtime-fused.ts).
+   */
+  groupProgress?: { nodes: number; startedAt: string };
 }
 
 /** A node's output, the statements for the batch that records it, and deliveries to enqueue after it. */
@@ -109,18 +116,20 @@ async function startLinkedWorkflow(call: NodeCall): Promise<StepResult> {
  * same batch, and whatever it still had open (waits, tasks, proposals of other branches) is cancelled.
  */
 async function endRun(call: NodeCall): Promise<StepResult> {
-  const { env, run, node } = call;
+  const { env, run, node, runEndOpen, groupProgress } = call;
   const terminalCode = typeof node.config.terminal_code === "string" ? node.config.terminal_code : "complete";
   const mapped = node.inputMapping && Object.keys(node.inputMapping).length > 0;
   const output = mapped ? { port: "terminal", terminalCode, result: evaluateInputMapping(node.inputMapping, await context(call), node.id) } : { port: "terminal", terminalCode };
   const at = new Date().toISOString();
+  // A fused group that ends the run moves it with this update alone: its started_at, and one
+  // revision per node of the group as well as this one's (as one step per node would).
   const succeeded = env.DB.prepare(`
-    UPDATE workflow_runs SET state = 'succeeded', output_json = ?2, current_node_id = ?3, finished_at = ?4,
-      waiting_at = NULL, updated_at = ?4, revision = revision + 1
+    UPDATE workflow_runs SET state = 'succeeded', output_json = ?2, current_node_id = ?3, started_at = COALESCE(started_at, ?5), finished_at = ?4,
+      waiting_at = NULL, updated_at = ?4, revision = revision + ?6
     WHERE id = ?1 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded')
-  `).bind(run.id, canonicalJson(output), node.id, at);
+  `).bind(run.id, canonicalJson(output), node.id, at, groupProgress?.startedAt ?? at, 1 + (groupProgress?.nodes ?? 0));
   // What other branches left open (a wait, a task, a proposal) ends with the run, in the same batch.
-  return { output, statements: [succeeded, ...(await runEndStatements(env.DB, { installationId: run.installationId, runId: run.id, runState: "succeeded", at }))] };
+  return { output, statements: [succeeded, ...(await runEndStatements(env.DB, { installationId: run.installationId, runId: run.id, runState: "succeeded", at, ...(runEndOpen ? { open: runEndOpen } : {}) }))] };
 }
 
 /** An effect executor of the enforcement domain, given the node's loaded context. */
