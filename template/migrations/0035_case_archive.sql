@@ -21,12 +21,15 @@ CREATE TABLE case_archive_totals (
 -- Why a case is not archived yet although it is old enough. rehydrated_at: a read or a write
 -- brought it back to D1 (its archive object stays where it is); the window counts from then, and
 -- the sweep then archives it again (same rows, same bytes: nothing is rewritten in R2 unless the
--- case changed). not_before: the sweep found something of it still live and looks again then.
+-- case changed). not_before: the archive found something of it still live and looks again then.
+-- queued_until: the schedule handed it to the RUN_OPERATIONS queue and does not hand it again
+-- before then (the consumer archives it, or holds it).
 CREATE TABLE case_archive_holds (
   case_id TEXT PRIMARY KEY,
   installation_id TEXT NOT NULL,
   rehydrated_at TEXT,
-  not_before TEXT
+  not_before TEXT,
+  queued_until TEXT
 );
 
 -- The archive commit's mark, alive only inside its own batch.

@@ -17,7 +17,7 @@ import { sealLegacyTaskContexts, sweepLapsedLeases } from "./cases";
 // Not through cases/index.ts: the demotion sweep reaches enforcement and automation, which import it.
 import { sweepAutomaticDemotions } from "./cases/promotion/promotion-sweep";
 // Not through cases/index.ts either: retention reaches enforcement and workflows, which import it.
-import { sweepCaseArchive } from "./cases/archive/case-archive";
+import { queueCaseArchive } from "./cases/archive/case-archive";
 import { sweepRetention } from "./cases/retention/retention";
 import { indexPersonKeys } from "./cases/retention/retention-people";
 import { sweepComplaintOutcomes, sweepPendingDeliveries, sweepTransparencyDb } from "./enforcement";
@@ -83,9 +83,10 @@ export const SWEEPS: readonly Sweep[] = [
   { name: "metrics.rollup", run: (env, now) => sweepMetricRollups(env, now), more: summaryMore },
   // The complete days not yet rolled up for the transparency report (30 per run), from each installation's creation on.
   { name: "metrics.transparency_rollup", run: (env, now) => sweepTransparencyRollups(env, now), more: summaryMore },
-  // Closed cases past their installation's hot window whose runs are archived: every row of them into
-  // one R2 object per case, out of D1 (25 a run). After the rollups, which must have counted them first.
-  { name: "cases.archive", run: (env, now) => sweepCaseArchive(env, now), more: summaryMore },
+  // Closed cases past their installation's hot window whose runs are archived: handed to the
+  // RUN_OPERATIONS queue (500 a run), whose consumer moves every row of each into one R2 object and
+  // out of D1. After the rollups, which must have counted them first.
+  { name: "cases.archive", run: (env, now) => queueCaseArchive(env, now), more: summaryMore },
 ];
 
 export interface SweepResult {

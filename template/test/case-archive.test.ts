@@ -5,12 +5,12 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { dataKeyPeriod } from "../src/cases/reports/report-crypto";
-import { caseArchiveKey, commitCaseArchive, sweepCaseArchive, writeCaseArchive } from "../src/cases/archive/case-archive";
+import { caseArchiveKey, commitCaseArchive, queueCaseArchive, sweepCaseArchive, writeCaseArchive } from "../src/cases/archive/case-archive";
 import { sweepRetention } from "../src/cases/retention/retention";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { sweepMetricRollups, sweepTransparencyRollups } from "../src/metrics";
 import { sweepRunArchive } from "../src/workflows/run-archive";
-import { ADMIN_TOKEN, api, edge, newInstallation, publish, waitForRun } from "./helpers";
+import { ADMIN_TOKEN, api, edge, newInstallation, publish, until, waitForRun } from "./helpers";
 
 const DAY = 86_400_000;
 const SECRET = "the reporter wrote these words about a scam";
@@ -164,6 +164,19 @@ describe("the case archive", () => {
     expect(next.body).toMatchObject({ caseId: ids.caseId, caseReportCount: 2 });
     expect((await rowsOf(ids)).reports).toBe(1);
     expect((await api(`/api/v1/cases/${ids.caseId}`, { key: inst.apiKey })).body.reports).toHaveLength(2);
+  });
+
+  it("on the schedule, cases go through the RUN_OPERATIONS queue: handed over once, archived by its consumer", async () => {
+    const inst = await setup(0);
+    const ids = await reviewedReport(inst, "post-queued");
+    const later = await twoDaysOn(inst.id);
+    expect(await queueCaseArchive(env, later, { installationId: inst.id })).toMatchObject({ queued: 1 });
+    // Handed over: the next run does not hand it again while the consumer has it.
+    expect(await queueCaseArchive(env, new Date(later.getTime() + 1_000), { installationId: inst.id })).toMatchObject({ queued: 0 });
+    await until(async () => (await rowsOf(ids)).cases === 0, "the consumer archived the case");
+    expect(await rowsOf(ids)).toEqual(NONE);
+    expect((await api("/api/v1/storage", { key: inst.apiKey })).body.archivedCases).toBe(1);
+    expect((await env.DB.prepare("SELECT COUNT(*) AS n FROM case_archive_holds WHERE case_id = ?1").bind(ids.caseId).first<{ n: number }>())!.n).toBe(0);
   });
 
   it("is idempotent when killed between the object and the D1 batch, and a stale pass deletes nothing", async () => {

@@ -15,7 +15,7 @@ export {
   decisionReversalUuidStatement,
   type ReversalFigures,
 } from "./appeals/complaints";
-export { archivedCaseObjects, caseArchiveTotals, hotOrArchived } from "./archive/case-archive";
+export { archiveCaseOrHold, archivedCaseObjects, caseArchiveTotals, hotOrArchived } from "./archive/case-archive";
 export { findQueueJsonSql, findQueueRow, type QueueRow } from "./queues/queues";
 export {
   getReportRow,

@@ -7,6 +7,7 @@
 // Not exported from the workflows index (it terminates through run-end.ts, which imports
 // enforcement); src/index.ts takes the consumer from this module.
 import { auditStatement, canonicalJson } from "../audit";
+import { archiveCaseOrHold } from "../cases";
 import type { Actor } from "../auth";
 import { AppError, conflict, errorCode, notFound } from "../errors";
 import { newId, sha256Hex } from "../lib/crypto";
@@ -254,8 +255,19 @@ const CHUNK_DEADLINE_MS = 300_000;
  * failure is retried (nothing done twice). The items of a chunk run one at a time with a yield to
  * the runtime between them (src/lib/queue-work.ts).
  */
-export async function consumeRunOperations(batch: MessageBatch<{ operationId?: unknown; dispatchRunId?: unknown; installationId?: unknown }>, env: Env, ctx: ExecutionContext): Promise<void> {
+export async function consumeRunOperations(batch: MessageBatch<{ operationId?: unknown; dispatchRunId?: unknown; installationId?: unknown; archiveCaseId?: unknown; at?: unknown }>, env: Env, ctx: ExecutionContext): Promise<void> {
   for (const message of batch.messages) {
+    // A closed case the schedule handed over (cases/archive): archived, or held if something of it is live.
+    const archiveCaseId = typeof message.body?.archiveCaseId === "string" ? message.body.archiveCaseId : null;
+    if (archiveCaseId) {
+      // Judged as of the schedule's moment (its own clock; a message only this platform sends), never
+      // more than a few days ahead of this isolate's: the local bench runs the schedule days ahead.
+      const at = typeof message.body.at === "number" && Number.isFinite(message.body.at) ? new Date(Math.min(message.body.at, Date.now() + 3 * 86_400_000)) : new Date();
+      const outcome = typeof message.body.installationId === "string" ? await archiveCaseOrHold(env, message.body.installationId, archiveCaseId, at) : "skipped";
+      if (outcome === "failed") message.retry({ delaySeconds: 30 });
+      else message.ack();
+      continue;
+    }
     // A run whose create was refused for Workflows' creation rate: its try after the backoff (runs.ts, deferDispatch).
     const dispatchRunId = typeof message.body?.dispatchRunId === "string" ? message.body.dispatchRunId : null;
     if (dispatchRunId) {

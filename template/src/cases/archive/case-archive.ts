@@ -237,10 +237,14 @@ function closedSql(now: string): string {
   AND EXISTS (SELECT 1 FROM metric_rollup_hours m WHERE m.installation_id = c.installation_id AND m.hour >= substr((SELECT MAX(at) FROM last_activity), 1, 13) || ':00:00.000Z')`;
 }
 
-/** The sweep's selection (?1 now, ?2 limit, ?3 one installation or NULL): candidate cases, oldest activity first. */
-const CANDIDATES_SQL = `
+/**
+ * The sweep's selection (?1 now, ?2 limit, ?3 one installation or NULL): candidate cases, oldest
+ * activity first, not handed to the queue lately.
+ */
+export const CASE_CANDIDATES_SQL = `
   SELECT c.id, c.installation_id AS installationId FROM cases c
   WHERE ${candidateSql("?1")} AND (?3 IS NULL OR c.installation_id = ?3)
+    AND NOT EXISTS (SELECT 1 FROM case_archive_holds q WHERE q.case_id = c.id AND q.queued_until > ?1)
   ORDER BY c.updated_at LIMIT ?2`;
 
 const utcDayStart = (now: Date) => `${now.toISOString().slice(0, 10)}T00:00:00.000Z`;
@@ -428,26 +432,72 @@ export const CASE_ARCHIVE_BATCH = 25;
  */
 export async function sweepCaseArchive(env: Env, now: Date = new Date(), options: { limit?: number; installationId?: string } = {}) {
   const limit = options.limit ?? CASE_ARCHIVE_BATCH;
-  const { results } = await env.DB.prepare(CANDIDATES_SQL)
+  const { results } = await env.DB.prepare(CASE_CANDIDATES_SQL)
     .bind(now.toISOString(), limit, options.installationId ?? null)
     .all<{ id: string; installationId: string }>();
   const summary = { archived: 0, skipped: 0, failed: 0, more: results.length === limit ? 1 : 0 };
   for (const c of results) {
-    try {
-      if (await archiveCase(env, c.installationId, c.id, now)) summary.archived += 1;
-      else {
-        // Something of it is still live: looked at again in an hour, so it does not hold back the rest.
-        summary.skipped += 1;
-        await env.DB.prepare(`INSERT INTO case_archive_holds (case_id, installation_id, not_before) VALUES (?1, ?2, ?3) ON CONFLICT (case_id) DO UPDATE SET not_before = excluded.not_before`)
-          .bind(c.id, c.installationId, new Date(now.getTime() + SKIP_HOLD_MS).toISOString())
-          .run();
-      }
-    } catch (error) {
-      summary.failed += 1;
-      console.error(JSON.stringify({ event: "case.archive_failed", caseId: c.id, installationId: c.installationId, code: error instanceof AppError ? error.code : "case_archive.failed" }));
-    }
+    const outcome = await archiveCaseOrHold(env, c.installationId, c.id, now);
+    summary[outcome] += 1;
   }
   return summary;
+}
+
+/**
+ * Archives one case; one the guard finds still live is held for an hour (so it does not hold back
+ * the rest), one that fails is logged and left for a later pass. What the queue consumer and the
+ * inline sweep both do per case.
+ */
+export async function archiveCaseOrHold(env: Env, installationId: string, caseId: string, now: Date = new Date()): Promise<"archived" | "skipped" | "failed"> {
+  try {
+    if (await archiveCase(env, installationId, caseId, now)) return "archived";
+    await env.DB.prepare(`INSERT INTO case_archive_holds (case_id, installation_id, not_before) VALUES (?1, ?2, ?3) ON CONFLICT (case_id) DO UPDATE SET not_before = excluded.not_before`)
+      .bind(caseId, installationId, new Date(now.getTime() + SKIP_HOLD_MS).toISOString())
+      .run();
+    return "skipped";
+  } catch (error) {
+    console.error(JSON.stringify({ event: "case.archive_failed", caseId, installationId, code: error instanceof AppError ? error.code : "case_archive.failed" }));
+    return "failed";
+  }
+}
+
+/** Cases the schedule hands to the queue per run (one statement selects them, one holds them). */
+export const CASE_QUEUE_BATCH = 500;
+/** How long a case handed to the queue is not handed again (the consumer archives or holds it well before). */
+const QUEUED_HOLD_MS = 15 * 60_000;
+
+/** What the schedule sends to RUN_OPERATIONS per case: archived by the consumer, one case a message. */
+export interface CaseArchiveMessage {
+  archiveCaseId: string;
+  installationId: string;
+  /** The schedule's moment (ms): the case is judged as of then (anything newer only holds it back). */
+  at: number;
+}
+
+/**
+ * The scheduled case archive: selects up to CASE_QUEUE_BATCH candidates and hands them to the
+ * RUN_OPERATIONS queue, one message each, marking them queued for a while. A case costs its
+ * archive some 40 D1 statements, and a scheduled invocation has 1,000 for every sweep together;
+ * each queue consumer invocation has its own, so the archive keeps up with the backlog (Queues
+ * scales consumers out) instead of with one invocation a minute.
+ */
+export async function queueCaseArchive(env: Env, now: Date = new Date(), options: { limit?: number; installationId?: string } = {}) {
+  const limit = options.limit ?? CASE_QUEUE_BATCH;
+  const { results } = await env.DB.prepare(CASE_CANDIDATES_SQL)
+    .bind(now.toISOString(), limit, options.installationId ?? null)
+    .all<{ id: string; installationId: string }>();
+  if (results.length === 0) return { queued: 0, more: 0 };
+  const until = new Date(now.getTime() + QUEUED_HOLD_MS).toISOString();
+  await env.DB.prepare(`INSERT INTO case_archive_holds (case_id, installation_id, queued_until)
+      SELECT value ->> 0, value ->> 1, ?2 FROM json_each(?1) WHERE true
+      ON CONFLICT (case_id) DO UPDATE SET queued_until = excluded.queued_until`)
+    .bind(JSON.stringify(results.map((c) => [c.id, c.installationId])), until)
+    .run();
+  for (let i = 0; i < results.length; i += 100) {
+    const messages: MessageSendRequest<CaseArchiveMessage>[] = results.slice(i, i + 100).map((c) => ({ body: { archiveCaseId: c.id, installationId: c.installationId, at: now.getTime() } }));
+    await env.RUN_OPERATIONS.sendBatch(messages);
+  }
+  return { queued: results.length, more: results.length === limit ? 1 : 0 };
 }
 
 // ---- back to D1 -------------------------------------------------------------------------------
