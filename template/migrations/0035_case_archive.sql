@@ -44,3 +44,10 @@ CREATE INDEX cases_archivable ON cases (updated_at);
 CREATE INDEX IF NOT EXISTS run_operation_items_run ON run_operation_items (run_id);
 -- ... and that no golden item was made from one of its tasks.
 CREATE INDEX IF NOT EXISTS golden_items_source ON golden_items (source_task_id);
+
+-- Ended runs the schedule handed to the RUN_OPERATIONS queue to be archived
+-- (workflows/run-archive.ts), not handed again before queued_until; the archive's commit drops the row.
+CREATE TABLE run_archive_queue (
+  run_id TEXT PRIMARY KEY,
+  queued_until TEXT NOT NULL
+) WITHOUT ROWID;

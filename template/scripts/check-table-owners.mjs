@@ -23,6 +23,7 @@ export const TABLE_OWNERS = {
   run_operations: "workflows",
   run_operation_items: "workflows",
   storage_settings: "workflows",
+  run_archive_queue: "workflows",
   audit_events: "audit",
   audit_checkpoints: "audit",
   audit_verify_cursors: "audit",

@@ -26,7 +26,7 @@ export default {
     batch.queue.endsWith("-backtests")
       ? consumeBacktestQueue(batch, env, ctx)
       : batch.queue.endsWith("-run-operations")
-        ? consumeRunOperations(batch as MessageBatch<{ operationId?: unknown; dispatchRunId?: unknown; installationId?: unknown; archiveCaseId?: unknown; at?: unknown }>, env, ctx)
+        ? consumeRunOperations(batch as MessageBatch<{ operationId?: unknown; dispatchRunId?: unknown; installationId?: unknown; archiveCaseId?: unknown; archiveRunId?: unknown; at?: unknown }>, env, ctx)
         : consumeDeliveries(batch as MessageBatch<{ deliveryId?: unknown }>, env),
   // Every minute (triggers.crons); locally driven by scripts/local-cron.mjs. A run where a sweep
   // failed throws after all sweeps ran, so the platform records the invocation as failed.

@@ -26,7 +26,7 @@ import { countingD1 } from "./lib/d1-count";
 import { yieldToRuntime } from "./lib/queue-work";
 import { sweepMetricRollups, sweepTransparencyRollups } from "./metrics";
 import { recordSweepRuns, sweepAlerts } from "./operations";
-import { getStorageSettings, redispatchPendingRuns, sealLegacyStepOutputs, sweepExpiredWaits, sweepRunArchive, sweepStalledRuns } from "./workflows";
+import { getStorageSettings, redispatchPendingRuns, sealLegacyStepOutputs, sweepExpiredWaits, queueRunArchive, sweepStalledRuns } from "./workflows";
 
 export interface Sweep {
   /** `domain.what`, as it appears in the run summary. */
@@ -77,8 +77,9 @@ export const SWEEPS: readonly Sweep[] = [
   // Its summary has no `more`: another slice is worth it while the last one erased something (the one after the backlog erases nothing).
   { name: "cases.retention", run: (env, now) => sweepRetention(env, now), more: (summary) => (summary.installations ?? 0) > 0 },
   { name: "cases.index_person_keys", run: async (env) => ({ ...(await indexPersonKeys(env, 200)) }) },
-  // Ended runs past their installation's hot window: child rows into one R2 object per run, out of D1 (50 a run).
-  { name: "workflows.archive_runs", run: (env, now) => sweepRunArchive(env, now), more: summaryMore },
+  // Ended runs past their installation's hot window: handed to the RUN_OPERATIONS queue (500 a run), whose
+  // consumer moves each one's child rows into one R2 object and out of D1.
+  { name: "workflows.archive_runs", run: (env, now) => queueRunArchive(env, now), more: summaryMore },
   // The complete hours not yet rolled up (at most 48 per run), last so it sees what the others did.
   { name: "metrics.rollup", run: (env, now) => sweepMetricRollups(env, now), more: summaryMore },
   // The complete days not yet rolled up for the transparency report (30 per run), from each installation's creation on.

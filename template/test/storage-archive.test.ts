@@ -7,8 +7,8 @@ import { sealPersonalData } from "../src/cases/reports/report-crypto";
 import { backupDigest, installationDeleteStatements } from "../src/installations/backup";
 import { SWEEPS } from "../src/schedule";
 import { eraseArchivedSealedOutputsStatement } from "../src/workflows";
-import { commitRunArchive, runArchiveKey, sweepRunArchive, writeRunArchive } from "../src/workflows/run-archive";
-import { ADMIN_TOKEN, api, edge, newInstallation, publish, startRun, waitForRun, waitForWait } from "./helpers";
+import { commitRunArchive, queueRunArchive, runArchiveKey, sweepRunArchive, writeRunArchive } from "../src/workflows/run-archive";
+import { ADMIN_TOKEN, api, edge, newInstallation, publish, startRun, until, waitForRun, waitForWait } from "./helpers";
 
 const waitGraph = {
   schemaVersion: 1,
@@ -117,6 +117,19 @@ describe("the archive tier", () => {
     // The run row stays (lists read it); a second sweep finds nothing more to do.
     expect((await api(`/api/v1/runs?limit=5`, { key: inst.apiKey })).body.items.map((r: { id: string }) => r.id)).toContain(runId);
     expect(await sweepRunArchive(env, soon(), { installationId: inst.id })).toMatchObject({ archived: 0, failed: 0 });
+  });
+
+  it("on the schedule, runs go through the RUN_OPERATIONS queue: handed over once, archived by its consumer", async () => {
+    const inst = await installation(0);
+    const runId = await endedRun(inst);
+    const hot = await api(`/api/v1/runs/${runId}`, { key: inst.apiKey });
+    expect(await queueRunArchive(env, soon(), { installationId: inst.id })).toMatchObject({ queued: 1 });
+    // Handed over: not handed again while the consumer has it.
+    expect(await queueRunArchive(env, soon(), { installationId: inst.id })).toMatchObject({ queued: 0 });
+    await until(async () => (await runRow(runId))?.archivedAt, "the consumer archived the run");
+    expect(await hotRows(runId)).toEqual({ steps: 0, outputs: 0, waits: 0, events: 0, repairs: 0 });
+    expect((await api(`/api/v1/runs/${runId}`, { key: inst.apiKey })).body).toEqual(hot.body);
+    expect((await env.DB.prepare("SELECT COUNT(*) AS n FROM run_archive_queue WHERE run_id = ?1").bind(runId).first<{ n: number }>())!.n).toBe(0);
   });
 
   it("is idempotent when killed between the object and the D1 batch: same object, rows gone once, detail unchanged", async () => {

@@ -49,6 +49,8 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "workflow_versions", where: OWN },
   { table: "backtests", where: OWN },
   { table: "workflow_runs", where: OWN },
+  // Runs handed to the queue to be archived: the schedule's progress, not the installation's data.
+  { table: "run_archive_queue", where: `run_id IN ${RUNS}`, backup: false },
   { table: "workflow_step_runs", where: `run_id IN ${RUNS}` },
   { table: "run_operations", where: OWN },
   { table: "run_operation_items", where: "operation_id IN (SELECT id FROM run_operations WHERE installation_id = ?1)" },

@@ -13,7 +13,7 @@ export { compileExpression, evaluateInputMapping, evaluateWorkflowExpression, ty
 export { DEFAULT_EXPRESSION_SEMANTICS, EXPRESSION_SEMANTICS, type ExpressionSemantics, semanticsOf } from "./expression-semantics";
 export { createRun, redispatchPendingRuns, signalRunEvent, type CreateRunInput } from "./runs";
 export { sweepExpiredWaits, sweepStalledRuns } from "./sweeps";
-export { isRunArchiveKeyOf, runArchiveKey, runArchiveTextHolds, sweepRunArchive } from "./run-archive";
+export { isRunArchiveKeyOf, queueRunArchive, runArchiveKey, runArchiveTextHolds, sweepRunArchive } from "./run-archive";
 export { signalRun } from "./instances";
 export { getVersionGraph } from "./runtime-authorize";
 export { firstEventOfWaitUnsafe, runEventStatement, waitOfStepJsonSql, waitOfStepUnsafe } from "./runs-queries";

@@ -69,6 +69,7 @@ export const ARCHIVABLE_RUNS_SQL = `
     AND r.state IN (${TERMINAL_SQL}) AND r.authority_mode <> 'shadow'
     AND (?3 IS NULL OR r.installation_id = ?3)
     AND ${NOTHING_LIVE_SQL}
+    AND NOT EXISTS (SELECT 1 FROM run_archive_queue q WHERE q.run_id = r.id AND q.queued_until > ?1)
   ORDER BY r.finished_at LIMIT ?2`;
 
 type Cell = string | number | null;
@@ -214,6 +215,7 @@ export async function commitRunArchive(env: Env, installationId: string, runId: 
     db.prepare(`DELETE FROM workflow_waits WHERE run_id = ?1 AND ${marked}`).bind(runId, at, written.digest),
     db.prepare(`DELETE FROM workflow_step_outputs WHERE step_run_id IN (SELECT id FROM workflow_step_runs WHERE run_id = ?1) AND ${marked}`).bind(runId, at, written.digest),
     db.prepare(`DELETE FROM workflow_run_repairs WHERE run_id = ?1 AND ${marked}`).bind(runId, at, written.digest),
+    db.prepare(`DELETE FROM run_archive_queue WHERE run_id = ?1 AND ${marked}`).bind(runId, at, written.digest),
     db
       .prepare(`
       DELETE FROM workflow_step_runs WHERE run_id = ?1 AND ${marked}
@@ -258,6 +260,50 @@ export async function sweepRunArchive(env: Env, now: Date = new Date(), options:
     }
   }
   return summary;
+}
+
+/** Runs the schedule hands to the queue per run (one statement selects them, one marks them queued). */
+export const RUN_QUEUE_BATCH = 500;
+/** How long a run handed to the queue is not handed again. */
+const RUN_QUEUED_HOLD_MS = 15 * 60_000;
+
+/** What the schedule sends to RUN_OPERATIONS per run to archive. */
+export interface RunArchiveMessage {
+  archiveRunId: string;
+  installationId: string;
+}
+
+/**
+ * The scheduled run archive: selects up to RUN_QUEUE_BATCH archivable runs and hands them to the
+ * RUN_OPERATIONS queue, one message each, marked queued for a while. Archiving a run costs some 15
+ * D1 statements and a scheduled invocation has 1,000 for every sweep together; each consumer
+ * invocation has its own, so the archive keeps up with its backlog.
+ */
+export async function queueRunArchive(env: Env, now: Date = new Date(), options: { limit?: number; installationId?: string } = {}): Promise<{ queued: number; more: number }> {
+  const limit = options.limit ?? RUN_QUEUE_BATCH;
+  const { results } = await env.DB.prepare(ARCHIVABLE_RUNS_SQL)
+    .bind(now.toISOString(), limit, options.installationId ?? null)
+    .all<{ id: string; installationId: string }>();
+  if (results.length === 0) return { queued: 0, more: 0 };
+  await env.DB.prepare(`INSERT INTO run_archive_queue (run_id, queued_until) SELECT value, ?2 FROM json_each(?1) WHERE true
+      ON CONFLICT (run_id) DO UPDATE SET queued_until = excluded.queued_until`)
+    .bind(JSON.stringify(results.map((r) => r.id)), new Date(now.getTime() + RUN_QUEUED_HOLD_MS).toISOString())
+    .run();
+  for (let i = 0; i < results.length; i += 100) {
+    const messages: MessageSendRequest<RunArchiveMessage>[] = results.slice(i, i + 100).map((r) => ({ body: { archiveRunId: r.id, installationId: r.installationId } }));
+    await env.RUN_OPERATIONS.sendBatch(messages);
+  }
+  return { queued: results.length, more: results.length === limit ? 1 : 0 };
+}
+
+/** The queue consumer's archive of one run: archived, skipped (its guard no longer holds), or failed (retried). */
+export async function archiveRunMessage(env: Env, installationId: string, runId: string): Promise<"archived" | "skipped" | "failed"> {
+  try {
+    return (await archiveRun(env, installationId, runId)) ? "archived" : "skipped";
+  } catch (error) {
+    console.error(JSON.stringify({ event: "run.archive_failed", runId, installationId, code: error instanceof AppError ? error.code : "run_archive.failed" }));
+    return "failed";
+  }
 }
 
 // ---- reads: both tiers ------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import { AppError, conflict, errorCode, notFound } from "../errors";
 import { newId, sha256Hex } from "../lib/crypto";
 import { withDeadline, yieldToRuntime } from "../lib/queue-work";
 import { repairRun } from "./repair";
+import { archiveRunMessage } from "./run-archive";
 import { terminateRun } from "./run-end";
 import { admitDeferredRun } from "./runs";
 import { getVersionRow } from "./versions-queries";
@@ -255,8 +256,20 @@ const CHUNK_DEADLINE_MS = 300_000;
  * failure is retried (nothing done twice). The items of a chunk run one at a time with a yield to
  * the runtime between them (src/lib/queue-work.ts).
  */
-export async function consumeRunOperations(batch: MessageBatch<{ operationId?: unknown; dispatchRunId?: unknown; installationId?: unknown; archiveCaseId?: unknown; at?: unknown }>, env: Env, ctx: ExecutionContext): Promise<void> {
+export async function consumeRunOperations(
+  batch: MessageBatch<{ operationId?: unknown; dispatchRunId?: unknown; installationId?: unknown; archiveCaseId?: unknown; archiveRunId?: unknown; at?: unknown }>,
+  env: Env,
+  ctx: ExecutionContext,
+): Promise<void> {
   for (const message of batch.messages) {
+    // An ended run the schedule handed over to be archived (run-archive.ts).
+    const archiveRunId = typeof message.body?.archiveRunId === "string" ? message.body.archiveRunId : null;
+    if (archiveRunId) {
+      const outcome = typeof message.body.installationId === "string" ? await archiveRunMessage(env, message.body.installationId, archiveRunId) : "skipped";
+      if (outcome === "failed") message.retry({ delaySeconds: 30 });
+      else message.ack();
+      continue;
+    }
     // A closed case the schedule handed over (cases/archive): archived, or held if something of it is live.
     const archiveCaseId = typeof message.body?.archiveCaseId === "string" ? message.body.archiveCaseId : null;
     if (archiveCaseId) {
