@@ -16,7 +16,7 @@
 /// <reference path="../lib/node-crypto.d.ts" />
 import { createHash } from "node:crypto";
 import { yieldToRuntime } from "../lib/queue-work";
-import { anchoredSeq, AUDIT_COLUMNS, type AuditRow, checkpointBounds, entryMacHolds, eventHash, GENESIS_HASH } from "./chain";
+import { anchoredSeq, AUDIT_COLUMNS, type AuditRow, checkpointBounds, entryMacHolds, eventHash, fromStored, GENESIS_HASH, linkHolds } from "./chain";
 import { auditKeys } from "./keys";
 import { type AuditSegment, lastSegment, segmentKey, segmentLine, segmentStartPrefix } from "./segments";
 
@@ -79,14 +79,18 @@ export async function writeSegment(env: Env, plan: SegmentPlan): Promise<AuditSe
   let expected = plan.fromSeq;
   let firstHash: string | null = null;
   while (expected <= plan.toSeq) {
-    const { results } = await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ?1 AND seq BETWEEN ?2 AND ?3 ORDER BY seq LIMIT ?4`).bind(plan.installationId, expected, plan.toSeq, PAGE).all<AuditRow>();
+    const { results: stored } = await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ?1 AND seq BETWEEN ?2 AND ?3 ORDER BY seq LIMIT ?4`)
+      .bind(plan.installationId, expected, plan.toSeq, PAGE)
+      .all<AuditRow>();
+    const results = stored.map(fromStored);
     if (results.length === 0) return refuse(expected, "seq_gap");
     for (const row of results) {
       if (row.seq !== expected) return refuse(expected, "seq_gap");
       if (row.hash === null) return refuse(row.seq, "unsealed");
       if (!entryMacHolds(keys, row, bounds)) return refuse(row.seq, "entry_mac_mismatch");
-      if (row.prevHash !== prev || (await eventHash(prev, row)) !== row.hash) return refuse(row.seq, "hash_mismatch");
-      const line = encoder.encode(segmentLine(row));
+      if (!linkHolds(row, prev) || (await eventHash(prev, row)) !== row.hash) return refuse(row.seq, "hash_mismatch");
+      // The line names the link, a lean (v2) row's too (it stores none in D1): a segment reads on its own.
+      const line = encoder.encode(segmentLine({ ...row, prevHash: prev }));
       hash.update(line);
       parts.push(line);
       bytes += line.byteLength;
