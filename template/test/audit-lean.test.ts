@@ -135,6 +135,54 @@ describe("lean audit rows", () => {
     expect(await verify(apiKey)).toMatchObject({ ok: true, events: forms.length });
   });
 
+  it("a v1 event is MAC'd and hashed by the texts it had before migration 0036", async () => {
+    const { id } = await mixedTrail();
+    const rows = (
+      await env.DB.prepare(
+        `SELECT id, seq, installation_id AS installationId, idempotency_key AS idempotencyKey, action, actor_type AS actorType, actor_id AS actorId,
+          target_type AS targetType, target_id AS targetId, details_json AS detailsJson, created_at AS createdAt, prev_hash AS prevHash, hash, entry_mac AS entryMac
+        FROM audit_events WHERE installation_id = ? AND action = 'test.legacy' ORDER BY seq`,
+      )
+        .bind(id)
+        .all<Record<string, any>>()
+    ).results;
+    expect(rows).toHaveLength(3);
+    const key = auditKeys(env).current!;
+    for (const row of rows) {
+      // The v1 texts, spelled out here as they were, not taken from the code under test.
+      const macText = canonicalJson({
+        v: 1,
+        id: row.id,
+        installationId: row.installationId,
+        idempotencyKey: row.idempotencyKey,
+        action: row.action,
+        actor: { type: row.actorType, id: row.actorId },
+        target: { type: row.targetType, id: row.targetId },
+        details: row.detailsJson,
+        createdAt: row.createdAt,
+      });
+      expect(row.entryMac).toBe(`${key.id}:${key.mac(macText)}`);
+      const body = canonicalJson({
+        seq: row.seq,
+        id: row.id,
+        installationId: row.installationId,
+        idempotencyKey: row.idempotencyKey,
+        action: row.action,
+        actor: { type: row.actorType, id: row.actorId },
+        target: { type: row.targetType, id: row.targetId },
+        details: JSON.parse(row.detailsJson),
+        createdAt: row.createdAt,
+      });
+      expect(row.hash).toBe(`sha256:${await sha256Hex(`${row.prevHash}\n${body}`)}`);
+    }
+    // Each links to the one before, and the first to the lean event before it (its hash converted).
+    expect(rows[1]!.prevHash).toBe(rows[0]!.hash);
+    const before = await env.DB.prepare("SELECT hash FROM audit_events WHERE installation_id = ? AND seq = ?")
+      .bind(id, rows[0]!.seq - 1)
+      .first<{ hash: string }>();
+    expect(rows[0]!.prevHash).toBe(`sha256:${base64urlToHex(before!.hash)}`);
+  });
+
   it("an edited lean event is caught, sealed or not", async () => {
     const { id, apiKey } = await mixedTrail();
     const [, victim] = await leanRows(id);
