@@ -16,7 +16,7 @@ import { canonicalJson } from "../src/audit";
 import { type AuditRow, eventHash, GENESIS_HASH, sealAuditChain } from "../src/audit/chain";
 import { entryMacText } from "../src/audit/events";
 import { auditKeys } from "../src/audit/keys";
-import { auditEventId, readHash, storeHash, storeMac } from "../src/audit/stored";
+import { auditEventId, readHash, storeCreatedAt, storeHash, storeMac } from "../src/audit/stored";
 import { expressionBudget } from "./expression-budget";
 import { seedTdbDecisions } from "./tdb";
 import { seedTransparency, transparencyPlans } from "./treport";
@@ -842,7 +842,7 @@ async function seedAudit(env: BenchEnv, body: { installationId?: unknown; upTo?:
       };
       const mac = storeMac(key.id, key.mac(entryMacText(row)));
       prev = await eventHash(prev, row);
-      rows.push({ ...row, entryMac: mac, hash: storeHash(prev) });
+      rows.push({ ...row, createdAt: storeCreatedAt(createdAt), entryMac: mac, hash: storeHash(prev) });
     }
     await env.DB.prepare(`
       INSERT INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at, seq, prev_hash, hash, entry_mac)

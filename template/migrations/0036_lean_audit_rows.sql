@@ -2,10 +2,13 @@
 -- id is a digest of the installation and the idempotency key (22 characters), so the key itself
 -- is not stored and one unique index (on id) both finds an event and makes a repeated write do
 -- nothing; prev_hash is not stored (the link is the previous event's hash, which each event's hash
--- covers); hash and the MAC are base64url. Events written before keep their v1 form and verify
--- as they did: the table is rebuilt with the same columns and every row copied unchanged.
+-- covers); hash and the MAC are base64url; created_at is the integer of milliseconds since the
+-- epoch when the time is an ISO 8601 text it converts back to exactly (read back as that text).
+-- Events written before keep their v1 form and verify as they did: the table is rebuilt with the
+-- same columns and every row copied unchanged.
 --
--- What the rebuild changes: idempotency_key may be NULL (a v2 row) and its uniqueness is a partial
+-- What the rebuild changes: created_at has no declared type (so an integer stays one and an older
+-- row's text stays text); idempotency_key may be NULL (a v2 row) and its uniqueness is a partial
 -- index over the v1 rows only; id is a plain unique column instead of the primary key (a rowid
 -- table either way, so backups page it by rowid as before). The indexes kept are the ones queries
 -- use: audit_events_seq (every read by seq, sealing included), audit_events_unsealed (the
@@ -21,7 +24,7 @@ CREATE TABLE audit_events_lean (
   target_type TEXT NOT NULL,
   target_id TEXT NOT NULL,
   details_json TEXT NOT NULL DEFAULT '{}',
-  created_at TEXT NOT NULL,
+  created_at NOT NULL,
   seq INTEGER,
   prev_hash TEXT,
   hash TEXT,

@@ -71,12 +71,12 @@ const stored = async (installationId: string) =>
   (await env.DB.prepare("SELECT id, seq, idempotency_key AS idempotencyKey, prev_hash AS prevHash, hash, entry_mac AS entryMac, action FROM audit_events WHERE installation_id = ? ORDER BY seq").bind(installationId).all<Stored>()).results;
 const leanRows = async (installationId: string) => (await stored(installationId)).filter((row) => row.action === "test.lean");
 
-/** Every event through /audit-events. */
-async function listAll(apiKey: string) {
+/** Every event through /audit-events (with `filter`, a query string starting with &). */
+async function listAll(apiKey: string, filter = "") {
   const items: any[] = [];
   let cursor: string | null = "0";
   while (cursor !== null) {
-    const page: { status: number; body: any } = await api(`/api/v1/audit-events?limit=4&cursor=${cursor}`, { key: apiKey });
+    const page: { status: number; body: any } = await api(`/api/v1/audit-events?limit=4&cursor=${cursor}${filter}`, { key: apiKey });
     expect(page.status).toBe(200);
     items.push(...page.body.items);
     cursor = page.body.nextCursor;
@@ -107,6 +107,28 @@ describe("lean audit rows", () => {
     await event(other.id, key, 1).run();
     expect((await leanRows(other.id))[0]?.id).toBe(auditEventId(other.id, key));
     expect(auditEventId(other.id, key)).not.toBe(row!.id);
+  });
+
+  it("stores the time as milliseconds and reads it back as the text it was; a time in another form stays text", async () => {
+    const { id, apiKey } = await newInstallation();
+    const at = "2026-12-02T05:06:07.089Z";
+    const odd = "2026-12-02T05:06:08Z"; // no milliseconds: Date.toISOString() would not give it back
+    for (const [n, time] of [at, odd].entries()) {
+      await auditStatement(env.DB, { installationId: id, idempotencyKey: `lean:${n}`, action: "test.lean", actor: { type: "system", id: "test" }, target: { type: "test", id: "t1" }, details: { n }, at: time }).run();
+    }
+    const times = (await env.DB.prepare("SELECT typeof(created_at) AS type, created_at AS value FROM audit_events WHERE installation_id = ? AND action = 'test.lean' ORDER BY seq").bind(id).all<{ type: string; value: unknown }>()).results;
+    expect(times).toEqual([
+      { type: "integer", value: Date.parse(at) },
+      { type: "text", value: odd },
+    ]);
+    const listed = (await listAll(apiKey)).filter((item) => item.action === "test.lean");
+    expect(listed.map((item) => item.createdAt)).toEqual([at, odd]);
+    expect((await listAll(apiKey, `&action=test.lean&since=${encodeURIComponent(odd)}`)).map((item) => item.createdAt)).toEqual([odd]);
+    expect((await listAll(apiKey, `&action=test.lean&until=${encodeURIComponent(odd)}`)).map((item) => item.createdAt)).toEqual([at]);
+    expect(await verify(apiKey)).toMatchObject({ ok: true });
+    // One millisecond moved is an edit.
+    await env.DB.prepare("UPDATE audit_events SET created_at = created_at + 1 WHERE installation_id = ? AND action = 'test.lean' AND typeof(created_at) = 'integer'").bind(id).run();
+    expect(await verify(apiKey)).toMatchObject({ ok: false, firstBroken: { reason: "entry_mac_mismatch" } });
   });
 
   it("a key an event stored before (v1) already has writes nothing", async () => {

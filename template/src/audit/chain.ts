@@ -17,7 +17,7 @@ import { canonicalJson } from "./canonical-json";
 import { entryMacText } from "./events";
 import { auditKeys, macVerifies, type AuditKey, type AuditKeys } from "./keys";
 import { segmentAt } from "./segments";
-import { readHash, readMac, storeHash } from "./stored";
+import { createdAtText, readHash, readMac, storeHash } from "./stored";
 
 export const GENESIS_HASH = `sha256:${"0".repeat(64)}`;
 export const PAGE = 500;
@@ -49,7 +49,7 @@ export interface AuditRow {
 
 export const AUDIT_COLUMNS = `id, seq, installation_id AS installationId, idempotency_key AS idempotencyKey, action,
   actor_type AS actorType, actor_id AS actorId, target_type AS targetType, target_id AS targetId,
-  details_json AS detailsJson, created_at AS createdAt, prev_hash AS prevHash, hash, entry_mac AS entryMac`;
+  details_json AS detailsJson, ${createdAtText("created_at")} AS createdAt, prev_hash AS prevHash, hash, entry_mac AS entryMac`;
 
 /** A row as read with AUDIT_COLUMNS, in the one shape the chain uses (stored.ts). */
 export function fromStored(row: AuditRow): AuditRow {

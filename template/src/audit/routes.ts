@@ -4,7 +4,7 @@ import { AUDIT_COLUMNS, checkpointedHashAt, fromStored, GENESIS_HASH, sealAuditC
 import { verifyAuditChain } from "./chain-verify";
 import { lastFullVerification } from "./chain-sweep";
 import { readArchivedEvents } from "./segments";
-import { readHash } from "./stored";
+import { createdAtText, readHash } from "./stored";
 
 export const auditRoutes = routes()
   .op(
@@ -52,7 +52,7 @@ export const auditRoutes = routes()
       WHERE installation_id = ?1 AND seq > ?2
         AND (?3 IS NULL OR action = ?3 OR action LIKE ?3 || '.%')
         AND (?4 IS NULL OR target_type = ?4) AND (?5 IS NULL OR target_id = ?5)
-        AND (?6 IS NULL OR created_at >= ?6) AND (?7 IS NULL OR created_at < ?7)
+        AND (?6 IS NULL OR ${createdAtText("created_at")} >= ?6) AND (?7 IS NULL OR ${createdAtText("created_at")} < ?7)
         AND (?9 = 1 OR target_type <> 'golden_item')
       ORDER BY seq LIMIT ?8
     `)

@@ -6,7 +6,8 @@
 //   id is a digest of the installation and the idempotency key (so the id is what makes a repeated
 //   write do nothing, and nothing is stored twice); no `prev_hash` (the link is the previous
 //   event's hash, which the walk over the chain holds anyway); `hash` and the MAC in `entry_mac` as
-//   base64url instead of hex.
+//   base64url instead of hex; `created_at` as the integer of milliseconds since the epoch when the
+//   time is an ISO 8601 text that converts back to exactly itself (as every time the platform writes).
 //
 // Everything outside this file sees one shape (AuditRow): hashes as "sha256:<hex>" and MACs as
 // "<keyId>:<hex>", whichever form the row is stored in. The hash and the MAC of a v2 event are
@@ -78,4 +79,23 @@ export function readMac(stored: string | null): string | null {
   const separator = stored.indexOf(":");
   const mac = stored.slice(separator + 1);
   return separator > 0 && B64_32.test(mac) ? `${stored.slice(0, separator)}:${base64urlToHex(mac)}` : stored;
+}
+
+/**
+ * A v2 row's `created_at` as stored: the milliseconds since the epoch when `at` is the ISO 8601
+ * text of exactly that instant (`Date.toISOString()`), else `at` itself (read back unchanged).
+ */
+export function storeCreatedAt(at: string): string | number {
+  const ms = Date.parse(at);
+  return Number.isSafeInteger(ms) && ms >= 0 && new Date(ms).toISOString() === at ? ms : at;
+}
+
+/**
+ * SQL for a `created_at` column read as the ISO 8601 text every query and every hash uses: an
+ * integer (or a real, as a restored backup binds numbers) of milliseconds becomes
+ * "YYYY-MM-DDTHH:MM:SS.mmmZ", exactly as `Date.toISOString()` writes it; a text is left as it is.
+ */
+export function createdAtText(column: string): string {
+  const ms = `CAST(${column} AS INTEGER)`;
+  return `(CASE WHEN typeof(${column}) IN ('integer', 'real') THEN strftime('%Y-%m-%dT%H:%M:%S', ${ms} / 1000, 'unixepoch') || printf('.%03dZ', ${ms} % 1000) ELSE ${column} END)`;
 }
