@@ -10,7 +10,7 @@ import { entryMacText } from "../src/audit/events";
 import { auditKeys, signText } from "../src/audit/keys";
 import { archiveAuditSegments } from "../src/audit/segment-sweep";
 import { segmentKey } from "../src/audit/segments";
-import { auditEventId, base64urlToHex, hexToBase64url } from "../src/audit/stored";
+import { auditEventId, base64urlToHex, hexToBase64url, readMac, storeMac } from "../src/audit/stored";
 import { sha256Hex } from "../src/lib/crypto";
 import { api, newInstallation } from "./helpers";
 
@@ -88,6 +88,10 @@ describe("lean audit rows", () => {
   it("base64url round-trips hex of whole bytes", () => {
     for (const hex of ["", "00", "ff00", "0123456789abcdef", "f".repeat(64), (1234567).toString(16).padStart(32, "0")]) expect(base64urlToHex(hexToBase64url(hex))).toBe(hex);
     expect(hexToBase64url("fbff")).toBe("-_8");
+    const mac = "0123456789abcdef".repeat(4);
+    expect(readMac(storeMac("ak_00112233aabbccdd", mac))).toBe(`ak_00112233aabbccdd:${mac}`);
+    expect(readMac(storeMac("other-key", mac))).toBe(`other-key:${mac}`);
+    expect(readMac(`ak_00112233aabbccdd:${mac}`)).toBe(`ak_00112233aabbccdd:${mac}`);
   });
 
   it("stores a digest id, no key, no link and base64url hash and MAC; a repeated key writes nothing", async () => {
@@ -101,7 +105,8 @@ describe("lean audit rows", () => {
     expect(row).toMatchObject({ id: auditEventId(id, key), idempotencyKey: null, prevHash: null });
     expect(row!.id).toMatch(/^[A-Za-z0-9_-]{22}$/u);
     expect(row!.hash).toMatch(/^[A-Za-z0-9_-]{43}$/u);
-    expect(row!.entryMac).toMatch(/^ak_[0-9a-f]{16}:[A-Za-z0-9_-]{43}$/u);
+    expect(row!.entryMac).toMatch(/^[A-Za-z0-9_-]{54}$/u);
+    expect(readMac(row!.entryMac)).toMatch(/^ak_[0-9a-f]{16}:[0-9a-f]{64}$/u);
     // The same key in another installation is another event.
     const other = await newInstallation();
     await event(other.id, key, 1).run();

@@ -5,8 +5,8 @@
 // - v2, lean (every event written since): no idempotency key text (`idempotency_key` is NULL); the
 //   id is a digest of the installation and the idempotency key (so the id is what makes a repeated
 //   write do nothing, and nothing is stored twice); no `prev_hash` (the link is the previous
-//   event's hash, which the walk over the chain holds anyway); `hash` and the MAC in `entry_mac` as
-//   base64url instead of hex; `created_at` as the integer of milliseconds since the epoch when the
+//   event's hash, which the walk over the chain holds anyway); `hash` as base64url instead of hex,
+//   and `entry_mac` as the key id's 8 bytes and the MAC's 32 in one base64url text; `created_at` as the integer of milliseconds since the epoch when the
 //   time is an ISO 8601 text that converts back to exactly itself (as every time the platform writes).
 //
 // Everything outside this file sees one shape (AuditRow): hashes as "sha256:<hex>" and MACs as
@@ -68,14 +68,27 @@ export function readHash(stored: string | null): string | null {
   return stored !== null && B64_32.test(stored) ? `sha256:${base64urlToHex(stored)}` : stored;
 }
 
-/** An entry MAC as stored in a v2 row: "<keyId>:<hex>" → "<keyId>:<base64url>". */
+/** A key id as keys.ts derives it: "ak_" and 8 bytes in hex. */
+const KEY_ID = /^ak_[0-9a-f]{16}$/u;
+/** 40 bytes (a key id's 8 and a MAC's 32) as base64url without padding. */
+const B64_40 = /^[A-Za-z0-9_-]{53}[AQgw]$/u;
+
+/**
+ * An entry MAC as stored in a v2 row: the key id's 8 bytes and the MAC's 32 as one base64url text
+ * (54 characters, for "<keyId>:<hex>"'s 84); a key id of another form as "<keyId>:<base64url>".
+ */
 export function storeMac(keyId: string, macHex: string): string {
-  return `${keyId}:${HEX_32.test(macHex) ? hexToBase64url(macHex) : macHex}`;
+  if (!HEX_32.test(macHex)) return `${keyId}:${macHex}`;
+  return KEY_ID.test(keyId) ? hexToBase64url(`${keyId.slice(3)}${macHex}`) : `${keyId}:${hexToBase64url(macHex)}`;
 }
 
 /** A stored entry MAC as "<keyId>:<hex>" (a v1 value is returned as it is). */
 export function readMac(stored: string | null): string | null {
   if (stored === null) return null;
+  if (B64_40.test(stored)) {
+    const hex = base64urlToHex(stored);
+    return `ak_${hex.slice(0, 16)}:${hex.slice(16)}`;
+  }
   const separator = stored.indexOf(":");
   const mac = stored.slice(separator + 1);
   return separator > 0 && B64_32.test(mac) ? `${stored.slice(0, separator)}:${base64urlToHex(mac)}` : stored;
