@@ -16,6 +16,7 @@ import { canonicalJson } from "../src/audit";
 import { type AuditRow, eventHash, GENESIS_HASH, sealAuditChain } from "../src/audit/chain";
 import { entryMacText } from "../src/audit/events";
 import { auditKeys } from "../src/audit/keys";
+import { auditEventId, readHash, storeCreatedAt, storeHash, storeMac } from "../src/audit/stored";
 import { expressionBudget } from "./expression-budget";
 import { seedTdbDecisions } from "./tdb";
 import { seedTransparency, transparencyPlans } from "./treport";
@@ -826,19 +827,20 @@ async function seedAudit(env: BenchEnv, body: { installationId?: unknown; upTo?:
   await sealAuditChain(env, installationId);
   const head = await env.DB.prepare("SELECT seq, hash FROM audit_events WHERE installation_id = ?1 ORDER BY seq DESC LIMIT 1").bind(installationId).first<{ seq: number; hash: string | null }>();
   if (head && head.hash === null) return json({ error: { code: "bench.audit_seed_unsealed" } }, 409);
-  let prev = head?.hash ?? GENESIS_HASH;
+  let prev = (head ? readHash(head.hash) : null) ?? GENESIS_HASH;
   let seq = head?.seq ?? 0;
   const started = Date.now();
   const createdAt = new Date().toISOString();
   while (seq < upTo) {
-    const rows: AuditRow[] = [];
+    // Rows in the lean (v2) stored form the platform writes (src/audit/stored.ts).
+    const rows: Record<string, string | number | null>[] = [];
     for (const last = Math.min(upTo, seq + AUDIT_SEED_ROWS_PER_STATEMENT); seq < last; ) {
       seq += 1;
       const row: AuditRow = {
-        id: crypto.randomUUID(),
+        id: auditEventId(installationId, `bench:audit:${installationId}:${seq}`),
         seq,
         installationId,
-        idempotencyKey: `bench:audit:${installationId}:${seq}`,
+        idempotencyKey: null,
         action: "bench.event",
         actorType: "system",
         actorId: "bench",
@@ -846,14 +848,13 @@ async function seedAudit(env: BenchEnv, body: { installationId?: unknown; upTo?:
         targetId: `t${seq % 1000}`,
         detailsJson: canonicalJson({ n: seq, category: "spam" }),
         createdAt,
-        prevHash: prev,
+        prevHash: null,
         hash: null,
         entryMac: null,
       };
-      row.entryMac = `${key.id}:${key.mac(entryMacText(row))}`;
-      row.hash = await eventHash(prev, row);
-      prev = row.hash;
-      rows.push(row);
+      const mac = storeMac(key.id, key.mac(entryMacText(row)));
+      prev = await eventHash(prev, row);
+      rows.push({ ...row, createdAt: storeCreatedAt(createdAt), entryMac: mac, hash: storeHash(prev) });
     }
     await env.DB.prepare(`
       INSERT INTO audit_events (id, installation_id, idempotency_key, action, actor_type, actor_id, target_type, target_id, details_json, created_at, seq, prev_hash, hash, entry_mac)

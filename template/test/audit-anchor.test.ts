@@ -5,7 +5,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { auditStatement } from "../src/audit";
-import { type AuditRow, AUDIT_COLUMNS, checkpointBounds, eventHash, GENESIS_HASH, sealAuditChain } from "../src/audit/chain";
+import { type AuditRow, AUDIT_COLUMNS, checkpointBounds, eventHash, fromStored, GENESIS_HASH, sealAuditChain } from "../src/audit/chain";
 import { verifyAuditChain, walkChain } from "../src/audit/chain-verify";
 import { auditKeys } from "../src/audit/keys";
 import { sweepAuditChains } from "../src/audit/chain-sweep";
@@ -25,7 +25,8 @@ const verify = async (apiKey: string, mode: "incremental" | "full" = "incrementa
   return response.body;
 };
 
-const rows = async (installationId: string) => (await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ? ORDER BY seq`).bind(installationId).all<AuditRow>()).results;
+/** The events as the chain reads them (hashes and MACs in hex, whichever form they are stored in). */
+const rows = async (installationId: string) => (await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ? ORDER BY seq`).bind(installationId).all<AuditRow>()).results.map(fromStored);
 
 const checkpoints = async (installationId: string) =>
   (

@@ -2,6 +2,7 @@
 import { env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
+import { auditEventId } from "../src/audit/stored";
 import { api, edge, newInstallation, publish, startRun, waitForRun, waitForWait } from "./helpers";
 
 const parkedGraph = {
@@ -59,13 +60,14 @@ async function rejection(promise: Promise<unknown>): Promise<string> {
 
 describe("WorkflowRuntimeCapability", () => {
   let apiKey: string;
+  let installationId: string;
   let version: { id: string; artifact: { id: string } };
   let runId: string;
   let runtime: Capability;
   const base = () => ({ runId, authorityMode: "autonomous" });
 
   beforeAll(async () => {
-    ({ apiKey } = await newInstallation());
+    ({ apiKey, id: installationId } = await newInstallation());
     version = await publish(apiKey, parkedGraph);
     runId = (await startRun(apiKey, version.id, { input: { flag: true } })).id;
     await waitForWait(apiKey, runId);
@@ -80,7 +82,7 @@ describe("WorkflowRuntimeCapability", () => {
     const stepId = `${runId}:route:main:1`;
     expect(await count("SELECT COUNT(*) AS n FROM workflow_step_runs WHERE id = ?", stepId)).toBe(1);
     expect(await count("SELECT COUNT(*) AS n FROM workflow_step_outputs WHERE step_run_id = ?", stepId)).toBe(1);
-    expect(await count("SELECT COUNT(*) AS n FROM audit_events WHERE idempotency_key = ?", `step:${stepId}:succeeded`)).toBe(1);
+    expect(await count("SELECT COUNT(*) AS n FROM audit_events WHERE id = ?", auditEventId(installationId, `step:${stepId}:succeeded`))).toBe(1);
   });
 
   it("prepareWait twice leaves one wait, one step row, one audit event", async () => {
@@ -102,7 +104,7 @@ describe("WorkflowRuntimeCapability", () => {
     const recorded = await env.DB.prepare("SELECT s.state, o.inline_json AS json FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id WHERE s.id = ?").bind(stepId).first<{ state: string; json: string }>();
     expect(recorded?.state).toBe("succeeded");
     expect(JSON.parse(recorded!.json).port).toBe("hit");
-    expect(await count("SELECT COUNT(*) AS n FROM audit_events WHERE idempotency_key = ?", `step:${stepId}:failed`)).toBe(0);
+    expect(await count("SELECT COUNT(*) AS n FROM audit_events WHERE id = ?", auditEventId(installationId, `step:${stepId}:failed`))).toBe(0);
   });
 
   it("completeWait refuses an event that was never recorded, and one recorded completion is replayed", async () => {

@@ -3,6 +3,7 @@
 import { env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { auditEventId } from "../src/audit/stored";
 import { authorizedRunFolded, GROUP_FOLD_MAX_BYTES } from "../src/workflows/runtime-authorize";
 import { fusedWriteGuard } from "../src/workflows/runtime-fused";
 import { api, edge, newInstallation, startRun, waitForRun, waitForWait } from "./helpers";
@@ -98,8 +99,23 @@ async function recordsOf(runId: string) {
     FROM workflow_step_runs WHERE run_id = ?1 ORDER BY node_id, branch_key`);
   const outputs = await all(`SELECT s.node_id, s.branch_key, o.inline_json, o.digest, o.size_bytes, o.data_classification_json, o.sealed_json IS NULL AS open
     FROM workflow_step_outputs o JOIN workflow_step_runs s ON s.id = o.step_run_id WHERE s.run_id = ?1 ORDER BY s.node_id, s.branch_key`);
-  const audit = await all(`SELECT action, actor_type, actor_id, target_type, replace(idempotency_key, ?1, 'RUN') AS key, details_json
-    FROM audit_events WHERE target_id = ?1 OR details_json LIKE '%' || ?1 || '%' ORDER BY key`);
+  // An event stores the digest of its idempotency key as its id (src/audit/stored.ts): the key is
+  // found again among the ones a run's records can have.
+  const installationId = String((await all(`SELECT installation_id FROM workflow_runs WHERE id = ?1`))[0]!.installation_id);
+  const candidates = new Map<string, string>();
+  const candidate = (key: string) => candidates.set(auditEventId(installationId, key), key.replaceAll(runId, "RUN"));
+  for (const step of steps) {
+    const stepId = `${runId}:${String(step.node_id)}:${String(step.branch_key) || "main"}:1`;
+    for (const suffix of ["succeeded", "failed", "timed_out", "delay_scheduled", "repair_required"]) candidate(`step:${stepId}:${suffix}`);
+    candidate(`run:${runId}:content_read:${String(step.node_id)}`);
+  }
+  for (const suffix of ["created", "terminated", "failed", "completed"]) candidate(`run:${runId}:${suffix}`);
+  const audit = (
+    await all(`SELECT action, actor_type, actor_id, target_type, id, details_json
+    FROM audit_events WHERE target_id = ?1 OR details_json LIKE '%' || ?1 || '%'`)
+  )
+    .map(({ id, ...event }) => ({ ...event, key: candidates.get(String(id)) ?? `?:${String(event.action)}` }))
+    .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   const run = await all(`SELECT state, current_node_id, revision, output_json, error_code, started_at IS NOT NULL AS started, finished_at IS NOT NULL AS finished FROM workflow_runs WHERE id = ?1`);
   // The waits' own ids carry the step id; their shape is what matters.
   const waits = await all(`SELECT wait_type, event_type, state FROM workflow_waits WHERE run_id = ?1 ORDER BY event_type`);

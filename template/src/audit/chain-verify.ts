@@ -14,8 +14,10 @@ import {
   checkpointVerifies,
   entryMacHolds,
   eventHash,
+  fromStored,
   GENESIS_HASH,
   hashAt,
+  linkHolds,
   PAGE,
   readAnchor,
   sealAuditChain,
@@ -71,7 +73,7 @@ interface WalkResult {
 async function rowBroken(keys: AuditKeys, bounds: { first: number | null; last: number | null }, row: AuditRow, position: WalkPosition, checkpoints: readonly Checkpoint[]): Promise<Broken | null> {
   if (!entryMacHolds(keys, row, bounds)) return { seq: row.seq, id: row.id, reason: "entry_mac_mismatch" };
   if (row.hash === null) return { seq: row.seq, id: row.id, reason: "unsealed" };
-  if (row.prevHash !== position.prev) return { seq: row.seq, id: row.id, reason: "prev_hash_mismatch" };
+  if (!linkHolds(row, position.prev)) return { seq: row.seq, id: row.id, reason: "prev_hash_mismatch" };
   if ((await eventHash(position.prev, row)) !== row.hash) return { seq: row.seq, id: row.id, reason: "hash_mismatch" };
   for (const c of checkpoints) {
     if (!keys.byId.has(c.keyId)) continue; // signed by a retired key: no longer checkable
@@ -154,7 +156,7 @@ export async function walkChain(env: Env, installationId: string, keys: AuditKey
       }
     }
     const limit = Math.min(PAGE, budget - checked);
-    const { results } = await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3`).bind(installationId, position.seq, limit).all<AuditRow>();
+    const results = (await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3`).bind(installationId, position.seq, limit).all<AuditRow>()).results.map(fromStored);
     // The segment sweep may have archived the events this walk was about to read: look again.
     if (results[0]?.seq !== position.seq && (await segmentAt(env.DB, installationId, position.seq))) {
       archivedTo = (await lastSegment(env.DB, installationId))?.toSeq ?? 0;

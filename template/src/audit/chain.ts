@@ -17,17 +17,24 @@ import { canonicalJson } from "./canonical-json";
 import { entryMacText } from "./events";
 import { auditKeys, macVerifies, type AuditKey, type AuditKeys } from "./keys";
 import { segmentAt } from "./segments";
+import { createdAtText, readHash, readMac, storeHash } from "./stored";
 
 export const GENESIS_HASH = `sha256:${"0".repeat(64)}`;
 export const PAGE = 500;
 /** At most this many events are sealed per call (the next call, or the next minute, goes on). */
 const SEAL_MAX_EVENTS = 20_000;
 
+/**
+ * One event as the chain sees it, whichever form it is stored in (stored.ts): hashes as
+ * "sha256:<hex>", the MAC as "<keyId>:<hex>". `idempotencyKey` is null for a v2 (lean) event, whose
+ * id is the digest of its key; `prevHash` is null for a hot v2 event (its link is the previous
+ * event's hash) and for any event not sealed yet.
+ */
 export interface AuditRow {
   id: string;
   seq: number;
   installationId: string;
-  idempotencyKey: string;
+  idempotencyKey: string | null;
   action: string;
   actorType: string;
   actorId: string;
@@ -42,9 +49,18 @@ export interface AuditRow {
 
 export const AUDIT_COLUMNS = `id, seq, installation_id AS installationId, idempotency_key AS idempotencyKey, action,
   actor_type AS actorType, actor_id AS actorId, target_type AS targetType, target_id AS targetId,
-  details_json AS detailsJson, created_at AS createdAt, prev_hash AS prevHash, hash, entry_mac AS entryMac`;
+  details_json AS detailsJson, ${createdAtText("created_at")} AS createdAt, prev_hash AS prevHash, hash, entry_mac AS entryMac`;
 
-/** The hash of one event given its predecessor's: sha256 over `prev\n` + the event's canonical JSON. */
+/** A row as read with AUDIT_COLUMNS, in the one shape the chain uses (stored.ts). */
+export function fromStored(row: AuditRow): AuditRow {
+  return { ...row, hash: readHash(row.hash), entryMac: readMac(row.entryMac) };
+}
+
+/**
+ * The hash of one event given its predecessor's: sha256 over `prev\n` + the event's canonical JSON.
+ * A v1 event's JSON names its idempotency key; a v2 event's is marked `v: 2` and has none (its id
+ * is the key's digest, so the id commits to it).
+ */
 export async function eventHash(prevHash: string, row: AuditRow): Promise<string> {
   let details: unknown;
   try {
@@ -52,18 +68,27 @@ export async function eventHash(prevHash: string, row: AuditRow): Promise<string
   } catch {
     details = row.detailsJson;
   }
-  const body = canonicalJson({
+  const common = {
     seq: row.seq,
     id: row.id,
     installationId: row.installationId,
-    idempotencyKey: row.idempotencyKey,
     action: row.action,
     actor: { type: row.actorType, id: row.actorId },
     target: { type: row.targetType, id: row.targetId },
     details,
     createdAt: row.createdAt,
-  });
+  };
+  const body = canonicalJson(row.idempotencyKey === null ? { v: 2, ...common } : { ...common, idempotencyKey: row.idempotencyKey });
   return `sha256:${await sha256Hex(`${prevHash}\n${body}`)}`;
+}
+
+/**
+ * Whether a sealed event links to `prev`, the hash of the event before it. A v1 event stores its
+ * link (prev_hash); a v2 event stores none in D1 (its hash covers `prev`, so the link is checked
+ * by recomputing the hash) and carries it in a segment line, where it must be `prev` too.
+ */
+export function linkHolds(row: AuditRow, prev: string): boolean {
+  return row.idempotencyKey === null && row.prevHash === null ? true : row.prevHash === prev;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -152,11 +177,12 @@ function anchorDueStatement(db: D1Database, installationId: string, seq: number,
 }
 
 async function headRow(db: D1Database, installationId: string): Promise<{ seq: number; hash: string } | null> {
-  return db.prepare(`SELECT seq, hash FROM audit_events WHERE installation_id = ?1 AND hash IS NOT NULL ORDER BY seq DESC LIMIT 1`).bind(installationId).first<{ seq: number; hash: string }>();
+  const head = await db.prepare(`SELECT seq, hash FROM audit_events WHERE installation_id = ?1 AND hash IS NOT NULL ORDER BY seq DESC LIMIT 1`).bind(installationId).first<{ seq: number; hash: string }>();
+  return head ? { seq: head.seq, hash: readHash(head.hash)! } : null;
 }
 
 export async function hashAt(db: D1Database, installationId: string, seq: number): Promise<string | null> {
-  return (await db.prepare(`SELECT hash FROM audit_events WHERE installation_id = ?1 AND seq = ?2`).bind(installationId, seq).first<{ hash: string | null }>())?.hash ?? null;
+  return readHash((await db.prepare(`SELECT hash FROM audit_events WHERE installation_id = ?1 AND seq = ?2`).bind(installationId, seq).first<{ hash: string | null }>())?.hash ?? null);
 }
 
 /**
@@ -288,26 +314,30 @@ export async function sealAuditChain(env: Env, installationId: string, options: 
   let sealed = 0;
   for (;;) {
     const last = await headRow(env.DB, installationId);
-    const { results } = await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ?1 AND hash IS NULL AND seq > ?2 ORDER BY seq LIMIT ?3`)
+    const { results: stored } = await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ?1 AND hash IS NULL AND seq > ?2 ORDER BY seq LIMIT ?3`)
       .bind(installationId, last?.seq ?? 0, PAGE)
       .all<AuditRow>();
+    const results = stored.map(fromStored);
     let prev = last?.hash ?? GENESIS_HASH;
     let expected = (last?.seq ?? 0) + 1;
-    const updates: { id: string; prev: string; hash: string }[] = [];
+    // Each link as stored: a v1 row gets prev_hash and its hex hash, a v2 row only its hash, in
+    // base64url. The page's events are consecutive (from `first`), so the i-th link is the one of seq first + i.
+    const first = expected;
+    const updates: { prev: string | null; hash: string }[] = [];
     for (const row of results) {
       // A gap means an event vanished before it was sealed; a MAC that does not hold, an event
       // changed before it was sealed. Stop so verify reports it.
       if (row.seq !== expected || !entryMacHolds(keys, row, bounds)) break;
       const hash = await eventHash(prev, row);
-      updates.push({ id: row.id, prev, hash });
+      updates.push(row.idempotencyKey === null ? { prev: null, hash: storeHash(hash) } : { prev, hash });
       prev = hash;
       expected += 1;
     }
-    // The page's links in one statement (one query, not one per event); each row still only once, while unsealed.
+    // The page's links in one statement (one query, not one per event), each row found by seq; each row still only once, while unsealed.
     if (updates.length > 0) {
-      await env.DB.prepare(`UPDATE audit_events SET prev_hash = s.value ->> '$.prev', hash = s.value ->> '$.hash'
-        FROM json_each(?1) AS s WHERE audit_events.id = s.value ->> '$.id' AND audit_events.hash IS NULL`)
-        .bind(JSON.stringify(updates))
+      await env.DB.prepare(`UPDATE audit_events SET prev_hash = ?1 ->> ('$[' || CAST(seq - ?3 AS INTEGER) || '].prev'), hash = ?1 ->> ('$[' || CAST(seq - ?3 AS INTEGER) || '].hash')
+        WHERE installation_id = ?2 AND seq BETWEEN ?3 AND ?4 AND hash IS NULL`)
+        .bind(JSON.stringify(updates), installationId, first, first + updates.length - 1)
         .run();
     }
     sealed += updates.length;

@@ -1,9 +1,10 @@
 // /api/v1/audit-events (filtered pages of the trail) and /api/v1/audit/verify (the chain check).
 import { routes } from "../http/route";
-import { AUDIT_COLUMNS, sealAuditChain, serializeAuditRow, type AuditRow } from "./chain";
+import { AUDIT_COLUMNS, checkpointedHashAt, fromStored, GENESIS_HASH, sealAuditChain, serializeAuditRow, type AuditRow } from "./chain";
 import { verifyAuditChain } from "./chain-verify";
 import { lastFullVerification } from "./chain-sweep";
 import { readArchivedEvents } from "./segments";
+import { createdAtText, readHash } from "./stored";
 
 export const auditRoutes = routes()
   .op(
@@ -42,17 +43,29 @@ export const auditRoutes = routes()
         const next = archived.rows.length > query.limit ? page.at(-1)!.seq : archived.scannedTo;
         return { items: page.map(serializeAuditRow), nextCursor: String(next) };
       }
-      const { results } = await c.env.DB.prepare(`
-      SELECT ${AUDIT_COLUMNS} FROM audit_events
+      // A lean (v2) row stores no prev_hash: its link is the hash of the event before it, read here
+      // by seq (audit_events_seq), or, for the first event left in D1, the last hash of the newest segment.
+      const { results: stored } = await c.env.DB.prepare(`
+      SELECT ${AUDIT_COLUMNS},
+        CASE WHEN prev_hash IS NULL AND hash IS NOT NULL THEN (SELECT p.hash FROM audit_events p WHERE p.installation_id = audit_events.installation_id AND p.seq = audit_events.seq - 1) END AS linkedHash
+      FROM audit_events
       WHERE installation_id = ?1 AND seq > ?2
         AND (?3 IS NULL OR action = ?3 OR action LIKE ?3 || '.%')
         AND (?4 IS NULL OR target_type = ?4) AND (?5 IS NULL OR target_id = ?5)
-        AND (?6 IS NULL OR created_at >= ?6) AND (?7 IS NULL OR created_at < ?7)
+        AND (?6 IS NULL OR ${createdAtText("created_at")} >= ?6) AND (?7 IS NULL OR ${createdAtText("created_at")} < ?7)
         AND (?9 = 1 OR target_type <> 'golden_item')
       ORDER BY seq LIMIT ?8
     `)
         .bind(installationId, Math.max(cursor, archived.scannedTo), action, query.targetType ?? null, query.targetId ?? null, query.since ?? null, query.until ?? null, query.limit + 1 - archived.rows.length, admin)
-        .all<AuditRow>();
+        .all<AuditRow & { linkedHash: string | null }>();
+      const results: AuditRow[] = [];
+      for (const { linkedHash, ...row } of stored) {
+        const event = fromStored(row);
+        if (event.prevHash === null && event.hash !== null) {
+          event.prevHash = readHash(linkedHash) ?? (event.seq === 1 ? GENESIS_HASH : await checkpointedHashAt(c.env.DB, installationId, event.seq - 1));
+        }
+        results.push(event);
+      }
       const all = [...archived.rows, ...results];
       const page = all.slice(0, query.limit);
       return { items: page.map(serializeAuditRow), nextCursor: all.length > query.limit ? String(page.at(-1)!.seq) : null };

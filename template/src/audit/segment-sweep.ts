@@ -16,9 +16,10 @@
 /// <reference path="../lib/node-crypto.d.ts" />
 import { createHash } from "node:crypto";
 import { yieldToRuntime } from "../lib/queue-work";
-import { anchoredSeq, AUDIT_COLUMNS, type AuditRow, checkpointBounds, entryMacHolds, eventHash, GENESIS_HASH } from "./chain";
+import { anchoredSeq, AUDIT_COLUMNS, type AuditRow, checkpointBounds, entryMacHolds, eventHash, fromStored, GENESIS_HASH, linkHolds } from "./chain";
 import { auditKeys } from "./keys";
 import { type AuditSegment, lastSegment, segmentKey, segmentLine, segmentStartPrefix } from "./segments";
+import { createdAtText } from "./stored";
 
 /** Days an event stays in D1 after it is written, unless the installation says otherwise. */
 export const DEFAULT_AUDIT_HOT_DAYS = 7;
@@ -48,7 +49,7 @@ export async function planSegment(env: Env, installationId: string, cutoff: stri
   if (first.seq !== (previous ? previous.toSeq + 1 : 1)) return null;
   const newest = await env.DB.prepare(`SELECT MAX(seq) AS seq FROM audit_checkpoints WHERE installation_id = ?1`).bind(installationId).first<{ seq: number | null }>();
   if (!newest?.seq) return null;
-  const tooNew = await env.DB.prepare(`SELECT MIN(seq) AS seq FROM audit_events WHERE installation_id = ?1 AND seq BETWEEN ?2 AND ?3 AND (created_at >= ?4 OR hash IS NULL)`)
+  const tooNew = await env.DB.prepare(`SELECT MIN(seq) AS seq FROM audit_events WHERE installation_id = ?1 AND seq BETWEEN ?2 AND ?3 AND (${createdAtText("created_at")} >= ?4 OR hash IS NULL)`)
     .bind(installationId, first.seq, first.seq + maxEvents - 1, cutoff)
     .first<{ seq: number | null }>();
   const anchored = await anchoredSeq(env, installationId);
@@ -79,14 +80,18 @@ export async function writeSegment(env: Env, plan: SegmentPlan): Promise<AuditSe
   let expected = plan.fromSeq;
   let firstHash: string | null = null;
   while (expected <= plan.toSeq) {
-    const { results } = await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ?1 AND seq BETWEEN ?2 AND ?3 ORDER BY seq LIMIT ?4`).bind(plan.installationId, expected, plan.toSeq, PAGE).all<AuditRow>();
+    const { results: stored } = await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ?1 AND seq BETWEEN ?2 AND ?3 ORDER BY seq LIMIT ?4`)
+      .bind(plan.installationId, expected, plan.toSeq, PAGE)
+      .all<AuditRow>();
+    const results = stored.map(fromStored);
     if (results.length === 0) return refuse(expected, "seq_gap");
     for (const row of results) {
       if (row.seq !== expected) return refuse(expected, "seq_gap");
       if (row.hash === null) return refuse(row.seq, "unsealed");
       if (!entryMacHolds(keys, row, bounds)) return refuse(row.seq, "entry_mac_mismatch");
-      if (row.prevHash !== prev || (await eventHash(prev, row)) !== row.hash) return refuse(row.seq, "hash_mismatch");
-      const line = encoder.encode(segmentLine(row));
+      if (!linkHolds(row, prev) || (await eventHash(prev, row)) !== row.hash) return refuse(row.seq, "hash_mismatch");
+      // The line names the link, a lean (v2) row's too (it stores none in D1): a segment reads on its own.
+      const line = encoder.encode(segmentLine({ ...row, prevHash: prev }));
       hash.update(line);
       parts.push(line);
       bytes += line.byteLength;
@@ -196,7 +201,7 @@ export async function sweepAuditSegments(env: Env, now: Date, options: { hotDays
     const { results } = await env.DB.prepare(`
       SELECT id, oldest FROM (
         SELECT i.id,
-          (SELECT e.created_at FROM audit_events e WHERE e.installation_id = i.id ORDER BY e.seq LIMIT 1) AS oldest,
+          (SELECT ${createdAtText("e.created_at")} FROM audit_events e WHERE e.installation_id = i.id ORDER BY e.seq LIMIT 1) AS oldest,
           (SELECT e.seq FROM audit_events e WHERE e.installation_id = i.id ORDER BY e.seq LIMIT 1) AS first_seq
         FROM installations i
       ) t WHERE oldest < ?1 AND (oldest > ?2 OR (oldest = ?2 AND id > ?3))

@@ -41,7 +41,11 @@ export const segmentKey = (installationId: string, fromSeq: number, toSeq: numbe
 /** The keys of every segment starting at `fromSeq` (one indexed; others are leftovers of an interrupted pass). */
 export const segmentStartPrefix = (installationId: string, fromSeq: number) => `${segmentPrefix(installationId)}${pad(fromSeq)}-`;
 
-/** One event as a segment line: canonical JSON of the row's columns, newline-terminated. */
+/**
+ * One event as a segment line: canonical JSON of the row's columns, newline-terminated, hashes and
+ * MACs in hex whatever the row's stored form. A lean (v2) event's line has `idempotencyKey` null
+ * (its id is the key's digest) and names its link (`prevHash`) like any other.
+ */
 export function segmentLine(row: AuditRow): string {
   return `${canonicalJson({
     seq: row.seq,
@@ -61,8 +65,8 @@ export function segmentLine(row: AuditRow): string {
   })}\n`;
 }
 
-const STRING_FIELDS = ["id", "installationId", "idempotencyKey", "action", "actorType", "actorId", "targetType", "targetId", "detailsJson", "createdAt"] as const;
-const NULLABLE_FIELDS = ["entryMac", "prevHash", "hash"] as const;
+const STRING_FIELDS = ["id", "installationId", "action", "actorType", "actorId", "targetType", "targetId", "detailsJson", "createdAt"] as const;
+const NULLABLE_FIELDS = ["idempotencyKey", "entryMac", "prevHash", "hash"] as const;
 
 /** A segment line back as the row it was, or null when it is not one. */
 export function parseSegmentLine(line: string): AuditRow | null {
@@ -81,7 +85,7 @@ export function parseSegmentLine(line: string): AuditRow | null {
     id: record.id as string,
     seq: record.seq as number,
     installationId: record.installationId as string,
-    idempotencyKey: record.idempotencyKey as string,
+    idempotencyKey: record.idempotencyKey as string | null,
     action: record.action as string,
     actorType: record.actorType as string,
     actorId: record.actorId as string,

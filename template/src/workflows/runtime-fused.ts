@@ -19,7 +19,7 @@ import { authorizedBranch, authorizedNode, authorizedRunWith, cleanIdentifier, d
 import type { CallScope } from "./runtime-capability";
 import { recordNodeFailure } from "./runtime-fail";
 import type { FusedOutput, RuntimeFailureRequest, RuntimeNodeRequest } from "./runtime-protocol";
-import { FINISHED_STEP_STATES, now, outputRecord, outputUpsert, runtimeAudit, stepUpsert, type RecordedStep, type StepUpsertInput } from "./runtime-records";
+import { FINISHED_STEP_STATES, now, outputRecord, outputUpsert, runtimeAudit, stepEventDetails, stepUpsert, type RecordedStep, type StepUpsertInput } from "./runtime-records";
 import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
 import { StepOutputs, walkContext } from "./walker";
 
@@ -290,7 +290,7 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
             runtimeAudit(env.DB, run, {
               key: `step:${stepId}:succeeded`,
               action: "workflow.step_succeeded",
-              details: { nodeId: node.id, kind: node.kind, branchKey, port: result.output.port ?? null, outputDigest: record.digest },
+              details: stepEventDetails(node.id, branchKey, record.digest),
               at,
             }),
             ...(result.statements ?? []),

@@ -115,6 +115,15 @@ export function runtimeAudit(db: D1Database, run: AuthorizedRun, event: { key: s
   });
 }
 
+/**
+ * What a step's audit event records: which step (the run is its target; the node, and the branch
+ * when there is one) and the digest of its output. The step row and its output, which that digest
+ * commits to, hold the rest (kind, port, the output itself); the event does not repeat them.
+ */
+export function stepEventDetails(nodeId: string, branchKey: string, outputDigest: string): Record<string, unknown> {
+  return branchKey ? { nodeId, branchKey, outputDigest } : { nodeId, outputDigest };
+}
+
 /** A finished step: step row, output and audit event in one batch, plus any extra statements. */
 export async function recordStepResult(
   db: D1Database,
@@ -141,7 +150,7 @@ export async function recordStepResult(
     runtimeAudit(db, input.run, {
       key: `step:${input.stepId}:${state}`,
       action: `workflow.step_${state}`,
-      details: { nodeId: input.node.id, kind: input.node.kind, branchKey: input.branchKey, port: input.output.port ?? null, outputDigest: record.digest },
+      details: stepEventDetails(input.node.id, input.branchKey, record.digest),
       at,
     }),
     ...(input.extra ?? []),
