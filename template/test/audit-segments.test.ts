@@ -102,6 +102,22 @@ describe("audit segments", () => {
     expect(await verify(apiKey, "incremental")).toMatchObject({ ok: true });
   });
 
+  it("a segment keeps its end's checkpoint (and the chain's first), not those inside it; the chain still verifies", async () => {
+    const { id, apiKey } = await trail([2, 2, 2, 2, 2]);
+    const seqs = async () => (await env.DB.prepare("SELECT DISTINCT seq FROM audit_checkpoints WHERE installation_id = ?1 ORDER BY seq").bind(id).all<{ seq: number }>()).results.map((row) => row.seq);
+    const before = await seqs();
+    expect(before.length).toBeGreaterThanOrEqual(5);
+    await archiveAuditSegments(env, id, future());
+    const index = await segments(id);
+    expect(index.length).toBeGreaterThan(0);
+    const after = await seqs();
+    const inside = (seq: number) => index.some((segment) => seq >= segment.fromSeq && seq < segment.toSeq);
+    expect(after).toEqual(before.filter((seq) => seq === before[0] || !inside(seq)));
+    expect(after.length).toBeLessThan(before.length);
+    for (const segment of index) expect(after).toContain(segment.toSeq);
+    expect(await verify(apiKey, "full")).toMatchObject({ ok: true, checkedFrom: 1 });
+  });
+
   it("an incremental verification whose last verified checkpoint was archived starts after the segments", async () => {
     const { id, apiKey } = await trail([2, 2, 2]);
     expect(await verify(apiKey, "incremental")).toMatchObject({ ok: true });

@@ -61,7 +61,7 @@ const STAYS_BECAUSE = {
   transparency_rollups: "the transparency report's daily rollups (per day and group, not per lifecycle)",
   transparency_rollup_days: "one row per rolled-up day",
   audit_events: "the trail's head after the newest checkpoint stays in D1 (with the R2 anchor)",
-  audit_checkpoints: "checkpoints stay in D1 (verification across tiers starts from them)",
+  audit_checkpoints: "the checkpoints that end segments, the chain's first, and those in the hot window (verification across tiers starts from them)",
   audit_segments: "one index row per archived segment (up to 10,000 events)",
   workflow_runs: "a run whose case is not archived (a shadow run, or one without a report)",
   workflow_step_runs: "steps of a run whose case is not archived",

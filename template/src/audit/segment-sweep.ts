@@ -143,6 +143,12 @@ export async function commitSegment(env: Env, segment: AuditSegment): Promise<nu
     // Only the range of the index row that holds (a concurrent pass may have indexed another).
     env.DB.prepare(`DELETE FROM audit_events WHERE installation_id = ?1 AND seq BETWEEN ?2 AND ?3
       AND EXISTS (SELECT 1 FROM audit_segments WHERE installation_id = ?1 AND from_seq = ?2 AND to_seq = ?3 AND sha256 = ?4)`).bind(segment.installationId, segment.fromSeq, segment.toSeq, segment.sha256),
+    // The checkpoints inside the segment: its end's checkpoint (kept) commits to every event of it,
+    // as the chain's first checkpoint (kept) bounds the events from before entry MACs. A checkpoint
+    // inside an immutable, indexed segment adds nothing a verification needs, and costs a row each.
+    env.DB.prepare(`DELETE FROM audit_checkpoints WHERE installation_id = ?1 AND seq >= ?2 AND seq < ?3
+      AND seq > (SELECT MIN(seq) FROM audit_checkpoints WHERE installation_id = ?1)
+      AND EXISTS (SELECT 1 FROM audit_segments WHERE installation_id = ?1 AND from_seq = ?2 AND to_seq = ?3 AND sha256 = ?4)`).bind(segment.installationId, segment.fromSeq, segment.toSeq, segment.sha256),
   ]);
   // Objects of the same start under another range: a pass cut short before its commit planned
   // differently. The start is indexed now, so none of them is (or will be) an indexed segment.
