@@ -234,6 +234,13 @@ describe("the case archive", () => {
     expect(backup.tables.human_tasks.map((r: { id: string }) => r.id)).toContain(ids.taskId);
     expect(backup.tables.workflow_runs.map((r: { id: string }) => r.id)).toContain(ids.runId);
     expect(JSON.stringify(backup)).not.toContain(SECRET);
+    // A case both archived and brought back (its object stays) is in the backup once.
+    expect(backup.tables.cases.filter((r: { id: string }) => r.id === ids.caseId)).toHaveLength(1);
+    await api(`/api/v1/cases/${ids.caseId}`, { key: inst.apiKey });
+    expect((await rowsOf(ids)).cases).toBe(1);
+    const both = (await api("/api/v1/installation/export", { key: inst.apiKey, method: "POST" })).body;
+    expect(both.tables.reports.filter((r: { id: string }) => r.id === ids.reportId)).toHaveLength(1);
+    expect(both.tables.human_tasks.filter((r: { id: string }) => r.id === ids.taskId)).toHaveLength(1);
 
     // Restored into a state folder without it: hot again, and read exactly as before.
     await env.DB.batch(installationDeleteStatements(env.DB, inst.id));

@@ -218,6 +218,14 @@ export function segmentKeys(installationId: string, rows: Row[]): string[] {
     .map((row) => segmentKey(installationId, row.from_seq as number, row.to_seq as number));
 }
 
+/** The columns that identify a row of the tables a case archive holds (their primary keys). */
+function primaryKeyOf(table: string, row: Row): Cell[] {
+  if (table === "tdb_submissions") return [row.decision_id ?? null];
+  if (table === "notifier_notices") return [row.report_id ?? null];
+  if (table === "connector_reports") return [row.connector_id ?? null, row.remote_report_id ?? null];
+  return [row.id ?? null];
+}
+
 /**
  * Exports the caller's installation. The export is audited first (`installation.exported`) and
  * the chain sealed, so the backup holds its own export event and a sealed, anchored chain.
@@ -247,11 +255,28 @@ export async function exportInstallation(env: Env, actor: Actor): Promise<Instal
   }
   // Archived cases (cases/archive): their rows are in one R2 object each, not in D1; the backup
   // carries them as rows, so a restore has them hot (and archives them again on its schedule).
+  // A row the D1 read already has (a case brought back, or archived while this export ran) is
+  // taken from D1, once: its newest form.
+  const seen = new Map<string, Set<string>>();
+  const seenIn = (table: string, rows: Row[]) => {
+    const known = seen.get(table);
+    if (known) return known;
+    const keys = new Set(rows.map((row) => JSON.stringify(primaryKeyOf(table, row))));
+    seen.set(table, keys);
+    return keys;
+  };
   for (const archived of await archivedCaseObjects(env, installationId)) {
     for (const [table, rows] of Object.entries(archived.tables)) {
-      if (!tables[table]) continue;
-      tables[table].push(...(rows as Row[]));
-      counts[table] = (counts[table] ?? 0) + rows.length;
+      const into = tables[table];
+      if (!into) continue;
+      const keys = seenIn(table, into);
+      for (const row of rows as Row[]) {
+        const key = JSON.stringify(primaryKeyOf(table, row));
+        if (keys.has(key)) continue;
+        keys.add(key);
+        into.push(row);
+        counts[table] = (counts[table] ?? 0) + 1;
+      }
     }
   }
   const objects: BackupObject[] = [];

@@ -606,8 +606,10 @@ export async function hotOrArchived<T>(env: Env, installationId: string, kind: C
 }
 
 /**
- * Every archived case of an installation, read and checked (for its backup: the rows travel as
- * rows, so a restored installation has them hot and archives them again on its own schedule).
+ * Every case archive object of an installation, read and checked. A backup carries their rows as
+ * rows (a restored installation has them hot and archives them again on its own schedule); a row
+ * the backup also read from D1 (a case brought back, or archived while the backup ran) is taken
+ * from D1, once.
  */
 export async function archivedCaseObjects(env: Env, installationId: string): Promise<CaseArchiveObject[]> {
   const prefix = `${PREFIX}/${installationId}/cases/`;
@@ -618,8 +620,7 @@ export async function archivedCaseObjects(env: Env, installationId: string): Pro
     for (const listed of page.objects) {
       const caseId = listed.key.slice(prefix.length).replace(/\.json$/u, "");
       const object = await readCaseArchive(env, installationId, caseId);
-      // A case brought back to D1 (rehydrated) is in the rows already; its object is a stale copy.
-      if (object && !(await env.DB.prepare(`SELECT 1 AS x FROM cases WHERE id = ?1`).bind(caseId).first())) out.push(object);
+      if (object) out.push(object);
     }
     cursor = page.truncated ? page.cursor : undefined;
   } while (cursor);
