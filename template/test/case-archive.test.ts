@@ -216,6 +216,70 @@ describe("the case archive", () => {
     expect(await sweepCaseArchive(env, much, { installationId: inst.id })).toMatchObject({ archived: 0, failed: 0 });
   });
 
+  it("a row changed between the object and the commit (an erasure, a sealing) keeps the case in D1; the next pass archives what it holds now", async () => {
+    const inst = await setup(0);
+    const ids = await reviewedReport(inst, "post-changed");
+    const later = await twoDaysOn(inst.id);
+    const written = await writeCaseArchive(env, inst.id, ids.caseId);
+    // Same number of rows, same case time: only a cell's contents change.
+    await env.DB.prepare("UPDATE human_tasks SET response_json = ?2 WHERE id = ?1")
+      .bind(ids.taskId, JSON.stringify({ verdict: "remove", note: "changed after the object was written" }))
+      .run();
+    expect(await commitCaseArchive(env, inst.id, ids.caseId, written!, later)).toBe(false);
+    expect((await rowsOf(ids)).tasks).toBe(1);
+    expect(await sweepCaseArchive(env, later, { installationId: inst.id })).toMatchObject({ archived: 1 });
+    const object = JSON.parse(await (await env.WORKFLOW_ARTIFACTS.get(caseArchiveKey(inst.id, ids.caseId)))!.text());
+    expect(object.tables.human_tasks[0].response_json).toContain("changed after the object was written");
+  });
+
+  it("an Idempotency-Key reused while its report was archived: both reports stay readable, the key answers for the newer", async () => {
+    const inst = await setup(0);
+    const body = (subjectId: string) => ({ subject: { kind: "content", id: subjectId }, category: "scams_and_fraud" });
+    const first = await api("/api/v1/reports", { key: inst.apiKey, body: body("post-key-a"), headers: { "idempotency-key": "key-reused" } });
+    expect(first.status).toBe(201);
+    await waitForRun(inst.apiKey, first.body.runs[0].runId, ["waiting", "succeeded"]).catch(() => undefined);
+    await api(`/api/v1/runs/${first.body.runs[0].runId}/terminate`, { key: inst.apiKey, body: {} });
+    const later = await twoDaysOn(inst.id);
+    await env.DB.prepare("UPDATE human_tasks SET state = 'cancelled', updated_at = ?2 WHERE report_id = ?1 AND state IN ('open', 'claimed')")
+      .bind(first.body.id, new Date(Date.now() - 60_000).toISOString())
+      .run();
+    expect(await sweepCaseArchive(env, later, { installationId: inst.id })).toMatchObject({ archived: 1 });
+    // The key is free in D1 now: a new report takes it.
+    const second = await api("/api/v1/reports", { key: inst.apiKey, body: body("post-key-b"), headers: { "idempotency-key": "key-reused" } });
+    expect(second.status).toBe(201);
+    expect(second.body.id).not.toBe(first.body.id);
+    // The archived one comes back whole, without the key the newer one holds.
+    const old = await api(`/api/v1/reports/${first.body.id}/timeline`, { key: inst.apiKey });
+    expect(old.status).toBe(200);
+    const keys = await env.DB.prepare("SELECT id, idempotency_key AS k FROM reports WHERE id IN (?1, ?2)").bind(first.body.id, second.body.id).all<{ id: string; k: string | null }>();
+    expect(Object.fromEntries(keys.results.map((r) => [r.id, r.k]))).toEqual({ [first.body.id]: null, [second.body.id]: "key-reused" });
+    const replay = await api("/api/v1/reports", { key: inst.apiKey, body: body("post-key-b"), headers: { "idempotency-key": "key-reused" } });
+    expect(replay.body.id).toBe(second.body.id);
+  });
+
+  it("a case larger than one bound value (2 MB in D1) comes back in chunks, exactly", async () => {
+    const inst = await setup(0);
+    const ids = await reviewedReport(inst, "post-large");
+    const big = (tag: string) => JSON.stringify([`${tag}:${"x".repeat(600_000)}`]);
+    await env.DB.prepare("UPDATE reports SET category_specification_json = ?2 WHERE id = ?1").bind(ids.reportId, big("a")).run();
+    await env.DB.prepare("UPDATE human_tasks SET response_schema_json = ?2 WHERE id = ?1").bind(ids.taskId, big("b")).run();
+    const second = await api("/api/v1/reports", { key: inst.apiKey, body: { subject: { kind: "content", id: "post-large" }, category: "scams_and_fraud" } });
+    await api(`/api/v1/runs/${second.body.runs[0].runId}/terminate`, { key: inst.apiKey, body: {} });
+    await env.DB.prepare("UPDATE reports SET category_specification_json = ?2 WHERE id = ?1").bind(second.body.id, big("c")).run();
+    await env.DB.prepare("UPDATE human_tasks SET state = 'cancelled' WHERE report_id = ?1 AND state IN ('open', 'claimed')").bind(second.body.id).run();
+    const rows = async () => (await env.DB.prepare("SELECT * FROM reports WHERE case_id = ?1 ORDER BY id").bind(ids.caseId).all()).results;
+    const before = await rows();
+    expect(before).toHaveLength(2);
+    const later = new Date(Date.now() + 4 * DAY);
+    await sweepRunArchive(env, later, { installationId: inst.id });
+    for (let i = 0; i < 5 && ((await sweepMetricRollups(env, later)).more ?? 0) > 0; i++);
+    for (let i = 0; i < 5 && ((await sweepTransparencyRollups(env, later)).more ?? 0) > 0; i++);
+    expect(await sweepCaseArchive(env, later, { installationId: inst.id })).toMatchObject({ archived: 1 });
+    expect((await rowsOf(ids)).reports).toBe(0);
+    expect((await api(`/api/v1/cases/${ids.caseId}`, { key: inst.apiKey })).status).toBe(200);
+    expect(await rows()).toEqual(before);
+  });
+
   it("a backup carries archived cases as rows; restored, they read as they did", async () => {
     const inst = await setup(0);
     const ids = await reviewedReport(inst, "post-backup");
@@ -234,7 +298,7 @@ describe("the case archive", () => {
     expect(backup.tables.human_tasks.map((r: { id: string }) => r.id)).toContain(ids.taskId);
     expect(backup.tables.workflow_runs.map((r: { id: string }) => r.id)).toContain(ids.runId);
     expect(JSON.stringify(backup)).not.toContain(SECRET);
-    // A case both archived and brought back (its object stays) is in the backup once.
+    // A case brought back to D1 is in the backup once.
     expect(backup.tables.cases.filter((r: { id: string }) => r.id === ids.caseId)).toHaveLength(1);
     await api(`/api/v1/cases/${ids.caseId}`, { key: inst.apiKey });
     expect((await rowsOf(ids)).cases).toBe(1);

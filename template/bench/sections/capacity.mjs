@@ -184,7 +184,7 @@ async function measureD1(node_sqlite, label, installationId = null) {
  */
 async function archiveAll(api, adminToken, key, { restoreDays = null } = {}) {
   await api("/api/v1/storage/settings", { method: "PUT", body: { hotDays: 0 }, key });
-  const moved = { ticks: 0, runsArchived: 0, casesQueued: 0, casesArchived: 0, segments: 0, events: 0, failed: 0, ms: 0 };
+  const moved = { ticks: 0, runsQueued: 0, casesQueued: 0, casesArchived: 0, segments: 0, events: 0, ms: 0 };
   const casesBefore = (await api("/api/v1/storage", { key })).archivedCases;
   const until = Date.now() + ARCHIVE_TIMEOUT_MS;
   for (;;) {
@@ -205,10 +205,10 @@ async function archiveAll(api, adminToken, key, { restoreDays = null } = {}) {
     const segments = counts("audit.segments");
     const cases = counts("cases.archive");
     if (!archive || !segments || !cases) throw new Error(`capacity: the scheduled run recorded no ${!archive ? "workflows.archive_runs" : !segments ? "audit.segments" : "cases.archive"} row`);
-    moved.runsArchived += archive.archived;
+    // Runs go through the RUN_OPERATIONS queue as cases do: handed over here, archived by its consumer.
+    moved.runsQueued += archive.queued;
     // Cases go through the RUN_OPERATIONS queue: handed over here, archived by its consumer.
     moved.casesQueued += cases.queued;
-    moved.failed += archive.failed;
     moved.segments += segments.segments;
     moved.events += segments.events;
     const storage = await api("/api/v1/storage", { key });
@@ -219,7 +219,7 @@ async function archiveAll(api, adminToken, key, { restoreDays = null } = {}) {
     const runsHot = storage.oldestHotRecordAt !== null;
     moved.casesArchived = storage.archivedCases - casesBefore;
     // Nothing moved this run, none pending (`more`), and the installation has no case and no run left hot.
-    if (moved.ticks >= 2 && archive.archived === 0 && archive.more === 0 && cases.more === 0 && segments.segments === 0 && casesLeft === 0 && !runsHot) break;
+    if (moved.ticks >= 2 && archive.more === 0 && cases.more === 0 && segments.segments === 0 && casesLeft === 0 && !runsHot) break;
     // The queue's consumer works beside the schedule: give it a moment before the next run.
     if (casesLeft > 0) await new Promise((resolve) => setTimeout(resolve, 250));
     if (Date.now() > until) throw new Error(`capacity: archiving not done after ${moved.ticks} scheduled runs (${casesLeft} cases, ${runsLeft} runs in D1; last: ${JSON.stringify({ archive, cases, segments })})`);
@@ -445,7 +445,7 @@ export function capacityLines() {
     )
       .map(([entry, t]) => `${entry} ${t.queries} q in ${t.roundTrips} trips / ${t.rowsWritten} w`)
       .join(", ")})`,
-    `archived bytes:   ${results.archivedBytesPerLifecycle} B per lifecycle left in D1 once its case, run and audit events are archived  (target ≤ ${TARGET_ARCHIVED_BYTES}) ${verdict(results.archivedBytesPerLifecycle, TARGET_ARCHIVED_BYTES)}  (hot window 0, ${results.capacityArchiving.ticks} scheduled runs two days on until nothing was left: ${results.capacityArchiving.runsArchived} runs, ${results.capacityArchiving.casesArchived} cases, ${results.capacityArchiving.events} audit events in ${results.capacityArchiving.segments} segments; D1 file ${results.capacityD1BytesArchived} B; the schedule's own tables left out: ${results.capacityScheduleTables.map((t) => `${t.table} ${t.bytesPerLifecycle} B`).join(", ") || "none"})`,
+    `archived bytes:   ${results.archivedBytesPerLifecycle} B per lifecycle left in D1 once its case, run and audit events are archived  (target ≤ ${TARGET_ARCHIVED_BYTES}) ${verdict(results.archivedBytesPerLifecycle, TARGET_ARCHIVED_BYTES)}  (hot window 0, ${results.capacityArchiving.ticks} scheduled runs two days on until nothing was left: ${results.capacityArchiving.runsQueued} runs and ${results.capacityArchiving.casesQueued} cases handed to the queue, ${results.capacityArchiving.casesArchived} cases archived, ${results.capacityArchiving.events} audit events in ${results.capacityArchiving.segments} segments; D1 file ${results.capacityD1BytesArchived} B; the schedule's own tables left out: ${results.capacityScheduleTables.map((t) => `${t.table} ${t.bytesPerLifecycle} B`).join(", ") || "none"})`,
     `archive (R2):     ${results.archiveObjectBytesPerLifecycle} B per lifecycle  (run and case objects ${results.archiveRunObjectBytesPerLifecycle} B, from GET /storage archiveBytes; audit segments ${results.archiveSegmentBytesPerLifecycle} B, from audit_segments.bytes); archiving cost ${results.capacityArchiving.queriesPerLifecycle} statements, ${results.capacityArchiving.rowsWrittenPerLifecycle} rows written per lifecycle (every sweep of those scheduled runs)`,
     `days to 10 GB:    ${results.daysPer10GB} at ${LIFECYCLES_PER_DAY.toLocaleString("en")} lifecycles a day, ${DEFAULT_HOT_DAYS}-day window  (target ≥ ${TARGET_DAYS}) ${atLeast(results.daysPer10GB, TARGET_DAYS)}  [${results.daysPer10GBFormula}; the hot window alone holds ${results.hotWindowGB} GB; everything hot it would be ${results.daysPer10GBAllHot}]`,
     "bytes by table:   per lifecycle, table + its indexes (of which indexes), rows per lifecycle:",

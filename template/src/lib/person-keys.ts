@@ -34,6 +34,16 @@ export function personKey(installationId: string, id: string | null | undefined,
 }
 
 /**
+ * The 16-byte key under which an archived case's subject is found (cases/archive: archived_subjects
+ * and the subject's ref object in R2): keyed, so a guessable subject id (a handle) cannot be
+ * confirmed from the key, and gone with the master key.
+ */
+export function subjectArchiveKey(installationId: string, kind: string, id: string, env: { REPORT_MASTER_KEY?: string } = workerEnv as { REPORT_MASTER_KEY?: string }): Uint8Array {
+  const hex = createHmac("sha256", key("case-archive-subject/v1", env)).update(`${installationId}\u0000${kind}\u0000${id}`).digest("hex");
+  return Uint8Array.from({ length: 16 }, (_, i) => Number.parseInt(hex.slice(i * 2, i * 2 + 2), 16));
+}
+
+/**
  * How a reviewer (a console user's email, or the name an API key's tool gives) appears in audit
  * details: `rvw_` and 20 hex digits of a keyed hash, the same for the same reviewer in every event
  * of an installation, so the trail still shows who did what without holding the email or name.

@@ -28,6 +28,7 @@
 import { canonicalJson } from "../../audit";
 import { AppError } from "../../errors";
 import { byteLength, sha256Hex } from "../../lib/crypto";
+import { subjectArchiveKey } from "../../lib/person-keys";
 import { DEFAULT_HOT_DAYS } from "../../lib/storage-tiers";
 
 export const CASE_ARCHIVE_FORMAT = "safest-tools.case-archive";
@@ -50,10 +51,9 @@ export function caseRefKey(installationId: string, kind: CaseRefKind, id: string
   return `${PREFIX}/${installationId}/refs/${kind}/${id}`;
 }
 
-/** The 16-byte key of a subject in archived_subjects (the installation is part of what is hashed). */
+/** The 16-byte key of a subject in archived_subjects (a keyed hash: lib/person-keys.ts). */
 export async function subjectKey(installationId: string, kind: string, id: string): Promise<Uint8Array> {
-  const hex = await sha256Hex(`${installationId}\n${kind}\n${id}`);
-  return Uint8Array.from({ length: 16 }, (_, i) => Number.parseInt(hex.slice(i * 2, i * 2 + 2), 16));
+  return subjectArchiveKey(installationId, kind, id);
 }
 
 const hexOf = (bytes: Uint8Array) => [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
@@ -312,6 +312,8 @@ function refsOf(body: CaseArchiveBody): Array<[CaseRefKind, string]> {
 export interface WrittenCaseArchive {
   key: string;
   digest: string;
+  /** The object's bytes as written (put again after the commit if another pass replaced them). */
+  text: string;
   bytes: number;
   body: CaseArchiveBody;
   subject: Uint8Array;
@@ -342,7 +344,7 @@ export async function writeCaseArchive(env: Env, installationId: string, caseId:
   );
   const refs = [...refsOf(body).map(([kind, id]) => caseRefKey(installationId, kind, id)), subjectRefKey(installationId, subject), ...[...people].map((person) => personRefKey(installationId, person, caseId))];
   await Promise.all(refs.map((ref) => bucket.put(ref, caseId, { customMetadata: { caseId } })));
-  return { key, digest, bytes: byteLength(text), body, subject };
+  return { key, digest, text, bytes: byteLength(text), body, subject };
 }
 
 const idsOf = (rows: Row[], column = "id") => JSON.stringify(rows.map((row) => row[column]));
@@ -356,13 +358,22 @@ export async function commitCaseArchive(env: Env, installationId: string, caseId
   const db = env.DB;
   const t = written.body.tables;
   const counts = TABLES.filter((x) => x.name !== "cases").map((x) => `(SELECT COUNT(*) FROM (${x.select.replace(/ ORDER BY [^)]*$/u, "")})) = ${t[x.name].length}`);
+  // And the same contents: per table, the UTF-8 bytes of every text cell. An erasure, a sealing or
+  // a new mark on a row (what changes a row without adding one) changes them; the row then stays
+  // in D1 and the next pass archives what it holds now.
+  const textBytes = TABLES.filter((x) => t[x.name].length > 0).map((x) => {
+    const columns = Object.keys(t[x.name][0]!).filter((c) => COLUMN.test(c));
+    const expected = t[x.name].reduce((sum, row) => sum + columns.reduce((n, c) => n + (typeof row[c] === "string" ? byteLength(row[c] as string) : 0), 0), 0);
+    const measure = columns.map((c) => `CASE typeof(${c}) WHEN 'text' THEN length(CAST(${c} AS BLOB)) ELSE 0 END`).join(" + ");
+    return `(SELECT COALESCE(SUM(${measure}), 0) FROM (${x.select.replace(/ ORDER BY [^)]*$/u, "")})) = ${expected}`;
+  });
   const erased = t.reports.filter((row) => row.personal_data_erased_at !== null).length;
   const mark = db
     .prepare(`${SCOPE_SQL}
       INSERT INTO case_archive_marks (case_id, digest)
       SELECT ?1, ?4 FROM cases c WHERE c.id = ?1 AND c.installation_id = ?2 AND c.updated_at = ?5 AND ${closedSql("?6")}
         AND (SELECT COUNT(*) FROM reports WHERE case_id = ?1 AND personal_data_erased_at IS NOT NULL) = ${erased}
-        AND ${counts.join("\n        AND ")}`)
+        AND ${[...counts, ...textBytes].join("\n        AND ")}`)
     .bind(caseId, installationId, utcDayStart(now), written.digest, String(t.cases[0]!.updated_at), now.toISOString());
   const marked = `EXISTS (SELECT 1 FROM case_archive_marks WHERE case_id = ?1 AND digest = ?2)`;
   // Every row by its key, exactly the rows the object holds (a table's rows are written by their
@@ -415,7 +426,14 @@ export async function commitCaseArchive(env: Env, installationId: string, caseId
 /** Archives one case (both steps). Answers whether it was archived now. */
 export async function archiveCase(env: Env, installationId: string, caseId: string, now: Date = new Date()): Promise<boolean> {
   const written = await writeCaseArchive(env, installationId, caseId);
-  return written ? commitCaseArchive(env, installationId, caseId, written, now) : false;
+  if (!written || !(await commitCaseArchive(env, installationId, caseId, written, now))) return false;
+  // The rows left D1 as this body holds them; a pass that wrote another body meanwhile (its rows
+  // since changed, so its commit cannot hold) is overwritten with the committed one.
+  const head = await env.WORKFLOW_ARTIFACTS.head(written.key);
+  if (head?.customMetadata?.digest !== written.digest) {
+    await env.WORKFLOW_ARTIFACTS.put(written.key, written.text, { httpMetadata: { contentType: "application/json" }, customMetadata: { digest: written.digest, schemaVersion: String(CASE_ARCHIVE_SCHEMA_VERSION) } });
+  }
+  return true;
 }
 
 /** How long a case the sweep found still live waits before it is looked at again. */
@@ -457,6 +475,11 @@ export async function archiveCaseOrHold(env: Env, installationId: string, caseId
     return "skipped";
   } catch (error) {
     console.error(JSON.stringify({ event: "case.archive_failed", caseId, installationId, code: error instanceof AppError ? error.code : "case_archive.failed" }));
+    // Held like a live one, so a case that keeps failing is not tried again every minute.
+    await env.DB.prepare(`INSERT INTO case_archive_holds (case_id, installation_id, not_before) VALUES (?1, ?2, ?3) ON CONFLICT (case_id) DO UPDATE SET not_before = excluded.not_before`)
+      .bind(caseId, installationId, new Date(now.getTime() + SKIP_HOLD_MS).toISOString())
+      .run()
+      .catch(() => undefined);
     return "failed";
   }
 }
@@ -503,19 +526,43 @@ export async function queueCaseArchive(env: Env, now: Date = new Date(), options
 // ---- back to D1 -------------------------------------------------------------------------------
 
 const COLUMN = /^[a-z_][a-z0-9_]*$/u;
-/** Rows per INSERT statement when a case goes back (each row is one JSON value of one bound array). */
-const REHYDRATE_CHUNK = 200;
+/** Bytes of rows per INSERT statement when a case goes back (D1 takes at most 2 MB in one bound value). */
+const REHYDRATE_CHUNK_BYTES = 1_000_000;
+/** Tables whose rows carry a caller's Idempotency-Key, unique per installation. */
+const KEYED = new Set<TableName>(["reports", "appeals"]);
 
-/** The statements that put a table's archived rows back as they were (rows already there are kept). */
+/**
+ * The statements that put a table's archived rows back as they were: one INSERT per chunk of rows
+ * (at most REHYDRATE_CHUNK_BYTES of JSON; a larger row alone). A row whose Idempotency-Key another
+ * record took while this one was archived comes back without it (the key answers for the newer
+ * record now); anything else already there makes the whole batch fail, so nothing comes back halfway.
+ */
 function insertStatements(db: D1Database, table: TableName, rows: Row[]): D1PreparedStatement[] {
   if (rows.length === 0) return [];
   const columns = Object.keys(rows[0]!);
   if (!columns.every((c) => COLUMN.test(c))) throw new AppError("case_archive.corrupt", `The case archive holds a column name that is not one: ${table}.`, { status: 500 });
+  const installation = columns.indexOf("installation_id");
+  const values = columns.map((c, j) =>
+    KEYED.has(table) && c === "idempotency_key" && installation >= 0
+      ? `CASE WHEN EXISTS (SELECT 1 FROM ${table} x WHERE x.installation_id = value ->> ${installation} AND x.idempotency_key = value ->> ${j}) THEN NULL ELSE value ->> ${j} END`
+      : `value ->> ${j}`,
+  );
+  const sql = `INSERT INTO ${table} (${columns.join(", ")}) SELECT ${values.join(", ")} FROM json_each(?1)`;
   const out: D1PreparedStatement[] = [];
-  for (let i = 0; i < rows.length; i += REHYDRATE_CHUNK) {
-    const chunk = rows.slice(i, i + REHYDRATE_CHUNK).map((row) => columns.map((c) => row[c] ?? null));
-    out.push(db.prepare(`INSERT OR IGNORE INTO ${table} (${columns.join(", ")}) SELECT ${columns.map((_, j) => `value ->> ${j}`).join(", ")} FROM json_each(?1)`).bind(JSON.stringify(chunk)));
+  let chunk: string[] = [];
+  let bytes = 0;
+  const flush = () => {
+    if (chunk.length > 0) out.push(db.prepare(sql).bind(`[${chunk.join(",")}]`));
+    chunk = [];
+    bytes = 0;
+  };
+  for (const row of rows) {
+    const text = JSON.stringify(columns.map((c) => row[c] ?? null));
+    if (bytes + text.length > REHYDRATE_CHUNK_BYTES) flush();
+    chunk.push(text);
+    bytes += text.length;
   }
+  flush();
   return out;
 }
 
@@ -534,13 +581,22 @@ export async function rehydrateCase(env: Env, installationId: string, caseId: st
   const subject = await subjectKey(installationId, String(caseRow.subject_kind), String(caseRow.subject_id));
   const bytes = byteLength(canonicalJson(object));
   const statements = TABLES.flatMap((t) => insertStatements(db, t.name, object.tables[t.name]));
-  await db.batch([
-    // Counted out only when the case was archived, not when a second reader brings it back too.
-    db.prepare(`UPDATE case_archive_totals SET cases = MAX(0, cases - 1), bytes = MAX(0, bytes - ?2) WHERE installation_id = ?1 AND NOT EXISTS (SELECT 1 FROM cases WHERE id = ?3)`).bind(installationId, bytes, caseId),
-    ...statements,
-    db.prepare(`DELETE FROM archived_subjects WHERE key = ?1`).bind(subject),
-    db.prepare(`INSERT INTO case_archive_holds (case_id, installation_id, rehydrated_at) VALUES (?1, ?2, ?3) ON CONFLICT (case_id) DO UPDATE SET rehydrated_at = excluded.rehydrated_at`).bind(caseId, installationId, now.toISOString()),
-  ]);
+  try {
+    await db.batch([
+      db.prepare(`UPDATE case_archive_totals SET cases = MAX(0, cases - 1), bytes = MAX(0, bytes - ?2) WHERE installation_id = ?1`).bind(installationId, bytes),
+      ...statements,
+      db.prepare(`DELETE FROM archived_subjects WHERE key = ?1`).bind(subject),
+      db.prepare(`INSERT INTO case_archive_holds (case_id, installation_id, rehydrated_at) VALUES (?1, ?2, ?3) ON CONFLICT (case_id) DO UPDATE SET rehydrated_at = excluded.rehydrated_at`).bind(caseId, installationId, now.toISOString()),
+    ]);
+  } catch (error) {
+    // Another reader brought it back first (its rows are there now): nothing to do.
+    if (await db.prepare(`SELECT 1 AS x FROM cases WHERE id = ?1 AND installation_id = ?2`).bind(caseId, installationId).first()) return true;
+    console.error(JSON.stringify({ event: "case.rehydrate_failed", caseId, installationId, code: error instanceof AppError ? error.code : "d1.error" }));
+    throw new AppError("case_archive.rehydrate_failed", `The archived case ${caseId} could not be brought back to D1; nothing of it was written, and it stays archived.`, { status: 500, retryable: true });
+  }
+  // D1 holds the case again and is its only truth: the object goes, so no stale copy outlives an
+  // erasure of the hot rows. Archived again, the case gets a new object (its refs stay valid).
+  await env.WORKFLOW_ARTIFACTS.delete(caseArchiveKey(installationId, caseId));
   return true;
 }
 
@@ -585,8 +641,17 @@ export async function rehydratePerson(env: Env, installationId: string, personKe
     const page = await env.WORKFLOW_ARTIFACTS.list({ prefix, limit: PERSON_REHYDRATE_LIMIT - cases });
     for (const listed of page.objects) {
       const caseId = listed.key.slice(prefix.length);
-      if (ID.test(caseId) && !(await env.DB.prepare(`SELECT 1 AS x FROM cases WHERE id = ?1`).bind(caseId).first())) await rehydrateCase(env, installationId, caseId);
-      // Brought back (or already hot): the ref is written again if the case is archived again with the person's rows.
+      if (ID.test(caseId)) {
+        const hot = await env.DB.prepare(`SELECT 1 AS x FROM cases WHERE id = ?1 AND installation_id = ?2`).bind(caseId, installationId).first();
+        if (hot) {
+          // Hot, maybe with an archive pass in flight that wrote this ref: held as a brought-back case,
+          // so that pass cannot commit and the request finds the person's rows in D1.
+          await env.DB.prepare(`INSERT INTO case_archive_holds (case_id, installation_id, rehydrated_at) VALUES (?1, ?2, ?3) ON CONFLICT (case_id) DO UPDATE SET rehydrated_at = excluded.rehydrated_at`)
+            .bind(caseId, installationId, new Date().toISOString())
+            .run();
+        } else await rehydrateCase(env, installationId, caseId);
+      }
+      // In D1 now: the ref is written again when the case is archived again with the person's rows.
       await env.WORKFLOW_ARTIFACTS.delete(listed.key);
       cases += 1;
     }
@@ -602,7 +667,9 @@ export async function rehydratePerson(env: Env, installationId: string, personKe
 export async function hotOrArchived<T>(env: Env, installationId: string, kind: CaseRefKind | "case", id: string, read: () => Promise<T | null>): Promise<T | null> {
   const hot = await read();
   if (hot !== null && hot !== undefined) return hot;
-  return (await rehydrateRef(env, installationId, kind, id)) ? read() : null;
+  // Read again whether or not this call brought it back: another reader may have (and removed the object).
+  await rehydrateRef(env, installationId, kind, id);
+  return read();
 }
 
 /**
