@@ -1,0 +1,15 @@
+-- Leaner case rows: an index on reports that another one already serves. Every report written
+-- also writes an entry in each index of its table (docs/ARCHITECTURE.md, "Indexes on hot tables",
+-- lists the ones kept and why). Checked with EXPLAIN QUERY PLAN of every statement in src/ that
+-- reads reports by installation and time, against a database with all migrations applied, with
+-- and without the index, foreign-key checks included.
+
+-- reports_installation (installation_id, created_at DESC, id DESC) and reports_received
+-- (installation_id, created_at, source, category, id) start with the same two columns. What used
+-- the first now walks the second the same way: the report listing (newest first, its cursor and
+-- filters checked per row, as before) and a backtest's reports by time (oldest first), each sorting
+-- only the reports that share a created_at (to the millisecond) by id; the evaluation's lookup of
+-- given ids covered by either. The rollups and transparency figures already used reports_received.
+-- Deleting an installation (the foreign-key check) uses the (installation_id, idempotency_key)
+-- unique index, as before.
+DROP INDEX IF EXISTS reports_installation;
