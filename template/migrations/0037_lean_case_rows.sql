@@ -13,3 +13,10 @@
 -- Deleting an installation (the foreign-key check) uses the (installation_id, idempotency_key)
 -- unique index, as before.
 DROP INDEX IF EXISTS reports_installation;
+
+-- Nothing reads cases in last_reported_at order within an installation (the retention sweep walks
+-- cases_retention across installations; a case is read by id, or by its subject through the
+-- (installation_id, subject_kind, subject_id) unique index). What cases_recent served by its
+-- first column alone (an installation's cases: backup, storage figures, erasure's case update,
+-- deleting an installation and its foreign-key check) that unique index serves the same way.
+DROP INDEX IF EXISTS cases_recent;
