@@ -20,9 +20,13 @@ async function refuseClaim(env: Env, actor: Actor, taskId: string, who: string):
   throw conflict("task.not_claimable", `The task is ${row.state}.`);
 }
 
-/** Takes (or renews, for the same reviewer) the exclusive lease; a second claimer gets 409. */
-export async function claimTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; leaseSeconds?: number }) {
-  await assertTaskVisible(env, actor, taskId);
+/**
+ * Takes (or renews, for the same reviewer) the exclusive lease; a second claimer gets 409.
+ * `inVisibleQueue`: the caller found the task in a queue it checked the actor may see (`/next`),
+ * so a console user limited to some queues needs no read of the task's queue first.
+ */
+export async function claimTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; leaseSeconds?: number }, inVisibleQueue = false) {
+  if (!inVisibleQueue) await assertTaskVisible(env, actor, taskId);
   const who = claimant(actor, input.reviewer);
   const now = new Date();
   const at = now.toISOString();
@@ -89,7 +93,7 @@ export async function claimNextTask(env: Env, actor: Actor, queueId: string, inp
       return null;
     }
     try {
-      const task = await claimTask(env, actor, candidate.id, input);
+      const task = await claimTask(env, actor, candidate.id, input, true);
       return { ...task, wellness: await nextTaskWellness(env.DB, actor.installationId, queueId, exposure) };
     } catch (error) {
       // Someone else took it between the read and the claim: try the next one.
