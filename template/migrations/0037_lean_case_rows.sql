@@ -20,3 +20,10 @@ DROP INDEX IF EXISTS reports_installation;
 -- first column alone (an installation's cases: backup, storage figures, erasure's case update,
 -- deleting an installation and its foreign-key check) that unique index serves the same way.
 DROP INDEX IF EXISTS cases_recent;
+
+-- A subject's reports are its case's: intake files a report in the one case of its subject (the
+-- (installation_id, subject_kind, subject_id) unique index of cases), and neither a report's nor a
+-- case's subject ever changes. The subject_history component, the one query that looked reports
+-- up by subject, now finds the case by its subject and the case's reports through reports_case.
+-- (The report listing's subject filter is checked per row of its walk, as before.)
+DROP INDEX IF EXISTS reports_subject;
