@@ -27,3 +27,11 @@ DROP INDEX IF EXISTS cases_recent;
 -- up by subject, now finds the case by its subject and the case's reports through reports_case.
 -- (The report listing's subject filter is checked per row of its walk, as before.)
 DROP INDEX IF EXISTS reports_subject;
+
+-- Tasks by due time within an installation: the SLA alerts read live tasks (human_tasks_open_due,
+-- partial: a finished task leaves it); the tasks.sla_breaches rollup reads every task due in an
+-- hour, now per queue and state through human_tasks_queue_listing (installation_id, queue_id,
+-- state, due_at, …: one range per queue and state), and the queue list's counts and oldest due
+-- date read each queue's live tasks there too. Nothing else walked human_tasks_due, which held
+-- every task, finished ones included.
+DROP INDEX IF EXISTS human_tasks_due;
