@@ -35,3 +35,11 @@ DROP INDEX IF EXISTS reports_subject;
 -- date read each queue's live tasks there too. Nothing else walked human_tasks_due, which held
 -- every task, finished ones included.
 DROP INDEX IF EXISTS human_tasks_due;
+
+-- Completed tasks by reviewer: no query looks a reviewer's tasks up. The reviewer figures' task
+-- times (tasks completed since a date) walked all of an installation's completed tasks in it; they
+-- now read each queue's range of human_tasks_queue_completed (installation_id, queue_id,
+-- completed_at; partial: completed). A decision's "was this run reviewed" check reads the run's
+-- tasks through human_tasks_run; the onboarding checklist's "a task was completed" stops at the
+-- first completed task of human_tasks_queue_listing (which holds the state).
+DROP INDEX IF EXISTS human_tasks_reviewer;
