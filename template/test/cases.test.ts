@@ -92,6 +92,27 @@ describe("intake to decision", () => {
     expect(stats.body.timeToComplete.p50Seconds).toBeGreaterThanOrEqual(0);
   });
 
+  it("intake answers the report as a read of it does, and a queue's tasks and /next tell an unknown queue (404) from an empty one", async () => {
+    const { apiKey, queueId, intakeKey, reviewKey } = await setup({ when: "false" });
+    const first = await api("/api/v1/reports", { key: intakeKey, body: { ...reportBody("post-read"), categorySpecification: ["KEYWORD_PHISHING"] } });
+    const second = await api("/api/v1/reports", { key: intakeKey, body: reportBody("post-read", { evidence: [] }) });
+    expect([first.status, second.status]).toEqual([201, 201]);
+    expect(second.body).toMatchObject({ caseId: first.body.caseId, caseReportCount: 2, evidenceCount: 0 });
+    for (const intake of [first, second]) {
+      const { runs: _runs, ...summary } = intake.body;
+      const read = await api(`/api/v1/reports/${intake.body.id}`, { key: apiKey });
+      // The read opens the subject's sealed fields too; the case has two reports by now.
+      expect(read.body).toMatchObject({ ...summary, caseReportCount: 2 });
+    }
+    expect((await api(`/api/v1/queues/${queueId}/tasks`, { key: reviewKey })).body).toEqual({ items: [], nextCursor: null });
+    const code = async (path: string, body?: unknown) => (await api(path, { key: reviewKey, ...(body ? { body } : {}) })).body.error?.code;
+    expect(await code("/api/v1/queues/q_unknown/tasks")).toBe("queue.not_found");
+    expect(await code("/api/v1/queues/q_unknown/tasks?cursor=nonsense")).toBe("queue.not_found");
+    expect(await code(`/api/v1/queues/${queueId}/tasks?cursor=nonsense`)).toBe("request.invalid_cursor");
+    expect(await code("/api/v1/queues/q_unknown/next", { reviewer: "mod-ana" })).toBe("queue.not_found");
+    expect(await code(`/api/v1/queues/${queueId}/next`, { reviewer: "mod-ana" })).toBe("queue.empty");
+  });
+
   it("a report the trigger's condition does not match starts nothing", async () => {
     const { intakeKey } = await setup();
     const intake = await api("/api/v1/reports", { key: intakeKey, body: { ...reportBody("post-x"), category: "animal_welfare" } });

@@ -92,6 +92,7 @@ describe("roles", () => {
     const queues = (await (await asUser(moderator, "/api/v1/queues")).json()) as { items: Array<{ id: string }> };
     expect(queues.items.map((q) => q.id)).toEqual([queueA.body.id]);
     expect((await asUser(moderator, `/api/v1/queues/${queueB.body.id}/tasks`)).status).toBe(404);
+    expect(((await (await asUser(moderator, `/api/v1/queues/${queueB.body.id}/next`, {})).json()) as any).error.code).toBe("queue.not_found");
     expect((await asUser(moderator, `/api/v1/tasks/${taskId}/claim`, {})).status).toBe(404);
     await asUser(admin, `/api/v1/console-users/${moderator.user.id}`, { queueIds: null }, "PATCH");
     const claimed = await asUser(moderator, `/api/v1/tasks/${taskId}/claim`, {});

@@ -109,8 +109,11 @@ async function subjectHistory(env: Env, run: AuthorizedRun, input: JsonObject): 
     throw new ComponentExecutionError("component.input_invalid", false, "subject_history needs a run with a report, or input.subject { kind, id }.");
   }
   const [reports, decisions] = await env.DB.batch<Record<string, JsonValue>>([
+    // A subject's reports are its case's (intake files every report in the one case of its subject):
+    // the case by its subject, then its reports by case.
     env.DB.prepare(`SELECT category, COUNT(*) AS count, MIN(created_at) AS first, MAX(created_at) AS last FROM reports
-      WHERE installation_id = ?1 AND subject_kind = ?2 AND subject_id = ?3 GROUP BY category ORDER BY count DESC`).bind(run.installationId, subject.kind, subject.id),
+      WHERE case_id = (SELECT id FROM cases WHERE installation_id = ?1 AND subject_kind = ?2 AND subject_id = ?3) AND installation_id = ?1
+      GROUP BY category ORDER BY count DESC`).bind(run.installationId, subject.kind, subject.id),
     env.DB.prepare(`SELECT outcome, policy_category AS category, decided_at AS decidedAt FROM decisions
       WHERE installation_id = ?1 AND subject_kind = ?2 AND subject_id = ?3 ORDER BY decided_at DESC LIMIT 20`).bind(run.installationId, subject.kind, subject.id),
   ]);

@@ -72,7 +72,8 @@ async function decisionStatements(env: Env, source: DecisionSource) {
   else {
     // A person decided if a review task of this run was completed; otherwise automation did. (A golden
     // copy of one of its tasks only measures a reviewer: it decides nothing.)
-    const reviewed = await env.DB.prepare(`SELECT 1 AS x FROM human_tasks WHERE installation_id = ?1 AND run_id = ?2 AND state = 'completed' AND origin = 'workflow' LIMIT 1`).bind(source.installationId, source.runId).first();
+    // The run's tasks through human_tasks_run (the unary + keeps the planner off a walk of the installation's tasks).
+    const reviewed = await env.DB.prepare(`SELECT 1 AS x FROM human_tasks WHERE run_id = ?2 AND +installation_id = ?1 AND state = 'completed' AND origin = 'workflow' LIMIT 1`).bind(source.installationId, source.runId).first();
     automatedDecision = reviewed ? "not_automated" : source.authorityMode === "assisted" ? "partially" : "fully";
   }
   const reportSource = report?.source ?? "voluntary";

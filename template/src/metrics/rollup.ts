@@ -118,10 +118,13 @@ const ROLLUP_SQL: readonly string[] = [
         WHERE installation_id = ?1 AND COALESCE(claimed_at, completed_at) >= ?2 AND COALESCE(claimed_at, completed_at) < ?3 AND queue_id IS NOT NULL AND ${NOT_GOLDEN}
       )
     ) GROUP BY queue_id, bucket`,
-  `${INSERT} SELECT ?1, ?2, 'tasks.sla_breaches', json_object('queue', queue_id), -1, COUNT(*) FROM human_tasks
-    WHERE installation_id = ?1 AND due_at >= ?2 AND due_at < ?3 AND due_at <= ?4 AND queue_id IS NOT NULL AND ${NOT_GOLDEN}
-      AND NOT (state = 'completed' AND completed_at <= due_at) AND NOT (state = 'cancelled' AND updated_at <= due_at)
-    GROUP BY queue_id`,
+  // Per queue and state (every state: the list is what lets the walk use human_tasks_queue_listing,
+  // one due-time range for each), the tasks due in the hour.
+  `${INSERT} SELECT ?1, ?2, 'tasks.sla_breaches', json_object('queue', t.queue_id), -1, COUNT(*) FROM queues q CROSS JOIN human_tasks t
+    WHERE q.installation_id = ?1 AND t.installation_id = ?1 AND t.queue_id = q.id AND t.state IN ('open', 'claimed', 'completed', 'expired', 'cancelled')
+      AND t.due_at >= ?2 AND t.due_at < ?3 AND t.due_at <= ?4 AND t.${NOT_GOLDEN}
+      AND NOT (t.state = 'completed' AND t.completed_at <= t.due_at) AND NOT (t.state = 'cancelled' AND t.updated_at <= t.due_at)
+    GROUP BY t.queue_id`,
   `${INSERT} SELECT ?1, ?2, 'tasks.ended', json_object('queue', queue_id, 'state', state), -1, COUNT(*) FROM human_tasks
     WHERE installation_id = ?1 AND state IN ${ENDED_TASK} AND updated_at >= ?2 AND updated_at < ?3 AND queue_id IS NOT NULL AND ${NOT_GOLDEN}
     GROUP BY queue_id, state`,

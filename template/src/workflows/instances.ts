@@ -14,8 +14,8 @@ export async function runInstanceIdUnsafe(db: D1Database, runId: string): Promis
  * repair, finished, or not dispatched yet): the signal's record in D1 is read when the run resumes
  * (a repair re-signals the waits whose event was recorded).
  */
-export async function signalRun(env: Env, runId: string, event: { type: string; payload: Record<string, unknown> }): Promise<boolean> {
-  const instanceId = await runInstanceIdUnsafe(env.DB, runId);
+export async function signalRun(env: Env, runId: string, event: { type: string; payload: Record<string, unknown> }, knownInstanceId?: string): Promise<boolean> {
+  const instanceId = knownInstanceId ?? (await runInstanceIdUnsafe(env.DB, runId));
   if (!instanceId) return false;
   try {
     await (await env.WORKFLOWS.get(instanceId)).sendEvent(event);

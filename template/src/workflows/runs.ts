@@ -390,9 +390,13 @@ export async function sendRunEvent(env: Env, actor: Actor, runId: string, event:
   return { delivered: deliveries.map(({ wait, eventId }) => ({ eventId, waitId: wait.id })) };
 }
 
-/** Wakes the run's wait on `signalType` with the id of an event recorded for it (never the event itself). */
-export async function signalRunEvent(env: Env, runId: string, signalType: string, eventId: string): Promise<void> {
-  await signalRun(env, runId, { type: signalType, payload: { eventId } });
+/**
+ * Wakes the run's wait on `signalType` with the id of an event recorded for it (never the event
+ * itself). `instanceId`: the run's current instance when the caller read it after recording the
+ * event (COALESCE(instance_id, id) of its run row), which spares reading it again.
+ */
+export async function signalRunEvent(env: Env, runId: string, signalType: string, eventId: string, instanceId?: string): Promise<void> {
+  await signalRun(env, runId, { type: signalType, payload: { eventId } }, instanceId);
 }
 
 /**

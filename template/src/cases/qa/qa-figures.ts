@@ -94,13 +94,16 @@ export async function reviewerFigures(env: Env, actor: Actor, options: { since?:
     env.DB.prepare(`SELECT original_reviewer AS reviewer, qa_reviewer AS qaReviewer, category, original_label AS originalLabel, qa_label AS qaLabel, agreed
       FROM qa_reviews WHERE installation_id = ?1 AND qa_completed_at >= ?2 AND agreed IS NOT NULL LIMIT 50000`).bind(actor.installationId, since),
     env.DB.prepare(`SELECT completed_by AS reviewer, category, correct FROM golden_items WHERE installation_id = ?1 AND completed_at >= ?2 AND correct IS NOT NULL LIMIT 50000`).bind(actor.installationId, since),
+    // Task times: each queue's tasks completed since then (and those of no queue), one range of
+    // human_tasks_queue_completed per queue rather than a walk of every task the installation completed.
     env.DB.prepare(`
       SELECT t.completed_by AS reviewer, COALESCE(r.category, qr.category, g.category) AS category, (julianday(t.completed_at) - julianday(t.claimed_at)) * 86400.0 AS seconds
-      FROM human_tasks t
+      FROM (SELECT id FROM queues WHERE installation_id = ?1 UNION ALL SELECT NULL) q
+        CROSS JOIN human_tasks t ON t.installation_id = ?1 AND t.queue_id IS q.id AND t.completed_at IS NOT NULL AND t.completed_at >= ?2
         LEFT JOIN reports r ON r.id = t.report_id AND r.installation_id = t.installation_id
         LEFT JOIN qa_reviews qr ON qr.qa_task_id = t.id
         LEFT JOIN golden_items g ON g.task_id = t.id
-      WHERE t.installation_id = ?1 AND t.state = 'completed' AND t.completed_by IS NOT NULL AND t.completed_at >= ?2 AND t.claimed_at IS NOT NULL
+      WHERE t.state = 'completed' AND t.completed_by IS NOT NULL AND t.claimed_at IS NOT NULL
       ORDER BY t.completed_at DESC LIMIT ${TIME_SAMPLE}
     `).bind(actor.installationId, since),
   ]);

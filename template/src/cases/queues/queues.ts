@@ -69,13 +69,16 @@ export async function createQueue(env: Env, actor: Actor, input: { name: string;
 /** Open now: open, or claimed with a lapsed lease (claimable again, listed as open); binds the time as ?2. */
 const OPEN_NOW = `(t.state = 'open' OR (t.state = 'claimed' AND (t.lease_expires_at IS NULL OR t.lease_expires_at <= ?2)))`;
 
+/** Implied by OPEN_NOW, and said so the count walks the queue's live tasks in human_tasks_queue_listing, not its history. */
+const LIVE = `t.state IN ('open', 'claimed')`;
+
 export async function listQueues(env: Env, actor: Actor) {
   const now = new Date().toISOString();
   const { results } = await env.DB.prepare(`
     SELECT q.id, q.name, q.description, q.sla_seconds AS slaSeconds, q.priority, q.created_at AS createdAt, q.updated_at AS updatedAt,
-      (SELECT COUNT(*) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND ${OPEN_NOW}) AS open,
+      (SELECT COUNT(*) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND ${LIVE} AND ${OPEN_NOW}) AS open,
       (SELECT COUNT(*) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state = 'claimed' AND NOT ${OPEN_NOW}) AS claimed,
-      (SELECT MIN(t.due_at) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND ${OPEN_NOW}) AS oldestDueAt,
+      (SELECT MIN(t.due_at) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND ${LIVE} AND ${OPEN_NOW}) AS oldestDueAt,
       (SELECT COUNT(*) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state IN ('open', 'claimed') AND t.due_at < ?2) AS breachedSla
     FROM queues q WHERE q.installation_id = ?1 ORDER BY q.priority DESC, q.name LIMIT 500
   `)

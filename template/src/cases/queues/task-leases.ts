@@ -1,12 +1,12 @@
 // Task leases: an exclusive, renewable claim on a task (claim, "next task" in SLA order with the
 // priority lane, wellness caps and the own-QA-task rule, release). Completion is tasks.ts's.
 import { auditStatement } from "../../audit";
-import type { Actor } from "../../auth";
+import { canSeeQueue, type Actor } from "../../auth";
 import { AppError, conflict, notFound } from "../../errors";
 import { reviewerAuditId } from "../../lib/person-keys";
 import { assertNotOwnQaTask, notOwnQaTaskSql, reviewerPrincipal } from "../qa/qa";
-import { assertTaskVisible, claimant, DEFAULT_LEASE_SECONDS, getTask, getTaskRow, MAX_LEASE_SECONDS, presentTask, TASK_COLUMNS, type TaskRow, visibleQueue } from "./tasks";
-import { claimExposureStatement, exposureStatus, nextTaskWellness, NOT_CAPPED_SQL, refuseWhenCapped, releaseExposureStatement } from "../wellness/wellness";
+import { assertTaskVisible, claimant, DEFAULT_LEASE_SECONDS, getTask, getTaskRow, MAX_LEASE_SECONDS, presentTask, TASK_COLUMNS, type TaskRow } from "./tasks";
+import { claimExposureStatement, nextTaskWellness, NOT_CAPPED_SQL, queueExposureStatus, refuseWhenCapped, releaseExposureStatement } from "../wellness/wellness";
 
 function leaseSeconds(value: number | undefined): number {
   return Math.min(Math.max(Math.trunc(value ?? DEFAULT_LEASE_SECONDS), 30), MAX_LEASE_SECONDS);
@@ -20,9 +20,13 @@ async function refuseClaim(env: Env, actor: Actor, taskId: string, who: string):
   throw conflict("task.not_claimable", `The task is ${row.state}.`);
 }
 
-/** Takes (or renews, for the same reviewer) the exclusive lease; a second claimer gets 409. */
-export async function claimTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; leaseSeconds?: number }) {
-  await assertTaskVisible(env, actor, taskId);
+/**
+ * Takes (or renews, for the same reviewer) the exclusive lease; a second claimer gets 409.
+ * `inVisibleQueue`: the caller found the task in a queue it checked the actor may see (`/next`),
+ * so a console user limited to some queues needs no read of the task's queue first.
+ */
+export async function claimTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; leaseSeconds?: number }, inVisibleQueue = false) {
+  if (!inVisibleQueue) await assertTaskVisible(env, actor, taskId);
   const who = claimant(actor, input.reviewer);
   const now = new Date();
   const at = now.toISOString();
@@ -65,8 +69,9 @@ export async function claimTask(env: Env, actor: Actor, taskId: string, input: {
  * skipped; with only capped work left it is a 409 `wellness.exposure_cap_reached`.
  */
 export async function claimNextTask(env: Env, actor: Actor, queueId: string, input: { reviewer?: string; leaseSeconds?: number }) {
-  // Both at once: an unknown queue is still a 404 (the exposure read is then dropped).
-  const [, exposure] = await Promise.all([visibleQueue(env, actor, queueId), exposureStatus(env.DB, actor.installationId, claimant(actor, input.reviewer))]);
+  // One statement: whether the queue exists, and the reviewer's exposure (dropped for an unknown queue, a 404).
+  const { queueFound, status: exposure } = await queueExposureStatus(env.DB, actor.installationId, queueId, claimant(actor, input.reviewer));
+  if (!queueFound || !canSeeQueue(actor, queueId)) throw notFound("queue");
   const capped = JSON.stringify(exposure.capped);
   for (let attempt = 0; attempt < 5; attempt++) {
     // Open tasks and claimed ones whose lease lapsed, in due order: a lapsed lease keeps its place.
@@ -88,7 +93,7 @@ export async function claimNextTask(env: Env, actor: Actor, queueId: string, inp
       return null;
     }
     try {
-      const task = await claimTask(env, actor, candidate.id, input);
+      const task = await claimTask(env, actor, candidate.id, input, true);
       return { ...task, wellness: await nextTaskWellness(env.DB, actor.installationId, queueId, exposure) };
     } catch (error) {
       // Someone else took it between the read and the claim: try the next one.

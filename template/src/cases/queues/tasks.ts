@@ -123,11 +123,18 @@ export async function visibleQueue(env: Env, actor: Actor, queueId: string) {
 
 /** Tasks of a queue in SLA order (due date, then priority, then id), one page after `cursor`. */
 export async function listQueueTasks(env: Env, actor: Actor, queueId: string, options: { state?: string; limit?: number; cursor?: string }) {
-  await visibleQueue(env, actor, queueId);
+  if (!canSeeQueue(actor, queueId)) throw notFound("queue");
   const state = options.state ?? "open";
-  if (!(TASK_STATES as readonly string[]).includes(state)) throw new AppError("request.invalid_state", "Unknown task state filter.", { status: 400 });
   const limit = Math.min(Math.max(options.limit ?? 50, 1), 200);
-  const cursor = decodeCursor(options.cursor, ["string", "integer", "string"]);
+  let cursor: Array<string | number> | null;
+  try {
+    if (!(TASK_STATES as readonly string[]).includes(state)) throw new AppError("request.invalid_state", "Unknown task state filter.", { status: 400 });
+    cursor = decodeCursor(options.cursor, ["string", "integer", "string"]);
+  } catch (error) {
+    // An unknown queue is a 404 before a bad filter or cursor is a 400.
+    await visibleQueue(env, actor, queueId);
+    throw error;
+  }
   const after = cursor ? { dueAt: String(cursor[0]), priority: Number(cursor[1]), id: String(cursor[2]) } : null;
   const now = new Date().toISOString();
   // A claimed task whose lease lapsed is open again, at its place in due order (the second arm, merged
@@ -144,6 +151,9 @@ export async function listQueueTasks(env: Env, actor: Actor, queueId: string, op
   `)
     .bind(actor.installationId, queueId, state, after?.dueAt ?? "", after?.priority ?? 101, after?.id ?? "", limit + 1, now)
     .all<TaskRow>();
+  // A task of the queue proves the queue (tasks are made in an existing queue, and queues are never
+  // deleted but with their installation): only an empty page reads the queue, to tell 404 from none.
+  if (results.length === 0) await visibleQueue(env, actor, queueId);
   const page = results.slice(0, limit);
   const last = page.at(-1);
   return {
@@ -221,11 +231,12 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
   const payload = canonicalJson({ taskId, reviewer: who, response: input.response ?? null });
   const statements = [
     // The lease is checked once, by the task's update; the event is recorded only if that completed the task.
-    // The update answers the completed task (no read after the batch).
+    // The update answers the completed task and its run's current instance, which the signal goes
+    // to (no read after the batch).
     env.DB.prepare(`
       UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = ?3, completed_at = ?5, updated_at = ?5, lease_expires_at = NULL
       WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3 AND lease_expires_at > ?5
-      RETURNING ${TASK_COLUMNS}
+      RETURNING ${TASK_COLUMNS}, (SELECT COALESCE(r.instance_id, r.id) FROM workflow_runs r WHERE r.id = human_tasks.run_id) AS instanceId
     `).bind(actor.installationId, taskId, who, responseJson, now),
     runEventStatement(
       env.DB,
@@ -267,10 +278,10 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
     );
   }
   statements.push(...(await qaSampleStatements(env, actor.installationId, row, { who, principal: reviewerPrincipal(actor), responseJson, at: now })));
-  const results = await env.DB.batch<TaskRow>(statements);
+  const results = await env.DB.batch<TaskRow & { instanceId: string | null }>(statements);
   const completed = results[0]!.results[0];
   if (!completed) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
-  await signalRunEvent(env, row.runId, wait.signalType, eventId);
+  await signalRunEvent(env, row.runId, wait.signalType, eventId, completed.instanceId ?? undefined);
   // DSA Art. 20(5): the appellant is told the outcome (the schedule retries if this is lost).
   if (outcome && row.appealId) await sendComplaintOutcome(env, actor.installationId, row.appealId);
   return presentTask(env, actor, completed);

@@ -34,11 +34,6 @@ export function getReportRow(db: D1Database, installationId: string, reportId: s
   return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.id = ?2`).bind(installationId, reportId).first<ReportRow>();
 }
 
-/** The report as intake reads it back (ReportSummaryRow: its sealed data stays in D1). */
-export function reportRowStatement(db: D1Database, installationId: string, reportId: string): D1PreparedStatement {
-  return db.prepare(`SELECT ${SUMMARY_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.id = ?2`).bind(installationId, reportId);
-}
-
 /** Reports of the installation among `ids` (a JSON array), in no particular order. */
 export function reportRowsStatement(db: D1Database, installationId: string, ids: readonly string[]): D1PreparedStatement {
   return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.id IN (SELECT value FROM json_each(?2))`).bind(installationId, JSON.stringify(ids));

@@ -6,7 +6,7 @@ import type { Actor } from "../../auth";
 import { newId, sha256HexSync } from "../../lib/crypto";
 import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
 import { openPersonalDataOr, sealPersonalData } from "./report-crypto";
-import { ERASED_REPORT, getReportRow, reportRowByKeyStatement, reportRowStatement, reportSummary, type ReportEvidence, type ReportPersonalData, type ReportRow, type ReportSummaryRow } from "./reports-queries";
+import { ERASED_REPORT, getReportRow, reportRowByKeyStatement, reportSummary, type ReportEvidence, type ReportPersonalData, type ReportRow, type ReportSummaryRow } from "./reports-queries";
 import { normalizeCategory, POLICY_CATEGORIES, type PolicyCategory } from "../taxonomy";
 import { enabledTriggersStatement, fireTriggers, type TriggeredRun, type TriggerRow } from "../triggers/triggers";
 import { enqueueDeliveries, NOTICE_SOURCES, noticeReceiptStatements, subscribedEndpointIdsSql, subscribedEndpointsStatement, type EndpointRow } from "../../enforcement";
@@ -130,8 +130,8 @@ interface Recorded {
 
 /**
  * Intake's one batch: the writes (the report only under an assumed sender's condition, when
- * there is one), then the report as stored (ours, or the first one with this Idempotency-Key),
- * then the triggers to evaluate. Null when nothing was recorded and there is no replay: an
+ * there is one), then the report as stored (with an Idempotency-Key, ours or the first one's; else
+ * ours, from the request and what its case's update answers), then the triggers to evaluate. Null when nothing was recorded and there is no replay: an
  * assumption that did not hold (or a report that could not be recorded).
  */
 async function recordReport(
@@ -186,10 +186,12 @@ async function recordReport(
       PERSON_KEYS_VERSION,
       ...(from.condition?.sql ? from.condition.binds : []),
     ),
-    // Only a report that was actually inserted counts, reopens its case and is audited.
+    // Only a report that was actually inserted counts, reopens its case and is audited. The update
+    // answers the case it counted the report in (nothing when this report was not written).
     env.DB.prepare(`
       UPDATE cases SET report_count = report_count + 1, last_reported_at = ?2, state = 'open', personal_data_erased_at = NULL, updated_at = ?2
       WHERE id = (SELECT case_id FROM reports WHERE id = ?1)
+      RETURNING id AS caseId, report_count AS caseReportCount
     `).bind(id, at),
     auditStatement(
       env.DB,
@@ -205,15 +207,18 @@ async function recordReport(
       { table: "reports", id },
     ),
     ...(cleanup ? [env.DB.prepare(`DELETE FROM cases WHERE id = ?1 AND report_count = 0`).bind(caseId)] : []),
-    idempotencyKey ? reportRowByKeyStatement(env.DB, actor.installationId, idempotencyKey) : reportRowStatement(env.DB, actor.installationId, id),
+    // With an Idempotency-Key, the report stored under it (ours, or the first one's for a replay);
+    // without, ours is what this batch wrote, and the case update above answers its case.
+    ...(idempotencyKey ? [reportRowByKeyStatement(env.DB, actor.installationId, idempotencyKey)] : []),
     enabledTriggersStatement(env.DB, actor.installationId, "report.created"),
     // Written only if this report was (each is guarded on it).
     ...(noticeRecord ? [noticeRecord] : []),
     ...receipt.statements,
   ]);
   const reads = cleanup ? 5 : 4;
-  const row = results[reads]!.results[0] as ReportSummaryRow | undefined;
-  const triggers = results[reads + 1]!.results as unknown as TriggerRow[];
+  const counted = results[2]!.results[0] as { caseId: string; caseReportCount: number } | undefined;
+  const row = idempotencyKey ? (results[reads]!.results[0] as ReportSummaryRow | undefined) : counted && writtenRow(input, r, sender.source, counted);
+  const triggers = results[idempotencyKey ? reads + 1 : reads]!.results as unknown as TriggerRow[];
   // The subject's case is archived: it comes back to D1 (cases/archive), and the report joins it.
   if (!row && !archivedRetry && (await rehydrateSubject(env, ...subject))) return recordReport(env, ctx, actor, input, r, from, true);
   if (!row) return null;
@@ -223,6 +228,24 @@ async function recordReport(
   const summary = reportSummary(row);
   const runs = await fireTriggers(env, ctx, actor, { event: "report.created", report: summary, subjectKey: summary.id, triggers });
   return { report: summary, runs, replayed: false };
+}
+
+/** The report this intake wrote, as a read of it would answer (ReportSummaryRow): every column is the request's or the case update's. */
+function writtenRow(input: ReportInput, r: Recorded, source: string, counted: { caseId: string; caseReportCount: number }): ReportSummaryRow {
+  return {
+    id: r.id,
+    caseId: counted.caseId,
+    subjectKind: input.subject.kind,
+    subjectId: input.subject.id,
+    category: r.policyCategory,
+    categorySpecificationJson: JSON.stringify(input.categorySpecification ?? []),
+    source,
+    evidenceCount: (input.evidence ?? []).length,
+    personalDataErasedAt: null,
+    requestDigest: r.requestDigest,
+    caseReportCount: counted.caseReportCount,
+    createdAt: r.at,
+  };
 }
 
 async function replay(env: Env, ctx: ExecutionContext, actor: Actor, row: ReportSummaryRow, requestDigest: string, triggers: TriggerRow[]) {

@@ -153,12 +153,30 @@ const round = (minutes: number) => Math.round(minutes * 10) / 10;
 
 /** The reviewer's exposure today per category (every category with exposure or a cap), and which are capped. */
 export async function exposureStatus(db: D1Database, installationId: string, reviewer: string, now = new Date()): Promise<ExposureStatus> {
-  // The caps and the day's minutes in one statement, each as a JSON list of its rows.
+  return (await readExposure(db, installationId, reviewer, now, null)).status;
+}
+
+/**
+ * `/next`'s first read: whether the queue exists in the installation, and the reviewer's exposure
+ * today, in one statement (an unknown queue is a 404 whatever the exposure).
+ */
+export async function queueExposureStatus(db: D1Database, installationId: string, queueId: string, reviewer: string, now = new Date()): Promise<{ queueFound: boolean; status: ExposureStatus }> {
+  return readExposure(db, installationId, reviewer, now, queueId);
+}
+
+async function readExposure(db: D1Database, installationId: string, reviewer: string, now: Date, queueId: string | null): Promise<{ queueFound: boolean; status: ExposureStatus }> {
+  // The caps and the day's minutes in one statement, each as a JSON list of its rows (and, given
+  // a queue, whether it exists: ?7).
+  const queue = queueId === null ? "" : `, EXISTS (SELECT 1 FROM queues WHERE installation_id = ?1 AND id = ?7) AS queueFound`;
   const read = await db
     .prepare(`SELECT (SELECT json_group_array(json_object('category', category, 'capMinutes', capMinutes, 'updatedAt', updatedAt, 'updatedBy', updatedBy)) FROM (${CAPS_SQL})) AS caps,
-      (SELECT json_group_array(json_object('category', category, 'minutes', minutes)) FROM (${MINUTES_SQL})) AS minutes`)
-    .bind(...minutesBinds(installationId, reviewer, now))
-    .first<{ caps: string; minutes: string }>();
+      (SELECT json_group_array(json_object('category', category, 'minutes', minutes)) FROM (${MINUTES_SQL})) AS minutes${queue}`)
+    .bind(...minutesBinds(installationId, reviewer, now), ...(queueId === null ? [] : [queueId]))
+    .first<{ caps: string; minutes: string; queueFound?: number }>();
+  return { queueFound: read?.queueFound === 1, status: exposureOf(reviewer, now, read) };
+}
+
+function exposureOf(reviewer: string, now: Date, read: { caps: string; minutes: string } | null): ExposureStatus {
   const caps = capsOf(JSON.parse(read?.caps ?? "[]") as CapRow[]);
   const minutes = minutesOf(JSON.parse(read?.minutes ?? "[]") as MinutesRow[]);
   const names = new Set<string>([...minutes.keys()]);
