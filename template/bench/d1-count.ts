@@ -39,7 +39,7 @@ const normalize = (sql: string) => sql.replace(/\s+/gu, " ").trim();
 /** An audit event's insert is tallied by its action as well (the fourth value bound), the rest by their text. */
 const keyOf = (sql: string, values: readonly unknown[]) => {
   const text = normalize(sql);
-  return text.startsWith("INSERT OR IGNORE INTO audit_events") && typeof values[3] === "string" ? `[audit ${values[3]}] ${text}` : text;
+  return text.startsWith("INSERT INTO audit_events") && typeof values[3] === "string" ? `[audit ${values[3]}] ${text}` : text;
 };
 
 /** One call to D1 (a statement on its own, a batch, an exec), by entrypoint. */

@@ -209,6 +209,23 @@ describe("audit segments", () => {
     expect(await planSegment(env, id, new Date(Date.now() - 7 * 86_400_000).toISOString())).toBeNull();
   });
 
+  it("only checkpoints whose MAC verifies bound the events accepted without a MAC or under an unknown key", async () => {
+    const { id } = await trail([2, 2, 2]);
+    await sealAuditChain(env, id, { anchor: true });
+    const real = await checkpointBounds(env.DB, id);
+    expect(real.first).toBeGreaterThan(0);
+    // Rows written into D1 with a made-up key id, past the head and at the start: no bound moves.
+    const head = (await env.DB.prepare("SELECT MAX(seq) AS seq FROM audit_events WHERE installation_id = ?1").bind(id).first<{ seq: number }>())!.seq;
+    for (const seq of [head + 50, 1]) {
+      await env.DB.prepare("INSERT INTO audit_checkpoints (installation_id, seq, head_hash, key_id, mac, created_at) VALUES (?1, ?2, 'x', 'ak_forged', 'y', ?3)").bind(id, seq, new Date().toISOString()).run();
+    }
+    expect(await checkpointBounds(env.DB, id)).toEqual(real);
+    // Every checkpoint row deleted while an anchor exists: nothing is accepted without a MAC.
+    await env.DB.prepare("DELETE FROM audit_checkpoints WHERE installation_id = ?1").bind(id).run();
+    expect(await checkpointBounds(env.DB, id, { anchored: async () => true })).toEqual({ first: 0, last: 0 });
+    expect(await checkpointBounds(env.DB, id, { anchored: async () => false })).toEqual({ first: null, last: null });
+  });
+
   it("the scheduled full verification resumes inside a segment", async () => {
     const { id } = await archived();
     const keys = auditKeys(env);

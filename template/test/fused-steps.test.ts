@@ -172,6 +172,13 @@ describe("fused steps", () => {
     // Every node on every branch: start, words, c1, b1 and b2 on their branches, j, c3, end.
     expect(fusedRecords.steps.map((step) => `${step.node_id}@${step.branch_key}`)).toEqual(["b1@b1", "b2@b2", "c1@", "c3@", "end@", "j@", "start@", "words@"]);
     expect(fusedRecords.audit.filter((event) => event.action === "workflow.step_succeeded")).toHaveLength(8);
+    // Each step's event names the port it left by, as its output does (the way the run went, in the signed trail).
+    const outputPort = new Map(fusedRecords.outputs.map((row) => [String(row.node_id), JSON.parse(String(row.inline_json ?? "{}")).port]));
+    for (const event of fusedRecords.audit.filter((e) => e.action === "workflow.step_succeeded")) {
+      const details = JSON.parse(String(event.details_json)) as { nodeId: string; port?: string };
+      expect(details.port, details.nodeId).toBe(outputPort.get(details.nodeId));
+      expect(typeof details.port).toBe("string");
+    }
     // The keyword bank's output holds its latency, so its digest may differ; every other value matches.
     const [fusedRows, perNodeRows] = [withoutDigestOf(fusedRecords, "words"), withoutDigestOf(perNodeRecords, "words")];
     for (const part of ["steps", "outputs", "audit", "run", "waits"] as const) {

@@ -2,7 +2,7 @@
 // existing chains, and verify every chain in full, a bounded number of events a run, resuming
 // from a MAC-protected cursor.
 import { canonicalJson } from "./canonical-json";
-import { checkpointBounds, GENESIS_HASH, sealAuditChain } from "./chain";
+import { checkpointBounds, GENESIS_HASH, readAnchor, sealAuditChain } from "./chain";
 import { checkTail, markVerified, walkChain, type WalkPosition } from "./chain-verify";
 import { auditKeys, macVerifies, type AuditKey } from "./keys";
 
@@ -97,7 +97,7 @@ export async function sweepAuditChains(env: Env): Promise<AuditSweepSummary> {
     const resumable = cursor.nextSeq !== null && macVerifies(keys, cursor.keyId, cursorMacText(cursor), cursor.mac);
     const passStartedAt = resumable ? cursor.passStartedAt : at;
     const from: WalkPosition = resumable ? { seq: cursor.nextSeq, prev: cursor.prevHash } : { seq: 1, prev: GENESIS_HASH };
-    const bounds = await checkpointBounds(env.DB, cursor.installationId);
+    const bounds = await checkpointBounds(env.DB, cursor.installationId, { anchored: async () => (await readAnchor(env, cursor.installationId)) !== null });
     const walked = await walkChain(env, cursor.installationId, keys, bounds, from, budget);
     budget -= walked.checked;
     summary.verifiedEvents += walked.checked;

@@ -243,7 +243,7 @@ async function incrementalStart(env: Env, installationId: string, keys: AuditKey
 export async function verifyAuditChain(env: Env, installationId: string, mode: "incremental" | "full" = "incremental"): Promise<ChainVerdict> {
   await sealAuditChain(env, installationId, { anchor: true, anchorIntervalMs: VERIFY_ANCHOR_INTERVAL_MS });
   const keys = auditKeys(env);
-  const bounds = await checkpointBounds(env.DB, installationId);
+  const bounds = await checkpointBounds(env.DB, installationId, { anchored: async () => (await readAnchor(env, installationId)) !== null });
   let from: WalkPosition = { seq: 1, prev: GENESIS_HASH };
   if (mode === "incremental" && keys.current) {
     const start = await incrementalStart(env, installationId, keys);

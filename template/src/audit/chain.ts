@@ -198,9 +198,31 @@ export async function checkpointedHashAt(db: D1Database, installationId: string,
   return segment?.toSeq === seq ? segment.lastHash : null;
 }
 
-export async function checkpointBounds(db: D1Database, installationId: string): Promise<{ first: number | null; last: number | null }> {
-  return (await db.prepare(`SELECT MIN(seq) AS first, MAX(seq) AS last FROM audit_checkpoints WHERE installation_id = ?1`).bind(installationId).first<{ first: number | null; last: number | null }>()) ?? { first: null, last: null };
+export async function checkpointBounds(db: D1Database, installationId: string, options: { keys?: AuditKeys; anchored?: () => Promise<boolean> } = {}): Promise<{ first: number | null; last: number | null }> {
+  const keys = options.keys ?? auditKeys();
+  // Without a configured key nothing is verifiable (and entryMacHolds accepts every event).
+  if (keys.byId.size === 0) {
+    return (await db.prepare(`SELECT MIN(seq) AS first, MAX(seq) AS last FROM audit_checkpoints WHERE installation_id = ?1`).bind(installationId).first<{ first: number | null; last: number | null }>()) ?? { first: null, last: null };
+  }
+  // Only checkpoints whose MAC verifies bound anything: a row someone wrote into D1 (or one whose
+  // key id was changed) cannot widen the events accepted without a MAC or under an unknown key.
+  const [low, high] = await db.batch<Checkpoint>([
+    db.prepare(`SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE installation_id = ?1 ORDER BY seq LIMIT ${BOUND_SCAN}`).bind(installationId),
+    db.prepare(`SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE installation_id = ?1 ORDER BY seq DESC LIMIT ${BOUND_SCAN}`).bind(installationId),
+  ]);
+  const lows = low?.results ?? [];
+  if (lows.length === 0) {
+    // No checkpoint at all: events from before the chain was anchored may still be adopted, unless
+    // an anchor exists in R2 (then the rows were removed, and nothing without a MAC is accepted).
+    return (await options.anchored?.()) ? { first: 0, last: 0 } : { first: null, last: null };
+  }
+  const first = lows.find((c) => checkpointVerifies(keys, c))?.seq ?? 0;
+  const last = (high?.results ?? []).find((c) => checkpointVerifies(keys, c))?.seq ?? 0;
+  return { first, last };
 }
+
+/** Checkpoints looked at from each end for a verifiable bound (more than any key rotation leaves unverifiable). */
+const BOUND_SCAN = 50;
 
 /**
  * Writes a checkpoint at the sealed head unless the chain no longer passes through the newest
@@ -310,7 +332,7 @@ export async function sealAuditChainAfterWrite(env: Env, installationId: string)
  */
 export async function sealAuditChain(env: Env, installationId: string, options: { anchor: boolean; anchorIntervalMs?: number } = { anchor: true }): Promise<number> {
   const keys = auditKeys(env);
-  const bounds = await checkpointBounds(env.DB, installationId);
+  const bounds = await checkpointBounds(env.DB, installationId, { anchored: async () => (await readAnchor(env, installationId)) !== null });
   let sealed = 0;
   for (;;) {
     const last = await headRow(env.DB, installationId);

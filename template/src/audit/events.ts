@@ -100,11 +100,12 @@ export function auditStatement(db: D1Database, event: AuditEventInput, onlyIf?: 
   const signed = signText(auditKeys(), entryMacText(row));
   return db
     .prepare(`
-    INSERT OR IGNORE INTO audit_events (
+    INSERT INTO audit_events (
       id, installation_id, action, actor_type, actor_id,
       target_type, target_id, details_json, created_at, entry_mac, seq
     ) SELECT ?1, ?2, ?4, ?5, ?6, ?7, ?8, ?9, CASE WHEN typeof(?10) = 'text' THEN ?10 ELSE CAST(?10 AS INTEGER) END, ?11, (SELECT COALESCE(MAX(seq), 0) + 1 FROM audit_events WHERE installation_id = ?2)
     WHERE NOT EXISTS (SELECT 1 FROM audit_events WHERE idempotency_key = ?3 AND installation_id = ?2) ${guard.sql.replace(/^WHERE /u, "AND ")}
+    ON CONFLICT (id) DO NOTHING
   `)
     .bind(id, row.installationId, event.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, detailsJson, storeCreatedAt(row.createdAt), signed ? storeMac(signed.keyId, signed.mac) : null, ...guard.binds);
 }

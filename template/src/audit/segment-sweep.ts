@@ -16,7 +16,7 @@
 /// <reference path="../lib/node-crypto.d.ts" />
 import { createHash } from "node:crypto";
 import { yieldToRuntime } from "../lib/queue-work";
-import { anchoredSeq, AUDIT_COLUMNS, type AuditRow, checkpointBounds, entryMacHolds, eventHash, fromStored, GENESIS_HASH, linkHolds } from "./chain";
+import { anchoredSeq, AUDIT_COLUMNS, type AuditRow, checkpointBounds, entryMacHolds, eventHash, fromStored, GENESIS_HASH, linkHolds, readAnchor } from "./chain";
 import { auditKeys } from "./keys";
 import { type AuditSegment, lastSegment, segmentKey, segmentLine, segmentStartPrefix } from "./segments";
 import { createdAtText } from "./stored";
@@ -67,7 +67,7 @@ export async function planSegment(env: Env, installationId: string, cutoff: stri
  */
 export async function writeSegment(env: Env, plan: SegmentPlan): Promise<AuditSegment | null> {
   const keys = auditKeys(env);
-  const bounds = await checkpointBounds(env.DB, plan.installationId);
+  const bounds = await checkpointBounds(env.DB, plan.installationId, { anchored: async () => (await readAnchor(env, plan.installationId)) !== null });
   const refuse = (seq: number, reason: string) => {
     console.error(JSON.stringify({ event: "audit.segment_refused", installationId: plan.installationId, seq, reason }));
     return null;

@@ -117,11 +117,13 @@ export function runtimeAudit(db: D1Database, run: AuthorizedRun, event: { key: s
 
 /**
  * What a step's audit event records: which step (the run is its target; the node, and the branch
- * when there is one) and the digest of its output. The step row and its output, which that digest
- * commits to, hold the rest (kind, port, the output itself); the event does not repeat them.
+ * when there is one), the port it left by (the way the run went, kept in the signed trail itself:
+ * an output's digest can no longer be checked once retention erases the output) and the digest of
+ * its output. The step row and its output hold the rest (kind, the output itself).
  */
-export function stepEventDetails(nodeId: string, branchKey: string, outputDigest: string): Record<string, unknown> {
-  return branchKey ? { nodeId, branchKey, outputDigest } : { nodeId, outputDigest };
+export function stepEventDetails(nodeId: string, branchKey: string, outputDigest: string, port: unknown): Record<string, unknown> {
+  const via = typeof port === "string" ? { port } : {};
+  return branchKey ? { nodeId, branchKey, ...via, outputDigest } : { nodeId, ...via, outputDigest };
 }
 
 /** A finished step: step row, output and audit event in one batch, plus any extra statements. */
@@ -150,7 +152,7 @@ export async function recordStepResult(
     runtimeAudit(db, input.run, {
       key: `step:${input.stepId}:${state}`,
       action: `workflow.step_${state}`,
-      details: stepEventDetails(input.node.id, input.branchKey, record.digest),
+      details: stepEventDetails(input.node.id, input.branchKey, record.digest, input.output.port),
       at,
     }),
     ...(input.extra ?? []),

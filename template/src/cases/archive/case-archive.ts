@@ -350,6 +350,17 @@ export async function writeCaseArchive(env: Env, installationId: string, caseId:
 const idsOf = (rows: Row[], column = "id") => JSON.stringify(rows.map((row) => row[column]));
 
 /**
+ * `terms` joined by `op` as a balanced tree: D1 bounds how deep an expression may nest, and a
+ * case's guard joins a term per table and, per table, one per column.
+ */
+function balanced(terms: readonly string[], op: "+" | "AND"): string {
+  if (terms.length === 0) return op === "+" ? "0" : "1";
+  if (terms.length === 1) return terms[0]!;
+  const middle = Math.ceil(terms.length / 2);
+  return `(${balanced(terms.slice(0, middle), op)} ${op} ${balanced(terms.slice(middle), op)})`;
+}
+
+/**
  * Step 2: ONE batch. The mark holds only if the case is still eligible, nothing of it is live, and
  * its rows are exactly the ones written (the same number per table, the same number of erased
  * reports); each delete holds only on the mark. Answers whether the case was archived by this call.
@@ -364,7 +375,10 @@ export async function commitCaseArchive(env: Env, installationId: string, caseId
   const textBytes = TABLES.filter((x) => t[x.name].length > 0).map((x) => {
     const columns = Object.keys(t[x.name][0]!).filter((c) => COLUMN.test(c));
     const expected = t[x.name].reduce((sum, row) => sum + columns.reduce((n, c) => n + (typeof row[c] === "string" ? byteLength(row[c] as string) : 0), 0), 0);
-    const measure = columns.map((c) => `CASE typeof(${c}) WHEN 'text' THEN length(CAST(${c} AS BLOB)) ELSE 0 END`).join(" + ");
+    const measure = balanced(
+      columns.map((c) => `CASE typeof(${c}) WHEN 'text' THEN length(CAST(${c} AS BLOB)) ELSE 0 END`),
+      "+",
+    );
     return `(SELECT COALESCE(SUM(${measure}), 0) FROM (${x.select.replace(/ ORDER BY [^)]*$/u, "")})) = ${expected}`;
   });
   const erased = t.reports.filter((row) => row.personal_data_erased_at !== null).length;
@@ -373,7 +387,7 @@ export async function commitCaseArchive(env: Env, installationId: string, caseId
       INSERT INTO case_archive_marks (case_id, digest)
       SELECT ?1, ?4 FROM cases c WHERE c.id = ?1 AND c.installation_id = ?2 AND c.updated_at = ?5 AND ${closedSql("?6")}
         AND (SELECT COUNT(*) FROM reports WHERE case_id = ?1 AND personal_data_erased_at IS NOT NULL) = ${erased}
-        AND ${[...counts, ...textBytes].join("\n        AND ")}`)
+        AND ${balanced([...counts, ...textBytes], "AND")}`)
     .bind(caseId, installationId, utcDayStart(now), written.digest, String(t.cases[0]!.updated_at), now.toISOString());
   const marked = `EXISTS (SELECT 1 FROM case_archive_marks WHERE case_id = ?1 AND digest = ?2)`;
   // Every row by its key, exactly the rows the object holds (a table's rows are written by their
@@ -474,7 +488,9 @@ export async function archiveCaseOrHold(env: Env, installationId: string, caseId
       .run();
     return "skipped";
   } catch (error) {
-    console.error(JSON.stringify({ event: "case.archive_failed", caseId, installationId, code: error instanceof AppError ? error.code : "case_archive.failed" }));
+    // A D1 error names the statement's problem, never a bound value.
+    const reason = error instanceof AppError ? error.code : error instanceof Error ? error.message.slice(0, 200) : "unknown";
+    console.error(JSON.stringify({ event: "case.archive_failed", caseId, installationId, code: error instanceof AppError ? error.code : "case_archive.failed", reason }));
     // Held like a live one, so a case that keeps failing is not tried again every minute.
     await env.DB.prepare(`INSERT INTO case_archive_holds (case_id, installation_id, not_before) VALUES (?1, ?2, ?3) ON CONFLICT (case_id) DO UPDATE SET not_before = excluded.not_before`)
       .bind(caseId, installationId, new Date(now.getTime() + SKIP_HOLD_MS).toISOString())
