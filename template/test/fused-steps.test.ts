@@ -175,9 +175,11 @@ describe("fused steps", () => {
     // Each step's event names the port it left by, as its output does (the way the run went, in the signed trail).
     const outputPort = new Map(fusedRecords.outputs.map((row) => [String(row.node_id), JSON.parse(String(row.inline_json ?? "{}")).port]));
     for (const event of fusedRecords.audit.filter((e) => e.action === "workflow.step_succeeded")) {
-      const details = JSON.parse(String(event.details_json)) as { nodeId: string; port?: string };
+      const details = JSON.parse(String(event.details_json)) as { nodeId: string; kind: string; branchKey: string; port?: string; outputDigest: string };
       expect(details.port, details.nodeId).toBe(outputPort.get(details.nodeId));
       expect(typeof details.port).toBe("string");
+      // The shape step events have always had (clients read it): node, kind, branch, port, digest.
+      expect(Object.keys(details).sort()).toEqual(["branchKey", "kind", "nodeId", "outputDigest", "port"]);
     }
     // The keyword bank's output holds its latency, so its digest may differ; every other value matches.
     const [fusedRows, perNodeRows] = [withoutDigestOf(fusedRecords, "words"), withoutDigestOf(perNodeRecords, "words")];

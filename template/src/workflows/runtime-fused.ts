@@ -290,7 +290,7 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
             runtimeAudit(env.DB, run, {
               key: `step:${stepId}:succeeded`,
               action: "workflow.step_succeeded",
-              details: stepEventDetails(node.id, branchKey, record.digest, result.output.port),
+              details: stepEventDetails(node, branchKey, record.digest, result.output.port),
               at,
             }),
             ...(result.statements ?? []),

@@ -116,14 +116,12 @@ export function runtimeAudit(db: D1Database, run: AuthorizedRun, event: { key: s
 }
 
 /**
- * What a step's audit event records: which step (the run is its target; the node, and the branch
- * when there is one), the port it left by (the way the run went, kept in the signed trail itself:
- * an output's digest can no longer be checked once retention erases the output) and the digest of
- * its output. The step row and its output hold the rest (kind, the output itself).
+ * What a step's audit event records, as it always has: the node, its kind, the branch, the port it
+ * left by (the way the run went, in the signed trail itself: an output's digest can no longer be
+ * checked once retention erases the output) and the digest of its output.
  */
-export function stepEventDetails(nodeId: string, branchKey: string, outputDigest: string, port: unknown): Record<string, unknown> {
-  const via = typeof port === "string" ? { port } : {};
-  return branchKey ? { nodeId, branchKey, ...via, outputDigest } : { nodeId, ...via, outputDigest };
+export function stepEventDetails(node: { id: string; kind: string }, branchKey: string, outputDigest: string, port: unknown): Record<string, unknown> {
+  return { nodeId: node.id, kind: node.kind, branchKey, port: typeof port === "string" ? port : null, outputDigest };
 }
 
 /** A finished step: step row, output and audit event in one batch, plus any extra statements. */
@@ -152,7 +150,7 @@ export async function recordStepResult(
     runtimeAudit(db, input.run, {
       key: `step:${input.stepId}:${state}`,
       action: `workflow.step_${state}`,
-      details: stepEventDetails(input.node.id, input.branchKey, record.digest, input.output.port),
+      details: stepEventDetails(input.node, input.branchKey, record.digest, input.output.port),
       at,
     }),
     ...(input.extra ?? []),
