@@ -14,17 +14,20 @@
 //
 // Finding an archived record needs no D1 row: `archive/v1/<installation>/refs/<kind>/<id>` (a tiny
 // object per report, run, decision, appeal and task) names its case. A read by id that misses in
-// D1 asks `rehydrateRef`, which puts the case's rows back in D1 as they were (one batch; the object
-// stays), so every read and write path serves an archived record exactly as a hot one; the sweep
-// archives the case again once the window has passed since (same rows, same bytes: R2 is not
-// rewritten).
+// D1 asks `rehydrateRef`, which puts the case's rows back in D1 as they were (one batch, all or
+// nothing) and removes the object, so every read and write path serves an archived record exactly
+// as a hot one and no stale copy outlives a change of the hot rows; the schedule archives the case
+// again once the window has passed since.
 //
 // Archiving one case is two steps, each safe to repeat and to be killed after:
 //   1. writeCaseArchive: build the body from the D1 rows, put the object (same rows, same bytes)
 //      and its ref objects, read the object back and check it byte for byte;
 //   2. commitCaseArchive: ONE D1 batch marks the case (guarded: still eligible, the very rows that
-//      were written still there, no more and no fewer), deletes every row of it (each delete holds
-//      only on the mark), records the subject key and the totals, and drops the mark.
+//      were written still there, no more and no fewer, with the same text), deletes every row of
+//      it (each delete holds only on the mark), records the subject key and the totals, and drops
+//      the mark.
+// On the schedule, cases are handed to the RUN_OPERATIONS queue and archived by its consumer
+// (queueCaseArchive), each with its own D1 query budget.
 import { canonicalJson } from "../../audit";
 import { AppError } from "../../errors";
 import { byteLength, sha256Hex } from "../../lib/crypto";
@@ -265,6 +268,10 @@ export async function buildCaseArchive(db: D1Database, installationId: string, c
         if (cell !== null && typeof cell !== "string" && typeof cell !== "number") {
           throw new AppError("case_archive.unsupported_value", `${name}.${column} holds a value JSON cannot carry; the case stays in D1.`, { status: 500 });
         }
+      }
+      // Every row that names an installation names this one (found through ids, so checked again).
+      if ("installation_id" in row && row.installation_id !== installationId) {
+        throw new AppError("case_archive.foreign_row", `${name} holds a row of another installation under case ${caseId}; the case stays in D1.`, { status: 500 });
       }
     }
   }
