@@ -4,7 +4,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { sealPersonalData } from "../src/cases/reports/report-crypto";
-import { backupDigest, installationDeleteStatements } from "../src/installations/backup";
+import { backupDigest, installationDeleteStatements, settleRunsArchivedMeanwhile } from "../src/installations/backup";
 import { SWEEPS } from "../src/schedule";
 import { eraseArchivedSealedOutputsStatement } from "../src/workflows";
 import { commitRunArchive, queueRunArchive, runArchiveKey, sweepRunArchive, writeRunArchive } from "../src/workflows/run-archive";
@@ -117,6 +117,33 @@ describe("the archive tier", () => {
     // The run row stays (lists read it); a second sweep finds nothing more to do.
     expect((await api(`/api/v1/runs?limit=5`, { key: inst.apiKey })).body.items.map((r: { id: string }) => r.id)).toContain(runId);
     expect(await sweepRunArchive(env, soon(), { installationId: inst.id })).toMatchObject({ archived: 0, failed: 0 });
+  });
+
+  it("an export that read a run's rows just before the run was archived carries it as archived: its row's mark, D1's rows now", async () => {
+    const inst = await installation(0);
+    const runId = await endedRun(inst);
+    const all = async (sql: string) => (await env.DB.prepare(sql).bind(runId).all<Record<string, string | number | null>>()).results;
+    // What the export read first, while the run was hot.
+    const tables: Record<string, Array<Record<string, string | number | null>>> = {
+      workflow_runs: await all("SELECT * FROM workflow_runs WHERE id = ?1"),
+      workflow_step_runs: await all("SELECT * FROM workflow_step_runs WHERE run_id = ?1"),
+      workflow_step_outputs: await all("SELECT * FROM workflow_step_outputs WHERE step_run_id IN (SELECT id FROM workflow_step_runs WHERE run_id = ?1)"),
+      workflow_waits: await all("SELECT * FROM workflow_waits WHERE run_id = ?1"),
+      workflow_events: await all("SELECT * FROM workflow_events WHERE run_id = ?1"),
+      workflow_run_repairs: await all("SELECT * FROM workflow_run_repairs WHERE run_id = ?1"),
+    };
+    expect(tables.workflow_step_outputs!.length).toBeGreaterThan(0);
+    // The archive moves the run before the export read the rest.
+    expect(await sweepRunArchive(env, soon(), { installationId: inst.id })).toMatchObject({ archived: 1 });
+    expect(await settleRunsArchivedMeanwhile(env.DB, inst.id, tables)).toBe(1);
+    const row = (await runRow(runId))!;
+    expect(tables.workflow_runs![0]).toMatchObject({ archived_at: row.archivedAt, archive_digest: row.digest, archive_bytes: row.bytes });
+    expect(tables.workflow_step_outputs).toEqual([]);
+    expect(tables.workflow_events).toEqual([]);
+    expect(tables.workflow_waits).toEqual([]);
+    expect(tables.workflow_step_runs).toEqual(await all("SELECT * FROM workflow_step_runs WHERE run_id = ?1"));
+    // Nothing archived meanwhile: nothing changes.
+    expect(await settleRunsArchivedMeanwhile(env.DB, inst.id, tables)).toBe(0);
   });
 
   it("on the schedule, runs go through the RUN_OPERATIONS queue: handed over once, archived by its consumer", async () => {

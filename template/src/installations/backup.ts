@@ -218,6 +218,50 @@ export function segmentKeys(installationId: string, rows: Row[]): string[] {
     .map((row) => segmentKey(installationId, row.from_seq as number, row.to_seq as number));
 }
 
+/** A run's child tables as the run archive leaves them, each by the run it belongs to (?1 a JSON array of run ids). */
+const RUN_CHILDREN: ReadonlyArray<{ table: string; byRuns: string }> = [
+  { table: "workflow_step_runs", byRuns: `run_id IN (SELECT value FROM json_each(?1))` },
+  { table: "workflow_step_outputs", byRuns: `step_run_id IN (SELECT id FROM workflow_step_runs WHERE run_id IN (SELECT value FROM json_each(?1)))` },
+  { table: "workflow_waits", byRuns: `run_id IN (SELECT value FROM json_each(?1))` },
+  { table: "workflow_events", byRuns: `run_id IN (SELECT value FROM json_each(?1))` },
+  { table: "workflow_run_repairs", byRuns: `run_id IN (SELECT value FROM json_each(?1))` },
+];
+
+/**
+ * A run archived while an export read its tables: its row was read before (not archived), and
+ * some or all of its child rows were deleted before their table was read. Its row takes the
+ * archived state it has now (so its object travels with the backup), and its child rows are the
+ * ones D1 holds now (the steps other records still point at), not a half-read set.
+ */
+export async function settleRunsArchivedMeanwhile(db: D1Database, installationId: string, tables: InstallationBackup["tables"]): Promise<number> {
+  const runs = tables.workflow_runs ?? [];
+  const read = runs.filter((row) => row.archived_at === null || row.archived_at === undefined).map((row) => String(row.id));
+  const archived = new Map<string, Row>();
+  for (let i = 0; i < read.length; i += PAGE) {
+    const { results } = await db
+      .prepare(`SELECT id, archived_at, archive_digest, archive_bytes, archive_sealed_erased_at FROM workflow_runs
+        WHERE installation_id = ?1 AND id IN (SELECT value FROM json_each(?2)) AND archived_at IS NOT NULL`)
+      .bind(installationId, JSON.stringify(read.slice(i, i + PAGE)))
+      .all<Row>();
+    for (const row of results) archived.set(String(row.id), row);
+  }
+  if (archived.size === 0) return 0;
+  for (const row of runs) {
+    const now = archived.get(String(row.id));
+    if (now) Object.assign(row, { archived_at: now.archived_at, archive_digest: now.archive_digest, archive_bytes: now.archive_bytes, archive_sealed_erased_at: now.archive_sealed_erased_at });
+  }
+  const ids = JSON.stringify([...archived.keys()]);
+  const steps = new Set((tables.workflow_step_runs ?? []).filter((row) => archived.has(String(row.run_id))).map((row) => String(row.id)));
+  for (const { table, byRuns } of RUN_CHILDREN) {
+    const rows = tables[table];
+    if (!rows) continue;
+    const kept = rows.filter((row) => (table === "workflow_step_outputs" ? !steps.has(String(row.step_run_id)) : !archived.has(String(row.run_id))));
+    const { results } = await db.prepare(`SELECT * FROM ${table} WHERE ${byRuns}`).bind(ids).all<Row>();
+    tables[table] = [...kept, ...results];
+  }
+  return archived.size;
+}
+
 /** The columns that identify a row of the tables a case archive holds (their primary keys). */
 function primaryKeyOf(table: string, row: Row): Cell[] {
   if (table === "tdb_submissions") return [row.decision_id ?? null];
@@ -286,6 +330,7 @@ export async function exportInstallation(env: Env, actor: Actor): Promise<Instal
     if (!object) throw new AppError("installation_export.object_missing", `The artifact object ${key} is missing from R2; the installation cannot be backed up whole.`, { status: 500 });
     objects.push(object);
   }
+  if ((await settleRunsArchivedMeanwhile(env.DB, installationId, tables)) > 0) for (const { table } of RUN_CHILDREN) if (tables[table]) counts[table] = tables[table].length;
   // Archived runs (workflows/run-archive.ts): their steps, outputs, waits, events and repairs are
   // in one R2 object each, not in the rows above; the backup carries those objects as they are.
   for (const row of tables.workflow_runs ?? []) {
