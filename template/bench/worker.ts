@@ -26,7 +26,7 @@ import { sealPersonalData } from "../src/cases/reports/report-crypto";
 import { LAPSED_LEASES_SQL } from "../src/cases/queues/task-records";
 import { SLA_BREACHES_SQL } from "../src/operations/alerts";
 import { ARCHIVABLE_RUNS_SQL } from "../src/workflows/run-archive";
-import { PENDING_DISPATCH_SQL } from "../src/workflows/runs";
+import { PENDING_DISPATCH_SQL } from "../src/workflows/run-dispatch";
 import { EXPIRED_WAITS_SQL, STALLED_LIVE_SQL, STALLED_WAITING_SQL } from "../src/workflows/sweeps";
 import { intakeReport, type ReportInput } from "../src/cases/reports/reports";
 import { fireTriggers } from "../src/cases/triggers/triggers";

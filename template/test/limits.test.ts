@@ -9,7 +9,8 @@ import type { Actor } from "../src/auth";
 import { rollupTransparencyDay } from "../src/metrics";
 import { transparencyReport } from "../src/metrics/transparency";
 import { sweepRunArchive } from "../src/workflows/run-archive";
-import { createRun, dispatchRun, type StartInstance } from "../src/workflows/runs";
+import { dispatchRun, type StartInstance } from "../src/workflows/run-dispatch";
+import { createRun } from "../src/workflows/runs";
 import { getRunRow } from "../src/workflows/runs-queries";
 import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
 
@@ -195,7 +196,7 @@ describe("run admission waits at the Workflows creation rate", () => {
     const created = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE installation_id = ? AND action = 'workflow.run_created' AND target_id = ?").bind(inst.id, run.id).first<{ n: number }>();
     expect(created?.n).toBe(1);
     // A late try (a redelivered message) finds it started and does nothing.
-    const { admitDeferredRun } = await import("../src/workflows/runs");
+    const { admitDeferredRun } = await import("../src/workflows/run-dispatch");
     expect(await admitDeferredRun(env, ctx, inst.id, run.id, refusing)).toBe("not_pending");
     expect(refused).toBe(3);
   }, 45_000);

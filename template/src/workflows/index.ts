@@ -11,7 +11,8 @@ export { eraseArchivedSealedOutputsStatement, eraseSealedOutputsStatement, seale
 export type { NodeCall } from "./kinds/executors";
 export { compileExpression, evaluateInputMapping, evaluateWorkflowExpression, type ExpressionContext } from "./expressions";
 export { DEFAULT_EXPRESSION_SEMANTICS, EXPRESSION_SEMANTICS, type ExpressionSemantics, semanticsOf } from "./expression-semantics";
-export { createRun, redispatchPendingRuns, signalRunEvent, type CreateRunInput } from "./runs";
+export { redispatchPendingRuns } from "./run-dispatch";
+export { createRun, signalRunEvent, type CreateRunInput } from "./runs";
 export { sweepExpiredWaits, sweepStalledRuns } from "./sweeps";
 export { isRunArchiveKeyOf, queueRunArchive, runArchiveKey, runArchiveTextHolds, sweepRunArchive } from "./run-archive";
 export { signalRun } from "./instances";

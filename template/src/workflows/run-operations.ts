@@ -15,7 +15,7 @@ import { withDeadline, yieldToRuntime } from "../lib/queue-work";
 import { repairRun } from "./repair";
 import { archiveRunMessage } from "./run-archive";
 import { terminateRun } from "./run-end";
-import { admitDeferredRun } from "./runs";
+import { admitDeferredRun } from "./run-dispatch";
 import { getVersionRow } from "./versions-queries";
 
 export const RUN_OPERATION_ACTIONS = ["terminate", "retry", "migrate"] as const;
