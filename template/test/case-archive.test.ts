@@ -5,7 +5,8 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { dataKeyPeriod } from "../src/cases/reports/report-crypto";
-import { caseArchiveKey, commitCaseArchive, queueCaseArchive, sweepCaseArchive, writeCaseArchive } from "../src/cases/archive/case-archive";
+import { commitCaseArchive, queueCaseArchive, sweepCaseArchive, writeCaseArchive } from "../src/cases/archive/case-archive";
+import { buildCaseArchive, caseArchiveKey } from "../src/cases/archive/case-scope";
 import { sweepRetention } from "../src/cases/retention/retention";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { sweepMetricRollups, sweepTransparencyRollups } from "../src/metrics";
@@ -278,6 +279,23 @@ describe("the case archive", () => {
     expect((await rowsOf(ids)).reports).toBe(0);
     expect((await api(`/api/v1/cases/${ids.caseId}`, { key: inst.apiKey })).status).toBe(200);
     expect(await rows()).toEqual(before);
+  });
+
+  it("a case holding a row of another installation stays in D1: the archive fails, says why, and holds it instead of retrying every minute", async () => {
+    const inst = await setup(0);
+    const other = await newInstallation("case-archive-foreign");
+    const ids = await reviewedReport(inst, "post-foreign");
+    const later = await twoDaysOn(inst.id);
+    // A task of the case that names another installation (found through its run's step, which has no installation).
+    await env.DB.prepare("UPDATE human_tasks SET installation_id = ?2 WHERE id = ?1").bind(ids.taskId, other.id).run();
+    await expect(buildCaseArchive(env.DB, inst.id, ids.caseId)).rejects.toMatchObject({ code: "case_archive.foreign_row" });
+    expect(await sweepCaseArchive(env, later, { installationId: inst.id })).toMatchObject({ archived: 0, failed: 1 });
+    expect((await rowsOf(ids)).cases).toBe(1);
+    const hold = await env.DB.prepare("SELECT not_before AS notBefore FROM case_archive_holds WHERE case_id = ?1").bind(ids.caseId).first<{ notBefore: string }>();
+    expect(Date.parse(hold!.notBefore)).toBeGreaterThan(later.getTime());
+    // Held: the next pass does not take it again.
+    expect(await sweepCaseArchive(env, new Date(later.getTime() + 60_000), { installationId: inst.id })).toMatchObject({ archived: 0, failed: 0, skipped: 0 });
+    expect(await env.WORKFLOW_ARTIFACTS.head(caseArchiveKey(inst.id, ids.caseId))).toBeNull();
   });
 
   it("a backup carries archived cases as rows; restored, they read as they did", async () => {

@@ -15,7 +15,8 @@ export {
   decisionReversalUuidStatement,
   type ReversalFigures,
 } from "./appeals/complaints";
-export { archiveCaseOrHold, archivedCaseObjects, caseArchiveTotals, hotOrArchived } from "./archive/case-archive";
+export { archiveCaseOrHold, archivedCaseObjects, caseArchiveTotals } from "./archive/case-archive";
+export { hotOrArchived } from "./archive/case-rehydrate";
 export { findQueueJsonSql, findQueueRow, type QueueRow } from "./queues/queues";
 export {
   getReportRow,

@@ -12,7 +12,7 @@ import { rotateDataKey } from "./reports/report-crypto";
 import { intakeReport, readReport, revealReporter, reportSummary } from "./reports/reports";
 import { normalizeCategory } from "./taxonomy";
 import { reportTimeline } from "./reports/timeline";
-import { hotOrArchived } from "./archive/case-archive";
+import { hotOrArchived } from "./archive/case-rehydrate";
 import { getCaseRow, listReportRows } from "./reports/reports-queries";
 import { claimNextTask, claimTask, releaseTask } from "./queues/task-leases";
 import { completeTask, getTask, listQueueTasks, TASK_STATES } from "./queues/tasks";

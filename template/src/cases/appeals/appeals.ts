@@ -16,7 +16,7 @@ import { reportSummary } from "../reports/reports";
 import { getReportRow } from "../reports/reports-queries";
 import { fireTriggers } from "../triggers/triggers";
 import { reviewerAuditId } from "../../lib/person-keys";
-import { hotOrArchived } from "../archive/case-archive";
+import { hotOrArchived } from "../archive/case-rehydrate";
 
 export interface AppealInput {
   reportId?: string;

@@ -27,282 +27,34 @@
 //      it (each delete holds only on the mark), records the subject key and the totals, and drops
 //      the mark.
 // On the schedule, cases are handed to the RUN_OPERATIONS queue and archived by its consumer
-// (queueCaseArchive), each with its own D1 query budget.
-import { canonicalJson } from "../../audit";
+// (queueCaseArchive), each with its own D1 query budget. What a case holds and when it may go:
+// case-scope.ts; bringing it back: case-rehydrate.ts.
 import { AppError } from "../../errors";
-import { byteLength, sha256Hex } from "../../lib/crypto";
-import { subjectArchiveKey } from "../../lib/person-keys";
-import { DEFAULT_HOT_DAYS } from "../../lib/storage-tiers";
-
-export const CASE_ARCHIVE_FORMAT = "safest-tools.case-archive";
-export const CASE_ARCHIVE_SCHEMA_VERSION = 1;
-const PREFIX = `archive/v${CASE_ARCHIVE_SCHEMA_VERSION}`;
-
-const ID = /^[A-Za-z0-9._:-]{1,200}$/u;
-const PERSON_KEY = /^pk1_[0-9a-f]{64}$/u;
-
-/** `archive/v1/<installationId>/cases/<caseId>.json`: derived from ids, so a lookup needs no D1 row. */
-export function caseArchiveKey(installationId: string, caseId: string): string {
-  return `${PREFIX}/${installationId}/cases/${caseId}.json`;
-}
-
-/** The kinds of record a ref object leads from to its case. */
-export type CaseRefKind = "report" | "run" | "decision" | "appeal" | "task";
-
-/** `archive/v1/<installationId>/refs/<kind>/<id>`: the ref object naming the case that holds the record. */
-export function caseRefKey(installationId: string, kind: CaseRefKind, id: string): string {
-  return `${PREFIX}/${installationId}/refs/${kind}/${id}`;
-}
-
-/** The 16-byte key of a subject in archived_subjects (a keyed hash: lib/person-keys.ts). */
-export async function subjectKey(installationId: string, kind: string, id: string): Promise<Uint8Array> {
-  return subjectArchiveKey(installationId, kind, id);
-}
-
-const hexOf = (bytes: Uint8Array) => [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
-
-/**
- * `archive/v1/<installationId>/refs/person/<person key>/<caseId>`: an archived case holds a row of
- * this person (as reporter, subject owner or appellant). The person key is the keyed hash the
- * person index already uses (lib/person-keys.ts), never the person's id.
- */
-export function personRefKey(installationId: string, personKey: string, caseId: string): string {
-  return `${PREFIX}/${installationId}/refs/person/${personKey}/${caseId}`;
-}
-
-/** `archive/v1/<installationId>/subjects/<hex key>.json`: which case an archived subject's key stands for. */
-export function subjectRefKey(installationId: string, key: Uint8Array): string {
-  return `${PREFIX}/${installationId}/subjects/${hexOf(key)}.json`;
-}
-
-// ---- what a case holds ------------------------------------------------------------------------
-
-/**
- * The ids of everything that hangs off a case (?1 case, ?2 installation), each found on an index:
- * reports by case; runs by report and appeal, and their child runs by parent; steps by run;
- * decisions by report and by step; appeals by report and by decision; tasks by report, appeal and
- * step; messages by report and by step; proposals and handoffs by step; deliveries by
- * (source_type, source_id).
- */
-const SCOPE_SQL = `
-  WITH rp AS (SELECT id FROM reports WHERE case_id = ?1 AND installation_id = ?2),
-  top_runs AS (
-    SELECT id FROM workflow_runs WHERE report_id IN (SELECT id FROM rp) AND installation_id = ?2),
-  de0 AS (SELECT id FROM decisions WHERE report_id IN (SELECT id FROM rp) AND installation_id = ?2),
-  ap AS (
-    SELECT id FROM appeals WHERE installation_id = ?2 AND report_id IN (SELECT id FROM rp)
-    UNION SELECT id FROM appeals WHERE installation_id = ?2 AND decision_id IN (SELECT id FROM de0)),
-  ru1 AS (
-    SELECT id FROM top_runs
-    UNION SELECT id FROM workflow_runs WHERE appeal_id IN (SELECT id FROM ap) AND installation_id = ?2),
-  ru AS (SELECT id FROM ru1 UNION SELECT id FROM workflow_runs WHERE parent_run_id IN (SELECT id FROM ru1)),
-  st AS (SELECT id FROM workflow_step_runs WHERE run_id IN (SELECT id FROM ru)),
-  de AS (SELECT id FROM de0 UNION SELECT id FROM decisions WHERE step_run_id IN (SELECT id FROM st)),
-  ta AS (
-    SELECT id FROM human_tasks WHERE installation_id = ?2 AND report_id IN (SELECT id FROM rp)
-    UNION SELECT id FROM human_tasks WHERE installation_id = ?2 AND appeal_id IN (SELECT id FROM ap)
-    UNION SELECT id FROM human_tasks WHERE step_run_id IN (SELECT id FROM st)),
-  ms AS (
-    SELECT id FROM messages WHERE installation_id = ?2 AND report_id IN (SELECT id FROM rp)
-    UNION SELECT id FROM messages WHERE step_run_id IN (SELECT id FROM st)),
-  pr AS (SELECT id FROM action_proposals WHERE step_run_id IN (SELECT id FROM st)),
-  ho AS (SELECT id FROM handoffs WHERE step_run_id IN (SELECT id FROM st)),
-  dl AS (
-    SELECT id FROM webhook_deliveries WHERE source_type = 'action' AND source_id IN (SELECT id FROM pr)
-    UNION SELECT id FROM webhook_deliveries WHERE source_type = 'message' AND source_id IN (SELECT id FROM ms)
-    UNION SELECT id FROM webhook_deliveries WHERE source_type = 'handoff' AND source_id IN (SELECT id FROM ho)),
-  last_activity AS (
-    SELECT MAX(
-      (SELECT updated_at FROM cases WHERE id = ?1),
-      COALESCE((SELECT MAX(updated_at) FROM workflow_runs WHERE id IN (SELECT id FROM ru)), ''),
-      COALESCE((SELECT MAX(updated_at) FROM human_tasks WHERE id IN (SELECT id FROM ta)), ''),
-      COALESCE((SELECT MAX(created_at) FROM decisions WHERE id IN (SELECT id FROM de)), ''),
-      COALESCE((SELECT MAX(updated_at) FROM appeals WHERE id IN (SELECT id FROM ap)), ''),
-      COALESCE((SELECT MAX(updated_at) FROM action_proposals WHERE id IN (SELECT id FROM pr)), ''),
-      COALESCE((SELECT MAX(updated_at) FROM webhook_deliveries WHERE id IN (SELECT id FROM dl)), '')) AS at)`;
-
-/** Every table a case archive holds, in the order rows go back in (parents before children), each read verbatim. */
-const TABLES = [
-  { name: "cases", select: `SELECT * FROM cases WHERE id = ?1 AND installation_id = ?2` },
-  { name: "reports", select: `SELECT * FROM reports WHERE id IN (SELECT id FROM rp) ORDER BY created_at, id` },
-  // Parents before their child runs.
-  { name: "workflow_runs", select: `SELECT * FROM workflow_runs WHERE id IN (SELECT id FROM ru) ORDER BY parent_run_id IS NOT NULL, created_at, id` },
-  { name: "workflow_step_runs", select: `SELECT * FROM workflow_step_runs WHERE id IN (SELECT id FROM st) ORDER BY started_at, rowid` },
-  { name: "decisions", select: `SELECT * FROM decisions WHERE id IN (SELECT id FROM de) ORDER BY created_at, id` },
-  { name: "appeals", select: `SELECT * FROM appeals WHERE id IN (SELECT id FROM ap) ORDER BY created_at, id` },
-  { name: "human_tasks", select: `SELECT * FROM human_tasks WHERE id IN (SELECT id FROM ta) ORDER BY created_at, id` },
-  { name: "review_exposure", select: `SELECT * FROM review_exposure WHERE task_id IN (SELECT id FROM ta) ORDER BY started_at, id` },
-  { name: "action_proposals", select: `SELECT * FROM action_proposals WHERE id IN (SELECT id FROM pr) ORDER BY created_at, id` },
-  { name: "handoffs", select: `SELECT * FROM handoffs WHERE id IN (SELECT id FROM ho) ORDER BY created_at, id` },
-  { name: "messages", select: `SELECT * FROM messages WHERE id IN (SELECT id FROM ms) ORDER BY created_at, id` },
-  { name: "webhook_deliveries", select: `SELECT * FROM webhook_deliveries WHERE id IN (SELECT id FROM dl) ORDER BY created_at, id` },
-  { name: "webhook_attempts", select: `SELECT * FROM webhook_attempts WHERE delivery_id IN (SELECT id FROM dl) ORDER BY delivery_id, attempt` },
-  { name: "tdb_submissions", select: `SELECT * FROM tdb_submissions WHERE decision_id IN (SELECT id FROM de) ORDER BY decision_id` },
-  { name: "decision_reversals", select: `SELECT * FROM decision_reversals WHERE installation_id = ?2 AND decision_id IN (SELECT id FROM de) ORDER BY id` },
-  {
-    name: "redress_messages",
-    select: `SELECT * FROM redress_messages WHERE id IN (
-      SELECT id FROM redress_messages WHERE installation_id = ?2 AND decision_id IN (SELECT id FROM de)
-      UNION SELECT id FROM redress_messages WHERE installation_id = ?2 AND report_id IN (SELECT id FROM rp)) ORDER BY created_at, id`,
-  },
-  { name: "notifier_notices", select: `SELECT * FROM notifier_notices WHERE report_id IN (SELECT id FROM rp) ORDER BY report_id` },
-  { name: "connector_reports", select: `SELECT * FROM connector_reports WHERE installation_id = ?2 AND report_id IN (SELECT id FROM rp) ORDER BY connector_id, remote_report_id` },
-] as const;
-type TableName = (typeof TABLES)[number]["name"];
-
-/** The key column(s) of each table's rows, for the deletes (composite keys are matched on both). */
-const KEYS: Record<TableName, readonly string[]> = {
-  cases: ["id"],
-  reports: ["id"],
-  workflow_runs: ["id"],
-  workflow_step_runs: ["id"],
-  decisions: ["id"],
-  appeals: ["id"],
-  human_tasks: ["id"],
-  review_exposure: ["id"],
-  action_proposals: ["id"],
-  handoffs: ["id"],
-  messages: ["id"],
-  webhook_deliveries: ["id"],
-  webhook_attempts: ["id"],
-  tdb_submissions: ["decision_id"],
-  decision_reversals: ["id"],
-  redress_messages: ["id"],
-  notifier_notices: ["report_id"],
-  connector_reports: ["connector_id", "remote_report_id"],
-};
-
-type Cell = string | number | null;
-type Row = Record<string, Cell>;
-
-export interface CaseArchiveBody {
-  format: typeof CASE_ARCHIVE_FORMAT;
-  schemaVersion: number;
-  installationId: string;
-  caseId: string;
-  tables: Record<TableName, Row[]>;
-}
-
-export interface CaseArchiveObject extends CaseArchiveBody {
-  digest: string;
-}
-
-const TERMINAL_RUN = `'succeeded', 'failed', 'terminated', 'superseded'`;
-
-/** The installation's cutoff for case `c` at `now` (an SQL expression): its hot window back from now. */
-const cutoffSql = (now: string) => `strftime('%Y-%m-%dT%H:%M:%fZ', ${now}, '-' || COALESCE((SELECT hot_days FROM storage_settings WHERE installation_id = c.installation_id), ${DEFAULT_HOT_DAYS}) || ' days')`;
-
-/**
- * The sweep's first look at case `c` (?NOW the sweep's moment): no report since the window began,
- * not held (brought back within the window, or found live lately), the reports' person keys
- * written, every run of its reports archived, and the day and hour of its last report rolled up.
- */
-function candidateSql(now: string): string {
-  const cutoff = cutoffSql(now);
-  return `c.updated_at < ${cutoff} AND c.updated_at <= ${now}
-    AND NOT EXISTS (SELECT 1 FROM case_archive_holds h WHERE h.case_id = c.id AND (h.rehydrated_at >= ${cutoff} OR h.not_before > ${now}))
-    AND NOT EXISTS (SELECT 1 FROM reports r WHERE r.case_id = c.id AND r.person_keys_version IS NULL)
-    AND NOT EXISTS (SELECT 1 FROM reports r JOIN workflow_runs w ON w.report_id = r.id WHERE r.case_id = c.id AND w.archived_at IS NULL)
-    AND EXISTS (SELECT 1 FROM transparency_rollup_days t WHERE t.installation_id = c.installation_id AND t.day >= substr(c.updated_at, 1, 10))
-    AND EXISTS (SELECT 1 FROM metric_rollup_hours m WHERE m.installation_id = c.installation_id AND m.hour >= substr(c.updated_at, 1, 13) || ':00:00.000Z')`;
-}
-
-/**
- * Whether the case is *closed* and quiet (SCOPE_SQL's names; `c` the case; ?3 the start of the
- * sweep's UTC day; ?NOW its moment): every run of it ended and archived; nothing live (a task open
- * or claimed, an appeal open, a proposal undecided or undelivered, a delivery pending, a submission
- * to the Transparency Database not settled); no activity since the window began (a task, run,
- * appeal, proposal or delivery updated, a decision made); no QA review, golden item or run operation
- * pointing at its rows; the reviewers' exposure ended before the day the wellness caps count; and
- * the day and hour of its last activity rolled up (the transparency report and the metrics read
- * rollups for those, not rows). cases.state is not the test: a new report reopens a case, and
- * nothing else closes one.
- */
-function closedSql(now: string): string {
-  const cutoff = cutoffSql(now);
-  return `${candidateSql(now)}
-  AND NOT EXISTS (SELECT 1 FROM workflow_runs x WHERE x.id IN (SELECT id FROM ru) AND (x.archived_at IS NULL OR x.state NOT IN (${TERMINAL_RUN}) OR x.updated_at >= ${cutoff}))
-  AND NOT EXISTS (SELECT 1 FROM appeals x WHERE x.id IN (SELECT id FROM ap) AND (x.state = 'open' OR x.updated_at >= ${cutoff}))
-  AND NOT EXISTS (SELECT 1 FROM human_tasks x WHERE x.id IN (SELECT id FROM ta) AND (x.state IN ('open', 'claimed') OR x.updated_at >= ${cutoff} OR x.updated_at >= ?3))
-  AND NOT EXISTS (SELECT 1 FROM review_exposure x WHERE x.task_id IN (SELECT id FROM ta) AND (x.started_at >= ?3 OR COALESCE(x.ended_at, x.lease_expires_at) >= ?3))
-  AND NOT EXISTS (SELECT 1 FROM decisions x WHERE x.id IN (SELECT id FROM de) AND x.created_at >= ${cutoff})
-  AND NOT EXISTS (SELECT 1 FROM action_proposals x WHERE x.id IN (SELECT id FROM pr) AND (x.state IN ('approval_required', 'approved', 'delivery_pending') OR x.updated_at >= ${cutoff}))
-  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries x WHERE x.id IN (SELECT id FROM dl) AND (x.state = 'pending' OR x.updated_at >= ${cutoff}))
-  AND NOT EXISTS (SELECT 1 FROM tdb_submissions x WHERE x.decision_id IN (SELECT id FROM de) AND x.state = 'pending')
-  AND NOT EXISTS (SELECT 1 FROM qa_reviews x WHERE x.original_task_id IN (SELECT id FROM ta) OR x.qa_task_id IN (SELECT id FROM ta))
-  AND NOT EXISTS (SELECT 1 FROM golden_items x WHERE x.source_task_id IN (SELECT id FROM ta) OR x.task_id IN (SELECT id FROM ta))
-  AND NOT EXISTS (SELECT 1 FROM run_operation_items x WHERE x.run_id IN (SELECT id FROM ru))
-  AND NOT EXISTS (SELECT 1 FROM workflow_waits x WHERE x.run_id IN (SELECT id FROM ru))
-  AND NOT EXISTS (SELECT 1 FROM workflow_events x WHERE x.run_id IN (SELECT id FROM ru))
-  AND NOT EXISTS (SELECT 1 FROM workflow_run_repairs x WHERE x.run_id IN (SELECT id FROM ru))
-  AND NOT EXISTS (SELECT 1 FROM workflow_step_outputs x WHERE x.step_run_id IN (SELECT id FROM st))
-  AND EXISTS (SELECT 1 FROM transparency_rollup_days t WHERE t.installation_id = c.installation_id AND t.day >= substr((SELECT MAX(at) FROM last_activity), 1, 10))
-  AND EXISTS (SELECT 1 FROM metric_rollup_hours m WHERE m.installation_id = c.installation_id AND m.hour >= substr((SELECT MAX(at) FROM last_activity), 1, 13) || ':00:00.000Z')`;
-}
-
-/**
- * The sweep's selection (?1 now, ?2 limit, ?3 one installation or NULL): candidate cases, oldest
- * activity first, not handed to the queue lately.
- */
-export const CASE_CANDIDATES_SQL = `
-  SELECT c.id, c.installation_id AS installationId FROM cases c
-  WHERE ${candidateSql("?1")} AND (?3 IS NULL OR c.installation_id = ?3)
-    AND NOT EXISTS (SELECT 1 FROM case_archive_holds q WHERE q.case_id = c.id AND q.queued_until > ?1)
-  ORDER BY c.updated_at LIMIT ?2`;
-
-const utcDayStart = (now: Date) => `${now.toISOString().slice(0, 10)}T00:00:00.000Z`;
-
-async function digestOf(body: CaseArchiveBody): Promise<string> {
-  return `sha256:${await sha256Hex(canonicalJson(body))}`;
-}
-
-/** The case's rows as one body (one batch: one snapshot), or null when the case is not in D1. */
-export async function buildCaseArchive(db: D1Database, installationId: string, caseId: string): Promise<{ body: CaseArchiveBody; digest: string; text: string } | null> {
-  const results = await db.batch<Row>(TABLES.map((t) => db.prepare(`${SCOPE_SQL} ${t.select}`).bind(caseId, installationId)));
-  const tables = Object.fromEntries(TABLES.map((t, i) => [t.name, results[i]?.results ?? []])) as Record<TableName, Row[]>;
-  if (tables.cases.length !== 1) return null;
-  // Rows travel as JSON: a column holding bytes (a BLOB) would not survive the trip, so it stops here.
-  for (const [name, rows] of Object.entries(tables)) {
-    for (const row of rows) {
-      for (const [column, cell] of Object.entries(row)) {
-        if (cell !== null && typeof cell !== "string" && typeof cell !== "number") {
-          throw new AppError("case_archive.unsupported_value", `${name}.${column} holds a value JSON cannot carry; the case stays in D1.`, { status: 500 });
-        }
-      }
-      // Every row that names an installation names this one (found through ids, so checked again).
-      if ("installation_id" in row && row.installation_id !== installationId) {
-        throw new AppError("case_archive.foreign_row", `${name} holds a row of another installation under case ${caseId}; the case stays in D1.`, { status: 500 });
-      }
-    }
-  }
-  const body: CaseArchiveBody = { format: CASE_ARCHIVE_FORMAT, schemaVersion: CASE_ARCHIVE_SCHEMA_VERSION, installationId, caseId, tables };
-  const digest = await digestOf(body);
-  return { body, digest, text: canonicalJson({ ...body, digest }) };
-}
-
-/** Parses and checks a stored case archive: its digest recomputes and it names the case and installation its key does. */
-export async function parseCaseArchive(text: string, installationId: string, caseId: string): Promise<CaseArchiveObject | null> {
-  let object: CaseArchiveObject;
-  try {
-    object = JSON.parse(text) as CaseArchiveObject;
-  } catch {
-    return null;
-  }
-  if (typeof object !== "object" || object === null || object.format !== CASE_ARCHIVE_FORMAT || object.installationId !== installationId || object.caseId !== caseId) return null;
-  const { digest, ...body } = object;
-  return (await digestOf(body)) === digest ? object : null;
-}
-
-/** The stored, checked archive of a case; null when there is none. */
-export async function readCaseArchive(env: Env, installationId: string, caseId: string): Promise<CaseArchiveObject | null> {
-  if (!ID.test(caseId)) return null;
-  const key = caseArchiveKey(installationId, caseId);
-  const stored = await env.WORKFLOW_ARTIFACTS.get(key);
-  if (!stored) return null;
-  const object = await parseCaseArchive(await stored.text(), installationId, caseId);
-  if (!object) throw new AppError("case_archive.corrupt", `The case archive object ${key} does not match its digest.`, { status: 500, details: { key } });
-  return object;
-}
+import { byteLength } from "../../lib/crypto";
+import {
+  buildCaseArchive,
+  CASE_ARCHIVE_SCHEMA_VERSION,
+  CASE_CANDIDATES_SQL,
+  type CaseArchiveBody,
+  caseArchiveKey,
+  type CaseArchiveObject,
+  caseRefKey,
+  type CaseRefKind,
+  closedSql,
+  COLUMN,
+  KEYS,
+  PERSON_KEY,
+  personRefKey,
+  PREFIX,
+  readCaseArchive,
+  type Row,
+  SCOPE_SQL,
+  subjectKey,
+  subjectRefKey,
+  type TableName,
+  TABLES,
+  utcDayStart,
+} from "./case-scope";
 
 /** The ref objects of a case's records: (kind, id) for every report, run, decision, appeal and task. */
 function refsOf(body: CaseArchiveBody): Array<[CaseRefKind, string]> {
@@ -345,7 +97,7 @@ export async function writeCaseArchive(env: Env, installationId: string, caseId:
     if (!(await readBack())) throw new AppError("case_archive.write_unverified", `The case archive object ${key} did not read back as written; nothing was deleted.`, { status: 503, retryable: true });
   }
   const caseRow = body.tables.cases[0]!;
-  const subject = await subjectKey(installationId, String(caseRow.subject_kind), String(caseRow.subject_id));
+  const subject = subjectKey(installationId, String(caseRow.subject_kind), String(caseRow.subject_id));
   const people = new Set(
     [...body.tables.reports.flatMap((row) => [row.reporter_key, row.subject_owner_key]), ...body.tables.appeals.map((row) => row.appellant_key)].filter((key): key is string => typeof key === "string" && PERSON_KEY.test(key)),
   );
@@ -544,155 +296,6 @@ export async function queueCaseArchive(env: Env, now: Date = new Date(), options
     await env.RUN_OPERATIONS.sendBatch(messages);
   }
   return { queued: results.length, more: results.length === limit ? 1 : 0 };
-}
-
-// ---- back to D1 -------------------------------------------------------------------------------
-
-const COLUMN = /^[a-z_][a-z0-9_]*$/u;
-/** Bytes of rows per INSERT statement when a case goes back (D1 takes at most 2 MB in one bound value). */
-const REHYDRATE_CHUNK_BYTES = 1_000_000;
-/** Tables whose rows carry a caller's Idempotency-Key, unique per installation. */
-const KEYED = new Set<TableName>(["reports", "appeals"]);
-
-/**
- * The statements that put a table's archived rows back as they were: one INSERT per chunk of rows
- * (at most REHYDRATE_CHUNK_BYTES of JSON; a larger row alone). A row whose Idempotency-Key another
- * record took while this one was archived comes back without it (the key answers for the newer
- * record now); anything else already there makes the whole batch fail, so nothing comes back halfway.
- */
-function insertStatements(db: D1Database, table: TableName, rows: Row[]): D1PreparedStatement[] {
-  if (rows.length === 0) return [];
-  const columns = Object.keys(rows[0]!);
-  if (!columns.every((c) => COLUMN.test(c))) throw new AppError("case_archive.corrupt", `The case archive holds a column name that is not one: ${table}.`, { status: 500 });
-  const installation = columns.indexOf("installation_id");
-  const values = columns.map((c, j) =>
-    KEYED.has(table) && c === "idempotency_key" && installation >= 0
-      ? `CASE WHEN EXISTS (SELECT 1 FROM ${table} x WHERE x.installation_id = value ->> ${installation} AND x.idempotency_key = value ->> ${j}) THEN NULL ELSE value ->> ${j} END`
-      : `value ->> ${j}`,
-  );
-  const sql = `INSERT INTO ${table} (${columns.join(", ")}) SELECT ${values.join(", ")} FROM json_each(?1)`;
-  const out: D1PreparedStatement[] = [];
-  let chunk: string[] = [];
-  let bytes = 0;
-  const flush = () => {
-    if (chunk.length > 0) out.push(db.prepare(sql).bind(`[${chunk.join(",")}]`));
-    chunk = [];
-    bytes = 0;
-  };
-  for (const row of rows) {
-    const text = JSON.stringify(columns.map((c) => row[c] ?? null));
-    if (bytes + text.length > REHYDRATE_CHUNK_BYTES) flush();
-    chunk.push(text);
-    bytes += text.length;
-  }
-  flush();
-  return out;
-}
-
-/**
- * Puts an archived case's rows back in D1 exactly as they were archived (one batch), drops its
- * subject key and counts it out of the totals. The object stays: the sweep archives the case again
- * once the window has passed (the same rows give the same bytes, so R2 is not rewritten). Answers
- * whether the case is in D1 afterwards.
- */
-export async function rehydrateCase(env: Env, installationId: string, caseId: string, now: Date = new Date()): Promise<boolean> {
-  const object = await readCaseArchive(env, installationId, caseId);
-  if (!object) return false;
-  const db = env.DB;
-  const caseRow = object.tables.cases[0];
-  if (!caseRow) return false;
-  const subject = await subjectKey(installationId, String(caseRow.subject_kind), String(caseRow.subject_id));
-  const bytes = byteLength(canonicalJson(object));
-  const statements = TABLES.flatMap((t) => insertStatements(db, t.name, object.tables[t.name]));
-  try {
-    await db.batch([
-      db.prepare(`UPDATE case_archive_totals SET cases = MAX(0, cases - 1), bytes = MAX(0, bytes - ?2) WHERE installation_id = ?1`).bind(installationId, bytes),
-      ...statements,
-      db.prepare(`DELETE FROM archived_subjects WHERE key = ?1`).bind(subject),
-      db.prepare(`INSERT INTO case_archive_holds (case_id, installation_id, rehydrated_at) VALUES (?1, ?2, ?3) ON CONFLICT (case_id) DO UPDATE SET rehydrated_at = excluded.rehydrated_at`).bind(caseId, installationId, now.toISOString()),
-    ]);
-  } catch (error) {
-    // Another reader brought it back first (its rows are there now): nothing to do.
-    if (await db.prepare(`SELECT 1 AS x FROM cases WHERE id = ?1 AND installation_id = ?2`).bind(caseId, installationId).first()) return true;
-    console.error(JSON.stringify({ event: "case.rehydrate_failed", caseId, installationId, code: error instanceof AppError ? error.code : "d1.error" }));
-    throw new AppError("case_archive.rehydrate_failed", `The archived case ${caseId} could not be brought back to D1; nothing of it was written, and it stays archived.`, { status: 500, retryable: true });
-  }
-  // D1 holds the case again and is its only truth: the object goes, so no stale copy outlives an
-  // erasure of the hot rows. Archived again, the case gets a new object (its refs stay valid).
-  await env.WORKFLOW_ARTIFACTS.delete(caseArchiveKey(installationId, caseId));
-  return true;
-}
-
-/** The case a ref object names, or null (no such archived record, or an id that cannot be one). */
-async function caseOfRef(env: Env, installationId: string, kind: CaseRefKind, id: string): Promise<string | null> {
-  if (!ID.test(id)) return null;
-  const ref = await env.WORKFLOW_ARTIFACTS.get(caseRefKey(installationId, kind, id));
-  if (!ref) return null;
-  const caseId = await ref.text();
-  return ID.test(caseId) ? caseId : null;
-}
-
-/** Brings back the archived case that holds this record, if one does. Answers whether it did. */
-export async function rehydrateRef(env: Env, installationId: string, kind: CaseRefKind | "case", id: string): Promise<boolean> {
-  const caseId = kind === "case" ? (ID.test(id) ? id : null) : await caseOfRef(env, installationId, kind, id);
-  return caseId ? rehydrateCase(env, installationId, caseId) : false;
-}
-
-/** Brings back the archived case of a subject, if its key says there is one. Answers whether it did. */
-export async function rehydrateSubject(env: Env, installationId: string, kind: string, id: string): Promise<boolean> {
-  const key = await subjectKey(installationId, kind, id);
-  const held = await env.DB.prepare(`SELECT 1 AS x FROM archived_subjects WHERE key = ?1`).bind(key).first();
-  if (!held) return false;
-  const ref = await env.WORKFLOW_ARTIFACTS.get(subjectRefKey(installationId, key));
-  const caseId = ref ? await ref.text() : null;
-  return caseId && ID.test(caseId) ? rehydrateCase(env, installationId, caseId) : false;
-}
-
-/** Most archived cases a personal-data request brings back at once (the response says to ask again). */
-export const PERSON_REHYDRATE_LIMIT = 50;
-
-/**
- * Brings back the archived cases that hold rows of a person (by their person keys), so a request
- * for their data (export, erasure) finds them in D1 as it finds hot ones. Answers how many came
- * back and whether more are left (at most PERSON_REHYDRATE_LIMIT a call).
- */
-export async function rehydratePerson(env: Env, installationId: string, personKeys: ReadonlyArray<string | null>): Promise<{ cases: number; more: boolean }> {
-  let cases = 0;
-  for (const person of personKeys) {
-    if (!person || !PERSON_KEY.test(person)) continue;
-    const prefix = `${PREFIX}/${installationId}/refs/person/${person}/`;
-    const page = await env.WORKFLOW_ARTIFACTS.list({ prefix, limit: PERSON_REHYDRATE_LIMIT - cases });
-    for (const listed of page.objects) {
-      const caseId = listed.key.slice(prefix.length);
-      if (ID.test(caseId)) {
-        const hot = await env.DB.prepare(`SELECT 1 AS x FROM cases WHERE id = ?1 AND installation_id = ?2`).bind(caseId, installationId).first();
-        if (hot) {
-          // Hot, maybe with an archive pass in flight that wrote this ref: held as a brought-back case,
-          // so that pass cannot commit and the request finds the person's rows in D1.
-          await env.DB.prepare(`INSERT INTO case_archive_holds (case_id, installation_id, rehydrated_at) VALUES (?1, ?2, ?3) ON CONFLICT (case_id) DO UPDATE SET rehydrated_at = excluded.rehydrated_at`)
-            .bind(caseId, installationId, new Date().toISOString())
-            .run();
-        } else await rehydrateCase(env, installationId, caseId);
-      }
-      // In D1 now: the ref is written again when the case is archived again with the person's rows.
-      await env.WORKFLOW_ARTIFACTS.delete(listed.key);
-      cases += 1;
-    }
-    if (page.truncated || cases >= PERSON_REHYDRATE_LIMIT) return { cases, more: true };
-  }
-  return { cases, more: false };
-}
-
-/**
- * A read by id that serves archived records as hot ones: `read` from D1; on a miss, the case that
- * holds the record is brought back and `read` asked again.
- */
-export async function hotOrArchived<T>(env: Env, installationId: string, kind: CaseRefKind | "case", id: string, read: () => Promise<T | null>): Promise<T | null> {
-  const hot = await read();
-  if (hot !== null && hot !== undefined) return hot;
-  // Read again whether or not this call brought it back: another reader may have (and removed the object).
-  await rehydrateRef(env, installationId, kind, id);
-  return read();
 }
 
 /**

@@ -14,7 +14,7 @@ import { completeReviewCopyTask, qaSampleStatements, qaSettingsJsonSql, reviewer
 import { openPersonalDataOr } from "../reports/report-crypto";
 import { APPEAL_OUTCOMES } from "../taxonomy";
 import { reviewerAuditId } from "../../lib/person-keys";
-import { hotOrArchived } from "../archive/case-archive";
+import { hotOrArchived } from "../archive/case-rehydrate";
 
 export const DEFAULT_LEASE_SECONDS = 900;
 export const MAX_LEASE_SECONDS = 3_600;

@@ -11,7 +11,8 @@ import { normalizeCategory, POLICY_CATEGORIES, type PolicyCategory } from "../ta
 import { enabledTriggersStatement, fireTriggers, type TriggeredRun, type TriggerRow } from "../triggers/triggers";
 import { enqueueDeliveries, NOTICE_SOURCES, noticeReceiptStatements, subscribedEndpointIdsSql, subscribedEndpointsStatement, type EndpointRow } from "../../enforcement";
 import { assumedSender, noticeRecordStatement, noticeSender, plainSendersStatement, type NoticeSender } from "../notices/notifiers";
-import { hotOrArchived, rehydrateSubject, subjectKey } from "../archive/case-archive";
+import { hotOrArchived, rehydrateSubject } from "../archive/case-rehydrate";
+import { subjectKey } from "../archive/case-scope";
 
 export interface ReportInput {
   subject: { kind: string; id: string; url?: string; snapshot?: unknown; ownerId?: string };
@@ -161,7 +162,7 @@ async function recordReport(
       INSERT INTO cases (id, installation_id, subject_kind, subject_id, state, report_count, first_reported_at, last_reported_at, created_at, updated_at)
       SELECT ?1, ?2, ?3, ?4, 'open', 0, ?5, ?5, ?5, ?5 WHERE NOT EXISTS (SELECT 1 FROM archived_subjects WHERE key = ?6)
       ON CONFLICT(installation_id, subject_kind, subject_id) DO NOTHING
-    `).bind(caseId, ...subject, at, await subjectKey(...subject)),
+    `).bind(caseId, ...subject, at, subjectKey(...subject)),
     env.DB.prepare(`
       INSERT INTO reports (id, installation_id, case_id, subject_kind, subject_id, category, category_specification_json, source,
         evidence_count, personal_data, data_key_id, idempotency_key, request_digest, created_at, reporter_key, subject_owner_key, person_keys_version)

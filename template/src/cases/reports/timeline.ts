@@ -2,7 +2,7 @@
 // (Golden copies of its tasks are left out: they measure reviewers and did not happen to the report.)
 import { notFound } from "../../errors";
 import type { Actor } from "../../auth";
-import { hotOrArchived } from "../archive/case-archive";
+import { hotOrArchived } from "../archive/case-rehydrate";
 
 export async function reportTimeline(env: Env, actor: Actor, reportId: string) {
   const report = await hotOrArchived(env, actor.installationId, "report", reportId, () =>

@@ -9,7 +9,7 @@ import { AppError, errorCode } from "../../errors";
 import { newId } from "../../lib/crypto";
 import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
 import { openPersonalData } from "../reports/report-crypto";
-import { rehydratePerson } from "../archive/case-archive";
+import { rehydratePerson } from "../archive/case-rehydrate";
 import { caseBusySql } from "./retention";
 import { eraseReports, type ErasureCounts } from "./retention-erase";
 import type { ReportPersonalData } from "../reports/reports-queries";
