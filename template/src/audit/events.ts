@@ -3,6 +3,7 @@ import { rowGuardClause, type RowGuard } from "../lib/d1";
 import { canonicalJson } from "./canonical-json";
 import { auditKeys, signText } from "./keys";
 import { auditEventId, storeCreatedAt, storeMac } from "./stored";
+import type { AuditRow } from "./chain";
 
 export interface AuditEventInput {
   installationId: string;
@@ -19,18 +20,7 @@ export interface AuditEventInput {
  * The fields an event's MAC covers (not `seq`, which the insert assigns), as one text: v1 names the
  * idempotency key; v2 (a lean event, stored.ts) has none, its id being the key's digest.
  */
-export function entryMacText(row: {
-  id: string;
-  installationId: string;
-  idempotencyKey: string | null;
-  action: string;
-  actorType: string;
-  actorId: string;
-  targetType: string;
-  targetId: string;
-  detailsJson: string;
-  createdAt: string;
-}): string {
+export function entryMacText(row: Omit<AuditRow, "seq" | "entryMac" | "prevHash" | "hash">): string {
   const common = {
     id: row.id,
     installationId: row.installationId,
