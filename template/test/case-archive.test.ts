@@ -11,7 +11,7 @@ import { sweepRetention } from "../src/cases/retention/retention";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { sweepMetricRollups, sweepTransparencyRollups } from "../src/metrics";
 import { sweepRunArchive } from "../src/workflows/run-archive";
-import { ADMIN_TOKEN, api, edge, newInstallation, publish, until, waitForRun } from "./helpers";
+import { ADMIN_TOKEN, api, edge, newInstallation, publish, receiverLog, until, waitForRun } from "./helpers";
 
 const DAY = 86_400_000;
 const SECRET = "the reporter wrote these words about a scam";
@@ -165,6 +165,64 @@ describe("the case archive", () => {
     expect(next.body).toMatchObject({ caseId: ids.caseId, caseReportCount: 2 });
     expect((await rowsOf(ids)).reports).toBe(1);
     expect((await api(`/api/v1/cases/${ids.caseId}`, { key: inst.apiKey })).body.reports).toHaveLength(2);
+  });
+
+  it("an archived case's action proposal and webhook delivery read by their own ids as they did hot", async () => {
+    const inst = await newInstallation("case-archive-action");
+    expect((await api("/api/v1/storage/settings", { method: "PUT", key: inst.apiKey, body: { hotDays: 0 } })).status).toBe(200);
+    const path = `/case-archive/${crypto.randomUUID()}`;
+    const hook = await api("/api/v1/webhook-endpoints", { key: inst.apiKey, body: { url: `https://hooks.product.test${path}`, retryBaseSeconds: 0, maxAttempts: 5 } });
+    expect(hook.body).toMatchObject({ id: expect.any(String) });
+    await env.RECEIVER.fetch("http://receiver/_control/secret", { method: "POST", body: JSON.stringify({ path, secret: hook.body.secret }) });
+    expect((await api("/api/v1/action-types", { key: inst.apiKey, body: { key: "remove_post", name: "Remove post", endpointId: hook.body.id, reversible: true, requiresApproval: false } })).status).toBe(201);
+    const version = await publish(inst.apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "remove", kind: "action", errorPort: "failed", config: { action_type: "remove_post" }, inputMapping: { postId: "report.subject.id" } },
+        { id: "applied", kind: "end", config: { terminal_code: "applied" } },
+        { id: "other", kind: "end", config: { terminal_code: "other" } },
+      ],
+      edges: [edge("start", "success", "remove"), edge("remove", "applied", "applied"), edge("remove", "rejected", "other"), edge("remove", "expired", "other"), edge("remove", "failed", "other")],
+    });
+    expect((await api("/api/v1/triggers", { key: inst.apiKey, body: { event: "report.created", when: "true", workflowVersionId: version.id, authorityMode: "autonomous" } })).status).toBe(201);
+    const intake = await api("/api/v1/reports", { key: inst.apiKey, body: { subject: { kind: "content", id: "post-acted-on" }, category: "scams_and_fraud" } });
+    expect(intake.body).toMatchObject({ id: expect.any(String) });
+    expect((await waitForRun(inst.apiKey, intake.body.runs[0].runId)).state).toBe("succeeded");
+    const delivered = await until(async () => {
+      const items = (await api("/api/v1/webhook-deliveries", { key: inst.apiKey })).body.items as Array<{ id: string; state: string }>;
+      return items.length === 1 && items[0]!.state === "delivered" ? items[0] : null;
+    }, "the action's delivery");
+    expect((await receiverLog(path)).filter((entry) => entry.verified)).toHaveLength(1);
+    const [proposal] = (await api("/api/v1/action-proposals", { key: inst.apiKey })).body.items as Array<{ id: string }>;
+    const read = async () => ({
+      proposal: await api(`/api/v1/action-proposals/${proposal!.id}`, { key: inst.apiKey }),
+      delivery: await api(`/api/v1/webhook-deliveries/${delivered.id}`, { key: inst.apiKey }),
+    });
+    const hot = await read();
+    expect(hot.proposal.status).toBe(200);
+    expect(hot.delivery.status).toBe(200);
+    expect(hot.delivery.body.history.length).toBeGreaterThanOrEqual(1);
+
+    const later = await twoDaysOn(inst.id);
+    expect(await sweepCaseArchive(env, later, { installationId: inst.id })).toMatchObject({ archived: 1, failed: 0 });
+    const left = async () => (await env.DB.prepare("SELECT (SELECT COUNT(*) FROM action_proposals WHERE id = ?1) + (SELECT COUNT(*) FROM webhook_deliveries WHERE id = ?2) AS n").bind(proposal!.id, delivered.id).first<{ n: number }>())!.n;
+    expect(await left()).toBe(0);
+    // Read by the proposal's id: the case comes back, and the proposal reads as it did.
+    const proposalAgain = await api(`/api/v1/action-proposals/${proposal!.id}`, { key: inst.apiKey });
+    expect(proposalAgain.status).toBe(200);
+    expect(proposalAgain.body).toEqual(hot.proposal.body);
+    expect(await left()).toBe(2);
+    // Archived again; read by the delivery's id, attempts and all.
+    expect(await sweepCaseArchive(env, new Date(later.getTime() + 1_000), { installationId: inst.id })).toMatchObject({ archived: 1 });
+    expect(await left()).toBe(0);
+    const deliveryAgain = await api(`/api/v1/webhook-deliveries/${delivered.id}`, { key: inst.apiKey });
+    expect(deliveryAgain.status).toBe(200);
+    expect(deliveryAgain.body).toEqual(hot.delivery.body);
+    // Another installation finds neither, archived or hot.
+    const other = await newInstallation("case-archive-action-other");
+    expect((await api(`/api/v1/action-proposals/${proposal!.id}`, { key: other.apiKey })).status).toBe(404);
+    expect((await api(`/api/v1/webhook-deliveries/${delivered.id}`, { key: other.apiKey })).status).toBe(404);
   });
 
   it("on the schedule, cases go through the RUN_OPERATIONS queue: handed over once, archived by its consumer", async () => {

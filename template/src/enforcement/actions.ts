@@ -5,6 +5,7 @@
 // prepare/complete are action-runtime.ts; cancelling proposals, proposal-cancellation.ts.
 import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
+import { hotOrArchived } from "../cases";
 import { conflict, notFound } from "../errors";
 import type { RowGuard } from "../lib/d1";
 import { signalRun } from "../workflows";
@@ -137,7 +138,9 @@ export function sendLeased(env: Env, input: { delivery: NewDelivery; endpoint: A
  * a run that ends concurrently leaves no delivery behind.
  */
 export async function decideProposal(env: Env, actor: Actor, proposalId: string, input: { approve: boolean; reason?: string; approver?: string }, defer?: Defer) {
-  const row = await env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, proposalId).first<ProposalRow>();
+  const row = await hotOrArchived(env, actor.installationId, "proposal", proposalId, () =>
+    env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, proposalId).first<ProposalRow>(),
+  );
   if (!row) throw notFound("action_proposal");
   const standing = await standingOf(env.DB, row);
   if (runFinished(standing)) {
@@ -289,7 +292,9 @@ export async function listProposals(env: Env, actor: Actor, options: { state?: s
 }
 
 export async function getProposal(env: Env, actor: Actor, id: string) {
-  const row = await env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<ProposalRow>();
+  const row = await hotOrArchived(env, actor.installationId, "proposal", id, () =>
+    env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<ProposalRow>(),
+  );
   if (!row) throw notFound("action_proposal");
   return serializeProposal(row);
 }

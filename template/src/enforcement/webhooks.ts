@@ -14,7 +14,7 @@
 // the transport, one signed request per attempt, is webhook-send.ts.
 import { auditStatement, canonicalJson } from "../audit";
 import type { Actor } from "../auth";
-import { openPersonalData, sealPersonalData } from "../cases";
+import { hotOrArchived, openPersonalData, sealPersonalData } from "../cases";
 import { conflict, notFound } from "../errors";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
 import { allowLocalEgress, egressRefusal } from "../lib/egress";
@@ -312,12 +312,14 @@ export async function listDeliveries(env: Env, actor: Actor, options: { state?: 
 }
 
 export async function getDelivery(env: Env, actor: Actor, id: string) {
-  const row = await env.DB.prepare(`
+  const row = await hotOrArchived(env, actor.installationId, "delivery", id, () =>
+    env.DB.prepare(`
     SELECT id, endpoint_id AS endpointId, event_type AS eventType, source_type AS sourceType, source_id AS sourceId, payload_digest AS payloadDigest,
       state, attempts, last_status AS lastStatus, last_error AS lastError, created_at AS createdAt, delivered_at AS deliveredAt
     FROM webhook_deliveries WHERE installation_id = ?1 AND id = ?2`)
-    .bind(actor.installationId, id)
-    .first();
+      .bind(actor.installationId, id)
+      .first<Record<string, unknown>>(),
+  );
   if (!row) throw notFound("webhook_delivery");
   const { results: history } = await env.DB.prepare(`SELECT attempt, status_code AS statusCode, error, duration_ms AS durationMs, started_at AS startedAt, via
     FROM webhook_attempts WHERE delivery_id = ?1 ORDER BY attempt`)
@@ -334,7 +336,9 @@ export async function getDelivery(env: Env, actor: Actor, id: string) {
  * answer is that delivery with `requeued: true`.
  */
 export async function resendDelivery(env: Env, actor: Actor, id: string) {
-  const row = await env.DB.prepare(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<DeliveryRow>();
+  const row = await hotOrArchived(env, actor.installationId, "delivery", id, () =>
+    env.DB.prepare(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<DeliveryRow>(),
+  );
   if (!row) throw notFound("webhook_delivery");
   if (row.sourceType === "action") {
     // An action whose proposal was cancelled (its node left, or its run ended) is never sent, not even by hand.

@@ -65,6 +65,8 @@ function refsOf(body: CaseArchiveBody): Array<[CaseRefKind, string]> {
     ...ids(body.tables.decisions).map((id) => ["decision", id] as [CaseRefKind, string]),
     ...ids(body.tables.appeals).map((id) => ["appeal", id] as [CaseRefKind, string]),
     ...ids(body.tables.human_tasks).map((id) => ["task", id] as [CaseRefKind, string]),
+    ...ids(body.tables.action_proposals).map((id) => ["proposal", id] as [CaseRefKind, string]),
+    ...ids(body.tables.webhook_deliveries).map((id) => ["delivery", id] as [CaseRefKind, string]),
   ];
 }
 

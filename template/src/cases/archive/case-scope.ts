@@ -21,7 +21,7 @@ export function caseArchiveKey(installationId: string, caseId: string): string {
 }
 
 /** The kinds of record a ref object leads from to its case. */
-export type CaseRefKind = "report" | "run" | "decision" | "appeal" | "task";
+export type CaseRefKind = "report" | "run" | "decision" | "appeal" | "task" | "proposal" | "delivery";
 
 /** `archive/v1/<installationId>/refs/<kind>/<id>`: the ref object naming the case that holds the record. */
 export function caseRefKey(installationId: string, kind: CaseRefKind, id: string): string {
