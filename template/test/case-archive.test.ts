@@ -225,6 +225,62 @@ describe("the case archive", () => {
     expect((await api(`/api/v1/webhook-deliveries/${delivered.id}`, { key: other.apiKey })).status).toBe(404);
   });
 
+  it("a fast backtest reads reports of archived cases from R2, by id and by time, as it read them hot, and brings nothing back to D1", async () => {
+    const inst = await setup(0);
+    const ids = await reviewedReport(inst, "post-backtested");
+    const version = await publish(inst.apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        // Reads the sealed description: the archived report's personal data opens as the hot one's did.
+        { id: "bank", kind: "enrichment", config: { component: "keyword_bank", keywords: ["scam"] }, inputMapping: { text: "string(content.description)" } },
+        { id: "scam", kind: "condition", config: { cases: [{ port: "scam", when: "steps.bank.data.matched && report.category == 'scams_and_fraud'" }], case_ports: ["scam"], default_port: "other" } },
+        { id: "flagged", kind: "end", config: { terminal_code: "flagged" } },
+        { id: "fine", kind: "end", config: { terminal_code: "fine" } },
+      ],
+      edges: [edge("start", "success", "bank"), edge("bank", "success", "scam"), edge("scam", "scam", "flagged"), edge("scam", "other", "fine")],
+    });
+    const backtest = async (body: Record<string, unknown>) => {
+      const started = await api(`/api/v1/workflow-versions/${version.id}/backtests`, { key: inst.apiKey, body });
+      expect(started.status).toBe(202);
+      await until(async () => (await api(`/api/v1/backtests/${started.body.id}`, { key: inst.apiKey })).body.state === "completed", "the backtest");
+      const items = (await api(`/api/v1/backtests/${started.body.id}/results`, { key: inst.apiKey })).body.items as Array<Record<string, unknown>>;
+      return items.map(({ backtestId: _b, evaluatedAt: _e, ...rest }) => rest);
+    };
+    const hot = await backtest({ reportIds: [ids.reportId] });
+    expect(hot).toHaveLength(1);
+    expect(hot[0]).toMatchObject({ reportId: ids.reportId, terminalCode: "flagged" });
+
+    const later = await twoDaysOn(inst.id);
+    expect(await sweepCaseArchive(env, later, { installationId: inst.id })).toMatchObject({ archived: 1, failed: 0 });
+    expect(await rowsOf(ids)).toEqual(NONE);
+    // By id: the same result, and the case stays archived.
+    expect(await backtest({ reportIds: [ids.reportId] })).toEqual(hot);
+    expect(await rowsOf(ids)).toEqual(NONE);
+    // By time: the archived report is in its range (found by its day ref), and only there.
+    const day = (offset: number) => new Date(Date.now() + offset * DAY).toISOString();
+    expect(await backtest({ from: day(-1), to: day(1) })).toEqual(hot);
+    const before = await api(`/api/v1/workflow-versions/${version.id}/backtests`, { key: inst.apiKey, body: { from: day(-3), to: day(-2) } });
+    expect(before.body.progress.total).toBe(0);
+    expect(await rowsOf(ids)).toEqual(NONE);
+    // A durable backtest starts shadow runs, which need the report in D1: refused with what to do.
+    const durable = await api(`/api/v1/workflow-versions/${version.id}/backtests`, { key: inst.apiKey, body: { reportIds: [ids.reportId], engine: "durable" } });
+    expect(durable.status).toBe(422);
+    expect(durable.body.error.code).toBe("backtest.archived_reports_need_fast");
+    // Another installation does not find the archived report, by id or by time.
+    const other = await newInstallation("case-archive-backtest-other");
+    const theirs = await publish(other.apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "end", kind: "end" },
+      ],
+      edges: [edge("start", "success", "end")],
+    });
+    expect((await api(`/api/v1/workflow-versions/${theirs.id}/backtests`, { key: other.apiKey, body: { reportIds: [ids.reportId] } })).status).toBe(404);
+    expect((await api(`/api/v1/workflow-versions/${theirs.id}/backtests`, { key: other.apiKey, body: { from: day(-1), to: day(1) } })).body.progress.total).toBe(0);
+  });
+
   it("on the schedule, cases go through the RUN_OPERATIONS queue: handed over once, archived by its consumer", async () => {
     const inst = await setup(0);
     const ids = await reviewedReport(inst, "post-queued");

@@ -5,7 +5,7 @@
 // statement, and counts progress in the same batch. Redelivery is harmless: reports already
 // evaluated are skipped, rows are INSERT OR IGNORE, and the completion is recorded once.
 import { auditStatement } from "../audit";
-import { openRunContent, reportRowsStatement, reportSummary, type ReportRow } from "../cases";
+import { archivedReportRows, openRunContent, reportRowsStatement, reportSummary, type ReportRow } from "../cases";
 import { errorCode } from "../errors";
 import { yieldToRuntime } from "../lib/queue-work";
 import { analyseContent, contentReadStatement, getVersionGraph, getVersionRow, type JsonValue } from "../workflows";
@@ -56,6 +56,17 @@ export async function consumeFastChunk(env: Env, ctx: ExecutionContext, chunk: F
   ]);
   const evaluated = new Set((done!.results as Array<{ reportId: string }>).map((row) => row.reportId));
   const found = reports!.results as unknown as ReportRow[];
+  // Reports whose cases were archived since they were selected (or before): read from R2, as they were.
+  if (found.length < chunk.reportIds.length) {
+    const hot = new Set(found.map((row) => row.id));
+    found.push(
+      ...(await archivedReportRows(
+        env,
+        installationId,
+        chunk.reportIds.filter((id) => !hot.has(id)),
+      )),
+    );
+  }
   const pending = found.filter((row) => !evaluated.has(row.id));
   const present = new Set(found.map((row) => row.id));
   // A report deleted since the selection was made has nothing to evaluate: it is recorded as such.

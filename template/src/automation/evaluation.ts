@@ -1,6 +1,7 @@
 // Backtests: how a version would have decided past reports, next to what people decided.
 import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
+import { archivedReportCases, archivedReportsInRange } from "../cases";
 import { AppError, errorCode, notFound } from "../errors";
 import { newId } from "../lib/crypto";
 import { TERMINAL_RUN_STATES, getVersionRow } from "../workflows";
@@ -51,16 +52,31 @@ export async function startBacktest(env: Env, actor: Actor, workflowVersionId: s
     }
     found.sort((a, b) => (a.createdAt === b.createdAt ? (a.id < b.id ? -1 : 1) : a.createdAt < b.createdAt ? -1 : 1));
     reportIds = found.map((r) => r.id);
-    // An id of another installation is not found, like one that does not exist (nothing tells them apart).
-    if (reportIds.length !== wanted.length) throw notFound("report");
+    if (reportIds.length !== wanted.length) {
+      // Reports of archived cases: a fast backtest reads them from the archive (archived-reports.ts).
+      const hot = new Set(reportIds);
+      const missing = wanted.filter((id) => !hot.has(id));
+      const archived = await archivedReportCases(env, actor.installationId, missing);
+      // An id of another installation is not found, like one that does not exist (nothing tells them apart).
+      if (archived.size !== missing.length) throw notFound("report");
+      if (engine !== "fast") throw archivedNeedsFast(archived.size);
+      reportIds.push(...missing);
+    }
   } else {
     if (!input.from && !input.to) throw new AppError("backtest.selection_required", "Give reportIds, or a time range (from, to).", { status: 422 });
     if ((input.limit ?? 0) > maximum) throw new AppError("backtest.too_large", `A ${engine} backtest covers at most ${maximum} reports; lower limit or use engine "fast".`, { status: 422 });
-    const { results } = await env.DB.prepare(`SELECT id FROM reports WHERE installation_id = ?1 AND (?2 IS NULL OR created_at >= ?2) AND (?3 IS NULL OR created_at < ?3)
+    const { results } = await env.DB.prepare(`SELECT id, created_at AS createdAt FROM reports WHERE installation_id = ?1 AND (?2 IS NULL OR created_at >= ?2) AND (?3 IS NULL OR created_at < ?3)
       ORDER BY created_at, id LIMIT ?4`)
       .bind(actor.installationId, input.from ?? null, input.to ?? null, Math.min(input.limit ?? maximum, maximum))
-      .all<{ id: string }>();
-    reportIds = results.map((r) => r.id);
+      .all<{ id: string; createdAt: string }>();
+    // Reports of archived cases in the range, from their day refs in R2; with the hot ones, oldest first.
+    const limit = Math.min(input.limit ?? maximum, maximum);
+    const archived = await archivedReportsInRange(env, actor.installationId, { from: input.from, to: input.to }, limit, new Set(results.map((r) => r.id)));
+    if (archived.length > 0 && engine !== "fast") throw archivedNeedsFast(archived.length);
+    reportIds = [...results, ...archived]
+      .sort((a, b) => (a.createdAt === b.createdAt ? (a.id < b.id ? -1 : 1) : a.createdAt < b.createdAt ? -1 : 1))
+      .slice(0, limit)
+      .map((r) => r.id);
   }
   const id = newId("bt");
   const at = new Date().toISOString();
@@ -101,6 +117,14 @@ export async function startBacktest(env: Env, actor: Actor, workflowVersionId: s
     throw new AppError("backtest.enqueue_failed", `The backtest could not be queued (${errorCode(error)}); start it again.`, { status: 503, retryable: true });
   }
   return getBacktest(env, actor, id);
+}
+
+/** A durable backtest starts shadow runs, which need their reports in D1: archived ones are read by the fast engine only. */
+function archivedNeedsFast(count: number): AppError {
+  return new AppError("backtest.archived_reports_need_fast", `${count} of the selected reports belong to archived cases; a durable backtest cannot run them. Use engine "fast", which reads them from the archive.`, {
+    status: 422,
+    details: { archivedReports: count },
+  });
 }
 
 /** Stops a running backtest: chunks not yet evaluated are skipped (durable runs already started finish). */

@@ -16,6 +16,7 @@ export {
   type ReversalFigures,
 } from "./appeals/complaints";
 export { archiveCaseOrHold, archivedCaseObjects, caseArchiveTotals } from "./archive/case-archive";
+export { archivedReportCases, archivedReportRows, archivedReportsInRange } from "./archive/archived-reports";
 export { hotOrArchived } from "./archive/case-rehydrate";
 export { findQueueJsonSql, findQueueRow, type QueueRow } from "./queues/queues";
 export {

@@ -31,6 +31,7 @@
 // case-scope.ts; bringing it back: case-rehydrate.ts.
 import { AppError } from "../../errors";
 import { byteLength } from "../../lib/crypto";
+import { reportDayRefKey } from "./archived-reports";
 import {
   buildCaseArchive,
   CASE_ARCHIVE_SCHEMA_VERSION,
@@ -103,7 +104,9 @@ export async function writeCaseArchive(env: Env, installationId: string, caseId:
   const people = new Set(
     [...body.tables.reports.flatMap((row) => [row.reporter_key, row.subject_owner_key]), ...body.tables.appeals.map((row) => row.appellant_key)].filter((key): key is string => typeof key === "string" && PERSON_KEY.test(key)),
   );
-  const refs = [...refsOf(body).map(([kind, id]) => caseRefKey(installationId, kind, id)), subjectRefKey(installationId, subject), ...[...people].map((person) => personRefKey(installationId, person, caseId))];
+  // Reports are found by their time too (archived-reports.ts): analysis over history reads them from R2.
+  const days = body.tables.reports.map((row) => reportDayRefKey(installationId, String(row.created_at), String(row.id))).filter((ref): ref is string => ref !== null);
+  const refs = [...refsOf(body).map(([kind, id]) => caseRefKey(installationId, kind, id)), subjectRefKey(installationId, subject), ...[...people].map((person) => personRefKey(installationId, person, caseId)), ...days];
   await Promise.all(refs.map((ref) => bucket.put(ref, caseId, { customMetadata: { caseId } })));
   return { key, digest, text, bytes: byteLength(text), body, subject };
 }

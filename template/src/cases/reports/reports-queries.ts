@@ -39,6 +39,29 @@ export function reportRowsStatement(db: D1Database, installationId: string, ids:
   return db.prepare(`SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.id IN (SELECT value FROM json_each(?2))`).bind(installationId, JSON.stringify(ids));
 }
 
+/** A column name as an archive object carries it (rows name their own columns). */
+const ARCHIVED_COLUMN = /^[a-z_][a-z0-9_]*$/u;
+
+/** `WITH <name> AS (…)` over archived rows (a JSON array bound at `param`), one column per name the rows carry. */
+function archivedTableSql(name: string, rows: ReadonlyArray<Record<string, unknown>>, param: number): string {
+  const columns = [...new Set(rows.flatMap((row) => Object.keys(row)))].filter((column) => ARCHIVED_COLUMN.test(column));
+  if (columns.length === 0) columns.push("id");
+  return `${name} AS (SELECT ${columns.map((column) => `value ->> '$.${column}' AS ${column}`).join(", ")} FROM json_each(?${param}))`;
+}
+
+/**
+ * The reports among `ids` read from archived rows (the `reports` and `cases` rows of case archive
+ * objects) by the very SELECT the hot rows are read with: the rows stand in for the tables inside
+ * this one statement (a common table expression named like the table shadows it), so an archived
+ * report has exactly the shape and values of its hot form, and nothing is written to D1.
+ */
+export function archivedReportRowsStatement(db: D1Database, installationId: string, ids: readonly string[], archived: { reports: ReadonlyArray<Record<string, unknown>>; cases: ReadonlyArray<Record<string, unknown>> }): D1PreparedStatement {
+  return db
+    .prepare(`WITH ${archivedTableSql("reports", archived.reports, 3)}, ${archivedTableSql("cases", archived.cases, 4)}
+    SELECT ${REPORT_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.id IN (SELECT value FROM json_each(?2))`)
+    .bind(installationId, JSON.stringify(ids), JSON.stringify(archived.reports), JSON.stringify(archived.cases));
+}
+
 /** The report recorded under an Idempotency-Key, as intake reads it back (ReportSummaryRow). */
 export function reportRowByKeyStatement(db: D1Database, installationId: string, key: string): D1PreparedStatement {
   return db.prepare(`SELECT ${SUMMARY_COLUMNS} FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.installation_id = ?1 AND r.idempotency_key = ?2`).bind(installationId, key);
