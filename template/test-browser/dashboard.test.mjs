@@ -130,7 +130,7 @@ test("storage: an admin reads D1 by table, the archive and the projection, and s
   await table.getByRole("row").filter({ hasText: "workflow_runs" }).waitFor();
   assert.deepEqual(await axeViolations(page), [], "storage page: no serious or critical axe violations");
 
-  await page.getByLabel("Days an ended run stays in D1").fill("30");
+  await page.getByLabel("Days a closed case stays in D1").fill("30");
   await page.getByRole("button", { name: "Save" }).click();
   await figures.getByText("30 days", { exact: true }).waitFor();
   const settings = await api("/storage/settings");

@@ -187,10 +187,21 @@ describe("the archive tier", () => {
   it("leaves runs inside the window and runs still live in D1", async () => {
     const windowed = await installation(null); // the default window, 7 days
     expect((await api("/api/v1/storage/settings", { key: windowed.apiKey })).body).toMatchObject({ hotDays: 7, isDefault: true });
+    expect((await api("/api/v1/storage", { key: windowed.apiKey })).body).toMatchObject({ hotDays: 7, runHistoryMinutes: 60 });
     const young = await endedRun(windowed);
     expect(await sweepRunArchive(env, soon(), { installationId: windowed.id })).toMatchObject({ archived: 0 });
     expect((await runRow(young))!.archivedAt).toBeNull();
-    // Eight days on, the same run is past the window.
+    // Within the hour after it ended, its step history stays in D1.
+    expect(await sweepRunArchive(env, new Date(Date.now() + 50 * 60_000), { installationId: windowed.id })).toMatchObject({ archived: 0 });
+    expect((await runRow(young))!.archivedAt).toBeNull();
+    // An hour on, the history moves to R2 (the run row stays in D1 with its case for the 7 days).
+    expect(await sweepRunArchive(env, new Date(Date.now() + 61 * 60_000), { installationId: windowed.id })).toMatchObject({ archived: 1 });
+    expect((await runRow(young))!.archivedAt).not.toBeNull();
+    // A failed run keeps its history for the whole window: a repair needs it in D1.
+    const failed = await endedRun(windowed);
+    await env.DB.prepare("UPDATE workflow_runs SET state = 'failed' WHERE id = ?1").bind(failed).run();
+    expect(await sweepRunArchive(env, new Date(Date.now() + 2 * 86_400_000), { installationId: windowed.id })).toMatchObject({ archived: 0 });
+    expect((await runRow(failed))!.archivedAt).toBeNull();
     expect(await sweepRunArchive(env, new Date(Date.now() + 8 * 86_400_000), { installationId: windowed.id })).toMatchObject({ archived: 1 });
 
     const zero = await installation(0);

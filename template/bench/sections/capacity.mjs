@@ -5,10 +5,14 @@
 // 127.0.0.1 accepts (signatures checked), and the run ends. Once every run has ended, every
 // delivery is delivered and the audit trail is sealed, the section measures:
 //
-// - hot bytes per lifecycle: the local D1 database (wrangler's SQLite file under the bench's state
-//   folder) copied before and after, each copy VACUUMed and measured with SQLite's `dbstat` (bytes
-//   per table and per index, which add up to page_count × page_size), read with Node's built-in
-//   `node:sqlite` (Node ≥ 22.5; the project asks for ≥ 22.12). The difference over N, by table.
+// - hot bytes per lifecycle: what a lifecycle holds in D1 through the installation's 7-day window.
+//   The local D1 database (wrangler's SQLite file under the bench's state folder) copied before
+//   the lifecycles and once the schedule, run an hour on, has moved the ended runs' step histories
+//   to R2 (they leave D1 an hour after a run ends; cases and audit events stay for the window), each
+//   copy VACUUMed and measured with SQLite's `dbstat` (bytes per table and per index, which add up
+//   to page_count × page_size), read with Node's built-in `node:sqlite` (Node ≥ 22.5; the project
+//   asks for ≥ 22.12). The difference over N, by table, the schedule's own tables left out. The
+//   figure at the runs' end (the last hour's histories still in D1) is printed beside it.
 // - queries and rows written per lifecycle: every D1 statement the bench Worker sends in the
 //   meantime, counted by the wrapper around its DB binding (bench/d1-count.ts) — HTTP handlers,
 //   Workflows steps, the runtime capability, queue consumers and the schedule alike —, with
@@ -48,6 +52,8 @@ const DEFAULT_HOT_DAYS = 7; // the window an installation has unless it sets one
 const SCHEDULE_TABLES = new Set(["sweep_runs"]);
 const ARCHIVE_TIMEOUT_MS = 240_000;
 const ARCHIVE_AHEAD_MS = 2 * 86_400_000;
+/** Past the hour an ended run's step history stays in D1 (src/lib/storage-tiers.ts, RUN_HISTORY_HOT_MINUTES). */
+const RUN_HISTORY_AHEAD_MS = 61 * 60_000;
 /** The moment of the last scheduled run the archive drove (each is later than the one before). */
 let lastAt = 0;
 
@@ -228,6 +234,33 @@ async function archiveAll(api, adminToken, key, { restoreDays = null } = {}) {
   return moved;
 }
 
+/**
+ * The steady state of the hot window: the schedule run an hour and a minute on (the production
+ * handler, at that moment), until no run of the installation has its step history in D1 any more
+ * (an ended run's history leaves D1 an hour after it ends: src/lib/storage-tiers.ts). Nothing else
+ * of these lifecycles is due then: cases and audit events keep the installation's 7-day window.
+ */
+async function settleRunHistory(api, adminToken, key) {
+  const moved = { ticks: 0, runsQueued: 0 };
+  const until = Date.now() + ARCHIVE_TIMEOUT_MS;
+  for (;;) {
+    const at = Math.max(Date.now() + RUN_HISTORY_AHEAD_MS, lastAt + 1_000);
+    lastAt = at;
+    const since = new Date(at).toISOString();
+    const run = await api("/bench/schedule-at", { body: { at }, key: adminToken });
+    if (!run.ok) throw new Error("capacity: a scheduled run failed while settling");
+    moved.ticks += 1;
+    const { runs } = await api("/bench/sweep-runs", { body: { since }, key: adminToken });
+    const archive = runs.find((row) => row.name === "workflows.archive_runs")?.counts;
+    if (!archive) throw new Error("capacity: the scheduled run recorded no workflows.archive_runs row");
+    moved.runsQueued += archive.queued;
+    const storage = await api("/api/v1/storage", { key });
+    if (moved.ticks >= 2 && archive.more === 0 && storage.oldestHotRecordAt === null) return moved;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    if (Date.now() > until) throw new Error(`capacity: run histories not archived after ${moved.ticks} scheduled runs (last: ${JSON.stringify(archive)})`);
+  }
+}
+
 /** Per table, (b − a) over n: bytes (table + indexes) and rows, tables that changed, most bytes first. */
 function tableDeltas(a, b, n) {
   return Object.keys({ ...a.tables, ...b.tables })
@@ -334,8 +367,19 @@ export async function sectionCapacity(api, base, adminToken) {
       tally = await api("/bench/d1-tally", { body: { close: true }, key: adminToken });
     }
     const elapsedS = (performance.now() - began) / 1000;
-    const after = await measureD1(node_sqlite, "after", installation.id);
+    // At the runs' end, every step of the last hour still in D1 (a transient: an hour's worth).
+    const atEnd = await measureD1(node_sqlite, "at-end", installation.id);
     const states = await api("/bench/lifecycle-states", { body: { installationId: installation.id }, key: adminToken });
+    log("capacity: the hot window's steady state (the schedule an hour on: ended runs' step histories to R2)");
+    await api("/bench/d1-tally", { body: { open: true }, key: adminToken });
+    let settleTally;
+    let settled;
+    try {
+      settled = await settleRunHistory(api, adminToken, key);
+    } finally {
+      settleTally = await api("/bench/d1-tally", { body: { close: true }, key: adminToken });
+    }
+    const after = await measureD1(node_sqlite, "after", installation.id);
 
     log("capacity: the lifecycles archived (hot window 0 days, the schedule fired until nothing is left)");
     await api("/bench/d1-tally", { body: { open: true }, key: adminToken });
@@ -363,8 +407,14 @@ export async function sectionCapacity(api, base, adminToken) {
     if (webhookIds !== WARMUP + LIFECYCLES || valid !== receiver.received.length) throw new Error(`capacity: receiver got ${webhookIds} webhook ids (${valid}/${receiver.received.length} signatures valid), expected ${WARMUP + LIFECYCLES}`);
 
     const perLifecycle = (value) => value / LIFECYCLES;
-    const hotBytes = perLifecycle(after.bytes - before.bytes);
-    const tables = tableDeltas(before, after, LIFECYCLES);
+    // Hot: what a lifecycle holds in D1 through the window, the schedule's own tables left out.
+    const tables = tableDeltas(before, after, LIFECYCLES).filter((row) => !SCHEDULE_TABLES.has(row.table));
+    const hotBytes = perLifecycle(tables.reduce((sum, row) => sum + row.bytes, 0));
+    const hotBytesAtEnd = perLifecycle(
+      tableDeltas(before, atEnd, LIFECYCLES)
+        .filter((row) => !SCHEDULE_TABLES.has(row.table))
+        .reduce((sum, row) => sum + row.bytes, 0),
+    );
     // What stays: the archived state against the baseline, the schedule's own tables left out.
     const staying = tableDeltas(before, archived, LIFECYCLES);
     const left = staying.filter((row) => !SCHEDULE_TABLES.has(row.table));
@@ -395,6 +445,8 @@ export async function sectionCapacity(api, base, adminToken) {
       capacityElapsedS: round(elapsedS, 1),
       capacityStates: states,
       hotBytesPerLifecycle: round(hotBytes, 0),
+      hotBytesPerLifecycleAtRunEnd: round(hotBytesAtEnd, 0),
+      capacityRunHistory: { ...settled, queriesPerLifecycle: round(perLifecycle(settleTally.total.queries), 1), rowsWrittenPerLifecycle: round(perLifecycle(settleTally.total.rowsWritten), 1) },
       rowsWrittenPerLifecycle: round(perLifecycle(tally.total.rowsWritten), 1),
       rowsReadPerLifecycle: round(perLifecycle(tally.total.rowsRead), 1),
       queriesPerLifecycle: round(perLifecycle(tally.total.queries), 1),
@@ -439,7 +491,7 @@ export function capacityLines() {
   if (results.hotBytesPerLifecycle === undefined) return [];
   const lines = [
     `capacity:         ${results.capacityLifecycles} reviewed lifecycles (report → trigger → run → review task answered → remove action → signed webhook delivered; signatures valid ${results.capacitySignaturesValid}) in ${results.capacityElapsedS} s`,
-    `hot bytes:        ${results.hotBytesPerLifecycle} B per lifecycle  (target ≤ ${TARGET_HOT_BYTES}) ${verdict(results.hotBytesPerLifecycle, TARGET_HOT_BYTES)}  (the local D1 file copied before and after, VACUUMed, measured with dbstat: ${results.capacityD1BytesBefore} → ${results.capacityD1BytesAfter} B)`,
+    `hot bytes:        ${results.hotBytesPerLifecycle} B per lifecycle  (target ≤ ${TARGET_HOT_BYTES}) ${verdict(results.hotBytesPerLifecycle, TARGET_HOT_BYTES)}  (through the 7-day window: the local D1 file copied before and once the schedule an hour on moved the ended runs' step histories to R2, VACUUMed, measured with dbstat: ${results.capacityD1BytesBefore} → ${results.capacityD1BytesAfter} B; at the runs' end, with the last hour's step histories still in D1: ${results.hotBytesPerLifecycleAtRunEnd} B; moving them cost ${results.capacityRunHistory.queriesPerLifecycle} statements per lifecycle in ${results.capacityRunHistory.ticks} scheduled runs)`,
     `D1 queries:       ${results.queriesPerLifecycle} statements per lifecycle  (target ≤ ${TARGET_QUERIES}) ${verdict(results.queriesPerLifecycle, TARGET_QUERIES)} in ${results.d1RoundTripsPerLifecycle} round trips (a batch is one); rows written ${results.rowsWrittenPerLifecycle}, rows read ${results.rowsReadPerLifecycle} per lifecycle (meta as D1 reports it; by entrypoint: ${Object.entries(
       results.capacityQueriesByEntry,
     )

@@ -1,4 +1,22 @@
 // What every archive tier shares (workflows/run-archive.ts, cases/archive/case-archive.ts).
 
-/** Days an ended run or a resolved case stays whole in D1 when the installation has not chosen (workflows/storage.ts). */
+/** Days a closed case stays whole in D1 when the installation has not chosen (workflows/storage.ts). */
 export const DEFAULT_HOT_DAYS = 7;
+
+/**
+ * Minutes an ended run's step history (steps, outputs, waits, events, repairs) stays in D1 before
+ * it moves to its run archive object, when the installation's window is longer; a window of 0 days
+ * moves it at once; a failed run keeps it for the whole window (repair). The run row itself stays with its case for the whole window. An hour covers a
+ * run's immediate aftermath (the inspector, a repair, a shadow comparison of the same hour); after
+ * that every read serves the history from R2 as it served it from D1, and D1 keeps a case's
+ * lifecycle for the window without its step-by-step record (most of a lifecycle's bytes).
+ */
+export const RUN_HISTORY_HOT_MINUTES = 60;
+
+/**
+ * SQL: the minutes an ended run's history stays in D1 for an installation whose window is
+ * `hotDaysSql` days. A failed run keeps it for the whole window: a repair re-runs from the failed
+ * step's record in D1, and an on-call engineer has the window to repair it.
+ */
+export const runHistoryMinutesSql = (hotDaysSql: string, stateSql: string) =>
+  `CASE WHEN ${stateSql} = 'failed' THEN COALESCE(${hotDaysSql}, ${DEFAULT_HOT_DAYS}) * 1440 ELSE MIN(COALESCE(${hotDaysSql}, ${DEFAULT_HOT_DAYS}) * 1440, ${RUN_HISTORY_HOT_MINUTES}) END`;

@@ -1,6 +1,6 @@
 // The run's history in two tiers. Hot: a run's child rows (steps, step outputs, waits, events,
-// repairs) in D1. Archive: once an ended run is older than its installation's hot window
-// (storage.ts) and nothing live needs it any more, those rows move into ONE immutable R2 object
+// repairs) in D1. Archive: once an ended run has been ended for an hour (a failed one, the
+// installation's hot window; at once with a 0-day window: lib/storage-tiers.ts) and nothing live needs it any more, those rows move into ONE immutable R2 object
 // in WORKFLOW_ARTIFACTS, under a key derived from ids only, and leave D1. The run row stays in
 // D1 (other tables point at it; lists and filters read it) with `archived_at` and the object's
 // digest. Every read of a run's child rows asks this module (`runChildren`), which knows both.
@@ -16,7 +16,7 @@
 import { canonicalJson } from "../audit";
 import { AppError } from "../errors";
 import { byteLength, sha256Hex } from "../lib/crypto";
-import { DEFAULT_HOT_DAYS } from "../lib/storage-tiers";
+import { DEFAULT_HOT_DAYS, runHistoryMinutesSql } from "../lib/storage-tiers";
 import { listRunRepairs, listStepRows, listWaitRows, type RunRow } from "./runs-queries";
 
 export { DEFAULT_HOT_DAYS };
@@ -57,7 +57,8 @@ const NOTHING_LIVE_SQL = `
 
 /**
  * The archive sweep's selection (?1 now, ?2 limit, ?3 one installation or NULL): ended runs not
- * archived, finished before their installation's window, oldest first. Shadow runs stay hot: the
+ * archived, finished more than RUN_HISTORY_HOT_MINUTES ago (a failed run: the installation's window;
+ * at once with a 0-day window), oldest first. Shadow runs stay hot: the
  * shadow report (automation/shadow-sources.ts) reads their decision outputs in SQL.
  * `repair_required` is not ended, so a run waiting for its repair is never archived.
  */
@@ -65,7 +66,7 @@ export const ARCHIVABLE_RUNS_SQL = `
   SELECT r.id, r.installation_id AS installationId FROM workflow_runs r
     LEFT JOIN storage_settings st ON st.installation_id = r.installation_id
   WHERE r.archived_at IS NULL AND r.finished_at IS NOT NULL AND r.finished_at <= ?1
-    AND r.finished_at < strftime('%Y-%m-%dT%H:%M:%fZ', ?1, '-' || COALESCE(st.hot_days, ${DEFAULT_HOT_DAYS}) || ' days')
+    AND r.finished_at < strftime('%Y-%m-%dT%H:%M:%fZ', ?1, '-' || ${runHistoryMinutesSql("st.hot_days", "r.state")} || ' minutes')
     AND r.state IN (${TERMINAL_SQL}) AND r.authority_mode <> 'shadow'
     AND (?3 IS NULL OR r.installation_id = ?3)
     AND ${NOTHING_LIVE_SQL}

@@ -1,10 +1,11 @@
-// Storage in tiers, per installation: the hot window (how long an ended run keeps its child rows in
-// D1 before run-archive.ts moves them to R2) and what the installation holds where.
+// Storage in tiers, per installation: the hot window (how long a closed case stays whole in D1
+// before cases/archive moves it to R2; an ended run's step history leaves after an hour, or at once
+// with a 0-day window: lib/storage-tiers.ts) and what the installation holds where.
 import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
 import { AppError } from "../errors";
 import { caseArchiveTotals } from "../cases";
-import { DEFAULT_HOT_DAYS } from "./run-archive";
+import { DEFAULT_HOT_DAYS, RUN_HISTORY_HOT_MINUTES } from "../lib/storage-tiers";
 
 export const MIN_HOT_DAYS = 0;
 export const MAX_HOT_DAYS = 3650;
@@ -118,6 +119,8 @@ export async function getStorageReport(env: Env, installationId: string, now: Da
   return {
     hotDays: settings.hotDays,
     hotDaysIsDefault: settings.isDefault,
+    /** Minutes an ended run's step history stays in D1 before it moves to R2 (the case keeps hotDays). */
+    runHistoryMinutes: Math.min(settings.hotDays * 1440, RUN_HISTORY_HOT_MINUTES),
     d1: { tables, bytesEstimate, databaseBytes, limitBytes: D1_LIMIT_BYTES, estimateMethod: ESTIMATE_METHOD },
     archivedRuns,
     archivedCases: cases.cases,

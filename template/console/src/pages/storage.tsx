@@ -84,11 +84,11 @@ function HotWindowForm({ report, onSaved }: { report: Report; onSaved: () => voi
     <form className="form-card" onSubmit={(e) => void submit(e)} aria-labelledby="hot-window-heading">
       <h2 id="hot-window-heading">Hot window</h2>
       <p className="muted small">
-        Ended runs older than this keep their steps, outputs, waits and events in the R2 archive instead of D1, and sealed audit events older than this move to immutable audit segments in R2; every read serves them as before, and full
-        verification walks both.
+        A closed case older than this (its reports, runs, tasks, decisions, appeals and deliveries) moves to one R2 object, and sealed audit events older than this move to immutable audit segments in R2. An ended run's
+        step-by-step history (steps, outputs, waits, events) leaves D1 an hour after the run ends (at once with 0 days). Every read serves them as before, and full verification walks both.
       </p>
       <label>
-        Days an ended run stays in D1
+        Days a closed case stays in D1
         <input type="number" min={0} max={3650} step={1} required value={hotDays} onChange={(e) => setHotDays(e.target.value)} />
       </label>
       <ErrorNote error={error} />
@@ -117,6 +117,7 @@ export function StoragePage() {
           <dd>
             {r.hotDays} days{r.hotDaysIsDefault ? " (default)" : ""}
           </dd>
+          <dd className="muted small">run step history: {r.runHistoryMinutes} minutes</dd>
         </div>
         <div>
           <dt>D1 (whole database)</dt>
