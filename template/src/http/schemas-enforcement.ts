@@ -6,7 +6,13 @@ import { ALERT_KINDS } from "../operations";
 import { identifier, name } from "./schema-fields";
 
 const connectorToken = { type: "string", minLength: 8, maxLength: 4096, description: "An access token with admin:write:accounts and admin:write:reports; stored sealed, never returned." } as const;
-const connectorSecret = { type: "string", minLength: 16, maxLength: 512, description: "The secret Mastodon signs its webhooks with (X-Hub-Signature); generated and shown once when omitted." } as const;
+// Mastodon's own minimum for a webhook secret is 12 characters (Webhook model validation).
+const connectorSecret = {
+  type: "string",
+  minLength: 12,
+  maxLength: 512,
+  description: "The secret Mastodon signs its webhooks with (X-Hub-Signature), at least 12 characters as Mastodon asks; generated and shown once when omitted.",
+} as const;
 const connectorRules = {
   type: "object",
   maxProperties: 200,
