@@ -42,10 +42,10 @@ module.exports = {
     {
       name: "connector-intake-via-index",
       comment:
-        "A connector's intake (connectors/mastodon-intake.ts) takes reports in through cases/reports/reports.ts, which fires triggers (they start runs) and so cannot be in the cases index without a cycle; otherwise indexes only.",
+        "A connector's intake (connectors/mastodon-intake.ts) takes reports in through cases/reports/reports.ts, which fires triggers (they start runs) and so cannot be in the cases index without a cycle, and ends the runs of a report Mastodon resolved through workflows/run-end.ts, which reaches enforcement and so cannot be in the workflows index; otherwise indexes only.",
       severity: "error",
       from: { path: "^src/connectors/mastodon-intake\\.ts$" },
-      to: { path: `^${DOMAIN}`, pathNot: ["^src/connectors/", "^src/[^/]+/index\\.ts$", "^src/cases/reports/reports\\.ts$"] },
+      to: { path: `^${DOMAIN}`, pathNot: ["^src/connectors/", "^src/[^/]+/index\\.ts$", "^src/cases/reports/reports\\.ts$", "^src/workflows/run-end\\.ts$"] },
     },
     ...withAllowlist({
       name: "http-and-entry-via-index",

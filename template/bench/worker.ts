@@ -452,6 +452,73 @@ async function bareWebhooks(body: { url?: unknown; secret?: unknown; count?: unk
 }
 
 /**
+ * POST /bench/webhook-durable-floor {url, secret, count, endpointId}: the least an exactly-once
+ * delivery can cost — a bare signed POST (as /bench/webhook-bare) plus the two D1 batches it
+ * needs: before the POST, the delivery row written leased (so a crash leaves it for a retry, never
+ * lost); after it, the attempt recorded and the delivery marked delivered (so it is never sent
+ * again). Timed by the Worker's clock from the first batch to the end of the second; the rows (real
+ * webhook_deliveries / webhook_attempts of the endpoint's installation) are deleted afterwards.
+ */
+async function durableFloor(env: BenchEnv, body: { url?: unknown; secret?: unknown; count?: unknown; endpointId?: unknown }): Promise<Response> {
+  const { url, secret, endpointId } = body;
+  const count = Number(body.count);
+  if (typeof url !== "string" || !/^http:\/\/127\.0\.0\.1:\d+\//u.test(url) || typeof secret !== "string" || !secret.startsWith("whsec_") || typeof endpointId !== "string" || !Number.isInteger(count) || count < 1 || count > MAX_BARE_POSTS)
+    return json({ error: { code: "bench.webhook_invalid" } }, 400);
+  const endpoint = await env.DB.prepare(`SELECT installation_id AS installationId FROM webhook_endpoints WHERE id = ?1`).bind(endpointId).first<{ installationId: string }>();
+  if (!endpoint) return json({ error: { code: "bench.endpoint_invalid" } }, 400);
+  const webhook = new Webhook(secret);
+  const floorMs: number[] = [];
+  const ids: string[] = [];
+  const statuses: number[] = [];
+  for (let index = 0; index < count; index++) {
+    const id = `dlv_bench_floor_${crypto.randomUUID()}`;
+    ids.push(id);
+    const started = Date.now();
+    const at = new Date(started).toISOString();
+    const payload = JSON.stringify({
+      type: "action.execute",
+      timestamp: at,
+      data: { proposalId: `bench-floor-${index}`, actionType: "bench_remove", params: { postId: `post-${index}` }, runId: null, reportId: null, subject: null, authorityMode: "autonomous", approvedBy: null, reversible: true },
+    });
+    await env.DB.batch([
+      env.DB.prepare(`INSERT INTO webhook_deliveries (id, installation_id, endpoint_id, event_type, source_type, source_id, payload_sealed, payload_digest, state, attempts, next_attempt_at, created_at, updated_at)
+        VALUES (?1, ?2, ?3, 'action.execute', 'resend', ?1, ?4, ?5, 'pending', 0, ?6, ?7, ?7)`).bind(id, endpoint.installationId, endpointId, payload, `sha256:bench`, new Date(started + 120_000).toISOString(), at),
+    ]);
+    const signature = webhook.sign(id, new Date(started), payload);
+    const response = await fetch(url, {
+      method: "POST",
+      redirect: "manual",
+      signal: AbortSignal.timeout(15_000),
+      headers: { "content-type": "application/json", "user-agent": "SafestTools-Webhooks/1", "webhook-id": id, "webhook-timestamp": String(Math.floor(started / 1000)), "webhook-signature": signature },
+      body: payload,
+    });
+    await response.body?.cancel();
+    statuses.push(response.status);
+    const done = new Date().toISOString();
+    await env.DB.batch([
+      env.DB.prepare(`INSERT INTO webhook_attempts (id, delivery_id, attempt, status_code, error, duration_ms, started_at, via) VALUES (?1, ?2, 1, ?3, NULL, ?4, ?5, 'inline')`).bind(
+        `att_bench_floor_${crypto.randomUUID()}`,
+        id,
+        response.status,
+        Date.now() - started,
+        at,
+      ),
+      env.DB.prepare(`UPDATE webhook_deliveries SET attempts = 1, state = 'delivered', last_status = ?2, updated_at = ?3, delivered_at = ?3, next_attempt_at = NULL WHERE id = ?1 AND state = 'pending' AND attempts = 0`).bind(
+        id,
+        response.status,
+        done,
+      ),
+    ]);
+    floorMs.push(Date.now() - started);
+  }
+  await env.DB.batch([
+    env.DB.prepare(`DELETE FROM webhook_attempts WHERE delivery_id IN (SELECT value FROM json_each(?1))`).bind(JSON.stringify(ids)),
+    env.DB.prepare(`DELETE FROM webhook_deliveries WHERE id IN (SELECT value FROM json_each(?1))`).bind(JSON.stringify(ids)),
+  ]);
+  return json({ count, floorMs, non2xx: statuses.filter((status) => status < 200 || status > 299).length });
+}
+
+/**
  * The recorded times of autonomous action runs: the run, its action step, the proposal, its
  * delivery and the delivery's first attempt — all stamped by the Worker's own clock.
  */
@@ -646,6 +713,7 @@ async function benchRoute(request: Request, env: BenchEnv, ctx: ExecutionContext
   if (request.method === "POST" && url.pathname === "/bench/sweep-runs") return sweepRunsAt(env, (await request.json().catch(() => ({}))) as Parameters<typeof sweepRunsAt>[1]);
   if (request.method === "POST" && url.pathname === "/bench/queue-keys") return listingKeysAt(env, (await request.json().catch(() => ({}))) as Parameters<typeof listingKeysAt>[1]);
   if (request.method === "POST" && url.pathname === "/bench/webhook-bare") return bareWebhooks((await request.json().catch(() => ({}))) as Parameters<typeof bareWebhooks>[0]);
+  if (request.method === "POST" && url.pathname === "/bench/webhook-durable-floor") return durableFloor(env, (await request.json().catch(() => ({}))) as Parameters<typeof durableFloor>[1]);
   if (request.method === "POST" && url.pathname === "/bench/action-timings") return actionTimings(env, (await request.json().catch(() => ({}))) as Parameters<typeof actionTimings>[1]);
   if (request.method === "POST" && url.pathname === "/bench/component-direct") return componentDirect(env, ctx, (await request.json().catch(() => ({}))) as Parameters<typeof componentDirect>[2]);
   if (request.method === "POST" && url.pathname === "/bench/expression-budget") return expressionBudget((await request.json().catch(() => ({}))) as Parameters<typeof expressionBudget>[0]);

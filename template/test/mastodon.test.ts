@@ -278,11 +278,14 @@ describe("action types delivered through the Mastodon admin API", () => {
     const detail = await api(`/api/v1/webhook-deliveries/${suspend.id}`, { key: apiKey });
     expect(detail.body).toMatchObject({ state: "delivered", attempts: 3 });
     expect(detail.body.history.map((a: any) => a.statusCode)).toEqual([503, 503, 200]);
-    expect((await peerLog(m.token)).map((call) => `${call.path} ${call.status}`)).toEqual([
-      "/api/v1/admin/accounts/123454321/action 503",
-      "/api/v1/admin/accounts/123454321/action 503",
-      "/api/v1/admin/accounts/123454321/action 200",
-      "/api/v1/admin/reports/7003/resolve 200",
+    // A 5xx may come after Mastodon applied the call: the account is read back before each retry.
+    expect((await peerLog(m.token)).map((call) => `${call.method} ${call.path} ${call.status}`)).toEqual([
+      "POST /api/v1/admin/accounts/123454321/action 503",
+      "GET /api/v1/admin/accounts/123454321 200",
+      "POST /api/v1/admin/accounts/123454321/action 503",
+      "GET /api/v1/admin/accounts/123454321 200",
+      "POST /api/v1/admin/accounts/123454321/action 200",
+      "POST /api/v1/admin/reports/7003/resolve 200",
     ]);
   });
 });
@@ -397,5 +400,200 @@ describe("telling reporters", () => {
     expect(mentions, decision.form.status).toEqual(["@b"]); // the reporter's handle only
     expect(decision.form.status).toContain("@\u200Bvictim");
     expect((await peerLog(m.token)).filter((call) => call.path === "/api/v1/statuses").every((call) => call.form.status!.startsWith("@bobisaburger "))).toBe(true);
+  });
+});
+
+const plan = (token: string, entries: Array<{ status: number; lost?: boolean; resetInSeconds?: number }>) => peer.fetch("http://mastodon.test/_control/plan", { method: "POST", body: JSON.stringify({ token, plan: entries }) });
+const deliveriesOf = async (apiKey: string, endpointId: string) => (await api(`/api/v1/webhook-deliveries?endpointId=${endpointId}`, { key: apiKey })).body.items as Array<Record<string, any>>;
+const uniqueAccount = () => `5${Math.floor(Math.random() * 1e9)}`;
+
+describe("Mastodon as the real server behaves", () => {
+  it("a 429 with X-RateLimit-Reset and no Retry-After defers the receipt to the window's end: not counted as an attempt, never given up", async () => {
+    const { apiKey } = await newInstallation("mastodon-throttled");
+    const m = await connector(apiKey, { tellReporters: true });
+    // The window holds past five calls: counted attempts retried inside it would all be 429 and the receipt given up.
+    await plan(
+      m.token,
+      Array.from({ length: 5 }, () => ({ status: 429, resetInSeconds: 3600 })),
+    );
+    const before = Date.now();
+    const signed = await signedReport(m.webhookSecret, { id: "7501", statuses: "1", category: "spam" });
+    expect((await deliver(m.webhookPath, signed.body, signed.signature)).status).toBe(201);
+    const receipt = await until(async () => (await deliveriesOf(apiKey, m.endpointId)).find((d) => d.attempts >= 1), "the throttled receipt");
+    const detail = (await api(`/api/v1/webhook-deliveries/${receipt.id}`, { key: apiKey })).body;
+    expect(detail).toMatchObject({ state: "pending", attempts: 1, lastStatus: 429, lastError: "rate_limited" });
+    const due = (await env.DB.prepare("SELECT next_attempt_at AS at FROM webhook_deliveries WHERE id = ?1").bind(receipt.id).first<{ at: string }>())!.at;
+    // Not before the window ends (the reset is an hour ahead): no retries burnt inside it.
+    expect(Date.parse(due)).toBeGreaterThanOrEqual(before + 3_590_000);
+    expect((await peerLog(m.token)).filter((call) => call.path === "/api/v1/statuses")).toHaveLength(1);
+    // The window ends (the clock moved past the reset): the receipt is sent, once.
+    await plan(m.token, []);
+    await env.DB.prepare("UPDATE webhook_deliveries SET next_attempt_at = ?2 WHERE id = ?1")
+      .bind(receipt.id, new Date(Date.now() - 600_000).toISOString())
+      .run();
+    const { sweepPendingDeliveries } = await import("../src/enforcement/webhooks");
+    await sweepPendingDeliveries(env);
+    const delivered = await until(async () => {
+      const d = (await api(`/api/v1/webhook-deliveries/${receipt.id}`, { key: apiKey })).body;
+      return d.state === "delivered" && d;
+    }, "the receipt, delivered");
+    expect(delivered.history.map((a: any) => [a.statusCode, a.error])).toEqual([
+      [429, "rate_limited"],
+      [200, null],
+    ]);
+  });
+
+  it("accepts a webhook secret of 12 characters, Mastodon's own minimum", async () => {
+    const { apiKey } = await newInstallation("mastodon-short-secret");
+    const m = await connector(apiKey, { webhookSecret: "abcdefghijkl" });
+    expect(m.webhookSecret).toBe("abcdefghijkl");
+    const signed = await signedReport("abcdefghijkl", { id: "7502" });
+    expect((await deliver(m.webhookPath, signed.body, signed.signature)).status).toBe(201);
+    expect((await api("/api/v1/connectors", { key: apiKey, body: { kind: "mastodon", name: "short", baseUrl: "https://mastodon.test/", accessToken: m.token, webhookSecret: "abcdefghijk" } })).status).toBe(400);
+  });
+
+  it("report.updated with action_taken resolves ours: its review is ended (the waiting run terminated, its task cancelled); reopened, it is open again", async () => {
+    const { apiKey } = await newInstallation("mastodon-updated");
+    const m = await connector(apiKey);
+    const queue = await api("/api/v1/queues", { key: apiKey, body: { name: `q-${crypto.randomUUID().slice(0, 8)}`, slaSeconds: 3600 } });
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "review", kind: "human_task", config: { queue_id: queue.body.id, timeout_seconds: 86_400 } },
+        { id: "done", kind: "end" },
+      ],
+      edges: [edge("start", "success", "review"), edge("review", "completed", "done"), edge("review", "timeout", "done")],
+    });
+    expect((await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", workflowVersionId: version.id, authorityMode: "autonomous" } })).status).toBe(201);
+    const created = await signedReport(m.webhookSecret, { id: "7503" });
+    const taken = await deliver(m.webhookPath, created.body, created.signature);
+    expect(taken.status).toBe(201);
+    const task = await until(async () => (await api(`/api/v1/queues/${queue.body.id}/tasks`, { key: apiKey })).body.items?.[0], "the review task");
+    // An update of a report this connector never took in is acknowledged and ignored.
+    const stranger = await signedReport(m.webhookSecret, { id: "7599", event: "report.updated", action_taken: "true" });
+    expect((await deliver(m.webhookPath, stranger.body, stranger.signature)).body).toMatchObject({ event: "report.updated", ignored: true, reportId: null });
+
+    const resolved = await signedReport(m.webhookSecret, { id: "7503", event: "report.updated", action_taken: "true" });
+    const answer = await deliver(m.webhookPath, resolved.body, resolved.signature);
+    expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+    expect(answer.body).toMatchObject({ event: "report.updated", reportId: taken.body.reportId, ignored: false, resolved: 1 });
+    const row = await env.DB.prepare("SELECT resolved_at AS at, resolved_by AS by FROM connector_reports WHERE connector_id = ?1 AND remote_report_id = '7503'").bind(m.id).first<{ at: string | null; by: string | null }>();
+    expect(row).toMatchObject({ by: "report" });
+    expect(row!.at).not.toBeNull();
+    const run = (await api(`/api/v1/runs?limit=5`, { key: apiKey })).body.items[0];
+    expect((await api(`/api/v1/runs/${run.id}`, { key: apiKey })).body.state).toBe("terminated");
+    const cancelled = await env.DB.prepare("SELECT state FROM human_tasks WHERE id = ?1").bind(task.id).first<{ state: string }>();
+    expect(cancelled!.state).toBe("cancelled");
+    const audit = (await api("/api/v1/audit-events?limit=200", { key: apiKey })).body.items;
+    expect(audit.find((e: any) => e.action === "connector.report_resolved")).toMatchObject({ target: { type: "report", id: taken.body.reportId } });
+
+    const reopened = await signedReport(m.webhookSecret, { id: "7503", event: "report.updated", action_taken: "false" });
+    expect((await deliver(m.webhookPath, reopened.body, reopened.signature)).status).toBe(200);
+    const open = await env.DB.prepare("SELECT resolved_at AS at FROM connector_reports WHERE connector_id = ?1 AND remote_report_id = '7503'").bind(m.id).first<{ at: string | null }>();
+    expect(open!.at).toBeNull();
+  });
+
+  it("an account action resolves every open report about that account here, as Mastodon does", async () => {
+    const { apiKey } = await newInstallation("mastodon-account-wide");
+    const m = await connector(apiKey, { actions: { close_report: "resolve" } });
+    for (const key of ["mastodon.suspend", "close_report"]) expect((await api("/api/v1/action-types", { key: apiKey, body: { key, name: key, endpointId: m.endpointId } })).status).toBe(201);
+    const target = uniqueAccount();
+    const reports: string[] = [];
+    for (const id of ["7511", "7512"]) {
+      const signed = await signedReport(m.webhookSecret, { id, target });
+      reports.push((await deliver(m.webhookPath, signed.body, signed.signature)).body.reportId);
+    }
+    const other = await signedReport(m.webhookSecret, { id: "7513", target: uniqueAccount() });
+    expect((await deliver(m.webhookPath, other.body, other.signature)).status).toBe(201);
+    const version = await publish(apiKey, suspendGraph);
+    const run = await api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: version.id, authorityMode: "autonomous", input: {}, reportId: reports[0] } });
+    expect(run.status, JSON.stringify(run.body)).toBe(201);
+    expect((await waitForRun(apiKey, run.body.id)).output.terminalCode).toBe("applied");
+    const { results } = await env.DB.prepare("SELECT remote_report_id AS id, resolved_by AS by FROM connector_reports WHERE connector_id = ?1 ORDER BY remote_report_id").bind(m.id).all<{ id: string; by: string | null }>();
+    expect(results).toEqual([
+      { id: "7511", by: "account_action" },
+      { id: "7512", by: "account_action" },
+      { id: "7513", by: null },
+    ]);
+  });
+
+  it("after an answer lost on the way back, the account is read back before a retry: the action (and its e-mail) is not repeated", async () => {
+    const { apiKey } = await newInstallation("mastodon-read-back");
+    // mastodon.suspend mapped to a warning (`none`): Mastodon records a warning and e-mails it each time it is called.
+    const m = await connector(apiKey, { actions: { "mastodon.suspend": "none", close_report: "resolve" }, notifyByEmail: true });
+    for (const key of ["mastodon.suspend", "close_report"]) expect((await api("/api/v1/action-types", { key: apiKey, body: { key, name: key, endpointId: m.endpointId } })).status).toBe(201);
+    const target = uniqueAccount();
+    const signed = await signedReport(m.webhookSecret, { id: "7521", target });
+    const taken = await deliver(m.webhookPath, signed.body, signed.signature);
+    await plan(m.token, [{ status: 504, lost: true }]);
+    const version = await publish(apiKey, suspendGraph);
+    const run = await api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: version.id, authorityMode: "autonomous", input: {}, reportId: taken.body.reportId } });
+    expect((await waitForRun(apiKey, run.body.id)).output.terminalCode).toBe("applied");
+    const calls = (await peerLog(m.token)).map((call) => `${call.method} ${call.path} ${call.status}`);
+    expect(calls).toEqual([`POST /api/v1/admin/accounts/${target}/action 504`, "GET /api/v1/admin/reports/7521 200", "POST /api/v1/admin/reports/7521/resolve 200"]);
+    const warnings = (await (await peer.fetch(`http://mastodon.test/_control/warnings?token=${encodeURIComponent(m.token)}&account=${target}`)).json()) as { warnings: number };
+    expect(warnings.warnings).toBe(1);
+    const warn = (await deliveriesOf(apiKey, m.endpointId)).find((d) => d.sourceId.includes("suspend"))!;
+    expect((await api(`/api/v1/webhook-deliveries/${warn.id}`, { key: apiKey })).body).toMatchObject({ state: "delivered", attempts: 2 });
+  });
+
+  it("acts only on accounts its own reports named: a report made through the API about another account of the server (an admin's) is never acted on", async () => {
+    const { apiKey } = await newInstallation("mastodon-foreign-target");
+    const m = await connector(apiKey);
+    expect((await api("/api/v1/action-types", { key: apiKey, body: { key: "mastodon.suspend", name: "suspend", endpointId: m.endpointId } })).status).toBe(201);
+    const admin = await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "account", id: "mastodon:mastodon.test:account:1" }, category: "scams_and_fraud" } });
+    expect(admin.status).toBe(201);
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "suspend", kind: "action", errorPort: "failed", config: { action_type: "mastodon.suspend", approval_timeout_seconds: 3600 }, inputMapping: {} },
+        { id: "done", kind: "end", config: { terminal_code: "applied" } },
+        { id: "failed", kind: "end", config: { terminal_code: "failed" } },
+      ],
+      edges: [edge("start", "success", "suspend"), edge("suspend", "applied", "done"), edge("suspend", "rejected", "failed"), edge("suspend", "expired", "failed"), edge("suspend", "failed", "failed")],
+    });
+    const run = await api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: version.id, authorityMode: "autonomous", input: {}, reportId: admin.body.id } });
+    expect((await waitForRun(apiKey, run.body.id)).output.terminalCode).toBe("failed");
+    expect((await deliveriesOf(apiKey, m.endpointId))[0]).toMatchObject({ state: "dead", lastError: "connector_target_unknown" });
+    expect(await peerLog(m.token)).toEqual([]);
+  });
+
+  it("a connector_reports row naming this connector but another installation (a crafted backup) does not make a genuine report replayed", async () => {
+    const { apiKey } = await newInstallation("mastodon-victim");
+    const m = await connector(apiKey);
+    const attacker = await newInstallation("mastodon-attacker");
+    const theirs = await api("/api/v1/reports", { key: attacker.apiKey, body: { subject: { kind: "content", id: "x-1" }, category: "scams_and_fraud" } });
+    await env.DB.prepare("INSERT INTO connector_reports (connector_id, remote_report_id, installation_id, report_id, target_account_id, created_at) VALUES (?1, '7531', ?2, ?3, '1', ?4)")
+      .bind(m.id, attacker.id, theirs.body.id, new Date().toISOString())
+      .run();
+    const signed = await signedReport(m.webhookSecret, { id: "7531" });
+    const taken = await deliver(m.webhookPath, signed.body, signed.signature);
+    expect(taken.status, JSON.stringify(taken.body)).toBe(201);
+    expect(taken.body.replayed).toBe(false);
+    expect(taken.body.reportId).not.toBe(theirs.body.id);
+    const row = await env.DB.prepare("SELECT report_id AS reportId FROM connector_reports WHERE connector_id = ?1 AND remote_report_id = '7531'").bind(m.id).first<{ reportId: string }>();
+    expect(row!.reportId).toBe(taken.body.reportId);
+  });
+
+  it("the reporter's messages quote Mastodon's report number, never ours, and say 'an account'", async () => {
+    const { apiKey } = await newInstallation("mastodon-wording");
+    const m = await connector(apiKey, { tellReporters: true });
+    const signed = await signedReport(m.webhookSecret, { id: "7541", statuses: "0", category: "spam" });
+    const taken = await deliver(m.webhookPath, signed.body, signed.signature);
+    expect(taken.status).toBe(201);
+    expect((await api("/api/v1/decisions", { key: apiKey, body: { reportId: taken.body.reportId, outcome: "no_action" } })).status).toBe(201);
+    const statuses = await until(async () => {
+      const calls = (await peerLog(m.token)).filter((call) => call.path === "/api/v1/statuses");
+      return calls.length >= 2 && calls.map((call) => call.form.status!);
+    }, "the receipt and the decision");
+    const receipt = statuses.find((text) => !text.includes("After review"))!;
+    expect(receipt).toContain("your report #7541 about an account");
+    expect(statuses.find((text) => text.includes("After review"))).toContain("your report #7541");
+    for (const text of statuses) {
+      expect(text).not.toContain(taken.body.reportId);
+      expect(text).not.toContain("a account");
+    }
   });
 });

@@ -315,3 +315,133 @@ describe("Transparency Database submission", () => {
     expect((await peerStore(a.token)).statements.map((s) => s.puid)).toEqual([decisionId]);
   });
 });
+
+describe("Transparency Database: statements as the database reads them", () => {
+  const voluntaryReport = async (apiKey: string) => {
+    const report = await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "content", id: `own-${crypto.randomUUID().slice(0, 8)}` }, category: "scams_and_fraud", source: "voluntary" } });
+    expect(report.status).toBe(201);
+    return report.body.id as string;
+  };
+
+  it("a statement longer than the database's 2,000-character explanation is refused here, then submitted once resubmitted with a shorter explanation", async () => {
+    const { apiKey, token, reportId } = await setup();
+    const long = `The advert promised returns of 40% a week. ${"It named no company and no licence. ".repeat(70)}`.trim();
+    expect(long.length).toBeGreaterThan(2000);
+    const id = await decide(apiKey, reportId, long);
+    await sweep();
+    expect(await submission(apiKey, id)).toMatchObject({ state: "rejected", rejectedBy: "platform", errorCode: "transparency_db.statement_invalid" });
+    expect((await peerLog(token)).filter((c) => c.method === "POST")).toHaveLength(0);
+    // The statement as the API renders it says why, with a 4xx, not a 5xx.
+    const rendered = await api(`/api/v1/decisions/${id}/statement-of-reasons`, { key: apiKey });
+    expect(rendered.status).toBe(409);
+    expect(rendered.body.error.code).toBe("statement_of_reasons.invalid");
+
+    const again = await api(`/api/v1/transparency-database/submissions/${id}/resubmit`, { key: apiKey, body: { explanation: "A fraudulent investment advert, removed under our terms on fraud." } });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    await sweep();
+    expect(await submission(apiKey, id)).toMatchObject({ state: "submitted", confirmedBy: "created" });
+    const stored = (await peerStore(token)).statements.find((s) => s.puid === id)!;
+    expect(stored.decision_facts).toBe(long);
+    expect(stored.incompatible_content_explanation).toBe("A fraudulent investment advert, removed under our terms on fraud.");
+  });
+
+  it("texts are read as the database reads them (trimmed, blank is absent): an explanation of blanks is refused here and never sent", async () => {
+    const { apiKey, token, reportId } = await setup();
+    await peerPlan(token, { refuseFacts: "REFUSE-ME" });
+    const id = await decide(apiKey, reportId, "A scam advert. REFUSE-ME");
+    await sweep();
+    expect(await submission(apiKey, id)).toMatchObject({ state: "rejected", rejectedBy: "database" });
+    const posts = (await peerLog(token)).filter((c) => c.method === "POST").length;
+    expect((await api(`/api/v1/transparency-database/submissions/${id}/resubmit`, { key: apiKey, body: { decisionFacts: "A scam advert.", explanation: "    " } })).status).toBe(200);
+    await sweep();
+    const refused = await submission(apiKey, id);
+    expect(refused).toMatchObject({ state: "rejected", rejectedBy: "platform", errorCode: "transparency_db.statement_invalid" });
+    expect(JSON.stringify(refused.errors)).toContain("incompatible_content_explanation");
+    expect((await peerLog(token)).filter((c) => c.method === "POST")).toHaveLength(posts);
+  });
+
+  it("a legal or contractual ground of blanks is refused when the decision is made, with the field to fix", async () => {
+    const { apiKey, reportId } = await setup();
+    const illegal = await api("/api/v1/decisions", { key: apiKey, body: { reportId, outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement: "Fraud.", ground: "illegal_content", legalGround: "   " } });
+    expect(illegal.status).toBe(422);
+    expect(illegal.body.error.code).toBe("decision.config_invalid");
+    expect(JSON.stringify(illegal.body.error.details)).toContain("$.legalGround");
+    const contractual = await api("/api/v1/decisions", { key: apiKey, body: { reportId, outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement: "Fraud.", contractualGround: " \t " } });
+    expect(contractual.status).toBe(422);
+    expect(JSON.stringify(contractual.body.error.details)).toContain("$.contractualGround");
+  });
+
+  it("the statement carries the clause of the terms relied on, the content's own date, and automated detection only where automation detected it", async () => {
+    const { apiKey, token } = await setup();
+    const own = await voluntaryReport(apiKey);
+    // A person's decision on their own initiative: detected by people unless they say otherwise.
+    const byPerson = await api("/api/v1/decisions", {
+      key: apiKey,
+      body: { reportId: own, outcome: "removed_scam", restrictions: { visibility: ["content_removed"] }, statement: "A fraudulent advert.", contractualGround: "Terms § 4.2: no fraudulent offers", contentDate: "2026-03-01" },
+    });
+    expect(byPerson.status, JSON.stringify(byPerson.body)).toBe(201);
+    expect(byPerson.body.automatedDetection).toBe(false);
+    const flagged = await api("/api/v1/decisions", { key: apiKey, body: { reportId: own, outcome: "removed_scam", restrictions: { visibility: ["content_removed"] }, statement: "Flagged by our classifier.", automatedDetection: true } });
+    expect(flagged.status).toBe(201);
+    // Automation that found and decided on its own: detected by automation.
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "decide", kind: "decision", config: { outcome: "removed_scam", statement: "Automated removal.", restrictions: { visibility: ["content_removed"] }, content_date: "{{published}}" }, inputMapping: { published: "'2026-02-14'" } },
+        { id: "done", kind: "end" },
+      ],
+      edges: [edge("start", "success", "decide"), edge("decide", "recorded", "done")],
+    });
+    const run = await api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: version.id, authorityMode: "autonomous", input: {}, reportId: own } });
+    expect(run.status, JSON.stringify(run.body)).toBe(201);
+    const done = await waitForRun(apiKey, run.body.id);
+    const automatedId = done.steps.find((s: any) => s.nodeId === "decide").output.decisionId;
+    await sweep();
+    const stored = new Map((await peerStore(token)).statements.map((s) => [s.puid, s]));
+    expect(stored.get(byPerson.body.id)).toMatchObject({ automated_detection: "No", automated_decision: "AUTOMATED_DECISION_NOT_AUTOMATED", content_date: "2026-03-01", incompatible_content_ground: "Terms § 4.2: no fraudulent offers" });
+    expect(stored.get(flagged.body.id)).toMatchObject({ automated_detection: "Yes", automated_decision: "AUTOMATED_DECISION_NOT_AUTOMATED" });
+    // No clause named: the terms' rules on the category, never the outcome code.
+    expect(stored.get(flagged.body.id)!.incompatible_content_ground).not.toBe("removed_scam");
+    expect(stored.get(flagged.body.id)!.incompatible_content_ground).toContain("scams and fraud");
+    expect(stored.get(automatedId)).toMatchObject({ automated_detection: "Yes", automated_decision: "AUTOMATED_DECISION_FULLY", content_date: "2026-02-14" });
+    // A date the content cannot have is refused at decision time.
+    const future = await api("/api/v1/decisions", { key: apiKey, body: { reportId: own, outcome: "removed_scam", restrictions: { visibility: ["content_removed"] }, statement: "x", contentDate: "2999-01-01" } });
+    expect(future.status).toBe(422);
+  });
+
+  it("a decision reversed on appeal before its statement was stored is counted with its uuid once it is", async () => {
+    const { apiKey, reportId } = await setup();
+    const early = await decide(apiKey, reportId, "Scam, stored before the appeal.");
+    await sweep();
+    expect(await submission(apiKey, early)).toMatchObject({ state: "submitted" });
+    const late = await decide(apiKey, reportId, "Scam, stored after the appeal.");
+    for (const decisionId of [early, late]) {
+      const filed = await api("/api/v1/appeals", { key: apiKey, body: { decisionId, reason: "I disagree." } });
+      expect(filed.status).toBe(201);
+      const resolved = await api(`/api/v1/appeals/${filed.body.id}/resolve`, { key: apiKey, body: { outcome: "overturned" } });
+      expect(resolved.status, JSON.stringify(resolved.body)).toBe(200);
+    }
+    await sweep();
+    expect(await submission(apiKey, late)).toMatchObject({ state: "submitted" });
+    const period = { from: new Date(Date.now() - 3_600_000).toISOString(), to: new Date(Date.now() + 3_600_000).toISOString() };
+    const figures = await api(`/api/v1/transparency-report?from=${encodeURIComponent(period.from)}&to=${encodeURIComponent(period.to)}`, { key: apiKey });
+    expect(figures.status).toBe(200);
+    expect(figures.body.sections.complaints.reversalsRecorded).toMatchObject({ reversed: 2, withStatementUuid: 2 });
+  });
+
+  it("a batch settled wholly by lookups (after a lost response) starts the failure count over", async () => {
+    const { installationId, apiKey, token, reportId } = await setup();
+    await peerPlan(token, { plan: [{ lost: true }] });
+    await decideMany(apiKey, reportId, ["Scam one.", "Scam two."]);
+    const now = Date.now();
+    await sweep(now);
+    const failures = async () => (await env.DB.prepare("SELECT failures, paused_until AS pausedUntil FROM tdb_settings WHERE installation_id = ?1").bind(installationId).first<{ failures: number; pausedUntil: string }>())!;
+    const paused = await failures();
+    expect(paused.failures).toBe(1);
+    const settled = await sweep(Date.parse(paused.pausedUntil) + 1000);
+    expect(settled).toMatchObject({ alreadyThere: 2, submitted: 0 });
+    expect((await peerLog(token)).filter((c) => c.method === "POST")).toHaveLength(1);
+    expect((await failures()).failures).toBe(0);
+  });
+});

@@ -60,7 +60,8 @@ describe("transparency report", () => {
     const demonetise = await decide(key, notices[3]!, { outcome: "demonetise", restrictions: { monetary: "suspension", visibility: ["content_labelled"] } });
     await decide(key, other1, { outcome: "terminate", restrictions: { account: "terminated" } });
     const ownRemove = await decide(key, own[0]!, { outcome: "remove", restrictions: { visibility: ["content_removed"] } });
-    await decide(key, own[1]!, { outcome: "limit", restrictions: { provision: "partial_suspension" } });
+    // One own-initiative decision on content automation flagged; the other found by people.
+    await decide(key, own[1]!, { outcome: "limit", restrictions: { provision: "partial_suspension" }, automatedDetection: true });
 
     // One decision made by automation: an autonomous run with no review task decides "fully".
     const version = await publish(key, {
@@ -124,10 +125,10 @@ describe("transparency report", () => {
     expect(s.notices.timeToAct.bySubmitter.trusted_flagger.actedOn).toBe(2);
     expect(s.notices.timeToAct.medianSeconds).toBeGreaterThanOrEqual(0);
 
-    // Own initiative (1.4): the voluntary reports' decisions, detected by automated means (source voluntary).
+    // Own initiative (1.4): the voluntary reports' decisions, detected by automated means only where the decision says so.
     expect(s.ownInitiative.actions.actions).toBe(2);
     expect(s.ownInitiative.actions.byRestrictionType).toEqual({ visibility: 1, monetary: 0, provision: 1, account: 0 });
-    expect(s.ownInitiative.actions.byAutomatedDetection).toEqual({ automated: 2, not_automated: 0 });
+    expect(s.ownInitiative.actions.byAutomatedDetection).toEqual({ automated: 1, not_automated: 1 });
 
     // Complaints (1.5): 5 received, 3 decided (1 upheld, 2 overturned).
     expect(s.complaints.received.total).toBe(await count(`SELECT COUNT(*) AS n FROM appeals WHERE installation_id = ?1`, installationId));

@@ -1,6 +1,8 @@
 // Section "actions" (the first attempt is made inline, without the queue): the
 // per-action cost from proposal to confirmed delivery in autonomous mode, against a bare signed
-// webhook POST from the same Worker to the same receiver (target ≤ 5). The receiver
+// webhook POST from the same Worker to the same receiver (target ≤ 5), and against the durable
+// floor measured in the same run — that POST plus the two D1 batches an exactly-once delivery needs
+// (the delivery written leased before it, the attempt and its outcome after; target ≤ 2). The receiver
 // is a node:http server in this process on 127.0.0.1 that answers 200 at once and checks every
 // signature afterwards with the standardwebhooks library. The action's figures are the times the
 // Worker recorded in D1 (read back through a bench route); the bare POST is timed by the Worker's
@@ -18,6 +20,7 @@ const BARE_WARMUP = 10;
 const IDLE_MS = 3_000; // the dev server's CPU while idle, taken out of the action phase's CPU
 const RECEIVER_WAIT_MS = 30_000;
 const TARGET_ACTION_OVER_BARE = 5;
+const TARGET_ACTION_OVER_FLOOR = 2;
 
 const actionGraph = {
   schemaVersion: 1,
@@ -137,6 +140,7 @@ async function timings(api, adminToken, runIds) {
 
 export async function sectionActions(api, adminToken, key) {
   TARGETS.actionOverBareWebhook ??= TARGET_ACTION_OVER_BARE;
+  TARGETS.actionOverDurableFloor ??= TARGET_ACTION_OVER_FLOOR;
   const receiver = await startReceiver();
   try {
     const base = `http://127.0.0.1:${receiver.port}`;
@@ -179,6 +183,11 @@ export async function sectionActions(api, adminToken, key) {
     const bareCpu = cpuPerUnit(bareBefore, cpuSnapshot(), BARE_POSTS, idle);
     if (bare.non2xx > 0) throw new Error(`bare webhooks: ${bare.non2xx} answers were not 2xx`);
 
+    log(`actions: ${BARE_POSTS} durable-floor deliveries (a D1 batch, the signed POST, a D1 batch), after ${BARE_WARMUP} not counted`);
+    await api("/bench/webhook-durable-floor", { body: { url: `${base}/floor`, secret, count: BARE_WARMUP, endpointId: hook.id }, key: adminToken });
+    const floor = await api("/bench/webhook-durable-floor", { body: { url: `${base}/floor`, secret, count: BARE_POSTS, endpointId: hook.id }, key: adminToken });
+    if (floor.non2xx > 0) throw new Error(`durable floor: ${floor.non2xx} answers were not 2xx`);
+
     const actionSignatures = verified(receiver, "/action", hook.secret);
     const bareSignatures = verified(receiver, "/bare", secret);
     if (actionSignatures.valid !== actionSignatures.total || bareSignatures.valid !== bareSignatures.total) {
@@ -187,6 +196,7 @@ export async function sectionActions(api, adminToken, key) {
     const action = summarize(sequentialParts);
     const groupMeans = (values) => Array.from({ length: Math.ceil(values.length / BARE_GROUP) }, (_, group) => mean(values.slice(group * BARE_GROUP, (group + 1) * BARE_GROUP)));
     const bareMs = median(groupMeans(bare.signAndFetchMs));
+    const floorMs = median(groupMeans(floor.floorMs));
     Object.assign(results, {
       actions: ACTIONS,
       actionAppliedMs: action.appliedMs,
@@ -205,6 +215,9 @@ export async function sectionActions(api, adminToken, key) {
       bareWebhookCpuMsPerPost: bareCpu.perUnit,
       bareWebhookCpuMsPerPostTotal: sumCpu(bareCpu.perUnit),
       actionOverBareWebhook: bareMs > 0 ? round(action.appliedMs / bareMs, 1) : null,
+      durableFloorMs: round(floorMs, 3),
+      durableFloorMeanMs: round(mean(floor.floorMs), 3),
+      actionOverDurableFloor: floorMs > 0 ? round(action.appliedMs / floorMs, 1) : null,
       actionCpuOverBareWebhookCpu: sumCpu(bareCpu.perUnit) > 0 ? round(sumCpu(actionCpu.perUnit) / sumCpu(bareCpu.perUnit), 1) : null,
       actionSignaturesValid: `${actionSignatures.valid}/${actionSignatures.total}`,
       bareSignaturesValid: `${bareSignatures.valid}/${bareSignatures.total}`,
@@ -223,6 +236,8 @@ export function actionLines() {
     `action applied:   ${results.actionAppliedMs} ms from proposal to confirmed delivery  (p50 of ${results.actions} autonomous runs start → action → end, one after another; action_proposals.created_at → updated_at when applied; samples ${results.actionAppliedMsSamples.join(", ")})`,
     `action parts:     p50 ms: node start → proposal ${p.prepareMs}; proposal → its first delivery attempt starts ${p.queueHopMs} (made inline by the host that recorded the proposal; the queue${consumer ? ` — max_batch_timeout ${consumer.max_batch_timeout} s, batches of ${consumer.max_batch_size} —` : ""} carries only retries); attempt ${p.attemptMs} (open secret and payload, sign, POST, answer); applied → run resumed and node finished ${p.wakeMs}; whole action node ${p.nodeMs}; proposal → webhook at the receiver ${p.receivedMs}; receiver answered → proposal applied ${p.answeredToAppliedMs}`,
     `bare webhook:     ${results.bareWebhookMs} ms  (p50 of means of ${BARE_GROUP} signed POSTs from the Worker to the same receiver — ${results.bareWebhookPosts} in all, one after another, sign + fetch + body; mean ${results.bareWebhookMeanMs} ms; fetch alone ${results.bareWebhookFetchMs} ms)`,
+    `durable floor:    ${results.durableFloorMs} ms  (p50 of means of ${BARE_GROUP}: a D1 batch writing the delivery leased, the same signed POST, a D1 batch recording the attempt and marking it delivered — what an exactly-once delivery cannot do without; mean ${results.durableFloorMeanMs} ms)`,
+    `action / floor:   ${results.actionOverDurableFloor}  (target ≤ ${TARGET_ACTION_OVER_FLOOR}) ${verdict(results.actionOverDurableFloor, TARGET_ACTION_OVER_FLOOR)}  (actionOverDurableFloor; p50 / p50, measured in the same run)`,
     `action / bare:    ${results.actionOverBareWebhook}  (target ≤ ${TARGET_ACTION_OVER_BARE}) ${verdict(results.actionOverBareWebhook, TARGET_ACTION_OVER_BARE)}  (p50 / p50); CPU: ${results.actionCpuMsPerActionTotal} ms per action, its whole run and the bench's API calls (${describeCpu(results.actionCpuMsPerAction)}) vs ${results.bareWebhookCpuMsPerPostTotal} ms per bare POST (${describeCpu(results.bareWebhookCpuMsPerPost)}), ratio ${results.actionCpuOverBareWebhookCpu}; idle CPU taken out`,
     `action burst:     ${results.actionBurst} started together: proposal → applied p50 ${b.appliedMs} ms (queue hop ${b.queueHopMs} ms, attempt ${b.attemptMs} ms, wake ${b.wakeMs} ms), ${results.actionBurstPerSecond} actions/s over ${results.actionBurstSpanMs} ms; signatures valid at the receiver: actions ${results.actionSignaturesValid}, bare ${results.bareSignaturesValid}`,
   ];

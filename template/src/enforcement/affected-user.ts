@@ -72,7 +72,8 @@ export async function affectedUserStatements(env: Env, decision: RestrictingDeci
     territorialScope: decision.territorialScope,
     ground: decision.ground,
     legalGround: decision.legalGround,
-    incompatibleGround: decision.ground === "incompatible_content" ? decision.outcome : null,
+    // The clause of the terms relied on, where the decision names one (Art. 17(3)(e)); never an outcome code.
+    incompatibleGround: decision.ground === "incompatible_content" ? decision.legalGround : null,
     explanation: decision.explanation,
     facts: decision.statement,
     automatedDetection: decision.automatedDetection,

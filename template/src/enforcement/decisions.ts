@@ -77,9 +77,17 @@ async function decisionStatements(env: Env, source: DecisionSource) {
     automatedDecision = reviewed ? "not_automated" : source.authorityMode === "assisted" ? "partially" : "fully";
   }
   const reportSource = report?.source ?? "voluntary";
-  const automatedDetection = typeof config.automated_detection === "boolean" ? config.automated_detection : reportSource === "voluntary";
-  const id = newId("dec");
   const at = new Date().toISOString();
+  // Detected by automation (Art. 17(3)(c)): as the config or the caller says; otherwise only an
+  // own-initiative report that automation also decided. Whatever a person decided on their own
+  // initiative was found by people unless they say otherwise; a notice was found by its notifier.
+  const automatedDetection = typeof config.automated_detection === "boolean" ? config.automated_detection : reportSource === "voluntary" && automatedDecision !== "not_automated";
+  // The ground relied on: the law (illegal content) or the clause of the terms and conditions
+  // (incompatible content, Art. 17(3)(e)), both kept in legal_ground, trimmed.
+  const legalGround = ground === "illegal_content" ? trimmed(config.legal_ground) : trimmed(config.contractual_ground);
+  // The content's own date where the caller or the graph knows it; else the report's (the content existed by then).
+  const contentDate = contentDateOf(config.content_date === undefined ? undefined : renderTemplate(String(config.content_date), values, label), label, report?.createdAt ?? at);
+  const id = newId("dec");
   const statements = [
     env.DB.prepare(`
       INSERT INTO decisions (id, installation_id, run_id, step_run_id, report_id, case_id, subject_kind, subject_id, policy_category, category_specification_json,
@@ -100,7 +108,7 @@ async function decisionStatements(env: Env, source: DecisionSource) {
       JSON.stringify(report?.categorySpecification ?? []),
       outcome,
       ground,
-      typeof config.legal_ground === "string" ? config.legal_ground : null,
+      legalGround,
       explanation,
       canonicalJson(restrictions),
       JSON.stringify(contentTypes),
@@ -109,7 +117,7 @@ async function decisionStatements(env: Env, source: DecisionSource) {
       reportSource,
       automatedDetection ? 1 : 0,
       automatedDecision,
-      (report?.createdAt ?? at).slice(0, 10),
+      contentDate,
       at,
     ),
     auditStatement(env.DB, {
@@ -132,7 +140,7 @@ async function decisionStatements(env: Env, source: DecisionSource) {
         policyCategory: category,
         outcome,
         ground,
-        legalGround: typeof config.legal_ground === "string" ? config.legal_ground : null,
+        legalGround,
         explanation,
         statement,
         restrictions,
@@ -147,13 +155,13 @@ async function decisionStatements(env: Env, source: DecisionSource) {
           categorySpecificationJson: JSON.stringify(report?.categorySpecification ?? []),
           restrictionsJson: canonicalJson(restrictions),
           policyCategory: category,
-          contentDate: (report?.createdAt ?? at).slice(0, 10),
+          contentDate,
           decidedAt: at,
           statementText: statement,
           sourceType: reportSource,
           automatedDetection: automatedDetection ? 1 : 0,
           automatedDecision,
-          legalGround: typeof config.legal_ground === "string" ? config.legal_ground : null,
+          legalGround,
           explanation,
           outcome,
           territorialScopeJson: scope ? JSON.stringify(scope) : null,
@@ -174,6 +182,22 @@ async function decisionStatements(env: Env, source: DecisionSource) {
   return { id, outcome, restricts, automatedDecision, statements: [...statements, ...affected.statements, ...notifier.statements], deliveryIds: [...affected.deliveryIds, ...notifier.deliveryIds] };
 }
 
+const trimmed = (value: unknown): string | null => (typeof value === "string" && value.trim() !== "" ? value.trim() : null);
+
+/** A content date (YYYY-MM-DD, a real day, not after the decision), or the fallback's day. */
+function contentDateOf(given: string | undefined, label: string, fallback: string): string {
+  const day = given?.trim();
+  if (!day) return fallback.slice(0, 10);
+  const parsed = /^\d{4}-\d{2}-\d{2}$/u.test(day) ? new Date(`${day}T00:00:00Z`) : null;
+  if (!parsed || Number.isNaN(parsed.getTime()) || parsed.toISOString().slice(0, 10) !== day || day < "2000-01-01" || day > new Date().toISOString().slice(0, 10)) {
+    throw new AppError("decision.config_invalid", `Decision ${label}: content_date is the day the content was published, as YYYY-MM-DD between 2000-01-01 and today (got ${JSON.stringify(day.slice(0, 40))}).`, {
+      status: 422,
+      details: [{ path: "config.content_date", code: "config_invalid" }],
+    });
+  }
+  return day;
+}
+
 /** The decision of a workflow's decision node, from its config and evaluated inputMapping. */
 export async function decisionRecord(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; stepId: string; context: ExpressionContext }) {
   const { run, node } = input;
@@ -190,7 +214,15 @@ export async function decisionRecord(env: Env, input: { run: AuthorizedRun; node
   });
 }
 
-const BODY_FIELDS: Record<string, string> = { legal_ground: "legalGround", policy_category: "policyCategory", content_type: "contentType", territorial_scope: "territorialScope" };
+const BODY_FIELDS: Record<string, string> = {
+  legal_ground: "legalGround",
+  contractual_ground: "contractualGround",
+  content_date: "contentDate",
+  automated_detection: "automatedDetection",
+  policy_category: "policyCategory",
+  content_type: "contentType",
+  territorial_scope: "territorialScope",
+};
 
 /** `config.restrictions.account` → `$.restrictions.account`, `config.legal_ground` → `$.legalGround`. */
 function bodyPath(configPath: string): string {
@@ -208,6 +240,9 @@ export async function recordManualDecision(
     statement?: string;
     ground?: string;
     legalGround?: string;
+    contractualGround?: string;
+    contentDate?: string;
+    automatedDetection?: boolean;
     policyCategory?: string;
     contentType?: string[];
     territorialScope?: string[];
@@ -228,10 +263,12 @@ export async function recordManualDecision(
       statement: input.statement,
       ground: input.ground,
       legal_ground: input.legalGround,
+      contractual_ground: input.contractualGround,
+      content_date: input.contentDate,
       policy_category: input.policyCategory,
       content_type: input.contentType,
       territorial_scope: input.territorialScope,
-      automated_detection: undefined,
+      automated_detection: input.automatedDetection,
     },
     values: {},
     inputPath: bodyPath,
@@ -274,8 +311,13 @@ const COLUMNS = `id, run_id AS runId, report_id AS reportId, case_id AS caseId, 
   statement_text AS statementText, source_type AS sourceType, automated_detection AS automatedDetection, automated_decision AS automatedDecision,
   content_date AS contentDate, decided_at AS decidedAt`;
 
+/** A decision's row, from D1 or, once its case is archived, from the archive (null: none of this installation's). */
+export function decisionRowAnywhere(env: Env, installationId: string, id: string): Promise<DecisionRow | null> {
+  return hotOrArchived(env, installationId, "decision", id, () => env.DB.prepare(`SELECT ${COLUMNS} FROM decisions WHERE installation_id = ?1 AND id = ?2`).bind(installationId, id).first<DecisionRow>());
+}
+
 async function decisionRow(env: Env, actor: Actor, id: string): Promise<DecisionRow> {
-  const row = await hotOrArchived(env, actor.installationId, "decision", id, () => env.DB.prepare(`SELECT ${COLUMNS} FROM decisions WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<DecisionRow>());
+  const row = await decisionRowAnywhere(env, actor.installationId, id);
   if (!row) throw notFound("decision");
   return row;
 }

@@ -145,7 +145,7 @@ export async function noticeReceiptStatements(
   if (!NOTICE_SOURCES.includes(report.source) || !known(reporter)) return NONE;
   const trusted = report.source === "trusted_flagger";
   const body = [
-    `We received your notice ${report.id} on ${report.createdAt.slice(0, 10)} about a ${report.subject.kind} (${report.category.replace(/_/gu, " ")}).`,
+    `We received your notice ${report.id} on ${report.createdAt.slice(0, 10)} about ${/^[aeiou]/u.test(report.subject.kind) ? "an" : "a"} ${report.subject.kind} (${report.category.replace(/_/gu, " ")}).`,
     trusted ? "As a trusted flagger's notice it is handled with priority." : "We will review it.",
     "We will tell you our decision and how you can contest it.",
   ].join(" ");

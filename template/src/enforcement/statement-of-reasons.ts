@@ -20,8 +20,32 @@ const SOURCE_TYPES: Record<string, string> = {
 
 const upper = (prefix: string, value: string) => `${prefix}_${value.toUpperCase()}`;
 
-/** The statement of reasons of a decision row (throws as statementOfReasons does). */
-export function statementOfReasonsOf(row: DecisionRow): Record<string, unknown> {
+/**
+ * A statement as the Transparency Database reads it before validating: every text trimmed and an
+ * empty one taken as absent (null), in lists too. A present null is then refused by the schema
+ * unless the field is nullable, as there.
+ */
+export function normalizedStatement(statement: Record<string, unknown>): Record<string, unknown> {
+  const norm = (value: unknown): unknown => {
+    if (typeof value === "string") {
+      const text = value.trim();
+      return text === "" ? null : text;
+    }
+    if (Array.isArray(value)) return value.map(norm);
+    return value;
+  };
+  return Object.fromEntries(Object.entries(statement).map(([key, value]) => [key, norm(value)]));
+}
+
+/** Why a statement would be refused by the database's rules (none: it would be accepted), after normalising it. */
+export function statementProblems(statement: Record<string, unknown>): { statement: Record<string, unknown>; errors: Array<{ path: string; code: string; message: string }> } {
+  const normal = normalizedStatement(statement);
+  const check = sorValidator.validate(normal);
+  return { statement: normal, errors: check.valid ? [] : check.errors.slice(0, 10).map((e) => ({ path: e.instanceLocation, code: e.keyword, message: e.error })) };
+}
+
+/** The statement of reasons of a restricting decision row, not yet checked (redactions may still apply). */
+export function statementDraftOf(row: DecisionRow): Record<string, unknown> {
   const r = JSON.parse(row.restrictionsJson) as Restrictions;
   if (!restrictsAnything(r)) {
     throw new AppError(
@@ -30,15 +54,29 @@ export function statementOfReasonsOf(row: DecisionRow): Record<string, unknown> 
       { status: 409 },
     );
   }
-  const sor = sorFields(row);
-  const check = sorValidator.validate(sor);
-  if (!check.valid) {
-    throw new AppError("statement_of_reasons.invalid", "The decision cannot be expressed as a valid statement of reasons.", {
-      status: 500,
-      details: check.errors.slice(0, 10).map((e) => ({ path: e.instanceLocation, code: e.keyword, message: e.error })),
+  return sorFields(row);
+}
+
+/** The statement of reasons of a decision row, checked by the database's rules (throws as statementOfReasons does). */
+export function statementOfReasonsOf(row: DecisionRow): Record<string, unknown> {
+  const { statement, errors } = statementProblems(statementDraftOf(row));
+  if (errors.length > 0) {
+    // E.g. an explanation longer than the database's 2,000 characters: its submission is rejected
+    // by the platform and resubmitted with a shorter explanation (POST .../resubmit).
+    throw new AppError("statement_of_reasons.invalid", "The decision cannot be expressed as a valid statement of reasons as it stands; see details, and resubmit its Transparency Database submission with the fields redacted or shortened.", {
+      status: 409,
+      details: errors,
     });
   }
-  return sor;
+  return statement;
+}
+
+/**
+ * The clause of the terms and conditions relied on (Art. 17(3)(e)) when the decision named none:
+ * the terms' rules on its category, never an outcome code.
+ */
+export function contractualGroundOf(row: { legalGround: string | null; policyCategory: string }): string {
+  return row.legalGround ?? `The service's terms and conditions on ${row.policyCategory.replace(/_/gu, " ")}.`;
 }
 
 type SorRow = Pick<
@@ -89,7 +127,7 @@ export function sorFields(row: SorRow): Record<string, unknown> {
     sor.illegal_content_legal_ground = row.legalGround;
     sor.illegal_content_explanation = row.explanation;
   } else {
-    sor.incompatible_content_ground = row.outcome;
+    sor.incompatible_content_ground = contractualGroundOf(row);
     sor.incompatible_content_explanation = row.explanation;
   }
   if (specification.length) sor.category_specification = specification;

@@ -5,6 +5,7 @@
 // Rows end submitted (with their audit event) or rejected (with theirs), stay in doubt until a
 // definite answer, or are released; a failed call pauses the installation (retry-after, else backoff).
 import { auditStatement } from "../audit";
+import { decisionReversalUuidStatement } from "../cases";
 import type { TdbSettingsRow } from "./transparency-db";
 import { parseRetryAfter } from "./webhooks";
 
@@ -127,6 +128,8 @@ export async function markSubmitted(ctx: Context, items: Array<{ puid: string; u
       details: { confirmedBy: by, count: items.length, decisionIds: items.map((item) => item.puid) },
       at,
     }),
+    // A decision already reversed on appeal gets its statement's uuid now (the transparency report counts it).
+    ...items.flatMap((item) => (item.uuid ? [decisionReversalUuidStatement(ctx.env.DB, { installationId: ctx.installationId, decisionId: item.puid, statementUuid: item.uuid })] : [])),
   ]);
 }
 

@@ -12,12 +12,11 @@
 // is sent again it is looked up by its puid, and what the database already holds is never sent twice.
 // The claim and every write to the claimed rows are transparency-db-claims.ts; this file renders,
 // checks and sends.
-import { Validator, type Schema } from "@cfworker/json-schema";
 import type { Actor } from "../auth";
 import { openPersonalData } from "../cases";
-import { AppError, errorCode } from "../errors";
-import sorSchema from "../lib/dsa-statement-of-reasons.schema.json";
-import { decisionRowsByIds, statementOfReasons, statementOfReasonsOf, type DecisionRow } from "./decisions";
+import { AppError, errorCode, notFound } from "../errors";
+import { decisionRowAnywhere, decisionRowsByIds, type DecisionRow } from "./decisions";
+import { statementDraftOf, statementProblems } from "./statement-of-reasons";
 import { tdbSettingsRow, tokenContext, type StatementOverrides, type TdbSettingsRow } from "./transparency-db";
 import { claim, clearDoubt, emptySummary, fail, holdClaim, leaveInDoubt, markRejected, markSubmitted, MAX_ROUNDS, recordCall, release, timeoutMs, type Claimed, type Context, type SubmitSummary } from "./transparency-db-claims";
 import { knownPersonalValuesOf, personalDataFindings, type KnownPersonalValues } from "./transparency-db-privacy";
@@ -27,7 +26,6 @@ import { knownPersonalValuesOf, personalDataFindings, type KnownPersonalValues }
 // queries and one POST per batch, plus one lookup per statement left in doubt).
 const SWEEP_BATCHES = 5;
 const SWEEP_INSTALLATIONS = 20;
-const validator = new Validator(sorSchema as unknown as Schema, "2020-12", false);
 
 /** The scheduled sweep: every enabled installation with due statements, bounded per run. */
 export async function sweepTransparencyDb(env: Env, now: Date): Promise<Record<string, number>> {
@@ -79,13 +77,18 @@ export async function submitPending(env: Env, installationId: string, now: Date,
   return summary;
 }
 
-const systemActor = (installationId: string): Actor => ({ installationId, scopes: ["admin"], audit: { type: "system", id: "transparency-db" } });
-
-/** The statement as it will be sent, or why it may not be: rendered, redactions applied, schema- and personal-data-checked. */
+/**
+ * The statement as it will be sent, or why it may not be: rendered, redactions applied, then
+ * checked by the database's rules (texts trimmed, empty ones absent, the schema) and for personal
+ * data. The redactions come before the check, so a statement refused for its length is fixed by
+ * resubmitting it with a shorter explanation.
+ */
 async function prepare(env: Env, installationId: string, row: Claimed, decision: DecisionRow | undefined, known: KnownPersonalValues): Promise<{ statement: Record<string, unknown> } | { code: string; errors: unknown }> {
   let statement: Record<string, unknown>;
   try {
-    statement = decision ? statementOfReasonsOf(decision) : await statementOfReasons(env, systemActor(installationId), row.decisionId);
+    const found = decision ?? (await decisionRowAnywhere(env, installationId, row.decisionId));
+    if (!found) throw notFound("decision");
+    statement = statementDraftOf(found);
   } catch (error) {
     const details = error instanceof AppError ? error.details : undefined;
     return { code: "transparency_db.statement_invalid", errors: details ?? [{ code: errorCode(error) }] };
@@ -95,10 +98,10 @@ async function prepare(env: Env, installationId: string, row: Claimed, decision:
   // A decision's explanation defaults to its statement: redacted facts redact that copy too.
   if (overrides.decisionFacts && statement[explanationField] === statement.decision_facts) statement[explanationField] = overrides.decisionFacts;
   if (overrides.decisionFacts) statement.decision_facts = overrides.decisionFacts;
-  if (overrides.explanation) statement[explanationField] = overrides.explanation;
-  // statementOfReasons validated the rendered statement; redacted text is validated again.
-  const check = row.overridesJson ? validator.validate(statement) : { valid: true, errors: [] };
-  if (!check.valid) return { code: "transparency_db.statement_invalid", errors: check.errors.slice(0, 10).map((e) => ({ path: e.instanceLocation, code: e.keyword, message: e.error })) };
+  if (overrides.explanation !== undefined) statement[explanationField] = overrides.explanation;
+  const checked = statementProblems(statement);
+  if (checked.errors.length > 0) return { code: "transparency_db.statement_invalid", errors: checked.errors };
+  statement = checked.statement;
   const findings = personalDataFindings(statement, known);
   if (findings.length > 0) return { code: "transparency_db.personal_data", errors: findings };
   return { statement };
@@ -152,6 +155,9 @@ async function sendBatch(ctx: Context, claimed: Claimed[], settings: TdbSettings
     );
     ctx.summary.alreadyThere += found.length;
     rows = rows.filter((row) => !found.includes(row));
+    // Every lookup answered: the database is reachable again, so the failure count starts over
+    // even when the lookups settled the whole batch and nothing else is sent.
+    await recordCall(ctx, 302, null, true);
   }
   // 2. Rendered and checked here; what may not leave is rejected before sending.
   let outgoing: Array<{ row: Claimed; statement: Record<string, unknown> }> = [];

@@ -19,7 +19,7 @@ import { conflict, notFound } from "../errors";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
 import { allowLocalEgress, egressRefusal } from "../lib/egress";
 import { newId, sha256HexSync } from "../lib/crypto";
-import { isConnectorEndpoint, sendThroughConnector } from "../connectors";
+import { isConnectorEndpoint, RATE_LIMITED, sendThroughConnector, type TransportResult } from "../connectors";
 import { sendWebhookAttempt, type AttemptEndpoint } from "./webhook-send";
 
 export { parseRetryAfter, sendWebhookAttempt, type AttemptEndpoint, type AttemptResult } from "./webhook-send";
@@ -127,6 +127,15 @@ export function backoffSeconds(baseSeconds: number, attempt: number, retryAfter:
   return Math.min(Math.round(exponential * (0.5 + Math.random())), MAX_BACKOFF_SECONDS);
 }
 
+/** How long a delivery may wait out rate limits before they count as attempts again. */
+const MAX_DEFERRAL_MS = 24 * 3600_000;
+
+/** This delivery's attempts a rate limit deferred (recorded with the error RATE_LIMITED). */
+async function deferredAttempts(env: Env, deliveryId: string): Promise<number> {
+  const row = await env.DB.prepare(`SELECT COUNT(*) AS n FROM webhook_attempts WHERE delivery_id = ?1 AND error = ?2`).bind(deliveryId, RATE_LIMITED).first<{ n: number }>();
+  return row?.n ?? 0;
+}
+
 /** A finished outcome names the delivery's source, so its caller can wake it. */
 export type DeliveryOutcome = { kind: "delivered"; sourceType: string; sourceId: string } | { kind: "retry"; delaySeconds: number } | { kind: "dead"; reason: string; sourceType: string; sourceId: string } | { kind: "skip" };
 
@@ -198,6 +207,7 @@ export async function sendClaimedAttempt(env: Env, claimed: ClaimedAttempt, fini
   let error: string | null = null;
   let retryAfter: number | null = null;
   let permanent = false; // a connector's answer that retrying cannot change (connectors/mastodon-transport.ts)
+  let deferred = false; // a connector throttled until a known time: wait for it, and the attempt does not count
   if (refused) {
     error = refused;
   } else if (endpoint?.state !== "enabled") {
@@ -205,8 +215,14 @@ export async function sendClaimedAttempt(env: Env, claimed: ClaimedAttempt, fini
   } else if (isConnectorEndpoint(endpoint.url)) {
     // A throw (a sealed value that does not open, a broken setting) is this attempt's failure, recorded
     // and counted like any other, so the delivery still reaches its last attempt and the dead letters.
-    ({ status, error, retryAfter, permanent } = await sendThroughConnector(env, { installationId: delivery.installationId, deliveryId: delivery.id, endpointUrl: endpoint.url, payloadSealed: delivery.payloadSealed, timeoutMs }).catch(
-      () => ({
+    ({
+      status,
+      error,
+      retryAfter,
+      permanent,
+      deferred = false,
+    } = await sendThroughConnector(env, { installationId: delivery.installationId, deliveryId: delivery.id, endpointUrl: endpoint.url, payloadSealed: delivery.payloadSealed, timeoutMs }).catch(
+      (): TransportResult => ({
         status: null,
         error: "connector_error",
         retryAfter: null,
@@ -221,7 +237,10 @@ export async function sendClaimedAttempt(env: Env, claimed: ClaimedAttempt, fini
   }
   const ok = status !== null && status >= 200 && status < 300;
   const gone = status === 410 || refused !== null || error === "endpoint_disabled" || error === "egress_refused" || permanent;
-  const exhausted = !ok && (gone || attempt >= (endpoint?.maxAttempts ?? 1));
+  // Attempts a rate limit deferred (until its window's known end) are not counted against maxAttempts,
+  // for as long as the delivery is younger than MAX_DEFERRAL_MS; the count is read only when it matters.
+  const deferrable = deferred && Date.now() - Date.parse(delivery.createdAt) < MAX_DEFERRAL_MS;
+  const exhausted = !ok && !deferrable && (gone || attempt - (attempt >= (endpoint?.maxAttempts ?? 1) ? await deferredAttempts(env, delivery.id) : 0) >= (endpoint?.maxAttempts ?? 1));
   const state = ok ? "delivered" : exhausted ? "dead" : "pending";
   const finishedAt = Date.now();
   const at = new Date(finishedAt).toISOString();

@@ -6,7 +6,13 @@ import { ALERT_KINDS } from "../operations";
 import { identifier, name } from "./schema-fields";
 
 const connectorToken = { type: "string", minLength: 8, maxLength: 4096, description: "An access token with admin:write:accounts and admin:write:reports; stored sealed, never returned." } as const;
-const connectorSecret = { type: "string", minLength: 16, maxLength: 512, description: "The secret Mastodon signs its webhooks with (X-Hub-Signature); generated and shown once when omitted." } as const;
+// Mastodon's own minimum for a webhook secret is 12 characters (Webhook model validation).
+const connectorSecret = {
+  type: "string",
+  minLength: 12,
+  maxLength: 512,
+  description: "The secret Mastodon signs its webhooks with (X-Hub-Signature), at least 12 characters as Mastodon asks; generated and shown once when omitted.",
+} as const;
 const connectorRules = {
   type: "object",
   maxProperties: 200,
@@ -103,7 +109,10 @@ export const enforcementSchemas = {
       restrictions: { type: "object", description: "Absent or {}: a decision not to act (restricts: false, no statement of reasons)." },
       statement: { type: "string", minLength: 1, maxLength: 5000, description: "The facts relied on; required when the decision restricts." },
       ground: { enum: ["incompatible_content", "illegal_content"] },
-      legalGround: { type: "string", maxLength: 500 },
+      legalGround: { type: "string", maxLength: 500, description: "illegal_content: the law the content breaks (e.g. § 263 StGB)." },
+      contractualGround: { type: "string", maxLength: 500, description: "incompatible_content: the clause of the terms and conditions relied on (DSA Art. 17(3)(e)), e.g. 'Terms § 4.2: no fraudulent offers'." },
+      contentDate: { type: "string", pattern: "^\\d{4}-\\d{2}-\\d{2}$", description: "The day the content was published, where known (else the report's day)." },
+      automatedDetection: { type: "boolean", description: "Whether automation detected the content (DSA Art. 17(3)(c)); absent: false, a person decided." },
       policyCategory: { type: "string", maxLength: 200 },
       contentType: { type: "array", minItems: 1, items: { type: "string" } },
       territorialScope: { type: "array", items: { type: "string" } },

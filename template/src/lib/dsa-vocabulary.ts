@@ -66,7 +66,21 @@ export function decisionConfigProblems(config: Record<string, unknown>): ConfigP
   if (restricts && (typeof text !== "string" || text === "")) problems.push({ path: "config.statement", message: "config.statement (the facts and circumstances relied on) is required for a decision that restricts." });
   else if (text !== undefined && typeof text !== "string") problems.push({ path: "config.statement", message: "config.statement is text." });
   oneOf(problems, "config.ground", "ground", DECISION_GROUNDS, config.ground, "DECISION_GROUND");
-  if (restricts && config.ground === "illegal_content" && typeof config.legal_ground !== "string") problems.push({ path: "config.legal_ground", message: "illegal_content needs config.legal_ground." });
+  // The Transparency Database trims every text and takes an empty one as absent: a ground of blanks
+  // would be refused there for good, so it is refused here, when it can still be fixed.
+  const blank = (value: unknown) => typeof value !== "string" || value.trim() === "";
+  if (restricts && config.ground === "illegal_content" && blank(config.legal_ground))
+    problems.push({ path: "config.legal_ground", message: "illegal_content needs config.legal_ground: the law the content breaks (e.g. § 263 StGB), not blanks." });
+  else if (config.legal_ground !== undefined && (blank(config.legal_ground) || String(config.legal_ground).trim().length > 500))
+    problems.push({ path: "config.legal_ground", message: "config.legal_ground is the law relied on, 1 to 500 characters besides blanks." });
+  if (config.contractual_ground !== undefined && (blank(config.contractual_ground) || String(config.contractual_ground).trim().length > 500)) {
+    problems.push({ path: "config.contractual_ground", message: "config.contractual_ground is the clause of the terms and conditions relied on (DSA Art. 17(3)(e)), 1 to 500 characters besides blanks." });
+  }
+  if (config.content_date !== undefined && (typeof config.content_date !== "string" || (!/^\d{4}-\d{2}-\d{2}$/u.test(config.content_date) && !/\{\{/u.test(config.content_date)))) {
+    problems.push({ path: "config.content_date", message: "config.content_date is the content's date as YYYY-MM-DD (or a template such as {{ content_date }} from inputMapping)." });
+  }
+  if (config.automated_detection !== undefined && typeof config.automated_detection !== "boolean")
+    problems.push({ path: "config.automated_detection", message: "config.automated_detection is true (automation detected the content) or false (a person did)." });
   if (r !== undefined && !isRecord(r)) {
     problems.push({ path: "config.restrictions", message: "config.restrictions must be an object: { visibility?, account?, monetary?, provision? }; leave it out (or {}) for a decision not to act." });
   } else if (isRecord(r)) {

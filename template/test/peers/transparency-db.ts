@@ -8,6 +8,10 @@
 //   existing_puids: [...]}}; more than 100 → 422 {errors: {statements: [...]}}; 201 {statements:
 //   [... with uuid, permalink, self]};
 // - GET /api/v1/statement/existing-puid/{puid}: 302 {message, puid} or 404.
+// As the real API (Laravel's TrimStrings and ConvertEmptyStringsToNull before validation): every
+// text is trimmed and an empty one becomes null, then validated — a present null fails unless the
+// field is nullable; a request without `Accept: application/json` that fails validation is
+// answered 302 (back to the previous page), not with the errors.
 // Test controls (POST /_control/plan {token, plan}): the next POSTs of that token answer as planned
 // — {status: 429, retryAfter} or {status: 503}, or {lost: true} (the batch IS stored, then a 504
 // as a gateway whose upstream timed out would answer) — and {refuseFacts: "text"} makes the
@@ -78,9 +82,20 @@ function statementErrors(statement: unknown, p: Platform): Record<string, string
   return Object.keys(errors).length ? errors : null;
 }
 
+/** Texts trimmed, empty ones null, in nested lists and objects too (the middleware's order). */
+function normalised(value: unknown): unknown {
+  if (typeof value === "string") {
+    const text = value.trim();
+    return text === "" ? null : text;
+  }
+  if (Array.isArray(value)) return value.map(normalised);
+  if (value && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([key, inner]) => [key, normalised(inner)]));
+  return value;
+}
+
 async function storeMultiple(request: Request, p: Platform, entry: Platform["log"][number]): Promise<Response> {
   const body = (await request.json().catch(() => null)) as { statements?: unknown } | null;
-  const statements = Array.isArray(body?.statements) ? (body.statements as Array<Record<string, unknown>>) : null;
+  const statements = Array.isArray(body?.statements) ? (body.statements as unknown[]).map((s) => (s && typeof s === "object" ? (normalised(s) as Record<string, unknown>) : (s as Record<string, unknown>))) : null;
   entry.puids = (statements ?? []).map((s) => String(s?.puid ?? ""));
   for (const puid of entry.puids) p.received.set(puid, (p.received.get(puid) ?? 0) + 1);
   const planned = p.plan.shift();
@@ -95,7 +110,10 @@ async function storeMultiple(request: Request, p: Platform, entry: Platform["log
     const found = statementErrors(statement, p);
     if (found) errors[`statement_${index}`] = found;
   });
-  if (Object.keys(errors).length) return json({ message: "The statements are not valid.", errors }, 422);
+  if (Object.keys(errors).length) {
+    if (!(request.headers.get("accept") ?? "").includes("application/json")) return new Response(null, { status: 302, headers: { location: "https://tdb.test/" } });
+    return json({ message: "The statements are not valid.", errors }, 422);
+  }
   const seen = new Set<string>();
   const duplicates: string[] = [];
   for (const puid of entry.puids) {

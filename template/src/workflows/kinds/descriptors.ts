@@ -257,6 +257,7 @@ const DEFINITIONS = {
         ],
       },
       { key: "legal_ground", label: "Legal ground", input: "text", showIf: { key: "ground", equals: "illegal_content" } },
+      { key: "contractual_ground", label: "Clause of the terms relied on (incompatible content)", input: "text" },
     ],
     defaults: { config: { outcome: "content_removed", statement: "The content breaks the policy on {{category}}.", restrictions: { visibility: ["content_removed"] } } },
     validate: (node) => decisionConfigProblems(node.config).map((p) => ({ ...p, code: "config_invalid" })),
