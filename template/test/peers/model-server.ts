@@ -5,9 +5,23 @@
 // (MARKER-POLICY-7), citing section 4.2; "llama-guard" → Llama Guard's `safe` / `unsafe\nS2,S10`
 // from words of the user message (and 400 if asked for JSON mode, which Llama Guard cannot do);
 // "redirect" → a 307 to an address that would answer a valid proposal if the redirect were followed.
+// GET /_control/log?prefix=/v1/x lists what arrived under that path (path, model, whether the user
+// message was non-empty), so a test can prove a request never reached the model.
+const received: Array<{ path: string; model: string | null; hadUserMessage: boolean }> = [];
+
 export default {
   async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
+    if (url.pathname === "/_control/log") {
+      const prefix = url.searchParams.get("prefix") ?? "";
+      return Response.json(received.filter((entry) => entry.path.startsWith(prefix)));
+    }
+    const seen = await request
+      .clone()
+      .json()
+      .then((b) => b as { model?: string; messages?: Array<{ role: string; content: string }> })
+      .catch(() => null);
+    received.push({ path: url.pathname, model: seen?.model ?? null, hadUserMessage: Boolean(seen?.messages?.some((m) => m.role === "user" && m.content)) });
     if (request.method !== "POST" || !url.pathname.endsWith("/chat/completions")) return new Response("not found", { status: 404 });
     if (request.headers.get("authorization") !== "Bearer sk-test-model-key") return Response.json({ error: { message: "bad key" } }, { status: 401 });
     const body = (await request.json()) as { model: string; messages: Array<{ role: string; content: string }>; response_format?: unknown };
