@@ -136,30 +136,55 @@ describe("fast backtests", () => {
     expect(tasks?.n).toBe(0);
   }, 90_000);
 
-  it("a cancelled backtest stops, keeps what it evaluated, and is another installation's 404", async () => {
+  it("a backtest cancelled while a model call is in flight stops after that slice, keeps what it evaluated, and is another installation's 404", async () => {
     const { apiKey } = await newInstallation();
     const other = await newInstallation();
-    const version = await publish(apiKey, triage);
+    // Every proposal waits at the model peer until the test releases it: the cancel lands mid-flight by construction.
+    const tag = `/v1/held-${crypto.randomUUID()}`;
+    const provider = await api("/api/v1/ai-providers", { key: apiKey, body: { kind: "openai-compatible", baseUrl: `https://model.test${tag}`, model: "held", apiKey: "sk-test-model-key", timeoutMs: 60_000 } });
+    expect(provider.status, JSON.stringify(provider.body)).toBe(201);
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "propose", kind: "ai_proposal", errorPort: "error", config: { provider_id: provider.body.id, instructions: "Classify.", result_ports: ["remove", "keep"] }, inputMapping: { category: "report.category" } },
+        { id: "removed", kind: "end", config: { terminal_code: "remove" } },
+        { id: "kept", kind: "end", config: { terminal_code: "keep" } },
+        { id: "failed", kind: "end", config: { terminal_code: "error" } },
+      ],
+      edges: [edge("start", "success", "propose"), edge("propose", "remove", "removed"), edge("propose", "keep", "kept"), edge("propose", "error", "failed")],
+    });
     const ids = await seedReports(apiKey, 20, "cancel");
     const started = await api(`/api/v1/workflow-versions/${version.id}/backtests`, { key: apiKey, body: { reportIds: ids } });
+    expect(started.status, JSON.stringify(started.body)).toBe(202);
+    const modelLog = async () => (await (await fetch(`https://model.test/_control/log?prefix=${encodeURIComponent(tag)}`)).json()) as unknown[];
+    // The first slice of 8 reports is at the model, held there.
+    const inFlight = await until(modelLog, (log) => log.length >= 8, 20_000);
+    expect(inFlight).toHaveLength(8);
+    expect(await backtest(apiKey, started.body.id)).toMatchObject({ state: "running", progress: { processed: 0 } });
+
     expect((await api(`/api/v1/backtests/${started.body.id}`, { key: other.apiKey })).status).toBe(404);
     expect((await api(`/api/v1/backtests/${started.body.id}/cancel`, { key: other.apiKey, body: {} })).status).toBe(404);
     expect((await api(`/api/v1/backtests/${started.body.id}/results`, { key: other.apiKey })).status).toBe(404);
     const cancelled = await api(`/api/v1/backtests/${started.body.id}/cancel`, { key: apiKey, body: {} });
-    // It may have finished already on a fast machine; either way it does not run on.
-    if (cancelled.status === 200) {
-      expect(cancelled.body.state).toBe("cancelled");
-      expect(cancelled.body.cancelledAt).toEqual(expect.any(String));
-      const again = await api(`/api/v1/backtests/${started.body.id}/cancel`, { key: apiKey, body: {} });
-      expect(again.body.error.code).toBe("backtest.not_running");
-    } else {
-      expect(cancelled.body.error.code).toBe("backtest.not_running");
-    }
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
+    expect(cancelled.body).toMatchObject({ state: "cancelled", cancelledAt: expect.any(String) });
+    const again = await api(`/api/v1/backtests/${started.body.id}/cancel`, { key: apiKey, body: {} });
+    expect(again.body.error.code).toBe("backtest.not_running");
+
+    await fetch(`https://model.test/_control/release?prefix=${encodeURIComponent(tag)}`, { method: "POST" });
+    // The chunk finishes its slice, records it and stops: its row is done, with 8 of 20 evaluated.
+    const chunkDone = async () => (await env.DB.prepare("SELECT COUNT(*) AS open FROM backtest_chunks WHERE backtest_id = ?1 AND done_at IS NULL").bind(started.body.id).first<{ open: number }>())!.open;
+    expect(await until(chunkDone, (open) => open === 0, 20_000)).toBe(0);
     const after = await backtest(apiKey, started.body.id);
-    expect(["cancelled", "completed"]).toContain(after.state);
+    expect(after).toMatchObject({ state: "cancelled", progress: { total: 20, processed: 8 } });
+    const results = await api(`/api/v1/backtests/${started.body.id}/results`, { key: apiKey });
+    expect(results.body.items).toHaveLength(8);
+    expect(results.body.items.every((item: { terminalCode: string }) => item.terminalCode === "keep")).toBe(true);
+    // No later slice reached the model.
+    expect(await modelLog()).toHaveLength(8);
     const audit = await env.DB.prepare("SELECT action FROM audit_events WHERE target_id = ?1 ORDER BY seq").bind(started.body.id).all<{ action: string }>();
-    expect(audit.results.map((r) => r.action)[0]).toBe("backtest.started");
+    expect(audit.results.map((r) => r.action)).toEqual(["backtest.started", "backtest.cancelled"]);
     // Another installation's reports are not found, like reports that do not exist.
     const foreign = await api(`/api/v1/workflow-versions/${version.id}/backtests`, { key: other.apiKey, body: { reportIds: ids.slice(0, 2) } });
     expect(foreign.status).toBe(404);

@@ -1,6 +1,7 @@
 // Expression semantics: numbers from JSON under `cel` (the default, every graph
 // published before the field existed) and `json-numbers-1`, evaluated both ways; a published
 // version keeps the semantics it was published with.
+import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { type ExpressionContext, ExpressionError, compileExpression, evaluateWorkflowExpression } from "../src/workflows/expressions";
 import type { ExpressionSemantics, JsonValue } from "../src/workflows/types";
@@ -81,9 +82,9 @@ function parityGraph(semantics?: ExpressionSemantics) {
 }
 
 describe("a published version keeps its semantics", () => {
-  it("runs the same graph under each version's own semantics, and stores the field only when declared", async () => {
+  it("runs the same graph under each version's own semantics, and stores the semantics it was published with", async () => {
     const { apiKey } = await newInstallation();
-    const legacy = await publish(apiKey, parityGraph());
+    const legacy = await publish(apiKey, parityGraph("cel"));
     const json = await publish(apiKey, parityGraph("json-numbers-1"));
 
     const legacyRun = await waitForRun(apiKey, (await startRun(apiKey, legacy.id, { input: { n: 6 } })).id);
@@ -96,13 +97,68 @@ describe("a published version keeps its semantics", () => {
     expect(jsonRun.steps.find((s: { nodeId: string }) => s.nodeId === "even").output).toMatchObject({ terminalCode: "even", result: { half: 3 } });
 
     const legacyVersion = await api(`/api/v1/workflow-versions/${legacy.id}`, { key: apiKey });
-    expect(legacyVersion.body.graph).not.toHaveProperty("expressionSemantics");
+    expect(legacyVersion.body.graph.expressionSemantics).toBe("cel");
     const jsonVersion = await api(`/api/v1/workflow-versions/${json.id}`, { key: apiKey });
     expect(jsonVersion.body.graph.expressionSemantics).toBe("json-numbers-1");
 
     // The old version still means what it meant: a second run of it fails the same way.
     const again = await waitForRun(apiKey, (await startRun(apiKey, legacy.id, { input: { n: 8 } })).id);
     expect(again.state).toBe("repair_required");
+  });
+
+  it("gives a graph published without the field json-numbers-1, written into its stored graph, so input.n % 2 == 0 works on JSON numbers", async () => {
+    const { apiKey } = await newInstallation();
+    const fresh = await publish(apiKey, parityGraph());
+    const stored = await api(`/api/v1/workflow-versions/${fresh.id}`, { key: apiKey });
+    expect(stored.body.graph.expressionSemantics).toBe("json-numbers-1");
+    const run = await waitForRun(apiKey, (await startRun(apiKey, fresh.id, { input: { n: 6 } })).id);
+    expect(run.state).toBe("succeeded");
+    expect(run.steps.find((s: { nodeId: string }) => s.nodeId === "route").output).toMatchObject({ port: "even" });
+    expect(run.steps.find((s: { nodeId: string }) => s.nodeId === "even").output).toMatchObject({ result: { half: 3 } });
+    // Checking before publishing uses the same default: an int/double literal mix is valid.
+    const graph = parityGraph();
+    graph.nodes[1]!.config = { cases: [{ port: "even", when: "1 + 1.5 > 2.0" }], case_ports: ["even"], default_port: "odd" };
+    const checked = await api("/api/v1/workflow-graphs/validate", { key: apiKey, body: { graph } });
+    expect(checked.body).toMatchObject({ valid: true });
+  });
+
+  it("keeps cel for a version stored without the field (published before it existed)", async () => {
+    const { apiKey } = await newInstallation();
+    const old = await publish(apiKey, parityGraph("cel"));
+    // A version from before the field: its stored graph has no expressionSemantics at all.
+    const row = await env.DB.prepare("SELECT graph_json FROM workflow_versions WHERE id = ?1").bind(old.id).first<{ graph_json: string }>();
+    const { expressionSemantics: _dropped, ...graph } = JSON.parse(row!.graph_json);
+    await env.DB.prepare("UPDATE workflow_versions SET graph_json = ?2 WHERE id = ?1").bind(old.id, JSON.stringify(graph)).run();
+    const run = await waitForRun(apiKey, (await startRun(apiKey, old.id, { input: { n: 6 } })).id);
+    expect(run.state).toBe("repair_required");
+    expect(JSON.stringify(run.error ?? run)).toContain("expression.failed");
+  });
+
+  it("refuses a condition or trigger comparing report.category with a value intake never stores, naming the key to write", async () => {
+    const { apiKey } = await newInstallation();
+    const workflow = await api("/api/v1/workflows", { key: apiKey, body: { name: "categories" } });
+    const graph = parityGraph();
+    graph.nodes[1]!.config = { cases: [{ port: "even", when: "report.category == 'STATEMENT_CATEGORY_SCAMS_AND_FRAUD'" }], case_ports: ["even"], default_port: "odd" };
+    const refused = await api(`/api/v1/workflows/${workflow.body.id}/versions`, { key: apiKey, body: { graph } });
+    expect(refused.status).toBe(422);
+    expect(refused.body.error.details).toContainEqual(expect.objectContaining({ path: "$.nodes[1].config.cases[0].when", code: "category_never_stored", message: expect.stringContaining("'scams_and_fraud'") }));
+    graph.nodes[1]!.config = { cases: [{ port: "even", when: "report.category in ['violence', 'spam']" }], case_ports: ["even"], default_port: "odd" };
+    const unknown = await api(`/api/v1/workflows/${workflow.body.id}/versions`, { key: apiKey, body: { graph } });
+    expect(unknown.status).toBe(422);
+    expect(unknown.body.error.details).toContainEqual(expect.objectContaining({ code: "category_never_stored", message: expect.stringContaining("'spam'") }));
+    graph.nodes[1]!.config = { cases: [{ port: "even", when: "report.category == 'scams_and_fraud'" }], case_ports: ["even"], default_port: "odd" };
+    const version = await api(`/api/v1/workflows/${workflow.body.id}/versions`, { key: apiKey, body: { graph } });
+    expect(version.status).toBe(201);
+
+    const trigger = await api("/api/v1/triggers", {
+      key: apiKey,
+      body: { event: "report.created", when: "'STATEMENT_CATEGORY_SCAMS_AND_FRAUD' == report.category", workflowVersionId: version.body.id, authorityMode: "shadow" },
+    });
+    expect(trigger.status).toBe(422);
+    expect(trigger.body.error).toMatchObject({ code: "trigger.when_invalid", message: expect.stringContaining("write 'scams_and_fraud' instead") });
+    expect(trigger.body.error.details).toContainEqual(expect.objectContaining({ path: "$.when", code: "category_never_stored", instead: "scams_and_fraud" }));
+    const good = await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", when: "report.category == 'scams_and_fraud'", workflowVersionId: version.body.id, authorityMode: "shadow" } });
+    expect(good.status).toBe(201);
   });
 
   it("refuses an unknown semantics, and checks expressions at publish under the declared one", async () => {
@@ -117,7 +173,7 @@ describe("a published version keeps its semantics", () => {
       graph.nodes[1]!.config = { cases: [{ port: "even", when: "1 + 1.5 > 2.0" }], case_ports: ["even"], default_port: "odd" };
       return graph;
     };
-    const refused = await api(`/api/v1/workflows/${workflow.body.id}/versions`, { key: apiKey, body: { graph: literal() } });
+    const refused = await api(`/api/v1/workflows/${workflow.body.id}/versions`, { key: apiKey, body: { graph: literal("cel") } });
     expect(refused.status).toBe(422);
     expect(refused.body.error.details).toContainEqual(expect.objectContaining({ path: "$.nodes[1].config.cases[0].when", code: "expression.invalid" }));
     const accepted = await api(`/api/v1/workflows/${workflow.body.id}/versions`, { key: apiKey, body: { graph: literal("json-numbers-1") } });
@@ -126,7 +182,7 @@ describe("a published version keeps its semantics", () => {
 
   it("checks a trigger's when under the semantics of the version it starts", async () => {
     const { apiKey } = await newInstallation();
-    const legacy = await publish(apiKey, parityGraph());
+    const legacy = await publish(apiKey, parityGraph("cel"));
     const json = await publish(apiKey, parityGraph("json-numbers-1"));
     const when = "report.evidenceCount + 1 > 0.5 && 1 + 1.5 > 2.0";
     const refused = await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", when, workflowVersionId: legacy.id, authorityMode: "shadow" } });

@@ -1,8 +1,11 @@
 // Tenancy: every operation of the route definitions (apiRoutes, the same list app.ts mounts and
 // openapi.json describes) refuses another installation's ids with 404 and no data, and a key
 // without the operation's scopes with 403. The operations are enumerated, not listed here: a new
-// route, path parameter, body schema or body reference without a fixture fails this file.
+// route, path parameter, body schema or body reference without a fixture fails this file. A second
+// walk reads the served /openapi.json: path, query and nested body ids, as an API key and as a
+// console session of every role, and every list read by each of them.
 import { env } from "cloudflare:test";
+import { exports } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { SCOPES, type Scope } from "../src/auth";
 import { reportSummaryByRunStatementUnsafe } from "../src/cases/reports/reports-queries";
@@ -11,7 +14,7 @@ import type { OperationSpec, SchemaName } from "../src/http/route";
 import { schemas } from "../src/http/schemas";
 import type { ConfigReference } from "../src/workflows/kinds/descriptor";
 import { kindOf, nodePorts } from "../src/workflows/kinds/descriptors";
-import { api, edge, newInstallation, publish, until, waitForRun } from "./helpers";
+import { ADMIN_TOKEN, api, edge, newInstallation, publish, until, waitForRun } from "./helpers";
 
 const OPERATIONS: OperationSpec[] = apiRoutes.flatMap((r) => r.operations);
 
@@ -435,6 +438,8 @@ describe("attacks across installations", () => {
       .run();
     const { results } = await reportSummaryByRunStatementUnsafe(env.DB, runId).all();
     expect(results).toEqual([]);
+    // The crafted row names A's report id itself; it goes, so the list checks below see only real rows.
+    await env.DB.prepare("DELETE FROM workflow_runs WHERE id = ?1").bind(runId).run();
   });
 });
 
@@ -469,3 +474,177 @@ async function snapshot(f: Fixtures) {
     run: { state: run.state, waits: run.waits.length },
   };
 }
+
+// The walk over the served document: every path parameter, query parameter and (recursively) body
+// property that names an id, as an API key and as a console session of every role, with another
+// installation's ids; and every list, read by each of them, holds none of the other's rows.
+type DocSchema = { $ref?: string; type?: string | string[]; properties?: Record<string, DocSchema>; items?: DocSchema };
+type DocOperation = { security?: Array<Record<string, unknown>>; parameters?: Array<{ name: string; in: string }>; requestBody?: { content: { "application/json": { schema: DocSchema } } } };
+interface Caller {
+  name: string;
+  /** The request options that authenticate as it (a key, or a session cookie with its CSRF token). */
+  as: { key?: string; headers?: Record<string, string> };
+}
+
+/** Query parameters that name a row or a subject → what of A's to send. A new one without an entry fails. */
+const QUERY_REFERENCES: Record<string, (f: Fixtures) => string> = {
+  endpointId: (f) => f.endpoint,
+  reportId: (f) => f.report,
+  caseId: (f) => f.case,
+  subjectId: (f) => `acct-${f.marker}`,
+  queueId: (f) => f.queue,
+  targetId: (f) => f.report,
+  workflowVersionId: (f) => f.version,
+};
+
+/** Body properties named like ids that name no row here: ids in the product's own id space. */
+const EXTERNAL_IDS: Record<string, string> = {
+  "subject.ownerId": "the product's id of the account that owns the subject",
+};
+
+let served: { paths: Record<string, Record<string, DocOperation>>; components: { schemas: Record<string, DocSchema> } };
+let callers: Caller[];
+
+async function consoleSession(installationId: string, role: string): Promise<Caller> {
+  const link = await api("/api/v1/console-signin-links", { key: ADMIN_TOKEN, body: { installationId, email: `${role}-${crypto.randomUUID()}@example.org`, role } });
+  expect(link.status, JSON.stringify(link.body)).toBe(201);
+  const signedIn = await exports.default.fetch(new Request(`http://safest.test${link.body.path}`, { redirect: "manual" }));
+  const cookie = signedIn.headers.get("set-cookie")!.split(";")[0]!;
+  const session = await api("/api/v1/session", { headers: { cookie } });
+  return { name: `console ${role}`, as: { headers: { cookie, "x-csrf-token": session.body.csrfToken } } };
+}
+
+const docPath = (path: string) => path.replace(/^\/api\/v1/u, "").replace(/\{(\w+)\}/gu, ":$1");
+const apiOperations = () =>
+  Object.entries(served.paths).flatMap(([path, methods]) =>
+    Object.entries(methods)
+      .filter(([, op]) => (op.security?.length ?? 0) > 0 && !op.security!.some((s) => "adminToken" in s))
+      .map(([method, op]) => ({ method, path: docPath(path), op })),
+  );
+
+function resolveDoc(schema: DocSchema): DocSchema {
+  return schema.$ref ? resolveDoc(served.components.schemas[schema.$ref.replace("#/components/schemas/", "")]!) : schema;
+}
+
+/** Every property path (`filter.workflowVersionId`) of a body schema, nested objects and list items included, whose name ends in Id or Ids. */
+function idPaths(schema: DocSchema, prefix: string[] = [], depth = 0): string[][] {
+  const resolved = resolveDoc(schema);
+  if (depth > 6) return [];
+  const out: string[][] = [];
+  for (const [name, property] of Object.entries(resolved.properties ?? {})) {
+    const path = [...prefix, name];
+    if (/Ids?$/u.test(name)) out.push(path);
+    const inner = resolveDoc(property);
+    if (inner.properties) out.push(...idPaths(inner, path, depth + 1));
+    if (inner.items && resolveDoc(inner.items).properties) out.push(...idPaths(inner.items, path, depth + 1));
+  }
+  return out;
+}
+
+beforeAll(async () => {
+  served = (await api("/api/v1/openapi.json")).body;
+  callers = [{ name: "API key", as: { key: B.key } }, ...(await Promise.all(["admin", "moderator", "viewer"].map((role) => consoleSession(B.installationId, role))))];
+}, 60_000);
+
+describe("every id the served /openapi.json names, as an API key and as a console session of every role", () => {
+  it("answers another installation's path ids with 404 (or a role's 403) and none of its data", async () => {
+    const withParams = apiOperations().filter(({ path }) => path.includes(":"));
+    expect(withParams.length).toBeGreaterThan(40);
+    for (const caller of callers.slice(1)) {
+      for (const { method, path } of withParams) {
+        const op = OPERATIONS.find((o) => o.method === method && o.path === path)!;
+        const response = await api(`/api/v1${fill(path, A)}`, { method: method.toUpperCase(), ...caller.as, body: bodyOf(op, B) });
+        const where = `${caller.name}: ${method.toUpperCase()} ${path} on A's ids`;
+        if (response.status === 403) expect(response.body.error.code, where).toBe("auth.scope_missing");
+        else {
+          expect(response.status, `${where}: ${JSON.stringify(response.body)}`).toBe(404);
+          expect(response.body.error.code, where).toMatch(/\.not_found$/u);
+        }
+        expectNothingOf(A, response.body, where);
+      }
+    }
+  });
+
+  it("answers another installation's ids in query strings with an empty list or 404, for every caller", async () => {
+    let checked = 0;
+    let ownFound = 0;
+    for (const { method, path, op } of apiOperations()) {
+      for (const parameter of (op.parameters ?? []).filter((p) => p.in === "query" && /Id$/u.test(p.name))) {
+        const value = QUERY_REFERENCES[parameter.name];
+        if (!value) throw new Error(`${method.toUpperCase()} ${path}: query parameter ${parameter.name} names an id but has no entry in QUERY_REFERENCES.`);
+        const target = `/api/v1${fill(path, B)}?${parameter.name}=${encodeURIComponent(value(A))}`;
+        // The same query with B's own id finds B's rows where B has some, so an empty answer with A's id is tenancy, not a filter that matches nothing.
+        const own = await api(`/api/v1${fill(path, B)}?${parameter.name}=${encodeURIComponent(value(B))}`, { method: method.toUpperCase(), key: B.key });
+        if (own.status === 200 && (own.body.items?.length ?? 0) > 0) ownFound += 1;
+        for (const caller of callers) {
+          const response = await api(target, { method: method.toUpperCase(), ...caller.as });
+          const where = `${caller.name}: ${method.toUpperCase()} ${path}?${parameter.name}= A's`;
+          if (response.status === 403) expect(response.body.error.code, where).toBe("auth.scope_missing");
+          else if (response.status === 404) expect(response.body.error.code, where).toMatch(/\.not_found$/u);
+          else {
+            expect(response.status, `${where}: ${JSON.stringify(response.body)}`).toBe(200);
+            expect(response.body.items ?? [], where).toEqual([]);
+          }
+          expectNothingOf(A, response.body, where);
+        }
+        checked += 1;
+      }
+    }
+    expect(checked).toBeGreaterThanOrEqual(6);
+    expect(ownFound, "queries that find the caller's own rows by the same parameter").toBeGreaterThanOrEqual(4);
+  });
+
+  it("answers a body naming another installation's row at any depth with 404, for every caller that may call it", async () => {
+    let nested = 0;
+    for (const { method, path, op } of apiOperations()) {
+      const schema = op.requestBody?.content["application/json"].schema;
+      const spec = OPERATIONS.find((o) => o.method === method && o.path === path)!;
+      if (!schema || spec.body === undefined) continue;
+      for (const propertyPath of idPaths(schema)) {
+        const name = propertyPath.at(-1)!;
+        if (propertyPath.join(".") in EXTERNAL_IDS) continue;
+        const reference = BODY_REFERENCES[name];
+        if (!reference) throw new Error(`${method.toUpperCase()} ${path}: body property ${propertyPath.join(".")} names a row but has no fixture in BODY_REFERENCES.`);
+        if (propertyPath.length > 1) nested += 1;
+        for (const caller of callers) {
+          const body = structuredClone(bodyOf(spec, B)!);
+          let holder: Record<string, unknown> = body;
+          for (const step of propertyPath.slice(0, -1)) {
+            const next = holder[step];
+            holder[step] = Array.isArray(next) ? (next[0] ?? {}) : (next ?? {});
+            holder = holder[step] as Record<string, unknown>;
+          }
+          holder[name] = name.endsWith("Ids") ? [A[reference.fixture]] : A[reference.fixture];
+          const response = await api(`/api/v1${fill(path, B)}`, { method: method.toUpperCase(), ...caller.as, body });
+          const where = `${caller.name}: ${method.toUpperCase()} ${path} with ${propertyPath.join(".")} of A`;
+          if (response.status === 403) expect(response.body.error.code, where).toBe("auth.scope_missing");
+          else {
+            expect(response.status, `${where}: ${JSON.stringify(response.body)}`).toBe(404);
+            expect(response.body.error.code, where).toBe(reference.notFound);
+          }
+          expectNothingOf(A, response.body, where);
+        }
+      }
+    }
+    expect(nested, "ids nested in bodies (filter.workflowVersionId)").toBeGreaterThanOrEqual(1);
+  });
+
+  it("lists none of another installation's rows, for every caller, while each list of the caller's own holds its own", async () => {
+    const lists = apiOperations().filter(({ method, path }) => method === "get" && !path.includes(":"));
+    expect(lists.length).toBeGreaterThan(20);
+    let ownRowsSeen = 0;
+    for (const caller of callers) {
+      for (const { path } of lists) {
+        // Read as text: some lists answer CSV.
+        const response = await exports.default.fetch(new Request(`http://safest.test/api/v1${path}`, { headers: { ...caller.as.headers, ...(caller.as.key ? { authorization: `Bearer ${caller.as.key}` } : {}) } }));
+        const text = await response.text();
+        const where = `${caller.name}: GET ${path}`;
+        expect(response.status, `${where}: ${text.slice(0, 300)}`).toBeLessThan(500);
+        expectNothingOf(A, text, where);
+        if (response.status === 200 && secretsOf(B).some((secret) => text.includes(secret))) ownRowsSeen += 1;
+      }
+    }
+    // The lists are not trivially empty: B's own rows show up in many of them.
+    expect(ownRowsSeen).toBeGreaterThan(20);
+  });
+});

@@ -85,6 +85,8 @@ export async function consumeFastChunk(env: Env, ctx: ExecutionContext, chunk: F
       if (result.state === "failed" && result.stoppedAt) reached.add(result.stoppedAt);
       rows.push({ r: slice[index]!.id, s: result.state, o: result.outcome, t: result.terminalCode, n: result.stoppedAt, e: result.errorCode, p: JSON.stringify(result.path) });
     }
+    // Cancelled while this chunk was evaluated: keep what was evaluated, start nothing more.
+    if (i + FAST_PARALLEL < pending.length && !(await stillRunning(env, installationId, backtestId))) break;
   }
   const at = new Date().toISOString();
   // A node that read content records it once per backtest (as in durable backtest runs).
@@ -100,6 +102,11 @@ export async function consumeFastChunk(env: Env, ctx: ExecutionContext, chunk: F
   ];
   await env.DB.batch(statements);
   await completeIfDone(env, installationId, backtestId);
+}
+
+async function stillRunning(env: Env, installationId: string, backtestId: string): Promise<boolean> {
+  const row = await env.DB.prepare(`SELECT state FROM backtests WHERE id = ?1 AND installation_id = ?2`).bind(backtestId, installationId).first<{ state: string }>();
+  return row?.state === "running";
 }
 
 /** Marks the backtest completed (once, audited) when every report of the selection has its result. */

@@ -169,6 +169,14 @@ export async function publishComponentVersion(env: Env, actor: Actor, componentI
   if (!component) throw notFound("component");
   if (byteLength(input.source) > MAX_COMPONENT_SOURCE_BYTES) throw new AppError("component.source_too_large", "A component's source may be at most 256 KiB.", { status: 413 });
   const hosts = (input.allowedHosts ?? []).map((host) => host.toLowerCase());
+  // A declared host that names this machine, a private or link-local network or a metadata service
+  // is refused here as it would be at every call (`*.x` is checked as a name under x).
+  for (const [index, host] of hosts.entries()) {
+    const refusal = egressRefusal(`https://${host.replace(/^\*\./u, "any.")}/`, { allowLocal: allowLocalEgress(env) });
+    if (refusal) {
+      throw new AppError("component.host_not_allowed", `allowedHosts[${index}]: ${refusal.message}`, { status: 422, details: { field: `allowedHosts[${index}]`, reason: refusal.reason, host: refusal.host } });
+    }
+  }
   const id = newId("cmv");
   const digest = `sha256:${await sha256Hex(input.source)}`;
   const at = new Date().toISOString();

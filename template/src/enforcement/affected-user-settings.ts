@@ -3,6 +3,7 @@
 // statements name, and where complaints are filed.
 import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
+import { assertEgressAllowed } from "../lib/egress";
 
 export interface SettlementBody {
   name: string;
@@ -36,6 +37,12 @@ export async function getRedressSettings(env: Env, actor: Actor) {
 
 /** Replaces the settings (fields left out keep their value); audited with the new values (no personal data). */
 export async function putRedressSettings(env: Env, actor: Actor, input: { statementsEnabled?: boolean; settlementBodies?: SettlementBody[]; complaintUrl?: string | null }) {
+  // Links users are sent to follow the same rule as every URL the platform is configured with.
+  const urls: Array<[string, string]> = [
+    ...(input.settlementBodies ?? []).map((body, index) => [`settlementBodies[${index}].url`, body.url] as [string, string]),
+    ...(input.complaintUrl ? [["complaintUrl", input.complaintUrl] as [string, string]] : []),
+  ];
+  for (const [field, url] of urls) assertEgressAllowed(url, env, "redress.url_not_allowed", { field });
   const current = await readRedressSettings(env.DB, actor.installationId);
   const next = {
     statementsEnabled: input.statementsEnabled ?? current.statementsEnabled,

@@ -15,6 +15,7 @@
 import type { Actor } from "../auth";
 import { openPersonalData } from "../cases";
 import { AppError, errorCode, notFound } from "../errors";
+import { allowLocalEgress, egressRefusal } from "../lib/egress";
 import { decisionRowAnywhere, decisionRowsByIds, type DecisionRow } from "./decisions";
 import { statementDraftOf, statementProblems } from "./statement-of-reasons";
 import { tdbSettingsRow, tokenContext, type StatementOverrides, type TdbSettingsRow } from "./transparency-db";
@@ -108,6 +109,9 @@ async function prepare(env: Env, installationId: string, row: Claimed, decision:
 }
 
 function request(ctx: Context, path: string, init: { method: string; body?: string }): Promise<Response> {
+  // Checked again at call time (a base URL stored before the check, or ALLOW_LOCAL_EGRESS turned off since): nothing leaves, the call fails as unreachable.
+  const refusal = egressRefusal(ctx.baseUrl, { allowLocal: allowLocalEgress(ctx.env) });
+  if (refusal) return Promise.reject(new Error(`egress refused: ${refusal.reason}`));
   return fetch(`${ctx.baseUrl}${path}`, {
     method: init.method,
     headers: { authorization: `Bearer ${ctx.token}`, accept: "application/json", "content-type": "application/json" },

@@ -110,7 +110,9 @@ export const caseSchemas = {
   SetExposureCaps: {
     type: "object",
     additionalProperties: false,
-    description: "Replaces the installation's daily exposure caps (minutes of claimed tasks per reviewer per UTC day).",
+    // A replacement names what it sets: `{}` would silently lift every cap.
+    minProperties: 1,
+    description: 'Replaces the installation\'s daily exposure caps (minutes of claimed tasks per reviewer per UTC day). At least one field; to lift every cap send { "defaultMinutes": null, "categories": {} }.',
     properties: {
       defaultMinutes: { type: ["integer", "null"], minimum: 0, maximum: 1440, description: "The cap of every category without one of its own; null or absent: no default cap." },
       categories: {

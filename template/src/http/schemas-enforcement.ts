@@ -142,7 +142,8 @@ export const enforcementSchemas = {
   RedressSettings: {
     type: "object",
     additionalProperties: false,
-    description: "Fields left out keep their current value.",
+    minProperties: 1,
+    description: "Fields left out keep their current value; at least one is set.",
     properties: {
       statementsEnabled: { type: "boolean", description: "Send the affected user a statement of reasons after every restricting decision (DSA Art. 17); default true." },
       settlementBodies: {

@@ -91,6 +91,8 @@ const coreSchemas = {
       filter: {
         type: "object",
         additionalProperties: false,
+        // An empty filter would select every run of the installation: name at least one condition.
+        minProperties: 1,
         properties: {
           workflowVersionId: identifier,
           state: { enum: RUN_STATES },

@@ -2,10 +2,10 @@
 // graph declares its semantics (`expressionSemantics`, types.ts), and a published version keeps
 // the one it was published with, so no version changes meaning when a new semantics is added.
 //
-// - `cel` (the default, every graph without the field): CEL as specified. JSON numbers are
+// - `cel` (every stored graph without the field: those published before it existed): CEL as specified. JSON numbers are
 //   doubles, literals like `2` are ints, and int/double never mix: `input.n % 2` and
 //   `input.n + 1` fail with "no such overload".
-// - `json-numbers-1`: CEL plus overloads for what a JSON number meets halfway. `+ - * /` between
+// - `json-numbers-1` (written into every graph published without the field since): CEL plus overloads for what a JSON number meets halfway. `+ - * /` between
 //   an int and a double compute in double (`input.n * 2`, `1 + 1.5`, `input.n / 2` is 1.5 for 3);
 //   `%` with a double operand is integer modulo when both operands are whole (safe) numbers, its
 //   result a double (`input.n % 2 == 0`), and fails clearly otherwise. Nothing is converted
@@ -15,7 +15,10 @@ import type { Environment } from "@marcbachmann/cel-js";
 import { type ExpressionSemantics, EXPRESSION_SEMANTICS } from "./types";
 
 export { EXPRESSION_SEMANTICS, type ExpressionSemantics };
+/** The meaning of a stored graph without the field: every version published before it existed. */
 export const DEFAULT_EXPRESSION_SEMANTICS: ExpressionSemantics = "cel";
+/** What a graph published without the field gets, written into its stored graph (validation.ts). */
+export const CURRENT_EXPRESSION_SEMANTICS: ExpressionSemantics = "json-numbers-1";
 
 export function isExpressionSemantics(value: unknown): value is ExpressionSemantics {
   return typeof value === "string" && (EXPRESSION_SEMANTICS as readonly string[]).includes(value);

@@ -67,6 +67,11 @@ export function compileExpression(expression: unknown, semantics: ExpressionSema
   return compileEntry(expression, semantics).compiled;
 }
 
+/** The parsed tree of an expression that compiles (throws as compileExpression does otherwise). */
+export function expressionAst(expression: string, semantics: ExpressionSemantics = DEFAULT_EXPRESSION_SEMANTICS): unknown {
+  return (compileEntry(expression, semantics).compiled as unknown as { ast: unknown }).ast;
+}
+
 function compileEntry(expression: unknown, semantics: ExpressionSemantics): { compiled: Compiled; bounded: boolean } {
   if (typeof expression !== "string" || expression.trim() === "") throw new ExpressionError("expression.invalid", "An expression must be a non-empty string.");
   if (expression.length > MAX_EXPRESSION_LENGTH) throw new ExpressionError("expression.invalid", `An expression may be at most ${MAX_EXPRESSION_LENGTH} characters.`);

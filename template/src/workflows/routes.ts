@@ -26,6 +26,6 @@ export const workflowRoutes = routes()
   })
   .op({ method: "post", path: "/workflow-versions/:id/retire", summary: "Retire a version: no new runs start on it", auth: ["admin"], ok: 200, errors: [404] }, async (c) => retireVersion(c.env, c.get("actor"), c.req.param("id")))
   .op({ method: "post", path: "/workflow-graphs/validate", summary: "Check a graph without publishing it", auth: ["admin", "review"], body: "ValidateGraph", ok: 200 }, async (_c, { body }) => {
-    const result = validateWorkflowGraph(body.graph);
+    const result = validateWorkflowGraph(body.graph, { fresh: true });
     return result.ok ? { valid: true as const, errors: [], forkJoins: result.graph.plan.forkJoins } : { valid: false as const, errors: result.errors };
   });

@@ -1,7 +1,8 @@
 // parseWorkflowGraph: the one gate every graph passes before it is compiled or executed.
 import { AppError, type ErrorDetail } from "../errors";
 import { analyseContent } from "./content-access";
-import { isExpressionSemantics, semanticsOf } from "./expression-semantics";
+import { CURRENT_EXPRESSION_SEMANTICS, isExpressionSemantics, semanticsOf } from "./expression-semantics";
+import { categoryLiteralProblems } from "./category-literals";
 import { compileExpression, ExpressionError } from "./expressions";
 import { checkBranchKeys, findCycle, planForks, reachableFrom, topologicalOrder } from "./graph-topology";
 import { kindOf, NODE_KINDS, nodePorts } from "./kinds/descriptors";
@@ -89,9 +90,18 @@ class Problems {
   }
 }
 
-function checkExpression(problems: Problems, path: string, expression: unknown, semantics: ExpressionSemantics): void {
+/** How a graph's expressions are checked: under its semantics; `fresh` (a graph being published) also refuses what only new graphs must not hold. */
+interface ExpressionCheck {
+  semantics: ExpressionSemantics;
+  fresh: boolean;
+}
+
+function checkExpression(problems: Problems, path: string, expression: unknown, { semantics, fresh }: ExpressionCheck): void {
   try {
     compileExpression(expression, semantics);
+    if (fresh && typeof expression === "string") {
+      for (const problem of categoryLiteralProblems(expression, semantics)) problems.add(path, "category_never_stored", problem.message);
+    }
   } catch (error) {
     // expression.invalid, or its cost over budget (expression.too_costly, expression.nesting_too_deep).
     if (error instanceof ExpressionError) problems.add(path, error.code, error.message);
@@ -99,7 +109,7 @@ function checkExpression(problems: Problems, path: string, expression: unknown, 
   }
 }
 
-function readNode(raw: unknown, index: number, problems: Problems, semantics: ExpressionSemantics): WorkflowNodeV1 | null {
+function readNode(raw: unknown, index: number, problems: Problems, check: ExpressionCheck): WorkflowNodeV1 | null {
   const path = `$.nodes[${index}]`;
   if (!isRecord(raw)) {
     problems.add(path, "node_invalid", "A node must be an object.");
@@ -132,7 +142,7 @@ function readNode(raw: unknown, index: number, problems: Problems, semantics: Ex
       const mapping: Record<string, string> = {};
       for (const [key, expression] of Object.entries(raw.inputMapping)) {
         if (!MAPPING_KEY_PATTERN.test(key) || key === "__proto__") problems.add(`${path}.inputMapping`, "identifier_invalid", "inputMapping keys must be identifiers ([A-Za-z_][A-Za-z0-9_]*, ≤ 64, not __proto__).");
-        else checkExpression(problems, `${path}.inputMapping.${key}`, expression, semantics);
+        else checkExpression(problems, `${path}.inputMapping.${key}`, expression, check);
         if (typeof expression === "string") mapping[key] = expression;
       }
       node.inputMapping = mapping;
@@ -169,7 +179,7 @@ function readNode(raw: unknown, index: number, problems: Problems, semantics: Ex
   }
   const descriptor = kindOf(node.kind)!;
   for (const problem of descriptor.validate?.(node) ?? []) problems.add(`${path}.${problem.path}`, problem.code, problem.message);
-  for (const expression of descriptor.expressions?.(node.config) ?? []) checkExpression(problems, `${path}.${expression.path}`, expression.text, semantics);
+  for (const expression of descriptor.expressions?.(node.config) ?? []) checkExpression(problems, `${path}.${expression.path}`, expression.text, check);
   return node;
 }
 
@@ -214,7 +224,15 @@ function readEdge(raw: unknown, index: number, known: KnownNodes, problems: Prob
 }
 
 /** Validates a graph and returns every problem found, each with a JSON path and stable code. */
-export function validateWorkflowGraph(input: unknown): GraphValidationResult {
+/**
+ * `fresh`: the graph is being published (or checked before publishing), not read back. A fresh
+ * graph without `expressionSemantics` gets the current one (CURRENT_EXPRESSION_SEMANTICS), written
+ * into the stored graph, and its expressions may not compare `report.category` with a value no
+ * report holds. A stored graph without the field keeps `cel`, the meaning it was published with.
+ */
+export function validateWorkflowGraph(input: unknown, options: { fresh?: boolean } = {}): GraphValidationResult {
+  const fresh = options.fresh === true;
+  if (fresh && isRecord(input) && input.expressionSemantics === undefined) input = { ...input, expressionSemantics: CURRENT_EXPRESSION_SEMANTICS };
   const problems = new Problems();
   if (!isRecord(input)) return { ok: false, errors: [{ path: "$", code: "graph_invalid", message: "A workflow graph must be a JSON object." }] };
   const deep = findTooDeep(input, MAX_GRAPH_DEPTH);
@@ -255,7 +273,7 @@ export function validateWorkflowGraph(input: unknown): GraphValidationResult {
   const rejected = new Set<string>();
   rawNodes.forEach((raw, index) => {
     if (problems.full) return;
-    const node = readNode(raw, index, problems, semantics);
+    const node = readNode(raw, index, problems, { semantics, fresh });
     if (!node) {
       if (isRecord(raw) && typeof raw.id === "string") rejected.add(raw.id);
       return;
@@ -316,14 +334,15 @@ export function validateWorkflowGraph(input: unknown): GraphValidationResult {
   // Content is readable only where a node's kind needs it (content-access.ts).
   for (const problem of analyseContent(nodeList).problems) problems.add(`${pathOf(problem.nodeId)}.${problem.path}`, problem.code, problem.message);
   if (problems.list.length > 0) return { ok: false, errors: problems.list };
-  // The field is kept only when declared, so a graph from before it existed reads back unchanged.
+  // The field is kept only when present, so a graph published before it existed reads back unchanged
+  // (a fresh graph always has it, above).
   const declared = input.expressionSemantics !== undefined ? { expressionSemantics: semantics } : {};
   return { ok: true, graph: { schemaVersion: 1, ...declared, nodes: nodeList, edges, plan: { forkJoins } } };
 }
 
 /** Returns the validated graph with its fork/join plan, or throws `GraphValidationError`. */
-export function parseWorkflowGraph(input: unknown): ParsedWorkflowGraph {
-  const result = validateWorkflowGraph(input);
+export function parseWorkflowGraph(input: unknown, options: { fresh?: boolean } = {}): ParsedWorkflowGraph {
+  const result = validateWorkflowGraph(input, options);
   if (!result.ok) throw new GraphValidationError(result.errors);
   return result.graph;
 }

@@ -40,7 +40,7 @@ export async function createWorkflow(env: Env, actor: Actor, input: { name: stri
 export async function publishVersion(env: Env, actor: Actor, workflowId: string, graphInput: unknown, options: { steps?: StepMode } = {}) {
   const workflow = await getWorkflowRow(env.DB, actor.installationId, workflowId);
   if (!workflow) throw notFound("workflow");
-  const graph = parseWorkflowGraph(graphInput);
+  const graph = parseWorkflowGraph(graphInput, { fresh: true });
   const missing = await unresolvedReferences(env.DB, actor.installationId, graph);
   if (missing.length > 0) throw new GraphValidationError(missing);
   const graphJson = canonicalJson({ schemaVersion: 1, ...(graph.expressionSemantics ? { expressionSemantics: graph.expressionSemantics } : {}), nodes: graph.nodes, edges: graph.edges });

@@ -5,9 +5,32 @@
 // (MARKER-POLICY-7), citing section 4.2; "llama-guard" → Llama Guard's `safe` / `unsafe\nS2,S10`
 // from words of the user message (and 400 if asked for JSON mode, which Llama Guard cannot do);
 // "redirect" → a 307 to an address that would answer a valid proposal if the redirect were followed.
+// "held" → answers `keep` only once the test releases it (POST /_control/release?prefix=…), so a
+// test can act while a model call is in flight without a clock.
+// GET /_control/log?prefix=/v1/x lists what arrived under that path (path, model, whether the user
+// message was non-empty), so a test can prove a request never reached the model.
+const received: Array<{ path: string; model: string | null; hadUserMessage: boolean }> = [];
+/** Path prefixes released by the test; a held request polls for its own (a promise resolved by another request would count as hung in workerd). */
+const releasedPrefixes: string[] = [];
+
 export default {
   async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
+    if (url.pathname === "/_control/log") {
+      const prefix = url.searchParams.get("prefix") ?? "";
+      return Response.json(received.filter((entry) => entry.path.startsWith(prefix)));
+    }
+    if (url.pathname === "/_control/release") {
+      const prefix = url.searchParams.get("prefix") ?? "";
+      releasedPrefixes.push(prefix);
+      return Response.json({ released: prefix });
+    }
+    const seen = await request
+      .clone()
+      .json()
+      .then((b) => b as { model?: string; messages?: Array<{ role: string; content: string }> })
+      .catch(() => null);
+    received.push({ path: url.pathname, model: seen?.model ?? null, hadUserMessage: Boolean(seen?.messages?.some((m) => m.role === "user" && m.content)) });
     if (request.method !== "POST" || !url.pathname.endsWith("/chat/completions")) return new Response("not found", { status: 404 });
     if (request.headers.get("authorization") !== "Bearer sk-test-model-key") return Response.json({ error: { message: "bad key" } }, { status: 401 });
     const body = (await request.json()) as { model: string; messages: Array<{ role: string; content: string }>; response_format?: unknown };
@@ -47,6 +70,10 @@ export default {
         break;
       case "wrong-port":
         content = JSON.stringify({ result_code: "banana", confidence: 0.5, rationale: "?" });
+        break;
+      case "held":
+        for (let waited = 0; !releasedPrefixes.some((prefix) => url.pathname.startsWith(prefix)) && waited < 60_000; waited += 20) await new Promise((resolve) => setTimeout(resolve, 20));
+        content = JSON.stringify({ result_code: "keep", confidence: 0.5, rationale: "released" });
         break;
       case "malformed":
         content = "I think you should remove it.";

@@ -49,15 +49,17 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
   }, []);
 
   const graphNodes = rfNodes.map((n) => n.data.node);
-  // A new version keeps the semantics of the version it is based on, so editing never changes what its expressions mean.
+  // A new version keeps the semantics of the version it is based on (a stored graph without the
+  // field means `cel`), so editing never changes what its expressions mean; a new graph gets the current one.
+  const semantics: NonNullable<Graph["expressionSemantics"]> = base ? (base.graph.expressionSemantics ?? "cel") : "json-numbers-1";
   const graph = useMemo(
     () =>
       cleanGraph(
         rfNodes.map((n) => n.data.node),
         edges,
-        base?.graph.expressionSemantics,
+        semantics,
       ),
-    [rfNodes, edges, base],
+    [rfNodes, edges, semantics],
   );
   const graphJson = JSON.stringify(graph);
   const debounced = useDebounced(graphJson, 300);
@@ -244,6 +246,9 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
                   ? "Valid: ready to publish."
                   : `${problemCount} problem${problemCount === 1 ? "" : "s"} to fix before publishing.`}
         </div>
+        <span className="muted small" data-testid="expression-semantics" title="What numeric operators mean in this graph's expressions (docs/graph-format.md)">
+          Expressions: {semantics}
+        </span>
         {restored.current && dirty ? <span className="muted small">Restored your unpublished draft.</span> : null}
         {canEdit && dirty ? (
           <button type="button" className="btn btn-quiet btn-small" onClick={discard}>

@@ -6,7 +6,7 @@ import { AppError, errorCode, notFound } from "../../errors";
 import { newId } from "../../lib/crypto";
 import { assertComplaintReview } from "../appeals/complaints-review";
 import type { TriggerEvent } from "../taxonomy";
-import { compileExpression, createRun, evaluateWorkflowExpression, type ExpressionSemantics, getVersionRow, type JsonValue, semanticsOf, type WorkflowAuthorityMode } from "../../workflows";
+import { categoryLiteralProblems, compileExpression, createRun, evaluateWorkflowExpression, type ExpressionSemantics, getVersionRow, type JsonValue, semanticsOf, type WorkflowAuthorityMode } from "../../workflows";
 
 export interface TriggerInput {
   name?: string;
@@ -65,8 +65,9 @@ export async function createTrigger(env: Env, actor: Actor, input: TriggerInput)
   if (!version) throw notFound("workflow_version");
   if (version.retiredAt) throw new AppError("workflow_version.retired", "The workflow version is retired.", { status: 409 });
   if (input.event === "appeal.created") await assertComplaintReview(env.DB, actor.installationId, version);
+  const semantics = semanticsOf(JSON.parse(version.graphJson) as { expressionSemantics?: unknown });
   try {
-    compileExpression(when, semanticsOf(JSON.parse(version.graphJson) as { expressionSemantics?: unknown }));
+    compileExpression(when, semantics);
   } catch (error) {
     const code = errorCode(error);
     if (code === "expression.too_costly" || code === "expression.nesting_too_deep") {
@@ -74,6 +75,13 @@ export async function createTrigger(env: Env, actor: Actor, input: TriggerInput)
       throw new AppError("trigger.when_too_costly", `when may cost too much to evaluate on every report: ${(error as Error).message}`, { status: 422, details });
     }
     throw new AppError("trigger.when_invalid", `when is not a valid CEL expression: ${(error as Error).message}`, { status: 422 });
+  }
+  const never = categoryLiteralProblems(when, semantics);
+  if (never.length > 0) {
+    throw new AppError("trigger.when_invalid", `when can never match: ${never[0]!.message}`, {
+      status: 422,
+      details: never.map((problem) => ({ path: "$.when", code: "category_never_stored", message: problem.message, instead: problem.instead })),
+    });
   }
   const id = newId("trg");
   const at = new Date().toISOString();
