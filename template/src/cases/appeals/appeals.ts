@@ -4,7 +4,7 @@
 // overturned) is recorded.
 import { auditStatement, canonicalJson } from "../../audit";
 import { AppError, conflict, notFound } from "../../errors";
-import { canReadPersonalData, type Actor } from "../../auth";
+import { canReadPersonalData, reviewerLabel, type Actor } from "../../auth";
 import { newId, sha256Hex } from "../../lib/crypto";
 import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
 import { restrictsAnything } from "../../lib/dsa-vocabulary";
@@ -59,7 +59,7 @@ function summary(row: AppealRow) {
     appellantRole: row.appellantRole,
     state: row.state,
     outcome: row.state === "open" ? null : row.state,
-    decidedBy: row.decidedBy,
+    decidedBy: row.decidedBy === null ? null : reviewerLabel(row.decidedBy),
     decidedAt: row.decidedAt,
     resolvedByAutomation: row.resolvedByAutomation === 1,
     createdAt: row.createdAt,
