@@ -184,7 +184,8 @@ describe("QA sampling", () => {
     expect((await api(`/api/v1/runs/${task.runId}`, { key: s.apiKey })).body.state).toBe(run.state);
     expect(await qaTasks(s)).toHaveLength(0);
     const review = await env.DB.prepare(`SELECT agreed, qa_reviewer AS qaReviewer FROM qa_reviews WHERE qa_task_id = ?1`).bind(qa.id).first();
-    expect(review).toEqual({ agreed: 0, qaReviewer: "mod-bo" });
+    // The QA reviewer as its identity: the key, with the name its client gave as a label.
+    expect(review).toEqual({ agreed: 0, qaReviewer: expect.stringMatching(/^api_key:[^/]+\/mod-bo$/u) });
 
     const figures = await api(`/api/v1/qa/reviewers`, { key: s.apiKey });
     expect(figures.status).toBe(200);

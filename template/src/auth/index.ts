@@ -22,6 +22,32 @@ export interface Actor {
   sessionId?: string;
 }
 
+/**
+ * Who holds a lease, answers a task or is counted against an exposure cap: a console user by their
+ * email; an API key as `api_key:<id>`, or `api_key:<id>/<name>` when its client names the reviewer.
+ * The name is a label inside the key's own space, so no key can act as a console user or as another
+ * key's reviewer by sending their name.
+ */
+export function reviewerIdentity(actor: Actor, label?: string): string {
+  if (actor.user) return actor.user.email;
+  return `${actor.audit.type}:${actor.audit.id}${label ? `/${label}` : ""}`;
+}
+
+/** What the API shows of a reviewer identity: the name a key's client gave (else the key's id), or the console user's email. */
+export function reviewerLabel(identity: string): string;
+export function reviewerLabel(identity: string | null): string | null;
+export function reviewerLabel(identity: string | null): string | null {
+  if (identity === null) return null;
+  const match = /^(?:api_key|admin|system):([^/]+)(?:\/([\s\S]*))?$/u.exec(identity);
+  return match ? (match[2] ?? match[1]!) : identity;
+}
+
+/**
+ * SQL: the reviewer identity in `column` is the actor's own (the same console user, or the same
+ * API key under any name its client gave). `param` binds `reviewerIdentity(actor)` without a name.
+ */
+export const ownIdentitySql = (column: string, param: string) => `(${column} = ${param} OR substr(${column}, 1, length(${param}) + 1) = ${param} || '/')`;
+
 /** Whether the actor may see a queue: console users can be limited to some queues. */
 export function canSeeQueue(actor: Actor, queueId: string | null): boolean {
   return !actor.user?.queueIds || (queueId !== null && actor.user.queueIds.includes(queueId));

@@ -215,7 +215,10 @@ export const caseRoutes = routes()
       return withStatus({ ...result.appeal, runs: result.runs }, result.replayed ? 200 : 201);
     },
   )
-  .op({ method: "get", path: "/appeals/:id", summary: "Read an appeal (appellant data opened, access audited)", auth: reading, ok: 200, errors: [404] }, async (c) => readAppeal(c.env, c.get("actor"), c.req.param("id")))
+  .op(
+    { method: "get", path: "/appeals/:id", summary: "Read an appeal; the appellant's id, contact and reason only for personal_data:read or admin (access audited), else null with personalDataSealed", auth: reading, ok: 200, errors: [404] },
+    async (c) => readAppeal(c.env, c.get("actor"), c.req.param("id")),
+  )
   .op({ method: "post", path: "/appeals/:id/resolve", summary: "Record the outcome: upheld or overturned", auth: ["review"], body: "ResolveAppeal", ok: 200, errors: [404, 409, 422] }, async (c, { body }) =>
     resolveAppeal(c.env, c.get("actor"), c.req.param("id"), body),
   )
@@ -257,9 +260,12 @@ export const caseRoutes = routes()
     { method: "post", path: "/qa/golden-items", summary: "Write a golden item (a task with a known answer), mixed into a queue as an ordinary task", auth: ["admin"], body: "CreateGoldenItem", ok: 201, errors: [404, 409, 422] },
     async (c, { body }) => withStatus(await createGoldenItem(c.env, c.get("actor"), body), 201),
   )
-  .op({ method: "get", path: "/qa/golden-items", summary: "Golden items with their answers and results (?queueId=)", auth: ["admin"], ok: 200, query: { strings: ["queueId"] } }, async (c, { query }) => ({
-    items: await listGoldenItems(c.env, c.get("actor"), query.queueId ? { queueId: query.queueId } : {}),
-  }))
+  .op(
+    { method: "get", path: "/qa/golden-items", summary: "Golden items with their answers and results (?queueId=); admin only, never opened by `read`", auth: ["admin"], readOpens: false, ok: 200, query: { strings: ["queueId"] } },
+    async (c, { query }) => ({
+      items: await listGoldenItems(c.env, c.get("actor"), query.queueId ? { queueId: query.queueId } : {}),
+    }),
+  )
   .op(
     {
       method: "get",

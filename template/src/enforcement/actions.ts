@@ -4,9 +4,9 @@
 // gate, and its end (applied or failed) waking the run (DELIVERY_SOURCES). The workflow runtime's
 // prepare/complete are action-runtime.ts; cancelling proposals, proposal-cancellation.ts.
 import { auditStatement } from "../audit";
-import type { Actor } from "../auth";
+import { ownIdentitySql, reviewerIdentity, type Actor } from "../auth";
 import { hotOrArchived } from "../cases";
-import { conflict, notFound } from "../errors";
+import { AppError, conflict, notFound } from "../errors";
 import type { RowGuard } from "../lib/d1";
 import { signalRun } from "../workflows";
 import { deliverInline, deliverLeased, reserveInline, type Defer, type DeliverySource, type InlineSlot } from "./delivery-inline";
@@ -156,7 +156,12 @@ export async function decideProposal(env: Env, actor: Actor, proposalId: string,
     throw conflict("action_proposal.cancelled", "The proposal's node has left; the proposal is cancelled and nothing is delivered for it.");
   }
   if (row.expiresAt <= at) throw conflict("action_proposal.expired", "The proposal expired before it was decided.");
-  const who = input.approver ?? actor.audit.id;
+  // A console user approves as themself; an API key's approver name is a label of that key.
+  const who = actor.user ? actor.user.email : (input.approver ?? actor.audit.id);
+  // Four eyes: whoever answered a review task of this run (the same console user, or the same API
+  // key under any reviewer name) does not also approve the action it led to; so no self-approval
+  // counts toward the trigger's promotion gates either.
+  if (input.approve) await assertNotOwnReview(env.DB, actor, row.runId);
   const typeRow = await env.DB.prepare(`SELECT ${TYPE_COLUMNS}, ${attemptEndpointJsonSql("?1", "action_types.endpoint_id")} AS endpointJson FROM action_types WHERE installation_id = ?1 AND id = ?2`)
     .bind(actor.installationId, row.actionTypeId)
     .first<ActionTypeRow & { endpointJson: string | null }>();
@@ -207,6 +212,17 @@ export async function decideProposal(env: Env, actor: Actor, proposalId: string,
   }
   await signalProposal(env, row.runId, row.approvalSignal, proposalId);
   return serializeProposal((await proposalRow(env.DB, proposalId))!);
+}
+
+/** 403 `action_proposal.own_review` when the actor completed a task of the proposal's run (human_tasks_run index). */
+async function assertNotOwnReview(db: D1Database, actor: Actor, runId: string): Promise<void> {
+  const own = await db
+    .prepare(`SELECT 1 AS x FROM human_tasks WHERE run_id = ?2 AND installation_id = ?1 AND state = 'completed' AND ${ownIdentitySql("completed_by", "?3")} LIMIT 1`)
+    .bind(actor.installationId, runId, reviewerIdentity(actor))
+    .first();
+  if (own) {
+    throw new AppError("action_proposal.own_review", "You (this console user or API key) answered a review task of this run; another person approves the action it led to.", { status: 403 });
+  }
 }
 
 /** Wakes a run on a proposal's signal; a run whose instance is no longer live (e.g. repair_required) reads the proposal when it resumes. */

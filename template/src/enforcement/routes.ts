@@ -91,8 +91,17 @@ export const enforcementRoutes = routes()
     items: await listProposals(c.env, c.get("actor"), query),
   }))
   .op({ method: "get", path: "/action-proposals/:id", summary: "Read an action proposal", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => getProposal(c.env, c.get("actor"), c.req.param("id")))
-  .op({ method: "post", path: "/action-proposals/:id/approve", summary: "Approve: the action is delivered; a second decision is a 409", auth: ["review"], body: "DecideProposal", ok: 200, errors: [404, 409] }, async (c, { body }) =>
-    decideProposal(c.env, c.get("actor"), c.req.param("id"), { approve: true, ...body }),
+  .op(
+    {
+      method: "post",
+      path: "/action-proposals/:id/approve",
+      summary: "Approve: the action is delivered; a second decision is a 409; whoever answered a review task of the run cannot approve (403 action_proposal.own_review)",
+      auth: ["review"],
+      body: "DecideProposal",
+      ok: 200,
+      errors: [403, 404, 409],
+    },
+    async (c, { body }) => decideProposal(c.env, c.get("actor"), c.req.param("id"), { approve: true, ...body }),
   )
   .op({ method: "post", path: "/action-proposals/:id/reject", summary: "Reject with a reason: the run leaves by its rejected port", auth: ["review"], body: "RejectProposal", ok: 200, errors: [404, 409] }, async (c, { body }) =>
     decideProposal(c.env, c.get("actor"), c.req.param("id"), { approve: false, ...body }),

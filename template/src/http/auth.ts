@@ -29,10 +29,13 @@ export const requireAdminToken = createMiddleware<AppEnv>(async (c, next) => {
   await next();
 });
 
-/** `read` opens every GET route except those that open personal data, which name `personal_data:read`. */
-function allowed(held: Scope[], scopes: Scope[], method: string): boolean {
+/**
+ * `read` opens every GET route except those that open personal data, which name `personal_data:read`,
+ * and those closed to it (`readOpens: false`: what a reviewer must not see, such as golden answers).
+ */
+function allowed(held: Scope[], scopes: Scope[], method: string, readOpens: boolean): boolean {
   if (scopes.some((scope) => held.includes(scope))) return true;
-  return held.includes("read") && !scopes.includes("personal_data:read") && (method === "GET" || method === "HEAD");
+  return readOpens && held.includes("read") && !scopes.includes("personal_data:read") && (method === "GET" || method === "HEAD");
 }
 
 function denied(scopes: Scope[]): AppError {
@@ -55,8 +58,12 @@ export async function consoleSession(c: Context<AppEnv>): Promise<SessionInfo | 
   return { id: "new", csrfToken: created.csrfToken, user };
 }
 
-/** An API key of the installation, or a console user, holding at least one of `scopes`. */
-export function requireScope(...scopes: Scope[]) {
+/**
+ * An API key of the installation, or a console user, holding at least one of `scopes` (or `read`
+ * on a GET, unless `readOpens` is false).
+ */
+export function requireScope(scopes: readonly Scope[], options: { readOpens?: boolean } = {}) {
+  const readOpens = options.readOpens ?? true;
   return createMiddleware<AppEnv>(async (c, next) => {
     const token = bearer(c.req.header("authorization"));
     if (!token) {
@@ -64,14 +71,14 @@ export function requireScope(...scopes: Scope[]) {
       if (!session) throw unauthenticated();
       checkCsrf(c, session);
       const held = ROLE_SCOPES[session.user.role];
-      if (!allowed(held, scopes, c.req.method)) throw denied(scopes);
+      if (!allowed(held, [...scopes], c.req.method, readOpens)) throw denied([...scopes]);
       c.set("actor", { installationId: session.user.installationId, scopes: held, audit: { type: "user", id: session.user.id }, user: session.user, sessionId: session.id });
       await next();
       return;
     }
     const key = await apiKeyOf(c, token);
     const held = key.scopes as Scope[];
-    if (!allowed(held, scopes, c.req.method)) throw denied(scopes);
+    if (!allowed(held, [...scopes], c.req.method, readOpens)) throw denied([...scopes]);
     c.set("actor", { installationId: key.installationId, scopes: held, audit: { type: "api_key", id: key.id } });
     await next();
   });

@@ -22,6 +22,8 @@ export interface OperationSpec<M extends Method = Method, P extends string = str
   summary: string;
   /** Scopes of an API key or console role (any one suffices), the ADMIN_TOKEN, or none. */
   auth: readonly Scope[] | "admin_token" | "none";
+  /** False when `read` does not open this GET (it answers what reviewers must not see); default true. */
+  readOpens?: boolean;
   /** The request body's schema, by its name in `http/schemas.ts`. */
   body?: K;
   query?: Q;
@@ -70,7 +72,7 @@ export class Routes<C = unknown> {
     handler: Handler<P, K, Q, R>,
   ): Routes<C & { [X in `${M} ${P}`]: Described<K, Q, Awaited<R>> }> {
     this.operations.push(spec);
-    const guard: MiddlewareHandler<AppEnv>[] = spec.auth === "admin_token" ? [requireAdminToken] : spec.auth === "none" ? [] : [requireScope(...spec.auth)];
+    const guard: MiddlewareHandler<AppEnv>[] = spec.auth === "admin_token" ? [requireAdminToken] : spec.auth === "none" ? [] : [requireScope(spec.auth, { readOpens: spec.readOpens })];
     if (spec.rateLimit) guard.push(rateLimited(spec.rateLimit));
     const run: MiddlewareHandler<AppEnv> = async (c) => {
       const input = {

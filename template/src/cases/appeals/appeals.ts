@@ -4,7 +4,7 @@
 // overturned) is recorded.
 import { auditStatement, canonicalJson } from "../../audit";
 import { AppError, conflict, notFound } from "../../errors";
-import type { Actor } from "../../auth";
+import { canReadPersonalData, reviewerLabel, type Actor } from "../../auth";
 import { newId, sha256Hex } from "../../lib/crypto";
 import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
 import { restrictsAnything } from "../../lib/dsa-vocabulary";
@@ -59,7 +59,7 @@ function summary(row: AppealRow) {
     appellantRole: row.appellantRole,
     state: row.state,
     outcome: row.state === "open" ? null : row.state,
-    decidedBy: row.decidedBy,
+    decidedBy: row.decidedBy === null ? null : reviewerLabel(row.decidedBy),
     decidedAt: row.decidedAt,
     resolvedByAutomation: row.resolvedByAutomation === 1,
     createdAt: row.createdAt,
@@ -158,10 +158,16 @@ function stable(row: AppealRow) {
   return { id: row.id, reportId: row.reportId, decisionId: row.decisionId, caseId: row.caseId, appellantRole: row.appellantRole, createdAt: row.createdAt };
 }
 
-/** The appeal with the appellant's words opened, for reviewers (access audited). */
+/**
+ * The appeal; the appellant's id, contact and reason are opened (and the access audited) only for
+ * a caller allowed to read personal data. Others (a `read` key, a viewer) get them as null with
+ * `personalDataSealed: true`.
+ */
 export async function readAppeal(env: Env, actor: Actor, appealId: string) {
   const row = await hotOrArchived(env, actor.installationId, "appeal", appealId, () => getAppealRow(env.DB, actor.installationId, appealId));
   if (!row) throw notFound("appeal");
+  const { results: runs } = await env.DB.prepare(`SELECT id, state, workflow_version_id AS workflowVersionId FROM workflow_runs WHERE installation_id = ?1 AND appeal_id = ?2 ORDER BY created_at`).bind(actor.installationId, row.id).all();
+  if (!canReadPersonalData(actor)) return { ...summary(row), outcomeReason: row.outcomeReason, appellant: null, reason: null, personalDataSealed: true, runs };
   const personal = await openPersonalDataOr<{ appellant: AppealInput["appellant"] | null; reason: string | null }>(env, actor.installationId, `appeal:${row.id}`, row.personalData, { appellant: null, reason: null });
   await auditStatement(env.DB, {
     installationId: actor.installationId,
@@ -172,8 +178,7 @@ export async function readAppeal(env: Env, actor: Actor, appealId: string) {
     details: {},
     at: new Date().toISOString(),
   }).run();
-  const { results: runs } = await env.DB.prepare(`SELECT id, state, workflow_version_id AS workflowVersionId FROM workflow_runs WHERE installation_id = ?1 AND appeal_id = ?2 ORDER BY created_at`).bind(actor.installationId, row.id).all();
-  return { ...summary(row), outcomeReason: row.outcomeReason, appellant: personal.appellant, reason: personal.reason, runs };
+  return { ...summary(row), outcomeReason: row.outcomeReason, appellant: personal.appellant, reason: personal.reason, personalDataSealed: false, runs };
 }
 
 /** Records the outcome directly (for appeal workflows that decide without a review task). */

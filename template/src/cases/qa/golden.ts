@@ -4,7 +4,7 @@
 // form, and no marker. Its completion scores the reviewer's accuracy (qa.ts), resumes no run, and is
 // left out of the metrics rollups.
 import { auditStatement, canonicalJson } from "../../audit";
-import type { Actor } from "../../auth";
+import { reviewerLabel, type Actor } from "../../auth";
 import { AppError, conflict, notFound } from "../../errors";
 import { newId, sha256Hex } from "../../lib/crypto";
 import { isUniqueViolation } from "../../lib/d1";
@@ -126,6 +126,6 @@ export async function listGoldenItems(env: Env, actor: Actor, options: { id?: st
     taskState: row.taskState,
     createdBy: row.createdBy,
     createdAt: row.createdAt,
-    result: row.completedAt ? { reviewer: row.completedBy, answered: row.responseLabel ? labelName(row.responseLabel) : null, correct: row.correct === 1, completedAt: row.completedAt } : null,
+    result: row.completedAt ? { reviewer: reviewerLabel(row.completedBy), answered: row.responseLabel ? labelName(row.responseLabel) : null, correct: row.correct === 1, completedAt: row.completedAt } : null,
   }));
 }

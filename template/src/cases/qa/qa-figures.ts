@@ -1,7 +1,7 @@
 // Reviewer QA figures, per reviewer and per category: agreement with QA (Wilson interval), accuracy
 // on golden items (Wilson interval), Cohen's kappa between original and QA answers, and the median
 // time per task (claim to completion).
-import type { Actor } from "../../auth";
+import { reviewerLabel, type Actor } from "../../auth";
 import { AppError } from "../../errors";
 import { cohenKappa, confusionOf, wilson, type Kappa, type Proportion } from "../../automation";
 import { labelName } from "./qa-sampling";
@@ -107,9 +107,10 @@ export async function reviewerFigures(env: Env, actor: Actor, options: { since?:
       ORDER BY t.completed_at DESC LIMIT ${TIME_SAMPLE}
     `).bind(actor.installationId, since),
   ]);
-  const pairs = qa!.results as QaPair[];
-  const goldenResults = golden!.results as GoldenResult[];
-  const taskTimes = (times!.results as TaskTime[]).map((time) => ({ ...time, seconds: Math.max(0, time.seconds) }));
+  // Reviewers by the name they are shown under (an API key's reviewer name, a console user's email).
+  const pairs = (qa!.results as QaPair[]).map((pair) => ({ ...pair, reviewer: reviewerLabel(pair.reviewer), qaReviewer: reviewerLabel(pair.qaReviewer) }));
+  const goldenResults = (golden!.results as GoldenResult[]).map((result) => ({ ...result, reviewer: reviewerLabel(result.reviewer) }));
+  const taskTimes = (times!.results as TaskTime[]).map((time) => ({ ...time, reviewer: reviewerLabel(time.reviewer), seconds: Math.max(0, time.seconds) }));
   const reviewers = new Set<string>([...pairs.map((p) => p.reviewer), ...goldenResults.map((g) => g.reviewer), ...taskTimes.map((t) => t.reviewer)]);
   const pairsBy = groupBy(pairs, (p) => p.reviewer);
   const goldenBy = groupBy(goldenResults, (g) => g.reviewer);

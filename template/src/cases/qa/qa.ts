@@ -2,7 +2,7 @@
 // queue for a blind second review; completing a QA or golden task records agreement or accuracy and
 // resumes no run. Settings are per queue (admin). Figures are in qa-figures.ts, golden items in golden.ts.
 import { auditStatement, canonicalJson } from "../../audit";
-import type { Actor } from "../../auth";
+import { reviewerLabel, type Actor } from "../../auth";
 import { AppError, conflict, notFound } from "../../errors";
 import { newId, sha256Hex } from "../../lib/crypto";
 import { getQueueRow } from "../queues/queues";
@@ -115,7 +115,7 @@ export async function qaSampleStatements(env: Env, installationId: string, row: 
     env.DB.prepare(`
       INSERT INTO qa_reviews (qa_task_id, installation_id, original_task_id, queue_id, category, compare_field, original_reviewer, original_label, original_completed_at, created_at, original_principal)
       SELECT ?1, ?2, ?3, ?6, ?7, ?8, ?4, ?9, ?5, ?5, ?10 WHERE EXISTS (SELECT 1 FROM human_tasks WHERE id = ?1 AND origin = 'qa')
-    `).bind(qaTaskId, installationId, row.id, input.who, input.at, row.queueId, category, settings.compareField, label, input.principal),
+    `).bind(qaTaskId, installationId, row.id, reviewerLabel(input.who), input.at, row.queueId, category, settings.compareField, label, input.principal),
     // Names neither the original task nor its reviewer: the QA reviewer may read the audit trail.
     auditStatement(
       env.DB,
@@ -152,7 +152,7 @@ export function reviewerPrincipal(actor: Actor): string {
 }
 
 export async function assertNotOwnQaTask(db: D1Database, installationId: string, taskId: string, who: string, principal: string): Promise<void> {
-  const own = await db.prepare(`SELECT 1 AS x FROM qa_reviews WHERE installation_id = ?1 AND qa_task_id = ?2 AND (original_principal = ?4 OR original_reviewer = ?3)`).bind(installationId, taskId, who, principal).first();
+  const own = await db.prepare(`SELECT 1 AS x FROM qa_reviews WHERE installation_id = ?1 AND qa_task_id = ?2 AND (original_principal = ?4 OR original_reviewer = ?3)`).bind(installationId, taskId, reviewerLabel(who), principal).first();
   if (own) throw new AppError("qa.own_task", "This QA task reviews an answer you (this API key or console user) gave; another reviewer takes it.", { status: 403 });
 }
 
@@ -168,12 +168,12 @@ export async function completeReviewCopyTask(env: Env, actor: Actor, row: TaskRo
   const responseJson = canonicalJson(input.response ?? null);
   if (row.state === "completed" && row.completedBy === input.who && row.responseJson === responseJson) return;
   const now = new Date().toISOString();
+  // The claim checked who claims; the completion checks who completes (a first reviewer's key is
+  // told why it may not complete a QA task of its own answer, before the lease says it is not its).
+  if (row.origin === "qa") await assertNotOwnQaTask(env.DB, actor.installationId, row.id, input.who, reviewerPrincipal(actor));
   if (row.state !== "claimed" || row.claimedBy !== input.who || (row.leaseExpiresAt ?? "") <= now) {
     throw conflict("task.lease_required", "Claim the task (and hold a live lease) before completing it.");
   }
-  // The claim checked who claims; the completion checks who completes (a first reviewer's key must
-  // not complete a QA task another key claimed under a name it can send too).
-  if (row.origin === "qa") await assertNotOwnQaTask(env.DB, actor.installationId, row.id, input.who, reviewerPrincipal(actor));
   const problems = input.problems();
   if (problems.length > 0) throw new AppError("task.response_invalid", "The response does not match the task's response schema.", { status: 422, details: problems });
   // Compared on the field fixed when the QA task or golden item was written (settings may change since).

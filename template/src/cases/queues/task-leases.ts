@@ -1,7 +1,7 @@
 // Task leases: an exclusive, renewable claim on a task (claim, "next task" in SLA order with the
 // priority lane, wellness caps and the own-QA-task rule, release). Completion is tasks.ts's.
 import { auditStatement } from "../../audit";
-import { canSeeQueue, type Actor } from "../../auth";
+import { canSeeQueue, reviewerLabel, type Actor } from "../../auth";
 import { AppError, conflict, notFound } from "../../errors";
 import { reviewerAuditId } from "../../lib/person-keys";
 import { assertNotOwnQaTask, notOwnQaTaskSql, reviewerPrincipal } from "../qa/qa";
@@ -39,9 +39,9 @@ export async function claimTask(env: Env, actor: Actor, taskId: string, input: {
         claimed_by = ?3, lease_expires_at = ?5, updated_at = ?4
       WHERE installation_id = ?1 AND id = ?2
         AND (state = 'open' OR (state = 'claimed' AND (lease_expires_at <= ?4 OR claimed_by = ?3)))
-        AND ${notOwnQaTaskSql("?3", "?6")}
+        AND ${notOwnQaTaskSql("?7", "?6")}
       RETURNING ${TASK_COLUMNS}
-    `).bind(actor.installationId, taskId, who, at, expires, reviewerPrincipal(actor)),
+    `).bind(actor.installationId, taskId, who, at, expires, reviewerPrincipal(actor), reviewerLabel(who)),
     auditStatement(
       env.DB,
       {
@@ -86,7 +86,7 @@ export async function claimNextTask(env: Env, actor: Actor, queueId: string, inp
     const candidate = await env.DB.prepare(`
       SELECT id FROM (SELECT 0 AS lane, id FROM (${arm("AND t.priority_lane IS NOT NULL")}) UNION ALL SELECT 1 AS lane, id FROM (${arm("")})) ORDER BY lane LIMIT 1
     `)
-      .bind(actor.installationId, queueId, new Date().toISOString(), capped, claimant(actor, input.reviewer), reviewerPrincipal(actor))
+      .bind(actor.installationId, queueId, new Date().toISOString(), capped, reviewerLabel(claimant(actor, input.reviewer)), reviewerPrincipal(actor))
       .first<{ id: string }>();
     if (!candidate) {
       await refuseWhenCapped(env.DB, actor.installationId, queueId, exposure);

@@ -2,7 +2,7 @@
 // JSON Schema, and completion that resumes the waiting run. Leases (claim, next, release): task-leases.ts.
 import { Validator, type Schema } from "@cfworker/json-schema";
 import { auditStatement, canonicalJson } from "../../audit";
-import { canReadPersonalData, canSeeQueue, type Actor } from "../../auth";
+import { canReadPersonalData, canSeeQueue, reviewerIdentity, reviewerLabel, type Actor } from "../../auth";
 import { AppError, conflict, notFound } from "../../errors";
 import { decodeCursor, encodeCursor } from "../../lib/cursor";
 import { newId, sha256Hex } from "../../lib/crypto";
@@ -79,8 +79,8 @@ export function serializeTask(row: TaskRow, now = new Date().toISOString(), cont
     dueAt: row.dueAt,
     slaBreached: (row.state === "open" || row.state === "claimed") && row.dueAt < now,
     expiresAt: row.expiresAt,
-    claim: leaseLive ? { reviewer: row.claimedBy, claimedAt: row.claimedAt, leaseExpiresAt: row.leaseExpiresAt } : null,
-    completedBy: row.completedBy,
+    claim: leaseLive ? { reviewer: reviewerLabel(row.claimedBy), claimedAt: row.claimedAt, leaseExpiresAt: row.leaseExpiresAt } : null,
+    completedBy: reviewerLabel(row.completedBy),
     completedAt: row.completedAt,
     createdAt: row.createdAt,
   };
@@ -162,9 +162,9 @@ export async function listQueueTasks(env: Env, actor: Actor, queueId: string, op
   };
 }
 
-/** Who holds a lease: a console user themself; for an API key, the reviewer its tool names (else the key). */
+/** Who holds a lease: the console user, or the API key (with the reviewer name its tool gives as a label): `reviewerIdentity`. */
 export function claimant(actor: Actor, reviewer: string | undefined): string {
-  return actor.user ? actor.user.email : (reviewer ?? actor.audit.id);
+  return reviewerIdentity(actor, reviewer);
 }
 
 const validators = new Map<string, Validator>();
@@ -228,7 +228,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
     row.appealId && typeof (input.response as { outcome?: unknown })?.outcome === "string" && (APPEAL_OUTCOMES as readonly string[]).includes((input.response as { outcome: string }).outcome)
       ? (input.response as { outcome: string }).outcome
       : null;
-  const payload = canonicalJson({ taskId, reviewer: who, response: input.response ?? null });
+  const payload = canonicalJson({ taskId, reviewer: reviewerLabel(who), response: input.response ?? null });
   const statements = [
     // The lease is checked once, by the task's update; the event is recorded only if that completed the task.
     // The update answers the completed task and its run's current instance, which the signal goes

@@ -2,7 +2,7 @@
 // holds claimed tasks of that category in a UTC day), counted from the reviewer's claims, and what
 // `/next` needs to skip capped categories and say why.
 import { auditStatement } from "../../audit";
-import type { Actor } from "../../auth";
+import { reviewerIdentity, reviewerLabel, type Actor } from "../../auth";
 import { AppError } from "../../errors";
 import { newId } from "../../lib/crypto";
 import { POLICY_CATEGORIES } from "../taxonomy";
@@ -50,9 +50,9 @@ export interface Caps {
   updatedBy: string | null;
 }
 
-/** Who holds a lease (the same rule as the task routes): a console user themself; for an API key, the reviewer it names, else the key. */
+/** Whose exposure is counted (the same rule as leases): the console user, or the API key with the reviewer name its tool gives. */
 export function reviewerOf(actor: Actor, reviewer: string | undefined): string {
-  return actor.user ? actor.user.email : (reviewer ?? actor.audit.id);
+  return reviewerIdentity(actor, reviewer);
 }
 
 function utcDay(now: Date) {
@@ -187,7 +187,7 @@ function exposureOf(reviewer: string, now: Date, read: { caps: string; minutes: 
     return { category, exposureMinutes: round(exposure), capMinutes: cap, remainingMinutes: cap === null ? null : round(Math.max(0, cap - exposure)), capped: cap !== null && exposure >= cap };
   });
   const day = utcDay(now);
-  return { reviewer, day: day.day, resetsAt: day.end, categories, capped: categories.filter((c) => c.capped).map((c) => c.category) };
+  return { reviewer: reviewerLabel(reviewer), day: day.day, resetsAt: day.end, categories, capped: categories.filter((c) => c.capped).map((c) => c.category) };
 }
 
 /** Claimable tasks of the queue per capped category (what `/next` passed over). */

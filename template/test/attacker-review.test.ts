@@ -1,0 +1,38 @@
+// What an attacker's review found, each tried the way it was found: through the API, with the
+// scope or role the attacker held. Every test here failed on the code before its fix.
+import { env } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { asUser, keyWith, signIn } from "./attacker-fixture";
+import { api, newInstallation } from "./helpers";
+
+describe("sealed fields need personal_data:read", () => {
+  it("GET /appeals/:id shows a read key and a viewer no appellant id, contact or reason, and audits no view; personal_data:read opens them", async () => {
+    const { id, apiKey } = await newInstallation("attack-appeal-read");
+    const report = await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "content", id: "post-1" }, category: "scams_and_fraud" } });
+    expect(report.status).toBe(201);
+    const appeal = await api("/api/v1/appeals", { key: apiKey, body: { reportId: report.body.id, appellantRole: "notifier", appellant: { id: "user-77", contact: "ann@example.org" }, reason: "my secret reason" } });
+    expect(appeal.status, JSON.stringify(appeal.body)).toBe(201);
+    const readKey = await keyWith(apiKey, ["read"]);
+    const viewer = await signIn(id, "viewer@example.org", "viewer");
+    for (const answer of [await api(`/api/v1/appeals/${appeal.body.id}`, { key: readKey }), await asUser(viewer, `/appeals/${appeal.body.id}`)]) {
+      expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+      expect(answer.body).toMatchObject({ id: appeal.body.id, appellant: null, reason: null, personalDataSealed: true });
+      expect(JSON.stringify(answer.body)).not.toMatch(/user-77|ann@example|secret reason/u);
+    }
+    const viewed = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE installation_id = ?1 AND action = 'appeal.personal_data_viewed'").bind(id).first<{ n: number }>();
+    expect(viewed?.n).toBe(0);
+    const personal = await api(`/api/v1/appeals/${appeal.body.id}`, { key: await keyWith(apiKey, ["read", "personal_data:read"]) });
+    expect(personal.body).toMatchObject({ appellant: { id: "user-77", contact: "ann@example.org" }, reason: "my secret reason", personalDataSealed: false });
+  });
+
+  it("GET /qa/golden-items and its answers are refused to a moderator and a read key", async () => {
+    const { id, apiKey } = await newInstallation("attack-golden-read");
+    const moderator = await signIn(id, "mod@example.org", "moderator");
+    const refused = await asUser(moderator, "/qa/golden-items");
+    expect(refused.status).toBe(403);
+    expect(refused.body.error.code).toBe("auth.scope_missing");
+    const readKey = await keyWith(apiKey, ["read", "review"]);
+    expect((await api("/api/v1/qa/golden-items", { key: readKey })).status).toBe(403);
+    expect((await api("/api/v1/qa/golden-items", { key: apiKey })).status).toBe(200);
+  });
+});
