@@ -85,12 +85,14 @@ function binds(installationId: string, m: Matcher | null, query: SearchQuery): u
   ];
 }
 
-// ?12, ?13: the cursor's time and id; ?14 the page size + 1.
+// ?12, ?13: the cursor's time and id; ?14 the page size + 1. With q, the matches drive (CROSS JOIN
+// keeps them first, the unary + keeps the planner off a walk of the installation's rows in time
+// order): the cost follows the matches, not the installation's size.
 const STATEMENTS: Record<Exclude<SearchType, "account">, { matched: string; all: string }> = {
   report: {
     matched: `WITH ${HITS_CTE}
       SELECT r.id, r.created_at AS at, r.category, r.source, r.subject_kind AS subjectKind, r.subject_id AS subjectId, r.case_id AS caseId
-      FROM hits JOIN reports r ON r.id = hits.id AND r.installation_id = ?1
+      FROM hits CROSS JOIN reports r ON r.id = hits.id AND +r.installation_id = ?1
       WHERE ${REPORT_FILTERS} AND (?12 IS NULL OR r.created_at < ?12 OR (r.created_at = ?12 AND r.id < ?13))
       ORDER BY r.created_at DESC, r.id DESC LIMIT ?14`,
     all: `SELECT r.id, r.created_at AS at, r.category, r.source, r.subject_kind AS subjectKind, r.subject_id AS subjectId, r.case_id AS caseId
@@ -99,9 +101,9 @@ const STATEMENTS: Record<Exclude<SearchType, "account">, { matched: string; all:
       ORDER BY r.created_at DESC, r.id DESC LIMIT ?14`,
   },
   case: {
-    matched: `WITH ${HITS_CTE}, matched(case_id) AS (SELECT DISTINCT r.case_id FROM hits JOIN reports r ON r.id = hits.id AND r.installation_id = ?1 WHERE ${REPORT_FILTERS})
+    matched: `WITH ${HITS_CTE}, matched(case_id) AS (SELECT DISTINCT r.case_id FROM hits CROSS JOIN reports r ON r.id = hits.id AND +r.installation_id = ?1 WHERE ${REPORT_FILTERS})
       SELECT c.id, c.last_reported_at AS at, c.state, c.subject_kind AS subjectKind, c.subject_id AS subjectId, c.report_count AS reportCount
-      FROM matched JOIN cases c ON c.id = matched.case_id AND c.installation_id = ?1
+      FROM matched CROSS JOIN cases c ON c.id = matched.case_id AND +c.installation_id = ?1
       WHERE (?12 IS NULL OR c.last_reported_at < ?12 OR (c.last_reported_at = ?12 AND c.id < ?13))
       ORDER BY c.last_reported_at DESC, c.id DESC LIMIT ?14`,
     all: `SELECT c.id, c.last_reported_at AS at, c.state, c.subject_kind AS subjectKind, c.subject_id AS subjectId, c.report_count AS reportCount
@@ -113,7 +115,7 @@ const STATEMENTS: Record<Exclude<SearchType, "account">, { matched: string; all:
   decision: {
     matched: `WITH ${HITS_CTE}
       SELECT d.id, d.decided_at AS at, d.outcome, d.policy_category AS category, d.automated_decision AS automatedDecision, d.report_id AS reportId
-      FROM hits JOIN decisions d ON d.report_id = hits.id AND d.installation_id = ?1
+      FROM hits CROSS JOIN decisions d ON d.report_id = hits.id AND +d.installation_id = ?1
       WHERE (?5 IS NULL OR d.policy_category = ?5) AND (?6 IS NULL OR d.decided_at >= ?6) AND (?7 IS NULL OR d.decided_at < ?7)
         AND (?10 IS NULL OR d.outcome = ?10) AND (?11 IS NULL OR d.automated_decision = ?11)
         AND (?8 IS NULL OR EXISTS (SELECT 1 FROM cases c WHERE c.id = d.case_id AND c.state = ?8))
