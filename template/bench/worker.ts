@@ -20,6 +20,7 @@ import { auditEventId, readHash, storeCreatedAt, storeHash, storeMac } from "../
 import { expressionBudget } from "./expression-budget";
 import { seedTdbDecisions } from "./tdb";
 import { seedTransparency, transparencyPlans } from "./treport";
+import { seedSearch } from "./search";
 import { executeBuiltin } from "../src/automation/builtins";
 import { executeComponentVersion, getComponentVersionRow } from "../src/automation/components";
 import { sealPersonalData } from "../src/cases/reports/report-crypto";
@@ -728,6 +729,7 @@ async function benchRoute(request: Request, env: BenchEnv, ctx: ExecutionContext
   if (request.method === "POST" && url.pathname === "/bench/metrics-seed") return seedMetrics(env, (await request.json().catch(() => ({}))) as Parameters<typeof seedMetrics>[1]);
   if (request.method === "POST" && url.pathname === "/bench/report-clone") return cloneReports(env, (await request.json().catch(() => ({}))) as Parameters<typeof cloneReports>[1]);
   if (request.method === "POST" && url.pathname === "/bench/treport-seed") return seedTransparency(env, (await request.json().catch(() => ({}))) as Parameters<typeof seedTransparency>[1]);
+  if (request.method === "POST" && url.pathname === "/bench/search-seed") return seedSearch(env, (await request.json().catch(() => ({}))) as Parameters<typeof seedSearch>[1]);
   if (request.method === "POST" && url.pathname === "/bench/treport-plans") return transparencyPlans(env, (await request.json().catch(() => ({}))) as Parameters<typeof transparencyPlans>[1]);
   // The D1 statement tally (bench/d1-count.ts): {open: true} starts a fresh one, {close: true} ends it and answers its figures.
   if (request.method === "POST" && url.pathname === "/bench/d1-tally") {

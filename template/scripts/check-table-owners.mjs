@@ -86,6 +86,10 @@ export const TABLE_OWNERS = {
   retention_settings: "cases",
   connectors: "connectors",
   connector_reports: "connectors",
+  strike_policies: "accounts",
+  strikes: "accounts",
+  account_sanctions: "accounts",
+  search_terms: "cases",
 };
 
 /**

@@ -51,6 +51,7 @@ interface Fixtures {
   trustedFlagger: string;
   notifierSanction: string;
   connector: string;
+  account: string;
 }
 
 /** `<segment>/:<param>` of a route path → the fixture it names. A path not here fails the test. */
@@ -59,6 +60,7 @@ const PATH_FIXTURES: Record<string, keyof Fixtures> = {
   "cases/:id": "case",
   "queues/:id": "queue",
   "tasks/:id": "task",
+  "accounts/:id": "account",
   "workflows/:id": "workflow",
   "workflow-versions/:id": "version",
   "runs/:id": "run",
@@ -109,6 +111,9 @@ const trivialGraph = {
 /** A valid body of every schema, naming the caller's own rows (the type makes a new schema need one). */
 const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   CreateInstallation: () => ({ name: "tenancy" }),
+  StrikePolicy: (f) => ({ categories: { scams_and_fraud: { points: 1 } }, expiryDays: 30, ladder: [{ points: 3, actionType: f.actionTypeKey }] }),
+  SanctionAccount: (f) => ({ actionType: f.actionTypeKey, reason: "tenancy check" }),
+  BulkAction: (f) => ({ actionType: f.actionTypeKey, reason: "tenancy check", dryRun: true }),
   ImportInstallation: () => ({ manifest: { format: "safest-tools.installation-backup/1", installationId: "inst_tenancy", digest: "sha256:0" }, tables: {}, objects: [] }),
   CreateApiKey: () => ({ name: "tenancy", scopes: ["read"] }),
   CreateWorkflow: () => ({ name: `wf-${crypto.randomUUID()}` }),
@@ -191,7 +196,7 @@ async function setup(label: string): Promise<Fixtures> {
     created("/api/v1/policies", key, { name: `policy-${label}`, text: `Policy of ${label}: ${marker}` }),
     created("/api/v1/console-users", key, { email: `${label}-${crypto.randomUUID()}@example.org`, role: "moderator" }),
     created("/api/v1/api-keys", key, { name: `extra-${label}`, scopes: ["read"] }),
-    created("/api/v1/reports", key, { subject: { kind: "account", id: `acct-${marker}` }, category: "scams_and_fraud", description: `described ${marker}`, reporter: { contact: `${marker}@example.org` } }),
+    created("/api/v1/reports", key, { subject: { kind: "account", id: `acct-${marker}`, ownerId: `owner-${marker}` }, category: "scams_and_fraud", description: `described ${marker}`, reporter: { contact: `${marker}@example.org` } }),
   ]);
   const [componentVersion, actionType, trustedFlagger, warning, connector] = await Promise.all([
     created(`/api/v1/components/${component.id}/versions`, key, { source: "export async function run() { return { ok: true }; }" }),
@@ -265,6 +270,7 @@ async function setup(label: string): Promise<Fixtures> {
     trustedFlagger: trustedFlagger.id,
     notifierSanction: warning.id,
     connector: connector.id,
+    account: `owner-${marker}`,
   };
 }
 

@@ -25,12 +25,29 @@ import { liftSuspension, listSanctions, notifierStanding, sanctionNotifier } fro
 import { getTrustedFlagger, listTrustedFlaggers, registerTrustedFlagger, updateTrustedFlagger } from "./notices/trusted-flaggers";
 import { getRetentionSettings, setRetentionSettings } from "./retention/retention";
 import { erasePersonalData, exportPersonalData } from "./retention/retention-people";
+import { AUTOMATION_MODES, search, SEARCH_TYPES } from "./search/search";
 
 const reading = ["review", "admin"] as const;
 /** Opening personal data (reported content, who reported) needs a scope of its own; `read` does not open it. */
 const personalData = ["personal_data:read", "admin"] as const;
 
 export const caseRoutes = routes()
+  .op(
+    {
+      method: "get",
+      path: "/search",
+      summary:
+        "Search reports, cases, decisions or accounts (?type=, default report), newest first with a cursor. q matches every word of a report's description, or exactly a reporter's id or contact (an account: its id), through keyed hashes: nothing is decrypted; a search with q needs personal_data:read and is audited. Filters: category, state (case), queue, from/to (ISO), decision (outcome), automation",
+      auth: reading,
+      ok: 200,
+      errors: [403],
+      query: { limit: { default: 50, max: 200 }, cursor: ["string", "string"], enums: { type: SEARCH_TYPES, automation: AUTOMATION_MODES }, strings: ["q", "category", "state", "queue", "from", "to", "decision"] },
+    },
+    async (c, { query }) => {
+      const category = query.category === undefined ? undefined : (normalizeCategory(query.category) ?? query.category);
+      return search(c.env, c.get("actor"), { ...query, type: query.type ?? "report", ...(category ? { category } : {}) });
+    },
+  )
   .op(
     {
       method: "post",

@@ -1,6 +1,7 @@
 // Decisions: recorded by a workflow node or a person (POST /decisions), with what goes out in the
 // same batch (the affected user's statement, the notifier's outcome, the Transparency Database queue).
 // The statement of reasons itself is statement-of-reasons.ts's.
+import { settleDecisionAccount, strikeAccrualStatement } from "../accounts";
 import { auditStatement, canonicalJson } from "../audit";
 import type { Actor } from "../auth";
 import { getReportRow, normalizeCategory, reportSummary } from "../cases";
@@ -179,6 +180,8 @@ async function decisionStatements(env: Env, source: DecisionSource) {
     : { statements: [], deliveryIds: [] };
   // A restricting decision's statement of reasons (DSA Art. 24(5)) is queued for the Transparency Database in its own batch.
   if (restricts) statements.push(queueSubmissionStatement(env.DB, id, at));
+  // A restricting decision on a subject with an owner gives that account its strike (accounts), in this batch.
+  if (restricts) statements.push(strikeAccrualStatement(env.DB, { installationId: source.installationId, decisionId: id, at }));
   return { id, outcome, restricts, automatedDecision, statements: [...statements, ...affected.statements, ...notifier.statements], deliveryIds: [...affected.deliveryIds, ...notifier.deliveryIds] };
 }
 
@@ -232,6 +235,7 @@ function bodyPath(configPath: string): string {
 /** A decision a person made on a report outside any workflow (`not_automated`). */
 export async function recordManualDecision(
   env: Env,
+  ctx: ExecutionContext | undefined,
   actor: Actor,
   input: {
     reportId: string;
@@ -278,6 +282,8 @@ export async function recordManualDecision(
   });
   await env.DB.batch(record.statements);
   await enqueueDeliveries(env, record.deliveryIds);
+  // The account's ladder at once (a rung reached starts its action's run); the schedule settles it otherwise.
+  await settleDecisionAccount(env, ctx, actor.installationId, record.id);
   return getDecision(env, actor, record.id);
 }
 

@@ -107,7 +107,7 @@ export const enforcementRoutes = routes()
     decideProposal(c.env, c.get("actor"), c.req.param("id"), { approve: false, ...body }),
   )
   .op({ method: "post", path: "/decisions", summary: "Record a decision a person made on a report (outside any workflow)", auth: ["review"], body: "RecordDecision", ok: 201, errors: [404, 422] }, async (c, { body }) =>
-    recordManualDecision(c.env, c.get("actor"), body),
+    recordManualDecision(c.env, c.executionCtx as ExecutionContext, c.get("actor"), body),
   )
   .op(
     { method: "get", path: "/decisions", summary: "Decisions, newest first (restricts: false marks a decision not to act); ?reportId= for one report's", auth: ["admin", "review"], ok: 200, query: { limit, strings: ["reportId"] } },

@@ -1,5 +1,6 @@
 // Every operation of /api/v1, once: the routers app.ts mounts, openapi.ts describes, and whose
 // contract the console's client is typed from (`import type { ApiContract }`, types only).
+import { accountRoutes } from "../accounts/routes";
 import { auditRoutes } from "../audit/routes";
 import { automationRoutes } from "../automation/routes";
 import { caseRoutes } from "../cases/routes";
@@ -33,6 +34,7 @@ export const apiRoutes = [
   workflowTemplateRoutes,
   onboardingRoutes,
   connectorRoutes,
+  accountRoutes,
 ] as const;
 
 type Intersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never;

@@ -6,6 +6,7 @@ import { AI_OUTPUT_FORMATS, AI_PROVIDER_KINDS } from "../automation";
 import { CONSOLE_ROLES } from "../console";
 import { AUTHORITY_MODES, RUN_STATES } from "../workflows";
 import { SCOPES } from "./auth";
+import { accountSchemas } from "./schemas-accounts";
 import { caseSchemas } from "./schemas-cases";
 import { enforcementSchemas } from "./schemas-enforcement";
 import { identifier, name } from "./schema-fields";
@@ -211,4 +212,4 @@ const coreSchemas = {
   },
 } as const satisfies Record<string, JSONSchema>;
 
-export const schemas = { ...coreSchemas, ...caseSchemas, ...enforcementSchemas } as const satisfies Record<string, JSONSchema>;
+export const schemas = { ...coreSchemas, ...caseSchemas, ...enforcementSchemas, ...accountSchemas } as const satisfies Record<string, JSONSchema>;

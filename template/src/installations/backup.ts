@@ -88,6 +88,11 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "redress_settings", where: OWN },
   { table: "redress_messages", where: OWN },
   { table: "decision_reversals", where: OWN },
+  { table: "strike_policies", where: OWN },
+  { table: "strikes", where: OWN },
+  { table: "account_sanctions", where: OWN },
+  // Keyed terms of reports (cases/search): bound to the installation's id and REPORT_MASTER_KEY.
+  { table: "search_terms", where: OWN },
   { table: "human_tasks", where: OWN },
   { table: "exposure_caps", where: OWN },
   { table: "review_exposure", where: OWN },

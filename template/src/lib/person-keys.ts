@@ -52,3 +52,15 @@ export function reviewerAuditId(installationId: string, who: string | null | und
   if (typeof who !== "string" || who.length === 0) return null;
   return `rvw_${createHmac("sha256", key("audit-reviewer/v1", env)).update(`${installationId}\u0000${who}`).digest("hex").slice(0, 20)}`;
 }
+
+/** The fields a search term is computed for: a description's words, a reporter's id and contact. */
+export type SearchField = "word" | "reporter_id" | "reporter_contact";
+
+/**
+ * A search term (cases/search): 20 hex digits of a keyed hash of the installation, the field and
+ * the normalized value, so equal values of one field in one installation give the same term and
+ * nothing else can be read from it; gone with the master key, like every key here.
+ */
+export function searchTerm(installationId: string, field: SearchField, value: string, env: { REPORT_MASTER_KEY?: string } = workerEnv as { REPORT_MASTER_KEY?: string }): string {
+  return createHmac("sha256", key("search-term/v1", env)).update(`${installationId}\u0000${field}\u0000${value}`).digest("hex").slice(0, 20);
+}

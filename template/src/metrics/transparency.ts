@@ -2,6 +2,7 @@
 // Annex I, quantitative template) for one period: the figures the platform holds, counted from its
 // own rows, and every other figure of the template listed as not known, with the reason — never
 // invented. Read-only: nothing here writes a row.
+import { ART23_SUSPENSIONS_SQL } from "../accounts";
 import type { Actor } from "../auth";
 import { shadowReport, wilson } from "../automation";
 import { AppError } from "../errors";
@@ -170,13 +171,15 @@ function complaintsSection(rows: TransparencyRows) {
   };
 }
 
-function suspensionsSection(rows: TransparencyRows, actions: ReturnType<typeof actionsOf>) {
+function suspensionsSection(rows: TransparencyRows, actions: ReturnType<typeof actionsOf>, art23: { suspensions: number; refused: number }) {
   const sanctions = (kind: string) => rows.notifierSanctions.find((row) => row.kind === kind)?.n ?? 0;
   return {
     article: "Art. 24(1)(b), Art. 23",
     templateSection: "1.5.1",
     accountRestrictions: { suspended: actions.byRestriction.account.suspended ?? 0, terminated: actions.byRestriction.account.terminated ?? 0 },
-    note: "Decisions restricting an account (restrictions.account) in the period, whatever their source; whether each one was imposed under Art. 23(1) for manifestly illegal content is the reviewer's ground, not recorded apart.",
+    note: "accountRestrictions: decisions restricting an account (restrictions.account) in the period, whatever their source. manifestlyIllegalContent: account suspensions the platform imposed under Art. 23(1) (its strike ladder or a person's sanction, for manifestly illegal content, after a prior warning), counted apart.",
+    /** Art. 23(1): suspensions for frequently providing manifestly illegal content, and those refused for want of a prior warning. */
+    manifestlyIllegalContent: { suspensions: art23.suspensions, refusedWithoutPriorWarning: art23.refused },
     manifestlyUnfoundedNotices: { suspensions: sanctions("suspension"), warnings: sanctions("warning") },
     manifestlyUnfoundedComplaints: notKnown("The platform does not suspend complainants for manifestly unfounded complaints (Art. 23(2)); such suspensions are not recorded."),
   };
@@ -223,6 +226,8 @@ export async function transparencyReport(env: Env, actor: Actor, query: { from?:
   const fromRollups = Date.parse(period.to) - Date.parse(period.from) > ROWS_MAX_DAYS * DAY_MS || archivedCases !== null;
   const rows = fromRollups ? await readTransparencyRowsFromRollups(env.DB, actor.installationId, period.from, period.to) : await readTransparencyRows(env.DB, actor.installationId, period.from, period.to);
   const all = actionsOf(rows.decisions);
+  // Art. 23(1) suspensions are few rows on an index of their own (account_sanctions_art23): read directly whatever the period.
+  const art23 = (await env.DB.prepare(ART23_SUSPENSIONS_SQL).bind(actor.installationId, period.from, period.to).first<{ suspensions: number; refused: number }>()) ?? { suspensions: 0, refused: 0 };
   const ownInitiative = actionsOf(rows.decisions.filter((row) => row.source === "voluntary"));
   return {
     template: "Commission Implementing Regulation (EU) 2024/2835, Annex I, quantitative template",
@@ -255,7 +260,7 @@ export async function transparencyReport(env: Env, actor: Actor, query: { from?:
         templateSection: "1.5.1",
         disputesSubmitted: notKnown("Disputes brought to out-of-court settlement bodies, their outcomes and times are not reported back to the platform."),
       },
-      suspensions: suspensionsSection(rows, all),
+      suspensions: suspensionsSection(rows, all, { suspensions: Number(art23.suspensions), refused: Number(art23.refused) }),
       automatedMeans: await automatedMeansSection(env, actor, rows, all),
       humanResources: {
         article: "Art. 42(2)(a) and (b)",

@@ -20,6 +20,7 @@ export { signalRun } from "./instances";
 export { getVersionGraph } from "./runtime-authorize";
 export { firstEventOfWaitUnsafe, runEventStatement, waitOfStepJsonSql, waitOfStepUnsafe } from "./runs-queries";
 export { getVersionRow } from "./versions-queries";
+export { createWorkflow, publishVersion } from "./versions";
 export type { AuthorizedRun } from "./runtime-authorize";
 export type { ActionProgress, WaitResult } from "./runtime-protocol";
 export {

@@ -9,6 +9,7 @@ import { newId, sha256Hex } from "../../lib/crypto";
 import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
 import { restrictsAnything } from "../../lib/dsa-vocabulary";
 import { sendComplaintOutcome } from "../../enforcement";
+import { settleDecisionAccount, strikeReversalStatement } from "../../accounts";
 import { assertWithinComplaintPeriod, decisionReversalStatements, resolvesByAutomation } from "./complaints";
 import { openPersonalDataOr, sealPersonalData } from "../reports/report-crypto";
 import { APPEAL_OUTCOMES, type APPELLANT_ROLES } from "../taxonomy";
@@ -204,8 +205,11 @@ export async function resolveAppeal(env: Env, actor: Actor, appealId: string, in
       at,
     }),
     ...decisionReversalStatements(env.DB, { installationId: actor.installationId, appealId, decisionId: row.decisionId, at, actor: actor.audit }),
+    // An overturned decision's strike is reversed with it (accounts), and the account's ladder walks back below.
+    strikeReversalStatement(env.DB, { installationId: actor.installationId, appealId, at }),
   ]);
   if ((update!.meta.changes ?? 0) === 0) throw conflict("appeal.already_decided", "The appeal was decided concurrently.");
   await sendComplaintOutcome(env, actor.installationId, appealId);
+  if (input.outcome === "overturned") await settleDecisionAccount(env, undefined, actor.installationId, row.decisionId);
   return summary((await getAppealRow(env.DB, actor.installationId, appealId))!);
 }

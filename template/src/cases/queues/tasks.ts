@@ -7,6 +7,7 @@ import { AppError, conflict, notFound } from "../../errors";
 import { decodeCursor, encodeCursor } from "../../lib/cursor";
 import { newId, sha256Hex } from "../../lib/crypto";
 import { completeHandoffStatements, sendComplaintOutcome } from "../../enforcement";
+import { settleDecisionAccount, strikeReversalStatement } from "../../accounts";
 import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepJsonSql } from "../../workflows";
 import { appealDecisionId, decisionReversalStatements } from "../appeals/complaints";
 import { getQueueRow } from "./queues";
@@ -275,6 +276,8 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
         { table: "workflow_events", id: eventId },
       ),
       ...decisionReversalStatements(env.DB, { installationId: actor.installationId, appealId: row.appealId, decisionId: await appealDecisionId(env.DB, actor.installationId, row.appealId), at: now, actor: actor.audit }),
+      // An overturned decision's strike is reversed with it; the account's ladder walks back on settle.
+      strikeReversalStatement(env.DB, { installationId: actor.installationId, appealId: row.appealId, at: now }),
     );
   }
   statements.push(...(await qaSampleStatements(env, actor.installationId, row, { who, principal: reviewerPrincipal(actor), responseJson, at: now })));
@@ -283,7 +286,10 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
   if (!completed) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
   await signalRunEvent(env, row.runId, wait.signalType, eventId, completed.instanceId ?? undefined);
   // DSA Art. 20(5): the appellant is told the outcome (the schedule retries if this is lost).
-  if (outcome && row.appealId) await sendComplaintOutcome(env, actor.installationId, row.appealId);
+  if (outcome && row.appealId) {
+    await sendComplaintOutcome(env, actor.installationId, row.appealId);
+    if (outcome === "overturned") await settleDecisionAccount(env, undefined, actor.installationId, await appealDecisionId(env.DB, actor.installationId, row.appealId));
+  }
   return presentTask(env, actor, completed);
 }
 

@@ -13,6 +13,7 @@ import { enqueueDeliveries, NOTICE_SOURCES, noticeReceiptStatements, subscribedE
 import { assumedSender, noticeRecordStatement, noticeSender, plainSendersStatement, type NoticeSender } from "../notices/notifiers";
 import { hotOrArchived, rehydrateSubject } from "../archive/case-rehydrate";
 import { subjectKey } from "../archive/case-scope";
+import { reportTerms, reportTermsStatement } from "../search/search-terms";
 
 export interface ReportInput {
   subject: { kind: string; id: string; url?: string; snapshot?: unknown; ownerId?: string };
@@ -157,6 +158,7 @@ async function recordReport(
   // A case opened for a report that was not written (an Idempotency-Key race, an assumption that
   // did not hold) is not left behind empty; without either, the report cannot lose its case.
   const cleanup = idempotencyKey !== undefined || from.condition !== undefined;
+  const terms = reportTermsStatement(env.DB, { installationId: actor.installationId, reportId: id, at, terms: reportTerms(actor.installationId, r.personal) });
   const results = await env.DB.batch<Record<string, unknown>>([
     env.DB.prepare(`
       INSERT INTO cases (id, installation_id, subject_kind, subject_id, state, report_count, first_reported_at, last_reported_at, created_at, updated_at)
@@ -215,6 +217,8 @@ async function recordReport(
     // Written only if this report was (each is guarded on it).
     ...(noticeRecord ? [noticeRecord] : []),
     ...receipt.statements,
+    // The search index's keyed terms of the description and the reporter (cases/search), last so the reads above keep their places.
+    ...(terms ? [terms] : []),
   ]);
   const reads = cleanup ? 5 : 4;
   const counted = results[2]!.results[0] as { caseId: string; caseReportCount: number } | undefined;

@@ -10,6 +10,7 @@
 //   webhook_deliveries.payload_sealed → sealed tombstone (finished deliveries of those runs)
 // What stays: category, subject kind and id, source, counts, dates, decisions, task responses and
 // outcomes, appeal outcomes, the audit trail (never modified). One audit event per batch, counts only.
+import { eraseReportTermsStatement } from "../search/search-terms";
 import { auditStatement, type AuditEventInput } from "../../audit";
 import { erasableDeliveriesUnsafe, eraseDeliveriesStatements } from "../../enforcement";
 import { eraseArchivedSealedOutputsStatement, eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "../../workflows";
@@ -79,6 +80,7 @@ export async function eraseReports(env: Env, installationId: string, input: { re
         .bind(installationId, id, sealed, dataKeyId, input.at),
     );
   }
+  if (found.reportIds.length > 0) statements.push(eraseReportTermsStatement(db, installationId, found.reportIds));
   for (const id of found.appealIds) {
     const { sealed, dataKeyId } = await sealPersonalData(env, installationId, `appeal:${id}`, ERASED_APPEAL);
     statements.push(

@@ -1,0 +1,128 @@
+// An account as a moderator reads it (GET /accounts/:id): every report about a subject it owns,
+// the decisions on them, its strikes and points, its sanctions and current restrictions, its open
+// cases and the appeals, keyed by the product's own id of the owner. The id is personal data and
+// is never stored: it is hashed (personKey) to the key reports and strikes carry, and the read is
+// audited under that key. Another installation's account is simply not found.
+import { auditStatement } from "../audit";
+import type { Actor } from "../auth";
+import { AppError, notFound } from "../errors";
+import { encodeCursor } from "../lib/cursor";
+import { personKey } from "../lib/person-keys";
+import { pointsAt, SANCTION_COLUMNS, type SanctionRow } from "./ladder";
+
+/** The key every row of an account carries, or a 404 for an empty id. */
+export function accountKeyOf(installationId: string, accountId: string): string {
+  const key = personKey(installationId, accountId);
+  if (!key) throw notFound("account");
+  return key;
+}
+
+/** The account's report a sanction names: the one given (404 report.not_found if it is not the account's), else its latest (404 account.not_found without any). */
+export async function accountReport(db: D1Database, installationId: string, accountKey: string, reportId: string | undefined): Promise<{ id: string }> {
+  const report = await db
+    .prepare(`SELECT id FROM reports WHERE installation_id = ?1 AND subject_owner_key = ?2 AND (?3 IS NULL OR id = ?3) ORDER BY created_at DESC LIMIT 1`)
+    .bind(installationId, accountKey, reportId ?? null)
+    .first<{ id: string }>();
+  if (report) return report;
+  if (reportId) throw new AppError("report.not_found", "The report does not exist or is not about this account.", { status: 404 });
+  throw notFound("account");
+}
+
+const ACCOUNT_REPORTS = `SELECT id FROM reports WHERE installation_id = ?1 AND subject_owner_key = ?2`;
+const LIST_LIMIT = 100;
+
+interface AccountReportRow {
+  id: string;
+  caseId: string;
+  subjectKind: string;
+  subjectId: string;
+  category: string;
+  source: string;
+  createdAt: string;
+}
+
+export async function readAccount(env: Env, actor: Actor, accountId: string, options: { limit: number; cursor: Array<string | number> | null }) {
+  const key = accountKeyOf(actor.installationId, accountId);
+  const db = env.DB;
+  const at = new Date().toISOString();
+  const [reports, decisions, strikes, sanctions, cases, appeals, total] = await db.batch<Record<string, unknown>>([
+    db
+      .prepare(`SELECT id, case_id AS caseId, subject_kind AS subjectKind, subject_id AS subjectId, category, source, created_at AS createdAt
+        FROM reports WHERE installation_id = ?1 AND subject_owner_key = ?2 AND (?3 IS NULL OR created_at < ?3 OR (created_at = ?3 AND id < ?4))
+        ORDER BY created_at DESC, id DESC LIMIT ?5`)
+      .bind(actor.installationId, key, options.cursor ? String(options.cursor[0]) : null, options.cursor ? String(options.cursor[1]) : null, options.limit + 1),
+    db
+      .prepare(`SELECT d.id, d.report_id AS reportId, d.policy_category AS policyCategory, d.outcome, d.ground, d.restrictions_json AS restrictionsJson, d.automated_decision AS automatedDecision, d.decided_at AS decidedAt,
+          EXISTS (SELECT 1 FROM decision_reversals v WHERE v.installation_id = d.installation_id AND v.decision_id = d.id) AS reversed
+        FROM decisions d WHERE d.report_id IN (${ACCOUNT_REPORTS}) AND d.installation_id = ?1 ORDER BY d.decided_at DESC, d.id DESC LIMIT ${LIST_LIMIT}`)
+      .bind(actor.installationId, key),
+    db
+      .prepare(`SELECT id, decision_id AS decisionId, category, points, manifestly_illegal AS manifestlyIllegal, created_at AS createdAt, expires_at AS expiresAt, reversed_at AS reversedAt
+        FROM strikes WHERE installation_id = ?1 AND account_key = ?2 ORDER BY created_at DESC LIMIT 1000`)
+      .bind(actor.installationId, key),
+    db.prepare(`SELECT ${SANCTION_COLUMNS} FROM account_sanctions WHERE installation_id = ?1 AND account_key = ?2 ORDER BY created_at DESC LIMIT ${LIST_LIMIT}`).bind(actor.installationId, key),
+    db
+      .prepare(`SELECT id, state, subject_kind AS subjectKind, subject_id AS subjectId, report_count AS reportCount, last_reported_at AS lastReportedAt
+        FROM cases WHERE installation_id = ?1 AND id IN (SELECT case_id FROM reports WHERE installation_id = ?1 AND subject_owner_key = ?2) ORDER BY last_reported_at DESC LIMIT ${LIST_LIMIT}`)
+      .bind(actor.installationId, key),
+    db
+      .prepare(`SELECT id, report_id AS reportId, decision_id AS decisionId, appellant_role AS appellantRole, state, created_at AS createdAt, decided_at AS decidedAt
+        FROM appeals WHERE installation_id = ?1 AND report_id IN (${ACCOUNT_REPORTS}) ORDER BY created_at DESC LIMIT ${LIST_LIMIT}`)
+      .bind(actor.installationId, key),
+    db.prepare(`SELECT COUNT(*) AS n FROM reports WHERE installation_id = ?1 AND subject_owner_key = ?2`).bind(actor.installationId, key),
+  ]);
+  const strikeRows = strikes!.results as Array<{ id: string; decisionId: string; category: string; points: number; manifestlyIllegal: number; createdAt: string; expiresAt: string; reversedAt: string | null }>;
+  const sanctionRows = sanctions!.results as unknown as SanctionRow[];
+  const reportCount = Number((total!.results[0] as { n: number } | undefined)?.n ?? 0);
+  if (reportCount === 0 && strikeRows.length === 0 && sanctionRows.length === 0) throw notFound("account");
+  await auditStatement(db, {
+    installationId: actor.installationId,
+    idempotencyKey: `account:${key}:viewed:${crypto.randomUUID()}`,
+    action: "account.viewed",
+    actor: actor.audit,
+    target: { type: "account", id: key },
+    details: { reports: reportCount },
+    at,
+  }).run();
+  const reportRows = reports!.results as unknown as AccountReportRow[];
+  const page = reportRows.slice(0, options.limit);
+  const last = page.at(-1);
+  const decisionRows = decisions!.results as Array<{ id: string; reportId: string; policyCategory: string; outcome: string; ground: string; restrictionsJson: string; automatedDecision: string; decidedAt: string; reversed: number }>;
+  const decisionItems = decisionRows.map(({ restrictionsJson, reversed, ...row }) => ({ ...row, restrictions: JSON.parse(restrictionsJson) as Record<string, unknown>, reversed: reversed === 1 }));
+  const caseRows = cases!.results as Array<{ id: string; state: string }>;
+  return {
+    id: accountId,
+    reports: { total: reportCount, items: page.map((row) => ({ ...row, subject: { kind: row.subjectKind, id: row.subjectId } })), nextCursor: reportRows.length > options.limit && last ? encodeCursor([last.createdAt, last.id]) : null },
+    decisions: { items: decisionItems },
+    strikes: {
+      points: pointsAt(strikeRows as Parameters<typeof pointsAt>[0], at),
+      items: strikeRows.map((s) => ({ ...s, manifestlyIllegal: s.manifestlyIllegal === 1, state: s.reversedAt ? "reversed" : s.expiresAt <= at ? "expired" : "active" })),
+    },
+    sanctions: { items: sanctionRows.map(sanctionView) },
+    // What restricts the account now: sanctions under way and decisions restricting the account itself that no appeal reversed.
+    restrictions: [
+      ...sanctionRows.filter((s) => s.kind !== "warning" && (s.state === "pending" || s.state === "started")).map((s) => ({ source: "sanction", id: s.id, kind: s.kind, actionType: s.actionTypeKey, since: s.createdAt })),
+      ...decisionItems.filter((d) => !d.reversed && typeof d.restrictions.account === "string").map((d) => ({ source: "decision", id: d.id, kind: String(d.restrictions.account), since: d.decidedAt })),
+    ],
+    openCases: { items: caseRows.filter((row) => row.state === "open") },
+    appeals: { items: appeals!.results },
+    related: { items: [], available: false, code: "related_accounts.not_implemented" },
+  };
+}
+
+export function sanctionView(row: SanctionRow) {
+  return {
+    id: row.id,
+    source: row.source,
+    kind: row.kind,
+    actionType: row.actionTypeKey,
+    threshold: row.threshold,
+    art23: row.art23 === 1,
+    state: row.state,
+    refusalCode: row.refusalCode,
+    decisionId: row.decisionId,
+    reportId: row.reportId,
+    runId: row.runId,
+    createdAt: row.createdAt,
+  };
+}

@@ -1,0 +1,64 @@
+// /api/v1 accounts, the strike policy, sanctions on an account and bulk actions.
+import { AppError } from "../errors";
+import { routes } from "../http/route";
+import { accountKeyOf, accountReport, readAccount, sanctionView } from "./accounts";
+import { sanctionAccount } from "./ladder";
+import { getStrikePolicy, kindOf, putStrikePolicy } from "./strike-policy";
+
+export const accountRoutes = routes()
+  .op(
+    {
+      method: "get",
+      path: "/accounts/:id",
+      summary: "An account by the product's id of its owner (a report's subject.ownerId): its reports (with a cursor), decisions, strikes and points, sanctions, current restrictions, open cases and appeals; the read is audited",
+      auth: ["review", "admin"],
+      ok: 200,
+      errors: [404],
+      query: { limit: { default: 50, max: 200 }, cursor: ["string", "string"] },
+    },
+    async (c, { query }) => readAccount(c.env, c.get("actor"), c.req.param("id"), query),
+  )
+  .op(
+    {
+      method: "post",
+      path: "/accounts/:id/sanctions",
+      summary:
+        "Act on an account through an action type (a warning, a restriction, a suspension…), in the strike policy's authority mode; a suspension for manifestly illegal content without a prior warning is refused (409 account.art23_warning_required)",
+      auth: ["review", "admin"],
+      body: "SanctionAccount",
+      ok: 201,
+      errors: [404, 409],
+    },
+    async (c, { body }) => {
+      const actor = c.get("actor");
+      const accountKey = accountKeyOf(actor.installationId, c.req.param("id"));
+      const report = await accountReport(c.env.DB, actor.installationId, accountKey, body.reportId);
+      const row = await sanctionAccount(c.env, c.executionCtx as ExecutionContext, actor, {
+        accountKey,
+        actionType: body.actionType,
+        kind: body.kind ?? kindOf(body.actionType),
+        manifestlyIllegal: body.manifestlyIllegal ?? false,
+        reportId: report.id,
+        reason: body.reason,
+      });
+      return sanctionView(row);
+    },
+  )
+  .op({ method: "get", path: "/strike-policy", summary: "The strike policy: points per category, expiry, the ladder of thresholds and their action types", auth: ["review", "admin"], ok: 200, errors: [404] }, async (c) =>
+    getStrikePolicy(c.env, c.get("actor")),
+  )
+  .op(
+    {
+      method: "put",
+      path: "/strike-policy",
+      summary: "Set the strike policy; each rung's action type must exist (its actions go out through a ladder workflow the policy publishes)",
+      auth: ["admin"],
+      body: "StrikePolicy",
+      ok: 200,
+      errors: [422],
+    },
+    async (c, { body }) => putStrikePolicy(c.env, c.get("actor"), body),
+  )
+  .op({ method: "post", path: "/bulk-actions", summary: "Bulk actions on subjects or accounts: not available yet (501 bulk_actions.not_implemented)", auth: ["admin"], body: "BulkAction", ok: 202, errors: [501] }, async () => {
+    throw new AppError("bulk_actions.not_implemented", "Bulk actions are not available in this version; act on each account (POST /accounts/:id/sanctions) or through a workflow.", { status: 501 });
+  });

@@ -1,0 +1,144 @@
+// The installation's strike policy (PUT/GET /strike-policy): points per policy category, how long a
+// strike counts, and the ladder of thresholds whose actions an account reaches. Each rung's action
+// goes out through an action type like any action: the policy publishes, per action type, a small
+// workflow (start → action → end) whose runs carry it, so approval (assisted), promotion gates,
+// delivery and its record are the action machinery's own.
+import { auditStatement, canonicalJson } from "../audit";
+import type { Actor } from "../auth";
+import { normalizeCategory } from "../cases";
+import { AppError } from "../errors";
+import { createWorkflow, publishVersion } from "../workflows";
+
+export const SANCTION_KINDS = ["warning", "restriction", "suspension", "termination"] as const;
+export type SanctionKind = (typeof SANCTION_KINDS)[number];
+export const LADDER_AUTHORITY_MODES = ["assisted", "autonomous"] as const;
+
+export interface LadderRung {
+  points: number;
+  actionType: string;
+  kind: SanctionKind;
+  /** The ladder workflow's version that carries this rung's action (published with the policy). */
+  workflowVersionId: string;
+}
+
+export interface StrikePolicy {
+  categories: Record<string, { points: number; manifestlyIllegal?: boolean }>;
+  expiryDays: number;
+  /** DSA Art. 23(1)'s "reasonable period": how long a warning must stand before a suspension for manifestly illegal content. */
+  warningPeriodHours: number;
+  authorityMode: (typeof LADDER_AUTHORITY_MODES)[number];
+  ladder: LadderRung[];
+}
+
+export interface StrikePolicyInput {
+  categories: Record<string, { points: number; manifestlyIllegal?: boolean }>;
+  expiryDays: number;
+  warningPeriodHours?: number;
+  authorityMode?: (typeof LADDER_AUTHORITY_MODES)[number];
+  ladder: Array<{ points: number; actionType: string; kind?: SanctionKind }>;
+}
+
+/** What a rung does when the policy does not say: read from the action type's key (warn…, suspend…, ban/terminate…), else a restriction. */
+export function kindOf(actionType: string): SanctionKind {
+  if (/warn/iu.test(actionType)) return "warning";
+  if (/suspend/iu.test(actionType)) return "suspension";
+  if (/ban|terminat|delete_account/iu.test(actionType)) return "termination";
+  return "restriction";
+}
+
+const ladderWorkflowName = (actionType: string) => `strike-ladder:${actionType}`;
+
+/** The graph of the workflow that carries one action type's ladder actions. */
+function ladderGraph(actionType: string) {
+  const edge = (from: string, port: string, to: string) => ({ from: { nodeId: from, port }, to: { nodeId: to } });
+  return {
+    schemaVersion: 1,
+    nodes: [
+      { id: "start", kind: "start" },
+      {
+        id: "act",
+        kind: "action",
+        errorPort: "failed",
+        config: { action_type: actionType, approval_timeout_seconds: 7 * 86_400 },
+        inputMapping: { scope: "'account'", kind: "input.kind", points: "input.points", threshold: "input.threshold", art23: "input.art23", decisionId: "input.decisionId", sanctionId: "input.sanctionId" },
+      },
+      { id: "applied", kind: "end", config: { terminal_code: "applied" } },
+      { id: "rejected", kind: "end", config: { terminal_code: "rejected" } },
+      { id: "expired", kind: "end", config: { terminal_code: "expired" } },
+      { id: "failed", kind: "end", config: { terminal_code: "failed" } },
+    ],
+    edges: [edge("start", "success", "act"), edge("act", "applied", "applied"), edge("act", "rejected", "rejected"), edge("act", "expired", "expired"), edge("act", "failed", "failed")],
+  };
+}
+
+/** The live version of the action type's ladder workflow, published (with its workflow) on first use. */
+export async function ladderVersionId(env: Env, actor: Actor, actionType: string): Promise<string> {
+  const name = ladderWorkflowName(actionType);
+  const found = await env.DB.prepare(`SELECT w.id, (SELECT v.id FROM workflow_versions v WHERE v.workflow_id = w.id AND v.installation_id = w.installation_id AND v.retired_at IS NULL ORDER BY v.version DESC LIMIT 1) AS versionId
+      FROM workflows w WHERE w.installation_id = ?1 AND w.name = ?2`)
+    .bind(actor.installationId, name)
+    .first<{ id: string; versionId: string | null }>();
+  if (found?.versionId) return found.versionId;
+  const workflowId = found?.id ?? (await createWorkflow(env, actor, { name, description: `Carries the strike ladder's ${actionType} actions (published by the strike policy).` })).id;
+  return (await publishVersion(env, actor, workflowId, ladderGraph(actionType))).id;
+}
+
+export async function readStrikePolicy(db: D1Database, installationId: string): Promise<StrikePolicy | null> {
+  const row = await db.prepare(`SELECT policy_json AS policyJson FROM strike_policies WHERE installation_id = ?1`).bind(installationId).first<{ policyJson: string }>();
+  return row ? (JSON.parse(row.policyJson) as StrikePolicy) : null;
+}
+
+function invalid(path: string, message: string): AppError {
+  return new AppError("strike_policy.invalid", message, { status: 422, details: [{ path, code: "invalid", message }] });
+}
+
+/** Sets the policy (validated; every rung's action type must exist); strikes already given keep their points. */
+export async function putStrikePolicy(env: Env, actor: Actor, input: StrikePolicyInput) {
+  const categories: StrikePolicy["categories"] = {};
+  for (const [name, entry] of Object.entries(input.categories)) {
+    const category = normalizeCategory(name);
+    if (!category) throw invalid(`$.categories.${name}`, `Unknown category ${JSON.stringify(name).slice(0, 80)}; use a DSA statement category (e.g. scams_and_fraud).`);
+    categories[category] = { points: entry.points, ...(entry.manifestlyIllegal === undefined ? {} : { manifestlyIllegal: entry.manifestlyIllegal }) };
+  }
+  const rungs = [...input.ladder].sort((a, b) => a.points - b.points);
+  for (let i = 1; i < rungs.length; i++) if (rungs[i]!.points === rungs[i - 1]!.points) throw invalid("$.ladder", "Two rungs of the ladder have the same points; give each threshold one action.");
+  const keys = [...new Set(rungs.map((rung) => rung.actionType))];
+  const { results } = await env.DB.prepare(`SELECT key FROM action_types WHERE installation_id = ?1 AND key IN (SELECT value FROM json_each(?2))`).bind(actor.installationId, JSON.stringify(keys)).all<{ key: string }>();
+  const missing = keys.filter((key) => !results.some((row) => row.key === key));
+  if (missing.length > 0) {
+    throw new AppError("strike_policy.action_type_unknown", `The ladder names action types this installation does not have (${missing.join(", ").slice(0, 200)}); create them first (POST /action-types).`, {
+      status: 422,
+      details: missing.map((key) => ({ path: "$.ladder", code: "action_type_unknown", actionType: key })),
+    });
+  }
+  const versions = new Map<string, string>();
+  for (const key of keys) versions.set(key, await ladderVersionId(env, actor, key));
+  const policy: StrikePolicy = {
+    categories,
+    expiryDays: input.expiryDays,
+    warningPeriodHours: input.warningPeriodHours ?? 0,
+    authorityMode: input.authorityMode ?? "assisted",
+    ladder: rungs.map((rung) => ({ points: rung.points, actionType: rung.actionType, kind: rung.kind ?? kindOf(rung.actionType), workflowVersionId: versions.get(rung.actionType)! })),
+  };
+  const at = new Date().toISOString();
+  await env.DB.batch([
+    env.DB.prepare(`INSERT INTO strike_policies (installation_id, policy_json, updated_at) VALUES (?1, ?2, ?3)
+      ON CONFLICT(installation_id) DO UPDATE SET policy_json = excluded.policy_json, updated_at = excluded.updated_at`).bind(actor.installationId, canonicalJson(policy), at),
+    auditStatement(env.DB, {
+      installationId: actor.installationId,
+      idempotencyKey: `strike_policy:${actor.installationId}:${at}:${crypto.randomUUID()}`,
+      action: "strike_policy.updated",
+      actor: actor.audit,
+      target: { type: "strike_policy", id: actor.installationId },
+      details: { categories: Object.keys(categories).length, expiryDays: policy.expiryDays, authorityMode: policy.authorityMode, ladder: policy.ladder.map(({ points, actionType, kind }) => ({ points, actionType, kind })) },
+      at,
+    }),
+  ]);
+  return { ...policy, updatedAt: at };
+}
+
+export async function getStrikePolicy(env: Env, actor: Actor) {
+  const policy = await readStrikePolicy(env.DB, actor.installationId);
+  if (!policy) throw new AppError("strike_policy.not_found", "This installation has no strike policy yet; PUT /strike-policy sets one.", { status: 404 });
+  return policy;
+}

@@ -1,0 +1,67 @@
+// Request bodies of accounts: the strike policy, a person's sanction on an account, bulk actions (see schemas.ts).
+import type { JSONSchema } from "json-schema-to-ts";
+import { LADDER_AUTHORITY_MODES, SANCTION_KINDS } from "../accounts";
+
+const actionTypeKey = { type: "string", pattern: "^[A-Za-z0-9._:-]{1,100}$" } as const;
+
+export const accountSchemas = {
+  StrikePolicy: {
+    type: "object",
+    required: ["categories", "expiryDays", "ladder"],
+    additionalProperties: false,
+    properties: {
+      categories: {
+        type: "object",
+        maxProperties: 100,
+        description: "A policy category (DSA statement category) → the strike points a restricting decision in it gives; manifestlyIllegal: false keeps its illegal-content decisions out of DSA Art. 23(1).",
+        additionalProperties: {
+          type: "object",
+          required: ["points"],
+          additionalProperties: false,
+          properties: { points: { type: "integer", minimum: 0, maximum: 1000 }, manifestlyIllegal: { type: "boolean" } },
+        },
+      },
+      expiryDays: { type: "integer", minimum: 1, maximum: 3650, description: "How long a strike counts." },
+      warningPeriodHours: { type: "integer", minimum: 0, maximum: 8760, description: "How long a warning must stand before a suspension for manifestly illegal content may follow (DSA Art. 23(1)); default 0." },
+      authorityMode: { enum: LADDER_AUTHORITY_MODES, description: "assisted (default): every ladder action waits for approval; autonomous: delivered unless its action type is assisted." },
+      ladder: {
+        type: "array",
+        maxItems: 20,
+        items: {
+          type: "object",
+          required: ["points", "actionType"],
+          additionalProperties: false,
+          properties: {
+            points: { type: "integer", minimum: 1, maximum: 100000, description: "The threshold: reached when the account's counting points are at least this." },
+            actionType: { ...actionTypeKey, description: "The key of an action type of this installation." },
+            kind: { enum: SANCTION_KINDS, description: "What the action does; default read from the key (warn…, suspend…, ban/terminate…, else restriction)." },
+          },
+        },
+      },
+    },
+  },
+  SanctionAccount: {
+    type: "object",
+    required: ["actionType", "reason"],
+    additionalProperties: false,
+    properties: {
+      actionType: actionTypeKey,
+      kind: { enum: SANCTION_KINDS, description: "Default read from the action type's key." },
+      manifestlyIllegal: { type: "boolean", description: "A suspension for manifestly illegal content (DSA Art. 23(1)): refused (409) without a prior warning on record." },
+      reportId: { type: "string", pattern: "^[A-Za-z0-9._:-]{1,200}$", description: "The account's report the action names (its subject goes to the product); default its latest." },
+      reason: { type: "string", minLength: 1, maxLength: 2000 },
+    },
+  },
+  BulkAction: {
+    type: "object",
+    required: ["actionType", "reason"],
+    additionalProperties: false,
+    properties: {
+      subjects: { type: "array", maxItems: 10000, items: { type: "object" } },
+      search: { type: "object" },
+      actionType: actionTypeKey,
+      reason: { type: "string", minLength: 1, maxLength: 2000 },
+      dryRun: { type: "boolean" },
+    },
+  },
+} as const satisfies Record<string, JSONSchema>;

@@ -1,0 +1,178 @@
+// Accounts and strikes: an account's history by the product's id of its owner; strikes from
+// decisions walk the ladder warn → suspend (each rung's action delivered through its action type)
+// and walk back when an appeal overturns a decision; DSA Art. 23(1): a suspension for manifestly
+// illegal content is refused without a prior warning on record, and the transparency report
+// counts Art. 23(1) suspensions apart; another installation's account is not found.
+import { env } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { api, newInstallation, receiverLog, until } from "./helpers";
+
+async function ladderSetup(path: string, policy: Record<string, unknown>) {
+  const { apiKey } = await newInstallation("accounts");
+  const endpoint = await api("/api/v1/webhook-endpoints", { key: apiKey, body: { url: `https://hooks.product.test${path}`, retryBaseSeconds: 0, maxAttempts: 5 } });
+  expect(endpoint.status).toBe(201);
+  await env.RECEIVER.fetch("http://receiver/_control/secret", { method: "POST", body: JSON.stringify({ path, secret: endpoint.body.secret }) });
+  for (const key of ["warn_user", "suspend_user"]) {
+    const type = await api("/api/v1/action-types", { key: apiKey, body: { key, name: key, endpointId: endpoint.body.id } });
+    expect(type.status).toBe(201);
+  }
+  const put = await api("/api/v1/strike-policy", { key: apiKey, method: "PUT", body: policy });
+  expect(put.status, JSON.stringify(put.body)).toBe(200);
+  return apiKey;
+}
+
+async function reportAbout(apiKey: string, owner: string, subjectId: string) {
+  const report = await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "content", id: subjectId, ownerId: owner }, category: "scams_and_fraud", description: "A fake giveaway." } });
+  expect(report.status).toBe(201);
+  return report.body.id as string;
+}
+
+async function decide(apiKey: string, reportId: string, ground = "incompatible_content") {
+  const decision = await api("/api/v1/decisions", {
+    key: apiKey,
+    body: {
+      reportId,
+      outcome: "removed",
+      restrictions: { visibility: ["content_removed"] },
+      statement: "The post ran a fake giveaway.",
+      ground,
+      ...(ground === "illegal_content" ? { legalGround: "Fraud offence under national criminal law" } : {}),
+    },
+  });
+  expect(decision.status, JSON.stringify(decision.body)).toBe(201);
+  return decision.body.id as string;
+}
+
+const account = async (apiKey: string, id: string) => {
+  const read = await api(`/api/v1/accounts/${encodeURIComponent(id)}`, { key: apiKey });
+  expect(read.status, JSON.stringify(read.body)).toBe(200);
+  return read.body;
+};
+
+describe("the strike ladder", () => {
+  it("walks warn → suspend across decisions, delivering each rung's action, and walks back when an appeal overturns a decision", async () => {
+    const path = "/ok/accounts-ladder";
+    const apiKey = await ladderSetup(path, {
+      categories: { scams_and_fraud: { points: 2 } },
+      expiryDays: 90,
+      authorityMode: "autonomous",
+      ladder: [
+        { points: 4, actionType: "suspend_user" },
+        { points: 2, actionType: "warn_user" },
+      ],
+    });
+    const policy = await api("/api/v1/strike-policy", { key: apiKey });
+    expect(policy.body.ladder.map((rung: any) => [rung.points, rung.kind])).toEqual([
+      [2, "warning"],
+      [4, "suspension"],
+    ]);
+
+    const owner = `owner-${crypto.randomUUID()}`;
+    const first = await reportAbout(apiKey, owner, "post-1");
+    await decide(apiKey, first);
+    let view = await account(apiKey, owner);
+    expect(view.id).toBe(owner);
+    expect(view.reports.items.map((r: any) => r.id)).toEqual([first]);
+    expect(view.strikes.points).toBe(2);
+    expect(view.sanctions.items).toMatchObject([{ kind: "warning", actionType: "warn_user", threshold: 2, state: "started", art23: false }]);
+    expect(view.restrictions).toEqual([]);
+
+    const second = await reportAbout(apiKey, owner, "post-2");
+    const overturned = await decide(apiKey, second);
+    view = await account(apiKey, owner);
+    expect(view.strikes.points).toBe(4);
+    expect(view.decisions.items).toHaveLength(2);
+    const suspension = view.sanctions.items.find((s: any) => s.kind === "suspension");
+    expect(suspension).toMatchObject({ actionType: "suspend_user", threshold: 4, state: "started" });
+    expect(view.restrictions).toContainEqual(expect.objectContaining({ source: "sanction", kind: "suspension", id: suspension.id }));
+
+    // Each rung's action went out through its action type, as any action does (signed, verified).
+    const delivered = await until(async () => {
+      const log = await receiverLog(path);
+      const types = log.filter((entry) => entry.type === "action.execute").map((entry) => entry.data.actionType);
+      return types.includes("warn_user") && types.includes("suspend_user") ? log : null;
+    }, "both ladder actions delivered");
+    const sent = delivered.find((entry) => entry.data.actionType === "suspend_user")!;
+    expect(sent.verified).toBe(true);
+    expect(sent.data).toMatchObject({ reportId: second, subject: { kind: "content", id: "post-2" }, params: { scope: "account", kind: "suspension", threshold: 4, sanctionId: suspension.id } });
+    // The account's id never enters a run's input (runs hold plaintext): the product finds the owner of the subject.
+    const runInput = await env.DB.prepare(`SELECT input_json AS input FROM workflow_runs WHERE id = ?1`).bind(suspension.runId).first<{ input: string }>();
+    expect(runInput!.input).not.toContain(owner);
+
+    // The appeal overturns the second decision: its strike is reversed and the suspension walked back.
+    const appeal = await api("/api/v1/appeals", { key: apiKey, body: { decisionId: overturned, reason: "It was satire." } });
+    expect(appeal.status).toBe(201);
+    const resolved = await api(`/api/v1/appeals/${appeal.body.appeal?.id ?? appeal.body.id}/resolve`, { key: apiKey, body: { outcome: "overturned" } });
+    expect(resolved.status, JSON.stringify(resolved.body)).toBe(200);
+    view = await account(apiKey, owner);
+    expect(view.strikes.points).toBe(2);
+    expect(view.strikes.items.find((s: any) => s.decisionId === overturned).state).toBe("reversed");
+    expect(view.sanctions.items.find((s: any) => s.id === suspension.id).state).toBe("reversed");
+    expect(view.sanctions.items.find((s: any) => s.kind === "warning").state).toBe("started");
+    expect(view.restrictions).toEqual([]);
+    expect(view.decisions.items.find((d: any) => d.id === overturned).reversed).toBe(true);
+    expect(view.appeals.items).toHaveLength(1);
+
+    // A new decision climbs the ladder again: a new suspension, not the reversed one.
+    await decide(apiKey, await reportAbout(apiKey, owner, "post-3"));
+    view = await account(apiKey, owner);
+    expect(view.strikes.points).toBe(4);
+    expect(view.sanctions.items.filter((s: any) => s.kind === "suspension").map((s: any) => s.state)).toEqual(["started", "reversed"]);
+  });
+});
+
+describe("DSA Art. 23(1)", () => {
+  it("refuses a suspension for manifestly illegal content without a prior warning on record, and counts Art. 23(1) suspensions apart", async () => {
+    const apiKey = await ladderSetup("/ok/accounts-art23", {
+      categories: { scams_and_fraud: { points: 5 } },
+      expiryDays: 90,
+      authorityMode: "assisted",
+      ladder: [{ points: 5, actionType: "suspend_user" }],
+    });
+    const owner = `owner-${crypto.randomUUID()}`;
+    const reportId = await reportAbout(apiKey, owner, "post-illegal");
+    await decide(apiKey, reportId, "illegal_content");
+    // The ladder reached a suspension for manifestly illegal content: refused, no action started.
+    let view = await account(apiKey, owner);
+    expect(view.strikes.items).toMatchObject([{ manifestlyIllegal: true, points: 5 }]);
+    expect(view.sanctions.items).toMatchObject([{ kind: "suspension", art23: true, state: "refused", refusalCode: "account.art23_warning_required", runId: null }]);
+
+    // A person's suspension is refused with a typed error, and nothing is written.
+    const refused = await api(`/api/v1/accounts/${owner}/sanctions`, { key: apiKey, body: { actionType: "suspend_user", manifestlyIllegal: true, reason: "Repeated illegal offers." } });
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.code).toBe("account.art23_warning_required");
+    expect((await account(apiKey, owner)).sanctions.items).toHaveLength(1);
+
+    // After a warning on record the suspension goes ahead (assisted: its action waits for approval).
+    const warning = await api(`/api/v1/accounts/${owner}/sanctions`, { key: apiKey, body: { actionType: "warn_user", reason: "First warning." } });
+    expect(warning.status, JSON.stringify(warning.body)).toBe(201);
+    expect(warning.body).toMatchObject({ kind: "warning", state: "started", source: "manual" });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const suspended = await api(`/api/v1/accounts/${owner}/sanctions`, { key: apiKey, body: { actionType: "suspend_user", manifestlyIllegal: true, reason: "Repeated illegal offers." } });
+    expect(suspended.status, JSON.stringify(suspended.body)).toBe(201);
+    expect(suspended.body).toMatchObject({ kind: "suspension", art23: true, state: "started" });
+    const proposal = await until(async () => (await api("/api/v1/action-proposals?state=approval_required", { key: apiKey })).body.items?.find((p: any) => p.runId === suspended.body.runId), "the suspension's proposal");
+    expect(proposal).toMatchObject({ actionType: "suspend_user", authorityMode: "assisted" });
+    view = await account(apiKey, owner);
+    expect(view.restrictions).toContainEqual(expect.objectContaining({ source: "sanction", kind: "suspension" }));
+
+    const report = await api("/api/v1/transparency-report", { key: apiKey });
+    expect(report.status).toBe(200);
+    expect(report.body.sections.suspensions.manifestlyIllegalContent).toEqual({ suspensions: 1, refusedWithoutPriorWarning: 1 });
+  });
+});
+
+describe("tenancy", () => {
+  it("another installation's account is not found, and nothing of it is told", async () => {
+    const apiKey = await ladderSetup("/ok/accounts-tenancy", { categories: { scams_and_fraud: { points: 1 } }, expiryDays: 30, ladder: [] });
+    const owner = `owner-${crypto.randomUUID()}`;
+    await decide(apiKey, await reportAbout(apiKey, owner, "post-t"));
+    expect((await account(apiKey, owner)).strikes.points).toBe(1);
+    const other = await newInstallation("accounts-other");
+    const foreign = await api(`/api/v1/accounts/${owner}`, { key: other.apiKey });
+    expect(foreign.status).toBe(404);
+    expect(foreign.body.error.code).toBe("account.not_found");
+    const sanction = await api(`/api/v1/accounts/${owner}/sanctions`, { key: other.apiKey, body: { actionType: "warn_user", reason: "x" } });
+    expect(sanction.status).toBe(404);
+  });
+});

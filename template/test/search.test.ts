@@ -1,0 +1,114 @@
+// Search: q finds reports by every word of their description and, exactly, by their reporter's id
+// or contact, through keyed terms, with none of them in plaintext in D1 (the raw rows are read);
+// cases, decisions and accounts by the same matches and filters; cursors; searches that touch
+// personal data are audited without the query; another installation's records never appear.
+import { env } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { api, newInstallation } from "./helpers";
+
+const REPORTER_ID = `reporter-${crypto.randomUUID()}`;
+const CONTACT = `Alice.${crypto.randomUUID().slice(0, 8)}@Example.org`;
+
+async function fileReport(apiKey: string, input: { subjectId: string; owner?: string; description?: string; reporter?: Record<string, string>; category?: string }) {
+  const response = await api("/api/v1/reports", {
+    key: apiKey,
+    body: {
+      subject: { kind: "content", id: input.subjectId, ...(input.owner ? { ownerId: input.owner } : {}) },
+      category: input.category ?? "scams_and_fraud",
+      ...(input.description ? { description: input.description } : {}),
+      ...(input.reporter ? { reporter: input.reporter } : {}),
+    },
+  });
+  expect(response.status, JSON.stringify(response.body)).toBe(201);
+  return response.body as { id: string; caseId: string };
+}
+
+const search = (apiKey: string, query: Record<string, string>) => api(`/api/v1/search?${new URLSearchParams(query)}`, { key: apiKey });
+const ids = (body: any) => body.items.map((item: any) => item.id);
+
+describe("search", () => {
+  it("finds reports by a sealed identifier and by description words, with no identifier or word in plaintext at rest", async () => {
+    const { id: installationId, apiKey } = await newInstallation("search");
+    const target = await fileReport(apiKey, { subjectId: "post-1", description: "Quixotrel flumbergast: send one coin, get two back!", reporter: { id: REPORTER_ID, contact: CONTACT } });
+    const other = await fileReport(apiKey, { subjectId: "post-2", description: "A flumbergast of kittens.", reporter: { id: "someone-else" } });
+
+    const byId = await search(apiKey, { q: REPORTER_ID });
+    expect(byId.status).toBe(200);
+    expect(ids(byId.body)).toEqual([target.id]);
+    expect(byId.body.items[0]).toMatchObject({ type: "report", id: target.id, category: "scams_and_fraud", caseId: target.caseId });
+    // A contact matches whatever its case.
+    expect(ids((await search(apiKey, { q: CONTACT.toLowerCase() })).body)).toEqual([target.id]);
+    // Every word must be in the description.
+    expect(ids((await search(apiKey, { q: "FLUMBERGAST quixotrel" })).body)).toEqual([target.id]);
+    expect(ids((await search(apiKey, { q: "flumbergast" })).body).sort()).toEqual([target.id, other.id].sort());
+    expect(ids((await search(apiKey, { q: "flumbergast banana" })).body)).toEqual([]);
+
+    // At rest: neither the identifier, the contact nor a word of the description, in any row of the report or the index.
+    const rows = await env.DB.batch([
+      env.DB.prepare(`SELECT * FROM reports WHERE id = ?1`).bind(target.id),
+      env.DB.prepare(`SELECT * FROM search_terms WHERE record_id = ?1`).bind(target.id),
+      env.DB.prepare(`SELECT * FROM audit_events WHERE installation_id = ?1`).bind(installationId),
+    ]);
+    expect(rows[1]!.results.length).toBeGreaterThan(5);
+    const atRest = JSON.stringify(rows.map((r) => r.results)).toLowerCase();
+    for (const plaintext of [REPORTER_ID, CONTACT.toLowerCase(), "quixotrel", "flumbergast"]) expect(atRest).not.toContain(plaintext);
+
+    // Each search with q is on the record: who, which fields, how many results.
+    const audited = await api("/api/v1/audit-events?action=search.personal_data_searched&limit=50", { key: apiKey });
+    const searches = (audited.body.items ?? []).filter((event: any) => event.action === "search.personal_data_searched");
+    expect(searches.length).toBeGreaterThanOrEqual(5);
+    expect(searches[0].details).toMatchObject({ type: "report", fields: ["description", "reporter.id", "reporter.contact"] });
+  });
+
+  it("searches cases, decisions and accounts, with filters and cursors", async () => {
+    const { apiKey } = await newInstallation("search-types");
+    const owner = `owner-${crypto.randomUUID()}`;
+    const first = await fileReport(apiKey, { subjectId: "post-a", owner, description: "Phishing link to a fake bank." });
+    const second = await fileReport(apiKey, { subjectId: "post-b", owner, description: "Another phishing link.", category: "illegal_or_harmful_speech" });
+    const decided = await api("/api/v1/decisions", { key: apiKey, body: { reportId: first.id, outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement: "Phishing." } });
+    expect(decided.status).toBe(201);
+
+    const cases = await search(apiKey, { q: "phishing", type: "case" });
+    expect(ids(cases.body).sort()).toEqual([first.caseId, second.caseId].sort());
+    expect(cases.body.items[0]).toMatchObject({ type: "case", state: "open" });
+    const decisions = await search(apiKey, { q: "phishing", type: "decision", decision: "removed", automation: "not_automated" });
+    expect(ids(decisions.body)).toEqual([decided.body.id]);
+    expect(ids((await search(apiKey, { type: "decision", decision: "no_action" })).body)).toEqual([]);
+    expect(ids((await search(apiKey, { q: "phishing", category: "scams_and_fraud" })).body)).toEqual([first.id]);
+    expect(ids((await search(apiKey, { q: "phishing", decision: "removed" })).body)).toEqual([first.id]);
+    expect(ids((await search(apiKey, { q: "phishing", from: "2999-01-01" })).body)).toEqual([]);
+    const accounts = await search(apiKey, { q: owner, type: "account" });
+    expect(accounts.body.items).toEqual([expect.objectContaining({ type: "account", id: owner, reportCount: 2 })]);
+
+    // Pages newest first, each report once.
+    const page1 = await search(apiKey, { q: "phishing", limit: "1" });
+    expect(ids(page1.body)).toEqual([second.id]);
+    expect(page1.body.nextCursor).toEqual(expect.any(String));
+    const page2 = await search(apiKey, { q: "phishing", limit: "1", cursor: page1.body.nextCursor });
+    expect(ids(page2.body)).toEqual([first.id]);
+    expect(page2.body.nextCursor).toBeNull();
+
+    // Without personal_data:read, q is refused; filters alone are not.
+    const reviewer = await api("/api/v1/api-keys", { key: apiKey, body: { name: "reviewer", scopes: ["review"] } });
+    const refused = await search(reviewer.body.apiKey, { q: "phishing" });
+    expect(refused.status).toBe(403);
+    expect(refused.body.error.code).toBe("search.personal_data_scope");
+    expect((await search(reviewer.body.apiKey, { category: "scams_and_fraud" })).status).toBe(200);
+  });
+
+  it("never shows another installation's records", async () => {
+    const a = await newInstallation("search-a");
+    const b = await newInstallation("search-b");
+    const owner = `owner-${crypto.randomUUID()}`;
+    const mine = await fileReport(a.apiKey, { subjectId: "shared-post", owner, description: "Shared words here.", reporter: { id: REPORTER_ID } });
+    const theirs = await fileReport(b.apiKey, { subjectId: "shared-post", owner, description: "Shared words here.", reporter: { id: REPORTER_ID } });
+    for (const q of [REPORTER_ID, "shared words"]) {
+      expect(ids((await search(a.apiKey, { q })).body)).toEqual([mine.id]);
+      expect(ids((await search(b.apiKey, { q })).body)).toEqual([theirs.id]);
+    }
+    expect(ids((await search(b.apiKey, { q: owner, type: "account" })).body)).toEqual([owner]);
+    const everything = await search(b.apiKey, { type: "report" });
+    expect(ids(everything.body)).toEqual([theirs.id]);
+    expect(JSON.stringify(everything.body)).not.toContain(mine.id);
+  });
+});
