@@ -48,6 +48,8 @@ interface Fixtures {
   trustedFlagger: string;
   notifierSanction: string;
   connector: string;
+  ruleSet: string;
+  ruleSetVersion: string;
 }
 
 /** `<segment>/:<param>` of a route path → the fixture it names. A path not here fails the test. */
@@ -78,6 +80,8 @@ const PATH_FIXTURES: Record<string, keyof Fixtures> = {
   "notifier-sanctions/:id": "notifierSanction",
   "submissions/:decisionId": "decision",
   "connectors/:id": "connector",
+  "rule-sets/:id": "ruleSet",
+  "rule-set-versions/:id": "ruleSetVersion",
 };
 
 /** Body properties that name a row (`…Id`, `…Ids`) → the fixture, and the 404 a foreign one gets. */
@@ -87,6 +91,7 @@ const BODY_REFERENCES: Record<string, { fixture: keyof Fixtures; notFound: strin
   reportIds: { fixture: "report", notFound: "report.not_found" },
   decisionId: { fixture: "decision", notFound: "decision.not_found" },
   endpointId: { fixture: "endpoint", notFound: "webhook_endpoint.not_found" },
+  versionId: { fixture: "ruleSetVersion", notFound: "rule_set_version.not_found" },
   queueIds: { fixture: "queue", notFound: "queue.not_found" },
   queueId: { fixture: "queue", notFound: "queue.not_found" },
   qaQueueId: { fixture: "queue", notFound: "queue.not_found" },
@@ -166,6 +171,12 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   PersonalDataRequest: () => ({ reporter: { id: "tenancy-reporter" } }),
   CreateConnector: () => ({ kind: "mastodon", name: `m-${crypto.randomUUID()}`, baseUrl: "https://mastodon.test", accessToken: "tenancy-token-0123" }),
   UpdateConnector: () => ({ notifyByEmail: true }),
+  CreateRuleSet: () => ({ name: `rs-${crypto.randomUUID()}` }),
+  PublishRuleSetVersion: () => ({ rules: [{ id: "r1", when: "false", outcome: { label: { entity: "account", value: "tenancy" } } }] }),
+  DeployRuleSet: (f) => ({ versionId: f.ruleSetVersion, authorityMode: "shadow" }),
+  IngestEvents: () => ({ events: [{ id: `ev-${crypto.randomUUID()}`, type: "post.created", occurredAt: new Date().toISOString(), entities: { account: "tenancy" } }] }),
+  PutEventSettings: () => ({ sampleRate: 0 }),
+  PutLabel: () => ({ entity: "account", value: "tenancy", label: "tenancy" }),
 };
 
 async function created(path: string, key: string, body: unknown, status = 201): Promise<any> {
@@ -190,6 +201,8 @@ async function setup(label: string): Promise<Fixtures> {
     created("/api/v1/api-keys", key, { name: `extra-${label}`, scopes: ["read"] }),
     created("/api/v1/reports", key, { subject: { kind: "account", id: `acct-${marker}` }, category: "scams_and_fraud", description: `described ${marker}`, reporter: { contact: `${marker}@example.org` } }),
   ]);
+  const ruleSet = await created("/api/v1/rule-sets", key, { name: `rules-${label}` });
+  const ruleSetVersion = await created(`/api/v1/rule-sets/${ruleSet.id}/versions`, key, { rules: [{ id: "r1", when: "false", outcome: { label: { entity: "account", value: "tenancy" } } }] });
   const [componentVersion, actionType, trustedFlagger, warning, connector] = await Promise.all([
     created(`/api/v1/components/${component.id}/versions`, key, { source: "export async function run() { return { ok: true }; }" }),
     created("/api/v1/action-types", key, { key: actionTypeKey, name: "Remove", endpointId: endpoint.id }),
@@ -262,6 +275,8 @@ async function setup(label: string): Promise<Fixtures> {
     trustedFlagger: trustedFlagger.id,
     notifierSanction: warning.id,
     connector: connector.id,
+    ruleSet: ruleSet.id,
+    ruleSetVersion: ruleSetVersion.id,
   };
 }
 

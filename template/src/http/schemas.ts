@@ -7,6 +7,7 @@ import { CONSOLE_ROLES } from "../console";
 import { AUTHORITY_MODES, RUN_STATES } from "../workflows";
 import { SCOPES } from "./auth";
 import { caseSchemas } from "./schemas-cases";
+import { detectionSchemas } from "./schemas-detection";
 import { enforcementSchemas } from "./schemas-enforcement";
 import { identifier, name } from "./schema-fields";
 
@@ -209,4 +210,4 @@ const coreSchemas = {
   },
 } as const satisfies Record<string, JSONSchema>;
 
-export const schemas = { ...coreSchemas, ...caseSchemas, ...enforcementSchemas } as const satisfies Record<string, JSONSchema>;
+export const schemas = { ...coreSchemas, ...caseSchemas, ...enforcementSchemas, ...detectionSchemas } as const satisfies Record<string, JSONSchema>;

@@ -52,3 +52,13 @@ export function reviewerAuditId(installationId: string, who: string | null | und
   if (typeof who !== "string" || who.length === 0) return null;
   return `rvw_${createHmac("sha256", key("audit-reviewer/v1", env)).update(`${installationId}\u0000${who}`).digest("hex").slice(0, 20)}`;
 }
+
+/**
+ * How an entity of the event stream (an account, an IP, a device…) is named where detection keeps
+ * state about it (counters, labels): `ek1_` and 32 hex digits of a keyed hash of installation, kind
+ * and value, so neither D1 nor a counter shard holds the id or address, and a reader who knows
+ * the entity computes the same key.
+ */
+export function entityKey(installationId: string, kind: string, value: string, env: { REPORT_MASTER_KEY?: string } = workerEnv as { REPORT_MASTER_KEY?: string }): string {
+  return `ek1_${createHmac("sha256", key("detection-entity/v1", env)).update(`${installationId}\u0000${kind}\u0000${value}`).digest("hex").slice(0, 32)}`;
+}
