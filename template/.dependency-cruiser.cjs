@@ -36,7 +36,7 @@ module.exports = {
       comment:
         "Another domain is imported through its index.ts only; and the host walker (workflows/walker.ts), which runs the node executors (they call enforcement and automation), so it cannot be in the workflows index without a cycle.",
       severity: "error",
-      from: { path: [`^src/((?!lib/|http/)[^/]+)/`], pathNot: ["^src/connectors/mastodon-intake\\.ts$"] },
+      from: { path: [`^src/((?!lib/|http/)[^/]+)/`], pathNot: ["^src/connectors/mastodon-intake\\.ts$", "^src/detection/outcomes\\.ts$"] },
       to: { path: `^${DOMAIN}`, pathNot: ["^src/$1/", "^src/[^/]+/index\\.ts$", "^src/workflows/walker\\.ts$"] },
     }),
     {
@@ -46,6 +46,14 @@ module.exports = {
       severity: "error",
       from: { path: "^src/connectors/mastodon-intake\\.ts$" },
       to: { path: `^${DOMAIN}`, pathNot: ["^src/connectors/", "^src/[^/]+/index\\.ts$", "^src/cases/reports/reports\\.ts$", "^src/workflows/run-end\\.ts$"] },
+    },
+    {
+      name: "detection-outcomes-via-index",
+      comment:
+        "A rule's report outcome (detection/outcomes.ts) opens reports through cases/reports/reports.ts, which fires triggers (they start runs) and so cannot be in the cases index without a cycle; otherwise indexes only.",
+      severity: "error",
+      from: { path: "^src/detection/outcomes\\.ts$" },
+      to: { path: `^${DOMAIN}`, pathNot: ["^src/detection/", "^src/[^/]+/index\\.ts$", "^src/cases/reports/reports\\.ts$"] },
     },
     ...withAllowlist({
       name: "http-and-entry-via-index",

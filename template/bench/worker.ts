@@ -30,6 +30,7 @@ import { ARCHIVABLE_RUNS_SQL } from "../src/workflows/run-archive";
 import { PENDING_DISPATCH_SQL } from "../src/workflows/run-dispatch";
 import { EXPIRED_WAITS_SQL, STALLED_LIVE_SQL, STALLED_WAITING_SQL } from "../src/workflows/sweeps";
 import { intakeReport, type ReportInput } from "../src/cases/reports/reports";
+import { COUNTER_SHARDS, counterShard } from "../src/detection/counters";
 import { fireTriggers } from "../src/cases/triggers/triggers";
 import type { Actor } from "../src/http/auth";
 import { installationDeleteStatements } from "../src/installations/backup";
@@ -741,9 +742,37 @@ async function benchRoute(request: Request, env: BenchEnv, ctx: ExecutionContext
     if (body?.close === true) return json(closeTally());
     return json({ error: { code: "bench.tally_invalid" } }, 400);
   }
+  if (request.method === "POST" && url.pathname === "/bench/events-storage") return eventsStorage(env, (await request.json().catch(() => ({}))) as { installationId?: unknown });
   if (request.method === "POST" && url.pathname === "/bench/lifecycle-states") return lifecycleStates(env, (await request.json().catch(() => ({}))) as { installationId?: unknown });
   if (request.method === "POST" && url.pathname === "/bench/context-load") return contextLoad(env, (await request.json().catch(() => ({}))) as Parameters<typeof contextLoad>[1]);
   return json({ error: { code: "route.not_found" } }, 404);
+}
+
+/**
+ * POST /bench/events-storage {installationId}: what detection keeps of an installation — the D1
+ * rows of its detection tables and their bytes (every column's length), and the rows and SQLite
+ * bytes of its counter shards (Durable Objects). Read with the uncounted binding.
+ */
+async function eventsStorage(env: BenchEnv, body: { installationId?: unknown }): Promise<Response> {
+  if (typeof body.installationId !== "string") return json({ error: { code: "bench.installation_invalid" } }, 400);
+  const installationId = body.installationId;
+  const tables: Array<[string, string]> = [
+    [
+      "rule_hits",
+      "length(installation_id) + length(rule_set_version_id) + length(rule_id) + length(event_id) + length(rule_set_id) + length(event_type) + length(authority_mode) + 8 + length(outcome_json) + COALESCE(length(result_json), 0) + length(occurred_at) + length(created_at)",
+    ],
+    ["entity_labels", "length(installation_id) + length(entity_key) + length(value) + length(entity_kind) + 8 + length(source_type) + length(source_id) + length(created_at) + COALESCE(length(expires_at), 0)"],
+    ["event_samples", "length(installation_id) + length(event_id) + length(event_type) + length(occurred_at) + length(sealed) + length(data_key_id)"],
+  ];
+  const rows = await env.DB.batch<{ n: number; bytes: number | null }>(tables.map(([table, bytes]) => env.DB.prepare(`SELECT COUNT(*) AS n, SUM(${bytes}) AS bytes FROM ${table} WHERE installation_id = ?1`).bind(installationId)));
+  const shards = await Promise.all(Array.from({ length: COUNTER_SHARDS }, (_, shard) => counterShard(env, installationId, shard).usage()));
+  return json({
+    d1Rows: rows.reduce((sum, r) => sum + (r.results[0]?.n ?? 0), 0),
+    d1Bytes: rows.reduce((sum, r) => sum + (r.results[0]?.bytes ?? 0), 0),
+    counterRows: shards.reduce((sum, s) => sum + s.rows, 0),
+    counterBytes: shards.reduce((sum, s) => sum + s.bytes, 0),
+    shardsUsed: shards.filter((s) => s.rows > 0).length,
+  });
 }
 
 /**
@@ -947,6 +976,11 @@ export default {
     // The HTTP floor: the platform's own GET / (Hono, no auth, no D1), reached through /bench/*
     // because the console's assets answer / itself.
     if (request.method === "GET" && url.pathname === "/bench/floor") return timedPlatform(new Request(new URL("/", url), request), env, ctx);
+    // The bare POST floor (events section): the body read, then the same GET / (no auth, no D1).
+    if (request.method === "POST" && url.pathname === "/bench/floor-post") {
+      await request.text();
+      return timedPlatform(new Request(new URL("/", url)), env, ctx);
+    }
     if (url.pathname === "/bench" || url.pathname.startsWith("/bench/")) return benchRoute(request, env, ctx, url);
     return timedPlatform(request, countedEnv(env, "fetch"), ctx);
   },

@@ -12,7 +12,7 @@
 // Sections (bench/sections/*.mjs): per-step cost (platform runtime vs bare Workflow), per-node
 // growth over a long run, context cost at step 10 vs 200 (reads far back; the context load timed
 // in the Worker), component nodes vs a built-in and vs a host function, autonomous actions from
-// proposal to confirmed delivery vs a bare signed webhook POST, report intake throughput,
+// proposal to confirmed delivery vs a bare signed webhook POST, report intake throughput, product event intake (events/s over the bare POST floor, D1 bytes per unhit event, counter cost per event),
 // review-queue listing latency with 100,000 open tasks with the listing query's plan, and
 // /audit/verify at 10,000 and 100,000 audit events (incremental, from the last checkpoint), the
 // cost of the expression budget on a typical condition, the cost of reading reported content, and
@@ -29,7 +29,7 @@
 //
 // The Worker's schedule runs as under `npm start`: scripts/local-cron.mjs calls its scheduled
 // handler every minute for the whole bench. BENCH_ONLY=audit,queue,backtests,tdb,treport,… runs only those sections
-// (runtime, fused, context, expressions, components, content, actions, capacity, intake, load, queue, audit, sweeps, backup, metrics, repair, search, start, scale) — for working on one of them.
+// (runtime, fused, context, expressions, components, content, actions, capacity, intake, events, load, queue, audit, sweeps, backup, metrics, repair, search, start, scale) — for working on one of them.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
@@ -52,6 +52,7 @@ import { contentLines, sectionContent } from "../bench/sections/content.mjs";
 import { contextLines, sectionContext } from "../bench/sections/context.mjs";
 import { expressionLines, sectionExpressions } from "../bench/sections/expressions.mjs";
 import { fusedLines, sectionFused } from "../bench/sections/fused.mjs";
+import { eventLines, sectionEvents } from "../bench/sections/events.mjs";
 import { intakeLines, sectionIntake } from "../bench/sections/intake.mjs";
 import { loadLines, sectionLoad } from "../bench/sections/load.mjs";
 import { client, deadline, edge, log, OVERALL_BUDGET_MS, publish, remaining, results, round, server, sleep, startedAt, timedClient } from "../bench/sections/lib.mjs";
@@ -322,6 +323,7 @@ function report() {
     ...capacityLines(),
     ...actionLines(),
     ...intakeLines(),
+    ...eventLines(),
     ...loadLines(),
     ...queueLines(),
     ...auditLines(),
@@ -393,6 +395,7 @@ async function main() {
     "bench-trivial",
   );
   if (runs("intake")) await sectionIntake(api, timed, adminToken, casesKey, cases.id, trivial.id);
+  if (runs("events")) await sectionEvents(api, timed, adminToken);
   if (runs("load")) await sectionLoad(api, timed, adminToken, base);
   if (runs("queue")) await sectionQueueListing(api, timed, adminToken, casesKey, cases.id, trivial.id);
   if (runs("audit")) await sectionAuditVerify(api, timed, adminToken);

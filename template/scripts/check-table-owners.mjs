@@ -10,6 +10,12 @@ import { fileURLToPath } from "node:url";
 /** THE table → owner map (also listed in docs/ARCHITECTURE.md, "Ownership and boundaries"). */
 export const TABLE_OWNERS = {
   installations: "installations",
+  rule_sets: "detection",
+  rule_set_versions: "detection",
+  rule_hits: "detection",
+  entity_labels: "detection",
+  event_settings: "detection",
+  event_samples: "detection",
   api_keys: "installations",
   workflows: "workflows",
   workflow_artifacts: "workflows",

@@ -52,6 +52,8 @@ interface Fixtures {
   notifierSanction: string;
   connector: string;
   account: string;
+  ruleSet: string;
+  ruleSetVersion: string;
 }
 
 /** `<segment>/:<param>` of a route path → the fixture it names. A path not here fails the test. */
@@ -83,6 +85,8 @@ const PATH_FIXTURES: Record<string, keyof Fixtures> = {
   "notifier-sanctions/:id": "notifierSanction",
   "submissions/:decisionId": "decision",
   "connectors/:id": "connector",
+  "rule-sets/:id": "ruleSet",
+  "rule-set-versions/:id": "ruleSetVersion",
 };
 
 /** Body properties that name a row (`…Id`, `…Ids`) → the fixture, and the 404 a foreign one gets. */
@@ -92,6 +96,7 @@ const BODY_REFERENCES: Record<string, { fixture: keyof Fixtures; notFound: strin
   reportIds: { fixture: "report", notFound: "report.not_found" },
   decisionId: { fixture: "decision", notFound: "decision.not_found" },
   endpointId: { fixture: "endpoint", notFound: "webhook_endpoint.not_found" },
+  versionId: { fixture: "ruleSetVersion", notFound: "rule_set_version.not_found" },
   queueIds: { fixture: "queue", notFound: "queue.not_found" },
   queueId: { fixture: "queue", notFound: "queue.not_found" },
   qaQueueId: { fixture: "queue", notFound: "queue.not_found" },
@@ -174,6 +179,12 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   PersonalDataRequest: () => ({ reporter: { id: "tenancy-reporter" } }),
   CreateConnector: () => ({ kind: "mastodon", name: `m-${crypto.randomUUID()}`, baseUrl: "https://mastodon.test", accessToken: "tenancy-token-0123" }),
   UpdateConnector: () => ({ notifyByEmail: true }),
+  CreateRuleSet: () => ({ name: `rs-${crypto.randomUUID()}` }),
+  PublishRuleSetVersion: () => ({ rules: [{ id: "r1", when: "false", outcome: { label: { entity: "account", value: "tenancy" } } }] }),
+  DeployRuleSet: (f) => ({ versionId: f.ruleSetVersion, authorityMode: "shadow" }),
+  IngestEvents: () => ({ events: [{ id: `ev-${crypto.randomUUID()}`, type: "post.created", occurredAt: new Date().toISOString(), entities: { account: "tenancy" } }] }),
+  PutEventSettings: () => ({ sampleRate: 0 }),
+  PutLabel: () => ({ entity: "account", value: "tenancy", label: "tenancy" }),
 };
 
 async function created(path: string, key: string, body: unknown, status = 201): Promise<any> {
@@ -198,6 +209,8 @@ async function setup(label: string): Promise<Fixtures> {
     created("/api/v1/api-keys", key, { name: `extra-${label}`, scopes: ["read"] }),
     created("/api/v1/reports", key, { subject: { kind: "account", id: `acct-${marker}`, ownerId: `owner-${marker}` }, category: "scams_and_fraud", description: `described ${marker}`, reporter: { contact: `${marker}@example.org` } }),
   ]);
+  const ruleSet = await created("/api/v1/rule-sets", key, { name: `rules-${label}` });
+  const ruleSetVersion = await created(`/api/v1/rule-sets/${ruleSet.id}/versions`, key, { rules: [{ id: "r1", when: "false", outcome: { label: { entity: "account", value: "tenancy" } } }] });
   const [componentVersion, actionType, trustedFlagger, warning, connector] = await Promise.all([
     created(`/api/v1/components/${component.id}/versions`, key, { source: "export async function run() { return { ok: true }; }" }),
     created("/api/v1/action-types", key, { key: actionTypeKey, name: "Remove", endpointId: endpoint.id }),
@@ -271,6 +284,8 @@ async function setup(label: string): Promise<Fixtures> {
     notifierSanction: warning.id,
     connector: connector.id,
     account: `owner-${marker}`,
+    ruleSet: ruleSet.id,
+    ruleSetVersion: ruleSetVersion.id,
   };
 }
 

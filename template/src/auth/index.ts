@@ -2,12 +2,12 @@
 // holds. No HTTP here: http/auth.ts resolves a request to an Actor; services only read it.
 import type { ConsoleRole, ConsoleUser } from "../console";
 
-export const SCOPES = ["admin", "reports:write", "review", "read", "personal_data:read"] as const;
+export const SCOPES = ["admin", "reports:write", "review", "read", "personal_data:read", "events:write"] as const;
 export type Scope = (typeof SCOPES)[number];
 
 /** What each console role may do; `read` opens every GET route of the installation. */
 export const ROLE_SCOPES: Record<ConsoleRole, Scope[]> = {
-  admin: ["admin", "review", "reports:write", "read", "personal_data:read"],
+  admin: ["admin", "review", "reports:write", "read", "personal_data:read", "events:write"],
   moderator: ["review", "read", "personal_data:read"],
   viewer: ["read"],
 };

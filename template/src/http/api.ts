@@ -5,6 +5,7 @@ import { auditRoutes } from "../audit/routes";
 import { automationRoutes } from "../automation/routes";
 import { caseRoutes } from "../cases/routes";
 import { connectorRoutes } from "../connectors/routes";
+import { detectionRoutes } from "../detection/routes";
 import { sessionRoutes } from "../console/routes";
 import { enforcementRoutes } from "../enforcement/routes";
 import { transparencyDbRoutes } from "../enforcement/transparency-db-routes";
@@ -35,6 +36,7 @@ export const apiRoutes = [
   onboardingRoutes,
   connectorRoutes,
   accountRoutes,
+  detectionRoutes,
 ] as const;
 
 type Intersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never;

@@ -46,7 +46,7 @@ export function openApiDocument() {
     paths,
     components: {
       securitySchemes: {
-        apiKey: { type: "http", scheme: "bearer", description: "An installation API key (scopes: admin, reports:write, review)." },
+        apiKey: { type: "http", scheme: "bearer", description: "An installation API key (scopes: admin, reports:write, events:write, review, read, personal_data:read)." },
         adminToken: { type: "http", scheme: "bearer", description: "The ADMIN_TOKEN Worker secret." },
       },
       schemas: { Error: errorSchema, ...schemas },

@@ -8,6 +8,7 @@ import { AUTHORITY_MODES, RUN_STATES } from "../workflows";
 import { SCOPES } from "./auth";
 import { accountSchemas } from "./schemas-accounts";
 import { caseSchemas } from "./schemas-cases";
+import { detectionSchemas } from "./schemas-detection";
 import { enforcementSchemas } from "./schemas-enforcement";
 import { identifier, name } from "./schema-fields";
 
@@ -212,4 +213,4 @@ const coreSchemas = {
   },
 } as const satisfies Record<string, JSONSchema>;
 
-export const schemas = { ...coreSchemas, ...caseSchemas, ...enforcementSchemas, ...accountSchemas } as const satisfies Record<string, JSONSchema>;
+export const schemas = { ...coreSchemas, ...caseSchemas, ...enforcementSchemas, ...accountSchemas, ...detectionSchemas } as const satisfies Record<string, JSONSchema>;

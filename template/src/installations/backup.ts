@@ -106,6 +106,14 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "triggers", where: OWN },
   { table: "trigger_gates", where: OWN },
   { table: "trigger_demotions", where: OWN },
+  // Detection. Labels are keyed by a hash of installation and entity (lib/person-keys.ts), so they
+  // restore into the same installation id; the counters live in Durable Objects, not in a backup.
+  { table: "rule_sets", where: OWN },
+  { table: "rule_set_versions", where: OWN },
+  { table: "rule_hits", where: OWN },
+  { table: "entity_labels", where: OWN },
+  { table: "event_settings", where: OWN },
+  { table: "event_samples", where: OWN },
   { table: "webhook_deliveries", where: OWN },
   { table: "webhook_attempts", where: "delivery_id IN (SELECT id FROM webhook_deliveries WHERE installation_id = ?1)" },
   { table: "workflow_waits", where: `run_id IN ${RUNS}` },

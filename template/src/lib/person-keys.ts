@@ -64,3 +64,13 @@ export type SearchField = "word" | "reporter_id" | "reporter_contact";
 export function searchTerm(installationId: string, field: SearchField, value: string, env: { REPORT_MASTER_KEY?: string } = workerEnv as { REPORT_MASTER_KEY?: string }): string {
   return createHmac("sha256", key("search-term/v1", env)).update(`${installationId}\u0000${field}\u0000${value}`).digest("hex").slice(0, 20);
 }
+
+/**
+ * How an entity of the event stream (an account, an IP, a device…) is named where detection keeps
+ * state about it (counters, labels): `ek1_` and 32 hex digits of a keyed hash of installation, kind
+ * and value, so neither D1 nor a counter shard holds the id or address, and a reader who knows
+ * the entity computes the same key.
+ */
+export function entityKey(installationId: string, kind: string, value: string, env: { REPORT_MASTER_KEY?: string } = workerEnv as { REPORT_MASTER_KEY?: string }): string {
+  return `ek1_${createHmac("sha256", key("detection-entity/v1", env)).update(`${installationId}\u0000${kind}\u0000${value}`).digest("hex").slice(0, 32)}`;
+}

@@ -10,6 +10,7 @@ const MAX_CONTEXT_BYTES = 1_048_576;
 
 /** Names an expression may read; anything else is a parse-time error. */
 export const EXPRESSION_VARIABLES = ["input", "report", "run", "steps", "event", "node_input", "content"] as const;
+const WORKFLOW_DIALECT: ExpressionDialect = { name: "workflow", variables: EXPRESSION_VARIABLES };
 
 export interface ExpressionContext {
   input: JsonValue;
@@ -26,24 +27,44 @@ export interface ExpressionContext {
 
 type Compiled = (context: Record<string, unknown>) => unknown;
 
-function makeEnvironment(semantics: ExpressionSemantics): Environment {
+/**
+ * What an expression language built on this module may name beyond CEL: its variables (all `dyn`)
+ * and its functions (a cel-js signature and a synchronous handler). Workflow graphs use
+ * EXPRESSION_VARIABLES and no functions; other languages (detection rules) bring their own, with
+ * the same limits, semantics, linear `matches()` and cost budget.
+ */
+export interface ExpressionDialect {
+  name: string;
+  variables: readonly string[];
+  functions?: ReadonlyArray<{ signature: string; handler: (...args: never[]) => unknown }>;
+}
+
+function makeEnvironment(semantics: ExpressionSemantics, dialect: ExpressionDialect = WORKFLOW_DIALECT): Environment {
   const env = new Environment({
     homogeneousAggregateLiterals: false,
     enableOptionalTypes: true,
     limits: { maxAstNodes: 2_000, maxDepth: 48, maxListElements: 500, maxMapEntries: 500, maxCallArguments: 16 },
   });
-  for (const name of EXPRESSION_VARIABLES) env.registerVariable(name, "dyn");
+  for (const name of dialect.variables) env.registerVariable(name, "dyn");
+  for (const fn of dialect.functions ?? []) env.registerFunction(fn.signature, fn.handler as (...args: unknown[]) => unknown);
   // `matches()` runs on a linear-time matcher, not RegExp (see expression-cost.ts).
   env.registerFunction(`string.${LINEAR_MATCHES}(string): bool`, linearMatches);
   registerSemantics(env, semantics);
   return env;
 }
 
-const environments = new Map<ExpressionSemantics, Environment>(EXPRESSION_SEMANTICS.map((semantics) => [semantics, makeEnvironment(semantics)]));
+const environments = new Map<string, Environment>(EXPRESSION_SEMANTICS.map((semantics) => [`${WORKFLOW_DIALECT.name}\u0000${semantics}`, makeEnvironment(semantics)]));
 
 // Expressions of a published version never change, so parsed forms are cached by semantics and
 // text, with whether their cost estimate needs the context within the bounded sizes.
-const cache = new Map<string, { compiled: Compiled; bounded: boolean }>();
+const cache = new Map<string, CompiledEntry>();
+
+interface CompiledEntry {
+  compiled: Compiled;
+  bounded: boolean;
+  /** The checked AST (cel-js's node objects: `{ op, args }`), for callers that read it statically. */
+  ast: unknown;
+}
 const CACHE_LIMIT = 5_000;
 
 export class ExpressionError extends AppError {
@@ -69,24 +90,29 @@ export function compileExpression(expression: unknown, semantics: ExpressionSema
 
 /** The parsed tree of an expression that compiles (throws as compileExpression does otherwise). */
 export function expressionAst(expression: string, semantics: ExpressionSemantics = DEFAULT_EXPRESSION_SEMANTICS): unknown {
-  return (compileEntry(expression, semantics).compiled as unknown as { ast: unknown }).ast;
+  return compileEntry(expression, semantics).ast;
 }
 
-function compileEntry(expression: unknown, semantics: ExpressionSemantics): { compiled: Compiled; bounded: boolean } {
+function compileEntry(expression: unknown, semantics: ExpressionSemantics, dialect: ExpressionDialect = WORKFLOW_DIALECT): CompiledEntry {
   if (typeof expression !== "string" || expression.trim() === "") throw new ExpressionError("expression.invalid", "An expression must be a non-empty string.");
   if (expression.length > MAX_EXPRESSION_LENGTH) throw new ExpressionError("expression.invalid", `An expression may be at most ${MAX_EXPRESSION_LENGTH} characters.`);
-  const key = `${semantics}\u0000${expression}`;
+  const key = `${dialect.name}\u0000${semantics}\u0000${expression}`;
   const cached = cache.get(key);
   if (cached) return cached;
-  const environment = environments.get(semantics);
-  if (!environment) throw new ExpressionError("expression.invalid", `Unknown expression semantics; expected one of ${EXPRESSION_SEMANTICS.join(", ")}.`);
-  let entry: { compiled: Compiled; bounded: boolean };
+  if (!(EXPRESSION_SEMANTICS as readonly string[]).includes(semantics)) throw new ExpressionError("expression.invalid", `Unknown expression semantics; expected one of ${EXPRESSION_SEMANTICS.join(", ")}.`);
+  const environmentKey = `${dialect.name}\u0000${semantics}`;
+  let environment = environments.get(environmentKey);
+  if (!environment) {
+    environment = makeEnvironment(semantics, dialect);
+    environments.set(environmentKey, environment);
+  }
+  let entry: CompiledEntry;
   try {
     const parsed = environment.parse(expression);
     routeMatchesToLinearMatcher(parsed.ast);
     const checked = parsed.check();
     if (!checked.valid) throw checked.error ?? new Error("The expression does not type-check.");
-    entry = { compiled: parsed as unknown as Compiled, bounded: estimateExpressionCost(parsed.ast).bounded };
+    entry = { compiled: parsed as unknown as Compiled, bounded: estimateExpressionCost(parsed.ast).bounded, ast: parsed.ast };
   } catch (error) {
     if (error instanceof CostRefusal) {
       if (error.code === "expression.too_costly") throw new ExpressionError("expression.too_costly", error.message, error.details);
@@ -117,6 +143,34 @@ function safeInteger(value: bigint): number {
     throw new ExpressionError("expression.result_invalid", "An integer result is outside the safe JSON range.");
   }
   return Number(value);
+}
+
+/**
+ * An expression language over this module's CEL (see ExpressionDialect): `compile` checks an
+ * expression as compileExpression does and answers its AST and whether it needs the bounded-context
+ * check; `evaluate` runs it on a context the caller has already bounded (within 1 MiB, and within
+ * the bounded shape when `bounded`: `overBounds` tells), with failures as `expression.failed`.
+ */
+export function expressionDialect(dialect: ExpressionDialect) {
+  return {
+    compile: (expression: unknown, semantics: ExpressionSemantics = DEFAULT_EXPRESSION_SEMANTICS) => {
+      const entry = compileEntry(expression, semantics, dialect);
+      return { ast: entry.ast, bounded: entry.bounded };
+    },
+    evaluate: (expression: string, context: Record<string, unknown>, semantics: ExpressionSemantics = DEFAULT_EXPRESSION_SEMANTICS): JsonValue => {
+      const { compiled } = compileEntry(expression, semantics, dialect);
+      let result: unknown;
+      try {
+        result = compiled(context);
+      } catch (error) {
+        const cause = error instanceof NumericModuloError ? error : ((error as { cause?: unknown })?.cause ?? error);
+        const message = cause instanceof NumericModuloError || cause instanceof AppError ? cause.message : firstLine(error instanceof Error ? error.message : String(error));
+        throw new ExpressionError("expression.failed", message);
+      }
+      return celToJson(result);
+    },
+    overBounds: contextOverBounds,
+  };
 }
 
 /**

@@ -10,7 +10,7 @@ export { sealLegacyStepOutputs } from "./runtime-records";
 export { eraseArchivedSealedOutputsStatement, eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "./erasure";
 export type { NodeCall } from "./kinds/executors";
 export { categoryLiteralProblems } from "./category-literals";
-export { compileExpression, evaluateInputMapping, evaluateWorkflowExpression, type ExpressionContext } from "./expressions";
+export { compileExpression, evaluateInputMapping, evaluateWorkflowExpression, expressionDialect, type ExpressionContext, type ExpressionDialect } from "./expressions";
 export { DEFAULT_EXPRESSION_SEMANTICS, EXPRESSION_SEMANTICS, type ExpressionSemantics, semanticsOf } from "./expression-semantics";
 export { redispatchPendingRuns } from "./run-dispatch";
 export { createRun, signalRunEvent, type CreateRunInput } from "./runs";

@@ -1,0 +1,244 @@
+// Event intake: a batch of product events is checked, counted (counters.ts), run against every
+// deployed rule set version, and dropped. What persists: the hits (rule_hits), what the hits do
+// (labels, reports, runs; outcomes.ts), the counters, and a sealed sample when the installation
+// asked for one (event_settings.sample_rate; off by default). An event retried with the same id
+// counts once (the counter shards key their rows by the event) and its hits are the same rows.
+import type { Actor } from "../auth";
+import { sealPersonalData } from "../cases";
+import { entityKey } from "../lib/person-keys";
+import { type CounterOp, type CounterResult, counterShard, eventHash, shardOf } from "./counters";
+import { labelsOfEntities } from "./labels";
+import { applyHits, type Hit } from "./outcomes";
+import { type LoadedVersion, loadDeployed } from "./rule-sets";
+import { contextOverBounds, counterLookupKey, type CounterSpec, ENTITY_KIND, evaluateRule } from "./rules-language";
+import { AppError, errorCode } from "../errors";
+import type { JsonObject, JsonValue } from "../workflows";
+
+export const MAX_EVENTS_PER_BATCH = 1_000;
+const MAX_ENTITIES = 32;
+const FUTURE_SKEW_MS = 5 * 60_000;
+const EVENT_TYPE = /^[A-Za-z0-9_.:-]{1,100}$/u;
+
+export interface ProductEvent {
+  id: string;
+  type: string;
+  occurredAt: string;
+  entities: Record<string, string>;
+  data: JsonObject;
+  /** occurredAt in ms. */
+  at: number;
+}
+
+export interface EventResult {
+  id: string | null;
+  status: "evaluated" | "duplicate" | "rejected";
+  hits?: Array<{ ruleSetId: string; versionId: string; ruleId: string; outcome: string; authorityMode: string; applied: boolean }>;
+  /** Rules that could not be evaluated on this event (their code), e.g. a missing entity. */
+  ruleErrors?: Array<{ ruleSetId: string; ruleId: string; code: string }>;
+  error?: { code: string; message: string };
+}
+
+function rejected(id: unknown, code: string, message: string): EventResult {
+  return { id: typeof id === "string" ? id : null, status: "rejected", error: { code, message } };
+}
+
+/** The event as intake takes it, or the reason it is refused (the rest of the batch goes on). */
+function checkEvent(raw: unknown, now: number): ProductEvent | EventResult {
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) return rejected(null, "event.invalid", "An event is an object with id, type, occurredAt, entities and data.");
+  const event = raw as Record<string, unknown>;
+  if (typeof event.id !== "string" || event.id.length === 0 || event.id.length > 128) return rejected(event.id, "event.id_invalid", "id is the event's own id, 1 to 128 characters; a retry sends the same id.");
+  if (typeof event.type !== "string" || !EVENT_TYPE.test(event.type)) return rejected(event.id, "event.type_invalid", "type is 1 to 100 letters, digits and _ . : -, e.g. post.created.");
+  const at = typeof event.occurredAt === "string" ? Date.parse(event.occurredAt) : Number.NaN;
+  if (!Number.isFinite(at)) return rejected(event.id, "event.occurred_at_invalid", "occurredAt is an ISO 8601 time, e.g. 2026-01-01T12:00:00Z.");
+  if (at > now + FUTURE_SKEW_MS) return rejected(event.id, "event.occurred_at_future", "occurredAt is more than 5 minutes ahead of the platform's clock; send the time the event happened.");
+  const entities: Record<string, string> = {};
+  if (event.entities !== undefined) {
+    if (typeof event.entities !== "object" || event.entities === null || Array.isArray(event.entities)) return rejected(event.id, "event.entities_invalid", 'entities is an object of entity kind → id, e.g. {"account": "a1"}.');
+    const pairs = Object.entries(event.entities as Record<string, unknown>);
+    if (pairs.length > MAX_ENTITIES) return rejected(event.id, "event.entities_invalid", `An event names at most ${MAX_ENTITIES} entities.`);
+    for (const [kind, value] of pairs) {
+      if (!ENTITY_KIND.test(kind)) return rejected(event.id, "event.entities_invalid", "Entity kinds are lowercase letters, digits and _ (up to 32), e.g. account, ip, device.");
+      if (typeof value !== "string" || value.length === 0 || value.length > 512) return rejected(event.id, "event.entities_invalid", "An entity's id is a string of 1 to 512 characters.");
+      entities[kind] = value;
+    }
+  }
+  if (event.data !== undefined && (typeof event.data !== "object" || event.data === null || Array.isArray(event.data))) return rejected(event.id, "event.data_invalid", "data is an object.");
+  return { id: event.id, type: event.type, occurredAt: new Date(at).toISOString(), entities, data: (event.data ?? {}) as JsonObject, at };
+}
+
+interface CounterPlan {
+  specs: CounterSpec[];
+  /** The longest window per counter key class (`c:<type>:<kind>` / `d:<member>:<kind>`): how long its rows stay. */
+  keep: Map<string, number>;
+}
+
+function counterPlan(versions: LoadedVersion[]): CounterPlan {
+  const specs = new Map<string, CounterSpec>();
+  const keep = new Map<string, number>();
+  for (const version of versions)
+    for (const rule of version.rules)
+      for (const spec of rule.counters) {
+        const first = spec.fn === "count" ? spec.type : spec.member;
+        specs.set(`${spec.fn}\u0000${first}\u0000${spec.kind}\u0000${spec.window}`, spec);
+        const cls = `${spec.fn === "count" ? "c" : "d"}:${first}:${spec.kind}`;
+        keep.set(cls, Math.max(keep.get(cls) ?? 0, spec.windowMs));
+      }
+  return { specs: [...specs.values()], keep };
+}
+
+/**
+ * Counts and reads every counter the deployed rules name, for every event: one Durable Object call
+ * per shard touched, in parallel. Answers each event's counter values and whether it was counted
+ * before (a retry).
+ */
+async function readCounters(env: Env, installationId: string, events: ProductEvent[], plan: CounterPlan, keyOf: (kind: string, value: string) => string): Promise<{ values: Map<string, number>[]; duplicate: boolean[] }> {
+  const values = events.map(() => new Map<string, number>());
+  const duplicate = events.map(() => false);
+  if (plan.specs.length === 0) return { values, duplicate };
+  const shards = new Map<number, { ops: CounterOp[]; targets: Array<{ event: number; lookup: string }> }>();
+  events.forEach((event, index) => {
+    const hash = eventHash(event.id);
+    const recorded = new Set<string>();
+    for (const spec of plan.specs) {
+      const value = event.entities[spec.kind];
+      if (value === undefined) continue;
+      const entity = keyOf(spec.kind, value);
+      const first = spec.fn === "count" ? spec.type : spec.member;
+      const key = `${spec.fn === "count" ? "c" : "d"}:${first}:${entity}`;
+      const keepMs = plan.keep.get(`${spec.fn === "count" ? "c" : "d"}:${first}:${spec.kind}`)!;
+      const memberValue = spec.fn === "distinct" ? event.entities[spec.member] : undefined;
+      const wouldRecord = spec.fn === "count" ? event.type === spec.type : memberValue !== undefined;
+      const record = wouldRecord && !recorded.has(key);
+      if (record) recorded.add(key);
+      const op: CounterOp = {
+        key,
+        event: hash,
+        at: event.at,
+        windowMs: spec.windowMs,
+        keepMs,
+        distinct: spec.fn === "distinct",
+        record,
+        ...(record && memberValue !== undefined ? { member: keyOf((spec as { member: string }).member, memberValue).slice(4, 20) } : {}),
+      };
+      const shard = shardOf(entity);
+      let entry = shards.get(shard);
+      if (!entry) {
+        entry = { ops: [], targets: [] };
+        shards.set(shard, entry);
+      }
+      entry.ops.push(op);
+      entry.targets.push({ event: index, lookup: counterLookupKey(spec, first, value) });
+    }
+  });
+  await Promise.all(
+    [...shards].map(async ([shard, entry]) => {
+      let results: CounterResult[];
+      try {
+        results = await counterShard(env, installationId, shard).apply(entry.ops);
+      } catch (error) {
+        throw new AppError("event.counters_unavailable", "The counters could not be reached; retry the batch (events already counted count once).", { status: 503, retryable: true, details: { code: errorCode(error) } });
+      }
+      results.forEach((result, i) => {
+        const target = entry.targets[i]!;
+        values[target.event]!.set(target.lookup, result.value);
+        if (entry.ops[i]!.record && result.duplicate) duplicate[target.event] = true;
+      });
+    }),
+  );
+  return { values, duplicate };
+}
+
+/**
+ * Takes a batch of events (up to 1,000): each is checked on its own (a bad one is `rejected` in
+ * its result, the others go on), counted, and evaluated against every deployed rule set; the
+ * hits' outcomes follow their rule set's authority mode (outcomes.ts). Idempotent per event id.
+ */
+export async function intakeEvents(env: Env, ctx: ExecutionContext, actor: Actor, rawEvents: unknown[]): Promise<{ accepted: number; rejected: number; duplicates: number; hits: number; results: EventResult[] }> {
+  if (rawEvents.length > MAX_EVENTS_PER_BATCH) throw new AppError("event.batch_too_large", `A batch holds at most ${MAX_EVENTS_PER_BATCH} events; split it.`, { status: 413 });
+  const now = Date.now();
+  const installationId = actor.installationId;
+  const results: EventResult[] = [];
+  const events: ProductEvent[] = [];
+  const slots: number[] = [];
+  const seen = new Set<string>();
+  for (const raw of rawEvents) {
+    const checked = checkEvent(raw, now);
+    if ("status" in checked) results.push(checked);
+    else if (seen.has(checked.id)) results.push({ id: checked.id, status: "duplicate" });
+    else {
+      seen.add(checked.id);
+      slots.push(results.length);
+      results.push({ id: checked.id, status: "evaluated" });
+      events.push(checked);
+    }
+  }
+  const deployed = await loadDeployed(env, installationId);
+  const keys = new Map<string, string>();
+  const keyOf = (kind: string, value: string) => {
+    const name = `${kind}\u0000${value}`;
+    let key = keys.get(name);
+    if (!key) {
+      key = entityKey(installationId, kind, value, env);
+      keys.set(name, key);
+    }
+    return key;
+  };
+  const { values, duplicate } = await readCounters(env, installationId, events, counterPlan(deployed.versions), keyOf);
+  const atIso = new Date(now).toISOString();
+  const labels = deployed.versions.some((version) => version.readsLabels)
+    ? await labelsOfEntities(
+        env.DB,
+        installationId,
+        events.flatMap((event) => Object.entries(event.entities).map(([kind, value]) => keyOf(kind, value))),
+        atIso,
+      )
+    : new Map<string, string[]>();
+  const hits: Hit[] = [];
+  events.forEach((event, index) => {
+    const result = results[slots[index]!]!;
+    if (duplicate[index]) result.status = "duplicate";
+    const context = {
+      event: { id: event.id, type: event.type, occurredAt: event.occurredAt, data: event.data },
+      entity: event.entities,
+      labels: Object.fromEntries(Object.entries(event.entities).map(([kind, value]) => [kind, labels.get(keyOf(kind, value)) ?? []])) as JsonValue,
+    };
+    let overBounds: boolean | undefined;
+    for (const version of deployed.versions) {
+      for (const rule of version.rules) {
+        let matched: JsonValue;
+        try {
+          if (rule.bounded && overBounds === undefined) overBounds = contextOverBounds(context) !== null;
+          if (rule.bounded && overBounds) throw new AppError("expression.input_too_large", "The event has a list or string over the bounds this rule needs.");
+          matched = evaluateRule(rule.when, context, values[index]!, version.semantics);
+        } catch (error) {
+          result.ruleErrors = [...(result.ruleErrors ?? []), { ruleSetId: version.ruleSetId, ruleId: rule.id, code: errorCode(error) }];
+          continue;
+        }
+        if (matched !== true) continue;
+        hits.push({ event, version, rule, resultIndex: slots[index]! });
+      }
+    }
+  });
+  const sampled = deployed.sampleRate > 0 ? events.filter(() => Math.random() < deployed.sampleRate) : [];
+  const samples = await Promise.all(
+    sampled.map(async (event) => {
+      const { sealed, dataKeyId } = await sealPersonalData(env, installationId, `event_sample:${event.id}`, { id: event.id, type: event.type, occurredAt: event.occurredAt, entities: event.entities, data: event.data });
+      return env.DB.prepare(`INSERT OR IGNORE INTO event_samples (installation_id, event_id, event_type, occurred_at, sealed, data_key_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`).bind(
+        installationId,
+        event.id,
+        event.type,
+        event.occurredAt,
+        sealed,
+        dataKeyId,
+      );
+    }),
+  );
+  const applied = await applyHits(env, ctx, actor, { hits, keyOf, at: atIso, extra: samples });
+  for (const [i, hit] of hits.entries()) {
+    const result = results[hit.resultIndex]!;
+    result.hits = result.hits ?? [];
+    result.hits.push({ ruleSetId: hit.version.ruleSetId, versionId: hit.version.versionId, ruleId: hit.rule.id, outcome: Object.keys(hit.rule.outcome)[0]!, authorityMode: hit.version.authorityMode, applied: applied[i]! });
+  }
+  const count = (status: EventResult["status"]) => results.filter((result) => result.status === status).length;
+  return { accepted: count("evaluated") + count("duplicate"), rejected: count("rejected"), duplicates: count("duplicate"), hits: hits.length, results };
+}

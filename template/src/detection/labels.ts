@@ -1,0 +1,115 @@
+// Entity labels (entity_labels): what rules and people say about an account, an IP, a device…,
+// with provenance (a rule set version's rule, or the person: API key or console user), an
+// optional expiry and negation. The entity is stored only as its keyed hash (lib/person-keys.ts).
+// A label past its expiry is gone for every reader at once (reads filter on it).
+//
+// Precedence: a person's label or negation stands against rules until it expires (a rule's hit
+// does not overwrite it); a rule's label is refreshed by the next hit (new source and expiry).
+import { auditStatement } from "../audit";
+import type { Actor } from "../auth";
+import { AppError } from "../errors";
+import { entityKey } from "../lib/person-keys";
+import { parseDuration } from "./rule-sets";
+import { ENTITY_KIND } from "./rules-language";
+
+const LABEL_VALUE = /^[a-z0-9][a-z0-9_.:!-]{0,63}$/u;
+
+export interface LabelWrite {
+  installationId: string;
+  entityKey: string;
+  kind: string;
+  value: string;
+  sourceId: string;
+  at: string;
+  expiresAt: string | null;
+}
+
+/**
+ * A rule's label, for the caller's batch: written unless the entity has the value from a person
+ * (a label or a negation) that has not expired. Idempotent: a repeat refreshes the same row.
+ */
+export function ruleLabelStatement(db: D1Database, label: LabelWrite): D1PreparedStatement {
+  return db
+    .prepare(`
+      INSERT INTO entity_labels (installation_id, entity_key, value, entity_kind, negated, source_type, source_id, created_at, expires_at)
+      VALUES (?1, ?2, ?3, ?4, 0, 'rule', ?5, ?6, ?7)
+      ON CONFLICT (installation_id, entity_key, value) DO UPDATE SET
+        negated = 0, source_type = 'rule', source_id = excluded.source_id, expires_at = excluded.expires_at,
+        created_at = CASE WHEN entity_labels.expires_at IS NOT NULL AND entity_labels.expires_at <= ?6 THEN excluded.created_at ELSE entity_labels.created_at END
+      WHERE entity_labels.source_type = 'rule' OR (entity_labels.expires_at IS NOT NULL AND entity_labels.expires_at <= ?6)`)
+    .bind(label.installationId, label.entityKey, label.value, label.kind, label.sourceId, label.at, label.expiresAt);
+}
+
+function checkEntity(entity: string, value: string): void {
+  if (!ENTITY_KIND.test(entity)) throw new AppError("label.entity_invalid", "entity is an entity kind such as account, ip or device (lowercase letters, digits, _).", { status: 400 });
+  if (value.length === 0 || value.length > 512) throw new AppError("label.entity_invalid", "value is the entity's id (1 to 512 characters).", { status: 400 });
+}
+
+/** The labels an entity carries now (not expired, not negated), oldest first. */
+export async function listLabels(env: Env, actor: Actor, query: { entity: string; value: string }) {
+  checkEntity(query.entity, query.value);
+  const key = entityKey(actor.installationId, query.entity, query.value, env);
+  const { results } = await env.DB.prepare(`
+      SELECT value, source_type AS sourceType, source_id AS sourceId, created_at AS createdAt, expires_at AS expiresAt
+      FROM entity_labels WHERE installation_id = ?1 AND entity_key = ?2 AND negated = 0 AND (expires_at IS NULL OR expires_at > ?3)
+      ORDER BY created_at, value`)
+    .bind(actor.installationId, key, new Date().toISOString())
+    .all<{ value: string; sourceType: "rule" | "person"; sourceId: string; createdAt: string; expiresAt: string | null }>();
+  return { items: results.map((row) => ({ value: row.value, source: `${row.sourceType}:${row.sourceId}`, createdAt: row.createdAt, expiresAt: row.expiresAt })) };
+}
+
+/**
+ * A person labels an entity, or negates a value (`negate`: rules do not apply it while the
+ * negation stands). The principal is the source; the change is audited with the entity's key
+ * (never its id).
+ */
+export async function putLabelByPerson(env: Env, actor: Actor, input: { entity: string; value: string; label: string; negate?: boolean; expiresIn?: string }) {
+  checkEntity(input.entity, input.value);
+  if (!LABEL_VALUE.test(input.label)) throw new AppError("label.value_invalid", "label is 1 to 64 lowercase letters, digits and _ . : ! -, starting with a letter or digit.", { status: 422 });
+  const ttl = input.expiresIn === undefined ? null : parseDuration(input.expiresIn);
+  if (input.expiresIn !== undefined && ttl === null) throw new AppError("label.expiry_invalid", "expiresIn is a duration such as '30m', '24h' or '90d' (at most 365 days).", { status: 422 });
+  const key = entityKey(actor.installationId, input.entity, input.value, env);
+  const at = new Date().toISOString();
+  const expiresAt = ttl === null ? null : new Date(Date.now() + ttl).toISOString();
+  const sourceId = `${actor.audit.type}:${actor.audit.id}`;
+  await env.DB.batch([
+    env.DB.prepare(`
+      INSERT INTO entity_labels (installation_id, entity_key, value, entity_kind, negated, source_type, source_id, created_at, expires_at)
+      VALUES (?1, ?2, ?3, ?4, ?5, 'person', ?6, ?7, ?8)
+      ON CONFLICT (installation_id, entity_key, value) DO UPDATE SET negated = excluded.negated, source_type = 'person', source_id = excluded.source_id, created_at = excluded.created_at, expires_at = excluded.expires_at`).bind(
+      actor.installationId,
+      key,
+      input.label,
+      input.entity,
+      input.negate ? 1 : 0,
+      sourceId,
+      at,
+      expiresAt,
+    ),
+    auditStatement(env.DB, {
+      installationId: actor.installationId,
+      idempotencyKey: `label:${key}:${input.label}:${at}`,
+      action: input.negate ? "label.negated" : "label.applied",
+      actor: actor.audit,
+      target: { type: "entity", id: key },
+      details: { entity: input.entity, label: input.label, expiresAt },
+      at,
+    }),
+  ]);
+  return { entity: input.entity, label: input.label, negated: input.negate === true, source: `person:${sourceId}`, createdAt: at, expiresAt };
+}
+
+/** The live labels of many entities (by key), for rules that read `labels`. */
+export async function labelsOfEntities(db: D1Database, installationId: string, keys: string[], at: string): Promise<Map<string, string[]>> {
+  const out = new Map<string, string[]>();
+  const unique = [...new Set(keys)];
+  for (let i = 0; i < unique.length; i += 90) {
+    const chunk = unique.slice(i, i + 90);
+    const { results } = await db
+      .prepare(`SELECT entity_key AS entityKey, value FROM entity_labels WHERE installation_id = ?1 AND entity_key IN (${chunk.map((_, j) => `?${j + 3}`).join(", ")}) AND negated = 0 AND (expires_at IS NULL OR expires_at > ?2)`)
+      .bind(installationId, at, ...chunk)
+      .all<{ entityKey: string; value: string }>();
+    for (const row of results) out.set(row.entityKey, [...(out.get(row.entityKey) ?? []), row.value]);
+  }
+  return out;
+}

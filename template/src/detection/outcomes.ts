@@ -1,0 +1,131 @@
+// What a rule's hit does, by its rule set's authority mode:
+// - shadow: nothing; the hit is recorded with what it would have done (applied = 0).
+// - assisted: reports are opened and runs started (in assisted mode, so their actions wait for a
+//   person); labels, which act without a person, are recorded but not applied.
+// - autonomous: every outcome is applied.
+// Every hit is a rule_hits row, the same row for a retried event; reports and runs take an
+// idempotency key derived from (version, rule, event), labels are an upsert, so a retry repeats
+// nothing. Reports go through report intake (cases/reports/reports.ts: sealed, deduplicated by
+// subject, triggers fired); runs through createRun.
+import type { Actor } from "../auth";
+import { intakeReport } from "../cases/reports/reports";
+import { errorCode } from "../errors";
+import { createRun, type JsonValue } from "../workflows";
+import type { ProductEvent } from "./events";
+import { ruleLabelStatement } from "./labels";
+import { parseDuration, type LoadedVersion, type Rule } from "./rule-sets";
+
+export interface Hit {
+  event: ProductEvent;
+  version: LoadedVersion;
+  rule: LoadedVersion["rules"][number];
+  resultIndex: number;
+}
+
+const REPORT_SUBJECT_KINDS: Record<string, string> = { account: "account", post: "content", content: "content", message: "message", media: "media", listing: "listing", group: "group" };
+
+function applies(mode: string, outcome: Rule["outcome"]): boolean {
+  if (mode === "autonomous") return true;
+  if (mode === "assisted") return !("label" in outcome);
+  return false;
+}
+
+/**
+ * Records every hit and applies those its mode allows; answers, per hit, whether it was applied.
+ * `extra`: statements for the same batch (the sampled events).
+ */
+export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, input: { hits: Hit[]; keyOf: (kind: string, value: string) => string; at: string; extra: D1PreparedStatement[] }): Promise<boolean[]> {
+  const statements: D1PreparedStatement[] = [...input.extra];
+  const applied: boolean[] = [];
+  for (const hit of input.hits) {
+    const { event, version, rule } = hit;
+    const outcome = rule.outcome;
+    const source = `${version.versionId}/${rule.id}`;
+    const idempotencyKey = `rule:${version.versionId}:${rule.id}:${event.id}`;
+    let result: Record<string, JsonValue> | null = null;
+    let done = false;
+    const entityOf = (kind: string | undefined) => (kind === undefined ? undefined : event.entities[kind]);
+    if (applies(version.authorityMode, outcome)) {
+      const ruleActor: Actor = { installationId: actor.installationId, scopes: actor.scopes, audit: { type: "system", id: `rule:${source}` } };
+      try {
+        if ("label" in outcome) {
+          const value = entityOf(outcome.label.entity);
+          if (value === undefined) result = { error: "rule.entity_missing" };
+          else {
+            const ttl = outcome.label.expiresIn === undefined ? null : parseDuration(outcome.label.expiresIn);
+            statements.push(
+              ruleLabelStatement(env.DB, {
+                installationId: actor.installationId,
+                entityKey: input.keyOf(outcome.label.entity, value),
+                kind: outcome.label.entity,
+                value: outcome.label.value,
+                sourceId: source,
+                at: input.at,
+                // A rule's label lasts from the event it was drawn from.
+                expiresAt: ttl === null ? null : new Date(event.at + ttl).toISOString(),
+              }),
+            );
+            done = true;
+          }
+        } else if ("report" in outcome) {
+          const value = entityOf(outcome.report.entity);
+          if (value === undefined) result = { error: "rule.entity_missing" };
+          else {
+            const { report } = await intakeReport(
+              env,
+              ctx,
+              ruleActor,
+              {
+                subject: { kind: REPORT_SUBJECT_KINDS[outcome.report.entity] ?? "other", id: value },
+                category: outcome.report.category,
+                source: "voluntary",
+                description: outcome.report.description ?? `Rule ${rule.id} matched event ${event.type} ${event.id}.`,
+              },
+              idempotencyKey,
+            );
+            result = { reportId: report.id };
+            done = true;
+          }
+        } else if ("run" in outcome) {
+          const value = entityOf(outcome.run.entity);
+          const { run } = await createRun(env, ctx, ruleActor, {
+            workflowVersionId: outcome.run.workflowVersionId,
+            authorityMode: version.authorityMode,
+            input: {
+              event: { id: event.id, type: event.type, occurredAt: event.occurredAt },
+              rule: { ruleSetId: version.ruleSetId, versionId: version.versionId, ruleId: rule.id },
+              ...(outcome.run.entity && value !== undefined ? { subject: { kind: outcome.run.entity, id: value } } : {}),
+            },
+            idempotencyKey,
+          });
+          result = { runId: run.id };
+          done = true;
+        }
+      } catch (error) {
+        result = { error: errorCode(error) };
+      }
+    }
+    applied.push(done);
+    statements.push(
+      env.DB.prepare(`
+        INSERT INTO rule_hits (installation_id, rule_set_version_id, rule_id, event_id, rule_set_id, event_type, authority_mode, applied, outcome_json, result_json, occurred_at, created_at)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+        ON CONFLICT DO UPDATE SET applied = MAX(applied, excluded.applied), result_json = COALESCE(excluded.result_json, result_json)`).bind(
+        actor.installationId,
+        version.versionId,
+        rule.id,
+        event.id,
+        version.ruleSetId,
+        event.type,
+        version.authorityMode,
+        done ? 1 : 0,
+        JSON.stringify(outcome),
+        result === null ? null : JSON.stringify(result),
+        event.occurredAt,
+        input.at,
+      ),
+    );
+  }
+  for (let i = 0; i < statements.length; i += 500) await env.DB.batch(statements.slice(i, i + 500));
+  return applied;
+}

@@ -1,0 +1,52 @@
+// /api/v1 rule sets (versions, deployments), product events, labels.
+import { routes, withStatus } from "../http/route";
+import { intakeEvents } from "./events";
+import { listLabels, putLabelByPerson } from "./labels";
+import { createRuleSet, deployRuleSet, getRuleSet, getRuleSetVersion, listRuleSets, publishRuleSetVersion, putEventSettings, type Rule } from "./rule-sets";
+import { AppError } from "../errors";
+
+export const detectionRoutes = routes()
+  .op({ method: "post", path: "/rule-sets", summary: "Create a rule set (rules over the product's event stream)", auth: ["admin"], body: "CreateRuleSet", ok: 201, errors: [409] }, async (c, { body }) =>
+    createRuleSet(c.env, c.get("actor"), body),
+  )
+  .op({ method: "get", path: "/rule-sets", summary: "List rule sets with their deployments", auth: ["admin", "review"], ok: 200 }, async (c) => listRuleSets(c.env, c.get("actor")))
+  .op({ method: "get", path: "/rule-sets/:id", summary: "Read a rule set, its deployment and its versions", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => getRuleSet(c.env, c.get("actor"), c.req.param("id")))
+  .op(
+    {
+      method: "post",
+      path: "/rule-sets/:id/versions",
+      summary: "Publish an immutable version of a rule set: every rule's when compiled, its outcome checked",
+      auth: ["admin"],
+      body: "PublishRuleSetVersion",
+      ok: 201,
+      errors: [404, 409, 422],
+    },
+    async (c, { body }) => publishRuleSetVersion(c.env, c.get("actor"), c.req.param("id"), body as { rules: Rule[]; expressionSemantics?: "cel" | "json-numbers-1" }),
+  )
+  .op({ method: "get", path: "/rule-set-versions/:id", summary: "Read a published rule set version", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => getRuleSetVersion(c.env, c.get("actor"), c.req.param("id")))
+  .op(
+    { method: "put", path: "/rule-sets/:id/deployment", summary: "Deploy a version of the rule set in an authority mode (off, shadow, assisted, autonomous)", auth: ["admin"], body: "DeployRuleSet", ok: 200, errors: [404] },
+    async (c, { body }) => deployRuleSet(c.env, c.get("actor"), c.req.param("id"), body),
+  )
+  .op(
+    {
+      method: "post",
+      path: "/events",
+      summary: "Take in up to 1,000 product events: counted, evaluated against the deployed rule sets, not stored (idempotent per event id)",
+      auth: ["events:write"],
+      body: "IngestEvents",
+      ok: 202,
+      errors: [413, 503],
+    },
+    async (c, { body }) => withStatus(await intakeEvents(c.env, c.executionCtx as ExecutionContext, c.get("actor"), body.events), 202),
+  )
+  .op({ method: "put", path: "/event-settings", summary: "Set the share of events kept as a sealed sample for backtests (0: none, the default)", auth: ["admin"], body: "PutEventSettings", ok: 200 }, async (c, { body }) =>
+    putEventSettings(c.env, c.get("actor"), body),
+  )
+  .op({ method: "get", path: "/labels", summary: "The labels an entity carries now, with their source and expiry", auth: ["admin", "review"], query: { strings: ["entity", "value"] }, ok: 200, errors: [400] }, async (c, { query }) => {
+    if (!query.entity || !query.value) throw new AppError("label.entity_invalid", "Name the entity: ?entity=<kind>&value=<id>, e.g. ?entity=account&value=a1.", { status: 400 });
+    return listLabels(c.env, c.get("actor"), { entity: query.entity, value: query.value });
+  })
+  .op({ method: "post", path: "/labels", summary: "Label an entity, or negate a label (a person's label stands against rules until it expires)", auth: ["admin", "review"], body: "PutLabel", ok: 201, errors: [422] }, async (c, { body }) =>
+    putLabelByPerson(c.env, c.get("actor"), body),
+  );

@@ -1,0 +1,85 @@
+// Request bodies of detection: rule sets, their versions and deployments, events, labels.
+import { AUTHORITY_MODES, EXPRESSION_SEMANTICS } from "../workflows";
+import { identifier, name } from "./schema-fields";
+
+const entityKind = { type: "string", pattern: "^[a-z][a-z0-9_]{0,31}$" } as const;
+
+export const detectionSchemas = {
+  CreateRuleSet: { type: "object", required: ["name"], additionalProperties: false, properties: { name } },
+  PublishRuleSetVersion: {
+    type: "object",
+    required: ["rules"],
+    additionalProperties: false,
+    properties: {
+      expressionSemantics: { enum: EXPRESSION_SEMANTICS, description: "How CEL's numbers meet JSON's; default json-numbers-1, written into the version." },
+      rules: {
+        type: "array",
+        maxItems: 200,
+        items: {
+          type: "object",
+          required: ["id", "when", "outcome"],
+          additionalProperties: false,
+          properties: {
+            id: { type: "string", minLength: 1, maxLength: 64 },
+            when: { type: "string", minLength: 1, maxLength: 4096, description: "CEL over event, entity and labels, with count(type, entity.<kind>, window) and distinct(kind, entity.<kind>, window)." },
+            outcome: {
+              type: "object",
+              minProperties: 1,
+              maxProperties: 1,
+              additionalProperties: false,
+              properties: {
+                label: {
+                  type: "object",
+                  required: ["entity", "value"],
+                  additionalProperties: false,
+                  properties: { entity: entityKind, value: { type: "string", minLength: 1, maxLength: 64 }, expiresIn: { type: "string", maxLength: 16 } },
+                },
+                report: {
+                  type: "object",
+                  required: ["entity", "category"],
+                  additionalProperties: false,
+                  properties: { entity: entityKind, category: { type: "string", minLength: 1, maxLength: 200 }, description: { type: "string", maxLength: 2000 } },
+                },
+                run: { type: "object", required: ["workflowVersionId"], additionalProperties: false, properties: { workflowVersionId: identifier, entity: entityKind } },
+                action: { type: "object", description: "Not supported yet (rule_set.outcome_unsupported): use a run whose workflow proposes the action." },
+              },
+            },
+          },
+        },
+      },
+    },
+  },
+  DeployRuleSet: {
+    type: "object",
+    required: ["versionId", "authorityMode"],
+    additionalProperties: false,
+    properties: { versionId: identifier, authorityMode: { enum: AUTHORITY_MODES } },
+  },
+  IngestEvents: {
+    type: "object",
+    required: ["events"],
+    additionalProperties: false,
+    properties: {
+      events: {
+        type: "array",
+        minItems: 1,
+        maxItems: 1000,
+        description: "Each {id, type, occurredAt, entities, data}; each is checked on its own (a bad one is rejected in its result).",
+        items: { type: "object" },
+      },
+    },
+  },
+  PutEventSettings: { type: "object", required: ["sampleRate"], additionalProperties: false, properties: { sampleRate: { type: "number", minimum: 0, maximum: 1 } } },
+  PutLabel: {
+    type: "object",
+    required: ["entity", "value", "label"],
+    additionalProperties: false,
+    properties: {
+      entity: entityKind,
+      value: { type: "string", minLength: 1, maxLength: 512 },
+      label: { type: "string", minLength: 1, maxLength: 64 },
+      negate: { type: "boolean" },
+      expiresIn: { type: "string", maxLength: 16 },
+    },
+  },
+} as const;

@@ -1,0 +1,249 @@
+// Detection: rule sets over product events, with sliding-window counters on Durable Objects and
+// entity labels. Time is driven by the events' occurredAt, never by waiting on the wall clock.
+import { env } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { api, newInstallation, until } from "./helpers";
+
+const VELOCITY = "count('post.created', entity.account, '10m') > 20";
+
+async function deployRules(key: string, rules: unknown[], authorityMode = "autonomous"): Promise<{ ruleSetId: string; versionId: string }> {
+  const set = await api("/api/v1/rule-sets", { key, body: { name: `rules-${crypto.randomUUID()}` } });
+  expect(set.status, JSON.stringify(set.body)).toBe(201);
+  const version = await api(`/api/v1/rule-sets/${set.body.id}/versions`, { key, body: { rules } });
+  expect(version.status, JSON.stringify(version.body)).toBe(201);
+  const deployed = await api(`/api/v1/rule-sets/${set.body.id}/deployment`, { key, method: "PUT", body: { versionId: version.body.id, authorityMode } });
+  expect(deployed.status, JSON.stringify(deployed.body)).toBe(200);
+  return { ruleSetId: set.body.id, versionId: version.body.id };
+}
+
+const velocityRule = { id: "burst", when: VELOCITY, outcome: { label: { entity: "account", value: "spam-burst" } } };
+
+function post(account: string, at: number, id = `ev-${crypto.randomUUID()}`) {
+  return { id, type: "post.created", occurredAt: new Date(at).toISOString(), entities: { account }, data: { length: 10 } };
+}
+
+async function send(key: string, events: unknown[]) {
+  const response = await api("/api/v1/events", { key, body: { events } });
+  expect(response.status, JSON.stringify(response.body)).toBe(202);
+  return response.body as {
+    accepted: number;
+    rejected: number;
+    duplicates: number;
+    hits: number;
+    results: Array<{ id: string; status: string; hits?: Array<{ ruleId: string; applied: boolean; authorityMode: string }>; ruleErrors?: unknown[]; error?: { code: string } }>;
+  };
+}
+
+async function labelsOf(key: string, account: string) {
+  const response = await api(`/api/v1/labels?entity=account&value=${encodeURIComponent(account)}`, { key });
+  expect(response.status, JSON.stringify(response.body)).toBe(200);
+  return response.body.items as Array<{ value: string; source: string; createdAt: string; expiresAt: string | null }>;
+}
+
+describe("rule set versions", () => {
+  it("are published with a digest and refuse what cannot run: a bad when, a non-literal window, an action outcome", async () => {
+    const { apiKey } = await newInstallation("rules-publish");
+    const set = await api("/api/v1/rule-sets", { key: apiKey, body: { name: "velocity" } });
+    const ok = await api(`/api/v1/rule-sets/${set.body.id}/versions`, { key: apiKey, body: { rules: [velocityRule] } });
+    expect(ok.status).toBe(201);
+    expect(ok.body.digest).toMatch(/^sha256:[0-9a-f]{64}$/u);
+    expect(ok.body.version).toBe(1);
+    expect(ok.body.expressionSemantics).toBe("json-numbers-1");
+    const bad = await api(`/api/v1/rule-sets/${set.body.id}/versions`, {
+      key: apiKey,
+      body: {
+        rules: [
+          { id: "a", when: "event.type ==", outcome: { label: { entity: "account", value: "x" } } },
+          { id: "b", when: "count('post.created', entity.account, event.data.window) > 1", outcome: { label: { entity: "account", value: "x" } } },
+          { id: "c", when: "true", outcome: { action: { type: "ban" } } },
+        ],
+      },
+    });
+    expect(bad.status).toBe(422);
+    expect(bad.body.error.code).toBe("rule_set.invalid");
+    const codes = bad.body.error.details.map((d: { path: string; code: string }) => `${d.path} ${d.code}`);
+    expect(codes).toEqual(["$.rules[0].when expression.invalid", "$.rules[1].when rule.counter_invalid", "$.rules[2].outcome.action rule_set.outcome_unsupported"]);
+    const dup = await api("/api/v1/rule-sets", { key: apiKey, body: { name: "velocity" } });
+    expect(dup.status).toBe(409);
+  });
+});
+
+describe("a velocity rule", () => {
+  it("fires on the 21st post in 10 minutes and not on the 20th", async () => {
+    const { apiKey } = await newInstallation("rules-velocity");
+    await deployRules(apiKey, [velocityRule]);
+    const base = Date.now() - 3600_000;
+    const first = await send(
+      apiKey,
+      Array.from({ length: 20 }, (_, i) => post("acct-1", base + i * 10_000)),
+    );
+    expect(first.hits).toBe(0);
+    expect(first.results.every((r) => r.status === "evaluated")).toBe(true);
+    expect(await labelsOf(apiKey, "acct-1")).toEqual([]);
+    const twentyFirst = await send(apiKey, [post("acct-1", base + 200_000)]);
+    expect(twentyFirst.hits).toBe(1);
+    expect(twentyFirst.results[0]!.hits).toEqual([expect.objectContaining({ ruleId: "burst", applied: true, authorityMode: "autonomous" })]);
+    const labels = await labelsOf(apiKey, "acct-1");
+    expect(labels).toEqual([expect.objectContaining({ value: "spam-burst", expiresAt: null })]);
+    expect(labels[0]!.source).toMatch(/^rule:rsv_[0-9a-f]+\/burst$/u);
+  });
+
+  it("slides its window: posts older than 10 minutes stop counting", async () => {
+    const { apiKey } = await newInstallation("rules-slide");
+    await deployRules(apiKey, [velocityRule]);
+    const base = Date.now() - 3600_000;
+    // 20 posts at base+0s … base+190s.
+    expect(
+      (
+        await send(
+          apiKey,
+          Array.from({ length: 20 }, (_, i) => post("acct-s", base + i * 10_000)),
+        )
+      ).hits,
+    ).toBe(0);
+    // At base+605s the window (base+5s, base+605s] holds posts 2…20 and this one: 20, no hit.
+    expect((await send(apiKey, [post("acct-s", base + 605_000)])).hits).toBe(0);
+    // At base+606s: 19 + 2 = 21, a hit.
+    expect((await send(apiKey, [post("acct-s", base + 606_000)])).hits).toBe(1);
+  });
+
+  it("in shadow records what it would have done and does nothing", async () => {
+    const { apiKey, id } = await newInstallation("rules-shadow");
+    const { versionId } = await deployRules(apiKey, [velocityRule], "shadow");
+    const base = Date.now() - 3600_000;
+    const sent = await send(
+      apiKey,
+      Array.from({ length: 21 }, (_, i) => post("acct-sh", base + i * 1_000)),
+    );
+    expect(sent.hits).toBe(1);
+    expect(sent.results[20]!.hits).toEqual([expect.objectContaining({ ruleId: "burst", applied: false, authorityMode: "shadow" })]);
+    expect(await labelsOf(apiKey, "acct-sh")).toEqual([]);
+    const hit = await env.DB.prepare("SELECT applied, authority_mode AS mode, outcome_json AS outcome FROM rule_hits WHERE installation_id = ?1 AND rule_set_version_id = ?2").bind(id, versionId).all();
+    expect(hit.results).toEqual([{ applied: 0, mode: "shadow", outcome: JSON.stringify(velocityRule.outcome) }]);
+  });
+
+  it("counts an event retried with the same id once", async () => {
+    const { apiKey } = await newInstallation("rules-retry");
+    await deployRules(apiKey, [velocityRule]);
+    const base = Date.now() - 3600_000;
+    const once = post("acct-r", base, "ev-same");
+    const first = await send(apiKey, [once]);
+    expect(first.results[0]!.status).toBe("evaluated");
+    // The same id 30 times, across batches and within one: still one post.
+    for (let i = 0; i < 3; i++) {
+      const again = await send(
+        apiKey,
+        Array.from({ length: 10 }, () => once),
+      );
+      expect(again.results.every((r) => r.status === "duplicate")).toBe(true);
+      expect(again.hits).toBe(0);
+    }
+    // 19 more distinct posts make 20: still no hit; the 21st fires.
+    expect(
+      (
+        await send(
+          apiKey,
+          Array.from({ length: 19 }, (_, i) => post("acct-r", base + (i + 1) * 1_000)),
+        )
+      ).hits,
+    ).toBe(0);
+    expect((await send(apiKey, [post("acct-r", base + 30_000)])).hits).toBe(1);
+  });
+
+  it("never sees another installation's counters or labels", async () => {
+    const [a, b] = await Promise.all([newInstallation("rules-tenant-a"), newInstallation("rules-tenant-b")]);
+    await Promise.all([deployRules(a.apiKey, [velocityRule]), deployRules(b.apiKey, [velocityRule])]);
+    const base = Date.now() - 3600_000;
+    expect(
+      (
+        await send(
+          a.apiKey,
+          Array.from({ length: 21 }, (_, i) => post("acct-shared", base + i * 1_000)),
+        )
+      ).hits,
+    ).toBe(1);
+    expect(await labelsOf(a.apiKey, "acct-shared")).toHaveLength(1);
+    // The same account id, the same times, in B: its own first post.
+    expect((await send(b.apiKey, [post("acct-shared", base + 21_000)])).hits).toBe(0);
+    expect(await labelsOf(b.apiKey, "acct-shared")).toEqual([]);
+  });
+});
+
+describe("rules", () => {
+  it("count distinct entities per entity, read other event types' counters, and report an entity", async () => {
+    const { apiKey } = await newInstallation("rules-distinct");
+    await deployRules(apiKey, [
+      { id: "many-ips", when: "distinct('ip', entity.account, '24h') >= 3", outcome: { label: { entity: "account", value: "many-ips" } } },
+      { id: "new-and-busy", when: "event.type == 'account.flagged' && count('post.created', entity.account, '1h') >= 2", outcome: { report: { entity: "account", category: "scams_and_fraud" } } },
+    ]);
+    const base = Date.now() - 3600_000;
+    const at = (i: number) => new Date(base + i * 1_000).toISOString();
+    const sent = await send(apiKey, [
+      { id: "d1", type: "login", occurredAt: at(1), entities: { account: "acct-d", ip: "10.0.0.1" } },
+      { id: "d2", type: "login", occurredAt: at(2), entities: { account: "acct-d", ip: "10.0.0.1" } },
+      { id: "d3", type: "post.created", occurredAt: at(3), entities: { account: "acct-d", ip: "10.0.0.2" } },
+      { id: "d4", type: "post.created", occurredAt: at(4), entities: { account: "acct-d", ip: "10.0.0.3" } },
+      { id: "d5", type: "account.flagged", occurredAt: at(5), entities: { account: "acct-d" } },
+    ]);
+    // d5 names no ip: it adds none, but still reads the account's three.
+    expect(sent.results.map((r) => (r.hits ?? []).map((h) => h.ruleId))).toEqual([[], [], [], ["many-ips"], ["many-ips", "new-and-busy"]]);
+    expect((await labelsOf(apiKey, "acct-d")).map((l) => l.value)).toEqual(["many-ips"]);
+    const reports = await api("/api/v1/reports?subjectId=acct-d", { key: apiKey });
+    expect(reports.body.items).toHaveLength(1);
+    expect(reports.body.items[0].category).toBe("scams_and_fraud");
+  });
+
+  it("reject a bad event on its own and evaluate the rest of the batch", async () => {
+    const { apiKey } = await newInstallation("rules-reject");
+    await deployRules(apiKey, [{ id: "any", when: "event.type == 'post.created'", outcome: { label: { entity: "account", value: "poster" } } }]);
+    const sent = await send(apiKey, [
+      { id: "ok", type: "post.created", occurredAt: new Date().toISOString(), entities: { account: "acct-x" } },
+      { id: "future", type: "post.created", occurredAt: new Date(Date.now() + 3600_000).toISOString(), entities: { account: "acct-x" } },
+      { id: "bad-entity", type: "post.created", occurredAt: new Date().toISOString(), entities: { Account: "acct-x" } },
+    ]);
+    expect(sent.results.map((r) => r.error?.code ?? r.status)).toEqual(["evaluated", "event.occurred_at_future", "event.entities_invalid"]);
+    expect(sent.accepted).toBe(1);
+    expect(sent.rejected).toBe(2);
+  });
+
+  it("need the events:write scope to send events", async () => {
+    const { apiKey } = await newInstallation("rules-scope");
+    const key = await api("/api/v1/api-keys", { key: apiKey, body: { name: "admin only", scopes: ["admin"] } });
+    const refused = await api("/api/v1/events", { key: key.body.apiKey, body: { events: [post("acct", Date.now())] } });
+    expect(refused.status).toBe(403);
+    expect(refused.body.error.code).toBe("auth.scope_missing");
+  });
+});
+
+describe("labels", () => {
+  it("disappear at their expiry", async () => {
+    const { apiKey } = await newInstallation("labels-expiry");
+    // A rule's label lasts from its event: one drawn from an event two hours old, for an hour, is already gone.
+    await deployRules(apiKey, [
+      { id: "old", when: "event.type == 'old'", outcome: { label: { entity: "account", value: "brief", expiresIn: "1h" } } },
+      { id: "new", when: "event.type == 'new'", outcome: { label: { entity: "account", value: "lasting", expiresIn: "3h" } } },
+    ]);
+    const twoHoursAgo = new Date(Date.now() - 2 * 3600_000).toISOString();
+    await send(apiKey, [
+      { id: "e-old", type: "old", occurredAt: twoHoursAgo, entities: { account: "acct-e" } },
+      { id: "e-new", type: "new", occurredAt: twoHoursAgo, entities: { account: "acct-e" } },
+    ]);
+    expect((await labelsOf(apiKey, "acct-e")).map((l) => l.value)).toEqual(["lasting"]);
+    // A person's label with a one-second expiry: there, then gone.
+    const put = await api("/api/v1/labels", { key: apiKey, body: { entity: "account", value: "acct-p", label: "watch", expiresIn: "1s" } });
+    expect(put.status).toBe(201);
+    expect((await labelsOf(apiKey, "acct-p")).map((l) => l.value)).toEqual(["watch"]);
+    await until(async () => (await labelsOf(apiKey, "acct-p")).length === 0, "the label to expire", 10_000);
+  });
+
+  it("a person's negation stands against a rule", async () => {
+    const { apiKey } = await newInstallation("labels-negation");
+    await deployRules(apiKey, [{ id: "any", when: "true", outcome: { label: { entity: "account", value: "suspect" } } }]);
+    const negated = await api("/api/v1/labels", { key: apiKey, body: { entity: "account", value: "acct-n", label: "suspect", negate: true } });
+    expect(negated.status).toBe(201);
+    await send(apiKey, [post("acct-n", Date.now())]);
+    expect(await labelsOf(apiKey, "acct-n")).toEqual([]);
+    await send(apiKey, [post("acct-other", Date.now())]);
+    expect((await labelsOf(apiKey, "acct-other")).map((l) => l.value)).toEqual(["suspect"]);
+  });
+});
