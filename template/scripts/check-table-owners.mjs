@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 /** THE table → owner map (also listed in docs/ARCHITECTURE.md, "Ownership and boundaries"). */
 export const TABLE_OWNERS = {
   installations: "installations",
+  hash_banks: "media",
   api_keys: "installations",
   workflows: "workflows",
   workflow_artifacts: "workflows",

@@ -16,6 +16,7 @@ export { DynamicWorkflow, SandboxWorkflowBinding } from "./workflows";
 // so it is exported from its module rather than through the workflows index.
 export { WorkflowRuntimeCapability } from "./workflows/runtime-capability";
 export { ComponentEgress } from "./automation";
+export { PdqIndexShard } from "./media";
 
 const app = createApp();
 

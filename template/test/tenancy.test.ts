@@ -48,6 +48,7 @@ interface Fixtures {
   trustedFlagger: string;
   notifierSanction: string;
   connector: string;
+  hashBank: string;
 }
 
 /** `<segment>/:<param>` of a route path → the fixture it names. A path not here fails the test. */
@@ -78,6 +79,7 @@ const PATH_FIXTURES: Record<string, keyof Fixtures> = {
   "notifier-sanctions/:id": "notifierSanction",
   "submissions/:decisionId": "decision",
   "connectors/:id": "connector",
+  "hash-banks/:id": "hashBank",
 };
 
 /** Body properties that name a row (`…Id`, `…Ids`) → the fixture, and the 404 a foreign one gets. */
@@ -166,6 +168,11 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   PersonalDataRequest: () => ({ reporter: { id: "tenancy-reporter" } }),
   CreateConnector: () => ({ kind: "mastodon", name: `m-${crypto.randomUUID()}`, baseUrl: "https://mastodon.test", accessToken: "tenancy-token-0123" }),
   UpdateConnector: () => ({ notifyByEmail: true }),
+  CreateHashBank: () => ({ name: `hb-${crypto.randomUUID()}`, kind: "pdq" }),
+  UpdateHashBank: () => ({ threshold: 20 }),
+  AddHashBankEntries: () => ({ entries: [{ hash: "0f".repeat(32), tags: ["tenancy"] }] }),
+  RemoveHashBankEntries: () => ({ hashes: ["0f".repeat(32)] }),
+  MatchHashBank: () => ({ hash: "0f".repeat(32) }),
 };
 
 async function created(path: string, key: string, body: unknown, status = 201): Promise<any> {
@@ -190,13 +197,15 @@ async function setup(label: string): Promise<Fixtures> {
     created("/api/v1/api-keys", key, { name: `extra-${label}`, scopes: ["read"] }),
     created("/api/v1/reports", key, { subject: { kind: "account", id: `acct-${marker}` }, category: "scams_and_fraud", description: `described ${marker}`, reporter: { contact: `${marker}@example.org` } }),
   ]);
-  const [componentVersion, actionType, trustedFlagger, warning, connector] = await Promise.all([
+  const [componentVersion, actionType, trustedFlagger, warning, connector, hashBank] = await Promise.all([
     created(`/api/v1/components/${component.id}/versions`, key, { source: "export async function run() { return { ok: true }; }" }),
     created("/api/v1/action-types", key, { key: actionTypeKey, name: "Remove", endpointId: endpoint.id }),
     created("/api/v1/trusted-flaggers", key, { name: `flagger-${label}`, reporter: { id: `flagger-${marker}` }, categories: ["scams_and_fraud"] }),
     created("/api/v1/notifiers/warnings", key, { reporter: { id: `notifier-${marker}` }, reason: `warned ${marker}` }),
     created("/api/v1/connectors", key, { kind: "mastodon", name: `mastodon-${label}`, baseUrl: "https://mastodon.test", accessToken: `token-${marker}` }),
+    created("/api/v1/hash-banks", key, { name: `bank-${label}`, kind: "pdq", shards: 2 }),
   ]);
+  await created(`/api/v1/hash-banks/${hashBank.id}/entries`, key, { entries: [{ hash: "a5".repeat(32), tags: [marker] }] }, 200);
   const review = await publish(key, {
     schemaVersion: 1,
     nodes: [
@@ -262,6 +271,7 @@ async function setup(label: string): Promise<Fixtures> {
     trustedFlagger: trustedFlagger.id,
     notifierSanction: warning.id,
     connector: connector.id,
+    hashBank: hashBank.id,
   };
 }
 

@@ -48,6 +48,13 @@ export function createApp() {
       throw new AppError("request.too_large", "The request body exceeds 1 MiB.", { status: 413 });
     },
   });
+  // A hash list imported as CSV: about 100,000 hashes.
+  const csvLimit = bodyLimit({
+    maxSize: MAX_BACKTEST_BYTES,
+    onError: () => {
+      throw new AppError("request.too_large", "The request body exceeds 8 MiB; split the CSV into several imports.", { status: 413 });
+    },
+  });
   // A backtest by ids names up to 100,000 reports.
   const backtestLimit = bodyLimit({
     maxSize: MAX_BACKTEST_BYTES,
@@ -62,7 +69,16 @@ export function createApp() {
       throw new AppError("media.too_large", `An image may be at most ${MAX_IMAGE_BYTES} bytes; downscale or re-encode it first.`, { status: 413 });
     },
   });
-  const limitOf = (path: string) => (path === "/api/v1/installations/import" ? importLimit : path === "/api/v1/media/hashes" ? imageLimit : /^\/api\/v1\/workflow-versions\/[^/]+\/backtests$/u.test(path) ? backtestLimit : apiLimit);
+  const limitOf = (path: string) =>
+    path === "/api/v1/installations/import"
+      ? importLimit
+      : path === "/api/v1/media/hashes"
+        ? imageLimit
+        : /^\/api\/v1\/hash-banks\/[^/]+\/import$/u.test(path)
+          ? csvLimit
+          : /^\/api\/v1\/workflow-versions\/[^/]+\/backtests$/u.test(path)
+            ? backtestLimit
+            : apiLimit;
   app.use("/api/*", (c, next) => limitOf(c.req.path)(c, next));
   // After any write, chain the installation's new audit events (off the response path).
   app.use("/api/v1/*", async (c, next) => {
