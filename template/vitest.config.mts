@@ -6,6 +6,8 @@
 // admin webhooks and admin API.
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { build } from "esbuild";
+import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 
@@ -15,6 +17,37 @@ const root = fileURLToPath(new URL(".", import.meta.url));
  * installation, "nothing readable at rest" in any table); they run with storage of their own.
  */
 const FRESH_FILES = ["test/audit-anchor.test.ts", "test/case-archive.test.ts", "test/backtest-chunks.test.ts", "test/cases.test.ts", "test/content.test.ts", "test/metrics.test.ts", "test/retention.test.ts", "test/sweeps.test.ts"];
+
+/**
+ * PDQ's public reference images and expected hashes live outside the repository (shared/pdq_vectors
+ * beside the checkout; PDQ_VECTORS_DIR overrides): the tests fetch them through the PDQ_VECTORS
+ * binding, a function run here in Node, and skip (saying so) where the folder is absent.
+ */
+const PDQ_VECTORS_DIR = process.env.PDQ_VECTORS_DIR ?? `${root}../../shared/pdq_vectors/`;
+async function pdqVectors(request: Request): Promise<Response> {
+  const name = decodeURIComponent(new URL(request.url).pathname.slice(1));
+  if (!existsSync(PDQ_VECTORS_DIR)) return new Response("absent", { status: 404 });
+  if (name === "") return new Response("present");
+  if (name.includes("..") || !/^[A-Za-z0-9._/-]+$/u.test(name)) return new Response("bad name", { status: 400 });
+  try {
+    return new Response(await readFile(`${PDQ_VECTORS_DIR}${name}`));
+  } catch {
+    return new Response("not found", { status: 404 });
+  }
+}
+
+/**
+ * Squoosh's Emscripten glue (@jsquash/*) assigns `import.meta.url` when it is undefined; Vite's
+ * transform turns `import.meta.url` into a literal, so that assignment no longer parses. workerd
+ * always defines it, so the guard is dropped here (wrangler's esbuild bundle keeps it unchanged).
+ */
+const emscriptenImportMeta = {
+  name: "emscripten-import-meta",
+  enforce: "pre" as const,
+  transform(code: string, id: string) {
+    return id.includes("/@jsquash/") ? code.replace('if(import.meta.url===undefined){import.meta.url="https://localhost"}', "") : undefined;
+  },
+};
 
 async function bundle(entry: string): Promise<string> {
   const result = await build({ entryPoints: [`${root}${entry}`], bundle: true, write: false, format: "esm", platform: "neutral", target: "es2022", mainFields: ["module", "main"], external: ["cloudflare:*"], logLevel: "error" });
@@ -29,6 +62,7 @@ export default defineConfig(async () => {
   const peer = (name: string, script: string, extra: Record<string, unknown> = {}) => ({ name, modules: true, script, compatibilityDate: "2026-04-01", ...extra });
   return {
     plugins: [
+      emscriptenImportMeta,
       cloudflareTest({
         wrangler: { configPath: "./wrangler.jsonc" },
         miniflare: {
@@ -39,7 +73,7 @@ export default defineConfig(async () => {
             ACCESS_TEAM_DOMAIN: "safest-test.cloudflareaccess.com", ACCESS_AUD: "test-access-aud" },
           // AI: a fake Workers AI binding (an RPC entrypoint with run(model, input)); none is declared in
           // wrangler.jsonc, since the real one needs an account and the network.
-          serviceBindings: { RECEIVER: "receiver", ACCESS_PEER: "access", TDB_PEER: "transparency-db", MASTODON_PEER: "mastodon", AI: { name: "workers-ai", entrypoint: "FakeAi" } },
+          serviceBindings: { RECEIVER: "receiver", ACCESS_PEER: "access", TDB_PEER: "transparency-db", MASTODON_PEER: "mastodon", AI: { name: "workers-ai", entrypoint: "FakeAi" }, PDQ_VECTORS: pdqVectors },
           outboundService: "internet",
           workers: [
             peer("internet", internet!, { serviceBindings: { MODEL: "model", RECEIVER: "receiver", COMPONENT_API: "component-api", ACCESS: "access", TRANSPARENCY_DB: "transparency-db", MASTODON: "mastodon" } }),
@@ -56,6 +90,8 @@ export default defineConfig(async () => {
     ],
     test: {
       setupFiles: ["./test/setup.ts"],
+      // Transformed by Vite (and so by emscriptenImportMeta above) rather than loaded as they are.
+      server: { deps: { inline: [/@jsquash\//u] } },
       // Two projects. "shared": one runtime per vitest worker, reused across its test files, so the
       // D1 migrations are applied once per worker (test/setup.ts skips those already applied) and
       // no file pays for a fresh runtime; those files share the worker's D1, R2 and queues, and a

@@ -20,12 +20,13 @@ interface __BaseEnv_Env {
 	AUDIT_CHECKPOINT_KEY: string;
 	ALLOW_LOCAL_EGRESS: string;
 	ENTITY_COUNTERS: DurableObjectNamespace<import("./src/index").EntityCounters>;
+	PDQ_INDEX: DurableObjectNamespace<import("./src/index").PdqIndexShard>;
 	WORKFLOWS: Workflow<Parameters<import("./src/index").DynamicWorkflow['run']>[0]['payload']>;
 }
 declare namespace Cloudflare {
 	interface GlobalProps {
 		mainModule: typeof import("./src/index");
-		durableNamespaces: "EntityCounters";
+		durableNamespaces: "EntityCounters" | "PdqIndexShard";
 	}
 	interface Env extends __BaseEnv_Env {}
 }

@@ -57,6 +57,7 @@ import { intakeLines, sectionIntake } from "../bench/sections/intake.mjs";
 import { loadLines, sectionLoad } from "../bench/sections/load.mjs";
 import { client, deadline, edge, log, OVERALL_BUDGET_MS, publish, remaining, results, round, server, sleep, startedAt, timedClient } from "../bench/sections/lib.mjs";
 import { metricsLines, sectionMetrics } from "../bench/sections/metrics.mjs";
+import { pdqLines, sectionPdq } from "../bench/sections/pdq.mjs";
 import { queueLines, sectionQueueListing } from "../bench/sections/queue.mjs";
 import { repairLines, sectionRepair } from "../bench/sections/repair.mjs";
 import { scaleLines, sectionScale } from "../bench/sections/scale.mjs";
@@ -320,6 +321,7 @@ function report() {
     ...expressionLines(),
     ...componentLines(),
     ...contentLines(),
+    ...pdqLines(),
     ...capacityLines(),
     ...actionLines(),
     ...intakeLines(),
@@ -408,6 +410,7 @@ async function main() {
   if (runs("treport")) await sectionTransparencyReport(api, timed, adminToken);
   if (runs("search")) await sectionSearch(api, timed, adminToken);
   if (runs("start")) await sectionStart();
+  if (runs("pdq")) await sectionPdq(api, base, adminToken);
   // Last, and only when asked for by name: it fills the D1 file to ~2 GB (minutes on 2 cores) and
   // restarts the dev server on it, so nothing may run after it on the small database.
   if (only?.has("scale")) await sectionScale(api, base, adminToken, (between) => restartServer(adminToken, between));

@@ -17,6 +17,7 @@ export { DynamicWorkflow, SandboxWorkflowBinding } from "./workflows";
 export { WorkflowRuntimeCapability } from "./workflows/runtime-capability";
 export { ComponentEgress } from "./automation";
 export { EntityCounters } from "./detection";
+export { PdqIndexShard } from "./media";
 
 const app = createApp();
 

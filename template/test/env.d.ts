@@ -21,3 +21,9 @@ declare namespace Cloudflare {
     TDB_PEER: Fetcher;
   }
 }
+declare namespace Cloudflare {
+  interface Env {
+    /** PDQ's reference images and expected.json, served from the shared folder (404 at / when absent). */
+    PDQ_VECTORS: Fetcher;
+  }
+}

@@ -54,6 +54,7 @@ interface Fixtures {
   account: string;
   ruleSet: string;
   ruleSetVersion: string;
+  hashBank: string;
 }
 
 /** `<segment>/:<param>` of a route path → the fixture it names. A path not here fails the test. */
@@ -87,6 +88,7 @@ const PATH_FIXTURES: Record<string, keyof Fixtures> = {
   "connectors/:id": "connector",
   "rule-sets/:id": "ruleSet",
   "rule-set-versions/:id": "ruleSetVersion",
+  "hash-banks/:id": "hashBank",
 };
 
 /** Body properties that name a row (`…Id`, `…Ids`) → the fixture, and the 404 a foreign one gets. */
@@ -185,6 +187,11 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   IngestEvents: () => ({ events: [{ id: `ev-${crypto.randomUUID()}`, type: "post.created", occurredAt: new Date().toISOString(), entities: { account: "tenancy" } }] }),
   PutEventSettings: () => ({ sampleRate: 0 }),
   PutLabel: () => ({ entity: "account", value: "tenancy", label: "tenancy" }),
+  CreateHashBank: () => ({ name: `hb-${crypto.randomUUID()}`, kind: "pdq" }),
+  UpdateHashBank: () => ({ threshold: 20 }),
+  AddHashBankEntries: () => ({ entries: [{ hash: "0f".repeat(32), tags: ["tenancy"] }] }),
+  RemoveHashBankEntries: () => ({ hashes: ["0f".repeat(32)] }),
+  MatchHashBank: () => ({ hash: "0f".repeat(32) }),
 };
 
 async function created(path: string, key: string, body: unknown, status = 201): Promise<any> {
@@ -211,13 +218,15 @@ async function setup(label: string): Promise<Fixtures> {
   ]);
   const ruleSet = await created("/api/v1/rule-sets", key, { name: `rules-${label}` });
   const ruleSetVersion = await created(`/api/v1/rule-sets/${ruleSet.id}/versions`, key, { rules: [{ id: "r1", when: "false", outcome: { label: { entity: "account", value: "tenancy" } } }] });
-  const [componentVersion, actionType, trustedFlagger, warning, connector] = await Promise.all([
+  const [componentVersion, actionType, trustedFlagger, warning, connector, hashBank] = await Promise.all([
     created(`/api/v1/components/${component.id}/versions`, key, { source: "export async function run() { return { ok: true }; }" }),
     created("/api/v1/action-types", key, { key: actionTypeKey, name: "Remove", endpointId: endpoint.id }),
     created("/api/v1/trusted-flaggers", key, { name: `flagger-${label}`, reporter: { id: `flagger-${marker}` }, categories: ["scams_and_fraud"] }),
     created("/api/v1/notifiers/warnings", key, { reporter: { id: `notifier-${marker}` }, reason: `warned ${marker}` }),
     created("/api/v1/connectors", key, { kind: "mastodon", name: `mastodon-${label}`, baseUrl: "https://mastodon.test", accessToken: `token-${marker}` }),
+    created("/api/v1/hash-banks", key, { name: `bank-${label}`, kind: "pdq", shards: 2 }),
   ]);
+  await created(`/api/v1/hash-banks/${hashBank.id}/entries`, key, { entries: [{ hash: "a5".repeat(32), tags: [marker] }] }, 200);
   const review = await publish(key, {
     schemaVersion: 1,
     nodes: [
@@ -286,6 +295,7 @@ async function setup(label: string): Promise<Fixtures> {
     account: `owner-${marker}`,
     ruleSet: ruleSet.id,
     ruleSetVersion: ruleSetVersion.id,
+    hashBank: hashBank.id,
   };
 }
 

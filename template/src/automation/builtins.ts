@@ -1,6 +1,8 @@
 // Built-in components a team can use on day one, computed by the host: the subject's history, and
-// keyword, pattern, domain and exact-hash banks. Matching is linear in the input (no regular
+// keyword, pattern, domain and hash banks (exact hashes inline, PDQ through the installation's banks). Matching is linear in the input (no regular
 // expressions over user text), so no input can make it backtrack.
+import { errorCode } from "../errors";
+import { matchHashBank } from "../media";
 import type { AuthorizedRun, JsonObject, JsonValue } from "../workflows";
 import { ComponentExecutionError } from "./components";
 
@@ -91,12 +93,41 @@ function domainList(config: JsonObject, input: JsonObject): JsonObject {
   return { matched: matches.length > 0, matches, checked: hosts.length };
 }
 
-/** Exact SHA-256 (or any hex digest) matches of `input.hashes` / `input.sha256` against the bank. */
-function hashBank(config: JsonObject, input: JsonObject): JsonObject {
-  const bank = new Set(strings(config.hashes, "config.hashes").map((h) => h.toLowerCase()));
+const PDQ_HEX = /^[0-9a-f]{64}$/u;
+
+/**
+ * Exact SHA-256 (or any hex digest) matches of `input.hashes` / `input.sha256` against
+ * `config.hashes`, and PDQ matches of `input.pdq` (an image's hash, or it and its dihedral
+ * variants, at most 8) against the installation's banks named by `config.bank_id` / `config.bank_ids`,
+ * each with its own threshold and quality floor (`input.pdq_quality` is the image's quality). A
+ * PDQ match lists the entry, its distance and its tags.
+ */
+async function hashBank(env: Env, run: AuthorizedRun, config: JsonObject, input: JsonObject): Promise<JsonObject> {
+  const bankIds = [...(typeof config.bank_id === "string" ? [config.bank_id] : []), ...(config.bank_ids === undefined ? [] : strings(config.bank_ids, "config.bank_ids"))];
+  const bank = new Set((config.hashes === undefined && bankIds.length > 0 ? [] : strings(config.hashes, "config.hashes")).map((h) => h.toLowerCase()));
   const given = [...(Array.isArray(input.hashes) ? input.hashes : []), ...(typeof input.sha256 === "string" ? [input.sha256] : [])].filter((h): h is string => typeof h === "string").map((h) => h.toLowerCase());
   const matches = given.filter((hash) => bank.has(hash));
-  return { matched: matches.length > 0, matches };
+  if (bankIds.length === 0) return { matched: matches.length > 0, matches };
+  if (bankIds.length > 20) throw new ComponentExecutionError("component.config_invalid", false, "config.bank_ids may name at most 20 banks.");
+  const pdq = (Array.isArray(input.pdq) ? input.pdq : typeof input.pdq === "string" ? [input.pdq] : []).filter((h): h is string => typeof h === "string").map((h) => h.toLowerCase());
+  if (pdq.length > 8 || pdq.some((h) => !PDQ_HEX.test(h))) throw new ComponentExecutionError("component.input_invalid", false, "input.pdq must be a PDQ hash (64 hex digits) or a list of at most 8 (an image's and its dihedral variants).");
+  const quality = typeof input.pdq_quality === "number" ? input.pdq_quality : undefined;
+  const pdqMatches: JsonObject[] = [];
+  let belowQualityFloor = false;
+  if (pdq.length > 0) {
+    for (const bankId of bankIds) {
+      try {
+        const result = await matchHashBank(env, run.installationId, bankId, { hashes: pdq, ...(quality === undefined ? {} : { quality }) });
+        belowQualityFloor ||= result.belowQualityFloor;
+        for (const m of result.matches) pdqMatches.push({ bankId, bankName: result.bank.name, hash: m.hash, distance: m.distance, tags: m.tags, variant: m.query });
+      } catch (error) {
+        if (errorCode(error) === "hash_bank.not_found") throw new ComponentExecutionError("component.config_invalid", false, "config.bank_id names no hash bank of this installation.");
+        throw error;
+      }
+    }
+  }
+  pdqMatches.sort((a, b) => (a.distance as number) - (b.distance as number));
+  return { matched: matches.length + pdqMatches.length > 0, matches, pdq: { matched: pdqMatches.length > 0, matches: pdqMatches, belowQualityFloor } };
 }
 
 /** Reports and decisions about the run's subject (or `input.subject`), from the host's own records. */
@@ -134,7 +165,7 @@ export async function executeBuiltin(env: Env, name: string, input: { run: Autho
     case "domain_list":
       return domainList(input.config, input.input);
     case "hash_bank":
-      return hashBank(input.config, input.input);
+      return hashBank(env, input.run, input.config, input.input);
     case "subject_history":
       return subjectHistory(env, input.run, input.input);
     default:

@@ -11,6 +11,7 @@ import { enforcementRoutes } from "../enforcement/routes";
 import { transparencyDbRoutes } from "../enforcement/transparency-db-routes";
 import { installationRoutes } from "../installations/routes";
 import { operationsRoutes } from "../operations/routes";
+import { mediaRoutes } from "../media/routes";
 import { metricRoutes } from "../metrics/routes";
 import { runRoutes } from "../workflows/runs-routes";
 import { storageRoutes } from "../workflows/storage-routes";
@@ -37,6 +38,7 @@ export const apiRoutes = [
   connectorRoutes,
   accountRoutes,
   detectionRoutes,
+  mediaRoutes,
 ] as const;
 
 type Intersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never;

@@ -6,6 +6,7 @@ import { AppError, errorCode } from "../errors";
 import { sealAuditChainAfterWrite } from "../audit";
 import { signinRoutes } from "../console/routes";
 import { demoRoutes } from "../demo/routes";
+import { MAX_IMAGE_BYTES } from "../media";
 import { apiRoutes } from "./api";
 import { openApiRoutes } from "./openapi";
 import type { AppEnv } from "./types";
@@ -47,6 +48,13 @@ export function createApp() {
       throw new AppError("request.too_large", "The request body exceeds 1 MiB.", { status: 413 });
     },
   });
+  // A hash list imported as CSV: about 100,000 hashes.
+  const csvLimit = bodyLimit({
+    maxSize: MAX_BACKTEST_BYTES,
+    onError: () => {
+      throw new AppError("request.too_large", "The request body exceeds 8 MiB; split the CSV into several imports.", { status: 413 });
+    },
+  });
   // A backtest by ids names up to 100,000 reports.
   const backtestLimit = bodyLimit({
     maxSize: MAX_BACKTEST_BYTES,
@@ -54,7 +62,24 @@ export function createApp() {
       throw new AppError("request.too_large", "The request body exceeds 8 MiB; select the reports by a time range (from, to) instead of ids.", { status: 413 });
     },
   });
-  app.use("/api/*", (c, next) => (c.req.path === "/api/v1/installations/import" ? importLimit(c, next) : /^\/api\/v1\/workflow-versions\/[^/]+\/backtests$/u.test(c.req.path) ? backtestLimit(c, next) : apiLimit(c, next)));
+  // An image to hash is the body itself.
+  const imageLimit = bodyLimit({
+    maxSize: MAX_IMAGE_BYTES,
+    onError: () => {
+      throw new AppError("media.too_large", `An image may be at most ${MAX_IMAGE_BYTES} bytes; downscale or re-encode it first.`, { status: 413 });
+    },
+  });
+  const limitOf = (path: string) =>
+    path === "/api/v1/installations/import"
+      ? importLimit
+      : path === "/api/v1/media/hashes"
+        ? imageLimit
+        : /^\/api\/v1\/hash-banks\/[^/]+\/import$/u.test(path)
+          ? csvLimit
+          : /^\/api\/v1\/workflow-versions\/[^/]+\/backtests$/u.test(path)
+            ? backtestLimit
+            : apiLimit;
+  app.use("/api/*", (c, next) => limitOf(c.req.path)(c, next));
   // After any write, chain the installation's new audit events (off the response path).
   app.use("/api/v1/*", async (c, next) => {
     await next();

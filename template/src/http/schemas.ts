@@ -1,6 +1,6 @@
 // JSON Schemas of request bodies: used for validation, published in the OpenAPI document, and (with
 // json-schema-to-ts's FromSchema, types only) the type of the body a route's handler receives.
-// The bodies of cases and enforcement are in schemas-cases.ts and schemas-enforcement.ts; `schemas` is all of them.
+// The bodies of cases, enforcement and media are in schemas-cases.ts, schemas-enforcement.ts and schemas-media.ts; `schemas` is all of them.
 import type { JSONSchema } from "json-schema-to-ts";
 import { AI_OUTPUT_FORMATS, AI_PROVIDER_KINDS } from "../automation";
 import { CONSOLE_ROLES } from "../console";
@@ -10,6 +10,7 @@ import { accountSchemas } from "./schemas-accounts";
 import { caseSchemas } from "./schemas-cases";
 import { detectionSchemas } from "./schemas-detection";
 import { enforcementSchemas } from "./schemas-enforcement";
+import { mediaSchemas } from "./schemas-media";
 import { identifier, name } from "./schema-fields";
 
 const coreSchemas = {
@@ -213,4 +214,4 @@ const coreSchemas = {
   },
 } as const satisfies Record<string, JSONSchema>;
 
-export const schemas = { ...coreSchemas, ...caseSchemas, ...enforcementSchemas, ...accountSchemas, ...detectionSchemas } as const satisfies Record<string, JSONSchema>;
+export const schemas = { ...coreSchemas, ...caseSchemas, ...enforcementSchemas, ...accountSchemas, ...detectionSchemas, ...mediaSchemas } as const satisfies Record<string, JSONSchema>;

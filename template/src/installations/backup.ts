@@ -42,6 +42,8 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "archived_subjects", where: "?1 IS NULL AND 1 = 0", backup: false },
   { table: "webhook_endpoints", where: OWN },
   { table: "connectors", where: OWN },
+  // A bank's configuration; its entries live in Durable Objects and travel as its CSV export.
+  { table: "hash_banks", where: OWN },
   { table: "action_types", where: OWN },
   { table: "action_type_gates", where: OWN },
   { table: "workflow_artifacts", where: OWN },

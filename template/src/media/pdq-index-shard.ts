@@ -1,0 +1,168 @@
+// One shard of a PDQ hash bank: a Durable Object with SQLite storage, addressed by name
+// `pdq:<installation>:<bank>:<shard>`. Its table holds the shard's entries (hash, tags, quality);
+// its memory holds the multi-index over them (pdq-index.ts), built from the table on first use and
+// kept up to date by every write, so a match reads SQLite only for the tags of what it found.
+// Capacity: MAX_SHARD_ENTRIES entries, about 110 bytes of memory each.
+import { DurableObject } from "cloudflare:workers";
+import { PdqMultiIndex } from "./pdq-index";
+
+/** Entries one shard holds at most (≈ 29 MB of index memory, well inside a Durable Object's 128 MB). */
+export const MAX_SHARD_ENTRIES = 262_144;
+
+export interface ShardEntry {
+  hash: string;
+  tags: string[];
+  quality: number | null;
+}
+
+export interface ShardMatch {
+  /** Which of the queries (their order in the call) matched. */
+  query: number;
+  hash: string;
+  distance: number;
+  tags: string[];
+  quality: number | null;
+}
+
+const SCHEMA = `CREATE TABLE IF NOT EXISTS entries (id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE, tags TEXT NOT NULL, quality INTEGER)`;
+
+export class PdqIndexShard extends DurableObject<Env> {
+  private index: PdqMultiIndex | null = null;
+  /** The row id of each slot, ascending (slots are appended in id order). */
+  private ids = new Float64Array(1024);
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    // The shard's own schema, created with the object's storage (D1 migrations do not reach it).
+    ctx.storage.sql.exec(SCHEMA);
+  }
+
+  private loaded(): PdqMultiIndex {
+    if (this.index) return this.index;
+    const index = new PdqMultiIndex();
+    for (const row of this.ctx.storage.sql.exec<{ id: number; hash: string }>(`SELECT id, hash FROM entries ORDER BY id`)) this.track(index, row.id, row.hash);
+    index.build();
+    this.index = index;
+    return index;
+  }
+
+  private track(index: PdqMultiIndex, id: number, hash: string): void {
+    const slot = index.add(hash);
+    if (slot >= this.ids.length) {
+      const ids = new Float64Array(this.ids.length * 2);
+      ids.set(this.ids);
+      this.ids = ids;
+    }
+    this.ids[slot] = id;
+  }
+
+  private slotOf(id: number): number {
+    let lo = 0;
+    let hi = (this.index?.size ?? 0) - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const at = this.ids[mid]!;
+      if (at === id) return mid;
+      if (at < id) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    return -1;
+  }
+
+  /**
+   * Adds entries (hashes are 64 lowercase hex digits, checked by the caller). A hash already
+   * present keeps its row and gains the new tags (a set union). Idempotent: adding the same
+   * entries again changes nothing. Refuses the whole call when it would pass MAX_SHARD_ENTRIES.
+   */
+  async add(entries: ShardEntry[]): Promise<{ added: number; updated: number; full: boolean }> {
+    const index = this.loaded();
+    const sql = this.ctx.storage.sql;
+    const existing = new Map<string, { id: number; tags: string[] }>();
+    for (let i = 0; i < entries.length; i += 100) {
+      const batch = entries.slice(i, i + 100).map((e) => e.hash);
+      for (const row of sql.exec<{ id: number; hash: string; tags: string }>(`SELECT id, hash, tags FROM entries WHERE hash IN (${batch.map(() => "?").join(",")})`, ...batch)) {
+        existing.set(row.hash, { id: row.id, tags: JSON.parse(row.tags) as string[] });
+      }
+    }
+    const fresh = new Set(entries.filter((e) => !existing.has(e.hash)).map((e) => e.hash));
+    if (index.size + fresh.size > MAX_SHARD_ENTRIES) return { added: 0, updated: 0, full: true };
+    let added = 0;
+    let updated = 0;
+    this.ctx.storage.transactionSync(() => {
+      for (const entry of entries) {
+        const known = existing.get(entry.hash);
+        if (known) {
+          const tags = [...new Set([...known.tags, ...entry.tags])].sort();
+          if (tags.length !== known.tags.length) {
+            sql.exec(`UPDATE entries SET tags = ? WHERE id = ?`, JSON.stringify(tags), known.id);
+            known.tags = tags;
+            updated += 1;
+          }
+          continue;
+        }
+        const tags = [...new Set(entry.tags)].sort();
+        const id = sql.exec<{ id: number }>(`INSERT INTO entries (hash, tags, quality) VALUES (?, ?, ?) RETURNING id`, entry.hash, JSON.stringify(tags), entry.quality).one().id;
+        existing.set(entry.hash, { id, tags });
+        this.track(index, id, entry.hash);
+        added += 1;
+      }
+    });
+    return { added, updated, full: false };
+  }
+
+  /** Removes entries by hash; absent hashes are ignored (idempotent). */
+  async remove(hashes: string[]): Promise<{ removed: number }> {
+    const index = this.loaded();
+    let removed = 0;
+    this.ctx.storage.transactionSync(() => {
+      for (const hash of hashes) {
+        const row = this.ctx.storage.sql.exec<{ id: number }>(`DELETE FROM entries WHERE hash = ? RETURNING id`, hash).toArray()[0];
+        if (!row) continue;
+        const slot = this.slotOf(row.id);
+        if (slot >= 0) index.remove(slot);
+        removed += 1;
+      }
+    });
+    return { removed };
+  }
+
+  /** Entries within `threshold` bits of any of the queries, with their tags. */
+  async match(queries: string[], threshold: number): Promise<ShardMatch[]> {
+    const index = this.loaded();
+    const found: { query: number; slot: number; distance: number }[] = [];
+    queries.forEach((query, q) => {
+      for (const m of index.match(query, threshold)) found.push({ query: q, ...m });
+    });
+    if (found.length === 0) return [];
+    const ids = [...new Set(found.map((m) => this.ids[m.slot]!))].slice(0, 1000);
+    const rows = new Map<number, { hash: string; tags: string; quality: number | null }>();
+    for (let i = 0; i < ids.length; i += 100) {
+      const batch = ids.slice(i, i + 100);
+      for (const row of this.ctx.storage.sql.exec<{ id: number; hash: string; tags: string; quality: number | null }>(`SELECT id, hash, tags, quality FROM entries WHERE id IN (${batch.map(() => "?").join(",")})`, ...batch)) {
+        rows.set(row.id, row);
+      }
+    }
+    return found.flatMap((m) => {
+      const row = rows.get(this.ids[m.slot]!);
+      return row ? [{ query: m.query, hash: row.hash, distance: m.distance, tags: JSON.parse(row.tags) as string[], quality: row.quality }] : [];
+    });
+  }
+
+  /** Entries after row id `after`, in id order (an export's page). */
+  async page(after: number, limit: number): Promise<{ entries: (ShardEntry & { id: number })[] }> {
+    const rows = this.ctx.storage.sql.exec<{ id: number; hash: string; tags: string; quality: number | null }>(`SELECT id, hash, tags, quality FROM entries WHERE id > ? ORDER BY id LIMIT ?`, after, limit).toArray();
+    return { entries: rows.map((row) => ({ id: row.id, hash: row.hash, tags: JSON.parse(row.tags) as string[], quality: row.quality })) };
+  }
+
+  async count(): Promise<number> {
+    return this.ctx.storage.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM entries`).one().n;
+  }
+
+  /** Drops every entry and the object's storage (the bank was deleted). */
+  async clear(): Promise<void> {
+    this.index = null;
+    this.ids = new Float64Array(1024);
+    await this.ctx.storage.deleteAll();
+    this.ctx.storage.sql.exec(SCHEMA);
+  }
+}

@@ -1,0 +1,262 @@
+// PDQ hash banks: entries, CSV import and export, matching within the bank's threshold through the
+// multi-index (checked against brute force), quality floors, tenancy, and the hash_bank enrichment.
+import { env } from "cloudflare:test";
+import { exports } from "cloudflare:workers";
+import fc from "fast-check";
+import { beforeAll, describe, expect, it } from "vitest";
+import { hammingHex } from "../src/media";
+import { PdqMultiIndex } from "../src/media/pdq-index";
+import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
+
+/** A random 256-bit hash from a seeded generator (a fixed sequence, so a failure replays). */
+function randomHash(random: () => number): string {
+  let hex = "";
+  for (let i = 0; i < 8; i += 1)
+    hex += Math.floor(random() * 2 ** 32)
+      .toString(16)
+      .padStart(8, "0");
+  return hex;
+}
+
+function seeded(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+    return state / 2 ** 32;
+  };
+}
+
+/** The hash with `bits` distinct bits flipped (chosen by `random`). */
+function flip(hash: string, bits: number, random: () => number): string {
+  const bytes = hash.match(/../gu)!.map((b) => Number.parseInt(b, 16));
+  const chosen = new Set<number>();
+  while (chosen.size < bits) chosen.add(Math.floor(random() * 256));
+  for (const bit of chosen) bytes[bit >> 3]! ^= 1 << (bit & 7);
+  return bytes.map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+describe("the multi-index finds exactly what brute force finds", () => {
+  it("for random banks, perturbed queries and every threshold 0-63 (no false negatives, no false positives)", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 2 ** 31 }), fc.integer({ min: 0, max: 63 }), fc.integer({ min: 50, max: 6000 }), (seed, threshold, size) => {
+        const random = seeded(seed);
+        const base = Array.from({ length: 20 }, () => randomHash(random));
+        const index = new PdqMultiIndex();
+        const stored: string[] = [];
+        for (let i = 0; i < size; i += 1) {
+          // Clusters around a few bases at distances 0-70, so every threshold has hits and near-misses.
+          const hash = random() < 0.7 ? flip(base[i % base.length]!, Math.floor(random() * 71), random) : randomHash(random);
+          stored.push(hash);
+          index.add(hash);
+        }
+        const removed = new Set<number>();
+        for (let i = 0; i < size / 20; i += 1) removed.add(Math.floor(random() * size));
+        for (const slot of removed) index.remove(slot);
+        for (let q = 0; q < 5; q += 1) {
+          const query = flip(base[q]!, Math.floor(random() * 40), random);
+          const expected = stored
+            .map((hash, slot) => ({ slot, distance: hammingHex(hash, query) }))
+            .filter((m) => m.distance <= threshold && !removed.has(m.slot))
+            .sort((a, b) => a.distance - b.distance || a.slot - b.slot);
+          expect(index.match(query, threshold)).toEqual(expected);
+        }
+      }),
+      { numRuns: 40 },
+    );
+  });
+});
+
+describe("hash banks over the API", () => {
+  let key: string;
+  let other: string;
+  beforeAll(async () => {
+    const [mine, theirs] = await Promise.all([newInstallation("banks"), newInstallation("banks-other")]);
+    key = mine.apiKey;
+    other = theirs.apiKey;
+  });
+
+  const bank = async (body: Record<string, unknown> = {}) => {
+    const response = await api("/api/v1/hash-banks", { key, body: { name: `bank-${crypto.randomUUID()}`, kind: "pdq", ...body } });
+    expect(response.status).toBe(201);
+    return response.body as { id: string; threshold: number; qualityFloor: number; shards: number; entries: number };
+  };
+
+  it("creates a bank with PDQ's defaults (threshold 31, quality floor 50) and refuses a second of the same name", async () => {
+    const created = await bank({ name: "csam-known" });
+    expect(created).toMatchObject({ kind: "pdq", threshold: 31, qualityFloor: 50, shards: 8, entries: 0 });
+    expect((await api("/api/v1/hash-banks", { key, body: { name: "csam-known", kind: "pdq" } })).body.error.code).toBe("hash_bank.name_taken");
+    expect((await api("/api/v1/hash-banks", { key, body: { name: "x", kind: "md5" } })).status).toBe(400);
+  });
+
+  it("matches within the bank's threshold with distance and tags, nearest first; merges tags on re-adding; removes", async () => {
+    const random = seeded(7);
+    const { id } = await bank({ shards: 3 });
+    const known = randomHash(random);
+    const near = flip(known, 12, random);
+    const edge31 = flip(known, 31, random);
+    const far = flip(known, 32, random);
+    const added = await api(`/api/v1/hash-banks/${id}/entries`, { key, body: { entries: [{ hash: known.toUpperCase(), tags: ["ncmec"] }, { hash: near, tags: ["stopncii"] }, { hash: far }] } });
+    expect(added.body).toEqual({ added: 3, updated: 0, skipped: 0 });
+    const again = await api(`/api/v1/hash-banks/${id}/entries`, {
+      key,
+      body: {
+        entries: [
+          { hash: known, tags: ["ncmec", "tech-against-terrorism"] },
+          { hash: near, tags: ["stopncii"] },
+        ],
+      },
+    });
+    expect(again.body).toEqual({ added: 0, updated: 1, skipped: 0 });
+    expect((await api(`/api/v1/hash-banks/${id}`, { key })).body.entries).toBe(3);
+
+    const match = await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: known } });
+    expect(match.status).toBe(200);
+    expect(match.body).toMatchObject({ threshold: 31, belowQualityFloor: false });
+    expect(match.body.matches).toEqual([
+      { hash: known, distance: 0, tags: ["ncmec", "tech-against-terrorism"], query: 0 },
+      { hash: near, distance: 12, tags: ["stopncii"], query: 0 },
+    ]);
+    // Exactly at the threshold matches; one bit past it does not.
+    expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: edge31 } })).body.matches.map((m: any) => m.hash)).toContain(known);
+    expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: flip(far, 0, random) } })).body.matches.map((m: any) => m.hash)).not.toContain(known);
+
+    expect((await api(`/api/v1/hash-banks/${id}`, { key, method: "PATCH", body: { threshold: 10 } })).body.threshold).toBe(10);
+    expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: known } })).body.matches.map((m: any) => m.hash)).toEqual([known]);
+
+    expect((await api(`/api/v1/hash-banks/${id}/entries/remove`, { key, body: { hashes: [known, randomHash(random)] } })).body).toEqual({ removed: 1 });
+    expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: known } })).body.matches).toEqual([]);
+  });
+
+  it("skips entries and queries under the bank's quality floor", async () => {
+    const random = seeded(11);
+    const { id } = await bank({ qualityFloor: 60 });
+    const low = randomHash(random);
+    const good = randomHash(random);
+    expect(
+      (
+        await api(`/api/v1/hash-banks/${id}/entries`, {
+          key,
+          body: {
+            entries: [
+              { hash: low, quality: 40 },
+              { hash: good, quality: 90 },
+            ],
+          },
+        })
+      ).body,
+    ).toEqual({ added: 1, updated: 0, skipped: 1 });
+    expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: low } })).body.matches).toEqual([]);
+    expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: good, quality: 59 } })).body).toMatchObject({ matches: [], belowQualityFloor: true });
+    expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: good, quality: 60 } })).body.matches).toHaveLength(1);
+  });
+
+  it("imports HMA / ThreatExchange CSV (other signal types skipped, bad rows counted) and exports CSV that imports back", async () => {
+    const random = seeded(13);
+    const { id } = await bank({ shards: 2 });
+    const [a, b, c, d] = Array.from({ length: 4 }, () => randomHash(random)) as [string, string, string, string];
+    const hma = ["signal_type,signal,tags", `pdq,${a},"ncmec csam"`, "md5,0123456789abcdef0123456789abcdef,ncmec", `PDQ,${b},stopncii`, "pdq,not-a-hash,x", ""].join("\r\n");
+    const imported = await exports.default.fetch(new Request(`http://safest.test/api/v1/hash-banks/${id}/import`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "text/csv" }, body: hma }));
+    expect(await imported.json()).toEqual({ added: 2, updated: 0, skipped: 0, rows: 2, otherTypes: 1, invalid: 1, invalidLines: [5] });
+    const descriptors = ["indicator,type,tags,quality", `${c},HASH_PDQ,tat;terrorism,100`, `${d},HASH_PDQ,low,20`].join("\n");
+    const second = await exports.default.fetch(new Request(`http://safest.test/api/v1/hash-banks/${id}/import`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: descriptors }));
+    expect(await second.json()).toMatchObject({ added: 1, skipped: 1 });
+
+    const exported = await exports.default.fetch(new Request(`http://safest.test/api/v1/hash-banks/${id}/export`, { headers: { authorization: `Bearer ${key}` } }));
+    expect(exported.headers.get("content-type")).toContain("text/csv");
+    const csv = await exported.text();
+    const rows = csv.trim().split("\n");
+    expect(rows[0]).toBe("signal_type,signal,tags,quality");
+    expect(rows.slice(1).sort()).toEqual([`pdq,${a},csam ncmec,`, `pdq,${b},stopncii,`, `pdq,${c},tat terrorism,100`].sort());
+
+    const copy = await bank();
+    const back = await exports.default.fetch(new Request(`http://safest.test/api/v1/hash-banks/${copy.id}/import`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: csv }));
+    expect(await back.json()).toMatchObject({ added: 3, invalid: 0 });
+    expect((await api(`/api/v1/hash-banks/${copy.id}/match`, { key, body: { hash: c } })).body.matches).toEqual([{ hash: c, distance: 0, tags: ["tat", "terrorism"], query: 0 }]);
+
+    const none = await exports.default.fetch(new Request(`http://safest.test/api/v1/hash-banks/${id}/import`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: "hello\nworld" }));
+    expect(((await none.json()) as any).error.code).toBe("hash_bank.csv_invalid");
+  });
+
+  it("finds the same entries as brute force over a bank of 3,000 clustered hashes spread over 4 shards", async () => {
+    const random = seeded(17);
+    const { id } = await bank({ shards: 4, threshold: 40 });
+    const bases = Array.from({ length: 10 }, () => randomHash(random));
+    const stored = [...new Set(Array.from({ length: 3000 }, (_, i) => flip(bases[i % 10]!, Math.floor(random() * 60), random)))];
+    for (let i = 0; i < stored.length; i += 1000) {
+      const response = await api(`/api/v1/hash-banks/${id}/entries`, { key, body: { entries: stored.slice(i, i + 1000).map((hash) => ({ hash })) } });
+      expect(response.status).toBe(200);
+    }
+    for (const query of bases.slice(0, 4).map((b) => flip(b, 5, random))) {
+      const expected = stored
+        .map((hash) => ({ hash, distance: hammingHex(hash, query) }))
+        .filter((m) => m.distance <= 40)
+        .sort((a, b) => a.distance - b.distance || (a.hash < b.hash ? -1 : 1))
+        .slice(0, 100);
+      const got = (await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: query } })).body.matches.map((m: any) => ({ hash: m.hash, distance: m.distance }));
+      expect(got).toEqual(expected);
+    }
+  });
+
+  it("answers another installation's bank with 404 for every operation, and an unknown one too", async () => {
+    const { id } = await bank();
+    for (const [path, body, method] of [
+      [`/api/v1/hash-banks/${id}`, undefined, "GET"],
+      [`/api/v1/hash-banks/${id}/match`, { hash: "ab".repeat(32) }, "POST"],
+      [`/api/v1/hash-banks/${id}/entries`, { entries: [{ hash: "ab".repeat(32) }] }, "POST"],
+      [`/api/v1/hash-banks/${id}/export`, undefined, "GET"],
+      [`/api/v1/hash-banks/${id}`, undefined, "DELETE"],
+    ] as const) {
+      const response = await api(path, { key: other, method, ...(body ? { body } : {}) });
+      expect(response.status, path).toBe(404);
+      expect(response.body.error.code).toBe("hash_bank.not_found");
+    }
+    expect((await api(`/api/v1/hash-banks/${id}`, { key })).status).toBe(200);
+  });
+
+  it("deletes a bank with its entries", async () => {
+    const { id } = await bank();
+    await api(`/api/v1/hash-banks/${id}/entries`, { key, body: { entries: [{ hash: "cd".repeat(32) }] } });
+    expect((await api(`/api/v1/hash-banks/${id}`, { key, method: "DELETE" })).body).toEqual({ id, deleted: true });
+    expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: "cd".repeat(32) } })).status).toBe(404);
+  });
+});
+
+const vectors = (await env.PDQ_VECTORS.fetch("http://vectors/")).ok;
+if (!vectors) console.warn("hash-banks: shared/pdq_vectors is absent (set PDQ_VECTORS_DIR); the image-to-bank tests are skipped.");
+
+async function hashFile(key: string, name: string, contentType = "image/jpeg") {
+  const bytes = await (await env.PDQ_VECTORS.fetch(`http://vectors/${name}`)).arrayBuffer();
+  const response = await exports.default.fetch(new Request("http://safest.test/api/v1/media/hashes", { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": contentType }, body: bytes }));
+  expect(response.status).toBe(200);
+  return ((await response.json()) as any).pdq as { hash: string; quality: number; dihedral: Record<string, string> };
+}
+
+describe.skipIf(!vectors)("the hash_bank enrichment matches a report's media against the installation's PDQ banks", () => {
+  it("finds a rotated copy of a known image through its dihedral variants, with tags and distance; an unrelated image matches nothing", async () => {
+    const { apiKey: key } = await newInstallation("bank-enrichment");
+    const { body: created } = await api("/api/v1/hash-banks", { key, body: { name: "known-media", kind: "pdq" } });
+    const original = await hashFile(key, "dih/bridge-1-original.jpg");
+    await api(`/api/v1/hash-banks/${created.id}/entries`, { key, body: { entries: [{ hash: original.hash, tags: ["known", "bridge"], quality: original.quality }] } });
+    const graph = {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "media", kind: "enrichment", config: { component: "hash_bank", bank_id: created.id }, inputMapping: { pdq: "input.pdq", pdq_quality: "input.quality" } },
+        { id: "done", kind: "end" },
+      ],
+      edges: [edge("start", "success", "media"), edge("media", "success", "done")],
+    };
+    const version = await publish(key, graph);
+    const outputOf = async (pdq: { hash: string; quality: number; dihedral: Record<string, string> }) => {
+      const run = await waitForRun(key, (await startRun(key, version.id, { input: { pdq: [pdq.hash, ...Object.values(pdq.dihedral)], quality: pdq.quality } })).id);
+      expect(run.state).toBe("succeeded");
+      return run.steps.find((s: any) => s.nodeId === "media").output.data;
+    };
+    const rotated = await outputOf(await hashFile(key, "dih/bridge-2-rotate-90.jpg"));
+    expect(rotated.matched).toBe(true);
+    expect(rotated.pdq.matches[0]).toMatchObject({ bankId: created.id, bankName: "known-media", hash: original.hash, tags: ["bridge", "known"] });
+    expect(rotated.pdq.matches[0].distance).toBeLessThanOrEqual(31);
+    const unrelated = await outputOf(await hashFile(key, "labelme-subset/q2821.jpg"));
+    expect(unrelated).toMatchObject({ matched: false, pdq: { matched: false, matches: [] } });
+  });
+});
