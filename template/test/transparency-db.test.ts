@@ -369,6 +369,10 @@ describe("Transparency Database: statements as the database reads them", () => {
     const contractual = await api("/api/v1/decisions", { key: apiKey, body: { reportId, outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement: "Fraud.", contractualGround: " \t " } });
     expect(contractual.status).toBe(422);
     expect(JSON.stringify(contractual.body.error.details)).toContain("$.contractualGround");
+    // Facts of blanks are no facts: the database would read them as absent.
+    const blankFacts = await api("/api/v1/decisions", { key: apiKey, body: { reportId, outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement: "   " } });
+    expect(blankFacts.status).toBe(422);
+    expect(blankFacts.body.error.code).toBe("decision.config_invalid");
   });
 
   it("the statement carries the clause of the terms relied on, the content's own date, and automated detection only where automation detected it", async () => {

@@ -191,7 +191,14 @@ async function post(url: string, token: string, body: URLSearchParams | undefine
       redirect: "manual",
       signal: AbortSignal.timeout(input.timeoutMs),
       // Idempotency-Key: Mastodon keeps a status posted under it, so a retried message is posted once.
-      headers: { authorization: `Bearer ${token}`, "user-agent": "SafestTools-Connectors/1", accept: "application/json", "idempotency-key": input.deliveryId, ...(body ? {} : { "content-type": "application/x-www-form-urlencoded" }) },
+      // Its admin calls ignore the header, so it is sent only with a status (admin calls read back instead).
+      headers: {
+        authorization: `Bearer ${token}`,
+        "user-agent": "SafestTools-Connectors/1",
+        accept: "application/json",
+        ...(url.endsWith("/api/v1/statuses") ? { "idempotency-key": input.deliveryId } : {}),
+        ...(body ? {} : { "content-type": "application/x-www-form-urlencoded" }),
+      },
       ...(body ? { body } : {}),
     });
     await response.body?.cancel();

@@ -9,12 +9,19 @@ import { sha256HexSync } from "../lib/crypto";
 import { evaluateInputMapping, type ActionProgress, type AuthorizedRun, type ExpressionContext, type WaitResult, type WorkflowNodeV1 } from "../workflows";
 import { TYPE_COLUMNS, type ActionTypeRow } from "./action-types";
 import { actionDelivery, DELIVERY_SOURCES, endpointOf, PROPOSAL_COLUMNS, proposalRow, sendLeased, type ProposalRow } from "./actions";
-import { deliverInline, reserveInline } from "./delivery-inline";
+import { deliverInline, reserveInline, type OutcomeTaker } from "./delivery-inline";
 import { attemptEndpointJsonSql } from "./webhooks";
 
 const DEFAULT_APPROVAL_SECONDS = 86_400;
 /** How long a run waits for its endpoint to confirm a delivery (retries span hours). */
 const DELIVERY_WAIT_MS = 7 * 86_400_000;
+/**
+ * How long prepare waits for the first attempt it sends itself. Delivered by then, the node takes
+ * its `applied` port in this call: no wait, no signal, no second call — and the POST is not slowed
+ * by the run's own bookkeeping running beside it in the same process. Otherwise (slower, failed,
+ * retried) the run waits for the delivery's signal as before.
+ */
+const FIRST_ATTEMPT_WAIT_MS = 2_000;
 
 function signal(proposalId: string, phase: "approval" | "delivery"): string {
   return `p_${sha256HexSync(`${proposalId}:${phase}`).slice(0, 40)}`;
@@ -139,8 +146,10 @@ export async function prepareWorkflowAction(
     // The first attempt now, from this host (off the capability's answer); the queue carries retries.
     if (stored.deliveryId && stored.state === "delivery_pending") {
       if (slot && endpoint && delivery && delivery.id === stored.deliveryId) {
-        sendLeased(env, { delivery, endpoint, installationId: run.installationId, proposalId, at }, slot);
+        const first = firstAttempt();
+        sendLeased(env, { delivery, endpoint, installationId: run.installationId, proposalId, at }, slot, undefined, first.take);
         handed = true;
+        if (await first.delivered) return { progress: { port: "applied", status: "applied", proposalId, deliveryId: stored.deliveryId, approvedBy: null }, parked: input.park.length > 0 };
       } else {
         deliverInline(env, [stored.deliveryId], DELIVERY_SOURCES);
       }
@@ -149,6 +158,33 @@ export async function prepareWorkflowAction(
   } finally {
     if (!handed) slot?.release();
   }
+}
+
+/**
+ * The first attempt's outcome, taken while prepare still waits for it (FIRST_ATTEMPT_WAIT_MS):
+ * `delivered` resolves true if the delivery was confirmed in time (the outcome is then prepare's,
+ * and nobody is signalled), false otherwise (the source is settled as usual: the run is woken).
+ */
+function firstAttempt(): { take: OutcomeTaker; delivered: Promise<boolean> } {
+  let open = true;
+  let finish: (delivered: boolean) => void = () => undefined;
+  const delivered = new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => {
+      open = false;
+      resolve(false);
+    }, FIRST_ATTEMPT_WAIT_MS);
+    finish = (value) => {
+      clearTimeout(timer);
+      resolve(value);
+    };
+  });
+  const take: OutcomeTaker = (outcome) => {
+    if (!open) return false;
+    open = false;
+    finish(outcome.kind === "delivered");
+    return outcome.kind === "delivered";
+  };
+  return { take, delivered };
 }
 
 /**

@@ -9,7 +9,7 @@ import { hotOrArchived } from "../cases";
 import { AppError, conflict, notFound } from "../errors";
 import type { RowGuard } from "../lib/d1";
 import { signalRun } from "../workflows";
-import { deliverInline, deliverLeased, reserveInline, type Defer, type DeliverySource, type InlineSlot } from "./delivery-inline";
+import { deliverInline, deliverLeased, reserveInline, type Defer, type DeliverySource, type InlineSlot, type OutcomeTaker } from "./delivery-inline";
 import { attemptEndpointJsonSql, deliveryStatement, type AttemptEndpoint, type NewDelivery } from "./webhooks";
 import { reviewerAuditId } from "../lib/person-keys";
 import { TYPE_COLUMNS, type ActionTypeRow } from "./action-types";
@@ -126,8 +126,15 @@ export function endpointOf(typeRow: { endpointJson?: string | null }): AttemptEn
 }
 
 /** The first attempt of an action delivery this host just committed leased to itself (delivery-inline.ts deliverLeased). */
-export function sendLeased(env: Env, input: { delivery: NewDelivery; endpoint: AttemptEndpoint; installationId: string; proposalId: string; at: string }, slot: InlineSlot, defer?: Defer): void {
-  deliverLeased(env, { delivery: input.delivery, installationId: input.installationId, endpoint: input.endpoint, eventType: "action.execute", sourceType: "action", sourceId: input.proposalId, at: input.at }, slot, DELIVERY_SOURCES, defer);
+export function sendLeased(env: Env, input: { delivery: NewDelivery; endpoint: AttemptEndpoint; installationId: string; proposalId: string; at: string }, slot: InlineSlot, defer?: Defer, take?: OutcomeTaker): void {
+  deliverLeased(
+    env,
+    { delivery: input.delivery, installationId: input.installationId, endpoint: input.endpoint, eventType: "action.execute", sourceType: "action", sourceId: input.proposalId, at: input.at },
+    slot,
+    DELIVERY_SOURCES,
+    defer,
+    take,
+  );
 }
 
 /**

@@ -63,7 +63,7 @@ async function decisionStatements(env: Env, source: DecisionSource) {
   const restrictions = (restricts ? config.restrictions : {}) as Restrictions;
   const explanation = renderTemplate(String(config.explanation ?? config.statement ?? ""), values, label);
   const statement = renderTemplate(String(config.statement ?? config.explanation ?? ""), values, label);
-  if (restricts && (!explanation || !statement)) throw invalid(label, "config.statement (the facts and circumstances) is required.");
+  if (restricts && (!explanation.trim() || !statement.trim())) throw invalid(label, "config.statement (the facts and circumstances) is required, and not only blanks.");
   if (statement.length > 5000) throw invalid(label, "the statement exceeds the 5,000 characters a statement of reasons allows.");
   const contentTypes = Array.isArray(config.content_type) ? config.content_type.map(String) : ["text"];
   const scope = Array.isArray(config.territorial_scope) ? config.territorial_scope.map(String) : null;

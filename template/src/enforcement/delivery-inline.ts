@@ -69,10 +69,18 @@ export function reserveInline(env: Env): InlineSlot | null {
   return { leaseUntil, release: () => void inFlight.delete(held) };
 }
 
+/**
+ * Offered the outcome of an inline attempt as soon as its batch committed, before its source is
+ * settled: true when the caller took it (it was still waiting for it, and it carries the outcome
+ * on itself), so nobody is woken for it; false, and the source is settled as usual.
+ */
+export type OutcomeTaker = (outcome: DeliveryOutcome) => boolean;
+
 /** The inline path: the first attempt now; a retry goes on the queue with its backoff; a failure to the queue, or else to the sweep. */
-async function inlineAttempt(env: Env, deliveryId: string, source: DeliverySource, attempt: () => Promise<DeliveryOutcome>, slot: InlineSlot): Promise<void> {
+async function inlineAttempt(env: Env, deliveryId: string, source: DeliverySource, attempt: () => Promise<DeliveryOutcome>, slot: InlineSlot, take?: OutcomeTaker): Promise<void> {
   try {
-    const outcome = await settle(env, await withDeadline(attempt(), INLINE_DEADLINE_MS), source, INLINE_DEADLINE_MS);
+    const attempted = await withDeadline(attempt(), INLINE_DEADLINE_MS);
+    const outcome = take?.(attempted) ? attempted : await settle(env, attempted, source, INLINE_DEADLINE_MS);
     if (outcome.kind === "retry") await enqueueDeliveries(env, [deliveryId], outcome.delaySeconds);
   } catch (error) {
     console.error("delivery_inline_failed", errorCode(error));
@@ -123,7 +131,7 @@ export interface LeasedDelivery {
  * after the row is committed; the slot is released when the attempt is over. A `defer` that never
  * starts the work leaves a pending row the outbox sweep recovers once its lease is over.
  */
-export function deliverLeased(env: Env, leased: LeasedDelivery, slot: InlineSlot, source: DeliverySource, defer: Defer = inWaitUntil): void {
+export function deliverLeased(env: Env, leased: LeasedDelivery, slot: InlineSlot, source: DeliverySource, defer: Defer = inWaitUntil, take?: OutcomeTaker): void {
   const { delivery } = leased;
   const row = {
     id: delivery.id,
@@ -138,5 +146,5 @@ export function deliverLeased(env: Env, leased: LeasedDelivery, slot: InlineSlot
     nextAttemptAt: slot.leaseUntil,
     createdAt: leased.at,
   };
-  defer(() => inlineAttempt(env, delivery.id, source, () => sendClaimedAttempt(env, { delivery: row, endpoint: leased.endpoint, refused: null, body: delivery.body }, source.finisher, "inline"), slot));
+  defer(() => inlineAttempt(env, delivery.id, source, () => sendClaimedAttempt(env, { delivery: row, endpoint: leased.endpoint, refused: null, body: delivery.body }, source.finisher, "inline"), slot, take));
 }

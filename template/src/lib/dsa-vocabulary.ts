@@ -63,7 +63,7 @@ export function decisionConfigProblems(config: Record<string, unknown>): ConfigP
   const restricts = restrictsAnything(r);
   const text = config.statement ?? config.explanation;
   // A decision not to act has no statement of reasons, so its text is an optional note.
-  if (restricts && (typeof text !== "string" || text === "")) problems.push({ path: "config.statement", message: "config.statement (the facts and circumstances relied on) is required for a decision that restricts." });
+  if (restricts && (typeof text !== "string" || text.trim() === "")) problems.push({ path: "config.statement", message: "config.statement (the facts and circumstances relied on) is required for a decision that restricts." });
   else if (text !== undefined && typeof text !== "string") problems.push({ path: "config.statement", message: "config.statement is text." });
   oneOf(problems, "config.ground", "ground", DECISION_GROUNDS, config.ground, "DECISION_GROUND");
   // The Transparency Database trims every text and takes an empty one as absent: a ground of blanks
