@@ -142,7 +142,7 @@ describe("/next and the exposure cap", () => {
     // The records are made through the API, then placed around a fixed instant T (noon UTC) and
     // counted at T: the figures do not depend on when the test runs.
     const T = Date.parse("2026-03-10T12:00:00.000Z");
-    const before = (minutes: number) => new Date(T - minutes * 60_000).toISOString();
+    const minutesBeforeT = (minutes: number) => new Date(T - minutes * 60_000).toISOString();
     const place = (task: string, times: { startedAt: string; endedAt?: string | null; leaseExpiresAt?: string }) =>
       env.DB.prepare("UPDATE review_exposure SET started_at = ?3, ended_at = ?4, lease_expires_at = COALESCE(?5, lease_expires_at) WHERE task_id = ?1 AND reviewer = ?2")
         .bind(task, "mod-c", times.startedAt, times.endedAt ?? null, times.leaseExpiresAt ?? null)
@@ -151,27 +151,27 @@ describe("/next and the exposure cap", () => {
     // Held 30 to 10 minutes before T, then released: 20 minutes.
     await claim(released, "mod-c");
     await release(released);
-    await place(released, { startedAt: before(30), endedAt: before(10) });
+    await place(released, { startedAt: minutesBeforeT(30), endedAt: minutesBeforeT(10) });
     // Claimed 40 minutes before T, its lease lapsed 30 minutes before T, taken by someone else since: 10 minutes.
     await claim(lapsed, "mod-c");
     await env.DB.prepare("UPDATE human_tasks SET lease_expires_at = ?2 WHERE id = ?1")
       .bind(lapsed, new Date(Date.now() - 60_000).toISOString())
       .run();
     await claim(lapsed, "mod-d");
-    await place(lapsed, { startedAt: before(40), endedAt: null, leaseExpiresAt: before(30) });
+    await place(lapsed, { startedAt: minutesBeforeT(40), endedAt: null, leaseExpiresAt: minutesBeforeT(30) });
     // Held and released two days before T: nothing on T's day.
     await claim(old, "mod-c");
     await release(old);
-    await place(old, { startedAt: before(2 * 1440 + 60), endedAt: before(2 * 1440) });
+    await place(old, { startedAt: minutesBeforeT(2 * 1440 + 60), endedAt: minutesBeforeT(2 * 1440) });
     // Held from 13 to 11 hours before T, across midnight: only the hour after midnight counts.
     await claim(midnight, "mod-c");
     await release(midnight);
-    await place(midnight, { startedAt: before(13 * 60), endedAt: before(11 * 60) });
+    await place(midnight, { startedAt: minutesBeforeT(13 * 60), endedAt: minutesBeforeT(11 * 60) });
     // Another category, claimed 25 minutes before T and completed 5 minutes before T: 20 minutes, apart.
     await claim(other, "mod-c");
     expect((await api(`/api/v1/tasks/${other}/complete`, { key: s.reviewKey, body: { reviewer: "mod-c", response: { verdict: "keep" } } })).status).toBe(200);
-    await place(other, { startedAt: before(25), endedAt: null });
-    await env.DB.prepare("UPDATE human_tasks SET claimed_at = ?2, completed_at = ?3 WHERE id = ?1").bind(other, before(25), before(5)).run();
+    await place(other, { startedAt: minutesBeforeT(25), endedAt: null });
+    await env.DB.prepare("UPDATE human_tasks SET claimed_at = ?2, completed_at = ?3 WHERE id = ?1").bind(other, minutesBeforeT(25), minutesBeforeT(5)).run();
 
     const status = await exposureStatus(env.DB, s.installationId, "mod-c", new Date(T));
     expect(minutesOf(status, "violence")).toBeCloseTo(20 + 10 + 0 + 60, 1);
