@@ -428,7 +428,7 @@ test("an invalid CEL expression shows the validator's error on its node and fiel
   await pinned.filter({ hasText: message.slice(0, 40) }).waitFor({ timeout: 5_000 });
   assert.ok((await node.locator(".flow-node").getAttribute("class")).includes("has-problems"));
 
-  await when.fill("report.category == 'spam'");
+  await when.fill("report.category == 'scams_and_fraud'");
   await until(async () => ({ value: (await page.getByTestId("config-panel").getByTestId("field-error").count()) === 0 }), "the expression error to clear", 10_000);
   assert.equal(await when.getAttribute("aria-invalid"), null);
   const remaining = (await pinned.count()) ? await pinned.innerText() : "";

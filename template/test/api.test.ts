@@ -38,7 +38,7 @@ describe("authentication", () => {
 });
 
 describe("tenancy", () => {
-  it("another installation's key gets 404 for every resource, never the data", async () => {
+  it("another installation's key gets 404 on 8 workflow, version and run operations, never the data (the full walk: tenancy.test.ts)", async () => {
     const a = await newInstallation("a");
     const b = await newInstallation("b");
     const version = await publish(a.apiKey, waiting);
@@ -121,7 +121,7 @@ describe("runs", () => {
     expect(refused.body.error.code).toBe("workflow_version.retired");
   });
 
-  it("a malformed cursor is a 400 with a stable code on every paged list", async () => {
+  it("a malformed cursor is a 400 with a stable code on the runs, reports and queue task lists (every list: bad-input.test.ts)", async () => {
     const { apiKey } = await newInstallation();
     const queue = await api("/api/v1/queues", { key: apiKey, body: { name: "q", slaSeconds: 600 } });
     for (const cursor of ["%%%", "bm90LWpzb24", "WyJvbmx5LW9uZSJd"]) {
@@ -222,7 +222,7 @@ describe("API keys", () => {
     expect(listed.body.items[0].lastUsedAt).toBe(stored!.last_used_at);
   });
 
-  it("a bad limit is the same typed 400 on every paged list", async () => {
+  it("a bad limit is the same typed 400 on five paged lists (every list: bad-input.test.ts)", async () => {
     const { apiKey } = await newInstallation();
     for (const path of ["/api/v1/runs", "/api/v1/reports", "/api/v1/audit-events", "/api/v1/webhook-deliveries", "/api/v1/action-proposals"]) {
       const response = await api(`${path}?limit=abc`, { key: apiKey });

@@ -136,7 +136,7 @@ describe("fast backtests", () => {
     expect(tasks?.n).toBe(0);
   }, 90_000);
 
-  it("a backtest cancelled while a model call is in flight stops after that slice, keeps what it evaluated, and is another installation's 404", async () => {
+  it("a backtest of three chunks cancelled while model calls are in flight stops after those slices, keeps what it evaluated, and is another installation's 404", async () => {
     const { apiKey } = await newInstallation();
     const other = await newInstallation();
     // Every proposal waits at the model peer until the test releases it: the cancel lands mid-flight by construction.
@@ -154,13 +154,16 @@ describe("fast backtests", () => {
       ],
       edges: [edge("start", "success", "propose"), edge("propose", "remove", "removed"), edge("propose", "keep", "kept"), edge("propose", "error", "failed")],
     });
-    const ids = await seedReports(apiKey, 20, "cancel");
+    // 504 reports are three chunks (250, 250, 4); intake's per-key rate is shared by two keys.
+    const second = await api("/api/v1/api-keys", { key: apiKey, body: { name: "seeding", scopes: ["reports:write"] } });
+    const ids = [...(await seedReports(apiKey, 252, "cancel-a")), ...(await seedReports(second.body.apiKey, 252, "cancel-b"))];
     const started = await api(`/api/v1/workflow-versions/${version.id}/backtests`, { key: apiKey, body: { reportIds: ids } });
     expect(started.status, JSON.stringify(started.body)).toBe(202);
+    const chunks = async () => (await env.DB.prepare("SELECT seq, done_at AS doneAt FROM backtest_chunks WHERE backtest_id = ?1 ORDER BY seq").bind(started.body.id).all<{ seq: number; doneAt: string | null }>()).results;
+    expect(await chunks()).toHaveLength(3);
     const modelLog = async () => (await (await fetch(`https://model.test/_control/log?prefix=${encodeURIComponent(tag)}`)).json()) as unknown[];
-    // The first slice of 8 reports is at the model, held there.
-    const inFlight = await until(modelLog, (log) => log.length >= 8, 20_000);
-    expect(inFlight).toHaveLength(8);
+    // A first slice of 8 reports is at the model, held there: the backtest is mid-flight.
+    expect((await until(modelLog, (log) => log.length >= 8, 30_000)).length).toBeGreaterThanOrEqual(8);
     expect(await backtest(apiKey, started.body.id)).toMatchObject({ state: "running", progress: { processed: 0 } });
 
     expect((await api(`/api/v1/backtests/${started.body.id}`, { key: other.apiKey })).status).toBe(404);
@@ -173,16 +176,20 @@ describe("fast backtests", () => {
     expect(again.body.error.code).toBe("backtest.not_running");
 
     await fetch(`https://model.test/_control/release?prefix=${encodeURIComponent(tag)}`, { method: "POST" });
-    // The chunk finishes its slice, records it and stops: its row is done, with 8 of 20 evaluated.
-    const chunkDone = async () => (await env.DB.prepare("SELECT COUNT(*) AS open FROM backtest_chunks WHERE backtest_id = ?1 AND done_at IS NULL").bind(started.body.id).first<{ open: number }>())!.open;
-    expect(await until(chunkDone, (open) => open === 0, 20_000)).toBe(0);
+    // Every chunk settles: one in flight finishes its slice, records it and stops; one not yet started does nothing.
+    const settled = await until(chunks, (rows) => rows.every((row) => row.doneAt !== null), 30_000);
+    expect(settled.every((row) => row.doneAt !== null)).toBe(true);
     const after = await backtest(apiKey, started.body.id);
-    expect(after).toMatchObject({ state: "cancelled", progress: { total: 20, processed: 8 } });
-    const results = await api(`/api/v1/backtests/${started.body.id}/results`, { key: apiKey });
-    expect(results.body.items).toHaveLength(8);
+    expect(after).toMatchObject({ state: "cancelled", progress: { total: 504 } });
+    // What was evaluated is exactly what reached the model, and that is at most the first slice of
+    // each chunk (8 + 8 + 4): no slice after the cancel reached it.
+    const reached = (await modelLog()).length;
+    expect(after.progress.processed).toBe(reached);
+    expect(reached).toBeGreaterThanOrEqual(8);
+    expect(reached).toBeLessThanOrEqual(8 + 8 + 4);
+    const results = await api(`/api/v1/backtests/${started.body.id}/results?limit=200`, { key: apiKey });
+    expect(results.body.items).toHaveLength(reached);
     expect(results.body.items.every((item: { terminalCode: string }) => item.terminalCode === "keep")).toBe(true);
-    // No later slice reached the model.
-    expect(await modelLog()).toHaveLength(8);
     const audit = await env.DB.prepare("SELECT action FROM audit_events WHERE target_id = ?1 ORDER BY seq").bind(started.body.id).all<{ action: string }>();
     expect(audit.results.map((r) => r.action)).toEqual(["backtest.started", "backtest.cancelled"]);
     // Another installation's reports are not found, like reports that do not exist.

@@ -120,6 +120,12 @@ describe("a published version keeps its semantics", () => {
     graph.nodes[1]!.config = { cases: [{ port: "even", when: "1 + 1.5 > 2.0" }], case_ports: ["even"], default_port: "odd" };
     const checked = await api("/api/v1/workflow-graphs/validate", { key: apiKey, body: { graph } });
     expect(checked.body).toMatchObject({ valid: true });
+    // A trigger's when runs under its version's semantics: on the new version, % on a JSON number just works.
+    const trigger = await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", when: "report.evidenceCount % 2 == 0", workflowVersionId: fresh.id, authorityMode: "shadow" } });
+    expect(trigger.status, JSON.stringify(trigger.body)).toBe(201);
+    const report = await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "account", id: `acct-${crypto.randomUUID()}` }, category: "scams_and_fraud" } });
+    expect(report.status).toBe(201);
+    expect(report.body.runs).toEqual([expect.objectContaining({ triggerId: trigger.body.id, runId: expect.any(String) })]);
   });
 
   it("keeps cel for a version stored without the field (published before it existed)", async () => {

@@ -1,6 +1,6 @@
 // Fused steps: consecutive nodes that neither wait nor have effects run as one Workflows
 // step and one capability call, with exactly the records of one step per node.
-import { env } from "cloudflare:test";
+import { env, introspectWorkflow } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { auditEventId } from "../src/audit/stored";
@@ -188,6 +188,37 @@ describe("fused steps", () => {
       for (const [index, row] of (fusedRows[part] as unknown[]).entries()) expect(row, `${part}[${index}]`).toEqual(perNodeRows[part][index]);
     }
     expect(JSON.parse(String(fusedRecords.run[0]!.output_json))).toEqual({ port: "terminal", terminalCode: "done", result: { verdict: "next" } });
+  });
+
+  it("runs a fused group as one Workflows step named after its head: a fault injected there fails the group before any of its nodes records; a per-node step name is never run", async () => {
+    const { apiKey } = await newInstallation();
+    const fused = await publishAs(apiKey, chainGraph, "fused");
+    const perNode = await publishAs(apiKey, chainGraph, "per_node");
+    const input = { x: 1, text: "get free crypto now" };
+    const runWith = async (versionId: string, stepName: string) => {
+      await using introspector = await introspectWorkflow(env.WORKFLOWS);
+      await introspector.modifyAll(async (m) => {
+        await m.disableRetryDelays();
+        await m.mockStepError({ name: stepName }, new Error("retryable:upstream_unavailable"), 3);
+      });
+      // Awaited inside the block: the introspector must outlive the run it shapes.
+      const run = await waitForRun(apiKey, (await startRun(apiKey, versionId, { input })).id);
+      return run;
+    };
+    const recorded = async (runId: string) => (await env.DB.prepare("SELECT node_id AS nodeId, state FROM workflow_step_runs WHERE run_id = ?1 ORDER BY node_id").bind(runId).all<{ nodeId: string; state: string }>()).results;
+
+    // After the fork, j, c3 and end are one group, the step "j:main:1:fused": failing it fails the group at its head, and none of its nodes ran.
+    const failedGroup = await runWith(fused.id, "j:main:1:fused");
+    expect(failedGroup.state).toBe("repair_required");
+    expect(failedGroup.error.code).toBe("upstream_unavailable");
+    expect((await recorded(failedGroup.id)).filter((row) => row.state === "succeeded").map((row) => row.nodeId)).toEqual(["b1", "b2", "c1", "start", "words"]);
+    // A per-node step name does not exist in the fused version: the same fault there changes nothing.
+    const untouched = await runWith(fused.id, "c3:main:1");
+    expect(untouched.state).toBe("succeeded");
+    expect((await recorded(untouched.id)).map((row) => row.nodeId)).toEqual(["b1", "b2", "c1", "c3", "end", "j", "start", "words"]);
+    // And the per-node version has no fused step: it runs through the fault aimed at one, and fails at its own.
+    expect((await runWith(perNode.id, "j:main:1:fused")).state).toBe("succeeded");
+    expect((await runWith(perNode.id, "c3:main:1")).state).toBe("repair_required");
   });
 
   it("an error inside a fused group takes the node's error port, as it does unfused", async () => {

@@ -9,7 +9,7 @@ import type { Actor } from "../src/auth";
 import { rollupTransparencyDay } from "../src/metrics";
 import { transparencyReport } from "../src/metrics/transparency";
 import { sweepRunArchive } from "../src/workflows/run-archive";
-import { dispatchRun, type StartInstance } from "../src/workflows/run-dispatch";
+import { DISPATCH_BACKOFF_BASE_S, dispatchRun, type StartInstance } from "../src/workflows/run-dispatch";
 import { createRun } from "../src/workflows/runs";
 import { getRunRow } from "../src/workflows/runs-queries";
 import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
@@ -186,7 +186,10 @@ describe("run admission waits at the Workflows creation rate", () => {
     expect(refused).toBe(3);
     expect(afterThird).toMatchObject({ state: "dispatch_pending", attempts: 3 });
     expect(afterThird.after > afterFirst.after).toBe(true);
-    expect(new Date(afterThird.after).getTime() - Date.now()).toBeGreaterThan(2_000);
+    // Each deferral is due its backoff after it was written (base × 2^refusals before it, plus up to a
+    // quarter of jitter), and the third was written after the first: their due times lie at least
+    // 4 × base − 1.25 × base apart, whatever the clock says.
+    expect(Date.parse(afterThird.after) - Date.parse(afterFirst.after)).toBeGreaterThanOrEqual((4 * DISPATCH_BACKOFF_BASE_S - Math.ceil(1.25 * DISPATCH_BACKOFF_BASE_S)) * 1000);
     // The creates are allowed again: the RUN_OPERATIONS message of the last refusal starts it after
     // its backoff (the earlier messages find it not due yet and do nothing).
     const done = await waitForRun(inst.apiKey, run.id, ["succeeded", "failed", "repair_required", "terminated"], 30_000);

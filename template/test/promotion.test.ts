@@ -267,7 +267,7 @@ describe("automatic demotion", () => {
 });
 
 describe("tenancy", () => {
-  it("another installation's trigger and action type are a 404 on every promotion route", async () => {
+  it("another installation's trigger and action type are a 404 on the promotion, gate and demotion routes", async () => {
     const owner = await newInstallation();
     const other = await newInstallation();
     const version = await publish(owner.apiKey, removeGraph);

@@ -1,7 +1,7 @@
 // Retries, error ports, repair_required, unbuilt executors and authority modes.
 import { env, introspectWorkflow } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
+import { api, edge, newInstallation, publish, receiverLog, startRun, until, waitForRun } from "./helpers";
 
 const retryGraph = (retries: number) => ({
   schemaVersion: 1,
@@ -93,10 +93,10 @@ const effectsGraph = {
 };
 
 /** What the effects graph names, created first: publishing checks that every reference exists. */
-async function effectsInstallation(): Promise<{ apiKey: string; graph: typeof effectsGraph }> {
-  const { apiKey } = await newInstallation();
+async function effectsInstallation(hookPath = "/actions"): Promise<{ apiKey: string; graph: typeof effectsGraph; installationId: string }> {
+  const { apiKey, id: installationId } = await newInstallation();
   for (const name of ["default", "legal"]) expect((await api("/api/v1/queues", { key: apiKey, body: { name, slaSeconds: 3600 } })).status).toBe(201);
-  const hook = await api("/api/v1/webhook-endpoints", { key: apiKey, body: { url: "https://hooks.product.test/actions" } });
+  const hook = await api("/api/v1/webhook-endpoints", { key: apiKey, body: { url: `https://hooks.product.test${hookPath}` } });
   expect((await api("/api/v1/action-types", { key: apiKey, body: { key: "remove_content", name: "Remove content", endpointId: hook.body.id } })).status).toBe(201);
   const linked = await publish(apiKey, {
     schemaVersion: 1,
@@ -107,23 +107,58 @@ async function effectsInstallation(): Promise<{ apiKey: string; graph: typeof ef
     edges: [edge("start", "success", "done")],
   });
   const graph = JSON.parse(JSON.stringify(effectsGraph).replace('"LINKED"', JSON.stringify(linked.id))) as typeof effectsGraph;
-  return { apiKey, graph };
+  return { apiKey, graph, installationId };
 }
 
 describe("authority modes", () => {
-  it("shadow simulates every effect kind and nothing leaves the system", async () => {
-    const { apiKey, graph } = await effectsInstallation();
+  it("shadow simulates every effect kind: the receiver gets no delivery, and no message, decision, handoff or proposal is recorded", async () => {
+    const hookPath = `/ok/shadow-${crypto.randomUUID()}`;
+    const { apiKey, graph, installationId } = await effectsInstallation(hookPath);
     const version = await publish(apiKey, graph);
-    const done = await waitForRun(apiKey, (await startRun(apiKey, version.id, { authorityMode: "shadow" })).id);
+    // A report with a reporter and a subject owner: every effect would have someone to reach.
+    const report = await api("/api/v1/reports", {
+      key: apiKey,
+      body: { subject: { kind: "content", id: `post-${crypto.randomUUID()}`, ownerId: "owner-7" }, category: "scams_and_fraud", reporter: { id: "reporter-7", contact: "reporter-7@example.org" } },
+    });
+    expect(report.status).toBe(201);
+    const count = async (table: string) => (await env.DB.prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE installation_id = ?1`).bind(installationId).first<{ n: number }>())!.n;
+    const recorded = async () => ({
+      deliveries: await count("webhook_deliveries"),
+      messages: await count("messages"),
+      decisions: await count("decisions"),
+      handoffs: await count("handoffs"),
+      proposals: await count("action_proposals"),
+      statements: await count("tdb_submissions"),
+      tasks: await count("human_tasks"),
+      runs: await count("workflow_runs"),
+      waits: (await env.DB.prepare("SELECT COUNT(*) AS n FROM workflow_waits w JOIN workflow_runs r ON r.id = w.run_id WHERE r.installation_id = ?1").bind(installationId).first<{ n: number }>())!.n,
+    });
+    // Intake itself records the notice's receipt (a message to the reporter): the run must add nothing to it.
+    const before = await recorded();
+    expect(before).toMatchObject({ deliveries: 0, decisions: 0, handoffs: 0, proposals: 0, statements: 0, tasks: 0, runs: 0, waits: 0 });
+    const started = await api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: version.id, authorityMode: "shadow", reportId: report.body.id } });
+    expect(started.status, JSON.stringify(started.body)).toBe(201);
+    const done = await waitForRun(apiKey, started.body.id);
     expect(done.state).toBe("succeeded");
     expect(done.output.terminalCode).toBe("done");
     for (const nodeId of ["review", "notify", "record", "escalate", "spawn", "enforce"]) {
       expect(done.steps.find((s: any) => s.nodeId === nodeId).output).toMatchObject({ simulated: true, effectSuppressed: true });
     }
-    const tasks = await env.DB.prepare("SELECT COUNT(*) AS n FROM human_tasks WHERE run_id = ?").bind(done.id).first<{ n: number }>();
-    const children = await env.DB.prepare("SELECT COUNT(*) AS n FROM workflow_runs WHERE parent_run_id = ?").bind(done.id).first<{ n: number }>();
-    const waits = await env.DB.prepare("SELECT COUNT(*) AS n FROM workflow_waits WHERE run_id = ?").bind(done.id).first<{ n: number }>();
-    expect([tasks?.n, children?.n, waits?.n]).toEqual([0, 0, 0]);
+    // The run itself is the one workflow_runs row added; no child run, wait, task, message, decision or delivery.
+    expect(await recorded()).toEqual({ ...before, runs: 1 });
+    expect(await receiverLog(hookPath)).toEqual([]);
+
+    // The same counters and the receiver see a real effect: the action alone, run autonomous on the same report, is delivered.
+    const act = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [{ id: "start", kind: "start" }, { ...graph.nodes.find((n) => n.id === "enforce")! }, { id: "done", kind: "end" }],
+      edges: [edge("start", "success", "enforce"), edge("enforce", "applied", "done"), edge("enforce", "rejected", "done"), edge("enforce", "expired", "done"), edge("enforce", "error", "done")],
+    });
+    const real = await api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: act.id, authorityMode: "autonomous", reportId: report.body.id } });
+    expect(real.status, JSON.stringify(real.body)).toBe(201);
+    const arrived = await until(async () => ((await receiverLog(hookPath)).length > 0 ? receiverLog(hookPath) : null), "a delivery at the receiver");
+    expect(arrived).toHaveLength(1);
+    expect((await recorded()).deliveries).toBe(1);
   });
 
   it("off refuses an action with action.authority_insufficient", async () => {

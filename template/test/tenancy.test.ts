@@ -353,7 +353,7 @@ describe("every operation of the route definitions", () => {
     }
   });
 
-  it("answers another installation's ids with 404 and none of its data, and changes nothing of it", async () => {
+  it("answers another installation's path ids with 404 for an API key, with none of its data, and changes nothing of it", async () => {
     const before = await snapshot(A);
     const withParams = OPERATIONS.filter((op) => op.path.includes(":") && op.auth !== "none" && op.auth !== "admin_token");
     expect(withParams.length).toBeGreaterThan(40);

@@ -1,6 +1,7 @@
 // Wellness limits: the daily exposure cap per category, counted from claims, respected by /next.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { exposureStatus } from "../src/cases/wellness/wellness";
 import { api, edge, newInstallation, publish } from "./helpers";
 
 const reviewSchema = { type: "object", required: ["verdict"], properties: { verdict: { enum: ["remove", "keep"] } } };
@@ -132,63 +133,53 @@ describe("/next and the exposure cap", () => {
     expect((await next(s, "mod-a")).body.error.code).toBe("queue.empty");
   });
 
-  it("counts exposure from claims: to the release, to the lease's end when it lapsed, only today's part, per category", async () => {
+  it("counts exposure from claims at a fixed instant: to the release, to the lease's end when it lapsed, to the completion, only the day's part, per category", async () => {
     const s = await setup("counting");
-    const released = await taskOf(s, "violence");
-    const lapsed = await taskOf(s, "violence");
-    const old = await taskOf(s, "violence");
+    const [released, lapsed, old, midnight] = [await taskOf(s, "violence"), await taskOf(s, "violence"), await taskOf(s, "violence"), await taskOf(s, "violence")];
     const other = await taskOf(s, "scams_and_fraud");
-    const room = Math.floor(roomToday());
-    const a = Math.min(20, Math.floor(room / 3));
-    const b = Math.min(10, Math.floor(room / 3));
+    const claim = async (task: string, reviewer: string) => expect((await api(`/api/v1/tasks/${task}/claim`, { key: s.reviewKey, body: { reviewer } })).status).toBe(200);
+    const release = async (task: string) => expect((await api(`/api/v1/tasks/${task}/release`, { key: s.reviewKey, body: { reviewer: "mod-c" } })).status).toBe(200);
+    // The records are made through the API, then placed around a fixed instant T (noon UTC) and
+    // counted at T: the figures do not depend on when the test runs.
+    const T = Date.parse("2026-03-10T12:00:00.000Z");
+    const minutesBeforeT = (minutes: number) => new Date(T - minutes * 60_000).toISOString();
+    const place = (task: string, times: { startedAt: string; endedAt?: string | null; leaseExpiresAt?: string }) =>
+      env.DB.prepare("UPDATE review_exposure SET started_at = ?3, ended_at = ?4, lease_expires_at = COALESCE(?5, lease_expires_at) WHERE task_id = ?1 AND reviewer = ?2")
+        .bind(task, "mod-c", times.startedAt, times.endedAt ?? null, times.leaseExpiresAt ?? null)
+        .run();
 
-    // Held `a` minutes, then released: counts `a`, and stops counting.
-    expect((await api(`/api/v1/tasks/${released}/claim`, { key: s.reviewKey, body: { reviewer: "mod-c" } })).status).toBe(200);
-    await backdateClaim(released, a);
-    expect((await api(`/api/v1/tasks/${released}/release`, { key: s.reviewKey, body: { reviewer: "mod-c" } })).status).toBe(200);
-    // The release ended the claim's record; moved a minute back, the count shows it no longer runs to now.
-    const ended = await env.DB.prepare("UPDATE review_exposure SET ended_at = ?2 WHERE task_id = ?1 AND ended_at IS NOT NULL")
-      .bind(released, new Date(Date.now() - 60_000).toISOString())
+    // Held 30 to 10 minutes before T, then released: 20 minutes.
+    await claim(released, "mod-c");
+    await release(released);
+    await place(released, { startedAt: minutesBeforeT(30), endedAt: minutesBeforeT(10) });
+    // Claimed 40 minutes before T, its lease lapsed 30 minutes before T, taken by someone else since: 10 minutes.
+    await claim(lapsed, "mod-c");
+    await env.DB.prepare("UPDATE human_tasks SET lease_expires_at = ?2 WHERE id = ?1")
+      .bind(lapsed, new Date(Date.now() - 60_000).toISOString())
       .run();
-    expect(ended.meta.changes).toBe(1);
-    const afterRelease = minutesOf(await exposure(s, "mod-c"), "violence");
-    expect(afterRelease).toBeGreaterThanOrEqual(Math.max(0, a - 1) - 0.1);
-    expect(afterRelease).toBeLessThan(a);
+    await claim(lapsed, "mod-d");
+    await place(lapsed, { startedAt: minutesBeforeT(40), endedAt: null, leaseExpiresAt: minutesBeforeT(30) });
+    // Held and released two days before T: nothing on T's day.
+    await claim(old, "mod-c");
+    await release(old);
+    await place(old, { startedAt: minutesBeforeT(2 * 1440 + 60), endedAt: minutesBeforeT(2 * 1440) });
+    // Held from 13 to 11 hours before T, across midnight: only the hour after midnight counts.
+    await claim(midnight, "mod-c");
+    await release(midnight);
+    await place(midnight, { startedAt: minutesBeforeT(13 * 60), endedAt: minutesBeforeT(11 * 60) });
+    // Another category, claimed 25 minutes before T and completed 5 minutes before T: 20 minutes, apart.
+    await claim(other, "mod-c");
+    expect((await api(`/api/v1/tasks/${other}/complete`, { key: s.reviewKey, body: { reviewer: "mod-c", response: { verdict: "keep" } } })).status).toBe(200);
+    await place(other, { startedAt: minutesBeforeT(25), endedAt: null });
+    await env.DB.prepare("UPDATE human_tasks SET claimed_at = ?2, completed_at = ?3 WHERE id = ?1").bind(other, minutesBeforeT(25), minutesBeforeT(5)).run();
 
-    // Claimed 2b minutes ago with a lease that lapsed b minutes ago, and taken by someone else since: counts b.
-    expect((await api(`/api/v1/tasks/${lapsed}/claim`, { key: s.reviewKey, body: { reviewer: "mod-c" } })).status).toBe(200);
-    await backdateClaim(lapsed, 2 * b);
-    const lapsedAt = new Date(Date.now() - b * 60_000).toISOString();
-    await env.DB.batch([env.DB.prepare("UPDATE human_tasks SET lease_expires_at = ?2 WHERE id = ?1").bind(lapsed, lapsedAt), env.DB.prepare("UPDATE review_exposure SET lease_expires_at = ?2 WHERE task_id = ?1").bind(lapsed, lapsedAt)]);
-    expect((await api(`/api/v1/tasks/${lapsed}/claim`, { key: s.reviewKey, body: { reviewer: "mod-d" } })).status).toBe(200);
-    const afterLapse = minutesOf(await exposure(s, "mod-c"), "violence");
-    expect(afterLapse - afterRelease).toBeGreaterThanOrEqual(b - 0.1);
-    expect(afterLapse - afterRelease).toBeLessThan(b + 1);
-    // mod-d's exposure is their own claim, just begun.
-    expect(minutesOf(await exposure(s, "mod-d"), "violence")).toBeLessThan(1);
-
-    // A claim held and released two days ago counts nothing today.
-    expect((await api(`/api/v1/tasks/${old}/claim`, { key: s.reviewKey, body: { reviewer: "mod-c" } })).status).toBe(200);
-    expect((await api(`/api/v1/tasks/${old}/release`, { key: s.reviewKey, body: { reviewer: "mod-c" } })).status).toBe(200);
-    await env.DB.prepare("UPDATE review_exposure SET started_at = ?2, ended_at = ?3 WHERE task_id = ?1")
-      .bind(old, new Date(Date.now() - 2 * 86_400_000 - 3_600_000).toISOString(), new Date(Date.now() - 2 * 86_400_000).toISOString())
-      .run();
-    const violence = minutesOf(await exposure(s, "mod-c"), "violence");
-    expect(violence - afterLapse).toBeLessThan(0.1);
-
-    // Another category's claim is counted apart, and stops at the task's completion.
-    expect((await api(`/api/v1/tasks/${other}/claim`, { key: s.reviewKey, body: { reviewer: "mod-c" } })).status).toBe(200);
-    await backdateClaim(other, b);
-    const completed = await api(`/api/v1/tasks/${other}/complete`, { key: s.reviewKey, body: { reviewer: "mod-c", response: { verdict: "keep" } } });
-    expect(completed.status).toBe(200);
-    await env.DB.prepare("UPDATE human_tasks SET completed_at = ?2 WHERE id = ?1")
-      .bind(other, new Date(Date.parse(completed.body.completedAt) - 60_000).toISOString())
-      .run();
-    const final = await exposure(s, "mod-c");
-    expect(minutesOf(final, "scams_and_fraud")).toBeGreaterThanOrEqual(Math.max(0, b - 1) - 0.1);
-    expect(minutesOf(final, "scams_and_fraud")).toBeLessThan(Math.max(b, 0.5));
-    expect(minutesOf(final, "violence")).toBe(violence);
-    expect(final.capped).toEqual([]);
+    const status = await exposureStatus(env.DB, s.installationId, "mod-c", new Date(T));
+    expect(minutesOf(status, "violence")).toBeCloseTo(20 + 10 + 0 + 60, 1);
+    expect(minutesOf(status, "scams_and_fraud")).toBeCloseTo(20, 1);
+    expect(status.resetsAt).toBe("2026-03-11T00:00:00.000Z");
+    expect(status.capped).toEqual([]);
+    // mod-d's own claim of the lapsed task is theirs, not mod-c's.
+    expect(minutesOf(await exposureStatus(env.DB, s.installationId, "mod-d", new Date(T)), "violence")).toBe(0);
   });
 
   it("another installation's caps are not applied, its queues are a 404, and its claims are not counted", async () => {
