@@ -10,7 +10,7 @@ import { wilson } from "../src/automation/statistics";
 import { overturnFigures, sweepAutomaticDemotions } from "../src/cases/promotion/promotion-sweep";
 import { sha256Hex } from "../src/lib/crypto";
 import { runSchedule, SWEEPS } from "../src/schedule";
-import { api, edge, newInstallation, publish, receiverLog, removePostGraph, startRun, until, waitForRun } from "./helpers";
+import { api, personKey, edge, newInstallation, publish, receiverLog, removePostGraph, startRun, until, waitForRun } from "./helpers";
 
 async function endpoint(apiKey: string, path: string) {
   const created = await api("/api/v1/webhook-endpoints", { key: apiKey, body: { url: `https://hooks.product.test${path}`, retryBaseSeconds: 0, maxAttempts: 5 } });
@@ -50,7 +50,7 @@ async function reports(apiKey: string, humans: Array<string | null>, prefix: str
     reportIds.push(report.body.id);
     runIds.push(...report.body.runs.map((r: any) => r.runId));
     if (human) {
-      const decided = await api("/api/v1/decisions", { key: apiKey, body: { reportId: report.body.id, outcome: human, restrictions: { visibility: ["content_removed"] }, statement: "Decided by a moderator." } });
+      const decided = await api("/api/v1/decisions", { key: await personKey(apiKey), body: { reportId: report.body.id, outcome: human, restrictions: { visibility: ["content_removed"] }, statement: "Decided by a moderator." } });
       expect(decided.status).toBe(201);
     }
   }
@@ -220,7 +220,7 @@ describe("automatic demotion", () => {
     const overturn = async (decisionId: string) => {
       const appeal = await api("/api/v1/appeals", { key: apiKey, body: { decisionId, reason: "Not a scam." } });
       expect(appeal.status).toBe(201);
-      expect((await api(`/api/v1/appeals/${appeal.body.id}/resolve`, { key: apiKey, body: { outcome: "overturned", reason: "Legitimate seller." } })).status).toBe(200);
+      expect((await api(`/api/v1/appeals/${appeal.body.id}/resolve`, { key: await personKey(apiKey), body: { outcome: "overturned", reason: "Legitimate seller." } })).status).toBe(200);
     };
     const since = new Date(Date.now() - 86_400_000).toISOString();
 

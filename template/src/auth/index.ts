@@ -19,6 +19,8 @@ export interface Actor {
   audit: { type: "system" | "api_key" | "admin" | "user"; id: string };
   /** A console user (session or Cloudflare Access); absent for API keys. */
   user?: ConsoleUser;
+  /** A reviewer's API key: the person it belongs to (recorded when the key was made). Absent for automation keys. */
+  reviewer?: string;
   sessionId?: string;
 }
 
@@ -30,7 +32,18 @@ export interface Actor {
  */
 export function reviewerIdentity(actor: Actor, label?: string): string {
   if (actor.user) return actor.user.email;
-  return `${actor.audit.type}:${actor.audit.id}${label ? `/${label}` : ""}`;
+  // A reviewer's key names its person itself; a name its client sends does not change that.
+  const name = actor.reviewer ?? label;
+  return `${actor.audit.type}:${actor.audit.id}${name ? `/${name}` : ""}`;
+}
+
+/**
+ * Whether a person acts: a console user, or a reviewer's API key (a key made for one named person).
+ * Anything else (an automation key, the admin token, the system) is automation: its answers and
+ * complaint outcomes are decisions by automated means (DSA Art. 17(3)(c), 20(6)).
+ */
+export function actsAsPerson(actor: Pick<Actor, "user" | "reviewer">): boolean {
+  return actor.user !== undefined || actor.reviewer !== undefined;
 }
 
 /** What the API shows of a reviewer identity: the name a key's client gave (else the key's id), or the console user's email. */
