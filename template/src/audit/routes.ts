@@ -1,4 +1,5 @@
 // /api/v1/audit-events (filtered pages of the trail) and /api/v1/audit/verify (the chain check).
+import { AppError } from "../errors";
 import { routes } from "../http/route";
 import { AUDIT_COLUMNS, checkpointedHashAt, fromStored, GENESIS_HASH, sealAuditChain, serializeAuditRow, type AuditRow } from "./chain";
 import { verifyAuditChain } from "./chain-verify";
@@ -17,7 +18,11 @@ export const auditRoutes = routes()
       query: { limit: { default: 100, max: 500 }, cursor: /^\d{1,15}$/u, strings: ["action", "targetType", "targetId", "since", "until"] },
     },
     async (c, { query }) => {
-      const { installationId, scopes } = c.get("actor");
+      const { installationId, scopes, user } = c.get("actor");
+      // The trail names every queue's tasks, reports and runs: not for a console user limited to some queues.
+      if (user?.queueIds) {
+        throw new AppError("audit.queue_limited", "This console user is limited to some queues and cannot read the installation's audit trail; an admin or an unlimited moderator can.", { status: 403 });
+      }
       await sealAuditChain(c.env, installationId, { anchor: false });
       // Golden items are mixed into queues unseen: only admins (the leads who write them) see their events.
       const admin = scopes.includes("admin") ? 1 : 0;

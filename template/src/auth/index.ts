@@ -66,6 +66,20 @@ export function canSeeQueue(actor: Actor, queueId: string | null): boolean {
   return !actor.user?.queueIds || (queueId !== null && actor.user.queueIds.includes(queueId));
 }
 
+/** For a console user limited to some queues: those queues as a JSON array, to bind for `runInQueuesSql`; null when not limited. */
+export function queueLimitOf(actor: Actor): string | null {
+  return actor.user?.queueIds ? JSON.stringify(actor.user.queueIds) : null;
+}
+
+/**
+ * SQL: a queue-limited console user may see the run `run` (an alias of workflow_runs): a task of
+ * the run, of its report or of its appeal is in the queues bound at `param` (`queueLimitOf`).
+ * Always true when `param` is NULL. The same rule as a report's: what a user's queues hold.
+ */
+export const runInQueuesSql = (run: string, param: string) =>
+  `(${param} IS NULL OR EXISTS (SELECT 1 FROM human_tasks qt WHERE qt.installation_id = ${run}.installation_id
+    AND (qt.run_id = ${run}.id OR qt.report_id = ${run}.report_id OR qt.appeal_id = ${run}.appeal_id) AND qt.queue_id IN (SELECT value FROM json_each(${param}))))`;
+
 /** Whether the actor may open personal data (reported content, task contexts): `personal_data:read`, or `admin`. */
 export function canReadPersonalData(actor: Actor): boolean {
   return actor.scopes.includes("personal_data:read") || actor.scopes.includes("admin");

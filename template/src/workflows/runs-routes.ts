@@ -1,4 +1,5 @@
 // /api/v1/runs: create (Idempotency-Key), list, read with steps and waits, send event, terminate.
+import { queueLimitOf } from "../auth";
 import { routes, withStatus } from "../http/route";
 import { encodeCursor, idempotencyKey } from "../http/validate";
 import { createRun, getRunContent, getRunDetail, sendRunEvent, serializeRun } from "./runs";
@@ -37,6 +38,7 @@ export const runRoutes = routes()
     async (c, { query }) => {
       const rows = await listRunRows(c.env.DB, c.get("actor").installationId, {
         limit: query.limit + 1,
+        queues: queueLimitOf(c.get("actor")),
         ...(query.cursor ? { before: { createdAt: String(query.cursor[0]), id: String(query.cursor[1]) } } : {}),
         ...(query.state ? { state: query.state } : {}),
         ...(query.workflowVersionId ? { workflowVersionId: query.workflowVersionId } : {}),

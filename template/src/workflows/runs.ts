@@ -4,7 +4,7 @@ import { auditStatement, canonicalJson } from "../audit";
 import { hotOrArchived, isDataKeyDestroyed, openPersonalData } from "../cases";
 import { AppError, conflict, notFound } from "../errors";
 import { byteLength, newId, sha256Hex } from "../lib/crypto";
-import type { Actor } from "../auth";
+import { queueLimitOf, runInQueuesSql, type Actor } from "../auth";
 import { signalRun } from "./instances";
 import { startAndQueue, type StartInstance } from "./run-dispatch";
 import { runChildren } from "./run-archive";
@@ -211,6 +211,7 @@ export function serializeRun(run: RunRow) {
 export async function getRunDetail(env: Env, actor: Actor, runId: string) {
   const run = await hotOrArchived(env, actor.installationId, "run", runId, () => getRunRow(env.DB, actor.installationId, runId));
   if (!run) throw notFound("run");
+  await assertRunInQueues(env.DB, actor, runId);
   const { steps, waits, repairs } = await runChildren(env, run);
   return {
     ...serializeRun(run),
@@ -222,10 +223,22 @@ export async function getRunDetail(env: Env, actor: Actor, runId: string) {
   };
 }
 
+/** A console user limited to some queues sees a run only through them (`runInQueuesSql`); any other run is a 404. */
+export async function assertRunInQueues(db: D1Database, actor: Actor, runId: string): Promise<void> {
+  const queues = queueLimitOf(actor);
+  if (queues === null) return;
+  const seen = await db
+    .prepare(`SELECT 1 AS x FROM workflow_runs r WHERE r.installation_id = ?1 AND r.id = ?2 AND ${runInQueuesSql("r", "?3")}`)
+    .bind(actor.installationId, runId, queues)
+    .first();
+  if (!seen) throw notFound("run");
+}
+
 /** The sealed outputs of a run's steps, opened for a reader of personal data; the access is audited. */
 export async function getRunContent(env: Env, actor: Actor, runId: string) {
   const run = await hotOrArchived(env, actor.installationId, "run", runId, () => getRunRow(env.DB, actor.installationId, runId));
   if (!run) throw notFound("run");
+  await assertRunInQueues(env.DB, actor, runId);
   const steps = (await runChildren(env, run)).steps.filter((step) => step.sealedJson !== null);
   const items = [];
   for (const step of steps) {

@@ -4,7 +4,7 @@
 // overturned) is recorded.
 import { auditStatement, canonicalJson } from "../../audit";
 import { AppError, conflict, notFound } from "../../errors";
-import { canReadPersonalData, reviewerIdentity, reviewerLabel, type Actor } from "../../auth";
+import { canReadPersonalData, queueLimitOf, reviewerIdentity, reviewerLabel, type Actor } from "../../auth";
 import { newId, sha256Hex } from "../../lib/crypto";
 import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
 import { restrictsAnything } from "../../lib/dsa-vocabulary";
@@ -173,6 +173,7 @@ function stable(row: AppealRow) {
 export async function readAppeal(env: Env, actor: Actor, appealId: string) {
   const row = await hotOrArchived(env, actor.installationId, "appeal", appealId, () => getAppealRow(env.DB, actor.installationId, appealId));
   if (!row) throw notFound("appeal");
+  await assertAppealInQueues(env.DB, actor, row);
   const { results: runs } = await env.DB.prepare(`SELECT id, state, workflow_version_id AS workflowVersionId FROM workflow_runs WHERE installation_id = ?1 AND appeal_id = ?2 ORDER BY created_at`).bind(actor.installationId, row.id).all();
   if (!canReadPersonalData(actor)) return { ...summary(row), outcomeReason: row.outcomeReason, appellant: null, reason: null, personalDataSealed: true, runs };
   const personal = await openPersonalDataOr<{ appellant: AppealInput["appellant"] | null; reason: string | null }>(env, actor.installationId, `appeal:${row.id}`, row.personalData, { appellant: null, reason: null });
@@ -188,6 +189,17 @@ export async function readAppeal(env: Env, actor: Actor, appealId: string) {
   return { ...summary(row), outcomeReason: row.outcomeReason, appellant: personal.appellant, reason: personal.reason, personalDataSealed: false, runs };
 }
 
+/** A console user limited to some queues sees an appeal only when a task of it, or of its report, is in them; else a 404. */
+async function assertAppealInQueues(db: D1Database, actor: Actor, row: AppealRow): Promise<void> {
+  const queues = queueLimitOf(actor);
+  if (queues === null) return;
+  const seen = await db
+    .prepare(`SELECT 1 AS x FROM human_tasks WHERE installation_id = ?1 AND (appeal_id = ?2 OR report_id = ?3) AND queue_id IN (SELECT value FROM json_each(?4)) LIMIT 1`)
+    .bind(actor.installationId, row.id, row.reportId, queues)
+    .first();
+  if (!seen) throw notFound("appeal");
+}
+
 /**
  * Records the outcome directly (for appeal workflows that decide without a review task). A person
  * decides (a console user, or a reviewer's key, recorded as its reviewer); automation (any other
@@ -200,6 +212,7 @@ export async function resolveAppeal(env: Env, actor: Actor, appealId: string, in
   // Another installation's appeal is a 404 before anything else is said about it.
   const row = await hotOrArchived(env, actor.installationId, "appeal", appealId, () => getAppealRow(env.DB, actor.installationId, appealId));
   if (!row) throw notFound("appeal");
+  await assertAppealInQueues(env.DB, actor, row);
   const automated = resolvesByAutomation(actor);
   if (automated) await assertAutomatedComplaints(env, actor.installationId);
   if (row.state !== "open") throw conflict("appeal.already_decided", `The appeal was already ${row.state}.`);
@@ -246,6 +259,7 @@ export async function assertAutomatedComplaints(env: Env, installationId: string
 export async function confirmAppeal(env: Env, actor: Actor, appealId: string) {
   const row = await hotOrArchived(env, actor.installationId, "appeal", appealId, () => getAppealRow(env.DB, actor.installationId, appealId));
   if (!row) throw notFound("appeal");
+  await assertAppealInQueues(env.DB, actor, row);
   if (resolvesByAutomation(actor)) {
     throw new AppError("appeal.person_required", "A person confirms a proposed complaint outcome: a console user or a reviewer's key (POST /api-keys with reviewer).", { status: 403 });
   }
