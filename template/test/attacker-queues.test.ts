@@ -4,7 +4,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { asUser, signIn } from "./attacker-fixture";
-import { api, edge, publish, removePostGraph, until } from "./helpers";
+import { api, publish, removePostGraph, until } from "./helpers";
 import { holesSetup, openTask } from "./holes-fixture";
 
 describe("queue limits", () => {
