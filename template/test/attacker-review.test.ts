@@ -4,6 +4,7 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { asUser, keyWith, signIn } from "./attacker-fixture";
 import { api, newInstallation } from "./helpers";
+import { answer, holesSetup, openIn, openTask, sampleEverything } from "./holes-fixture";
 
 describe("sealed fields need personal_data:read", () => {
   it("GET /appeals/:id shows a read key and a viewer no appellant id, contact or reason, and audits no view; personal_data:read opens them", async () => {
@@ -34,5 +35,34 @@ describe("sealed fields need personal_data:read", () => {
     const readKey = await keyWith(apiKey, ["read", "review"]);
     expect((await api("/api/v1/qa/golden-items", { key: readKey })).status).toBe(403);
     expect((await api("/api/v1/qa/golden-items", { key: apiKey })).status).toBe(200);
+  });
+});
+
+describe("QA review is blind", () => {
+  it("the QA task's times do not repeat the original's completion, and task.completed events carry no hash a reviewer can recompute or compare", async () => {
+    const s = await holesSetup("attack-qa-blind");
+    await sampleEverything(s);
+    const first = await openTask(s);
+    const second = await openTask(s);
+    const done = await answer(s.reviewKey, first.id, "alice", { outcome: "remove" });
+    await answer(s.reviewKey, second.id, "alice", { outcome: "remove" });
+    const qaTasks = await openIn(s.otherKey, s.qaQueue);
+    expect(qaTasks).toHaveLength(2);
+    const completions = [done.completedAt, (await api(`/api/v1/tasks/${second.id}`, { key: s.apiKey })).body.completedAt];
+    for (const qa of qaTasks) {
+      expect(completions).not.toContain(qa.createdAt);
+      expect(Date.parse(qa.createdAt)).toBeLessThan(Date.parse(completions[0]) + 1);
+    }
+
+    const completedEvent = async (taskId: string) => (await api(`/api/v1/audit-events?action=task.completed&targetId=${taskId}`, { key: s.otherKey })).body.items[0];
+    const events = [await completedEvent(first.id), await completedEvent(second.id)].filter(Boolean);
+    expect(events).toHaveLength(2);
+    const unkeyed = `sha256:${[...new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(JSON.stringify({ outcome: "remove" }))))].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
+    for (const event of events) {
+      expect(event.details.responseDigest).toMatch(/^hmac-sha256:[0-9a-f]{64}$/u);
+      expect(event.details.responseDigest).not.toBe(unkeyed);
+    }
+    // The same answer on two tasks: the digests cannot be compared to tell it.
+    expect(events[0].details.responseDigest).not.toBe(events[1].details.responseDigest);
   });
 });

@@ -52,3 +52,14 @@ export function reviewerAuditId(installationId: string, who: string | null | und
   if (typeof who !== "string" || who.length === 0) return null;
   return `rvw_${createHmac("sha256", key("audit-reviewer/v1", env)).update(`${installationId}\u0000${who}`).digest("hex").slice(0, 20)}`;
 }
+
+/**
+ * How a task's response appears in audit details and handoffs: `hmac-sha256:` and the keyed hash of
+ * the installation, the task and the response. Keyed (and bound to the task), so a reviewer who can
+ * read the audit trail cannot recover a short answer by hashing the few possible ones, nor tell two
+ * tasks' answers equal: a QA review stays blind. Whoever holds the master key can still prove which
+ * response was recorded.
+ */
+export function taskResponseDigest(installationId: string, taskId: string, responseJson: string, env: { REPORT_MASTER_KEY?: string } = workerEnv as { REPORT_MASTER_KEY?: string }): string {
+  return `hmac-sha256:${createHmac("sha256", key("task-response/v1", env)).update(`${installationId}\u0000${taskId}\u0000${responseJson}`).digest("hex")}`;
+}

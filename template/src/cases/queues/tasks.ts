@@ -5,7 +5,7 @@ import { auditStatement, canonicalJson } from "../../audit";
 import { actsAsPerson, canReadPersonalData, canSeeQueue, reviewerIdentity, reviewerLabel, type Actor } from "../../auth";
 import { AppError, conflict, notFound } from "../../errors";
 import { decodeCursor, encodeCursor } from "../../lib/cursor";
-import { newId, sha256Hex } from "../../lib/crypto";
+import { newId } from "../../lib/crypto";
 import { completeHandoffStatements, sendComplaintOutcome } from "../../enforcement";
 import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepJsonSql } from "../../workflows";
 import { appealDecisionId, decisionReversalStatements, proposedOutcomeStatements } from "../appeals/complaints";
@@ -14,7 +14,7 @@ import { getQueueRow } from "./queues";
 import { completeReviewCopyTask, qaSampleStatements, qaSettingsJsonSql, reviewerPrincipal, type TaskOrigin } from "../qa/qa";
 import { openPersonalDataOr } from "../reports/report-crypto";
 import { APPEAL_OUTCOMES } from "../taxonomy";
-import { reviewerAuditId } from "../../lib/person-keys";
+import { reviewerAuditId, taskResponseDigest } from "../../lib/person-keys";
 import { hotOrArchived } from "../archive/case-rehydrate";
 
 export const DEFAULT_LEASE_SECONDS = 900;
@@ -256,7 +256,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
         action: "task.completed",
         actor: actor.audit,
         target: { type: "task", id: taskId },
-        details: { reviewerId: reviewerAuditId(actor.installationId, who), runId: row.runId, responseDigest: `sha256:${await sha256Hex(responseJson)}` },
+        details: { reviewerId: reviewerAuditId(actor.installationId, who), runId: row.runId, responseDigest: taskResponseDigest(actor.installationId, taskId, responseJson) },
         at: now,
       },
       { table: "workflow_events", id: eventId },
@@ -302,7 +302,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
  */
 async function completeHandoffTask(env: Env, actor: Actor, row: TaskRow, input: { who: string; responseJson: string; handoffId: string }) {
   const now = new Date().toISOString();
-  const responseDigest = `sha256:${await sha256Hex(input.responseJson)}`;
+  const responseDigest = taskResponseDigest(actor.installationId, row.id, input.responseJson);
   const response = JSON.parse(input.responseJson) as { outcome?: unknown } | null;
   const outcome = typeof response?.outcome === "string" ? response.outcome.slice(0, 100) : null;
   const [update] = await env.DB.batch([
