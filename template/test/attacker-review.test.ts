@@ -3,7 +3,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { asUser, keyWith, signIn } from "./attacker-fixture";
-import { api, newInstallation } from "./helpers";
+import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
 import { answer, holesSetup, openIn, openTask, sampleEverything } from "./holes-fixture";
 
 describe("sealed fields need personal_data:read", () => {
@@ -64,5 +64,37 @@ describe("QA review is blind", () => {
     }
     // The same answer on two tasks: the digests cannot be compared to tell it.
     expect(events[0].details.responseDigest).not.toBe(events[1].details.responseDigest);
+  });
+});
+
+describe("a report's snapshot is bounded at intake", () => {
+  it("a snapshot padded past what rules read is refused with a code; one at the bound is still matched by a content rule", async () => {
+    const { apiKey } = await newInstallation("attack-padded-snapshot");
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "bank", kind: "enrichment", config: { component: "keyword_bank", keywords: ["free crypto"] }, inputMapping: { text: "string(content.snapshot.text)" } },
+        { id: "route", kind: "condition", config: { cases: [{ port: "spam", when: "steps.bank.data.matched" }], case_ports: ["spam"], default_port: "clean" } },
+        { id: "spam", kind: "end", config: { terminal_code: "spam" } },
+        { id: "clean", kind: "end", config: { terminal_code: "clean" } },
+      ],
+      edges: [edge("start", "success", "bank"), edge("bank", "success", "route"), edge("route", "spam", "spam"), edge("route", "clean", "clean")],
+    });
+    expect((await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", workflowVersionId: version.id, authorityMode: "autonomous" } })).status).toBe(201);
+    const send = (snapshot: unknown) => api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "content", id: `post-${crypto.randomUUID()}`, snapshot }, category: "scams_and_fraud" } });
+
+    const padded = await send({ text: `free crypto ${"a".repeat(70_000)}` });
+    expect(padded.status, JSON.stringify(padded.body).slice(0, 300)).toBe(422);
+    expect(padded.body.error.code).toBe("report.snapshot_over_bounds");
+    const huge = await send({ parts: Array.from({ length: 5 }, () => "b".repeat(60_000)) });
+    expect(huge.status).toBe(413);
+    expect(huge.body.error.code).toBe("report.snapshot_too_large");
+
+    const atBound = await send({ text: `free crypto ${"a".repeat(65_536 - 12)}` });
+    expect(atBound.status, JSON.stringify(atBound.body).slice(0, 300)).toBe(201);
+    const run = await waitForRun(apiKey, atBound.body.runs[0].runId);
+    expect(run.state).toBe("succeeded");
+    expect(run.output.terminalCode).toBe("spam");
   });
 });
