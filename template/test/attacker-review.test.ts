@@ -98,3 +98,30 @@ describe("a report's snapshot is bounded at intake", () => {
     expect(run.output.terminalCode).toBe("spam");
   });
 });
+
+describe("POST /runs keeps to what a hand-started run may be", () => {
+  it("refuses the platform's reserved Idempotency-Key prefixes and a mode above the version's trigger", async () => {
+    const { apiKey } = await newInstallation("attack-manual-runs");
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "done", kind: "end" },
+      ],
+      edges: [edge("start", "success", "done")],
+    });
+    const trigger = await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", workflowVersionId: version.id, authorityMode: "shadow" } });
+    expect(trigger.status).toBe(201);
+    const start = (authorityMode: string, key?: string) => api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: version.id, authorityMode, input: {} }, ...(key ? { headers: { "idempotency-key": key } } : {}) });
+
+    for (const key of [`trigger:${trigger.body.id}:rpt_forged`, "backtest:bt_1:rpt_1", "linked:run_1:node:main"]) {
+      const refused = await start("shadow", key);
+      expect(refused.status, key).toBe(422);
+      expect(refused.body.error.code).toBe("run.idempotency_key_reserved");
+    }
+    const above = await start("autonomous");
+    expect(above.status).toBe(403);
+    expect(above.body.error.code).toBe("run.authority_above_trigger");
+    expect((await start("shadow", "my-own-key")).status).toBe(201);
+  });
+});

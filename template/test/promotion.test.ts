@@ -131,9 +131,8 @@ describe("an action type's autonomy and gate", () => {
     expect(type.status).toBe(201);
     expect(type.body.autonomy).toBe("assisted");
     const version = await publish(apiKey, removePostGraph);
-    const trigger = await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", when: "false", workflowVersionId: version.id, authorityMode: "assisted" } });
-
-    // An autonomous run of an assisted type proposes; nothing is delivered.
+    // An autonomous run of an assisted type proposes; nothing is delivered. (Started before the
+    // version has a trigger: a version a trigger starts runs by hand at most in that trigger's mode.)
     const proposals: string[] = [];
     const runs: string[] = [];
     for (const postId of ["p1", "p2", "p3"]) {
@@ -144,6 +143,7 @@ describe("an action type's autonomy and gate", () => {
       proposals.push(proposal.id);
     }
     expect(await receiverLog("/ok/promotion-actions")).toEqual([]);
+    const trigger = await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", when: "false", workflowVersionId: version.id, authorityMode: "assisted" } });
 
     await api(`/api/v1/action-types/${type.body.id}/gate`, { key: apiKey, method: "PUT", body: { minDecidedProposals: 3, minPrecisionLow: 0.2 } });
     await api(`/api/v1/triggers/${trigger.body.id}/gate`, { key: apiKey, method: "PUT", body: { minDecidedProposals: 3, minPrecisionLow: 0.2 } });
@@ -173,6 +173,12 @@ describe("an action type's autonomy and gate", () => {
     const [typeEvent] = await auditOf(installationId, "action_type.promoted");
     expect(typeEvent).toMatchObject({ targetId: type.body.id, details: { from: "assisted", to: "autonomous", digest: promoted.body.digest } });
 
+    // The trigger's gate counts the same decided proposals of its version (promoted first: a run by
+    // hand goes no higher than the version's trigger).
+    const triggerPromoted = await api(`/api/v1/triggers/${trigger.body.id}/promote`, { key: apiKey, body: { to: "autonomous" } });
+    expect(triggerPromoted.status).toBe(200);
+    expect(requirement(triggerPromoted.body.evidence, "precision_low", "remove_post")).toMatchObject({ met: true, precision: { approved: 2, rejected: 1 } });
+
     // Promoted: an autonomous run delivers without a person.
     const after = await waitForRun(apiKey, (await startRun(apiKey, version.id, { authorityMode: "autonomous", input: { postId: "p4" } })).id);
     expect(after.output.terminalCode).toBe("applied");
@@ -184,11 +190,6 @@ describe("an action type's autonomy and gate", () => {
     }, "the delivery");
     expect(log.filter((entry) => entry.status === 200).map((entry) => entry.data.params.postId)).toEqual(expect.arrayContaining(["p1", "p2", "p4"]));
     expect(log.some((entry) => entry.data.params.postId === "p3")).toBe(false);
-
-    // The trigger's gate counts the same decided proposals of its version.
-    const triggerPromoted = await api(`/api/v1/triggers/${trigger.body.id}/promote`, { key: apiKey, body: { to: "autonomous" } });
-    expect(triggerPromoted.status).toBe(200);
-    expect(requirement(triggerPromoted.body.evidence, "precision_low", "remove_post")).toMatchObject({ met: true, precision: { approved: 2, rejected: 1 } });
 
     // PATCH lowers autonomy at once; raising it again needs the gate.
     const lowered = await api(`/api/v1/action-types/${type.body.id}`, { key: apiKey, method: "PATCH", body: { autonomy: "assisted" } });

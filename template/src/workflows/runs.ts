@@ -30,6 +30,39 @@ export function isTerminal(state: string): boolean {
   return (TERMINAL_RUN_STATES as readonly string[]).includes(state);
 }
 
+/** Idempotency-Key prefixes the platform gives its own runs: a trigger's, a backtest's, a linked workflow's. */
+export const RESERVED_RUN_KEY_PREFIXES = ["trigger:", "backtest:", "linked:"] as const;
+const MODE_ORDER = ["off", "shadow", "assisted", "autonomous"] as const;
+
+/**
+ * What `POST /runs` may not do that the platform's own runs do: use a reserved Idempotency-Key
+ * prefix (422 `run.idempotency_key_reserved`: the overturn figures count `trigger:<id>:` runs as the
+ * trigger's), or run a version that a trigger starts in a mode above that trigger's (403
+ * `run.authority_above_trigger`: a promotion gate stands where it stands, whoever starts the run).
+ */
+export async function assertManualRunAllowed(db: D1Database, actor: Actor, input: { workflowVersionId: string; authorityMode: string; idempotencyKey?: string }): Promise<void> {
+  const reserved = RESERVED_RUN_KEY_PREFIXES.find((prefix) => input.idempotencyKey?.startsWith(prefix));
+  if (reserved) {
+    throw new AppError("run.idempotency_key_reserved", `Idempotency-Key may not start with "${reserved}": the platform names its own runs so. Use a key of your own.`, {
+      status: 422,
+      details: [{ path: "$headers.idempotency-key", code: "reserved" }],
+    });
+  }
+  const row = await db
+    .prepare(`SELECT MAX(CASE authority_mode WHEN 'off' THEN 0 WHEN 'shadow' THEN 1 WHEN 'assisted' THEN 2 ELSE 3 END) AS highest FROM triggers WHERE installation_id = ?1 AND workflow_version_id = ?2`)
+    .bind(actor.installationId, input.workflowVersionId)
+    .first<{ highest: number | null }>();
+  const highest = row?.highest ?? null;
+  const asked = MODE_ORDER.indexOf(input.authorityMode as (typeof MODE_ORDER)[number]);
+  if (highest !== null && asked > highest) {
+    throw new AppError(
+      "run.authority_above_trigger",
+      `A trigger runs this version at most in ${MODE_ORDER[highest]} mode (its promotion gate); a run started by hand may not go above that. Start it in ${MODE_ORDER[highest]} mode or lower, or promote the trigger.`,
+      { status: 403, details: [{ path: "$.authorityMode", code: "authority_above_trigger", highest: MODE_ORDER[highest] }] },
+    );
+  }
+}
+
 /**
  * Creates a run and starts its Workflows instance. With an idempotency key, a repeat returns the
  * first run (and finishes its dispatch if that had failed); the same key with a different request
