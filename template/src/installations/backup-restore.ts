@@ -143,8 +143,10 @@ async function assertNoForeignReferences(db: D1Database, backup: InstallationBac
   const owner = backup.manifest.installationId;
   const owned = new Map<string, boolean>();
   const hasInstallation = async (table: string) => {
-    let has = owned.get(table);
-    if (has === undefined) owned.set(table, (has = (await tableColumns(db, table)).has("installation_id")));
+    const known = owned.get(table);
+    if (known !== undefined) return known;
+    const has = (await tableColumns(db, table)).has("installation_id");
+    owned.set(table, has);
     return has;
   };
   for (const [table, rows] of Object.entries(backup.tables)) {
