@@ -70,3 +70,41 @@ describe("restore refuses what a backup may not claim", () => {
     expect((await restore(backup)).status).toBe(201);
   });
 });
+
+describe("an export seals people's names and answers", () => {
+  it("an admin key's export holds no console user's email, reviewer's name or task response in plain text; a restore opens them", async () => {
+    const { id, apiKey } = await newInstallation("export-sealed");
+    const email = `person-${crypto.randomUUID().slice(0, 8)}@example.org`;
+    expect((await api("/api/v1/console-users", { key: apiKey, body: { email, name: "Priya Plaintext", role: "moderator" } })).status).toBe(201);
+    const reviewerKey = (await api("/api/v1/api-keys", { key: apiKey, body: { name: "tool", scopes: ["review", "read"], reviewer: "Rita Recorded" } })).body.apiKey as string;
+    const queue = await api("/api/v1/queues", { key: apiKey, body: { name: "q", slaSeconds: 3600 } });
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "review", kind: "human_task", config: { queue_id: queue.body.id, response_schema: { type: "object" }, timeout_seconds: 3600 } },
+        { id: "done", kind: "end" },
+      ],
+      edges: [edge("start", "success", "review"), edge("review", "completed", "done"), edge("review", "timeout", "done")],
+    });
+    await api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: version.id, authorityMode: "autonomous", input: {} } });
+    let task: any;
+    for (let i = 0; i < 200 && !task; i++) {
+      task = (await api(`/api/v1/queues/${queue.body.id}/tasks`, { key: apiKey })).body.items[0];
+      if (!task) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect((await api(`/api/v1/tasks/${task.id}/claim`, { key: reviewerKey, body: {} })).status).toBe(200);
+    expect((await api(`/api/v1/tasks/${task.id}/complete`, { key: reviewerKey, body: { response: { note: "answer-marker-7731" } } })).status).toBe(200);
+
+    const exported = await api("/api/v1/installation/export", { key: apiKey, method: "POST" });
+    expect(exported.status).toBe(200);
+    const text = JSON.stringify(exported.body);
+    for (const secret of [email, "Priya Plaintext", "Rita Recorded", "answer-marker-7731"]) expect(text).not.toContain(secret);
+
+    await env.DB.batch(installationDeleteStatements(env.DB, id));
+    await env.AUDIT_ANCHORS.delete(`audit/${id}/head.json`);
+    expect((await restore(exported.body)).status).toBe(201);
+    expect((await api("/api/v1/console-users", { key: apiKey })).body.items.map((u: any) => u.email)).toContain(email);
+    expect((await api(`/api/v1/tasks/${task.id}`, { key: apiKey })).body.response).toEqual({ note: "answer-marker-7731" });
+  });
+});

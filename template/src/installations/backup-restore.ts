@@ -6,6 +6,7 @@
 import { auditStatement, deleteAuditSegments, sealAuditChain, verifyAuditChain } from "../audit";
 import { AppError } from "../errors";
 import { forgetInstallationKeys } from "../lib/api-key-cache";
+import { openBackupColumns } from "./backup-seal";
 import { isUniqueViolation } from "../lib/d1";
 import { isRunArchiveKeyOf, runArchiveKey, runArchiveTextHolds } from "../workflows";
 import {
@@ -188,6 +189,7 @@ function insertStatement(db: D1Database, table: string, row: Row): D1PreparedSta
 export async function importInstallation(env: Env, input: unknown) {
   const backup = await checkBackup(env, input);
   const installationId = backup.manifest.installationId;
+  await openBackupColumns(env, installationId, backup.tables);
   if (await env.DB.prepare(`SELECT 1 FROM installations WHERE id = ?1`).bind(installationId).first()) {
     throw new AppError("installation_import.exists", "This deployment already has that installation; restore into a fresh state folder or account.", { status: 409 });
   }
