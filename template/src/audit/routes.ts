@@ -80,13 +80,17 @@ export const auditRoutes = routes()
     {
       method: "get",
       path: "/audit/verify",
-      summary: "Check the hash chain and its keyed checkpoints (R2 anchor included) and name the first broken link; ?mode=incremental (default: from the last verified checkpoint) or full",
+      summary: "Check the hash chain and its keyed checkpoints (R2 anchor included) and name the first broken link; ?mode=incremental (default: from the last verified checkpoint) or full (admins only)",
       auth: ["admin", "review"],
       ok: 200,
       query: { enums: { mode: ["incremental", "full"] } },
     },
     async (c, { query }) => {
-      const { installationId } = c.get("actor");
+      const { installationId, scopes } = c.get("actor");
+      // A full walk reads the whole trail: an admin's to ask for (the schedule does one daily anyway).
+      if (query.mode === "full" && !scopes.includes("admin")) {
+        throw new AppError("audit.full_verify_admin_only", "mode=full walks the whole trail and is for admins; use mode=incremental, or read lastFullVerification (the schedule's full check).", { status: 403 });
+      }
       const verdict = await verifyAuditChain(c.env, installationId, query.mode ?? "incremental");
       return { ...verdict, lastFullVerification: (await lastFullVerification(c.env.DB, installationId)) as { ok: boolean; finishedAt: string } | null };
     },
