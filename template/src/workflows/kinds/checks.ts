@@ -131,8 +131,9 @@ export function responsePatternProblems(schema: unknown, path = "config.response
       });
   };
   const walk = (value: unknown, at: string) => {
-    if (Array.isArray(value)) value.forEach((item, index) => walk(item, `${at}[${index}]`));
-    else if (isRecord(value)) {
+    if (Array.isArray(value)) {
+      for (const [index, item] of value.entries()) walk(item, `${at}[${index}]`);
+    } else if (isRecord(value)) {
       for (const [key, child] of Object.entries(value)) {
         if (key === "pattern" && typeof child === "string") check(child, `${at}.pattern`);
         if (key === "patternProperties" && isRecord(child)) for (const name of Object.keys(child)) check(name, `${at}.patternProperties`);
