@@ -18,6 +18,28 @@ describe("bounded work", () => {
     expect((await api("/api/v1/audit/verify?mode=full", { key: apiKey })).body).toMatchObject({ ok: true, mode: "full" });
   });
 
+  it("a full check walks at most ?limit= events a request and goes on from a cursor no one can forge", async () => {
+    const { apiKey } = await newInstallation("attack-verify-paged");
+    for (let i = 0; i < 12; i++) expect((await api("/api/v1/queues", { key: apiKey, body: { name: `q-${i}`, slaSeconds: 3600 } })).status).toBe(201);
+    const pages: any[] = [];
+    let cursor: string | undefined;
+    for (let i = 0; i < 20; i++) {
+      const page = await api(`/api/v1/audit/verify?mode=full&limit=5${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`, { key: apiKey });
+      expect(page.status, JSON.stringify(page.body)).toBe(200);
+      pages.push(page.body);
+      if (page.body.ok !== null) break;
+      expect(page.body.checkedTo - page.body.checkedFrom + 1).toBeLessThanOrEqual(5);
+      cursor = page.body.nextCursor;
+    }
+    expect(pages.length).toBeGreaterThan(2);
+    expect(pages.at(-1)).toMatchObject({ ok: true, mode: "full" });
+    // A cursor moved past events, with the MAC of another position, is refused.
+    const [seq, ...rest] = pages[0].nextCursor.split(".");
+    const forged = await api(`/api/v1/audit/verify?mode=full&cursor=${encodeURIComponent([Number(seq) + 3, ...rest].join("."))}`, { key: apiKey });
+    expect(forged.status).toBe(400);
+    expect(forged.body.error.code).toBe("audit.cursor_invalid");
+  });
+
   it("a response schema whose pattern nests repetition is refused at publish; a plain one is accepted", async () => {
     const { apiKey } = await newInstallation("attack-redos");
     expect((await api("/api/v1/queues", { key: apiKey, body: { name: "q", slaSeconds: 3600 } })).status).toBe(201);
