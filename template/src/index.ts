@@ -1,5 +1,6 @@
 // The Safest Tools Worker: HTTP API, the schedule, the Workflows entrypoint and the runtime capability.
 import { DynamicWorkflowBinding } from "@cloudflare/dynamic-workflows";
+import { assertAuditKeyConfigured } from "./audit";
 import { consumeDeliveries } from "./enforcement";
 import { createApp } from "./http/app";
 import { runSchedule } from "./schedule";
@@ -33,6 +34,7 @@ export default {
   // Every minute (triggers.crons); locally driven by scripts/local-cron.mjs. A run where a sweep
   // failed throws after all sweeps ran, so the platform records the invocation as failed.
   async scheduled(controller: ScheduledController, env: Env, ctx?: ExecutionContext) {
+    assertAuditKeyConfigured(env);
     const run = await runSchedule(env, controller, undefined, ctx);
     if (!run.ok)
       throw new Error(

@@ -3,7 +3,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { globMatch } from "../src/automation/builtins";
-import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
+import { api, edge, newInstallation, personKey, publish, startRun, waitForRun } from "./helpers";
 
 function enrichGraph(config: Record<string, unknown>, inputMapping: Record<string, string> = { text: "input.text" }) {
   return {
@@ -221,10 +221,11 @@ describe("shadow evaluation and backtests", () => {
       ["animal_welfare", null],
     ];
     const runIds: string[] = [];
+    const moderator = await personKey(apiKey);
     for (const [i, [category, human]] of plan.entries()) {
       const report = await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "content", id: `s-${i}` }, category } });
       runIds.push(report.body.runs[0].runId);
-      if (human) await api("/api/v1/decisions", { key: apiKey, body: { reportId: report.body.id, outcome: human, restrictions: { visibility: ["content_removed"] }, statement: "Decided by a moderator." } });
+      if (human) await api("/api/v1/decisions", { key: moderator, body: { reportId: report.body.id, outcome: human, restrictions: { visibility: ["content_removed"] }, statement: "Decided by a moderator." } });
     }
     await Promise.all(runIds.map((id) => waitForRun(apiKey, id)));
     const report = await api(`/api/v1/workflow-versions/${version.id}/shadow-report`, { key: apiKey });

@@ -2,7 +2,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { openPersonalData, rewrapDataKeys, sealPersonalData } from "../src/cases/reports/report-crypto";
-import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
+import { api, personKey, edge, newInstallation, publish, waitForRun } from "./helpers";
 
 const reviewSchema = {
   type: "object",
@@ -310,7 +310,9 @@ describe("queue listing", () => {
 
 describe("appeals", () => {
   it("an appeal starts the appeal workflow, its task carries the appeal, and the outcome is recorded", async () => {
-    const { apiKey, intakeKey, reviewKey } = await setup({ when: "false" });
+    const { apiKey, intakeKey } = await setup({ when: "false" });
+    // A complaint is decided by a person: a reviewer's key.
+    const reviewKey = await personKey(apiKey, "senior-mod");
     const appealsQueue = await api("/api/v1/queues", { key: apiKey, body: { name: "appeals", slaSeconds: 86_400 } });
     const schema = { type: "object", required: ["outcome"], properties: { outcome: { enum: ["upheld", "overturned"] } } };
     const version = await publish(apiKey, {

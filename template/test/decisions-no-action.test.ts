@@ -2,7 +2,7 @@
 // recorded, audited, listed, counted by shadow reports, appealable by the notifier, and has no
 // DSA statement of reasons.
 import { describe, expect, it } from "vitest";
-import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
+import { api, personKey, edge, newInstallation, publish, waitForRun } from "./helpers";
 
 const report = (key: string, id: string, category = "scams_and_fraud") => api("/api/v1/reports", { key, body: { subject: { kind: "content", id }, category } });
 
@@ -37,7 +37,8 @@ describe("decisions not to act", () => {
   it("POST /decisions records a decision not to act: audited, listed, and without a statement of reasons", async () => {
     const { apiKey } = await newInstallation();
     const r = await report(apiKey, "na-1");
-    const recorded = await api("/api/v1/decisions", { key: apiKey, body: { reportId: r.body.id, outcome: "no_action" } });
+    // A person records it (a reviewer's key); an automation key's would be automated.
+    const recorded = await api("/api/v1/decisions", { key: await personKey(apiKey), body: { reportId: r.body.id, outcome: "no_action" } });
     expect(recorded.status).toBe(201);
     expect(recorded.body).toMatchObject({ outcome: "no_action", restricts: false, restrictions: {}, statement: null, automatedDecision: "not_automated", reportId: r.body.id });
     // Any outcome that restricts nothing is a decision not to act; a note may be kept.
@@ -112,11 +113,12 @@ describe("decisions not to act", () => {
       ["animal_welfare", "remove"],
     ];
     const runIds: string[] = [];
+    const moderator = await personKey(apiKey);
     for (const [i, [category, human]] of plan.entries()) {
       const created = await report(apiKey, `sh-${i}`, category);
       runIds.push(created.body.runs[0].runId);
       const body = human === "no_action" ? { reportId: created.body.id, outcome: "no_action" } : { reportId: created.body.id, outcome: human, restrictions: { visibility: ["content_removed"] }, statement: "Decided by a moderator." };
-      expect((await api("/api/v1/decisions", { key: apiKey, body })).status).toBe(201);
+      expect((await api("/api/v1/decisions", { key: moderator, body })).status).toBe(201);
     }
     await Promise.all(runIds.map((id) => waitForRun(apiKey, id)));
     // The shadow run's simulated no_action decision records nothing.

@@ -11,7 +11,7 @@ import { buildPrompt } from "../src/automation/ai-answers";
 import { demoCompletion } from "../src/demo";
 import { createApp } from "../src/http/app";
 import appealReview from "../examples/appeal-review.json";
-import { ADMIN_TOKEN, api, newInstallation, publish, until, waitForRun } from "./helpers";
+import { ADMIN_TOKEN, api, newInstallation, personKey, publish, until, waitForRun } from "./helpers";
 
 const demoEnv = { ...env, DEMO_PEERS: "on", ALLOW_LOCAL_EGRESS: "true" } as unknown as Env;
 const app = createApp();
@@ -120,8 +120,10 @@ describe("examples/appeal-review.json", () => {
     const opened = await api(`/api/v1/tasks/${task.id}`, { key: apiKey });
     expect(opened.body.context).toMatchObject({ appealReason: "It is satire.", post: "Our mayor is a lizard.", category: "illegal_or_harmful_speech" });
     expect((await api(`/api/v1/queues/${queues["general-review"]}/tasks`, { key: apiKey })).body.items).toEqual([]);
-    await api(`/api/v1/tasks/${task.id}/claim`, { key: apiKey, body: { reviewer: "senior-mod" } });
-    expect((await api(`/api/v1/tasks/${task.id}/complete`, { key: apiKey, body: { reviewer: "senior-mod", response: { outcome: "overturned" } } })).status).toBe(200);
+    // A complaint is decided by a person: a reviewer's key.
+    const seniorMod = await personKey(apiKey, "senior-mod");
+    await api(`/api/v1/tasks/${task.id}/claim`, { key: seniorMod, body: {} });
+    expect((await api(`/api/v1/tasks/${task.id}/complete`, { key: seniorMod, body: { response: { outcome: "overturned" } } })).status).toBe(200);
 
     expect((await waitForRun(apiKey, appeal.body.runs[0].runId)).output.terminalCode).toBe("appeal_overturned_restored");
     expect((await api(`/api/v1/appeals/${appeal.body.id}`, { key: apiKey })).body).toMatchObject({ state: "overturned", decidedBy: "senior-mod" });

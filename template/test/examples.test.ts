@@ -4,7 +4,7 @@
 // under a policy with a person deciding (a decision not to act included), known media by hash.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { api, newInstallation, publish, receiverLog, until, waitForRun, waitForWait } from "./helpers";
+import { api, personKey, newInstallation, publish, receiverLog, until, waitForRun, waitForWait } from "./helpers";
 
 import harassmentReview from "../examples/harassment-review.json";
 import knownMedia from "../examples/known-media.json";
@@ -94,8 +94,10 @@ describe("examples", () => {
       const task = (await env.DB.prepare("SELECT id FROM human_tasks WHERE run_id = ?1").bind(runId).first<{ id: string }>())!;
       const opened = await api(`/api/v1/tasks/${task.id}`, { key: apiKey });
       expect(opened.body.context).toMatchObject({ post: expect.stringContaining(MARKER), proposal: answer === "remove" ? "harassment" : "not_harassment", rationale: expect.stringContaining(MARKER) });
-      expect((await api(`/api/v1/tasks/${task.id}/claim`, { key: apiKey, body: { reviewer: "mod" } })).status).toBe(200);
-      expect((await api(`/api/v1/tasks/${task.id}/complete`, { key: apiKey, body: { reviewer: "mod", response: { outcome: answer } } })).status).toBe(200);
+      // A person answers: a reviewer's key (an automation key's answer would make the decision automated).
+      const moderator = await personKey(apiKey, "mod");
+      expect((await api(`/api/v1/tasks/${task.id}/claim`, { key: moderator, body: {} })).status).toBe(200);
+      expect((await api(`/api/v1/tasks/${task.id}/complete`, { key: moderator, body: { response: { outcome: answer } } })).status).toBe(200);
       outcomes[answer] = (await waitForRun(apiKey, runId)).output.terminalCode;
     }
     expect(outcomes).toEqual({ remove: "harassment_removed", no_action: "no_action" });

@@ -106,3 +106,13 @@ export type ReceiverLogEntry = { path: string; webhookId: string; type: string |
 export async function receiverLog(path: string): Promise<ReceiverLogEntry[]> {
   return (await (await env.RECEIVER.fetch(`http://receiver/_control/log?path=${encodeURIComponent(path)}`)).json()) as ReceiverLogEntry[];
 }
+
+/**
+ * A reviewer's key of the installation: made for one named person, so its task answers, decisions
+ * and appeal outcomes are that person's (a key without a reviewer is automation).
+ */
+export async function personKey(adminKey: string, reviewer = "Rita Reviewer", scopes = ["admin", "reports:write", "review", "read", "personal_data:read"]): Promise<string> {
+  const created = await api("/api/v1/api-keys", { key: adminKey, body: { name: `person-${crypto.randomUUID().slice(0, 8)}`, scopes, reviewer } });
+  expect(created.status).toBe(201);
+  return created.body.apiKey as string;
+}

@@ -12,7 +12,7 @@ import { sweepRunArchive } from "../src/workflows/run-archive";
 import { DISPATCH_BACKOFF_BASE_S, dispatchRun, type StartInstance } from "../src/workflows/run-dispatch";
 import { createRun } from "../src/workflows/runs";
 import { getRunRow } from "../src/workflows/runs-queries";
-import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
+import { api, personKey, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
 
 const anchorObject = (installationId: string) => env.AUDIT_ANCHORS.head(`audit/${installationId}/head.json`);
 const anchorDue = async (installationId: string) => env.DB.prepare("SELECT seq FROM audit_anchor_due WHERE installation_id = ?").bind(installationId).first<{ seq: number }>();
@@ -284,7 +284,7 @@ describe("the transparency report over a long period reads daily rollups", () =>
     await decide(inst.apiKey, reports[1]!, { outcome: "suspend", restrictions: { account: "suspended" }, ground: "illegal_content", legalGround: "Criminal code s. 1" });
     const filed = await api("/api/v1/appeals", { key: inst.apiKey, body: { decisionId: removed, reason: "I disagree." } });
     expect(filed.status).toBe(201);
-    expect((await api(`/api/v1/appeals/${filed.body.id}/resolve`, { key: inst.apiKey, body: { outcome: "upheld" } })).status).toBe(200);
+    expect((await api(`/api/v1/appeals/${filed.body.id}/resolve`, { key: await personKey(inst.apiKey), body: { outcome: "upheld" } })).status).toBe(200);
     await backdate(inst.id);
     const day = Math.floor((Date.now() - SHIFT_DAYS * DAY) / DAY) * DAY;
     const month = { from: new Date(day - 10 * DAY).toISOString(), to: new Date(day + 10 * DAY).toISOString() };

@@ -4,7 +4,7 @@ import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:
 import { describe, expect, it } from "vitest";
 import { bucketQuantile, histogramBucket, rollupHour, sweepMetricRollups } from "../src/metrics";
 import worker from "../src/index";
-import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
+import { api, personKey, edge, newInstallation, publish, waitForRun } from "./helpers";
 
 const HOUR = 3_600_000;
 const hourOf = (iso: string) => Math.floor(Date.parse(iso) / HOUR) * HOUR;
@@ -60,7 +60,7 @@ async function seed() {
   expect((await api(`/api/v1/tasks/${tasks[0].id}/complete`, { key: apiKey, body: { reviewer: "ana", response: { verdict: "remove" } } })).status).toBe(200);
   expect((await api(`/api/v1/tasks/${tasks[1].id}/claim`, { key: apiKey, body: { reviewer: "bo" } })).status).toBe(200);
   await waitForRun(apiKey, tasks[0].runId);
-  expect((await api("/api/v1/decisions", { key: apiKey, body: { reportId: created[4].id, outcome: "no_action" } })).status).toBe(201);
+  expect((await api("/api/v1/decisions", { key: await personKey(apiKey), body: { reportId: created[4].id, outcome: "no_action" } })).status).toBe(201);
   for (const r of [created[0], created[1]]) expect((await api("/api/v1/appeals", { key: apiKey, body: { reportId: r.id, reason: "not a scam" } })).status).toBe(201);
   const appeals = await env.DB.prepare(`SELECT id FROM appeals WHERE installation_id = ?1 ORDER BY id`).bind(installationId).all<{ id: string }>();
   // The appeal's decision is not what this test is about: mark one overturned in place.

@@ -6,7 +6,7 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { wilson } from "../src/automation/statistics";
 import { complaintDeadline } from "../src/enforcement/notifier-messages";
-import { api, edge, newInstallation, publish, receiverLog, until, waitForRun } from "./helpers";
+import { api, personKey, edge, newInstallation, publish, receiverLog, until, waitForRun } from "./helpers";
 
 /** An installation whose product receives message.send at a path of its own. */
 async function desk() {
@@ -45,7 +45,8 @@ describe("notifiers are told (Art. 16)", () => {
     expect(receipt!.data).toMatchObject({ reportId: noticed.id, templateKey: "dsa.notice_receipt.v1", recipient: { kind: "reporter", id: "nina", contact: "nina@example.org" }, facts: { reportId: noticed.id, trustedFlagger: false } });
     expect(receipt!.data.body).toContain(noticed.id);
 
-    const removed = await api("/api/v1/decisions", { key: d.key, body: { reportId: noticed.id, outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement: "The shop sells goods it never ships." } });
+    // Recorded by a person (a reviewer's key): not automated.
+    const removed = await api("/api/v1/decisions", { key: await personKey(d.key), body: { reportId: noticed.id, outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement: "The shop sells goods it never ships." } });
     expect(removed.status).toBe(201);
     const [outcome] = await until(async () => ((await d.messages("notice_decision")).length > 0 ? d.messages("notice_decision") : null), "the decision message");
     expect(outcome!.data).toMatchObject({

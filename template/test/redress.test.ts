@@ -6,7 +6,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { complaintDeadline } from "../src/cases";
-import { api, edge, newInstallation, publish, receiverLog, until } from "./helpers";
+import { api, personKey, edge, newInstallation, publish, receiverLog, until } from "./helpers";
 
 async function messageEndpoint(apiKey: string, path: string) {
   const created = await api("/api/v1/webhook-endpoints", { key: apiKey, body: { url: `https://hooks.product.test${path}`, retryBaseSeconds: 0, maxAttempts: 5, eventTypes: ["message.send"] } });
@@ -222,7 +222,7 @@ describe("complaints (Art. 20)", () => {
     expect((await api("/api/v1/triggers", { key: other.apiKey, body: { event: "appeal.created", workflowVersionId: reviewed.id, authorityMode: "autonomous" } })).status).toBe(404);
   });
 
-  it("an appeal resolved by an API key counts as automation; the reversal is recorded and counted; the appellant is told the outcome", async () => {
+  it("an appeal resolved by automation (proposed by an API key where allowed, confirmed by a person) counts as automation; the reversal is recorded and counted; the appellant is told the outcome", async () => {
     const { apiKey } = await newInstallation();
     await messageEndpoint(apiKey, "/ok/redress-outcome");
     await api("/api/v1/redress-settings", { key: apiKey, method: "PUT", body: { settlementBodies: [{ name: "ODS Board", url: "https://ods.example.eu" }] } });
@@ -235,7 +235,10 @@ describe("complaints (Art. 20)", () => {
     const other = await newInstallation("other");
     expect((await api(`/api/v1/appeals/${appeal.body.id}/resolve`, { key: other.apiKey, body: { outcome: "overturned" } })).status).toBe(404);
 
-    const resolved = await api(`/api/v1/appeals/${appeal.body.id}/resolve`, { key: apiKey, body: { outcome: "overturned", reason: "Satire is allowed.", reviewer: "bot-named-as-person" } });
+    await api("/api/v1/redress-settings", { key: apiKey, method: "PUT", body: { automatedComplaints: true } });
+    const proposed = await api(`/api/v1/appeals/${appeal.body.id}/resolve`, { key: apiKey, body: { outcome: "overturned", reason: "Satire is allowed.", reviewer: "bot-named-as-person" } });
+    expect(proposed.body).toMatchObject({ state: "open", proposal: { outcome: "overturned" } });
+    const resolved = await api(`/api/v1/appeals/${appeal.body.id}/confirm`, { key: await personKey(apiKey), body: {} });
     expect(resolved.status).toBe(200);
     expect(resolved.body).toMatchObject({ state: "overturned", resolvedByAutomation: true });
     const audit = await api(`/api/v1/audit-events?action=appeal.overturned&targetId=${appeal.body.id}`, { key: apiKey });
@@ -286,8 +289,9 @@ describe("complaints (Art. 20)", () => {
     const appeal = await api("/api/v1/appeals", { key: apiKey, body: { decisionId: decision.body.id, appellantRole: "notifier", reason: "Please look again." } });
     expect(appeal.status).toBe(201);
     const task = await until(async () => (await api(`/api/v1/queues/${queue.body.id}/tasks`, { key: apiKey })).body.items?.[0], "the appeal's task");
-    await api(`/api/v1/tasks/${task.id}/claim`, { key: apiKey, body: { reviewer: "senior-mod" } });
-    const done = await api(`/api/v1/tasks/${task.id}/complete`, { key: apiKey, body: { reviewer: "senior-mod", response: { outcome: "upheld" } } });
+    const seniorMod = await personKey(apiKey, "senior-mod");
+    await api(`/api/v1/tasks/${task.id}/claim`, { key: seniorMod, body: {} });
+    const done = await api(`/api/v1/tasks/${task.id}/complete`, { key: seniorMod, body: { response: { outcome: "upheld" } } });
     expect(done.status).toBe(200);
     const read = await api(`/api/v1/appeals/${appeal.body.id}`, { key: apiKey });
     expect(read.body).toMatchObject({ state: "upheld", resolvedByAutomation: false, decidedBy: "senior-mod" });

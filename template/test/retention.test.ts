@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { openPersonalData, sealPersonalData } from "../src/cases/reports/report-crypto";
 import { sweepRetention } from "../src/cases/retention/retention";
 import { indexPersonKeys } from "../src/cases/retention/retention-people";
-import { api, edge, newInstallation, publish, until, waitForRun } from "./helpers";
+import { api, personKey, edge, newInstallation, publish, until, waitForRun } from "./helpers";
 
 const DAY = 86_400_000;
 const REPORTER_CONTACT = "rosa.reporter@example.org";
@@ -190,7 +190,7 @@ describe("a named person's data on request", () => {
     const someoneElse = await report(c.apiKey, "post-c3", "user-88");
     const appeal = await api("/api/v1/appeals", { key: c.apiKey, body: { reportId: closed.reportId, appellantRole: "notifier", appellant: { id: "user-77", contact: REPORTER_CONTACT }, reason: "please look again" } });
     expect(appeal.status).toBe(201);
-    expect((await api(`/api/v1/appeals/${appeal.body.id}/resolve`, { key: c.apiKey, body: { outcome: "upheld" } })).status).toBe(200);
+    expect((await api(`/api/v1/appeals/${appeal.body.id}/resolve`, { key: await personKey(c.apiKey), body: { outcome: "upheld" } })).status).toBe(200);
     // A report written before the index existed is found too (indexed on demand).
     await env.DB.prepare("UPDATE reports SET reporter_key = NULL, subject_owner_key = NULL, person_keys_version = NULL WHERE id = ?1").bind(stillOpen.reportId).run();
 

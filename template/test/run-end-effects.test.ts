@@ -318,7 +318,8 @@ describe("review queue liveness", () => {
     const handoff = await env.DB.prepare("SELECT completed_by AS completedBy, outcome, response_digest AS digest FROM handoffs WHERE task_id = ?").bind(task.id).first<Record<string, string>>();
     // The key's own reviewer identity (`api_key:<id>/counsel`): the name is a label within the key.
     expect(handoff).toMatchObject({ completedBy: expect.stringMatching(/^api_key:[^/]+\/counsel$/u), outcome: "escalated" });
-    expect(handoff!.digest).toMatch(/^sha256:[0-9a-f]{64}$/u);
+    // Keyed: a reader of the trail cannot hash candidate answers to recover it.
+    expect(handoff!.digest).toMatch(/^hmac-sha256:[0-9a-f]{64}$/u);
     expect(await count("SELECT COUNT(*) AS n FROM audit_events WHERE action = 'task.completed' AND target_id = ?", task.id)).toBe(1);
     expect(await count("SELECT COUNT(*) AS n FROM audit_events WHERE action = 'handoff.completed' AND target_id = ?", `${run.id}:to-legal:main:1:handoff`)).toBe(1);
     // No run is woken: nothing waited for it.

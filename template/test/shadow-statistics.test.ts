@@ -8,7 +8,7 @@ import { reportCsv } from "../src/automation/shadow-csv";
 import { reportFigures } from "../src/automation/shadow-report";
 import { isoWeek } from "../src/automation/shadow-sources";
 import { cohenKappa, confusionOf, outcomeFigures, wilson } from "../src/automation/statistics";
-import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
+import { api, edge, newInstallation, personKey, publish, waitForRun } from "./helpers";
 
 async function csv(path: string, key: string) {
   const response = await exports.default.fetch(new Request(`http://safest.test${path}`, { headers: { authorization: `Bearer ${key}` } }));
@@ -143,8 +143,13 @@ const triage = {
   edges: [edge("start", "success", "route"), edge("route", "scam", "remove"), edge("route", "other", "keep"), edge("remove", "recorded", "done"), edge("keep", "recorded", "done")],
 };
 
-const decide = (key: string, reportId: string, outcome: string) =>
-  api("/api/v1/decisions", { key, body: outcome === "no_action" ? { reportId, outcome } : { reportId, outcome, restrictions: { visibility: ["content_removed"] }, statement: "Decided by a moderator." } });
+/** A person's decision: recorded with a reviewer's key of the installation whose admin key is `key` (one per installation). */
+const people = new Map<string, Promise<string>>();
+const decide = async (key: string, reportId: string, outcome: string) =>
+  api("/api/v1/decisions", {
+    key: await (people.get(key) ?? people.set(key, personKey(key)).get(key)!),
+    body: outcome === "no_action" ? { reportId, outcome } : { reportId, outcome, restrictions: { visibility: ["content_removed"] }, statement: "Decided by a moderator." },
+  });
 
 const W47 = "2026-11-18T12:00:00.000Z"; // a Wednesday of 2026-W47
 const W53 = "2027-01-01T09:00:00.000Z"; // a Friday of 2026-W53

@@ -3,7 +3,7 @@
 // included, a date `to` included whole, a time `to` excluded), the CSV, figures it cannot know,
 // and another installation's rows never counted.
 import { describe, expect, it } from "vitest";
-import { api, db, edge, newInstallation, waitForRun, publish } from "./helpers";
+import { api, personKey, db, edge, newInstallation, waitForRun, publish } from "./helpers";
 
 const report = async (key: string, subject: string, category: string, source: string, reporter?: { id: string }) => {
   const response = await api("/api/v1/reports", { key, body: { subject: { kind: "content", id: subject }, category, source, ...(reporter ? { reporter } : {}) } });
@@ -11,8 +11,9 @@ const report = async (key: string, subject: string, category: string, source: st
   return response.body.id as string;
 };
 
+/** A decision a person records (a reviewer's key of the installation whose admin key is `key`). */
 const decide = async (key: string, reportId: string, body: Record<string, unknown>) => {
-  const response = await api("/api/v1/decisions", { key, body: { reportId, statement: "Against the rules.", ...body } });
+  const response = await api("/api/v1/decisions", { key: await personKey(key), body: { reportId, statement: "Against the rules.", ...body } });
   expect(response.status).toBe(201);
   return response.body.id as string;
 };
@@ -20,7 +21,12 @@ const decide = async (key: string, reportId: string, body: Record<string, unknow
 const appeal = async (key: string, decisionId: string, outcome?: "upheld" | "overturned") => {
   const filed = await api("/api/v1/appeals", { key, body: { decisionId, reason: "I disagree." } });
   expect(filed.status).toBe(201);
-  if (outcome) expect((await api(`/api/v1/appeals/${filed.body.id}/resolve`, { key, body: { outcome } })).status).toBe(200);
+  if (outcome) {
+    // Automation proposes the outcome (the installation allows it) and a person confirms it: decided by automation, under supervision.
+    expect((await api("/api/v1/redress-settings", { key, method: "PUT", body: { automatedComplaints: true } })).status).toBe(200);
+    expect((await api(`/api/v1/appeals/${filed.body.id}/resolve`, { key, body: { outcome } })).status).toBe(200);
+    expect((await api(`/api/v1/appeals/${filed.body.id}/confirm`, { key: await personKey(key), body: {} })).status).toBe(200);
+  }
   return filed.body.id as string;
 };
 
@@ -253,7 +259,8 @@ describe("transparency report", () => {
       throw new Error(`fewer than ${n} tasks in ${queueId}`);
     };
     const tasks = await tasksOf(work.body.id, 2);
-    for (const task of tasks) await answer(task.id, "mod-ana", "remove");
+    const ana = await personKey(key, "mod-ana");
+    for (const task of tasks) await answer(task.id, "mod-ana", "remove", ana);
     for (const task of tasks) await waitForRun(key, task.runId);
     // QA: one agrees, one does not.
     const qaTasks = await tasksOf(qaQueue.body.id, 2);

@@ -23,7 +23,8 @@ import {
   sealAuditChain,
   VERIFY_ANCHOR_INTERVAL_MS,
 } from "./chain";
-import { auditKeys, type AuditKeys } from "./keys";
+import { AppError } from "../errors";
+import { auditKeys, macVerifies, signText, type AuditKeys } from "./keys";
 import { type AuditSegment, lastSegment, openSegment, parseSegmentLine, segmentAt, segmentKey } from "./segments";
 export type BrokenReason =
   | "hash_mismatch"
@@ -251,6 +252,46 @@ export async function verifyAuditChain(env: Env, installationId: string, mode: "
     from = start.position;
   }
   const walked = await walkChain(env, installationId, keys, bounds, from, Number.MAX_SAFE_INTEGER);
+  return finishVerdict(env, installationId, keys, mode, from, walked);
+}
+
+/** Events one `GET /audit/verify?mode=full` request walks at most before it answers with a cursor. */
+export const FULL_VERIFY_PAGE_EVENTS = 20_000;
+
+/** A full check that has not reached the head yet: go on with `nextCursor`. */
+export type ChainPage = ChainVerdict | { ok: null; mode: "full"; complete: false; checkedFrom: number; checkedTo: number; nextCursor: string };
+
+const cursorText = (installationId: string, position: WalkPosition) => `audit-verify-cursor\u0000${installationId}\u0000${position.seq}\u0000${position.prev}`;
+
+/**
+ * A full check walked in pages of at most `budget` events per request: from the first event, or
+ * from `cursor` (the position an earlier page reached, MAC'd under the audit key, so no caller
+ * can start it past a break). The last page answers as `verifyAuditChain(…, "full")` does.
+ * 400 `audit.cursor_invalid` for a cursor this deployment did not make for this installation.
+ */
+export async function verifyAuditChainPage(env: Env, installationId: string, cursor: string | undefined, budget = FULL_VERIFY_PAGE_EVENTS): Promise<ChainPage> {
+  await sealAuditChain(env, installationId, { anchor: true, anchorIntervalMs: VERIFY_ANCHOR_INTERVAL_MS });
+  const keys = auditKeys(env);
+  let from: WalkPosition = { seq: 1, prev: GENESIS_HASH };
+  if (cursor !== undefined) {
+    const [seq, prev, keyId, mac] = cursor.split(".");
+    const position = { seq: Number(seq), prev: prev ?? "" };
+    if (!Number.isSafeInteger(position.seq) || position.seq < 1 || !keyId || !mac || !macVerifies(keys, keyId, cursorText(installationId, position), mac)) {
+      throw new AppError("audit.cursor_invalid", "The cursor is not one this deployment made for this installation's full check; start again without it.", { status: 400 });
+    }
+    from = position;
+  }
+  const bounds = await checkpointBounds(env.DB, installationId, { anchored: async () => (await readAnchor(env, installationId)) !== null });
+  const walked = await walkChain(env, installationId, keys, bounds, from, budget);
+  if (!walked.broken && !walked.end) {
+    const signed = signText(keys, cursorText(installationId, walked.position));
+    if (signed) return { ok: null, mode: "full", complete: false, checkedFrom: from.seq, checkedTo: walked.position.seq - 1, nextCursor: `${walked.position.seq}.${walked.position.prev}.${signed.keyId}.${signed.mac}` };
+  }
+  return finishVerdict(env, installationId, keys, "full", from, walked);
+}
+
+/** The verdict of a walk that ended (at a break or at the head): the tail, the checkpoint, the verified mark. */
+async function finishVerdict(env: Env, installationId: string, keys: AuditKeys, mode: "incremental" | "full", from: WalkPosition, walked: WalkResult): Promise<ChainVerdict> {
   if (walked.broken) return { ok: false, mode, events: walked.broken.seq - 1, firstBroken: walked.broken };
   const tail = await checkTail(env, installationId, keys, walked.position);
   if (tail) return { ok: false, mode, events: walked.position.seq - 1, firstBroken: tail };

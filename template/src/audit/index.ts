@@ -6,3 +6,4 @@ export { verifyAuditChain } from "./chain-verify";
 export { lastFullVerification, sweepAuditChains } from "./chain-sweep";
 export { DEFAULT_AUDIT_HOT_DAYS, sweepAuditSegments } from "./segment-sweep";
 export { deleteAuditSegments, segmentKey } from "./segments";
+export { assertAuditKeyConfigured } from "./keys";

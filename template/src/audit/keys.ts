@@ -4,6 +4,7 @@
 // under nodejs_compat), because an event's MAC is computed where its statement is built.
 import { env as workerEnv } from "cloudflare:workers";
 import { createHmac, hkdfSync } from "node:crypto";
+import { AppError } from "../errors";
 import { timingSafeEqual } from "../lib/crypto";
 
 export interface AuditKey {
@@ -55,4 +56,17 @@ export function signText(keys: AuditKeys, text: string): { keyId: string; mac: s
 export function macVerifies(keys: AuditKeys, keyId: string, text: string, mac: string): boolean {
   const key = keys.byId.get(keyId);
   return key !== undefined && timingSafeEqual(key.mac(text), mac);
+}
+
+/**
+ * A deployment without AUDIT_CHECKPOINT_KEY (or with one shorter than 32 characters) would keep an
+ * unkeyed chain that verifies whatever was rewritten: it serves nothing (503
+ * `deployment.audit_key_missing`) and runs no schedule. Local runs have one: `npm start` generates
+ * it into .dev.vars, and the tests set one.
+ */
+export function assertAuditKeyConfigured(env: KeyEnv): void {
+  if (auditKeys(env).current) return;
+  throw new AppError("deployment.audit_key_missing", "This deployment has no AUDIT_CHECKPOINT_KEY of 32 characters or more, so its audit trail could not be verified; set the secret (wrangler secret put AUDIT_CHECKPOINT_KEY) and retry.", {
+    status: 503,
+  });
 }

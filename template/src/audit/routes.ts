@@ -1,7 +1,8 @@
 // /api/v1/audit-events (filtered pages of the trail) and /api/v1/audit/verify (the chain check).
+import { AppError } from "../errors";
 import { routes } from "../http/route";
 import { AUDIT_COLUMNS, checkpointedHashAt, fromStored, GENESIS_HASH, sealAuditChain, serializeAuditRow, type AuditRow } from "./chain";
-import { verifyAuditChain } from "./chain-verify";
+import { FULL_VERIFY_PAGE_EVENTS, verifyAuditChain, verifyAuditChainPage } from "./chain-verify";
 import { lastFullVerification } from "./chain-sweep";
 import { readArchivedEvents } from "./segments";
 import { createdAtText, readHash } from "./stored";
@@ -17,7 +18,11 @@ export const auditRoutes = routes()
       query: { limit: { default: 100, max: 500 }, cursor: /^\d{1,15}$/u, strings: ["action", "targetType", "targetId", "since", "until"] },
     },
     async (c, { query }) => {
-      const { installationId, scopes } = c.get("actor");
+      const { installationId, scopes, user } = c.get("actor");
+      // The trail names every queue's tasks, reports and runs: not for a console user limited to some queues.
+      if (user?.queueIds) {
+        throw new AppError("audit.queue_limited", "This console user is limited to some queues and cannot read the installation's audit trail; an admin or an unlimited moderator can.", { status: 403 });
+      }
       await sealAuditChain(c.env, installationId, { anchor: false });
       // Golden items are mixed into queues unseen: only admins (the leads who write them) see their events.
       const admin = scopes.includes("admin") ? 1 : 0;
@@ -75,14 +80,20 @@ export const auditRoutes = routes()
     {
       method: "get",
       path: "/audit/verify",
-      summary: "Check the hash chain and its keyed checkpoints (R2 anchor included) and name the first broken link; ?mode=incremental (default: from the last verified checkpoint) or full",
+      summary:
+        "Check the hash chain and its keyed checkpoints (R2 anchor included) and name the first broken link; ?mode=incremental (default: from the last verified checkpoint) or full (admins only; at most ?limit= events a request, then ?cursor=nextCursor goes on)",
       auth: ["admin", "review"],
       ok: 200,
-      query: { enums: { mode: ["incremental", "full"] } },
+      query: { enums: { mode: ["incremental", "full"] }, limit: { default: FULL_VERIFY_PAGE_EVENTS, max: FULL_VERIFY_PAGE_EVENTS }, cursor: /^\d{1,15}\.sha256:[0-9a-f]{64}\.ak_[0-9a-f]{16}\.[0-9a-f]{64}$/u },
     },
     async (c, { query }) => {
-      const { installationId } = c.get("actor");
-      const verdict = await verifyAuditChain(c.env, installationId, query.mode ?? "incremental");
+      const { installationId, scopes } = c.get("actor");
+      // A full walk reads the whole trail: an admin's to ask for (the schedule does one daily anyway),
+      // and in pages of at most `limit` events, each answering a cursor to go on from.
+      if (query.mode === "full" && !scopes.includes("admin")) {
+        throw new AppError("audit.full_verify_admin_only", "mode=full walks the whole trail and is for admins; use mode=incremental, or read lastFullVerification (the schedule's full check).", { status: 403 });
+      }
+      const verdict = query.mode === "full" ? await verifyAuditChainPage(c.env, installationId, query.cursor ?? undefined, query.limit) : await verifyAuditChain(c.env, installationId, "incremental");
       return { ...verdict, lastFullVerification: (await lastFullVerification(c.env.DB, installationId)) as { ok: boolean; finishedAt: string } | null };
     },
   );

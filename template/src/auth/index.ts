@@ -19,6 +19,8 @@ export interface Actor {
   audit: { type: "system" | "api_key" | "admin" | "user"; id: string };
   /** A console user (session or Cloudflare Access); absent for API keys. */
   user?: ConsoleUser;
+  /** A reviewer's API key: the person it belongs to (recorded when the key was made). Absent for automation keys. */
+  reviewer?: string;
   sessionId?: string;
 }
 
@@ -30,7 +32,18 @@ export interface Actor {
  */
 export function reviewerIdentity(actor: Actor, label?: string): string {
   if (actor.user) return actor.user.email;
-  return `${actor.audit.type}:${actor.audit.id}${label ? `/${label}` : ""}`;
+  // A reviewer's key names its person itself; a name its client sends does not change that.
+  const name = actor.reviewer ?? label;
+  return `${actor.audit.type}:${actor.audit.id}${name ? `/${name}` : ""}`;
+}
+
+/**
+ * Whether a person acts: a console user, or a reviewer's API key (a key made for one named person).
+ * Anything else (an automation key, the admin token, the system) is automation: its answers and
+ * complaint outcomes are decisions by automated means (DSA Art. 17(3)(c), 20(6)).
+ */
+export function actsAsPerson(actor: Pick<Actor, "user" | "reviewer">): boolean {
+  return actor.user !== undefined || actor.reviewer !== undefined;
 }
 
 /** What the API shows of a reviewer identity: the name a key's client gave (else the key's id), or the console user's email. */
@@ -52,6 +65,20 @@ export const ownIdentitySql = (column: string, param: string) => `(${column} = $
 export function canSeeQueue(actor: Actor, queueId: string | null): boolean {
   return !actor.user?.queueIds || (queueId !== null && actor.user.queueIds.includes(queueId));
 }
+
+/** For a console user limited to some queues: those queues as a JSON array, to bind for `runInQueuesSql`; null when not limited. */
+export function queueLimitOf(actor: Actor): string | null {
+  return actor.user?.queueIds ? JSON.stringify(actor.user.queueIds) : null;
+}
+
+/**
+ * SQL: a queue-limited console user may see the run `run` (an alias of workflow_runs): a task of
+ * the run, of its report or of its appeal is in the queues bound at `param` (`queueLimitOf`).
+ * Always true when `param` is NULL. The same rule as a report's: what a user's queues hold.
+ */
+export const runInQueuesSql = (run: string, param: string) =>
+  `(${param} IS NULL OR EXISTS (SELECT 1 FROM human_tasks qt WHERE qt.installation_id = ${run}.installation_id
+    AND (qt.run_id = ${run}.id OR qt.report_id = ${run}.report_id OR qt.appeal_id = ${run}.appeal_id) AND qt.queue_id IN (SELECT value FROM json_each(${param}))))`;
 
 /** Whether the actor may open personal data (reported content, task contexts): `personal_data:read`, or `admin`. */
 export function canReadPersonalData(actor: Actor): boolean {

@@ -2,7 +2,7 @@
 import { AppError, notFound } from "../errors";
 import { routes, withStatus } from "../http/route";
 import { encodeCursor, idempotencyKey } from "../http/validate";
-import { fileAppeal, readAppeal, resolveAppeal } from "./appeals/appeals";
+import { confirmAppeal, fileAppeal, readAppeal, resolveAppeal } from "./appeals/appeals";
 import { complaintResolutionFigures, decisionReversalFigures, listDecisionReversals } from "./appeals/complaints";
 import { createGoldenItem, listGoldenItems } from "./qa/golden";
 import { getQaSettings, listQaSettings, setQaSettings } from "./qa/qa";
@@ -236,8 +236,28 @@ export const caseRoutes = routes()
     { method: "get", path: "/appeals/:id", summary: "Read an appeal; the appellant's id, contact and reason only for personal_data:read or admin (access audited), else null with personalDataSealed", auth: reading, ok: 200, errors: [404] },
     async (c) => readAppeal(c.env, c.get("actor"), c.req.param("id")),
   )
-  .op({ method: "post", path: "/appeals/:id/resolve", summary: "Record the outcome: upheld or overturned", auth: ["review"], body: "ResolveAppeal", ok: 200, errors: [404, 409, 422] }, async (c, { body }) =>
-    resolveAppeal(c.env, c.get("actor"), c.req.param("id"), body),
+  .op(
+    {
+      method: "post",
+      path: "/appeals/:id/resolve",
+      summary: "Record the outcome (upheld or overturned) as a person: a console user or a reviewer's key. Automation (any other key) only proposes it, where redress settings allow (automatedComplaints), else 403 appeal.person_required",
+      auth: ["review"],
+      body: "ResolveAppeal",
+      ok: 200,
+      errors: [403, 404, 409, 422],
+    },
+    async (c, { body }) => resolveAppeal(c.env, c.get("actor"), c.req.param("id"), body),
+  )
+  .op(
+    {
+      method: "post",
+      path: "/appeals/:id/confirm",
+      summary: "A person (console user or reviewer's key) confirms the outcome automation proposed; the appeal is decided and the appellant told",
+      auth: ["review"],
+      ok: 200,
+      errors: [403, 404, 409],
+    },
+    async (c) => confirmAppeal(c.env, c.get("actor"), c.req.param("id")),
   )
   .op(
     {

@@ -4,7 +4,7 @@
 // gate, and its end (applied or failed) waking the run (DELIVERY_SOURCES). The workflow runtime's
 // prepare/complete are action-runtime.ts; cancelling proposals, proposal-cancellation.ts.
 import { auditStatement } from "../audit";
-import { ownIdentitySql, reviewerIdentity, type Actor } from "../auth";
+import { ownIdentitySql, queueLimitOf, reviewerIdentity, runInQueuesSql, type Actor } from "../auth";
 import { hotOrArchived } from "../cases";
 import { AppError, conflict, notFound } from "../errors";
 import type { RowGuard } from "../lib/d1";
@@ -145,9 +145,7 @@ export function sendLeased(env: Env, input: { delivery: NewDelivery; endpoint: A
  * a run that ends concurrently leaves no delivery behind.
  */
 export async function decideProposal(env: Env, actor: Actor, proposalId: string, input: { approve: boolean; reason?: string; approver?: string }, defer?: Defer) {
-  const row = await hotOrArchived(env, actor.installationId, "proposal", proposalId, () =>
-    env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, proposalId).first<ProposalRow>(),
-  );
+  const row = await hotOrArchived(env, actor.installationId, "proposal", proposalId, () => visibleProposalRow(env.DB, actor, proposalId));
   if (!row) throw notFound("action_proposal");
   const standing = await standingOf(env.DB, row);
   if (runFinished(standing)) {
@@ -306,18 +304,28 @@ export const DELIVERY_SOURCES: DeliverySource = {
   },
 };
 
+/** A proposal's run, for a console user limited to some queues: one those queues hold work of (`runInQueuesSql`). */
+const PROPOSAL_RUN_IN_QUEUES = (param: string) =>
+  `(${param} IS NULL OR EXISTS (SELECT 1 FROM workflow_runs r WHERE r.id = action_proposals.run_id AND r.installation_id = action_proposals.installation_id AND ${runInQueuesSql("r", param)}))`;
+
+/** The proposal if the actor may see it (another installation's, or one outside a queue-limited user's queues, is null). */
+function visibleProposalRow(db: D1Database, actor: Actor, id: string) {
+  return db
+    .prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND id = ?2 AND ${PROPOSAL_RUN_IN_QUEUES("?3")}`)
+    .bind(actor.installationId, id, queueLimitOf(actor))
+    .first<ProposalRow>();
+}
+
 export async function listProposals(env: Env, actor: Actor, options: { state?: string; limit: number }) {
-  const { results } = await env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND (?2 IS NULL OR state = ?2)
+  const { results } = await env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND (?2 IS NULL OR state = ?2) AND ${PROPOSAL_RUN_IN_QUEUES("?4")}
     ORDER BY created_at DESC LIMIT ?3`)
-    .bind(actor.installationId, options.state ?? null, options.limit)
+    .bind(actor.installationId, options.state ?? null, options.limit, queueLimitOf(actor))
     .all<ProposalRow>();
   return results.map(serializeProposal);
 }
 
 export async function getProposal(env: Env, actor: Actor, id: string) {
-  const row = await hotOrArchived(env, actor.installationId, "proposal", id, () =>
-    env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<ProposalRow>(),
-  );
+  const row = await hotOrArchived(env, actor.installationId, "proposal", id, () => visibleProposalRow(env.DB, actor, id));
   if (!row) throw notFound("action_proposal");
   return serializeProposal(row);
 }

@@ -15,20 +15,32 @@ export interface RedressSettings {
   statementsEnabled: boolean;
   settlementBodies: SettlementBody[];
   complaintUrl: string | null;
+  /**
+   * Whether automation (an API key that is not a reviewer's) may propose a complaint's outcome;
+   * a person confirms it before the appellant is told (DSA Art. 20(6)). Off by default.
+   */
+  automatedComplaints: boolean;
   updatedAt: string | null;
 }
 
 /** An installation that set nothing: statements on, no bodies named (the text then points to Art. 21 bodies in general). */
-const DEFAULTS: RedressSettings = { statementsEnabled: true, settlementBodies: [], complaintUrl: null, updatedAt: null };
+const DEFAULTS: RedressSettings = { statementsEnabled: true, settlementBodies: [], complaintUrl: null, automatedComplaints: false, updatedAt: null };
 
 /** The settings of an installation, or the defaults. */
 export async function readRedressSettings(db: D1Database, installationId: string): Promise<RedressSettings> {
   const row = await db
-    .prepare(`SELECT statements_enabled AS statementsEnabled, settlement_bodies_json AS bodies, complaint_url AS complaintUrl, updated_at AS updatedAt FROM redress_settings WHERE installation_id = ?1`)
+    .prepare(`SELECT statements_enabled AS statementsEnabled, settlement_bodies_json AS bodies, complaint_url AS complaintUrl, automated_complaints AS automatedComplaints, updated_at AS updatedAt
+      FROM redress_settings WHERE installation_id = ?1`)
     .bind(installationId)
-    .first<{ statementsEnabled: number; bodies: string; complaintUrl: string | null; updatedAt: string }>();
+    .first<{ statementsEnabled: number; bodies: string; complaintUrl: string | null; automatedComplaints: number; updatedAt: string }>();
   if (!row) return { ...DEFAULTS };
-  return { statementsEnabled: row.statementsEnabled === 1, settlementBodies: JSON.parse(row.bodies) as SettlementBody[], complaintUrl: row.complaintUrl, updatedAt: row.updatedAt };
+  return {
+    statementsEnabled: row.statementsEnabled === 1,
+    settlementBodies: JSON.parse(row.bodies) as SettlementBody[],
+    complaintUrl: row.complaintUrl,
+    automatedComplaints: row.automatedComplaints === 1,
+    updatedAt: row.updatedAt,
+  };
 }
 
 export async function getRedressSettings(env: Env, actor: Actor) {
@@ -36,7 +48,7 @@ export async function getRedressSettings(env: Env, actor: Actor) {
 }
 
 /** Replaces the settings (fields left out keep their value); audited with the new values (no personal data). */
-export async function putRedressSettings(env: Env, actor: Actor, input: { statementsEnabled?: boolean; settlementBodies?: SettlementBody[]; complaintUrl?: string | null }) {
+export async function putRedressSettings(env: Env, actor: Actor, input: { statementsEnabled?: boolean; settlementBodies?: SettlementBody[]; complaintUrl?: string | null; automatedComplaints?: boolean }) {
   // Links users are sent to follow the same rule as every URL the platform is configured with.
   const urls: Array<[string, string]> = [
     ...(input.settlementBodies ?? []).map((body, index) => [`settlementBodies[${index}].url`, body.url] as [string, string]),
@@ -48,21 +60,22 @@ export async function putRedressSettings(env: Env, actor: Actor, input: { statem
     statementsEnabled: input.statementsEnabled ?? current.statementsEnabled,
     settlementBodies: input.settlementBodies ?? current.settlementBodies,
     complaintUrl: input.complaintUrl === undefined ? current.complaintUrl : input.complaintUrl,
+    automatedComplaints: input.automatedComplaints ?? current.automatedComplaints,
   };
   const at = new Date().toISOString();
   await env.DB.batch([
     env.DB.prepare(`
-      INSERT INTO redress_settings (installation_id, statements_enabled, settlement_bodies_json, complaint_url, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
+      INSERT INTO redress_settings (installation_id, statements_enabled, settlement_bodies_json, complaint_url, automated_complaints, updated_at) VALUES (?1, ?2, ?3, ?4, ?6, ?5)
       ON CONFLICT(installation_id) DO UPDATE SET statements_enabled = excluded.statements_enabled, settlement_bodies_json = excluded.settlement_bodies_json,
-        complaint_url = excluded.complaint_url, updated_at = excluded.updated_at
-    `).bind(actor.installationId, next.statementsEnabled ? 1 : 0, JSON.stringify(next.settlementBodies), next.complaintUrl, at),
+        complaint_url = excluded.complaint_url, automated_complaints = excluded.automated_complaints, updated_at = excluded.updated_at
+    `).bind(actor.installationId, next.statementsEnabled ? 1 : 0, JSON.stringify(next.settlementBodies), next.complaintUrl, at, next.automatedComplaints ? 1 : 0),
     auditStatement(env.DB, {
       installationId: actor.installationId,
       idempotencyKey: `redress_settings:${actor.installationId}:updated:${at}:${crypto.randomUUID()}`,
       action: "redress_settings.updated",
       actor: actor.audit,
       target: { type: "redress_settings", id: actor.installationId },
-      details: { statementsEnabled: next.statementsEnabled, settlementBodies: next.settlementBodies.map((b) => b.name), complaintUrl: next.complaintUrl },
+      details: { statementsEnabled: next.statementsEnabled, settlementBodies: next.settlementBodies.map((b) => b.name), complaintUrl: next.complaintUrl, automatedComplaints: next.automatedComplaints },
       at,
     }),
   ]);

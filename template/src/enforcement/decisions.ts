@@ -3,7 +3,7 @@
 // The statement of reasons itself is statement-of-reasons.ts's.
 import { settleDecisionAccount, strikeAccrualStatement } from "../accounts";
 import { auditStatement, canonicalJson } from "../audit";
-import type { Actor } from "../auth";
+import { actsAsPerson, type Actor } from "../auth";
 import { getReportRow, normalizeCategory, reportSummary } from "../cases";
 import { AppError, notFound } from "../errors";
 import { newId } from "../lib/crypto";
@@ -37,6 +37,8 @@ interface DecisionSource {
   inputPath?: (configPath: string) => string;
   /** A name the caller stated (free text, not authenticated): recorded beside the actor, never as it. */
   statedName?: string;
+  /** For a decision recorded directly (no run): whether a person recorded it (a console user or a reviewer's key), not automation. */
+  byPerson?: boolean;
 }
 
 /** Builds the decision row and its audit event (for the caller's batch) from a config and template values. */
@@ -69,12 +71,16 @@ async function decisionStatements(env: Env, source: DecisionSource) {
   const scope = Array.isArray(config.territorial_scope) ? config.territorial_scope.map(String) : null;
   let automatedDecision: string;
   if (typeof config.automated_decision === "string" && ["fully", "partially", "not_automated"].includes(config.automated_decision)) automatedDecision = config.automated_decision;
-  else if (source.authorityMode === null) automatedDecision = "not_automated";
+  // Recorded directly: a person's decision, unless an automation key (not a reviewer's) recorded it.
+  else if (source.authorityMode === null) automatedDecision = source.byPerson === false ? "fully" : "not_automated";
   else {
-    // A person decided if a review task of this run was completed; otherwise automation did. (A golden
-    // copy of one of its tasks only measures a reviewer: it decides nothing.)
+    // A person decided if a person (a console user or a reviewer's key, never an automation key)
+    // completed a review task of this run; otherwise automation did. (A golden copy of one of its
+    // tasks only measures a reviewer: it decides nothing.)
     // The run's tasks through human_tasks_run (the unary + keeps the planner off a walk of the installation's tasks).
-    const reviewed = await env.DB.prepare(`SELECT 1 AS x FROM human_tasks WHERE run_id = ?2 AND +installation_id = ?1 AND state = 'completed' AND origin = 'workflow' LIMIT 1`).bind(source.installationId, source.runId).first();
+    const reviewed = await env.DB.prepare(`SELECT 1 AS x FROM human_tasks WHERE run_id = ?2 AND +installation_id = ?1 AND state = 'completed' AND origin = 'workflow' AND completed_by_person = 1 LIMIT 1`)
+      .bind(source.installationId, source.runId)
+      .first();
     automatedDecision = reviewed ? "not_automated" : source.authorityMode === "assisted" ? "partially" : "fully";
   }
   const reportSource = report?.source ?? "voluntary";
@@ -279,6 +285,7 @@ export async function recordManualDecision(
     // The audit actor is always the authenticated caller; decidedBy is only a name it states.
     actor: actor.audit,
     statedName: input.decidedBy,
+    byPerson: actsAsPerson(actor),
   });
   await env.DB.batch(record.statements);
   await enqueueDeliveries(env, record.deliveryIds);

@@ -106,8 +106,17 @@ export const enforcementRoutes = routes()
   .op({ method: "post", path: "/action-proposals/:id/reject", summary: "Reject with a reason: the run leaves by its rejected port", auth: ["review"], body: "RejectProposal", ok: 200, errors: [404, 409] }, async (c, { body }) =>
     decideProposal(c.env, c.get("actor"), c.req.param("id"), { approve: false, ...body }),
   )
-  .op({ method: "post", path: "/decisions", summary: "Record a decision a person made on a report (outside any workflow)", auth: ["review"], body: "RecordDecision", ok: 201, errors: [404, 422] }, async (c, { body }) =>
-    recordManualDecision(c.env, c.executionCtx as ExecutionContext, c.get("actor"), body),
+  .op(
+    {
+      method: "post",
+      path: "/decisions",
+      summary: "Record a decision on a report (outside any workflow): a person's (console user or reviewer's key) is not_automated, an automation key's fully automated",
+      auth: ["review"],
+      body: "RecordDecision",
+      ok: 201,
+      errors: [404, 422],
+    },
+    async (c, { body }) => recordManualDecision(c.env, c.executionCtx as ExecutionContext, c.get("actor"), body),
   )
   .op(
     { method: "get", path: "/decisions", summary: "Decisions, newest first (restricts: false marks a decision not to act); ?reportId= for one report's", auth: ["admin", "review"], ok: 200, query: { limit, strings: ["reportId"] } },

@@ -3,7 +3,7 @@ import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { routePath } from "hono/route";
 import { AppError, errorCode } from "../errors";
-import { sealAuditChainAfterWrite } from "../audit";
+import { assertAuditKeyConfigured, sealAuditChainAfterWrite } from "../audit";
 import { signinRoutes } from "../console/routes";
 import { demoRoutes } from "../demo/routes";
 import { MAX_IMAGE_BYTES } from "../media";
@@ -34,6 +34,11 @@ export function createApp() {
     const line = { event: "http.request", method: c.req.method, route: routePath(c, -1), status, ms: Date.now() - started, installationId: c.get("actor")?.installationId ?? null, requestId };
     // REQUEST_LOG "off" silences the line (the tests do: their many requests would flood the output).
     if ((c.env as { REQUEST_LOG?: unknown }).REQUEST_LOG !== "off") (status >= 500 ? console.error : console.log)(JSON.stringify(line));
+  });
+  // No audit key, no service: the trail would be unkeyed (audit/keys.ts).
+  app.use("/api/*", async (c, next) => {
+    assertAuditKeyConfigured(c.env);
+    await next();
   });
   // A backup being restored is one document of the whole installation (ADMIN_TOKEN only).
   const importLimit = bodyLimit({

@@ -79,7 +79,7 @@ export function requireScope(scopes: readonly Scope[], options: { readOpens?: bo
     const key = await apiKeyOf(c, token);
     const held = key.scopes as Scope[];
     if (!allowed(held, [...scopes], c.req.method, readOpens)) throw denied([...scopes]);
-    c.set("actor", { installationId: key.installationId, scopes: held, audit: { type: "api_key", id: key.id } });
+    c.set("actor", { installationId: key.installationId, scopes: held, audit: { type: "api_key", id: key.id }, ...(key.reviewer ? { reviewer: key.reviewer } : {}) });
     await next();
   });
 }
@@ -95,12 +95,12 @@ async function apiKeyOf(c: Context<AppEnv>, token: string): Promise<CachedApiKey
   if (cached) return cached;
   const readStartedAt = Date.now();
   const row = await c.env.DB.prepare(`
-      SELECT k.id, k.installation_id AS installationId, k.scopes_json AS scopesJson,
+      SELECT k.id, k.installation_id AS installationId, k.scopes_json AS scopesJson, k.reviewer,
         (k.last_used_at IS NULL OR k.last_used_at < ?2) AS stale
       FROM api_keys k WHERE k.key_hash = ?1 AND k.revoked_at IS NULL
     `)
     .bind(keyHash, new Date(Date.now() - 3600_000).toISOString())
-    .first<{ id: string; installationId: string; scopesJson: string; stale: number }>();
+    .first<{ id: string; installationId: string; scopesJson: string; reviewer: string | null; stale: number }>();
   if (!row) throw unauthenticated();
   if (row.stale)
     c.executionCtx.waitUntil(
@@ -108,7 +108,7 @@ async function apiKeyOf(c: Context<AppEnv>, token: string): Promise<CachedApiKey
         .run()
         .catch(() => undefined),
     );
-  const key: CachedApiKey = { id: row.id, installationId: row.installationId, scopes: JSON.parse(row.scopesJson) as Scope[] };
+  const key: CachedApiKey = { id: row.id, installationId: row.installationId, scopes: JSON.parse(row.scopesJson) as Scope[], reviewer: row.reviewer };
   rememberApiKey(keyHash, key, readStartedAt);
   return key;
 }

@@ -21,7 +21,10 @@ export const caseSchemas = {
           id: { type: "string", minLength: 1, maxLength: 300 },
           url: { type: "string", maxLength: 2048 },
           ownerId: { type: "string", maxLength: 300 },
-          snapshot: { description: "The reported content as the reporter saw it (sealed at rest)." },
+          snapshot: {
+            description:
+              "The reported content as the reporter saw it (sealed at rest). At most 262,144 bytes as JSON (413 report.snapshot_too_large); strings up to 65,536 characters, lists and maps up to 1,000 entries (422 report.snapshot_over_bounds).",
+          },
         },
       },
       category: { type: "string", minLength: 1, maxLength: 200, description: "A DSA statement category (scams_and_fraud or STATEMENT_CATEGORY_SCAMS_AND_FRAUD) or an ATProto reason type." },

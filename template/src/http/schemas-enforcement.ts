@@ -146,6 +146,10 @@ export const enforcementSchemas = {
     description: "Fields left out keep their current value; at least one is set.",
     properties: {
       statementsEnabled: { type: "boolean", description: "Send the affected user a statement of reasons after every restricting decision (DSA Art. 17); default true." },
+      automatedComplaints: {
+        type: "boolean",
+        description: "Let automation (an API key that is not a reviewer's) propose a complaint's outcome, which a person confirms (POST /appeals/:id/confirm) before the appellant is told (DSA Art. 20(6)); default false.",
+      },
       settlementBodies: {
         type: "array",
         maxItems: 20,

@@ -30,7 +30,16 @@ const coreSchemas = {
     type: "object",
     required: ["name", "scopes"],
     additionalProperties: false,
-    properties: { name, scopes: { type: "array", minItems: 1, uniqueItems: true, items: { enum: SCOPES } } },
+    properties: {
+      name,
+      scopes: { type: "array", minItems: 1, uniqueItems: true, items: { enum: SCOPES } },
+      reviewer: {
+        type: "string",
+        minLength: 1,
+        maxLength: 200,
+        description: "Makes this a reviewer's key: the person it belongs to. Its task answers and appeal outcomes are a person's; a key without one is automation.",
+      },
+    },
   },
   CreateWorkflow: {
     type: "object",

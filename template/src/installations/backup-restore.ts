@@ -6,6 +6,7 @@
 import { auditStatement, deleteAuditSegments, sealAuditChain, verifyAuditChain } from "../audit";
 import { AppError } from "../errors";
 import { forgetInstallationKeys } from "../lib/api-key-cache";
+import { openBackupColumns } from "./backup-seal";
 import { isUniqueViolation } from "../lib/d1";
 import { isRunArchiveKeyOf, runArchiveKey, runArchiveTextHolds } from "../workflows";
 import {
@@ -104,7 +105,73 @@ async function checkBackup(env: Env, input: unknown): Promise<InstallationBackup
     }
   }
   for (const key of archives.keys()) throw new AppError("installation_import.object_invalid", `The archive object ${key} belongs to no archived run of the backup.`, { status: 422 });
+  assertAuditTrailPresent(backup);
+  await assertNoForeignReferences(env.DB, backup);
   return backup;
+}
+
+/**
+ * A backup always carries its audit trail: the export itself is audited first, and the chain is
+ * checkpointed and anchored. One without events (in D1 rows or archived segments), checkpoints or
+ * the anchor object was cut down, and an empty chain would verify: 422
+ * `installation_import.audit_missing`.
+ */
+function assertAuditTrailPresent(backup: InstallationBackup): void {
+  const rows = (table: string) => (backup.tables[table] ?? []).length;
+  const missing = [
+    ...(rows("audit_events") + rows("audit_segments") === 0 ? ["audit_events (or audit_segments)"] : []),
+    ...(rows("audit_checkpoints") === 0 ? ["audit_checkpoints"] : []),
+    ...(backup.objects.some((object) => object.bucket === "AUDIT_ANCHORS" && object.key === anchorKey(backup.manifest.installationId)) ? [] : ["the audit anchor object"]),
+  ];
+  if (missing.length > 0) {
+    throw new AppError("installation_import.audit_missing", `The backup lacks ${missing.join(", ")}: every export carries its audit trail, so this file was cut down; restore an untouched export.`, {
+      status: 422,
+      details: { missing },
+    });
+  }
+}
+
+/** Ids checked per statement (bound as one JSON array). */
+const REFERENCE_CHUNK = 200;
+
+/**
+ * Every id a backup's rows name — their own primary key and each column declared as a foreign key
+ * (SQLite's `pragma_foreign_key_list`) — must not be a row of another installation in this
+ * deployment: a crafted backup could otherwise claim another installation's connector, report or
+ * key (and then answer its webhooks as replays). 422 `installation_import.foreign_reference`.
+ */
+async function assertNoForeignReferences(db: D1Database, backup: InstallationBackup): Promise<void> {
+  const owner = backup.manifest.installationId;
+  const owned = new Map<string, boolean>();
+  const hasInstallation = async (table: string) => {
+    const known = owned.get(table);
+    if (known !== undefined) return known;
+    const has = (await tableColumns(db, table)).has("installation_id");
+    owned.set(table, has);
+    return has;
+  };
+  for (const [table, rows] of Object.entries(backup.tables)) {
+    if (rows.length === 0 || table === "installations") continue;
+    const { results: keys } = await db.prepare(`SELECT "table" AS ref, "from" AS col, "to" AS refCol FROM pragma_foreign_key_list(?1)`).bind(table).all<{ ref: string; col: string; refCol: string | null }>();
+    const references = keys.filter((key) => key.col !== "installation_id" && key.ref !== "installations").map((key) => ({ col: key.col, ref: key.ref, refCol: key.refCol ?? "id" }));
+    if (rows.some((row) => "id" in row)) references.push({ col: "id", ref: table, refCol: "id" });
+    for (const { col, ref, refCol } of references) {
+      if (!(await hasInstallation(ref))) continue;
+      const values = [...new Set(rows.map((row) => row[col]).filter((value): value is string | number => value !== null && value !== undefined))];
+      for (let i = 0; i < values.length; i += REFERENCE_CHUNK) {
+        const foreign = await db
+          .prepare(`SELECT ${refCol} AS value FROM ${ref} WHERE ${refCol} IN (SELECT value FROM json_each(?1)) AND installation_id <> ?2 LIMIT 1`)
+          .bind(JSON.stringify(values.slice(i, i + REFERENCE_CHUNK)), owner)
+          .first<{ value: string }>();
+        if (foreign) {
+          throw new AppError("installation_import.foreign_reference", `A row of ${table} names ${ref} ${String(foreign.value)} (${col}), which belongs to another installation of this deployment.`, {
+            status: 422,
+            details: [{ table, column: col, references: ref }],
+          });
+        }
+      }
+    }
+  }
 }
 
 function insertStatement(db: D1Database, table: string, row: Row): D1PreparedStatement {
@@ -122,6 +189,7 @@ function insertStatement(db: D1Database, table: string, row: Row): D1PreparedSta
 export async function importInstallation(env: Env, input: unknown) {
   const backup = await checkBackup(env, input);
   const installationId = backup.manifest.installationId;
+  await openBackupColumns(env, installationId, backup.tables);
   if (await env.DB.prepare(`SELECT 1 FROM installations WHERE id = ?1`).bind(installationId).first()) {
     throw new AppError("installation_import.exists", "This deployment already has that installation; restore into a fresh state folder or account.", { status: 409 });
   }

@@ -12,6 +12,7 @@
 // removes them again if they do not restore whole or the restored chain does not verify. It
 // never writes a row of an installation that exists.
 import { auditStatement, canonicalJson, sealAuditChain, segmentKey } from "../audit";
+import { sealBackupColumns } from "./backup-seal";
 import type { Actor } from "../auth";
 import { AppError } from "../errors";
 import { forgetInstallationKeys } from "../lib/api-key-cache";
@@ -338,6 +339,8 @@ export async function exportInstallation(env: Env, actor: Actor): Promise<Instal
       }
     }
   }
+  // People's names and answers travel sealed (backup-seal.ts).
+  await sealBackupColumns(env, installationId, tables);
   const objects: BackupObject[] = [];
   const artifactKeys = new Set((tables.workflow_artifacts ?? []).map((row) => row.bundle_r2_key).filter((key): key is string => typeof key === "string"));
   for (const key of [...artifactKeys].sort()) {

@@ -5,15 +5,15 @@ import { forgetApiKey } from "../lib/api-key-cache";
 import { newId, newSecret, sha256Hex } from "../lib/crypto";
 import { SCOPES, type Actor, type Scope } from "../auth";
 
-async function keyStatement(db: D1Database, input: { installationId: string; name: string; scopes: readonly Scope[]; at: string }) {
+async function keyStatement(db: D1Database, input: { installationId: string; name: string; scopes: readonly Scope[]; at: string; reviewer?: string }) {
   const id = newId("key");
   const apiKey = newSecret("sk");
   const statement = db
     .prepare(`
-    INSERT INTO api_keys (id, installation_id, name, key_hash, key_prefix, scopes_json, created_at)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+    INSERT INTO api_keys (id, installation_id, name, key_hash, key_prefix, scopes_json, created_at, reviewer)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
   `)
-    .bind(id, input.installationId, input.name, await sha256Hex(apiKey), apiKey.slice(0, 10), JSON.stringify(input.scopes), input.at);
+    .bind(id, input.installationId, input.name, await sha256Hex(apiKey), apiKey.slice(0, 10), JSON.stringify(input.scopes), input.at, input.reviewer ?? null);
   return { id, apiKey, statement };
 }
 
@@ -43,9 +43,10 @@ export async function listInstallations(env: Env) {
   return results;
 }
 
-export async function createApiKey(env: Env, actor: Actor, input: { name: string; scopes: Scope[] }) {
+/** Creates a key (shown once); with `reviewer` it is a reviewer's key, whose answers and appeal outcomes are that person's. */
+export async function createApiKey(env: Env, actor: Actor, input: { name: string; scopes: Scope[]; reviewer?: string }) {
   const at = new Date().toISOString();
-  const key = await keyStatement(env.DB, { installationId: actor.installationId, name: input.name, scopes: input.scopes, at });
+  const key = await keyStatement(env.DB, { installationId: actor.installationId, name: input.name, scopes: input.scopes, at, ...(input.reviewer ? { reviewer: input.reviewer } : {}) });
   await env.DB.batch([
     key.statement,
     auditStatement(env.DB, {
@@ -54,18 +55,18 @@ export async function createApiKey(env: Env, actor: Actor, input: { name: string
       action: "api_key.created",
       actor: actor.audit,
       target: { type: "api_key", id: key.id },
-      details: { name: input.name, scopes: input.scopes },
+      details: { name: input.name, scopes: input.scopes, reviewersKey: input.reviewer !== undefined },
       at,
     }),
   ]);
-  return { id: key.id, name: input.name, scopes: input.scopes, apiKey: key.apiKey, createdAt: at };
+  return { id: key.id, name: input.name, scopes: input.scopes, reviewer: input.reviewer ?? null, apiKey: key.apiKey, createdAt: at };
 }
 
 export async function listApiKeys(env: Env, actor: Actor) {
-  const { results } = await env.DB.prepare(`SELECT id, name, key_prefix AS prefix, scopes_json AS scopesJson, created_at AS createdAt, revoked_at AS revokedAt,
+  const { results } = await env.DB.prepare(`SELECT id, name, key_prefix AS prefix, scopes_json AS scopesJson, reviewer, created_at AS createdAt, revoked_at AS revokedAt,
     last_used_at AS lastUsedAt FROM api_keys WHERE installation_id = ?1 ORDER BY created_at`)
     .bind(actor.installationId)
-    .all<{ id: string; name: string; prefix: string; scopesJson: string; createdAt: string; revokedAt: string | null; lastUsedAt: string | null }>();
+    .all<{ id: string; name: string; prefix: string; scopesJson: string; reviewer: string | null; createdAt: string; revokedAt: string | null; lastUsedAt: string | null }>();
   return results.map(({ scopesJson, ...row }) => ({ ...row, scopes: JSON.parse(scopesJson) as string[] }));
 }
 

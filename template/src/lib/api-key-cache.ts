@@ -8,6 +8,8 @@ export interface CachedApiKey {
   id: string;
   installationId: string;
   scopes: readonly string[];
+  /** The person a reviewer's key belongs to; null for an automation key. */
+  reviewer: string | null;
 }
 
 /** The longest a key revoked elsewhere is still accepted by this isolate. */

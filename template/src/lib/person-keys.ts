@@ -74,3 +74,14 @@ export function searchTerm(installationId: string, field: SearchField, value: st
 export function entityKey(installationId: string, kind: string, value: string, env: { REPORT_MASTER_KEY?: string } = workerEnv as { REPORT_MASTER_KEY?: string }): string {
   return `ek1_${createHmac("sha256", key("detection-entity/v1", env)).update(`${installationId}\u0000${kind}\u0000${value}`).digest("hex").slice(0, 32)}`;
 }
+
+/**
+ * How a task's response appears in audit details and handoffs: `hmac-sha256:` and the keyed hash of
+ * the installation, the task and the response. Keyed (and bound to the task), so a reviewer who can
+ * read the audit trail cannot recover a short answer by hashing the few possible ones, nor tell two
+ * tasks' answers equal: a QA review stays blind. Whoever holds the master key can still prove which
+ * response was recorded.
+ */
+export function taskResponseDigest(installationId: string, taskId: string, responseJson: string, env: { REPORT_MASTER_KEY?: string } = workerEnv as { REPORT_MASTER_KEY?: string }): string {
+  return `hmac-sha256:${createHmac("sha256", key("task-response/v1", env)).update(`${installationId}\u0000${taskId}\u0000${responseJson}`).digest("hex")}`;
+}

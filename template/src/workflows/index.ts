@@ -33,3 +33,4 @@ export {
   type WorkflowNodeV1,
 } from "./types";
 export { getStorageSettings } from "./storage";
+export { CONTEXT_LIST_LIMIT, CONTEXT_STRING_LIMIT, contextOverBounds } from "./expression-cost";

@@ -1,6 +1,7 @@
 // SQL for workflow runs, steps, waits and events. Every function that reads tenant data takes the
 // installation id; the ones that do not (host-internal) say so with `Unsafe`.
 import { auditStatement, RUNTIME_ACTOR, type AuditEventInput } from "../audit";
+import { runInQueuesSql } from "../auth";
 import { runEndTaskStatements } from "../cases";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
 
@@ -67,15 +68,17 @@ export function getRunByIdempotencyKey(db: D1Database, installationId: string, k
     .first<RunRow>();
 }
 
-export async function listRunRows(db: D1Database, installationId: string, options: { limit: number; before?: { createdAt: string; id: string }; state?: string; workflowVersionId?: string }): Promise<RunRow[]> {
+/** Runs newest first; `queues` (a queue-limited console user's, `queueLimitOf`) keeps only the runs those queues hold work of. */
+export async function listRunRows(db: D1Database, installationId: string, options: { limit: number; before?: { createdAt: string; id: string }; state?: string; workflowVersionId?: string; queues?: string | null }): Promise<RunRow[]> {
   const { results } = await db
     .prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id
     WHERE r.installation_id = ?1
       AND (?2 IS NULL OR r.created_at < ?2 OR (r.created_at = ?2 AND r.id < ?3))
       AND (?4 IS NULL OR r.state = ?4)
       AND (?5 IS NULL OR r.workflow_version_id = ?5)
+      AND ${runInQueuesSql("r", "?7")}
     ORDER BY r.created_at DESC, r.id DESC LIMIT ?6`)
-    .bind(installationId, options.before?.createdAt ?? null, options.before?.id ?? null, options.state ?? null, options.workflowVersionId ?? null, options.limit)
+    .bind(installationId, options.before?.createdAt ?? null, options.before?.id ?? null, options.state ?? null, options.workflowVersionId ?? null, options.limit, options.queues ?? null)
     .all<RunRow>();
   return results;
 }

@@ -1,7 +1,8 @@
 // /api/v1/runs: create (Idempotency-Key), list, read with steps and waits, send event, terminate.
+import { queueLimitOf } from "../auth";
 import { routes, withStatus } from "../http/route";
 import { encodeCursor, idempotencyKey } from "../http/validate";
-import { createRun, getRunContent, getRunDetail, sendRunEvent, serializeRun } from "./runs";
+import { assertManualRunAllowed, createRun, getRunContent, getRunDetail, sendRunEvent, serializeRun } from "./runs";
 import { terminateRun } from "./run-end";
 import { repairRun } from "./repair";
 import { createRunOperation, getRunOperation } from "./run-operations";
@@ -11,9 +12,19 @@ import { RUN_STATES } from "./types";
 
 export const runRoutes = routes()
   .op(
-    { method: "post", path: "/runs", summary: "Start a run; Idempotency-Key makes a retry return the first run", auth: ["admin"], body: "CreateRun", ok: 201, errors: [404, 409, 413, 503], headers: ["Idempotency-Key"] },
+    {
+      method: "post",
+      path: "/runs",
+      summary: "Start a run; Idempotency-Key makes a retry return the first run (the prefixes trigger:, backtest: and linked: are the platform's); a version a trigger starts runs at most in that trigger's mode",
+      auth: ["admin"],
+      body: "CreateRun",
+      ok: 201,
+      errors: [403, 404, 409, 413, 422, 503],
+      headers: ["Idempotency-Key"],
+    },
     async (c, { body }) => {
       const key = idempotencyKey(c.req.header("idempotency-key"));
+      await assertManualRunAllowed(c.env.DB, c.get("actor"), { workflowVersionId: body.workflowVersionId, authorityMode: body.authorityMode, ...(key ? { idempotencyKey: key } : {}) });
       const { run, replayed } = await createRun(c.env, c.executionCtx as ExecutionContext, c.get("actor"), {
         workflowVersionId: body.workflowVersionId,
         authorityMode: body.authorityMode,
@@ -37,6 +48,7 @@ export const runRoutes = routes()
     async (c, { query }) => {
       const rows = await listRunRows(c.env.DB, c.get("actor").installationId, {
         limit: query.limit + 1,
+        queues: queueLimitOf(c.get("actor")),
         ...(query.cursor ? { before: { createdAt: String(query.cursor[0]), id: String(query.cursor[1]) } } : {}),
         ...(query.state ? { state: query.state } : {}),
         ...(query.workflowVersionId ? { workflowVersionId: query.workflowVersionId } : {}),

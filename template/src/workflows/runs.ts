@@ -4,7 +4,7 @@ import { auditStatement, canonicalJson } from "../audit";
 import { hotOrArchived, isDataKeyDestroyed, openPersonalData } from "../cases";
 import { AppError, conflict, notFound } from "../errors";
 import { byteLength, newId, sha256Hex } from "../lib/crypto";
-import type { Actor } from "../auth";
+import { queueLimitOf, runInQueuesSql, type Actor } from "../auth";
 import { signalRun } from "./instances";
 import { startAndQueue, type StartInstance } from "./run-dispatch";
 import { runChildren } from "./run-archive";
@@ -28,6 +28,39 @@ export interface CreateRunInput {
 
 export function isTerminal(state: string): boolean {
   return (TERMINAL_RUN_STATES as readonly string[]).includes(state);
+}
+
+/** Idempotency-Key prefixes the platform gives its own runs: a trigger's, a backtest's, a linked workflow's. */
+export const RESERVED_RUN_KEY_PREFIXES = ["trigger:", "backtest:", "linked:"] as const;
+const MODE_ORDER = ["off", "shadow", "assisted", "autonomous"] as const;
+
+/**
+ * What `POST /runs` may not do that the platform's own runs do: use a reserved Idempotency-Key
+ * prefix (422 `run.idempotency_key_reserved`: the overturn figures count `trigger:<id>:` runs as the
+ * trigger's), or run a version that a trigger starts in a mode above that trigger's (403
+ * `run.authority_above_trigger`: a promotion gate stands where it stands, whoever starts the run).
+ */
+export async function assertManualRunAllowed(db: D1Database, actor: Actor, input: { workflowVersionId: string; authorityMode: string; idempotencyKey?: string }): Promise<void> {
+  const reserved = RESERVED_RUN_KEY_PREFIXES.find((prefix) => input.idempotencyKey?.startsWith(prefix));
+  if (reserved) {
+    throw new AppError("run.idempotency_key_reserved", `Idempotency-Key may not start with "${reserved}": the platform names its own runs so. Use a key of your own.`, {
+      status: 422,
+      details: [{ path: "$headers.idempotency-key", code: "reserved" }],
+    });
+  }
+  const row = await db
+    .prepare(`SELECT MAX(CASE authority_mode WHEN 'off' THEN 0 WHEN 'shadow' THEN 1 WHEN 'assisted' THEN 2 ELSE 3 END) AS highest FROM triggers WHERE installation_id = ?1 AND workflow_version_id = ?2`)
+    .bind(actor.installationId, input.workflowVersionId)
+    .first<{ highest: number | null }>();
+  const highest = row?.highest ?? null;
+  const asked = MODE_ORDER.indexOf(input.authorityMode as (typeof MODE_ORDER)[number]);
+  if (highest !== null && asked > highest) {
+    throw new AppError(
+      "run.authority_above_trigger",
+      `A trigger runs this version at most in ${MODE_ORDER[highest]} mode (its promotion gate); a run started by hand may not go above that. Start it in ${MODE_ORDER[highest]} mode or lower, or promote the trigger.`,
+      { status: 403, details: [{ path: "$.authorityMode", code: "authority_above_trigger", highest: MODE_ORDER[highest] }] },
+    );
+  }
 }
 
 /**
@@ -211,6 +244,7 @@ export function serializeRun(run: RunRow) {
 export async function getRunDetail(env: Env, actor: Actor, runId: string) {
   const run = await hotOrArchived(env, actor.installationId, "run", runId, () => getRunRow(env.DB, actor.installationId, runId));
   if (!run) throw notFound("run");
+  await assertRunInQueues(env.DB, actor, runId);
   const { steps, waits, repairs } = await runChildren(env, run);
   return {
     ...serializeRun(run),
@@ -222,10 +256,22 @@ export async function getRunDetail(env: Env, actor: Actor, runId: string) {
   };
 }
 
+/** A console user limited to some queues sees a run only through them (`runInQueuesSql`); any other run is a 404. */
+export async function assertRunInQueues(db: D1Database, actor: Actor, runId: string): Promise<void> {
+  const queues = queueLimitOf(actor);
+  if (queues === null) return;
+  const seen = await db
+    .prepare(`SELECT 1 AS x FROM workflow_runs r WHERE r.installation_id = ?1 AND r.id = ?2 AND ${runInQueuesSql("r", "?3")}`)
+    .bind(actor.installationId, runId, queues)
+    .first();
+  if (!seen) throw notFound("run");
+}
+
 /** The sealed outputs of a run's steps, opened for a reader of personal data; the access is audited. */
 export async function getRunContent(env: Env, actor: Actor, runId: string) {
   const run = await hotOrArchived(env, actor.installationId, "run", runId, () => getRunRow(env.DB, actor.installationId, runId));
   if (!run) throw notFound("run");
+  await assertRunInQueues(env.DB, actor, runId);
   const steps = (await runChildren(env, run)).steps.filter((step) => step.sealedJson !== null);
   const items = [];
   for (const step of steps) {

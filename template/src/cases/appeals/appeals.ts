@@ -4,13 +4,13 @@
 // overturned) is recorded.
 import { auditStatement, canonicalJson } from "../../audit";
 import { AppError, conflict, notFound } from "../../errors";
-import { canReadPersonalData, reviewerLabel, type Actor } from "../../auth";
+import { canReadPersonalData, queueLimitOf, reviewerIdentity, reviewerLabel, type Actor } from "../../auth";
 import { newId, sha256Hex } from "../../lib/crypto";
 import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
 import { restrictsAnything } from "../../lib/dsa-vocabulary";
-import { sendComplaintOutcome } from "../../enforcement";
+import { readRedressSettings, sendComplaintOutcome } from "../../enforcement";
 import { settleDecisionAccount, strikeReversalStatement } from "../../accounts";
-import { assertWithinComplaintPeriod, decisionReversalStatements, resolvesByAutomation } from "./complaints";
+import { assertWithinComplaintPeriod, decisionReversalStatements, proposedOutcomeStatements, resolvesByAutomation } from "./complaints";
 import { openPersonalDataOr, sealPersonalData } from "../reports/report-crypto";
 import { APPEAL_OUTCOMES, type APPELLANT_ROLES } from "../taxonomy";
 import { reportSummary } from "../reports/reports";
@@ -41,11 +41,15 @@ interface AppealRow {
   requestDigest: string;
   createdAt: string;
   resolvedByAutomation: number;
+  proposedOutcome: string | null;
+  proposedBy: string | null;
+  proposedAt: string | null;
+  confirmedBy: string | null;
 }
 
 const COLUMNS = `id, report_id AS reportId, decision_id AS decisionId, case_id AS caseId, appellant_role AS appellantRole, state, personal_data AS personalData,
   outcome_reason AS outcomeReason, decided_by AS decidedBy, decided_at AS decidedAt, request_digest AS requestDigest, created_at AS createdAt,
-  resolved_by_automation AS resolvedByAutomation`;
+  resolved_by_automation AS resolvedByAutomation, proposed_outcome AS proposedOutcome, proposed_by AS proposedBy, proposed_at AS proposedAt, confirmed_by AS confirmedBy`;
 
 function getAppealRow(db: D1Database, installationId: string, id: string) {
   return db.prepare(`SELECT ${COLUMNS} FROM appeals WHERE installation_id = ?1 AND id = ?2`).bind(installationId, id).first<AppealRow>();
@@ -63,6 +67,9 @@ function summary(row: AppealRow) {
     decidedBy: row.decidedBy === null ? null : reviewerLabel(row.decidedBy),
     decidedAt: row.decidedAt,
     resolvedByAutomation: row.resolvedByAutomation === 1,
+    // An outcome automation proposed, waiting for a person (POST /appeals/:id/confirm); null when none.
+    proposal: row.proposedOutcome && row.proposedBy ? { outcome: row.proposedOutcome, proposedBy: reviewerLabel(row.proposedBy), proposedAt: row.proposedAt } : null,
+    confirmedBy: row.confirmedBy === null ? null : reviewerLabel(row.confirmedBy),
     createdAt: row.createdAt,
   };
 }
@@ -167,6 +174,7 @@ function stable(row: AppealRow) {
 export async function readAppeal(env: Env, actor: Actor, appealId: string) {
   const row = await hotOrArchived(env, actor.installationId, "appeal", appealId, () => getAppealRow(env.DB, actor.installationId, appealId));
   if (!row) throw notFound("appeal");
+  await assertAppealInQueues(env.DB, actor, row);
   const { results: runs } = await env.DB.prepare(`SELECT id, state, workflow_version_id AS workflowVersionId FROM workflow_runs WHERE installation_id = ?1 AND appeal_id = ?2 ORDER BY created_at`).bind(actor.installationId, row.id).all();
   if (!canReadPersonalData(actor)) return { ...summary(row), outcomeReason: row.outcomeReason, appellant: null, reason: null, personalDataSealed: true, runs };
   const personal = await openPersonalDataOr<{ appellant: AppealInput["appellant"] | null; reason: string | null }>(env, actor.installationId, `appeal:${row.id}`, row.personalData, { appellant: null, reason: null });
@@ -182,26 +190,94 @@ export async function readAppeal(env: Env, actor: Actor, appealId: string) {
   return { ...summary(row), outcomeReason: row.outcomeReason, appellant: personal.appellant, reason: personal.reason, personalDataSealed: false, runs };
 }
 
-/** Records the outcome directly (for appeal workflows that decide without a review task). */
+/** A console user limited to some queues sees an appeal only when a task of it, or of its report, is in them; else a 404. */
+async function assertAppealInQueues(db: D1Database, actor: Actor, row: AppealRow): Promise<void> {
+  const queues = queueLimitOf(actor);
+  if (queues === null) return;
+  const seen = await db
+    .prepare(`SELECT 1 AS x FROM human_tasks WHERE installation_id = ?1 AND (appeal_id = ?2 OR report_id = ?3) AND queue_id IN (SELECT value FROM json_each(?4)) LIMIT 1`)
+    .bind(actor.installationId, row.id, row.reportId, queues)
+    .first();
+  if (!seen) throw notFound("appeal");
+}
+
+/**
+ * Records the outcome directly (for appeal workflows that decide without a review task). A person
+ * decides (a console user, or a reviewer's key, recorded as its reviewer); automation (any other
+ * key) may only propose the outcome, and only where the installation allows it
+ * (`automatedComplaints`): the appeal stays open until a person confirms it (`confirmAppeal`), and
+ * the appellant is told nothing before. DSA Art. 20(6).
+ */
 export async function resolveAppeal(env: Env, actor: Actor, appealId: string, input: { outcome: string; reason?: string; reviewer?: string }) {
   if (!(APPEAL_OUTCOMES as readonly string[]).includes(input.outcome)) throw new AppError("appeal.outcome_invalid", "outcome must be upheld or overturned.", { status: 422 });
+  // Another installation's appeal is a 404 before anything else is said about it.
   const row = await hotOrArchived(env, actor.installationId, "appeal", appealId, () => getAppealRow(env.DB, actor.installationId, appealId));
   if (!row) throw notFound("appeal");
+  await assertAppealInQueues(env.DB, actor, row);
+  const automated = resolvesByAutomation(actor);
+  if (automated) await assertAutomatedComplaints(env, actor.installationId);
   if (row.state !== "open") throw conflict("appeal.already_decided", `The appeal was already ${row.state}.`);
   const at = new Date().toISOString();
-  const who = input.reviewer ?? actor.audit.id;
-  // An API key resolving an appeal is automation (Art. 20(6)), whatever reviewer name it states.
-  const automated = resolvesByAutomation(actor);
+  const who = reviewerIdentity(actor, input.reviewer);
+  if (automated) {
+    const [update] = await env.DB.batch(proposedOutcomeStatements(env.DB, { installationId: actor.installationId, appealId, outcome: input.outcome, reason: input.reason ?? null, proposedBy: who, at, actor: actor.audit }));
+    if ((update!.meta.changes ?? 0) === 0) throw conflict("appeal.already_decided", "The appeal was decided, or an outcome proposed, concurrently.");
+    return summary((await getAppealRow(env.DB, actor.installationId, appealId))!);
+  }
   const [update] = await env.DB.batch([
-    env.DB.prepare(`UPDATE appeals SET state = ?3, outcome_reason = ?4, decided_by = ?5, decided_at = ?6, updated_at = ?6, resolved_by_automation = ?7
-      WHERE installation_id = ?1 AND id = ?2 AND state = 'open'`).bind(actor.installationId, appealId, input.outcome, input.reason ?? null, who, at, automated ? 1 : 0),
+    env.DB.prepare(`UPDATE appeals SET state = ?3, outcome_reason = ?4, decided_by = ?5, decided_at = ?6, updated_at = ?6, resolved_by_automation = 0
+      WHERE installation_id = ?1 AND id = ?2 AND state = 'open'`).bind(actor.installationId, appealId, input.outcome, input.reason ?? null, who, at),
     auditStatement(env.DB, {
       installationId: actor.installationId,
       idempotencyKey: `appeal:${appealId}:decided`,
       action: `appeal.${input.outcome}`,
       actor: actor.audit,
       target: { type: "appeal", id: appealId },
-      details: { reviewerId: reviewerAuditId(actor.installationId, who), resolvedByAutomation: automated },
+      details: { reviewerId: reviewerAuditId(actor.installationId, who), resolvedByAutomation: false },
+      at,
+    }),
+    ...decisionReversalStatements(env.DB, { installationId: actor.installationId, appealId, decisionId: row.decisionId, at, actor: actor.audit }),
+  ]);
+  if ((update!.meta.changes ?? 0) === 0) throw conflict("appeal.already_decided", "The appeal was decided concurrently.");
+  await sendComplaintOutcome(env, actor.installationId, appealId);
+  return summary((await getAppealRow(env.DB, actor.installationId, appealId))!);
+}
+
+/** 403 `appeal.person_required` unless the installation lets automation propose complaint outcomes. */
+export async function assertAutomatedComplaints(env: Env, installationId: string): Promise<void> {
+  if ((await readRedressSettings(env.DB, installationId)).automatedComplaints) return;
+  throw new AppError(
+    "appeal.person_required",
+    "Complaints are decided by people (DSA Art. 20(6)): resolve it as a console user or with a reviewer's key (POST /api-keys with reviewer), or let automation propose outcomes (PUT /redress-settings automatedComplaints) for a person to confirm.",
+    { status: 403 },
+  );
+}
+
+/**
+ * A person confirms the outcome automation proposed: the appeal is decided as proposed (counted as
+ * resolved by automation, with the confirming person recorded) and the appellant is told.
+ */
+export async function confirmAppeal(env: Env, actor: Actor, appealId: string) {
+  const row = await hotOrArchived(env, actor.installationId, "appeal", appealId, () => getAppealRow(env.DB, actor.installationId, appealId));
+  if (!row) throw notFound("appeal");
+  await assertAppealInQueues(env.DB, actor, row);
+  if (resolvesByAutomation(actor)) {
+    throw new AppError("appeal.person_required", "A person confirms a proposed complaint outcome: a console user or a reviewer's key (POST /api-keys with reviewer).", { status: 403 });
+  }
+  if (row.state !== "open") throw conflict("appeal.already_decided", `The appeal was already ${row.state}.`);
+  if (!row.proposedOutcome || !row.proposedBy) throw conflict("appeal.nothing_to_confirm", "No outcome was proposed for this appeal; resolve it (POST /appeals/:id/resolve).");
+  const at = new Date().toISOString();
+  const who = reviewerIdentity(actor);
+  const [update] = await env.DB.batch([
+    env.DB.prepare(`UPDATE appeals SET state = proposed_outcome, decided_by = proposed_by, decided_at = ?4, updated_at = ?4, confirmed_by = ?3, resolved_by_automation = 1
+      WHERE installation_id = ?1 AND id = ?2 AND state = 'open' AND proposed_outcome = ?5`).bind(actor.installationId, appealId, who, at, row.proposedOutcome),
+    auditStatement(env.DB, {
+      installationId: actor.installationId,
+      idempotencyKey: `appeal:${appealId}:decided`,
+      action: `appeal.${row.proposedOutcome}`,
+      actor: actor.audit,
+      target: { type: "appeal", id: appealId },
+      details: { reviewerId: reviewerAuditId(actor.installationId, row.proposedBy), confirmedById: reviewerAuditId(actor.installationId, who), resolvedByAutomation: true },
       at,
     }),
     ...decisionReversalStatements(env.DB, { installationId: actor.installationId, appealId, decisionId: row.decisionId, at, actor: actor.audit }),

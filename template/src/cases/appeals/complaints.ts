@@ -3,6 +3,7 @@
 // Database uuid, since the database has no update endpoint). Imports nothing from workflows, so
 // cases/index.ts can export it to enforcement and the transparency report.
 import { auditStatement } from "../../audit";
+import { actsAsPerson, type Actor } from "../../auth";
 import { AppError } from "../../errors";
 import { newId } from "../../lib/crypto";
 
@@ -52,9 +53,40 @@ export async function assertWithinComplaintPeriod(db: D1Database, installationId
   }
 }
 
-/** Whether the actor who resolves an appeal is automation: anything but a console user (an API key, the admin token). */
-export function resolvesByAutomation(actor: { user?: unknown }): boolean {
-  return actor.user === undefined;
+/** Whether the actor who resolves an appeal is automation: anything but a person (a console user or a reviewer's key). */
+export function resolvesByAutomation(actor: Pick<Actor, "user" | "reviewer">): boolean {
+  return !actsAsPerson(actor);
+}
+
+/**
+ * For a batch: automation proposes an appeal's outcome (written only while the appeal is open with
+ * no proposal, and, with `eventId`, only if that workflow event was recorded in the same batch).
+ * The appeal stays open; a person confirms it (appeals.ts confirmAppeal) before the appellant is told.
+ */
+export function proposedOutcomeStatements(
+  db: D1Database,
+  input: { installationId: string; appealId: string; outcome: string; reason: string | null; proposedBy: string; at: string; actor: Actor["audit"]; eventId?: string; taskId?: string },
+): D1PreparedStatement[] {
+  const guard = input.eventId ? "AND EXISTS (SELECT 1 FROM workflow_events WHERE installation_id = ?1 AND id = ?7)" : "AND ?7 IS NULL";
+  return [
+    db
+      .prepare(`UPDATE appeals SET proposed_outcome = ?3, outcome_reason = COALESCE(?4, outcome_reason), proposed_by = ?5, proposed_at = ?6, updated_at = ?6
+        WHERE installation_id = ?1 AND id = ?2 AND state = 'open' AND proposed_outcome IS NULL ${guard}`)
+      .bind(input.installationId, input.appealId, input.outcome, input.reason, input.proposedBy, input.at, input.eventId ?? null),
+    auditStatement(
+      db,
+      {
+        installationId: input.installationId,
+        idempotencyKey: `appeal:${input.appealId}:outcome_proposed`,
+        action: "appeal.outcome_proposed",
+        actor: input.actor,
+        target: { type: "appeal", id: input.appealId },
+        details: { outcome: input.outcome, ...(input.taskId ? { taskId: input.taskId } : {}) },
+        at: input.at,
+      },
+      { table: "appeals", id: input.appealId, where: { installation_id: input.installationId, proposed_at: input.at } },
+    ),
+  ];
 }
 
 /**

@@ -9,7 +9,7 @@ import { getQueueRow } from "../queues/queues";
 import { openPersonalData, sealPersonalData } from "../reports/report-crypto";
 import { answerLabel, DEFAULT_COMPARE_FIELD, isSampled, qaSamplingKey } from "./qa-sampling";
 import type { TaskRow } from "../queues/tasks";
-import { reviewerAuditId } from "../../lib/person-keys";
+import { reviewerAuditId, taskResponseDigest } from "../../lib/person-keys";
 
 export const TASK_ORIGINS = ["workflow", "qa", "golden"] as const;
 export type TaskOrigin = (typeof TASK_ORIGINS)[number];
@@ -103,15 +103,18 @@ export async function qaSampleStatements(env: Env, installationId: string, row: 
   const { sealed } = await sealPersonalData(env, installationId, `task:${qaTaskId}`, context ?? null);
   const label = await answerLabel(JSON.parse(input.responseJson) as unknown, settings.compareField);
   const category = await reportCategoryUnsafe(env.DB, installationId, row.reportId);
-  const dueAt = new Date(Date.parse(input.at) + qaQueue.slaSeconds * 1_000).toISOString();
+  // Blind: the QA task's times do not point at the original's completion (a reviewer could match
+  // them against the original queue's completed tasks): it shows as made up to an hour before.
+  const shownAt = blindTime(input.at);
+  const dueAt = new Date(Date.parse(shownAt) + qaQueue.slaSeconds * 1_000).toISOString();
   const completed = `EXISTS (SELECT 1 FROM human_tasks WHERE installation_id = ?2 AND id = ?3 AND state = 'completed' AND completed_by = ?4 AND completed_at = ?5)
     AND NOT EXISTS (SELECT 1 FROM qa_reviews WHERE original_task_id = ?3)`;
   return [
     env.DB.prepare(`
       INSERT INTO human_tasks (id, installation_id, report_id, appeal_id, run_id, step_run_id, task_type, state, queue_id, priority,
         context_json, context_sealed, context_digest, response_schema_json, due_at, expires_at, created_at, updated_at, origin)
-      SELECT ?1, ?2, NULL, NULL, NULL, NULL, ?6, 'open', ?7, ?8, '{}', ?9, ?10, ?11, ?12, NULL, ?5, ?5, 'qa' WHERE ${completed}
-    `).bind(qaTaskId, installationId, row.id, input.who, input.at, row.taskType, qaQueue.id, row.priority, sealed, `sealed:sha256:${await sha256Hex(sealed)}`, row.responseSchemaJson, dueAt),
+      SELECT ?1, ?2, NULL, NULL, NULL, NULL, ?6, 'open', ?7, ?8, '{}', ?9, ?10, ?11, ?12, NULL, ?13, ?13, 'qa' WHERE ${completed}
+    `).bind(qaTaskId, installationId, row.id, input.who, input.at, row.taskType, qaQueue.id, row.priority, sealed, `sealed:sha256:${await sha256Hex(sealed)}`, row.responseSchemaJson, dueAt, shownAt),
     env.DB.prepare(`
       INSERT INTO qa_reviews (qa_task_id, installation_id, original_task_id, queue_id, category, compare_field, original_reviewer, original_label, original_completed_at, created_at, original_principal)
       SELECT ?1, ?2, ?3, ?6, ?7, ?8, ?4, ?9, ?5, ?5, ?10 WHERE EXISTS (SELECT 1 FROM human_tasks WHERE id = ?1 AND origin = 'qa')
@@ -131,6 +134,12 @@ export async function qaSampleStatements(env: Env, installationId: string, row: 
       { table: "human_tasks", id: qaTaskId, where: { installation_id: installationId, origin: "qa" } },
     ),
   ];
+}
+
+/** A random whole second from one hour to one second before `at`: never `at` itself, nor a fixed offset from it. */
+function blindTime(at: string): string {
+  const [draw] = crypto.getRandomValues(new Uint32Array(1));
+  return new Date(Math.floor(Date.parse(at) / 1_000) * 1_000 - (1 + (draw! % 3_600)) * 1_000).toISOString();
 }
 
 /**
@@ -200,7 +209,7 @@ export async function completeReviewCopyTask(env: Env, actor: Actor, row: TaskRo
         action: "task.completed",
         actor: actor.audit,
         target: { type: "task", id: row.id },
-        details: { reviewerId: reviewerAuditId(actor.installationId, input.who), runId: row.runId, responseDigest: `sha256:${await sha256Hex(responseJson)}`, ...(row.origin === "qa" ? { qaReview: true } : {}) },
+        details: { reviewerId: reviewerAuditId(actor.installationId, input.who), runId: row.runId, responseDigest: taskResponseDigest(actor.installationId, row.id, responseJson), ...(row.origin === "qa" ? { qaReview: true } : {}) },
         at: now,
       },
       { table: "human_tasks", id: row.id, where: { state: "completed", completed_by: input.who, completed_at: now } },

@@ -2,19 +2,20 @@
 // JSON Schema, and completion that resumes the waiting run. Leases (claim, next, release): task-leases.ts.
 import { Validator, type Schema } from "@cfworker/json-schema";
 import { auditStatement, canonicalJson } from "../../audit";
-import { canReadPersonalData, canSeeQueue, reviewerIdentity, reviewerLabel, type Actor } from "../../auth";
+import { actsAsPerson, canReadPersonalData, canSeeQueue, reviewerIdentity, reviewerLabel, type Actor } from "../../auth";
 import { AppError, conflict, notFound } from "../../errors";
 import { decodeCursor, encodeCursor } from "../../lib/cursor";
-import { newId, sha256Hex } from "../../lib/crypto";
+import { newId } from "../../lib/crypto";
 import { completeHandoffStatements, sendComplaintOutcome } from "../../enforcement";
 import { settleDecisionAccount, strikeReversalStatement } from "../../accounts";
 import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepJsonSql } from "../../workflows";
-import { appealDecisionId, decisionReversalStatements } from "../appeals/complaints";
+import { appealDecisionId, decisionReversalStatements, proposedOutcomeStatements } from "../appeals/complaints";
+import { assertAutomatedComplaints } from "../appeals/appeals";
 import { getQueueRow } from "./queues";
 import { completeReviewCopyTask, qaSampleStatements, qaSettingsJsonSql, reviewerPrincipal, type TaskOrigin } from "../qa/qa";
 import { openPersonalDataOr } from "../reports/report-crypto";
 import { APPEAL_OUTCOMES } from "../taxonomy";
-import { reviewerAuditId } from "../../lib/person-keys";
+import { reviewerAuditId, taskResponseDigest } from "../../lib/person-keys";
 import { hotOrArchived } from "../archive/case-rehydrate";
 
 export const DEFAULT_LEASE_SECONDS = 900;
@@ -229,16 +230,20 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
     row.appealId && typeof (input.response as { outcome?: unknown })?.outcome === "string" && (APPEAL_OUTCOMES as readonly string[]).includes((input.response as { outcome: string }).outcome)
       ? (input.response as { outcome: string }).outcome
       : null;
+  // An appeal's outcome from automation (a key that is not a reviewer's) is only a proposal a person
+  // confirms, and only where the installation allows it (DSA Art. 20(6)).
+  const person = actsAsPerson(actor);
+  if (outcome && row.appealId && !person) await assertAutomatedComplaints(env, actor.installationId);
   const payload = canonicalJson({ taskId, reviewer: reviewerLabel(who), response: input.response ?? null });
   const statements = [
     // The lease is checked once, by the task's update; the event is recorded only if that completed the task.
     // The update answers the completed task and its run's current instance, which the signal goes
     // to (no read after the batch).
     env.DB.prepare(`
-      UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = ?3, completed_at = ?5, updated_at = ?5, lease_expires_at = NULL
+      UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = ?3, completed_at = ?5, updated_at = ?5, lease_expires_at = NULL, completed_by_person = ?6
       WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3 AND lease_expires_at > ?5
       RETURNING ${TASK_COLUMNS}, (SELECT COALESCE(r.instance_id, r.id) FROM workflow_runs r WHERE r.id = human_tasks.run_id) AS instanceId
-    `).bind(actor.installationId, taskId, who, responseJson, now),
+    `).bind(actor.installationId, taskId, who, responseJson, now, person ? 1 : 0),
     runEventStatement(
       env.DB,
       { id: eventId, installationId: actor.installationId, runId: row.runId, waitId: wait.id, type: "task.completed", payloadJson: payload, at: now },
@@ -252,15 +257,17 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
         action: "task.completed",
         actor: actor.audit,
         target: { type: "task", id: taskId },
-        details: { reviewerId: reviewerAuditId(actor.installationId, who), runId: row.runId, responseDigest: `sha256:${await sha256Hex(responseJson)}` },
+        details: { reviewerId: reviewerAuditId(actor.installationId, who), runId: row.runId, responseDigest: taskResponseDigest(actor.installationId, taskId, responseJson) },
         at: now,
       },
       { table: "workflow_events", id: eventId },
     ),
   ];
-  if (outcome && row.appealId) {
+  if (outcome && row.appealId && !person) {
+    statements.push(...proposedOutcomeStatements(env.DB, { installationId: actor.installationId, appealId: row.appealId, outcome, reason: null, proposedBy: who, at: now, actor: actor.audit, eventId, taskId }));
+  } else if (outcome && row.appealId) {
     statements.push(
-      env.DB.prepare(`UPDATE appeals SET state = ?3, decided_by = ?4, decided_at = ?5, updated_at = ?5 WHERE installation_id = ?1 AND id = ?2 AND state = 'open'
+      env.DB.prepare(`UPDATE appeals SET state = ?3, decided_by = ?4, decided_at = ?5, updated_at = ?5, resolved_by_automation = 0 WHERE installation_id = ?1 AND id = ?2 AND state = 'open'
         AND EXISTS (SELECT 1 FROM workflow_events WHERE installation_id = ?1 AND id = ?6)`).bind(actor.installationId, row.appealId, outcome, who, now, eventId),
       auditStatement(
         env.DB,
@@ -286,7 +293,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
   if (!completed) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");
   await signalRunEvent(env, row.runId, wait.signalType, eventId, completed.instanceId ?? undefined);
   // DSA Art. 20(5): the appellant is told the outcome (the schedule retries if this is lost).
-  if (outcome && row.appealId) {
+  if (outcome && row.appealId && person) {
     await sendComplaintOutcome(env, actor.installationId, row.appealId);
     if (outcome === "overturned") await settleDecisionAccount(env, undefined, actor.installationId, await appealDecisionId(env.DB, actor.installationId, row.appealId));
   }
@@ -301,14 +308,14 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
  */
 async function completeHandoffTask(env: Env, actor: Actor, row: TaskRow, input: { who: string; responseJson: string; handoffId: string }) {
   const now = new Date().toISOString();
-  const responseDigest = `sha256:${await sha256Hex(input.responseJson)}`;
+  const responseDigest = taskResponseDigest(actor.installationId, row.id, input.responseJson);
   const response = JSON.parse(input.responseJson) as { outcome?: unknown } | null;
   const outcome = typeof response?.outcome === "string" ? response.outcome.slice(0, 100) : null;
   const [update] = await env.DB.batch([
     env.DB.prepare(`
-      UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = ?3, completed_at = ?5, updated_at = ?5, lease_expires_at = NULL
+      UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = ?3, completed_at = ?5, updated_at = ?5, lease_expires_at = NULL, completed_by_person = ?6
       WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3 AND lease_expires_at > ?5
-    `).bind(actor.installationId, row.id, input.who, input.responseJson, now),
+    `).bind(actor.installationId, row.id, input.who, input.responseJson, now, actsAsPerson(actor) ? 1 : 0),
     auditStatement(
       env.DB,
       {

@@ -14,6 +14,7 @@ import { assumedSender, noticeRecordStatement, noticeSender, plainSendersStateme
 import { hotOrArchived, rehydrateSubject } from "../archive/case-rehydrate";
 import { subjectKey } from "../archive/case-scope";
 import { reportTerms, reportTermsStatement } from "../search/search-terms";
+import { CONTEXT_LIST_LIMIT, CONTEXT_STRING_LIMIT, contextOverBounds } from "../../workflows";
 
 export interface ReportInput {
   subject: { kind: string; id: string; url?: string; snapshot?: unknown; ownerId?: string };
@@ -59,11 +60,41 @@ interface Sender {
   condition?: { sql: string; binds: (string | null)[] };
 }
 
+/** The most a report's snapshot may hold, serialized (bytes of its canonical JSON). */
+export const MAX_SNAPSHOT_BYTES = 262_144;
+
+/**
+ * Refuses a snapshot a workflow's expressions could not read whole: over MAX_SNAPSHOT_BYTES (413
+ * `report.snapshot_too_large`), or with a string or list beyond what a bounded expression reads
+ * (422 `report.snapshot_over_bounds`: strings ≤ 65,536 characters, lists and maps ≤ 1,000
+ * entries). So a report padded past those bounds is refused at intake, and a content rule's
+ * verdict never depends on whether its input was too large to evaluate.
+ */
+function assertSnapshotBounded(snapshot: unknown): void {
+  if (snapshot === undefined || snapshot === null) return;
+  const bytes = new TextEncoder().encode(canonicalJson(snapshot)).byteLength;
+  if (bytes > MAX_SNAPSHOT_BYTES) {
+    throw new AppError("report.snapshot_too_large", `subject.snapshot is ${bytes} bytes as JSON; at most ${MAX_SNAPSHOT_BYTES} are accepted. Send the content itself, not padding or whole pages.`, {
+      status: 413,
+      details: [{ path: "$.subject.snapshot", code: "snapshot_too_large", limit: MAX_SNAPSHOT_BYTES }],
+    });
+  }
+  const over = contextOverBounds(snapshot);
+  if (over) {
+    const what = over.bound === "string_length" ? `a string longer than ${CONTEXT_STRING_LIMIT} characters` : `a list or map of more than ${CONTEXT_LIST_LIMIT} entries`;
+    throw new AppError("report.snapshot_over_bounds", `subject.snapshot holds ${what}, more than a workflow's rules can read; shorten it.`, {
+      status: 422,
+      details: [{ path: "$.subject.snapshot", code: over.bound, limit: over.limit }],
+    });
+  }
+}
+
 /**
  * Records a report. A repeat with the same Idempotency-Key returns the first report (and finishes
  * any trigger run whose dispatch had failed); the same key with another body is a 409.
  */
 export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor, input: ReportInput, idempotencyKey?: string): Promise<{ report: ReturnType<typeof reportSummary>; runs: TriggeredRun[]; replayed: boolean }> {
+  assertSnapshotBounded(input.subject.snapshot);
   const policyCategory = category(input.category);
   const requestDigest = `sha256:${sha256HexSync(canonicalJson(input))}`;
   const id = newId("rpt");

@@ -76,3 +76,71 @@ export function conditionRules(config: JsonObject): Problem[] {
   }
   return problems;
 }
+
+/** The longest `pattern` a response schema may hold. */
+export const MAX_RESPONSE_PATTERN_LENGTH = 256;
+
+/**
+ * Whether a regular expression can backtrack exponentially: a quantified group (`*`, `+`, `{n,}`)
+ * that itself holds a quantifier or an alternation, as in `(a+)+` or `(a|aa)*`. A response
+ * schema's patterns run on JavaScript's backtracking RegExp over reviewers' input, so such
+ * patterns are refused at publish.
+ */
+export function hasNestedQuantifier(pattern: string): boolean {
+  const groups: boolean[] = [];
+  let risky = false;
+  for (let i = 0; i < pattern.length; i++) {
+    const ch = pattern[i];
+    if (ch === "\\") {
+      i++;
+      continue;
+    }
+    if (ch === "[") {
+      // A character class: skip to its end (a `]` right after `[` or `[^` is literal).
+      i++;
+      if (pattern[i] === "^") i++;
+      if (pattern[i] === "]") i++;
+      while (i < pattern.length && pattern[i] !== "]") i += pattern[i] === "\\" ? 2 : 1;
+      continue;
+    }
+    if (ch === "(") groups.push(false);
+    else if (ch === "|" || ch === "*" || ch === "+" || ch === "{") {
+      if (groups.length > 0) groups[groups.length - 1] = true;
+    } else if (ch === ")") {
+      const inner = groups.pop() ?? false;
+      const next = pattern[i + 1];
+      const quantified = next === "*" || next === "+" || (next === "{" && /^\{\d+,\d*\}/u.test(pattern.slice(i + 1)) && !/^\{(\d+),\1\}/u.test(pattern.slice(i + 1)));
+      if (inner && quantified) risky = true;
+      // The group, quantified or not, is a quantifier-bearing part of its parent.
+      if (groups.length > 0 && (inner || quantified)) groups[groups.length - 1] = true;
+    }
+  }
+  return risky;
+}
+
+/** Problems of the `pattern`s (and `patternProperties` keys) anywhere in a response schema. */
+export function responsePatternProblems(schema: unknown, path = "config.response_schema"): Problem[] {
+  const problems: Problem[] = [];
+  const check = (pattern: string, at: string) => {
+    if (pattern.length > MAX_RESPONSE_PATTERN_LENGTH) problems.push({ path: at, code: "pattern_too_long", message: `A response schema's pattern may be at most ${MAX_RESPONSE_PATTERN_LENGTH} characters.` });
+    else if (hasNestedQuantifier(pattern))
+      problems.push({
+        path: at,
+        code: "pattern_unsafe",
+        message: "This pattern repeats a group that itself repeats or alternates (as (a+)+ or (a|b)*): it can take exponential time on a reviewer's input. Write it without the nested repetition.",
+      });
+  };
+  const walk = (value: unknown, at: string) => {
+    if (Array.isArray(value)) {
+      for (const [index, item] of value.entries()) walk(item, `${at}[${index}]`);
+    } else if (isRecord(value)) {
+      for (const [key, child] of Object.entries(value)) {
+        if (key === "pattern" && typeof child === "string") check(child, `${at}.pattern`);
+        if (key === "patternProperties" && isRecord(child)) for (const name of Object.keys(child)) check(name, `${at}.patternProperties`);
+        walk(child, `${at}.${key}`);
+      }
+    }
+  };
+  walk(schema, path);
+  return problems;
+}

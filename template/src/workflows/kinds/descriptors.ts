@@ -4,7 +4,7 @@
 // Adding a kind: its descriptor here, its executor in executors.ts, and a test.
 import { decisionConfigProblems } from "../../lib/dsa-vocabulary";
 import { NODE_ID_PATTERN, type JsonObject, type JsonValue } from "../types";
-import { CODE_PATTERN, EVENT_TYPE_PATTERN, conditionCases, conditionRules, isRecord, optionalSeconds, portList, requireString, stringList } from "./checks";
+import { CODE_PATTERN, EVENT_TYPE_PATTERN, conditionCases, conditionRules, isRecord, optionalSeconds, portList, requireString, responsePatternProblems, stringList } from "./checks";
 import type { ConfigReference, KindDescriptor, Problem } from "./descriptor";
 
 const ref = (config: JsonObject, key: string, type: ConfigReference["type"]): ConfigReference[] => (typeof config[key] === "string" && config[key] !== "" ? [{ path: `config.${key}`, type, value: config[key] as string }] : []);
@@ -196,6 +196,7 @@ const DEFINITIONS = {
     validate: (node) => [
       ...optionalSeconds(node.config, "timeout_seconds"),
       ...(node.config.response_schema !== undefined && !isRecord(node.config.response_schema) ? [{ path: "config.response_schema", code: "config_invalid", message: "response_schema must be a JSON Schema object." }] : []),
+      ...responsePatternProblems(node.config.response_schema),
       ...(node.config.queue_id !== undefined ? requireString(node.config, "queue_id", NODE_ID_PATTERN, "queue_id must be an identifier.") : []),
     ],
     references: (config) => ref(config, "queue_id", "queue"),

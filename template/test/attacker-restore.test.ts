@@ -1,0 +1,110 @@
+// A restore trusts no reference a backup makes: a row naming another installation's rows (its own
+// id, or a foreign key) is refused, and a backup cut down to no audit trail is refused rather than
+// restored as "verified".
+import { env } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { canonicalJson } from "../src/audit";
+import { installationDeleteStatements } from "../src/installations/backup";
+import { sha256Hex } from "../src/lib/crypto";
+import { ADMIN_TOKEN, api, edge, newInstallation, publish } from "./helpers";
+
+const graph = {
+  schemaVersion: 1,
+  nodes: [
+    { id: "start", kind: "start" },
+    { id: "done", kind: "end" },
+  ],
+  edges: [edge("start", "success", "done")],
+};
+
+async function exportedAndRemoved(name: string) {
+  const { id, apiKey } = await newInstallation(name);
+  const version = await publish(apiKey, graph);
+  expect((await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", workflowVersionId: version.id, authorityMode: "shadow" } })).status).toBe(201);
+  const backup = (await api("/api/v1/installation/export", { key: apiKey, method: "POST" })).body;
+  await env.DB.batch(installationDeleteStatements(env.DB, id));
+  await env.AUDIT_ANCHORS.delete(`audit/${id}/head.json`);
+  return { id, backup };
+}
+
+async function redigest(backup: any) {
+  backup.manifest.digest = `sha256:${await sha256Hex(canonicalJson({ tables: backup.tables, objects: backup.objects }))}`;
+  return backup;
+}
+
+const restore = (backup: unknown) => api("/api/v1/installations/import", { key: ADMIN_TOKEN, body: backup });
+
+describe("restore refuses what a backup may not claim", () => {
+  it("a row naming another installation's row (a foreign key, or its own id) is refused, and nothing is written", async () => {
+    const victim = await newInstallation("restore-victim");
+    const victimVersion = await publish(victim.apiKey, graph);
+    const { id, backup } = await exportedAndRemoved("restore-crafted");
+
+    const byReference = structuredClone(backup);
+    byReference.tables.triggers[0].workflow_version_id = victimVersion.id;
+    const refused = await restore(await redigest(byReference));
+    expect(refused.status, JSON.stringify(refused.body)).toBe(422);
+    expect(refused.body.error.code).toBe("installation_import.foreign_reference");
+
+    const byId = structuredClone(backup);
+    byId.tables.workflow_versions[0].id = victimVersion.id;
+    byId.tables.triggers[0].workflow_version_id = victimVersion.id;
+    const claimed = await restore(await redigest(byId));
+    expect(claimed.status, JSON.stringify(claimed.body)).toBe(422);
+    expect(claimed.body.error.code).toBe("installation_import.foreign_reference");
+
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM installations WHERE id = ?1").bind(id).first<{ n: number }>()).toEqual({ n: 0 });
+    expect((await restore(backup)).status).toBe(201);
+  });
+
+  it("a backup stripped of its audit trail is refused, not restored as verified", async () => {
+    const { backup } = await exportedAndRemoved("restore-stripped");
+    const stripped = structuredClone(backup);
+    stripped.tables.audit_events = [];
+    stripped.tables.audit_segments = [];
+    stripped.tables.audit_checkpoints = [];
+    stripped.objects = stripped.objects.filter((object: any) => object.bucket !== "AUDIT_ANCHORS");
+    const refused = await restore(await redigest(stripped));
+    expect(refused.status, JSON.stringify(refused.body)).toBe(422);
+    expect(refused.body.error.code).toBe("installation_import.audit_missing");
+    expect((await restore(backup)).status).toBe(201);
+  });
+});
+
+describe("an export seals people's names and answers", () => {
+  it("an admin key's export holds no console user's email, reviewer's name or task response in plain text; a restore opens them", async () => {
+    const { id, apiKey } = await newInstallation("export-sealed");
+    const email = `person-${crypto.randomUUID().slice(0, 8)}@example.org`;
+    expect((await api("/api/v1/console-users", { key: apiKey, body: { email, name: "Priya Plaintext", role: "moderator" } })).status).toBe(201);
+    const reviewerKey = (await api("/api/v1/api-keys", { key: apiKey, body: { name: "tool", scopes: ["review", "read"], reviewer: "Rita Recorded" } })).body.apiKey as string;
+    const queue = await api("/api/v1/queues", { key: apiKey, body: { name: "q", slaSeconds: 3600 } });
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "review", kind: "human_task", config: { queue_id: queue.body.id, response_schema: { type: "object" }, timeout_seconds: 3600 } },
+        { id: "done", kind: "end" },
+      ],
+      edges: [edge("start", "success", "review"), edge("review", "completed", "done"), edge("review", "timeout", "done")],
+    });
+    await api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: version.id, authorityMode: "autonomous", input: {} } });
+    let task: any;
+    for (let i = 0; i < 200 && !task; i++) {
+      task = (await api(`/api/v1/queues/${queue.body.id}/tasks`, { key: apiKey })).body.items[0];
+      if (!task) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect((await api(`/api/v1/tasks/${task.id}/claim`, { key: reviewerKey, body: {} })).status).toBe(200);
+    expect((await api(`/api/v1/tasks/${task.id}/complete`, { key: reviewerKey, body: { response: { note: "answer-marker-7731" } } })).status).toBe(200);
+
+    const exported = await api("/api/v1/installation/export", { key: apiKey, method: "POST" });
+    expect(exported.status).toBe(200);
+    const text = JSON.stringify(exported.body);
+    for (const secret of [email, "Priya Plaintext", "Rita Recorded", "answer-marker-7731"]) expect(text).not.toContain(secret);
+
+    await env.DB.batch(installationDeleteStatements(env.DB, id));
+    await env.AUDIT_ANCHORS.delete(`audit/${id}/head.json`);
+    expect((await restore(exported.body)).status).toBe(201);
+    expect((await api("/api/v1/console-users", { key: apiKey })).body.items.map((u: any) => u.email)).toContain(email);
+    expect((await api(`/api/v1/tasks/${task.id}`, { key: apiKey })).body.response).toEqual({ note: "answer-marker-7731" });
+  });
+});
