@@ -9,7 +9,7 @@ import type { Actor } from "../auth";
 import { AppError, errorCode } from "../errors";
 import { newId } from "../lib/crypto";
 import { createRun } from "../workflows";
-import { ladderVersionId, readStrikePolicy, type SanctionKind, type StrikePolicy } from "./strike-policy";
+import { carrierVersionId, readStrikePolicy, type SanctionKind, type StrikePolicy } from "./strike-policy";
 
 export const ART23_WARNING_REQUIRED = "account.art23_warning_required";
 
@@ -176,7 +176,7 @@ async function versionFor(env: Env, actor: Actor, policy: StrikePolicy | null, a
   const rung = policy?.ladder.find((r) => r.actionType === actionType);
   if (rung) return rung.workflowVersionId;
   // A person's sanction with an action type the ladder does not use: its workflow, published on first use.
-  return ladderVersionId(env, actor, actionType);
+  return carrierVersionId(env, actor, actionType);
 }
 
 /**

@@ -46,22 +46,21 @@ export function kindOf(actionType: string): SanctionKind {
   return "restriction";
 }
 
-const ladderWorkflowName = (actionType: string) => `strike-ladder:${actionType}`;
+/** What a carrier workflow's action node passes on: a ladder's sanction on an account, or one subject of a bulk action. */
+const CARRIER_PARAMS = {
+  ladder: { scope: "'account'", kind: "input.kind", points: "input.points", threshold: "input.threshold", art23: "input.art23", decisionId: "input.decisionId", sanctionId: "input.sanctionId" },
+  bulk: { scope: "'subject'", subject: "input.subject", bulkActionId: "input.bulkActionId", reason: "input.reason" },
+} as const;
+export type CarrierPurpose = keyof typeof CARRIER_PARAMS;
 
-/** The graph of the workflow that carries one action type's ladder actions. */
-function ladderGraph(actionType: string) {
+/** The graph of the workflow that carries one action type's actions for `purpose` (start → action → an end per port). */
+function carrierGraph(actionType: string, purpose: CarrierPurpose) {
   const edge = (from: string, port: string, to: string) => ({ from: { nodeId: from, port }, to: { nodeId: to } });
   return {
     schemaVersion: 1,
     nodes: [
       { id: "start", kind: "start" },
-      {
-        id: "act",
-        kind: "action",
-        errorPort: "failed",
-        config: { action_type: actionType, approval_timeout_seconds: 7 * 86_400 },
-        inputMapping: { scope: "'account'", kind: "input.kind", points: "input.points", threshold: "input.threshold", art23: "input.art23", decisionId: "input.decisionId", sanctionId: "input.sanctionId" },
-      },
+      { id: "act", kind: "action", errorPort: "failed", config: { action_type: actionType, approval_timeout_seconds: 7 * 86_400 }, inputMapping: CARRIER_PARAMS[purpose] },
       { id: "applied", kind: "end", config: { terminal_code: "applied" } },
       { id: "rejected", kind: "end", config: { terminal_code: "rejected" } },
       { id: "expired", kind: "end", config: { terminal_code: "expired" } },
@@ -71,16 +70,16 @@ function ladderGraph(actionType: string) {
   };
 }
 
-/** The live version of the action type's ladder workflow, published (with its workflow) on first use. */
-export async function ladderVersionId(env: Env, actor: Actor, actionType: string): Promise<string> {
-  const name = ladderWorkflowName(actionType);
+/** The live version of the workflow carrying the action type's actions for `purpose` (`strike-ladder:<key>`, `bulk-action:<key>`), published with its workflow on first use. */
+export async function carrierVersionId(env: Env, actor: Actor, actionType: string, purpose: CarrierPurpose = "ladder"): Promise<string> {
+  const name = `${purpose === "ladder" ? "strike-ladder" : "bulk-action"}:${actionType}`;
   const found = await env.DB.prepare(`SELECT w.id, (SELECT v.id FROM workflow_versions v WHERE v.workflow_id = w.id AND v.installation_id = w.installation_id AND v.retired_at IS NULL ORDER BY v.version DESC LIMIT 1) AS versionId
       FROM workflows w WHERE w.installation_id = ?1 AND w.name = ?2`)
     .bind(actor.installationId, name)
     .first<{ id: string; versionId: string | null }>();
   if (found?.versionId) return found.versionId;
-  const workflowId = found?.id ?? (await createWorkflow(env, actor, { name, description: `Carries the strike ladder's ${actionType} actions (published by the strike policy).` })).id;
-  return (await publishVersion(env, actor, workflowId, ladderGraph(actionType))).id;
+  const workflowId = found?.id ?? (await createWorkflow(env, actor, { name, description: `Carries the ${purpose === "ladder" ? "strike ladder's" : "bulk actions'"} ${actionType} actions (published on first use).` })).id;
+  return (await publishVersion(env, actor, workflowId, carrierGraph(actionType, purpose))).id;
 }
 
 export async function readStrikePolicy(db: D1Database, installationId: string): Promise<StrikePolicy | null> {
@@ -112,7 +111,7 @@ export async function putStrikePolicy(env: Env, actor: Actor, input: StrikePolic
     });
   }
   const versions = new Map<string, string>();
-  for (const key of keys) versions.set(key, await ladderVersionId(env, actor, key));
+  for (const key of keys) versions.set(key, await carrierVersionId(env, actor, key));
   const policy: StrikePolicy = {
     categories,
     expiryDays: input.expiryDays,

@@ -18,6 +18,7 @@ export {
 export { archiveCaseOrHold, archivedCaseObjects, caseArchiveTotals } from "./archive/case-archive";
 export { hotOrArchived } from "./archive/case-rehydrate";
 export { findQueueJsonSql, findQueueRow, type QueueRow } from "./queues/queues";
+export { search, type SearchQuery } from "./search/search";
 export {
   getReportRow,
   reportSummary,
