@@ -119,3 +119,20 @@ CREATE TABLE bulk_action_items (
   run_id TEXT,
   PRIMARY KEY (bulk_action_id, position)
 ) WITHOUT ROWID;
+
+-- account_signals: what ties accounts together, stored only as keyed hashes (never the IP, device
+-- id, email or payment fingerprint itself): one row per (signal, account), with when it was first
+-- and last seen and how often. Written by intake from a report's subject.signals (the owner's);
+-- deleted with the person's data on erasure. ~150 bytes a row. The key finds an account's fellow
+-- holders of a signal (one seek per signal); account_signals_account finds an account's signals.
+CREATE TABLE account_signals (
+  installation_id TEXT NOT NULL REFERENCES installations(id),
+  signal TEXT NOT NULL,
+  account_key TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('ip', 'device', 'email', 'payment')),
+  first_seen TEXT NOT NULL,
+  last_seen TEXT NOT NULL,
+  seen INTEGER NOT NULL DEFAULT 1,
+  PRIMARY KEY (installation_id, signal, account_key)
+) WITHOUT ROWID;
+CREATE INDEX account_signals_account ON account_signals (installation_id, account_key);

@@ -92,6 +92,7 @@ export const TABLE_OWNERS = {
   bulk_actions: "accounts",
   bulk_action_items: "accounts",
   search_terms: "cases",
+  account_signals: "cases",
 };
 
 /**

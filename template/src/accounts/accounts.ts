@@ -10,8 +10,15 @@ import { encodeCursor } from "../lib/cursor";
 import { personKey } from "../lib/person-keys";
 import { pointsAt, SANCTION_COLUMNS, type SanctionRow } from "./ladder";
 
-/** The key every row of an account carries, or a 404 for an empty id. */
+const ACCOUNT_KEY = /^pk1_[0-9a-f]{64}$/u;
+
+/**
+ * The key every row of an account carries, or a 404 for an empty id. A key itself (`pk1_…`, as
+ * related accounts are listed: their ids are not stored) names its account directly; it is bound
+ * to its installation, so another installation's key finds nothing.
+ */
 export function accountKeyOf(installationId: string, accountId: string): string {
+  if (ACCOUNT_KEY.test(accountId)) return accountId;
   const key = personKey(installationId, accountId);
   if (!key) throw notFound("account");
   return key;
@@ -45,7 +52,7 @@ export async function readAccount(env: Env, actor: Actor, accountId: string, opt
   const key = accountKeyOf(actor.installationId, accountId);
   const db = env.DB;
   const at = new Date().toISOString();
-  const [reports, decisions, strikes, sanctions, cases, appeals, total] = await db.batch<Record<string, unknown>>([
+  const [reports, decisions, strikes, sanctions, cases, appeals, total, sharing, own] = await db.batch<Record<string, unknown>>([
     db
       .prepare(`SELECT id, case_id AS caseId, subject_kind AS subjectKind, subject_id AS subjectId, category, source, created_at AS createdAt
         FROM reports WHERE installation_id = ?1 AND subject_owner_key = ?2 AND (?3 IS NULL OR created_at < ?3 OR (created_at = ?3 AND id < ?4))
@@ -70,6 +77,13 @@ export async function readAccount(env: Env, actor: Actor, accountId: string, opt
         FROM appeals WHERE installation_id = ?1 AND report_id IN (${ACCOUNT_REPORTS}) ORDER BY created_at DESC LIMIT ${LIST_LIMIT}`)
       .bind(actor.installationId, key),
     db.prepare(`SELECT COUNT(*) AS n FROM reports WHERE installation_id = ?1 AND subject_owner_key = ?2`).bind(actor.installationId, key),
+    // Accounts sharing a signal with this one (account_signals: one seek of the key per signal of this account).
+    db
+      .prepare(`SELECT o.account_key AS accountKey, o.kind, COUNT(*) AS shared, MIN(o.first_seen) AS firstSeen, MAX(o.last_seen) AS lastSeen
+        FROM account_signals mine JOIN account_signals o ON o.installation_id = mine.installation_id AND o.signal = mine.signal AND o.account_key <> mine.account_key
+        WHERE mine.installation_id = ?1 AND mine.account_key = ?2 GROUP BY o.account_key, o.kind LIMIT 1000`)
+      .bind(actor.installationId, key),
+    db.prepare(`SELECT kind, COUNT(*) AS n, MIN(first_seen) AS firstSeen, MAX(last_seen) AS lastSeen FROM account_signals WHERE installation_id = ?1 AND account_key = ?2 GROUP BY kind`).bind(actor.installationId, key),
   ]);
   const strikeRows = strikes!.results as Array<{ id: string; decisionId: string; category: string; points: number; manifestlyIllegal: number; createdAt: string; expiresAt: string; reversedAt: string | null }>;
   const sanctionRows = sanctions!.results as unknown as SanctionRow[];
@@ -106,8 +120,38 @@ export async function readAccount(env: Env, actor: Actor, accountId: string, opt
     ],
     openCases: { items: caseRows.filter((row) => row.state === "open") },
     appeals: { items: appeals!.results },
-    related: { items: [], available: false, code: "related_accounts.not_implemented" },
+    related: relatedView(sharing!.results as unknown as SharedRow[], own!.results as Array<{ kind: string; n: number; firstSeen: string; lastSeen: string }>),
   };
+}
+
+interface SharedRow {
+  accountKey: string;
+  kind: string;
+  shared: number;
+  firstSeen: string;
+  lastSeen: string;
+}
+
+/**
+ * Related accounts: those sharing a signal with this one, most shared signals first (at most 50),
+ * each named by its key (open it with GET /accounts/<key>), with the signals shared per kind and
+ * when they were first and last seen; `count` is how many accounts share each kind (what a
+ * workflow would branch on), `signals` this account's own signals per kind.
+ */
+function relatedView(rows: SharedRow[], own: Array<{ kind: string; n: number; firstSeen: string; lastSeen: string }>) {
+  const accounts = new Map<string, { account: string; shared: Record<string, number>; sharedSignals: number; firstSeen: string; lastSeen: string }>();
+  const count: Record<string, number> = {};
+  for (const row of rows) {
+    const entry = accounts.get(row.accountKey) ?? { account: row.accountKey, shared: {}, sharedSignals: 0, firstSeen: row.firstSeen, lastSeen: row.lastSeen };
+    entry.shared[row.kind] = Number(row.shared);
+    entry.sharedSignals += Number(row.shared);
+    if (row.firstSeen < entry.firstSeen) entry.firstSeen = row.firstSeen;
+    if (row.lastSeen > entry.lastSeen) entry.lastSeen = row.lastSeen;
+    accounts.set(row.accountKey, entry);
+    count[row.kind] = (count[row.kind] ?? 0) + 1;
+  }
+  const items = [...accounts.values()].sort((a, b) => b.sharedSignals - a.sharedSignals || (a.account < b.account ? -1 : 1)).slice(0, 50);
+  return { count, signals: Object.fromEntries(own.map((row) => [row.kind, { count: Number(row.n), firstSeen: row.firstSeen, lastSeen: row.lastSeen }])), items };
 }
 
 export function sanctionView(row: SanctionRow) {

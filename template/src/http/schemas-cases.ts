@@ -22,6 +22,17 @@ export const caseSchemas = {
           url: { type: "string", maxLength: 2048 },
           ownerId: { type: "string", maxLength: 300 },
           snapshot: { description: "The reported content as the reporter saw it (sealed at rest)." },
+          signals: {
+            type: "object",
+            additionalProperties: false,
+            description: "What the product knows ties the owner to other accounts; stored only as keyed hashes (never the values), for the account's related accounts.",
+            properties: {
+              ip: { type: "string", minLength: 1, maxLength: 100 },
+              deviceId: { type: "string", minLength: 1, maxLength: 300 },
+              email: { type: "string", minLength: 1, maxLength: 320 },
+              paymentFingerprint: { type: "string", minLength: 1, maxLength: 300 },
+            },
+          },
         },
       },
       category: { type: "string", minLength: 1, maxLength: 200, description: "A DSA statement category (scams_and_fraud or STATEMENT_CATEGORY_SCAMS_AND_FRAUD) or an ATProto reason type." },

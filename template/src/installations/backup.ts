@@ -95,6 +95,7 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "bulk_action_items", where: "bulk_action_id IN (SELECT id FROM bulk_actions WHERE installation_id = ?1)" },
   // Keyed terms of reports (cases/search): bound to the installation's id and REPORT_MASTER_KEY.
   { table: "search_terms", where: OWN },
+  { table: "account_signals", where: OWN },
   { table: "human_tasks", where: OWN },
   { table: "exposure_caps", where: OWN },
   { table: "review_exposure", where: OWN },

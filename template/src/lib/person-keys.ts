@@ -64,3 +64,12 @@ export type SearchField = "word" | "reporter_id" | "reporter_contact";
 export function searchTerm(installationId: string, field: SearchField, value: string, env: { REPORT_MASTER_KEY?: string } = workerEnv as { REPORT_MASTER_KEY?: string }): string {
   return createHmac("sha256", key("search-term/v1", env)).update(`${installationId}\u0000${field}\u0000${value}`).digest("hex").slice(0, 20);
 }
+
+/**
+ * The keyed hash of a signal that ties accounts together (an IP, a device id, an email, a payment
+ * fingerprint; cases/reports/signals.ts): 32 hex digits, per installation and kind, so accounts
+ * sharing a signal are found without the signal being stored.
+ */
+export function signalKey(installationId: string, kind: string, value: string, env: { REPORT_MASTER_KEY?: string } = workerEnv as { REPORT_MASTER_KEY?: string }): string {
+  return createHmac("sha256", key("account-signal/v1", env)).update(`${installationId}\u0000${kind}\u0000${value}`).digest("hex").slice(0, 32);
+}
