@@ -3,8 +3,9 @@
 // each gets a run of the action type's carrier workflow (`bulk-action:<key>`), so approval rules,
 // delivery and its record are the action machinery's own. In assisted mode (the strike policy's,
 // assisted unless set) a person approves the whole first; its runs then act autonomously (an
-// action type still assisted waits for its own approval). Runs start a slice at a time: a slice in
-// the request, then the schedule's sweep (rate-limited by the slice); every run's Idempotency-Key
+// action type still assisted waits for its own approval). Runs start a slice at a time: one in the
+// request, then a background drain at BULK_RUNS_PER_SECOND, then the schedule's sweep for what
+// is left (a drain cut short, a paused action resumed later); every run's Idempotency-Key
 // is `bulk_action:<id>:<position>`, so a slice killed halfway and resumed replays the runs it had
 // started instead of starting (and delivering) them twice. Each item started is audited.
 import { auditStatement } from "../audit";
@@ -19,6 +20,11 @@ export const MAX_BULK_SUBJECTS = 10_000;
 /** Runs started per slice: in the request that starts (or approves) the bulk action, and per sweep. */
 export const BULK_SLICE = 5;
 const SWEEP_SLICES = 20;
+/** The rate runs start at after the request (rate-limited delivery: each run delivers one action). */
+export const BULK_RUNS_PER_SECOND = 50;
+/** How long the request's background drain goes on (within waitUntil's limit); the sweep takes what is left. */
+const DRAIN_MS = 20_000;
+const DRAIN_SLICE = 25;
 
 export interface BulkActionInput {
   subjects?: Array<{ kind?: unknown; id?: unknown }>;
@@ -117,7 +123,10 @@ export async function createBulkAction(env: Env, ctx: ExecutionContext, actor: A
       at,
     }),
   ]);
-  if (state === "running") await advanceBulkAction(env, ctx, actor.installationId, id, BULK_SLICE);
+  if (state === "running") {
+    await advanceBulkAction(env, ctx, actor.installationId, id, BULK_SLICE);
+    ctx.waitUntil(drainBulkAction(env, ctx, actor.installationId, id));
+  }
   return getBulkAction(env, actor, id);
 }
 
@@ -161,7 +170,10 @@ export async function moveBulkAction(env: Env, ctx: ExecutionContext, actor: Act
     ),
   ]);
   if ((update!.meta.changes ?? 0) === 0) throw conflict("bulk_action.state_conflict", "The bulk action changed state concurrently; read it again.");
-  if (to === "running") await advanceBulkAction(env, ctx, actor.installationId, id, BULK_SLICE);
+  if (to === "running") {
+    await advanceBulkAction(env, ctx, actor.installationId, id, BULK_SLICE);
+    ctx.waitUntil(drainBulkAction(env, ctx, actor.installationId, id));
+  }
   return getBulkAction(env, actor, id);
 }
 
@@ -210,6 +222,28 @@ export async function advanceBulkAction(env: Env, ctx: ExecutionContext, install
     .bind(installationId, id, new Date().toISOString())
     .run();
   return started;
+}
+
+/**
+ * After the request: slices of the bulk action's runs at BULK_RUNS_PER_SECOND, for up to DRAIN_MS
+ * or until none is left or it is no longer running (paused, cancelled). A drain that dies leaves
+ * the rest to the sweep; one running beside the sweep starts nothing twice (advanceBulkAction).
+ */
+export async function drainBulkAction(env: Env, ctx: ExecutionContext, installationId: string, id: string): Promise<void> {
+  const began = Date.now();
+  let started = 0;
+  try {
+    for (;;) {
+      const slice = await advanceBulkAction(env, ctx, installationId, id, DRAIN_SLICE);
+      started += slice;
+      if (slice === 0 || Date.now() - began > DRAIN_MS) return;
+      const due = began + (started / BULK_RUNS_PER_SECOND) * 1_000;
+      if (due > Date.now()) await new Promise((resolve) => setTimeout(resolve, due - Date.now()));
+    }
+  } catch (error) {
+    // The sweep resumes where this stopped (started runs replay); said once, with the code only.
+    console.warn(JSON.stringify({ event: "bulk_action.drain_stopped", bulkActionId: id, code: errorCode(error) }));
+  }
 }
 
 /** The schedule's sweep: running bulk actions, least recently advanced first, a slice each (at most 20 slices a run). */
