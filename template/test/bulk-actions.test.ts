@@ -36,8 +36,11 @@ describe("bulk actions", () => {
   it("a dry run counts the subjects and writes nothing; a search names the installation's own subjects", async () => {
     const { installationId, apiKey } = await desk("/ok/bulk-dry", "autonomous");
     const other = await newInstallation("bulk-other");
-    for (const key of [apiKey, other.apiKey]) {
-      const filed = await api("/api/v1/reports", { key, body: { subject: { kind: "content", id: "spam-1" }, category: "scams_and_fraud", description: "Buy cheap followers now" } });
+    for (const [key, subjectId] of [
+      [apiKey, "spam-1"],
+      [other.apiKey, "spam-elsewhere"],
+    ] as const) {
+      const filed = await api("/api/v1/reports", { key, body: { subject: { kind: "content", id: subjectId }, category: "scams_and_fraud", description: "Buy cheap followers now" } });
       expect(filed.status).toBe(201);
     }
     const dry = await api("/api/v1/bulk-actions", {
@@ -59,6 +62,11 @@ describe("bulk actions", () => {
     expect(bySearch.body).toMatchObject({ subjects: 1, withCase: 1 });
     expect(await count(`SELECT COUNT(*) AS n FROM bulk_actions WHERE installation_id = ?1`, installationId)).toBe(0);
     expect(await count(`SELECT COUNT(*) AS n FROM workflow_runs WHERE installation_id = ?1`, installationId)).toBe(0);
+    // Acting on the search: only this installation's subject, though another's report says the same.
+    const acted = await api("/api/v1/bulk-actions", { key: apiKey, body: { search: { q: "cheap followers" }, actionType: "remove_post", reason: "Spam wave" } });
+    expect(acted.status).toBe(201);
+    const items = await env.DB.prepare(`SELECT subject_id AS subjectId FROM bulk_action_items WHERE bulk_action_id = ?1`).bind(acted.body.id).all<{ subjectId: string }>();
+    expect(items.results.map((item) => item.subjectId)).toEqual(["spam-1"]);
   });
 
   it("waits for one approval in assisted mode, then acts on every subject", async () => {
