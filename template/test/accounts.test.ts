@@ -95,6 +95,12 @@ describe("the strike ladder", () => {
     const sent = delivered.find((entry) => entry.data.actionType === "suspend_user")!;
     expect(sent.verified).toBe(true);
     expect(sent.data).toMatchObject({ reportId: second, subject: { kind: "content", id: "post-2" }, params: { scope: "account", kind: "suspension", threshold: 4, sanctionId: suspension.id } });
+    // Once applied, the suspension is recorded as a decision restricting the account (its statement of
+    // reasons, DSA Art. 17), which gives no strike of its own.
+    const suspended = await until(async () => (await api(`/api/v1/decisions?reportId=${second}`, { key: apiKey })).body.items?.find((d: any) => d.outcome === "account_suspended"), "the suspension's decision");
+    expect(suspended).toMatchObject({ restrictions: { account: "suspended" }, restricts: true });
+    expect((await api(`/api/v1/decisions/${suspended.id}/statement-of-reasons`, { key: apiKey })).status).toBe(200);
+    expect((await account(apiKey, owner)).strikes.points).toBe(4);
     // The account's id never enters a run's input (runs hold plaintext): the product finds the owner of the subject.
     const runInput = await env.DB.prepare(`SELECT input_json AS input FROM workflow_runs WHERE id = ?1`).bind(suspension.runId).first<{ input: string }>();
     expect(runInput!.input).not.toContain(owner);

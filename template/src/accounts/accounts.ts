@@ -60,7 +60,8 @@ export async function readAccount(env: Env, actor: Actor, accountId: string, opt
       .bind(actor.installationId, key, options.cursor ? String(options.cursor[0]) : null, options.cursor ? String(options.cursor[1]) : null, options.limit + 1),
     db
       .prepare(`SELECT d.id, d.report_id AS reportId, d.policy_category AS policyCategory, d.outcome, d.ground, d.restrictions_json AS restrictionsJson, d.automated_decision AS automatedDecision, d.decided_at AS decidedAt,
-          EXISTS (SELECT 1 FROM decision_reversals v WHERE v.installation_id = d.installation_id AND v.decision_id = d.id) AS reversed
+          EXISTS (SELECT 1 FROM decision_reversals v WHERE v.installation_id = d.installation_id AND v.decision_id = d.id) AS reversed,
+          (SELECT s.id FROM account_sanctions s WHERE s.installation_id = d.installation_id AND s.account_key = ?2 AND s.run_id = d.run_id) AS sanctionId
         FROM decisions d WHERE d.report_id IN (${ACCOUNT_REPORTS}) AND d.installation_id = ?1 ORDER BY d.decided_at DESC, d.id DESC LIMIT ${LIST_LIMIT}`)
       .bind(actor.installationId, key),
     db
@@ -101,8 +102,21 @@ export async function readAccount(env: Env, actor: Actor, accountId: string, opt
   const reportRows = reports!.results as unknown as AccountReportRow[];
   const page = reportRows.slice(0, options.limit);
   const last = page.at(-1);
-  const decisionRows = decisions!.results as Array<{ id: string; reportId: string; policyCategory: string; outcome: string; ground: string; restrictionsJson: string; automatedDecision: string; decidedAt: string; reversed: number }>;
+  const decisionRows = decisions!.results as Array<{
+    id: string;
+    reportId: string;
+    policyCategory: string;
+    outcome: string;
+    ground: string;
+    restrictionsJson: string;
+    automatedDecision: string;
+    decidedAt: string;
+    reversed: number;
+    sanctionId: string | null;
+  }>;
   const decisionItems = decisionRows.map(({ restrictionsJson, reversed, ...row }) => ({ ...row, restrictions: JSON.parse(restrictionsJson) as Record<string, unknown>, reversed: reversed === 1 }));
+  // A sanction's own decision (a suspension's) stops restricting once its sanction is walked back.
+  const walkedBack = new Set(sanctionRows.filter((s) => s.state === "reversed").map((s) => s.id));
   const caseRows = cases!.results as Array<{ id: string; state: string }>;
   return {
     id: accountId,
@@ -116,7 +130,9 @@ export async function readAccount(env: Env, actor: Actor, accountId: string, opt
     // What restricts the account now: sanctions under way and decisions restricting the account itself that no appeal reversed.
     restrictions: [
       ...sanctionRows.filter((s) => s.kind !== "warning" && (s.state === "pending" || s.state === "started")).map((s) => ({ source: "sanction", id: s.id, kind: s.kind, actionType: s.actionTypeKey, since: s.createdAt })),
-      ...decisionItems.filter((d) => !d.reversed && typeof d.restrictions.account === "string").map((d) => ({ source: "decision", id: d.id, kind: String(d.restrictions.account), since: d.decidedAt })),
+      ...decisionItems
+        .filter((d) => !d.reversed && typeof d.restrictions.account === "string" && !(d.sanctionId && walkedBack.has(d.sanctionId)))
+        .map((d) => ({ source: "decision", id: d.id, kind: String(d.restrictions.account), since: d.decidedAt })),
     ],
     openCases: { items: caseRows.filter((row) => row.state === "open") },
     appeals: { items: appeals!.results },

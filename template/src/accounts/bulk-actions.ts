@@ -190,7 +190,7 @@ export async function advanceBulkAction(env: Env, ctx: ExecutionContext, install
     .all<{ position: number; kind: string; subjectId: string; reportId: string | null }>();
   const actor: Actor = { installationId, scopes: [], audit: { type: "system", id: "bulk-actions" } };
   // Approved as a whole (assisted) or autonomous from the start: each run acts autonomously.
-  const versionId = items.length > 0 ? await carrierVersionId(env, actor, row.actionTypeKey, "bulk") : null;
+  const versionId = items.length > 0 ? await carrierVersionId(env, actor, row.actionTypeKey, { purpose: "bulk" }) : null;
   let started = 0;
   for (const item of items) {
     const { run } = await createRun(env, ctx, actor, {
