@@ -87,3 +87,52 @@ CREATE TABLE search_terms (
 ) WITHOUT ROWID;
 -- Erasing a report's personal data (retention, a person's erasure) deletes its terms with it.
 CREATE INDEX search_terms_record ON search_terms (record_id);
+
+-- bulk_actions: one action type over up to 10,000 subjects (an id list or a search's reports),
+-- ~250 bytes. state: approval_required (assisted: a person approves the whole, then its runs act
+-- autonomously), running, paused, cancelled, completed. `started` counts items whose run exists.
+CREATE TABLE bulk_actions (
+  id TEXT PRIMARY KEY,
+  installation_id TEXT NOT NULL REFERENCES installations(id),
+  action_type_key TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('approval_required', 'running', 'paused', 'cancelled', 'completed')),
+  total INTEGER NOT NULL,
+  started INTEGER NOT NULL DEFAULT 0,
+  created_by TEXT NOT NULL,
+  approved_by TEXT,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+-- The sweep: running bulk actions, least recently advanced first.
+CREATE INDEX bulk_actions_running ON bulk_actions (updated_at) WHERE state = 'running';
+
+-- bulk_action_items: one per subject, ~120 bytes; keyed by the bulk action and the item's place,
+-- which the run's Idempotency-Key repeats (a resumed slice replays a started run, never a second).
+-- run_id NULL: not started yet.
+CREATE TABLE bulk_action_items (
+  bulk_action_id TEXT NOT NULL REFERENCES bulk_actions(id),
+  position INTEGER NOT NULL,
+  subject_kind TEXT NOT NULL,
+  subject_id TEXT NOT NULL,
+  report_id TEXT,
+  run_id TEXT,
+  PRIMARY KEY (bulk_action_id, position)
+) WITHOUT ROWID;
+
+-- account_signals: what ties accounts together, stored only as keyed hashes (never the IP, device
+-- id, email or payment fingerprint itself): one row per (signal, account), with when it was first
+-- and last seen and how often. Written by intake from a report's subject.signals (the owner's);
+-- deleted with the person's data on erasure. ~150 bytes a row. The key finds an account's fellow
+-- holders of a signal (one seek per signal); account_signals_account finds an account's signals.
+CREATE TABLE account_signals (
+  installation_id TEXT NOT NULL REFERENCES installations(id),
+  signal TEXT NOT NULL,
+  account_key TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('ip', 'device', 'email', 'payment')),
+  first_seen TEXT NOT NULL,
+  last_seen TEXT NOT NULL,
+  seen INTEGER NOT NULL DEFAULT 1,
+  PRIMARY KEY (installation_id, signal, account_key)
+) WITHOUT ROWID;
+CREATE INDEX account_signals_account ON account_signals (installation_id, account_key);

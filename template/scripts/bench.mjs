@@ -17,7 +17,8 @@
 // /audit/verify at 10,000 and 100,000 audit events (incremental, from the last checkpoint), the
 // cost of the expression budget on a typical condition, the cost of reading reported content, and
 // one scheduled run of every sweep over 100,000 tasks with each sweep's query plan, GET /search
-// over 1,000,000 reports and their keyed search terms (search; BENCH_SEARCH_REPORTS to change), and
+// over 1,000,000 reports and their keyed search terms (search; BENCH_SEARCH_REPORTS to change), a bulk
+// action over 1,000 subjects from request to every action delivered (bulk), and
 // the export and restore of an installation with 10,000 audit events (backup), and
 // GET /metrics over 30 days of hourly rollups (p95, per hour and per day), and the
 // repair of 100 runs in repair_required (a bulk migrate, and one by one), and what one reviewed
@@ -29,7 +30,7 @@
 //
 // The Worker's schedule runs as under `npm start`: scripts/local-cron.mjs calls its scheduled
 // handler every minute for the whole bench. BENCH_ONLY=audit,queue,backtests,tdb,treport,… runs only those sections
-// (runtime, fused, context, expressions, components, content, actions, capacity, intake, events, load, queue, audit, sweeps, backup, metrics, repair, search, start, scale) — for working on one of them.
+// (runtime, fused, context, expressions, components, content, actions, capacity, intake, events, load, queue, audit, sweeps, backup, metrics, repair, bulk, search, start, scale) — for working on one of them.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
@@ -46,6 +47,7 @@ import { capacityLines, sectionCapacity } from "../bench/sections/capacity.mjs";
 import { sectionTdb, tdbLines } from "../bench/sections/tdb.mjs";
 import { sectionTransparencyReport, treportLines } from "../bench/sections/treport.mjs";
 import { searchLines, sectionSearch } from "../bench/sections/search.mjs";
+import { bulkLines, sectionBulk } from "../bench/sections/bulk.mjs";
 import { backupLines, sectionBackup } from "../bench/sections/backup.mjs";
 import { componentLines, sectionComponents } from "../bench/sections/components.mjs";
 import { contentLines, sectionContent } from "../bench/sections/content.mjs";
@@ -337,6 +339,7 @@ function report() {
     ...tdbLines(),
     ...treportLines(),
     ...searchLines(),
+    ...bulkLines(),
     ...startLines(),
     ...scaleLines(),
   );
@@ -408,6 +411,7 @@ async function main() {
   if (runs("backtests")) await sectionBacktests(api, timed, adminToken);
   if (runs("tdb")) await sectionTdb(api, adminToken);
   if (runs("treport")) await sectionTransparencyReport(api, timed, adminToken);
+  if (runs("bulk")) await sectionBulk(api, adminToken);
   if (runs("search")) await sectionSearch(api, timed, adminToken);
   if (runs("start")) await sectionStart();
   if (runs("pdq")) await sectionPdq(api, base, adminToken);

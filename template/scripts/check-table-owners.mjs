@@ -96,7 +96,10 @@ export const TABLE_OWNERS = {
   strike_policies: "accounts",
   strikes: "accounts",
   account_sanctions: "accounts",
+  bulk_actions: "accounts",
+  bulk_action_items: "accounts",
   search_terms: "cases",
+  account_signals: "cases",
 };
 
 /**

@@ -11,7 +11,7 @@
 // done per minute grows with the backlog instead of staying at one slice. Its summary is a small
 // object of counts: it is logged as is, so it must never hold secrets or personal data. Each run's
 // results are recorded in sweep_runs (operations/sweep-runs.ts), where the metrics read them.
-import { sweepAccountLadders } from "./accounts";
+import { sweepAccountLadders, sweepBulkActions } from "./accounts";
 import { sweepAuditChains, sweepAuditSegments } from "./audit";
 import { sweepLostBacktestChunks } from "./automation";
 import { sealLegacyTaskContexts, sweepLapsedLeases } from "./cases";
@@ -62,6 +62,8 @@ export const SWEEPS: readonly Sweep[] = [
   // Accounts whose strikes changed without a settle (workflow decisions, appeals decided in review
   // tasks): their ladder settled; sanctions reached but not started get their action's run (needs ctx).
   { name: "accounts.ladders", run: (env, now, ctx) => sweepAccountLadders(env, now, ctx), more: summaryMore },
+  // Running bulk actions: the next slice of each one's runs (rate-limited by the slice; resumable, a started run replays).
+  { name: "accounts.bulk_actions", run: (env, now, ctx) => sweepBulkActions(env, now, ctx), more: summaryMore },
   // Restricting decisions' statements of reasons to the DSA Transparency Database (5 batches of 100 per run).
   { name: "enforcement.transparency_db", run: (env, now) => sweepTransparencyDb(env, now), more: summaryMore },
   // Also the one writer of each installation's R2 anchor (the seals after writes only mark it due).

@@ -95,6 +95,12 @@ describe("the strike ladder", () => {
     const sent = delivered.find((entry) => entry.data.actionType === "suspend_user")!;
     expect(sent.verified).toBe(true);
     expect(sent.data).toMatchObject({ reportId: second, subject: { kind: "content", id: "post-2" }, params: { scope: "account", kind: "suspension", threshold: 4, sanctionId: suspension.id } });
+    // Once applied, the suspension is recorded as a decision restricting the account (its statement of
+    // reasons, DSA Art. 17), which gives no strike of its own.
+    const suspended = await until(async () => (await api(`/api/v1/decisions?reportId=${second}`, { key: apiKey })).body.items?.find((d: any) => d.outcome === "account_suspended"), "the suspension's decision");
+    expect(suspended).toMatchObject({ restrictions: { account: "suspended" }, restricts: true });
+    expect((await api(`/api/v1/decisions/${suspended.id}/statement-of-reasons`, { key: apiKey })).status).toBe(200);
+    expect((await account(apiKey, owner)).strikes.points).toBe(4);
     // The account's id never enters a run's input (runs hold plaintext): the product finds the owner of the subject.
     const runInput = await env.DB.prepare(`SELECT input_json AS input FROM workflow_runs WHERE id = ?1`).bind(suspension.runId).first<{ input: string }>();
     expect(runInput!.input).not.toContain(owner);
@@ -174,5 +180,42 @@ describe("tenancy", () => {
     expect(foreign.body.error.code).toBe("account.not_found");
     const sanction = await api(`/api/v1/accounts/${owner}/sanctions`, { key: other.apiKey, body: { actionType: "warn_user", reason: "x" } });
     expect(sanction.status).toBe(404);
+  });
+});
+
+describe("related accounts", () => {
+  it("lists the accounts that share a signal, with counts and first/last seen, keeping the signals only as keyed hashes and never across installations", async () => {
+    const { id: installationId, apiKey } = await newInstallation("accounts-related");
+    const other = await newInstallation("accounts-related-other");
+    const ip = `203.0.113.${Math.floor(Math.random() * 200) + 1}`;
+    const device = `device-${crypto.randomUUID()}`;
+    const owners = [`spammer-${crypto.randomUUID()}`, `spammer-${crypto.randomUUID()}`, `spammer-${crypto.randomUUID()}`];
+    const file = (key: string, owner: string, subjectId: string, signals: Record<string, string>) =>
+      api("/api/v1/reports", { key, body: { subject: { kind: "content", id: subjectId, ownerId: owner, signals }, category: "scams_and_fraud" } });
+    expect((await file(apiKey, owners[0]!, "r-1", { ip, deviceId: device })).status).toBe(201);
+    expect((await file(apiKey, owners[1]!, "r-2", { ip: ` ${ip.toUpperCase()} `, deviceId: device })).status).toBe(201);
+    expect((await file(apiKey, owners[2]!, "r-3", { ip })).status).toBe(201);
+    expect((await file(apiKey, owners[0]!, "r-4", { ip })).status).toBe(201);
+    // Another installation's account with the very same signals.
+    expect((await file(other.apiKey, `elsewhere-${crypto.randomUUID()}`, "r-x", { ip, deviceId: device })).status).toBe(201);
+
+    const view = await account(apiKey, owners[0]!);
+    expect(view.related.signals).toMatchObject({ ip: { count: 1 }, device: { count: 1 } });
+    expect(view.related.count).toEqual({ ip: 2, device: 1 });
+    expect(view.related.items).toHaveLength(2);
+    const [closest, next] = view.related.items;
+    expect(closest).toMatchObject({ shared: { ip: 1, device: 1 }, sharedSignals: 2 });
+    expect(next).toMatchObject({ shared: { ip: 1 }, sharedSignals: 1 });
+    // A related account opens by its key (its id is not stored).
+    const opened = await account(apiKey, closest.account);
+    expect(opened.reports.items.map((r: any) => r.subject.id)).toEqual(["r-2"]);
+    expect((await api(`/api/v1/accounts/${closest.account}`, { key: other.apiKey })).status).toBe(404);
+
+    const rows = await env.DB.prepare(`SELECT * FROM account_signals WHERE installation_id = ?1`).bind(installationId).all();
+    expect(rows.results.length).toBe(5);
+    const atRest = JSON.stringify(rows.results);
+    for (const value of [ip, device, ...owners]) expect(atRest).not.toContain(value);
+    const otherView = await api(`/api/v1/accounts/${owners[0]}`, { key: other.apiKey });
+    expect(otherView.status).toBe(404);
   });
 });

@@ -55,6 +55,7 @@ interface Fixtures {
   ruleSet: string;
   ruleSetVersion: string;
   hashBank: string;
+  bulkAction: string;
 }
 
 /** `<segment>/:<param>` of a route path → the fixture it names. A path not here fails the test. */
@@ -64,6 +65,7 @@ const PATH_FIXTURES: Record<string, keyof Fixtures> = {
   "queues/:id": "queue",
   "tasks/:id": "task",
   "accounts/:id": "account",
+  "bulk-actions/:id": "bulkAction",
   "workflows/:id": "workflow",
   "workflow-versions/:id": "version",
   "runs/:id": "run",
@@ -120,7 +122,7 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   CreateInstallation: () => ({ name: "tenancy" }),
   StrikePolicy: (f) => ({ categories: { scams_and_fraud: { points: 1 } }, expiryDays: 30, ladder: [{ points: 3, actionType: f.actionTypeKey }] }),
   SanctionAccount: (f) => ({ actionType: f.actionTypeKey, reason: "tenancy check" }),
-  BulkAction: (f) => ({ actionType: f.actionTypeKey, reason: "tenancy check", dryRun: true }),
+  BulkAction: (f) => ({ subjects: [{ kind: "account", id: `acct-${f.marker}` }], actionType: f.actionTypeKey, reason: "tenancy check", dryRun: true }),
   ImportInstallation: () => ({ manifest: { format: "safest-tools.installation-backup/1", installationId: "inst_tenancy", digest: "sha256:0" }, tables: {}, objects: [] }),
   CreateApiKey: () => ({ name: "tenancy", scopes: ["read"] }),
   CreateWorkflow: () => ({ name: `wf-${crypto.randomUUID()}` }),
@@ -255,6 +257,8 @@ async function setup(label: string): Promise<Fixtures> {
     created("/api/v1/triggers", key, { event: "report.created", when: "false", workflowVersionId: trivial.id, authorityMode: "shadow" }),
     created(`/api/v1/workflow-versions/${trivial.id}/backtests`, key, { reportIds: [report.id] }, 202),
   ]);
+  // No strike policy: assisted, so it waits for approval and starts nothing.
+  const bulkAction = await created("/api/v1/bulk-actions", key, { subjects: [{ kind: "account", id: `acct-${marker}` }], actionType: actionTypeKey, reason: `bulk ${marker}` });
   // Matches no run (the trivial version's runs all succeed): completes at once.
   const runOperation = await created("/api/v1/run-operations", key, { action: "retry", filter: { workflowVersionId: trivial.id }, reason: "tenancy fixture" }, 202);
   const task = await until(async () => (await api(`/api/v1/queues/${queue.id}/tasks`, { key })).body.items?.[0], "a task");
@@ -296,6 +300,7 @@ async function setup(label: string): Promise<Fixtures> {
     ruleSet: ruleSet.id,
     ruleSetVersion: ruleSetVersion.id,
     hashBank: hashBank.id,
+    bulkAction: bulkAction.id,
   };
 }
 

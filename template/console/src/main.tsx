@@ -32,6 +32,8 @@ const DashboardPage = lazy(() => import("./pages/dashboard").then((m) => ({ defa
 const SettingsPage = lazy(() => import("./pages/settings").then((m) => ({ default: m.SettingsPage })));
 const QaPage = lazy(() => import("./pages/qa").then((m) => ({ default: m.QaPage })));
 const TransparencyPage = lazy(() => import("./pages/transparency").then((m) => ({ default: m.TransparencyPage })));
+const SearchPage = lazy(() => import("./pages/accounts").then((m) => ({ default: m.SearchPage })));
+const AccountPage = lazy(() => import("./pages/accounts").then((m) => ({ default: m.AccountPage })));
 const StoragePage = lazy(() => import("./pages/storage").then((m) => ({ default: m.StoragePage })));
 const GalleryPage = lazy(() => import("./pages/gallery").then((m) => ({ default: m.GalleryPage })));
 const OnboardingPage = lazy(() => import("./pages/onboarding").then((m) => ({ default: m.OnboardingPage })));
@@ -45,6 +47,8 @@ const ROUTES: Array<[string, Page, string]> = [
   ["/approvals", ApprovalsPage, "approvals"],
   ["/reports", ReportsPage, "reports"],
   ["/reports/:id", ReportPage, "reports"],
+  ["/search", SearchPage, "search"],
+  ["/accounts/:id", AccountPage, "search"],
   ["/workflows", WorkflowsPage, "workflows"],
   ["/workflows/:id", WorkflowPage, "workflows"],
   ["/workflows/:id/edit", EditorPage, "workflows"],
@@ -67,6 +71,7 @@ const NAV: Array<[string, string, string]> = [
   ["/dashboard", "Dashboard", "dashboard"],
   ["/approvals", "Approvals", "approvals"],
   ["/reports", "Reports", "reports"],
+  ["/search", "Search", "search"],
   ["/workflows", "Workflows", "workflows"],
   ["/templates", "Templates", "templates"],
   ["/runs", "Runs", "runs"],

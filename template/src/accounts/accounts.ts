@@ -10,8 +10,15 @@ import { encodeCursor } from "../lib/cursor";
 import { personKey } from "../lib/person-keys";
 import { pointsAt, SANCTION_COLUMNS, type SanctionRow } from "./ladder";
 
-/** The key every row of an account carries, or a 404 for an empty id. */
+const ACCOUNT_KEY = /^pk1_[0-9a-f]{64}$/u;
+
+/**
+ * The key every row of an account carries, or a 404 for an empty id. A key itself (`pk1_…`, as
+ * related accounts are listed: their ids are not stored) names its account directly; it is bound
+ * to its installation, so another installation's key finds nothing.
+ */
 export function accountKeyOf(installationId: string, accountId: string): string {
+  if (ACCOUNT_KEY.test(accountId)) return accountId;
   const key = personKey(installationId, accountId);
   if (!key) throw notFound("account");
   return key;
@@ -45,7 +52,7 @@ export async function readAccount(env: Env, actor: Actor, accountId: string, opt
   const key = accountKeyOf(actor.installationId, accountId);
   const db = env.DB;
   const at = new Date().toISOString();
-  const [reports, decisions, strikes, sanctions, cases, appeals, total] = await db.batch<Record<string, unknown>>([
+  const [reports, decisions, strikes, sanctions, cases, appeals, total, sharing, own] = await db.batch<Record<string, unknown>>([
     db
       .prepare(`SELECT id, case_id AS caseId, subject_kind AS subjectKind, subject_id AS subjectId, category, source, created_at AS createdAt
         FROM reports WHERE installation_id = ?1 AND subject_owner_key = ?2 AND (?3 IS NULL OR created_at < ?3 OR (created_at = ?3 AND id < ?4))
@@ -53,7 +60,8 @@ export async function readAccount(env: Env, actor: Actor, accountId: string, opt
       .bind(actor.installationId, key, options.cursor ? String(options.cursor[0]) : null, options.cursor ? String(options.cursor[1]) : null, options.limit + 1),
     db
       .prepare(`SELECT d.id, d.report_id AS reportId, d.policy_category AS policyCategory, d.outcome, d.ground, d.restrictions_json AS restrictionsJson, d.automated_decision AS automatedDecision, d.decided_at AS decidedAt,
-          EXISTS (SELECT 1 FROM decision_reversals v WHERE v.installation_id = d.installation_id AND v.decision_id = d.id) AS reversed
+          EXISTS (SELECT 1 FROM decision_reversals v WHERE v.installation_id = d.installation_id AND v.decision_id = d.id) AS reversed,
+          (SELECT s.id FROM account_sanctions s WHERE s.installation_id = d.installation_id AND s.account_key = ?2 AND s.run_id = d.run_id) AS sanctionId
         FROM decisions d WHERE d.report_id IN (${ACCOUNT_REPORTS}) AND d.installation_id = ?1 ORDER BY d.decided_at DESC, d.id DESC LIMIT ${LIST_LIMIT}`)
       .bind(actor.installationId, key),
     db
@@ -70,6 +78,13 @@ export async function readAccount(env: Env, actor: Actor, accountId: string, opt
         FROM appeals WHERE installation_id = ?1 AND report_id IN (${ACCOUNT_REPORTS}) ORDER BY created_at DESC LIMIT ${LIST_LIMIT}`)
       .bind(actor.installationId, key),
     db.prepare(`SELECT COUNT(*) AS n FROM reports WHERE installation_id = ?1 AND subject_owner_key = ?2`).bind(actor.installationId, key),
+    // Accounts sharing a signal with this one (account_signals: one seek of the key per signal of this account).
+    db
+      .prepare(`SELECT o.account_key AS accountKey, o.kind, COUNT(*) AS shared, MIN(o.first_seen) AS firstSeen, MAX(o.last_seen) AS lastSeen
+        FROM account_signals mine JOIN account_signals o ON o.installation_id = mine.installation_id AND o.signal = mine.signal AND o.account_key <> mine.account_key
+        WHERE mine.installation_id = ?1 AND mine.account_key = ?2 GROUP BY o.account_key, o.kind LIMIT 1000`)
+      .bind(actor.installationId, key),
+    db.prepare(`SELECT kind, COUNT(*) AS n, MIN(first_seen) AS firstSeen, MAX(last_seen) AS lastSeen FROM account_signals WHERE installation_id = ?1 AND account_key = ?2 GROUP BY kind`).bind(actor.installationId, key),
   ]);
   const strikeRows = strikes!.results as Array<{ id: string; decisionId: string; category: string; points: number; manifestlyIllegal: number; createdAt: string; expiresAt: string; reversedAt: string | null }>;
   const sanctionRows = sanctions!.results as unknown as SanctionRow[];
@@ -87,8 +102,21 @@ export async function readAccount(env: Env, actor: Actor, accountId: string, opt
   const reportRows = reports!.results as unknown as AccountReportRow[];
   const page = reportRows.slice(0, options.limit);
   const last = page.at(-1);
-  const decisionRows = decisions!.results as Array<{ id: string; reportId: string; policyCategory: string; outcome: string; ground: string; restrictionsJson: string; automatedDecision: string; decidedAt: string; reversed: number }>;
+  const decisionRows = decisions!.results as Array<{
+    id: string;
+    reportId: string;
+    policyCategory: string;
+    outcome: string;
+    ground: string;
+    restrictionsJson: string;
+    automatedDecision: string;
+    decidedAt: string;
+    reversed: number;
+    sanctionId: string | null;
+  }>;
   const decisionItems = decisionRows.map(({ restrictionsJson, reversed, ...row }) => ({ ...row, restrictions: JSON.parse(restrictionsJson) as Record<string, unknown>, reversed: reversed === 1 }));
+  // A sanction's own decision (a suspension's) stops restricting once its sanction is walked back.
+  const walkedBack = new Set(sanctionRows.filter((s) => s.state === "reversed").map((s) => s.id));
   const caseRows = cases!.results as Array<{ id: string; state: string }>;
   return {
     id: accountId,
@@ -102,12 +130,44 @@ export async function readAccount(env: Env, actor: Actor, accountId: string, opt
     // What restricts the account now: sanctions under way and decisions restricting the account itself that no appeal reversed.
     restrictions: [
       ...sanctionRows.filter((s) => s.kind !== "warning" && (s.state === "pending" || s.state === "started")).map((s) => ({ source: "sanction", id: s.id, kind: s.kind, actionType: s.actionTypeKey, since: s.createdAt })),
-      ...decisionItems.filter((d) => !d.reversed && typeof d.restrictions.account === "string").map((d) => ({ source: "decision", id: d.id, kind: String(d.restrictions.account), since: d.decidedAt })),
+      ...decisionItems
+        .filter((d) => !d.reversed && typeof d.restrictions.account === "string" && !(d.sanctionId && walkedBack.has(d.sanctionId)))
+        .map((d) => ({ source: "decision", id: d.id, kind: String(d.restrictions.account), since: d.decidedAt })),
     ],
     openCases: { items: caseRows.filter((row) => row.state === "open") },
     appeals: { items: appeals!.results },
-    related: { items: [], available: false, code: "related_accounts.not_implemented" },
+    related: relatedView(sharing!.results as unknown as SharedRow[], own!.results as Array<{ kind: string; n: number; firstSeen: string; lastSeen: string }>),
   };
+}
+
+interface SharedRow {
+  accountKey: string;
+  kind: string;
+  shared: number;
+  firstSeen: string;
+  lastSeen: string;
+}
+
+/**
+ * Related accounts: those sharing a signal with this one, most shared signals first (at most 50),
+ * each named by its key (open it with GET /accounts/<key>), with the signals shared per kind and
+ * when they were first and last seen; `count` is how many accounts share each kind (what a
+ * workflow would branch on), `signals` this account's own signals per kind.
+ */
+function relatedView(rows: SharedRow[], own: Array<{ kind: string; n: number; firstSeen: string; lastSeen: string }>) {
+  const accounts = new Map<string, { account: string; shared: Record<string, number>; sharedSignals: number; firstSeen: string; lastSeen: string }>();
+  const count: Record<string, number> = {};
+  for (const row of rows) {
+    const entry = accounts.get(row.accountKey) ?? { account: row.accountKey, shared: {}, sharedSignals: 0, firstSeen: row.firstSeen, lastSeen: row.lastSeen };
+    entry.shared[row.kind] = Number(row.shared);
+    entry.sharedSignals += Number(row.shared);
+    if (row.firstSeen < entry.firstSeen) entry.firstSeen = row.firstSeen;
+    if (row.lastSeen > entry.lastSeen) entry.lastSeen = row.lastSeen;
+    accounts.set(row.accountKey, entry);
+    count[row.kind] = (count[row.kind] ?? 0) + 1;
+  }
+  const items = [...accounts.values()].sort((a, b) => b.sharedSignals - a.sharedSignals || (a.account < b.account ? -1 : 1)).slice(0, 50);
+  return { count, signals: Object.fromEntries(own.map((row) => [row.kind, { count: Number(row.n), firstSeen: row.firstSeen, lastSeen: row.lastSeen }])), items };
 }
 
 export function sanctionView(row: SanctionRow) {

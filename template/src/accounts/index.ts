@@ -6,3 +6,4 @@ export { ART23_WARNING_REQUIRED, sanctionAccount, settleAccount, settleDecisionA
 export { getStrikePolicy, kindOf, LADDER_AUTHORITY_MODES, putStrikePolicy, SANCTION_KINDS, type SanctionKind, type StrikePolicy } from "./strike-policy";
 export { strikeAccrualStatement, strikeReversalStatement } from "./strikes";
 export { ART23_SUSPENSIONS_SQL } from "./transparency";
+export { sweepBulkActions } from "./bulk-actions";

@@ -9,7 +9,7 @@ import type { Actor } from "../auth";
 import { AppError, errorCode } from "../errors";
 import { newId } from "../lib/crypto";
 import { createRun } from "../workflows";
-import { ladderVersionId, readStrikePolicy, type SanctionKind, type StrikePolicy } from "./strike-policy";
+import { carrierVersionId, readStrikePolicy, type SanctionKind, type StrikePolicy } from "./strike-policy";
 
 export const ART23_WARNING_REQUIRED = "account.art23_warning_required";
 
@@ -145,7 +145,7 @@ export async function settleDecisionAccount(env: Env, ctx: ExecutionContext | un
  * subject; the account's id itself is never in a run's input). Idempotent per sanction (the run's
  * Idempotency-Key), so a retry or the sweep starts it once.
  */
-export async function startSanctions(env: Env, ctx: ExecutionContext, installationId: string, sanctionIds: string[], audit: Actor["audit"] = SYSTEM): Promise<number> {
+export async function startSanctions(env: Env, ctx: ExecutionContext, installationId: string, sanctionIds: string[], audit: Actor["audit"] = SYSTEM, reasons: Map<string, string> = new Map()): Promise<number> {
   if (sanctionIds.length === 0) return 0;
   const policy = await readStrikePolicy(env.DB, installationId);
   const { results } = await env.DB.prepare(`SELECT ${SANCTION_COLUMNS} FROM account_sanctions WHERE installation_id = ?1 AND id IN (SELECT value FROM json_each(?2)) AND state = 'pending'`)
@@ -154,11 +154,19 @@ export async function startSanctions(env: Env, ctx: ExecutionContext, installati
   const actor: Actor = { installationId, scopes: [], audit };
   let started = 0;
   for (const sanction of results) {
-    const versionId = await versionFor(env, actor, policy, sanction.actionTypeKey);
+    const versionId = await versionFor(env, actor, policy, sanction);
     const { run } = await createRun(env, ctx, actor, {
       workflowVersionId: versionId,
       authorityMode: policy?.authorityMode ?? "assisted",
-      input: { sanctionId: sanction.id, kind: sanction.kind, points: sanction.threshold, threshold: sanction.threshold, art23: sanction.art23 === 1, decisionId: sanction.decisionId },
+      input: {
+        sanctionId: sanction.id,
+        kind: sanction.kind,
+        points: sanction.threshold,
+        threshold: sanction.threshold,
+        art23: sanction.art23 === 1,
+        decisionId: sanction.decisionId,
+        reason: reasons.get(sanction.id) ?? ladderReason(sanction),
+      },
       ...(sanction.reportId ? { reportId: sanction.reportId } : {}),
       idempotencyKey: `account_sanction:${sanction.id}`,
     });
@@ -172,11 +180,16 @@ export async function startSanctions(env: Env, ctx: ExecutionContext, installati
   return started;
 }
 
-async function versionFor(env: Env, actor: Actor, policy: StrikePolicy | null, actionType: string): Promise<string> {
-  const rung = policy?.ladder.find((r) => r.actionType === actionType);
-  if (rung) return rung.workflowVersionId;
-  // A person's sanction with an action type the ladder does not use: its workflow, published on first use.
-  return ladderVersionId(env, actor, actionType);
+/** The statement of a ladder sanction's decision (a suspension's or termination's statement of reasons). */
+function ladderReason(sanction: SanctionRow): string {
+  return `This account reached ${sanction.threshold} strike points, the threshold of a ${sanction.kind}, from decisions restricting its content${sanction.art23 === 1 ? " that was manifestly illegal, after a prior warning (DSA Art. 23(1))" : ""}.`;
+}
+
+/** The carrier version of a sanction: its rung's, or (an Art. 23(1) suspension, a person's sanction) its own, published on first use. */
+async function versionFor(env: Env, actor: Actor, policy: StrikePolicy | null, sanction: SanctionRow): Promise<string> {
+  const rung = policy?.ladder.find((r) => r.actionType === sanction.actionTypeKey && r.kind === sanction.kind);
+  if (rung && sanction.art23 !== 1) return rung.workflowVersionId;
+  return carrierVersionId(env, actor, sanction.actionTypeKey, { purpose: "ladder", kind: sanction.kind, art23: sanction.art23 === 1 });
 }
 
 /**
@@ -211,7 +224,7 @@ export async function sanctionAccount(
       VALUES (?1, ?2, ?3, 'manual', NULL, ?4, ?5, ?6, NULL, ?7, 'pending', ?8, ?8)`).bind(id, actor.installationId, input.accountKey, input.kind, input.actionType, art23 ? 1 : 0, input.reportId, at),
     sanctionAudit(env.DB, actor.installationId, id, "account.sanction_taken", { kind: input.kind, actionType: input.actionType, art23, reason: input.reason }, at, actor.audit),
   ]);
-  await startSanctions(env, ctx, actor.installationId, [id], actor.audit);
+  await startSanctions(env, ctx, actor.installationId, [id], actor.audit, new Map([[id, input.reason]]));
   const row = await env.DB.prepare(`SELECT ${SANCTION_COLUMNS} FROM account_sanctions WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<SanctionRow>();
   return row!;
 }

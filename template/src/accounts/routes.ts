@@ -1,6 +1,6 @@
 // /api/v1 accounts, the strike policy, sanctions on an account and bulk actions.
-import { AppError } from "../errors";
-import { routes } from "../http/route";
+import { routes, withStatus } from "../http/route";
+import { createBulkAction, getBulkAction, moveBulkAction } from "./bulk-actions";
 import { accountKeyOf, accountReport, readAccount, sanctionView } from "./accounts";
 import { sanctionAccount } from "./ladder";
 import { getStrikePolicy, kindOf, putStrikePolicy } from "./strike-policy";
@@ -59,6 +59,34 @@ export const accountRoutes = routes()
     },
     async (c, { body }) => putStrikePolicy(c.env, c.get("actor"), body),
   )
-  .op({ method: "post", path: "/bulk-actions", summary: "Bulk actions on subjects or accounts: not available yet (501 bulk_actions.not_implemented)", auth: ["admin"], body: "BulkAction", ok: 202, errors: [501] }, async () => {
-    throw new AppError("bulk_actions.not_implemented", "Bulk actions are not available in this version; act on each account (POST /accounts/:id/sanctions) or through a workflow.", { status: 501 });
-  });
+  .op(
+    {
+      method: "post",
+      path: "/bulk-actions",
+      summary:
+        "Act on up to 10,000 subjects (subjects: [{kind, id}], or search: the filters of GET /search) through an action type: dryRun answers the counts and writes nothing; otherwise the bulk action is recorded (approval_required in assisted mode) and its runs start a slice at a time, resumable, one audit event per subject",
+      auth: ["admin"],
+      body: "BulkAction",
+      ok: 201,
+      errors: [403, 404, 422],
+    },
+    async (c, { body }) => {
+      const result = await createBulkAction(c.env, c.executionCtx as ExecutionContext, c.get("actor"), body);
+      return "dryRun" in result ? withStatus(result, 200) : result;
+    },
+  )
+  .op({ method: "get", path: "/bulk-actions/:id", summary: "A bulk action: its state and how many of its subjects' runs have started", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) =>
+    getBulkAction(c.env, c.get("actor"), c.req.param("id")),
+  )
+  .op({ method: "post", path: "/bulk-actions/:id/approve", summary: "Approve a bulk action waiting for approval (assisted): its runs start and act autonomously", auth: ["review", "admin"], ok: 200, errors: [404, 409] }, async (c) =>
+    moveBulkAction(c.env, c.executionCtx as ExecutionContext, c.get("actor"), c.req.param("id"), "approve"),
+  )
+  .op({ method: "post", path: "/bulk-actions/:id/pause", summary: "Pause a running bulk action (runs already started go on)", auth: ["admin"], ok: 200, errors: [404, 409] }, async (c) =>
+    moveBulkAction(c.env, c.executionCtx as ExecutionContext, c.get("actor"), c.req.param("id"), "pause"),
+  )
+  .op({ method: "post", path: "/bulk-actions/:id/resume", summary: "Resume a paused bulk action", auth: ["admin"], ok: 200, errors: [404, 409] }, async (c) =>
+    moveBulkAction(c.env, c.executionCtx as ExecutionContext, c.get("actor"), c.req.param("id"), "resume"),
+  )
+  .op({ method: "post", path: "/bulk-actions/:id/cancel", summary: "Cancel a bulk action: no further run starts (runs already started go on)", auth: ["admin"], ok: 200, errors: [404, 409] }, async (c) =>
+    moveBulkAction(c.env, c.executionCtx as ExecutionContext, c.get("actor"), c.req.param("id"), "cancel"),
+  );

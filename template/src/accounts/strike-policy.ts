@@ -46,41 +46,80 @@ export function kindOf(actionType: string): SanctionKind {
   return "restriction";
 }
 
-const ladderWorkflowName = (actionType: string) => `strike-ladder:${actionType}`;
+/** What a carrier workflow's action node passes on: a ladder's sanction on an account, or one subject of a bulk action. */
+const CARRIER_PARAMS = {
+  ladder: { scope: "'account'", kind: "input.kind", points: "input.points", threshold: "input.threshold", art23: "input.art23", decisionId: "input.decisionId", sanctionId: "input.sanctionId" },
+  bulk: { scope: "'subject'", subject: "input.subject", bulkActionId: "input.bulkActionId", reason: "input.reason" },
+} as const;
+export type CarrierPurpose = keyof typeof CARRIER_PARAMS;
 
-/** The graph of the workflow that carries one action type's ladder actions. */
-function ladderGraph(actionType: string) {
+/** Which carrier: its purpose, and for a ladder's suspension or termination its kind and whether it is an Art. 23(1) suspension. */
+export interface Carrier {
+  purpose: CarrierPurpose;
+  kind?: SanctionKind;
+  art23?: boolean;
+}
+
+/** Whether the carrier records the account's restriction as a decision once its action is applied (a suspension or a termination). */
+const decides = (carrier: Carrier) => carrier.purpose === "ladder" && (carrier.kind === "suspension" || carrier.kind === "termination");
+
+/**
+ * The graph of the workflow that carries one action type's actions (start → action → an end per
+ * port). A suspension or termination, once its action is applied, is recorded as a decision
+ * restricting the account (restrictions.account), so it has its statement of reasons to the user
+ * (DSA Art. 17) and in the Transparency Database like any decision; an Art. 23(1) suspension's
+ * ground is illegal content. Such a decision gives no strike (strikes.ts).
+ */
+function carrierGraph(actionType: string, carrier: Carrier) {
   const edge = (from: string, port: string, to: string) => ({ from: { nodeId: from, port }, to: { nodeId: to } });
+  const decision = decides(carrier)
+    ? {
+        id: "decide",
+        kind: "decision",
+        config: {
+          outcome: carrier.kind === "suspension" ? "account_suspended" : "account_terminated",
+          restrictions: { account: carrier.kind === "suspension" ? "suspended" : "terminated" },
+          statement: "{{reason}}",
+          ground: carrier.art23 ? "illegal_content" : "incompatible_content",
+          ...(carrier.art23 ? { legal_ground: "Regulation (EU) 2022/2065 (DSA) Art. 23(1): frequent provision of manifestly illegal content, after a prior warning" } : {}),
+        },
+        inputMapping: { reason: "input.reason" },
+      }
+    : null;
   return {
     schemaVersion: 1,
     nodes: [
       { id: "start", kind: "start" },
-      {
-        id: "act",
-        kind: "action",
-        errorPort: "failed",
-        config: { action_type: actionType, approval_timeout_seconds: 7 * 86_400 },
-        inputMapping: { scope: "'account'", kind: "input.kind", points: "input.points", threshold: "input.threshold", art23: "input.art23", decisionId: "input.decisionId", sanctionId: "input.sanctionId" },
-      },
+      { id: "act", kind: "action", errorPort: "failed", config: { action_type: actionType, approval_timeout_seconds: 7 * 86_400 }, inputMapping: CARRIER_PARAMS[carrier.purpose] },
+      ...(decision ? [decision] : []),
       { id: "applied", kind: "end", config: { terminal_code: "applied" } },
       { id: "rejected", kind: "end", config: { terminal_code: "rejected" } },
       { id: "expired", kind: "end", config: { terminal_code: "expired" } },
       { id: "failed", kind: "end", config: { terminal_code: "failed" } },
     ],
-    edges: [edge("start", "success", "act"), edge("act", "applied", "applied"), edge("act", "rejected", "rejected"), edge("act", "expired", "expired"), edge("act", "failed", "failed")],
+    edges: [
+      edge("start", "success", "act"),
+      ...(decision ? [edge("act", "applied", "decide"), edge("decide", "recorded", "applied")] : [edge("act", "applied", "applied")]),
+      edge("act", "rejected", "rejected"),
+      edge("act", "expired", "expired"),
+      edge("act", "failed", "failed"),
+    ],
   };
 }
 
-/** The live version of the action type's ladder workflow, published (with its workflow) on first use. */
-export async function ladderVersionId(env: Env, actor: Actor, actionType: string): Promise<string> {
-  const name = ladderWorkflowName(actionType);
+/**
+ * The live version of the workflow carrying the action type's actions (`strike-ladder:<key>`,
+ * `strike-ladder:<key>:suspension[:art23]`, `bulk-action:<key>`…), published with its workflow on first use.
+ */
+export async function carrierVersionId(env: Env, actor: Actor, actionType: string, carrier: Carrier = { purpose: "ladder" }): Promise<string> {
+  const name = carrier.purpose === "bulk" ? `bulk-action:${actionType}` : decides(carrier) ? `strike-ladder:${actionType}:${carrier.kind}${carrier.art23 ? ":art23" : ""}` : `strike-ladder:${actionType}`;
   const found = await env.DB.prepare(`SELECT w.id, (SELECT v.id FROM workflow_versions v WHERE v.workflow_id = w.id AND v.installation_id = w.installation_id AND v.retired_at IS NULL ORDER BY v.version DESC LIMIT 1) AS versionId
       FROM workflows w WHERE w.installation_id = ?1 AND w.name = ?2`)
     .bind(actor.installationId, name)
     .first<{ id: string; versionId: string | null }>();
   if (found?.versionId) return found.versionId;
-  const workflowId = found?.id ?? (await createWorkflow(env, actor, { name, description: `Carries the strike ladder's ${actionType} actions (published by the strike policy).` })).id;
-  return (await publishVersion(env, actor, workflowId, ladderGraph(actionType))).id;
+  const workflowId = found?.id ?? (await createWorkflow(env, actor, { name, description: `Carries the ${carrier.purpose === "ladder" ? "strike ladder's" : "bulk actions'"} ${actionType} actions (published on first use).` })).id;
+  return (await publishVersion(env, actor, workflowId, carrierGraph(actionType, carrier))).id;
 }
 
 export async function readStrikePolicy(db: D1Database, installationId: string): Promise<StrikePolicy | null> {
@@ -112,13 +151,16 @@ export async function putStrikePolicy(env: Env, actor: Actor, input: StrikePolic
     });
   }
   const versions = new Map<string, string>();
-  for (const key of keys) versions.set(key, await ladderVersionId(env, actor, key));
+  for (const rung of rungs) {
+    const kind = rung.kind ?? kindOf(rung.actionType);
+    if (!versions.has(`${rung.actionType}:${kind}`)) versions.set(`${rung.actionType}:${kind}`, await carrierVersionId(env, actor, rung.actionType, { purpose: "ladder", kind }));
+  }
   const policy: StrikePolicy = {
     categories,
     expiryDays: input.expiryDays,
     warningPeriodHours: input.warningPeriodHours ?? 0,
     authorityMode: input.authorityMode ?? "assisted",
-    ladder: rungs.map((rung) => ({ points: rung.points, actionType: rung.actionType, kind: rung.kind ?? kindOf(rung.actionType), workflowVersionId: versions.get(rung.actionType)! })),
+    ladder: rungs.map((rung) => ({ points: rung.points, actionType: rung.actionType, kind: rung.kind ?? kindOf(rung.actionType), workflowVersionId: versions.get(`${rung.actionType}:${rung.kind ?? kindOf(rung.actionType)}`)! })),
   };
   const at = new Date().toISOString();
   await env.DB.batch([

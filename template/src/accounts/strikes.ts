@@ -11,7 +11,8 @@ const CATEGORY = `'$.categories."' || d.policy_category || '"'`;
  * For a decision's batch: its strike, when the decision restricts, its report's subject has an
  * owner (the account), and the installation's policy gives its category points. Written with the
  * points and expiry the policy says now; manifestly illegal (DSA Art. 23(1)) when the decision's
- * ground is illegal content and the category does not say otherwise. Idempotent per decision.
+ * ground is illegal content and the category does not say otherwise. Idempotent per decision. The
+ * decision a sanction's carrier records (a suspension's) gives none: it is the strikes' consequence.
  */
 export function strikeAccrualStatement(db: D1Database, input: { installationId: string; decisionId: string; at: string }): D1PreparedStatement {
   return db
@@ -24,7 +25,9 @@ export function strikeAccrualStatement(db: D1Database, input: { installationId: 
         JOIN reports r ON r.id = d.report_id AND r.installation_id = d.installation_id
         JOIN strike_policies p ON p.installation_id = d.installation_id
       WHERE d.installation_id = ?2 AND d.id = ?4 AND r.subject_owner_key IS NOT NULL
-        AND CAST(json_extract(p.policy_json, ${CATEGORY} || '.points') AS INTEGER) > 0`)
+        AND CAST(json_extract(p.policy_json, ${CATEGORY} || '.points') AS INTEGER) > 0
+        -- A sanction's own decision (its carrier run's, started as account_sanction:<id>) is the consequence of strikes, not one.
+        AND (d.run_id IS NULL OR NOT EXISTS (SELECT 1 FROM workflow_runs w WHERE w.id = d.run_id AND w.idempotency_key LIKE 'account_sanction:%'))`)
     .bind(newId("stk"), input.installationId, input.at, input.decisionId);
 }
 

@@ -54,6 +54,7 @@ const GUARD_TABLES = [
   "notifier_sanctions",
   "trusted_flaggers",
   "backtests",
+  "bulk_actions",
 ] as const;
 
 /**

@@ -57,11 +57,25 @@ export const accountSchemas = {
     required: ["actionType", "reason"],
     additionalProperties: false,
     properties: {
-      subjects: { type: "array", maxItems: 10000, items: { type: "object" } },
-      search: { type: "object" },
+      subjects: {
+        type: "array",
+        minItems: 1,
+        maxItems: 10000,
+        description: "The subjects to act on (each once); or `search`.",
+        items: { type: "object", required: ["kind", "id"], additionalProperties: false, properties: { kind: { type: "string", minLength: 1, maxLength: 100 }, id: { type: "string", minLength: 1, maxLength: 500 } } },
+      },
+      search: {
+        type: "object",
+        additionalProperties: false,
+        description: "The filters of GET /search (type report): the subjects of the reports it finds, up to 10,000, newest first.",
+        properties: Object.fromEntries(["q", "category", "state", "queue", "from", "to", "decision", "automation"].map((name) => [name, { type: "string", minLength: 1, maxLength: 500 }])) as Record<
+          "q" | "category" | "state" | "queue" | "from" | "to" | "decision" | "automation",
+          { type: "string"; minLength: 1; maxLength: 500 }
+        >,
+      },
       actionType: actionTypeKey,
       reason: { type: "string", minLength: 1, maxLength: 2000 },
-      dryRun: { type: "boolean" },
+      dryRun: { type: "boolean", description: "Answer the counts (subjects, with and without a case here) and write nothing." },
     },
   },
 } as const satisfies Record<string, JSONSchema>;

@@ -25,6 +25,17 @@ export const caseSchemas = {
             description:
               "The reported content as the reporter saw it (sealed at rest). At most 262,144 bytes as JSON (413 report.snapshot_too_large); strings up to 65,536 characters, lists and maps up to 1,000 entries (422 report.snapshot_over_bounds).",
           },
+          signals: {
+            type: "object",
+            additionalProperties: false,
+            description: "What the product knows ties the owner to other accounts; stored only as keyed hashes (never the values), for the account's related accounts.",
+            properties: {
+              ip: { type: "string", minLength: 1, maxLength: 100 },
+              deviceId: { type: "string", minLength: 1, maxLength: 300 },
+              email: { type: "string", minLength: 1, maxLength: 320 },
+              paymentFingerprint: { type: "string", minLength: 1, maxLength: 300 },
+            },
+          },
         },
       },
       category: { type: "string", minLength: 1, maxLength: 200, description: "A DSA statement category (scams_and_fraud or STATEMENT_CATEGORY_SCAMS_AND_FRAUD) or an ATProto reason type." },

@@ -32,7 +32,7 @@ const RUNS = "(SELECT id FROM workflow_runs WHERE installation_id = ?1)";
  * credentials; verify cursors are the schedule's progress, rebuilt from the first event), but
  * still removed with the installation.
  */
-export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?: false }> = [
+export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?: false; keys?: readonly string[] }> = [
   { table: "installations", where: "id = ?1" },
   { table: "storage_settings", where: OWN },
   // The case archive's bookkeeping: archived cases travel as rows (exportInstallation), so a
@@ -94,8 +94,12 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "strike_policies", where: OWN },
   { table: "strikes", where: OWN },
   { table: "account_sanctions", where: OWN },
+  { table: "bulk_actions", where: OWN },
+  // WITHOUT ROWID tables page by their primary key (`keys`).
+  { table: "bulk_action_items", where: "bulk_action_id IN (SELECT id FROM bulk_actions WHERE installation_id = ?1)", keys: ["bulk_action_id", "position"] },
   // Keyed terms of reports (cases/search): bound to the installation's id and REPORT_MASTER_KEY.
-  { table: "search_terms", where: OWN },
+  { table: "search_terms", where: OWN, keys: ["installation_id", "term", "created_at", "record_id"] },
+  { table: "account_signals", where: OWN, keys: ["installation_id", "signal", "account_key"] },
   { table: "human_tasks", where: OWN },
   { table: "exposure_caps", where: OWN },
   { table: "review_exposure", where: OWN },
@@ -182,11 +186,18 @@ async function unknownTables(db: D1Database): Promise<string[]> {
   return results.map((r) => r.name).filter((name) => !known.has(name) && name !== "d1_migrations" && !name.startsWith("_cf_") && !name.startsWith("sqlite_"));
 }
 
-async function readRows(db: D1Database, table: string, where: Where, installationId: string): Promise<Row[]> {
+/**
+ * The installation's rows of a table, a page at a time in rowid order; a WITHOUT ROWID table
+ * (`keys`: its primary key's columns) in the order of its key, each page after the last row's key.
+ */
+async function readRows(db: D1Database, table: string, where: Where, installationId: string, keys?: readonly string[]): Promise<Row[]> {
   const rows: Row[] = [];
-  let after = 0;
+  let after: Array<string | number> = keys ? [] : [0];
   for (;;) {
-    const { results } = await db.prepare(`SELECT rowid AS __rowid, * FROM ${table} WHERE (${where}) AND rowid > ?2 ORDER BY rowid LIMIT ${PAGE}`).bind(installationId, after).all<Record<string, unknown>>();
+    const statement = keys
+      ? db.prepare(`SELECT * FROM ${table} WHERE (${where})${after.length > 0 ? ` AND (${keys.join(", ")}) > (${keys.map((_, i) => `?${i + 2}`).join(", ")})` : ""} ORDER BY ${keys.join(", ")} LIMIT ${PAGE}`).bind(installationId, ...after)
+      : db.prepare(`SELECT rowid AS __rowid, * FROM ${table} WHERE (${where}) AND rowid > ?2 ORDER BY rowid LIMIT ${PAGE}`).bind(installationId, after[0]);
+    const { results } = await statement.all<Record<string, unknown>>();
     for (const { __rowid, ...row } of results) {
       for (const [column, value] of Object.entries(row)) {
         if (value !== null && typeof value !== "string" && typeof value !== "number") {
@@ -194,7 +205,7 @@ async function readRows(db: D1Database, table: string, where: Where, installatio
         }
       }
       rows.push(row as Row);
-      after = Number(__rowid);
+      after = keys ? keys.map((key) => row[key] as string | number) : [Number(__rowid)];
     }
     if (results.length < PAGE) return rows;
   }
@@ -308,9 +319,9 @@ export async function exportInstallation(env: Env, actor: Actor): Promise<Instal
 
   const tables: InstallationBackup["tables"] = {};
   const counts: Record<string, number> = {};
-  for (const { table, where, backup } of BACKUP_TABLES) {
+  for (const { table, where, backup, keys } of BACKUP_TABLES) {
     if (backup === false) continue;
-    tables[table] = await readRows(env.DB, table, where, installationId);
+    tables[table] = await readRows(env.DB, table, where, installationId, keys);
     counts[table] = tables[table].length;
   }
   // Archived cases (cases/archive): their rows are in one R2 object each, not in D1; the backup

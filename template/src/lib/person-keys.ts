@@ -85,3 +85,12 @@ export function entityKey(installationId: string, kind: string, value: string, e
 export function taskResponseDigest(installationId: string, taskId: string, responseJson: string, env: { REPORT_MASTER_KEY?: string } = workerEnv as { REPORT_MASTER_KEY?: string }): string {
   return `hmac-sha256:${createHmac("sha256", key("task-response/v1", env)).update(`${installationId}\u0000${taskId}\u0000${responseJson}`).digest("hex")}`;
 }
+
+/**
+ * The keyed hash of a signal that ties accounts together (an IP, a device id, an email, a payment
+ * fingerprint; cases/reports/signals.ts): 32 hex digits, per installation and kind, so accounts
+ * sharing a signal are found without the signal being stored.
+ */
+export function signalKey(installationId: string, kind: string, value: string, env: { REPORT_MASTER_KEY?: string } = workerEnv as { REPORT_MASTER_KEY?: string }): string {
+  return createHmac("sha256", key("account-signal/v1", env)).update(`${installationId}\u0000${kind}\u0000${value}`).digest("hex").slice(0, 32);
+}

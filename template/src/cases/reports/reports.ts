@@ -15,9 +15,10 @@ import { hotOrArchived, rehydrateSubject } from "../archive/case-rehydrate";
 import { subjectKey } from "../archive/case-scope";
 import { reportTerms, reportTermsStatement } from "../search/search-terms";
 import { CONTEXT_LIST_LIMIT, CONTEXT_STRING_LIMIT, contextOverBounds } from "../../workflows";
+import { signalKeys, signalsStatement, type SignalInput } from "./signals";
 
 export interface ReportInput {
-  subject: { kind: string; id: string; url?: string; snapshot?: unknown; ownerId?: string };
+  subject: { kind: string; id: string; url?: string; snapshot?: unknown; ownerId?: string; signals?: SignalInput };
   category: string;
   categorySpecification?: string[];
   source?: string;
@@ -190,6 +191,8 @@ async function recordReport(
   // did not hold) is not left behind empty; without either, the report cannot lose its case.
   const cleanup = idempotencyKey !== undefined || from.condition !== undefined;
   const terms = reportTermsStatement(env.DB, { installationId: actor.installationId, reportId: id, at, terms: reportTerms(actor.installationId, r.personal) });
+  // The owner's signals, as keyed hashes only (accounts' related accounts).
+  const signals = signalsStatement(env.DB, { installationId: actor.installationId, reportId: id, accountKey: personKey(actor.installationId, input.subject.ownerId), signals: signalKeys(actor.installationId, input.subject.signals), at });
   const results = await env.DB.batch<Record<string, unknown>>([
     env.DB.prepare(`
       INSERT INTO cases (id, installation_id, subject_kind, subject_id, state, report_count, first_reported_at, last_reported_at, created_at, updated_at)
@@ -250,6 +253,7 @@ async function recordReport(
     ...receipt.statements,
     // The search index's keyed terms of the description and the reporter (cases/search), last so the reads above keep their places.
     ...(terms ? [terms] : []),
+    ...(signals ? [signals] : []),
   ]);
   const reads = cleanup ? 5 : 4;
   const counted = results[2]!.results[0] as { caseId: string; caseReportCount: number } | undefined;

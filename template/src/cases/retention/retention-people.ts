@@ -3,6 +3,7 @@
 // opened or erased the way retention erases it. Both are audited with counts and a request id,
 // never the person's id. Rows written before the index existed are indexed by the schedule
 // (indexPersonKeys), and on demand for the installation asked about.
+import { eraseAccountSignalsStatement } from "../reports/signals";
 import { auditStatement } from "../../audit";
 import type { Actor } from "../../auth";
 import { AppError, errorCode } from "../../errors";
@@ -207,6 +208,8 @@ export async function erasePersonalData(env: Env, actor: Actor, query: PersonQue
     at: now,
   });
   const counts = await eraseReports(env, actor.installationId, { reportIds: closed.map((r) => r.id), appealIds: ownAppeals.map((a) => a.id), at: now, audit });
+  // The person's signals as an account owner (keyed hashes tying them to other accounts) go with their data.
+  if (keys.owner) await eraseAccountSignalsStatement(env.DB, actor.installationId, keys.owner).run();
   // Nothing erased (nothing found, or all held back): the request is still on the record.
   if (Object.values(counts).every((n) => n === 0)) await auditStatement(env.DB, audit(counts)).run();
   return { requestId, erasedAt: now, roles: keys.roles, erased: counts, held: { reports: held.length, caseIds: heldCaseIds }, remaining: results.length > ERASE_LIMIT };

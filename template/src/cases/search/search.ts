@@ -50,14 +50,22 @@ function matcher(installationId: string, q: string): Matcher {
 
 /**
  * The reports `q` matches, as a CTE `hits(id)`; binds ?1 installation, ?2 word terms, ?3 their
- * count, ?4 exact terms. Each term is one seek of search_terms' key.
+ * count, ?4 exact terms, ?15 the word term with the fewest reports (DRIVER_SQL). The words are
+ * matched from that rarest term's rows, each other word checked by one seek of search_terms' key
+ * (a report's terms share its created_at), so a common word costs nothing more than a rare one;
+ * the exact terms are one seek each.
  */
 const HITS_CTE = `hits(id) AS (
-    SELECT record_id FROM search_terms WHERE installation_id = ?1 AND term IN (SELECT value FROM json_each(?2)) AND ?3 > 0
-      GROUP BY record_id HAVING COUNT(DISTINCT term) = ?3
+    SELECT a.record_id FROM search_terms a WHERE a.installation_id = ?1 AND a.term = ?15 AND ?3 > 0
+      AND NOT EXISTS (SELECT 1 FROM json_each(?2) t WHERE t.value <> ?15
+        AND NOT EXISTS (SELECT 1 FROM search_terms b WHERE b.installation_id = ?1 AND b.term = t.value AND b.created_at = a.created_at AND b.record_id = a.record_id))
     UNION
     SELECT record_id FROM search_terms WHERE installation_id = ?1 AND term IN (SELECT value FROM json_each(?4))
   )`;
+
+/** The word term of ?2 with the fewest rows (counted up to 10,000 each), to drive HITS_CTE; ?1 the installation. */
+const DRIVER_SQL = `SELECT t.value AS term, (SELECT COUNT(*) FROM (SELECT 1 FROM search_terms s WHERE s.installation_id = ?1 AND s.term = t.value LIMIT 10000)) AS n
+  FROM json_each(?2) t ORDER BY n, t.value LIMIT 1`;
 
 // Filters on a report `r` (binds ?5 category, ?6 from, ?7 to, ?8 state, ?9 queue, ?10 outcome, ?11 automation).
 const REPORT_FILTERS = `(?5 IS NULL OR r.category = ?5) AND (?6 IS NULL OR r.created_at >= ?6) AND (?7 IS NULL OR r.created_at < ?7)
@@ -163,8 +171,9 @@ export async function search(env: Env, actor: Actor, query: SearchQuery): Promis
     const m = q ? matcher(actor.installationId, q) : null;
     if (m) fields = ["description", "reporter.id", "reporter.contact"];
     const statement = STATEMENTS[query.type];
+    const driver = m && m.wordCount > 0 ? await env.DB.prepare(DRIVER_SQL).bind(actor.installationId, m.words).first<{ term: string }>() : null;
     const { results } = await env.DB.prepare(m ? statement.matched : statement.all)
-      .bind(...binds(actor.installationId, m, normalized))
+      .bind(...binds(actor.installationId, m, normalized), ...(m ? [driver?.term ?? null] : []))
       .all<Row>();
     rows = results;
   }

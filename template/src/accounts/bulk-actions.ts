@@ -1,0 +1,265 @@
+// Bulk actions (POST /bulk-actions): one action type over up to 10,000 subjects, from an id list or
+// a search's reports. A dry run counts and writes nothing. Otherwise the items are recorded, and
+// each gets a run of the action type's carrier workflow (`bulk-action:<key>`), so approval rules,
+// delivery and its record are the action machinery's own. In assisted mode (the strike policy's,
+// assisted unless set) a person approves the whole first; its runs then act autonomously (an
+// action type still assisted waits for its own approval). Runs start a slice at a time: one in the
+// request, then a background drain at BULK_RUNS_PER_SECOND, then the schedule's sweep for what
+// is left (a drain cut short, a paused action resumed later); every run's Idempotency-Key
+// is `bulk_action:<id>:<position>`, so a slice killed halfway and resumed replays the runs it had
+// started instead of starting (and delivering) them twice. Each item started is audited.
+import { auditStatement } from "../audit";
+import type { Actor } from "../auth";
+import { search, type SearchQuery } from "../cases";
+import { AppError, conflict, errorCode, notFound } from "../errors";
+import { newId } from "../lib/crypto";
+import { createRun } from "../workflows";
+import { carrierVersionId, readStrikePolicy } from "./strike-policy";
+
+export const MAX_BULK_SUBJECTS = 10_000;
+/** Runs started per slice: in the request that starts (or approves) the bulk action, and per sweep. */
+export const BULK_SLICE = 5;
+const SWEEP_SLICES = 20;
+/** The rate runs start at after the request (rate-limited delivery: each run delivers one action). */
+export const BULK_RUNS_PER_SECOND = 50;
+/** How long the request's background drain goes on (within waitUntil's limit); the sweep takes what is left. */
+const DRAIN_MS = 20_000;
+const DRAIN_SLICE = 25;
+
+export interface BulkActionInput {
+  subjects?: Array<{ kind?: unknown; id?: unknown }>;
+  search?: Record<string, unknown>;
+  actionType: string;
+  reason: string;
+  dryRun?: boolean;
+}
+
+interface BulkRow {
+  id: string;
+  actionTypeKey: string;
+  reason: string;
+  state: string;
+  total: number;
+  started: number;
+  createdBy: string;
+  approvedBy: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+const COLUMNS = `id, action_type_key AS actionTypeKey, reason, state, total, started, created_by AS createdBy, approved_by AS approvedBy, created_at AS createdAt, updated_at AS updatedAt`;
+
+function invalid(message: string, path: string): AppError {
+  return new AppError("bulk_action.invalid", message, { status: 422, details: [{ path, code: "invalid", message }] });
+}
+
+/** The subjects named: the id list as given (each once), or the subjects of a search's reports (up to 10,000, newest first). */
+async function subjectsOf(env: Env, actor: Actor, input: BulkActionInput): Promise<Array<{ kind: string; id: string }>> {
+  if ((input.subjects === undefined) === (input.search === undefined)) throw invalid("Name the subjects either as a list (subjects) or as a search (search), one of the two.", "$");
+  const seen = new Map<string, { kind: string; id: string }>();
+  if (input.subjects) {
+    for (const [i, subject] of input.subjects.entries()) {
+      if (typeof subject.kind !== "string" || typeof subject.id !== "string" || subject.kind.length === 0 || subject.id.length === 0 || subject.kind.length > 100 || subject.id.length > 500) {
+        throw invalid("Each subject is { kind, id }, two non-empty strings.", `$.subjects[${i}]`);
+      }
+      seen.set(`${subject.kind}\u0000${subject.id}`, { kind: subject.kind, id: subject.id });
+    }
+    return [...seen.values()];
+  }
+  const filters = input.search!;
+  const text = (name: string) => (typeof filters[name] === "string" ? (filters[name] as string) : undefined);
+  const query: SearchQuery = { type: "report", limit: 200, cursor: null };
+  for (const name of ["q", "category", "state", "queue", "from", "to", "decision", "automation"] as const) if (text(name) !== undefined) (query as unknown as Record<string, string>)[name] = text(name)!;
+  while (seen.size < MAX_BULK_SUBJECTS) {
+    const page = await search(env, actor, query);
+    for (const item of page.items) seen.set(`${String(item.subjectKind)}\u0000${String(item.subjectId)}`, { kind: String(item.subjectKind), id: String(item.subjectId) });
+    if (!page.nextCursor) break;
+    const last = page.items.at(-1)!;
+    query.cursor = [String(last.at), String(last.id)];
+  }
+  return [...seen.values()].slice(0, MAX_BULK_SUBJECTS);
+}
+
+/** A dry run's counts, or the bulk action recorded (and its first slice started unless it waits for approval). */
+export async function createBulkAction(env: Env, ctx: ExecutionContext, actor: Actor, input: BulkActionInput) {
+  const type = await env.DB.prepare(`SELECT 1 AS x FROM action_types WHERE installation_id = ?1 AND key = ?2`).bind(actor.installationId, input.actionType).first();
+  if (!type) throw new AppError("action_type.not_found", "This installation has no such action type; create it first (POST /action-types).", { status: 404 });
+  const subjects = await subjectsOf(env, actor, input);
+  if (subjects.length === 0) throw invalid("No subject to act on: the list is empty or the search matched nothing.", input.subjects ? "$.subjects" : "$.search");
+  if (subjects.length > MAX_BULK_SUBJECTS) throw invalid(`At most ${MAX_BULK_SUBJECTS} subjects per bulk action.`, "$.subjects");
+  const policy = await readStrikePolicy(env.DB, actor.installationId);
+  const authorityMode = policy?.authorityMode ?? "assisted";
+  const known = await env.DB.prepare(`SELECT COUNT(*) AS n FROM json_each(?2) s JOIN cases c ON c.installation_id = ?1 AND c.subject_kind = json_extract(s.value, '$.kind') AND c.subject_id = json_extract(s.value, '$.id')`)
+    .bind(actor.installationId, JSON.stringify(subjects))
+    .first<{ n: number }>();
+  const counts = { subjects: subjects.length, withCase: Number(known?.n ?? 0), withoutCase: subjects.length - Number(known?.n ?? 0) };
+  if (input.dryRun) return { dryRun: true, actionType: input.actionType, authorityMode, approvalRequired: authorityMode === "assisted", ...counts };
+  const id = newId("blk");
+  const at = new Date().toISOString();
+  const state = authorityMode === "assisted" ? "approval_required" : "running";
+  await env.DB.batch([
+    env.DB.prepare(`INSERT INTO bulk_actions (id, installation_id, action_type_key, reason, state, total, started, created_by, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?8)`).bind(
+      id,
+      actor.installationId,
+      input.actionType,
+      input.reason,
+      state,
+      subjects.length,
+      actor.audit.id,
+      at,
+    ),
+    // Each item with its subject's latest report, found through the subject's case (the action's delivery names it).
+    env.DB.prepare(`INSERT INTO bulk_action_items (bulk_action_id, position, subject_kind, subject_id, report_id)
+      SELECT ?1, CAST(s.key AS INTEGER), json_extract(s.value, '$.kind'), json_extract(s.value, '$.id'),
+        (SELECT r.id FROM cases c JOIN reports r ON r.case_id = c.id WHERE c.installation_id = ?2 AND c.subject_kind = json_extract(s.value, '$.kind') AND c.subject_id = json_extract(s.value, '$.id') ORDER BY r.created_at DESC LIMIT 1)
+      FROM json_each(?3) s`).bind(id, actor.installationId, JSON.stringify(subjects)),
+    auditStatement(env.DB, {
+      installationId: actor.installationId,
+      idempotencyKey: `bulk_action:${id}:created`,
+      action: "bulk_action.created",
+      actor: actor.audit,
+      target: { type: "bulk_action", id },
+      details: { actionType: input.actionType, reason: input.reason, ...counts, state },
+      at,
+    }),
+  ]);
+  if (state === "running") {
+    await advanceBulkAction(env, ctx, actor.installationId, id, BULK_SLICE);
+    ctx.waitUntil(drainBulkAction(env, ctx, actor.installationId, id));
+  }
+  return getBulkAction(env, actor, id);
+}
+
+async function bulkRow(env: Env, installationId: string, id: string): Promise<BulkRow> {
+  const row = await env.DB.prepare(`SELECT ${COLUMNS} FROM bulk_actions WHERE installation_id = ?1 AND id = ?2`).bind(installationId, id).first<BulkRow>();
+  if (!row) throw notFound("bulk_action");
+  return row;
+}
+
+export async function getBulkAction(env: Env, actor: Actor, id: string) {
+  const row = await bulkRow(env, actor.installationId, id);
+  return { ...row, progress: row.total === 0 ? 1 : row.started / row.total };
+}
+
+const TRANSITIONS: Record<"approve" | "pause" | "resume" | "cancel", { from: string[]; to: string; event: string }> = {
+  approve: { from: ["approval_required"], to: "running", event: "bulk_action.approved" },
+  pause: { from: ["running"], to: "paused", event: "bulk_action.paused" },
+  resume: { from: ["paused"], to: "running", event: "bulk_action.resumed" },
+  cancel: { from: ["approval_required", "running", "paused"], to: "cancelled", event: "bulk_action.cancelled" },
+};
+
+/** Approve (assisted), pause, resume or cancel; a bulk action not in a state the move starts from is a 409. Runs already started go on. */
+export async function moveBulkAction(env: Env, ctx: ExecutionContext, actor: Actor, id: string, move: keyof typeof TRANSITIONS) {
+  const row = await bulkRow(env, actor.installationId, id);
+  const { from, to, event } = TRANSITIONS[move];
+  if (!from.includes(row.state)) throw conflict("bulk_action.state_conflict", `The bulk action is ${row.state}; ${move} needs it ${from.join(" or ")}.`);
+  const at = new Date().toISOString();
+  const [update] = await env.DB.batch([
+    env.DB.prepare(`UPDATE bulk_actions SET state = ?3, updated_at = ?4${move === "approve" ? ", approved_by = ?5" : ""} WHERE installation_id = ?1 AND id = ?2 AND state = ?6`).bind(
+      actor.installationId,
+      id,
+      to,
+      at,
+      actor.audit.id,
+      row.state,
+    ),
+    auditStatement(
+      env.DB,
+      { installationId: actor.installationId, idempotencyKey: `bulk_action:${id}:${move}:${at}`, action: event, actor: actor.audit, target: { type: "bulk_action", id }, details: { from: row.state, to }, at },
+      { table: "bulk_actions", id, where: { state: to, updated_at: at } },
+    ),
+  ]);
+  if ((update!.meta.changes ?? 0) === 0) throw conflict("bulk_action.state_conflict", "The bulk action changed state concurrently; read it again.");
+  if (to === "running") {
+    await advanceBulkAction(env, ctx, actor.installationId, id, BULK_SLICE);
+    ctx.waitUntil(drainBulkAction(env, ctx, actor.installationId, id));
+  }
+  return getBulkAction(env, actor, id);
+}
+
+/**
+ * Starts the runs of up to `limit` items not started yet, in order, while the bulk action is
+ * running; completes it when none is left. Safe to repeat or to run concurrently: a run's
+ * Idempotency-Key is the item's, so an item started twice has one run (and one delivery).
+ */
+export async function advanceBulkAction(env: Env, ctx: ExecutionContext, installationId: string, id: string, limit: number): Promise<number> {
+  const row = await bulkRow(env, installationId, id);
+  if (row.state !== "running") return 0;
+  const { results: items } = await env.DB.prepare(`SELECT position, subject_kind AS kind, subject_id AS subjectId, report_id AS reportId FROM bulk_action_items WHERE bulk_action_id = ?1 AND run_id IS NULL ORDER BY position LIMIT ?2`)
+    .bind(id, limit)
+    .all<{ position: number; kind: string; subjectId: string; reportId: string | null }>();
+  const actor: Actor = { installationId, scopes: [], audit: { type: "system", id: "bulk-actions" } };
+  // Approved as a whole (assisted) or autonomous from the start: each run acts autonomously.
+  const versionId = items.length > 0 ? await carrierVersionId(env, actor, row.actionTypeKey, { purpose: "bulk" }) : null;
+  let started = 0;
+  for (const item of items) {
+    const { run } = await createRun(env, ctx, actor, {
+      workflowVersionId: versionId!,
+      authorityMode: "autonomous",
+      input: { subject: { kind: item.kind, id: item.subjectId }, bulkActionId: id, reason: row.reason },
+      ...(item.reportId ? { reportId: item.reportId } : {}),
+      idempotencyKey: `bulk_action:${id}:${item.position}`,
+    });
+    const at = new Date().toISOString();
+    const [recorded] = await env.DB.batch([
+      env.DB.prepare(`UPDATE bulk_action_items SET run_id = ?3 WHERE bulk_action_id = ?1 AND position = ?2 AND run_id IS NULL`).bind(id, item.position, run.id),
+      auditStatement(env.DB, {
+        installationId,
+        idempotencyKey: `bulk_action:${id}:${item.position}:started`,
+        action: "bulk_action.item_started",
+        actor: actor.audit,
+        target: { type: "bulk_action", id },
+        details: { position: item.position, subject: { kind: item.kind, id: item.subjectId }, runId: run.id, actionType: row.actionTypeKey },
+        at,
+      }),
+    ]);
+    started += recorded!.meta.changes ?? 0;
+  }
+  // Progress from the items themselves (a concurrent slice may have started some); completed once none is left.
+  await env.DB.prepare(`UPDATE bulk_actions SET started = (SELECT COUNT(*) FROM bulk_action_items WHERE bulk_action_id = ?2 AND run_id IS NOT NULL), updated_at = ?3,
+      state = CASE WHEN state = 'running' AND NOT EXISTS (SELECT 1 FROM bulk_action_items WHERE bulk_action_id = ?2 AND run_id IS NULL) THEN 'completed' ELSE state END
+    WHERE installation_id = ?1 AND id = ?2`)
+    .bind(installationId, id, new Date().toISOString())
+    .run();
+  return started;
+}
+
+/**
+ * After the request: slices of the bulk action's runs at BULK_RUNS_PER_SECOND, for up to DRAIN_MS
+ * or until none is left or it is no longer running (paused, cancelled). A drain that dies leaves
+ * the rest to the sweep; one running beside the sweep starts nothing twice (advanceBulkAction).
+ */
+export async function drainBulkAction(env: Env, ctx: ExecutionContext, installationId: string, id: string): Promise<void> {
+  const began = Date.now();
+  let started = 0;
+  try {
+    for (;;) {
+      const slice = await advanceBulkAction(env, ctx, installationId, id, DRAIN_SLICE);
+      started += slice;
+      if (slice === 0 || Date.now() - began > DRAIN_MS) return;
+      const due = began + (started / BULK_RUNS_PER_SECOND) * 1_000;
+      if (due > Date.now()) await new Promise((resolve) => setTimeout(resolve, due - Date.now()));
+    }
+  } catch (error) {
+    // The sweep resumes where this stopped (started runs replay); said once, with the code only.
+    console.warn(JSON.stringify({ event: "bulk_action.drain_stopped", bulkActionId: id, code: errorCode(error) }));
+  }
+}
+
+/** The schedule's sweep: running bulk actions, least recently advanced first, a slice each (at most 20 slices a run). */
+export async function sweepBulkActions(env: Env, _now: Date, ctx?: ExecutionContext): Promise<Record<string, number>> {
+  if (!ctx) return { started: 0, skipped: 1 };
+  const { results } = await env.DB.prepare(`SELECT id, installation_id AS installationId FROM bulk_actions WHERE state = 'running' ORDER BY updated_at LIMIT ${SWEEP_SLICES}`).all<{ id: string; installationId: string }>();
+  let started = 0;
+  let failed = 0;
+  for (const row of results) {
+    try {
+      started += await advanceBulkAction(env, ctx, row.installationId, row.id, BULK_SLICE * 4);
+    } catch (error) {
+      // Left running: the next slice resumes where this one stopped (started runs replay).
+      failed += 1;
+      console.warn(JSON.stringify({ sweep: "accounts.bulk_actions", bulkActionId: row.id, code: errorCode(error) }));
+    }
+  }
+  return { started, failed, more: results.length === SWEEP_SLICES ? 1 : 0 };
+}

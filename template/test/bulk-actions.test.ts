@@ -1,0 +1,133 @@
+// Bulk actions: a dry run counts and writes nothing; in assisted mode the whole waits for one
+// approval; a bulk action killed halfway (runs started, their record lost) resumes from the
+// schedule's sweep without a second run or a second delivery for any subject; a search's subjects
+// are the installation's own.
+import { createExecutionContext, env } from "cloudflare:test";
+import { exports } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { sweepBulkActions } from "../src/accounts";
+import { api, newInstallation, receiverLog, until } from "./helpers";
+
+/** An ExecutionContext with the Worker's exports, as the scheduled event gets one (starting an instance needs them). */
+function scheduledContext(): ExecutionContext {
+  const ctx = createExecutionContext();
+  if (!(ctx as { exports?: unknown }).exports) Object.defineProperty(ctx, "exports", { value: exports });
+  return ctx;
+}
+
+async function desk(path: string, authorityMode: "assisted" | "autonomous") {
+  const { id: installationId, apiKey } = await newInstallation("bulk");
+  const endpoint = await api("/api/v1/webhook-endpoints", { key: apiKey, body: { url: `https://hooks.product.test${path}`, retryBaseSeconds: 0, maxAttempts: 5 } });
+  await env.RECEIVER.fetch("http://receiver/_control/secret", { method: "POST", body: JSON.stringify({ path, secret: endpoint.body.secret }) });
+  expect((await api("/api/v1/action-types", { key: apiKey, body: { key: "remove_post", name: "Remove", endpointId: endpoint.body.id } })).status).toBe(201);
+  const policy = await api("/api/v1/strike-policy", { key: apiKey, method: "PUT", body: { categories: {}, expiryDays: 30, authorityMode, ladder: [] } });
+  expect(policy.status).toBe(200);
+  return { installationId, apiKey };
+}
+
+const count = async (sql: string, ...binds: unknown[]) =>
+  (
+    await env.DB.prepare(sql)
+      .bind(...binds)
+      .first<{ n: number }>()
+  )?.n ?? 0;
+
+describe("bulk actions", () => {
+  it("a dry run counts the subjects and writes nothing; a search names the installation's own subjects", async () => {
+    const { installationId, apiKey } = await desk("/ok/bulk-dry", "autonomous");
+    const other = await newInstallation("bulk-other");
+    for (const [key, subjectId] of [
+      [apiKey, "spam-1"],
+      [other.apiKey, "spam-elsewhere"],
+    ] as const) {
+      const filed = await api("/api/v1/reports", { key, body: { subject: { kind: "content", id: subjectId }, category: "scams_and_fraud", description: "Buy cheap followers now" } });
+      expect(filed.status).toBe(201);
+    }
+    const dry = await api("/api/v1/bulk-actions", {
+      key: apiKey,
+      body: {
+        subjects: [
+          { kind: "content", id: "spam-1" },
+          { kind: "content", id: "spam-2" },
+          { kind: "content", id: "spam-1" },
+        ],
+        actionType: "remove_post",
+        reason: "Spam wave",
+        dryRun: true,
+      },
+    });
+    expect(dry.status).toBe(200);
+    expect(dry.body).toMatchObject({ dryRun: true, subjects: 2, withCase: 1, withoutCase: 1, authorityMode: "autonomous" });
+    const bySearch = await api("/api/v1/bulk-actions", { key: apiKey, body: { search: { q: "cheap followers" }, actionType: "remove_post", reason: "Spam wave", dryRun: true } });
+    expect(bySearch.body).toMatchObject({ subjects: 1, withCase: 1 });
+    expect(await count(`SELECT COUNT(*) AS n FROM bulk_actions WHERE installation_id = ?1`, installationId)).toBe(0);
+    expect(await count(`SELECT COUNT(*) AS n FROM workflow_runs WHERE installation_id = ?1`, installationId)).toBe(0);
+    // Acting on the search: only this installation's subject, though another's report says the same.
+    const acted = await api("/api/v1/bulk-actions", { key: apiKey, body: { search: { q: "cheap followers" }, actionType: "remove_post", reason: "Spam wave" } });
+    expect(acted.status).toBe(201);
+    const items = await env.DB.prepare(`SELECT subject_id AS subjectId FROM bulk_action_items WHERE bulk_action_id = ?1`).bind(acted.body.id).all<{ subjectId: string }>();
+    expect(items.results.map((item) => item.subjectId)).toEqual(["spam-1"]);
+  });
+
+  it("waits for one approval in assisted mode, then acts on every subject", async () => {
+    const { apiKey } = await desk("/ok/bulk-assisted", "assisted");
+    const created = await api("/api/v1/bulk-actions", {
+      key: apiKey,
+      body: {
+        subjects: [
+          { kind: "content", id: "a-1" },
+          { kind: "content", id: "a-2" },
+        ],
+        actionType: "remove_post",
+        reason: "Spam wave",
+      },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect(created.body).toMatchObject({ state: "approval_required", total: 2, started: 0 });
+    const approved = await api(`/api/v1/bulk-actions/${created.body.id}/approve`, { key: apiKey, method: "POST" });
+    expect(approved.status).toBe(200);
+    expect(approved.body).toMatchObject({ state: "completed", started: 2 });
+    const again = await api(`/api/v1/bulk-actions/${created.body.id}/approve`, { key: apiKey, method: "POST" });
+    expect(again.status).toBe(409);
+    expect(again.body.error.code).toBe("bulk_action.state_conflict");
+    const delivered = await until(async () => {
+      const log = (await receiverLog("/ok/bulk-assisted")).filter((entry) => entry.type === "action.execute");
+      return log.length >= 2 ? log : null;
+    }, "both deliveries");
+    expect(delivered.map((entry) => entry.data.params.subject.id).sort()).toEqual(["a-1", "a-2"]);
+    expect(delivered[0]!.data.params).toMatchObject({ scope: "subject", bulkActionId: created.body.id, reason: "Spam wave" });
+  });
+
+  it("resumes a bulk action killed halfway without a second run or delivery for any subject", async () => {
+    const path = "/ok/bulk-resume";
+    const { installationId, apiKey } = await desk(path, "autonomous");
+    const subjects = Array.from({ length: 8 }, (_, i) => ({ kind: "content", id: `wave-${i}` }));
+    const created = await api("/api/v1/bulk-actions", { key: apiKey, body: { subjects, actionType: "remove_post", reason: "Spam wave" } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    // The request started its first slice; a drain after it goes on with the rest.
+    expect(created.body).toMatchObject({ state: "running", total: 8, started: 5 });
+    const id = created.body.id as string;
+    await until(async () => (await api(`/api/v1/bulk-actions/${id}`, { key: apiKey })).body.state === "completed", "the drain to finish");
+    // Killed after a run started but before its item was recorded: the item reads as not started, the action as running.
+    const lost = await env.DB.prepare(`SELECT run_id AS runId FROM bulk_action_items WHERE bulk_action_id = ?1 AND position = 3`).bind(id).first<{ runId: string }>();
+    await env.DB.batch([env.DB.prepare(`UPDATE bulk_action_items SET run_id = NULL WHERE bulk_action_id = ?1 AND position = 3`).bind(id), env.DB.prepare(`UPDATE bulk_actions SET state = 'running', started = 7 WHERE id = ?1`).bind(id)]);
+
+    const swept = await sweepBulkActions(env, new Date(), scheduledContext());
+    expect(swept.started).toBe(1);
+    const read = await api(`/api/v1/bulk-actions/${id}`, { key: apiKey });
+    expect(read.body).toMatchObject({ state: "completed", started: 8, progress: 1 });
+    // The lost item got its first run back (the run's Idempotency-Key is the item's), not a second one.
+    const resumed = await env.DB.prepare(`SELECT run_id AS runId FROM bulk_action_items WHERE bulk_action_id = ?1 AND position = 3`).bind(id).first<{ runId: string }>();
+    expect(resumed!.runId).toBe(lost!.runId);
+    expect(await count(`SELECT COUNT(*) AS n FROM workflow_runs WHERE installation_id = ?1 AND idempotency_key LIKE ?2`, installationId, `bulk_action:${id}:%`)).toBe(8);
+
+    const delivered = await until(async () => {
+      const log = (await receiverLog(path)).filter((entry) => entry.type === "action.execute");
+      return log.length >= 8 ? log : null;
+    }, "eight deliveries");
+    expect(delivered.map((entry) => entry.data.params.subject.id).sort()).toEqual(subjects.map((s) => s.id).sort());
+    expect(await count(`SELECT COUNT(*) AS n FROM webhook_deliveries WHERE installation_id = ?1 AND source_type = 'action'`, installationId)).toBe(8);
+    // One audit event per subject.
+    expect(await count(`SELECT COUNT(*) AS n FROM audit_events WHERE installation_id = ?1 AND action = 'bulk_action.item_started'`, installationId)).toBe(8);
+  });
+});
