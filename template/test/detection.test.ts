@@ -2,6 +2,7 @@
 // entity labels. Time is driven by the events' occurredAt, never by waiting on the wall clock.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { sweepExpiredLabels } from "../src/detection";
 import { api, newInstallation, until } from "./helpers";
 
 const VELOCITY = "count('post.created', entity.account, '10m') > 20";
@@ -109,7 +110,7 @@ describe("a velocity rule", () => {
 
   it("in shadow records what it would have done and does nothing", async () => {
     const { apiKey, id } = await newInstallation("rules-shadow");
-    const { versionId } = await deployRules(apiKey, [velocityRule], "shadow");
+    const { ruleSetId, versionId } = await deployRules(apiKey, [velocityRule], "shadow");
     const base = Date.now() - 3600_000;
     const sent = await send(
       apiKey,
@@ -120,6 +121,10 @@ describe("a velocity rule", () => {
     expect(await labelsOf(apiKey, "acct-sh")).toEqual([]);
     const hit = await env.DB.prepare("SELECT applied, authority_mode AS mode, outcome_json AS outcome FROM rule_hits WHERE installation_id = ?1 AND rule_set_version_id = ?2").bind(id, versionId).all();
     expect(hit.results).toEqual([{ applied: 0, mode: "shadow", outcome: JSON.stringify(velocityRule.outcome) }]);
+    const listed = await api(`/api/v1/rule-sets/${ruleSetId}/hits`, { key: apiKey });
+    expect(listed.status).toBe(200);
+    expect(listed.body.totals).toEqual([{ versionId, ruleId: "burst", authorityMode: "shadow", applied: false, hits: 1 }]);
+    expect(listed.body.items).toEqual([expect.objectContaining({ ruleId: "burst", eventId: sent.results[20]!.id, applied: false, outcome: velocityRule.outcome, result: null })]);
   });
 
   it("counts an event retried with the same id once", async () => {
@@ -217,7 +222,7 @@ describe("rules", () => {
 
 describe("labels", () => {
   it("disappear at their expiry", async () => {
-    const { apiKey } = await newInstallation("labels-expiry");
+    const { apiKey, id } = await newInstallation("labels-expiry");
     // A rule's label lasts from its event: one drawn from an event two hours old, for an hour, is already gone.
     await deployRules(apiKey, [
       { id: "old", when: "event.type == 'old'", outcome: { label: { entity: "account", value: "brief", expiresIn: "1h" } } },
@@ -234,6 +239,18 @@ describe("labels", () => {
     expect(put.status).toBe(201);
     expect((await labelsOf(apiKey, "acct-p")).map((l) => l.value)).toEqual(["watch"]);
     await until(async () => (await labelsOf(apiKey, "acct-p")).length === 0, "the label to expire", 10_000);
+    // The sweep then deletes the expired rows.
+    const rows = () => env.DB.prepare("SELECT COUNT(*) AS n FROM entity_labels WHERE installation_id = ?1").bind(id).first<{ n: number }>();
+    expect((await rows())?.n).toBe(3);
+    await sweepExpiredLabels(env, new Date());
+    expect((await rows())?.n).toBe(1);
+  });
+
+  it("have no ATProto view yet: a typed 501", async () => {
+    const { apiKey } = await newInstallation("labels-atproto");
+    const response = await api("/api/v1/xrpc/com.atproto.label.queryLabels?uriPatterns=did:plc:abc", { key: apiKey });
+    expect(response.status).toBe(501);
+    expect(response.body.error.code).toBe("label.atproto_unavailable");
   });
 
   it("a person's negation stands against a rule", async () => {

@@ -113,3 +113,15 @@ export async function labelsOfEntities(db: D1Database, installationId: string, k
   }
   return out;
 }
+
+const EXPIRED_SLICE = 500;
+
+/**
+ * Deletes labels past their expiry, a bounded slice per call (readers already ignore them; this
+ * keeps the table to live labels). `more` is 1 when the slice was full.
+ */
+export async function sweepExpiredLabels(env: Env, now: Date): Promise<{ deleted: number; more: number }> {
+  const result = await env.DB.prepare(`DELETE FROM entity_labels WHERE rowid IN (SELECT rowid FROM entity_labels WHERE expires_at IS NOT NULL AND expires_at <= ?1 LIMIT ${EXPIRED_SLICE})`).bind(now.toISOString()).run();
+  const deleted = result.meta.changes ?? 0;
+  return { deleted, more: deleted === EXPIRED_SLICE ? 1 : 0 };
+}

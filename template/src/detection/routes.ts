@@ -2,7 +2,7 @@
 import { routes, withStatus } from "../http/route";
 import { intakeEvents } from "./events";
 import { listLabels, putLabelByPerson } from "./labels";
-import { createRuleSet, deployRuleSet, getRuleSet, getRuleSetVersion, listRuleSets, publishRuleSetVersion, putEventSettings, type Rule } from "./rule-sets";
+import { createRuleSet, deployRuleSet, getRuleSet, getRuleSetVersion, listRuleHits, listRuleSets, publishRuleSetVersion, putEventSettings, type Rule } from "./rule-sets";
 import { AppError } from "../errors";
 
 export const detectionRoutes = routes()
@@ -22,6 +22,18 @@ export const detectionRoutes = routes()
       errors: [404, 409, 422],
     },
     async (c, { body }) => publishRuleSetVersion(c.env, c.get("actor"), c.req.param("id"), body as { rules: Rule[]; expressionSemantics?: "cel" | "json-numbers-1" }),
+  )
+  .op(
+    {
+      method: "get",
+      path: "/rule-sets/:id/hits",
+      summary: "A rule set's hits, newest first, with hit counts per version, rule, mode and whether applied since a time (default 24 h): its hit rate and shadow record",
+      auth: ["admin", "review"],
+      query: { limit: { default: 50, max: 500 }, strings: ["since"] },
+      ok: 200,
+      errors: [404],
+    },
+    async (c, { query }) => listRuleHits(c.env, c.get("actor"), c.req.param("id"), { limit: query.limit, ...(query.since ? { since: query.since } : {}) }),
   )
   .op({ method: "get", path: "/rule-set-versions/:id", summary: "Read a published rule set version", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => getRuleSetVersion(c.env, c.get("actor"), c.req.param("id")))
   .op(
@@ -47,6 +59,19 @@ export const detectionRoutes = routes()
     if (!query.entity || !query.value) throw new AppError("label.entity_invalid", "Name the entity: ?entity=<kind>&value=<id>, e.g. ?entity=account&value=a1.", { status: 400 });
     return listLabels(c.env, c.get("actor"), { entity: query.entity, value: query.value });
   })
+  .op(
+    {
+      method: "get",
+      path: "/xrpc/com.atproto.label.queryLabels",
+      summary: "The ATProto label view (com.atproto.label.queryLabels): not available yet, a 501 with label.atproto_unavailable",
+      auth: ["admin", "review"],
+      ok: 200,
+      errors: [501],
+    },
+    async () => {
+      throw new AppError("label.atproto_unavailable", "The ATProto label view is not available yet (it needs the installation's labeler DID and signing key); read labels with GET /api/v1/labels?entity=<kind>&value=<id>.", { status: 501 });
+    },
+  )
   .op({ method: "post", path: "/labels", summary: "Label an entity, or negate a label (a person's label stands against rules until it expires)", auth: ["admin", "review"], body: "PutLabel", ok: 201, errors: [422] }, async (c, { body }) =>
     putLabelByPerson(c.env, c.get("actor"), body),
   );

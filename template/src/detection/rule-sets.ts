@@ -325,3 +325,35 @@ export async function putEventSettings(env: Env, actor: Actor, input: { sampleRa
   deployedCache.delete(actor.installationId);
   return { sampleRate: input.sampleRate, updatedAt: at };
 }
+
+/**
+ * A rule set's hits, newest first, and per version, rule, mode and applied the number of hits
+ * since `since` (default: the last 24 hours): its hit rate and, in shadow, what it would have done.
+ */
+export async function listRuleHits(env: Env, actor: Actor, ruleSetId: string, options: { limit: number; since?: string }) {
+  const ruleSet = await getRuleSetRow(env.DB, actor.installationId, ruleSetId);
+  if (!ruleSet) throw notFound("rule_set");
+  const since = options.since ?? new Date(Date.now() - 86_400_000).toISOString();
+  if (Number.isNaN(Date.parse(since))) throw new AppError("rule_hits.since_invalid", "since is an ISO 8601 time, e.g. 2026-01-01T00:00:00Z.", { status: 400 });
+  const [items, totals] = await env.DB.batch([
+    env.DB.prepare(`
+      SELECT rule_set_version_id AS versionId, rule_id AS ruleId, event_id AS eventId, event_type AS eventType, authority_mode AS authorityMode, applied,
+        outcome_json AS outcomeJson, result_json AS resultJson, occurred_at AS occurredAt, created_at AS createdAt
+      FROM rule_hits WHERE installation_id = ?1 AND rule_set_id = ?2 ORDER BY created_at DESC LIMIT ?3`).bind(actor.installationId, ruleSetId, options.limit),
+    env.DB.prepare(`
+      SELECT rule_set_version_id AS versionId, rule_id AS ruleId, authority_mode AS authorityMode, applied, COUNT(*) AS hits
+      FROM rule_hits WHERE installation_id = ?1 AND rule_set_id = ?2 AND created_at >= ?3
+      GROUP BY rule_set_version_id, rule_id, authority_mode, applied ORDER BY hits DESC LIMIT 500`).bind(actor.installationId, ruleSetId, since),
+  ]);
+  type HitRow = { versionId: string; ruleId: string; eventId: string; eventType: string; authorityMode: string; applied: number; outcomeJson: string; resultJson: string | null; occurredAt: string; createdAt: string };
+  return {
+    since,
+    totals: (totals!.results as Array<{ versionId: string; ruleId: string; authorityMode: string; applied: number; hits: number }>).map((row) => ({ ...row, applied: row.applied === 1 })),
+    items: (items!.results as HitRow[]).map(({ outcomeJson, resultJson, applied, ...row }) => ({
+      ...row,
+      applied: applied === 1,
+      outcome: JSON.parse(outcomeJson) as unknown,
+      result: resultJson === null ? null : (JSON.parse(resultJson) as unknown),
+    })),
+  };
+}
