@@ -220,6 +220,38 @@ describe("rules", () => {
   });
 });
 
+describe("sampled events", () => {
+  it("are kept sealed only when asked for, and a version is backtested over them", async () => {
+    const { apiKey, id } = await newInstallation("rules-sample");
+    const count = () => env.DB.prepare("SELECT COUNT(*) AS n FROM event_samples WHERE installation_id = ?1").bind(id).first<{ n: number }>();
+    const base = Date.now() - 3600_000;
+    await send(apiKey, [post("acct-sample", base, "before-sampling")]);
+    expect((await count())?.n).toBe(0);
+    expect((await api("/api/v1/event-settings", { key: apiKey, method: "PUT", body: { sampleRate: 1 } })).status).toBe(200);
+    await send(
+      apiKey,
+      Array.from({ length: 25 }, (_, i) => post("acct-sample", base + (i + 1) * 1_000, `sampled-${i}`)),
+    );
+    expect((await count())?.n).toBe(25);
+    const stored = await env.DB.prepare("SELECT sealed FROM event_samples WHERE installation_id = ?1").bind(id).all<{ sealed: string }>();
+    expect(JSON.stringify(stored.results)).not.toContain("acct-sample");
+    // Published, never deployed: the backtest replays the sample as in shadow.
+    const set = await api("/api/v1/rule-sets", { key: apiKey, body: { name: "candidate" } });
+    const version = await api(`/api/v1/rule-sets/${set.body.id}/versions`, { key: apiKey, body: { rules: [velocityRule, { id: "never", when: "event.type == 'x'", outcome: { label: { entity: "account", value: "x" } } }] } });
+    const backtest = await api(`/api/v1/rule-set-versions/${version.body.id}/backtests`, { key: apiKey, body: { from: new Date(base - 1_000).toISOString() } });
+    expect(backtest.status, JSON.stringify(backtest.body)).toBe(200);
+    expect(backtest.body.events).toBe(25);
+    // The 21st to 25th sampled posts are over 20 in 10 minutes.
+    expect(backtest.body.rules).toEqual([
+      { ruleId: "burst", hits: 5, errors: 0, exampleEventIds: ["sampled-20", "sampled-21", "sampled-22", "sampled-23", "sampled-24"] },
+      { ruleId: "never", hits: 0, errors: 0, exampleEventIds: [] },
+    ]);
+    expect(await labelsOf(apiKey, "acct-sample")).toEqual([]);
+    const audited = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE installation_id = ?1 AND action = 'event_samples.read'").bind(id).first<{ n: number }>();
+    expect(audited?.n).toBe(1);
+  });
+});
+
 describe("labels", () => {
   it("disappear at their expiry", async () => {
     const { apiKey, id } = await newInstallation("labels-expiry");

@@ -176,6 +176,7 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   DeployRuleSet: (f) => ({ versionId: f.ruleSetVersion, authorityMode: "shadow" }),
   IngestEvents: () => ({ events: [{ id: `ev-${crypto.randomUUID()}`, type: "post.created", occurredAt: new Date().toISOString(), entities: { account: "tenancy" } }] }),
   PutEventSettings: () => ({ sampleRate: 0 }),
+  BacktestRuleSetVersion: () => ({}),
   PutLabel: () => ({ entity: "account", value: "tenancy", label: "tenancy" }),
 };
 

@@ -66,13 +66,14 @@ function checkEvent(raw: unknown, now: number): ProductEvent | EventResult {
   return { id: event.id, type: event.type, occurredAt: new Date(at).toISOString(), entities, data: (event.data ?? {}) as JsonObject, at };
 }
 
-interface CounterPlan {
+export interface CounterPlan {
   specs: CounterSpec[];
   /** The longest window per counter key class (`c:<type>:<kind>` / `d:<member>:<kind>`): how long its rows stay. */
   keep: Map<string, number>;
 }
 
-function counterPlan(versions: LoadedVersion[]): CounterPlan {
+/** Every counter the versions' rules read, once, with how long each key's rows must stay. */
+export function counterPlan(versions: Array<Pick<LoadedVersion, "rules">>): CounterPlan {
   const specs = new Map<string, CounterSpec>();
   const keep = new Map<string, number>();
   for (const version of versions)
@@ -87,6 +88,32 @@ function counterPlan(versions: LoadedVersion[]): CounterPlan {
 }
 
 /**
+ * The counter ops of one event: each counter the plan names whose entity the event has, read at
+ * the event's time and, where the event is what it counts, counted first (once per key).
+ */
+export function eventOps(event: ProductEvent, plan: CounterPlan, keyOf: (kind: string, value: string) => string): Array<{ op: CounterOp; entity: string; lookup: string }> {
+  const out: Array<{ op: CounterOp; entity: string; lookup: string }> = [];
+  const hash = eventHash(event.id);
+  const recorded = new Set<string>();
+  for (const spec of plan.specs) {
+    const value = event.entities[spec.kind];
+    if (value === undefined) continue;
+    const entity = keyOf(spec.kind, value);
+    const first = spec.fn === "count" ? spec.type : spec.member;
+    const prefix = spec.fn === "count" ? "c" : "d";
+    const key = `${prefix}:${first}:${entity}`;
+    const keepMs = plan.keep.get(`${prefix}:${first}:${spec.kind}`)!;
+    const memberValue = spec.fn === "distinct" ? event.entities[spec.member] : undefined;
+    const wouldRecord = spec.fn === "count" ? event.type === spec.type : memberValue !== undefined;
+    const record = wouldRecord && !recorded.has(key);
+    if (record) recorded.add(key);
+    const member = record && memberValue !== undefined ? { member: keyOf(first, memberValue).slice(4, 20) } : {};
+    out.push({ op: { key, event: hash, at: event.at, windowMs: spec.windowMs, keepMs, distinct: spec.fn === "distinct", record, ...member }, entity, lookup: counterLookupKey(spec, first, value) });
+  }
+  return out;
+}
+
+/**
  * Counts and reads every counter the deployed rules name, for every event: one Durable Object call
  * per shard touched, in parallel. Answers each event's counter values and whether it was counted
  * before (a retry).
@@ -97,29 +124,7 @@ async function readCounters(env: Env, installationId: string, events: ProductEve
   if (plan.specs.length === 0) return { values, duplicate };
   const shards = new Map<number, { ops: CounterOp[]; targets: Array<{ event: number; lookup: string }> }>();
   events.forEach((event, index) => {
-    const hash = eventHash(event.id);
-    const recorded = new Set<string>();
-    for (const spec of plan.specs) {
-      const value = event.entities[spec.kind];
-      if (value === undefined) continue;
-      const entity = keyOf(spec.kind, value);
-      const first = spec.fn === "count" ? spec.type : spec.member;
-      const key = `${spec.fn === "count" ? "c" : "d"}:${first}:${entity}`;
-      const keepMs = plan.keep.get(`${spec.fn === "count" ? "c" : "d"}:${first}:${spec.kind}`)!;
-      const memberValue = spec.fn === "distinct" ? event.entities[spec.member] : undefined;
-      const wouldRecord = spec.fn === "count" ? event.type === spec.type : memberValue !== undefined;
-      const record = wouldRecord && !recorded.has(key);
-      if (record) recorded.add(key);
-      const op: CounterOp = {
-        key,
-        event: hash,
-        at: event.at,
-        windowMs: spec.windowMs,
-        keepMs,
-        distinct: spec.fn === "distinct",
-        record,
-        ...(record && memberValue !== undefined ? { member: keyOf((spec as { member: string }).member, memberValue).slice(4, 20) } : {}),
-      };
+    for (const { op, entity, lookup } of eventOps(event, plan, keyOf)) {
       const shard = shardOf(entity);
       let entry = shards.get(shard);
       if (!entry) {
@@ -127,7 +132,7 @@ async function readCounters(env: Env, installationId: string, events: ProductEve
         shards.set(shard, entry);
       }
       entry.ops.push(op);
-      entry.targets.push({ event: index, lookup: counterLookupKey(spec, first, value) });
+      entry.targets.push({ event: index, lookup });
     }
   });
   await Promise.all(
@@ -146,6 +151,38 @@ async function readCounters(env: Env, installationId: string, events: ProductEve
     }),
   );
   return { values, duplicate };
+}
+
+/** Runs every rule of the versions on one event with its counter values: its hits and the rules that failed on it. */
+export function evaluateEvent(
+  event: ProductEvent,
+  versions: LoadedVersion[],
+  counters: Map<string, number>,
+  labelsOf: (kind: string, value: string) => string[],
+): { hits: Array<{ version: LoadedVersion; rule: LoadedVersion["rules"][number] }>; ruleErrors: NonNullable<EventResult["ruleErrors"]> } {
+  const context = {
+    event: { id: event.id, type: event.type, occurredAt: event.occurredAt, data: event.data },
+    entity: event.entities,
+    labels: Object.fromEntries(Object.entries(event.entities).map(([kind, value]) => [kind, labelsOf(kind, value)])) as JsonValue,
+  };
+  const hits: Array<{ version: LoadedVersion; rule: LoadedVersion["rules"][number] }> = [];
+  const ruleErrors: NonNullable<EventResult["ruleErrors"]> = [];
+  let overBounds: boolean | undefined;
+  for (const version of versions) {
+    for (const rule of version.rules) {
+      let matched: JsonValue;
+      try {
+        if (rule.bounded && overBounds === undefined) overBounds = contextOverBounds(context) !== null;
+        if (rule.bounded && overBounds) throw new AppError("expression.input_too_large", "The event has a list or string over the bounds this rule needs.");
+        matched = evaluateRule(rule.when, context, counters, version.semantics);
+      } catch (error) {
+        ruleErrors.push({ ruleSetId: version.ruleSetId, ruleId: rule.id, code: errorCode(error) });
+        continue;
+      }
+      if (matched === true) hits.push({ version, rule });
+    }
+  }
+  return { hits, ruleErrors };
 }
 
 /**
@@ -197,27 +234,9 @@ export async function intakeEvents(env: Env, ctx: ExecutionContext, actor: Actor
   events.forEach((event, index) => {
     const result = results[slots[index]!]!;
     if (duplicate[index]) result.status = "duplicate";
-    const context = {
-      event: { id: event.id, type: event.type, occurredAt: event.occurredAt, data: event.data },
-      entity: event.entities,
-      labels: Object.fromEntries(Object.entries(event.entities).map(([kind, value]) => [kind, labels.get(keyOf(kind, value)) ?? []])) as JsonValue,
-    };
-    let overBounds: boolean | undefined;
-    for (const version of deployed.versions) {
-      for (const rule of version.rules) {
-        let matched: JsonValue;
-        try {
-          if (rule.bounded && overBounds === undefined) overBounds = contextOverBounds(context) !== null;
-          if (rule.bounded && overBounds) throw new AppError("expression.input_too_large", "The event has a list or string over the bounds this rule needs.");
-          matched = evaluateRule(rule.when, context, values[index]!, version.semantics);
-        } catch (error) {
-          result.ruleErrors = [...(result.ruleErrors ?? []), { ruleSetId: version.ruleSetId, ruleId: rule.id, code: errorCode(error) }];
-          continue;
-        }
-        if (matched !== true) continue;
-        hits.push({ event, version, rule, resultIndex: slots[index]! });
-      }
-    }
+    const evaluated = evaluateEvent(event, deployed.versions, values[index]!, (kind, value) => labels.get(keyOf(kind, value)) ?? []);
+    if (evaluated.ruleErrors.length > 0) result.ruleErrors = evaluated.ruleErrors;
+    for (const { version, rule } of evaluated.hits) hits.push({ event, version, rule, resultIndex: slots[index]! });
   });
   const sampled = deployed.sampleRate > 0 ? events.filter(() => Math.random() < deployed.sampleRate) : [];
   const samples = await Promise.all(

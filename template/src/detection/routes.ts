@@ -1,5 +1,6 @@
 // /api/v1 rule sets (versions, deployments), product events, labels.
 import { routes, withStatus } from "../http/route";
+import { backtestRuleSetVersion } from "./backtest";
 import { intakeEvents } from "./events";
 import { listLabels, putLabelByPerson } from "./labels";
 import { createRuleSet, deployRuleSet, getRuleSet, getRuleSetVersion, listRuleHits, listRuleSets, publishRuleSetVersion, putEventSettings, type Rule } from "./rule-sets";
@@ -51,6 +52,18 @@ export const detectionRoutes = routes()
       errors: [413, 503],
     },
     async (c, { body }) => withStatus(await intakeEvents(c.env, c.executionCtx as ExecutionContext, c.get("actor"), body.events), 202),
+  )
+  .op(
+    {
+      method: "post",
+      path: "/rule-set-versions/:id/backtests",
+      summary: "Replay a rule set version over the sampled events of a time range (up to 2,000), as in shadow: hits per rule, nothing applied (the read of the samples is audited)",
+      auth: ["admin"],
+      body: "BacktestRuleSetVersion",
+      ok: 200,
+      errors: [404, 409],
+    },
+    async (c, { body }) => backtestRuleSetVersion(c.env, c.get("actor"), c.req.param("id"), body),
   )
   .op({ method: "put", path: "/event-settings", summary: "Set the share of events kept as a sealed sample for backtests (0: none, the default)", auth: ["admin"], body: "PutEventSettings", ok: 200 }, async (c, { body }) =>
     putEventSettings(c.env, c.get("actor"), body),

@@ -259,6 +259,28 @@ export async function deployRuleSet(env: Env, actor: Actor, ruleSetId: string, i
 
 // Compiled versions by id (immutable once published, so cached for the isolate's life).
 const compiledVersions = new Map<string, { semantics: ExpressionSemantics; rules: LoadedVersion["rules"]; readsLabels: boolean }>();
+/** A stored version compiled (cached by id); its rules must match its digest (`rule_set_version.digest_mismatch`). */
+function compiledVersion(row: { versionId: string; rulesJson: string; rulesDigest: string }) {
+  let compiled = compiledVersions.get(row.versionId);
+  if (!compiled) {
+    if (`sha256:${sha256HexSync(row.rulesJson)}` !== row.rulesDigest)
+      throw new AppError("rule_set_version.digest_mismatch", "A rule set version does not match its digest and was refused; publish and deploy another version.", { status: 409 });
+    const stored = JSON.parse(row.rulesJson) as StoredRules;
+    const rules = stored.rules.map((rule) => ({ ...rule, ...compileRule(rule.when, stored.expressionSemantics) }));
+    compiled = { semantics: stored.expressionSemantics, rules, readsLabels: rules.some((rule) => /\blabels\b/u.test(rule.when)) };
+    if (compiledVersions.size > 500) compiledVersions.clear();
+    compiledVersions.set(row.versionId, compiled);
+  }
+  return compiled;
+}
+
+/** A version of the installation, compiled, as if deployed in `shadow` (what a backtest runs). */
+export async function loadVersionInShadow(env: Env, installationId: string, versionId: string): Promise<LoadedVersion> {
+  const row = await getRuleSetVersionRow(env.DB, installationId, versionId);
+  if (!row) throw notFound("rule_set_version");
+  return { ruleSetId: row.ruleSetId, versionId: row.id, authorityMode: "shadow", ...compiledVersion({ versionId: row.id, rulesJson: row.rulesJson, rulesDigest: row.rulesDigest }) };
+}
+
 // The deployments of an installation, briefly: a deploy on another isolate shows within this time.
 const deployedCache = new Map<string, { until: number; deployed: Deployed }>();
 const DEPLOYED_TTL_MS = 2_000;
@@ -285,17 +307,7 @@ export async function loadDeployed(env: Env, installationId: string): Promise<De
     env.DB.prepare(`SELECT sample_rate AS sampleRate FROM event_settings WHERE installation_id = ?1`).bind(installationId),
   ]);
   const versions = (rows!.results as Array<{ ruleSetId: string; authorityMode: WorkflowAuthorityMode; versionId: string; rulesJson: string; rulesDigest: string }>).map((row) => {
-    let compiled = compiledVersions.get(row.versionId);
-    if (!compiled) {
-      if (`sha256:${sha256HexSync(row.rulesJson)}` !== row.rulesDigest)
-        throw new AppError("rule_set_version.digest_mismatch", "A deployed rule set version does not match its digest and was refused; deploy another version.", { status: 409 });
-      const stored = JSON.parse(row.rulesJson) as StoredRules;
-      const rules = stored.rules.map((rule) => ({ ...rule, ...compileRule(rule.when, stored.expressionSemantics) }));
-      compiled = { semantics: stored.expressionSemantics, rules, readsLabels: rules.some((rule) => /\blabels\b/u.test(rule.when)) };
-      if (compiledVersions.size > 500) compiledVersions.clear();
-      compiledVersions.set(row.versionId, compiled);
-    }
-    return { ruleSetId: row.ruleSetId, versionId: row.versionId, authorityMode: row.authorityMode, ...compiled };
+    return { ruleSetId: row.ruleSetId, versionId: row.versionId, authorityMode: row.authorityMode, ...compiledVersion(row) };
   });
   const deployed = { versions, sampleRate: (settings!.results[0] as { sampleRate?: number } | undefined)?.sampleRate ?? 0 };
   if (deployedCache.size > 1_000) deployedCache.clear();

@@ -69,6 +69,15 @@ export const detectionSchemas = {
       },
     },
   },
+  BacktestRuleSetVersion: {
+    type: "object",
+    additionalProperties: false,
+    properties: {
+      from: { type: "string", maxLength: 40, description: "Sampled events from this time (default: 7 days ago)." },
+      to: { type: "string", maxLength: 40, description: "Up to this time (default: now)." },
+      limit: { type: "integer", minimum: 1, maximum: 2000 },
+    },
+  },
   PutEventSettings: { type: "object", required: ["sampleRate"], additionalProperties: false, properties: { sampleRate: { type: "number", minimum: 0, maximum: 1 } } },
   PutLabel: {
     type: "object",
