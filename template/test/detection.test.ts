@@ -2,7 +2,7 @@
 // entity labels. Time is driven by the events' occurredAt, never by waiting on the wall clock.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { sweepExpiredLabels } from "../src/detection";
+import { sweepExpiredLabels, sweepOldSamples } from "../src/detection";
 import { api, newInstallation, until } from "./helpers";
 
 const VELOCITY = "count('post.created', entity.account, '10m') > 20";
@@ -249,6 +249,9 @@ describe("sampled events", () => {
     expect(await labelsOf(apiKey, "acct-sample")).toEqual([]);
     const audited = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE installation_id = ?1 AND action = 'event_samples.read'").bind(id).first<{ n: number }>();
     expect(audited?.n).toBe(1);
+    // Kept 30 days: a sweep 31 days on deletes them.
+    await sweepOldSamples(env, new Date(Date.now() + 31 * 86_400_000));
+    expect((await count())?.n).toBe(0);
   });
 });
 

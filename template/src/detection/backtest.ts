@@ -6,7 +6,7 @@
 // `labels` reads no labels in a replay (an entity's labels then are not known).
 import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
-import { openPersonalData } from "../cases";
+import { openPersonalDataOr } from "../cases";
 import { AppError } from "../errors";
 import { entityKey } from "../lib/person-keys";
 import type { CounterOp } from "./counters";
@@ -54,9 +54,12 @@ export async function backtestRuleSetVersion(env: Env, actor: Actor, versionId: 
     at,
   }).run();
   const events: ProductEvent[] = [];
+  let erased = 0;
   for (const row of results) {
-    const opened = await openPersonalData<Omit<ProductEvent, "at">>(env, actor.installationId, `event_sample:${row.eventId}`, row.sealed);
-    events.push({ ...opened, at: Date.parse(opened.occurredAt) });
+    // A sample whose period key was destroyed (retention, erasure) is gone: counted, not replayed.
+    const opened = await openPersonalDataOr<Omit<ProductEvent, "at"> | null>(env, actor.installationId, `event_sample:${row.eventId}`, row.sealed, null);
+    if (opened === null) erased += 1;
+    else events.push({ ...opened, at: Date.parse(opened.occurredAt) });
   }
   const plan = counterPlan([version]);
   const counters = new MemoryCounters();
@@ -72,5 +75,5 @@ export async function backtestRuleSetVersion(env: Env, actor: Actor, versionId: 
     }
     for (const error of evaluated.ruleErrors) perRule.get(error.ruleId)!.errors += 1;
   }
-  return { versionId, from, to, events: events.length, truncated: results.length === limit, rules: [...perRule.values()] };
+  return { versionId, from, to, events: events.length, erased, truncated: results.length === limit, rules: [...perRule.values()] };
 }
