@@ -81,6 +81,13 @@ describe("a velocity rule", () => {
     expect(first.hits).toBe(0);
     expect(first.results.every((r) => r.status === "evaluated")).toBe(true);
     expect(await labelsOf(apiKey, "acct-1")).toEqual([]);
+    // A test of the rule on the next post: it would hit, reading 21; nothing is counted or applied.
+    for (let i = 0; i < 2; i++) {
+      const tested = await api("/api/v1/rule-sets/test", { key: apiKey, body: { rules: [velocityRule], events: [post("acct-1", base + 200_000, "probe")] } });
+      expect(tested.status, JSON.stringify(tested.body)).toBe(200);
+      expect(tested.body.results).toEqual([{ id: "probe", status: "evaluated", hits: [{ ruleId: "burst", outcome: velocityRule.outcome }], ruleErrors: [], counters: [{ call: "count('post.created', entity.account, '10m')", value: 21 }] }]);
+    }
+    expect(await labelsOf(apiKey, "acct-1")).toEqual([]);
     const twentyFirst = await send(apiKey, [post("acct-1", base + 200_000)]);
     expect(twentyFirst.hits).toBe(1);
     expect(twentyFirst.results[0]!.hits).toEqual([expect.objectContaining({ ruleId: "burst", applied: true, authorityMode: "autonomous" })]);

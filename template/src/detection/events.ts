@@ -9,10 +9,10 @@ import { entityKey } from "../lib/person-keys";
 import { type CounterOp, type CounterResult, counterShard, eventHash, shardOf } from "./counters";
 import { labelsOfEntities } from "./labels";
 import { applyHits, type Hit } from "./outcomes";
-import { type LoadedVersion, loadDeployed } from "./rule-sets";
-import { contextOverBounds, counterLookupKey, type CounterSpec, ENTITY_KIND, evaluateRule } from "./rules-language";
+import { checkRules, type LoadedVersion, loadDeployed, type Rule, RULE_SEMANTICS_DEFAULT } from "./rule-sets";
+import { compileRule, contextOverBounds, counterLookupKey, type CounterSpec, ENTITY_KIND, evaluateRule } from "./rules-language";
 import { AppError, errorCode } from "../errors";
-import type { JsonObject, JsonValue } from "../workflows";
+import type { ExpressionSemantics, JsonObject, JsonValue } from "../workflows";
 
 export const MAX_EVENTS_PER_BATCH = 1_000;
 const MAX_ENTITIES = 32;
@@ -118,13 +118,23 @@ export function eventOps(event: ProductEvent, plan: CounterPlan, keyOf: (kind: s
  * per shard touched, in parallel. Answers each event's counter values and whether it was counted
  * before (a retry).
  */
-async function readCounters(env: Env, installationId: string, events: ProductEvent[], plan: CounterPlan, keyOf: (kind: string, value: string) => string): Promise<{ values: Map<string, number>[]; duplicate: boolean[] }> {
+async function readCounters(
+  env: Env,
+  installationId: string,
+  events: ProductEvent[],
+  plan: CounterPlan,
+  keyOf: (kind: string, value: string) => string,
+  options: { readOnly?: boolean } = {},
+): Promise<{ values: Map<string, number>[]; duplicate: boolean[] }> {
   const values = events.map(() => new Map<string, number>());
   const duplicate = events.map(() => false);
   if (plan.specs.length === 0) return { values, duplicate };
   const shards = new Map<number, { ops: CounterOp[]; targets: Array<{ event: number; lookup: string }> }>();
   events.forEach((event, index) => {
-    for (const { op, entity, lookup } of eventOps(event, plan, keyOf)) {
+    for (const { op: planned, entity, lookup } of eventOps(event, plan, keyOf)) {
+      // Read-only (a test): nothing is counted; a count of the event's own type reads one more, as if it had been.
+      const op = options.readOnly ? { ...planned, record: false } : planned;
+      if (options.readOnly && planned.record && !planned.distinct) values[index]!.set(`+${lookup}`, 1);
       const shard = shardOf(entity);
       let entry = shards.get(shard);
       if (!entry) {
@@ -145,7 +155,7 @@ async function readCounters(env: Env, installationId: string, events: ProductEve
       }
       results.forEach((result, i) => {
         const target = entry.targets[i]!;
-        values[target.event]!.set(target.lookup, result.value);
+        values[target.event]!.set(target.lookup, result.value + (values[target.event]!.get(`+${target.lookup}`) ?? 0));
         if (entry.ops[i]!.record && result.duplicate) duplicate[target.event] = true;
       });
     }),
@@ -260,4 +270,51 @@ export async function intakeEvents(env: Env, ctx: ExecutionContext, actor: Actor
   }
   const count = (status: EventResult["status"]) => results.filter((result) => result.status === status).length;
   return { accepted: count("evaluated") + count("duplicate"), rejected: count("rejected"), duplicates: count("duplicate"), hits: hits.length, results };
+}
+
+/**
+ * Tests rules that need not be published against pasted events, with no side effect: the rules
+ * are checked as at publish, each event as at intake, counters are read as they stand (nothing is
+ * counted; a count of the event's own type reads one more, as if it were) and labels as they are.
+ * Answers, per event, the rules that would hit and the counter values they read.
+ */
+export async function testRules(env: Env, actor: Actor, input: { rules: Rule[]; events: unknown[]; expressionSemantics?: ExpressionSemantics }) {
+  const semantics = input.expressionSemantics ?? RULE_SEMANTICS_DEFAULT;
+  await checkRules(env, actor.installationId, input.rules, semantics);
+  const rules = input.rules.map((rule) => ({ ...rule, ...compileRule(rule.when, semantics) }));
+  const version: LoadedVersion = { ruleSetId: "test", versionId: "test", authorityMode: "shadow", semantics, rules, readsLabels: rules.some((rule) => /\blabels\b/u.test(rule.when)) };
+  const now = Date.now();
+  const checked = input.events.map((raw) => checkEvent(raw, now));
+  const events = checked.filter((event): event is ProductEvent => !("status" in event));
+  const keyOf = (kind: string, value: string) => entityKey(actor.installationId, kind, value, env);
+  const plan = counterPlan([version]);
+  const { values } = await readCounters(env, actor.installationId, events, plan, keyOf, { readOnly: true });
+  const labels = version.readsLabels
+    ? await labelsOfEntities(
+        env.DB,
+        actor.installationId,
+        events.flatMap((event) => Object.entries(event.entities).map(([kind, value]) => keyOf(kind, value))),
+        new Date(now).toISOString(),
+      )
+    : new Map<string, string[]>();
+  let next = 0;
+  return {
+    results: checked.map((event) => {
+      if ("status" in event) return event;
+      const counters = values[next++]!;
+      const evaluated = evaluateEvent(event, [version], counters, (kind, value) => labels.get(keyOf(kind, value)) ?? []);
+      return {
+        id: event.id,
+        status: "evaluated" as const,
+        hits: evaluated.hits.map(({ rule }) => ({ ruleId: rule.id, outcome: rule.outcome })),
+        ruleErrors: evaluated.ruleErrors.map(({ ruleId, code }) => ({ ruleId, code })),
+        counters: plan.specs.flatMap((spec) => {
+          const value = event.entities[spec.kind];
+          const first = spec.fn === "count" ? spec.type : spec.member;
+          const read = value === undefined ? undefined : counters.get(counterLookupKey(spec, first, value));
+          return read === undefined ? [] : [{ call: `${spec.fn}('${first}', entity.${spec.kind}, '${spec.window}')`, value: read }];
+        }),
+      };
+    }),
+  };
 }

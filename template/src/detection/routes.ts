@@ -1,7 +1,7 @@
 // /api/v1 rule sets (versions, deployments), product events, labels.
 import { routes, withStatus } from "../http/route";
 import { backtestRuleSetVersion } from "./backtest";
-import { intakeEvents } from "./events";
+import { intakeEvents, testRules } from "./events";
 import { listLabels, putLabelByPerson } from "./labels";
 import { createRuleSet, deployRuleSet, getRuleSet, getRuleSetVersion, listRuleHits, listRuleSets, publishRuleSetVersion, putEventSettings, type Rule } from "./rule-sets";
 import { AppError } from "../errors";
@@ -64,6 +64,18 @@ export const detectionRoutes = routes()
       errors: [404, 409],
     },
     async (c, { body }) => backtestRuleSetVersion(c.env, c.get("actor"), c.req.param("id"), body),
+  )
+  .op(
+    {
+      method: "post",
+      path: "/rule-sets/test",
+      summary: "Test rules (published or not) against pasted events with no side effect: the hits and the counter values each event reads",
+      auth: ["admin"],
+      body: "TestRules",
+      ok: 200,
+      errors: [422],
+    },
+    async (c, { body }) => testRules(c.env, c.get("actor"), body as { rules: Rule[]; events: unknown[]; expressionSemantics?: "cel" | "json-numbers-1" }),
   )
   .op({ method: "put", path: "/event-settings", summary: "Set the share of events kept as a sealed sample for backtests (0: none, the default)", auth: ["admin"], body: "PutEventSettings", ok: 200 }, async (c, { body }) =>
     putEventSettings(c.env, c.get("actor"), body),

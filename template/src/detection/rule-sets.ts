@@ -13,7 +13,7 @@ import { compileRule, type CounterSpec, ENTITY_KIND } from "./rules-language";
 /** Rules a version may hold. */
 export const MAX_RULES = 200;
 /** What a version gets when it names no semantics: the current default for new rules (JSON numbers meet CEL ints). */
-const RULE_SEMANTICS_DEFAULT: ExpressionSemantics = "json-numbers-1";
+export const RULE_SEMANTICS_DEFAULT: ExpressionSemantics = "json-numbers-1";
 const RULE_ID = /^[A-Za-z0-9_.-]{1,64}$/u;
 const LABEL_VALUE = /^[a-z0-9][a-z0-9_.:!-]{0,63}$/u;
 
@@ -111,7 +111,7 @@ function serializeRuleSet(row: RuleSetRow) {
 }
 
 /** Checks every rule (all problems at once); throws `rule_set.invalid` (422) with their paths. */
-async function checkRules(env: Env, installationId: string, rules: Rule[], semantics: ExpressionSemantics): Promise<void> {
+export async function checkRules(env: Env, installationId: string, rules: Rule[], semantics: ExpressionSemantics): Promise<void> {
   const problems: ErrorDetail[] = [];
   const ids = new Set<string>();
   const workflowVersions = new Set<string>();
