@@ -33,6 +33,7 @@ const SettingsPage = lazy(() => import("./pages/settings").then((m) => ({ defaul
 const QaPage = lazy(() => import("./pages/qa").then((m) => ({ default: m.QaPage })));
 const TransparencyPage = lazy(() => import("./pages/transparency").then((m) => ({ default: m.TransparencyPage })));
 const StoragePage = lazy(() => import("./pages/storage").then((m) => ({ default: m.StoragePage })));
+const RulesPage = lazy(() => import("./pages/rules").then((m) => ({ default: m.RulesPage })));
 const GalleryPage = lazy(() => import("./pages/gallery").then((m) => ({ default: m.GalleryPage })));
 const OnboardingPage = lazy(() => import("./pages/onboarding").then((m) => ({ default: m.OnboardingPage })));
 const OnboardingPanel = lazy(() => import("./pages/onboarding").then((m) => ({ default: m.OnboardingPanel })));
@@ -58,6 +59,7 @@ const ROUTES: Array<[string, Page, string]> = [
   ["/qa", QaPage, "qa"],
   ["/transparency", TransparencyPage, "transparency"],
   ["/storage", StoragePage, "storage"],
+  ["/rules", RulesPage, "rules"],
   ["/settings", SettingsPage, "settings"],
   ["/settings/:tab", SettingsPage, "settings"],
 ];
@@ -74,6 +76,7 @@ const NAV: Array<[string, string, string]> = [
   ["/qa", "QA", "qa"],
   ["/transparency", "DSA report", "transparency"],
   ["/storage", "Storage", "storage"],
+  ["/rules", "Rules", "rules"],
   ["/settings", "Settings", "settings"],
 ];
 
@@ -156,7 +159,7 @@ function UserMenu() {
 }
 
 /** Sections only admins see in the navigation (reviewers must not learn how they are measured). */
-const ADMIN_ONLY = new Set(["qa", "transparency", "storage"]);
+const ADMIN_ONLY = new Set(["qa", "transparency", "storage", "rules"]);
 
 function Shell() {
   const location = useLocation();
