@@ -23,7 +23,7 @@ export const COUNTER_SHARDS = 8;
 
 /** One counter read (and, when `record`, the event counted first) at the event's time. */
 export interface CounterOp {
-  /** `c:<type>:<entity key>` or `d:<member kind>:<entity key>`. */
+  /** `c` (a count) or `d` (a distinct count) and a hash of the event type or member kind and the entity key. */
   key: string;
   /** A hash of the event id (16 hex digits): the retried event's row is the same row. */
   event: string;

@@ -5,6 +5,7 @@
 // counts once (the counter shards key their rows by the event) and its hits are the same rows.
 import type { Actor } from "../auth";
 import { sealPersonalData } from "../cases";
+import { sha256HexSync } from "../lib/crypto";
 import { entityKey } from "../lib/person-keys";
 import { type CounterOp, type CounterResult, counterShard, eventHash, shardOf } from "./counters";
 import { labelsOfEntities } from "./labels";
@@ -101,7 +102,9 @@ export function eventOps(event: ProductEvent, plan: CounterPlan, keyOf: (kind: s
     const entity = keyOf(spec.kind, value);
     const first = spec.fn === "count" ? spec.type : spec.member;
     const prefix = spec.fn === "count" ? "c" : "d";
-    const key = `${prefix}:${first}:${entity}`;
+    // Opaque and short (it is stored in every counter row and both of its indexes): 96 bits of
+    // a hash of what it counts and of whom.
+    const key = `${prefix}${sha256HexSync(`${first}\u0000${entity}`).slice(0, 24)}`;
     const keepMs = plan.keep.get(`${prefix}:${first}:${spec.kind}`)!;
     const memberValue = spec.fn === "distinct" ? event.entities[spec.member] : undefined;
     const wouldRecord = spec.fn === "count" ? event.type === spec.type : memberValue !== undefined;
