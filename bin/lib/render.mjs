@@ -91,6 +91,7 @@ export function describeConfig(config) {
     })),
     workflows: (config.workflows ?? []).map((w) => ({ binding: w.binding, name: w.name, className: w.class_name })),
     loaders: (config.worker_loaders ?? []).map((l) => l.binding),
+    durableObjects: (config.durable_objects?.bindings ?? []).map((d) => ({ binding: d.name, className: d.class_name })),
   };
 }
 
@@ -127,6 +128,7 @@ function readmeValues(described, secrets) {
     ),
     ...described.workflows.map((w) => `| ${code(w.binding)} | Workflow (class ${code(w.className)}) | ${code(w.name)}, created by \`wrangler deploy\` |`),
     ...described.loaders.map((binding) => `| ${code(binding)} | Worker Loader | nothing to create |`),
+    ...described.durableObjects.map((d) => `| ${code(d.binding)} | Durable Object namespace (class ${code(d.className)}, SQLite storage) | created by \`wrangler deploy\` (\`migrations\` in wrangler.jsonc) |`),
     ...secrets.map((secret) => `| ${code(secret)} | secret | ${SECRET_MEANINGS[secret] ?? "see `.dev.vars.example`"} |`),
     "| `REPORT_MASTER_KEY_PREVIOUS` | secret, optional | the old key while you rotate `REPORT_MASTER_KEY` |",
     "| `AUDIT_CHECKPOINT_KEY_PREVIOUS` | secret, optional | the old key while you rotate `AUDIT_CHECKPOINT_KEY` |",

@@ -21,6 +21,7 @@ import { sweepAutomaticDemotions } from "./cases/promotion/promotion-sweep";
 import { queueCaseArchive } from "./cases/archive/case-archive";
 import { sweepRetention } from "./cases/retention/retention";
 import { indexPersonKeys } from "./cases/retention/retention-people";
+import { sweepExpiredLabels, sweepOldSamples } from "./detection";
 import { sweepComplaintOutcomes, sweepPendingDeliveries, sweepTransparencyDb } from "./enforcement";
 import { errorCode } from "./errors";
 import { countingD1 } from "./lib/d1-count";
@@ -47,6 +48,10 @@ const summaryMore = (summary: Record<string, number>) => summary.more === 1;
 export const SWEEPS: readonly Sweep[] = [
   // Lapsed leases back in their queue: state open, no claimant (task.lease_lapsed).
   { name: "cases.lapsed_leases", run: (env, now) => sweepLapsedLeases(env, now) },
+  // Entity labels past their expiry (reads already ignore them), deleted a slice at a time.
+  { name: "detection.expired_labels", run: (env, now) => sweepExpiredLabels(env, now), more: summaryMore },
+  // Sampled events past their 30 days, deleted a slice per installation at a time.
+  { name: "detection.old_samples", run: (env, now) => sweepOldSamples(env, now), more: summaryMore },
   // Runs left dispatch_pending are dispatched again (starting an instance needs the event's ctx).
   // Repeated while a full slice left more (a slice stops at the first create refused for the rate).
   { name: "workflows.redispatch", run: async (env, now, ctx) => (ctx ? redispatchPendingRuns(env, ctx, now) : { redispatched: 0, failed: 0, skipped: 1 }), more: summaryMore },

@@ -136,3 +136,24 @@ test("storage: an admin reads D1 by table, the archive and the projection, and s
   const settings = await api("/storage/settings");
   assert.equal(settings.body.hotDays, 30);
 });
+
+test("rules: an admin creates a rule set, tests a rule against a pasted event, publishes and deploys it in shadow", { timeout: 90_000 }, async () => {
+  await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Rules", exact: true }).click();
+  await page.waitForURL(/\/rules$/u);
+  await page.getByRole("heading", { level: 1, name: "Rules" }).waitFor();
+  await page.getByLabel("New rule set").fill(`velocity ${TAG}`);
+  await page.getByRole("button", { name: "Create", exact: true }).click();
+  const editor = page.getByTestId("rule-set-editor");
+  await editor.getByRole("heading", { level: 2, name: `velocity ${TAG}` }).waitFor();
+  await page.getByLabel(/^Rules \(JSON/u).fill(JSON.stringify([{ id: "any-post", when: "event.type == 'post.created' && count('post.created', entity.account, '10m') >= 1", outcome: { label: { entity: "account", value: "poster" } } }]));
+  await page.getByRole("button", { name: "Test", exact: true }).click();
+  const results = page.getByTestId("rule-test-results");
+  await results.getByRole("row").filter({ hasText: "any-post" }).waitFor();
+  assert.match(await results.innerText(), /count\('post\.created', entity\.account, '10m'\) = 1/u);
+  assert.deepEqual(await axeViolations(page), [], "rules page: no serious or critical axe violations");
+  await page.getByRole("button", { name: "Publish a version" }).click();
+  await editor.getByText("Latest version: 1.").waitFor();
+  await page.getByLabel("Mode", { exact: true }).selectOption("shadow");
+  await page.getByRole("button", { name: "Deploy the latest version" }).click();
+  await editor.getByText("Deployed: version 1 in shadow.").waitFor();
+});

@@ -2,6 +2,7 @@
 // entity labels. Time is driven by the events' occurredAt, never by waiting on the wall clock.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { sweepExpiredLabels, sweepOldSamples } from "../src/detection";
 import { api, newInstallation, until } from "./helpers";
 
 const VELOCITY = "count('post.created', entity.account, '10m') > 20";
@@ -80,6 +81,13 @@ describe("a velocity rule", () => {
     expect(first.hits).toBe(0);
     expect(first.results.every((r) => r.status === "evaluated")).toBe(true);
     expect(await labelsOf(apiKey, "acct-1")).toEqual([]);
+    // A test of the rule on the next post: it would hit, reading 21; nothing is counted or applied.
+    for (let i = 0; i < 2; i++) {
+      const tested = await api("/api/v1/rule-sets/test", { key: apiKey, body: { rules: [velocityRule], events: [post("acct-1", base + 200_000, "probe")] } });
+      expect(tested.status, JSON.stringify(tested.body)).toBe(200);
+      expect(tested.body.results).toEqual([{ id: "probe", status: "evaluated", hits: [{ ruleId: "burst", outcome: velocityRule.outcome }], ruleErrors: [], counters: [{ call: "count('post.created', entity.account, '10m')", value: 21 }] }]);
+    }
+    expect(await labelsOf(apiKey, "acct-1")).toEqual([]);
     const twentyFirst = await send(apiKey, [post("acct-1", base + 200_000)]);
     expect(twentyFirst.hits).toBe(1);
     expect(twentyFirst.results[0]!.hits).toEqual([expect.objectContaining({ ruleId: "burst", applied: true, authorityMode: "autonomous" })]);
@@ -109,7 +117,7 @@ describe("a velocity rule", () => {
 
   it("in shadow records what it would have done and does nothing", async () => {
     const { apiKey, id } = await newInstallation("rules-shadow");
-    const { versionId } = await deployRules(apiKey, [velocityRule], "shadow");
+    const { ruleSetId, versionId } = await deployRules(apiKey, [velocityRule], "shadow");
     const base = Date.now() - 3600_000;
     const sent = await send(
       apiKey,
@@ -120,6 +128,10 @@ describe("a velocity rule", () => {
     expect(await labelsOf(apiKey, "acct-sh")).toEqual([]);
     const hit = await env.DB.prepare("SELECT applied, authority_mode AS mode, outcome_json AS outcome FROM rule_hits WHERE installation_id = ?1 AND rule_set_version_id = ?2").bind(id, versionId).all();
     expect(hit.results).toEqual([{ applied: 0, mode: "shadow", outcome: JSON.stringify(velocityRule.outcome) }]);
+    const listed = await api(`/api/v1/rule-sets/${ruleSetId}/hits`, { key: apiKey });
+    expect(listed.status).toBe(200);
+    expect(listed.body.totals).toEqual([{ versionId, ruleId: "burst", authorityMode: "shadow", applied: false, hits: 1 }]);
+    expect(listed.body.items).toEqual([expect.objectContaining({ ruleId: "burst", eventId: sent.results[20]!.id, applied: false, outcome: velocityRule.outcome, result: null })]);
   });
 
   it("counts an event retried with the same id once", async () => {
@@ -215,9 +227,44 @@ describe("rules", () => {
   });
 });
 
+describe("sampled events", () => {
+  it("are kept sealed only when asked for, and a version is backtested over them", async () => {
+    const { apiKey, id } = await newInstallation("rules-sample");
+    const count = () => env.DB.prepare("SELECT COUNT(*) AS n FROM event_samples WHERE installation_id = ?1").bind(id).first<{ n: number }>();
+    const base = Date.now() - 3600_000;
+    await send(apiKey, [post("acct-sample", base, "before-sampling")]);
+    expect((await count())?.n).toBe(0);
+    expect((await api("/api/v1/event-settings", { key: apiKey, method: "PUT", body: { sampleRate: 1 } })).status).toBe(200);
+    await send(
+      apiKey,
+      Array.from({ length: 25 }, (_, i) => post("acct-sample", base + (i + 1) * 1_000, `sampled-${i}`)),
+    );
+    expect((await count())?.n).toBe(25);
+    const stored = await env.DB.prepare("SELECT sealed FROM event_samples WHERE installation_id = ?1").bind(id).all<{ sealed: string }>();
+    expect(JSON.stringify(stored.results)).not.toContain("acct-sample");
+    // Published, never deployed: the backtest replays the sample as in shadow.
+    const set = await api("/api/v1/rule-sets", { key: apiKey, body: { name: "candidate" } });
+    const version = await api(`/api/v1/rule-sets/${set.body.id}/versions`, { key: apiKey, body: { rules: [velocityRule, { id: "never", when: "event.type == 'x'", outcome: { label: { entity: "account", value: "x" } } }] } });
+    const backtest = await api(`/api/v1/rule-set-versions/${version.body.id}/backtests`, { key: apiKey, body: { from: new Date(base - 1_000).toISOString() } });
+    expect(backtest.status, JSON.stringify(backtest.body)).toBe(200);
+    expect(backtest.body.events).toBe(25);
+    // The 21st to 25th sampled posts are over 20 in 10 minutes.
+    expect(backtest.body.rules).toEqual([
+      { ruleId: "burst", hits: 5, errors: 0, exampleEventIds: ["sampled-20", "sampled-21", "sampled-22", "sampled-23", "sampled-24"] },
+      { ruleId: "never", hits: 0, errors: 0, exampleEventIds: [] },
+    ]);
+    expect(await labelsOf(apiKey, "acct-sample")).toEqual([]);
+    const audited = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE installation_id = ?1 AND action = 'event_samples.read'").bind(id).first<{ n: number }>();
+    expect(audited?.n).toBe(1);
+    // Kept 30 days: a sweep 31 days on deletes them.
+    await sweepOldSamples(env, new Date(Date.now() + 31 * 86_400_000));
+    expect((await count())?.n).toBe(0);
+  });
+});
+
 describe("labels", () => {
   it("disappear at their expiry", async () => {
-    const { apiKey } = await newInstallation("labels-expiry");
+    const { apiKey, id } = await newInstallation("labels-expiry");
     // A rule's label lasts from its event: one drawn from an event two hours old, for an hour, is already gone.
     await deployRules(apiKey, [
       { id: "old", when: "event.type == 'old'", outcome: { label: { entity: "account", value: "brief", expiresIn: "1h" } } },
@@ -234,6 +281,18 @@ describe("labels", () => {
     expect(put.status).toBe(201);
     expect((await labelsOf(apiKey, "acct-p")).map((l) => l.value)).toEqual(["watch"]);
     await until(async () => (await labelsOf(apiKey, "acct-p")).length === 0, "the label to expire", 10_000);
+    // The sweep then deletes the expired rows.
+    const rows = () => env.DB.prepare("SELECT COUNT(*) AS n FROM entity_labels WHERE installation_id = ?1").bind(id).first<{ n: number }>();
+    expect((await rows())?.n).toBe(3);
+    await sweepExpiredLabels(env, new Date());
+    expect((await rows())?.n).toBe(1);
+  });
+
+  it("have no ATProto view yet: a typed 501", async () => {
+    const { apiKey } = await newInstallation("labels-atproto");
+    const response = await api("/api/v1/xrpc/com.atproto.label.queryLabels?uriPatterns=did:plc:abc", { key: apiKey });
+    expect(response.status).toBe(501);
+    expect(response.body.error.code).toBe("label.atproto_unavailable");
   });
 
   it("a person's negation stands against a rule", async () => {

@@ -188,6 +188,11 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   DeployRuleSet: (f) => ({ versionId: f.ruleSetVersion, authorityMode: "shadow" }),
   IngestEvents: () => ({ events: [{ id: `ev-${crypto.randomUUID()}`, type: "post.created", occurredAt: new Date().toISOString(), entities: { account: "tenancy" } }] }),
   PutEventSettings: () => ({ sampleRate: 0 }),
+  BacktestRuleSetVersion: () => ({}),
+  TestRules: () => ({
+    rules: [{ id: "r1", when: "false", outcome: { label: { entity: "account", value: "tenancy" } } }],
+    events: [{ id: "e1", type: "post.created", occurredAt: new Date().toISOString(), entities: { account: "tenancy" } }],
+  }),
   PutLabel: () => ({ entity: "account", value: "tenancy", label: "tenancy" }),
   CreateHashBank: () => ({ name: `hb-${crypto.randomUUID()}`, kind: "pdq" }),
   UpdateHashBank: () => ({ threshold: 20 }),

@@ -35,6 +35,7 @@ const TransparencyPage = lazy(() => import("./pages/transparency").then((m) => (
 const SearchPage = lazy(() => import("./pages/accounts").then((m) => ({ default: m.SearchPage })));
 const AccountPage = lazy(() => import("./pages/accounts").then((m) => ({ default: m.AccountPage })));
 const StoragePage = lazy(() => import("./pages/storage").then((m) => ({ default: m.StoragePage })));
+const RulesPage = lazy(() => import("./pages/rules").then((m) => ({ default: m.RulesPage })));
 const GalleryPage = lazy(() => import("./pages/gallery").then((m) => ({ default: m.GalleryPage })));
 const OnboardingPage = lazy(() => import("./pages/onboarding").then((m) => ({ default: m.OnboardingPage })));
 const OnboardingPanel = lazy(() => import("./pages/onboarding").then((m) => ({ default: m.OnboardingPanel })));
@@ -62,6 +63,7 @@ const ROUTES: Array<[string, Page, string]> = [
   ["/qa", QaPage, "qa"],
   ["/transparency", TransparencyPage, "transparency"],
   ["/storage", StoragePage, "storage"],
+  ["/rules", RulesPage, "rules"],
   ["/settings", SettingsPage, "settings"],
   ["/settings/:tab", SettingsPage, "settings"],
 ];
@@ -79,6 +81,7 @@ const NAV: Array<[string, string, string]> = [
   ["/qa", "QA", "qa"],
   ["/transparency", "DSA report", "transparency"],
   ["/storage", "Storage", "storage"],
+  ["/rules", "Rules", "rules"],
   ["/settings", "Settings", "settings"],
 ];
 
@@ -161,7 +164,7 @@ function UserMenu() {
 }
 
 /** Sections only admins see in the navigation (reviewers must not learn how they are measured). */
-const ADMIN_ONLY = new Set(["qa", "transparency", "storage"]);
+const ADMIN_ONLY = new Set(["qa", "transparency", "storage", "rules"]);
 
 function Shell() {
   const location = useLocation();

@@ -5,14 +5,15 @@
 // counts once (the counter shards key their rows by the event) and its hits are the same rows.
 import type { Actor } from "../auth";
 import { sealPersonalData } from "../cases";
+import { sha256HexSync } from "../lib/crypto";
 import { entityKey } from "../lib/person-keys";
 import { type CounterOp, type CounterResult, counterShard, eventHash, shardOf } from "./counters";
 import { labelsOfEntities } from "./labels";
 import { applyHits, type Hit } from "./outcomes";
-import { type LoadedVersion, loadDeployed } from "./rule-sets";
-import { contextOverBounds, counterLookupKey, type CounterSpec, ENTITY_KIND, evaluateRule } from "./rules-language";
+import { checkRules, type LoadedVersion, loadDeployed, type Rule, RULE_SEMANTICS_DEFAULT } from "./rule-sets";
+import { compileRule, contextOverBounds, counterLookupKey, type CounterSpec, ENTITY_KIND, evaluateRule } from "./rules-language";
 import { AppError, errorCode } from "../errors";
-import type { JsonObject, JsonValue } from "../workflows";
+import type { ExpressionSemantics, JsonObject, JsonValue } from "../workflows";
 
 export const MAX_EVENTS_PER_BATCH = 1_000;
 const MAX_ENTITIES = 32;
@@ -66,13 +67,14 @@ function checkEvent(raw: unknown, now: number): ProductEvent | EventResult {
   return { id: event.id, type: event.type, occurredAt: new Date(at).toISOString(), entities, data: (event.data ?? {}) as JsonObject, at };
 }
 
-interface CounterPlan {
+export interface CounterPlan {
   specs: CounterSpec[];
   /** The longest window per counter key class (`c:<type>:<kind>` / `d:<member>:<kind>`): how long its rows stay. */
   keep: Map<string, number>;
 }
 
-function counterPlan(versions: LoadedVersion[]): CounterPlan {
+/** Every counter the versions' rules read, once, with how long each key's rows must stay. */
+export function counterPlan(versions: Array<Pick<LoadedVersion, "rules">>): CounterPlan {
   const specs = new Map<string, CounterSpec>();
   const keep = new Map<string, number>();
   for (const version of versions)
@@ -87,39 +89,55 @@ function counterPlan(versions: LoadedVersion[]): CounterPlan {
 }
 
 /**
+ * The counter ops of one event: each counter the plan names whose entity the event has, read at
+ * the event's time and, where the event is what it counts, counted first (once per key).
+ */
+export function eventOps(event: ProductEvent, plan: CounterPlan, keyOf: (kind: string, value: string) => string): Array<{ op: CounterOp; entity: string; lookup: string }> {
+  const out: Array<{ op: CounterOp; entity: string; lookup: string }> = [];
+  const hash = eventHash(event.id);
+  const recorded = new Set<string>();
+  for (const spec of plan.specs) {
+    const value = event.entities[spec.kind];
+    if (value === undefined) continue;
+    const entity = keyOf(spec.kind, value);
+    const first = spec.fn === "count" ? spec.type : spec.member;
+    const prefix = spec.fn === "count" ? "c" : "d";
+    // Opaque and short (it is stored in every counter row and both of its indexes): 96 bits of
+    // a hash of what it counts and of whom.
+    const key = `${prefix}${sha256HexSync(`${first}\u0000${entity}`).slice(0, 24)}`;
+    const keepMs = plan.keep.get(`${prefix}:${first}:${spec.kind}`)!;
+    const memberValue = spec.fn === "distinct" ? event.entities[spec.member] : undefined;
+    const wouldRecord = spec.fn === "count" ? event.type === spec.type : memberValue !== undefined;
+    const record = wouldRecord && !recorded.has(key);
+    if (record) recorded.add(key);
+    const member = record && memberValue !== undefined ? { member: keyOf(first, memberValue).slice(4, 20) } : {};
+    out.push({ op: { key, event: hash, at: event.at, windowMs: spec.windowMs, keepMs, distinct: spec.fn === "distinct", record, ...member }, entity, lookup: counterLookupKey(spec, first, value) });
+  }
+  return out;
+}
+
+/**
  * Counts and reads every counter the deployed rules name, for every event: one Durable Object call
  * per shard touched, in parallel. Answers each event's counter values and whether it was counted
  * before (a retry).
  */
-async function readCounters(env: Env, installationId: string, events: ProductEvent[], plan: CounterPlan, keyOf: (kind: string, value: string) => string): Promise<{ values: Map<string, number>[]; duplicate: boolean[] }> {
+async function readCounters(
+  env: Env,
+  installationId: string,
+  events: ProductEvent[],
+  plan: CounterPlan,
+  keyOf: (kind: string, value: string) => string,
+  options: { readOnly?: boolean } = {},
+): Promise<{ values: Map<string, number>[]; duplicate: boolean[] }> {
   const values = events.map(() => new Map<string, number>());
   const duplicate = events.map(() => false);
   if (plan.specs.length === 0) return { values, duplicate };
   const shards = new Map<number, { ops: CounterOp[]; targets: Array<{ event: number; lookup: string }> }>();
   events.forEach((event, index) => {
-    const hash = eventHash(event.id);
-    const recorded = new Set<string>();
-    for (const spec of plan.specs) {
-      const value = event.entities[spec.kind];
-      if (value === undefined) continue;
-      const entity = keyOf(spec.kind, value);
-      const first = spec.fn === "count" ? spec.type : spec.member;
-      const key = `${spec.fn === "count" ? "c" : "d"}:${first}:${entity}`;
-      const keepMs = plan.keep.get(`${spec.fn === "count" ? "c" : "d"}:${first}:${spec.kind}`)!;
-      const memberValue = spec.fn === "distinct" ? event.entities[spec.member] : undefined;
-      const wouldRecord = spec.fn === "count" ? event.type === spec.type : memberValue !== undefined;
-      const record = wouldRecord && !recorded.has(key);
-      if (record) recorded.add(key);
-      const op: CounterOp = {
-        key,
-        event: hash,
-        at: event.at,
-        windowMs: spec.windowMs,
-        keepMs,
-        distinct: spec.fn === "distinct",
-        record,
-        ...(record && memberValue !== undefined ? { member: keyOf((spec as { member: string }).member, memberValue).slice(4, 20) } : {}),
-      };
+    for (const { op: planned, entity, lookup } of eventOps(event, plan, keyOf)) {
+      // Read-only (a test): nothing is counted; a count of the event's own type reads one more, as if it had been.
+      const op = options.readOnly ? { ...planned, record: false } : planned;
+      if (options.readOnly && planned.record && !planned.distinct) values[index]!.set(`+${lookup}`, 1);
       const shard = shardOf(entity);
       let entry = shards.get(shard);
       if (!entry) {
@@ -127,7 +145,7 @@ async function readCounters(env: Env, installationId: string, events: ProductEve
         shards.set(shard, entry);
       }
       entry.ops.push(op);
-      entry.targets.push({ event: index, lookup: counterLookupKey(spec, first, value) });
+      entry.targets.push({ event: index, lookup });
     }
   });
   await Promise.all(
@@ -140,12 +158,44 @@ async function readCounters(env: Env, installationId: string, events: ProductEve
       }
       results.forEach((result, i) => {
         const target = entry.targets[i]!;
-        values[target.event]!.set(target.lookup, result.value);
+        values[target.event]!.set(target.lookup, result.value + (values[target.event]!.get(`+${target.lookup}`) ?? 0));
         if (entry.ops[i]!.record && result.duplicate) duplicate[target.event] = true;
       });
     }),
   );
   return { values, duplicate };
+}
+
+/** Runs every rule of the versions on one event with its counter values: its hits and the rules that failed on it. */
+export function evaluateEvent(
+  event: ProductEvent,
+  versions: LoadedVersion[],
+  counters: Map<string, number>,
+  labelsOf: (kind: string, value: string) => string[],
+): { hits: Array<{ version: LoadedVersion; rule: LoadedVersion["rules"][number] }>; ruleErrors: NonNullable<EventResult["ruleErrors"]> } {
+  const context = {
+    event: { id: event.id, type: event.type, occurredAt: event.occurredAt, data: event.data },
+    entity: event.entities,
+    labels: Object.fromEntries(Object.entries(event.entities).map(([kind, value]) => [kind, labelsOf(kind, value)])) as JsonValue,
+  };
+  const hits: Array<{ version: LoadedVersion; rule: LoadedVersion["rules"][number] }> = [];
+  const ruleErrors: NonNullable<EventResult["ruleErrors"]> = [];
+  let overBounds: boolean | undefined;
+  for (const version of versions) {
+    for (const rule of version.rules) {
+      let matched: JsonValue;
+      try {
+        if (rule.bounded && overBounds === undefined) overBounds = contextOverBounds(context) !== null;
+        if (rule.bounded && overBounds) throw new AppError("expression.input_too_large", "The event has a list or string over the bounds this rule needs.");
+        matched = evaluateRule(rule.when, context, counters, version.semantics);
+      } catch (error) {
+        ruleErrors.push({ ruleSetId: version.ruleSetId, ruleId: rule.id, code: errorCode(error) });
+        continue;
+      }
+      if (matched === true) hits.push({ version, rule });
+    }
+  }
+  return { hits, ruleErrors };
 }
 
 /**
@@ -197,27 +247,9 @@ export async function intakeEvents(env: Env, ctx: ExecutionContext, actor: Actor
   events.forEach((event, index) => {
     const result = results[slots[index]!]!;
     if (duplicate[index]) result.status = "duplicate";
-    const context = {
-      event: { id: event.id, type: event.type, occurredAt: event.occurredAt, data: event.data },
-      entity: event.entities,
-      labels: Object.fromEntries(Object.entries(event.entities).map(([kind, value]) => [kind, labels.get(keyOf(kind, value)) ?? []])) as JsonValue,
-    };
-    let overBounds: boolean | undefined;
-    for (const version of deployed.versions) {
-      for (const rule of version.rules) {
-        let matched: JsonValue;
-        try {
-          if (rule.bounded && overBounds === undefined) overBounds = contextOverBounds(context) !== null;
-          if (rule.bounded && overBounds) throw new AppError("expression.input_too_large", "The event has a list or string over the bounds this rule needs.");
-          matched = evaluateRule(rule.when, context, values[index]!, version.semantics);
-        } catch (error) {
-          result.ruleErrors = [...(result.ruleErrors ?? []), { ruleSetId: version.ruleSetId, ruleId: rule.id, code: errorCode(error) }];
-          continue;
-        }
-        if (matched !== true) continue;
-        hits.push({ event, version, rule, resultIndex: slots[index]! });
-      }
-    }
+    const evaluated = evaluateEvent(event, deployed.versions, values[index]!, (kind, value) => labels.get(keyOf(kind, value)) ?? []);
+    if (evaluated.ruleErrors.length > 0) result.ruleErrors = evaluated.ruleErrors;
+    for (const { version, rule } of evaluated.hits) hits.push({ event, version, rule, resultIndex: slots[index]! });
   });
   const sampled = deployed.sampleRate > 0 ? events.filter(() => Math.random() < deployed.sampleRate) : [];
   const samples = await Promise.all(
@@ -241,4 +273,51 @@ export async function intakeEvents(env: Env, ctx: ExecutionContext, actor: Actor
   }
   const count = (status: EventResult["status"]) => results.filter((result) => result.status === status).length;
   return { accepted: count("evaluated") + count("duplicate"), rejected: count("rejected"), duplicates: count("duplicate"), hits: hits.length, results };
+}
+
+/**
+ * Tests rules that need not be published against pasted events, with no side effect: the rules
+ * are checked as at publish, each event as at intake, counters are read as they stand (nothing is
+ * counted; a count of the event's own type reads one more, as if it were) and labels as they are.
+ * Answers, per event, the rules that would hit and the counter values they read.
+ */
+export async function testRules(env: Env, actor: Actor, input: { rules: Rule[]; events: unknown[]; expressionSemantics?: ExpressionSemantics }) {
+  const semantics = input.expressionSemantics ?? RULE_SEMANTICS_DEFAULT;
+  await checkRules(env, actor.installationId, input.rules, semantics);
+  const rules = input.rules.map((rule) => ({ ...rule, ...compileRule(rule.when, semantics) }));
+  const version: LoadedVersion = { ruleSetId: "test", versionId: "test", authorityMode: "shadow", semantics, rules, readsLabels: rules.some((rule) => /\blabels\b/u.test(rule.when)) };
+  const now = Date.now();
+  const checked = input.events.map((raw) => checkEvent(raw, now));
+  const events = checked.filter((event): event is ProductEvent => !("status" in event));
+  const keyOf = (kind: string, value: string) => entityKey(actor.installationId, kind, value, env);
+  const plan = counterPlan([version]);
+  const { values } = await readCounters(env, actor.installationId, events, plan, keyOf, { readOnly: true });
+  const labels = version.readsLabels
+    ? await labelsOfEntities(
+        env.DB,
+        actor.installationId,
+        events.flatMap((event) => Object.entries(event.entities).map(([kind, value]) => keyOf(kind, value))),
+        new Date(now).toISOString(),
+      )
+    : new Map<string, string[]>();
+  let next = 0;
+  return {
+    results: checked.map((event) => {
+      if ("status" in event) return event;
+      const counters = values[next++]!;
+      const evaluated = evaluateEvent(event, [version], counters, (kind, value) => labels.get(keyOf(kind, value)) ?? []);
+      return {
+        id: event.id,
+        status: "evaluated" as const,
+        hits: evaluated.hits.map(({ rule }) => ({ ruleId: rule.id, outcome: rule.outcome })),
+        ruleErrors: evaluated.ruleErrors.map(({ ruleId, code }) => ({ ruleId, code })),
+        counters: plan.specs.flatMap((spec) => {
+          const value = event.entities[spec.kind];
+          const first = spec.fn === "count" ? spec.type : spec.member;
+          const read = value === undefined ? undefined : counters.get(counterLookupKey(spec, first, value));
+          return read === undefined ? [] : [{ call: `${spec.fn}('${first}', entity.${spec.kind}, '${spec.window}')`, value: read }];
+        }),
+      };
+    }),
+  };
 }

@@ -113,3 +113,36 @@ export async function labelsOfEntities(db: D1Database, installationId: string, k
   }
   return out;
 }
+
+const EXPIRED_SLICE = 500;
+
+/**
+ * Deletes labels past their expiry, a bounded slice per call (readers already ignore them; this
+ * keeps the table to live labels). `more` is 1 when the slice was full.
+ */
+export async function sweepExpiredLabels(env: Env, now: Date): Promise<{ deleted: number; more: number }> {
+  const result = await env.DB.prepare(`DELETE FROM entity_labels WHERE rowid IN (SELECT rowid FROM entity_labels WHERE expires_at IS NOT NULL AND expires_at <= ?1 LIMIT ${EXPIRED_SLICE})`).bind(now.toISOString()).run();
+  const deleted = result.meta.changes ?? 0;
+  return { deleted, more: deleted === EXPIRED_SLICE ? 1 : 0 };
+}
+
+/** How long a sampled event is kept for backtests. */
+export const SAMPLE_RETENTION_DAYS = 30;
+
+/**
+ * Deletes sampled events older than SAMPLE_RETENTION_DAYS, a bounded slice per installation that
+ * has event settings (those that ever sampled), through the (installation, time) index.
+ */
+export async function sweepOldSamples(env: Env, now: Date): Promise<{ deleted: number; more: number }> {
+  const before = new Date(now.getTime() - SAMPLE_RETENTION_DAYS * 86_400_000).toISOString();
+  const { results } = await env.DB.prepare(`SELECT installation_id AS id FROM event_settings ORDER BY installation_id LIMIT 200`).all<{ id: string }>();
+  let deleted = 0;
+  let more = 0;
+  for (const { id } of results) {
+    const result = await env.DB.prepare(`DELETE FROM event_samples WHERE rowid IN (SELECT rowid FROM event_samples WHERE installation_id = ?1 AND occurred_at < ?2 LIMIT ${EXPIRED_SLICE})`).bind(id, before).run();
+    const changes = result.meta.changes ?? 0;
+    deleted += changes;
+    if (changes === EXPIRED_SLICE) more = 1;
+  }
+  return { deleted, more };
+}

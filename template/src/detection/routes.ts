@@ -1,8 +1,9 @@
 // /api/v1 rule sets (versions, deployments), product events, labels.
 import { routes, withStatus } from "../http/route";
-import { intakeEvents } from "./events";
+import { backtestRuleSetVersion } from "./backtest";
+import { intakeEvents, testRules } from "./events";
 import { listLabels, putLabelByPerson } from "./labels";
-import { createRuleSet, deployRuleSet, getRuleSet, getRuleSetVersion, listRuleSets, publishRuleSetVersion, putEventSettings, type Rule } from "./rule-sets";
+import { createRuleSet, deployRuleSet, getRuleSet, getRuleSetVersion, listRuleHits, listRuleSets, publishRuleSetVersion, putEventSettings, type Rule } from "./rule-sets";
 import { AppError } from "../errors";
 
 export const detectionRoutes = routes()
@@ -23,6 +24,18 @@ export const detectionRoutes = routes()
     },
     async (c, { body }) => publishRuleSetVersion(c.env, c.get("actor"), c.req.param("id"), body as { rules: Rule[]; expressionSemantics?: "cel" | "json-numbers-1" }),
   )
+  .op(
+    {
+      method: "get",
+      path: "/rule-sets/:id/hits",
+      summary: "A rule set's hits, newest first, with hit counts per version, rule, mode and whether applied since a time (default 24 h): its hit rate and shadow record",
+      auth: ["admin", "review"],
+      query: { limit: { default: 50, max: 500 }, strings: ["since"] },
+      ok: 200,
+      errors: [404],
+    },
+    async (c, { query }) => listRuleHits(c.env, c.get("actor"), c.req.param("id"), { limit: query.limit, ...(query.since ? { since: query.since } : {}) }),
+  )
   .op({ method: "get", path: "/rule-set-versions/:id", summary: "Read a published rule set version", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => getRuleSetVersion(c.env, c.get("actor"), c.req.param("id")))
   .op(
     { method: "put", path: "/rule-sets/:id/deployment", summary: "Deploy a version of the rule set in an authority mode (off, shadow, assisted, autonomous)", auth: ["admin"], body: "DeployRuleSet", ok: 200, errors: [404] },
@@ -40,6 +53,30 @@ export const detectionRoutes = routes()
     },
     async (c, { body }) => withStatus(await intakeEvents(c.env, c.executionCtx as ExecutionContext, c.get("actor"), body.events), 202),
   )
+  .op(
+    {
+      method: "post",
+      path: "/rule-set-versions/:id/backtests",
+      summary: "Replay a rule set version over the sampled events of a time range (up to 2,000), as in shadow: hits per rule, nothing applied (the read of the samples is audited)",
+      auth: ["admin"],
+      body: "BacktestRuleSetVersion",
+      ok: 200,
+      errors: [404, 409],
+    },
+    async (c, { body }) => backtestRuleSetVersion(c.env, c.get("actor"), c.req.param("id"), body),
+  )
+  .op(
+    {
+      method: "post",
+      path: "/rule-sets/test",
+      summary: "Test rules (published or not) against pasted events with no side effect: the hits and the counter values each event reads",
+      auth: ["admin"],
+      body: "TestRules",
+      ok: 200,
+      errors: [422],
+    },
+    async (c, { body }) => testRules(c.env, c.get("actor"), body as { rules: Rule[]; events: unknown[]; expressionSemantics?: "cel" | "json-numbers-1" }),
+  )
   .op({ method: "put", path: "/event-settings", summary: "Set the share of events kept as a sealed sample for backtests (0: none, the default)", auth: ["admin"], body: "PutEventSettings", ok: 200 }, async (c, { body }) =>
     putEventSettings(c.env, c.get("actor"), body),
   )
@@ -47,6 +84,19 @@ export const detectionRoutes = routes()
     if (!query.entity || !query.value) throw new AppError("label.entity_invalid", "Name the entity: ?entity=<kind>&value=<id>, e.g. ?entity=account&value=a1.", { status: 400 });
     return listLabels(c.env, c.get("actor"), { entity: query.entity, value: query.value });
   })
+  .op(
+    {
+      method: "get",
+      path: "/xrpc/com.atproto.label.queryLabels",
+      summary: "The ATProto label view (com.atproto.label.queryLabels): not available yet, a 501 with label.atproto_unavailable",
+      auth: ["admin", "review"],
+      ok: 200,
+      errors: [501],
+    },
+    async () => {
+      throw new AppError("label.atproto_unavailable", "The ATProto label view is not available yet (it needs the installation's labeler DID and signing key); read labels with GET /api/v1/labels?entity=<kind>&value=<id>.", { status: 501 });
+    },
+  )
   .op({ method: "post", path: "/labels", summary: "Label an entity, or negate a label (a person's label stands against rules until it expires)", auth: ["admin", "review"], body: "PutLabel", ok: 201, errors: [422] }, async (c, { body }) =>
     putLabelByPerson(c.env, c.get("actor"), body),
   );

@@ -13,7 +13,7 @@ import { compileRule, type CounterSpec, ENTITY_KIND } from "./rules-language";
 /** Rules a version may hold. */
 export const MAX_RULES = 200;
 /** What a version gets when it names no semantics: the current default for new rules (JSON numbers meet CEL ints). */
-const RULE_SEMANTICS_DEFAULT: ExpressionSemantics = "json-numbers-1";
+export const RULE_SEMANTICS_DEFAULT: ExpressionSemantics = "json-numbers-1";
 const RULE_ID = /^[A-Za-z0-9_.-]{1,64}$/u;
 const LABEL_VALUE = /^[a-z0-9][a-z0-9_.:!-]{0,63}$/u;
 
@@ -111,7 +111,7 @@ function serializeRuleSet(row: RuleSetRow) {
 }
 
 /** Checks every rule (all problems at once); throws `rule_set.invalid` (422) with their paths. */
-async function checkRules(env: Env, installationId: string, rules: Rule[], semantics: ExpressionSemantics): Promise<void> {
+export async function checkRules(env: Env, installationId: string, rules: Rule[], semantics: ExpressionSemantics): Promise<void> {
   const problems: ErrorDetail[] = [];
   const ids = new Set<string>();
   const workflowVersions = new Set<string>();
@@ -259,6 +259,28 @@ export async function deployRuleSet(env: Env, actor: Actor, ruleSetId: string, i
 
 // Compiled versions by id (immutable once published, so cached for the isolate's life).
 const compiledVersions = new Map<string, { semantics: ExpressionSemantics; rules: LoadedVersion["rules"]; readsLabels: boolean }>();
+/** A stored version compiled (cached by id); its rules must match its digest (`rule_set_version.digest_mismatch`). */
+function compiledVersion(row: { versionId: string; rulesJson: string; rulesDigest: string }) {
+  let compiled = compiledVersions.get(row.versionId);
+  if (!compiled) {
+    if (`sha256:${sha256HexSync(row.rulesJson)}` !== row.rulesDigest)
+      throw new AppError("rule_set_version.digest_mismatch", "A rule set version does not match its digest and was refused; publish and deploy another version.", { status: 409 });
+    const stored = JSON.parse(row.rulesJson) as StoredRules;
+    const rules = stored.rules.map((rule) => ({ ...rule, ...compileRule(rule.when, stored.expressionSemantics) }));
+    compiled = { semantics: stored.expressionSemantics, rules, readsLabels: rules.some((rule) => /\blabels\b/u.test(rule.when)) };
+    if (compiledVersions.size > 500) compiledVersions.clear();
+    compiledVersions.set(row.versionId, compiled);
+  }
+  return compiled;
+}
+
+/** A version of the installation, compiled, as if deployed in `shadow` (what a backtest runs). */
+export async function loadVersionInShadow(env: Env, installationId: string, versionId: string): Promise<LoadedVersion> {
+  const row = await getRuleSetVersionRow(env.DB, installationId, versionId);
+  if (!row) throw notFound("rule_set_version");
+  return { ruleSetId: row.ruleSetId, versionId: row.id, authorityMode: "shadow", ...compiledVersion({ versionId: row.id, rulesJson: row.rulesJson, rulesDigest: row.rulesDigest }) };
+}
+
 // The deployments of an installation, briefly: a deploy on another isolate shows within this time.
 const deployedCache = new Map<string, { until: number; deployed: Deployed }>();
 const DEPLOYED_TTL_MS = 2_000;
@@ -285,17 +307,7 @@ export async function loadDeployed(env: Env, installationId: string): Promise<De
     env.DB.prepare(`SELECT sample_rate AS sampleRate FROM event_settings WHERE installation_id = ?1`).bind(installationId),
   ]);
   const versions = (rows!.results as Array<{ ruleSetId: string; authorityMode: WorkflowAuthorityMode; versionId: string; rulesJson: string; rulesDigest: string }>).map((row) => {
-    let compiled = compiledVersions.get(row.versionId);
-    if (!compiled) {
-      if (`sha256:${sha256HexSync(row.rulesJson)}` !== row.rulesDigest)
-        throw new AppError("rule_set_version.digest_mismatch", "A deployed rule set version does not match its digest and was refused; deploy another version.", { status: 409 });
-      const stored = JSON.parse(row.rulesJson) as StoredRules;
-      const rules = stored.rules.map((rule) => ({ ...rule, ...compileRule(rule.when, stored.expressionSemantics) }));
-      compiled = { semantics: stored.expressionSemantics, rules, readsLabels: rules.some((rule) => /\blabels\b/u.test(rule.when)) };
-      if (compiledVersions.size > 500) compiledVersions.clear();
-      compiledVersions.set(row.versionId, compiled);
-    }
-    return { ruleSetId: row.ruleSetId, versionId: row.versionId, authorityMode: row.authorityMode, ...compiled };
+    return { ruleSetId: row.ruleSetId, versionId: row.versionId, authorityMode: row.authorityMode, ...compiledVersion(row) };
   });
   const deployed = { versions, sampleRate: (settings!.results[0] as { sampleRate?: number } | undefined)?.sampleRate ?? 0 };
   if (deployedCache.size > 1_000) deployedCache.clear();
@@ -324,4 +336,36 @@ export async function putEventSettings(env: Env, actor: Actor, input: { sampleRa
   ]);
   deployedCache.delete(actor.installationId);
   return { sampleRate: input.sampleRate, updatedAt: at };
+}
+
+/**
+ * A rule set's hits, newest first, and per version, rule, mode and applied the number of hits
+ * since `since` (default: the last 24 hours): its hit rate and, in shadow, what it would have done.
+ */
+export async function listRuleHits(env: Env, actor: Actor, ruleSetId: string, options: { limit: number; since?: string }) {
+  const ruleSet = await getRuleSetRow(env.DB, actor.installationId, ruleSetId);
+  if (!ruleSet) throw notFound("rule_set");
+  const since = options.since ?? new Date(Date.now() - 86_400_000).toISOString();
+  if (Number.isNaN(Date.parse(since))) throw new AppError("rule_hits.since_invalid", "since is an ISO 8601 time, e.g. 2026-01-01T00:00:00Z.", { status: 400 });
+  const [items, totals] = await env.DB.batch([
+    env.DB.prepare(`
+      SELECT rule_set_version_id AS versionId, rule_id AS ruleId, event_id AS eventId, event_type AS eventType, authority_mode AS authorityMode, applied,
+        outcome_json AS outcomeJson, result_json AS resultJson, occurred_at AS occurredAt, created_at AS createdAt
+      FROM rule_hits WHERE installation_id = ?1 AND rule_set_id = ?2 ORDER BY created_at DESC LIMIT ?3`).bind(actor.installationId, ruleSetId, options.limit),
+    env.DB.prepare(`
+      SELECT rule_set_version_id AS versionId, rule_id AS ruleId, authority_mode AS authorityMode, applied, COUNT(*) AS hits
+      FROM rule_hits WHERE installation_id = ?1 AND rule_set_id = ?2 AND created_at >= ?3
+      GROUP BY rule_set_version_id, rule_id, authority_mode, applied ORDER BY hits DESC LIMIT 500`).bind(actor.installationId, ruleSetId, since),
+  ]);
+  type HitRow = { versionId: string; ruleId: string; eventId: string; eventType: string; authorityMode: string; applied: number; outcomeJson: string; resultJson: string | null; occurredAt: string; createdAt: string };
+  return {
+    since,
+    totals: (totals!.results as Array<{ versionId: string; ruleId: string; authorityMode: string; applied: number; hits: number }>).map((row) => ({ ...row, applied: row.applied === 1 })),
+    items: (items!.results as HitRow[]).map(({ outcomeJson, resultJson, applied, ...row }) => ({
+      ...row,
+      applied: applied === 1,
+      outcome: JSON.parse(outcomeJson) as unknown,
+      result: resultJson === null ? null : (JSON.parse(resultJson) as unknown),
+    })),
+  };
 }

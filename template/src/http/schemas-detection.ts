@@ -4,6 +4,42 @@ import { identifier, name } from "./schema-fields";
 
 const entityKind = { type: "string", pattern: "^[a-z][a-z0-9_]{0,31}$" } as const;
 
+const ruleList = {
+  type: "array",
+  maxItems: 200,
+  items: {
+    type: "object",
+    required: ["id", "when", "outcome"],
+    additionalProperties: false,
+    properties: {
+      id: { type: "string", minLength: 1, maxLength: 64 },
+      when: { type: "string", minLength: 1, maxLength: 4096, description: "CEL over event, entity and labels, with count(type, entity.<kind>, window) and distinct(kind, entity.<kind>, window)." },
+      outcome: {
+        type: "object",
+        minProperties: 1,
+        maxProperties: 1,
+        additionalProperties: false,
+        properties: {
+          label: {
+            type: "object",
+            required: ["entity", "value"],
+            additionalProperties: false,
+            properties: { entity: entityKind, value: { type: "string", minLength: 1, maxLength: 64 }, expiresIn: { type: "string", maxLength: 16 } },
+          },
+          report: {
+            type: "object",
+            required: ["entity", "category"],
+            additionalProperties: false,
+            properties: { entity: entityKind, category: { type: "string", minLength: 1, maxLength: 200 }, description: { type: "string", maxLength: 2000 } },
+          },
+          run: { type: "object", required: ["workflowVersionId"], additionalProperties: false, properties: { workflowVersionId: identifier, entity: entityKind } },
+          action: { type: "object", description: "Not supported yet (rule_set.outcome_unsupported): use a run whose workflow proposes the action." },
+        },
+      },
+    },
+  },
+} as const;
+
 export const detectionSchemas = {
   CreateRuleSet: { type: "object", required: ["name"], additionalProperties: false, properties: { name } },
   PublishRuleSetVersion: {
@@ -12,41 +48,17 @@ export const detectionSchemas = {
     additionalProperties: false,
     properties: {
       expressionSemantics: { enum: EXPRESSION_SEMANTICS, description: "How CEL's numbers meet JSON's; default json-numbers-1, written into the version." },
-      rules: {
-        type: "array",
-        maxItems: 200,
-        items: {
-          type: "object",
-          required: ["id", "when", "outcome"],
-          additionalProperties: false,
-          properties: {
-            id: { type: "string", minLength: 1, maxLength: 64 },
-            when: { type: "string", minLength: 1, maxLength: 4096, description: "CEL over event, entity and labels, with count(type, entity.<kind>, window) and distinct(kind, entity.<kind>, window)." },
-            outcome: {
-              type: "object",
-              minProperties: 1,
-              maxProperties: 1,
-              additionalProperties: false,
-              properties: {
-                label: {
-                  type: "object",
-                  required: ["entity", "value"],
-                  additionalProperties: false,
-                  properties: { entity: entityKind, value: { type: "string", minLength: 1, maxLength: 64 }, expiresIn: { type: "string", maxLength: 16 } },
-                },
-                report: {
-                  type: "object",
-                  required: ["entity", "category"],
-                  additionalProperties: false,
-                  properties: { entity: entityKind, category: { type: "string", minLength: 1, maxLength: 200 }, description: { type: "string", maxLength: 2000 } },
-                },
-                run: { type: "object", required: ["workflowVersionId"], additionalProperties: false, properties: { workflowVersionId: identifier, entity: entityKind } },
-                action: { type: "object", description: "Not supported yet (rule_set.outcome_unsupported): use a run whose workflow proposes the action." },
-              },
-            },
-          },
-        },
-      },
+      rules: ruleList,
+    },
+  },
+  TestRules: {
+    type: "object",
+    required: ["rules", "events"],
+    additionalProperties: false,
+    properties: {
+      expressionSemantics: { enum: EXPRESSION_SEMANTICS },
+      rules: ruleList,
+      events: { type: "array", minItems: 1, maxItems: 100, items: { type: "object" }, description: "Events as POST /events takes them; nothing is counted or applied." },
     },
   },
   DeployRuleSet: {
@@ -67,6 +79,15 @@ export const detectionSchemas = {
         description: "Each {id, type, occurredAt, entities, data}; each is checked on its own (a bad one is rejected in its result).",
         items: { type: "object" },
       },
+    },
+  },
+  BacktestRuleSetVersion: {
+    type: "object",
+    additionalProperties: false,
+    properties: {
+      from: { type: "string", maxLength: 40, description: "Sampled events from this time (default: 7 days ago)." },
+      to: { type: "string", maxLength: 40, description: "Up to this time (default: now)." },
+      limit: { type: "integer", minimum: 1, maximum: 2000 },
     },
   },
   PutEventSettings: { type: "object", required: ["sampleRate"], additionalProperties: false, properties: { sampleRate: { type: "number", minimum: 0, maximum: 1 } } },
