@@ -37,7 +37,7 @@ async function pdqVectors(request: Request): Promise<Response> {
 }
 
 /**
- * Squoosh's Emscripten glue (@jsquash/*) assigns `import.meta.url` when it is undefined; Vite's
+ * Squoosh's Emscripten glue (@jsquash/jpeg, @jsquash/webp) assigns `import.meta.url` when it is undefined; Vite's
  * transform turns `import.meta.url` into a literal, so that assignment no longer parses. workerd
  * always defines it, so the guard is dropped here (wrangler's esbuild bundle keeps it unchanged).
  */
