@@ -53,11 +53,19 @@ function shardStub(env: Env, bank: HashBankRow, shard: number) {
   return env.PDQ_INDEX.get(env.PDQ_INDEX.idFromName(`pdq:${bank.installationId}:${bank.id}:${shard}`));
 }
 
-/** The shard an entry lives in: a mix of all 256 bits, so shards fill evenly whatever the hashes share. */
+/**
+ * The shard an entry lives in: all 256 bits folded and finished with MurmurHash3's avalanche, so
+ * shards fill evenly whatever bits the hashes share.
+ */
 export function shardOfHash(hash: string, shards: number): number {
-  let mixed = 0;
-  for (let i = 0; i < 64; i += 8) mixed = Math.imul(mixed ^ Number.parseInt(hash.slice(i, i + 8), 16), 0x9e3779b1) >>> 0;
-  return mixed % shards;
+  let h = 0;
+  for (let i = 0; i < 64; i += 8) h = Math.imul(h ^ Number.parseInt(hash.slice(i, i + 8), 16), 0x9e3779b1);
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return (h >>> 0) % shards;
 }
 
 const serialize = (row: HashBankRow) => ({ id: row.id, name: row.name, kind: row.kind, threshold: row.threshold, qualityFloor: row.qualityFloor, shards: row.shards, createdAt: row.createdAt, updatedAt: row.updatedAt });
