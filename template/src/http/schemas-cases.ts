@@ -46,6 +46,8 @@ export const caseSchemas = {
             url: { type: "string", maxLength: 2048 },
             text: { type: "string", maxLength: 10_000 },
             sha256: { type: "string", pattern: "^[0-9a-f]{64}$" },
+            pdq: { type: "string", pattern: "^[0-9a-f]{64}$", description: "The image's PDQ hash (POST /media/hashes), matched against hash banks by the hash_bank enrichment." },
+            pdqQuality: { type: "integer", minimum: 0, maximum: 100 },
           },
         },
       },
