@@ -2,6 +2,7 @@
 // contract the console's client is typed from (`import type { ApiContract }`, types only).
 import { auditRoutes } from "../audit/routes";
 import { automationRoutes } from "../automation/routes";
+import { preservationRoutes } from "../cases/preservation-routes";
 import { caseRoutes } from "../cases/routes";
 import { connectorRoutes } from "../connectors/routes";
 import { sessionRoutes } from "../console/routes";
@@ -35,6 +36,7 @@ export const apiRoutes = [
   onboardingRoutes,
   connectorRoutes,
   mediaRoutes,
+  preservationRoutes,
 ] as const;
 
 type Intersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never;

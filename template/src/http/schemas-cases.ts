@@ -241,4 +241,14 @@ export const caseSchemas = {
       },
     },
   },
+  PlacePreservationHold: {
+    type: "object",
+    required: ["reason"],
+    additionalProperties: false,
+    properties: {
+      reason: { type: "string", minLength: 1, maxLength: 2000, description: "Why the case is held (e.g. CyberTipline report 123456, 18 U.S.C. § 2258A(h))." },
+      days: { type: "integer", minimum: 1, maximum: 3650, description: "How long; default 365 (the CyberTipline preservation period)." },
+    },
+  },
+  ReleasePreservationHold: { type: "object", required: ["reason"], additionalProperties: false, properties: { reason: { type: "string", minLength: 1, maxLength: 2000 } } },
 } as const satisfies Record<string, JSONSchema>;
