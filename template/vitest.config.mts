@@ -16,7 +16,7 @@ const root = fileURLToPath(new URL(".", import.meta.url));
  * Test files whose assertions hold over the whole database (a sweep's totals over every
  * installation, "nothing readable at rest" in any table); they run with storage of their own.
  */
-const FRESH_FILES = ["test/audit-anchor.test.ts", "test/case-archive.test.ts", "test/backtest-chunks.test.ts", "test/cases.test.ts", "test/content.test.ts", "test/metrics.test.ts", "test/retention.test.ts", "test/sweeps.test.ts"];
+const FRESH_FILES = ["test/audit-anchor.test.ts", "test/case-archive.test.ts", "test/backtest-chunks.test.ts", "test/cases.test.ts", "test/content.test.ts", "test/metrics.test.ts", "test/preservation.test.ts", "test/retention.test.ts", "test/sweeps.test.ts"];
 
 /**
  * PDQ's public reference images and expected hashes live outside the repository (shared/pdq_vectors
@@ -37,7 +37,7 @@ async function pdqVectors(request: Request): Promise<Response> {
 }
 
 /**
- * Squoosh's Emscripten glue (@jsquash/*) assigns `import.meta.url` when it is undefined; Vite's
+ * Squoosh's Emscripten glue (@jsquash/jpeg, @jsquash/webp) assigns `import.meta.url` when it is undefined; Vite's
  * transform turns `import.meta.url` into a literal, so that assignment no longer parses. workerd
  * always defines it, so the guard is dropped here (wrangler's esbuild bundle keeps it unchanged).
  */

@@ -37,6 +37,7 @@ export const TABLE_OWNERS = {
   audit_segments: "audit",
   audit_anchor_due: "audit",
   human_tasks: "cases",
+  preservation_holds: "cases",
   qa_settings: "cases",
   qa_reviews: "cases",
   golden_items: "cases",

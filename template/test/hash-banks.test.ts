@@ -213,6 +213,45 @@ describe("hash banks over the API", () => {
     expect((await api(`/api/v1/hash-banks/${id}`, { key })).status).toBe(200);
   });
 
+  it("the hash_bank enrichment matches the PDQ hashes of a report's evidence, naming the item, tags and distance", async () => {
+    const random = seeded(23);
+    const known = randomHash(random);
+    const { id } = await bank({ name: `evidence-${crypto.randomUUID()}` });
+    await api(`/api/v1/hash-banks/${id}/entries`, { key, body: { entries: [{ hash: known, tags: ["ncmec"] }] } });
+    const report = await api("/api/v1/reports", {
+      key,
+      body: {
+        subject: { kind: "content", id: `post-${crypto.randomUUID()}` },
+        category: "protection_of_minors",
+        evidence: [
+          { kind: "image", pdq: randomHash(random), pdqQuality: 100 },
+          { kind: "image", pdq: flip(known, 9, random), pdqQuality: 100 },
+          { kind: "image", pdq: known, pdqQuality: 10 },
+        ],
+      },
+    });
+    expect(report.status, JSON.stringify(report.body)).toBe(201);
+    const graph = {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "media", kind: "enrichment", config: { component: "hash_bank", bank_id: id }, inputMapping: { evidence: "content.evidence" } },
+        { id: "done", kind: "end" },
+      ],
+      edges: [edge("start", "success", "media"), edge("media", "success", "done")],
+    };
+    const version = await publish(key, graph);
+    const run = await waitForRun(key, (await api("/api/v1/runs", { key, body: { workflowVersionId: version.id, authorityMode: "autonomous", input: {}, reportId: report.body.id } })).body.id);
+    expect(run.state, JSON.stringify(run).slice(0, 1000)).toBe("succeeded");
+    // Derived from the report's content, the output is sealed: the verdict is open, the rest is read (audited) through /content.
+    expect(run.steps.find((s: any) => s.nodeId === "media")).toMatchObject({ sealed: true, output: { data: { matched: true } } });
+    const opened = await api(`/api/v1/runs/${run.id}/content`, { key });
+    const data = opened.body.items.find((item: any) => item.nodeId === "media").output.data;
+    expect(data).toMatchObject({ matched: true, pdq: { matched: true, belowQualityFloor: true } });
+    // The second item matches at distance 9; the third is the hash itself but under the quality floor.
+    expect(data.pdq.matches).toEqual([{ bankId: id, bankName: expect.any(String), hash: known, distance: 9, tags: ["ncmec"], variant: 0, evidence: 1 }]);
+  });
+
   it("deletes a bank with its entries", async () => {
     const { id } = await bank();
     await api(`/api/v1/hash-banks/${id}/entries`, { key, body: { entries: [{ hash: "cd".repeat(32) }] } });

@@ -122,3 +122,100 @@ describe("POST /media/hashes refuses what it cannot hash, with a code", () => {
     expect(response.status).toBe(401);
   });
 });
+
+describe("PNG colour types and bit depths decode to the same pixels", () => {
+  /** A PNG of `rows` (filter byte 0 added) with the given IHDR colour type and depth, and optional PLTE. */
+  async function png(width: number, height: number, depth: number, colourType: number, rows: Uint8Array[], palette?: Uint8Array): Promise<Uint8Array> {
+    const crcTable = Array.from({ length: 256 }, (_, n) => {
+      let c = n;
+      for (let k = 0; k < 8; k += 1) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+      return c >>> 0;
+    });
+    const crc = (bytes: Uint8Array) => {
+      let c = 0xffffffff;
+      for (const b of bytes) c = crcTable[(c ^ b) & 0xff]! ^ (c >>> 8);
+      return (c ^ 0xffffffff) >>> 0;
+    };
+    const chunk = (type: string, data: Uint8Array) => {
+      const out = new Uint8Array(12 + data.length);
+      const view = new DataView(out.buffer);
+      view.setUint32(0, data.length);
+      out.set(new TextEncoder().encode(type), 4);
+      out.set(data, 8);
+      view.setUint32(8 + data.length, crc(out.subarray(4, 8 + data.length)));
+      return out;
+    };
+    const header = new Uint8Array(13);
+    new DataView(header.buffer).setUint32(0, width);
+    new DataView(header.buffer).setUint32(4, height);
+    header.set([depth, colourType, 0, 0, 0], 8);
+    const raw = new Uint8Array(rows.reduce((n, r) => n + r.length + 1, 0));
+    let at = 0;
+    for (const row of rows) {
+      raw[at] = 0;
+      raw.set(row, at + 1);
+      at += row.length + 1;
+    }
+    const compressed = new Uint8Array(await new Response(new Blob([raw]).stream().pipeThrough(new CompressionStream("deflate"))).arrayBuffer());
+    const parts = [new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", header), ...(palette ? [chunk("PLTE", palette)] : []), chunk("IDAT", compressed), chunk("IEND", new Uint8Array())];
+    const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+    let offset = 0;
+    for (const part of parts) {
+      out.set(part, offset);
+      offset += part.length;
+    }
+    return out;
+  }
+
+  it("hashes an 8-bit RGB image, its 16-bit, palette and grey versions alike (and 4-bit grey like 8-bit grey)", async () => {
+    const { apiKey: key } = await newInstallation("pdq-png");
+    const size = 48;
+    // Four grey levels that 4 bits hold exactly (multiples of 17), in blocks, so the image has structure.
+    const level = (x: number, y: number) => [0, 85, 170, 255][((x >> 3) + (y >> 4)) % 4]!;
+    const rows = (f: (x: number, y: number) => number[]) => Array.from({ length: size }, (_, y) => new Uint8Array(Array.from({ length: size }, (_, x) => f(x, y)).flat()));
+    const rgb8 = await png(
+      size,
+      size,
+      8,
+      2,
+      rows((x, y) => [level(x, y), level(x, y), level(x, y)]),
+    );
+    const rgb16 = await png(
+      size,
+      size,
+      16,
+      2,
+      rows((x, y) => [level(x, y), level(x, y), level(x, y), level(x, y), level(x, y), level(x, y)]),
+    );
+    const palette = await png(
+      size,
+      size,
+      8,
+      3,
+      rows((x, y) => [[0, 85, 170, 255].indexOf(level(x, y))]),
+      new Uint8Array([0, 0, 0, 85, 85, 85, 170, 170, 170, 255, 255, 255]),
+    );
+    const grey8 = await png(
+      size,
+      size,
+      8,
+      0,
+      rows((x, y) => [level(x, y)]),
+    );
+    const grey4 = await png(
+      size,
+      size,
+      4,
+      0,
+      Array.from({ length: size }, (_, y) => new Uint8Array(Array.from({ length: size / 2 }, (_, i) => ((level(2 * i, y) / 17) << 4) | (level(2 * i + 1, y) / 17)))),
+    );
+    const reference = await hash(key, rgb8, "image/png");
+    expect(reference.status).toBe(200);
+    expect(reference.body.pdq.quality).toBeGreaterThan(0);
+    for (const [name, bytes] of Object.entries({ rgb16, palette, grey8, grey4 })) {
+      const { status, body } = await hash(key, bytes, "image/png");
+      expect(status, name).toBe(200);
+      expect(body.pdq, name).toEqual(reference.body.pdq);
+    }
+  });
+});

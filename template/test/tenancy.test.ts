@@ -56,6 +56,7 @@ interface Fixtures {
   ruleSetVersion: string;
   hashBank: string;
   bulkAction: string;
+  hold: string;
 }
 
 /** `<segment>/:<param>` of a route path → the fixture it names. A path not here fails the test. */
@@ -91,6 +92,7 @@ const PATH_FIXTURES: Record<string, keyof Fixtures> = {
   "rule-sets/:id": "ruleSet",
   "rule-set-versions/:id": "ruleSetVersion",
   "hash-banks/:id": "hashBank",
+  "preservation-holds/:id": "hold",
 };
 
 /** Body properties that name a row (`…Id`, `…Ids`) → the fixture, and the 404 a foreign one gets. */
@@ -199,6 +201,8 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   AddHashBankEntries: () => ({ entries: [{ hash: "0f".repeat(32), tags: ["tenancy"] }] }),
   RemoveHashBankEntries: () => ({ hashes: ["0f".repeat(32)] }),
   MatchHashBank: () => ({ hash: "0f".repeat(32) }),
+  PlacePreservationHold: () => ({ reason: "tenancy check", days: 1 }),
+  ReleasePreservationHold: () => ({ reason: "tenancy check" }),
 };
 
 async function created(path: string, key: string, body: unknown, status = 201): Promise<any> {
@@ -234,6 +238,7 @@ async function setup(label: string): Promise<Fixtures> {
     created("/api/v1/hash-banks", key, { name: `bank-${label}`, kind: "pdq", shards: 2 }),
   ]);
   await created(`/api/v1/hash-banks/${hashBank.id}/entries`, key, { entries: [{ hash: "a5".repeat(32), tags: [marker] }] }, 200);
+  const hold = await created(`/api/v1/cases/${report.caseId}/preservation-holds`, key, { reason: `held ${marker}` });
   const review = await publish(key, {
     schemaVersion: 1,
     nodes: [
@@ -306,6 +311,7 @@ async function setup(label: string): Promise<Fixtures> {
     ruleSetVersion: ruleSetVersion.id,
     hashBank: hashBank.id,
     bulkAction: bulkAction.id,
+    hold: hold.id,
   };
 }
 

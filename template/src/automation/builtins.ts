@@ -98,9 +98,10 @@ const PDQ_HEX = /^[0-9a-f]{64}$/u;
 /**
  * Exact SHA-256 (or any hex digest) matches of `input.hashes` / `input.sha256` against
  * `config.hashes`, and PDQ matches of `input.pdq` (an image's hash, or it and its dihedral
- * variants, at most 8) against the installation's banks named by `config.bank_id` / `config.bank_ids`,
- * each with its own threshold and quality floor (`input.pdq_quality` is the image's quality). A
- * PDQ match lists the entry, its distance and its tags.
+ * variants, at most 8; `input.pdq_quality` its quality) and of the items of `input.evidence` that
+ * carry `pdq` (a report's evidence: map `content.evidence`) against the installation's banks named
+ * by `config.bank_id` / `config.bank_ids`, each with its own threshold and quality floor. A PDQ
+ * match lists the entry, its distance, its tags and which evidence item matched.
  */
 async function hashBank(env: Env, run: AuthorizedRun, config: JsonObject, input: JsonObject): Promise<JsonObject> {
   const bankIds = [...(typeof config.bank_id === "string" ? [config.bank_id] : []), ...(config.bank_ids === undefined ? [] : strings(config.bank_ids, "config.bank_ids"))];
@@ -111,15 +112,22 @@ async function hashBank(env: Env, run: AuthorizedRun, config: JsonObject, input:
   if (bankIds.length > 20) throw new ComponentExecutionError("component.config_invalid", false, "config.bank_ids may name at most 20 banks.");
   const pdq = (Array.isArray(input.pdq) ? input.pdq : typeof input.pdq === "string" ? [input.pdq] : []).filter((h): h is string => typeof h === "string").map((h) => h.toLowerCase());
   if (pdq.length > 8 || pdq.some((h) => !PDQ_HEX.test(h))) throw new ComponentExecutionError("component.input_invalid", false, "input.pdq must be a PDQ hash (64 hex digits) or a list of at most 8 (an image's and its dihedral variants).");
-  const quality = typeof input.pdq_quality === "number" ? input.pdq_quality : undefined;
+  // One image from input.pdq (with input.pdq_quality), and each item of input.evidence (a report's
+  // evidence, mapped from content.evidence) that carries a pdq hash, at most 20.
+  const images: { hashes: string[]; quality?: number; evidence?: number }[] = pdq.length > 0 ? [{ hashes: pdq, ...(typeof input.pdq_quality === "number" ? { quality: input.pdq_quality } : {}) }] : [];
+  (Array.isArray(input.evidence) ? input.evidence : []).forEach((item, position) => {
+    if (!item || typeof item !== "object" || Array.isArray(item) || typeof item.pdq !== "string" || !PDQ_HEX.test(item.pdq.toLowerCase())) return;
+    images.push({ hashes: [item.pdq.toLowerCase()], evidence: position, ...(typeof item.pdqQuality === "number" ? { quality: item.pdqQuality } : {}) });
+  });
+  if (images.length > 21) throw new ComponentExecutionError("component.input_invalid", false, "At most 20 evidence items with a pdq hash are matched per node.");
   const pdqMatches: JsonObject[] = [];
   let belowQualityFloor = false;
-  if (pdq.length > 0) {
+  for (const image of images) {
     for (const bankId of bankIds) {
       try {
-        const result = await matchHashBank(env, run.installationId, bankId, { hashes: pdq, ...(quality === undefined ? {} : { quality }) });
+        const result = await matchHashBank(env, run.installationId, bankId, { hashes: image.hashes, ...(image.quality === undefined ? {} : { quality: image.quality }) });
         belowQualityFloor ||= result.belowQualityFloor;
-        for (const m of result.matches) pdqMatches.push({ bankId, bankName: result.bank.name, hash: m.hash, distance: m.distance, tags: m.tags, variant: m.query });
+        for (const m of result.matches) pdqMatches.push({ bankId, bankName: result.bank.name, hash: m.hash, distance: m.distance, tags: m.tags, variant: m.query, ...(image.evidence === undefined ? {} : { evidence: image.evidence }) });
       } catch (error) {
         if (errorCode(error) === "hash_bank.not_found") throw new ComponentExecutionError("component.config_invalid", false, "config.bank_id names no hash bank of this installation.");
         throw error;

@@ -3,6 +3,7 @@
 import { accountRoutes } from "../accounts/routes";
 import { auditRoutes } from "../audit/routes";
 import { automationRoutes } from "../automation/routes";
+import { preservationRoutes } from "../cases/preservation-routes";
 import { caseRoutes } from "../cases/routes";
 import { connectorRoutes } from "../connectors/routes";
 import { detectionRoutes } from "../detection/routes";
@@ -39,6 +40,7 @@ export const apiRoutes = [
   accountRoutes,
   detectionRoutes,
   mediaRoutes,
+  preservationRoutes,
 ] as const;
 
 type Intersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never;

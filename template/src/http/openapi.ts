@@ -26,6 +26,7 @@ function operation(path: string, method: string, op: OperationSpec) {
     ...(Array.isArray(op.auth) ? { "x-scopes": op.auth } : {}),
     parameters: [...params, ...queryParameters(op.query), ...headers],
     ...(op.body ? { requestBody: { required: true, content: { "application/json": { schema: { $ref: `#/components/schemas/${op.body}` } } } } } : {}),
+    ...(op.consumes ? { requestBody: { required: true, content: Object.fromEntries(op.consumes.map((type) => [type, { schema: { type: "string", format: "binary" } }])) } } : {}),
     responses,
   };
 }

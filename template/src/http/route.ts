@@ -34,6 +34,8 @@ export interface OperationSpec<M extends Method = Method, P extends string = str
   headers?: readonly string[];
   /** A Workers Rate Limiting binding counted per caller (API key or console user) after auth: 429 request.rate_limited. */
   rateLimit?: RateLimitBinding;
+  /** Media types of a raw (not JSON) request body the handler reads itself: an image, a CSV. */
+  consumes?: readonly string[];
   /** The success body's media type when it is not JSON (`text/csv`): the handler returns a `Response`. */
   produces?: string;
 }

@@ -60,6 +60,8 @@ export const caseSchemas = {
             url: { type: "string", maxLength: 2048 },
             text: { type: "string", maxLength: 10_000 },
             sha256: { type: "string", pattern: "^[0-9a-f]{64}$" },
+            pdq: { type: "string", pattern: "^[0-9a-f]{64}$", description: "The image's PDQ hash (POST /media/hashes), matched against hash banks by the hash_bank enrichment." },
+            pdqQuality: { type: "integer", minimum: 0, maximum: 100 },
           },
         },
       },
@@ -255,4 +257,14 @@ export const caseSchemas = {
       },
     },
   },
+  PlacePreservationHold: {
+    type: "object",
+    required: ["reason"],
+    additionalProperties: false,
+    properties: {
+      reason: { type: "string", minLength: 1, maxLength: 2000, description: "Why the case is held (e.g. CyberTipline report 123456, 18 U.S.C. § 2258A(h))." },
+      days: { type: "integer", minimum: 1, maximum: 3650, description: "How long; default 365 (the CyberTipline preservation period)." },
+    },
+  },
+  ReleasePreservationHold: { type: "object", required: ["reason"], additionalProperties: false, properties: { reason: { type: "string", minLength: 1, maxLength: 2000 } } },
 } as const satisfies Record<string, JSONSchema>;

@@ -45,6 +45,7 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "connectors", where: OWN },
   // A bank's configuration; its entries live in Durable Objects and travel as its CSV export.
   { table: "hash_banks", where: OWN },
+  { table: "preservation_holds", where: OWN },
   { table: "action_types", where: OWN },
   { table: "action_type_gates", where: OWN },
   { table: "workflow_artifacts", where: OWN },

@@ -46,18 +46,46 @@ export interface BankEntry {
 export async function bankOf(env: Env, installationId: string, bankId: string): Promise<HashBankRow> {
   const row = await env.DB.prepare(`SELECT ${COLUMNS} FROM hash_banks WHERE id = ?1 AND installation_id = ?2`).bind(bankId, installationId).first<HashBankRow>();
   if (!row) throw notFound("hash_bank");
+  configs.set(`${installationId}:${bankId}`, { row, until: Date.now() + CONFIG_TTL_MS });
   return row;
 }
+
+/**
+ * Bank configurations matched in this isolate, for a few seconds: a match is the hot path (every
+ * image of every report), and its D1 read of the bank's row was a round trip per match. The cost
+ * is bounded staleness: a threshold or floor changed, or a bank deleted, through another isolate
+ * applies here within CONFIG_TTL_MS (a deleted bank's shards are already empty). Keyed by
+ * installation and bank, so tenancy is the D1 read's.
+ */
+const CONFIG_TTL_MS = 5_000;
+const configs = new Map<string, { row: HashBankRow; until: number }>();
+
+async function bankForMatch(env: Env, installationId: string, bankId: string): Promise<HashBankRow> {
+  const cached = configs.get(`${installationId}:${bankId}`);
+  if (cached && cached.until > Date.now()) return cached.row;
+  if (configs.size >= 1_000) configs.clear();
+  return bankOf(env, installationId, bankId);
+}
+
+const forgetBank = (installationId: string, bankId: string) => configs.delete(`${installationId}:${bankId}`);
 
 function shardStub(env: Env, bank: HashBankRow, shard: number) {
   return env.PDQ_INDEX.get(env.PDQ_INDEX.idFromName(`pdq:${bank.installationId}:${bank.id}:${shard}`));
 }
 
-/** The shard an entry lives in: a mix of all 256 bits, so shards fill evenly whatever the hashes share. */
+/**
+ * The shard an entry lives in: all 256 bits folded and finished with MurmurHash3's avalanche, so
+ * shards fill evenly whatever bits the hashes share.
+ */
 export function shardOfHash(hash: string, shards: number): number {
-  let mixed = 0;
-  for (let i = 0; i < 64; i += 8) mixed = Math.imul(mixed ^ Number.parseInt(hash.slice(i, i + 8), 16), 0x9e3779b1) >>> 0;
-  return mixed % shards;
+  let h = 0;
+  for (let i = 0; i < 64; i += 8) h = Math.imul(h ^ Number.parseInt(hash.slice(i, i + 8), 16), 0x9e3779b1);
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return (h >>> 0) % shards;
 }
 
 const serialize = (row: HashBankRow) => ({ id: row.id, name: row.name, kind: row.kind, threshold: row.threshold, qualityFloor: row.qualityFloor, shards: row.shards, createdAt: row.createdAt, updatedAt: row.updatedAt });
@@ -130,6 +158,7 @@ export async function updateHashBank(env: Env, actor: Actor, bankId: string, inp
     if (isUniqueViolation(error)) throw conflict("hash_bank.name_taken", "A hash bank of this installation already has this name; choose another.");
     throw error;
   }
+  forgetBank(bank.installationId, bank.id);
   return getHashBank(env, actor, bank.id);
 }
 
@@ -150,6 +179,7 @@ export async function deleteHashBank(env: Env, actor: Actor, bankId: string) {
       at,
     }),
   ]);
+  forgetBank(bank.installationId, bank.id);
   return { id: bank.id, deleted: true };
 }
 
@@ -289,7 +319,7 @@ export interface BankMatch {
  * under the bank's floor matches nothing (`belowQualityFloor`): PDQ hashes of flat images collide.
  */
 export async function matchHashBank(env: Env, installationId: string, bankId: string, input: { hashes: string[]; quality?: number }) {
-  const bank = await bankOf(env, installationId, bankId);
+  const bank = await bankForMatch(env, installationId, bankId);
   if (input.quality !== undefined && input.quality < bank.qualityFloor) return { bank, matches: [] as BankMatch[], belowQualityFloor: true };
   const hashes = input.hashes.map((h) => h.toLowerCase());
   const found = (await Promise.all(Array.from({ length: bank.shards }, (_, shard) => shardStub(env, bank, shard).match(hashes, bank.threshold)))).flat() as ShardMatch[];

@@ -77,34 +77,34 @@ export class PdqIndexShard extends DurableObject<Env> {
   async add(entries: ShardEntry[]): Promise<{ added: number; updated: number; full: boolean }> {
     const index = this.loaded();
     const sql = this.ctx.storage.sql;
-    const existing = new Map<string, { id: number; tags: string[] }>();
-    for (let i = 0; i < entries.length; i += 100) {
-      const batch = entries.slice(i, i + 100).map((e) => e.hash);
-      for (const row of sql.exec<{ id: number; hash: string; tags: string }>(`SELECT id, hash, tags FROM entries WHERE hash IN (${batch.map(() => "?").join(",")})`, ...batch)) {
-        existing.set(row.hash, { id: row.id, tags: JSON.parse(row.tags) as string[] });
+    // Exact capacity check only when the shard is near full (it reads which hashes are new).
+    if (index.size + entries.length > MAX_SHARD_ENTRIES) {
+      const hashes = [...new Set(entries.map((e) => e.hash))];
+      let known = 0;
+      for (let i = 0; i < hashes.length; i += 100) {
+        const batch = hashes.slice(i, i + 100);
+        known += sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM entries WHERE hash IN (${batch.map(() => "?").join(",")})`, ...batch).one().n;
       }
+      if (index.size + hashes.length - known > MAX_SHARD_ENTRIES) return { added: 0, updated: 0, full: true };
     }
-    const fresh = new Set(entries.filter((e) => !existing.has(e.hash)).map((e) => e.hash));
-    if (index.size + fresh.size > MAX_SHARD_ENTRIES) return { added: 0, updated: 0, full: true };
     let added = 0;
     let updated = 0;
     this.ctx.storage.transactionSync(() => {
       for (const entry of entries) {
-        const known = existing.get(entry.hash);
-        if (known) {
-          const tags = [...new Set([...known.tags, ...entry.tags])].sort();
-          if (tags.length !== known.tags.length) {
-            sql.exec(`UPDATE entries SET tags = ? WHERE id = ?`, JSON.stringify(tags), known.id);
-            known.tags = tags;
-            updated += 1;
-          }
+        const tags = [...new Set(entry.tags)].sort();
+        const inserted = sql.exec<{ id: number }>(`INSERT INTO entries (hash, tags, quality) VALUES (?, ?, ?) ON CONFLICT (hash) DO NOTHING RETURNING id`, entry.hash, JSON.stringify(tags), entry.quality).toArray()[0];
+        if (inserted) {
+          this.track(index, inserted.id, entry.hash);
+          added += 1;
           continue;
         }
-        const tags = [...new Set(entry.tags)].sort();
-        const id = sql.exec<{ id: number }>(`INSERT INTO entries (hash, tags, quality) VALUES (?, ?, ?) RETURNING id`, entry.hash, JSON.stringify(tags), entry.quality).one().id;
-        existing.set(entry.hash, { id, tags });
-        this.track(index, id, entry.hash);
-        added += 1;
+        const known = sql.exec<{ id: number; tags: string }>(`SELECT id, tags FROM entries WHERE hash = ?`, entry.hash).one();
+        const before = JSON.parse(known.tags) as string[];
+        const merged = [...new Set([...before, ...tags])].sort();
+        if (merged.length !== before.length) {
+          sql.exec(`UPDATE entries SET tags = ? WHERE id = ?`, JSON.stringify(merged), known.id);
+          updated += 1;
+        }
       }
     });
     return { added, updated, full: false };

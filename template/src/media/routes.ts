@@ -14,6 +14,7 @@ export const mediaRoutes = routes()
       summary:
         "Hash an image (the body; content-type image/jpeg, image/png or image/webp; at most 8 MiB and 8,388,608 pixels): its SHA-256, and its PDQ hash with quality 0-100 and the hashes of its seven rotations and flips. Nothing is stored",
       auth: ["admin", "reports:write", "review"],
+      consumes: ["image/jpeg", "image/png", "image/webp"],
       ok: 200,
       errors: [413, 415, 422],
     },
@@ -62,6 +63,7 @@ export const mediaRoutes = routes()
       summary:
         "Import a CSV hash list (text/csv, at most 8 MiB): HMA and python-threatexchange exports (signal_type, signal, tags), ThreatExchange descriptor CSVs (indicator, type, tags), or one hash per line; rows of other signal types are skipped",
       auth: ["admin"],
+      consumes: ["text/csv"],
       ok: 200,
       errors: [404, 413, 422],
     },

@@ -7,6 +7,7 @@ import { AppError } from "../../errors";
 import { sha256Hex } from "../../lib/crypto";
 import { subjectArchiveKey } from "../../lib/person-keys";
 import { DEFAULT_HOT_DAYS } from "../../lib/storage-tiers";
+import { HELD_SQL } from "../retention/preservation-holds";
 
 export const CASE_ARCHIVE_FORMAT = "safest-tools.case-archive";
 export const CASE_ARCHIVE_SCHEMA_VERSION = 1;
@@ -168,13 +169,15 @@ export const cutoffSql = (now: string) => `strftime('%Y-%m-%dT%H:%M:%fZ', ${now}
 
 /**
  * The sweep's first look at case `c` (?NOW the sweep's moment): no report since the window began,
- * not held (brought back within the window, or found live lately), the reports' person keys
+ * not held (brought back within the window, or found live lately; nor under a preservation hold,
+ * whose data stays hot, so its period's key stays needed), the reports' person keys
  * written, every run of its reports archived, and the day and hour of its last report rolled up.
  */
 export function candidateSql(now: string): string {
   const cutoff = cutoffSql(now);
   return `c.updated_at < ${cutoff} AND c.updated_at <= ${now}
     AND NOT EXISTS (SELECT 1 FROM case_archive_holds h WHERE h.case_id = c.id AND (h.rehydrated_at >= ${cutoff} OR h.not_before > ${now}))
+    AND NOT ${HELD_SQL}
     AND NOT EXISTS (SELECT 1 FROM reports r WHERE r.case_id = c.id AND r.person_keys_version IS NULL)
     AND NOT EXISTS (SELECT 1 FROM reports r JOIN workflow_runs w ON w.report_id = r.id WHERE r.case_id = c.id AND w.archived_at IS NULL)
     AND EXISTS (SELECT 1 FROM transparency_rollup_days t WHERE t.installation_id = c.installation_id AND t.day >= substr(c.updated_at, 1, 10))

@@ -120,6 +120,8 @@ export interface ReportEvidence {
   url?: string;
   text?: string;
   sha256?: string;
+  pdq?: string;
+  pdqQuality?: number;
 }
 
 /** Everything sealed: who reported, how to reach them, what they wrote, the content itself. */

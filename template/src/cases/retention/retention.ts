@@ -6,11 +6,14 @@
 // run of its reports (or of their appeals) outside a terminal state, no appeal open. cases.state
 // is not the test: nothing marks a case resolved today (a new report reopens it). A closed case
 // is *past retention* when its last activity is older than the period: its last report, and the
-// last update of any of its tasks, runs, appeals and decisions. The period is at least 184 days,
+// last update of any of its tasks, runs, appeals and decisions. A case under an active
+// preservation hold (preservation-holds.ts) counts as busy: neither this sweep nor an erasure
+// request touches it. The period is at least 184 days,
 // so a decision's six-month appeal window (Art. 20) has passed before its data goes.
 import { auditStatement } from "../../audit";
 import type { Actor } from "../../auth";
 import { AppError, errorCode } from "../../errors";
+import { HELD_SQL } from "./preservation-holds";
 import { eraseReports, NO_ERASURE, type ErasureCounts } from "./retention-erase";
 import { sweepPeriodKeys } from "./retention-keys";
 
@@ -39,6 +42,7 @@ export function caseBusySql(cutoff: string): string {
         OR EXISTS (SELECT 1 FROM workflow_runs w WHERE w.appeal_id = a.id AND (w.state NOT IN ${TERMINAL} OR w.updated_at >= ${cutoff}))))
     OR EXISTS (SELECT 1 FROM reports r2 JOIN decisions d ON d.report_id = r2.id AND d.installation_id = r2.installation_id
       WHERE r2.case_id = c.id AND d.decided_at >= ${cutoff})
+    OR ${HELD_SQL}
   )`;
 }
 
