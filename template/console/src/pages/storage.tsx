@@ -84,8 +84,8 @@ function HotWindowForm({ report, onSaved }: { report: Report; onSaved: () => voi
     <form className="form-card" onSubmit={(e) => void submit(e)} aria-labelledby="hot-window-heading">
       <h2 id="hot-window-heading">Hot window</h2>
       <p className="muted small">
-        A closed case older than this (its reports, runs, tasks, decisions, appeals and deliveries) moves to one R2 object, and sealed audit events older than this move to immutable audit segments in R2. An ended run's
-        step-by-step history (steps, outputs, waits, events) leaves D1 an hour after the run ends (at once with 0 days). Every read serves them as before, and full verification walks both.
+        A closed case older than this (its reports, runs, tasks, decisions, appeals and deliveries) moves to one R2 object, and sealed audit events older than this move to immutable audit segments in R2. An ended run's step-by-step history
+        (steps, outputs, waits, events) leaves D1 an hour after the run ends (at once with 0 days). Every read serves them as before, and full verification walks both.
       </p>
       <label>
         Days a closed case stays in D1

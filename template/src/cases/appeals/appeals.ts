@@ -237,9 +237,12 @@ export async function resolveAppeal(env: Env, actor: Actor, appealId: string, in
       at,
     }),
     ...decisionReversalStatements(env.DB, { installationId: actor.installationId, appealId, decisionId: row.decisionId, at, actor: actor.audit }),
+    // An overturned decision's strike is reversed with it (accounts), and the account's ladder walks back below.
+    strikeReversalStatement(env.DB, { installationId: actor.installationId, appealId, at }),
   ]);
   if ((update!.meta.changes ?? 0) === 0) throw conflict("appeal.already_decided", "The appeal was decided concurrently.");
   await sendComplaintOutcome(env, actor.installationId, appealId);
+  if (input.outcome === "overturned") await settleDecisionAccount(env, undefined, actor.installationId, row.decisionId);
   return summary((await getAppealRow(env.DB, actor.installationId, appealId))!);
 }
 
@@ -286,6 +289,6 @@ export async function confirmAppeal(env: Env, actor: Actor, appealId: string) {
   ]);
   if ((update!.meta.changes ?? 0) === 0) throw conflict("appeal.already_decided", "The appeal was decided concurrently.");
   await sendComplaintOutcome(env, actor.installationId, appealId);
-  if (input.outcome === "overturned") await settleDecisionAccount(env, undefined, actor.installationId, row.decisionId);
+  if (row.proposedOutcome === "overturned") await settleDecisionAccount(env, undefined, actor.installationId, row.decisionId);
   return summary((await getAppealRow(env.DB, actor.installationId, appealId))!);
 }
