@@ -5,7 +5,7 @@
 // counts Art. 23(1) suspensions apart; another installation's account is not found.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { api, newInstallation, receiverLog, until } from "./helpers";
+import { api, newInstallation, receiverLog, until, personKey } from "./helpers";
 
 async function ladderSetup(path: string, policy: Record<string, unknown>) {
   const { apiKey } = await newInstallation("accounts");
@@ -108,7 +108,7 @@ describe("the strike ladder", () => {
     // The appeal overturns the second decision: its strike is reversed and the suspension walked back.
     const appeal = await api("/api/v1/appeals", { key: apiKey, body: { decisionId: overturned, reason: "It was satire." } });
     expect(appeal.status).toBe(201);
-    const resolved = await api(`/api/v1/appeals/${appeal.body.appeal?.id ?? appeal.body.id}/resolve`, { key: apiKey, body: { outcome: "overturned" } });
+    const resolved = await api(`/api/v1/appeals/${appeal.body.appeal?.id ?? appeal.body.id}/resolve`, { key: await personKey(apiKey), body: { outcome: "overturned" } });
     expect(resolved.status, JSON.stringify(resolved.body)).toBe(200);
     view = await account(apiKey, owner);
     expect(view.strikes.points).toBe(2);

@@ -24,7 +24,7 @@ type Operation = {
   operationId: string;
   security?: Array<Record<string, unknown>>;
   parameters?: Array<{ name: string; in: string; schema: Schema }>;
-  requestBody?: { content: { "application/json": { schema: Schema } } };
+  requestBody?: { content: { "application/json"?: { schema: Schema } } };
 };
 interface Probe {
   what: string;
@@ -113,7 +113,8 @@ function probesOf(path: string, method: string, op: Operation): Probe[] {
   const params = (op.parameters ?? []).filter((p) => p.in === "path");
   const filled = path.replace(/\{(\w+)\}/gu, "unknown_id");
   const probes: Probe[] = [];
-  const body = op.requestBody?.content["application/json"].schema;
+  // Operations whose body is not JSON (an image, a CSV) are tried with their query and ids only.
+  const body = op.requestBody?.content["application/json"]?.schema;
   // A body route also gets a malformed id with a valid-shaped (empty) body; either fault may answer.
   for (const [index, id] of MALFORMED_IDS.entries()) {
     if (params.length === 0 || index >= 2) break;

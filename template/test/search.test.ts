@@ -4,7 +4,7 @@
 // personal data are audited without the query; another installation's records never appear.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { api, newInstallation } from "./helpers";
+import { api, newInstallation, personKey } from "./helpers";
 
 const REPORTER_ID = `reporter-${crypto.randomUUID()}`;
 const CONTACT = `Alice.${crypto.randomUUID().slice(0, 8)}@Example.org`;
@@ -65,7 +65,8 @@ describe("search", () => {
     const owner = `owner-${crypto.randomUUID()}`;
     const first = await fileReport(apiKey, { subjectId: "post-a", owner, description: "Phishing link to a fake bank." });
     const second = await fileReport(apiKey, { subjectId: "post-b", owner, description: "Another phishing link.", category: "illegal_or_harmful_speech" });
-    const decided = await api("/api/v1/decisions", { key: apiKey, body: { reportId: first.id, outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement: "Phishing." } });
+    // A person's decision (a reviewer's key): not_automated.
+    const decided = await api("/api/v1/decisions", { key: await personKey(apiKey), body: { reportId: first.id, outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement: "Phishing." } });
     expect(decided.status).toBe(201);
 
     const cases = await search(apiKey, { q: "phishing", type: "case" });

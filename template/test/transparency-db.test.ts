@@ -7,7 +7,7 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { personalDataFindings } from "../src/enforcement/transparency-db-privacy";
 import { runSchedule, SWEEPS } from "../src/schedule";
-import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
+import { api, edge, newInstallation, publish, waitForRun, personKey } from "./helpers";
 
 interface PeerCall {
   method: string;
@@ -380,12 +380,13 @@ describe("Transparency Database: statements as the database reads them", () => {
     const own = await voluntaryReport(apiKey);
     // A person's decision on their own initiative: detected by people unless they say otherwise.
     const byPerson = await api("/api/v1/decisions", {
-      key: apiKey,
+      key: await personKey(apiKey, "Pat Person"),
       body: { reportId: own, outcome: "removed_scam", restrictions: { visibility: ["content_removed"] }, statement: "A fraudulent advert.", contractualGround: "Terms § 4.2: no fraudulent offers", contentDate: "2026-03-01" },
     });
     expect(byPerson.status, JSON.stringify(byPerson.body)).toBe(201);
     expect(byPerson.body.automatedDetection).toBe(false);
-    const flagged = await api("/api/v1/decisions", { key: apiKey, body: { reportId: own, outcome: "removed_scam", restrictions: { visibility: ["content_removed"] }, statement: "Flagged by our classifier.", automatedDetection: true } });
+    const person = await personKey(apiKey);
+    const flagged = await api("/api/v1/decisions", { key: person, body: { reportId: own, outcome: "removed_scam", restrictions: { visibility: ["content_removed"] }, statement: "Flagged by our classifier.", automatedDetection: true } });
     expect(flagged.status).toBe(201);
     // Automation that found and decided on its own: detected by automation.
     const version = await publish(apiKey, {
@@ -423,7 +424,7 @@ describe("Transparency Database: statements as the database reads them", () => {
     for (const decisionId of [early, late]) {
       const filed = await api("/api/v1/appeals", { key: apiKey, body: { decisionId, reason: "I disagree." } });
       expect(filed.status).toBe(201);
-      const resolved = await api(`/api/v1/appeals/${filed.body.id}/resolve`, { key: apiKey, body: { outcome: "overturned" } });
+      const resolved = await api(`/api/v1/appeals/${filed.body.id}/resolve`, { key: await personKey(apiKey), body: { outcome: "overturned" } });
       expect(resolved.status, JSON.stringify(resolved.body)).toBe(200);
     }
     await sweep();

@@ -144,7 +144,8 @@ describe("/next and the exposure cap", () => {
     const T = Date.parse("2026-03-10T12:00:00.000Z");
     const minutesBeforeT = (minutes: number) => new Date(T - minutes * 60_000).toISOString();
     const place = (task: string, times: { startedAt: string; endedAt?: string | null; leaseExpiresAt?: string }) =>
-      env.DB.prepare("UPDATE review_exposure SET started_at = ?3, ended_at = ?4, lease_expires_at = COALESCE(?5, lease_expires_at) WHERE task_id = ?1 AND reviewer = ?2")
+      // A key's reviewer is recorded as the key's own (`api_key:<id>/<name>`): the name is a label in it.
+      env.DB.prepare("UPDATE review_exposure SET started_at = ?3, ended_at = ?4, lease_expires_at = COALESCE(?5, lease_expires_at) WHERE task_id = ?1 AND (reviewer = ?2 OR reviewer LIKE '%/' || ?2)")
         .bind(task, "mod-c", times.startedAt, times.endedAt ?? null, times.leaseExpiresAt ?? null)
         .run();
 
@@ -173,13 +174,15 @@ describe("/next and the exposure cap", () => {
     await place(other, { startedAt: minutesBeforeT(25), endedAt: null });
     await env.DB.prepare("UPDATE human_tasks SET claimed_at = ?2, completed_at = ?3 WHERE id = ?1").bind(other, minutesBeforeT(25), minutesBeforeT(5)).run();
 
-    const status = await exposureStatus(env.DB, s.installationId, "mod-c", new Date(T));
+    const recorded = async (name: string) =>
+      (await env.DB.prepare("SELECT reviewer FROM review_exposure WHERE installation_id = ?1 AND (reviewer = ?2 OR reviewer LIKE '%/' || ?2) LIMIT 1").bind(s.installationId, name).first<{ reviewer: string }>())!.reviewer;
+    const status = await exposureStatus(env.DB, s.installationId, await recorded("mod-c"), new Date(T));
     expect(minutesOf(status, "violence")).toBeCloseTo(20 + 10 + 0 + 60, 1);
     expect(minutesOf(status, "scams_and_fraud")).toBeCloseTo(20, 1);
     expect(status.resetsAt).toBe("2026-03-11T00:00:00.000Z");
     expect(status.capped).toEqual([]);
     // mod-d's own claim of the lapsed task is theirs, not mod-c's.
-    expect(minutesOf(await exposureStatus(env.DB, s.installationId, "mod-d", new Date(T)), "violence")).toBe(0);
+    expect(minutesOf(await exposureStatus(env.DB, s.installationId, await recorded("mod-d"), new Date(T)), "violence")).toBe(0);
   });
 
   it("another installation's caps are not applied, its queues are a 404, and its claims are not counted", async () => {
