@@ -284,3 +284,32 @@ describe("who may read an account", () => {
     expect(listed.body.error.code).toBe("search.queue_limited");
   });
 });
+
+describe("a person's erasure", () => {
+  it("exports their account's strikes and sanctions, and erasing them unlinks the account: it no longer answers", async () => {
+    const apiKey = await ladderSetup("/ok/accounts-erasure", { categories: { scams_and_fraud: { points: 1 } }, expiryDays: 30, authorityMode: "autonomous", ladder: [{ points: 1, actionType: "warn_user" }] });
+    const owner = `owner-${crypto.randomUUID()}`;
+    await decide(apiKey, await reportAbout(apiKey, owner, "post-e"));
+    // The warning's run is done before the erasure (a case with work under way is held back).
+    const runId = await until(async () => (await account(apiKey, owner)).sanctions.items[0]?.runId ?? null, "the warning's run");
+    expect((await waitForRun(apiKey, runId)).state).toBe("succeeded");
+    const before = await account(apiKey, owner);
+    expect(before.strikes.items).toHaveLength(1);
+    expect(before.sanctions.items).toHaveLength(1);
+
+    const exported = await api("/api/v1/personal-data/export", { key: apiKey, body: { subjectOwner: { id: owner } } });
+    expect(exported.status, JSON.stringify(exported.body)).toBe(200);
+    expect(exported.body.account.strikes).toMatchObject([{ id: before.strikes.items[0].id, points: 1, manifestlyIllegal: false }]);
+    expect(exported.body.account.sanctions).toMatchObject([{ id: before.sanctions.items[0].id, kind: "warning", actionType: "warn_user" }]);
+
+    const erased = await api("/api/v1/personal-data/erase", { key: apiKey, body: { subjectOwner: { id: owner } } });
+    expect(erased.status, JSON.stringify(erased.body)).toBe(200);
+    expect(erased.body.held.reports).toBe(0);
+    const gone = await api(`/api/v1/accounts/${owner}`, { key: apiKey });
+    expect(gone.status).toBe(404);
+    expect(gone.body.error.code).toBe("account.not_found");
+    const key = await env.DB.prepare(`SELECT COUNT(*) AS n FROM strikes WHERE id = ?1 AND account_key LIKE 'pk1_%'`).bind(before.strikes.items[0].id).first<{ n: number }>();
+    expect(key?.n).toBe(0);
+    expect((await api("/api/v1/personal-data/export", { key: apiKey, body: { subjectOwner: { id: owner } } })).body.account).toEqual({ strikes: [], sanctions: [] });
+  });
+});
