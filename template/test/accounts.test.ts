@@ -4,8 +4,9 @@
 // illegal content is refused without a prior warning on record, and the transparency report
 // counts Art. 23(1) suspensions apart; another installation's account is not found.
 import { env } from "cloudflare:test";
+import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { api, newInstallation, receiverLog, until, personKey } from "./helpers";
+import { api, newInstallation, personKey, receiverLog, until, waitForRun } from "./helpers";
 
 async function ladderSetup(path: string, policy: Record<string, unknown>) {
   const { apiKey } = await newInstallation("accounts");
@@ -149,11 +150,27 @@ describe("DSA Art. 23(1)", () => {
     expect(refused.body.error.code).toBe("account.art23_warning_required");
     expect((await account(apiKey, owner)).sanctions.items).toHaveLength(1);
 
-    // After a warning on record the suspension goes ahead (assisted: its action waits for approval).
+    // The server decides what is an Art. 23(1) suspension: the account's counting strike for
+    // manifestly illegal content, and the action type's kind, whatever the client says.
+    for (const body of [{ actionType: "suspend_user" }, { actionType: "suspend_user", kind: "restriction" }, { actionType: "suspend_user", kind: "warning", manifestlyIllegal: false }]) {
+      const sneaked = await api(`/api/v1/accounts/${owner}/sanctions`, { key: apiKey, body: { ...body, reason: "Repeated illegal offers." } });
+      expect(sneaked.status, JSON.stringify(body)).toBe(409);
+      expect(sneaked.body.error.code).toBe("account.art23_warning_required");
+    }
+
+    // A warning whose action still waits for approval was not given: it does not count.
     const warning = await api(`/api/v1/accounts/${owner}/sanctions`, { key: apiKey, body: { actionType: "warn_user", reason: "First warning." } });
     expect(warning.status, JSON.stringify(warning.body)).toBe(201);
     expect(warning.body).toMatchObject({ kind: "warning", state: "started", source: "manual" });
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    const early = await api(`/api/v1/accounts/${owner}/sanctions`, { key: apiKey, body: { actionType: "suspend_user", reason: "Repeated illegal offers." } });
+    expect(early.status).toBe(409);
+    expect(early.body.error.code).toBe("account.art23_warning_required");
+
+    // Once the warning's action was approved and delivered (its run succeeded), the suspension goes ahead (assisted: its action waits for approval).
+    const warned = await until(async () => (await api("/api/v1/action-proposals?state=approval_required", { key: apiKey })).body.items?.find((p: any) => p.runId === warning.body.runId), "the warning's proposal");
+    const approved = await api(`/api/v1/action-proposals/${warned.id}/approve`, { key: apiKey, body: { approver: "lead-mod", reason: "warn first" } });
+    expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+    expect((await waitForRun(apiKey, warning.body.runId)).state).toBe("succeeded");
     const suspended = await api(`/api/v1/accounts/${owner}/sanctions`, { key: apiKey, body: { actionType: "suspend_user", manifestlyIllegal: true, reason: "Repeated illegal offers." } });
     expect(suspended.status, JSON.stringify(suspended.body)).toBe(201);
     expect(suspended.body).toMatchObject({ kind: "suspension", art23: true, state: "started" });
@@ -217,5 +234,82 @@ describe("related accounts", () => {
     for (const value of [ip, device, ...owners]) expect(atRest).not.toContain(value);
     const otherView = await api(`/api/v1/accounts/${owners[0]}`, { key: other.apiKey });
     expect(otherView.status).toBe(404);
+  });
+});
+
+describe("who may read an account", () => {
+  async function raw(path: string, init: RequestInit = {}) {
+    return (exports as any).default.fetch(new Request(`http://safest.test${path}`, { redirect: "manual", ...init })) as Promise<Response>;
+  }
+  async function signIn(installationId: string, email: string, role: string) {
+    const link = await api("/api/v1/console-signin-links", { key: "test-admin-token", body: { installationId, email, role } });
+    expect(link.status).toBe(201);
+    const cookie = (await raw(link.body.path)).headers.get("set-cookie")!.split(";")[0]!;
+    return async (path: string) => {
+      const response = await raw(path, { headers: { cookie } });
+      return { status: response.status, body: (await response.json()) as any };
+    };
+  }
+
+  it("needs personal_data:read (or admin), as an account search does, and refuses a console user limited to some queues", async () => {
+    const { id: installationId, apiKey } = await newInstallation("accounts-readers");
+    const owner = `owner-${crypto.randomUUID()}`;
+    await reportAbout(apiKey, owner, "post-r");
+    expect((await account(apiKey, owner)).reports.total).toBe(1);
+
+    const keyWith = async (scopes: string[]) => (await api("/api/v1/api-keys", { key: apiKey, body: { name: scopes.join("+"), scopes } })).body.apiKey as string;
+    for (const scopes of [["read"], ["review"]]) {
+      const refused = await api(`/api/v1/accounts/${owner}`, { key: await keyWith(scopes) });
+      expect(refused.status, scopes.join()).toBe(403);
+      expect(refused.body.error.code).toBe("account.personal_data_scope");
+    }
+    const allowed = await api(`/api/v1/accounts/${owner}`, { key: await keyWith(["review", "personal_data:read"]) });
+    expect(allowed.status, JSON.stringify(allowed.body)).toBe(200);
+
+    const viewer = await signIn(installationId, `viewer-${crypto.randomUUID().slice(0, 6)}@example.org`, "viewer");
+    expect((await viewer(`/api/v1/accounts/${owner}`)).status).toBe(403);
+
+    const queue = await api("/api/v1/queues", { key: apiKey, body: { name: `q-${crypto.randomUUID().slice(0, 8)}`, slaSeconds: 3600 } });
+    const email = `mod-${crypto.randomUUID().slice(0, 6)}@example.org`;
+    expect((await api("/api/v1/console-users", { key: apiKey, body: { email, role: "moderator", queueIds: [queue.body.id] } })).status).toBe(201);
+    const limited = await signIn(installationId, email, "moderator");
+    const read = await limited(`/api/v1/accounts/${owner}`);
+    expect(read.status).toBe(403);
+    expect(read.body.error.code).toBe("account.queue_limited");
+    const searched = await limited(`/api/v1/search?type=account&q=${owner}`);
+    expect(searched.status).toBe(403);
+    expect(searched.body.error.code).toBe("search.queue_limited");
+    const listed = await limited(`/api/v1/search?type=report`);
+    expect(listed.status).toBe(403);
+    expect(listed.body.error.code).toBe("search.queue_limited");
+  });
+});
+
+describe("a person's erasure", () => {
+  it("exports their account's strikes and sanctions, and erasing them unlinks the account: it no longer answers", async () => {
+    const apiKey = await ladderSetup("/ok/accounts-erasure", { categories: { scams_and_fraud: { points: 1 } }, expiryDays: 30, authorityMode: "autonomous", ladder: [{ points: 1, actionType: "warn_user" }] });
+    const owner = `owner-${crypto.randomUUID()}`;
+    await decide(apiKey, await reportAbout(apiKey, owner, "post-e"));
+    // The warning's run is done before the erasure (a case with work under way is held back).
+    const runId = await until(async () => (await account(apiKey, owner)).sanctions.items[0]?.runId ?? null, "the warning's run");
+    expect((await waitForRun(apiKey, runId)).state).toBe("succeeded");
+    const before = await account(apiKey, owner);
+    expect(before.strikes.items).toHaveLength(1);
+    expect(before.sanctions.items).toHaveLength(1);
+
+    const exported = await api("/api/v1/personal-data/export", { key: apiKey, body: { subjectOwner: { id: owner } } });
+    expect(exported.status, JSON.stringify(exported.body)).toBe(200);
+    expect(exported.body.account.strikes).toMatchObject([{ id: before.strikes.items[0].id, points: 1, manifestlyIllegal: false }]);
+    expect(exported.body.account.sanctions).toMatchObject([{ id: before.sanctions.items[0].id, kind: "warning", actionType: "warn_user" }]);
+
+    const erased = await api("/api/v1/personal-data/erase", { key: apiKey, body: { subjectOwner: { id: owner } } });
+    expect(erased.status, JSON.stringify(erased.body)).toBe(200);
+    expect(erased.body.held.reports).toBe(0);
+    const gone = await api(`/api/v1/accounts/${owner}`, { key: apiKey });
+    expect(gone.status).toBe(404);
+    expect(gone.body.error.code).toBe("account.not_found");
+    const key = await env.DB.prepare(`SELECT COUNT(*) AS n FROM strikes WHERE id = ?1 AND account_key LIKE 'pk1_%'`).bind(before.strikes.items[0].id).first<{ n: number }>();
+    expect(key?.n).toBe(0);
+    expect((await api("/api/v1/personal-data/export", { key: apiKey, body: { subjectOwner: { id: owner } } })).body.account).toEqual({ strikes: [], sanctions: [] });
   });
 });

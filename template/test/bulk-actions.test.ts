@@ -84,10 +84,16 @@ describe("bulk actions", () => {
     });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     expect(created.body).toMatchObject({ state: "approval_required", total: 2, started: 0 });
-    const approved = await api(`/api/v1/bulk-actions/${created.body.id}/approve`, { key: apiKey, method: "POST" });
-    expect(approved.status).toBe(200);
+    // Four eyes: the creator's own approval is refused, another principal's goes through.
+    const own = await api(`/api/v1/bulk-actions/${created.body.id}/approve`, { key: apiKey, method: "POST" });
+    expect(own.status).toBe(403);
+    expect(own.body.error.code).toBe("bulk_action.self_approval");
+    expect((await api(`/api/v1/bulk-actions/${created.body.id}`, { key: apiKey })).body).toMatchObject({ state: "approval_required", started: 0 });
+    const approver = (await api("/api/v1/api-keys", { key: apiKey, body: { name: "lead", scopes: ["review"] } })).body.apiKey as string;
+    const approved = await api(`/api/v1/bulk-actions/${created.body.id}/approve`, { key: approver, method: "POST" });
+    expect(approved.status, JSON.stringify(approved.body)).toBe(200);
     expect(approved.body).toMatchObject({ state: "completed", started: 2 });
-    const again = await api(`/api/v1/bulk-actions/${created.body.id}/approve`, { key: apiKey, method: "POST" });
+    const again = await api(`/api/v1/bulk-actions/${created.body.id}/approve`, { key: approver, method: "POST" });
     expect(again.status).toBe(409);
     expect(again.body.error.code).toBe("bulk_action.state_conflict");
     const delivered = await until(async () => {

@@ -4,7 +4,7 @@
 // is never stored: it is hashed (personKey) to the key reports and strikes carry, and the read is
 // audited under that key. Another installation's account is simply not found.
 import { auditStatement } from "../audit";
-import type { Actor } from "../auth";
+import { type Actor, canReadPersonalData } from "../auth";
 import { AppError, notFound } from "../errors";
 import { encodeCursor } from "../lib/cursor";
 import { personKey } from "../lib/person-keys";
@@ -48,7 +48,26 @@ interface AccountReportRow {
   createdAt: string;
 }
 
+/**
+ * Who may read an account: its page tells whether a person was reported, their strikes and
+ * sanctions, so it needs personal_data:read (or admin), as an account search does. A console user
+ * limited to some queues is refused: an account's reports span every queue.
+ */
+export function assertAccountReader(actor: Actor): void {
+  if (!canReadPersonalData(actor)) {
+    throw new AppError("account.personal_data_scope", "An account's history tells whether a person was reported and how they were sanctioned; reading it needs the personal_data:read scope (or admin). Use a key with that scope.", {
+      status: 403,
+    });
+  }
+  if (actor.user?.queueIds) {
+    throw new AppError("account.queue_limited", "An account's reports span every queue; a console user limited to some queues cannot read accounts. Ask an administrator to lift the queue limit, or open the reports from your queues.", {
+      status: 403,
+    });
+  }
+}
+
 export async function readAccount(env: Env, actor: Actor, accountId: string, options: { limit: number; cursor: Array<string | number> | null }) {
+  assertAccountReader(actor);
   const key = accountKeyOf(actor.installationId, accountId);
   const db = env.DB;
   const at = new Date().toISOString();

@@ -153,6 +153,10 @@ export async function moveBulkAction(env: Env, ctx: ExecutionContext, actor: Act
   const row = await bulkRow(env, actor.installationId, id);
   const { from, to, event } = TRANSITIONS[move];
   if (!from.includes(row.state)) throw conflict("bulk_action.state_conflict", `The bulk action is ${row.state}; ${move} needs it ${from.join(" or ")}.`);
+  // Assisted mode is four eyes: the approver is another principal than the creator.
+  if (move === "approve" && row.createdBy === actor.audit.id) {
+    throw new AppError("bulk_action.self_approval", "The bulk action's creator cannot approve it; another person or key must approve it.", { status: 403 });
+  }
   const at = new Date().toISOString();
   const [update] = await env.DB.batch([
     env.DB.prepare(`UPDATE bulk_actions SET state = ?3, updated_at = ?4${move === "approve" ? ", approved_by = ?5" : ""} WHERE installation_id = ?1 AND id = ?2 AND state = ?6`).bind(

@@ -4,6 +4,6 @@
 export { readAccount, accountKeyOf, sanctionView } from "./accounts";
 export { ART23_WARNING_REQUIRED, sanctionAccount, settleAccount, settleDecisionAccount, startSanctions, sweepAccountLadders } from "./ladder";
 export { getStrikePolicy, kindOf, LADDER_AUTHORITY_MODES, putStrikePolicy, SANCTION_KINDS, type SanctionKind, type StrikePolicy } from "./strike-policy";
-export { strikeAccrualStatement, strikeReversalStatement } from "./strikes";
+export { accountRecordsOf, strikeAccrualStatement, strikeReversalStatement, unlinkAccountStatements } from "./strikes";
 export { ART23_SUSPENSIONS_SQL } from "./transparency";
 export { sweepBulkActions } from "./bulk-actions";

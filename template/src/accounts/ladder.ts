@@ -9,7 +9,7 @@ import type { Actor } from "../auth";
 import { AppError, errorCode } from "../errors";
 import { newId } from "../lib/crypto";
 import { createRun } from "../workflows";
-import { carrierVersionId, readStrikePolicy, type SanctionKind, type StrikePolicy } from "./strike-policy";
+import { carrierVersionId, kindOf, readStrikePolicy, type SanctionKind, type StrikePolicy } from "./strike-policy";
 
 export const ART23_WARNING_REQUIRED = "account.art23_warning_required";
 
@@ -59,10 +59,26 @@ function accountRows(db: D1Database, installationId: string, accountKey: string)
   ]);
 }
 
-/** The warning on record that lets an Art. 23(1) suspension go ahead at `at`: started, and standing for the warning period. */
-function priorWarning(sanctions: SanctionRow[], policy: Pick<StrikePolicy, "warningPeriodHours"> | null, at: string): SanctionRow | undefined {
+/**
+ * The warning on record that lets an Art. 23(1) suspension go ahead at `at`: started, its run
+ * succeeded (a warning waiting for approval, rejected, expired or failed was never given), and
+ * standing for the warning period.
+ */
+async function priorWarning(db: D1Database, installationId: string, sanctions: SanctionRow[], policy: Pick<StrikePolicy, "warningPeriodHours"> | null, at: string): Promise<SanctionRow | undefined> {
   const by = new Date(Date.parse(at) - (policy?.warningPeriodHours ?? 0) * 3_600_000).toISOString();
-  return sanctions.find((s) => s.kind === "warning" && s.state === "started" && s.createdAt < at && s.createdAt <= by);
+  const candidates = sanctions.filter((s) => s.kind === "warning" && s.state === "started" && s.runId !== null && s.createdAt < at && s.createdAt <= by);
+  if (candidates.length === 0) return undefined;
+  const { results } = await db
+    .prepare(`SELECT id FROM workflow_runs WHERE installation_id = ?1 AND state = 'succeeded' AND id IN (SELECT value FROM json_each(?2))`)
+    .bind(installationId, JSON.stringify(candidates.map((s) => s.runId)))
+    .all<{ id: string }>();
+  const succeeded = new Set(results.map((r) => r.id));
+  return candidates.find((s) => succeeded.has(s.runId!));
+}
+
+/** Whether the account has a counting strike (not reversed, not expired at `at`) for manifestly illegal content. */
+function manifestlyIllegalAt(strikes: StrikeRow[], at: string): boolean {
+  return strikes.some((s) => s.reversedAt === null && s.expiresAt > at && s.manifestlyIllegal === 1);
 }
 
 function sanctionAudit(db: D1Database, installationId: string, sanctionId: string, action: string, details: Record<string, unknown>, at: string, actor: Actor["audit"] = SYSTEM) {
@@ -99,12 +115,13 @@ export async function settleAccount(env: Env, installationId: string, accountKey
   const points = pointsAt(strikes, at);
   const counting = strikes.filter((s) => s.reversedAt === null && s.expiresAt > at);
   const latest = counting[0];
-  const manifest = counting.some((s) => s.manifestlyIllegal === 1);
+  const manifest = manifestlyIllegalAt(strikes, at);
+  const warned = manifest && (policy?.ladder ?? []).some((rung) => rung.kind === "suspension") ? await priorWarning(env.DB, installationId, sanctions, policy, at) : undefined;
   for (const rung of policy?.ladder ?? []) {
     if (rung.points > points || !latest) continue;
     if (live.some((s) => s.threshold === rung.points && !reversed.includes(s.id))) continue;
     const art23 = rung.kind === "suspension" && manifest;
-    const refusal = art23 && !priorWarning(sanctions, policy, at) ? ART23_WARNING_REQUIRED : null;
+    const refusal = art23 && !warned ? ART23_WARNING_REQUIRED : null;
     const id = newId("snc");
     (refusal ? refused : created).push(id);
     statements.push(
@@ -193,24 +210,29 @@ async function versionFor(env: Env, actor: Actor, policy: StrikePolicy | null, s
 }
 
 /**
- * A sanction a person takes on an account outside the ladder (POST /accounts/:id/sanctions). A
- * suspension for manifestly illegal content (DSA Art. 23(1)) is refused with a 409 without a
- * prior warning on record; nothing is written then.
+ * A sanction a person takes on an account outside the ladder (POST /accounts/:id/sanctions). Its
+ * kind is the server's: the policy's rung for the action type, else what the action type's key
+ * says (kindOf); the client's kind only names one the key leaves open (a plain restriction). A
+ * suspension of an account with a counting strike for manifestly illegal content (or one the
+ * client calls so) is an Art. 23(1) suspension, refused with a 409 without a prior warning given;
+ * nothing is written then.
  */
 export async function sanctionAccount(
   env: Env,
   ctx: ExecutionContext,
   actor: Actor,
-  input: { accountKey: string; actionType: string; kind: SanctionKind; manifestlyIllegal: boolean; reportId: string; reason: string },
+  requested: { accountKey: string; actionType: string; kind?: SanctionKind | undefined; manifestlyIllegal?: boolean | undefined; reportId: string; reason: string },
 ): Promise<SanctionRow> {
-  const type = await env.DB.prepare(`SELECT 1 AS x FROM action_types WHERE installation_id = ?1 AND key = ?2`).bind(actor.installationId, input.actionType).first();
-  if (!type) throw new AppError("action_type.not_found", `This installation has no action type ${JSON.stringify(input.actionType).slice(0, 100)}; create it first (POST /action-types).`, { status: 404 });
-  const art23 = input.kind === "suspension" && input.manifestlyIllegal;
+  const type = await env.DB.prepare(`SELECT 1 AS x FROM action_types WHERE installation_id = ?1 AND key = ?2`).bind(actor.installationId, requested.actionType).first();
+  if (!type) throw new AppError("action_type.not_found", `This installation has no action type ${JSON.stringify(requested.actionType).slice(0, 100)}; create it first (POST /action-types).`, { status: 404 });
+  const policy = await readStrikePolicy(env.DB, actor.installationId);
+  const named = policy?.ladder.find((rung) => rung.actionType === requested.actionType)?.kind ?? kindOf(requested.actionType);
+  const input = { ...requested, kind: named === "restriction" && requested.kind ? requested.kind : named };
   const at = new Date().toISOString();
+  const [strikeRead, sanctionRead] = await accountRows(env.DB, actor.installationId, input.accountKey);
+  const art23 = input.kind === "suspension" && (requested.manifestlyIllegal === true || manifestlyIllegalAt(strikeRead!.results as unknown as StrikeRow[], at));
   if (art23) {
-    const policy = await readStrikePolicy(env.DB, actor.installationId);
-    const [, sanctionRead] = await accountRows(env.DB, actor.installationId, input.accountKey);
-    if (!priorWarning(sanctionRead!.results as unknown as SanctionRow[], policy, at)) {
+    if (!(await priorWarning(env.DB, actor.installationId, sanctionRead!.results as unknown as SanctionRow[], policy, at))) {
       throw new AppError(
         ART23_WARNING_REQUIRED,
         `A suspension for manifestly illegal content needs a prior warning on record that has stood for the policy's warning period (${policy?.warningPeriodHours ?? 0} h; DSA Art. 23(1)); warn the account first.`,

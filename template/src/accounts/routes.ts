@@ -3,7 +3,7 @@ import { routes, withStatus } from "../http/route";
 import { createBulkAction, getBulkAction, moveBulkAction } from "./bulk-actions";
 import { accountKeyOf, accountReport, readAccount, sanctionView } from "./accounts";
 import { sanctionAccount } from "./ladder";
-import { getStrikePolicy, kindOf, putStrikePolicy } from "./strike-policy";
+import { getStrikePolicy, putStrikePolicy } from "./strike-policy";
 
 export const accountRoutes = routes()
   .op(
@@ -13,7 +13,7 @@ export const accountRoutes = routes()
       summary: "An account by the product's id of its owner (a report's subject.ownerId): its reports (with a cursor), decisions, strikes and points, sanctions, current restrictions, open cases and appeals; the read is audited",
       auth: ["review", "admin"],
       ok: 200,
-      errors: [404],
+      errors: [403, 404],
       query: { limit: { default: 50, max: 200 }, cursor: ["string", "string"] },
     },
     async (c, { query }) => readAccount(c.env, c.get("actor"), c.req.param("id"), query),
@@ -36,8 +36,8 @@ export const accountRoutes = routes()
       const row = await sanctionAccount(c.env, c.executionCtx as ExecutionContext, actor, {
         accountKey,
         actionType: body.actionType,
-        kind: body.kind ?? kindOf(body.actionType),
-        manifestlyIllegal: body.manifestlyIllegal ?? false,
+        kind: body.kind,
+        manifestlyIllegal: body.manifestlyIllegal,
         reportId: report.id,
         reason: body.reason,
       });
@@ -78,8 +78,16 @@ export const accountRoutes = routes()
   .op({ method: "get", path: "/bulk-actions/:id", summary: "A bulk action: its state and how many of its subjects' runs have started", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) =>
     getBulkAction(c.env, c.get("actor"), c.req.param("id")),
   )
-  .op({ method: "post", path: "/bulk-actions/:id/approve", summary: "Approve a bulk action waiting for approval (assisted): its runs start and act autonomously", auth: ["review", "admin"], ok: 200, errors: [404, 409] }, async (c) =>
-    moveBulkAction(c.env, c.executionCtx as ExecutionContext, c.get("actor"), c.req.param("id"), "approve"),
+  .op(
+    {
+      method: "post",
+      path: "/bulk-actions/:id/approve",
+      summary: "Approve a bulk action waiting for approval (assisted): its runs start and act autonomously; the approver is another principal than its creator (403 bulk_action.self_approval)",
+      auth: ["review", "admin"],
+      ok: 200,
+      errors: [403, 404, 409],
+    },
+    async (c) => moveBulkAction(c.env, c.executionCtx as ExecutionContext, c.get("actor"), c.req.param("id"), "approve"),
   )
   .op({ method: "post", path: "/bulk-actions/:id/pause", summary: "Pause a running bulk action (runs already started go on)", auth: ["admin"], ok: 200, errors: [404, 409] }, async (c) =>
     moveBulkAction(c.env, c.executionCtx as ExecutionContext, c.get("actor"), c.req.param("id"), "pause"),

@@ -42,3 +42,30 @@ export function strikeReversalStatement(db: D1Database, input: { installationId:
         AND decision_id = (SELECT decision_id FROM appeals WHERE installation_id = ?1 AND id = ?2 AND state = 'overturned')`)
     .bind(input.installationId, input.appealId, input.at);
 }
+
+/**
+ * For a person's erasure: their account's strikes and sanctions stay (counts, the transparency
+ * report, runs under way) but stop naming them: their key is replaced by one of the erasure's own
+ * (`erased:<request>`), which no id hashes to, so the account no longer answers.
+ */
+export function unlinkAccountStatements(db: D1Database, installationId: string, accountKey: string, erasureId: string): D1PreparedStatement[] {
+  return ["strikes", "account_sanctions"].map((table) => db.prepare(`UPDATE ${table} SET account_key = ?3 WHERE installation_id = ?1 AND account_key = ?2`).bind(installationId, accountKey, `erased:${erasureId}`));
+}
+
+/** For a person's export: their account's strikes and sanctions. */
+export async function accountRecordsOf(db: D1Database, installationId: string, accountKey: string) {
+  const [strikes, sanctions] = await db.batch<Record<string, unknown>>([
+    db
+      .prepare(`SELECT id, decision_id AS decisionId, category, points, manifestly_illegal AS manifestlyIllegal, created_at AS createdAt, expires_at AS expiresAt, reversed_at AS reversedAt
+        FROM strikes WHERE installation_id = ?1 AND account_key = ?2 ORDER BY created_at LIMIT 1000`)
+      .bind(installationId, accountKey),
+    db
+      .prepare(`SELECT id, source, kind, action_type_key AS actionType, threshold, art23, state, decision_id AS decisionId, report_id AS reportId, created_at AS createdAt
+        FROM account_sanctions WHERE installation_id = ?1 AND account_key = ?2 ORDER BY created_at LIMIT 1000`)
+      .bind(installationId, accountKey),
+  ]);
+  return {
+    strikes: strikes!.results.map((s) => ({ ...s, manifestlyIllegal: s.manifestlyIllegal === 1 })),
+    sanctions: sanctions!.results.map((s) => ({ ...s, art23: s.art23 === 1 })),
+  };
+}

@@ -4,6 +4,7 @@
 // never the person's id. Rows written before the index existed are indexed by the schedule
 // (indexPersonKeys), and on demand for the installation asked about.
 import { eraseAccountSignalsStatement } from "../reports/signals";
+import { accountRecordsOf, unlinkAccountStatements } from "../../accounts";
 import { auditStatement } from "../../audit";
 import type { Actor } from "../../auth";
 import { AppError, errorCode } from "../../errors";
@@ -152,16 +153,18 @@ export async function exportPersonalData(env: Env, actor: Actor, query: PersonQu
   const requestId = newId("pdr");
   const at = new Date().toISOString();
   const truncated = rows.reports.length > EXPORT_LIMIT || rows.appeals.length > EXPORT_LIMIT;
+  // As an account owner: the strikes and sanctions their account carries.
+  const account = keys.owner ? await accountRecordsOf(env.DB, actor.installationId, keys.owner) : { strikes: [], sanctions: [] };
   await auditStatement(env.DB, {
     installationId: actor.installationId,
     idempotencyKey: `personal_data_request:${requestId}:exported`,
     action: "personal_data.exported",
     actor: actor.audit,
     target: { type: "personal_data_request", id: requestId },
-    details: { roles: keys.roles, reports: reports.length, appeals: appeals.length, truncated },
+    details: { roles: keys.roles, reports: reports.length, appeals: appeals.length, strikes: account.strikes.length, sanctions: account.sanctions.length, truncated },
     at,
   }).run();
-  return { requestId, exportedAt: at, roles: keys.roles, reports, appeals, truncated };
+  return { requestId, exportedAt: at, roles: keys.roles, reports, appeals, account, truncated };
 }
 
 /**
@@ -209,7 +212,11 @@ export async function erasePersonalData(env: Env, actor: Actor, query: PersonQue
   });
   const counts = await eraseReports(env, actor.installationId, { reportIds: closed.map((r) => r.id), appealIds: ownAppeals.map((a) => a.id), at: now, audit });
   // The person's signals as an account owner (keyed hashes tying them to other accounts) go with their data.
-  if (keys.owner) await eraseAccountSignalsStatement(env.DB, actor.installationId, keys.owner).run();
+  // Their account's strikes and sanctions stop naming them once none of their reports is held back.
+  if (keys.owner) {
+    const unlink = held.length === 0 && results.length <= ERASE_LIMIT ? unlinkAccountStatements(env.DB, actor.installationId, keys.owner, requestId) : [];
+    await env.DB.batch([eraseAccountSignalsStatement(env.DB, actor.installationId, keys.owner), ...unlink]);
+  }
   // Nothing erased (nothing found, or all held back): the request is still on the record.
   if (Object.values(counts).every((n) => n === 0)) await auditStatement(env.DB, audit(counts)).run();
   return { requestId, erasedAt: now, roles: keys.roles, erased: counts, held: { reports: held.length, caseIds: heldCaseIds }, remaining: results.length > ERASE_LIMIT };

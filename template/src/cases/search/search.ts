@@ -146,6 +146,10 @@ type Row = Record<string, unknown> & { id: string; at: string };
 /** One page of search results of one type. `q` needs personal_data:read (or admin) and is audited. */
 export async function search(env: Env, actor: Actor, query: SearchQuery): Promise<{ items: Array<Record<string, unknown>>; nextCursor: string | null }> {
   const q = query.q?.trim() || undefined;
+  // Results span every queue: a console user limited to some queues searches from those queues' lists instead.
+  if (actor.user?.queueIds) {
+    throw new AppError("search.queue_limited", "Search spans every queue; a console user limited to some queues cannot search. Open your queues' tasks, or ask an administrator to lift the queue limit.", { status: 403 });
+  }
   if (q && !canReadPersonalData(actor)) {
     throw new AppError("search.personal_data_scope", "Searching with q matches sealed identifiers and content; it needs the personal_data:read scope (or admin). Search with filters alone, or use a key with that scope.", { status: 403 });
   }
