@@ -69,6 +69,40 @@ describe("rule set versions", () => {
   });
 });
 
+describe("report and run outcomes", () => {
+  it("refuse personal entity kinds at publish, naming the rule", async () => {
+    const { apiKey } = await newInstallation("rules-personal");
+    const set = await api("/api/v1/rule-sets", { key: apiKey, body: { name: "personal" } });
+    const bad = await api(`/api/v1/rule-sets/${set.body.id}/versions`, {
+      key: apiKey,
+      body: {
+        rules: [
+          { id: "report-ip", when: "true", outcome: { report: { entity: "ip", category: "scams_and_fraud" } } },
+          { id: "run-device", when: "true", outcome: { run: { workflowVersionId: "wfv_none", entity: "device" } } },
+          { id: "label-ip", when: "true", outcome: { label: { entity: "ip", value: "bad-ip" } } },
+        ],
+      },
+    });
+    expect(bad.status).toBe(422);
+    const details = bad.body.error.details as Array<{ path: string; code: string; message: string }>;
+    const personal = details.filter((d) => d.code === "rule_set.entity_personal");
+    expect(personal.map((d) => d.path)).toEqual(["$.rules[0].outcome.report.entity", "$.rules[1].outcome.run.entity"]);
+    expect(personal[0]!.message).toContain("report-ip");
+    expect(details.some((d) => d.path.startsWith("$.rules[2]"))).toBe(false);
+  });
+
+  it("report an account as its own owner, so strikes accrue to it", async () => {
+    const { apiKey } = await newInstallation("rules-owner");
+    await deployRules(apiKey, [{ id: "flag", when: "event.type == 'account.flagged'", outcome: { report: { entity: "account", category: "scams_and_fraud" } } }]);
+    await send(apiKey, [{ id: "f1", type: "account.flagged", occurredAt: new Date().toISOString(), entities: { account: "acct-own" } }]);
+    const reports = await api("/api/v1/reports?subjectId=acct-own", { key: apiKey });
+    expect(reports.body.items).toHaveLength(1);
+    const report = await api(`/api/v1/reports/${reports.body.items[0].id}`, { key: apiKey });
+    expect(report.status, JSON.stringify(report.body)).toBe(200);
+    expect(report.body.subject.ownerId).toBe("acct-own");
+  });
+});
+
 describe("a velocity rule", () => {
   it("fires on the 21st post in 10 minutes and not on the 20th", async () => {
     const { apiKey } = await newInstallation("rules-velocity");

@@ -9,11 +9,11 @@
 // subject, triggers fired); runs through createRun.
 import type { Actor } from "../auth";
 import { intakeReport } from "../cases/reports/reports";
-import { errorCode } from "../errors";
+import { AppError, errorCode } from "../errors";
 import { createRun, type JsonValue } from "../workflows";
 import type { ProductEvent } from "./events";
 import { ruleLabelStatement } from "./labels";
-import { parseDuration, type LoadedVersion, type Rule } from "./rule-sets";
+import { type LoadedVersion, OUTCOME_ENTITY_KINDS, parseDuration, type Rule } from "./rule-sets";
 
 export interface Hit {
   event: ProductEvent;
@@ -21,8 +21,6 @@ export interface Hit {
   rule: LoadedVersion["rules"][number];
   resultIndex: number;
 }
-
-const REPORT_SUBJECT_KINDS: Record<string, string> = { account: "account", post: "content", content: "content", message: "message", media: "media", listing: "listing", group: "group" };
 
 function applies(mode: string, outcome: Rule["outcome"]): boolean {
   if (mode === "autonomous") return true;
@@ -69,14 +67,18 @@ export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, i
           }
         } else if ("report" in outcome) {
           const value = entityOf(outcome.report.entity);
-          if (value === undefined) result = { error: "rule.entity_missing" };
+          const subjectKind = OUTCOME_ENTITY_KINDS[outcome.report.entity];
+          // Publish refuses personal kinds; a version stored before that check is refused here too.
+          if (!subjectKind || !Object.hasOwn(OUTCOME_ENTITY_KINDS, outcome.report.entity)) result = { error: "rule_set.entity_personal" };
+          else if (value === undefined) result = { error: "rule.entity_missing" };
           else {
             const { report } = await intakeReport(
               env,
               ctx,
               ruleActor,
               {
-                subject: { kind: REPORT_SUBJECT_KINDS[outcome.report.entity] ?? "other", id: value },
+                // An account is its own owner, so the report's strikes accrue to it.
+                subject: { kind: subjectKind, id: value, ...(subjectKind === "account" ? { ownerId: value } : {}) },
                 category: outcome.report.category,
                 source: "voluntary",
                 description: outcome.report.description ?? `Rule ${rule.id} matched event ${event.type} ${event.id}.`,
@@ -88,6 +90,7 @@ export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, i
           }
         } else if ("run" in outcome) {
           const value = entityOf(outcome.run.entity);
+          if (outcome.run.entity !== undefined && !Object.hasOwn(OUTCOME_ENTITY_KINDS, outcome.run.entity)) throw new AppError("rule_set.entity_personal", "A run outcome passes only account or content entities.", { status: 422 });
           const { run } = await createRun(env, ctx, ruleActor, {
             workflowVersionId: outcome.run.workflowVersionId,
             authorityMode: version.authorityMode,

@@ -17,6 +17,14 @@ export const RULE_SEMANTICS_DEFAULT: ExpressionSemantics = "json-numbers-1";
 const RULE_ID = /^[A-Za-z0-9_.-]{1,64}$/u;
 const LABEL_VALUE = /^[a-z0-9][a-z0-9_.:!-]{0,63}$/u;
 
+/**
+ * Entity kinds a report or run outcome may name, with the report subject kind each becomes. A
+ * report's subject id and a run's input are stored in plaintext, so only account and content
+ * identifiers are allowed; personal kinds (ip, device, email, anything else) are refused at publish
+ * and may only be counted or labelled (labels key them by an opaque keyed hash).
+ */
+export const OUTCOME_ENTITY_KINDS: Readonly<Record<string, string>> = { account: "account", post: "content", content: "content", comment: "content", message: "message", media: "media", listing: "listing", group: "group" };
+
 export type RuleOutcome =
   | { label: { entity: string; value: string; expiresIn?: string } }
   | { report: { entity: string; category: string; description?: string } }
@@ -145,10 +153,12 @@ export async function checkRules(env: Env, installationId: string, rules: Rule[]
       if (typeof report.category !== "string" || !normalizeCategory(report.category))
         problems.push({ path: `${path}.outcome.report.category`, code: "category_unknown", message: "Use a DSA statement category (e.g. scams_and_fraud) or an ATProto reason type." });
       if (typeof report.entity !== "string") problems.push({ path: `${path}.outcome.report.entity`, code: "entity_required", message: "A report outcome names the entity it reports (its subject), e.g. account." });
+      else if (!Object.hasOwn(OUTCOME_ENTITY_KINDS, report.entity)) problems.push(personalEntity(path, "report", rule.id, report.entity));
     } else if ("run" in outcome) {
       const run = outcome.run!;
       if (typeof run.workflowVersionId !== "string") problems.push({ path: `${path}.outcome.run.workflowVersionId`, code: "workflow_version_required", message: "A run outcome names the workflow version it starts." });
       else workflowVersions.add(run.workflowVersionId);
+      if (typeof run.entity === "string" && !Object.hasOwn(OUTCOME_ENTITY_KINDS, run.entity)) problems.push(personalEntity(path, "run", rule.id, run.entity));
     } else if ("action" in outcome) {
       problems.push({
         path: `${path}.outcome.action`,
@@ -164,6 +174,14 @@ export async function checkRules(env: Env, installationId: string, rules: Rule[]
     else if (version.retiredAt) problems.push({ path, code: "workflow_version.retired", message: "The workflow version is retired; name a live one." });
   }
   if (problems.length > 0) throw new AppError("rule_set.invalid", `The rules have ${problems.length} problem(s); see details.`, { status: 422, details: problems });
+}
+
+function personalEntity(path: string, outcome: "report" | "run", ruleId: string, entity: string): ErrorDetail {
+  return {
+    path: `${path}.outcome.${outcome}.entity`,
+    code: "rule_set.entity_personal",
+    message: `Rule '${ruleId}': a ${outcome} outcome stores its entity in plaintext, so it names one of ${Object.keys(OUTCOME_ENTITY_KINDS).join(", ")}; '${entity}' may be counted or labelled but not ${outcome === "report" ? "reported" : "passed to a run"}.`,
+  };
 }
 
 /** A duration such as `30m`, `24h`, `90d` in ms (at most 365 days), or null. */
