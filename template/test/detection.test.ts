@@ -322,6 +322,26 @@ describe("labels", () => {
     expect((await rows())?.n).toBe(1);
   });
 
+  it("of a personal entity are looked up only with personal_data:read, audited under the entity key", async () => {
+    const { id, apiKey } = await newInstallation("labels-personal");
+    const put = await api("/api/v1/labels", { key: apiKey, body: { entity: "ip", value: "203.0.113.9", label: "bad-ip" } });
+    expect(put.status, JSON.stringify(put.body)).toBe(201);
+    const reader = await api("/api/v1/api-keys", { key: apiKey, body: { name: "reader", scopes: ["read"] } });
+    const refused = await api("/api/v1/labels?entity=ip&value=203.0.113.9", { key: reader.body.apiKey });
+    expect(refused.status).toBe(403);
+    expect(refused.body.error.code).toBe("auth.scope_missing");
+    // An account is not personal data here: a read key looks it up.
+    expect((await api("/api/v1/labels?entity=account&value=a1", { key: reader.body.apiKey })).status).toBe(200);
+    const lookups = () => env.DB.prepare("SELECT * FROM audit_events WHERE installation_id = ? AND action = 'label.personal_lookup'").bind(id).all();
+    expect((await lookups()).results).toHaveLength(0);
+    const allowed = await api("/api/v1/labels?entity=ip&value=203.0.113.9", { key: apiKey });
+    expect(allowed.status).toBe(200);
+    expect(allowed.body.items.map((l: { value: string }) => l.value)).toEqual(["bad-ip"]);
+    const audited = (await lookups()).results;
+    expect(audited).toHaveLength(1);
+    expect(JSON.stringify(audited)).not.toContain("203.0.113.9");
+  });
+
   it("have no ATProto view yet: a typed 501", async () => {
     const { apiKey } = await newInstallation("labels-atproto");
     const response = await api("/api/v1/xrpc/com.atproto.label.queryLabels?uriPatterns=did:plc:abc", { key: apiKey });
