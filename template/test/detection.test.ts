@@ -149,6 +149,23 @@ describe("a velocity rule", () => {
     expect((await send(apiKey, [post("acct-s", base + 606_000)])).hits).toBe(1);
   });
 
+  it("keeps its window when an event dated a few minutes ahead arrives, and refuses events over a day old", async () => {
+    const { apiKey } = await newInstallation("rules-clock");
+    await deployRules(apiKey, [velocityRule]);
+    const base = Date.now() - 9 * 60_000;
+    await send(
+      apiKey,
+      Array.from({ length: 20 }, (_, i) => post("acct-c", base + i * 1_000)),
+    );
+    // Within the allowed skew: accepted, but the shard's rows are pruned against the server clock.
+    const ahead = await send(apiKey, [post("acct-c", Date.now() + 4 * 60_000)]);
+    expect(ahead.accepted).toBe(1);
+    const late = await send(apiKey, [post("acct-c", base + 30_000)]);
+    expect(late.results[0]!.hits?.map((h) => h.ruleId)).toEqual(["burst"]);
+    const stale = await send(apiKey, [post("acct-c", Date.now() - 25 * 3600_000)]);
+    expect(stale.results[0]!.error?.code).toBe("event.occurred_at_stale");
+  });
+
   it("in shadow records what it would have done and does nothing", async () => {
     const { apiKey, id } = await newInstallation("rules-shadow");
     const { ruleSetId, versionId } = await deployRules(apiKey, [velocityRule], "shadow");
