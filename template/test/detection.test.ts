@@ -256,6 +256,22 @@ describe("rules", () => {
     expect(reports.body.items[0].category).toBe("scams_and_fraud");
   });
 
+  it("open at most 50 reports per request; the rest are recorded as capped", async () => {
+    const { id, apiKey } = await newInstallation("rules-cap");
+    await deployRules(apiKey, [{ id: "each", when: "event.type == 'account.flagged'", outcome: { report: { entity: "account", category: "scams_and_fraud" } } }]);
+    const at = new Date().toISOString();
+    const sent = await send(
+      apiKey,
+      Array.from({ length: 52 }, (_, i) => ({ id: `cap-${i}`, type: "account.flagged", occurredAt: at, entities: { account: `acct-cap-${i}` } })),
+    );
+    expect(sent.hits).toBe(52);
+    expect(sent.results.filter((r) => r.hits?.[0]?.applied).length).toBe(50);
+    const reports = await env.DB.prepare("SELECT COUNT(*) AS n FROM reports WHERE installation_id = ?").bind(id).first<{ n: number }>();
+    expect(reports!.n).toBe(50);
+    const capped = await env.DB.prepare("SELECT COUNT(*) AS n FROM rule_hits WHERE installation_id = ? AND applied = 0 AND result_json LIKE '%rule.outcomes_capped%'").bind(id).first<{ n: number }>();
+    expect(capped!.n).toBe(2);
+  });
+
   it("reject a bad event on its own and evaluate the rest of the batch", async () => {
     const { apiKey } = await newInstallation("rules-reject");
     await deployRules(apiKey, [{ id: "any", when: "event.type == 'post.created'", outcome: { label: { entity: "account", value: "poster" } } }]);

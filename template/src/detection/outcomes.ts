@@ -22,6 +22,14 @@ export interface Hit {
   resultIndex: number;
 }
 
+/**
+ * Reports opened and runs started per request at most: each is a write path of its own (report
+ * intake, a workflow run), so one batch of events cannot fan out into unbounded work. Hits past
+ * the cap are recorded, not applied, with `rule.outcomes_capped` as their result; the client
+ * resends those events in a later batch (a retried event's applied outcomes repeat nothing).
+ */
+export const MAX_APPLIED_OUTCOMES_PER_REQUEST = 50;
+
 function applies(mode: string, outcome: Rule["outcome"]): boolean {
   if (mode === "autonomous") return true;
   if (mode === "assisted") return !("label" in outcome);
@@ -35,6 +43,7 @@ function applies(mode: string, outcome: Rule["outcome"]): boolean {
 export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, input: { hits: Hit[]; keyOf: (kind: string, value: string) => string; at: string; extra: D1PreparedStatement[] }): Promise<boolean[]> {
   const statements: D1PreparedStatement[] = [...input.extra];
   const applied: boolean[] = [];
+  let budget = MAX_APPLIED_OUTCOMES_PER_REQUEST;
   for (const hit of input.hits) {
     const { event, version, rule } = hit;
     const outcome = rule.outcome;
@@ -43,7 +52,10 @@ export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, i
     let result: Record<string, JsonValue> | null = null;
     let done = false;
     const entityOf = (kind: string | undefined) => (kind === undefined ? undefined : event.entities[kind]);
-    if (applies(version.authorityMode, outcome)) {
+    const costly = "report" in outcome || "run" in outcome;
+    if (costly && applies(version.authorityMode, outcome) && budget <= 0) result = { error: "rule.outcomes_capped" };
+    else if (applies(version.authorityMode, outcome)) {
+      if (costly) budget -= 1;
       const ruleActor: Actor = { installationId: actor.installationId, scopes: actor.scopes, audit: { type: "system", id: `rule:${source}` } };
       try {
         if ("label" in outcome) {
