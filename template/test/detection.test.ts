@@ -103,6 +103,29 @@ describe("report and run outcomes", () => {
   });
 });
 
+describe("rule set limits", () => {
+  it("refuse a version reading too many counters, and a deployment past the installation's rule cap", async () => {
+    const { apiKey } = await newInstallation("rules-limits");
+    const set = await api("/api/v1/rule-sets", { key: apiKey, body: { name: "counters" } });
+    const many = await api(`/api/v1/rule-sets/${set.body.id}/versions`, {
+      key: apiKey,
+      body: { rules: Array.from({ length: 65 }, (_, i) => ({ id: `c${i}`, when: `count('t${i}', entity.account, '1h') > 1`, outcome: { label: { entity: "account", value: "x" } } })) },
+    });
+    expect(many.status).toBe(422);
+    expect(many.body.error.details.map((d: { code: string }) => d.code)).toEqual(["rule_set.too_many_counters"]);
+    const full = Array.from({ length: 200 }, (_, i) => ({ id: `r${i}`, when: `event.type == 'e${i}'`, outcome: { label: { entity: "account", value: "x" } } }));
+    await deployRules(apiKey, full);
+    await deployRules(apiKey, full);
+    const third = await api("/api/v1/rule-sets", { key: apiKey, body: { name: "third" } });
+    const version = await api(`/api/v1/rule-sets/${third.body.id}/versions`, { key: apiKey, body: { rules: full } });
+    const refused = await api(`/api/v1/rule-sets/${third.body.id}/deployment`, { key: apiKey, method: "PUT", body: { versionId: version.body.id, authorityMode: "shadow" } });
+    expect(refused.status).toBe(422);
+    expect(refused.body.error.code).toBe("rule_set.too_many_deployed_rules");
+    const off = await api(`/api/v1/rule-sets/${third.body.id}/deployment`, { key: apiKey, method: "PUT", body: { versionId: version.body.id, authorityMode: "off" } });
+    expect(off.status).toBe(200);
+  });
+});
+
 describe("a velocity rule", () => {
   it("fires on the 21st post in 10 minutes and not on the 20th", async () => {
     const { apiKey } = await newInstallation("rules-velocity");
