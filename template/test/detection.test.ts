@@ -353,6 +353,20 @@ describe("sampled events", () => {
 });
 
 describe("labels", () => {
+  it("are read by rules for every entity of a batch", async () => {
+    const { apiKey } = await newInstallation("labels-read");
+    await api("/api/v1/labels", { key: apiKey, body: { entity: "account", value: "acct-l7", label: "watch" } });
+    await api("/api/v1/labels", { key: apiKey, body: { entity: "ip", value: "198.51.100.7", label: "bad-ip" } });
+    await deployRules(apiKey, [{ id: "watched", when: "'watch' in labels.account || 'bad-ip' in labels.ip", outcome: { label: { entity: "account", value: "seen" } } }], "shadow");
+    const at = new Date().toISOString();
+    const sent = await send(
+      apiKey,
+      Array.from({ length: 300 }, (_, i) => ({ id: `l-${i}`, type: "login", occurredAt: at, entities: { account: `acct-l${i}`, ip: `198.51.100.${i % 256}` } })),
+    );
+    const hit = sent.results.flatMap((r, i) => ((r.hits ?? []).length > 0 ? [i] : []));
+    expect(hit).toEqual([7, 7 + 256]);
+  });
+
   it("disappear at their expiry", async () => {
     const { apiKey, id } = await newInstallation("labels-expiry");
     // A rule's label lasts from its event: one drawn from an event two hours old, for an hour, is already gone.

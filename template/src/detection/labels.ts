@@ -119,20 +119,26 @@ export async function putLabelByPerson(env: Env, actor: Actor, input: { entity: 
   return { entity: input.entity, label: input.label, negated: input.negate === true, source: `person:${sourceId}`, createdAt: at, expiresAt };
 }
 
-/** The live labels of many entities (by key), for rules that read `labels`. */
+/**
+ * The live labels of many entities (by key), for rules that read `labels`: one query per
+ * LABEL_KEYS_PER_QUERY keys (the keys bound as one JSON array, read with json_each), so a full
+ * batch of events costs a few queries, not one per entity.
+ */
 export async function labelsOfEntities(db: D1Database, installationId: string, keys: string[], at: string): Promise<Map<string, string[]>> {
   const out = new Map<string, string[]>();
   const unique = [...new Set(keys)];
-  for (let i = 0; i < unique.length; i += 90) {
-    const chunk = unique.slice(i, i + 90);
+  for (let i = 0; i < unique.length; i += LABEL_KEYS_PER_QUERY) {
+    const chunk = unique.slice(i, i + LABEL_KEYS_PER_QUERY);
     const { results } = await db
-      .prepare(`SELECT entity_key AS entityKey, value FROM entity_labels WHERE installation_id = ?1 AND entity_key IN (${chunk.map((_, j) => `?${j + 3}`).join(", ")}) AND negated = 0 AND (expires_at IS NULL OR expires_at > ?2)`)
-      .bind(installationId, at, ...chunk)
+      .prepare(`SELECT entity_key AS entityKey, value FROM entity_labels WHERE installation_id = ?1 AND entity_key IN (SELECT value FROM json_each(?3)) AND negated = 0 AND (expires_at IS NULL OR expires_at > ?2)`)
+      .bind(installationId, at, JSON.stringify(chunk))
       .all<{ entityKey: string; value: string }>();
     for (const row of results) out.set(row.entityKey, [...(out.get(row.entityKey) ?? []), row.value]);
   }
   return out;
 }
+
+const LABEL_KEYS_PER_QUERY = 4_000;
 
 const EXPIRED_SLICE = 500;
 
