@@ -69,6 +69,63 @@ describe("rule set versions", () => {
   });
 });
 
+describe("report and run outcomes", () => {
+  it("refuse personal entity kinds at publish, naming the rule", async () => {
+    const { apiKey } = await newInstallation("rules-personal");
+    const set = await api("/api/v1/rule-sets", { key: apiKey, body: { name: "personal" } });
+    const bad = await api(`/api/v1/rule-sets/${set.body.id}/versions`, {
+      key: apiKey,
+      body: {
+        rules: [
+          { id: "report-ip", when: "true", outcome: { report: { entity: "ip", category: "scams_and_fraud" } } },
+          { id: "run-device", when: "true", outcome: { run: { workflowVersionId: "wfv_none", entity: "device" } } },
+          { id: "label-ip", when: "true", outcome: { label: { entity: "ip", value: "bad-ip" } } },
+        ],
+      },
+    });
+    expect(bad.status).toBe(422);
+    const details = bad.body.error.details as Array<{ path: string; code: string; message: string }>;
+    const personal = details.filter((d) => d.code === "rule_set.entity_personal");
+    expect(personal.map((d) => d.path)).toEqual(["$.rules[0].outcome.report.entity", "$.rules[1].outcome.run.entity"]);
+    expect(personal[0]!.message).toContain("report-ip");
+    expect(details.some((d) => d.path.startsWith("$.rules[2]"))).toBe(false);
+  });
+
+  it("report an account as its own owner, so strikes accrue to it", async () => {
+    const { apiKey } = await newInstallation("rules-owner");
+    await deployRules(apiKey, [{ id: "flag", when: "event.type == 'account.flagged'", outcome: { report: { entity: "account", category: "scams_and_fraud" } } }]);
+    await send(apiKey, [{ id: "f1", type: "account.flagged", occurredAt: new Date().toISOString(), entities: { account: "acct-own" } }]);
+    const reports = await api("/api/v1/reports?subjectId=acct-own", { key: apiKey });
+    expect(reports.body.items).toHaveLength(1);
+    const report = await api(`/api/v1/reports/${reports.body.items[0].id}`, { key: apiKey });
+    expect(report.status, JSON.stringify(report.body)).toBe(200);
+    expect(report.body.subject.ownerId).toBe("acct-own");
+  });
+});
+
+describe("rule set limits", () => {
+  it("refuse a version reading too many counters, and a deployment past the installation's rule cap", async () => {
+    const { apiKey } = await newInstallation("rules-limits");
+    const set = await api("/api/v1/rule-sets", { key: apiKey, body: { name: "counters" } });
+    const many = await api(`/api/v1/rule-sets/${set.body.id}/versions`, {
+      key: apiKey,
+      body: { rules: Array.from({ length: 65 }, (_, i) => ({ id: `c${i}`, when: `count('t${i}', entity.account, '1h') > 1`, outcome: { label: { entity: "account", value: "x" } } })) },
+    });
+    expect(many.status).toBe(422);
+    expect(many.body.error.details.map((d: { code: string }) => d.code)).toEqual(["rule_set.too_many_counters"]);
+    const full = Array.from({ length: 200 }, (_, i) => ({ id: `r${i}`, when: `event.type == 'e${i}'`, outcome: { label: { entity: "account", value: "x" } } }));
+    await deployRules(apiKey, full);
+    await deployRules(apiKey, full);
+    const third = await api("/api/v1/rule-sets", { key: apiKey, body: { name: "third" } });
+    const version = await api(`/api/v1/rule-sets/${third.body.id}/versions`, { key: apiKey, body: { rules: full } });
+    const refused = await api(`/api/v1/rule-sets/${third.body.id}/deployment`, { key: apiKey, method: "PUT", body: { versionId: version.body.id, authorityMode: "shadow" } });
+    expect(refused.status).toBe(422);
+    expect(refused.body.error.code).toBe("rule_set.too_many_deployed_rules");
+    const off = await api(`/api/v1/rule-sets/${third.body.id}/deployment`, { key: apiKey, method: "PUT", body: { versionId: version.body.id, authorityMode: "off" } });
+    expect(off.status).toBe(200);
+  });
+});
+
 describe("a velocity rule", () => {
   it("fires on the 21st post in 10 minutes and not on the 20th", async () => {
     const { apiKey } = await newInstallation("rules-velocity");
@@ -113,6 +170,23 @@ describe("a velocity rule", () => {
     expect((await send(apiKey, [post("acct-s", base + 605_000)])).hits).toBe(0);
     // At base+606s: 19 + 2 = 21, a hit.
     expect((await send(apiKey, [post("acct-s", base + 606_000)])).hits).toBe(1);
+  });
+
+  it("keeps its window when an event dated a few minutes ahead arrives, and refuses events over a day old", async () => {
+    const { apiKey } = await newInstallation("rules-clock");
+    await deployRules(apiKey, [velocityRule]);
+    const base = Date.now() - 9 * 60_000;
+    await send(
+      apiKey,
+      Array.from({ length: 20 }, (_, i) => post("acct-c", base + i * 1_000)),
+    );
+    // Within the allowed skew: accepted, but the shard's rows are pruned against the server clock.
+    const ahead = await send(apiKey, [post("acct-c", Date.now() + 4 * 60_000)]);
+    expect(ahead.accepted).toBe(1);
+    const late = await send(apiKey, [post("acct-c", base + 30_000)]);
+    expect(late.results[0]!.hits?.map((h) => h.ruleId)).toEqual(["burst"]);
+    const stale = await send(apiKey, [post("acct-c", Date.now() - 25 * 3600_000)]);
+    expect(stale.results[0]!.error?.code).toBe("event.occurred_at_stale");
   });
 
   it("in shadow records what it would have done and does nothing", async () => {
@@ -205,6 +279,22 @@ describe("rules", () => {
     expect(reports.body.items[0].category).toBe("scams_and_fraud");
   });
 
+  it("open at most 50 reports per request; the rest are recorded as capped", async () => {
+    const { id, apiKey } = await newInstallation("rules-cap");
+    await deployRules(apiKey, [{ id: "each", when: "event.type == 'account.flagged'", outcome: { report: { entity: "account", category: "scams_and_fraud" } } }]);
+    const at = new Date().toISOString();
+    const sent = await send(
+      apiKey,
+      Array.from({ length: 52 }, (_, i) => ({ id: `cap-${i}`, type: "account.flagged", occurredAt: at, entities: { account: `acct-cap-${i}` } })),
+    );
+    expect(sent.hits).toBe(52);
+    expect(sent.results.filter((r) => r.hits?.[0]?.applied).length).toBe(50);
+    const reports = await env.DB.prepare("SELECT COUNT(*) AS n FROM reports WHERE installation_id = ?").bind(id).first<{ n: number }>();
+    expect(reports!.n).toBe(50);
+    const capped = await env.DB.prepare("SELECT COUNT(*) AS n FROM rule_hits WHERE installation_id = ? AND applied = 0 AND result_json LIKE '%rule.outcomes_capped%'").bind(id).first<{ n: number }>();
+    expect(capped!.n).toBe(2);
+  });
+
   it("reject a bad event on its own and evaluate the rest of the batch", async () => {
     const { apiKey } = await newInstallation("rules-reject");
     await deployRules(apiKey, [{ id: "any", when: "event.type == 'post.created'", outcome: { label: { entity: "account", value: "poster" } } }]);
@@ -263,6 +353,20 @@ describe("sampled events", () => {
 });
 
 describe("labels", () => {
+  it("are read by rules for every entity of a batch", async () => {
+    const { apiKey } = await newInstallation("labels-read");
+    await api("/api/v1/labels", { key: apiKey, body: { entity: "account", value: "acct-l7", label: "watch" } });
+    await api("/api/v1/labels", { key: apiKey, body: { entity: "ip", value: "198.51.100.7", label: "bad-ip" } });
+    await deployRules(apiKey, [{ id: "watched", when: "'watch' in labels.account || 'bad-ip' in labels.ip", outcome: { label: { entity: "account", value: "seen" } } }], "shadow");
+    const at = new Date().toISOString();
+    const sent = await send(
+      apiKey,
+      Array.from({ length: 300 }, (_, i) => ({ id: `l-${i}`, type: "login", occurredAt: at, entities: { account: `acct-l${i}`, ip: `198.51.100.${i % 256}` } })),
+    );
+    const hit = sent.results.flatMap((r, i) => ((r.hits ?? []).length > 0 ? [i] : []));
+    expect(hit).toEqual([7, 7 + 256]);
+  });
+
   it("disappear at their expiry", async () => {
     const { apiKey, id } = await newInstallation("labels-expiry");
     // A rule's label lasts from its event: one drawn from an event two hours old, for an hour, is already gone.
@@ -286,6 +390,26 @@ describe("labels", () => {
     expect((await rows())?.n).toBe(3);
     await sweepExpiredLabels(env, new Date());
     expect((await rows())?.n).toBe(1);
+  });
+
+  it("of a personal entity are looked up only with personal_data:read, audited under the entity key", async () => {
+    const { id, apiKey } = await newInstallation("labels-personal");
+    const put = await api("/api/v1/labels", { key: apiKey, body: { entity: "ip", value: "203.0.113.9", label: "bad-ip" } });
+    expect(put.status, JSON.stringify(put.body)).toBe(201);
+    const reader = await api("/api/v1/api-keys", { key: apiKey, body: { name: "reader", scopes: ["read"] } });
+    const refused = await api("/api/v1/labels?entity=ip&value=203.0.113.9", { key: reader.body.apiKey });
+    expect(refused.status).toBe(403);
+    expect(refused.body.error.code).toBe("auth.scope_missing");
+    // An account is not personal data here: a read key looks it up.
+    expect((await api("/api/v1/labels?entity=account&value=a1", { key: reader.body.apiKey })).status).toBe(200);
+    const lookups = () => env.DB.prepare("SELECT * FROM audit_events WHERE installation_id = ? AND action = 'label.personal_lookup'").bind(id).all();
+    expect((await lookups()).results).toHaveLength(0);
+    const allowed = await api("/api/v1/labels?entity=ip&value=203.0.113.9", { key: apiKey });
+    expect(allowed.status).toBe(200);
+    expect(allowed.body.items.map((l: { value: string }) => l.value)).toEqual(["bad-ip"]);
+    const audited = (await lookups()).results;
+    expect(audited).toHaveLength(1);
+    expect(JSON.stringify(audited)).not.toContain("203.0.113.9");
   });
 
   it("have no ATProto view yet: a typed 501", async () => {

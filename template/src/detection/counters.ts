@@ -6,7 +6,8 @@
 // counted event per counter key (the key, a 64-bit hash of the event id, the event's time, and
 // for a distinct count the member's key) for as long as the longest window that reads it, so a
 // count over (occurredAt − window, occurredAt] is exact; rows older than that are deleted as the
-// newest time the shard has seen moves on. Nothing is held in memory between calls, so memory is
+// newest time the shard has seen moves on — never past the server's clock, so an event dated in
+// the future (intake allows a few minutes of skew) cannot empty short windows early. Nothing is held in memory between calls, so memory is
 // bounded whatever the traffic, and the rows survive restarts. The (key, event hash) primary key
 // makes a retried event count once.
 import { DurableObject } from "cloudflare:workers";
@@ -105,11 +106,14 @@ export class EntityCounters extends DurableObject<Env> {
     return { rows, bytes: this.ctx.storage.sql.databaseSize };
   }
 
-  /** Deletes rows past their keep time, measured against the newest event time the shard has seen. */
+  /**
+   * Deletes rows past their keep time, measured against the newest event time the shard has seen
+   * or the server's clock, whichever is earlier (a client's clock may run ahead).
+   */
   private prune(newest: number): void {
     const stored = this.sql.exec<{ value: number }>(`SELECT value FROM meta WHERE name = 'newest'`).toArray()[0]?.value ?? 0;
-    const watermark = Math.max(stored, newest);
-    if (watermark > stored) this.sql.exec(`INSERT INTO meta (name, value) VALUES ('newest', ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value`, watermark);
+    const watermark = Math.min(Math.max(stored, newest), Date.now());
+    if (watermark !== stored) this.sql.exec(`INSERT INTO meta (name, value) VALUES ('newest', ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value`, watermark);
     this.sql.exec(`DELETE FROM entries WHERE keep_until < ?`, watermark);
   }
 }

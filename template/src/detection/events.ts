@@ -18,6 +18,12 @@ import type { ExpressionSemantics, JsonObject, JsonValue } from "../workflows";
 export const MAX_EVENTS_PER_BATCH = 1_000;
 const MAX_ENTITIES = 32;
 const FUTURE_SKEW_MS = 5 * 60_000;
+/**
+ * How late an event may arrive. A counter reads the window ending at the event's own time, so a
+ * back-dated event would be judged against a past that later events have already moved past (and
+ * could be sent late on purpose to slip under a rule); older events are refused.
+ */
+const MAX_EVENT_AGE_MS = 24 * 3600_000;
 const EVENT_TYPE = /^[A-Za-z0-9_.:-]{1,100}$/u;
 
 export interface ProductEvent {
@@ -52,6 +58,7 @@ function checkEvent(raw: unknown, now: number): ProductEvent | EventResult {
   const at = typeof event.occurredAt === "string" ? Date.parse(event.occurredAt) : Number.NaN;
   if (!Number.isFinite(at)) return rejected(event.id, "event.occurred_at_invalid", "occurredAt is an ISO 8601 time, e.g. 2026-01-01T12:00:00Z.");
   if (at > now + FUTURE_SKEW_MS) return rejected(event.id, "event.occurred_at_future", "occurredAt is more than 5 minutes ahead of the platform's clock; send the time the event happened.");
+  if (at < now - MAX_EVENT_AGE_MS) return rejected(event.id, "event.occurred_at_stale", "occurredAt is more than 24 hours before the platform's clock; events are sent as they happen (rules judge them against the counters of their time).");
   const entities: Record<string, string> = {};
   if (event.entities !== undefined) {
     if (typeof event.entities !== "object" || event.entities === null || Array.isArray(event.entities)) return rejected(event.id, "event.entities_invalid", 'entities is an object of entity kind → id, e.g. {"account": "a1"}.');

@@ -6,10 +6,11 @@
 // Precedence: a person's label or negation stands against rules until it expires (a rule's hit
 // does not overwrite it); a rule's label is refreshed by the next hit (new source and expiry).
 import { auditStatement } from "../audit";
-import type { Actor } from "../auth";
+import { type Actor, canReadPersonalData } from "../auth";
 import { AppError } from "../errors";
+import { newId } from "../lib/crypto";
 import { entityKey } from "../lib/person-keys";
-import { parseDuration } from "./rule-sets";
+import { OUTCOME_ENTITY_KINDS, parseDuration } from "./rule-sets";
 import { ENTITY_KIND } from "./rules-language";
 
 const LABEL_VALUE = /^[a-z0-9][a-z0-9_.:!-]{0,63}$/u;
@@ -45,10 +46,29 @@ function checkEntity(entity: string, value: string): void {
   if (value.length === 0 || value.length > 512) throw new AppError("label.entity_invalid", "value is the entity's id (1 to 512 characters).", { status: 400 });
 }
 
-/** The labels an entity carries now (not expired, not negated), oldest first. */
+/**
+ * The labels an entity carries now (not expired, not negated), oldest first. Looking up a personal
+ * entity (an ip, a device, an email: any kind that is not an account or content) by its raw value
+ * tells whether that person is known, so it needs `personal_data:read` (or `admin`) and is audited
+ * under the entity's key (never its value).
+ */
 export async function listLabels(env: Env, actor: Actor, query: { entity: string; value: string }) {
   checkEntity(query.entity, query.value);
   const key = entityKey(actor.installationId, query.entity, query.value, env);
+  if (!Object.hasOwn(OUTCOME_ENTITY_KINDS, query.entity)) {
+    if (!canReadPersonalData(actor))
+      throw new AppError("auth.scope_missing", `Looking up a ${query.entity} entity opens personal data: it needs personal_data:read or admin.`, { status: 403, details: { required: ["personal_data:read", "admin"] } });
+    const at = new Date().toISOString();
+    await auditStatement(env.DB, {
+      installationId: actor.installationId,
+      idempotencyKey: `label_lookup:${newId("lbl")}`,
+      action: "label.personal_lookup",
+      actor: actor.audit,
+      target: { type: "entity", id: key },
+      details: { entity: query.entity },
+      at,
+    }).run();
+  }
   const { results } = await env.DB.prepare(`
       SELECT value, source_type AS sourceType, source_id AS sourceId, created_at AS createdAt, expires_at AS expiresAt
       FROM entity_labels WHERE installation_id = ?1 AND entity_key = ?2 AND negated = 0 AND (expires_at IS NULL OR expires_at > ?3)
@@ -99,20 +119,26 @@ export async function putLabelByPerson(env: Env, actor: Actor, input: { entity: 
   return { entity: input.entity, label: input.label, negated: input.negate === true, source: `person:${sourceId}`, createdAt: at, expiresAt };
 }
 
-/** The live labels of many entities (by key), for rules that read `labels`. */
+/**
+ * The live labels of many entities (by key), for rules that read `labels`: one query per
+ * LABEL_KEYS_PER_QUERY keys (the keys bound as one JSON array, read with json_each), so a full
+ * batch of events costs a few queries, not one per entity.
+ */
 export async function labelsOfEntities(db: D1Database, installationId: string, keys: string[], at: string): Promise<Map<string, string[]>> {
   const out = new Map<string, string[]>();
   const unique = [...new Set(keys)];
-  for (let i = 0; i < unique.length; i += 90) {
-    const chunk = unique.slice(i, i + 90);
+  for (let i = 0; i < unique.length; i += LABEL_KEYS_PER_QUERY) {
+    const chunk = unique.slice(i, i + LABEL_KEYS_PER_QUERY);
     const { results } = await db
-      .prepare(`SELECT entity_key AS entityKey, value FROM entity_labels WHERE installation_id = ?1 AND entity_key IN (${chunk.map((_, j) => `?${j + 3}`).join(", ")}) AND negated = 0 AND (expires_at IS NULL OR expires_at > ?2)`)
-      .bind(installationId, at, ...chunk)
+      .prepare(`SELECT entity_key AS entityKey, value FROM entity_labels WHERE installation_id = ?1 AND entity_key IN (SELECT value FROM json_each(?3)) AND negated = 0 AND (expires_at IS NULL OR expires_at > ?2)`)
+      .bind(installationId, at, JSON.stringify(chunk))
       .all<{ entityKey: string; value: string }>();
     for (const row of results) out.set(row.entityKey, [...(out.get(row.entityKey) ?? []), row.value]);
   }
   return out;
 }
+
+const LABEL_KEYS_PER_QUERY = 4_000;
 
 const EXPIRED_SLICE = 500;
 

@@ -9,11 +9,11 @@
 // subject, triggers fired); runs through createRun.
 import type { Actor } from "../auth";
 import { intakeReport } from "../cases/reports/reports";
-import { errorCode } from "../errors";
+import { AppError, errorCode } from "../errors";
 import { createRun, type JsonValue } from "../workflows";
 import type { ProductEvent } from "./events";
 import { ruleLabelStatement } from "./labels";
-import { parseDuration, type LoadedVersion, type Rule } from "./rule-sets";
+import { type LoadedVersion, OUTCOME_ENTITY_KINDS, parseDuration, type Rule } from "./rule-sets";
 
 export interface Hit {
   event: ProductEvent;
@@ -22,7 +22,13 @@ export interface Hit {
   resultIndex: number;
 }
 
-const REPORT_SUBJECT_KINDS: Record<string, string> = { account: "account", post: "content", content: "content", message: "message", media: "media", listing: "listing", group: "group" };
+/**
+ * Reports opened and runs started per request at most: each is a write path of its own (report
+ * intake, a workflow run), so one batch of events cannot fan out into unbounded work. Hits past
+ * the cap are recorded, not applied, with `rule.outcomes_capped` as their result; the client
+ * resends those events in a later batch (a retried event's applied outcomes repeat nothing).
+ */
+export const MAX_APPLIED_OUTCOMES_PER_REQUEST = 50;
 
 function applies(mode: string, outcome: Rule["outcome"]): boolean {
   if (mode === "autonomous") return true;
@@ -37,6 +43,7 @@ function applies(mode: string, outcome: Rule["outcome"]): boolean {
 export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, input: { hits: Hit[]; keyOf: (kind: string, value: string) => string; at: string; extra: D1PreparedStatement[] }): Promise<boolean[]> {
   const statements: D1PreparedStatement[] = [...input.extra];
   const applied: boolean[] = [];
+  let budget = MAX_APPLIED_OUTCOMES_PER_REQUEST;
   for (const hit of input.hits) {
     const { event, version, rule } = hit;
     const outcome = rule.outcome;
@@ -45,7 +52,10 @@ export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, i
     let result: Record<string, JsonValue> | null = null;
     let done = false;
     const entityOf = (kind: string | undefined) => (kind === undefined ? undefined : event.entities[kind]);
-    if (applies(version.authorityMode, outcome)) {
+    const costly = "report" in outcome || "run" in outcome;
+    if (costly && applies(version.authorityMode, outcome) && budget <= 0) result = { error: "rule.outcomes_capped" };
+    else if (applies(version.authorityMode, outcome)) {
+      if (costly) budget -= 1;
       const ruleActor: Actor = { installationId: actor.installationId, scopes: actor.scopes, audit: { type: "system", id: `rule:${source}` } };
       try {
         if ("label" in outcome) {
@@ -69,14 +79,18 @@ export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, i
           }
         } else if ("report" in outcome) {
           const value = entityOf(outcome.report.entity);
-          if (value === undefined) result = { error: "rule.entity_missing" };
+          const subjectKind = OUTCOME_ENTITY_KINDS[outcome.report.entity];
+          // Publish refuses personal kinds; a version stored before that check is refused here too.
+          if (!subjectKind || !Object.hasOwn(OUTCOME_ENTITY_KINDS, outcome.report.entity)) result = { error: "rule_set.entity_personal" };
+          else if (value === undefined) result = { error: "rule.entity_missing" };
           else {
             const { report } = await intakeReport(
               env,
               ctx,
               ruleActor,
               {
-                subject: { kind: REPORT_SUBJECT_KINDS[outcome.report.entity] ?? "other", id: value },
+                // An account is its own owner, so the report's strikes accrue to it.
+                subject: { kind: subjectKind, id: value, ...(subjectKind === "account" ? { ownerId: value } : {}) },
                 category: outcome.report.category,
                 source: "voluntary",
                 description: outcome.report.description ?? `Rule ${rule.id} matched event ${event.type} ${event.id}.`,
@@ -88,6 +102,7 @@ export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, i
           }
         } else if ("run" in outcome) {
           const value = entityOf(outcome.run.entity);
+          if (outcome.run.entity !== undefined && !Object.hasOwn(OUTCOME_ENTITY_KINDS, outcome.run.entity)) throw new AppError("rule_set.entity_personal", "A run outcome passes only account or content entities.", { status: 422 });
           const { run } = await createRun(env, ctx, ruleActor, {
             workflowVersionId: outcome.run.workflowVersionId,
             authorityMode: version.authorityMode,

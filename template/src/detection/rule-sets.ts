@@ -12,10 +12,22 @@ import { compileRule, type CounterSpec, ENTITY_KIND } from "./rules-language";
 
 /** Rules a version may hold. */
 export const MAX_RULES = 200;
+/** Distinct counters a version's rules may read: each is a counter op per event that names its entity. */
+export const MAX_COUNTERS_PER_VERSION = 64;
+/** Rules deployed (in a mode other than off) across an installation's rule sets: every event runs them all. */
+export const MAX_DEPLOYED_RULES = 500;
 /** What a version gets when it names no semantics: the current default for new rules (JSON numbers meet CEL ints). */
 export const RULE_SEMANTICS_DEFAULT: ExpressionSemantics = "json-numbers-1";
 const RULE_ID = /^[A-Za-z0-9_.-]{1,64}$/u;
 const LABEL_VALUE = /^[a-z0-9][a-z0-9_.:!-]{0,63}$/u;
+
+/**
+ * Entity kinds a report or run outcome may name, with the report subject kind each becomes. A
+ * report's subject id and a run's input are stored in plaintext, so only account and content
+ * identifiers are allowed; personal kinds (ip, device, email, anything else) are refused at publish
+ * and may only be counted or labelled (labels key them by an opaque keyed hash).
+ */
+export const OUTCOME_ENTITY_KINDS: Readonly<Record<string, string>> = { account: "account", post: "content", content: "content", comment: "content", message: "message", media: "media", listing: "listing", group: "group" };
 
 export type RuleOutcome =
   | { label: { entity: string; value: string; expiresIn?: string } }
@@ -115,13 +127,14 @@ export async function checkRules(env: Env, installationId: string, rules: Rule[]
   const problems: ErrorDetail[] = [];
   const ids = new Set<string>();
   const workflowVersions = new Set<string>();
+  const counters = new Set<string>();
   rules.forEach((rule, index) => {
     const path = `$.rules[${index}]`;
     if (!RULE_ID.test(rule.id)) problems.push({ path: `${path}.id`, code: "rule_id_invalid", message: "A rule id is 1 to 64 letters, digits, '_', '.' or '-'." });
     else if (ids.has(rule.id)) problems.push({ path: `${path}.id`, code: "rule_id_duplicate", message: "Rule ids are unique within a version." });
     ids.add(rule.id);
     try {
-      compileRule(rule.when, semantics);
+      for (const counter of compileRule(rule.when, semantics).counters) counters.add(JSON.stringify(counter));
     } catch (error) {
       problems.push({ path: `${path}.when`, code: errorCode(error), message: (error as Error).message });
     }
@@ -145,10 +158,12 @@ export async function checkRules(env: Env, installationId: string, rules: Rule[]
       if (typeof report.category !== "string" || !normalizeCategory(report.category))
         problems.push({ path: `${path}.outcome.report.category`, code: "category_unknown", message: "Use a DSA statement category (e.g. scams_and_fraud) or an ATProto reason type." });
       if (typeof report.entity !== "string") problems.push({ path: `${path}.outcome.report.entity`, code: "entity_required", message: "A report outcome names the entity it reports (its subject), e.g. account." });
+      else if (!Object.hasOwn(OUTCOME_ENTITY_KINDS, report.entity)) problems.push(personalEntity(path, "report", rule.id, report.entity));
     } else if ("run" in outcome) {
       const run = outcome.run!;
       if (typeof run.workflowVersionId !== "string") problems.push({ path: `${path}.outcome.run.workflowVersionId`, code: "workflow_version_required", message: "A run outcome names the workflow version it starts." });
       else workflowVersions.add(run.workflowVersionId);
+      if (typeof run.entity === "string" && !Object.hasOwn(OUTCOME_ENTITY_KINDS, run.entity)) problems.push(personalEntity(path, "run", rule.id, run.entity));
     } else if ("action" in outcome) {
       problems.push({
         path: `${path}.outcome.action`,
@@ -157,6 +172,8 @@ export async function checkRules(env: Env, installationId: string, rules: Rule[]
       });
     } else problems.push({ path: `${path}.outcome`, code: "outcome_invalid", message: "An outcome names exactly one of label, report, run or action." });
   });
+  if (counters.size > MAX_COUNTERS_PER_VERSION)
+    problems.push({ path: "$.rules", code: "rule_set.too_many_counters", message: `The rules read ${counters.size} distinct counters; a version reads at most ${MAX_COUNTERS_PER_VERSION}. Share windows and event types between rules.` });
   for (const versionId of workflowVersions) {
     const version = await getVersionRow(env.DB, installationId, versionId);
     const path = `$.rules[${rules.findIndex((rule) => (rule.outcome as { run?: { workflowVersionId?: string } }).run?.workflowVersionId === versionId)}].outcome.run.workflowVersionId`;
@@ -164,6 +181,14 @@ export async function checkRules(env: Env, installationId: string, rules: Rule[]
     else if (version.retiredAt) problems.push({ path, code: "workflow_version.retired", message: "The workflow version is retired; name a live one." });
   }
   if (problems.length > 0) throw new AppError("rule_set.invalid", `The rules have ${problems.length} problem(s); see details.`, { status: 422, details: problems });
+}
+
+function personalEntity(path: string, outcome: "report" | "run", ruleId: string, entity: string): ErrorDetail {
+  return {
+    path: `${path}.outcome.${outcome}.entity`,
+    code: "rule_set.entity_personal",
+    message: `Rule '${ruleId}': a ${outcome} outcome stores its entity in plaintext, so it names one of ${Object.keys(OUTCOME_ENTITY_KINDS).join(", ")}; '${entity}' may be counted or labelled but not ${outcome === "report" ? "reported" : "passed to a run"}.`,
+  };
 }
 
 /** A duration such as `30m`, `24h`, `90d` in ms (at most 365 days), or null. */
@@ -228,6 +253,19 @@ export async function deployRuleSet(env: Env, actor: Actor, ruleSetId: string, i
   if (!ruleSet) throw notFound("rule_set");
   const version = await getRuleSetVersionRow(env.DB, actor.installationId, input.versionId);
   if (!version || version.ruleSetId !== ruleSetId) throw new AppError("rule_set_version.not_found", "No version with this id in this rule set.", { status: 404 });
+  if (input.authorityMode !== "off") {
+    const others = await env.DB.prepare(`
+        SELECT COALESCE(SUM(json_array_length(v.rules_json, '$.rules')), 0) AS n
+        FROM rule_sets s JOIN rule_set_versions v ON v.installation_id = s.installation_id AND v.id = s.deployed_version_id
+        WHERE s.installation_id = ?1 AND s.authority_mode != 'off' AND s.id != ?2`)
+      .bind(actor.installationId, ruleSetId)
+      .first<{ n: number }>();
+    const total = (others?.n ?? 0) + ((JSON.parse(version.rulesJson) as StoredRules).rules?.length ?? 0);
+    if (total > MAX_DEPLOYED_RULES)
+      throw new AppError("rule_set.too_many_deployed_rules", `Deploying this version would run ${total} rules on every event; an installation deploys at most ${MAX_DEPLOYED_RULES}. Set another rule set's mode to off, or merge rules.`, {
+        status: 422,
+      });
+  }
   const at = new Date().toISOString();
   await env.DB.batch([
     env.DB.prepare(`UPDATE rule_sets SET deployed_version_id = ?3, authority_mode = ?4, deployed_at = ?5, updated_at = ?5 WHERE installation_id = ?1 AND id = ?2`).bind(
