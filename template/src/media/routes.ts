@@ -12,7 +12,7 @@ export const mediaRoutes = routes()
       method: "post",
       path: "/media/hashes",
       summary:
-        "Hash an image (the body; content-type image/jpeg, image/png or image/webp; at most 8 MiB and 8,388,608 pixels): its SHA-256, and its PDQ hash with quality 0-100 and the hashes of its seven rotations and flips. Nothing is stored",
+        "Hash an image (the body; content-type image/jpeg, image/png or image/webp; at most 8 MiB, 4,194,304 pixels and 48 MiB decoded): its SHA-256, and its PDQ hash with quality 0-100 and the hashes of its seven rotations and flips. Nothing is stored",
       auth: ["admin", "reports:write", "review"],
       consumes: ["image/jpeg", "image/png", "image/webp"],
       ok: 200,
