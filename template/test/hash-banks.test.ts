@@ -113,8 +113,8 @@ describe("hash banks over the API", () => {
     expect(match.status).toBe(200);
     expect(match.body).toMatchObject({ threshold: 31, belowQualityFloor: false });
     expect(match.body.matches).toEqual([
-      { hash: known, distance: 0, tags: ["ncmec", "tech-against-terrorism"], query: 0 },
-      { hash: near, distance: 12, tags: ["stopncii"], query: 0 },
+      { hash: known, entry: expect.any(String), distance: 0, tags: ["ncmec", "tech-against-terrorism"], query: 0 },
+      { hash: near, entry: expect.any(String), distance: 12, tags: ["stopncii"], query: 0 },
     ]);
     // Exactly at the threshold matches; one bit past it does not.
     expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: edge31 } })).body.matches.map((m: any) => m.hash)).toContain(known);
@@ -171,7 +171,7 @@ describe("hash banks over the API", () => {
     const copy = await bank();
     const back = await exports.default.fetch(new Request(`http://safest.test/api/v1/hash-banks/${copy.id}/import`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: csv }));
     expect(await back.json()).toMatchObject({ added: 3, invalid: 0 });
-    expect((await api(`/api/v1/hash-banks/${copy.id}/match`, { key, body: { hash: c } })).body.matches).toEqual([{ hash: c, distance: 0, tags: ["tat", "terrorism"], query: 0 }]);
+    expect((await api(`/api/v1/hash-banks/${copy.id}/match`, { key, body: { hash: c } })).body.matches).toEqual([{ hash: c, entry: expect.any(String), distance: 0, tags: ["tat", "terrorism"], query: 0 }]);
 
     const none = await exports.default.fetch(new Request(`http://safest.test/api/v1/hash-banks/${id}/import`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: "hello\nworld" }));
     expect(((await none.json()) as any).error.code).toBe("hash_bank.csv_invalid");
@@ -195,6 +195,23 @@ describe("hash banks over the API", () => {
       const got = (await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: query } })).body.matches.map((m: any) => ({ hash: m.hash, distance: m.distance }));
       expect(got).toEqual(expected);
     }
+  });
+
+  it("exports only to admins (403 for a read key), and shows the matched entry's exact hash only to admins", async () => {
+    const { id } = await bank({ qualityFloor: 0 });
+    const known = "5a".repeat(32);
+    await api(`/api/v1/hash-banks/${id}/entries`, { key, body: { entries: [{ hash: known, tags: ["ncmec"] }] } });
+    const reader = (await api("/api/v1/api-keys", { key, body: { name: `reader-${crypto.randomUUID()}`, scopes: ["read"] } })).body.apiKey as string;
+    const intake = (await api("/api/v1/api-keys", { key, body: { name: `intake-${crypto.randomUUID()}`, scopes: ["reports:write"] } })).body.apiKey as string;
+    const refused = await api(`/api/v1/hash-banks/${id}/export`, { key: reader });
+    expect(refused).toMatchObject({ status: 403, body: { error: { code: "auth.scope_missing" } } });
+    const exported = await exports.default.fetch(new Request(`http://safest.test/api/v1/hash-banks/${id}/export`, { headers: { authorization: `Bearer ${key}` } }));
+    expect(exported.status).toBe(200);
+    expect(await exported.text()).toContain(known);
+    const asIntake = (await api(`/api/v1/hash-banks/${id}/match`, { key: intake, body: { hash: known } })).body;
+    expect(asIntake.matches).toEqual([{ entry: expect.stringMatching(/^\d+\.\d+$/u), distance: 0, tags: ["ncmec"], query: 0 }]);
+    const asAdmin = (await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: known } })).body;
+    expect(asAdmin.matches).toEqual([{ hash: known, entry: asIntake.matches[0].entry, distance: 0, tags: ["ncmec"], query: 0 }]);
   });
 
   it("answers another installation's bank with 404 for every operation, and an unknown one too", async () => {
@@ -249,7 +266,7 @@ describe("hash banks over the API", () => {
     const data = opened.body.items.find((item: any) => item.nodeId === "media").output.data;
     expect(data).toMatchObject({ matched: true, pdq: { matched: true, belowQualityFloor: true } });
     // The second item matches at distance 9; the third is the hash itself but under the quality floor.
-    expect(data.pdq.matches).toEqual([{ bankId: id, bankName: expect.any(String), hash: known, distance: 9, tags: ["ncmec"], variant: 0, evidence: 1 }]);
+    expect(data.pdq.matches).toEqual([{ bankId: id, bankName: expect.any(String), entry: expect.any(String), distance: 9, tags: ["ncmec"], variant: 0, evidence: 1 }]);
   });
 
   it("deletes a bank with its entries", async () => {
@@ -293,7 +310,7 @@ describe.skipIf(!vectors)("the hash_bank enrichment matches a report's media aga
     };
     const rotated = await outputOf(await hashFile(key, "dih/bridge-2-rotate-90.jpg"));
     expect(rotated.matched).toBe(true);
-    expect(rotated.pdq.matches[0]).toMatchObject({ bankId: created.id, bankName: "known-media", hash: original.hash, tags: ["bridge", "known"] });
+    expect(rotated.pdq.matches[0]).toMatchObject({ bankId: created.id, bankName: "known-media", entry: expect.any(String), tags: ["bridge", "known"] });
     expect(rotated.pdq.matches[0].distance).toBeLessThanOrEqual(31);
     const unrelated = await outputOf(await hashFile(key, "labelme-subset/q2821.jpg"));
     expect(unrelated).toMatchObject({ matched: false, pdq: { matched: false, matches: [] } });

@@ -244,8 +244,10 @@ export async function importHashBankCsv(env: Env, actor: Actor, bankId: string, 
   return { ...result, rows: parsed.entries.length, otherTypes: parsed.otherTypes, invalid: parsed.invalid, invalidLines: parsed.invalidLines };
 }
 
-/** The bank as CSV (hash-bank-csv.ts), streamed shard by shard; the export is audited. */
+/** The bank as CSV (hash-bank-csv.ts), streamed shard by shard, to admins only (403 otherwise); audited. */
 export async function exportHashBankCsv(env: Env, actor: Actor, bankId: string): Promise<ReadableStream<Uint8Array>> {
+  // The route is a GET, which `read` keys and viewers pass; the bank's hashes are for admins only.
+  if (!actor.scopes.includes("admin")) throw new AppError("auth.scope_missing", "Exporting a hash bank needs the admin scope.", { status: 403, details: { required: ["admin"] } });
   const bank = await bankOf(env, actor.installationId, bankId);
   await auditStatement(env.DB, {
     installationId: bank.installationId,
@@ -306,7 +308,13 @@ export async function removeHashBankEntries(env: Env, actor: Actor, bankId: stri
 }
 
 export interface BankMatch {
+  /**
+   * The entry's exact hash. Callers other than admins are not shown it (matchView): a bank of
+   * known hashes is what an adversary would test perturbations against offline.
+   */
   hash: string;
+  /** A reference to the entry, stable while it stays in the bank: `<shard>.<row id>`. */
+  entry: string;
   distance: number;
   tags: string[];
   /** Which of the query hashes matched (0 for a single hash; a dihedral variant's position otherwise). */
@@ -322,14 +330,20 @@ export async function matchHashBank(env: Env, installationId: string, bankId: st
   const bank = await bankForMatch(env, installationId, bankId);
   if (input.quality !== undefined && input.quality < bank.qualityFloor) return { bank, matches: [] as BankMatch[], belowQualityFloor: true };
   const hashes = input.hashes.map((h) => h.toLowerCase());
-  const found = (await Promise.all(Array.from({ length: bank.shards }, (_, shard) => shardStub(env, bank, shard).match(hashes, bank.threshold)))).flat() as ShardMatch[];
+  const found = (await Promise.all(Array.from({ length: bank.shards }, async (_, shard) => (await shardStub(env, bank, shard).match(hashes, bank.threshold)).map((m) => ({ ...m, shard }))))).flat() as (ShardMatch & { shard: number })[];
   const best = new Map<string, BankMatch>();
   for (const m of found) {
     const known = best.get(m.hash);
-    if (!known || m.distance < known.distance) best.set(m.hash, { hash: m.hash, distance: m.distance, tags: m.tags, query: m.query });
+    if (!known || m.distance < known.distance) best.set(m.hash, { hash: m.hash, entry: `${m.shard}.${m.id}`, distance: m.distance, tags: m.tags, query: m.query });
   }
   const matches = [...best.values()].sort((a, b) => a.distance - b.distance || (a.hash < b.hash ? -1 : 1)).slice(0, 100);
   return { bank, matches, belowQualityFloor: false };
+}
+
+/** A match as `actor` may see it: the entry's exact hash for admins only. */
+export function matchView(actor: Actor, match: BankMatch): Omit<BankMatch, "hash"> & { hash?: string } {
+  const { hash, ...rest } = match;
+  return actor.scopes.includes("admin") ? { hash, ...rest } : rest;
 }
 
 /** Every entry of the bank, shard by shard in id order, `pageSize` at a time (an export). */

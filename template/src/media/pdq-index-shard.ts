@@ -18,6 +18,8 @@ export interface ShardEntry {
 export interface ShardMatch {
   /** Which of the queries (their order in the call) matched. */
   query: number;
+  /** The entry's row id in its shard (with the shard, the entry's reference). */
+  id: number;
   hash: string;
   distance: number;
   tags: string[];
@@ -144,7 +146,7 @@ export class PdqIndexShard extends DurableObject<Env> {
     }
     return found.flatMap((m) => {
       const row = rows.get(this.ids[m.slot]!);
-      return row ? [{ query: m.query, hash: row.hash, distance: m.distance, tags: JSON.parse(row.tags) as string[], quality: row.quality }] : [];
+      return row ? [{ query: m.query, id: this.ids[m.slot]!, hash: row.hash, distance: m.distance, tags: JSON.parse(row.tags) as string[], quality: row.quality }] : [];
     });
   }
 
