@@ -214,6 +214,26 @@ describe("hash banks over the API", () => {
     expect(asAdmin.matches).toEqual([{ hash: known, entry: asIntake.matches[0].entry, distance: 0, tags: ["ncmec"], query: 0 }]);
   });
 
+  it("refuses with 422 a CSV row of more than 20 tags or a tag past 100 characters, and a merge that would pass 20 tags", async () => {
+    const { id } = await bank({ qualityFloor: 0 });
+    const importCsv = async (csv: string) => {
+      const response = await exports.default.fetch(new Request(`http://safest.test/api/v1/hash-banks/${id}/import`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "text/csv" }, body: csv }));
+      return { status: response.status, body: (await response.json()) as any };
+    };
+    const many = Array.from({ length: 21 }, (_, i) => `t${i}`).join(" ");
+    expect(await importCsv(`signal_type,signal,tags\npdq,${"1a".repeat(32)},ok\npdq,${"1b".repeat(32)},${many}\n`)).toMatchObject({ status: 422, body: { error: { code: "hash_bank.csv_tags_invalid", details: { line: 3 } } } });
+    expect(await importCsv(`pdq,${"1c".repeat(32)},${"x".repeat(101)}\n`)).toMatchObject({ status: 422, body: { error: { code: "hash_bank.csv_tags_invalid" } } });
+    expect((await api(`/api/v1/hash-banks/${id}`, { key })).body.entries).toBe(0);
+    const hash = "1d".repeat(32);
+    const first = Array.from({ length: 15 }, (_, i) => `a${i}`);
+    expect((await api(`/api/v1/hash-banks/${id}/entries`, { key, body: { entries: [{ hash, tags: first }] } })).body).toMatchObject({ added: 1 });
+    const more = await api(`/api/v1/hash-banks/${id}/entries`, { key, body: { entries: [{ hash, tags: Array.from({ length: 10 }, (_, i) => `b${i}`) }] } });
+    expect(more).toMatchObject({ status: 422, body: { error: { code: "hash_bank.too_many_tags" } } });
+    expect(await importCsv(`pdq,${hash},${Array.from({ length: 6 }, (_, i) => `c${i}`).join(" ")}\n`)).toMatchObject({ status: 422, body: { error: { code: "hash_bank.too_many_tags" } } });
+    const match = (await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash } })).body;
+    expect(match.matches[0].tags).toEqual([...first].sort());
+  });
+
   it("answers another installation's bank with 404 for every operation, and an unknown one too", async () => {
     const { id } = await bank();
     for (const [path, body, method] of [

@@ -8,7 +8,7 @@ import { AppError, conflict, notFound } from "../errors";
 import { newId } from "../lib/crypto";
 import { isUniqueViolation } from "../lib/d1";
 import { CSV_HEADER, csvRow, parseHashCsv } from "./hash-bank-csv";
-import { MAX_SHARD_ENTRIES, type ShardEntry, type ShardMatch } from "./pdq-index-shard";
+import { MAX_SHARD_ENTRIES, MAX_TAG_LENGTH, MAX_TAGS, type ShardEntry, type ShardMatch } from "./pdq-index-shard";
 
 export const HASH_BANK_KINDS = ["pdq"] as const;
 export type HashBankKind = (typeof HASH_BANK_KINDS)[number];
@@ -20,7 +20,7 @@ export const PDQ_MAX_THRESHOLD = 63;
 export const PDQ_DEFAULT_QUALITY_FLOOR = 50;
 export const DEFAULT_SHARDS = 8;
 export const MAX_ENTRIES_PER_CALL = 10_000;
-export const MAX_TAGS = 20;
+export { MAX_TAG_LENGTH, MAX_TAGS };
 
 export interface HashBankRow {
   id: string;
@@ -188,7 +188,8 @@ const normalTags = (tags: string[] | undefined) => [...new Set((tags ?? []).map(
 /**
  * Adds entries: lowercase hashes, tags merged into those of a hash already present; entries whose
  * quality is known and under the bank's floor are skipped (counted). Idempotent per entry. 422
- * hash_bank.full when a shard would pass its capacity (that shard's entries are then not added).
+ * hash_bank.full when a shard would pass its capacity, 422 hash_bank.too_many_tags when a merge
+ * would give an entry more than MAX_TAGS tags (that shard's entries are then not added).
  */
 export async function addHashBankEntries(env: Env, actor: Actor, bankId: string, entries: BankEntry[], source: "api" | "csv", extra: Record<string, unknown> = {}) {
   const bank = await bankOf(env, actor.installationId, bankId);
@@ -207,11 +208,12 @@ export async function addHashBankEntries(env: Env, actor: Actor, bankId: string,
   }
   // One call per shard and 10,000 entries (an RPC's payload stays near a megabyte).
   const calls = [...byShard].flatMap(([shard, list]) => Array.from({ length: Math.ceil(list.length / MAX_ENTRIES_PER_CALL) }, (_, i) => [shard, list.slice(i * MAX_ENTRIES_PER_CALL, (i + 1) * MAX_ENTRIES_PER_CALL)] as const));
-  const results: { added: number; updated: number; full: boolean }[] = [];
+  const results: { added: number; updated: number; full: boolean; tooManyTags?: string }[] = [];
   for (let i = 0; i < calls.length; i += bank.shards) results.push(...(await Promise.all(calls.slice(i, i + bank.shards).map(([shard, list]) => shardStub(env, bank, shard).add(list)))));
   const added = results.reduce((n, r) => n + r.added, 0);
   const updated = results.reduce((n, r) => n + r.updated, 0);
   const full = results.some((r) => r.full);
+  const tooManyTags = results.find((r) => r.tooManyTags)?.tooManyTags;
   const at = new Date().toISOString();
   if (added + updated > 0) {
     await auditStatement(env.DB, {
@@ -223,6 +225,12 @@ export async function addHashBankEntries(env: Env, actor: Actor, bankId: string,
       details: { source, given: entries.length, added, updated, skipped, ...extra },
       at,
     }).run();
+  }
+  if (tooManyTags) {
+    throw new AppError("hash_bank.too_many_tags", `Merging the tags given for ${tooManyTags} with those it has would pass ${MAX_TAGS} tags; that entry's shard added nothing (the others did). Remove tags or send fewer.`, {
+      status: 422,
+      details: { hash: tooManyTags, added, updated, skipped },
+    });
   }
   if (full) {
     throw new AppError("hash_bank.full", `A shard of this bank would pass ${MAX_SHARD_ENTRIES} entries; its entries were not added (the others were). Create a bank with more shards.`, {

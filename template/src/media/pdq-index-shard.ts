@@ -9,6 +9,13 @@ import { PdqMultiIndex } from "./pdq-index";
 /** Entries one shard holds at most (≈ 29 MB of index memory, well inside a Durable Object's 128 MB). */
 export const MAX_SHARD_ENTRIES = 262_144;
 
+/** Tags an entry holds at most, and characters a tag holds at most (the API's schema says the same). */
+export const MAX_TAGS = 20;
+export const MAX_TAG_LENGTH = 100;
+
+/** Thrown inside an add's transaction to roll it back when a merge would pass MAX_TAGS. */
+class TooManyTags extends Error {}
+
 export interface ShardEntry {
   hash: string;
   tags: string[];
@@ -74,9 +81,10 @@ export class PdqIndexShard extends DurableObject<Env> {
   /**
    * Adds entries (hashes are 64 lowercase hex digits, checked by the caller). A hash already
    * present keeps its row and gains the new tags (a set union). Idempotent: adding the same
-   * entries again changes nothing. Refuses the whole call when it would pass MAX_SHARD_ENTRIES.
+   * entries again changes nothing. Refuses the whole call when it would pass MAX_SHARD_ENTRIES, or
+   * when a merge would give an entry more than MAX_TAGS tags (`tooManyTags` names that hash).
    */
-  async add(entries: ShardEntry[]): Promise<{ added: number; updated: number; full: boolean }> {
+  async add(entries: ShardEntry[]): Promise<{ added: number; updated: number; full: boolean; tooManyTags?: string }> {
     const index = this.loaded();
     const sql = this.ctx.storage.sql;
     // Exact capacity check only when the shard is near full (it reads which hashes are new).
@@ -91,24 +99,33 @@ export class PdqIndexShard extends DurableObject<Env> {
     }
     let added = 0;
     let updated = 0;
-    this.ctx.storage.transactionSync(() => {
-      for (const entry of entries) {
-        const tags = [...new Set(entry.tags)].sort();
-        const inserted = sql.exec<{ id: number }>(`INSERT INTO entries (hash, tags, quality) VALUES (?, ?, ?) ON CONFLICT (hash) DO NOTHING RETURNING id`, entry.hash, JSON.stringify(tags), entry.quality).toArray()[0];
-        if (inserted) {
-          this.track(index, inserted.id, entry.hash);
-          added += 1;
-          continue;
+    try {
+      this.ctx.storage.transactionSync(() => {
+        for (const entry of entries) {
+          const tags = [...new Set(entry.tags)].sort();
+          const inserted = sql.exec<{ id: number }>(`INSERT INTO entries (hash, tags, quality) VALUES (?, ?, ?) ON CONFLICT (hash) DO NOTHING RETURNING id`, entry.hash, JSON.stringify(tags), entry.quality).toArray()[0];
+          if (inserted) {
+            this.track(index, inserted.id, entry.hash);
+            added += 1;
+            continue;
+          }
+          const known = sql.exec<{ id: number; tags: string }>(`SELECT id, tags FROM entries WHERE hash = ?`, entry.hash).one();
+          const before = JSON.parse(known.tags) as string[];
+          const merged = [...new Set([...before, ...tags])].sort();
+          if (merged.length > MAX_TAGS) throw new TooManyTags(entry.hash);
+          if (merged.length !== before.length) {
+            sql.exec(`UPDATE entries SET tags = ? WHERE id = ?`, JSON.stringify(merged), known.id);
+            updated += 1;
+          }
         }
-        const known = sql.exec<{ id: number; tags: string }>(`SELECT id, tags FROM entries WHERE hash = ?`, entry.hash).one();
-        const before = JSON.parse(known.tags) as string[];
-        const merged = [...new Set([...before, ...tags])].sort();
-        if (merged.length !== before.length) {
-          sql.exec(`UPDATE entries SET tags = ? WHERE id = ?`, JSON.stringify(merged), known.id);
-          updated += 1;
-        }
-      }
-    });
+      });
+    } catch (error) {
+      if (!(error instanceof TooManyTags)) throw error;
+      // The transaction rolled back, but the slots tracked for its inserts did not: rebuild from storage.
+      this.index = null;
+      this.ids = new Float64Array(1024);
+      return { added: 0, updated: 0, full: false, tooManyTags: error.message };
+    }
     return { added, updated, full: false };
   }
 
