@@ -90,7 +90,7 @@ describe("hash banks over the API", () => {
 
   it("matches within the bank's threshold with distance and tags, nearest first; merges tags on re-adding; removes", async () => {
     const random = seeded(7);
-    const { id } = await bank({ shards: 3 });
+    const { id } = await bank({ shards: 3, qualityFloor: 0 });
     const known = randomHash(random);
     const near = flip(known, 12, random);
     const edge31 = flip(known, 31, random);
@@ -148,6 +148,10 @@ describe("hash banks over the API", () => {
     expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: low } })).body.matches).toEqual([]);
     expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: good, quality: 59 } })).body).toMatchObject({ matches: [], belowQualityFloor: true });
     expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: good, quality: 60 } })).body.matches).toHaveLength(1);
+    // A query of unknown quality is under any floor above 0, and matched when the floor is 0.
+    expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: good } })).body).toMatchObject({ matches: [], belowQualityFloor: true });
+    expect((await api(`/api/v1/hash-banks/${id}`, { key, method: "PATCH", body: { qualityFloor: 0 } })).status).toBe(200);
+    expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: good } })).body).toMatchObject({ matches: [{ distance: 0 }], belowQualityFloor: false });
   });
 
   it("imports HMA / ThreatExchange CSV (other signal types skipped, bad rows counted) and exports CSV that imports back", async () => {
@@ -168,7 +172,7 @@ describe("hash banks over the API", () => {
     expect(rows[0]).toBe("signal_type,signal,tags,quality");
     expect(rows.slice(1).sort()).toEqual([`pdq,${a},csam ncmec,`, `pdq,${b},stopncii,`, `pdq,${c},tat terrorism,100`].sort());
 
-    const copy = await bank();
+    const copy = await bank({ qualityFloor: 0 });
     const back = await exports.default.fetch(new Request(`http://safest.test/api/v1/hash-banks/${copy.id}/import`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: csv }));
     expect(await back.json()).toMatchObject({ added: 3, invalid: 0 });
     expect((await api(`/api/v1/hash-banks/${copy.id}/match`, { key, body: { hash: c } })).body.matches).toEqual([{ hash: c, entry: expect.any(String), distance: 0, tags: ["tat", "terrorism"], query: 0 }]);
@@ -179,7 +183,7 @@ describe("hash banks over the API", () => {
 
   it("finds the same entries as brute force over a bank of 3,000 clustered hashes spread over 4 shards", async () => {
     const random = seeded(17);
-    const { id } = await bank({ shards: 4, threshold: 40 });
+    const { id } = await bank({ shards: 4, threshold: 40, qualityFloor: 0 });
     const bases = Array.from({ length: 10 }, () => randomHash(random));
     const stored = [...new Set(Array.from({ length: 3000 }, (_, i) => flip(bases[i % 10]!, Math.floor(random() * 60), random)))];
     for (let i = 0; i < stored.length; i += 1000) {
@@ -264,6 +268,7 @@ describe("hash banks over the API", () => {
           { kind: "image", pdq: randomHash(random), pdqQuality: 100 },
           { kind: "image", pdq: flip(known, 9, random), pdqQuality: 100 },
           { kind: "image", pdq: known, pdqQuality: 10 },
+          { kind: "image", pdq: known },
         ],
       },
     });
@@ -286,7 +291,7 @@ describe("hash banks over the API", () => {
     const data = opened.body.items.find((item: any) => item.nodeId === "media").output.data;
     expect(data).toMatchObject({ matched: true, pdq: { matched: true, belowQualityFloor: true } });
     // The second item matches at distance 9; the third is the hash itself but under the quality floor.
-    expect(data.pdq.matches).toEqual([{ bankId: id, bankName: expect.any(String), entry: expect.any(String), distance: 9, tags: ["ncmec"], variant: 0, evidence: 1 }]);
+    expect(data.pdq.matches).toEqual([{ bankId: id, bankName: expect.any(String), entry: expect.any(String), distance: 9, tags: ["ncmec"], variant: 0, evidence: 1, untrusted: true }]);
   });
 
   it("deletes a bank with its entries", async () => {

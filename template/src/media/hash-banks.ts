@@ -331,12 +331,15 @@ export interface BankMatch {
 
 /**
  * Entries within the bank's threshold of any of the hashes (an image's PDQ and, to catch turned
- * copies, its dihedral variants), nearest first, one per entry. A query whose quality is given and
- * under the bank's floor matches nothing (`belowQualityFloor`): PDQ hashes of flat images collide.
+ * copies, its dihedral variants), nearest first, one per entry. A query whose quality is under the
+ * bank's floor, or not given while the floor is above 0, matches nothing (`belowQualityFloor`): PDQ
+ * hashes of flat images collide.
  */
 export async function matchHashBank(env: Env, installationId: string, bankId: string, input: { hashes: string[]; quality?: number }) {
   const bank = await bankForMatch(env, installationId, bankId);
-  if (input.quality !== undefined && input.quality < bank.qualityFloor) return { bank, matches: [] as BankMatch[], belowQualityFloor: true };
+  // A query of unknown quality counts as under the floor unless the floor is 0: the quality is what
+  // tells a real picture from a flat one whose hash collides with many.
+  if (input.quality === undefined ? bank.qualityFloor > 0 : input.quality < bank.qualityFloor) return { bank, matches: [] as BankMatch[], belowQualityFloor: true };
   const hashes = input.hashes.map((h) => h.toLowerCase());
   const found = (await Promise.all(Array.from({ length: bank.shards }, async (_, shard) => (await shardStub(env, bank, shard).match(hashes, bank.threshold)).map((m) => ({ ...m, shard }))))).flat() as (ShardMatch & { shard: number })[];
   const best = new Map<string, BankMatch>();
