@@ -6,6 +6,7 @@ import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import { hammingHex } from "../src/media";
 import { PdqMultiIndex } from "../src/media/pdq-index";
+import { MAX_SHARD_ENTRIES } from "../src/media/pdq-index-shard";
 import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
 
 /** A random 256-bit hash from a seeded generator (a fixed sequence, so a failure replays). */
@@ -63,6 +64,21 @@ describe("the multi-index finds exactly what brute force finds", () => {
       }),
       { numRuns: 40 },
     );
+  });
+});
+
+describe("a shard's capacity", () => {
+  it("counts live entries only: a full shard with one entry removed takes one more", async () => {
+    const shard = env.PDQ_INDEX.get(env.PDQ_INDEX.idFromName(`capacity-${crypto.randomUUID()}`));
+    const hashOf = (i: number) => i.toString(16).padStart(64, "0");
+    for (let at = 0; at < MAX_SHARD_ENTRIES; at += 16_384) {
+      const result = await shard.add(Array.from({ length: 16_384 }, (_, i) => ({ hash: hashOf(at + i), tags: [], quality: null })));
+      expect(result.full).toBe(false);
+    }
+    expect((await shard.add([{ hash: hashOf(MAX_SHARD_ENTRIES), tags: [], quality: null }])).full).toBe(true);
+    expect(await shard.remove([hashOf(0)])).toEqual({ removed: 1 });
+    expect(await shard.add([{ hash: hashOf(MAX_SHARD_ENTRIES), tags: [], quality: null }])).toMatchObject({ added: 1, full: false });
+    expect(await shard.count()).toBe(MAX_SHARD_ENTRIES);
   });
 });
 

@@ -39,6 +39,11 @@ export class PdqIndexShard extends DurableObject<Env> {
   private index: PdqMultiIndex | null = null;
   /** The row id of each slot, ascending (slots are appended in id order). */
   private ids = new Float64Array(1024);
+  /**
+   * Entries the shard holds: the index's slots less those removed (a removed entry's slot stays,
+   * dead, until the index is rebuilt from the table), so capacity counts only live entries.
+   */
+  private live = 0;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -49,6 +54,7 @@ export class PdqIndexShard extends DurableObject<Env> {
   private loaded(): PdqMultiIndex {
     if (this.index) return this.index;
     const index = new PdqMultiIndex();
+    this.live = 0;
     for (const row of this.ctx.storage.sql.exec<{ id: number; hash: string }>(`SELECT id, hash FROM entries ORDER BY id`)) this.track(index, row.id, row.hash);
     index.build();
     this.index = index;
@@ -57,6 +63,7 @@ export class PdqIndexShard extends DurableObject<Env> {
 
   private track(index: PdqMultiIndex, id: number, hash: string): void {
     const slot = index.add(hash);
+    this.live += 1;
     if (slot >= this.ids.length) {
       const ids = new Float64Array(this.ids.length * 2);
       ids.set(this.ids);
@@ -88,14 +95,14 @@ export class PdqIndexShard extends DurableObject<Env> {
     const index = this.loaded();
     const sql = this.ctx.storage.sql;
     // Exact capacity check only when the shard is near full (it reads which hashes are new).
-    if (index.size + entries.length > MAX_SHARD_ENTRIES) {
+    if (this.live + entries.length > MAX_SHARD_ENTRIES) {
       const hashes = [...new Set(entries.map((e) => e.hash))];
       let known = 0;
       for (let i = 0; i < hashes.length; i += 100) {
         const batch = hashes.slice(i, i + 100);
         known += sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM entries WHERE hash IN (${batch.map(() => "?").join(",")})`, ...batch).one().n;
       }
-      if (index.size + hashes.length - known > MAX_SHARD_ENTRIES) return { added: 0, updated: 0, full: true };
+      if (this.live + hashes.length - known > MAX_SHARD_ENTRIES) return { added: 0, updated: 0, full: true };
     }
     let added = 0;
     let updated = 0;
@@ -139,9 +146,15 @@ export class PdqIndexShard extends DurableObject<Env> {
         if (!row) continue;
         const slot = this.slotOf(row.id);
         if (slot >= 0) index.remove(slot);
+        this.live -= 1;
         removed += 1;
       }
     });
+    // Dead slots still hold index memory: past half a shard of them, rebuild from the table on next use.
+    if (index.size - this.live > MAX_SHARD_ENTRIES / 2) {
+      this.index = null;
+      this.ids = new Float64Array(1024);
+    }
     return { removed };
   }
 
@@ -181,6 +194,7 @@ export class PdqIndexShard extends DurableObject<Env> {
   async clear(): Promise<void> {
     this.index = null;
     this.ids = new Float64Array(1024);
+    this.live = 0;
     await this.ctx.storage.deleteAll();
     this.ctx.storage.sql.exec(SCHEMA);
   }

@@ -89,7 +89,7 @@ export const mediaRoutes = routes()
       method: "post",
       path: "/hash-banks/:id/match",
       summary:
-        "Match a PDQ hash { hash } (or an image's hash and its dihedral variants { hashes }, with its quality) against the bank: entries within its threshold, nearest first, with distance, tags and an entry reference (the entry's exact hash to admins only)",
+        "Match a PDQ hash { hash } (or an image's hash and its dihedral variants { hashes }, with its quality; without one it is under any floor above 0) against the bank: entries within its threshold, nearest first, with distance, tags and an entry reference (the entry's exact hash to admins only)",
       auth: ["admin", "reports:write", "review"],
       body: "MatchHashBank",
       ok: 200,
