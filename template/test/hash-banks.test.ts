@@ -6,6 +6,7 @@ import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import { hammingHex } from "../src/media";
 import { PdqMultiIndex } from "../src/media/pdq-index";
+import { MAX_SHARD_ENTRIES } from "../src/media/pdq-index-shard";
 import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
 
 /** A random 256-bit hash from a seeded generator (a fixed sequence, so a failure replays). */
@@ -66,6 +67,21 @@ describe("the multi-index finds exactly what brute force finds", () => {
   });
 });
 
+describe("a shard's capacity", () => {
+  it("counts live entries only: a full shard with one entry removed takes one more", async () => {
+    const shard = env.PDQ_INDEX.get(env.PDQ_INDEX.idFromName(`capacity-${crypto.randomUUID()}`));
+    const hashOf = (i: number) => i.toString(16).padStart(64, "0");
+    for (let at = 0; at < MAX_SHARD_ENTRIES; at += 16_384) {
+      const result = await shard.add(Array.from({ length: 16_384 }, (_, i) => ({ hash: hashOf(at + i), tags: [], quality: null })));
+      expect(result.full).toBe(false);
+    }
+    expect((await shard.add([{ hash: hashOf(MAX_SHARD_ENTRIES), tags: [], quality: null }])).full).toBe(true);
+    expect(await shard.remove([hashOf(0)])).toEqual({ removed: 1 });
+    expect(await shard.add([{ hash: hashOf(MAX_SHARD_ENTRIES), tags: [], quality: null }])).toMatchObject({ added: 1, full: false });
+    expect(await shard.count()).toBe(MAX_SHARD_ENTRIES);
+  });
+});
+
 describe("hash banks over the API", () => {
   let key: string;
   let other: string;
@@ -90,7 +106,7 @@ describe("hash banks over the API", () => {
 
   it("matches within the bank's threshold with distance and tags, nearest first; merges tags on re-adding; removes", async () => {
     const random = seeded(7);
-    const { id } = await bank({ shards: 3 });
+    const { id } = await bank({ shards: 3, qualityFloor: 0 });
     const known = randomHash(random);
     const near = flip(known, 12, random);
     const edge31 = flip(known, 31, random);
@@ -113,8 +129,8 @@ describe("hash banks over the API", () => {
     expect(match.status).toBe(200);
     expect(match.body).toMatchObject({ threshold: 31, belowQualityFloor: false });
     expect(match.body.matches).toEqual([
-      { hash: known, distance: 0, tags: ["ncmec", "tech-against-terrorism"], query: 0 },
-      { hash: near, distance: 12, tags: ["stopncii"], query: 0 },
+      { hash: known, entry: expect.any(String), distance: 0, tags: ["ncmec", "tech-against-terrorism"], query: 0 },
+      { hash: near, entry: expect.any(String), distance: 12, tags: ["stopncii"], query: 0 },
     ]);
     // Exactly at the threshold matches; one bit past it does not.
     expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: edge31 } })).body.matches.map((m: any) => m.hash)).toContain(known);
@@ -148,6 +164,10 @@ describe("hash banks over the API", () => {
     expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: low } })).body.matches).toEqual([]);
     expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: good, quality: 59 } })).body).toMatchObject({ matches: [], belowQualityFloor: true });
     expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: good, quality: 60 } })).body.matches).toHaveLength(1);
+    // A query of unknown quality is under any floor above 0, and matched when the floor is 0.
+    expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: good } })).body).toMatchObject({ matches: [], belowQualityFloor: true });
+    expect((await api(`/api/v1/hash-banks/${id}`, { key, method: "PATCH", body: { qualityFloor: 0 } })).status).toBe(200);
+    expect((await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: good } })).body).toMatchObject({ matches: [{ distance: 0 }], belowQualityFloor: false });
   });
 
   it("imports HMA / ThreatExchange CSV (other signal types skipped, bad rows counted) and exports CSV that imports back", async () => {
@@ -168,10 +188,10 @@ describe("hash banks over the API", () => {
     expect(rows[0]).toBe("signal_type,signal,tags,quality");
     expect(rows.slice(1).sort()).toEqual([`pdq,${a},csam ncmec,`, `pdq,${b},stopncii,`, `pdq,${c},tat terrorism,100`].sort());
 
-    const copy = await bank();
+    const copy = await bank({ qualityFloor: 0 });
     const back = await exports.default.fetch(new Request(`http://safest.test/api/v1/hash-banks/${copy.id}/import`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: csv }));
     expect(await back.json()).toMatchObject({ added: 3, invalid: 0 });
-    expect((await api(`/api/v1/hash-banks/${copy.id}/match`, { key, body: { hash: c } })).body.matches).toEqual([{ hash: c, distance: 0, tags: ["tat", "terrorism"], query: 0 }]);
+    expect((await api(`/api/v1/hash-banks/${copy.id}/match`, { key, body: { hash: c } })).body.matches).toEqual([{ hash: c, entry: expect.any(String), distance: 0, tags: ["tat", "terrorism"], query: 0 }]);
 
     const none = await exports.default.fetch(new Request(`http://safest.test/api/v1/hash-banks/${id}/import`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: "hello\nworld" }));
     expect(((await none.json()) as any).error.code).toBe("hash_bank.csv_invalid");
@@ -179,7 +199,7 @@ describe("hash banks over the API", () => {
 
   it("finds the same entries as brute force over a bank of 3,000 clustered hashes spread over 4 shards", async () => {
     const random = seeded(17);
-    const { id } = await bank({ shards: 4, threshold: 40 });
+    const { id } = await bank({ shards: 4, threshold: 40, qualityFloor: 0 });
     const bases = Array.from({ length: 10 }, () => randomHash(random));
     const stored = [...new Set(Array.from({ length: 3000 }, (_, i) => flip(bases[i % 10]!, Math.floor(random() * 60), random)))];
     for (let i = 0; i < stored.length; i += 1000) {
@@ -195,6 +215,43 @@ describe("hash banks over the API", () => {
       const got = (await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: query } })).body.matches.map((m: any) => ({ hash: m.hash, distance: m.distance }));
       expect(got).toEqual(expected);
     }
+  });
+
+  it("exports only to admins (403 for a read key), and shows the matched entry's exact hash only to admins", async () => {
+    const { id } = await bank({ qualityFloor: 0 });
+    const known = "5a".repeat(32);
+    await api(`/api/v1/hash-banks/${id}/entries`, { key, body: { entries: [{ hash: known, tags: ["ncmec"] }] } });
+    const reader = (await api("/api/v1/api-keys", { key, body: { name: `reader-${crypto.randomUUID()}`, scopes: ["read"] } })).body.apiKey as string;
+    const intake = (await api("/api/v1/api-keys", { key, body: { name: `intake-${crypto.randomUUID()}`, scopes: ["reports:write"] } })).body.apiKey as string;
+    const refused = await api(`/api/v1/hash-banks/${id}/export`, { key: reader });
+    expect(refused).toMatchObject({ status: 403, body: { error: { code: "auth.scope_missing" } } });
+    const exported = await exports.default.fetch(new Request(`http://safest.test/api/v1/hash-banks/${id}/export`, { headers: { authorization: `Bearer ${key}` } }));
+    expect(exported.status).toBe(200);
+    expect(await exported.text()).toContain(known);
+    const asIntake = (await api(`/api/v1/hash-banks/${id}/match`, { key: intake, body: { hash: known } })).body;
+    expect(asIntake.matches).toEqual([{ entry: expect.stringMatching(/^\d+\.\d+$/u), distance: 0, tags: ["ncmec"], query: 0 }]);
+    const asAdmin = (await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash: known } })).body;
+    expect(asAdmin.matches).toEqual([{ hash: known, entry: asIntake.matches[0].entry, distance: 0, tags: ["ncmec"], query: 0 }]);
+  });
+
+  it("refuses with 422 a CSV row of more than 20 tags or a tag past 100 characters, and a merge that would pass 20 tags", async () => {
+    const { id } = await bank({ qualityFloor: 0 });
+    const importCsv = async (csv: string) => {
+      const response = await exports.default.fetch(new Request(`http://safest.test/api/v1/hash-banks/${id}/import`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "text/csv" }, body: csv }));
+      return { status: response.status, body: (await response.json()) as any };
+    };
+    const many = Array.from({ length: 21 }, (_, i) => `t${i}`).join(" ");
+    expect(await importCsv(`signal_type,signal,tags\npdq,${"1a".repeat(32)},ok\npdq,${"1b".repeat(32)},${many}\n`)).toMatchObject({ status: 422, body: { error: { code: "hash_bank.csv_tags_invalid", details: { line: 3 } } } });
+    expect(await importCsv(`pdq,${"1c".repeat(32)},${"x".repeat(101)}\n`)).toMatchObject({ status: 422, body: { error: { code: "hash_bank.csv_tags_invalid" } } });
+    expect((await api(`/api/v1/hash-banks/${id}`, { key })).body.entries).toBe(0);
+    const hash = "1d".repeat(32);
+    const first = Array.from({ length: 15 }, (_, i) => `a${i}`);
+    expect((await api(`/api/v1/hash-banks/${id}/entries`, { key, body: { entries: [{ hash, tags: first }] } })).body).toMatchObject({ added: 1 });
+    const more = await api(`/api/v1/hash-banks/${id}/entries`, { key, body: { entries: [{ hash, tags: Array.from({ length: 10 }, (_, i) => `b${i}`) }] } });
+    expect(more).toMatchObject({ status: 422, body: { error: { code: "hash_bank.too_many_tags" } } });
+    expect(await importCsv(`pdq,${hash},${Array.from({ length: 6 }, (_, i) => `c${i}`).join(" ")}\n`)).toMatchObject({ status: 422, body: { error: { code: "hash_bank.too_many_tags" } } });
+    const match = (await api(`/api/v1/hash-banks/${id}/match`, { key, body: { hash } })).body;
+    expect(match.matches[0].tags).toEqual([...first].sort());
   });
 
   it("answers another installation's bank with 404 for every operation, and an unknown one too", async () => {
@@ -227,6 +284,7 @@ describe("hash banks over the API", () => {
           { kind: "image", pdq: randomHash(random), pdqQuality: 100 },
           { kind: "image", pdq: flip(known, 9, random), pdqQuality: 100 },
           { kind: "image", pdq: known, pdqQuality: 10 },
+          { kind: "image", pdq: known },
         ],
       },
     });
@@ -249,7 +307,7 @@ describe("hash banks over the API", () => {
     const data = opened.body.items.find((item: any) => item.nodeId === "media").output.data;
     expect(data).toMatchObject({ matched: true, pdq: { matched: true, belowQualityFloor: true } });
     // The second item matches at distance 9; the third is the hash itself but under the quality floor.
-    expect(data.pdq.matches).toEqual([{ bankId: id, bankName: expect.any(String), hash: known, distance: 9, tags: ["ncmec"], variant: 0, evidence: 1 }]);
+    expect(data.pdq.matches).toEqual([{ bankId: id, bankName: expect.any(String), entry: expect.any(String), distance: 9, tags: ["ncmec"], variant: 0, evidence: 1, untrusted: true }]);
   });
 
   it("deletes a bank with its entries", async () => {
@@ -293,7 +351,7 @@ describe.skipIf(!vectors)("the hash_bank enrichment matches a report's media aga
     };
     const rotated = await outputOf(await hashFile(key, "dih/bridge-2-rotate-90.jpg"));
     expect(rotated.matched).toBe(true);
-    expect(rotated.pdq.matches[0]).toMatchObject({ bankId: created.id, bankName: "known-media", hash: original.hash, tags: ["bridge", "known"] });
+    expect(rotated.pdq.matches[0]).toMatchObject({ bankId: created.id, bankName: "known-media", entry: expect.any(String), tags: ["bridge", "known"] });
     expect(rotated.pdq.matches[0].distance).toBeLessThanOrEqual(31);
     const unrelated = await outputOf(await hashFile(key, "labelme-subset/q2821.jpg"));
     expect(unrelated).toMatchObject({ matched: false, pdq: { matched: false, matches: [] } });

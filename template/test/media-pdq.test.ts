@@ -167,6 +167,45 @@ describe("PNG colour types and bit depths decode to the same pixels", () => {
     return out;
   }
 
+  it("refuses with 422 media.too_many_pixels a legal 16-bit RGBA PNG under the pixel limit whose decoding would pass the decoded-bytes budget", async () => {
+    const { apiKey: key } = await newInstallation("pdq-png-budget");
+    // 1600×1600 (2.56 MP, under the pixel limit) of 16-bit RGBA: 20 MB of samples, held twice, plus RGBA.
+    const row = new Uint8Array(1600 * 8);
+    const body = await png(
+      1600,
+      1600,
+      16,
+      6,
+      Array.from({ length: 1600 }, () => row),
+    );
+    expect(body.length).toBeLessThan(100_000);
+    expect(await hash(key, body, "image/png")).toMatchObject({ status: 422, body: { error: { code: "media.too_many_pixels" } } });
+    // The same picture at 8 bits a sample is within the budget and hashes.
+    const small = await png(
+      1600,
+      1600,
+      8,
+      6,
+      Array.from({ length: 1600 }, () => new Uint8Array(1600 * 4)),
+    );
+    expect((await hash(key, small, "image/png")).status).toBe(200);
+  });
+
+  it("refuses with 422 a PNG whose image data inflates past what its header declares (a decompression bomb)", async () => {
+    const { apiKey: key } = await newInstallation("pdq-png-bomb");
+    // The header says 64×64 RGBA (16 KB of scanlines); the stream holds 64 MB of zero rows.
+    const row = new Uint8Array(64 * 4);
+    const body = await png(
+      64,
+      64,
+      8,
+      6,
+      Array.from({ length: 250_000 }, () => row),
+    );
+    expect(body.length).toBeLessThan(200_000);
+    expect(await hash(key, body, "image/png")).toMatchObject({ status: 422, body: { error: { code: "media.too_many_pixels" } } });
+  });
+
   it("hashes an 8-bit RGB image, its 16-bit, palette and grey versions alike (and 4-bit grey like 8-bit grey)", async () => {
     const { apiKey: key } = await newInstallation("pdq-png");
     const size = 48;

@@ -107,14 +107,14 @@ export async function sectionPdq(api, base, adminToken) {
   const { entries } = await api(`/api/v1/hash-banks/${bank.id}`, { key });
   log(`pdq: bank holds ${entries} entries, loaded in ${loadS.toFixed(1)} s`);
   // Warm each shard's index (built from its SQLite table on first use).
-  await api(`/api/v1/hash-banks/${bank.id}/match`, { body: { hash: randomHash(next) }, key });
+  await api(`/api/v1/hash-banks/${bank.id}/match`, { body: { hash: randomHash(next), quality: 100 }, key });
   const times = [];
   const serverTimes = [];
   const floor = [];
   let hits = 0;
   await pool(QUERIES, 1, async (index) => {
     const query = index % 2 === 0 ? flip(kept[index % kept.length], next() % 25, next) : randomHash(next);
-    const { body, ms, serverMs } = await post(base, `/api/v1/hash-banks/${bank.id}/match`, key, JSON.stringify({ hash: query }), "application/json");
+    const { body, ms, serverMs } = await post(base, `/api/v1/hash-banks/${bank.id}/match`, key, JSON.stringify({ hash: query, quality: 100 }), "application/json");
     if (index % 2 === 0 && body.matches.length === 0) throw new Error("a query near a stored hash found nothing");
     hits += body.matches.length > 0 ? 1 : 0;
     times.push(ms);

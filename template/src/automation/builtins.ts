@@ -101,7 +101,10 @@ const PDQ_HEX = /^[0-9a-f]{64}$/u;
  * variants, at most 8; `input.pdq_quality` its quality) and of the items of `input.evidence` that
  * carry `pdq` (a report's evidence: map `content.evidence`) against the installation's banks named
  * by `config.bank_id` / `config.bank_ids`, each with its own threshold and quality floor. A PDQ
- * match lists the entry, its distance, its tags and which evidence item matched.
+ * match lists the entry (a reference, not its hash: the output is read by reviewers), its distance,
+ * its tags and which evidence item matched; an evidence item's match is `untrusted: true`, since
+ * its hash and quality are what the reporter sent, not computed here from the bytes. An image
+ * without a quality is under any floor above 0.
  */
 async function hashBank(env: Env, run: AuthorizedRun, config: JsonObject, input: JsonObject): Promise<JsonObject> {
   const bankIds = [...(typeof config.bank_id === "string" ? [config.bank_id] : []), ...(config.bank_ids === undefined ? [] : strings(config.bank_ids, "config.bank_ids"))];
@@ -127,7 +130,8 @@ async function hashBank(env: Env, run: AuthorizedRun, config: JsonObject, input:
       try {
         const result = await matchHashBank(env, run.installationId, bankId, { hashes: image.hashes, ...(image.quality === undefined ? {} : { quality: image.quality }) });
         belowQualityFloor ||= result.belowQualityFloor;
-        for (const m of result.matches) pdqMatches.push({ bankId, bankName: result.bank.name, hash: m.hash, distance: m.distance, tags: m.tags, variant: m.query, ...(image.evidence === undefined ? {} : { evidence: image.evidence }) });
+        for (const m of result.matches)
+          pdqMatches.push({ bankId, bankName: result.bank.name, entry: m.entry, distance: m.distance, tags: m.tags, variant: m.query, ...(image.evidence === undefined ? {} : { evidence: image.evidence, untrusted: true }) });
       } catch (error) {
         if (errorCode(error) === "hash_bank.not_found") throw new ComponentExecutionError("component.config_invalid", false, "config.bank_id names no hash bank of this installation.");
         throw error;

@@ -1,13 +1,13 @@
 // Request bodies of media: hash banks and their entries (see schemas.ts).
 import type { JSONSchema } from "json-schema-to-ts";
-import { HASH_BANK_KINDS, MAX_ENTRIES_PER_CALL, MAX_TAGS, PDQ_MAX_THRESHOLD } from "../media";
+import { HASH_BANK_KINDS, MAX_ENTRIES_PER_CALL, MAX_TAG_LENGTH, MAX_TAGS, PDQ_MAX_THRESHOLD } from "../media";
 import { name } from "./schema-fields";
 
 const pdqHash = { type: "string", pattern: "^[0-9A-Fa-f]{64}$", description: "A PDQ hash: 64 hex digits." } as const;
 const threshold = { type: "integer", minimum: 0, maximum: PDQ_MAX_THRESHOLD, description: "Largest Hamming distance that counts as a match; default 31 (PDQ's published threshold)." } as const;
 const qualityFloor = { type: "integer", minimum: 0, maximum: 100, description: "Hashes of lower PDQ quality are neither stored nor matched; default 50." } as const;
 const quality = { type: "integer", minimum: 0, maximum: 100, description: "The hash's PDQ quality, when known." } as const;
-const tags = { type: "array", maxItems: MAX_TAGS, items: { type: "string", minLength: 1, maxLength: 100 }, description: "Labels the match reports (a list's name, a category)." } as const;
+const tags = { type: "array", maxItems: MAX_TAGS, items: { type: "string", minLength: 1, maxLength: MAX_TAG_LENGTH }, description: "Labels the match reports (a list's name, a category)." } as const;
 
 export const mediaSchemas = {
   CreateHashBank: {

@@ -10,6 +10,7 @@
 // `signal_type,signal,tags,quality`, which import reads back.
 import { AppError } from "../errors";
 import type { BankEntry } from "./hash-banks";
+import { MAX_TAG_LENGTH, MAX_TAGS } from "./pdq-index-shard";
 
 const HASH = /^[0-9A-Fa-f]{64}$/u;
 const HASH_COLUMNS = ["signal", "hash", "indicator", "signal_value", "pdq"];
@@ -53,7 +54,11 @@ export interface CsvImport {
   invalidLines: number[];
 }
 
-/** Parses a CSV hash list; 422 hash_bank.csv_invalid when no column holds hashes or it is too long. */
+/**
+ * Parses a CSV hash list; 422 hash_bank.csv_too_long past MAX_CSV_ROWS, 422
+ * hash_bank.csv_tags_invalid when a row has more than MAX_TAGS tags or one past MAX_TAG_LENGTH
+ * characters (the limits the JSON API's schema sets).
+ */
 export function parseHashCsv(text: string): CsvImport {
   const lines = text.split(/\r?\n/u);
   if (lines.length > MAX_CSV_ROWS + 1) throw new AppError("hash_bank.csv_too_long", `A CSV import may have at most ${MAX_CSV_ROWS} rows; split the file.`, { status: 422 });
@@ -89,8 +94,15 @@ export function parseHashCsv(text: string): CsvImport {
       if (out.invalidLines.length < 20) out.invalidLines.push(n + 1);
       continue;
     }
+    const rowTags = [...new Set(tagsOf(tags))];
+    if (rowTags.length > MAX_TAGS || rowTags.some((t) => t.length > MAX_TAG_LENGTH)) {
+      throw new AppError("hash_bank.csv_tags_invalid", `Line ${n + 1} has more than ${MAX_TAGS} tags or a tag longer than ${MAX_TAG_LENGTH} characters; shorten its tags. Nothing was imported.`, {
+        status: 422,
+        details: { line: n + 1 },
+      });
+    }
     const q = quality !== undefined && /^\d{1,3}$/u.test(quality) ? Math.min(100, Number(quality)) : undefined;
-    out.entries.push({ hash: hash.toLowerCase(), tags: tagsOf(tags), ...(q === undefined ? {} : { quality: q }) });
+    out.entries.push({ hash: hash.toLowerCase(), tags: rowTags, ...(q === undefined ? {} : { quality: q }) });
   }
   return out;
 }

@@ -8,7 +8,7 @@ import { AppError, conflict, notFound } from "../errors";
 import { newId } from "../lib/crypto";
 import { isUniqueViolation } from "../lib/d1";
 import { CSV_HEADER, csvRow, parseHashCsv } from "./hash-bank-csv";
-import { MAX_SHARD_ENTRIES, type ShardEntry, type ShardMatch } from "./pdq-index-shard";
+import { MAX_SHARD_ENTRIES, MAX_TAG_LENGTH, MAX_TAGS, type ShardEntry, type ShardMatch } from "./pdq-index-shard";
 
 export const HASH_BANK_KINDS = ["pdq"] as const;
 export type HashBankKind = (typeof HASH_BANK_KINDS)[number];
@@ -20,7 +20,7 @@ export const PDQ_MAX_THRESHOLD = 63;
 export const PDQ_DEFAULT_QUALITY_FLOOR = 50;
 export const DEFAULT_SHARDS = 8;
 export const MAX_ENTRIES_PER_CALL = 10_000;
-export const MAX_TAGS = 20;
+export { MAX_TAG_LENGTH, MAX_TAGS };
 
 export interface HashBankRow {
   id: string;
@@ -188,7 +188,8 @@ const normalTags = (tags: string[] | undefined) => [...new Set((tags ?? []).map(
 /**
  * Adds entries: lowercase hashes, tags merged into those of a hash already present; entries whose
  * quality is known and under the bank's floor are skipped (counted). Idempotent per entry. 422
- * hash_bank.full when a shard would pass its capacity (that shard's entries are then not added).
+ * hash_bank.full when a shard would pass its capacity, 422 hash_bank.too_many_tags when a merge
+ * would give an entry more than MAX_TAGS tags (that shard's entries are then not added).
  */
 export async function addHashBankEntries(env: Env, actor: Actor, bankId: string, entries: BankEntry[], source: "api" | "csv", extra: Record<string, unknown> = {}) {
   const bank = await bankOf(env, actor.installationId, bankId);
@@ -207,11 +208,12 @@ export async function addHashBankEntries(env: Env, actor: Actor, bankId: string,
   }
   // One call per shard and 10,000 entries (an RPC's payload stays near a megabyte).
   const calls = [...byShard].flatMap(([shard, list]) => Array.from({ length: Math.ceil(list.length / MAX_ENTRIES_PER_CALL) }, (_, i) => [shard, list.slice(i * MAX_ENTRIES_PER_CALL, (i + 1) * MAX_ENTRIES_PER_CALL)] as const));
-  const results: { added: number; updated: number; full: boolean }[] = [];
+  const results: { added: number; updated: number; full: boolean; tooManyTags?: string }[] = [];
   for (let i = 0; i < calls.length; i += bank.shards) results.push(...(await Promise.all(calls.slice(i, i + bank.shards).map(([shard, list]) => shardStub(env, bank, shard).add(list)))));
   const added = results.reduce((n, r) => n + r.added, 0);
   const updated = results.reduce((n, r) => n + r.updated, 0);
   const full = results.some((r) => r.full);
+  const tooManyTags = results.find((r) => r.tooManyTags)?.tooManyTags;
   const at = new Date().toISOString();
   if (added + updated > 0) {
     await auditStatement(env.DB, {
@@ -223,6 +225,12 @@ export async function addHashBankEntries(env: Env, actor: Actor, bankId: string,
       details: { source, given: entries.length, added, updated, skipped, ...extra },
       at,
     }).run();
+  }
+  if (tooManyTags) {
+    throw new AppError("hash_bank.too_many_tags", `Merging the tags given for ${tooManyTags} with those it has would pass ${MAX_TAGS} tags; that entry's shard added nothing (the others did). Remove tags or send fewer.`, {
+      status: 422,
+      details: { hash: tooManyTags, added, updated, skipped },
+    });
   }
   if (full) {
     throw new AppError("hash_bank.full", `A shard of this bank would pass ${MAX_SHARD_ENTRIES} entries; its entries were not added (the others were). Create a bank with more shards.`, {
@@ -244,8 +252,10 @@ export async function importHashBankCsv(env: Env, actor: Actor, bankId: string, 
   return { ...result, rows: parsed.entries.length, otherTypes: parsed.otherTypes, invalid: parsed.invalid, invalidLines: parsed.invalidLines };
 }
 
-/** The bank as CSV (hash-bank-csv.ts), streamed shard by shard; the export is audited. */
+/** The bank as CSV (hash-bank-csv.ts), streamed shard by shard, to admins only (403 otherwise); audited. */
 export async function exportHashBankCsv(env: Env, actor: Actor, bankId: string): Promise<ReadableStream<Uint8Array>> {
+  // The route is a GET, which `read` keys and viewers pass; the bank's hashes are for admins only.
+  if (!actor.scopes.includes("admin")) throw new AppError("auth.scope_missing", "Exporting a hash bank needs the admin scope.", { status: 403, details: { required: ["admin"] } });
   const bank = await bankOf(env, actor.installationId, bankId);
   await auditStatement(env.DB, {
     installationId: bank.installationId,
@@ -306,7 +316,13 @@ export async function removeHashBankEntries(env: Env, actor: Actor, bankId: stri
 }
 
 export interface BankMatch {
+  /**
+   * The entry's exact hash. Callers other than admins are not shown it (matchView): a bank of
+   * known hashes is what an adversary would test perturbations against offline.
+   */
   hash: string;
+  /** A reference to the entry, stable while it stays in the bank: `<shard>.<row id>`. */
+  entry: string;
   distance: number;
   tags: string[];
   /** Which of the query hashes matched (0 for a single hash; a dihedral variant's position otherwise). */
@@ -315,21 +331,30 @@ export interface BankMatch {
 
 /**
  * Entries within the bank's threshold of any of the hashes (an image's PDQ and, to catch turned
- * copies, its dihedral variants), nearest first, one per entry. A query whose quality is given and
- * under the bank's floor matches nothing (`belowQualityFloor`): PDQ hashes of flat images collide.
+ * copies, its dihedral variants), nearest first, one per entry. A query whose quality is under the
+ * bank's floor, or not given while the floor is above 0, matches nothing (`belowQualityFloor`): PDQ
+ * hashes of flat images collide.
  */
 export async function matchHashBank(env: Env, installationId: string, bankId: string, input: { hashes: string[]; quality?: number }) {
   const bank = await bankForMatch(env, installationId, bankId);
-  if (input.quality !== undefined && input.quality < bank.qualityFloor) return { bank, matches: [] as BankMatch[], belowQualityFloor: true };
+  // A query of unknown quality counts as under the floor unless the floor is 0: the quality is what
+  // tells a real picture from a flat one whose hash collides with many.
+  if (input.quality === undefined ? bank.qualityFloor > 0 : input.quality < bank.qualityFloor) return { bank, matches: [] as BankMatch[], belowQualityFloor: true };
   const hashes = input.hashes.map((h) => h.toLowerCase());
-  const found = (await Promise.all(Array.from({ length: bank.shards }, (_, shard) => shardStub(env, bank, shard).match(hashes, bank.threshold)))).flat() as ShardMatch[];
+  const found = (await Promise.all(Array.from({ length: bank.shards }, async (_, shard) => (await shardStub(env, bank, shard).match(hashes, bank.threshold)).map((m) => ({ ...m, shard }))))).flat() as (ShardMatch & { shard: number })[];
   const best = new Map<string, BankMatch>();
   for (const m of found) {
     const known = best.get(m.hash);
-    if (!known || m.distance < known.distance) best.set(m.hash, { hash: m.hash, distance: m.distance, tags: m.tags, query: m.query });
+    if (!known || m.distance < known.distance) best.set(m.hash, { hash: m.hash, entry: `${m.shard}.${m.id}`, distance: m.distance, tags: m.tags, query: m.query });
   }
   const matches = [...best.values()].sort((a, b) => a.distance - b.distance || (a.hash < b.hash ? -1 : 1)).slice(0, 100);
   return { bank, matches, belowQualityFloor: false };
+}
+
+/** A match as `actor` may see it: the entry's exact hash for admins only. */
+export function matchView(actor: Actor, match: BankMatch): Omit<BankMatch, "hash"> & { hash?: string } {
+  const { hash, ...rest } = match;
+  return actor.scopes.includes("admin") ? { hash, ...rest } : rest;
 }
 
 /** Every entry of the bank, shard by shard in id order, `pageSize` at a time (an export). */

@@ -10,6 +10,8 @@ export interface ImageHeader {
   format: ImageFormat;
   width: number;
   height: number;
+  /** A PNG's IHDR bit depth (1-16) and colour type (0 grey, 2 RGB, 3 palette, 4 grey+alpha, 6 RGBA). */
+  png?: { depth: number; colourType: number };
 }
 
 /** The format the bytes are, by their signature; null when none of the supported ones. */
@@ -69,5 +71,6 @@ export function readImageHeader(bytes: Uint8Array): ImageHeader | null {
   const format = sniffFormat(bytes);
   if (format === null) return null;
   const size = format === "jpeg" ? jpegSize(bytes) : format === "png" ? (bytes.length >= 24 && ascii(bytes, 12, 4) === "IHDR" ? { width: u32be(bytes, 16), height: u32be(bytes, 20) } : null) : webpSize(bytes);
-  return size && size.width > 0 && size.height > 0 ? { format, ...size } : null;
+  if (!size || size.width <= 0 || size.height <= 0) return null;
+  return format === "png" && bytes.length >= 26 ? { format, ...size, png: { depth: bytes[24]!, colourType: bytes[25]! } } : { format, ...size };
 }

@@ -9,6 +9,13 @@ import { PdqMultiIndex } from "./pdq-index";
 /** Entries one shard holds at most (≈ 29 MB of index memory, well inside a Durable Object's 128 MB). */
 export const MAX_SHARD_ENTRIES = 262_144;
 
+/** Tags an entry holds at most, and characters a tag holds at most (the API's schema says the same). */
+export const MAX_TAGS = 20;
+export const MAX_TAG_LENGTH = 100;
+
+/** Thrown inside an add's transaction to roll it back when a merge would pass MAX_TAGS. */
+class TooManyTags extends Error {}
+
 export interface ShardEntry {
   hash: string;
   tags: string[];
@@ -18,6 +25,8 @@ export interface ShardEntry {
 export interface ShardMatch {
   /** Which of the queries (their order in the call) matched. */
   query: number;
+  /** The entry's row id in its shard (with the shard, the entry's reference). */
+  id: number;
   hash: string;
   distance: number;
   tags: string[];
@@ -30,6 +39,11 @@ export class PdqIndexShard extends DurableObject<Env> {
   private index: PdqMultiIndex | null = null;
   /** The row id of each slot, ascending (slots are appended in id order). */
   private ids = new Float64Array(1024);
+  /**
+   * Entries the shard holds: the index's slots less those removed (a removed entry's slot stays,
+   * dead, until the index is rebuilt from the table), so capacity counts only live entries.
+   */
+  private live = 0;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -40,6 +54,7 @@ export class PdqIndexShard extends DurableObject<Env> {
   private loaded(): PdqMultiIndex {
     if (this.index) return this.index;
     const index = new PdqMultiIndex();
+    this.live = 0;
     for (const row of this.ctx.storage.sql.exec<{ id: number; hash: string }>(`SELECT id, hash FROM entries ORDER BY id`)) this.track(index, row.id, row.hash);
     index.build();
     this.index = index;
@@ -48,6 +63,7 @@ export class PdqIndexShard extends DurableObject<Env> {
 
   private track(index: PdqMultiIndex, id: number, hash: string): void {
     const slot = index.add(hash);
+    this.live += 1;
     if (slot >= this.ids.length) {
       const ids = new Float64Array(this.ids.length * 2);
       ids.set(this.ids);
@@ -72,41 +88,51 @@ export class PdqIndexShard extends DurableObject<Env> {
   /**
    * Adds entries (hashes are 64 lowercase hex digits, checked by the caller). A hash already
    * present keeps its row and gains the new tags (a set union). Idempotent: adding the same
-   * entries again changes nothing. Refuses the whole call when it would pass MAX_SHARD_ENTRIES.
+   * entries again changes nothing. Refuses the whole call when it would pass MAX_SHARD_ENTRIES, or
+   * when a merge would give an entry more than MAX_TAGS tags (`tooManyTags` names that hash).
    */
-  async add(entries: ShardEntry[]): Promise<{ added: number; updated: number; full: boolean }> {
+  async add(entries: ShardEntry[]): Promise<{ added: number; updated: number; full: boolean; tooManyTags?: string }> {
     const index = this.loaded();
     const sql = this.ctx.storage.sql;
     // Exact capacity check only when the shard is near full (it reads which hashes are new).
-    if (index.size + entries.length > MAX_SHARD_ENTRIES) {
+    if (this.live + entries.length > MAX_SHARD_ENTRIES) {
       const hashes = [...new Set(entries.map((e) => e.hash))];
       let known = 0;
       for (let i = 0; i < hashes.length; i += 100) {
         const batch = hashes.slice(i, i + 100);
         known += sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM entries WHERE hash IN (${batch.map(() => "?").join(",")})`, ...batch).one().n;
       }
-      if (index.size + hashes.length - known > MAX_SHARD_ENTRIES) return { added: 0, updated: 0, full: true };
+      if (this.live + hashes.length - known > MAX_SHARD_ENTRIES) return { added: 0, updated: 0, full: true };
     }
     let added = 0;
     let updated = 0;
-    this.ctx.storage.transactionSync(() => {
-      for (const entry of entries) {
-        const tags = [...new Set(entry.tags)].sort();
-        const inserted = sql.exec<{ id: number }>(`INSERT INTO entries (hash, tags, quality) VALUES (?, ?, ?) ON CONFLICT (hash) DO NOTHING RETURNING id`, entry.hash, JSON.stringify(tags), entry.quality).toArray()[0];
-        if (inserted) {
-          this.track(index, inserted.id, entry.hash);
-          added += 1;
-          continue;
+    try {
+      this.ctx.storage.transactionSync(() => {
+        for (const entry of entries) {
+          const tags = [...new Set(entry.tags)].sort();
+          const inserted = sql.exec<{ id: number }>(`INSERT INTO entries (hash, tags, quality) VALUES (?, ?, ?) ON CONFLICT (hash) DO NOTHING RETURNING id`, entry.hash, JSON.stringify(tags), entry.quality).toArray()[0];
+          if (inserted) {
+            this.track(index, inserted.id, entry.hash);
+            added += 1;
+            continue;
+          }
+          const known = sql.exec<{ id: number; tags: string }>(`SELECT id, tags FROM entries WHERE hash = ?`, entry.hash).one();
+          const before = JSON.parse(known.tags) as string[];
+          const merged = [...new Set([...before, ...tags])].sort();
+          if (merged.length > MAX_TAGS) throw new TooManyTags(entry.hash);
+          if (merged.length !== before.length) {
+            sql.exec(`UPDATE entries SET tags = ? WHERE id = ?`, JSON.stringify(merged), known.id);
+            updated += 1;
+          }
         }
-        const known = sql.exec<{ id: number; tags: string }>(`SELECT id, tags FROM entries WHERE hash = ?`, entry.hash).one();
-        const before = JSON.parse(known.tags) as string[];
-        const merged = [...new Set([...before, ...tags])].sort();
-        if (merged.length !== before.length) {
-          sql.exec(`UPDATE entries SET tags = ? WHERE id = ?`, JSON.stringify(merged), known.id);
-          updated += 1;
-        }
-      }
-    });
+      });
+    } catch (error) {
+      if (!(error instanceof TooManyTags)) throw error;
+      // The transaction rolled back, but the slots tracked for its inserts did not: rebuild from storage.
+      this.index = null;
+      this.ids = new Float64Array(1024);
+      return { added: 0, updated: 0, full: false, tooManyTags: error.message };
+    }
     return { added, updated, full: false };
   }
 
@@ -120,9 +146,15 @@ export class PdqIndexShard extends DurableObject<Env> {
         if (!row) continue;
         const slot = this.slotOf(row.id);
         if (slot >= 0) index.remove(slot);
+        this.live -= 1;
         removed += 1;
       }
     });
+    // Dead slots still hold index memory: past half a shard of them, rebuild from the table on next use.
+    if (index.size - this.live > MAX_SHARD_ENTRIES / 2) {
+      this.index = null;
+      this.ids = new Float64Array(1024);
+    }
     return { removed };
   }
 
@@ -144,7 +176,7 @@ export class PdqIndexShard extends DurableObject<Env> {
     }
     return found.flatMap((m) => {
       const row = rows.get(this.ids[m.slot]!);
-      return row ? [{ query: m.query, hash: row.hash, distance: m.distance, tags: JSON.parse(row.tags) as string[], quality: row.quality }] : [];
+      return row ? [{ query: m.query, id: this.ids[m.slot]!, hash: row.hash, distance: m.distance, tags: JSON.parse(row.tags) as string[], quality: row.quality }] : [];
     });
   }
 
@@ -162,6 +194,7 @@ export class PdqIndexShard extends DurableObject<Env> {
   async clear(): Promise<void> {
     this.index = null;
     this.ids = new Float64Array(1024);
+    this.live = 0;
     await this.ctx.storage.deleteAll();
     this.ctx.storage.sql.exec(SCHEMA);
   }

@@ -2,7 +2,7 @@
 // /api/v1/hash-banks: banks of known PDQ hashes (admin), their entries, CSV import and export, and
 // matching a hash against a bank (the keys that send reports in, reviewers, admins).
 import { routes } from "../http/route";
-import { addHashBankEntries, createHashBank, deleteHashBank, exportHashBankCsv, getHashBank, importHashBankCsv, listHashBanks, matchHashBank, removeHashBankEntries, updateHashBank } from "./hash-banks";
+import { addHashBankEntries, createHashBank, deleteHashBank, exportHashBankCsv, getHashBank, importHashBankCsv, listHashBanks, matchHashBank, matchView, removeHashBankEntries, updateHashBank } from "./hash-banks";
 import { hashImage } from "./hashing";
 import { AppError } from "../errors";
 
@@ -12,7 +12,7 @@ export const mediaRoutes = routes()
       method: "post",
       path: "/media/hashes",
       summary:
-        "Hash an image (the body; content-type image/jpeg, image/png or image/webp; at most 8 MiB and 8,388,608 pixels): its SHA-256, and its PDQ hash with quality 0-100 and the hashes of its seven rotations and flips. Nothing is stored",
+        "Hash an image (the body; content-type image/jpeg, image/png or image/webp; at most 8 MiB, 4,194,304 pixels and 48 MiB decoded): its SHA-256, and its PDQ hash with quality 0-100 and the hashes of its seven rotations and flips. Nothing is stored",
       auth: ["admin", "reports:write", "review"],
       consumes: ["image/jpeg", "image/png", "image/webp"],
       ok: 200,
@@ -69,15 +69,27 @@ export const mediaRoutes = routes()
     },
     async (c) => importHashBankCsv(c.env, c.get("actor"), c.req.param("id"), await c.req.text()),
   )
-  .op({ method: "get", path: "/hash-banks/:id/export", summary: "Export the bank as CSV (signal_type,signal,tags,quality), streamed; audited", auth: ["admin"], ok: 200, errors: [404], produces: "text/csv" }, async (c) => {
-    const stream = await exportHashBankCsv(c.env, c.get("actor"), c.req.param("id"));
-    return new Response(stream, { headers: { "content-type": "text/csv; charset=utf-8", "content-disposition": `attachment; filename="hash-bank-${c.req.param("id")}.csv"` } });
-  })
+  .op(
+    {
+      method: "get",
+      path: "/hash-banks/:id/export",
+      summary: "Export the bank as CSV (signal_type,signal,tags,quality), streamed; admin only (403 for read keys and viewers); audited",
+      auth: ["admin"],
+      ok: 200,
+      errors: [403, 404],
+      produces: "text/csv",
+    },
+    async (c) => {
+      const stream = await exportHashBankCsv(c.env, c.get("actor"), c.req.param("id"));
+      return new Response(stream, { headers: { "content-type": "text/csv; charset=utf-8", "content-disposition": `attachment; filename="hash-bank-${c.req.param("id")}.csv"` } });
+    },
+  )
   .op(
     {
       method: "post",
       path: "/hash-banks/:id/match",
-      summary: "Match a PDQ hash { hash } (or an image's hash and its dihedral variants { hashes }, with its quality) against the bank: entries within its threshold, nearest first, with distance and tags",
+      summary:
+        "Match a PDQ hash { hash } (or an image's hash and its dihedral variants { hashes }, with its quality; without one it is under any floor above 0) against the bank: entries within its threshold, nearest first, with distance, tags and an entry reference (the entry's exact hash to admins only)",
       auth: ["admin", "reports:write", "review"],
       body: "MatchHashBank",
       ok: 200,
@@ -87,6 +99,7 @@ export const mediaRoutes = routes()
       const hashes = [...(body.hash ? [body.hash] : []), ...(body.hashes ?? [])];
       if (hashes.length === 0 || hashes.length > 8) throw new AppError("hash_bank.match_invalid", "Send the PDQ hash as hash, or up to 8 hashes (an image's and its dihedral variants) as hashes.", { status: 400 });
       const result = await matchHashBank(c.env, c.get("actor").installationId, c.req.param("id"), { hashes, ...(body.quality === undefined ? {} : { quality: body.quality }) });
-      return { matches: result.matches, threshold: result.bank.threshold, qualityFloor: result.bank.qualityFloor, belowQualityFloor: result.belowQualityFloor };
+      const actor = c.get("actor");
+      return { matches: result.matches.map((m) => matchView(actor, m)), threshold: result.bank.threshold, qualityFloor: result.bank.qualityFloor, belowQualityFloor: result.belowQualityFloor };
     },
   );
