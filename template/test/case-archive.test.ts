@@ -76,9 +76,10 @@ async function rowsOf(ids: { reportId: string; caseId: string; runId: string; ta
     steps: await n("SELECT COUNT(*) AS n FROM workflow_step_runs WHERE run_id = ?1", ids.runId),
     tasks: await n("SELECT COUNT(*) AS n FROM human_tasks WHERE id = ?1", ids.taskId),
     exposure: await n("SELECT COUNT(*) AS n FROM review_exposure WHERE task_id = ?1", ids.taskId),
+    searchTerms: await n("SELECT COUNT(*) AS n FROM search_terms WHERE record_id = ?1", ids.reportId),
   };
 }
-const NONE = { cases: 0, reports: 0, runs: 0, steps: 0, tasks: 0, exposure: 0 };
+const NONE = { cases: 0, reports: 0, runs: 0, steps: 0, tasks: 0, exposure: 0, searchTerms: 0 };
 
 describe("the case archive", () => {
   it("a closed case leaves D1 for one sealed R2 object and reads back exactly as its hot form", async () => {
@@ -97,6 +98,8 @@ describe("the case archive", () => {
     const later = await twoDaysOn(inst.id);
     const hotRows = await rowsOf(ids);
     expect(hotRows).toMatchObject({ cases: 1, reports: 1, runs: 1, tasks: 1, exposure: 1 });
+    // The report's keyed search terms go and come back with it.
+    expect(hotRows.searchTerms).toBeGreaterThan(0);
 
     // Inside the window nothing moves: a 7-day window keeps a two-day-old case hot.
     await api("/api/v1/storage/settings", { method: "PUT", key: inst.apiKey, body: { hotDays: 7 } });

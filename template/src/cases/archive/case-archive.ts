@@ -160,7 +160,7 @@ export async function commitCaseArchive(env: Env, installationId: string, caseId
     const keys = KEYS[table];
     if (keys.length === 1) return db.prepare(`DELETE FROM ${table} WHERE ${keys[0]} IN (SELECT value FROM json_each(?3)) AND ${marked}`).bind(caseId, written.digest, idsOf(rows, keys[0]));
     const pairs = JSON.stringify(rows.map((row) => keys.map((k) => row[k])));
-    return db.prepare(`DELETE FROM ${table} WHERE (${keys.join(", ")}) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?3)) AND ${marked}`).bind(caseId, written.digest, pairs);
+    return db.prepare(`DELETE FROM ${table} WHERE (${keys.join(", ")}) IN (SELECT ${keys.map((_, i) => `value ->> ${i}`).join(", ")} FROM json_each(?3)) AND ${marked}`).bind(caseId, written.digest, pairs);
   };
   const del = (table: TableName) => deleteRows(table, t[table]);
   // Children before parents (foreign keys); child runs before their parents.
@@ -188,6 +188,7 @@ export async function commitCaseArchive(env: Env, installationId: string, caseId
     ...order.map(del),
     deleteRows("workflow_runs", childRuns),
     deleteRows("workflow_runs", topRuns),
+    del("search_terms"),
     del("reports"),
     del("cases"),
     db.prepare(`DELETE FROM case_archive_holds WHERE case_id = ?1 AND ${marked}`).bind(caseId, written.digest),

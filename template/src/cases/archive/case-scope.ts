@@ -100,6 +100,8 @@ export const SCOPE_SQL = `
 export const TABLES = [
   { name: "cases", select: `SELECT * FROM cases WHERE id = ?1 AND installation_id = ?2` },
   { name: "reports", select: `SELECT * FROM reports WHERE id IN (SELECT id FROM rp) ORDER BY created_at, id` },
+  // The reports' keyed search terms (cases/search): an archived report leaves search, and comes back to it with its case.
+  { name: "search_terms", select: `SELECT * FROM search_terms WHERE installation_id = ?2 AND record_id IN (SELECT id FROM rp) ORDER BY record_id, term, created_at` },
   // Parents before their child runs.
   { name: "workflow_runs", select: `SELECT * FROM workflow_runs WHERE id IN (SELECT id FROM ru) ORDER BY parent_run_id IS NOT NULL, created_at, id` },
   { name: "workflow_step_runs", select: `SELECT * FROM workflow_step_runs WHERE id IN (SELECT id FROM st) ORDER BY started_at, rowid` },
@@ -129,6 +131,7 @@ export type TableName = (typeof TABLES)[number]["name"];
 export const KEYS: Record<TableName, readonly string[]> = {
   cases: ["id"],
   reports: ["id"],
+  search_terms: ["installation_id", "term", "created_at", "record_id"],
   workflow_runs: ["id"],
   workflow_step_runs: ["id"],
   decisions: ["id"],
