@@ -11,7 +11,7 @@ import { AppError } from "../errors";
 import { entityKey } from "../lib/person-keys";
 import type { CounterOp } from "./counters";
 import { counterPlan, evaluateEvent, eventOps, type ProductEvent } from "./events";
-import { loadVersionInShadow } from "./rule-sets";
+import { loadVersionInShadow } from "./deployed-versions";
 
 export const MAX_BACKTEST_EVENTS = 2_000;
 const EXAMPLES_PER_RULE = 10;

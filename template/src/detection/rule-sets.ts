@@ -1,6 +1,6 @@
 // Rule sets: create, publish immutable versions (every rule's `when` compiled, its counters read
 // out, its outcome checked; the rules stored as canonical JSON with their sha256 digest), deploy a
-// version in an authority mode, and load deployed versions for intake (digest checked).
+// version in an authority mode; what intake loads of them is deployed-versions.ts.
 import { auditStatement, canonicalJson } from "../audit";
 import type { Actor } from "../auth";
 import { normalizeCategory } from "../cases";
@@ -8,6 +8,7 @@ import { AppError, conflict, type ErrorDetail, errorCode, notFound } from "../er
 import { newId, sha256HexSync } from "../lib/crypto";
 import { isUniqueViolation } from "../lib/d1";
 import { EXPRESSION_SEMANTICS, type ExpressionSemantics, getVersionRow, type WorkflowAuthorityMode } from "../workflows";
+import { forgetDeployed } from "./deployed-cache";
 import { compileRule, type CounterSpec, ENTITY_KIND } from "./rules-language";
 
 /** Rules a version may hold. */
@@ -41,7 +42,7 @@ export interface Rule {
   outcome: RuleOutcome;
 }
 
-interface StoredRules {
+export interface StoredRules {
   schemaVersion: 1;
   expressionSemantics: ExpressionSemantics;
   rules: Rule[];
@@ -82,7 +83,7 @@ export function getRuleSetRow(db: D1Database, installationId: string, id: string
   return db.prepare(`SELECT ${RULE_SET_COLUMNS} FROM rule_sets WHERE installation_id = ?1 AND id = ?2`).bind(installationId, id).first<RuleSetRow>();
 }
 
-function getRuleSetVersionRow(db: D1Database, installationId: string, id: string) {
+export function getRuleSetVersionRow(db: D1Database, installationId: string, id: string) {
   return db
     .prepare(`SELECT id, rule_set_id AS ruleSetId, version, rules_json AS rulesJson, rules_digest AS rulesDigest, created_at AS createdAt FROM rule_set_versions WHERE installation_id = ?1 AND id = ?2`)
     .bind(installationId, id)
@@ -291,66 +292,8 @@ export async function deployRuleSet(env: Env, actor: Actor, ruleSetId: string, i
       at,
     }),
   ]);
-  deployedCache.delete(actor.installationId);
+  forgetDeployed(actor.installationId);
   return serializeRuleSet((await getRuleSetRow(env.DB, actor.installationId, ruleSetId))!);
-}
-
-// Compiled versions by id (immutable once published, so cached for the isolate's life).
-const compiledVersions = new Map<string, { semantics: ExpressionSemantics; rules: LoadedVersion["rules"]; readsLabels: boolean }>();
-/** A stored version compiled (cached by id); its rules must match its digest (`rule_set_version.digest_mismatch`). */
-function compiledVersion(row: { versionId: string; rulesJson: string; rulesDigest: string }) {
-  let compiled = compiledVersions.get(row.versionId);
-  if (!compiled) {
-    if (`sha256:${sha256HexSync(row.rulesJson)}` !== row.rulesDigest)
-      throw new AppError("rule_set_version.digest_mismatch", "A rule set version does not match its digest and was refused; publish and deploy another version.", { status: 409 });
-    const stored = JSON.parse(row.rulesJson) as StoredRules;
-    const rules = stored.rules.map((rule) => ({ ...rule, ...compileRule(rule.when, stored.expressionSemantics) }));
-    compiled = { semantics: stored.expressionSemantics, rules, readsLabels: rules.some((rule) => /\blabels\b/u.test(rule.when)) };
-    if (compiledVersions.size > 500) compiledVersions.clear();
-    compiledVersions.set(row.versionId, compiled);
-  }
-  return compiled;
-}
-
-/** A version of the installation, compiled, as if deployed in `shadow` (what a backtest runs). */
-export async function loadVersionInShadow(env: Env, installationId: string, versionId: string): Promise<LoadedVersion> {
-  const row = await getRuleSetVersionRow(env.DB, installationId, versionId);
-  if (!row) throw notFound("rule_set_version");
-  return { ruleSetId: row.ruleSetId, versionId: row.id, authorityMode: "shadow", ...compiledVersion({ versionId: row.id, rulesJson: row.rulesJson, rulesDigest: row.rulesDigest }) };
-}
-
-// The deployments of an installation, briefly: a deploy on another isolate shows within this time.
-const deployedCache = new Map<string, { until: number; deployed: Deployed }>();
-const DEPLOYED_TTL_MS = 2_000;
-
-/** What intake needs of an installation: its deployed versions and its sample rate. */
-export interface Deployed {
-  versions: LoadedVersion[];
-  sampleRate: number;
-}
-
-/**
- * The rule set versions deployed in a mode other than `off`, compiled, and the installation's
- * event sample rate (one D1 round trip, then cached for a moment). A stored version whose rules no
- * longer match its digest is refused (`rule_set_version.digest_mismatch`), never run.
- */
-export async function loadDeployed(env: Env, installationId: string): Promise<Deployed> {
-  const cached = deployedCache.get(installationId);
-  if (cached && cached.until > Date.now()) return cached.deployed;
-  const [rows, settings] = await env.DB.batch([
-    env.DB.prepare(`
-      SELECT s.id AS ruleSetId, s.authority_mode AS authorityMode, v.id AS versionId, v.rules_json AS rulesJson, v.rules_digest AS rulesDigest
-      FROM rule_sets s JOIN rule_set_versions v ON v.installation_id = s.installation_id AND v.id = s.deployed_version_id
-      WHERE s.installation_id = ?1 AND s.authority_mode != 'off' ORDER BY s.created_at`).bind(installationId),
-    env.DB.prepare(`SELECT sample_rate AS sampleRate FROM event_settings WHERE installation_id = ?1`).bind(installationId),
-  ]);
-  const versions = (rows!.results as Array<{ ruleSetId: string; authorityMode: WorkflowAuthorityMode; versionId: string; rulesJson: string; rulesDigest: string }>).map((row) => {
-    return { ruleSetId: row.ruleSetId, versionId: row.versionId, authorityMode: row.authorityMode, ...compiledVersion(row) };
-  });
-  const deployed = { versions, sampleRate: (settings!.results[0] as { sampleRate?: number } | undefined)?.sampleRate ?? 0 };
-  if (deployedCache.size > 1_000) deployedCache.clear();
-  deployedCache.set(installationId, { until: Date.now() + DEPLOYED_TTL_MS, deployed });
-  return deployed;
 }
 
 /** Sets the share of events kept as a sealed sample (0 keeps none). */
@@ -372,7 +315,7 @@ export async function putEventSettings(env: Env, actor: Actor, input: { sampleRa
       at,
     }),
   ]);
-  deployedCache.delete(actor.installationId);
+  forgetDeployed(actor.installationId);
   return { sampleRate: input.sampleRate, updatedAt: at };
 }
 
