@@ -9,8 +9,9 @@ import { type AuditRow, checkpointBounds, GENESIS_HASH, sealAuditChain } from ".
 import { walkChain } from "../src/audit/chain-verify";
 import { auditKeys } from "../src/audit/keys";
 import { archiveAuditSegments, planSegment, sweepAuditSegments, writeSegment } from "../src/audit/segment-sweep";
-import { deleteAuditSegments, segmentKey, segmentPrefix, segmentStartPrefix } from "../src/audit/segments";
-import { canonicalJson } from "../src/audit";
+import { deleteAuditSegments, segmentKey, segmentPrefix, segmentStartPrefix, targetPrefix } from "../src/audit/segments";
+import { auditStatement, canonicalJson } from "../src/audit";
+import { AUDIT_HOT_MINUTES, SEGMENT_MIN_EVENTS } from "../src/lib/storage-tiers";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { sha256Hex } from "../src/lib/crypto";
 import { ADMIN_TOKEN, api, newInstallation } from "./helpers";
@@ -24,6 +25,36 @@ async function trail(rounds: number[]) {
   }
   return installation;
 }
+
+/**
+ * Appends `count` audit events dated `at` to an installation's trail, about targets `target-0` …
+ * `target-<targets - 1>` in turn (and `extra` first), sealed, then one newer audited write, sealed,
+ * so the bulk's checkpoint is not the newest (the head always stays in D1).
+ */
+async function appendBulk(installation: { id: string; apiKey: string }, count: number, at: Date, options: { targets?: number; extra?: string[]; tag?: string } = {}) {
+  const targets = options.targets ?? 7;
+  const tag = options.tag ?? "bulk";
+  const ids = [...(options.extra ?? []), ...Array.from({ length: count }, (_, index) => `target-${index % targets}`)];
+  const statements = ids.map((target, index) =>
+    auditStatement(env.DB, {
+      installationId: installation.id,
+      idempotencyKey: `${tag}:${index}`,
+      action: "workflow.step_succeeded",
+      actor: { type: "system", id: "test" },
+      target: { type: "workflow_run", id: target },
+      details: { index },
+      at: at.toISOString(),
+    }),
+  );
+  for (let i = 0; i < statements.length; i += 100) await env.DB.batch(statements.slice(i, i + 100));
+  await sealAuditChain(env, installation.id);
+  expect((await api("/api/v1/workflows", { key: installation.apiKey, body: { name: `after-${tag}` } })).status).toBe(201);
+  await sealAuditChain(env, installation.id);
+  return installation;
+}
+
+/** When a test's sweep runs: an hour and five minutes from now (events written now are past the audit hour). */
+const sweepTime = () => new Date(Date.now() + (AUDIT_HOT_MINUTES + 5) * 60_000);
 
 const future = () => new Date(Date.now() + 60_000).toISOString();
 
@@ -199,6 +230,57 @@ describe("audit segments", () => {
     expect(await archiveAuditSegments(env, id, future())).toMatchObject({ segments: 0, events: 0 });
   });
 
+  it("past the audit hour, sealed events leave D1 in segments of the minimum size while the window is 7 days; a quiet installation's few stay", async () => {
+    const sweepAt = sweepTime();
+    const now = new Date();
+    const busy = await appendBulk(await newInstallation(), SEGMENT_MIN_EVENTS + 20, now);
+    const quiet = await appendBulk(await newInstallation(), 20, now);
+    // Written 50 minutes before the sweep: inside the audit hour.
+    const young = await appendBulk(await newInstallation(), SEGMENT_MIN_EVENTS + 20, new Date(sweepAt.getTime() - 50 * 60_000));
+    const sevenDays = (id: string) => ([busy.id, quiet.id, young.id].includes(id) ? 7 : 36_500);
+    const before = await listAll(busy.apiKey);
+    await sweepAuditSegments(env, sweepAt, { hotDaysFor: sevenDays });
+    const index = await segments(busy.id);
+    expect(index.length).toBeGreaterThan(0);
+    for (const segment of index) expect(segment.toSeq - segment.fromSeq + 1).toBeGreaterThanOrEqual(SEGMENT_MIN_EVENTS);
+    expect((await hotSeqs(busy.id))[0]).toBe(index.at(-1)!.toSeq + 1);
+    expect((await listAll(busy.apiKey)).slice(0, before.length)).toEqual(before);
+    expect(await verify(busy.apiKey)).toMatchObject({ ok: true, checkedFrom: 1 });
+    // Fewer than the minimum, or younger than the hour: nothing leaves before the window.
+    expect(await segments(quiet.id)).toEqual([]);
+    expect(await segments(young.id)).toEqual([]);
+    // The same quiet trail leaves once it is older than its window (0 days here).
+    await sweepAuditSegments(env, sweepAt, { hotDaysFor: (id) => (id === quiet.id ? 0 : 36_500) });
+    expect((await segments(quiet.id)).length).toBeGreaterThan(0);
+  });
+
+  it("a read by target finds archived events through the target markers, reading only the segments that hold them", async () => {
+    const installation = await appendBulk(await newInstallation(), SEGMENT_MIN_EVENTS + 20, new Date(), { tag: "first" });
+    const { id, apiKey } = installation;
+    expect((await archiveAuditSegments(env, id, future(), 100_000, SEGMENT_MIN_EVENTS)).segments).toBe(1);
+    // target/late is named only by events of the second segment.
+    await appendBulk(installation, SEGMENT_MIN_EVENTS + 20, new Date(), { tag: "second", extra: ["target/late", "target/late"] });
+    const byTarget = async (target: string) => listAll(apiKey, 500, `&targetId=${encodeURIComponent(target)}`);
+    const beforeLate = await byTarget("target/late");
+    const beforeThree = await byTarget("target-3");
+    expect(beforeLate).toHaveLength(2);
+    expect(beforeThree.length).toBeGreaterThan(100);
+    expect((await archiveAuditSegments(env, id, future(), 100_000, SEGMENT_MIN_EVENTS)).segments).toBe(1);
+    const index = await segments(id);
+    expect(index).toHaveLength(2);
+    // One marker per (target, segment): target/late's names the second segment only.
+    const markers = (await env.AUDIT_ANCHORS.list({ prefix: targetPrefix(id, "target/late") })).objects.map((o) => o.key);
+    expect(markers).toHaveLength(1);
+    expect(markers[0]!.endsWith(`${String(index[1]!.fromSeq).padStart(12, "0")}-${String(index[1]!.toSeq).padStart(12, "0")}`)).toBe(true);
+    expect(await byTarget("target/late")).toEqual(beforeLate);
+    expect(await byTarget("target-3")).toEqual(beforeThree);
+    // Without the first segment's object, a read of the whole trail fails; target/late's does not need it.
+    await env.AUDIT_ANCHORS.delete(segmentKey(id, index[0]!.fromSeq, index[0]!.toSeq));
+    expect((await api("/api/v1/audit-events?limit=10", { key: apiKey })).body.error?.code).toBe("audit.segment_unavailable");
+    expect(await byTarget("target/late")).toEqual(beforeLate);
+    expect((await api("/api/v1/audit-events?limit=10&targetId=target-3", { key: apiKey })).body.error?.code).toBe("audit.segment_unavailable");
+  });
+
   it("events inside the hot window are never segmented", async () => {
     const { id } = await trail([3, 3, 2]);
     const rows = await hotSeqs(id);
@@ -316,6 +398,10 @@ describe("audit segments", () => {
     expect(restored.body.auditChain).toMatchObject({ ok: true, mode: "full" });
     expect(await env.AUDIT_ANCHORS.head(key)).not.toBeNull();
     expect((await listAll(apiKey)).slice(0, before.length)).toEqual(before);
+    // The target markers are not in the backup; the restore writes them again from the segments.
+    const target = before[0]!.target.id as string;
+    expect((await env.AUDIT_ANCHORS.list({ prefix: targetPrefix(id, target) })).objects.length).toBeGreaterThan(0);
+    expect((await listAll(apiKey, 500, `&targetId=${encodeURIComponent(target)}`)).filter((item) => item.seq <= before.at(-1)!.seq)).toEqual(before.filter((item) => item.target.id === target));
     expect(await verify(apiKey)).toMatchObject({ ok: true });
   });
 });

@@ -144,6 +144,8 @@ async function measureD1(node_sqlite, label, installationId = null) {
       try {
         if (db.prepare("PRAGMA quick_check").get().quick_check !== "ok") throw new Error("quick_check failed");
         db.exec("PRAGMA journal_mode = DELETE; VACUUM;");
+        // BENCH_CAPACITY_KEEP=<folder> keeps each measured copy there, to read its rows afterwards.
+        if (process.env.BENCH_CAPACITY_KEEP) copyFileSync(copy, join(process.env.BENCH_CAPACITY_KEEP, `${label}.sqlite`));
         const pageSize = db.prepare("PRAGMA page_size").get().page_size;
         const pageCount = db.prepare("PRAGMA page_count").get().page_count;
         const owners = new Map(
@@ -238,7 +240,8 @@ async function archiveAll(api, adminToken, key, { restoreDays = null } = {}) {
  * The steady state of the hot window: the schedule run an hour and a minute on (the production
  * handler, at that moment), until no run of the installation has its step history in D1 any more
  * (an ended run's history leaves D1 an hour after it ends: src/lib/storage-tiers.ts). Nothing else
- * of these lifecycles is due then: cases and audit events keep the installation's 7-day window.
+ * of these lifecycles is due then: cases keep the installation's 7-day window (audit events past the
+ * audit hour leave in segments of at least 500 events, lib/storage-tiers.ts).
  */
 async function settleRunHistory(api, adminToken, key) {
   const moved = { ticks: 0, runsQueued: 0 };
@@ -370,7 +373,7 @@ export async function sectionCapacity(api, base, adminToken) {
     // At the runs' end, every step of the last hour still in D1 (a transient: an hour's worth).
     const atEnd = await measureD1(node_sqlite, "at-end", installation.id);
     const states = await api("/bench/lifecycle-states", { body: { installationId: installation.id }, key: adminToken });
-    log("capacity: the hot window's steady state (the schedule an hour on: ended runs' step histories to R2)");
+    log("capacity: the hot window's steady state (the schedule an hour on: ended runs' step histories and the audit hour's full segments to R2)");
     await api("/bench/d1-tally", { body: { open: true }, key: adminToken });
     let settleTally;
     let settled;
@@ -491,7 +494,7 @@ export function capacityLines() {
   if (results.hotBytesPerLifecycle === undefined) return [];
   const lines = [
     `capacity:         ${results.capacityLifecycles} reviewed lifecycles (report → trigger → run → review task answered → remove action → signed webhook delivered; signatures valid ${results.capacitySignaturesValid}) in ${results.capacityElapsedS} s`,
-    `hot bytes:        ${results.hotBytesPerLifecycle} B per lifecycle  (target ≤ ${TARGET_HOT_BYTES}) ${verdict(results.hotBytesPerLifecycle, TARGET_HOT_BYTES)}  (through the 7-day window: the local D1 file copied before and once the schedule an hour on moved the ended runs' step histories to R2, VACUUMed, measured with dbstat: ${results.capacityD1BytesBefore} → ${results.capacityD1BytesAfter} B; at the runs' end, with the last hour's step histories still in D1: ${results.hotBytesPerLifecycleAtRunEnd} B; moving them cost ${results.capacityRunHistory.queriesPerLifecycle} statements per lifecycle in ${results.capacityRunHistory.ticks} scheduled runs)`,
+    `hot bytes:        ${results.hotBytesPerLifecycle} B per lifecycle  (target ≤ ${TARGET_HOT_BYTES}) ${verdict(results.hotBytesPerLifecycle, TARGET_HOT_BYTES)}  (through the 7-day window: the local D1 file copied before and once the schedule an hour on moved the ended runs' step histories and the sealed audit events past the hour to R2, VACUUMed, measured with dbstat: ${results.capacityD1BytesBefore} → ${results.capacityD1BytesAfter} B; at the runs' end, with the last hour's step histories and audit events still in D1: ${results.hotBytesPerLifecycleAtRunEnd} B; moving them cost ${results.capacityRunHistory.queriesPerLifecycle} statements per lifecycle in ${results.capacityRunHistory.ticks} scheduled runs)`,
     `D1 queries:       ${results.queriesPerLifecycle} statements per lifecycle  (target ≤ ${TARGET_QUERIES}) ${verdict(results.queriesPerLifecycle, TARGET_QUERIES)} in ${results.d1RoundTripsPerLifecycle} round trips (a batch is one); rows written ${results.rowsWrittenPerLifecycle}, rows read ${results.rowsReadPerLifecycle} per lifecycle (meta as D1 reports it; by entrypoint: ${Object.entries(
       results.capacityQueriesByEntry,
     )

@@ -5,5 +5,5 @@ export { sealAuditChain, sealAuditChainAfterWrite } from "./chain";
 export { verifyAuditChain } from "./chain-verify";
 export { lastFullVerification, sweepAuditChains } from "./chain-sweep";
 export { DEFAULT_AUDIT_HOT_DAYS, sweepAuditSegments } from "./segment-sweep";
-export { deleteAuditSegments, segmentKey } from "./segments";
+export { deleteAuditSegments, indexSegmentObjectTargets, segmentKey } from "./segments";
 export { assertAuditKeyConfigured } from "./keys";

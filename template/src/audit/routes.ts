@@ -41,6 +41,8 @@ export const auditRoutes = routes()
           (query.since === undefined || row.createdAt >= query.since) &&
           (query.until === undefined || row.createdAt < query.until) &&
           (admin === 1 || row.targetType !== "golden_item"),
+        3,
+        { targetId: query.targetId },
       );
       if (archived.rows.length > query.limit || !archived.exhausted) {
         // A full page from the segments, or as many segments read as one page may read: go on from there.

@@ -1,5 +1,6 @@
-// The segment sweep: moves each installation's sealed, checkpointed events older than its hot
-// window out of D1 into immutable R2 segments (layout in segments.ts). Bounded (SWEEP_EVENTS a
+// The segment sweep: moves each installation's sealed, checkpointed events out of D1 into
+// immutable R2 segments (layout in segments.ts): after AUDIT_HOT_MINUTES in segments of at least
+// SEGMENT_MIN_EVENTS, and whatever is left once it is older than the installation's hot window. Bounded (SWEEP_EVENTS a
 // run; the next minute goes on) and idempotent, in three steps that each survive being cut short:
 //
 // 1. plan: the range from the first event left in D1 to the newest checkpoint that is at most
@@ -18,7 +19,8 @@ import { createHash } from "node:crypto";
 import { yieldToRuntime } from "../lib/queue-work";
 import { anchoredSeq, AUDIT_COLUMNS, type AuditRow, checkpointBounds, entryMacHolds, eventHash, fromStored, GENESIS_HASH, linkHolds, readAnchor } from "./chain";
 import { auditKeys } from "./keys";
-import { type AuditSegment, lastSegment, segmentKey, segmentLine, segmentStartPrefix } from "./segments";
+import { AUDIT_HOT_MINUTES, SEGMENT_MIN_EVENTS } from "../lib/storage-tiers";
+import { type AuditSegment, indexSegmentTargets, lastSegment, segmentKey, segmentLine, segmentStartPrefix } from "./segments";
 import { createdAtText } from "./stored";
 
 /** Days an event stays in D1 after it is written, unless the installation says otherwise. */
@@ -41,7 +43,7 @@ export interface SegmentPlan {
 }
 
 /** The next segment to archive for an installation, or null (nothing old enough, or the start does not link). */
-export async function planSegment(env: Env, installationId: string, cutoff: string, maxEvents = SEGMENT_MAX_EVENTS): Promise<SegmentPlan | null> {
+export async function planSegment(env: Env, installationId: string, cutoff: string, maxEvents = SEGMENT_MAX_EVENTS, minEvents = 1): Promise<SegmentPlan | null> {
   const first = await env.DB.prepare(`SELECT seq FROM audit_events WHERE installation_id = ?1 ORDER BY seq LIMIT 1`).bind(installationId).first<{ seq: number }>();
   if (!first) return null;
   const previous = await lastSegment(env.DB, installationId);
@@ -56,7 +58,7 @@ export async function planSegment(env: Env, installationId: string, cutoff: stri
   const limit = Math.min(first.seq + maxEvents - 1, newest.seq - 1, anchored ?? Number.MAX_SAFE_INTEGER, (tooNew?.seq ?? Number.MAX_SAFE_INTEGER) - 1);
   if (limit < first.seq) return null;
   const end = await env.DB.prepare(`SELECT MAX(seq) AS seq FROM audit_checkpoints WHERE installation_id = ?1 AND seq BETWEEN ?2 AND ?3`).bind(installationId, first.seq, limit).first<{ seq: number | null }>();
-  if (!end?.seq) return null;
+  if (!end?.seq || end.seq - first.seq + 1 < minEvents) return null;
   return { installationId, fromSeq: first.seq, toSeq: end.seq, prevHash: previous?.lastHash ?? GENESIS_HASH };
 }
 
@@ -79,6 +81,7 @@ export async function writeSegment(env: Env, plan: SegmentPlan): Promise<AuditSe
   let prev = plan.prevHash;
   let expected = plan.fromSeq;
   let firstHash: string | null = null;
+  const targets = new Set<string>();
   while (expected <= plan.toSeq) {
     const { results: stored } = await env.DB.prepare(`SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE installation_id = ?1 AND seq BETWEEN ?2 AND ?3 ORDER BY seq LIMIT ?4`)
       .bind(plan.installationId, expected, plan.toSeq, PAGE)
@@ -94,6 +97,7 @@ export async function writeSegment(env: Env, plan: SegmentPlan): Promise<AuditSe
       const line = encoder.encode(segmentLine({ ...row, prevHash: prev }));
       hash.update(line);
       parts.push(line);
+      targets.add(row.targetId);
       bytes += line.byteLength;
       firstHash ??= row.hash;
       prev = row.hash;
@@ -115,6 +119,8 @@ export async function writeSegment(env: Env, plan: SegmentPlan): Promise<AuditSe
   const sha256 = hash.digest("hex");
   const key = segmentKey(plan.installationId, plan.fromSeq, plan.toSeq);
   await env.AUDIT_ANCHORS.put(key, body, { httpMetadata: { contentType: "application/x-ndjson" }, sha256 });
+  // The target markers before the commit: once the rows leave D1, a read by target finds them.
+  await indexSegmentTargets(env.AUDIT_ANCHORS, plan.installationId, plan.fromSeq, plan.toSeq, targets);
   return { installationId: plan.installationId, fromSeq: plan.fromSeq, toSeq: plan.toSeq, firstHash: firstHash!, lastHash: prev, sha256, bytes, createdAt: new Date().toISOString() };
 }
 
@@ -172,10 +178,10 @@ export interface SegmentSweepSummary {
 }
 
 /** Archives an installation's events older than `cutoff`, segment by segment, up to `budget` events. */
-export async function archiveAuditSegments(env: Env, installationId: string, cutoff: string, budget = SWEEP_EVENTS): Promise<Omit<SegmentSweepSummary, "installations" | "more">> {
+export async function archiveAuditSegments(env: Env, installationId: string, cutoff: string, budget = SWEEP_EVENTS, minEvents = 1): Promise<Omit<SegmentSweepSummary, "installations" | "more">> {
   const done = { segments: 0, events: 0, refused: 0 };
   while (done.events < budget) {
-    const plan = await planSegment(env, installationId, cutoff, Math.min(SEGMENT_MAX_EVENTS, budget - done.events));
+    const plan = await planSegment(env, installationId, cutoff, Math.min(SEGMENT_MAX_EVENTS, budget - done.events), minEvents);
     if (!plan) break;
     const segment = await writeSegment(env, plan);
     if (!segment) {
@@ -218,9 +224,19 @@ export async function sweepAuditSegments(env: Env, now: Date, options: { hotDays
       .all<{ id: string; oldest: string }>();
     for (const { id, oldest } of results) {
       if (summary.events >= SWEEP_EVENTS) break;
-      const cutoff = new Date(now.getTime() - Math.max(0, await hotDaysFor(id)) * DAY_MS).toISOString();
-      if (oldest >= cutoff) continue;
-      const done = await archiveAuditSegments(env, id, cutoff, SWEEP_EVENTS - summary.events);
+      const windowMs = Math.max(0, await hotDaysFor(id)) * DAY_MS;
+      const cutoff = new Date(now.getTime() - windowMs).toISOString();
+      // Past AUDIT_HOT_MINUTES, sealed events leave D1 in segments of at least SEGMENT_MIN_EVENTS;
+      // past the installation's window, whatever is left (a quiet installation's few events).
+      const early = new Date(now.getTime() - Math.min(windowMs, AUDIT_HOT_MINUTES * 60_000)).toISOString();
+      if (oldest >= early) continue;
+      const done = oldest < cutoff ? await archiveAuditSegments(env, id, cutoff, SWEEP_EVENTS - summary.events) : { segments: 0, events: 0, refused: 0 };
+      if (done.refused === 0 && early > cutoff && summary.events + done.events < SWEEP_EVENTS) {
+        const more = await archiveAuditSegments(env, id, early, SWEEP_EVENTS - summary.events - done.events, SEGMENT_MIN_EVENTS);
+        done.segments += more.segments;
+        done.events += more.events;
+        done.refused += more.refused;
+      }
       summary.installations += 1;
       summary.segments += done.segments;
       summary.events += done.events;

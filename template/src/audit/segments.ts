@@ -38,6 +38,74 @@ export const segmentPrefix = (installationId: string) => `audit/${installationId
 /** The object key of the segment [fromSeq, toSeq] (ids only). */
 export const segmentKey = (installationId: string, fromSeq: number, toSeq: number) => `${segmentPrefix(installationId)}${pad(fromSeq)}-${pad(toSeq)}.jsonl`;
 
+/**
+ * The target index: one empty marker object per (target, segment) that holds an event about that
+ * target, so the events of one target are found in the few segments that hold them, not by reading
+ * the whole archived trail. Keys derive from ids only (a repeated pass writes the same keys); a
+ * marker counts only for a segment indexed in audit_segments with that range.
+ *
+ *   audit/<installationId>/targets/<encoded targetId>/<fromSeq, 12 digits>-<toSeq, 12 digits>
+ */
+export const targetsPrefix = (installationId: string) => `audit/${installationId}/targets/`;
+
+/** A target id as one key segment: percent-encoded (no slash), or its SHA-256 when that is long. */
+function targetPart(targetId: string): string {
+  const encoded = encodeURIComponent(targetId);
+  return encoded.length <= 512 ? encoded : `sha256-${createHash("sha256").update(targetId).digest("hex")}`;
+}
+
+export const targetPrefix = (installationId: string, targetId: string) => `${targetsPrefix(installationId)}${targetPart(targetId)}/`;
+
+const MARKER_PUTS_AT_ONCE = 32;
+
+/** Writes the target markers of the segment [fromSeq, toSeq] for the targets its events name. */
+export async function indexSegmentTargets(bucket: R2Bucket, installationId: string, fromSeq: number, toSeq: number, targetIds: Iterable<string>): Promise<number> {
+  const keys = [...new Set(targetIds)].map((targetId) => `${targetPrefix(installationId, targetId)}${pad(fromSeq)}-${pad(toSeq)}`);
+  for (let i = 0; i < keys.length; i += MARKER_PUTS_AT_ONCE) await Promise.all(keys.slice(i, i + MARKER_PUTS_AT_ONCE).map((key) => bucket.put(key, new Uint8Array(0))));
+  return keys.length;
+}
+
+/** Writes the target markers of a segment object already in R2 (a restored one), from its lines. */
+export async function indexSegmentObjectTargets(bucket: R2Bucket, installationId: string, fromSeq: number, toSeq: number): Promise<number> {
+  const reader = await openSegment(bucket, segmentKey(installationId, fromSeq, toSeq));
+  if (!reader) return 0;
+  const targets = new Set<string>();
+  try {
+    for await (const line of reader.lines()) {
+      const row = parseSegmentLine(line);
+      if (row && row.installationId === installationId) targets.add(row.targetId);
+    }
+  } finally {
+    await reader.close();
+  }
+  return indexSegmentTargets(bucket, installationId, fromSeq, toSeq, targets);
+}
+
+/**
+ * Indexed segments holding events about `targetId` after `afterSeq`, oldest first, at most `limit`
+ * (from the markers; a marker whose range is not an indexed segment is a leftover and ignored).
+ */
+export async function segmentsOfTarget(env: Env, installationId: string, targetId: string, afterSeq: number, limit: number): Promise<AuditSegment[]> {
+  const prefix = targetPrefix(installationId, targetId);
+  const ranges: Array<{ fromSeq: number; toSeq: number }> = [];
+  let cursor: string | undefined;
+  do {
+    const listed = await env.AUDIT_ANCHORS.list({ prefix, cursor, limit: 1000 });
+    for (const object of listed.objects) {
+      const match = /^(\d{12})-(\d{12})$/u.exec(object.key.slice(prefix.length));
+      if (match && Number(match[2]) > afterSeq) ranges.push({ fromSeq: Number(match[1]), toSeq: Number(match[2]) });
+    }
+    cursor = listed.truncated && ranges.length < limit * 2 ? listed.cursor : undefined;
+  } while (cursor);
+  if (ranges.length === 0) return [];
+  const wanted = ranges.slice(0, limit * 2);
+  const { results } = await env.DB.prepare(`SELECT ${SEGMENT_COLUMNS} FROM audit_segments WHERE installation_id = ?1 AND from_seq IN (SELECT value FROM json_each(?2)) ORDER BY from_seq`)
+    .bind(installationId, JSON.stringify(wanted.map((r) => r.fromSeq)))
+    .all<AuditSegment>();
+  const indexed = results.filter((segment) => wanted.some((r) => r.fromSeq === segment.fromSeq && r.toSeq === segment.toSeq));
+  return indexed.slice(0, limit);
+}
+
 /** The keys of every segment starting at `fromSeq` (one indexed; others are leftovers of an interrupted pass). */
 export const segmentStartPrefix = (installationId: string, fromSeq: number) => `${segmentPrefix(installationId)}${pad(fromSeq)}-`;
 
@@ -163,8 +231,18 @@ export async function openSegment(bucket: R2Bucket, key: string): Promise<Segmen
  * `maxSegments` segments, stopping once `limit` rows are found. `scannedTo` is the last seq read;
  * `exhausted` says no segment holds anything beyond it.
  */
-export async function readArchivedEvents(env: Env, installationId: string, afterSeq: number, limit: number, keep: (row: AuditRow) => boolean, maxSegments = 3): Promise<{ rows: AuditRow[]; scannedTo: number; exhausted: boolean }> {
-  const segments = await segmentsAfter(env.DB, installationId, afterSeq, maxSegments + 1);
+export async function readArchivedEvents(
+  env: Env,
+  installationId: string,
+  afterSeq: number,
+  limit: number,
+  keep: (row: AuditRow) => boolean,
+  maxSegments = 3,
+  options: { targetId?: string } = {},
+): Promise<{ rows: AuditRow[]; scannedTo: number; exhausted: boolean }> {
+  // With a target, only the segments its markers name (a read of one target's events stays a few
+  // objects however long the archived trail is); otherwise every segment in order.
+  const segments = options.targetId === undefined ? await segmentsAfter(env.DB, installationId, afterSeq, maxSegments + 1) : await segmentsOfTarget(env, installationId, options.targetId, afterSeq, maxSegments + 1);
   const rows: AuditRow[] = [];
   let scannedTo = afterSeq;
   for (const segment of segments.slice(0, maxSegments)) {
@@ -189,16 +267,18 @@ export async function readArchivedEvents(env: Env, installationId: string, after
   return { rows, scannedTo, exhausted: segments.length <= maxSegments };
 }
 
-/** Removes every segment object of an installation (its index rows go with its other D1 rows). */
+/** Removes every segment object and target marker of an installation (its index rows go with its other D1 rows); answers the segments removed. */
 export async function deleteAuditSegments(env: Env, installationId: string): Promise<number> {
   let deleted = 0;
-  let cursor: string | undefined;
-  do {
-    const listed = await env.AUDIT_ANCHORS.list({ prefix: segmentPrefix(installationId), cursor, limit: 1000 });
-    const keys = listed.objects.map((object) => object.key);
-    if (keys.length > 0) await env.AUDIT_ANCHORS.delete(keys);
-    deleted += keys.length;
-    cursor = listed.truncated ? listed.cursor : undefined;
-  } while (cursor);
+  for (const prefix of [segmentPrefix(installationId), targetsPrefix(installationId)]) {
+    let cursor: string | undefined;
+    do {
+      const listed = await env.AUDIT_ANCHORS.list({ prefix, cursor, limit: 1000 });
+      const keys = listed.objects.map((object) => object.key);
+      if (keys.length > 0) await env.AUDIT_ANCHORS.delete(keys);
+      if (prefix === segmentPrefix(installationId)) deleted += keys.length;
+      cursor = listed.truncated ? listed.cursor : undefined;
+    } while (cursor);
+  }
   return deleted;
 }

@@ -3,7 +3,7 @@
 // the installation's own, the archived runs' objects), then rows go in parents first, then the R2
 // objects, then the audit chain must verify in full; anything that fails removes what was written.
 // It never writes a row of an installation that exists.
-import { auditStatement, deleteAuditSegments, sealAuditChain, verifyAuditChain } from "../audit";
+import { auditStatement, deleteAuditSegments, indexSegmentObjectTargets, sealAuditChain, verifyAuditChain } from "../audit";
 import { AppError } from "../errors";
 import { forgetInstallationKeys } from "../lib/api-key-cache";
 import { openBackupColumns } from "./backup-seal";
@@ -223,6 +223,8 @@ export async function importInstallation(env: Env, input: unknown) {
       if (object.bucket === "WORKFLOW_ARTIFACTS" && !isRunArchiveKeyOf(installationId, object.key) && (await bucket.head(object.key))) continue;
       await bucket.put(object.key, base64ToBytes(object.base64), object.contentType ? { httpMetadata: { contentType: object.contentType } } : undefined);
     }
+    // A backup carries the segments, not their target markers: written again from the segments' lines.
+    for (const row of backup.tables.audit_segments ?? []) await indexSegmentObjectTargets(env.AUDIT_ANCHORS, installationId, Number(row.from_seq), Number(row.to_seq));
   } catch (error) {
     await rollback();
     if (error instanceof AppError) throw error;

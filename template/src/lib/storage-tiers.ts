@@ -14,6 +14,22 @@ export const DEFAULT_HOT_DAYS = 7;
 export const RUN_HISTORY_HOT_MINUTES = 60;
 
 /**
+ * Minutes a sealed, checkpointed audit event stays in D1 before it moves to an R2 segment
+ * (audit/segment-sweep.ts), when the installation's window is longer. Reads of the trail (the
+ * list, by target through the segments' target markers, and full verification) serve archived
+ * events as they serve hot ones, so D1 keeps only the trail's last hour and head: the audit trail
+ * was the largest part of a lifecycle's bytes in D1 (15 events, about 8 KB) for the whole window.
+ */
+export const AUDIT_HOT_MINUTES = 60;
+
+/**
+ * The fewest events a segment holds when it leaves before the installation's window (after
+ * AUDIT_HOT_MINUTES): a quiet installation keeps its few events for the window rather than writing a
+ * segment (an index row and an object) every minute.
+ */
+export const SEGMENT_MIN_EVENTS = 500;
+
+/**
  * SQL: the minutes an ended run's history stays in D1 for an installation whose window is
  * `hotDaysSql` days. A failed run keeps it for the whole window: a repair re-runs from the failed
  * step's record in D1, and an on-call engineer has the window to repair it.

@@ -118,6 +118,11 @@ export function StoragePage() {
             {r.hotDays} days{r.hotDaysIsDefault ? " (default)" : ""}
           </dd>
           <dd className="muted small">run step history: {r.runHistoryMinutes} minutes</dd>
+          {r.auditHotMinutes !== undefined && (
+            <dd className="muted small">
+              audit events: {r.auditHotMinutes} minutes (in segments of {r.auditSegmentMinEvents}+ events; the rest for the window)
+            </dd>
+          )}
         </div>
         <div>
           <dt>D1 (whole database)</dt>
