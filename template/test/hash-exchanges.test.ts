@@ -218,6 +218,15 @@ describe("failures", () => {
     expect(JSON.stringify(refused)).not.toContain("wrong-fetch-key-x");
   });
 
+  it("ThreatExchange's answer to a bad token (400 OAuthException 190) counts as refused credentials", async () => {
+    const ex = EXCHANGES.find((e) => e.kind === "threatexchange")!;
+    const s = await following(ex);
+    const replaced = await call(`/api/v1/hash-banks/${s.bankId}/exchange`, { key: s.key, body: { kind: ex.kind, baseUrl: ex.baseUrl, credentials: { accessToken: "1234567890|not-a-token-x" }, filters: ex.filters } });
+    expect(replaced.status).toBe(200);
+    expect(await sync(s)).toMatchObject({ pages: 0, error: { code: "hash_exchange.unauthorized", status: 401 } });
+    expect(JSON.stringify(await status(s))).not.toContain("not-a-token-x");
+  });
+
   it("the schedule pulls a backlog a bounded slice at a time until it is gone", async () => {
     const ex = EXCHANGES.find((e) => e.kind === "threatexchange")!;
     const s = await following(ex, { entries: 12, pageSize: 2 });

@@ -101,19 +101,14 @@ export interface FollowInput {
   contribute?: boolean;
 }
 
-function checkFields(what: "credentials" | "filters", given: Record<string, string>, allowed: readonly string[], required: readonly string[]): void {
+/** What is wrong with the given fields (missing required, unknown), or null. */
+function fieldProblem(what: "credentials" | "filters", given: Record<string, string>, allowed: readonly string[], required: readonly string[]) {
   const unknown = Object.keys(given).filter((k) => !allowed.includes(k));
   const missing = required.filter((k) => typeof given[k] !== "string" || given[k] === "");
-  if (unknown.length || missing.length) {
-    throw new AppError(
-      `hash_exchange.${what}_invalid`,
-      `${what} must hold ${required.join(", ") || "nothing required"}${allowed.length > required.length ? ` (optional: ${allowed.filter((k) => !required.includes(k)).join(", ")})` : ""}; ${missing.length ? `missing: ${missing.join(", ")}` : `unknown: ${unknown.join(", ")}`}.`,
-      {
-        status: 422,
-        details: { missing, unknown },
-      },
-    );
-  }
+  if (!unknown.length && !missing.length) return null;
+  const optional = allowed.filter((k) => !required.includes(k));
+  const message = `${what} must hold ${required.join(", ") || "nothing required"}${optional.length ? ` (optional: ${optional.join(", ")})` : ""}; ${missing.length ? `missing: ${missing.join(", ")}` : `unknown: ${unknown.join(", ")}`}.`;
+  return { message, details: { missing, unknown } };
 }
 
 /**
@@ -126,9 +121,11 @@ export async function followExchange(env: Env, actor: Actor, bankId: string, inp
   const bank = await bankOf(env, actor.installationId, bankId);
   const exchange = EXCHANGES[input.kind];
   const credentials = input.credentials;
-  checkFields("credentials", credentials, [...exchange.credentials, ...(exchange.optionalCredentials ?? [])], exchange.credentials);
+  const badCredentials = fieldProblem("credentials", credentials, [...exchange.credentials, ...(exchange.optionalCredentials ?? [])], exchange.credentials);
+  if (badCredentials) throw new AppError("hash_exchange.credentials_invalid", badCredentials.message, { status: 422, details: badCredentials.details });
   const filters = input.filters ?? {};
-  checkFields("filters", filters, exchange.filters, exchange.requiredFilters ?? []);
+  const badFilters = fieldProblem("filters", filters, exchange.filters, exchange.requiredFilters ?? []);
+  if (badFilters) throw new AppError("hash_exchange.filters_invalid", badFilters.message, { status: 422, details: badFilters.details });
   const baseUrl = (input.baseUrl ?? exchange.defaultBaseUrl).replace(/\/+$/u, "");
   assertEgressAllowed(baseUrl, env, "hash_exchange.base_url_not_allowed", { field: "baseUrl" });
   const previous = await activeFollowOf(env.DB, bank.installationId, bank.id);

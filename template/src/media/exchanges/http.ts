@@ -49,7 +49,7 @@ export function assertExchangeUrl(env: Env, baseUrl: string, url: URL): void {
 }
 
 /** One request to the exchange; the answer's body as text when it is 2xx, an AppError otherwise. */
-export async function exchangeRequest(env: Env, baseUrl: string, url: URL, init: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<string> {
+export async function exchangeRequest(env: Env, baseUrl: string, url: URL, init: { method?: string; headers?: Record<string, string>; body?: string; authFailure?: (status: number, body: string) => boolean } = {}): Promise<string> {
   assertExchangeUrl(env, baseUrl, url);
   let response: Response;
   try {
@@ -58,6 +58,9 @@ export async function exchangeRequest(env: Env, baseUrl: string, url: URL, init:
     throw exchangeFailure(null);
   }
   if (response.status < 200 || response.status > 299) {
+    // An exchange that says "bad credentials" with another status (the Graph API's 400
+    // OAuthException) is told apart by its own rule, over the first few kilobytes of the answer.
+    if (init.authFailure && response.status === 400 && init.authFailure(response.status, (await response.text()).slice(0, 4096))) throw exchangeFailure(401);
     await response.body?.cancel();
     throw exchangeFailure(response.status, response.status === 429 ? retryAfterOf(response.headers.get("retry-after")) : null);
   }

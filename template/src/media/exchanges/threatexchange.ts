@@ -50,6 +50,16 @@ function descriptorTags(descriptor: unknown): string[] {
   return Array.isArray(data) ? data.map((t) => (t as { text?: unknown })?.text).filter((t): t is string => typeof t === "string") : [];
 }
 
+/** The Graph API's answer to a token it does not take: 400 with an OAuthException of code 190 (invalid or expired token) or 102 (session). */
+function oauthFailure(_status: number, body: string): boolean {
+  try {
+    const error = (JSON.parse(body) as { error?: { type?: unknown; code?: unknown } }).error;
+    return error?.type === "OAuthException" && (error.code === 190 || error.code === 102);
+  } catch {
+    return false;
+  }
+}
+
 function withToken(url: URL, token: string): URL {
   const out = new URL(url);
   out.searchParams.set("access_token", token);
@@ -75,7 +85,7 @@ export const threatExchange: HashExchange = {
       url.searchParams.set("types", "HASH_PDQ");
       url.searchParams.set("fields", FIELDS);
     }
-    const body = parseJson(await exchangeRequest(ctx.env, ctx.baseUrl, withToken(url, ctx.credentials.accessToken!)));
+    const body = parseJson(await exchangeRequest(ctx.env, ctx.baseUrl, withToken(url, ctx.credentials.accessToken!), { authFailure: oauthFailure }));
     if (!Array.isArray(body.data)) throw badResponse("no data list");
     const upserts: ExchangeUpsert[] = [];
     const deletes: ExchangeDelete[] = [];
@@ -115,7 +125,7 @@ export const threatExchange: HashExchange = {
       privacy_members: ctx.filters.privacyGroup!,
       ...(input.tags.length ? { tags: input.tags.join(",") } : {}),
     });
-    const body = parseJson(await exchangeRequest(ctx.env, ctx.baseUrl, url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: form.toString() }));
+    const body = parseJson(await exchangeRequest(ctx.env, ctx.baseUrl, url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: form.toString(), authFailure: oauthFailure }));
     return { reference: typeof body.id === "string" || typeof body.id === "number" ? String(body.id) : null };
   },
 };
