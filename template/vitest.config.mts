@@ -3,7 +3,9 @@
 // platform makes (outboundService, routed by host through the "internet" peer) and verifies
 // signatures with the standardwebhooks library; a model server speaks the OpenAI chat API; a fake
 // Workers AI binding answers env.AI.run over RPC; a Mastodon server (host mastodon.test) speaks its
-// admin webhooks and admin API.
+// admin webhooks and admin API; three hash exchanges (threatexchange.test, ncmec.test,
+// stopncii.test) speak ThreatExchange's threat_updates, NCMEC's hash sharing XML and StopNCII's
+// FetchHashes, with test controls to add, update, delete and fail.
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { build } from "esbuild";
 import { existsSync } from "node:fs";
@@ -56,8 +58,8 @@ async function bundle(entry: string): Promise<string> {
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(`${root}migrations`);
-  const [receiver, model, internet, componentApi, access, workersAi, transparencyDb, mastodon] = await Promise.all(
-    ["webhook-receiver", "model-server", "internet", "component-api", "access", "workers-ai", "transparency-db", "mastodon"].map((name) => bundle(`test/peers/${name}.ts`)),
+  const [receiver, model, internet, componentApi, access, workersAi, transparencyDb, mastodon, threatExchange, ncmecHashes, stopNcii] = await Promise.all(
+    ["webhook-receiver", "model-server", "internet", "component-api", "access", "workers-ai", "transparency-db", "mastodon", "threatexchange", "ncmec-hashes", "stopncii"].map((name) => bundle(`test/peers/${name}.ts`)),
   );
   const peer = (name: string, script: string, extra: Record<string, unknown> = {}) => ({ name, modules: true, script, compatibilityDate: "2026-04-01", ...extra });
   return {
@@ -73,10 +75,10 @@ export default defineConfig(async () => {
             ACCESS_TEAM_DOMAIN: "safest-test.cloudflareaccess.com", ACCESS_AUD: "test-access-aud" },
           // AI: a fake Workers AI binding (an RPC entrypoint with run(model, input)); none is declared in
           // wrangler.jsonc, since the real one needs an account and the network.
-          serviceBindings: { RECEIVER: "receiver", ACCESS_PEER: "access", TDB_PEER: "transparency-db", MASTODON_PEER: "mastodon", AI: { name: "workers-ai", entrypoint: "FakeAi" }, PDQ_VECTORS: pdqVectors },
+          serviceBindings: { RECEIVER: "receiver", ACCESS_PEER: "access", TDB_PEER: "transparency-db", MASTODON_PEER: "mastodon", THREATEXCHANGE_PEER: "threatexchange", NCMEC_PEER: "ncmec-hashes", STOPNCII_PEER: "stopncii", AI: { name: "workers-ai", entrypoint: "FakeAi" }, PDQ_VECTORS: pdqVectors },
           outboundService: "internet",
           workers: [
-            peer("internet", internet!, { serviceBindings: { MODEL: "model", RECEIVER: "receiver", COMPONENT_API: "component-api", ACCESS: "access", TRANSPARENCY_DB: "transparency-db", MASTODON: "mastodon" } }),
+            peer("internet", internet!, { serviceBindings: { MODEL: "model", RECEIVER: "receiver", COMPONENT_API: "component-api", ACCESS: "access", TRANSPARENCY_DB: "transparency-db", MASTODON: "mastodon", THREATEXCHANGE: "threatexchange", NCMEC_HASHES: "ncmec-hashes", STOPNCII: "stopncii" } }),
             peer("access", access!),
             peer("receiver", receiver!),
             peer("model", model!),
@@ -84,6 +86,9 @@ export default defineConfig(async () => {
             peer("workers-ai", workersAi!),
             peer("transparency-db", transparencyDb!),
             peer("mastodon", mastodon!),
+            peer("threatexchange", threatExchange!),
+            peer("ncmec-hashes", ncmecHashes!),
+            peer("stopncii", stopNcii!),
           ],
         },
       }),

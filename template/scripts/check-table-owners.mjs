@@ -17,6 +17,8 @@ export const TABLE_OWNERS = {
   event_settings: "detection",
   event_samples: "detection",
   hash_banks: "media",
+  hash_exchange_follows: "media",
+  hash_exchange_entries: "media",
   api_keys: "installations",
   workflows: "workflows",
   workflow_artifacts: "workflows",

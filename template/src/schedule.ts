@@ -26,6 +26,7 @@ import { sweepComplaintOutcomes, sweepPendingDeliveries, sweepTransparencyDb } f
 import { errorCode } from "./errors";
 import { countingD1 } from "./lib/d1-count";
 import { yieldToRuntime } from "./lib/queue-work";
+import { sweepHashExchanges } from "./media";
 import { sweepMetricRollups, sweepTransparencyRollups } from "./metrics";
 import { recordSweepRuns, sweepAlerts } from "./operations";
 import { getStorageSettings, redispatchPendingRuns, sealLegacyStepOutputs, sweepExpiredWaits, queueRunArchive, sweepStalledRuns } from "./workflows";
@@ -76,6 +77,9 @@ export const SWEEPS: readonly Sweep[] = [
   // Sealed, checkpointed events older than the hot window out of D1 into R2 segments (20,000 a run).
   // Each installation's hot window (PUT /storage/settings; 7 days unless set) holds its audit events in D1 too.
   { name: "audit.segments", run: async (env, now) => ({ ...(await sweepAuditSegments(env, now, { hotDaysFor: async (id) => (await getStorageSettings(env.DB, id)).hotDays })) }), more: summaryMore },
+  // Hash banks following an exchange: due follows pulled a few pages each from their cursors, and
+  // the index rows of ended follows deleted a slice at a time. Repeated while pages or follows are left.
+  { name: "media.hash_exchanges", run: (env, now) => sweepHashExchanges(env, now), more: summaryMore },
   // After the audit sweep, so a broken chain it found is alerted in the same run.
   { name: "operations.alerts", run: (env, now) => sweepAlerts(env, now) },
   // Autonomous triggers whose live overturn rate passed their limit drop to assisted (automation.demoted).

@@ -27,3 +27,11 @@ declare namespace Cloudflare {
     PDQ_VECTORS: Fetcher;
   }
 }
+declare namespace Cloudflare {
+  interface Env {
+    /** The hash exchange peers' test controls (test/peers/threatexchange.ts, ncmec-hashes.ts, stopncii.ts). */
+    THREATEXCHANGE_PEER: Fetcher;
+    NCMEC_PEER: Fetcher;
+    STOPNCII_PEER: Fetcher;
+  }
+}

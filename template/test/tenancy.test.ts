@@ -201,6 +201,8 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   AddHashBankEntries: () => ({ entries: [{ hash: "0f".repeat(32), tags: ["tenancy"] }] }),
   RemoveHashBankEntries: () => ({ hashes: ["0f".repeat(32)] }),
   MatchHashBank: () => ({ hash: "0f".repeat(32) }),
+  FollowHashExchange: () => ({ kind: "stopncii", baseUrl: "https://stopncii.test/v1", credentials: { subscriptionKey: "tenancy-sub", fetchFunctionKey: "tenancy-fetch" } }),
+  ContributeHashExchange: () => ({ hash: "a5".repeat(32), quality: 100 }),
   PlacePreservationHold: () => ({ reason: "tenancy check", days: 1 }),
   ReleasePreservationHold: () => ({ reason: "tenancy check" }),
 };

@@ -12,6 +12,7 @@ import { enforcementRoutes } from "../enforcement/routes";
 import { transparencyDbRoutes } from "../enforcement/transparency-db-routes";
 import { installationRoutes } from "../installations/routes";
 import { operationsRoutes } from "../operations/routes";
+import { exchangeRoutes } from "../media/exchange-routes";
 import { mediaRoutes } from "../media/routes";
 import { metricRoutes } from "../metrics/routes";
 import { runRoutes } from "../workflows/runs-routes";
@@ -40,6 +41,7 @@ export const apiRoutes = [
   accountRoutes,
   detectionRoutes,
   mediaRoutes,
+  exchangeRoutes,
   preservationRoutes,
 ] as const;
 

@@ -10,6 +10,7 @@ import { accountSchemas } from "./schemas-accounts";
 import { caseSchemas } from "./schemas-cases";
 import { detectionSchemas } from "./schemas-detection";
 import { enforcementSchemas } from "./schemas-enforcement";
+import { exchangeSchemas } from "./schemas-exchanges";
 import { mediaSchemas } from "./schemas-media";
 import { identifier, name } from "./schema-fields";
 
@@ -223,4 +224,4 @@ const coreSchemas = {
   },
 } as const satisfies Record<string, JSONSchema>;
 
-export const schemas = { ...coreSchemas, ...caseSchemas, ...enforcementSchemas, ...accountSchemas, ...detectionSchemas, ...mediaSchemas } as const satisfies Record<string, JSONSchema>;
+export const schemas = { ...coreSchemas, ...caseSchemas, ...enforcementSchemas, ...accountSchemas, ...detectionSchemas, ...mediaSchemas, ...exchangeSchemas } as const satisfies Record<string, JSONSchema>;

@@ -169,6 +169,8 @@ export async function deleteHashBank(env: Env, actor: Actor, bankId: string) {
   const at = new Date().toISOString();
   await env.DB.batch([
     env.DB.prepare(`DELETE FROM hash_banks WHERE id = ?1 AND installation_id = ?2`).bind(bank.id, bank.installationId),
+    // A bank that followed an exchange stops (its mirror's index rows go with the schedule's cleanup).
+    env.DB.prepare(`UPDATE hash_exchange_follows SET state = 'ended', updated_at = ?3 WHERE bank_id = ?1 AND installation_id = ?2 AND state = 'active'`).bind(bank.id, bank.installationId, at),
     auditStatement(env.DB, {
       installationId: bank.installationId,
       idempotencyKey: `hash_bank:${bank.id}:deleted`,
@@ -368,4 +370,25 @@ export async function* hashBankEntries(env: Env, bank: HashBankRow, pageSize = 5
       after = entries[entries.length - 1]!.id;
     }
   }
+}
+
+/**
+ * Applies an exchange's changes to the bank's shards: `put` entries take exactly the tags given
+ * (an exchange's record is the entry's whole state; shard.add with replace), `remove` hashes
+ * leave. Idempotent: applying the same changes again adds, updates and removes nothing. No audit
+ * here: the exchange's sync audits the page it applied. Entries under the bank's quality floor are
+ * never given (exchanges send no quality).
+ */
+export async function applyExchangeChanges(env: Env, bank: HashBankRow, changes: { put: ShardEntry[]; remove: string[] }) {
+  const removeBy = new Map<number, string[]>();
+  for (const hash of changes.remove) removeBy.set(shardOfHash(hash, bank.shards), [...(removeBy.get(shardOfHash(hash, bank.shards)) ?? []), hash]);
+  const putBy = new Map<number, ShardEntry[]>();
+  for (const entry of changes.put) {
+    const shard = shardOfHash(entry.hash, bank.shards);
+    putBy.set(shard, [...(putBy.get(shard) ?? []), { hash: entry.hash, tags: normalTags(entry.tags), quality: entry.quality }]);
+  }
+  const removed = (await Promise.all([...removeBy].map(([shard, list]) => shardStub(env, bank, shard).remove(list)))).reduce((n, r) => n + r.removed, 0);
+  const results = await Promise.all([...putBy].map(([shard, list]) => shardStub(env, bank, shard).add(list, { replace: true })));
+  if (results.some((r) => r.full)) throw new AppError("hash_bank.full", `A shard of this bank would pass ${MAX_SHARD_ENTRIES} entries; the exchange's page was not applied. Follow with a bank of more shards.`, { status: 422 });
+  return { added: results.reduce((n, r) => n + r.added, 0), updated: results.reduce((n, r) => n + r.updated, 0), removed };
 }

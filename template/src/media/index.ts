@@ -4,3 +4,4 @@ export { hashImage, MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, type MediaHashes } from "
 export { DIHEDRAL_VARIANTS, hammingHex, type DihedralVariant } from "./pdq";
 export { HASH_BANK_KINDS, MAX_ENTRIES_PER_CALL, MAX_TAG_LENGTH, MAX_TAGS, matchHashBank, PDQ_DEFAULT_THRESHOLD, PDQ_MAX_THRESHOLD, type BankMatch } from "./hash-banks";
 export { PdqIndexShard } from "./pdq-index-shard";
+export { HASH_EXCHANGE_KINDS, sweepHashExchanges } from "./exchanges";

@@ -90,8 +90,10 @@ export class PdqIndexShard extends DurableObject<Env> {
    * present keeps its row and gains the new tags (a set union). Idempotent: adding the same
    * entries again changes nothing. Refuses the whole call when it would pass MAX_SHARD_ENTRIES, or
    * when a merge would give an entry more than MAX_TAGS tags (`tooManyTags` names that hash).
+   * With `replace` (an exchange's mirror: its record is the entry's whole state), a present hash's
+   * tags become the given ones instead of gaining them; still idempotent.
    */
-  async add(entries: ShardEntry[]): Promise<{ added: number; updated: number; full: boolean; tooManyTags?: string }> {
+  async add(entries: ShardEntry[], options: { replace?: boolean } = {}): Promise<{ added: number; updated: number; full: boolean; tooManyTags?: string }> {
     const index = this.loaded();
     const sql = this.ctx.storage.sql;
     // Exact capacity check only when the shard is near full (it reads which hashes are new).
@@ -118,9 +120,9 @@ export class PdqIndexShard extends DurableObject<Env> {
           }
           const known = sql.exec<{ id: number; tags: string }>(`SELECT id, tags FROM entries WHERE hash = ?`, entry.hash).one();
           const before = JSON.parse(known.tags) as string[];
-          const merged = [...new Set([...before, ...tags])].sort();
+          const merged = options.replace ? tags : [...new Set([...before, ...tags])].sort();
           if (merged.length > MAX_TAGS) throw new TooManyTags(entry.hash);
-          if (merged.length !== before.length) {
+          if (JSON.stringify(merged) !== JSON.stringify(before)) {
             sql.exec(`UPDATE entries SET tags = ? WHERE id = ?`, JSON.stringify(merged), known.id);
             updated += 1;
           }

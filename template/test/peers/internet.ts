@@ -1,5 +1,6 @@
 // The test "internet": every fetch() the platform makes arrives here (outboundService) and goes to
-// the peer Worker serving that host — the model endpoint, the Transparency Database or the webhook receiver.
+// the peer Worker serving that host — the model endpoint, the Transparency Database, the hash
+// exchanges (ThreatExchange, NCMEC hash sharing, StopNCII) or the webhook receiver.
 interface Peers {
   MODEL: Fetcher;
   RECEIVER: Fetcher;
@@ -7,6 +8,9 @@ interface Peers {
   ACCESS: Fetcher;
   TRANSPARENCY_DB: Fetcher;
   MASTODON: Fetcher;
+  THREATEXCHANGE: Fetcher;
+  NCMEC_HASHES: Fetcher;
+  STOPNCII: Fetcher;
 }
 
 export default {
@@ -17,6 +21,9 @@ export default {
     if (host.endsWith(".cloudflareaccess.com")) return env.ACCESS.fetch(request);
     if (host === "tdb.test") return env.TRANSPARENCY_DB.fetch(request);
     if (host === "mastodon.test") return env.MASTODON.fetch(request);
+    if (host === "threatexchange.test") return env.THREATEXCHANGE.fetch(request);
+    if (host === "ncmec.test") return env.NCMEC_HASHES.fetch(request);
+    if (host === "stopncii.test") return env.STOPNCII.fetch(request);
     return env.RECEIVER.fetch(request);
   },
 };

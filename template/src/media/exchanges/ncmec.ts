@@ -1,0 +1,95 @@
+// NCMEC's hash sharing API (v2, XML; the documentation is NCMEC's, python-threatexchange's
+// `ncmec/hash_api.py` reads it): GET <base>/v2/entries?from=&to= with HTTP Basic credentials
+// answers a <queryResult> of <images> and <videos> (each with maxTimestamp), whose children are
+// <image>/<video> entries (id, member, timestamp, classification, fingerprints: md5, sha1, pdna,
+// pdq) and <deletedImage>/<deletedVideo> tombstones (id only), and <paging><next> with the path of
+// the next page (relative to the base, start/size/max in its query). Entries are not in time
+// order, so the pass's `from` moves only once every page of it was read: to the largest
+// maxTimestamp seen (entries at it are read again, harmlessly). Only PDQ fingerprints are kept;
+// a tombstone names no hash, so the sync finds it by the entry's id. Contributing is not offered:
+// NCMEC's list takes hashes through its members' own reviewed submissions, not a match's hash.
+import { badResponse, exchangeRequest } from "./http";
+import type { ExchangeContext, ExchangeDelete, ExchangePage, ExchangeUpsert, HashExchange } from "./types";
+import { pdqHashOf, tagsOf } from "./types";
+import { child, parseXml } from "./xml";
+
+interface Cursor {
+  /** Start of the pass (Unix seconds, inclusive). */
+  from: number;
+  /** End of the pass, fixed when its first page was asked for. */
+  to?: number;
+  /** The largest maxTimestamp the pass saw. */
+  seen?: number;
+  /** The next page of the pass: a path relative to the base URL. */
+  next?: string;
+}
+
+const iso = (seconds: number) => new Date(seconds * 1000).toISOString().replace(/\.\d{3}Z$/u, "Z");
+
+function cursorOf(value: unknown): Cursor {
+  const c = (value ?? {}) as Partial<Cursor>;
+  return {
+    from: typeof c.from === "number" ? c.from : 0,
+    ...(typeof c.to === "number" ? { to: c.to } : {}),
+    ...(typeof c.seen === "number" ? { seen: c.seen } : {}),
+    ...(typeof c.next === "string" ? { next: c.next } : {}),
+  };
+}
+
+export const ncmecHashSharing: HashExchange = {
+  kind: "ncmec",
+  defaultBaseUrl: "https://report.cybertip.org/hashsharing",
+  credentials: ["username", "password"],
+  filters: [],
+  contributionRefusal: "NCMEC hash sharing takes new hashes only through its members' own reviewed submissions, not a match's hash; report apparent CSAM to the CyberTipline instead.",
+
+  async fetchPage(ctx: ExchangeContext, raw: unknown): Promise<ExchangePage> {
+    const cursor = cursorOf(raw);
+    const to = cursor.to ?? ctx.now;
+    const base = ctx.baseUrl.replace(/\/+$/u, "");
+    let url: URL;
+    if (cursor.next) url = new URL(`${base}${cursor.next.startsWith("/") ? "" : "/"}${cursor.next}`);
+    else {
+      url = new URL(`${base}/v2/entries`);
+      url.searchParams.set("from", iso(cursor.from));
+      url.searchParams.set("to", iso(to));
+    }
+    const authorization = `Basic ${btoa(`${ctx.credentials.username}:${ctx.credentials.password}`)}`;
+    const root = parseXml(await exchangeRequest(ctx.env, ctx.baseUrl, url, { headers: { authorization, accept: "application/xml" } }));
+    if (root?.name !== "queryResult") throw badResponse("not a queryResult document");
+    const upserts: ExchangeUpsert[] = [];
+    const deletes: ExchangeDelete[] = [];
+    let skipped = 0;
+    let seen = cursor.seen ?? cursor.from;
+    for (const group of [child(root, "images"), child(root, "videos")]) {
+      if (!group) continue;
+      const max = Date.parse(group.attrs.maxTimestamp ?? "");
+      if (!Number.isNaN(max) && group.children.length > 0) seen = Math.max(seen, Math.floor(max / 1000));
+      for (const entry of group.children) {
+        const id = child(entry, "id")?.text.trim();
+        if (!id) {
+          skipped += 1;
+          continue;
+        }
+        if (entry.name === "deletedImage" || entry.name === "deletedVideo") {
+          deletes.push({ id });
+          continue;
+        }
+        const hash = pdqHashOf(child(child(entry, "fingerprints"), "pdq")?.text.trim());
+        if ((entry.name !== "image" && entry.name !== "video") || !hash) {
+          skipped += 1;
+          continue;
+        }
+        const classification = child(entry, "classification")?.text.trim();
+        upserts.push({ id, hash, tags: tagsOf(["ncmec", ...(classification ? [`ncmec:${classification}`] : [])]) });
+      }
+    }
+    const next = child(child(root, "paging"), "next")?.text.trim();
+    if (next) {
+      // The next link is a path under the base; anything else is not followed.
+      if (!next.startsWith("/") || next.startsWith("//")) throw badResponse("a next link that is not a path");
+      return { upserts, deletes, skipped, nextCursor: { from: cursor.from, to, seen, next } satisfies Cursor, done: false };
+    }
+    return { upserts, deletes, skipped, nextCursor: { from: Math.max(cursor.from, seen) } satisfies Cursor, done: true };
+  },
+};
