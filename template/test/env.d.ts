@@ -27,3 +27,9 @@ declare namespace Cloudflare {
     PDQ_VECTORS: Fetcher;
   }
 }
+declare namespace Cloudflare {
+  interface Env {
+    /** NCMEC's CyberTipline Reporting API peer (test/peers/cybertipline.ts), for its test controls. */
+    CYBERTIPLINE_PEER: Fetcher;
+  }
+}

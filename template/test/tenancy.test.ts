@@ -203,6 +203,8 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   MatchHashBank: () => ({ hash: "0f".repeat(32) }),
   PlacePreservationHold: () => ({ reason: "tenancy check", days: 1 }),
   ReleasePreservationHold: () => ({ reason: "tenancy check" }),
+  CyberTiplineSettings: () => ({ preset: "test", username: "esp-tenancy", password: "esp-password", reporter: { email: "reports@example.org" }, enabled: false }),
+  ConfirmCyberTiplineReport: (f) => ({ reportId: f.report }),
 };
 
 async function created(path: string, key: string, body: unknown, status = 201): Promise<any> {

@@ -1,5 +1,5 @@
 // The test "internet": every fetch() the platform makes arrives here (outboundService) and goes to
-// the peer Worker serving that host — the model endpoint, the Transparency Database or the webhook receiver.
+// the peer Worker serving that host — the model endpoint, the Transparency Database, NCMEC's CyberTipline (and the media it is sent) or the webhook receiver.
 interface Peers {
   MODEL: Fetcher;
   RECEIVER: Fetcher;
@@ -7,6 +7,7 @@ interface Peers {
   ACCESS: Fetcher;
   TRANSPARENCY_DB: Fetcher;
   MASTODON: Fetcher;
+  CYBERTIPLINE: Fetcher;
 }
 
 export default {
@@ -17,6 +18,7 @@ export default {
     if (host.endsWith(".cloudflareaccess.com")) return env.ACCESS.fetch(request);
     if (host === "tdb.test") return env.TRANSPARENCY_DB.fetch(request);
     if (host === "mastodon.test") return env.MASTODON.fetch(request);
+    if (host === "cybertipline.test" || host === "media.test") return env.CYBERTIPLINE.fetch(request);
     return env.RECEIVER.fetch(request);
   },
 };
