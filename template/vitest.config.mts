@@ -5,7 +5,9 @@
 // Workers AI binding answers env.AI.run over RPC; a Mastodon server (host mastodon.test) speaks its
 // admin webhooks and admin API; three hash exchanges (threatexchange.test, ncmec.test,
 // stopncii.test) speak ThreatExchange's threat_updates, NCMEC's hash sharing XML and StopNCII's
-// FetchHashes, with test controls to add, update, delete and fail.
+// FetchHashes, with test controls to add, update, delete and fail; NCMEC's CyberTipline Reporting
+// API (host cybertipline.test, and the media it is sent from, media.test) validates reports by the
+// schema's rules.
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { build } from "esbuild";
 import { existsSync } from "node:fs";
@@ -18,7 +20,7 @@ const root = fileURLToPath(new URL(".", import.meta.url));
  * Test files whose assertions hold over the whole database (a sweep's totals over every
  * installation, "nothing readable at rest" in any table); they run with storage of their own.
  */
-const FRESH_FILES = ["test/audit-anchor.test.ts", "test/case-archive.test.ts", "test/backtest-chunks.test.ts", "test/cases.test.ts", "test/content.test.ts", "test/metrics.test.ts", "test/preservation.test.ts", "test/retention.test.ts", "test/sweeps.test.ts"];
+const FRESH_FILES = ["test/audit-anchor.test.ts", "test/case-archive.test.ts", "test/backtest-chunks.test.ts", "test/cases.test.ts", "test/content.test.ts", "test/cybertipline.test.ts", "test/metrics.test.ts", "test/preservation.test.ts", "test/retention.test.ts", "test/sweeps.test.ts"];
 
 /**
  * PDQ's public reference images and expected hashes live outside the repository (shared/pdq_vectors
@@ -58,8 +60,8 @@ async function bundle(entry: string): Promise<string> {
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(`${root}migrations`);
-  const [receiver, model, internet, componentApi, access, workersAi, transparencyDb, mastodon, threatExchange, ncmecHashes, stopNcii] = await Promise.all(
-    ["webhook-receiver", "model-server", "internet", "component-api", "access", "workers-ai", "transparency-db", "mastodon", "threatexchange", "ncmec-hashes", "stopncii"].map((name) => bundle(`test/peers/${name}.ts`)),
+  const [receiver, model, internet, componentApi, access, workersAi, transparencyDb, mastodon, threatExchange, ncmecHashes, stopNcii, cybertipline] = await Promise.all(
+    ["webhook-receiver", "model-server", "internet", "component-api", "access", "workers-ai", "transparency-db", "mastodon", "threatexchange", "ncmec-hashes", "stopncii", "cybertipline"].map((name) => bundle(`test/peers/${name}.ts`)),
   );
   const peer = (name: string, script: string, extra: Record<string, unknown> = {}) => ({ name, modules: true, script, compatibilityDate: "2026-04-01", ...extra });
   return {
@@ -75,10 +77,10 @@ export default defineConfig(async () => {
             ACCESS_TEAM_DOMAIN: "safest-test.cloudflareaccess.com", ACCESS_AUD: "test-access-aud" },
           // AI: a fake Workers AI binding (an RPC entrypoint with run(model, input)); none is declared in
           // wrangler.jsonc, since the real one needs an account and the network.
-          serviceBindings: { RECEIVER: "receiver", ACCESS_PEER: "access", TDB_PEER: "transparency-db", MASTODON_PEER: "mastodon", THREATEXCHANGE_PEER: "threatexchange", NCMEC_PEER: "ncmec-hashes", STOPNCII_PEER: "stopncii", AI: { name: "workers-ai", entrypoint: "FakeAi" }, PDQ_VECTORS: pdqVectors },
+          serviceBindings: { RECEIVER: "receiver", ACCESS_PEER: "access", TDB_PEER: "transparency-db", MASTODON_PEER: "mastodon", THREATEXCHANGE_PEER: "threatexchange", NCMEC_PEER: "ncmec-hashes", STOPNCII_PEER: "stopncii", CYBERTIPLINE_PEER: "cybertipline", AI: { name: "workers-ai", entrypoint: "FakeAi" }, PDQ_VECTORS: pdqVectors },
           outboundService: "internet",
           workers: [
-            peer("internet", internet!, { serviceBindings: { MODEL: "model", RECEIVER: "receiver", COMPONENT_API: "component-api", ACCESS: "access", TRANSPARENCY_DB: "transparency-db", MASTODON: "mastodon", THREATEXCHANGE: "threatexchange", NCMEC_HASHES: "ncmec-hashes", STOPNCII: "stopncii" } }),
+            peer("internet", internet!, { serviceBindings: { MODEL: "model", RECEIVER: "receiver", COMPONENT_API: "component-api", ACCESS: "access", TRANSPARENCY_DB: "transparency-db", MASTODON: "mastodon", THREATEXCHANGE: "threatexchange", NCMEC_HASHES: "ncmec-hashes", STOPNCII: "stopncii", CYBERTIPLINE: "cybertipline" } }),
             peer("access", access!),
             peer("receiver", receiver!),
             peer("model", model!),
@@ -89,6 +91,7 @@ export default defineConfig(async () => {
             peer("threatexchange", threatExchange!),
             peer("ncmec-hashes", ncmecHashes!),
             peer("stopncii", stopNcii!),
+            peer("cybertipline", cybertipline!),
           ],
         },
       }),

@@ -60,6 +60,8 @@ export const TABLE_OWNERS = {
   webhook_deliveries: "enforcement",
   webhook_attempts: "enforcement",
   action_types: "enforcement",
+  cybertipline_settings: "enforcement",
+  cybertipline_submissions: "enforcement",
   action_proposals: "enforcement",
   messages: "enforcement",
   decisions: "enforcement",

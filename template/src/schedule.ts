@@ -22,7 +22,7 @@ import { queueCaseArchive } from "./cases/archive/case-archive";
 import { sweepRetention } from "./cases/retention/retention";
 import { indexPersonKeys } from "./cases/retention/retention-people";
 import { sweepExpiredLabels, sweepOldSamples } from "./detection";
-import { sweepComplaintOutcomes, sweepPendingDeliveries, sweepTransparencyDb } from "./enforcement";
+import { sweepComplaintOutcomes, sweepCyberTipline, sweepPendingDeliveries, sweepTransparencyDb } from "./enforcement";
 import { errorCode } from "./errors";
 import { countingD1 } from "./lib/d1-count";
 import { yieldToRuntime } from "./lib/queue-work";
@@ -72,6 +72,9 @@ export const SWEEPS: readonly Sweep[] = [
   { name: "accounts.bulk_actions", run: (env, now, ctx) => sweepBulkActions(env, now, ctx), more: summaryMore },
   // Restricting decisions' statements of reasons to the DSA Transparency Database (5 batches of 100 per run).
   { name: "enforcement.transparency_db", run: (env, now) => sweepTransparencyDb(env, now), more: summaryMore },
+  // CyberTipline submissions whose pass failed, resumed where they stopped once their backoff ends (10 a run);
+  // the preserved files of those whose preservation hold is over (ran out, or released by an admin) erased.
+  { name: "enforcement.cybertipline", run: (env, now) => sweepCyberTipline(env, now), more: summaryMore },
   // Also the one writer of each installation's R2 anchor (the seals after writes only mark it due).
   { name: "audit.seal_and_verify", run: async (env) => ({ ...(await sweepAuditChains(env)) }), more: summaryMore },
   // Sealed, checkpointed events older than the hot window out of D1 into R2 segments (20,000 a run).

@@ -17,6 +17,7 @@ const CONFIGS: Record<string, Record<string, unknown>> = {
   start_linked_workflow: { workflow_version_id: "wfv_x" },
   action: { action_type: "remove_post", approval_timeout_seconds: 3600 },
   human_task: { queue_id: "que_x", timeout_seconds: 3600 },
+  ncmec_report: { confirmation_node: "review" },
 };
 
 /** A content reader (a keyword bank over the description) whose `data.keywords` is sealed. */
@@ -44,6 +45,16 @@ function graphWith(kind: string, probe: string) {
   }
   const node = { id: "x", kind, config, inputMapping: { ...((descriptor.defaults as { inputMapping?: Record<string, string> } | undefined)?.inputMapping ?? {}), probe } };
   const ports = nodePorts(node as unknown as WorkflowNodeV1);
+  if (kind === "ncmec_report") {
+    // Its confirming review task lies on every path to it (checked at publish).
+    const review = { id: "review", kind: "human_task", config: CONFIGS.human_task };
+    return {
+      schemaVersion: 1,
+      nodes: [{ id: "start", kind: "start" }, bank, review, node, done],
+      edges: [edge("start", "success", "bank"), edge("bank", "success", "review"), edge("review", "completed", "x"), edge("review", "timeout", "done"), ...ports.map((port) => edge("x", port, "done"))],
+      probeAt: 3,
+    };
+  }
   return {
     schemaVersion: 1,
     nodes: [{ id: "start", kind: "start" }, bank, node, done],
@@ -57,10 +68,10 @@ describe("the content rule over every kind of the registry", () => {
     expect(NODE_KINDS.filter((kind) => KINDS[kind].content !== undefined).sort()).toEqual([...CONTENT_KINDS].sort());
   });
 
-  it("publishes content and a content reader's sealed output only in those four, for each of the 15 kinds", async () => {
+  it("publishes content and a content reader's sealed output only in those four, for each of the 16 kinds", async () => {
     const { apiKey } = await newInstallation();
     const validate = async (graph: unknown) => (await api("/api/v1/workflow-graphs/validate", { key: apiKey, body: { graph } })).body;
-    expect(NODE_KINDS.length).toBe(15);
+    expect(NODE_KINDS.length).toBe(16);
     for (const kind of NODE_KINDS) {
       const { probeAt: _unused, ...plain } = graphWith(kind, "true");
       const baseline = await validate(plain);

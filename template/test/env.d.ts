@@ -33,5 +33,7 @@ declare namespace Cloudflare {
     THREATEXCHANGE_PEER: Fetcher;
     NCMEC_PEER: Fetcher;
     STOPNCII_PEER: Fetcher;
+    /** NCMEC's CyberTipline Reporting API peer (test/peers/cybertipline.ts), for its test controls. */
+    CYBERTIPLINE_PEER: Fetcher;
   }
 }

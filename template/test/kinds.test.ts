@@ -21,7 +21,7 @@ async function sha256(text: string): Promise<string> {
 
 describe("the registry", () => {
   it("gives every kind a descriptor and an executor that fit its kernel protocol", () => {
-    expect(NODE_KINDS.length).toBe(15);
+    expect(NODE_KINDS.length).toBe(16);
     for (const kind of NODE_KINDS) {
       const descriptor = KINDS[kind];
       const executor = EXECUTORS[kind];

@@ -205,6 +205,8 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   ContributeHashExchange: () => ({ hash: "a5".repeat(32), quality: 100 }),
   PlacePreservationHold: () => ({ reason: "tenancy check", days: 1 }),
   ReleasePreservationHold: () => ({ reason: "tenancy check" }),
+  CyberTiplineSettings: () => ({ preset: "test", username: "esp-tenancy", password: "esp-password", reporter: { email: "reports@example.org" }, enabled: false }),
+  ConfirmCyberTiplineReport: (f) => ({ reportId: f.report }),
 };
 
 async function created(path: string, key: string, body: unknown, status = 201): Promise<any> {

@@ -417,7 +417,7 @@ describe("valid graphs and the fork/join plan", () => {
     expect(plan(graph(nodes, edges))).toEqual({ "start:success": "outer", "split:success": "inner", "route:yes": "third" });
   });
 
-  it("all fifteen node kinds appear in one valid graph", () => {
+  it("all sixteen node kinds appear in one valid graph", () => {
     const nodes: Node[] = [
       start(),
       { id: "route", kind: "condition", config: { cases: [{ port: "spam", when: "input.category == 'spam'" }], case_ports: ["spam"], default_port: "other" } },
@@ -433,6 +433,7 @@ describe("valid graphs and the fork/join plan", () => {
       { id: "escalate", kind: "handoff", config: { queue_id: "q_2" } },
       { id: "linked", kind: "start_linked_workflow", config: { workflow_version_id: "wv_1" } },
       { id: "act", kind: "action", config: { action_type: "remove_content" }, errorPort: "failed", timeoutPolicy: { timeout_seconds: 30, retries: 3 } },
+      { id: "tipline", kind: "ncmec_report", config: { confirmation_node: "review" }, errorPort: "not_reported" },
       end(),
       end("broken"),
     ];
@@ -456,7 +457,9 @@ describe("valid graphs and the fork/join plan", () => {
       edge("decide", "recorded", "escalate"),
       edge("escalate", "handed_off", "linked"),
       edge("linked", "started", "act"),
-      edge("act", "applied", "done"),
+      edge("act", "applied", "tipline"),
+      edge("tipline", "reported", "done"),
+      edge("tipline", "not_reported", "broken"),
       edge("act", "rejected", "done"),
       edge("act", "expired", "done"),
       edge("act", "failed", "broken"),

@@ -19,6 +19,7 @@ export { archiveCaseOrHold, archivedCaseObjects, caseArchiveTotals } from "./arc
 export { archivedReportCases, archivedReportRows, archivedReportsInRange } from "./archive/archived-reports";
 export { hotOrArchived } from "./archive/case-rehydrate";
 export { findQueueJsonSql, findQueueRow, type QueueRow } from "./queues/queues";
+export { DEFAULT_HOLD_DAYS, holdStatements } from "./retention/preservation-holds";
 export { search, type SearchQuery } from "./search/search";
 export {
   getReportRow,

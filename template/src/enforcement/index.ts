@@ -14,3 +14,4 @@ export { ERASED_PAYLOAD, erasableDeliveriesUnsafe, eraseDeliveriesStatements } f
 export { connectorEndpointEventsStatement, connectorEndpointStatements, disableConnectorEndpointStatement } from "./connector-endpoints";
 export { TDB_PRESET_NAMES, TDB_PRESETS, TDB_STATES } from "./transparency-db";
 export { sweepTransparencyDb } from "./transparency-db-submit";
+export { CYBERTIPLINE_PRESET_NAMES, DEFAULT_CONFIRM_OUTCOME, INCIDENT_TYPES, reportToCyberTipline, sweepCyberTipline } from "./cybertipline";

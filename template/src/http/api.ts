@@ -8,6 +8,7 @@ import { caseRoutes } from "../cases/routes";
 import { connectorRoutes } from "../connectors/routes";
 import { detectionRoutes } from "../detection/routes";
 import { sessionRoutes } from "../console/routes";
+import { cybertiplineRoutes } from "../enforcement/cybertipline-routes";
 import { enforcementRoutes } from "../enforcement/routes";
 import { transparencyDbRoutes } from "../enforcement/transparency-db-routes";
 import { installationRoutes } from "../installations/routes";
@@ -43,6 +44,7 @@ export const apiRoutes = [
   mediaRoutes,
   exchangeRoutes,
   preservationRoutes,
+  cybertiplineRoutes,
 ] as const;
 
 type Intersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never;

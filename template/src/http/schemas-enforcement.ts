@@ -1,7 +1,7 @@
 // Request bodies of enforcement: webhook endpoints, alerts, action types, proposals, decisions, the Transparency Database, redress, connectors (see schemas.ts).
 import type { JSONSchema } from "json-schema-to-ts";
 import { CONNECTOR_KINDS, MASTODON_ACTIONS } from "../connectors";
-import { ACTION_TYPE_AUTONOMY, TDB_PRESET_NAMES, WEBHOOK_EVENT_TYPES } from "../enforcement";
+import { ACTION_TYPE_AUTONOMY, CYBERTIPLINE_PRESET_NAMES, INCIDENT_TYPES, TDB_PRESET_NAMES, WEBHOOK_EVENT_TYPES } from "../enforcement";
 import { ALERT_KINDS } from "../operations";
 import { identifier, name } from "./schema-fields";
 
@@ -129,6 +129,42 @@ export const enforcementSchemas = {
       baseUrl: { type: "string", minLength: 8, maxLength: 2048, description: "Another base URL (instead of preset), e.g. a local replica." },
       token: { type: "string", minLength: 8, maxLength: 4096, description: "The API token the database issued; stored sealed, never returned. Omitted: the current one is kept." },
       enabled: { type: "boolean" },
+    },
+  },
+  // NCMEC's CyberTipline (enforcement/cybertipline/).
+  CyberTiplineSettings: {
+    type: "object",
+    required: ["username", "password", "reporter", "enabled"],
+    additionalProperties: false,
+    properties: {
+      preset: { enum: CYBERTIPLINE_PRESET_NAMES, description: "production: https://report.cybertip.org/ispws; test: https://exttest.cybertip.org/ispws." },
+      baseUrl: { type: "string", minLength: 8, maxLength: 2048, description: "Another https base URL (instead of preset)." },
+      username: { type: "string", minLength: 1, maxLength: 200, description: "The ESP username NCMEC issued; stored sealed, never returned." },
+      password: { type: "string", minLength: 1, maxLength: 500, description: "Its password; stored sealed, never returned." },
+      reporter: {
+        type: "object",
+        required: ["email"],
+        additionalProperties: false,
+        description: "The reporting person NCMEC and law enforcement contact about reports (sealed).",
+        properties: {
+          firstName: { type: "string", minLength: 1, maxLength: 100 },
+          lastName: { type: "string", minLength: 1, maxLength: 100 },
+          email: { type: "string", minLength: 3, maxLength: 300, pattern: "^[^@\\s]+@[^@\\s]+$" },
+          phone: { type: "string", minLength: 3, maxLength: 50 },
+          companyTemplate: { type: "string", minLength: 1, maxLength: 5000, description: "Text on every report: how to serve legal process, data retention, an emergency contact." },
+        },
+      },
+      espService: { type: "string", minLength: 1, maxLength: 200, description: "The product the reported people use, as NCMEC should name it." },
+      enabled: { type: "boolean" },
+    },
+  },
+  ConfirmCyberTiplineReport: {
+    type: "object",
+    required: ["reportId"],
+    additionalProperties: false,
+    properties: {
+      reportId: identifier,
+      incidentType: { enum: INCIDENT_TYPES, description: "NCMEC's incident type; default Child Pornography (possession, manufacture, and distribution)." },
     },
   },
   ResubmitStatement: {

@@ -64,7 +64,12 @@ async function bankForMatch(env: Env, installationId: string, bankId: string): P
   const cached = configs.get(`${installationId}:${bankId}`);
   if (cached && cached.until > Date.now()) return cached.row;
   if (configs.size >= 1_000) configs.clear();
-  return bankOf(env, installationId, bankId);
+  // A workflow's hash_bank node names its bank by id, or by its name (unique per installation) as a
+  // published example does; an id wins.
+  const row = await env.DB.prepare(`SELECT ${COLUMNS} FROM hash_banks WHERE installation_id = ?2 AND (id = ?1 OR name = ?1) ORDER BY id = ?1 DESC LIMIT 1`).bind(bankId, installationId).first<HashBankRow>();
+  if (!row) throw notFound("hash_bank");
+  configs.set(`${installationId}:${bankId}`, { row, until: Date.now() + CONFIG_TTL_MS });
+  return row;
 }
 
 const forgetBank = (installationId: string, bankId: string) => configs.delete(`${installationId}:${bankId}`);

@@ -328,6 +328,21 @@ export function validateWorkflowGraph(input: unknown, options: { fresh?: boolean
       }
     }
   }
+  // A kind that needs a person's answer first (ncmec_report): its confirming human_task lies on every path to it.
+  for (const node of nodeList) {
+    const confirming = kindOf(node.kind)?.confirmedBy?.(node.config);
+    if (confirming === undefined) continue;
+    if (nodes.get(confirming)?.kind !== "human_task") {
+      problems.add(`${pathOf(node.id)}.config.confirmation_node`, "confirmation_node_invalid", `${confirming} is not a human_task node of this graph; a person confirms in a review task before ${node.id}.`);
+    } else if (
+      reachableFrom(
+        startId,
+        edges.filter((e) => e.from.nodeId !== confirming && e.to.nodeId !== confirming),
+      ).has(node.id)
+    ) {
+      problems.add(pathOf(node.id), "confirmation_bypassed", `A path reaches ${node.id} without passing the review task ${confirming}; every path to it must pass a person's confirmation.`);
+    }
+  }
   if (problems.list.length > 0) return { ok: false, errors: problems.list };
   const forkJoins = planForks(nodes, edges, order, problems, pathOf);
   if (problems.list.length === 0) checkBranchKeys(startId, edges, forkJoins, problems, pathOf);

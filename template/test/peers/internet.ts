@@ -1,6 +1,7 @@
 // The test "internet": every fetch() the platform makes arrives here (outboundService) and goes to
 // the peer Worker serving that host — the model endpoint, the Transparency Database, the hash
-// exchanges (ThreatExchange, NCMEC hash sharing, StopNCII) or the webhook receiver.
+// exchanges (ThreatExchange, NCMEC hash sharing, StopNCII), NCMEC's CyberTipline (and the media it
+// is sent) or the webhook receiver.
 interface Peers {
   MODEL: Fetcher;
   RECEIVER: Fetcher;
@@ -11,6 +12,7 @@ interface Peers {
   THREATEXCHANGE: Fetcher;
   NCMEC_HASHES: Fetcher;
   STOPNCII: Fetcher;
+  CYBERTIPLINE: Fetcher;
 }
 
 export default {
@@ -24,6 +26,7 @@ export default {
     if (host === "threatexchange.test") return env.THREATEXCHANGE.fetch(request);
     if (host === "ncmec.test") return env.NCMEC_HASHES.fetch(request);
     if (host === "stopncii.test") return env.STOPNCII.fetch(request);
+    if (host === "cybertipline.test" || host === "media.test") return env.CYBERTIPLINE.fetch(request);
     return env.RECEIVER.fetch(request);
   },
 };

@@ -4,7 +4,7 @@
 // retention sweep and erasure requests leave the case's sealed data alone (`HELD_SQL` in
 // caseBusySql); the data stays sealed as it was. A hold ends at held_until, or earlier only by an
 // admin's release with a reason; placing and releasing are audit events.
-import { auditStatement } from "../../audit";
+import { auditStatement, type AuditEventInput } from "../../audit";
 import type { Actor } from "../../auth";
 import { AppError, notFound } from "../../errors";
 import { newId } from "../../lib/crypto";
@@ -62,6 +62,32 @@ export async function placeHold(env: Env, actor: Actor, caseId: string, input: {
     }),
   ]);
   return view((await env.DB.prepare(`SELECT ${COLUMNS} FROM preservation_holds WHERE id = ?1`).bind(id).first<HoldRow>())!);
+}
+
+/**
+ * For another domain's batch: a hold placed by the platform itself (a CyberTipline report's
+ * contents, held for DEFAULT_HOLD_DAYS), with its audit event. Idempotent on `holdId`: a repeated
+ * batch writes nothing twice. The case must be the installation's (the caller read it so).
+ */
+export function holdStatements(
+  db: D1Database,
+  input: { installationId: string; holdId: string; caseId: string; reason: string; createdBy: string; actor: AuditEventInput["actor"]; at: string; details?: Record<string, unknown> },
+): D1PreparedStatement[] {
+  const heldUntil = new Date(Date.parse(input.at) + DEFAULT_HOLD_DAYS * DAY_MS).toISOString();
+  return [
+    db
+      .prepare(`INSERT OR IGNORE INTO preservation_holds (id, installation_id, case_id, reason, held_until, created_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)`)
+      .bind(input.holdId, input.installationId, input.caseId, input.reason, heldUntil, input.createdBy, input.at),
+    auditStatement(db, {
+      installationId: input.installationId,
+      idempotencyKey: `preservation_hold:${input.holdId}:placed`,
+      action: "preservation_hold.placed",
+      actor: input.actor,
+      target: { type: "case", id: input.caseId },
+      details: { holdId: input.holdId, heldUntil, days: DEFAULT_HOLD_DAYS, ...input.details },
+      at: input.at,
+    }),
+  ];
 }
 
 export async function listHolds(env: Env, actor: Actor, caseId: string) {

@@ -85,6 +85,12 @@ export interface KindDescriptor {
   expressions?: (config: JsonObject) => Array<{ path: string; text: unknown }>;
   /** Checks of `config` that need nothing but the node (structure is validation.ts's job). */
   validate?: (node: WorkflowNodeV1) => Problem[];
+  /**
+   * The human_task node (by id, from the config) that every path from the start to a node of this
+   * kind must pass: a person answers before it runs (checked at publish; the host checks the
+   * answer itself when it runs).
+   */
+  confirmedBy?: (config: JsonObject) => string | undefined;
   /** Names in the config that must exist in the installation (checked at publish). */
   references?: (config: JsonObject) => ConfigReference[];
 }

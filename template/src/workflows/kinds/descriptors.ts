@@ -2,6 +2,7 @@
 // config fields and their checks, what the kernel does with it, how shadow mode simulates it, and
 // what it names in the installation. Pure: the console imports this file as it is.
 // Adding a kind: its descriptor here, its executor in executors.ts, and a test.
+import { INCIDENT_TYPES } from "../../lib/cybertipline-vocabulary";
 import { decisionConfigProblems } from "../../lib/dsa-vocabulary";
 import { NODE_ID_PATTERN, type JsonObject, type JsonValue } from "../types";
 import { CODE_PATTERN, EVENT_TYPE_PATTERN, conditionCases, conditionRules, isRecord, optionalSeconds, portList, requireString, responsePatternProblems, stringList } from "./checks";
@@ -288,6 +289,32 @@ const DEFINITIONS = {
         .map((key) => ({ path: `config.${key}`, code: "config_invalid", message: `${key} must be true or false (whether the external evidence bundle carries it).` })),
     ],
     references: (config) => [...ref(config, "queue_id", "queue"), ...ref(config, "endpoint_id", "webhook_endpoint")],
+  },
+  ncmec_report: {
+    label: "CyberTipline report",
+    group: "Effects",
+    description:
+      "Reports the run's report and its files (with their SHA-256 and PDQ hashes) to NCMEC's CyberTipline, once a person confirmed it in the review task named here; the files and the report are sealed and the case held for one year.",
+    protocol: "step",
+    ports: ["reported"],
+    canFail: true,
+    readsContext: false,
+    shadow: { port: "reported" },
+    mapping: null,
+    fields: [
+      { key: "confirmation_node", label: "Confirming review task", input: "text", help: "The id of the human_task node whose answer confirms the report; every path to this node must pass it." },
+      { key: "confirm_outcome", label: "Confirming outcome", input: "text", help: "The task's outcome that confirms the report; default report." },
+      { key: "incident_type", label: "Incident type", input: "select", options: INCIDENT_TYPES.map((value) => ({ value, label: value })) },
+    ],
+    defaults: { config: { confirmation_node: "", confirm_outcome: "report" } },
+    validate: (node) => [
+      ...requireString(node.config, "confirmation_node", NODE_ID_PATTERN, "ncmec_report needs config.confirmation_node, the id of the human_task node where a person confirms the report."),
+      ...(node.config.confirm_outcome !== undefined ? requireString(node.config, "confirm_outcome", CODE_PATTERN, "confirm_outcome must be an outcome code such as report.") : []),
+      ...(node.config.incident_type !== undefined && !(INCIDENT_TYPES as readonly unknown[]).includes(node.config.incident_type)
+        ? [{ path: "config.incident_type", code: "config_invalid", message: `incident_type must be one of NCMEC's incident types: ${INCIDENT_TYPES.join("; ")}.` }]
+        : []),
+    ],
+    confirmedBy: (config) => (typeof config.confirmation_node === "string" ? config.confirmation_node : undefined),
   },
   start_linked_workflow: {
     label: "Linked workflow",

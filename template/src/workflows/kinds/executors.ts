@@ -4,7 +4,7 @@
 import { canonicalJson } from "../../audit";
 import { AppError } from "../../errors";
 import { executeAiProposal, executeEnrichment } from "../../automation";
-import { handoffWorkflowReport, recordWorkflowDecision, sendWorkflowMessage } from "../../enforcement";
+import { handoffWorkflowReport, recordWorkflowDecision, reportToCyberTipline, sendWorkflowMessage } from "../../enforcement";
 import { loadWorkflowExecutionContext } from "../execution-context";
 import { evaluateInputMapping, evaluateWorkflowExpression, type ExpressionContext } from "../expressions";
 import type { PreparedDelay } from "../runtime-protocol";
@@ -156,6 +156,7 @@ export const EXECUTORS: Record<WorkflowNodeKind, KindExecutor> = {
   send_message: effect(sendWorkflowMessage),
   decision: effect(recordWorkflowDecision),
   handoff: effect(handoffWorkflowReport),
+  ncmec_report: effect(reportToCyberTipline),
   start_linked_workflow: { execute: startLinkedWorkflow },
   action: {},
 };

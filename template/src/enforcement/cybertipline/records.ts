@@ -1,0 +1,113 @@
+// Reading and looking after CyberTipline submissions: the installation's list and one submission,
+// an admin's resume of one that stopped, an admin's audited read of a preserved file, and the
+// scheduled sweep — it resumes submissions that are due (a failed pass's backoff ended) and erases
+// the preserved copies of those whose preservation hold is over (it ran out, or an admin released
+// it with a reason; retention never ends a hold).
+import { auditStatement } from "../../audit";
+import type { Actor } from "../../auth";
+import { AppError, notFound } from "../../errors";
+import { erasePreservedFiles, openPreservedFile } from "./evidence";
+import { advanceSubmission, SUBMISSION_COLUMNS, submissionRow, submissionView, type SubmissionRow } from "./submissions";
+
+/** Submissions resumed per scheduled run (each is a handful of requests to NCMEC). */
+const SWEEP_RESUMES = 10;
+/** Ended submissions whose preserved copies are checked per run. */
+const SWEEP_ERASES = 50;
+
+export async function listCyberTiplineReports(env: Env, actor: Actor, options: { limit: number; state?: string }) {
+  const { results } = await env.DB.prepare(`SELECT ${SUBMISSION_COLUMNS} FROM cybertipline_submissions WHERE installation_id = ?1 AND (?2 IS NULL OR state = ?2) ORDER BY created_at DESC LIMIT ?3`)
+    .bind(actor.installationId, options.state ?? null, options.limit)
+    .all<SubmissionRow>();
+  return { items: results.map(submissionView) };
+}
+
+export async function getCyberTiplineReport(env: Env, actor: Actor, id: string) {
+  const row = await submissionRow(env.DB, actor.installationId, id);
+  if (!row) throw notFound("cybertipline_submission");
+  return submissionView(row);
+}
+
+/** An admin's resume of a submission that stopped (now, whatever its backoff); audited. Finished: returned as it is. */
+export async function resumeCyberTiplineReport(env: Env, actor: Actor, id: string) {
+  const row = await submissionRow(env.DB, actor.installationId, id);
+  if (!row) throw notFound("cybertipline_submission");
+  const at = new Date().toISOString();
+  await env.DB.batch([
+    auditStatement(env.DB, {
+      installationId: actor.installationId,
+      idempotencyKey: `cybertipline:${id}:resumed:${at}:${crypto.randomUUID()}`,
+      action: "cybertipline.submission_resumed",
+      actor: actor.audit,
+      target: { type: "cybertipline_submission", id },
+      details: { state: row.state, ncmecReportId: row.ncmecReportId },
+      at,
+    }),
+  ]);
+  return submissionView(await advanceSubmission(env, actor.installationId, id));
+}
+
+/** A preserved file, opened for an admin who may read personal data; the read is audited before the bytes leave. */
+export async function readPreservedFile(env: Env, actor: Actor, id: string, index: number): Promise<Response> {
+  const row = await submissionRow(env.DB, actor.installationId, id);
+  if (!row) throw notFound("cybertipline_submission");
+  if (row.evidenceErasedAt) throw new AppError("cybertipline.evidence_erased", "The preservation hold ended and the preserved files were erased.", { status: 410 });
+  const count = (JSON.parse(row.filesJson) as unknown[]).length;
+  if (!Number.isInteger(index) || index < 0 || index >= count) throw notFound("cybertipline_file");
+  const at = new Date().toISOString();
+  await env.DB.batch([
+    auditStatement(env.DB, {
+      installationId: actor.installationId,
+      idempotencyKey: `cybertipline:${id}:file_read:${index}:${at}:${crypto.randomUUID()}`,
+      action: "cybertipline.file_read",
+      actor: actor.audit,
+      target: { type: "cybertipline_submission", id },
+      details: { index, reportId: row.reportId },
+      at,
+    }),
+  ]);
+  const file = await openPreservedFile(env, actor.installationId, id, index);
+  if (!file) throw new AppError("cybertipline.evidence_erased", "The preserved file is gone.", { status: 410 });
+  return new Response(file.bytes, { headers: { "content-type": file.contentType, "cache-control": "no-store" } });
+}
+
+/** The scheduled sweep: resumes due submissions, erases preserved copies whose hold is over. Bounded, idempotent. */
+export async function sweepCyberTipline(env: Env, now: Date): Promise<Record<string, number>> {
+  const at = now.toISOString();
+  const due = await env.DB.prepare(`SELECT id, installation_id AS installationId FROM cybertipline_submissions WHERE next_attempt_at <= ?1 AND state IN ('pending', 'opened') ORDER BY next_attempt_at LIMIT ?2`)
+    .bind(at, SWEEP_RESUMES)
+    .all<{ id: string; installationId: string }>();
+  let finished = 0;
+  let failed = 0;
+  for (const row of due.results) {
+    try {
+      await advanceSubmission(env, row.installationId, row.id, now);
+      finished += 1;
+    } catch {
+      // Recorded on the row (its error code, the next attempt); the next run goes on with the others.
+      failed += 1;
+    }
+  }
+  // Only those whose hold is over: an active hold's rows are never read here, so they cannot crowd out the rest.
+  const ended = await env.DB.prepare(`SELECT ${SUBMISSION_COLUMNS} FROM cybertipline_submissions s WHERE evidence_erased_at IS NULL AND state IN ('finished', 'rejected')
+      AND NOT EXISTS (SELECT 1 FROM preservation_holds h WHERE h.id = s.hold_id AND h.released_at IS NULL AND h.held_until > ?2) LIMIT ?1`)
+    .bind(SWEEP_ERASES, at)
+    .all<SubmissionRow>();
+  let erased = 0;
+  for (const row of ended.results) {
+    await erasePreservedFiles(env, row.installationId, row.id, (JSON.parse(row.filesJson) as unknown[]).length);
+    await env.DB.batch([
+      env.DB.prepare(`UPDATE cybertipline_submissions SET payload_sealed = '', evidence_erased_at = ?2, updated_at = ?2 WHERE id = ?1 AND evidence_erased_at IS NULL`).bind(row.id, at),
+      auditStatement(env.DB, {
+        installationId: row.installationId,
+        idempotencyKey: `cybertipline:${row.id}:evidence_erased`,
+        action: "cybertipline.evidence_erased",
+        actor: { type: "system", id: "cybertipline" },
+        target: { type: "cybertipline_submission", id: row.id },
+        details: { holdId: row.holdId },
+        at,
+      }),
+    ]);
+    erased += 1;
+  }
+  return { resumed: due.results.length, finished, failed, erased, more: due.results.length === SWEEP_RESUMES ? 1 : 0 };
+}

@@ -1,0 +1,329 @@
+// CyberTipline submissions: the exactly-once record of one report to NCMEC. Creating one (after a
+// person's confirmation, see confirmation.ts) builds the report from the platform's report, keeps
+// the files sealed (evidence.ts), seals the report's XML, and places a one-year preservation hold
+// on the case (18 U.S.C. § 2258A(h) as amended by the REPORT Act of 2024), all in one batch.
+// Advancing it walks the API's protocol — open (`/submit`), upload each file (`/upload`), each
+// file's details (`/fileinfo`), `/finish` — writing each step's result (NCMEC's report id, each
+// file id, each details flag) before the next step starts. A pass that stops halfway leaves the
+// row where it stopped; the next pass (the workflow step's retry, the sweep, an admin's resume)
+// continues from there, and a row that has a report id never sends `/submit` again. One pass at a
+// time holds a row (lease_until).
+import { auditStatement, type AuditEventInput } from "../../audit";
+import { getReportRow, holdStatements, openPersonalData, sealPersonalData, type ReportPersonalData } from "../../cases";
+import { AppError, notFound } from "../../errors";
+import { newId, sha256Hex, sha256HexSync } from "../../lib/crypto";
+import { reviewerAuditId } from "../../lib/person-keys";
+import { callStep, type CallResult } from "./client";
+import { openPreservedFile, preserveFile } from "./evidence";
+import { openRegistration } from "./settings";
+import { fileDetailsXml, reportXml, type IncidentType, type ServiceAnswer } from "./xml";
+
+export const SUBMISSION_STATES = ["pending", "opened", "finished", "rejected"] as const;
+/** The most files one report carries (the rest of a larger evidence list is left out, and said so). */
+export const MAX_FILES = 20;
+const LEASE_MS = 120_000;
+const MAX_BACKOFF_SECONDS = 3_600;
+
+interface FileState {
+  fileId: string | null;
+  details: 0 | 1;
+  sha256: string;
+}
+
+interface Payload {
+  xml: string;
+  files: Array<{ name: string; locationOfFile: string | null; sha256: string; pdq: string | null }>;
+}
+
+export interface SubmissionRow {
+  id: string;
+  installationId: string;
+  caseId: string;
+  reportId: string;
+  runId: string | null;
+  stepRunId: string | null;
+  state: (typeof SUBMISSION_STATES)[number];
+  ncmecReportId: string | null;
+  filesJson: string;
+  payloadSealed: string;
+  xmlDigest: string;
+  confirmedBy: string;
+  confirmationTaskId: string | null;
+  holdId: string;
+  attempts: number;
+  leaseUntil: string | null;
+  nextAttemptAt: string | null;
+  lastErrorCode: string | null;
+  lastResponseCode: number | null;
+  createdAt: string;
+  updatedAt: string;
+  finishedAt: string | null;
+  evidenceErasedAt: string | null;
+}
+
+export const SUBMISSION_COLUMNS = `id, installation_id AS installationId, case_id AS caseId, report_id AS reportId, run_id AS runId, step_run_id AS stepRunId, state,
+  ncmec_report_id AS ncmecReportId, files_json AS filesJson, payload_sealed AS payloadSealed, xml_digest AS xmlDigest, confirmed_by AS confirmedBy,
+  confirmation_task_id AS confirmationTaskId, hold_id AS holdId, attempts, lease_until AS leaseUntil, next_attempt_at AS nextAttemptAt,
+  last_error_code AS lastErrorCode, last_response_code AS lastResponseCode, created_at AS createdAt, updated_at AS updatedAt, finished_at AS finishedAt,
+  evidence_erased_at AS evidenceErasedAt`;
+
+const payloadContext = (id: string) => `cybertipline:${id}`;
+
+export function submissionRow(db: D1Database, installationId: string, id: string) {
+  return db.prepare(`SELECT ${SUBMISSION_COLUMNS} FROM cybertipline_submissions WHERE id = ?1 AND installation_id = ?2`).bind(id, installationId).first<SubmissionRow>();
+}
+
+/** What the API shows: progress, NCMEC's ids, who confirmed (pseudonymous), never the report's contents. */
+export function submissionView(row: SubmissionRow) {
+  const files = JSON.parse(row.filesJson) as FileState[];
+  return {
+    id: row.id,
+    reportId: row.reportId,
+    caseId: row.caseId,
+    runId: row.runId,
+    state: row.state,
+    ncmecReportId: row.ncmecReportId,
+    files: files.map((f) => ({ fileId: f.fileId, detailsSent: f.details === 1, sha256: f.sha256 })),
+    xmlDigest: row.xmlDigest,
+    confirmedById: reviewerAuditId(row.installationId, row.confirmedBy),
+    confirmationTaskId: row.confirmationTaskId,
+    holdId: row.holdId,
+    attempts: row.attempts,
+    nextAttemptAt: row.nextAttemptAt,
+    lastErrorCode: row.lastErrorCode,
+    lastResponseCode: row.lastResponseCode,
+    createdAt: row.createdAt,
+    finishedAt: row.finishedAt,
+    evidenceErasedAt: row.evidenceErasedAt,
+  };
+}
+
+export interface NewSubmission {
+  installationId: string;
+  reportId: string;
+  incidentType: IncidentType;
+  /** The authenticated principal who confirmed the report (reviewerIdentity), never a name a client sent. */
+  confirmedBy: string;
+  confirmationTaskId: string | null;
+  actor: AuditEventInput["actor"];
+  /** The workflow step that asks for it: one submission per step, whatever the retries. */
+  step?: { runId: string; stepRunId: string };
+}
+
+const fileName = (url: string, index: number) => {
+  const last = (() => {
+    try {
+      return decodeURIComponent(new URL(url).pathname.split("/").pop() ?? "");
+    } catch {
+      return "";
+    }
+  })();
+  return /^[A-Za-z0-9._-]{1,100}$/u.test(last) ? last : `file-${index + 1}`;
+};
+
+/**
+ * Records a confirmed report for submission (not yet sent): the files fetched and kept sealed, the
+ * XML built and sealed, the hold placed, audited. For a workflow step, a second call returns the
+ * first call's row. 404 for another installation's report; 409 `cybertipline.not_configured`
+ * without a registration; 422 `cybertipline.no_files` when the report's evidence names no file.
+ */
+export async function createSubmission(env: Env, input: NewSubmission): Promise<SubmissionRow> {
+  const id = input.step ? `ctr_${sha256HexSync(`${input.installationId}:${input.step.stepRunId}`).slice(0, 26)}` : newId("ctr");
+  if (input.step) {
+    const existing = await submissionRow(env.DB, input.installationId, id);
+    if (existing) return existing;
+  }
+  const report = await getReportRow(env.DB, input.installationId, input.reportId);
+  if (!report) throw notFound("report");
+  if (report.personalDataErasedAt) throw new AppError("cybertipline.content_erased", "The report's contents were erased; there is nothing left to report.", { status: 409 });
+  const registration = await openRegistration(env, input.installationId);
+  const personal = await openPersonalData<ReportPersonalData>(env, input.installationId, `report:${report.id}`, report.personalData);
+  const evidence = (personal.evidence ?? []).filter((e): e is typeof e & { url: string } => typeof e.url === "string" && e.url.length > 0).slice(0, MAX_FILES);
+  if (evidence.length === 0) throw new AppError("cybertipline.no_files", "The report's evidence names no file (evidence[].url); a CyberTipline report carries the files a person confirmed.", { status: 422 });
+  const preserved: Array<{ sha256: string; bytes: number }> = [];
+  for (const [index, item] of evidence.entries()) {
+    preserved.push(await preserveFile(env, { installationId: input.installationId, submissionId: id, index, url: item.url, sha256: typeof item.sha256 === "string" ? item.sha256 : null }));
+  }
+  const confirmedById = reviewerAuditId(input.installationId, input.confirmedBy);
+  const xml = reportXml({
+    incidentType: input.incidentType,
+    incidentDateTime: report.createdAt,
+    reporter: registration.reporter,
+    ...(registration.reporter.companyTemplate ? { companyTemplate: registration.reporter.companyTemplate } : {}),
+    reported: { espIdentifier: personal.subjectOwnerId, espService: registration.espService, profileUrl: null },
+    additionalInfo: `Each file was viewed and the report confirmed by a person of the reporting company (reviewer ${confirmedById}) before it was sent. Reference ${report.caseId}.`,
+  });
+  const payload: Payload = {
+    xml,
+    files: evidence.map((item, index) => ({ name: fileName(item.url, index), locationOfFile: item.url, sha256: preserved[index]!.sha256, pdq: typeof item.pdq === "string" ? item.pdq : null })),
+  };
+  const sealed = await sealPersonalData(env, input.installationId, payloadContext(id), payload, { scope: "installation" });
+  const xmlDigest = `sha256:${await sha256Hex(xml)}`;
+  const files: FileState[] = preserved.map((p) => ({ fileId: null, details: 0, sha256: p.sha256 }));
+  const at = new Date().toISOString();
+  const holdId = `hold_${id}`;
+  await env.DB.batch([
+    env.DB.prepare(`INSERT INTO cybertipline_submissions (id, installation_id, case_id, report_id, run_id, step_run_id, state, files_json, payload_sealed, xml_digest, confirmed_by,
+        confirmation_task_id, hold_id, attempts, next_attempt_at, created_at, updated_at)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8, ?9, ?10, ?11, ?12, 0, ?13, ?13, ?13) ON CONFLICT DO NOTHING`).bind(
+      id,
+      input.installationId,
+      report.caseId,
+      report.id,
+      input.step?.runId ?? null,
+      input.step?.stepRunId ?? null,
+      JSON.stringify(files),
+      sealed.sealed,
+      xmlDigest,
+      input.confirmedBy,
+      input.confirmationTaskId,
+      holdId,
+      at,
+    ),
+    ...holdStatements(env.DB, {
+      installationId: input.installationId,
+      holdId,
+      caseId: report.caseId,
+      reason: "CyberTipline report: its contents are preserved for one year (18 U.S.C. § 2258A(h))",
+      createdBy: `system:cybertipline`,
+      actor: input.actor,
+      at,
+      details: { submissionId: id },
+    }),
+    auditStatement(env.DB, {
+      installationId: input.installationId,
+      idempotencyKey: `cybertipline:${id}:confirmed`,
+      action: "cybertipline.report_confirmed",
+      actor: input.actor,
+      target: { type: "report", id: report.id },
+      details: { submissionId: id, confirmedById, confirmationTaskId: input.confirmationTaskId, incidentType: input.incidentType, files: files.length, xmlDigest, purpose: "cybertipline_report" },
+      at,
+    }),
+  ]);
+  return (await submissionRow(env.DB, input.installationId, id))!;
+}
+
+function must(result: CallResult): ServiceAnswer {
+  if (!result.ok) throw result.error;
+  return result.answer;
+}
+
+function serviceGap(step: string): AppError {
+  return new AppError("cybertipline.unavailable", `NCMEC's answer to the ${step} step carried no id; the submission resumes from there.`, { status: 503, retryable: true, details: { step } });
+}
+
+/** Takes the row for one pass; a finished row is returned as it is, a rejected one throws its recorded error. */
+async function claim(env: Env, installationId: string, id: string, at: Date): Promise<{ row: SubmissionRow; claimed: boolean }> {
+  const now = at.toISOString();
+  const update = await env.DB.prepare(`UPDATE cybertipline_submissions SET lease_until = ?3, attempts = attempts + 1, updated_at = ?4
+      WHERE id = ?1 AND installation_id = ?2 AND state IN ('pending', 'opened') AND (lease_until IS NULL OR lease_until <= ?4)`)
+    .bind(id, installationId, new Date(at.getTime() + LEASE_MS).toISOString(), now)
+    .run();
+  const row = await submissionRow(env.DB, installationId, id);
+  if (!row) throw notFound("cybertipline_submission");
+  if ((update.meta.changes ?? 0) === 1) return { row, claimed: true };
+  if (row.state === "finished") return { row, claimed: false };
+  if (row.state === "rejected") {
+    throw new AppError("cybertipline.report_rejected", `NCMEC refused this report (response code ${row.lastResponseCode ?? "unknown"}); it is not sent again.`, { status: 422, details: { responseCode: row.lastResponseCode } });
+  }
+  throw new AppError("cybertipline.submission_busy", "Another pass is sending this report right now.", { status: 409, retryable: true });
+}
+
+/** Writes a failed pass: rejected for good, waiting for an admin (credentials), or due again after a backoff. */
+async function recordFailure(env: Env, row: SubmissionRow, error: unknown, at: Date): Promise<void> {
+  const code = error instanceof AppError ? error.code : "cybertipline.unavailable";
+  const responseCode = error instanceof AppError ? ((error.details as { responseCode?: number | null } | undefined)?.responseCode ?? null) : null;
+  const now = at.toISOString();
+  const rejected = code === "cybertipline.report_rejected";
+  const transient = error instanceof AppError ? error.retryable : true;
+  const backoff = Math.min(MAX_BACKOFF_SECONDS, 60 * 2 ** Math.max(0, row.attempts - 1));
+  const nextAttemptAt = rejected || !transient ? null : new Date(at.getTime() + backoff * 1_000).toISOString();
+  await env.DB.batch([
+    env.DB.prepare(`UPDATE cybertipline_submissions SET state = CASE WHEN ?3 THEN 'rejected' ELSE state END, lease_until = NULL, next_attempt_at = ?4, last_error_code = ?5,
+        last_response_code = ?6, updated_at = ?7 WHERE id = ?1 AND installation_id = ?2 AND state IN ('pending', 'opened')`).bind(row.id, row.installationId, rejected ? 1 : 0, nextAttemptAt, code, responseCode, now),
+    auditStatement(env.DB, {
+      installationId: row.installationId,
+      idempotencyKey: `cybertipline:${row.id}:failed:${row.attempts}`,
+      action: rejected ? "cybertipline.report_rejected" : "cybertipline.submission_failed",
+      actor: { type: "system", id: "cybertipline" },
+      target: { type: "cybertipline_submission", id: row.id },
+      details: { code, responseCode, attempt: row.attempts, nextAttemptAt, ncmecReportId: row.ncmecReportId },
+      at: now,
+    }),
+  ]);
+}
+
+/**
+ * One pass over a submission: the steps not yet answered, in order, each result written before the
+ * next. Returns the row (finished); throws the step's typed error after recording it
+ * (`cybertipline.unavailable` retryable, `cybertipline.report_rejected` 422, `cybertipline.credentials_refused`).
+ */
+export async function advanceSubmission(env: Env, installationId: string, id: string, at = new Date()): Promise<SubmissionRow> {
+  const { row, claimed } = await claim(env, installationId, id, at);
+  if (!claimed) return row;
+  try {
+    const registration = await openRegistration(env, installationId);
+    const payload = await openPersonalData<Payload>(env, installationId, payloadContext(id), row.payloadSealed);
+    const files = JSON.parse(row.filesJson) as FileState[];
+    let reportId = row.ncmecReportId;
+    if (!reportId) {
+      const opened = must(await callStep(env, registration, "submit", { xml: payload.xml }));
+      if (!opened.reportId) throw serviceGap("submit");
+      reportId = opened.reportId;
+      const now = new Date().toISOString();
+      await env.DB.batch([
+        env.DB.prepare(`UPDATE cybertipline_submissions SET ncmec_report_id = ?2, state = 'opened', updated_at = ?3 WHERE id = ?1 AND ncmec_report_id IS NULL`).bind(id, reportId, now),
+        auditStatement(env.DB, {
+          installationId,
+          idempotencyKey: `cybertipline:${id}:opened`,
+          action: "cybertipline.report_opened",
+          actor: { type: "system", id: "cybertipline" },
+          target: { type: "cybertipline_submission", id },
+          details: { ncmecReportId: reportId, xmlDigest: row.xmlDigest },
+          at: now,
+        }),
+      ]);
+    }
+    for (const [index, file] of files.entries()) {
+      if (file.fileId) continue;
+      const preserved = await openPreservedFile(env, installationId, id, index);
+      if (!preserved) throw new AppError("cybertipline.file_missing", `The preserved copy of file ${index + 1} is gone; the report cannot carry it.`, { status: 409 });
+      const form = new FormData();
+      form.append("id", reportId);
+      form.append("file", new File([preserved.bytes], payload.files[index]!.name, { type: preserved.contentType }));
+      const uploaded = must(await callStep(env, registration, "upload", { form }));
+      if (!uploaded.fileId) throw serviceGap("upload");
+      file.fileId = uploaded.fileId;
+      await env.DB.prepare(`UPDATE cybertipline_submissions SET files_json = json_set(files_json, '$[${index}].fileId', ?2), updated_at = ?3 WHERE id = ?1`).bind(id, uploaded.fileId, new Date().toISOString()).run();
+    }
+    for (const [index, file] of files.entries()) {
+      if (file.details === 1) continue;
+      const described = payload.files[index]!;
+      const xml = fileDetailsXml(reportId, file.fileId!, { originalFileName: described.name, locationOfFile: described.locationOfFile, fileViewedByEsp: true, sha256: described.sha256, pdq: described.pdq });
+      must(await callStep(env, registration, "fileinfo", { xml }));
+      file.details = 1;
+      await env.DB.prepare(`UPDATE cybertipline_submissions SET files_json = json_set(files_json, '$[${index}].details', 1), updated_at = ?2 WHERE id = ?1`).bind(id, new Date().toISOString()).run();
+    }
+    const form = new FormData();
+    form.append("id", reportId);
+    must(await callStep(env, registration, "finish", { form }));
+    const now = new Date().toISOString();
+    await env.DB.batch([
+      env.DB.prepare(`UPDATE cybertipline_submissions SET state = 'finished', finished_at = ?2, lease_until = NULL, next_attempt_at = NULL, last_error_code = NULL, last_response_code = NULL, updated_at = ?2
+        WHERE id = ?1 AND state = 'opened'`).bind(id, now),
+      auditStatement(env.DB, {
+        installationId,
+        idempotencyKey: `cybertipline:${id}:finished`,
+        action: "cybertipline.report_finished",
+        actor: { type: "system", id: "cybertipline" },
+        target: { type: "cybertipline_submission", id },
+        details: { ncmecReportId: reportId, fileIds: files.map((f) => f.fileId), xmlDigest: row.xmlDigest, reportId: row.reportId },
+        at: now,
+      }),
+    ]);
+    return (await submissionRow(env.DB, installationId, id))!;
+  } catch (error) {
+    await recordFailure(env, (await submissionRow(env.DB, installationId, id)) ?? row, error, at);
+    throw error;
+  }
+}

@@ -1,0 +1,308 @@
+// CyberTipline reports: a report a person confirmed goes to NCMEC's Reporting API (the peer in
+// test/peers/cybertipline.ts validates every document by the schema's rules) in its steps — open,
+// upload each file, file details, finish — exactly once: a submission that stops halfway resumes
+// where it stopped and never opens a second report. No path reaches a report without a person's
+// confirmation. The reported files and the report are sealed and the case held; the hold survives
+// the retention sweep and ends only by an admin's audited release. Another installation sees 404.
+import { env } from "cloudflare:test";
+import { exports } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { sweepRetention } from "../src/cases/retention/retention";
+import { sweepCyberTipline } from "../src/enforcement/cybertipline/records";
+import { fileDetailsXml, reportXml } from "../src/enforcement/cybertipline/xml";
+import { api, newInstallation, personKey, publish, waitForRun, waitForWait } from "./helpers";
+
+const DAY = 86_400_000;
+const PASSWORD = "esp-password-7c1d";
+const peer = env.CYBERTIPLINE_PEER;
+
+async function control(path: string, body: unknown) {
+  const response = await peer.fetch(`http://peer/_control/${path}`, { method: "POST", body: JSON.stringify(body) });
+  expect(response.status).toBe(200);
+  return response.json<any>();
+}
+const peerLog = async (username: string) => (await peer.fetch(`http://peer/_control/log?username=${username}`)).json<Array<{ step: string; reportId: string | null; responseCode: number }>>();
+const peerReports = async (username: string) => (await peer.fetch(`http://peer/_control/reports?username=${username}`)).json<any[]>();
+
+async function sha256(text: string) {
+  return [...new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)))].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** A preserved file as the API serves it (raw bytes, not JSON). */
+async function preservedFile(key: string, id: string) {
+  const response = await exports.default.fetch(new Request(`http://safest.test/api/v1/cybertipline/reports/${id}/file?index=0`, { headers: { authorization: `Bearer ${key}` } }));
+  return { status: response.status, text: await response.text() };
+}
+
+/** An installation registered with the peer as an ESP, an admin's automation key and a reviewer's (a person's) key. */
+async function desk(label: string) {
+  const { apiKey: admin } = await newInstallation(`cybertipline-${label}`);
+  const username = `esp-${label}-${crypto.randomUUID().slice(0, 8)}`;
+  await control("account", { username, password: PASSWORD });
+  const settings = await api("/api/v1/cybertipline/settings", {
+    method: "PUT",
+    key: admin,
+    body: { baseUrl: "https://cybertipline.test/ispws", username, password: PASSWORD, reporter: { firstName: "Tess", lastName: "Liaison", email: "ncmec-liaison@product.example" }, espService: "Product Photos", enabled: true },
+  });
+  expect(settings.status).toBe(200);
+  expect(settings.body).toMatchObject({ enabled: true, credentialsSet: true, baseUrl: "https://cybertipline.test/ispws" });
+  expect(JSON.stringify(settings.body)).not.toContain(PASSWORD);
+  expect(JSON.stringify(settings.body)).not.toContain("ncmec-liaison");
+  const person = await personKey(admin, "Rita Reviewer");
+  return { admin, person, username };
+}
+
+/** A report whose evidence names files on the media host, with their SHA-256 and PDQ hashes. */
+async function reportWithFiles(key: string, names: string[]) {
+  const evidence = await Promise.all(names.map(async (name, i) => ({ kind: "image", url: `https://media.test/files/${name}`, sha256: await sha256(`media:${name}`), pdq: `${i}f`.repeat(32) })));
+  const created = await api("/api/v1/reports", {
+    key,
+    body: { category: "protection_of_minors", subject: { kind: "content", id: `post-${crypto.randomUUID()}`, ownerId: `uploader-${crypto.randomUUID()}` }, description: "apparent CSAM", evidence },
+  });
+  expect(created.status).toBe(201);
+  return created.body as { id: string; caseId: string };
+}
+
+describe("the CyberTipline peer", () => {
+  it("accepts the platform's documents and refuses malformed ones by the schema's rules", async () => {
+    const validate = async (kind: string, xml: string) => (await control("validate", { kind, xml })).problems as string[];
+    const good = reportXml({
+      incidentType: "Child Pornography (possession, manufacture, and distribution)",
+      incidentDateTime: "2026-11-30T10:00:00.000Z",
+      reporter: { firstName: "Tess", email: "a@b.example" },
+      reported: { espIdentifier: "u-1", espService: "Photos", profileUrl: null },
+      additionalInfo: "x < y & z",
+    });
+    expect(await validate("report", good)).toEqual([]);
+    expect(await validate("fileDetails", fileDetailsXml("100001", "f000001", { originalFileName: "a.jpg", fileViewedByEsp: true, sha256: "ab".repeat(32), pdq: "cd".repeat(32) }))).toEqual([]);
+    // Out of order, missing, not in the enumeration, not a dateTime, undeclared, unparsable.
+    const swapped = good.replace(
+      /<incidentSummary>.*<\/incidentSummary>(<reporter>.*<\/reporter>)/u,
+      (_all, reporter: string) => `${reporter}<incidentSummary><incidentType>Child Sex Tourism</incidentType><incidentDateTime>2026-11-30T10:00:00Z</incidentDateTime></incidentSummary>`,
+    );
+    expect((await validate("report", swapped)).join()).toMatch(/not expected here/u);
+    expect((await validate("report", good.replace(/<incidentType>[^<]*<\/incidentType>/u, ""))).join()).toMatch(/incidentType: required/u);
+    expect((await validate("report", good.replace("Child Pornography (possession, manufacture, and distribution)", "Spam")))[0]).toMatch(/enumeration/u);
+    expect((await validate("report", good.replace("2026-11-30T10:00:00.000Z", "yesterday")))[0]).toMatch(/xs:dateTime/u);
+    expect((await validate("report", good.replace("<email>a@b.example</email>", "")))[0]).toMatch(/email: required/u);
+    expect((await validate("report", good.replace("</reporter>", "</reporter><favouriteColour>blue</favouriteColour>"))).join()).toMatch(/favouriteColour: not expected/u);
+    expect((await validate("report", "<report><incidentSummary>")).join()).toMatch(/malformed XML/u);
+    expect((await validate("fileDetails", fileDetailsXml("not-a-number", "f1", { fileViewedByEsp: true })))[0]).toMatch(/xs:integer/u);
+  });
+});
+
+describe("CyberTipline reports", () => {
+  it("a person's confirmation sends the report in the API's steps, once, with each file's hashes; report and files are sealed and the case held", async () => {
+    const { admin, person, username } = await desk("steps");
+    const report = await reportWithFiles(admin, ["one.jpg", "two.jpg"]);
+    const sent = await api("/api/v1/cybertipline/reports", { key: person, body: { reportId: report.id } });
+    expect(sent.status, JSON.stringify(sent.body)).toBe(201);
+    expect(sent.body).toMatchObject({ state: "finished", reportId: report.id, ncmecReportId: expect.stringMatching(/^\d+$/u), lastErrorCode: null, confirmedById: expect.stringMatching(/^rvw_/u) });
+    expect(sent.body.files).toHaveLength(2);
+    expect((await peerLog(username)).map((l) => l.step)).toEqual(["submit", "upload", "upload", "fileinfo", "fileinfo", "finish"]);
+    const [stored, ...others] = await peerReports(username);
+    expect(others).toEqual([]);
+    expect(stored).toMatchObject({ reportId: sent.body.ncmecReportId, finished: true });
+    expect(stored.files.map((f: any) => f.fileId)).toEqual(sent.body.files.map((f: any) => f.fileId));
+    expect(stored.files[0]).toMatchObject({ name: "one.jpg", sha256: await sha256("media:one.jpg") });
+    expect(stored.files[1].details).toContain(`<originalFileHash hashType="SHA256">${await sha256("media:two.jpg")}</originalFileHash>`);
+    expect(stored.files[1].details).toContain(`<name>PDQ</name><value>${"1f".repeat(32)}</value>`);
+    expect(stored.files[1].details).toContain("<fileViewedByEsp>true</fileViewedByEsp>");
+    expect(stored.xml).toContain("<email>ncmec-liaison@product.example</email>");
+    expect(stored.xml).toContain("<espService>Product Photos</espService>");
+
+    // Who confirmed is the authenticated principal (the reviewer's key), whatever the client says.
+    const row = await env.DB.prepare("SELECT confirmed_by AS by, payload_sealed AS payload, hold_id AS holdId FROM cybertipline_submissions WHERE id = ?1").bind(sent.body.id).first<any>();
+    expect(row.by).toMatch(/^api_key:[^/]+\/Rita Reviewer$/u);
+    expect(row.payload).not.toContain("ncmec-liaison");
+    const object = await env.WORKFLOW_ARTIFACTS.get(`cybertipline/${(await env.DB.prepare("SELECT installation_id AS i FROM cybertipline_submissions WHERE id = ?1").bind(sent.body.id).first<any>()).i}/${sent.body.id}/file-0`);
+    expect(await object!.text()).not.toContain("media:one.jpg");
+    const holds = await api(`/api/v1/cases/${report.caseId}/preservation-holds`, { key: admin });
+    expect(holds.body.items).toEqual([expect.objectContaining({ id: row.holdId, active: true })]);
+    expect(Date.parse(holds.body.items[0].heldUntil) - Date.now()).toBeGreaterThan(364 * DAY);
+    const settings = await env.DB.prepare("SELECT credentials_sealed AS c, reporter_sealed AS r FROM cybertipline_settings s WHERE base_url = 'https://cybertipline.test/ispws'").all<any>();
+    expect(JSON.stringify(settings.results)).not.toContain(PASSWORD);
+    const actions = (await api("/api/v1/audit-events?limit=100", { key: admin })).body.items.map((e: any) => e.action);
+    expect(actions).toEqual(expect.arrayContaining(["cybertipline.report_confirmed", "preservation_hold.placed", "cybertipline.report_opened", "cybertipline.report_finished"]));
+
+    // Sending it again (the same submission) changes nothing at NCMEC.
+    expect((await api(`/api/v1/cybertipline/reports/${sent.body.id}/resume`, { key: admin, body: {} })).body.state).toBe("finished");
+    expect((await peerLog(username)).filter((l) => l.step === "submit")).toHaveLength(1);
+  });
+
+  it("a submission that fails at upload or at finish resumes where it stopped and never opens a second report", async () => {
+    const { admin, person, username } = await desk("resume");
+    await control("plan", { username, failAt: "upload", times: 1 });
+    const report = await reportWithFiles(admin, ["a.jpg", "b.jpg"]);
+    const first = await api("/api/v1/cybertipline/reports", { key: person, body: { reportId: report.id } });
+    expect(first.status).toBe(201);
+    expect(first.body).toMatchObject({ state: "opened", ncmecReportId: expect.any(String), lastErrorCode: "cybertipline.unavailable", nextAttemptAt: expect.any(String) });
+    expect(first.body.files.every((f: any) => f.fileId === null)).toBe(true);
+
+    // Finish now fails twice: the admin's resume uploads the files and stops at finish again.
+    await control("plan", { username, failAt: "finish", times: 2 });
+    const resumed = await api(`/api/v1/cybertipline/reports/${first.body.id}/resume`, { key: admin, body: {} });
+    expect(resumed.status).toBe(503);
+    expect(resumed.body.error.code).toBe("cybertipline.unavailable");
+    const between = (await api(`/api/v1/cybertipline/reports/${first.body.id}`, { key: admin })).body;
+    expect(between).toMatchObject({ state: "opened", ncmecReportId: first.body.ncmecReportId, lastErrorCode: "cybertipline.unavailable" });
+    expect(between.files.every((f: any) => f.fileId !== null && f.detailsSent)).toBe(true);
+
+    // The sweep takes it up once its backoff ended (the first due pass still meets the second failure).
+    await sweepCyberTipline(env, new Date(Date.now() + 2 * DAY));
+    expect((await api(`/api/v1/cybertipline/reports/${first.body.id}`, { key: admin })).body.state).toBe("opened");
+    const summary = await sweepCyberTipline(env, new Date(Date.now() + 4 * DAY));
+    expect(summary.finished).toBeGreaterThanOrEqual(1);
+    const done = (await api(`/api/v1/cybertipline/reports/${first.body.id}`, { key: admin })).body;
+    expect(done).toMatchObject({ state: "finished", ncmecReportId: first.body.ncmecReportId, lastErrorCode: null });
+
+    const log = await peerLog(username);
+    expect(log.filter((l) => l.step === "submit")).toHaveLength(1);
+    expect(new Set(log.map((l) => l.reportId).filter(Boolean))).toEqual(new Set([first.body.ncmecReportId]));
+    // Each file was uploaded once (the failed upload stored nothing), and nothing was sent twice.
+    expect(log.filter((l) => l.step === "upload" && l.responseCode === 0)).toHaveLength(2);
+    expect(log.filter((l) => l.step === "fileinfo")).toHaveLength(2);
+    const reports = await peerReports(username);
+    expect(reports).toHaveLength(1);
+    expect(reports[0]).toMatchObject({ reportId: first.body.ncmecReportId, finished: true });
+    expect(reports[0].files).toHaveLength(2);
+  });
+
+  it("a document NCMEC's schema refuses is a typed error on the submission and is not sent again", async () => {
+    const { admin, person, username } = await desk("refused");
+    // A schema newer than the platform's copy: an element the platform does not write becomes required.
+    await control("rule", { username, require: "incidentSummary/incidentDateTimeDescription" });
+    const report = await reportWithFiles(admin, ["c.jpg"]);
+    const refused = await api("/api/v1/cybertipline/reports", { key: person, body: { reportId: report.id } });
+    expect(refused.status).toBe(422);
+    expect(refused.body.error).toMatchObject({ code: "cybertipline.report_rejected", details: { step: "submit", responseCode: 4100, submissionId: expect.stringMatching(/^ctr_/u) } });
+    const id = refused.body.error.details.submissionId;
+    expect((await api(`/api/v1/cybertipline/reports/${id}`, { key: admin })).body).toMatchObject({ state: "rejected", lastErrorCode: "cybertipline.report_rejected", lastResponseCode: 4100, ncmecReportId: null });
+    expect((await api(`/api/v1/cybertipline/reports/${id}/resume`, { key: admin, body: {} })).body.error.code).toBe("cybertipline.report_rejected");
+    expect((await peerLog(username)).map((l) => l.step)).toEqual(["submit"]);
+    expect(await peerReports(username)).toEqual([]);
+  });
+
+  it("no path reaches a report without a person's confirmation: publishing refuses a bypass, an automation key's answer or call is refused with a code", async () => {
+    const { admin, person, username } = await desk("confirm");
+    expect((await api("/api/v1/queues", { key: admin, body: { name: "child-safety-confirm", slaSeconds: 3600 } })).status).toBe(201);
+    const review = {
+      id: "review",
+      kind: "human_task",
+      config: { queue_id: "child-safety-confirm", timeout_seconds: 3600, response_schema: { type: "object", required: ["outcome"], properties: { outcome: { enum: ["report", "dismiss"] } } } },
+    };
+    const graph = (bypass: boolean) => ({
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        review,
+        { id: "route", kind: "condition", config: { cases: [{ port: "report", when: "steps.review.event.payload.response.outcome == 'report'" }], case_ports: ["report"], default_port: "dismiss" } },
+        { id: "ncmec", kind: "ncmec_report", errorPort: "report_failed", config: { confirmation_node: "review" } },
+        { id: "reported", kind: "end", config: { terminal_code: "reported" } },
+        { id: "dismissed", kind: "end", config: { terminal_code: "dismissed" } },
+        { id: "failed", kind: "end", config: { terminal_code: "report_failed" } },
+      ],
+      edges: [
+        { from: { nodeId: "start", port: "success" }, to: { nodeId: bypass ? "ncmec" : "review" } },
+        ...(bypass ? [{ from: { nodeId: "ncmec", port: "reported" }, to: { nodeId: "review" } }] : []),
+        { from: { nodeId: "review", port: "completed" }, to: { nodeId: "route" } },
+        { from: { nodeId: "review", port: "timeout" }, to: { nodeId: "dismissed" } },
+        { from: { nodeId: "route", port: "report" }, to: { nodeId: bypass ? "dismissed" : "ncmec" } },
+        { from: { nodeId: "route", port: "dismiss" }, to: { nodeId: "dismissed" } },
+        ...(bypass ? [] : [{ from: { nodeId: "ncmec", port: "reported" }, to: { nodeId: "reported" } }]),
+        { from: { nodeId: "ncmec", port: "report_failed" }, to: { nodeId: "failed" } },
+      ],
+    });
+    const workflow = (await api("/api/v1/workflows", { key: admin, body: { name: `bypass-${crypto.randomUUID()}` } })).body;
+    const bypassed = await api(`/api/v1/workflows/${workflow.id}/versions`, { key: admin, body: { graph: graph(true) } });
+    expect(bypassed.status).toBe(422);
+    expect(bypassed.body.error.details.map((d: any) => d.code)).toContain("confirmation_bypassed");
+    const notATask = structuredClone(graph(false));
+    (notATask.nodes[3] as any).config.confirmation_node = "route";
+    expect((await api(`/api/v1/workflows/${workflow.id}/versions`, { key: admin, body: { graph: notATask } })).body.error.details.map((d: any) => d.code)).toContain("confirmation_node_invalid");
+
+    // The API: an automation key (no person behind it) is refused, whatever reviewer name it sends.
+    const report = await reportWithFiles(admin, ["d.jpg"]);
+    const byAutomation = await api("/api/v1/cybertipline/reports", { key: admin, body: { reportId: report.id } });
+    expect(byAutomation.status).toBe(403);
+    expect(byAutomation.body.error.code).toBe("cybertipline.confirmation_required");
+
+    // The workflow: a task answered by an automation key does not confirm; one answered by a person does.
+    const version = await publish(admin, graph(false));
+    const answer = async (key: string) => {
+      const run = (await api("/api/v1/runs", { key: admin, body: { workflowVersionId: version.id, authorityMode: "autonomous", reportId: report.id } })).body;
+      await waitForWait(admin, run.id);
+      const task = (await env.DB.prepare("SELECT id FROM human_tasks WHERE run_id = ?1").bind(run.id).first<{ id: string }>())!;
+      expect((await api(`/api/v1/tasks/${task.id}/claim`, { key, body: {} })).status).toBe(200);
+      expect((await api(`/api/v1/tasks/${task.id}/complete`, { key, body: { response: { outcome: "report" } } })).status).toBe(200);
+      return waitForRun(admin, run.id);
+    };
+    const automated = await answer(admin);
+    expect(automated.output.terminalCode).toBe("report_failed");
+    const failedStep = automated.steps.find((s: any) => s.nodeId === "ncmec");
+    expect(JSON.stringify(failedStep)).toContain("cybertipline.confirmation_required");
+    expect(await peerLog(username)).toEqual([]);
+
+    const confirmed = await answer(person);
+    expect(confirmed.output.terminalCode).toBe("reported");
+    const step = confirmed.steps.find((s: any) => s.nodeId === "ncmec");
+    expect(step.output).toMatchObject({ port: "reported", ncmecReportId: expect.any(String), submissionId: expect.stringMatching(/^ctr_/u) });
+    expect((await peerLog(username)).filter((l) => l.step === "submit")).toHaveLength(1);
+    const row = await env.DB.prepare("SELECT confirmed_by AS by, confirmation_task_id AS task FROM cybertipline_submissions WHERE id = ?1").bind(step.output.submissionId).first<any>();
+    expect(row.by).toMatch(/\/Rita Reviewer$/u);
+    expect(row.task).toMatch(/^/u);
+  });
+
+  it("a preserved file survives the retention sweep; only an admin's audited release ends the hold, then the copy is erased", async () => {
+    const { admin, person } = await desk("preserve");
+    const report = await reportWithFiles(admin, ["kept.jpg"]);
+    const sent = (await api("/api/v1/cybertipline/reports", { key: person, body: { reportId: report.id } })).body;
+    expect(sent.state).toBe("finished");
+    const past = new Date(Date.now() - 400 * DAY).toISOString();
+    await env.DB.batch([
+      env.DB.prepare("UPDATE cases SET last_reported_at = ?2, first_reported_at = ?2, updated_at = ?2 WHERE id = ?1").bind(report.caseId, past),
+      env.DB.prepare("UPDATE reports SET created_at = ?2 WHERE case_id = ?1").bind(report.caseId, past),
+    ]);
+    const erasedAt = async () => (await env.DB.prepare("SELECT personal_data_erased_at AS at FROM reports WHERE id = ?1").bind(report.id).first<{ at: string | null }>())!.at;
+    await sweepRetention(env, new Date());
+    await sweepCyberTipline(env, new Date());
+    expect(await erasedAt()).toBeNull();
+    const file = await preservedFile(admin, sent.id);
+    expect(file).toEqual({ status: 200, text: "media:kept.jpg" });
+    const read = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE action = 'cybertipline.file_read' AND target_id = ?1").bind(sent.id).first<{ n: number }>();
+    expect(read!.n).toBe(1);
+
+    // A reviewer cannot release it; an admin can, with a reason (audited).
+    const reviewer = await personKey(admin, "Rob Reviewer", ["review", "read"]);
+    expect((await api(`/api/v1/preservation-holds/${sent.holdId}/release`, { key: reviewer, body: { reason: "done" } })).status).toBe(403);
+    expect((await api(`/api/v1/cybertipline/reports/${sent.id}/file?index=0`, { key: reviewer })).status).toBe(403);
+    const released = await api(`/api/v1/preservation-holds/${sent.holdId}/release`, { key: admin, body: { reason: "Counsel: NCMEC preservation period served" } });
+    expect(released.status).toBe(200);
+    await sweepRetention(env, new Date());
+    expect(await erasedAt()).not.toBeNull();
+    expect((await sweepCyberTipline(env, new Date())).erased).toBeGreaterThanOrEqual(1);
+    const gone = await api(`/api/v1/cybertipline/reports/${sent.id}/file?index=0`, { key: admin });
+    expect(gone.status).toBe(410);
+    expect(gone.body.error.code).toBe("cybertipline.evidence_erased");
+    const actions = (await api("/api/v1/audit-events?limit=200", { key: admin })).body.items.map((e: any) => e.action);
+    expect(actions).toEqual(expect.arrayContaining(["preservation_hold.released", "cybertipline.evidence_erased"]));
+  });
+
+  it("another installation sees 404 for every submission route and cannot report another installation's report", async () => {
+    const a = await desk("tenant-a");
+    const b = await desk("tenant-b");
+    const report = await reportWithFiles(a.admin, ["t.jpg"]);
+    const sent = (await api("/api/v1/cybertipline/reports", { key: a.person, body: { reportId: report.id } })).body;
+    for (const [path, body] of [
+      [`/api/v1/cybertipline/reports/${sent.id}`, undefined],
+      [`/api/v1/cybertipline/reports/${sent.id}/resume`, {}],
+      [`/api/v1/cybertipline/reports/${sent.id}/file?index=0`, undefined],
+      ["/api/v1/cybertipline/reports", { reportId: report.id }],
+    ] as const) {
+      const response = await api(path, { key: b.person, ...(body ? { body } : {}) });
+      expect(response.status, path).toBe(404);
+      expect(JSON.stringify(response.body)).not.toContain(sent.ncmecReportId);
+    }
+    expect((await api("/api/v1/cybertipline/reports", { key: b.admin })).body.items).toEqual([]);
+  });
+});
