@@ -18,6 +18,7 @@ import { AppError, conflict, errorCode, notFound } from "../errors";
 import { decisionConfigProblems, restrictsAnything } from "../lib/dsa-vocabulary";
 import { newId } from "../lib/crypto";
 import { createRun } from "../workflows";
+import { accountKeyOf } from "./accounts";
 import { carrierVersionId, kindOf, readStrikePolicy } from "./strike-policy";
 
 export const MAX_BULK_SUBJECTS = 10_000;
@@ -33,6 +34,8 @@ const DRAIN_SLICE = 25;
 export interface BulkActionInput {
   subjects?: Array<{ kind?: unknown; id?: unknown }>;
   search?: Record<string, unknown>;
+  /** Accounts (the product's ids of owners, or keys as related accounts are listed): the subjects of their reports. */
+  accounts?: string[];
   actionType: string;
   reason: string;
   decision?: { outcome?: string; restrictions?: Record<string, unknown>; ground?: string; legalGround?: string; contractualGround?: string; policyCategory?: string };
@@ -103,10 +106,24 @@ function invalid(message: string, path: string): AppError {
   return new AppError("bulk_action.invalid", message, { status: 422, details: [{ path, code: "invalid", message }] });
 }
 
-/** The subjects named: the id list as given (each once), or the subjects of a search's reports (up to 10,000, newest first). */
+/**
+ * The subjects named: the id list as given (each once), the subjects of a search's reports, or the
+ * subjects of the reports about some accounts (an account and the ones related to it: a spam
+ * ring), up to 10,000, newest first. Only this installation's reports are read.
+ */
 async function subjectsOf(env: Env, actor: Actor, input: BulkActionInput): Promise<Array<{ kind: string; id: string }>> {
-  if ((input.subjects === undefined) === (input.search === undefined)) throw invalid("Name the subjects either as a list (subjects) or as a search (search), one of the two.", "$");
+  if ([input.subjects, input.search, input.accounts].filter((source) => source !== undefined).length !== 1) {
+    throw invalid("Name the subjects one way: as a list (subjects), as a search (search), or as the accounts whose reported subjects to act on (accounts).", "$");
+  }
   const seen = new Map<string, { kind: string; id: string }>();
+  if (input.accounts) {
+    const keys = [...new Set(input.accounts.map((account) => accountKeyOf(actor.installationId, account)))];
+    const { results } = await env.DB.prepare(`SELECT subject_kind AS kind, subject_id AS id, MAX(created_at) AS at FROM reports
+        WHERE installation_id = ?1 AND subject_owner_key IN (SELECT value FROM json_each(?2)) GROUP BY subject_kind, subject_id ORDER BY at DESC LIMIT ${MAX_BULK_SUBJECTS}`)
+      .bind(actor.installationId, JSON.stringify(keys))
+      .all<{ kind: string; id: string }>();
+    return results.map(({ kind, id }) => ({ kind, id }));
+  }
   if (input.subjects) {
     for (const [i, subject] of input.subjects.entries()) {
       if (typeof subject.kind !== "string" || typeof subject.id !== "string" || subject.kind.length === 0 || subject.id.length === 0 || subject.kind.length > 100 || subject.id.length > 500) {
@@ -135,7 +152,7 @@ export async function createBulkAction(env: Env, ctx: ExecutionContext, actor: A
   const type = await env.DB.prepare(`SELECT 1 AS x FROM action_types WHERE installation_id = ?1 AND key = ?2`).bind(actor.installationId, input.actionType).first();
   if (!type) throw new AppError("action_type.not_found", "This installation has no such action type; create it first (POST /action-types).", { status: 404 });
   const subjects = await subjectsOf(env, actor, input);
-  if (subjects.length === 0) throw invalid("No subject to act on: the list is empty or the search matched nothing.", input.subjects ? "$.subjects" : "$.search");
+  if (subjects.length === 0) throw invalid("No subject to act on: the list is empty, the search matched nothing or the accounts have no reported subject.", input.subjects ? "$.subjects" : input.accounts ? "$.accounts" : "$.search");
   if (subjects.length > MAX_BULK_SUBJECTS) throw invalid(`At most ${MAX_BULK_SUBJECTS} subjects per bulk action.`, "$.subjects");
   const decision = bulkDecisionConfig(actor, input);
   const policy = await readStrikePolicy(env.DB, actor.installationId);

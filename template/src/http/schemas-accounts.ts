@@ -73,6 +73,14 @@ export const accountSchemas = {
           { type: "string"; minLength: 1; maxLength: 500 }
         >,
       },
+      accounts: {
+        type: "array",
+        minItems: 1,
+        maxItems: 1000,
+        uniqueItems: true,
+        description: "Accounts (the product's ids of subject owners, or pk1_ keys as related accounts are listed): the subjects of their reports here, up to 10,000, newest first; or `subjects`, or `search`.",
+        items: { type: "string", minLength: 1, maxLength: 500 },
+      },
       actionType: actionTypeKey,
       reason: { type: "string", minLength: 1, maxLength: 2000, description: "Why: the statement of reasons of each subject's decision (the facts and circumstances relied on)." },
       decision: {
