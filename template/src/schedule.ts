@@ -12,6 +12,8 @@
 // object of counts: it is logged as is, so it must never hold secrets or personal data. Each run's
 // results are recorded in sweep_runs (operations/sweep-runs.ts), where the metrics read them.
 import { sweepAccountLadders, sweepBulkActions } from "./accounts";
+// Not through accounts/index.ts: the notices reach enforcement (deliveries), which imports it.
+import { sweepAccountNotices } from "./accounts/notices";
 import { sweepAuditChains, sweepAuditSegments } from "./audit";
 import { sweepLostBacktestChunks } from "./automation";
 import { sealLegacyTaskContexts, sweepLapsedLeases } from "./cases";
@@ -68,6 +70,8 @@ export const SWEEPS: readonly Sweep[] = [
   // Accounts whose strikes changed without a settle (workflow decisions, appeals decided in review
   // tasks): their ladder settled; sanctions reached but not started get their action's run (needs ctx).
   { name: "accounts.ladders", run: (env, now, ctx) => sweepAccountLadders(env, now, ctx), more: summaryMore },
+  // Sanctions walked back and strikes expired: account.sanction_reversed / account.strike_expired to the product.
+  { name: "accounts.notices", run: (env, now) => sweepAccountNotices(env, now), more: summaryMore },
   // Running bulk actions: the next slice of each one's runs (rate-limited by the slice; resumable, a started run replays).
   { name: "accounts.bulk_actions", run: (env, now, ctx) => sweepBulkActions(env, now, ctx), more: summaryMore },
   // Restricting decisions' statements of reasons to the DSA Transparency Database (5 batches of 100 per run).

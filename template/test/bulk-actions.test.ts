@@ -136,4 +136,76 @@ describe("bulk actions", () => {
     // One audit event per subject.
     expect(await count(`SELECT COUNT(*) AS n FROM audit_events WHERE installation_id = ?1 AND action = 'bulk_action.item_started'`, installationId)).toBe(8);
   });
+
+  it("records one decision per reported subject with its statement of reasons, queued for the Transparency Database, and a resumed bulk action doubles neither a delivery nor a decision", async () => {
+    const path = "/ok/bulk-decisions";
+    const { installationId, apiKey } = await desk(path, "autonomous");
+    const other = await newInstallation("bulk-decisions-other");
+    const reported = Array.from({ length: 5 }, (_, i) => `spam-post-${i}`);
+    for (const id of reported) {
+      const filed = await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "content", id, ownerId: "spammer" }, category: "scams_and_fraud", description: "Cheap followers" } });
+      expect(filed.status).toBe(201);
+    }
+    // Another installation's report on a subject of the same id: not this bulk action's to decide.
+    const foreign = await api("/api/v1/reports", { key: other.apiKey, body: { subject: { kind: "content", id: "foreign-post" }, category: "scams_and_fraud" } });
+    expect(foreign.status).toBe(201);
+    const subjects = [...reported, "unreported-post", "foreign-post"].map((id) => ({ kind: "content", id }));
+    const reason = "Part of a coordinated spam wave selling fake followers.";
+
+    const invalid = await api("/api/v1/bulk-actions", { key: apiKey, body: { subjects, actionType: "remove_post", reason, decision: { ground: "illegal_content" } } });
+    expect(invalid.status).toBe(422);
+    expect(invalid.body.error.code).toBe("bulk_action.decision_invalid");
+    expect(invalid.body.error.details).toContainEqual(expect.objectContaining({ path: "$.decision.legalGround" }));
+    const dry = await api("/api/v1/bulk-actions", { key: apiKey, body: { subjects, actionType: "remove_post", reason, dryRun: true } });
+    expect(dry.body).toMatchObject({ subjects: 7, withCase: 5, withoutCase: 2, decisions: { outcome: "content_removed", restricts: true, subjects: 5 } });
+
+    const created = await api("/api/v1/bulk-actions", { key: apiKey, body: { subjects, actionType: "remove_post", reason } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const id = created.body.id as string;
+    expect(created.body.decision).toMatchObject({ outcome: "content_removed", restrictions: { visibility: ["content_removed"] }, ground: "incompatible_content", automated_decision: "fully" });
+    await until(async () => (await api(`/api/v1/bulk-actions/${id}`, { key: apiKey })).body.state === "completed", "every run started");
+    // Killed halfway: two items (one reported, one not) lost the record of their started runs.
+    const lost = await env.DB.prepare(`SELECT position, run_id AS runId FROM bulk_action_items WHERE bulk_action_id = ?1 AND position IN (2, 5) ORDER BY position`).bind(id).all<{ position: number; runId: string }>();
+    await env.DB.batch([
+      env.DB.prepare(`UPDATE bulk_action_items SET run_id = NULL WHERE bulk_action_id = ?1 AND position IN (2, 5)`).bind(id),
+      env.DB.prepare(`UPDATE bulk_actions SET state = 'running', started = 5 WHERE id = ?1`).bind(id),
+    ]);
+    expect((await sweepBulkActions(env, new Date(), scheduledContext())).started).toBe(2);
+    const resumed = await env.DB.prepare(`SELECT position, run_id AS runId FROM bulk_action_items WHERE bulk_action_id = ?1 AND position IN (2, 5) ORDER BY position`).bind(id).all<{ position: number; runId: string }>();
+    expect(resumed.results).toEqual(lost.results);
+
+    const done = await until(async () => {
+      const read = (await api(`/api/v1/bulk-actions/${id}`, { key: apiKey })).body;
+      return read.runs.succeeded === 7 && read.decisions === 5 ? read : null;
+    }, "every run done");
+    expect(done).toMatchObject({ state: "completed", started: 7, progress: 1, decisions: 5, transparencyDbStatements: 5 });
+
+    // One decision per reported subject, each with the reason as its statement of reasons; none for the others.
+    const decisions = await env.DB.prepare(`SELECT id, subject_id AS subjectId, statement_text AS statement, outcome FROM decisions WHERE installation_id = ?1 ORDER BY subject_id`).bind(installationId).all<{
+      id: string;
+      subjectId: string;
+      statement: string;
+      outcome: string;
+    }>();
+    expect(decisions.results.map((d) => d.subjectId)).toEqual([...reported].sort());
+    for (const decision of decisions.results) expect(decision).toMatchObject({ statement: reason, outcome: "content_removed" });
+    const sor = await api(`/api/v1/decisions/${decisions.results[0]!.id}/statement-of-reasons`, { key: apiKey });
+    expect(sor.status).toBe(200);
+    expect(JSON.stringify(sor.body)).toContain(reason);
+    // Queued for the Transparency Database per subject, as a single decision is.
+    const queued = await env.DB.prepare(`SELECT decision_id AS decisionId, state FROM tdb_submissions WHERE installation_id = ?1 ORDER BY decision_id`).bind(installationId).all<{ decisionId: string; state: string }>();
+    expect(queued.results.map((q) => q.decisionId)).toEqual(decisions.results.map((d) => d.id).sort());
+    expect(queued.results.every((q) => q.state === "pending")).toBe(true);
+    expect(await count(`SELECT COUNT(*) AS n FROM audit_events WHERE installation_id = ?1 AND action = 'decision.recorded'`, installationId)).toBe(5);
+    // The other installation's report got nothing.
+    expect(await count(`SELECT COUNT(*) AS n FROM decisions WHERE installation_id = ?1`, other.id)).toBe(0);
+    expect(await count(`SELECT COUNT(*) AS n FROM bulk_action_items WHERE bulk_action_id = ?1 AND report_id IS NOT NULL`, id)).toBe(5);
+
+    const delivered = await until(async () => {
+      const log = (await receiverLog(path)).filter((entry) => entry.type === "action.execute");
+      return log.length >= 7 ? log : null;
+    }, "seven deliveries");
+    expect(delivered.map((entry) => entry.data.params.subject.id).sort()).toEqual(subjects.map((s) => s.id).sort());
+    expect(await count(`SELECT COUNT(*) AS n FROM webhook_deliveries WHERE installation_id = ?1 AND source_type = 'action'`, installationId)).toBe(7);
+  });
 });

@@ -1,20 +1,25 @@
 // Bulk actions (POST /bulk-actions): one action type over up to 10,000 subjects, from an id list or
 // a search's reports. A dry run counts and writes nothing. Otherwise the items are recorded, and
-// each gets a run of the action type's carrier workflow (`bulk-action:<key>`), so approval rules,
-// delivery and its record are the action machinery's own. In assisted mode (the strike policy's,
+// each gets a run of the action type's carrier workflow (`bulk-action:<key>:decision:<digest>`), so
+// approval rules, delivery and its record are the action machinery's own, and once its action is
+// applied a subject with a report gets its decision through the carrier's decision node: the
+// single-decision path (statement of reasons, the affected user's statement, the Transparency
+// Database queue, the strike), one per subject, never twice (a decision is keyed by its step). In assisted mode (the strike policy's,
 // assisted unless set) a person approves the whole first; its runs then act autonomously (an
 // action type still assisted waits for its own approval). Runs start a slice at a time: one in the
 // request, then a background drain at BULK_RUNS_PER_SECOND, then the schedule's sweep for what
 // is left (a drain cut short, a paused action resumed later); every run's Idempotency-Key
 // is `bulk_action:<id>:<position>`, so a slice killed halfway and resumed replays the runs it had
 // started instead of starting (and delivering) them twice. Each item started is audited.
-import { auditStatement } from "../audit";
-import type { Actor } from "../auth";
+import { auditStatement, canonicalJson } from "../audit";
 import { search, type SearchQuery } from "../cases";
+import { actsAsPerson, type Actor } from "../auth";
 import { AppError, conflict, errorCode, notFound } from "../errors";
+import { decisionConfigProblems, restrictsAnything } from "../lib/dsa-vocabulary";
 import { newId } from "../lib/crypto";
 import { createRun } from "../workflows";
-import { carrierVersionId, readStrikePolicy } from "./strike-policy";
+import { accountKeyOf } from "./accounts";
+import { carrierVersionId, kindOf, readStrikePolicy } from "./strike-policy";
 
 export const MAX_BULK_SUBJECTS = 10_000;
 /** Runs started per slice: in the request that starts (or approves) the bulk action, and per sweep. */
@@ -29,8 +34,11 @@ const DRAIN_SLICE = 25;
 export interface BulkActionInput {
   subjects?: Array<{ kind?: unknown; id?: unknown }>;
   search?: Record<string, unknown>;
+  /** Accounts (the product's ids of owners, or keys as related accounts are listed): the subjects of their reports. */
+  accounts?: string[];
   actionType: string;
   reason: string;
+  decision?: { outcome?: string; restrictions?: Record<string, unknown>; ground?: string; legalGround?: string; contractualGround?: string; policyCategory?: string };
   dryRun?: boolean;
 }
 
@@ -43,20 +51,79 @@ interface BulkRow {
   started: number;
   createdBy: string;
   approvedBy: string | null;
+  decisionJson: string | null;
+  workflowVersionId: string | null;
   createdAt: string;
   updatedAt: string;
 }
 
-const COLUMNS = `id, action_type_key AS actionTypeKey, reason, state, total, started, created_by AS createdBy, approved_by AS approvedBy, created_at AS createdAt, updated_at AS updatedAt`;
+const COLUMNS = `id, action_type_key AS actionTypeKey, reason, state, total, started, created_by AS createdBy, approved_by AS approvedBy, decision_json AS decisionJson,
+  workflow_version_id AS workflowVersionId, created_at AS createdAt, updated_at AS updatedAt`;
+
+const BODY_FIELDS: Record<string, string> = { legal_ground: "legalGround", contractual_ground: "contractualGround", policy_category: "policyCategory", statement: "reason" };
+
+/**
+ * The decision each subject's run records (a decision node's config, without its statement: the
+ * reason is). What the caller names, else what the action type's key says (kindOf): a suspension
+ * or termination restricts the account, a warning is a decision not to act, anything else removes
+ * the content. Whether a person decided: a person's list is a person's decision; a person's search
+ * is partly automated (a query chose the subjects); an automation key's, fully automated.
+ * Checked as POST /decisions checks a decision (422 bulk_action.decision_invalid).
+ */
+export function bulkDecisionConfig(actor: Actor, input: BulkActionInput): Record<string, unknown> {
+  const kind = kindOf(input.actionType);
+  const defaults: Record<string, { outcome: string; restrictions: Record<string, unknown> }> = {
+    suspension: { outcome: "account_suspended", restrictions: { account: "suspended" } },
+    termination: { outcome: "account_terminated", restrictions: { account: "terminated" } },
+    warning: { outcome: "warning", restrictions: {} },
+    restriction: { outcome: "content_removed", restrictions: { visibility: ["content_removed"] } },
+  };
+  const given = input.decision ?? {};
+  const config: Record<string, unknown> = {
+    outcome: given.outcome ?? (given.restrictions === undefined ? defaults[kind]!.outcome : "restricted"),
+    restrictions: given.restrictions ?? defaults[kind]!.restrictions,
+    ground: given.ground ?? "incompatible_content",
+    ...(given.legalGround === undefined ? {} : { legal_ground: given.legalGround }),
+    ...(given.contractualGround === undefined ? {} : { contractual_ground: given.contractualGround }),
+    ...(given.policyCategory === undefined ? {} : { policy_category: given.policyCategory }),
+    automated_decision: !actsAsPerson(actor) ? "fully" : input.search ? "partially" : "not_automated",
+  };
+  const problems = decisionConfigProblems({ ...config, statement: input.reason });
+  if (problems.length > 0) {
+    throw new AppError("bulk_action.decision_invalid", `The subjects' decision: ${problems.map((p) => p.message).join(" ")}`, {
+      status: 422,
+      details: problems.map((p) => {
+        const field = p.path.replace(/^config\./u, "");
+        const top = field.replace(/^[a-z_]+/u, (name) => BODY_FIELDS[name] ?? name);
+        return { path: top === "reason" ? "$.reason" : `$.decision.${top}`, code: "invalid", message: p.message };
+      }),
+    });
+  }
+  return config;
+}
 
 function invalid(message: string, path: string): AppError {
   return new AppError("bulk_action.invalid", message, { status: 422, details: [{ path, code: "invalid", message }] });
 }
 
-/** The subjects named: the id list as given (each once), or the subjects of a search's reports (up to 10,000, newest first). */
+/**
+ * The subjects named: the id list as given (each once), the subjects of a search's reports, or the
+ * subjects of the reports about some accounts (an account and the ones related to it: a spam
+ * ring), up to 10,000, newest first. Only this installation's reports are read.
+ */
 async function subjectsOf(env: Env, actor: Actor, input: BulkActionInput): Promise<Array<{ kind: string; id: string }>> {
-  if ((input.subjects === undefined) === (input.search === undefined)) throw invalid("Name the subjects either as a list (subjects) or as a search (search), one of the two.", "$");
+  if ([input.subjects, input.search, input.accounts].filter((source) => source !== undefined).length !== 1) {
+    throw invalid("Name the subjects one way: as a list (subjects), as a search (search), or as the accounts whose reported subjects to act on (accounts).", "$");
+  }
   const seen = new Map<string, { kind: string; id: string }>();
+  if (input.accounts) {
+    const keys = [...new Set(input.accounts.map((account) => accountKeyOf(actor.installationId, account)))];
+    const { results } = await env.DB.prepare(`SELECT subject_kind AS kind, subject_id AS id, MAX(created_at) AS at FROM reports
+        WHERE installation_id = ?1 AND subject_owner_key IN (SELECT value FROM json_each(?2)) GROUP BY subject_kind, subject_id ORDER BY at DESC LIMIT ${MAX_BULK_SUBJECTS}`)
+      .bind(actor.installationId, JSON.stringify(keys))
+      .all<{ kind: string; id: string }>();
+    return results.map(({ kind, id }) => ({ kind, id }));
+  }
   if (input.subjects) {
     for (const [i, subject] of input.subjects.entries()) {
       if (typeof subject.kind !== "string" || typeof subject.id !== "string" || subject.kind.length === 0 || subject.id.length === 0 || subject.kind.length > 100 || subject.id.length > 500) {
@@ -85,29 +152,25 @@ export async function createBulkAction(env: Env, ctx: ExecutionContext, actor: A
   const type = await env.DB.prepare(`SELECT 1 AS x FROM action_types WHERE installation_id = ?1 AND key = ?2`).bind(actor.installationId, input.actionType).first();
   if (!type) throw new AppError("action_type.not_found", "This installation has no such action type; create it first (POST /action-types).", { status: 404 });
   const subjects = await subjectsOf(env, actor, input);
-  if (subjects.length === 0) throw invalid("No subject to act on: the list is empty or the search matched nothing.", input.subjects ? "$.subjects" : "$.search");
+  if (subjects.length === 0) throw invalid("No subject to act on: the list is empty, the search matched nothing or the accounts have no reported subject.", input.subjects ? "$.subjects" : input.accounts ? "$.accounts" : "$.search");
   if (subjects.length > MAX_BULK_SUBJECTS) throw invalid(`At most ${MAX_BULK_SUBJECTS} subjects per bulk action.`, "$.subjects");
+  const decision = bulkDecisionConfig(actor, input);
   const policy = await readStrikePolicy(env.DB, actor.installationId);
   const authorityMode = policy?.authorityMode ?? "assisted";
   const known = await env.DB.prepare(`SELECT COUNT(*) AS n FROM json_each(?2) s JOIN cases c ON c.installation_id = ?1 AND c.subject_kind = json_extract(s.value, '$.kind') AND c.subject_id = json_extract(s.value, '$.id')`)
     .bind(actor.installationId, JSON.stringify(subjects))
     .first<{ n: number }>();
   const counts = { subjects: subjects.length, withCase: Number(known?.n ?? 0), withoutCase: subjects.length - Number(known?.n ?? 0) };
-  if (input.dryRun) return { dryRun: true, actionType: input.actionType, authorityMode, approvalRequired: authorityMode === "assisted", ...counts };
+  const decides = { outcome: decision.outcome, restricts: restrictsAnything(decision.restrictions), subjects: counts.withCase };
+  if (input.dryRun) return { dryRun: true, actionType: input.actionType, authorityMode, approvalRequired: authorityMode === "assisted", ...counts, decisions: decides };
+  // The carrier is fixed now: a bulk action resumed later acts (and decides) as it was created and approved.
+  const workflowVersionId = await carrierVersionId(env, actor, input.actionType, { purpose: "bulk", decision });
   const id = newId("blk");
   const at = new Date().toISOString();
   const state = authorityMode === "assisted" ? "approval_required" : "running";
   await env.DB.batch([
-    env.DB.prepare(`INSERT INTO bulk_actions (id, installation_id, action_type_key, reason, state, total, started, created_by, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?8)`).bind(
-      id,
-      actor.installationId,
-      input.actionType,
-      input.reason,
-      state,
-      subjects.length,
-      actor.audit.id,
-      at,
-    ),
+    env.DB.prepare(`INSERT INTO bulk_actions (id, installation_id, action_type_key, reason, state, total, started, created_by, created_at, updated_at, decision_json, workflow_version_id)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?8, ?9, ?10)`).bind(id, actor.installationId, input.actionType, input.reason, state, subjects.length, actor.audit.id, at, canonicalJson(decision), workflowVersionId),
     // Each item with its subject's latest report, found through the subject's case (the action's delivery names it).
     env.DB.prepare(`INSERT INTO bulk_action_items (bulk_action_id, position, subject_kind, subject_id, report_id)
       SELECT ?1, CAST(s.key AS INTEGER), json_extract(s.value, '$.kind'), json_extract(s.value, '$.id'),
@@ -119,7 +182,7 @@ export async function createBulkAction(env: Env, ctx: ExecutionContext, actor: A
       action: "bulk_action.created",
       actor: actor.audit,
       target: { type: "bulk_action", id },
-      details: { actionType: input.actionType, reason: input.reason, ...counts, state },
+      details: { actionType: input.actionType, reason: input.reason, ...counts, state, decision: { outcome: decision.outcome, restrictions: decision.restrictions, ground: decision.ground } },
       at,
     }),
   ]);
@@ -136,9 +199,30 @@ async function bulkRow(env: Env, installationId: string, id: string): Promise<Bu
   return row;
 }
 
+/**
+ * A bulk action and its progress: how many runs started, where they are (by run state), how many
+ * decisions they recorded and how many of those are queued for (or went to) the Transparency
+ * Database. Read from the items' runs (at most 10,000; one seek each).
+ */
 export async function getBulkAction(env: Env, actor: Actor, id: string) {
-  const row = await bulkRow(env, actor.installationId, id);
-  return { ...row, progress: row.total === 0 ? 1 : row.started / row.total };
+  const { decisionJson, workflowVersionId, ...row } = await bulkRow(env, actor.installationId, id);
+  const [runs, decided] = await env.DB.batch<Record<string, unknown>>([
+    env.DB.prepare(`SELECT w.state, COUNT(*) AS n FROM bulk_action_items i JOIN workflow_runs w ON w.id = i.run_id AND w.installation_id = ?2 WHERE i.bulk_action_id = ?1 GROUP BY w.state`).bind(id, actor.installationId),
+    env.DB.prepare(`SELECT COUNT(d.id) AS decisions, COUNT(t.decision_id) AS statements FROM bulk_action_items i
+        JOIN decisions d ON d.run_id = i.run_id AND d.installation_id = ?2 LEFT JOIN tdb_submissions t ON t.decision_id = d.id
+      WHERE i.bulk_action_id = ?1`).bind(id, actor.installationId),
+  ]);
+  const byState = Object.fromEntries(runs!.results.map((r) => [String(r.state), Number(r.n)]));
+  const counts = decided!.results[0] as { decisions: number; statements: number } | undefined;
+  return {
+    ...row,
+    decision: decisionJson ? (JSON.parse(decisionJson) as Record<string, unknown>) : null,
+    workflowVersionId,
+    progress: row.total === 0 ? 1 : row.started / row.total,
+    runs: byState,
+    decisions: Number(counts?.decisions ?? 0),
+    transparencyDbStatements: Number(counts?.statements ?? 0),
+  };
 }
 
 const TRANSITIONS: Record<"approve" | "pause" | "resume" | "cancel", { from: string[]; to: string; event: string }> = {
@@ -193,8 +277,9 @@ export async function advanceBulkAction(env: Env, ctx: ExecutionContext, install
     .bind(id, limit)
     .all<{ position: number; kind: string; subjectId: string; reportId: string | null }>();
   const actor: Actor = { installationId, scopes: [], audit: { type: "system", id: "bulk-actions" } };
-  // Approved as a whole (assisted) or autonomous from the start: each run acts autonomously.
-  const versionId = items.length > 0 ? await carrierVersionId(env, actor, row.actionTypeKey, { purpose: "bulk" }) : null;
+  // Approved as a whole (assisted) or autonomous from the start: each run acts autonomously, on the
+  // carrier fixed at creation (bulk actions from before it: the action-only carrier).
+  const versionId = items.length > 0 ? (row.workflowVersionId ?? (await carrierVersionId(env, actor, row.actionTypeKey, { purpose: "bulk" }))) : null;
   let started = 0;
   for (const item of items) {
     const { run } = await createRun(env, ctx, actor, {

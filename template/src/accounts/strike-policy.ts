@@ -7,6 +7,7 @@ import { auditStatement, canonicalJson } from "../audit";
 import type { Actor } from "../auth";
 import { normalizeCategory } from "../cases";
 import { AppError } from "../errors";
+import { sha256HexSync } from "../lib/crypto";
 import { createWorkflow, publishVersion } from "../workflows";
 
 export const SANCTION_KINDS = ["warning", "restriction", "suspension", "termination"] as const;
@@ -53,11 +54,16 @@ const CARRIER_PARAMS = {
 } as const;
 export type CarrierPurpose = keyof typeof CARRIER_PARAMS;
 
-/** Which carrier: its purpose, and for a ladder's suspension or termination its kind and whether it is an Art. 23(1) suspension. */
+/**
+ * Which carrier: its purpose, and for a ladder's suspension or termination its kind and whether it
+ * is an Art. 23(1) suspension; for a bulk action, the decision each subject's run records once its
+ * action is applied (a decision node's config; its statement is the bulk action's reason).
+ */
 export interface Carrier {
   purpose: CarrierPurpose;
   kind?: SanctionKind;
   art23?: boolean;
+  decision?: Record<string, unknown>;
 }
 
 /** Whether the carrier records the account's restriction as a decision once its action is applied (a suspension or a termination). */
@@ -72,6 +78,7 @@ const decides = (carrier: Carrier) => carrier.purpose === "ladder" && (carrier.k
  */
 function carrierGraph(actionType: string, carrier: Carrier) {
   const edge = (from: string, port: string, to: string) => ({ from: { nodeId: from, port }, to: { nodeId: to } });
+  if (carrier.purpose === "bulk" && carrier.decision) return bulkDecisionGraph(actionType, carrier.decision, edge);
   const decision = decides(carrier)
     ? {
         id: "decide",
@@ -108,11 +115,47 @@ function carrierGraph(actionType: string, carrier: Carrier) {
 }
 
 /**
+ * A bulk action's carrier with its decision: start → action → (applied, and the subject has a
+ * report) the decision node, which records the decision with its statement of reasons (DSA Art.
+ * 17), queues it for the Transparency Database and gives its strike, exactly as any decision node
+ * does (enforcement/decisions.ts). A subject without a report here is acted on without a decision:
+ * a decision needs the report it decides.
+ */
+function bulkDecisionGraph(actionType: string, decision: Record<string, unknown>, edge: (from: string, port: string, to: string) => unknown) {
+  return {
+    schemaVersion: 1,
+    nodes: [
+      { id: "start", kind: "start" },
+      { id: "act", kind: "action", errorPort: "failed", config: { action_type: actionType, approval_timeout_seconds: 7 * 86_400 }, inputMapping: CARRIER_PARAMS.bulk },
+      { id: "reported", kind: "condition", config: { cases: [{ port: "decide", when: "report != null" }], case_ports: ["decide"], default_port: "unreported" } },
+      { id: "decide", kind: "decision", config: { ...decision, statement: "{{reason}}" }, inputMapping: { reason: "input.reason" } },
+      { id: "applied", kind: "end", config: { terminal_code: "applied" } },
+      { id: "unreported", kind: "end", config: { terminal_code: "applied_without_decision" } },
+      { id: "rejected", kind: "end", config: { terminal_code: "rejected" } },
+      { id: "expired", kind: "end", config: { terminal_code: "expired" } },
+      { id: "failed", kind: "end", config: { terminal_code: "failed" } },
+    ],
+    edges: [
+      edge("start", "success", "act"),
+      edge("act", "applied", "reported"),
+      edge("reported", "decide", "decide"),
+      edge("reported", "unreported", "unreported"),
+      edge("decide", "recorded", "applied"),
+      edge("act", "rejected", "rejected"),
+      edge("act", "expired", "expired"),
+      edge("act", "failed", "failed"),
+    ],
+  };
+}
+
+/**
  * The live version of the workflow carrying the action type's actions (`strike-ladder:<key>`,
  * `strike-ladder:<key>:suspension[:art23]`, `bulk-action:<key>`…), published with its workflow on first use.
  */
 export async function carrierVersionId(env: Env, actor: Actor, actionType: string, carrier: Carrier = { purpose: "ladder" }): Promise<string> {
-  const name = carrier.purpose === "bulk" ? `bulk-action:${actionType}` : decides(carrier) ? `strike-ladder:${actionType}:${carrier.kind}${carrier.art23 ? ":art23" : ""}` : `strike-ladder:${actionType}`;
+  // A bulk carrier with a decision is one workflow per decision (its digest in the name).
+  const decisionTag = carrier.purpose === "bulk" && carrier.decision ? `:decision:${sha256HexSync(canonicalJson(carrier.decision)).slice(0, 16)}` : "";
+  const name = carrier.purpose === "bulk" ? `bulk-action:${actionType}${decisionTag}` : decides(carrier) ? `strike-ladder:${actionType}:${carrier.kind}${carrier.art23 ? ":art23" : ""}` : `strike-ladder:${actionType}`;
   const found = await env.DB.prepare(`SELECT w.id, (SELECT v.id FROM workflow_versions v WHERE v.workflow_id = w.id AND v.installation_id = w.installation_id AND v.retired_at IS NULL ORDER BY v.version DESC LIMIT 1) AS versionId
       FROM workflows w WHERE w.installation_id = ?1 AND w.name = ?2`)
     .bind(actor.installationId, name)

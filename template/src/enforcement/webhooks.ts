@@ -28,7 +28,9 @@ export { createEndpoint } from "./webhook-endpoints";
 
 /** Alerts the schedule raises (operations/alerts.ts), sent to the endpoint an installation's alert settings name. */
 export const ALERT_EVENT_TYPES = ["alert.sla_breached", "alert.delivery_dead", "alert.repair_spike", "alert.audit_verify_failed"] as const;
-export const WEBHOOK_EVENT_TYPES = ["action.execute", "message.send", "report.handoff", ...ALERT_EVENT_TYPES] as const;
+/** What the product hears of an account's ladder after the fact (accounts/notices.ts): a sanction walked back, a strike expired. */
+export const ACCOUNT_EVENT_TYPES = ["account.sanction_reversed", "account.strike_expired"] as const;
+export const WEBHOOK_EVENT_TYPES = ["action.execute", "message.send", "report.handoff", ...ALERT_EVENT_TYPES, ...ACCOUNT_EVENT_TYPES] as const;
 const DEFAULT_TIMEOUT_SECONDS = 15;
 const MAX_BACKOFF_SECONDS = 6 * 3600;
 /** A pending delivery whose next attempt is this overdue has lost its message; the sweep re-queues it. */

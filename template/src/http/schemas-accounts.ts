@@ -73,8 +73,30 @@ export const accountSchemas = {
           { type: "string"; minLength: 1; maxLength: 500 }
         >,
       },
+      accounts: {
+        type: "array",
+        minItems: 1,
+        maxItems: 1000,
+        uniqueItems: true,
+        description: "Accounts (the product's ids of subject owners, or pk1_ keys as related accounts are listed): the subjects of their reports here, up to 10,000, newest first; or `subjects`, or `search`.",
+        items: { type: "string", minLength: 1, maxLength: 500 },
+      },
       actionType: actionTypeKey,
-      reason: { type: "string", minLength: 1, maxLength: 2000 },
+      reason: { type: "string", minLength: 1, maxLength: 2000, description: "Why: the statement of reasons of each subject's decision (the facts and circumstances relied on)." },
+      decision: {
+        type: "object",
+        additionalProperties: false,
+        description:
+          "The decision each subject with a report gets once its action is applied (its statement of reasons is `reason`; queued for the Transparency Database like any restricting decision). Default from the action type's key: suspend… → the account suspended, ban…/terminate… → terminated, warn… → a decision not to act, otherwise the content removed; ground incompatible_content.",
+        properties: {
+          outcome: { type: "string", minLength: 1, maxLength: 100 },
+          restrictions: { type: "object", description: "{ visibility: [content_removed…], account: suspended|terminated, monetary, provision }; {} records a decision not to act." },
+          ground: { type: "string", enum: ["illegal_content", "incompatible_content"] },
+          legalGround: { type: "string", minLength: 1, maxLength: 500 },
+          contractualGround: { type: "string", minLength: 1, maxLength: 500 },
+          policyCategory: { type: "string", minLength: 1, maxLength: 100, description: "The DSA category, where it is not the report's." },
+        },
+      },
       dryRun: { type: "boolean", description: "Answer the counts (subjects, with and without a case here) and write nothing." },
     },
   },

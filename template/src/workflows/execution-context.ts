@@ -5,7 +5,7 @@
 import { auditStatement, RUNTIME_ACTOR } from "../audit";
 import { openPersonalData, openRunContent, reportSummary, reportSummaryByRunStatementUnsafe, runContentStatementUnsafe, type ReportRow, type ReportSummaryRow, type RunContentRow } from "../cases";
 import { analyseContent } from "./content-access";
-import type { ExpressionContext } from "./expressions";
+import { RelatedAccounts, type ExpressionContext } from "./expressions";
 import { semanticsOf } from "./expression-semantics";
 import { mentionsVariable, referencedSteps } from "./expressions";
 import { kindOf, nodeExpressions } from "./kinds/descriptors";
@@ -18,6 +18,8 @@ interface NodeReads {
   event: boolean;
   report: boolean;
   content: boolean;
+  /** `related.count(kind)`: the accounts sharing a signal with the report subject's owner. */
+  related: boolean;
 }
 
 // Nodes come from the per-version graph cache, so their analysis is cached by identity.
@@ -34,6 +36,7 @@ export function nodeReads(node: WorkflowNodeV1): NodeReads {
   let event = false;
   let report = false;
   let content = false;
+  let related = false;
   for (const text of expressionsOf(node)) {
     const referenced = referencedSteps(text);
     if (referenced === null) steps = null;
@@ -41,8 +44,9 @@ export function nodeReads(node: WorkflowNodeV1): NodeReads {
     event ||= mentionsVariable(text, "event");
     report ||= mentionsVariable(text, "report");
     content ||= mentionsVariable(text, "content");
+    related ||= mentionsVariable(text, "related");
   }
-  const reads = { steps, event, report, content };
+  const reads = { steps, event, report, content, related };
   readsCache.set(node, reads);
   return reads;
 }
@@ -66,7 +70,38 @@ function onBranchPath(candidate: string, branchKey: string): boolean {
   return candidate === "" || candidate === branchKey || branchKey.startsWith(`${candidate}.`);
 }
 
-type ContextPart = "steps" | "event" | "report" | "content";
+type ContextPart = "steps" | "event" | "report" | "content" | "related";
+
+/**
+ * Per signal kind, how many other accounts of the installation share a signal with the owner of a
+ * report's subject (as the account page's `related.count`): one seek of account_signals per signal
+ * of the owner. `reportSql` and `installationSql` name the report and its installation.
+ * No owner, or no shared signal: no rows (every count 0).
+ */
+function relatedCountsSql(reportSql: string, installationSql: string): string {
+  return `SELECT o.kind, COUNT(DISTINCT o.account_key) AS n
+    FROM reports r
+      JOIN account_signals mine ON mine.installation_id = r.installation_id AND mine.account_key = r.subject_owner_key
+      JOIN account_signals o ON o.installation_id = mine.installation_id AND o.signal = mine.signal AND o.account_key <> mine.account_key
+    WHERE r.id = ${reportSql} AND r.installation_id = ${installationSql} AND r.subject_owner_key IS NOT NULL
+    GROUP BY o.kind`;
+}
+
+/** The related-account counts of a run's report (keyed by the run id alone, as the other context reads). */
+function relatedByRunStatement(db: D1Database, runId: string): D1PreparedStatement {
+  return db.prepare(relatedCountsSql(`(SELECT w.report_id FROM workflow_runs w WHERE w.id = ?1)`, `(SELECT w.installation_id FROM workflow_runs w WHERE w.id = ?1)`)).bind(runId);
+}
+
+/** The related-account counts of a report of the installation (the host walker's, which has no run row). */
+export async function relatedAccountsOfReport(db: D1Database, installationId: string, reportId: string | null): Promise<RelatedAccounts> {
+  if (!reportId) return new RelatedAccounts({});
+  const { results } = await db.prepare(relatedCountsSql("?2", "?1")).bind(installationId, reportId).all<{ kind: string; n: number }>();
+  return relatedOf(results);
+}
+
+function relatedOf(rows: Array<Record<string, unknown>>): RelatedAccounts {
+  return new RelatedAccounts(Object.fromEntries(rows.map((row) => [String(row.kind), Number(row.n)])));
+}
 
 export interface ContextReads {
   parts: ContextPart[];
@@ -125,6 +160,10 @@ export function contextStatements(db: D1Database, runId: string, node: WorkflowN
     parts.push("content");
     statements.push(runContentStatementUnsafe(db, runId));
   }
+  if (reads.related) {
+    parts.push("related");
+    statements.push(relatedByRunStatement(db, runId));
+  }
   return { parts, statements, readsContent, ...(reportFolded ? { reportFolded } : {}) };
 }
 
@@ -163,6 +202,7 @@ export async function assembleContext(
   let event: JsonValue = null;
   let report: JsonValue = reads.reportFolded && foldedReport ? (reportSummary(JSON.parse(foldedReport) as ReportSummaryRow) as unknown as JsonValue) : null;
   let content: JsonValue | undefined;
+  let related: RelatedAccounts | undefined;
   for (const [index, part] of reads.parts.entries()) {
     const rows = results[index]?.results ?? [];
     if (part === "steps") {
@@ -180,6 +220,8 @@ export async function assembleContext(
     } else if (part === "report") {
       const row = rows[0] as ReportRow | undefined;
       if (row) report = reportSummary(row) as unknown as JsonValue;
+    } else if (part === "related") {
+      related = relatedOf(rows);
     } else {
       content = (await openRunContent(env, run.installationId, rows[0] as RunContentRow | undefined)) as unknown as JsonValue;
     }
@@ -191,6 +233,7 @@ export async function assembleContext(
     steps,
     event,
     ...(reads.readsContent ? { content: content ?? null } : {}),
+    ...(related ? { related } : {}),
     semantics: semanticsOf(run.graph),
   };
   return { context, statements: reads.readsContent ? [contentReadStatement(env.DB, run, input.node)] : [] };

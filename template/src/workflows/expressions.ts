@@ -10,7 +10,7 @@ const MAX_CONTEXT_BYTES = 1_048_576;
 
 /** Names an expression may read; anything else is a parse-time error. */
 export const EXPRESSION_VARIABLES = ["input", "report", "run", "steps", "event", "node_input", "content"] as const;
-const WORKFLOW_DIALECT: ExpressionDialect = { name: "workflow", variables: EXPRESSION_VARIABLES };
+const WORKFLOW_DIALECT: ExpressionDialect = { name: "workflow", variables: EXPRESSION_VARIABLES, hostValues: true };
 
 export interface ExpressionContext {
   input: JsonValue;
@@ -19,6 +19,8 @@ export interface ExpressionContext {
   steps: Record<string, JsonValue>;
   event: JsonValue;
   node_input?: JsonValue;
+  /** The accounts related to the report's subject owner (`related.count('ip')`), loaded by the host only for a node that names it. */
+  related?: RelatedAccounts;
   /** The report's content, only for nodes that may read it (content-access.ts). */
   content?: JsonValue;
   /** Not a variable: the semantics of the graph being run (absent: `cel`, expression-semantics.ts). */
@@ -37,6 +39,56 @@ export interface ExpressionDialect {
   name: string;
   variables: readonly string[];
   functions?: ReadonlyArray<{ signature: string; handler: (...args: never[]) => unknown }>;
+  /** Whether the host's own values (RelatedAccounts as `related`) are in the language. */
+  hostValues?: boolean;
+}
+
+/** The signal kinds accounts share (account_signals.kind). */
+export const RELATED_SIGNAL_KINDS = ["ip", "device", "email", "payment"] as const;
+
+/**
+ * `related` in a workflow expression: how many other accounts of the installation share a signal
+ * of each kind with the owner of the run's report subject, as the account page counts them
+ * (`related.count`). The host computes it from account_signals (keyed hashes only) for a node
+ * whose expressions name `related`; the expression sees counts, never a signal or an account.
+ */
+export class RelatedAccounts {
+  readonly counts: Readonly<Record<string, number>>;
+  constructor(counts: Record<string, number>) {
+    this.counts = Object.freeze({ ...counts });
+  }
+  /** JSON form (a context's size check, a recorded context): the counts. */
+  toJSON(): Record<string, number> {
+    return { ...this.counts };
+  }
+}
+
+function relatedCount(related: RelatedAccounts, kind: string): bigint {
+  if (!(RELATED_SIGNAL_KINDS as readonly string[]).includes(kind)) {
+    throw new AppError("expression.failed", `related.count() takes a signal kind: ${RELATED_SIGNAL_KINDS.join(", ")} (got ${JSON.stringify(kind).slice(0, 40)}).`, { status: 422 });
+  }
+  return BigInt(related.counts[kind] ?? 0);
+}
+
+/** A `related.count('<literal>')` naming no signal kind, found before any run evaluates it (null: none). */
+function unknownRelatedKind(ast: unknown): string | null {
+  if (Array.isArray(ast)) {
+    for (const item of ast) {
+      const found = unknownRelatedKind(item);
+      if (found !== null) return found;
+    }
+    return null;
+  }
+  if (typeof ast !== "object" || ast === null || typeof (ast as { op?: unknown }).op !== "string") return null;
+  const node = ast as { op: string; args: unknown };
+  if (node.op === "rcall") {
+    const [name, receiver, args] = node.args as [unknown, { op?: string; args?: unknown }, Array<{ op?: string; args?: unknown }>];
+    const literal = args?.[0];
+    if (name === "count" && receiver?.op === "id" && receiver.args === "related" && literal?.op === "value" && typeof literal.args === "string" && !(RELATED_SIGNAL_KINDS as readonly string[]).includes(literal.args)) {
+      return literal.args;
+    }
+  }
+  return unknownRelatedKind(node.args);
 }
 
 function makeEnvironment(semantics: ExpressionSemantics, dialect: ExpressionDialect = WORKFLOW_DIALECT): Environment {
@@ -46,6 +98,11 @@ function makeEnvironment(semantics: ExpressionSemantics, dialect: ExpressionDial
     limits: { maxAstNodes: 2_000, maxDepth: 48, maxListElements: 500, maxMapEntries: 500, maxCallArguments: 16 },
   });
   for (const name of dialect.variables) env.registerVariable(name, "dyn");
+  if (dialect.hostValues) {
+    env.registerType("RelatedAccounts", RelatedAccounts);
+    env.registerVariable("related", "RelatedAccounts");
+    env.registerFunction("RelatedAccounts.count(string): int", relatedCount as (...args: unknown[]) => unknown);
+  }
   for (const fn of dialect.functions ?? []) env.registerFunction(fn.signature, fn.handler as (...args: unknown[]) => unknown);
   // `matches()` runs on a linear-time matcher, not RegExp (see expression-cost.ts).
   env.registerFunction(`string.${LINEAR_MATCHES}(string): bool`, linearMatches);
@@ -112,6 +169,8 @@ function compileEntry(expression: unknown, semantics: ExpressionSemantics, diale
     routeMatchesToLinearMatcher(parsed.ast);
     const checked = parsed.check();
     if (!checked.valid) throw checked.error ?? new Error("The expression does not type-check.");
+    const unknownKind = dialect.hostValues ? unknownRelatedKind(parsed.ast) : null;
+    if (unknownKind !== null) throw new Error(`related.count() takes a signal kind: ${RELATED_SIGNAL_KINDS.join(", ")} (got ${JSON.stringify(unknownKind).slice(0, 40)}).`);
     entry = { compiled: parsed as unknown as Compiled, bounded: estimateExpressionCost(parsed.ast).bounded, ast: parsed.ast };
   } catch (error) {
     if (error instanceof CostRefusal) {

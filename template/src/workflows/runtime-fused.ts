@@ -10,7 +10,7 @@
 // group or calls failFused, which finds that node and takes its error port (runtime-fail.ts).
 import { openPersonalData, openRunContent, REPORT_SUMMARY_BY_RUN_JSON_SQL, reportSummary, reportSummaryByRunStatementUnsafe, runContentStatementUnsafe, sealPersonalData, type ReportSummaryRow, type RunContentRow } from "../cases";
 import { openView } from "./content-access";
-import { contentReadStatement, nodeReads, nodeReadsContent } from "./execution-context";
+import { contentReadStatement, nodeReads, nodeReadsContent, relatedAccountsOfReport } from "./execution-context";
 import { fusable, groupRegion, MAX_FUSED_NODES, nextInGroup } from "./fusion";
 import { EXECUTORS, executorUnavailable, type NodeCall } from "./kinds/executors";
 import { branchAllowed, predecessorExitsStatement, predecessorIds, reachedBy, type RecordedExit } from "./run-plan";
@@ -267,7 +267,9 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
       try {
         const opened = readsContent && reads.content ? await openContent() : null;
         const steps = await outputs.pick(reads.steps, branchKey, readsContent);
-        const context = walkContext(run, { input: runInput, steps, report: reads.report ? report : null, event: reads.event ? event : null, content: opened ?? null, readsContent });
+        // Related accounts: read for the node that names them (one indexed read; few nodes do).
+        const related = reads.related ? await relatedAccountsOfReport(env.DB, run.installationId, run.reportId) : undefined;
+        const context = walkContext(run, { input: runInput, steps, report: reads.report ? report : null, event: reads.event ? event : null, content: opened ?? null, readsContent, ...(related ? { related } : {}) });
         const executor = EXECUTORS[node.kind];
         if (!executor.execute) throw executorUnavailable(node.kind);
         const stepId = stepRunId(run.id, node.id, branchKey);

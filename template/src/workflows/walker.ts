@@ -11,9 +11,9 @@
 // backtest asks what the version decides, not when.
 import { AppError } from "../errors";
 import { openView } from "./content-access";
-import { nodeReads, nodeReadsContent } from "./execution-context";
+import { nodeReads, nodeReadsContent, relatedAccountsOfReport } from "./execution-context";
 import { semanticsOf } from "./expression-semantics";
-import { evaluateInputMapping, type ExpressionContext } from "./expressions";
+import { evaluateInputMapping, type ExpressionContext, type RelatedAccounts } from "./expressions";
 import { kindOf, shadowSimulation } from "./kinds/descriptors";
 import { EXECUTORS, executorUnavailable, type NodeCall } from "./kinds/executors";
 import type { AuthorizedRun } from "./runtime-authorize";
@@ -92,7 +92,7 @@ export class StepOutputs {
 }
 
 /** A node's expression context, in the shape the runtime's context loader builds. */
-export function walkContext(run: AuthorizedRun, parts: { input: JsonValue; steps: Record<string, JsonValue>; report: JsonValue; event: JsonValue; content: JsonValue; readsContent: boolean }): ExpressionContext {
+export function walkContext(run: AuthorizedRun, parts: { input: JsonValue; steps: Record<string, JsonValue>; report: JsonValue; event: JsonValue; content: JsonValue; readsContent: boolean; related?: RelatedAccounts }): ExpressionContext {
   return {
     input: parts.input,
     report: parts.report,
@@ -100,6 +100,7 @@ export function walkContext(run: AuthorizedRun, parts: { input: JsonValue; steps
     steps: parts.steps,
     event: parts.event,
     ...(parts.readsContent ? { content: parts.content } : {}),
+    ...(parts.related ? { related: parts.related } : {}),
     semantics: semanticsOf(run.graph),
   };
 }
@@ -200,7 +201,9 @@ export class GraphWalk {
     const reads = nodeReads(node);
     const steps = await this.outputs.pick(reads.steps, branchKey, readsContent);
     const content = readsContent && reads.content ? await this.openContent() : null;
-    return walkContext(this.input.run, { input: this.runInput, steps, report: reads.report ? this.input.report : null, event: null, content, readsContent });
+    // Related accounts as they are now (a backtest over past reports sees today's signals).
+    const related = reads.related ? await relatedAccountsOfReport(this.input.env.DB, this.input.run.installationId, this.input.run.reportId) : undefined;
+    return walkContext(this.input.run, { input: this.runInput, steps, report: reads.report ? this.input.report : null, event: null, content, readsContent, ...(related ? { related } : {}) });
   }
 
   /** One node: simulated (effects), stopped at (waits), passed (delays), or executed by its executor. */

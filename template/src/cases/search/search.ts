@@ -1,7 +1,8 @@
 // Search across reports, cases, decisions and accounts (GET /search). `q` matches, through the
 // keyed terms of search_terms, every word of a report's description, or exactly its reporter's id
 // or contact; as an account, exactly the product's id of a subject's owner (reports'
-// subject_owner_key). Nothing is decrypted to search: the query is hashed the way intake hashed
+// subject_owner_key), or exactly a signal its owner was seen with (an IP, a device id, an email, a
+// payment fingerprint: account_signals' keyed hashes), so one IP of a spam wave finds its accounts. Nothing is decrypted to search: the query is hashed the way intake hashed
 // the sealed values. A search with `q` touches personal data, so it is audited (with a keyed
 // digest of the query, never the query). Filters: category, case state, queue, date range, a
 // decision's outcome and automation. Pages newest first, with an opaque cursor.
@@ -10,6 +11,7 @@ import { canReadPersonalData, type Actor } from "../../auth";
 import { AppError } from "../../errors";
 import { encodeCursor } from "../../lib/cursor";
 import { personKey, searchTerm } from "../../lib/person-keys";
+import { signalKeys } from "../reports/signals";
 import { normalizeIdentifier, searchWords } from "./search-terms";
 
 export const SEARCH_TYPES = ["report", "case", "decision", "account"] as const;
@@ -164,13 +166,26 @@ export async function search(env: Env, actor: Actor, query: SearchQuery): Promis
   let rows: Row[];
   let fields: string[] = [];
   if (query.type === "account") {
-    if (!q) throw new AppError("search.query_required", "An account search names the account's id in q (the product's id of the subject's owner).", { status: 400, details: { parameter: "q" } });
-    fields = ["account.id"];
+    if (!q) throw new AppError("search.query_required", "An account search names the account's id in q (the product's id of the subject's owner), or a signal (an IP, a device id, an email).", { status: 400, details: { parameter: "q" } });
+    fields = ["account.id", "account.signals"];
     const key = personKey(actor.installationId, q);
-    const row = await env.DB.prepare(`SELECT COUNT(*) AS reports, MAX(created_at) AS lastReportedAt FROM reports WHERE installation_id = ?1 AND subject_owner_key = ?2`)
-      .bind(actor.installationId, key)
-      .first<{ reports: number; lastReportedAt: string | null }>();
-    rows = row && row.reports > 0 && !query.cursor ? [{ id: q, at: row.lastReportedAt ?? "", reportCount: row.reports }] : [];
+    // The query hashed as each signal kind would be: an account seen with it, whichever kind it is.
+    const signals = signalKeys(actor.installationId, { ip: q, deviceId: q, email: q, paymentFingerprint: q });
+    const [own, bySignal] = await env.DB.batch<Record<string, unknown>>([
+      env.DB.prepare(`SELECT COUNT(*) AS reports, MAX(created_at) AS lastReportedAt FROM reports WHERE installation_id = ?1 AND subject_owner_key = ?2`).bind(actor.installationId, key),
+      env.DB.prepare(`SELECT s.account_key AS accountKey, s.kind, MAX(s.last_seen) AS lastSeen,
+          (SELECT COUNT(*) FROM reports r WHERE r.installation_id = ?1 AND r.subject_owner_key = s.account_key) AS reports
+        FROM account_signals s WHERE s.installation_id = ?1 AND s.signal IN (SELECT json_extract(value, '$.signal') FROM json_each(?2)) AND s.account_key <> ?3
+        GROUP BY s.account_key, s.kind ORDER BY lastSeen DESC, accountKey LIMIT ?4`).bind(actor.installationId, JSON.stringify(signals), key ?? "", query.limit + 1),
+    ]);
+    const row = own!.results[0] as { reports: number; lastReportedAt: string | null } | undefined;
+    rows = query.cursor
+      ? []
+      : [
+          ...(row && row.reports > 0 ? [{ id: q, at: row.lastReportedAt ?? "", reportCount: row.reports, matchedBy: "id" }] : []),
+          // Accounts seen with the signal, by their key (their ids are not stored; GET /accounts/<key> opens one).
+          ...(bySignal!.results as Array<{ accountKey: string; kind: string; lastSeen: string; reports: number }>).map((r) => ({ id: r.accountKey, at: r.lastSeen, reportCount: Number(r.reports), matchedBy: r.kind })),
+        ];
   } else {
     const m = q ? matcher(actor.installationId, q) : null;
     if (m) fields = ["description", "reporter.id", "reporter.contact"];
