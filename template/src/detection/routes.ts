@@ -1,5 +1,6 @@
 // /api/v1 rule sets (versions, deployments), product events, labels.
 import { routes, withStatus } from "../http/route";
+import { getLabelerSettings, putLabelerSettings, queryLabels } from "./atproto";
 import { backtestRuleSetVersion } from "./backtest";
 import { intakeEvents, testRules } from "./events";
 import { listLabels, putLabelByPerson } from "./labels";
@@ -88,14 +89,32 @@ export const detectionRoutes = routes()
     {
       method: "get",
       path: "/xrpc/com.atproto.label.queryLabels",
-      summary: "The ATProto label view (com.atproto.label.queryLabels): not available yet, a 501 with label.atproto_unavailable",
-      auth: ["admin", "review"],
+      summary: "The ATProto label view (com.atproto.label.queryLabels): the installation's public labels whose subject matches a uriPatterns (repeat the parameter; a full URI or a prefix ending in *), signed when the labeler has a key",
+      auth: ["admin", "review", "read"],
+      query: { limit: { default: 50, max: 250 }, cursor: /^\d{1,18}$/u, strings: ["uriPatterns", "sources"] },
       ok: 200,
-      errors: [501],
+      errors: [400, 409],
     },
-    async () => {
-      throw new AppError("label.atproto_unavailable", "The ATProto label view is not available yet (it needs the installation's labeler DID and signing key); read labels with GET /api/v1/labels?entity=<kind>&value=<id>.", { status: 501 });
+    async (c, { query }) =>
+      queryLabels(c.env, c.get("actor"), {
+        uriPatterns: (c.req.queries("uriPatterns") ?? []).filter((pattern) => pattern !== ""),
+        sources: (c.req.queries("sources") ?? []).filter((source) => source !== ""),
+        limit: query.limit,
+        cursor: query.cursor,
+      }),
+  )
+  .op({ method: "get", path: "/labeler", summary: "The installation as an ATProto labeler: its DID, which labels are public, its signing key's did:key", auth: ["admin"], ok: 200 }, async (c) => getLabelerSettings(c.env, c.get("actor")))
+  .op(
+    {
+      method: "put",
+      path: "/labeler",
+      summary: "Make the installation an ATProto labeler: its DID, the entity kinds (never personal ones) and, optionally, label values that are public, and its signing key (generate, keep, remove)",
+      auth: ["admin"],
+      body: "PutLabeler",
+      ok: 200,
+      errors: [422],
     },
+    async (c, { body }) => putLabelerSettings(c.env, c.get("actor"), body),
   )
   .op({ method: "post", path: "/labels", summary: "Label an entity, or negate a label (a person's label stands against rules until it expires)", auth: ["admin", "review"], body: "PutLabel", ok: 201, errors: [422] }, async (c, { body }) =>
     putLabelByPerson(c.env, c.get("actor"), body),

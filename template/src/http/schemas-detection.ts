@@ -91,6 +91,17 @@ export const detectionSchemas = {
     },
   },
   PutEventSettings: { type: "object", required: ["sampleRate"], additionalProperties: false, properties: { sampleRate: { type: "number", minimum: 0, maximum: 1 } } },
+  PutLabeler: {
+    type: "object",
+    required: ["did", "publicKinds"],
+    additionalProperties: false,
+    properties: {
+      did: { type: "string", minLength: 8, maxLength: 2048, description: "The labeler's DID: the src of every label it serves." },
+      publicKinds: { type: "array", maxItems: 16, uniqueItems: true, items: entityKind, description: "Entity kinds whose labels are public: account and content kinds only." },
+      publicValues: { type: ["array", "null"], maxItems: 200, uniqueItems: true, items: { type: "string", minLength: 1, maxLength: 64 }, description: "Only these label values are public (absent or null: every value)." },
+      signingKey: { enum: ["generate", "keep", "remove"], description: "generate a new secp256k1 key (its did:key is shown, never the key), keep the current one (the default), or remove it (labels unsigned)." },
+    },
+  },
   PutLabel: {
     type: "object",
     required: ["entity", "value", "label"],
