@@ -20,6 +20,8 @@ async function deploy(apiKey: string, rules: unknown[]) {
   const set = await api("/api/v1/rule-sets", { key: apiKey, body: { name: `hooks-${crypto.randomUUID()}` } });
   const version = await api(`/api/v1/rule-sets/${set.body.id}/versions`, { key: apiKey, body: { rules } });
   expect(version.status, JSON.stringify(version.body)).toBe(201);
+  // Labels apply in autonomous only; the gate is waived (promotion is test/detection-promotion.test.ts).
+  await api(`/api/v1/rule-sets/${set.body.id}/gate`, { key: apiKey, method: "PUT", body: { minComparedHits: 0, minAgreementLow: 0 } });
   const deployed = await api(`/api/v1/rule-sets/${set.body.id}/deployment`, { key: apiKey, method: "PUT", body: { versionId: version.body.id, authorityMode: "autonomous" } });
   expect(deployed.status).toBe(200);
 }

@@ -197,6 +197,7 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   }),
   PutLabel: () => ({ entity: "account", value: "tenancy", label: "tenancy" }),
   PutLabeler: () => ({ did: "did:web:labels.tenancy.test", publicKinds: ["account"] }),
+  RuleSetGate: () => ({ minComparedHits: 10 }),
   CreateHashBank: () => ({ name: `hb-${crypto.randomUUID()}`, kind: "pdq" }),
   UpdateHashBank: () => ({ threshold: 20 }),
   AddHashBankEntries: () => ({ entries: [{ hash: "0f".repeat(32), tags: ["tenancy"] }] }),

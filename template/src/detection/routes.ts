@@ -4,7 +4,7 @@ import { getLabelerSettings, putLabelerSettings, queryLabels } from "./atproto";
 import { backtestRuleSetVersion } from "./backtest";
 import { intakeEvents, testRules } from "./events";
 import { listLabels, putLabelByPerson } from "./labels";
-import { createRuleSet, deployRuleSet, getRuleSet, getRuleSetVersion, listRuleHits, listRuleSets, publishRuleSetVersion, putEventSettings, type Rule } from "./rule-sets";
+import { createRuleSet, deployRuleSet, getRuleSet, getRuleSetGate, getRuleSetVersion, putRuleSetGate, listRuleHits, listRuleSets, publishRuleSetVersion, putEventSettings, type Rule } from "./rule-sets";
 import { AppError } from "../errors";
 
 export const detectionRoutes = routes()
@@ -37,9 +37,33 @@ export const detectionRoutes = routes()
     },
     async (c, { query }) => listRuleHits(c.env, c.get("actor"), c.req.param("id"), { limit: query.limit, ...(query.since ? { since: query.since } : {}) }),
   )
+  .op(
+    {
+      method: "get",
+      path: "/rule-sets/:id/gate",
+      summary: "A rule set's promotion gate and, for a version (default: the deployed one), per rule its hits, hit rate and shadow agreement with people's later labels, and whether it may be deployed autonomous",
+      auth: ["admin", "review"],
+      query: { strings: ["versionId"] },
+      ok: 200,
+      errors: [404],
+    },
+    async (c, { query }) => getRuleSetGate(c.env, c.get("actor"), c.req.param("id"), query.versionId),
+  )
+  .op(
+    { method: "put", path: "/rule-sets/:id/gate", summary: "Set a rule set's promotion gate for autonomous (comparisons, agreement's lower bound); audited", auth: ["admin"], body: "RuleSetGate", ok: 200, errors: [404] },
+    async (c, { body }) => putRuleSetGate(c.env, c.get("actor"), c.req.param("id"), body),
+  )
   .op({ method: "get", path: "/rule-set-versions/:id", summary: "Read a published rule set version", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => getRuleSetVersion(c.env, c.get("actor"), c.req.param("id")))
   .op(
-    { method: "put", path: "/rule-sets/:id/deployment", summary: "Deploy a version of the rule set in an authority mode (off, shadow, assisted, autonomous)", auth: ["admin"], body: "DeployRuleSet", ok: 200, errors: [404] },
+    {
+      method: "put",
+      path: "/rule-sets/:id/deployment",
+      summary: "Deploy a version of the rule set in an authority mode (off, shadow, assisted, autonomous); autonomous passes the rule set's gate over the version's shadow agreement (409 promotion.gate_not_met)",
+      auth: ["admin"],
+      body: "DeployRuleSet",
+      ok: 200,
+      errors: [404, 409],
+    },
     async (c, { body }) => deployRuleSet(c.env, c.get("actor"), c.req.param("id"), body),
   )
   .op(

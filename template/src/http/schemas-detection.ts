@@ -91,6 +91,15 @@ export const detectionSchemas = {
     },
   },
   PutEventSettings: { type: "object", required: ["sampleRate"], additionalProperties: false, properties: { sampleRate: { type: "number", minimum: 0, maximum: 1 } } },
+  RuleSetGate: {
+    type: "object",
+    additionalProperties: false,
+    minProperties: 1,
+    properties: {
+      minComparedHits: { type: "integer", minimum: 0, maximum: 100000, description: "Comparisons of the version's shadow hits with people's later labels needed for autonomous." },
+      minAgreementLow: { type: "number", minimum: 0, maximum: 1, description: "Agreement's lower bound (95% Wilson) needed for autonomous." },
+    },
+  },
   PutLabeler: {
     type: "object",
     required: ["did", "publicKinds"],
