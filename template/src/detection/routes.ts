@@ -1,7 +1,7 @@
 // /api/v1 rule sets (versions, deployments), product events, labels.
 import { routes, withStatus } from "../http/route";
 import { getLabelerSettings, putLabelerSettings, queryLabels } from "./atproto";
-import { backtestRuleSetVersion } from "./backtest";
+import { backtestOnReports, backtestRuleSetVersion } from "./backtest";
 import { intakeEvents, testRules } from "./events";
 import { listLabels, putLabelByPerson } from "./labels";
 import { createRuleSet, deployRuleSet, getRuleSet, getRuleSetGate, getRuleSetVersion, putRuleSetGate, listRuleHits, listRuleSets, publishRuleSetVersion, putEventSettings, type Rule } from "./rule-sets";
@@ -82,13 +82,17 @@ export const detectionRoutes = routes()
     {
       method: "post",
       path: "/rule-set-versions/:id/backtests",
-      summary: "Replay a rule set version over the sampled events of a time range (up to 2,000), as in shadow: hits per rule, nothing applied (the read of the samples is audited)",
+      summary:
+        "Replay a rule set version over a time range (up to 2,000 events), as in shadow: hits per rule, nothing applied. source samples (default): the sampled events (their read is audited); reports: the stored reports, each a report.created event",
       auth: ["admin"],
       body: "BacktestRuleSetVersion",
       ok: 200,
       errors: [404, 409],
     },
-    async (c, { body }) => backtestRuleSetVersion(c.env, c.get("actor"), c.req.param("id"), body),
+    async (c, { body }) => {
+      const { source, ...range } = body;
+      return source === "reports" ? backtestOnReports(c.env, c.get("actor"), c.req.param("id"), range) : backtestRuleSetVersion(c.env, c.get("actor"), c.req.param("id"), range);
+    },
   )
   .op(
     {

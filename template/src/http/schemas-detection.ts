@@ -85,7 +85,8 @@ export const detectionSchemas = {
     type: "object",
     additionalProperties: false,
     properties: {
-      from: { type: "string", maxLength: 40, description: "Sampled events from this time (default: 7 days ago)." },
+      source: { enum: ["samples", "reports"], description: "samples (default): the sampled events; reports: the stored reports, each replayed as a report.created event." },
+      from: { type: "string", maxLength: 40, description: "Events (or reports) from this time (default: 7 days ago)." },
       to: { type: "string", maxLength: 40, description: "Up to this time (default: now)." },
       limit: { type: "integer", minimum: 1, maximum: 2000 },
     },
