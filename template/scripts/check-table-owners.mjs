@@ -16,6 +16,7 @@ export const TABLE_OWNERS = {
   entity_labels: "detection",
   event_settings: "detection",
   event_samples: "detection",
+  labeler_settings: "detection",
   hash_banks: "media",
   hash_exchange_follows: "media",
   hash_exchange_entries: "media",

@@ -12,6 +12,8 @@ async function deployRules(key: string, rules: unknown[], authorityMode = "auton
   expect(set.status, JSON.stringify(set.body)).toBe(201);
   const version = await api(`/api/v1/rule-sets/${set.body.id}/versions`, { key, body: { rules } });
   expect(version.status, JSON.stringify(version.body)).toBe(201);
+  // These tests are about what rules do, not how they earn autonomy (test/detection-promotion.test.ts): the gate is waived.
+  if (authorityMode === "autonomous") expect((await api(`/api/v1/rule-sets/${set.body.id}/gate`, { key, method: "PUT", body: { minComparedHits: 0, minAgreementLow: 0 } })).status).toBe(200);
   const deployed = await api(`/api/v1/rule-sets/${set.body.id}/deployment`, { key, method: "PUT", body: { versionId: version.body.id, authorityMode } });
   expect(deployed.status, JSON.stringify(deployed.body)).toBe(200);
   return { ruleSetId: set.body.id, versionId: version.body.id };
@@ -412,10 +414,10 @@ describe("labels", () => {
     expect(JSON.stringify(audited)).not.toContain("203.0.113.9");
   });
 
-  it("have no ATProto view yet: a typed 501", async () => {
+  it("have no ATProto view until the installation is a labeler: a typed 409 (the view is test/detection-atproto.test.ts)", async () => {
     const { apiKey } = await newInstallation("labels-atproto");
     const response = await api("/api/v1/xrpc/com.atproto.label.queryLabels?uriPatterns=did:plc:abc", { key: apiKey });
-    expect(response.status).toBe(501);
+    expect(response.status).toBe(409);
     expect(response.body.error.code).toBe("label.atproto_unavailable");
   });
 

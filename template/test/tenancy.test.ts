@@ -196,6 +196,8 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
     events: [{ id: "e1", type: "post.created", occurredAt: new Date().toISOString(), entities: { account: "tenancy" } }],
   }),
   PutLabel: () => ({ entity: "account", value: "tenancy", label: "tenancy" }),
+  PutLabeler: () => ({ did: "did:web:labels.tenancy.test", publicKinds: ["account"] }),
+  RuleSetGate: () => ({ minComparedHits: 10 }),
   CreateHashBank: () => ({ name: `hb-${crypto.randomUUID()}`, kind: "pdq" }),
   UpdateHashBank: () => ({ threshold: 20 }),
   AddHashBankEntries: () => ({ entries: [{ hash: "0f".repeat(32), tags: ["tenancy"] }] }),

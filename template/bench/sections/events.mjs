@@ -68,6 +68,8 @@ function batchOf(tag, batch, base) {
 async function deploy(api, key, rules) {
   const set = await api("/api/v1/rule-sets", { body: { name: `bench-${randomBytes(4).toString("hex")}` }, key });
   const version = await api(`/api/v1/rule-sets/${set.id}/versions`, { body: { rules }, key });
+  // The bench measures evaluation, not promotion: its rule set waives the gate for autonomous.
+  await api(`/api/v1/rule-sets/${set.id}/gate`, { method: "PUT", body: { minComparedHits: 0, minAgreementLow: 0 }, key });
   await api(`/api/v1/rule-sets/${set.id}/deployment`, { method: "PUT", body: { versionId: version.id, authorityMode: "autonomous" }, key });
 }
 

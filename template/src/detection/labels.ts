@@ -10,6 +10,7 @@ import { type Actor, canReadPersonalData } from "../auth";
 import { AppError } from "../errors";
 import { newId } from "../lib/crypto";
 import { entityKey } from "../lib/person-keys";
+import { enqueueWritten, labelChangeDeliveries, labelEndpoints } from "./label-webhooks";
 import { OUTCOME_ENTITY_KINDS, parseDuration } from "./rule-sets";
 import { ENTITY_KIND } from "./rules-language";
 
@@ -23,6 +24,13 @@ export interface LabelWrite {
   sourceId: string;
   at: string;
   expiresAt: string | null;
+  /** labelSubject(kind, id). */
+  subject: string | null;
+}
+
+/** A label's subject in the clear: the entity's id for account and content kinds (OUTCOME_ENTITY_KINDS), null for personal kinds. */
+export function labelSubject(kind: string, value: string): string | null {
+  return Object.hasOwn(OUTCOME_ENTITY_KINDS, kind) ? value : null;
 }
 
 /**
@@ -32,13 +40,13 @@ export interface LabelWrite {
 export function ruleLabelStatement(db: D1Database, label: LabelWrite): D1PreparedStatement {
   return db
     .prepare(`
-      INSERT INTO entity_labels (installation_id, entity_key, value, entity_kind, negated, source_type, source_id, created_at, expires_at)
-      VALUES (?1, ?2, ?3, ?4, 0, 'rule', ?5, ?6, ?7)
+      INSERT INTO entity_labels (installation_id, entity_key, value, entity_kind, negated, source_type, source_id, created_at, expires_at, subject)
+      VALUES (?1, ?2, ?3, ?4, 0, 'rule', ?5, ?6, ?7, ?8)
       ON CONFLICT (installation_id, entity_key, value) DO UPDATE SET
-        negated = 0, source_type = 'rule', source_id = excluded.source_id, expires_at = excluded.expires_at,
+        negated = 0, source_type = 'rule', source_id = excluded.source_id, expires_at = excluded.expires_at, subject = COALESCE(excluded.subject, entity_labels.subject),
         created_at = CASE WHEN entity_labels.expires_at IS NOT NULL AND entity_labels.expires_at <= ?6 THEN excluded.created_at ELSE entity_labels.created_at END
       WHERE entity_labels.source_type = 'rule' OR (entity_labels.expires_at IS NOT NULL AND entity_labels.expires_at <= ?6)`)
-    .bind(label.installationId, label.entityKey, label.value, label.kind, label.sourceId, label.at, label.expiresAt);
+    .bind(label.installationId, label.entityKey, label.value, label.kind, label.sourceId, label.at, label.expiresAt, label.subject);
 }
 
 function checkEntity(entity: string, value: string): void {
@@ -92,20 +100,27 @@ export async function putLabelByPerson(env: Env, actor: Actor, input: { entity: 
   const at = new Date().toISOString();
   const expiresAt = ttl === null ? null : new Date(Date.now() + ttl).toISOString();
   const sourceId = `${actor.audit.type}:${actor.audit.id}`;
-  await env.DB.batch([
+  const change = input.negate ? "negated" : "applied";
+  const deliveries = await labelChangeDeliveries(env, await labelEndpoints(env.DB, actor.installationId, change), {
+    installationId: actor.installationId,
+    change,
+    entityKind: input.entity,
+    entityKey: key,
+    entityId: input.value,
+    label: input.label,
+    source: `person:${sourceId}`,
+    createdAt: at,
+    expiresAt,
+    changeKey: `${key}\u0000${input.label}\u0000${at}\u0000${crypto.randomUUID()}`,
+    at,
+  });
+  const results = await env.DB.batch([
     env.DB.prepare(`
-      INSERT INTO entity_labels (installation_id, entity_key, value, entity_kind, negated, source_type, source_id, created_at, expires_at)
-      VALUES (?1, ?2, ?3, ?4, ?5, 'person', ?6, ?7, ?8)
-      ON CONFLICT (installation_id, entity_key, value) DO UPDATE SET negated = excluded.negated, source_type = 'person', source_id = excluded.source_id, created_at = excluded.created_at, expires_at = excluded.expires_at`).bind(
-      actor.installationId,
-      key,
-      input.label,
-      input.entity,
-      input.negate ? 1 : 0,
-      sourceId,
-      at,
-      expiresAt,
-    ),
+      INSERT INTO entity_labels (installation_id, entity_key, value, entity_kind, negated, source_type, source_id, created_at, expires_at, subject)
+      VALUES (?1, ?2, ?3, ?4, ?5, 'person', ?6, ?7, ?8, ?9)
+      ON CONFLICT (installation_id, entity_key, value) DO UPDATE SET negated = excluded.negated, source_type = 'person', source_id = excluded.source_id, created_at = excluded.created_at, expires_at = excluded.expires_at,
+        subject = excluded.subject`).bind(actor.installationId, key, input.label, input.entity, input.negate ? 1 : 0, sourceId, at, expiresAt, labelSubject(input.entity, input.value)),
+    ...deliveries.map((delivery) => delivery.statement),
     auditStatement(env.DB, {
       installationId: actor.installationId,
       idempotencyKey: `label:${key}:${input.label}:${at}`,
@@ -116,6 +131,11 @@ export async function putLabelByPerson(env: Env, actor: Actor, input: { entity: 
       at,
     }),
   ]);
+  await enqueueWritten(
+    env,
+    deliveries.map((delivery, i) => ({ id: delivery.id, index: 1 + i })),
+    results,
+  );
   return { entity: input.entity, label: input.label, negated: input.negate === true, source: `person:${sourceId}`, createdAt: at, expiresAt };
 }
 
@@ -144,12 +164,62 @@ const EXPIRED_SLICE = 500;
 
 /**
  * Deletes labels past their expiry, a bounded slice per call (readers already ignore them; this
- * keeps the table to live labels). `more` is 1 when the slice was full.
+ * keeps the table to live labels), and sends `label.expired` for each live (not negated) one to the
+ * endpoints its installation subscribed, in the delete's batch. Each delivery is guarded on the
+ * label still having that expiry (a rule may have refreshed it since the slice was read); the
+ * delete takes the same rows under the same condition. `more` is 1 when the slice was full.
  */
 export async function sweepExpiredLabels(env: Env, now: Date): Promise<{ deleted: number; more: number }> {
-  const result = await env.DB.prepare(`DELETE FROM entity_labels WHERE rowid IN (SELECT rowid FROM entity_labels WHERE expires_at IS NOT NULL AND expires_at <= ?1 LIMIT ${EXPIRED_SLICE})`).bind(now.toISOString()).run();
-  const deleted = result.meta.changes ?? 0;
-  return { deleted, more: deleted === EXPIRED_SLICE ? 1 : 0 };
+  const at = now.toISOString();
+  const { results: expired } = await env.DB.prepare(`
+      SELECT installation_id AS installationId, entity_key AS entityKey, value, entity_kind AS entityKind, negated, source_type AS sourceType, source_id AS sourceId,
+        created_at AS createdAt, expires_at AS expiresAt
+      FROM entity_labels WHERE expires_at IS NOT NULL AND expires_at <= ?1 LIMIT ${EXPIRED_SLICE}`)
+    .bind(at)
+    .all<{ installationId: string; entityKey: string; value: string; entityKind: string; negated: number; sourceType: string; sourceId: string; createdAt: string; expiresAt: string }>();
+  if (expired.length === 0) return { deleted: 0, more: 0 };
+  const endpoints = new Map<string, string[]>();
+  for (const installationId of new Set(expired.filter((row) => row.negated === 0).map((row) => row.installationId))) endpoints.set(installationId, await labelEndpoints(env.DB, installationId, "expired"));
+  const statements: D1PreparedStatement[] = [];
+  const deliveries: Array<{ id: string; index: number }> = [];
+  const sentAt = new Date(Math.min(Date.now(), now.getTime())).toISOString();
+  for (const row of expired) {
+    const ids = row.negated === 0 ? (endpoints.get(row.installationId) ?? []) : [];
+    if (ids.length === 0) continue;
+    const made = await labelChangeDeliveries(
+      env,
+      ids,
+      {
+        installationId: row.installationId,
+        change: "expired",
+        entityKind: row.entityKind,
+        entityKey: row.entityKey,
+        label: row.value,
+        source: `${row.sourceType}:${row.sourceId}`,
+        createdAt: row.createdAt,
+        expiresAt: row.expiresAt,
+        changeKey: `${row.entityKey}\u0000${row.value}\u0000${row.expiresAt}`,
+        // The delivery is due now (the sweep's time may be ahead of the clock, e.g. a catch-up).
+        at: sentAt,
+      },
+      { table: "entity_labels", where: { installation_id: row.installationId, entity_key: row.entityKey, value: row.value, expires_at: row.expiresAt, negated: 0 } },
+    );
+    for (const delivery of made) {
+      deliveries.push({ id: delivery.id, index: statements.length });
+      statements.push(delivery.statement);
+    }
+  }
+  const deleteIndex = statements.length;
+  statements.push(
+    env.DB.prepare(`DELETE FROM entity_labels WHERE (installation_id, entity_key, value) IN (SELECT value ->> '$[0]', value ->> '$[1]', value ->> '$[2]' FROM json_each(?1)) AND expires_at IS NOT NULL AND expires_at <= ?2`).bind(
+      JSON.stringify(expired.map((row) => [row.installationId, row.entityKey, row.value])),
+      at,
+    ),
+  );
+  const results = await env.DB.batch(statements);
+  await enqueueWritten(env, deliveries, results);
+  const deleted = results[deleteIndex]?.meta.changes ?? 0;
+  return { deleted, more: expired.length === EXPIRED_SLICE ? 1 : 0 };
 }
 
 /** How long a sampled event is kept for backtests. */

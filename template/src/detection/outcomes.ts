@@ -12,7 +12,8 @@ import { intakeReport } from "../cases/reports/reports";
 import { AppError, errorCode } from "../errors";
 import { createRun, type JsonValue } from "../workflows";
 import type { ProductEvent } from "./events";
-import { ruleLabelStatement } from "./labels";
+import { enqueueWritten, labelChangeDeliveries, labelEndpoints } from "./label-webhooks";
+import { labelSubject, ruleLabelStatement } from "./labels";
 import { type LoadedVersion, OUTCOME_ENTITY_KINDS, parseDuration, type Rule } from "./rule-sets";
 
 export interface Hit {
@@ -44,6 +45,10 @@ export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, i
   const statements: D1PreparedStatement[] = [...input.extra];
   const applied: boolean[] = [];
   let budget = MAX_APPLIED_OUTCOMES_PER_REQUEST;
+  // Label changes go out as webhooks (label-webhooks.ts): the subscribed endpoints, read once when any label may be applied.
+  const labelling = input.hits.some((hit) => "label" in hit.rule.outcome && applies(hit.version.authorityMode, hit.rule.outcome));
+  const endpoints = labelling ? await labelEndpoints(env.DB, actor.installationId, "applied") : [];
+  const deliveries: Array<{ id: string; index: number }> = [];
   for (const hit of input.hits) {
     const { event, version, rule } = hit;
     const outcome = rule.outcome;
@@ -53,6 +58,10 @@ export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, i
     let done = false;
     const entityOf = (kind: string | undefined) => (kind === undefined ? undefined : event.entities[kind]);
     const costly = "report" in outcome || "run" in outcome;
+    // The entity the outcome names, by key: what a person's later decision about it is compared with (shadow agreement).
+    const outcomeKind = "label" in outcome ? outcome.label.entity : "report" in outcome ? outcome.report.entity : undefined;
+    const outcomeValue = entityOf(outcomeKind);
+    const outcomeKey = outcomeKind !== undefined && outcomeValue !== undefined ? input.keyOf(outcomeKind, outcomeValue) : null;
     if (costly && applies(version.authorityMode, outcome) && budget <= 0) result = { error: "rule.outcomes_capped" };
     else if (applies(version.authorityMode, outcome)) {
       if (costly) budget -= 1;
@@ -63,18 +72,44 @@ export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, i
           if (value === undefined) result = { error: "rule.entity_missing" };
           else {
             const ttl = outcome.label.expiresIn === undefined ? null : parseDuration(outcome.label.expiresIn);
+            const entityKey = input.keyOf(outcome.label.entity, value);
+            // A rule's label lasts from the event it was drawn from.
+            const expiresAt = ttl === null ? null : new Date(event.at + ttl).toISOString();
             statements.push(
               ruleLabelStatement(env.DB, {
                 installationId: actor.installationId,
-                entityKey: input.keyOf(outcome.label.entity, value),
+                entityKey,
                 kind: outcome.label.entity,
                 value: outcome.label.value,
                 sourceId: source,
                 at: input.at,
-                // A rule's label lasts from the event it was drawn from.
-                expiresAt: ttl === null ? null : new Date(event.at + ttl).toISOString(),
+                expiresAt,
+                subject: labelSubject(outcome.label.entity, value),
               }),
             );
+            const made = await labelChangeDeliveries(
+              env,
+              endpoints,
+              {
+                installationId: actor.installationId,
+                change: "applied",
+                entityKind: outcome.label.entity,
+                entityKey,
+                entityId: value,
+                label: outcome.label.value,
+                source: `rule:${source}`,
+                createdAt: input.at,
+                expiresAt,
+                changeKey: `${entityKey}\u0000${outcome.label.value}\u0000${input.at}`,
+                at: input.at,
+              },
+              // Only a label this write created (or revived after its expiry): a refresh keeps its created_at.
+              { table: "entity_labels", where: { installation_id: actor.installationId, entity_key: entityKey, value: outcome.label.value, created_at: input.at, source_type: "rule", negated: 0 } },
+            );
+            for (const delivery of made) {
+              deliveries.push({ id: delivery.id, index: statements.length });
+              statements.push(delivery.statement);
+            }
             done = true;
           }
         } else if ("report" in outcome) {
@@ -123,8 +158,8 @@ export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, i
     applied.push(done);
     statements.push(
       env.DB.prepare(`
-        INSERT INTO rule_hits (installation_id, rule_set_version_id, rule_id, event_id, rule_set_id, event_type, authority_mode, applied, outcome_json, result_json, occurred_at, created_at)
-        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+        INSERT INTO rule_hits (installation_id, rule_set_version_id, rule_id, event_id, rule_set_id, event_type, authority_mode, applied, outcome_json, result_json, occurred_at, created_at, entity_key)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
         ON CONFLICT DO UPDATE SET applied = MAX(applied, excluded.applied), result_json = COALESCE(excluded.result_json, result_json)`).bind(
         actor.installationId,
         version.versionId,
@@ -138,9 +173,12 @@ export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, i
         result === null ? null : JSON.stringify(result),
         event.occurredAt,
         input.at,
+        outcomeKey,
       ),
     );
   }
-  for (let i = 0; i < statements.length; i += 500) await env.DB.batch(statements.slice(i, i + 500));
+  const results: D1Result[] = [];
+  for (let i = 0; i < statements.length; i += 500) results.push(...(await env.DB.batch(statements.slice(i, i + 500))));
+  await enqueueWritten(env, deliveries, results);
   return applied;
 }

@@ -1,9 +1,10 @@
 // /api/v1 rule sets (versions, deployments), product events, labels.
 import { routes, withStatus } from "../http/route";
-import { backtestRuleSetVersion } from "./backtest";
+import { getLabelerSettings, putLabelerSettings, queryLabels } from "./atproto";
+import { backtestOnReports, backtestRuleSetVersion } from "./backtest";
 import { intakeEvents, testRules } from "./events";
 import { listLabels, putLabelByPerson } from "./labels";
-import { createRuleSet, deployRuleSet, getRuleSet, getRuleSetVersion, listRuleHits, listRuleSets, publishRuleSetVersion, putEventSettings, type Rule } from "./rule-sets";
+import { createRuleSet, deployRuleSet, getRuleSet, getRuleSetGate, getRuleSetVersion, putRuleSetGate, listRuleHits, listRuleSets, publishRuleSetVersion, putEventSettings, type Rule } from "./rule-sets";
 import { AppError } from "../errors";
 
 export const detectionRoutes = routes()
@@ -36,9 +37,33 @@ export const detectionRoutes = routes()
     },
     async (c, { query }) => listRuleHits(c.env, c.get("actor"), c.req.param("id"), { limit: query.limit, ...(query.since ? { since: query.since } : {}) }),
   )
+  .op(
+    {
+      method: "get",
+      path: "/rule-sets/:id/gate",
+      summary: "A rule set's promotion gate and, for a version (default: the deployed one), per rule its hits, hit rate and shadow agreement with people's later labels, and whether it may be deployed autonomous",
+      auth: ["admin", "review"],
+      query: { strings: ["versionId"] },
+      ok: 200,
+      errors: [404],
+    },
+    async (c, { query }) => getRuleSetGate(c.env, c.get("actor"), c.req.param("id"), query.versionId),
+  )
+  .op(
+    { method: "put", path: "/rule-sets/:id/gate", summary: "Set a rule set's promotion gate for autonomous (comparisons, agreement's lower bound); audited", auth: ["admin"], body: "RuleSetGate", ok: 200, errors: [404] },
+    async (c, { body }) => putRuleSetGate(c.env, c.get("actor"), c.req.param("id"), body),
+  )
   .op({ method: "get", path: "/rule-set-versions/:id", summary: "Read a published rule set version", auth: ["admin", "review"], ok: 200, errors: [404] }, async (c) => getRuleSetVersion(c.env, c.get("actor"), c.req.param("id")))
   .op(
-    { method: "put", path: "/rule-sets/:id/deployment", summary: "Deploy a version of the rule set in an authority mode (off, shadow, assisted, autonomous)", auth: ["admin"], body: "DeployRuleSet", ok: 200, errors: [404] },
+    {
+      method: "put",
+      path: "/rule-sets/:id/deployment",
+      summary: "Deploy a version of the rule set in an authority mode (off, shadow, assisted, autonomous); autonomous passes the rule set's gate over the version's shadow agreement (409 promotion.gate_not_met)",
+      auth: ["admin"],
+      body: "DeployRuleSet",
+      ok: 200,
+      errors: [404, 409],
+    },
     async (c, { body }) => deployRuleSet(c.env, c.get("actor"), c.req.param("id"), body),
   )
   .op(
@@ -57,13 +82,17 @@ export const detectionRoutes = routes()
     {
       method: "post",
       path: "/rule-set-versions/:id/backtests",
-      summary: "Replay a rule set version over the sampled events of a time range (up to 2,000), as in shadow: hits per rule, nothing applied (the read of the samples is audited)",
+      summary:
+        "Replay a rule set version over a time range (up to 2,000 events), as in shadow: hits per rule, nothing applied. source samples (default): the sampled events (their read is audited); reports: the stored reports, each a report.created event",
       auth: ["admin"],
       body: "BacktestRuleSetVersion",
       ok: 200,
       errors: [404, 409],
     },
-    async (c, { body }) => backtestRuleSetVersion(c.env, c.get("actor"), c.req.param("id"), body),
+    async (c, { body }) => {
+      const { source, ...range } = body;
+      return source === "reports" ? backtestOnReports(c.env, c.get("actor"), c.req.param("id"), range) : backtestRuleSetVersion(c.env, c.get("actor"), c.req.param("id"), range);
+    },
   )
   .op(
     {
@@ -88,14 +117,32 @@ export const detectionRoutes = routes()
     {
       method: "get",
       path: "/xrpc/com.atproto.label.queryLabels",
-      summary: "The ATProto label view (com.atproto.label.queryLabels): not available yet, a 501 with label.atproto_unavailable",
-      auth: ["admin", "review"],
+      summary: "The ATProto label view (com.atproto.label.queryLabels): the installation's public labels whose subject matches a uriPatterns (repeat the parameter; a full URI or a prefix ending in *), signed when the labeler has a key",
+      auth: ["admin", "review", "read"],
+      query: { limit: { default: 50, max: 250 }, cursor: /^\d{1,18}$/u, strings: ["uriPatterns", "sources"] },
       ok: 200,
-      errors: [501],
+      errors: [400, 409],
     },
-    async () => {
-      throw new AppError("label.atproto_unavailable", "The ATProto label view is not available yet (it needs the installation's labeler DID and signing key); read labels with GET /api/v1/labels?entity=<kind>&value=<id>.", { status: 501 });
+    async (c, { query }) =>
+      queryLabels(c.env, c.get("actor"), {
+        uriPatterns: (c.req.queries("uriPatterns") ?? []).filter((pattern) => pattern !== ""),
+        sources: (c.req.queries("sources") ?? []).filter((source) => source !== ""),
+        limit: query.limit,
+        cursor: query.cursor,
+      }),
+  )
+  .op({ method: "get", path: "/labeler", summary: "The installation as an ATProto labeler: its DID, which labels are public, its signing key's did:key", auth: ["admin"], ok: 200 }, async (c) => getLabelerSettings(c.env, c.get("actor")))
+  .op(
+    {
+      method: "put",
+      path: "/labeler",
+      summary: "Make the installation an ATProto labeler: its DID, the entity kinds (never personal ones) and, optionally, label values that are public, and its signing key (generate, keep, remove)",
+      auth: ["admin"],
+      body: "PutLabeler",
+      ok: 200,
+      errors: [422],
     },
+    async (c, { body }) => putLabelerSettings(c.env, c.get("actor"), body),
   )
   .op({ method: "post", path: "/labels", summary: "Label an entity, or negate a label (a person's label stands against rules until it expires)", auth: ["admin", "review"], body: "PutLabel", ok: 201, errors: [422] }, async (c, { body }) =>
     putLabelByPerson(c.env, c.get("actor"), body),

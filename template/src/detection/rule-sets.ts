@@ -9,6 +9,7 @@ import { newId, sha256HexSync } from "../lib/crypto";
 import { isUniqueViolation } from "../lib/d1";
 import { EXPRESSION_SEMANTICS, type ExpressionSemantics, getVersionRow, type WorkflowAuthorityMode } from "../workflows";
 import { forgetDeployed } from "./deployed-cache";
+import { checkAutonomousGate, evaluateRuleSetPromotion, type RuleSetGate, ruleSetGateOf, ruleSetGateStatements } from "./rule-set-gates";
 import { compileRule, type CounterSpec, ENTITY_KIND } from "./rules-language";
 
 /** Rules a version may hold. */
@@ -58,7 +59,7 @@ export interface LoadedVersion {
   readsLabels: boolean;
 }
 
-const RULE_SET_COLUMNS = `id, name, deployed_version_id AS deployedVersionId, authority_mode AS authorityMode, deployed_at AS deployedAt, created_at AS createdAt, updated_at AS updatedAt`;
+const RULE_SET_COLUMNS = `id, name, deployed_version_id AS deployedVersionId, authority_mode AS authorityMode, deployed_at AS deployedAt, gate_json AS gateJson, created_at AS createdAt, updated_at AS updatedAt`;
 
 interface RuleSetRow {
   id: string;
@@ -66,6 +67,7 @@ interface RuleSetRow {
   deployedVersionId: string | null;
   authorityMode: WorkflowAuthorityMode;
   deployedAt: string | null;
+  gateJson: string | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -117,6 +119,31 @@ export async function getRuleSet(env: Env, actor: Actor, id: string) {
 export async function listRuleSets(env: Env, actor: Actor) {
   const { results } = await env.DB.prepare(`SELECT ${RULE_SET_COLUMNS} FROM rule_sets WHERE installation_id = ?1 ORDER BY created_at DESC LIMIT 500`).bind(actor.installationId).all<RuleSetRow>();
   return { items: results.map(serializeRuleSet) };
+}
+
+/**
+ * A rule set's gate and, for a version (default: the deployed one), per rule its hits, hit rate and
+ * shadow agreement, and where the version stands against the gate for autonomous.
+ */
+export async function getRuleSetGate(env: Env, actor: Actor, ruleSetId: string, versionId?: string) {
+  const ruleSet = await getRuleSetRow(env.DB, actor.installationId, ruleSetId);
+  if (!ruleSet) throw notFound("rule_set");
+  const { gate, source } = ruleSetGateOf(ruleSet.gateJson);
+  const id = versionId ?? ruleSet.deployedVersionId;
+  if (!id) return { ruleSetId, gate, source, version: null };
+  const version = await getRuleSetVersionRow(env.DB, actor.installationId, id);
+  if (!version || version.ruleSetId !== ruleSetId) throw new AppError("rule_set_version.not_found", "No version with this id in this rule set.", { status: 404 });
+  const evaluation = await evaluateRuleSetPromotion(env.DB, actor.installationId, { gateJson: ruleSet.gateJson, versionId: id, ruleIds: (JSON.parse(version.rulesJson) as StoredRules).rules.map((rule) => rule.id) });
+  return { ruleSetId, gate, source, version: { id, version: version.version, rules: evaluation.rules, autonomous: { requirements: evaluation.requirements, met: evaluation.met } } };
+}
+
+/** Sets the rule set's gate (fields left out keep their value); audited. */
+export async function putRuleSetGate(env: Env, actor: Actor, ruleSetId: string, input: Partial<RuleSetGate>) {
+  const ruleSet = await getRuleSetRow(env.DB, actor.installationId, ruleSetId);
+  if (!ruleSet) throw notFound("rule_set");
+  const gate: RuleSetGate = { ...ruleSetGateOf(ruleSet.gateJson).gate, ...input };
+  await env.DB.batch(ruleSetGateStatements(env.DB, actor, ruleSet, gate, new Date().toISOString()));
+  return getRuleSetGate(env, actor, ruleSetId);
 }
 
 function serializeRuleSet(row: RuleSetRow) {
@@ -267,6 +294,17 @@ export async function deployRuleSet(env: Env, actor: Actor, ruleSetId: string, i
         status: 422,
       });
   }
+  // Autonomous acts without a person: a version earns it through the rule set's gate (rule-set-gates.ts).
+  const promotion =
+    input.authorityMode === "autonomous" && !(ruleSet.authorityMode === "autonomous" && ruleSet.deployedVersionId === input.versionId)
+      ? await checkAutonomousGate(
+          env.DB,
+          actor.installationId,
+          ruleSet,
+          input.versionId,
+          (JSON.parse(version.rulesJson) as StoredRules).rules.map((rule) => rule.id),
+        )
+      : null;
   const at = new Date().toISOString();
   await env.DB.batch([
     env.DB.prepare(`UPDATE rule_sets SET deployed_version_id = ?3, authority_mode = ?4, deployed_at = ?5, updated_at = ?5 WHERE installation_id = ?1 AND id = ?2`).bind(
@@ -288,6 +326,7 @@ export async function deployRuleSet(env: Env, actor: Actor, ruleSetId: string, i
         version: version.version,
         authorityMode: input.authorityMode,
         previous: ruleSet.deployedVersionId ? { versionId: ruleSet.deployedVersionId, authorityMode: ruleSet.authorityMode } : null,
+        ...(promotion ? { digest: promotion.digest, evidence: promotion.evidence } : {}),
       },
       at,
     }),

@@ -4,9 +4,9 @@ export { completeWorkflowAction, prepareWorkflowAction } from "./action-runtime"
 export { proposalJsonSql, type ProposalRow } from "./actions";
 export { cancelStepProposalStatements, RUN_END_PROPOSALS_SQL, runEndProposalStatements, type ProposalCancelReason } from "./proposal-cancellation";
 export { completeHandoffStatements, handoffWorkflowReport, recordWorkflowDecision, sendWorkflowMessage, type EffectCall, type EffectResult } from "./effects";
-export { ACCOUNT_EVENT_TYPES, ALERT_EVENT_TYPES, WEBHOOK_EVENT_TYPES, deliveryStatement, enqueueDeliveries, sweepPendingDeliveries, type NewDelivery } from "./webhooks";
+export { ACCOUNT_EVENT_TYPES, ALERT_EVENT_TYPES, LABEL_EVENT_TYPES, WEBHOOK_EVENT_TYPES, deliveryStatement, enqueueDeliveries, sweepPendingDeliveries, type NewDelivery } from "./webhooks";
 export { getEndpointRow, subscribedEndpointIdsSql, subscribedEndpointsStatement, type EndpointRow } from "./webhook-endpoints";
-export { ACTION_TYPE_AUTONOMY, decidedProposals, precisionRequirements, type ActionTypeAutonomy, type DecidedProposals, type GateRequirement } from "./proposal-figures";
+export { ACTION_TYPE_AUTONOMY, agreementRequirements, decidedProposals, precisionRequirements, type ActionTypeAutonomy, type DecidedProposals, type GateRequirement } from "./proposal-figures";
 export { sendComplaintOutcome, sweepComplaintOutcomes } from "./affected-user-outcome";
 export { readRedressSettings, type RedressSettings, type SettlementBody } from "./affected-user-settings";
 export { COMPLAINT_MONTHS, NOTICE_SOURCES, NOTIFIER_MESSAGE_KINDS, complaintDeadline, noticeReceiptStatements, notifierSanctionStatements, type NotifierMessages } from "./notifier-messages";

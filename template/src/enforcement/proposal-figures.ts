@@ -73,3 +73,29 @@ export function precisionRequirements(
     },
   ];
 }
+
+/**
+ * The two requirements over a shadow record compared with people's decisions (a trigger's shadow
+ * runs, a rule set's shadow hits): at least `minCompared` comparisons (named `comparedRequirement`),
+ * and the lower bound of agreement's interval (agreements / compared) at least `minAgreementLow`.
+ * A gate of 0 for both asks for nothing: with nothing compared the bound is unknown, and only a
+ * required bound of 0 is met by it. `figures` adds what each requirement reports beside its numbers.
+ */
+export function agreementRequirements(
+  figures: { compared: number; agreements: number; comparedFigures?: Record<string, unknown>; agreementFigures?: Record<string, unknown> },
+  gate: { minCompared: number; minAgreementLow: number; comparedRequirement: string },
+  interval: (successes: number, trials: number) => { value: number | null; low: number | null; high: number | null },
+): GateRequirement[] {
+  const agreement = interval(figures.agreements, figures.compared);
+  return [
+    { requirement: gate.comparedRequirement, required: gate.minCompared, actual: figures.compared, met: figures.compared >= gate.minCompared, ...figures.comparedFigures },
+    {
+      requirement: "agreement_low",
+      required: gate.minAgreementLow,
+      actual: agreement.low,
+      met: agreement.low === null ? gate.minAgreementLow <= 0 : agreement.low >= gate.minAgreementLow,
+      agreement: { value: agreement.value, low: agreement.low, high: agreement.high, agreements: figures.agreements, compared: figures.compared },
+      ...figures.agreementFigures,
+    },
+  ];
+}

@@ -30,7 +30,9 @@ export { createEndpoint } from "./webhook-endpoints";
 export const ALERT_EVENT_TYPES = ["alert.sla_breached", "alert.delivery_dead", "alert.repair_spike", "alert.audit_verify_failed"] as const;
 /** What the product hears of an account's ladder after the fact (accounts/notices.ts): a sanction walked back, a strike expired. */
 export const ACCOUNT_EVENT_TYPES = ["account.sanction_reversed", "account.strike_expired"] as const;
-export const WEBHOOK_EVENT_TYPES = ["action.execute", "message.send", "report.handoff", ...ALERT_EVENT_TYPES, ...ACCOUNT_EVENT_TYPES] as const;
+/** A label an entity carries changed (detection/label-webhooks.ts): applied, negated by a person, or past its expiry. */
+export const LABEL_EVENT_TYPES = ["label.applied", "label.negated", "label.expired"] as const;
+export const WEBHOOK_EVENT_TYPES = ["action.execute", "message.send", "report.handoff", ...ALERT_EVENT_TYPES, ...ACCOUNT_EVENT_TYPES, ...LABEL_EVENT_TYPES] as const;
 const DEFAULT_TIMEOUT_SECONDS = 15;
 const MAX_BACKOFF_SECONDS = 6 * 3600;
 /** A pending delivery whose next attempt is this overdue has lost its message; the sweep re-queues it. */
@@ -65,7 +67,7 @@ export interface NewDelivery {
  */
 export async function deliveryStatement(
   env: Env,
-  input: { installationId: string; endpointId: string; eventType: string; sourceType: "action" | "message" | "handoff" | "resend" | "alert"; sourceId: string; data: unknown; at: string; leaseUntil?: string },
+  input: { installationId: string; endpointId: string; eventType: string; sourceType: "action" | "message" | "handoff" | "resend" | "alert" | "label"; sourceId: string; data: unknown; at: string; leaseUntil?: string },
   onlyIf?: RowGuard,
 ): Promise<NewDelivery> {
   const id = newId("msg");

@@ -85,12 +85,33 @@ export const detectionSchemas = {
     type: "object",
     additionalProperties: false,
     properties: {
-      from: { type: "string", maxLength: 40, description: "Sampled events from this time (default: 7 days ago)." },
+      source: { enum: ["samples", "reports"], description: "samples (default): the sampled events; reports: the stored reports, each replayed as a report.created event." },
+      from: { type: "string", maxLength: 40, description: "Events (or reports) from this time (default: 7 days ago)." },
       to: { type: "string", maxLength: 40, description: "Up to this time (default: now)." },
       limit: { type: "integer", minimum: 1, maximum: 2000 },
     },
   },
   PutEventSettings: { type: "object", required: ["sampleRate"], additionalProperties: false, properties: { sampleRate: { type: "number", minimum: 0, maximum: 1 } } },
+  RuleSetGate: {
+    type: "object",
+    additionalProperties: false,
+    minProperties: 1,
+    properties: {
+      minComparedHits: { type: "integer", minimum: 0, maximum: 100000, description: "Comparisons of the version's shadow hits with people's later labels needed for autonomous." },
+      minAgreementLow: { type: "number", minimum: 0, maximum: 1, description: "Agreement's lower bound (95% Wilson) needed for autonomous." },
+    },
+  },
+  PutLabeler: {
+    type: "object",
+    required: ["did", "publicKinds"],
+    additionalProperties: false,
+    properties: {
+      did: { type: "string", minLength: 8, maxLength: 2048, description: "The labeler's DID: the src of every label it serves." },
+      publicKinds: { type: "array", maxItems: 16, uniqueItems: true, items: entityKind, description: "Entity kinds whose labels are public: account and content kinds only." },
+      publicValues: { type: ["array", "null"], maxItems: 200, uniqueItems: true, items: { type: "string", minLength: 1, maxLength: 64 }, description: "Only these label values are public (absent or null: every value)." },
+      signingKey: { enum: ["generate", "keep", "remove"], description: "generate a new secp256k1 key (its did:key is shown, never the key), keep the current one (the default), or remove it (labels unsigned)." },
+    },
+  },
   PutLabel: {
     type: "object",
     required: ["entity", "value", "label"],

@@ -106,6 +106,8 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "entity_labels", where: OWN },
   { table: "event_settings", where: OWN },
   { table: "event_samples", where: OWN },
+  // The labeler's signing key travels sealed, as an endpoint's secret does.
+  { table: "labeler_settings", where: OWN },
   { table: "webhook_deliveries", where: OWN },
   { table: "webhook_attempts", where: "delivery_id IN (SELECT id FROM webhook_deliveries WHERE installation_id = ?1)" },
   { table: "workflow_waits", where: `run_id IN ${RUNS}` },

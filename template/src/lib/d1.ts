@@ -12,7 +12,8 @@ export function isUniqueViolation(error: unknown): boolean {
  */
 export interface RowGuard {
   table: string;
-  id: string;
+  /** The row's `id`; a table keyed otherwise names its key's columns in `where` instead. */
+  id?: string;
   where?: Record<string, string | number | null>;
 }
 
@@ -21,9 +22,12 @@ const IDENTIFIER = /^[a-z][a-z_]*$/u;
 export function rowGuardClause(guard: RowGuard, firstParam: number): { sql: string; binds: (string | number | null)[] } {
   const columns = Object.keys(guard.where ?? {});
   if (![guard.table, ...columns].every((name) => IDENTIFIER.test(name))) throw new Error("row_guard_identifier_invalid");
-  const conditions = [`id = ?${firstParam}`, ...columns.map((column, index) => `${column} = ?${firstParam + 1 + index}`)];
+  const byId = guard.id !== undefined;
+  const first = byId ? firstParam + 1 : firstParam;
+  const conditions = [...(byId ? [`id = ?${firstParam}`] : []), ...columns.map((column, index) => `${column} = ?${first + index}`)];
+  if (conditions.length === 0) throw new Error("row_guard_empty");
   return {
     sql: `WHERE EXISTS (SELECT 1 FROM ${guard.table} WHERE ${conditions.join(" AND ")})`,
-    binds: [guard.id, ...columns.map((column) => guard.where![column]!)],
+    binds: [...(byId ? [guard.id!] : []), ...columns.map((column) => guard.where![column]!)],
   };
 }

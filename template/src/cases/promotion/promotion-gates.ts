@@ -16,7 +16,7 @@
 import { auditStatement } from "../../audit";
 import type { Actor } from "../../auth";
 import { shadowReport, wilson } from "../../automation";
-import { decidedProposals, precisionRequirements, type GateRequirement } from "../../enforcement";
+import { agreementRequirements, decidedProposals, precisionRequirements, type GateRequirement } from "../../enforcement";
 import { notFound } from "../../errors";
 import { getVersionRow, type WorkflowAuthorityMode } from "../../workflows";
 import { overturnFigures, overturnLimitPassed, overturnWindowStart } from "./promotion-overturns";
@@ -71,21 +71,18 @@ function actionTypesOf(graphJson: string): string[] {
 }
 
 /** shadow → assisted: compared runs, and agreement's lower bound, from the version's shadow report. */
-async function agreementRequirements(env: Env, actor: Actor, workflowVersionId: string, gate: TriggerGate): Promise<GateRequirement[]> {
+async function versionAgreementRequirements(env: Env, actor: Actor, workflowVersionId: string, gate: TriggerGate): Promise<GateRequirement[]> {
   const report = await shadowReport(env, actor, workflowVersionId);
-  const agreement = wilson(report.agreements, report.runsCompared);
-  return [
-    { requirement: "compared_runs", required: gate.minComparedRuns, actual: report.runsCompared, met: report.runsCompared >= gate.minComparedRuns, shadowRuns: report.shadowRuns },
+  return agreementRequirements(
     {
-      requirement: "agreement_low",
-      required: gate.minAgreementLow,
-      actual: agreement.low,
-      met: agreement.low !== null && agreement.low >= gate.minAgreementLow,
-      agreement: { value: agreement.value, low: agreement.low, high: agreement.high, agreements: report.agreements, compared: report.runsCompared },
-      withoutHumanDecision: report.withoutHumanDecision,
-      withoutProposal: report.withoutProposal,
+      compared: report.runsCompared,
+      agreements: report.agreements,
+      comparedFigures: { shadowRuns: report.shadowRuns },
+      agreementFigures: { withoutHumanDecision: report.withoutHumanDecision, withoutProposal: report.withoutProposal },
     },
-  ];
+    { minCompared: gate.minComparedRuns, minAgreementLow: gate.minAgreementLow, comparedRequirement: "compared_runs" },
+    wilson,
+  );
 }
 
 export interface PromotionEvaluation {
@@ -103,7 +100,7 @@ export async function evaluateTriggerPromotion(env: Env, actor: Actor, trigger: 
   const { gate, source } = await triggerGateOf(env.DB, actor.installationId, trigger.id);
   const requirements: GateRequirement[] = [];
   if (to === "assisted") {
-    requirements.push(...(await agreementRequirements(env, actor, trigger.workflowVersionId, gate)));
+    requirements.push(...(await versionAgreementRequirements(env, actor, trigger.workflowVersionId, gate)));
   } else if (to === "autonomous") {
     const version = await getVersionRow(env.DB, actor.installationId, trigger.workflowVersionId);
     if (!version) throw notFound("workflow_version");
@@ -114,7 +111,7 @@ export async function evaluateTriggerPromotion(env: Env, actor: Actor, trigger: 
     }
     // A version without action nodes has no proposals to measure: its agreement with people is
     // the evidence (checked again, so the promotion records it rather than nothing).
-    if (actionTypes.length === 0) requirements.push(...(await agreementRequirements(env, actor, trigger.workflowVersionId, gate)).map((r) => ({ ...r, basis: "no_action_nodes" })));
+    if (actionTypes.length === 0) requirements.push(...(await versionAgreementRequirements(env, actor, trigger.workflowVersionId, gate)).map((r) => ({ ...r, basis: "no_action_nodes" })));
   }
   return { from: trigger.authorityMode, to, workflowVersionId: trigger.workflowVersionId, gate, gateSource: source, requirements, met: requirements.every((r) => r.met) };
 }
