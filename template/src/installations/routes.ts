@@ -13,11 +13,11 @@ export const installationRoutes = routes()
     {
       method: "post",
       path: "/installations/import",
-      summary: "Restore an installation from a backup into this deployment, which must not have it; verifies its audit chain",
+      summary: "Restore an installation from a backup into this deployment, which must not have it; verifies its audit chain and applies again the erasures made since the backup",
       auth: "admin_token",
       body: "ImportInstallation",
       ok: 201,
-      errors: [409, 422],
+      errors: [409, 422, 503],
     },
     async (c, { body }) => importInstallation(c.env, body),
   )
