@@ -175,4 +175,40 @@ describe("erasure by destroying a person's keys", () => {
     expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM erasure_tombstones WHERE installation_id = ?1").bind(mine.id).first<{ n: number }>()).toEqual({ n: 0 });
     expect(await openPersonalData(env, mine.id, "report:legacy", legacy.sealed)).toEqual({ description: WORDS_B });
   });
+  it("a database brought back to before an erasure (D1 Time Travel) gets the erasure applied again from its tombstone, by the admin token only", async () => {
+    const inst = await newInstallation("shredding-time-travel");
+    const a = await report(inst.apiKey, "person-a", "post-tt", WORDS_A);
+    const sealed = (await env.DB.prepare("SELECT personal_data AS sealed FROM reports WHERE id = ?1").bind(a.id).first<{ sealed: string }>())!.sealed;
+    // The key rows and the report as they were before the erasure (what Time Travel would bring back).
+    const keyRows = (await env.DB.prepare("SELECT * FROM person_data_keys WHERE installation_id = ?1").bind(inst.id).all<Record<string, string>>()).results;
+    expect(keyRows).toHaveLength(1);
+    expect((await api("/api/v1/personal-data/erase", { key: inst.apiKey, body: { reporter: { id: "person-a" } } })).body.keysDestroyed).toBe(1);
+    const row = keyRows[0]!;
+    await env.DB.batch([
+      env.DB.prepare("INSERT INTO person_data_keys (id, installation_id, person_index, period, wrapping_key_id, wrapped_key, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)").bind(
+        row.id,
+        row.installation_id,
+        row.person_index,
+        row.period,
+        row.wrapping_key_id,
+        row.wrapped_key,
+        row.created_at,
+      ),
+      env.DB.prepare("UPDATE reports SET personal_data = ?2, personal_data_erased_at = NULL, reporter_key = ?3 WHERE id = ?1").bind(a.id, sealed, row.person_index),
+      env.DB.prepare("DELETE FROM erasure_tombstones WHERE installation_id = ?1").bind(inst.id),
+    ]);
+    expect((await api(`/api/v1/reports/${a.id}`, { key: inst.apiKey })).body.description).toBe(WORDS_A);
+    // Not for an installation's own key; an unknown installation is a 404.
+    expect((await api(`/api/v1/installations/${inst.id}/reapply-erasures`, { key: inst.apiKey, method: "POST" })).status).toBe(401);
+    expect((await api("/api/v1/installations/inst_nope/reapply-erasures", { key: ADMIN_TOKEN, method: "POST" })).status).toBe(404);
+    // The tombstone's R2 copy outlived the rollback of D1's; the erasure is applied again.
+    const reapplied = await api(`/api/v1/installations/${inst.id}/reapply-erasures`, { key: ADMIN_TOKEN, method: "POST" });
+    expect(reapplied.status).toBe(200);
+    expect(reapplied.body.erasuresReapplied).toMatchObject({ people: 1, keys: 1, reports: 1 });
+    expect(await personKeyCount(inst.id, "person-a")).toBe(0);
+    expect(await openOutcome(inst.id, a.id, sealed)).toBe("crypto.data_key_destroyed");
+    expect((await api(`/api/v1/reports/${a.id}`, { key: inst.apiKey })).body.description).toBeNull();
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM erasure_tombstones WHERE installation_id = ?1").bind(inst.id).first<{ n: number }>()).toEqual({ n: 1 });
+    await verifiesFully(inst.apiKey);
+  });
 });

@@ -258,3 +258,17 @@ export async function importInstallation(env: Env, input: unknown) {
   await sealAuditChain(env, installationId, { anchor: true });
   return { installationId, restored: backup.manifest.counts, objects: backup.objects.length, auditChain: verdict, erasuresReapplied: erasures };
 }
+
+/**
+ * Re-applies an installation's erasures (their tombstones, in D1 and R2) to what it holds now: for
+ * a database brought back by other means than a restore (D1 Time Travel, a copy from elsewhere),
+ * which may hold keys and rows of people erased since. Idempotent. 404 for an unknown installation.
+ */
+export async function reapplyInstallationErasures(env: Env, installationId: string) {
+  if (!ID_PATTERN.test(installationId) || !(await env.DB.prepare(`SELECT 1 FROM installations WHERE id = ?1`).bind(installationId).first())) {
+    throw new AppError("installation.not_found", "The installation does not exist.", { status: 404 });
+  }
+  const erasures = await reapplyErasures(env, installationId);
+  await sealAuditChain(env, installationId, { anchor: true });
+  return { installationId, erasuresReapplied: erasures };
+}

@@ -395,9 +395,27 @@ export async function destroyPersonDataKeys(env: Env, installationId: string, pe
   return ids;
 }
 
-/** The installation's own data key (created on first use): what wraps its people's keys. */
-export function installationKey(env: Env, installationId: string): Promise<{ id: string; key: CryptoKey }> {
-  return sealingKey(env, installationId, "installation", new Date());
+/**
+ * The installation's own data key: what wraps its people's keys. Created on first use without a
+ * rotation (the period keys stay active); two isolates creating it at once may both succeed, and
+ * either key serves (a person's key names the one that wrapped it).
+ */
+export async function installationKey(env: Env, installationId: string): Promise<{ id: string; key: CryptoKey }> {
+  let row = await activeDataKey(env, installationId, null);
+  for (let attempt = 0; attempt < 3 && !row; attempt += 1) {
+    const master = await currentMaster(env);
+    const id = newId("dk");
+    const wrapped = await wrap(master, crypto.getRandomValues(new Uint8Array(32)), `${installationId}:${id}`);
+    try {
+      await env.DB.batch(createKeyStatements(env, installationId, master, id, wrapped, null, new Date().toISOString()));
+    } catch (error) {
+      // A concurrent creation took this version: read what is there, or try again.
+      if (!/UNIQUE/iu.test(String((error as Error)?.message))) throw error;
+    }
+    row = await activeDataKeyUncached(env, installationId, null);
+  }
+  if (!row) throw new AppError("crypto.data_key_unavailable", "No installation key could be created; retry.", { status: 503, retryable: true });
+  return { id: row.id, key: await importDataKey(env, row, installationId) };
 }
 
 /** Rewraps every data key wrapped by REPORT_MASTER_KEY_PREVIOUS under REPORT_MASTER_KEY. */
