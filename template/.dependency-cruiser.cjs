@@ -36,7 +36,7 @@ module.exports = {
       comment:
         "Another domain is imported through its index.ts only; and the host walker (workflows/walker.ts), which runs the node executors (they call enforcement and automation), so it cannot be in the workflows index without a cycle.",
       severity: "error",
-      from: { path: [`^src/((?!lib/|http/)[^/]+)/`], pathNot: ["^src/connectors/mastodon-intake\\.ts$", "^src/detection/outcomes\\.ts$"] },
+      from: { path: [`^src/((?!lib/|http/)[^/]+)/`], pathNot: ["^src/connectors/mastodon-intake\\.ts$", "^src/detection/outcomes\\.ts$", "^src/installations/backup-restore\\.ts$"] },
       to: { path: `^${DOMAIN}`, pathNot: ["^src/$1/", "^src/[^/]+/index\\.ts$", "^src/workflows/walker\\.ts$"] },
     }),
     {
@@ -46,6 +46,14 @@ module.exports = {
       severity: "error",
       from: { path: "^src/connectors/mastodon-intake\\.ts$" },
       to: { path: `^${DOMAIN}`, pathNot: ["^src/connectors/", "^src/[^/]+/index\\.ts$", "^src/cases/reports/reports\\.ts$", "^src/workflows/run-end\\.ts$"] },
+    },
+    {
+      name: "restore-erasures-via-index",
+      comment:
+        "A restore (installations/backup-restore.ts) applies again the erasures made since the backup through cases/retention/erasure-reapply.ts, which erases as retention does (it reaches enforcement and workflows, which import the cases index) and so cannot be in the cases index without a cycle; otherwise indexes only.",
+      severity: "error",
+      from: { path: "^src/installations/backup-restore\\.ts$" },
+      to: { path: `^${DOMAIN}`, pathNot: ["^src/installations/", "^src/[^/]+/index\\.ts$", "^src/cases/retention/erasure-reapply\\.ts$"] },
     },
     {
       name: "detection-outcomes-via-index",

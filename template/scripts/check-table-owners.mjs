@@ -41,6 +41,8 @@ export const TABLE_OWNERS = {
   audit_anchor_due: "audit",
   human_tasks: "cases",
   preservation_holds: "cases",
+  person_data_keys: "cases",
+  erasure_tombstones: "cases",
   qa_settings: "cases",
   qa_reviews: "cases",
   golden_items: "cases",

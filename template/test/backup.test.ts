@@ -80,7 +80,8 @@ describe("backup and restore", () => {
     const backup = exported.body;
     expect(backup.manifest).toMatchObject({ format: "safest-tools.installation-backup/1", installationId: a.id, digest: expect.stringMatching(/^sha256:[0-9a-f]{64}$/u) });
     expect(backup.manifest.requires.join(" ")).toContain("REPORT_MASTER_KEY");
-    expect(backup.manifest.counts).toMatchObject({ installations: 1, reports: 1, human_tasks: 1, data_keys: 1 });
+    // Data keys: the period's, and the installation's own, which wraps the reporter's key (person_data_keys).
+    expect(backup.manifest.counts).toMatchObject({ installations: 1, reports: 1, human_tasks: 1, data_keys: 2, person_data_keys: 1 });
     expect(backup.manifest.counts.audit_events).toBeGreaterThan(3);
     expect(backup.objects).toContainEqual(expect.objectContaining({ bucket: "AUDIT_ANCHORS", key: `audit/${a.id}/head.json` }));
     expect(backup.tables.audit_events.some((row: { action: string }) => row.action === "installation.exported")).toBe(true);

@@ -234,9 +234,13 @@ describe("intake", () => {
   it("rotating the data key keeps old reports readable and seals new ones with the new key", async () => {
     const { apiKey, intakeKey, reviewKey } = await setup({ when: "false" });
     const before = await api("/api/v1/reports", { key: intakeKey, body: reportBody("rot-1") });
+    // Two keys so far: the period's, and the installation's own (it wraps the reporter's key).
+    const { installationId } = (await env.DB.prepare("SELECT installation_id AS installationId FROM reports WHERE id = ?1").bind(before.body.id).first<{ installationId: string }>())!;
+    const versions = await env.DB.prepare("SELECT MAX(version) AS v FROM data_keys WHERE installation_id = ?1").bind(installationId).first<{ v: number }>();
+    expect(versions!.v).toBe(2);
     const rotated = await api("/api/v1/data-keys/rotate", { key: apiKey, method: "POST" });
     expect(rotated.status).toBe(201);
-    expect(rotated.body.version).toBe(2);
+    expect(rotated.body.version).toBe(3);
     const after = await api("/api/v1/reports", { key: intakeKey, body: reportBody("rot-2") });
     const keys = await env.DB.prepare("SELECT data_key_id AS k FROM reports WHERE id IN (?, ?) ORDER BY created_at").bind(before.body.id, after.body.id).all<{ k: string }>();
     expect(keys.results[0]!.k).not.toBe(keys.results[1]!.k);

@@ -377,7 +377,7 @@ export const caseRoutes = routes()
     {
       method: "post",
       path: "/personal-data/erase",
-      summary: "Erase a named person's data in closed cases as retention does (cases still handled are held back and listed); audited with counts only",
+      summary: "Erase a named person's data in closed cases as retention does (cases still handled are held back and listed), then destroy their keys once nothing of theirs is held; audited with counts only",
       auth: ["admin"],
       body: "PersonalDataRequest",
       ok: 200,

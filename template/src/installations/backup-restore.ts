@@ -9,6 +9,8 @@ import { forgetInstallationKeys } from "../lib/api-key-cache";
 import { openBackupColumns } from "./backup-seal";
 import { isUniqueViolation } from "../lib/d1";
 import { isRunArchiveKeyOf, runArchiveKey, runArchiveTextHolds } from "../workflows";
+// Not through cases/index.ts: retention reaches enforcement and workflows, which import it.
+import { reapplyErasures } from "../cases/retention/erasure-reapply";
 import {
   anchorKey,
   BACKUP_FORMAT,
@@ -235,6 +237,16 @@ export async function importInstallation(env: Env, input: unknown) {
     await rollback();
     throw new AppError("installation_import.chain_broken", "The restored audit chain does not verify (is AUDIT_CHECKPOINT_KEY the one of the exporting deployment?); nothing of the backup was kept.", { status: 422, details: verdict });
   }
+  // People erased since the backup was taken stay erased: their tombstones outlive the
+  // installation's rows, and their erasure is applied again to what the backup brought back.
+  let erasures: Awaited<ReturnType<typeof reapplyErasures>>;
+  try {
+    erasures = await reapplyErasures(env, installationId);
+  } catch (error) {
+    await rollback();
+    if (error instanceof AppError && error.status < 500) throw error;
+    throw new AppError("installation_import.erasure_reapply_failed", "The erasures made since this backup could not be applied again to it; nothing of the backup was kept. Retry the restore.", { status: 503, retryable: true });
+  }
   const at = new Date().toISOString();
   await auditStatement(env.DB, {
     installationId,
@@ -246,5 +258,19 @@ export async function importInstallation(env: Env, input: unknown) {
     at,
   }).run();
   await sealAuditChain(env, installationId, { anchor: true });
-  return { installationId, restored: backup.manifest.counts, objects: backup.objects.length, auditChain: verdict };
+  return { installationId, restored: backup.manifest.counts, objects: backup.objects.length, auditChain: verdict, erasuresReapplied: erasures };
+}
+
+/**
+ * Re-applies an installation's erasures (their tombstones, in D1 and R2) to what it holds now: for
+ * a database brought back by other means than a restore (D1 Time Travel, a copy from elsewhere),
+ * which may hold keys and rows of people erased since. Idempotent. 404 for an unknown installation.
+ */
+export async function reapplyInstallationErasures(env: Env, installationId: string) {
+  if (!ID_PATTERN.test(installationId) || !(await env.DB.prepare(`SELECT 1 FROM installations WHERE id = ?1`).bind(installationId).first())) {
+    throw new AppError("installation.not_found", "The installation does not exist.", { status: 404 });
+  }
+  const erasures = await reapplyErasures(env, installationId);
+  await sealAuditChain(env, installationId, { anchor: true });
+  return { installationId, erasuresReapplied: erasures };
 }

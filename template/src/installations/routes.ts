@@ -2,7 +2,7 @@
 import { routes } from "../http/route";
 import { rewrapDataKeys } from "../cases";
 import { exportInstallation } from "./backup";
-import { importInstallation } from "./backup-restore";
+import { importInstallation, reapplyInstallationErasures } from "./backup-restore";
 import { createApiKey, createInstallation, listApiKeys, listInstallations, revokeApiKey } from "./service";
 
 export const installationRoutes = routes()
@@ -13,13 +13,24 @@ export const installationRoutes = routes()
     {
       method: "post",
       path: "/installations/import",
-      summary: "Restore an installation from a backup into this deployment, which must not have it; verifies its audit chain",
+      summary: "Restore an installation from a backup into this deployment, which must not have it; verifies its audit chain and applies again the erasures made since the backup",
       auth: "admin_token",
       body: "ImportInstallation",
       ok: 201,
-      errors: [409, 422],
+      errors: [409, 422, 503],
     },
     async (c, { body }) => importInstallation(c.env, body),
+  )
+  .op(
+    {
+      method: "post",
+      path: "/installations/:id/reapply-erasures",
+      summary: "Apply again the erasures recorded for an installation (its people's tombstones) to what the database holds now, after a database was brought back by D1 Time Travel or copied",
+      auth: "admin_token",
+      ok: 200,
+      errors: [404],
+    },
+    async (c) => reapplyInstallationErasures(c.env, c.req.param("id")),
   )
   .op({ method: "get", path: "/installations", summary: "List installations", auth: "admin_token", ok: 200 }, async (c) => ({ items: await listInstallations(c.env) }))
   .op({ method: "post", path: "/admin/rewrap-data-keys", summary: "Rewrap data keys sealed under REPORT_MASTER_KEY_PREVIOUS with REPORT_MASTER_KEY", auth: "admin_token", ok: 200 }, async (c) => rewrapDataKeys(c.env))

@@ -120,7 +120,7 @@ export async function fileAppeal(env: Env, ctx: ExecutionContext, actor: Actor, 
   const at = new Date().toISOString();
   // DSA Art. 20(1): six months from the contested decision's notice (a replay above is not refused).
   await assertWithinComplaintPeriod(env.DB, actor.installationId, { decisionId: input.decisionId ?? null, reportId: report.id, at });
-  const { sealed, dataKeyId } = await sealPersonalData(env, actor.installationId, `appeal:${id}`, { appellant: input.appellant ?? null, reason: input.reason });
+  const { sealed, dataKeyId } = await sealPersonalData(env, actor.installationId, `appeal:${id}`, { appellant: input.appellant ?? null, reason: input.reason }, { people: [personKey(actor.installationId, input.appellant?.id)] });
   await env.DB.batch([
     env.DB.prepare(`
       INSERT INTO appeals (id, installation_id, report_id, decision_id, case_id, appellant_role, state, personal_data, data_key_id, idempotency_key, request_digest, created_at, updated_at,

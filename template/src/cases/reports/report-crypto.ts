@@ -1,18 +1,23 @@
 // report-crypto: personal data (reports, appeals, task contexts, step outputs derived from
 // content, delivery payloads) is sealed with AES-256-GCM under a data key scoped to its
 // installation and period: the calendar month (UTC) it was sealed in, its key created on first use.
+// A report's and an appeal's personal data is sealed, in layers, under the key of each person it is
+// about as well (person-data-keys.ts): a person's erasure destroys their keys, so every copy of what
+// was sealed for them stops opening while everyone else's still does.
 // Retention erases a period by destroying its keys (destroyPeriodKeys): the wrapped material goes,
 // the row stays as a tombstone, and every copy of what they sealed — hot rows, archived runs,
 // backups, Time Travel — is ciphertext nobody can open. Secrets the installation configured
 // (webhook and connector credentials, provider API keys) and records outside retention are sealed
 // under a per-installation key (`scope: "installation"`), which is never destroyed; so is
-// everything sealed before period keys existed. One envelope for both: `v1.<keyId>.<iv>.<ct>`,
-// the key id says which key. Data keys are stored wrapped by the REPORT_MASTER_KEY secret.
+// everything sealed before period keys existed. One envelope for all: `v1.<keyIds>.<iv>.<ct>`,
+// the key ids (`+`-joined, outermost first) say which keys. Data keys are stored wrapped by the
+// REPORT_MASTER_KEY secret; people's keys by their installation's data key.
 // Rotation: a new data key version seals new data while old versions still open old data; a new
 // master key (with the old one kept as REPORT_MASTER_KEY_PREVIOUS) is rolled over by rewrapping.
 import { auditStatement, type AuditEventInput } from "../../audit";
 import { AppError } from "../../errors";
 import { newId, sha256Hex } from "../../lib/crypto";
+import { deletePeriodPersonKeysStatement, destroyPersonKeys, forgetPersonSealingKeys, isPersonKeyId, openPersonKey, personKeysOfPeriod, personSealingKey } from "./person-data-keys";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -249,26 +254,47 @@ export type SealScope = "period" | "installation";
 /**
  * Seals a JSON value. `context` (e.g. "report:<id>") is bound as additional data, so a sealed
  * value copied onto another row does not open. `at` is when the record was made (now unless it was
- * made earlier): its period's key seals it.
+ * made earlier): its period's key seals it. `people`: the keyed indexes (lib/person-keys.ts) of the
+ * people the value is about; it is sealed under each one's key as well (person-data-keys.ts), in
+ * layers, so destroying any of those keys (or the period's) erases it. `dataKeyId` is the period's
+ * (or installation's) key, the one a row's `data_key_id` names.
  */
-export async function sealPersonalData(env: Env, installationId: string, context: string, value: unknown, options: { scope?: SealScope; at?: Date } = {}): Promise<{ sealed: string; dataKeyId: string }> {
-  const { id, key } = await sealingKey(env, installationId, options.scope ?? "period", options.at ?? new Date());
+export async function sealPersonalData(
+  env: Env,
+  installationId: string,
+  context: string,
+  value: unknown,
+  options: { scope?: SealScope; at?: Date; people?: ReadonlyArray<string | null | undefined> } = {},
+): Promise<{ sealed: string; dataKeyId: string }> {
+  const scope = options.scope ?? "period";
+  const at = options.at ?? new Date();
+  const base = await sealingKey(env, installationId, scope, at);
+  const people = scope === "period" ? [...new Set((options.people ?? []).filter((p): p is string => typeof p === "string" && p.length > 0))] : [];
+  const layers = [
+    base,
+    ...(await Promise.all(people.map((person) => personSealingKey(env, installationId, person, dataKeyPeriod(at), { wrapping: () => installationKey(env, installationId), open: (id) => openingKey(env, installationId, id) })))),
+  ];
   const iv = crypto.getRandomValues(new Uint8Array(12));
-  const ciphertext = new Uint8Array(await crypto.subtle.encrypt({ name: "AES-GCM", iv, additionalData: encoder.encode(`${installationId}:${context}`) }, key, encoder.encode(JSON.stringify(value))));
-  return { sealed: `${SEAL_VERSION}.${id}.${toBase64(iv)}.${toBase64(ciphertext)}`, dataKeyId: id };
+  const additionalData = encoder.encode(`${installationId}:${context}`);
+  // Innermost the last person's key, outermost the period's: each layer under its own key (so one iv serves all).
+  let data: Uint8Array = encoder.encode(JSON.stringify(value));
+  for (const layer of [...layers].reverse()) data = new Uint8Array(await crypto.subtle.encrypt({ name: "AES-GCM", iv, additionalData }, layer.key, data));
+  return { sealed: `${SEAL_VERSION}.${layers.map((l) => l.id).join("+")}.${toBase64(iv)}.${toBase64(data)}`, dataKeyId: base.id };
 }
 
 /**
  * Opens a sealed value of this installation; any tampering fails with `crypto.open_failed`, a
- * value whose key was destroyed with `crypto.data_key_destroyed` (410: it is erased).
+ * value one of whose keys was destroyed with `crypto.data_key_destroyed` (410: it is erased).
  */
 export async function openPersonalData<T>(env: Env, installationId: string, context: string, sealed: string): Promise<T> {
-  const [version, keyId, iv, ciphertext] = sealed.split(".");
-  if (version !== SEAL_VERSION || !keyId || !iv || !ciphertext) throw new AppError("crypto.open_failed", "Sealed data is malformed.", { status: 500 });
+  const [version, keyIds, iv, ciphertext] = sealed.split(".");
+  if (version !== SEAL_VERSION || !keyIds || !iv || !ciphertext) throw new AppError("crypto.open_failed", "Sealed data is malformed.", { status: 500 });
   try {
-    const key = await openingKey(env, installationId, keyId);
-    const plain = await crypto.subtle.decrypt({ name: "AES-GCM", iv: fromBase64(iv), additionalData: encoder.encode(`${installationId}:${context}`) }, key, fromBase64(ciphertext));
-    return JSON.parse(decoder.decode(plain)) as T;
+    const keys = await Promise.all(keyIds.split("+").map((keyId) => openingKey(env, installationId, keyId)));
+    const additionalData = encoder.encode(`${installationId}:${context}`);
+    let data: Uint8Array = fromBase64(ciphertext);
+    for (const key of keys) data = new Uint8Array(await crypto.subtle.decrypt({ name: "AES-GCM", iv: fromBase64(iv), additionalData }, key, data));
+    return JSON.parse(decoder.decode(data)) as T;
   } catch (error) {
     if (error instanceof AppError) throw error;
     throw new AppError("crypto.open_failed", "Sealed data could not be opened.", { status: 500 });
@@ -300,6 +326,11 @@ function openingKey(env: Env, installationId: string, keyId: string): Promise<Cr
   if (cached && cached.until > Date.now()) return cached.key;
   const entry = { until: Number.POSITIVE_INFINITY, key: null as unknown as Promise<CryptoKey> };
   entry.key = (async () => {
+    if (isPersonKeyId(keyId)) {
+      // A person's key can be destroyed at any time (their erasure): cached as briefly as a period's.
+      entry.until = Date.now() + PERIOD_KEY_TTL_MS;
+      return openPersonKey(env, installationId, keyId, (id) => openingKey(env, installationId, id));
+    }
     const row = await env.DB.prepare(`SELECT ${KEY_COLUMNS} FROM data_keys WHERE id = ?1 AND installation_id = ?2`).bind(keyId, installationId).first<DataKeyRow>();
     if (!row) throw new AppError("crypto.open_failed", "The data key of sealed data is missing.", { status: 500 });
     if (row.period !== null) entry.until = Date.now() + PERIOD_KEY_TTL_MS;
@@ -322,8 +353,11 @@ export async function destroyPeriodKeys(env: Env, installationId: string, period
   const { results } = await env.DB.prepare(`SELECT id FROM data_keys WHERE installation_id = ?1 AND period = ?2 AND destroyed_at IS NULL`).bind(installationId, period).all<{ id: string }>();
   if (results.length === 0) return [];
   const ids = results.map((r) => r.id);
+  // The period's people's keys go too: what they sealed needed the period's key as well.
+  const personKeyIds = await personKeysOfPeriod(env.DB, installationId, period);
   await env.DB.batch([
     ...ids.map((id) => env.DB.prepare(`UPDATE data_keys SET wrapped_key = '', destroyed_at = ?3, state = 'decrypt_only' WHERE installation_id = ?1 AND id = ?2 AND destroyed_at IS NULL`).bind(installationId, id, input.at)),
+    deletePeriodPersonKeysStatement(env.DB, installationId, period),
     ...ids.map((id) =>
       auditStatement(env.DB, {
         installationId,
@@ -340,8 +374,48 @@ export async function destroyPeriodKeys(env: Env, installationId: string, period
     dataKeys.delete(id);
     openingKeys.delete(`${installationId}:${id}`);
   }
+  forgetOpeningKeys(installationId, personKeyIds);
+  forgetPersonSealingKeys(installationId);
   forgetActive(installationId);
   return ids;
+}
+
+/** Forgets the cached opening keys of these ids (keys just destroyed), so this isolate stops opening with them at once. */
+export function forgetOpeningKeys(installationId: string, keyIds: readonly string[]): void {
+  for (const id of keyIds) openingKeys.delete(`${installationId}:${id}`);
+}
+
+/**
+ * Destroys a person's keys (person-data-keys.ts: rows deleted, tombstone written, audited) and
+ * forgets them in this isolate at once; other isolates stop opening with them within a minute.
+ */
+export async function destroyPersonDataKeys(env: Env, installationId: string, person: string, input: { at: string; actor: AuditEventInput["actor"]; requestId: string }): Promise<string[]> {
+  const ids = await destroyPersonKeys(env, installationId, person, input);
+  forgetOpeningKeys(installationId, ids);
+  return ids;
+}
+
+/**
+ * The installation's own data key: what wraps its people's keys. Created on first use without a
+ * rotation (the period keys stay active); two isolates creating it at once may both succeed, and
+ * either key serves (a person's key names the one that wrapped it).
+ */
+export async function installationKey(env: Env, installationId: string): Promise<{ id: string; key: CryptoKey }> {
+  let row = await activeDataKey(env, installationId, null);
+  for (let attempt = 0; attempt < 3 && !row; attempt += 1) {
+    const master = await currentMaster(env);
+    const id = newId("dk");
+    const wrapped = await wrap(master, crypto.getRandomValues(new Uint8Array(32)), `${installationId}:${id}`);
+    try {
+      await env.DB.batch(createKeyStatements(env, installationId, master, id, wrapped, null, new Date().toISOString()));
+    } catch (error) {
+      // A concurrent creation took this version: read what is there, or try again.
+      if (!/UNIQUE/iu.test(String((error as Error)?.message))) throw error;
+    }
+    row = await activeDataKeyUncached(env, installationId, null);
+  }
+  if (!row) throw new AppError("crypto.data_key_unavailable", "No installation key could be created; retry.", { status: 503, retryable: true });
+  return { id: row.id, key: await importDataKey(env, row, installationId) };
 }
 
 /** Rewraps every data key wrapped by REPORT_MASTER_KEY_PREVIOUS under REPORT_MASTER_KEY. */

@@ -116,7 +116,10 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
     evidence: input.evidence ?? [],
     locale: input.locale ?? null,
   };
-  const { sealed, dataKeyId } = await sealPersonalData(env, actor.installationId, `report:${id}`, personal);
+  // Sealed for the people it is about as well: either one's erasure makes every copy of it unreadable.
+  const { sealed, dataKeyId } = await sealPersonalData(env, actor.installationId, `report:${id}`, personal, {
+    people: [personKey(actor.installationId, input.reporter?.id), personKey(actor.installationId, input.subject.ownerId)],
+  });
   const known = senderContexts.get(actor.installationId);
   if (known?.plain && known.until > Date.now()) {
     // One round trip: the sender assumed (neither suspended nor a flagger) and the endpoints as last read, checked by the insert.

@@ -10,7 +10,7 @@ import type { Actor } from "../../auth";
 import { AppError, errorCode } from "../../errors";
 import { newId } from "../../lib/crypto";
 import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
-import { openPersonalData } from "../reports/report-crypto";
+import { destroyPersonDataKeys, openPersonalData } from "../reports/report-crypto";
 import { rehydratePerson } from "../archive/case-rehydrate";
 import { caseBusySql } from "./retention";
 import { eraseReports, type ErasureCounts } from "./retention-erase";
@@ -171,11 +171,14 @@ export async function exportPersonalData(env: Env, actor: Actor, query: PersonQu
  * Erases the person's data as retention does, in closed cases (no pending work); reports in cases
  * still being handled are held back and counted, to be erased by asking again once they close (or
  * by retention). At most 100 reports per request: `remaining` says whether to ask again.
- * The person's data shares its period's data keys with everyone else's, so no key is destroyed
- * here: hot rows are replaced, archived runs marked (their outputs are no longer served, and the
- * mark travels in backups), and their archived ciphertext stops opening at all when retention
- * destroys the period's keys (retention-keys.ts).
- * Audited (`personal_data.erased`, counts only) in the batch that erases.
+ * Hot rows are replaced, archived runs marked (their outputs are no longer served, and the mark
+ * travels in backups). Their reports and appeals were sealed under their own keys as well (from
+ * migration 0049 on): once nothing of theirs is left unerased those keys are destroyed
+ * (`keysDestroyed`; null while something is held back), so the case archive's and backups' copies
+ * stop opening and a tombstone makes a restore re-apply the erasure. What was sealed before keys
+ * per person (and task contexts, step outputs, deliveries, sealed under the period's key alone)
+ * stops opening when retention destroys the period's keys (retention-keys.ts).
+ * Audited (`personal_data.erased`, counts only) in the batch that erases; `person_data_key.destroyed` after.
  */
 export async function erasePersonalData(env: Env, actor: Actor, query: PersonQuery) {
   const keys = keysOf(actor.installationId, query);
@@ -219,5 +222,27 @@ export async function erasePersonalData(env: Env, actor: Actor, query: PersonQue
   }
   // Nothing erased (nothing found, or all held back): the request is still on the record.
   if (Object.values(counts).every((n) => n === 0)) await auditStatement(env.DB, audit(counts)).run();
-  return { requestId, erasedAt: now, roles: keys.roles, erased: counts, held: { reports: held.length, caseIds: heldCaseIds }, remaining: results.length > ERASE_LIMIT };
+  // Once nothing of the person is left unerased, their keys go: every copy of what was sealed for
+  // them (case archives in R2, exported backups) stops opening, and a tombstone outlives a restore.
+  const keysDestroyed = await destroyKeysOfErased(env, actor, keys, requestId, now);
+  return { requestId, erasedAt: now, roles: keys.roles, erased: counts, held: { reports: held.length, caseIds: heldCaseIds }, remaining: results.length > ERASE_LIMIT, keysDestroyed };
+}
+
+/**
+ * Destroys the person's keys (person-data-keys.ts) when none of their reports or appeals is left
+ * unerased (held back in an open case, or beyond this request's page): answers how many went, or
+ * null while something of theirs still needs them.
+ */
+async function destroyKeysOfErased(env: Env, actor: Actor, keys: { reporter: string | null; owner: string | null }, requestId: string, at: string): Promise<number | null> {
+  const left = await env.DB.prepare(`
+    SELECT EXISTS (SELECT 1 FROM reports WHERE installation_id = ?1 AND personal_data_erased_at IS NULL AND id IN (${PERSON_REPORTS}))
+      OR EXISTS (SELECT 1 FROM appeals WHERE installation_id = ?1 AND personal_data_erased_at IS NULL AND appellant_key IN (?2, ?3)) AS n`)
+    .bind(actor.installationId, keys.reporter, keys.owner)
+    .first<{ n: number }>();
+  if (left?.n) return null;
+  let destroyed = 0;
+  for (const person of new Set([keys.reporter, keys.owner])) {
+    if (person) destroyed += (await destroyPersonDataKeys(env, actor.installationId, person, { at, actor: actor.audit, requestId })).length;
+  }
+  return destroyed;
 }

@@ -1,0 +1,191 @@
+// Keys per data subject (crypto-shredding). Each person a report or appeal is about — its reporter,
+// its subject's owner, its appellant — gets a key of their own per period, named by their keyed
+// index (lib/person-keys.ts: `pk1_…`, so the row names nobody) and wrapped by the installation's
+// own data key. report-crypto seals their data under it (and the period's key) in layers; erasing
+// the person (destroyPersonKeys) deletes their keys, so every copy of what was sealed for them —
+// hot rows, case archives in R2, exported backups — stops opening, without rewriting any of them,
+// while another person's data in the same case still opens. The erasure leaves a tombstone (the
+// index and when, nothing else) that outlives the installation's rows, so a restore of a backup
+// taken before it re-applies it (retention-people.ts, reapplyErasures).
+import { auditStatement, type AuditEventInput } from "../../audit";
+import { AppError } from "../../errors";
+import { newId } from "../../lib/crypto";
+
+const encoder = new TextEncoder();
+const PREFIX = "psk_";
+const ACTIVE_TTL_MS = 30_000;
+
+/** True for the id of a person's key (as it appears in a sealed envelope). */
+export function isPersonKeyId(id: string): boolean {
+  return id.startsWith(PREFIX);
+}
+
+function toBase64(bytes: Uint8Array): string {
+  let text = "";
+  for (const byte of bytes) text += String.fromCharCode(byte);
+  return btoa(text);
+}
+
+function fromBase64(text: string): Uint8Array {
+  return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+}
+
+const wrapAad = (installationId: string, id: string) => encoder.encode(`${installationId}:person:${id}`);
+
+/** What opening data sealed for an erased person fails with (the same as a destroyed period key: it is erased). */
+function personKeyDestroyed(): AppError {
+  return new AppError("crypto.data_key_destroyed", "The data key this was sealed under has been destroyed: the data is erased.", { status: 410 });
+}
+
+interface PersonKeyRow {
+  id: string;
+  wrappingKeyId: string;
+  wrappedKey: string;
+}
+
+// A person's sealing key of a period, briefly cached: an erasure in another isolate is seen within
+// the TTL (a value sealed meanwhile under the deleted key reads as erased, as it should once the
+// person asked for erasure).
+const sealing = new Map<string, { id: string; key: Promise<CryptoKey>; until: number }>();
+
+/** Forgets this isolate's cached sealing keys of an installation (after an erasure or a period's end). */
+export function forgetPersonSealingKeys(installationId: string): void {
+  for (const key of sealing.keys()) if (key.startsWith(`${installationId}:`)) sealing.delete(key);
+}
+
+async function unwrapPersonKey(installationId: string, row: PersonKeyRow, wrappingKey: CryptoKey): Promise<CryptoKey> {
+  const [iv, sealed] = row.wrappedKey.split(".");
+  if (!iv || !sealed) throw new AppError("crypto.data_key_corrupt", "A stored person key is malformed.", { status: 500 });
+  const raw = new Uint8Array(await crypto.subtle.decrypt({ name: "AES-GCM", iv: fromBase64(iv), additionalData: wrapAad(installationId, row.id) }, wrappingKey, fromBase64(sealed)));
+  return crypto.subtle.importKey("raw", raw, "AES-GCM", false, ["encrypt", "decrypt"]);
+}
+
+const SELECT_KEY = `SELECT id, wrapping_key_id AS wrappingKeyId, wrapped_key AS wrappedKey FROM person_data_keys`;
+
+/**
+ * The key `person` (a keyed index) seals with in `period`, created on first use, wrapped by the
+ * installation's key (`keys.wrapping`; `keys.open` opens a data key by id). Two isolates creating it at once: the unique index lets one
+ * insert through; both then read the same row.
+ */
+export async function personSealingKey(
+  env: Env,
+  installationId: string,
+  person: string,
+  period: string,
+  keys: { wrapping: () => Promise<{ id: string; key: CryptoKey }>; open: (dataKeyId: string) => Promise<CryptoKey> },
+): Promise<{ id: string; key: CryptoKey }> {
+  const cacheKey = `${installationId}:${person}:${period}`;
+  const cached = sealing.get(cacheKey);
+  if (cached && cached.until > Date.now()) return { id: cached.id, key: await cached.key };
+  const find = () => env.DB.prepare(`${SELECT_KEY} WHERE installation_id = ?1 AND person_index = ?2 AND period = ?3`).bind(installationId, person, period).first<PersonKeyRow>();
+  let row = await find();
+  if (!row) {
+    const outer = await keys.wrapping();
+    const id = newId("psk");
+    const iv = crypto.getRandomValues(new Uint8Array(12));
+    const raw = crypto.getRandomValues(new Uint8Array(32));
+    const wrapped = new Uint8Array(await crypto.subtle.encrypt({ name: "AES-GCM", iv, additionalData: wrapAad(installationId, id) }, outer.key, raw));
+    await env.DB.prepare(`
+      INSERT INTO person_data_keys (id, installation_id, person_index, period, wrapping_key_id, wrapped_key, created_at)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(installation_id, person_index, period) DO NOTHING`)
+      .bind(id, installationId, person, period, outer.id, `${toBase64(iv)}.${toBase64(wrapped)}`, new Date().toISOString())
+      .run();
+    row = await find();
+    if (!row) throw new AppError("crypto.data_key_unavailable", "No key could be created for this person; retry.", { status: 503, retryable: true });
+  }
+  // Unwrapped with the installation key that wrapped it (an older, decrypt-only version after a rotation).
+  const found = row;
+  const key = keys.open(found.wrappingKeyId).then((outer) => unwrapPersonKey(installationId, found, outer));
+  if (sealing.size > 1_000) sealing.clear();
+  sealing.set(cacheKey, { id: found.id, key, until: Date.now() + ACTIVE_TTL_MS });
+  key.catch(() => sealing.delete(cacheKey));
+  return { id: found.id, key: await key };
+}
+
+/**
+ * Opens a person's key by id for reading: unwrapped with the installation key it names (`open`
+ * gives the opening key of a data key id). A key that is gone was destroyed: the data is erased.
+ */
+export async function openPersonKey(env: Env, installationId: string, id: string, open: (dataKeyId: string) => Promise<CryptoKey>): Promise<CryptoKey> {
+  const row = await env.DB.prepare(`${SELECT_KEY} WHERE id = ?1 AND installation_id = ?2`).bind(id, installationId).first<PersonKeyRow>();
+  if (!row) throw personKeyDestroyed();
+  return unwrapPersonKey(installationId, row, await open(row.wrappingKeyId));
+}
+
+/** The ids of an installation's people's keys of a period (deleted with the period's keys). */
+export async function personKeysOfPeriod(db: D1Database, installationId: string, period: string): Promise<string[]> {
+  const { results } = await db.prepare(`SELECT id FROM person_data_keys WHERE installation_id = ?1 AND period = ?2`).bind(installationId, period).all<{ id: string }>();
+  return results.map((r) => r.id);
+}
+
+/** Deletes an installation's people's keys of a period. */
+export function deletePeriodPersonKeysStatement(db: D1Database, installationId: string, period: string): D1PreparedStatement {
+  return db.prepare(`DELETE FROM person_data_keys WHERE installation_id = ?1 AND period = ?2`).bind(installationId, period);
+}
+
+/** The R2 copy of a tombstone (AUDIT_ANCHORS): outlives a database restored whole from elsewhere. */
+export const tombstoneKey = (installationId: string, person: string) => `erasure/${installationId}/${person}`;
+export const tombstonePrefix = (installationId: string) => `erasure/${installationId}/`;
+
+/**
+ * Destroys a person's keys (those made up to `at`): the rows are deleted, a tombstone (the keyed
+ * index and when) is written, in D1 and R2, and one `person_data_key.destroyed` event records how
+ * many (and their ids, which name nobody) — in one D1 batch. Idempotent: a person with no key left
+ * still gets their tombstone (a later restore needs it). Answers the ids destroyed.
+ */
+export async function destroyPersonKeys(env: Env, installationId: string, person: string, input: { at: string; actor: AuditEventInput["actor"]; requestId: string }): Promise<string[]> {
+  const { results } = await env.DB.prepare(`SELECT id FROM person_data_keys WHERE installation_id = ?1 AND person_index = ?2 AND created_at <= ?3`).bind(installationId, person, input.at).all<{ id: string }>();
+  const ids = results.map((r) => r.id);
+  await env.DB.batch([
+    env.DB.prepare(`DELETE FROM person_data_keys WHERE installation_id = ?1 AND person_index = ?2 AND created_at <= ?3`).bind(installationId, person, input.at),
+    tombstoneStatement(env.DB, installationId, person, input.at),
+    auditStatement(env.DB, {
+      installationId,
+      idempotencyKey: `personal_data_request:${input.requestId}:keys_destroyed:${person.slice(4, 20)}`,
+      action: "person_data_key.destroyed",
+      actor: input.actor,
+      target: { type: "personal_data_request", id: input.requestId },
+      details: { keys: ids.length, keyIds: ids },
+      at: input.at,
+    }),
+  ]);
+  await env.AUDIT_ANCHORS.put(tombstoneKey(installationId, person), JSON.stringify({ installationId, person, erasedAt: input.at }), { httpMetadata: { contentType: "application/json" } });
+  forgetPersonSealingKeys(installationId);
+  return ids;
+}
+
+/** Records (or moves later) a person's tombstone. */
+export function tombstoneStatement(db: D1Database, installationId: string, person: string, at: string): D1PreparedStatement {
+  return db
+    .prepare(`INSERT INTO erasure_tombstones (installation_id, person_index, erased_at) VALUES (?1, ?2, ?3)
+      ON CONFLICT(installation_id, person_index) DO UPDATE SET erased_at = MAX(erased_at, excluded.erased_at)`)
+    .bind(installationId, person, at);
+}
+
+/** Every tombstone of an installation: D1's and R2's copies, the later time of each person. */
+export async function tombstonesOf(env: Env, installationId: string): Promise<Map<string, string>> {
+  const found = new Map<string, string>();
+  const note = (person: string, at: string) => {
+    if (!/^pk1_[0-9a-f]{64}$/u.test(person) || Number.isNaN(Date.parse(at))) return;
+    const known = found.get(person);
+    if (!known || known < at) found.set(person, at);
+  };
+  const { results } = await env.DB.prepare(`SELECT person_index AS person, erased_at AS erasedAt FROM erasure_tombstones WHERE installation_id = ?1`).bind(installationId).all<{ person: string; erasedAt: string }>();
+  for (const row of results) note(row.person, row.erasedAt);
+  let cursor: string | undefined;
+  do {
+    const listed = await env.AUDIT_ANCHORS.list({ prefix: tombstonePrefix(installationId), cursor });
+    for (const object of listed.objects) {
+      const body = await env.AUDIT_ANCHORS.get(object.key);
+      if (!body) continue;
+      try {
+        const parsed = JSON.parse(await body.text()) as { person?: unknown; erasedAt?: unknown };
+        if (typeof parsed.person === "string" && typeof parsed.erasedAt === "string") note(parsed.person, parsed.erasedAt);
+      } catch {
+        // An unreadable copy: D1's row (if any) stands.
+      }
+    }
+    cursor = listed.truncated ? listed.cursor : undefined;
+  } while (cursor);
+  return found;
+}

@@ -1,0 +1,214 @@
+// Erasure by destroying a person's keys (crypto-shredding): a report is sealed under its period's
+// key and the keys of the people it is about, so a person's erasure makes every copy of their data
+// unreadable — a backup exported before it and restored, an archived case's immutable R2 object —
+// while another person's data in the same case still opens; the audit chain verifies, hot and
+// archived; and one installation's erasure never touches another's keys.
+import { env } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { sealAuditChain } from "../src/audit/chain";
+import { archiveAuditSegments } from "../src/audit/segment-sweep";
+import { sweepCaseArchive } from "../src/cases/archive/case-archive";
+import { caseArchiveKey } from "../src/cases/archive/case-scope";
+import { openPersonalData, sealPersonalData } from "../src/cases/reports/report-crypto";
+import { installationDeleteStatements } from "../src/installations/backup";
+import { personKey } from "../src/lib/person-keys";
+import { sweepMetricRollups, sweepTransparencyRollups } from "../src/metrics";
+import { sweepRunArchive } from "../src/workflows/run-archive";
+import { ADMIN_TOKEN, api, newInstallation } from "./helpers";
+
+const DAY = 86_400_000;
+const WORDS_A = "what only person A wrote about the scam";
+const WORDS_B = "what only person B wrote about the same scam";
+
+/** A report by `reporterId` about `subjectId` (no workflow: its case has nothing pending). */
+async function report(apiKey: string, reporterId: string, subjectId: string, words: string) {
+  const created = await api("/api/v1/reports", {
+    key: apiKey,
+    body: { subject: { kind: "content", id: subjectId, snapshot: { text: words } }, category: "scams_and_fraud", reporter: { id: reporterId, contact: `${reporterId}@example.org` }, description: words },
+  });
+  expect(created.status).toBe(201);
+  return { id: created.body.id as string, caseId: created.body.caseId as string };
+}
+
+/** The code opening a sealed value fails with, or "opened:<description>". */
+async function openOutcome(installationId: string, reportId: string, sealed: string): Promise<string> {
+  try {
+    const opened = await openPersonalData<{ description: string | null }>(env, installationId, `report:${reportId}`, sealed);
+    return `opened:${opened.description}`;
+  } catch (error) {
+    return (error as { code?: string }).code ?? String(error);
+  }
+}
+
+const personKeyCount = async (installationId: string, person: string) =>
+  (await env.DB.prepare("SELECT COUNT(*) AS n FROM person_data_keys WHERE installation_id = ?1 AND person_index = ?2")
+    .bind(installationId, personKey(installationId, person, env))
+    .first<{ n: number }>())!.n;
+
+async function removeInstallation(id: string) {
+  await env.DB.batch(installationDeleteStatements(env.DB, id));
+  await env.AUDIT_ANCHORS.delete(`audit/${id}/head.json`);
+  expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM reports WHERE installation_id = ?1").bind(id).first<{ n: number }>()).toEqual({ n: 0 });
+}
+
+async function verifiesFully(apiKey: string) {
+  const verify = await api("/api/v1/audit/verify?mode=full", { key: apiKey });
+  expect(verify.status).toBe(200);
+  expect(verify.body.ok).toBe(true);
+  return verify.body;
+}
+
+describe("erasure by destroying a person's keys", () => {
+  it("a backup exported before a person's erasure, once restored, opens nothing of theirs and still opens everyone else's", async () => {
+    const inst = await newInstallation("shredding-backup");
+    const a = await report(inst.apiKey, "person-a", "post-backup", WORDS_A);
+    const b = await report(inst.apiKey, "person-b", "post-backup", WORDS_B);
+    expect(await personKeyCount(inst.id, "person-a")).toBe(1);
+    const exported = await api("/api/v1/installation/export", { key: inst.apiKey, method: "POST" });
+    expect(exported.status).toBe(200);
+    const backup = exported.body;
+    const sealedIn = (id: string) => (backup.tables.reports as { id: string; personal_data: string }[]).find((r) => r.id === id)!.personal_data;
+    // Sealed under the period's key and the reporter's (and, with no subject owner, no one else's).
+    expect(sealedIn(a.id).split(".")[1]!.split("+")).toHaveLength(2);
+
+    const erased = await api("/api/v1/personal-data/erase", { key: inst.apiKey, body: { reporter: { id: "person-a" } } });
+    expect(erased.status).toBe(200);
+    expect(erased.body.erased).toMatchObject({ reports: 1 });
+    expect(erased.body.keysDestroyed).toBe(1);
+    expect(await personKeyCount(inst.id, "person-a")).toBe(0);
+    // The tombstone names the person by their keyed index only, with the time.
+    const tombstone = await env.DB.prepare("SELECT person_index AS person, erased_at AS erasedAt FROM erasure_tombstones WHERE installation_id = ?1").bind(inst.id).all<{ person: string; erasedAt: string }>();
+    expect(tombstone.results).toEqual([{ person: personKey(inst.id, "person-a", env), erasedAt: erased.body.erasedAt }]);
+    // The copy the backup holds no longer opens here already; B's does.
+    expect(await openOutcome(inst.id, a.id, sealedIn(a.id))).toBe("crypto.data_key_destroyed");
+    expect(await openOutcome(inst.id, b.id, sealedIn(b.id))).toBe(`opened:${WORDS_B}`);
+
+    // Disaster: the installation is gone, and the backup from before the erasure is restored.
+    await removeInstallation(inst.id);
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM erasure_tombstones WHERE installation_id = ?1").bind(inst.id).first<{ n: number }>()).toEqual({ n: 1 });
+    const restored = await api("/api/v1/installations/import", { key: ADMIN_TOKEN, body: backup });
+    expect(restored.status).toBe(201);
+    expect(restored.body.auditChain).toMatchObject({ ok: true, mode: "full" });
+    expect(restored.body.erasuresReapplied).toMatchObject({ people: 1, keys: 1, reports: 1 });
+    // The person's key came back with the backup and went again; their report reads as erased.
+    expect(await personKeyCount(inst.id, "person-a")).toBe(0);
+    expect(await openOutcome(inst.id, a.id, sealedIn(a.id))).toBe("crypto.data_key_destroyed");
+    const readA = await api(`/api/v1/reports/${a.id}`, { key: inst.apiKey });
+    expect(readA.status).toBe(200);
+    expect(readA.body.description).toBeNull();
+    expect(JSON.stringify(readA.body)).not.toContain(WORDS_A);
+    // Everyone else's data is as the backup had it.
+    const readB = await api(`/api/v1/reports/${b.id}`, { key: inst.apiKey });
+    expect(readB.body.description).toBe(WORDS_B);
+    expect(await openOutcome(inst.id, b.id, sealedIn(b.id))).toBe(`opened:${WORDS_B}`);
+    // The person's data cannot be found by them any more either.
+    const exportedAgain = await api("/api/v1/personal-data/export", { key: inst.apiKey, body: { reporter: { id: "person-a" } } });
+    expect(exportedAgain.body.reports).toEqual([]);
+    // The chain verifies after the erasure and its re-application.
+    await verifiesFully(inst.apiKey);
+    // Restoring the same backup again (a second disaster) re-applies it again.
+    await removeInstallation(inst.id);
+    expect((await api("/api/v1/installations/import", { key: ADMIN_TOKEN, body: backup })).body.erasuresReapplied).toMatchObject({ people: 1, keys: 1, reports: 1 });
+    expect(await openOutcome(inst.id, a.id, sealedIn(a.id))).toBe("crypto.data_key_destroyed");
+  });
+
+  it("an archived case's sealed parts for the erased person no longer open, another person's in the same case still do, and the chain verifies hot and archived", async () => {
+    const inst = await newInstallation("shredding-archive");
+    expect((await api("/api/v1/storage/settings", { method: "PUT", key: inst.apiKey, body: { hotDays: 0 } })).status).toBe(200);
+    const a = await report(inst.apiKey, "person-a", "post-archived", WORDS_A);
+    const b = await report(inst.apiKey, "person-b", "post-archived", WORDS_B);
+    expect(b.caseId).toBe(a.caseId);
+    // Two days on, every hour rolled up: the quiet case leaves D1 for one immutable R2 object.
+    const later = new Date(Date.now() + 2 * DAY);
+    expect(await sweepRunArchive(env, later, { installationId: inst.id })).toMatchObject({ failed: 0 });
+    for (let i = 0; i < 5 && ((await sweepMetricRollups(env, later)).more ?? 0) > 0; i++);
+    for (let i = 0; i < 5 && ((await sweepTransparencyRollups(env, later)).more ?? 0) > 0; i++);
+    expect(await sweepCaseArchive(env, later, { installationId: inst.id })).toMatchObject({ archived: 1, failed: 0 });
+    // A copy of the archive object as it stands (an immutable copy: a bucket replica, a backup of it).
+    const object = await env.WORKFLOW_ARTIFACTS.get(caseArchiveKey(inst.id, a.caseId));
+    expect(object).not.toBeNull();
+    const archived = JSON.parse(await object!.text()) as { tables: { reports: { id: string; personal_data: string }[] } };
+    const sealedIn = (id: string) => archived.tables.reports.find((r) => r.id === id)!.personal_data;
+    expect(await openOutcome(inst.id, a.id, sealedIn(a.id))).toBe(`opened:${WORDS_A}`);
+
+    const erased = await api("/api/v1/personal-data/erase", { key: inst.apiKey, body: { reporter: { id: "person-a" } } });
+    expect(erased.status).toBe(200);
+    expect(erased.body.keysDestroyed).toBe(1);
+    // The archived copy was not rewritten, and what it holds of A no longer opens; B's does.
+    expect(await openOutcome(inst.id, a.id, sealedIn(a.id))).toBe("crypto.data_key_destroyed");
+    expect(await openOutcome(inst.id, b.id, sealedIn(b.id))).toBe(`opened:${WORDS_B}`);
+    expect((await api(`/api/v1/reports/${b.id}`, { key: inst.apiKey })).body.description).toBe(WORDS_B);
+
+    // The trail archived into R2 segments: the full check walks them and the hot rest, and holds.
+    // Sealed and anchored twice (the newest checkpoint stays hot), then archived up to the older one.
+    await sealAuditChain(env, inst.id, { anchor: true });
+    await report(inst.apiKey, "person-c", "post-other", WORDS_B);
+    await sealAuditChain(env, inst.id, { anchor: true });
+    expect((await archiveAuditSegments(env, inst.id, new Date(Date.now() + 60_000).toISOString())).segments).toBeGreaterThan(0);
+    const segments = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_segments WHERE installation_id = ?1").bind(inst.id).first<{ n: number }>();
+    expect(segments!.n).toBeGreaterThan(0);
+    const verdict = await verifiesFully(inst.apiKey);
+    const actions = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE installation_id = ?1 AND action = 'person_data_key.destroyed'").bind(inst.id).first<{ n: number }>();
+    expect(verdict.events).toBeGreaterThan(actions!.n);
+  });
+
+  it("another installation's erasure of the same person id never touches this one's keys or data", async () => {
+    const mine = await newInstallation("shredding-mine");
+    const theirs = await newInstallation("shredding-theirs");
+    const kept = await report(mine.apiKey, "person-shared", "post-shared", WORDS_A);
+    const gone = await report(theirs.apiKey, "person-shared", "post-shared", WORDS_A);
+    // What was sealed before keys per person (the period's key alone) keeps opening too.
+    const legacy = await sealPersonalData(env, mine.id, "report:legacy", { description: WORDS_B });
+    expect(await personKeyCount(mine.id, "person-shared")).toBe(1);
+    expect(await personKeyCount(theirs.id, "person-shared")).toBe(1);
+    const keysBefore = await env.DB.prepare("SELECT id, wrapped_key AS wrappedKey FROM person_data_keys WHERE installation_id = ?1 ORDER BY id").bind(mine.id).all();
+
+    const erased = await api("/api/v1/personal-data/erase", { key: theirs.apiKey, body: { reporter: { id: "person-shared" } } });
+    expect(erased.status).toBe(200);
+    expect(erased.body.keysDestroyed).toBe(1);
+    expect(await personKeyCount(theirs.id, "person-shared")).toBe(0);
+    expect((await api(`/api/v1/reports/${gone.id}`, { key: theirs.apiKey })).body.description).toBeNull();
+
+    // Mine: the same keys, byte for byte; the report opens; no tombstone here.
+    expect((await env.DB.prepare("SELECT id, wrapped_key AS wrappedKey FROM person_data_keys WHERE installation_id = ?1 ORDER BY id").bind(mine.id).all()).results).toEqual(keysBefore.results);
+    expect((await api(`/api/v1/reports/${kept.id}`, { key: mine.apiKey })).body.description).toBe(WORDS_A);
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM erasure_tombstones WHERE installation_id = ?1").bind(mine.id).first<{ n: number }>()).toEqual({ n: 0 });
+    expect(await openPersonalData(env, mine.id, "report:legacy", legacy.sealed)).toEqual({ description: WORDS_B });
+  });
+  it("a database brought back to before an erasure (D1 Time Travel) gets the erasure applied again from its tombstone, by the admin token only", async () => {
+    const inst = await newInstallation("shredding-time-travel");
+    const a = await report(inst.apiKey, "person-a", "post-tt", WORDS_A);
+    const sealed = (await env.DB.prepare("SELECT personal_data AS sealed FROM reports WHERE id = ?1").bind(a.id).first<{ sealed: string }>())!.sealed;
+    // The key rows and the report as they were before the erasure (what Time Travel would bring back).
+    const keyRows = (await env.DB.prepare("SELECT * FROM person_data_keys WHERE installation_id = ?1").bind(inst.id).all<Record<string, string>>()).results;
+    expect(keyRows).toHaveLength(1);
+    expect((await api("/api/v1/personal-data/erase", { key: inst.apiKey, body: { reporter: { id: "person-a" } } })).body.keysDestroyed).toBe(1);
+    const row = keyRows[0]!;
+    await env.DB.batch([
+      env.DB.prepare("INSERT INTO person_data_keys (id, installation_id, person_index, period, wrapping_key_id, wrapped_key, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)").bind(
+        row.id,
+        row.installation_id,
+        row.person_index,
+        row.period,
+        row.wrapping_key_id,
+        row.wrapped_key,
+        row.created_at,
+      ),
+      env.DB.prepare("UPDATE reports SET personal_data = ?2, personal_data_erased_at = NULL, reporter_key = ?3 WHERE id = ?1").bind(a.id, sealed, row.person_index),
+      env.DB.prepare("DELETE FROM erasure_tombstones WHERE installation_id = ?1").bind(inst.id),
+    ]);
+    expect((await api(`/api/v1/reports/${a.id}`, { key: inst.apiKey })).body.description).toBe(WORDS_A);
+    // Not for an installation's own key; an unknown installation is a 404.
+    expect((await api(`/api/v1/installations/${inst.id}/reapply-erasures`, { key: inst.apiKey, method: "POST" })).status).toBe(401);
+    expect((await api("/api/v1/installations/inst_nope/reapply-erasures", { key: ADMIN_TOKEN, method: "POST" })).status).toBe(404);
+    // The tombstone's R2 copy outlived the rollback of D1's; the erasure is applied again.
+    const reapplied = await api(`/api/v1/installations/${inst.id}/reapply-erasures`, { key: ADMIN_TOKEN, method: "POST" });
+    expect(reapplied.status).toBe(200);
+    expect(reapplied.body.erasuresReapplied).toMatchObject({ people: 1, keys: 1, reports: 1 });
+    expect(await personKeyCount(inst.id, "person-a")).toBe(0);
+    expect(await openOutcome(inst.id, a.id, sealed)).toBe("crypto.data_key_destroyed");
+    expect((await api(`/api/v1/reports/${a.id}`, { key: inst.apiKey })).body.description).toBeNull();
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM erasure_tombstones WHERE installation_id = ?1").bind(inst.id).first<{ n: number }>()).toEqual({ n: 1 });
+    await verifiesFully(inst.apiKey);
+  });
+});
