@@ -168,6 +168,55 @@ describe("CyberTipline reports", () => {
     expect(reports[0].files).toHaveLength(2);
   });
 
+  it("one report is filed once: a second confirmation gets 409 naming the first; a /submit that failed is not sent again until an admin says what NCMEC holds", async () => {
+    const { admin, person, username } = await desk("once");
+    await control("plan", { username, failAt: "submit", times: 1 });
+    const report = await reportWithFiles(admin, ["once.jpg"]);
+    const sent = await api("/api/v1/cybertipline/reports", { key: person, body: { reportId: report.id } });
+    // NCMEC's answer to /submit failed: the submission is recorded and waits for an admin.
+    expect(sent.status).toBe(409);
+    expect(sent.body.error).toMatchObject({ code: "cybertipline.submit_outcome_unknown", details: { submissionId: expect.any(String) } });
+    const first = await api(`/api/v1/cybertipline/reports/${sent.body.error.details.submissionId}`, { key: admin });
+    expect(first.body).toMatchObject({ state: "pending", ncmecReportId: null, lastErrorCode: "cybertipline.submit_outcome_unknown", nextAttemptAt: null });
+    // A double click, a retried POST or a second reviewer: the first submission, never a second report.
+    const again = await api("/api/v1/cybertipline/reports", { key: person, body: { reportId: report.id } });
+    expect(again.status).toBe(409);
+    expect(again.body.error).toMatchObject({ code: "cybertipline.already_reported", details: { submissionId: first.body.id } });
+    // Neither the sweep nor a resume sends /submit again: NCMEC may hold the first.
+    await sweepCyberTipline(env, new Date(Date.now() + 2 * DAY));
+    const resumed = await api(`/api/v1/cybertipline/reports/${first.body.id}/resume`, { key: admin, body: {} });
+    expect(resumed.status).toBe(409);
+    expect(resumed.body.error.code).toBe("cybertipline.submit_outcome_unknown");
+    expect((await peerLog(username)).filter((l) => l.step === "submit")).toHaveLength(1);
+    // Only an admin settles it (a reviewer's key without admin cannot); NCMEC holds nothing, so resend.
+    const reviewer = await personKey(admin, "Rex Reviewer", ["review", "read"]);
+    expect((await api(`/api/v1/cybertipline/reports/${first.body.id}/reconcile`, { key: reviewer, body: { resend: true } })).status).toBe(403);
+    expect((await api(`/api/v1/cybertipline/reports/${first.body.id}/reconcile`, { key: admin, body: { resend: true, ncmecReportId: "x" } })).status).toBe(400);
+    const reconciled = await api(`/api/v1/cybertipline/reports/${first.body.id}/reconcile`, { key: admin, body: { resend: true } });
+    expect(reconciled.status).toBe(200);
+    const done = await api(`/api/v1/cybertipline/reports/${first.body.id}/resume`, { key: admin, body: {} });
+    expect(done.status).toBe(200);
+    expect(done.body).toMatchObject({ state: "finished", ncmecReportId: expect.any(String) });
+    expect((await peerLog(username)).filter((l) => l.step === "submit")).toHaveLength(2);
+    expect(await peerReports(username)).toHaveLength(1);
+    // Settled once: a second reconcile is refused.
+    expect((await api(`/api/v1/cybertipline/reports/${first.body.id}/reconcile`, { key: admin, body: { resend: true } })).body.error.code).toBe("cybertipline.not_unknown");
+  });
+
+  it("a preserved file is served as an attachment of a known media type, never as a page of this origin", async () => {
+    const { admin, person } = await desk("served");
+    const report = await reportWithFiles(admin, ["page.html"]);
+    const created = await api("/api/v1/cybertipline/reports", { key: person, body: { reportId: report.id } });
+    expect(created.status).toBe(201);
+    const response = await exports.default.fetch(new Request(`http://safest.test/api/v1/cybertipline/reports/${created.body.id}/file?index=0`, { headers: { authorization: `Bearer ${admin}` } }));
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-disposition")).toMatch(/^attachment/u);
+    expect(response.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(response.headers.get("content-security-policy")).toContain("sandbox");
+    // The host answered text/html: served as bytes to download.
+    expect(response.headers.get("content-type")).toBe("application/octet-stream");
+  });
+
   it("a document NCMEC's schema refuses is a typed error on the submission and is not sent again", async () => {
     const { admin, person, username } = await desk("refused");
     // A schema newer than the platform's copy: an element the platform does not write becomes required.

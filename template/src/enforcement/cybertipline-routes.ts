@@ -1,8 +1,19 @@
 // /api/v1/cybertipline: the installation's ESP registration with NCMEC (credentials never returned),
 // reports confirmed by a person and sent to the CyberTipline, their progress, an admin's resume,
-// and an admin's audited read of a preserved file.
+// an admin's reconciliation of a /submit whose outcome is unknown, and an admin's audited read of a
+// preserved file.
 import { routes } from "../http/route";
-import { CYBERTIPLINE_SUBMISSION_STATES, confirmCyberTiplineReport, getCyberTiplineReport, getCyberTiplineSettings, listCyberTiplineReports, putCyberTiplineSettings, readPreservedFile, resumeCyberTiplineReport } from "./cybertipline";
+import {
+  CYBERTIPLINE_SUBMISSION_STATES,
+  confirmCyberTiplineReport,
+  getCyberTiplineReport,
+  getCyberTiplineSettings,
+  listCyberTiplineReports,
+  putCyberTiplineSettings,
+  readPreservedFile,
+  reconcileCyberTiplineReport,
+  resumeCyberTiplineReport,
+} from "./cybertipline";
 
 export const cybertiplineRoutes = routes()
   .op({ method: "get", path: "/cybertipline/settings", summary: "Where CyberTipline reports go (base URL, preset), whether credentials are set (never them), on/off", auth: ["admin"], ok: 200 }, async (c) =>
@@ -50,6 +61,18 @@ export const cybertiplineRoutes = routes()
   .op(
     { method: "post", path: "/cybertipline/reports/:id/resume", summary: "Resume a submission that stopped, from the step it stopped at (never a second report); audited", auth: ["admin"], ok: 200, errors: [404, 409, 422, 503] },
     async (c) => resumeCyberTiplineReport(c.env, c.get("actor"), c.req.param("id")),
+  )
+  .op(
+    {
+      method: "post",
+      path: "/cybertipline/reports/:id/reconcile",
+      summary: "Settle a submission whose /submit outcome is unknown: NCMEC's report id found in its records, or resend when NCMEC holds none; audited",
+      auth: ["admin"],
+      body: "ReconcileCyberTiplineReport",
+      ok: 200,
+      errors: [404, 409, 422],
+    },
+    async (c, { body }) => reconcileCyberTiplineReport(c.env, c.get("actor"), c.req.param("id"), body),
   )
   .op(
     {

@@ -158,6 +158,16 @@ export const enforcementSchemas = {
       enabled: { type: "boolean" },
     },
   },
+  ReconcileCyberTiplineReport: {
+    type: "object",
+    additionalProperties: false,
+    minProperties: 1,
+    maxProperties: 1,
+    properties: {
+      ncmecReportId: { type: "string", pattern: "^[A-Za-z0-9_-]{1,64}$", description: "NCMEC's report id, as found in NCMEC's records." },
+      resend: { const: true, description: "NCMEC holds no report for this submission: send /submit again." },
+    },
+  },
   ConfirmCyberTiplineReport: {
     type: "object",
     required: ["reportId"],

@@ -19,7 +19,7 @@
 // schema newer than the platform's copy); GET /_control/log?username= lists every call;
 // GET /_control/reports?username= the stored reports. POST /_control/validate {kind: report|fileDetails,
 // xml} answers the problems the validator finds. The media host (media.test) serves GET /files/<name>
-// with the bytes `media:<name>`.
+// with the bytes `media:<name>` (as text/html when the name ends .html, as a hostile host would).
 
 type Step = "submit" | "upload" | "fileinfo" | "finish";
 
@@ -354,7 +354,7 @@ export default {
     const url = new URL(request.url);
     if (url.hostname === "media.test") {
       const name = url.pathname.replace(/^\/files\//u, "");
-      return url.pathname.startsWith("/files/") ? new Response(`media:${name}`, { headers: { "content-type": "image/jpeg" } }) : new Response("not found", { status: 404 });
+      return url.pathname.startsWith("/files/") ? new Response(`media:${name}`, { headers: { "content-type": name.endsWith(".html") ? "text/html" : "image/jpeg" } }) : new Response("not found", { status: 404 });
     }
     if (url.pathname.startsWith("/_control/")) return control(request, url);
     const step = /^\/ispws\/(submit|upload|fileinfo|finish)$/u.exec(url.pathname)?.[1] as Step | undefined;

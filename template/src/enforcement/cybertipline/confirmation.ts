@@ -73,8 +73,17 @@ export async function reportToCyberTipline(call: EffectCall): Promise<EffectResu
 
 /** `POST /cybertipline/reports`: the caller, a person, confirms and the report is sent at once (a transient failure leaves it pending for the sweep). */
 export async function confirmCyberTiplineReport(env: Env, actor: Actor, input: { reportId: string; incidentType?: string }) {
-  // Another installation's report is a 404 whoever asks; then only a person may confirm.
-  if (!(await getReportRow(env.DB, actor.installationId, input.reportId))) throw notFound("report");
+  // Another installation's report, or one outside a queue-limited user's queues, is a 404 whoever
+  // asks; then only a person may confirm.
+  const report = await getReportRow(env.DB, actor.installationId, input.reportId);
+  if (!report) throw notFound("report");
+  const queues = actor.user?.queueIds;
+  if (queues) {
+    const behind = await env.DB.prepare(`SELECT 1 AS x FROM human_tasks WHERE installation_id = ?1 AND report_id = ?2 AND queue_id IN (SELECT value FROM json_each(?3)) LIMIT 1`)
+      .bind(actor.installationId, report.id, JSON.stringify(queues))
+      .first();
+    if (!behind) throw notFound("report");
+  }
   if (!actsAsPerson(actor)) throw personRequired();
   const created = await createSubmission(env, {
     installationId: actor.installationId,

@@ -46,6 +46,45 @@ export async function resumeCyberTiplineReport(env: Env, actor: Actor, id: strin
   return submissionView(await advanceSubmission(env, actor.installationId, id));
 }
 
+/**
+ * An admin settles a submission whose /submit outcome is unknown (`cybertipline.submit_outcome_unknown`):
+ * NCMEC's report id found in NCMEC's records (the submission goes on from the file uploads), or
+ * `resend` when NCMEC holds no report (the next pass sends /submit once more). Audited; 409 for a
+ * submission that is not waiting for this.
+ */
+export async function reconcileCyberTiplineReport(env: Env, actor: Actor, id: string, body: { ncmecReportId?: string; resend?: boolean }) {
+  const row = await submissionRow(env.DB, actor.installationId, id);
+  if (!row) throw notFound("cybertipline_submission");
+  if (row.ncmecReportId !== null || row.submitSentAt === null || row.state !== "pending") {
+    throw new AppError("cybertipline.not_unknown", "This submission is not waiting for an admin to say what became of its /submit request; resume it instead (POST /cybertipline/reports/:id/resume).", { status: 409 });
+  }
+  if ((body.ncmecReportId === undefined) === (body.resend !== true)) {
+    throw new AppError("cybertipline.reconcile_invalid", 'Send exactly one of {"ncmecReportId": "<NCMEC\'s report id>"} or {"resend": true}.', { status: 422 });
+  }
+  const at = new Date().toISOString();
+  const update = body.ncmecReportId
+    ? env.DB.prepare(`UPDATE cybertipline_submissions SET ncmec_report_id = ?3, state = 'opened', next_attempt_at = ?4, last_error_code = NULL, updated_at = ?4
+        WHERE id = ?1 AND installation_id = ?2 AND ncmec_report_id IS NULL AND state = 'pending'`).bind(id, actor.installationId, body.ncmecReportId, at)
+    : env.DB.prepare(`UPDATE cybertipline_submissions SET submit_sent_at = NULL, next_attempt_at = ?3, last_error_code = NULL, updated_at = ?3
+        WHERE id = ?1 AND installation_id = ?2 AND ncmec_report_id IS NULL AND state = 'pending'`).bind(id, actor.installationId, at);
+  await env.DB.batch([
+    update,
+    auditStatement(env.DB, {
+      installationId: actor.installationId,
+      idempotencyKey: `cybertipline:${id}:reconciled:${at}:${crypto.randomUUID()}`,
+      action: "cybertipline.submission_reconciled",
+      actor: actor.audit,
+      target: { type: "cybertipline_submission", id },
+      details: body.ncmecReportId ? { ncmecReportId: body.ncmecReportId } : { resend: true },
+      at,
+    }),
+  ]);
+  return submissionView((await submissionRow(env.DB, actor.installationId, id))!);
+}
+
+/** Content types a preserved file is served as; anything else is served as bytes to download. */
+const SERVED_TYPES = new Set(["image/jpeg", "image/png", "image/webp", "image/gif", "video/mp4"]);
+
 /** A preserved file, opened for an admin who may read personal data; the read is audited before the bytes leave. */
 export async function readPreservedFile(env: Env, actor: Actor, id: string, index: number): Promise<Response> {
   const row = await submissionRow(env.DB, actor.installationId, id);
@@ -67,7 +106,18 @@ export async function readPreservedFile(env: Env, actor: Actor, id: string, inde
   ]);
   const file = await openPreservedFile(env, actor.installationId, id, index);
   if (!file) throw new AppError("cybertipline.evidence_erased", "The preserved file is gone.", { status: 410 });
-  return new Response(file.bytes, { headers: { "content-type": file.contentType, "cache-control": "no-store" } });
+  // The type the evidence host answered is a claim: only known media types, always as an
+  // attachment, never sniffed, sandboxed — a preserved file never runs as a page of this origin.
+  const type = SERVED_TYPES.has(file.contentType.split(";")[0]!.trim().toLowerCase()) ? file.contentType.split(";")[0]!.trim().toLowerCase() : "application/octet-stream";
+  return new Response(file.bytes, {
+    headers: {
+      "content-type": type,
+      "content-disposition": `attachment; filename="${id}-${index}"`,
+      "x-content-type-options": "nosniff",
+      "content-security-policy": "sandbox; default-src 'none'",
+      "cache-control": "no-store",
+    },
+  });
 }
 
 /** The scheduled sweep: resumes due submissions, erases preserved copies whose hold is over. Bounded, idempotent. */
@@ -87,9 +137,10 @@ export async function sweepCyberTipline(env: Env, now: Date): Promise<Record<str
       failed += 1;
     }
   }
-  // Only those whose hold is over: an active hold's rows are never read here, so they cannot crowd out the rest.
+  // Only those whose hold is over and whose case no other active hold keeps (a counsel's or law
+  // enforcement's hold on the case keeps the preserved files too): held rows are never read here.
   const ended = await env.DB.prepare(`SELECT ${SUBMISSION_COLUMNS} FROM cybertipline_submissions s WHERE evidence_erased_at IS NULL AND state IN ('finished', 'rejected')
-      AND NOT EXISTS (SELECT 1 FROM preservation_holds h WHERE h.id = s.hold_id AND h.released_at IS NULL AND h.held_until > ?2) LIMIT ?1`)
+      AND NOT EXISTS (SELECT 1 FROM preservation_holds h WHERE h.installation_id = s.installation_id AND (h.id = s.hold_id OR h.case_id = s.case_id) AND h.released_at IS NULL AND h.held_until > ?2) LIMIT ?1`)
     .bind(SWEEP_ERASES, at)
     .all<SubmissionRow>();
   let erased = 0;

@@ -59,13 +59,15 @@ export interface SubmissionRow {
   updatedAt: string;
   finishedAt: string | null;
   evidenceErasedAt: string | null;
+  /** When a /submit request was sent and no report id came back yet (an unknown outcome once it fails). */
+  submitSentAt: string | null;
 }
 
 export const SUBMISSION_COLUMNS = `id, installation_id AS installationId, case_id AS caseId, report_id AS reportId, run_id AS runId, step_run_id AS stepRunId, state,
   ncmec_report_id AS ncmecReportId, files_json AS filesJson, payload_sealed AS payloadSealed, xml_digest AS xmlDigest, confirmed_by AS confirmedBy,
   confirmation_task_id AS confirmationTaskId, hold_id AS holdId, attempts, lease_until AS leaseUntil, next_attempt_at AS nextAttemptAt,
   last_error_code AS lastErrorCode, last_response_code AS lastResponseCode, created_at AS createdAt, updated_at AS updatedAt, finished_at AS finishedAt,
-  evidence_erased_at AS evidenceErasedAt`;
+  evidence_erased_at AS evidenceErasedAt, submit_sent_at AS submitSentAt`;
 
 const payloadContext = (id: string) => `cybertipline:${id}`;
 
@@ -133,6 +135,10 @@ export async function createSubmission(env: Env, input: NewSubmission): Promise<
     const existing = await submissionRow(env.DB, input.installationId, id);
     if (existing) return existing;
   }
+  // One CyberTipline report per reported report (a unique index holds it under races): a second
+  // confirmation, a retried POST or another run's step gets the first submission, never a second report.
+  const prior = await priorSubmission(env.DB, input.installationId, input.reportId);
+  if (prior) return alreadyReported(env.DB, input, prior);
   const report = await getReportRow(env.DB, input.installationId, input.reportId);
   if (!report) throw notFound("report");
   if (report.personalDataErasedAt) throw new AppError("cybertipline.content_erased", "The report's contents were erased; there is nothing left to report.", { status: 409 });
@@ -200,7 +206,35 @@ export async function createSubmission(env: Env, input: NewSubmission): Promise<
       at,
     }),
   ]);
-  return (await submissionRow(env.DB, input.installationId, id))!;
+  const row = await submissionRow(env.DB, input.installationId, id);
+  if (row) return row;
+  // A concurrent confirmation of the same report inserted first (the unique index refused this one).
+  const winner = await priorSubmission(env.DB, input.installationId, input.reportId);
+  if (!winner) throw new AppError("cybertipline.unavailable", "The submission could not be recorded; confirm again.", { status: 503, retryable: true });
+  return alreadyReported(env.DB, input, winner);
+}
+
+/** The submission already filed (or being filed) for a report: any state but rejected. */
+function priorSubmission(db: D1Database, installationId: string, reportId: string) {
+  return db.prepare(`SELECT id FROM cybertipline_submissions WHERE installation_id = ?1 AND report_id = ?2 AND state <> 'rejected' LIMIT 1`).bind(installationId, reportId).first<{ id: string }>();
+}
+
+/** A workflow step takes the report's existing submission as its own outcome; a person confirming again gets a 409 naming it. */
+async function alreadyReported(db: D1Database, input: NewSubmission, prior: { id: string }): Promise<SubmissionRow> {
+  if (input.step) return (await submissionRow(db, input.installationId, prior.id))!;
+  throw new AppError("cybertipline.already_reported", `This report was already confirmed for the CyberTipline (submission ${prior.id}); follow that one (GET /cybertipline/reports/${prior.id}).`, {
+    status: 409,
+    details: { submissionId: prior.id },
+  });
+}
+
+/** A /submit whose outcome is unknown: it may have opened a report at NCMEC, so no pass sends it again on its own. */
+function submitOutcomeUnknown(id: string, cause: AppError | null): AppError {
+  return new AppError(
+    "cybertipline.submit_outcome_unknown",
+    `A /submit request for this report was sent and its answer was lost or failed${cause ? ` (${cause.code})` : ""}, so NCMEC may already hold the report: it is not sent again automatically. Check NCMEC's records, then POST /cybertipline/reports/${id}/reconcile with {"ncmecReportId": "…"} (it was opened) or {"resend": true} (it was not).`,
+    { status: 409, details: { submissionId: id, ...(cause ? { cause: cause.code } : {}) } },
+  );
 }
 
 function must(result: CallResult): ServiceAnswer {
@@ -267,8 +301,21 @@ export async function advanceSubmission(env: Env, installationId: string, id: st
     const files = JSON.parse(row.filesJson) as FileState[];
     let reportId = row.ncmecReportId;
     if (!reportId) {
-      const opened = must(await callStep(env, registration, "submit", { xml: payload.xml }));
-      if (!opened.reportId) throw serviceGap("submit");
+      // Written before the request: a pass that finds it with no report id does not know whether
+      // NCMEC opened one, and stops for an admin instead of opening a second.
+      if (row.submitSentAt) throw submitOutcomeUnknown(id, null);
+      await env.DB.prepare(`UPDATE cybertipline_submissions SET submit_sent_at = ?2 WHERE id = ?1 AND ncmec_report_id IS NULL`).bind(id, new Date().toISOString()).run();
+      const result = await callStep(env, registration, "submit", { xml: payload.xml });
+      if (!result.ok) {
+        // NCMEC answered with a refusal code: nothing was opened, so the next pass may send it again.
+        if (result.error.code === "cybertipline.report_rejected" || result.error.code === "cybertipline.credentials_refused") {
+          await env.DB.prepare(`UPDATE cybertipline_submissions SET submit_sent_at = NULL WHERE id = ?1 AND ncmec_report_id IS NULL`).bind(id).run();
+          throw result.error;
+        }
+        throw submitOutcomeUnknown(id, result.error);
+      }
+      const opened = result.answer;
+      if (!opened.reportId) throw submitOutcomeUnknown(id, serviceGap("submit"));
       reportId = opened.reportId;
       const now = new Date().toISOString();
       await env.DB.batch([
