@@ -7,6 +7,7 @@ import { openPersonalData, sealPersonalData } from "../../cases";
 import { AppError } from "../../errors";
 import { sha256Hex } from "../../lib/crypto";
 import { assertEgressAllowed } from "../../lib/egress";
+import { hashImage } from "../../media";
 
 /** The largest file preserved and uploaded (the media hashing limit). */
 export const MAX_FILE_BYTES = 8 * 1024 * 1024;
@@ -39,10 +40,13 @@ function fromBase64(text: string): Uint8Array {
  * `cybertipline.file_unavailable` when it cannot be fetched, `cybertipline.file_mismatch` when its
  * bytes are not the ones the evidence's hash names, `cybertipline.file_too_large` above the limit.
  */
-export async function preserveFile(env: Env, input: { installationId: string; submissionId: string; index: number; url: string; sha256: string | null }): Promise<{ sha256: string; bytes: number }> {
+export async function preserveFile(
+  env: Env,
+  input: { installationId: string; submissionId: string; index: number; url: string; sha256: string | null },
+): Promise<{ sha256: string; bytes: number; pdq: string | null }> {
   const key = evidenceKey(input.installationId, input.submissionId, input.index);
   const kept = await env.WORKFLOW_ARTIFACTS.head(key);
-  if (kept?.customMetadata?.sha256) return { sha256: kept.customMetadata.sha256, bytes: Number(kept.customMetadata.bytes ?? 0) };
+  if (kept?.customMetadata?.sha256) return { sha256: kept.customMetadata.sha256, bytes: Number(kept.customMetadata.bytes ?? 0), pdq: kept.customMetadata.pdq || null };
   assertEgressAllowed(input.url, env, "cybertipline.file_url_not_allowed", { field: `evidence[${input.index}].url` });
   let response: Response;
   try {
@@ -66,8 +70,13 @@ export async function preserveFile(env: Env, input: { installationId: string; su
       scope: "installation",
     },
   );
-  await env.WORKFLOW_ARTIFACTS.put(key, sealed.sealed, { customMetadata: { sha256, bytes: String(bytes.length) } });
-  return { sha256, bytes: bytes.length };
+  // PDQ of the preserved bytes themselves (never a hash a client claimed), when they are an image the hasher reads.
+  const pdq = await hashImage(response.headers.get("content-type") ?? undefined, bytes).then(
+    (hashes) => hashes.pdq.hash,
+    () => null,
+  );
+  await env.WORKFLOW_ARTIFACTS.put(key, sealed.sealed, { customMetadata: { sha256, bytes: String(bytes.length), pdq: pdq ?? "" } });
+  return { sha256, bytes: bytes.length, pdq };
 }
 
 /** The preserved file, opened (callers audit the read); null when it is gone (released and erased). */

@@ -32,7 +32,8 @@ interface FileState {
 
 interface Payload {
   xml: string;
-  files: Array<{ name: string; locationOfFile: string | null; sha256: string; pdq: string | null }>;
+  /** `viewed`: the evidence named the file's SHA-256 and the preserved bytes match it, so they are the ones the reviewer was shown. */
+  files: Array<{ name: string; locationOfFile: string | null; sha256: string; pdq: string | null; viewed?: boolean }>;
 }
 
 export interface SubmissionRow {
@@ -146,7 +147,7 @@ export async function createSubmission(env: Env, input: NewSubmission): Promise<
   const personal = await openPersonalData<ReportPersonalData>(env, input.installationId, `report:${report.id}`, report.personalData);
   const evidence = (personal.evidence ?? []).filter((e): e is typeof e & { url: string } => typeof e.url === "string" && e.url.length > 0).slice(0, MAX_FILES);
   if (evidence.length === 0) throw new AppError("cybertipline.no_files", "The report's evidence names no file (evidence[].url); a CyberTipline report carries the files a person confirmed.", { status: 422 });
-  const preserved: Array<{ sha256: string; bytes: number }> = [];
+  const preserved: Array<{ sha256: string; bytes: number; pdq: string | null }> = [];
   for (const [index, item] of evidence.entries()) {
     preserved.push(await preserveFile(env, { installationId: input.installationId, submissionId: id, index, url: item.url, sha256: typeof item.sha256 === "string" ? item.sha256 : null }));
   }
@@ -161,7 +162,13 @@ export async function createSubmission(env: Env, input: NewSubmission): Promise<
   });
   const payload: Payload = {
     xml,
-    files: evidence.map((item, index) => ({ name: fileName(item.url, index), locationOfFile: item.url, sha256: preserved[index]!.sha256, pdq: typeof item.pdq === "string" ? item.pdq : null })),
+    files: evidence.map((item, index) => ({
+      name: fileName(item.url, index),
+      locationOfFile: item.url,
+      sha256: preserved[index]!.sha256,
+      pdq: preserved[index]!.pdq,
+      viewed: typeof item.sha256 === "string" && item.sha256 === preserved[index]!.sha256,
+    })),
   };
   const sealed = await sealPersonalData(env, input.installationId, payloadContext(id), payload, { scope: "installation" });
   const xmlDigest = `sha256:${await sha256Hex(xml)}`;
@@ -346,7 +353,7 @@ export async function advanceSubmission(env: Env, installationId: string, id: st
     for (const [index, file] of files.entries()) {
       if (file.details === 1) continue;
       const described = payload.files[index]!;
-      const xml = fileDetailsXml(reportId, file.fileId!, { originalFileName: described.name, locationOfFile: described.locationOfFile, fileViewedByEsp: true, sha256: described.sha256, pdq: described.pdq });
+      const xml = fileDetailsXml(reportId, file.fileId!, { originalFileName: described.name, locationOfFile: described.locationOfFile, fileViewedByEsp: described.viewed ?? false, sha256: described.sha256, pdq: described.pdq });
       must(await callStep(env, registration, "fileinfo", { xml }));
       file.details = 1;
       await env.DB.prepare(`UPDATE cybertipline_submissions SET files_json = json_set(files_json, '$[${index}].details', 1), updated_at = ?2 WHERE id = ?1`).bind(id, new Date().toISOString()).run();
