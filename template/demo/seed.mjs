@@ -38,14 +38,14 @@ const HARASSMENT_POLICY = `Harassment policy (demo)
 const WORKFLOWS = [
   { name: "spam-triage", file: "spam-triage.json", description: "Demo: keyword bank over reported posts; removals wait for approval (assisted).", trigger: { name: "demo: scam reports", event: "report.created", when: "report.category == 'scams_and_fraud'", authorityMode: "assisted" } },
   { name: "harassment-review", file: "harassment-review.json", description: "Demo: the demo model reads the post under the harassment policy, a person decides.", trigger: { name: "demo: harassment reports", event: "report.created", when: "report.category == 'cyber_violence'", authorityMode: "assisted" } },
-  { name: "known-media", file: "known-media.json", description: "Demo: the child-safety desk; a PDQ match goes to the strict child-safety queue, a person's confirmation reports it to the CyberTipline (once a registration is set), the uploader is suspended.", trigger: { name: "demo: violent media reports", event: "report.created", when: "report.category == 'violence' && report.evidenceCount > 0", authorityMode: "autonomous" } },
+  // The demo's own graph (demo/violent-media.json), not an example: re-uploaded violent clips by SHA-256, handed to a hotline, the uploader suspended.
+  { name: "violent-media", file: "violent-media.json", dir: demoDir, description: "Demo: a hash bank over the evidence; a match is handed off and the uploader suspended.", trigger: { name: "demo: violent media reports", event: "report.created", when: "report.category == 'violence' && report.evidenceCount > 0", authorityMode: "autonomous" } },
   { name: "appeal-review", file: "appeal-review.json", description: "Demo: appeals reviewed by a person (urgent when a restriction is contested); overturns are applied.", trigger: { name: "demo: appeals", event: "appeal.created", when: "true", authorityMode: "autonomous" } },
 ];
 
 const QUEUES = [
   { name: "general-review", description: "Demo: reports and appeals a person reviews within a day.", slaSeconds: 86_400, priority: 10 },
   { name: "urgent", description: "Demo: appeals against a restriction, reviewed within four hours.", slaSeconds: 14_400, priority: 80 },
-  { name: "child-safety", description: "Demo: known-media matches a person confirms before a CyberTipline report; media always blurred and greyscale.", slaSeconds: 14_400, priority: 90, wellness: "strict" },
 ];
 
 /** Webhook endpoints of the demo product (hook = the path segment the product verifies under). */
@@ -145,7 +145,7 @@ async function ensureWorkflows(api) {
     WORKFLOWS.map(async (workflow) => {
       const row = existing.get(workflow.name) ?? (await api("/api/v1/workflows", { body: { name: workflow.name, description: workflow.description } }));
       const detail = await api(`/api/v1/workflows/${row.id}`);
-      const version = detail.versions?.[0] ?? (await api(`/api/v1/workflows/${row.id}/versions`, { body: { graph: readJson(path.join(examplesDir, workflow.file)) } }));
+      const version = detail.versions?.[0] ?? (await api(`/api/v1/workflows/${row.id}/versions`, { body: { graph: readJson(path.join(workflow.dir ?? examplesDir, workflow.file)) } }));
       versions[workflow.name] = version.id;
       if (!triggers.has(workflow.trigger.name)) await api("/api/v1/triggers", { body: { ...workflow.trigger, workflowVersionId: version.id } });
     }),
@@ -217,8 +217,6 @@ export async function seedDemoDesk({ baseUrl, apiKey, adminToken, stateDir, inst
     // The demo model of this same `wrangler dev` (/demo/model): deterministic, labelled a demo in its model name and every answer.
     await api("/api/v1/ai-providers", { body: { name: "moderation-model", kind: "openai-compatible", baseUrl: `${baseUrl}/demo/model/v1`, model: "demo-moderation-model", apiKey: "demo-model-needs-no-key", contentAllowed: true, timeoutMs: 10_000 } });
   }
-  // The known-media bank the child-safety desk matches against (empty in the demo: nothing matches).
-  if (!byName((await api("/api/v1/hash-banks")).items).has("known-csam")) await api("/api/v1/hash-banks", { body: { name: "known-csam", kind: "pdq", shards: 1 } });
   await ensureWorkflows(api);
 
   const runIds = [];

@@ -10,6 +10,7 @@ import harassmentReview from "../examples/harassment-review.json";
 import knownMedia from "../examples/known-media.json";
 import spamTriage from "../examples/spam-triage.json";
 import triage from "../examples/triage.json";
+import violentMedia from "../demo/violent-media.json";
 
 const MARKER = "pelican-orchid-2290";
 /** A PDQ hash in the known-media bank of the desk (a copy within the bank's threshold matches it). */
@@ -25,9 +26,11 @@ async function desk() {
     await env.RECEIVER.fetch("http://receiver/_control/secret", { method: "POST", body: JSON.stringify({ path, secret: created.body.secret }) });
     return created.body as { id: string };
   };
-  const paths = { actions: `/ok/examples-${tag}/actions`, messages: `/ok/examples-${tag}/messages` };
+  const paths = { actions: `/ok/examples-${tag}/actions`, messages: `/ok/examples-${tag}/messages`, hotline: `/ok/examples-${tag}/hotline` };
   const actions = await hook(paths.actions, {});
   await hook(paths.messages, { eventTypes: ["message.send"] });
+  // What the demo desk's own graph (demo/violent-media.json) hands known clips to.
+  await hook(paths.hotline, { name: "hash-hotline" });
   for (const key of ["remove_content", "suspend_uploader"]) {
     expect((await api("/api/v1/action-types", { key: apiKey, body: { key, name: key, endpointId: actions.id, reversible: true, requiresApproval: false } })).status).toBe(201);
   }
@@ -59,9 +62,9 @@ async function report(apiKey: string, body: Record<string, unknown>) {
 }
 
 describe("examples", () => {
-  it("every example publishes as it is", async () => {
+  it("every example (and the demo desk's own graph) publishes as it is", async () => {
     const { apiKey } = await desk();
-    for (const graph of [triage, spamTriage, harassmentReview, knownMedia]) expect((await publish(apiKey, graph)).id).toMatch(/^wfv_/u);
+    for (const graph of [triage, spamTriage, harassmentReview, knownMedia, violentMedia]) expect((await publish(apiKey, graph)).id).toMatch(/^wfv_/u);
   });
 
   it("spam-triage: the keyword bank reads the post; spam is decided and removed, the rest left alone", async () => {
