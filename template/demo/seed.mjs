@@ -38,7 +38,8 @@ const HARASSMENT_POLICY = `Harassment policy (demo)
 const WORKFLOWS = [
   { name: "spam-triage", file: "spam-triage.json", description: "Demo: keyword bank over reported posts; removals wait for approval (assisted).", trigger: { name: "demo: scam reports", event: "report.created", when: "report.category == 'scams_and_fraud'", authorityMode: "assisted" } },
   { name: "harassment-review", file: "harassment-review.json", description: "Demo: the demo model reads the post under the harassment policy, a person decides.", trigger: { name: "demo: harassment reports", event: "report.created", when: "report.category == 'cyber_violence'", authorityMode: "assisted" } },
-  { name: "known-media", file: "known-media.json", description: "Demo: a hash bank over the evidence; a match is handed off and the uploader suspended.", trigger: { name: "demo: violent media reports", event: "report.created", when: "report.category == 'violence' && report.evidenceCount > 0", authorityMode: "autonomous" } },
+  // The demo's own graph (demo/violent-media.json), not an example: re-uploaded violent clips by SHA-256, handed to a hotline, the uploader suspended.
+  { name: "violent-media", file: "violent-media.json", dir: demoDir, description: "Demo: a hash bank over the evidence; a match is handed off and the uploader suspended.", trigger: { name: "demo: violent media reports", event: "report.created", when: "report.category == 'violence' && report.evidenceCount > 0", authorityMode: "autonomous" } },
   { name: "appeal-review", file: "appeal-review.json", description: "Demo: appeals reviewed by a person (urgent when a restriction is contested); overturns are applied.", trigger: { name: "demo: appeals", event: "appeal.created", when: "true", authorityMode: "autonomous" } },
 ];
 
@@ -144,7 +145,7 @@ async function ensureWorkflows(api) {
     WORKFLOWS.map(async (workflow) => {
       const row = existing.get(workflow.name) ?? (await api("/api/v1/workflows", { body: { name: workflow.name, description: workflow.description } }));
       const detail = await api(`/api/v1/workflows/${row.id}`);
-      const version = detail.versions?.[0] ?? (await api(`/api/v1/workflows/${row.id}/versions`, { body: { graph: readJson(path.join(examplesDir, workflow.file)) } }));
+      const version = detail.versions?.[0] ?? (await api(`/api/v1/workflows/${row.id}/versions`, { body: { graph: readJson(path.join(workflow.dir ?? examplesDir, workflow.file)) } }));
       versions[workflow.name] = version.id;
       if (!triggers.has(workflow.trigger.name)) await api("/api/v1/triggers", { body: { ...workflow.trigger, workflowVersionId: version.id } });
     }),

@@ -64,3 +64,10 @@ CREATE INDEX cybertipline_submissions_installation ON cybertipline_submissions (
 CREATE INDEX cybertipline_submissions_due ON cybertipline_submissions (next_attempt_at) WHERE state IN ('pending', 'opened');
 -- Erasing the preserved copies of ended submissions whose hold is over (rows not yet erased only).
 CREATE INDEX cybertipline_submissions_preserved ON cybertipline_submissions (installation_id) WHERE evidence_erased_at IS NULL AND state IN ('finished', 'rejected');
+
+-- A queue's wellness profile. 'strict' (the child-safety desk's): media in its tasks are shown
+-- blurred and in greyscale whatever a reviewer's own preference (a reviewer may unblur one item to
+-- confirm it, never lift the greyscale), and /next counts its work against the shortest exposure
+-- cap the installation has (or 60 minutes a day when it has none). The column adds a few bytes to
+-- a configuration row.
+ALTER TABLE queues ADD COLUMN wellness TEXT NOT NULL DEFAULT 'standard' CHECK (wellness IN ('standard', 'strict'));

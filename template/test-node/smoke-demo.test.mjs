@@ -61,7 +61,7 @@ test("a fresh npm start seeds the demo desk once; a second start on the same sta
   assert.match(first.output(), /Demo desk: seeded in [\d.]+ s — 36 reports, 4 appeals, 4 workflows with triggers/u);
   assert.match(first.output(), /Demo product: http:\/\/127\.0\.0\.1:\d+\/demo\/product/u);
   const seeded = await desk(first);
-  assert.deepEqual(seeded.workflows, ["appeal-review", "harassment-review", "known-media", "spam-triage"]);
+  assert.deepEqual(seeded.workflows, ["appeal-review", "harassment-review", "spam-triage", "violent-media"]);
   assert.deepEqual(seeded.triggers, ["appeal.created autonomous", "report.created assisted", "report.created assisted", "report.created autonomous"]);
   assert.equal(seeded.reports, dataset.reports.length);
   // 10 scam, 12 harassment and 6 media reports start a run each, and 4 appeals.
@@ -87,7 +87,7 @@ test("a fresh npm start seeds the demo desk once; a second start on the same sta
   assert.equal(verdicts.filter((v) => v === "harassment").length, 7, JSON.stringify(verdicts));
   assert.equal(verdicts.filter((v) => v === "not_harassment").length, 5, JSON.stringify(verdicts));
 
-  // Known media runs autonomous: the demo product received the suspensions, each signature verified.
+  // Violent media runs autonomous: the demo product received the suspensions, each signature verified.
   const received = await until(
     async () => {
       const response = await fetch(`${first.baseUrl}/demo/product/received`);

@@ -301,7 +301,98 @@ describe("CyberTipline reports", () => {
     expect((await peerLog(username)).filter((l) => l.step === "submit")).toHaveLength(1);
     const row = await env.DB.prepare("SELECT confirmed_by AS by, confirmation_task_id AS task FROM cybertipline_submissions WHERE id = ?1").bind(step.output.submissionId).first<any>();
     expect(row.by).toMatch(/\/Rita Reviewer$/u);
-    expect(row.task).toMatch(/^/u);
+    const confirming = await env.DB.prepare("SELECT id FROM human_tasks WHERE run_id = ?1").bind(confirmed.id).first<{ id: string }>();
+    expect(row.task).toBe(confirming!.id);
+  });
+
+  it("the ncmec_report node resumes a submission its step left halfway (one report at NCMEC) and surfaces a refusal as its error code", async () => {
+    const { admin, person, username } = await desk("effect");
+    expect((await api("/api/v1/queues", { key: admin, body: { name: "child-safety-effect", slaSeconds: 3600, wellness: "strict" } })).status).toBe(201);
+    const version = await publish(admin, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "review", kind: "human_task", config: { queue_id: "child-safety-effect", timeout_seconds: 3600, response_schema: { type: "object", required: ["outcome"], properties: { outcome: { enum: ["report", "dismiss"] } } } } },
+        { id: "route", kind: "condition", config: { cases: [{ port: "report", when: "steps.review.event.payload.response.outcome == 'report'" }], case_ports: ["report"], default_port: "dismiss" } },
+        { id: "ncmec", kind: "ncmec_report", errorPort: "report_failed", config: { confirmation_node: "review" } },
+        { id: "reported", kind: "end", config: { terminal_code: "reported" } },
+        { id: "dismissed", kind: "end", config: { terminal_code: "dismissed" } },
+        { id: "failed", kind: "end", config: { terminal_code: "report_failed" } },
+      ],
+      edges: [
+        { from: { nodeId: "start", port: "success" }, to: { nodeId: "review" } },
+        { from: { nodeId: "review", port: "completed" }, to: { nodeId: "route" } },
+        { from: { nodeId: "review", port: "timeout" }, to: { nodeId: "dismissed" } },
+        { from: { nodeId: "route", port: "report" }, to: { nodeId: "ncmec" } },
+        { from: { nodeId: "route", port: "dismiss" }, to: { nodeId: "dismissed" } },
+        { from: { nodeId: "ncmec", port: "reported" }, to: { nodeId: "reported" } },
+        { from: { nodeId: "ncmec", port: "report_failed" }, to: { nodeId: "failed" } },
+      ],
+    });
+    const confirmRun = async (names: string[]) => {
+      const report = await reportWithFiles(admin, names);
+      const run = (await api("/api/v1/runs", { key: admin, body: { workflowVersionId: version.id, authorityMode: "autonomous", reportId: report.id } })).body;
+      await waitForWait(admin, run.id);
+      const task = (await env.DB.prepare("SELECT id FROM human_tasks WHERE run_id = ?1").bind(run.id).first<{ id: string }>())!;
+      expect((await api(`/api/v1/tasks/${task.id}/claim`, { key: person, body: {} })).status).toBe(200);
+      expect((await api(`/api/v1/tasks/${task.id}/complete`, { key: person, body: { response: { outcome: "report" } } })).status).toBe(200);
+      return waitForRun(admin, run.id);
+    };
+    // The first upload fails: the step's retry resumes at the upload, with the report already open.
+    await control("plan", { username, failAt: "upload", times: 1 });
+    const resumed = await confirmRun(["e1.jpg", "e2.jpg"]);
+    expect(resumed.output.terminalCode).toBe("reported");
+    const step = resumed.steps.find((s: any) => s.nodeId === "ncmec");
+    const log = await peerLog(username);
+    expect(log.filter((l) => l.step === "submit")).toHaveLength(1);
+    expect(log.filter((l) => l.step === "upload").map((l) => l.responseCode)).toEqual([1000, 0, 0]);
+    expect(await peerReports(username)).toEqual([expect.objectContaining({ reportId: step.output.ncmecReportId, finished: true })]);
+    const attempts = await env.DB.prepare("SELECT attempts FROM cybertipline_submissions WHERE id = ?1").bind(step.output.submissionId).first<{ attempts: number }>();
+    expect(attempts!.attempts).toBe(2);
+
+    // A document NCMEC refuses fails the node with the refusal's code; nothing more is sent.
+    await control("rule", { username, require: "incidentSummary/incidentDateTimeDescription" });
+    const refused = await confirmRun(["e3.jpg"]);
+    expect(refused.output.terminalCode).toBe("report_failed");
+    expect(JSON.stringify(refused.steps.find((s: any) => s.nodeId === "ncmec"))).toContain("cybertipline.report_rejected");
+    expect((await peerLog(username)).filter((l) => l.step === "submit").map((l) => l.responseCode)).toEqual([0, 4100]);
+  });
+
+  it("a strict queue counts its work against the shortest exposure cap the installation has; a standard queue does not", async () => {
+    const { admin, person } = await desk("strict");
+    const strict = (await api("/api/v1/queues", { key: admin, body: { name: "strict-desk", slaSeconds: 3600, wellness: "strict" } })).body;
+    const standard = (await api("/api/v1/queues", { key: admin, body: { name: "standard-desk", slaSeconds: 3600 } })).body;
+    expect(strict.wellness).toBe("strict");
+    expect(standard.wellness).toBe("standard");
+    // Only another category is capped (at 0 minutes): the strict queue takes that shortest cap for every category.
+    expect((await api("/api/v1/wellness/caps", { key: admin, method: "PUT", body: { categories: { animal_welfare: 0 } } })).status).toBe(200);
+    const graph = (queue: string) => ({
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "review", kind: "human_task", config: { queue_id: queue, timeout_seconds: 3600 } },
+        { id: "done", kind: "end" },
+      ],
+      edges: [
+        { from: { nodeId: "start", port: "success" }, to: { nodeId: "review" } },
+        { from: { nodeId: "review", port: "completed" }, to: { nodeId: "done" } },
+        { from: { nodeId: "review", port: "timeout" }, to: { nodeId: "done" } },
+      ],
+    });
+    for (const queue of ["strict-desk", "standard-desk"]) {
+      const version = await publish(admin, graph(queue));
+      const report = await reportWithFiles(admin, [`${queue}.jpg`]);
+      const run = (await api("/api/v1/runs", { key: admin, body: { workflowVersionId: version.id, authorityMode: "autonomous", reportId: report.id } })).body;
+      await waitForWait(admin, run.id);
+    }
+    const capped = await api(`/api/v1/queues/${strict.id}/next`, { key: person, body: {} });
+    expect(capped.status).toBe(409);
+    expect(capped.body.error.code).toBe("wellness.exposure_cap_reached");
+    const served = await api(`/api/v1/queues/${standard.id}/next`, { key: person, body: {} });
+    expect(served.status).toBe(200);
+    expect(served.body.display ?? { profile: "standard" }).toMatchObject({ profile: "standard" });
+    const task = (await env.DB.prepare("SELECT t.id FROM human_tasks t WHERE t.queue_id = ?1").bind(strict.id).first<{ id: string }>())!;
+    expect((await api(`/api/v1/tasks/${task.id}`, { key: person })).body.display).toEqual({ profile: "strict", blurMedia: true, greyscale: true, locked: true, exposureCapMinutes: 0 });
   });
 
   it("a preserved file survives the retention sweep; only an admin's audited release ends the hold, then the copy is erased", async () => {

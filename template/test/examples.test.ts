@@ -10,8 +10,11 @@ import harassmentReview from "../examples/harassment-review.json";
 import knownMedia from "../examples/known-media.json";
 import spamTriage from "../examples/spam-triage.json";
 import triage from "../examples/triage.json";
+import violentMedia from "../demo/violent-media.json";
 
 const MARKER = "pelican-orchid-2290";
+/** A PDQ hash in the known-media bank of the desk (a copy within the bank's threshold matches it). */
+const KNOWN_PDQ = "d5".repeat(32);
 
 /** An installation with everything the examples name. */
 async function desk() {
@@ -26,11 +29,21 @@ async function desk() {
   const paths = { actions: `/ok/examples-${tag}/actions`, messages: `/ok/examples-${tag}/messages`, hotline: `/ok/examples-${tag}/hotline` };
   const actions = await hook(paths.actions, {});
   await hook(paths.messages, { eventTypes: ["message.send"] });
+  // What the demo desk's own graph (demo/violent-media.json) hands known clips to.
   await hook(paths.hotline, { name: "hash-hotline" });
   for (const key of ["remove_content", "suspend_uploader"]) {
     expect((await api("/api/v1/action-types", { key: apiKey, body: { key, name: key, endpointId: actions.id, reversible: true, requiresApproval: false } })).status).toBe(201);
   }
   expect((await api("/api/v1/queues", { key: apiKey, body: { name: "general-review", slaSeconds: 86_400 } })).status).toBe(201);
+  // The child-safety desk: a strict queue, the known-media bank, and the ESP's CyberTipline registration (the peer's).
+  expect((await api("/api/v1/queues", { key: apiKey, body: { name: "child-safety", slaSeconds: 14_400, priority: 90, wellness: "strict" } })).status).toBe(201);
+  const bank = await api("/api/v1/hash-banks", { key: apiKey, body: { name: "known-csam", kind: "pdq", shards: 1 } });
+  expect(bank.status).toBe(201);
+  expect((await api(`/api/v1/hash-banks/${bank.body.id}/entries`, { key: apiKey, body: { entries: [{ hash: KNOWN_PDQ, tags: ["ncmec"] }] } })).status).toBe(200);
+  const esp = `esp-examples-${tag}`;
+  await env.CYBERTIPLINE_PEER.fetch("http://peer/_control/account", { method: "POST", body: JSON.stringify({ username: esp, password: "esp-examples-password" }) });
+  const registration = { baseUrl: "https://cybertipline.test/ispws", username: esp, password: "esp-examples-password", reporter: { email: "liaison@product.example" }, enabled: true };
+  expect((await api("/api/v1/cybertipline/settings", { method: "PUT", key: apiKey, body: registration })).status).toBe(200);
   const provider = await api("/api/v1/ai-providers", {
     key: apiKey,
     body: { name: "moderation-model", kind: "openai-compatible", baseUrl: "https://model.test/v1", model: "harassment-judge", apiKey: "sk-test-model-key", contentAllowed: true },
@@ -38,7 +51,7 @@ async function desk() {
   expect(provider.status).toBe(201);
   const policy = await api("/api/v1/policies", { key: apiKey, body: { name: "harassment-policy", text: "Harassment policy\n2.1 Insults aimed at a person are removed.\n2.2 Criticism of ideas is allowed." } });
   expect(policy.status).toBe(201);
-  return { apiKey, paths };
+  return { apiKey, paths, esp };
 }
 
 async function report(apiKey: string, body: Record<string, unknown>) {
@@ -49,9 +62,9 @@ async function report(apiKey: string, body: Record<string, unknown>) {
 }
 
 describe("examples", () => {
-  it("every example publishes as it is", async () => {
+  it("every example (and the demo desk's own graph) publishes as it is", async () => {
     const { apiKey } = await desk();
-    for (const graph of [triage, spamTriage, harassmentReview, knownMedia]) expect((await publish(apiKey, graph)).id).toMatch(/^wfv_/u);
+    for (const graph of [triage, spamTriage, harassmentReview, knownMedia, violentMedia]) expect((await publish(apiKey, graph)).id).toMatch(/^wfv_/u);
   });
 
   it("spam-triage: the keyword bank reads the post; spam is decided and removed, the rest left alone", async () => {
@@ -115,26 +128,45 @@ describe("examples", () => {
     expect(JSON.stringify(results)).not.toContain(MARKER);
   });
 
-  it("known-media: a hash bank over the evidence hands the case to the hotline (content, not the reporter) and suspends the uploader", async () => {
-    const { apiKey, paths } = await desk();
+  it("known-media: a PDQ match goes to the strict child-safety queue; a person's confirmation reports it to the CyberTipline, then the uploader is suspended and the decision recorded", async () => {
+    const { apiKey, paths, esp } = await desk();
     const version = await publish(apiKey, knownMedia);
     await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", workflowVersionId: version.id, authorityMode: "autonomous" } });
+    const sha256 = async (text: string) => [...new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)))].map((b) => b.toString(16).padStart(2, "0")).join("");
+    // A near copy of the known hash (3 bits flipped), as a re-encoded upload would hash.
+    const nearCopy = `${"d5".repeat(31)}d2`;
     const known = await report(apiKey, {
       category: "protection_of_minors",
-      subject: { kind: "content", id: "p-media", snapshot: { text: `an upload ${MARKER}` } },
-      evidence: [
-        { kind: "image", sha256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" },
-        { kind: "text", text: "context" },
-      ],
+      subject: { kind: "content", id: "p-media", ownerId: "uploader-7", snapshot: { text: `an upload ${MARKER}` } },
+      evidence: [{ kind: "image", url: "https://media.test/files/upload-7.jpg", sha256: await sha256("media:upload-7.jpg"), pdq: nearCopy, pdqQuality: 100 }],
     });
-    const unknown = await report(apiKey, { category: "protection_of_minors", subject: { kind: "content", id: "p-other" }, evidence: [{ kind: "image", sha256: "00".repeat(32) }] });
-    expect((await waitForRun(apiKey, known.runs[0]!.runId)).output.terminalCode).toBe("known_media_suspended");
+    const unknown = await report(apiKey, { category: "protection_of_minors", subject: { kind: "content", id: "p-other" }, evidence: [{ kind: "image", pdq: "2a".repeat(32), pdqQuality: 100 }] });
     expect((await waitForRun(apiKey, unknown.runs[0]!.runId)).output.terminalCode).toBe("no_known_media");
-    const handoff = await until(async () => (await receiverLog(paths.hotline)).find((l) => l.verified && l.type === "report.handoff"), "the handoff");
-    expect(handoff.data.evidence.content.snapshot.text).toContain(MARKER);
-    expect(handoff.data.evidence.notes.matchedHashes).toEqual(["e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"]);
-    expect(JSON.stringify(handoff.data)).not.toContain("rep-1@example.org");
+
+    const runId = known.runs[0]!.runId;
+    await waitForWait(apiKey, runId);
+    const task = (await env.DB.prepare("SELECT id FROM human_tasks WHERE run_id = ?1").bind(runId).first<{ id: string }>())!;
+    const moderator = await personKey(apiKey, "mod");
+    const opened = await api(`/api/v1/tasks/${task.id}`, { key: moderator });
+    // The strict queue's wellness: blurred and greyscale whatever the reviewer's preference, the shortest cap (none set: an hour).
+    expect(opened.body.display).toEqual({ profile: "strict", blurMedia: true, greyscale: true, locked: true, exposureCapMinutes: 60 });
+    expect(opened.body.context.matches[0]).toMatchObject({ distance: 3, tags: ["ncmec"] });
+    expect((await api(`/api/v1/tasks/${task.id}/claim`, { key: moderator, body: {} })).status).toBe(200);
+    expect((await api(`/api/v1/tasks/${task.id}/complete`, { key: moderator, body: { response: { outcome: "report" } } })).status).toBe(200);
+    const finished = await waitForRun(apiKey, runId);
+    expect(finished.output.terminalCode).toBe("reported_and_removed");
+
+    const tipline = finished.steps.find((s: { nodeId: string }) => s.nodeId === "cybertipline");
+    expect(tipline.output).toMatchObject({ port: "reported", ncmecReportId: expect.any(String) });
+    const reports = (await (await env.CYBERTIPLINE_PEER.fetch(`http://peer/_control/reports?username=${esp}`)).json()) as any[];
+    expect(reports).toHaveLength(1);
+    expect(reports[0]).toMatchObject({ reportId: tipline.output.ncmecReportId, finished: true });
+    expect(reports[0].files[0].details).toContain(`<value>${nearCopy}</value>`);
     const suspended = await until(async () => (await receiverLog(paths.actions)).find((l) => l.verified && l.type === "action.execute"), "the suspension");
     expect(JSON.stringify(suspended.data)).toContain("p-media");
+    const decision = await env.DB.prepare("SELECT outcome, automated_decision AS automated FROM decisions WHERE report_id = ?1").bind(known.id).first();
+    expect(decision).toEqual({ outcome: "csam_removed", automated: "not_automated" });
+    const holds = await api(`/api/v1/cases/${(await api(`/api/v1/reports/${known.id}`, { key: apiKey })).body.caseId}/preservation-holds`, { key: apiKey });
+    expect(holds.body.items).toEqual([expect.objectContaining({ active: true })]);
   });
 });

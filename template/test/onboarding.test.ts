@@ -29,10 +29,10 @@ async function desk() {
   const tag = crypto.randomUUID().slice(0, 8);
   const actions = await created("/api/v1/webhook-endpoints", apiKey, { url: `https://hooks.product.test/ok/gallery-${tag}/actions`, retryBaseSeconds: 0, maxAttempts: 5 });
   await created("/api/v1/webhook-endpoints", apiKey, { url: `https://hooks.product.test/ok/gallery-${tag}/messages`, eventTypes: ["message.send"], retryBaseSeconds: 0, maxAttempts: 5 });
-  await created("/api/v1/webhook-endpoints", apiKey, { url: `https://hooks.product.test/ok/gallery-${tag}/hotline`, name: "hash-hotline", retryBaseSeconds: 0, maxAttempts: 5 });
   for (const key of ["remove_content", "suspend_uploader", "restore_content"]) await created("/api/v1/action-types", apiKey, { key, name: key, endpointId: actions.id, reversible: true, requiresApproval: false });
   await created("/api/v1/queues", apiKey, { name: "general-review", slaSeconds: 86_400 });
   await created("/api/v1/queues", apiKey, { name: "urgent", slaSeconds: 14_400 });
+  await created("/api/v1/queues", apiKey, { name: "child-safety", slaSeconds: 14_400, wellness: "strict" });
   await created("/api/v1/ai-providers", apiKey, { name: "moderation-model", kind: "openai-compatible", baseUrl: "https://model.test/v1", model: "harassment-judge", apiKey: "sk-test-model-key", contentAllowed: true });
   await created("/api/v1/policies", apiKey, { name: "harassment-policy", text: "Harassment policy\n2.1 Insults aimed at a person are removed." });
   return { id, apiKey };

@@ -26,3 +26,10 @@ export const APPELLANT_ROLES = ["notifier", "affected"] as const;
 export function dsaCategory(category: PolicyCategory): string {
   return `STATEMENT_CATEGORY_${category.toUpperCase()}`;
 }
+
+/**
+ * A queue's wellness profile: `strict` (a child-safety desk's) shows its tasks' media blurred and in
+ * greyscale whatever the reviewer's preference, and counts its work against the shortest exposure cap.
+ */
+export const QUEUE_WELLNESS = ["standard", "strict"] as const;
+export type QueueWellness = (typeof QUEUE_WELLNESS)[number];

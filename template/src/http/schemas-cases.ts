@@ -1,6 +1,6 @@
 // Request bodies of cases: reports, triggers and their gates, queues, tasks, appeals, QA, notifiers, retention (see schemas.ts).
 import type { JSONSchema } from "json-schema-to-ts";
-import { APPEAL_OUTCOMES, APPELLANT_ROLES, DSA_KEYWORDS, POLICY_CATEGORIES, REPORT_SOURCES, SUBJECT_KINDS, TRIGGER_EVENTS } from "../cases";
+import { APPEAL_OUTCOMES, APPELLANT_ROLES, DSA_KEYWORDS, POLICY_CATEGORIES, QUEUE_WELLNESS, REPORT_SOURCES, SUBJECT_KINDS, TRIGGER_EVENTS } from "../cases";
 import { AUTHORITY_MODES } from "../workflows";
 import { identifier, name } from "./schema-fields";
 
@@ -115,6 +115,10 @@ export const caseSchemas = {
       description: { type: "string", maxLength: 2000 },
       slaSeconds: { type: "integer", minimum: 60, maximum: 31_536_000 },
       priority: { type: "integer", minimum: 0, maximum: 100 },
+      wellness: {
+        enum: QUEUE_WELLNESS,
+        description: "standard (default), or strict: media shown blurred and in greyscale whatever the reviewer's preference, and the shortest exposure cap (a child-safety desk).",
+      },
     },
   },
   ClaimTask: {

@@ -77,8 +77,8 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "decisions", where: OWN },
   { table: "tdb_settings", where: OWN },
   { table: "tdb_submissions", where: OWN },
-  // The CyberTipline registration (sealed) and each report filed: the record of what was reported
-  // and when. The preserved files stay in R2 under their hold; a backup does not carry them.
+  // The ESP registration and each CyberTipline submission (sealed); a submission's preserved files
+  // are R2 objects under keys derived from its id and stay where they are (not in the backup).
   { table: "cybertipline_settings", where: OWN },
   { table: "cybertipline_submissions", where: OWN },
   { table: "handoffs", where: OWN },

@@ -120,7 +120,7 @@ export function Media({ item, revealed, onToggle, index }: { item: MediaItem; re
 }
 
 /** The media of a report, with a shared "reveal all" toggle (shortcut v on the task page). */
-export function MediaGallery({ items, blurByDefault, revealAllSignal }: { items: MediaItem[]; blurByDefault: boolean; revealAllSignal: number }) {
+export function MediaGallery({ items, blurByDefault, greyscaleLocked = false, revealAllSignal }: { items: MediaItem[]; blurByDefault: boolean; greyscaleLocked?: boolean; revealAllSignal: number }) {
   const [revealed, setRevealed] = useState<Set<number>>(() => (blurByDefault ? new Set() : new Set(items.map((_, i) => i))));
   useEffect(() => {
     if (revealAllSignal === 0) return;
@@ -129,7 +129,7 @@ export function MediaGallery({ items, blurByDefault, revealAllSignal }: { items:
   if (items.length === 0) return null;
   return (
     // biome-ignore lint/a11y/useSemanticElements: a group of images, not of form fields, so not a <fieldset>
-    <div className="gallery" role="group" aria-label="Reported media">
+    <div className={greyscaleLocked ? "gallery gallery-greyscale" : "gallery"} role="group" aria-label="Reported media">
       {items.map((item, i) => (
         <Media
           key={item.url}

@@ -242,7 +242,13 @@ export function TaskPage({ params }: { params: Record<string, string> }) {
           ) : t.reportId ? (
             report.data ? (
               <>
-                <SubjectContent report={report.data} blurByDefault={user.preferences.blurMedia} revealSignal={revealSignal} />
+                <SubjectContent
+                  report={report.data}
+                  // A strict (child-safety) queue blurs whatever the reviewer's preference, and keeps the greyscale after a reveal.
+                  blurByDefault={t.display.locked || user.preferences.blurMedia}
+                  greyscaleLocked={t.display.locked}
+                  revealSignal={revealSignal}
+                />
                 <ReportFacts report={report.data} />
               </>
             ) : report.error ? (

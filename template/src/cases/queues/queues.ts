@@ -1,9 +1,10 @@
-// Review queues: an SLA and a priority each; figures for the people who run them.
+// Review queues: an SLA, a priority and a wellness profile each; figures for the people who run them.
 import { auditStatement } from "../../audit";
 import { conflict, notFound } from "../../errors";
 import { canSeeQueue, type Actor } from "../../auth";
 import { newId } from "../../lib/crypto";
 import { isUniqueViolation } from "../../lib/d1";
+import type { QueueWellness } from "../taxonomy";
 
 export interface QueueRow {
   id: string;
@@ -11,11 +12,13 @@ export interface QueueRow {
   description: string | null;
   slaSeconds: number;
   priority: number;
+  /** The wellness profile (QUEUE_WELLNESS): strict shows media blurred and greyscale whatever the reviewer's preference, under the shortest exposure cap. */
+  wellness: QueueWellness;
   createdAt: string;
   updatedAt: string;
 }
 
-const COLUMNS = `id, name, description, sla_seconds AS slaSeconds, priority, created_at AS createdAt, updated_at AS updatedAt`;
+const COLUMNS = `id, name, description, sla_seconds AS slaSeconds, priority, wellness, created_at AS createdAt, updated_at AS updatedAt`;
 
 export function getQueueRow(db: D1Database, installationId: string, queueId: string): Promise<QueueRow | null> {
   return db.prepare(`SELECT ${COLUMNS} FROM queues WHERE installation_id = ?1 AND id = ?2`).bind(installationId, queueId).first<QueueRow>();
@@ -35,12 +38,12 @@ export function findQueueRow(db: D1Database, installationId: string, idOrName: s
   return db.prepare(`SELECT ${COLUMNS} FROM queues WHERE installation_id = ?1 AND (id = ?2 OR name = ?2) ORDER BY id = ?2 DESC LIMIT 1`).bind(installationId, idOrName).first<QueueRow>();
 }
 
-export async function createQueue(env: Env, actor: Actor, input: { name: string; description?: string; slaSeconds: number; priority?: number }) {
+export async function createQueue(env: Env, actor: Actor, input: { name: string; description?: string; slaSeconds: number; priority?: number; wellness?: QueueWellness }) {
   const id = newId("q");
   const at = new Date().toISOString();
   try {
     await env.DB.batch([
-      env.DB.prepare(`INSERT INTO queues (id, installation_id, name, description, sla_seconds, priority, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)`).bind(
+      env.DB.prepare(`INSERT INTO queues (id, installation_id, name, description, sla_seconds, priority, wellness, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?8, ?7, ?7)`).bind(
         id,
         actor.installationId,
         input.name,
@@ -48,6 +51,7 @@ export async function createQueue(env: Env, actor: Actor, input: { name: string;
         input.slaSeconds,
         input.priority ?? 0,
         at,
+        input.wellness ?? "standard",
       ),
       auditStatement(env.DB, {
         installationId: actor.installationId,
@@ -55,7 +59,7 @@ export async function createQueue(env: Env, actor: Actor, input: { name: string;
         action: "queue.created",
         actor: actor.audit,
         target: { type: "queue", id },
-        details: { name: input.name, slaSeconds: input.slaSeconds, priority: input.priority ?? 0 },
+        details: { name: input.name, slaSeconds: input.slaSeconds, priority: input.priority ?? 0, wellness: input.wellness ?? "standard" },
         at,
       }),
     ]);
@@ -75,7 +79,7 @@ const LIVE = `t.state IN ('open', 'claimed')`;
 export async function listQueues(env: Env, actor: Actor) {
   const now = new Date().toISOString();
   const { results } = await env.DB.prepare(`
-    SELECT q.id, q.name, q.description, q.sla_seconds AS slaSeconds, q.priority, q.created_at AS createdAt, q.updated_at AS updatedAt,
+    SELECT q.id, q.name, q.description, q.sla_seconds AS slaSeconds, q.priority, q.wellness, q.created_at AS createdAt, q.updated_at AS updatedAt,
       (SELECT COUNT(*) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND ${LIVE} AND ${OPEN_NOW}) AS open,
       (SELECT COUNT(*) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state = 'claimed' AND NOT ${OPEN_NOW}) AS claimed,
       (SELECT MIN(t.due_at) FROM human_tasks t WHERE t.installation_id = q.installation_id AND t.queue_id = q.id AND ${LIVE} AND ${OPEN_NOW}) AS oldestDueAt,

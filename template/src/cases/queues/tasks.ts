@@ -17,6 +17,7 @@ import { openPersonalDataOr } from "../reports/report-crypto";
 import { APPEAL_OUTCOMES } from "../taxonomy";
 import { reviewerAuditId, taskResponseDigest } from "../../lib/person-keys";
 import { hotOrArchived } from "../archive/case-rehydrate";
+import { taskDisplay } from "../wellness/wellness";
 
 export const DEFAULT_LEASE_SECONDS = 900;
 export const MAX_LEASE_SECONDS = 3_600;
@@ -95,7 +96,8 @@ export async function getTask(env: Env, actor: Actor, taskId: string) {
 /** A task row the caller read (or wrote and got back) of its installation, as getTask answers it. */
 export async function presentTask(env: Env, actor: Actor, row: TaskRow | null | undefined) {
   if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
-  if (!row.contextSealed || !canReadPersonalData(actor)) return serializeTask(row);
+  const display = await taskDisplay(env.DB, actor.installationId, row.queueId);
+  if (!row.contextSealed || !canReadPersonalData(actor)) return { ...serializeTask(row), display };
   const context = await openPersonalDataOr<unknown>(env, actor.installationId, `task:${row.id}`, row.contextSealed, null);
   // One event per task and reader: who has seen what this task showed.
   await auditStatement(env.DB, {
@@ -107,7 +109,7 @@ export async function presentTask(env: Env, actor: Actor, row: TaskRow | null | 
     details: { reportId: row.reportId, appealId: row.appealId, queueId: row.queueId },
     at: new Date().toISOString(),
   }).run();
-  return serializeTask(row, undefined, context);
+  return { ...serializeTask(row, undefined, context), display };
 }
 
 /** A console user limited to some queues sees other queues' tasks as not found. */

@@ -12,6 +12,8 @@ const DEFAULT_ROW = "*";
 /** Claims begun more than this before the day are not looked at (no lease is held a week on end). */
 const LOOKBACK_MS = 7 * 86_400_000;
 const DAY_MS = 86_400_000;
+/** A strict queue's cap when the installation has set none: an hour of claimed work a day. */
+export const STRICT_CAP_MINUTES = 60;
 
 /**
  * A task's category: its report's, or the appealed report's, or — for a QA task — its original's
@@ -167,17 +169,28 @@ export async function queueExposureStatus(db: D1Database, installationId: string
 async function readExposure(db: D1Database, installationId: string, reviewer: string, now: Date, queueId: string | null): Promise<{ queueFound: boolean; status: ExposureStatus }> {
   // The caps and the day's minutes in one statement, each as a JSON list of its rows (and, given
   // a queue, whether it exists: ?7).
-  const queue = queueId === null ? "" : `, EXISTS (SELECT 1 FROM queues WHERE installation_id = ?1 AND id = ?7) AS queueFound`;
+  const queue = queueId === null ? "" : `, EXISTS (SELECT 1 FROM queues WHERE installation_id = ?1 AND id = ?7) AS queueFound, (SELECT wellness FROM queues WHERE installation_id = ?1 AND id = ?7) AS queueWellness`;
   const read = await db
     .prepare(`SELECT (SELECT json_group_array(json_object('category', category, 'capMinutes', capMinutes, 'updatedAt', updatedAt, 'updatedBy', updatedBy)) FROM (${CAPS_SQL})) AS caps,
       (SELECT json_group_array(json_object('category', category, 'minutes', minutes)) FROM (${MINUTES_SQL})) AS minutes${queue}`)
     .bind(...minutesBinds(installationId, reviewer, now), ...(queueId === null ? [] : [queueId]))
-    .first<{ caps: string; minutes: string; queueFound?: number }>();
-  return { queueFound: read?.queueFound === 1, status: exposureOf(reviewer, now, read) };
+    .first<{ caps: string; minutes: string; queueFound?: number; queueWellness?: string | null }>();
+  return { queueFound: read?.queueFound === 1, status: exposureOf(reviewer, now, read, read?.queueWellness === "strict") };
 }
 
-function exposureOf(reviewer: string, now: Date, read: { caps: string; minutes: string } | null): ExposureStatus {
-  const caps = capsOf(JSON.parse(read?.caps ?? "[]") as CapRow[]);
+/**
+ * A strict queue's caps: every category capped at the shortest cap the installation has (the
+ * default or any category's), or STRICT_CAP_MINUTES when it has none.
+ */
+export function strictCaps(caps: Caps): Caps {
+  const set = [caps.defaultMinutes, ...Object.values(caps.categories)].filter((m): m is number => m !== null);
+  const shortest = set.length > 0 ? Math.min(...set) : STRICT_CAP_MINUTES;
+  return { ...caps, defaultMinutes: shortest, categories: Object.fromEntries(POLICY_CATEGORIES.map((c) => [c, shortest])) };
+}
+
+function exposureOf(reviewer: string, now: Date, read: { caps: string; minutes: string } | null, strict = false): ExposureStatus {
+  const configured = capsOf(JSON.parse(read?.caps ?? "[]") as CapRow[]);
+  const caps = strict ? strictCaps(configured) : configured;
   const minutes = minutesOf(JSON.parse(read?.minutes ?? "[]") as MinutesRow[]);
   const names = new Set<string>([...minutes.keys()]);
   for (const category of POLICY_CATEGORIES) if (capOf(caps, category) !== null) names.add(category);
@@ -262,4 +275,15 @@ export async function setCaps(env: Env, actor: Actor, input: { defaultMinutes?: 
 export async function getCaps(env: Env, actor: Actor) {
   const caps = await readCaps(env.DB, actor.installationId);
   return { ...caps, effective: Object.fromEntries(POLICY_CATEGORIES.map((category) => [category, capOf(caps, category)])) as Record<string, number | null> };
+}
+
+/**
+ * How a task's media are shown: in a strict queue blurred and greyscale whatever the reviewer's
+ * preference (`locked`: a reviewer may unblur one item to confirm it, the greyscale stays), with
+ * the shortest exposure cap; otherwise as the reviewer's own preference says.
+ */
+export async function taskDisplay(db: D1Database, installationId: string, queueId: string | null) {
+  const row = queueId ? await db.prepare(`SELECT wellness FROM queues WHERE installation_id = ?1 AND id = ?2`).bind(installationId, queueId).first<{ wellness: string }>() : null;
+  if (row?.wellness !== "strict") return { profile: "standard" as const, blurMedia: null, greyscale: null, locked: false };
+  return { profile: "strict" as const, blurMedia: true, greyscale: true, locked: true, exposureCapMinutes: strictCaps(await readCaps(db, installationId)).defaultMinutes };
 }

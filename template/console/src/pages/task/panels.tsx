@@ -77,7 +77,7 @@ export function ContextList({ value, sealed }: { value: unknown; sealed?: boolea
   );
 }
 
-export function SubjectContent({ report, blurByDefault, revealSignal }: { report: ReportDetail; blurByDefault: boolean; revealSignal: number }) {
+export function SubjectContent({ report, blurByDefault, greyscaleLocked = false, revealSignal }: { report: ReportDetail; blurByDefault: boolean; greyscaleLocked?: boolean; revealSignal: number }) {
   const media = useMemo(() => collectMedia(report.subject.snapshot, report.evidence), [report]);
   const texts = snapshotText(report.subject.snapshot);
   const snapshot = report.subject.snapshot;
@@ -115,7 +115,7 @@ export function SubjectContent({ report, blurByDefault, revealSignal }: { report
           <p>{text}</p>
         </blockquote>
       ))}
-      <MediaGallery items={media} blurByDefault={blurByDefault} revealAllSignal={revealSignal} />
+      <MediaGallery items={media} blurByDefault={blurByDefault} greyscaleLocked={greyscaleLocked} revealAllSignal={revealSignal} />
       {snapshot === null || snapshot === undefined ? <p className="muted">The reporter sent no snapshot of the content.</p> : null}
       {hasOther ? (
         <Details summary="Full snapshot (JSON)">
