@@ -170,7 +170,8 @@ describe("bulk actions", () => {
       env.DB.prepare(`UPDATE bulk_action_items SET run_id = NULL WHERE bulk_action_id = ?1 AND position IN (2, 5)`).bind(id),
       env.DB.prepare(`UPDATE bulk_actions SET state = 'running', started = 5 WHERE id = ?1`).bind(id),
     ]);
-    expect((await sweepBulkActions(env, new Date(), scheduledContext())).started).toBe(2);
+    // The sweep resumes them (or the request's drain, finishing its last pause, got there first: the same runs either way).
+    await sweepBulkActions(env, new Date(), scheduledContext());
     const resumed = await env.DB.prepare(`SELECT position, run_id AS runId FROM bulk_action_items WHERE bulk_action_id = ?1 AND position IN (2, 5) ORDER BY position`).bind(id).all<{ position: number; runId: string }>();
     expect(resumed.results).toEqual(lost.results);
 
@@ -207,5 +208,43 @@ describe("bulk actions", () => {
     }, "seven deliveries");
     expect(delivered.map((entry) => entry.data.params.subject.id).sort()).toEqual(subjects.map((s) => s.id).sort());
     expect(await count(`SELECT COUNT(*) AS n FROM webhook_deliveries WHERE installation_id = ?1 AND source_type = 'action'`, installationId)).toBe(7);
+  });
+
+  it("a paused bulk action starts nothing until resumed (then its runs replay, none doubled), and a cancelled one never starts", async () => {
+    const { installationId, apiKey } = await desk("/ok/bulk-pause", "assisted");
+    const approver = (await api("/api/v1/api-keys", { key: apiKey, body: { name: "lead", scopes: ["review"] } })).body.apiKey as string;
+    const subjects = Array.from({ length: 6 }, (_, i) => ({ kind: "content", id: `held-${i}` }));
+
+    // Cancelled while waiting for approval: no run, ever; approving it afterwards is a conflict.
+    const dropped = await api("/api/v1/bulk-actions", { key: apiKey, body: { subjects, actionType: "remove_post", reason: "Spam wave" } });
+    expect(dropped.body.state).toBe("approval_required");
+    const cancelled = await api(`/api/v1/bulk-actions/${dropped.body.id}/cancel`, { key: apiKey, method: "POST" });
+    expect(cancelled.body).toMatchObject({ state: "cancelled", started: 0 });
+    await sweepBulkActions(env, new Date(), scheduledContext());
+    const late = await api(`/api/v1/bulk-actions/${dropped.body.id}/approve`, { key: approver, method: "POST" });
+    expect(late.status).toBe(409);
+    expect(late.body.error.code).toBe("bulk_action.state_conflict");
+    expect(await count(`SELECT COUNT(*) AS n FROM workflow_runs WHERE installation_id = ?1 AND idempotency_key LIKE ?2`, installationId, `bulk_action:${dropped.body.id}:%`)).toBe(0);
+
+    // Approved and run to the end; pausing it now is a conflict.
+    const held = await api("/api/v1/bulk-actions", { key: apiKey, body: { subjects, actionType: "remove_post", reason: "Spam wave" } });
+    const id = held.body.id as string;
+    expect((await api(`/api/v1/bulk-actions/${id}/approve`, { key: approver, method: "POST" })).status).toBe(200);
+    await until(async () => (await api(`/api/v1/bulk-actions/${id}`, { key: apiKey })).body.state === "completed", "every run started");
+    const tooLate = await api(`/api/v1/bulk-actions/${id}/pause`, { key: apiKey, method: "POST" });
+    expect(tooLate.status).toBe(409);
+    expect(tooLate.body.error.code).toBe("bulk_action.state_conflict");
+    // Then as if it had been paused halfway: three of its subjects read as not started.
+    const before = await env.DB.prepare(`SELECT position, run_id AS runId FROM bulk_action_items WHERE bulk_action_id = ?1 ORDER BY position`).bind(id).all<{ position: number; runId: string }>();
+    await env.DB.batch([env.DB.prepare(`UPDATE bulk_action_items SET run_id = NULL WHERE bulk_action_id = ?1 AND position >= 3`).bind(id), env.DB.prepare(`UPDATE bulk_actions SET state = 'paused', started = 3 WHERE id = ?1`).bind(id)]);
+    expect((await api(`/api/v1/bulk-actions/${id}`, { key: apiKey })).body).toMatchObject({ state: "paused", started: 3, progress: 0.5 });
+    expect((await sweepBulkActions(env, new Date(), scheduledContext())).started).toBe(0);
+    expect(await count(`SELECT COUNT(*) AS n FROM bulk_action_items WHERE bulk_action_id = ?1 AND run_id IS NULL`, id)).toBe(3);
+    // Resumed: the three start again as the runs they already were (nothing doubled).
+    const resumed = await api(`/api/v1/bulk-actions/${id}/resume`, { key: apiKey, method: "POST" });
+    expect(resumed.body).toMatchObject({ state: "completed", started: 6 });
+    const after = await env.DB.prepare(`SELECT position, run_id AS runId FROM bulk_action_items WHERE bulk_action_id = ?1 ORDER BY position`).bind(id).all<{ position: number; runId: string }>();
+    expect(after.results).toEqual(before.results);
+    expect(await count(`SELECT COUNT(*) AS n FROM audit_events WHERE installation_id = ?1 AND target_id = ?2 AND action = 'bulk_action.resumed'`, installationId, id)).toBe(1);
   });
 });

@@ -2,14 +2,16 @@
 // appeal's reversal walked a sanction back (its action had started: the product applied it and
 // must lift it), and `account.strike_expired` when a strike stops counting. Both are Standard
 // Webhooks through the outbox like any delivery (signed, retried, dead-lettered): a reversal goes
-// to the endpoint of the sanction's action type (where the sanction was applied) and to every
-// endpoint subscribed to the event type; an expiry to the subscribed endpoints. The account's own
+// to the endpoint of the sanction's action type (where the sanction was applied; not a connector,
+// which maps actions onto a product's API and has no verb for a notice) and to every endpoint
+// subscribed to the event type; an expiry to the subscribed endpoints. The account's own
 // id is never stored, so a notice names the subject of the report the sanction or strike came from,
 // as the sanction's action did. Deliveries are source_type 'alert' (platform notices, as the
 // demotion's), keyed per event and endpoint, so a repeated sweep writes each one once.
 //
 // Imported by src/schedule.ts directly, not through accounts/index.ts: this module reaches
 // enforcement (deliveries), which imports accounts/index.ts (decisions give strikes).
+import { isConnectorEndpoint } from "../connectors";
 import { deliveryStatement, enqueueDeliveries, subscribedEndpointsStatement, type EndpointRow } from "../enforcement";
 
 const SLICE = 50;
@@ -27,7 +29,8 @@ interface ReversedRow {
   subjectId: string | null;
   createdAt: string;
   reversedAt: string;
-  endpointId: string | null;
+  /** The action type's endpoint ({ id, url }) when enabled. */
+  endpointJson: string | null;
 }
 
 interface ExpiredRow {
@@ -66,7 +69,8 @@ export async function sweepAccountNotices(env: Env, now: Date): Promise<Record<s
   const [reversed, expired] = await env.DB.batch<Record<string, unknown>>([
     env.DB.prepare(`SELECT s.id, s.installation_id AS installationId, s.kind, s.action_type_key AS actionType, s.threshold, s.source, s.run_id AS runId, s.report_id AS reportId,
         r.subject_kind AS subjectKind, r.subject_id AS subjectId, s.created_at AS createdAt, s.updated_at AS reversedAt,
-        (SELECT t.endpoint_id FROM action_types t WHERE t.installation_id = s.installation_id AND t.key = s.action_type_key) AS endpointId
+        (SELECT json_object('id', e.id, 'url', e.url) FROM action_types t JOIN webhook_endpoints e ON e.id = t.endpoint_id AND e.installation_id = t.installation_id
+          WHERE t.installation_id = s.installation_id AND t.key = s.action_type_key AND e.state = 'enabled') AS endpointJson
       FROM account_sanctions s LEFT JOIN reports r ON r.id = s.report_id AND r.installation_id = s.installation_id
       WHERE s.state = 'reversed' AND s.reversal_notified_at IS NULL ORDER BY s.updated_at LIMIT ${SLICE}`),
     env.DB.prepare(`SELECT k.id, k.installation_id AS installationId, k.account_key AS accountKey, k.decision_id AS decisionId, k.category, k.points, k.expires_at AS expiresAt,
@@ -77,7 +81,10 @@ export async function sweepAccountNotices(env: Env, now: Date): Promise<Record<s
   const deliveryIds: string[] = [];
   let notices = 0;
   for (const row of reversed!.results as unknown as ReversedRow[]) {
-    const endpoints = row.runId ? await endpointsFor(env.DB, row.installationId, "account.sanction_reversed", row.endpointId, cache) : [];
+    // The endpoint that applied it, unless a connector (a product's own API: it takes actions, not notices).
+    const applied = row.endpointJson ? (JSON.parse(row.endpointJson) as { id: string; url: string }) : null;
+    const first = applied && !isConnectorEndpoint(applied.url) ? applied.id : null;
+    const endpoints = row.runId ? await endpointsFor(env.DB, row.installationId, "account.sanction_reversed", first, cache) : [];
     const data = {
       sanctionId: row.id,
       kind: row.kind,

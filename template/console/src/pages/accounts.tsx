@@ -7,6 +7,7 @@ import { qs, server, type ApiResponse } from "../api";
 import { useResource } from "../hooks";
 import { Link, useNavigate, useSearchParam } from "../router";
 import { Empty, ErrorNote, Loading, PageTitle, shortId, StateBadge, Time } from "../ui";
+import { BulkActionPanel } from "./bulk-action";
 
 type Account = ApiResponse<"get", "/accounts/:id">;
 type Found = ApiResponse<"get", "/search">["items"][number];
@@ -31,7 +32,9 @@ export function SearchPage() {
   };
   return (
     <section data-ready={results.data ? "true" : undefined}>
-      <PageTitle subtitle="Words of a description, or exactly a reporter's id, contact or an account's id. Nothing is decrypted to search; each search with words is on the record.">Search</PageTitle>
+      <PageTitle subtitle="Words of a description, or exactly a reporter's id or contact; in accounts, exactly an account's id or an IP, device id or email it was seen with. Nothing is decrypted to search; each search with words is on the record.">
+        Search
+      </PageTitle>
       {/* biome-ignore lint/a11y/useSemanticElements: the form is the search landmark itself */}
       <form className="filters" role="search" onSubmit={submit}>
         <label htmlFor="search-q">Search</label>
@@ -57,11 +60,17 @@ export function SearchPage() {
           const label = `${item.type} ${shortId(String(item.id))}`;
           return (
             <li key={`${item.type}:${String(item.id)}`}>
-              {href ? <Link to={href}>{label}</Link> : <span className="mono">{label}</span>} <Time at={String((item as { at?: unknown }).at ?? "")} />
+              {href ? <Link to={href}>{label}</Link> : <span className="mono">{label}</span>}
+              {"matchedBy" in item && item.matchedBy && item.matchedBy !== "id" ? <span className="muted"> · same {String(item.matchedBy)}</span> : null}
+              {"reportCount" in item ? <span className="muted"> · {String(item.reportCount)} reports</span> : null} <Time at={String((item as { at?: unknown }).at ?? "")} />
             </li>
           );
         })}
       </ul>
+      {q && type === "report" && results.data && results.data.items.length > 0 ? <BulkActionPanel key={`r:${q}`} source={{ search: { q } }} what="the subjects of these reports" /> : null}
+      {type === "account" && results.data && results.data.items.length > 0 ? (
+        <BulkActionPanel key={`a:${q}`} source={{ accounts: results.data.items.map((item) => String(item.id)) }} what={`the reported subjects of these ${results.data.items.length} accounts`} />
+      ) : null}
     </section>
   );
 }
@@ -93,8 +102,20 @@ export function AccountPage({ params }: { params: Record<string, string> }) {
             <div className="stat">
               <span className="muted small">Related accounts</span>
               <strong>{data.related.items.length}</strong>
+              {Object.keys(data.related.count).length > 0 ? (
+                <span className="muted small">
+                  {Object.entries(data.related.count)
+                    .map(([kind, n]) => `${n} by ${kind}`)
+                    .join(" · ")}
+                </span>
+              ) : null}
             </div>
           </div>
+          <BulkActionPanel
+            key={id}
+            source={{ accounts: [id, ...data.related.items.map((r) => r.account)] }}
+            what={data.related.items.length > 0 ? `this account and its ${data.related.items.length} related accounts` : "this account's reported subjects"}
+          />
           <h2>Restrictions now</h2>
           {data.restrictions.length === 0 ? <Empty>None.</Empty> : null}
           <ul className="list">
