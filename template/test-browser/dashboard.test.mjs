@@ -137,7 +137,7 @@ test("storage: an admin reads D1 by table, the archive and the projection, and s
   assert.equal(settings.body.hotDays, 30);
 });
 
-test("rules: an admin creates a rule set, tests a rule against a pasted event, publishes and deploys it in shadow, sees its hit rate and shadow agreement, and the gate refuses autonomous", { timeout: 90_000 }, async () => {
+test("rules: an admin creates a rule set, tests a rule against a pasted event, publishes and deploys it in shadow, sees its hit rate and shadow agreement, and the gate refuses autonomous", { timeout: 150_000 }, async () => {
   await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Rules", exact: true }).click();
   await page.waitForURL(/\/rules$/u);
   await page.getByRole("heading", { level: 1, name: "Rules" }).waitFor();
