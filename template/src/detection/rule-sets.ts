@@ -306,31 +306,43 @@ export async function deployRuleSet(env: Env, actor: Actor, ruleSetId: string, i
         )
       : null;
   const at = new Date().toISOString();
-  await env.DB.batch([
-    env.DB.prepare(`UPDATE rule_sets SET deployed_version_id = ?3, authority_mode = ?4, deployed_at = ?5, updated_at = ?5 WHERE installation_id = ?1 AND id = ?2`).bind(
+  // A promotion is a compare-and-set on what the gate was evaluated against (mode, version, gate),
+  // and its audit event is written only if the change took.
+  const [update] = await env.DB.batch([
+    env.DB.prepare(`UPDATE rule_sets SET deployed_version_id = ?3, authority_mode = ?4, deployed_at = ?5, updated_at = ?5
+      WHERE installation_id = ?1 AND id = ?2 AND (?6 = 0 OR (authority_mode = ?7 AND deployed_version_id IS ?8 AND gate_json IS ?9))`).bind(
       actor.installationId,
       ruleSetId,
       input.versionId,
       input.authorityMode,
       at,
+      promotion ? 1 : 0,
+      ruleSet.authorityMode,
+      ruleSet.deployedVersionId,
+      ruleSet.gateJson,
     ),
-    auditStatement(env.DB, {
-      installationId: actor.installationId,
-      idempotencyKey: `rule_set:${ruleSetId}:deployed:${at}:${input.versionId}`,
-      action: "rule_set.deployed",
-      actor: actor.audit,
-      target: { type: "rule_set", id: ruleSetId },
-      details: {
-        name: ruleSet.name,
-        versionId: input.versionId,
-        version: version.version,
-        authorityMode: input.authorityMode,
-        previous: ruleSet.deployedVersionId ? { versionId: ruleSet.deployedVersionId, authorityMode: ruleSet.authorityMode } : null,
-        ...(promotion ? { digest: promotion.digest, evidence: promotion.evidence } : {}),
+    auditStatement(
+      env.DB,
+      {
+        installationId: actor.installationId,
+        idempotencyKey: `rule_set:${ruleSetId}:deployed:${at}:${input.versionId}`,
+        action: "rule_set.deployed",
+        actor: actor.audit,
+        target: { type: "rule_set", id: ruleSetId },
+        details: {
+          name: ruleSet.name,
+          versionId: input.versionId,
+          version: version.version,
+          authorityMode: input.authorityMode,
+          previous: ruleSet.deployedVersionId ? { versionId: ruleSet.deployedVersionId, authorityMode: ruleSet.authorityMode } : null,
+          ...(promotion ? { digest: promotion.digest, evidence: promotion.evidence } : {}),
+        },
+        at,
       },
-      at,
-    }),
+      { table: "rule_sets", id: ruleSetId, where: { deployed_version_id: input.versionId, authority_mode: input.authorityMode, deployed_at: at } },
+    ),
   ]);
+  if ((update?.meta.changes ?? 0) === 0) throw new AppError("promotion.not_next_mode", `Rule set ${ruleSet.name} changed while its gate was evaluated; read it and deploy again.`, { status: 409 });
   forgetDeployed(actor.installationId);
   return serializeRuleSet((await getRuleSetRow(env.DB, actor.installationId, ruleSetId))!);
 }
