@@ -10,7 +10,9 @@ import { isUniqueViolation } from "../lib/d1";
 import { EXPRESSION_SEMANTICS, type ExpressionSemantics, getVersionRow, type WorkflowAuthorityMode } from "../workflows";
 import { forgetDeployed } from "./deployed-cache";
 import { checkAutonomousGate, evaluateRuleSetPromotion, type RuleSetGate, ruleSetGateOf, ruleSetGateStatements } from "./rule-set-gates";
-import { compileRule, type CounterSpec, ENTITY_KIND } from "./rules-language";
+import { compileRule, type CounterSpec, ENTITY_KIND, OUTCOME_ENTITY_KINDS } from "./rules-language";
+
+export { OUTCOME_ENTITY_KINDS } from "./rules-language";
 
 /** Rules a version may hold. */
 export const MAX_RULES = 200;
@@ -22,14 +24,6 @@ export const MAX_DEPLOYED_RULES = 500;
 export const RULE_SEMANTICS_DEFAULT: ExpressionSemantics = "json-numbers-1";
 const RULE_ID = /^[A-Za-z0-9_.-]{1,64}$/u;
 const LABEL_VALUE = /^[a-z0-9][a-z0-9_.:!-]{0,63}$/u;
-
-/**
- * Entity kinds a report or run outcome may name, with the report subject kind each becomes. A
- * report's subject id and a run's input are stored in plaintext, so only account and content
- * identifiers are allowed; personal kinds (ip, device, email, anything else) are refused at publish
- * and may only be counted or labelled (labels key them by an opaque keyed hash).
- */
-export const OUTCOME_ENTITY_KINDS: Readonly<Record<string, string>> = { account: "account", post: "content", content: "content", comment: "content", message: "message", media: "media", listing: "listing", group: "group" };
 
 export type RuleOutcome =
   | { label: { entity: string; value: string; expiresIn?: string } }
@@ -133,7 +127,7 @@ export async function getRuleSetGate(env: Env, actor: Actor, ruleSetId: string, 
   if (!id) return { ruleSetId, gate, source, version: null };
   const version = await getRuleSetVersionRow(env.DB, actor.installationId, id);
   if (!version || version.ruleSetId !== ruleSetId) throw new AppError("rule_set_version.not_found", "No version with this id in this rule set.", { status: 404 });
-  const evaluation = await evaluateRuleSetPromotion(env.DB, actor.installationId, { gateJson: ruleSet.gateJson, versionId: id, ruleIds: (JSON.parse(version.rulesJson) as StoredRules).rules.map((rule) => rule.id) });
+  const evaluation = await evaluateRuleSetPromotion(env, actor.installationId, { gateJson: ruleSet.gateJson, versionId: id, ruleIds: (JSON.parse(version.rulesJson) as StoredRules).rules.map((rule) => rule.id) });
   return { ruleSetId, gate, source, version: { id, version: version.version, rules: evaluation.rules, autonomous: { requirements: evaluation.requirements, met: evaluation.met } } };
 }
 
@@ -298,7 +292,7 @@ export async function deployRuleSet(env: Env, actor: Actor, ruleSetId: string, i
   const promotion =
     input.authorityMode === "autonomous" && !(ruleSet.authorityMode === "autonomous" && ruleSet.deployedVersionId === input.versionId)
       ? await checkAutonomousGate(
-          env.DB,
+          env,
           actor.installationId,
           ruleSet,
           input.versionId,
