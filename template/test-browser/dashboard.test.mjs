@@ -137,7 +137,7 @@ test("storage: an admin reads D1 by table, the archive and the projection, and s
   assert.equal(settings.body.hotDays, 30);
 });
 
-test("rules: an admin creates a rule set, tests a rule against a pasted event, publishes and deploys it in shadow", { timeout: 90_000 }, async () => {
+test("rules: an admin creates a rule set, tests a rule against a pasted event, publishes and deploys it in shadow, sees its hit rate and shadow agreement, and the gate refuses autonomous", { timeout: 150_000 }, async () => {
   await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Rules", exact: true }).click();
   await page.waitForURL(/\/rules$/u);
   await page.getByRole("heading", { level: 1, name: "Rules" }).waitFor();
@@ -156,4 +156,27 @@ test("rules: an admin creates a rule set, tests a rule against a pasted event, p
   await page.getByLabel("Mode", { exact: true }).selectOption("shadow");
   await page.getByRole("button", { name: "Deploy the latest version" }).click();
   await editor.getByText("Deployed: version 1 in shadow.").waitFor();
+  // Its hit rate and shadow agreement: two posts hit in shadow; a person agrees on one account and negates the other.
+  const figures = editor.getByTestId("rule-figures");
+  await figures.getByRole("row").filter({ hasText: "any-post" }).waitFor();
+  const accounts = [`acct-a-${TAG}`, `acct-b-${TAG}`];
+  const events = accounts.map((account, i) => ({ id: `ev-${i}-${TAG}`, type: "post.created", occurredAt: new Date().toISOString(), entities: { account }, data: {} }));
+  const sent = await api("/events", { body: { events } });
+  assert.equal(sent.status, 202, JSON.stringify(sent.body));
+  assert.equal(sent.body.hits, 2);
+  assert.equal((await api("/labels", { body: { entity: "account", value: accounts[0], label: "poster" } })).status, 201);
+  assert.equal((await api("/labels", { body: { entity: "account", value: accounts[1], label: "poster", negate: true } })).status, 201);
+  await editor.getByRole("button", { name: "Refresh the figures" }).click();
+  const row = figures.getByRole("row").filter({ hasText: "any-post" });
+  await row.getByText("1 of 2: 50%", { exact: false }).waitFor();
+  assert.deepEqual((await row.getByRole("cell").allInnerTexts()).slice(0, 5), ["any-post", "2", "2", "2", "2"]);
+  await editor
+    .getByTestId("rule-gate")
+    .getByText(/Autonomous needs: 100 comparisons/u)
+    .waitFor();
+  // Deploying it autonomous is refused by the gate, and the console says why.
+  await page.getByLabel("Mode", { exact: true }).selectOption("autonomous");
+  await page.getByRole("button", { name: "Deploy the latest version" }).click();
+  await editor.getByText(/does not meet its gate for autonomous/u).waitFor();
+  assert.deepEqual(await axeViolations(page), [], "rules page with its figures: no serious or critical axe violations");
 });

@@ -61,6 +61,31 @@ describe("rule set promotion", () => {
     expect((await deploy("shadow")).status).toBe(200);
   });
 
+  it("compares a report outcome's shadow hits with later decisions about the subject: a restriction agrees, no_action disagrees", async () => {
+    const { apiKey } = await newInstallation("rules-promotion-reports");
+    const set = await api("/api/v1/rule-sets", { key: apiKey, body: { name: "report-links" } });
+    const version = await api(`/api/v1/rule-sets/${set.body.id}/versions`, {
+      key: apiKey,
+      body: { rules: [{ id: "link-post", when: "event.type == 'post.created'", outcome: { report: { entity: "post", category: "scams_and_fraud" } } }] },
+    });
+    expect(version.status, JSON.stringify(version.body)).toBe(201);
+    expect((await api(`/api/v1/rule-sets/${set.body.id}/deployment`, { key: apiKey, method: "PUT", body: { versionId: version.body.id, authorityMode: "shadow" } })).status).toBe(200);
+    const posts = ["post-a", "post-b", "post-c"];
+    const sent = await api("/api/v1/events", { key: apiKey, body: { events: posts.map((post) => ({ id: `ev-${post}`, type: "post.created", occurredAt: new Date().toISOString(), entities: { post }, data: {} })) } });
+    expect(sent.body.hits).toBe(3);
+    // Users report two of the posts; people decide: one removed, one left up. post-c is never decided.
+    const decide = async (post: string, body: Record<string, unknown>) => {
+      const report = await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "content", id: post }, category: "scams_and_fraud" } });
+      expect(report.status, JSON.stringify(report.body)).toBe(201);
+      const decision = await api("/api/v1/decisions", { key: apiKey, body: { reportId: report.body.id, ...body } });
+      expect(decision.status, JSON.stringify(decision.body)).toBe(201);
+    };
+    await decide("post-a", { outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement: "Removed: a scam link." });
+    await decide("post-b", { outcome: "no_action" });
+    const figures = await api(`/api/v1/rule-sets/${set.body.id}/gate`, { key: apiKey });
+    expect(figures.body.version.rules).toEqual([expect.objectContaining({ ruleId: "link-post", hits: 3, recordedOnly: 3, compared: 2, agreements: 1 })]);
+  });
+
   it("another installation's rule set gate is a 404", async () => {
     const a = await newInstallation("rules-promotion-a");
     const b = await newInstallation("rules-promotion-b");

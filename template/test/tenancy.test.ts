@@ -549,6 +549,7 @@ const QUERY_REFERENCES: Record<string, (f: Fixtures) => string> = {
   queueId: (f) => f.queue,
   targetId: (f) => f.report,
   workflowVersionId: (f) => f.version,
+  versionId: (f) => f.ruleSetVersion,
 };
 
 /** Body properties named like ids that name no row here: ids in the product's own id space. */

@@ -55,6 +55,7 @@ const GUARD_TABLES = [
   "trusted_flaggers",
   "backtests",
   "bulk_actions",
+  "rule_sets",
 ] as const;
 
 /**

@@ -49,6 +49,8 @@ export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, i
   const labelling = input.hits.some((hit) => "label" in hit.rule.outcome && applies(hit.version.authorityMode, hit.rule.outcome));
   const endpoints = labelling ? await labelEndpoints(env.DB, actor.installationId, "applied") : [];
   const deliveries: Array<{ id: string; index: number }> = [];
+  // One delivery per entity and value per request: later hits on it in the batch only refresh it.
+  const announced = new Set<string>();
   for (const hit of input.hits) {
     const { event, version, rule } = hit;
     const outcome = rule.outcome;
@@ -87,25 +89,29 @@ export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, i
                 subject: labelSubject(outcome.label.entity, value),
               }),
             );
-            const made = await labelChangeDeliveries(
-              env,
-              endpoints,
-              {
-                installationId: actor.installationId,
-                change: "applied",
-                entityKind: outcome.label.entity,
-                entityKey,
-                entityId: value,
-                label: outcome.label.value,
-                source: `rule:${source}`,
-                createdAt: input.at,
-                expiresAt,
-                changeKey: `${entityKey}\u0000${outcome.label.value}\u0000${input.at}`,
-                at: input.at,
-              },
-              // Only a label this write created (or revived after its expiry): a refresh keeps its created_at.
-              { table: "entity_labels", where: { installation_id: actor.installationId, entity_key: entityKey, value: outcome.label.value, created_at: input.at, source_type: "rule", negated: 0 } },
-            );
+            const announce = `${entityKey}\u0000${outcome.label.value}`;
+            const made = announced.has(announce)
+              ? []
+              : await labelChangeDeliveries(
+                  env,
+                  endpoints,
+                  {
+                    installationId: actor.installationId,
+                    change: "applied",
+                    entityKind: outcome.label.entity,
+                    entityKey,
+                    entityId: value,
+                    label: outcome.label.value,
+                    source: `rule:${source}`,
+                    createdAt: input.at,
+                    expiresAt,
+                    changeKey: `${entityKey}\u0000${outcome.label.value}\u0000${input.at}`,
+                    at: input.at,
+                  },
+                  // Only a label this write created (or revived after its expiry): a refresh keeps its created_at.
+                  { table: "entity_labels", where: { installation_id: actor.installationId, entity_key: entityKey, value: outcome.label.value, created_at: input.at, source_type: "rule", negated: 0 } },
+                );
+            announced.add(announce);
             for (const delivery of made) {
               deliveries.push({ id: delivery.id, index: statements.length });
               statements.push(delivery.statement);

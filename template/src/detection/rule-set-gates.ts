@@ -2,8 +2,12 @@
 // in assisted, for labels), what they would have done; once a person labels or negates the same
 // value on the same entity after the rule's first hit on it, that is a comparison: a label is an
 // agreement, a negation a disagreement. (What a person decides is the entity's person label as it
-// stands: a later decision replaces an earlier one.) Report and run outcomes are not compared yet:
-// their hits count, their agreement does not.
+// stands: a later decision replaces an earlier one.) A report outcome's shadow hit is compared with
+// the latest decision about its subject made after the rule's first hit on it: a decision that
+// restricts is an agreement, a decision not to act (no_action, no restriction) a disagreement.
+// Decisions name their subject in the clear and hits by key, so the latest MAX_DECISIONS_READ
+// decisions since the version's first such hit are read and keyed here. Run outcomes are not
+// compared: their hits count, their agreement does not.
 //
 // Deploying a version in `autonomous` passes the gate over that version's comparisons, through the
 // requirements triggers use (enforcement's agreementRequirements, Wilson's interval): at least
@@ -16,6 +20,8 @@ import { wilson } from "../automation";
 import { agreementRequirements, type GateRequirement } from "../enforcement";
 import { AppError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
+import { entityKey } from "../lib/person-keys";
+import { OUTCOME_ENTITY_KINDS } from "./rules-language";
 
 export interface RuleSetGate {
   minComparedHits: number;
@@ -43,9 +49,50 @@ export interface RuleFigures {
   agreement: { value: number | null; low: number | null; high: number | null };
 }
 
-/** Per rule of a version: its hits and its shadow record's agreement with people's later labels. */
-export async function versionFigures(db: D1Database, installationId: string, versionId: string, ruleIds: readonly string[]): Promise<RuleFigures[]> {
+/** Decisions read to compare a version's report hits with (the latest, since its first such hit). */
+export const MAX_DECISIONS_READ = 5_000;
+
+/** Per rule: report-outcome shadow hits compared with the latest later decision about their subject. */
+async function reportComparisons(env: Env, installationId: string, versionId: string): Promise<Map<string, { compared: number; agreements: number }>> {
+  const { results: hits } = await env.DB.prepare(`
+      SELECT rule_id AS ruleId, entity_key AS entityKey, outcome_json ->> '$.report.entity' AS kind, MIN(created_at) AS firstAt
+      FROM rule_hits WHERE installation_id = ?1 AND rule_set_version_id = ?2 AND applied = 0 AND entity_key IS NOT NULL AND outcome_json ->> '$.report.entity' IS NOT NULL
+      GROUP BY rule_id, entity_key`)
+    .bind(installationId, versionId)
+    .all<{ ruleId: string; entityKey: string; kind: string; firstAt: string }>();
+  const out = new Map<string, { compared: number; agreements: number }>();
+  if (hits.length === 0) return out;
+  const since = hits.map((hit) => hit.firstAt).sort()[0]!;
+  const { results: decisions } = await env.DB.prepare(`
+      SELECT subject_kind AS subjectKind, subject_id AS subjectId, created_at AS createdAt,
+        CASE WHEN outcome = 'no_action' OR restrictions_json IN ('{}', '[]', 'null') THEN 0 ELSE 1 END AS restricts
+      FROM decisions WHERE installation_id = ?1 AND subject_id IS NOT NULL AND created_at >= ?2 ORDER BY created_at DESC LIMIT ${MAX_DECISIONS_READ}`)
+    .bind(installationId, since)
+    .all<{ subjectKind: string; subjectId: string; createdAt: string; restricts: number }>();
+  // The latest decision per (entity kind, subject) key: every entity kind that becomes this subject kind.
+  const latest = new Map<string, { createdAt: string; restricts: boolean }>();
+  for (const decision of decisions)
+    for (const [kind, subjectKind] of Object.entries(OUTCOME_ENTITY_KINDS)) {
+      if (subjectKind !== decision.subjectKind) continue;
+      const key = entityKey(installationId, kind, decision.subjectId, env);
+      if (!latest.has(key)) latest.set(key, { createdAt: decision.createdAt, restricts: decision.restricts === 1 });
+    }
+  for (const hit of hits) {
+    const decision = latest.get(hit.entityKey);
+    if (!decision || decision.createdAt < hit.firstAt) continue;
+    const figures = out.get(hit.ruleId) ?? { compared: 0, agreements: 0 };
+    figures.compared += 1;
+    if (decision.restricts) figures.agreements += 1;
+    out.set(hit.ruleId, figures);
+  }
+  return out;
+}
+
+/** Per rule of a version: its hits and its shadow record's agreement with people's later labels and decisions. */
+export async function versionFigures(env: Env, installationId: string, versionId: string, ruleIds: readonly string[]): Promise<RuleFigures[]> {
+  const db = env.DB;
   const dayAgo = new Date(Date.now() - 86_400_000).toISOString();
+  const reports = await reportComparisons(env, installationId, versionId);
   const [hits, compared] = await db.batch([
     db
       .prepare(`
@@ -67,8 +114,9 @@ export async function versionFigures(db: D1Database, installationId: string, ver
   return ruleIds.map((ruleId) => {
     const hit = hitRows.get(ruleId);
     const comparison = comparedRows.get(ruleId);
-    const agreements = Number(comparison?.agreements ?? 0);
-    const comparedCount = Number(comparison?.compared ?? 0);
+    const reported = reports.get(ruleId);
+    const agreements = Number(comparison?.agreements ?? 0) + (reported?.agreements ?? 0);
+    const comparedCount = Number(comparison?.compared ?? 0) + (reported?.compared ?? 0);
     const { value, low, high } = wilson(agreements, comparedCount);
     return {
       ruleId,
@@ -92,9 +140,9 @@ export interface RuleSetPromotion {
 }
 
 /** Where a version stands against its rule set's gate for autonomous (all its rules' comparisons together). */
-export async function evaluateRuleSetPromotion(db: D1Database, installationId: string, input: { gateJson: string | null; versionId: string; ruleIds: readonly string[] }): Promise<RuleSetPromotion> {
+export async function evaluateRuleSetPromotion(env: Env, installationId: string, input: { gateJson: string | null; versionId: string; ruleIds: readonly string[] }): Promise<RuleSetPromotion> {
   const { gate, source } = ruleSetGateOf(input.gateJson);
-  const rules = await versionFigures(db, installationId, input.versionId, input.ruleIds);
+  const rules = await versionFigures(env, installationId, input.versionId, input.ruleIds);
   const compared = rules.reduce((sum, rule) => sum + rule.compared, 0);
   const agreements = rules.reduce((sum, rule) => sum + rule.agreements, 0);
   const requirements = agreementRequirements(
@@ -110,8 +158,8 @@ export async function evaluateRuleSetPromotion(db: D1Database, installationId: s
  * promotion: the mode or the version changes to an autonomous one). Answers the evidence and its
  * digest for the audit event, or throws promotion.gate_not_met (409) with them.
  */
-export async function checkAutonomousGate(db: D1Database, installationId: string, ruleSet: { id: string; name: string; authorityMode: string; gateJson: string | null }, versionId: string, ruleIds: readonly string[]) {
-  const evaluation = await evaluateRuleSetPromotion(db, installationId, { gateJson: ruleSet.gateJson, versionId, ruleIds });
+export async function checkAutonomousGate(env: Env, installationId: string, ruleSet: { id: string; name: string; authorityMode: string; gateJson: string | null }, versionId: string, ruleIds: readonly string[]) {
+  const evaluation = await evaluateRuleSetPromotion(env, installationId, { gateJson: ruleSet.gateJson, versionId, ruleIds });
   const evidence = { subject: { type: "rule_set", id: ruleSet.id, name: ruleSet.name }, from: ruleSet.authorityMode, to: "autonomous", ...evaluation, evaluatedAt: new Date().toISOString() };
   if (!evaluation.met)
     throw new AppError("promotion.gate_not_met", `Rule set ${ruleSet.name} does not meet its gate for autonomous with this version: see details.requirements (required, actual, met); deploy it in shadow to gather comparisons.`, {

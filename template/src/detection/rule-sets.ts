@@ -10,7 +10,9 @@ import { isUniqueViolation } from "../lib/d1";
 import { EXPRESSION_SEMANTICS, type ExpressionSemantics, getVersionRow, type WorkflowAuthorityMode } from "../workflows";
 import { forgetDeployed } from "./deployed-cache";
 import { checkAutonomousGate, evaluateRuleSetPromotion, type RuleSetGate, ruleSetGateOf, ruleSetGateStatements } from "./rule-set-gates";
-import { compileRule, type CounterSpec, ENTITY_KIND } from "./rules-language";
+import { compileRule, type CounterSpec, ENTITY_KIND, OUTCOME_ENTITY_KINDS } from "./rules-language";
+
+export { OUTCOME_ENTITY_KINDS } from "./rules-language";
 
 /** Rules a version may hold. */
 export const MAX_RULES = 200;
@@ -22,14 +24,6 @@ export const MAX_DEPLOYED_RULES = 500;
 export const RULE_SEMANTICS_DEFAULT: ExpressionSemantics = "json-numbers-1";
 const RULE_ID = /^[A-Za-z0-9_.-]{1,64}$/u;
 const LABEL_VALUE = /^[a-z0-9][a-z0-9_.:!-]{0,63}$/u;
-
-/**
- * Entity kinds a report or run outcome may name, with the report subject kind each becomes. A
- * report's subject id and a run's input are stored in plaintext, so only account and content
- * identifiers are allowed; personal kinds (ip, device, email, anything else) are refused at publish
- * and may only be counted or labelled (labels key them by an opaque keyed hash).
- */
-export const OUTCOME_ENTITY_KINDS: Readonly<Record<string, string>> = { account: "account", post: "content", content: "content", comment: "content", message: "message", media: "media", listing: "listing", group: "group" };
 
 export type RuleOutcome =
   | { label: { entity: string; value: string; expiresIn?: string } }
@@ -133,7 +127,7 @@ export async function getRuleSetGate(env: Env, actor: Actor, ruleSetId: string, 
   if (!id) return { ruleSetId, gate, source, version: null };
   const version = await getRuleSetVersionRow(env.DB, actor.installationId, id);
   if (!version || version.ruleSetId !== ruleSetId) throw new AppError("rule_set_version.not_found", "No version with this id in this rule set.", { status: 404 });
-  const evaluation = await evaluateRuleSetPromotion(env.DB, actor.installationId, { gateJson: ruleSet.gateJson, versionId: id, ruleIds: (JSON.parse(version.rulesJson) as StoredRules).rules.map((rule) => rule.id) });
+  const evaluation = await evaluateRuleSetPromotion(env, actor.installationId, { gateJson: ruleSet.gateJson, versionId: id, ruleIds: (JSON.parse(version.rulesJson) as StoredRules).rules.map((rule) => rule.id) });
   return { ruleSetId, gate, source, version: { id, version: version.version, rules: evaluation.rules, autonomous: { requirements: evaluation.requirements, met: evaluation.met } } };
 }
 
@@ -298,7 +292,7 @@ export async function deployRuleSet(env: Env, actor: Actor, ruleSetId: string, i
   const promotion =
     input.authorityMode === "autonomous" && !(ruleSet.authorityMode === "autonomous" && ruleSet.deployedVersionId === input.versionId)
       ? await checkAutonomousGate(
-          env.DB,
+          env,
           actor.installationId,
           ruleSet,
           input.versionId,
@@ -306,31 +300,43 @@ export async function deployRuleSet(env: Env, actor: Actor, ruleSetId: string, i
         )
       : null;
   const at = new Date().toISOString();
-  await env.DB.batch([
-    env.DB.prepare(`UPDATE rule_sets SET deployed_version_id = ?3, authority_mode = ?4, deployed_at = ?5, updated_at = ?5 WHERE installation_id = ?1 AND id = ?2`).bind(
+  // A promotion is a compare-and-set on what the gate was evaluated against (mode, version, gate),
+  // and its audit event is written only if the change took.
+  const [update] = await env.DB.batch([
+    env.DB.prepare(`UPDATE rule_sets SET deployed_version_id = ?3, authority_mode = ?4, deployed_at = ?5, updated_at = ?5
+      WHERE installation_id = ?1 AND id = ?2 AND (?6 = 0 OR (authority_mode = ?7 AND deployed_version_id IS ?8 AND gate_json IS ?9))`).bind(
       actor.installationId,
       ruleSetId,
       input.versionId,
       input.authorityMode,
       at,
+      promotion ? 1 : 0,
+      ruleSet.authorityMode,
+      ruleSet.deployedVersionId,
+      ruleSet.gateJson,
     ),
-    auditStatement(env.DB, {
-      installationId: actor.installationId,
-      idempotencyKey: `rule_set:${ruleSetId}:deployed:${at}:${input.versionId}`,
-      action: "rule_set.deployed",
-      actor: actor.audit,
-      target: { type: "rule_set", id: ruleSetId },
-      details: {
-        name: ruleSet.name,
-        versionId: input.versionId,
-        version: version.version,
-        authorityMode: input.authorityMode,
-        previous: ruleSet.deployedVersionId ? { versionId: ruleSet.deployedVersionId, authorityMode: ruleSet.authorityMode } : null,
-        ...(promotion ? { digest: promotion.digest, evidence: promotion.evidence } : {}),
+    auditStatement(
+      env.DB,
+      {
+        installationId: actor.installationId,
+        idempotencyKey: `rule_set:${ruleSetId}:deployed:${at}:${input.versionId}`,
+        action: "rule_set.deployed",
+        actor: actor.audit,
+        target: { type: "rule_set", id: ruleSetId },
+        details: {
+          name: ruleSet.name,
+          versionId: input.versionId,
+          version: version.version,
+          authorityMode: input.authorityMode,
+          previous: ruleSet.deployedVersionId ? { versionId: ruleSet.deployedVersionId, authorityMode: ruleSet.authorityMode } : null,
+          ...(promotion ? { digest: promotion.digest, evidence: promotion.evidence } : {}),
+        },
+        at,
       },
-      at,
-    }),
+      { table: "rule_sets", id: ruleSetId, where: { deployed_version_id: input.versionId, authority_mode: input.authorityMode, deployed_at: at } },
+    ),
   ]);
+  if ((update?.meta.changes ?? 0) === 0) throw new AppError("promotion.not_next_mode", `Rule set ${ruleSet.name} changed while its gate was evaluated; read it and deploy again.`, { status: 409 });
   forgetDeployed(actor.installationId);
   return serializeRuleSet((await getRuleSetRow(env.DB, actor.installationId, ruleSetId))!);
 }

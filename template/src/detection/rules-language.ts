@@ -121,3 +121,11 @@ export function evaluateRule(when: string, context: { event: JsonValue; entity: 
 
 /** Whether an event's context is over the bounded shape that a `bounded` rule needs. */
 export const contextOverBounds = rules.overBounds;
+
+/**
+ * Entity kinds a report or run outcome may name, with the report subject kind each becomes. A
+ * report's subject id and a run's input are stored in plaintext, so only account and content
+ * identifiers are allowed; personal kinds (ip, device, email, anything else) are refused at publish
+ * and may only be counted or labelled (labels key them by an opaque keyed hash).
+ */
+export const OUTCOME_ENTITY_KINDS: Readonly<Record<string, string>> = { account: "account", post: "content", content: "content", comment: "content", message: "message", media: "media", listing: "listing", group: "group" };

@@ -1,7 +1,9 @@
 // Rules (admins): rule sets over the product's event stream. Pick or create a rule set, edit its
 // rules as JSON, test them live against pasted events (nothing counted or applied), publish a
 // version and deploy it in an authority mode; the rule set's hits since yesterday show its hit
-// rate and, in shadow, what it would have done.
+// rate and, in shadow, what it would have done. Per rule of the deployed version: its hit rate and
+// its shadow agreement (how often people's later labels agreed with what it would have done), and
+// whether the version meets the rule set's gate for autonomous.
 import { useState } from "react";
 import { type ApiResponse, server } from "../api";
 import { useResource } from "../hooks";
@@ -70,6 +72,8 @@ export function RulesPage() {
 function RuleSetEditor({ id, onChange }: { id: string; onChange: () => void }) {
   const detail = useResource((signal) => server.get("/rule-sets/:id", { params: { id }, signal }), [id]);
   const hits = useResource((signal) => server.get("/rule-sets/:id/hits", { params: { id }, signal }), [id]);
+  const deployedVersion = detail.data?.deployment?.versionId ?? null;
+  const figures = useResource((signal) => server.get("/rule-sets/:id/gate", { params: { id }, signal }), [id, deployedVersion]);
   const latest = detail.data?.versions[0]?.id;
   const version = useResource(latest ? (signal) => server.get("/rule-set-versions/:id", { params: { id: latest }, signal }) : null, [latest]);
   const [rules, setRules] = useState<string | null>(null);
@@ -98,6 +102,7 @@ function RuleSetEditor({ id, onChange }: { id: string; onChange: () => void }) {
       if (!latest) throw new Error("Publish a version first.");
       await server.put("/rule-sets/:id/deployment", { versionId: latest, authorityMode: mode }, { params: { id } });
       detail.reload();
+      figures.reload();
       onChange();
     });
   return (
@@ -155,6 +160,13 @@ function RuleSetEditor({ id, onChange }: { id: string; onChange: () => void }) {
           </tbody>
         </table>
       ) : null}
+      <RuleFigures
+        figures={figures.data ?? null}
+        onRefresh={() => {
+          figures.reload();
+          hits.reload();
+        }}
+      />
       <h3>Hits since {hits.data ? new Date(hits.data.since).toLocaleString() : "yesterday"}</h3>
       <ul data-testid="rule-hit-totals">
         {(hits.data?.totals ?? []).map((t) => (
@@ -165,5 +177,54 @@ function RuleSetEditor({ id, onChange }: { id: string; onChange: () => void }) {
         {hits.data && hits.data.totals.length === 0 ? <li>None.</li> : null}
       </ul>
     </div>
+  );
+}
+
+const percent = (value: number | null) => (value === null ? "—" : `${Math.round(value * 100)}%`);
+
+/** Per rule of the deployed version: hit rate and shadow agreement; and the gate for autonomous. */
+function RuleFigures({ figures, onRefresh }: { figures: ApiResponse<"get", "/rule-sets/:id/gate"> | null; onRefresh: () => void }) {
+  const version = figures?.version ?? null;
+  return (
+    <>
+      <h3>Hit rate and shadow agreement{version ? ` (version ${version.version})` : ""}</h3>
+      {version ? (
+        <>
+          <table data-testid="rule-figures">
+            <thead>
+              <tr>
+                <th>Rule</th>
+                <th>Hits, last 24 h</th>
+                <th>Hits, this version</th>
+                <th>Recorded only</th>
+                <th>Compared with people</th>
+                <th>Agreement (95% lower bound)</th>
+              </tr>
+            </thead>
+            <tbody>
+              {version.rules.map((rule) => (
+                <tr key={rule.ruleId}>
+                  <td>{rule.ruleId}</td>
+                  <td>{rule.hits24h}</td>
+                  <td>{rule.hits}</td>
+                  <td>{rule.recordedOnly}</td>
+                  <td>{rule.compared}</td>
+                  <td>{rule.compared === 0 ? "—" : `${rule.agreements} of ${rule.compared}: ${percent(rule.agreement.value)} (≥ ${percent(rule.agreement.low)})`}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <p className="help" data-testid="rule-gate">
+            Autonomous {version.autonomous.met ? "is open to this version" : "needs"}: {figures?.gate.minComparedHits} comparisons and agreement's lower bound of at least {percent(figures?.gate.minAgreementLow ?? null)}
+            {figures?.source === "default" ? " (the default gate)" : ""}.
+          </p>
+        </>
+      ) : (
+        <p className="help">Deploy a version to see its rules' hit rate and shadow agreement.</p>
+      )}
+      <button type="button" className="btn btn-small btn-quiet" onClick={onRefresh}>
+        Refresh the figures
+      </button>
+    </>
   );
 }
