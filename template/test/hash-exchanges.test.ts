@@ -190,6 +190,18 @@ describe.each(EXCHANGES)("following $kind", (ex) => {
     await env.DB.prepare(`UPDATE hash_exchange_follows SET cursor_json = ?2 WHERE bank_id = ?1 AND state = 'active'`).bind(s.bankId, JSON.stringify(failed.cursor)).run();
     expect(await sync(s)).toMatchObject({ pages: 2, upserts: 0, deletes: 0, error: null });
     expect(await count(s)).toBe(5);
+
+    // A sync killed while it held the follow: nobody else syncs it until its lease lapses, then it resumes.
+    const held = (until: number) =>
+      env.DB.prepare(`UPDATE hash_exchange_follows SET lease_until = ?2, cursor_json = ?3 WHERE bank_id = ?1 AND state = 'active'`).bind(s.bankId, new Date(until).toISOString(), JSON.stringify(failed.cursor)).run();
+    await held(Date.now() + 60_000);
+    const running = await call(`/api/v1/hash-banks/${s.bankId}/exchange/sync`, { key: s.key, method: "POST" });
+    expect(running.status).toBe(409);
+    expect(running.body.error.code).toBe("hash_exchange.sync_running");
+    expect((await status(s)).syncing).toBe(true);
+    await held(Date.now() - 1_000);
+    expect(await sync(s)).toMatchObject({ pages: 2, upserts: 0, error: null, done: true });
+    expect(await status(s)).toMatchObject({ syncing: false, counts: { upserts: 5, deletes: 0 } });
   });
 });
 
@@ -201,6 +213,11 @@ describe("failures", () => {
     expect(await sync(s)).toMatchObject({ pages: 0, error: { code: "hash_exchange.rate_limited", status: 429 } });
     const limited = await status(s);
     expect((Date.parse(limited.nextSyncAt) - Date.parse(limited.lastError.at)) / 1000).toBe(120);
+    // An admin's sync waits it out too.
+    const early = await call(`/api/v1/hash-banks/${s.bankId}/exchange/sync`, { key: s.key, method: "POST" });
+    expect(early.status).toBe(429);
+    expect(early.body.error).toMatchObject({ code: "hash_exchange.rate_limited", details: { nextSyncAt: limited.nextSyncAt } });
+    expect((await peerLog(ex, s.peerKey)).requests).toHaveLength(1);
 
     // Not due before its Retry-After: a sweep now leaves it; one past it pulls the whole exchange.
     await sweepHashExchanges(env, new Date());
