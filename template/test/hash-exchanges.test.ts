@@ -327,12 +327,17 @@ describe("contributing back", () => {
       }),
     ]);
 
-    // NCMEC's hash sharing takes no contributions, opted in or not.
+    // NCMEC: an upvote (affirmative feedback) on the matched entry's PDQ fingerprint, the entry named by its member and id.
     const ncmec = await following(EXCHANGES[1]!, { contribute: true });
     await sync(ncmec);
-    const unsupported = await contribute(ncmec, ncmec.entries[0]!.hash);
-    expect(unsupported.status).toBe(422);
-    expect(unsupported.body.error.code).toBe("hash_exchange.contribution_unsupported");
+    const upvote = await contribute(ncmec, flip(ncmec.entries[2]!.hash, 3));
+    expect(upvote.status).toBe(200);
+    expect(upvote.body).toMatchObject({ kind: "ncmec", hash: ncmec.entries[2]!.hash, reference: `42/${ncmec.entries[2]!.id}` });
+    expect((await peerLog(EXCHANGES[1]!, ncmec.peerKey)).contributions).toEqual([{ member: "42", id: ncmec.entries[2]!.id, type: "PDQ", vote: "affirmative" }]);
+    // A hash added by hand has no NCMEC entry to give feedback on.
+    const byHand = randomHash();
+    await call(`/api/v1/hash-banks/${ncmec.bankId}/entries`, { key: ncmec.key, body: { entries: [{ hash: byHand }] } });
+    expect((await contribute(ncmec, byHand)).body.error.code).toBe("hash_exchange.not_from_exchange");
 
     // StopNCII: Blocked feedback on the matched (StopNCII's own) hash.
     const stop = await following(EXCHANGES[2]!, { contribute: true });
@@ -341,6 +346,19 @@ describe("contributing back", () => {
     expect(feedback.status).toBe(200);
     expect((await peerLog(EXCHANGES[2]!, stop.peerKey)).contributions).toEqual([{ hashValue: stop.entries[3]!.hash, feedbackValue: "Blocked", tags: ["stopncii"] }]);
     expect((await call(`/api/v1/audit-events?action=hash_exchange.contributed&targetId=${stop.bankId}`, { key: stop.key })).body.items).toHaveLength(1);
+
+    // An exchange that cannot take it as followed: StopNCII without its SubmitFeedback function key.
+    const noKey = await following(EXCHANGES[2]!, { contribute: true });
+    await sync(noKey);
+    const withoutKey = await call(`/api/v1/hash-banks/${noKey.bankId}/exchange`, {
+      key: noKey.key,
+      body: { kind: "stopncii", baseUrl: EXCHANGES[2]!.baseUrl, credentials: { subscriptionKey: `sub-${noKey.secret}`, fetchFunctionKey: `fetch-${noKey.secret}` }, contribute: true },
+    });
+    expect(withoutKey.status).toBe(200);
+    const unsupported = await contribute(noKey, noKey.entries[0]!.hash);
+    expect(unsupported.status).toBe(422);
+    expect(unsupported.body.error.code).toBe("hash_exchange.contribution_unsupported");
+    expect((await peerLog(EXCHANGES[2]!, noKey.peerKey)).contributions).toEqual([]);
   });
 
   it("credentials appear in no response, no audit event and no row in plaintext", async () => {

@@ -55,7 +55,7 @@ export const exchangeRoutes = routes()
       method: "post",
       path: "/hash-banks/:id/exchange/contribute",
       summary:
-        "Send a confirmed match's hash { hash, quality, tags? } to the exchange (ThreatExchange: a descriptor in the privacy group; StopNCII: Blocked feedback on the matched hash). Only for a follow that opted in (422 hash_exchange.contribution_not_enabled), an exchange that takes it (422 hash_exchange.contribution_unsupported) and a hash that matches the bank (422 hash_exchange.not_a_match); audited",
+        "Send a confirmed match's hash { hash, quality, tags? } to the exchange (ThreatExchange: a descriptor in the privacy group; NCMEC: an upvote on the matched entry; StopNCII: Blocked feedback on the matched hash). Only for a follow that opted in (422 hash_exchange.contribution_not_enabled), an exchange that takes it (422 hash_exchange.contribution_unsupported, hash_exchange.not_from_exchange) and a hash that matches the bank (422 hash_exchange.not_a_match); audited",
       auth: ["admin"],
       body: "ContributeHashExchange",
       ok: 200,

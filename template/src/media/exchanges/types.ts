@@ -41,6 +41,14 @@ export interface ExchangeContext {
   now: number;
 }
 
+export interface ContributionInput {
+  /** The hash sent (contributeEntryHash: the matched entry's; otherwise the confirmed media's). */
+  hash: string;
+  tags: string[];
+  /** The exchange's ids of the entries that put the matched hash in the bank (none when it was added by hand). */
+  entryIds: string[];
+}
+
 export interface HashExchange {
   kind: HashExchangeKind;
   /** Where the exchange's production API lives, when a follow names no base URL. */
@@ -54,8 +62,10 @@ export interface HashExchange {
   /** One page of updates from `cursor` (null: from the beginning). Throws an AppError on an HTTP failure (http.ts). */
   fetchPage(ctx: ExchangeContext, cursor: unknown): Promise<ExchangePage>;
   /** Sends a confirmed hash back, when the exchange takes it; absent where it does not (`contributionRefusal` says why). */
-  contribute?(ctx: ExchangeContext, input: { hash: string; tags: string[] }): Promise<{ reference: string | null }>;
+  contribute?(ctx: ExchangeContext, input: ContributionInput): Promise<{ reference: string | null }>;
   contributionRefusal?: string;
+  /** Whether a contribution is about the exchange's own entry (feedback on it) rather than a new hash. */
+  contributeEntryHash?: boolean;
 }
 
 /** A PDQ hash as banks store it: 64 lowercase hex digits, or null. */
