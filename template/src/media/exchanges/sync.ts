@@ -17,7 +17,10 @@ import type { ExchangePage } from "./types";
 
 /** How long a sync holds its follow; a killed sync's follow is free again after it. */
 const LEASE_SECONDS = 300;
-/** Pages one follow reads per scheduled slice, and follows per slice. */
+/**
+ * Pages one scheduled slice reads, over all follows (a page of 1,000 entries costs about 25 D1
+ * queries, and an invocation has 1,000), and follows a slice takes at most.
+ */
 export const SWEEP_PAGES = 5;
 export const SWEEP_FOLLOWS = 5;
 /** Pages a manual sync reads at most (the schedule continues from there). */
@@ -199,7 +202,8 @@ export function followById(db: D1Database, id: string): Promise<FollowRow | null
 }
 
 /**
- * The schedule's slice: up to SWEEP_FOLLOWS due follows, SWEEP_PAGES pages each; then up to
+ * The schedule's slice: due follows, oldest first, until SWEEP_PAGES pages were read (at most
+ * SWEEP_FOLLOWS follows); then up to
  * CLEANUP_ROWS index rows of ended follows (and the ended rows left with none). `more` while a
  * follow stopped at the page bound, the slice took as many follows as it may, or cleanup is left.
  */
@@ -209,9 +213,16 @@ export async function sweepHashExchanges(env: Env, now: Date): Promise<Record<st
     .all<FollowRow>();
   const summary = { follows: 0, pages: 0, upserts: 0, deletes: 0, failures: 0, cleaned: 0, more: 0 };
   let left = due.length === SWEEP_FOLLOWS;
+  let pages = SWEEP_PAGES;
   for (const follow of due) {
-    const result = await syncFollow(env, follow, { maxPages: SWEEP_PAGES, now });
+    if (pages <= 0) {
+      left = true;
+      break;
+    }
+    const result = await syncFollow(env, follow, { maxPages: pages, now });
     if (!result) continue;
+    // A failed first request still costs a page of the budget: a slice of failing follows stays bounded too.
+    pages -= Math.max(result.pages, 1);
     summary.follows += 1;
     summary.pages += result.pages;
     summary.upserts += result.upserts;
