@@ -208,6 +208,21 @@ describe.each(EXCHANGES)("following $kind", (ex) => {
   });
 });
 
+describe("other signal types", () => {
+  it.each([
+    ["ncmec", "video"],
+    ["stopncii", "md5"],
+  ] as const)("%s: entries without a PDQ hash (%s) are skipped and counted, never put in the bank", async (kind, type) => {
+    const ex = EXCHANGES.find((e) => e.kind === kind)!;
+    const s = await following(ex, { entries: 2 });
+    const other = randomHash();
+    await control(ex, "upsert", { key: s.peerKey, entries: [{ id: ex.idOf(9, other), hash: other, type }] });
+    expect(await sync(s)).toMatchObject({ upserts: 2, skipped: 1, error: null });
+    expect(await count(s)).toBe(2);
+    expect(await match(s, other)).toEqual([]);
+  });
+});
+
 describe("failures", () => {
   it("a 401 and a 429 with Retry-After back off, show in the status, and carry no secret", async () => {
     const ex = EXCHANGES.find((e) => e.kind === "stopncii")!;
