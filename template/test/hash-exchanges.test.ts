@@ -345,6 +345,12 @@ describe("contributing back", () => {
       }),
     ]);
 
+    // The very indicator ThreatExchange holds: a reaction on its descriptor, not a second descriptor.
+    const reacted = await contribute(s, s.entries[3]!.hash);
+    expect(reacted.body).toMatchObject({ contributed: true, distance: 0, reference: `reaction:7${s.entries[3]!.id}` });
+    expect((await peerLog(te, s.peerKey)).contributions.slice(1)).toEqual([{ descriptor: `7${s.entries[3]!.id}`, reactions: "SAW_THIS_TOO" }]);
+    expect((await call(`/api/v1/audit-events?action=hash_exchange.contributed&targetId=${s.bankId}`, { key: s.key })).body.items).toHaveLength(2);
+
     // NCMEC: an upvote (affirmative feedback) on the matched entry's PDQ fingerprint, the entry named by its member and id.
     const ncmec = await following(EXCHANGES[1]!, { contribute: true });
     await sync(ncmec);

@@ -34,7 +34,9 @@ export async function contributeMatch(env: Env, actor: Actor, bankId: string, in
   }
   // Feedback (NCMEC, StopNCII) is about the exchange's own entry, so its hash; a submission (ThreatExchange) is the confirmed media's.
   const sent = exchange.contributeEntryHash ? best.hash : hash;
-  const { results: held } = await env.DB.prepare(`SELECT external_id AS id FROM hash_exchange_entries WHERE follow_id = ?1 AND hash = ?2 ORDER BY external_id LIMIT 5`).bind(follow.id, best.hash).all<{ id: string }>();
+  const { results: held } = await env.DB.prepare(`SELECT external_id AS id, ref FROM hash_exchange_entries WHERE follow_id = ?1 AND hash = ?2 ORDER BY external_id LIMIT 5`)
+    .bind(follow.id, best.hash)
+    .all<{ id: string; ref: string | null }>();
   const tags = input.tags ?? best.tags;
   const at = new Date().toISOString();
   const audit = (action: string, details: Record<string, unknown>) =>
@@ -52,7 +54,7 @@ export async function contributeMatch(env: Env, actor: Actor, bankId: string, in
     const credentials = await openCredentials(env, follow);
     ({ reference } = await exchange.contribute(
       { baseUrl: follow.baseUrl, credentials, filters: JSON.parse(follow.filtersJson) as Record<string, string>, env, now: Math.floor(Date.now() / 1000) },
-      { hash: sent, tags, entryIds: held.map((r) => r.id) },
+      { hash: sent, tags, entries: held, distance: best.distance },
     ));
   } catch (error) {
     await audit("hash_exchange.contribution_failed", { error: errorCode(error) });

@@ -101,7 +101,7 @@ export const ncmecHashSharing: HashExchange = {
 
   async contribute(ctx, input) {
     // Feedback is on an entry of the exchange: a hash put in the bank by hand has none to upvote.
-    const entry = input.entryIds[0];
+    const entry = input.entries[0]?.id;
     if (!entry) throw new AppError("hash_exchange.not_from_exchange", "The matched entry did not come from NCMEC (it was added by hand), so there is no NCMEC entry to give feedback on.", { status: 422 });
     const [member, id] = entry.split("/");
     const url = new URL(`${ctx.baseUrl.replace(/\/+$/u, "")}/v2/entries/${encodeURIComponent(member!)}/${encodeURIComponent(id!)}/PDQ/feedback`);

@@ -12,6 +12,8 @@ export interface ExchangeUpsert {
   id: string;
   hash: string;
   tags: string[];
+  /** What the exchange's feedback on this entry names, when not its id (ThreatExchange: a descriptor id). */
+  ref?: string;
 }
 
 /** An entry the exchange withdrew: by id, with its hash when the exchange says it. */
@@ -45,8 +47,10 @@ export interface ContributionInput {
   /** The hash sent (contributeEntryHash: the matched entry's; otherwise the confirmed media's). */
   hash: string;
   tags: string[];
-  /** The exchange's ids of the entries that put the matched hash in the bank (none when it was added by hand). */
-  entryIds: string[];
+  /** The exchange's entries that put the matched hash in the bank (none when it was added by hand). */
+  entries: { id: string; ref: string | null }[];
+  /** Bits between the confirmed media's hash and the matched entry's. */
+  distance: number;
 }
 
 export interface HashExchange {
