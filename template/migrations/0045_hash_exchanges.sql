@@ -47,13 +47,16 @@ CREATE UNIQUE INDEX hash_exchange_follows_bank ON hash_exchange_follows (bank_id
 -- follows still have index rows" (state = 'ended').
 CREATE INDEX hash_exchange_follows_due ON hash_exchange_follows (state, next_sync_at);
 
--- The mirror's index: which hash each of the exchange's entries put in the bank (~110 bytes a
+-- The mirror's index: which hash each of the exchange's entries put in the bank (~130 bytes a
 -- row, one per live entry of the exchange). Needed because NCMEC deletes by entry id alone, and
 -- so that a hash two entries share leaves the bank only with the last of them.
 CREATE TABLE hash_exchange_entries (
   follow_id TEXT NOT NULL,
   external_id TEXT NOT NULL,
   hash TEXT NOT NULL,
+  -- What the exchange's feedback names, when it is not the entry id (ThreatExchange: the
+  -- entry's first descriptor, which a reaction is posted to); NULL otherwise.
+  ref TEXT,
   PRIMARY KEY (follow_id, external_id)
 ) WITHOUT ROWID;
 -- "Does another entry of this follow still hold this hash" before a hash leaves the bank.

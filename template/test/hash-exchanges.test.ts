@@ -74,8 +74,9 @@ async function peerLog(ex: Exchange, key: string): Promise<{ requests: { page: n
   return (await ex.peer().fetch(`https://${ex.kind}.test/_control/log?key=${encodeURIComponent(key)}`)).json();
 }
 
-/** Every response body a test saw, to check that no credential is in any of them. */
+/** Every response body a test saw, and every follow a test set up, to check that no credential is in any of them. */
 const seen: string[] = [];
+const everySetup: Setup[] = [];
 async function call<T = any>(path: string, options: { method?: string; body?: unknown; key?: string } = {}) {
   const result = await api<T>(path, options);
   seen.push(JSON.stringify(result.body));
@@ -111,7 +112,9 @@ async function following(ex: Exchange, options: { entries?: number; pageSize?: n
     body: { kind: ex.kind, baseUrl: ex.baseUrl, credentials: ex.credentials(secret), ...(ex.filters ? { filters: ex.filters } : {}), contribute: options.contribute ?? false },
   });
   expect(follow.status).toBe(201);
-  return { ex, key: installation.apiKey, installationId: installation.id, bankId: bank.body.id, secret, peerKey, entries };
+  const setup = { ex, key: installation.apiKey, installationId: installation.id, bankId: bank.body.id, secret, peerKey, entries };
+  everySetup.push(setup);
+  return setup;
 }
 
 const sync = async (s: Setup) => {
@@ -190,6 +193,33 @@ describe.each(EXCHANGES)("following $kind", (ex) => {
     await env.DB.prepare(`UPDATE hash_exchange_follows SET cursor_json = ?2 WHERE bank_id = ?1 AND state = 'active'`).bind(s.bankId, JSON.stringify(failed.cursor)).run();
     expect(await sync(s)).toMatchObject({ pages: 2, upserts: 0, deletes: 0, error: null });
     expect(await count(s)).toBe(5);
+
+    // A sync killed while it held the follow: nobody else syncs it until its lease lapses, then it resumes.
+    const held = (until: number) =>
+      env.DB.prepare(`UPDATE hash_exchange_follows SET lease_until = ?2, cursor_json = ?3 WHERE bank_id = ?1 AND state = 'active'`).bind(s.bankId, new Date(until).toISOString(), JSON.stringify(failed.cursor)).run();
+    await held(Date.now() + 60_000);
+    const running = await call(`/api/v1/hash-banks/${s.bankId}/exchange/sync`, { key: s.key, method: "POST" });
+    expect(running.status).toBe(409);
+    expect(running.body.error.code).toBe("hash_exchange.sync_running");
+    expect((await status(s)).syncing).toBe(true);
+    await held(Date.now() - 1_000);
+    expect(await sync(s)).toMatchObject({ pages: 2, upserts: 0, error: null, done: true });
+    expect(await status(s)).toMatchObject({ syncing: false, counts: { upserts: 5, deletes: 0 } });
+  });
+});
+
+describe("other signal types", () => {
+  it.each([
+    ["ncmec", "video"],
+    ["stopncii", "md5"],
+  ] as const)("%s: entries without a PDQ hash (%s) are skipped and counted, never put in the bank", async (kind, type) => {
+    const ex = EXCHANGES.find((e) => e.kind === kind)!;
+    const s = await following(ex, { entries: 2 });
+    const other = randomHash();
+    await control(ex, "upsert", { key: s.peerKey, entries: [{ id: ex.idOf(9, other), hash: other, type }] });
+    expect(await sync(s)).toMatchObject({ upserts: 2, skipped: 1, error: null });
+    expect(await count(s)).toBe(2);
+    expect(await match(s, other)).toEqual([]);
   });
 });
 
@@ -201,6 +231,11 @@ describe("failures", () => {
     expect(await sync(s)).toMatchObject({ pages: 0, error: { code: "hash_exchange.rate_limited", status: 429 } });
     const limited = await status(s);
     expect((Date.parse(limited.nextSyncAt) - Date.parse(limited.lastError.at)) / 1000).toBe(120);
+    // An admin's sync waits it out too.
+    const early = await call(`/api/v1/hash-banks/${s.bankId}/exchange/sync`, { key: s.key, method: "POST" });
+    expect(early.status).toBe(429);
+    expect(early.body.error).toMatchObject({ code: "hash_exchange.rate_limited", details: { nextSyncAt: limited.nextSyncAt } });
+    expect((await peerLog(ex, s.peerKey)).requests).toHaveLength(1);
 
     // Not due before its Retry-After: a sweep now leaves it; one past it pulls the whole exchange.
     await sweepHashExchanges(env, new Date());
@@ -257,6 +292,21 @@ describe("follows", () => {
     expect((await call(`/api/v1/hash-banks/${s.bankId}/exchange/sync`, { key: s.key, method: "POST" })).status).toBe(404);
   });
 
+  it("a deleted bank's follow ends, and the schedule deletes its mirror's index rows and then the follow", async () => {
+    const s = await following(EXCHANGES[1]!);
+    await sync(s);
+    const followRow = async () => env.DB.prepare(`SELECT id, state FROM hash_exchange_follows WHERE bank_id = ?1`).bind(s.bankId).first<{ id: string; state: string }>();
+    const { id } = (await followRow())!;
+    const indexRows = async () => (await env.DB.prepare(`SELECT COUNT(*) AS n FROM hash_exchange_entries WHERE follow_id = ?1`).bind(id).first<{ n: number }>())!.n;
+    expect(await indexRows()).toBe(5);
+    expect((await call(`/api/v1/hash-banks/${s.bankId}`, { key: s.key, method: "DELETE" })).status).toBe(200);
+    expect((await followRow())?.state).toBe("ended");
+    expect((await call(`/api/v1/hash-banks/${s.bankId}/exchange`, { key: s.key })).status).toBe(404);
+    await sweepHashExchanges(env, new Date());
+    expect(await indexRows()).toBe(0);
+    expect(await followRow()).toBeNull();
+  });
+
   it("another installation cannot see or drive a bank's exchange (404)", async () => {
     const s = await following(EXCHANGES[0]!, { contribute: true });
     await sync(s);
@@ -310,12 +360,23 @@ describe("contributing back", () => {
       }),
     ]);
 
-    // NCMEC's hash sharing takes no contributions, opted in or not.
+    // The very indicator ThreatExchange holds: a reaction on its descriptor, not a second descriptor.
+    const reacted = await contribute(s, s.entries[3]!.hash);
+    expect(reacted.body).toMatchObject({ contributed: true, distance: 0, reference: `reaction:7${s.entries[3]!.id}` });
+    expect((await peerLog(te, s.peerKey)).contributions.slice(1)).toEqual([{ descriptor: `7${s.entries[3]!.id}`, reactions: "SAW_THIS_TOO" }]);
+    expect((await call(`/api/v1/audit-events?action=hash_exchange.contributed&targetId=${s.bankId}`, { key: s.key })).body.items).toHaveLength(2);
+
+    // NCMEC: an upvote (affirmative feedback) on the matched entry's PDQ fingerprint, the entry named by its member and id.
     const ncmec = await following(EXCHANGES[1]!, { contribute: true });
     await sync(ncmec);
-    const unsupported = await contribute(ncmec, ncmec.entries[0]!.hash);
-    expect(unsupported.status).toBe(422);
-    expect(unsupported.body.error.code).toBe("hash_exchange.contribution_unsupported");
+    const upvote = await contribute(ncmec, flip(ncmec.entries[2]!.hash, 3));
+    expect(upvote.status).toBe(200);
+    expect(upvote.body).toMatchObject({ kind: "ncmec", hash: ncmec.entries[2]!.hash, reference: `42/${ncmec.entries[2]!.id}` });
+    expect((await peerLog(EXCHANGES[1]!, ncmec.peerKey)).contributions).toEqual([{ member: "42", id: ncmec.entries[2]!.id, type: "PDQ", vote: "affirmative" }]);
+    // A hash added by hand has no NCMEC entry to give feedback on.
+    const byHand = randomHash();
+    await call(`/api/v1/hash-banks/${ncmec.bankId}/entries`, { key: ncmec.key, body: { entries: [{ hash: byHand }] } });
+    expect((await contribute(ncmec, byHand)).body.error.code).toBe("hash_exchange.not_from_exchange");
 
     // StopNCII: Blocked feedback on the matched (StopNCII's own) hash.
     const stop = await following(EXCHANGES[2]!, { contribute: true });
@@ -324,24 +385,44 @@ describe("contributing back", () => {
     expect(feedback.status).toBe(200);
     expect((await peerLog(EXCHANGES[2]!, stop.peerKey)).contributions).toEqual([{ hashValue: stop.entries[3]!.hash, feedbackValue: "Blocked", tags: ["stopncii"] }]);
     expect((await call(`/api/v1/audit-events?action=hash_exchange.contributed&targetId=${stop.bankId}`, { key: stop.key })).body.items).toHaveLength(1);
+
+    // An exchange that cannot take it as followed: StopNCII without its SubmitFeedback function key.
+    const noKey = await following(EXCHANGES[2]!, { contribute: true });
+    await sync(noKey);
+    const withoutKey = await call(`/api/v1/hash-banks/${noKey.bankId}/exchange`, {
+      key: noKey.key,
+      body: { kind: "stopncii", baseUrl: EXCHANGES[2]!.baseUrl, credentials: { subscriptionKey: `sub-${noKey.secret}`, fetchFunctionKey: `fetch-${noKey.secret}` }, contribute: true },
+    });
+    expect(withoutKey.status).toBe(200);
+    const unsupported = await contribute(noKey, noKey.entries[0]!.hash);
+    expect(unsupported.status).toBe(422);
+    expect(unsupported.body.error.code).toBe("hash_exchange.contribution_unsupported");
+    expect((await peerLog(EXCHANGES[2]!, noKey.peerKey)).contributions).toEqual([]);
   });
 
-  it("credentials appear in no response, no audit event and no row in plaintext", async () => {
+  it("credentials appear in no response, no audit event and no row in plaintext (of every follow in this file)", async () => {
     const setups = await Promise.all(EXCHANGES.map((ex) => following(ex, { contribute: true })));
     for (const s of setups) {
       await sync(s);
       await status(s);
     }
     for (const s of setups) {
+      expect((await call(`/api/v1/audit-events?limit=500`, { key: s.key })).body.items.some((e: { action: string }) => e.action === "hash_exchange.synced")).toBe(true);
+    }
+    // Every follow this file set up (failed syncs, mid-pass cursors, replaced credentials, contributions included).
+    let rowsSeen = 0;
+    for (const s of everySetup) {
       const secrets = Object.values(s.ex.credentials(s.secret)).flatMap((v) => [v, s.secret]);
       const audit = await call(`/api/v1/audit-events?limit=500`, { key: s.key });
       expect(audit.body.items.some((e: { action: string }) => e.action === "hash_exchange.followed")).toBe(true);
-      expect(audit.body.items.some((e: { action: string }) => e.action === "hash_exchange.synced")).toBe(true);
-      const row = await env.DB.prepare(`SELECT * FROM hash_exchange_follows WHERE bank_id = ?1`).bind(s.bankId).first();
+      const { results: rows } = await env.DB.prepare(`SELECT * FROM hash_exchange_follows WHERE bank_id = ?1`).bind(s.bankId).all();
+      // (A follow the schedule already cleaned up after its bank was deleted has no row left.)
+      rowsSeen += rows.length;
       for (const secret of secrets) {
         for (const body of seen) expect(body).not.toContain(secret);
-        expect(JSON.stringify(row)).not.toContain(secret);
+        expect(JSON.stringify(rows)).not.toContain(secret);
       }
     }
+    expect(rowsSeen).toBeGreaterThanOrEqual(everySetup.length - 2);
   });
 });

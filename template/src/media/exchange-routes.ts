@@ -33,13 +33,17 @@ export const exchangeRoutes = routes()
     {
       method: "post",
       path: "/hash-banks/:id/exchange/sync",
-      summary: "Pull the exchange now: up to 20 pages from the persisted cursor (the schedule continues from there); an exchange's failure is in the answer's error and the status",
+      summary: "Pull the exchange now: up to 20 pages from the persisted cursor (the schedule continues from there); an exchange's failure is in the answer's error and the status. 429 while the exchange's Retry-After lasts",
       auth: ["admin"],
       ok: 200,
-      errors: [404, 409],
+      errors: [404, 409, 429],
     },
     async (c) => {
       const follow = await followOrThrow(c.env, c.get("actor"), c.req.param("id"));
+      // The exchange asked for quiet (429 Retry-After): an admin's sync waits it out like the schedule does.
+      if (follow.failures > 0 && follow.lastErrorCode === "hash_exchange.rate_limited" && follow.nextSyncAt > new Date().toISOString()) {
+        throw new AppError("hash_exchange.rate_limited", "The exchange asked this follow to wait; sync again after nextSyncAt.", { status: 429, details: { nextSyncAt: follow.nextSyncAt } });
+      }
       const result = await syncFollow(c.env, follow, { maxPages: MANUAL_PAGES, actor: c.get("actor").audit });
       if (!result) throw new AppError("hash_exchange.sync_running", "A sync of this follow is running; read its status and try again later.", { status: 409 });
       const row = await followById(c.env.DB, follow.id);
@@ -51,7 +55,7 @@ export const exchangeRoutes = routes()
       method: "post",
       path: "/hash-banks/:id/exchange/contribute",
       summary:
-        "Send a confirmed match's hash { hash, quality, tags? } to the exchange (ThreatExchange: a descriptor in the privacy group; StopNCII: Blocked feedback on the matched hash). Only for a follow that opted in (422 hash_exchange.contribution_not_enabled), an exchange that takes it (422 hash_exchange.contribution_unsupported) and a hash that matches the bank (422 hash_exchange.not_a_match); audited",
+        "Send a confirmed match's hash { hash, quality, tags? } to the exchange (ThreatExchange: a descriptor in the privacy group; NCMEC: an upvote on the matched entry; StopNCII: Blocked feedback on the matched hash). Only for a follow that opted in (422 hash_exchange.contribution_not_enabled), an exchange that takes it (422 hash_exchange.contribution_unsupported, hash_exchange.not_from_exchange) and a hash that matches the bank (422 hash_exchange.not_a_match); audited",
       auth: ["admin"],
       body: "ContributeHashExchange",
       ok: 200,

@@ -7,6 +7,9 @@
 //   with from, to, start (1-based), size and max, its ampersands escaped — while pages are left.
 //   Entries changed in [from, to] (seconds, inclusive).
 // - GET /hashsharing/v2/status → <status> with the member.
+// - PUT /hashsharing/v2/entries/<member>/<id>/<fingerprint type>/feedback with a
+//   <feedbackSubmission> holding <affirmative/> (or <negative> with reasonIds) → <submissionResult>;
+//   404 for an entry it does not hold, 400 for a body that is not a feedbackSubmission.
 // - Wrong or no credentials: 401 with a WWW-Authenticate challenge.
 // Test controls: exchange-state.ts (key = the username; setup takes username and password; an
 // entry of type "video" is a video).
@@ -26,6 +29,17 @@ export default {
     const tenant = tenantBy((c) => c.username === user && c.password === password);
     if (!tenant) return new Response("Unauthorized", { status: 401, headers: { "www-authenticate": 'Basic realm="hashsharing"' } });
     if (url.pathname === "/hashsharing/v2/status") return xml(`<status xmlns="${NS}"><ipAddress>127.0.0.1</ipAddress><username>${xmlText(user!)}</username><member id="7">Test ESP</member></status>`);
+    const feedback = /^\/hashsharing\/v2\/entries\/([^/]+)\/([^/]+)\/([A-Z_]+)\/feedback$/u.exec(url.pathname);
+    if (request.method === "PUT" && feedback) {
+      const [, member, id, type] = feedback.map((part) => decodeURIComponent(part));
+      const known = tenant.entries.get(id!);
+      if (member !== "42" || !known || known.deleted) return new Response("Entry not found", { status: 404 });
+      const body = await request.text();
+      const vote = /<feedbackSubmission[^>]*>\s*<(affirmative|negative)\b/u.exec(body)?.[1];
+      if (!vote) return new Response("Not a feedbackSubmission", { status: 400 });
+      tenant.contributions.push({ member, id, type, vote });
+      return xml(`<submissionResult xmlns="${NS}"/>`);
+    }
     if (url.pathname !== "/hashsharing/v2/entries") return new Response("Not found", { status: 404 });
     const from = Date.parse(url.searchParams.get("from") ?? "");
     const to = Date.parse(url.searchParams.get("to") ?? "");

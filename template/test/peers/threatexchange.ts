@@ -8,6 +8,7 @@
 //   Graph API sends it. A withdrawn indicator is a tombstone: should_delete true, no descriptors.
 // - POST /threat_descriptors?access_token= (form: indicator, type, description, share_level,
 //   status, privacy_type, privacy_members, tags?) → { success: true, id }.
+// - POST /<descriptor_id>?access_token= (form: reactions, e.g. SAW_THIS_TOO) → { success: true }.
 // - An unknown access token is a 400 OAuthException (code 190), as the Graph API answers one; a
 //   privacy group the token is not in is a 400 (code 100).
 // Test controls: exchange-state.ts (key = the access token; setup takes privacyGroup).
@@ -42,7 +43,7 @@ export default {
         type: e.type === "pdq" ? "HASH_PDQ" : e.type,
         last_updated: e.updated,
         should_delete: e.deleted,
-        ...(e.deleted ? {} : { descriptors: { data: [{ id: `d${e.id}`, tags: { data: e.tags.map((text, i) => ({ id: `t${i}`, text })) }, status: "MALICIOUS", owner: { id: "1001" }, added_on: new Date(e.updated * 1000).toISOString() }] } }),
+        ...(e.deleted ? {} : { descriptors: { data: [{ id: `7${e.id}`, tags: { data: e.tags.map((text, i) => ({ id: `t${i}`, text })) }, status: "MALICIOUS", owner: { id: "1001" }, added_on: new Date(e.updated * 1000).toISOString() }] } }),
       }));
       const paging: Record<string, unknown> = { cursors: { before: btoa(String(offset)), after: btoa(String(offset + slice.length)) } };
       if (offset + size < all.length) {
@@ -61,6 +62,15 @@ export default {
       const id = String(9_000_000 + tenant.contributions.length);
       tenant.contributions.push({ id, ...Object.fromEntries(form) });
       return Response.json({ success: true, id });
+    }
+    const descriptor = /^\/(\d+)\/?$/u.exec(path);
+    if (request.method === "POST" && descriptor) {
+      const form = new URLSearchParams(new TextDecoder().decode(await request.arrayBuffer()));
+      const known = [...tenant.entries.values()].find((e) => `7${e.id}` === descriptor[1] && !e.deleted);
+      if (!known) return oauthError(100, "Unsupported post request. Object does not exist.");
+      if (!form.get("reactions") && !form.get("reactions_to_remove")) return oauthError(100, "Nothing to change.");
+      tenant.contributions.push({ descriptor: descriptor[1], reactions: form.get("reactions") });
+      return Response.json({ success: true });
     }
     return oauthError(100, "Unknown path.");
   },

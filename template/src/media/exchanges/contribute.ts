@@ -1,6 +1,6 @@
 // Contributing back: a confirmed match's hash sent to the exchange the bank follows, where the
 // exchange takes it (ThreatExchange: a descriptor submitted to the follow's privacy group;
-// StopNCII: "Blocked" feedback on the matched hash) and only when the follow opted in. "Confirmed"
+// NCMEC: an upvote on the matched entry; StopNCII: "Blocked" feedback on the matched hash) and only when the follow opted in. "Confirmed"
 // means an admin sends it and it matches the bank now (within its threshold, its quality over the
 // floor). Every contribution, and every one the exchange refused, is audited with the admin as
 // actor; the credentials are in neither.
@@ -10,9 +10,6 @@ import { AppError, errorCode } from "../../errors";
 import { matchHashBank } from "../hash-banks";
 import { followOrThrow, openCredentials } from "./follows";
 import { EXCHANGES } from "./registry";
-
-/** The hash each exchange is sent: StopNCII's feedback is about its own (the matched entry's) hash; ThreatExchange gets the confirmed media's. */
-const SENDS_ENTRY_HASH = new Set(["stopncii"]);
 
 export async function contributeMatch(env: Env, actor: Actor, bankId: string, input: { hash: string; quality: number; tags?: string[] }) {
   const follow = await followOrThrow(env, actor, bankId);
@@ -35,7 +32,11 @@ export async function contributeMatch(env: Env, actor: Actor, bankId: string, in
       },
     );
   }
-  const sent = SENDS_ENTRY_HASH.has(follow.kind) ? best.hash : hash;
+  // Feedback (NCMEC, StopNCII) is about the exchange's own entry, so its hash; a submission (ThreatExchange) is the confirmed media's.
+  const sent = exchange.contributeEntryHash ? best.hash : hash;
+  const { results: held } = await env.DB.prepare(`SELECT external_id AS id, ref FROM hash_exchange_entries WHERE follow_id = ?1 AND hash = ?2 ORDER BY external_id LIMIT 5`)
+    .bind(follow.id, best.hash)
+    .all<{ id: string; ref: string | null }>();
   const tags = input.tags ?? best.tags;
   const at = new Date().toISOString();
   const audit = (action: string, details: Record<string, unknown>) =>
@@ -51,7 +52,10 @@ export async function contributeMatch(env: Env, actor: Actor, bankId: string, in
   let reference: string | null;
   try {
     const credentials = await openCredentials(env, follow);
-    ({ reference } = await exchange.contribute({ baseUrl: follow.baseUrl, credentials, filters: JSON.parse(follow.filtersJson) as Record<string, string>, env, now: Math.floor(Date.now() / 1000) }, { hash: sent, tags }));
+    ({ reference } = await exchange.contribute(
+      { baseUrl: follow.baseUrl, credentials, filters: JSON.parse(follow.filtersJson) as Record<string, string>, env, now: Math.floor(Date.now() / 1000) },
+      { hash: sent, tags, entries: held, distance: best.distance },
+    ));
   } catch (error) {
     await audit("hash_exchange.contribution_failed", { error: errorCode(error) });
     throw error;

@@ -6,8 +6,12 @@
 // the next page (relative to the base, start/size/max in its query). Entries are not in time
 // order, so the pass's `from` moves only once every page of it was read: to the largest
 // maxTimestamp seen (entries at it are read again, harmlessly). Only PDQ fingerprints are kept;
-// a tombstone names no hash, so the sync finds it by the entry's id. Contributing is not offered:
-// NCMEC's list takes hashes through its members' own reviewed submissions, not a match's hash.
+// a tombstone names no hash, so the sync finds it by the entry's id. An entry is known by its
+// member (the ESP that submitted it) and its id there: `<member id>/<id>`. Contributing is an
+// upvote (affirmative feedback) on the matched entry's PDQ fingerprint:
+// PUT <base>/v2/entries/<member>/<id>/PDQ/feedback with <feedbackSubmission><affirmative/>; NCMEC
+// takes no new hashes through this API (they come through its members' reviewed submissions).
+import { AppError } from "../../errors";
 import { badResponse, exchangeRequest } from "./http";
 import type { ExchangeContext, ExchangeDelete, ExchangePage, ExchangeUpsert, HashExchange } from "./types";
 import { pdqHashOf, tagsOf } from "./types";
@@ -24,6 +28,7 @@ interface Cursor {
   next?: string;
 }
 
+const basic = (ctx: ExchangeContext) => `Basic ${btoa(`${ctx.credentials.username}:${ctx.credentials.password}`)}`;
 const iso = (seconds: number) => new Date(seconds * 1000).toISOString().replace(/\.\d{3}Z$/u, "Z");
 
 function cursorOf(value: unknown): Cursor {
@@ -41,7 +46,7 @@ export const ncmecHashSharing: HashExchange = {
   defaultBaseUrl: "https://report.cybertip.org/hashsharing",
   credentials: ["username", "password"],
   filters: [],
-  contributionRefusal: "NCMEC hash sharing takes new hashes only through its members' own reviewed submissions, not a match's hash; report apparent CSAM to the CyberTipline instead.",
+  contributeEntryHash: true,
 
   async fetchPage(ctx: ExchangeContext, raw: unknown): Promise<ExchangePage> {
     const cursor = cursorOf(raw);
@@ -54,8 +59,7 @@ export const ncmecHashSharing: HashExchange = {
       url.searchParams.set("from", iso(cursor.from));
       url.searchParams.set("to", iso(to));
     }
-    const authorization = `Basic ${btoa(`${ctx.credentials.username}:${ctx.credentials.password}`)}`;
-    const root = parseXml(await exchangeRequest(ctx.env, ctx.baseUrl, url, { headers: { authorization, accept: "application/xml" } }));
+    const root = parseXml(await exchangeRequest(ctx.env, ctx.baseUrl, url, { headers: { authorization: basic(ctx), accept: "application/xml" } }));
     if (root?.name !== "queryResult") throw badResponse("not a queryResult document");
     const upserts: ExchangeUpsert[] = [];
     const deletes: ExchangeDelete[] = [];
@@ -66,7 +70,9 @@ export const ncmecHashSharing: HashExchange = {
       const max = Date.parse(group.attrs.maxTimestamp ?? "");
       if (!Number.isNaN(max) && group.children.length > 0) seen = Math.max(seen, Math.floor(max / 1000));
       for (const entry of group.children) {
-        const id = child(entry, "id")?.text.trim();
+        const entryId = child(entry, "id")?.text.trim();
+        const member = child(entry, "member")?.attrs.id?.trim();
+        const id = entryId && member ? `${member}/${entryId}` : null;
         if (!id) {
           skipped += 1;
           continue;
@@ -91,5 +97,16 @@ export const ncmecHashSharing: HashExchange = {
       return { upserts, deletes, skipped, nextCursor: { from: cursor.from, to, seen, next } satisfies Cursor, done: false };
     }
     return { upserts, deletes, skipped, nextCursor: { from: Math.max(cursor.from, seen) } satisfies Cursor, done: true };
+  },
+
+  async contribute(ctx, input) {
+    // Feedback is on an entry of the exchange: a hash put in the bank by hand has none to upvote.
+    const entry = input.entries[0]?.id;
+    if (!entry) throw new AppError("hash_exchange.not_from_exchange", "The matched entry did not come from NCMEC (it was added by hand), so there is no NCMEC entry to give feedback on.", { status: 422 });
+    const [member, id] = entry.split("/");
+    const url = new URL(`${ctx.baseUrl.replace(/\/+$/u, "")}/v2/entries/${encodeURIComponent(member!)}/${encodeURIComponent(id!)}/PDQ/feedback`);
+    const body = `<?xml version="1.0" encoding="UTF-8"?><feedbackSubmission xmlns="https://hashsharing.ncmec.org/hashsharing/v2"><affirmative/></feedbackSubmission>`;
+    await exchangeRequest(ctx.env, ctx.baseUrl, url, { method: "PUT", headers: { authorization: basic(ctx), "content-type": "application/xml; charset=utf-8" }, body });
+    return { reference: entry };
   },
 };

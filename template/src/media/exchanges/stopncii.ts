@@ -36,6 +36,7 @@ export const stopNcii: HashExchange = {
   credentials: ["subscriptionKey", "fetchFunctionKey"],
   optionalCredentials: ["feedbackFunctionKey"],
   filters: [],
+  contributeEntryHash: true,
 
   async fetchPage(ctx: ExchangeContext, raw: unknown): Promise<ExchangePage> {
     const cursor = cursorOf(raw);

@@ -17,7 +17,10 @@ import type { ExchangePage } from "./types";
 
 /** How long a sync holds its follow; a killed sync's follow is free again after it. */
 const LEASE_SECONDS = 300;
-/** Pages one follow reads per scheduled slice, and follows per slice. */
+/**
+ * Pages one scheduled slice reads, over all follows (a page of 1,000 entries costs about 25 D1
+ * queries, and an invocation has 1,000), and follows a slice takes at most.
+ */
 export const SWEEP_PAGES = 5;
 export const SWEEP_FOLLOWS = 5;
 /** Pages a manual sync reads at most (the schedule continues from there). */
@@ -25,7 +28,7 @@ export const MANUAL_PAGES = 20;
 /** Index rows of ended follows deleted per slice. */
 const CLEANUP_ROWS = 5_000;
 /** D1 takes at most 100 bound parameters a statement. */
-const ROWS_PER_INSERT = 33;
+const ROWS_PER_INSERT = 24;
 const IDS_PER_STATEMENT = 98;
 
 const SYNC_ACTOR = { type: "system", id: "hash-exchange-sync" } as const;
@@ -74,9 +77,9 @@ async function heldElsewhere(db: D1Database, followId: string, hashes: string[],
  * the follow holds it; a hash this follow never put in the bank is never removed by it.
  */
 async function applyPage(env: Env, follow: FollowRow, bank: HashBankRow, page: ExchangePage, at: string): Promise<{ upserts: number; deletes: number }> {
-  const final = new Map<string, { hash: string; tags: string[] } | null>();
+  const final = new Map<string, { hash: string; tags: string[]; ref: string | null } | null>();
   for (const d of page.deletes) final.set(d.id, null);
-  for (const u of page.upserts) final.set(u.id, { hash: u.hash, tags: u.tags });
+  for (const u of page.upserts) final.set(u.id, { hash: u.hash, tags: u.tags, ref: u.ref ?? null });
   const ids = [...final.keys()];
   const prior = await priorHashes(env.DB, follow.id, ids);
   const kept = new Set([...final.values()].flatMap((v) => (v ? [v.hash] : [])));
@@ -86,12 +89,12 @@ async function applyPage(env: Env, follow: FollowRow, bank: HashBankRow, page: E
   for (const v of final.values()) if (v) put.set(v.hash, { hash: v.hash, tags: v.tags, quality: null });
   const changes = await applyExchangeChanges(env, bank, { put: [...put.values()], remove: candidates.filter((h) => !elsewhere.has(h)) });
   const deleted = ids.filter((id) => final.get(id) === null && prior.has(id));
-  const upserted = ids.flatMap((id) => (final.get(id) ? [[id, final.get(id)!.hash] as const] : []));
+  const upserted = ids.flatMap((id) => (final.get(id) ? [[id, final.get(id)!.hash, final.get(id)!.ref] as const] : []));
   await env.DB.batch([
     ...chunks(deleted, IDS_PER_STATEMENT).map((batch) => env.DB.prepare(`DELETE FROM hash_exchange_entries WHERE follow_id = ?1 AND external_id IN (${batch.map((_, i) => `?${i + 2}`).join(",")})`).bind(follow.id, ...batch)),
     ...chunks(upserted, ROWS_PER_INSERT).map((batch) =>
       env.DB.prepare(
-        `INSERT INTO hash_exchange_entries (follow_id, external_id, hash) VALUES ${batch.map((_, i) => `(?1, ?${i * 2 + 2}, ?${i * 2 + 3})`).join(",")} ON CONFLICT (follow_id, external_id) DO UPDATE SET hash = excluded.hash`,
+        `INSERT INTO hash_exchange_entries (follow_id, external_id, hash, ref) VALUES ${batch.map((_, i) => `(?1, ?${i * 3 + 2}, ?${i * 3 + 3}, ?${i * 3 + 4})`).join(",")} ON CONFLICT (follow_id, external_id) DO UPDATE SET hash = excluded.hash, ref = excluded.ref`,
       ).bind(follow.id, ...batch.flat()),
     ),
     env.DB.prepare(`UPDATE hash_exchange_follows SET cursor_json = ?2, pages = pages + 1, upserts = upserts + ?3, deletes = deletes + ?4, last_sync_at = ?5, updated_at = ?5 WHERE id = ?1 AND state = 'active'`).bind(
@@ -199,7 +202,8 @@ export function followById(db: D1Database, id: string): Promise<FollowRow | null
 }
 
 /**
- * The schedule's slice: up to SWEEP_FOLLOWS due follows, SWEEP_PAGES pages each; then up to
+ * The schedule's slice: due follows, oldest first, until SWEEP_PAGES pages were read (at most
+ * SWEEP_FOLLOWS follows); then up to
  * CLEANUP_ROWS index rows of ended follows (and the ended rows left with none). `more` while a
  * follow stopped at the page bound, the slice took as many follows as it may, or cleanup is left.
  */
@@ -209,9 +213,16 @@ export async function sweepHashExchanges(env: Env, now: Date): Promise<Record<st
     .all<FollowRow>();
   const summary = { follows: 0, pages: 0, upserts: 0, deletes: 0, failures: 0, cleaned: 0, more: 0 };
   let left = due.length === SWEEP_FOLLOWS;
+  let pages = SWEEP_PAGES;
   for (const follow of due) {
-    const result = await syncFollow(env, follow, { maxPages: SWEEP_PAGES, now });
+    if (pages <= 0) {
+      left = true;
+      break;
+    }
+    const result = await syncFollow(env, follow, { maxPages: pages, now });
     if (!result) continue;
+    // A failed first request still costs a page of the budget: a slice of failing follows stays bounded too.
+    pages -= Math.max(result.pages, 1);
     summary.follows += 1;
     summary.pages += result.pages;
     summary.upserts += result.upserts;

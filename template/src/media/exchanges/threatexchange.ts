@@ -8,14 +8,15 @@
 // following `paging.next` (whose access_token is stripped before the cursor is stored, and added
 // back at request time). Contributing submits a descriptor to the privacy group
 // (POST /threat_descriptors: indicator, type HASH_PDQ, status MALICIOUS, privacy_type
-// HAS_PRIVACY_GROUP, privacy_members, share_level, description, tags).
+// HAS_PRIVACY_GROUP, privacy_members, share_level, description, tags) or, when the confirmed
+// media's hash is the indicator itself, reacts SAW_THIS_TOO to its descriptor (POST /<descriptor>).
 import { badResponse, exchangeRequest, parseJson } from "./http";
 import type { ExchangeContext, ExchangeDelete, ExchangePage, ExchangeUpsert, HashExchange } from "./types";
 import { pdqHashOf, tagsOf } from "./types";
 
 /** Records per page; the Graph API's threat_updates takes up to 1,000. */
 const PAGE_SIZE = 500;
-const FIELDS = "id,indicator,type,last_updated,should_delete,descriptors{tags,status,added_on,owner{id}}";
+const FIELDS = "id,indicator,type,last_updated,should_delete,descriptors{id,tags,status,added_on,owner{id}}";
 
 interface Cursor {
   /** start_time of the pass: the largest last_updated a finished pass saw (records at it are read again, harmlessly). */
@@ -102,7 +103,10 @@ export const threatExchange: HashExchange = {
       }
       const descriptors = (item.descriptors as { data?: unknown } | undefined)?.data;
       if (item.should_delete === true || !Array.isArray(descriptors) || descriptors.length === 0) deletes.push({ id, hash });
-      else upserts.push({ id, hash, tags: tagsOf(descriptors.flatMap(descriptorTags)) });
+      else {
+        const first = (descriptors[0] as { id?: unknown } | null)?.id;
+        upserts.push({ id, hash, tags: tagsOf(descriptors.flatMap(descriptorTags)), ...(typeof first === "string" || typeof first === "number" ? { ref: String(first) } : {}) });
+      }
     }
     const nextLink = (body.paging as { next?: unknown } | undefined)?.next;
     if (typeof nextLink === "string" && nextLink) {
@@ -114,6 +118,16 @@ export const threatExchange: HashExchange = {
   },
 
   async contribute(ctx, input) {
+    // The same indicator the exchange already holds: a reaction on its descriptor says "we saw
+    // this too" (POST /<descriptor_id> reactions=SAW_THIS_TOO), rather than a second descriptor.
+    const descriptor = input.distance === 0 ? input.entries.find((e) => e.ref)?.ref : undefined;
+    if (descriptor) {
+      const url = withToken(new URL(`${ctx.baseUrl.replace(/\/+$/u, "")}/${encodeURIComponent(descriptor)}`), ctx.credentials.accessToken!);
+      const form = new URLSearchParams({ reactions: "SAW_THIS_TOO" }).toString();
+      const body = parseJson(await exchangeRequest(ctx.env, ctx.baseUrl, url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: form, authFailure: oauthFailure }));
+      if (body.success !== true) throw badResponse("a reaction without success");
+      return { reference: `reaction:${descriptor}` };
+    }
     const url = withToken(new URL(`${ctx.baseUrl.replace(/\/+$/u, "")}/threat_descriptors`), ctx.credentials.accessToken!);
     const form = new URLSearchParams({
       indicator: input.hash,

@@ -12,6 +12,8 @@ export interface ExchangeUpsert {
   id: string;
   hash: string;
   tags: string[];
+  /** What the exchange's feedback on this entry names, when not its id (ThreatExchange: a descriptor id). */
+  ref?: string;
 }
 
 /** An entry the exchange withdrew: by id, with its hash when the exchange says it. */
@@ -41,6 +43,16 @@ export interface ExchangeContext {
   now: number;
 }
 
+export interface ContributionInput {
+  /** The hash sent (contributeEntryHash: the matched entry's; otherwise the confirmed media's). */
+  hash: string;
+  tags: string[];
+  /** The exchange's entries that put the matched hash in the bank (none when it was added by hand). */
+  entries: { id: string; ref: string | null }[];
+  /** Bits between the confirmed media's hash and the matched entry's. */
+  distance: number;
+}
+
 export interface HashExchange {
   kind: HashExchangeKind;
   /** Where the exchange's production API lives, when a follow names no base URL. */
@@ -54,8 +66,10 @@ export interface HashExchange {
   /** One page of updates from `cursor` (null: from the beginning). Throws an AppError on an HTTP failure (http.ts). */
   fetchPage(ctx: ExchangeContext, cursor: unknown): Promise<ExchangePage>;
   /** Sends a confirmed hash back, when the exchange takes it; absent where it does not (`contributionRefusal` says why). */
-  contribute?(ctx: ExchangeContext, input: { hash: string; tags: string[] }): Promise<{ reference: string | null }>;
+  contribute?(ctx: ExchangeContext, input: ContributionInput): Promise<{ reference: string | null }>;
   contributionRefusal?: string;
+  /** Whether a contribution is about the exchange's own entry (feedback on it) rather than a new hash. */
+  contributeEntryHash?: boolean;
 }
 
 /** A PDQ hash as banks store it: 64 lowercase hex digits, or null. */
