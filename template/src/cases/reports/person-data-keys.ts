@@ -9,7 +9,6 @@
 // taken before it re-applies it (retention-people.ts, reapplyErasures).
 import { auditStatement, type AuditEventInput } from "../../audit";
 import { AppError } from "../../errors";
-import { newId } from "../../lib/crypto";
 
 const encoder = new TextEncoder();
 const PREFIX = "psk_";
@@ -18,6 +17,23 @@ const ACTIVE_TTL_MS = 30_000;
 /** True for the id of a person's key (as it appears in a sealed envelope). */
 export function isPersonKeyId(id: string): boolean {
   return id.startsWith(PREFIX);
+}
+
+/**
+ * How a key row names its person: 32 hex digits (128 bits) of their keyed index, enough to keep
+ * people apart within an installation and a period, and short, since a row per person and period
+ * stays in D1 for the retention window.
+ */
+export function personHandle(personIndex: string): string {
+  return personIndex.slice(4, 36);
+}
+
+/** A person's key id: `psk_<period>_<handle>` (the row's primary key, with the installation). */
+const keyId = (period: string, person: string) => `${PREFIX}${period}_${person}`;
+
+function parseKeyId(id: string): { period: string; person: string } | null {
+  const match = /^psk_(\d{4}-\d{2})_([0-9a-f]{32})$/u.exec(id);
+  return match ? { period: match[1]!, person: match[2]! } : null;
 }
 
 function toBase64(bytes: Uint8Array): string {
@@ -38,7 +54,6 @@ function personKeyDestroyed(): AppError {
 }
 
 interface PersonKeyRow {
-  id: string;
   wrappingKeyId: string;
   wrappedKey: string;
 }
@@ -46,60 +61,58 @@ interface PersonKeyRow {
 // A person's sealing key of a period, briefly cached: an erasure in another isolate is seen within
 // the TTL (a value sealed meanwhile under the deleted key reads as erased, as it should once the
 // person asked for erasure).
-const sealing = new Map<string, { id: string; key: Promise<CryptoKey>; until: number }>();
+const sealing = new Map<string, { key: Promise<CryptoKey>; until: number }>();
 
 /** Forgets this isolate's cached sealing keys of an installation (after an erasure or a period's end). */
 export function forgetPersonSealingKeys(installationId: string): void {
   for (const key of sealing.keys()) if (key.startsWith(`${installationId}:`)) sealing.delete(key);
 }
 
-async function unwrapPersonKey(installationId: string, row: PersonKeyRow, wrappingKey: CryptoKey): Promise<CryptoKey> {
+async function unwrapPersonKey(installationId: string, id: string, row: PersonKeyRow, wrappingKey: CryptoKey): Promise<CryptoKey> {
   const [iv, sealed] = row.wrappedKey.split(".");
   if (!iv || !sealed) throw new AppError("crypto.data_key_corrupt", "A stored person key is malformed.", { status: 500 });
-  const raw = new Uint8Array(await crypto.subtle.decrypt({ name: "AES-GCM", iv: fromBase64(iv), additionalData: wrapAad(installationId, row.id) }, wrappingKey, fromBase64(sealed)));
+  const raw = new Uint8Array(await crypto.subtle.decrypt({ name: "AES-GCM", iv: fromBase64(iv), additionalData: wrapAad(installationId, id) }, wrappingKey, fromBase64(sealed)));
   return crypto.subtle.importKey("raw", raw, "AES-GCM", false, ["encrypt", "decrypt"]);
 }
 
-const SELECT_KEY = `SELECT id, wrapping_key_id AS wrappingKeyId, wrapped_key AS wrappedKey FROM person_data_keys`;
+const SELECT_KEY = `SELECT wrapping_key_id AS wrappingKeyId, wrapped_key AS wrappedKey FROM person_data_keys WHERE installation_id = ?1 AND period = ?2 AND person = ?3`;
 
 /**
- * The key `person` (a keyed index) seals with in `period`, created on first use, wrapped by the
- * installation's key (`keys.wrapping`; `keys.open` opens a data key by id). Two isolates creating it at once: the unique index lets one
- * insert through; both then read the same row.
+ * The key `personIndex` (a keyed index) seals with in `period`, created on first use, wrapped by
+ * the installation's key (`keys.wrapping`; `keys.open` opens a data key by id). One round trip:
+ * the insert (ignored when the key exists, so two isolates creating it at once get the same one)
+ * and the read, in one batch.
  */
 export async function personSealingKey(
   env: Env,
   installationId: string,
-  person: string,
+  personIndex: string,
   period: string,
   keys: { wrapping: () => Promise<{ id: string; key: CryptoKey }>; open: (dataKeyId: string) => Promise<CryptoKey> },
 ): Promise<{ id: string; key: CryptoKey }> {
-  const cacheKey = `${installationId}:${person}:${period}`;
+  const person = personHandle(personIndex);
+  const id = keyId(period, person);
+  const cacheKey = `${installationId}:${id}`;
   const cached = sealing.get(cacheKey);
-  if (cached && cached.until > Date.now()) return { id: cached.id, key: await cached.key };
-  const find = () => env.DB.prepare(`${SELECT_KEY} WHERE installation_id = ?1 AND person_index = ?2 AND period = ?3`).bind(installationId, person, period).first<PersonKeyRow>();
-  let row = await find();
-  if (!row) {
-    const outer = await keys.wrapping();
-    const id = newId("psk");
-    const iv = crypto.getRandomValues(new Uint8Array(12));
-    const raw = crypto.getRandomValues(new Uint8Array(32));
-    const wrapped = new Uint8Array(await crypto.subtle.encrypt({ name: "AES-GCM", iv, additionalData: wrapAad(installationId, id) }, outer.key, raw));
-    await env.DB.prepare(`
-      INSERT INTO person_data_keys (id, installation_id, person_index, period, wrapping_key_id, wrapped_key, created_at)
-      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(installation_id, person_index, period) DO NOTHING`)
-      .bind(id, installationId, person, period, outer.id, `${toBase64(iv)}.${toBase64(wrapped)}`, new Date().toISOString())
-      .run();
-    row = await find();
-    if (!row) throw new AppError("crypto.data_key_unavailable", "No key could be created for this person; retry.", { status: 503, retryable: true });
-  }
+  if (cached && cached.until > Date.now()) return { id, key: await cached.key };
+  const outer = await keys.wrapping();
+  const iv = crypto.getRandomValues(new Uint8Array(12));
+  const raw = crypto.getRandomValues(new Uint8Array(32));
+  const wrapped = new Uint8Array(await crypto.subtle.encrypt({ name: "AES-GCM", iv, additionalData: wrapAad(installationId, id) }, outer.key, raw));
+  const [, read] = await env.DB.batch<PersonKeyRow>([
+    env.DB.prepare(`
+      INSERT INTO person_data_keys (installation_id, period, person, wrapping_key_id, wrapped_key, created_at)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(installation_id, period, person) DO NOTHING`).bind(installationId, period, person, outer.id, `${toBase64(iv)}.${toBase64(wrapped)}`, new Date().toISOString()),
+    env.DB.prepare(SELECT_KEY).bind(installationId, period, person),
+  ]);
+  const row = read!.results[0];
+  if (!row) throw new AppError("crypto.data_key_unavailable", "No key could be created for this person; retry.", { status: 503, retryable: true });
   // Unwrapped with the installation key that wrapped it (an older, decrypt-only version after a rotation).
-  const found = row;
-  const key = keys.open(found.wrappingKeyId).then((outer) => unwrapPersonKey(installationId, found, outer));
+  const key = row.wrappingKeyId === outer.id ? unwrapPersonKey(installationId, id, row, outer.key) : keys.open(row.wrappingKeyId).then((older) => unwrapPersonKey(installationId, id, row, older));
   if (sealing.size > 1_000) sealing.clear();
-  sealing.set(cacheKey, { id: found.id, key, until: Date.now() + ACTIVE_TTL_MS });
+  sealing.set(cacheKey, { key, until: Date.now() + ACTIVE_TTL_MS });
   key.catch(() => sealing.delete(cacheKey));
-  return { id: found.id, key: await key };
+  return { id, key: await key };
 }
 
 /**
@@ -107,20 +120,35 @@ export async function personSealingKey(
  * gives the opening key of a data key id). A key that is gone was destroyed: the data is erased.
  */
 export async function openPersonKey(env: Env, installationId: string, id: string, open: (dataKeyId: string) => Promise<CryptoKey>): Promise<CryptoKey> {
-  const row = await env.DB.prepare(`${SELECT_KEY} WHERE id = ?1 AND installation_id = ?2`).bind(id, installationId).first<PersonKeyRow>();
+  const parsed = parseKeyId(id);
+  if (!parsed) throw new AppError("crypto.open_failed", "Sealed data names a malformed person key.", { status: 500 });
+  const row = await env.DB.prepare(SELECT_KEY).bind(installationId, parsed.period, parsed.person).first<PersonKeyRow>();
   if (!row) throw personKeyDestroyed();
-  return unwrapPersonKey(installationId, row, await open(row.wrappingKeyId));
+  return unwrapPersonKey(installationId, id, row, await open(row.wrappingKeyId));
 }
 
 /** The ids of an installation's people's keys of a period (deleted with the period's keys). */
 export async function personKeysOfPeriod(db: D1Database, installationId: string, period: string): Promise<string[]> {
-  const { results } = await db.prepare(`SELECT id FROM person_data_keys WHERE installation_id = ?1 AND period = ?2`).bind(installationId, period).all<{ id: string }>();
-  return results.map((r) => r.id);
+  const { results } = await db.prepare(`SELECT person FROM person_data_keys WHERE installation_id = ?1 AND period = ?2`).bind(installationId, period).all<{ person: string }>();
+  return results.map((r) => keyId(period, r.person));
 }
 
 /** Deletes an installation's people's keys of a period. */
 export function deletePeriodPersonKeysStatement(db: D1Database, installationId: string, period: string): D1PreparedStatement {
   return db.prepare(`DELETE FROM person_data_keys WHERE installation_id = ?1 AND period = ?2`).bind(installationId, period);
+}
+
+// A person's keys, one seek per period the installation has keys of (the primary key leads with the period).
+const PERSON_KEYS_WHERE = `installation_id = ?1 AND period IN (SELECT DISTINCT period FROM data_keys WHERE installation_id = ?1 AND period IS NOT NULL) AND person = ?2 AND created_at <= ?3`;
+
+/**
+ * A person's keys made up to `until`: their ids, and the statement that deletes them (for the
+ * caller's batch, with its tombstone and audit event).
+ */
+export async function personKeysUntil(db: D1Database, installationId: string, personIndex: string, until: string): Promise<{ ids: string[]; deleteStatement: D1PreparedStatement }> {
+  const person = personHandle(personIndex);
+  const { results } = await db.prepare(`SELECT period FROM person_data_keys WHERE ${PERSON_KEYS_WHERE}`).bind(installationId, person, until).all<{ period: string }>();
+  return { ids: results.map((r) => keyId(r.period, person)), deleteStatement: db.prepare(`DELETE FROM person_data_keys WHERE ${PERSON_KEYS_WHERE}`).bind(installationId, person, until) };
 }
 
 /** The R2 copy of a tombstone (AUDIT_ANCHORS): outlives a database restored whole from elsewhere. */
@@ -130,22 +158,21 @@ export const tombstonePrefix = (installationId: string) => `erasure/${installati
 /**
  * Destroys a person's keys (those made up to `at`): the rows are deleted, a tombstone (the keyed
  * index and when) is written, in D1 and R2, and one `person_data_key.destroyed` event records how
- * many (and their ids, which name nobody) — in one D1 batch. Idempotent: a person with no key left
+ * many (not which: a key id carries part of the person's keyed index) — in one D1 batch. Idempotent: a person with no key left
  * still gets their tombstone (a later restore needs it). Answers the ids destroyed.
  */
 export async function destroyPersonKeys(env: Env, installationId: string, person: string, input: { at: string; actor: AuditEventInput["actor"]; requestId: string }): Promise<string[]> {
-  const { results } = await env.DB.prepare(`SELECT id FROM person_data_keys WHERE installation_id = ?1 AND person_index = ?2 AND created_at <= ?3`).bind(installationId, person, input.at).all<{ id: string }>();
-  const ids = results.map((r) => r.id);
+  const { ids, deleteStatement } = await personKeysUntil(env.DB, installationId, person, input.at);
   await env.DB.batch([
-    env.DB.prepare(`DELETE FROM person_data_keys WHERE installation_id = ?1 AND person_index = ?2 AND created_at <= ?3`).bind(installationId, person, input.at),
+    deleteStatement,
     tombstoneStatement(env.DB, installationId, person, input.at),
     auditStatement(env.DB, {
       installationId,
-      idempotencyKey: `personal_data_request:${input.requestId}:keys_destroyed:${person.slice(4, 20)}`,
+      idempotencyKey: `personal_data_request:${input.requestId}:keys_destroyed:${personHandle(person)}`,
       action: "person_data_key.destroyed",
       actor: input.actor,
       target: { type: "personal_data_request", id: input.requestId },
-      details: { keys: ids.length, keyIds: ids },
+      details: { keys: ids.length },
       at: input.at,
     }),
   ]);

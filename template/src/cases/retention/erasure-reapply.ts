@@ -7,7 +7,7 @@
 // person back. Someone the installation saw again after their erasure keeps what came after.
 import { auditStatement } from "../../audit";
 import { newId } from "../../lib/crypto";
-import { forgetPersonSealingKeys, tombstonesOf, tombstoneStatement } from "../reports/person-data-keys";
+import { forgetPersonSealingKeys, personKeysUntil, tombstonesOf, tombstoneStatement } from "../reports/person-data-keys";
 import { forgetOpeningKeys } from "../reports/report-crypto";
 import { eraseReports, type ErasureCounts } from "./retention-erase";
 import { indexPersonKeys } from "./retention-people";
@@ -41,9 +41,9 @@ export async function reapplyErasures(env: Env, installationId: string): Promise
   for (const [person, erasedAt] of tombstones) {
     const at = new Date().toISOString();
     const requestId = newId("pdr");
-    const { results } = await env.DB.prepare(`SELECT id FROM person_data_keys WHERE installation_id = ?1 AND person_index = ?2 AND created_at <= ?3`).bind(installationId, person, erasedAt).all<{ id: string }>();
+    const { ids, deleteStatement } = await personKeysUntil(env.DB, installationId, person, erasedAt);
     await env.DB.batch([
-      env.DB.prepare(`DELETE FROM person_data_keys WHERE installation_id = ?1 AND person_index = ?2 AND created_at <= ?3`).bind(installationId, person, erasedAt),
+      deleteStatement,
       // A tombstone known from R2 alone is written back to D1.
       tombstoneStatement(env.DB, installationId, person, erasedAt),
       auditStatement(env.DB, {
@@ -52,15 +52,12 @@ export async function reapplyErasures(env: Env, installationId: string): Promise
         action: "personal_data.erasure_reapplied",
         actor,
         target: { type: "personal_data_request", id: requestId },
-        details: { erasedAt, keys: results.length },
+        details: { erasedAt, keys: ids.length },
         at,
       }),
     ]);
-    summary.keys += results.length;
-    forgetOpeningKeys(
-      installationId,
-      results.map((r) => r.id),
-    );
+    summary.keys += ids.length;
+    forgetOpeningKeys(installationId, ids);
     for (;;) {
       const [reports, appeals] = await env.DB.batch<{ id: string }>([
         env.DB.prepare(`
