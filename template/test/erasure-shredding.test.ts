@@ -221,4 +221,24 @@ describe("erasure by destroying a person's keys", () => {
     expect(await openOutcome(inst.id, "old", old.sealed)).toBe("crypto.data_key_destroyed");
     expect(await openOutcome(inst.id, "recent", recent.sealed)).toBe(`opened:${WORDS_B}`);
   });
+  it("a reporter's erasure keeps their key while a report about them as a subject owner remains: that report still opens", async () => {
+    const inst = await newInstallation("shredding-roles");
+    const own = await report(inst.apiKey, "person-r", "post-roles-1", WORDS_A);
+    const about = await api("/api/v1/reports", {
+      key: inst.apiKey,
+      body: { subject: { kind: "content", id: "post-roles-2", ownerId: "person-r" }, category: "scams_and_fraud", reporter: { id: "person-s" }, description: WORDS_B },
+    });
+    expect(about.status).toBe(201);
+    const erased = await api("/api/v1/personal-data/erase", { key: inst.apiKey, body: { reporter: { id: "person-r" } } });
+    expect(erased.body.erased).toMatchObject({ reports: 1 });
+    expect(erased.body.keysDestroyed).toBeNull();
+    expect(await personKeyCount(inst.id, "person-r")).toBe(1);
+    expect((await api(`/api/v1/reports/${own.id}`, { key: inst.apiKey })).body.description).toBeNull();
+    expect((await api(`/api/v1/reports/${about.body.id}`, { key: inst.apiKey })).body.description).toBe(WORDS_B);
+    // Erased in both roles, nothing of theirs is left: their key goes.
+    const both = await api("/api/v1/personal-data/erase", { key: inst.apiKey, body: { reporter: { id: "person-r" }, subjectOwner: { id: "person-r" } } });
+    expect(both.body.erased).toMatchObject({ reports: 1 });
+    expect(both.body.keysDestroyed).toBe(1);
+    expect(await personKeyCount(inst.id, "person-r")).toBe(0);
+  });
 });
