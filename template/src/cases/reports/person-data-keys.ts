@@ -138,17 +138,27 @@ export function deletePeriodPersonKeysStatement(db: D1Database, installationId: 
   return db.prepare(`DELETE FROM person_data_keys WHERE installation_id = ?1 AND period = ?2`).bind(installationId, period);
 }
 
-// A person's keys, one seek per period the installation has keys of (the primary key leads with the period).
-const PERSON_KEYS_WHERE = `installation_id = ?1 AND period IN (SELECT DISTINCT period FROM data_keys WHERE installation_id = ?1 AND period IS NOT NULL) AND person = ?2 AND created_at <= ?3`;
-
 /**
- * A person's keys made up to `until`: their ids, and the statement that deletes them (for the
- * caller's batch, with its tombstone and audit event).
+ * The keys of people, each made up to their own time (`[{ person: keyed index, until }]`): their
+ * ids and the statement that deletes them (for the caller's batch, with tombstones and audit). One
+ * statement each, whatever the number of people (a restore re-applies every erasure at once); one
+ * seek per person and period the installation has keys of (the primary key leads with the period).
  */
-export async function personKeysUntil(db: D1Database, installationId: string, personIndex: string, until: string): Promise<{ ids: string[]; deleteStatement: D1PreparedStatement }> {
-  const person = personHandle(personIndex);
-  const { results } = await db.prepare(`SELECT period FROM person_data_keys WHERE ${PERSON_KEYS_WHERE}`).bind(installationId, person, until).all<{ period: string }>();
-  return { ids: results.map((r) => keyId(r.period, person)), deleteStatement: db.prepare(`DELETE FROM person_data_keys WHERE ${PERSON_KEYS_WHERE}`).bind(installationId, person, until) };
+export async function peopleKeysUntil(db: D1Database, installationId: string, people: ReadonlyArray<{ person: string; until: string }>): Promise<{ ids: string[]; deleteStatement: D1PreparedStatement }> {
+  const list = JSON.stringify(people.map((p) => ({ h: personHandle(p.person), at: p.until })));
+  const { results } = await db
+    .prepare(`
+    SELECT k.period, k.person FROM json_each(?2) t
+      CROSS JOIN (SELECT DISTINCT period FROM data_keys WHERE installation_id = ?1 AND period IS NOT NULL) d
+      CROSS JOIN person_data_keys k ON k.installation_id = ?1 AND k.period = d.period AND k.person = json_extract(t.value, '$.h')
+    WHERE k.created_at <= json_extract(t.value, '$.at')`)
+    .bind(installationId, list)
+    .all<{ period: string; person: string }>();
+  const found = JSON.stringify(results.map((r) => [r.period, r.person]));
+  return {
+    ids: results.map((r) => keyId(r.period, r.person)),
+    deleteStatement: db.prepare(`DELETE FROM person_data_keys WHERE installation_id = ?1 AND (period, person) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?2))`).bind(installationId, found),
+  };
 }
 
 /** The R2 copy of a tombstone (AUDIT_ANCHORS): outlives a database restored whole from elsewhere. */
@@ -162,7 +172,7 @@ export const tombstonePrefix = (installationId: string) => `erasure/${installati
  * still gets their tombstone (a later restore needs it). Answers the ids destroyed.
  */
 export async function destroyPersonKeys(env: Env, installationId: string, person: string, input: { at: string; actor: AuditEventInput["actor"]; requestId: string }): Promise<string[]> {
-  const { ids, deleteStatement } = await personKeysUntil(env.DB, installationId, person, input.at);
+  const { ids, deleteStatement } = await peopleKeysUntil(env.DB, installationId, [{ person, until: input.at }]);
   await env.DB.batch([
     deleteStatement,
     tombstoneStatement(env.DB, installationId, person, input.at),
@@ -176,7 +186,11 @@ export async function destroyPersonKeys(env: Env, installationId: string, person
       at: input.at,
     }),
   ]);
-  await env.AUDIT_ANCHORS.put(tombstoneKey(installationId, person), JSON.stringify({ installationId, person, erasedAt: input.at }), { httpMetadata: { contentType: "application/json" } });
+  // The time is in the object's metadata too, so a restore reads every tombstone from the listing alone.
+  await env.AUDIT_ANCHORS.put(tombstoneKey(installationId, person), JSON.stringify({ installationId, person, erasedAt: input.at }), {
+    httpMetadata: { contentType: "application/json" },
+    customMetadata: { erasedAt: input.at },
+  });
   forgetPersonSealingKeys(installationId);
   return ids;
 }
@@ -189,6 +203,15 @@ export function tombstoneStatement(db: D1Database, installationId: string, perso
     .bind(installationId, person, at);
 }
 
+/** Records (or moves later) the tombstones of many people (`[{ person, until }]`), in one statement. */
+export function tombstonesStatement(db: D1Database, installationId: string, people: ReadonlyArray<{ person: string; until: string }>): D1PreparedStatement {
+  return db
+    .prepare(`INSERT INTO erasure_tombstones (installation_id, person_index, erased_at)
+      SELECT ?1, json_extract(value, '$.p'), json_extract(value, '$.at') FROM json_each(?2) WHERE true
+      ON CONFLICT(installation_id, person_index) DO UPDATE SET erased_at = MAX(erased_at, excluded.erased_at)`)
+    .bind(installationId, JSON.stringify(people.map((p) => ({ p: p.person, at: p.until }))));
+}
+
 /** Every tombstone of an installation: D1's and R2's copies, the later time of each person. */
 export async function tombstonesOf(env: Env, installationId: string): Promise<Map<string, string>> {
   const found = new Map<string, string>();
@@ -199,18 +222,14 @@ export async function tombstonesOf(env: Env, installationId: string): Promise<Ma
   };
   const { results } = await env.DB.prepare(`SELECT person_index AS person, erased_at AS erasedAt FROM erasure_tombstones WHERE installation_id = ?1`).bind(installationId).all<{ person: string; erasedAt: string }>();
   for (const row of results) note(row.person, row.erasedAt);
+  const prefix = tombstonePrefix(installationId);
   let cursor: string | undefined;
   do {
-    const listed = await env.AUDIT_ANCHORS.list({ prefix: tombstonePrefix(installationId), cursor });
+    // The listing carries each tombstone's time (custom metadata): one R2 call per 1,000 people.
+    const listed = await env.AUDIT_ANCHORS.list({ prefix, cursor, include: ["customMetadata"] });
     for (const object of listed.objects) {
-      const body = await env.AUDIT_ANCHORS.get(object.key);
-      if (!body) continue;
-      try {
-        const parsed = JSON.parse(await body.text()) as { person?: unknown; erasedAt?: unknown };
-        if (typeof parsed.person === "string" && typeof parsed.erasedAt === "string") note(parsed.person, parsed.erasedAt);
-      } catch {
-        // An unreadable copy: D1's row (if any) stands.
-      }
+      const erasedAt = object.customMetadata?.erasedAt;
+      if (erasedAt) note(object.key.slice(prefix.length), erasedAt);
     }
     cursor = listed.truncated ? listed.cursor : undefined;
   } while (cursor);
