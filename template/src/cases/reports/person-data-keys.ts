@@ -1,12 +1,12 @@
 // Keys per data subject (crypto-shredding). Each person a report or appeal is about — its reporter,
-// its subject's owner, its appellant — gets a key of their own per period, named by their keyed
-// index (lib/person-keys.ts: `pk1_…`, so the row names nobody) and wrapped by the installation's
+// its subject's owner, its appellant — gets a key of their own per period, named by 32 hex digits of
+// their keyed index (lib/person-keys.ts: `pk1_…`, so the row names nobody) and wrapped by the installation's
 // own data key. report-crypto seals their data under it (and the period's key) in layers; erasing
 // the person (destroyPersonKeys) deletes their keys, so every copy of what was sealed for them —
 // hot rows, case archives in R2, exported backups — stops opening, without rewriting any of them,
 // while another person's data in the same case still opens. The erasure leaves a tombstone (the
 // index and when, nothing else) that outlives the installation's rows, so a restore of a backup
-// taken before it re-applies it (retention-people.ts, reapplyErasures).
+// taken before it re-applies it (cases/retention/erasure-reapply.ts).
 import { auditStatement, type AuditEventInput } from "../../audit";
 import { AppError } from "../../errors";
 
@@ -168,8 +168,9 @@ export const tombstonePrefix = (installationId: string) => `erasure/${installati
 /**
  * Destroys a person's keys (those made up to `at`): the rows are deleted, a tombstone (the keyed
  * index and when) is written, in D1 and R2, and one `person_data_key.destroyed` event records how
- * many (not which: a key id carries part of the person's keyed index) — in one D1 batch. Idempotent: a person with no key left
- * still gets their tombstone (a later restore needs it). Answers the ids destroyed.
+ * many (not which: a key id carries part of the person's keyed index) — in one D1 batch; then the
+ * tombstone's R2 copy. Idempotent: a person with no key left still gets their tombstone (a later
+ * restore needs it). Answers the ids destroyed.
  */
 export async function destroyPersonKeys(env: Env, installationId: string, person: string, input: { at: string; actor: AuditEventInput["actor"]; requestId: string }): Promise<string[]> {
   const { ids, deleteStatement } = await peopleKeysUntil(env.DB, installationId, [{ person, until: input.at }]);
