@@ -7,33 +7,30 @@
 --
 -- person_data_keys — storage tier: hot, kept (never archived: an archived object needs its key in
 -- D1 to open). One row per person an installation sealed something for in a period (calendar month,
--- UTC), ~230 bytes; named by the person's keyed index (pk1_…, lib/person-keys.ts), so the row names
--- nobody. The key material is wrapped by the installation's own data key (data_keys, period NULL),
--- itself wrapped by REPORT_MASTER_KEY. Erasure of the person deletes their rows; the retention key
--- sweep deletes a period's rows when it destroys that period's keys (what they sealed needed the
--- period key as well), so the table holds at most the distinct people of the retention window.
+-- UTC), ~200 bytes, no index besides its primary key. `person` is 32 hex digits of the person's
+-- keyed index (pk1_…, lib/person-keys.ts), so the row names nobody; a sealed value names the key as
+-- `psk_<period>_<person>`. The key material is wrapped by the installation's own data key
+-- (data_keys, period NULL), itself wrapped by REPORT_MASTER_KEY. Erasure of the person deletes
+-- their rows (one seek per period of the installation); the retention key sweep deletes a period's
+-- rows when it destroys that period's keys (what they sealed needed the period key as well), so
+-- the table holds the distinct people of the retention window.
 CREATE TABLE person_data_keys (
-  id TEXT PRIMARY KEY,
   installation_id TEXT NOT NULL REFERENCES installations(id),
-  person_index TEXT NOT NULL,
   period TEXT NOT NULL,
+  person TEXT NOT NULL,
   wrapping_key_id TEXT NOT NULL,
   wrapped_key TEXT NOT NULL,
-  created_at TEXT NOT NULL
-);
--- The sealing key of a person in a period (one: two isolates creating it at once, one insert wins),
--- and every key of a person (erasure).
-CREATE UNIQUE INDEX person_data_keys_person ON person_data_keys (installation_id, person_index, period);
--- The retention key sweep: a period's person keys, deleted with the period's keys.
-CREATE INDEX person_data_keys_period ON person_data_keys (installation_id, period);
+  created_at TEXT NOT NULL,
+  PRIMARY KEY (installation_id, period, person)
+) WITHOUT ROWID;
 
 -- erasure_tombstones — storage tier: kept, platform-wide (not an installation's data: an
 -- installation's removal leaves them, a backup does not carry them, a restore does not replace
 -- them). One row per person erased on request, ~110 bytes: the person's keyed index and when, no
 -- name or id. A restore of a backup taken before the erasure re-applies it (the person's keys made
 -- until then deleted, their rows erased), so a backup never brings an erased person back. A copy of
--- each lives in R2 (AUDIT_ANCHORS, `erasure/<installation>/<index>`), for a database restored
--- whole from elsewhere.
+-- each lives in R2 (AUDIT_ANCHORS, `erasure/<installation>/<index>`), for a database brought back
+-- by other means (D1 Time Travel, a copy).
 CREATE TABLE erasure_tombstones (
   installation_id TEXT NOT NULL,
   person_index TEXT NOT NULL,

@@ -9,7 +9,7 @@ import { sealAuditChain } from "../src/audit/chain";
 import { archiveAuditSegments } from "../src/audit/segment-sweep";
 import { sweepCaseArchive } from "../src/cases/archive/case-archive";
 import { caseArchiveKey } from "../src/cases/archive/case-scope";
-import { openPersonalData, sealPersonalData } from "../src/cases/reports/report-crypto";
+import { destroyPeriodKeys, openPersonalData, sealPersonalData } from "../src/cases/reports/report-crypto";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { personKey } from "../src/lib/person-keys";
 import { sweepMetricRollups, sweepTransparencyRollups } from "../src/metrics";
@@ -41,8 +41,8 @@ async function openOutcome(installationId: string, reportId: string, sealed: str
 }
 
 const personKeyCount = async (installationId: string, person: string) =>
-  (await env.DB.prepare("SELECT COUNT(*) AS n FROM person_data_keys WHERE installation_id = ?1 AND person_index = ?2")
-    .bind(installationId, personKey(installationId, person, env))
+  (await env.DB.prepare("SELECT COUNT(*) AS n FROM person_data_keys WHERE installation_id = ?1 AND person = ?2")
+    .bind(installationId, personKey(installationId, person, env)!.slice(4, 36))
     .first<{ n: number }>())!.n;
 
 async function removeInstallation(id: string) {
@@ -161,7 +161,7 @@ describe("erasure by destroying a person's keys", () => {
     const legacy = await sealPersonalData(env, mine.id, "report:legacy", { description: WORDS_B });
     expect(await personKeyCount(mine.id, "person-shared")).toBe(1);
     expect(await personKeyCount(theirs.id, "person-shared")).toBe(1);
-    const keysBefore = await env.DB.prepare("SELECT id, wrapped_key AS wrappedKey FROM person_data_keys WHERE installation_id = ?1 ORDER BY id").bind(mine.id).all();
+    const keysBefore = await env.DB.prepare("SELECT period, person, wrapped_key AS wrappedKey FROM person_data_keys WHERE installation_id = ?1 ORDER BY period, person").bind(mine.id).all();
 
     const erased = await api("/api/v1/personal-data/erase", { key: theirs.apiKey, body: { reporter: { id: "person-shared" } } });
     expect(erased.status).toBe(200);
@@ -170,7 +170,7 @@ describe("erasure by destroying a person's keys", () => {
     expect((await api(`/api/v1/reports/${gone.id}`, { key: theirs.apiKey })).body.description).toBeNull();
 
     // Mine: the same keys, byte for byte; the report opens; no tombstone here.
-    expect((await env.DB.prepare("SELECT id, wrapped_key AS wrappedKey FROM person_data_keys WHERE installation_id = ?1 ORDER BY id").bind(mine.id).all()).results).toEqual(keysBefore.results);
+    expect((await env.DB.prepare("SELECT period, person, wrapped_key AS wrappedKey FROM person_data_keys WHERE installation_id = ?1 ORDER BY period, person").bind(mine.id).all()).results).toEqual(keysBefore.results);
     expect((await api(`/api/v1/reports/${kept.id}`, { key: mine.apiKey })).body.description).toBe(WORDS_A);
     expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM erasure_tombstones WHERE installation_id = ?1").bind(mine.id).first<{ n: number }>()).toEqual({ n: 0 });
     expect(await openPersonalData(env, mine.id, "report:legacy", legacy.sealed)).toEqual({ description: WORDS_B });
@@ -185,16 +185,15 @@ describe("erasure by destroying a person's keys", () => {
     expect((await api("/api/v1/personal-data/erase", { key: inst.apiKey, body: { reporter: { id: "person-a" } } })).body.keysDestroyed).toBe(1);
     const row = keyRows[0]!;
     await env.DB.batch([
-      env.DB.prepare("INSERT INTO person_data_keys (id, installation_id, person_index, period, wrapping_key_id, wrapped_key, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)").bind(
-        row.id,
+      env.DB.prepare("INSERT INTO person_data_keys (installation_id, period, person, wrapping_key_id, wrapped_key, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)").bind(
         row.installation_id,
-        row.person_index,
         row.period,
+        row.person,
         row.wrapping_key_id,
         row.wrapped_key,
         row.created_at,
       ),
-      env.DB.prepare("UPDATE reports SET personal_data = ?2, personal_data_erased_at = NULL, reporter_key = ?3 WHERE id = ?1").bind(a.id, sealed, row.person_index),
+      env.DB.prepare("UPDATE reports SET personal_data = ?2, personal_data_erased_at = NULL, reporter_key = ?3 WHERE id = ?1").bind(a.id, sealed, personKey(inst.id, "person-a", env)),
       env.DB.prepare("DELETE FROM erasure_tombstones WHERE installation_id = ?1").bind(inst.id),
     ]);
     expect((await api(`/api/v1/reports/${a.id}`, { key: inst.apiKey })).body.description).toBe(WORDS_A);
@@ -210,5 +209,36 @@ describe("erasure by destroying a person's keys", () => {
     expect((await api(`/api/v1/reports/${a.id}`, { key: inst.apiKey })).body.description).toBeNull();
     expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM erasure_tombstones WHERE installation_id = ?1").bind(inst.id).first<{ n: number }>()).toEqual({ n: 1 });
     await verifiesFully(inst.apiKey);
+  });
+  it("retention ending a period deletes that period's people's keys with it, and no other period's", async () => {
+    const inst = await newInstallation("shredding-period");
+    const person = personKey(inst.id, "person-p", env)!;
+    const old = await sealPersonalData(env, inst.id, "report:old", { description: WORDS_A }, { at: new Date("2020-01-15T00:00:00Z"), people: [person] });
+    const recent = await sealPersonalData(env, inst.id, "report:recent", { description: WORDS_B }, { people: [person] });
+    expect(await personKeyCount(inst.id, "person-p")).toBe(2);
+    expect(await destroyPeriodKeys(env, inst.id, "2020-01", { at: new Date().toISOString(), actor: { type: "system", id: "retention" } })).toHaveLength(1);
+    expect(await personKeyCount(inst.id, "person-p")).toBe(1);
+    expect(await openOutcome(inst.id, "old", old.sealed)).toBe("crypto.data_key_destroyed");
+    expect(await openOutcome(inst.id, "recent", recent.sealed)).toBe(`opened:${WORDS_B}`);
+  });
+  it("a reporter's erasure keeps their key while a report about them as a subject owner remains: that report still opens", async () => {
+    const inst = await newInstallation("shredding-roles");
+    const own = await report(inst.apiKey, "person-r", "post-roles-1", WORDS_A);
+    const about = await api("/api/v1/reports", {
+      key: inst.apiKey,
+      body: { subject: { kind: "content", id: "post-roles-2", ownerId: "person-r" }, category: "scams_and_fraud", reporter: { id: "person-s" }, description: WORDS_B },
+    });
+    expect(about.status).toBe(201);
+    const erased = await api("/api/v1/personal-data/erase", { key: inst.apiKey, body: { reporter: { id: "person-r" } } });
+    expect(erased.body.erased).toMatchObject({ reports: 1 });
+    expect(erased.body.keysDestroyed).toBeNull();
+    expect(await personKeyCount(inst.id, "person-r")).toBe(1);
+    expect((await api(`/api/v1/reports/${own.id}`, { key: inst.apiKey })).body.description).toBeNull();
+    expect((await api(`/api/v1/reports/${about.body.id}`, { key: inst.apiKey })).body.description).toBe(WORDS_B);
+    // Erased in both roles, nothing of theirs is left: their key goes.
+    const both = await api("/api/v1/personal-data/erase", { key: inst.apiKey, body: { reporter: { id: "person-r" }, subjectOwner: { id: "person-r" } } });
+    expect(both.body.erased).toMatchObject({ reports: 1 });
+    expect(both.body.keysDestroyed).toBe(1);
+    expect(await personKeyCount(inst.id, "person-r")).toBe(0);
   });
 });

@@ -49,7 +49,7 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   { table: "cases", where: OWN },
   { table: "data_keys", where: OWN },
   // People's keys (cases/reports/person-data-keys.ts), wrapped by the installation's data key.
-  { table: "person_data_keys", where: OWN },
+  { table: "person_data_keys", where: OWN, keys: ["installation_id", "period", "person"] },
   // Erasures' tombstones are not the installation's: a removal leaves them, a backup does not
   // carry them, and a restore re-applies them (cases/retention/erasure-reapply.ts).
   { table: "erasure_tombstones", where: "?1 IS NULL AND 1 = 0", backup: false },

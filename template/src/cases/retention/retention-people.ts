@@ -230,19 +230,21 @@ export async function erasePersonalData(env: Env, actor: Actor, query: PersonQue
 
 /**
  * Destroys the person's keys (person-data-keys.ts) when none of their reports or appeals is left
- * unerased (held back in an open case, or beyond this request's page): answers how many went, or
- * null while something of theirs still needs them.
+ * unerased — in any role, since one key seals what they reported and what was reported about them:
+ * a reporter's erasure leaves their key while reports about them as a subject owner remain, and a
+ * report held back in an open case or beyond this request's page still needs it. Answers how many
+ * keys went, or null while something of theirs still needs them.
  */
 async function destroyKeysOfErased(env: Env, actor: Actor, keys: { reporter: string | null; owner: string | null }, requestId: string, at: string): Promise<number | null> {
+  const people = [...new Set([keys.reporter, keys.owner])].filter((p): p is string => p !== null);
   const left = await env.DB.prepare(`
-    SELECT EXISTS (SELECT 1 FROM reports WHERE installation_id = ?1 AND personal_data_erased_at IS NULL AND id IN (${PERSON_REPORTS}))
-      OR EXISTS (SELECT 1 FROM appeals WHERE installation_id = ?1 AND personal_data_erased_at IS NULL AND appellant_key IN (?2, ?3)) AS n`)
-    .bind(actor.installationId, keys.reporter, keys.owner)
+    SELECT EXISTS (SELECT 1 FROM json_each(?2) j CROSS JOIN reports r ON r.installation_id = ?1 AND r.reporter_key = j.value WHERE r.personal_data_erased_at IS NULL)
+      OR EXISTS (SELECT 1 FROM json_each(?2) j CROSS JOIN reports r ON r.installation_id = ?1 AND r.subject_owner_key = j.value WHERE r.personal_data_erased_at IS NULL)
+      OR EXISTS (SELECT 1 FROM json_each(?2) j CROSS JOIN appeals a ON a.installation_id = ?1 AND a.appellant_key = j.value WHERE a.personal_data_erased_at IS NULL) AS n`)
+    .bind(actor.installationId, JSON.stringify(people))
     .first<{ n: number }>();
   if (left?.n) return null;
   let destroyed = 0;
-  for (const person of new Set([keys.reporter, keys.owner])) {
-    if (person) destroyed += (await destroyPersonDataKeys(env, actor.installationId, person, { at, actor: actor.audit, requestId })).length;
-  }
+  for (const person of people) destroyed += (await destroyPersonDataKeys(env, actor.installationId, person, { at, actor: actor.audit, requestId })).length;
   return destroyed;
 }
