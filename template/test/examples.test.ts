@@ -161,7 +161,10 @@ describe("examples", () => {
     const reports = (await (await env.CYBERTIPLINE_PEER.fetch(`http://peer/_control/reports?username=${esp}`)).json()) as any[];
     expect(reports).toHaveLength(1);
     expect(reports[0]).toMatchObject({ reportId: tipline.output.ncmecReportId, finished: true });
-    expect(reports[0].files[0].details).toContain(`<value>${nearCopy}</value>`);
+    // The file's SHA-256 is the preserved bytes'; the evidence's PDQ is the product's claim and is not
+    // sent (only a PDQ computed from the preserved bytes is, and these bytes are not an image).
+    expect(reports[0].files[0].details).toContain(await sha256("media:upload-7.jpg"));
+    expect(reports[0].files[0].details).not.toContain(nearCopy);
     const suspended = await until(async () => (await receiverLog(paths.actions)).find((l) => l.verified && l.type === "action.execute"), "the suspension");
     expect(JSON.stringify(suspended.data)).toContain("p-media");
     const decision = await env.DB.prepare("SELECT outcome, automated_decision AS automated FROM decisions WHERE report_id = ?1").bind(known.id).first();

@@ -160,8 +160,10 @@ export async function listQueueTasks(env: Env, actor: Actor, queueId: string, op
   if (results.length === 0) await visibleQueue(env, actor, queueId);
   const page = results.slice(0, limit);
   const last = page.at(-1);
+  // How the queue's tasks are shown (its wellness profile): the same on every view of a task.
+  const display = await taskDisplay(env.DB, actor.installationId, queueId);
   return {
-    items: page.map((row) => serializeTask(row, now)),
+    items: page.map((row) => ({ ...serializeTask(row, now), display })),
     nextCursor: results.length > limit && last ? encodeCursor([last.dueAt, last.priority, last.id]) : null,
   };
 }
