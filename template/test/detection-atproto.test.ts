@@ -3,7 +3,9 @@
 // URI pattern, each signed with the labeler's secp256k1 key. The test checks every signature with
 // the published did:key over its own DAG-CBOR encoding of the label without sig.
 import { secp256k1 } from "@noble/curves/secp256k1.js";
+import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { labelQuerySql } from "../src/detection";
 import { api, newInstallation } from "./helpers";
 
 type Label = { ver: number; src: string; uri: string; val: string; neg?: boolean; cts: string; exp?: string; sig?: { $bytes: string } };
@@ -158,5 +160,45 @@ describe("com.atproto.label.queryLabels", () => {
     expect(own.body.labels).toHaveLength(1);
     expect(own.body.labels[0].sig).toBeUndefined();
     expect((await query(b.apiKey, [["uriPatterns", "did:plc:carol"]])).body.labels).toEqual([]);
+  });
+
+  it("overlapping patterns answer each label once, oldest first, and page through the cursor", async () => {
+    const { apiKey } = await newInstallation("atproto-overlap");
+    await api("/api/v1/labeler", { key: apiKey, method: "PUT", body: { did: "did:web:overlap.example.test", publicKinds: ["account"] } });
+    for (const subject of ["did:plc:dan", "did:plc:erin", "did:web:frank.example", "did:plc:dana"]) await label(apiKey, "account", subject, "spam");
+    const patterns: Array<[string, string]> = [
+      ["uriPatterns", "did:plc:dan"],
+      ["uriPatterns", "did:plc:*"],
+      ["uriPatterns", "did:plc:d*"],
+      ["uriPatterns", "did:plc:dan"],
+      ["uriPatterns", "did:web:frank.example"],
+    ];
+    const all = await query(apiKey, patterns);
+    expect(all.status).toBe(200);
+    expect((all.body.labels as Label[]).map((l) => l.uri)).toEqual(["did:plc:dan", "did:plc:erin", "did:web:frank.example", "did:plc:dana"]);
+    // A prefix is a prefix of the text, not of a path segment; an exact subject is that subject only.
+    expect((await query(apiKey, [["uriPatterns", "did:plc:dan*"]])).body.labels.map((l: Label) => l.uri)).toEqual(["did:plc:dan", "did:plc:dana"]);
+    expect((await query(apiKey, [["uriPatterns", "did:plc:da"]])).body.labels).toEqual([]);
+    const pages: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await query(apiKey, [...patterns, ["limit", "2"], ...(cursor === undefined ? [] : [["cursor", cursor] as [string, string]])]);
+      expect(page.status).toBe(200);
+      pages.push(...(page.body.labels as Label[]).map((l) => l.uri));
+      cursor = page.body.cursor;
+    } while (cursor !== undefined);
+    expect(pages).toEqual(["did:plc:dan", "did:plc:erin", "did:web:frank.example", "did:plc:dana"]);
+  });
+
+  it("reads each pattern through the subject index (query plan), never a scan of the installation's labels", async () => {
+    const query = labelQuerySql([{ exact: "did:plc:alice" }, { prefix: "at://did:plc:alice/" }, { exact: "at://did:plc:alice/app.bsky.feed.post/1" }, { prefix: "did:web:" }]);
+    // The exact subject under the prefix is dropped: no label comes twice.
+    expect(query.binds).toEqual(["at://did:plc:alice/", "did:web:", "did:plc:alice"]);
+    const { results } = await env.DB.prepare(`EXPLAIN QUERY PLAN ${query.sql}`)
+      .bind("inst_plan", 0, new Date().toISOString(), JSON.stringify(["account", "post"]), null, 50, ...query.binds)
+      .all<{ detail: string }>();
+    const reads = results.map((row) => row.detail).filter((detail) => /\b(SCAN|SEARCH) entity_labels\b/u.test(detail));
+    expect(reads).toHaveLength(3);
+    for (const detail of reads) expect(detail).toMatch(/^SEARCH entity_labels USING INDEX entity_labels_subject \(installation_id=\? AND subject[=>]/u);
   });
 });

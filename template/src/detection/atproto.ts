@@ -115,13 +115,50 @@ export async function putLabelerSettings(env: Env, actor: Actor, input: { did: s
   return getLabelerSettings(env, actor);
 }
 
+type Pattern = { exact: string } | { prefix: string };
+
 /** A pattern as the query reads it: an exact subject, or a prefix (a pattern ending in `*`). */
-function parsePattern(pattern: string): { exact: string } | { prefix: string } {
+function parsePattern(pattern: string): Pattern {
   if (pattern.length === 0 || pattern.length > 2000) throw new AppError("label.uri_pattern_invalid", "A URI pattern is 1 to 2,000 characters: a full URI, or a prefix ending in '*'.", { status: 400 });
   const star = pattern.indexOf("*");
   if (star === -1) return { exact: pattern };
   if (star !== pattern.length - 1) throw new AppError("label.uri_pattern_invalid", "A URI pattern may hold '*' only at its end (a prefix), e.g. at://did:plc:abc/*.", { status: 400 });
   return { prefix: pattern.slice(0, -1) };
+}
+
+/**
+ * The patterns of one query made disjoint: a prefix inside another prefix, an exact subject under
+ * a prefix and a repeated exact subject are dropped, so no label matches two of them.
+ */
+function disjointPatterns(patterns: readonly Pattern[]): Pattern[] {
+  const prefixes: string[] = [];
+  // Sorted, a prefix comes before every subject that starts with it, and everything between the two starts with it too.
+  for (const prefix of [...new Set(patterns.flatMap((p) => ("prefix" in p ? [p.prefix] : [])))].sort()) {
+    const last = prefixes.at(-1);
+    if (last === undefined || !prefix.startsWith(last)) prefixes.push(prefix);
+  }
+  const exacts = [...new Set(patterns.flatMap((p) => ("exact" in p ? [p.exact] : [])))].filter((exact) => !prefixes.some((prefix) => exact.startsWith(prefix)));
+  return [...prefixes.map((prefix) => ({ prefix })), ...exacts.map((exact) => ({ exact }))];
+}
+
+/**
+ * The queryLabels statement for some patterns: one branch per pattern, each a seek on
+ * entity_labels_subject (an exact subject is `subject = ?`, a prefix the range from it up to it
+ * followed by the highest code point), joined by UNION ALL (the patterns are made disjoint first,
+ * so a label comes once) and ordered by rowid, the cursor. Binds: ?1 installation, ?2 the cursor's
+ * rowid, ?3 now, ?4 the public kinds (JSON), ?5 the public values (JSON or NULL), ?6 the limit,
+ * then `binds`. Exported so a test can read its query plan.
+ */
+export function labelQuerySql(patterns: readonly Pattern[]): { sql: string; binds: string[] } {
+  const kept = disjointPatterns(patterns);
+  const branches = kept.map((pattern, index) => {
+    const param = `?${7 + index}`;
+    const match = "exact" in pattern ? `subject = ${param}` : `subject >= ${param} AND subject < ${param} || char(0x10FFFF)`;
+    return `SELECT rowid AS id, subject, value, negated, created_at AS createdAt, expires_at AS expiresAt FROM entity_labels
+      WHERE installation_id = ?1 AND ${match} AND rowid > ?2 AND (expires_at IS NULL OR expires_at > ?3)
+        AND entity_kind IN (SELECT value FROM json_each(?4)) AND (?5 IS NULL OR value IN (SELECT value FROM json_each(?5)))`;
+  });
+  return { sql: `${branches.join("\n      UNION ALL ")}\n      ORDER BY id LIMIT ?6`, binds: kept.map((pattern) => ("exact" in pattern ? pattern.exact : pattern.prefix)) };
 }
 
 /**
@@ -138,14 +175,9 @@ export async function queryLabels(env: Env, actor: Actor, input: { uriPatterns: 
   if (input.sources.length > 0 && !input.sources.includes(settings.did)) return { cursor: undefined, labels: [] };
   const after = input.cursor === null ? 0 : Number(input.cursor);
   const now = new Date().toISOString();
-  const { results } = await env.DB.prepare(`
-      SELECT rowid AS id, subject, value, negated, created_at AS createdAt, expires_at AS expiresAt FROM entity_labels
-      WHERE installation_id = ?1 AND subject IS NOT NULL AND rowid > ?2 AND (expires_at IS NULL OR expires_at > ?3)
-        AND entity_kind IN (SELECT value FROM json_each(?4))
-        AND (?5 IS NULL OR value IN (SELECT value FROM json_each(?5)))
-        AND EXISTS (SELECT 1 FROM json_each(?6) p WHERE subject = p.value ->> '$.exact' OR (p.value ->> '$.prefix' IS NOT NULL AND substr(subject, 1, length(p.value ->> '$.prefix')) = p.value ->> '$.prefix'))
-      ORDER BY rowid LIMIT ?7`)
-    .bind(actor.installationId, after, now, settings.publicKindsJson, settings.publicValuesJson, JSON.stringify(patterns), input.limit)
+  const query = labelQuerySql(patterns);
+  const { results } = await env.DB.prepare(query.sql)
+    .bind(actor.installationId, after, now, settings.publicKindsJson, settings.publicValuesJson, input.limit, ...query.binds)
     .all<{ id: number; subject: string; value: string; negated: number; createdAt: string; expiresAt: string | null }>();
   const secretKey = settings.signingKeySealed === null ? null : fromBase64((await openPersonalData<{ secretKey: string }>(env, actor.installationId, "labeler_key", settings.signingKeySealed)).secretKey);
   const labels = results.map((row) => {

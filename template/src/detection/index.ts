@@ -2,3 +2,4 @@
 // Durable Objects (EntityCounters) and entity labels. Routes are in routes.ts.
 export { EntityCounters } from "./counters";
 export { sweepExpiredLabels, sweepOldSamples } from "./labels";
+export { labelQuerySql } from "./atproto";

@@ -13,6 +13,10 @@
 // The payload names the entity by its kind and keyed hash (`entity.key`, the same for every change
 // of that entity) and, where the change came with it (applied, negated), by its id: an expiry is
 // found by the sweep, which holds only the key.
+//
+// The rows are source_type 'alert' (platform notices, as account notices are; their dead letters
+// raise no delivery_dead alert) with source_id `label:<change>:<endpoint>`, which keeps them apart
+// from every other notice under UNIQUE (source_type, source_id).
 import { deliveryStatement, enqueueDeliveries, subscribedEndpointsStatement, type LABEL_EVENT_TYPES, type NewDelivery } from "../enforcement";
 import { sha256HexSync } from "../lib/crypto";
 import type { RowGuard } from "../lib/d1";
@@ -55,7 +59,9 @@ export async function labelChangeDeliveries(env: Env, endpointIds: readonly stri
     expiresAt: input.expiresAt,
   };
   return Promise.all(
-    endpointIds.map((endpointId) => deliveryStatement(env, { installationId: input.installationId, endpointId, eventType: `label.${input.change}`, sourceType: "label", sourceId: `${changeId}:${endpointId}`, data, at: input.at }, onlyIf)),
+    endpointIds.map((endpointId) =>
+      deliveryStatement(env, { installationId: input.installationId, endpointId, eventType: `label.${input.change}`, sourceType: "alert", sourceId: `label:${changeId}:${endpointId}`, data, at: input.at }, onlyIf),
+    ),
   );
 }
 

@@ -67,7 +67,7 @@ export interface NewDelivery {
  */
 export async function deliveryStatement(
   env: Env,
-  input: { installationId: string; endpointId: string; eventType: string; sourceType: "action" | "message" | "handoff" | "resend" | "alert" | "label"; sourceId: string; data: unknown; at: string; leaseUntil?: string },
+  input: { installationId: string; endpointId: string; eventType: string; sourceType: "action" | "message" | "handoff" | "resend" | "alert"; sourceId: string; data: unknown; at: string; leaseUntil?: string },
   onlyIf?: RowGuard,
 ): Promise<NewDelivery> {
   const id = newId("msg");
