@@ -1,12 +1,12 @@
 // PDQ hash banks: entries, CSV import and export, matching within the bank's threshold through the
 // multi-index (checked against brute force), quality floors, tenancy, and the hash_bank enrichment.
-import { env } from "cloudflare:test";
+import { env, runInDurableObject } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import { hammingHex } from "../src/media";
 import { PdqMultiIndex } from "../src/media/pdq-index";
-import { MAX_SHARD_ENTRIES } from "../src/media/pdq-index-shard";
+import { MAX_SHARD_ENTRIES, MAX_TAGS } from "../src/media/pdq-index-shard";
 import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
 
 /** A random 256-bit hash from a seeded generator (a fixed sequence, so a failure replays). */
@@ -76,9 +76,53 @@ describe("a shard's capacity", () => {
       expect(result.full).toBe(false);
     }
     expect((await shard.add([{ hash: hashOf(MAX_SHARD_ENTRIES), tags: [], quality: null }])).full).toBe(true);
-    expect(await shard.remove([hashOf(0)])).toEqual({ removed: 1 });
+    expect(await shard.remove([hashOf(0)])).toEqual({ removed: 1, updated: 0 });
     expect(await shard.add([{ hash: hashOf(MAX_SHARD_ENTRIES), tags: [], quality: null }])).toMatchObject({ added: 1, full: false });
     expect(await shard.count()).toBe(MAX_SHARD_ENTRIES);
+  });
+});
+
+describe("an entry's sources", () => {
+  it("an exchange replaces and drops only its own hold; the entry leaves when no source holds it", async () => {
+    const shard = env.PDQ_INDEX.get(env.PDQ_INDEX.idFromName(`sources-${crypto.randomUUID()}`));
+    const hash = "ab".repeat(32);
+    const tagsOf = async () => (await shard.page(0, 10)).entries.map((e) => e.tags);
+    expect(await shard.add([{ hash, tags: ["mine"], quality: null }])).toMatchObject({ added: 1 });
+    expect(await shard.add([{ hash, tags: ["x1"], quality: null }], { source: "exchange:ncmec", replace: true })).toMatchObject({ added: 0, updated: 1 });
+    expect(await tagsOf()).toEqual([["mine", "x1"]]);
+    // Its record again changes nothing; a changed record replaces its own tags only.
+    expect(await shard.add([{ hash, tags: ["x1"], quality: null }], { source: "exchange:ncmec", replace: true })).toMatchObject({ updated: 0 });
+    await shard.add([{ hash, tags: ["x2"], quality: null }], { source: "exchange:ncmec", replace: true });
+    expect(await tagsOf()).toEqual([["mine", "x2"]]);
+    // Another exchange that never held it cannot take it out; the one that did lets go of its own.
+    expect(await shard.remove([hash], { source: "exchange:stopncii" })).toEqual({ removed: 0, updated: 0 });
+    expect(await shard.remove([hash], { source: "exchange:ncmec" })).toEqual({ removed: 0, updated: 1 });
+    expect(await tagsOf()).toEqual([["mine"]]);
+    expect(await shard.match([hash], 0)).toHaveLength(1);
+    // Held by an exchange alone, it leaves with its withdrawal.
+    const theirs = "cd".repeat(32);
+    await shard.add([{ hash: theirs, tags: ["x1"], quality: null }], { source: "exchange:ncmec", replace: true });
+    expect(await shard.remove([theirs], { source: "exchange:ncmec" })).toEqual({ removed: 1, updated: 0 });
+    expect(await shard.match([theirs], 0)).toEqual([]);
+    // An exchange's record is never refused for the bank's tags: the entry keeps MAX_TAGS, the bank's first.
+    const mine = ["mine", ...Array.from({ length: MAX_TAGS - 2 }, (_, i) => `m${String(i).padStart(2, "0")}`)];
+    await shard.add([{ hash, tags: mine, quality: null }]);
+    expect(await shard.add([{ hash, tags: ["y1", "y2"], quality: null }], { source: "exchange:ncmec", replace: true })).toEqual({ added: 0, updated: 1, full: false });
+    expect(await tagsOf()).toEqual([[...mine, "y1"].sort()]);
+    // The bank's own add past MAX_TAGS is refused as before.
+    expect(await shard.add([{ hash, tags: ["more"], quality: null }])).toMatchObject({ tooManyTags: hash });
+  });
+
+  it("an entry written before sources were kept counts as the bank's own", async () => {
+    const shard = env.PDQ_INDEX.get(env.PDQ_INDEX.idFromName(`legacy-${crypto.randomUUID()}`));
+    const hash = "ef".repeat(32);
+    await shard.add([{ hash, tags: ["old"], quality: null }]);
+    await runInDurableObject(shard, (_instance, state) => {
+      state.storage.sql.exec(`UPDATE entries SET sources = NULL`);
+    });
+    await shard.add([{ hash, tags: ["x1"], quality: null }], { source: "exchange:ncmec", replace: true });
+    expect(await shard.remove([hash], { source: "exchange:ncmec" })).toEqual({ removed: 0, updated: 1 });
+    expect((await shard.page(0, 10)).entries).toEqual([expect.objectContaining({ hash, tags: ["old"] })]);
   });
 });
 

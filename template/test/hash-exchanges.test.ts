@@ -6,6 +6,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { sweepHashExchanges } from "../src/media";
+import { readLimited } from "../src/media/exchanges/http";
 import { runSchedule, SWEEPS } from "../src/schedule";
 import { api, newInstallation } from "./helpers";
 
@@ -70,7 +71,7 @@ async function control(ex: Exchange, path: string, body: unknown) {
   expect(response.status).toBe(200);
 }
 
-async function peerLog(ex: Exchange, key: string): Promise<{ requests: { page: number; status: number }[]; contributions: any[] }> {
+async function peerLog(ex: Exchange, key: string): Promise<{ requests: { page: number; status: number }[]; contributions: any[]; waiting: number }> {
   return (await ex.peer().fetch(`https://${ex.kind}.test/_control/log?key=${encodeURIComponent(key)}`)).json();
 }
 
@@ -94,14 +95,14 @@ interface Setup {
   entries: { id: string; hash: string; tags: string[] }[];
 }
 
-async function following(ex: Exchange, options: { entries?: number; pageSize?: number; contribute?: boolean } = {}): Promise<Setup> {
+async function following(ex: Exchange, options: { entries?: number; pageSize?: number; overPage?: number; contribute?: boolean } = {}): Promise<Setup> {
   const installation = await newInstallation(`exchange-${ex.kind}`);
   const bank = await call("/api/v1/hash-banks", { key: installation.apiKey, body: { name: `follows-${ex.kind}`, kind: "pdq", shards: 2 } });
   expect(bank.status).toBe(201);
   const secret = crypto.randomUUID();
   const tenant = ex.tenant(secret);
   const peerKey = Object.values(tenant)[0]!;
-  await control(ex, "setup", { key: peerKey, ...tenant, pageSize: options.pageSize ?? 2 });
+  await control(ex, "setup", { key: peerKey, ...tenant, pageSize: options.pageSize ?? 2, ...(options.overPage ? { overPage: options.overPage } : {}) });
   const entries = Array.from({ length: options.entries ?? 5 }, (_, n) => {
     const hash = randomHash();
     return { id: ex.idOf(n, hash), hash, tags: [n % 2 ? "A1" : "B1"] };
@@ -296,8 +297,7 @@ describe("follows", () => {
     const s = await following(EXCHANGES[1]!);
     await sync(s);
     const followRow = async () => env.DB.prepare(`SELECT id, state FROM hash_exchange_follows WHERE bank_id = ?1`).bind(s.bankId).first<{ id: string; state: string }>();
-    const { id } = (await followRow())!;
-    const indexRows = async () => (await env.DB.prepare(`SELECT COUNT(*) AS n FROM hash_exchange_entries WHERE follow_id = ?1`).bind(id).first<{ n: number }>())!.n;
+    const indexRows = async () => (await env.DB.prepare(`SELECT COUNT(*) AS n FROM hash_exchange_entries WHERE bank_id = ?1`).bind(s.bankId).first<{ n: number }>())!.n;
     expect(await indexRows()).toBe(5);
     expect((await call(`/api/v1/hash-banks/${s.bankId}`, { key: s.key, method: "DELETE" })).status).toBe(200);
     expect((await followRow())?.state).toBe("ended");
@@ -325,6 +325,133 @@ describe("follows", () => {
     // Still following, untouched.
     expect(await status(s)).toMatchObject({ kind: "threatexchange", counts: { upserts: 5 } });
     expect((await peerLog(EXCHANGES[0]!, s.peerKey)).contributions).toEqual([]);
+  });
+});
+
+describe("the bank's own entries and the mirror's index", () => {
+  it.each(["ncmec", "stopncii"] as const)("%s: a hash added by hand keeps its tags and survives the exchange adding, changing and deleting the same hash", async (kind) => {
+    const ex = EXCHANGES.find((e) => e.kind === kind)!;
+    const s = await following(ex, { entries: 2 });
+    await sync(s);
+    const mine = randomHash();
+    const added = await call(`/api/v1/hash-banks/${s.bankId}/entries`, { key: s.key, body: { entries: [{ hash: mine, tags: ["curated"] }] } });
+    expect(added.body).toMatchObject({ added: 1 });
+    const shared = { id: ex.idOf(7, mine), hash: mine, tags: ["A1"] };
+
+    // The exchange sends the same hash: the bank's tags stay, the exchange's join them.
+    await control(ex, "upsert", { key: s.peerKey, entries: [shared] });
+    await sync(s);
+    expect(await count(s)).toBe(3);
+    expect((await match(s, mine))[0]!.tags).toEqual([...new Set(["curated", ...ex.bankTags(shared.tags)])].sort());
+
+    // The exchange changes its record: only its own tags change.
+    if (kind === "ncmec") {
+      await control(ex, "upsert", { key: s.peerKey, entries: [{ ...shared, tags: ["B2"] }] });
+      await sync(s);
+      expect((await match(s, mine))[0]!.tags).toEqual(["curated", ...ex.bankTags(["B2"])].sort());
+    }
+
+    // The exchange withdraws it: the hash stays in the bank with the bank's own tags.
+    await control(ex, "delete", { key: s.peerKey, ids: [shared.id] });
+    expect(await sync(s)).toMatchObject({ deletes: 0, error: null });
+    expect(await match(s, mine)).toEqual([expect.objectContaining({ hash: mine, distance: 0, tags: ["curated"] })]);
+    expect(await count(s)).toBe(3);
+    // A hash only the exchange held still leaves with its withdrawal, and an admin's removal takes the curated one out.
+    await control(ex, "delete", { key: s.peerKey, ids: [s.entries[0]!.id] });
+    expect(await sync(s)).toMatchObject({ deletes: 1 });
+    expect(await match(s, s.entries[0]!.hash)).toEqual([]);
+    expect((await call(`/api/v1/hash-banks/${s.bankId}/entries/remove`, { key: s.key, body: { hashes: [mine] } })).body).toMatchObject({ removed: 1 });
+    expect(await match(s, mine)).toEqual([]);
+  });
+
+  it("a bank that follows the exchange again still withdraws the entries its earlier follow brought", async () => {
+    const ex = EXCHANGES.find((e) => e.kind === "ncmec")!;
+    const s = await following(ex);
+    expect(await sync(s)).toMatchObject({ upserts: 5 });
+    const body = { kind: ex.kind, baseUrl: ex.baseUrl, credentials: ex.credentials(s.secret) };
+    expect((await call(`/api/v1/hash-banks/${s.bankId}/exchange`, { key: s.key, method: "DELETE" })).status).toBe(200);
+    // The schedule's cleanup keeps the index: the bank still holds the entries it names.
+    await sweepHashExchanges(env, new Date());
+    const indexRows = async () => (await env.DB.prepare(`SELECT COUNT(*) AS n FROM hash_exchange_entries WHERE bank_id = ?1`).bind(s.bankId).first<{ n: number }>())!.n;
+    expect(await indexRows()).toBe(5);
+
+    // Withdrawn while the bank followed nothing; NCMEC's tombstone names the entry's id alone.
+    const [e0, e1] = s.entries;
+    await control(ex, "delete", { key: s.peerKey, ids: [e0!.id] });
+    expect((await call(`/api/v1/hash-banks/${s.bankId}/exchange`, { key: s.key, body })).status).toBe(201);
+    expect(await sync(s)).toMatchObject({ deletes: 1, error: null });
+    expect(await match(s, e0!.hash)).toEqual([]);
+    expect(await count(s)).toBe(4);
+
+    // And so are the exchange's later withdrawals.
+    await control(ex, "delete", { key: s.peerKey, ids: [e1!.id] });
+    expect(await sync(s)).toMatchObject({ deletes: 1 });
+    expect(await match(s, e1!.hash)).toEqual([]);
+
+    // The ended follow row goes with the next slice (the active one replaced it); the index stays.
+    await sweepHashExchanges(env, new Date());
+    const rows = await env.DB.prepare(`SELECT state FROM hash_exchange_follows WHERE bank_id = ?1`).bind(s.bankId).all<{ state: string }>();
+    expect(rows.results.map((r) => r.state)).toEqual(["active"]);
+    expect(await indexRows()).toBe(3);
+  });
+});
+
+describe("one sync at a time, and bounded pages", () => {
+  it("a sync whose lease lapsed and was taken by another stops: it neither moves the cursor nor clears the other's lease", async () => {
+    const ex = EXCHANGES.find((e) => e.kind === "stopncii")!;
+    const s = await following(ex);
+    await control(ex, "hold", { key: s.peerKey, page: 2 });
+    const running = call(`/api/v1/hash-banks/${s.bankId}/exchange/sync`, { key: s.key, method: "POST" });
+    while ((await peerLog(ex, s.peerKey)).waiting === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    const row = async () =>
+      (await env.DB.prepare(`SELECT cursor_json AS cursor, lease_until AS leaseUntil, lease_token AS token, pages, failures FROM hash_exchange_follows WHERE bank_id = ?1 AND state = 'active'`).bind(s.bankId).first<any>())!;
+    const afterPage1 = await row();
+    expect(afterPage1).toMatchObject({ pages: 1 });
+    expect(afterPage1.token).not.toBeNull();
+    // The lease lapsed (the sync stalled) and another sync took it.
+    const until = new Date(Date.now() + 120_000).toISOString();
+    await env.DB.prepare(`UPDATE hash_exchange_follows SET lease_until = ?2, lease_token = 'another-sync' WHERE bank_id = ?1 AND state = 'active'`).bind(s.bankId, until).run();
+    await control(ex, "release", { key: s.peerKey });
+    const stopped = await running;
+    expect(stopped.status).toBe(200);
+    expect(stopped.body).toMatchObject({ pages: 1, upserts: 2, error: { code: "hash_exchange.lease_lost" } });
+    // Page 2 was read but not applied; the other sync's lease and the cursor are as they were.
+    expect(await row()).toEqual({ ...afterPage1, leaseUntil: until, token: "another-sync" });
+    expect(await count(s)).toBe(2);
+    expect((await status(s)).syncing).toBe(true);
+  });
+
+  it("a page of more than twice the entries asked for is refused, with a typed error in the status", async () => {
+    const ex = EXCHANGES.find((e) => e.kind === "stopncii")!;
+    // StopNCII is asked for 800 a page; this peer answers 1,601.
+    const s = await following(ex, { entries: 1_601, overPage: 1_601 });
+    expect(await sync(s)).toMatchObject({ pages: 0, upserts: 0, error: { code: "hash_exchange.page_too_large", status: 200 } });
+    expect(await count(s)).toBe(0);
+    expect(await status(s)).toMatchObject({ failures: 1, cursor: null, lastError: { code: "hash_exchange.page_too_large", status: 200 } });
+  });
+
+  it("an answer is read through a byte count that stops at the limit, content-length or not", async () => {
+    let pulled = 0;
+    const endless = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        pulled += 1;
+        controller.enqueue(new Uint8Array(64 * 1024).fill(0x41));
+      },
+    });
+    const error = await readLimited(new Response(endless), 1024 * 1024).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "hash_exchange.bad_response" });
+    // It stopped just past the limit: 1 MiB is 16 chunks of 64 KiB, the 17th passes it.
+    expect(pulled).toBeLessThanOrEqual(18);
+    // Under the limit, the text is whole (a character split across chunks included).
+    const bytes = new TextEncoder().encode("pdq ✓ hashes");
+    const split = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(bytes.slice(0, 5));
+        controller.enqueue(bytes.slice(5));
+        controller.close();
+      },
+    });
+    expect(await readLimited(new Response(split), 1024)).toBe("pdq ✓ hashes");
   });
 });
 

@@ -28,7 +28,7 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   // A bank's follow of an exchange and the mirror's index: not carried (the entries travel in the
   // bank's CSV; a restored installation follows again with its credentials), removed with it.
   { table: "hash_exchange_follows", where: OWN, backup: false },
-  { table: "hash_exchange_entries", where: "follow_id IN (SELECT id FROM hash_exchange_follows WHERE installation_id = ?1)", backup: false },
+  { table: "hash_exchange_entries", where: "bank_id IN (SELECT id FROM hash_banks WHERE installation_id = ?1)", backup: false },
   { table: "preservation_holds", where: OWN },
   { table: "action_types", where: OWN },
   { table: "action_type_gates", where: OWN },

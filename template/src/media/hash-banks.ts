@@ -378,13 +378,15 @@ export async function* hashBankEntries(env: Env, bank: HashBankRow, pageSize = 5
 }
 
 /**
- * Applies an exchange's changes to the bank's shards: `put` entries take exactly the tags given
- * (an exchange's record is the entry's whole state; shard.add with replace), `remove` hashes
- * leave. Idempotent: applying the same changes again adds, updates and removes nothing. No audit
- * here: the exchange's sync audits the page it applied. Entries under the bank's quality floor are
- * never given (exchanges send no quality).
+ * Applies an exchange's changes to the bank's shards as `source` (`exchange:<kind>`): a `put`
+ * entry's tags become exactly this source's tags for the hash (an exchange's record is its whole
+ * state), leaving those the bank added by hand, or another exchange, as they are; a `remove` hash
+ * loses this source's hold and leaves the bank only when no other source holds it, so an exchange
+ * never deletes what the bank curated itself. Idempotent: applying the same changes again adds,
+ * updates and removes nothing. No audit here: the exchange's sync audits the page it applied.
+ * Entries under the bank's quality floor are never given (exchanges send no quality).
  */
-export async function applyExchangeChanges(env: Env, bank: HashBankRow, changes: { put: ShardEntry[]; remove: string[] }) {
+export async function applyExchangeChanges(env: Env, bank: HashBankRow, source: string, changes: { put: ShardEntry[]; remove: string[] }) {
   const removeBy = new Map<number, string[]>();
   for (const hash of changes.remove) removeBy.set(shardOfHash(hash, bank.shards), [...(removeBy.get(shardOfHash(hash, bank.shards)) ?? []), hash]);
   const putBy = new Map<number, ShardEntry[]>();
@@ -392,8 +394,14 @@ export async function applyExchangeChanges(env: Env, bank: HashBankRow, changes:
     const shard = shardOfHash(entry.hash, bank.shards);
     putBy.set(shard, [...(putBy.get(shard) ?? []), { hash: entry.hash, tags: normalTags(entry.tags), quality: entry.quality }]);
   }
-  const removed = (await Promise.all([...removeBy].map(([shard, list]) => shardStub(env, bank, shard).remove(list)))).reduce((n, r) => n + r.removed, 0);
-  const results = await Promise.all([...putBy].map(([shard, list]) => shardStub(env, bank, shard).add(list, { replace: true })));
+  const removals = await Promise.all([...removeBy].map(([shard, list]) => shardStub(env, bank, shard).remove(list, { source })));
+  const results = await Promise.all([...putBy].map(([shard, list]) => shardStub(env, bank, shard).add(list, { source, replace: true })));
   if (results.some((r) => r.full)) throw new AppError("hash_bank.full", `A shard of this bank would pass ${MAX_SHARD_ENTRIES} entries; the exchange's page was not applied. Follow with a bank of more shards.`, { status: 422 });
-  return { added: results.reduce((n, r) => n + r.added, 0), updated: results.reduce((n, r) => n + r.updated, 0), removed };
+  return {
+    added: results.reduce((n, r) => n + r.added, 0),
+    updated: results.reduce((n, r) => n + r.updated, 0),
+    removed: removals.reduce((n, r) => n + r.removed, 0),
+    /** Hashes that stayed in the bank (another source holds them) with this source's hold dropped. */
+    released: removals.reduce((n, r) => n + r.updated, 0),
+  };
 }

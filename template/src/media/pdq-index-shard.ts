@@ -1,5 +1,6 @@
 // One shard of a PDQ hash bank: a Durable Object with SQLite storage, addressed by name
-// `pdq:<installation>:<bank>:<shard>`. Its table holds the shard's entries (hash, tags, quality);
+// `pdq:<installation>:<bank>:<shard>`. Its table holds the shard's entries (hash, tags, quality,
+// and which sources hold each: the bank's own curation, "manual", and each exchange it follows);
 // its memory holds the multi-index over them (pdq-index.ts), built from the table on first use and
 // kept up to date by every write, so a match reads SQLite only for the tags of what it found.
 // Capacity: MAX_SHARD_ENTRIES entries, about 110 bytes of memory each.
@@ -33,7 +34,29 @@ export interface ShardMatch {
   quality: number | null;
 }
 
-const SCHEMA = `CREATE TABLE IF NOT EXISTS entries (id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE, tags TEXT NOT NULL, quality INTEGER)`;
+/**
+ * The source of entries added by hand (the API, a CSV import). An exchange's source is
+ * `exchange:<kind>`: its record of a hash is that source's whole state, and it takes a hash out
+ * only by dropping its own source; the entry leaves when no source holds it.
+ */
+export const MANUAL_SOURCE = "manual";
+
+// `tags` is the union of the sources' tags (the bank's own first), what a match answers; `sources`
+// is JSON { source: tags }. A row written before sources were kept (NULL) counts as the bank's own.
+const SCHEMA = `CREATE TABLE IF NOT EXISTS entries (id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE, tags TEXT NOT NULL, quality INTEGER, sources TEXT)`;
+
+type Sources = Record<string, string[]>;
+
+const sourcesOf = (row: { tags: string; sources: string | null }): Sources => (row.sources === null ? { [MANUAL_SOURCE]: JSON.parse(row.tags) as string[] } : (JSON.parse(row.sources) as Sources));
+
+/** Sources in a stable order (the bank's own first), so equal states serialize equally. */
+const normalSources = (sources: Sources): Sources => Object.fromEntries(Object.entries(sources).sort(([a], [b]) => (a === MANUAL_SOURCE ? -1 : b === MANUAL_SOURCE ? 1 : a < b ? -1 : a > b ? 1 : 0)));
+
+/** The entry's tags: every source's, the bank's own first when they must be cut to MAX_TAGS; sorted. */
+function unionTags(sources: Sources): { tags: string[]; over: boolean } {
+  const all = [...new Set(Object.values(normalSources(sources)).flat())];
+  return { tags: all.slice(0, MAX_TAGS).sort(), over: all.length > MAX_TAGS };
+}
 
 export class PdqIndexShard extends DurableObject<Env> {
   private index: PdqMultiIndex | null = null;
@@ -47,8 +70,10 @@ export class PdqIndexShard extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    // The shard's own schema, created with the object's storage (D1 migrations do not reach it).
+    // The shard's own schema, created with the object's storage (D1 migrations do not reach it);
+    // a shard made before entries kept their sources gains the column.
     ctx.storage.sql.exec(SCHEMA);
+    if (ctx.storage.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM pragma_table_info('entries') WHERE name = 'sources'`).one().n === 0) ctx.storage.sql.exec(`ALTER TABLE entries ADD COLUMN sources TEXT`);
   }
 
   private loaded(): PdqMultiIndex {
@@ -86,14 +111,16 @@ export class PdqIndexShard extends DurableObject<Env> {
   }
 
   /**
-   * Adds entries (hashes are 64 lowercase hex digits, checked by the caller). A hash already
-   * present keeps its row and gains the new tags (a set union). Idempotent: adding the same
-   * entries again changes nothing. Refuses the whole call when it would pass MAX_SHARD_ENTRIES, or
-   * when a merge would give an entry more than MAX_TAGS tags (`tooManyTags` names that hash).
-   * With `replace` (an exchange's mirror: its record is the entry's whole state), a present hash's
-   * tags become the given ones instead of gaining them; still idempotent.
+   * Adds entries (hashes are 64 lowercase hex digits, checked by the caller) for `source` (the bank's
+   * own by default). A hash already present keeps its row and its other sources; this source's tags
+   * gain the new ones (a set union), or with `replace` (an exchange's record is its whole state)
+   * become them. Idempotent: adding the same entries again changes nothing. Refuses the whole call
+   * when it would pass MAX_SHARD_ENTRIES, or when a merge would give an entry more than MAX_TAGS
+   * tags (`tooManyTags` names that hash); a replace instead keeps MAX_TAGS of them, the bank's own
+   * first (an exchange's record is not refused for what the bank added).
    */
-  async add(entries: ShardEntry[], options: { replace?: boolean } = {}): Promise<{ added: number; updated: number; full: boolean; tooManyTags?: string }> {
+  async add(entries: ShardEntry[], options: { source?: string; replace?: boolean } = {}): Promise<{ added: number; updated: number; full: boolean; tooManyTags?: string }> {
+    const source = options.source ?? MANUAL_SOURCE;
     const index = this.loaded();
     const sql = this.ctx.storage.sql;
     // Exact capacity check only when the shard is near full (it reads which hashes are new).
@@ -112,18 +139,22 @@ export class PdqIndexShard extends DurableObject<Env> {
       this.ctx.storage.transactionSync(() => {
         for (const entry of entries) {
           const tags = [...new Set(entry.tags)].sort();
-          const inserted = sql.exec<{ id: number }>(`INSERT INTO entries (hash, tags, quality) VALUES (?, ?, ?) ON CONFLICT (hash) DO NOTHING RETURNING id`, entry.hash, JSON.stringify(tags), entry.quality).toArray()[0];
+          const inserted = sql
+            .exec<{ id: number }>(`INSERT INTO entries (hash, tags, quality, sources) VALUES (?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING RETURNING id`, entry.hash, JSON.stringify(tags), entry.quality, JSON.stringify({ [source]: tags }))
+            .toArray()[0];
           if (inserted) {
             this.track(index, inserted.id, entry.hash);
             added += 1;
             continue;
           }
-          const known = sql.exec<{ id: number; tags: string }>(`SELECT id, tags FROM entries WHERE hash = ?`, entry.hash).one();
-          const before = JSON.parse(known.tags) as string[];
-          const merged = options.replace ? tags : [...new Set([...before, ...tags])].sort();
-          if (merged.length > MAX_TAGS) throw new TooManyTags(entry.hash);
-          if (JSON.stringify(merged) !== JSON.stringify(before)) {
-            sql.exec(`UPDATE entries SET tags = ? WHERE id = ?`, JSON.stringify(merged), known.id);
+          const known = sql.exec<{ id: number; tags: string; sources: string | null }>(`SELECT id, tags, sources FROM entries WHERE hash = ?`, entry.hash).one();
+          const before = normalSources(sourcesOf(known));
+          const mine = options.replace ? tags : [...new Set([...(before[source] ?? []), ...tags])].sort();
+          const after = normalSources({ ...before, [source]: mine });
+          const union = unionTags(after);
+          if (union.over && !options.replace) throw new TooManyTags(entry.hash);
+          if (JSON.stringify(after) !== JSON.stringify(before) || JSON.stringify(union.tags) !== known.tags) {
+            sql.exec(`UPDATE entries SET tags = ?, sources = ? WHERE id = ?`, JSON.stringify(union.tags), JSON.stringify(after), known.id);
             updated += 1;
           }
         }
@@ -138,13 +169,31 @@ export class PdqIndexShard extends DurableObject<Env> {
     return { added, updated, full: false };
   }
 
-  /** Removes entries by hash; absent hashes are ignored (idempotent). */
-  async remove(hashes: string[]): Promise<{ removed: number }> {
+  /**
+   * Removes entries by hash; absent hashes are ignored (idempotent). Without `source` (an admin's
+   * removal) the entry goes whoever holds it; with one, only that source's hold goes, and the entry
+   * with it when no other source holds it (`updated` counts entries that stayed with fewer tags).
+   */
+  async remove(hashes: string[], options: { source?: string } = {}): Promise<{ removed: number; updated: number }> {
     const index = this.loaded();
+    const sql = this.ctx.storage.sql;
     let removed = 0;
+    let updated = 0;
     this.ctx.storage.transactionSync(() => {
       for (const hash of hashes) {
-        const row = this.ctx.storage.sql.exec<{ id: number }>(`DELETE FROM entries WHERE hash = ? RETURNING id`, hash).toArray()[0];
+        if (options.source !== undefined) {
+          const known = sql.exec<{ id: number; tags: string; sources: string | null }>(`SELECT id, tags, sources FROM entries WHERE hash = ?`, hash).toArray()[0];
+          if (!known) continue;
+          const sources = sourcesOf(known);
+          if (!(options.source in sources)) continue;
+          delete sources[options.source];
+          if (Object.keys(sources).length > 0) {
+            sql.exec(`UPDATE entries SET tags = ?, sources = ? WHERE id = ?`, JSON.stringify(unionTags(sources).tags), JSON.stringify(normalSources(sources)), known.id);
+            updated += 1;
+            continue;
+          }
+        }
+        const row = sql.exec<{ id: number }>(`DELETE FROM entries WHERE hash = ? RETURNING id`, hash).toArray()[0];
         if (!row) continue;
         const slot = this.slotOf(row.id);
         if (slot >= 0) index.remove(slot);
@@ -157,7 +206,7 @@ export class PdqIndexShard extends DurableObject<Env> {
       this.index = null;
       this.ids = new Float64Array(1024);
     }
-    return { removed };
+    return { removed, updated };
   }
 
   /** Entries within `threshold` bits of any of the queries, with their tags. */

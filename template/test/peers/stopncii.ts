@@ -9,7 +9,7 @@
 // - A wrong subscription key is a 401 (Azure API Management's answer); a wrong function key a 401.
 // Test controls: exchange-state.ts (key = the subscription key; setup takes subscriptionKey,
 // fetchFunctionKey and feedbackFunctionKey; an entry's type "md5" is a VideoMD5 record).
-import { changedSince, control, plannedFailure, tenantBy } from "./exchange-state";
+import { changedSince, control, plannedFailure, plannedHold, tenantBy } from "./exchange-state";
 
 const denied = () => Response.json({ statusCode: 401, message: "Access denied due to invalid subscription key. Make sure to provide a valid key for an active subscription." }, { status: 401 });
 
@@ -23,9 +23,10 @@ export default {
     const functionKey = request.headers.get("x-functions-key");
     if (request.method === "GET" && url.pathname === "/v1/FetchHashes") {
       if (functionKey !== tenant.credentials.fetchFunctionKey) return denied();
-      const size = Math.min(Number(url.searchParams.get("pageSize") ?? "800"), tenant.pageSize);
+      const size = tenant.overPage ?? Math.min(Number(url.searchParams.get("pageSize") ?? "800"), tenant.pageSize);
       const offset = Number(atob(url.searchParams.get("nextPageToken") ?? btoa("0")));
       const page = offset / size + 1;
+      await plannedHold(tenant, page);
       const failed = plannedFailure(tenant, page);
       if (failed) return failed;
       const all = changedSince(tenant, Number(url.searchParams.get("startTimestamp") ?? "10"));

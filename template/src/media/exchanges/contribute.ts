@@ -34,8 +34,8 @@ export async function contributeMatch(env: Env, actor: Actor, bankId: string, in
   }
   // Feedback (NCMEC, StopNCII) is about the exchange's own entry, so its hash; a submission (ThreatExchange) is the confirmed media's.
   const sent = exchange.contributeEntryHash ? best.hash : hash;
-  const { results: held } = await env.DB.prepare(`SELECT external_id AS id, ref FROM hash_exchange_entries WHERE follow_id = ?1 AND hash = ?2 ORDER BY external_id LIMIT 5`)
-    .bind(follow.id, best.hash)
+  const { results: held } = await env.DB.prepare(`SELECT external_id AS id, ref FROM hash_exchange_entries WHERE bank_id = ?1 AND kind = ?2 AND hash = ?3 ORDER BY external_id LIMIT 5`)
+    .bind(follow.bankId, follow.kind, best.hash)
     .all<{ id: string; ref: string | null }>();
   const tags = input.tags ?? best.tags;
   const at = new Date().toISOString();

@@ -114,8 +114,10 @@ function fieldProblem(what: "credentials" | "filters", given: Record<string, str
 /**
  * Makes the bank follow an exchange, or replaces its follow (new credentials, interval, opt-in):
  * audited with the names of what was given, never a credential. The cursor is kept when kind, base
- * URL and filters are unchanged; otherwise the old follow ends (its index rows are cleaned by the
- * schedule) and the new one reads the exchange from its beginning. Due at once.
+ * URL and filters are unchanged; otherwise the old follow ends and the new one reads the exchange
+ * from its beginning. The mirror's index rows are the bank's (per exchange kind), so the new follow
+ * knows the entries the old one brought, and the exchange's later tombstones still take them out.
+ * Due at once.
  */
 export async function followExchange(env: Env, actor: Actor, bankId: string, input: FollowInput): Promise<{ created: boolean; view: ReturnType<typeof followView> }> {
   const bank = await bankOf(env, actor.installationId, bankId);
@@ -175,7 +177,7 @@ export async function followExchange(env: Env, actor: Actor, bankId: string, inp
   return { created: previous === null, view: followView(row) };
 }
 
-/** Ends the bank's follow (audited). The entries it brought stay in the bank; its index rows are cleaned by the schedule. */
+/** Ends the bank's follow (audited). The entries it brought stay in the bank, and so do the mirror's index rows (a later follow of the same exchange withdraws them). */
 export async function unfollowExchange(env: Env, actor: Actor, bankId: string) {
   const row = await followOrThrow(env, actor, bankId);
   const at = new Date().toISOString();

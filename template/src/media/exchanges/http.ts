@@ -69,9 +69,36 @@ export async function exchangeRequest(env: Env, baseUrl: string, url: URL, init:
     await response.body?.cancel();
     throw badResponse("a page larger than 16 MiB");
   }
-  const text = await response.text();
-  if (text.length > MAX_BODY_BYTES) throw badResponse("a page larger than 16 MiB");
-  return text;
+  return readLimited(response, MAX_BODY_BYTES);
+}
+
+/**
+ * The response's body as text, read through a byte count that cancels the stream as soon as it
+ * passes `max` bytes (an answer without a content-length, or one that lies, is never held whole).
+ */
+export async function readLimited(response: Response, max: number): Promise<string> {
+  if (!response.body) return "";
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let bytes = 0;
+  let text = "";
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      bytes += value.byteLength;
+      if (bytes > max) {
+        await reader.cancel();
+        throw badResponse(`a page larger than ${max} bytes`);
+      }
+      text += decoder.decode(value, { stream: true });
+    }
+  } catch (error) {
+    if (error instanceof AppError) throw error;
+    // The answer broke off while it was read: as if none came.
+    throw exchangeFailure(null);
+  }
+  return text + decoder.decode();
 }
 
 export function parseJson(text: string): Record<string, unknown> {

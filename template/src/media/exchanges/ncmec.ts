@@ -44,6 +44,8 @@ function cursorOf(value: unknown): Cursor {
 export const ncmecHashSharing: HashExchange = {
   kind: "ncmec",
   defaultBaseUrl: "https://report.cybertip.org/hashsharing",
+  // The request names no size; NCMEC answers pages of up to 1,000 entries (its next link carries size=1000).
+  pageSize: 1_000,
   credentials: ["username", "password"],
   filters: [],
   contributeEntryHash: true,

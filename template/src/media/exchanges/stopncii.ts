@@ -33,6 +33,7 @@ const headers = (ctx: ExchangeContext, functionKey: string) => ({ "x-functions-k
 export const stopNcii: HashExchange = {
   kind: "stopncii",
   defaultBaseUrl: "https://api.stopncii.org/v1",
+  pageSize: PAGE_SIZE,
   credentials: ["subscriptionKey", "fetchFunctionKey"],
   optionalCredentials: ["feedbackFunctionKey"],
   filters: [],

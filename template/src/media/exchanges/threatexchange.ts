@@ -70,6 +70,7 @@ function withToken(url: URL, token: string): URL {
 export const threatExchange: HashExchange = {
   kind: "threatexchange",
   defaultBaseUrl: "https://graph.facebook.com/v21.0",
+  pageSize: PAGE_SIZE,
   credentials: ["accessToken"],
   filters: ["privacyGroup"],
   requiredFilters: ["privacyGroup"],

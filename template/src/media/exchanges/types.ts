@@ -57,6 +57,8 @@ export interface HashExchange {
   kind: HashExchangeKind;
   /** Where the exchange's production API lives, when a follow names no base URL. */
   defaultBaseUrl: string;
+  /** Entries a page is asked for (or, where the request names none, the exchange's own page size); a page of more than twice it is refused. */
+  pageSize: number;
   /** Credential fields, each required unless listed in optionalCredentials. */
   credentials: readonly string[];
   optionalCredentials?: readonly string[];
