@@ -279,4 +279,23 @@ describe("bulk actions", () => {
     expect(after.results).toEqual(before.results);
     expect(await count(`SELECT COUNT(*) AS n FROM audit_events WHERE installation_id = ?1 AND target_id = ?2 AND action = 'bulk_action.resumed'`, installationId, id)).toBe(1);
   });
+  it("naming subjects by accounts is a search of personal data: audited (a dry run's too) with the accounts only as a digest", async () => {
+    const { apiKey } = await desk("/ok/bulk-accounts", "autonomous");
+    const owner = `owner-${crypto.randomUUID()}`;
+    for (const id of ["acct-post-1", "acct-post-2"]) {
+      expect((await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "content", id, ownerId: owner }, category: "scams_and_fraud" } })).status).toBe(201);
+    }
+    const searched = async () => (await api("/api/v1/audit-events?action=search.personal_data_searched&limit=10", { key: apiKey })).body.items as Array<{ actor: unknown; details: Record<string, unknown> }>;
+    expect(await searched()).toEqual([]);
+    const dry = await api("/api/v1/bulk-actions", { key: apiKey, body: { accounts: [owner, "nobody-here"], actionType: "remove_post", reason: "Spam wave", dryRun: true } });
+    expect(dry.status, JSON.stringify(dry.body)).toBe(200);
+    expect(dry.body).toMatchObject({ dryRun: true, subjects: 2, withCase: 2 });
+    const [event] = await searched();
+    expect(event!.details).toMatchObject({ type: "account", fields: ["account.id"], via: "bulk_action", dryRun: true, accounts: 2, results: 2 });
+    expect(event!.details.queryDigest).toEqual(expect.any(String));
+    expect(JSON.stringify(event)).not.toContain(owner);
+    // Acting on them is another search on the record.
+    expect((await api("/api/v1/bulk-actions", { key: apiKey, body: { accounts: [owner], actionType: "remove_post", reason: "Spam wave" } })).status).toBe(201);
+    expect((await searched()).map((e) => e.details.dryRun).sort()).toEqual([false, true]);
+  });
 });

@@ -14,10 +14,11 @@
 // started instead of starting (and delivering) them twice. Each item started is audited.
 import { auditStatement, canonicalJson } from "../audit";
 import { search, type SearchQuery } from "../cases";
-import { actsAsPerson, type Actor } from "../auth";
+import { actsAsPerson, canReadPersonalData, type Actor } from "../auth";
 import { AppError, conflict, errorCode, notFound } from "../errors";
 import { decisionConfigProblems, restrictsAnything } from "../lib/dsa-vocabulary";
 import { newId } from "../lib/crypto";
+import { searchTerm } from "../lib/person-keys";
 import { createRun } from "../workflows";
 import { accountKeyOf } from "./accounts";
 import { carrierVersionId, kindOf, readStrikePolicy } from "./strike-policy";
@@ -118,11 +119,34 @@ async function subjectsOf(env: Env, actor: Actor, input: BulkActionInput): Promi
   }
   const seen = new Map<string, { kind: string; id: string }>();
   if (input.accounts) {
+    // Product account ids are personal identifiers: matching them is a search of personal data, as
+    // GET /search?type=account is (its scope, and its audit event, a dry run's too).
+    if (!canReadPersonalData(actor)) {
+      throw new AppError("bulk_action.personal_data_scope", "Naming subjects by accounts matches personal identifiers; it needs the personal_data:read scope (or admin). Name the subjects as a list or a search instead.", { status: 403 });
+    }
     const keys = [...new Set(input.accounts.map((account) => accountKeyOf(actor.installationId, account)))];
     const { results } = await env.DB.prepare(`SELECT subject_kind AS kind, subject_id AS id, MAX(created_at) AS at FROM reports
         WHERE installation_id = ?1 AND subject_owner_key IN (SELECT value FROM json_each(?2)) GROUP BY subject_kind, subject_id ORDER BY at DESC LIMIT ${MAX_BULK_SUBJECTS}`)
       .bind(actor.installationId, JSON.stringify(keys))
       .all<{ kind: string; id: string }>();
+    // Who matched which accounts (only as a keyed digest), for what, with how many subjects found.
+    await auditStatement(env.DB, {
+      installationId: actor.installationId,
+      idempotencyKey: `search:${crypto.randomUUID()}`,
+      action: "search.personal_data_searched",
+      actor: actor.audit,
+      target: { type: "search", id: "account" },
+      details: {
+        type: "account",
+        fields: ["account.id"],
+        via: "bulk_action",
+        dryRun: input.dryRun === true,
+        accounts: keys.length,
+        results: results.length,
+        queryDigest: searchTerm(actor.installationId, "word", `accounts\u0000${[...keys].sort().join(",")}`),
+      },
+      at: new Date().toISOString(),
+    }).run();
     return results.map(({ kind, id }) => ({ kind, id }));
   }
   if (input.subjects) {

@@ -78,7 +78,8 @@ export const accountSchemas = {
         minItems: 1,
         maxItems: 1000,
         uniqueItems: true,
-        description: "Accounts (the product's ids of subject owners, or pk1_ keys as related accounts are listed): the subjects of their reports here, up to 10,000, newest first; or `subjects`, or `search`.",
+        description:
+          "Accounts (the product's ids of subject owners, or pk1_ keys as related accounts are listed): the subjects of their reports here, up to 10,000, newest first; or `subjects`, or `search`. A search of personal data: audited (search.personal_data_searched), a dry run too.",
         items: { type: "string", minLength: 1, maxLength: 500 },
       },
       actionType: actionTypeKey,
