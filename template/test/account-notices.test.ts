@@ -87,4 +87,42 @@ describe("account notices", () => {
     // The reversed strike never expires into a notice.
     expect((await env.DB.prepare(`SELECT expiry_notified_at AS at FROM strikes WHERE decision_id = ?1`).bind(first.decisionId).first<{ at: string | null }>())?.at).toBeNull();
   });
+  it("tells no connector endpoint nor a disabled one of a reversal (a connector takes actions, not notices), and marks each sanction told", async () => {
+    const { id: installationId, apiKey } = await newInstallation("account-notices-connector");
+    const plain = "/ok/notices-plain";
+    const plainEndpoint = await endpoint(apiKey, plain);
+    const disabledEndpoint = await endpoint(apiKey, "/ok/notices-disabled");
+    expect((await api(`/api/v1/webhook-endpoints/${disabledEndpoint}/disable`, { key: apiKey, method: "POST" })).status).toBe(200);
+    const token = `mastodon-admin-${crypto.randomUUID()}`;
+    await (env as unknown as { MASTODON_PEER: Fetcher }).MASTODON_PEER.fetch("http://mastodon.test/_control/token", { method: "POST", body: JSON.stringify({ token }) });
+    const masto = await api("/api/v1/connectors", { key: apiKey, body: { kind: "mastodon", name: `m-${crypto.randomUUID()}`, baseUrl: "https://mastodon.test/", accessToken: token, retryBaseSeconds: 0, maxAttempts: 5 } });
+    expect(masto.status, JSON.stringify(masto.body)).toBe(201);
+    const byEndpoint: Record<string, string> = { suspend_on_mastodon: masto.body.endpointId, warn_quietly: disabledEndpoint, warn_user: plainEndpoint };
+    for (const [key, endpointId] of Object.entries(byEndpoint)) expect((await api("/api/v1/action-types", { key: apiKey, body: { key, name: key, endpointId } })).status).toBe(201);
+    // Three sanctions an appeal walked back, one per action type (as the appeal's resolution leaves them).
+    const at = new Date().toISOString();
+    await env.DB.batch(
+      Object.keys(byEndpoint).map((actionType) =>
+        env.DB.prepare(`INSERT INTO account_sanctions (id, installation_id, account_key, source, threshold, kind, action_type_key, state, run_id, created_at, updated_at)
+            VALUES (?1, ?2, 'pk1_notices', 'ladder', 2, 'warning', ?3, 'reversed', ?4, ?5, ?5)`).bind(`san_${actionType}`, installationId, actionType, `run_${crypto.randomUUID()}`, at),
+      ),
+    );
+
+    await sweepAccountNotices(env, new Date());
+    // Only the plain endpoint that applied its sanction hears of it; every sanction is marked told.
+    const written = await env.DB.prepare(`SELECT endpoint_id AS endpointId, source_id AS sourceId FROM webhook_deliveries WHERE installation_id = ?1 AND event_type = 'account.sanction_reversed'`)
+      .bind(installationId)
+      .all<{ endpointId: string; sourceId: string }>();
+    expect(written.results).toEqual([{ endpointId: plainEndpoint, sourceId: `account_sanction:san_warn_user:reversed:${plainEndpoint}` }]);
+    const [notice] = await until(async () => {
+      const log = (await receiverLog(plain)).filter((entry) => entry.type === "account.sanction_reversed");
+      return log.length > 0 ? log : null;
+    }, "the plain endpoint's notice");
+    expect(notice!.data).toMatchObject({ sanctionId: "san_warn_user", actionType: "warn_user" });
+    expect(await deliveries(installationId, "account.sanction_reversed")).toBe(1);
+    const unmarked = await env.DB.prepare(`SELECT COUNT(*) AS n FROM account_sanctions WHERE installation_id = ?1 AND reversal_notified_at IS NULL`).bind(installationId).first<{ n: number }>();
+    expect(unmarked!.n).toBe(0);
+    // No dead delivery, so no alert about one.
+    expect((await env.DB.prepare(`SELECT COUNT(*) AS n FROM webhook_deliveries WHERE installation_id = ?1 AND state = 'dead'`).bind(installationId).first<{ n: number }>())!.n).toBe(0);
+  });
 });

@@ -6,7 +6,7 @@ import { createExecutionContext, env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { sweepBulkActions } from "../src/accounts";
-import { api, newInstallation, receiverLog, until } from "./helpers";
+import { api, newInstallation, personKey, receiverLog, until } from "./helpers";
 
 /** An ExecutionContext with the Worker's exports, as the scheduled event gets one (starting an instance needs them). */
 function scheduledContext(): ExecutionContext {
@@ -24,6 +24,9 @@ async function desk(path: string, authorityMode: "assisted" | "autonomous") {
   expect(policy.status).toBe(200);
   return { installationId, apiKey };
 }
+
+/** The decision's own category: some subjects have no report to take it from. */
+const SPAM = { policyCategory: "scams_and_fraud" };
 
 const count = async (sql: string, ...binds: unknown[]) =>
   (
@@ -53,6 +56,7 @@ describe("bulk actions", () => {
         ],
         actionType: "remove_post",
         reason: "Spam wave",
+        decision: SPAM,
         dryRun: true,
       },
     });
@@ -69,7 +73,7 @@ describe("bulk actions", () => {
     expect(items.results.map((item) => item.subjectId)).toEqual(["spam-1"]);
   });
 
-  it("waits for one approval in assisted mode, then acts on every subject", async () => {
+  it("waits for one approval in assisted mode, by a person other than the creator's, then acts on every subject", async () => {
     const { apiKey } = await desk("/ok/bulk-assisted", "assisted");
     const created = await api("/api/v1/bulk-actions", {
       key: apiKey,
@@ -80,16 +84,31 @@ describe("bulk actions", () => {
         ],
         actionType: "remove_post",
         reason: "Spam wave",
+        decision: SPAM,
       },
     });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     expect(created.body).toMatchObject({ state: "approval_required", total: 2, started: 0 });
-    // Four eyes: the creator's own approval is refused, another principal's goes through.
+    // Four eyes: the creator's own approval is refused; so is an automation key's the creator mints
+    // (no person behind it), and a person's other key; another person's goes through.
     const own = await api(`/api/v1/bulk-actions/${created.body.id}/approve`, { key: apiKey, method: "POST" });
     expect(own.status).toBe(403);
     expect(own.body.error.code).toBe("bulk_action.self_approval");
+    const minted = (await api("/api/v1/api-keys", { key: apiKey, body: { name: "lead", scopes: ["review"] } })).body.apiKey as string;
+    const byAutomation = await api(`/api/v1/bulk-actions/${created.body.id}/approve`, { key: minted, method: "POST" });
+    expect(byAutomation.status).toBe(403);
+    expect(byAutomation.body.error.code).toBe("bulk_action.approver_not_person");
     expect((await api(`/api/v1/bulk-actions/${created.body.id}`, { key: apiKey })).body).toMatchObject({ state: "approval_required", started: 0 });
-    const approver = (await api("/api/v1/api-keys", { key: apiKey, body: { name: "lead", scopes: ["review"] } })).body.apiKey as string;
+    // A bulk action a person created: their second key (the same reviewer, named otherwise cased) is still them.
+    const dana = await personKey(apiKey, "Dana Admin");
+    const danas = await api("/api/v1/bulk-actions", { key: dana, body: { subjects: [{ kind: "content", id: "d-1" }], actionType: "remove_post", reason: "Spam wave", decision: SPAM } });
+    expect(danas.status, JSON.stringify(danas.body)).toBe(201);
+    const danaAgain = await personKey(apiKey, " dana admin", ["review"]);
+    const byHerself = await api(`/api/v1/bulk-actions/${danas.body.id}/approve`, { key: danaAgain, method: "POST" });
+    expect(byHerself.status).toBe(403);
+    expect(byHerself.body.error.code).toBe("bulk_action.self_approval");
+    expect((await api(`/api/v1/bulk-actions/${danas.body.id}`, { key: apiKey })).body).toMatchObject({ state: "approval_required", started: 0 });
+    const approver = await personKey(apiKey, "Lee Lead", ["review"]);
     const approved = await api(`/api/v1/bulk-actions/${created.body.id}/approve`, { key: approver, method: "POST" });
     expect(approved.status, JSON.stringify(approved.body)).toBe(200);
     expect(approved.body).toMatchObject({ state: "completed", started: 2 });
@@ -108,7 +127,7 @@ describe("bulk actions", () => {
     const path = "/ok/bulk-resume";
     const { installationId, apiKey } = await desk(path, "autonomous");
     const subjects = Array.from({ length: 8 }, (_, i) => ({ kind: "content", id: `wave-${i}` }));
-    const created = await api("/api/v1/bulk-actions", { key: apiKey, body: { subjects, actionType: "remove_post", reason: "Spam wave" } });
+    const created = await api("/api/v1/bulk-actions", { key: apiKey, body: { subjects, actionType: "remove_post", reason: "Spam wave", decision: SPAM } });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     // The request started its first slice; a drain after it goes on with the rest.
     expect(created.body).toMatchObject({ state: "running", total: 8, started: 5 });
@@ -137,7 +156,7 @@ describe("bulk actions", () => {
     expect(await count(`SELECT COUNT(*) AS n FROM audit_events WHERE installation_id = ?1 AND action = 'bulk_action.item_started'`, installationId)).toBe(8);
   });
 
-  it("records one decision per reported subject with its statement of reasons, queued for the Transparency Database, and a resumed bulk action doubles neither a delivery nor a decision", async () => {
+  it("records one decision per subject with its statement of reasons, queued for the Transparency Database, a subject nobody reported decided on the decision's category, and a resumed bulk action doubles neither a delivery nor a decision", async () => {
     const path = "/ok/bulk-decisions";
     const { installationId, apiKey } = await desk(path, "autonomous");
     const other = await newInstallation("bulk-decisions-other");
@@ -146,23 +165,32 @@ describe("bulk actions", () => {
       const filed = await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "content", id, ownerId: "spammer" }, category: "scams_and_fraud", description: "Cheap followers" } });
       expect(filed.status).toBe(201);
     }
-    // Another installation's report on a subject of the same id: not this bulk action's to decide.
+    // Another installation's report on a subject of the same id: not a report here (the subject is unreported here).
     const foreign = await api("/api/v1/reports", { key: other.apiKey, body: { subject: { kind: "content", id: "foreign-post" }, category: "scams_and_fraud" } });
     expect(foreign.status).toBe(201);
-    const subjects = [...reported, "unreported-post", "foreign-post"].map((id) => ({ kind: "content", id }));
+    const unreported = ["foreign-post", "unreported-post"];
+    const subjects = [...reported, ...unreported].map((id) => ({ kind: "content", id }));
     const reason = "Part of a coordinated spam wave selling fake followers.";
 
     const invalid = await api("/api/v1/bulk-actions", { key: apiKey, body: { subjects, actionType: "remove_post", reason, decision: { ground: "illegal_content" } } });
     expect(invalid.status).toBe(422);
     expect(invalid.body.error.code).toBe("bulk_action.decision_invalid");
     expect(invalid.body.error.details).toContainEqual(expect.objectContaining({ path: "$.decision.legalGround" }));
-    const dry = await api("/api/v1/bulk-actions", { key: apiKey, body: { subjects, actionType: "remove_post", reason, dryRun: true } });
-    expect(dry.body).toMatchObject({ subjects: 7, withCase: 5, withoutCase: 2, decisions: { outcome: "content_removed", restricts: true, subjects: 5 } });
+    // A restriction of subjects nobody reported here needs the decision's category (no report gives it), in a dry run too.
+    for (const dryRun of [true, false]) {
+      const uncategorised = await api("/api/v1/bulk-actions", { key: apiKey, body: { subjects, actionType: "remove_post", reason, dryRun } });
+      expect(uncategorised.status).toBe(422);
+      expect(uncategorised.body.error.code).toBe("bulk_action.policy_category_required");
+      expect(uncategorised.body.error.details).toContainEqual(expect.objectContaining({ path: "$.decision.policyCategory" }));
+    }
+    expect(await count(`SELECT COUNT(*) AS n FROM bulk_actions WHERE installation_id = ?1`, installationId)).toBe(0);
+    const dry = await api("/api/v1/bulk-actions", { key: apiKey, body: { subjects, actionType: "remove_post", reason, decision: SPAM, dryRun: true } });
+    expect(dry.body).toMatchObject({ subjects: 7, withCase: 5, withoutCase: 2, decisions: { outcome: "content_removed", restricts: true, subjects: 7 } });
 
-    const created = await api("/api/v1/bulk-actions", { key: apiKey, body: { subjects, actionType: "remove_post", reason } });
+    const created = await api("/api/v1/bulk-actions", { key: apiKey, body: { subjects, actionType: "remove_post", reason, decision: SPAM } });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     const id = created.body.id as string;
-    expect(created.body.decision).toMatchObject({ outcome: "content_removed", restrictions: { visibility: ["content_removed"] }, ground: "incompatible_content", automated_decision: "fully" });
+    expect(created.body.decision).toMatchObject({ outcome: "content_removed", restrictions: { visibility: ["content_removed"] }, ground: "incompatible_content", policy_category: "scams_and_fraud", automated_decision: "fully" });
     await until(async () => (await api(`/api/v1/bulk-actions/${id}`, { key: apiKey })).body.state === "completed", "every run started");
     // Killed halfway: two items (one reported, one not) lost the record of their started runs.
     const lost = await env.DB.prepare(`SELECT position, run_id AS runId FROM bulk_action_items WHERE bulk_action_id = ?1 AND position IN (2, 5) ORDER BY position`).bind(id).all<{ position: number; runId: string }>();
@@ -177,27 +205,31 @@ describe("bulk actions", () => {
 
     const done = await until(async () => {
       const read = (await api(`/api/v1/bulk-actions/${id}`, { key: apiKey })).body;
-      return read.runs.succeeded === 7 && read.decisions === 5 ? read : null;
+      return read.runs.succeeded === 7 && read.decisions === 7 ? read : null;
     }, "every run done");
-    expect(done).toMatchObject({ state: "completed", started: 7, progress: 1, decisions: 5, transparencyDbStatements: 5 });
+    expect(done).toMatchObject({ state: "completed", started: 7, progress: 1, decisions: 7, transparencyDbStatements: 7 });
+    expect(await count(`SELECT COUNT(*) AS n FROM workflow_runs WHERE installation_id = ?1 AND idempotency_key LIKE ?2 AND json_extract(output_json, '$.terminalCode') = 'applied'`, installationId, `bulk_action:${id}:%`)).toBe(7);
 
-    // One decision per reported subject, each with the reason as its statement of reasons; none for the others.
-    const decisions = await env.DB.prepare(`SELECT id, subject_id AS subjectId, statement_text AS statement, outcome FROM decisions WHERE installation_id = ?1 ORDER BY subject_id`).bind(installationId).all<{
-      id: string;
-      subjectId: string;
-      statement: string;
-      outcome: string;
-    }>();
-    expect(decisions.results.map((d) => d.subjectId)).toEqual([...reported].sort());
-    for (const decision of decisions.results) expect(decision).toMatchObject({ statement: reason, outcome: "content_removed" });
-    const sor = await api(`/api/v1/decisions/${decisions.results[0]!.id}/statement-of-reasons`, { key: apiKey });
-    expect(sor.status).toBe(200);
-    expect(JSON.stringify(sor.body)).toContain(reason);
+    // One decision per subject, each with the reason as its statement of reasons: the reported ones
+    // on their reports, the others naming their subject without a report.
+    const decisions = await env.DB.prepare(`SELECT id, subject_id AS subjectId, report_id AS reportId, policy_category AS category, statement_text AS statement, outcome FROM decisions WHERE installation_id = ?1 ORDER BY subject_id`)
+      .bind(installationId)
+      .all<{ id: string; subjectId: string; reportId: string | null; category: string; statement: string; outcome: string }>();
+    expect(decisions.results.map((d) => d.subjectId)).toEqual([...reported, ...unreported].sort());
+    for (const decision of decisions.results) {
+      expect(decision).toMatchObject({ statement: reason, outcome: "content_removed", category: "scams_and_fraud" });
+      expect(decision.reportId === null).toBe(unreported.includes(decision.subjectId));
+    }
+    for (const decision of [decisions.results[0]!, decisions.results.find((d) => d.subjectId === "unreported-post")!]) {
+      const sor = await api(`/api/v1/decisions/${decision.id}/statement-of-reasons`, { key: apiKey });
+      expect(sor.status).toBe(200);
+      expect(JSON.stringify(sor.body)).toContain(reason);
+    }
     // Queued for the Transparency Database per subject, as a single decision is.
     const queued = await env.DB.prepare(`SELECT decision_id AS decisionId, state FROM tdb_submissions WHERE installation_id = ?1 ORDER BY decision_id`).bind(installationId).all<{ decisionId: string; state: string }>();
     expect(queued.results.map((q) => q.decisionId)).toEqual(decisions.results.map((d) => d.id).sort());
     expect(queued.results.every((q) => q.state === "pending")).toBe(true);
-    expect(await count(`SELECT COUNT(*) AS n FROM audit_events WHERE installation_id = ?1 AND action = 'decision.recorded'`, installationId)).toBe(5);
+    expect(await count(`SELECT COUNT(*) AS n FROM audit_events WHERE installation_id = ?1 AND action = 'decision.recorded'`, installationId)).toBe(7);
     // The other installation's report got nothing.
     expect(await count(`SELECT COUNT(*) AS n FROM decisions WHERE installation_id = ?1`, other.id)).toBe(0);
     expect(await count(`SELECT COUNT(*) AS n FROM bulk_action_items WHERE bulk_action_id = ?1 AND report_id IS NOT NULL`, id)).toBe(5);
@@ -212,11 +244,11 @@ describe("bulk actions", () => {
 
   it("a paused bulk action starts nothing until resumed (then its runs replay, none doubled), and a cancelled one never starts", async () => {
     const { installationId, apiKey } = await desk("/ok/bulk-pause", "assisted");
-    const approver = (await api("/api/v1/api-keys", { key: apiKey, body: { name: "lead", scopes: ["review"] } })).body.apiKey as string;
+    const approver = await personKey(apiKey, "Lee Lead", ["review"]);
     const subjects = Array.from({ length: 6 }, (_, i) => ({ kind: "content", id: `held-${i}` }));
 
     // Cancelled while waiting for approval: no run, ever; approving it afterwards is a conflict.
-    const dropped = await api("/api/v1/bulk-actions", { key: apiKey, body: { subjects, actionType: "remove_post", reason: "Spam wave" } });
+    const dropped = await api("/api/v1/bulk-actions", { key: apiKey, body: { subjects, actionType: "remove_post", reason: "Spam wave", decision: SPAM } });
     expect(dropped.body.state).toBe("approval_required");
     const cancelled = await api(`/api/v1/bulk-actions/${dropped.body.id}/cancel`, { key: apiKey, method: "POST" });
     expect(cancelled.body).toMatchObject({ state: "cancelled", started: 0 });
@@ -227,7 +259,7 @@ describe("bulk actions", () => {
     expect(await count(`SELECT COUNT(*) AS n FROM workflow_runs WHERE installation_id = ?1 AND idempotency_key LIKE ?2`, installationId, `bulk_action:${dropped.body.id}:%`)).toBe(0);
 
     // Approved and run to the end; pausing it now is a conflict.
-    const held = await api("/api/v1/bulk-actions", { key: apiKey, body: { subjects, actionType: "remove_post", reason: "Spam wave" } });
+    const held = await api("/api/v1/bulk-actions", { key: apiKey, body: { subjects, actionType: "remove_post", reason: "Spam wave", decision: SPAM } });
     const id = held.body.id as string;
     expect((await api(`/api/v1/bulk-actions/${id}/approve`, { key: approver, method: "POST" })).status).toBe(200);
     await until(async () => (await api(`/api/v1/bulk-actions/${id}`, { key: apiKey })).body.state === "completed", "every run started");
@@ -246,5 +278,24 @@ describe("bulk actions", () => {
     const after = await env.DB.prepare(`SELECT position, run_id AS runId FROM bulk_action_items WHERE bulk_action_id = ?1 ORDER BY position`).bind(id).all<{ position: number; runId: string }>();
     expect(after.results).toEqual(before.results);
     expect(await count(`SELECT COUNT(*) AS n FROM audit_events WHERE installation_id = ?1 AND target_id = ?2 AND action = 'bulk_action.resumed'`, installationId, id)).toBe(1);
+  });
+  it("naming subjects by accounts is a search of personal data: audited (a dry run's too) with the accounts only as a digest", async () => {
+    const { apiKey } = await desk("/ok/bulk-accounts", "autonomous");
+    const owner = `owner-${crypto.randomUUID()}`;
+    for (const id of ["acct-post-1", "acct-post-2"]) {
+      expect((await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "content", id, ownerId: owner }, category: "scams_and_fraud" } })).status).toBe(201);
+    }
+    const searched = async () => (await api("/api/v1/audit-events?action=search.personal_data_searched&limit=10", { key: apiKey })).body.items as Array<{ actor: unknown; details: Record<string, unknown> }>;
+    expect(await searched()).toEqual([]);
+    const dry = await api("/api/v1/bulk-actions", { key: apiKey, body: { accounts: [owner, "nobody-here"], actionType: "remove_post", reason: "Spam wave", dryRun: true } });
+    expect(dry.status, JSON.stringify(dry.body)).toBe(200);
+    expect(dry.body).toMatchObject({ dryRun: true, subjects: 2, withCase: 2 });
+    const [event] = await searched();
+    expect(event!.details).toMatchObject({ type: "account", fields: ["account.id"], via: "bulk_action", dryRun: true, accounts: 2, results: 2 });
+    expect(event!.details.queryDigest).toEqual(expect.any(String));
+    expect(JSON.stringify(event)).not.toContain(owner);
+    // Acting on them is another search on the record.
+    expect((await api("/api/v1/bulk-actions", { key: apiKey, body: { accounts: [owner], actionType: "remove_post", reason: "Spam wave" } })).status).toBe(201);
+    expect((await searched()).map((e) => e.details.dryRun).sort()).toEqual([false, true]);
   });
 });

@@ -4,6 +4,7 @@
 // installation's accounts with the very same signals never count.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { RELATED_COUNT_CAP, relatedAccountsOfReport } from "../src/workflows/execution-context";
 import { api, edge, newInstallation, publish, until, waitForRun } from "./helpers";
 
 const ringGraph = {
@@ -72,5 +73,43 @@ describe("related.count() in a workflow condition", () => {
     }
     expect(JSON.stringify((await bad("related.count('ipv6') > 1")).body)).toContain("takes a signal kind: ip, device, email, payment");
     expect((await bad("related.count('payment') > 0 && related.count('email') > 0")).status).toBe(201);
+  });
+  it("saturates a count at RELATED_COUNT_CAP (1000 reads 1000 or more) and reads it once per run", async () => {
+    expect(RELATED_COUNT_CAP).toBe(1000);
+    const { id: installationId, apiKey } = await newInstallation("related-cap");
+    const ip = `203.0.113.${Math.floor(Math.random() * 200) + 1}`;
+    const device = `device-${crypto.randomUUID()}`;
+    // A spam wave: one account files the IP and device, then 1,004 more hold the same IP and 998 more the device.
+    const seed = await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "content", id: "seed-post", ownerId: "wave-seed", signals: { ip, deviceId: device } }, category: "scams_and_fraud" } });
+    expect(seed.status).toBe(201);
+    const held = await env.DB.prepare(`SELECT signal, kind, first_seen AS at FROM account_signals WHERE installation_id = ?1 ORDER BY kind`).bind(installationId).all<{ signal: string; kind: string; at: string }>();
+    expect(held.results.map((row) => row.kind)).toEqual(["device", "ip"]);
+    const holders = (row: { signal: string; kind: string; at: string }, count: number) =>
+      env.DB.prepare(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?5)
+          INSERT INTO account_signals (installation_id, signal, account_key, kind, first_seen, last_seen, seen) SELECT ?1, ?2, 'wave-' || ?3 || '-' || i, ?3, ?4, ?4, 1 FROM n`)
+        .bind(installationId, row.signal, row.kind, row.at, count)
+        .run();
+    await holders(held.results.find((row) => row.kind === "ip")!, 1004);
+    await holders(held.results.find((row) => row.kind === "device")!, 998);
+
+    // A run of a report on another post of the wave: 1,005 others share the IP (saturated), 999 the device (exact).
+    const version = await publish(apiKey, {
+      ...ringGraph,
+      nodes: ringGraph.nodes.map((n) => (n.id === "route" ? { ...n, config: { ...n.config, cases: [{ port: "ring", when: "related.count('ip') == 1000 && related.count('device') == 999" }] } } : n)),
+    });
+    expect((await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", workflowVersionId: version.id, authorityMode: "autonomous" } })).status).toBe(201);
+    const owner = `wave-target-${crypto.randomUUID()}`;
+    const routed = await fileAndRoute(apiKey, owner, { ip, deviceId: device });
+    expect(routed.port).toBe("ring");
+
+    // The host's read: the same counts, capped; remembered for the run (a later node of it sees the
+    // same counts, with no read), while a read for no run counts again.
+    const run = await env.DB.prepare(`SELECT report_id AS reportId FROM workflow_runs WHERE id = ?1`).bind(routed.runId).first<{ reportId: string }>();
+    const first = await relatedAccountsOfReport(env.DB, installationId, run!.reportId, routed.runId);
+    expect(first.counts).toEqual({ ip: 1000, device: 999, email: 0, payment: 0 });
+    const ownSignal = await env.DB.prepare(`SELECT signal FROM account_signals WHERE installation_id = ?1 AND kind = 'ip' LIMIT 1`).bind(installationId).first<{ signal: string }>();
+    await env.DB.prepare(`DELETE FROM account_signals WHERE installation_id = ?1 AND signal = ?2 AND account_key LIKE 'wave-ip-%' AND CAST(substr(account_key, 9) AS INTEGER) > 10`).bind(installationId, ownSignal!.signal).run();
+    expect((await relatedAccountsOfReport(env.DB, installationId, run!.reportId, routed.runId)).counts.ip).toBe(1000);
+    expect((await relatedAccountsOfReport(env.DB, installationId, run!.reportId)).counts.ip).toBe(11);
   });
 });

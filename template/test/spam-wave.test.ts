@@ -60,6 +60,13 @@ describe("a spam wave in one sitting", () => {
     expect(decided.results.map((d) => d.id)).toEqual(["wave-0-0", "wave-0-1", "wave-1-0", "wave-1-1", "wave-2-0", "wave-2-1"]);
     // The search touched personal data: on the record, with the fields it matched.
     const audited = await api("/api/v1/audit-events?action=search.personal_data_searched&limit=10", { key: apiKey });
-    expect(audited.body.items[0].details).toMatchObject({ type: "account", fields: ["account.id", "account.signals"], results: 3 });
+    expect(audited.body.items.find((item: any) => item.details.via === undefined).details).toMatchObject({ type: "account", fields: ["account.id", "account.signals"], results: 3 });
+    // So did naming the ring's accounts to the bulk action (the dry run and the real one).
+    expect(
+      audited.body.items
+        .filter((item: any) => item.details.via === "bulk_action")
+        .map((item: any) => item.details.dryRun)
+        .sort(),
+    ).toEqual([false, true]);
   });
 });

@@ -276,7 +276,7 @@ async function setup(label: string): Promise<Fixtures> {
     created(`/api/v1/workflow-versions/${trivial.id}/backtests`, key, { reportIds: [report.id] }, 202),
   ]);
   // No strike policy: assisted, so it waits for approval and starts nothing.
-  const bulkAction = await created("/api/v1/bulk-actions", key, { subjects: [{ kind: "account", id: `acct-${marker}` }], actionType: actionTypeKey, reason: `bulk ${marker}` });
+  const bulkAction = await created("/api/v1/bulk-actions", key, { subjects: [{ kind: "account", id: `acct-${marker}` }], actionType: actionTypeKey, reason: `bulk ${marker}`, decision: { policyCategory: "scams_and_fraud" } });
   // Matches no run (the trivial version's runs all succeed): completes at once.
   const runOperation = await created("/api/v1/run-operations", key, { action: "retry", filter: { workflowVersionId: trivial.id }, reason: "tenancy fixture" }, 202);
   const task = await until(async () => (await api(`/api/v1/queues/${queue.id}/tasks`, { key })).body.items?.[0], "a task");

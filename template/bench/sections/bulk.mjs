@@ -18,10 +18,10 @@ export async function sectionBulk(api, adminToken) {
     await api("/api/v1/action-types", { body: { key: "remove_post", name: "Remove", endpointId: endpoint.id }, key });
     await api("/api/v1/strike-policy", { method: "PUT", body: { categories: {}, expiryDays: 30, authorityMode: "autonomous", ladder: [] }, key });
     const subjects = Array.from({ length: BULK_SUBJECTS }, (_, i) => ({ kind: "content", id: `bulk-${i}` }));
-    const dry = await api("/api/v1/bulk-actions", { body: { subjects, actionType: "remove_post", reason: "Spam wave", dryRun: true }, key });
+    const dry = await api("/api/v1/bulk-actions", { body: { subjects, actionType: "remove_post", reason: "Spam wave", decision: { policyCategory: "scams_and_fraud" }, dryRun: true }, key });
     if (dry.subjects !== BULK_SUBJECTS) throw new Error(`bulk dry run: ${JSON.stringify(dry)}`);
     const began = performance.now();
-    const created = await api("/api/v1/bulk-actions", { body: { subjects, actionType: "remove_post", reason: "Spam wave" }, key });
+    const created = await api("/api/v1/bulk-actions", { body: { subjects, actionType: "remove_post", reason: "Spam wave", decision: { policyCategory: "scams_and_fraud" } }, key });
     await poll("bulk: every run started", async () => (await api(`/api/v1/bulk-actions/${created.id}`, { key })).state === "completed", { intervalMs: 200, timeoutMs: 300_000 });
     const startedS = (performance.now() - began) / 1000;
     const delivered = () =>

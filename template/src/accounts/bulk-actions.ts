@@ -2,9 +2,10 @@
 // a search's reports. A dry run counts and writes nothing. Otherwise the items are recorded, and
 // each gets a run of the action type's carrier workflow (`bulk-action:<key>:decision:<digest>`), so
 // approval rules, delivery and its record are the action machinery's own, and once its action is
-// applied a subject with a report gets its decision through the carrier's decision node: the
-// single-decision path (statement of reasons, the affected user's statement, the Transparency
-// Database queue, the strike), one per subject, never twice (a decision is keyed by its step). In assisted mode (the strike policy's,
+// applied each subject gets its decision through the carrier's decision node (a decision not to act:
+// only a subject with a report): the single-decision path (statement of reasons, the affected user's
+// statement, the Transparency Database queue, the strike), one per subject, never twice (a decision
+// is keyed by its step); an unreported subject is decided on decision.policyCategory, then required. In assisted mode (the strike policy's,
 // assisted unless set) a person approves the whole first; its runs then act autonomously (an
 // action type still assisted waits for its own approval). Runs start a slice at a time: one in the
 // request, then a background drain at BULK_RUNS_PER_SECOND, then the schedule's sweep for what
@@ -13,10 +14,11 @@
 // started instead of starting (and delivering) them twice. Each item started is audited.
 import { auditStatement, canonicalJson } from "../audit";
 import { search, type SearchQuery } from "../cases";
-import { actsAsPerson, type Actor } from "../auth";
+import { actsAsPerson, canReadPersonalData, type Actor } from "../auth";
 import { AppError, conflict, errorCode, notFound } from "../errors";
 import { decisionConfigProblems, restrictsAnything } from "../lib/dsa-vocabulary";
 import { newId } from "../lib/crypto";
+import { searchTerm } from "../lib/person-keys";
 import { createRun } from "../workflows";
 import { accountKeyOf } from "./accounts";
 import { carrierVersionId, kindOf, readStrikePolicy } from "./strike-policy";
@@ -117,11 +119,34 @@ async function subjectsOf(env: Env, actor: Actor, input: BulkActionInput): Promi
   }
   const seen = new Map<string, { kind: string; id: string }>();
   if (input.accounts) {
+    // Product account ids are personal identifiers: matching them is a search of personal data, as
+    // GET /search?type=account is (its scope, and its audit event, a dry run's too).
+    if (!canReadPersonalData(actor)) {
+      throw new AppError("bulk_action.personal_data_scope", "Naming subjects by accounts matches personal identifiers; it needs the personal_data:read scope (or admin). Name the subjects as a list or a search instead.", { status: 403 });
+    }
     const keys = [...new Set(input.accounts.map((account) => accountKeyOf(actor.installationId, account)))];
     const { results } = await env.DB.prepare(`SELECT subject_kind AS kind, subject_id AS id, MAX(created_at) AS at FROM reports
         WHERE installation_id = ?1 AND subject_owner_key IN (SELECT value FROM json_each(?2)) GROUP BY subject_kind, subject_id ORDER BY at DESC LIMIT ${MAX_BULK_SUBJECTS}`)
       .bind(actor.installationId, JSON.stringify(keys))
       .all<{ kind: string; id: string }>();
+    // Who matched which accounts (only as a keyed digest), for what, with how many subjects found.
+    await auditStatement(env.DB, {
+      installationId: actor.installationId,
+      idempotencyKey: `search:${crypto.randomUUID()}`,
+      action: "search.personal_data_searched",
+      actor: actor.audit,
+      target: { type: "search", id: "account" },
+      details: {
+        type: "account",
+        fields: ["account.id"],
+        via: "bulk_action",
+        dryRun: input.dryRun === true,
+        accounts: keys.length,
+        results: results.length,
+        queryDigest: searchTerm(actor.installationId, "word", `accounts\u0000${[...keys].sort().join(",")}`),
+      },
+      at: new Date().toISOString(),
+    }).run();
     return results.map(({ kind, id }) => ({ kind, id }));
   }
   if (input.subjects) {
@@ -161,7 +186,14 @@ export async function createBulkAction(env: Env, ctx: ExecutionContext, actor: A
     .bind(actor.installationId, JSON.stringify(subjects))
     .first<{ n: number }>();
   const counts = { subjects: subjects.length, withCase: Number(known?.n ?? 0), withoutCase: subjects.length - Number(known?.n ?? 0) };
-  const decides = { outcome: decision.outcome, restricts: restrictsAnything(decision.restrictions), subjects: counts.withCase };
+  const restricts = restrictsAnything(decision.restrictions);
+  // A restriction is decided for every subject (its statement of reasons, DSA Art. 17); one nobody
+  // reported has no report to take the category from, so the decision names it.
+  if (restricts && counts.withoutCase > 0 && decision.policy_category === undefined) {
+    const message = `${counts.withoutCase} of the subjects ${counts.withoutCase === 1 ? "has" : "have"} no report here, and a restriction is decided for each with its statement of reasons: give the decision's category (decision.policyCategory, a DSA statement category such as scams_and_fraud).`;
+    throw new AppError("bulk_action.policy_category_required", message, { status: 422, details: [{ path: "$.decision.policyCategory", code: "required", message }] });
+  }
+  const decides = { outcome: decision.outcome, restricts, subjects: restricts ? counts.subjects : counts.withCase };
   if (input.dryRun) return { dryRun: true, actionType: input.actionType, authorityMode, approvalRequired: authorityMode === "assisted", ...counts, decisions: decides };
   // The carrier is fixed now: a bulk action resumed later acts (and decides) as it was created and approved.
   const workflowVersionId = await carrierVersionId(env, actor, input.actionType, { purpose: "bulk", decision });
@@ -232,15 +264,34 @@ const TRANSITIONS: Record<"approve" | "pause" | "resume" | "cancel", { from: str
   cancel: { from: ["approval_required", "running", "paused"], to: "cancelled", event: "bulk_action.cancelled" },
 };
 
+/**
+ * Assisted mode is four eyes: a person approves (a console user or a reviewer's key; an automation
+ * key, which any admin can mint, is no second pair of eyes), and not the creator's person: neither
+ * the creating principal itself nor another key or sign-in of the same person (a reviewer's key
+ * names its person; a console user is their email). 403 otherwise.
+ */
+async function assertFourEyes(env: Env, actor: Actor, createdBy: string): Promise<void> {
+  const self = () => new AppError("bulk_action.self_approval", "The bulk action's creator cannot approve it, under this or any other key or sign-in of theirs; another person must approve it.", { status: 403 });
+  if (createdBy === actor.audit.id) throw self();
+  if (!actsAsPerson(actor)) {
+    throw new AppError("bulk_action.approver_not_person", "A person approves a bulk action: sign in to the console, or use a reviewer's API key (one made with `reviewer`), not an automation key.", { status: 403 });
+  }
+  // The creator's person: the reviewer its key was made for, or the console user's email.
+  const creator = await env.DB.prepare(`SELECT (SELECT reviewer FROM api_keys WHERE installation_id = ?1 AND id = ?2) AS reviewer, (SELECT email FROM console_users WHERE installation_id = ?1 AND id = ?2) AS email`)
+    .bind(actor.installationId, createdBy)
+    .first<{ reviewer: string | null; email: string | null }>();
+  const person = (name: string | null | undefined) => name?.trim().toLowerCase() || null;
+  const creatorPerson = person(creator?.email) ?? person(creator?.reviewer);
+  const approverPersons = [person(actor.user?.email), person(actor.reviewer)].filter((name) => name !== null);
+  if (creatorPerson !== null && approverPersons.includes(creatorPerson)) throw self();
+}
+
 /** Approve (assisted), pause, resume or cancel; a bulk action not in a state the move starts from is a 409. Runs already started go on. */
 export async function moveBulkAction(env: Env, ctx: ExecutionContext, actor: Actor, id: string, move: keyof typeof TRANSITIONS) {
   const row = await bulkRow(env, actor.installationId, id);
   const { from, to, event } = TRANSITIONS[move];
   if (!from.includes(row.state)) throw conflict("bulk_action.state_conflict", `The bulk action is ${row.state}; ${move} needs it ${from.join(" or ")}.`);
-  // Assisted mode is four eyes: the approver is another principal than the creator.
-  if (move === "approve" && row.createdBy === actor.audit.id) {
-    throw new AppError("bulk_action.self_approval", "The bulk action's creator cannot approve it; another person or key must approve it.", { status: 403 });
-  }
+  if (move === "approve") await assertFourEyes(env, actor, row.createdBy);
   const at = new Date().toISOString();
   const [update] = await env.DB.batch([
     env.DB.prepare(`UPDATE bulk_actions SET state = ?3, updated_at = ?4${move === "approve" ? ", approved_by = ?5" : ""} WHERE installation_id = ?1 AND id = ?2 AND state = ?6`).bind(

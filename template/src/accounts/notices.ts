@@ -46,10 +46,14 @@ interface ExpiredRow {
   subjectId: string | null;
 }
 
-/** The endpoints a notice goes to: `first` (if any), then those subscribed to the event, each once. */
+/** The endpoints a notice goes to: `first` (if any), then those subscribed to the event (enabled, never a connector's), each once. */
 async function endpointsFor(db: D1Database, installationId: string, eventType: string, first: string | null, cache: Map<string, EndpointRow[]>): Promise<string[]> {
   const key = `${installationId}\u0000${eventType}`;
-  if (!cache.has(key)) cache.set(key, (await subscribedEndpointsStatement(db, installationId, eventType).all<EndpointRow>()).results);
+  if (!cache.has(key))
+    cache.set(
+      key,
+      (await subscribedEndpointsStatement(db, installationId, eventType).all<EndpointRow>()).results.filter((e) => !isConnectorEndpoint(e.url)),
+    );
   return [...new Set([...(first ? [first] : []), ...cache.get(key)!.map((e) => e.id)])];
 }
 

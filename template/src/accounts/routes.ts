@@ -82,7 +82,8 @@ export const accountRoutes = routes()
     {
       method: "post",
       path: "/bulk-actions/:id/approve",
-      summary: "Approve a bulk action waiting for approval (assisted): its runs start and act autonomously; the approver is another principal than its creator (403 bulk_action.self_approval)",
+      summary:
+        "Approve a bulk action waiting for approval (assisted): its runs start and act autonomously; the approver is a person (a console user or a reviewer's key, else 403 bulk_action.approver_not_person) other than its creator's person (403 bulk_action.self_approval)",
       auth: ["review", "admin"],
       ok: 200,
       errors: [403, 404, 409],

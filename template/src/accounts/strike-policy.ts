@@ -7,6 +7,7 @@ import { auditStatement, canonicalJson } from "../audit";
 import type { Actor } from "../auth";
 import { normalizeCategory } from "../cases";
 import { AppError } from "../errors";
+import { restrictsAnything } from "../lib/dsa-vocabulary";
 import { sha256HexSync } from "../lib/crypto";
 import { createWorkflow, publishVersion } from "../workflows";
 
@@ -115,31 +116,32 @@ function carrierGraph(actionType: string, carrier: Carrier) {
 }
 
 /**
- * A bulk action's carrier with its decision: start → action → (applied, and the subject has a
- * report) the decision node, which records the decision with its statement of reasons (DSA Art.
- * 17), queues it for the Transparency Database and gives its strike, exactly as any decision node
- * does (enforcement/decisions.ts). A subject without a report here is acted on without a decision:
- * a decision needs the report it decides.
+ * A bulk action's carrier with its decision: start → action → (applied) the decision node, which
+ * records the decision with its statement of reasons (DSA Art. 17), queues it for the Transparency
+ * Database and gives its strike, exactly as any decision node does (enforcement/decisions.ts). A
+ * decision that restricts is recorded for every subject acted on, reported or not (a restriction
+ * always owes its statement of reasons): a subject without a report is decided on the decision's
+ * own category (`policy_category`, required at creation then) and named from the run's input. A
+ * decision not to act (a warning) is recorded only where a report asked for one.
  */
 function bulkDecisionGraph(actionType: string, decision: Record<string, unknown>, edge: (from: string, port: string, to: string) => unknown) {
+  const everySubject = restrictsAnything(decision.restrictions);
   return {
     schemaVersion: 1,
     nodes: [
       { id: "start", kind: "start" },
       { id: "act", kind: "action", errorPort: "failed", config: { action_type: actionType, approval_timeout_seconds: 7 * 86_400 }, inputMapping: CARRIER_PARAMS.bulk },
-      { id: "reported", kind: "condition", config: { cases: [{ port: "decide", when: "report != null" }], case_ports: ["decide"], default_port: "unreported" } },
-      { id: "decide", kind: "decision", config: { ...decision, statement: "{{reason}}" }, inputMapping: { reason: "input.reason" } },
+      ...(everySubject ? [] : [{ id: "reported", kind: "condition", config: { cases: [{ port: "decide", when: "report != null" }], case_ports: ["decide"], default_port: "unreported" } }]),
+      { id: "decide", kind: "decision", config: { ...decision, statement: "{{reason}}" }, inputMapping: { reason: "input.reason", subject_kind: "input.subject.kind", subject_id: "input.subject.id" } },
       { id: "applied", kind: "end", config: { terminal_code: "applied" } },
-      { id: "unreported", kind: "end", config: { terminal_code: "applied_without_decision" } },
+      ...(everySubject ? [] : [{ id: "unreported", kind: "end", config: { terminal_code: "applied_without_decision" } }]),
       { id: "rejected", kind: "end", config: { terminal_code: "rejected" } },
       { id: "expired", kind: "end", config: { terminal_code: "expired" } },
       { id: "failed", kind: "end", config: { terminal_code: "failed" } },
     ],
     edges: [
       edge("start", "success", "act"),
-      edge("act", "applied", "reported"),
-      edge("reported", "decide", "decide"),
-      edge("reported", "unreported", "unreported"),
+      ...(everySubject ? [edge("act", "applied", "decide")] : [edge("act", "applied", "reported"), edge("reported", "decide", "decide"), edge("reported", "unreported", "unreported")]),
       edge("decide", "recorded", "applied"),
       edge("act", "rejected", "rejected"),
       edge("act", "expired", "expired"),
@@ -148,13 +150,16 @@ function bulkDecisionGraph(actionType: string, decision: Record<string, unknown>
   };
 }
 
+/** Bumped when a bulk carrier's graph changes, so a decision's carrier published before is not reused for it. */
+const BULK_CARRIER_REVISION = 2;
+
 /**
  * The live version of the workflow carrying the action type's actions (`strike-ladder:<key>`,
  * `strike-ladder:<key>:suspension[:art23]`, `bulk-action:<key>`…), published with its workflow on first use.
  */
 export async function carrierVersionId(env: Env, actor: Actor, actionType: string, carrier: Carrier = { purpose: "ladder" }): Promise<string> {
   // A bulk carrier with a decision is one workflow per decision (its digest in the name).
-  const decisionTag = carrier.purpose === "bulk" && carrier.decision ? `:decision:${sha256HexSync(canonicalJson(carrier.decision)).slice(0, 16)}` : "";
+  const decisionTag = carrier.purpose === "bulk" && carrier.decision ? `:decision:${sha256HexSync(canonicalJson({ decision: carrier.decision, revision: BULK_CARRIER_REVISION })).slice(0, 16)}` : "";
   const name = carrier.purpose === "bulk" ? `bulk-action:${actionType}${decisionTag}` : decides(carrier) ? `strike-ladder:${actionType}:${carrier.kind}${carrier.art23 ? ":art23" : ""}` : `strike-ladder:${actionType}`;
   const found = await env.DB.prepare(`SELECT w.id, (SELECT v.id FROM workflow_versions v WHERE v.workflow_id = w.id AND v.installation_id = w.installation_id AND v.retired_at IS NULL ORDER BY v.version DESC LIMIT 1) AS versionId
       FROM workflows w WHERE w.installation_id = ?1 AND w.name = ?2`)

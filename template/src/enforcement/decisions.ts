@@ -57,6 +57,10 @@ async function decisionStatements(env: Env, source: DecisionSource) {
   // A decision is recorded only on a report of its own installation.
   if (source.reportId && !reportRow) throw notFound("report");
   const report = reportRow ? reportSummary(reportRow) : null;
+  // The subject decided: the report's; without a report, the one the node names (inputMapping
+  // subject_kind and subject_id, as a bulk action's carrier does for a subject nobody reported).
+  const named = (key: string) => (typeof values[key] === "string" && (values[key] as string).length > 0 ? (values[key] as string) : null);
+  const subject = report?.subject ?? (named("subject_kind") && named("subject_id") ? { kind: named("subject_kind")!, id: named("subject_id")! } : null);
   const category = normalizeCategory(String(config.policy_category ?? report?.category ?? ""));
   if (!category) throw invalid(label, "config.policy_category (or the run's report) must give a DSA category.");
   const ground = config.ground === "illegal_content" ? "illegal_content" : "incompatible_content";
@@ -109,8 +113,8 @@ async function decisionStatements(env: Env, source: DecisionSource) {
       source.stepId,
       source.reportId,
       report?.caseId ?? null,
-      report?.subject.kind ?? null,
-      report?.subject.id ?? null,
+      subject?.kind ?? null,
+      subject?.id ?? null,
       category,
       JSON.stringify(report?.categorySpecification ?? []),
       outcome,

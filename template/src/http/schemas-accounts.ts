@@ -78,7 +78,8 @@ export const accountSchemas = {
         minItems: 1,
         maxItems: 1000,
         uniqueItems: true,
-        description: "Accounts (the product's ids of subject owners, or pk1_ keys as related accounts are listed): the subjects of their reports here, up to 10,000, newest first; or `subjects`, or `search`.",
+        description:
+          "Accounts (the product's ids of subject owners, or pk1_ keys as related accounts are listed): the subjects of their reports here, up to 10,000, newest first; or `subjects`, or `search`. A search of personal data: audited (search.personal_data_searched), a dry run too.",
         items: { type: "string", minLength: 1, maxLength: 500 },
       },
       actionType: actionTypeKey,
@@ -87,14 +88,19 @@ export const accountSchemas = {
         type: "object",
         additionalProperties: false,
         description:
-          "The decision each subject with a report gets once its action is applied (its statement of reasons is `reason`; queued for the Transparency Database like any restricting decision). Default from the action type's key: suspend… → the account suspended, ban…/terminate… → terminated, warn… → a decision not to act, otherwise the content removed; ground incompatible_content.",
+          "The decision each subject gets once its action is applied (its statement of reasons is `reason`; queued for the Transparency Database like any restricting decision); a decision not to act only for a subject with a report. Default from the action type's key: suspend… → the account suspended, ban…/terminate… → terminated, warn… → a decision not to act, otherwise the content removed; ground incompatible_content.",
         properties: {
           outcome: { type: "string", minLength: 1, maxLength: 100 },
           restrictions: { type: "object", description: "{ visibility: [content_removed…], account: suspended|terminated, monetary, provision }; {} records a decision not to act." },
           ground: { type: "string", enum: ["illegal_content", "incompatible_content"] },
           legalGround: { type: "string", minLength: 1, maxLength: 500 },
           contractualGround: { type: "string", minLength: 1, maxLength: 500 },
-          policyCategory: { type: "string", minLength: 1, maxLength: 100, description: "The DSA category, where it is not the report's." },
+          policyCategory: {
+            type: "string",
+            minLength: 1,
+            maxLength: 100,
+            description: "The DSA category, where it is not the report's; required when the decision restricts and a subject has no report here (422 bulk_action.policy_category_required).",
+          },
         },
       },
       dryRun: { type: "boolean", description: "Answer the counts (subjects, with and without a case here) and write nothing." },

@@ -5,7 +5,7 @@
 import { auditStatement, RUNTIME_ACTOR } from "../audit";
 import { openPersonalData, openRunContent, reportSummary, reportSummaryByRunStatementUnsafe, runContentStatementUnsafe, type ReportRow, type ReportSummaryRow, type RunContentRow } from "../cases";
 import { analyseContent } from "./content-access";
-import { RelatedAccounts, type ExpressionContext } from "./expressions";
+import { RELATED_SIGNAL_KINDS, RelatedAccounts, type ExpressionContext } from "./expressions";
 import { semanticsOf } from "./expression-semantics";
 import { mentionsVariable, referencedSteps } from "./expressions";
 import { kindOf, nodeExpressions } from "./kinds/descriptors";
@@ -73,18 +73,45 @@ function onBranchPath(candidate: string, branchKey: string): boolean {
 type ContextPart = "steps" | "event" | "report" | "content" | "related";
 
 /**
+ * The most a `related.count(kind)` answers: a count saturates at RELATED_COUNT_CAP, so 1000 reads
+ * "1000 or more". Counting stops there (a spam wave of N accounts sharing one IP would otherwise
+ * cost every one of its runs a walk of all N holders: O(N²) reads for the wave); a threshold above
+ * the cap can never be met.
+ */
+export const RELATED_COUNT_CAP = 1000;
+
+/**
  * Per signal kind, how many other accounts of the installation share a signal with the owner of a
- * report's subject (as the account page's `related.count`): one seek of account_signals per signal
- * of the owner. `reportSql` and `installationSql` name the report and its installation.
- * No owner, or no shared signal: no rows (every count 0).
+ * report's subject (as the account page's `related.count`), at most RELATED_COUNT_CAP each: one seek
+ * of account_signals per signal of the owner, stopped once the cap's distinct accounts are found.
+ * `reportSql` and `installationSql` name the report and its installation. No owner, or no shared
+ * signal: every count 0.
  */
 function relatedCountsSql(reportSql: string, installationSql: string): string {
-  return `SELECT o.kind, COUNT(DISTINCT o.account_key) AS n
+  return RELATED_SIGNAL_KINDS.map(
+    (kind) => `SELECT '${kind}' AS kind, COUNT(*) AS n FROM (SELECT DISTINCT o.account_key
     FROM reports r
-      JOIN account_signals mine ON mine.installation_id = r.installation_id AND mine.account_key = r.subject_owner_key
+      JOIN account_signals mine ON mine.installation_id = r.installation_id AND mine.account_key = r.subject_owner_key AND mine.kind = '${kind}'
       JOIN account_signals o ON o.installation_id = mine.installation_id AND o.signal = mine.signal AND o.account_key <> mine.account_key
     WHERE r.id = ${reportSql} AND r.installation_id = ${installationSql} AND r.subject_owner_key IS NOT NULL
-    GROUP BY o.kind`;
+    LIMIT ${RELATED_COUNT_CAP})`,
+  ).join("\n  UNION ALL ");
+}
+
+/**
+ * The related-account counts read for a run, kept for the rest of its evaluation (in this isolate),
+ * by run id (unique across installations; only a run's own authorized reads put its counts here):
+ * every node of the run that names `related` after the first reads them from here, not from D1, and
+ * sees the same counts. Bounded (the oldest run's counts are dropped first).
+ */
+const relatedByRun = new Map<string, RelatedAccounts>();
+const RELATED_MEMO_RUNS = 256;
+
+function rememberRelated(runId: string, related: RelatedAccounts): RelatedAccounts {
+  relatedByRun.delete(runId);
+  relatedByRun.set(runId, related);
+  if (relatedByRun.size > RELATED_MEMO_RUNS) relatedByRun.delete(relatedByRun.keys().next().value!);
+  return related;
 }
 
 /** The related-account counts of a run's report (keyed by the run id alone, as the other context reads). */
@@ -92,15 +119,21 @@ function relatedByRunStatement(db: D1Database, runId: string): D1PreparedStateme
   return db.prepare(relatedCountsSql(`(SELECT w.report_id FROM workflow_runs w WHERE w.id = ?1)`, `(SELECT w.installation_id FROM workflow_runs w WHERE w.id = ?1)`)).bind(runId);
 }
 
-/** The related-account counts of a report of the installation (the host walker's, which has no run row). */
-export async function relatedAccountsOfReport(db: D1Database, installationId: string, reportId: string | null): Promise<RelatedAccounts> {
+/**
+ * The related-account counts of a run's report of the installation (the host walker's, which has no
+ * run row), read once per run (`runId`) and remembered for its later nodes.
+ */
+export async function relatedAccountsOfReport(db: D1Database, installationId: string, reportId: string | null, runId?: string): Promise<RelatedAccounts> {
   if (!reportId) return new RelatedAccounts({});
+  const known = runId ? relatedByRun.get(runId) : undefined;
+  if (known) return known;
   const { results } = await db.prepare(relatedCountsSql("?2", "?1")).bind(installationId, reportId).all<{ kind: string; n: number }>();
-  return relatedOf(results);
+  const related = relatedOf(results);
+  return runId ? rememberRelated(runId, related) : related;
 }
 
 function relatedOf(rows: Array<Record<string, unknown>>): RelatedAccounts {
-  return new RelatedAccounts(Object.fromEntries(rows.map((row) => [String(row.kind), Number(row.n)])));
+  return new RelatedAccounts(Object.fromEntries(rows.map((row) => [String(row.kind), Math.min(Number(row.n), RELATED_COUNT_CAP)])));
 }
 
 export interface ContextReads {
@@ -109,6 +142,8 @@ export interface ContextReads {
   readsContent: boolean;
   /** The report is read by the caller's own statement (its JSON given to assembleContext), not by one of these. */
   reportFolded?: boolean;
+  /** The run's related-account counts, remembered from an earlier node (then not read again). */
+  related?: RelatedAccounts;
 }
 
 /**
@@ -160,11 +195,12 @@ export function contextStatements(db: D1Database, runId: string, node: WorkflowN
     parts.push("content");
     statements.push(runContentStatementUnsafe(db, runId));
   }
-  if (reads.related) {
+  const remembered = reads.related ? relatedByRun.get(runId) : undefined;
+  if (reads.related && !remembered) {
     parts.push("related");
     statements.push(relatedByRunStatement(db, runId));
   }
-  return { parts, statements, readsContent, ...(reportFolded ? { reportFolded } : {}) };
+  return { parts, statements, readsContent, ...(reportFolded ? { reportFolded } : {}), ...(remembered ? { related: remembered } : {}) };
 }
 
 /** The audit event of a node opening content: one per run and node (one per backtest and node for backtest runs). */
@@ -192,7 +228,7 @@ export interface LoadedContext {
 export async function assembleContext(
   env: Env,
   input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string },
-  reads: Pick<ContextReads, "parts" | "readsContent" | "reportFolded">,
+  reads: Pick<ContextReads, "parts" | "readsContent" | "reportFolded" | "related">,
   results: Array<D1Result<Record<string, unknown>>>,
   /** With `reads.reportFolded`: the REPORT_SUMMARY_BY_RUN_JSON_SQL value the caller read (null: no report). */
   foldedReport?: string | null,
@@ -202,7 +238,7 @@ export async function assembleContext(
   let event: JsonValue = null;
   let report: JsonValue = reads.reportFolded && foldedReport ? (reportSummary(JSON.parse(foldedReport) as ReportSummaryRow) as unknown as JsonValue) : null;
   let content: JsonValue | undefined;
-  let related: RelatedAccounts | undefined;
+  let related: RelatedAccounts | undefined = reads.related;
   for (const [index, part] of reads.parts.entries()) {
     const rows = results[index]?.results ?? [];
     if (part === "steps") {
@@ -221,7 +257,7 @@ export async function assembleContext(
       const row = rows[0] as ReportRow | undefined;
       if (row) report = reportSummary(row) as unknown as JsonValue;
     } else if (part === "related") {
-      related = relatedOf(rows);
+      related = rememberRelated(run.id, relatedOf(rows));
     } else {
       content = (await openRunContent(env, run.installationId, rows[0] as RunContentRow | undefined)) as unknown as JsonValue;
     }

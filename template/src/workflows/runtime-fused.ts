@@ -268,7 +268,7 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
         const opened = readsContent && reads.content ? await openContent() : null;
         const steps = await outputs.pick(reads.steps, branchKey, readsContent);
         // Related accounts: read for the node that names them (one indexed read; few nodes do).
-        const related = reads.related ? await relatedAccountsOfReport(env.DB, run.installationId, run.reportId) : undefined;
+        const related = reads.related ? await relatedAccountsOfReport(env.DB, run.installationId, run.reportId, run.id) : undefined;
         const context = walkContext(run, { input: runInput, steps, report: reads.report ? report : null, event: reads.event ? event : null, content: opened ?? null, readsContent, ...(related ? { related } : {}) });
         const executor = EXECUTORS[node.kind];
         if (!executor.execute) throw executorUnavailable(node.kind);

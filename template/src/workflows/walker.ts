@@ -196,13 +196,17 @@ export class GraphWalk {
     return this.content;
   }
 
+  private related: Promise<RelatedAccounts> | undefined;
+
   /** The node's context: the outputs it names on its branch's path, `content` if it may read it. */
   private async context(node: WorkflowNodeV1, branchKey: string, readsContent: boolean): Promise<ExpressionContext> {
     const reads = nodeReads(node);
     const steps = await this.outputs.pick(reads.steps, branchKey, readsContent);
     const content = readsContent && reads.content ? await this.openContent() : null;
     // Related accounts as they are now (a backtest over past reports sees today's signals).
-    const related = reads.related ? await relatedAccountsOfReport(this.input.env.DB, this.input.run.installationId, this.input.run.reportId) : undefined;
+    // Read once per walk: every node of it that names `related` sees the same counts.
+    if (reads.related) this.related ??= relatedAccountsOfReport(this.input.env.DB, this.input.run.installationId, this.input.run.reportId);
+    const related = reads.related ? await this.related : undefined;
     return walkContext(this.input.run, { input: this.runInput, steps, report: reads.report ? this.input.report : null, event: null, content, readsContent, ...(related ? { related } : {}) });
   }
 

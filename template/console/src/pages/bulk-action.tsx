@@ -1,6 +1,6 @@
 // Acting on many subjects at once from where they were found: a search's reports, the accounts an
-// IP found, an account and its related accounts. A dry run first (how many subjects, how many with
-// a report here and so a decision with its statement of reasons, whether approval is needed), then
+// IP found, an account and its related accounts. A dry run first (how many subjects, how many get a
+// decision (a restriction: every one, with its statement of reasons), whether approval is needed), then
 // the bulk action itself, its progress, and pause, resume or cancel — a spam wave in one sitting.
 import { type FormEvent, useState } from "react";
 import { ApiError, server, type ApiBody, type ApiResponse } from "../api";
@@ -128,8 +128,8 @@ export function BulkActionPanel({ source, what }: { source: Source; what: string
           {dry ? (
             <div data-testid="bulk-dry-run">
               <p>
-                <strong>{dry.subjects}</strong> subjects: {dry.withCase} with a report here get a decision ({dry.decisions.outcome}
-                {dry.decisions.restricts ? ", with its statement of reasons" : ", not restricting"}); {dry.withoutCase} without a report are acted on only.
+                <strong>{dry.subjects}</strong> subjects: {dry.decisions.subjects} get a decision ({dry.decisions.outcome}
+                {dry.decisions.restricts ? ", with its statement of reasons" : ", not restricting"}){dry.decisions.subjects < dry.subjects ? `; ${dry.subjects - dry.decisions.subjects} without a report are acted on only` : ""}.
                 {dry.approvalRequired ? " Another person approves it before anything goes out." : ""}
               </p>
               <button type="button" className="btn btn-primary" disabled={busy} onClick={start}>
