@@ -185,10 +185,11 @@ describe("erasure by destroying a person's keys", () => {
     expect((await api("/api/v1/personal-data/erase", { key: inst.apiKey, body: { reporter: { id: "person-a" } } })).body.keysDestroyed).toBe(1);
     const row = keyRows[0]!;
     await env.DB.batch([
-      env.DB.prepare("INSERT INTO person_data_keys (installation_id, period, person, wrapping_key_id, wrapped_key, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)").bind(
+      env.DB.prepare("INSERT INTO person_data_keys (installation_id, period, person, generation, wrapping_key_id, wrapped_key, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)").bind(
         row.installation_id,
         row.period,
         row.person,
+        row.generation,
         row.wrapping_key_id,
         row.wrapped_key,
         row.created_at,

@@ -40,10 +40,7 @@ function fromBase64(text: string): Uint8Array {
  * `cybertipline.file_unavailable` when it cannot be fetched, `cybertipline.file_mismatch` when its
  * bytes are not the ones the evidence's hash names, `cybertipline.file_too_large` above the limit.
  */
-export async function preserveFile(
-  env: Env,
-  input: { installationId: string; submissionId: string; index: number; url: string; sha256: string | null },
-): Promise<{ sha256: string; bytes: number; pdq: string | null }> {
+export async function preserveFile(env: Env, input: { installationId: string; submissionId: string; index: number; url: string; sha256: string | null }): Promise<{ sha256: string; bytes: number; pdq: string | null }> {
   const key = evidenceKey(input.installationId, input.submissionId, input.index);
   const kept = await env.WORKFLOW_ARTIFACTS.head(key);
   if (kept?.customMetadata?.sha256) return { sha256: kept.customMetadata.sha256, bytes: Number(kept.customMetadata.bytes ?? 0), pdq: kept.customMetadata.pdq || null };
