@@ -9,6 +9,7 @@ import { sealAuditChain } from "../src/audit/chain";
 import { archiveAuditSegments } from "../src/audit/segment-sweep";
 import { sweepCaseArchive } from "../src/cases/archive/case-archive";
 import { caseArchiveKey } from "../src/cases/archive/case-scope";
+import { forgetPersonSealingKeys } from "../src/cases/reports/person-data-keys";
 import { destroyPeriodKeys, openPersonalData, sealPersonalData } from "../src/cases/reports/report-crypto";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { personKey } from "../src/lib/person-keys";
@@ -241,5 +242,57 @@ describe("erasure by destroying a person's keys", () => {
     expect(both.body.erased).toMatchObject({ reports: 1 });
     expect(both.body.keysDestroyed).toBe(1);
     expect(await personKeyCount(inst.id, "person-r")).toBe(0);
+  });
+  it("an erasure that holds something back still leaves a tombstone of what it erased: a restore erases that again, and keeps the held case and what others reported about the person", async () => {
+    const inst = await newInstallation("shredding-partial");
+    const own = await report(inst.apiKey, "person-x", "post-partial-1", WORDS_A);
+    const heldOwn = await report(inst.apiKey, "person-x", "post-partial-2", WORDS_A);
+    expect((await api(`/api/v1/cases/${heldOwn.caseId}/preservation-holds`, { key: inst.apiKey, body: { reason: "Court order 42: keep the case" } })).status).toBe(201);
+    const about = await api("/api/v1/reports", {
+      key: inst.apiKey,
+      body: { subject: { kind: "content", id: "post-partial-3", ownerId: "person-x" }, category: "scams_and_fraud", reporter: { id: "person-s" }, description: WORDS_B },
+    });
+    expect(about.status).toBe(201);
+    const backup = (await api("/api/v1/installation/export", { key: inst.apiKey, method: "POST" })).body;
+
+    // Erased as a reporter: their report in the held case stays, and their key (which also seals
+    // the report someone else filed about their content) stays.
+    const erased = await api("/api/v1/personal-data/erase", { key: inst.apiKey, body: { reporter: { id: "person-x" } } });
+    expect(erased.status).toBe(200);
+    expect(erased.body).toMatchObject({ erased: { reports: 1 }, held: { reports: 1, caseIds: [heldOwn.caseId] }, keysDestroyed: null });
+    expect(await personKeyCount(inst.id, "person-x")).toBe(1);
+    const tombstone = await env.DB.prepare("SELECT reporter_until AS r, owner_until AS o, keys_until AS k FROM erasure_tombstones WHERE installation_id = ?1 AND person_index = ?2")
+      .bind(inst.id, personKey(inst.id, "person-x", env))
+      .first();
+    expect(tombstone).toEqual({ r: erased.body.erasedAt, o: null, k: null });
+
+    await removeInstallation(inst.id);
+    const restored = await api("/api/v1/installations/import", { key: ADMIN_TOKEN, body: backup });
+    expect(restored.status).toBe(201);
+    expect(restored.body.erasuresReapplied).toMatchObject({ people: 1, keys: 0, reports: 1 });
+    // What the request erased is erased again; what it held back, and the report about them, are as the backup had them.
+    const readOwn = await api(`/api/v1/reports/${own.id}`, { key: inst.apiKey });
+    expect(readOwn.body.description).toBeNull();
+    expect(JSON.stringify(readOwn.body)).not.toContain(WORDS_A);
+    expect((await api(`/api/v1/reports/${heldOwn.id}`, { key: inst.apiKey })).body.description).toBe(WORDS_A);
+    expect((await api(`/api/v1/reports/${about.body.id}`, { key: inst.apiKey })).body.description).toBe(WORDS_B);
+    expect(await personKeyCount(inst.id, "person-x")).toBe(1);
+    await verifiesFully(inst.apiKey);
+  });
+
+  it("a value sealed under a person's key another isolate still had cached after their erasure reads as erased, even once a new key is made for them", async () => {
+    const inst = await newInstallation("shredding-generation");
+    const person = personKey(inst.id, "person-g", env)!;
+    const first = await sealPersonalData(env, inst.id, "report:g1", { description: WORDS_A }, { people: [person] });
+    // Another isolate's erasure deletes the key row; this isolate's sealing cache still holds the key.
+    await env.DB.prepare("DELETE FROM person_data_keys WHERE installation_id = ?1").bind(inst.id).run();
+    const stale = await sealPersonalData(env, inst.id, "report:g2", { description: WORDS_A }, { people: [person] });
+    // The person is seen again: once the cache is gone, a new key is made for the same period.
+    forgetPersonSealingKeys(inst.id);
+    const fresh = await sealPersonalData(env, inst.id, "report:g3", { description: WORDS_B }, { people: [person] });
+    expect(await personKeyCount(inst.id, "person-g")).toBe(1);
+    expect(await openOutcome(inst.id, "g1", first.sealed)).toBe("crypto.data_key_destroyed");
+    expect(await openOutcome(inst.id, "g2", stale.sealed)).toBe("crypto.data_key_destroyed");
+    expect(await openOutcome(inst.id, "g3", fresh.sealed)).toBe(`opened:${WORDS_B}`);
   });
 });
