@@ -1,8 +1,11 @@
 // Erasure by destroying a person's keys (crypto-shredding): a report is sealed under its period's
 // key and the keys of the people it is about, so a person's erasure makes every copy of their data
-// unreadable — a backup exported before it and restored, an archived case's immutable R2 object —
-// while another person's data in the same case still opens; the audit chain verifies, hot and
-// archived; and one installation's erasure never touches another's keys.
+// that relies on the keys in D1 unreadable — an archived case's immutable R2 object, a backup's
+// ciphertext read against the live keys — while another person's data in the same case still
+// opens. A backup file exported before the erasure still holds the person's key (a restore into a
+// fresh deployment needs it); the erasure's tombstone, re-applied on every restore with the
+// request's own checks, keeps them erased. The audit chain verifies, hot and archived; one
+// installation's erasure never touches another's keys.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { sealAuditChain } from "../src/audit/chain";
@@ -60,7 +63,7 @@ async function verifiesFully(apiKey: string) {
 }
 
 describe("erasure by destroying a person's keys", () => {
-  it("a backup exported before a person's erasure, once restored, opens nothing of theirs and still opens everyone else's", async () => {
+  it("a backup exported before a person's erasure still holds their key, and restoring it re-applies the erasure from its tombstone: their key is deleted again, their report reads as erased, everyone else's opens", async () => {
     const inst = await newInstallation("shredding-backup");
     const a = await report(inst.apiKey, "person-a", "post-backup", WORDS_A);
     const b = await report(inst.apiKey, "person-b", "post-backup", WORDS_B);
@@ -80,7 +83,9 @@ describe("erasure by destroying a person's keys", () => {
     // The tombstone names the person by their keyed index only, with the time.
     const tombstone = await env.DB.prepare("SELECT person_index AS person, erased_at AS erasedAt FROM erasure_tombstones WHERE installation_id = ?1").bind(inst.id).all<{ person: string; erasedAt: string }>();
     expect(tombstone.results).toEqual([{ person: personKey(inst.id, "person-a", env), erasedAt: erased.body.erasedAt }]);
-    // The copy the backup holds no longer opens here already; B's does.
+    // The backup's ciphertext no longer opens against this database's keys; B's does. The file
+    // still carries A's key row (a restore into a fresh deployment needs the keys it holds).
+    expect((backup.tables.person_data_keys as { person: string }[]).map((k) => k.person)).toContain(personKey(inst.id, "person-a", env)!.slice(4, 36));
     expect(await openOutcome(inst.id, a.id, sealedIn(a.id))).toBe("crypto.data_key_destroyed");
     expect(await openOutcome(inst.id, b.id, sealedIn(b.id))).toBe(`opened:${WORDS_B}`);
 
