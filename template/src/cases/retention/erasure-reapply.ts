@@ -138,6 +138,10 @@ const FAR = "9999-12-31T23:59:59.999Z";
 
 /** A tombstone as bound in a statement's JSON list (`ro`: the later of the two roles' times, for appeals). */
 function entry(t: Tombstone) {
-  const ro = t.reporterUntil && t.ownerUntil ? (t.reporterUntil > t.ownerUntil ? t.reporterUntil : t.ownerUntil) : (t.reporterUntil ?? t.ownerUntil);
+  const ro =
+    [t.reporterUntil, t.ownerUntil]
+      .filter((at): at is string => at !== null)
+      .sort()
+      .at(-1) ?? null;
   return { p: t.person, r: t.reporterUntil, o: t.ownerUntil, k: t.keysUntil, ro };
 }
