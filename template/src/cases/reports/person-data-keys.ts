@@ -277,7 +277,9 @@ export async function tombstonesOf(env: Env, installationId: string): Promise<Ma
     const listed = await env.AUDIT_ANCHORS.list({ prefix, cursor, include: ["customMetadata"] });
     for (const object of listed.objects) {
       const m = object.customMetadata ?? {};
-      if (m.erasedAt) note({ person: object.key.slice(prefix.length), erasedAt: m.erasedAt, reporterUntil: m.reporterUntil ?? null, ownerUntil: m.ownerUntil ?? null, keysUntil: m.keysUntil ?? null });
+      // A copy with its time alone was written when an erasure always went all the way (keys and every role).
+      const whole = !m.reporterUntil && !m.ownerUntil && !m.keysUntil ? m.erasedAt : undefined;
+      if (m.erasedAt) note({ person: object.key.slice(prefix.length), erasedAt: m.erasedAt, reporterUntil: m.reporterUntil ?? whole ?? null, ownerUntil: m.ownerUntil ?? whole ?? null, keysUntil: m.keysUntil ?? whole ?? null });
     }
     cursor = listed.truncated ? listed.cursor : undefined;
   } while (cursor);
