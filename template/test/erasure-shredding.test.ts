@@ -12,7 +12,8 @@ import { sealAuditChain } from "../src/audit/chain";
 import { archiveAuditSegments } from "../src/audit/segment-sweep";
 import { sweepCaseArchive } from "../src/cases/archive/case-archive";
 import { caseArchiveKey } from "../src/cases/archive/case-scope";
-import { forgetPersonSealingKeys } from "../src/cases/reports/person-data-keys";
+import { forgetPersonSealingKeys, tombstoneKey, tombstonesStatement } from "../src/cases/reports/person-data-keys";
+import { reapplyErasures } from "../src/cases/retention/erasure-reapply";
 import { destroyPeriodKeys, openPersonalData, sealPersonalData } from "../src/cases/reports/report-crypto";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { personKey } from "../src/lib/person-keys";
@@ -299,5 +300,45 @@ describe("erasure by destroying a person's keys", () => {
     expect(await openOutcome(inst.id, "g1", first.sealed)).toBe("crypto.data_key_destroyed");
     expect(await openOutcome(inst.id, "g2", stale.sealed)).toBe("crypto.data_key_destroyed");
     expect(await openOutcome(inst.id, "g3", fresh.sealed)).toBe(`opened:${WORDS_B}`);
+  });
+
+  it("re-applying 1,200 people's erasures reads their tombstones from R2 listing pages without a read per person, and takes a number of D1 statements that does not grow with the people", async () => {
+    const inst = await newInstallation("shredding-bulk");
+    const a = await report(inst.apiKey, "bulk-0", "post-bulk", WORDS_A);
+    const at = new Date().toISOString();
+    const people = Array.from({ length: 1200 }, (_, i) => personKey(inst.id, `bulk-${i}`, env)!);
+    // 1,001 tombstones known from R2 alone (more than one listing page), the rest from D1 alone.
+    for (const person of people.slice(0, 1001)) await env.AUDIT_ANCHORS.put(tombstoneKey(inst.id, person), "{}", { customMetadata: { erasedAt: at, reporterUntil: at, keysUntil: at } });
+    await tombstonesStatement(
+      env.DB,
+      inst.id,
+      people.slice(1001).map((person) => ({ person, erasedAt: at, reporterUntil: at, ownerUntil: null, keysUntil: at })),
+    ).run();
+    const calls = { statements: 0, r2Reads: 0, r2Lists: 0 };
+    const counting = <T extends object>(target: T, count: (name: string | symbol) => void): T =>
+      new Proxy(target, {
+        get(object, name) {
+          const value = Reflect.get(object, name, object);
+          if (typeof value !== "function") return value;
+          return (...args: unknown[]) => {
+            count(name);
+            return value.apply(object, args);
+          };
+        },
+      });
+    const db = counting(env.DB, (name) => name === "prepare" && calls.statements++);
+    const anchors = counting(env.AUDIT_ANCHORS, (name) => (name === "get" || name === "head" ? calls.r2Reads++ : name === "list" ? calls.r2Lists++ : undefined));
+    const measured = new Proxy(env, { get: (object, name) => (name === "DB" ? db : name === "AUDIT_ANCHORS" ? anchors : Reflect.get(object, name, object)) });
+
+    const summary = await reapplyErasures(measured, inst.id);
+    expect(summary).toEqual({ people: 1200, keys: 1, reports: 1, appeals: 0 });
+    expect(calls.r2Reads).toBe(0);
+    // Listing pages (fewer than 1,000 objects each when metadata is included), not a read per tombstone.
+    expect(calls.r2Lists).toBeGreaterThanOrEqual(2);
+    expect(calls.r2Lists).toBeLessThan(50);
+    // A few statements per chunk of 500 people and per page of erased rows, not per person.
+    expect(calls.statements).toBeLessThan(60);
+    expect((await api(`/api/v1/reports/${a.id}`, { key: inst.apiKey })).body.description).toBeNull();
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM erasure_tombstones WHERE installation_id = ?1").bind(inst.id).first()).toEqual({ n: 1200 });
   });
 });

@@ -73,45 +73,50 @@ export async function reapplyErasures(env: Env, installationId: string): Promise
   }
   forgetPersonSealingKeys(installationId);
   // The people's reports in the roles erased and their appeals, made up to their erasure, a page at
-  // a time; what their keys' destruction covered goes whatever its case (it no longer opens).
-  const list = JSON.stringify(tombstones.map(entry));
+  // a time, for a chunk of people at a time (the list is one bound value); what their keys'
+  // destruction covered goes whatever its case (it no longer opens).
   const busy = caseBusySql("?4");
   const reportsOf = (column: "reporter_key" | "subject_owner_key", until: "$.r" | "$.o") => `
     SELECT r.id FROM json_each(?2) t CROSS JOIN reports r ON r.installation_id = ?1 AND r.${column} = json_extract(t.value, '$.p') JOIN cases c ON c.id = r.case_id
       WHERE r.personal_data_erased_at IS NULL
         AND (r.created_at <= json_extract(t.value, '$.k') OR (r.created_at <= json_extract(t.value, '${until}') AND NOT ${busy}))`;
-  for (let page = 0; ; page++) {
-    const [reports, appeals] = await env.DB.batch<{ id: string }>([
-      env.DB.prepare(`${reportsOf("reporter_key", "$.r")} UNION ${reportsOf("subject_owner_key", "$.o")} LIMIT ?3`).bind(installationId, list, PAGE, FAR),
-      env.DB.prepare(`
+  let page = 0;
+  for (let i = 0; i < tombstones.length; i += PEOPLE_CHUNK) {
+    const list = JSON.stringify(tombstones.slice(i, i + PEOPLE_CHUNK).map(entry));
+    for (; ; page++) {
+      const [reports, appeals] = await env.DB.batch<{ id: string }>([
+        env.DB.prepare(`${reportsOf("reporter_key", "$.r")} UNION ${reportsOf("subject_owner_key", "$.o")} LIMIT ?3`).bind(installationId, list, PAGE, FAR),
+        env.DB.prepare(`
         SELECT a.id FROM json_each(?2) t CROSS JOIN appeals a ON a.installation_id = ?1 AND a.appellant_key = json_extract(t.value, '$.p')
           WHERE a.personal_data_erased_at IS NULL
             AND (a.created_at <= json_extract(t.value, '$.k') OR (a.created_at <= json_extract(t.value, '$.ro') AND a.state <> 'open'
               AND NOT EXISTS (SELECT 1 FROM workflow_runs w WHERE w.appeal_id = a.id AND w.state NOT IN ('succeeded', 'failed', 'terminated', 'superseded'))
               AND NOT EXISTS (SELECT 1 FROM reports r JOIN cases c ON c.id = r.case_id WHERE r.id = a.report_id AND ${busy})))
           LIMIT ?3`).bind(installationId, list, PAGE, FAR),
-    ]);
-    const reportIds = reports!.results.map((r) => r.id);
-    const appealIds = appeals!.results.map((r) => r.id);
-    if (reportIds.length + appealIds.length === 0) break;
-    const counts = await eraseReports(env, installationId, {
-      reportIds,
-      appealIds,
-      at,
-      audit: (erased: ErasureCounts) => ({
-        installationId,
-        idempotencyKey: `personal_data_request:${requestId}:erased:${page}`,
-        action: "personal_data.erased",
-        actor,
-        target: { type: "personal_data_request", id: requestId },
-        details: { ...erased, reapplied: true },
+      ]);
+      const reportIds = reports!.results.map((r) => r.id);
+      const appealIds = appeals!.results.map((r) => r.id);
+      if (reportIds.length + appealIds.length === 0) break;
+      const counts = await eraseReports(env, installationId, {
+        reportIds,
+        appealIds,
         at,
-      }),
-    });
-    summary.reports += counts.reports;
-    summary.appeals += counts.appeals;
-    // Nothing erased although rows were found (they changed meanwhile): stop rather than loop.
-    if (counts.reports + counts.appeals === 0) break;
+        audit: (erased: ErasureCounts) => ({
+          installationId,
+          idempotencyKey: `personal_data_request:${requestId}:erased:${page}`,
+          action: "personal_data.erased",
+          actor,
+          target: { type: "personal_data_request", id: requestId },
+          details: { ...erased, reapplied: true },
+          at,
+        }),
+      });
+      summary.reports += counts.reports;
+      summary.appeals += counts.appeals;
+      // Nothing erased although rows were found (they changed meanwhile): stop rather than loop.
+      if (counts.reports + counts.appeals === 0) break;
+    }
+    page++;
   }
   // As account owners: their signals seen up to the erasure go; their strikes and sanctions made up
   // to then stop naming them once none of their reports as owner is held back (as on request).
