@@ -4,9 +4,10 @@
 // own data key. report-crypto seals their data under it (and the period's key) in layers; erasing
 // the person (destroyPersonKeys) deletes their keys, so every copy of what was sealed for them —
 // hot rows, case archives in R2, exported backups — stops opening, without rewriting any of them,
-// while another person's data in the same case still opens. The erasure leaves a tombstone (the
-// index and when, nothing else) that outlives the installation's rows, so a restore of a backup
-// taken before it re-applies it (cases/retention/erasure-reapply.ts).
+// while another person's data in the same case still opens. Every erasure leaves a tombstone (the
+// index, which roles were erased up to when, whether the keys went; nothing else) that outlives the
+// installation's rows, so a restore of a backup taken before it re-applies it
+// (cases/retention/erasure-reapply.ts).
 import { auditStatement, type AuditEventInput } from "../../audit";
 import { AppError } from "../../errors";
 
