@@ -6,10 +6,17 @@
 import { env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { api, newInstallation, personKey, receiverLog, until, waitForRun } from "./helpers";
+import { installationDeleteStatements } from "../src/installations/backup";
+import { personKey as personIndex } from "../src/lib/person-keys";
+import { ADMIN_TOKEN, api, newInstallation, personKey, receiverLog, until, waitForRun } from "./helpers";
 
 async function ladderSetup(path: string, policy: Record<string, unknown>) {
-  const { apiKey } = await newInstallation("accounts");
+  return (await ladderInstallation(path, policy)).apiKey;
+}
+
+async function ladderInstallation(path: string, policy: Record<string, unknown>) {
+  const installation = await newInstallation("accounts");
+  const { apiKey } = installation;
   const endpoint = await api("/api/v1/webhook-endpoints", { key: apiKey, body: { url: `https://hooks.product.test${path}`, retryBaseSeconds: 0, maxAttempts: 5 } });
   expect(endpoint.status).toBe(201);
   await env.RECEIVER.fetch("http://receiver/_control/secret", { method: "POST", body: JSON.stringify({ path, secret: endpoint.body.secret }) });
@@ -19,7 +26,7 @@ async function ladderSetup(path: string, policy: Record<string, unknown>) {
   }
   const put = await api("/api/v1/strike-policy", { key: apiKey, method: "PUT", body: policy });
   expect(put.status, JSON.stringify(put.body)).toBe(200);
-  return apiKey;
+  return installation;
 }
 
 async function reportAbout(apiKey: string, owner: string, subjectId: string) {
@@ -311,5 +318,48 @@ describe("a person's erasure", () => {
     const key = await env.DB.prepare(`SELECT COUNT(*) AS n FROM strikes WHERE id = ?1 AND account_key LIKE 'pk1_%'`).bind(before.strikes.items[0].id).first<{ n: number }>();
     expect(key?.n).toBe(0);
     expect((await api("/api/v1/personal-data/export", { key: apiKey, body: { subjectOwner: { id: owner } } })).body.account).toEqual({ strikes: [], sanctions: [] });
+  });
+
+  it("a backup taken before the erasure, once restored, gets the account side erased again: its signals gone, its strikes and sanctions unlinked", async () => {
+    const { id: installationId, apiKey } = await ladderInstallation("/ok/accounts-erasure-restore", {
+      categories: { scams_and_fraud: { points: 1 } },
+      expiryDays: 30,
+      authorityMode: "autonomous",
+      ladder: [{ points: 1, actionType: "warn_user" }],
+    });
+    const owner = `owner-${crypto.randomUUID()}`;
+    const filed = await api("/api/v1/reports", {
+      key: apiKey,
+      body: { subject: { kind: "content", id: "post-restore", ownerId: owner, signals: { ip: "203.0.113.77", deviceId: "device-restore" } }, category: "scams_and_fraud", description: "A fake giveaway." },
+    });
+    expect(filed.status).toBe(201);
+    await decide(apiKey, filed.body.id);
+    const runId = await until(async () => (await account(apiKey, owner)).sanctions.items[0]?.runId ?? null, "the warning's run");
+    expect((await waitForRun(apiKey, runId)).state).toBe("succeeded");
+    const key = personIndex(installationId, owner, env)!;
+    const accountRows = async () =>
+      (await env.DB.prepare(
+        `SELECT (SELECT COUNT(*) FROM account_signals WHERE installation_id = ?1 AND account_key = ?2) AS signals, (SELECT COUNT(*) FROM strikes WHERE installation_id = ?1 AND account_key = ?2) AS strikes, (SELECT COUNT(*) FROM account_sanctions WHERE installation_id = ?1 AND account_key = ?2) AS sanctions`,
+      )
+        .bind(installationId, key)
+        .first())!;
+    expect(await accountRows()).toEqual({ signals: 2, strikes: 1, sanctions: 1 });
+    const backup = await api("/api/v1/installation/export", { key: apiKey, method: "POST" });
+    expect(backup.status).toBe(200);
+
+    const erased = await api("/api/v1/personal-data/erase", { key: apiKey, body: { subjectOwner: { id: owner } } });
+    expect(erased.status, JSON.stringify(erased.body)).toBe(200);
+    expect(await accountRows()).toEqual({ signals: 0, strikes: 0, sanctions: 0 });
+
+    // The installation is lost and the backup from before the erasure restored.
+    await env.DB.batch(installationDeleteStatements(env.DB, installationId));
+    await env.AUDIT_ANCHORS.delete(`audit/${installationId}/head.json`);
+    const restored = await api("/api/v1/installations/import", { key: ADMIN_TOKEN, body: backup.body });
+    expect(restored.status, JSON.stringify(restored.body)).toBe(201);
+    expect(restored.body.erasuresReapplied).toMatchObject({ people: 1, reports: 1 });
+    expect(await accountRows()).toEqual({ signals: 0, strikes: 0, sanctions: 0 });
+    const gone = await api(`/api/v1/accounts/${owner}`, { key: apiKey });
+    expect(gone.status).toBe(404);
+    expect(gone.body.error.code).toBe("account.not_found");
   });
 });

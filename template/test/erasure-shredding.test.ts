@@ -1,14 +1,19 @@
 // Erasure by destroying a person's keys (crypto-shredding): a report is sealed under its period's
 // key and the keys of the people it is about, so a person's erasure makes every copy of their data
-// unreadable — a backup exported before it and restored, an archived case's immutable R2 object —
-// while another person's data in the same case still opens; the audit chain verifies, hot and
-// archived; and one installation's erasure never touches another's keys.
+// that relies on the keys in D1 unreadable — an archived case's immutable R2 object, a backup's
+// ciphertext read against the live keys — while another person's data in the same case still
+// opens. A backup file exported before the erasure still holds the person's key (a restore into a
+// fresh deployment needs it); the erasure's tombstone, re-applied on every restore with the
+// request's own checks, keeps them erased. The audit chain verifies, hot and archived; one
+// installation's erasure never touches another's keys.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { sealAuditChain } from "../src/audit/chain";
 import { archiveAuditSegments } from "../src/audit/segment-sweep";
 import { sweepCaseArchive } from "../src/cases/archive/case-archive";
 import { caseArchiveKey } from "../src/cases/archive/case-scope";
+import { forgetPersonSealingKeys, tombstoneKey, tombstonesStatement } from "../src/cases/reports/person-data-keys";
+import { reapplyErasures } from "../src/cases/retention/erasure-reapply";
 import { destroyPeriodKeys, openPersonalData, sealPersonalData } from "../src/cases/reports/report-crypto";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { personKey } from "../src/lib/person-keys";
@@ -59,7 +64,7 @@ async function verifiesFully(apiKey: string) {
 }
 
 describe("erasure by destroying a person's keys", () => {
-  it("a backup exported before a person's erasure, once restored, opens nothing of theirs and still opens everyone else's", async () => {
+  it("a backup exported before a person's erasure still holds their key, and restoring it re-applies the erasure from its tombstone: their key is deleted again, their report reads as erased, everyone else's opens", async () => {
     const inst = await newInstallation("shredding-backup");
     const a = await report(inst.apiKey, "person-a", "post-backup", WORDS_A);
     const b = await report(inst.apiKey, "person-b", "post-backup", WORDS_B);
@@ -79,7 +84,9 @@ describe("erasure by destroying a person's keys", () => {
     // The tombstone names the person by their keyed index only, with the time.
     const tombstone = await env.DB.prepare("SELECT person_index AS person, erased_at AS erasedAt FROM erasure_tombstones WHERE installation_id = ?1").bind(inst.id).all<{ person: string; erasedAt: string }>();
     expect(tombstone.results).toEqual([{ person: personKey(inst.id, "person-a", env), erasedAt: erased.body.erasedAt }]);
-    // The copy the backup holds no longer opens here already; B's does.
+    // The backup's ciphertext no longer opens against this database's keys; B's does. The file
+    // still carries A's key row (a restore into a fresh deployment needs the keys it holds).
+    expect((backup.tables.person_data_keys as { person: string }[]).map((k) => k.person)).toContain(personKey(inst.id, "person-a", env)!.slice(4, 36));
     expect(await openOutcome(inst.id, a.id, sealedIn(a.id))).toBe("crypto.data_key_destroyed");
     expect(await openOutcome(inst.id, b.id, sealedIn(b.id))).toBe(`opened:${WORDS_B}`);
 
@@ -185,10 +192,11 @@ describe("erasure by destroying a person's keys", () => {
     expect((await api("/api/v1/personal-data/erase", { key: inst.apiKey, body: { reporter: { id: "person-a" } } })).body.keysDestroyed).toBe(1);
     const row = keyRows[0]!;
     await env.DB.batch([
-      env.DB.prepare("INSERT INTO person_data_keys (installation_id, period, person, wrapping_key_id, wrapped_key, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)").bind(
+      env.DB.prepare("INSERT INTO person_data_keys (installation_id, period, person, generation, wrapping_key_id, wrapped_key, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)").bind(
         row.installation_id,
         row.period,
         row.person,
+        row.generation,
         row.wrapping_key_id,
         row.wrapped_key,
         row.created_at,
@@ -240,5 +248,97 @@ describe("erasure by destroying a person's keys", () => {
     expect(both.body.erased).toMatchObject({ reports: 1 });
     expect(both.body.keysDestroyed).toBe(1);
     expect(await personKeyCount(inst.id, "person-r")).toBe(0);
+  });
+  it("an erasure that holds something back still leaves a tombstone of what it erased: a restore erases that again, and keeps the held case and what others reported about the person", async () => {
+    const inst = await newInstallation("shredding-partial");
+    const own = await report(inst.apiKey, "person-x", "post-partial-1", WORDS_A);
+    const heldOwn = await report(inst.apiKey, "person-x", "post-partial-2", WORDS_A);
+    expect((await api(`/api/v1/cases/${heldOwn.caseId}/preservation-holds`, { key: inst.apiKey, body: { reason: "Court order 42: keep the case" } })).status).toBe(201);
+    const about = await api("/api/v1/reports", {
+      key: inst.apiKey,
+      body: { subject: { kind: "content", id: "post-partial-3", ownerId: "person-x" }, category: "scams_and_fraud", reporter: { id: "person-s" }, description: WORDS_B },
+    });
+    expect(about.status).toBe(201);
+    const backup = (await api("/api/v1/installation/export", { key: inst.apiKey, method: "POST" })).body;
+
+    // Erased as a reporter: their report in the held case stays, and their key (which also seals
+    // the report someone else filed about their content) stays.
+    const erased = await api("/api/v1/personal-data/erase", { key: inst.apiKey, body: { reporter: { id: "person-x" } } });
+    expect(erased.status).toBe(200);
+    expect(erased.body).toMatchObject({ erased: { reports: 1 }, held: { reports: 1, caseIds: [heldOwn.caseId] }, keysDestroyed: null });
+    expect(await personKeyCount(inst.id, "person-x")).toBe(1);
+    const tombstone = await env.DB.prepare("SELECT reporter_until AS r, owner_until AS o, keys_until AS k FROM erasure_tombstones WHERE installation_id = ?1 AND person_index = ?2")
+      .bind(inst.id, personKey(inst.id, "person-x", env))
+      .first();
+    expect(tombstone).toEqual({ r: erased.body.erasedAt, o: null, k: null });
+
+    await removeInstallation(inst.id);
+    const restored = await api("/api/v1/installations/import", { key: ADMIN_TOKEN, body: backup });
+    expect(restored.status).toBe(201);
+    expect(restored.body.erasuresReapplied).toMatchObject({ people: 1, keys: 0, reports: 1 });
+    // What the request erased is erased again; what it held back, and the report about them, are as the backup had them.
+    const readOwn = await api(`/api/v1/reports/${own.id}`, { key: inst.apiKey });
+    expect(readOwn.body.description).toBeNull();
+    expect(JSON.stringify(readOwn.body)).not.toContain(WORDS_A);
+    expect((await api(`/api/v1/reports/${heldOwn.id}`, { key: inst.apiKey })).body.description).toBe(WORDS_A);
+    expect((await api(`/api/v1/reports/${about.body.id}`, { key: inst.apiKey })).body.description).toBe(WORDS_B);
+    expect(await personKeyCount(inst.id, "person-x")).toBe(1);
+    await verifiesFully(inst.apiKey);
+  });
+
+  it("a value sealed under a person's key another isolate still had cached after their erasure reads as erased, even once a new key is made for them", async () => {
+    const inst = await newInstallation("shredding-generation");
+    const person = personKey(inst.id, "person-g", env)!;
+    const first = await sealPersonalData(env, inst.id, "report:g1", { description: WORDS_A }, { people: [person] });
+    // Another isolate's erasure deletes the key row; this isolate's sealing cache still holds the key.
+    await env.DB.prepare("DELETE FROM person_data_keys WHERE installation_id = ?1").bind(inst.id).run();
+    const stale = await sealPersonalData(env, inst.id, "report:g2", { description: WORDS_A }, { people: [person] });
+    // The person is seen again: once the cache is gone, a new key is made for the same period.
+    forgetPersonSealingKeys(inst.id);
+    const fresh = await sealPersonalData(env, inst.id, "report:g3", { description: WORDS_B }, { people: [person] });
+    expect(await personKeyCount(inst.id, "person-g")).toBe(1);
+    expect(await openOutcome(inst.id, "g1", first.sealed)).toBe("crypto.data_key_destroyed");
+    expect(await openOutcome(inst.id, "g2", stale.sealed)).toBe("crypto.data_key_destroyed");
+    expect(await openOutcome(inst.id, "g3", fresh.sealed)).toBe(`opened:${WORDS_B}`);
+  });
+
+  it("re-applying 1,200 people's erasures reads their tombstones from R2 listing pages without a read per person, and takes a number of D1 statements that does not grow with the people", async () => {
+    const inst = await newInstallation("shredding-bulk");
+    const a = await report(inst.apiKey, "bulk-0", "post-bulk", WORDS_A);
+    const at = new Date().toISOString();
+    const people = Array.from({ length: 1200 }, (_, i) => personKey(inst.id, `bulk-${i}`, env)!);
+    // 1,001 tombstones known from R2 alone (more than one listing page), the rest from D1 alone.
+    for (const person of people.slice(0, 1001)) await env.AUDIT_ANCHORS.put(tombstoneKey(inst.id, person), "{}", { customMetadata: { erasedAt: at, reporterUntil: at, keysUntil: at } });
+    await tombstonesStatement(
+      env.DB,
+      inst.id,
+      people.slice(1001).map((person) => ({ person, erasedAt: at, reporterUntil: at, ownerUntil: null, keysUntil: at })),
+    ).run();
+    const calls = { statements: 0, r2Reads: 0, r2Lists: 0 };
+    const counting = <T extends object>(target: T, count: (name: string | symbol) => void): T =>
+      new Proxy(target, {
+        get(object, name) {
+          const value = Reflect.get(object, name, object);
+          if (typeof value !== "function") return value;
+          return (...args: unknown[]) => {
+            count(name);
+            return value.apply(object, args);
+          };
+        },
+      });
+    const db = counting(env.DB, (name) => name === "prepare" && calls.statements++);
+    const anchors = counting(env.AUDIT_ANCHORS, (name) => (name === "get" || name === "head" ? calls.r2Reads++ : name === "list" ? calls.r2Lists++ : undefined));
+    const measured = new Proxy(env, { get: (object, name) => (name === "DB" ? db : name === "AUDIT_ANCHORS" ? anchors : Reflect.get(object, name, object)) });
+
+    const summary = await reapplyErasures(measured, inst.id);
+    expect(summary).toEqual({ people: 1200, keys: 1, reports: 1, appeals: 0 });
+    expect(calls.r2Reads).toBe(0);
+    // Listing pages (fewer than 1,000 objects each when metadata is included), not a read per tombstone.
+    expect(calls.r2Lists).toBeGreaterThanOrEqual(2);
+    expect(calls.r2Lists).toBeLessThan(50);
+    // A few statements per chunk of 500 people and per page of erased rows, not per person.
+    expect(calls.statements).toBeLessThan(60);
+    expect((await api(`/api/v1/reports/${a.id}`, { key: inst.apiKey })).body.description).toBeNull();
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM erasure_tombstones WHERE installation_id = ?1").bind(inst.id).first()).toEqual({ n: 1200 });
   });
 });

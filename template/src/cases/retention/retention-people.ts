@@ -10,6 +10,7 @@ import type { Actor } from "../../auth";
 import { AppError, errorCode } from "../../errors";
 import { newId } from "../../lib/crypto";
 import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
+import { copyTombstones, tombstonesStatement } from "../reports/person-data-keys";
 import { destroyPersonDataKeys, openPersonalData } from "../reports/report-crypto";
 import { rehydratePerson } from "../archive/case-rehydrate";
 import { caseBusySql } from "./retention";
@@ -174,8 +175,10 @@ export async function exportPersonalData(env: Env, actor: Actor, query: PersonQu
  * Hot rows are replaced, archived runs marked (their outputs are no longer served, and the mark
  * travels in backups). Their reports and appeals were sealed under their own keys as well (from
  * migration 0049 on): once nothing of theirs is left unerased those keys are destroyed
- * (`keysDestroyed`; null while something is held back), so the case archive's and backups' copies
- * stop opening and a tombstone makes a restore re-apply the erasure. What was sealed before keys
+ * (`keysDestroyed`; null while something is held back — in any role: a report someone else filed
+ * about them is sealed under the same key), so the case archive's and backups' copies stop opening.
+ * Every request leaves a tombstone of what it erased (the roles and when, and whether the keys
+ * went), so a restore re-applies it whatever was held back. What was sealed before keys
  * per person (and task contexts, step outputs, deliveries, sealed under the period's key alone)
  * stops opening when retention destroys the period's keys (retention-keys.ts).
  * Audited (`personal_data.erased`, counts only) in the batch that erases; `person_data_key.destroyed` after.
@@ -216,10 +219,13 @@ export async function erasePersonalData(env: Env, actor: Actor, query: PersonQue
   const counts = await eraseReports(env, actor.installationId, { reportIds: closed.map((r) => r.id), appealIds: ownAppeals.map((a) => a.id), at: now, audit });
   // The person's signals as an account owner (keyed hashes tying them to other accounts) go with their data.
   // Their account's strikes and sanctions stop naming them once none of their reports is held back.
-  if (keys.owner) {
-    const unlink = held.length === 0 && results.length <= ERASE_LIMIT ? unlinkAccountStatements(env.DB, actor.installationId, keys.owner, requestId) : [];
-    await env.DB.batch([eraseAccountSignalsStatement(env.DB, actor.installationId, keys.owner), ...unlink]);
-  }
+  const unlink = keys.owner && held.length === 0 && results.length <= ERASE_LIMIT ? unlinkAccountStatements(env.DB, actor.installationId, keys.owner, requestId) : [];
+  // The tombstone of what this erased, whatever it held back: a restore of a backup taken before
+  // now erases it again (erasure-reapply.ts), with the same checks of pending work.
+  const people = [...new Set([keys.reporter, keys.owner])].filter((p): p is string => p !== null);
+  const tombstones = people.map((person) => ({ person, erasedAt: now, reporterUntil: person === keys.reporter ? now : null, ownerUntil: person === keys.owner ? now : null, keysUntil: null }));
+  await env.DB.batch([...(keys.owner ? [eraseAccountSignalsStatement(env.DB, actor.installationId, keys.owner)] : []), ...unlink, tombstonesStatement(env.DB, actor.installationId, tombstones)]);
+  await copyTombstones(env, actor.installationId, people);
   // Nothing erased (nothing found, or all held back): the request is still on the record.
   if (Object.values(counts).every((n) => n === 0)) await auditStatement(env.DB, audit(counts)).run();
   // Once nothing of the person is left unerased, their keys go: every copy of what was sealed for
