@@ -20,7 +20,7 @@ const root = fileURLToPath(new URL(".", import.meta.url));
  * Test files whose assertions hold over the whole database (a sweep's totals over every
  * installation, "nothing readable at rest" in any table); they run with storage of their own.
  */
-const FRESH_FILES = ["test/audit-anchor.test.ts", "test/case-archive.test.ts", "test/backtest-chunks.test.ts", "test/cases.test.ts", "test/content.test.ts", "test/cybertipline.test.ts", "test/metrics.test.ts", "test/preservation.test.ts", "test/retention.test.ts", "test/sweeps.test.ts"];
+const FRESH_FILES = ["test/audit-anchor.test.ts", "test/case-archive.test.ts", "test/backtest-chunks.test.ts", "test/cases.test.ts", "test/content.test.ts", "test/cybertipline.test.ts", "test/erasure-shredding.test.ts", "test/metrics.test.ts", "test/preservation.test.ts", "test/retention.test.ts", "test/sweeps.test.ts"];
 
 /**
  * PDQ's public reference images and expected hashes live outside the repository (shared/pdq_vectors
