@@ -157,9 +157,10 @@ export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, si
  * back as { unparsed }.
  */
 export function api(baseUrl, key, { prefix = "", timeoutMs = 30_000, restartGraceMs = 0 } = {}) {
-  // `restartGraceMs`: a GET that finds no server (connection refused or reset, never a timeout) is
-  // sent again for this long, as while wrangler dev restarts a runtime that died. Each retry is
-  // counted in `request.retried`.
+  // `restartGraceMs`: a GET that finds no server (connection refused or reset, or the proxy's 5xx
+  // "Network connection lost" for a runtime that died under it; never a timeout) is sent again for
+  // this long, as while wrangler dev restarts a runtime that died. Each retry is counted in
+  // `request.retried`.
   const request = async function request(pathname, { method, body, headers = {}, as = key } = {}) {
     const verb = method ?? (body === undefined ? "GET" : "POST");
     const sentAt = new Date().toISOString();
@@ -175,6 +176,13 @@ export function api(baseUrl, key, { prefix = "", timeoutMs = 30_000, restartGrac
           ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         });
         text = await response.text();
+        // The dev server's proxy answers for a runtime that died under the request ("Network
+        // connection lost"): as no server, within the grace.
+        if (response.status >= 500 && Date.now() < graceUntil && text.includes("Network connection lost")) {
+          request.retried += 1;
+          await sleep(1_000);
+          continue;
+        }
         break;
       } catch (error) {
         if (error?.name !== "TimeoutError" && Date.now() < graceUntil) {
