@@ -13,17 +13,14 @@
 // is `bulk_action:<id>:<position>`, so a slice killed halfway and resumed replays the runs it had
 // started instead of starting (and delivering) them twice. Each item started is audited.
 import { auditStatement, canonicalJson } from "../audit";
-import { search, type SearchQuery } from "../cases";
-import { actsAsPerson, canReadPersonalData, type Actor } from "../auth";
+import { actsAsPerson, type Actor } from "../auth";
 import { AppError, conflict, errorCode, notFound } from "../errors";
-import { decisionConfigProblems, restrictsAnything } from "../lib/dsa-vocabulary";
+import { restrictsAnything } from "../lib/dsa-vocabulary";
 import { newId } from "../lib/crypto";
-import { searchTerm } from "../lib/person-keys";
 import { createRun } from "../workflows";
-import { accountKeyOf } from "./accounts";
-import { carrierVersionId, kindOf, readStrikePolicy } from "./strike-policy";
+import { type BulkActionInput, bulkDecisionConfig, invalid, MAX_BULK_SUBJECTS, subjectsOf } from "./bulk-action-input";
+import { carrierVersionId, readStrikePolicy } from "./strike-policy";
 
-export const MAX_BULK_SUBJECTS = 10_000;
 /** Runs started per slice: in the request that starts (or approves) the bulk action, and per sweep. */
 export const BULK_SLICE = 5;
 const SWEEP_SLICES = 20;
@@ -32,17 +29,6 @@ export const BULK_RUNS_PER_SECOND = 50;
 /** How long the request's background drain goes on (within waitUntil's limit); the sweep takes what is left. */
 const DRAIN_MS = 20_000;
 const DRAIN_SLICE = 25;
-
-export interface BulkActionInput {
-  subjects?: Array<{ kind?: unknown; id?: unknown }>;
-  search?: Record<string, unknown>;
-  /** Accounts (the product's ids of owners, or keys as related accounts are listed): the subjects of their reports. */
-  accounts?: string[];
-  actionType: string;
-  reason: string;
-  decision?: { outcome?: string; restrictions?: Record<string, unknown>; ground?: string; legalGround?: string; contractualGround?: string; policyCategory?: string };
-  dryRun?: boolean;
-}
 
 interface BulkRow {
   id: string;
@@ -61,116 +47,6 @@ interface BulkRow {
 
 const COLUMNS = `id, action_type_key AS actionTypeKey, reason, state, total, started, created_by AS createdBy, approved_by AS approvedBy, decision_json AS decisionJson,
   workflow_version_id AS workflowVersionId, created_at AS createdAt, updated_at AS updatedAt`;
-
-const BODY_FIELDS: Record<string, string> = { legal_ground: "legalGround", contractual_ground: "contractualGround", policy_category: "policyCategory", statement: "reason" };
-
-/**
- * The decision each subject's run records (a decision node's config, without its statement: the
- * reason is). What the caller names, else what the action type's key says (kindOf): a suspension
- * or termination restricts the account, a warning is a decision not to act, anything else removes
- * the content. Whether a person decided: a person's list is a person's decision; a person's search
- * is partly automated (a query chose the subjects); an automation key's, fully automated.
- * Checked as POST /decisions checks a decision (422 bulk_action.decision_invalid).
- */
-export function bulkDecisionConfig(actor: Actor, input: BulkActionInput): Record<string, unknown> {
-  const kind = kindOf(input.actionType);
-  const defaults: Record<string, { outcome: string; restrictions: Record<string, unknown> }> = {
-    suspension: { outcome: "account_suspended", restrictions: { account: "suspended" } },
-    termination: { outcome: "account_terminated", restrictions: { account: "terminated" } },
-    warning: { outcome: "warning", restrictions: {} },
-    restriction: { outcome: "content_removed", restrictions: { visibility: ["content_removed"] } },
-  };
-  const given = input.decision ?? {};
-  const config: Record<string, unknown> = {
-    outcome: given.outcome ?? (given.restrictions === undefined ? defaults[kind]!.outcome : "restricted"),
-    restrictions: given.restrictions ?? defaults[kind]!.restrictions,
-    ground: given.ground ?? "incompatible_content",
-    ...(given.legalGround === undefined ? {} : { legal_ground: given.legalGround }),
-    ...(given.contractualGround === undefined ? {} : { contractual_ground: given.contractualGround }),
-    ...(given.policyCategory === undefined ? {} : { policy_category: given.policyCategory }),
-    automated_decision: !actsAsPerson(actor) ? "fully" : input.search ? "partially" : "not_automated",
-  };
-  const problems = decisionConfigProblems({ ...config, statement: input.reason });
-  if (problems.length > 0) {
-    throw new AppError("bulk_action.decision_invalid", `The subjects' decision: ${problems.map((p) => p.message).join(" ")}`, {
-      status: 422,
-      details: problems.map((p) => {
-        const field = p.path.replace(/^config\./u, "");
-        const top = field.replace(/^[a-z_]+/u, (name) => BODY_FIELDS[name] ?? name);
-        return { path: top === "reason" ? "$.reason" : `$.decision.${top}`, code: "invalid", message: p.message };
-      }),
-    });
-  }
-  return config;
-}
-
-function invalid(message: string, path: string): AppError {
-  return new AppError("bulk_action.invalid", message, { status: 422, details: [{ path, code: "invalid", message }] });
-}
-
-/**
- * The subjects named: the id list as given (each once), the subjects of a search's reports, or the
- * subjects of the reports about some accounts (an account and the ones related to it: a spam
- * ring), up to 10,000, newest first. Only this installation's reports are read.
- */
-async function subjectsOf(env: Env, actor: Actor, input: BulkActionInput): Promise<Array<{ kind: string; id: string }>> {
-  if ([input.subjects, input.search, input.accounts].filter((source) => source !== undefined).length !== 1) {
-    throw invalid("Name the subjects one way: as a list (subjects), as a search (search), or as the accounts whose reported subjects to act on (accounts).", "$");
-  }
-  const seen = new Map<string, { kind: string; id: string }>();
-  if (input.accounts) {
-    // Product account ids are personal identifiers: matching them is a search of personal data, as
-    // GET /search?type=account is (its scope, and its audit event, a dry run's too).
-    if (!canReadPersonalData(actor)) {
-      throw new AppError("bulk_action.personal_data_scope", "Naming subjects by accounts matches personal identifiers; it needs the personal_data:read scope (or admin). Name the subjects as a list or a search instead.", { status: 403 });
-    }
-    const keys = [...new Set(input.accounts.map((account) => accountKeyOf(actor.installationId, account)))];
-    const { results } = await env.DB.prepare(`SELECT subject_kind AS kind, subject_id AS id, MAX(created_at) AS at FROM reports
-        WHERE installation_id = ?1 AND subject_owner_key IN (SELECT value FROM json_each(?2)) GROUP BY subject_kind, subject_id ORDER BY at DESC LIMIT ${MAX_BULK_SUBJECTS}`)
-      .bind(actor.installationId, JSON.stringify(keys))
-      .all<{ kind: string; id: string }>();
-    // Who matched which accounts (only as a keyed digest), for what, with how many subjects found.
-    await auditStatement(env.DB, {
-      installationId: actor.installationId,
-      idempotencyKey: `search:${crypto.randomUUID()}`,
-      action: "search.personal_data_searched",
-      actor: actor.audit,
-      target: { type: "search", id: "account" },
-      details: {
-        type: "account",
-        fields: ["account.id"],
-        via: "bulk_action",
-        dryRun: input.dryRun === true,
-        accounts: keys.length,
-        results: results.length,
-        queryDigest: searchTerm(actor.installationId, "word", `accounts\u0000${[...keys].sort().join(",")}`),
-      },
-      at: new Date().toISOString(),
-    }).run();
-    return results.map(({ kind, id }) => ({ kind, id }));
-  }
-  if (input.subjects) {
-    for (const [i, subject] of input.subjects.entries()) {
-      if (typeof subject.kind !== "string" || typeof subject.id !== "string" || subject.kind.length === 0 || subject.id.length === 0 || subject.kind.length > 100 || subject.id.length > 500) {
-        throw invalid("Each subject is { kind, id }, two non-empty strings.", `$.subjects[${i}]`);
-      }
-      seen.set(`${subject.kind}\u0000${subject.id}`, { kind: subject.kind, id: subject.id });
-    }
-    return [...seen.values()];
-  }
-  const filters = input.search!;
-  const text = (name: string) => (typeof filters[name] === "string" ? (filters[name] as string) : undefined);
-  const query: SearchQuery = { type: "report", limit: 200, cursor: null };
-  for (const name of ["q", "category", "state", "queue", "from", "to", "decision", "automation"] as const) if (text(name) !== undefined) (query as unknown as Record<string, string>)[name] = text(name)!;
-  while (seen.size < MAX_BULK_SUBJECTS) {
-    const page = await search(env, actor, query);
-    for (const item of page.items) seen.set(`${String(item.subjectKind)}\u0000${String(item.subjectId)}`, { kind: String(item.subjectKind), id: String(item.subjectId) });
-    if (!page.nextCursor) break;
-    const last = page.items.at(-1)!;
-    query.cursor = [String(last.at), String(last.id)];
-  }
-  return [...seen.values()].slice(0, MAX_BULK_SUBJECTS);
-}
 
 /** A dry run's counts, or the bulk action recorded (and its first slice started unless it waits for approval). */
 export async function createBulkAction(env: Env, ctx: ExecutionContext, actor: Actor, input: BulkActionInput) {

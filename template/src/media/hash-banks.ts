@@ -7,7 +7,6 @@ import type { Actor } from "../auth";
 import { AppError, conflict, notFound } from "../errors";
 import { newId } from "../lib/crypto";
 import { isUniqueViolation } from "../lib/d1";
-import { CSV_HEADER, csvRow, parseHashCsv } from "./hash-bank-csv";
 import { MAX_SHARD_ENTRIES, MAX_TAG_LENGTH, MAX_TAGS, type ShardEntry, type ShardMatch } from "./pdq-index-shard";
 
 export const HASH_BANK_KINDS = ["pdq"] as const;
@@ -74,7 +73,7 @@ async function bankForMatch(env: Env, installationId: string, bankId: string): P
 
 const forgetBank = (installationId: string, bankId: string) => configs.delete(`${installationId}:${bankId}`);
 
-function shardStub(env: Env, bank: HashBankRow, shard: number) {
+export function shardStub(env: Env, bank: HashBankRow, shard: number) {
   return env.PDQ_INDEX.get(env.PDQ_INDEX.idFromName(`pdq:${bank.installationId}:${bank.id}:${shard}`));
 }
 
@@ -248,55 +247,6 @@ export async function addHashBankEntries(env: Env, actor: Actor, bankId: string,
   return { added, updated, skipped };
 }
 
-/** Imports a CSV hash list (hash-bank-csv.ts): its PDQ rows are added as by addHashBankEntries. */
-export async function importHashBankCsv(env: Env, actor: Actor, bankId: string, text: string) {
-  await bankOf(env, actor.installationId, bankId);
-  const parsed = parseHashCsv(text);
-  if (parsed.entries.length === 0 && parsed.invalid > 0) {
-    throw new AppError("hash_bank.csv_invalid", "No row of this CSV holds a PDQ hash (64 hex digits); see details for the first lines refused.", { status: 422, details: { invalidLines: parsed.invalidLines } });
-  }
-  const result = await addHashBankEntries(env, actor, bankId, parsed.entries, "csv", { otherTypes: parsed.otherTypes, invalid: parsed.invalid });
-  return { ...result, rows: parsed.entries.length, otherTypes: parsed.otherTypes, invalid: parsed.invalid, invalidLines: parsed.invalidLines };
-}
-
-/** The bank as CSV (hash-bank-csv.ts), streamed shard by shard, to admins only (403 otherwise); audited. */
-export async function exportHashBankCsv(env: Env, actor: Actor, bankId: string): Promise<ReadableStream<Uint8Array>> {
-  // The route is a GET, which `read` keys and viewers pass; the bank's hashes are for admins only.
-  if (!actor.scopes.includes("admin")) throw new AppError("auth.scope_missing", "Exporting a hash bank needs the admin scope.", { status: 403, details: { required: ["admin"] } });
-  const bank = await bankOf(env, actor.installationId, bankId);
-  await auditStatement(env.DB, {
-    installationId: bank.installationId,
-    idempotencyKey: `hash_bank:${bank.id}:exported:${crypto.randomUUID()}`,
-    action: "hash_bank.exported",
-    actor: actor.audit,
-    target: { type: "hash_bank", id: bank.id },
-    details: { name: bank.name },
-    at: new Date().toISOString(),
-  }).run();
-  const encoder = new TextEncoder();
-  const entries = hashBankEntries(env, bank);
-  let started = false;
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      if (!started) {
-        started = true;
-        controller.enqueue(encoder.encode(CSV_HEADER));
-      }
-      let chunk = "";
-      for (let i = 0; i < 1000; i += 1) {
-        const next = await entries.next();
-        if (next.done) {
-          if (chunk) controller.enqueue(encoder.encode(chunk));
-          controller.close();
-          return;
-        }
-        chunk += csvRow(next.value);
-      }
-      controller.enqueue(encoder.encode(chunk));
-    },
-  });
-}
-
 /** Removes entries by hash (absent ones are ignored). */
 export async function removeHashBankEntries(env: Env, actor: Actor, bankId: string, hashes: string[]) {
   const bank = await bankOf(env, actor.installationId, bankId);
@@ -364,19 +314,6 @@ export function matchView(actor: Actor, match: BankMatch): Omit<BankMatch, "hash
   return actor.scopes.includes("admin") ? { hash, ...rest } : rest;
 }
 
-/** Every entry of the bank, shard by shard in id order, `pageSize` at a time (an export). */
-export async function* hashBankEntries(env: Env, bank: HashBankRow, pageSize = 5_000): AsyncGenerator<ShardEntry> {
-  for (let shard = 0; shard < bank.shards; shard += 1) {
-    let after = 0;
-    for (;;) {
-      const { entries } = await shardStub(env, bank, shard).page(after, pageSize);
-      for (const entry of entries) yield entry;
-      if (entries.length < pageSize) break;
-      after = entries[entries.length - 1]!.id;
-    }
-  }
-}
-
 /**
  * Applies an exchange's changes to the bank's shards as `source` (`exchange:<kind>`): a `put`
  * entry's tags become exactly this source's tags for the hash (an exchange's record is its whole
@@ -388,11 +325,18 @@ export async function* hashBankEntries(env: Env, bank: HashBankRow, pageSize = 5
  */
 export async function applyExchangeChanges(env: Env, bank: HashBankRow, source: string, changes: { put: ShardEntry[]; remove: string[] }) {
   const removeBy = new Map<number, string[]>();
-  for (const hash of changes.remove) removeBy.set(shardOfHash(hash, bank.shards), [...(removeBy.get(shardOfHash(hash, bank.shards)) ?? []), hash]);
+  for (const hash of changes.remove) {
+    const shard = shardOfHash(hash, bank.shards);
+    const list = removeBy.get(shard) ?? [];
+    list.push(hash);
+    removeBy.set(shard, list);
+  }
   const putBy = new Map<number, ShardEntry[]>();
   for (const entry of changes.put) {
     const shard = shardOfHash(entry.hash, bank.shards);
-    putBy.set(shard, [...(putBy.get(shard) ?? []), { hash: entry.hash, tags: normalTags(entry.tags), quality: entry.quality }]);
+    const list = putBy.get(shard) ?? [];
+    list.push({ hash: entry.hash, tags: normalTags(entry.tags), quality: entry.quality });
+    putBy.set(shard, list);
   }
   const removals = await Promise.all([...removeBy].map(([shard, list]) => shardStub(env, bank, shard).remove(list, { source })));
   const results = await Promise.all([...putBy].map(([shard, list]) => shardStub(env, bank, shard).add(list, { source, replace: true })));

@@ -2,7 +2,8 @@
 // /api/v1/hash-banks: banks of known PDQ hashes (admin), their entries, CSV import and export, and
 // matching a hash against a bank (the keys that send reports in, reviewers, admins).
 import { routes } from "../http/route";
-import { addHashBankEntries, createHashBank, deleteHashBank, exportHashBankCsv, getHashBank, importHashBankCsv, listHashBanks, matchHashBank, matchView, removeHashBankEntries, updateHashBank } from "./hash-banks";
+import { exportHashBankCsv, importHashBankCsv } from "./hash-bank-transfer";
+import { addHashBankEntries, createHashBank, deleteHashBank, getHashBank, listHashBanks, matchHashBank, matchView, removeHashBankEntries, updateHashBank } from "./hash-banks";
 import { hashImage } from "./hashing";
 import { AppError } from "../errors";
 

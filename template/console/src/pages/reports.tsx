@@ -9,25 +9,7 @@ import { Empty, ErrorNote, Loading, PageTitle, shortId, Time } from "../ui";
 import { collectMedia, ExternalLink, MediaGallery, snapshotText } from "./content";
 import { RevealReporter } from "./task/panels";
 import { SubjectReports, Timeline } from "./timeline";
-
-const CATEGORIES = [
-  "animal_welfare",
-  "consumer_information",
-  "cyber_violence",
-  "cyber_violence_against_women",
-  "data_protection_and_privacy_violations",
-  "illegal_or_harmful_speech",
-  "intellectual_property_infringements",
-  "negative_effects_on_civic_discourse_or_elections",
-  "not_specified_notice",
-  "other_violation_tc",
-  "protection_of_minors",
-  "risk_for_public_security",
-  "scams_and_fraud",
-  "self_harm",
-  "unsafe_and_prohibited_products",
-  "violence",
-];
+import { POLICY_CATEGORIES as CATEGORIES } from "../../../src/lib/policy-categories";
 
 export function ReportsPage() {
   const navigate = useNavigate();
