@@ -4,6 +4,8 @@
 // personal data are audited without the query; another installation's records never appear.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { eraseReportTermsStatement, listTermsOnReports } from "../src/cases/search/search-terms";
+import { eraseReports } from "../src/cases/retention/retention-erase";
 import { api, newInstallation, personKey } from "./helpers";
 
 const REPORTER_ID = `reporter-${crypto.randomUUID()}`;
@@ -111,5 +113,61 @@ describe("search", () => {
     const everything = await search(b.apiKey, { type: "report" });
     expect(ids(everything.body)).toEqual([theirs.id]);
     expect(JSON.stringify(everything.body)).not.toContain(mine.id);
+  });
+
+  it("a report lists its own terms: erasure removes each of its term rows by the index's primary key (there is no record index) and leaves another report's", async () => {
+    const { id: installationId, apiKey } = await newInstallation("search-erase");
+    const erased = await fileReport(apiKey, { subjectId: "post-e1", description: "Wobblequartz trades stolen cards", reporter: { id: `r-${crypto.randomUUID()}` } });
+    const kept = await fileReport(apiKey, { subjectId: "post-e2", description: "Wobblequartz is a fine word" });
+    const termRows = async (id: string) => (await env.DB.prepare(`SELECT term FROM search_terms WHERE installation_id = ?1 AND record_id = ?2 ORDER BY term`).bind(installationId, id).all<{ term: string }>()).results.map((r) => r.term);
+    const listed = async (id: string) => (await env.DB.prepare(`SELECT search_terms AS terms FROM reports WHERE id = ?1`).bind(id).first<{ terms: string | null }>())?.terms ?? null;
+    const erasedTerms = await termRows(erased.id);
+    expect(erasedTerms.length).toBe(5); // four words and the reporter's id
+    expect(JSON.parse((await listed(erased.id))!).sort()).toEqual(erasedTerms);
+    expect(JSON.parse((await listed(kept.id))!).sort()).toEqual(await termRows(kept.id));
+
+    // The index has no second B-tree; the erasure's delete seeks each row by the whole key.
+    const indexes = await env.DB.prepare(`SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'search_terms'`).all<{ name: string }>();
+    expect(indexes.results.map((r) => r.name).filter((name) => !name.startsWith("sqlite_autoindex"))).toEqual([]);
+    const statement = eraseReportTermsStatement(env.DB, installationId, [erased.id]) as unknown as { statement: string; params: unknown[] };
+    const plan = await env.DB.prepare(`EXPLAIN QUERY PLAN ${statement.statement}`)
+      .bind(...statement.params)
+      .all<{ detail: string }>();
+    expect(plan.results.map((r) => r.detail)).toContain("SEARCH search_terms USING PRIMARY KEY (installation_id=? AND term=? AND created_at=? AND record_id=?)");
+    expect(plan.results.some((r) => /SCAN search_terms/u.test(r.detail))).toBe(false);
+
+    const at = new Date().toISOString();
+    const counts = await eraseReports(env, installationId, {
+      reportIds: [erased.id],
+      at,
+      audit: (n) => ({
+        installationId,
+        idempotencyKey: `test:${erased.id}`,
+        action: "retention.personal_data_erased",
+        actor: { type: "system", id: "retention" },
+        target: { type: "installation", id: installationId },
+        details: { ...n },
+        at,
+      }),
+    });
+    expect(counts.reports).toBe(1);
+    expect(await termRows(erased.id)).toEqual([]);
+    expect(await listed(erased.id)).toBeNull();
+    expect((await termRows(kept.id)).length).toBeGreaterThan(0);
+    expect(ids((await search(apiKey, { q: "wobblequartz" })).body)).toEqual([kept.id]);
+  });
+
+  it("rows of a backup or case archive made before reports listed their terms get their lists from the term rows that come with them", () => {
+    const reports: Record<string, unknown>[] = [{ id: "rpt_a" }, { id: "rpt_b" }, { id: "rpt_c", search_terms: null }];
+    listTermsOnReports(reports, [
+      { record_id: "rpt_a", term: "bbbb" },
+      { record_id: "rpt_a", term: "aaaa" },
+      { record_id: "rpt_c", term: "cccc" },
+    ]);
+    expect(reports).toEqual([
+      { id: "rpt_a", search_terms: JSON.stringify(["aaaa", "bbbb"]) },
+      { id: "rpt_b", search_terms: null },
+      { id: "rpt_c", search_terms: null },
+    ]);
   });
 });

@@ -21,6 +21,7 @@ export { hotOrArchived } from "./archive/case-rehydrate";
 export { findQueueJsonSql, findQueueRow, type QueueRow } from "./queues/queues";
 export { DEFAULT_HOLD_DAYS, holdStatements } from "./retention/preservation-holds";
 export { search, type SearchQuery } from "./search/search";
+export { listTermsOnReports } from "./search/search-terms";
 export {
   getReportRow,
   reportSummary,

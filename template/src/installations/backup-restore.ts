@@ -11,6 +11,7 @@ import { isUniqueViolation } from "../lib/d1";
 import { isRunArchiveKeyOf, runArchiveKey, runArchiveTextHolds } from "../workflows";
 // Not through cases/index.ts: retention reaches enforcement and workflows, which import it.
 import { reapplyErasures } from "../cases/retention/erasure-reapply";
+import { listTermsOnReports } from "../cases";
 import {
   anchorKey,
   BACKUP_FORMAT,
@@ -195,6 +196,8 @@ export async function importInstallation(env: Env, input: unknown) {
   if (await env.DB.prepare(`SELECT 1 FROM installations WHERE id = ?1`).bind(installationId).first()) {
     throw new AppError("installation_import.exists", "This deployment already has that installation; restore into a fresh state folder or account.", { status: 409 });
   }
+  // A backup made before reports listed their search terms: the lists, from the term rows it holds.
+  listTermsOnReports(backup.tables.reports, backup.tables.search_terms);
   const statements: D1PreparedStatement[] = [];
   for (const { table, backup: included } of BACKUP_TABLES) {
     if (included === false) continue;

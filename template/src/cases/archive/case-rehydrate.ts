@@ -5,6 +5,7 @@ import { canonicalJson } from "../../audit";
 import { AppError } from "../../errors";
 import { byteLength } from "../../lib/crypto";
 import { caseArchiveKey, caseRefKey, type CaseRefKind, COLUMN, ID, PERSON_KEY, PREFIX, readCaseArchive, type Row, subjectKey, subjectRefKey, type TableName, TABLES } from "./case-scope";
+import { listTermsOnReports } from "../search/search-terms";
 
 /** Bytes of rows per INSERT statement when a case goes back (D1 takes at most 2 MB in one bound value). */
 const REHYDRATE_CHUNK_BYTES = 1_000_000;
@@ -60,6 +61,8 @@ export async function rehydrateCase(env: Env, installationId: string, caseId: st
   if (!caseRow) return false;
   const subject = subjectKey(installationId, String(caseRow.subject_kind), String(caseRow.subject_id));
   const bytes = byteLength(canonicalJson(object));
+  // A case archived before reports listed their search terms: the lists, from the term rows it holds.
+  listTermsOnReports(object.tables.reports, object.tables.search_terms);
   const statements = TABLES.flatMap((t) => insertStatements(db, t.name, object.tables[t.name]));
   try {
     await db.batch([

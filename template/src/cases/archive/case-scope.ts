@@ -100,8 +100,12 @@ export const SCOPE_SQL = `
 export const TABLES = [
   { name: "cases", select: `SELECT * FROM cases WHERE id = ?1 AND installation_id = ?2` },
   { name: "reports", select: `SELECT * FROM reports WHERE id IN (SELECT id FROM rp) ORDER BY created_at, id` },
-  // The reports' keyed search terms (cases/search): an archived report leaves search, and comes back to it with its case.
-  { name: "search_terms", select: `SELECT * FROM search_terms WHERE installation_id = ?2 AND record_id IN (SELECT id FROM rp) ORDER BY record_id, term, created_at` },
+  // The reports' keyed search terms (cases/search), reached by key from each report's list of them: an archived report leaves search, and comes back to it with its case.
+  {
+    name: "search_terms",
+    select: `SELECT * FROM search_terms WHERE installation_id = ?2 AND (term, created_at, record_id) IN (
+      SELECT t.value, r.created_at, r.id FROM reports r CROSS JOIN json_each(r.search_terms) t WHERE r.id IN (SELECT id FROM rp)) ORDER BY record_id, term, created_at`,
+  },
   // Parents before their child runs.
   { name: "workflow_runs", select: `SELECT * FROM workflow_runs WHERE id IN (SELECT id FROM ru) ORDER BY parent_run_id IS NOT NULL, created_at, id` },
   { name: "workflow_step_runs", select: `SELECT * FROM workflow_step_runs WHERE id IN (SELECT id FROM st) ORDER BY started_at, rowid` },

@@ -13,7 +13,7 @@ import { enqueueDeliveries, NOTICE_SOURCES, noticeReceiptStatements, subscribedE
 import { assumedSender, noticeRecordStatement, noticeSender, plainSendersStatement, type NoticeSender } from "../notices/notifiers";
 import { hotOrArchived, rehydrateSubject } from "../archive/case-rehydrate";
 import { subjectKey } from "../archive/case-scope";
-import { reportTerms, reportTermsStatement } from "../search/search-terms";
+import { reportTerms, reportTermsStatement, termsColumn } from "../search/search-terms";
 import { CONTEXT_LIST_LIMIT, CONTEXT_STRING_LIMIT, contextOverBounds } from "../../workflows";
 import { signalKeys, signalsStatement, type SignalInput } from "./signals";
 
@@ -57,7 +57,7 @@ interface Sender {
   sender: NoticeSender;
   /** The receipt's endpoints as intake assumes or read them. */
   endpoints: EndpointRow[];
-  /** When assumed: the condition the report insert is written under (from parameter ?17). */
+  /** When assumed: the condition the report insert is written under (from parameter ?18). */
   condition?: { sql: string; binds: (string | null)[] };
 }
 
@@ -123,11 +123,11 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
   const known = senderContexts.get(actor.installationId);
   if (known?.plain && known.until > Date.now()) {
     // One round trip: the sender assumed (neither suspended nor a flagger) and the endpoints as last read, checked by the insert.
-    const assumed = assumedSender(env, actor.installationId, senderInput, 17);
+    const assumed = assumedSender(env, actor.installationId, senderInput, 18);
     const endpointIds = receiptWanted ? known.endpointIds : null;
     const condition = receiptWanted
       ? {
-          sql: [assumed.condition.sql, `${subscribedEndpointIdsSql(`?${17 + assumed.condition.binds.length}`, `'message.send'`)} IS ?${18 + assumed.condition.binds.length}`].filter(Boolean).join(" AND "),
+          sql: [assumed.condition.sql, `${subscribedEndpointIdsSql(`?${18 + assumed.condition.binds.length}`, `'message.send'`)} IS ?${19 + assumed.condition.binds.length}`].filter(Boolean).join(" AND "),
           binds: [...assumed.condition.binds, actor.installationId, endpointIds!.length > 0 ? endpointIds!.join(",") : null],
         }
       : assumed.condition;
@@ -193,7 +193,8 @@ async function recordReport(
   // A case opened for a report that was not written (an Idempotency-Key race, an assumption that
   // did not hold) is not left behind empty; without either, the report cannot lose its case.
   const cleanup = idempotencyKey !== undefined || from.condition !== undefined;
-  const terms = reportTermsStatement(env.DB, { installationId: actor.installationId, reportId: id, at, terms: reportTerms(actor.installationId, r.personal) });
+  const termList = reportTerms(actor.installationId, r.personal);
+  const terms = reportTermsStatement(env.DB, { installationId: actor.installationId, reportId: id, at, terms: termList });
   // The owner's signals, as keyed hashes only (accounts' related accounts).
   const signals = signalsStatement(env.DB, { installationId: actor.installationId, reportId: id, accountKey: personKey(actor.installationId, input.subject.ownerId), signals: signalKeys(actor.installationId, input.subject.signals), at });
   const results = await env.DB.batch<Record<string, unknown>>([
@@ -204,8 +205,8 @@ async function recordReport(
     `).bind(caseId, ...subject, at, subjectKey(...subject)),
     env.DB.prepare(`
       INSERT INTO reports (id, installation_id, case_id, subject_kind, subject_id, category, category_specification_json, source,
-        evidence_count, personal_data, data_key_id, idempotency_key, request_digest, created_at, reporter_key, subject_owner_key, person_keys_version)
-      SELECT ?1, ?2, c.id, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16
+        evidence_count, personal_data, data_key_id, idempotency_key, request_digest, created_at, reporter_key, subject_owner_key, person_keys_version, search_terms)
+      SELECT ?1, ?2, c.id, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17
       FROM cases c WHERE c.installation_id = ?2 AND c.subject_kind = ?3 AND c.subject_id = ?4${from.condition?.sql ? ` AND ${from.condition.sql}` : ""}
       ON CONFLICT(installation_id, idempotency_key) DO NOTHING
     `).bind(
@@ -224,6 +225,8 @@ async function recordReport(
       personKey(actor.installationId, input.reporter?.id),
       personKey(actor.installationId, input.subject.ownerId),
       PERSON_KEYS_VERSION,
+      // The report's own list of its search terms (erasure and the case archive reach them by key).
+      termsColumn(termList),
       ...(from.condition?.sql ? from.condition.binds : []),
     ),
     // Only a report that was actually inserted counts, reopens its case and is audited. The update

@@ -71,16 +71,17 @@ export async function eraseReports(env: Env, installationId: string, input: { re
   if (Object.values(counts).every((n) => n === 0)) return counts;
   const db = env.DB;
   const statements: D1PreparedStatement[] = [];
+  // The reports' term rows first: the updates below clear the lists that reach them.
+  if (found.reportIds.length > 0) statements.push(eraseReportTermsStatement(db, installationId, found.reportIds));
   for (const id of found.reportIds) {
     const { sealed, dataKeyId } = await sealPersonalData(env, installationId, `report:${id}`, ERASED_REPORT);
     statements.push(
       db
-        .prepare(`UPDATE reports SET personal_data = ?3, data_key_id = ?4, personal_data_erased_at = ?5, reporter_key = NULL, subject_owner_key = NULL, person_keys_version = COALESCE(person_keys_version, 0)
+        .prepare(`UPDATE reports SET personal_data = ?3, data_key_id = ?4, personal_data_erased_at = ?5, reporter_key = NULL, subject_owner_key = NULL, search_terms = NULL, person_keys_version = COALESCE(person_keys_version, 0)
           WHERE installation_id = ?1 AND id = ?2 AND personal_data_erased_at IS NULL`)
         .bind(installationId, id, sealed, dataKeyId, input.at),
     );
   }
-  if (found.reportIds.length > 0) statements.push(eraseReportTermsStatement(db, installationId, found.reportIds));
   for (const id of found.appealIds) {
     const { sealed, dataKeyId } = await sealPersonalData(env, installationId, `appeal:${id}`, ERASED_APPEAL);
     statements.push(

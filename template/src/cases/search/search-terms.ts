@@ -47,7 +47,41 @@ export function reportTermsStatement(db: D1Database, input: { installationId: st
     .bind(input.installationId, input.at, input.reportId, JSON.stringify(input.terms));
 }
 
-/** Deletes the terms of reports whose personal data is erased (search_terms_record). */
+/**
+ * Deletes the terms of reports whose personal data is erased: each report lists its terms
+ * (reports.search_terms), so every row is reached by the primary key. Runs before the statement
+ * that clears the reports' lists, in the same batch.
+ */
 export function eraseReportTermsStatement(db: D1Database, installationId: string, reportIds: string[]): D1PreparedStatement {
-  return db.prepare(`DELETE FROM search_terms WHERE record_id IN (SELECT value FROM json_each(?2)) AND installation_id = ?1`).bind(installationId, JSON.stringify(reportIds));
+  return db
+    .prepare(`DELETE FROM search_terms WHERE installation_id = ?1 AND (term, created_at, record_id) IN (
+      SELECT t.value, r.created_at, r.id FROM json_each(?2) j JOIN reports r ON r.id = j.value AND r.installation_id = ?1 CROSS JOIN json_each(r.search_terms) t)`)
+    .bind(installationId, JSON.stringify(reportIds));
+}
+
+/** The JSON list of a report's terms as its row keeps it (NULL when it has none). */
+export function termsColumn(terms: string[]): string | null {
+  return terms.length > 0 ? JSON.stringify(terms) : null;
+}
+
+type Row = Record<string, unknown>;
+
+/**
+ * Rows of reports written before reports listed their terms (an older backup or case archive)
+ * get their list from the search_terms rows that come back with them, so erasure still finds
+ * every term row by its key. Rows that already carry the column are left as they are.
+ */
+export function listTermsOnReports(reports: Row[] | undefined, terms: Row[] | undefined): void {
+  if (!reports?.length) return;
+  const byRecord = new Map<string, string[]>();
+  for (const row of terms ?? []) {
+    const list = byRecord.get(String(row.record_id)) ?? [];
+    list.push(String(row.term));
+    byRecord.set(String(row.record_id), list);
+  }
+  for (const report of reports) {
+    if ("search_terms" in report) continue;
+    const list = byRecord.get(String(report.id));
+    report.search_terms = list ? JSON.stringify(list.sort()) : null;
+  }
 }
