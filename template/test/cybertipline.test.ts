@@ -234,6 +234,104 @@ describe("CyberTipline reports", () => {
     expect(await peerReports(username)).toEqual([]);
   });
 
+  it("a report NCMEC refuses after opening it is retracted there, so no half-made report stays open; it may then be confirmed again as a new report", async () => {
+    const { admin, person, username } = await desk("retract-auto");
+    await control("plan", { username, failAt: "upload", times: 1, mode: "refuse" });
+    const report = await reportWithFiles(admin, ["r.jpg"]);
+    const refused = await api("/api/v1/cybertipline/reports", { key: person, body: { reportId: report.id } });
+    expect(refused.status).toBe(422);
+    expect(refused.body.error).toMatchObject({ code: "cybertipline.report_rejected", details: { step: "upload", responseCode: 4200 } });
+    const id = refused.body.error.details.submissionId;
+    const view = (await api(`/api/v1/cybertipline/reports/${id}`, { key: admin })).body;
+    expect(view).toMatchObject({ state: "rejected", ncmecReportId: expect.any(String), retractedAt: expect.any(String), lastErrorCode: "cybertipline.report_rejected" });
+    expect((await peerLog(username)).map((l) => `${l.step}:${l.responseCode}`)).toEqual(["submit:0", "upload:4200", "retract:0"]);
+    expect(await peerReports(username)).toEqual([]);
+    const events = (await api(`/api/v1/audit-events?targetId=${id}&limit=50`, { key: admin })).body.items;
+    expect(events.find((e: any) => e.action === "cybertipline.report_retracted")).toMatchObject({ actor: { type: "system" }, details: { ncmecReportId: view.ncmecReportId, automatic: true } });
+
+    // Retracted, the report may be confirmed again: a new submission, a new report at NCMEC, finished.
+    const again = await api("/api/v1/cybertipline/reports", { key: person, body: { reportId: report.id } });
+    expect(again.status).toBe(201);
+    expect(again.body).toMatchObject({ state: "finished", ncmecReportId: expect.any(String), retractedAt: null });
+    expect(again.body.id).not.toBe(id);
+    expect(again.body.ncmecReportId).not.toBe(view.ncmecReportId);
+    expect((await peerReports(username)).map((r) => [r.reportId, r.finished])).toEqual([[again.body.ncmecReportId, true]]);
+  });
+
+  it("an admin retracts a report opened and not finished, with a reason on the record; a finished report, one never opened and another installation's are refused", async () => {
+    const { admin, person, username } = await desk("retract-admin");
+    await control("plan", { username, failAt: "finish", times: 10 });
+    const report = await reportWithFiles(admin, ["s.jpg"]);
+    const opened = await api("/api/v1/cybertipline/reports", { key: person, body: { reportId: report.id } });
+    expect(opened.status).toBe(201);
+    expect(opened.body).toMatchObject({ state: "opened", lastErrorCode: "cybertipline.unavailable", retractedAt: null });
+    const id = opened.body.id;
+
+    const noReason = await api(`/api/v1/cybertipline/reports/${id}/retract`, { key: admin, body: {} });
+    expect(noReason.status).toBe(400);
+    expect(noReason.body.error.code).toEqual(expect.any(String));
+    const other = await newInstallation("cybertipline-retract-other");
+    expect((await api(`/api/v1/cybertipline/reports/${id}/retract`, { key: other.apiKey, body: { reason: "not ours" } })).status).toBe(404);
+    const reviewerOnly = await personKey(admin, "Rita Reviewer", ["review", "read"]);
+    expect((await api(`/api/v1/cybertipline/reports/${id}/retract`, { key: reviewerOnly, body: { reason: "a reviewer may not" } })).status).toBe(403);
+    expect((await peerReports(username)).map((r) => r.reportId)).toEqual([opened.body.ncmecReportId]);
+
+    const retracted = await api(`/api/v1/cybertipline/reports/${id}/retract`, { key: admin, body: { reason: "filed against the wrong account" } });
+    expect(retracted.status).toBe(200);
+    expect(retracted.body).toMatchObject({ id, state: "rejected", retractedAt: expect.any(String), ncmecReportId: opened.body.ncmecReportId });
+    expect(await peerReports(username)).toEqual([]);
+    // Once retracted, asking again answers the same and sends nothing.
+    const twice = await api(`/api/v1/cybertipline/reports/${id}/retract`, { key: admin, body: { reason: "again" } });
+    expect(twice.body.retractedAt).toBe(retracted.body.retractedAt);
+    expect((await peerLog(username)).filter((l) => l.step === "retract")).toHaveLength(1);
+    const events = (await api(`/api/v1/audit-events?targetId=${id}&limit=50`, { key: admin })).body.items.filter((e: any) => e.action === "cybertipline.report_retracted");
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ actor: { type: "api_key" }, details: { reason: "filed against the wrong account", automatic: false, stateBefore: "opened" } });
+    // The sweep does not take a retracted submission up again.
+    const calls = (await peerLog(username)).length;
+    await sweepCyberTipline(env, new Date(Date.now() + 4 * DAY));
+    expect((await peerLog(username)).length).toBe(calls);
+    expect((await api(`/api/v1/cybertipline/reports/${id}`, { key: admin })).body.state).toBe("rejected");
+
+    // A finished report cannot be retracted through the API.
+    const other2 = await desk("retract-done");
+    const done = await api("/api/v1/cybertipline/reports", { key: other2.person, body: { reportId: (await reportWithFiles(other2.admin, ["t.jpg"])).id } });
+    expect(done.body.state).toBe("finished");
+    const refused = await api(`/api/v1/cybertipline/reports/${done.body.id}/retract`, { key: other2.admin, body: { reason: "too late" } });
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.code).toBe("cybertipline.not_retractable");
+    // Nor one whose /submit outcome is unknown: NCMEC's report id must be reconciled first.
+    await control("plan", { username: other2.username, failAt: "submit", times: 1 });
+    const unknown = await api("/api/v1/cybertipline/reports", { key: other2.person, body: { reportId: (await reportWithFiles(other2.admin, ["u.jpg"])).id } });
+    const unknownId = unknown.body.id ?? unknown.body.error?.details?.submissionId;
+    expect((await api(`/api/v1/cybertipline/reports/${unknownId}`, { key: other2.admin })).body).toMatchObject({ state: "pending", ncmecReportId: null });
+    const notOpened = await api(`/api/v1/cybertipline/reports/${unknownId}/retract`, { key: other2.admin, body: { reason: "unknown" } });
+    expect(notOpened.status).toBe(409);
+    expect(notOpened.body.error).toMatchObject({ code: "cybertipline.not_retractable", message: expect.stringContaining("reconcile") });
+    expect((await peerLog(other2.username)).map((l) => l.step)).not.toContain("retract");
+  });
+
+  it("an admin checks the registration against NCMEC's /status: accepted credentials answer ok, refused ones 502 with a code; audited, never with the password", async () => {
+    const { admin, username } = await desk("status");
+    const ok = await api("/api/v1/cybertipline/settings/check", { key: admin, body: {} });
+    expect(ok.status).toBe(200);
+    expect(ok.body).toMatchObject({ ok: true, baseUrl: "https://cybertipline.test/ispws", responseCode: 0 });
+    const wrong = await api("/api/v1/cybertipline/settings", {
+      method: "PUT",
+      key: admin,
+      body: { baseUrl: "https://cybertipline.test/ispws", username, password: "not-the-password", reporter: { firstName: "Tess", email: "ncmec-liaison@product.example" }, enabled: true },
+    });
+    expect(wrong.status).toBe(200);
+    const refused = await api("/api/v1/cybertipline/settings/check", { key: admin, body: {} });
+    expect(refused.status).toBe(502);
+    expect(refused.body.error.code).toBe("cybertipline.credentials_refused");
+    const events = (await api("/api/v1/audit-events?action=cybertipline.registration_checked&limit=10", { key: admin })).body.items;
+    expect(events.map((e: any) => e.details.ok).sort()).toEqual([false, true]);
+    expect(JSON.stringify(events)).not.toContain(PASSWORD);
+    expect(JSON.stringify(events)).not.toContain("not-the-password");
+    expect(JSON.stringify(refused.body)).not.toContain("not-the-password");
+  });
+
   it("no path reaches a report without a person's confirmation: publishing refuses a bypass, an automation key's answer or call is refused with a code", async () => {
     const { admin, person, username } = await desk("confirm");
     expect((await api("/api/v1/queues", { key: admin, body: { name: "child-safety-confirm", slaSeconds: 3600 } })).status).toBe(201);

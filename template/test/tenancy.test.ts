@@ -211,6 +211,7 @@ const BODIES: Record<SchemaName, (f: Fixtures) => Record<string, unknown>> = {
   CyberTiplineSettings: () => ({ preset: "test", username: "esp-tenancy", password: "esp-password", reporter: { email: "reports@example.org" }, enabled: false }),
   ConfirmCyberTiplineReport: (f) => ({ reportId: f.report }),
   ReconcileCyberTiplineReport: () => ({ resend: true }),
+  RetractCyberTiplineReport: () => ({ reason: "filed in error" }),
 };
 
 async function created(path: string, key: string, body: unknown, status = 201): Promise<any> {

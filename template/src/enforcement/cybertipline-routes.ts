@@ -1,10 +1,12 @@
 // /api/v1/cybertipline: the installation's ESP registration with NCMEC (credentials never returned),
 // reports confirmed by a person and sent to the CyberTipline, their progress, an admin's resume,
-// an admin's reconciliation of a /submit whose outcome is unknown, and an admin's audited read of a
-// preserved file.
+// an admin's reconciliation of a /submit whose outcome is unknown, an admin's retraction of a report
+// opened and not finished, an admin's check of the registration against NCMEC, and an admin's
+// audited read of a preserved file.
 import { routes } from "../http/route";
 import {
   CYBERTIPLINE_SUBMISSION_STATES,
+  checkCyberTiplineSettings,
   confirmCyberTiplineReport,
   getCyberTiplineReport,
   getCyberTiplineSettings,
@@ -13,6 +15,7 @@ import {
   readPreservedFile,
   reconcileCyberTiplineReport,
   resumeCyberTiplineReport,
+  retractCyberTiplineReport,
 } from "./cybertipline";
 
 export const cybertiplineRoutes = routes()
@@ -30,6 +33,17 @@ export const cybertiplineRoutes = routes()
       errors: [422],
     },
     async (c, { body }) => putCyberTiplineSettings(c.env, c.get("actor"), body),
+  )
+  .op(
+    {
+      method: "post",
+      path: "/cybertipline/settings/check",
+      summary: "Check the registration against NCMEC (GET /status): the service answers and accepts the credentials; audited",
+      auth: ["admin"],
+      ok: 200,
+      errors: [409, 502, 503],
+    },
+    async (c) => checkCyberTiplineSettings(c.env, c.get("actor")),
   )
   .op(
     {
@@ -73,6 +87,18 @@ export const cybertiplineRoutes = routes()
       errors: [404, 409, 422],
     },
     async (c, { body }) => reconcileCyberTiplineReport(c.env, c.get("actor"), c.req.param("id"), body),
+  )
+  .op(
+    {
+      method: "post",
+      path: "/cybertipline/reports/:id/retract",
+      summary: "Cancel at NCMEC (/retract) a report opened and not finished, with a reason; the submission becomes rejected (the report may be confirmed again), its files and hold stay; audited",
+      auth: ["admin"],
+      body: "RetractCyberTiplineReport",
+      ok: 200,
+      errors: [404, 409, 422, 502, 503],
+    },
+    async (c, { body }) => retractCyberTiplineReport(c.env, c.get("actor"), c.req.param("id"), body),
   )
   .op(
     {

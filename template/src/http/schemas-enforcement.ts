@@ -158,6 +158,12 @@ export const enforcementSchemas = {
       enabled: { type: "boolean" },
     },
   },
+  RetractCyberTiplineReport: {
+    type: "object",
+    required: ["reason"],
+    additionalProperties: false,
+    properties: { reason: { type: "string", minLength: 1, maxLength: 2000, description: "Why the report is cancelled at NCMEC; kept in the audit trail." } },
+  },
   ReconcileCyberTiplineReport: {
     type: "object",
     additionalProperties: false,

@@ -9,24 +9,28 @@
 // - POST /fileinfo: one XML `fileDetails` document, validated likewise; the file must belong to the report;
 // - POST /finish (form: id) → reportDoneResponse {responseCode 0, reportId, files/fileId}; a second
 //   finish → 5102 (already finished); nothing can be added to a finished report (5102).
+// - POST /retract (form: id) cancels a report opened and not finished → {responseCode 0}; the report
+//   is gone (later calls about it: 5001); a finished report → 5102;
+// - GET /status → {responseCode 0} for accepted credentials.
 // The schema's rules checked (from the XSD's sequences): required elements, their order, how many
 // times each may occur, enumerations, xs:dateTime and xs:boolean values, required attributes, and
 // no element the sequence does not declare. Parts the platform never writes (internetDetails,
 // victims…) are accepted as opaque.
-// Test controls: POST /_control/plan {username, failAt: step, times, mode?: "http_503"|"server_error"}
-// fails that step's next `times` calls (before doing anything); POST /_control/rule {username,
+// Test controls: POST /_control/plan {username, failAt: step, times, mode?: "http_503"|"server_error"|"refuse"}
+// fails that step's next `times` calls (before doing anything; "refuse" answers responseCode 4200,
+// a refusal of what was sent); POST /_control/rule {username,
 // require: "incidentSummary/incidentDateTimeDescription"} makes an element required from then on (a
 // schema newer than the platform's copy); GET /_control/log?username= lists every call;
 // GET /_control/reports?username= the stored reports. POST /_control/validate {kind: report|fileDetails,
 // xml} answers the problems the validator finds. The media host (media.test) serves GET /files/<name>
 // with the bytes `media:<name>` (as text/html when the name ends .html, as a hostile host would).
 
-type Step = "submit" | "upload" | "fileinfo" | "finish";
+type Step = "submit" | "upload" | "fileinfo" | "finish" | "retract" | "status";
 
 interface Plan {
   failAt: Step;
   times: number;
-  mode: "http_503" | "server_error";
+  mode: "http_503" | "server_error" | "refuse";
 }
 
 interface StoredReport {
@@ -271,7 +275,18 @@ async function api(request: Request, step: Step): Promise<Response> {
   if (plan) {
     plan.times -= 1;
     if (plan.mode === "http_503") return answer("reportResponse", { responseCode: 1000, responseDescription: "Service unavailable" }, null, 503);
+    if (plan.mode === "refuse") return answer("reportResponse", { responseCode: 4200, responseDescription: "Malformed submittal" }, null, 400);
     return answer("reportResponse", { responseCode: 1000, responseDescription: "Server error" }, null, 500);
+  }
+  if (step === "status") return answer("reportResponse", { responseCode: 0, responseDescription: "Success" }, null);
+  if (step === "retract") {
+    const form = await request.formData();
+    const reportId = String(form.get("id") ?? "");
+    const report = account.reports.get(reportId);
+    if (!report) return answer("reportResponse", { responseCode: 5001, responseDescription: "Report does not exist", reportId }, reportId, 400);
+    if (report.finished) return answer("reportResponse", { responseCode: 5102, responseDescription: "Report already finished", reportId }, reportId, 400);
+    account.reports.delete(reportId);
+    return answer("reportResponse", { responseCode: 0, responseDescription: "Success", reportId }, reportId);
   }
   if (step === "submit") {
     const xml = await request.text();
@@ -357,8 +372,8 @@ export default {
       return url.pathname.startsWith("/files/") ? new Response(`media:${name}`, { headers: { "content-type": name.endsWith(".html") ? "text/html" : "image/jpeg" } }) : new Response("not found", { status: 404 });
     }
     if (url.pathname.startsWith("/_control/")) return control(request, url);
-    const step = /^\/ispws\/(submit|upload|fileinfo|finish)$/u.exec(url.pathname)?.[1] as Step | undefined;
-    if (!step || request.method !== "POST") return new Response("not found", { status: 404 });
+    const step = /^\/ispws\/(submit|upload|fileinfo|finish|retract|status)$/u.exec(url.pathname)?.[1] as Step | undefined;
+    if (!step || request.method !== (step === "status" ? "GET" : "POST")) return new Response("not found", { status: 404 });
     return api(request, step);
   },
 };

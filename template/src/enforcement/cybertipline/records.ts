@@ -1,5 +1,5 @@
 // Reading and looking after CyberTipline submissions: the installation's list and one submission,
-// an admin's resume of one that stopped, an admin's audited read of a preserved file, and the
+// an admin's resume of one that stopped, an admin's retraction of one opened and not finished, an admin's audited read of a preserved file, and the
 // scheduled sweep — it resumes submissions that are due (a failed pass's backoff ended) and erases
 // the preserved copies of those whose preservation hold is over (it ran out, or an admin released
 // it with a reason; retention never ends a hold).
@@ -7,7 +7,7 @@ import { auditStatement } from "../../audit";
 import type { Actor } from "../../auth";
 import { AppError, notFound } from "../../errors";
 import { erasePreservedFiles, openPreservedFile } from "./evidence";
-import { advanceSubmission, SUBMISSION_COLUMNS, submissionRow, submissionView, type SubmissionRow } from "./submissions";
+import { advanceSubmission, retractSubmission, SUBMISSION_COLUMNS, submissionRow, submissionView, type SubmissionRow } from "./submissions";
 
 /** Submissions resumed per scheduled run (each is a handful of requests to NCMEC). */
 const SWEEP_RESUMES = 10;
@@ -79,6 +79,45 @@ export async function reconcileCyberTiplineReport(env: Env, actor: Actor, id: st
       at,
     }),
   ]);
+  return submissionView((await submissionRow(env.DB, actor.installationId, id))!);
+}
+
+/**
+ * An admin cancels at NCMEC a report that was opened and not finished (`/retract`): one that stopped
+ * for good (a preserved file gone, a refusal the automatic retraction could not cancel), or one the
+ * company decides not to file. Audited with the reason; the submission becomes 'rejected' with
+ * `retractedAt` (the report may be confirmed again), its files and hold stay. Idempotent once
+ * retracted. 409 `cybertipline.not_retractable` for a finished report (NCMEC holds it) or one
+ * NCMEC never opened; 409 `cybertipline.submission_busy` while a pass holds it.
+ */
+export async function retractCyberTiplineReport(env: Env, actor: Actor, id: string, body: { reason: string }) {
+  const row = await submissionRow(env.DB, actor.installationId, id);
+  if (!row) throw notFound("cybertipline_submission");
+  if (row.retractedAt) return submissionView(row);
+  if (row.state === "finished") {
+    throw new AppError("cybertipline.not_retractable", "This report was finished: NCMEC holds it and it cannot be retracted through the API. Contact NCMEC about a finished report.", { status: 409 });
+  }
+  if (!row.ncmecReportId) {
+    throw new AppError(
+      "cybertipline.not_retractable",
+      row.submitSentAt
+        ? "NCMEC's report id for this submission is not known (its /submit outcome is unknown): reconcile it first (POST /cybertipline/reports/:id/reconcile with the id found in NCMEC's records), then retract."
+        : "NCMEC has not opened a report for this submission, so there is nothing to retract there.",
+      { status: 409 },
+    );
+  }
+  const now = new Date();
+  const taken = await env.DB.prepare(`UPDATE cybertipline_submissions SET lease_until = ?3, updated_at = ?4
+      WHERE id = ?1 AND installation_id = ?2 AND retracted_at IS NULL AND state IN ('opened', 'rejected') AND ncmec_report_id IS NOT NULL AND (lease_until IS NULL OR lease_until <= ?4)`)
+    .bind(id, actor.installationId, new Date(now.getTime() + 120_000).toISOString(), now.toISOString())
+    .run();
+  if ((taken.meta.changes ?? 0) !== 1) throw new AppError("cybertipline.submission_busy", "Another pass is sending this report right now; retract it once that pass ends.", { status: 409, retryable: true });
+  try {
+    await retractSubmission(env, row, { actor: actor.audit, reason: body.reason });
+  } catch (error) {
+    await env.DB.prepare(`UPDATE cybertipline_submissions SET lease_until = NULL WHERE id = ?1 AND installation_id = ?2 AND retracted_at IS NULL`).bind(id, actor.installationId).run();
+    throw error;
+  }
   return submissionView((await submissionRow(env.DB, actor.installationId, id))!);
 }
 

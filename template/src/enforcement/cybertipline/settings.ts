@@ -1,12 +1,14 @@
 // An installation's registration with NCMEC's CyberTipline as an electronic service provider: the
 // API's base URL (production or NCMEC's test environment), the username and password NCMEC issued
 // and the reporting person's contact — both sealed under the installation's key, never returned
-// or logged — and on/off. Setting it is an audited admin action.
+// or logged — and on/off. Setting it, and checking it against NCMEC (`/status`), are audited admin
+// actions.
 import { auditStatement } from "../../audit";
 import type { Actor } from "../../auth";
 import { openPersonalData, sealPersonalData } from "../../cases";
 import { AppError } from "../../errors";
 import { assertEgressAllowed } from "../../lib/egress";
+import { checkStatus } from "./client";
 import type { ReportingPerson } from "./xml";
 
 export const CYBERTIPLINE_PRESETS = {
@@ -101,4 +103,28 @@ export async function putCyberTiplineSettings(env: Env, actor: Actor, input: { p
     }),
   ]);
   return getCyberTiplineSettings(env, actor);
+}
+
+/**
+ * An admin checks the registration against NCMEC (`GET /status`): whether the service answers and
+ * accepts the credentials, before a report depends on them. Audited (no credential in it).
+ * 409 `cybertipline.not_configured`; 502 `cybertipline.credentials_refused`; 503 `cybertipline.unavailable`.
+ */
+export async function checkCyberTiplineSettings(env: Env, actor: Actor) {
+  const registration = await openRegistration(env, actor.installationId);
+  const result = await checkStatus(env, registration);
+  const at = new Date().toISOString();
+  await env.DB.batch([
+    auditStatement(env.DB, {
+      installationId: actor.installationId,
+      idempotencyKey: `cybertipline:status:${at}:${crypto.randomUUID()}`,
+      action: "cybertipline.registration_checked",
+      actor: actor.audit,
+      target: { type: "installation", id: actor.installationId },
+      details: { baseUrl: registration.baseUrl, ok: result.ok, ...(result.ok ? {} : { code: result.error.code }) },
+      at,
+    }),
+  ]);
+  if (!result.ok) throw result.error;
+  return { ok: true, baseUrl: registration.baseUrl, responseCode: result.answer.responseCode, checkedAt: at };
 }

@@ -62,13 +62,15 @@ export interface SubmissionRow {
   evidenceErasedAt: string | null;
   /** When a /submit request was sent and no report id came back yet (an unknown outcome once it fails). */
   submitSentAt: string | null;
+  /** When the report opened at NCMEC was cancelled there (`/retract`) before it was finished. */
+  retractedAt: string | null;
 }
 
 export const SUBMISSION_COLUMNS = `id, installation_id AS installationId, case_id AS caseId, report_id AS reportId, run_id AS runId, step_run_id AS stepRunId, state,
   ncmec_report_id AS ncmecReportId, files_json AS filesJson, payload_sealed AS payloadSealed, xml_digest AS xmlDigest, confirmed_by AS confirmedBy,
   confirmation_task_id AS confirmationTaskId, hold_id AS holdId, attempts, lease_until AS leaseUntil, next_attempt_at AS nextAttemptAt,
   last_error_code AS lastErrorCode, last_response_code AS lastResponseCode, created_at AS createdAt, updated_at AS updatedAt, finished_at AS finishedAt,
-  evidence_erased_at AS evidenceErasedAt, submit_sent_at AS submitSentAt`;
+  evidence_erased_at AS evidenceErasedAt, submit_sent_at AS submitSentAt, retracted_at AS retractedAt`;
 
 const payloadContext = (id: string) => `cybertipline:${id}`;
 
@@ -98,6 +100,7 @@ export function submissionView(row: SubmissionRow) {
     createdAt: row.createdAt,
     finishedAt: row.finishedAt,
     evidenceErasedAt: row.evidenceErasedAt,
+    retractedAt: row.retractedAt,
   };
 }
 
@@ -377,7 +380,42 @@ export async function advanceSubmission(env: Env, installationId: string, id: st
     ]);
     return (await submissionRow(env.DB, installationId, id))!;
   } catch (error) {
-    await recordFailure(env, (await submissionRow(env.DB, installationId, id)) ?? row, error, at);
+    const current = (await submissionRow(env.DB, installationId, id)) ?? row;
+    await recordFailure(env, current, error, at);
+    // NCMEC refused a step of a report it had opened, for good: whatever is sent again is refused
+    // again, so the half-made report is cancelled there rather than left open. When that fails, an
+    // admin can retract it later (POST /cybertipline/reports/:id/retract).
+    if (error instanceof AppError && error.code === "cybertipline.report_rejected" && current.ncmecReportId && !current.retractedAt) {
+      await retractSubmission(env, { ...current, state: "rejected" }, { actor: { type: "system", id: "cybertipline" }, reason: "NCMEC refused a step of the report", automatic: true }).catch(() => undefined);
+    }
     throw error;
   }
+}
+
+/**
+ * Cancels at NCMEC (`/retract`) the report a submission opened and did not finish, then records it:
+ * the submission is 'rejected' with `retracted_at` (it can be confirmed again as a new report), its
+ * files and hold stay; audited. Throws the call's typed error, having written nothing, when NCMEC
+ * does not confirm it. The caller holds the row (a pass's failure, or an admin's lease).
+ */
+export async function retractSubmission(env: Env, row: SubmissionRow, input: { actor: AuditEventInput["actor"]; reason: string; automatic?: boolean }): Promise<void> {
+  const registration = await openRegistration(env, row.installationId);
+  const form = new FormData();
+  form.append("id", row.ncmecReportId!);
+  const result = await callStep(env, registration, "retract", { form });
+  if (!result.ok) throw result.error;
+  const now = new Date().toISOString();
+  await env.DB.batch([
+    env.DB.prepare(`UPDATE cybertipline_submissions SET state = 'rejected', retracted_at = ?3, lease_until = NULL, next_attempt_at = NULL, updated_at = ?3
+      WHERE id = ?1 AND installation_id = ?2 AND retracted_at IS NULL AND state <> 'finished'`).bind(row.id, row.installationId, now),
+    auditStatement(env.DB, {
+      installationId: row.installationId,
+      idempotencyKey: `cybertipline:${row.id}:retracted`,
+      action: "cybertipline.report_retracted",
+      actor: input.actor,
+      target: { type: "cybertipline_submission", id: row.id },
+      details: { ncmecReportId: row.ncmecReportId, reason: input.reason, automatic: input.automatic === true, stateBefore: row.state, lastErrorCode: row.lastErrorCode },
+      at: now,
+    }),
+  ]);
 }
