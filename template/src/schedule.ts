@@ -23,6 +23,7 @@ import { sweepAutomaticDemotions } from "./cases/promotion/promotion-sweep";
 import { queueCaseArchive } from "./cases/archive/case-archive";
 import { sweepRetention } from "./cases/retention/retention";
 import { indexPersonKeys } from "./cases/retention/retention-people";
+import { sweepUnlistedTerms } from "./cases/search/terms-listing";
 import { sweepExpiredLabels, sweepOldSamples } from "./detection";
 import { sweepComplaintOutcomes, sweepCyberTipline, sweepPendingDeliveries, sweepTransparencyDb } from "./enforcement";
 import { errorCode } from "./errors";
@@ -99,6 +100,8 @@ export const SWEEPS: readonly Sweep[] = [
   // Its summary has no `more`: another slice is worth it while the last one erased something (the one after the backlog erases nothing).
   { name: "cases.retention", run: (env, now) => sweepRetention(env, now), more: (summary) => (summary.installations ?? 0) > 0 },
   { name: "cases.index_person_keys", run: async (env) => ({ ...(await indexPersonKeys(env, 200)) }) },
+  // Reports a worker older than reports.search_terms wrote after its migration: their lists of terms (a no-op once none are left).
+  { name: "cases.list_search_terms", run: async (env) => ({ ...(await sweepUnlistedTerms(env)) }), more: summaryMore },
   // Ended runs past their installation's hot window: handed to the RUN_OPERATIONS queue (500 a run), whose
   // consumer moves each one's child rows into one R2 object and out of D1.
   { name: "workflows.archive_runs", run: (env, now) => queueRunArchive(env, now), more: summaryMore },

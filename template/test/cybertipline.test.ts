@@ -311,6 +311,23 @@ describe("CyberTipline reports", () => {
     expect((await peerLog(other2.username)).map((l) => l.step)).not.toContain("retract");
   });
 
+  it("a retraction NCMEC took whose record here was lost is recorded when asked again (NCMEC answers it holds no such report)", async () => {
+    const { admin, person, username } = await desk("retract-lost");
+    await control("plan", { username, failAt: "finish", times: 10 });
+    const opened = await api("/api/v1/cybertipline/reports", { key: person, body: { reportId: (await reportWithFiles(admin, ["v.jpg"])).id } });
+    expect(opened.body.state).toBe("opened");
+    // The retraction reached NCMEC, and its answer never came back here.
+    const form = new FormData();
+    form.append("id", opened.body.ncmecReportId);
+    const direct = await peer.fetch("https://cybertipline.test/ispws/retract", { method: "POST", headers: { authorization: `Basic ${btoa(`${username}:${PASSWORD}`)}` }, body: form });
+    expect(await direct.text()).toContain("<responseCode>0</responseCode>");
+    expect(await peerReports(username)).toEqual([]);
+    const retracted = await api(`/api/v1/cybertipline/reports/${opened.body.id}/retract`, { key: admin, body: { reason: "the first answer was lost" } });
+    expect(retracted.status).toBe(200);
+    expect(retracted.body).toMatchObject({ state: "rejected", retractedAt: expect.any(String) });
+    expect((await peerLog(username)).filter((l) => l.step === "retract").map((l) => l.responseCode)).toEqual([0, 5001]);
+  });
+
   it("an admin checks the registration against NCMEC's /status: accepted credentials answer ok, refused ones 502 with a code; audited, never with the password", async () => {
     const { admin, username } = await desk("status");
     const ok = await api("/api/v1/cybertipline/settings/check", { key: admin, body: {} });

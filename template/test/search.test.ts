@@ -5,7 +5,8 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { eraseReportTermsStatement, listTermsOnReports } from "../src/cases/search/search-terms";
-import { eraseReports } from "../src/cases/retention/retention-erase";
+import { sweepUnlistedTerms, termKeysOfReports } from "../src/cases/search/terms-listing";
+import { type ErasureCounts, eraseReports } from "../src/cases/retention/retention-erase";
 import { api, newInstallation, personKey } from "./helpers";
 
 const REPORTER_ID = `reporter-${crypto.randomUUID()}`;
@@ -25,6 +26,18 @@ async function fileReport(apiKey: string, input: { subjectId: string; owner?: st
   return response.body as { id: string; caseId: string };
 }
 
+const termRows = async (installationId: string, id: string) =>
+  (await env.DB.prepare(`SELECT term FROM search_terms WHERE installation_id = ?1 AND record_id = ?2 ORDER BY term`).bind(installationId, id).all<{ term: string }>()).results.map((r) => r.term);
+const listed = async (id: string) => (await env.DB.prepare(`SELECT search_terms AS terms FROM reports WHERE id = ?1`).bind(id).first<{ terms: string | null }>())?.terms ?? null;
+const auditOf = (installationId: string, id: string, at: string) => (n: ErasureCounts) => ({
+  installationId,
+  idempotencyKey: `test:${id}`,
+  action: "retention.personal_data_erased",
+  actor: { type: "system" as const, id: "retention" },
+  target: { type: "installation", id: installationId },
+  details: { ...n },
+  at,
+});
 const search = (apiKey: string, query: Record<string, string>) => api(`/api/v1/search?${new URLSearchParams(query)}`, { key: apiKey });
 const ids = (body: any) => body.items.map((item: any) => item.id);
 
@@ -115,59 +128,89 @@ describe("search", () => {
     expect(JSON.stringify(everything.body)).not.toContain(mine.id);
   });
 
-  it("a report lists its own terms: erasure removes each of its term rows by the index's primary key (there is no record index) and leaves another report's", async () => {
+  it("a report lists its own terms: erasure removes each of its term rows by the whole key (no record index; a common term's statistics do not turn it into a walk) and leaves another report's", async () => {
     const { id: installationId, apiKey } = await newInstallation("search-erase");
     const erased = await fileReport(apiKey, { subjectId: "post-e1", description: "Wobblequartz trades stolen cards", reporter: { id: `r-${crypto.randomUUID()}` } });
     const kept = await fileReport(apiKey, { subjectId: "post-e2", description: "Wobblequartz is a fine word" });
-    const termRows = async (id: string) => (await env.DB.prepare(`SELECT term FROM search_terms WHERE installation_id = ?1 AND record_id = ?2 ORDER BY term`).bind(installationId, id).all<{ term: string }>()).results.map((r) => r.term);
-    const listed = async (id: string) => (await env.DB.prepare(`SELECT search_terms AS terms FROM reports WHERE id = ?1`).bind(id).first<{ terms: string | null }>())?.terms ?? null;
-    const erasedTerms = await termRows(erased.id);
+    const bare = await fileReport(apiKey, { subjectId: "post-e3" });
+    const erasedTerms = await termRows(installationId, erased.id);
     expect(erasedTerms.length).toBe(5); // four words and the reporter's id
     expect(JSON.parse((await listed(erased.id))!).sort()).toEqual(erasedTerms);
-    expect(JSON.parse((await listed(kept.id))!).sort()).toEqual(await termRows(kept.id));
+    expect(JSON.parse((await listed(kept.id))!).sort()).toEqual(await termRows(installationId, kept.id));
+    expect(await listed(bare.id)).toBe("[]");
 
-    // The index has no second B-tree; the erasure's delete seeks each row by the whole key.
+    // The table has no second B-tree. With statistics saying one term is common (as ANALYZE or
+    // PRAGMA optimize would write them), the erasure still seeks each row by its whole key.
     const indexes = await env.DB.prepare(`SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'search_terms'`).all<{ name: string }>();
     expect(indexes.results.map((r) => r.name).filter((name) => !name.startsWith("sqlite_autoindex"))).toEqual([]);
-    const statement = eraseReportTermsStatement(env.DB, installationId, [erased.id]) as unknown as { statement: string; params: unknown[] };
+    const common = erasedTerms[0]!;
+    await env.DB.prepare(`INSERT INTO search_terms (installation_id, term, created_at, record_id) SELECT ?1, ?2, '2020-01-01T00:00:00.000Z', 'rpt_filler_' || value FROM generate_series(1, 400)`)
+      .bind(installationId, common)
+      .run()
+      .catch(async () => {
+        // generate_series is an extension; a recursive CTE does the same.
+        await env.DB.prepare(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 400)
+          INSERT INTO search_terms (installation_id, term, created_at, record_id) SELECT ?1, ?2, '2020-01-01T00:00:00.000Z', 'rpt_filler_' || i FROM n`)
+          .bind(installationId, common)
+          .run();
+      });
+    await env.DB.prepare("ANALYZE search_terms").run();
+    const keys = await termKeysOfReports(env, installationId, [erased.id]);
+    expect(keys.map((k) => k[0]).sort()).toEqual(erasedTerms);
+    const statement = eraseReportTermsStatement(env.DB, installationId, keys) as unknown as { statement: string; params: unknown[] };
     const plan = await env.DB.prepare(`EXPLAIN QUERY PLAN ${statement.statement}`)
       .bind(...statement.params)
       .all<{ detail: string }>();
     expect(plan.results.map((r) => r.detail)).toContain("SEARCH search_terms USING PRIMARY KEY (installation_id=? AND term=? AND created_at=? AND record_id=?)");
-    expect(plan.results.some((r) => /SCAN search_terms/u.test(r.detail))).toBe(false);
 
     const at = new Date().toISOString();
-    const counts = await eraseReports(env, installationId, {
-      reportIds: [erased.id],
-      at,
-      audit: (n) => ({
-        installationId,
-        idempotencyKey: `test:${erased.id}`,
-        action: "retention.personal_data_erased",
-        actor: { type: "system", id: "retention" },
-        target: { type: "installation", id: installationId },
-        details: { ...n },
-        at,
-      }),
-    });
+    const counts = await eraseReports(env, installationId, { reportIds: [erased.id], at, audit: auditOf(installationId, erased.id, at) });
     expect(counts.reports).toBe(1);
-    expect(await termRows(erased.id)).toEqual([]);
+    expect(await termRows(installationId, erased.id)).toEqual([]);
     expect(await listed(erased.id)).toBeNull();
-    expect((await termRows(kept.id)).length).toBeGreaterThan(0);
+    expect((await termRows(installationId, kept.id)).length).toBeGreaterThan(0);
+    expect(await env.DB.prepare(`SELECT COUNT(*) AS n FROM search_terms WHERE installation_id = ?1 AND term = ?2`).bind(installationId, common).first("n")).toBe(400 + ((await termRows(installationId, kept.id)).includes(common) ? 1 : 0));
     expect(ids((await search(apiKey, { q: "wobblequartz" })).body)).toEqual([kept.id]);
   });
 
-  it("rows of a backup or case archive made before reports listed their terms get their lists from the term rows that come with them", () => {
-    const reports: Record<string, unknown>[] = [{ id: "rpt_a" }, { id: "rpt_b" }, { id: "rpt_c", search_terms: null }];
+  it("a report an older worker wrote without its list is listed by the schedule from its opened data, and erased completely even before that", async () => {
+    const { id: installationId, apiKey } = await newInstallation("search-unlisted");
+    const swept = await fileReport(apiKey, { subjectId: "post-u1", description: "Zarquon oranges for sale", reporter: { id: `r-${crypto.randomUUID()}` } });
+    const direct = await fileReport(apiKey, { subjectId: "post-u2", description: "Zarquon lemons for sale" });
+    // As a worker older than the list writes them: term rows, no list.
+    await env.DB.prepare(`UPDATE reports SET search_terms = NULL WHERE id IN (?1, ?2)`).bind(swept.id, direct.id).run();
+    const plan = await env.DB.prepare(`EXPLAIN QUERY PLAN SELECT id FROM reports WHERE search_terms IS NULL AND personal_data_erased_at IS NULL ORDER BY created_at LIMIT 200`).all<{ detail: string }>();
+    expect(plan.results.map((r) => r.detail).join(" ")).toContain("reports_terms_unlisted");
+
+    // Erasure lists what it meets, then deletes every row.
+    const at = new Date().toISOString();
+    await eraseReports(env, installationId, { reportIds: [direct.id], at, audit: auditOf(installationId, direct.id, at) });
+    expect(await termRows(installationId, direct.id)).toEqual([]);
+
+    // The schedule's pass lists the other from its opened personal data: the list names exactly its rows.
+    let summary: { listed: number; more: number };
+    do summary = await sweepUnlistedTerms(env);
+    while (summary.more === 1);
+    expect(JSON.parse((await listed(swept.id))!).sort()).toEqual(await termRows(installationId, swept.id));
+    expect((await termRows(installationId, swept.id)).length).toBe(5);
+  });
+
+  it("rows of a backup or case archive keep a list that names exactly their term rows; any other list is made again from those rows", () => {
+    const reports: Record<string, unknown>[] = [
+      { id: "rpt_a" },
+      { id: "rpt_b", search_terms: "not json" },
+      { id: "rpt_c", search_terms: JSON.stringify(["ffff"]) },
+      { id: "rpt_d", search_terms: null, personal_data_erased_at: "2026-01-01T00:00:00.000Z" },
+      { id: "rpt_e", search_terms: JSON.stringify(["eeee", "dddd"]) },
+    ];
     listTermsOnReports(reports, [
       { record_id: "rpt_a", term: "bbbb" },
       { record_id: "rpt_a", term: "aaaa" },
       { record_id: "rpt_c", term: "cccc" },
+      { record_id: "rpt_e", term: "dddd" },
+      { record_id: "rpt_e", term: "eeee" },
     ]);
-    expect(reports).toEqual([
-      { id: "rpt_a", search_terms: JSON.stringify(["aaaa", "bbbb"]) },
-      { id: "rpt_b", search_terms: null },
-      { id: "rpt_c", search_terms: null },
-    ]);
+    // A list naming exactly its rows stays as written (a case reads back as it was archived).
+    expect(reports.map((r) => r.search_terms)).toEqual([JSON.stringify(["aaaa", "bbbb"]), "[]", JSON.stringify(["cccc"]), null, JSON.stringify(["eeee", "dddd"])]);
   });
 });

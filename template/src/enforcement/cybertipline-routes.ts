@@ -41,7 +41,7 @@ export const cybertiplineRoutes = routes()
       summary: "Check the registration against NCMEC (GET /status): the service answers and accepts the credentials; audited",
       auth: ["admin"],
       ok: 200,
-      errors: [409, 502, 503],
+      errors: [409, 422, 502, 503],
     },
     async (c) => checkCyberTiplineSettings(c.env, c.get("actor")),
   )

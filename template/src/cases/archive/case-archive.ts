@@ -32,6 +32,7 @@
 import { AppError } from "../../errors";
 import { byteLength } from "../../lib/crypto";
 import { reportDayRefKey } from "./archived-reports";
+import { listTermsOfCase } from "../search/terms-listing";
 import {
   buildCaseArchive,
   CASE_ARCHIVE_SCHEMA_VERSION,
@@ -86,6 +87,8 @@ export interface WrittenCaseArchive {
  * and its subject's, and reads the object back. Null when the case is not in D1.
  */
 export async function writeCaseArchive(env: Env, installationId: string, caseId: string): Promise<WrittenCaseArchive | null> {
+  // The archive reads the reports' term rows through their lists: a report without one gets it first.
+  await listTermsOfCase(env, installationId, caseId);
   const built = await buildCaseArchive(env.DB, installationId, caseId);
   if (!built) return null;
   const { body, digest, text } = built;

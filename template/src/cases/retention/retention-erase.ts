@@ -11,6 +11,7 @@
 // What stays: category, subject kind and id, source, counts, dates, decisions, task responses and
 // outcomes, appeal outcomes, the audit trail (never modified). One audit event per batch, counts only.
 import { eraseReportTermsStatement } from "../search/search-terms";
+import { termKeysOfReports } from "../search/terms-listing";
 import { auditStatement, type AuditEventInput } from "../../audit";
 import { erasableDeliveriesUnsafe, eraseDeliveriesStatements } from "../../enforcement";
 import { eraseArchivedSealedOutputsStatement, eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "../../workflows";
@@ -71,8 +72,9 @@ export async function eraseReports(env: Env, installationId: string, input: { re
   if (Object.values(counts).every((n) => n === 0)) return counts;
   const db = env.DB;
   const statements: D1PreparedStatement[] = [];
-  // The reports' term rows first: the updates below clear the lists that reach them.
-  if (found.reportIds.length > 0) statements.push(eraseReportTermsStatement(db, installationId, found.reportIds));
+  // The reports' term rows, by their whole keys read from the reports' lists (the updates below clear the lists).
+  const termKeys = await termKeysOfReports(env, installationId, found.reportIds);
+  if (termKeys.length > 0) statements.push(eraseReportTermsStatement(db, installationId, termKeys));
   for (const id of found.reportIds) {
     const { sealed, dataKeyId } = await sealPersonalData(env, installationId, `report:${id}`, ERASED_REPORT);
     statements.push(

@@ -48,28 +48,29 @@ export function reportTermsStatement(db: D1Database, input: { installationId: st
 }
 
 /**
- * Deletes the terms of reports whose personal data is erased: each report lists its terms
- * (reports.search_terms), so every row is reached by the primary key. Runs before the statement
- * that clears the reports' lists, in the same batch.
+ * Deletes term rows by their whole keys (term, the report's created_at, the report's id), as
+ * termKeysOfReports reads them from the reports' lists: a seek of the primary key each, whatever
+ * the table's statistics say about a common term.
  */
-export function eraseReportTermsStatement(db: D1Database, installationId: string, reportIds: string[]): D1PreparedStatement {
+export function eraseReportTermsStatement(db: D1Database, installationId: string, keys: Array<[string, string, string]>): D1PreparedStatement {
   return db
     .prepare(`DELETE FROM search_terms WHERE installation_id = ?1 AND (term, created_at, record_id) IN (
-      SELECT t.value, r.created_at, r.id FROM json_each(?2) j JOIN reports r ON r.id = j.value AND r.installation_id = ?1 CROSS JOIN json_each(r.search_terms) t)`)
-    .bind(installationId, JSON.stringify(reportIds));
+      SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]') FROM json_each(?2) j)`)
+    .bind(installationId, JSON.stringify(keys));
 }
 
-/** The JSON list of a report's terms as its row keeps it (NULL when it has none). */
-export function termsColumn(terms: string[]): string | null {
-  return terms.length > 0 ? JSON.stringify(terms) : null;
+/** The JSON list of a report's terms as its row keeps it ("[]" when it has none; NULL means not listed yet). */
+export function termsColumn(terms: string[]): string {
+  return JSON.stringify(terms);
 }
 
 type Row = Record<string, unknown>;
 
 /**
- * Rows of reports written before reports listed their terms (an older backup or case archive)
- * get their list from the search_terms rows that come back with them, so erasure still finds
- * every term row by its key. Rows that already carry the column are left as they are.
+ * The lists of reports coming back from a backup or a case archive, checked against the term rows
+ * that come with them: a list naming exactly those rows stays as it is (so a case reads back as it
+ * was archived); any other — missing, unparsable, naming rows that are not there — is made again
+ * from the rows: "[]" for a report without any, NULL for one whose personal data is erased.
  */
 export function listTermsOnReports(reports: Row[] | undefined, terms: Row[] | undefined): void {
   if (!reports?.length) return;
@@ -80,8 +81,21 @@ export function listTermsOnReports(reports: Row[] | undefined, terms: Row[] | un
     byRecord.set(String(row.record_id), list);
   }
   for (const report of reports) {
-    if ("search_terms" in report) continue;
-    const list = byRecord.get(String(report.id));
-    report.search_terms = list ? JSON.stringify(list.sort()) : null;
+    const list = (byRecord.get(String(report.id)) ?? []).sort();
+    const expected = report.personal_data_erased_at != null && list.length === 0 ? null : JSON.stringify(list);
+    if (!sameTerms(report.search_terms, expected)) report.search_terms = expected;
+  }
+}
+
+/** Whether a list as a file holds it names the same terms as the expected (sorted) one. */
+function sameTerms(given: unknown, expected: string | null): boolean {
+  if (given === undefined) return false;
+  if (given === null || expected === null) return given === expected;
+  if (typeof given !== "string") return false;
+  try {
+    const list: unknown = JSON.parse(given);
+    return Array.isArray(list) && list.every((t) => typeof t === "string") && JSON.stringify([...list].sort()) === expected;
+  } catch {
+    return false;
   }
 }

@@ -107,15 +107,17 @@ export async function retractCyberTiplineReport(env: Env, actor: Actor, id: stri
     );
   }
   const now = new Date();
+  const lease = new Date(now.getTime() + 120_000).toISOString();
   const taken = await env.DB.prepare(`UPDATE cybertipline_submissions SET lease_until = ?3, updated_at = ?4
       WHERE id = ?1 AND installation_id = ?2 AND retracted_at IS NULL AND state IN ('opened', 'rejected') AND ncmec_report_id IS NOT NULL AND (lease_until IS NULL OR lease_until <= ?4)`)
-    .bind(id, actor.installationId, new Date(now.getTime() + 120_000).toISOString(), now.toISOString())
+    .bind(id, actor.installationId, lease, now.toISOString())
     .run();
   if ((taken.meta.changes ?? 0) !== 1) throw new AppError("cybertipline.submission_busy", "Another pass is sending this report right now; retract it once that pass ends.", { status: 409, retryable: true });
   try {
     await retractSubmission(env, row, { actor: actor.audit, reason: body.reason });
   } catch (error) {
-    await env.DB.prepare(`UPDATE cybertipline_submissions SET lease_until = NULL WHERE id = ?1 AND installation_id = ?2 AND retracted_at IS NULL`).bind(id, actor.installationId).run();
+    // Only the lease this retraction took (a pass may hold the row again once it lapsed).
+    await env.DB.prepare(`UPDATE cybertipline_submissions SET lease_until = NULL WHERE id = ?1 AND installation_id = ?2 AND retracted_at IS NULL AND lease_until = ?3`).bind(id, actor.installationId, lease).run();
     throw error;
   }
   return submissionView((await submissionRow(env.DB, actor.installationId, id))!);

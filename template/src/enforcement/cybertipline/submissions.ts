@@ -23,6 +23,8 @@ export const SUBMISSION_STATES = ["pending", "opened", "finished", "rejected"] a
 export const MAX_FILES = 20;
 const LEASE_MS = 120_000;
 const MAX_BACKOFF_SECONDS = 3_600;
+/** NCMEC's response code for a report id it does not hold. */
+const RESPONSE_NO_SUCH_REPORT = 5001;
 
 interface FileState {
   fileId: string | null;
@@ -274,7 +276,7 @@ async function claim(env: Env, installationId: string, id: string, at: Date): Pr
 }
 
 /** Writes a failed pass: rejected for good, waiting for an admin (credentials), or due again after a backoff. */
-async function recordFailure(env: Env, row: SubmissionRow, error: unknown, at: Date): Promise<void> {
+async function recordFailure(env: Env, row: SubmissionRow, error: unknown, at: Date, options: { keepLease?: boolean } = {}): Promise<void> {
   const code = error instanceof AppError ? error.code : "cybertipline.unavailable";
   const responseCode = error instanceof AppError ? ((error.details as { responseCode?: number | null } | undefined)?.responseCode ?? null) : null;
   const now = at.toISOString();
@@ -283,8 +285,17 @@ async function recordFailure(env: Env, row: SubmissionRow, error: unknown, at: D
   const backoff = Math.min(MAX_BACKOFF_SECONDS, 60 * 2 ** Math.max(0, row.attempts - 1));
   const nextAttemptAt = rejected || !transient ? null : new Date(at.getTime() + backoff * 1_000).toISOString();
   await env.DB.batch([
-    env.DB.prepare(`UPDATE cybertipline_submissions SET state = CASE WHEN ?3 THEN 'rejected' ELSE state END, lease_until = NULL, next_attempt_at = ?4, last_error_code = ?5,
-        last_response_code = ?6, updated_at = ?7 WHERE id = ?1 AND installation_id = ?2 AND state IN ('pending', 'opened')`).bind(row.id, row.installationId, rejected ? 1 : 0, nextAttemptAt, code, responseCode, now),
+    env.DB.prepare(`UPDATE cybertipline_submissions SET state = CASE WHEN ?3 THEN 'rejected' ELSE state END, lease_until = CASE WHEN ?8 THEN lease_until END, next_attempt_at = ?4, last_error_code = ?5,
+        last_response_code = ?6, updated_at = ?7 WHERE id = ?1 AND installation_id = ?2 AND state IN ('pending', 'opened')`).bind(
+      row.id,
+      row.installationId,
+      rejected ? 1 : 0,
+      nextAttemptAt,
+      code,
+      responseCode,
+      now,
+      options.keepLease ? 1 : 0,
+    ),
     auditStatement(env.DB, {
       installationId: row.installationId,
       idempotencyKey: `cybertipline:${row.id}:failed:${row.attempts}`,
@@ -381,12 +392,18 @@ export async function advanceSubmission(env: Env, installationId: string, id: st
     return (await submissionRow(env.DB, installationId, id))!;
   } catch (error) {
     const current = (await submissionRow(env.DB, installationId, id)) ?? row;
-    await recordFailure(env, current, error, at);
     // NCMEC refused a step of a report it had opened, for good: whatever is sent again is refused
-    // again, so the half-made report is cancelled there rather than left open. When that fails, an
-    // admin can retract it later (POST /cybertipline/reports/:id/retract).
-    if (error instanceof AppError && error.code === "cybertipline.report_rejected" && current.ncmecReportId && !current.retractedAt) {
-      await retractSubmission(env, { ...current, state: "rejected" }, { actor: { type: "system", id: "cybertipline" }, reason: "NCMEC refused a step of the report", automatic: true }).catch(() => undefined);
+    // again, so the half-made report is cancelled there rather than left open. This pass keeps the
+    // row's lease until then (no admin's retraction races it); when the retraction fails, the
+    // lease goes and an admin can retract it later (POST /cybertipline/reports/:id/retract).
+    const retract = error instanceof AppError && error.code === "cybertipline.report_rejected" && current.ncmecReportId !== null && current.retractedAt === null;
+    await recordFailure(env, current, error, at, { keepLease: retract });
+    if (retract) {
+      try {
+        await retractSubmission(env, { ...current, state: "rejected" }, { actor: { type: "system", id: "cybertipline" }, reason: "NCMEC refused a step of the report", automatic: true });
+      } catch {
+        await env.DB.prepare(`UPDATE cybertipline_submissions SET lease_until = NULL WHERE id = ?1 AND installation_id = ?2 AND retracted_at IS NULL`).bind(id, installationId).run();
+      }
     }
     throw error;
   }
@@ -403,7 +420,10 @@ export async function retractSubmission(env: Env, row: SubmissionRow, input: { a
   const form = new FormData();
   form.append("id", row.ncmecReportId!);
   const result = await callStep(env, registration, "retract", { form });
-  if (!result.ok) throw result.error;
+  // 5001 (no such report): NCMEC no longer holds it — an earlier retraction went through and its
+  // record here did not — so it is recorded as retracted now.
+  const gone = !result.ok && (result.error.details as { responseCode?: number | null } | undefined)?.responseCode === RESPONSE_NO_SUCH_REPORT;
+  if (!result.ok && !gone) throw result.error;
   const now = new Date().toISOString();
   await env.DB.batch([
     env.DB.prepare(`UPDATE cybertipline_submissions SET state = 'rejected', retracted_at = ?3, lease_until = NULL, next_attempt_at = NULL, updated_at = ?3
