@@ -24,10 +24,21 @@ function stages(args) {
   return out.filter((stage) => stage.commands.length > 0);
 }
 
-const children = new Set();
+/** The blocks still running: their process and the output held so far. */
+const running = new Map();
+// Stopped from outside (Ctrl-C, a CI timeout): the blocks are stopped too, and what they printed
+// so far is not lost with them.
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
   process.on(signal, () => {
-    for (const child of children) child.kill(signal);
+    for (const [command, { child, chunks }] of running) {
+      try {
+        process.kill(-child.pid, signal); // the block's whole process group: npm, node, servers
+      } catch {
+        // Already gone.
+      }
+      process.stdout.write(Buffer.concat(chunks));
+      process.stdout.write(`\n[blocks] ${command}: stopped by ${signal}\n\n`);
+    }
     process.exit(128 + { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 }[signal]);
   });
 }
@@ -37,12 +48,13 @@ function runBlock(command) {
   return new Promise((resolve) => {
     const started = Date.now();
     const chunks = [];
-    const child = spawn(command, { shell: true, stdio: ["ignore", "pipe", "pipe"] });
-    children.add(child);
+    // Its own process group (detached), so that a stop reaches everything the block started.
+    const child = spawn(command, { shell: true, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    running.set(command, { child, chunks });
     child.stdout.on("data", (chunk) => chunks.push(chunk));
     child.stderr.on("data", (chunk) => chunks.push(chunk));
     const done = (code) => {
-      children.delete(child);
+      running.delete(command);
       const seconds = Math.round((Date.now() - started) / 1000);
       process.stdout.write(Buffer.concat(chunks));
       process.stdout.write(`\n[blocks] ${command}: exit ${code} after ${seconds} s\n\n`);
