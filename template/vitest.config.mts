@@ -110,6 +110,10 @@ export default defineConfig(async () => {
         { extends: true, test: { name: "shared", isolate: false, include: ["test/**/*.test.ts", "src/**/*.test.ts"], exclude: FRESH_FILES } },
         { extends: true, test: { name: "fresh", isolate: true, include: FRESH_FILES } },
       ],
+      // maxWorkers stays vitest's default (one less than the cores: one worker on CI's two): `npm
+      // test` runs the scaffolder's tests beside vitest (scripts/run-blocks.mjs), which take the
+      // other core, and with a second worker on a loaded machine the heaviest test (re-applying
+      // 1,200 erasures) ran past its 30 s bound.
       testTimeout: 30_000,
       hookTimeout: 30_000,
       // Logs go straight to workerd's output instead of through Vitest's console RPC: a line logged

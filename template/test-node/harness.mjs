@@ -32,11 +32,18 @@ export function freePort() {
 const SIGNIN_LINK = /(http:\/\/127\.0\.0\.1:\d+\/console\/signin\?token=[A-Za-z0-9_%.~-]+)/u;
 
 /**
+ * How long a start may take by default: start.mjs's own bound on wrangler dev answering, plus the
+ * kernel build and migrations before it. A bound on a stalled start, not a performance target: the
+ * test blocks run side by side (scripts/run-blocks.mjs), so a start shares two cores with others.
+ */
+const READY_TIMEOUT_MS = 150_000;
+
+/**
  * Starts `node scripts/start.mjs` (wrangler dev) and waits for the demo installation file (and,
  * with `signin: true`, for the console sign-in link it prints). On failure the server is stopped
  * and its state removed before the error is thrown.
  */
-export async function startServer({ label = "smoke", readyTimeoutMs = 45_000, signin = false, secrets = {}, args = ["--empty"], stateDir: reuseStateDir = null, keepState = false, adminToken: givenAdminToken = null } = {}) {
+export async function startServer({ label = "smoke", readyTimeoutMs = READY_TIMEOUT_MS, signin = false, secrets = {}, args = ["--empty"], stateDir: reuseStateDir = null, keepState = false, adminToken: givenAdminToken = null } = {}) {
   // `args` go to start.mjs: by default --empty (no demo desk; test-node/smoke-demo.test.mjs seeds
   // it with args: []). `stateDir` + `keepState` restart a server on the state of an earlier one.
   const stateDir = reuseStateDir ?? mkdtempSync(path.join(tmpdir(), `safest-${label}-`));
