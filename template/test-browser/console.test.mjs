@@ -1,43 +1,37 @@
 // The console in a real browser: Debian's Chromium driven by playwright-core against `wrangler
-// dev` started as `npm start` starts it. One server for the file; the tests build on each other:
-// sign in → build a workflow in the editor by adding and connecting nodes → publish → a report
-// sent through the API becomes a task → claim, answer with the keyboard → the run finishes → the
-// audit chain verifies. Then: a viewer cannot claim or approve; an invalid CEL expression shows
-// its error on the node; blurred media stays blurred until revealed; axe-core finds no serious or
-// critical violation on the review, editor and run pages.
+// dev` started as `npm start` starts it. One server for the file; each test works in an
+// installation of its own (the first in the one npm start made, which no other test touches; the
+// rest each in one made through POST /installations) and builds every queue, workflow and report it
+// needs, so any test runs alone (--test-name-pattern) and in any order (--test-randomize). What is
+// tried: sign in and build a workflow in the editor by adding and connecting nodes, then publish;
+// a report sent through the API becomes a task, claimed from the keyboard, its reporter sealed and
+// its media blurred until revealed; a task answered with the keyboard finishes its run and the
+// audit chain verifies; a viewer cannot claim or approve and a moderator can reject; an invalid CEL
+// expression shows its error on the node; the task shows what automation proposed; a run in
+// repair_required is repaired and another terminated in bulk. axe-core finds no serious or
+// critical violation on the pages on the way.
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { apiClient, axeViolations, buildConsole, launchBrowser, pngDataUrl, reuseOrStartServer, signinLink, sleep, until } from "./harness.mjs";
+import { apiClient, axeViolations, buildConsole, launchBrowser, ownInstallation, pngDataUrl, reuseOrStartServer, signedInPage, until } from "./harness.mjs";
 
 let server;
 let browser;
-let api;
-let admin; // the demo admin's browser context and page
-let adminPage;
-let intakeKey;
-const state = {}; // what one test leaves for the next
+let shots = 0;
 
 // Names carry a tag, so the file can also run against a server that already has data.
 const TAG = Math.random().toString(36).slice(2, 7);
 const QUEUE = `console-review-${TAG}`;
+const ADMIN = { email: "admin@example.org", name: "Ada Admin", role: "admin" };
+const edge = (from, port, to) => ({ from: { nodeId: from, port }, to: { nodeId: to } });
 
 before(
   async () => {
     buildConsole();
     server = await reuseOrStartServer({ label: "console" });
-    api = apiClient(server.baseUrl, server.apiKey);
     browser = await launchBrowser();
-    admin = await browser.newContext({ viewport: { width: 1440, height: 900 } });
-    adminPage = watch(await admin.newPage());
-    const intake = await api("/api-keys", { body: { name: "product intake", scopes: ["reports:write"] } });
-    assert.equal(intake.status, 201, JSON.stringify(intake.body));
-    intakeKey = intake.body.apiKey;
-    const queue = await api("/queues", { body: { name: QUEUE, slaSeconds: 3600, priority: 10 } });
-    assert.equal(queue.status, 201, JSON.stringify(queue.body));
-    state.queueId = queue.body.id;
   },
   { timeout: 180_000 },
 );
@@ -47,43 +41,98 @@ after(async () => {
   await server?.stop();
 });
 
-/** The demo admin's page, signed in (test 1 signs in through the link npm start printed). */
-async function adminSignedIn() {
-  if (!state.signedIn) {
-    await adminPage.goto(server.signinUrl);
-    await adminPage.getByRole("heading", { level: 1, name: "Review queues" }).waitFor();
-    state.signedIn = true;
-  }
-  return adminPage;
-}
-
-const pageErrors = [];
-function watch(page) {
-  page.on("pageerror", (error) => pageErrors.push(`${page.url()}: ${error.message}`));
-  page.on("console", (message) => {
-    if (message.type() === "error") pageErrors.push(`${page.url()} console: ${message.text()}`);
-  });
-  return page;
-}
-
-function onFailure(t, page) {
-  t.after(async () => {
-    if (t.passed !== false) return;
-    if (pageErrors.length) console.error(`browser errors:\n${pageErrors.slice(-20).join("\n")}`);
-    if (page) {
-      const shot = path.join(tmpdir(), `safest-console-${t.name.replace(/\W+/gu, "-").slice(0, 40)}.png`);
+/**
+ * A page signed in through `url` in a browser context of the test's own. The page's errors are
+ * collected; if the test fails they are printed with a screenshot, the page's text and the
+ * server's output.
+ */
+async function openConsole(t, url, viewport) {
+  const errors = [];
+  return signedInPage(t, browser, url, {
+    viewport,
+    onOpen: (page) => {
+      page.on("pageerror", (error) => errors.push(`${page.url()}: ${error.message}`));
+      page.on("console", (message) => {
+        if (message.type() === "error") errors.push(`${page.url()} console: ${message.text()}`);
+      });
+    },
+    onClose: async (page) => {
+      if (t.passed !== false) return;
+      if (errors.length) console.error(`browser errors:\n${errors.slice(-20).join("\n")}`);
+      shots += 1;
+      const shot = path.join(tmpdir(), `safest-console-${t.name.replace(/\W+/gu, "-").slice(0, 40)}-${shots}.png`);
       await page.screenshot({ path: shot, fullPage: true }).catch(() => undefined);
-      console.error(
-        `page ${page.url()} (screenshot ${shot}):\n${(
-          await page
-            .locator("main")
-            .innerText()
-            .catch(() => "")
-        ).slice(0, 3000)}`,
-      );
-    }
-    console.error(`server output:\n${server.output().slice(-6000)}`);
+      const text = await page
+        .locator("main")
+        .innerText()
+        .catch(() => "");
+      console.error(`page ${page.url()} (screenshot ${shot}):\n${text.slice(0, 3000)}\nserver output:\n${server.output().slice(-6000)}`);
+    },
   });
+}
+
+/**
+ * A review desk in the test's installation, built through the API: an intake key, the review
+ * queue and (unless `review: false`) a published workflow start → human_task (outcome remove |
+ * keep, the report's category as input) → end, with a trigger that starts it, autonomous, for
+ * every report.
+ */
+async function reviewDesk(api, { review = true } = {}) {
+  const intake = await api("/api-keys", { body: { name: "product intake", scopes: ["reports:write"] } });
+  assert.equal(intake.status, 201, JSON.stringify(intake.body));
+  const queue = await api("/queues", { body: { name: QUEUE, slaSeconds: 3600, priority: 10 } });
+  assert.equal(queue.status, 201, JSON.stringify(queue.body));
+  if (!review) return { intakeKey: intake.body.apiKey, queueId: queue.body.id };
+  const workflow = await api("/workflows", { body: { name: `console-review-flow-${TAG}` } });
+  assert.equal(workflow.status, 201, JSON.stringify(workflow.body));
+  const version = await api(`/workflows/${workflow.body.id}/versions`, {
+    body: {
+      graph: {
+        schemaVersion: 1,
+        nodes: [
+          { id: "start", kind: "start" },
+          {
+            id: "human_task",
+            kind: "human_task",
+            config: { queue_id: QUEUE, response_schema: { type: "object", required: ["outcome"], properties: { outcome: { enum: ["remove", "keep"] } } } },
+            inputMapping: { category: "report.category" },
+          },
+          { id: "end", kind: "end" },
+        ],
+        edges: [edge("start", "success", "human_task"), edge("human_task", "completed", "end"), edge("human_task", "timeout", "end")],
+      },
+    },
+  });
+  assert.equal(version.status, 201, JSON.stringify(version.body));
+  const trigger = await api("/triggers", { body: { event: "report.created", workflowVersionId: version.body.id, authorityMode: "autonomous" } });
+  assert.equal(trigger.status, 201, JSON.stringify(trigger.body));
+  return { intakeKey: intake.body.apiKey, queueId: queue.body.id, versionId: version.body.id, triggerId: trigger.body.id };
+}
+
+/** A report of a scam post with a picture, sent with the intake key; returns the report and the run its trigger started. */
+async function sendReport(api, desk, subjectId) {
+  const report = await api("/reports", {
+    as: desk.intakeKey,
+    body: {
+      subject: { kind: "content", id: subjectId, url: `https://example.social/p/${subjectId}`, snapshot: { text: "Cheap pills, DM me at scam.example", media: [{ type: "image", url: pngDataUrl(), alt: "attached picture" }] } },
+      category: "scams_and_fraud",
+      reporter: { id: "user-77", contact: "reporter@example.org" },
+      description: "This post is a scam.",
+    },
+  });
+  assert.equal(report.status, 201, JSON.stringify(report.body));
+  const started = report.body.runs.filter((r) => r.triggerId === desk.triggerId);
+  assert.equal(started.length, 1, JSON.stringify(report.body));
+  return { report: report.body, runId: started[0].runId };
+}
+
+/** The open task a run made in the desk's queue. */
+async function taskOfRun(api, queueId, runId) {
+  return until(async () => {
+    const listing = await api(`/queues/${queueId}/tasks?state=open&limit=200`);
+    const run = await api(`/runs/${runId}`);
+    return { value: listing.body.items?.find((task) => task.runId === runId), stop: ["failed", "repair_required", "terminated", "succeeded"].includes(run.body?.state), seen: run.body };
+  }, `the task of run ${runId}`);
 }
 
 /** Waits until the validator has answered for the graph on screen. */
@@ -107,48 +156,29 @@ async function connect(page, from, port, to) {
   await page.locator(`.react-flow__edge[data-id="${from}:${port}->${to}"]`).waitFor({ timeout: 5_000 });
 }
 
-async function sendReport(subjectId, extra = {}) {
-  const report = await api("/reports", {
-    as: intakeKey,
-    body: {
-      subject: { kind: "content", id: subjectId, url: `https://example.social/p/${subjectId}`, snapshot: { text: "Cheap pills, DM me at scam.example", media: [{ type: "image", url: pngDataUrl(), alt: "attached picture" }] } },
-      category: "scams_and_fraud",
-      reporter: { id: "user-77", contact: "reporter@example.org" },
-      description: "This post is a scam.",
-      ...extra,
-    },
-  });
-  assert.equal(report.status, 201, JSON.stringify(report.body));
-  return report.body;
-}
-
-async function taskOfRun(runId) {
-  return until(async () => {
-    const listing = await api(`/queues/${state.queueId}/tasks?state=open&limit=200`);
-    const run = await api(`/runs/${runId}`);
-    return { value: listing.body.items?.find((task) => task.runId === runId), stop: ["failed", "repair_required", "terminated", "succeeded"].includes(run.body?.state), seen: run.body };
-  }, `the task of run ${runId}`);
-}
-
 async function expectNoSeriousViolations(page, label) {
   const violations = await axeViolations(page);
   assert.deepEqual(violations, [], `${label}: axe found serious or critical violations:\n${JSON.stringify(violations, null, 2)}`);
 }
 
-test("sign in with the link npm start prints, build start → human_task → end in the editor, publish", { timeout: 120_000 }, async (t) => {
-  onFailure(t, adminPage);
-  const page = adminPage;
-  await page.goto(server.signinUrl);
-  await page.waitForURL(`${server.baseUrl}/`);
-  await page.getByRole("heading", { level: 1, name: "Review queues" }).waitFor();
-  state.signedIn = true;
+/** Waits until the page has handled what was dispatched to it: a frame drawn and a task after it. */
+async function pageTurned(page) {
+  await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0))));
+}
+
+test("sign in with the link npm start prints; add start, human_task and end in the editor, connect them by dragging and from the panel; publish stores that graph", { timeout: 120_000 }, async (t) => {
+  // The installation npm start made, which only this test uses.
+  const api = apiClient(server.baseUrl, server.apiKey);
+  const queue = await api("/queues", { body: { name: QUEUE, slaSeconds: 3600, priority: 10 } });
+  assert.equal(queue.status, 201, JSON.stringify(queue.body));
+  const page = await openConsole(t, server.signinUrl);
+  assert.equal(new URL(page.url()).pathname, "/");
   assert.equal(await page.getByTestId("role").innerText(), "Admin");
 
   await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Workflows", exact: true }).click();
   await page.getByLabel("Name").fill(`console-review-flow-${TAG}`);
   await page.getByRole("button", { name: "Create and open the editor" }).click();
   await page.waitForURL(/\/workflows\/[^/]+\/edit$/u);
-  state.workflowId = new URL(page.url()).pathname.split("/")[2];
 
   const palette = page.getByRole("navigation", { name: "Node palette" });
   await palette.getByRole("button", { name: "Start", exact: true }).click();
@@ -179,9 +209,9 @@ test("sign in with the link npm start prints, build start → human_task → end
   await page.getByTestId("publish").click();
   await page.waitForURL(/\/workflows\/[^/?]+\?published=/u);
   await page.getByTestId("published").waitFor();
-  state.versionId = new URL(page.url()).searchParams.get("published");
+  const versionId = new URL(page.url()).searchParams.get("published");
 
-  const version = await api(`/workflow-versions/${state.versionId}`);
+  const version = await api(`/workflow-versions/${versionId}`);
   assert.equal(version.status, 200, JSON.stringify(version.body));
   const task = version.body.graph.nodes.find((n) => n.id === "human_task");
   assert.equal(task.config.queue_id, QUEUE);
@@ -189,26 +219,19 @@ test("sign in with the link npm start prints, build start → human_task → end
   assert.deepEqual(version.body.graph.edges.map((e) => `${e.from.nodeId}.${e.from.port}>${e.to.nodeId}`).sort(), ["human_task.completed>end", "human_task.timeout>end", "start.success>human_task"]);
 });
 
-test("a report sent through the API becomes a task; its media stays blurred until revealed", { timeout: 90_000 }, async (t) => {
-  onFailure(t, adminPage);
-  assert.ok(state.versionId, "the workflow was published");
-  const trigger = await api("/triggers", { body: { event: "report.created", when: `report.category == 'scams_and_fraud' && report.subject.id.endsWith('-${TAG}')`, workflowVersionId: state.versionId, authorityMode: "autonomous" } });
-  assert.equal(trigger.status, 201, JSON.stringify(trigger.body));
-  state.triggerId = trigger.body.id;
-  const report = await sendReport(`post-console-1-${TAG}`);
-  const started = report.runs.filter((r) => r.triggerId === state.triggerId);
-  assert.equal(started.length, 1, JSON.stringify(report));
-  state.runId = started[0].runId;
-  state.reportId = report.id;
-  await taskOfRun(state.runId);
+test("a report sent through the API becomes a task claimed with Enter on Next task; the reporter stays sealed and the media blurred until revealed", { timeout: 90_000 }, async (t) => {
+  const installation = await ownInstallation(server, `console-claim-${TAG}`);
+  const api = installation.api;
+  const desk = await reviewDesk(api);
+  const { runId } = await sendReport(api, desk, `post-console-1-${TAG}`);
+  await taskOfRun(api, desk.queueId, runId);
 
-  const page = adminPage;
-  await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Review", exact: true }).click();
+  const page = await openConsole(t, await installation.signinUrl(ADMIN));
+  const row = page.getByRole("row").filter({ hasText: QUEUE });
   await until(
     async () => {
       await page.reload();
       await page.locator("section[data-ready]").waitFor();
-      const row = page.getByRole("row").filter({ hasText: QUEUE });
       return { value: (await row.count()) && (await row.getByTestId("queue-open").innerText()) === "1" };
     },
     "the queue to show one open task",
@@ -219,8 +242,12 @@ test("a report sent through the API becomes a task; its media stays blurred unti
   await page.getByRole("button", { name: `Next task in ${QUEUE}` }).focus();
   await page.keyboard.press("Enter");
   await page.waitForURL(/\/tasks\/[^/]+$/u);
-  state.taskId = new URL(page.url()).pathname.split("/")[2];
+  const taskId = new URL(page.url()).pathname.split("/")[2];
   await page.getByTestId("submit-answer").waitFor();
+  const claimed = await api(`/tasks/${taskId}`);
+  assert.equal(claimed.body.state, "claimed", JSON.stringify(claimed.body));
+  assert.equal(claimed.body.claim.reviewer, ADMIN.email);
+  assert.equal(claimed.body.runId, runId);
 
   // The report opened for the reviewer, the context the workflow passed, the subject's history.
   await page.getByText("This post is a scam.").waitFor();
@@ -236,10 +263,14 @@ test("a report sent through the API becomes a task; its media stays blurred unti
   const filter = () => media.evaluate((el) => getComputedStyle(el).filter);
   assert.match(await filter(), /blur\(\d+px\) grayscale\(1\)/u, "media starts blurred and greyscale");
   assert.equal(await media.getAttribute("data-revealed"), "false");
+  // Doing other things (moving the pointer over the page, tabbing on) does not reveal it: once the
+  // page has handled them and no transition runs on the media, it is as blurred as before.
   await page.mouse.move(600, 400);
   await page.keyboard.press("Tab");
-  await sleep(1000);
-  assert.match(await filter(), /blur/u, "media stays blurred while the reviewer does other things");
+  await pageTurned(page);
+  await until(async () => ({ value: await media.evaluate((el) => el.getAnimations().length === 0) }), "no transition running on the media", 5_000);
+  assert.match(await filter(), /blur\(\d+px\) grayscale\(1\)/u, "media stays blurred while the reviewer does other things");
+  assert.equal(await media.getAttribute("data-revealed"), "false");
   await page.getByTestId("reveal-media").click();
   // (the filter eases out over 150 ms)
   await until(async () => ({ value: (await filter()) === "none", seen: await filter() }), "revealed media shown as it is", 5_000);
@@ -261,14 +292,23 @@ test("a report sent through the API becomes a task; its media stays blurred unti
   await timeline.getByText("Review task", { exact: true }).waitFor();
 });
 
-test("claim, answer with the keyboard; the run finishes; the audit chain verifies", { timeout: 90_000 }, async (t) => {
-  onFailure(t, adminPage);
-  assert.ok(state.taskId, "a claimed task");
-  const page = adminPage;
-  const claimed = await api(`/tasks/${state.taskId}`);
-  assert.equal(claimed.body.state, "claimed", JSON.stringify(claimed.body));
-  assert.equal(claimed.body.claim.reviewer, "admin@localhost");
+test("claim a task, choose with keys 1 and 2, send with Ctrl+Enter; the run succeeds, its page shows each step done, and the audit chain verifies", { timeout: 90_000 }, async (t) => {
+  const installation = await ownInstallation(server, `console-answer-${TAG}`);
+  const api = installation.api;
+  const desk = await reviewDesk(api);
+  const { runId } = await sendReport(api, desk, `post-console-answer-${TAG}`);
+  const open = await taskOfRun(api, desk.queueId, runId);
 
+  const page = await openConsole(t, await installation.signinUrl(ADMIN));
+  await page.goto(`${server.baseUrl}/tasks/${encodeURIComponent(open.id)}`);
+  await page.getByTestId("claim").click();
+  // The answer form is on the page before the claim too, its button disabled until the task is yours.
+  await page.locator('[data-testid="submit-answer"]:enabled').waitFor();
+  const claimed = await api(`/tasks/${open.id}`);
+  assert.equal(claimed.body.state, "claimed", JSON.stringify(claimed.body));
+  assert.equal(claimed.body.claim.reviewer, ADMIN.email);
+
+  await page.getByRole("heading", { level: 1 }).focus();
   await page.keyboard.press("1");
   assert.equal(await page.getByTestId("option-outcome-remove").isChecked(), true, "key 1 chooses the first outcome");
   await page.keyboard.press("2");
@@ -277,12 +317,12 @@ test("claim, answer with the keyboard; the run finishes; the audit chain verifie
   await page.keyboard.press("Control+Enter");
   await page.getByTestId("task-completed").waitFor({ timeout: 15_000 });
 
-  const task = await api(`/tasks/${state.taskId}`);
+  const task = await api(`/tasks/${open.id}`);
   assert.equal(task.body.state, "completed");
   assert.deepEqual(task.body.response, { outcome: "remove" });
 
   const run = await until(async () => {
-    const current = await api(`/runs/${state.runId}`);
+    const current = await api(`/runs/${runId}`);
     return { value: current.body.state === "succeeded" ? current.body : null, stop: ["failed", "repair_required", "terminated"].includes(current.body.state), seen: current.body };
   }, "the run to succeed");
   assert.deepEqual(
@@ -290,7 +330,7 @@ test("claim, answer with the keyboard; the run finishes; the audit chain verifie
     ["start", "human_task", "end"],
   );
 
-  await page.goto(`${server.baseUrl}/runs/${state.runId}`);
+  await page.goto(`${server.baseUrl}/runs/${runId}`);
   await page.locator('section[data-run-state="succeeded"]').waitFor();
   await page.locator('.react-flow__node[data-id="human_task"] .flow-node-state').filter({ hasText: "succeeded" }).waitFor();
   await page.locator('.react-flow__node[data-id="end"] .flow-node-state').filter({ hasText: "succeeded" }).waitFor();
@@ -304,15 +344,17 @@ test("claim, answer with the keyboard; the run finishes; the audit chain verifie
     .waitFor({ timeout: 15_000 });
 });
 
-test("a viewer can read but cannot claim or approve; a moderator can reject", { timeout: 120_000 }, async (t) => {
+test("a viewer sees the queue but gets no claim or approve control, its claim shortcut does nothing and the API answers 403; a moderator rejects the proposal with a reason", { timeout: 120_000 }, async (t) => {
+  const installation = await ownInstallation(server, `console-roles-${TAG}`);
+  const api = installation.api;
   // An open task to look at, and an action proposal waiting for approval.
-  const report = await sendReport(`post-console-2-${TAG}`);
-  const openTask = await taskOfRun(report.runs.find((r) => r.triggerId === state.triggerId).runId);
+  const desk = await reviewDesk(api);
+  const { runId: reviewRunId } = await sendReport(api, desk, `post-console-2-${TAG}`);
+  const openTask = await taskOfRun(api, desk.queueId, reviewRunId);
   const hook = await api("/webhook-endpoints", { body: { url: "http://127.0.0.1:9/hooks", retryBaseSeconds: 1, maxAttempts: 5 } });
   assert.equal(hook.status, 201, JSON.stringify(hook.body));
   const type = await api("/action-types", { body: { key: `remove_post_${TAG}`, name: "Remove post", endpointId: hook.body.id, reversible: true, requiresApproval: true } });
   assert.equal(type.status, 201, JSON.stringify(type.body));
-  const edge = (from, port, to) => ({ from: { nodeId: from, port }, to: { nodeId: to } });
   const workflow = await api("/workflows", { body: { name: `approval-flow-${TAG}` } });
   const version = await api(`/workflows/${workflow.body.id}/versions`, {
     body: {
@@ -337,79 +379,69 @@ test("a viewer can read but cannot claim or approve; a moderator can reject", { 
     return { value: list.body.items?.find((p) => p.runId === run.body.id), seen: list.body };
   }, "the action proposal");
 
-  const viewer = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  const page = watch(await viewer.newPage());
-  onFailure(t, page);
-  try {
-    await page.goto(await signinLink(server, { email: "viewer@example.org", name: "Vera Viewer", role: "viewer" }));
-    await page.getByRole("heading", { level: 1, name: "Review queues" }).waitFor();
-    assert.equal(await page.getByTestId("role").innerText(), "Viewer");
-    await page.getByRole("row").filter({ hasText: QUEUE }).waitFor();
-    assert.equal(await page.getByRole("button", { name: /Next task/u }).count(), 0, "no Next task for a viewer");
+  const page = await openConsole(t, await installation.signinUrl({ email: "viewer@example.org", name: "Vera Viewer", role: "viewer" }), { width: 1280, height: 900 });
+  assert.equal(await page.getByTestId("role").innerText(), "Viewer");
+  await page.getByRole("row").filter({ hasText: QUEUE }).waitFor();
+  assert.equal(await page.getByRole("button", { name: /Next task/u }).count(), 0, "no Next task for a viewer");
 
-    await page.goto(`${server.baseUrl}/tasks/${openTask.id}`);
-    await page.getByTestId("cannot-review").waitFor();
-    // A viewer may not open personal data: the reported content stays sealed for them.
-    await page.getByTestId("content-sealed").waitFor();
-    assert.equal(await page.getByText("This post is a scam.").count(), 0, "a viewer does not see the reported content");
-    assert.equal(await page.getByTestId("claim").count(), 0, "no Claim button for a viewer");
-    assert.equal(await page.getByTestId("submit-answer").count(), 0, "no answer form for a viewer");
-    await page.getByRole("heading", { level: 1 }).focus();
-    await page.keyboard.press("c");
-    await sleep(500);
-    assert.equal((await api(`/tasks/${openTask.id}`)).body.state, "open", "the claim shortcut does nothing for a viewer");
+  await page.goto(`${server.baseUrl}/tasks/${openTask.id}`);
+  await page.getByTestId("cannot-review").waitFor();
+  // A viewer may not open personal data: the reported content stays sealed for them.
+  await page.getByTestId("content-sealed").waitFor();
+  assert.equal(await page.getByText("This post is a scam.").count(), 0, "a viewer does not see the reported content");
+  assert.equal(await page.getByTestId("claim").count(), 0, "no Claim button for a viewer");
+  assert.equal(await page.getByTestId("submit-answer").count(), 0, "no answer form for a viewer");
+  const claimRequests = [];
+  page.on("request", (request) => {
+    if (/\/claim$/u.test(new URL(request.url()).pathname)) claimRequests.push(request.url());
+  });
+  await page.getByRole("heading", { level: 1 }).focus();
+  await page.keyboard.press("c");
+  await pageTurned(page);
+  assert.deepEqual(claimRequests, [], "the claim shortcut sends nothing for a viewer");
+  assert.equal((await api(`/tasks/${openTask.id}`)).body.state, "open", "the task is still open");
 
-    // And the API refuses the viewer's session even when the request is made by hand.
-    const attempt = async (pathname, body) =>
-      page.evaluate(
-        async ({ pathname, body }) => {
-          const session = await (await fetch("/api/v1/session")).json();
-          const response = await fetch(`/api/v1${pathname}`, { method: "POST", headers: { "content-type": "application/json", "x-csrf-token": session.csrfToken }, body: JSON.stringify(body) });
-          return { status: response.status, code: (await response.json()).error?.code };
-        },
-        { pathname, body },
-      );
-    assert.deepEqual(await attempt(`/tasks/${openTask.id}/claim`, {}), { status: 403, code: "auth.scope_missing" });
-    assert.deepEqual(await attempt(`/action-proposals/${proposal.id}/approve`, {}), { status: 403, code: "auth.scope_missing" });
+  // And the API refuses the viewer's session even when the request is made by hand.
+  const attempt = async (pathname, body) =>
+    page.evaluate(
+      async ({ pathname, body }) => {
+        const session = await (await fetch("/api/v1/session")).json();
+        const response = await fetch(`/api/v1${pathname}`, { method: "POST", headers: { "content-type": "application/json", "x-csrf-token": session.csrfToken }, body: JSON.stringify(body) });
+        return { status: response.status, code: (await response.json()).error?.code };
+      },
+      { pathname, body },
+    );
+  assert.deepEqual(await attempt(`/tasks/${openTask.id}/claim`, {}), { status: 403, code: "auth.scope_missing" });
+  assert.deepEqual(await attempt(`/action-proposals/${proposal.id}/approve`, {}), { status: 403, code: "auth.scope_missing" });
 
-    await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Approvals", exact: true }).click();
-    await page
-      .getByTestId("proposal")
-      .filter({ hasText: `remove_post_${TAG}` })
-      .waitFor();
-    await page.getByTestId("cannot-review").waitFor();
-    assert.equal(await page.getByTestId("approve").count(), 0, "no Approve button for a viewer");
-    assert.equal(await page.getByTestId("reject").count(), 0, "no Reject button for a viewer");
-    assert.equal((await api(`/action-proposals/${proposal.id}`)).body.state, "approval_required");
-  } finally {
-    await viewer.close();
-  }
+  await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Approvals", exact: true }).click();
+  await page
+    .getByTestId("proposal")
+    .filter({ hasText: `remove_post_${TAG}` })
+    .waitFor();
+  await page.getByTestId("cannot-review").waitFor();
+  assert.equal(await page.getByTestId("approve").count(), 0, "no Approve button for a viewer");
+  assert.equal(await page.getByTestId("reject").count(), 0, "no Reject button for a viewer");
+  assert.equal((await api(`/action-proposals/${proposal.id}`)).body.state, "approval_required");
 
-  const moderator = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  const modPage = watch(await moderator.newPage());
-  onFailure(t, modPage);
-  try {
-    await modPage.goto(await signinLink(server, { email: "mod@example.org", name: "Mo Moderator", role: "moderator" }));
-    await modPage.getByRole("heading", { level: 1, name: "Review queues" }).waitFor();
-    await modPage.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Approvals", exact: true }).click();
-    const card = modPage.getByTestId("proposal").filter({ hasText: `remove_post_${TAG}` });
-    await card.getByTestId("reject").click();
-    await card.getByLabel("Reason for rejecting").fill("Not a scam after all");
-    await card.getByRole("button", { name: "Reject", exact: true }).click();
-    await modPage.getByText("Nothing is waiting for approval.").waitFor();
-    const decided = await api(`/action-proposals/${proposal.id}`);
-    assert.equal(decided.body.state, "rejected");
-    assert.equal(decided.body.reason, "Not a scam after all");
-  } finally {
-    await moderator.close();
-  }
+  const modPage = await openConsole(t, await installation.signinUrl({ email: "mod@example.org", name: "Mo Moderator", role: "moderator" }), { width: 1280, height: 900 });
+  await modPage.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Approvals", exact: true }).click();
+  const card = modPage.getByTestId("proposal").filter({ hasText: `remove_post_${TAG}` });
+  await card.getByTestId("reject").click();
+  await card.getByLabel("Reason for rejecting").fill("Not a scam after all");
+  await card.getByRole("button", { name: "Reject", exact: true }).click();
+  await modPage.getByText("Nothing is waiting for approval.").waitFor();
+  const decided = await api(`/action-proposals/${proposal.id}`);
+  assert.equal(decided.body.state, "rejected");
+  assert.equal(decided.body.reason, "Not a scam after all");
 });
 
-test("an invalid CEL expression shows the validator's error on its node and field", { timeout: 60_000 }, async (t) => {
-  const page = await adminSignedIn();
-  onFailure(t, page);
+test("a condition's when set to the invalid CEL 'report.category ==' shows the validator's error on its field and node; a valid one clears both", { timeout: 60_000 }, async (t) => {
+  const installation = await ownInstallation(server, `console-cel-${TAG}`);
+  const api = installation.api;
   const workflow = await api("/workflows", { body: { name: `cel-check-${TAG}` } });
   assert.equal(workflow.status, 201, JSON.stringify(workflow.body));
+  const page = await openConsole(t, await installation.signinUrl(ADMIN));
   await page.goto(`${server.baseUrl}/workflows/${workflow.body.id}/edit`);
   const palette = page.getByRole("navigation", { name: "Node palette" });
   await palette.getByRole("button", { name: "Start", exact: true }).click();
@@ -435,7 +467,10 @@ test("an invalid CEL expression shows the validator's error on its node and fiel
   assert.ok(!remaining.includes(message.slice(0, 40)), `the node no longer shows the expression error (${remaining})`);
 });
 
-test("the task shows what automation proposed and why (AI proposal, enrichment) before the reviewer answers", { timeout: 90_000 }, async (t) => {
+test("a task after an enrichment and an AI proposal (a model on loopback) shows the proposed result, its confidence and rationale, and the enrichment step", { timeout: 90_000 }, async (t) => {
+  const installation = await ownInstallation(server, `console-ai-${TAG}`);
+  const api = installation.api;
+  const desk = await reviewDesk(api, { review: false });
   // An OpenAI-compatible model endpoint in this process, on loopback.
   const model = createServer((request, response) => {
     let body = "";
@@ -461,7 +496,6 @@ test("the task shows what automation proposed and why (AI proposal, enrichment) 
   const provider = await api("/ai-providers", { body: { name: "local model", kind: "openai-compatible", baseUrl: `http://127.0.0.1:${model.address().port}/v1`, model: "fixed", apiKey: "sk-local-model" } });
   assert.equal(provider.status, 201, JSON.stringify(provider.body));
 
-  const edge = (from, port, to) => ({ from: { nodeId: from, port }, to: { nodeId: to } });
   const workflow = await api("/workflows", { body: { name: `assisted-review-${TAG}` } });
   const version = await api(`/workflows/${workflow.body.id}/versions`, {
     body: {
@@ -484,13 +518,12 @@ test("the task shows what automation proposed and why (AI proposal, enrichment) 
     },
   });
   assert.equal(version.status, 201, JSON.stringify(version.body));
-  const trigger = await api("/triggers", { body: { event: "report.created", when: `report.subject.id.endsWith('-ai-${TAG}')`, workflowVersionId: version.body.id, authorityMode: "autonomous" } });
+  const trigger = await api("/triggers", { body: { event: "report.created", workflowVersionId: version.body.id, authorityMode: "autonomous" } });
   assert.equal(trigger.status, 201, JSON.stringify(trigger.body));
-  const report = await sendReport(`post-console-ai-${TAG}`);
-  const task = await taskOfRun(report.runs.find((r) => r.triggerId === trigger.body.id).runId);
+  const { runId } = await sendReport(api, { ...desk, triggerId: trigger.body.id }, `post-console-ai-${TAG}`);
+  const task = await taskOfRun(api, desk.queueId, runId);
 
-  const page = await adminSignedIn();
-  onFailure(t, page);
+  const page = await openConsole(t, await installation.signinUrl(ADMIN));
   await page.goto(`${server.baseUrl}/tasks/${encodeURIComponent(task.id)}`);
   const proposal = page.getByTestId("ai-proposal");
   await proposal.waitFor();
@@ -500,12 +533,11 @@ test("the task shows what automation proposed and why (AI proposal, enrichment) 
   await page.getByRole("region", { name: "What automation did" }).or(page.locator('section[aria-labelledby="automation-heading"]')).getByText("history").first().waitFor();
 });
 
-test("a run in repair_required is repaired from the run inspector: route to a port with a reason", { timeout: 90_000 }, async (t) => {
-  const page = await adminSignedIn();
-  onFailure(t, page);
+test("a run in repair_required is routed to port no with a reason from the run inspector and succeeds; a second is terminated from the runs list after a dry run", { timeout: 90_000 }, async (t) => {
+  const installation = await ownInstallation(server, `console-repair-${TAG}`);
+  const api = installation.api;
   const workflow = await api("/workflows", { body: { name: `repair-${TAG}` } });
   assert.equal(workflow.status, 201, JSON.stringify(workflow.body));
-  const edge = (from, port, to) => ({ from: { nodeId: from, port }, to: { nodeId: to } });
   const graph = {
     schemaVersion: 1,
     nodes: [
@@ -526,6 +558,7 @@ test("a run in repair_required is repaired from the run inspector: route to a po
     return { value: current.body.state === "repair_required" ? current.body : null, stop: ["failed", "succeeded", "terminated"].includes(current.body.state), seen: current.body };
   }, "the run to need repair");
 
+  const page = await openConsole(t, await installation.signinUrl(ADMIN));
   await page.goto(`${server.baseUrl}/runs/${runId}`);
   await page.locator('section[data-run-state="repair_required"]').waitFor();
   const form = page.getByTestId("repair-form");

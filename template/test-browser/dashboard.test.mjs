@@ -1,21 +1,22 @@
-// The dashboard in a real browser: reports and tasks sent through the API, the
-// hours rolled up (POST /metrics/rollup, as the schedule would), then /dashboard shows the figures
-// with the queue's name, its charts have text alternatives, switching the range works, axe-core
-// finds no serious or critical violation, and the review page does not load the dashboard's
-// chunk. The runs list shows the workflow's name and version.
+// The dashboard and the admin pages in a real browser. One server for the file; each test works
+// in an installation of its own (POST /installations) with the data it makes, so it runs alone and
+// in any order. What is tried: reports and tasks sent through the API, the hours rolled up (POST
+// /metrics/rollup, as the schedule would), then /dashboard shows exactly those figures with the
+// queue's name, its charts have text alternatives, switching the range works, axe-core finds no
+// serious or critical violation, and the review page does not load the dashboard's chunk; the runs
+// list shows the workflow's name and version; the storage page reads D1 by table and sets the hot
+// window; the rules page tests, publishes and deploys a rule set in shadow and the gate refuses
+// autonomous.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { apiClient, axeViolations, buildConsole, launchBrowser, reuseOrStartServer, until } from "./harness.mjs";
+import { axeViolations, buildConsole, launchBrowser, ownInstallation, reuseOrStartServer, signedInPage, until } from "./harness.mjs";
 
 let server;
 let browser;
-let api;
-let context;
-let page;
 const TAG = Math.random().toString(36).slice(2, 7);
 const QUEUE = `dashboard_${TAG}`;
 const WORKFLOW = `dashboard review ${TAG}`;
-const REPORTS = 3;
+const ADMIN = { email: "admin@example.org", name: "Ada Admin", role: "admin" };
 
 const edge = (from, port, to) => ({ from: { nodeId: from, port }, to: { nodeId: to } });
 
@@ -23,37 +24,7 @@ before(
   async () => {
     buildConsole();
     server = await reuseOrStartServer({ label: "dashboard" });
-    api = apiClient(server.baseUrl, server.apiKey);
-    const queue = await api("/queues", { body: { name: QUEUE, slaSeconds: 3600 } });
-    assert.equal(queue.status, 201, JSON.stringify(queue.body));
-    const workflow = await api("/workflows", { body: { name: WORKFLOW } });
-    assert.equal(workflow.status, 201, JSON.stringify(workflow.body));
-    const graph = {
-      schemaVersion: 1,
-      nodes: [
-        { id: "start", kind: "start" },
-        { id: "review", kind: "human_task", config: { queue_id: QUEUE, response_schema: { type: "object", properties: { outcome: { enum: ["remove", "keep"] } } }, timeout_seconds: 3600 } },
-        { id: "end", kind: "end" },
-      ],
-      edges: [edge("start", "success", "review"), edge("review", "completed", "end"), edge("review", "timeout", "end")],
-    };
-    const version = await api(`/workflows/${workflow.body.id}/versions`, { body: { graph } });
-    assert.equal(version.status, 201, JSON.stringify(version.body));
-    const trigger = await api("/triggers", { body: { event: "report.created", when: `report.subject.id.endsWith('-${TAG}')`, workflowVersionId: version.body.id, authorityMode: "autonomous" } });
-    assert.equal(trigger.status, 201, JSON.stringify(trigger.body));
-    for (let i = 0; i < REPORTS; i++) {
-      const report = await api("/reports", { body: { subject: { kind: "content", id: `post-${i}-${TAG}` }, category: "scams_and_fraud", source: "notice" } });
-      assert.equal(report.status, 201, JSON.stringify(report.body));
-    }
-    await until(async () => {
-      const tasks = await api(`/queues/${queue.body.id}/tasks?limit=50`);
-      return { value: tasks.body.items?.length === REPORTS, seen: tasks.body };
-    }, "the tasks of the reports");
-    const rolled = await api("/metrics/rollup", { body: {} });
-    assert.equal(rolled.status, 200, JSON.stringify(rolled.body));
     browser = await launchBrowser();
-    context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
-    page = await context.newPage();
   },
   { timeout: 180_000 },
 );
@@ -63,14 +34,52 @@ after(async () => {
   await server?.stop();
 });
 
-test("the dashboard shows the desk's figures with names, charts with text, and passes axe", { timeout: 90_000 }, async () => {
+/**
+ * A desk in the installation: the queue, a published review workflow (start → human_task → end)
+ * with a trigger for every report, and `reports` reports sent, each waiting as a task in the queue.
+ */
+async function deskWithReports(api, reports) {
+  const queue = await api("/queues", { body: { name: QUEUE, slaSeconds: 3600 } });
+  assert.equal(queue.status, 201, JSON.stringify(queue.body));
+  const workflow = await api("/workflows", { body: { name: WORKFLOW } });
+  assert.equal(workflow.status, 201, JSON.stringify(workflow.body));
+  const graph = {
+    schemaVersion: 1,
+    nodes: [
+      { id: "start", kind: "start" },
+      { id: "review", kind: "human_task", config: { queue_id: QUEUE, response_schema: { type: "object", properties: { outcome: { enum: ["remove", "keep"] } } }, timeout_seconds: 3600 } },
+      { id: "end", kind: "end" },
+    ],
+    edges: [edge("start", "success", "review"), edge("review", "completed", "end"), edge("review", "timeout", "end")],
+  };
+  const version = await api(`/workflows/${workflow.body.id}/versions`, { body: { graph } });
+  assert.equal(version.status, 201, JSON.stringify(version.body));
+  const trigger = await api("/triggers", { body: { event: "report.created", workflowVersionId: version.body.id, authorityMode: "autonomous" } });
+  assert.equal(trigger.status, 201, JSON.stringify(trigger.body));
+  for (let i = 0; i < reports; i++) {
+    const report = await api("/reports", { body: { subject: { kind: "content", id: `post-${i}-${TAG}` }, category: "scams_and_fraud", source: "notice" } });
+    assert.equal(report.status, 201, JSON.stringify(report.body));
+  }
+  await until(async () => {
+    const tasks = await api(`/queues/${queue.body.id}/tasks?limit=50`);
+    return { value: tasks.body.items?.length === reports, seen: tasks.body };
+  }, "the tasks of the reports");
+}
+
+test("after 3 reports and a rollup the dashboard shows 3 reports in and 3 waiting by the queue's name, charts with text, the 30-day range; the review page does not load its chunk; axe passes", { timeout: 90_000 }, async (t) => {
+  const REPORTS = 3;
+  const installation = await ownInstallation(server, `dashboard-${TAG}`);
+  await deskWithReports(installation.api, REPORTS);
+  const rolled = await installation.api("/metrics/rollup", { body: {} });
+  assert.equal(rolled.status, 200, JSON.stringify(rolled.body));
   const scripts = new Set();
-  page.on("response", (response) => {
-    const url = new URL(response.url());
-    if (url.pathname.endsWith(".js")) scripts.add(url.pathname);
+  const page = await signedInPage(t, browser, await installation.signinUrl(ADMIN), {
+    onOpen: (opened) =>
+      opened.on("response", (response) => {
+        const url = new URL(response.url());
+        if (url.pathname.endsWith(".js")) scripts.add(url.pathname);
+      }),
   });
-  await page.goto(server.signinUrl);
-  await page.getByRole("heading", { level: 1, name: "Review queues" }).waitFor();
   assert.deepEqual(
     [...scripts].filter((name) => /dashboard/u.test(name)),
     [],
@@ -87,7 +96,7 @@ test("the dashboard shows the desk's figures with names, charts with text, and p
   );
 
   const reports = Number((await page.getByTestId("stat-reports").locator("strong").innerText()).replace(/\D/gu, ""));
-  assert.ok(reports >= REPORTS, `reports in: ${reports}`);
+  assert.equal(reports, REPORTS, "reports in: the installation's own, no more");
   const row = page.getByTestId("queue-health").getByRole("row").filter({ hasText: QUEUE });
   await row.waitFor();
   assert.equal(await row.locator("td").first().innerText(), String(REPORTS), "waiting tasks in the queue, by its name");
@@ -109,7 +118,10 @@ test("the dashboard shows the desk's figures with names, charts with text, and p
   assert.deepEqual(await axeViolations(page), [], "dashboard (30 days): no serious or critical axe violations");
 });
 
-test("the runs list shows the workflow's name and version", { timeout: 60_000 }, async () => {
+test("the runs list shows a run's workflow by name and version", { timeout: 60_000 }, async (t) => {
+  const installation = await ownInstallation(server, `dashboard-runs-${TAG}`);
+  await deskWithReports(installation.api, 1);
+  const page = await signedInPage(t, browser, await installation.signinUrl(ADMIN));
   await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Runs", exact: true }).click();
   await page.locator("section[data-ready]").waitFor();
   const row = page.getByRole("row").filter({ hasText: WORKFLOW }).first();
@@ -118,7 +130,10 @@ test("the runs list shows the workflow's name and version", { timeout: 60_000 },
   assert.deepEqual(await axeViolations(page), [], "runs page: no serious or critical axe violations");
 });
 
-test("storage: an admin reads D1 by table, the archive and the projection, and sets the hot window", { timeout: 60_000 }, async () => {
+test("storage: an admin reads D1 by table, the archive and the projection, sees the default hot window of 7 days and sets it to 30", { timeout: 60_000 }, async (t) => {
+  const installation = await ownInstallation(server, `dashboard-storage-${TAG}`);
+  const api = installation.api;
+  const page = await signedInPage(t, browser, await installation.signinUrl(ADMIN));
   await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Storage", exact: true }).click();
   await page.waitForURL(/\/storage$/u);
   await page.getByRole("heading", { level: 1, name: "Storage" }).waitFor();
@@ -137,7 +152,10 @@ test("storage: an admin reads D1 by table, the archive and the projection, and s
   assert.equal(settings.body.hotDays, 30);
 });
 
-test("rules: an admin creates a rule set, tests a rule against a pasted event, publishes and deploys it in shadow, sees its hit rate and shadow agreement, and the gate refuses autonomous", { timeout: 150_000 }, async () => {
+test("rules: an admin creates a rule set, tests a rule against a pasted event, publishes and deploys it in shadow, sees its hit rate and shadow agreement, and the gate refuses autonomous", { timeout: 150_000 }, async (t) => {
+  const installation = await ownInstallation(server, `dashboard-rules-${TAG}`);
+  const api = installation.api;
+  const page = await signedInPage(t, browser, await installation.signinUrl(ADMIN));
   await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Rules", exact: true }).click();
   await page.waitForURL(/\/rules$/u);
   await page.getByRole("heading", { level: 1, name: "Rules" }).waitFor();

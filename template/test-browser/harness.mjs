@@ -48,6 +48,42 @@ export async function signinLink(server, { email, name, role }) {
   return response.body.url;
 }
 
+/**
+ * An installation of the test's own on a running server, made as a deployment's operator makes
+ * one (POST /installations with the admin token): nothing another test made is visible in it, so
+ * the test can run alone and in any order. Returns its id, its first API key (every scope), an API
+ * client with that key, and `signinUrl(user)`: a one-time console sign-in link for a user of it.
+ */
+export async function ownInstallation(server, name) {
+  const root = apiClient(server.baseUrl, server.adminToken);
+  const created = await root("/installations", { body: { name } });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  const id = created.body.id;
+  return {
+    id,
+    apiKey: created.body.apiKey,
+    api: apiClient(server.baseUrl, created.body.apiKey),
+    signinUrl: (user) => signinLink({ ...server, installationId: id }, user),
+  };
+}
+
+/**
+ * A browser context of its own (cookies, storage) signed in through a one-time link, on the review
+ * home. Closed when the test ends, after `onClose(page)` (where a failed test dumps what it saw).
+ */
+export async function signedInPage(t, browser, url, { viewport = { width: 1440, height: 900 }, onOpen = () => undefined, onClose = async () => undefined } = {}) {
+  const context = await browser.newContext({ viewport });
+  const page = await context.newPage();
+  onOpen(page);
+  t.after(async () => {
+    await onClose(page);
+    await context.close().catch(() => undefined);
+  });
+  await page.goto(url);
+  await page.getByRole("heading", { level: 1, name: "Review queues" }).waitFor();
+  return page;
+}
+
 const axeSource = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 
 /** Runs axe-core in the page; returns the serious and critical violations (with their targets). */
