@@ -14,8 +14,8 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { after, before, test } from "node:test";
-import { apiClient, axeViolations, buildConsole, launchBrowser, ownInstallation, pngDataUrl, reuseOrStartServer, signedInPage, until } from "./harness.mjs";
+import { after, before, describe, test } from "node:test";
+import { apiClient, axeViolations, buildConsole, launchBrowser, ownInstallation, pngDataUrl, reuseOrStartServer, signedInPage, until, TEST_CONCURRENCY } from "./harness.mjs";
 
 let server;
 let browser;
@@ -166,439 +166,441 @@ async function pageTurned(page) {
   await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0))));
 }
 
-test("sign in with the link npm start prints; add start, human_task and end in the editor, connect them by dragging and from the panel; publish stores that graph", { timeout: 120_000 }, async (t) => {
-  // The installation npm start made, which only this test uses.
-  const api = apiClient(server.baseUrl, server.apiKey);
-  const queue = await api("/queues", { body: { name: QUEUE, slaSeconds: 3600, priority: 10 } });
-  assert.equal(queue.status, 201, JSON.stringify(queue.body));
-  const page = await openConsole(t, server.signinUrl);
-  assert.equal(new URL(page.url()).pathname, "/");
-  assert.equal(await page.getByTestId("role").innerText(), "Admin");
+describe("the console", { concurrency: TEST_CONCURRENCY }, () => {
+  test("sign in with the link npm start prints; add start, human_task and end in the editor, connect them by dragging and from the panel; publish stores that graph", { timeout: 120_000 }, async (t) => {
+    // The installation npm start made, which only this test uses.
+    const api = apiClient(server.baseUrl, server.apiKey);
+    const queue = await api("/queues", { body: { name: QUEUE, slaSeconds: 3600, priority: 10 } });
+    assert.equal(queue.status, 201, JSON.stringify(queue.body));
+    const page = await openConsole(t, server.signinUrl);
+    assert.equal(new URL(page.url()).pathname, "/");
+    assert.equal(await page.getByTestId("role").innerText(), "Admin");
 
-  await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Workflows", exact: true }).click();
-  await page.getByLabel("Name").fill(`console-review-flow-${TAG}`);
-  await page.getByRole("button", { name: "Create and open the editor" }).click();
-  await page.waitForURL(/\/workflows\/[^/]+\/edit$/u);
+    await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Workflows", exact: true }).click();
+    await page.getByLabel("Name").fill(`console-review-flow-${TAG}`);
+    await page.getByRole("button", { name: "Create and open the editor" }).click();
+    await page.waitForURL(/\/workflows\/[^/]+\/edit$/u);
 
-  const palette = page.getByRole("navigation", { name: "Node palette" });
-  await palette.getByRole("button", { name: "Start", exact: true }).click();
-  await palette.getByRole("button", { name: "Human task", exact: true }).click();
-  await palette.getByRole("button", { name: "End", exact: true }).click();
-  for (const id of ["start", "human_task", "end"]) await page.locator(`.react-flow__node[data-id="${id}"]`).waitFor();
+    const palette = page.getByRole("navigation", { name: "Node palette" });
+    await palette.getByRole("button", { name: "Start", exact: true }).click();
+    await palette.getByRole("button", { name: "Human task", exact: true }).click();
+    await palette.getByRole("button", { name: "End", exact: true }).click();
+    for (const id of ["start", "human_task", "end"]) await page.locator(`.react-flow__node[data-id="${id}"]`).waitFor();
 
-  // The human task: its queue and its response schema, from its config panel.
-  await page.locator('.react-flow__node[data-id="human_task"]').click();
-  const panel = page.getByTestId("config-panel");
-  await panel.getByTestId("queue-select").selectOption(QUEUE);
-  await panel.getByTestId("outcome-options").fill("remove, keep");
-  await panel.getByPlaceholder("name").fill("category");
-  await panel.getByRole("button", { name: "Add field" }).click();
-  const schema = JSON.parse(await panel.getByTestId("response-schema").inputValue());
-  assert.deepEqual(schema.properties.outcome.enum, ["remove", "keep"]);
+    // The human task: its queue and its response schema, from its config panel.
+    await page.locator('.react-flow__node[data-id="human_task"]').click();
+    const panel = page.getByTestId("config-panel");
+    await panel.getByTestId("queue-select").selectOption(QUEUE);
+    await panel.getByTestId("outcome-options").fill("remove, keep");
+    await panel.getByPlaceholder("name").fill("category");
+    await panel.getByRole("button", { name: "Add field" }).click();
+    const schema = JSON.parse(await panel.getByTestId("response-schema").inputValue());
+    assert.deepEqual(schema.properties.outcome.enum, ["remove", "keep"]);
 
-  // Ports as handles: drag two edges; the third through the panel's keyboard-friendly select.
-  await connect(page, "start", "success", "human_task");
-  await connect(page, "human_task", "completed", "end");
-  await page.locator('.react-flow__node[data-id="human_task"]').click();
-  await panel.getByTestId("connect-timeout").selectOption("end");
-  await page.locator('.react-flow__edge[data-id="human_task:timeout->end"]').waitFor();
+    // Ports as handles: drag two edges; the third through the panel's keyboard-friendly select.
+    await connect(page, "start", "success", "human_task");
+    await connect(page, "human_task", "completed", "end");
+    await page.locator('.react-flow__node[data-id="human_task"]').click();
+    await panel.getByTestId("connect-timeout").selectOption("end");
+    await page.locator('.react-flow__edge[data-id="human_task:timeout->end"]').waitFor();
 
-  await page.getByTestId("validation-status").filter({ hasText: "Valid: ready to publish." }).waitFor({ timeout: 15_000 });
-  await expectNoSeriousViolations(page, "editor page");
+    await page.getByTestId("validation-status").filter({ hasText: "Valid: ready to publish." }).waitFor({ timeout: 15_000 });
+    await expectNoSeriousViolations(page, "editor page");
 
-  await page.getByTestId("publish").click();
-  await page.waitForURL(/\/workflows\/[^/?]+\?published=/u);
-  await page.getByTestId("published").waitFor();
-  const versionId = new URL(page.url()).searchParams.get("published");
+    await page.getByTestId("publish").click();
+    await page.waitForURL(/\/workflows\/[^/?]+\?published=/u);
+    await page.getByTestId("published").waitFor();
+    const versionId = new URL(page.url()).searchParams.get("published");
 
-  const version = await api(`/workflow-versions/${versionId}`);
-  assert.equal(version.status, 200, JSON.stringify(version.body));
-  const task = version.body.graph.nodes.find((n) => n.id === "human_task");
-  assert.equal(task.config.queue_id, QUEUE);
-  assert.deepEqual(task.inputMapping, { category: "report.category" });
-  assert.deepEqual(version.body.graph.edges.map((e) => `${e.from.nodeId}.${e.from.port}>${e.to.nodeId}`).sort(), ["human_task.completed>end", "human_task.timeout>end", "start.success>human_task"]);
-});
-
-test("a report sent through the API becomes a task claimed with Enter on Next task; the reporter stays sealed and the media blurred until revealed", { timeout: 90_000 }, async (t) => {
-  const installation = await ownInstallation(server, `console-claim-${TAG}`);
-  const api = installation.api;
-  const desk = await reviewDesk(api);
-  const { runId } = await sendReport(api, desk, `post-console-1-${TAG}`);
-  await taskOfRun(api, desk.queueId, runId);
-
-  const page = await openConsole(t, await installation.signinUrl(ADMIN));
-  const row = page.getByRole("row").filter({ hasText: QUEUE });
-  await until(
-    async () => {
-      await page.reload();
-      await page.locator("section[data-ready]").waitFor();
-      return { value: (await row.count()) && (await row.getByTestId("queue-open").innerText()) === "1" };
-    },
-    "the queue to show one open task",
-    20_000,
-  );
-  await expectNoSeriousViolations(page, "review home (queues)");
-  // Claimed from the keyboard: focus "Next task" and press Enter.
-  await page.getByRole("button", { name: `Next task in ${QUEUE}` }).focus();
-  await page.keyboard.press("Enter");
-  await page.waitForURL(/\/tasks\/[^/]+$/u);
-  const taskId = new URL(page.url()).pathname.split("/")[2];
-  await page.getByTestId("submit-answer").waitFor();
-  const claimed = await api(`/tasks/${taskId}`);
-  assert.equal(claimed.body.state, "claimed", JSON.stringify(claimed.body));
-  assert.equal(claimed.body.claim.reviewer, ADMIN.email);
-  assert.equal(claimed.body.runId, runId);
-
-  // The report opened for the reviewer, the context the workflow passed, the subject's history.
-  await page.getByText("This post is a scam.").waitFor();
-  // Who reported stays sealed until the reviewer asks, with a reason (audited).
-  assert.equal(await page.getByText("reporter@example.org").count(), 0, "the reporter's contact is not shown unasked");
-  await page.getByTestId("reveal-reporter").click();
-  await page.getByTestId("reveal-reason").fill("Checking the notifier before replying");
-  await page.getByRole("button", { name: "Reveal", exact: true }).click();
-  await page.getByText("reporter@example.org").waitFor();
-  await page.locator(".kv").filter({ hasText: "category" }).getByText("scams_and_fraud").first().waitFor();
-
-  const media = page.getByTestId("media");
-  const filter = () => media.evaluate((el) => getComputedStyle(el).filter);
-  assert.match(await filter(), /blur\(\d+px\) grayscale\(1\)/u, "media starts blurred and greyscale");
-  assert.equal(await media.getAttribute("data-revealed"), "false");
-  // Doing other things (moving the pointer over the page, tabbing on) does not reveal it: once the
-  // page has handled them and no transition runs on the media, it is as blurred as before.
-  await page.mouse.move(600, 400);
-  await page.keyboard.press("Tab");
-  await pageTurned(page);
-  await until(async () => ({ value: await media.evaluate((el) => el.getAnimations().length === 0) }), "no transition running on the media", 5_000);
-  assert.match(await filter(), /blur\(\d+px\) grayscale\(1\)/u, "media stays blurred while the reviewer does other things");
-  assert.equal(await media.getAttribute("data-revealed"), "false");
-  await page.getByTestId("reveal-media").click();
-  // (the filter eases out over 150 ms)
-  await until(async () => ({ value: (await filter()) === "none", seen: await filter() }), "revealed media shown as it is", 5_000);
-  assert.equal(await media.getAttribute("data-revealed"), "true");
-  await page.getByTestId("reveal-media").click();
-  await until(async () => ({ value: /blur\(\d+px\) grayscale\(1\)/u.test(await filter()), seen: await filter() }), "media hidden again", 5_000);
-  await page.keyboard.press("v");
-  await until(async () => ({ value: (await filter()) === "none", seen: await filter() }), "v reveals all media", 5_000);
-  await page.keyboard.press("v");
-  await until(async () => ({ value: /blur/u.test(await filter()), seen: await filter() }), "v hides all media again", 5_000);
-
-  await page.getByRole("heading", { level: 1 }).focus();
-  await expectNoSeriousViolations(page, "review (task) page");
-
-  // The subject's history: its reports and the report's timeline (run, task).
-  const timeline = page.getByRole("list", { name: "Report timeline" });
-  await timeline.waitFor({ timeout: 10_000 });
-  await timeline.getByText("Workflow run", { exact: true }).waitFor();
-  await timeline.getByText("Review task", { exact: true }).waitFor();
-});
-
-test("claim a task, choose with keys 1 and 2, send with Ctrl+Enter; the run succeeds, its page shows each step done, and the audit chain verifies", { timeout: 90_000 }, async (t) => {
-  const installation = await ownInstallation(server, `console-answer-${TAG}`);
-  const api = installation.api;
-  const desk = await reviewDesk(api);
-  const { runId } = await sendReport(api, desk, `post-console-answer-${TAG}`);
-  const open = await taskOfRun(api, desk.queueId, runId);
-
-  const page = await openConsole(t, await installation.signinUrl(ADMIN));
-  await page.goto(`${server.baseUrl}/tasks/${encodeURIComponent(open.id)}`);
-  await page.getByTestId("claim").click();
-  // The answer form is on the page before the claim too, its button disabled until the task is yours.
-  await page.locator('[data-testid="submit-answer"]:enabled').waitFor();
-  const claimed = await api(`/tasks/${open.id}`);
-  assert.equal(claimed.body.state, "claimed", JSON.stringify(claimed.body));
-  assert.equal(claimed.body.claim.reviewer, ADMIN.email);
-
-  await page.getByRole("heading", { level: 1 }).focus();
-  await page.keyboard.press("1");
-  assert.equal(await page.getByTestId("option-outcome-remove").isChecked(), true, "key 1 chooses the first outcome");
-  await page.keyboard.press("2");
-  assert.equal(await page.getByTestId("option-outcome-keep").isChecked(), true, "key 2 chooses the second");
-  await page.keyboard.press("1");
-  await page.keyboard.press("Control+Enter");
-  await page.getByTestId("task-completed").waitFor({ timeout: 15_000 });
-
-  const task = await api(`/tasks/${open.id}`);
-  assert.equal(task.body.state, "completed");
-  assert.deepEqual(task.body.response, { outcome: "remove" });
-
-  const run = await until(async () => {
-    const current = await api(`/runs/${runId}`);
-    return { value: current.body.state === "succeeded" ? current.body : null, stop: ["failed", "repair_required", "terminated"].includes(current.body.state), seen: current.body };
-  }, "the run to succeed");
-  assert.deepEqual(
-    run.steps.map((s) => s.nodeId),
-    ["start", "human_task", "end"],
-  );
-
-  await page.goto(`${server.baseUrl}/runs/${runId}`);
-  await page.locator('section[data-run-state="succeeded"]').waitFor();
-  await page.locator('.react-flow__node[data-id="human_task"] .flow-node-state').filter({ hasText: "succeeded" }).waitFor();
-  await page.locator('.react-flow__node[data-id="end"] .flow-node-state').filter({ hasText: "succeeded" }).waitFor();
-  await expectNoSeriousViolations(page, "run page");
-
-  await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Audit", exact: true }).click();
-  await page.getByTestId("verify-chain").click();
-  await page
-    .getByTestId("verify-result")
-    .filter({ hasText: /Chain verified: all \d+ events are intact/u })
-    .waitFor({ timeout: 15_000 });
-});
-
-test("a viewer sees the queue but gets no claim or approve control, its claim shortcut does nothing and the API answers 403; a moderator rejects the proposal with a reason", { timeout: 120_000 }, async (t) => {
-  const installation = await ownInstallation(server, `console-roles-${TAG}`);
-  const api = installation.api;
-  // An open task to look at, and an action proposal waiting for approval.
-  const desk = await reviewDesk(api);
-  const { runId: reviewRunId } = await sendReport(api, desk, `post-console-2-${TAG}`);
-  const openTask = await taskOfRun(api, desk.queueId, reviewRunId);
-  const hook = await api("/webhook-endpoints", { body: { url: "http://127.0.0.1:9/hooks", retryBaseSeconds: 1, maxAttempts: 5 } });
-  assert.equal(hook.status, 201, JSON.stringify(hook.body));
-  const type = await api("/action-types", { body: { key: `remove_post_${TAG}`, name: "Remove post", endpointId: hook.body.id, reversible: true, requiresApproval: true } });
-  assert.equal(type.status, 201, JSON.stringify(type.body));
-  const workflow = await api("/workflows", { body: { name: `approval-flow-${TAG}` } });
-  const version = await api(`/workflows/${workflow.body.id}/versions`, {
-    body: {
-      graph: {
-        schemaVersion: 1,
-        nodes: [
-          { id: "start", kind: "start" },
-          { id: "remove", kind: "action", config: { action_type: `remove_post_${TAG}`, approval_timeout_seconds: 3600 }, inputMapping: { postId: "input.postId" } },
-          { id: "applied", kind: "end", config: { terminal_code: "applied" } },
-          { id: "rejected", kind: "end", config: { terminal_code: "rejected" } },
-          { id: "expired", kind: "end", config: { terminal_code: "expired" } },
-        ],
-        edges: [edge("start", "success", "remove"), edge("remove", "applied", "applied"), edge("remove", "rejected", "rejected"), edge("remove", "expired", "expired")],
-      },
-    },
+    const version = await api(`/workflow-versions/${versionId}`);
+    assert.equal(version.status, 200, JSON.stringify(version.body));
+    const task = version.body.graph.nodes.find((n) => n.id === "human_task");
+    assert.equal(task.config.queue_id, QUEUE);
+    assert.deepEqual(task.inputMapping, { category: "report.category" });
+    assert.deepEqual(version.body.graph.edges.map((e) => `${e.from.nodeId}.${e.from.port}>${e.to.nodeId}`).sort(), ["human_task.completed>end", "human_task.timeout>end", "start.success>human_task"]);
   });
-  assert.equal(version.status, 201, JSON.stringify(version.body));
-  const run = await api("/runs", { body: { workflowVersionId: version.body.id, authorityMode: "assisted", input: { postId: "post-9" } } });
-  assert.equal(run.status, 201, JSON.stringify(run.body));
-  const proposal = await until(async () => {
-    const list = await api("/action-proposals?state=approval_required");
-    return { value: list.body.items?.find((p) => p.runId === run.body.id), seen: list.body };
-  }, "the action proposal");
 
-  const page = await openConsole(t, await installation.signinUrl({ email: "viewer@example.org", name: "Vera Viewer", role: "viewer" }), { width: 1280, height: 900 });
-  assert.equal(await page.getByTestId("role").innerText(), "Viewer");
-  await page.getByRole("row").filter({ hasText: QUEUE }).waitFor();
-  assert.equal(await page.getByRole("button", { name: /Next task/u }).count(), 0, "no Next task for a viewer");
+  test("a report sent through the API becomes a task claimed with Enter on Next task; the reporter stays sealed and the media blurred until revealed", { timeout: 90_000 }, async (t) => {
+    const installation = await ownInstallation(server, `console-claim-${TAG}`);
+    const api = installation.api;
+    const desk = await reviewDesk(api);
+    const { runId } = await sendReport(api, desk, `post-console-1-${TAG}`);
+    await taskOfRun(api, desk.queueId, runId);
 
-  await page.goto(`${server.baseUrl}/tasks/${openTask.id}`);
-  await page.getByTestId("cannot-review").waitFor();
-  // A viewer may not open personal data: the reported content stays sealed for them.
-  await page.getByTestId("content-sealed").waitFor();
-  assert.equal(await page.getByText("This post is a scam.").count(), 0, "a viewer does not see the reported content");
-  assert.equal(await page.getByTestId("claim").count(), 0, "no Claim button for a viewer");
-  assert.equal(await page.getByTestId("submit-answer").count(), 0, "no answer form for a viewer");
-  const claimRequests = [];
-  page.on("request", (request) => {
-    if (/\/claim$/u.test(new URL(request.url()).pathname)) claimRequests.push(request.url());
-  });
-  await page.getByRole("heading", { level: 1 }).focus();
-  await page.keyboard.press("c");
-  await pageTurned(page);
-  assert.deepEqual(claimRequests, [], "the claim shortcut sends nothing for a viewer");
-  assert.equal((await api(`/tasks/${openTask.id}`)).body.state, "open", "the task is still open");
-
-  // And the API refuses the viewer's session even when the request is made by hand.
-  const attempt = async (pathname, body) =>
-    page.evaluate(
-      async ({ pathname, body }) => {
-        const session = await (await fetch("/api/v1/session")).json();
-        const response = await fetch(`/api/v1${pathname}`, { method: "POST", headers: { "content-type": "application/json", "x-csrf-token": session.csrfToken }, body: JSON.stringify(body) });
-        return { status: response.status, code: (await response.json()).error?.code };
+    const page = await openConsole(t, await installation.signinUrl(ADMIN));
+    const row = page.getByRole("row").filter({ hasText: QUEUE });
+    await until(
+      async () => {
+        await page.reload();
+        await page.locator("section[data-ready]").waitFor();
+        return { value: (await row.count()) && (await row.getByTestId("queue-open").innerText()) === "1" };
       },
-      { pathname, body },
+      "the queue to show one open task",
+      20_000,
     );
-  assert.deepEqual(await attempt(`/tasks/${openTask.id}/claim`, {}), { status: 403, code: "auth.scope_missing" });
-  assert.deepEqual(await attempt(`/action-proposals/${proposal.id}/approve`, {}), { status: 403, code: "auth.scope_missing" });
+    await expectNoSeriousViolations(page, "review home (queues)");
+    // Claimed from the keyboard: focus "Next task" and press Enter.
+    await page.getByRole("button", { name: `Next task in ${QUEUE}` }).focus();
+    await page.keyboard.press("Enter");
+    await page.waitForURL(/\/tasks\/[^/]+$/u);
+    const taskId = new URL(page.url()).pathname.split("/")[2];
+    await page.getByTestId("submit-answer").waitFor();
+    const claimed = await api(`/tasks/${taskId}`);
+    assert.equal(claimed.body.state, "claimed", JSON.stringify(claimed.body));
+    assert.equal(claimed.body.claim.reviewer, ADMIN.email);
+    assert.equal(claimed.body.runId, runId);
 
-  await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Approvals", exact: true }).click();
-  await page
-    .getByTestId("proposal")
-    .filter({ hasText: `remove_post_${TAG}` })
-    .waitFor();
-  await page.getByTestId("cannot-review").waitFor();
-  assert.equal(await page.getByTestId("approve").count(), 0, "no Approve button for a viewer");
-  assert.equal(await page.getByTestId("reject").count(), 0, "no Reject button for a viewer");
-  assert.equal((await api(`/action-proposals/${proposal.id}`)).body.state, "approval_required");
+    // The report opened for the reviewer, the context the workflow passed, the subject's history.
+    await page.getByText("This post is a scam.").waitFor();
+    // Who reported stays sealed until the reviewer asks, with a reason (audited).
+    assert.equal(await page.getByText("reporter@example.org").count(), 0, "the reporter's contact is not shown unasked");
+    await page.getByTestId("reveal-reporter").click();
+    await page.getByTestId("reveal-reason").fill("Checking the notifier before replying");
+    await page.getByRole("button", { name: "Reveal", exact: true }).click();
+    await page.getByText("reporter@example.org").waitFor();
+    await page.locator(".kv").filter({ hasText: "category" }).getByText("scams_and_fraud").first().waitFor();
 
-  const modPage = await openConsole(t, await installation.signinUrl({ email: "mod@example.org", name: "Mo Moderator", role: "moderator" }), { width: 1280, height: 900 });
-  await modPage.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Approvals", exact: true }).click();
-  const card = modPage.getByTestId("proposal").filter({ hasText: `remove_post_${TAG}` });
-  await card.getByTestId("reject").click();
-  await card.getByLabel("Reason for rejecting").fill("Not a scam after all");
-  await card.getByRole("button", { name: "Reject", exact: true }).click();
-  await modPage.getByText("Nothing is waiting for approval.").waitFor();
-  const decided = await api(`/action-proposals/${proposal.id}`);
-  assert.equal(decided.body.state, "rejected");
-  assert.equal(decided.body.reason, "Not a scam after all");
-});
+    const media = page.getByTestId("media");
+    const filter = () => media.evaluate((el) => getComputedStyle(el).filter);
+    assert.match(await filter(), /blur\(\d+px\) grayscale\(1\)/u, "media starts blurred and greyscale");
+    assert.equal(await media.getAttribute("data-revealed"), "false");
+    // Doing other things (moving the pointer over the page, tabbing on) does not reveal it: once the
+    // page has handled them and no transition runs on the media, it is as blurred as before.
+    await page.mouse.move(600, 400);
+    await page.keyboard.press("Tab");
+    await pageTurned(page);
+    await until(async () => ({ value: await media.evaluate((el) => el.getAnimations().length === 0) }), "no transition running on the media", 5_000);
+    assert.match(await filter(), /blur\(\d+px\) grayscale\(1\)/u, "media stays blurred while the reviewer does other things");
+    assert.equal(await media.getAttribute("data-revealed"), "false");
+    await page.getByTestId("reveal-media").click();
+    // (the filter eases out over 150 ms)
+    await until(async () => ({ value: (await filter()) === "none", seen: await filter() }), "revealed media shown as it is", 5_000);
+    assert.equal(await media.getAttribute("data-revealed"), "true");
+    await page.getByTestId("reveal-media").click();
+    await until(async () => ({ value: /blur\(\d+px\) grayscale\(1\)/u.test(await filter()), seen: await filter() }), "media hidden again", 5_000);
+    await page.keyboard.press("v");
+    await until(async () => ({ value: (await filter()) === "none", seen: await filter() }), "v reveals all media", 5_000);
+    await page.keyboard.press("v");
+    await until(async () => ({ value: /blur/u.test(await filter()), seen: await filter() }), "v hides all media again", 5_000);
 
-test("a condition's when set to the invalid CEL 'report.category ==' shows the validator's error on its field and node; a valid one clears both", { timeout: 60_000 }, async (t) => {
-  const installation = await ownInstallation(server, `console-cel-${TAG}`);
-  const api = installation.api;
-  const workflow = await api("/workflows", { body: { name: `cel-check-${TAG}` } });
-  assert.equal(workflow.status, 201, JSON.stringify(workflow.body));
-  const page = await openConsole(t, await installation.signinUrl(ADMIN));
-  await page.goto(`${server.baseUrl}/workflows/${workflow.body.id}/edit`);
-  const palette = page.getByRole("navigation", { name: "Node palette" });
-  await palette.getByRole("button", { name: "Start", exact: true }).click();
-  await palette.getByRole("button", { name: "Condition", exact: true }).click();
-  const node = page.locator('.react-flow__node[data-id="condition"]');
-  await node.waitFor();
-  const when = page.getByTestId("case-when-0");
-  await when.fill("report.category ==");
+    await page.getByRole("heading", { level: 1 }).focus();
+    await expectNoSeriousViolations(page, "review (task) page");
 
-  const fieldError = page.getByTestId("config-panel").getByTestId("field-error").first();
-  await fieldError.waitFor({ timeout: 15_000 });
-  const message = (await fieldError.innerText()).trim();
-  assert.ok(message.length > 0);
-  assert.equal(await when.getAttribute("aria-invalid"), "true");
-  const pinned = node.getByTestId("node-problems");
-  await pinned.filter({ hasText: message.slice(0, 40) }).waitFor({ timeout: 5_000 });
-  assert.ok((await node.locator(".flow-node").getAttribute("class")).includes("has-problems"));
-
-  await when.fill("report.category == 'scams_and_fraud'");
-  await until(async () => ({ value: (await page.getByTestId("config-panel").getByTestId("field-error").count()) === 0 }), "the expression error to clear", 10_000);
-  assert.equal(await when.getAttribute("aria-invalid"), null);
-  const remaining = (await pinned.count()) ? await pinned.innerText() : "";
-  assert.ok(!remaining.includes(message.slice(0, 40)), `the node no longer shows the expression error (${remaining})`);
-});
-
-test("a task after an enrichment and an AI proposal (a model on loopback) shows the proposed result, its confidence and rationale, and the enrichment step", { timeout: 90_000 }, async (t) => {
-  const installation = await ownInstallation(server, `console-ai-${TAG}`);
-  const api = installation.api;
-  const desk = await reviewDesk(api, { review: false });
-  // An OpenAI-compatible model endpoint in this process, on loopback.
-  const model = createServer((request, response) => {
-    let body = "";
-    request.on("data", (chunk) => {
-      body += chunk;
-    });
-    request.on("end", () => {
-      const content = JSON.stringify({ result_code: "violation", confidence: 0.87, rationale: "The post links to a domain on the scam list." });
-      response.writeHead(200, { "content-type": "application/json" });
-      response.end(
-        JSON.stringify({ id: "chatcmpl-1", object: "chat.completion", choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }], usage: { prompt_tokens: Math.ceil(body.length / 4), completion_tokens: 20 } }),
-      );
-    });
+    // The subject's history: its reports and the report's timeline (run, task).
+    const timeline = page.getByRole("list", { name: "Report timeline" });
+    await timeline.waitFor({ timeout: 10_000 });
+    await timeline.getByText("Workflow run", { exact: true }).waitFor();
+    await timeline.getByText("Review task", { exact: true }).waitFor();
   });
-  await new Promise((resolve) => model.listen(0, "127.0.0.1", resolve));
-  t.after(
-    () =>
-      new Promise((resolve) => {
-        model.closeAllConnections?.();
-        model.close(resolve);
-      }),
-  );
-  const provider = await api("/ai-providers", { body: { name: "local model", kind: "openai-compatible", baseUrl: `http://127.0.0.1:${model.address().port}/v1`, model: "fixed", apiKey: "sk-local-model" } });
-  assert.equal(provider.status, 201, JSON.stringify(provider.body));
 
-  const workflow = await api("/workflows", { body: { name: `assisted-review-${TAG}` } });
-  const version = await api(`/workflows/${workflow.body.id}/versions`, {
-    body: {
-      graph: {
-        schemaVersion: 1,
-        nodes: [
-          { id: "start", kind: "start" },
-          { id: "history", kind: "enrichment", config: { component: "subject_history" } },
-          {
-            id: "ai",
-            kind: "ai_proposal",
-            config: { provider_id: provider.body.id, instructions: "Decide whether the report shows a policy violation.", result_ports: ["violation", "no_violation"] },
-            inputMapping: { category: "report.category", reports: "steps.history.data.reportCount" },
-          },
-          { id: "review", kind: "human_task", config: { queue_id: QUEUE, response_schema: { type: "object", required: ["outcome"], properties: { outcome: { enum: ["remove", "keep"] } } } } },
-          { id: "end", kind: "end" },
-        ],
-        edges: [edge("start", "success", "history"), edge("history", "success", "ai"), edge("ai", "violation", "review"), edge("ai", "no_violation", "review"), edge("review", "completed", "end"), edge("review", "timeout", "end")],
+  test("claim a task, choose with keys 1 and 2, send with Ctrl+Enter; the run succeeds, its page shows each step done, and the audit chain verifies", { timeout: 90_000 }, async (t) => {
+    const installation = await ownInstallation(server, `console-answer-${TAG}`);
+    const api = installation.api;
+    const desk = await reviewDesk(api);
+    const { runId } = await sendReport(api, desk, `post-console-answer-${TAG}`);
+    const open = await taskOfRun(api, desk.queueId, runId);
+
+    const page = await openConsole(t, await installation.signinUrl(ADMIN));
+    await page.goto(`${server.baseUrl}/tasks/${encodeURIComponent(open.id)}`);
+    await page.getByTestId("claim").click();
+    // The answer form is on the page before the claim too, its button disabled until the task is yours.
+    await page.locator('[data-testid="submit-answer"]:enabled').waitFor();
+    const claimed = await api(`/tasks/${open.id}`);
+    assert.equal(claimed.body.state, "claimed", JSON.stringify(claimed.body));
+    assert.equal(claimed.body.claim.reviewer, ADMIN.email);
+
+    await page.getByRole("heading", { level: 1 }).focus();
+    await page.keyboard.press("1");
+    assert.equal(await page.getByTestId("option-outcome-remove").isChecked(), true, "key 1 chooses the first outcome");
+    await page.keyboard.press("2");
+    assert.equal(await page.getByTestId("option-outcome-keep").isChecked(), true, "key 2 chooses the second");
+    await page.keyboard.press("1");
+    await page.keyboard.press("Control+Enter");
+    await page.getByTestId("task-completed").waitFor({ timeout: 15_000 });
+
+    const task = await api(`/tasks/${open.id}`);
+    assert.equal(task.body.state, "completed");
+    assert.deepEqual(task.body.response, { outcome: "remove" });
+
+    const run = await until(async () => {
+      const current = await api(`/runs/${runId}`);
+      return { value: current.body.state === "succeeded" ? current.body : null, stop: ["failed", "repair_required", "terminated"].includes(current.body.state), seen: current.body };
+    }, "the run to succeed");
+    assert.deepEqual(
+      run.steps.map((s) => s.nodeId),
+      ["start", "human_task", "end"],
+    );
+
+    await page.goto(`${server.baseUrl}/runs/${runId}`);
+    await page.locator('section[data-run-state="succeeded"]').waitFor();
+    await page.locator('.react-flow__node[data-id="human_task"] .flow-node-state').filter({ hasText: "succeeded" }).waitFor();
+    await page.locator('.react-flow__node[data-id="end"] .flow-node-state').filter({ hasText: "succeeded" }).waitFor();
+    await expectNoSeriousViolations(page, "run page");
+
+    await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Audit", exact: true }).click();
+    await page.getByTestId("verify-chain").click();
+    await page
+      .getByTestId("verify-result")
+      .filter({ hasText: /Chain verified: all \d+ events are intact/u })
+      .waitFor({ timeout: 15_000 });
+  });
+
+  test("a viewer sees the queue but gets no claim or approve control, its claim shortcut does nothing and the API answers 403; a moderator rejects the proposal with a reason", { timeout: 120_000 }, async (t) => {
+    const installation = await ownInstallation(server, `console-roles-${TAG}`);
+    const api = installation.api;
+    // An open task to look at, and an action proposal waiting for approval.
+    const desk = await reviewDesk(api);
+    const { runId: reviewRunId } = await sendReport(api, desk, `post-console-2-${TAG}`);
+    const openTask = await taskOfRun(api, desk.queueId, reviewRunId);
+    const hook = await api("/webhook-endpoints", { body: { url: "http://127.0.0.1:9/hooks", retryBaseSeconds: 1, maxAttempts: 5 } });
+    assert.equal(hook.status, 201, JSON.stringify(hook.body));
+    const type = await api("/action-types", { body: { key: `remove_post_${TAG}`, name: "Remove post", endpointId: hook.body.id, reversible: true, requiresApproval: true } });
+    assert.equal(type.status, 201, JSON.stringify(type.body));
+    const workflow = await api("/workflows", { body: { name: `approval-flow-${TAG}` } });
+    const version = await api(`/workflows/${workflow.body.id}/versions`, {
+      body: {
+        graph: {
+          schemaVersion: 1,
+          nodes: [
+            { id: "start", kind: "start" },
+            { id: "remove", kind: "action", config: { action_type: `remove_post_${TAG}`, approval_timeout_seconds: 3600 }, inputMapping: { postId: "input.postId" } },
+            { id: "applied", kind: "end", config: { terminal_code: "applied" } },
+            { id: "rejected", kind: "end", config: { terminal_code: "rejected" } },
+            { id: "expired", kind: "end", config: { terminal_code: "expired" } },
+          ],
+          edges: [edge("start", "success", "remove"), edge("remove", "applied", "applied"), edge("remove", "rejected", "rejected"), edge("remove", "expired", "expired")],
+        },
       },
-    },
+    });
+    assert.equal(version.status, 201, JSON.stringify(version.body));
+    const run = await api("/runs", { body: { workflowVersionId: version.body.id, authorityMode: "assisted", input: { postId: "post-9" } } });
+    assert.equal(run.status, 201, JSON.stringify(run.body));
+    const proposal = await until(async () => {
+      const list = await api("/action-proposals?state=approval_required");
+      return { value: list.body.items?.find((p) => p.runId === run.body.id), seen: list.body };
+    }, "the action proposal");
+
+    const page = await openConsole(t, await installation.signinUrl({ email: "viewer@example.org", name: "Vera Viewer", role: "viewer" }), { width: 1280, height: 900 });
+    assert.equal(await page.getByTestId("role").innerText(), "Viewer");
+    await page.getByRole("row").filter({ hasText: QUEUE }).waitFor();
+    assert.equal(await page.getByRole("button", { name: /Next task/u }).count(), 0, "no Next task for a viewer");
+
+    await page.goto(`${server.baseUrl}/tasks/${openTask.id}`);
+    await page.getByTestId("cannot-review").waitFor();
+    // A viewer may not open personal data: the reported content stays sealed for them.
+    await page.getByTestId("content-sealed").waitFor();
+    assert.equal(await page.getByText("This post is a scam.").count(), 0, "a viewer does not see the reported content");
+    assert.equal(await page.getByTestId("claim").count(), 0, "no Claim button for a viewer");
+    assert.equal(await page.getByTestId("submit-answer").count(), 0, "no answer form for a viewer");
+    const claimRequests = [];
+    page.on("request", (request) => {
+      if (/\/claim$/u.test(new URL(request.url()).pathname)) claimRequests.push(request.url());
+    });
+    await page.getByRole("heading", { level: 1 }).focus();
+    await page.keyboard.press("c");
+    await pageTurned(page);
+    assert.deepEqual(claimRequests, [], "the claim shortcut sends nothing for a viewer");
+    assert.equal((await api(`/tasks/${openTask.id}`)).body.state, "open", "the task is still open");
+
+    // And the API refuses the viewer's session even when the request is made by hand.
+    const attempt = async (pathname, body) =>
+      page.evaluate(
+        async ({ pathname, body }) => {
+          const session = await (await fetch("/api/v1/session")).json();
+          const response = await fetch(`/api/v1${pathname}`, { method: "POST", headers: { "content-type": "application/json", "x-csrf-token": session.csrfToken }, body: JSON.stringify(body) });
+          return { status: response.status, code: (await response.json()).error?.code };
+        },
+        { pathname, body },
+      );
+    assert.deepEqual(await attempt(`/tasks/${openTask.id}/claim`, {}), { status: 403, code: "auth.scope_missing" });
+    assert.deepEqual(await attempt(`/action-proposals/${proposal.id}/approve`, {}), { status: 403, code: "auth.scope_missing" });
+
+    await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Approvals", exact: true }).click();
+    await page
+      .getByTestId("proposal")
+      .filter({ hasText: `remove_post_${TAG}` })
+      .waitFor();
+    await page.getByTestId("cannot-review").waitFor();
+    assert.equal(await page.getByTestId("approve").count(), 0, "no Approve button for a viewer");
+    assert.equal(await page.getByTestId("reject").count(), 0, "no Reject button for a viewer");
+    assert.equal((await api(`/action-proposals/${proposal.id}`)).body.state, "approval_required");
+
+    const modPage = await openConsole(t, await installation.signinUrl({ email: "mod@example.org", name: "Mo Moderator", role: "moderator" }), { width: 1280, height: 900 });
+    await modPage.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Approvals", exact: true }).click();
+    const card = modPage.getByTestId("proposal").filter({ hasText: `remove_post_${TAG}` });
+    await card.getByTestId("reject").click();
+    await card.getByLabel("Reason for rejecting").fill("Not a scam after all");
+    await card.getByRole("button", { name: "Reject", exact: true }).click();
+    await modPage.getByText("Nothing is waiting for approval.").waitFor();
+    const decided = await api(`/action-proposals/${proposal.id}`);
+    assert.equal(decided.body.state, "rejected");
+    assert.equal(decided.body.reason, "Not a scam after all");
   });
-  assert.equal(version.status, 201, JSON.stringify(version.body));
-  const trigger = await api("/triggers", { body: { event: "report.created", workflowVersionId: version.body.id, authorityMode: "autonomous" } });
-  assert.equal(trigger.status, 201, JSON.stringify(trigger.body));
-  const { runId } = await sendReport(api, { ...desk, triggerId: trigger.body.id }, `post-console-ai-${TAG}`);
-  const task = await taskOfRun(api, desk.queueId, runId);
 
-  const page = await openConsole(t, await installation.signinUrl(ADMIN));
-  await page.goto(`${server.baseUrl}/tasks/${encodeURIComponent(task.id)}`);
-  const proposal = page.getByTestId("ai-proposal");
-  await proposal.waitFor();
-  const text = await proposal.innerText();
-  assert.match(text, /Proposed violation with 87% confidence/u);
-  assert.match(text, /The post links to a domain on the scam list\./u);
-  await page.getByRole("region", { name: "What automation did" }).or(page.locator('section[aria-labelledby="automation-heading"]')).getByText("history").first().waitFor();
-});
+  test("a condition's when set to the invalid CEL 'report.category ==' shows the validator's error on its field and node; a valid one clears both", { timeout: 60_000 }, async (t) => {
+    const installation = await ownInstallation(server, `console-cel-${TAG}`);
+    const api = installation.api;
+    const workflow = await api("/workflows", { body: { name: `cel-check-${TAG}` } });
+    assert.equal(workflow.status, 201, JSON.stringify(workflow.body));
+    const page = await openConsole(t, await installation.signinUrl(ADMIN));
+    await page.goto(`${server.baseUrl}/workflows/${workflow.body.id}/edit`);
+    const palette = page.getByRole("navigation", { name: "Node palette" });
+    await palette.getByRole("button", { name: "Start", exact: true }).click();
+    await palette.getByRole("button", { name: "Condition", exact: true }).click();
+    const node = page.locator('.react-flow__node[data-id="condition"]');
+    await node.waitFor();
+    const when = page.getByTestId("case-when-0");
+    await when.fill("report.category ==");
 
-test("a run in repair_required is routed to port no with a reason from the run inspector and succeeds; a second is terminated from the runs list after a dry run", { timeout: 90_000 }, async (t) => {
-  const installation = await ownInstallation(server, `console-repair-${TAG}`);
-  const api = installation.api;
-  const workflow = await api("/workflows", { body: { name: `repair-${TAG}` } });
-  assert.equal(workflow.status, 201, JSON.stringify(workflow.body));
-  const graph = {
-    schemaVersion: 1,
-    nodes: [
-      { id: "start", kind: "start" },
-      { id: "check", kind: "condition", timeoutPolicy: { retries: 0 }, config: { cases: [{ port: "yes", when: "input.missing.deeper == 1" }], case_ports: ["yes"], default_port: "no" } },
-      { id: "end_yes", kind: "end", config: { terminal_code: "yes" } },
-      { id: "end_no", kind: "end", config: { terminal_code: "no" } },
-    ],
-    edges: [edge("start", "success", "check"), edge("check", "yes", "end_yes"), edge("check", "no", "end_no")],
-  };
-  const version = await api(`/workflows/${workflow.body.id}/versions`, { body: { graph } });
-  assert.equal(version.status, 201, JSON.stringify(version.body));
-  const started = await api("/runs", { body: { workflowVersionId: version.body.id, authorityMode: "autonomous", input: {} } });
-  assert.equal(started.status, 201, JSON.stringify(started.body));
-  const runId = started.body.id;
-  await until(async () => {
-    const current = await api(`/runs/${runId}`);
-    return { value: current.body.state === "repair_required" ? current.body : null, stop: ["failed", "succeeded", "terminated"].includes(current.body.state), seen: current.body };
-  }, "the run to need repair");
+    const fieldError = page.getByTestId("config-panel").getByTestId("field-error").first();
+    await fieldError.waitFor({ timeout: 15_000 });
+    const message = (await fieldError.innerText()).trim();
+    assert.ok(message.length > 0);
+    assert.equal(await when.getAttribute("aria-invalid"), "true");
+    const pinned = node.getByTestId("node-problems");
+    await pinned.filter({ hasText: message.slice(0, 40) }).waitFor({ timeout: 5_000 });
+    assert.ok((await node.locator(".flow-node").getAttribute("class")).includes("has-problems"));
 
-  const page = await openConsole(t, await installation.signinUrl(ADMIN));
-  await page.goto(`${server.baseUrl}/runs/${runId}`);
-  await page.locator('section[data-run-state="repair_required"]').waitFor();
-  const form = page.getByTestId("repair-form");
-  await form.waitFor();
-  await expectNoSeriousViolations(page, "run page with repair");
-  await form.getByLabel(/Route it to a port/u).check();
-  await form.getByLabel("Port", { exact: true }).selectOption("no");
-  await form.getByLabel("Reason", { exact: true }).fill("Checked by hand: no match.");
-  await form.getByRole("button", { name: "Repair the run" }).click();
-  await page.locator('section[data-run-state="succeeded"]').waitFor({ timeout: 30_000 });
-  // What a person reads once the repair went through: the run's outcome, and the step of the end
-  // it was routed to among the steps. (The graph's node badges are not waited on: React Flow keeps
-  // a node hidden until it has measured it, which on a loaded machine can outlast the wait.)
-  const steps = page.getByRole("region", { name: "Steps" });
-  await steps
-    .getByRole("listitem")
-    .filter({ has: page.getByText("end_no", { exact: true }) })
-    .filter({ hasText: "succeeded" })
-    .waitFor();
-  await page.locator("dl.stats").getByText("no", { exact: true }).waitFor();
-  const repaired = await api(`/runs/${runId}`);
-  assert.equal(repaired.body.output.terminalCode, "no");
-  assert.equal(repaired.body.repairs[0].reason, "Checked by hand: no match.");
-  await expectNoSeriousViolations(page, "repaired run page");
+    await when.fill("report.category == 'scams_and_fraud'");
+    await until(async () => ({ value: (await page.getByTestId("config-panel").getByTestId("field-error").count()) === 0 }), "the expression error to clear", 10_000);
+    assert.equal(await when.getAttribute("aria-invalid"), null);
+    const remaining = (await pinned.count()) ? await pinned.innerText() : "";
+    assert.ok(!remaining.includes(message.slice(0, 40)), `the node no longer shows the expression error (${remaining})`);
+  });
 
-  // Bulk: another stuck run of the version, terminated from the runs list after a dry run.
-  const second = await api("/runs", { body: { workflowVersionId: version.body.id, authorityMode: "autonomous", input: {} } });
-  await until(async () => {
-    const current = await api(`/runs/${second.body.id}`);
-    return { value: current.body.state === "repair_required" ? current.body : null, stop: ["failed", "succeeded", "terminated"].includes(current.body.state), seen: current.body };
-  }, "the second run to need repair");
-  await page.goto(`${server.baseUrl}/runs?state=repair_required&workflowVersionId=${version.body.id}`);
-  await page.getByText("Bulk repair (terminate, retry, migrate)").click();
-  const bulk = page.getByTestId("bulk-form");
-  await bulk.getByLabel("Action", { exact: true }).selectOption("terminate");
-  await bulk.getByLabel("Reason", { exact: true }).fill("Withdrawn version.");
-  await bulk.getByRole("button", { name: "Dry run" }).click();
-  await bulk.getByTestId("bulk-dry").filter({ hasText: "1 runs match" }).waitFor();
-  await expectNoSeriousViolations(page, "runs page with bulk repair");
-  await bulk.getByRole("button", { name: /^Start/u }).click();
-  await bulk.getByTestId("bulk-progress").filter({ hasText: "completed: 1/1 done (1 succeeded" }).waitFor({ timeout: 30_000 });
-  assert.equal((await api(`/runs/${second.body.id}`)).body.state, "terminated");
+  test("a task after an enrichment and an AI proposal (a model on loopback) shows the proposed result, its confidence and rationale, and the enrichment step", { timeout: 90_000 }, async (t) => {
+    const installation = await ownInstallation(server, `console-ai-${TAG}`);
+    const api = installation.api;
+    const desk = await reviewDesk(api, { review: false });
+    // An OpenAI-compatible model endpoint in this process, on loopback.
+    const model = createServer((request, response) => {
+      let body = "";
+      request.on("data", (chunk) => {
+        body += chunk;
+      });
+      request.on("end", () => {
+        const content = JSON.stringify({ result_code: "violation", confidence: 0.87, rationale: "The post links to a domain on the scam list." });
+        response.writeHead(200, { "content-type": "application/json" });
+        response.end(
+          JSON.stringify({ id: "chatcmpl-1", object: "chat.completion", choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }], usage: { prompt_tokens: Math.ceil(body.length / 4), completion_tokens: 20 } }),
+        );
+      });
+    });
+    await new Promise((resolve) => model.listen(0, "127.0.0.1", resolve));
+    t.after(
+      () =>
+        new Promise((resolve) => {
+          model.closeAllConnections?.();
+          model.close(resolve);
+        }),
+    );
+    const provider = await api("/ai-providers", { body: { name: "local model", kind: "openai-compatible", baseUrl: `http://127.0.0.1:${model.address().port}/v1`, model: "fixed", apiKey: "sk-local-model" } });
+    assert.equal(provider.status, 201, JSON.stringify(provider.body));
+
+    const workflow = await api("/workflows", { body: { name: `assisted-review-${TAG}` } });
+    const version = await api(`/workflows/${workflow.body.id}/versions`, {
+      body: {
+        graph: {
+          schemaVersion: 1,
+          nodes: [
+            { id: "start", kind: "start" },
+            { id: "history", kind: "enrichment", config: { component: "subject_history" } },
+            {
+              id: "ai",
+              kind: "ai_proposal",
+              config: { provider_id: provider.body.id, instructions: "Decide whether the report shows a policy violation.", result_ports: ["violation", "no_violation"] },
+              inputMapping: { category: "report.category", reports: "steps.history.data.reportCount" },
+            },
+            { id: "review", kind: "human_task", config: { queue_id: QUEUE, response_schema: { type: "object", required: ["outcome"], properties: { outcome: { enum: ["remove", "keep"] } } } } },
+            { id: "end", kind: "end" },
+          ],
+          edges: [edge("start", "success", "history"), edge("history", "success", "ai"), edge("ai", "violation", "review"), edge("ai", "no_violation", "review"), edge("review", "completed", "end"), edge("review", "timeout", "end")],
+        },
+      },
+    });
+    assert.equal(version.status, 201, JSON.stringify(version.body));
+    const trigger = await api("/triggers", { body: { event: "report.created", workflowVersionId: version.body.id, authorityMode: "autonomous" } });
+    assert.equal(trigger.status, 201, JSON.stringify(trigger.body));
+    const { runId } = await sendReport(api, { ...desk, triggerId: trigger.body.id }, `post-console-ai-${TAG}`);
+    const task = await taskOfRun(api, desk.queueId, runId);
+
+    const page = await openConsole(t, await installation.signinUrl(ADMIN));
+    await page.goto(`${server.baseUrl}/tasks/${encodeURIComponent(task.id)}`);
+    const proposal = page.getByTestId("ai-proposal");
+    await proposal.waitFor();
+    const text = await proposal.innerText();
+    assert.match(text, /Proposed violation with 87% confidence/u);
+    assert.match(text, /The post links to a domain on the scam list\./u);
+    await page.getByRole("region", { name: "What automation did" }).or(page.locator('section[aria-labelledby="automation-heading"]')).getByText("history").first().waitFor();
+  });
+
+  test("a run in repair_required is routed to port no with a reason from the run inspector and succeeds; a second is terminated from the runs list after a dry run", { timeout: 90_000 }, async (t) => {
+    const installation = await ownInstallation(server, `console-repair-${TAG}`);
+    const api = installation.api;
+    const workflow = await api("/workflows", { body: { name: `repair-${TAG}` } });
+    assert.equal(workflow.status, 201, JSON.stringify(workflow.body));
+    const graph = {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "check", kind: "condition", timeoutPolicy: { retries: 0 }, config: { cases: [{ port: "yes", when: "input.missing.deeper == 1" }], case_ports: ["yes"], default_port: "no" } },
+        { id: "end_yes", kind: "end", config: { terminal_code: "yes" } },
+        { id: "end_no", kind: "end", config: { terminal_code: "no" } },
+      ],
+      edges: [edge("start", "success", "check"), edge("check", "yes", "end_yes"), edge("check", "no", "end_no")],
+    };
+    const version = await api(`/workflows/${workflow.body.id}/versions`, { body: { graph } });
+    assert.equal(version.status, 201, JSON.stringify(version.body));
+    const started = await api("/runs", { body: { workflowVersionId: version.body.id, authorityMode: "autonomous", input: {} } });
+    assert.equal(started.status, 201, JSON.stringify(started.body));
+    const runId = started.body.id;
+    await until(async () => {
+      const current = await api(`/runs/${runId}`);
+      return { value: current.body.state === "repair_required" ? current.body : null, stop: ["failed", "succeeded", "terminated"].includes(current.body.state), seen: current.body };
+    }, "the run to need repair");
+
+    const page = await openConsole(t, await installation.signinUrl(ADMIN));
+    await page.goto(`${server.baseUrl}/runs/${runId}`);
+    await page.locator('section[data-run-state="repair_required"]').waitFor();
+    const form = page.getByTestId("repair-form");
+    await form.waitFor();
+    await expectNoSeriousViolations(page, "run page with repair");
+    await form.getByLabel(/Route it to a port/u).check();
+    await form.getByLabel("Port", { exact: true }).selectOption("no");
+    await form.getByLabel("Reason", { exact: true }).fill("Checked by hand: no match.");
+    await form.getByRole("button", { name: "Repair the run" }).click();
+    await page.locator('section[data-run-state="succeeded"]').waitFor({ timeout: 30_000 });
+    // What a person reads once the repair went through: the run's outcome, and the step of the end
+    // it was routed to among the steps. (The graph's node badges are not waited on: React Flow keeps
+    // a node hidden until it has measured it, which on a loaded machine can outlast the wait.)
+    const steps = page.getByRole("region", { name: "Steps" });
+    await steps
+      .getByRole("listitem")
+      .filter({ has: page.getByText("end_no", { exact: true }) })
+      .filter({ hasText: "succeeded" })
+      .waitFor();
+    await page.locator("dl.stats").getByText("no", { exact: true }).waitFor();
+    const repaired = await api(`/runs/${runId}`);
+    assert.equal(repaired.body.output.terminalCode, "no");
+    assert.equal(repaired.body.repairs[0].reason, "Checked by hand: no match.");
+    await expectNoSeriousViolations(page, "repaired run page");
+
+    // Bulk: another stuck run of the version, terminated from the runs list after a dry run.
+    const second = await api("/runs", { body: { workflowVersionId: version.body.id, authorityMode: "autonomous", input: {} } });
+    await until(async () => {
+      const current = await api(`/runs/${second.body.id}`);
+      return { value: current.body.state === "repair_required" ? current.body : null, stop: ["failed", "succeeded", "terminated"].includes(current.body.state), seen: current.body };
+    }, "the second run to need repair");
+    await page.goto(`${server.baseUrl}/runs?state=repair_required&workflowVersionId=${version.body.id}`);
+    await page.getByText("Bulk repair (terminate, retry, migrate)").click();
+    const bulk = page.getByTestId("bulk-form");
+    await bulk.getByLabel("Action", { exact: true }).selectOption("terminate");
+    await bulk.getByLabel("Reason", { exact: true }).fill("Withdrawn version.");
+    await bulk.getByRole("button", { name: "Dry run" }).click();
+    await bulk.getByTestId("bulk-dry").filter({ hasText: "1 runs match" }).waitFor();
+    await expectNoSeriousViolations(page, "runs page with bulk repair");
+    await bulk.getByRole("button", { name: /^Start/u }).click();
+    await bulk.getByTestId("bulk-progress").filter({ hasText: "completed: 1/1 done (1 succeeded" }).waitFor({ timeout: 30_000 });
+    assert.equal((await api(`/runs/${second.body.id}`)).body.state, "terminated");
+  });
 });

@@ -11,6 +11,12 @@ import { findChromium } from "./chromium.mjs";
 
 export { freePort, sleep, templateDir, until } from "../test-node/harness.mjs";
 
+/**
+ * How many tests of a file run at once against its one server (each test has an installation and
+ * a browser context of its own, so they do not see each other): BROWSER_TEST_CONCURRENCY, else 1.
+ */
+export const TEST_CONCURRENCY = Math.max(1, Number.parseInt(process.env.BROWSER_TEST_CONCURRENCY ?? "1", 10) || 1);
+
 const require = createRequire(path.join(templateDir, "package.json"));
 const READY_TIMEOUT_MS = 90_000;
 
