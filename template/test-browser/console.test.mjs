@@ -15,7 +15,7 @@ import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { apiClient, axeViolations, buildConsole, launchBrowser, ownInstallation, pngDataUrl, reuseOrStartServer, signedInPage, until, TEST_CONCURRENCY } from "./harness.mjs";
+import { apiClient, axeViolations, buildConsole, ownInstallation, pngDataUrl, reuseOrStartServer, serverAndBrowser, signedInPage, TEST_CONCURRENCY, until } from "./harness.mjs";
 
 let server;
 let browser;
@@ -30,8 +30,7 @@ const edge = (from, port, to) => ({ from: { nodeId: from, port }, to: { nodeId: 
 before(
   async () => {
     buildConsole();
-    server = await reuseOrStartServer({ label: "console" });
-    browser = await launchBrowser();
+    ({ server, browser } = await serverAndBrowser(() => reuseOrStartServer({ label: "console" })));
   },
   { timeout: 180_000 },
 );

@@ -9,7 +9,7 @@
 // autonomous.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { axeViolations, buildConsole, launchBrowser, ownInstallation, reuseOrStartServer, signedInPage, until, TEST_CONCURRENCY } from "./harness.mjs";
+import { axeViolations, buildConsole, ownInstallation, reuseOrStartServer, serverAndBrowser, signedInPage, TEST_CONCURRENCY, until } from "./harness.mjs";
 
 let server;
 let browser;
@@ -23,8 +23,7 @@ const edge = (from, port, to) => ({ from: { nodeId: from, port }, to: { nodeId: 
 before(
   async () => {
     buildConsole();
-    server = await reuseOrStartServer({ label: "dashboard" });
-    browser = await launchBrowser();
+    ({ server, browser } = await serverAndBrowser(() => reuseOrStartServer({ label: "dashboard" })));
   },
   { timeout: 180_000 },
 );

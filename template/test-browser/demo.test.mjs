@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { api as apiFor, startServer } from "../test-node/harness.mjs";
-import { axeViolations, buildConsole, launchBrowser, until } from "./harness.mjs";
+import { axeViolations, buildConsole, serverAndBrowser, until } from "./harness.mjs";
 
 let server;
 let browser;
@@ -17,9 +17,8 @@ let api;
 before(
   async () => {
     buildConsole();
-    server = await startServer({ label: "browser-demo", readyTimeoutMs: 240_000, signin: true, args: [] });
+    ({ server, browser } = await serverAndBrowser(() => startServer({ label: "browser-demo", readyTimeoutMs: 240_000, signin: true, args: [] })));
     api = apiFor(server.baseUrl, server.apiKey, { prefix: "/api/v1" });
-    browser = await launchBrowser();
   },
   { timeout: 400_000 },
 );

@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { createServer } from "node:http";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { axeViolations, buildConsole, launchBrowser, ownInstallation, reuseOrStartServer, signedInPage, templateDir, until, TEST_CONCURRENCY } from "./harness.mjs";
+import { axeViolations, buildConsole, ownInstallation, reuseOrStartServer, serverAndBrowser, signedInPage, templateDir, TEST_CONCURRENCY, until } from "./harness.mjs";
 
 // docs/ beside template/ in the Safest Tools repository; inside a project made with npm create, its own docs/.
 const DOCS_SHOTS = path.join([path.join(templateDir, "docs"), path.join(templateDir, "..", "docs")].find((dir) => existsSync(dir)) ?? path.join(templateDir, "docs"), "images", "tutorial");
@@ -92,8 +92,7 @@ async function connectProduct(admin, product) {
 before(
   async () => {
     buildConsole();
-    server = await reuseOrStartServer({ label: "gallery" });
-    browser = await launchBrowser();
+    ({ server, browser } = await serverAndBrowser(() => reuseOrStartServer({ label: "gallery" })));
   },
   { timeout: 180_000 },
 );

@@ -46,6 +46,18 @@ export async function launchBrowser() {
   return chromium.launch({ executablePath: findChromium(), headless: true, args: CHROMIUM_ARGS, timeout: 60_000 });
 }
 
+/**
+ * Starts the server (`start()`) and the browser at the same time; if either fails, the other is
+ * taken down before the error is thrown.
+ */
+export async function serverAndBrowser(start) {
+  const [started, launched] = await Promise.allSettled([start(), launchBrowser()]);
+  if (started.status === "fulfilled" && launched.status === "fulfilled") return { server: started.value, browser: launched.value };
+  if (launched.status === "fulfilled") await launched.value.close().catch(() => undefined);
+  if (started.status === "fulfilled") await started.value.stop();
+  throw started.status === "rejected" ? started.reason : launched.reason;
+}
+
 /** A one-time console sign-in link for a user of the installation (created with that role if new). */
 export async function signinLink(server, { email, name, role }) {
   const api = apiClient(server.baseUrl, server.adminToken);
