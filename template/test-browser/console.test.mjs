@@ -45,10 +45,11 @@ after(async () => {
  * collected; if the test fails they are printed with a screenshot, the page's text and the
  * server's output.
  */
-async function openConsole(t, url, viewport) {
+async function openConsole(t, url, { viewport, path: at } = {}) {
   const errors = [];
   return signedInPage(t, browser, url, {
     viewport,
+    path: at,
     onOpen: (page) => {
       page.on("pageerror", (error) => errors.push(`${page.url()}: ${error.message}`));
       page.on("console", (message) => {
@@ -299,8 +300,7 @@ describe("the console", { concurrency: TEST_CONCURRENCY }, () => {
     const { runId } = await sendReport(api, desk, `post-console-answer-${TAG}`);
     const open = await taskOfRun(api, desk.queueId, runId);
 
-    const page = await openConsole(t, await installation.signinUrl(ADMIN));
-    await page.goto(`${server.baseUrl}/tasks/${encodeURIComponent(open.id)}`);
+    const page = await openConsole(t, await installation.signinUrl(ADMIN), { path: `/tasks/${encodeURIComponent(open.id)}` });
     await page.getByTestId("claim").click();
     // The answer form is on the page before the claim too, its button disabled until the task is yours.
     await page.locator('[data-testid="submit-answer"]:enabled').waitFor();
@@ -379,7 +379,7 @@ describe("the console", { concurrency: TEST_CONCURRENCY }, () => {
       return { value: list.body.items?.find((p) => p.runId === run.body.id), seen: list.body };
     }, "the action proposal");
 
-    const page = await openConsole(t, await installation.signinUrl({ email: "viewer@example.org", name: "Vera Viewer", role: "viewer" }), { width: 1280, height: 900 });
+    const page = await openConsole(t, await installation.signinUrl({ email: "viewer@example.org", name: "Vera Viewer", role: "viewer" }), { viewport: { width: 1280, height: 900 } });
     assert.equal(await page.getByTestId("role").innerText(), "Viewer");
     await page.getByRole("row").filter({ hasText: QUEUE }).waitFor();
     assert.equal(await page.getByRole("button", { name: /Next task/u }).count(), 0, "no Next task for a viewer");
@@ -424,7 +424,7 @@ describe("the console", { concurrency: TEST_CONCURRENCY }, () => {
     assert.equal(await page.getByTestId("reject").count(), 0, "no Reject button for a viewer");
     assert.equal((await api(`/action-proposals/${proposal.id}`)).body.state, "approval_required");
 
-    const modPage = await openConsole(t, await installation.signinUrl({ email: "mod@example.org", name: "Mo Moderator", role: "moderator" }), { width: 1280, height: 900 });
+    const modPage = await openConsole(t, await installation.signinUrl({ email: "mod@example.org", name: "Mo Moderator", role: "moderator" }), { viewport: { width: 1280, height: 900 } });
     await modPage.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Approvals", exact: true }).click();
     const card = modPage.getByTestId("proposal").filter({ hasText: `remove_post_${TAG}` });
     await card.getByTestId("reject").click();
@@ -441,8 +441,7 @@ describe("the console", { concurrency: TEST_CONCURRENCY }, () => {
     const api = installation.api;
     const workflow = await api("/workflows", { body: { name: `cel-check-${TAG}` } });
     assert.equal(workflow.status, 201, JSON.stringify(workflow.body));
-    const page = await openConsole(t, await installation.signinUrl(ADMIN));
-    await page.goto(`${server.baseUrl}/workflows/${workflow.body.id}/edit`);
+    const page = await openConsole(t, await installation.signinUrl(ADMIN), { path: `/workflows/${workflow.body.id}/edit` });
     const palette = page.getByRole("navigation", { name: "Node palette" });
     await palette.getByRole("button", { name: "Start", exact: true }).click();
     await palette.getByRole("button", { name: "Condition", exact: true }).click();
@@ -523,8 +522,7 @@ describe("the console", { concurrency: TEST_CONCURRENCY }, () => {
     const { runId } = await sendReport(api, { ...desk, triggerId: trigger.body.id }, `post-console-ai-${TAG}`);
     const task = await taskOfRun(api, desk.queueId, runId);
 
-    const page = await openConsole(t, await installation.signinUrl(ADMIN));
-    await page.goto(`${server.baseUrl}/tasks/${encodeURIComponent(task.id)}`);
+    const page = await openConsole(t, await installation.signinUrl(ADMIN), { path: `/tasks/${encodeURIComponent(task.id)}` });
     const proposal = page.getByTestId("ai-proposal");
     await proposal.waitFor();
     const text = await proposal.innerText();
@@ -558,8 +556,7 @@ describe("the console", { concurrency: TEST_CONCURRENCY }, () => {
       return { value: current.body.state === "repair_required" ? current.body : null, stop: ["failed", "succeeded", "terminated"].includes(current.body.state), seen: current.body };
     }, "the run to need repair");
 
-    const page = await openConsole(t, await installation.signinUrl(ADMIN));
-    await page.goto(`${server.baseUrl}/runs/${runId}`);
+    const page = await openConsole(t, await installation.signinUrl(ADMIN), { path: `/runs/${runId}` });
     await page.locator('section[data-run-state="repair_required"]').waitFor();
     const form = page.getByTestId("repair-form");
     await form.waitFor();

@@ -86,10 +86,12 @@ export async function ownInstallation(server, name) {
 }
 
 /**
- * A browser context of its own (cookies, storage) signed in through a one-time link, on the review
- * home. Closed when the test ends, after `onClose(page)` (where a failed test dumps what it saw).
+ * A browser context of its own (cookies, storage) signed in through a one-time link: on the review
+ * home, or with `path`, on that page (the link is then spent by the context's own request, which
+ * keeps the session cookie, and the console loads once, at `path`). Closed when the test ends,
+ * after `onClose(page)` (where a failed test dumps what it saw).
  */
-export async function signedInPage(t, browser, url, { viewport = { width: 1440, height: 900 }, onOpen = () => undefined, onClose = async () => undefined } = {}) {
+export async function signedInPage(t, browser, url, { path: at = null, viewport = { width: 1440, height: 900 }, onOpen = () => undefined, onClose = async () => undefined } = {}) {
   const context = await browser.newContext({ viewport });
   const page = await context.newPage();
   onOpen(page);
@@ -97,6 +99,12 @@ export async function signedInPage(t, browser, url, { viewport = { width: 1440, 
     await onClose(page);
     await context.close().catch(() => undefined);
   });
+  if (at) {
+    const signin = await context.request.get(url, { maxRedirects: 0 });
+    assert.equal(signin.status(), 302, `the sign-in link redirects into the console: ${await signin.text()}`);
+    await page.goto(new URL(at, url).href);
+    return page;
+  }
   await page.goto(url);
   await page.getByRole("heading", { level: 1, name: "Review queues" }).waitFor();
   return page;
