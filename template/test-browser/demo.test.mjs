@@ -1,4 +1,5 @@
-// The demo desk in a real browser: `npm start` on a fresh state folder seeds it; the demo admin
+// The demo desk in a real browser, on a server of its own: `npm start` on a fresh state folder
+// seeds it (the state this test starts from, which no other test shares); the demo admin
 // signs in with the printed link, sees the seeded proposals waiting, approves one in the console,
 // and the bundled demo product's page shows that action arriving with a verified Standard Webhooks
 // signature. axe-core finds no serious or critical issue on the demo product's page.
@@ -7,7 +8,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { api as apiFor, startServer } from "../test-node/harness.mjs";
-import { axeViolations, buildConsole, launchBrowser, sleep } from "./harness.mjs";
+import { axeViolations, buildConsole, serverAndBrowser, until } from "./harness.mjs";
 
 let server;
 let browser;
@@ -16,9 +17,8 @@ let api;
 before(
   async () => {
     buildConsole();
-    server = await startServer({ label: "browser-demo", readyTimeoutMs: 240_000, signin: true, args: [] });
+    ({ server, browser } = await serverAndBrowser(() => startServer({ label: "browser-demo", readyTimeoutMs: 240_000, signin: true, args: [] })));
     api = apiFor(server.baseUrl, server.apiKey, { prefix: "/api/v1" });
-    browser = await launchBrowser();
   },
   { timeout: 400_000 },
 );
@@ -66,13 +66,15 @@ test("approve a seeded proposal in the console; the demo product shows the signe
   // The demo product's page, reloaded until the delivery has arrived (the outbox sends it at once).
   const product = await context.newPage();
   const row = product.locator(`[data-testid="received"][data-type="action.execute"][data-proposal-id="${proposalId}"]`);
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    await product.goto(`${server.baseUrl}/demo/product`);
-    if ((await row.count()) > 0) break;
-    assert.ok(Date.now() < deadline, `the approved action did not reach the demo product:\n${await product.locator("main").innerText()}`);
-    await sleep(1_000);
-  }
+  await until(
+    async () => {
+      await product.goto(`${server.baseUrl}/demo/product`);
+      return { value: (await row.count()) > 0, seen: await product.locator("main").innerText() };
+    },
+    "the approved action to reach the demo product",
+    60_000,
+    1_000,
+  );
   assert.equal(await row.getAttribute("data-verified"), "true");
   assert.match(await row.innerText(), /remove_content/u);
   assert.match(await row.innerText(), /verified/u);

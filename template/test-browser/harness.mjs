@@ -11,8 +11,14 @@ import { findChromium } from "./chromium.mjs";
 
 export { freePort, sleep, templateDir, until } from "../test-node/harness.mjs";
 
+/**
+ * How many tests of a file run at once against its one server (each test has an installation and
+ * a browser context of its own, so they do not see each other): BROWSER_TEST_CONCURRENCY, else 1.
+ */
+export const TEST_CONCURRENCY = Math.max(1, Number.parseInt(process.env.BROWSER_TEST_CONCURRENCY ?? "1", 10) || 1);
+
 const require = createRequire(path.join(templateDir, "package.json"));
-const READY_TIMEOUT_MS = 90_000;
+const READY_TIMEOUT_MS = 150_000;
 
 export const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 
@@ -40,12 +46,68 @@ export async function launchBrowser() {
   return chromium.launch({ executablePath: findChromium(), headless: true, args: CHROMIUM_ARGS, timeout: 60_000 });
 }
 
+/**
+ * Starts the server (`start()`) and the browser at the same time; if either fails, the other is
+ * taken down before the error is thrown.
+ */
+export async function serverAndBrowser(start) {
+  const [started, launched] = await Promise.allSettled([start(), launchBrowser()]);
+  if (started.status === "fulfilled" && launched.status === "fulfilled") return { server: started.value, browser: launched.value };
+  if (launched.status === "fulfilled") await launched.value.close().catch(() => undefined);
+  if (started.status === "fulfilled") await started.value.stop();
+  throw started.status === "rejected" ? started.reason : launched.reason;
+}
+
 /** A one-time console sign-in link for a user of the installation (created with that role if new). */
 export async function signinLink(server, { email, name, role }) {
   const api = apiClient(server.baseUrl, server.adminToken);
   const response = await api("/console-signin-links", { body: { installationId: server.installationId, email, name, role } });
   assert.equal(response.status, 201, JSON.stringify(response.body));
   return response.body.url;
+}
+
+/**
+ * An installation of the test's own on a running server, made as a deployment's operator makes
+ * one (POST /installations with the admin token): nothing another test made is visible in it, so
+ * the test can run alone and in any order. Returns its id, its first API key (every scope), an API
+ * client with that key, and `signinUrl(user)`: a one-time console sign-in link for a user of it.
+ */
+export async function ownInstallation(server, name) {
+  const root = apiClient(server.baseUrl, server.adminToken);
+  const created = await root("/installations", { body: { name } });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  const id = created.body.id;
+  return {
+    id,
+    apiKey: created.body.apiKey,
+    api: apiClient(server.baseUrl, created.body.apiKey),
+    signinUrl: (user) => signinLink({ ...server, installationId: id }, user),
+  };
+}
+
+/**
+ * A browser context of its own (cookies, storage) signed in through a one-time link: on the review
+ * home, or with `path`, on that page (the link is then spent by the context's own request, which
+ * keeps the session cookie, and the console loads once, at `path`). Closed when the test ends,
+ * after `onClose(page)` (where a failed test dumps what it saw).
+ */
+export async function signedInPage(t, browser, url, { path: at = null, viewport = { width: 1440, height: 900 }, onOpen = () => undefined, onClose = async () => undefined } = {}) {
+  const context = await browser.newContext({ viewport });
+  const page = await context.newPage();
+  onOpen(page);
+  t.after(async () => {
+    await onClose(page);
+    await context.close().catch(() => undefined);
+  });
+  if (at) {
+    const signin = await context.request.get(url, { maxRedirects: 0 });
+    assert.equal(signin.status(), 302, `the sign-in link redirects into the console: ${await signin.text()}`);
+    await page.goto(new URL(at, url).href);
+    return page;
+  }
+  await page.goto(url);
+  await page.getByRole("heading", { level: 1, name: "Review queues" }).waitFor();
+  return page;
 }
 
 const axeSource = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
