@@ -132,15 +132,16 @@ type KeyAccess = { wrapping: () => Promise<{ id: string; key: CryptoKey }>; open
  * The key `personIndex` (a keyed index) seals with in `period`, created on first use, wrapped by
  * the installation's key (`keys.wrapping`; `keys.open` opens a data key by id). A person new this
  * period costs one R2 put (create-if-absent; the key made here is used as it is, not read back); a
- * person who has one, the put refused and a head; a person sealed for within the last 30 s in this
- * isolate, nothing.
+ * person this isolate sealed for before, one head; a person sealed for within the last 30 s in this
+ * isolate, nothing; one who has a key this isolate does not know of, the put refused and a head.
  */
 export async function personSealingKey(env: Env, installationId: string, personIndex: string, period: string, keys: KeyAccess): Promise<{ id: string; key: CryptoKey }> {
   const person = personHandle(personIndex);
   const cacheKey = `${installationId}:${period}:${person}`;
   const cached = sealing.get(cacheKey);
   if (cached && cached.until > Date.now()) return cached.value;
-  const value = makeOrReadKey(env, installationId, person, period, keys);
+  // An entry past its time still says the key existed: read it first (one head), rather than try to make it.
+  const value = makeOrReadKey(env, installationId, person, period, keys, cached !== undefined);
   sealing.delete(cacheKey);
   if (sealing.size >= SEALING_CACHE_LIMIT) sealing.delete(sealing.keys().next().value!);
   sealing.set(cacheKey, { value, until: Date.now() + ACTIVE_TTL_MS });
@@ -148,8 +149,20 @@ export async function personSealingKey(env: Env, installationId: string, personI
   return value;
 }
 
-async function makeOrReadKey(env: Env, installationId: string, person: string, period: string, keys: KeyAccess): Promise<{ id: string; key: CryptoKey }> {
+async function makeOrReadKey(env: Env, installationId: string, person: string, period: string, keys: KeyAccess, likelyExists: boolean): Promise<{ id: string; key: CryptoKey }> {
   const name = personKeyObject(installationId, period, person);
+  const read = async (head: R2Object | null, outer?: { id: string; key: CryptoKey }) => {
+    const existing = keyOfMetadata(head?.customMetadata);
+    if (!existing) return null; // none (never made, or deleted by an erasure): make one
+    const existingId = keyId(period, person, existing.generation);
+    // Unwrapped with the installation key that wrapped it (an older, decrypt-only version after a rotation).
+    const wrapping = outer && existing.wrappingKeyId === outer.id ? outer.key : await keys.open(existing.wrappingKeyId);
+    return { id: existingId, key: await unwrapPersonKey(installationId, existingId, existing, wrapping) };
+  };
+  if (likelyExists) {
+    const found = await read(await env.AUDIT_ANCHORS.head(name));
+    if (found) return found;
+  }
   for (let attempt = 0; attempt < 3; attempt++) {
     const outer = await keys.wrapping();
     const generation = newGeneration();
@@ -161,13 +174,10 @@ async function makeOrReadKey(env: Env, installationId: string, person: string, p
     // Written only if the person has no key of this period yet (any etag refuses the put).
     const put = await env.AUDIT_ANCHORS.put(name, "", { customMetadata: keyMetadata(made), onlyIf: { etagDoesNotMatch: "*" } });
     if (put) return { id, key: await crypto.subtle.importKey("raw", raw, "AES-GCM", false, ["encrypt", "decrypt"]) };
-    // The key that is there: the one another isolate (or an earlier report) made first.
-    const existing = keyOfMetadata((await env.AUDIT_ANCHORS.head(name))?.customMetadata);
-    if (!existing) continue; // deleted in between (an erasure): make one again
-    const existingId = keyId(period, person, existing.generation);
-    // Unwrapped with the installation key that wrapped it (an older, decrypt-only version after a rotation).
-    const wrapping = existing.wrappingKeyId === outer.id ? outer.key : await keys.open(existing.wrappingKeyId);
-    return { id: existingId, key: await unwrapPersonKey(installationId, existingId, existing, wrapping) };
+    // The key that is there: the one another isolate (or an earlier report) made first; none if
+    // deleted in between (an erasure): make one again.
+    const found = await read(await env.AUDIT_ANCHORS.head(name), outer);
+    if (found) return found;
   }
   throw new AppError("crypto.data_key_unavailable", "No key could be created for this person; retry.", { status: 503, retryable: true });
 }
