@@ -12,9 +12,9 @@ import { sealAuditChain } from "../src/audit/chain";
 import { archiveAuditSegments } from "../src/audit/segment-sweep";
 import { sweepCaseArchive } from "../src/cases/archive/case-archive";
 import { caseArchiveKey } from "../src/cases/archive/case-scope";
-import { forgetPersonSealingKeys, tombstoneKey, tombstonesStatement } from "../src/cases/reports/person-data-keys";
+import { forgetPersonSealingKeys, openPersonKey, personKeysPrefix, tombstoneKey, tombstonesStatement } from "../src/cases/reports/person-data-keys";
 import { reapplyErasures } from "../src/cases/retention/erasure-reapply";
-import { destroyPeriodKeys, openPersonalData, sealPersonalData } from "../src/cases/reports/report-crypto";
+import { destroyPeriodKeys, installationKey, openPersonalData, sealPersonalData } from "../src/cases/reports/report-crypto";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { personKey } from "../src/lib/person-keys";
 import { sweepMetricRollups, sweepTransparencyRollups } from "../src/metrics";
@@ -45,10 +45,19 @@ async function openOutcome(installationId: string, reportId: string, sealed: str
   }
 }
 
-const personKeyCount = async (installationId: string, person: string) =>
-  (await env.DB.prepare("SELECT COUNT(*) AS n FROM person_data_keys WHERE installation_id = ?1 AND person = ?2")
-    .bind(installationId, personKey(installationId, person, env)!.slice(4, 36))
-    .first<{ n: number }>())!.n;
+/** A person's keys of an installation: R2 objects (`keys/<installation>/<period>/<handle>`) and any row made before keys moved to R2. */
+async function personKeyCount(installationId: string, person: string) {
+  const handle = personKey(installationId, person, env)!.slice(4, 36);
+  const listed = await env.AUDIT_ANCHORS.list({ prefix: personKeysPrefix(installationId) });
+  const rows = await env.DB.prepare("SELECT COUNT(*) AS n FROM person_data_keys WHERE installation_id = ?1 AND person = ?2").bind(installationId, handle).first<{ n: number }>();
+  return listed.objects.filter((o) => o.key.endsWith(`/${handle}`)).length + rows!.n;
+}
+
+/** An installation's key objects as R2 holds them (name and custom metadata: the wrapped material). */
+async function keyObjects(installationId: string) {
+  const listed = await env.AUDIT_ANCHORS.list({ prefix: personKeysPrefix(installationId), include: ["customMetadata"] });
+  return listed.objects.map((o) => ({ key: o.key, metadata: o.customMetadata }));
+}
 
 async function removeInstallation(id: string) {
   await env.DB.batch(installationDeleteStatements(env.DB, id));
@@ -131,6 +140,12 @@ describe("erasure by destroying a person's keys", () => {
     for (let i = 0; i < 200 && ((await sweepMetricRollups(env, later)).more ?? 0) > 0; i++);
     for (let i = 0; i < 200 && ((await sweepTransparencyRollups(env, later)).more ?? 0) > 0; i++);
     expect(await sweepCaseArchive(env, later, { installationId: inst.id })).toMatchObject({ archived: 1, failed: 0 });
+    // With the case archived, nothing of the people's keys is in D1: each is an R2 object named by ids.
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM person_data_keys WHERE installation_id = ?1").bind(inst.id).first()).toEqual({ n: 0 });
+    const handle = (person: string) => personKey(inst.id, person, env)!.slice(4, 36);
+    const objectOf = async (person: string) => (await keyObjects(inst.id)).find((o) => o.key.endsWith(`/${handle(person)}`));
+    expect(await objectOf("person-a")).toBeDefined();
+    expect(await objectOf("person-b")).toBeDefined();
     // A copy of the archive object as it stands (an immutable copy: a bucket replica, a backup of it).
     const object = await env.WORKFLOW_ARTIFACTS.get(caseArchiveKey(inst.id, a.caseId));
     expect(object).not.toBeNull();
@@ -141,6 +156,9 @@ describe("erasure by destroying a person's keys", () => {
     const erased = await api("/api/v1/personal-data/erase", { key: inst.apiKey, body: { reporter: { id: "person-a" } } });
     expect(erased.status).toBe(200);
     expect(erased.body.keysDestroyed).toBe(1);
+    // A's key object is gone from R2 (deletion is destruction); B's is there, as it was.
+    expect(await objectOf("person-a")).toBeUndefined();
+    expect(await objectOf("person-b")).toBeDefined();
     // The archived copy was not rewritten, and what it holds of A no longer opens; B's does.
     expect(await openOutcome(inst.id, a.id, sealedIn(a.id))).toBe("crypto.data_key_destroyed");
     expect(await openOutcome(inst.id, b.id, sealedIn(b.id))).toBe(`opened:${WORDS_B}`);
@@ -168,7 +186,8 @@ describe("erasure by destroying a person's keys", () => {
     const legacy = await sealPersonalData(env, mine.id, "report:legacy", { description: WORDS_B });
     expect(await personKeyCount(mine.id, "person-shared")).toBe(1);
     expect(await personKeyCount(theirs.id, "person-shared")).toBe(1);
-    const keysBefore = await env.DB.prepare("SELECT period, person, wrapped_key AS wrappedKey FROM person_data_keys WHERE installation_id = ?1 ORDER BY period, person").bind(mine.id).all();
+    const keysBefore = await keyObjects(mine.id);
+    expect(keysBefore).toHaveLength(1);
 
     const erased = await api("/api/v1/personal-data/erase", { key: theirs.apiKey, body: { reporter: { id: "person-shared" } } });
     expect(erased.status).toBe(200);
@@ -177,7 +196,7 @@ describe("erasure by destroying a person's keys", () => {
     expect((await api(`/api/v1/reports/${gone.id}`, { key: theirs.apiKey })).body.description).toBeNull();
 
     // Mine: the same keys, byte for byte; the report opens; no tombstone here.
-    expect((await env.DB.prepare("SELECT period, person, wrapped_key AS wrappedKey FROM person_data_keys WHERE installation_id = ?1 ORDER BY period, person").bind(mine.id).all()).results).toEqual(keysBefore.results);
+    expect(await keyObjects(mine.id)).toEqual(keysBefore);
     expect((await api(`/api/v1/reports/${kept.id}`, { key: mine.apiKey })).body.description).toBe(WORDS_A);
     expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM erasure_tombstones WHERE installation_id = ?1").bind(mine.id).first<{ n: number }>()).toEqual({ n: 0 });
     expect(await openPersonalData(env, mine.id, "report:legacy", legacy.sealed)).toEqual({ description: WORDS_B });
@@ -186,21 +205,13 @@ describe("erasure by destroying a person's keys", () => {
     const inst = await newInstallation("shredding-time-travel");
     const a = await report(inst.apiKey, "person-a", "post-tt", WORDS_A);
     const sealed = (await env.DB.prepare("SELECT personal_data AS sealed FROM reports WHERE id = ?1").bind(a.id).first<{ sealed: string }>())!.sealed;
-    // The key rows and the report as they were before the erasure (what Time Travel would bring back).
-    const keyRows = (await env.DB.prepare("SELECT * FROM person_data_keys WHERE installation_id = ?1").bind(inst.id).all<Record<string, string>>()).results;
-    expect(keyRows).toHaveLength(1);
+    // The key object and the report as they were before the erasure (what Time Travel and a copy of the bucket would bring back).
+    const keysBefore = await keyObjects(inst.id);
+    expect(keysBefore).toHaveLength(1);
     expect((await api("/api/v1/personal-data/erase", { key: inst.apiKey, body: { reporter: { id: "person-a" } } })).body.keysDestroyed).toBe(1);
-    const row = keyRows[0]!;
+    expect(await keyObjects(inst.id)).toEqual([]);
+    await env.AUDIT_ANCHORS.put(keysBefore[0]!.key, "", { customMetadata: keysBefore[0]!.metadata });
     await env.DB.batch([
-      env.DB.prepare("INSERT INTO person_data_keys (installation_id, period, person, generation, wrapping_key_id, wrapped_key, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)").bind(
-        row.installation_id,
-        row.period,
-        row.person,
-        row.generation,
-        row.wrapping_key_id,
-        row.wrapped_key,
-        row.created_at,
-      ),
       env.DB.prepare("UPDATE reports SET personal_data = ?2, personal_data_erased_at = NULL, reporter_key = ?3 WHERE id = ?1").bind(a.id, sealed, personKey(inst.id, "person-a", env)),
       env.DB.prepare("DELETE FROM erasure_tombstones WHERE installation_id = ?1").bind(inst.id),
     ]);
@@ -290,8 +301,8 @@ describe("erasure by destroying a person's keys", () => {
     const inst = await newInstallation("shredding-generation");
     const person = personKey(inst.id, "person-g", env)!;
     const first = await sealPersonalData(env, inst.id, "report:g1", { description: WORDS_A }, { people: [person] });
-    // Another isolate's erasure deletes the key row; this isolate's sealing cache still holds the key.
-    await env.DB.prepare("DELETE FROM person_data_keys WHERE installation_id = ?1").bind(inst.id).run();
+    // Another isolate's erasure deletes the key object; this isolate's sealing cache still holds the key.
+    for (const object of await keyObjects(inst.id)) await env.AUDIT_ANCHORS.delete(object.key);
     const stale = await sealPersonalData(env, inst.id, "report:g2", { description: WORDS_A }, { people: [person] });
     // The person is seen again: once the cache is gone, a new key is made for the same period.
     forgetPersonSealingKeys(inst.id);
@@ -300,6 +311,41 @@ describe("erasure by destroying a person's keys", () => {
     expect(await openOutcome(inst.id, "g1", first.sealed)).toBe("crypto.data_key_destroyed");
     expect(await openOutcome(inst.id, "g2", stale.sealed)).toBe("crypto.data_key_destroyed");
     expect(await openOutcome(inst.id, "g3", fresh.sealed)).toBe(`opened:${WORDS_B}`);
+  });
+
+  it("a key made before keys moved to R2 (a row of person_data_keys) still opens, and a person's erasure deletes it with their R2 keys", async () => {
+    const inst = await newInstallation("shredding-legacy");
+    const person = personKey(inst.id, "person-l", env)!;
+    const handle = person.slice(4, 36);
+    // A key as the D1 store made it: an 8-digit generation, wrapped by the installation's key under its id.
+    const wrapping = await installationKey(env, inst.id);
+    const period = new Date().toISOString().slice(0, 7);
+    const id = `psk_${period}_${handle}_0a1b2c3d`;
+    const raw = crypto.getRandomValues(new Uint8Array(32));
+    const iv = crypto.getRandomValues(new Uint8Array(12));
+    const wrapped = new Uint8Array(await crypto.subtle.encrypt({ name: "AES-GCM", iv, additionalData: new TextEncoder().encode(`${inst.id}:person:${id}`) }, wrapping.key, raw));
+    const b64 = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes));
+    // Sealed for the person before: the same report, its period key made by a seal of its own.
+    const r = await report(inst.apiKey, "person-l", "post-legacy", WORDS_A);
+    await env.DB.prepare("INSERT INTO person_data_keys (installation_id, period, person, generation, wrapping_key_id, wrapped_key, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")
+      .bind(inst.id, period, handle, "0a1b2c3d", wrapping.id, `${b64(iv)}.${b64(wrapped)}`, new Date(Date.now() - 60_000).toISOString())
+      .run();
+    const opened = await openPersonKey(env, inst.id, id, async (dataKeyId) => {
+      expect(dataKeyId).toBe(wrapping.id);
+      return wrapping.key;
+    });
+    // What the legacy key seals, the key opened from its row opens.
+    const probeIv = crypto.getRandomValues(new Uint8Array(12));
+    const raw256 = await crypto.subtle.importKey("raw", raw, "AES-GCM", false, ["encrypt"]);
+    const probe = await crypto.subtle.encrypt({ name: "AES-GCM", iv: probeIv }, raw256, new TextEncoder().encode(WORDS_B));
+    expect(new TextDecoder().decode(await crypto.subtle.decrypt({ name: "AES-GCM", iv: probeIv }, opened, probe))).toBe(WORDS_B);
+    // The person has both: the legacy row and the R2 object their report was sealed under.
+    expect(await personKeyCount(inst.id, "person-l")).toBe(2);
+    const erased = await api("/api/v1/personal-data/erase", { key: inst.apiKey, body: { reporter: { id: "person-l" } } });
+    expect(erased.body.keysDestroyed).toBe(2);
+    expect(await personKeyCount(inst.id, "person-l")).toBe(0);
+    await expect(openPersonKey(env, inst.id, id, async () => wrapping.key)).rejects.toMatchObject({ code: "crypto.data_key_destroyed" });
+    expect((await api(`/api/v1/reports/${r.id}`, { key: inst.apiKey })).body.description).toBeNull();
   });
 
   it("re-applying 1,200 people's erasures reads their tombstones from R2 listing pages without a read per person, and takes a number of D1 statements that does not grow with the people", async () => {
@@ -340,5 +386,6 @@ describe("erasure by destroying a person's keys", () => {
     expect(calls.statements).toBeLessThan(60);
     expect((await api(`/api/v1/reports/${a.id}`, { key: inst.apiKey })).body.description).toBeNull();
     expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM erasure_tombstones WHERE installation_id = ?1").bind(inst.id).first()).toEqual({ n: 1200 });
-  });
+    // 1,001 R2 puts to set up: more than the default 30 s on a loaded machine.
+  }, 180_000);
 });

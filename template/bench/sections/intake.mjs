@@ -139,6 +139,10 @@ export async function sectionIntake(api, timed, adminToken, key, installationId,
       requestDigestCpu: round(parts.digestCpuMs, 3),
       aesGcmCpu: round(parts.aesCpuMs, 3),
       sealWithKeyLookup: round(parts.sealMs, 3),
+      // The same seal for two people (reporter and owner), as intake seals: both new this month (a
+      // key made for each, one R2 put apiece in parallel), and both known (the isolate's cache).
+      sealNewPeople: round(parts.sealNewPeopleMs, 3),
+      sealKnownPeople: round(parts.sealKnownPeopleMs, 3),
       triggersQueryAndCel: round(parts.triggersMs, 3),
       intakeReportInWorker: round(parts.intakeMs, 3),
       // intakeReport is the seal (data key cached) + one D1 batch (writes, read-back, triggers) +

@@ -34,6 +34,8 @@ export {
   type ReportSummaryRow,
 } from "./reports/reports-queries";
 export { isDataKeyDestroyed, openPersonalData, openPersonalDataOr, rewrapDataKeys, sealPersonalData } from "./reports/report-crypto";
+// People's keys as a backup carries them (rows), restores them (R2 objects) and a failed restore removes them.
+export { deleteInstallationPersonKeys, isObjectKeyRow, personKeyObjectRows, restorePersonKeyObjects } from "./reports/person-data-keys";
 export { closeStepTaskStatement, openTaskStatement, RUN_END_TASKS_SQL, runEndTaskStatements, sealLegacyTaskContexts, sweepLapsedLeases } from "./queues/task-records";
 export {
   APPEAL_OUTCOMES,

@@ -9,6 +9,7 @@ import { forgetInstallationKeys } from "../lib/api-key-cache";
 import { openBackupColumns } from "./backup-seal";
 import { isUniqueViolation } from "../lib/d1";
 import { isRunArchiveKeyOf, runArchiveKey, runArchiveTextHolds } from "../workflows";
+import { deleteInstallationPersonKeys, isObjectKeyRow, restorePersonKeyObjects } from "../cases";
 // Not through cases/index.ts: retention reaches enforcement and workflows, which import it.
 import { reapplyErasures } from "../cases/retention/erasure-reapply";
 import { listTermsOnReports } from "../cases";
@@ -201,13 +202,15 @@ export async function importInstallation(env: Env, input: unknown) {
   const statements: D1PreparedStatement[] = [];
   for (const { table, backup: included } of BACKUP_TABLES) {
     if (included === false) continue;
-    for (const row of backup.tables[table] ?? []) statements.push(insertStatement(env.DB, table, row));
+    // People's keys that live in R2 (a 12-digit generation) are written there below, not to D1.
+    for (const row of backup.tables[table] ?? []) if (table !== "person_data_keys" || !isObjectKeyRow(row)) statements.push(insertStatement(env.DB, table, row));
   }
   const rollback = async () => {
     await env.DB.batch(installationDeleteStatements(env.DB, installationId));
     forgetInstallationKeys(installationId); // again once committed: a lookup that began meanwhile is not remembered
     await env.AUDIT_ANCHORS.delete(anchorKey(installationId));
     await deleteAuditSegments(env, installationId);
+    await deleteInstallationPersonKeys(env, installationId);
     // The installation's run archives (keys under its own id, so none belongs to anyone else).
     for (const object of backup.objects) if (object.bucket === "WORKFLOW_ARTIFACTS" && isRunArchiveKeyOf(installationId, object.key)) await env.WORKFLOW_ARTIFACTS.delete(object.key);
   };
@@ -228,6 +231,7 @@ export async function importInstallation(env: Env, input: unknown) {
       if (object.bucket === "WORKFLOW_ARTIFACTS" && !isRunArchiveKeyOf(installationId, object.key) && (await bucket.head(object.key))) continue;
       await bucket.put(object.key, base64ToBytes(object.base64), object.contentType ? { httpMetadata: { contentType: object.contentType } } : undefined);
     }
+    await restorePersonKeyObjects(env, installationId, (backup.tables.person_data_keys ?? []).filter(isObjectKeyRow));
     // A backup carries the segments, not their target markers: written again from the segments' lines.
     for (const row of backup.tables.audit_segments ?? []) await indexSegmentObjectTargets(env.AUDIT_ANCHORS, installationId, Number(row.from_seq), Number(row.to_seq));
   } catch (error) {

@@ -19,7 +19,7 @@ import { AppError } from "../errors";
 import { forgetInstallationKeys } from "../lib/api-key-cache";
 import { sha256Hex } from "../lib/crypto";
 import { runArchiveKey } from "../workflows";
-import { archivedCaseObjects } from "../cases";
+import { archivedCaseObjects, personKeyObjectRows } from "../cases";
 
 export const BACKUP_FORMAT = "safest-tools.installation-backup/1";
 export { BACKUP_TABLES } from "./backup-tables";
@@ -209,6 +209,13 @@ export async function exportInstallation(env: Env, actor: Actor): Promise<Instal
     if (backup === false) continue;
     tables[table] = await readRows(env.DB, table, where, installationId, keys);
     counts[table] = tables[table].length;
+  }
+  // People's keys live in R2 (cases/reports/person-data-keys.ts); the backup carries them as rows
+  // of person_data_keys beside any made before they moved there, so it opens what it holds.
+  const personKeys = await personKeyObjectRows(env, installationId);
+  if (personKeys.length > 0) {
+    tables.person_data_keys = [...(tables.person_data_keys ?? []), ...personKeys];
+    counts.person_data_keys = tables.person_data_keys.length;
   }
   // Archived cases (cases/archive): their rows are in one R2 object each, not in D1; the backup
   // carries them as rows, so a restore has them hot (and archives them again on its schedule).

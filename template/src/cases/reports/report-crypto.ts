@@ -18,7 +18,7 @@ import { auditStatement, type AuditEventInput } from "../../audit";
 import { AppError } from "../../errors";
 import { newId } from "../../lib/crypto";
 import { currentMaster, fromBase64, type MasterKey, masterById, toBase64, unwrap, wrap } from "./master-keys";
-import { deletePeriodPersonKeysStatement, destroyPersonKeys, forgetPersonSealingKeys, isPersonKeyId, openPersonKey, personKeysOfPeriod, personSealingKey } from "./person-data-keys";
+import { deletePeriodPersonKeys, destroyPersonKeys, forgetPersonSealingKeys, isPersonKeyId, openPersonKey, personSealingKey } from "./person-data-keys";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -287,11 +287,13 @@ export async function destroyPeriodKeys(env: Env, installationId: string, period
   const { results } = await env.DB.prepare(`SELECT id FROM data_keys WHERE installation_id = ?1 AND period = ?2 AND destroyed_at IS NULL`).bind(installationId, period).all<{ id: string }>();
   if (results.length === 0) return [];
   const ids = results.map((r) => r.id);
-  // The period's people's keys go too: what they sealed needed the period's key as well.
-  const personKeyIds = await personKeysOfPeriod(env.DB, installationId, period);
+  // The period's people's keys go too (what they sealed needed the period's key as well): their R2
+  // objects first, so a period D1 records as destroyed has none left (a failure here is retried by
+  // the next sweep, the period's keys still there); the rows made before keys moved to R2 in the batch.
+  const { ids: personKeyIds, deleteStatement } = await deletePeriodPersonKeys(env, installationId, period);
   await env.DB.batch([
     ...ids.map((id) => env.DB.prepare(`UPDATE data_keys SET wrapped_key = '', destroyed_at = ?3, state = 'decrypt_only' WHERE installation_id = ?1 AND id = ?2 AND destroyed_at IS NULL`).bind(installationId, id, input.at)),
-    deletePeriodPersonKeysStatement(env.DB, installationId, period),
+    deleteStatement,
     ...ids.map((id) =>
       auditStatement(env.DB, {
         installationId,
@@ -320,7 +322,7 @@ export function forgetOpeningKeys(installationId: string, keyIds: readonly strin
 }
 
 /**
- * Destroys a person's keys (person-data-keys.ts: rows deleted, tombstone written, audited) and
+ * Destroys a person's keys (person-data-keys.ts: R2 objects deleted, tombstone written, audited) and
  * forgets them in this isolate at once; other isolates stop opening with them within a minute.
  */
 export async function destroyPersonDataKeys(env: Env, installationId: string, person: string, input: { at: string; actor: AuditEventInput["actor"]; requestId: string }): Promise<string[]> {

@@ -1,5 +1,5 @@
 // Erasures re-applied after a restore. A backup taken before a person's erasure holds their keys
-// (person_data_keys) and their rows as they were; the erasure's tombstone (the person's keyed index,
+// (person-data-keys.ts: written back to R2 by the restore) and their rows as they were; the erasure's tombstone (the person's keyed index,
 // which roles were erased up to when and whether their keys went: erasure_tombstones, and its copy
 // in R2) is not the installation's data, so it outlives the installation's removal and is not
 // replaced by a restore. Restoring therefore ends with this: for every tombstone, the erasure is
@@ -12,7 +12,7 @@
 // installation with many erasures behind it restores within a Worker's query budget.
 import { auditStatement } from "../../audit";
 import { newId } from "../../lib/crypto";
-import { forgetPersonSealingKeys, peopleKeysUntil, tombstonesOf, tombstonesStatement, type Tombstone } from "../reports/person-data-keys";
+import { deletePeopleKeyObjects, forgetPersonSealingKeys, peopleKeysUntil, personKeyObjectsUntil, tombstonesOf, tombstonesStatement, type Tombstone } from "../reports/person-data-keys";
 import { forgetOpeningKeys } from "../reports/report-crypto";
 import { caseBusySql } from "./retention";
 import { eraseReports, type ErasureCounts } from "./retention-erase";
@@ -49,11 +49,13 @@ export async function reapplyErasures(env: Env, installationId: string): Promise
   const actor = { type: "system", id: "restore" } as const;
   const requestId = newId("pdr");
   const at = new Date().toISOString();
+  // Only the keys an erasure destroyed: one that held something back kept them.
+  const shreddedOf = (of: Tombstone[]) => of.filter((t): t is Tombstone & { keysUntil: string } => t.keysUntil !== null).map((t) => ({ person: t.person, until: t.keysUntil }));
+  // The erased people's key objects, found once for all of them (one listing of the installation's keys).
+  const keyObjects = await personKeyObjectsUntil(env, installationId, shreddedOf(tombstones));
   for (let i = 0; i < tombstones.length; i += PEOPLE_CHUNK) {
     const chunk = tombstones.slice(i, i + PEOPLE_CHUNK);
-    // Only the keys an erasure destroyed: one that held something back kept them.
-    const shredded = chunk.filter((t): t is Tombstone & { keysUntil: string } => t.keysUntil !== null).map((t) => ({ person: t.person, until: t.keysUntil }));
-    const { ids, deleteStatement } = await peopleKeysUntil(env.DB, installationId, shredded);
+    const { ids, objects, deleteStatement } = await peopleKeysUntil(env, installationId, shreddedOf(chunk), keyObjects);
     await env.DB.batch([
       deleteStatement,
       // A tombstone known from R2 alone is written back to D1.
@@ -68,6 +70,8 @@ export async function reapplyErasures(env: Env, installationId: string): Promise
         at,
       }),
     ]);
+    // The key objects go once the batch recorded it (deletion destroys them).
+    await deletePeopleKeyObjects(env, objects);
     summary.keys += ids.length;
     forgetOpeningKeys(installationId, ids);
   }
