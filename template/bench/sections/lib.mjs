@@ -4,7 +4,10 @@
 import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 
-export const OVERALL_BUDGET_MS = 600_000; // the sections end within 10 min; with the console section the whole run stays under 15
+// The sections end within 10 min; with the console section the whole run stays under 15. On a machine
+// shared with other runs (applying the migrations alone can take minutes there) BENCH_BUDGET_S
+// gives the run more time; it bounds the run, it is not measured.
+export const OVERALL_BUDGET_MS = Number(process.env.BENCH_BUDGET_S ?? 600) * 1000;
 export const startedAt = Date.now();
 export const deadline = startedAt + OVERALL_BUDGET_MS;
 
