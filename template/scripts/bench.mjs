@@ -188,8 +188,9 @@ function runWrangler(args, dir) {
     env: wranglerEnv(dir),
     encoding: "utf8",
     maxBuffer: 64 * 1024 * 1024, // `d1 execute --file` answers one JSON result per statement
-    // Every migration on a fresh state folder takes minutes on a loaded 2-core machine; the bench's budget bounds it.
-    timeout: Math.min(360_000, remaining()),
+    // Every migration on a fresh state folder takes minutes on a loaded 2-core machine; the bench's
+    // budget bounds it (half of it, when BENCH_BUDGET_S gives a shared machine more than 12 minutes).
+    timeout: Math.min(Math.max(360_000, OVERALL_BUDGET_MS / 2), remaining()),
   });
   if (result.status !== 0) throw new Error(`wrangler ${args.slice(0, 3).join(" ")} failed (${result.status ?? result.signal}):\n${result.stdout}\n${result.stderr}`);
   return result.stdout;

@@ -31,6 +31,9 @@ const AuditPage = lazy(() => import("./pages/audit").then((m) => ({ default: m.A
 const DashboardPage = lazy(() => import("./pages/dashboard").then((m) => ({ default: m.DashboardPage })));
 const SettingsPage = lazy(() => import("./pages/settings").then((m) => ({ default: m.SettingsPage })));
 const QaPage = lazy(() => import("./pages/qa").then((m) => ({ default: m.QaPage })));
+const HashBanksPage = lazy(() => import("./pages/child-safety").then((m) => ({ default: m.HashBanksPage })));
+const CyberTiplinePage = lazy(() => import("./pages/child-safety").then((m) => ({ default: m.CyberTiplinePage })));
+const CyberTiplineReportPage = lazy(() => import("./pages/child-safety").then((m) => ({ default: m.CyberTiplineReportPage })));
 const TransparencyPage = lazy(() => import("./pages/transparency").then((m) => ({ default: m.TransparencyPage })));
 const SearchPage = lazy(() => import("./pages/accounts").then((m) => ({ default: m.SearchPage })));
 const AccountPage = lazy(() => import("./pages/accounts").then((m) => ({ default: m.AccountPage })));
@@ -62,6 +65,9 @@ const ROUTES: Array<[string, Page, string]> = [
   ["/audit", AuditPage, "audit"],
   ["/qa", QaPage, "qa"],
   ["/transparency", TransparencyPage, "transparency"],
+  ["/hash-banks", HashBanksPage, "child-safety"],
+  ["/cybertipline", CyberTiplinePage, "child-safety"],
+  ["/cybertipline/:id", CyberTiplineReportPage, "child-safety"],
   ["/storage", StoragePage, "storage"],
   ["/rules", RulesPage, "rules"],
   ["/settings", SettingsPage, "settings"],
@@ -80,6 +86,7 @@ const NAV: Array<[string, string, string]> = [
   ["/audit", "Audit", "audit"],
   ["/qa", "QA", "qa"],
   ["/transparency", "DSA report", "transparency"],
+  ["/cybertipline", "Child safety", "child-safety"],
   ["/storage", "Storage", "storage"],
   ["/rules", "Rules", "rules"],
   ["/settings", "Settings", "settings"],
@@ -164,7 +171,7 @@ function UserMenu() {
 }
 
 /** Sections only admins see in the navigation (reviewers must not learn how they are measured). */
-const ADMIN_ONLY = new Set(["qa", "transparency", "storage", "rules"]);
+const ADMIN_ONLY = new Set(["qa", "transparency", "child-safety", "storage", "rules"]);
 
 function Shell() {
   const location = useLocation();

@@ -89,7 +89,7 @@ export function createApp() {
   app.use("/api/v1/*", async (c, next) => {
     await next();
     const actor = c.get("actor");
-    if (c.req.method !== "GET" && actor) c.executionCtx.waitUntil(sealAuditChainAfterWrite(c.env, actor.installationId).catch(() => undefined));
+    if (c.req.method !== "GET" && actor && !c.get("writesNothing")) c.executionCtx.waitUntil(sealAuditChainAfterWrite(c.env, actor.installationId).catch(() => undefined));
   });
   for (const api of [...apiRoutes, openApiRoutes]) app.route("/api/v1", api.router);
   app.route("/", signinRoutes);

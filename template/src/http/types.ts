@@ -1,5 +1,9 @@
 // Hono environment shared by every router.
 import type { Actor } from "../auth";
 
-/** `requestId`: the `cf-ray` of the request, or a generated id (logged, and answered as `x-request-id`). */
-export type AppEnv = { Bindings: Env; Variables: { actor: Actor; requestId: string } };
+/**
+ * `requestId`: the `cf-ray` of the request, or a generated id (logged, and answered as `x-request-id`).
+ * `writesNothing`: set by an operation declared `writes: false` (a POST that only computes, such as
+ * a hash match), so no audit seal is scheduled after it.
+ */
+export type AppEnv = { Bindings: Env; Variables: { actor: Actor; requestId: string; writesNothing?: boolean } };

@@ -1,7 +1,7 @@
-// Hashing and random identifiers (Web Crypto; sha256HexSync through node:crypto, for hot paths
-// where one more await per hash would let the event loop's other work in between).
-/// <reference path="./node-crypto.d.ts" />
-import { createHash } from "node:crypto";
+// Hashing and random identifiers (Web Crypto; sha256HexSync in JavaScript (@noble/hashes), for hot
+// paths where one more await per hash would let the event loop's other work in between).
+import { sha256 } from "@noble/hashes/sha2.js";
+import { bytesToHex } from "@noble/hashes/utils.js";
 
 const encoder = new TextEncoder();
 
@@ -11,9 +11,13 @@ export async function sha256Hex(input: string | ArrayBuffer | Uint8Array): Promi
   return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-/** The same digest as sha256Hex, synchronously (node:crypto under nodejs_compat). */
+/**
+ * The same digest as sha256Hex, synchronously. Not node:crypto's createHash: under nodejs_compat
+ * each Hash is a Transform stream, and building one cost more than the digest (it showed in every
+ * authenticated request's profile, the API key being hashed on each).
+ */
 export function sha256HexSync(input: string | Uint8Array): string {
-  return createHash("sha256").update(input).digest("hex");
+  return bytesToHex(sha256(typeof input === "string" ? encoder.encode(input) : input));
 }
 
 /** A prefixed random identifier, safe as a Workflows instance id (`[A-Za-z0-9_-]`, ≤ 100). */

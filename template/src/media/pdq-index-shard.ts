@@ -80,14 +80,14 @@ export class PdqIndexShard extends DurableObject<Env> {
     if (this.index) return this.index;
     const index = new PdqMultiIndex();
     this.live = 0;
-    for (const row of this.ctx.storage.sql.exec<{ id: number; hash: string }>(`SELECT id, hash FROM entries ORDER BY id`)) this.track(index, row.id, row.hash);
+    for (const row of this.ctx.storage.sql.exec<{ id: number; hash: string }>(`SELECT id, hash FROM entries ORDER BY id`)) this.track(index, row.id, row.hash, true);
     index.build();
     this.index = index;
     return index;
   }
 
-  private track(index: PdqMultiIndex, id: number, hash: string): void {
-    const slot = index.add(hash);
+  private track(index: PdqMultiIndex, id: number, hash: string, deferBuild = false): void {
+    const slot = index.add(hash, deferBuild);
     this.live += 1;
     if (slot >= this.ids.length) {
       const ids = new Float64Array(this.ids.length * 2);
@@ -143,7 +143,7 @@ export class PdqIndexShard extends DurableObject<Env> {
             .exec<{ id: number }>(`INSERT INTO entries (hash, tags, quality, sources) VALUES (?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING RETURNING id`, entry.hash, JSON.stringify(tags), entry.quality, JSON.stringify({ [source]: tags }))
             .toArray()[0];
           if (inserted) {
-            this.track(index, inserted.id, entry.hash);
+            this.track(index, inserted.id, entry.hash, true);
             added += 1;
             continue;
           }
@@ -166,6 +166,7 @@ export class PdqIndexShard extends DurableObject<Env> {
       this.ids = new Float64Array(1024);
       return { added: 0, updated: 0, full: false, tooManyTags: error.message };
     }
+    index.settle();
     return { added, updated, full: false };
   }
 

@@ -8,7 +8,10 @@
 //
 // Entries are slots 0..size-1. The tables are compact (offsets + slot lists per chunk); slots
 // added since the last build sit in a tail that is scanned linearly, and the tables are rebuilt
-// once that tail passes TAIL_LIMIT, so adding stays cheap and a match never scans much.
+// once that tail passes TAIL_LIMIT, so adding stays cheap and a match never scans much. A bulk
+// load (a shard reading its table, an import's batch) adds with `deferBuild` and builds once at
+// its end: rebuilding every TAIL_LIMIT entries would make loading quadratic (a cold shard of
+// 250,000 entries took tens of seconds that way; one build takes a fraction of a second).
 const CHUNKS = 16;
 const TAIL_LIMIT = 4096;
 
@@ -60,15 +63,28 @@ export class PdqMultiIndex {
   private lists: Uint32Array[] = [];
   size = 0;
 
-  /** Appends a hash; returns its slot. */
-  add(hex: string): number {
+  /**
+   * Appends a hash; returns its slot. With `deferBuild` the tables are not rebuilt however long the
+   * tail grows: the caller calls settle() (or build()) when its batch is in.
+   */
+  add(hex: string, deferBuild = false): number {
     if (this.size === this.live.length) this.grow(this.size * 2);
     const slot = this.size;
     wordsOf(hex, this.words, slot * 8);
     this.live[slot] = 1;
     this.size += 1;
-    if (this.size - this.indexed > TAIL_LIMIT) this.build();
+    if (!deferBuild) this.settle();
     return slot;
+  }
+
+  /** Rebuilds the tables when the unindexed tail has passed TAIL_LIMIT. */
+  settle(): void {
+    if (this.size - this.indexed > TAIL_LIMIT) this.build();
+  }
+
+  /** Slots not yet in the chunk tables (scanned linearly by every match). */
+  get tail(): number {
+    return this.size - this.indexed;
   }
 
   /** Marks a slot deleted: it is never returned again (its slot is not reused). */
