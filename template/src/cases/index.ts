@@ -32,7 +32,7 @@ export {
   type ReportSummary,
   type ReportSummaryRow,
 } from "./reports/reports-queries";
-export { isDataKeyDestroyed, openPersonalData, openPersonalDataOr, rewrapDataKeys, sealPersonalData } from "./reports/report-crypto";
+export { isDataKeyDestroyed, openPersonalData, openPersonalDataOr, rewrapDataKeys, sealPersonalData, warmSealingKey } from "./reports/report-crypto";
 export { closeStepTaskStatement, openTaskStatement, RUN_END_TASKS_SQL, runEndTaskStatements, sealLegacyTaskContexts, sweepLapsedLeases } from "./queues/task-records";
 export {
   APPEAL_OUTCOMES,
