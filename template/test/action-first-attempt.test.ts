@@ -6,6 +6,7 @@
 // the run woken when it is delivered).
 import { env, introspectWorkflow } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { openPersonalData, sealPersonalData, warmSealingKey } from "../src/cases/reports/report-crypto";
 import { api, newInstallation, publish, removePostGraph, startRun, waitForRun } from "./helpers";
 
 async function setup(path: string) {
@@ -42,5 +43,38 @@ describe("an autonomous action's first attempt, awaited by its node", () => {
       [500, "inline"],
       [200, "queue"],
     ]);
+  });
+});
+
+describe("the sealing key of an action's delivery, resolved beside the node's reads", () => {
+  /** The test's env with its D1 binding counting the statements and batches sent through it. */
+  function countingEnv() {
+    const sent = { calls: 0 };
+    const db = new Proxy(env.DB, {
+      get(target, property) {
+        const value = Reflect.get(target, property, target);
+        if (typeof value !== "function") return value;
+        return (...args: unknown[]) => {
+          if (property === "prepare" || property === "batch" || property === "exec") sent.calls += 1;
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    return { env: { ...env, DB: db } as typeof env, sent };
+  }
+
+  it("once warmed (warmSealingKey, as prepare does while its reads are in flight), sealing a delivery's payload sends nothing to D1; unwarmed, a period's first seal does", async () => {
+    const { id: installationId } = await newInstallation("seal-warm");
+    // Periods no seal of this installation used yet, so neither isolate cache holds their key.
+    const warmedAt = new Date(Date.UTC(2031, 4, 10));
+    const coldAt = new Date(Date.UTC(2031, 6, 10));
+    await warmSealingKey(env, installationId, "period", warmedAt);
+    const warmed = countingEnv();
+    const sealed = await sealPersonalData(warmed.env, installationId, "webhook_delivery:msg_warm", { data: { postId: "p1" } }, { at: warmedAt });
+    expect(warmed.sent.calls).toBe(0);
+    expect(await openPersonalData(env, installationId, "webhook_delivery:msg_warm", sealed.sealed)).toEqual({ data: { postId: "p1" } });
+    const cold = countingEnv();
+    await sealPersonalData(cold.env, installationId, "webhook_delivery:msg_cold", { data: { postId: "p2" } }, { at: coldAt });
+    expect(cold.sent.calls).toBeGreaterThan(0);
   });
 });

@@ -33,7 +33,7 @@ export {
   type ReportSummary,
   type ReportSummaryRow,
 } from "./reports/reports-queries";
-export { isDataKeyDestroyed, openPersonalData, openPersonalDataOr, rewrapDataKeys, sealPersonalData } from "./reports/report-crypto";
+export { isDataKeyDestroyed, openPersonalData, openPersonalDataOr, rewrapDataKeys, sealPersonalData, warmSealingKey } from "./reports/report-crypto";
 // People's keys as a backup carries them (rows), restores them (R2 objects) and a failed restore removes them.
 export { deleteInstallationPersonKeys, isObjectKeyRow, personKeyObjectRows, restorePersonKeyObjects } from "./reports/person-data-keys";
 export { closeStepTaskStatement, openTaskStatement, RUN_END_TASKS_SQL, runEndTaskStatements, sealLegacyTaskContexts, sweepLapsedLeases } from "./queues/task-records";

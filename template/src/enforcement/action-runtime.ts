@@ -4,6 +4,7 @@
 // failed, or the recorded decision and delivery). People's decisions and the delivery's gate and
 // end are actions.ts; cancelling proposals when a run ends or a node leaves, proposal-cancellation.ts.
 import { auditStatement, canonicalJson } from "../audit";
+import { warmSealingKey } from "../cases";
 import { AppError } from "../errors";
 import { sha256HexSync } from "../lib/crypto";
 import { evaluateInputMapping, type ActionProgress, type AuthorizedRun, type ExpressionContext, type WaitResult, type WorkflowNodeV1 } from "../workflows";
@@ -67,6 +68,8 @@ export async function prepareWorkflowAction(
 ): Promise<{ progress: ActionProgress; parked: boolean }> {
   const { run, node, stepId } = input;
   const proposalId = `${stepId}:proposal`;
+  // The delivery's sealing key is resolved while the reads are in flight (a cache hit in a warm isolate), so sealing after them is CPU only.
+  const sealing = run.authorityMode === "autonomous" ? warmSealingKey(env, run.installationId) : undefined;
   // One round trip: the proposal if the step already made it, the action type and the report's subject (for the delivery).
   const reads = await env.DB.batch<Record<string, unknown>>([
     ...(input.stepRecorded ? [env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE id = ?1`).bind(proposalId)] : []),
@@ -74,6 +77,7 @@ export async function prepareWorkflowAction(
         ${attemptEndpointJsonSql("?1", "action_types.endpoint_id")} AS endpointJson
       FROM action_types WHERE installation_id = ?1 AND key = ?2`).bind(run.installationId, String(node.config.action_type), run.reportId),
   ]);
+  await sealing;
   const typeRead = reads.at(-1);
   const existing = input.stepRecorded ? (reads[0]!.results[0] as ProposalRow | undefined) : undefined;
   if (existing) return { progress: progressOf(existing), parked: false };

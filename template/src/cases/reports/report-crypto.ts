@@ -138,7 +138,8 @@ async function periodKey(env: Env, installationId: string, period: string): Prom
       // A concurrent creation won (this period's key, or the same next version): use it, or try again.
       if (!/UNIQUE/iu.test(String((error as Error)?.message))) throw error;
     }
-    row = await activeDataKeyUncached(env, installationId, period);
+    // Read back through the isolate's cache (a miss here, so a D1 read that fills it), so the next seal of this period does not read it again.
+    row = await activeDataKey(env, installationId, period);
   }
   if (!row) throw new AppError("crypto.data_key_unavailable", "No data key could be created for this period; retry.", { status: 503, retryable: true });
   return row;
@@ -176,6 +177,18 @@ async function sealingKey(env: Env, installationId: string, scope: SealScope, at
     }
   }
   return { id: row!.id, key: await importDataKey(env, row!, installationId) };
+}
+
+/**
+ * Resolves (and caches in this isolate) the key sealPersonalData would seal with now, so a caller
+ * that knows it is about to seal can have the key read beside its own reads rather than after them.
+ * Best effort: a failure here is left to the seal itself, which reports it.
+ */
+export function warmSealingKey(env: Env, installationId: string, scope: SealScope = "period", at: Date = new Date()): Promise<void> {
+  return sealingKey(env, installationId, scope, at).then(
+    () => undefined,
+    () => undefined,
+  );
 }
 
 /**
