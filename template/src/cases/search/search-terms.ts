@@ -49,8 +49,8 @@ export function reportTermsStatement(db: D1Database, input: { installationId: st
 
 /**
  * Deletes term rows by their whole keys (term, the report's created_at, the report's id), as
- * termKeysOfReports reads them from the reports' lists: a seek of the primary key each, whatever
- * the table's statistics say about a common term.
+ * termKeysOfReports reads them from the reports' lists: a seek of the primary key each down to the
+ * report's created_at at least, whatever the table's statistics say about a common term.
  */
 export function eraseReportTermsStatement(db: D1Database, installationId: string, keys: Array<[string, string, string]>): D1PreparedStatement {
   return db
