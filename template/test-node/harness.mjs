@@ -43,7 +43,21 @@ const READY_TIMEOUT_MS = 150_000;
  * with `signin: true`, for the console sign-in link it prints). On failure the server is stopped
  * and its state removed before the error is thrown.
  */
-export async function startServer({ label = "smoke", readyTimeoutMs = READY_TIMEOUT_MS, signin = false, secrets = {}, args = ["--empty"], stateDir: reuseStateDir = null, keepState = false, adminToken: givenAdminToken = null } = {}) {
+export async function startServer(options = {}) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startServerOnce(options);
+    } catch (error) {
+      // Servers started side by side (smoke files two at a time, beside the browser tests) can be
+      // handed the same free port: another port, up to three times. A state folder the failed
+      // start removed (one not kept) cannot be started again.
+      const collided = /Address already in use|EADDRINUSE/u.test(String(error?.message));
+      if (!collided || attempt >= 3 || (options.stateDir && !existsSync(options.stateDir))) throw error;
+    }
+  }
+}
+
+async function startServerOnce({ label = "smoke", readyTimeoutMs = READY_TIMEOUT_MS, signin = false, secrets = {}, args = ["--empty"], stateDir: reuseStateDir = null, keepState = false, adminToken: givenAdminToken = null } = {}) {
   // `args` go to start.mjs: by default --empty (no demo desk; test-node/smoke-demo.test.mjs seeds
   // it with args: []). `stateDir` + `keepState` restart a server on the state of an earlier one.
   const stateDir = reuseStateDir ?? mkdtempSync(path.join(tmpdir(), `safest-${label}-`));
