@@ -12,7 +12,8 @@
 // installation with many erasures behind it restores within a Worker's query budget.
 import { auditStatement } from "../../audit";
 import { newId } from "../../lib/crypto";
-import { deletePeopleKeyObjects, forgetPersonSealingKeys, peopleKeysUntil, personKeyObjectsUntil, tombstonesOf, tombstonesStatement, type Tombstone } from "../reports/person-data-keys";
+import { tombstonesOf, tombstonesStatement, type Tombstone } from "../reports/erasure-tombstones";
+import { deletePeopleKeyObjects, forgetPersonSealingKeys, peopleKeysUntil, personKeyObjectsUntil } from "../reports/person-data-keys";
 import { forgetOpeningKeys } from "../reports/report-crypto";
 import { caseBusySql } from "./retention";
 import { eraseReports, type ErasureCounts } from "./retention-erase";

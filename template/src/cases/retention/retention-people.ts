@@ -10,7 +10,7 @@ import type { Actor } from "../../auth";
 import { AppError, errorCode } from "../../errors";
 import { newId } from "../../lib/crypto";
 import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
-import { copyTombstones, tombstonesStatement } from "../reports/person-data-keys";
+import { copyTombstones, tombstonesStatement } from "../reports/erasure-tombstones";
 import { destroyPersonDataKeys, openPersonalData } from "../reports/report-crypto";
 import { rehydratePerson } from "../archive/case-rehydrate";
 import { caseBusySql } from "./retention";

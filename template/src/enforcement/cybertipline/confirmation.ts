@@ -8,7 +8,8 @@ import { getReportRow } from "../../cases";
 import { AppError, notFound } from "../../errors";
 import type { AuthorizedRun, WorkflowNodeV1 } from "../../workflows";
 import type { EffectCall, EffectResult } from "../effects";
-import { advanceSubmission, createSubmission, submissionRow, submissionView } from "./submissions";
+import { createSubmission } from "./submission-create";
+import { advanceSubmission, submissionRow, submissionView } from "./submissions";
 import { INCIDENT_TYPES, type IncidentType } from "./xml";
 
 export const DEFAULT_INCIDENT_TYPE: IncidentType = "Child Pornography (possession, manufacture, and distribution)";
