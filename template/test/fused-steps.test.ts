@@ -124,10 +124,10 @@ async function recordsOf(runId: string) {
     JSON.parse(
       JSON.stringify(rows)
         .replaceAll(runId, "RUN")
-        .replace(/wfv_[0-9a-f]+/gu, "WFV")
+        .replace(/wfv_[0-9A-Za-z]+/gu, "WFV")
         .replace(/wf-[0-9a-f-]{36}/gu, "WF")
-        .replace(/evt_[0-9a-f]+/gu, "EVT")
-        .replace(/rpt_[0-9a-f]+/gu, "RPT")
+        .replace(/evt_[0-9A-Za-z]+/gu, "EVT")
+        .replace(/rpt_[0-9A-Za-z]+/gu, "RPT")
         .replace(/\\"latencyMs\\":\d+/gu, '\\"latencyMs\\":0')
         .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/gu, "TIME"),
     ) as Array<Record<string, unknown>>;

@@ -2,11 +2,11 @@
 import { auditStatement } from "../audit";
 import { notFound } from "../errors";
 import { forgetApiKey } from "../lib/api-key-cache";
-import { newId, newSecret, sha256Hex } from "../lib/crypto";
+import { FEW_RECORD_ID_LENGTH, newId, newSecret, sha256Hex } from "../lib/crypto";
 import { SCOPES, type Actor, type Scope } from "../auth";
 
 async function keyStatement(db: D1Database, input: { installationId: string; name: string; scopes: readonly Scope[]; at: string; reviewer?: string }) {
-  const id = newId("key");
+  const id = newId("key", FEW_RECORD_ID_LENGTH);
   const apiKey = newSecret("sk");
   const statement = db
     .prepare(`
@@ -19,7 +19,7 @@ async function keyStatement(db: D1Database, input: { installationId: string; nam
 
 /** Creates a tenant and its first key, which holds every scope. */
 export async function createInstallation(env: Env, input: { name: string }) {
-  const id = newId("inst");
+  const id = newId("inst", FEW_RECORD_ID_LENGTH);
   const at = new Date().toISOString();
   const key = await keyStatement(env.DB, { installationId: id, name: "initial", scopes: SCOPES, at });
   await env.DB.batch([
