@@ -10,6 +10,7 @@
 // platform's own GET / (the console's assets answer / itself), for the HTTP floor. Every D1
 // statement the platform sends goes through a counting wrapper (bench/d1-count.ts), read through
 // /bench/d1-tally, for the capacity section's queries and rows written per lifecycle.
+import { UNFOLDED_TASKS_SQL } from "../src/cases/wellness/exposure-fold";
 import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { canonicalJson } from "../src/audit";
@@ -255,6 +256,7 @@ const SWEEP_PLANS: Record<string, { sql: string; index: string; binds: (now: str
   "workflows.stalled_runs (live)": { sql: STALLED_LIVE_SQL, index: "workflow_runs_live", binds: (now) => [now, 100] },
   "workflows.stalled_runs (waiting)": { sql: STALLED_WAITING_SQL, index: "workflow_waits_deadline", binds: (now) => [now, 100] },
   "workflows.archive_runs": { sql: ARCHIVABLE_RUNS_SQL, index: "workflow_runs_archivable", binds: (now) => [now, 50, null] },
+  "cases.fold_exposure": { sql: UNFOLDED_TASKS_SQL, index: "human_tasks_exposure_unfolded", binds: (now) => [500, now] },
   "operations.alerts (sla)": { sql: SLA_BREACHES_SQL, index: "human_tasks_open_due", binds: (now, installationId) => [installationId, new Date(Date.parse(now) - 60_000).toISOString(), now] },
 };
 

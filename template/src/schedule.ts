@@ -23,6 +23,7 @@ import { sweepAutomaticDemotions } from "./cases/promotion/promotion-sweep";
 import { queueCaseArchive } from "./cases/archive/case-archive";
 import { sweepRetention } from "./cases/retention/retention";
 import { indexPersonKeys } from "./cases/retention/retention-people";
+import { sweepExposureFolds } from "./cases/wellness/exposure-fold";
 import { sweepUnlistedTerms } from "./cases/search/terms-listing";
 import { sweepExpiredLabels, sweepOldSamples } from "./detection";
 import { sweepComplaintOutcomes, sweepCyberTipline, sweepPendingDeliveries, sweepTransparencyDb } from "./enforcement";
@@ -101,6 +102,8 @@ export const SWEEPS: readonly Sweep[] = [
   { name: "cases.retention", run: (env, now) => sweepRetention(env, now), more: (summary) => (summary.installations ?? 0) > 0 },
   { name: "cases.index_person_keys", run: async (env) => ({ ...(await indexPersonKeys(env, 200)) }) },
   // Reports a worker older than reports.search_terms wrote after its migration: their lists of terms (a no-op once none are left).
+  // Reviewers' claims that ended with their task, folded into the task's row (500 tasks a slice).
+  { name: "cases.fold_exposure", run: async (env, now) => ({ ...(await sweepExposureFolds(env, now)) }), more: summaryMore },
   { name: "cases.list_search_terms", run: async (env) => ({ ...(await sweepUnlistedTerms(env)) }), more: summaryMore },
   // Ended runs past their installation's hot window: handed to the RUN_OPERATIONS queue (500 a run), whose
   // consumer moves each one's child rows into one R2 object and out of D1.

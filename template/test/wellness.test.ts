@@ -1,6 +1,7 @@
 // Wellness limits: the daily exposure cap per category, counted from claims, respected by /next.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { sweepExposureFolds } from "../src/cases/wellness/exposure-fold";
 import { exposureStatus } from "../src/cases/wellness/wellness";
 import { api, edge, newInstallation, publish } from "./helpers";
 
@@ -183,6 +184,86 @@ describe("/next and the exposure cap", () => {
     expect(status.capped).toEqual([]);
     // mod-d's own claim of the lapsed task is theirs, not mod-c's.
     expect(minutesOf(await exposureStatus(env.DB, s.installationId, await recorded("mod-d"), new Date(T)), "violence")).toBe(0);
+  });
+
+  it("a claim that ended with its task is folded into the task's row by the schedule: the same minutes before, halfway and after, a released or taken-over claim stays a row, and a second pass does nothing", async () => {
+    const s = await setup("folding");
+    const [released, completed, lapsed] = [await taskOf(s, "violence"), await taskOf(s, "violence"), await taskOf(s, "violence")];
+    const other = await taskOf(s, "scams_and_fraud");
+    const claim = async (task: string, reviewer: string) => expect((await api(`/api/v1/tasks/${task}/claim`, { key: s.reviewKey, body: { reviewer } })).status).toBe(200);
+    const complete = async (task: string, reviewer: string) => expect((await api(`/api/v1/tasks/${task}/complete`, { key: s.reviewKey, body: { reviewer, response: { verdict: "keep" } } })).status).toBe(200);
+    const T = Date.parse("2026-03-10T12:00:00.000Z");
+    const ago = (minutes: number) => new Date(T - minutes * 60_000).toISOString();
+    // Places a claim of `reviewer` (and, when it ended with the task, the task's own times) around T.
+    const place = async (task: string, reviewer: string, times: { startedAt: string; endedAt?: string; leaseExpiresAt?: string; completedAt?: string }) => {
+      const row = await env.DB.prepare("SELECT started_at AS startedAt FROM review_exposure WHERE task_id = ?1 AND reviewer LIKE '%/' || ?2").bind(task, reviewer).first<{ startedAt: string }>();
+      await env.DB.batch([
+        env.DB.prepare("UPDATE review_exposure SET started_at = ?3, ended_at = ?4, lease_expires_at = COALESCE(?5, lease_expires_at) WHERE task_id = ?1 AND reviewer LIKE '%/' || ?2").bind(
+          task,
+          reviewer,
+          times.startedAt,
+          times.endedAt ?? null,
+          times.leaseExpiresAt ?? null,
+        ),
+        env.DB.prepare("UPDATE human_tasks SET claimed_at = ?3, completed_at = COALESCE(?4, completed_at) WHERE id = ?1 AND claimed_at = ?2").bind(task, row!.startedAt, times.startedAt, times.completedAt ?? null),
+      ]);
+    };
+    // Held 30 to 10 minutes before T, released: 20 minutes, a row that stays.
+    await claim(released, "mod-e");
+    expect((await api(`/api/v1/tasks/${released}/release`, { key: s.reviewKey, body: { reviewer: "mod-e" } })).status).toBe(200);
+    await place(released, "mod-e", { startedAt: ago(30), endedAt: ago(10) });
+    // Claimed 50 minutes before T and completed 40 before: 10 minutes, folded.
+    await claim(completed, "mod-e");
+    await complete(completed, "mod-e");
+    await place(completed, "mod-e", { startedAt: ago(50), completedAt: ago(40) });
+    // mod-e's lease lapsed (60 to 55 before T) and mod-f took the task and completed it: mod-e's 5
+    // minutes stay a row, mod-f's claim is folded.
+    await claim(lapsed, "mod-e");
+    await env.DB.prepare("UPDATE human_tasks SET lease_expires_at = ?2 WHERE id = ?1")
+      .bind(lapsed, new Date(Date.now() - 60_000).toISOString())
+      .run();
+    await place(lapsed, "mod-e", { startedAt: ago(60), leaseExpiresAt: ago(55) });
+    await claim(lapsed, "mod-f");
+    await complete(lapsed, "mod-f");
+    await place(lapsed, "mod-f", { startedAt: ago(20), completedAt: ago(15) });
+    // Another category: claimed 25 minutes before T, completed 5 before: 20 minutes, folded.
+    await claim(other, "mod-e");
+    await complete(other, "mod-e");
+    await place(other, "mod-e", { startedAt: ago(25), completedAt: ago(5) });
+
+    const reviewer = async (name: string) => (await env.DB.prepare("SELECT claimed_by AS who FROM human_tasks WHERE installation_id = ?1 AND claimed_by LIKE '%/' || ?2 LIMIT 1").bind(s.installationId, name).first<{ who: string }>())!.who;
+    const [modE, modF] = [await reviewer("mod-e"), await reviewer("mod-f")];
+    const minutes = async () => {
+      const e = await exposureStatus(env.DB, s.installationId, modE, new Date(T));
+      const f = await exposureStatus(env.DB, s.installationId, modF, new Date(T));
+      return { eViolence: minutesOf(e, "violence"), eScams: minutesOf(e, "scams_and_fraud"), fViolence: minutesOf(f, "violence") };
+    };
+    const claimRows = async () => (await env.DB.prepare("SELECT task_id AS taskId, reviewer FROM review_exposure WHERE installation_id = ?1 ORDER BY started_at").bind(s.installationId).all<{ taskId: string; reviewer: string }>()).results;
+    const counted = await minutes();
+    expect(counted.eViolence).toBeCloseTo(20 + 10 + 5, 1);
+    expect(counted.eScams).toBeCloseTo(20, 1);
+    expect(counted.fViolence).toBeCloseTo(5, 1);
+    expect(await claimRows()).toHaveLength(5);
+
+    // Stopped after every slice of one task, the minutes never change.
+    let passes = 0;
+    for (;;) {
+      const pass = await sweepExposureFolds(env, new Date(), 1);
+      passes++;
+      expect(await minutes()).toEqual(counted);
+      if (pass.more === 0) break;
+      expect(passes).toBeLessThan(50);
+    }
+    // Left: the released claim and mod-e's lapsed one; the three that ended with their task are on the task.
+    expect(await claimRows()).toEqual([
+      { taskId: lapsed, reviewer: modE },
+      { taskId: released, reviewer: modE },
+    ]);
+    const folded = (await env.DB.prepare("SELECT id, exposure_category AS category FROM human_tasks WHERE installation_id = ?1 ORDER BY id").bind(s.installationId).all<{ id: string; category: string | null }>()).results;
+    expect(Object.fromEntries(folded.map((row) => [row.id, row.category]))).toEqual({ [released]: null, [completed]: "violence", [lapsed]: "violence", [other]: "scams_and_fraud" });
+    // Nothing is left to look at: another pass changes nothing.
+    expect(await sweepExposureFolds(env, new Date())).toEqual({ folded: 0, looked: 0, more: 0 });
+    expect(await minutes()).toEqual(counted);
   });
 
   it("another installation's caps are not applied, its queues are a 404, and its claims are not counted", async () => {

@@ -98,7 +98,8 @@ export function releaseExposureStatement(db: D1Database, input: { installationId
  * Minutes per category the reviewer held claimed tasks within the UTC day of `now`. A claim runs
  * from its claim time to: its release (`ended_at`); the task's completion (or expiry, or
  * cancellation) when that ended this same claim; now while the lease is live; the lease's end when
- * it lapsed or someone else took the task since.
+ * it lapsed or someone else took the task since. A claim that ended with its task may have been
+ * folded into the task's row by the schedule (exposure-fold.ts): those are read from the task.
  *
  * Binds: ?1 installation, ?2 reviewer, ?3 day start, ?4 day end, ?5 now, ?6 the lookback start.
  */
@@ -113,6 +114,10 @@ const MINUTES_SQL = `
         END) AS end_at
       FROM review_exposure x LEFT JOIN human_tasks t ON t.id = x.task_id AND t.installation_id = x.installation_id
       WHERE x.installation_id = ?1 AND x.reviewer = ?2 AND x.started_at >= ?6 AND x.started_at < ?4
+      UNION ALL
+      SELECT t.exposure_category, t.claimed_at, MIN(COALESCE(t.completed_at, t.updated_at), ?5)
+      FROM human_tasks t INDEXED BY human_tasks_folded_exposure
+      WHERE t.installation_id = ?1 AND t.claimed_by = ?2 AND t.claimed_at >= ?6 AND t.claimed_at < ?4 AND t.exposure_category > ''
     ) GROUP BY category
   `;
 
