@@ -54,6 +54,8 @@ describe("the action node in each authority mode", () => {
     const done = await waitForRun(apiKey, assisted.id);
     expect(done.output.terminalCode).toBe("applied");
     expect(done.steps.find((s: any) => s.nodeId === "remove").output).toMatchObject({ port: "applied", approvedBy: "lead-mod" });
+    // The approval and delivery the run waited on are named by a digest of the proposal's id: the row stores neither.
+    expect(await env.DB.prepare("SELECT approval_signal AS approval, delivery_signal AS delivery FROM action_proposals WHERE id = ?1").bind(proposal.id).first()).toEqual({ approval: "", delivery: "" });
     const log = await receiverLog("/ok/modes");
     expect(log.map((entry) => entry.data.params.postId)).toEqual(["p3", "p4"]);
     expect(log.every((entry) => entry.verified && entry.type === "action.execute")).toBe(true);

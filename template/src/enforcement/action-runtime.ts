@@ -6,10 +6,9 @@
 import { auditStatement, canonicalJson } from "../audit";
 import { warmSealingKey } from "../cases";
 import { AppError } from "../errors";
-import { sha256HexSync } from "../lib/crypto";
 import { evaluateInputMapping, type ActionProgress, type AuthorizedRun, type ExpressionContext, type WaitResult, type WorkflowNodeV1 } from "../workflows";
 import { TYPE_COLUMNS, type ActionTypeRow } from "./action-types";
-import { actionDelivery, DELIVERY_SOURCES, endpointOf, PROPOSAL_COLUMNS, proposalRow, sendLeased, type ProposalRow } from "./actions";
+import { actionDelivery, DELIVERY_SOURCES, endpointOf, PROPOSAL_COLUMNS, proposalRow, proposalSignal, sendLeased, type ProposalRow } from "./actions";
 import { deliverInline, reserveInline, type OutcomeTaker } from "./delivery-inline";
 import { attemptEndpointJsonSql } from "./webhooks";
 
@@ -24,18 +23,14 @@ const DELIVERY_WAIT_MS = 7 * 86_400_000;
  */
 const FIRST_ATTEMPT_WAIT_MS = 2_000;
 
-function signal(proposalId: string, phase: "approval" | "delivery"): string {
-  return `p_${sha256HexSync(`${proposalId}:${phase}`).slice(0, 40)}`;
-}
-
 /** Where the run stands on a proposal, in the terms the kernel waits on. */
 function progressOf(row: ProposalRow): ActionProgress {
   switch (row.state) {
     case "approval_required":
-      return { port: "", status: "approval_required", proposalId: row.id, eventType: row.approvalSignal, timeoutMs: Math.max(1_000, Date.parse(row.expiresAt) - Date.now()) };
+      return { port: "", status: "approval_required", proposalId: row.id, eventType: proposalSignal(row, "approval"), timeoutMs: Math.max(1_000, Date.parse(row.expiresAt) - Date.now()) };
     case "approved":
     case "delivery_pending":
-      return { port: "", status: "delivery_pending", proposalId: row.id, eventType: row.deliverySignal, timeoutMs: DELIVERY_WAIT_MS };
+      return { port: "", status: "delivery_pending", proposalId: row.id, eventType: proposalSignal(row, "delivery"), timeoutMs: DELIVERY_WAIT_MS };
     case "applied":
       return { port: "applied", status: "applied", proposalId: row.id, deliveryId: row.deliveryId, approvedBy: row.decidedBy };
     case "rejected":
@@ -104,8 +99,6 @@ export async function prepareWorkflowAction(
   let handed = false;
   try {
     const delivery = needsApproval ? null : await actionDelivery(env, row, typeRow, null, at, undefined, subject, slot);
-    const approvalSignal = signal(proposalId, "approval");
-    const deliverySignal = signal(proposalId, "delivery");
     const expiresAt = new Date(Date.parse(at) + approvalSeconds * 1_000).toISOString();
     const state = needsApproval ? "approval_required" : "delivery_pending";
     const [inserted] = await env.DB.batch([
@@ -115,7 +108,7 @@ export async function prepareWorkflowAction(
         params_json, delivery_id, approval_signal, delivery_signal, expires_at, created_at, updated_at)
       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16)
       ON CONFLICT(step_run_id) DO NOTHING
-    `).bind(proposalId, run.installationId, run.id, stepId, node.id, typeRow.id, typeRow.key, run.reportId, run.authorityMode, state, row.paramsJson, delivery?.id ?? null, approvalSignal, deliverySignal, expiresAt, at),
+    `).bind(proposalId, run.installationId, run.id, stepId, node.id, typeRow.id, typeRow.key, run.reportId, run.authorityMode, state, row.paramsJson, delivery?.id ?? null, "", "", expiresAt, at),
       ...(delivery ? [delivery.statement] : []),
       auditStatement(env.DB, {
         installationId: run.installationId,
@@ -140,8 +133,9 @@ export async function prepareWorkflowAction(
             decidedAt: null,
             decisionReason: null,
             deliveryId: delivery?.id ?? null,
-            approvalSignal,
-            deliverySignal,
+            // Computed from the id (proposalSignal), not stored.
+            approvalSignal: "",
+            deliverySignal: "",
             expiresAt,
             createdAt: at,
             cancelReason: null,

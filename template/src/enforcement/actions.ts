@@ -7,6 +7,7 @@ import { auditStatement } from "../audit";
 import { ownIdentitySql, queueLimitOf, reviewerIdentity, runInQueuesSql, type Actor } from "../auth";
 import { hotOrArchived } from "../cases";
 import { AppError, conflict, notFound } from "../errors";
+import { sha256HexSync } from "../lib/crypto";
 import type { RowGuard } from "../lib/d1";
 import { signalRun } from "../workflows";
 import { deliverInline, deliverLeased, reserveInline, type Defer, type DeliverySource, type InlineSlot, type OutcomeTaker } from "./delivery-inline";
@@ -36,6 +37,15 @@ export interface ProposalRow {
   expiresAt: string;
   createdAt: string;
   cancelReason: string | null;
+}
+
+/**
+ * The event a run waits on for a proposal's approval or delivery: a digest of the proposal id and
+ * the phase, so it is never stored (rows written before it was computed hold it; rows since, '').
+ */
+export function proposalSignal(row: Pick<ProposalRow, "id" | "approvalSignal" | "deliverySignal">, phase: "approval" | "delivery"): string {
+  const stored = phase === "approval" ? row.approvalSignal : row.deliverySignal;
+  return stored || `p_${sha256HexSync(`${row.id}:${phase}`).slice(0, 40)}`;
 }
 
 export const PROPOSAL_COLUMNS = `id, installation_id AS installationId, run_id AS runId, step_run_id AS stepRunId, node_id AS nodeId, action_type_id AS actionTypeId,
@@ -215,7 +225,7 @@ export async function decideProposal(env: Env, actor: Actor, proposalId: string,
   } finally {
     if (!handed) slot?.release();
   }
-  await signalProposal(env, row.runId, row.approvalSignal, proposalId);
+  await signalProposal(env, row.runId, proposalSignal(row, "approval"), proposalId);
   return serializeProposal((await proposalRow(env.DB, proposalId))!);
 }
 
@@ -288,7 +298,7 @@ export async function finishActionDelivery(env: Env, delivery: { sourceId: strin
 /** Wakes the run waiting on a proposal's delivery (after the delivery batch is committed); a cancelled proposal has no one waiting. */
 export async function signalActionDelivery(env: Env, proposalId: string): Promise<void> {
   const row = await proposalRow(env.DB, proposalId);
-  if (row && row.state !== "cancelled") await signalProposal(env, row.runId, row.deliverySignal, proposalId);
+  if (row && row.state !== "cancelled") await signalProposal(env, row.runId, proposalSignal(row, "delivery"), proposalId);
 }
 
 /**
