@@ -6,6 +6,7 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { wilson } from "../src/automation/statistics";
 import { complaintDeadline } from "../src/enforcement/notifier-messages";
+import { notifierHashes } from "../src/cases/notices/notifier-keys";
 import { api, personKey, edge, newInstallation, publish, receiverLog, until, waitForRun } from "./helpers";
 
 /** An installation whose product receives message.send at a path of its own. */
@@ -328,6 +329,28 @@ describe("tenancy", () => {
     const hashes = await env.DB.prepare("SELECT installation_id AS inst, notifier_hash AS hash FROM notifier_notices WHERE installation_id IN (?1, ?2)").bind(a.id, b.id).all<{ inst: string; hash: string }>();
     const stored = await env.DB.prepare("SELECT notifier_hash AS hash FROM trusted_flaggers WHERE id = ?1").bind(flagger.body.id).first<{ hash: string }>();
     expect(hashes.results.find((h) => h.inst === b.id)!.hash).not.toBe(stored!.hash);
-    expect(stored!.hash).toMatch(/^[0-9a-f]{64}$/u);
+    expect(stored!.hash).toMatch(/^[0-9a-f]{32}$/u);
+  });
+
+  it("a notifier's rows written with the whole 64-digit hash (before hashes were cut to 32) still count: their notices, suspension and flagger status hold", async () => {
+    const installation = await newInstallation("notices-legacy-hash");
+    const reporter = { id: "long-hash-reporter" };
+    const [short, full] = notifierHashes(env, installation.id, reporter.id).all;
+    expect(short).toMatch(/^[0-9a-f]{32}$/u);
+    expect(full).toMatch(/^[0-9a-f]{64}$/u);
+    expect(full!.startsWith(short!)).toBe(true);
+    expect((await report(installation.apiKey, notice("legacy-1", reporter))).source).toBe("notice");
+    const warning = await api("/api/v1/notifiers/warnings", { key: installation.apiKey, body: { reporter, reason: "Unfounded notices." } });
+    expect(warning.status).toBe(201);
+    // As rows written before: the whole hash. The warning written so is still the one a suspension needs.
+    const asBefore = (table: string) => env.DB.prepare(`UPDATE ${table} SET notifier_hash = ?2 WHERE installation_id = ?1`).bind(installation.id, full);
+    await env.DB.batch([asBefore("notifier_notices"), asBefore("notifier_sanctions")]);
+    const suspension = await api("/api/v1/notifiers/suspensions", { key: installation.apiKey, body: { reporter, reason: "unfounded", until: new Date(Date.now() + 3_600_000).toISOString() } });
+    expect(suspension.status).toBe(201);
+    expect(suspension.body.warningId).toBe(warning.body.id);
+    await asBefore("notifier_sanctions").run();
+    const refused = await api("/api/v1/reports", { key: installation.apiKey, body: notice("legacy-2", reporter) });
+    expect(refused.status).toBe(403);
+    expect((await api("/api/v1/notifiers/lookup", { key: installation.apiKey, body: { reporter } })).body).toMatchObject({ suspended: true, notices: { received: 1 } });
   });
 });
