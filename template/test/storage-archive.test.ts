@@ -7,6 +7,7 @@ import { sealPersonalData } from "../src/cases/reports/report-crypto";
 import { backupDigest, installationDeleteStatements, settleRunsArchivedMeanwhile } from "../src/installations/backup";
 import { SWEEPS } from "../src/schedule";
 import { eraseArchivedSealedOutputsStatement } from "../src/workflows";
+import { ARCHIVED_RUNS_SQL } from "../src/workflows/storage";
 import { commitRunArchive, queueRunArchive, runArchiveKey, sweepRunArchive, writeRunArchive } from "../src/workflows/run-archive";
 import { ADMIN_TOKEN, api, edge, newInstallation, publish, startRun, until, waitForRun, waitForWait } from "./helpers";
 
@@ -212,6 +213,20 @@ describe("the archive tier", () => {
     expect((await hotRows(live.id)).waits).toBe(1);
     await api(`/api/v1/runs/${live.id}/terminate`, { method: "POST", key: zero.apiKey });
     await waitForRun(zero.apiKey, live.id, ["terminated"]);
+  });
+
+  it("GET /storage counts archived runs by a range of the installation's run index (no index of its own; never a scan of the table)", async () => {
+    const plan = await env.DB.prepare(`EXPLAIN QUERY PLAN ${ARCHIVED_RUNS_SQL}`).bind("inst_plan").all<{ detail: string }>();
+    const details = plan.results.map((row) => row.detail);
+    expect(
+      details.some((d) => /USING (COVERING )?INDEX workflow_runs_(installation|repairable) \(installation_id=\?/u.test(d)),
+      details.join(" | "),
+    ).toBe(true);
+    expect(
+      details.some((d) => /^SCAN workflow_runs\b(?! USING)/u.test(d)),
+      details.join(" | "),
+    ).toBe(false);
+    expect(await env.DB.prepare("SELECT name FROM sqlite_schema WHERE type = 'index' AND name = 'workflow_runs_archived'").first()).toBeNull();
   });
 
   it("another installation's archived run is a 404, its figures its own", async () => {

@@ -91,6 +91,9 @@ async function sizeTable(db: D1Database, installationId: string, table: { name: 
   return { name: table.name, rows, bytesEstimate: Math.round(rows * Number(sample?.results[0]?.n ?? 0)) };
 }
 
+/** The installation's runs whose step history is in R2, and its bytes (?1 installation): a range of workflow_runs_installation. */
+export const ARCHIVED_RUNS_SQL = `SELECT COUNT(*) AS runs, COALESCE(SUM(archive_bytes), 0) AS bytes FROM workflow_runs WHERE installation_id = ?1 AND archived_at IS NOT NULL`;
+
 /** What the installation holds in D1 and in the archive, and how long until D1 is full at its pace. */
 export async function getStorageReport(env: Env, installationId: string, now: Date = new Date()) {
   const db = env.DB;
@@ -100,7 +103,7 @@ export async function getStorageReport(env: Env, installationId: string, now: Da
   const bytesEstimate = tables.reduce((sum, t) => sum + t.bytesEstimate, 0);
   const weekAgo = new Date(now.getTime() - 7 * 86_400_000).toISOString();
   const [archive, oldest, recent, probe] = await db.batch<Record<string, number | string | null>>([
-    db.prepare(`SELECT COUNT(*) AS runs, COALESCE(SUM(archive_bytes), 0) AS bytes FROM workflow_runs WHERE installation_id = ?1 AND archived_at IS NOT NULL`).bind(installationId),
+    db.prepare(ARCHIVED_RUNS_SQL).bind(installationId),
     db.prepare(`SELECT MIN(created_at) AS at FROM workflow_runs WHERE installation_id = ?1 AND archived_at IS NULL`).bind(installationId),
     db.prepare(`SELECT COUNT(*) AS runs FROM workflow_runs WHERE installation_id = ?1 AND created_at >= ?2`).bind(installationId, weekAgo),
     db.prepare(`SELECT 1 AS one`),
