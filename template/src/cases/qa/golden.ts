@@ -9,6 +9,7 @@ import { AppError, conflict, notFound } from "../../errors";
 import { newId, sha256Hex } from "../../lib/crypto";
 import { isUniqueViolation } from "../../lib/d1";
 import { getQueueRow } from "../queues/queues";
+import { SEALED_CONTEXT } from "../queues/task-records";
 import { answerLabel, DEFAULT_COMPARE_FIELD, labelName } from "./qa-sampling";
 import { reportCategoryUnsafe, taskContextUnsafe } from "./qa";
 import { sealPersonalData } from "../reports/report-crypto";
@@ -63,7 +64,7 @@ export async function createGoldenItem(env: Env, actor: Actor, input: { sourceTa
       INSERT INTO human_tasks (id, installation_id, report_id, appeal_id, run_id, step_run_id, task_type, state, queue_id, priority,
         context_json, context_sealed, context_digest, response_schema_json, due_at, expires_at, created_at, updated_at, origin)
       VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, 'open', ?7, ?8, '{}', ?9, ?10, ?11, ?12, ?13, ?14, ?14, 'golden')
-    `).bind(taskId, actor.installationId, source.reportId, source.appealId, source.runId, source.taskType, queue.id, source.priority, sealed, `sealed:sha256:${await sha256Hex(sealed)}`, source.responseSchemaJson, dueAt, expiresAt, at),
+    `).bind(taskId, actor.installationId, source.reportId, source.appealId, source.runId, source.taskType, queue.id, source.priority, sealed, SEALED_CONTEXT, source.responseSchemaJson, dueAt, expiresAt, at),
     env.DB.prepare(`
       INSERT INTO golden_items (id, installation_id, queue_id, task_id, source_task_id, category, compare_field, answer_json, answer_label, created_by, created_at)
       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)

@@ -4,8 +4,9 @@
 import { auditStatement, canonicalJson } from "../../audit";
 import { reviewerLabel, type Actor } from "../../auth";
 import { AppError, conflict, notFound } from "../../errors";
-import { newId, sha256Hex } from "../../lib/crypto";
+import { newId } from "../../lib/crypto";
 import { getQueueRow } from "../queues/queues";
+import { SEALED_CONTEXT } from "../queues/task-records";
 import { openPersonalData, sealPersonalData } from "../reports/report-crypto";
 import { answerLabel, DEFAULT_COMPARE_FIELD, isSampled, qaSamplingKey } from "./qa-sampling";
 import type { TaskRow } from "../queues/tasks";
@@ -114,7 +115,7 @@ export async function qaSampleStatements(env: Env, installationId: string, row: 
       INSERT INTO human_tasks (id, installation_id, report_id, appeal_id, run_id, step_run_id, task_type, state, queue_id, priority,
         context_json, context_sealed, context_digest, response_schema_json, due_at, expires_at, created_at, updated_at, origin)
       SELECT ?1, ?2, NULL, NULL, NULL, NULL, ?6, 'open', ?7, ?8, '{}', ?9, ?10, ?11, ?12, NULL, ?13, ?13, 'qa' WHERE ${completed}
-    `).bind(qaTaskId, installationId, row.id, input.who, input.at, row.taskType, qaQueue.id, row.priority, sealed, `sealed:sha256:${await sha256Hex(sealed)}`, row.responseSchemaJson, dueAt, shownAt),
+    `).bind(qaTaskId, installationId, row.id, input.who, input.at, row.taskType, qaQueue.id, row.priority, sealed, SEALED_CONTEXT, row.responseSchemaJson, dueAt, shownAt),
     env.DB.prepare(`
       INSERT INTO qa_reviews (qa_task_id, installation_id, original_task_id, queue_id, category, compare_field, original_reviewer, original_label, original_completed_at, created_at, original_principal)
       SELECT ?1, ?2, ?3, ?6, ?7, ?8, ?4, ?9, ?5, ?5, ?10 WHERE EXISTS (SELECT 1 FROM human_tasks WHERE id = ?1 AND origin = 'qa')

@@ -1,9 +1,15 @@
 // Statement builders for human_tasks, for the workflow runtime and enforcement to put in their
 // own batches. Cases owns that table: every write to it is here or in tasks.ts.
 import { auditStatement, canonicalJson, RUNTIME_ACTOR, type AuditEventInput } from "../../audit";
-import { sha256Hex } from "../../lib/crypto";
 import { sealPersonalData } from "../reports/report-crypto";
 import { reviewerAuditId } from "../../lib/person-keys";
+
+/**
+ * `context_digest` of a task whose context is sealed: the sealed text authenticates itself (its
+ * AES-GCM tag), so no digest of it is kept (rows written before hold `sealed:sha256:<hex>`; an
+ * erased context says `erased`).
+ */
+export const SEALED_CONTEXT = "sealed";
 
 /**
  * Opens the task of a step (a human_task node, or a handoff to a queue): due by the queue's SLA,
@@ -37,21 +43,7 @@ export async function openTaskStatement(
       CASE WHEN r.appeal_id IS NULL AND EXISTS (SELECT 1 FROM reports p WHERE p.id = r.report_id AND p.installation_id = r.installation_id AND p.source = 'trusted_flagger') THEN 'trusted_flagger' END
     FROM workflow_runs r WHERE r.id = ?12 AND r.installation_id = ?13
     ON CONFLICT(step_run_id) DO NOTHING
-  `).bind(
-    input.taskId,
-    input.stepId,
-    input.taskType,
-    input.queue.id,
-    input.priority,
-    sealed,
-    `sealed:sha256:${await sha256Hex(sealed)}`,
-    canonicalJson(input.responseSchema),
-    dueAt,
-    input.expiresAt,
-    input.at,
-    input.runId,
-    input.installationId,
-  );
+  `).bind(input.taskId, input.stepId, input.taskType, input.queue.id, input.priority, sealed, SEALED_CONTEXT, canonicalJson(input.responseSchema), dueAt, input.expiresAt, input.at, input.runId, input.installationId);
 }
 
 /** Closes the open task of a step when its wait ends: `expired` on timeout, else `completed`. */
@@ -117,7 +109,7 @@ export async function sealLegacyTaskContexts(env: Env, limit = 100): Promise<{ s
   const statements: D1PreparedStatement[] = [];
   for (const row of results) {
     const { sealed } = await sealPersonalData(env, row.installationId, `task:${row.id}`, JSON.parse(row.contextJson) as unknown);
-    statements.push(env.DB.prepare(`UPDATE human_tasks SET context_sealed = ?2, context_json = '{}', context_digest = ?3 WHERE id = ?1 AND context_sealed IS NULL`).bind(row.id, sealed, `sealed:sha256:${await sha256Hex(sealed)}`));
+    statements.push(env.DB.prepare(`UPDATE human_tasks SET context_sealed = ?2, context_json = '{}', context_digest = ?3 WHERE id = ?1 AND context_sealed IS NULL`).bind(row.id, sealed, SEALED_CONTEXT));
   }
   if (statements.length > 0) await env.DB.batch(statements);
   return { sealed: statements.length };
