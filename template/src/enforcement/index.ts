@@ -11,6 +11,7 @@ export { sendComplaintOutcome, sweepComplaintOutcomes } from "./affected-user-ou
 export { readRedressSettings, type RedressSettings, type SettlementBody } from "./affected-user-settings";
 export { COMPLAINT_MONTHS, NOTICE_SOURCES, NOTIFIER_MESSAGE_KINDS, complaintDeadline, noticeReceiptStatements, notifierSanctionStatements, type NotifierMessages } from "./notifier-messages";
 export { ERASED_PAYLOAD, erasableDeliveriesUnsafe, eraseDeliveriesStatements } from "./erasure";
+export { settleMovedDeliveries, sweepDeliveryArchive } from "./delivery-archive";
 export { connectorEndpointEventsStatement, connectorEndpointStatements, disableConnectorEndpointStatement } from "./connector-endpoints";
 export { TDB_PRESET_NAMES, TDB_PRESETS, TDB_STATES } from "./transparency-db";
 export { sweepTransparencyDb } from "./transparency-db-submit";

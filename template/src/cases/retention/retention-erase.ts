@@ -7,7 +7,8 @@
 //   human_tasks.context_sealed → sealed null, context_digest 'erased' (tasks of the reports and
 //                                 appeals, golden copies, and QA copies of those tasks)
 //   workflow_step_outputs.sealed_json → NULL (runs of the reports and appeals)
-//   webhook_deliveries.payload_sealed → sealed tombstone (finished deliveries of those runs)
+//   webhook_deliveries.payload_sealed → sealed tombstone (finished deliveries of those runs; a
+//                                 payload moved to its delivery's R2 object is replaced there)
 // What stays: category, subject kind and id, source, counts, dates, decisions, task responses and
 // outcomes, appeal outcomes, the audit trail (never modified). One audit event per batch, counts only.
 import { eraseReportTermsStatement } from "../search/search-terms";
