@@ -5,12 +5,15 @@
 // which leaves nothing in R2 that opens to the erased data.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { canonicalJson } from "../src/audit";
 import { openPersonalData } from "../src/cases/reports/report-crypto";
 import { commitDeliveryArchives, deliveryArchiveKey, sweepDeliveryArchive, writeDeliveryArchives } from "../src/enforcement/delivery-archive";
 import { eraseDeliveriesStatements } from "../src/enforcement/erasure";
 import { deliveryStatement, enqueueDeliveries } from "../src/enforcement/webhooks";
+import { installationDeleteStatements } from "../src/installations/backup";
+import { sha256Hex } from "../src/lib/crypto";
 import { runSchedule } from "../src/schedule";
-import { api, edge, newInstallation, publish, receiverLog, until, waitForRun } from "./helpers";
+import { ADMIN_TOKEN, api, edge, newInstallation, publish, receiverLog, until, waitForRun } from "./helpers";
 
 const MINUTE = 60_000;
 const SECRET_WORDS = "only the receiver may read this";
@@ -150,7 +153,7 @@ describe("a settled delivery's payload and attempts leave D1", () => {
     expect((await api(`/api/v1/webhook-deliveries/${id}`, { key: inst.apiKey })).body).toEqual(hot.body);
   });
 
-  it("a backup carries a moved delivery hot: its payload and attempts from the object", async () => {
+  it("a backup carries a moved delivery hot (its payload and attempts from the object); restored, it reads as before and moves again", async () => {
     const inst = await setup("/flaky/archive-backup?failures=1", 0);
     const id = await deliver(inst.installationId, inst.endpointId);
     const hotRow = (await d1Row(id))!;
@@ -162,6 +165,27 @@ describe("a settled delivery's payload and attempts leave D1", () => {
     expect(row).toMatchObject({ payload_sealed: hotRow.payloadSealed, payload_digest: hotRow.payloadDigest, state: "delivered", attempts: 2 });
     expect(exported.body.tables.webhook_attempts.filter((a: { delivery_id: string }) => a.delivery_id === id)).toEqual(hotAttempts);
     expect(exported.body.manifest.counts.webhook_attempts).toBe(exported.body.tables.webhook_attempts.length);
+    const hot = await api(`/api/v1/webhook-deliveries/${id}`, { key: inst.apiKey });
+
+    await env.DB.batch(installationDeleteStatements(env.DB, inst.installationId));
+    await env.AUDIT_ANCHORS.delete(`audit/${inst.installationId}/head.json`);
+    // A backup whose delivery row claims its payload is elsewhere is refused, and nothing is written.
+    const crafted = structuredClone(exported.body);
+    crafted.tables.webhook_deliveries.find((r: { id: string }) => r.id === id).payload_sealed = "";
+    crafted.manifest.digest = `sha256:${await sha256Hex(canonicalJson({ tables: crafted.tables, objects: crafted.objects }))}`;
+    const refused = await api("/api/v1/installations/import", { key: ADMIN_TOKEN, body: crafted });
+    expect(refused.status).toBe(422);
+    expect(refused.body.error.code).toBe("installation_import.invalid");
+    expect(await d1Row(id)).toBeNull();
+
+    // Restored, the delivery is hot again and reads as it did; the schedule moves it again.
+    const restored = await api("/api/v1/installations/import", { key: ADMIN_TOKEN, body: exported.body });
+    expect(restored.status).toBe(201);
+    expect(await d1Row(id)).toEqual(hotRow);
+    expect(await attemptRows(id)).toBe(2);
+    expect((await api(`/api/v1/webhook-deliveries/${id}`, { key: inst.apiKey })).body).toEqual(hot.body);
+    expect(await sweepDeliveryArchive(env, new Date(Date.now() + 2_000), { installationId: inst.installationId })).toMatchObject({ moved: 1 });
+    expect((await api(`/api/v1/webhook-deliveries/${id}`, { key: inst.apiKey })).body).toEqual(hot.body);
   });
 });
 
