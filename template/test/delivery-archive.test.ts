@@ -100,6 +100,28 @@ describe("a settled delivery's payload and attempts leave D1", () => {
     expect(await sweepDeliveryArchive(env, new Date(Date.now() + 61 * MINUTE), { installationId: inst.installationId })).toMatchObject({ moved: 0, failed: 0 });
   });
 
+  it("a dead delivery moves too, and reads back as it did hot", async () => {
+    const inst = await setup("/gone/archive-dead", 0);
+    const delivery = await deliveryStatement(env, {
+      installationId: inst.installationId,
+      endpointId: inst.endpointId,
+      eventType: "message.send",
+      sourceType: "message",
+      sourceId: `msg-${crypto.randomUUID()}`,
+      data: { text: SECRET_WORDS },
+      at: new Date().toISOString(),
+    });
+    await env.DB.batch([delivery.statement]);
+    await enqueueDeliveries(env, [delivery.id]);
+    await until(async () => (await d1Row(delivery.id))?.state === "dead", "the delivery dead (410)");
+    const hot = await api(`/api/v1/webhook-deliveries/${delivery.id}`, { key: inst.apiKey });
+    expect(hot.body).toMatchObject({ state: "dead", lastStatus: 410, history: [expect.objectContaining({ statusCode: 410 })] });
+    expect(await sweepDeliveryArchive(env, new Date(Date.now() + 2_000), { installationId: inst.installationId })).toMatchObject({ moved: 1 });
+    expect(await attemptRows(delivery.id)).toBe(0);
+    expect((await d1Row(delivery.id))!.payloadSealed).toBe("");
+    expect((await api(`/api/v1/webhook-deliveries/${delivery.id}`, { key: inst.apiKey })).body).toEqual(hot.body);
+  });
+
   it("a resend of a moved delivery sends the same signed body as a resend of it hot", async () => {
     const inst = await setup("/ok/archive-resend", 0);
     const id = await deliver(inst.installationId, inst.endpointId);

@@ -74,8 +74,15 @@ async function findDeliveryArchive(env: Env, installationId: string, deliveryId:
   } catch {
     throw new AppError("webhook_delivery.archive_corrupt", `The delivery archive object ${key} is not JSON.`, { status: 500, details: { key } });
   }
-  const { digest, ...body } = object;
-  const holds = object?.format === DELIVERY_ARCHIVE_FORMAT && object.installationId === installationId && object.deliveryId === deliveryId && typeof object.payloadSealed === "string" && Array.isArray(object.attempts);
+  const holds =
+    typeof object === "object" &&
+    object !== null &&
+    object.format === DELIVERY_ARCHIVE_FORMAT &&
+    object.installationId === installationId &&
+    object.deliveryId === deliveryId &&
+    typeof object.payloadSealed === "string" &&
+    Array.isArray(object.attempts);
+  const { digest, ...body } = holds ? object : ({} as DeliveryArchiveObject);
   if (!holds || digest !== `sha256:${await sha256Hex(canonicalJson(body))}`) {
     throw new AppError("webhook_delivery.archive_corrupt", `The delivery archive object ${key} does not match its digest or is not this delivery's.`, { status: 500, details: { key } });
   }

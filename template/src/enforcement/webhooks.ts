@@ -11,7 +11,9 @@
 // attempt: an attempt first claims the delivery (a compare-and-set on next_attempt_at).
 //
 // Inline first attempts (delivery-inline.ts) come through the same attemptDelivery;
-// the transport, one signed request per attempt, is webhook-send.ts.
+// the transport, one signed request per attempt, is webhook-send.ts. An hour after a delivery
+// settled, its sealed payload and attempts are in its R2 object: reads of them ask
+// delivery-archive.ts, which knows both tiers.
 import { auditStatement, canonicalJson } from "../audit";
 import type { Actor } from "../auth";
 import { hotOrArchived, openPersonalData, sealPersonalData } from "../cases";
@@ -339,8 +341,7 @@ export async function getDelivery(env: Env, actor: Actor, id: string) {
   const row = await hotOrArchived(env, actor.installationId, "delivery", id, () =>
     env.DB.prepare(`
     SELECT id, endpoint_id AS endpointId, event_type AS eventType, source_type AS sourceType, source_id AS sourceId, payload_digest AS payloadDigest,
-      state, attempts, last_status AS lastStatus, last_error AS lastError, created_at AS createdAt, delivered_at AS deliveredAt
-      , payload_sealed = '' AS moved
+      state, attempts, last_status AS lastStatus, last_error AS lastError, created_at AS createdAt, delivered_at AS deliveredAt, payload_sealed = '' AS moved
     FROM webhook_deliveries WHERE installation_id = ?1 AND id = ?2`)
       .bind(actor.installationId, id)
       .first<Record<string, unknown> & { moved: number }>(),
