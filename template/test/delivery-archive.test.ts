@@ -100,6 +100,20 @@ describe("a settled delivery's payload and attempts leave D1", () => {
     expect(await sweepDeliveryArchive(env, new Date(Date.now() + 61 * MINUTE), { installationId: inst.installationId })).toMatchObject({ moved: 0, failed: 0 });
   });
 
+  it("the sweep is bounded: a full slice says more, the next slice takes the rest, oldest first", async () => {
+    const inst = await setup("/ok/archive-bounded", 0);
+    const first = await deliver(inst.installationId, inst.endpointId);
+    const second = await deliver(inst.installationId, inst.endpointId);
+    const third = await deliver(inst.installationId, inst.endpointId);
+    const at = new Date(Date.now() + 2_000);
+    const moved = async () => (await Promise.all([first, second, third].map(async (id) => (await d1Row(id))!.payloadSealed === ""))).map(Boolean);
+    expect(await sweepDeliveryArchive(env, at, { installationId: inst.installationId, limit: 2 })).toMatchObject({ moved: 2, more: 1 });
+    expect(await moved()).toEqual([true, true, false]);
+    expect(await sweepDeliveryArchive(env, at, { installationId: inst.installationId, limit: 2 })).toMatchObject({ moved: 1, more: 0 });
+    expect(await moved()).toEqual([true, true, true]);
+    expect(await sweepDeliveryArchive(env, at, { installationId: inst.installationId, limit: 2 })).toMatchObject({ moved: 0, more: 0 });
+  });
+
   it("a dead delivery moves too, and reads back as it did hot", async () => {
     const inst = await setup("/gone/archive-dead", 0);
     const delivery = await deliveryStatement(env, {
