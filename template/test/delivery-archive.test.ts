@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { canonicalJson } from "../src/audit";
 import { openPersonalData } from "../src/cases/reports/report-crypto";
 import { commitDeliveryArchives, deliveryArchiveKey, sweepDeliveryArchive, writeDeliveryArchives } from "../src/enforcement/delivery-archive";
-import { eraseDeliveriesStatements } from "../src/enforcement/erasure";
+import { eraseDeliveriesMovedMeanwhile, eraseDeliveriesStatements } from "../src/enforcement/erasure";
 import { deliveryStatement, enqueueDeliveries } from "../src/enforcement/webhooks";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { sha256Hex } from "../src/lib/crypto";
@@ -280,6 +280,26 @@ describe("erasure of a moved delivery", () => {
     expect(after.body).toEqual({ ...before.body, payloadDigest: "erased" });
     // A second erasure finds nothing more to erase.
     expect((await api("/api/v1/personal-data/erase", { key: apiKey, body: { reporter: { id: "user-erase" } } })).body.erased.deliveries).toBe(0);
+  });
+
+  it("a delivery that moved while its erasure was being prepared is erased in its object right after the erasure's batch", async () => {
+    const inst = await setup("/ok/archive-erase-race", 0);
+    const id = await deliver(inst.installationId, inst.endpointId);
+    const hotRow = (await d1Row(id))!;
+    // The erasure reads the row hot and prepares its statements; the move commits before the erasure's batch.
+    const statements = await eraseDeliveriesStatements(env, inst.installationId, [id]);
+    expect(await sweepDeliveryArchive(env, new Date(Date.now() + 2_000), { installationId: inst.installationId })).toMatchObject({ moved: 1 });
+    await env.DB.batch(statements);
+    expect(await d1Row(id)).toMatchObject({ payloadSealed: "", payloadDigest: hotRow.payloadDigest });
+    expect(JSON.parse((await objectText(inst.installationId, id))!).payloadSealed).toBe(hotRow.payloadSealed);
+
+    expect(await eraseDeliveriesMovedMeanwhile(env, inst.installationId, [id])).toBe(1);
+    expect(await d1Row(id)).toMatchObject({ payloadSealed: "", payloadDigest: "erased" });
+    const stored = JSON.parse((await objectText(inst.installationId, id))!);
+    expect(stored.payloadSealed).not.toBe(hotRow.payloadSealed);
+    expect(await openPersonalData(env, inst.installationId, `webhook_delivery:${id}`, stored.payloadSealed)).toEqual({ type: "erased", data: { erased: true } });
+    expect(stored.attempts).toHaveLength(1);
+    expect(await eraseDeliveriesMovedMeanwhile(env, inst.installationId, [id])).toBe(0);
   });
 
   it("an object a killed move left beside a hot row gets the tombstone too", async () => {

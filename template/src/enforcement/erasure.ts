@@ -51,7 +51,7 @@ export async function erasableDeliveriesUnsafe(db: D1Database, installationId: s
  * object (delivery-archive.ts) is replaced there by the tombstone first, here, before the caller's
  * batch; the row of a moved delivery then only gets its digest `erased`. An object a killed move
  * left beside a hot row gets the tombstone too. A delivery that moved between this read and the
- * caller's batch keeps its digest, so the next erasure pass finds it and replaces its object's payload.
+ * caller's batch keeps its digest: the caller then calls eraseDeliveriesMovedMeanwhile.
  */
 export async function eraseDeliveriesStatements(env: Env, installationId: string, deliveryIds: string[]): Promise<D1PreparedStatement[]> {
   const statements = await Promise.all(
@@ -65,4 +65,24 @@ export async function eraseDeliveriesStatements(env: Env, installationId: string
     }),
   );
   return statements.flat();
+}
+
+/**
+ * After the erasure's batch: the deliveries among `deliveryIds` that the delivery archive moved
+ * between eraseDeliveriesStatements and the batch (the batch's update of a hot row then did not
+ * hold) get the tombstone in their object now, and their digest `erased`. Answers how many.
+ */
+export async function eraseDeliveriesMovedMeanwhile(env: Env, installationId: string, deliveryIds: string[]): Promise<number> {
+  if (deliveryIds.length === 0) return 0;
+  const { results } = await env.DB.prepare(`SELECT d.id FROM json_each(?2) j CROSS JOIN webhook_deliveries d ON d.id = j.value
+      WHERE d.installation_id = ?1 AND d.state <> 'pending' AND d.payload_sealed = '' AND d.payload_digest <> '${ERASED_DIGEST}'`)
+    .bind(installationId, JSON.stringify(deliveryIds))
+    .all<{ id: string }>();
+  for (const { id } of results) {
+    const { sealed } = await sealPersonalData(env, installationId, `webhook_delivery:${id}`, { type: "erased", data: ERASED_PAYLOAD });
+    if (await eraseArchivedPayload(env, installationId, id, sealed)) {
+      await env.DB.prepare(`UPDATE webhook_deliveries SET payload_digest = '${ERASED_DIGEST}' WHERE installation_id = ?1 AND id = ?2 AND payload_sealed = ''`).bind(installationId, id).run();
+    }
+  }
+  return results.length;
 }

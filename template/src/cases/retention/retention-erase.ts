@@ -14,7 +14,7 @@
 import { eraseReportTermsStatement } from "../search/search-terms";
 import { termKeysOfReports } from "../search/terms-listing";
 import { auditStatement, type AuditEventInput } from "../../audit";
-import { erasableDeliveriesUnsafe, eraseDeliveriesStatements } from "../../enforcement";
+import { erasableDeliveriesUnsafe, eraseDeliveriesMovedMeanwhile, eraseDeliveriesStatements } from "../../enforcement";
 import { eraseArchivedSealedOutputsStatement, eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "../../workflows";
 import { sealPersonalData } from "../reports/report-crypto";
 import { ERASED_REPORT } from "../reports/reports-queries";
@@ -114,5 +114,7 @@ export async function eraseReports(env: Env, installationId: string, input: { re
   );
   statements.push(auditStatement(db, input.audit(counts)));
   await db.batch(statements);
+  // A delivery whose payload moved to R2 while this erasure was being prepared: erased there now.
+  await eraseDeliveriesMovedMeanwhile(env, installationId, found.deliveryIds);
   return counts;
 }
