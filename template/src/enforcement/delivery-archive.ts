@@ -189,7 +189,9 @@ export async function writeDeliveryArchives(env: Env, ids: string[]): Promise<{ 
   const byDelivery = new Map<string, Row[]>();
   for (const row of attempts!.results) {
     const key = String(row.delivery_id);
-    byDelivery.set(key, [...(byDelivery.get(key) ?? []), row]);
+    const own = byDelivery.get(key);
+    if (own) own.push(row);
+    else byDelivery.set(key, [row]);
   }
   let failed = 0;
   const written = await Promise.all(
