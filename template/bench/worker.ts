@@ -29,6 +29,7 @@ import { personKey } from "../src/lib/person-keys";
 import { LAPSED_LEASES_SQL } from "../src/cases/queues/task-records";
 import { SLA_BREACHES_SQL } from "../src/operations/alerts";
 import { ARCHIVABLE_RUNS_SQL } from "../src/workflows/run-archive";
+import { MOVABLE_DELIVERIES_SQL } from "../src/enforcement/delivery-archive";
 import { PENDING_DISPATCH_SQL } from "../src/workflows/run-dispatch";
 import { EXPIRED_WAITS_SQL, STALLED_LIVE_SQL, STALLED_WAITING_SQL } from "../src/workflows/sweeps";
 import { intakeReport, type ReportInput } from "../src/cases/reports/reports";
@@ -257,6 +258,7 @@ const SWEEP_PLANS: Record<string, { sql: string; index: string; binds: (now: str
   "workflows.stalled_runs (waiting)": { sql: STALLED_WAITING_SQL, index: "workflow_waits_deadline", binds: (now) => [now, 100] },
   "workflows.archive_runs": { sql: ARCHIVABLE_RUNS_SQL, index: "workflow_runs_archivable", binds: (now) => [now, 50, null] },
   "cases.fold_exposure": { sql: UNFOLDED_TASKS_SQL, index: "human_tasks_exposure_unfolded", binds: (now) => [500, now] },
+  "enforcement.delivery_archive": { sql: MOVABLE_DELIVERIES_SQL, index: "webhook_deliveries_settled_hot", binds: (now) => [now, 50, null] },
   "operations.alerts (sla)": { sql: SLA_BREACHES_SQL, index: "human_tasks_open_due", binds: (now, installationId) => [installationId, new Date(Date.parse(now) - 60_000).toISOString(), now] },
 };
 

@@ -8,6 +8,7 @@ import { dataKeyPeriod } from "../src/cases/reports/report-crypto";
 import { commitCaseArchive, queueCaseArchive, sweepCaseArchive, writeCaseArchive } from "../src/cases/archive/case-archive";
 import { buildCaseArchive, caseArchiveKey } from "../src/cases/archive/case-scope";
 import { sweepRetention } from "../src/cases/retention/retention";
+import { sweepDeliveryArchive } from "../src/enforcement/delivery-archive";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { sweepMetricRollups, sweepTransparencyRollups } from "../src/metrics";
 import { sweepRunArchive } from "../src/workflows/run-archive";
@@ -170,7 +171,10 @@ describe("the case archive", () => {
     expect((await api(`/api/v1/cases/${ids.caseId}`, { key: inst.apiKey })).body.reports).toHaveLength(2);
   });
 
-  it("an archived case's action proposal and webhook delivery read by their own ids as they did hot", async () => {
+  it.each([
+    ["still in D1", false],
+    ["moved to its own R2 object first", true],
+  ])("an archived case's action proposal and webhook delivery read by their own ids as they did hot (the delivery's payload and attempts %s)", async (_, movedFirst) => {
     const inst = await newInstallation("case-archive-action");
     expect((await api("/api/v1/storage/settings", { method: "PUT", key: inst.apiKey, body: { hotDays: 0 } })).status).toBe(200);
     const path = `/case-archive/${crypto.randomUUID()}`;
@@ -208,6 +212,12 @@ describe("the case archive", () => {
     expect(hot.delivery.body.history.length).toBeGreaterThanOrEqual(1);
 
     const later = await twoDaysOn(inst.id);
+    if (movedFirst) {
+      // The delivery's payload and attempts leave D1 first (enforcement/delivery-archive.ts): the case archive holds its lean row, no attempts.
+      expect(await sweepDeliveryArchive(env, later, { installationId: inst.id })).toMatchObject({ moved: 1 });
+      expect(await buildCaseArchive(env.DB, inst.id, intake.body.caseId)).toMatchObject({ body: { tables: { webhook_deliveries: [{ id: delivered.id, payload_sealed: "" }], webhook_attempts: [] } } });
+      expect((await api(`/api/v1/webhook-deliveries/${delivered.id}`, { key: inst.apiKey })).body).toEqual(hot.delivery.body);
+    }
     expect(await sweepCaseArchive(env, later, { installationId: inst.id })).toMatchObject({ archived: 1, failed: 0 });
     const left = async () => (await env.DB.prepare("SELECT (SELECT COUNT(*) FROM action_proposals WHERE id = ?1) + (SELECT COUNT(*) FROM webhook_deliveries WHERE id = ?2) AS n").bind(proposal!.id, delivered.id).first<{ n: number }>())!.n;
     expect(await left()).toBe(0);

@@ -188,7 +188,7 @@ describe("the archive tier", () => {
   it("leaves runs inside the window and runs still live in D1", async () => {
     const windowed = await installation(null); // the default window, 7 days
     expect((await api("/api/v1/storage/settings", { key: windowed.apiKey })).body).toMatchObject({ hotDays: 7, isDefault: true });
-    expect((await api("/api/v1/storage", { key: windowed.apiKey })).body).toMatchObject({ hotDays: 7, runHistoryMinutes: 60 });
+    expect((await api("/api/v1/storage", { key: windowed.apiKey })).body).toMatchObject({ hotDays: 7, runHistoryMinutes: 60, deliveryPayloadMinutes: 60 });
     const young = await endedRun(windowed);
     expect(await sweepRunArchive(env, soon(), { installationId: windowed.id })).toMatchObject({ archived: 0 });
     expect((await runRow(young))!.archivedAt).toBeNull();

@@ -8,7 +8,8 @@
 // - hot bytes per lifecycle: what a lifecycle holds in D1 through the installation's 7-day window.
 //   The local D1 database (wrangler's SQLite file under the bench's state folder) copied before
 //   the lifecycles and once the schedule, run an hour on, has moved the ended runs' step histories
-//   to R2 (they leave D1 an hour after a run ends; cases and audit events stay for the window), each
+//   and the settled deliveries' payloads and attempts to R2 (they leave D1 an hour after a run ends
+//   or a delivery settles; cases and audit events stay for the window), each
 //   copy VACUUMed and measured with SQLite's `dbstat` (bytes per table and per index, which add up
 //   to page_count × page_size), read with Node's built-in `node:sqlite` (Node ≥ 22.5; the project
 //   asks for ≥ 22.12). The difference over N, by table, the schedule's own tables left out (and the
@@ -265,8 +266,10 @@ async function settleRunHistory(api, adminToken, key) {
     const archive = runs.find((row) => row.name === "workflows.archive_runs")?.counts;
     if (!archive) throw new Error("capacity: the scheduled run recorded no workflows.archive_runs row");
     moved.runsQueued += archive.queued;
+    // Settled deliveries past their hour: payload and attempts to R2 (enforcement/delivery-archive.ts).
+    const deliveries = runs.find((row) => row.name === "enforcement.delivery_archive")?.counts;
     const storage = await api("/api/v1/storage", { key });
-    if (moved.ticks >= 2 && archive.more === 0 && storage.oldestHotRecordAt === null) return moved;
+    if (moved.ticks >= 2 && archive.more === 0 && (deliveries?.more ?? 0) === 0 && storage.oldestHotRecordAt === null) return moved;
     await new Promise((resolve) => setTimeout(resolve, 250));
     if (Date.now() > until) throw new Error(`capacity: run histories not archived after ${moved.ticks} scheduled runs (last: ${JSON.stringify(archive)})`);
   }
@@ -381,7 +384,7 @@ export async function sectionCapacity(api, base, adminToken) {
     // At the runs' end, every step of the last hour still in D1 (a transient: an hour's worth).
     const atEnd = await measureD1(node_sqlite, "at-end", installation.id);
     const states = await api("/bench/lifecycle-states", { body: { installationId: installation.id }, key: adminToken });
-    log("capacity: the hot window's steady state (the schedule an hour on: ended runs' step histories and the audit hour's full segments to R2)");
+    log("capacity: the hot window's steady state (the schedule an hour on: ended runs' step histories, settled deliveries' payloads and attempts, and the audit hour's full segments to R2)");
     await api("/bench/d1-tally", { body: { open: true }, key: adminToken });
     let settleTally;
     let settled;
@@ -493,8 +496,9 @@ export async function sectionCapacity(api, base, adminToken) {
       capacityScheduleTables: staying.filter((row) => SCHEDULE_TABLES.has(row.table)).map(({ bytes: _bytes, ...row }) => row),
       capacityD1BytesBefore: before.bytes,
       capacityD1BytesAfter: after.bytes,
-      capacityTables: tables.slice(0, 10).map(({ bytes: _bytes, ...row }) => row),
       capacityAuditRemainder: auditRemainder ? { events: after.tables.audit_events.rows, bytes: auditRemainder.bytes } : null,
+      // The ten largest, and the webhook tables wherever they rank (what a settled delivery keeps hot).
+      capacityTables: tables.filter((row, i) => i < 10 || row.table.startsWith("webhook_")).map(({ bytes: _bytes, ...row }) => row),
       capacityQueriesByEntry: byEntry,
       capacityTopStatements: topStatements,
       capacityMostQueried: mostQueried,

@@ -1,8 +1,11 @@
 // Retention and erasure, the enforcement side: the sealed payloads of finished
 // webhook deliveries made for given runs (message.send with its recipient and body, handoffs with
 // their evidence, action.execute) and their resends are replaced by a sealed tombstone. Pending
-// deliveries are left alone (their run is still being acted on). Called by cases/retention/retention-erase.ts.
+// deliveries are left alone (their run is still being acted on). A settled delivery's payload may
+// have moved to its archive object in R2 (delivery-archive.ts): the tombstone replaces it there.
+// Called by cases/retention/retention-erase.ts.
 import { sealPersonalData } from "../cases";
+import { eraseArchivedPayload } from "./delivery-archive";
 
 /** What an erased delivery's payload opens to. */
 export const ERASED_PAYLOAD = { erased: true } as const;
@@ -42,12 +45,44 @@ export async function erasableDeliveriesUnsafe(db: D1Database, installationId: s
   return [...ids, ...resends.map((r) => r.id)];
 }
 
-/** One statement per delivery: its payload sealed anew as the tombstone (the column is NOT NULL), its digest `erased`. */
+/**
+ * The statements that erase these deliveries' payloads: a payload in D1 is sealed anew as the
+ * tombstone (the column is NOT NULL), its digest `erased`. A payload in the delivery's archive
+ * object (delivery-archive.ts) is replaced there by the tombstone first, here, before the caller's
+ * batch; the row of a moved delivery then only gets its digest `erased`. An object a killed move
+ * left beside a hot row gets the tombstone too. A delivery that moved between this read and the
+ * caller's batch keeps its digest: the caller then calls eraseDeliveriesMovedMeanwhile.
+ */
 export async function eraseDeliveriesStatements(env: Env, installationId: string, deliveryIds: string[]): Promise<D1PreparedStatement[]> {
-  return Promise.all(
+  const statements = await Promise.all(
     deliveryIds.map(async (id) => {
       const { sealed } = await sealPersonalData(env, installationId, `webhook_delivery:${id}`, { type: "erased", data: ERASED_PAYLOAD });
-      return env.DB.prepare(`UPDATE webhook_deliveries SET payload_sealed = ?3, payload_digest = '${ERASED_DIGEST}' WHERE installation_id = ?1 AND id = ?2 AND state <> 'pending'`).bind(installationId, id, sealed);
+      const inObject = await eraseArchivedPayload(env, installationId, id, sealed);
+      return [
+        env.DB.prepare(`UPDATE webhook_deliveries SET payload_sealed = ?3, payload_digest = '${ERASED_DIGEST}' WHERE installation_id = ?1 AND id = ?2 AND state <> 'pending' AND payload_sealed <> ''`).bind(installationId, id, sealed),
+        ...(inObject ? [env.DB.prepare(`UPDATE webhook_deliveries SET payload_digest = '${ERASED_DIGEST}' WHERE installation_id = ?1 AND id = ?2 AND state <> 'pending' AND payload_sealed = ''`).bind(installationId, id)] : []),
+      ];
     }),
   );
+  return statements.flat();
+}
+
+/**
+ * After the erasure's batch: the deliveries among `deliveryIds` that the delivery archive moved
+ * between eraseDeliveriesStatements and the batch (the batch's update of a hot row then did not
+ * hold) get the tombstone in their object now, and their digest `erased`. Answers how many.
+ */
+export async function eraseDeliveriesMovedMeanwhile(env: Env, installationId: string, deliveryIds: string[]): Promise<number> {
+  if (deliveryIds.length === 0) return 0;
+  const { results } = await env.DB.prepare(`SELECT d.id FROM json_each(?2) j CROSS JOIN webhook_deliveries d ON d.id = j.value
+      WHERE d.installation_id = ?1 AND d.state <> 'pending' AND d.payload_sealed = '' AND d.payload_digest <> '${ERASED_DIGEST}'`)
+    .bind(installationId, JSON.stringify(deliveryIds))
+    .all<{ id: string }>();
+  for (const { id } of results) {
+    const { sealed } = await sealPersonalData(env, installationId, `webhook_delivery:${id}`, { type: "erased", data: ERASED_PAYLOAD });
+    if (await eraseArchivedPayload(env, installationId, id, sealed)) {
+      await env.DB.prepare(`UPDATE webhook_deliveries SET payload_digest = '${ERASED_DIGEST}' WHERE installation_id = ?1 AND id = ?2 AND payload_sealed = ''`).bind(installationId, id).run();
+    }
+  }
+  return results.length;
 }

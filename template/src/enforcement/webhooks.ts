@@ -11,7 +11,9 @@
 // attempt: an attempt first claims the delivery (a compare-and-set on next_attempt_at).
 //
 // Inline first attempts (delivery-inline.ts) come through the same attemptDelivery;
-// the transport, one signed request per attempt, is webhook-send.ts.
+// the transport, one signed request per attempt, is webhook-send.ts. An hour after a delivery
+// settled, its sealed payload and attempts are in its R2 object: reads of them ask
+// delivery-archive.ts, which knows both tiers.
 import { auditStatement, canonicalJson } from "../audit";
 import type { Actor } from "../auth";
 import { hotOrArchived, openPersonalData, sealPersonalData } from "../cases";
@@ -21,6 +23,7 @@ import { allowLocalEgress, egressRefusal } from "../lib/egress";
 import { newId, sha256HexSync } from "../lib/crypto";
 import { isConnectorEndpoint, RATE_LIMITED, sendThroughConnector, type TransportResult } from "../connectors";
 import { sendWebhookAttempt, type AttemptEndpoint } from "./webhook-send";
+import { deliveryAttempts, deliveryPayloadSealed } from "./delivery-archive";
 
 export { parseRetryAfter, sendWebhookAttempt, type AttemptEndpoint, type AttemptResult } from "./webhook-send";
 /** Re-exported for test/egress.test.ts, which imports it from here (src/ imports webhook-endpoints.ts). */
@@ -338,17 +341,16 @@ export async function getDelivery(env: Env, actor: Actor, id: string) {
   const row = await hotOrArchived(env, actor.installationId, "delivery", id, () =>
     env.DB.prepare(`
     SELECT id, endpoint_id AS endpointId, event_type AS eventType, source_type AS sourceType, source_id AS sourceId, payload_digest AS payloadDigest,
-      state, attempts, last_status AS lastStatus, last_error AS lastError, created_at AS createdAt, delivered_at AS deliveredAt
+      state, attempts, last_status AS lastStatus, last_error AS lastError, created_at AS createdAt, delivered_at AS deliveredAt, payload_sealed = '' AS moved
     FROM webhook_deliveries WHERE installation_id = ?1 AND id = ?2`)
       .bind(actor.installationId, id)
-      .first<Record<string, unknown>>(),
+      .first<Record<string, unknown> & { moved: number }>(),
   );
   if (!row) throw notFound("webhook_delivery");
-  const { results: history } = await env.DB.prepare(`SELECT attempt, status_code AS statusCode, error, duration_ms AS durationMs, started_at AS startedAt, via
-    FROM webhook_attempts WHERE delivery_id = ?1 ORDER BY attempt`)
-    .bind(id)
-    .all();
-  return { ...row, history };
+  // The attempts of a settled delivery past its hour are in its archive object (delivery-archive.ts).
+  const { moved, ...delivery } = row;
+  const history = await deliveryAttempts(env, { id, installationId: actor.installationId, moved: moved === 1 });
+  return { ...delivery, history };
 }
 
 /**
@@ -372,7 +374,7 @@ export async function resendDelivery(env: Env, actor: Actor, id: string) {
     await enqueueDeliveries(env, [row.id]);
     return { ...(await getDelivery(env, actor, row.id)), requeued: true };
   }
-  const payload = await openPersonalData<{ type: string; data: unknown }>(env, actor.installationId, `webhook_delivery:${row.id}`, row.payloadSealed);
+  const payload = await openPersonalData<{ type: string; data: unknown }>(env, actor.installationId, `webhook_delivery:${row.id}`, await deliveryPayloadSealed(env, row));
   const at = new Date().toISOString();
   const copy = await deliveryStatement(env, {
     installationId: actor.installationId,

@@ -85,6 +85,12 @@ async function checkBackup(env: Env, input: unknown): Promise<InstallationBackup
   for (const [table, column, within] of parents) {
     if ((backup.tables[table] ?? []).some((row) => !within.has(row[column]))) throw new AppError("installation_import.installation_mismatch", `A row of ${table} hangs off a ${column} that is not in the backup.`, { status: 422 });
   }
+  // A backup carries every delivery with its payload and attempts in its rows (a moved one's are
+  // filled in from its R2 object at export: enforcement/delivery-archive.ts); a row marked moved
+  // would point at an object the backup does not carry.
+  if ((backup.tables.webhook_deliveries ?? []).some((row) => row.payload_sealed === "")) {
+    throw new AppError("installation_import.invalid", "A row of webhook_deliveries has an empty payload_sealed; a backup carries every delivery with its sealed payload.", { status: 422 });
+  }
   if ((backup.tables.installations ?? []).length !== 1) throw new AppError("installation_import.invalid", "A backup holds exactly one installations row.", { status: 422 });
   const segments = new Set(segmentKeys(manifest.installationId, backup.tables.audit_segments ?? []));
   for (const object of backup.objects) {

@@ -20,6 +20,7 @@ import { forgetInstallationKeys } from "../lib/api-key-cache";
 import { sha256Hex } from "../lib/crypto";
 import { runArchiveKey } from "../workflows";
 import { archivedCaseObjects, personKeyObjectRows } from "../cases";
+import { settleMovedDeliveries } from "../enforcement";
 
 export const BACKUP_FORMAT = "safest-tools.installation-backup/1";
 export { BACKUP_TABLES } from "./backup-tables";
@@ -242,6 +243,12 @@ export async function exportInstallation(env: Env, actor: Actor): Promise<Instal
         counts[table] = (counts[table] ?? 0) + 1;
       }
     }
+  }
+  // Settled deliveries whose payload and attempts moved to R2 (enforcement/delivery-archive.ts)
+  // travel hot: their payloads and attempts from their objects, so a restore needs none of them.
+  if ((await settleMovedDeliveries(env, installationId, tables)) > 0) {
+    counts.webhook_deliveries = tables.webhook_deliveries?.length ?? 0;
+    counts.webhook_attempts = tables.webhook_attempts?.length ?? 0;
   }
   // People's names and answers travel sealed (backup-seal.ts).
   await sealBackupColumns(env, installationId, tables);

@@ -36,3 +36,17 @@ export const SEGMENT_MIN_EVENTS = 500;
  */
 export const runHistoryMinutesSql = (hotDaysSql: string, stateSql: string) =>
   `CASE WHEN ${stateSql} = 'failed' THEN COALESCE(${hotDaysSql}, ${DEFAULT_HOT_DAYS}) * 1440 ELSE MIN(COALESCE(${hotDaysSql}, ${DEFAULT_HOT_DAYS}) * 1440, ${RUN_HISTORY_HOT_MINUTES}) END`;
+
+/**
+ * Minutes a settled webhook delivery (delivered or dead) keeps its sealed payload and its attempt
+ * rows in D1 before they move to the delivery's archive object (enforcement/delivery-archive.ts),
+ * when the installation's window is longer; a window of 0 days moves them at once. The delivery
+ * row itself stays in D1 for the window (lists, filters, metrics and the outbox read it), without
+ * the payload (two thirds of its bytes) and without its attempts. An hour covers a delivery's
+ * aftermath (an operator reading its attempts, a resend); after that every read serves them from
+ * R2 as it served them from D1.
+ */
+export const DELIVERY_PAYLOAD_HOT_MINUTES = 60;
+
+/** SQL: the minutes a settled delivery keeps its payload and attempts in D1 for an installation whose window is `hotDaysSql` days. */
+export const deliveryPayloadMinutesSql = (hotDaysSql: string) => `MIN(COALESCE(${hotDaysSql}, ${DEFAULT_HOT_DAYS}) * 1440, ${DELIVERY_PAYLOAD_HOT_MINUTES})`;

@@ -5,7 +5,7 @@ import { auditStatement } from "../audit";
 import type { Actor } from "../auth";
 import { AppError } from "../errors";
 import { caseArchiveTotals } from "../cases";
-import { DEFAULT_HOT_DAYS, AUDIT_HOT_MINUTES, RUN_HISTORY_HOT_MINUTES, SEGMENT_MIN_EVENTS } from "../lib/storage-tiers";
+import { DEFAULT_HOT_DAYS, AUDIT_HOT_MINUTES, DELIVERY_PAYLOAD_HOT_MINUTES, RUN_HISTORY_HOT_MINUTES, SEGMENT_MIN_EVENTS } from "../lib/storage-tiers";
 
 export const MIN_HOT_DAYS = 0;
 export const MAX_HOT_DAYS = 3650;
@@ -127,6 +127,8 @@ export async function getStorageReport(env: Env, installationId: string, now: Da
     /** Minutes a sealed audit event stays in D1 before it moves to an R2 segment (in segments of at least auditSegmentMinEvents; the rest after hotDays). */
     auditHotMinutes: Math.min(settings.hotDays * 1440, AUDIT_HOT_MINUTES),
     auditSegmentMinEvents: SEGMENT_MIN_EVENTS,
+    /** Minutes a settled webhook delivery keeps its sealed payload and attempts in D1 before they move to its R2 object (the row keeps hotDays). */
+    deliveryPayloadMinutes: Math.min(settings.hotDays * 1440, DELIVERY_PAYLOAD_HOT_MINUTES),
     d1: { tables, bytesEstimate, databaseBytes, limitBytes: D1_LIMIT_BYTES, estimateMethod: ESTIMATE_METHOD },
     archivedRuns,
     archivedCases: cases.cases,

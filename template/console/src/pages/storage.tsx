@@ -123,6 +123,7 @@ export function StoragePage() {
               audit events: {r.auditHotMinutes} minutes (in segments of {r.auditSegmentMinEvents}+ events; the rest for the window)
             </dd>
           )}
+          {r.deliveryPayloadMinutes !== undefined && <dd className="muted small">settled webhook deliveries' payloads and attempts: {r.deliveryPayloadMinutes} minutes</dd>}
         </div>
         <div>
           <dt>D1 (whole database)</dt>

@@ -7,13 +7,14 @@
 //   human_tasks.context_sealed → sealed null, context_digest 'erased' (tasks of the reports and
 //                                 appeals, golden copies, and QA copies of those tasks)
 //   workflow_step_outputs.sealed_json → NULL (runs of the reports and appeals)
-//   webhook_deliveries.payload_sealed → sealed tombstone (finished deliveries of those runs)
+//   webhook_deliveries.payload_sealed → sealed tombstone (finished deliveries of those runs; a
+//                                 payload moved to its delivery's R2 object is replaced there)
 // What stays: category, subject kind and id, source, counts, dates, decisions, task responses and
 // outcomes, appeal outcomes, the audit trail (never modified). One audit event per batch, counts only.
 import { eraseReportTermsStatement } from "../search/search-terms";
 import { termKeysOfReports } from "../search/terms-listing";
 import { auditStatement, type AuditEventInput } from "../../audit";
-import { erasableDeliveriesUnsafe, eraseDeliveriesStatements } from "../../enforcement";
+import { erasableDeliveriesUnsafe, eraseDeliveriesMovedMeanwhile, eraseDeliveriesStatements } from "../../enforcement";
 import { eraseArchivedSealedOutputsStatement, eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "../../workflows";
 import { sealPersonalData } from "../reports/report-crypto";
 import { ERASED_REPORT } from "../reports/reports-queries";
@@ -113,5 +114,7 @@ export async function eraseReports(env: Env, installationId: string, input: { re
   );
   statements.push(auditStatement(db, input.audit(counts)));
   await db.batch(statements);
+  // A delivery whose payload moved to R2 while this erasure was being prepared: erased there now.
+  await eraseDeliveriesMovedMeanwhile(env, installationId, found.deliveryIds);
   return counts;
 }
