@@ -193,6 +193,11 @@ describe("intake", () => {
     expect(conflict.status).toBe(409);
     const reports = await api(`/api/v1/reports?caseId=${first.body.caseId}`, { key: reviewKey });
     expect(reports.body.items).toHaveLength(1);
+    // The request's digest is kept for a key's replays only: a report sent without a key keeps none.
+    const unkeyed = await api("/api/v1/reports", { key: intakeKey, body: reportBody("post-8") });
+    expect(unkeyed.status).toBe(201);
+    const digests = await env.DB.prepare("SELECT id, request_digest AS digest FROM reports WHERE id IN (?1, ?2)").bind(first.body.id, unkeyed.body.id).all<{ id: string; digest: string | null }>();
+    expect(Object.fromEntries(digests.results.map((row) => [row.id, row.digest]))).toEqual({ [first.body.id]: expect.stringMatching(/^sha256:[0-9a-f]{64}$/u), [unkeyed.body.id]: "" });
   });
 
   it("reports about the same subject share a case that counts them", async () => {

@@ -219,7 +219,9 @@ async function recordReport(
       r.sealed,
       r.dataKeyId,
       idempotencyKey ?? null,
-      r.requestDigest,
+      // The digest is what a replay of the same Idempotency-Key is compared with: without a key
+      // there is no replay, and no digest to keep ('').
+      idempotencyKey === undefined ? "" : r.requestDigest,
       at,
       // Keyed hashes of the sealed ids, so a named person's reports are found (retention/retention-people.ts).
       personKey(actor.installationId, input.reporter?.id),
