@@ -280,10 +280,13 @@ describe("a report's lifecycle", () => {
     const hotTask = await api(`/api/v1/tasks/${task.id}`, { key: inst.apiKey });
 
     expect(await sweepRunArchive(env, soon(), { installationId: inst.id })).toMatchObject({ archived: 1, failed: 0 });
-    const left = await env.DB.prepare("SELECT id FROM workflow_step_runs WHERE run_id = ?1").bind(run.id).all<{ id: string }>();
-    expect(left.results.map((r) => r.id)).toEqual([task.stepRunId]);
+    const left = await env.DB.prepare("SELECT id, node_id AS nodeId, state, output_digest AS digest, started_at AS startedAt, finished_at AS finishedAt FROM workflow_step_runs WHERE run_id = ?1").bind(run.id).all<{ id: string }>();
+    // The one row left anchors the task's foreign key: it names the step, and what it recorded is the archive's.
+    expect(left.results).toEqual([{ id: task.stepRunId, nodeId: "review", state: "succeeded", digest: null, startedAt: null, finishedAt: null }]);
     expect(await hotRows(run.id)).toMatchObject({ outputs: 0, waits: 0, events: 0 });
+    // Read from the archive, the step keeps its digest and times.
     expect((await api(`/api/v1/runs/${run.id}`, { key: inst.apiKey })).body).toEqual(hot.body);
+    expect(hot.body.steps.find((step: { nodeId: string }) => step.nodeId === "review")).toMatchObject({ outputDigest: expect.stringMatching(/^sha256:/u), startedAt: expect.any(String), finishedAt: expect.any(String) });
     expect((await api(`/api/v1/tasks/${task.id}`, { key: inst.apiKey })).body).toEqual(hotTask.body);
   });
 });

@@ -190,7 +190,8 @@ export async function writeRunArchive(env: Env, installationId: string, runId: s
  * run is still ended, not archived, nothing live needs it, and its rows are the ones written (same
  * counts per table, same number of sealed outputs); each delete holds only on this batch's mark.
  * Step rows another table still points at (tasks, proposals, decisions, messages, handoffs, by
- * foreign key) stay in D1 as they are until those tables move too; reads take the archive's copy.
+ * foreign key) stay in D1 until those tables move too, as anchors: id, node and state (their
+ * digest, times and error go; reads take the archive's copy).
  * Answers whether the run was archived by this call.
  */
 export async function commitRunArchive(env: Env, installationId: string, runId: string, written: WrittenArchive, now: Date = new Date()): Promise<boolean> {
@@ -225,6 +226,13 @@ export async function commitRunArchive(env: Env, installationId: string, runId: 
         AND NOT EXISTS (SELECT 1 FROM decisions x WHERE x.step_run_id = workflow_step_runs.id)
         AND NOT EXISTS (SELECT 1 FROM messages x WHERE x.step_run_id = workflow_step_runs.id)
         AND NOT EXISTS (SELECT 1 FROM handoffs x WHERE x.step_run_id = workflow_step_runs.id)`)
+      .bind(runId, at, written.digest),
+    // The step rows left are anchors of those foreign keys: what they recorded is in the archive
+    // (reads take its copy), so they keep only what names the step (node, state) and drop the rest.
+    db
+      .prepare(`
+      UPDATE workflow_step_runs SET output_digest = NULL, started_at = NULL, waiting_at = NULL, finished_at = NULL, error_code = NULL, error_message = NULL, error_details_json = NULL
+      WHERE run_id = ?1 AND ${marked}`)
       .bind(runId, at, written.digest),
   ]);
   return (mark?.meta.changes ?? 0) === 1;
