@@ -10,8 +10,9 @@
 //   the lifecycles and once the schedule, run an hour on, has moved the ended runs' step histories
 //   and the settled deliveries' payloads and attempts to R2 (they leave D1 an hour after a run ends
 //   or a delivery settles; cases and audit events stay for the window), each
-//   copy VACUUMed and measured with SQLite's `dbstat` (bytes per table and per index, which add up
-//   to page_count × page_size), read with Node's built-in `node:sqlite` (Node ≥ 22.5; the project
+//   copy VACUUMed and measured with SQLite's `dbstat`: the bytes each table's and index's pages hold
+//   (pgsize − unused; whole pages, which add up to page_count × page_size, are printed beside it:
+//   in a small sample each b-tree's last, partly empty page weighs up to 4 KB / N per lifecycle), read with Node's built-in `node:sqlite` (Node ≥ 22.5; the project
 //   asks for ≥ 22.12). The difference over N, by table, the schedule's own tables left out (and the
 //   audit trail's remainder short of a segment, a constant: SEGMENT_MIN_EVENTS below). The
 //   figure at the runs' end (the last hour's histories still in D1) is printed beside it.
@@ -164,10 +165,15 @@ async function measureD1(node_sqlite, label, installationId = null) {
             .map((row) => [row.name, row.tableName]),
         );
         const tables = {};
-        const entry = (name) => (tables[name] ??= { tableBytes: 0, indexBytes: 0, rows: 0 });
-        for (const { name, bytes } of db.prepare("SELECT name, SUM(pgsize) AS bytes FROM dbstat GROUP BY name").all()) {
+        const entry = (name) => (tables[name] ??= { tableBytes: 0, indexBytes: 0, pageBytes: 0, rows: 0 });
+        // Bytes a b-tree's pages hold (pgsize − unused: cells, their pointers and the page headers),
+        // and its whole pages. A VACUUMed b-tree's pages are full but its last: a sample of N
+        // lifecycles counted in whole pages carries up to a page per b-tree (4 KB / N each, about
+        // 40 b-trees), which at volume is nothing; the bytes held are what a lifecycle adds.
+        for (const { name, bytes, used } of db.prepare("SELECT name, SUM(pgsize) AS bytes, SUM(pgsize - unused) AS used FROM dbstat GROUP BY name").all()) {
           const table = owners.get(name) ?? name;
-          entry(table)[table === name ? "tableBytes" : "indexBytes"] += bytes;
+          entry(table)[table === name ? "tableBytes" : "indexBytes"] += used;
+          entry(table).pageBytes += bytes;
         }
         for (const name of Object.keys(tables)) {
           if (name.startsWith("sqlite_") || name.startsWith("_cf_")) continue;
@@ -279,11 +285,12 @@ async function settleRunHistory(api, adminToken, key) {
 function tableDeltas(a, b, n) {
   return Object.keys({ ...a.tables, ...b.tables })
     .map((name) => {
-      const x = a.tables[name] ?? { tableBytes: 0, indexBytes: 0, rows: 0 };
-      const y = b.tables[name] ?? { tableBytes: 0, indexBytes: 0, rows: 0 };
+      const x = a.tables[name] ?? { tableBytes: 0, indexBytes: 0, pageBytes: 0, rows: 0 };
+      const y = b.tables[name] ?? { tableBytes: 0, indexBytes: 0, pageBytes: 0, rows: 0 };
       return {
         table: name,
         bytes: y.tableBytes + y.indexBytes - x.tableBytes - x.indexBytes,
+        pageBytes: y.pageBytes - x.pageBytes,
         bytesPerLifecycle: round((y.tableBytes + y.indexBytes - x.tableBytes - x.indexBytes) / n, 0),
         indexBytesPerLifecycle: round((y.indexBytes - x.indexBytes) / n, 0),
         rowsPerLifecycle: round((y.rows - x.rows) / n, 2),
@@ -434,6 +441,7 @@ export async function sectionCapacity(api, base, adminToken) {
     const auditRemainder = (after.tables.audit_events?.rows ?? 0) < SEGMENT_MIN_EVENTS ? tableDeltas(before, after, LIFECYCLES).find((row) => row.table === "audit_events") : undefined;
     const tables = tableDeltas(before, after, LIFECYCLES).filter((row) => !SCHEDULE_TABLES.has(row.table) && !(auditRemainder && row.table === "audit_events"));
     const hotBytes = perLifecycle(tables.reduce((sum, row) => sum + row.bytes, 0));
+    const hotPageBytes = perLifecycle(tables.reduce((sum, row) => sum + row.pageBytes, 0));
     const hotBytesAtEnd = perLifecycle(
       tableDeltas(before, atEnd, LIFECYCLES)
         .filter((row) => !SCHEDULE_TABLES.has(row.table))
@@ -443,6 +451,7 @@ export async function sectionCapacity(api, base, adminToken) {
     const staying = tableDeltas(before, archived, LIFECYCLES);
     const left = staying.filter((row) => !SCHEDULE_TABLES.has(row.table));
     const archivedBytes = perLifecycle(left.reduce((sum, row) => sum + row.bytes, 0));
+    const archivedPageBytes = perLifecycle(left.reduce((sum, row) => sum + row.pageBytes, 0));
     const runObjectBytes = storage.archiveBytes - archiveBefore;
     const segmentBytes = archived.segments.bytes - before.segments.bytes;
     const hotPart = hotBytes * DEFAULT_HOT_DAYS * LIFECYCLES_PER_DAY;
@@ -469,6 +478,7 @@ export async function sectionCapacity(api, base, adminToken) {
       capacityElapsedS: round(elapsedS, 1),
       capacityStates: states,
       hotBytesPerLifecycle: round(hotBytes, 0),
+      hotBytesPerLifecycleInWholePages: round(hotPageBytes, 0),
       hotBytesPerLifecycleAtRunEnd: round(hotBytesAtEnd, 0),
       capacityRunHistory: { ...settled, queriesPerLifecycle: round(perLifecycle(settleTally.total.queries), 1), rowsWrittenPerLifecycle: round(perLifecycle(settleTally.total.rowsWritten), 1) },
       rowsWrittenPerLifecycle: round(perLifecycle(tally.total.rowsWritten), 1),
@@ -477,6 +487,7 @@ export async function sectionCapacity(api, base, adminToken) {
       d1RoundTripsPerLifecycle: round(perLifecycle(tally.total.roundTrips), 1),
       capacityStatementsWithoutMeta: tally.total.withoutMeta,
       archivedBytesPerLifecycle: round(archivedBytes, 0),
+      archivedBytesPerLifecycleInWholePages: round(archivedPageBytes, 0),
       archiveObjectBytesPerLifecycle: round(perLifecycle(runObjectBytes + segmentBytes), 0),
       archiveRunObjectBytesPerLifecycle: round(perLifecycle(runObjectBytes), 0),
       archiveSegmentBytesPerLifecycle: round(perLifecycle(segmentBytes), 0),
@@ -517,13 +528,13 @@ export function capacityLines() {
   if (results.hotBytesPerLifecycle === undefined) return [];
   const lines = [
     `capacity:         ${results.capacityLifecycles} reviewed lifecycles (report → trigger → run → review task answered → remove action → signed webhook delivered; signatures valid ${results.capacitySignaturesValid}) in ${results.capacityElapsedS} s`,
-    `hot bytes:        ${results.hotBytesPerLifecycle} B per lifecycle  (target ≤ ${TARGET_HOT_BYTES}) ${verdict(results.hotBytesPerLifecycle, TARGET_HOT_BYTES)}  (through the 7-day window: the local D1 file copied before and once the schedule an hour on moved the ended runs' step histories and the sealed audit events past the hour to R2, VACUUMed, measured with dbstat: ${results.capacityD1BytesBefore} → ${results.capacityD1BytesAfter} B; at the runs' end, with the last hour's step histories and audit events still in D1: ${results.hotBytesPerLifecycleAtRunEnd} B; moving them cost ${results.capacityRunHistory.queriesPerLifecycle} statements per lifecycle in ${results.capacityRunHistory.ticks} scheduled runs)`,
+    `hot bytes:        ${results.hotBytesPerLifecycle} B per lifecycle  (target ≤ ${TARGET_HOT_BYTES}) ${verdict(results.hotBytesPerLifecycle, TARGET_HOT_BYTES)}  (bytes its pages hold; in whole pages ${results.hotBytesPerLifecycleInWholePages} B, each b-tree's last page partly empty in a sample of ${results.capacityLifecycles}) (through the 7-day window: the local D1 file copied before and once the schedule an hour on moved the ended runs' step histories and the sealed audit events past the hour to R2, VACUUMed, measured with dbstat: ${results.capacityD1BytesBefore} → ${results.capacityD1BytesAfter} B; at the runs' end, with the last hour's step histories and audit events still in D1: ${results.hotBytesPerLifecycleAtRunEnd} B; moving them cost ${results.capacityRunHistory.queriesPerLifecycle} statements per lifecycle in ${results.capacityRunHistory.ticks} scheduled runs)`,
     `D1 queries:       ${results.queriesPerLifecycle} statements per lifecycle  (target ≤ ${TARGET_QUERIES}) ${verdict(results.queriesPerLifecycle, TARGET_QUERIES)} in ${results.d1RoundTripsPerLifecycle} round trips (a batch is one); rows written ${results.rowsWrittenPerLifecycle}, rows read ${results.rowsReadPerLifecycle} per lifecycle (meta as D1 reports it; by entrypoint: ${Object.entries(
       results.capacityQueriesByEntry,
     )
       .map(([entry, t]) => `${entry} ${t.queries} q in ${t.roundTrips} trips / ${t.rowsWritten} w`)
       .join(", ")})`,
-    `archived bytes:   ${results.archivedBytesPerLifecycle} B per lifecycle left in D1 once its case, run and audit events are archived  (target ≤ ${TARGET_ARCHIVED_BYTES}) ${verdict(results.archivedBytesPerLifecycle, TARGET_ARCHIVED_BYTES)}  (hot window 0, ${results.capacityArchiving.ticks} scheduled runs two days on until nothing was left: ${results.capacityArchiving.runsQueued} runs and ${results.capacityArchiving.casesQueued} cases handed to the queue, ${results.capacityArchiving.casesArchived} cases archived, ${results.capacityArchiving.events} audit events in ${results.capacityArchiving.segments} segments; D1 file ${results.capacityD1BytesArchived} B; the schedule's own tables left out: ${results.capacityScheduleTables.map((t) => `${t.table} ${t.bytesPerLifecycle} B`).join(", ") || "none"})`,
+    `archived bytes:   ${results.archivedBytesPerLifecycle} B per lifecycle left in D1 once its case, run and audit events are archived  (target ≤ ${TARGET_ARCHIVED_BYTES}) ${verdict(results.archivedBytesPerLifecycle, TARGET_ARCHIVED_BYTES)}  (bytes its pages hold; in whole pages ${results.archivedBytesPerLifecycleInWholePages} B) (hot window 0, ${results.capacityArchiving.ticks} scheduled runs two days on until nothing was left: ${results.capacityArchiving.runsQueued} runs and ${results.capacityArchiving.casesQueued} cases handed to the queue, ${results.capacityArchiving.casesArchived} cases archived, ${results.capacityArchiving.events} audit events in ${results.capacityArchiving.segments} segments; D1 file ${results.capacityD1BytesArchived} B; the schedule's own tables left out: ${results.capacityScheduleTables.map((t) => `${t.table} ${t.bytesPerLifecycle} B`).join(", ") || "none"})`,
     `archive (R2):     ${results.archiveObjectBytesPerLifecycle} B per lifecycle  (run and case objects ${results.archiveRunObjectBytesPerLifecycle} B, from GET /storage archiveBytes; audit segments ${results.archiveSegmentBytesPerLifecycle} B, from audit_segments.bytes); archiving cost ${results.capacityArchiving.queriesPerLifecycle} statements, ${results.capacityArchiving.rowsWrittenPerLifecycle} rows written per lifecycle (every sweep of those scheduled runs)`,
     `days to 10 GB:    ${results.daysPer10GB} at ${LIFECYCLES_PER_DAY.toLocaleString("en")} lifecycles a day, ${DEFAULT_HOT_DAYS}-day window  (target ≥ ${TARGET_DAYS}) ${atLeast(results.daysPer10GB, TARGET_DAYS)}  [${results.daysPer10GBFormula}; the hot window alone holds ${results.hotWindowGB} GB; everything hot it would be ${results.daysPer10GBAllHot}]`,
     `bytes by table:   per lifecycle, table + its indexes (of which indexes), rows per lifecycle${results.capacityAuditRemainder ? ` (not counted: the ${results.capacityAuditRemainder.events} sealed audit events, ${results.capacityAuditRemainder.bytes} B, fewer than a segment's ${SEGMENT_MIN_EVENTS}, that wait in D1 for the next one, a constant of the installation)` : ""}:`,
