@@ -98,6 +98,7 @@ export const detectionRoutes = routes()
     {
       method: "post",
       path: "/rule-sets/test",
+      routerPath: "/rule-sets/:segment",
       summary: "Test rules (published or not) against pasted events with no side effect: the hits and the counter values each event reads",
       auth: ["admin"],
       body: "TestRules",

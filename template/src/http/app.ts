@@ -31,7 +31,7 @@ export function createApp() {
       // An immutable response (a static asset passed through): the log line still has the id.
     }
     const status = c.res.status;
-    const line = { event: "http.request", method: c.req.method, route: routePath(c, -1), status, ms: Date.now() - started, installationId: c.get("actor")?.installationId ?? null, requestId };
+    const line = { event: "http.request", method: c.req.method, route: c.get("route") ?? routePath(c, -1), status, ms: Date.now() - started, installationId: c.get("actor")?.installationId ?? null, requestId };
     // REQUEST_LOG "off" silences the line (the tests do: their many requests would flood the output).
     if ((c.env as { REQUEST_LOG?: unknown }).REQUEST_LOG !== "off") (status >= 500 ? console.error : console.log)(JSON.stringify(line));
   });

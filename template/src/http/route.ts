@@ -3,6 +3,7 @@
 // query against its spec, hands the handler both typed, and records the spec for the OpenAPI
 // document. The chain's type (`ContractOf`) is what the console's client is typed from.
 import { Hono, type Context, type MiddlewareHandler } from "hono";
+import { AppError } from "../errors";
 import type { FromSchema } from "json-schema-to-ts";
 import { rateLimited, requireAdminToken, requireScope, type RateLimitBinding, type Scope } from "./auth";
 import { parseQuery, type ParsedQuery, type QueryInput, type QuerySpec } from "./query";
@@ -17,8 +18,17 @@ export type BodyOf<K extends SchemaName> = Bodies[K];
 
 export interface OperationSpec<M extends Method = Method, P extends string = string, K extends SchemaName | undefined = SchemaName | undefined, Q extends QuerySpec | undefined = QuerySpec | undefined> {
   method: M;
-  /** The Hono path under /api/v1 (`/reports/:id`). */
+  /** The Hono path under /api/v1 (`/reports/:id`), as published (OpenAPI, logs, the console's client). */
   path: P;
+  /**
+   * The pattern the router matches instead of `path`, when `path` has a literal segment where a
+   * sibling route of the same method has a parameter (`/installations/import` beside
+   * `/installations/:id/reapply-erasures`): Hono's RegExpRouter refuses such a pair, and the app
+   * would fall back, for every route, to the slower TrieRouter. Here that segment is a parameter
+   * (`/installations/:segment`) whose value must equal `path`'s literal, else the request is the
+   * app's 404 `route.not_found`, checked before auth or body.
+   */
+  routerPath?: string;
   summary: string;
   /** Scopes of an API key or console role (any one suffices), the ADMIN_TOKEN, or none. */
   auth: readonly Scope[] | "admin_token" | "none";
@@ -79,6 +89,7 @@ export class Routes<C = unknown> {
     handler: Handler<P, K, Q, R>,
   ): Routes<C & { [X in `${M} ${P}`]: Described<K, Q, Awaited<R>> }> {
     this.operations.push(spec);
+    const literal = spec.routerPath === undefined ? [] : [literalSegments(spec.path, spec.routerPath)];
     const guard: MiddlewareHandler<AppEnv>[] = spec.auth === "admin_token" ? [requireAdminToken] : spec.auth === "none" ? [] : [requireScope(spec.auth, { readOpens: spec.readOpens })];
     if (spec.rateLimit) guard.push(rateLimited(spec.rateLimit));
     const run: MiddlewareHandler<AppEnv> = async (c) => {
@@ -91,12 +102,35 @@ export class Routes<C = unknown> {
       if (result instanceof Response) return result;
       return isWithStatus(result) ? c.json(result.body, result[STATUS] as 200) : c.json(result, spec.ok as 200);
     };
-    this.router.on(spec.method.toUpperCase(), [spec.path], ...guard, run);
+    this.router.on(spec.method.toUpperCase(), [spec.routerPath ?? spec.path], ...literal, ...guard, run);
     return this as unknown as Routes<C & { [X in `${M} ${P}`]: Described<K, Q, Awaited<R>> }>;
   }
 }
 
 export const routes = () => new Routes();
+
+/**
+ * The check of an operation routed by `routerPath`: each parameter of `routerPath` that stands
+ * where `path` has a literal segment must equal that literal (else 404 `route.not_found`, as for
+ * any unknown route); the request's route, for the request log, is the published `path`.
+ */
+function literalSegments(path: string, routerPath: string): MiddlewareHandler<AppEnv> {
+  const published = path.split("/");
+  const routed = routerPath.split("/");
+  if (published.length !== routed.length) throw new Error(`routerPath ${routerPath} must have as many segments as ${path}`);
+  const checks: [string, string][] = [];
+  routed.forEach((segment, i) => {
+    const literal = published[i]!;
+    if (segment === literal) return;
+    if (!segment.startsWith(":") || literal.startsWith(":")) throw new Error(`routerPath ${routerPath} may differ from ${path} only by a parameter in place of a literal segment`);
+    checks.push([segment.slice(1), literal]);
+  });
+  return async (c, next) => {
+    for (const [name, literal] of checks) if (c.req.param(name) !== literal) throw new AppError("route.not_found", "No such route.", { status: 404 });
+    c.set("route", `/api/v1${path}`);
+    await next();
+  };
+}
 
 /** The operations of one router, as a type. */
 export type ContractOf<T> = T extends Routes<infer C> ? C : never;

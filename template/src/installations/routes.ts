@@ -13,6 +13,7 @@ export const installationRoutes = routes()
     {
       method: "post",
       path: "/installations/import",
+      routerPath: "/installations/:segment",
       summary: "Restore an installation from a backup into this deployment, which must not have it; verifies its audit chain and applies again the erasures made since the backup",
       auth: "admin_token",
       body: "ImportInstallation",

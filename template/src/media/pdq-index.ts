@@ -39,14 +39,18 @@ const chunkOf = (words: Uint32Array, at: number, chunk: number) => {
   return chunk & 1 ? word & 0xffff : word >>> 16;
 };
 
-/** Every 16-bit value within `radius` bits of `value` (radius ≤ 3: at most 697 values). */
-function neighbours(value: number, radius: number): number[] {
-  const out = [value];
-  if (radius >= 1) for (let a = 0; a < 16; a += 1) out.push(value ^ (1 << a));
-  if (radius >= 2) for (let a = 0; a < 16; a += 1) for (let b = a + 1; b < 16; b += 1) out.push(value ^ (1 << a) ^ (1 << b));
-  if (radius >= 3) for (let a = 0; a < 16; a += 1) for (let b = a + 1; b < 16; b += 1) for (let c = b + 1; c < 16; c += 1) out.push(value ^ (1 << a) ^ (1 << b) ^ (1 << c));
-  return out;
-}
+/**
+ * Every 16-bit mask of at most 3 set bits, by their count: the first PROBES[r] of them turn a chunk
+ * value into every value within r bits of it (1, 17, 137, 697 values for r = 0..3).
+ */
+const MASKS = (() => {
+  const masks: number[] = [0];
+  for (let a = 0; a < 16; a += 1) masks.push(1 << a);
+  for (let a = 0; a < 16; a += 1) for (let b = a + 1; b < 16; b += 1) masks.push((1 << a) | (1 << b));
+  for (let a = 0; a < 16; a += 1) for (let b = a + 1; b < 16; b += 1) for (let c = b + 1; c < 16; c += 1) masks.push((1 << a) | (1 << b) | (1 << c));
+  return Uint16Array.from(masks);
+})();
+const PROBES = [1, 17, 137, 697];
 
 export interface IndexMatch {
   slot: number;
@@ -58,6 +62,8 @@ export class PdqMultiIndex {
   private live = new Uint8Array(1024);
   private seen = new Uint32Array(1024);
   private stamp = 0;
+  /** The query's words (reused: a match allocates nothing per candidate). */
+  private readonly query = new Uint32Array(8);
   private indexed = 0;
   private offsets: Uint32Array[] = [];
   private lists: Uint32Array[] = [];
@@ -132,44 +138,48 @@ export class PdqMultiIndex {
     this.indexed = n;
   }
 
-  /** Distance from the query to a slot, or more than `limit` (stops counting once past it). */
-  private distance(query: Uint32Array, slot: number, limit: number): number {
-    const at = slot * 8;
-    let d = 0;
-    for (let w = 0; w < 8; w += 1) {
-      d += popcount((query[w]! ^ this.words[at + w]!) >>> 0);
-      if (d > limit) return d;
-    }
-    return d;
-  }
-
-  /** Every live slot within `threshold` bits of the hash (0 ≤ threshold ≤ 63), nearest first. */
+  /**
+   * Every live slot within `threshold` bits of the hash (0 ≤ threshold ≤ 63), nearest first. A
+   * candidate costs one read of its 32 bytes (a random access into `words`, the price of a match):
+   * most differ from the query in more than `threshold` bits within their first two words and are
+   * dropped there; a slot is marked `seen` (against being reported once per chunk it shares) only
+   * once it is within the threshold, so a candidate touches no other array.
+   */
   match(hex: string, threshold: number): IndexMatch[] {
-    const query = wordsOf(hex);
+    const query = wordsOf(hex, this.query);
+    const [q0, q1, q2, q3, q4, q5, q6, q7] = query as unknown as number[];
+    const words = this.words;
     const out: IndexMatch[] = [];
     this.stamp += 1;
     if (this.stamp === 0xffffffff) {
       this.seen.fill(0);
       this.stamp = 1;
     }
-    const radius = Math.floor(threshold / CHUNKS);
-    const check = (slot: number) => {
-      if (this.seen[slot] === this.stamp) return;
-      this.seen[slot] = this.stamp;
-      if (!this.live[slot]) return;
-      const distance = this.distance(query, slot, threshold);
-      if (distance <= threshold) out.push({ slot, distance });
+    const stamp = this.stamp;
+    const within = (slot: number): void => {
+      const at = slot * 8;
+      let d = popcount((q0! ^ words[at]!) >>> 0) + popcount((q1! ^ words[at + 1]!) >>> 0);
+      if (d > threshold) return;
+      d += popcount((q2! ^ words[at + 2]!) >>> 0) + popcount((q3! ^ words[at + 3]!) >>> 0);
+      if (d > threshold) return;
+      d += popcount((q4! ^ words[at + 4]!) >>> 0) + popcount((q5! ^ words[at + 5]!) >>> 0) + popcount((q6! ^ words[at + 6]!) >>> 0) + popcount((q7! ^ words[at + 7]!) >>> 0);
+      if (d > threshold || this.seen[slot] === stamp || !this.live[slot]) return;
+      this.seen[slot] = stamp;
+      out.push({ slot, distance: d });
     };
+    const probes = PROBES[Math.min(3, Math.floor(threshold / CHUNKS))]!;
     if (this.indexed > 0) {
       for (let c = 0; c < CHUNKS; c += 1) {
         const offsets = this.offsets[c]!;
         const list = this.lists[c]!;
-        for (const value of neighbours(chunkOf(query, 0, c), radius)) {
-          for (let i = offsets[value]!, end = offsets[value + 1]!; i < end; i += 1) check(list[i]!);
+        const value = chunkOf(query, 0, c);
+        for (let p = 0; p < probes; p += 1) {
+          const probe = value ^ MASKS[p]!;
+          for (let i = offsets[probe]!, end = offsets[probe + 1]!; i < end; i += 1) within(list[i]!);
         }
       }
     }
-    for (let slot = this.indexed; slot < this.size; slot += 1) check(slot);
+    for (let slot = this.indexed; slot < this.size; slot += 1) within(slot);
     return out.sort((a, b) => a.distance - b.distance || a.slot - b.slot);
   }
 }
