@@ -332,7 +332,7 @@ describe("tenancy", () => {
     expect(stored!.hash).toMatch(/^[0-9a-f]{32}$/u);
   });
 
-  it("a notifier's rows written with the whole 64-digit hash (before hashes were cut to 32) still count: their notices, suspension and flagger status hold", async () => {
+  it("a notifier's rows written with the whole 64-digit hash (before hashes were cut to 32) still count: their notices and suspension hold, and the flagger is not registered twice", async () => {
     const installation = await newInstallation("notices-legacy-hash");
     const reporter = { id: "long-hash-reporter" };
     const [short, full] = notifierHashes(env, installation.id, reporter.id).all;
@@ -349,6 +349,13 @@ describe("tenancy", () => {
     expect(suspension.status).toBe(201);
     expect(suspension.body.warningId).toBe(warning.body.id);
     await asBefore("notifier_sanctions").run();
+    // A flagger registered with the whole hash is the same reporter: registering them again is refused.
+    const flagger = await api("/api/v1/trusted-flaggers", { key: installation.apiKey, body: { name: "Long Hash Org", reporter, categories: ["scams_and_fraud"] } });
+    expect(flagger.status).toBe(201);
+    await env.DB.prepare("UPDATE trusted_flaggers SET notifier_hash = ?2 WHERE id = ?1").bind(flagger.body.id, full).run();
+    const again = await api("/api/v1/trusted-flaggers", { key: installation.apiKey, body: { name: "Long Hash Org 2", reporter, categories: ["scams_and_fraud"] } });
+    expect(again.status).toBe(409);
+    expect(again.body.error.code).toBe("trusted_flagger.exists");
     const refused = await api("/api/v1/reports", { key: installation.apiKey, body: notice("legacy-2", reporter) });
     expect(refused.status).toBe(403);
     expect((await api("/api/v1/notifiers/lookup", { key: installation.apiKey, body: { reporter } })).body).toMatchObject({ suspended: true, notices: { received: 1 } });

@@ -50,7 +50,12 @@ export async function registerTrustedFlagger(env: Env, actor: Actor, input: { na
   const categories = categoriesOf(input.categories);
   const active = period(input.activeFrom, input.activeUntil, at);
   const id = newId("tfl");
-  const hash = notifierHashes(env, actor.installationId, input.reporter.id).current;
+  const hashes = notifierHashes(env, actor.installationId, input.reporter.id);
+  const hash = hashes.current;
+  // The unique key sees the form written now; a flagger registered with the whole 64-digit hash
+  // (before hashes were cut to 32) is found by every form.
+  const existing = await env.DB.prepare(`SELECT 1 FROM trusted_flaggers WHERE installation_id = ?1 AND notifier_hash IN (SELECT value FROM json_each(?2))`).bind(actor.installationId, JSON.stringify(hashes.all)).first();
+  if (existing) throw conflict("trusted_flagger.exists", "This reporter, or a flagger of this name, is already registered; change the existing flagger instead.");
   try {
     await env.DB.batch([
       env.DB.prepare(`INSERT INTO trusted_flaggers (id, installation_id, name, notifier_hash, categories_json, active_from, active_until, created_at, updated_at)
