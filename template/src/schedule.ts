@@ -26,7 +26,7 @@ import { indexPersonKeys } from "./cases/retention/retention-people";
 import { sweepExposureFolds } from "./cases/wellness/exposure-fold";
 import { sweepUnlistedTerms } from "./cases/search/terms-listing";
 import { sweepExpiredLabels, sweepOldSamples } from "./detection";
-import { sweepComplaintOutcomes, sweepCyberTipline, sweepDeliveryArchive, sweepPendingDeliveries, sweepTransparencyDb } from "./enforcement";
+import { sweepComplaintOutcomes, sweepCyberTipline, sweepDeliveryArchive, sweepErasingDeliveries, sweepPendingDeliveries, sweepTransparencyDb } from "./enforcement";
 import { errorCode } from "./errors";
 import { countingD1 } from "./lib/d1-count";
 import { yieldToRuntime } from "./lib/queue-work";
@@ -72,6 +72,8 @@ export const SWEEPS: readonly Sweep[] = [
   // Settled deliveries past their hour (at once with a 0-day window): sealed payload and attempts
   // into one R2 object each, out of D1 (50 a slice; repeated while the backlog lasts).
   { name: "enforcement.delivery_archive", run: (env, now) => sweepDeliveryArchive(env, now), more: summaryMore },
+  // Moved deliveries an erasure marked and did not finish (the step after its batch failed): their objects get the tombstone.
+  { name: "enforcement.delivery_erasures", run: async (env) => ({ ...(await sweepErasingDeliveries(env)) }), more: summaryMore },
   // Accounts whose strikes changed without a settle (workflow decisions, appeals decided in review
   // tasks): their ladder settled; sanctions reached but not started get their action's run (needs ctx).
   { name: "accounts.ladders", run: (env, now, ctx) => sweepAccountLadders(env, now, ctx), more: summaryMore },

@@ -296,7 +296,8 @@ describe("erasure of a moved delivery", () => {
     const statements = await eraseDeliveriesStatements(env, inst.installationId, [id]);
     expect(await sweepDeliveryArchive(env, new Date(Date.now() + 2_000), { installationId: inst.installationId })).toMatchObject({ moved: 1 });
     await env.DB.batch(statements);
-    expect(await d1Row(id)).toMatchObject({ payloadSealed: "", payloadDigest: hotRow.payloadDigest });
+    // The batch itself marks what it could not reach: the object still holds the payload.
+    expect(await d1Row(id)).toMatchObject({ payloadSealed: "", payloadDigest: "erasing" });
     expect(JSON.parse((await objectText(inst.installationId, id))!).payloadSealed).toBe(hotRow.payloadSealed);
 
     expect(await eraseDeliveriesMovedMeanwhile(env, inst.installationId, [id])).toBe(1);
@@ -306,6 +307,49 @@ describe("erasure of a moved delivery", () => {
     expect(await openPersonalData(env, inst.installationId, `webhook_delivery:${id}`, stored.payloadSealed)).toEqual({ type: "erased", data: { erased: true } });
     expect(stored.attempts).toHaveLength(1);
     expect(await eraseDeliveriesMovedMeanwhile(env, inst.installationId, [id])).toBe(0);
+  });
+
+  it("an erasure whose step after the batch never ran is finished by the schedule, and a resend in between sends only the tombstone", async () => {
+    const inst = await setup("/ok/archive-erase-lost", 0);
+    const [first, second] = [await deliver(inst.installationId, inst.endpointId), await deliver(inst.installationId, inst.endpointId)];
+    const hot = { first: (await d1Row(first))!, second: (await d1Row(second))! };
+    const statements = await eraseDeliveriesStatements(env, inst.installationId, [first, second]);
+    expect(await sweepDeliveryArchive(env, new Date(Date.now() + 2_000), { installationId: inst.installationId })).toMatchObject({ moved: 2 });
+    await env.DB.batch(statements);
+    // The isolate is gone before eraseDeliveriesMovedMeanwhile: both rows say `erasing`, both objects still hold the payload.
+    for (const id of [first, second]) expect(await d1Row(id)).toMatchObject({ payloadSealed: "", payloadDigest: "erasing" });
+    expect(JSON.parse((await objectText(inst.installationId, first))!).payloadSealed).toBe(hot.first.payloadSealed);
+
+    // A resend meanwhile erases the object first: the receiver gets the tombstone, never the payload.
+    const resend = await api(`/api/v1/webhook-deliveries/${first}/resend`, { key: inst.apiKey, method: "POST" });
+    expect(resend.status).toBeLessThan(300);
+    const received = await until(async () => (await receiverLog("/ok/archive-erase-lost")).find((e) => e.webhookId === resend.body.id), "the resend received");
+    expect(received.data).toEqual({ erased: true });
+    expect(await d1Row(first)).toMatchObject({ payloadDigest: "erased" });
+
+    // The schedule finishes the other.
+    const run = await runSchedule(env, { cron: "* * * * *", scheduledTime: Date.now() });
+    expect(run.sweeps.find((sweep) => sweep.name === "enforcement.delivery_erasures")).toMatchObject({ ok: true });
+    expect(await d1Row(second)).toMatchObject({ payloadSealed: "", payloadDigest: "erased" });
+    for (const id of [first, second]) {
+      const stored = JSON.parse((await objectText(inst.installationId, id))!);
+      expect(await openPersonalData(env, inst.installationId, `webhook_delivery:${id}`, stored.payloadSealed)).toEqual({ type: "erased", data: { erased: true } });
+      expect(JSON.stringify(stored)).not.toContain(SECRET_WORDS);
+    }
+  });
+
+  it("a damaged object does not stop an erasure: it is replaced by the tombstone", async () => {
+    const inst = await setup("/ok/archive-erase-damaged", 0);
+    const id = await deliver(inst.installationId, inst.endpointId);
+    expect(await sweepDeliveryArchive(env, new Date(Date.now() + 2_000), { installationId: inst.installationId })).toMatchObject({ moved: 1 });
+    const text = (await objectText(inst.installationId, id))!;
+    await env.WORKFLOW_ARTIFACTS.put(deliveryArchiveKey(inst.installationId, id), text.slice(0, Math.floor(text.length / 2)));
+    await env.DB.batch(await eraseDeliveriesStatements(env, inst.installationId, [id]));
+    expect(await d1Row(id)).toMatchObject({ payloadSealed: "", payloadDigest: "erased" });
+    const stored = JSON.parse((await objectText(inst.installationId, id))!);
+    expect(stored).toMatchObject({ deliveryId: id, installationId: inst.installationId, attempts: [] });
+    expect(await openPersonalData(env, inst.installationId, `webhook_delivery:${id}`, stored.payloadSealed)).toEqual({ type: "erased", data: { erased: true } });
+    expect((await api(`/api/v1/webhook-deliveries/${id}`, { key: inst.apiKey })).status).toBe(200);
   });
 
   it("an object a killed move left beside a hot row gets the tombstone too", async () => {

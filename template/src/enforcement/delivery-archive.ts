@@ -19,7 +19,7 @@
 // A pass killed between 1 and 2 leaves objects and rows: the next pass writes the same bytes again
 // and commits. Nothing leaves D1 unless its object was written.
 import { canonicalJson } from "../audit";
-import { AppError } from "../errors";
+import { AppError, errorCode } from "../errors";
 import { sha256Hex } from "../lib/crypto";
 import { deliveryPayloadMinutesSql } from "../lib/storage-tiers";
 
@@ -264,7 +264,18 @@ export async function sweepDeliveryArchive(env: Env, now: Date = new Date(), opt
  * place of the payload, so the erased ciphertext is gone from R2. Answers whether there was one.
  */
 export async function eraseArchivedPayload(env: Env, installationId: string, deliveryId: string, tombstone: string): Promise<boolean> {
-  const object = await findDeliveryArchive(env, installationId, deliveryId);
+  let object: DeliveryArchiveObject | null;
+  try {
+    object = await findDeliveryArchive(env, installationId, deliveryId);
+  } catch (error) {
+    if (errorCode(error) !== "webhook_delivery.archive_corrupt") throw error;
+    // A damaged object (truncated, edited, not this delivery's) must not stop an erasure: it is
+    // replaced by the tombstone alone; the attempts it held are lost, and that is logged.
+    console.error(JSON.stringify({ event: "delivery_archive.corrupt_replaced", installationId, deliveryId }));
+    const body: DeliveryArchiveBody = { format: DELIVERY_ARCHIVE_FORMAT, schemaVersion: DELIVERY_ARCHIVE_SCHEMA_VERSION, installationId, deliveryId, payloadSealed: tombstone, attempts: [] };
+    await putObject(env, deliveryArchiveKey(installationId, deliveryId), await objectText(body));
+    return true;
+  }
   if (!object) return false;
   const { digest: _digest, ...body } = object;
   await putObject(env, deliveryArchiveKey(installationId, deliveryId), await objectText({ ...body, payloadSealed: tombstone }));

@@ -10,6 +10,12 @@ import { eraseArchivedPayload } from "./delivery-archive";
 /** What an erased delivery's payload opens to. */
 export const ERASED_PAYLOAD = { erased: true } as const;
 const ERASED_DIGEST = "erased";
+/**
+ * `payload_digest` of a moved delivery whose erasure committed before its object got the
+ * tombstone: the mark, written in the erasure's own batch, that the object still has to be
+ * erased (eraseDeliveriesMovedMeanwhile right after the batch, else the schedule).
+ */
+export const ERASING_DIGEST = "erasing";
 
 /** The finished, not yet erased deliveries of these runs and their resends (one level). */
 export async function erasableDeliveriesUnsafe(db: D1Database, installationId: string, runIds: string[], reportIds: string[] = []): Promise<string[]> {
@@ -61,6 +67,12 @@ export async function eraseDeliveriesStatements(env: Env, installationId: string
       return [
         env.DB.prepare(`UPDATE webhook_deliveries SET payload_sealed = ?3, payload_digest = '${ERASED_DIGEST}' WHERE installation_id = ?1 AND id = ?2 AND state <> 'pending' AND payload_sealed <> ''`).bind(installationId, id, sealed),
         ...(inObject ? [env.DB.prepare(`UPDATE webhook_deliveries SET payload_digest = '${ERASED_DIGEST}' WHERE installation_id = ?1 AND id = ?2 AND state <> 'pending' AND payload_sealed = ''`).bind(installationId, id)] : []),
+        // Moved after the read above (its object not yet erased): marked in this same batch, so
+        // the erasure of its object is never forgotten, whatever happens after the batch.
+        env.DB.prepare(`UPDATE webhook_deliveries SET payload_digest = '${ERASING_DIGEST}' WHERE installation_id = ?1 AND id = ?2 AND state <> 'pending' AND payload_sealed = '' AND payload_digest <> '${ERASED_DIGEST}'`).bind(
+          installationId,
+          id,
+        ),
       ];
     }),
   );
@@ -78,11 +90,30 @@ export async function eraseDeliveriesMovedMeanwhile(env: Env, installationId: st
       WHERE d.installation_id = ?1 AND d.state <> 'pending' AND d.payload_sealed = '' AND d.payload_digest <> '${ERASED_DIGEST}'`)
     .bind(installationId, JSON.stringify(deliveryIds))
     .all<{ id: string }>();
-  for (const { id } of results) {
-    const { sealed } = await sealPersonalData(env, installationId, `webhook_delivery:${id}`, { type: "erased", data: ERASED_PAYLOAD });
-    if (await eraseArchivedPayload(env, installationId, id, sealed)) {
-      await env.DB.prepare(`UPDATE webhook_deliveries SET payload_digest = '${ERASED_DIGEST}' WHERE installation_id = ?1 AND id = ?2 AND payload_sealed = ''`).bind(installationId, id).run();
-    }
-  }
+  for (const { id } of results) await finishDeliveryErasure(env, installationId, id);
   return results.length;
+}
+
+/**
+ * A moved delivery's object gets the tombstone and its row the digest `erased` (a row without an
+ * object — nothing of its payload left in R2 — gets the digest too).
+ */
+export async function finishDeliveryErasure(env: Env, installationId: string, id: string): Promise<void> {
+  const { sealed } = await sealPersonalData(env, installationId, `webhook_delivery:${id}`, { type: "erased", data: ERASED_PAYLOAD });
+  await eraseArchivedPayload(env, installationId, id, sealed);
+  await env.DB.prepare(`UPDATE webhook_deliveries SET payload_digest = '${ERASED_DIGEST}' WHERE installation_id = ?1 AND id = ?2 AND payload_sealed = ''`).bind(installationId, id).run();
+}
+
+/** Deliveries whose erasure the schedule finishes per run. */
+const ERASING_BATCH = 50;
+
+/**
+ * The schedule's pass over moved deliveries an erasure marked `erasing` and did not finish (the
+ * step after its batch failed or was cut short): each object gets the tombstone. Bounded; `more`
+ * while a slice was full.
+ */
+export async function sweepErasingDeliveries(env: Env, limit = ERASING_BATCH): Promise<{ erased: number; more: number }> {
+  const { results } = await env.DB.prepare(`SELECT id, installation_id AS installationId FROM webhook_deliveries WHERE payload_digest = '${ERASING_DIGEST}' LIMIT ?1`).bind(limit).all<{ id: string; installationId: string }>();
+  for (const row of results) await finishDeliveryErasure(env, row.installationId, row.id);
+  return { erased: results.length, more: results.length === limit ? 1 : 0 };
 }

@@ -10,7 +10,7 @@ export { ACTION_TYPE_AUTONOMY, agreementRequirements, decidedProposals, precisio
 export { sendComplaintOutcome, sweepComplaintOutcomes } from "./affected-user-outcome";
 export { readRedressSettings, type RedressSettings, type SettlementBody } from "./affected-user-settings";
 export { COMPLAINT_MONTHS, NOTICE_SOURCES, NOTIFIER_MESSAGE_KINDS, complaintDeadline, noticeReceiptStatements, notifierSanctionStatements, type NotifierMessages } from "./notifier-messages";
-export { ERASED_PAYLOAD, erasableDeliveriesUnsafe, eraseDeliveriesMovedMeanwhile, eraseDeliveriesStatements } from "./erasure";
+export { ERASED_PAYLOAD, erasableDeliveriesUnsafe, eraseDeliveriesMovedMeanwhile, eraseDeliveriesStatements, sweepErasingDeliveries } from "./erasure";
 export { settleMovedDeliveries, sweepDeliveryArchive } from "./delivery-archive";
 export { connectorEndpointEventsStatement, connectorEndpointStatements, disableConnectorEndpointStatement } from "./connector-endpoints";
 export { TDB_PRESET_NAMES, TDB_PRESETS, TDB_STATES } from "./transparency-db";

@@ -24,6 +24,7 @@ import { newId, sha256HexSync } from "../lib/crypto";
 import { isConnectorEndpoint, RATE_LIMITED, sendThroughConnector, type TransportResult } from "../connectors";
 import { sendWebhookAttempt, type AttemptEndpoint } from "./webhook-send";
 import { deliveryAttempts, deliveryPayloadSealed } from "./delivery-archive";
+import { ERASING_DIGEST, finishDeliveryErasure } from "./erasure";
 
 export { parseRetryAfter, sendWebhookAttempt, type AttemptEndpoint, type AttemptResult } from "./webhook-send";
 /** Re-exported for test/egress.test.ts, which imports it from here (src/ imports webhook-endpoints.ts). */
@@ -374,6 +375,9 @@ export async function resendDelivery(env: Env, actor: Actor, id: string) {
     await enqueueDeliveries(env, [row.id]);
     return { ...(await getDelivery(env, actor, row.id)), requeued: true };
   }
+  // A moved delivery whose erasure has not reached its object yet is erased now, before any read of it.
+  const digest = await env.DB.prepare(`SELECT payload_digest AS digest FROM webhook_deliveries WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, row.id).first<{ digest: string }>();
+  if (digest?.digest === ERASING_DIGEST) await finishDeliveryErasure(env, actor.installationId, row.id);
   const payload = await openPersonalData<{ type: string; data: unknown }>(env, actor.installationId, `webhook_delivery:${row.id}`, await deliveryPayloadSealed(env, row));
   const at = new Date().toISOString();
   const copy = await deliveryStatement(env, {
