@@ -11,7 +11,8 @@
 // block that ran exited 0, else 1.
 //
 // Blocks of one stage must not share mutable state: the dev-server tests each take a free port and
-// a temporary state folder, and the console build they all serve is made before (test:checks).
+// a temporary state folder, and the console build they all serve is made before (test:prepare, or
+// test:checks when the template runs alone).
 import { spawn } from "node:child_process";
 
 /** The stages: the arguments split at each --then or --and ({ commands, onlyIfPassed }). */
