@@ -8,7 +8,7 @@ import { redressMessageOf } from "./affected-user";
 import { getRedressSettings, putRedressSettings } from "./affected-user-settings";
 import { getDecision, listDecisions, recordManualDecision, statementOfReasons } from "./decisions";
 import { createEndpoint, listEndpoints, setEndpointState } from "./webhook-endpoints";
-import { getDelivery, listDeliveries, resendDelivery } from "./webhooks";
+import { getDelivery, listDeliveries, resendDelivery } from "./delivery-operations";
 
 const limit = { default: 50, max: 200 };
 

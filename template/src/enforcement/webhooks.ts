@@ -1,7 +1,8 @@
 // Webhook deliveries (Standard Webhooks): the delivery rows recorded in D1 and carried by the
 // DELIVERIES queue, every attempt recorded, exponential backoff with jitter, dead-letter after the
-// endpoint's max attempts — never silently lost; and the operator's list/get/resend of deliveries.
-// The endpoints they go to (secrets shown once, CRUD, subscriptions) are webhook-endpoints.ts.
+// endpoint's max attempts — never silently lost. The operator's list, detail and resend of
+// deliveries are delivery-operations.ts; the endpoints they go to (secrets shown once, CRUD,
+// subscriptions) are webhook-endpoints.ts.
 //
 // webhook_deliveries is an outbox: a pending row is the promise to send. The queue message only
 // wakes the consumer; `next_attempt_at` says when the next attempt is due and, while an attempt is
@@ -15,16 +16,12 @@
 // settled, its sealed payload and attempts are in its R2 object: reads of them ask
 // delivery-archive.ts, which knows both tiers.
 import { auditStatement, canonicalJson } from "../audit";
-import type { Actor } from "../auth";
-import { hotOrArchived, openPersonalData, sealPersonalData } from "../cases";
-import { conflict, notFound } from "../errors";
+import { sealPersonalData } from "../cases";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
 import { allowLocalEgress, egressRefusal } from "../lib/egress";
 import { newId, sha256HexSync } from "../lib/crypto";
 import { isConnectorEndpoint, RATE_LIMITED, sendThroughConnector, type TransportResult } from "../connectors";
 import { sendWebhookAttempt, type AttemptEndpoint } from "./webhook-send";
-import { deliveryAttempts, deliveryPayloadSealed } from "./delivery-archive";
-import { ERASING_DIGEST, finishDeliveryErasure } from "./erasure";
 
 export { parseRetryAfter, sendWebhookAttempt, type AttemptEndpoint, type AttemptResult } from "./webhook-send";
 /** Re-exported for test/egress.test.ts, which imports it from here (src/ imports webhook-endpoints.ts). */
@@ -111,7 +108,7 @@ export interface DeliveryRow {
   createdAt: string;
 }
 
-const DELIVERY_COLUMNS = `id, installation_id AS installationId, endpoint_id AS endpointId, event_type AS eventType, source_type AS sourceType,
+export const DELIVERY_COLUMNS = `id, installation_id AS installationId, endpoint_id AS endpointId, event_type AS eventType, source_type AS sourceType,
   source_id AS sourceId, payload_sealed AS payloadSealed, state, attempts, next_attempt_at AS nextAttemptAt, created_at AS createdAt`;
 
 /** Which path made an attempt (webhook_attempts.via): the host right after the commit, or the queue. */
@@ -323,84 +320,4 @@ export async function sweepPendingDeliveries(env: Env, now: Date = new Date()): 
   const ids = results.filter((_, index) => marked[index]?.meta.changes === 1).map((row) => row.id);
   for (let from = 0; from < ids.length; from += 100) await enqueueDeliveries(env, ids.slice(from, from + 100));
   return { requeued: ids.length };
-}
-
-export async function listDeliveries(env: Env, actor: Actor, options: { state?: string; endpointId?: string; limit: number; before?: string }) {
-  const { results } = await env.DB.prepare(`
-    SELECT id, endpoint_id AS endpointId, event_type AS eventType, source_type AS sourceType, source_id AS sourceId, payload_digest AS payloadDigest,
-      state, attempts, last_status AS lastStatus, last_error AS lastError, created_at AS createdAt, delivered_at AS deliveredAt
-    FROM webhook_deliveries WHERE installation_id = ?1 AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR endpoint_id = ?3) AND (?4 IS NULL OR id < ?4)
-    ORDER BY id DESC LIMIT ?5
-  `)
-    .bind(actor.installationId, options.state ?? null, options.endpointId ?? null, options.before ?? null, options.limit + 1)
-    .all<{ id: string }>();
-  const page = results.slice(0, options.limit);
-  return { items: page, nextCursor: results.length > options.limit ? page.at(-1)!.id : null };
-}
-
-export async function getDelivery(env: Env, actor: Actor, id: string) {
-  const row = await hotOrArchived(env, actor.installationId, "delivery", id, () =>
-    env.DB.prepare(`
-    SELECT id, endpoint_id AS endpointId, event_type AS eventType, source_type AS sourceType, source_id AS sourceId, payload_digest AS payloadDigest,
-      state, attempts, last_status AS lastStatus, last_error AS lastError, created_at AS createdAt, delivered_at AS deliveredAt, payload_sealed = '' AS moved
-    FROM webhook_deliveries WHERE installation_id = ?1 AND id = ?2`)
-      .bind(actor.installationId, id)
-      .first<Record<string, unknown> & { moved: number }>(),
-  );
-  if (!row) throw notFound("webhook_delivery");
-  // The attempts of a settled delivery past its hour are in its archive object (delivery-archive.ts).
-  const { moved, ...delivery } = row;
-  const history = await deliveryAttempts(env, { id, installationId: actor.installationId, moved: moved === 1 });
-  return { ...delivery, history };
-}
-
-/**
- * Re-sends a finished delivery as a new delivery with the same payload (the original stays as
- * recorded). Its outcome is not fed back to workflows: a re-send is an operator's manual repair.
- * A pending delivery is not copied: it is put back on the queue as itself (same id, so the same
- * `webhook-id`; its backoff still applies and an attempt in flight is not repeated), and the
- * answer is that delivery with `requeued: true`.
- */
-export async function resendDelivery(env: Env, actor: Actor, id: string) {
-  const row = await hotOrArchived(env, actor.installationId, "delivery", id, () =>
-    env.DB.prepare(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, id).first<DeliveryRow>(),
-  );
-  if (!row) throw notFound("webhook_delivery");
-  if (row.sourceType === "action") {
-    // An action whose proposal was cancelled (its node left, or its run ended) is never sent, not even by hand.
-    const proposal = await env.DB.prepare(`SELECT state FROM action_proposals WHERE id = ?1`).bind(row.sourceId).first<{ state: string }>();
-    if (proposal?.state === "cancelled") throw conflict("webhook_delivery.source_cancelled", "The action proposal of this delivery was cancelled; it is not sent again.");
-  }
-  if (row.state === "pending") {
-    await enqueueDeliveries(env, [row.id]);
-    return { ...(await getDelivery(env, actor, row.id)), requeued: true };
-  }
-  // A moved delivery whose erasure has not reached its object yet is erased now, before any read of it.
-  const digest = await env.DB.prepare(`SELECT payload_digest AS digest FROM webhook_deliveries WHERE installation_id = ?1 AND id = ?2`).bind(actor.installationId, row.id).first<{ digest: string }>();
-  if (digest?.digest === ERASING_DIGEST) await finishDeliveryErasure(env, actor.installationId, row.id);
-  const payload = await openPersonalData<{ type: string; data: unknown }>(env, actor.installationId, `webhook_delivery:${row.id}`, await deliveryPayloadSealed(env, row));
-  const at = new Date().toISOString();
-  const copy = await deliveryStatement(env, {
-    installationId: actor.installationId,
-    endpointId: row.endpointId,
-    eventType: row.eventType,
-    sourceType: "resend",
-    sourceId: `${row.id}:${at}`,
-    data: payload.data,
-    at,
-  });
-  await env.DB.batch([
-    copy.statement,
-    auditStatement(env.DB, {
-      installationId: actor.installationId,
-      idempotencyKey: `webhook_delivery:${copy.id}:resent`,
-      action: "webhook_delivery.resent",
-      actor: actor.audit,
-      target: { type: "webhook_delivery", id: copy.id },
-      details: { originalId: row.id, eventType: row.eventType },
-      at,
-    }),
-  ]);
-  await enqueueDeliveries(env, [copy.id]);
-  return { ...(await getDelivery(env, actor, copy.id)), requeued: false };
 }
