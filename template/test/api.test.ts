@@ -1,9 +1,11 @@
 // The HTTP API: authentication, tenancy, idempotency, validation errors, termination, OpenAPI.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { canonicalJson } from "../src/audit";
 import { apiRoutes } from "../src/http/api";
 import { createApp } from "../src/http/app";
 import { openApiDocument } from "../src/http/openapi";
+import { sha256Hex } from "../src/lib/crypto";
 import { AUTHORITY_MODES, RUN_STATES } from "../src/workflows/types";
 import { ADMIN_TOKEN, api, edge, newInstallation, publish, startRun, waitForRun, waitForWait } from "./helpers";
 
@@ -81,6 +83,25 @@ describe("runs", () => {
     expect(reused.body.error.code).toBe("idempotency_key.reused");
     const rows = await env.DB.prepare("SELECT COUNT(*) AS n FROM workflow_runs WHERE idempotency_key = 'intake-r1'").first<{ n: number }>();
     expect(rows?.n).toBe(1);
+  });
+
+  it("a keyed run keeps 128 bits of its request's digest, a run without a key none; a row of the earlier form (sha256: and 256 bits) still replays and refuses another body", async () => {
+    const { apiKey } = await newInstallation();
+    const version = await publish(apiKey, waiting);
+    const body = { workflowVersionId: version.id, authorityMode: "autonomous", input: { reportId: "r1" } };
+    const keyed = await api("/api/v1/runs", { key: apiKey, body, headers: { "idempotency-key": "digest-form" } });
+    const keyless = await api("/api/v1/runs", { key: apiKey, body });
+    const digestOf = async (id: string) => (await env.DB.prepare("SELECT request_digest AS d FROM workflow_runs WHERE id = ?1").bind(id).first<{ d: string | null }>())!.d;
+    // What the earlier release stored: the whole SHA-256 of the same canonical request, prefixed.
+    const full = await sha256Hex(canonicalJson({ v: version.id, m: "autonomous", i: body.input, r: null, a: null }));
+    expect(await digestOf(keyed.body.id)).toBe(full.slice(0, 32));
+    expect(await digestOf(keyless.body.id)).toBeNull();
+    await env.DB.prepare("UPDATE workflow_runs SET request_digest = ?2 WHERE id = ?1").bind(keyed.body.id, `sha256:${full}`).run();
+    const again = await api("/api/v1/runs", { key: apiKey, body, headers: { "idempotency-key": "digest-form" } });
+    expect(again.status).toBe(200);
+    expect(again.body.id).toBe(keyed.body.id);
+    const other = await api("/api/v1/runs", { key: apiKey, body: { ...body, input: { reportId: "r2" } }, headers: { "idempotency-key": "digest-form" } });
+    expect(other.body.error.code).toBe("idempotency_key.reused");
   });
 
   it("bad input gets 400 with a code and writes nothing", async () => {

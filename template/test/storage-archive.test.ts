@@ -9,6 +9,7 @@ import { SWEEPS } from "../src/schedule";
 import { eraseArchivedSealedOutputsStatement } from "../src/workflows";
 import { ARCHIVED_RUNS_SQL } from "../src/workflows/storage";
 import { commitRunArchive, queueRunArchive, runArchiveKey, sweepRunArchive, writeRunArchive } from "../src/workflows/run-archive";
+import { RUN_BY_INSTANCE_SQL } from "../src/workflows/runs-queries";
 import { ADMIN_TOKEN, api, edge, newInstallation, publish, startRun, until, waitForRun, waitForWait } from "./helpers";
 
 const waitGraph = {
@@ -213,6 +214,14 @@ describe("the archive tier", () => {
     expect((await hotRows(live.id)).waits).toBe(1);
     await api(`/api/v1/runs/${live.id}/terminate`, { method: "POST", key: zero.apiKey });
     await waitForRun(zero.apiKey, live.id, ["terminated"]);
+  });
+
+  it("a run's instance is found by two index lookups: repaired runs' instances in the partial unique index, every other run by its id", async () => {
+    const plan = await env.DB.prepare(`EXPLAIN QUERY PLAN ${RUN_BY_INSTANCE_SQL}`).bind("run_plan").all<{ detail: string }>();
+    const details = plan.results.map((row) => row.detail).join(" | ");
+    expect(details).toMatch(/USING INDEX workflow_runs_instance \(instance_id=\?\)/u);
+    expect(details).toMatch(/USING INDEX sqlite_autoindex_workflow_runs_1 \(id=\?\)/u);
+    expect(details).not.toMatch(/SCAN workflow_runs/u);
   });
 
   it("GET /storage counts archived runs by a range of the installation's run index (no index of its own; never a scan of the table)", async () => {

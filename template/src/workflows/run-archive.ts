@@ -228,10 +228,11 @@ export async function commitRunArchive(env: Env, installationId: string, runId: 
         AND NOT EXISTS (SELECT 1 FROM handoffs x WHERE x.step_run_id = workflow_step_runs.id)`)
       .bind(runId, at, written.digest),
     // The step rows left are anchors of those foreign keys: what they recorded is in the archive
-    // (reads take its copy), so they keep only what names the step (node, state) and drop the rest.
+    // (reads take its copy), so they keep only what names the step (node, state) and drop the rest
+    // (updated_at, NOT NULL, becomes '').
     db
       .prepare(`
-      UPDATE workflow_step_runs SET output_digest = NULL, started_at = NULL, waiting_at = NULL, finished_at = NULL, error_code = NULL, error_message = NULL, error_details_json = NULL
+      UPDATE workflow_step_runs SET output_digest = NULL, started_at = NULL, waiting_at = NULL, finished_at = NULL, error_code = NULL, error_message = NULL, error_details_json = NULL, updated_at = ''
       WHERE run_id = ?1 AND ${marked}`)
       .bind(runId, at, written.digest),
   ]);

@@ -215,10 +215,16 @@ export async function runEndWaitStatements(db: D1Database, input: { installation
  * are refused at approval and at send time (`action_proposal.run_finished`), see
  * enforcement's runEndProposalStatements.
  */
+/**
+ * The run an instance belongs to (?1): a repaired run stores its instance; any other stores NULL,
+ * its instance being its own id. Two index lookups (workflow_runs_instance, the primary key).
+ */
+export const RUN_BY_INSTANCE_SQL = `SELECT id, installation_id AS installationId FROM workflow_runs WHERE instance_id = ?1 OR (instance_id IS NULL AND id = ?1)`;
+
 export async function markRunFailedUnsafe(env: Env, instanceId: string, code: string): Promise<void> {
   const at = new Date().toISOString();
   // By instance: an instance a repair replaced cannot fail the run that moved on.
-  const run = await env.DB.prepare(`SELECT id, installation_id AS installationId FROM workflow_runs WHERE instance_id = ?1 OR (instance_id IS NULL AND id = ?1)`).bind(instanceId).first<{ id: string; installationId: string }>();
+  const run = await env.DB.prepare(RUN_BY_INSTANCE_SQL).bind(instanceId).first<{ id: string; installationId: string }>();
   if (!run) return;
   const runId = run.id;
   const ended = { installationId: run.installationId, runId, runState: "failed", at };

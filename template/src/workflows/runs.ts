@@ -75,7 +75,10 @@ export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, i
   assertReferencesInInstallation(version);
   const inputJson = canonicalJson(input.input);
   if (byteLength(inputJson) > MAX_RUN_INPUT_BYTES) throw new AppError("run.input_too_large", `Run input may be at most ${MAX_RUN_INPUT_BYTES} bytes.`, { status: 413 });
-  const requestDigest = `sha256:${await sha256Hex(canonicalJson({ v: input.workflowVersionId, m: input.authorityMode, i: input.input, r: input.reportId ?? null, a: input.appealId ?? null }))}`;
+  const fullDigest = await sha256Hex(canonicalJson({ v: input.workflowVersionId, m: input.authorityMode, i: input.input, r: input.reportId ?? null, a: input.appealId ?? null }));
+  // Compared only when the same Idempotency-Key comes again: kept for keyed runs alone, as its
+  // first 128 bits (a row of an earlier release holds `sha256:` and all 256).
+  const requestDigest = input.idempotencyKey === undefined ? null : fullDigest.slice(0, 32);
   const id = newId("run");
   const at = new Date().toISOString();
   const [inserted] = await env.DB.batch([
@@ -83,7 +86,7 @@ export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, i
       INSERT INTO workflow_runs (
         id, installation_id, workflow_version_id, authority_mode, state, input_json, report_id, appeal_id, backtest_id,
         parent_run_id, parent_node_id, idempotency_key, request_digest, created_at, updated_at, instance_id
-      ) VALUES (?1, ?2, ?3, ?4, 'dispatch_pending', ?5, ?6, ?12, ?13, ?7, ?8, ?9, ?10, ?11, ?11, ?1)
+      ) VALUES (?1, ?2, ?3, ?4, 'dispatch_pending', ?5, ?6, ?12, ?13, ?7, ?8, ?9, ?10, ?11, ?11, NULL)
       ON CONFLICT(installation_id, idempotency_key) DO NOTHING
     `).bind(
       id,
@@ -123,7 +126,7 @@ export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, i
         : await getRunRow(env.DB, actor.installationId, id);
   if (!run) throw new AppError("run.create_failed", "The run could not be created.", { status: 500 });
   const replayed = run.id !== id;
-  if (replayed && run.requestDigest !== requestDigest) {
+  if (replayed && !sameRequest(run.requestDigest, fullDigest)) {
     throw conflict("idempotency_key.reused", "This Idempotency-Key was already used for a different request.");
   }
   if (run.state !== "dispatch_pending" && run.state !== "created") return { run, replayed };
@@ -160,8 +163,13 @@ function versionForRun(db: D1Database, installationId: string, input: CreateRunI
     .first<VersionForRun>();
 }
 
+/** Whether a keyed run's stored request digest (128 bits, or `sha256:` and 256 from an earlier release) is this request's. */
+function sameRequest(stored: string | null, fullDigest: string): boolean {
+  return stored === (stored?.startsWith("sha256:") ? `sha256:${fullDigest}` : fullDigest.slice(0, 32));
+}
+
 /** The row createRun's INSERT wrote, as getRunRow would read it. */
-function insertedRun(installationId: string, version: VersionForRun, input: CreateRunInput, row: { id: string; inputJson: string; requestDigest: string; at: string }): RunRow {
+function insertedRun(installationId: string, version: VersionForRun, input: CreateRunInput, row: { id: string; inputJson: string; requestDigest: string | null; at: string }): RunRow {
   return {
     id: row.id,
     installationId,
