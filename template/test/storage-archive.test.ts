@@ -92,7 +92,10 @@ describe("the archive tier", () => {
     expect(row.archivedAt).not.toBeNull();
     const object = await env.WORKFLOW_ARTIFACTS.get(runArchiveKey(inst.id, runId));
     const stored = JSON.parse(await object!.text());
-    expect(stored).toMatchObject({ format: "safest-tools.run-archive", schemaVersion: 1, installationId: inst.id, runId, digest: row.digest });
+    expect(stored).toMatchObject({ format: "safest-tools.run-archive", schemaVersion: 1, installationId: inst.id, runId });
+    // The run row keeps the first 128 bits of the object's digest.
+    expect(stored.digest).toMatch(/^sha256:[0-9a-f]{64}$/u);
+    expect(row.digest).toBe(stored.digest.slice(7, 39));
     // Sealed parts stay sealed exactly as stored.
     expect(JSON.stringify(stored)).not.toContain("content the node read");
     expect(stored.tables.workflow_events).toHaveLength(1);
@@ -179,11 +182,23 @@ describe("the archive tier", () => {
     // The next pass finishes it, with the very same object.
     expect(await sweepRunArchive(env, soon(), { installationId: inst.id })).toMatchObject({ archived: 1, failed: 0 });
     expect(await (await env.WORKFLOW_ARTIFACTS.get(first.key))!.text()).toBe(firstBytes);
-    expect((await runRow(runId))!.digest).toBe(first.digest);
+    // The row keeps the first 128 bits of the object's digest.
+    expect(first.digest).toMatch(/^sha256:[0-9a-f]{64}$/u);
+    expect((await runRow(runId))!.digest).toBe(first.digest.slice(7, 39));
     expect(await hotRows(runId)).toEqual({ steps: 0, outputs: 0, waits: 0, events: 0, repairs: 0 });
     // A late commit of the first pass deletes nothing more and marks nothing twice.
     expect(await commitRunArchive(env, inst.id, runId, first)).toBe(false);
     expect((await api(`/api/v1/runs/${runId}`, { key: inst.apiKey })).body).toEqual(hot.body);
+    // A row archived by an earlier release keeps the whole digest: it reads the same.
+    const setDigest = (digest: string) => env.DB.prepare("UPDATE workflow_runs SET archive_digest = ?2 WHERE id = ?1").bind(runId, digest).run();
+    await setDigest(first.digest);
+    expect((await api(`/api/v1/runs/${runId}`, { key: inst.apiKey })).body).toEqual(hot.body);
+    // A row whose 128 bits name another object refuses this one.
+    await setDigest(`${first.digest.slice(7, 38)}${first.digest[38] === "0" ? "1" : "0"}`);
+    const refused = await api(`/api/v1/runs/${runId}`, { key: inst.apiKey });
+    expect(refused.status).toBe(500);
+    expect(refused.body.error.code).toBe("run_archive.corrupt");
+    await setDigest(first.digest.slice(7, 39));
   });
 
   it("leaves runs inside the window and runs still live in D1", async () => {

@@ -104,6 +104,20 @@ async function digestOf(body: RunArchiveBody): Promise<string> {
   return `sha256:${await sha256Hex(canonicalJson(body))}`;
 }
 
+/**
+ * What the run row keeps of its object's digest (`archive_digest`): its first 128 bits in hex (a
+ * substitute object would need a second preimage of them). Rows of an earlier release keep the
+ * whole `sha256:` form; `digestMatches` accepts either.
+ */
+export function storedDigest(digest: string): string {
+  return digest.slice(7, 39);
+}
+
+/** Whether an object's full digest is the one a run row keeps (`expected`, in either form). */
+export function digestMatches(expected: string, digest: string): boolean {
+  return expected.startsWith("sha256:") ? digest === expected : digest.startsWith("sha256:") && storedDigest(digest) === expected;
+}
+
 /** The archive body of a run from its D1 rows (one batch, so one snapshot). */
 export async function buildRunArchive(db: D1Database, installationId: string, runId: string): Promise<{ text: string; digest: string; body: RunArchiveBody }> {
   const names = Object.keys(ARCHIVED_TABLES) as ArchivedTable[];
@@ -128,7 +142,7 @@ export async function runArchiveTextHolds(text: string, installationId: string, 
   }
   if (typeof object !== "object" || object === null || object.format !== RUN_ARCHIVE_FORMAT || object.installationId !== installationId || object.runId !== runId) return false;
   const { digest, ...body } = object;
-  return digest === expected && (await digestOf(body)) === digest;
+  return digestMatches(expected, digest) && (await digestOf(body)) === digest;
 }
 
 /** Reads and checks a stored archive: parses, recomputes the digest and compares it with `expected`. */
@@ -144,7 +158,7 @@ async function readArchiveObject(bucket: R2Bucket, key: string, expected: string
   }
   const { digest, ...body } = object;
   const actual = await digestOf(body);
-  if (actual !== digest || (expected !== null && digest !== expected)) {
+  if (actual !== digest || (expected !== null && !digestMatches(expected, digest))) {
     throw new AppError("run_archive.corrupt", `The archive object ${key} does not match its digest.`, { status: 500, details: { key } });
   }
   return { object, text };
@@ -152,6 +166,7 @@ async function readArchiveObject(bucket: R2Bucket, key: string, expected: string
 
 export interface WrittenArchive {
   key: string;
+  /** The object's digest (`sha256:` and 256 bits). */
   digest: string;
   bytes: number;
   /** What the object holds, for the commit's guard: the rows it deletes are exactly these. */
@@ -199,6 +214,7 @@ export async function commitRunArchive(env: Env, installationId: string, runId: 
   const at = now.toISOString();
   const marked = `EXISTS (SELECT 1 FROM workflow_runs WHERE id = ?1 AND archived_at = ?2 AND archive_digest = ?3)`;
   const c = written.counts;
+  const stored = storedDigest(written.digest);
   const [mark] = await db.batch([
     db
       .prepare(`
@@ -211,13 +227,13 @@ export async function commitRunArchive(env: Env, installationId: string, runId: 
         AND (SELECT COUNT(*) FROM workflow_waits WHERE run_id = ?1) = ?9
         AND (SELECT COUNT(*) FROM workflow_events WHERE run_id = ?1) = ?10
         AND (SELECT COUNT(*) FROM workflow_run_repairs WHERE run_id = ?1) = ?11`)
-      .bind(runId, installationId, at, written.digest, written.bytes, c.workflow_step_runs, c.workflow_step_outputs, written.sealedOutputs, c.workflow_waits, c.workflow_events, c.workflow_run_repairs),
+      .bind(runId, installationId, at, stored, written.bytes, c.workflow_step_runs, c.workflow_step_outputs, written.sealedOutputs, c.workflow_waits, c.workflow_events, c.workflow_run_repairs),
     // Children before parents (foreign keys): events → waits → outputs → steps.
-    db.prepare(`DELETE FROM workflow_events WHERE run_id = ?1 AND ${marked}`).bind(runId, at, written.digest),
-    db.prepare(`DELETE FROM workflow_waits WHERE run_id = ?1 AND ${marked}`).bind(runId, at, written.digest),
-    db.prepare(`DELETE FROM workflow_step_outputs WHERE step_run_id IN (SELECT id FROM workflow_step_runs WHERE run_id = ?1) AND ${marked}`).bind(runId, at, written.digest),
-    db.prepare(`DELETE FROM workflow_run_repairs WHERE run_id = ?1 AND ${marked}`).bind(runId, at, written.digest),
-    db.prepare(`DELETE FROM run_archive_queue WHERE run_id = ?1 AND ${marked}`).bind(runId, at, written.digest),
+    db.prepare(`DELETE FROM workflow_events WHERE run_id = ?1 AND ${marked}`).bind(runId, at, stored),
+    db.prepare(`DELETE FROM workflow_waits WHERE run_id = ?1 AND ${marked}`).bind(runId, at, stored),
+    db.prepare(`DELETE FROM workflow_step_outputs WHERE step_run_id IN (SELECT id FROM workflow_step_runs WHERE run_id = ?1) AND ${marked}`).bind(runId, at, stored),
+    db.prepare(`DELETE FROM workflow_run_repairs WHERE run_id = ?1 AND ${marked}`).bind(runId, at, stored),
+    db.prepare(`DELETE FROM run_archive_queue WHERE run_id = ?1 AND ${marked}`).bind(runId, at, stored),
     db
       .prepare(`
       DELETE FROM workflow_step_runs WHERE run_id = ?1 AND ${marked}
@@ -226,7 +242,7 @@ export async function commitRunArchive(env: Env, installationId: string, runId: 
         AND NOT EXISTS (SELECT 1 FROM decisions x WHERE x.step_run_id = workflow_step_runs.id)
         AND NOT EXISTS (SELECT 1 FROM messages x WHERE x.step_run_id = workflow_step_runs.id)
         AND NOT EXISTS (SELECT 1 FROM handoffs x WHERE x.step_run_id = workflow_step_runs.id)`)
-      .bind(runId, at, written.digest),
+      .bind(runId, at, stored),
     // The step rows left are anchors of those foreign keys: what they recorded is in the archive
     // (reads take its copy), so they keep only what names the step (node, state) and drop the rest
     // (updated_at, NOT NULL, becomes '').
@@ -234,7 +250,7 @@ export async function commitRunArchive(env: Env, installationId: string, runId: 
       .prepare(`
       UPDATE workflow_step_runs SET output_digest = NULL, started_at = NULL, waiting_at = NULL, finished_at = NULL, error_code = NULL, error_message = NULL, error_details_json = NULL, updated_at = ''
       WHERE run_id = ?1 AND ${marked}`)
-      .bind(runId, at, written.digest),
+      .bind(runId, at, stored),
   ]);
   return (mark?.meta.changes ?? 0) === 1;
 }
