@@ -66,7 +66,7 @@ const HITS_CTE = `hits(id) AS (
     SELECT record_id FROM search_terms WHERE installation_id = ?1 AND term IN (SELECT value FROM json_each(?4))
   )`;
 
-/** The word term of ?2 with the fewest rows in both forms (counted up to 10,000 each), to drive HITS_CTE; ?1 the installation. */
+/** The word term of ?2 with the fewest rows in both forms (counted up to 10,000 each), to drive HITS_CTE; ?1 the installation. Exported for the plan tests. */
 export const DRIVER_SQL = `SELECT t.value ->> 0 AS term, t.value ->> 1 AS compact,
     (SELECT COUNT(*) FROM (SELECT 1 FROM search_terms s WHERE s.installation_id = ?1 AND s.term IN (t.value ->> 0, t.value ->> 1) LIMIT 10000)) AS n
   FROM json_each(?2) t ORDER BY n, term LIMIT 1`;
@@ -99,7 +99,7 @@ function binds(installationId: string, m: Matcher | null, query: SearchQuery): u
 
 // ?12, ?13: the cursor's time and id; ?14 the page size + 1. With q, the matches drive (CROSS JOIN
 // keeps them first, the unary + keeps the planner off a walk of the installation's rows in time
-// order): the cost follows the matches, not the installation's size.
+// order): the cost follows the matches, not the installation's size. Exported for the plan tests.
 export const STATEMENTS: Record<Exclude<SearchType, "account">, { matched: string; all: string }> = {
   report: {
     matched: `WITH ${HITS_CTE}
