@@ -4,6 +4,7 @@
 // (w0 … w4999: words (13·i + 977·j) mod 5000, j = 0…5), the common word "spam" when i % 5 = 0, and
 // reporter `reporter-(i mod 10,000)`; its terms are the keyed terms intake would write for that
 // description and reporter (the same function), so queries take the production path.
+import { compactTerm, termTimeSql } from "../src/cases/search/search-terms";
 import { searchTerm } from "../src/lib/person-keys";
 
 const MAX_CHUNK = 50_000;
@@ -21,9 +22,9 @@ function termsOf(installationId: string) {
   let lists = termLists.get(installationId);
   if (!lists) {
     lists = {
-      words: JSON.stringify(Array.from({ length: SEARCH_VOCABULARY }, (_, k) => searchTerm(installationId, "word", `w${k}`))),
-      reporters: JSON.stringify(Array.from({ length: SEARCH_REPORTERS }, (_, k) => searchTerm(installationId, "reporter_id", `reporter-${k}`))),
-      spam: searchTerm(installationId, "word", "spam"),
+      words: JSON.stringify(Array.from({ length: SEARCH_VOCABULARY }, (_, k) => compactTerm(searchTerm(installationId, "word", `w${k}`)))),
+      reporters: JSON.stringify(Array.from({ length: SEARCH_REPORTERS }, (_, k) => compactTerm(searchTerm(installationId, "reporter_id", `reporter-${k}`)))),
+      spam: compactTerm(searchTerm(installationId, "word", "spam")),
     };
     termLists.set(installationId, lists);
   }
@@ -44,6 +45,8 @@ export async function seedSearch(env: Env, body: { templateId?: unknown; from?: 
   const terms = termsOf(template.installationId);
   const range = `WITH RECURSIVE n(i) AS (SELECT CAST(?1 AS INTEGER) UNION ALL SELECT i + 1 FROM n WHERE i < CAST(?2 AS INTEGER))`;
   const at = `strftime('%Y-%m-%dT%H:%M:%fZ', (?4 + n.i * ?5) / 1000.0, 'unixepoch')`;
+  // The term rows in the form intake writes (search-terms.ts: compact terms, the time in base 62).
+  const termAt = termTimeSql(at);
   const started = performance.now();
   const [reports, words, others] = await env.DB.batch([
     env.DB.prepare(`
@@ -62,7 +65,7 @@ export async function seedSearch(env: Env, body: { templateId?: unknown; from?: 
         w(k, term) AS (SELECT CAST(key AS INTEGER), value FROM json_each(?6)),
         n(i, term) AS (SELECT CAST(?1 AS INTEGER) + m.m * ${SEARCH_VOCABULARY} + (((w.k - j.j * 977) % ${SEARCH_VOCABULARY} + ${SEARCH_VOCABULARY}) % ${SEARCH_VOCABULARY}) * ${INVERSE_13} % ${SEARCH_VOCABULARY}, w.term FROM w, j, m)
       INSERT OR IGNORE INTO search_terms (installation_id, term, created_at, record_id)
-      SELECT t.installation_id, n.term, ${at}, printf('rpt_search_%07d', n.i) FROM n, reports t WHERE t.id = ?3 AND n.i <= CAST(?2 AS INTEGER) AND n.i >= CAST(?1 AS INTEGER)`).bind(
+      SELECT t.installation_id, n.term, ${termAt}, printf('rpt_search_%07d', n.i) FROM n, reports t WHERE t.id = ?3 AND n.i <= CAST(?2 AS INTEGER) AND n.i >= CAST(?1 AS INTEGER)`).bind(
       from,
       from + count - 1,
       body.templateId,
@@ -76,7 +79,7 @@ export async function seedSearch(env: Env, body: { templateId?: unknown; from?: 
         n(i, term) AS (SELECT CAST(?1 AS INTEGER) + m.m * ${SEARCH_REPORTERS} + w.k, w.term FROM w, m
           UNION ALL SELECT i, ?7 FROM (WITH RECURSIVE r(i) AS (SELECT CAST(?1 AS INTEGER) UNION ALL SELECT i + 5 FROM r WHERE i + 5 <= CAST(?2 AS INTEGER)) SELECT i FROM r))
       INSERT OR IGNORE INTO search_terms (installation_id, term, created_at, record_id)
-      SELECT t.installation_id, n.term, ${at}, printf('rpt_search_%07d', n.i) FROM n, reports t WHERE t.id = ?3 AND n.i <= CAST(?2 AS INTEGER) AND n.i >= CAST(?1 AS INTEGER)`).bind(
+      SELECT t.installation_id, n.term, ${termAt}, printf('rpt_search_%07d', n.i) FROM n, reports t WHERE t.id = ?3 AND n.i <= CAST(?2 AS INTEGER) AND n.i >= CAST(?1 AS INTEGER)`).bind(
       from,
       from + count - 1,
       body.templateId,

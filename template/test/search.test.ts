@@ -4,7 +4,9 @@
 // personal data are audited without the query; another installation's records never appear.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { eraseReportTermsStatement, listTermsOnReports } from "../src/cases/search/search-terms";
+import { buildCaseArchive, SCOPE_SQL, TABLES } from "../src/cases/archive/case-scope";
+import { DRIVER_SQL, STATEMENTS } from "../src/cases/search/search";
+import { compactTerm, eraseReportTermsStatement, hexTerm, listTermsOnReports, parseTermsColumn, termTime, termTimeSql } from "../src/cases/search/search-terms";
 import { sweepUnlistedTerms, termKeysOfReports } from "../src/cases/search/terms-listing";
 import { type ErasureCounts, eraseReports } from "../src/cases/retention/retention-erase";
 import { api, newInstallation, personKey } from "./helpers";
@@ -29,6 +31,8 @@ async function fileReport(apiKey: string, input: { subjectId: string; owner?: st
 const termRows = async (installationId: string, id: string) =>
   (await env.DB.prepare(`SELECT term FROM search_terms WHERE installation_id = ?1 AND record_id = ?2 ORDER BY term`).bind(installationId, id).all<{ term: string }>()).results.map((r) => r.term);
 const listed = async (id: string) => (await env.DB.prepare(`SELECT search_terms AS terms FROM reports WHERE id = ?1`).bind(id).first<{ terms: string | null }>())?.terms ?? null;
+/** The terms a report's list names, sorted (either form of the list). */
+const listedTerms = async (id: string) => parseTermsColumn(await listed(id))?.sort() ?? null;
 const auditOf = (installationId: string, id: string, at: string) => (n: ErasureCounts) => ({
   installationId,
   idempotencyKey: `test:${id}`,
@@ -135,9 +139,9 @@ describe("search", () => {
     const bare = await fileReport(apiKey, { subjectId: "post-e3" });
     const erasedTerms = await termRows(installationId, erased.id);
     expect(erasedTerms.length).toBe(5); // four words and the reporter's id
-    expect(JSON.parse((await listed(erased.id))!).sort()).toEqual(erasedTerms);
-    expect(JSON.parse((await listed(kept.id))!).sort()).toEqual(await termRows(installationId, kept.id));
-    expect(await listed(bare.id)).toBe("[]");
+    expect(await listedTerms(erased.id)).toEqual(erasedTerms);
+    expect(await listedTerms(kept.id)).toEqual(await termRows(installationId, kept.id));
+    expect(await listed(bare.id)).toBe("");
 
     // The table has no second B-tree. With statistics saying one term is common (as ANALYZE or
     // PRAGMA optimize would write them), the erasure still seeks each row by its whole key.
@@ -195,8 +199,110 @@ describe("search", () => {
     let summary: { listed: number; more: number };
     do summary = await sweepUnlistedTerms(env);
     while (summary.more === 1);
-    expect(JSON.parse((await listed(swept.id))!).sort()).toEqual(await termRows(installationId, swept.id));
+    expect(await listedTerms(swept.id)).toEqual(await termRows(installationId, swept.id));
     expect((await termRows(installationId, swept.id)).length).toBe(5);
+  });
+
+  it("rows in the previous form (hex terms at the report's ISO time, a JSON list) are found beside compact ones, page alike, are listed and archived in their form, and erasure removes them", async () => {
+    const { id: installationId, apiKey } = await newInstallation("search-forms");
+    const reporter = `r-${crypto.randomUUID()}`;
+    const old = await fileReport(apiKey, { subjectId: "post-f1", description: "Glimmerfax crates for sale", reporter: { id: reporter } });
+    const fresh = await fileReport(apiKey, { subjectId: "post-f2", description: "Glimmerfax crates again" });
+    const createdAt = async (id: string) => (await env.DB.prepare(`SELECT created_at AS at FROM reports WHERE id = ?1`).bind(id).first<{ at: string }>())!.at;
+
+    // Intake writes the compact form: 14-character terms at 7 base-62 digits of the time, the list their concatenation.
+    const freshRows = (await env.DB.prepare(`SELECT term, created_at AS at FROM search_terms WHERE installation_id = ?1 AND record_id = ?2`).bind(installationId, fresh.id).all<{ term: string; at: string }>()).results;
+    expect(freshRows.length).toBe(3);
+    for (const row of freshRows) {
+      expect(row.term).toMatch(/^[A-Za-z0-9_-]{14}$/u);
+      expect(row.at).toBe(termTime(await createdAt(fresh.id)));
+    }
+    expect(await listed(fresh.id)).toHaveLength(3 * 14);
+
+    // The old report's rows as the previous release wrote them (its very statement), and its list.
+    const hexes = (await termRows(installationId, old.id)).map(hexTerm);
+    expect(hexes.length).toBe(5);
+    expect(hexes.map(compactTerm).sort()).toEqual(await termRows(installationId, old.id));
+    await env.DB.batch([
+      env.DB.prepare(`DELETE FROM search_terms WHERE installation_id = ?1 AND record_id = ?2`).bind(installationId, old.id),
+      env.DB.prepare(`INSERT OR IGNORE INTO search_terms (installation_id, term, created_at, record_id)
+        SELECT ?1, t.value, ?2, ?3 FROM json_each(?4) t WHERE EXISTS (SELECT 1 FROM reports WHERE id = ?3 AND installation_id = ?1)`).bind(installationId, await createdAt(old.id), old.id, JSON.stringify(hexes)),
+      env.DB.prepare(`UPDATE reports SET search_terms = ?2 WHERE id = ?1`).bind(old.id, JSON.stringify(hexes)),
+    ]);
+    expect(await termRows(installationId, old.id)).toEqual([...hexes].sort());
+
+    // Search: the same answers, order and pages as when both were compact.
+    expect(ids((await search(apiKey, { q: "glimmerfax" })).body)).toEqual([fresh.id, old.id]);
+    expect(ids((await search(apiKey, { q: "crates glimmerfax" })).body)).toEqual([fresh.id, old.id]);
+    expect(ids((await search(apiKey, { q: "glimmerfax sale" })).body)).toEqual([old.id]);
+    expect(ids((await search(apiKey, { q: "again crates" })).body)).toEqual([fresh.id]);
+    expect(ids((await search(apiKey, { q: reporter })).body)).toEqual([old.id]);
+    expect(ids((await search(apiKey, { q: "glimmerfax", type: "case" })).body)).toEqual([fresh.caseId, old.caseId]);
+    const page1 = await search(apiKey, { q: "glimmerfax crates", limit: "1" });
+    expect(ids(page1.body)).toEqual([fresh.id]);
+    const page2 = await search(apiKey, { q: "glimmerfax crates", limit: "1", cursor: page1.body.nextCursor });
+    expect(ids(page2.body)).toEqual([old.id]);
+    expect(page2.body.nextCursor).toBeNull();
+
+    // Unlisted, the old report is listed by the schedule in its rows' form (the JSON array), the new one compact.
+    await env.DB.prepare(`UPDATE reports SET search_terms = NULL WHERE id IN (?1, ?2)`).bind(old.id, fresh.id).run();
+    let summary: { listed: number; more: number };
+    do summary = await sweepUnlistedTerms(env);
+    while (summary.more === 1);
+    expect(JSON.parse((await listed(old.id))!).sort()).toEqual([...hexes].sort());
+    expect(await listed(fresh.id)).not.toMatch(/^\[/u);
+    expect(await listedTerms(fresh.id)).toEqual(await termRows(installationId, fresh.id));
+
+    // The case archive reads each report's rows by key in its list's form (and by the primary key only).
+    const oldCase = await buildCaseArchive(env.DB, installationId, old.caseId);
+    expect(oldCase!.body.tables.search_terms.map((r) => r.term).sort()).toEqual([...hexes].sort());
+    expect(oldCase!.body.tables.search_terms.every((r) => r.created_at === oldCase!.body.tables.reports[0]!.created_at)).toBe(true);
+    const freshCase = await buildCaseArchive(env.DB, installationId, fresh.caseId);
+    expect(freshCase!.body.tables.search_terms.map((r) => r.term).sort()).toEqual(await termRows(installationId, fresh.id));
+    const select = TABLES.find((t) => t.name === "search_terms")!.select;
+    const plan = (await env.DB.prepare(`EXPLAIN QUERY PLAN ${SCOPE_SQL} ${select}`).bind(old.caseId, installationId).all<{ detail: string }>()).results.map((r) => r.detail);
+    // One seek per form down to the report's created_at at least (as erasure's), never a walk of the installation's rows.
+    const termSteps = plan.filter((d) => /search_terms/u.test(d));
+    expect(termSteps).toHaveLength(2);
+    for (const step of termSteps) expect(step.startsWith("SEARCH search_terms USING PRIMARY KEY (installation_id=? AND term=? AND created_at=?")).toBe(true);
+
+    // Search seeks both forms of a term by the key: the driving term by (installation, term), each other word by the whole key.
+    const words = JSON.stringify(["glimmerfax", "crates"].map(() => ["00000000000000000001", compactTerm("00000000000000000001")]));
+    const binds = [installationId, words, 2, "[]", null, null, null, null, null, null, null, null, null, 51, "00000000000000000001", compactTerm("00000000000000000001")];
+    const searchPlan = (
+      await env.DB.prepare(`EXPLAIN QUERY PLAN ${STATEMENTS.report.matched}`)
+        .bind(...binds)
+        .all<{ detail: string }>()
+    ).results.map((r) => r.detail);
+    expect(searchPlan).toContain("SEARCH a USING PRIMARY KEY (installation_id=? AND term=?)");
+    expect(searchPlan).toContain("SEARCH b USING PRIMARY KEY (installation_id=? AND term=? AND created_at=? AND record_id=?)");
+    expect(searchPlan.some((d) => /SCAN (search_terms|a|b)\b/u.test(d))).toBe(false);
+    const driverPlan = (await env.DB.prepare(`EXPLAIN QUERY PLAN ${DRIVER_SQL}`).bind(installationId, words).all<{ detail: string }>()).results.map((r) => r.detail);
+    expect(driverPlan).toContain("SEARCH s USING PRIMARY KEY (installation_id=? AND term=?)");
+
+    // Erasure removes both forms' rows; nothing is found any more.
+    const at = new Date().toISOString();
+    await eraseReports(env, installationId, { reportIds: [old.id, fresh.id], at, audit: auditOf(installationId, old.id, at) });
+    expect(await termRows(installationId, old.id)).toEqual([]);
+    expect(await termRows(installationId, fresh.id)).toEqual([]);
+    expect(ids((await search(apiKey, { q: "glimmerfax" })).body)).toEqual([]);
+    expect(ids((await search(apiKey, { q: reporter })).body)).toEqual([]);
+  });
+
+  it("the compact time of a term row is the same computed in SQL as in the Worker, and sorts as the times do", async () => {
+    const times = ["1970-01-01T00:00:00.000Z", "2001-09-09T01:46:39.999Z", "2026-12-02T17:57:55.938Z", "2026-12-02T17:57:55.939Z", "2080-12-31T23:59:59.999Z"];
+    for (const time of times) {
+      expect(
+        await env.DB.prepare(`SELECT ${termTimeSql("?1")} AS t`)
+          .bind(time)
+          .first("t"),
+      ).toBe(termTime(time));
+      expect(termTime(time)).toHaveLength(7);
+    }
+    const compact = times.map((t) => termTime(t)!);
+    expect([...compact].sort()).toEqual(compact);
+    expect(hexTerm(compactTerm("00ff10ab9c8d7e6f5a41"))).toBe("00ff10ab9c8d7e6f5a41");
+    expect(compactTerm("ffffffffffffffffffff")).toBe("_____________w");
   });
 
   it("rows of a backup or case archive keep a list that names exactly their term rows; any other list is made again from those rows", () => {
@@ -216,5 +322,21 @@ describe("search", () => {
     ]);
     // A list naming exactly its rows stays as written (a case reads back as it was archived).
     expect(reports.map((r) => r.search_terms)).toEqual([JSON.stringify(["aaaa", "bbbb"]), "[]", JSON.stringify(["cccc"]), null, JSON.stringify(["eeee", "dddd"])]);
+
+    // Compact rows: a compact list naming them stays; a list in the other form, or naming others, is made again compact.
+    const [a, b, c] = ["00000000000000000001", "00000000000000000002", "00000000000000000003"].map(compactTerm) as [string, string, string];
+    const compact: Record<string, unknown>[] = [
+      { id: "rpt_f", search_terms: `${b}${a}` },
+      { id: "rpt_g", search_terms: JSON.stringify(["00000000000000000003"]) },
+      { id: "rpt_h", search_terms: a },
+      { id: "rpt_i", search_terms: "" },
+    ];
+    listTermsOnReports(compact, [
+      { record_id: "rpt_f", term: a },
+      { record_id: "rpt_f", term: b },
+      { record_id: "rpt_g", term: c },
+      { record_id: "rpt_h", term: c },
+    ]);
+    expect(compact.map((r) => r.search_terms)).toEqual([`${b}${a}`, c, c, ""]);
   });
 });

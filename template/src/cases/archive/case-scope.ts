@@ -8,6 +8,7 @@ import { sha256Hex } from "../../lib/crypto";
 import { subjectArchiveKey } from "../../lib/person-keys";
 import { DEFAULT_HOT_DAYS } from "../../lib/storage-tiers";
 import { HELD_SQL } from "../retention/preservation-holds";
+import { reportTermRowsSql } from "../search/search-terms";
 
 export const CASE_ARCHIVE_FORMAT = "safest-tools.case-archive";
 export const CASE_ARCHIVE_SCHEMA_VERSION = 1;
@@ -100,11 +101,11 @@ export const SCOPE_SQL = `
 export const TABLES = [
   { name: "cases", select: `SELECT * FROM cases WHERE id = ?1 AND installation_id = ?2` },
   { name: "reports", select: `SELECT * FROM reports WHERE id IN (SELECT id FROM rp) ORDER BY created_at, id` },
-  // The reports' keyed search terms (cases/search), reached by key from each report's list of them: an archived report leaves search, and comes back to it with its case.
+  // The reports' keyed search terms (cases/search), reached by key from each report's list of them
+  // (in the list's form: search-terms.ts): an archived report leaves search, and comes back to it with its case.
   {
     name: "search_terms",
-    select: `SELECT * FROM search_terms WHERE installation_id = ?2 AND (term, created_at, record_id) IN (
-      SELECT t.value, r.created_at, r.id FROM reports r CROSS JOIN json_each(r.search_terms) t WHERE r.id IN (SELECT id FROM rp)) ORDER BY record_id, term, created_at`,
+    select: `${reportTermRowsSql("?2", "r.id IN (SELECT id FROM rp)")} ORDER BY record_id, term, created_at`,
   },
   // Parents before their child runs.
   { name: "workflow_runs", select: `SELECT * FROM workflow_runs WHERE id IN (SELECT id FROM ru) ORDER BY parent_run_id IS NOT NULL, created_at, id` },

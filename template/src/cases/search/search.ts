@@ -12,7 +12,7 @@ import { AppError } from "../../errors";
 import { encodeCursor } from "../../lib/cursor";
 import { personKey, searchTerm } from "../../lib/person-keys";
 import { signalKeys } from "../reports/signals";
-import { normalizeIdentifier, searchWords } from "./search-terms";
+import { normalizeIdentifier, searchWords, termForms } from "./search-terms";
 
 export const SEARCH_TYPES = ["report", "case", "decision", "account"] as const;
 export type SearchType = (typeof SEARCH_TYPES)[number];
@@ -37,37 +37,39 @@ export interface SearchQuery {
 }
 
 interface Matcher {
-  /** JSON array of terms that must all match (the description's words). */
+  /** JSON array of the terms that must all match (the description's words), each as [hex, compact] (a row holds one form or the other: search-terms.ts). */
   words: string;
   wordCount: number;
-  /** JSON array of terms any of which matches (the reporter's id or contact). */
+  /** JSON array of terms any of which matches (the reporter's id or contact), in both forms. */
   exact: string;
 }
 
 function matcher(installationId: string, q: string): Matcher {
-  const words = searchWords(q, MAX_QUERY_WORDS).map((word) => searchTerm(installationId, "word", word));
-  const exact = [searchTerm(installationId, "reporter_id", normalizeIdentifier("reporter_id", q)), searchTerm(installationId, "reporter_contact", normalizeIdentifier("reporter_contact", q))];
+  const words = searchWords(q, MAX_QUERY_WORDS).map((word) => termForms(searchTerm(installationId, "word", word)));
+  const exact = [searchTerm(installationId, "reporter_id", normalizeIdentifier("reporter_id", q)), searchTerm(installationId, "reporter_contact", normalizeIdentifier("reporter_contact", q))].flatMap(termForms);
   return { words: JSON.stringify(words), wordCount: words.length, exact: JSON.stringify(exact) };
 }
 
 /**
  * The reports `q` matches, as a CTE `hits(id)`; binds ?1 installation, ?2 word terms, ?3 their
- * count, ?4 exact terms, ?15 the word term with the fewest reports (DRIVER_SQL). The words are
- * matched from that rarest term's rows, each other word checked by one seek of search_terms' key
- * (a report's terms share its created_at), so a common word costs nothing more than a rare one;
- * the exact terms are one seek each.
+ * count, ?4 exact terms, ?15 and ?16 the word term with the fewest reports (DRIVER_SQL) in its
+ * hex and compact forms. The words are matched from that rarest term's rows, each other word
+ * checked by a seek of search_terms' key per form (a report's terms share its created_at, in the
+ * same form), so a common word costs nothing more than a rare one; the exact terms are one seek
+ * each per form.
  */
 const HITS_CTE = `hits(id) AS (
-    SELECT a.record_id FROM search_terms a WHERE a.installation_id = ?1 AND a.term = ?15 AND ?3 > 0
-      AND NOT EXISTS (SELECT 1 FROM json_each(?2) t WHERE t.value <> ?15
-        AND NOT EXISTS (SELECT 1 FROM search_terms b WHERE b.installation_id = ?1 AND b.term = t.value AND b.created_at = a.created_at AND b.record_id = a.record_id))
+    SELECT a.record_id FROM search_terms a WHERE a.installation_id = ?1 AND a.term IN (?15, ?16) AND ?3 > 0
+      AND NOT EXISTS (SELECT 1 FROM json_each(?2) t WHERE t.value ->> 0 <> ?15
+        AND NOT EXISTS (SELECT 1 FROM search_terms b WHERE b.installation_id = ?1 AND b.term IN (t.value ->> 0, t.value ->> 1) AND b.created_at = a.created_at AND b.record_id = a.record_id))
     UNION
     SELECT record_id FROM search_terms WHERE installation_id = ?1 AND term IN (SELECT value FROM json_each(?4))
   )`;
 
-/** The word term of ?2 with the fewest rows (counted up to 10,000 each), to drive HITS_CTE; ?1 the installation. */
-const DRIVER_SQL = `SELECT t.value AS term, (SELECT COUNT(*) FROM (SELECT 1 FROM search_terms s WHERE s.installation_id = ?1 AND s.term = t.value LIMIT 10000)) AS n
-  FROM json_each(?2) t ORDER BY n, t.value LIMIT 1`;
+/** The word term of ?2 with the fewest rows in both forms (counted up to 10,000 each), to drive HITS_CTE; ?1 the installation. Exported for the plan tests. */
+export const DRIVER_SQL = `SELECT t.value ->> 0 AS term, t.value ->> 1 AS compact,
+    (SELECT COUNT(*) FROM (SELECT 1 FROM search_terms s WHERE s.installation_id = ?1 AND s.term IN (t.value ->> 0, t.value ->> 1) LIMIT 10000)) AS n
+  FROM json_each(?2) t ORDER BY n, term LIMIT 1`;
 
 // Filters on a report `r` (binds ?5 category, ?6 from, ?7 to, ?8 state, ?9 queue, ?10 outcome, ?11 automation).
 const REPORT_FILTERS = `(?5 IS NULL OR r.category = ?5) AND (?6 IS NULL OR r.created_at >= ?6) AND (?7 IS NULL OR r.created_at < ?7)
@@ -97,8 +99,8 @@ function binds(installationId: string, m: Matcher | null, query: SearchQuery): u
 
 // ?12, ?13: the cursor's time and id; ?14 the page size + 1. With q, the matches drive (CROSS JOIN
 // keeps them first, the unary + keeps the planner off a walk of the installation's rows in time
-// order): the cost follows the matches, not the installation's size.
-const STATEMENTS: Record<Exclude<SearchType, "account">, { matched: string; all: string }> = {
+// order): the cost follows the matches, not the installation's size. Exported for the plan tests.
+export const STATEMENTS: Record<Exclude<SearchType, "account">, { matched: string; all: string }> = {
   report: {
     matched: `WITH ${HITS_CTE}
       SELECT r.id, r.created_at AS at, r.category, r.source, r.subject_kind AS subjectKind, r.subject_id AS subjectId, r.case_id AS caseId
@@ -190,9 +192,9 @@ export async function search(env: Env, actor: Actor, query: SearchQuery): Promis
     const m = q ? matcher(actor.installationId, q) : null;
     if (m) fields = ["description", "reporter.id", "reporter.contact"];
     const statement = STATEMENTS[query.type];
-    const driver = m && m.wordCount > 0 ? await env.DB.prepare(DRIVER_SQL).bind(actor.installationId, m.words).first<{ term: string }>() : null;
+    const driver = m && m.wordCount > 0 ? await env.DB.prepare(DRIVER_SQL).bind(actor.installationId, m.words).first<{ term: string; compact: string }>() : null;
     const { results } = await env.DB.prepare(m ? statement.matched : statement.all)
-      .bind(...binds(actor.installationId, m, normalized), ...(m ? [driver?.term ?? null] : []))
+      .bind(...binds(actor.installationId, m, normalized), ...(m ? [driver?.term ?? null, driver?.compact ?? null] : []))
       .all<Row>();
     rows = results;
   }
