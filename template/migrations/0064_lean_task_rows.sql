@@ -1,5 +1,5 @@
 -- Leaner task rows: a task's response schema is stored once per installation, the completer is not
--- written twice, and the indexes of human_tasks drop what no query needs. No row is rewritten:
+-- written twice, a sealed context's digest marker is empty, and the indexes of human_tasks drop what no query needs. No row is rewritten:
 -- rows written before read as they were (both forms are read), and no data moves.
 --
 -- task_response_schemas: one row per distinct response schema of an installation (the schema a
@@ -17,6 +17,9 @@
 -- checks claimed_by), so the completer is the claimant. New completions write '' there, meaning
 -- "the claimant" (claimed_by, which a completed task keeps); rows completed before keep the name,
 -- and a task the run closed without an answer keeps NULL. Readers: TASK_COMPLETED_BY_SQL.
+--
+-- human_tasks.context_digest of a sealed context: '' from now on (it said `sealed`, which nothing
+-- read; the sealed text authenticates itself). Erasure's `erased` is unchanged.
 --
 -- Indexes (each checked with EXPLAIN QUERY PLAN in test/task-rows.test.ts):
 -- - human_tasks_ended (installation_id, updated_at; ended) and human_tasks_queue_completed

@@ -5,11 +5,12 @@ import { sealPersonalData } from "../reports/report-crypto";
 import { reviewerAuditId } from "../../lib/person-keys";
 
 /**
- * `context_digest` of a task whose context is sealed: the sealed text authenticates itself (its
- * AES-GCM tag), so no digest of it is kept (rows written before hold `sealed:sha256:<hex>`; an
- * erased context says `erased`).
+ * `context_digest` of a task whose context is sealed: empty, since the sealed text authenticates
+ * itself (its AES-GCM tag) and no digest of it is kept. Rows written before hold `sealed` or
+ * `sealed:sha256:<hex>`; an erased context says `erased`. Nothing reads it but erasure's
+ * "not erased yet" (migration 0064).
  */
-export const SEALED_CONTEXT = "sealed";
+export const SEALED_CONTEXT = "";
 
 /**
  * SQL: who completed task `t` (an alias of human_tasks, or the table's name). A completion writes ''
