@@ -1,7 +1,7 @@
 -- Leaner task rows: a task's response schema is stored once per installation, the completer is not
 -- written twice, a sealed context's digest marker is empty, and the indexes of human_tasks drop
 -- what no query needs. No row is rewritten: rows written before read as they were (both forms are
--- read), and no data moves; the one new index is built from the table in the migration.
+-- read), and no data moves; the three new indexes are built from the table by the migration.
 --
 -- task_response_schemas: one row per distinct response schema of an installation (the schema a
 -- human_task or handoff node names, which every task that node opens repeated, 120 bytes and more
