@@ -4,6 +4,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { COMPLETION_TIMES_SQL } from "../src/cases/queues/queues";
+import { QUEUE_LISTING_SQL } from "../src/cases/queues/tasks";
 import { TASK_TIMES_SQL } from "../src/cases/qa/qa-figures";
 import { MINUTES_SQL } from "../src/cases/wellness/wellness";
 import { ROLLUP_SQL } from "../src/metrics/rollup";
@@ -188,6 +189,29 @@ describe("task rows written in the previous form", () => {
 describe("task rows: plans of the queries whose indexes changed", () => {
   const inst = "inst_plan";
   const iso = new Date().toISOString();
+
+  it("the queue's listing still walks human_tasks_queue_listing in order (no sort); each task's schema is one primary-key lookup", async () => {
+    for (const cursor of [
+      ["", 101, ""],
+      [iso, 50, "task_x"],
+    ]) {
+      const details = await planOf(QUEUE_LISTING_SQL, [inst, "q_plan", "open", ...cursor, 51, iso]);
+      const text = details.join(" | ");
+      expect(
+        details.some((d) => /human_tasks_queue_listing \(installation_id=\? AND queue_id=\? AND state=\?/u.test(d)),
+        text,
+      ).toBe(true);
+      expect(
+        details.some((d) => /TEMP B-TREE/u.test(d)),
+        text,
+      ).toBe(false);
+      expect(
+        details.some((d) => /SEARCH s USING PRIMARY KEY \(installation_id=\? AND number=\?\)/u.test(d)),
+        text,
+      ).toBe(true);
+      expectNoTaskWalk(details);
+    }
+  });
 
   it("queue stats' time to complete and the QA figures' task times read human_tasks_queue_ended, one range per queue", async () => {
     const stats = await planOf(COMPLETION_TIMES_SQL, [inst, "q_plan", iso]);

@@ -132,6 +132,23 @@ export async function visibleQueue(env: Env, actor: Actor, queueId: string) {
   return queue;
 }
 
+/**
+ * The listing's statement (?1 installation, ?2 queue, ?3 state, ?4-?6 the cursor's due date,
+ * priority and id, ?7 the page's size + 1, ?8 now). A claimed task whose lease lapsed is open again,
+ * at its place in due order (the second arm, merged with the first in index order: no sort);
+ * `claimed` lists live leases only.
+ */
+export const QUEUE_LISTING_SQL = `
+    SELECT ${TASK_COLUMNS} FROM human_tasks
+    WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3 AND (?3 <> 'claimed' OR lease_expires_at > ?8)
+      AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
+    UNION ALL
+    SELECT ${TASK_COLUMNS} FROM human_tasks
+    WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'claimed' AND ?3 = 'open' AND lease_expires_at <= ?8
+      AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
+    ORDER BY dueAt, priority DESC, id LIMIT ?7
+  `;
+
 /** Tasks of a queue in SLA order (due date, then priority, then id), one page after `cursor`. */
 export async function listQueueTasks(env: Env, actor: Actor, queueId: string, options: { state?: string; limit?: number; cursor?: string }) {
   if (!canSeeQueue(actor, queueId)) throw notFound("queue");
@@ -148,18 +165,7 @@ export async function listQueueTasks(env: Env, actor: Actor, queueId: string, op
   }
   const after = cursor ? { dueAt: String(cursor[0]), priority: Number(cursor[1]), id: String(cursor[2]) } : null;
   const now = new Date().toISOString();
-  // A claimed task whose lease lapsed is open again, at its place in due order (the second arm, merged
-  // with the first in index order: no sort); `claimed` lists live leases only.
-  const { results } = await env.DB.prepare(`
-    SELECT ${TASK_COLUMNS} FROM human_tasks
-    WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3 AND (?3 <> 'claimed' OR lease_expires_at > ?8)
-      AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
-    UNION ALL
-    SELECT ${TASK_COLUMNS} FROM human_tasks
-    WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'claimed' AND ?3 = 'open' AND lease_expires_at <= ?8
-      AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
-    ORDER BY dueAt, priority DESC, id LIMIT ?7
-  `)
+  const { results } = await env.DB.prepare(QUEUE_LISTING_SQL)
     .bind(actor.installationId, queueId, state, after?.dueAt ?? "", after?.priority ?? 101, after?.id ?? "", limit + 1, now)
     .all<TaskRow>();
   // A task of the queue proves the queue (tasks are made in an existing queue, and queues are never
