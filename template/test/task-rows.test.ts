@@ -99,6 +99,20 @@ describe("task rows: the response schema once per installation", () => {
     expect(listed.body.items.map((t: any) => t.responseSchema)).toEqual([JSON.parse(canonicalSchema), JSON.parse(canonicalSchema)]);
   });
 
+  it("a task opened when its schema's row is missing (a recording batch that failed) holds the schema itself and answers it", async () => {
+    const s = await setup("missing");
+    await taskOf(s);
+    await env.DB.prepare("DELETE FROM task_response_schemas WHERE installation_id = ?1").bind(s.installationId).run();
+    const taskId = await taskOf(s);
+    const row = await raw(taskId);
+    // Either the schema was recorded again (a new isolate) and the row holds its number, or the row holds the schema: never neither.
+    const recorded = await env.DB.prepare("SELECT schema_json AS schemaJson FROM task_response_schemas WHERE installation_id = ?1 AND number = ?2").bind(s.installationId, row!.schemaId).first<{ schemaJson: string }>();
+    if (row!.schemaJson === "") expect(recorded?.schemaJson).toBe(canonicalSchema);
+    else expect(row).toMatchObject({ schemaJson: canonicalSchema, schemaId: null });
+    const read = await api(`/api/v1/tasks/${taskId}`, { key: s.apiKey });
+    expect(read.body.responseSchema).toEqual(JSON.parse(canonicalSchema));
+  });
+
   it("another installation with the same schema has its own row; its tasks never read the first one's", async () => {
     const first = await setup("tenant-a");
     const second = await setup("tenant-b");

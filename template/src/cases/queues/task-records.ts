@@ -45,6 +45,23 @@ export function responseSchemaStatement(db: D1Database, input: { installationId:
     .bind(input.installationId, input.schemaJson, input.at);
 }
 
+/** Installation and schema pairs this isolate has put in a batch to record: their tasks skip the statement. */
+const recordedSchemas = new Set<string>();
+const RECORDED_SCHEMAS_MAX = 1_000;
+
+/**
+ * responseSchemaStatement, unless this isolate already sent it for the pair (a statement per task
+ * saved). Should that batch have failed, a task of the schema holds the schema itself
+ * (responseSchemaValuesSql), which reads the same; a new isolate records it again.
+ */
+function responseSchemaStatements(db: D1Database, input: { installationId: string; schemaJson: string; at: string }): D1PreparedStatement[] {
+  const key = `${input.installationId}\n${input.schemaJson}`;
+  if (recordedSchemas.has(key)) return [];
+  if (recordedSchemas.size >= RECORDED_SCHEMAS_MAX) recordedSchemas.clear();
+  recordedSchemas.add(key);
+  return [responseSchemaStatement(db, input)];
+}
+
 /**
  * SQL for a task INSERT after responseSchemaStatement in the same batch: the values of
  * (response_schema_number, response_schema_json) for the schema bound at `schema` in installation
@@ -60,8 +77,8 @@ export const responseSchemaValuesSql = (installation: string, schema: string) =>
  * Opens the task of a step (a human_task node, or a handoff to a queue): due by the queue's SLA,
  * taking report and appeal from the run. The context (what the reviewer sees, which may quote the
  * reported content) is sealed; `context_json` stays `{}`. The response schema is the installation's
- * numbered one (recorded by the first statement, once per distinct schema). A repeat for the same
- * step writes nothing.
+ * numbered one (recorded by a first statement the first time this isolate opens a task of it). A
+ * repeat for the same step writes nothing.
  */
 export async function openTaskStatements(
   env: Env,
@@ -83,7 +100,7 @@ export async function openTaskStatements(
   const dueAt = new Date(Date.parse(input.at) + input.queue.slaSeconds * 1_000).toISOString();
   const schemaJson = canonicalJson(input.responseSchema);
   return [
-    responseSchemaStatement(env.DB, { installationId: input.installationId, schemaJson, at: input.at }),
+    ...responseSchemaStatements(env.DB, { installationId: input.installationId, schemaJson, at: input.at }),
     env.DB.prepare(`
     INSERT INTO human_tasks (
       id, installation_id, report_id, appeal_id, run_id, step_run_id, task_type, state, queue_id, priority,
