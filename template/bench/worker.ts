@@ -136,9 +136,11 @@ export class BareBenchWorkflow extends WorkflowEntrypoint<BenchEnv, BareBenchPar
  * this text (whitespace aside), so the plan shown is the plan of the query the API runs.
  */
 const LISTING_COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRunId, report_id AS reportId, appeal_id AS appealId,
-  task_type AS taskType, state, priority, context_json AS contextJson, context_sealed AS contextSealed, response_schema_json AS responseSchemaJson,
+  task_type AS taskType, state, priority, context_json AS contextJson, context_sealed AS contextSealed,
+  COALESCE((SELECT s.schema_json FROM task_response_schemas s WHERE s.installation_id = human_tasks.installation_id AND s.number = human_tasks.response_schema_number), human_tasks.response_schema_json) AS responseSchemaJson,
   response_json AS responseJson, due_at AS dueAt, expires_at AS expiresAt, claimed_by AS claimedBy, claimed_at AS claimedAt,
-  lease_expires_at AS leaseExpiresAt, completed_by AS completedBy, completed_at AS completedAt, created_at AS createdAt`;
+  lease_expires_at AS leaseExpiresAt, (CASE human_tasks.completed_by WHEN '' THEN human_tasks.claimed_by ELSE human_tasks.completed_by END) AS completedBy,
+  completed_at AS completedAt, created_at AS createdAt, origin`;
 const LISTING_TEMPLATE = `
     SELECT \${TASK_COLUMNS} FROM human_tasks
     WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3 AND (?3 <> 'claimed' OR lease_expires_at > ?8)

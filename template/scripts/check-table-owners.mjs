@@ -40,6 +40,7 @@ export const TABLE_OWNERS = {
   audit_segments: "audit",
   audit_anchor_due: "audit",
   human_tasks: "cases",
+  task_response_schemas: "cases",
   preservation_holds: "cases",
   person_data_keys: "cases",
   erasure_tombstones: "cases",

@@ -117,8 +117,8 @@ describe("retention of closed cases", () => {
     const before = await auditRows(a.id);
     expect(await verifies(a.apiKey)).toBe(true);
 
-    // A sealed context is authenticated by its own tag: the row keeps no digest of it, only that it is sealed.
-    expect(await env.DB.prepare("SELECT context_digest AS digest FROM human_tasks WHERE id = ?1").bind(oldTask).first()).toEqual({ digest: "sealed" });
+    // A sealed context is authenticated by its own tag: the row keeps no digest of it (an empty one; rows written before say `sealed`).
+    expect(await env.DB.prepare("SELECT context_digest AS digest FROM human_tasks WHERE id = ?1").bind(oldTask).first()).toEqual({ digest: "" });
     const summary = await sweepRetention(env, new Date());
     // Deliveries: the run's message, and the notifier's receipt of the notice (DSA Art. 16) sent outside the run.
     expect(summary).toMatchObject({ installations: 1, cases: 1, reports: 1, tasks: 1, stepOutputs: 1, deliveries: 2, failed: 0 });

@@ -5,7 +5,7 @@
 // prepare/complete are action-runtime.ts; cancelling proposals, proposal-cancellation.ts.
 import { auditStatement } from "../audit";
 import { ownIdentitySql, queueLimitOf, reviewerIdentity, runInQueuesSql, type Actor } from "../auth";
-import { hotOrArchived } from "../cases";
+import { hotOrArchived, TASK_COMPLETED_BY_SQL } from "../cases";
 import { AppError, conflict, notFound } from "../errors";
 import { sha256HexSync } from "../lib/crypto";
 import type { RowGuard } from "../lib/d1";
@@ -232,7 +232,7 @@ export async function decideProposal(env: Env, actor: Actor, proposalId: string,
 /** 403 `action_proposal.own_review` when the actor completed a task of the proposal's run (human_tasks_run index). */
 async function assertNotOwnReview(db: D1Database, actor: Actor, runId: string): Promise<void> {
   const own = await db
-    .prepare(`SELECT 1 AS x FROM human_tasks WHERE run_id = ?2 AND installation_id = ?1 AND state = 'completed' AND ${ownIdentitySql("completed_by", "?3")} LIMIT 1`)
+    .prepare(`SELECT 1 AS x FROM human_tasks WHERE run_id = ?2 AND installation_id = ?1 AND state = 'completed' AND ${ownIdentitySql(TASK_COMPLETED_BY_SQL(), "?3")} LIMIT 1`)
     .bind(actor.installationId, runId, reviewerIdentity(actor))
     .first();
   if (own) {

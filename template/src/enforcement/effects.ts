@@ -2,7 +2,7 @@
 // (recorded with what a DSA statement of reasons needs), handoff (a task in another queue, or a
 // signed report.handoff with an evidence bundle and its digest).
 import { auditStatement, canonicalJson, type AuditEventInput } from "../audit";
-import { contentOf, findQueueRow, openPersonalData, openTaskStatement, type ReportPersonalData } from "../cases";
+import { contentOf, findQueueRow, openPersonalData, openTaskStatements, TASK_COMPLETED_BY_SQL, type ReportPersonalData } from "../cases";
 import { AppError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
 import { contentReadStatement, evaluateInputMapping, type AuthorizedRun, type ExpressionContext, type WorkflowNodeV1 } from "../workflows";
@@ -110,7 +110,7 @@ export async function handoffWorkflowReport(call: EffectCall): Promise<EffectRes
     return {
       output: { port: "handed_off", handoffId, targetKind: "queue", queueId: queue.id, taskId },
       statements: [
-        await openTaskStatement(env, {
+        ...(await openTaskStatements(env, {
           installationId: run.installationId,
           taskId,
           stepId,
@@ -122,7 +122,7 @@ export async function handoffWorkflowReport(call: EffectCall): Promise<EffectRes
           responseSchema: node.config.response_schema ?? { type: "object" },
           at,
           expiresAt: null,
-        }),
+        })),
         env.DB.prepare(`INSERT OR IGNORE INTO handoffs (id, installation_id, run_id, step_run_id, report_id, target_kind, queue_id, task_id, created_at)
           VALUES (?1, ?2, ?3, ?4, ?5, 'queue', ?6, ?7, ?8)`).bind(handoffId, run.installationId, run.id, stepId, run.reportId, queue.id, taskId, at),
         auditStatement(env.DB, {
@@ -218,7 +218,7 @@ export function completeHandoffStatements(
     db
       .prepare(`UPDATE handoffs SET completed_at = ?3, completed_by = ?4, outcome = ?5, response_digest = ?6
         WHERE id = ?1 AND task_id = ?2 AND completed_at IS NULL
-          AND EXISTS (SELECT 1 FROM human_tasks WHERE id = ?2 AND state = 'completed' AND completed_by = ?4 AND completed_at = ?3)`)
+          AND EXISTS (SELECT 1 FROM human_tasks WHERE id = ?2 AND state = 'completed' AND ${TASK_COMPLETED_BY_SQL()} = ?4 AND completed_at = ?3)`)
       .bind(input.handoffId, input.taskId, input.at, input.completedBy, input.outcome, input.responseDigest),
     auditStatement(
       db,

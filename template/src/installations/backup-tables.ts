@@ -94,6 +94,8 @@ export const BACKUP_TABLES: ReadonlyArray<{ table: string; where: Where; backup?
   // Keyed terms of reports (cases/search): bound to the installation's id and REPORT_MASTER_KEY.
   { table: "search_terms", where: OWN, keys: ["installation_id", "term", "created_at", "record_id"] },
   { table: "account_signals", where: OWN, keys: ["installation_id", "signal", "account_key"] },
+  // Response schemas of tasks, numbered per installation (migration 0064): before the tasks naming them.
+  { table: "task_response_schemas", where: OWN, keys: ["installation_id", "number"] },
   { table: "human_tasks", where: OWN },
   { table: "exposure_caps", where: OWN },
   { table: "review_exposure", where: OWN },

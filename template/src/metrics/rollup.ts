@@ -88,13 +88,19 @@ export type MetricName = keyof typeof METRICS;
 export const METRIC_NAMES = Object.keys(METRICS) as MetricName[];
 
 const ENDED_TASK = `('completed', 'expired', 'cancelled')`;
+/**
+ * SQL join condition: task `t` of queue `q` ended at or after `since`, one range of
+ * human_tasks_queue_ended per queue (a queue is its installation's: the installation is checked on
+ * the row; the unary + keeps the planner on that range).
+ */
+const QUEUE_ENDED_SINCE = (q: string, t: string, since: string) => `${t}.queue_id = ${q}.id AND ${t}.state IN ${ENDED_TASK} AND ${t}.updated_at >= ${since} AND +${t}.installation_id = ${q}.installation_id`;
 /** Golden items (known answers mixed into queues to measure reviewers) are not work: left out of every figure. */
 const NOT_GOLDEN = `origin <> 'golden'`;
 const ENDED_RUN = `('succeeded', 'failed', 'terminated', 'repair_required', 'superseded')`;
 const INSERT = `INSERT INTO metric_rollups (installation_id, hour, metric, dims, bucket, value)`;
 
 /** ?1 installation, ?2 hour start (ISO), ?3 hour end (ISO), ?4 the gauges' moment: the hour's end, or now for the current hour. */
-const ROLLUP_SQL: readonly string[] = [
+export const ROLLUP_SQL: readonly string[] = [
   `${INSERT} SELECT ?1, ?2, 'reports.received', json_object('category', category, 'source', source), -1, COUNT(*)
     FROM reports WHERE installation_id = ?1 AND created_at >= ?2 AND created_at < ?3 GROUP BY category, source`,
   // Gauges: one row per queue every hour (0 when empty), so a step's last hour is its value.
@@ -107,15 +113,22 @@ const ROLLUP_SQL: readonly string[] = [
         SELECT t.queue_id, t.created_at FROM queues q2 JOIN human_tasks t ON t.installation_id = q2.installation_id AND t.queue_id = q2.id AND t.state IN ('open', 'claimed')
           WHERE q2.installation_id = ?1 AND t.created_at < ?4 AND ${NOT_GOLDEN}
         UNION ALL
-        SELECT queue_id, created_at FROM human_tasks
-          WHERE installation_id = ?1 AND state IN ${ENDED_TASK} AND updated_at >= ?4 AND created_at < ?4 AND queue_id IS NOT NULL AND ${NOT_GOLDEN}
+        SELECT t.queue_id, t.created_at FROM queues q3 CROSS JOIN human_tasks t ON ${QUEUE_ENDED_SINCE("q3", "t", "?4")}
+          WHERE q3.installation_id = ?1 AND t.created_at < ?4 AND t.${NOT_GOLDEN}
       ) GROUP BY queue_id
     ) live ON live.queue_id = q.id
     WHERE q.installation_id = ?1 AND q.created_at < ?4`,
+  // A task's first action (its claim, else its completion) is no later than its last change, and a
+  // task that has one is claimed or has ended: the queue's claimed tasks, and its tasks ended since
+  // the hour began (the range the gauges walk), hold every first action of the hour.
   `${INSERT} SELECT ?1, ?2, 'queue.first_action_seconds', json_object('queue', queue_id), bucket, COUNT(*) FROM (
       SELECT queue_id, ${BUCKET_SQL} AS bucket FROM (
-        SELECT queue_id, (julianday(COALESCE(claimed_at, completed_at)) - julianday(created_at)) * 86400.0 AS s FROM human_tasks
-        WHERE installation_id = ?1 AND COALESCE(claimed_at, completed_at) >= ?2 AND COALESCE(claimed_at, completed_at) < ?3 AND queue_id IS NOT NULL AND ${NOT_GOLDEN}
+        SELECT t.queue_id, (julianday(COALESCE(t.claimed_at, t.completed_at)) - julianday(t.created_at)) * 86400.0 AS s FROM queues q CROSS JOIN human_tasks t
+          ON t.installation_id = q.installation_id AND t.queue_id = q.id AND t.state = 'claimed'
+          WHERE q.installation_id = ?1 AND t.claimed_at >= ?2 AND t.claimed_at < ?3 AND t.${NOT_GOLDEN}
+        UNION ALL
+        SELECT t.queue_id, (julianday(COALESCE(t.claimed_at, t.completed_at)) - julianday(t.created_at)) * 86400.0 AS s FROM queues q CROSS JOIN human_tasks t ON ${QUEUE_ENDED_SINCE("q", "t", "?2")}
+          WHERE q.installation_id = ?1 AND COALESCE(t.claimed_at, t.completed_at) >= ?2 AND COALESCE(t.claimed_at, t.completed_at) < ?3 AND t.${NOT_GOLDEN}
       )
     ) GROUP BY queue_id, bucket`,
   // Per queue and state (every state: the list is what lets the walk use human_tasks_queue_listing,
@@ -125,9 +138,9 @@ const ROLLUP_SQL: readonly string[] = [
       AND t.due_at >= ?2 AND t.due_at < ?3 AND t.due_at <= ?4 AND t.${NOT_GOLDEN}
       AND NOT (t.state = 'completed' AND t.completed_at <= t.due_at) AND NOT (t.state = 'cancelled' AND t.updated_at <= t.due_at)
     GROUP BY t.queue_id`,
-  `${INSERT} SELECT ?1, ?2, 'tasks.ended', json_object('queue', queue_id, 'state', state), -1, COUNT(*) FROM human_tasks
-    WHERE installation_id = ?1 AND state IN ${ENDED_TASK} AND updated_at >= ?2 AND updated_at < ?3 AND queue_id IS NOT NULL AND ${NOT_GOLDEN}
-    GROUP BY queue_id, state`,
+  `${INSERT} SELECT ?1, ?2, 'tasks.ended', json_object('queue', t.queue_id, 'state', t.state), -1, COUNT(*) FROM queues q CROSS JOIN human_tasks t ON ${QUEUE_ENDED_SINCE("q", "t", "?2")}
+    WHERE q.installation_id = ?1 AND t.updated_at < ?3 AND t.${NOT_GOLDEN}
+    GROUP BY t.queue_id, t.state`,
   `${INSERT} SELECT ?1, ?2, 'runs.created', json_object('mode', authority_mode, 'version', workflow_version_id), -1, COUNT(*) FROM workflow_runs
     WHERE installation_id = ?1 AND created_at >= ?2 AND created_at < ?3 GROUP BY authority_mode, workflow_version_id`,
   `${INSERT} SELECT ?1, ?2, 'runs.ended', json_object('code', error_code, 'state', state, 'version', workflow_version_id), -1, COUNT(*) FROM workflow_runs

@@ -1,6 +1,6 @@
 // Waits: prepared before the kernel parks on waitForEvent, completed only by an event recorded in
 // D1 for that very wait, or by its timeout.
-import { closeStepTaskStatement, findQueueRow, openTaskStatement, type QueueRow } from "../cases";
+import { closeStepTaskStatement, findQueueRow, openTaskStatements, type QueueRow } from "../cases";
 import { AppError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
 import { loadNodeContext, type LoadedContext } from "./execution-context";
@@ -68,7 +68,7 @@ async function humanTaskStatements(
   if (!queue) throw new AppError("human_task.queue_unknown", `The queue of human_task ${node.id} does not exist in this installation.`);
   const loaded = input.loaded ?? (await loadNodeContext(env, { run, node, branchKey: input.branchKey }));
   const context = evaluateInputMapping(node.inputMapping, loaded.context, node.id);
-  const task = await openTaskStatement(env, {
+  const task = await openTaskStatements(env, {
     installationId: run.installationId,
     taskId: input.taskId,
     stepId: input.stepId,
@@ -81,7 +81,7 @@ async function humanTaskStatements(
     at: input.at,
     expiresAt: input.deadlineAt,
   });
-  return [task, ...loaded.statements];
+  return [...task, ...loaded.statements];
 }
 
 export type WaitCompletion = { replay: true; output: NodeOutput } | { replay: false; output: NodeOutput; timedOut: boolean; statements: D1PreparedStatement[] };

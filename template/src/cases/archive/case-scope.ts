@@ -56,8 +56,8 @@ export function subjectRefKey(installationId: string, key: Uint8Array): string {
 /**
  * The ids of everything that hangs off a case (?1 case, ?2 installation), each found on an index:
  * reports by case; runs by report and appeal, and their child runs by parent; steps by run;
- * decisions by report and by step; appeals by report and by decision; tasks by report, appeal and
- * step; messages by report and by step; proposals and handoffs by step; deliveries by
+ * decisions by report and by step; appeals by report and by decision; tasks by report (the unary +
+ * keeps the planner on human_tasks_report), appeal and step; messages by report and by step; proposals and handoffs by step; deliveries by
  * (source_type, source_id).
  */
 export const SCOPE_SQL = `
@@ -75,7 +75,7 @@ export const SCOPE_SQL = `
   st AS (SELECT id FROM workflow_step_runs WHERE run_id IN (SELECT id FROM ru)),
   de AS (SELECT id FROM de0 UNION SELECT id FROM decisions WHERE step_run_id IN (SELECT id FROM st)),
   ta AS (
-    SELECT id FROM human_tasks WHERE installation_id = ?2 AND report_id IN (SELECT id FROM rp)
+    SELECT id FROM human_tasks WHERE +installation_id = ?2 AND report_id IN (SELECT id FROM rp)
     UNION SELECT id FROM human_tasks WHERE installation_id = ?2 AND appeal_id IN (SELECT id FROM ap)
     UNION SELECT id FROM human_tasks WHERE step_run_id IN (SELECT id FROM st)),
   ms AS (

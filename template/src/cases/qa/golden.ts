@@ -9,15 +9,15 @@ import { AppError, conflict, notFound } from "../../errors";
 import { newId, sha256Hex } from "../../lib/crypto";
 import { isUniqueViolation } from "../../lib/d1";
 import { getQueueRow } from "../queues/queues";
-import { SEALED_CONTEXT } from "../queues/task-records";
+import { responseSchemaStatement, responseSchemaValuesSql, SEALED_CONTEXT, TASK_RESPONSE_SCHEMA_SQL } from "../queues/task-records";
 import { answerLabel, DEFAULT_COMPARE_FIELD, labelName } from "./qa-sampling";
 import { reportCategoryUnsafe, taskContextUnsafe } from "./qa";
 import { sealPersonalData } from "../reports/report-crypto";
 import { responseProblems, type TaskRow } from "../queues/tasks";
 
 const SOURCE_COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRunId, report_id AS reportId, appeal_id AS appealId, task_type AS taskType,
-  state, priority, context_json AS contextJson, context_sealed AS contextSealed, response_schema_json AS responseSchemaJson, expires_at AS expiresAt,
-  created_at AS createdAt, origin`;
+  state, priority, context_json AS contextJson, context_sealed AS contextSealed, ${TASK_RESPONSE_SCHEMA_SQL()} AS responseSchemaJson,
+  expires_at AS expiresAt, created_at AS createdAt, origin`;
 
 type SourceRow = Pick<TaskRow, "id" | "queueId" | "runId" | "stepRunId" | "reportId" | "appealId" | "taskType" | "state" | "priority" | "contextJson" | "contextSealed" | "responseSchemaJson" | "expiresAt" | "createdAt" | "origin">;
 
@@ -60,10 +60,11 @@ export async function createGoldenItem(env: Env, actor: Actor, input: { sourceTa
   // A source with a timeout gives its copy the same span, so the copy's expiresAt looks like any other's.
   const expiresAt = source.expiresAt ? new Date(Date.parse(at) + Math.max(0, Date.parse(source.expiresAt) - Date.parse(source.createdAt))).toISOString() : null;
   const statements = [
+    responseSchemaStatement(env.DB, { installationId: actor.installationId, schemaJson: source.responseSchemaJson, at }),
     env.DB.prepare(`
       INSERT INTO human_tasks (id, installation_id, report_id, appeal_id, run_id, step_run_id, task_type, state, queue_id, priority,
-        context_json, context_sealed, context_digest, response_schema_json, due_at, expires_at, created_at, updated_at, origin)
-      VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, 'open', ?7, ?8, '{}', ?9, ?10, ?11, ?12, ?13, ?14, ?14, 'golden')
+        context_json, context_sealed, context_digest, response_schema_number, response_schema_json, due_at, expires_at, created_at, updated_at, origin)
+      VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, 'open', ?7, ?8, '{}', ?9, ?10, ${responseSchemaValuesSql("?2", "?11")}, ?12, ?13, ?14, ?14, 'golden')
     `).bind(taskId, actor.installationId, source.reportId, source.appealId, source.runId, source.taskType, queue.id, source.priority, sealed, SEALED_CONTEXT, source.responseSchemaJson, dueAt, expiresAt, at),
     env.DB.prepare(`
       INSERT INTO golden_items (id, installation_id, queue_id, task_id, source_task_id, category, compare_field, answer_json, answer_label, created_by, created_at)

@@ -5,6 +5,7 @@ import { reviewerLabel, type Actor } from "../../auth";
 import { AppError } from "../../errors";
 import { cohenKappa, confusionOf, wilson, type Kappa, type Proportion } from "../../automation";
 import { labelName } from "./qa-sampling";
+import { TASK_COMPLETED_BY_SQL } from "../queues/task-records";
 
 const DEFAULT_WINDOW_DAYS = 30;
 const TIME_SAMPLE = 20_000;
@@ -84,6 +85,23 @@ export function windowStart(since: string | undefined, now = new Date()): string
 }
 
 /**
+ * Task times (?1 installation, ?2 since): each queue's tasks completed since then (and those of no
+ * queue), one range of human_tasks_queue_ended per queue rather than a walk of every task the
+ * installation completed (an ended task's last change is its completion: updated_at >= since holds
+ * for each of them).
+ */
+export const TASK_TIMES_SQL = `
+      SELECT ${TASK_COMPLETED_BY_SQL("t")} AS reviewer, COALESCE(r.category, qr.category, g.category) AS category, (julianday(t.completed_at) - julianday(t.claimed_at)) * 86400.0 AS seconds
+      FROM (SELECT id FROM queues WHERE installation_id = ?1 UNION ALL SELECT NULL) q
+        CROSS JOIN human_tasks t ON t.queue_id IS q.id AND t.state IN ('completed', 'expired', 'cancelled') AND t.updated_at >= ?2 AND +t.installation_id = ?1
+        LEFT JOIN reports r ON r.id = t.report_id AND r.installation_id = t.installation_id
+        LEFT JOIN qa_reviews qr ON qr.qa_task_id = t.id
+        LEFT JOIN golden_items g ON g.task_id = t.id
+      WHERE t.state = 'completed' AND t.completed_at >= ?2 AND t.completed_by IS NOT NULL AND t.claimed_at IS NOT NULL
+      ORDER BY t.completed_at DESC LIMIT ${TIME_SAMPLE}
+`;
+
+/**
  * Figures per reviewer and per category since `since`: QA pairs by when the QA review was done,
  * golden results and task times by completion (time per task: claim to completion, over at most
  * 20,000 completed tasks of every kind). Categories are the reports' (a QA task's is its original's).
@@ -94,18 +112,7 @@ export async function reviewerFigures(env: Env, actor: Actor, options: { since?:
     env.DB.prepare(`SELECT original_reviewer AS reviewer, qa_reviewer AS qaReviewer, category, original_label AS originalLabel, qa_label AS qaLabel, agreed
       FROM qa_reviews WHERE installation_id = ?1 AND qa_completed_at >= ?2 AND agreed IS NOT NULL LIMIT 50000`).bind(actor.installationId, since),
     env.DB.prepare(`SELECT completed_by AS reviewer, category, correct FROM golden_items WHERE installation_id = ?1 AND completed_at >= ?2 AND correct IS NOT NULL LIMIT 50000`).bind(actor.installationId, since),
-    // Task times: each queue's tasks completed since then (and those of no queue), one range of
-    // human_tasks_queue_completed per queue rather than a walk of every task the installation completed.
-    env.DB.prepare(`
-      SELECT t.completed_by AS reviewer, COALESCE(r.category, qr.category, g.category) AS category, (julianday(t.completed_at) - julianday(t.claimed_at)) * 86400.0 AS seconds
-      FROM (SELECT id FROM queues WHERE installation_id = ?1 UNION ALL SELECT NULL) q
-        CROSS JOIN human_tasks t ON t.installation_id = ?1 AND t.queue_id IS q.id AND t.completed_at IS NOT NULL AND t.completed_at >= ?2
-        LEFT JOIN reports r ON r.id = t.report_id AND r.installation_id = t.installation_id
-        LEFT JOIN qa_reviews qr ON qr.qa_task_id = t.id
-        LEFT JOIN golden_items g ON g.task_id = t.id
-      WHERE t.state = 'completed' AND t.completed_by IS NOT NULL AND t.claimed_at IS NOT NULL
-      ORDER BY t.completed_at DESC LIMIT ${TIME_SAMPLE}
-    `).bind(actor.installationId, since),
+    env.DB.prepare(TASK_TIMES_SQL).bind(actor.installationId, since),
   ]);
   // Reviewers by the name they are shown under (an API key's reviewer name, a console user's email).
   const pairs = (qa!.results as QaPair[]).map((pair) => ({ ...pair, reviewer: reviewerLabel(pair.reviewer), qaReviewer: reviewerLabel(pair.qaReviewer) }));

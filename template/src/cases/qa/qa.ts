@@ -6,7 +6,7 @@ import { reviewerLabel, type Actor } from "../../auth";
 import { AppError, conflict, notFound } from "../../errors";
 import { newId } from "../../lib/crypto";
 import { getQueueRow } from "../queues/queues";
-import { SEALED_CONTEXT } from "../queues/task-records";
+import { responseSchemaStatement, responseSchemaValuesSql, SEALED_CONTEXT, TASK_COMPLETED_BY_SQL } from "../queues/task-records";
 import { openPersonalData, sealPersonalData } from "../reports/report-crypto";
 import { answerLabel, DEFAULT_COMPARE_FIELD, isSampled, qaSamplingKey } from "./qa-sampling";
 import type { TaskRow } from "../queues/tasks";
@@ -108,13 +108,14 @@ export async function qaSampleStatements(env: Env, installationId: string, row: 
   // them against the original queue's completed tasks): it shows as made up to an hour before.
   const shownAt = blindTime(input.at);
   const dueAt = new Date(Date.parse(shownAt) + qaQueue.slaSeconds * 1_000).toISOString();
-  const completed = `EXISTS (SELECT 1 FROM human_tasks WHERE installation_id = ?2 AND id = ?3 AND state = 'completed' AND completed_by = ?4 AND completed_at = ?5)
+  const completed = `EXISTS (SELECT 1 FROM human_tasks WHERE installation_id = ?2 AND id = ?3 AND state = 'completed' AND ${TASK_COMPLETED_BY_SQL()} = ?4 AND completed_at = ?5)
     AND NOT EXISTS (SELECT 1 FROM qa_reviews WHERE original_task_id = ?3)`;
   return [
+    responseSchemaStatement(env.DB, { installationId, schemaJson: row.responseSchemaJson, at: input.at }),
     env.DB.prepare(`
       INSERT INTO human_tasks (id, installation_id, report_id, appeal_id, run_id, step_run_id, task_type, state, queue_id, priority,
-        context_json, context_sealed, context_digest, response_schema_json, due_at, expires_at, created_at, updated_at, origin)
-      SELECT ?1, ?2, NULL, NULL, NULL, NULL, ?6, 'open', ?7, ?8, '{}', ?9, ?10, ?11, ?12, NULL, ?13, ?13, 'qa' WHERE ${completed}
+        context_json, context_sealed, context_digest, response_schema_number, response_schema_json, due_at, expires_at, created_at, updated_at, origin)
+      SELECT ?1, ?2, NULL, NULL, NULL, NULL, ?6, 'open', ?7, ?8, '{}', ?9, ?10, ${responseSchemaValuesSql("?2", "?11")}, ?12, NULL, ?13, ?13, 'qa' WHERE ${completed}
     `).bind(qaTaskId, installationId, row.id, input.who, input.at, row.taskType, qaQueue.id, row.priority, sealed, SEALED_CONTEXT, row.responseSchemaJson, dueAt, shownAt),
     env.DB.prepare(`
       INSERT INTO qa_reviews (qa_task_id, installation_id, original_task_id, queue_id, category, compare_field, original_reviewer, original_label, original_completed_at, created_at, original_principal)
@@ -190,10 +191,10 @@ export async function completeReviewCopyTask(env: Env, actor: Actor, row: TaskRo
   const table = row.origin === "qa" ? "qa_reviews WHERE installation_id = ?1 AND qa_task_id = ?2" : "golden_items WHERE installation_id = ?1 AND task_id = ?2";
   const compareField = (await env.DB.prepare(`SELECT compare_field AS f FROM ${table}`).bind(actor.installationId, row.id).first<{ f: string }>())?.f ?? DEFAULT_COMPARE_FIELD;
   const label = await answerLabel(input.response ?? null, compareField);
-  const done = `EXISTS (SELECT 1 FROM human_tasks WHERE installation_id = ?1 AND id = ?2 AND state = 'completed' AND completed_by = ?3 AND completed_at = ?4)`;
+  const done = `EXISTS (SELECT 1 FROM human_tasks WHERE installation_id = ?1 AND id = ?2 AND state = 'completed' AND ${TASK_COMPLETED_BY_SQL()} = ?3 AND completed_at = ?4)`;
   const [update] = await env.DB.batch([
     env.DB.prepare(`
-      UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = ?3, completed_at = ?5, updated_at = ?5, lease_expires_at = NULL
+      UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = '', completed_at = ?5, updated_at = ?5, lease_expires_at = NULL
       WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3 AND lease_expires_at > ?5
     `).bind(actor.installationId, row.id, input.who, responseJson, now),
     row.origin === "qa"
@@ -213,7 +214,7 @@ export async function completeReviewCopyTask(env: Env, actor: Actor, row: TaskRo
         details: { reviewerId: reviewerAuditId(actor.installationId, input.who), runId: row.runId, responseDigest: taskResponseDigest(actor.installationId, row.id, responseJson), ...(row.origin === "qa" ? { qaReview: true } : {}) },
         at: now,
       },
-      { table: "human_tasks", id: row.id, where: { state: "completed", completed_by: input.who, completed_at: now } },
+      { table: "human_tasks", id: row.id, where: { state: "completed", completed_by: "", claimed_by: input.who, completed_at: now } },
     ),
   ]);
   if ((update!.meta.changes ?? 0) === 0) throw conflict("task.lease_required", "The lease changed while completing; claim the task again.");

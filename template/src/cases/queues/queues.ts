@@ -99,6 +99,18 @@ function percentile(sorted: number[], fraction: number): number | null {
 
 const OPEN_NOW_AT3 = OPEN_NOW.replaceAll("?2", "?3");
 
+/**
+ * Seconds from creation to completion of a queue's tasks completed since a time (?1 installation,
+ * ?2 queue, ?3 since), latest first: one range of human_tasks_queue_ended (an ended task's last
+ * change, updated_at, is its completion, so the range holds every task completed since; the unary
+ * + keeps the planner off human_tasks_queue_listing, which would sort them).
+ */
+export const COMPLETION_TIMES_SQL = `
+      SELECT (julianday(completed_at) - julianday(created_at)) * 86400.0 AS seconds FROM human_tasks
+      WHERE queue_id = ?2 AND state IN ('completed', 'expired', 'cancelled') AND updated_at >= ?3 AND +installation_id = ?1
+        AND state = 'completed' AND completed_at >= ?3 AND origin <> 'golden'
+      ORDER BY updated_at DESC LIMIT 10000`;
+
 /** Open, claimed, SLA breaches, and time to complete (p50/p90 over the last 30 days, ≤ 10,000 tasks). */
 export async function queueStats(env: Env, actor: Actor, queueId: string) {
   const queue = await getQueueRow(env.DB, actor.installationId, queueId);
@@ -114,11 +126,7 @@ export async function queueStats(env: Env, actor: Actor, queueId: string) {
         MIN(CASE WHEN ${OPEN_NOW_AT3} THEN due_at END) AS oldestOpenDueAt
       FROM human_tasks t WHERE installation_id = ?1 AND queue_id = ?2 AND state IN ('open', 'claimed')
     `).bind(actor.installationId, queueId, now.toISOString()),
-    env.DB.prepare(`
-      SELECT (julianday(completed_at) - julianday(created_at)) * 86400.0 AS seconds FROM human_tasks
-      WHERE installation_id = ?1 AND queue_id = ?2 AND completed_at IS NOT NULL AND completed_at >= ?3 AND state = 'completed' AND origin <> 'golden'
-      ORDER BY completed_at DESC LIMIT 10000
-    `).bind(actor.installationId, queueId, since),
+    env.DB.prepare(COMPLETION_TIMES_SQL).bind(actor.installationId, queueId, since),
   ]);
   const row = (counts!.results[0] ?? {}) as { open: number; claimed: number; breachedSla: number; oldestOpenDueAt: string | null };
   const seconds = (durations!.results as Array<{ seconds: number }>).map((r) => Math.round(r.seconds * 1000) / 1000).sort((a, b) => a - b);

@@ -5,18 +5,82 @@ import { sealPersonalData } from "../reports/report-crypto";
 import { reviewerAuditId } from "../../lib/person-keys";
 
 /**
- * `context_digest` of a task whose context is sealed: the sealed text authenticates itself (its
- * AES-GCM tag), so no digest of it is kept (rows written before hold `sealed:sha256:<hex>`; an
- * erased context says `erased`).
+ * `context_digest` of a task whose context is sealed: empty, since the sealed text authenticates
+ * itself (its AES-GCM tag) and no digest of it is kept. Rows written before hold `sealed` or
+ * `sealed:sha256:<hex>`; an erased context says `erased`. Nothing reads it but erasure's
+ * "not erased yet" (migration 0064).
  */
-export const SEALED_CONTEXT = "sealed";
+export const SEALED_CONTEXT = "";
+
+/**
+ * SQL: who completed task `t` (an alias of human_tasks, or the table's name). A completion writes ''
+ * in completed_by, meaning the claimant (only the reviewer holding the lease completes, and a
+ * completed task keeps claimed_by); rows completed before name the completer; NULL: the run closed
+ * the task without an answer (migration 0064).
+ */
+export const TASK_COMPLETED_BY_SQL = (t = "human_tasks") => `(CASE ${t}.completed_by WHEN '' THEN ${t}.claimed_by ELSE ${t}.completed_by END)`;
+
+/**
+ * SQL: the response schema of task `t` (an alias of human_tasks, or the table's name): the
+ * installation's numbered schema (task_response_schemas) when the row names one, else the schema
+ * the row holds itself (rows written before migration 0064, and rows brought back from an archive
+ * of that time).
+ */
+export const TASK_RESPONSE_SCHEMA_SQL = (t = "human_tasks") =>
+  `COALESCE((SELECT s.schema_json FROM task_response_schemas s WHERE s.installation_id = ${t}.installation_id AND s.number = ${t}.response_schema_number), ${t}.response_schema_json)`;
+
+/**
+ * For a batch that then writes a task with this response schema (canonical JSON): records the
+ * schema as the installation's next numbered one unless it is there already. Idempotent; the
+ * numbers are per installation, so concurrent batches (D1 runs one at a time) never share one.
+ */
+export function responseSchemaStatement(db: D1Database, input: { installationId: string; schemaJson: string; at: string }): D1PreparedStatement {
+  return db
+    .prepare(`
+    INSERT INTO task_response_schemas (installation_id, number, schema_json, created_at)
+    SELECT ?1, n, ?2, ?3 FROM (SELECT COALESCE(MAX(number), 0) + 1 AS n FROM task_response_schemas WHERE installation_id = ?1)
+    WHERE NOT EXISTS (SELECT 1 FROM task_response_schemas WHERE installation_id = ?1 AND schema_json = ?2)
+    ON CONFLICT DO NOTHING
+  `)
+    .bind(input.installationId, input.schemaJson, input.at);
+}
+
+/** Installation and schema pairs this isolate has put in a batch to record: their tasks skip the statement. */
+const recordedSchemas = new Set<string>();
+const RECORDED_SCHEMAS_MAX = 1_000;
+
+/**
+ * responseSchemaStatement, unless this isolate already sent it for the pair (a statement per task
+ * saved). Should that batch have failed, a task of the schema holds the schema itself
+ * (responseSchemaValuesSql), which reads the same; a new isolate records it again.
+ */
+function responseSchemaStatements(db: D1Database, input: { installationId: string; schemaJson: string; at: string }): D1PreparedStatement[] {
+  const key = `${input.installationId}\n${input.schemaJson}`;
+  if (recordedSchemas.has(key)) return [];
+  if (recordedSchemas.size >= RECORDED_SCHEMAS_MAX) recordedSchemas.clear();
+  recordedSchemas.add(key);
+  return [responseSchemaStatement(db, input)];
+}
+
+/**
+ * SQL for a task INSERT after responseSchemaStatement in the same batch: the values of
+ * (response_schema_number, response_schema_json) for the schema bound at `schema` in installation
+ * `installation` (SQL expressions): its number and '', or (if it were not recorded) no number and
+ * the schema itself, which reads the same.
+ */
+export const responseSchemaValuesSql = (installation: string, schema: string) => {
+  const number = `(SELECT number FROM task_response_schemas WHERE installation_id = ${installation} AND schema_json = ${schema})`;
+  return `${number}, CASE WHEN ${number} IS NULL THEN ${schema} ELSE '' END`;
+};
 
 /**
  * Opens the task of a step (a human_task node, or a handoff to a queue): due by the queue's SLA,
  * taking report and appeal from the run. The context (what the reviewer sees, which may quote the
- * reported content) is sealed; `context_json` stays `{}`. A repeat for the same step writes nothing.
+ * reported content) is sealed; `context_json` stays `{}`. The response schema is the installation's
+ * numbered one (recorded by a first statement the first time this isolate opens a task of it). A
+ * repeat for the same step writes nothing.
  */
-export async function openTaskStatement(
+export async function openTaskStatements(
   env: Env,
   input: {
     installationId: string;
@@ -31,19 +95,23 @@ export async function openTaskStatement(
     at: string;
     expiresAt: string | null;
   },
-): Promise<D1PreparedStatement> {
+): Promise<D1PreparedStatement[]> {
   const { sealed } = await sealPersonalData(env, input.installationId, `task:${input.taskId}`, input.context ?? null);
   const dueAt = new Date(Date.parse(input.at) + input.queue.slaSeconds * 1_000).toISOString();
-  return env.DB.prepare(`
+  const schemaJson = canonicalJson(input.responseSchema);
+  return [
+    ...responseSchemaStatements(env.DB, { installationId: input.installationId, schemaJson, at: input.at }),
+    env.DB.prepare(`
     INSERT INTO human_tasks (
       id, installation_id, report_id, appeal_id, run_id, step_run_id, task_type, state, queue_id, priority,
-      context_json, context_sealed, context_digest, response_schema_json, due_at, expires_at, created_at, updated_at, priority_lane
-    ) SELECT ?1, r.installation_id, r.report_id, r.appeal_id, r.id, ?2, ?3, 'open', ?4, ?5, '{}', ?6, ?7, ?8, ?9, ?10, ?11, ?11,
+      context_json, context_sealed, context_digest, response_schema_number, response_schema_json, due_at, expires_at, created_at, updated_at, priority_lane
+    ) SELECT ?1, r.installation_id, r.report_id, r.appeal_id, r.id, ?2, ?3, 'open', ?4, ?5, '{}', ?6, ?7, ${responseSchemaValuesSql("r.installation_id", "?8")}, ?9, ?10, ?11, ?11,
       -- A trusted flagger's notice (DSA Art. 22) takes the priority lane /next serves first (not its appeals).
       CASE WHEN r.appeal_id IS NULL AND EXISTS (SELECT 1 FROM reports p WHERE p.id = r.report_id AND p.installation_id = r.installation_id AND p.source = 'trusted_flagger') THEN 'trusted_flagger' END
     FROM workflow_runs r WHERE r.id = ?12 AND r.installation_id = ?13
     ON CONFLICT(step_run_id) DO NOTHING
-  `).bind(input.taskId, input.stepId, input.taskType, input.queue.id, input.priority, sealed, SEALED_CONTEXT, canonicalJson(input.responseSchema), dueAt, input.expiresAt, input.at, input.runId, input.installationId);
+  `).bind(input.taskId, input.stepId, input.taskType, input.queue.id, input.priority, sealed, SEALED_CONTEXT, schemaJson, dueAt, input.expiresAt, input.at, input.runId, input.installationId),
+  ];
 }
 
 /** Closes the open task of a step when its wait ends: `expired` on timeout, else `completed`. */

@@ -49,10 +49,17 @@ export interface TaskRow {
   origin: TaskOrigin;
 }
 
+/**
+ * A task's columns as TaskRow, for a statement over human_tasks (not aliased). The response schema
+ * and the completer are read in both forms (TASK_RESPONSE_SCHEMA_SQL, TASK_COMPLETED_BY_SQL in
+ * task-records.ts, spelled out here: bench/worker.ts copies this text to show the listing's plan).
+ */
 export const TASK_COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRunId, report_id AS reportId, appeal_id AS appealId,
-  task_type AS taskType, state, priority, context_json AS contextJson, context_sealed AS contextSealed, response_schema_json AS responseSchemaJson,
+  task_type AS taskType, state, priority, context_json AS contextJson, context_sealed AS contextSealed,
+  COALESCE((SELECT s.schema_json FROM task_response_schemas s WHERE s.installation_id = human_tasks.installation_id AND s.number = human_tasks.response_schema_number), human_tasks.response_schema_json) AS responseSchemaJson,
   response_json AS responseJson, due_at AS dueAt, expires_at AS expiresAt, claimed_by AS claimedBy, claimed_at AS claimedAt,
-  lease_expires_at AS leaseExpiresAt, completed_by AS completedBy, completed_at AS completedAt, created_at AS createdAt, origin`;
+  lease_expires_at AS leaseExpiresAt, (CASE human_tasks.completed_by WHEN '' THEN human_tasks.claimed_by ELSE human_tasks.completed_by END) AS completedBy,
+  completed_at AS completedAt, created_at AS createdAt, origin`;
 
 export function getTaskRow(db: D1Database, installationId: string, taskId: string): Promise<TaskRow | null> {
   return db.prepare(`SELECT ${TASK_COLUMNS} FROM human_tasks WHERE installation_id = ?1 AND id = ?2`).bind(installationId, taskId).first<TaskRow>();
@@ -125,6 +132,23 @@ export async function visibleQueue(env: Env, actor: Actor, queueId: string) {
   return queue;
 }
 
+/**
+ * The listing's statement (?1 installation, ?2 queue, ?3 state, ?4-?6 the cursor's due date,
+ * priority and id, ?7 the page's size + 1, ?8 now). A claimed task whose lease lapsed is open again,
+ * at its place in due order (the second arm, merged with the first in index order: no sort);
+ * `claimed` lists live leases only.
+ */
+export const QUEUE_LISTING_SQL = `
+    SELECT ${TASK_COLUMNS} FROM human_tasks
+    WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3 AND (?3 <> 'claimed' OR lease_expires_at > ?8)
+      AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
+    UNION ALL
+    SELECT ${TASK_COLUMNS} FROM human_tasks
+    WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'claimed' AND ?3 = 'open' AND lease_expires_at <= ?8
+      AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
+    ORDER BY dueAt, priority DESC, id LIMIT ?7
+  `;
+
 /** Tasks of a queue in SLA order (due date, then priority, then id), one page after `cursor`. */
 export async function listQueueTasks(env: Env, actor: Actor, queueId: string, options: { state?: string; limit?: number; cursor?: string }) {
   if (!canSeeQueue(actor, queueId)) throw notFound("queue");
@@ -141,18 +165,7 @@ export async function listQueueTasks(env: Env, actor: Actor, queueId: string, op
   }
   const after = cursor ? { dueAt: String(cursor[0]), priority: Number(cursor[1]), id: String(cursor[2]) } : null;
   const now = new Date().toISOString();
-  // A claimed task whose lease lapsed is open again, at its place in due order (the second arm, merged
-  // with the first in index order: no sort); `claimed` lists live leases only.
-  const { results } = await env.DB.prepare(`
-    SELECT ${TASK_COLUMNS} FROM human_tasks
-    WHERE installation_id = ?1 AND queue_id = ?2 AND state = ?3 AND (?3 <> 'claimed' OR lease_expires_at > ?8)
-      AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
-    UNION ALL
-    SELECT ${TASK_COLUMNS} FROM human_tasks
-    WHERE installation_id = ?1 AND queue_id = ?2 AND state = 'claimed' AND ?3 = 'open' AND lease_expires_at <= ?8
-      AND due_at >= ?4 AND (due_at > ?4 OR (due_at = ?4 AND (priority < ?5 OR (priority = ?5 AND id > ?6))))
-    ORDER BY dueAt, priority DESC, id LIMIT ?7
-  `)
+  const { results } = await env.DB.prepare(QUEUE_LISTING_SQL)
     .bind(actor.installationId, queueId, state, after?.dueAt ?? "", after?.priority ?? 101, after?.id ?? "", limit + 1, now)
     .all<TaskRow>();
   // A task of the queue proves the queue (tasks are made in an existing queue, and queues are never
@@ -244,14 +257,14 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
     // The update answers the completed task and its run's current instance, which the signal goes
     // to (no read after the batch).
     env.DB.prepare(`
-      UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = ?3, completed_at = ?5, updated_at = ?5, lease_expires_at = NULL, completed_by_person = ?6
+      UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = '', completed_at = ?5, updated_at = ?5, lease_expires_at = NULL, completed_by_person = ?6
       WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3 AND lease_expires_at > ?5
       RETURNING ${TASK_COLUMNS}, (SELECT COALESCE(r.instance_id, r.id) FROM workflow_runs r WHERE r.id = human_tasks.run_id) AS instanceId
     `).bind(actor.installationId, taskId, who, responseJson, now, person ? 1 : 0),
     runEventStatement(
       env.DB,
       { id: eventId, installationId: actor.installationId, runId: row.runId, waitId: wait.id, type: "task.completed", payloadJson: payload, at: now },
-      { table: "human_tasks", id: taskId, where: { state: "completed", completed_by: who, completed_at: now } },
+      { table: "human_tasks", id: taskId, where: { state: "completed", completed_by: "", claimed_by: who, completed_at: now } },
     ),
     auditStatement(
       env.DB,
@@ -317,7 +330,7 @@ async function completeHandoffTask(env: Env, actor: Actor, row: TaskRow, input: 
   const outcome = typeof response?.outcome === "string" ? response.outcome.slice(0, 100) : null;
   const [update] = await env.DB.batch([
     env.DB.prepare(`
-      UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = ?3, completed_at = ?5, updated_at = ?5, lease_expires_at = NULL, completed_by_person = ?6
+      UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = '', completed_at = ?5, updated_at = ?5, lease_expires_at = NULL, completed_by_person = ?6
       WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3 AND lease_expires_at > ?5
     `).bind(actor.installationId, row.id, input.who, input.responseJson, now, actsAsPerson(actor) ? 1 : 0),
     auditStatement(
@@ -331,7 +344,7 @@ async function completeHandoffTask(env: Env, actor: Actor, row: TaskRow, input: 
         details: { reviewerId: reviewerAuditId(actor.installationId, input.who), runId: row.runId, handoffId: input.handoffId, responseDigest },
         at: now,
       },
-      { table: "human_tasks", id: row.id, where: { state: "completed", completed_by: input.who, completed_at: now } },
+      { table: "human_tasks", id: row.id, where: { state: "completed", completed_by: "", claimed_by: input.who, completed_at: now } },
     ),
     ...completeHandoffStatements(env.DB, { installationId: actor.installationId, handoffId: input.handoffId, taskId: row.id, completedBy: input.who, outcome, responseDigest, at: now, actor: actor.audit }),
     ...(await qaSampleStatements(env, actor.installationId, row, { who: input.who, principal: reviewerPrincipal(actor), responseJson: input.responseJson, at: now })),

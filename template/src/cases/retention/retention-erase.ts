@@ -49,7 +49,8 @@ async function erasable(db: D1Database, installationId: string, reportIds: strin
   const { results: tasks } = await db
     .prepare(`
     WITH own AS (
-      SELECT id FROM human_tasks WHERE installation_id = ?1 AND report_id IN (SELECT value FROM json_each(?2))
+      -- Tasks of the reports by human_tasks_report (the unary + keeps the planner off a walk of all tasks of the installation).
+      SELECT id FROM human_tasks WHERE +installation_id = ?1 AND report_id IN (SELECT value FROM json_each(?2))
       UNION SELECT id FROM human_tasks WHERE installation_id = ?1 AND appeal_id IN (SELECT value FROM json_each(?3))
     )
     , ids AS (SELECT id FROM own UNION SELECT q.qa_task_id FROM qa_reviews q WHERE q.original_task_id IN (SELECT id FROM own))

@@ -103,7 +103,7 @@ export function releaseExposureStatement(db: D1Database, input: { installationId
  *
  * Binds: ?1 installation, ?2 reviewer, ?3 day start, ?4 day end, ?5 now, ?6 the lookback start.
  */
-const MINUTES_SQL = `
+export const MINUTES_SQL = `
     SELECT category, SUM(MAX(0.0, julianday(MIN(end_at, ?4)) - julianday(MAX(started_at, ?3)))) * 1440.0 AS minutes
     FROM (
       SELECT x.category, x.started_at, COALESCE(x.ended_at,
