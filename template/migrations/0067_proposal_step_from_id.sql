@@ -15,9 +15,11 @@
 -- SELECT of the rows as they are. action_proposals is hot tier: a proposal leaves D1 with its case
 -- (cases/archive) once the installation's hot window has passed, so the copy is of the window's
 -- proposals (one a lifecycle that reaches an action), not of the installation's history.
--- The UNIQUE on step_run_id goes (the id's primary key holds that guarantee); the rows of the earlier
--- form keep an index on it, partial so that new rows add no entry, for their foreign key's checks
--- when a step row is deleted and for the run archive's "still pointed at" test.
+--
+-- step_run_id keeps its UNIQUE (a NULL's entry in it is about 8 bytes against 45): it is the index
+-- the foreign key's check reads when a step row is deleted and the run archive's "still pointed at"
+-- test reads, for rows of the earlier form; and the previous release's Worker, live between this
+-- migration and the deployment that follows it, still finds the conflict target its insert names.
 PRAGMA defer_foreign_keys = true;
 
 DROP INDEX action_proposals_state;
@@ -28,7 +30,7 @@ CREATE TABLE action_proposals (
   id TEXT PRIMARY KEY,
   installation_id TEXT NOT NULL REFERENCES installations(id),
   run_id TEXT NOT NULL REFERENCES workflow_runs(id),
-  step_run_id TEXT REFERENCES workflow_step_runs(id),
+  step_run_id TEXT UNIQUE REFERENCES workflow_step_runs(id),
   node_id TEXT NOT NULL,
   action_type_id TEXT NOT NULL REFERENCES action_types(id),
   action_type_key TEXT NOT NULL,
@@ -59,4 +61,3 @@ DROP TABLE action_proposals_before_0067;
 CREATE INDEX action_proposals_state ON action_proposals (installation_id, state, created_at);
 CREATE INDEX action_proposals_run ON action_proposals (run_id);
 CREATE INDEX action_proposals_type_decided ON action_proposals (installation_id, action_type_key, decided_at DESC, id DESC) WHERE decided_at IS NOT NULL;
-CREATE INDEX action_proposals_step ON action_proposals (step_run_id) WHERE step_run_id IS NOT NULL;

@@ -112,10 +112,25 @@ describe("a proposal's step, named by its id", () => {
     const prepared = await prepareWorkflowAction(env, { run, node, stepId, context: { input: { postId: "p-once" }, report: null, run: null, steps: {}, event: null }, stepRecorded: false, park: [] });
     expect(prepared.progress).toMatchObject({ status: "approval_required", proposalId: proposal.id });
     expect((await env.DB.prepare("SELECT * FROM action_proposals WHERE run_id = ?1").bind(runId).all()).results).toEqual(before.results);
+    if (earlierForm) {
+      // The previous release's insert (its step stored, conflicting on it), as its Worker sends it
+      // between the migration and the deployment: the conflict target still exists, and nothing is written.
+      const old = await env.DB.prepare(
+        `INSERT INTO action_proposals (id, installation_id, run_id, step_run_id, node_id, action_type_id, action_type_key, report_id, authority_mode, state,
+          params_json, delivery_id, approval_signal, delivery_signal, expires_at, created_at, updated_at)
+        SELECT id, installation_id, run_id, ?2, node_id, action_type_id, action_type_key, report_id, authority_mode, state, params_json, NULL, '', '', expires_at, created_at, updated_at
+        FROM action_proposals WHERE id = ?1
+        ON CONFLICT(step_run_id) DO NOTHING`,
+      )
+        .bind(proposal.id, stepId)
+        .run();
+      expect(old.meta.changes).toBe(0);
+      expect((await env.DB.prepare("SELECT * FROM action_proposals WHERE run_id = ?1").bind(runId).all()).results).toEqual(before.results);
+    }
     expect((await api(`/api/v1/runs/${runId}/terminate`, { key: inst.apiKey, body: { reason: "test over" } })).status).toBeLessThan(300);
   });
 
-  it("the queries that find a proposal's step use an index: the send-time gate by the steps' key, a case's proposals by run, the earlier form's anchors by the partial index", async () => {
+  it("the queries that find a proposal's step use an index: the send-time gate by the steps' key, a case's proposals by run, the earlier form's anchors by step_run_id's unique index", async () => {
     const plan = async (sql: string, ...binds: unknown[]) =>
       (
         await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`)
@@ -130,6 +145,6 @@ describe("a proposal's step, named by its id", () => {
     expect(scopePlan.some((d) => /SEARCH action_proposals USING (COVERING )?INDEX action_proposals_run \(run_id=\?\)/u.test(d))).toBe(true);
     // The run archive's "still pointed at" test for a step row (and the foreign key's check when one is deleted).
     const anchorPlan = await plan("SELECT 1 FROM action_proposals x WHERE x.step_run_id = ?1", "step_plan");
-    expect(anchorPlan.some((d) => /USING (COVERING )?INDEX action_proposals_step \(step_run_id=\?\)/u.test(d))).toBe(true);
+    expect(anchorPlan.some((d) => /USING (COVERING )?INDEX sqlite_autoindex_action_proposals_2 \(step_run_id=\?\)/u.test(d))).toBe(true);
   });
 });
