@@ -172,9 +172,10 @@ describe("the case archive", () => {
   });
 
   it.each([
-    ["still in D1", false],
-    ["moved to its own R2 object first", true],
-  ])("an archived case's action proposal and webhook delivery read by their own ids as they did hot (the delivery's payload and attempts %s)", async (_, movedFirst) => {
+    ["still in D1", false, false],
+    ["moved to its own R2 object first", true, false],
+    ["still in D1; the proposal of the earlier form, its step_run_id stored", false, true],
+  ])("an archived case's action proposal and webhook delivery read by their own ids as they did hot (the delivery's payload and attempts %s)", async (_, movedFirst, earlierForm) => {
     const inst = await newInstallation("case-archive-action");
     expect((await api("/api/v1/storage/settings", { method: "PUT", key: inst.apiKey, body: { hotDays: 0 } })).status).toBe(200);
     const path = `/case-archive/${crypto.randomUUID()}`;
@@ -202,6 +203,12 @@ describe("the case archive", () => {
     }, "the action's delivery");
     expect((await receiverLog(path)).filter((entry) => entry.verified)).toHaveLength(1);
     const [proposal] = (await api("/api/v1/action-proposals", { key: inst.apiKey })).body.items as Array<{ id: string }>;
+    const runId = intake.body.runs[0].runId as string;
+    const stepId = proposal!.id.slice(0, -":proposal".length);
+    const storedStep = async () => (await env.DB.prepare("SELECT step_run_id AS stepRunId FROM action_proposals WHERE id = ?1").bind(proposal!.id).first<{ stepRunId: string | null }>())?.stepRunId;
+    // A proposal written now names its step by its id alone; one of the earlier form stored it too (as the release before wrote it).
+    expect(await storedStep()).toBeNull();
+    if (earlierForm) await env.DB.prepare("UPDATE action_proposals SET step_run_id = ?2 WHERE id = ?1").bind(proposal!.id, stepId).run();
     const read = async () => ({
       proposal: await api(`/api/v1/action-proposals/${proposal!.id}`, { key: inst.apiKey }),
       delivery: await api(`/api/v1/webhook-deliveries/${delivered.id}`, { key: inst.apiKey }),
@@ -212,6 +219,9 @@ describe("the case archive", () => {
     expect(hot.delivery.body.history.length).toBeGreaterThanOrEqual(1);
 
     const later = await twoDaysOn(inst.id);
+    // The run archived: only the earlier form's proposal keeps its action step in D1 (its foreign key's anchor).
+    const steps = await env.DB.prepare("SELECT id FROM workflow_step_runs WHERE run_id = ?1").bind(runId).all<{ id: string }>();
+    expect(steps.results).toEqual(earlierForm ? [{ id: stepId }] : []);
     if (movedFirst) {
       // The delivery's payload and attempts leave D1 first (enforcement/delivery-archive.ts): the case archive holds its lean row, no attempts.
       expect(await sweepDeliveryArchive(env, later, { installationId: inst.id })).toMatchObject({ moved: 1 });
@@ -226,6 +236,9 @@ describe("the case archive", () => {
     expect(proposalAgain.status).toBe(200);
     expect(proposalAgain.body).toEqual(hot.proposal.body);
     expect(await left()).toBe(2);
+    // Back in D1 in the form it left in (the earlier form with its anchor step row).
+    expect(await storedStep()).toBe(earlierForm ? stepId : null);
+    expect((await env.DB.prepare("SELECT id FROM workflow_step_runs WHERE run_id = ?1").bind(runId).all()).results).toEqual(steps.results);
     // Archived again; read by the delivery's id, attempts and all.
     expect(await sweepCaseArchive(env, new Date(later.getTime() + 1_000), { installationId: inst.id })).toMatchObject({ archived: 1 });
     expect(await left()).toBe(0);

@@ -9,6 +9,7 @@ import { AppError } from "../errors";
 import { evaluateInputMapping, type ActionProgress, type AuthorizedRun, type ExpressionContext, type WaitResult, type WorkflowNodeV1 } from "../workflows";
 import { TYPE_COLUMNS, type ActionTypeRow } from "./action-types";
 import { actionDelivery, DELIVERY_SOURCES, endpointOf, PROPOSAL_COLUMNS, proposalRow, proposalSignal, sendLeased, type ProposalRow } from "./actions";
+import { proposalIdOf } from "./proposal-ids";
 import { deliverInline, reserveInline, type OutcomeTaker } from "./delivery-inline";
 import { attemptEndpointJsonSql } from "./webhooks";
 
@@ -57,12 +58,12 @@ export async function prepareWorkflowAction(
     context: ExpressionContext;
     /** Whether the step had a row before this call: a proposal is written only with its step's row, so without one there is none to look for. */
     stepRecorded: boolean;
-    /** The runtime's statements that write the step's row (which the proposal references) and park step and run while the proposal waits, ahead of the proposal in its batch. */
+    /** The runtime's statements that write the step's row (which the proposal's id names) and park step and run while the proposal waits, ahead of the proposal in its batch. */
     park: D1PreparedStatement[];
   },
 ): Promise<{ progress: ActionProgress; parked: boolean }> {
   const { run, node, stepId } = input;
-  const proposalId = `${stepId}:proposal`;
+  const proposalId = proposalIdOf(stepId);
   // The delivery's sealing key is resolved while the reads are in flight (a cache hit in a warm isolate), so sealing after them is CPU only.
   const sealing = run.authorityMode === "autonomous" ? warmSealingKey(env, run.installationId) : undefined;
   // One round trip: the proposal if the step already made it, the action type and the report's subject (for the delivery).
@@ -101,14 +102,17 @@ export async function prepareWorkflowAction(
     const delivery = needsApproval ? null : await actionDelivery(env, row, typeRow, null, at, undefined, subject, slot);
     const expiresAt = new Date(Date.parse(at) + approvalSeconds * 1_000).toISOString();
     const state = needsApproval ? "approval_required" : "delivery_pending";
+    // No step_run_id: the id names the step (proposal-ids.ts), so the step row is not kept as an
+    // anchor once the run is archived. The id is a function of the step, so its primary key keeps
+    // one proposal per step, a row of the earlier form (step_run_id set, same id) included.
     const [inserted] = await env.DB.batch([
       ...input.park,
       env.DB.prepare(`
-      INSERT INTO action_proposals (id, installation_id, run_id, step_run_id, node_id, action_type_id, action_type_key, report_id, authority_mode, state,
+      INSERT INTO action_proposals (id, installation_id, run_id, node_id, action_type_id, action_type_key, report_id, authority_mode, state,
         params_json, delivery_id, approval_signal, delivery_signal, expires_at, created_at, updated_at)
-      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16)
-      ON CONFLICT(step_run_id) DO NOTHING
-    `).bind(proposalId, run.installationId, run.id, stepId, node.id, typeRow.id, typeRow.key, run.reportId, run.authorityMode, state, row.paramsJson, delivery?.id ?? null, "", "", expiresAt, at),
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15)
+      ON CONFLICT(id) DO NOTHING
+    `).bind(proposalId, run.installationId, run.id, node.id, typeRow.id, typeRow.key, run.reportId, run.authorityMode, state, row.paramsJson, delivery?.id ?? null, "", "", expiresAt, at),
       ...(delivery ? [delivery.statement] : []),
       auditStatement(env.DB, {
         installationId: run.installationId,

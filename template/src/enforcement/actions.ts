@@ -15,6 +15,7 @@ import { attemptEndpointJsonSql, deliveryStatement, type AttemptEndpoint, type N
 import { reviewerAuditId } from "../lib/person-keys";
 import { TYPE_COLUMNS, type ActionTypeRow } from "./action-types";
 import { cancelLeftover, LEFT_STEP_STATES_SQL, nodeLeft, runFinished, standingOf, TERMINAL_STATES_SQL, type ProposalStanding } from "./proposal-cancellation";
+import { proposalStepSql } from "./proposal-ids";
 
 export interface ProposalRow {
   id: string;
@@ -48,18 +49,36 @@ export function proposalSignal(row: Pick<ProposalRow, "id" | "approvalSignal" | 
   return stored || `p_${sha256HexSync(`${row.id}:${phase}`).slice(0, 40)}`;
 }
 
-export const PROPOSAL_COLUMNS = `id, installation_id AS installationId, run_id AS runId, step_run_id AS stepRunId, node_id AS nodeId, action_type_id AS actionTypeId,
-  action_type_key AS actionTypeKey, report_id AS reportId, authority_mode AS authorityMode, state, params_json AS paramsJson,
-  decided_by AS decidedBy, decided_at AS decidedAt, decision_reason AS decisionReason, delivery_id AS deliveryId,
-  approval_signal AS approvalSignal, delivery_signal AS deliverySignal, expires_at AS expiresAt, created_at AS createdAt, cancel_reason AS cancelReason`;
+/** A proposal's columns as ProposalRow names them: [SQL expression, name] (the step: proposalStepSql). */
+const PROPOSAL_FIELDS: ReadonlyArray<readonly [string, keyof ProposalRow]> = [
+  ["id", "id"],
+  ["installation_id", "installationId"],
+  ["run_id", "runId"],
+  [proposalStepSql(), "stepRunId"],
+  ["node_id", "nodeId"],
+  ["action_type_id", "actionTypeId"],
+  ["action_type_key", "actionTypeKey"],
+  ["report_id", "reportId"],
+  ["authority_mode", "authorityMode"],
+  ["state", "state"],
+  ["params_json", "paramsJson"],
+  ["decided_by", "decidedBy"],
+  ["decided_at", "decidedAt"],
+  ["decision_reason", "decisionReason"],
+  ["delivery_id", "deliveryId"],
+  ["approval_signal", "approvalSignal"],
+  ["delivery_signal", "deliverySignal"],
+  ["expires_at", "expiresAt"],
+  ["created_at", "createdAt"],
+  ["cancel_reason", "cancelReason"],
+];
+
+/** The select list of a ProposalRow, from `action_proposals` (not aliased). */
+export const PROPOSAL_COLUMNS = PROPOSAL_FIELDS.map(([sql, name]) => (sql === name ? sql : `${sql} AS ${name}`)).join(", ");
 
 /** proposalRow as one scalar JSON value (a ProposalRow, or NULL), for a statement the caller sends anyway; `id` is an SQL expression. */
 export function proposalJsonSql(id: string): string {
-  const pairs = PROPOSAL_COLUMNS.split(",").map((column) => {
-    const [name, alias] = column.trim().split(/\s+AS\s+/u);
-    return `'${alias ?? name}', ${name}`;
-  });
-  return `(SELECT json_object(${pairs.join(", ")}) FROM action_proposals WHERE id = ${id})`;
+  return `(SELECT json_object(${PROPOSAL_FIELDS.map(([sql, name]) => `'${name}', ${sql}`).join(", ")}) FROM action_proposals WHERE id = ${id})`;
 }
 
 export function proposalRow(db: D1Database, id: string) {
@@ -247,14 +266,19 @@ async function signalProposal(env: Env, runId: string, type: string, proposalId:
 
 type GateRow = { id: string; installationId: string; runId: string; stepRunId: string; state: string } & ProposalStanding;
 
-/** What the send-time check reads of an action delivery's proposal, run and step (for the attempt's claim batch). */
+/**
+ * What the send-time check reads of an action delivery's proposal, run and step (?1 the delivery;
+ * exported for the plan tests). The step row is looked up by the proposal's step (its id's, or its
+ * stored step_run_id); an archived run's may be gone, and then its run's end answers.
+ */
+export const ACTION_GATE_SQL = `
+    SELECT p.id, p.installation_id AS installationId, p.run_id AS runId, ${proposalStepSql("p")} AS stepRunId, p.state, r.state AS runState, s.state AS stepState
+    FROM webhook_deliveries d JOIN action_proposals p ON p.id = d.source_id JOIN workflow_runs r ON r.id = p.run_id LEFT JOIN workflow_step_runs s ON s.id = ${proposalStepSql("p")}
+    WHERE d.id = ?1 AND d.source_type = 'action'`;
+
+/** The send-time check's read (ACTION_GATE_SQL), for the attempt's claim batch. */
 function actionGateStatement(db: D1Database, deliveryId: string): D1PreparedStatement {
-  return db
-    .prepare(`
-    SELECT p.id, p.installation_id AS installationId, p.run_id AS runId, p.step_run_id AS stepRunId, p.state, r.state AS runState, s.state AS stepState
-    FROM webhook_deliveries d JOIN action_proposals p ON p.id = d.source_id JOIN workflow_runs r ON r.id = p.run_id LEFT JOIN workflow_step_runs s ON s.id = p.step_run_id
-    WHERE d.id = ?1 AND d.source_type = 'action'`)
-    .bind(deliveryId);
+  return db.prepare(ACTION_GATE_SQL).bind(deliveryId);
 }
 
 /**

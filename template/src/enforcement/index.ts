@@ -2,6 +2,7 @@
 export { consumeDeliveries } from "./consumer";
 export { completeWorkflowAction, prepareWorkflowAction } from "./action-runtime";
 export { proposalJsonSql, type ProposalRow } from "./actions";
+export { proposalIdOf } from "./proposal-ids";
 export { cancelStepProposalStatements, RUN_END_PROPOSALS_SQL, runEndProposalStatements, type ProposalCancelReason } from "./proposal-cancellation";
 export { completeHandoffStatements, handoffWorkflowReport, recordWorkflowDecision, sendWorkflowMessage, type EffectCall, type EffectResult } from "./effects";
 export { ACCOUNT_EVENT_TYPES, ALERT_EVENT_TYPES, LABEL_EVENT_TYPES, WEBHOOK_EVENT_TYPES, deliveryStatement, enqueueDeliveries, sweepPendingDeliveries, type NewDelivery } from "./webhooks";

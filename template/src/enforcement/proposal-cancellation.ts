@@ -5,6 +5,7 @@
 // (cancelLeftover, from the run's and step's standing).
 import { auditStatement, type AuditEventInput } from "../audit";
 import { TERMINAL_RUN_STATES } from "../workflows";
+import { proposalIdOf } from "./proposal-ids";
 
 /** States in which a proposal can still lead to a delivery: waiting for a person, or approved and not yet confirmed. */
 const OPEN_PROPOSAL_STATES = ["approval_required", "approved", "delivery_pending"] as const;
@@ -37,10 +38,10 @@ function cancelAudit(db: D1Database, input: { installationId: string; proposalId
 /**
  * For the batch that sends a node to its error port (or fails it): the node's proposal, if still
  * open, is cancelled and audited, so it can no longer be approved and its delivery is never sent.
- * The proposal of a step is `${stepId}:proposal`; a node that made none writes nothing.
+ * The proposal of a step is `${stepId}:proposal` (proposalIdOf); a node that made none writes nothing.
  */
 export function cancelStepProposalStatements(db: D1Database, input: { installationId: string; runId: string; stepId: string; reason: "node_error_port" | "node_failed"; at: string }): D1PreparedStatement[] {
-  const proposalId = `${input.stepId}:proposal`;
+  const proposalId = proposalIdOf(input.stepId);
   return [
     db.prepare(`UPDATE action_proposals SET state = 'cancelled', cancel_reason = ?2, updated_at = ?3 WHERE id = ?1 AND state IN (${OPEN_STATES_SQL})`).bind(proposalId, input.reason, input.at),
     cancelAudit(db, { installationId: input.installationId, proposalId, runId: input.runId, reason: input.reason, at: input.at }),
@@ -72,11 +73,18 @@ export async function runEndProposalStatements(
   ];
 }
 
+/**
+ * Where a proposal's run and step stand. The step's state matters only while the run is live
+ * (runFinished answers first): an ended run's step rows leave D1 with its archive, and a proposal's
+ * step row stays only for a proposal of the form before migration 0067 (its foreign key), so for an
+ * archived run `stepState` may be null — the run has ended with nothing live, and that is the answer.
+ */
 export interface ProposalStanding {
   runState: string;
   stepState: string | null;
 }
 
+/** The standing of a proposal's run and step (`stepRunId`: the proposal's step, as PROPOSAL_COLUMNS derives it); null when the run is gone. */
 export function standingOf(db: D1Database, row: { runId: string; stepRunId: string }): Promise<ProposalStanding | null> {
   return db.prepare(`SELECT r.state AS runState, s.state AS stepState FROM workflow_runs r LEFT JOIN workflow_step_runs s ON s.id = ?2 WHERE r.id = ?1`).bind(row.runId, row.stepRunId).first<ProposalStanding>();
 }

@@ -3,7 +3,7 @@
 // identifiers) and its effects are written idempotently, with their audit event, in one batch.
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { AppError } from "../errors";
-import { enqueueDeliveries, completeWorkflowAction, prepareWorkflowAction, proposalJsonSql, type ProposalRow } from "../enforcement";
+import { enqueueDeliveries, completeWorkflowAction, prepareWorkflowAction, proposalIdOf, proposalJsonSql, type ProposalRow } from "../enforcement";
 import { findQueueJsonSql, REPORT_SUMMARY_BY_RUN_JSON_SQL, sealPersonalData, type QueueRow } from "../cases";
 import { openView } from "./content-access";
 import { assembleContext, contextStatements, loadNodeContext, nodeReads, nodeReadsContent, type ContextReads, type LoadedContext } from "./execution-context";
@@ -350,7 +350,7 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
       const claimed = wellFormed(() => cleanIdentifier(input.proposalId, "proposal_id", 500));
       const { run, node, branchKey, extra } = await this.authorize(input, scope, { kind: "action", extra: () => (claimed === undefined ? undefined : (param) => proposalJsonSql(param(claimed))) });
       const stepId = stepRunId(run.id, node.id, branchKey);
-      const expected = `${stepId}:proposal`;
+      const expected = proposalIdOf(stepId);
       if (cleanIdentifier(input.proposalId, "proposal_id", 500) !== expected) throw denied("runtime.action_proposal_denied");
       const prefetched = extra === undefined ? {} : { prefetched: extra === null ? null : (JSON.parse(extra) as ProposalRow) };
       const progress = await completeWorkflowAction(this.env, { proposalId: expected, eventResult: input.eventResult, ...prefetched });
