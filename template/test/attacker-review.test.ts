@@ -114,7 +114,7 @@ describe("POST /runs keeps to what a hand-started run may be", () => {
     expect(trigger.status).toBe(201);
     const start = (authorityMode: string, key?: string) => api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: version.id, authorityMode, input: {} }, ...(key ? { headers: { "idempotency-key": key } } : {}) });
 
-    for (const key of [`trigger:${trigger.body.id}:rpt_forged`, "backtest:bt_1:rpt_1", "linked:run_1:node:main"]) {
+    for (const key of [`trigger:${trigger.body.id}:rpt_forged`, "backtest:bt_1:rpt_1", "linked:run_1:node:main", "account_sanction:sanc_1", "bulk_action:bulk_1:0", "rule:ver_1:rule_1:evt_1"]) {
       const refused = await start("shadow", key);
       expect(refused.status, key).toBe(422);
       expect(refused.body.error.code).toBe("run.idempotency_key_reserved");

@@ -132,6 +132,21 @@ describe("search", () => {
     expect(JSON.stringify(everything.body)).not.toContain(mine.id);
   });
 
+  it("a report whose personal data is erased is never a match, even where its term rows were left behind (an older worker's erasure that could not read a compact list)", async () => {
+    const { apiKey } = await newInstallation("search-erased-left");
+    const words = `lingering ${crypto.randomUUID().slice(0, 8)}`;
+    const reporter = `left-${crypto.randomUUID()}`;
+    const kept = await fileReport(apiKey, { subjectId: "left-a", description: `Kept ${words}.`, reporter: { id: reporter } });
+    const erased = await fileReport(apiKey, { subjectId: "left-b", description: `Erased ${words}.`, reporter: { id: reporter } });
+    for (const q of [reporter, words]) expect(ids((await search(apiKey, { q })).body).sort()).toEqual([kept.id, erased.id].sort());
+    // What the earlier release's erasure did with a list it could not parse: marked erased, rows kept.
+    await env.DB.prepare(`UPDATE reports SET personal_data_erased_at = ?2, search_terms = NULL WHERE id = ?1`).bind(erased.id, new Date().toISOString()).run();
+    for (const q of [reporter, words]) {
+      expect(ids((await search(apiKey, { q })).body)).toEqual([kept.id]);
+      expect(ids((await search(apiKey, { q, type: "case" })).body)).toEqual([kept.caseId]);
+    }
+  });
+
   it("a report lists its own terms: erasure removes each of its term rows by a seek of the key (no record index; a common term's statistics do not turn it into a walk) and leaves another report's", async () => {
     const { id: installationId, apiKey } = await newInstallation("search-erase");
     const erased = await fileReport(apiKey, { subjectId: "post-e1", description: "Wobblequartz trades stolen cards", reporter: { id: `r-${crypto.randomUUID()}` } });

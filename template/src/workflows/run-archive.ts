@@ -115,6 +115,7 @@ export function storedDigest(digest: string): string {
 
 /** Whether an object's full digest is the one a run row keeps (`expected`, in either form). */
 export function digestMatches(expected: string, digest: string): boolean {
+  if (typeof digest !== "string") return false;
   return expected.startsWith("sha256:") ? digest === expected : digest.startsWith("sha256:") && storedDigest(digest) === expected;
 }
 

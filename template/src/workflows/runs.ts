@@ -30,8 +30,8 @@ export function isTerminal(state: string): boolean {
   return (TERMINAL_RUN_STATES as readonly string[]).includes(state);
 }
 
-/** Idempotency-Key prefixes the platform gives its own runs: a trigger's, a backtest's, a linked workflow's. */
-export const RESERVED_RUN_KEY_PREFIXES = ["trigger:", "backtest:", "linked:"] as const;
+/** Idempotency-Key prefixes the platform gives its own runs: a trigger's, a backtest's, a linked workflow's, an account sanction's, a bulk action's, a detection rule's. */
+export const RESERVED_RUN_KEY_PREFIXES = ["trigger:", "backtest:", "linked:", "account_sanction:", "bulk_action:", "rule:"] as const;
 const MODE_ORDER = ["off", "shadow", "assisted", "autonomous"] as const;
 
 /**

@@ -113,16 +113,21 @@ export function reportTermsStatement(db: D1Database, input: { installationId: st
 /**
  * Deletes term rows by their whole keys, as termKeysOfReports reads them from the reports' lists
  * (a term in either form, the report's created_at as the report holds it, the report's id): each
- * key in both row forms, so a row goes whichever release wrote it; a seek of the primary key each
- * down to the created_at at least, whatever the table's statistics say about a common term.
+ * key in the form of its term (a compact term at termTime of the created_at, a hex term at the
+ * created_at itself), so a row goes whichever release wrote it, and the keys bound stay one per
+ * term; a seek of the primary key each down to the created_at at least, whatever the table's
+ * statistics say about a common term.
  */
 export function eraseReportTermsStatement(db: D1Database, installationId: string, keys: Array<[string, string, string]>): D1PreparedStatement {
+  // A row's term and time are in one form (compact terms at termTime, hex terms at the ISO time),
+  // and a list names its rows' terms: one key per term, in its own form.
   const rows: Array<[string, string, string]> = [];
   for (const [term, createdAt, id] of keys) {
-    const [hex, compact] = termForms(term);
-    rows.push([hex, createdAt, id]);
-    const time = termTime(createdAt);
-    if (time !== null) rows.push([compact, time, id]);
+    if (!COMPACT_TERM.test(term)) rows.push([term, createdAt, id]);
+    else {
+      const time = termTime(createdAt);
+      if (time !== null) rows.push([term, time, id]);
+    }
   }
   return db
     .prepare(`DELETE FROM search_terms WHERE installation_id = ?1 AND (term, created_at, record_id) IN (
@@ -172,7 +177,8 @@ export const MAX_REPORT_TERMS = MAX_INDEXED_WORDS + 2;
 export function reportTermRowsSql(installation: string, where: string): string {
   const numbers = JSON.stringify(Array.from({ length: MAX_REPORT_TERMS }, (_, i) => i));
   return `SELECT * FROM search_terms WHERE installation_id = ${installation} AND (term, created_at, record_id) IN (
-      SELECT t.value, r.created_at, r.id FROM reports r CROSS JOIN json_each(CASE WHEN substr(r.search_terms, 1, 1) = '[' THEN r.search_terms ELSE '[]' END) t WHERE ${where})
+      SELECT t.value, CASE WHEN length(t.value) = ${COMPACT_TERM_LENGTH} THEN ${termTimeSql("r.created_at")} ELSE r.created_at END, r.id
+      FROM reports r CROSS JOIN json_each(CASE WHEN substr(r.search_terms, 1, 1) = '[' THEN r.search_terms ELSE '[]' END) t WHERE ${where})
     UNION ALL
     SELECT * FROM search_terms WHERE installation_id = ${installation} AND (term, created_at, record_id) IN (
       SELECT substr(r.search_terms, n.value * ${COMPACT_TERM_LENGTH} + 1, ${COMPACT_TERM_LENGTH}), ${termTimeSql("r.created_at")}, r.id FROM reports r CROSS JOIN json_each('${numbers}') n

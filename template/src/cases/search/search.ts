@@ -62,8 +62,10 @@ const HITS_CTE = `hits(id) AS (
     SELECT a.record_id FROM search_terms a WHERE a.installation_id = ?1 AND a.term IN (?15, ?16) AND ?3 > 0
       AND NOT EXISTS (SELECT 1 FROM json_each(?2) t WHERE t.value ->> 0 <> ?15
         AND NOT EXISTS (SELECT 1 FROM search_terms b WHERE b.installation_id = ?1 AND b.term IN (t.value ->> 0, t.value ->> 1) AND b.created_at = a.created_at AND b.record_id = a.record_id))
+      AND NOT EXISTS (SELECT 1 FROM reports e WHERE e.id = a.record_id AND e.personal_data_erased_at IS NOT NULL)
     UNION
-    SELECT record_id FROM search_terms WHERE installation_id = ?1 AND term IN (SELECT value FROM json_each(?4))
+    SELECT s.record_id FROM search_terms s WHERE s.installation_id = ?1 AND s.term IN (SELECT value FROM json_each(?4))
+      AND NOT EXISTS (SELECT 1 FROM reports e WHERE e.id = s.record_id AND e.personal_data_erased_at IS NOT NULL)
   )`;
 
 /** The word term of ?2 with the fewest rows in both forms (counted up to 10,000 each), to drive HITS_CTE; ?1 the installation. Exported for the plan tests. */
