@@ -17,7 +17,6 @@ import { canonicalJson } from "../audit";
 import { AppError } from "../errors";
 import { byteLength, sha256Hex } from "../lib/crypto";
 import { DEFAULT_HOT_DAYS, runHistoryMinutesSql } from "../lib/storage-tiers";
-import { listRunRepairs, listStepRows, listWaitRows, type RunRow } from "./runs-queries";
 
 export { DEFAULT_HOT_DAYS };
 
@@ -73,7 +72,7 @@ export const ARCHIVABLE_RUNS_SQL = `
     AND NOT EXISTS (SELECT 1 FROM run_archive_queue q WHERE q.run_id = r.id AND q.queued_until > ?1)
   ORDER BY r.finished_at LIMIT ?2`;
 
-type Cell = string | number | null;
+export type Cell = string | number | null;
 type Row = Record<string, Cell>;
 
 /** The child tables an archive holds, each read verbatim (every column as stored; sealed columns stay sealed), in a fixed order. */
@@ -147,7 +146,7 @@ export async function runArchiveTextHolds(text: string, installationId: string, 
 }
 
 /** Reads and checks a stored archive: parses, recomputes the digest and compares it with `expected`. */
-async function readArchiveObject(bucket: R2Bucket, key: string, expected: string | null): Promise<{ object: RunArchiveObject; text: string } | null> {
+export async function readArchiveObject(bucket: R2Bucket, key: string, expected: string | null): Promise<{ object: RunArchiveObject; text: string } | null> {
   const stored = await bucket.get(key);
   if (!stored) return null;
   const text = await stored.text();
@@ -333,86 +332,4 @@ export async function archiveRunMessage(env: Env, installationId: string, runId:
     console.error(JSON.stringify({ event: "run.archive_failed", runId, installationId, code: error instanceof AppError ? error.code : "run_archive.failed" }));
     return "failed";
   }
-}
-
-// ---- reads: both tiers ------------------------------------------------------------------------
-
-type StepRow = Awaited<ReturnType<typeof listStepRows>>[number];
-type WaitRow = Awaited<ReturnType<typeof listWaitRows>>[number];
-type RepairRow = Awaited<ReturnType<typeof listRunRepairs>>[number];
-
-export interface RunChildren {
-  steps: StepRow[];
-  waits: WaitRow[];
-  repairs: RepairRow[];
-}
-
-/** The archive object of an archived run, checked against the digest its run row recorded. */
-export async function readRunArchive(env: Env, run: Pick<RunRow, "id" | "installationId" | "archiveDigest">): Promise<RunArchiveObject> {
-  const key = runArchiveKey(run.installationId, run.id);
-  const found = await readArchiveObject(env.WORKFLOW_ARTIFACTS, key, run.archiveDigest ?? null);
-  if (!found) throw new AppError("run_archive.missing", `The run's archive object ${key} is missing from R2.`, { status: 500, details: { key } });
-  return found.object;
-}
-
-const str = (v: Cell | undefined): string => String(v);
-const strOrNull = (v: Cell | undefined): string | null => (v === null || v === undefined ? null : String(v));
-
-/** The same shapes the hot queries answer (runs-queries.ts), from an archive's verbatim rows. */
-function childrenFromArchive(archive: RunArchiveObject, sealedErased: boolean): RunChildren {
-  const outputs = new Map(archive.tables.workflow_step_outputs.map((row) => [str(row.step_run_id), row]));
-  const steps: StepRow[] = archive.tables.workflow_step_runs.map((s) => {
-    const o = outputs.get(str(s.id));
-    return {
-      id: str(s.id),
-      nodeId: str(s.node_id),
-      kind: str(s.node_type),
-      branchKey: str(s.branch_key),
-      state: str(s.state),
-      attempt: Number(s.attempt),
-      outputDigest: strOrNull(s.output_digest),
-      errorCode: strOrNull(s.error_code),
-      outputJson: o ? strOrNull(o.inline_json) : null,
-      sealedJson: o && !sealedErased ? strOrNull(o.sealed_json) : null,
-      startedAt: strOrNull(s.started_at),
-      waitingAt: strOrNull(s.waiting_at),
-      finishedAt: strOrNull(s.finished_at),
-      updatedAt: str(s.updated_at),
-    };
-  });
-  const waits: WaitRow[] = archive.tables.workflow_waits.map((w) => ({
-    id: str(w.id),
-    stepRunId: str(w.step_run_id),
-    waitType: str(w.wait_type),
-    eventType: str(w.event_type),
-    state: str(w.state),
-    deadlineAt: str(w.deadline_at),
-    createdAt: str(w.created_at),
-    satisfiedAt: strOrNull(w.satisfied_at),
-  }));
-  const repairs: RepairRow[] = archive.tables.workflow_run_repairs.map((r) => ({
-    id: str(r.id),
-    seq: Number(r.seq),
-    action: str(r.action),
-    nodeId: strOrNull(r.node_id),
-    branchKey: strOrNull(r.branch_key),
-    port: strOrNull(r.port),
-    fromVersionId: str(r.from_version_id),
-    toVersionId: str(r.to_version_id),
-    previousState: str(r.previous_state),
-    previousErrorCode: strOrNull(r.previous_error_code),
-    instanceId: str(r.instance_id),
-    reason: str(r.reason),
-    operationId: strOrNull(r.operation_id),
-    createdAt: str(r.created_at),
-    actor: JSON.parse(str(r.actor_json)) as unknown,
-  }));
-  return { steps, waits, repairs };
-}
-
-/** A run's steps (with outputs), waits and repairs, from D1 or from its archive: every reader asks here. */
-export async function runChildren(env: Env, run: RunRow): Promise<RunChildren> {
-  if (run.archivedAt) return childrenFromArchive(await readRunArchive(env, run), run.archiveSealedErasedAt !== null && run.archiveSealedErasedAt !== undefined);
-  const [steps, waits, repairs] = await Promise.all([listStepRows(env.DB, run.id), listWaitRows(env.DB, run.id), listRunRepairs(env.DB, run.installationId, run.id)]);
-  return { steps, waits, repairs };
 }

@@ -7,7 +7,7 @@ import { byteLength, newId, sha256Hex } from "../lib/crypto";
 import { queueLimitOf, runInQueuesSql, type Actor } from "../auth";
 import { signalRun } from "./instances";
 import { startAndQueue, type StartInstance } from "./run-dispatch";
-import { runChildren } from "./run-archive";
+import { runChildren } from "./run-archive-read";
 import { getRunByIdempotencyKey, getRunRow, runEventStatement, waitingWaitsForEvent, type RunRow } from "./runs-queries";
 import type { JsonObject, WorkflowAuthorityMode } from "./types";
 import { TERMINAL_RUN_STATES } from "./types";
