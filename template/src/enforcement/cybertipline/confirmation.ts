@@ -24,7 +24,11 @@ function personRequired(): AppError {
   );
 }
 
-/** The confirming task of a run: the latest completed task of the node `confirmation_node`, its principal and whether a person answered. */
+/**
+ * The confirming task of a run: the latest completed task of the node `confirmation_node`, its
+ * principal and whether a person answered. The task's step is the stored one or its id's
+ * (taskStepSql); the run is live here (its node is running), so its step rows are in D1.
+ */
 async function confirmationOf(env: Env, run: AuthorizedRun, node: WorkflowNodeV1): Promise<{ taskId: string; by: string }> {
   const confirmationNode = String(node.config.confirmation_node ?? "");
   const outcome = typeof node.config.confirm_outcome === "string" ? node.config.confirm_outcome : DEFAULT_CONFIRM_OUTCOME;
