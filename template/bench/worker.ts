@@ -135,7 +135,7 @@ export class BareBenchWorkflow extends WorkflowEntrypoint<BenchEnv, BareBenchPar
  * statement with `${TASK_COLUMNS}` in place. scripts/bench.mjs fails when tasks.ts no longer holds
  * this text (whitespace aside), so the plan shown is the plan of the query the API runs.
  */
-const LISTING_COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRunId, report_id AS reportId, appeal_id AS appealId,
+const LISTING_COLUMNS = `id, queue_id AS queueId, run_id AS runId, COALESCE(human_tasks.step_run_id, CASE WHEN human_tasks.origin = 'workflow' THEN substr(human_tasks.id, 1, length(human_tasks.id) - 5) END) AS stepRunId, report_id AS reportId, appeal_id AS appealId,
   task_type AS taskType, state, priority, context_json AS contextJson, context_sealed AS contextSealed,
   COALESCE((SELECT s.schema_json FROM task_response_schemas s WHERE s.installation_id = human_tasks.installation_id AND s.number = human_tasks.response_schema_number), human_tasks.response_schema_json) AS responseSchemaJson,
   response_json AS responseJson, due_at AS dueAt, expires_at AS expiresAt, claimed_by AS claimedBy, claimed_at AS claimedAt,

@@ -89,4 +89,78 @@ describe("migrations", () => {
       .map((row) => row.name);
     assert.ok(indexes.includes("entity_labels_subject"));
   });
+  it("apply from 0068 on to a database holding workflow tasks that QA, golden and exposure rows point at, and keep them all", () => {
+    const db = database();
+    const first = files.findIndex((name) => name.startsWith("0068_"));
+    assert.ok(first > 0, "migration 0068 is in migrations/");
+    for (const name of files.slice(0, first)) apply(db, name);
+    const at = "2026-01-01T00:00:00.000Z";
+    db.prepare("INSERT INTO installations (id, name, created_at, updated_at) VALUES ('inst_1', 'One', ?, ?)").run(at, at);
+    db.prepare("INSERT INTO queues (id, installation_id, name, sla_seconds, created_at, updated_at) VALUES ('q_1', 'inst_1', 'review', 3600, ?, ?)").run(at, at);
+    db.prepare("INSERT INTO workflows (id, installation_id, name, created_at, updated_at) VALUES ('wf_1', 'inst_1', 'flow', ?, ?)").run(at, at);
+    db.prepare("INSERT INTO workflow_artifacts (id, installation_id, compatibility_date, bundle_digest, inline_source_text, size_bytes, status, created_at) VALUES ('art_1', 'inst_1', '2026-01-01', 'sha256:00', 'x', 1, 'ready', ?)").run(at);
+    db.prepare("INSERT INTO workflow_versions (id, installation_id, workflow_id, version, graph_json, graph_digest, artifact_id, created_at) VALUES ('wv_1', 'inst_1', 'wf_1', 1, '{}', 'sha256:00', 'art_1', ?)").run(at);
+    db.prepare("INSERT INTO workflow_runs (id, installation_id, workflow_version_id, authority_mode, state, created_at, updated_at) VALUES ('run_1', 'inst_1', 'wv_1', 'autonomous', 'waiting', ?, ?)").run(at, at);
+    db.prepare("INSERT INTO workflow_step_runs (id, run_id, node_id, node_type, state, updated_at) VALUES ('run_1:review:main:1', 'run_1', 'review', 'human_task', 'waiting', ?)").run(at);
+    const task = (id, runId, stepRunId, origin) =>
+      db
+        .prepare(
+          `INSERT INTO human_tasks (id, installation_id, run_id, step_run_id, task_type, state, queue_id, context_json, context_digest, response_schema_json, due_at, created_at, updated_at, origin)
+           VALUES (?, 'inst_1', ?, ?, 'review', 'completed', 'q_1', '{}', '', '{}', ?, ?, ?, ?)`,
+        )
+        .run(id, runId, stepRunId, at, at, at, origin);
+    // A workflow task as the release before wrote it (its step stored), a QA copy and a golden copy.
+    task("run_1:review:main:1:task", "run_1", "run_1:review:main:1", "workflow");
+    task("qa_1:task", null, null, "qa");
+    task("run_1:review:main:2:task", "run_1", null, "golden");
+    db.prepare(
+      `INSERT INTO qa_reviews (qa_task_id, installation_id, original_task_id, queue_id, compare_field, original_reviewer, original_label, original_completed_at, created_at)
+       VALUES ('qa_1:task', 'inst_1', 'run_1:review:main:1:task', 'q_1', 'outcome', 'rita', 'keep', ?, ?)`,
+    ).run(at, at);
+    db.prepare(
+      `INSERT INTO golden_items (id, installation_id, queue_id, task_id, source_task_id, compare_field, answer_json, answer_label, created_by, created_at)
+       VALUES ('gold_1', 'inst_1', 'q_1', 'run_1:review:main:2:task', 'run_1:review:main:1:task', 'outcome', '{}', 'keep', 'lead', ?)`,
+    ).run(at);
+    db.prepare(
+      `INSERT INTO review_exposure (id, installation_id, task_id, reviewer, category, started_at, lease_expires_at, created_at)
+       VALUES ('exp_1', 'inst_1', 'run_1:review:main:1:task', 'rita', 'violence', ?, ?, ?)`,
+    ).run(at, at, at);
+    for (const name of files.slice(first)) apply(db, name);
+    assert.deepEqual(db.prepare("PRAGMA foreign_key_check").all(), []);
+    const rows = (sql) =>
+      db
+        .prepare(sql)
+        .all()
+        .map((row) => ({ ...row }));
+    assert.deepEqual(rows("SELECT id, step_run_id AS stepRunId, origin FROM human_tasks ORDER BY id"), [
+      { id: "qa_1:task", stepRunId: null, origin: "qa" },
+      { id: "run_1:review:main:1:task", stepRunId: "run_1:review:main:1", origin: "workflow" },
+      { id: "run_1:review:main:2:task", stepRunId: null, origin: "golden" },
+    ]);
+    assert.deepEqual(rows("SELECT qa_task_id AS qa, original_task_id AS original FROM qa_reviews"), [{ qa: "qa_1:task", original: "run_1:review:main:1:task" }]);
+    assert.deepEqual(rows("SELECT task_id AS task, source_task_id AS source FROM golden_items"), [{ task: "run_1:review:main:2:task", source: "run_1:review:main:1:task" }]);
+    assert.deepEqual(rows("SELECT task_id AS task FROM review_exposure"), [{ task: "run_1:review:main:1:task" }]);
+    // The references name the rebuilt table, and no table of the old name is left.
+    const schema = rows("SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL");
+    assert.deepEqual(
+      schema.filter((row) => /before_0068/u.test(row.sql) || /before_0068/u.test(row.name)),
+      [],
+    );
+    for (const table of ["qa_reviews", "golden_items", "review_exposure"]) {
+      assert.ok(
+        db
+          .prepare(`PRAGMA foreign_key_list(${table})`)
+          .all()
+          .some((row) => row.table === "human_tasks"),
+        table,
+      );
+    }
+    // A workflow task now may name its step by its id alone; one that names it neither way is refused.
+    db.prepare("INSERT INTO workflow_step_runs (id, run_id, node_id, node_type, state, updated_at) VALUES ('run_1:again:main:1', 'run_1', 'again', 'human_task', 'waiting', ?)").run(at);
+    task("run_1:again:main:1:task", "run_1", null, "workflow");
+    assert.throws(() => task("run_1:other", "run_1", null, "workflow"), /CHECK constraint failed/u);
+    // The step row of the task that names its step by its id is deleted freely; the one of the earlier form is still held.
+    db.prepare("DELETE FROM workflow_step_runs WHERE id = 'run_1:again:main:1'").run();
+    assert.throws(() => db.prepare("DELETE FROM workflow_step_runs WHERE id = 'run_1:review:main:1'").run(), /FOREIGN KEY constraint failed/u);
+  });
 });

@@ -36,6 +36,7 @@ export {
 export { isDataKeyDestroyed, openPersonalData, openPersonalDataOr, rewrapDataKeys, sealPersonalData, warmSealingKey } from "./reports/report-crypto";
 // People's keys as a backup carries them (rows), restores them (R2 objects) and a failed restore removes them.
 export { deleteInstallationPersonKeys, isObjectKeyRow, personKeyObjectRows, restorePersonKeyObjects } from "./reports/person-data-keys";
+export { taskIdOf, taskStepSql } from "./queues/task-ids";
 export { closeStepTaskStatement, openTaskStatements, RUN_END_TASKS_SQL, TASK_COMPLETED_BY_SQL, runEndTaskStatements, sealLegacyTaskContexts, sweepLapsedLeases } from "./queues/task-records";
 export {
   APPEAL_OUTCOMES,

@@ -2,7 +2,7 @@
 // (recorded with what a DSA statement of reasons needs), handoff (a task in another queue, or a
 // signed report.handoff with an evidence bundle and its digest).
 import { auditStatement, canonicalJson, type AuditEventInput } from "../audit";
-import { contentOf, findQueueRow, openPersonalData, openTaskStatements, TASK_COMPLETED_BY_SQL, type ReportPersonalData } from "../cases";
+import { contentOf, findQueueRow, openPersonalData, openTaskStatements, TASK_COMPLETED_BY_SQL, taskIdOf, type ReportPersonalData } from "../cases";
 import { AppError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
 import { contentReadStatement, evaluateInputMapping, type AuthorizedRun, type ExpressionContext, type WorkflowNodeV1 } from "../workflows";
@@ -106,7 +106,7 @@ export async function handoffWorkflowReport(call: EffectCall): Promise<EffectRes
   if (typeof node.config.queue_id === "string") {
     const queue = await findQueueRow(env.DB, run.installationId, node.config.queue_id);
     if (!queue) throw new AppError("handoff.queue_unknown", `The handoff queue of ${node.id} does not exist.`);
-    const taskId = `${stepId}:task`;
+    const taskId = taskIdOf(stepId);
     return {
       output: { port: "handed_off", handoffId, targetKind: "queue", queueId: queue.id, taskId },
       statements: [

@@ -207,8 +207,9 @@ export async function writeRunArchive(env: Env, installationId: string, runId: s
  * Step rows another table still points at (tasks, proposals, decisions, messages, handoffs, by
  * foreign key) stay in D1 until those tables move too, as anchors: id, node and state (their
  * digest, times and error go; reads take the archive's copy).
- * A proposal written since migration 0067 names its step by its id alone, so its step row goes;
- * one of the earlier form (step_run_id set) keeps its anchor.
+ * A proposal written since migration 0067, and a task written since migration 0068, name their
+ * step by their id alone, so their step row goes; one of the earlier form (step_run_id set) keeps
+ * its anchor.
  * Answers whether the run was archived by this call.
  */
 export async function commitRunArchive(env: Env, installationId: string, runId: string, written: WrittenArchive, now: Date = new Date()): Promise<boolean> {

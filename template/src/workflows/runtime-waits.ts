@@ -1,6 +1,6 @@
 // Waits: prepared before the kernel parks on waitForEvent, completed only by an event recorded in
 // D1 for that very wait, or by its timeout.
-import { closeStepTaskStatement, findQueueRow, openTaskStatements, type QueueRow } from "../cases";
+import { closeStepTaskStatement, findQueueRow, openTaskStatements, taskIdOf, type QueueRow } from "../cases";
 import { AppError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
 import { loadNodeContext, type LoadedContext } from "./execution-context";
@@ -22,7 +22,7 @@ async function signalType(waitId: string): Promise<string> {
 export async function prepareWaitRecord(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string; loaded?: LoadedContext; stepRecorded: boolean; queue?: QueueRow | null }): Promise<PreparedWait> {
   const { run, node, branchKey, stepId } = input;
   const waitId = `${stepId}:wait`;
-  const taskId = node.kind === "human_task" ? `${stepId}:task` : undefined;
+  const taskId = node.kind === "human_task" ? taskIdOf(stepId) : undefined;
   // A wait is written in the batch that records its step, so a step with no row has no wait to look for.
   const existing = input.stepRecorded ? await waitOfStepUnsafe(env.DB, stepId) : null;
   if (existing) {

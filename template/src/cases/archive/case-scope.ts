@@ -57,7 +57,9 @@ export function subjectRefKey(installationId: string, key: Uint8Array): string {
  * The ids of everything that hangs off a case (?1 case, ?2 installation), each found on an index:
  * reports by case; runs by report and appeal, and their child runs by parent; steps by run;
  * decisions by report and by step; appeals by report and by decision; tasks by report (the unary +
- * keeps the planner on human_tasks_report), appeal and step; messages by report and by step;
+ * keeps the planner on human_tasks_report), appeal and run (a workflow task's step row may have left
+ * with its run's archive: its id names the step; the run's workflow tasks are its steps' tasks);
+ * messages by report and by step;
  * proposals by run (a proposal's step row may have left with its run's archive: its id names the
  * step); handoffs by step; deliveries by
  * (source_type, source_id).
@@ -79,7 +81,7 @@ export const SCOPE_SQL = `
   ta AS (
     SELECT id FROM human_tasks WHERE +installation_id = ?2 AND report_id IN (SELECT id FROM rp)
     UNION SELECT id FROM human_tasks WHERE installation_id = ?2 AND appeal_id IN (SELECT id FROM ap)
-    UNION SELECT id FROM human_tasks WHERE step_run_id IN (SELECT id FROM st)),
+    UNION SELECT id FROM human_tasks WHERE run_id IN (SELECT id FROM ru) AND origin = 'workflow'),
   ms AS (
     SELECT id FROM messages WHERE installation_id = ?2 AND report_id IN (SELECT id FROM rp)
     UNION SELECT id FROM messages WHERE step_run_id IN (SELECT id FROM st)),

@@ -14,8 +14,9 @@ import { answerLabel, DEFAULT_COMPARE_FIELD, labelName } from "./qa-sampling";
 import { reportCategoryUnsafe, taskContextUnsafe } from "./qa";
 import { sealPersonalData } from "../reports/report-crypto";
 import { responseProblems, type TaskRow } from "../queues/tasks";
+import { taskStepSql } from "../queues/task-ids";
 
-const SOURCE_COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRunId, report_id AS reportId, appeal_id AS appealId, task_type AS taskType,
+const SOURCE_COLUMNS = `id, queue_id AS queueId, run_id AS runId, ${taskStepSql()} AS stepRunId, report_id AS reportId, appeal_id AS appealId, task_type AS taskType,
   state, priority, context_json AS contextJson, context_sealed AS contextSealed, ${TASK_RESPONSE_SCHEMA_SQL()} AS responseSchemaJson,
   expires_at AS expiresAt, created_at AS createdAt, origin`;
 

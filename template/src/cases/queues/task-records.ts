@@ -3,6 +3,7 @@
 import { auditStatement, canonicalJson, RUNTIME_ACTOR, type AuditEventInput } from "../../audit";
 import { sealPersonalData } from "../reports/report-crypto";
 import { reviewerAuditId } from "../../lib/person-keys";
+import { taskIdOf } from "./task-ids";
 
 /**
  * `context_digest` of a task whose context is sealed: empty, since the sealed text authenticates
@@ -79,6 +80,11 @@ export const responseSchemaValuesSql = (installation: string, schema: string) =>
  * reported content) is sealed; `context_json` stays `{}`. The response schema is the installation's
  * numbered one (recorded by a first statement the first time this isolate opens a task of it). A
  * repeat for the same step writes nothing.
+ *
+ * The row stores no step_run_id: its id (`taskId`, always `<stepId>:task`, task-ids.ts) names the
+ * step, so the step's row is not kept in D1 as an anchor once the run is archived. The id is a
+ * function of the step, so its primary key keeps one task per step, a row of the earlier form
+ * (step_run_id set, same id) included: the insert conflicts on the id.
  */
 export async function openTaskStatements(
   env: Env,
@@ -96,6 +102,10 @@ export async function openTaskStatements(
     expiresAt: string | null;
   },
 ): Promise<D1PreparedStatement[]> {
+  // Readers find the step from the id alone: a task whose id did not name its step would lose it.
+  if (input.taskId !== taskIdOf(input.stepId)) throw new Error(`A step's task is ${taskIdOf(input.stepId)}, not ${input.taskId}.`);
+  // Readers find the step from the id alone: a task whose id did not name its step would lose it.
+  if (input.taskId !== taskIdOf(input.stepId)) throw new Error(`A step's task is ${taskIdOf(input.stepId)}, not ${input.taskId}.`);
   const { sealed } = await sealPersonalData(env, input.installationId, `task:${input.taskId}`, input.context ?? null);
   const dueAt = new Date(Date.parse(input.at) + input.queue.slaSeconds * 1_000).toISOString();
   const schemaJson = canonicalJson(input.responseSchema);
@@ -103,26 +113,30 @@ export async function openTaskStatements(
     ...responseSchemaStatements(env.DB, { installationId: input.installationId, schemaJson, at: input.at }),
     env.DB.prepare(`
     INSERT INTO human_tasks (
-      id, installation_id, report_id, appeal_id, run_id, step_run_id, task_type, state, queue_id, priority,
+      id, installation_id, report_id, appeal_id, run_id, task_type, state, queue_id, priority,
       context_json, context_sealed, context_digest, response_schema_number, response_schema_json, due_at, expires_at, created_at, updated_at, priority_lane
-    ) SELECT ?1, r.installation_id, r.report_id, r.appeal_id, r.id, ?2, ?3, 'open', ?4, ?5, '{}', ?6, ?7, ${responseSchemaValuesSql("r.installation_id", "?8")}, ?9, ?10, ?11, ?11,
+    ) SELECT ?1, r.installation_id, r.report_id, r.appeal_id, r.id, ?3, 'open', ?4, ?5, '{}', ?6, ?7, ${responseSchemaValuesSql("r.installation_id", "?8")}, ?9, ?10, ?11, ?11,
       -- A trusted flagger's notice (DSA Art. 22) takes the priority lane /next serves first (not its appeals).
       CASE WHEN r.appeal_id IS NULL AND EXISTS (SELECT 1 FROM reports p WHERE p.id = r.report_id AND p.installation_id = r.installation_id AND p.source = 'trusted_flagger') THEN 'trusted_flagger' END
     FROM workflow_runs r WHERE r.id = ?12 AND r.installation_id = ?13
-    ON CONFLICT(step_run_id) DO NOTHING
+    ON CONFLICT(id) DO NOTHING
   `).bind(input.taskId, input.stepId, input.taskType, input.queue.id, input.priority, sealed, SEALED_CONTEXT, schemaJson, dueAt, input.expiresAt, input.at, input.runId, input.installationId),
   ];
 }
 
-/** Closes the open task of a step when its wait ends: `expired` on timeout, else `completed`. */
+/**
+ * Closes the open task of a step when its wait ends: `expired` on timeout, else `completed`. The
+ * task is found by its primary key (the step's task id, which rows of either form have).
+ */
 export function closeStepTaskStatement(db: D1Database, input: { stepId: string; timedOut: boolean; at: string }): D1PreparedStatement {
-  return db
-    .prepare(`
-    UPDATE human_tasks SET state = CASE WHEN ?2 = 1 THEN 'expired' ELSE 'completed' END, completed_at = ?3, updated_at = ?3
-    WHERE step_run_id = ?1 AND state IN ('open', 'claimed')
-  `)
-    .bind(input.stepId, input.timedOut ? 1 : 0, input.at);
+  return db.prepare(CLOSE_STEP_TASK_SQL).bind(taskIdOf(input.stepId), input.timedOut ? 1 : 0, input.at);
 }
+
+/** closeStepTaskStatement's update (?1 the task's id, ?2 timed out, ?3 the time; exported for the plan tests). */
+export const CLOSE_STEP_TASK_SQL = `
+    UPDATE human_tasks SET state = CASE WHEN ?2 = 1 THEN 'expired' ELSE 'completed' END, completed_at = ?3, updated_at = ?3
+    WHERE id = ?1 AND state IN ('open', 'claimed')
+  `;
 
 /**
  * A task that a handoff put in a queue: it belongs to that queue, not to the run that handed off.

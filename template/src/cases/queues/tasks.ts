@@ -18,6 +18,7 @@ import { APPEAL_OUTCOMES } from "../taxonomy";
 import { reviewerAuditId, taskResponseDigest } from "../../lib/person-keys";
 import { hotOrArchived } from "../archive/case-rehydrate";
 import { taskDisplay } from "../wellness/wellness";
+import { taskStepSql } from "./task-ids";
 
 export const DEFAULT_LEASE_SECONDS = 900;
 export const MAX_LEASE_SECONDS = 3_600;
@@ -50,11 +51,12 @@ export interface TaskRow {
 }
 
 /**
- * A task's columns as TaskRow, for a statement over human_tasks (not aliased). The response schema
- * and the completer are read in both forms (TASK_RESPONSE_SCHEMA_SQL, TASK_COMPLETED_BY_SQL in
- * task-records.ts, spelled out here: bench/worker.ts copies this text to show the listing's plan).
+ * A task's columns as TaskRow, for a statement over human_tasks (not aliased). The step, the response
+ * schema and the completer are read in both forms (taskStepSql in task-ids.ts, TASK_RESPONSE_SCHEMA_SQL
+ * and TASK_COMPLETED_BY_SQL in task-records.ts, spelled out here: bench/worker.ts copies this text to
+ * show the listing's plan; test/task-step.test.ts checks the step's against taskStepSql).
  */
-export const TASK_COLUMNS = `id, queue_id AS queueId, run_id AS runId, step_run_id AS stepRunId, report_id AS reportId, appeal_id AS appealId,
+export const TASK_COLUMNS = `id, queue_id AS queueId, run_id AS runId, COALESCE(human_tasks.step_run_id, CASE WHEN human_tasks.origin = 'workflow' THEN substr(human_tasks.id, 1, length(human_tasks.id) - 5) END) AS stepRunId, report_id AS reportId, appeal_id AS appealId,
   task_type AS taskType, state, priority, context_json AS contextJson, context_sealed AS contextSealed,
   COALESCE((SELECT s.schema_json FROM task_response_schemas s WHERE s.installation_id = human_tasks.installation_id AND s.number = human_tasks.response_schema_number), human_tasks.response_schema_json) AS responseSchemaJson,
   response_json AS responseJson, due_at AS dueAt, expires_at AS expiresAt, claimed_by AS claimedBy, claimed_at AS claimedAt,
@@ -214,7 +216,7 @@ export function responseProblems(schemaJson: string, response: unknown) {
 export async function completeTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; response: unknown }) {
   const who = claimant(actor, input.reviewer);
   // The task, the wait of its step and its queue's QA settings, in one statement.
-  const row = await env.DB.prepare(`SELECT ${TASK_COLUMNS}, ${waitOfStepJsonSql("human_tasks.step_run_id")} AS waitJson, ${qaSettingsJsonSql("human_tasks")} AS qaSettingsJson FROM human_tasks WHERE installation_id = ?1 AND id = ?2`)
+  const row = await env.DB.prepare(`SELECT ${TASK_COLUMNS}, ${waitOfStepJsonSql(taskStepSql())} AS waitJson, ${qaSettingsJsonSql("human_tasks")} AS qaSettingsJson FROM human_tasks WHERE installation_id = ?1 AND id = ?2`)
     .bind(actor.installationId, taskId)
     .first<TaskRow & { waitJson: string | null; qaSettingsJson: string | null }>();
   if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");

@@ -4,7 +4,7 @@
 // `POST /cybertipline/reports` (the person is the authenticated caller: a console user or a
 // reviewer's key). Both record the authenticated principal, never a name a client sent.
 import { actsAsPerson, reviewerIdentity, type Actor } from "../../auth";
-import { getReportRow, TASK_COMPLETED_BY_SQL } from "../../cases";
+import { getReportRow, TASK_COMPLETED_BY_SQL, taskStepSql } from "../../cases";
 import { AppError, notFound } from "../../errors";
 import type { AuthorizedRun, WorkflowNodeV1 } from "../../workflows";
 import type { EffectCall, EffectResult } from "../effects";
@@ -24,12 +24,16 @@ function personRequired(): AppError {
   );
 }
 
-/** The confirming task of a run: the latest completed task of the node `confirmation_node`, its principal and whether a person answered. */
+/**
+ * The confirming task of a run: the latest completed task of the node `confirmation_node`, its
+ * principal and whether a person answered. The task's step is the stored one or its id's
+ * (taskStepSql); the run is live here (its node is running), so its step rows are in D1.
+ */
 async function confirmationOf(env: Env, run: AuthorizedRun, node: WorkflowNodeV1): Promise<{ taskId: string; by: string }> {
   const confirmationNode = String(node.config.confirmation_node ?? "");
   const outcome = typeof node.config.confirm_outcome === "string" ? node.config.confirm_outcome : DEFAULT_CONFIRM_OUTCOME;
   const task = await env.DB.prepare(`SELECT t.id, ${TASK_COMPLETED_BY_SQL("t")} AS completedBy, t.completed_by_person AS byPerson, t.response_json AS responseJson
-      FROM human_tasks t JOIN workflow_step_runs s ON s.id = t.step_run_id
+      FROM human_tasks t JOIN workflow_step_runs s ON s.id = ${taskStepSql("t")}
       WHERE t.installation_id = ?1 AND t.run_id = ?2 AND s.node_id = ?3 AND t.state = 'completed' ORDER BY t.completed_at DESC LIMIT 1`)
     .bind(run.installationId, run.id, confirmationNode)
     .first<{ id: string; completedBy: string | null; byPerson: number | null; responseJson: string | null }>();
