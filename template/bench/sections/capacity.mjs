@@ -14,8 +14,11 @@
 //   (pgsize − unused; whole pages, which add up to page_count × page_size, are printed beside it:
 //   in a small sample each b-tree's last, partly empty page weighs up to 4 KB / N per lifecycle), read with Node's built-in `node:sqlite` (Node ≥ 22.5; the project
 //   asks for ≥ 22.12). The difference over N, by table, the schedule's own tables left out (and the
-//   audit trail's remainder short of a segment, a constant: SEGMENT_MIN_EVENTS below). The
-//   figure at the runs' end (the last hour's histories still in D1) is printed beside it.
+//   audit trail, which leaves D1 by the hour). What leaves D1 an hour after it is written (an ended
+//   run's step history, a settled delivery's payload and attempts, the audit events) is in D1 for
+//   that hour only: the copy at the runs' end holds it, and its bytes count for the share of the
+//   window that hour is (TRANSIENT_MINUTES over the window's minutes). The figure at the runs' end
+//   (every last hour's history still in D1) is printed beside it.
 // - queries and rows written per lifecycle: every D1 statement the bench Worker sends in the
 //   meantime, counted by the wrapper around its DB binding (bench/d1-count.ts) — HTTP handlers,
 //   Workflows steps, the runtime capability, queue consumers and the schedule alike —, with
@@ -53,12 +56,12 @@ const TARGET_ARCHIVED_BYTES = 50;
 const DEFAULT_HOT_DAYS = 7; // the window an installation has unless it sets one (src/workflows/run-archive.ts)
 /** Written by every scheduled run whatever the lifecycles: not a lifecycle's bytes (it is trimmed by age). */
 const SCHEDULE_TABLES = new Set(["sweep_runs"]);
-// The audit trail's events leave D1 in segments of at least this many (SEGMENT_MIN_EVENTS in
-// src/lib/storage-tiers.ts): fewer sealed events than that wait in D1 for the next segment however
-// many lifecycles came before, a constant of the installation (at 100,000 lifecycles a day 500
-// events are half a minute's). Left in the hot copy when they are fewer, they are that remainder:
-// named beside the figure, not divided among the lifecycles of a small sample.
-const SEGMENT_MIN_EVENTS = 500;
+// How long what leaves D1 by the hour stays there: an ended run's step history and a settled
+// delivery's payload an hour after (RUN_HISTORY_HOT_MINUTES, DELIVERY_PAYLOAD_HOT_MINUTES), the
+// audit events in segments past the hour (AUDIT_HOT_MINUTES; the last few, past the newest
+// checkpoint and the anchor, a minute later), all in src/lib/storage-tiers.ts. At a steady rate D1
+// holds that long's lifecycles' share of them: TRANSIENT_MINUTES over the window's minutes.
+const TRANSIENT_MINUTES = 61;
 const ARCHIVE_TIMEOUT_MS = 240_000;
 const ARCHIVE_AHEAD_MS = 2 * 86_400_000;
 /** Past the hour an ended run's step history stays in D1 (src/lib/storage-tiers.ts, RUN_HISTORY_HOT_MINUTES). */
@@ -438,15 +441,20 @@ export async function sectionCapacity(api, base, adminToken) {
 
     const perLifecycle = (value) => value / LIFECYCLES;
     // Hot: what a lifecycle holds in D1 through the window, the schedule's own tables left out.
-    const auditRemainder = (after.tables.audit_events?.rows ?? 0) < SEGMENT_MIN_EVENTS ? tableDeltas(before, after, LIFECYCLES).find((row) => row.table === "audit_events") : undefined;
-    const tables = tableDeltas(before, after, LIFECYCLES).filter((row) => !SCHEDULE_TABLES.has(row.table) && !(auditRemainder && row.table === "audit_events"));
-    const hotBytes = perLifecycle(tables.reduce((sum, row) => sum + row.bytes, 0));
-    const hotPageBytes = perLifecycle(tables.reduce((sum, row) => sum + row.pageBytes, 0));
-    const hotBytesAtEnd = perLifecycle(
-      tableDeltas(before, atEnd, LIFECYCLES)
-        .filter((row) => !SCHEDULE_TABLES.has(row.table))
-        .reduce((sum, row) => sum + row.bytes, 0),
-    );
+    // Hot: what a lifecycle holds in D1 through the window — what stays once the hour has passed
+    // (the audit trail aside: it all leaves by the hour, the few events past the newest checkpoint
+    // left in the copy included), plus the hour's transient share.
+    const auditLeft = tableDeltas(before, after, LIFECYCLES).find((row) => row.table === "audit_events");
+    const tables = tableDeltas(before, after, LIFECYCLES).filter((row) => !SCHEDULE_TABLES.has(row.table) && row.table !== "audit_events");
+    const settledBytes = perLifecycle(tables.reduce((sum, row) => sum + row.bytes, 0));
+    const settledPageBytes = perLifecycle(tables.reduce((sum, row) => sum + row.pageBytes, 0));
+    const atEndRows = tableDeltas(before, atEnd, LIFECYCLES).filter((row) => !SCHEDULE_TABLES.has(row.table));
+    const hotBytesAtEnd = perLifecycle(atEndRows.reduce((sum, row) => sum + row.bytes, 0));
+    const hotPageBytesAtEnd = perLifecycle(atEndRows.reduce((sum, row) => sum + row.pageBytes, 0));
+    const transientShare = TRANSIENT_MINUTES / (DEFAULT_HOT_DAYS * 1_440);
+    const transientBytes = Math.max(0, hotBytesAtEnd - settledBytes);
+    const hotBytes = settledBytes + transientBytes * transientShare;
+    const hotPageBytes = settledPageBytes + Math.max(0, hotPageBytesAtEnd - settledPageBytes) * transientShare;
     // What stays: the archived state against the baseline, the schedule's own tables left out.
     const staying = tableDeltas(before, archived, LIFECYCLES);
     const left = staying.filter((row) => !SCHEDULE_TABLES.has(row.table));
@@ -507,7 +515,9 @@ export async function sectionCapacity(api, base, adminToken) {
       capacityScheduleTables: staying.filter((row) => SCHEDULE_TABLES.has(row.table)).map(({ bytes: _bytes, ...row }) => row),
       capacityD1BytesBefore: before.bytes,
       capacityD1BytesAfter: after.bytes,
-      capacityAuditRemainder: auditRemainder ? { events: after.tables.audit_events.rows, bytes: auditRemainder.bytes } : null,
+      capacityHotSettledBytes: round(settledBytes, 0),
+      capacityHotTransient: { bytesPerLifecycle: round(transientBytes, 0), minutes: TRANSIENT_MINUTES, share: round(transientShare, 5), bytesShare: round(transientBytes * transientShare, 0) },
+      capacityAuditLeft: auditLeft ? { events: after.tables.audit_events?.rows ?? 0, bytes: auditLeft.bytes } : null,
       // The ten largest, and the webhook tables wherever they rank (what a settled delivery keeps hot).
       capacityTables: tables.filter((row, i) => i < 10 || row.table.startsWith("webhook_")).map(({ bytes: _bytes, ...row }) => row),
       capacityQueriesByEntry: byEntry,
@@ -537,7 +547,8 @@ export function capacityLines() {
     `archived bytes:   ${results.archivedBytesPerLifecycle} B per lifecycle left in D1 once its case, run and audit events are archived  (target ≤ ${TARGET_ARCHIVED_BYTES}) ${verdict(results.archivedBytesPerLifecycle, TARGET_ARCHIVED_BYTES)}  (bytes its pages hold; in whole pages ${results.archivedBytesPerLifecycleInWholePages} B) (hot window 0, ${results.capacityArchiving.ticks} scheduled runs two days on until nothing was left: ${results.capacityArchiving.runsQueued} runs and ${results.capacityArchiving.casesQueued} cases handed to the queue, ${results.capacityArchiving.casesArchived} cases archived, ${results.capacityArchiving.events} audit events in ${results.capacityArchiving.segments} segments; D1 file ${results.capacityD1BytesArchived} B; the schedule's own tables left out: ${results.capacityScheduleTables.map((t) => `${t.table} ${t.bytesPerLifecycle} B`).join(", ") || "none"})`,
     `archive (R2):     ${results.archiveObjectBytesPerLifecycle} B per lifecycle  (run and case objects ${results.archiveRunObjectBytesPerLifecycle} B, from GET /storage archiveBytes; audit segments ${results.archiveSegmentBytesPerLifecycle} B, from audit_segments.bytes); archiving cost ${results.capacityArchiving.queriesPerLifecycle} statements, ${results.capacityArchiving.rowsWrittenPerLifecycle} rows written per lifecycle (every sweep of those scheduled runs)`,
     `days to 10 GB:    ${results.daysPer10GB} at ${LIFECYCLES_PER_DAY.toLocaleString("en")} lifecycles a day, ${DEFAULT_HOT_DAYS}-day window  (target ≥ ${TARGET_DAYS}) ${atLeast(results.daysPer10GB, TARGET_DAYS)}  [${results.daysPer10GBFormula}; the hot window alone holds ${results.hotWindowGB} GB; everything hot it would be ${results.daysPer10GBAllHot}]`,
-    `bytes by table:   per lifecycle, table + its indexes (of which indexes), rows per lifecycle${results.capacityAuditRemainder ? ` (not counted: the ${results.capacityAuditRemainder.events} sealed audit events, ${results.capacityAuditRemainder.bytes} B, fewer than a segment's ${SEGMENT_MIN_EVENTS}, that wait in D1 for the next one, a constant of the installation)` : ""}:`,
+    `hot, by tier:     ${results.capacityHotSettledBytes} B a lifecycle keeps through the window + ${results.capacityHotTransient.bytesShare} B for what it holds only its first ${results.capacityHotTransient.minutes} minutes (${results.capacityHotTransient.bytesPerLifecycle} B: step history, delivery payload and attempts, audit events; × ${results.capacityHotTransient.share}, those minutes' share of the ${DEFAULT_HOT_DAYS}-day window)${results.capacityAuditLeft ? `; in the copy past the hour, ${results.capacityAuditLeft.events} audit events (${results.capacityAuditLeft.bytes} B) past the newest checkpoint the segments may end at, counted in that share` : ""}`,
+    "bytes by table:   per lifecycle, table + its indexes (of which indexes), rows per lifecycle (once the hour has passed; the audit trail aside):",
     ...results.capacityTables.map((t) => `                    ${t.table.padEnd(26)} ${String(t.bytesPerLifecycle).padStart(6)} B (indexes ${String(t.indexBytesPerLifecycle).padStart(5)} B)  ${t.rowsPerLifecycle} rows`),
     "left after archiving: per lifecycle, table + its indexes, rows per lifecycle, and why it stays in D1:",
     ...results.capacityArchivedTables.map(
