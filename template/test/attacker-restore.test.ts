@@ -57,6 +57,30 @@ describe("restore refuses what a backup may not claim", () => {
     expect((await restore(backup)).status).toBe(201);
   });
 
+  it("a task or proposal named for another installation's run (the id its next task or proposal would take) is refused, and nothing is written", async () => {
+    const victim = await newInstallation("restore-step-victim");
+    const victimVersion = await publish(victim.apiKey, graph);
+    expect((await api("/api/v1/triggers", { key: victim.apiKey, body: { event: "report.created", workflowVersionId: victimVersion.id, authorityMode: "shadow" } })).status).toBe(201);
+    const report = await api("/api/v1/reports", { key: victim.apiKey, body: { subject: { kind: "account", id: `acct-${crypto.randomUUID()}` }, category: "scams_and_fraud" } });
+    expect(report.status).toBe(201);
+    const victimRun = report.body.runs[0].runId as string;
+    expect(victimRun).toMatch(/^run_/u);
+    const { id, backup } = await exportedAndRemoved("restore-step-crafted");
+    for (const [table, row] of [
+      ["human_tasks", { id: `${victimRun}:review:main:1:task`, installation_id: id, task_type: "review", state: "open", origin: "workflow" }],
+      ["action_proposals", { id: `${victimRun}:act:main:1:proposal`, installation_id: id, state: "pending" }],
+    ] as const) {
+      const crafted = structuredClone(backup);
+      crafted.tables[table] = [...(crafted.tables[table] ?? []), row];
+      const refused = await restore(await redigest(crafted));
+      expect(refused.status, JSON.stringify(refused.body)).toBe(422);
+      expect(refused.body.error.code).toBe("installation_import.foreign_reference");
+      expect(refused.body.error.message).toContain(victimRun);
+    }
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM installations WHERE id = ?1").bind(id).first<{ n: number }>()).toEqual({ n: 0 });
+    expect((await restore(backup)).status).toBe(201);
+  });
+
   it("a backup stripped of its audit trail is refused, not restored as verified", async () => {
     const { backup } = await exportedAndRemoved("restore-stripped");
     const stripped = structuredClone(backup);

@@ -6,7 +6,7 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { SCOPE_SQL } from "../src/cases/archive/case-scope";
 import { taskStepSql } from "../src/cases/queues/task-ids";
-import { CLOSE_STEP_TASK_SQL, openTaskStatements } from "../src/cases/queues/task-records";
+import { CLOSE_STEP_TASK_SQL, closeStepTaskStatement, openTaskStatements } from "../src/cases/queues/task-records";
 import { getTaskRow } from "../src/cases/queues/tasks";
 import { sweepRunArchive } from "../src/workflows/run-archive";
 import { api, edge, newInstallation, publish, until, waitForRun } from "./helpers";
@@ -200,6 +200,18 @@ describe("a workflow task's step, named by its id", () => {
     expect((await api(`/api/v1/runs/${runId}/terminate`, { key: s.apiKey, body: { reason: "test over" } })).status).toBeLessThan(300);
   });
 
+  it("closing a step's task names its run: a row of that id under another run is left as it is", async () => {
+    const s = await setup("close-run");
+    const { taskId, runId, stepId } = await openTask(s, false);
+    const at = new Date().toISOString();
+    const other = await closeStepTaskStatement(env.DB, { runId: "run_someoneElse", stepId, timedOut: true, at }).run();
+    expect(other.meta.changes).toBe(0);
+    expect((await getTaskRow(env.DB, s.installationId, taskId))?.state).toBe("open");
+    const own = await closeStepTaskStatement(env.DB, { runId, stepId, timedOut: true, at }).run();
+    expect(own.meta.changes).toBe(1);
+    expect((await getTaskRow(env.DB, s.installationId, taskId))?.state).toBe("expired");
+  });
+
   it("QA and golden tasks have no step: the derived step is the stored one (none), whatever their id looks like", async () => {
     const step = async (id: string, stepRunId: string | null, origin: string) =>
       (await env.DB.prepare(`SELECT ${taskStepSql("t")} AS step FROM (SELECT ?1 AS id, ?2 AS step_run_id, ?3 AS origin) t`)
@@ -218,7 +230,7 @@ describe("a workflow task's step, named by its id", () => {
           .bind(...binds)
           .all<{ detail: string }>()
       ).results.map((row) => row.detail);
-    const close = await plan(CLOSE_STEP_TASK_SQL, "step_plan:task", 0, "2026-01-01T00:00:00.000Z");
+    const close = await plan(CLOSE_STEP_TASK_SQL, "step_plan:task", 0, "2026-01-01T00:00:00.000Z", "step_plan");
     expect(close.some((d) => /SEARCH human_tasks USING INDEX sqlite_autoindex_human_tasks_1 \(id=\?\)/u.test(d))).toBe(true);
     expect(close.some((d) => /^SCAN/u.test(d))).toBe(false);
     const join = await plan(`SELECT s.node_id FROM human_tasks t JOIN workflow_step_runs s ON s.id = ${taskStepSql("t")} WHERE t.id = ?1`, "step_plan:task");

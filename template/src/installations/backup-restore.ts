@@ -117,7 +117,40 @@ async function checkBackup(env: Env, input: unknown): Promise<InstallationBackup
   for (const key of archives.keys()) throw new AppError("installation_import.object_invalid", `The archive object ${key} belongs to no archived run of the backup.`, { status: 422 });
   assertAuditTrailPresent(backup);
   await assertNoForeignReferences(env.DB, backup);
+  await assertNoForeignStepIds(env.DB, backup);
   return backup;
+}
+
+/**
+ * A workflow task's and a proposal's id name their step (`<run>:<node>:…:task`, `…:proposal`), as
+ * a stored step_run_id does: the run they begin with must not be another installation's. A crafted
+ * file could otherwise hold the id another installation's live run will give its next task or
+ * proposal, which that run's insert would then find taken. 422 `installation_import.foreign_reference`.
+ */
+async function assertNoForeignStepIds(db: D1Database, backup: InstallationBackup): Promise<void> {
+  const runOf = (value: Cell | undefined) => (typeof value === "string" && value.includes(":") ? value.slice(0, value.indexOf(":")) : null);
+  const named = new Set<string>();
+  for (const [table, suffix] of [
+    ["human_tasks", ":task"],
+    ["action_proposals", ":proposal"],
+  ] as const) {
+    for (const row of backup.tables[table] ?? []) {
+      for (const run of [typeof row.id === "string" && row.id.endsWith(suffix) ? runOf(row.id) : null, runOf(row.step_run_id)]) if (run) named.add(run);
+    }
+  }
+  const values = [...named];
+  for (let i = 0; i < values.length; i += REFERENCE_CHUNK) {
+    const foreign = await db
+      .prepare(`SELECT id FROM workflow_runs WHERE id IN (SELECT value FROM json_each(?1)) AND installation_id <> ?2 LIMIT 1`)
+      .bind(JSON.stringify(values.slice(i, i + REFERENCE_CHUNK)), backup.manifest.installationId)
+      .first<{ id: string }>();
+    if (foreign) {
+      throw new AppError("installation_import.foreign_reference", `A task or proposal of the backup is named for a step of run ${foreign.id}, which belongs to another installation of this deployment.`, {
+        status: 422,
+        details: [{ table: "workflow_runs", column: "id", references: "workflow_runs" }],
+      });
+    }
+  }
 }
 
 /**

@@ -198,7 +198,7 @@ export async function repairRun(env: Env, ctx: ExecutionContext, actor: Actor, r
     if (kindOf(routed.node.kind)?.protocol === "wait") {
       // A person decided for the wait: it closes, and its task with it.
       statements.push(env.DB.prepare(`UPDATE workflow_waits SET state = 'satisfied', satisfied_at = ?2 WHERE step_run_id = ?1 AND state = 'waiting' AND ${guardRun(3)}`).bind(routed.step.id, at, run.id, instanceId));
-      if (routed.node.kind === "human_task") statements.push(closeStepTaskStatement(env.DB, { stepId: routed.step.id, timedOut: false, at }));
+      if (routed.node.kind === "human_task") statements.push(closeStepTaskStatement(env.DB, { runId: run.id, stepId: routed.step.id, timedOut: false, at }));
     }
   } else {
     // An action's proposal is one per step (enforcement): a failed action is routed, not run again.

@@ -142,8 +142,9 @@ export async function waitingWaitsForEvent(db: D1Database, runId: string, eventT
   return results;
 }
 
-/** SQL for the wait of the step `stepRunIdSql` names, as a JSON object of waitOfStepUnsafe's columns (null when none): read beside the row that names the step. */
-export const waitOfStepJsonSql = (stepRunIdSql: string) => `(SELECT json_object('id', id, 'state', state, 'signalType', signal_type, 'deadlineAt', deadline_at) FROM workflow_waits WHERE step_run_id = ${stepRunIdSql})`;
+/** SQL for the wait of the step `stepRunIdSql` names in the run `runIdSql` names, as a JSON object of waitOfStepUnsafe's columns (null when none): read beside the row that names the step (a row naming another run's step finds no wait). */
+export const waitOfStepJsonSql = (stepRunIdSql: string, runIdSql: string) =>
+  `(SELECT json_object('id', id, 'state', state, 'signalType', signal_type, 'deadlineAt', deadline_at) FROM workflow_waits WHERE step_run_id = ${stepRunIdSql} AND run_id = ${runIdSql})`;
 
 /** Host-internal: the wait of a step (a human_task's, for the task it belongs to). */
 export function waitOfStepUnsafe(db: D1Database, stepRunId: string) {

@@ -139,7 +139,7 @@ export async function completeWaitStatements(
     runtimeAudit(env.DB, run, { key: `wait:${wait.id}:closed`, action: timedOut ? "workflow.wait_timed_out" : "workflow.wait_satisfied", details: { nodeId: node.id, waitId: wait.id }, at }),
   ];
   if (node.kind === "human_task") {
-    statements.push(closeStepTaskStatement(env.DB, { stepId, timedOut, at }));
+    statements.push(closeStepTaskStatement(env.DB, { runId: run.id, stepId, timedOut, at }));
   }
   return { replay: false, output, timedOut, statements };
 }

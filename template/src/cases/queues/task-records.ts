@@ -104,8 +104,6 @@ export async function openTaskStatements(
 ): Promise<D1PreparedStatement[]> {
   // Readers find the step from the id alone: a task whose id did not name its step would lose it.
   if (input.taskId !== taskIdOf(input.stepId)) throw new Error(`A step's task is ${taskIdOf(input.stepId)}, not ${input.taskId}.`);
-  // Readers find the step from the id alone: a task whose id did not name its step would lose it.
-  if (input.taskId !== taskIdOf(input.stepId)) throw new Error(`A step's task is ${taskIdOf(input.stepId)}, not ${input.taskId}.`);
   const { sealed } = await sealPersonalData(env, input.installationId, `task:${input.taskId}`, input.context ?? null);
   const dueAt = new Date(Date.parse(input.at) + input.queue.slaSeconds * 1_000).toISOString();
   const schemaJson = canonicalJson(input.responseSchema);
@@ -128,14 +126,18 @@ export async function openTaskStatements(
  * Closes the open task of a step when its wait ends: `expired` on timeout, else `completed`. The
  * task is found by its primary key (the step's task id, which rows of either form have).
  */
-export function closeStepTaskStatement(db: D1Database, input: { stepId: string; timedOut: boolean; at: string }): D1PreparedStatement {
-  return db.prepare(CLOSE_STEP_TASK_SQL).bind(taskIdOf(input.stepId), input.timedOut ? 1 : 0, input.at);
+export function closeStepTaskStatement(db: D1Database, input: { runId: string; stepId: string; timedOut: boolean; at: string }): D1PreparedStatement {
+  return db.prepare(CLOSE_STEP_TASK_SQL).bind(taskIdOf(input.stepId), input.timedOut ? 1 : 0, input.at, input.runId);
 }
 
-/** closeStepTaskStatement's update (?1 the task's id, ?2 timed out, ?3 the time; exported for the plan tests). */
+/**
+ * closeStepTaskStatement's update (?1 the task's id, ?2 timed out, ?3 the time, ?4 the step's run;
+ * exported for the plan tests). Only the run's own task: a row of that id under another run (a
+ * restored file's, say) is never closed for it.
+ */
 export const CLOSE_STEP_TASK_SQL = `
     UPDATE human_tasks SET state = CASE WHEN ?2 = 1 THEN 'expired' ELSE 'completed' END, completed_at = ?3, updated_at = ?3
-    WHERE id = ?1 AND state IN ('open', 'claimed')
+    WHERE id = ?1 AND run_id = ?4 AND state IN ('open', 'claimed')
   `;
 
 /**

@@ -216,7 +216,9 @@ export function responseProblems(schemaJson: string, response: unknown) {
 export async function completeTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; response: unknown }) {
   const who = claimant(actor, input.reviewer);
   // The task, the wait of its step and its queue's QA settings, in one statement.
-  const row = await env.DB.prepare(`SELECT ${TASK_COLUMNS}, ${waitOfStepJsonSql(taskStepSql())} AS waitJson, ${qaSettingsJsonSql("human_tasks")} AS qaSettingsJson FROM human_tasks WHERE installation_id = ?1 AND id = ?2`)
+  const row = await env.DB.prepare(
+    `SELECT ${TASK_COLUMNS}, ${waitOfStepJsonSql(taskStepSql(), "human_tasks.run_id")} AS waitJson, ${qaSettingsJsonSql("human_tasks")} AS qaSettingsJson FROM human_tasks WHERE installation_id = ?1 AND id = ?2`,
+  )
     .bind(actor.installationId, taskId)
     .first<TaskRow & { waitJson: string | null; qaSettingsJson: string | null }>();
   if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
