@@ -81,10 +81,7 @@ describe("a run's stored input", () => {
     const reviewKey = reviewer.body.apiKey as string;
     const report = await api("/api/v1/reports", { key: inst.apiKey, body: { subject: { kind: "account", id: "acct-run-input" }, category: "scams_and_fraud" } });
     expect(report.status).toBe(201);
-    const task = await until(
-      () => env.DB.prepare("SELECT id, run_id AS runId FROM human_tasks WHERE installation_id = ?1 AND report_id = ?2").bind(inst.id, report.body.id).first<{ id: string; runId: string }>(),
-      "a task",
-    );
+    const task = await until(() => env.DB.prepare("SELECT id, run_id AS runId FROM human_tasks WHERE installation_id = ?1 AND report_id = ?2").bind(inst.id, report.body.id).first<{ id: string; runId: string }>(), "a task");
     const stored = (await env.DB.prepare("SELECT input_json AS input, idempotency_key AS k FROM workflow_runs WHERE id = ?1").bind(task.runId).first<{ input: string; k: string }>())!;
     expect(stored.input.startsWith("@r[")).toBe(true);
     // What the run answers is the report's summary, as the report itself tells it.

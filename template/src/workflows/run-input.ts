@@ -26,17 +26,7 @@ export function storedRunInput(inputJson: string, reportId: string | null): stri
   const report = (JSON.parse(inputJson) as { report?: Record<string, unknown> }).report;
   if (!report || typeof report !== "object" || Array.isArray(report)) return inputJson;
   const subject = (report.subject ?? {}) as Record<string, unknown>;
-  const values = [
-    report.caseId,
-    report.category,
-    report.categorySpecification,
-    report.createdAt,
-    report.evidenceCount,
-    reportId !== null && report.id === reportId ? null : report.id,
-    report.source,
-    subject.id,
-    subject.kind,
-  ] as Summary;
+  const values = [report.caseId, report.category, report.categorySpecification, report.createdAt, report.evidenceCount, reportId !== null && report.id === reportId ? null : report.id, report.source, subject.id, subject.kind] as Summary;
   if (!values.every((value, i) => (i === 2 ? value !== undefined : i === 4 ? typeof value === "number" : typeof value === "string" || (i === 5 && value === null)))) return inputJson;
   // Only a form that reads back to the very same text is kept (key sets, order, numbers, escapes).
   return expand(values, reportId) === inputJson ? `${REPORT_SUMMARY}${JSON.stringify(values)}` : inputJson;
