@@ -1,10 +1,11 @@
 // A trigger's run stores the report summary it starts with in a compact form (`@r` and the values
-// alone); the API, the engine and a repeat of the run's key read the canonical JSON the run was
-// created with. A row of the previous form (the canonical JSON stored as it is) reads alike.
+// alone), and an end node's plain output as `@t` and its code; the API, the engine, the shadow
+// figures and a repeat of the run's key read the canonical JSON. A row of the previous form (the
+// canonical JSON stored as it is) reads alike.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { canonicalJson } from "../src/audit";
-import { runInputJson, storedRunInput } from "../src/workflows/run-input";
+import { runInputJson, runOutputJson, storedRunInput, storedRunOutput } from "../src/workflows/run-input";
 import { getRunByIdempotencyKey } from "../src/workflows/runs-queries";
 import { api, edge, newInstallation, publish, until, waitForRun } from "./helpers";
 
@@ -52,6 +53,18 @@ describe("a run's stored input", () => {
       const json = canonicalJson(value);
       expect(storedRunInput(json, "rpt_b4XJc6np4yFsjOn5AAcFb6")).toBe(json);
       expect(runInputJson(json, "rpt_b4XJc6np4yFsjOn5AAcFb6")).toBe(json);
+    }
+  });
+
+  it("stores an end node's plain output as its code; any other output as its JSON", () => {
+    const plain = canonicalJson({ port: "terminal", terminalCode: "removed" });
+    expect(storedRunOutput(plain)).toBe("@tremoved");
+    expect(runOutputJson("@tremoved")).toBe(plain);
+    expect(runOutputJson(null)).toBeNull();
+    for (const value of [{ port: "terminal", terminalCode: "removed", result: { a: 1 } }, { port: "terminal", terminalCode: 3 }, { port: "started" }, { port: "terminal", terminalCode: "x", extra: null }]) {
+      const json = canonicalJson(value);
+      expect(storedRunOutput(json)).toBe(json);
+      expect(runOutputJson(json)).toBe(json);
     }
   });
 
@@ -109,6 +122,13 @@ describe("a run's stored input", () => {
     // And the engine goes on with it.
     const done = await api(`/api/v1/tasks/${task.id}/complete`, { key: reviewKey, body: { reviewer: "rita", response: { verdict: "keep" } } });
     expect(done.status).toBe(200);
-    expect((await waitForRun(inst.apiKey, task.runId)).state).toBe("succeeded");
+    const ended = await waitForRun(inst.apiKey, task.runId);
+    expect(ended.state).toBe("succeeded");
+    // Its end node's output is stored as its code, and answered whole; a row of the previous form alike.
+    const output = await env.DB.prepare("SELECT output_json AS output FROM workflow_runs WHERE id = ?1").bind(task.runId).first<{ output: string }>();
+    expect(output?.output).toBe("@treviewed");
+    expect(ended.output).toEqual({ port: "terminal", terminalCode: "reviewed" });
+    await env.DB.prepare("UPDATE workflow_runs SET output_json = ?2 WHERE id = ?1").bind(task.runId, canonicalJson(ended.output)).run();
+    expect((await api(`/api/v1/runs/${task.runId}`, { key: inst.apiKey })).body.output).toEqual({ port: "terminal", terminalCode: "reviewed" });
   });
 });

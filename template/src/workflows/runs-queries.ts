@@ -4,7 +4,7 @@ import { auditStatement, RUNTIME_ACTOR, type AuditEventInput } from "../audit";
 import { runInQueuesSql } from "../auth";
 import { runEndTaskStatements } from "../cases";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
-import { runInputJson } from "./run-input";
+import { runInputJson, runOutputJson } from "./run-input";
 
 export interface RunRow {
   id: string;
@@ -53,9 +53,9 @@ const RUN_COLUMNS = `
   v.workflow_id AS workflowId, v.version AS workflowVersion,
   (SELECT w.name FROM workflows w WHERE w.id = v.workflow_id AND w.installation_id = r.installation_id) AS workflowName`;
 
-/** A row as read, its input in canonical JSON whichever form it is stored in (run-input.ts). */
+/** A row as read, its input and output in canonical JSON whichever form they are stored in (run-input.ts). */
 function withInput(row: RunRow | null): RunRow | null {
-  return row ? { ...row, inputJson: runInputJson(row.inputJson, row.reportId) } : null;
+  return row ? { ...row, inputJson: runInputJson(row.inputJson, row.reportId), outputJson: runOutputJson(row.outputJson) } : null;
 }
 
 export async function getRunRow(db: D1Database, installationId: string, runId: string): Promise<RunRow | null> {
