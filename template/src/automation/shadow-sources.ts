@@ -2,6 +2,7 @@
 // runs, or one durable backtest's), or one fast backtest's results (the host walker's verdicts,
 // no run per report). Both give the same items: a report, its category, source and date, what the
 // version proposed and the latest decision a person made on it. Only ids and verdicts, no content.
+import { runOutputJson } from "../workflows";
 
 export const MAX_EVALUATED = 100_000;
 const PAGE = 2_000;
@@ -50,7 +51,8 @@ interface DurableRow {
 
 /** The outcome a shadow run proposes: its (simulated) decision's outcome, else its end node's terminal code. */
 function proposedOutcome(row: DurableRow): string | null {
-  for (const json of [row.decisionJson, row.outputJson]) {
+  // The run's output may be stored in its compact form (workflows/run-input.ts).
+  for (const json of [row.decisionJson, runOutputJson(row.outputJson)]) {
     if (!json) continue;
     const value = JSON.parse(json) as { outcome?: unknown; terminalCode?: unknown };
     if (typeof value.outcome === "string") return value.outcome;

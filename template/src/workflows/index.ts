@@ -8,6 +8,7 @@ export { contentReadStatement, loadWorkflowExecutionContext, nodeReadsContent } 
 export { analyseContent } from "./content-access";
 export { sealLegacyStepOutputs } from "./runtime-records";
 export { eraseArchivedSealedOutputsStatement, eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "./erasure";
+export { runOutputJson } from "./run-input";
 export type { NodeCall } from "./kinds/executors";
 export { categoryLiteralProblems } from "./category-literals";
 export { compileExpression, evaluateInputMapping, evaluateWorkflowExpression, expressionDialect, type ExpressionContext, type ExpressionDialect } from "./expressions";

@@ -4,6 +4,7 @@ import { auditStatement, RUNTIME_ACTOR, type AuditEventInput } from "../audit";
 import { runInQueuesSql } from "../auth";
 import { runEndTaskStatements } from "../cases";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
+import { runInputJson, runOutputJson } from "./run-input";
 
 export interface RunRow {
   id: string;
@@ -52,20 +53,29 @@ const RUN_COLUMNS = `
   v.workflow_id AS workflowId, v.version AS workflowVersion,
   (SELECT w.name FROM workflows w WHERE w.id = v.workflow_id AND w.installation_id = r.installation_id) AS workflowName`;
 
-export function getRunRow(db: D1Database, installationId: string, runId: string): Promise<RunRow | null> {
-  return db
-    .prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id
-    WHERE r.installation_id = ?1 AND r.id = ?2`)
-    .bind(installationId, runId)
-    .first<RunRow>();
+/** A row as read, its input and output in canonical JSON whichever form they are stored in (run-input.ts). */
+function withInput(row: RunRow | null): RunRow | null {
+  return row ? { ...row, inputJson: runInputJson(row.inputJson, row.reportId), outputJson: runOutputJson(row.outputJson) } : null;
 }
 
-export function getRunByIdempotencyKey(db: D1Database, installationId: string, key: string): Promise<RunRow | null> {
-  return db
-    .prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id
+export async function getRunRow(db: D1Database, installationId: string, runId: string): Promise<RunRow | null> {
+  return withInput(
+    await db
+      .prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id
+    WHERE r.installation_id = ?1 AND r.id = ?2`)
+      .bind(installationId, runId)
+      .first<RunRow>(),
+  );
+}
+
+export async function getRunByIdempotencyKey(db: D1Database, installationId: string, key: string): Promise<RunRow | null> {
+  return withInput(
+    await db
+      .prepare(`SELECT ${RUN_COLUMNS} FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id
     WHERE r.installation_id = ?1 AND r.idempotency_key = ?2`)
-    .bind(installationId, key)
-    .first<RunRow>();
+      .bind(installationId, key)
+      .first<RunRow>(),
+  );
 }
 
 /** Runs newest first; `queues` (a queue-limited console user's, `queueLimitOf`) keeps only the runs those queues hold work of. */
@@ -80,7 +90,7 @@ export async function listRunRows(db: D1Database, installationId: string, option
     ORDER BY r.created_at DESC, r.id DESC LIMIT ?6`)
     .bind(installationId, options.before?.createdAt ?? null, options.before?.id ?? null, options.state ?? null, options.workflowVersionId ?? null, options.limit, options.queues ?? null)
     .all<RunRow>();
-  return results;
+  return results.map((row) => withInput(row)!);
 }
 
 export async function listStepRows(db: D1Database, runId: string) {

@@ -1,6 +1,7 @@
 // Workflow runs: create (idempotent), read, send events (dispatch into Workflows: run-dispatch.ts;
 // terminate: run-end.ts).
 import { auditStatement, canonicalJson } from "../audit";
+import { storedRunInput } from "./run-input";
 import { hotOrArchived, isDataKeyDestroyed, openPersonalData } from "../cases";
 import { AppError, conflict, notFound } from "../errors";
 import { byteLength, newId, sha256Hex } from "../lib/crypto";
@@ -93,7 +94,7 @@ export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, i
       actor.installationId,
       input.workflowVersionId,
       input.authorityMode,
-      inputJson,
+      storedRunInput(inputJson, input.reportId ?? null),
       input.reportId ?? null,
       input.parent?.runId ?? null,
       input.parent?.nodeId ?? null,

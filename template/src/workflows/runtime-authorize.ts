@@ -4,6 +4,7 @@ import { TERMINAL_RUN_STATES } from "./types";
 import type { RecordedExit } from "./run-plan";
 import type { RecordedStep } from "./runtime-records";
 import { parseWorkflowGraph } from "./validation";
+import { runInputJson } from "./run-input";
 
 export interface RuntimeProps {
   artifactId: string;
@@ -237,7 +238,7 @@ function checkRun(props: RuntimeProps, input: { authorityMode: unknown }, row: R
     workflowVersionId: row.workflowVersionId,
     authorityMode: row.authorityMode,
     state: row.state,
-    inputJson: row.inputJson,
+    inputJson: runInputJson(row.inputJson, row.reportId),
     reportId: row.reportId,
     appealId: row.appealId,
     backtestId: row.backtestId,

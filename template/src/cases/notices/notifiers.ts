@@ -214,7 +214,7 @@ export async function notifierStanding(env: Env, actor: Actor, input: { reporter
 
 async function latestNotice(db: D1Database, installationId: string, hashes: readonly string[]) {
   return db
-    .prepare(`SELECT r.id, r.personal_data AS personalData FROM notifier_notices n JOIN reports r ON r.id = n.report_id AND r.installation_id = n.installation_id
+    .prepare(`SELECT r.id, r.personal_data AS personalData FROM notifier_notices n CROSS JOIN reports r ON r.id = n.report_id AND r.installation_id = n.installation_id
       WHERE n.installation_id = ?1 AND n.notifier_hash IN (SELECT value FROM json_each(?2)) ORDER BY n.created_at DESC LIMIT 1`)
     .bind(installationId, JSON.stringify(hashes))
     .first<{ id: string; personalData: string }>();

@@ -108,9 +108,9 @@ export async function eraseReports(env: Env, installationId: string, input: { re
   // A case whose reports are all erased now leaves the sweep's range (intake clears the mark).
   statements.push(
     db
-      .prepare(`UPDATE cases SET personal_data_erased_at = ?3 WHERE installation_id = ?1 AND personal_data_erased_at IS NULL
+      .prepare(`UPDATE cases SET personal_data_erased_at = ?3 WHERE +installation_id = ?1 AND personal_data_erased_at IS NULL
         AND id IN (SELECT r.case_id FROM json_each(?2) j CROSS JOIN reports r ON r.id = j.value WHERE r.installation_id = ?1)
-        AND NOT EXISTS (SELECT 1 FROM reports r WHERE r.installation_id = ?1 AND r.case_id = cases.id AND r.personal_data_erased_at IS NULL)`)
+        AND NOT EXISTS (SELECT 1 FROM reports r WHERE +r.installation_id = ?1 AND r.case_id = cases.id AND r.personal_data_erased_at IS NULL)`)
       .bind(installationId, JSON.stringify(found.reportIds), input.at),
   );
   statements.push(auditStatement(db, input.audit(counts)));

@@ -104,7 +104,7 @@ async function casesPastRetention(db: D1Database, now: Date, limit: number, inst
             FROM installations i LEFT JOIN retention_settings s ON s.installation_id = i.id WHERE ?4 IS NULL OR i.id = ?4) x
         ON x.installation_id = c.installation_id
     WHERE c.personal_data_erased_at IS NULL AND c.last_reported_at < ?2 AND c.last_reported_at < x.cutoff
-      AND EXISTS (SELECT 1 FROM reports r WHERE r.installation_id = c.installation_id AND r.case_id = c.id AND r.personal_data_erased_at IS NULL)
+      AND EXISTS (SELECT 1 FROM reports r WHERE +r.installation_id = c.installation_id AND r.case_id = c.id AND r.personal_data_erased_at IS NULL)
       AND NOT ${caseBusySql("x.cutoff")}
     ORDER BY c.last_reported_at LIMIT ?3`)
     .bind(now.toISOString(), earliestCutoff, limit, installationId)
@@ -131,7 +131,7 @@ export async function sweepRetention(env: Env, now: Date, options: { installatio
   const at = now.toISOString();
   for (const [installationId, entry] of byInstallation) {
     const { results } = await env.DB.prepare(`
-      SELECT r.id, r.case_id AS caseId FROM json_each(?2) j CROSS JOIN reports r ON r.installation_id = ?1 AND r.case_id = j.value
+      SELECT r.id, r.case_id AS caseId FROM json_each(?2) j CROSS JOIN reports r ON +r.installation_id = ?1 AND r.case_id = j.value
       WHERE r.personal_data_erased_at IS NULL ORDER BY r.created_at LIMIT ?3`)
       .bind(installationId, JSON.stringify(entry.caseIds), BATCH_REPORTS)
       .all<{ id: string; caseId: string }>();

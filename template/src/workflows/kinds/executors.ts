@@ -11,6 +11,7 @@ import type { PreparedDelay } from "../runtime-protocol";
 import type { AuthorizedRun } from "../runtime-authorize";
 import { runEndStatements } from "../run-end";
 import { createRun } from "../runs";
+import { storedRunOutput } from "../run-input";
 import { MAX_WAIT_SECONDS, type WorkflowNodeV1 } from "../types";
 import { conditionCases, type WorkflowNodeKind } from "./descriptors";
 
@@ -127,7 +128,7 @@ async function endRun(call: NodeCall): Promise<StepResult> {
     UPDATE workflow_runs SET state = 'succeeded', output_json = ?2, current_node_id = ?3, started_at = COALESCE(started_at, ?5), finished_at = ?4,
       waiting_at = NULL, updated_at = ?4, revision = revision + ?6
     WHERE id = ?1 AND state NOT IN ('succeeded', 'failed', 'terminated', 'superseded')
-  `).bind(run.id, canonicalJson(output), node.id, at, groupProgress?.startedAt ?? at, 1 + (groupProgress?.nodes ?? 0));
+  `).bind(run.id, storedRunOutput(canonicalJson(output)), node.id, at, groupProgress?.startedAt ?? at, 1 + (groupProgress?.nodes ?? 0));
   // What other branches left open (a wait, a task, a proposal) ends with the run, in the same batch.
   return { output, statements: [succeeded, ...(await runEndStatements(env.DB, { installationId: run.installationId, runId: run.id, runState: "succeeded", at, ...(runEndOpen ? { open: runEndOpen } : {}) }))] };
 }
