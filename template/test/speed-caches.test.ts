@@ -1,7 +1,7 @@
 // Performance cuts that must not change behaviour: an action's delivery written leased to
 // the host that makes its first attempt (no claim round trip), the isolate's bound on inline
 // attempts, and the short per-isolate cache of authenticated API keys (revocation in the same
-// isolate is immediate).
+// isolate is immediate), and the isolate's bounded copy of immutable artifact rows.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { Actor } from "../src/auth";
@@ -9,6 +9,7 @@ import { decideProposal, DELIVERY_SOURCES } from "../src/enforcement/actions";
 import { reserveInline, runDeliveryAttempt } from "../src/enforcement/delivery-inline";
 import { sweepPendingDeliveries } from "../src/enforcement/webhooks";
 import { installationDeleteStatements } from "../src/installations/backup";
+import { ARTIFACT_CACHE_LIMIT, artifactRowCached, loadArtifactRow } from "../src/workflows/artifacts";
 import { api, edge, newInstallation, publish, receiverLog, startRun, until, waitForRun } from "./helpers";
 
 const actionGraph = {
@@ -126,5 +127,76 @@ describe("API keys cached per isolate", () => {
     const write = await api("/api/v1/reports", { key: reader, body: { subject: { kind: "content", id: "c1" }, category: "scams_and_fraud" } });
     expect(write.status).toBe(403);
     expect(write.body.error.code).toBe("auth.scope_missing");
+  });
+});
+
+describe("artifact rows cached per isolate", () => {
+  const waiting = {
+    schemaVersion: 1,
+    nodes: [
+      { id: "start", kind: "start" },
+      { id: "await", kind: "wait_for_event", config: { event_type: "appeal.filed", timeout_seconds: 3600 } },
+      { id: "done", kind: "end" },
+    ],
+    edges: [edge("start", "success", "await"), edge("await", "received", "done"), edge("await", "timeout", "done")],
+  };
+
+  /** The test env with a DB that records the statements prepared through it. */
+  function countingEnv() {
+    const prepared: string[] = [];
+    const db = {
+      prepare: (sql: string) => {
+        prepared.push(sql);
+        return env.DB.prepare(sql);
+      },
+    } as unknown as D1Database;
+    return { prepared, env: { ...env, DB: db } as Env };
+  }
+
+  it("a start whose version was read live takes the row from the isolate; another installation's id never gets it; a Workflows load and a retired version still go to D1", async () => {
+    const a = await newInstallation("a");
+    const b = await newInstallation("b");
+    const version = await publish(a.apiKey, waiting);
+    await startRun(a.apiKey, version.id);
+    const counted = countingEnv();
+    const row = await loadArtifactRow(counted.env, version.artifact.id, version.id, { installationId: a.id });
+    expect(row).toMatchObject({ id: version.artifact.id, installationId: a.id, bundleDigest: version.artifact.digest, status: "ready" });
+    expect(counted.prepared).toHaveLength(0);
+    // Another installation's id: not served from the isolate, and D1 refuses it too.
+    await expect(loadArtifactRow(counted.env, version.artifact.id, version.id, { installationId: b.id })).rejects.toMatchObject({ code: "workflow_artifact.not_ready" });
+    expect(counted.prepared).toHaveLength(1);
+    const refused = await api("/api/v1/runs", { key: b.apiKey, body: { workflowVersionId: version.id, authorityMode: "autonomous" } });
+    expect(refused.status).toBe(404);
+    expect(refused.body.error.code).toBe("workflow_version.not_found");
+    // A Workflows instance loading its version (no live read behind it) reads D1 every time.
+    expect((await loadArtifactRow(counted.env, version.artifact.id, version.id)).id).toBe(version.artifact.id);
+    expect(counted.prepared).toHaveLength(2);
+    // Retired: D1 refuses the load, and a new run is refused before any load.
+    expect((await api(`/api/v1/workflow-versions/${version.id}/retire`, { key: a.apiKey, method: "POST" })).status).toBe(200);
+    await expect(loadArtifactRow(counted.env, version.artifact.id, version.id)).rejects.toMatchObject({ code: "workflow_artifact.not_ready" });
+    const retired = await api("/api/v1/runs", { key: a.apiKey, body: { workflowVersionId: version.id, authorityMode: "autonomous" } });
+    expect(retired.body.error.code).toBe("workflow_version.retired");
+  });
+
+  it(`keeps at most ${ARTIFACT_CACHE_LIMIT} rows, the oldest first out`, async () => {
+    const { id: installationId, apiKey } = await newInstallation();
+    const workflow = await api("/api/v1/workflows", { body: { name: `wf-${crypto.randomUUID()}` }, key: apiKey });
+    const versions: Array<{ id: string; artifact: { id: string } }> = [];
+    for (let i = 0; i <= ARTIFACT_CACHE_LIMIT; i++) {
+      const published = await api(`/api/v1/workflows/${workflow.body.id}/versions`, { body: { graph: waiting }, key: apiKey });
+      expect(published.status).toBe(201);
+      versions.push(published.body);
+    }
+    const [first, ...rest] = versions;
+    await loadArtifactRow(env, first!.artifact.id, first!.id);
+    expect(artifactRowCached(first!.artifact.id, first!.id)).toBe(true);
+    for (const version of rest) await loadArtifactRow(env, version.artifact.id, version.id);
+    expect(artifactRowCached(first!.artifact.id, first!.id)).toBe(false);
+    expect(rest.every((version) => artifactRowCached(version.artifact.id, version.id))).toBe(true);
+    // Evicted, it is read from D1 again (and kept again).
+    const counted = countingEnv();
+    expect((await loadArtifactRow(counted.env, first!.artifact.id, first!.id, { installationId })).id).toBe(first!.artifact.id);
+    expect(counted.prepared).toHaveLength(1);
+    expect(artifactRowCached(first!.artifact.id, first!.id)).toBe(true);
   });
 });

@@ -130,7 +130,9 @@ export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, i
     throw conflict("idempotency_key.reused", "This Idempotency-Key was already used for a different request.");
   }
   if (run.state !== "dispatch_pending" && run.state !== "created") return { run, replayed };
-  const { queuedAt } = await startAndQueue(env, ctx, run, options.start);
+  // The version read above is live and the run's (a replay's run has the same version: its digest names it).
+  const versionLive = run.workflowVersionId === input.workflowVersionId && run.artifactId === version.artifactId;
+  const { queuedAt } = await startAndQueue(env, ctx, run, options.start, versionLive);
   // Queued by this call: the row is what it holds plus that update; otherwise (deferred, or the
   // instance already moved it on) it is read again.
   if (queuedAt) return { run: { ...run, state: "queued", updatedAt: queuedAt }, replayed };
