@@ -5,7 +5,7 @@ import { canSeeQueue, reviewerLabel, type Actor } from "../../auth";
 import { AppError, conflict, notFound } from "../../errors";
 import { reviewerAuditId } from "../../lib/person-keys";
 import { assertNotOwnQaTask, notOwnQaTaskSql, reviewerPrincipal } from "../qa/qa";
-import { assertTaskVisible, claimant, DEFAULT_LEASE_SECONDS, getTask, getTaskRow, MAX_LEASE_SECONDS, presentTask, TASK_COLUMNS, type TaskRow } from "./tasks";
+import { assertTaskVisible, claimant, DEFAULT_LEASE_SECONDS, getTask, getTaskRow, MAX_LEASE_SECONDS, presentTask, TASK_COLUMNS, TASK_QUEUE_WELLNESS_SQL, type TaskRow } from "./tasks";
 import { claimExposureStatement, nextTaskWellness, NOT_CAPPED_SQL, queueExposureStatus, refuseWhenCapped, releaseExposureStatement } from "../wellness/wellness";
 
 function leaseSeconds(value: number | undefined): number {
@@ -40,7 +40,7 @@ export async function claimTask(env: Env, actor: Actor, taskId: string, input: {
       WHERE installation_id = ?1 AND id = ?2
         AND (state = 'open' OR (state = 'claimed' AND (lease_expires_at <= ?4 OR claimed_by = ?3)))
         AND ${notOwnQaTaskSql("?7", "?6")}
-      RETURNING ${TASK_COLUMNS}
+      RETURNING ${TASK_COLUMNS}, ${TASK_QUEUE_WELLNESS_SQL}
     `).bind(actor.installationId, taskId, who, at, expires, reviewerPrincipal(actor), reviewerLabel(who)),
     auditStatement(
       env.DB,
