@@ -71,4 +71,20 @@ describe("intake's assumed sender is checked in its batch", () => {
     expect(receipts).toHaveLength(1);
     expect(receipts[0]!.data).toMatchObject({ reportId: notice.body.id, recipient: { id: "reporter-9", contact: "reporter-9@example.org" } });
   });
+
+  it("a report not written for its Idempotency-Key (a replay, or the key used again for another subject) opens no case, whether the sender was read or assumed", async () => {
+    for (const setup of [async () => newInstallation(), warmed]) {
+      const { id, apiKey } = await setup();
+      const key = { "idempotency-key": `intake-${crypto.randomUUID()}` };
+      const first = await api("/api/v1/reports", { key: apiKey, headers: key, body: report("keyed-1", "someone") });
+      expect(first.status).toBe(201);
+      const replay = await api("/api/v1/reports", { key: apiKey, headers: key, body: report("keyed-1", "someone") });
+      expect(replay.body.id).toBe(first.body.id);
+      const reused = await api("/api/v1/reports", { key: apiKey, headers: key, body: report("keyed-2", "someone") });
+      expect(reused.status).toBe(409);
+      expect(reused.body.error.code).toBe("idempotency_key.reused");
+      const cases = await env.DB.prepare("SELECT subject_id AS subject, report_count AS reports FROM cases WHERE installation_id = ?1 AND subject_id IN ('keyed-1', 'keyed-2')").bind(id).all<{ subject: string; reports: number }>();
+      expect(cases.results).toEqual([{ subject: "keyed-1", reports: 1 }]);
+    }
+  });
 });

@@ -190,19 +190,25 @@ async function recordReport(
     endpoints: from.endpoints,
   });
   const noticeRecord = noticeRecordStatement(env.DB, { installationId: actor.installationId, reportId: id, sender, category: policyCategory, at });
-  // A case opened for a report that was not written (an Idempotency-Key race, an assumption that
-  // did not hold) is not left behind empty; without either, the report cannot lose its case.
-  const cleanup = idempotencyKey !== undefined || from.condition !== undefined;
+  // A case is opened only for a report that will be written: its insert carries the report's own
+  // conditions (no report under the Idempotency-Key yet, the assumed sender's condition), which the
+  // report's insert, next in the same transaction, then finds as they were. So no case is left
+  // behind empty, and the report cannot lose its case.
+  const conditionBinds = from.condition?.sql ? from.condition.binds : [];
+  const caseParam = 18 + conditionBinds.length;
   const termList = reportTerms(actor.installationId, r.personal);
   const terms = reportTermsStatement(env.DB, { installationId: actor.installationId, reportId: id, at, terms: termList });
   // The owner's signals, as keyed hashes only (accounts' related accounts).
   const signals = signalsStatement(env.DB, { installationId: actor.installationId, reportId: id, accountKey: personKey(actor.installationId, input.subject.ownerId), signals: signalKeys(actor.installationId, input.subject.signals), at });
   const results = await env.DB.batch<Record<string, unknown>>([
+    // Numbered as the report's insert (?2-?4 the subject, ?11 the key, ?13 the time, ?18… the
+    // condition), the case's id and the subject's key after them; the values the case does not use are null.
     env.DB.prepare(`
       INSERT INTO cases (id, installation_id, subject_kind, subject_id, state, report_count, first_reported_at, last_reported_at, created_at, updated_at)
-      SELECT ?1, ?2, ?3, ?4, 'open', 0, ?5, ?5, ?5, ?5 WHERE NOT EXISTS (SELECT 1 FROM archived_subjects WHERE key = ?6)
+      SELECT ?${caseParam}, ?2, ?3, ?4, 'open', 0, ?13, ?13, ?13, ?13 WHERE NOT EXISTS (SELECT 1 FROM archived_subjects WHERE key = ?${caseParam + 1})
+        AND NOT EXISTS (SELECT 1 FROM reports WHERE installation_id = ?2 AND idempotency_key = ?11)${from.condition?.sql ? ` AND ${from.condition.sql}` : ""}
       ON CONFLICT(installation_id, subject_kind, subject_id) DO NOTHING
-    `).bind(caseId, ...subject, at, subjectKey(...subject)),
+    `).bind(null, ...subject, null, null, null, null, null, null, idempotencyKey ?? null, null, at, null, null, null, null, ...conditionBinds, caseId, subjectKey(...subject)),
     env.DB.prepare(`
       INSERT INTO reports (id, installation_id, case_id, subject_kind, subject_id, category, category_specification_json, source,
         evidence_count, personal_data, data_key_id, idempotency_key, request_digest, created_at, reporter_key, subject_owner_key, person_keys_version, search_terms)
@@ -229,7 +235,7 @@ async function recordReport(
       PERSON_KEYS_VERSION,
       // The report's own list of its search terms (erasure and the case archive reach them by key).
       termsColumn(termList),
-      ...(from.condition?.sql ? from.condition.binds : []),
+      ...conditionBinds,
     ),
     // Only a report that was actually inserted counts, reopens its case and is audited. The update
     // answers the case it counted the report in (nothing when this report was not written).
@@ -251,7 +257,6 @@ async function recordReport(
       },
       { table: "reports", id },
     ),
-    ...(cleanup ? [env.DB.prepare(`DELETE FROM cases WHERE id = ?1 AND report_count = 0`).bind(caseId)] : []),
     // With an Idempotency-Key, the report stored under it (ours, or the first one's for a replay);
     // without, ours is what this batch wrote, and the case update above answers its case.
     ...(idempotencyKey ? [reportRowByKeyStatement(env.DB, actor.installationId, idempotencyKey)] : []),
@@ -263,7 +268,7 @@ async function recordReport(
     ...(terms ? [terms] : []),
     ...(signals ? [signals] : []),
   ]);
-  const reads = cleanup ? 5 : 4;
+  const reads = 4;
   const counted = results[2]!.results[0] as { caseId: string; caseReportCount: number } | undefined;
   const row = idempotencyKey ? (results[reads]!.results[0] as ReportSummaryRow | undefined) : counted && writtenRow(input, r, sender.source, counted);
   const triggers = results[idempotencyKey ? reads + 1 : reads]!.results as unknown as TriggerRow[];
