@@ -99,6 +99,27 @@ describe("an inline delivery written leased to its host", () => {
   });
 });
 
+describe("an action's type read with its run", () => {
+  it("a report's run delivers to the type's endpoint, signed, naming the report's subject and the type's reversibility", async () => {
+    const path = "/ok/type-folded";
+    const { apiKey } = await setup(path);
+    const byReport = {
+      ...actionGraph,
+      nodes: actionGraph.nodes.map((node) => (node.id === "remove" ? { ...node, inputMapping: { postId: "report.subject.id" } } : node)),
+    };
+    const version = await publish(apiKey, byReport);
+    expect((await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", when: "true", workflowVersionId: version.id, authorityMode: "autonomous" } })).status).toBe(201);
+    const report = await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "content", id: "post-folded" }, category: "scams_and_fraud" } });
+    expect(report.status).toBe(201);
+    const log = await until(async () => {
+      const entries = await receiverLog(path);
+      return entries.length > 0 ? entries : undefined;
+    }, "a delivery");
+    expect(log.map((entry) => [entry.verified, entry.status])).toEqual([[true, 200]]);
+    expect(log[0]!.data).toMatchObject({ actionType: "remove_post", reportId: report.body.id, subject: { kind: "content", id: "post-folded" }, params: { postId: "post-folded" }, reversible: true });
+  });
+});
+
 describe("API keys cached per isolate", () => {
   it("a key revoked through this isolate is refused at once, however recently it was used", async () => {
     const { apiKey } = await newInstallation();
