@@ -190,10 +190,10 @@ async function recordReport(
     endpoints: from.endpoints,
   });
   const noticeRecord = noticeRecordStatement(env.DB, { installationId: actor.installationId, reportId: id, sender, category: policyCategory, at });
-  // A case is opened only for a report that will be written: its insert carries the report's own
-  // conditions (no report under the Idempotency-Key yet, the assumed sender's condition), which the
-  // report's insert, next in the same transaction, then finds as they were. So no case is left
-  // behind empty, and the report cannot lose its case.
+  // A case is opened or counted only for a report that will be written: its upsert carries the
+  // report's own conditions (no report under the Idempotency-Key yet, the assumed sender's
+  // condition), which the report's insert, next in the same transaction, then finds as they were.
+  // So no case is left behind empty, the count is the reports written, and the report cannot lose its case.
   const conditionBinds = from.condition?.sql ? from.condition.binds : [];
   const caseParam = 18 + conditionBinds.length;
   const termList = reportTerms(actor.installationId, r.personal);
@@ -201,13 +201,19 @@ async function recordReport(
   // The owner's signals, as keyed hashes only (accounts' related accounts).
   const signals = signalsStatement(env.DB, { installationId: actor.installationId, reportId: id, accountKey: personKey(actor.installationId, input.subject.ownerId), signals: signalKeys(actor.installationId, input.subject.signals), at });
   const results = await env.DB.batch<Record<string, unknown>>([
-    // Numbered as the report's insert (?2-?4 the subject, ?11 the key, ?13 the time, ?18… the
-    // condition), the case's id and the subject's key after them; the values the case does not use are null.
+    // The report's case, opened (an archived subject's is not: it comes back first, below) or
+    // counted, reopened and touched; it answers the case it counted the report in (nothing when
+    // the report will not be written). Numbered as the report's insert (?2-?4 the subject, ?11 the
+    // key, ?13 the time, ?18… the condition), the case's id and the subject's key after them; the
+    // values the case does not use are null.
     env.DB.prepare(`
       INSERT INTO cases (id, installation_id, subject_kind, subject_id, state, report_count, first_reported_at, last_reported_at, created_at, updated_at)
-      SELECT ?${caseParam}, ?2, ?3, ?4, 'open', 0, ?13, ?13, ?13, ?13 WHERE NOT EXISTS (SELECT 1 FROM archived_subjects WHERE key = ?${caseParam + 1})
+      SELECT ?${caseParam}, ?2, ?3, ?4, 'open', 1, ?13, ?13, ?13, ?13
+      WHERE (NOT EXISTS (SELECT 1 FROM archived_subjects WHERE key = ?${caseParam + 1}) OR EXISTS (SELECT 1 FROM cases WHERE installation_id = ?2 AND subject_kind = ?3 AND subject_id = ?4))
         AND NOT EXISTS (SELECT 1 FROM reports WHERE installation_id = ?2 AND idempotency_key = ?11)${from.condition?.sql ? ` AND ${from.condition.sql}` : ""}
-      ON CONFLICT(installation_id, subject_kind, subject_id) DO NOTHING
+      ON CONFLICT(installation_id, subject_kind, subject_id) DO UPDATE SET
+        report_count = cases.report_count + 1, last_reported_at = excluded.last_reported_at, state = 'open', personal_data_erased_at = NULL, updated_at = excluded.updated_at
+      RETURNING id AS caseId, report_count AS caseReportCount
     `).bind(null, ...subject, null, null, null, null, null, null, idempotencyKey ?? null, null, at, null, null, null, null, ...conditionBinds, caseId, subjectKey(...subject)),
     env.DB.prepare(`
       INSERT INTO reports (id, installation_id, case_id, subject_kind, subject_id, category, category_specification_json, source,
@@ -237,13 +243,7 @@ async function recordReport(
       termsColumn(termList),
       ...conditionBinds,
     ),
-    // Only a report that was actually inserted counts, reopens its case and is audited. The update
-    // answers the case it counted the report in (nothing when this report was not written).
-    env.DB.prepare(`
-      UPDATE cases SET report_count = report_count + 1, last_reported_at = ?2, state = 'open', personal_data_erased_at = NULL, updated_at = ?2
-      WHERE id = (SELECT case_id FROM reports WHERE id = ?1)
-      RETURNING id AS caseId, report_count AS caseReportCount
-    `).bind(id, at),
+    // Only a report that was actually inserted is audited.
     auditStatement(
       env.DB,
       {
@@ -258,7 +258,7 @@ async function recordReport(
       { table: "reports", id },
     ),
     // With an Idempotency-Key, the report stored under it (ours, or the first one's for a replay);
-    // without, ours is what this batch wrote, and the case update above answers its case.
+    // without, ours is what this batch wrote, and the case's upsert above answers its case.
     ...(idempotencyKey ? [reportRowByKeyStatement(env.DB, actor.installationId, idempotencyKey)] : []),
     enabledTriggersStatement(env.DB, actor.installationId, "report.created"),
     // Written only if this report was (each is guarded on it).
@@ -268,8 +268,8 @@ async function recordReport(
     ...(terms ? [terms] : []),
     ...(signals ? [signals] : []),
   ]);
-  const reads = 4;
-  const counted = results[2]!.results[0] as { caseId: string; caseReportCount: number } | undefined;
+  const reads = 3;
+  const counted = results[0]!.results[0] as { caseId: string; caseReportCount: number } | undefined;
   const row = idempotencyKey ? (results[reads]!.results[0] as ReportSummaryRow | undefined) : counted && writtenRow(input, r, sender.source, counted);
   const triggers = results[idempotencyKey ? reads + 1 : reads]!.results as unknown as TriggerRow[];
   // The subject's case is archived: it comes back to D1 (cases/archive), and the report joins it.
