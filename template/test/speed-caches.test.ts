@@ -120,6 +120,32 @@ describe("an action's type read with its run", () => {
   });
 });
 
+describe("a triggered run's version read with its trigger", () => {
+  it("starts the run of the trigger's version as named in its audit event; once the version is retired, a report's trigger is refused with the typed error", async () => {
+    const { apiKey } = await newInstallation();
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "done", kind: "end" },
+      ],
+      edges: [edge("start", "success", "done")],
+    });
+    expect((await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", when: "true", workflowVersionId: version.id, authorityMode: "autonomous" } })).status).toBe(201);
+    const file = (id: string) => api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "content", id }, category: "scams_and_fraud" } });
+    const first = await file("post-v1");
+    expect(first.body.runs).toHaveLength(1);
+    const run = await waitForRun(apiKey, first.body.runs[0].runId);
+    expect(run).toMatchObject({ state: "succeeded", workflowVersionId: version.id, reportId: first.body.id });
+    const created = await env.DB.prepare("SELECT details_json AS details FROM audit_events WHERE action = 'workflow.run_created' AND target_id = ?1").bind(run.id).first<{ details: string }>();
+    expect(JSON.parse(created!.details)).toMatchObject({ workflowVersionId: version.id, version: version.version });
+    expect((await api(`/api/v1/workflow-versions/${version.id}/retire`, { key: apiKey, method: "POST" })).status).toBe(200);
+    const second = await file("post-v2");
+    expect(second.status).toBe(201);
+    expect(second.body.runs).toEqual([{ triggerId: expect.any(String), error: "workflow_version.retired" }]);
+  });
+});
+
 describe("API keys cached per isolate", () => {
   it("a key revoked through this isolate is refused at once, however recently it was used", async () => {
     const { apiKey } = await newInstallation();
