@@ -153,6 +153,25 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
   return outcome;
 }
 
+/**
+ * Intake's upsert of the report's case (exported for its plan test), numbered as the report's insert:
+ * ?2-?4 the subject, ?11 the Idempotency-Key, ?13 the time, ?18… the assumed sender's condition;
+ * ?caseParam the new case's id and ?caseParam+1 the subject's key. It opens the case at one report
+ * (not for an archived subject, which comes back first) or counts, reopens and touches it, only
+ * under the report's own conditions, and answers the case.
+ */
+export function caseUpsertSql(caseParam: number, condition: string | undefined): string {
+  return `
+      INSERT INTO cases (id, installation_id, subject_kind, subject_id, state, report_count, first_reported_at, last_reported_at, created_at, updated_at)
+      SELECT ?${caseParam}, ?2, ?3, ?4, 'open', 1, ?13, ?13, ?13, ?13
+      WHERE (NOT EXISTS (SELECT 1 FROM archived_subjects WHERE key = ?${caseParam + 1}) OR EXISTS (SELECT 1 FROM cases WHERE installation_id = ?2 AND subject_kind = ?3 AND subject_id = ?4))
+        AND NOT EXISTS (SELECT 1 FROM reports WHERE installation_id = ?2 AND idempotency_key = ?11)${condition ? ` AND ${condition}` : ""}
+      ON CONFLICT(installation_id, subject_kind, subject_id) DO UPDATE SET
+        report_count = cases.report_count + 1, last_reported_at = excluded.last_reported_at, state = 'open', personal_data_erased_at = NULL, updated_at = excluded.updated_at
+      RETURNING id AS caseId, report_count AS caseReportCount
+    `;
+}
+
 interface Recorded {
   id: string;
   caseId: string;
@@ -201,20 +220,8 @@ async function recordReport(
   // The owner's signals, as keyed hashes only (accounts' related accounts).
   const signals = signalsStatement(env.DB, { installationId: actor.installationId, reportId: id, accountKey: personKey(actor.installationId, input.subject.ownerId), signals: signalKeys(actor.installationId, input.subject.signals), at });
   const results = await env.DB.batch<Record<string, unknown>>([
-    // The report's case, opened (an archived subject's is not: it comes back first, below) or
-    // counted, reopened and touched; it answers the case it counted the report in (nothing when
-    // the report will not be written). Numbered as the report's insert (?2-?4 the subject, ?11 the
-    // key, ?13 the time, ?18… the condition), the case's id and the subject's key after them; the
-    // values the case does not use are null.
-    env.DB.prepare(`
-      INSERT INTO cases (id, installation_id, subject_kind, subject_id, state, report_count, first_reported_at, last_reported_at, created_at, updated_at)
-      SELECT ?${caseParam}, ?2, ?3, ?4, 'open', 1, ?13, ?13, ?13, ?13
-      WHERE (NOT EXISTS (SELECT 1 FROM archived_subjects WHERE key = ?${caseParam + 1}) OR EXISTS (SELECT 1 FROM cases WHERE installation_id = ?2 AND subject_kind = ?3 AND subject_id = ?4))
-        AND NOT EXISTS (SELECT 1 FROM reports WHERE installation_id = ?2 AND idempotency_key = ?11)${from.condition?.sql ? ` AND ${from.condition.sql}` : ""}
-      ON CONFLICT(installation_id, subject_kind, subject_id) DO UPDATE SET
-        report_count = cases.report_count + 1, last_reported_at = excluded.last_reported_at, state = 'open', personal_data_erased_at = NULL, updated_at = excluded.updated_at
-      RETURNING id AS caseId, report_count AS caseReportCount
-    `).bind(null, ...subject, null, null, null, null, null, null, idempotencyKey ?? null, null, at, null, null, null, null, ...conditionBinds, caseId, subjectKey(...subject)),
+    // The report's case (caseUpsertSql); the values of the report's numbering the case does not use are null.
+    env.DB.prepare(caseUpsertSql(caseParam, from.condition?.sql)).bind(null, ...subject, null, null, null, null, null, null, idempotencyKey ?? null, null, at, null, null, null, null, ...conditionBinds, caseId, subjectKey(...subject)),
     env.DB.prepare(`
       INSERT INTO reports (id, installation_id, case_id, subject_kind, subject_id, category, category_specification_json, source,
         evidence_count, personal_data, data_key_id, idempotency_key, request_digest, created_at, reporter_key, subject_owner_key, person_keys_version, search_terms)
