@@ -6,6 +6,7 @@
 // a new message.send endpoint.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { caseUpsertSql } from "../src/cases/reports/reports";
 import { api, newInstallation, receiverLog, until } from "./helpers";
 
 const report = (subjectId: string, reporterId: string) => ({
@@ -70,5 +71,32 @@ describe("intake's assumed sender is checked in its batch", () => {
     }, "the receipt");
     expect(receipts).toHaveLength(1);
     expect(receipts[0]!.data).toMatchObject({ reportId: notice.body.id, recipient: { id: "reporter-9", contact: "reporter-9@example.org" } });
+  });
+
+  it("a report not written for its Idempotency-Key (a replay, or the key used again for another subject) opens no case, whether the sender was read or assumed", async () => {
+    for (const setup of [async () => newInstallation(), warmed]) {
+      const { id, apiKey } = await setup();
+      const key = { "idempotency-key": `intake-${crypto.randomUUID()}` };
+      const first = await api("/api/v1/reports", { key: apiKey, headers: key, body: report("keyed-1", "someone") });
+      expect(first.status).toBe(201);
+      const replay = await api("/api/v1/reports", { key: apiKey, headers: key, body: report("keyed-1", "someone") });
+      expect(replay.body.id).toBe(first.body.id);
+      const reused = await api("/api/v1/reports", { key: apiKey, headers: key, body: report("keyed-2", "someone") });
+      expect(reused.status).toBe(409);
+      expect(reused.body.error.code).toBe("idempotency_key.reused");
+      const cases = await env.DB.prepare("SELECT subject_id AS subject, report_count AS reports FROM cases WHERE installation_id = ?1 AND subject_id IN ('keyed-1', 'keyed-2')").bind(id).all<{ subject: string; reports: number }>();
+      expect(cases.results).toEqual([{ subject: "keyed-1", reports: 1 }]);
+    }
+  });
+
+  it("the case's upsert finds the subject's case, its archived key and a report under the key each by an index, never a table walk", async () => {
+    const sql = caseUpsertSql(18, undefined);
+    const binds = [null, "inst", "content", "post-1", null, null, null, null, null, null, "key-1", null, "2026-01-01T00:00:00.000Z", null, null, null, null, "case_1", "subject-key"];
+    const { results } = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`)
+      .bind(...binds)
+      .all<{ detail: string }>();
+    const details = results.map((row) => row.detail);
+    expect(details.filter((detail) => /^SCAN (cases|reports|archived_subjects)\b/u.test(detail))).toEqual([]);
+    for (const table of ["archived_subjects", "cases", "reports"]) expect(details.some((detail) => detail.startsWith(`SEARCH ${table} USING`))).toBe(true);
   });
 });

@@ -7,10 +7,10 @@ import { api, edge, newInstallation, publish } from "./helpers";
 
 const reviewSchema = { type: "object", required: ["verdict"], properties: { verdict: { enum: ["remove", "keep"] } } };
 
-async function setup(label: string) {
+async function setup(label: string, wellness: "standard" | "strict" = "standard") {
   const installation = await newInstallation(`wellness-${label}`);
   const apiKey = installation.apiKey;
-  const queue = await api("/api/v1/queues", { key: apiKey, body: { name: `review-${label}`, slaSeconds: 3600 } });
+  const queue = await api("/api/v1/queues", { key: apiKey, body: { name: `review-${label}`, slaSeconds: 3600, wellness } });
   expect(queue.status).toBe(201);
   const version = await publish(apiKey, {
     schemaVersion: 1,
@@ -289,5 +289,23 @@ describe("/next and the exposure cap", () => {
     expect(minutesOf(await exposure(b, "mod-a"), "self_harm")).toBeGreaterThan(0);
     expect(minutesOf(await exposure(a, "mod-a"), "self_harm")).toBe(0);
     expect((await env.DB.prepare("SELECT state FROM human_tasks WHERE id = ?1").bind(aTask).first<{ state: string }>())!.state).toBe("open");
+  });
+});
+
+describe("a task's display", () => {
+  it("is its queue's profile on the claim's and the completion's answer, as a read of the task shows it (strict and standard)", async () => {
+    for (const wellness of ["strict", "standard"] as const) {
+      const s = await setup(`display-${wellness}`, wellness);
+      const task = await taskOf(s, "scams_and_fraud");
+      const claimed = await api(`/api/v1/tasks/${task}/claim`, { key: s.reviewKey, body: { reviewer: "mod-d" } });
+      expect(claimed.status).toBe(200);
+      const read = await api(`/api/v1/tasks/${task}`, { key: s.reviewKey });
+      expect(read.body.display.profile).toBe(wellness);
+      expect(claimed.body.display).toEqual(read.body.display);
+      const completed = await api(`/api/v1/tasks/${task}/complete`, { key: s.reviewKey, body: { reviewer: "mod-d", response: { verdict: "keep" } } });
+      expect(completed.status).toBe(200);
+      expect(completed.body.display).toEqual(read.body.display);
+      expect(Object.keys(completed.body)).not.toContain("queueWellness");
+    }
   });
 });

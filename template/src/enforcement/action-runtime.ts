@@ -45,9 +45,36 @@ function progressOf(row: ProposalRow): ActionProgress {
   }
 }
 
+/** The action type as prepareWorkflowAction reads it: its row, its run's report's subject and its endpoint (each JSON text or null). */
+export type ActionTypeRead = ActionTypeRow & { subjectJson: string | null; endpointJson: string | null };
+
+/**
+ * The action type of key `keyParam` for the run `r` (an installation's type, with the subject of
+ * the run's report and the type's endpoint), as one JSON value (null: no such type): folded into
+ * the run's authorizing statement, so an action's first call reads it in that statement.
+ */
+export function actionTypeJsonSql(keyParam: string): string {
+  return `(SELECT json_object('id', t.id, 'key', t.key, 'name', t.name, 'description', t.description, 'requiresApproval', t.requires_approval,
+      'reversible', t.reversible, 'endpointId', t.endpoint_id, 'autonomy', t.autonomy, 'createdAt', t.created_at,
+      'subjectJson', (SELECT json_object('kind', p.subject_kind, 'id', p.subject_id) FROM reports p WHERE p.installation_id = r.installation_id AND p.id = r.report_id),
+      'endpointJson', ${attemptEndpointJsonSql("r.installation_id", "t.endpoint_id")})
+    FROM action_types t WHERE t.installation_id = r.installation_id AND t.key = ${keyParam})`;
+}
+
+/** actionTypeJsonSql's value as the row prepareWorkflowAction reads (null: no such type). */
+export function foldedActionType(json: string | null): ActionTypeRead | null {
+  if (json === null) return null;
+  const row = JSON.parse(json) as Omit<ActionTypeRead, "subjectJson" | "endpointJson"> & { subjectJson: unknown; endpointJson: unknown };
+  // A nested object arrives as JSON, or as its text where SQLite passed it on as text: the row keeps text.
+  const text = (value: unknown) => (value === null || value === undefined ? null : typeof value === "string" ? value : JSON.stringify(value));
+  return { ...row, subjectJson: text(row.subjectJson), endpointJson: text(row.endpointJson) };
+}
+
 /**
  * Prepares the action of a node (assisted or autonomous): a proposal that waits for approval, or
  * a delivery on its way. Repeating the call returns the proposal's current progress.
+ * `typeRead`: the action type as the caller read it in the run's own statement (actionTypeJsonSql),
+ * used when the step had no row yet (with one, the proposal is read first, and the type with it).
  */
 export async function prepareWorkflowAction(
   env: Env,
@@ -60,24 +87,28 @@ export async function prepareWorkflowAction(
     stepRecorded: boolean;
     /** The runtime's statements that write the step's row (which the proposal's id names) and park step and run while the proposal waits, ahead of the proposal in its batch. */
     park: D1PreparedStatement[];
+    typeRead?: ActionTypeRead | null;
   },
 ): Promise<{ progress: ActionProgress; parked: boolean }> {
   const { run, node, stepId } = input;
   const proposalId = proposalIdOf(stepId);
   // The delivery's sealing key is resolved while the reads are in flight (a cache hit in a warm isolate), so sealing after them is CPU only.
   const sealing = run.authorityMode === "autonomous" ? warmSealingKey(env, run.installationId) : undefined;
-  // One round trip: the proposal if the step already made it, the action type and the report's subject (for the delivery).
-  const reads = await env.DB.batch<Record<string, unknown>>([
-    ...(input.stepRecorded ? [env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE id = ?1`).bind(proposalId)] : []),
-    env.DB.prepare(`SELECT ${TYPE_COLUMNS}, (SELECT json_object('kind', subject_kind, 'id', subject_id) FROM reports WHERE installation_id = ?1 AND id = ?3) AS subjectJson,
+  // One round trip: the proposal if the step already made it, the action type and the report's subject (for the delivery);
+  // none when the step has no row yet and the type was read with the run.
+  const folded = !input.stepRecorded && input.typeRead !== undefined;
+  const reads = folded
+    ? []
+    : await env.DB.batch<Record<string, unknown>>([
+        ...(input.stepRecorded ? [env.DB.prepare(`SELECT ${PROPOSAL_COLUMNS} FROM action_proposals WHERE id = ?1`).bind(proposalId)] : []),
+        env.DB.prepare(`SELECT ${TYPE_COLUMNS}, (SELECT json_object('kind', subject_kind, 'id', subject_id) FROM reports WHERE installation_id = ?1 AND id = ?3) AS subjectJson,
         ${attemptEndpointJsonSql("?1", "action_types.endpoint_id")} AS endpointJson
       FROM action_types WHERE installation_id = ?1 AND key = ?2`).bind(run.installationId, String(node.config.action_type), run.reportId),
-  ]);
+      ]);
   await sealing;
-  const typeRead = reads.at(-1);
   const existing = input.stepRecorded ? (reads[0]!.results[0] as ProposalRow | undefined) : undefined;
   if (existing) return { progress: progressOf(existing), parked: false };
-  const typeRow = typeRead!.results[0] as (ActionTypeRow & { subjectJson: string | null; endpointJson: string | null }) | undefined;
+  const typeRow = folded ? (input.typeRead ?? undefined) : (reads.at(-1)!.results[0] as ActionTypeRead | undefined);
   if (!typeRow) throw new AppError("action_type.unknown", `Action type ${String(node.config.action_type)} does not exist in this installation.`);
   const params = evaluateInputMapping(node.inputMapping, input.context, node.id);
   // An action type whose autonomy is still assisted (not yet promoted) waits for a person even in an autonomous run.

@@ -70,21 +70,48 @@ export async function artifactStatement(env: Env, input: { installationId: strin
   return { id, statement };
 }
 
-/** The artifact of a live (not retired) version; throws `workflow_artifact.not_ready` otherwise. */
-export async function loadArtifactRow(env: Env, artifactId: string, workflowVersionId: string): Promise<ArtifactRow> {
+// Artifact rows are immutable (written once at publish, never updated), and so is the artifact a
+// version names: a row read with its version live is kept for the life of the isolate, bounded,
+// under its artifact and version. It is served only to a caller that read in the same request that
+// the version is its installation's and live (`live`), and only when the row is that installation's.
+const artifactRows = new Map<string, ArtifactRow>();
+/** How many artifact rows an isolate keeps (inline sources are at most ARTIFACT_INLINE_MAX_BYTES each). */
+export const ARTIFACT_CACHE_LIMIT = 32;
+
+const artifactKey = (artifactId: string, workflowVersionId: string) => `${artifactId}|${workflowVersionId}`;
+
+/** Whether this isolate keeps the row of this artifact and version (for tests of the bound). */
+export function artifactRowCached(artifactId: string, workflowVersionId: string): boolean {
+  return artifactRows.has(artifactKey(artifactId, workflowVersionId));
+}
+
+/**
+ * The artifact of a live (not retired) version; throws `workflow_artifact.not_ready` otherwise.
+ * `live`: the caller read, in this request, that the version is this installation's, not retired,
+ * and names this artifact (createRun's version read); the isolate's copy of the row is then enough.
+ * Without it (a Workflows instance loading its version), retirement is checked in D1 every time;
+ * with it, a row read from D1 must be that installation's too.
+ */
+export async function loadArtifactRow(env: Env, artifactId: string, workflowVersionId: string, live?: { installationId: string }): Promise<ArtifactRow> {
+  const key = artifactKey(artifactId, workflowVersionId);
+  const cached = live ? artifactRows.get(key) : undefined;
+  if (cached && cached.installationId === live!.installationId) return cached;
   const row = await env.DB.prepare(`
     SELECT a.id, a.installation_id AS installationId, a.compatibility_date AS compatibilityDate,
       a.bundle_digest AS bundleDigest, a.bundle_r2_key AS bundleR2Key,
       a.inline_source_text AS inlineSourceText, a.status, a.kernel_protocol AS kernelProtocol
     FROM workflow_artifacts a JOIN workflow_versions v ON v.artifact_id = a.id
-    WHERE a.id = ?1 AND v.id = ?2 AND v.retired_at IS NULL LIMIT 1
+    WHERE a.id = ?1 AND v.id = ?2 AND v.retired_at IS NULL AND (?3 IS NULL OR a.installation_id = ?3) LIMIT 1
   `)
-    .bind(artifactId, workflowVersionId)
+    .bind(artifactId, workflowVersionId, live?.installationId ?? null)
     .first<ArtifactRow>();
   if (row?.status !== "ready") throw new AppError("workflow_artifact.not_ready", "The workflow artifact is not available.", { status: 409 });
   if (!SUPPORTED_KERNEL_PROTOCOLS.includes(row.kernelProtocol)) {
     throw new AppError("workflow_artifact.kernel_protocol_unsupported", `The artifact speaks kernel protocol ${row.kernelProtocol}, which this platform version no longer serves; publish the graph again.`, { status: 409 });
   }
+  artifactRows.delete(key);
+  if (artifactRows.size >= ARTIFACT_CACHE_LIMIT) artifactRows.delete(artifactRows.keys().next().value!);
+  artifactRows.set(key, row);
   return row;
 }
 

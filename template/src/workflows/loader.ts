@@ -41,8 +41,8 @@ export class SandboxWorkflowBinding extends WorkerEntrypoint<Env, RuntimeProps> 
  * the loader is asked; a cached worker is keyed by digest, so edited source never runs.
  * `limits` are enforced on Cloudflare only; workerd locally does not bound CPU (see ARCHITECTURE).
  */
-export async function loadCompiledWorkflow(env: Env, ctx: ExecutionContext, props: RuntimeProps): Promise<WorkerStub> {
-  const artifact = await loadArtifactRow(env, props.artifactId, props.workflowVersionId);
+export async function loadCompiledWorkflow(env: Env, ctx: ExecutionContext, props: RuntimeProps, live?: { installationId: string }): Promise<WorkerStub> {
+  const artifact = await loadArtifactRow(env, props.artifactId, props.workflowVersionId, live);
   const source = await loadArtifactSource(env, artifact);
   const name = `workflow-version:${props.workflowVersionId}:${artifact.bundleDigest.slice(7, 39)}`;
   return env.LOADER.get(name, () => ({
@@ -85,13 +85,21 @@ export class DynamicWorkflow extends WorkflowEntrypoint<Env> {
   }
 }
 
-/** Creates the Workflows instance of a run through its version's sandbox; returns the instance id. */
-export async function startDynamicWorkflow(env: Env, ctx: ExecutionContext, input: { artifactId: string; workflowVersionId: string; instanceId: string; runId: string; authorityMode: WorkflowAuthorityMode }): Promise<string> {
+/**
+ * Creates the Workflows instance of a run through its version's sandbox; returns the instance id.
+ * `live`: the caller read in this request that the version is that installation's and live
+ * (loadArtifactRow may then serve the artifact's row from the isolate).
+ */
+export async function startDynamicWorkflow(
+  env: Env,
+  ctx: ExecutionContext,
+  input: { artifactId: string; workflowVersionId: string; instanceId: string; runId: string; authorityMode: WorkflowAuthorityMode; live?: { installationId: string } },
+): Promise<string> {
   const props: RuntimeProps = {
     artifactId: cleanIdentifier(input.artifactId, "artifact_id"),
     workflowVersionId: cleanIdentifier(input.workflowVersionId, "workflow_version_id"),
   };
-  const stub = await loadCompiledWorkflow(env, ctx, props);
+  const stub = await loadCompiledWorkflow(env, ctx, props, input.live);
   const starter = stub.getEntrypoint<KernelStarterEntrypoint>();
   const result = await starter.start({
     instanceId: cleanIdentifier(input.instanceId, "instance_id"),

@@ -24,8 +24,12 @@ export async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow, 
   return (await startAndQueue(env, ctx, run, start)).outcome;
 }
 
-/** dispatchRun, and when its update marked the run queued, the time it wrote (null if the run had moved on or was deferred). */
-export async function startAndQueue(env: Env, ctx: ExecutionContext, run: RunRow, start: StartInstance = startDynamicWorkflow): Promise<{ outcome: "started" | "deferred"; queuedAt: string | null }> {
+/**
+ * dispatchRun, and when its update marked the run queued, the time it wrote (null if the run had
+ * moved on or was deferred). `versionLive`: the caller read in this request that the run's version
+ * is live and names the run's artifact (createRun), so the artifact's row may come from the isolate.
+ */
+export async function startAndQueue(env: Env, ctx: ExecutionContext, run: RunRow, start: StartInstance = startDynamicWorkflow, versionLive = false): Promise<{ outcome: "started" | "deferred"; queuedAt: string | null }> {
   try {
     await withDeadline(
       start(env, ctx, {
@@ -34,6 +38,7 @@ export async function startAndQueue(env: Env, ctx: ExecutionContext, run: RunRow
         instanceId: run.instanceId,
         runId: run.id,
         authorityMode: run.authorityMode as WorkflowAuthorityMode,
+        ...(versionLive ? { live: { installationId: run.installationId } } : {}),
       }),
       DISPATCH_DEADLINE_MS,
       () => new Error(`the instance did not start within ${DISPATCH_DEADLINE_MS} ms`),

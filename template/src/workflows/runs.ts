@@ -69,8 +69,21 @@ export async function assertManualRunAllowed(db: D1Database, actor: Actor, input
  * first run (and finishes its dispatch if that had failed); the same key with a different request
  * is a 409. A dispatch failure leaves the run in `dispatch_pending` and answers 503.
  */
-export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, input: CreateRunInput, options: { start?: StartInstance } = {}): Promise<{ run: RunRow; replayed: boolean }> {
-  const version = await versionForRun(env.DB, actor.installationId, input);
+export async function createRun(
+  env: Env,
+  ctx: ExecutionContext,
+  actor: Actor,
+  input: CreateRunInput,
+  options: {
+    start?: StartInstance;
+    /**
+     * The version as this request already read it (versionJsonSql), when every row the run names
+     * (its report, appeal) is one this request read of the installation: no statement reads it again.
+     */
+    version?: ReadVersion;
+  } = {},
+): Promise<{ run: RunRow; replayed: boolean }> {
+  const version: VersionForRun | null = options.version ? { ...options.version, report: 1, appeal: 1, backtest: 1, parent: 1 } : await versionForRun(env.DB, actor.installationId, input);
   if (!version) throw notFound("workflow_version");
   if (version.retiredAt) throw conflict("workflow_version.retired", "The workflow version is retired; publish or pick a live version.");
   assertReferencesInInstallation(version);
@@ -131,7 +144,9 @@ export async function createRun(env: Env, ctx: ExecutionContext, actor: Actor, i
     throw conflict("idempotency_key.reused", "This Idempotency-Key was already used for a different request.");
   }
   if (run.state !== "dispatch_pending" && run.state !== "created") return { run, replayed };
-  const { queuedAt } = await startAndQueue(env, ctx, run, options.start);
+  // The version read above is live and the run's (a replay's run has the same version: its digest names it).
+  const versionLive = run.workflowVersionId === input.workflowVersionId && run.artifactId === version.artifactId;
+  const { queuedAt } = await startAndQueue(env, ctx, run, options.start, versionLive);
   // Queued by this call: the row is what it holds plus that update; otherwise (deferred, or the
   // instance already moved it on) it is read again.
   if (queuedAt) return { run: { ...run, state: "queued", updatedAt: queuedAt }, replayed };
@@ -149,6 +164,20 @@ interface VersionForRun {
   appeal: number;
   backtest: number;
   parent: number;
+}
+
+/** The version a run is created for, as read in another statement of the same request (versionJsonSql). */
+export type ReadVersion = Pick<VersionForRun, "workflowId" | "workflowName" | "version" | "artifactId" | "retiredAt">;
+
+/**
+ * What versionForRun reads of the version `versionId` of installation `installation` (two SQL
+ * expressions), as one JSON value (null: no such version, or its artifact is missing), for a
+ * statement of the caller's that reads it beside what it reads anyway (intake's triggers).
+ */
+export function versionJsonSql(installation: string, versionId: string): string {
+  return `(SELECT json_object('workflowId', v.workflow_id, 'workflowName', w.name, 'version', v.version, 'artifactId', v.artifact_id, 'retiredAt', v.retired_at)
+    FROM workflow_versions v JOIN workflows w ON w.id = v.workflow_id JOIN workflow_artifacts a ON a.id = v.artifact_id
+    WHERE v.installation_id = ${installation} AND v.id = ${versionId})`;
 }
 
 function versionForRun(db: D1Database, installationId: string, input: CreateRunInput): Promise<VersionForRun | null> {

@@ -3,7 +3,7 @@
 // identifiers) and its effects are written idempotently, with their audit event, in one batch.
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { AppError } from "../errors";
-import { enqueueDeliveries, completeWorkflowAction, prepareWorkflowAction, proposalIdOf, proposalJsonSql, type ProposalRow } from "../enforcement";
+import { actionTypeJsonSql, enqueueDeliveries, completeWorkflowAction, foldedActionType, prepareWorkflowAction, proposalIdOf, proposalJsonSql, type ProposalRow } from "../enforcement";
 import { findQueueJsonSql, REPORT_SUMMARY_BY_RUN_JSON_SQL, sealPersonalData, type QueueRow } from "../cases";
 import { openView } from "./content-access";
 import { assembleContext, contextStatements, loadNodeContext, nodeReads, nodeReadsContent, type ContextReads, type LoadedContext } from "./execution-context";
@@ -312,7 +312,9 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
   async prepareAction(input: RuntimeActionRequest): Promise<ActionProgress> {
     const scope: CallScope = {};
     return guard(this.env.DB, scope, async () => {
-      const { run, node, branchKey, loaded, recorded } = await this.authorize(input, scope, { kind: "action", withContext: true });
+      // The node's action type is read in the run's statement too, and used only if that node is authorized.
+      const typeOf = (claimed: WorkflowNodeV1): RunFolds["extra"] => (claimed.kind === "action" ? (param) => actionTypeJsonSql(param(String(claimed.config.action_type))) : undefined);
+      const { run, node, branchKey, loaded, recorded, extra } = await this.authorize(input, scope, { kind: "action", withContext: true, extra: typeOf });
       const stepId = stepRunId(run.id, node.id, branchKey);
       if (recorded?.port && FINISHED_STEP_STATES.includes(recorded.state)) return progressForKernel({ port: recorded.port, status: "recorded" });
       if (run.authorityMode === "off") throw new AppError("action.authority_insufficient", "Automation in mode off may not take actions.", { status: 403 });
@@ -334,6 +336,7 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
         stepId,
         context,
         stepRecorded: recorded !== undefined,
+        ...(extra === undefined ? {} : { typeRead: foldedActionType(extra) }),
         park: [stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "waiting", at }), runProgress(this.env.DB, run.id, node.id, "waiting", at)],
       });
       if (progress.port) await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: progress });

@@ -77,11 +77,17 @@ interface GroupRow extends RecordedStep {
 type OptionalRead = "event" | "content";
 const OPTIONAL_READS: readonly OptionalRead[] = ["event", "content"];
 
-/** Where an optional read's result sits among optionalStatements' results; null when the group does not read it. */
-function optionalReadIndex(needs: GroupNeeds, read: OptionalRead): number | null {
-  if (!needs[read]) return null;
-  return OPTIONAL_READS.slice(0, OPTIONAL_READS.indexOf(read)).filter((earlier) => needs[earlier]).length;
+/** Where an optional read's result sits among optionalStatements' results; null when the group does not read it (or it was folded). */
+function optionalReadIndex(needs: GroupNeeds, read: OptionalRead, eventFolded = false): number | null {
+  if (!needs[read] || (read === "event" && eventFolded)) return null;
+  return OPTIONAL_READS.slice(0, OPTIONAL_READS.indexOf(read)).filter((earlier) => needs[earlier] && !(earlier === "event" && eventFolded)).length;
 }
+
+/** The run's latest event (the `event` a node reads) as one JSON value over the run ?1, folded into the run's own statement. */
+const LATEST_EVENT_JSON_SQL = `(SELECT json_object('id', e.id, 'type', e.type, 'payloadJson', e.payload_json, 'createdAt', e.created_at)
+  FROM workflow_events e WHERE e.run_id = ?1 ORDER BY e.created_at DESC LIMIT 1)`;
+
+type EventRow = { id: string; type: string; payloadJson: string; createdAt: string };
 
 /** The group's step rows (its own and those its nodes read), when not folded into the run's statement. */
 function groupRowsStatement(db: D1Database, runId: string, needs: GroupNeeds): D1PreparedStatement {
@@ -97,9 +103,9 @@ function groupRowsStatement(db: D1Database, runId: string, needs: GroupNeeds): D
  * predecessors' exits, the run's report and what the run has open are folded into the run's own
  * statement (or read beside these when not prefetched).
  */
-function optionalStatements(db: D1Database, runId: string, needs: GroupNeeds): D1PreparedStatement[] {
+function optionalStatements(db: D1Database, runId: string, needs: GroupNeeds, eventFolded = false): D1PreparedStatement[] {
   return [
-    ...(needs.event ? [db.prepare(`SELECT id, type, payload_json AS payloadJson, created_at AS createdAt FROM workflow_events WHERE run_id = ?1 ORDER BY created_at DESC LIMIT 1`).bind(runId)] : []),
+    ...(needs.event && !eventFolded ? [db.prepare(`SELECT id, type, payload_json AS payloadJson, created_at AS createdAt FROM workflow_events WHERE run_id = ?1 ORDER BY created_at DESC LIMIT 1`).bind(runId)] : []),
     ...(needs.content ? [runContentStatementUnsafe(db, runId)] : []),
   ];
 }
@@ -118,8 +124,11 @@ interface AuthorizedGroup {
   head: WorkflowNodeV1;
   branchKey: string;
   rows: GroupRow[];
-  /** The optional reads' results, in optionalStatements' order. */
+  /** The optional reads' results, in optionalStatements' order (the event's only when not folded). */
   results: Array<D1Result<Record<string, unknown>>>;
+  /** The run's latest event when it was folded into the run's statement (undefined: not folded, or none). */
+  foldedEvent?: EventRow;
+  eventFolded: boolean;
   /** RUN_END_OPEN_SQL's value, for a group that may end the run. */
   runEndOpen?: string;
   /** The run's report (summary columns), for a group that reads it; null without one. */
@@ -138,9 +147,11 @@ async function authorizeGroup(host: FusedHost, input: RuntimeNodeRequest, scope:
         group: { nodeIds: prefetch.needs.stepIds, sealed: prefetch.needs.sealed },
         ...(prefetch.needs.ends ? { runEnd: RUN_END_OPEN_SQL } : {}),
         ...(prefetch.needs.report ? { report: REPORT_SUMMARY_BY_RUN_JSON_SQL } : {}),
+        ...(prefetch.needs.event ? { extra: () => LATEST_EVENT_JSON_SQL } : {}),
       }
     : {};
-  const { run, folded, results: prefetched } = await authorizedRunWith(host.env, host.props, input, folds, (runId) => (prefetch ? optionalStatements(db, runId, prefetch.needs) : []));
+  const foldEvent = prefetch?.needs.event === true;
+  const { run, folded, results: prefetched } = await authorizedRunWith(host.env, host.props, input, folds, (runId) => (prefetch ? optionalStatements(db, runId, prefetch.needs, foldEvent) : []));
   const head = authorizedNode(run, input.nodeId, input.nodeKind);
   if (!fusable(head)) throw denied("runtime.fuse_denied");
   const branchKey = authorizedBranch(input.branchKey);
@@ -152,8 +163,14 @@ async function authorizeGroup(host: FusedHost, input: RuntimeNodeRequest, scope:
   let results: Array<D1Result<Record<string, unknown>>>;
   let runEndOpen = folded.runEnd;
   let report: ReportSummaryRow | null = null;
+  let eventFolded = false;
+  let foldedEvent: EventRow | undefined;
   if (cachedHead === head && folded.exits) {
     [exits, results] = [folded.exits, prefetched];
+    if (foldEvent) {
+      eventFolded = true;
+      foldedEvent = folded.extra ? (JSON.parse(folded.extra) as EventRow) : undefined;
+    }
     if (needs.report && folded.report) report = JSON.parse(folded.report) as ReportSummaryRow;
     // Outputs too large to fold are read on their own.
     rows = (folded.group ?? (await groupRowsStatement(db, run.id, needs).all()).results) as unknown as GroupRow[];
@@ -165,7 +182,7 @@ async function authorizeGroup(host: FusedHost, input: RuntimeNodeRequest, scope:
     runEndOpen = undefined;
   }
   if (!reachedBy(run.graph, head, branchKey, exits)) throw denied("runtime.node_not_reached");
-  return { run, head, branchKey, rows, results, report, ...(runEndOpen ? { runEndOpen } : {}) };
+  return { run, head, branchKey, rows, results, report, eventFolded, ...(foldedEvent ? { foldedEvent } : {}), ...(runEndOpen ? { runEndOpen } : {}) };
 }
 
 const finishedRow = (row: GroupRow | undefined): row is GroupRow & { json: string } => row?.json != null && FINISHED_STEP_STATES.includes(row.state);
@@ -224,7 +241,7 @@ export function fusedWriteGuard(db: D1Database, stepIds: readonly string[]): D1P
 /** Runs the group from the named node; returns the node it ended at and the port it left by. */
 export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeRequest, scope: CallScope): Promise<FusedOutput> {
   const { env, ctx } = host;
-  const { run, head, branchKey, rows, results, runEndOpen, report: reportRow } = await authorizeGroup(host, input, scope);
+  const { run, head, branchKey, rows, results, runEndOpen, report: reportRow, eventFolded, foldedEvent } = await authorizeGroup(host, input, scope);
   const needs = needsOf(run.graph, head);
   const outputs = new StepOutputs();
   const own = new Map<string, GroupRow>();
@@ -236,10 +253,10 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
     outputs.add(row.nodeId, { branchKey: row.branchKey, open, full: sealed ? () => openPersonalData<JsonValue>(env, run.installationId, `step_output:${row.id}`, sealed) : open });
   }
   const firstRow = (read: OptionalRead) => {
-    const index = optionalReadIndex(needs, read);
+    const index = optionalReadIndex(needs, read, eventFolded);
     return index === null ? undefined : results[index]!.results[0];
   };
-  const eventRow = firstRow("event") as { id: string; type: string; payloadJson: string; createdAt: string } | undefined;
+  const eventRow = eventFolded ? foldedEvent : (firstRow("event") as EventRow | undefined);
   const event: JsonValue = eventRow ? { id: eventRow.id, type: eventRow.type, payload: parseJson(eventRow.payloadJson), receivedAt: eventRow.createdAt } : null;
   const report: JsonValue = needs.report && reportRow ? (reportSummary(reportRow) as unknown as JsonValue) : null;
   // The run's content: opened on the first read, then shared by every later reader in the group.

@@ -101,6 +101,8 @@ export async function completeWaitStatements(
   }
   const at = now();
   let output: NodeOutput;
+  // Whether the wait ends with its task's completion (see below).
+  let taskCompleted = false;
   // The deadline event the schedule records when the engine missed a deadline (workflows/sweeps.ts)
   // is a timeout, held to the same recorded deadline.
   const deadlineEvent = eventResult?.status === "received" && (eventResult.event as { eventId?: unknown } | null)?.eventId === deadlineEventId(wait.id);
@@ -126,6 +128,7 @@ export async function completeWaitStatements(
               .bind(eventId, run.id, wait.id)
               .first<{ id: string; type: string; payloadJson: string; createdAt: string }>();
     if (!event) throw denied("runtime.wait_event_denied");
+    taskCompleted = node.kind === "human_task" && event.type === "task.completed";
     output = {
       port: node.kind === "human_task" ? "completed" : "received",
       status: "received",
@@ -138,7 +141,11 @@ export async function completeWaitStatements(
     env.DB.prepare(`UPDATE workflow_waits SET state = ?2, satisfied_at = ?3 WHERE id = ?1 AND state = 'waiting'`).bind(wait.id, timedOut ? "timed_out" : "satisfied", at),
     runtimeAudit(env.DB, run, { key: `wait:${wait.id}:closed`, action: timedOut ? "workflow.wait_timed_out" : "workflow.wait_satisfied", details: { nodeId: node.id, waitId: wait.id }, at }),
   ];
-  if (node.kind === "human_task") {
+  // A human task's wait takes only the host's events (its wait type is not `event`, which runs'
+  // events API reaches), and a `task.completed` one is recorded only in the batch that completes the
+  // step's task (cases/queues/tasks.ts completeTask): that task is no longer open, so there is
+  // nothing to close. A timeout (the deadline's event included) closes it as expired.
+  if (node.kind === "human_task" && !taskCompleted) {
     statements.push(closeStepTaskStatement(env.DB, { runId: run.id, stepId, timedOut, at }));
   }
   return { replay: false, output, timedOut, statements };

@@ -163,8 +163,16 @@ export function reviewerPrincipal(actor: Actor): string {
 }
 
 export async function assertNotOwnQaTask(db: D1Database, installationId: string, taskId: string, who: string, principal: string): Promise<void> {
-  const own = await db.prepare(`SELECT 1 AS x FROM qa_reviews WHERE installation_id = ?1 AND qa_task_id = ?2 AND (original_principal = ?4 OR original_reviewer = ?3)`).bind(installationId, taskId, reviewerLabel(who), principal).first();
-  if (own) throw new AppError("qa.own_task", "This QA task reviews an answer you (this API key or console user) gave; another reviewer takes it.", { status: 403 });
+  const own = await db.prepare(`SELECT 1 AS x WHERE ${OWN_QA_TASK_SQL}`).bind(installationId, taskId, reviewerLabel(who), principal).first();
+  if (own) throw ownQaTaskError();
+}
+
+/** assertNotOwnQaTask's rule as an SQL condition over ?1 installation, ?2 task, ?3 reviewer label, ?4 principal (true: the caller's own answer's QA task). */
+export const OWN_QA_TASK_SQL = `EXISTS (SELECT 1 FROM qa_reviews WHERE installation_id = ?1 AND qa_task_id = ?2 AND (original_principal = ?4 OR original_reviewer = ?3))`;
+
+/** The refusal of a claim of the QA task of the caller's own answer. */
+export function ownQaTaskError(): AppError {
+  return new AppError("qa.own_task", "This QA task reviews an answer you (this API key or console user) gave; another reviewer takes it.", { status: 403 });
 }
 
 export type ResponseProblems = () => Array<{ path: string; code: string; message: string }>;

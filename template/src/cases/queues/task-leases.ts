@@ -4,8 +4,8 @@ import { auditStatement } from "../../audit";
 import { canSeeQueue, reviewerLabel, type Actor } from "../../auth";
 import { AppError, conflict, notFound } from "../../errors";
 import { reviewerAuditId } from "../../lib/person-keys";
-import { assertNotOwnQaTask, notOwnQaTaskSql, reviewerPrincipal } from "../qa/qa";
-import { assertTaskVisible, claimant, DEFAULT_LEASE_SECONDS, getTask, getTaskRow, MAX_LEASE_SECONDS, presentTask, TASK_COLUMNS, type TaskRow } from "./tasks";
+import { notOwnQaTaskSql, OWN_QA_TASK_SQL, ownQaTaskError, reviewerPrincipal } from "../qa/qa";
+import { assertTaskVisible, claimant, DEFAULT_LEASE_SECONDS, getTask, getTaskRow, MAX_LEASE_SECONDS, presentTask, TASK_COLUMNS, TASK_QUEUE_WELLNESS_SQL, type TaskRow } from "./tasks";
 import { claimExposureStatement, nextTaskWellness, NOT_CAPPED_SQL, queueExposureStatus, refuseWhenCapped, releaseExposureStatement } from "../wellness/wellness";
 
 function leaseSeconds(value: number | undefined): number {
@@ -13,9 +13,13 @@ function leaseSeconds(value: number | undefined): number {
 }
 
 async function refuseClaim(env: Env, actor: Actor, taskId: string, who: string): Promise<never> {
-  const row = await getTaskRow(env.DB, actor.installationId, taskId);
+  // Why the claim's update wrote nothing, in one statement: the task (404 without it), whether it is
+  // the QA task of the caller's own answer (assertNotOwnQaTask's rule, 403), else its state (409).
+  const row = await env.DB.prepare(`SELECT state, lease_expires_at AS leaseExpiresAt, ${OWN_QA_TASK_SQL} AS own FROM human_tasks WHERE installation_id = ?1 AND id = ?2`)
+    .bind(actor.installationId, taskId, reviewerLabel(who), reviewerPrincipal(actor))
+    .first<{ state: string; leaseExpiresAt: string | null; own: number }>();
   if (!row) throw notFound("task");
-  await assertNotOwnQaTask(env.DB, actor.installationId, taskId, who, reviewerPrincipal(actor));
+  if (row.own === 1) throw ownQaTaskError();
   if (row.state === "claimed") throw conflict("task.already_claimed", "Another reviewer holds this task's lease.", { leaseExpiresAt: row.leaseExpiresAt });
   throw conflict("task.not_claimable", `The task is ${row.state}.`);
 }
@@ -40,7 +44,7 @@ export async function claimTask(env: Env, actor: Actor, taskId: string, input: {
       WHERE installation_id = ?1 AND id = ?2
         AND (state = 'open' OR (state = 'claimed' AND (lease_expires_at <= ?4 OR claimed_by = ?3)))
         AND ${notOwnQaTaskSql("?7", "?6")}
-      RETURNING ${TASK_COLUMNS}
+      RETURNING ${TASK_COLUMNS}, ${TASK_QUEUE_WELLNESS_SQL}
     `).bind(actor.installationId, taskId, who, at, expires, reviewerPrincipal(actor), reviewerLabel(who)),
     auditStatement(
       env.DB,

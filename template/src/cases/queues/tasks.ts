@@ -48,7 +48,12 @@ export interface TaskRow {
   createdAt: string;
   /** Never shown by the API: a golden task looks like any other. */
   origin: TaskOrigin;
+  /** The task's queue's wellness profile, when the statement answering the row read it too (TASK_QUEUE_WELLNESS_SQL). */
+  queueWellness?: string | null;
 }
+
+/** The task's queue's wellness profile, as one more column of a statement over human_tasks (a claim's or a completion's RETURNING): presentTask then needs no read of it. */
+export const TASK_QUEUE_WELLNESS_SQL = `(SELECT q.wellness FROM queues q WHERE q.installation_id = human_tasks.installation_id AND q.id = human_tasks.queue_id) AS queueWellness`;
 
 /**
  * A task's columns as TaskRow, for a statement over human_tasks (not aliased). The step, the response
@@ -105,7 +110,7 @@ export async function getTask(env: Env, actor: Actor, taskId: string) {
 /** A task row the caller read (or wrote and got back) of its installation, as getTask answers it. */
 export async function presentTask(env: Env, actor: Actor, row: TaskRow | null | undefined) {
   if (!row || !canSeeQueue(actor, row.queueId)) throw notFound("task");
-  const display = await taskDisplay(env.DB, actor.installationId, row.queueId);
+  const display = await taskDisplay(env.DB, actor.installationId, row.queueId, row.queueWellness);
   if (!row.contextSealed || !canReadPersonalData(actor)) return { ...serializeTask(row), display };
   const context = await openPersonalDataOr<unknown>(env, actor.installationId, `task:${row.id}`, row.contextSealed, null);
   // One event per task and reader: who has seen what this task showed.
@@ -263,7 +268,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
     env.DB.prepare(`
       UPDATE human_tasks SET state = 'completed', response_json = ?4, completed_by = '', completed_at = ?5, updated_at = ?5, lease_expires_at = NULL, completed_by_person = ?6
       WHERE installation_id = ?1 AND id = ?2 AND state = 'claimed' AND claimed_by = ?3 AND lease_expires_at > ?5
-      RETURNING ${TASK_COLUMNS}, (SELECT COALESCE(r.instance_id, r.id) FROM workflow_runs r WHERE r.id = human_tasks.run_id) AS instanceId
+      RETURNING ${TASK_COLUMNS}, (SELECT COALESCE(r.instance_id, r.id) FROM workflow_runs r WHERE r.id = human_tasks.run_id) AS instanceId, ${TASK_QUEUE_WELLNESS_SQL}
     `).bind(actor.installationId, taskId, who, responseJson, now, person ? 1 : 0),
     runEventStatement(
       env.DB,

@@ -153,6 +153,25 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
   return outcome;
 }
 
+/**
+ * Intake's upsert of the report's case (exported for its plan test), numbered as the report's insert:
+ * ?2-?4 the subject, ?11 the Idempotency-Key, ?13 the time, ?18… the assumed sender's condition;
+ * ?caseParam the new case's id and ?caseParam+1 the subject's key. It opens the case at one report
+ * (not for an archived subject, which comes back first) or counts, reopens and touches it, only
+ * under the report's own conditions, and answers the case.
+ */
+export function caseUpsertSql(caseParam: number, condition: string | undefined): string {
+  return `
+      INSERT INTO cases (id, installation_id, subject_kind, subject_id, state, report_count, first_reported_at, last_reported_at, created_at, updated_at)
+      SELECT ?${caseParam}, ?2, ?3, ?4, 'open', 1, ?13, ?13, ?13, ?13
+      WHERE (NOT EXISTS (SELECT 1 FROM archived_subjects WHERE key = ?${caseParam + 1}) OR EXISTS (SELECT 1 FROM cases WHERE installation_id = ?2 AND subject_kind = ?3 AND subject_id = ?4))
+        AND NOT EXISTS (SELECT 1 FROM reports WHERE installation_id = ?2 AND idempotency_key = ?11)${condition ? ` AND ${condition}` : ""}
+      ON CONFLICT(installation_id, subject_kind, subject_id) DO UPDATE SET
+        report_count = cases.report_count + 1, last_reported_at = excluded.last_reported_at, state = 'open', personal_data_erased_at = NULL, updated_at = excluded.updated_at
+      RETURNING id AS caseId, report_count AS caseReportCount
+    `;
+}
+
 interface Recorded {
   id: string;
   caseId: string;
@@ -190,19 +209,19 @@ async function recordReport(
     endpoints: from.endpoints,
   });
   const noticeRecord = noticeRecordStatement(env.DB, { installationId: actor.installationId, reportId: id, sender, category: policyCategory, at });
-  // A case opened for a report that was not written (an Idempotency-Key race, an assumption that
-  // did not hold) is not left behind empty; without either, the report cannot lose its case.
-  const cleanup = idempotencyKey !== undefined || from.condition !== undefined;
+  // A case is opened or counted only for a report that will be written: its upsert carries the
+  // report's own conditions (no report under the Idempotency-Key yet, the assumed sender's
+  // condition), which the report's insert, next in the same transaction, then finds as they were.
+  // So no case is left behind empty, the count is the reports written, and the report cannot lose its case.
+  const conditionBinds = from.condition?.sql ? from.condition.binds : [];
+  const caseParam = 18 + conditionBinds.length;
   const termList = reportTerms(actor.installationId, r.personal);
   const terms = reportTermsStatement(env.DB, { installationId: actor.installationId, reportId: id, at, terms: termList });
   // The owner's signals, as keyed hashes only (accounts' related accounts).
   const signals = signalsStatement(env.DB, { installationId: actor.installationId, reportId: id, accountKey: personKey(actor.installationId, input.subject.ownerId), signals: signalKeys(actor.installationId, input.subject.signals), at });
   const results = await env.DB.batch<Record<string, unknown>>([
-    env.DB.prepare(`
-      INSERT INTO cases (id, installation_id, subject_kind, subject_id, state, report_count, first_reported_at, last_reported_at, created_at, updated_at)
-      SELECT ?1, ?2, ?3, ?4, 'open', 0, ?5, ?5, ?5, ?5 WHERE NOT EXISTS (SELECT 1 FROM archived_subjects WHERE key = ?6)
-      ON CONFLICT(installation_id, subject_kind, subject_id) DO NOTHING
-    `).bind(caseId, ...subject, at, subjectKey(...subject)),
+    // The report's case (caseUpsertSql); the values of the report's numbering the case does not use are null.
+    env.DB.prepare(caseUpsertSql(caseParam, from.condition?.sql)).bind(null, ...subject, null, null, null, null, null, null, idempotencyKey ?? null, null, at, null, null, null, null, ...conditionBinds, caseId, subjectKey(...subject)),
     env.DB.prepare(`
       INSERT INTO reports (id, installation_id, case_id, subject_kind, subject_id, category, category_specification_json, source,
         evidence_count, personal_data, data_key_id, idempotency_key, request_digest, created_at, reporter_key, subject_owner_key, person_keys_version, search_terms)
@@ -229,15 +248,9 @@ async function recordReport(
       PERSON_KEYS_VERSION,
       // The report's own list of its search terms (erasure and the case archive reach them by key).
       termsColumn(termList),
-      ...(from.condition?.sql ? from.condition.binds : []),
+      ...conditionBinds,
     ),
-    // Only a report that was actually inserted counts, reopens its case and is audited. The update
-    // answers the case it counted the report in (nothing when this report was not written).
-    env.DB.prepare(`
-      UPDATE cases SET report_count = report_count + 1, last_reported_at = ?2, state = 'open', personal_data_erased_at = NULL, updated_at = ?2
-      WHERE id = (SELECT case_id FROM reports WHERE id = ?1)
-      RETURNING id AS caseId, report_count AS caseReportCount
-    `).bind(id, at),
+    // Only a report that was actually inserted is audited.
     auditStatement(
       env.DB,
       {
@@ -251,9 +264,8 @@ async function recordReport(
       },
       { table: "reports", id },
     ),
-    ...(cleanup ? [env.DB.prepare(`DELETE FROM cases WHERE id = ?1 AND report_count = 0`).bind(caseId)] : []),
     // With an Idempotency-Key, the report stored under it (ours, or the first one's for a replay);
-    // without, ours is what this batch wrote, and the case update above answers its case.
+    // without, ours is what this batch wrote, and the case's upsert above answers its case.
     ...(idempotencyKey ? [reportRowByKeyStatement(env.DB, actor.installationId, idempotencyKey)] : []),
     enabledTriggersStatement(env.DB, actor.installationId, "report.created"),
     // Written only if this report was (each is guarded on it).
@@ -263,8 +275,8 @@ async function recordReport(
     ...(terms ? [terms] : []),
     ...(signals ? [signals] : []),
   ]);
-  const reads = cleanup ? 5 : 4;
-  const counted = results[2]!.results[0] as { caseId: string; caseReportCount: number } | undefined;
+  const reads = 3;
+  const counted = results[0]!.results[0] as { caseId: string; caseReportCount: number } | undefined;
   const row = idempotencyKey ? (results[reads]!.results[0] as ReportSummaryRow | undefined) : counted && writtenRow(input, r, sender.source, counted);
   const triggers = results[idempotencyKey ? reads + 1 : reads]!.results as unknown as TriggerRow[];
   // The subject's case is archived: it comes back to D1 (cases/archive), and the report joins it.

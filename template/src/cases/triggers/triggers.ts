@@ -6,7 +6,19 @@ import { AppError, errorCode, notFound } from "../../errors";
 import { newId } from "../../lib/crypto";
 import { assertComplaintReview } from "../appeals/complaints-review";
 import type { TriggerEvent } from "../taxonomy";
-import { categoryLiteralProblems, compileExpression, createRun, evaluateWorkflowExpression, type ExpressionSemantics, getVersionRow, type JsonValue, semanticsOf, type WorkflowAuthorityMode } from "../../workflows";
+import {
+  categoryLiteralProblems,
+  compileExpression,
+  createRun,
+  evaluateWorkflowExpression,
+  type ExpressionSemantics,
+  getVersionRow,
+  type JsonValue,
+  type ReadVersion,
+  semanticsOf,
+  versionJsonSql,
+  type WorkflowAuthorityMode,
+} from "../../workflows";
 
 export interface TriggerInput {
   name?: string;
@@ -31,6 +43,8 @@ interface TriggerRow {
   authorityChangedAt: string | null;
   /** Read with the enabled triggers: the semantics of the version it starts (null: `cel`). */
   expressionSemantics?: ExpressionSemantics | null;
+  /** Read with the enabled triggers: the version it starts, as createRun reads it (versionJsonSql; null: none). */
+  versionJson?: string | null;
 }
 
 export interface TriggeredRun {
@@ -134,7 +148,8 @@ export async function setTriggerEnabled(env: Env, actor: Actor, id: string, enab
 export function enabledTriggersStatement(db: D1Database, installationId: string, event: TriggerEvent): D1PreparedStatement {
   return db
     .prepare(`SELECT ${COLUMNS}, (SELECT json_extract(v.graph_json, '$.expressionSemantics') FROM workflow_versions v
-      WHERE v.installation_id = triggers.installation_id AND v.id = triggers.workflow_version_id) AS expressionSemantics
+      WHERE v.installation_id = triggers.installation_id AND v.id = triggers.workflow_version_id) AS expressionSemantics,
+      ${versionJsonSql("triggers.installation_id", "triggers.workflow_version_id")} AS versionJson
       FROM triggers WHERE installation_id = ?1 AND event = ?2 AND enabled = 1 ORDER BY created_at`)
     .bind(installationId, event);
 }
@@ -153,6 +168,10 @@ export async function fireTriggers(
   input: { event: TriggerEvent; report: Record<string, unknown> | null; appeal?: Record<string, unknown>; subjectKey: string; triggers?: TriggerRow[] },
 ): Promise<TriggeredRun[]> {
   const results = input.triggers ?? (await enabledTriggersStatement(env.DB, actor.installationId, input.event).all<TriggerRow>()).results;
+  // Triggers read in intake's batch come with their version, and the run's report is the one that
+  // batch wrote or read in D1: createRun needs no statement of its own to read them. (An appeal's
+  // report may be read from the archive, so its runs read their references as any run does.)
+  const readVersion = (trigger: TriggerRow): { version?: ReadVersion } => (input.triggers && !input.appeal && trigger.versionJson ? { version: JSON.parse(trigger.versionJson) as ReadVersion } : {});
   // The run's input holds only what never changes about the event, so a replay asks for the same run.
   const { caseReportCount: _count, ...stableReport } = input.report ?? {};
   const payload = { report: (input.report ? stableReport : null) as JsonValue, ...(input.appeal ? { appeal: input.appeal as JsonValue } : {}) };
@@ -186,14 +205,20 @@ export async function fireTriggers(
     try {
       const reportId = typeof input.report?.id === "string" ? input.report.id : undefined;
       const appealId = typeof input.appeal?.id === "string" ? input.appeal.id : undefined;
-      const { run } = await createRun(env, ctx, actor, {
-        workflowVersionId: trigger.workflowVersionId,
-        authorityMode: trigger.authorityMode,
-        input: payload,
-        ...(reportId ? { reportId } : {}),
-        ...(appealId ? { appealId } : {}),
-        idempotencyKey: `trigger:${trigger.id}:${input.subjectKey}`,
-      });
+      const { run } = await createRun(
+        env,
+        ctx,
+        actor,
+        {
+          workflowVersionId: trigger.workflowVersionId,
+          authorityMode: trigger.authorityMode,
+          input: payload,
+          ...(reportId ? { reportId } : {}),
+          ...(appealId ? { appealId } : {}),
+          idempotencyKey: `trigger:${trigger.id}:${input.subjectKey}`,
+        },
+        readVersion(trigger),
+      );
       outcomes.push({ triggerId: trigger.id, runId: run.id, state: run.state });
     } catch (error) {
       outcomes.push({ triggerId: trigger.id, error: errorCode(error) });

@@ -287,8 +287,9 @@ export async function getCaps(env: Env, actor: Actor) {
  * preference (`locked`: a reviewer may unblur one item to confirm it, the greyscale stays), with
  * the shortest exposure cap; otherwise as the reviewer's own preference says.
  */
-export async function taskDisplay(db: D1Database, installationId: string, queueId: string | null) {
-  const row = queueId ? await db.prepare(`SELECT wellness FROM queues WHERE installation_id = ?1 AND id = ?2`).bind(installationId, queueId).first<{ wellness: string }>() : null;
+export async function taskDisplay(db: D1Database, installationId: string, queueId: string | null, wellness?: string | null) {
+  // `wellness`: the queue's profile as the statement that read or wrote the task answered it (undefined: not read with it).
+  const row = wellness !== undefined ? { wellness } : queueId ? await db.prepare(`SELECT wellness FROM queues WHERE installation_id = ?1 AND id = ?2`).bind(installationId, queueId).first<{ wellness: string }>() : null;
   if (row?.wellness !== "strict") return { profile: "standard" as const, blurMedia: null, greyscale: null, locked: false };
   return { profile: "strict" as const, blurMedia: true, greyscale: true, locked: true, exposureCapMinutes: strictCaps(await readCaps(db, installationId)).defaultMinutes };
 }
