@@ -75,22 +75,9 @@ const GUARD_TABLES = [
 export function auditStatement(db: D1Database, event: AuditEventInput, onlyIf?: RowGuard & { table: (typeof GUARD_TABLES)[number] }): D1PreparedStatement {
   if (onlyIf && !GUARD_TABLES.includes(onlyIf.table)) throw new Error("audit_guard_table_invalid");
   const guard = onlyIf ? rowGuardClause(onlyIf, 12) : { sql: "", binds: [] };
-  const id = auditEventId(event.installationId, event.idempotencyKey);
-  const detailsJson = canonicalJson(event.details ?? {});
-  const row = {
-    id,
-    installationId: event.installationId,
-    idempotencyKey: null,
-    action: event.action,
-    actorType: event.actor.type,
-    actorId: event.actor.id,
-    targetType: event.target.type,
-    targetId: event.target.id,
-    detailsJson,
-    createdAt: event.at,
-  };
-  const signed = signText(auditKeys(), entryMacText(row));
-  return db
+  const row = storedRow(event);
+  const { id, detailsJson } = row;
+  const statement = db
     .prepare(`
     INSERT INTO audit_events (
       id, installation_id, action, actor_type, actor_id,
@@ -99,7 +86,101 @@ export function auditStatement(db: D1Database, event: AuditEventInput, onlyIf?: 
     WHERE NOT EXISTS (SELECT 1 FROM audit_events WHERE idempotency_key = ?3 AND installation_id = ?2) ${guard.sql.replace(/^WHERE /u, "AND ")}
     ON CONFLICT (id) DO NOTHING
   `)
-    .bind(id, row.installationId, event.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, detailsJson, storeCreatedAt(row.createdAt), signed ? storeMac(signed.keyId, signed.mac) : null, ...guard.binds);
+    .bind(id, row.installationId, event.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, detailsJson, storeCreatedAt(row.createdAt), row.entryMac, ...guard.binds);
+  BUILT.set(statement, onlyIf ? null : event);
+  return statement;
+}
+
+/** The statements auditStatement built: an unguarded one with its event, a guarded one with null (for combineAuditStatements). */
+const BUILT = new WeakMap<D1PreparedStatement, AuditEventInput | null>();
+
+/** A lean (v2) row as auditStatement writes it, its MAC included (stored form), without its seq. */
+function storedRow(event: AuditEventInput) {
+  const row = {
+    id: auditEventId(event.installationId, event.idempotencyKey),
+    installationId: event.installationId,
+    idempotencyKey: null,
+    action: event.action,
+    actorType: event.actor.type,
+    actorId: event.actor.id,
+    targetType: event.target.type,
+    targetId: event.target.id,
+    detailsJson: canonicalJson(event.details ?? {}),
+    createdAt: event.at,
+  };
+  const signed = signText(auditKeys(), entryMacText(row));
+  return { ...row, entryMac: signed ? storeMac(signed.keyId, signed.mac) : null };
+}
+
+/**
+ * One statement that writes several unguarded events of one installation, with exactly the rows
+ * (id, MAC, details, created_at) the events' own auditStatement statements would write one after
+ * another, and the seq numbers they would take: events already written (the same id, or a v1 row
+ * under the same idempotency key) and repeats of an earlier event of the list are left out first,
+ * then the rest are numbered consecutively in list order after the installation's last seq — so a
+ * skipped event leaves no gap and a repeated batch writes nothing. SQLite computes the SELECT (the
+ * window function, which reads audit_events) in full before the first row goes in. No ON CONFLICT:
+ * the filter leaves nothing that could conflict, and a conflict anyway fails the batch loudly
+ * rather than leaving a gap in seq.
+ */
+export function auditEventsStatement(db: D1Database, events: readonly AuditEventInput[]): D1PreparedStatement {
+  const installationId = events[0]?.installationId;
+  if (installationId === undefined || events.some((event) => event.installationId !== installationId)) throw new Error("audit_events_installation_mixed");
+  const list = events.map((event) => {
+    const row = storedRow(event);
+    return [row.id, event.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, row.detailsJson, storeCreatedAt(row.createdAt), row.entryMac];
+  });
+  return db
+    .prepare(`
+    INSERT INTO audit_events (
+      id, installation_id, action, actor_type, actor_id,
+      target_type, target_id, details_json, created_at, entry_mac, seq
+    ) SELECT id, ?1, action, actor_type, actor_id, target_type, target_id, details_json, created_at, entry_mac,
+      (SELECT COALESCE(MAX(seq), 0) FROM audit_events WHERE installation_id = ?1) + ROW_NUMBER() OVER (ORDER BY ord)
+    FROM (SELECT CAST(key AS INTEGER) AS ord, value ->> '$[0]' AS id, value ->> '$[1]' AS idempotency_key, value ->> '$[2]' AS action,
+        value ->> '$[3]' AS actor_type, value ->> '$[4]' AS actor_id, value ->> '$[5]' AS target_type, value ->> '$[6]' AS target_id,
+        value ->> '$[7]' AS details_json, value ->> '$[8]' AS created_at, value ->> '$[9]' AS entry_mac
+      FROM json_each(?2)) AS e
+    WHERE NOT EXISTS (SELECT 1 FROM json_each(?2) AS earlier WHERE earlier.value ->> '$[0]' = e.id AND CAST(earlier.key AS INTEGER) < e.ord)
+      AND NOT EXISTS (SELECT 1 FROM audit_events WHERE id = e.id)
+      AND NOT EXISTS (SELECT 1 FROM audit_events WHERE idempotency_key = e.idempotency_key AND installation_id = ?1)
+  `)
+    .bind(installationId, JSON.stringify(list));
+}
+
+/**
+ * A batch with each run of two or more unguarded audit events (auditStatement without `onlyIf`) of
+ * one installation, with no other audit event between them, written by ONE statement
+ * (auditEventsStatement) where the last of the run stood: the events keep their order (so their
+ * seq), and the rows they describe, written before them, still come first. Guarded events, and
+ * everything else, stay as they are. The batch's answers are one per statement of the new list, so
+ * a caller that reads them by position must not use this.
+ */
+export function combineAuditStatements(db: D1Database, statements: readonly D1PreparedStatement[]): D1PreparedStatement[] {
+  const runs: { at: number[]; events: AuditEventInput[] }[] = [];
+  let current: { at: number[]; events: AuditEventInput[] } | null = null;
+  for (const [index, statement] of statements.entries()) {
+    const event = BUILT.get(statement);
+    if (event === null || (event && current && current.events[0]!.installationId !== event.installationId)) current = null;
+    if (event == null) continue;
+    if (!current) {
+      current = { at: [], events: [] };
+      runs.push(current);
+    }
+    current.at.push(index);
+    current.events.push(event);
+  }
+  const replaced = new Map<number, D1PreparedStatement | null>();
+  for (const run of runs) {
+    if (run.events.length < 2) continue;
+    for (const index of run.at) replaced.set(index, null);
+    replaced.set(run.at.at(-1)!, auditEventsStatement(db, run.events));
+  }
+  if (replaced.size === 0) return [...statements];
+  return statements.flatMap((statement, index) => {
+    const replacement = replaced.get(index);
+    return replacement === undefined ? [statement] : replacement === null ? [] : [replacement];
+  });
 }
 
 /** The actor recorded for everything the workflow runtime does on its own. */
