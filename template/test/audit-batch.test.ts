@@ -119,35 +119,45 @@ describe("several audit events in one statement", () => {
     expect(await verify(apiKey)).toMatchObject({ ok: true, events: all.length });
   });
 
-  it("combines each run of unguarded events of a batch where its last stood; guarded events and other installations break a run", async () => {
+  it("combines each run of unguarded events of a batch, ended by at most one guarded event, where its last stood", async () => {
     const { id, apiKey } = await newInstallation();
     const other = await newInstallation();
+    const report = await api("/api/v1/reports", { body: { subject: { kind: "content", id: "batch-post" }, category: "violence" }, key: apiKey });
+    expect(report.status).toBe(201);
     const statement = (n: number, installationId = id) => auditStatement(env.DB, input(installationId, `combine:${n}`, n));
-    const guarded = auditStatement(env.DB, input(id, "combine:guarded", 9), { table: "reports", id: "no-such-report" });
+    const guarded = (n: number, reportId: string) => auditStatement(env.DB, input(id, `combine:${n}`, n), { table: "reports", id: reportId });
     const plain = (n: number) => env.DB.prepare("SELECT ?1 AS n").bind(n);
-    const batch = [plain(0), statement(0), plain(1), statement(1), plain(2), guarded, statement(2), plain(3), statement(3, other.id), statement(4), statement(5)];
+    const batch = [plain(0), statement(0), plain(1), statement(1), plain(2), guarded(2, "no-such-report"), statement(3), plain(3), statement(4, other.id), statement(5), guarded(6, report.body.id), guarded(7, report.body.id), statement(8)];
     const combined = combineAuditStatements(env.DB, batch);
-    // [plain0, plain1, (0,1), plain2, guarded, statement2, plain3, statement3@other, (4,5)]
-    expect(combined).toHaveLength(9);
-    expect([combined[0], combined[1], combined[3], combined[4], combined[5], combined[6], combined[7]]).toEqual([batch[0], batch[2], batch[4], batch[5], batch[6], batch[7], batch[8]]);
-    expect(batch).not.toContain(combined[2]);
-    expect(batch).not.toContain(combined[8]);
+    // [plain0, plain1, plain2, (0,1,guarded 2), 3, plain3, 4@other, (5,guarded 6), guarded 7, 8]
+    expect(combined).toHaveLength(10);
+    expect([combined[0], combined[1], combined[2], combined[4], combined[5], combined[6], combined[8], combined[9]]).toEqual([batch[0], batch[2], batch[4], batch[6], batch[7], batch[8], batch[11], batch[12]]);
+    expect(batch).not.toContain(combined[3]);
+    expect(batch).not.toContain(combined[7]);
     const start = await lastSeq(id);
     await env.DB.batch(combined);
-    // The guarded event's report does not exist: not written, and no gap for it.
-    expect((await rows(id, start)).map((row) => [row.seq, row.targetId])).toEqual([
+    // Event 2's report does not exist: not written, and no gap for it; 6 and 7's does.
+    const written = (await rows(id, start)).map((row) => [row.seq, row.targetId]);
+    expect(written).toEqual([
       [start + 1, "t0"],
       [start + 2, "t1"],
-      [start + 3, "t2"],
-      [start + 4, "t4"],
-      [start + 5, "t5"],
+      [start + 3, "t3"],
+      [start + 4, "t5"],
+      [start + 5, "t6"],
+      [start + 6, "t7"],
+      [start + 7, "t8"],
     ]);
-    expect((await rows(other.id)).filter((row) => row.targetId === "t3")).toHaveLength(1);
+    expect((await rows(other.id)).filter((row) => row.targetId === "t4")).toHaveLength(1);
     // The batch again writes nothing.
-    await env.DB.batch(combineAuditStatements(env.DB, [statement(0), statement(1), statement(4), statement(5)]));
-    expect(await lastSeq(id)).toBe(start + 5);
-    // A batch with no run of two or more is left as it is.
-    const single = [plain(0), statement(7), plain(1)];
+    await env.DB.batch(combineAuditStatements(env.DB, [statement(0), statement(1), guarded(2, "no-such-report"), statement(3), statement(5), guarded(6, report.body.id), guarded(7, report.body.id), statement(8)]));
+    expect(await lastSeq(id)).toBe(start + 7);
+    // Event 2 with its guard holding now: written, next in seq.
+    const again = combineAuditStatements(env.DB, [statement(0), statement(1), guarded(2, report.body.id)]);
+    expect(again).toHaveLength(1);
+    await env.DB.batch(again);
+    expect((await rows(id, start + 7)).map((row) => [row.seq, row.targetId])).toEqual([[start + 8, "t2"]]);
+    // A batch with no run of two or more (a guarded event ends a run) is left as it is.
+    const single = [plain(0), guarded(9, report.body.id), plain(1), statement(10)];
     expect(combineAuditStatements(env.DB, single)).toEqual(single);
     await sealAuditChain(env, id);
     expect(await verify(apiKey)).toMatchObject({ ok: true });

@@ -58,6 +58,9 @@ const GUARD_TABLES = [
   "rule_sets",
 ] as const;
 
+/** A guard on an audit event: written only if that row exists by then in the batch. */
+type AuditGuard = RowGuard & { table: (typeof GUARD_TABLES)[number] };
+
 /**
  * An `INSERT OR IGNORE` for one audit event, to be put in the caller's batch. With `onlyIf`, the
  * event is written only when that row exists by then in the batch, with the given column values
@@ -72,7 +75,7 @@ const GUARD_TABLES = [
  * not stored. An event written under the same key before migration 0036 (a v1 row, which stores
  * the key) also makes it do nothing (audit_events_idempotency, partial: v1 rows only).
  */
-export function auditStatement(db: D1Database, event: AuditEventInput, onlyIf?: RowGuard & { table: (typeof GUARD_TABLES)[number] }): D1PreparedStatement {
+export function auditStatement(db: D1Database, event: AuditEventInput, onlyIf?: AuditGuard): D1PreparedStatement {
   if (onlyIf && !GUARD_TABLES.includes(onlyIf.table)) throw new Error("audit_guard_table_invalid");
   const guard = onlyIf ? rowGuardClause(onlyIf, 12) : { sql: "", binds: [] };
   const row = storedRow(event);
@@ -87,12 +90,12 @@ export function auditStatement(db: D1Database, event: AuditEventInput, onlyIf?: 
     ON CONFLICT (id) DO NOTHING
   `)
     .bind(id, row.installationId, event.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, detailsJson, storeCreatedAt(row.createdAt), row.entryMac, ...guard.binds);
-  BUILT.set(statement, onlyIf ? null : event);
+  BUILT.set(statement, { event, ...(onlyIf ? { onlyIf } : {}) });
   return statement;
 }
 
-/** The statements auditStatement built: an unguarded one with its event, a guarded one with null (for combineAuditStatements). */
-const BUILT = new WeakMap<D1PreparedStatement, AuditEventInput | null>();
+/** The statements auditStatement built, with their events and guards (for combineAuditStatements). */
+const BUILT = new WeakMap<D1PreparedStatement, { event: AuditEventInput; onlyIf?: AuditGuard }>();
 
 /** A lean (v2) row as auditStatement writes it, its MAC included (stored form), without its seq. */
 function storedRow(event: AuditEventInput) {
@@ -113,17 +116,20 @@ function storedRow(event: AuditEventInput) {
 }
 
 /**
- * One statement that writes several unguarded events of one installation, with exactly the rows
- * (id, MAC, details, created_at) the events' own auditStatement statements would write one after
- * another, and the seq numbers they would take: events already written (the same id, or a v1 row
- * under the same idempotency key) and repeats of an earlier event of the list are left out first,
- * then the rest are numbered consecutively in list order after the installation's last seq — so a
- * skipped event leaves no gap and a repeated batch writes nothing. SQLite computes the SELECT (the
- * window function, which reads audit_events) in full before the first row goes in. No ON CONFLICT:
- * the filter leaves nothing that could conflict, and a conflict anyway fails the batch loudly
- * rather than leaving a gap in seq.
+ * One statement that writes several events of one installation, with exactly the rows (id, MAC,
+ * details, created_at) the events' own auditStatement statements would write one after another,
+ * and the seq numbers they would take: events already written (the same id, or a v1 row under the
+ * same idempotency key), repeats of an earlier event of the list, and the last event when
+ * `lastOnlyIf` is given and its row does not exist are left out first, then the rest are numbered
+ * consecutively in list order after the installation's last seq — so a skipped event leaves no gap
+ * and a repeated batch writes nothing. SQLite computes the SELECT (the window function, which reads
+ * audit_events, runs over the rows the WHERE kept) in full before the first row goes in. No ON
+ * CONFLICT: the filter leaves nothing that could conflict, and a conflict anyway fails the batch
+ * loudly rather than leaving a gap in seq.
  */
-export function auditEventsStatement(db: D1Database, events: readonly AuditEventInput[]): D1PreparedStatement {
+export function auditEventsStatement(db: D1Database, events: readonly AuditEventInput[], lastOnlyIf?: AuditGuard): D1PreparedStatement {
+  if (lastOnlyIf && !GUARD_TABLES.includes(lastOnlyIf.table)) throw new Error("audit_guard_table_invalid");
+  const guard = lastOnlyIf ? rowGuardClause(lastOnlyIf, 3) : null;
   const installationId = events[0]?.installationId;
   if (installationId === undefined || events.some((event) => event.installationId !== installationId)) throw new Error("audit_events_installation_mixed");
   const list = events.map((event) => {
@@ -144,37 +150,46 @@ export function auditEventsStatement(db: D1Database, events: readonly AuditEvent
     WHERE NOT EXISTS (SELECT 1 FROM json_each(?2) AS earlier WHERE earlier.value ->> '$[0]' = e.id AND CAST(earlier.key AS INTEGER) < e.ord)
       AND NOT EXISTS (SELECT 1 FROM audit_events WHERE id = e.id)
       AND NOT EXISTS (SELECT 1 FROM audit_events WHERE idempotency_key = e.idempotency_key AND installation_id = ?1)
+      ${guard ? `AND (e.ord < ${events.length - 1} OR ${guard.sql.replace(/^WHERE /u, "")})` : ""}
   `)
-    .bind(installationId, JSON.stringify(list));
+    .bind(installationId, JSON.stringify(list), ...(guard?.binds ?? []));
 }
 
 /**
- * A batch with each run of two or more unguarded audit events (auditStatement without `onlyIf`) of
- * one installation, with no other audit event between them, written by ONE statement
- * (auditEventsStatement) where the last of the run stood: the events keep their order (so their
- * seq), and the rows they describe, written before them, still come first. Guarded events, and
- * everything else, stay as they are. The batch's answers are one per statement of the new list, so
- * a caller that reads them by position must not use this.
+ * A batch with each run of two or more audit events of one installation (auditStatement's, with no
+ * other audit event between them) written by ONE statement (auditEventsStatement) where the last of
+ * the run stood: the events keep their order (so their seq), and the rows they describe, written
+ * before them, still come first. A run is of unguarded events (no `onlyIf`), and may end with one
+ * guarded event: the combined statement takes that event's place, so its guard is evaluated at the
+ * same point of the batch as before (an event moved to a later point is only ever an unguarded
+ * one). Everything else stays as it is. The batch's answers are one per statement of the new list,
+ * so a caller that reads them by position must not use this.
  */
 export function combineAuditStatements(db: D1Database, statements: readonly D1PreparedStatement[]): D1PreparedStatement[] {
-  const runs: { at: number[]; events: AuditEventInput[] }[] = [];
-  let current: { at: number[]; events: AuditEventInput[] } | null = null;
+  type Run = { at: number[]; events: AuditEventInput[]; lastOnlyIf?: AuditGuard };
+  const runs: Run[] = [];
+  let current: Run | null = null;
   for (const [index, statement] of statements.entries()) {
-    const event = BUILT.get(statement);
-    if (event === null || (event && current && current.events[0]!.installationId !== event.installationId)) current = null;
-    if (event == null) continue;
+    const built = BUILT.get(statement);
+    if (!built) continue;
+    if (current && current.events[0]!.installationId !== built.event.installationId) current = null;
     if (!current) {
       current = { at: [], events: [] };
       runs.push(current);
     }
     current.at.push(index);
-    current.events.push(event);
+    current.events.push(built.event);
+    if (built.onlyIf) {
+      // A guarded event ends its run (its guard must not be evaluated later than it was).
+      current.lastOnlyIf = built.onlyIf;
+      current = null;
+    }
   }
   const replaced = new Map<number, D1PreparedStatement | null>();
   for (const run of runs) {
     if (run.events.length < 2) continue;
     for (const index of run.at) replaced.set(index, null);
-    replaced.set(run.at.at(-1)!, auditEventsStatement(db, run.events));
+    replaced.set(run.at.at(-1)!, auditEventsStatement(db, run.events, run.lastOnlyIf));
   }
   if (replaced.size === 0) return [...statements];
   return statements.flatMap((statement, index) => {
