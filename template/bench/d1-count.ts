@@ -45,9 +45,11 @@ const normalize = (sql: string) => sql.replace(/\s+/gu, " ").trim();
 const keyOf = (sql: string, values: readonly unknown[]) => {
   const text = normalize(sql);
   if (!text.startsWith("INSERT INTO audit_events")) return text;
-  if (typeof values[3] === "string") return `[audit ${values[3]}] ${text}`;
-  const list = typeof values[1] === "string" ? (JSON.parse(values[1]) as unknown[][]) : null;
-  return Array.isArray(list) ? `[audit ×${list.length} ${String(list[0]?.[2])}…] ${text}` : text;
+  if (text.includes("FROM json_each(?2)") && typeof values[1] === "string") {
+    const list = JSON.parse(values[1]) as unknown[][];
+    return `[audit ×${list.length} ${String(list[0]?.[2])}…] ${text}`;
+  }
+  return typeof values[3] === "string" ? `[audit ${values[3]}] ${text}` : text;
 };
 
 /** One call to D1 (a statement on its own, a batch, an exec), by entrypoint. */
