@@ -162,4 +162,27 @@ describe("several audit events in one statement", () => {
     await sealAuditChain(env, id);
     expect(await verify(apiKey)).toMatchObject({ ok: true });
   });
+  it("a combined statement combined again keeps its events in their place and its guard last", async () => {
+    const { id, apiKey } = await newInstallation();
+    const statement = (n: number) => auditStatement(env.DB, input(id, `again:${n}`, n));
+    const inner = combineAuditStatements(env.DB, [statement(1), statement(2)]);
+    expect(inner).toHaveLength(1);
+    const outer = combineAuditStatements(env.DB, [statement(0), ...inner, env.DB.prepare("SELECT 1"), statement(3)]);
+    expect(outer).toHaveLength(2);
+    const guardedInner = combineAuditStatements(env.DB, [statement(4), auditStatement(env.DB, input(id, "again:5", 5), { table: "reports", id: "no-such-report" })]);
+    // A guarded last event ends the run: what follows is not moved before its guard.
+    expect(combineAuditStatements(env.DB, [...guardedInner, statement(6)])).toHaveLength(2);
+    const start = await lastSeq(id);
+    await env.DB.batch([...outer, ...combineAuditStatements(env.DB, [...guardedInner, statement(6)])]);
+    expect((await rows(id, start)).map((row) => [row.seq, row.targetId])).toEqual([
+      [start + 1, "t0"],
+      [start + 2, "t1"],
+      [start + 3, "t2"],
+      [start + 4, "t3"],
+      [start + 5, "t4"],
+      [start + 6, "t6"],
+    ]);
+    await sealAuditChain(env, id);
+    expect(await verify(apiKey)).toMatchObject({ ok: true });
+  });
 });

@@ -90,12 +90,15 @@ export function auditStatement(db: D1Database, event: AuditEventInput, onlyIf?: 
     ON CONFLICT (id) DO NOTHING
   `)
     .bind(id, row.installationId, event.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, detailsJson, storeCreatedAt(row.createdAt), row.entryMac, ...guard.binds);
-  BUILT.set(statement, { event, ...(onlyIf ? { onlyIf } : {}) });
+  BUILT.set(statement, { events: [event], ...(onlyIf ? { lastOnlyIf: onlyIf } : {}) });
   return statement;
 }
 
-/** The statements auditStatement built, with their events and guards (for combineAuditStatements). */
-const BUILT = new WeakMap<D1PreparedStatement, { event: AuditEventInput; onlyIf?: AuditGuard }>();
+/**
+ * The statements auditStatement and auditEventsStatement built, with their events and the last
+ * one's guard (for combineAuditStatements: a combined statement combined again is its events).
+ */
+const BUILT = new WeakMap<D1PreparedStatement, { events: readonly AuditEventInput[]; lastOnlyIf?: AuditGuard }>();
 
 /** A lean (v2) row as auditStatement writes it, its MAC included (stored form), without its seq. */
 function storedRow(event: AuditEventInput) {
@@ -136,7 +139,7 @@ export function auditEventsStatement(db: D1Database, events: readonly AuditEvent
     const row = storedRow(event);
     return [row.id, event.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, row.detailsJson, storeCreatedAt(row.createdAt), row.entryMac];
   });
-  return db
+  const statement = db
     .prepare(`
     INSERT INTO audit_events (
       id, installation_id, action, actor_type, actor_id,
@@ -153,6 +156,8 @@ export function auditEventsStatement(db: D1Database, events: readonly AuditEvent
       ${guard ? `AND (e.ord < ${events.length - 1} OR ${guard.sql.replace(/^WHERE /u, "")})` : ""}
   `)
     .bind(installationId, JSON.stringify(list), ...(guard?.binds ?? []));
+  BUILT.set(statement, { events, ...(lastOnlyIf ? { lastOnlyIf } : {}) });
+  return statement;
 }
 
 /**
@@ -172,22 +177,22 @@ export function combineAuditStatements(db: D1Database, statements: readonly D1Pr
   for (const [index, statement] of statements.entries()) {
     const built = BUILT.get(statement);
     if (!built) continue;
-    if (current && current.events[0]!.installationId !== built.event.installationId) current = null;
+    if (current && current.events[0]!.installationId !== built.events[0]!.installationId) current = null;
     if (!current) {
       current = { at: [], events: [] };
       runs.push(current);
     }
     current.at.push(index);
-    current.events.push(built.event);
-    if (built.onlyIf) {
+    current.events.push(...built.events);
+    if (built.lastOnlyIf) {
       // A guarded event ends its run (its guard must not be evaluated later than it was).
-      current.lastOnlyIf = built.onlyIf;
+      current.lastOnlyIf = built.lastOnlyIf;
       current = null;
     }
   }
   const replaced = new Map<number, D1PreparedStatement | null>();
   for (const run of runs) {
-    if (run.events.length < 2) continue;
+    if (run.at.length < 2) continue;
     for (const index of run.at) replaced.set(index, null);
     replaced.set(run.at.at(-1)!, auditEventsStatement(db, run.events, run.lastOnlyIf));
   }
