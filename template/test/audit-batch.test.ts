@@ -6,7 +6,7 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { auditStatement, canonicalJson, type AuditEventInput } from "../src/audit";
 import { sealAuditChain } from "../src/audit/chain";
-import { auditEventsStatement, combineAuditStatements, entryMacText } from "../src/audit/events";
+import { auditEventsSql, auditEventsStatement, combineAuditStatements, entryMacText } from "../src/audit/events";
 import { auditKeys, signText } from "../src/audit/keys";
 import { api, newInstallation } from "./helpers";
 
@@ -184,5 +184,15 @@ describe("several audit events in one statement", () => {
     ]);
     await sealAuditChain(env, id);
     expect(await verify(apiKey)).toMatchObject({ ok: true });
+  });
+  it("the combined insert seeks its indexes: no walk of audit_events however long the trail", async () => {
+    const { results } = await env.DB.prepare(`EXPLAIN QUERY PLAN ${auditEventsSql("AND (e.ord < 1 OR EXISTS (SELECT 1 FROM reports WHERE id = ?3))")}`)
+      .bind("inst", "[]", "report")
+      .all<{ detail: string }>();
+    const plan = results.map((row) => row.detail);
+    expect(plan.filter((detail) => /^SCAN audit_events\b/u.test(detail) || /^SCAN reports\b/u.test(detail))).toEqual([]);
+    expect(plan.some((detail) => /SEARCH audit_events USING (COVERING )?INDEX audit_events_id \(id=\?\)/u.test(detail))).toBe(true);
+    expect(plan.some((detail) => /SEARCH audit_events USING (COVERING )?INDEX audit_events_idempotency \(idempotency_key=\?\)/u.test(detail))).toBe(true);
+    expect(plan.some((detail) => /SEARCH audit_events USING (COVERING )?INDEX audit_events_seq \(installation_id=\?\)/u.test(detail))).toBe(true);
   });
 });

@@ -118,6 +118,25 @@ function storedRow(event: AuditEventInput) {
   return { ...row, entryMac: signed ? storeMac(signed.keyId, signed.mac) : null };
 }
 
+/** auditEventsStatement's SQL: ?1 the installation, ?2 the JSON list of events, then `lastGuard`'s own (from ?3). */
+export function auditEventsSql(lastGuard: string | null): string {
+  return `
+    INSERT INTO audit_events (
+      id, installation_id, action, actor_type, actor_id,
+      target_type, target_id, details_json, created_at, entry_mac, seq
+    ) SELECT id, ?1, action, actor_type, actor_id, target_type, target_id, details_json, created_at, entry_mac,
+      (SELECT COALESCE(MAX(seq), 0) FROM audit_events WHERE installation_id = ?1) + ROW_NUMBER() OVER (ORDER BY ord)
+    FROM (SELECT CAST(key AS INTEGER) AS ord, value ->> '$[0]' AS id, value ->> '$[1]' AS idempotency_key, value ->> '$[2]' AS action,
+        value ->> '$[3]' AS actor_type, value ->> '$[4]' AS actor_id, value ->> '$[5]' AS target_type, value ->> '$[6]' AS target_id,
+        value ->> '$[7]' AS details_json, value ->> '$[8]' AS created_at, value ->> '$[9]' AS entry_mac
+      FROM json_each(?2)) AS e
+    WHERE NOT EXISTS (SELECT 1 FROM json_each(?2) AS earlier WHERE earlier.value ->> '$[0]' = e.id AND CAST(earlier.key AS INTEGER) < e.ord)
+      AND NOT EXISTS (SELECT 1 FROM audit_events WHERE id = e.id)
+      AND NOT EXISTS (SELECT 1 FROM audit_events WHERE idempotency_key = e.idempotency_key AND installation_id = ?1)
+      ${lastGuard ?? ""}
+  `;
+}
+
 /**
  * One statement that writes several events of one installation, with exactly the rows (id, MAC,
  * details, created_at) the events' own auditStatement statements would write one after another,
@@ -139,23 +158,8 @@ export function auditEventsStatement(db: D1Database, events: readonly AuditEvent
     const row = storedRow(event);
     return [row.id, event.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, row.detailsJson, storeCreatedAt(row.createdAt), row.entryMac];
   });
-  const statement = db
-    .prepare(`
-    INSERT INTO audit_events (
-      id, installation_id, action, actor_type, actor_id,
-      target_type, target_id, details_json, created_at, entry_mac, seq
-    ) SELECT id, ?1, action, actor_type, actor_id, target_type, target_id, details_json, created_at, entry_mac,
-      (SELECT COALESCE(MAX(seq), 0) FROM audit_events WHERE installation_id = ?1) + ROW_NUMBER() OVER (ORDER BY ord)
-    FROM (SELECT CAST(key AS INTEGER) AS ord, value ->> '$[0]' AS id, value ->> '$[1]' AS idempotency_key, value ->> '$[2]' AS action,
-        value ->> '$[3]' AS actor_type, value ->> '$[4]' AS actor_id, value ->> '$[5]' AS target_type, value ->> '$[6]' AS target_id,
-        value ->> '$[7]' AS details_json, value ->> '$[8]' AS created_at, value ->> '$[9]' AS entry_mac
-      FROM json_each(?2)) AS e
-    WHERE NOT EXISTS (SELECT 1 FROM json_each(?2) AS earlier WHERE earlier.value ->> '$[0]' = e.id AND CAST(earlier.key AS INTEGER) < e.ord)
-      AND NOT EXISTS (SELECT 1 FROM audit_events WHERE id = e.id)
-      AND NOT EXISTS (SELECT 1 FROM audit_events WHERE idempotency_key = e.idempotency_key AND installation_id = ?1)
-      ${guard ? `AND (e.ord < ${events.length - 1} OR ${guard.sql.replace(/^WHERE /u, "")})` : ""}
-  `)
-    .bind(installationId, JSON.stringify(list), ...(guard?.binds ?? []));
+  const lastGuard = guard ? `AND (e.ord < ${events.length - 1} OR ${guard.sql.replace(/^WHERE /u, "")})` : null;
+  const statement = db.prepare(auditEventsSql(lastGuard)).bind(installationId, JSON.stringify(list), ...(guard?.binds ?? []));
   BUILT.set(statement, { events, ...(lastOnlyIf ? { lastOnlyIf } : {}) });
   return statement;
 }
