@@ -36,10 +36,20 @@ const state = {
 /** The statement's text as one line (whitespace collapsed), the key statements are tallied under. */
 const normalize = (sql: string) => sql.replace(/\s+/gu, " ").trim();
 
-/** An audit event's insert is tallied by its action as well (the fourth value bound), the rest by their text. */
+/**
+ * An audit event's insert is tallied by its action as well (the fourth value bound); an insert of
+ * several events (auditEventsStatement: the installation, then the list of events, each an array
+ * whose third value is the action) by how many it carries and its first event's action, as
+ * `[audit ×N first-action…]`; the rest by their text.
+ */
 const keyOf = (sql: string, values: readonly unknown[]) => {
   const text = normalize(sql);
-  return text.startsWith("INSERT INTO audit_events") && typeof values[3] === "string" ? `[audit ${values[3]}] ${text}` : text;
+  if (!text.startsWith("INSERT INTO audit_events")) return text;
+  if (text.includes("FROM json_each(?2)") && typeof values[1] === "string") {
+    const list = JSON.parse(values[1]) as unknown[][];
+    return `[audit ×${list.length} ${String(list[0]?.[2])}…] ${text}`;
+  }
+  return typeof values[3] === "string" ? `[audit ${values[3]}] ${text}` : text;
 };
 
 /** One call to D1 (a statement on its own, a batch, an exec), by entrypoint. */

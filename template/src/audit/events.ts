@@ -58,6 +58,9 @@ const GUARD_TABLES = [
   "rule_sets",
 ] as const;
 
+/** A guard on an audit event: written only if that row exists by then in the batch. */
+type AuditGuard = RowGuard & { table: (typeof GUARD_TABLES)[number] };
+
 /**
  * An `INSERT OR IGNORE` for one audit event, to be put in the caller's batch. With `onlyIf`, the
  * event is written only when that row exists by then in the batch, with the given column values
@@ -72,25 +75,12 @@ const GUARD_TABLES = [
  * not stored. An event written under the same key before migration 0036 (a v1 row, which stores
  * the key) also makes it do nothing (audit_events_idempotency, partial: v1 rows only).
  */
-export function auditStatement(db: D1Database, event: AuditEventInput, onlyIf?: RowGuard & { table: (typeof GUARD_TABLES)[number] }): D1PreparedStatement {
+export function auditStatement(db: D1Database, event: AuditEventInput, onlyIf?: AuditGuard): D1PreparedStatement {
   if (onlyIf && !GUARD_TABLES.includes(onlyIf.table)) throw new Error("audit_guard_table_invalid");
   const guard = onlyIf ? rowGuardClause(onlyIf, 12) : { sql: "", binds: [] };
-  const id = auditEventId(event.installationId, event.idempotencyKey);
-  const detailsJson = canonicalJson(event.details ?? {});
-  const row = {
-    id,
-    installationId: event.installationId,
-    idempotencyKey: null,
-    action: event.action,
-    actorType: event.actor.type,
-    actorId: event.actor.id,
-    targetType: event.target.type,
-    targetId: event.target.id,
-    detailsJson,
-    createdAt: event.at,
-  };
-  const signed = signText(auditKeys(), entryMacText(row));
-  return db
+  const row = storedRow(event);
+  const { id, detailsJson } = row;
+  const statement = db
     .prepare(`
     INSERT INTO audit_events (
       id, installation_id, action, actor_type, actor_id,
@@ -99,7 +89,122 @@ export function auditStatement(db: D1Database, event: AuditEventInput, onlyIf?: 
     WHERE NOT EXISTS (SELECT 1 FROM audit_events WHERE idempotency_key = ?3 AND installation_id = ?2) ${guard.sql.replace(/^WHERE /u, "AND ")}
     ON CONFLICT (id) DO NOTHING
   `)
-    .bind(id, row.installationId, event.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, detailsJson, storeCreatedAt(row.createdAt), signed ? storeMac(signed.keyId, signed.mac) : null, ...guard.binds);
+    .bind(id, row.installationId, event.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, detailsJson, storeCreatedAt(row.createdAt), row.entryMac, ...guard.binds);
+  BUILT.set(statement, { events: [event], ...(onlyIf ? { lastOnlyIf: onlyIf } : {}) });
+  return statement;
+}
+
+/**
+ * The statements auditStatement and auditEventsStatement built, with their events and the last
+ * one's guard (for combineAuditStatements: a combined statement combined again is its events).
+ */
+const BUILT = new WeakMap<D1PreparedStatement, { events: readonly AuditEventInput[]; lastOnlyIf?: AuditGuard }>();
+
+/** A lean (v2) row as auditStatement writes it, its MAC included (stored form), without its seq. */
+function storedRow(event: AuditEventInput) {
+  const row = {
+    id: auditEventId(event.installationId, event.idempotencyKey),
+    installationId: event.installationId,
+    idempotencyKey: null,
+    action: event.action,
+    actorType: event.actor.type,
+    actorId: event.actor.id,
+    targetType: event.target.type,
+    targetId: event.target.id,
+    detailsJson: canonicalJson(event.details ?? {}),
+    createdAt: event.at,
+  };
+  const signed = signText(auditKeys(), entryMacText(row));
+  return { ...row, entryMac: signed ? storeMac(signed.keyId, signed.mac) : null };
+}
+
+/** auditEventsStatement's SQL: ?1 the installation, ?2 the JSON list of events, then `lastGuard`'s own (from ?3). */
+export function auditEventsSql(lastGuard: string | null): string {
+  return `
+    INSERT INTO audit_events (
+      id, installation_id, action, actor_type, actor_id,
+      target_type, target_id, details_json, created_at, entry_mac, seq
+    ) SELECT id, ?1, action, actor_type, actor_id, target_type, target_id, details_json, created_at, entry_mac,
+      (SELECT COALESCE(MAX(seq), 0) FROM audit_events WHERE installation_id = ?1) + ROW_NUMBER() OVER (ORDER BY ord)
+    FROM (SELECT CAST(key AS INTEGER) AS ord, value ->> '$[0]' AS id, value ->> '$[1]' AS idempotency_key, value ->> '$[2]' AS action,
+        value ->> '$[3]' AS actor_type, value ->> '$[4]' AS actor_id, value ->> '$[5]' AS target_type, value ->> '$[6]' AS target_id,
+        value ->> '$[7]' AS details_json, value ->> '$[8]' AS created_at, value ->> '$[9]' AS entry_mac
+      FROM json_each(?2)) AS e
+    WHERE NOT EXISTS (SELECT 1 FROM json_each(?2) AS earlier WHERE earlier.value ->> '$[0]' = e.id AND CAST(earlier.key AS INTEGER) < e.ord)
+      AND NOT EXISTS (SELECT 1 FROM audit_events WHERE id = e.id)
+      AND NOT EXISTS (SELECT 1 FROM audit_events WHERE idempotency_key = e.idempotency_key AND installation_id = ?1)
+      ${lastGuard ?? ""}
+  `;
+}
+
+/**
+ * One statement that writes several events of one installation, with exactly the rows (id, MAC,
+ * details, created_at) the events' own auditStatement statements would write one after another,
+ * and the seq numbers they would take: events already written (the same id, or a v1 row under the
+ * same idempotency key), repeats of an earlier event of the list, and the last event when
+ * `lastOnlyIf` is given and its row does not exist are left out first, then the rest are numbered
+ * consecutively in list order after the installation's last seq — so a skipped event leaves no gap
+ * and a repeated batch writes nothing. SQLite computes the SELECT (the window function, which reads
+ * audit_events, runs over the rows the WHERE kept) in full before the first row goes in. No ON
+ * CONFLICT: the filter leaves nothing that could conflict, and a conflict anyway fails the batch
+ * loudly rather than leaving a gap in seq.
+ */
+export function auditEventsStatement(db: D1Database, events: readonly AuditEventInput[], lastOnlyIf?: AuditGuard): D1PreparedStatement {
+  if (lastOnlyIf && !GUARD_TABLES.includes(lastOnlyIf.table)) throw new Error("audit_guard_table_invalid");
+  const guard = lastOnlyIf ? rowGuardClause(lastOnlyIf, 3) : null;
+  const installationId = events[0]?.installationId;
+  if (installationId === undefined || events.some((event) => event.installationId !== installationId)) throw new Error("audit_events_installation_mixed");
+  const list = events.map((event) => {
+    const row = storedRow(event);
+    return [row.id, event.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, row.detailsJson, storeCreatedAt(row.createdAt), row.entryMac];
+  });
+  const lastGuard = guard ? `AND (e.ord < ${events.length - 1} OR ${guard.sql.replace(/^WHERE /u, "")})` : null;
+  const statement = db.prepare(auditEventsSql(lastGuard)).bind(installationId, JSON.stringify(list), ...(guard?.binds ?? []));
+  BUILT.set(statement, { events, ...(lastOnlyIf ? { lastOnlyIf } : {}) });
+  return statement;
+}
+
+/**
+ * A batch with each run of two or more audit events of one installation (auditStatement's, with no
+ * other audit event between them) written by ONE statement (auditEventsStatement) where the last of
+ * the run stood: the events keep their order (so their seq), and the rows they describe, written
+ * before them, still come first. A run is of unguarded events (no `onlyIf`), and may end with one
+ * guarded event: the combined statement takes that event's place, so its guard is evaluated at the
+ * same point of the batch as before (an event moved to a later point is only ever an unguarded
+ * one). Everything else stays as it is. The batch's answers are one per statement of the new list,
+ * so a caller that reads them by position must not use this.
+ */
+export function combineAuditStatements(db: D1Database, statements: readonly D1PreparedStatement[]): D1PreparedStatement[] {
+  type Run = { at: number[]; events: AuditEventInput[]; lastOnlyIf?: AuditGuard };
+  const runs: Run[] = [];
+  let current: Run | null = null;
+  for (const [index, statement] of statements.entries()) {
+    const built = BUILT.get(statement);
+    if (!built) continue;
+    if (current && current.events[0]!.installationId !== built.events[0]!.installationId) current = null;
+    if (!current) {
+      current = { at: [], events: [] };
+      runs.push(current);
+    }
+    current.at.push(index);
+    current.events.push(...built.events);
+    if (built.lastOnlyIf) {
+      // A guarded event ends its run (its guard must not be evaluated later than it was).
+      current.lastOnlyIf = built.lastOnlyIf;
+      current = null;
+    }
+  }
+  const replaced = new Map<number, D1PreparedStatement | null>();
+  for (const run of runs) {
+    if (run.at.length < 2) continue;
+    for (const index of run.at) replaced.set(index, null);
+    replaced.set(run.at.at(-1)!, auditEventsStatement(db, run.events, run.lastOnlyIf));
+  }
+  if (replaced.size === 0) return [...statements];
+  return statements.flatMap((statement, index) => {
+    const replacement = replaced.get(index);
+    return replacement === undefined ? [statement] : replacement === null ? [] : [replacement];
+  });
 }
 
 /** The actor recorded for everything the workflow runtime does on its own. */

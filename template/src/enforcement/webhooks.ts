@@ -15,7 +15,7 @@
 // the transport, one signed request per attempt, is webhook-send.ts. An hour after a delivery
 // settled, its sealed payload and attempts are in its R2 object: reads of them ask
 // delivery-archive.ts, which knows both tiers.
-import { auditStatement, canonicalJson } from "../audit";
+import { auditStatement, canonicalJson, combineAuditStatements } from "../audit";
 import { sealPersonalData } from "../cases";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
 import { allowLocalEgress, egressRefusal } from "../lib/egress";
@@ -296,7 +296,8 @@ export async function sendClaimedAttempt(env: Env, claimed: ClaimedAttempt, fini
     );
     statements.push(...(await finisher(env, { id: delivery.id, installationId: delivery.installationId, sourceType: delivery.sourceType, sourceId: delivery.sourceId, delivered: ok, at })));
   }
-  await env.DB.batch(statements);
+  // The delivery's event and its source's (an action's applied or failed, guarded on the proposal) in one statement.
+  await env.DB.batch(combineAuditStatements(env.DB, statements));
   if (ok) return { kind: "delivered", sourceType: delivery.sourceType, sourceId: delivery.sourceId };
   if (exhausted) return { kind: "dead", reason: errorText ?? "failed", sourceType: delivery.sourceType, sourceId: delivery.sourceId };
   return { kind: "retry", delaySeconds };

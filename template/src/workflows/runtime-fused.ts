@@ -8,6 +8,7 @@
 // answers from its record and is written again never. A node that throws leaves the records of the
 // nodes before it and the host's error on itself (capability's guard), and the kernel retries the
 // group or calls failFused, which finds that node and takes its error port (runtime-fail.ts).
+import { combineAuditStatements } from "../audit";
 import { openPersonalData, openRunContent, REPORT_SUMMARY_BY_RUN_JSON_SQL, reportSummary, reportSummaryByRunStatementUnsafe, runContentStatementUnsafe, sealPersonalData, type ReportSummaryRow, type RunContentRow } from "../cases";
 import { openView } from "./content-access";
 import { contentReadStatement, nodeReads, nodeReadsContent, relatedAccountsOfReport } from "./execution-context";
@@ -320,7 +321,7 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
         outputs.add(node.id, { branchKey, open, full: view.sealed ? (JSON.parse(JSON.stringify(result.output)) as JsonValue) : open });
       } catch (error) {
         // The nodes before this one keep their records; the guard writes them with this node's error.
-        scope.pending = [...groupBatch(env.DB, run, records), ...contentRead];
+        scope.pending = combineAuditStatements(env.DB, [...groupBatch(env.DB, run, records), ...contentRead]);
         throw error;
       }
     }
@@ -328,7 +329,8 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
     if (!next || !needs.region.has(next.id)) break;
     node = next;
   }
-  const batch = groupBatch(env.DB, run, records);
+  // Every node's unguarded audit events (step_succeeded and the like) go in as one statement.
+  const batch = combineAuditStatements(env.DB, groupBatch(env.DB, run, records));
   if (batch.length > 0) await env.DB.batch(batch);
   return { nodeId: node.id, port };
 }

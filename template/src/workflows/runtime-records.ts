@@ -1,6 +1,6 @@
 // The D1 statements the runtime writes per step. Each capability method puts its statements in one
 // batch (one transaction), keyed so that a repeated call leaves one row, one output, one event.
-import { auditStatement, canonicalJson, RUNTIME_ACTOR } from "../audit";
+import { auditStatement, canonicalJson, combineAuditStatements, RUNTIME_ACTOR } from "../audit";
 import { sealPersonalData } from "../cases";
 import type { AppError } from "../errors";
 import { openView } from "./content-access";
@@ -124,7 +124,7 @@ export function stepEventDetails(node: { id: string; kind: string }, branchKey: 
   return { nodeId: node.id, kind: node.kind, branchKey, port: typeof port === "string" ? port : null, outputDigest };
 }
 
-/** A finished step: step row, output and audit event in one batch, plus any extra statements. */
+/** A finished step: step row, output and audit event in one batch, plus any extra statements (runs of unguarded audit events combined). */
 export async function recordStepResult(
   db: D1Database,
   input: {
@@ -143,18 +143,21 @@ export async function recordStepResult(
   const at = now();
   const record = await outputRecord(input.output, input.sealed ?? null);
   const state = input.state ?? "succeeded";
-  await db.batch([
-    stepUpsert(db, { id: input.stepId, run: input.run, node: input.node, branchKey: input.branchKey, state, digest: record.digest, errorCode: input.errorCode, at }),
-    outputUpsert(db, input.stepId, record, at),
-    runProgress(db, input.run.id, input.node.id, "running", at),
-    runtimeAudit(db, input.run, {
-      key: `step:${input.stepId}:${state}`,
-      action: `workflow.step_${state}`,
-      details: stepEventDetails(input.node, input.branchKey, record.digest, input.output.port),
-      at,
-    }),
-    ...(input.extra ?? []),
-  ]);
+  // The step's event and the extra statements' unguarded events go in as one statement.
+  await db.batch(
+    combineAuditStatements(db, [
+      stepUpsert(db, { id: input.stepId, run: input.run, node: input.node, branchKey: input.branchKey, state, digest: record.digest, errorCode: input.errorCode, at }),
+      outputUpsert(db, input.stepId, record, at),
+      runProgress(db, input.run.id, input.node.id, "running", at),
+      runtimeAudit(db, input.run, {
+        key: `step:${input.stepId}:${state}`,
+        action: `workflow.step_${state}`,
+        details: stepEventDetails(input.node, input.branchKey, record.digest, input.output.port),
+        at,
+      }),
+      ...(input.extra ?? []),
+    ]),
+  );
 }
 
 /**
