@@ -236,7 +236,7 @@ describe("fast backtests", () => {
 
     // Durable: the last simulated decision's outcome, else the end node's terminal code.
     const { results: runs } = await env.DB.prepare(`
-      SELECT r.report_id AS reportId, json_extract(r.output_json, '$.terminalCode') AS terminalCode,
+      SELECT r.report_id AS reportId, CASE WHEN r.output_json LIKE '@t%' THEN substr(r.output_json, 3) ELSE json_extract(r.output_json, '$.terminalCode') END AS terminalCode,
         (SELECT json_extract(o.inline_json, '$.outcome') FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id
           WHERE s.run_id = r.id AND s.node_type = 'decision' ORDER BY s.finished_at DESC LIMIT 1) AS outcome,
         (SELECT json_group_array(s.node_id) FROM (SELECT node_id FROM workflow_step_runs WHERE run_id = r.id ORDER BY node_id) s) AS nodes
