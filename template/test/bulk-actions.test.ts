@@ -208,7 +208,13 @@ describe("bulk actions", () => {
       return read.runs.succeeded === 7 && read.decisions === 7 ? read : null;
     }, "every run done");
     expect(done).toMatchObject({ state: "completed", started: 7, progress: 1, decisions: 7, transparencyDbStatements: 7 });
-    expect(await count(`SELECT COUNT(*) AS n FROM workflow_runs WHERE installation_id = ?1 AND idempotency_key LIKE ?2 AND (CASE WHEN output_json LIKE '@t%' THEN substr(output_json, 3) ELSE json_extract(output_json, '$.terminalCode') END) = 'applied'`, installationId, `bulk_action:${id}:%`)).toBe(7);
+    expect(
+      await count(
+        `SELECT COUNT(*) AS n FROM workflow_runs WHERE installation_id = ?1 AND idempotency_key LIKE ?2 AND (CASE WHEN output_json LIKE '@t%' THEN substr(output_json, 3) ELSE json_extract(output_json, '$.terminalCode') END) = 'applied'`,
+        installationId,
+        `bulk_action:${id}:%`,
+      ),
+    ).toBe(7);
 
     // One decision per subject, each with the reason as its statement of reasons: the reported ones
     // on their reports, the others naming their subject without a report.
