@@ -8,6 +8,9 @@ import { notOwnQaTaskSql, OWN_QA_TASK_SQL, ownQaTaskError, reviewerPrincipal } f
 import { assertTaskVisible, claimant, DEFAULT_LEASE_SECONDS, getTask, getTaskRow, MAX_LEASE_SECONDS, presentTask, TASK_COLUMNS, TASK_QUEUE_WELLNESS_SQL, type TaskRow } from "./tasks";
 import { claimExposureStatement, nextTaskWellness, NOT_CAPPED_SQL, queueExposureStatus, refuseWhenCapped, releaseExposureStatement } from "../wellness/wellness";
 
+/** How many of a queue's first claimable tasks one read of `/next` brings, to try in order. */
+const CANDIDATES = 4;
+
 function leaseSeconds(value: number | undefined): number {
   return Math.min(Math.max(Math.trunc(value ?? DEFAULT_LEASE_SECONDS), 30), MAX_LEASE_SECONDS);
 }
@@ -30,6 +33,13 @@ async function refuseClaim(env: Env, actor: Actor, taskId: string, who: string):
  * so a console user limited to some queues needs no read of the task's queue first.
  */
 export async function claimTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; leaseSeconds?: number }, inVisibleQueue = false) {
+  const claimed = await tryClaim(env, actor, taskId, input, inVisibleQueue);
+  if (!claimed) return refuseClaim(env, actor, taskId, claimant(actor, input.reviewer));
+  return presentTask(env, actor, claimed);
+}
+
+/** The claim's batch: the claimed task's row, or null when the update took nothing (why is refuseClaim's to say). */
+async function tryClaim(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; leaseSeconds?: number }, inVisibleQueue: boolean): Promise<TaskRow | null> {
   if (!inVisibleQueue) await assertTaskVisible(env, actor, taskId);
   const who = claimant(actor, input.reviewer);
   const now = new Date();
@@ -62,9 +72,7 @@ export async function claimTask(env: Env, actor: Actor, taskId: string, input: {
     // Wellness: the claim counts toward the reviewer's daily exposure in the task's category.
     claimExposureStatement(env.DB, { installationId: actor.installationId, taskId, reviewer: who, at }),
   ]);
-  const claimed = update!.results[0];
-  if (!claimed) return refuseClaim(env, actor, taskId, who);
-  return presentTask(env, actor, claimed);
+  return update!.results[0] ?? null;
 }
 
 /**
@@ -77,31 +85,36 @@ export async function claimNextTask(env: Env, actor: Actor, queueId: string, inp
   const { queueFound, status: exposure } = await queueExposureStatus(env.DB, actor.installationId, queueId, claimant(actor, input.reviewer));
   if (!queueFound || !canSeeQueue(actor, queueId)) throw notFound("queue");
   const capped = JSON.stringify(exposure.capped);
+  const reviewer = claimant(actor, input.reviewer);
   for (let attempt = 0; attempt < 5; attempt++) {
     // Open tasks and claimed ones whose lease lapsed, in due order: a lapsed lease keeps its place.
     // (QA: a reviewer is never handed the QA task of their own answer: same principal or same name.)
     // The priority lane (trusted flaggers' notices, DSA Art. 22) first, then the rest; each in due order.
-    // One statement: the lane's first task if it has one, else the queue's first (each arm an index walk to its first row).
+    // One statement: the first CANDIDATES of the lane, then the queue's (each arm an index walk to its
+    // first rows). Reviewers asking at once race for the same first task; the loser tries the next
+    // candidate of the same read, so a lost race costs the claim's batch alone.
     const arm = (lane: string) => `SELECT * FROM (
       SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'open' ${lane} AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "?6", "t")}
       UNION ALL
       SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'claimed' ${lane} AND t.lease_expires_at <= ?3 AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "?6", "t")}
-      ORDER BY dueAt, priority DESC, id LIMIT 1)`;
-    const candidate = await env.DB.prepare(`
-      SELECT id FROM (SELECT 0 AS lane, id FROM (${arm("AND t.priority_lane IS NOT NULL")}) UNION ALL SELECT 1 AS lane, id FROM (${arm("")})) ORDER BY lane LIMIT 1
+      ORDER BY dueAt, priority DESC, id LIMIT ?7)`;
+    const { results: candidates } = await env.DB.prepare(`
+      SELECT id FROM (SELECT 0 AS lane, dueAt, priority, id FROM (${arm("AND t.priority_lane IS NOT NULL")}) UNION ALL SELECT 1 AS lane, dueAt, priority, id FROM (${arm("")}))
+      ORDER BY lane, dueAt, priority DESC, id LIMIT ?7
     `)
-      .bind(actor.installationId, queueId, new Date().toISOString(), capped, reviewerLabel(claimant(actor, input.reviewer)), reviewerPrincipal(actor))
-      .first<{ id: string }>();
-    if (!candidate) {
+      .bind(actor.installationId, queueId, new Date().toISOString(), capped, reviewerLabel(reviewer), reviewerPrincipal(actor), CANDIDATES)
+      .all<{ id: string }>();
+    if (candidates.length === 0) {
       await refuseWhenCapped(env.DB, actor.installationId, queueId, exposure);
       return null;
     }
-    try {
-      const task = await claimTask(env, actor, candidate.id, input, true);
+    // A task of the priority lane is in both arms: tried once.
+    for (const id of new Set(candidates.map((candidate) => candidate.id))) {
+      // A candidate another reviewer took meanwhile leaves the update without a row: try the next.
+      const claimed = await tryClaim(env, actor, id, input, true);
+      if (!claimed) continue;
+      const task = await presentTask(env, actor, claimed);
       return { ...task, wellness: await nextTaskWellness(env.DB, actor.installationId, queueId, exposure) };
-    } catch (error) {
-      // Someone else took it between the read and the claim: try the next one.
-      if (!(error instanceof AppError && error.status === 409)) throw error;
     }
   }
   throw new AppError("queue.contended", "Tasks are being claimed faster than this request could take one; retry.", { status: 409, retryable: true });

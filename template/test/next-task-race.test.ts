@@ -1,0 +1,112 @@
+// `/next` when reviewers ask at once: each read brings the queue's first few claimable tasks in
+// SLA order, and a reviewer who loses the first of them to another is given the next one from the
+// same read, without reading the queue again or asking why the claim took nothing.
+import { env } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import type { Actor } from "../src/auth";
+import { claimNextTask } from "../src/cases/queues/task-leases";
+import { api, edge, newInstallation, publish } from "./helpers";
+
+const reviewSchema = { type: "object", required: ["verdict"], properties: { verdict: { enum: ["remove", "keep"] } } };
+
+async function queueWithTasks(label: string, count: number) {
+  const installation = await newInstallation(`next-race-${label}`);
+  const apiKey = installation.apiKey;
+  const queue = await api("/api/v1/queues", { key: apiKey, body: { name: `review-${label}`, slaSeconds: 3600 } });
+  expect(queue.status).toBe(201);
+  const version = await publish(apiKey, {
+    schemaVersion: 1,
+    nodes: [
+      { id: "start", kind: "start" },
+      { id: "review", kind: "human_task", config: { queue_id: queue.body.id, response_schema: reviewSchema, timeout_seconds: 86_400 } },
+      { id: "done", kind: "end" },
+    ],
+    edges: [edge("start", "success", "review"), edge("review", "completed", "done"), edge("review", "timeout", "done")],
+  });
+  expect((await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", when: "true", workflowVersionId: version.id, authorityMode: "autonomous" } })).status).toBe(201);
+  for (let i = 0; i < count; i++) {
+    expect((await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "account", id: `acct-${label}-${i}` }, category: "scams_and_fraud" } })).status).toBe(201);
+  }
+  let tasks: Array<{ id: string }> = [];
+  for (let i = 0; i < 400 && tasks.length < count; i++) {
+    tasks = (await env.DB.prepare("SELECT id FROM human_tasks WHERE installation_id = ?1 ORDER BY due_at, priority DESC, id").bind(installation.id).all<{ id: string }>()).results;
+    if (tasks.length < count) await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  expect(tasks).toHaveLength(count);
+  const actor: Actor = { installationId: installation.id, scopes: ["review"], audit: { type: "api_key", id: `key_${label}` } };
+  return { installationId: installation.id, queueId: queue.body.id as string, tasks: tasks.map((t) => t.id), actor };
+}
+
+/**
+ * The test's env whose D1 binding counts the queue reads of `/next` (its candidate statement) and,
+ * once, lets another reviewer take `stolen` right after that read: the race `/next` loses in production.
+ */
+function racingEnv(stolen: () => string) {
+  const seen = { candidateReads: 0, refusalReads: 0 };
+  let raced = false;
+  const db = new Proxy(env.DB, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target);
+      if (property !== "prepare") return typeof value === "function" ? value.bind(target) : value;
+      return (sql: string) => {
+        const statement = target.prepare(sql);
+        if (sql.includes("AS lane")) {
+          seen.candidateReads += 1;
+          return new Proxy(statement, {
+            get(s, p) {
+              const v = Reflect.get(s, p, s);
+              if (p !== "bind") return typeof v === "function" ? v.bind(s) : v;
+              return (...args: unknown[]) => {
+                const bound = s.bind(...args);
+                return new Proxy(bound, {
+                  get(b, q) {
+                    const w = Reflect.get(b, q, b);
+                    if (q !== "all" && q !== "first") return typeof w === "function" ? w.bind(b) : w;
+                    return async (...rest: unknown[]) => {
+                      const answer = await (w as (...a: unknown[]) => Promise<unknown>).apply(b, rest);
+                      if (!raced) {
+                        raced = true;
+                        await env.DB.prepare("UPDATE human_tasks SET state = 'claimed', claimed_by = 'api_key:other/rival', claimed_at = ?2, lease_expires_at = ?3 WHERE id = ?1")
+                          .bind(stolen(), new Date().toISOString(), new Date(Date.now() + 600_000).toISOString())
+                          .run();
+                      }
+                      return answer;
+                    };
+                  },
+                });
+              };
+            },
+          });
+        }
+        if (sql.includes("SELECT state, lease_expires_at AS leaseExpiresAt")) seen.refusalReads += 1;
+        return statement;
+      };
+    },
+  });
+  return { env: { ...env, DB: db } as typeof env, seen };
+}
+
+describe("/next under contention", () => {
+  it("a reviewer whose first candidate another takes meanwhile is given the next task in SLA order from the same read: one queue read, no read of why the claim failed", async () => {
+    const s = await queueWithTasks("lost", 3);
+    const racing = racingEnv(() => s.tasks[0]!);
+    const claimed = await claimNextTask(racing.env, s.actor, s.queueId, { reviewer: "mod-a" });
+    expect(claimed?.id).toBe(s.tasks[1]);
+    expect(claimed?.state).toBe("claimed");
+    expect(racing.seen.candidateReads).toBe(1);
+    expect(racing.seen.refusalReads).toBe(0);
+    // The rival's task stays the rival's; the audit trail holds one claim, by this reviewer, of the task it got.
+    const rows = (await env.DB.prepare("SELECT id, claimed_by AS claimedBy FROM human_tasks WHERE installation_id = ?1 ORDER BY due_at, priority DESC, id").bind(s.installationId).all<{ id: string; claimedBy: string | null }>()).results;
+    expect(rows.map((r) => r.claimedBy)).toEqual(["api_key:other/rival", "api_key:key_lost/mod-a", null]);
+    const claims = (await env.DB.prepare("SELECT target_id AS targetId FROM audit_events WHERE installation_id = ?1 AND action = 'task.claimed'").bind(s.installationId).all<{ targetId: string }>()).results;
+    expect(claims.map((c) => c.targetId)).toEqual([s.tasks[1]]);
+  });
+
+  it("reviewers asking at once each get a different task, in SLA order, until the queue is empty", async () => {
+    const s = await queueWithTasks("burst", 4);
+    const answers = await Promise.all(["a", "b", "c", "d", "e"].map((reviewer) => claimNextTask(env, s.actor, s.queueId, { reviewer })));
+    const got = answers.filter((a) => a !== null).map((a) => a!.id);
+    expect(got.sort()).toEqual([...s.tasks].sort());
+    expect(answers.filter((a) => a === null)).toHaveLength(1);
+  });
+});
