@@ -4,7 +4,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { Actor } from "../src/auth";
-import { claimNextTask } from "../src/cases/queues/task-leases";
+import { candidatesSql, claimNextTask } from "../src/cases/queues/task-leases";
 import { api, edge, newInstallation, publish } from "./helpers";
 
 const reviewSchema = { type: "object", required: ["verdict"], properties: { verdict: { enum: ["remove", "keep"] } } };
@@ -86,6 +86,77 @@ function racingEnv(stolen: () => string) {
   return { env: { ...env, DB: db } as typeof env, seen };
 }
 
+/** The test's env whose D1 binding counts the statements sent through it (each of a batch counts). */
+function countingEnv() {
+  const sent = { statements: 0, roundTrips: 0 };
+  const db = new Proxy(env.DB, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target);
+      if (property === "batch")
+        return (statements: D1PreparedStatement[]) => {
+          sent.roundTrips += 1;
+          sent.statements += statements.length;
+          return target.batch(statements);
+        };
+      if (property !== "prepare") return typeof value === "function" ? value.bind(target) : value;
+      return (sql: string) => {
+        const statement = target.prepare(sql);
+        const count = <T>(run: () => Promise<T>) => {
+          sent.roundTrips += 1;
+          sent.statements += 1;
+          return run();
+        };
+        return new Proxy(statement, {
+          get(s, p) {
+            const v = Reflect.get(s, p, s);
+            if (p !== "bind") return typeof v === "function" ? v.bind(s) : v;
+            return (...args: unknown[]) => {
+              const bound = s.bind(...args);
+              return new Proxy(bound, {
+                get(b, q) {
+                  const w = Reflect.get(b, q, b);
+                  if (q === "all" || q === "first" || q === "run" || q === "raw") return (...rest: unknown[]) => count(() => (w as (...a: unknown[]) => Promise<unknown>).apply(b, rest));
+                  return typeof w === "function" ? w.bind(b) : w;
+                },
+              });
+            };
+          },
+        });
+      };
+    },
+  });
+  return { env: { ...env, DB: db } as typeof env, sent };
+}
+
+describe("/next's statements", () => {
+  it("without contention or caps, /next reads the queue, the reviewer's exposure and its candidates in one statement, then claims in one batch", async () => {
+    const s = await queueWithTasks("quiet", 2);
+    const counting = countingEnv();
+    const claimed = await claimNextTask(counting.env, s.actor, s.queueId, { reviewer: "mod-q" });
+    expect(claimed?.id).toBe(s.tasks[0]);
+    expect(counting.sent.roundTrips).toBe(2);
+  });
+
+  it("a reviewer capped in the category of the queue's first tasks is given the first task of another category, and told which category it passed over", async () => {
+    // More capped tasks first than one read of candidates brings: the capped categories are read past.
+    const s = await queueWithTasks("capped", 5);
+    // The first four tasks' reports become another category, in which the reviewer has reached a one-minute cap.
+    await env.DB.prepare("UPDATE reports SET category = 'violence' WHERE id IN (SELECT report_id FROM human_tasks WHERE id IN (SELECT value FROM json_each(?1)))")
+      .bind(JSON.stringify(s.tasks.slice(0, 4)))
+      .run();
+    await env.DB.prepare("INSERT INTO exposure_caps (installation_id, category, cap_minutes, updated_by, updated_at) VALUES (?1, 'violence', 1, 'test', ?2)").bind(s.installationId, new Date().toISOString()).run();
+    const started = new Date(Date.now() - 5 * 60_000).toISOString();
+    await env.DB.prepare("INSERT INTO review_exposure (id, installation_id, task_id, reviewer, category, started_at, lease_expires_at, ended_at, created_at) VALUES ('exp_t', ?1, ?4, 'api_key:key_capped/mod-c', 'violence', ?2, ?3, ?3, ?2)")
+      .bind(s.installationId, started, new Date(Date.now() - 60_000).toISOString(), s.tasks[0])
+      .run();
+    const claimed = await claimNextTask(env, s.actor, s.queueId, { reviewer: "mod-c" });
+    expect(claimed?.id).toBe(s.tasks[4]);
+    expect(claimed?.wellness.skipped).toMatchObject([{ category: "violence", waitingTasks: 4 }]);
+    // With only capped work left, the answer is the typed refusal.
+    await expect(claimNextTask(env, s.actor, s.queueId, { reviewer: "mod-c" })).rejects.toMatchObject({ code: "wellness.exposure_cap_reached" });
+  });
+});
+
 describe("/next under contention", () => {
   it("a reviewer whose first candidate another takes meanwhile is given the next task in SLA order from the same read: one queue read, no read of why the claim failed", async () => {
     const s = await queueWithTasks("lost", 3);
@@ -108,5 +179,17 @@ describe("/next under contention", () => {
     const got = answers.filter((a) => a !== null).map((a) => a!.id);
     expect(got.sort()).toEqual([...s.tasks].sort());
     expect(answers.filter((a) => a === null)).toHaveLength(1);
+  });
+});
+
+describe("/next's plan", () => {
+  it("its candidates, capped or not and with or without their categories, are index walks of the queue's tasks (no scan of human_tasks)", async () => {
+    for (const category of [true, false]) {
+      const sql = candidatesSql({ installation: "?1", queue: "?2", now: "?3", capped: 4, label: "?5", principal: "?6", limit: "?7" }, category);
+      const plan = (await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`).bind("ins", "q", "2026-01-01", "[]", "l", "p", 4).all<{ detail: string }>()).results.map((row) => row.detail);
+      const text = plan.join("\n");
+      expect(text).toMatch(/SEARCH t USING (COVERING )?INDEX/u);
+      expect(text).not.toMatch(/\bSCAN t\b(?! USING)/u);
+    }
   });
 });

@@ -6,7 +6,7 @@ import { AppError, conflict, notFound } from "../../errors";
 import { reviewerAuditId } from "../../lib/person-keys";
 import { notOwnQaTaskSql, OWN_QA_TASK_SQL, ownQaTaskError, reviewerPrincipal } from "../qa/qa";
 import { assertTaskVisible, claimant, DEFAULT_LEASE_SECONDS, getTask, getTaskRow, MAX_LEASE_SECONDS, presentTask, TASK_COLUMNS, TASK_QUEUE_WELLNESS_SQL, type TaskRow } from "./tasks";
-import { claimExposureStatement, nextTaskWellness, NOT_CAPPED_SQL, queueExposureStatus, refuseWhenCapped, releaseExposureStatement } from "../wellness/wellness";
+import { claimExposureStatement, nextTaskWellness, NOT_CAPPED_SQL, queueExposureStatus, refuseWhenCapped, releaseExposureStatement, TASK_CATEGORY_SQL } from "../wellness/wellness";
 
 /** How many of a queue's first claimable tasks one read of `/next` brings, to try in order. */
 const CANDIDATES = 4;
@@ -75,35 +75,86 @@ async function tryClaim(env: Env, actor: Actor, taskId: string, input: { reviewe
   return update!.results[0] ?? null;
 }
 
+/** The parameters of candidatesSql, as SQL parameter names (`?n`). */
+interface CandidateParams {
+  installation: string;
+  queue: string;
+  now: string;
+  /** The JSON list of capped categories ('[]': none). */
+  capped: number;
+  label: string;
+  principal: string;
+  limit: string;
+}
+
+/**
+ * `/next`'s candidates: the first `limit` claimable tasks of the queue as rows (lane, dueAt,
+ * priority, id, and with `category` the task's category). Open tasks and claimed ones whose lease
+ * lapsed, in due order: a lapsed lease keeps its place. (QA: a reviewer is never handed the QA
+ * task of their own answer: same principal or same name.) The priority lane (trusted flaggers'
+ * notices, DSA Art. 22) first, then the rest; each arm an index walk to its first rows.
+ */
+export function candidatesSql(p: CandidateParams, category: boolean): string {
+  const columns = `t.id, t.due_at AS dueAt, t.priority${category ? `, ${TASK_CATEGORY_SQL("t")} AS category` : ""}`;
+  const guards = `${NOT_CAPPED_SQL(p.capped)} AND ${notOwnQaTaskSql(p.label, p.principal, "t")}`;
+  const arm = (lane: string) => `SELECT * FROM (
+      SELECT ${columns} FROM human_tasks t WHERE t.installation_id = ${p.installation} AND t.queue_id = ${p.queue} AND t.state = 'open' ${lane} AND ${guards}
+      UNION ALL
+      SELECT ${columns} FROM human_tasks t WHERE t.installation_id = ${p.installation} AND t.queue_id = ${p.queue} AND t.state = 'claimed' ${lane} AND t.lease_expires_at <= ${p.now} AND ${guards}
+      ORDER BY dueAt, priority DESC, id LIMIT ${p.limit})`;
+  const outer = `lane, dueAt, priority, id${category ? ", category" : ""}`;
+  return `SELECT ${outer} FROM (SELECT 0 AS lane, * FROM (${arm("AND t.priority_lane IS NOT NULL")}) UNION ALL SELECT 1 AS lane, * FROM (${arm("")}))
+      ORDER BY lane, dueAt, priority DESC, id LIMIT ${p.limit}`;
+}
+
+type Candidate = { lane: number; dueAt: string; priority: number; id: string; category?: string | null };
+
+/** candidatesSql's order, for rows that came back as JSON. */
+function byCandidateOrder(a: Candidate, b: Candidate): number {
+  if (a.lane !== b.lane) return a.lane - b.lane;
+  if (a.dueAt !== b.dueAt) return a.dueAt < b.dueAt ? -1 : 1;
+  if (a.priority !== b.priority) return b.priority - a.priority;
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
 /**
  * Claims the first claimable task of a queue in SLA order ("next task"), passing over the
  * categories whose daily exposure cap the reviewer reached (wellness/wellness.ts): the answer says which it
  * skipped; with only capped work left it is a 409 `wellness.exposure_cap_reached`.
  */
 export async function claimNextTask(env: Env, actor: Actor, queueId: string, input: { reviewer?: string; leaseSeconds?: number }) {
-  // One statement: whether the queue exists, and the reviewer's exposure (dropped for an unknown queue, a 404).
-  const { queueFound, status: exposure } = await queueExposureStatus(env.DB, actor.installationId, queueId, claimant(actor, input.reviewer));
-  if (!queueFound || !canSeeQueue(actor, queueId)) throw notFound("queue");
-  const capped = JSON.stringify(exposure.capped);
   const reviewer = claimant(actor, input.reviewer);
+  const label = reviewerLabel(reviewer);
+  const principal = reviewerPrincipal(actor);
+  // One statement: whether the queue exists, the reviewer's exposure (dropped for an unknown queue,
+  // a 404), and the queue's first candidates with their categories, before any cap is applied.
+  const first = await queueExposureStatus(env.DB, actor.installationId, queueId, reviewer, new Date(), {
+    sql: (n) =>
+      `SELECT json_group_array(json_object('lane', lane, 'dueAt', dueAt, 'priority', priority, 'id', id, 'category', category)) FROM (${candidatesSql(
+        { installation: "?1", queue: "?7", now: "?5", capped: n, label: `?${n + 1}`, principal: `?${n + 2}`, limit: `?${n + 3}` },
+        true,
+      )})`,
+    binds: ["[]", label, principal, CANDIDATES],
+  });
+  const exposure = first.status;
+  if (!first.queueFound || !canSeeQueue(actor, queueId)) throw notFound("queue");
+  const capped = JSON.stringify(exposure.capped);
+  // The first read's candidates outside the capped categories, as the capped read would answer them.
+  // When the cap left none of a full list, there may be more further on: read them with the cap.
+  const unfiltered = ((JSON.parse(first.alongside ?? "[]") as Candidate[]) ?? []).sort(byCandidateOrder);
+  const uncapped = unfiltered.filter((c) => !exposure.capped.includes(c.category ?? ""));
+  let prefetched: Candidate[] | null = uncapped.length > 0 || unfiltered.length < CANDIDATES ? uncapped : null;
   for (let attempt = 0; attempt < 5; attempt++) {
-    // Open tasks and claimed ones whose lease lapsed, in due order: a lapsed lease keeps its place.
-    // (QA: a reviewer is never handed the QA task of their own answer: same principal or same name.)
-    // The priority lane (trusted flaggers' notices, DSA Art. 22) first, then the rest; each in due order.
-    // One statement: the first CANDIDATES of the lane, then the queue's (each arm an index walk to its
-    // first rows). Reviewers asking at once race for the same first task; the loser tries the next
-    // candidate of the same read, so a lost race costs the claim's batch alone.
-    const arm = (lane: string) => `SELECT * FROM (
-      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'open' ${lane} AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "?6", "t")}
-      UNION ALL
-      SELECT t.id, t.due_at AS dueAt, t.priority FROM human_tasks t WHERE t.installation_id = ?1 AND t.queue_id = ?2 AND t.state = 'claimed' ${lane} AND t.lease_expires_at <= ?3 AND ${NOT_CAPPED_SQL(4)} AND ${notOwnQaTaskSql("?5", "?6", "t")}
-      ORDER BY dueAt, priority DESC, id LIMIT ?7)`;
-    const { results: candidates } = await env.DB.prepare(`
-      SELECT id FROM (SELECT 0 AS lane, dueAt, priority, id FROM (${arm("AND t.priority_lane IS NOT NULL")}) UNION ALL SELECT 1 AS lane, dueAt, priority, id FROM (${arm("")}))
-      ORDER BY lane, dueAt, priority DESC, id LIMIT ?7
-    `)
-      .bind(actor.installationId, queueId, new Date().toISOString(), capped, reviewerLabel(reviewer), reviewerPrincipal(actor), CANDIDATES)
-      .all<{ id: string }>();
+    // Reviewers asking at once race for the same first task; the loser tries the next candidate of
+    // the same read, so a lost race costs the claim's batch alone.
+    const candidates =
+      prefetched ??
+      (
+        await env.DB.prepare(candidatesSql({ installation: "?1", queue: "?2", now: "?3", capped: 4, label: "?5", principal: "?6", limit: "?7" }, false))
+          .bind(actor.installationId, queueId, new Date().toISOString(), capped, label, principal, CANDIDATES)
+          .all<Candidate>()
+      ).results;
+    prefetched = null;
     if (candidates.length === 0) {
       await refuseWhenCapped(env.DB, actor.installationId, queueId, exposure);
       return null;

@@ -167,20 +167,37 @@ export async function exposureStatus(db: D1Database, installationId: string, rev
  * `/next`'s first read: whether the queue exists in the installation, and the reviewer's exposure
  * today, in one statement (an unknown queue is a 404 whatever the exposure).
  */
-export async function queueExposureStatus(db: D1Database, installationId: string, queueId: string, reviewer: string, now = new Date()): Promise<{ queueFound: boolean; status: ExposureStatus }> {
-  return readExposure(db, installationId, reviewer, now, queueId);
+export async function queueExposureStatus(
+  db: D1Database,
+  installationId: string,
+  queueId: string,
+  reviewer: string,
+  now = new Date(),
+  alongside?: ExposureAlongside,
+): Promise<{ queueFound: boolean; status: ExposureStatus; alongside: string | null }> {
+  return readExposure(db, installationId, reviewer, now, queueId, alongside);
 }
 
-async function readExposure(db: D1Database, installationId: string, reviewer: string, now: Date, queueId: string | null): Promise<{ queueFound: boolean; status: ExposureStatus }> {
+/**
+ * One more scalar column for `/next`'s first statement: SQL over the statement's own binds (?1 the
+ * installation, ?5 now, ?7 the queue) and its own, numbered from `firstParam`.
+ */
+export interface ExposureAlongside {
+  sql: (firstParam: number) => string;
+  binds: unknown[];
+}
+
+async function readExposure(db: D1Database, installationId: string, reviewer: string, now: Date, queueId: string | null, alongside?: ExposureAlongside): Promise<{ queueFound: boolean; status: ExposureStatus; alongside: string | null }> {
   // The caps and the day's minutes in one statement, each as a JSON list of its rows (and, given
   // a queue, whether it exists: ?7).
   const queue = queueId === null ? "" : `, EXISTS (SELECT 1 FROM queues WHERE installation_id = ?1 AND id = ?7) AS queueFound, (SELECT wellness FROM queues WHERE installation_id = ?1 AND id = ?7) AS queueWellness`;
+  const extra = queueId !== null && alongside ? `, (${alongside.sql(8)}) AS alongside` : "";
   const read = await db
     .prepare(`SELECT (SELECT json_group_array(json_object('category', category, 'capMinutes', capMinutes, 'updatedAt', updatedAt, 'updatedBy', updatedBy)) FROM (${CAPS_SQL})) AS caps,
-      (SELECT json_group_array(json_object('category', category, 'minutes', minutes)) FROM (${MINUTES_SQL})) AS minutes${queue}`)
-    .bind(...minutesBinds(installationId, reviewer, now), ...(queueId === null ? [] : [queueId]))
-    .first<{ caps: string; minutes: string; queueFound?: number; queueWellness?: string | null }>();
-  return { queueFound: read?.queueFound === 1, status: exposureOf(reviewer, now, read, read?.queueWellness === "strict") };
+      (SELECT json_group_array(json_object('category', category, 'minutes', minutes)) FROM (${MINUTES_SQL})) AS minutes${queue}${extra}`)
+    .bind(...minutesBinds(installationId, reviewer, now), ...(queueId === null ? [] : [queueId]), ...(extra ? alongside!.binds : []))
+    .first<{ caps: string; minutes: string; queueFound?: number; queueWellness?: string | null; alongside?: string | null }>();
+  return { queueFound: read?.queueFound === 1, status: exposureOf(reviewer, now, read, read?.queueWellness === "strict"), alongside: read?.alongside ?? null };
 }
 
 /**
