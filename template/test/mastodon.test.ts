@@ -597,3 +597,33 @@ describe("Mastodon as the real server behaves", () => {
     }
   });
 });
+
+describe("removing a single post on Mastodon", () => {
+  it("Mastodon's admin API cannot remove one post: an action type for it on the connector is never carried out or claimed applied (dead with connector_action_unmapped, the run takes its error port, nothing reaches the server), and no mapping to a post deletion is accepted", async () => {
+    const { apiKey } = await newInstallation("mastodon-remove-post");
+    const m = await connector(apiKey);
+    expect((await api("/api/v1/action-types", { key: apiKey, body: { key: "remove_post", name: "Remove the post", endpointId: m.endpointId } })).status).toBe(201);
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "remove", kind: "action", errorPort: "failed", config: { action_type: "remove_post" }, inputMapping: {} },
+        { id: "done", kind: "end", config: { terminal_code: "applied" } },
+        { id: "stopped", kind: "end", config: { terminal_code: "stopped" } },
+        { id: "failed", kind: "end", config: { terminal_code: "failed" } },
+      ],
+      edges: [edge("start", "success", "remove"), edge("remove", "applied", "done"), edge("remove", "rejected", "stopped"), edge("remove", "expired", "stopped"), edge("remove", "failed", "failed")],
+    });
+    expect((await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", workflowVersionId: version.id, authorityMode: "autonomous" } })).status).toBe(201);
+    const { run } = await reportRun(apiKey, m, "7101");
+    expect(run.output.terminalCode).toBe("failed");
+    const proposal = (await api("/api/v1/action-proposals", { key: apiKey })).body.items.find((p: any) => p.actionType === "remove_post");
+    expect(proposal.state).not.toBe("applied");
+    const [delivery] = (await api(`/api/v1/webhook-deliveries?endpointId=${m.endpointId}`, { key: apiKey })).body.items;
+    expect((await api(`/api/v1/webhook-deliveries/${delivery.id}`, { key: apiKey })).body).toMatchObject({ state: "dead", attempts: 1, lastError: "connector_action_unmapped" });
+    expect(await peerLog(m.token)).toEqual([]);
+    // The connector's actions are account actions and resolving the report: a post deletion is not one of them.
+    const mapped = await api("/api/v1/connectors", { key: apiKey, body: { kind: "mastodon", name: "deleting", baseUrl: "https://mastodon.test", accessToken: "settings-token-0123", actions: { remove_post: "delete_status" } } });
+    expect(mapped.status).toBe(400);
+  });
+});

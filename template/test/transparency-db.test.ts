@@ -15,6 +15,7 @@ interface PeerCall {
   puids: string[];
   status: number;
   authorization: string | null;
+  accept: string | null;
 }
 
 const peerLog = async (token: string): Promise<PeerCall[]> => (await (await env.TDB_PEER.fetch(`http://tdb/_control/log?token=${token}`)).json()) as PeerCall[];
@@ -72,6 +73,8 @@ describe("Transparency Database submission", () => {
     expect(summary).toMatchObject({ submitted: 227, rejected: 3, failedCalls: 0 });
     const calls = (await peerLog(token)).filter((c) => c.path === "/api/v1/statements");
     expect(calls.every((c) => c.puids.length >= 1 && c.puids.length <= 100 && c.authorization === "bearer")).toBe(true);
+    // Asked for JSON, the database answers a refused batch with its errors; without that header it answers 302.
+    expect((await peerLog(token)).every((c) => c.accept === "application/json")).toBe(true);
     // Three batches (100, 100, 30); each with a refused statement is answered 422, then sent again without it.
     expect(calls.map((c) => [c.puids.length, c.status])).toEqual([
       [100, 422],

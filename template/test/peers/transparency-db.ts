@@ -42,7 +42,7 @@ interface Platform {
   received: Map<string, number>;
   plan: Planned[];
   refuseFacts: string | null;
-  log: Array<{ method: string; path: string; puids: string[]; status: number; authorization: string | null }>;
+  log: Array<{ method: string; path: string; puids: string[]; status: number; authorization: string | null; accept: string | null }>;
 }
 
 const validator = new Validator(sorSchema as unknown as Schema, "2020-12", false);
@@ -155,7 +155,7 @@ export default {
     }
     const authorization = request.headers.get("authorization");
     const token = /^Bearer (tdb-[A-Za-z0-9._-]+)$/u.exec(authorization ?? "")?.[1];
-    const entry = { method: request.method, path: url.pathname, puids: [] as string[], status: 0, authorization: token ? "bearer" : authorization };
+    const entry = { method: request.method, path: url.pathname, puids: [] as string[], status: 0, authorization: token ? "bearer" : authorization, accept: request.headers.get("accept") };
     if (!token) return json({ message: "Unauthenticated." }, 401);
     const p = platform(token);
     p.log.push(entry);
