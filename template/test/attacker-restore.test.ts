@@ -81,6 +81,42 @@ describe("restore refuses what a backup may not claim", () => {
     expect((await restore(backup)).status).toBe(201);
   });
 
+  it("a step, wait, decision or message of the backup named for another installation's run is refused, and nothing is written", async () => {
+    const victim = await newInstallation("restore-steprow-victim");
+    const victimVersion = await publish(victim.apiKey, graph);
+    expect((await api("/api/v1/triggers", { key: victim.apiKey, body: { event: "report.created", workflowVersionId: victimVersion.id, authorityMode: "shadow" } })).status).toBe(201);
+    const victimReport = await api("/api/v1/reports", { key: victim.apiKey, body: { subject: { kind: "account", id: `acct-${crypto.randomUUID()}` }, category: "scams_and_fraud" } });
+    const victimRun = victimReport.body.runs[0].runId as string;
+    // The crafted file's own installation has a run, so the planted rows hang off a run of the backup.
+    const own = await newInstallation("restore-steprow-crafted");
+    const ownVersion = await publish(own.apiKey, graph);
+    expect((await api("/api/v1/triggers", { key: own.apiKey, body: { event: "report.created", workflowVersionId: ownVersion.id, authorityMode: "shadow" } })).status).toBe(201);
+    const ownReport = await api("/api/v1/reports", { key: own.apiKey, body: { subject: { kind: "account", id: `acct-${crypto.randomUUID()}` }, category: "scams_and_fraud" } });
+    const ownRun = ownReport.body.runs[0].runId as string;
+    const backup = (await api("/api/v1/installation/export", { key: own.apiKey, method: "POST" })).body;
+    expect(backup.tables.workflow_runs.map((row: any) => row.id)).toContain(ownRun);
+    await env.DB.batch(installationDeleteStatements(env.DB, own.id));
+    await env.AUDIT_ANCHORS.delete(`audit/${own.id}/head.json`);
+    const step = `${victimRun}:review:main:1`;
+    const at = new Date().toISOString();
+    for (const [table, row] of [
+      ["workflow_step_runs", { id: step, run_id: ownRun, node_id: "review", node_type: "human_task", branch_key: "", occurrence: 1, state: "succeeded", started_at: at, updated_at: at }],
+      ["workflow_waits", { id: `${ownRun}:review:main:1:wait`, run_id: ownRun, step_run_id: step, wait_type: "human_task", event_type: "task.completed", state: "waiting", created_at: at }],
+      ["workflow_waits", { id: `${step}:wait`, run_id: ownRun, step_run_id: `${ownRun}:review:main:1`, wait_type: "human_task", event_type: "task.completed", state: "waiting", created_at: at }],
+      ["decisions", { id: "dec_planted", installation_id: own.id, step_run_id: step }],
+      ["messages", { id: "msg_planted", installation_id: own.id, step_run_id: step }],
+    ] as const) {
+      const crafted = structuredClone(backup);
+      crafted.tables[table] = [...(crafted.tables[table] ?? []), row];
+      const refused = await restore(await redigest(crafted));
+      expect(refused.status, `${table}: ${JSON.stringify(refused.body)}`).toBe(422);
+      expect(refused.body.error.code).toBe("installation_import.foreign_reference");
+      expect(refused.body.error.message).toContain(victimRun);
+    }
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM installations WHERE id = ?1").bind(own.id).first<{ n: number }>()).toEqual({ n: 0 });
+    expect((await restore(backup)).status).toBe(201);
+  });
+
   it("a backup stripped of its audit trail is refused, not restored as verified", async () => {
     const { backup } = await exportedAndRemoved("restore-stripped");
     const stripped = structuredClone(backup);

@@ -162,6 +162,19 @@ describe("several audit events in one statement", () => {
     await sealAuditChain(env, id);
     expect(await verify(apiKey)).toMatchObject({ ok: true });
   });
+  it("a guard naming a column its table lacks fails the batch, combined as alone: it never binds to the event's own column of that name", async () => {
+    const { id } = await newInstallation();
+    const report = await api("/api/v1/reports", { body: { subject: { kind: "content", id: "guard-post" }, category: "violence" }, key: (await newInstallation()).apiKey });
+    expect(report.status).toBe(201);
+    const event = input(id, "bad-guard:1", 1);
+    // reports has no `action` column; audit_events has, and this event's action is the guard's value.
+    const badGuard = () => auditStatement(env.DB, event, { table: "reports", id: report.body.id, where: { action: event.action } });
+    const start = await lastSeq(id);
+    await expect(env.DB.batch([badGuard()])).rejects.toThrow();
+    await expect(env.DB.batch(combineAuditStatements(env.DB, [auditStatement(env.DB, input(id, "bad-guard:0", 0)), badGuard()]))).rejects.toThrow();
+    expect(await lastSeq(id)).toBe(start);
+  });
+
   it("a combined statement combined again keeps its events in their place and its guard last", async () => {
     const { id, apiKey } = await newInstallation();
     const statement = (n: number) => auditStatement(env.DB, input(id, `again:${n}`, n));

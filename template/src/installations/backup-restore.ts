@@ -122,20 +122,34 @@ async function checkBackup(env: Env, input: unknown): Promise<InstallationBackup
 }
 
 /**
- * A workflow task's and a proposal's id name their step (`<run>:<node>:…:task`, `…:proposal`), as
- * a stored step_run_id does: the run they begin with must not be another installation's. A crafted
- * file could otherwise hold the id another installation's live run will give its next task or
- * proposal, which that run's insert would then find taken. 422 `installation_import.foreign_reference`.
+ * The ids a run's steps derive from the run's id (`<run>:<node>:<branch>:1`, a wait `<step>:wait`,
+ * a workflow task `<step>:task`, a proposal `<step>:proposal`), as rows carry them: in their own id
+ * or as a reference. Each names the run it begins with.
+ */
+const STEP_DERIVED: ReadonlyArray<{ table: string; column: string; suffix?: string }> = [
+  { table: "workflow_step_runs", column: "id" },
+  { table: "workflow_waits", column: "id" },
+  { table: "workflow_events", column: "wait_id" },
+  { table: "human_tasks", column: "id", suffix: ":task" },
+  { table: "action_proposals", column: "id", suffix: ":proposal" },
+  ...["workflow_waits", "workflow_step_outputs", "human_tasks", "action_proposals", "decisions", "messages", "handoffs", "cybertipline_submissions"].map((table) => ({ table, column: "step_run_id" })),
+];
+
+/**
+ * Every id a backup's rows derive from a run (STEP_DERIVED) must begin with a run that is not another
+ * installation's: a crafted file could otherwise hold the id another installation's live run will
+ * give its next step, wait, task or proposal, which that run's insert would then find taken (and its
+ * reads by that id find the planted row). 422 `installation_import.foreign_reference`.
  */
 async function assertNoForeignStepIds(db: D1Database, backup: InstallationBackup): Promise<void> {
   const runOf = (value: Cell | undefined) => (typeof value === "string" && value.includes(":") ? value.slice(0, value.indexOf(":")) : null);
   const named = new Set<string>();
-  for (const [table, suffix] of [
-    ["human_tasks", ":task"],
-    ["action_proposals", ":proposal"],
-  ] as const) {
+  for (const { table, column, suffix } of STEP_DERIVED) {
     for (const row of backup.tables[table] ?? []) {
-      for (const run of [typeof row.id === "string" && row.id.endsWith(suffix) ? runOf(row.id) : null, runOf(row.step_run_id)]) if (run) named.add(run);
+      const value = row[column];
+      if (suffix && !(typeof value === "string" && value.endsWith(suffix))) continue;
+      const run = runOf(value);
+      if (run) named.add(run);
     }
   }
   const values = [...named];
@@ -145,7 +159,7 @@ async function assertNoForeignStepIds(db: D1Database, backup: InstallationBackup
       .bind(JSON.stringify(values.slice(i, i + REFERENCE_CHUNK)), backup.manifest.installationId)
       .first<{ id: string }>();
     if (foreign) {
-      throw new AppError("installation_import.foreign_reference", `A task or proposal of the backup is named for a step of run ${foreign.id}, which belongs to another installation of this deployment.`, {
+      throw new AppError("installation_import.foreign_reference", `A row of the backup is named for a step of run ${foreign.id}, which belongs to another installation of this deployment.`, {
         status: 422,
         details: [{ table: "workflow_runs", column: "id", references: "workflow_runs" }],
       });

@@ -24,7 +24,10 @@ export function rowGuardClause(guard: RowGuard, firstParam: number): { sql: stri
   if (![guard.table, ...columns].every((name) => IDENTIFIER.test(name))) throw new Error("row_guard_identifier_invalid");
   const byId = guard.id !== undefined;
   const first = byId ? firstParam + 1 : firstParam;
-  const conditions = [...(byId ? [`id = ?${firstParam}`] : []), ...columns.map((column, index) => `${column} = ?${first + index}`)];
+  // Columns are qualified by their table: inside a statement over another table (an audit insert
+  // that selects from its own rows), a column the guard's table lacks fails to prepare instead of
+  // binding to the outer statement's column of that name.
+  const conditions = [...(byId ? [`${guard.table}.id = ?${firstParam}`] : []), ...columns.map((column, index) => `${guard.table}.${column} = ?${first + index}`)];
   if (conditions.length === 0) throw new Error("row_guard_empty");
   return {
     sql: `WHERE EXISTS (SELECT 1 FROM ${guard.table} WHERE ${conditions.join(" AND ")})`,
