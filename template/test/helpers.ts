@@ -124,11 +124,11 @@ export async function personKey(adminKey: string, reviewer = "Rita Reviewer", sc
  */
 export const STEP_OUTPUT = stepOutputSql();
 
-/** Gives a step's output a sealed part, in whichever form the step stores its output. */
-export async function setSealedOutput(stepId: string, sealed: string | null): Promise<void> {
+/** Gives a step's output a sealed part, as a content-reading node writes it (its size counts it), in whichever form the step stores its output. */
+export async function setSealedOutput(stepId: string, sealed: string): Promise<void> {
   await env.DB.batch([
-    env.DB.prepare("UPDATE workflow_step_runs SET output_sealed = ?2 WHERE id = ?1 AND output_json IS NOT NULL").bind(stepId, sealed),
-    env.DB.prepare("UPDATE workflow_step_outputs SET sealed_json = ?2 WHERE step_run_id = ?1").bind(stepId, sealed),
+    env.DB.prepare("UPDATE workflow_step_runs SET output_sealed = ?2, output_size = length(CAST(output_json AS BLOB)) + length(CAST(?2 AS BLOB)) WHERE id = ?1 AND output_json IS NOT NULL").bind(stepId, sealed),
+    env.DB.prepare(`UPDATE workflow_step_outputs SET sealed_json = ?2, size_bytes = length(CAST(inline_json AS BLOB)) + length(CAST(?2 AS BLOB)), data_classification_json = '["content"]' WHERE step_run_id = ?1`).bind(stepId, sealed),
   ]);
 }
 

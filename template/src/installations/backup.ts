@@ -134,13 +134,13 @@ export function segmentKeys(installationId: string, rows: Row[]): string[] {
 
 /**
  * The outputs of the installation's steps that keep them in their own row (workflows/step-output.ts),
- * as the workflow_step_outputs rows a backup has always carried, a page at a time by step id.
+ * as the workflow_step_outputs rows a backup has always carried, a page at a time in the steps' rowid order.
  */
 async function inlineOutputRows(db: D1Database, installationId: string): Promise<Row[]> {
   const rows: Row[] = [];
   let after = "";
   for (;;) {
-    const sql = outputRowsSql("s.run_id IN (SELECT id FROM workflow_runs WHERE installation_id = ?1) AND s.output_json IS NOT NULL AND s.id > ?2", "s.id");
+    const sql = outputRowsSql("s.run_id IN (SELECT id FROM workflow_runs WHERE installation_id = ?1) AND s.output_json IS NOT NULL AND s.rowid > COALESCE((SELECT rowid FROM workflow_step_runs WHERE id = ?2), 0)", "s.rowid");
     const { results } = await db.prepare(`${sql} LIMIT ${PAGE}`).bind(installationId, after).all<Row>();
     rows.push(...results);
     if (results.length < PAGE) return rows;
