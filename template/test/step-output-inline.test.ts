@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { sealPersonalData } from "../src/cases/reports/report-crypto";
 import type { Row } from "../src/installations/backup";
 import { openBackupColumns } from "../src/installations/backup-seal";
-import { eraseSealedOutputsStatements, sealedOutputsOfUnsafe } from "../src/workflows";
+import { eraseSealedOutputsStatements, outputRowsSql, sealedOutputsOfUnsafe, stepOutputSql } from "../src/workflows";
 import { buildRunArchive, runArchiveKey, sweepRunArchive } from "../src/workflows/run-archive";
 import { api, asOldFormOutputs, edge, newInstallation, publish, setSealedOutput, STEP_OUTPUT, until, waitForRun } from "./helpers";
 
@@ -143,6 +143,31 @@ describe("a step's output in its own step row", () => {
       const object = JSON.parse(await (await env.WORKFLOW_ARTIFACTS.get(runArchiveKey(inst.id, runId)))!.text());
       expect(object.tables.workflow_step_outputs).toHaveLength(3);
       expect((await api(`/api/v1/runs/${runId}`, { key: inst.apiKey })).body).toEqual(hot[runId]);
+    }
+  });
+
+  it("reading a step's output in either form seeks: the step by its run or id, the outputs row by its key", async () => {
+    const OUTPUT = stepOutputSql();
+    const planOf = async (sql: string, binds: unknown[]) =>
+      (
+        await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`)
+          .bind(...binds)
+          .all<{ detail: string }>()
+      ).results.map((row) => row.detail);
+    const scans = (plan: string[]) => plan.filter((d) => /^SCAN (s|o|workflow_step_runs|workflow_step_outputs)\b/u.test(d));
+    // A run's steps with their outputs (the run detail, the group read), its archive's outputs rows, and one step by id.
+    for (const [sql, binds] of [
+      [`SELECT s.id, ${OUTPUT.json} AS json, ${OUTPUT.sealed} AS sealed FROM workflow_step_runs s ${OUTPUT.join} WHERE s.run_id = ?1 ORDER BY s.started_at, s.rowid`, ["run"]],
+      [outputRowsSql("s.run_id = ?1"), ["run"]],
+      [`SELECT COUNT(*) AS n FROM workflow_step_runs s ${OUTPUT.join} WHERE s.run_id = ?1 AND ${OUTPUT.sealed} IS NOT NULL`, ["run"]],
+      [`SELECT ${OUTPUT.json} AS json FROM workflow_step_runs s ${OUTPUT.join} WHERE s.id = ?1`, ["step"]],
+    ] as Array<[string, unknown[]]>) {
+      const plan = await planOf(sql, binds);
+      expect(scans(plan), plan.join("\n")).toEqual([]);
+      expect(
+        plan.some((d) => /^SEARCH o USING INDEX sqlite_autoindex_workflow_step_outputs_1 \(step_run_id=\?\)/u.test(d)),
+        plan.join("\n"),
+      ).toBe(true);
     }
   });
 });

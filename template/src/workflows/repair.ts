@@ -181,9 +181,8 @@ export async function repairRun(env: Env, ctx: ExecutionContext, actor: Actor, r
     const output = { port: routed.port, decidedBy: actor.audit, reason, repaired: true };
     const record = await outputRecord(output);
     statements.push(
-      // The routed output goes in the step row (workflows/step-output.ts); an output row the step
-      // had from before migration 0070 goes, so no earlier output (or its sealed part) stays behind.
-      env.DB.prepare(`DELETE FROM workflow_step_outputs WHERE step_run_id = ?1 AND ${guardRun(2)}`).bind(routed.step.id, run.id, instanceId),
+      // The routed output goes in the step row (workflows/step-output.ts). A step repaired from has
+      // no output in either form (failedSteps), so there is no earlier one to replace.
       env.DB.prepare(`UPDATE workflow_step_runs SET state = 'succeeded', output_digest = ?2, error_code = NULL, error_message = NULL, error_details_json = NULL,
           finished_at = ?3, updated_at = ?3, output_json = ?6, output_sealed = NULL, output_size = ?7 WHERE id = ?1 AND ${guardRun(4)}`).bind(routed.step.id, record.digest, at, run.id, instanceId, record.json, record.sizeBytes),
     );
