@@ -7,7 +7,8 @@ import { describe, expect, it } from "vitest";
 import { sealPersonalData } from "../src/cases/reports/report-crypto";
 import type { Row } from "../src/installations/backup";
 import { openBackupColumns } from "../src/installations/backup-seal";
-import { eraseSealedOutputsStatements, outputRowsSql, sealedOutputsOfUnsafe, stepOutputSql } from "../src/workflows";
+import { eraseSealedOutputsStatements, outputRowsSql, STEP_OUTPUT_COLUMN_NAMES, sealedOutputsOfUnsafe, stepOutputSql } from "../src/workflows";
+import { STEP_ROW_COLUMN_NAMES } from "../src/lib/step-row-columns";
 import { buildRunArchive, runArchiveKey, sweepRunArchive } from "../src/workflows/run-archive";
 import { api, asOldFormOutputs, edge, newInstallation, publish, setSealedOutput, STEP_OUTPUT, until, waitForRun } from "./helpers";
 
@@ -169,5 +170,11 @@ describe("a step's output in its own step row", () => {
         plan.join("\n"),
       ).toBe(true);
     }
+  });
+
+  it("the step row's columns that leave D1 and the output's columns are every column of workflow_step_runs, each once", async () => {
+    const { results } = await env.DB.prepare("SELECT name FROM pragma_table_info('workflow_step_runs') ORDER BY cid").all<{ name: string }>();
+    // A column a later migration adds must be named in one of the two lists, or archives and backups would leave it out.
+    expect([...STEP_ROW_COLUMN_NAMES, ...STEP_OUTPUT_COLUMN_NAMES].sort()).toEqual(results.map((row) => row.name).sort());
   });
 });
