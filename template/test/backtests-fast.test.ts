@@ -3,7 +3,7 @@
 // evaluation with needs_review; progress, cancel and results are kept by backtest.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { api, edge, newInstallation, publish } from "./helpers";
+import { api, edge, newInstallation, publish, STEP_OUTPUT } from "./helpers";
 
 // Content, summary and a fork: a keyword bank reads the reported text, a condition reads the
 // bank's verdict and the category, decisions are simulated; a fork checks branch handling.
@@ -237,8 +237,8 @@ describe("fast backtests", () => {
     // Durable: the last simulated decision's outcome, else the end node's terminal code.
     const { results: runs } = await env.DB.prepare(`
       SELECT r.report_id AS reportId, CASE WHEN r.output_json LIKE '@t%' THEN substr(r.output_json, 3) ELSE json_extract(r.output_json, '$.terminalCode') END AS terminalCode,
-        (SELECT json_extract(o.inline_json, '$.outcome') FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id
-          WHERE s.run_id = r.id AND s.node_type = 'decision' ORDER BY s.finished_at DESC LIMIT 1) AS outcome,
+        (SELECT json_extract(${STEP_OUTPUT.json}, '$.outcome') FROM workflow_step_runs s ${STEP_OUTPUT.join}
+          WHERE s.run_id = r.id AND ${STEP_OUTPUT.json} IS NOT NULL AND s.node_type = 'decision' ORDER BY s.finished_at DESC LIMIT 1) AS outcome,
         (SELECT json_group_array(s.node_id) FROM (SELECT node_id FROM workflow_step_runs WHERE run_id = r.id ORDER BY node_id) s) AS nodes
       FROM workflow_runs r WHERE r.backtest_id = ?1`)
       .bind(durable.body.id)

@@ -4,7 +4,7 @@
 import { env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { edge, newInstallation, publish, startRun, waitForWait } from "./helpers";
+import { edge, newInstallation, publish, startRun, waitForWait, STEP_OUTPUT } from "./helpers";
 
 const parkedGraph = {
   schemaVersion: 1,
@@ -71,10 +71,10 @@ describe("the sandbox's control flow is checked", () => {
 
   it("a finished step is never rewritten as failed; a retry gets the port it took", async () => {
     const stepId = `${runId}:route:main:1`;
-    const before = await env.DB.prepare("SELECT s.state, o.inline_json AS json FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id WHERE s.id = ?1").bind(stepId).first();
+    const before = await env.DB.prepare(`SELECT s.state, ${STEP_OUTPUT.json} AS json FROM workflow_step_runs s ${STEP_OUTPUT.join} WHERE s.id = ?1`).bind(stepId).first();
     expect(await runtime.failNode({ ...base(), nodeId: "route", nodeKind: "condition", errorCode: "forged_failure" })).toEqual({ port: "hit" });
     expect(await runtime.executeNode({ ...base(), nodeId: "route", nodeKind: "condition" })).toEqual({ port: "hit" });
-    const after = await env.DB.prepare("SELECT s.state, o.inline_json AS json FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id WHERE s.id = ?1").bind(stepId).first();
+    const after = await env.DB.prepare(`SELECT s.state, ${STEP_OUTPUT.json} AS json FROM workflow_step_runs s ${STEP_OUTPUT.join} WHERE s.id = ?1`).bind(stepId).first();
     expect(after).toEqual(before);
   });
 });

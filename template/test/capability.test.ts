@@ -3,7 +3,7 @@ import { env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { auditEventId } from "../src/audit/stored";
-import { api, edge, newInstallation, publish, startRun, waitForRun, waitForWait } from "./helpers";
+import { api, edge, newInstallation, publish, startRun, waitForRun, waitForWait, STEP_OUTPUT } from "./helpers";
 
 const parkedGraph = {
   schemaVersion: 1,
@@ -81,7 +81,8 @@ describe("WorkflowRuntimeCapability", () => {
     expect(first.port).toBe("hit");
     const stepId = `${runId}:route:main:1`;
     expect(await count("SELECT COUNT(*) AS n FROM workflow_step_runs WHERE id = ?", stepId)).toBe(1);
-    expect(await count("SELECT COUNT(*) AS n FROM workflow_step_outputs WHERE step_run_id = ?", stepId)).toBe(1);
+    expect(await count(`SELECT COUNT(*) AS n FROM workflow_step_runs s ${STEP_OUTPUT.join} WHERE s.id = ? AND ${STEP_OUTPUT.json} IS NOT NULL`, stepId)).toBe(1);
+    expect(await count("SELECT COUNT(*) AS n FROM workflow_step_outputs WHERE step_run_id = ?", stepId)).toBe(0);
     expect(await count("SELECT COUNT(*) AS n FROM audit_events WHERE id = ?", auditEventId(installationId, `step:${stepId}:succeeded`))).toBe(1);
   });
 
@@ -101,7 +102,7 @@ describe("WorkflowRuntimeCapability", () => {
     const second = await runtime.failNode({ ...base(), nodeId: "route", nodeKind: "condition", errorCode: "probe_failure" });
     expect(first).toEqual({ port: "hit" });
     expect(second).toEqual(first);
-    const recorded = await env.DB.prepare("SELECT s.state, o.inline_json AS json FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id WHERE s.id = ?").bind(stepId).first<{ state: string; json: string }>();
+    const recorded = await env.DB.prepare(`SELECT s.state, ${STEP_OUTPUT.json} AS json FROM workflow_step_runs s ${STEP_OUTPUT.join} WHERE s.id = ?`).bind(stepId).first<{ state: string; json: string }>();
     expect(recorded?.state).toBe("succeeded");
     expect(JSON.parse(recorded!.json).port).toBe("hit");
     expect(await count("SELECT COUNT(*) AS n FROM audit_events WHERE id = ?", auditEventId(installationId, `step:${stepId}:failed`))).toBe(0);

@@ -4,7 +4,7 @@
 import { env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { api, edge, newInstallation, publish, waitForRun, waitForWait } from "./helpers";
+import { api, edge, newInstallation, publish, waitForRun, waitForWait, asOldFormOutputs } from "./helpers";
 
 const MARKER = "zebra-lantern-7731";
 const REPORTER = "reporter-hidden-4409@example.org";
@@ -292,6 +292,8 @@ describe("rows sealed after the fact", () => {
       .bind(runId, JSON.stringify({ text: legacyText }))
       .run();
     const bankStep = `${runId}:bank:main:1`;
+    // Step outputs as a release before migration 0070 wrote them (an outputs row).
+    expect(await asOldFormOutputs(runId)).toBeGreaterThanOrEqual(1);
     await env.DB.prepare(`UPDATE workflow_step_outputs SET inline_json = ?2, data_classification_json = '["legacy"]' WHERE step_run_id = ?1`)
       .bind(bankStep, JSON.stringify({ port: "success", component: "keyword_bank", data: { matched: true, count: 1, keywords: [legacyText], patterns: [] }, latencyMs: 0 }))
       .run();

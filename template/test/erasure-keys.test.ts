@@ -13,7 +13,7 @@ import { sweepRetention } from "../src/cases/retention/retention";
 import { periodEnd } from "../src/cases/retention/retention-keys";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { runArchiveKey, sweepRunArchive } from "../src/workflows/run-archive";
-import { ADMIN_TOKEN, api, edge, newInstallation, publish, until, waitForRun } from "./helpers";
+import { ADMIN_TOKEN, api, edge, newInstallation, publish, until, waitForRun, STEP_OUTPUT, setSealedOutput } from "./helpers";
 
 const DAY = 86_400_000;
 const SECRET_WORDS = "the words only the reporter wrote";
@@ -46,9 +46,9 @@ async function reportWithRun(inst: { id: string; apiKey: string }, reporterId: s
   expect(created.status).toBe(201);
   const runId = created.body.runs[0].runId as string;
   expect((await waitForRun(inst.apiKey, runId)).state).toBe("succeeded");
-  const step = await until(() => env.DB.prepare("SELECT s.id FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id WHERE s.run_id = ?1 LIMIT 1").bind(runId).first<{ id: string }>(), "a step output");
+  const step = await until(() => env.DB.prepare(`SELECT s.id FROM workflow_step_runs s ${STEP_OUTPUT.join} WHERE s.run_id = ?1 AND ${STEP_OUTPUT.json} IS NOT NULL LIMIT 1`).bind(runId).first<{ id: string }>(), "a step output");
   const { sealed } = await sealPersonalData(env, inst.id, `step_output:${step.id}`, { text: words });
-  await env.DB.prepare("UPDATE workflow_step_outputs SET sealed_json = ?2 WHERE step_run_id = ?1").bind(step.id, sealed).run();
+  await setSealedOutput(step.id, sealed);
   return { reportId: created.body.id as string, runId, stepId: step.id };
 }
 

@@ -4,7 +4,7 @@
 // under a policy with a person deciding (a decision not to act included), known media by hash.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { api, personKey, newInstallation, publish, receiverLog, until, waitForRun, waitForWait } from "./helpers";
+import { api, personKey, newInstallation, publish, receiverLog, until, waitForRun, waitForWait, STEP_OUTPUT } from "./helpers";
 
 import harassmentReview from "../examples/harassment-review.json";
 import knownMedia from "../examples/known-media.json";
@@ -124,7 +124,7 @@ describe("examples", () => {
       return log.length >= 2 && log;
     }, "two messages to the reporter");
     expect(messages.map((m) => m.data.recipient.contact)).toEqual(["rep-1@example.org", "rep-1@example.org"]);
-    const { results } = await env.DB.prepare("SELECT inline_json AS json FROM workflow_step_outputs").all<{ json: string }>();
+    const { results } = await env.DB.prepare(`SELECT ${STEP_OUTPUT.json} AS json FROM workflow_step_runs s ${STEP_OUTPUT.join}`).all<{ json: string | null }>();
     expect(JSON.stringify(results)).not.toContain(MARKER);
   });
 

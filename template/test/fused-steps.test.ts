@@ -6,7 +6,8 @@ import { describe, expect, it } from "vitest";
 import { auditEventId } from "../src/audit/stored";
 import { authorizedRunFolded, GROUP_FOLD_MAX_BYTES } from "../src/workflows/runtime-authorize";
 import { fusedWriteGuard } from "../src/workflows/runtime-fused";
-import { api, edge, newInstallation, startRun, waitForRun, waitForWait } from "./helpers";
+import { outputRowsSql } from "../src/workflows/step-output";
+import { api, edge, newInstallation, startRun, waitForRun, waitForWait, STEP_OUTPUT } from "./helpers";
 
 const condition = (id: string, when: string, extra: Record<string, unknown> = {}) => ({ id, kind: "condition", ...extra, config: { cases: [{ port: "next", when }], case_ports: ["next"], default_port: "other" } });
 
@@ -98,7 +99,7 @@ async function recordsOf(runId: string) {
       started_at IS NOT NULL AS started, finished_at IS NOT NULL AS finished, waiting_at IS NOT NULL AS waited
     FROM workflow_step_runs WHERE run_id = ?1 ORDER BY node_id, branch_key`);
   const outputs = await all(`SELECT s.node_id, s.branch_key, o.inline_json, o.digest, o.size_bytes, o.data_classification_json, o.sealed_json IS NULL AS open
-    FROM workflow_step_outputs o JOIN workflow_step_runs s ON s.id = o.step_run_id WHERE s.run_id = ?1 ORDER BY s.node_id, s.branch_key`);
+    FROM (${outputRowsSql("s.run_id = ?1")}) o JOIN workflow_step_runs s ON s.id = o.step_run_id ORDER BY s.node_id, s.branch_key`);
   // An event stores the digest of its idempotency key as its id (src/audit/stored.ts): the key is
   // found again among the ones a run's records can have.
   const installationId = String((await all(`SELECT installation_id FROM workflow_runs WHERE id = ?1`))[0]!.installation_id);
@@ -426,8 +427,8 @@ describe("fused steps", () => {
     const input = { runId: run.id, authorityMode: "autonomous" };
     const small = await authorizedRunFolded(env, props, input, { group: { nodeIds: null, sealed: false } });
     const { results } = await env.DB.prepare(
-      `SELECT s.id, s.node_id AS nodeId, s.branch_key AS branchKey, s.state, s.attempt, json_extract(o.inline_json, '$.port') AS port, o.inline_json AS json, NULL AS sealed
-      FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id WHERE s.run_id = ?1`,
+      `SELECT s.id, s.node_id AS nodeId, s.branch_key AS branchKey, s.state, s.attempt, json_extract(${STEP_OUTPUT.json}, '$.port') AS port, ${STEP_OUTPUT.json} AS json, NULL AS sealed
+      FROM workflow_step_runs s ${STEP_OUTPUT.join} WHERE s.run_id = ?1`,
     )
       .bind(run.id)
       .all();
@@ -435,7 +436,7 @@ describe("fused steps", () => {
     expect(byId(small.folded.group!)).toEqual(byId(results));
     // An output past the bound: not folded; the group reads the rows itself and runs through.
     const start = `${run.id}:start:main:1`;
-    await env.DB.prepare("UPDATE workflow_step_outputs SET inline_json = ?2 WHERE step_run_id = ?1")
+    await env.DB.prepare("UPDATE workflow_step_runs SET output_json = ?2 WHERE id = ?1")
       .bind(start, JSON.stringify({ port: "success", pad: "x".repeat(GROUP_FOLD_MAX_BYTES) }))
       .run();
     expect((await authorizedRunFolded(env, props, input, { group: { nodeIds: null, sealed: false } })).folded.group).toBeUndefined();

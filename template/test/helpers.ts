@@ -2,6 +2,7 @@
 import { env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { expect } from "vitest";
+import { outputRowsSql, stepOutputSql } from "../src/workflows/step-output";
 
 export const ADMIN_TOKEN = "test-admin-token";
 
@@ -115,4 +116,32 @@ export async function personKey(adminKey: string, reviewer = "Rita Reviewer", sc
   const created = await api("/api/v1/api-keys", { key: adminKey, body: { name: `person-${crypto.randomUUID().slice(0, 8)}`, scopes, reviewer } });
   expect(created.status).toBe(201);
   return created.body.apiKey as string;
+}
+
+/**
+ * "The step's output" in SQL, for a step row `s` joined with `${STEP_OUTPUT.join}`: `.json` the open
+ * view, `.sealed` the sealed part, in either stored form (src/workflows/step-output.ts).
+ */
+export const STEP_OUTPUT = stepOutputSql();
+
+/** Gives a step's output a sealed part, as a content-reading node writes it (its size counts it), in whichever form the step stores its output. */
+export async function setSealedOutput(stepId: string, sealed: string): Promise<void> {
+  await env.DB.batch([
+    env.DB.prepare("UPDATE workflow_step_runs SET output_sealed = ?2, output_size = length(CAST(output_json AS BLOB)) + length(CAST(?2 AS BLOB)) WHERE id = ?1 AND output_json IS NOT NULL").bind(stepId, sealed),
+    env.DB.prepare(`UPDATE workflow_step_outputs SET sealed_json = ?2, size_bytes = length(CAST(inline_json AS BLOB)) + length(CAST(?2 AS BLOB)), data_classification_json = '["content"]' WHERE step_run_id = ?1`).bind(stepId, sealed),
+  ]);
+}
+
+/**
+ * Moves the outputs of a run's steps to the form a release before migration 0070 wrote (one
+ * workflow_step_outputs row each, nothing in the step row), as steps recorded by that release.
+ * Answers how many moved.
+ */
+export async function asOldFormOutputs(runId: string): Promise<number> {
+  const [moved] = await env.DB.batch([
+    env.DB.prepare(`INSERT INTO workflow_step_outputs (step_run_id, inline_json, digest, size_bytes, data_classification_json, created_at, sealed_json)
+      ${outputRowsSql("s.run_id = ?1 AND s.output_json IS NOT NULL")}`).bind(runId),
+    env.DB.prepare("UPDATE workflow_step_runs SET output_json = NULL, output_sealed = NULL, output_size = NULL WHERE run_id = ?1").bind(runId),
+  ]);
+  return moved?.meta.changes ?? 0;
 }

@@ -5,7 +5,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { RELATED_COUNT_CAP, relatedAccountsOfReport } from "../src/workflows/execution-context";
-import { api, edge, newInstallation, publish, until, waitForRun } from "./helpers";
+import { api, edge, newInstallation, publish, until, waitForRun, STEP_OUTPUT } from "./helpers";
 
 const ringGraph = {
   schemaVersion: 1,
@@ -32,7 +32,7 @@ async function fileAndRoute(apiKey: string, owner: string, signals: Record<strin
   const runId = await until(async () => (await env.DB.prepare(`SELECT id FROM workflow_runs WHERE report_id = ?1`).bind(report.body.id).first<{ id: string }>())?.id, "the trigger's run");
   const run = await waitForRun(apiKey, runId);
   expect(run.state, JSON.stringify(run).slice(0, 1500)).toBe("succeeded");
-  const step = await env.DB.prepare(`SELECT o.inline_json AS json FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id WHERE s.run_id = ?1 AND s.node_id = 'route'`).bind(runId).first<{ json: string }>();
+  const step = await env.DB.prepare(`SELECT ${STEP_OUTPUT.json} AS json FROM workflow_step_runs s ${STEP_OUTPUT.join} WHERE s.run_id = ?1 AND s.node_id = 'route'`).bind(runId).first<{ json: string }>();
   return { port: (JSON.parse(step!.json) as { port: string }).port, runId };
 }
 

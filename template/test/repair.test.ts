@@ -5,7 +5,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { processRunOperation } from "../src/workflows/run-operations";
-import { api, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
+import { api, asOldFormOutputs, edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
 
 type Logged = { path: string; status: number; webhookId: string };
 
@@ -95,6 +95,30 @@ describe("repair", () => {
     const again = await repair(apiKey, stuck.id, { action: "retry", reason: "again" });
     expect(again.status).toBe(409);
     expect(again.body.error.code).toBe("run.not_repairable");
+  });
+
+  it("route in a run recorded in the earlier form (outputs rows): the routed output goes in the step row, the others read as they did", async () => {
+    const path = `/ok/repair-route-old-${crypto.randomUUID()}`;
+    const apiKey = await setup(path);
+    const version = await publish(apiKey, graphWith(condition(BROKEN), ["even", "odd"]));
+    const stuck = await stuckRun(apiKey, version.id);
+    // The run's outputs as a release before migration 0070 wrote them.
+    expect(await asOldFormOutputs(stuck.id)).toBeGreaterThanOrEqual(2);
+    const stepId = `${stuck.id}:check:main:1`;
+    const before = (await api(`/api/v1/runs/${stuck.id}`, { key: apiKey })).body;
+
+    const routed = await repair(apiKey, stuck.id, { action: "route", port: "odd", reason: "post checked by hand: odd" });
+    expect(routed.status, JSON.stringify(routed.body)).toBe(200);
+    const done = await waitForRun(apiKey, stuck.id, ["succeeded", "failed", "terminated"]);
+    expect(done.output.terminalCode).toBe("odd");
+    expect(done.steps.find((s: any) => s.nodeId === "check")).toMatchObject({ state: "succeeded", sealed: false, output: { port: "odd", repaired: true, reason: "post checked by hand: odd" } });
+    expect(await count("SELECT COUNT(*) AS n FROM workflow_step_outputs WHERE step_run_id = ?1", stepId)).toBe(0);
+    expect(await env.DB.prepare("SELECT json_extract(output_json, '$.port') AS port, output_sealed AS sealed FROM workflow_step_runs WHERE id = ?1").bind(stepId).first()).toEqual({ port: "odd", sealed: null });
+    // The steps recorded before keep their earlier form and read as they did.
+    for (const nodeId of ["start", "remove"]) {
+      expect(done.steps.find((s: any) => s.nodeId === nodeId)).toEqual(before.steps.find((s: any) => s.nodeId === nodeId));
+      expect(await count("SELECT COUNT(*) AS n FROM workflow_step_outputs WHERE step_run_id = ?1", `${stuck.id}:${nodeId}:main:1`)).toBe(1);
+    }
   });
 
   it("retry: the failed node runs again once its provider is back (attempt 2); recorded nodes do not", async () => {

@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { openPersonalData, sealPersonalData } from "../src/cases/reports/report-crypto";
 import { sweepRetention } from "../src/cases/retention/retention";
 import { indexPersonKeys } from "../src/cases/retention/retention-people";
-import { api, personKey, edge, newInstallation, publish, until, waitForRun } from "./helpers";
+import { api, personKey, edge, newInstallation, publish, until, waitForRun, STEP_OUTPUT, setSealedOutput } from "./helpers";
 
 const DAY = 86_400_000;
 const REPORTER_CONTACT = "rosa.reporter@example.org";
@@ -108,7 +108,7 @@ describe("retention of closed cases", () => {
     // A content-reading node's sealed output on the old run (the review graph itself reads no content).
     const step = await env.DB.prepare("SELECT s.id FROM workflow_step_runs s WHERE s.run_id = ?1 AND s.node_id = 'review'").bind(old.runId).first<{ id: string }>();
     const { sealed } = await sealPersonalData(env, a.id, `step_output:${step!.id}`, { content: "the post post-old" });
-    await env.DB.prepare("UPDATE workflow_step_outputs SET sealed_json = ?2 WHERE step_run_id = ?1").bind(step!.id, sealed).run();
+    await setSealedOutput(step!.id, sealed);
 
     await age(old.caseId, 400);
     await age(open.caseId, 400);
@@ -134,7 +134,7 @@ describe("retention of closed cases", () => {
     expect(task).toMatchObject({ digest: "erased", state: "completed" });
     expect(JSON.parse(task.response)).toEqual({ verdict: "remove" });
     expect((await api(`/api/v1/tasks/${oldTask}`, { key: a.apiKey })).body.context).toBeNull();
-    expect(await env.DB.prepare("SELECT sealed_json AS s FROM workflow_step_outputs WHERE step_run_id = ?1").bind(step!.id).first()).toEqual({ s: null });
+    expect(await env.DB.prepare(`SELECT ${STEP_OUTPUT.sealed} AS s, ${STEP_OUTPUT.json} IS NOT NULL AS kept FROM workflow_step_runs s ${STEP_OUTPUT.join} WHERE s.id = ?1`).bind(step!.id).first()).toEqual({ s: null, kept: 1 });
     const delivery = await env.DB.prepare("SELECT id, payload_sealed AS sealed, payload_digest AS digest FROM webhook_deliveries WHERE source_id LIKE ?1").bind(`${old.runId}:%`).first<any>();
     expect(delivery.digest).toBe("erased");
     expect(await openPersonalData(env, a.id, `webhook_delivery:${delivery.id}`, delivery.sealed)).toEqual({ type: "erased", data: { erased: true } });

@@ -10,7 +10,8 @@ import { eraseArchivedSealedOutputsStatement } from "../src/workflows";
 import { ARCHIVED_RUNS_SQL } from "../src/workflows/storage";
 import { commitRunArchive, queueRunArchive, runArchiveKey, sweepRunArchive, writeRunArchive } from "../src/workflows/run-archive";
 import { RUN_BY_INSTANCE_SQL } from "../src/workflows/runs-queries";
-import { ADMIN_TOKEN, api, edge, newInstallation, publish, startRun, until, waitForRun, waitForWait } from "./helpers";
+import { outputRowsSql, stepRowColumns } from "../src/workflows/step-output";
+import { ADMIN_TOKEN, api, edge, newInstallation, publish, setSealedOutput, startRun, until, waitForRun, waitForWait } from "./helpers";
 
 const waitGraph = {
   schemaVersion: 1,
@@ -47,7 +48,7 @@ async function endedRun(inst: { id: string; apiKey: string; versionId: string })
   expect(done.state).toBe("succeeded");
   const stepId = done.steps.find((s: { nodeId: string }) => s.nodeId === "verdict").id as string;
   const { sealed } = await sealPersonalData(env, inst.id, `step_output:${stepId}`, { text: "content the node read" });
-  await env.DB.prepare("UPDATE workflow_step_outputs SET sealed_json = ?2 WHERE step_run_id = ?1").bind(stepId, sealed).run();
+  await setSealedOutput(stepId, sealed);
   await env.DB.prepare(
     `INSERT INTO workflow_run_repairs (id, installation_id, run_id, seq, action, node_id, branch_key, port, from_version_id, to_version_id, previous_state, previous_error_code, instance_id, reason, actor_json, operation_id, created_at)
      VALUES (?1, ?2, ?3, 1, 'retry', 'verdict', '', NULL, ?4, ?4, 'repair_required', 'node.failed', ?3, 'a retry before it succeeded', '{"type":"api_key","id":"key_x"}', NULL, ?5)`,
@@ -61,7 +62,7 @@ async function hotRows(runId: string) {
   const n = async (sql: string) => (await env.DB.prepare(sql).bind(runId).first<{ n: number }>())!.n;
   return {
     steps: await n("SELECT COUNT(*) AS n FROM workflow_step_runs WHERE run_id = ?1"),
-    outputs: await n("SELECT COUNT(*) AS n FROM workflow_step_outputs WHERE step_run_id IN (SELECT id FROM workflow_step_runs WHERE run_id = ?1)"),
+    outputs: await n(`SELECT COUNT(*) AS n FROM (${outputRowsSql("s.run_id = ?1")})`),
     waits: await n("SELECT COUNT(*) AS n FROM workflow_waits WHERE run_id = ?1"),
     events: await n("SELECT COUNT(*) AS n FROM workflow_events WHERE run_id = ?1"),
     repairs: await n("SELECT COUNT(*) AS n FROM workflow_run_repairs WHERE run_id = ?1"),
@@ -131,8 +132,8 @@ describe("the archive tier", () => {
     // What the export read first, while the run was hot.
     const tables: Record<string, Array<Record<string, string | number | null>>> = {
       workflow_runs: await all("SELECT * FROM workflow_runs WHERE id = ?1"),
-      workflow_step_runs: await all("SELECT * FROM workflow_step_runs WHERE run_id = ?1"),
-      workflow_step_outputs: await all("SELECT * FROM workflow_step_outputs WHERE step_run_id IN (SELECT id FROM workflow_step_runs WHERE run_id = ?1)"),
+      workflow_step_runs: await all(`SELECT ${stepRowColumns()} FROM workflow_step_runs WHERE run_id = ?1`),
+      workflow_step_outputs: await all(outputRowsSql("s.run_id = ?1")),
       workflow_waits: await all("SELECT * FROM workflow_waits WHERE run_id = ?1"),
       workflow_events: await all("SELECT * FROM workflow_events WHERE run_id = ?1"),
       workflow_run_repairs: await all("SELECT * FROM workflow_run_repairs WHERE run_id = ?1"),
@@ -146,7 +147,7 @@ describe("the archive tier", () => {
     expect(tables.workflow_step_outputs).toEqual([]);
     expect(tables.workflow_events).toEqual([]);
     expect(tables.workflow_waits).toEqual([]);
-    expect(tables.workflow_step_runs).toEqual(await all("SELECT * FROM workflow_step_runs WHERE run_id = ?1"));
+    expect(tables.workflow_step_runs).toEqual(await all(`SELECT ${stepRowColumns()} FROM workflow_step_runs WHERE run_id = ?1`));
     // Nothing archived meanwhile: nothing changes.
     expect(await settleRunsArchivedMeanwhile(env.DB, inst.id, tables)).toBe(0);
   });

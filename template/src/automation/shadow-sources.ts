@@ -2,7 +2,9 @@
 // runs, or one durable backtest's), or one fast backtest's results (the host walker's verdicts,
 // no run per report). Both give the same items: a report, its category, source and date, what the
 // version proposed and the latest decision a person made on it. Only ids and verdicts, no content.
-import { runOutputJson } from "../workflows";
+import { runOutputJson, stepOutputSql } from "../workflows";
+
+const OUTPUT = stepOutputSql();
 
 export const MAX_EVALUATED = 100_000;
 const PAGE = 2_000;
@@ -71,8 +73,8 @@ export async function durableEvaluation(db: D1Database, installationId: string, 
       .prepare(`
       SELECT r.id AS runId, r.created_at AS runCreatedAt, r.report_id AS reportId, r.output_json AS outputJson,
         rep.category, rep.source, rep.created_at AS reportedAt,
-        (SELECT o.inline_json FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id
-          WHERE s.run_id = r.id AND s.node_type = 'decision' AND s.state = 'succeeded' ORDER BY s.finished_at DESC LIMIT 1) AS decisionJson,
+        (SELECT ${OUTPUT.json} FROM workflow_step_runs s ${OUTPUT.join}
+          WHERE s.run_id = r.id AND ${OUTPUT.json} IS NOT NULL AND s.node_type = 'decision' AND s.state = 'succeeded' ORDER BY s.finished_at DESC LIMIT 1) AS decisionJson,
         ${HUMAN_OUTCOME("r.installation_id", "r.report_id")} AS human
       FROM workflow_runs r JOIN reports rep ON rep.id = r.report_id AND rep.installation_id = r.installation_id
       WHERE r.installation_id = ?1 AND r.workflow_version_id = ?2 AND r.authority_mode = 'shadow' AND r.state = 'succeeded'

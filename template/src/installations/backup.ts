@@ -18,7 +18,7 @@ import type { Actor } from "../auth";
 import { AppError } from "../errors";
 import { forgetInstallationKeys } from "../lib/api-key-cache";
 import { sha256Hex } from "../lib/crypto";
-import { runArchiveKey } from "../workflows";
+import { outputRowsSql, runArchiveKey, withoutOutputColumns } from "../workflows";
 import { archivedCaseObjects, personKeyObjectRows } from "../cases";
 import { settleMovedDeliveries } from "../enforcement";
 
@@ -132,6 +132,34 @@ export function segmentKeys(installationId: string, rows: Row[]): string[] {
     .map((row) => segmentKey(installationId, row.from_seq as number, row.to_seq as number));
 }
 
+/**
+ * The outputs of the installation's steps that keep them in their own row (workflows/step-output.ts),
+ * as the workflow_step_outputs rows a backup has always carried, a page at a time in the steps' rowid order.
+ */
+async function inlineOutputRows(db: D1Database, installationId: string): Promise<Row[]> {
+  const rows: Row[] = [];
+  let after = "";
+  for (;;) {
+    const sql = outputRowsSql("s.run_id IN (SELECT id FROM workflow_runs WHERE installation_id = ?1) AND s.output_json IS NOT NULL AND s.rowid > COALESCE((SELECT rowid FROM workflow_step_runs WHERE id = ?2), 0)", "s.rowid");
+    const { results } = await db.prepare(`${sql} LIMIT ${PAGE}`).bind(installationId, after).all<Row>();
+    rows.push(...results);
+    if (results.length < PAGE) return rows;
+    after = String(results.at(-1)!.step_run_id);
+  }
+}
+
+/**
+ * A backup's step rows and outputs in the form it has always had, whichever form D1 keeps an output
+ * in: step rows without the output's columns, one outputs row per step with an output (the step
+ * row's own, where a step has both).
+ */
+async function stepOutputsAsRows(db: D1Database, installationId: string, tables: InstallationBackup["tables"]): Promise<void> {
+  const inline = await inlineOutputRows(db, installationId);
+  const steps = new Set(inline.map((row) => String(row.step_run_id)));
+  tables.workflow_step_runs = (tables.workflow_step_runs ?? []).map(withoutOutputColumns);
+  tables.workflow_step_outputs = [...(tables.workflow_step_outputs ?? []).filter((row) => !steps.has(String(row.step_run_id))), ...inline];
+}
+
 /** A run's child tables as the run archive leaves them, each by the run it belongs to (?1 a JSON array of run ids). */
 const RUN_CHILDREN: ReadonlyArray<{ table: string; byRuns: string }> = [
   { table: "workflow_step_runs", byRuns: `run_id IN (SELECT value FROM json_each(?1))` },
@@ -170,8 +198,9 @@ export async function settleRunsArchivedMeanwhile(db: D1Database, installationId
     const rows = tables[table];
     if (!rows) continue;
     const kept = rows.filter((row) => (table === "workflow_step_outputs" ? !steps.has(String(row.step_run_id)) : !archived.has(String(row.run_id))));
+    // An archived run's step rows left in D1 are anchors, whose output went with the archive.
     const { results } = await db.prepare(`SELECT * FROM ${table} WHERE ${byRuns}`).bind(ids).all<Row>();
-    tables[table] = [...kept, ...results];
+    tables[table] = [...kept, ...(table === "workflow_step_runs" ? results.map(withoutOutputColumns) : results)];
   }
   return archived.size;
 }
@@ -211,6 +240,8 @@ export async function exportInstallation(env: Env, actor: Actor): Promise<Instal
     tables[table] = await readRows(env.DB, table, where, installationId, keys);
     counts[table] = tables[table].length;
   }
+  await stepOutputsAsRows(env.DB, installationId, tables);
+  counts.workflow_step_outputs = tables.workflow_step_outputs?.length ?? 0;
   // People's keys live in R2 (cases/reports/person-data-keys.ts); the backup carries them as rows
   // of person_data_keys beside any made before they moved there, so it opens what it holds.
   const personKeys = await personKeyObjectRows(env, installationId);

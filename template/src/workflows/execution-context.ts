@@ -11,6 +11,9 @@ import { mentionsVariable, referencedSteps } from "./expressions";
 import { kindOf, nodeExpressions } from "./kinds/descriptors";
 import type { AuthorizedRun } from "./runtime-authorize";
 import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
+import { stepOutputSql } from "./step-output";
+
+const OUTPUT = stepOutputSql();
 
 interface NodeReads {
   /** null: every step output (an expression reads `steps` dynamically). */
@@ -157,22 +160,22 @@ export function contextStatements(db: D1Database, runId: string, node: WorkflowN
   const statements: D1PreparedStatement[] = [];
   const wanted = reads.steps === null ? null : [...reads.steps];
   // Sealed outputs travel (still sealed) only to a node that may open them.
-  const sealedColumn = readsContent ? "o.sealed_json" : "NULL";
+  const sealedColumn = readsContent ? OUTPUT.sealed : "NULL";
   if (wanted === null || wanted.length > 0) {
     parts.push("steps");
     statements.push(
       wanted === null
         ? db
             .prepare(`
-          SELECT s.id, s.node_id AS nodeId, s.branch_key AS branchKey, o.inline_json AS json, ${sealedColumn} AS sealed
-          FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id
-          WHERE s.run_id = ?1`)
+          SELECT s.id, s.node_id AS nodeId, s.branch_key AS branchKey, ${OUTPUT.json} AS json, ${sealedColumn} AS sealed
+          FROM workflow_step_runs s ${OUTPUT.join}
+          WHERE s.run_id = ?1 AND ${OUTPUT.json} IS NOT NULL`)
             .bind(runId)
         : db
             .prepare(`
-          SELECT s.id, s.node_id AS nodeId, s.branch_key AS branchKey, o.inline_json AS json, ${sealedColumn} AS sealed
-          FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id
-          WHERE s.run_id = ?1 AND s.node_id IN (SELECT value FROM json_each(?2))`)
+          SELECT s.id, s.node_id AS nodeId, s.branch_key AS branchKey, ${OUTPUT.json} AS json, ${sealedColumn} AS sealed
+          FROM workflow_step_runs s ${OUTPUT.join}
+          WHERE s.run_id = ?1 AND s.node_id IN (SELECT value FROM json_each(?2)) AND ${OUTPUT.json} IS NOT NULL`)
             .bind(runId, JSON.stringify(wanted)),
     );
   }

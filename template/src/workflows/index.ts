@@ -7,7 +7,7 @@ export { compileWorkflowArtifact } from "./artifacts";
 export { contentReadStatement, loadWorkflowExecutionContext, nodeReadsContent } from "./execution-context";
 export { analyseContent } from "./content-access";
 export { sealLegacyStepOutputs } from "./runtime-records";
-export { eraseArchivedSealedOutputsStatement, eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "./erasure";
+export { eraseArchivedSealedOutputsStatement, eraseSealedOutputsStatements, sealedOutputsOfUnsafe } from "./erasure";
 export { runOutputJson } from "./run-input";
 export type { NodeCall } from "./kinds/executors";
 export { categoryLiteralProblems } from "./category-literals";
@@ -35,3 +35,4 @@ export {
 } from "./types";
 export { getStorageSettings } from "./storage";
 export { CONTEXT_LIST_LIMIT, CONTEXT_STRING_LIMIT, contextOverBounds } from "./expression-cost";
+export { outputRowsSql, STEP_OUTPUT_COLUMN_NAMES, stepOutputSql, stepRowColumns, withoutOutputColumns } from "./step-output";

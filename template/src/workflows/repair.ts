@@ -181,19 +181,10 @@ export async function repairRun(env: Env, ctx: ExecutionContext, actor: Actor, r
     const output = { port: routed.port, decidedBy: actor.audit, reason, repaired: true };
     const record = await outputRecord(output);
     statements.push(
+      // The routed output goes in the step row (workflows/step-output.ts). A step repaired from has
+      // no output in either form (failedSteps), so there is no earlier one to replace.
       env.DB.prepare(`UPDATE workflow_step_runs SET state = 'succeeded', output_digest = ?2, error_code = NULL, error_message = NULL, error_details_json = NULL,
-          finished_at = ?3, updated_at = ?3 WHERE id = ?1 AND ${guardRun(4)}`).bind(routed.step.id, record.digest, at, run.id, instanceId),
-      env.DB.prepare(`INSERT INTO workflow_step_outputs (step_run_id, inline_json, sealed_json, digest, size_bytes, data_classification_json, created_at)
-          SELECT ?1, ?2, NULL, ?3, ?4, '[]', ?5 WHERE ${guardRun(6)}
-          ON CONFLICT(step_run_id) DO UPDATE SET inline_json = excluded.inline_json, sealed_json = NULL, digest = excluded.digest, size_bytes = excluded.size_bytes`).bind(
-        routed.step.id,
-        record.json,
-        record.digest,
-        record.sizeBytes,
-        at,
-        run.id,
-        instanceId,
-      ),
+          finished_at = ?3, updated_at = ?3, output_json = ?6, output_sealed = NULL, output_size = ?7 WHERE id = ?1 AND ${guardRun(4)}`).bind(routed.step.id, record.digest, at, run.id, instanceId, record.json, record.sizeBytes),
     );
     if (kindOf(routed.node.kind)?.protocol === "wait") {
       // A person decided for the wait: it closes, and its task with it.

@@ -17,6 +17,9 @@ import { canonicalJson } from "../audit";
 import { AppError } from "../errors";
 import { byteLength, sha256Hex } from "../lib/crypto";
 import { DEFAULT_HOT_DAYS, runHistoryMinutesSql } from "../lib/storage-tiers";
+import { outputRowsSql, stepOutputSql, stepRowColumns } from "./step-output";
+
+const OUTPUT = stepOutputSql();
 
 export { DEFAULT_HOT_DAYS };
 
@@ -75,11 +78,16 @@ export const ARCHIVABLE_RUNS_SQL = `
 export type Cell = string | number | null;
 type Row = Record<string, Cell>;
 
-/** The child tables an archive holds, each read verbatim (every column as stored; sealed columns stay sealed), in a fixed order. */
+/**
+ * The child tables an archive holds, each read verbatim (every column as stored; sealed columns stay
+ * sealed), in a fixed order. A step's output is an outputs row whichever form D1 keeps it in
+ * (step-output.ts), and a step row carries the columns it always had: the object a run becomes
+ * does not depend on the form.
+ */
 const ARCHIVED_TABLES = {
   // The order the run detail lists steps in (a fused group shares a millisecond: insertion order).
-  workflow_step_runs: `SELECT s.* FROM workflow_step_runs s WHERE s.run_id = ?1 ORDER BY s.started_at, s.rowid`,
-  workflow_step_outputs: `SELECT o.* FROM workflow_step_outputs o JOIN workflow_step_runs s ON s.id = o.step_run_id WHERE s.run_id = ?1 ORDER BY s.started_at, s.rowid`,
+  workflow_step_runs: `SELECT ${stepRowColumns("s")} FROM workflow_step_runs s WHERE s.run_id = ?1 ORDER BY s.started_at, s.rowid`,
+  workflow_step_outputs: outputRowsSql("s.run_id = ?1"),
   workflow_waits: `SELECT * FROM workflow_waits WHERE run_id = ?1 ORDER BY created_at, id`,
   workflow_events: `SELECT * FROM workflow_events WHERE run_id = ?1 ORDER BY created_at, id`,
   workflow_run_repairs: `SELECT * FROM workflow_run_repairs WHERE run_id = ?1 ORDER BY seq`,
@@ -225,8 +233,8 @@ export async function commitRunArchive(env: Env, installationId: string, runId: 
       WHERE r.id = ?1 AND r.installation_id = ?2 AND r.archived_at IS NULL AND r.state IN (${TERMINAL_SQL})
         AND ${NOTHING_LIVE_SQL}
         AND (SELECT COUNT(*) FROM workflow_step_runs WHERE run_id = ?1) = ?6
-        AND (SELECT COUNT(*) FROM workflow_step_outputs o JOIN workflow_step_runs s ON s.id = o.step_run_id WHERE s.run_id = ?1) = ?7
-        AND (SELECT COUNT(*) FROM workflow_step_outputs o JOIN workflow_step_runs s ON s.id = o.step_run_id WHERE s.run_id = ?1 AND o.sealed_json IS NOT NULL) = ?8
+        AND (SELECT COUNT(*) FROM workflow_step_runs s ${OUTPUT.join} WHERE s.run_id = ?1 AND ${OUTPUT.exists}) = ?7
+        AND (SELECT COUNT(*) FROM workflow_step_runs s ${OUTPUT.join} WHERE s.run_id = ?1 AND ${OUTPUT.sealed} IS NOT NULL) = ?8
         AND (SELECT COUNT(*) FROM workflow_waits WHERE run_id = ?1) = ?9
         AND (SELECT COUNT(*) FROM workflow_events WHERE run_id = ?1) = ?10
         AND (SELECT COUNT(*) FROM workflow_run_repairs WHERE run_id = ?1) = ?11`)
@@ -248,10 +256,11 @@ export async function commitRunArchive(env: Env, installationId: string, runId: 
       .bind(runId, at, stored),
     // The step rows left are anchors of those foreign keys: what they recorded is in the archive
     // (reads take its copy), so they keep only what names the step (node, state) and drop the rest
-    // (updated_at, NOT NULL, becomes '').
+    // (updated_at, NOT NULL, becomes ''; an output kept in the row goes too).
     db
       .prepare(`
-      UPDATE workflow_step_runs SET output_digest = NULL, started_at = NULL, waiting_at = NULL, finished_at = NULL, error_code = NULL, error_message = NULL, error_details_json = NULL, updated_at = ''
+      UPDATE workflow_step_runs SET output_digest = NULL, started_at = NULL, waiting_at = NULL, finished_at = NULL, error_code = NULL, error_message = NULL, error_details_json = NULL, updated_at = '',
+        output_json = NULL, output_sealed = NULL, output_size = NULL
       WHERE run_id = ?1 AND ${marked}`)
       .bind(runId, at, stored),
   ]);

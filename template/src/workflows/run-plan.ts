@@ -4,6 +4,9 @@
 // recorded (an edge from a finished predecessor, on a related branch, through the port it took).
 // Pure; cached per parsed graph (versions are immutable).
 import type { ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
+import { stepOutputSql } from "./step-output";
+
+const OUTPUT = stepOutputSql();
 
 export interface RunPlan {
   /** nodeId → every branch key it can run under ("" is the main branch). */
@@ -98,8 +101,8 @@ export function predecessorExitsStatement(db: D1Database, runId: string, graph: 
   const from = predecessorIds(graph, node);
   return db
     .prepare(`
-    SELECT s.node_id AS nodeId, s.branch_key AS branchKey, json_extract(o.inline_json, '$.port') AS port
-    FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id
-    WHERE s.run_id = ?1 AND s.node_id IN (SELECT value FROM json_each(?2)) AND s.state IN ('succeeded', 'failed', 'timed_out')`)
+    SELECT s.node_id AS nodeId, s.branch_key AS branchKey, json_extract(${OUTPUT.json}, '$.port') AS port
+    FROM workflow_step_runs s ${OUTPUT.join}
+    WHERE ${OUTPUT.json} IS NOT NULL AND s.run_id = ?1 AND s.node_id IN (SELECT value FROM json_each(?2)) AND s.state IN ('succeeded', 'failed', 'timed_out')`)
     .bind(runId, JSON.stringify(from));
 }

@@ -5,6 +5,9 @@ import { runInQueuesSql } from "../auth";
 import { runEndTaskStatements } from "../cases";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
 import { runInputJson, runOutputJson } from "./run-input";
+import { stepOutputSql } from "./step-output";
+
+const OUTPUT = stepOutputSql();
 
 export interface RunRow {
   id: string;
@@ -97,9 +100,9 @@ export async function listStepRows(db: D1Database, runId: string) {
   const { results } = await db
     .prepare(`
     SELECT s.id, s.node_id AS nodeId, s.node_type AS kind, s.branch_key AS branchKey, s.state, s.attempt,
-      s.output_digest AS outputDigest, s.error_code AS errorCode, o.inline_json AS outputJson, o.sealed_json AS sealedJson,
+      s.output_digest AS outputDigest, s.error_code AS errorCode, ${OUTPUT.json} AS outputJson, ${OUTPUT.sealed} AS sealedJson,
       s.started_at AS startedAt, s.waiting_at AS waitingAt, s.finished_at AS finishedAt, s.updated_at AS updatedAt
-    FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id
+    FROM workflow_step_runs s ${OUTPUT.join}
     WHERE s.run_id = ?1 ORDER BY s.started_at, s.rowid`) // a fused group records its nodes in one batch, often in one millisecond: the order they ran
     .bind(runId)
     .all<{

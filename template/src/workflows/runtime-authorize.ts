@@ -5,6 +5,9 @@ import type { RecordedExit } from "./run-plan";
 import type { RecordedStep } from "./runtime-records";
 import { parseWorkflowGraph } from "./validation";
 import { runInputJson } from "./run-input";
+import { stepOutputSql } from "./step-output";
+
+const OUTPUT = stepOutputSql();
 
 export interface RuntimeProps {
   artifactId: string;
@@ -155,17 +158,18 @@ function runStatement(db: D1Database, runId: string, folds: RunFolds = {}): D1Pr
   let exits = "NULL";
   if (folds.exitsOf) {
     binds.push(JSON.stringify(folds.exitsOf));
-    exits = `(SELECT json_group_array(json_object('nodeId', s.node_id, 'branchKey', s.branch_key, 'port', json_extract(o.inline_json, '$.port')))
-      FROM workflow_step_runs s JOIN workflow_step_outputs o ON o.step_run_id = s.id
-      WHERE s.run_id = ?1 AND s.node_id IN (SELECT value FROM json_each(?${binds.length})) AND s.state IN (${FINISHED_SQL}))`;
+    exits = `(SELECT json_group_array(json_object('nodeId', s.node_id, 'branchKey', s.branch_key, 'port', json_extract(${OUTPUT.json}, '$.port')))
+      FROM workflow_step_runs s ${OUTPUT.join}
+      WHERE ${OUTPUT.json} IS NOT NULL AND s.run_id = ?1 AND s.node_id IN (SELECT value FROM json_each(?${binds.length})) AND s.state IN (${FINISHED_SQL}))`;
   }
   let step = "NULL";
   if (folds.step) {
     binds.push(folds.step.nodeId, folds.step.branchKey);
     // The output itself stays in its table: a replay answers with its port and (an effect's) delivery ids only.
-    step = `(SELECT json_object('state', s.state, 'attempt', s.attempt, 'port', json_extract(o.inline_json, '$.port'),
-        'output', CASE WHEN o.inline_json IS NULL THEN NULL ELSE json_object('port', o.inline_json -> '$.port', 'deliveryIds', o.inline_json -> '$.deliveryIds', 'deliveryId', o.inline_json -> '$.deliveryId') END)
-      FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id
+    const json = OUTPUT.json;
+    step = `(SELECT json_object('state', s.state, 'attempt', s.attempt, 'port', json_extract(${json}, '$.port'),
+        'output', CASE WHEN ${json} IS NULL THEN NULL ELSE json_object('port', ${json} -> '$.port', 'deliveryIds', ${json} -> '$.deliveryIds', 'deliveryId', ${json} -> '$.deliveryId') END)
+      FROM workflow_step_runs s ${OUTPUT.join}
       WHERE s.run_id = ?1 AND s.node_id = ?${binds.length - 1} AND s.branch_key = ?${binds.length})`;
   }
   let wait = "NULL";
@@ -179,17 +183,17 @@ function runStatement(db: D1Database, runId: string, folds: RunFolds = {}): D1Pr
   }
   let group = "NULL";
   if (folds.group) {
-    const sealed = folds.group.sealed ? "o.sealed_json" : "NULL";
+    const sealed = folds.group.sealed ? OUTPUT.sealed : "NULL";
     let nodes = "";
     if (folds.group.nodeIds) {
       binds.push(JSON.stringify(folds.group.nodeIds));
       nodes = ` AND s.node_id IN (SELECT value FROM json_each(?${binds.length}))`;
     }
     // NULL (not folded) once the outputs exceed the bound; '[]' for no rows.
-    group = `(SELECT CASE WHEN SUM(length(o.inline_json) + COALESCE(length(${sealed}), 0)) > ${GROUP_FOLD_MAX_BYTES} THEN NULL
+    group = `(SELECT CASE WHEN SUM(length(${OUTPUT.json}) + COALESCE(length(${sealed}), 0)) > ${GROUP_FOLD_MAX_BYTES} THEN NULL
         ELSE json_group_array(json_object('id', s.id, 'nodeId', s.node_id, 'branchKey', s.branch_key, 'state', s.state, 'attempt', s.attempt,
-          'port', json_extract(o.inline_json, '$.port'), 'json', o.inline_json, 'sealed', ${sealed})) END
-      FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id WHERE s.run_id = ?1${nodes})`;
+          'port', json_extract(${OUTPUT.json}, '$.port'), 'json', ${OUTPUT.json}, 'sealed', ${sealed})) END
+      FROM workflow_step_runs s ${OUTPUT.join} WHERE s.run_id = ?1${nodes})`;
   }
   const runEnd = folds.runEnd ?? "NULL";
   const report = folds.report ?? "NULL";

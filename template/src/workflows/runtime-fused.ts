@@ -20,7 +20,8 @@ import { authorizedBranch, authorizedNode, authorizedRunWith, cleanIdentifier, d
 import type { CallScope } from "./runtime-capability";
 import { recordNodeFailure } from "./runtime-fail";
 import type { FusedOutput, RuntimeFailureRequest, RuntimeNodeRequest } from "./runtime-protocol";
-import { FINISHED_STEP_STATES, now, outputRecord, outputUpsert, runtimeAudit, stepEventDetails, stepUpsert, type RecordedStep, type StepUpsertInput } from "./runtime-records";
+import { FINISHED_STEP_STATES, now, outputRecord, runtimeAudit, stepEventDetails, stepUpsert, type RecordedStep, type StepUpsertInput } from "./runtime-records";
+import { stepOutputSql } from "./step-output";
 import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
 import { StepOutputs, walkContext } from "./walker";
 
@@ -90,11 +91,13 @@ const LATEST_EVENT_JSON_SQL = `(SELECT json_object('id', e.id, 'type', e.type, '
 
 type EventRow = { id: string; type: string; payloadJson: string; createdAt: string };
 
+const OUTPUT = stepOutputSql();
+
 /** The group's step rows (its own and those its nodes read), when not folded into the run's statement. */
 function groupRowsStatement(db: D1Database, runId: string, needs: GroupNeeds): D1PreparedStatement {
-  const sealed = needs.sealed ? "o.sealed_json" : "NULL";
-  const select = `SELECT s.id, s.node_id AS nodeId, s.branch_key AS branchKey, s.state, s.attempt, json_extract(o.inline_json, '$.port') AS port, o.inline_json AS json, ${sealed} AS sealed
-    FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id WHERE s.run_id = ?1`;
+  const sealed = needs.sealed ? OUTPUT.sealed : "NULL";
+  const select = `SELECT s.id, s.node_id AS nodeId, s.branch_key AS branchKey, s.state, s.attempt, json_extract(${OUTPUT.json}, '$.port') AS port, ${OUTPUT.json} AS json, ${sealed} AS sealed
+    FROM workflow_step_runs s ${OUTPUT.join} WHERE s.run_id = ?1`;
   return needs.stepIds === null ? db.prepare(select).bind(runId) : db.prepare(`${select} AND s.node_id IN (SELECT value FROM json_each(?2))`).bind(runId, JSON.stringify(needs.stepIds));
 }
 
@@ -193,10 +196,8 @@ interface NodeRecord {
   node: WorkflowNodeV1;
   stepId: string;
   at: string;
-  /** The node's step row (its upsert heads the record; the group's first carries the write guard). */
+  /** The node's step row with its output (its upsert heads the record; the group's first carries the write guard). */
   step: StepUpsertInput;
-  /** After the step row: its output. */
-  head: D1PreparedStatement[];
   tail: D1PreparedStatement[];
 }
 
@@ -219,7 +220,7 @@ function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeRecord[]): 
   const moves = last.node.kind === "end" ? [] : [progress];
   return records.flatMap((record, index) => {
     const step = stepUpsert(db, record.step, index === 0 ? guard : undefined);
-    return record === last ? [step, ...record.head, ...moves, ...record.tail] : [step, ...record.head, ...record.tail];
+    return record === last ? [step, ...moves, ...record.tail] : [step, ...record.tail];
   });
 }
 
@@ -304,8 +305,7 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
           node,
           stepId,
           at,
-          step: { id: stepId, run, node, branchKey, state: "succeeded", digest: record.digest, at },
-          head: [outputUpsert(env.DB, stepId, record, at)],
+          step: { id: stepId, run, node, branchKey, state: "succeeded", digest: record.digest, at, output: record },
           tail: [
             runtimeAudit(env.DB, run, {
               key: `step:${stepId}:succeeded`,

@@ -6,7 +6,10 @@ import type { AppError } from "../errors";
 import { openView } from "./content-access";
 import { byteLength, sha256Hex } from "../lib/crypto";
 import type { AuthorizedRun } from "./runtime-authorize";
+import { stepOutputSql } from "./step-output";
 import type { WorkflowNodeV1 } from "./types";
+
+const OUTPUT = stepOutputSql();
 
 export function now(): string {
   return new Date().toISOString();
@@ -28,20 +31,35 @@ export async function outputRecord(output: Record<string, unknown>, sealed: stri
   return { json, sealed, digest, sizeBytes: byteLength(json) + (sealed ? byteLength(sealed) : 0) };
 }
 
-export type StepUpsertInput = { id: string; run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; state: "running" | "waiting" | "succeeded" | "failed" | "timed_out"; digest?: string; errorCode?: string; at: string };
+export type StepUpsertInput = {
+  id: string;
+  run: AuthorizedRun;
+  node: WorkflowNodeV1;
+  branchKey: string;
+  state: "running" | "waiting" | "succeeded" | "failed" | "timed_out";
+  digest?: string;
+  errorCode?: string;
+  at: string;
+  /** The step's output, kept in its row (migration 0070); its digest is `digest`. */
+  output?: StepOutputRecord;
+};
 
 /**
+ * The step row, and its output when it has one, in one statement (a repeated call leaves one row,
+ * one output: an output written again replaces the one before, a call without one keeps it).
  * With `guard` (SQL over ?12, bound to `guard.bind`), the upsert is an INSERT … SELECT whose
  * WHERE evaluates the guard first: a guard that raises fails the statement, and so its batch.
  */
 export function stepUpsert(db: D1Database, step: StepUpsertInput, guard?: { sql: string; bind: unknown }): D1PreparedStatement {
   const finished = step.state === "succeeded" || step.state === "failed" || step.state === "timed_out";
-  const values = guard ? `SELECT ?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9, ?10, ?11, ?9 WHERE ${guard.sql}` : "VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9, ?10, ?11, ?9)";
+  const columns = "?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9, ?10, ?11, ?9, ?13, ?14, ?15";
+  const values = guard ? `SELECT ${columns} WHERE ${guard.sql}` : `VALUES (${columns})`;
+  const output = step.output;
   return db
     .prepare(`
     INSERT INTO workflow_step_runs (
       id, run_id, node_id, node_type, branch_key, occurrence, state, output_digest, error_code,
-      started_at, waiting_at, finished_at, updated_at
+      started_at, waiting_at, finished_at, updated_at, output_json, output_sealed, output_size
     ) ${values}
     ON CONFLICT(run_id, node_id, branch_key, occurrence) DO UPDATE SET
       state = CASE WHEN workflow_step_runs.state IN ('succeeded', 'failed', 'timed_out') AND excluded.state IN ('running', 'waiting')
@@ -50,7 +68,10 @@ export function stepUpsert(db: D1Database, step: StepUpsertInput, guard?: { sql:
       error_code = COALESCE(excluded.error_code, workflow_step_runs.error_code),
       waiting_at = COALESCE(workflow_step_runs.waiting_at, excluded.waiting_at),
       finished_at = COALESCE(workflow_step_runs.finished_at, excluded.finished_at),
-      updated_at = excluded.updated_at
+      updated_at = excluded.updated_at,
+      output_sealed = CASE WHEN excluded.output_json IS NULL THEN workflow_step_runs.output_sealed ELSE excluded.output_sealed END,
+      output_size = CASE WHEN excluded.output_json IS NULL THEN workflow_step_runs.output_size ELSE excluded.output_size END,
+      output_json = COALESCE(excluded.output_json, workflow_step_runs.output_json)
   `)
     .bind(
       step.id,
@@ -59,12 +80,15 @@ export function stepUpsert(db: D1Database, step: StepUpsertInput, guard?: { sql:
       step.node.kind,
       step.branchKey,
       step.state,
-      step.digest ?? null,
+      step.digest ?? output?.digest ?? null,
       step.errorCode ?? null,
       step.at,
       step.state === "waiting" ? step.at : null,
       finished ? step.at : null,
-      ...(guard ? [guard.bind] : []),
+      guard ? guard.bind : null,
+      output?.json ?? null,
+      output?.sealed ?? null,
+      output ? output.sizeBytes : null,
     );
 }
 
@@ -77,18 +101,6 @@ export function stepStartedStatement(db: D1Database, step: { id: string; run: Au
     ON CONFLICT(run_id, node_id, branch_key, occurrence) DO NOTHING
   `)
     .bind(step.id, step.run.id, step.node.id, step.node.kind, step.branchKey, step.at);
-}
-
-export function outputUpsert(db: D1Database, stepId: string, output: StepOutputRecord, at: string): D1PreparedStatement {
-  return db
-    .prepare(`
-    INSERT INTO workflow_step_outputs (step_run_id, inline_json, sealed_json, digest, size_bytes, data_classification_json, created_at)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-    ON CONFLICT(step_run_id) DO UPDATE SET
-      inline_json = excluded.inline_json, sealed_json = excluded.sealed_json, digest = excluded.digest, size_bytes = excluded.size_bytes,
-      data_classification_json = excluded.data_classification_json
-  `)
-    .bind(stepId, output.json, output.sealed, output.digest, output.sizeBytes, output.sealed ? '["content"]' : "[]", at);
 }
 
 /** Moves a live run to running/waiting; never touches a terminal or repair_required run. */
@@ -124,7 +136,7 @@ export function stepEventDetails(node: { id: string; kind: string }, branchKey: 
   return { nodeId: node.id, kind: node.kind, branchKey, port: typeof port === "string" ? port : null, outputDigest };
 }
 
-/** A finished step: step row, output and audit event in one batch, plus any extra statements (runs of unguarded audit events combined). */
+/** A finished step: step row (with its output) and audit event in one batch, plus any extra statements (runs of unguarded audit events combined). */
 export async function recordStepResult(
   db: D1Database,
   input: {
@@ -146,8 +158,7 @@ export async function recordStepResult(
   // The step's event and the extra statements' unguarded events go in as one statement.
   await db.batch(
     combineAuditStatements(db, [
-      stepUpsert(db, { id: input.stepId, run: input.run, node: input.node, branchKey: input.branchKey, state, digest: record.digest, errorCode: input.errorCode, at }),
-      outputUpsert(db, input.stepId, record, at),
+      stepUpsert(db, { id: input.stepId, run: input.run, node: input.node, branchKey: input.branchKey, state, digest: record.digest, errorCode: input.errorCode, at, output: record }),
       runProgress(db, input.run.id, input.node.id, "running", at),
       runtimeAudit(db, input.run, {
         key: `step:${input.stepId}:${state}`,
@@ -234,7 +245,7 @@ export interface RecordedStep {
 export function recordedStepStatement(db: D1Database, runId: string, nodeId: string, branchKey: unknown): D1PreparedStatement {
   const key = typeof branchKey === "string" && branchKey !== "" ? branchKey : "";
   return db
-    .prepare(`SELECT s.state, s.attempt, json_extract(o.inline_json, '$.port') AS port, o.inline_json AS json FROM workflow_step_runs s LEFT JOIN workflow_step_outputs o ON o.step_run_id = s.id
+    .prepare(`SELECT s.state, s.attempt, json_extract(${OUTPUT.json}, '$.port') AS port, ${OUTPUT.json} AS json FROM workflow_step_runs s ${OUTPUT.join}
       WHERE s.run_id = ?1 AND s.node_id = ?2 AND s.branch_key = ?3`)
     .bind(runId, nodeId, key);
 }

@@ -10,6 +10,9 @@ import type { NodeOutput, PreparedWait, WaitResult } from "./runtime-protocol";
 import { now, runProgress, runtimeAudit, stepUpsert } from "./runtime-records";
 import { deadlineEventId, waitOfStepUnsafe } from "./runs-queries";
 import type { WorkflowNodeV1 } from "./types";
+import { stepOutputSql } from "./step-output";
+
+const OUTPUT = stepOutputSql();
 
 const DEFAULT_WAIT_SECONDS = 86_400;
 const WAIT_DEADLINE_SKEW_MS = 2_000;
@@ -95,8 +98,8 @@ export async function completeWaitStatements(
   const wait = prefetched ? prefetched.wait : await waitOfStepUnsafe(env.DB, stepId);
   if (!wait) throw denied("runtime.wait_not_prepared");
   if (wait.state !== "waiting") {
-    const stored = await env.DB.prepare(`SELECT inline_json AS json FROM workflow_step_outputs WHERE step_run_id = ?1`).bind(stepId).first<{ json: string }>();
-    if (wait.state === "cancelled" || !stored) throw denied("runtime.wait_closed");
+    const stored = await env.DB.prepare(`SELECT ${OUTPUT.json} AS json FROM workflow_step_runs s ${OUTPUT.join} WHERE s.id = ?1`).bind(stepId).first<{ json: string | null }>();
+    if (wait.state === "cancelled" || !stored?.json) throw denied("runtime.wait_closed");
     return { replay: true, output: JSON.parse(stored.json) as NodeOutput };
   }
   const at = now();

@@ -9,6 +9,7 @@ import { subjectArchiveKey } from "../../lib/person-keys";
 import { DEFAULT_HOT_DAYS } from "../../lib/storage-tiers";
 import { HELD_SQL } from "../retention/preservation-holds";
 import { reportTermRowsSql } from "../search/search-terms";
+import { stepRowColumns } from "../../lib/step-row-columns";
 
 export const CASE_ARCHIVE_FORMAT = "safest-tools.case-archive";
 export const CASE_ARCHIVE_SCHEMA_VERSION = 1;
@@ -113,7 +114,8 @@ export const TABLES = [
   },
   // Parents before their child runs.
   { name: "workflow_runs", select: `SELECT * FROM workflow_runs WHERE id IN (SELECT id FROM ru) ORDER BY parent_run_id IS NOT NULL, created_at, id` },
-  { name: "workflow_step_runs", select: `SELECT * FROM workflow_step_runs WHERE id IN (SELECT id FROM st) ORDER BY started_at, rowid` },
+  // A step row's columns as a run archive carries them: its output (cleared when its run was archived) is not one.
+  { name: "workflow_step_runs", select: `SELECT ${stepRowColumns()} FROM workflow_step_runs WHERE id IN (SELECT id FROM st) ORDER BY started_at, rowid` },
   { name: "decisions", select: `SELECT * FROM decisions WHERE id IN (SELECT id FROM de) ORDER BY created_at, id` },
   { name: "appeals", select: `SELECT * FROM appeals WHERE id IN (SELECT id FROM ap) ORDER BY created_at, id` },
   { name: "human_tasks", select: `SELECT * FROM human_tasks WHERE id IN (SELECT id FROM ta) ORDER BY created_at, id` },
@@ -225,6 +227,7 @@ export function closedSql(now: string): string {
   AND NOT EXISTS (SELECT 1 FROM workflow_events x WHERE x.run_id IN (SELECT id FROM ru))
   AND NOT EXISTS (SELECT 1 FROM workflow_run_repairs x WHERE x.run_id IN (SELECT id FROM ru))
   AND NOT EXISTS (SELECT 1 FROM workflow_step_outputs x WHERE x.step_run_id IN (SELECT id FROM st))
+  AND NOT EXISTS (SELECT 1 FROM workflow_step_runs x WHERE x.id IN (SELECT id FROM st) AND x.output_json IS NOT NULL)
   AND EXISTS (SELECT 1 FROM transparency_rollup_days t WHERE t.installation_id = c.installation_id AND t.day >= substr((SELECT MAX(at) FROM last_activity), 1, 10))
   AND EXISTS (SELECT 1 FROM metric_rollup_hours m WHERE m.installation_id = c.installation_id AND m.hour >= substr((SELECT MAX(at) FROM last_activity), 1, 13) || ':00:00.000Z')`;
 }

@@ -6,7 +6,8 @@
 //   appeals.personal_data      → the same, for the reports' appeals
 //   human_tasks.context_sealed → sealed null, context_digest 'erased' (tasks of the reports and
 //                                 appeals, golden copies, and QA copies of those tasks)
-//   workflow_step_outputs.sealed_json → NULL (runs of the reports and appeals)
+//   step outputs' sealed part     → NULL (runs of the reports and appeals; workflow_step_runs.output_sealed,
+//                                 or workflow_step_outputs.sealed_json for steps written before migration 0070)
 //   webhook_deliveries.payload_sealed → sealed tombstone (finished deliveries of those runs; a
 //                                 payload moved to its delivery's R2 object is replaced there)
 // What stays: category, subject kind and id, source, counts, dates, decisions, task responses and
@@ -15,7 +16,7 @@ import { eraseReportTermsStatement } from "../search/search-terms";
 import { termKeysOfReports } from "../search/terms-listing";
 import { auditStatement, type AuditEventInput } from "../../audit";
 import { erasableDeliveriesUnsafe, eraseDeliveriesMovedMeanwhile, eraseDeliveriesStatements } from "../../enforcement";
-import { eraseArchivedSealedOutputsStatement, eraseSealedOutputsStatement, sealedOutputsOfUnsafe } from "../../workflows";
+import { eraseArchivedSealedOutputsStatement, eraseSealedOutputsStatements, sealedOutputsOfUnsafe } from "../../workflows";
 import { sealPersonalData } from "../reports/report-crypto";
 import { ERASED_REPORT } from "../reports/reports-queries";
 
@@ -101,7 +102,7 @@ export async function eraseReports(env: Env, installationId: string, input: { re
       db.prepare(`UPDATE human_tasks SET context_sealed = ?3, context_json = '{}', context_digest = '${ERASED_DIGEST}' WHERE installation_id = ?1 AND id = ?2 AND context_digest <> '${ERASED_DIGEST}'`).bind(installationId, id, sealed),
     );
   }
-  if (found.stepRunIds.length > 0) statements.push(eraseSealedOutputsStatement(db, installationId, found.stepRunIds));
+  if (found.stepRunIds.length > 0) statements.push(...eraseSealedOutputsStatements(db, installationId, found.stepRunIds));
   // Runs already archived (their outputs are in R2, immutable): their sealed copies are no longer served.
   if (found.runIds.length > 0) statements.push(eraseArchivedSealedOutputsStatement(db, installationId, found.runIds, input.at));
   statements.push(...(await eraseDeliveriesStatements(env, installationId, found.deliveryIds)));
