@@ -167,7 +167,9 @@ async function pageTurned(page) {
 }
 
 describe("the console", { concurrency: TEST_CONCURRENCY }, () => {
-  test("sign in with the link npm start prints; add start, human_task and end in the editor (which shows expressions as json-numbers-1), connect them by dragging and from the panel; publish stores that graph with its semantics", { timeout: 120_000 }, async (t) => {
+  test("sign in with the link npm start prints; add start, human_task and end in the editor (which shows expressions as json-numbers-1), connect them by dragging and from the panel; publish stores that graph with its semantics", {
+    timeout: 120_000,
+  }, async (t) => {
     // The installation npm start made, which only this test uses.
     const api = apiClient(server.baseUrl, server.apiKey);
     const queue = await api("/queues", { body: { name: QUEUE, slaSeconds: 3600, priority: 10 } });
