@@ -167,7 +167,9 @@ async function pageTurned(page) {
 }
 
 describe("the console", { concurrency: TEST_CONCURRENCY }, () => {
-  test("sign in with the link npm start prints; add start, human_task and end in the editor, connect them by dragging and from the panel; publish stores that graph", { timeout: 120_000 }, async (t) => {
+  test("sign in with the link npm start prints; add start, human_task and end in the editor (which shows expressions as json-numbers-1), connect them by dragging and from the panel; publish stores that graph with its semantics", {
+    timeout: 120_000,
+  }, async (t) => {
     // The installation npm start made, which only this test uses.
     const api = apiClient(server.baseUrl, server.apiKey);
     const queue = await api("/queues", { body: { name: QUEUE, slaSeconds: 3600, priority: 10 } });
@@ -180,6 +182,8 @@ describe("the console", { concurrency: TEST_CONCURRENCY }, () => {
     await page.getByLabel("Name").fill(`console-review-flow-${TAG}`);
     await page.getByRole("button", { name: "Create and open the editor" }).click();
     await page.waitForURL(/\/workflows\/[^/]+\/edit$/u);
+    // A new graph's expressions get the current semantics, shown in the editor and kept at publish.
+    assert.equal(await page.getByTestId("expression-semantics").innerText(), "Expressions: json-numbers-1");
 
     const palette = page.getByRole("navigation", { name: "Node palette" });
     await palette.getByRole("button", { name: "Start", exact: true }).click();
@@ -214,6 +218,7 @@ describe("the console", { concurrency: TEST_CONCURRENCY }, () => {
 
     const version = await api(`/workflow-versions/${versionId}`);
     assert.equal(version.status, 200, JSON.stringify(version.body));
+    assert.equal(version.body.graph.expressionSemantics, "json-numbers-1");
     const task = version.body.graph.nodes.find((n) => n.id === "human_task");
     assert.equal(task.config.queue_id, QUEUE);
     assert.deepEqual(task.inputMapping, { category: "report.category" });

@@ -268,7 +268,7 @@ describe("who may read an account", () => {
     for (const scopes of [["read"], ["review"]]) {
       const refused = await api(`/api/v1/accounts/${owner}`, { key: await keyWith(scopes) });
       expect(refused.status, scopes.join()).toBe(403);
-      expect(refused.body.error.code).toBe("account.personal_data_scope");
+      expect(refused.body.error.code).toBe("auth.scope_missing");
     }
     const allowed = await api(`/api/v1/accounts/${owner}`, { key: await keyWith(["review", "personal_data:read"]) });
     expect(allowed.status, JSON.stringify(allowed.body)).toBe(200);

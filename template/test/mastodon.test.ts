@@ -627,3 +627,60 @@ describe("removing a single post on Mastodon", () => {
     expect(mapped.status).toBe(400);
   });
 });
+
+/** Instance URLs no connector may call: loopback, private, link-local and IPv4-mapped IPv6 (as a restored row or a turned-off ALLOW_LOCAL_EGRESS leaves them). */
+const FORBIDDEN_INSTANCES = ["https://127.0.0.1", "https://10.1.2.3", "https://169.254.10.20", "https://[fe80::1]", "https://[::ffff:10.0.0.1]", "https://[::ffff:127.0.0.1]"];
+
+describe("the instance URL at call time", () => {
+  it("a connector whose stored instance URL is loopback, private, link-local or mapped is refused at call time: its action and its message to the reporter are dead as egress_refused, and nothing leaves", async () => {
+    const { apiKey } = await newInstallation("mastodon-egress");
+    const m = await connector(apiKey, { actions: { close_report: "resolve" } });
+    for (const key of ["mastodon.suspend", "close_report"]) expect((await api("/api/v1/action-types", { key: apiKey, body: { key, name: key, endpointId: m.endpointId } })).status).toBe(201);
+    const version = await publish(apiKey, suspendGraph);
+    // One report a URL, taken in while the URL was a public one (nothing is sent at intake without tellReporters).
+    const reports: string[] = [];
+    for (const [i] of FORBIDDEN_INSTANCES.entries()) {
+      const signed = await signedReport(m.webhookSecret, { id: `76${i}0`, statuses: "1", category: "spam", target: uniqueAccount() });
+      const taken = await deliver(m.webhookPath, signed.body, signed.signature);
+      expect(taken.status, JSON.stringify(taken.body)).toBe(201);
+      reports.push(taken.body.reportId);
+    }
+    expect((await api(`/api/v1/connectors/${m.id}`, { method: "PATCH", key: apiKey, body: { tellReporters: true } })).body.tellReporters).toBe(true);
+    const tags: string[] = [];
+    for (const [i, instance] of FORBIDDEN_INSTANCES.entries()) {
+      // Written straight into D1: the creation check (tested in egress.test.ts) never saw it.
+      const tag = `/mastodon-egress-${crypto.randomUUID()}`;
+      tags.push(tag);
+      await env.DB.prepare("UPDATE connectors SET base_url = ?2 WHERE id = ?1").bind(m.id, `${instance}${tag}`).run();
+      const before = new Set((await deliveriesOf(apiKey, m.endpointId)).map((d) => d.id));
+      // An action: the run's suspension goes through the connector.
+      const run = await api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: version.id, authorityMode: "autonomous", input: {}, reportId: reports[i] } });
+      expect(run.status, JSON.stringify(run.body)).toBe(201);
+      const done = await waitForRun(apiKey, run.body.id);
+      expect(done.output.terminalCode, instance).toBe("failed");
+      expect(done.steps.find((s: any) => s.nodeId === "suspend").errorCode, instance).toBe("action.delivery_failed");
+      // A message: the decision on the report, to its reporter as a direct status.
+      const decided = await api("/api/v1/decisions", { key: apiKey, body: { reportId: reports[i], outcome: "removed", restrictions: { visibility: ["content_removed"] }, statement: "Removed: a scam." } });
+      expect(decided.status, JSON.stringify(decided.body)).toBe(201);
+      const refused = (d: Record<string, any>) => d.state === "dead" && d.attempts === 1 && d.lastError === "egress_refused";
+      const added = await until(async () => {
+        const fresh = (await deliveriesOf(apiKey, m.endpointId)).filter((d) => !before.has(d.id));
+        return fresh.some((d) => d.eventType === "message.send" && refused(d)) && fresh.some((d) => d.eventType === "action.execute") && fresh;
+      }, `the action and the reporter's message through ${instance}, dead`);
+      expect(added.filter((d) => d.eventType === "action.execute").map(refused), instance).toEqual([true]);
+      expect(
+        added.filter((d) => d.eventType === "message.send" && refused(d)),
+        instance,
+      ).toHaveLength(1);
+      // The decision's other message (to the account's owner, who has no handle here) is dead before any URL is read.
+      expect(
+        added.filter((d) => !refused(d)).map((d) => [d.eventType, d.state, d.lastError]),
+        instance,
+      ).toEqual(added.filter((d) => !refused(d)).map(() => ["message.send", "dead", "connector_recipient_unknown"]));
+    }
+    // Nothing reached the instance (the Mastodon peer) nor any address the URLs name (the receiver answers every other host).
+    expect(await peerLog(m.token)).toEqual([]);
+    const received = (await (await env.RECEIVER.fetch("http://receiver/_control/log")).json()) as Array<{ path: string }>;
+    expect(received.filter((entry) => tags.some((tag) => entry.path.startsWith(tag)))).toEqual([]);
+  });
+});

@@ -3,11 +3,14 @@
 // examples/catalog.json) and each publishes as it is; a template naming what the installation lacks
 // is a 422 that says what to create and where, with nothing written; and the first-run checklist
 // (GET /onboarding) checks each step off from real state, counting only the caller's installation.
+// Every graph a user starts from (an example, the demo desk's graph, a gallery template, the
+// editor's new graph) declares the current expression semantics and keeps it once published.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import catalog from "../examples/catalog.json";
+import { cleanGraph, editorSemantics, newGraph } from "../console/src/graph/new-graph";
 import { TEMPLATE_GRAPHS } from "../src/workflows/template-graphs";
-import { api, edge, newInstallation, until } from "./helpers";
+import { api, edge, newInstallation, publish, until } from "./helpers";
 
 /** Every example graph in examples/ (Vite's glob: the test sees the folder as it is, catalog aside). */
 const EXAMPLE_FILES = import.meta.glob("../examples/*.json", { eager: true, import: "default" });
@@ -15,6 +18,13 @@ const examples = Object.fromEntries(
   Object.entries(EXAMPLE_FILES)
     .map(([path, graph]) => [path.replace("../examples/", ""), graph] as const)
     .filter(([file]) => file !== "catalog.json"),
+);
+
+/** The demo desk's own graphs (demo/*.json holding nodes; demo/dataset.json is its data, not a graph). */
+const DEMO_GRAPHS = Object.fromEntries(
+  Object.entries(import.meta.glob("../demo/*.json", { eager: true, import: "default" }))
+    .filter(([, value]) => Array.isArray((value as { nodes?: unknown }).nodes))
+    .map(([path, graph]) => [path.replace("../", ""), graph] as const),
 );
 
 async function created(path: string, key: string, body: unknown): Promise<any> {
@@ -104,6 +114,58 @@ describe("the template gallery", () => {
     const unknown = await api("/api/v1/workflow-templates/use", { key: apiKey, body: { template: "no-such-template" } });
     expect(unknown.status).toBe(404);
     expect(unknown.body.error.code).toBe("workflow_template.not_found");
+  });
+});
+
+describe("expression semantics of what a user starts from", () => {
+  it("every example and demo graph, every gallery template and the editor's new graph declare json-numbers-1, and each published version keeps it in its stored graph", async () => {
+    const semanticsOf = (graph: unknown) => (graph as { expressionSemantics?: unknown }).expressionSemantics;
+    const start = [
+      { id: "start", kind: "start" },
+      { id: "done", kind: "end" },
+    ];
+    // The editor: a new workflow's graph, and what it saves once start and end are placed and joined.
+    const editorGraph = cleanGraph(start, [edge("start", "success", "done")], editorSemantics(null));
+    const files: Record<string, unknown> = {
+      ...Object.fromEntries(Object.entries(examples).map(([file, graph]) => [`examples/${file}`, graph])),
+      ...DEMO_GRAPHS,
+      ...Object.fromEntries(Object.entries(TEMPLATE_GRAPHS).map(([file, graph]) => [`gallery ${file}`, graph])),
+      "the editor's new graph": newGraph(),
+      "the editor's graph as saved": editorGraph,
+    };
+    expect(Object.keys(DEMO_GRAPHS), "the demo desk's graph").toContain("demo/violent-media.json");
+    expect(Object.keys(files).length).toBeGreaterThanOrEqual(2 * Object.keys(examples).length + 3);
+    for (const [name, graph] of Object.entries(files)) expect(semanticsOf(graph), name).toBe("json-numbers-1");
+    // Editing a version keeps its semantics: one stored without the field (published before it existed) stays cel.
+    expect(editorSemantics({ graph: {} })).toBe("cel");
+    expect(editorSemantics({ graph: { expressionSemantics: "cel" } })).toBe("cel");
+    expect(editorSemantics({ graph: { expressionSemantics: "json-numbers-1" } })).toBe("json-numbers-1");
+
+    const { apiKey } = await desk();
+    // What the demo desk's graph hands known clips to (demo/violent-media.json).
+    await created("/api/v1/webhook-endpoints", apiKey, { url: `https://hooks.product.test/ok/gallery-${crypto.randomUUID().slice(0, 8)}/hotline`, name: "hash-hotline", retryBaseSeconds: 0, maxAttempts: 5 });
+    const stored = async (versionId: string) => {
+      const version = await api(`/api/v1/workflow-versions/${versionId}`, { key: apiKey });
+      expect(version.status, JSON.stringify(version.body)).toBe(200);
+      return version.body.graph as unknown;
+    };
+    // The gallery serves its templates with the field, and "use" publishes it.
+    const list = await api("/api/v1/workflow-templates", { key: apiKey });
+    expect(list.body.items.length).toBe(Object.keys(TEMPLATE_GRAPHS).length);
+    for (const template of list.body.items) {
+      expect(semanticsOf(template.graph), `served template ${template.id}`).toBe("json-numbers-1");
+      const used = await api("/api/v1/workflow-templates/use", { key: apiKey, body: { template: template.id, name: `semantics ${template.id}` } });
+      expect(used.status, `${template.id}: ${JSON.stringify(used.body)}`).toBe(201);
+      expect(semanticsOf(await stored(used.body.version.id)), `template ${template.id} as published`).toBe("json-numbers-1");
+    }
+    // The example and demo files, and the editor's graph, published through the API as the console and the demo seed do.
+    for (const [name, graph] of Object.entries({ ...Object.fromEntries(Object.entries(examples).map(([file, graph]) => [`examples/${file}`, graph])), ...DEMO_GRAPHS, "the editor's graph": editorGraph })) {
+      const version = await publish(apiKey, graph);
+      const back = await stored(version.id);
+      expect(semanticsOf(back), `${name} as published`).toBe("json-numbers-1");
+      const ids = (g: unknown) => (g as { nodes: Array<{ id: string }> }).nodes.map((node) => node.id);
+      expect(ids(back), name).toEqual(ids(graph));
+    }
   });
 });
 

@@ -200,6 +200,74 @@ describe("an action type's autonomy and gate", () => {
   });
 });
 
+describe("approvals the gates count", () => {
+  it("an approval refused to the key that answered the run's review task counts toward neither the action type's nor the trigger's gate; another key's approval counts once", async () => {
+    const { apiKey } = await newInstallation();
+    const hook = await endpoint(apiKey, "/ok/promotion-own-review");
+    const queue = await api("/api/v1/queues", { key: apiKey, body: { name: `work-${crypto.randomUUID()}`, slaSeconds: 3600 } });
+    expect(queue.status).toBe(201);
+    const type = await api("/api/v1/action-types", { key: apiKey, body: { key: "remove_post", name: "Remove post", endpointId: hook, autonomy: "assisted" } });
+    expect(type.status).toBe(201);
+    const version = await publish(apiKey, {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "review", kind: "human_task", config: { queue_id: queue.body.id, response_schema: { type: "object" }, timeout_seconds: 3600 } },
+        { id: "remove", kind: "action", errorPort: "failed", config: { action_type: "remove_post", approval_timeout_seconds: 3600 }, inputMapping: { postId: "input.postId" } },
+        { id: "applied", kind: "end", config: { terminal_code: "applied" } },
+        { id: "other", kind: "end", config: { terminal_code: "other" } },
+      ],
+      edges: [
+        edge("start", "success", "review"),
+        edge("review", "completed", "remove"),
+        edge("review", "timeout", "other"),
+        edge("remove", "applied", "applied"),
+        edge("remove", "rejected", "other"),
+        edge("remove", "expired", "other"),
+        edge("remove", "failed", "other"),
+      ],
+    });
+    const run = await startRun(apiKey, version.id, { authorityMode: "assisted", input: { postId: "p-own" } });
+    const trigger = await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", when: "false", workflowVersionId: version.id, authorityMode: "assisted" } });
+    expect(trigger.status).toBe(201);
+    // One decided proposal, approved, meets each gate (precision 1/1: lower bound 0.207 ≥ 0.2).
+    const gate = { minDecidedProposals: 1, minPrecisionLow: 0.2 };
+    expect((await api(`/api/v1/action-types/${type.body.id}/gate`, { key: apiKey, method: "PUT", body: gate })).status).toBe(200);
+    expect((await api(`/api/v1/triggers/${trigger.body.id}/gate`, { key: apiKey, method: "PUT", body: gate })).status).toBe(200);
+
+    const keyOf = async (name: string) => (await api("/api/v1/api-keys", { key: apiKey, body: { name, scopes: ["review"] } })).body.apiKey as string;
+    const [answerer, other] = [await keyOf("answerer"), await keyOf("other")];
+    const task = await until(async () => (await api(`/api/v1/queues/${queue.body.id}/tasks`, { key: answerer })).body.items.find((t: any) => t.runId === run.id), "the review task");
+    expect((await api(`/api/v1/tasks/${task.id}/claim`, { key: answerer, body: { reviewer: "alice" } })).status).toBe(200);
+    expect((await api(`/api/v1/tasks/${task.id}/complete`, { key: answerer, body: { reviewer: "alice", response: { remove: true } } })).status).toBe(200);
+    const proposal = await until(async () => (await api("/api/v1/action-proposals?state=approval_required", { key: apiKey })).body.items.find((p: any) => p.runId === run.id), "a proposal");
+
+    // The answerer's approval, under any approver name, is refused and leaves the proposal undecided.
+    for (const approver of ["alice", "bob"]) {
+      const self = await api(`/api/v1/action-proposals/${proposal.id}/approve`, { key: answerer, body: { approver } });
+      expect(self.status, JSON.stringify(self.body)).toBe(403);
+      expect(self.body.error.code).toBe("action_proposal.own_review");
+    }
+    expect((await api(`/api/v1/action-proposals/${proposal.id}`, { key: apiKey })).body.state).toBe("approval_required");
+    const typeEarly = await api(`/api/v1/action-types/${type.body.id}/promote`, { key: apiKey, body: { to: "autonomous" } });
+    expect(typeEarly.status, JSON.stringify(typeEarly.body)).toBe(409);
+    expect(requirement(typeEarly.body.error.details, "decided_proposals", "remove_post")).toMatchObject({ required: 1, actual: 0, met: false });
+    const triggerEarly = await api(`/api/v1/triggers/${trigger.body.id}/promote`, { key: apiKey, body: { to: "autonomous" } });
+    expect(triggerEarly.status, JSON.stringify(triggerEarly.body)).toBe(409);
+    expect(requirement(triggerEarly.body.error.details, "decided_proposals", "remove_post")).toMatchObject({ required: 1, actual: 0, met: false });
+
+    // Another key's approval is the decision, and both gates count it.
+    expect((await api(`/api/v1/action-proposals/${proposal.id}/approve`, { key: other, body: { approver: "carol" } })).status).toBe(200);
+    expect((await waitForRun(apiKey, run.id)).output.terminalCode).toBe("applied");
+    const typePromoted = await api(`/api/v1/action-types/${type.body.id}/promote`, { key: apiKey, body: { to: "autonomous" } });
+    expect(typePromoted.status, JSON.stringify(typePromoted.body)).toBe(200);
+    expect(requirement(typePromoted.body.evidence, "precision_low", "remove_post")).toMatchObject({ met: true, precision: { approved: 1, rejected: 0, decided: 1 } });
+    const triggerPromoted = await api(`/api/v1/triggers/${trigger.body.id}/promote`, { key: apiKey, body: { to: "autonomous" } });
+    expect(triggerPromoted.status, JSON.stringify(triggerPromoted.body)).toBe(200);
+    expect(requirement(triggerPromoted.body.evidence, "decided_proposals", "remove_post")).toMatchObject({ actual: 1, met: true });
+  });
+});
+
 describe("automatic demotion", () => {
   it("drops an autonomous trigger to assisted once overturns pass its limit: audited, and automation.demoted delivered", async () => {
     const path = "/ok/promotion-demoted";

@@ -1,13 +1,16 @@
 // Tenancy: every operation of the route definitions (apiRoutes, the same list app.ts mounts and
-// openapi.json describes) refuses another installation's ids with 404 and no data, and a key
-// without the operation's scopes with 403. The operations are enumerated, not listed here: a new
-// route, path parameter, body schema or body reference without a fixture fails this file. A second
-// walk reads the served /openapi.json: path, query and nested body ids, as an API key and as a
-// console session of every role, and every list read by each of them.
+// openapi.json describes) refuses another installation's ids with 404 and no data. The operations
+// are enumerated, not listed here: a new route, path parameter, body schema or body reference
+// without a fixture fails this file. A second walk reads the served /openapi.json: path, query and
+// nested body ids, as an API key and as a console session of every role, and every list read by
+// each of them. A third walks the same document for scopes: every operation, as a console session
+// of every role (ROLE_SCOPES, the server's own mapping) and as a key of each single scope, is
+// refused with 403 exactly where the caller's scopes open none of its `x-scopes` (nor `read` its
+// `x-read-opens`), and admin-token operations refuse every key and session.
 import { env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { SCOPES, type Scope } from "../src/auth";
+import { ROLE_SCOPES, SCOPES, type Scope } from "../src/auth";
 import { reportSummaryByRunStatementUnsafe } from "../src/cases/reports/reports-queries";
 import { apiRoutes } from "../src/http/api";
 import type { OperationSpec, SchemaName } from "../src/http/route";
@@ -354,13 +357,6 @@ function expectNothingOf(f: Fixtures, body: unknown, where: string) {
   for (const secret of secretsOf(f)) expect(text, `${where} leaked ${secret}`).not.toContain(secret);
 }
 
-/** A key holding none of the scopes an operation accepts (nor `read`, where `read` would open it). */
-function scopesWithout(op: OperationSpec): Scope[] {
-  const required = op.auth as readonly Scope[];
-  const readOpens = (op.method === "get" || (op.method as string) === "head") && !required.includes("personal_data:read");
-  return SCOPES.filter((scope) => !required.includes(scope) && !(scope === "read" && readOpens));
-}
-
 let A: Fixtures;
 let B: Fixtures;
 
@@ -389,31 +385,6 @@ describe("every operation of the route definitions", () => {
       expectNothingOf(A, response.body, label(op));
     }
     expect(await snapshot(A)).toEqual(before);
-  });
-
-  it("refuses a key that holds none of an operation's scopes with 403; admin_token operations refuse every API key", async () => {
-    const keys = new Map<string, string>();
-    for (const op of OPERATIONS) {
-      if (op.auth === "none") continue;
-      const path = `/api/v1${fill(op.path, A)}`;
-      const body = bodyOf(op, A);
-      if (op.auth === "admin_token") {
-        const refused = await api(path, { method: op.method.toUpperCase(), key: A.key, body });
-        expect(refused.status, `${label(op)} with an API key`).toBe(401);
-        expect(refused.body.error.code).toBe("auth.unauthenticated");
-        continue;
-      }
-      const scopes = scopesWithout(op);
-      expect(scopes.length, label(op)).toBeGreaterThan(0);
-      let key = keys.get(scopes.join(","));
-      if (!key) {
-        key = (await created("/api/v1/api-keys", A.key, { name: `without-${scopes.join("-")}`, scopes })).apiKey as string;
-        keys.set(scopes.join(","), key);
-      }
-      const refused = await api(path, { method: op.method.toUpperCase(), key, body });
-      expect(refused.status, `${label(op)} with scopes ${scopes.join(", ")}: ${JSON.stringify(refused.body)}`).toBe(403);
-      expect(refused.body.error.code).toBe("auth.scope_missing");
-    }
   });
 
   it("answers a body naming another installation's row with 404 (every …Id and …Ids property of every schema)", async () => {
@@ -536,7 +507,13 @@ async function snapshot(f: Fixtures) {
 // property that names an id, as an API key and as a console session of every role, with another
 // installation's ids; and every list, read by each of them, holds none of the other's rows.
 type DocSchema = { $ref?: string; type?: string | string[]; properties?: Record<string, DocSchema>; items?: DocSchema };
-type DocOperation = { security?: Array<Record<string, unknown>>; parameters?: Array<{ name: string; in: string }>; requestBody?: { content: { "application/json": { schema: DocSchema } } } };
+type DocOperation = {
+  security?: Array<Record<string, unknown>>;
+  "x-scopes"?: Scope[];
+  "x-read-opens"?: boolean;
+  parameters?: Array<{ name: string; in: string }>;
+  requestBody?: { content: Record<string, { schema: DocSchema }> };
+};
 interface Caller {
   name: string;
   /** The request options that authenticate as it (a key, or a session cookie with its CSRF token). */
@@ -731,4 +708,108 @@ describe("every id the served /openapi.json names, as an API key and as a consol
     // The lists are not trivially empty: B's own rows show up in many of them.
     expect(ownRowsSeen).toBeGreaterThan(20);
   });
+});
+
+/** Whether the document says `held` opens the operation: one of its `x-scopes`, or `read` where it reads `x-read-opens`. */
+function documentOpens(held: readonly Scope[], op: DocOperation): boolean {
+  return op["x-scopes"]!.some((scope) => held.includes(scope)) || (op["x-read-opens"] === true && held.includes("read"));
+}
+
+/** The caller's own request for an operation of the served document: A's ids in the path (so a permitted call ends in a 404 and changes nothing), a valid body of its schema. */
+async function call(method: string, path: string, op: DocOperation, as: Caller["as"]) {
+  const ref = op.requestBody?.content["application/json"]?.schema.$ref;
+  const name = ref?.replace("#/components/schemas/", "") as SchemaName | undefined;
+  const body = name ? BODIES[name]!(A) : method === "get" ? undefined : {};
+  const response = await exports.default.fetch(
+    new Request(`http://safest.test/api/v1${fill(path, A)}`, {
+      method: method.toUpperCase(),
+      headers: { "content-type": "application/json", ...as.headers, ...(as.key ? { authorization: `Bearer ${as.key}` } : {}) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    }),
+  );
+  // Some operations answer CSV: only JSON answers carry an error code.
+  const text = await response.text();
+  const json = (response.headers.get("content-type") ?? "").includes("json") && text ? JSON.parse(text) : null;
+  return { status: response.status, code: json?.error?.code as string | undefined, required: json?.error?.details?.required as unknown };
+}
+
+describe("every scope's refusals, from the served /openapi.json", () => {
+  // The callers act in an installation of their own: what a permitted call writes (a queue, a
+  // setting) lands there, never in A or B. Paths name A's rows, so a permitted call is a 404.
+  let own: { id: string; apiKey: string };
+  beforeAll(async () => {
+    own = await newInstallation("tenancy-scopes");
+  });
+
+  /** Walks every operation of the document as `caller` holding `held`; returns how many it was refused and allowed. */
+  async function walk(caller: Caller, held: readonly Scope[]) {
+    let refused = 0;
+    let allowed = 0;
+    for (const [docPathName, methods] of Object.entries(served.paths)) {
+      for (const [method, op] of Object.entries(methods)) {
+        if ((op.security?.length ?? 0) === 0) continue;
+        const path = docPath(docPathName);
+        const where = `${caller.name}: ${method.toUpperCase()} ${path}`;
+        const response = await call(method, path, op, caller.as);
+        if (op.security!.some((s) => "adminToken" in s)) {
+          expect(response.status, `${where} (admin token only)`).toBe(401);
+          expect(response.code, where).toBe("auth.unauthenticated");
+          continue;
+        }
+        expect(op["x-scopes"]?.length, `${where}: the document names the operation's scopes`).toBeGreaterThan(0);
+        if (documentOpens(held, op)) {
+          allowed += 1;
+          expect(response.status === 403 && SCOPE_REFUSAL.test(response.code ?? ""), `${where} is open to ${held.join(", ")} (x-scopes ${op["x-scopes"]!.join(", ")}), refused with ${response.code}`).toBe(false);
+          expect(response.status, `${where}: ${response.code}`).toBeLessThan(500);
+        } else {
+          refused += 1;
+          expect(response.status, `${where} with ${held.join(", ")} (x-scopes ${op["x-scopes"]!.join(", ")}): ${response.code}`).toBe(403);
+          expect(response.code, where).toBe("auth.scope_missing");
+          expect(response.required, where).toEqual(op["x-scopes"]);
+        }
+      }
+    }
+    return { refused, allowed };
+  }
+
+  it("the document says which scopes open each operation, and read opens no write and nothing that names personal_data:read", () => {
+    let operations = 0;
+    for (const [path, methods] of Object.entries(served.paths)) {
+      for (const [method, op] of Object.entries(methods)) {
+        if ((op.security?.length ?? 0) === 0 || op.security!.some((s) => "adminToken" in s)) continue;
+        operations += 1;
+        const where = `${method.toUpperCase()} ${path}`;
+        expect(
+          op["x-scopes"]!.every((scope) => (SCOPES as readonly string[]).includes(scope)),
+          where,
+        ).toBe(true);
+        expect(typeof op["x-read-opens"], where).toBe("boolean");
+        if (method !== "get" || op["x-scopes"]!.includes("personal_data:read")) expect(op["x-read-opens"], where).toBe(false);
+      }
+    }
+    expect(operations).toBeGreaterThan(150);
+  });
+
+  it("refuses a console session of each role with 403 auth.scope_missing exactly where its role's scopes open none of an operation's, and never where they do; admin-token operations refuse every session", async () => {
+    const roles = Object.keys(ROLE_SCOPES) as Array<keyof typeof ROLE_SCOPES>;
+    expect(roles.sort()).toEqual(["admin", "moderator", "viewer"]);
+    const counts: Record<string, { refused: number; allowed: number }> = {};
+    for (const role of roles) counts[role] = await walk(await consoleSession(own.id, role), ROLE_SCOPES[role]);
+    // Neither branch is vacuous: every role is let through somewhere, and refused somewhere unless it holds every scope.
+    for (const role of roles) {
+      expect(counts[role]!.allowed, role).toBeGreaterThan(10);
+      if (SCOPES.some((scope) => !ROLE_SCOPES[role].includes(scope))) expect(counts[role]!.refused, role).toBeGreaterThan(10);
+      else expect(counts[role]!.refused, role).toBe(0);
+    }
+  }, 240_000);
+
+  it("refuses an API key of each single scope with 403 auth.scope_missing exactly where that scope opens none of an operation's, and never where it does; admin-token operations refuse every key", async () => {
+    for (const scope of SCOPES) {
+      const made = await api("/api/v1/api-keys", { key: own.apiKey, body: { name: `only-${scope}`, scopes: [scope] } });
+      expect(made.status, JSON.stringify(made.body)).toBe(201);
+      const { refused, allowed } = await walk({ name: `key of ${scope}`, as: { key: made.body.apiKey } }, [scope]);
+      expect(allowed, scope).toBeGreaterThan(0);
+      if (scope !== "admin") expect(refused, scope).toBeGreaterThan(10);
+    }
+  }, 360_000);
 });

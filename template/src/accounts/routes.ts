@@ -11,7 +11,8 @@ export const accountRoutes = routes()
       method: "get",
       path: "/accounts/:id",
       summary: "An account by the product's id of its owner (a report's subject.ownerId): its reports (with a cursor), decisions, strikes and points, sanctions, current restrictions, open cases and appeals; the read is audited",
-      auth: ["review", "admin"],
+      // Whether a person was reported and sanctioned is personal data (assertAccountReader).
+      auth: ["personal_data:read", "admin"],
       ok: 200,
       errors: [403, 404],
       query: { limit: { default: 50, max: 200 }, cursor: ["string", "string"] },

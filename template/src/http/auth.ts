@@ -30,12 +30,18 @@ export const requireAdminToken = createMiddleware<AppEnv>(async (c, next) => {
 });
 
 /**
- * `read` opens every GET route except those that open personal data, which name `personal_data:read`,
- * and those closed to it (`readOpens: false`: what a reviewer must not see, such as golden answers).
+ * Whether `read` opens a route: every GET (and HEAD) route except those that open personal data,
+ * which name `personal_data:read`, and those closed to it (`readOpens: false`: what a reviewer must
+ * not see, such as golden answers). The OpenAPI document publishes it per operation (`x-read-opens`).
  */
+export function readOpensRoute(method: string, scopes: readonly Scope[], readOpens = true): boolean {
+  const upper = method.toUpperCase();
+  return readOpens && !scopes.includes("personal_data:read") && (upper === "GET" || upper === "HEAD");
+}
+
 function allowed(held: Scope[], scopes: Scope[], method: string, readOpens: boolean): boolean {
   if (scopes.some((scope) => held.includes(scope))) return true;
-  return readOpens && held.includes("read") && !scopes.includes("personal_data:read") && (method === "GET" || method === "HEAD");
+  return held.includes("read") && readOpensRoute(method, scopes, readOpens);
 }
 
 function denied(scopes: Scope[]): AppError {

@@ -2,6 +2,7 @@
 // (`op()` in http/route.ts) and the request schemas they validate with. test/api.test.ts checks
 // that every mounted route is described.
 import { apiRoutes } from "./api";
+import { readOpensRoute } from "./auth";
 import { queryParameters } from "./query";
 import { routes, type OperationSpec } from "./route";
 import { schemas } from "./schemas";
@@ -23,7 +24,8 @@ function operation(path: string, method: string, op: OperationSpec) {
     operationId: `${method}${path.replace(/^\/api\/v1/u, "").replace(/[^A-Za-z0-9]+(\w)?/gu, (_m, c: string | undefined) => (c ? c.toUpperCase() : ""))}`,
     summary: op.summary,
     ...(op.auth === "none" ? { security: [] } : { security: [{ [op.auth === "admin_token" ? "adminToken" : "apiKey"]: [] }] }),
-    ...(Array.isArray(op.auth) ? { "x-scopes": op.auth } : {}),
+    // Any one of `x-scopes` opens the operation; so does `read` where `x-read-opens` is true.
+    ...(Array.isArray(op.auth) ? { "x-scopes": op.auth, "x-read-opens": readOpensRoute(method, op.auth, op.readOpens) } : {}),
     parameters: [...params, ...queryParameters(op.query), ...headers],
     ...(op.body ? { requestBody: { required: true, content: { "application/json": { schema: { $ref: `#/components/schemas/${op.body}` } } } } } : {}),
     ...(op.consumes ? { requestBody: { required: true, content: Object.fromEntries(op.consumes.map((type) => [type, { schema: { type: "string", format: "binary" } }])) } } : {}),
@@ -47,7 +49,12 @@ export function openApiDocument() {
     paths,
     components: {
       securitySchemes: {
-        apiKey: { type: "http", scheme: "bearer", description: "An installation API key (scopes: admin, reports:write, events:write, review, read, personal_data:read)." },
+        apiKey: {
+          type: "http",
+          scheme: "bearer",
+          description:
+            "An installation API key (scopes: admin, reports:write, events:write, review, read, personal_data:read) or a console session (its role's scopes). An operation opens to any one of its `x-scopes`, and to `read` where its `x-read-opens` is true; otherwise 403 auth.scope_missing.",
+        },
         adminToken: { type: "http", scheme: "bearer", description: "The ADMIN_TOKEN Worker secret." },
       },
       schemas: { Error: errorSchema, ...schemas },

@@ -20,7 +20,7 @@ export async function importHashBankCsv(env: Env, actor: Actor, bankId: string, 
 
 /** The bank as CSV (hash-bank-csv.ts), streamed shard by shard, to admins only (403 otherwise); audited. */
 export async function exportHashBankCsv(env: Env, actor: Actor, bankId: string): Promise<ReadableStream<Uint8Array>> {
-  // The route is a GET, which `read` keys and viewers pass; the bank's hashes are for admins only.
+  // The bank's hashes are for admins only: the route is closed to `read` (readOpens: false), and so is this export for any other caller.
   if (!actor.scopes.includes("admin")) throw new AppError("auth.scope_missing", "Exporting a hash bank needs the admin scope.", { status: 403, details: { required: ["admin"] } });
   const bank = await bankOf(env, actor.installationId, bankId);
   await auditStatement(env.DB, {

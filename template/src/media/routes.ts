@@ -77,6 +77,7 @@ export const mediaRoutes = routes()
       path: "/hash-banks/:id/export",
       summary: "Export the bank as CSV (signal_type,signal,tags,quality), streamed; admin only (403 for read keys and viewers); audited",
       auth: ["admin"],
+      readOpens: false,
       ok: 200,
       errors: [403, 404],
       produces: "text/csv",

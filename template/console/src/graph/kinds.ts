@@ -4,6 +4,7 @@ import { DEFAULT_RESPONSE_SCHEMA, KINDS, NODE_KINDS, nodePorts, type WorkflowNod
 import type { Graph, GraphNode } from "../api";
 
 export { DEFAULT_RESPONSE_SCHEMA, NODE_KINDS };
+export { cleanGraph, editorSemantics, newGraph } from "./new-graph";
 export type NodeKind = WorkflowNodeKind;
 /** Label, group and description per kind (and everything else the descriptor says). */
 export const KIND_INFO = KINDS;
@@ -22,23 +23,6 @@ export function newNode(kind: NodeKind, id: string): GraphNode {
 export function uniqueId(base: string, taken: Set<string>): string {
   if (!taken.has(base)) return base;
   for (let i = 2; ; i++) if (!taken.has(`${base}_${i}`)) return `${base}_${i}`;
-}
-
-/** A graph without empty optional parts, as the server expects it; it keeps the expression semantics it is based on. */
-export function cleanGraph(nodes: GraphNode[], edges: Graph["edges"], expressionSemantics?: Graph["expressionSemantics"]): Graph {
-  return {
-    schemaVersion: 1,
-    ...(expressionSemantics ? { expressionSemantics } : {}),
-    nodes: nodes.map((n) => {
-      const out: GraphNode = { id: n.id, kind: n.kind };
-      if (n.config && Object.keys(n.config).length > 0) out.config = n.config;
-      if (n.inputMapping && Object.keys(n.inputMapping).length > 0) out.inputMapping = n.inputMapping;
-      if (n.errorPort) out.errorPort = n.errorPort;
-      if (n.timeoutPolicy && Object.keys(n.timeoutPolicy).length > 0) out.timeoutPolicy = n.timeoutPolicy;
-      return out;
-    }),
-    edges,
-  };
 }
 
 /** Layered layout: each node one column right of its furthest predecessor from start. */

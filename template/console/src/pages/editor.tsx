@@ -7,7 +7,7 @@ import { useCallback, useEffect, useMemo, useRef, useState, type DragEvent } fro
 import { api, ApiError, get, post, type Graph, type GraphNode, type ValidationProblem, type Workflow, type WorkflowVersion } from "../api";
 import { ConfigPanel, type Lookups } from "../graph/config-panel";
 import { nodeTypes, type FlowNode } from "../graph/flow-node";
-import { autoLayout, cleanGraph, KIND_INFO, newNode, NODE_KINDS, pinProblems, portsOf, uniqueId, type NodeKind } from "../graph/kinds";
+import { autoLayout, cleanGraph, editorSemantics, KIND_INFO, newGraph, newNode, NODE_KINDS, pinProblems, portsOf, uniqueId, type NodeKind } from "../graph/kinds";
 import { edgeId, toFlowEdges } from "../graph/view";
 import { useDebounced, useResource } from "../hooks";
 import { Link, useNavigate, useSearchParam } from "../router";
@@ -24,7 +24,7 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
   const restored = useRef<Draft | null>(base ? null : readJson<Draft>(draftKey(workflow.id)));
   const initial = useMemo(() => {
     if (restored.current) return restored.current;
-    const graph = base?.graph ?? { schemaVersion: 1 as const, nodes: [], edges: [] };
+    const graph = base?.graph ?? newGraph();
     const saved = readJson<Positions>(positionsKey(workflow.id)) ?? {};
     const layout = autoLayout(graph);
     return { nodes: graph.nodes, edges: graph.edges, positions: Object.fromEntries(graph.nodes.map((n) => [n.id, saved[n.id] ?? layout[n.id]!])), basedOn: base?.id ?? null, savedAt: "" };
@@ -49,10 +49,9 @@ function Editor({ workflow, base, canEdit, canValidate }: { workflow: Workflow; 
   }, []);
 
   const graphNodes = rfNodes.map((n) => n.data.node);
-  // A new version keeps the semantics of the version it is based on (a stored graph without the
-  // field means `cel`), so editing never changes what its expressions mean; a new graph gets the current one.
-  const semantics: NonNullable<Graph["expressionSemantics"]> = base ? (base.graph.expressionSemantics ?? "cel") : "json-numbers-1";
-  const graph = useMemo(
+  // A new version keeps the semantics of the version it is based on; a new workflow gets the current one.
+  const semantics = editorSemantics(base);
+  const graph: Graph = useMemo(
     () =>
       cleanGraph(
         rfNodes.map((n) => n.data.node),
