@@ -186,9 +186,10 @@ interface Recorded {
 
 /**
  * Intake's one batch: the writes (the report only under an assumed sender's condition, when
- * there is one), then the report as stored (with an Idempotency-Key, ours or the first one's; else
- * ours, from the request and what its case's update answers), then the triggers to evaluate. Null when nothing was recorded and there is no replay: an
- * assumption that did not hold (or a report that could not be recorded).
+ * there is one), then the triggers to evaluate; the report as stored is ours, from the request and
+ * what its case's update answers, or (with an Idempotency-Key already used) the first one's, read
+ * after. Null when nothing was recorded and there is no replay: an assumption that did not hold
+ * (or a report that could not be recorded).
  */
 async function recordReport(
   env: Env,
@@ -264,9 +265,6 @@ async function recordReport(
       },
       { table: "reports", id },
     ),
-    // With an Idempotency-Key, the report stored under it (ours, or the first one's for a replay);
-    // without, ours is what this batch wrote, and the case's upsert above answers its case.
-    ...(idempotencyKey ? [reportRowByKeyStatement(env.DB, actor.installationId, idempotencyKey)] : []),
     enabledTriggersStatement(env.DB, actor.installationId, "report.created"),
     // Written only if this report was (each is guarded on it).
     ...(noticeRecord ? [noticeRecord] : []),
@@ -275,10 +273,14 @@ async function recordReport(
     ...(terms ? [terms] : []),
     ...(signals ? [signals] : []),
   ]);
-  const reads = 3;
+  // The case's upsert answers only when this batch wrote the report (it carries the report's own
+  // conditions, among them that no report holds the Idempotency-Key yet): the report is ours, from
+  // the request and that answer. When it does not answer, a report already under the key is the
+  // first one's (a replay), read after the batch; none is an archived subject or an assumption
+  // that did not hold.
   const counted = results[0]!.results[0] as { caseId: string; caseReportCount: number } | undefined;
-  const row = idempotencyKey ? (results[reads]!.results[0] as ReportSummaryRow | undefined) : counted && writtenRow(input, r, sender.source, counted);
-  const triggers = results[idempotencyKey ? reads + 1 : reads]!.results as unknown as TriggerRow[];
+  const row = counted ? writtenRow(input, r, sender.source, counted) : idempotencyKey ? await reportRowByKeyStatement(env.DB, actor.installationId, idempotencyKey).first<ReportSummaryRow>() : undefined;
+  const triggers = results[3]!.results as unknown as TriggerRow[];
   // The subject's case is archived: it comes back to D1 (cases/archive), and the report joins it.
   if (!row && !archivedRetry && (await rehydrateSubject(env, ...subject))) return recordReport(env, ctx, actor, input, r, from, true);
   if (!row) return null;
