@@ -118,6 +118,23 @@ async function following(ex: Exchange, options: { entries?: number; pageSize?: n
   return setup;
 }
 
+/**
+ * A follow only this test's syncs touch: made not due for any schedule (other files in this runtime
+ * run it with clocks ahead). A scheduled sync that took it between its creation and that update
+ * leaves a lease or a page behind: that follow is left and another one made.
+ */
+async function untouchedFollowing(ex: Exchange): Promise<Setup> {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const s = await following(ex);
+    await env.DB.prepare(`UPDATE hash_exchange_follows SET next_sync_at = '9999-12-31T00:00:00.000Z' WHERE bank_id = ?1 AND state = 'active'`).bind(s.bankId).run();
+    const row = await env.DB.prepare(`SELECT lease_token AS token, pages, last_sync_at AS lastSyncAt FROM hash_exchange_follows WHERE bank_id = ?1 AND state = 'active'`)
+      .bind(s.bankId)
+      .first<{ token: string | null; pages: number; lastSyncAt: string | null }>();
+    if (row && row.token === null && row.pages === 0 && row.lastSyncAt === null) return s;
+  }
+  throw new Error("every follow made was taken by a scheduled sync before it could be set aside");
+}
+
 const sync = async (s: Setup) => {
   const result = await call(`/api/v1/hash-banks/${s.bankId}/exchange/sync`, { key: s.key, method: "POST" });
   expect(result.status).toBe(200);
@@ -399,9 +416,7 @@ describe("the bank's own entries and the mirror's index", () => {
 describe("one sync at a time, and bounded pages", () => {
   it("a sync whose lease lapsed and was taken by another stops: it neither moves the cursor nor clears the other's lease", async () => {
     const ex = EXCHANGES.find((e) => e.kind === "stopncii")!;
-    const s = await following(ex);
-    // Not due for any schedule (other files in this runtime run it with clocks ahead): only this test's syncs touch the follow.
-    await env.DB.prepare(`UPDATE hash_exchange_follows SET next_sync_at = '9999-12-31T00:00:00.000Z' WHERE bank_id = ?1 AND state = 'active'`).bind(s.bankId).run();
+    const s = await untouchedFollowing(ex);
     await control(ex, "hold", { key: s.peerKey, page: 2 });
     const running = call(`/api/v1/hash-banks/${s.bankId}/exchange/sync`, { key: s.key, method: "POST" });
     while ((await peerLog(ex, s.peerKey)).waiting === 0) await new Promise((resolve) => setTimeout(resolve, 20));
