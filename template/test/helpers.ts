@@ -2,7 +2,7 @@
 import { env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { expect } from "vitest";
-import { outputRowsSql, stepOutputSql } from "../src/workflows/step-output";
+import { outputRowsSql, STEP_OUTPUT } from "../src/workflows/step-output";
 
 export const ADMIN_TOKEN = "test-admin-token";
 
@@ -122,7 +122,7 @@ export async function personKey(adminKey: string, reviewer = "Rita Reviewer", sc
  * "The step's output" in SQL, for a step row `s` joined with `${STEP_OUTPUT.join}`: `.json` the open
  * view, `.sealed` the sealed part, in either stored form (src/workflows/step-output.ts).
  */
-export const STEP_OUTPUT = stepOutputSql();
+export { STEP_OUTPUT };
 
 /** Gives a step's output a sealed part, as a content-reading node writes it (its size counts it), in whichever form the step stores its output. */
 export async function setSealedOutput(stepId: string, sealed: string): Promise<void> {

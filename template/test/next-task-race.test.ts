@@ -38,74 +38,25 @@ async function queueWithTasks(label: string, count: number) {
 }
 
 /**
- * The test's env whose D1 binding counts the queue reads of `/next` (its candidate statement) and,
- * once, lets another reviewer take `stolen` right after that read: the race `/next` loses in production.
+ * The test's env whose D1 binding tells `sent` of every round trip (a statement run alone, with its
+ * SQL, or a batch, with its statements' count) once it is answered, before the caller gets the answer.
  */
-function racingEnv(stolen: () => string) {
-  const seen = { candidateReads: 0, refusalReads: 0 };
-  let raced = false;
+function watchedEnv(sent: (trip: { sql: string | null; statements: number }) => Promise<void> | void) {
+  const answered = async <T>(trip: { sql: string | null; statements: number }, run: () => Promise<T>) => {
+    const answer = await run();
+    await sent(trip);
+    return answer;
+  };
   const db = new Proxy(env.DB, {
     get(target, property) {
-      const value = Reflect.get(target, property, target);
-      if (property !== "prepare") return typeof value === "function" ? value.bind(target) : value;
+      if (property === "batch") return (statements: D1PreparedStatement[]) => answered({ sql: null, statements: statements.length }, () => target.batch(statements));
+      if (property !== "prepare") {
+        const value = Reflect.get(target, property, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      }
+      // A statement's SQL is known at prepare; it is counted when bound and run.
       return (sql: string) => {
         const statement = target.prepare(sql);
-        if (sql.includes("AS lane")) {
-          seen.candidateReads += 1;
-          return new Proxy(statement, {
-            get(s, p) {
-              const v = Reflect.get(s, p, s);
-              if (p !== "bind") return typeof v === "function" ? v.bind(s) : v;
-              return (...args: unknown[]) => {
-                const bound = s.bind(...args);
-                return new Proxy(bound, {
-                  get(b, q) {
-                    const w = Reflect.get(b, q, b);
-                    if (q !== "all" && q !== "first") return typeof w === "function" ? w.bind(b) : w;
-                    return async (...rest: unknown[]) => {
-                      const answer = await (w as (...a: unknown[]) => Promise<unknown>).apply(b, rest);
-                      if (!raced) {
-                        raced = true;
-                        await env.DB.prepare("UPDATE human_tasks SET state = 'claimed', claimed_by = 'api_key:other/rival', claimed_at = ?2, lease_expires_at = ?3 WHERE id = ?1")
-                          .bind(stolen(), new Date().toISOString(), new Date(Date.now() + 600_000).toISOString())
-                          .run();
-                      }
-                      return answer;
-                    };
-                  },
-                });
-              };
-            },
-          });
-        }
-        if (sql.includes("SELECT state, lease_expires_at AS leaseExpiresAt")) seen.refusalReads += 1;
-        return statement;
-      };
-    },
-  });
-  return { env: { ...env, DB: db } as typeof env, seen };
-}
-
-/** The test's env whose D1 binding counts the statements sent through it (each of a batch counts). */
-function countingEnv() {
-  const sent = { statements: 0, roundTrips: 0 };
-  const db = new Proxy(env.DB, {
-    get(target, property) {
-      const value = Reflect.get(target, property, target);
-      if (property === "batch")
-        return (statements: D1PreparedStatement[]) => {
-          sent.roundTrips += 1;
-          sent.statements += statements.length;
-          return target.batch(statements);
-        };
-      if (property !== "prepare") return typeof value === "function" ? value.bind(target) : value;
-      return (sql: string) => {
-        const statement = target.prepare(sql);
-        const count = <T>(run: () => Promise<T>) => {
-          sent.roundTrips += 1;
-          sent.statements += 1;
-          return run();
-        };
         return new Proxy(statement, {
           get(s, p) {
             const v = Reflect.get(s, p, s);
@@ -115,7 +66,7 @@ function countingEnv() {
               return new Proxy(bound, {
                 get(b, q) {
                   const w = Reflect.get(b, q, b);
-                  if (q === "all" || q === "first" || q === "run" || q === "raw") return (...rest: unknown[]) => count(() => (w as (...a: unknown[]) => Promise<unknown>).apply(b, rest));
+                  if (q === "all" || q === "first" || q === "run" || q === "raw") return (...rest: unknown[]) => answered({ sql, statements: 1 }, () => (w as (...a: unknown[]) => Promise<unknown>).apply(b, rest));
                   return typeof w === "function" ? w.bind(b) : w;
                 },
               });
@@ -125,7 +76,37 @@ function countingEnv() {
       };
     },
   });
-  return { env: { ...env, DB: db } as typeof env, sent };
+  return { ...env, DB: db } as typeof env;
+}
+
+/**
+ * The test's env that counts `/next`'s queue reads (its candidate statement) and refusal reads and,
+ * once, lets another reviewer take `stolen` right after the first queue read: the race `/next` loses in production.
+ */
+function racingEnv(stolen: () => string) {
+  const seen = { candidateReads: 0, refusalReads: 0 };
+  let raced = false;
+  const racing = watchedEnv(async ({ sql }) => {
+    if (sql?.includes("SELECT state, lease_expires_at AS leaseExpiresAt")) seen.refusalReads += 1;
+    if (!sql?.includes("AS lane")) return;
+    seen.candidateReads += 1;
+    if (raced) return;
+    raced = true;
+    await env.DB.prepare("UPDATE human_tasks SET state = 'claimed', claimed_by = 'api_key:other/rival', claimed_at = ?2, lease_expires_at = ?3 WHERE id = ?1")
+      .bind(stolen(), new Date().toISOString(), new Date(Date.now() + 600_000).toISOString())
+      .run();
+  });
+  return { env: racing, seen };
+}
+
+/** The test's env whose D1 binding counts the statements and round trips sent through it (each statement of a batch counts). */
+function countingEnv() {
+  const sent = { statements: 0, roundTrips: 0 };
+  const counting = watchedEnv(({ statements }) => {
+    sent.roundTrips += 1;
+    sent.statements += statements;
+  });
+  return { env: counting, sent };
 }
 
 describe("/next's statements", () => {

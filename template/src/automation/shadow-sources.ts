@@ -2,9 +2,7 @@
 // runs, or one durable backtest's), or one fast backtest's results (the host walker's verdicts,
 // no run per report). Both give the same items: a report, its category, source and date, what the
 // version proposed and the latest decision a person made on it. Only ids and verdicts, no content.
-import { runOutputJson, stepOutputSql } from "../workflows";
-
-const OUTPUT = stepOutputSql();
+import { runOutputJson, STEP_OUTPUT as OUTPUT } from "../workflows";
 
 export const MAX_EVALUATED = 100_000;
 const PAGE = 2_000;

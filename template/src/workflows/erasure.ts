@@ -2,9 +2,7 @@
 // read) of the runs of given reports and appeals, in either form a step keeps its output in
 // (step-output.ts). The open view stays: it is what the runs API shows and carries no content.
 // Called by cases/retention/retention-erase.ts.
-import { stepOutputSql } from "./step-output";
-
-const OUTPUT = stepOutputSql();
+import { STEP_OUTPUT as OUTPUT } from "./step-output";
 
 /** The runs of these reports or appeals, and their step outputs that still hold a sealed copy. */
 export async function sealedOutputsOfUnsafe(db: D1Database, installationId: string, input: { reportIds: string[]; appealIds: string[] }): Promise<{ runIds: string[]; stepRunIds: string[] }> {

@@ -11,9 +11,7 @@ import { mentionsVariable, referencedSteps } from "./expressions";
 import { kindOf, nodeExpressions } from "./kinds/descriptors";
 import type { AuthorizedRun } from "./runtime-authorize";
 import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
-import { stepOutputSql } from "./step-output";
-
-const OUTPUT = stepOutputSql();
+import { STEP_OUTPUT as OUTPUT } from "./step-output";
 
 interface NodeReads {
   /** null: every step output (an expression reads `steps` dynamically). */

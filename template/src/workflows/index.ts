@@ -35,4 +35,4 @@ export {
 } from "./types";
 export { getStorageSettings } from "./storage";
 export { CONTEXT_LIST_LIMIT, CONTEXT_STRING_LIMIT, contextOverBounds } from "./expression-cost";
-export { outputRowsSql, STEP_OUTPUT_COLUMN_NAMES, stepOutputSql, stepRowColumns, withoutOutputColumns } from "./step-output";
+export { outputRowsSql, STEP_OUTPUT, STEP_OUTPUT_COLUMN_NAMES, stepOutputSql, stepRowColumns, withoutOutputColumns } from "./step-output";

@@ -17,9 +17,7 @@ import { canonicalJson } from "../audit";
 import { AppError } from "../errors";
 import { byteLength, sha256Hex } from "../lib/crypto";
 import { DEFAULT_HOT_DAYS, runHistoryMinutesSql } from "../lib/storage-tiers";
-import { outputRowsSql, stepOutputSql, stepRowColumns } from "./step-output";
-
-const OUTPUT = stepOutputSql();
+import { outputRowsSql, STEP_OUTPUT as OUTPUT, stepRowColumns } from "./step-output";
 
 export { DEFAULT_HOT_DAYS };
 

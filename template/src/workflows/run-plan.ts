@@ -4,9 +4,7 @@
 // recorded (an edge from a finished predecessor, on a related branch, through the port it took).
 // Pure; cached per parsed graph (versions are immutable).
 import type { ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
-import { stepOutputSql } from "./step-output";
-
-const OUTPUT = stepOutputSql();
+import { STEP_OUTPUT as OUTPUT } from "./step-output";
 
 export interface RunPlan {
   /** nodeId → every branch key it can run under ("" is the main branch). */

@@ -5,9 +5,7 @@ import { runInQueuesSql } from "../auth";
 import { runEndTaskStatements } from "../cases";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
 import { runInputJson, runOutputJson } from "./run-input";
-import { stepOutputSql } from "./step-output";
-
-const OUTPUT = stepOutputSql();
+import { STEP_OUTPUT as OUTPUT } from "./step-output";
 
 export interface RunRow {
   id: string;

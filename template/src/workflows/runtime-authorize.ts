@@ -5,9 +5,7 @@ import type { RecordedExit } from "./run-plan";
 import type { RecordedStep } from "./runtime-records";
 import { parseWorkflowGraph } from "./validation";
 import { runInputJson } from "./run-input";
-import { stepOutputSql } from "./step-output";
-
-const OUTPUT = stepOutputSql();
+import { STEP_OUTPUT as OUTPUT } from "./step-output";
 
 export interface RuntimeProps {
   artifactId: string;

@@ -21,7 +21,7 @@ import type { CallScope } from "./runtime-capability";
 import { recordNodeFailure } from "./runtime-fail";
 import type { FusedOutput, RuntimeFailureRequest, RuntimeNodeRequest } from "./runtime-protocol";
 import { FINISHED_STEP_STATES, now, outputRecord, runtimeAudit, stepEventDetails, stepUpsert, type RecordedStep, type StepUpsertInput } from "./runtime-records";
-import { stepOutputSql } from "./step-output";
+import { STEP_OUTPUT as OUTPUT } from "./step-output";
 import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
 import { StepOutputs, walkContext } from "./walker";
 
@@ -90,8 +90,6 @@ const LATEST_EVENT_JSON_SQL = `(SELECT json_object('id', e.id, 'type', e.type, '
   FROM workflow_events e WHERE e.run_id = ?1 ORDER BY e.created_at DESC LIMIT 1)`;
 
 type EventRow = { id: string; type: string; payloadJson: string; createdAt: string };
-
-const OUTPUT = stepOutputSql();
 
 /** The group's step rows (its own and those its nodes read), when not folded into the run's statement. */
 function groupRowsStatement(db: D1Database, runId: string, needs: GroupNeeds): D1PreparedStatement {

@@ -6,10 +6,8 @@ import type { AppError } from "../errors";
 import { openView } from "./content-access";
 import { byteLength, sha256Hex } from "../lib/crypto";
 import type { AuthorizedRun } from "./runtime-authorize";
-import { stepOutputSql } from "./step-output";
+import { STEP_OUTPUT as OUTPUT } from "./step-output";
 import type { WorkflowNodeV1 } from "./types";
-
-const OUTPUT = stepOutputSql();
 
 export function now(): string {
   return new Date().toISOString();

@@ -10,9 +10,7 @@ import type { NodeOutput, PreparedWait, WaitResult } from "./runtime-protocol";
 import { now, runProgress, runtimeAudit, stepUpsert } from "./runtime-records";
 import { deadlineEventId, waitOfStepUnsafe } from "./runs-queries";
 import type { WorkflowNodeV1 } from "./types";
-import { stepOutputSql } from "./step-output";
-
-const OUTPUT = stepOutputSql();
+import { STEP_OUTPUT as OUTPUT } from "./step-output";
 
 const DEFAULT_WAIT_SECONDS = 86_400;
 const WAIT_DEADLINE_SKEW_MS = 2_000;

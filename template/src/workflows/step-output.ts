@@ -49,7 +49,9 @@ export function stepOutputSql(s = "s", o = "o") {
   };
 }
 
-const SQL = stepOutputSql();
+/** The step's output for a step row `s` and its outputs row `o`: the SQL every reader uses. */
+export const STEP_OUTPUT = stepOutputSql();
+const SQL = STEP_OUTPUT;
 
 /**
  * The workflow_step_outputs rows (either form) of the steps a WHERE clause over `s` selects, in

@@ -141,7 +141,7 @@ export async function claimNextTask(env: Env, actor: Actor, queueId: string, inp
   const capped = JSON.stringify(exposure.capped);
   // The first read's candidates outside the capped categories, as the capped read would answer them.
   // When the cap left none of a full list, there may be more further on: read them with the cap.
-  const unfiltered = ((JSON.parse(first.alongside ?? "[]") as Candidate[]) ?? []).sort(byCandidateOrder);
+  const unfiltered = (JSON.parse(first.alongside ?? "[]") as Candidate[]).sort(byCandidateOrder);
   const uncapped = unfiltered.filter((c) => !exposure.capped.includes(c.category ?? ""));
   let prefetched: Candidate[] | null = uncapped.length > 0 || unfiltered.length < CANDIDATES ? uncapped : null;
   for (let attempt = 0; attempt < 5; attempt++) {

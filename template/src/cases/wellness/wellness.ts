@@ -165,7 +165,8 @@ export async function exposureStatus(db: D1Database, installationId: string, rev
 
 /**
  * `/next`'s first read: whether the queue exists in the installation, and the reviewer's exposure
- * today, in one statement (an unknown queue is a 404 whatever the exposure).
+ * today, in one statement (an unknown queue is a 404 whatever the exposure), with `alongside`'s
+ * column (the queue's first candidates) read in it too.
  */
 export async function queueExposureStatus(
   db: D1Database,
