@@ -80,6 +80,7 @@ type RunRow = Omit<AuthorizedRun, "graph"> & {
   groupJson?: string | null;
   runEndJson?: string | null;
   reportJson?: string | null;
+  latestEventJson?: string | null;
   extraJson?: string | null;
 };
 
@@ -104,6 +105,8 @@ export interface RunFolds {
   runEnd?: string;
   /** A scalar SQL expression over the run ?1 (cases' REPORT_SUMMARY_BY_RUN_JSON_SQL): the run's report for a node's context. */
   report?: string;
+  /** A scalar SQL expression over the run ?1 (runtime-fused's LATEST_EVENT_JSON_SQL): the run's latest event for a node's context. */
+  latestEvent?: string;
   /**
    * One more scalar SQL expression (a JSON value) the call needs once authorized, read in the same
    * statement: built with `param`, which binds a value and returns its placeholder; the run is `r`.
@@ -142,6 +145,8 @@ export interface FoldedReads {
   runEnd?: string;
   /** The `report` expression's value (JSON text, or null: the run has no report). */
   report?: string | null;
+  /** The `latestEvent` expression's value (JSON text, or null: the run has no event). */
+  latestEvent?: string | null;
   /** The `extra` expression's value (JSON text, or null). */
   extra?: string | null;
 }
@@ -195,6 +200,7 @@ function runStatement(db: D1Database, runId: string, folds: RunFolds = {}): D1Pr
   }
   const runEnd = folds.runEnd ?? "NULL";
   const report = folds.report ?? "NULL";
+  const latestEvent = folds.latestEvent ?? "NULL";
   const extra = folds.extra
     ? folds.extra((value) => {
         binds.push(value);
@@ -207,7 +213,7 @@ function runStatement(db: D1Database, runId: string, folds: RunFolds = {}): D1Pr
       r.authority_mode AS authorityMode, r.state, r.input_json AS inputJson, r.report_id AS reportId,
       r.appeal_id AS appealId, r.backtest_id AS backtestId,
       v.artifact_id AS artifactId, v.graph_json AS graphJson, ${exits} AS exitsJson, ${step} AS stepJson, ${wait} AS waitJson, ${event} AS eventJson,
-      ${group} AS groupJson, ${runEnd} AS runEndJson, ${report} AS reportJson, ${extra} AS extraJson
+      ${group} AS groupJson, ${runEnd} AS runEndJson, ${report} AS reportJson, ${latestEvent} AS latestEventJson, ${extra} AS extraJson
     FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id
     WHERE r.id = ?1 LIMIT 1
   `)
@@ -226,6 +232,7 @@ function foldedReads(folds: RunFolds, row: RunRow): FoldedReads {
   if (folds.group && row.groupJson) reads.group = JSON.parse(row.groupJson) as Array<Record<string, unknown>>;
   if (folds.runEnd && row.runEndJson) reads.runEnd = row.runEndJson;
   if (folds.report) reads.report = row.reportJson ?? null;
+  if (folds.latestEvent) reads.latestEvent = row.latestEventJson ?? null;
   if (folds.extra) reads.extra = row.extraJson ?? null;
   return reads;
 }

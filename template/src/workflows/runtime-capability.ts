@@ -10,6 +10,7 @@ import { assembleContext, contextStatements, loadNodeContext, nodeReads, nodeRea
 import { kindOf, shadowSimulation } from "./kinds/descriptors";
 import { EXECUTORS, executorUnavailable, type NodeCall } from "./kinds/executors";
 import { executeFusedGroup, failFusedGroup } from "./runtime-fused";
+import { recordAndWalk, walkFrom } from "./runtime-ahead";
 import { recordNodeFailure } from "./runtime-fail";
 import type {
   ActionProgress,
@@ -25,9 +26,9 @@ import type {
   WorkflowRuntimeApi,
 } from "./runtime-protocol";
 import { encodeHostError } from "./runtime-protocol";
-import { authorizedBranch, authorizedNode, authorizedRunFolded, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type RunFolds, type RuntimeProps } from "./runtime-authorize";
+import { authorizedBranch, authorizedNode, authorizedRunFolded, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type FoldedReads, type RunFolds, type RuntimeProps } from "./runtime-authorize";
 import { branchAllowed, predecessorExitsStatement, predecessorIds, reachedBy, type RecordedExit } from "./run-plan";
-import { FINISHED_STEP_STATES, hostErrorStatement, now, recordedStepStatement, recordStepResult, runProgress, runtimeAudit, stepStartedStatement, stepUpsert, type RecordedStep } from "./runtime-records";
+import { FINISHED_STEP_STATES, hostErrorStatement, now, recordedStepStatement, recordStepResult, runProgress, runtimeAudit, stepStartedStatement, stepUpsert, type RecordedStep, type StepResultInput } from "./runtime-records";
 import { completeWaitStatements, prepareWaitRecord } from "./runtime-waits";
 import type { WorkflowNodeV1 } from "./types";
 
@@ -111,8 +112,8 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
   private async authorize(
     input: RuntimeNodeRequest,
     scope: CallScope,
-    options: { kind?: string; withContext?: boolean; reached?: boolean; extra?: (claimed: WorkflowNodeV1) => RunFolds["extra"] } = {},
-  ): Promise<{ run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; loaded?: LoadedContext; recorded?: RecordedStep; extra?: string | null }> {
+    options: { kind?: string; withContext?: boolean; reached?: boolean; extra?: (claimed: WorkflowNodeV1) => RunFolds["extra"]; more?: (claimed: WorkflowNodeV1) => RunFolds | null } = {},
+  ): Promise<{ run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; loaded?: LoadedContext; recorded?: RecordedStep; extra?: string | null; folded?: FoldedReads }> {
     const descriptor = kindOf(input.nodeKind);
     // A simulated effect evaluates nothing, so it reads nothing.
     const wantsContext = options.withContext === true && descriptor?.readsContext === true && !(input.authorityMode === "shadow" && descriptor.shadow);
@@ -128,6 +129,8 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     // What the method reads next, keyed by the claimed (cached) node; used only if that node is authorized.
     const extra = cachedNode && options.extra ? options.extra(cachedNode) : undefined;
     if (extra) folds.extra = extra;
+    const more = cachedNode && options.more ? options.more(cachedNode) : null;
+    if (more) Object.assign(folds, more);
     // The context's report is read in the run's statement too.
     if (cachedNode && cachedGraph && wantsContext && nodeReads(cachedNode).report) folds.report = REPORT_SUMMARY_BY_RUN_JSON_SQL;
     const { run, folded, results } = await authorizedRunWith(this.env, this.ctx.props, input, folds, (runId) => {
@@ -142,7 +145,7 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     if (!branchAllowed(run.graph, node, branchKey)) throw denied("runtime.branch_denied");
     Object.assign(scope, { run, node, branchKey });
     const prefetched = cachedNode === node;
-    const extraRead = prefetched && extra ? { extra: folded.extra ?? null } : {};
+    const extraRead = { ...(prefetched && extra ? { extra: folded.extra ?? null } : {}), ...(prefetched && more ? { folded } : {}) };
     let recorded: RecordedStep | undefined;
     if (checkReached) {
       const [exits, own] =
@@ -241,6 +244,13 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     );
   }
 
+  /** What walking on from a claimed node reads (authorize's `more`). */
+  private readonly walkFolds = (claimed: WorkflowNodeV1): RunFolds | null => walkFrom(this.ctx.props.workflowVersionId, claimed.id)?.folds ?? null;
+
+  private recordAndWalk<T extends NodeOutput>(result: StepResultInput, folded: FoldedReads | undefined, extra: D1PreparedStatement[], answer: T): Promise<T> {
+    return recordAndWalk({ env: this.env, ctx: this.ctx, props: this.ctx.props }, result, folded, extra, answer);
+  }
+
   /** Step and run wait while a proposal waits for approval or delivery. */
   private async parkOnAction(run: AuthorizedRun, node: WorkflowNodeV1, branchKey: string, stepId: string): Promise<void> {
     const at = now();
@@ -284,6 +294,9 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
       // (well-formed) run, node and branch; they are used only once those claims are authorized below.
       const folds: RunFolds =
         claimedRun !== undefined && claimedNode !== undefined && claimedBranch !== undefined ? { step: { nodeId: claimedNode, branchKey: claimedBranch }, wait: { stepId: stepRunId(claimedRun, claimedNode, claimedBranch), eventId } } : {};
+      // What the group after the wait reads, for a kernel that follows the host's walk (runtime-ahead.ts).
+      const walking = input.walk === true && claimedBranch === "" ? walkFrom(this.ctx.props.workflowVersionId, claimedNode) : null;
+      if (walking) Object.assign(folds, walking.folds);
       const { run, folded } = await authorizedRunFolded(this.env, this.ctx.props, input, folds);
       const node = authorizedNode(run, input.nodeId);
       if (!isWait(node)) throw denied("runtime.wait_node_denied");
@@ -295,16 +308,8 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
       const prefetched = folds.wait?.stepId === stepId ? { wait: folded.wait, event: folded.event, eventId } : undefined;
       const completion = await completeWaitStatements(this.env, { run, node, stepId, eventResult: input.eventResult, ...(prefetched ? { prefetched } : {}) });
       if (completion.replay) return forKernel(completion.output);
-      await recordStepResult(this.env.DB, {
-        run,
-        node,
-        branchKey,
-        stepId,
-        output: completion.output,
-        state: completion.timedOut ? "timed_out" : "succeeded",
-        extra: completion.statements,
-      });
-      return forKernel(completion.output);
+      const result = { run, node, branchKey, stepId, output: completion.output, state: completion.timedOut ? ("timed_out" as const) : ("succeeded" as const) };
+      return this.recordAndWalk(result, walking?.node === node ? folded : undefined, completion.statements, forKernel(completion.output));
     });
   }
 
@@ -314,7 +319,8 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     return guard(this.env.DB, scope, async () => {
       // The node's action type is read in the run's statement too, and used only if that node is authorized.
       const typeOf = (claimed: WorkflowNodeV1): RunFolds["extra"] => (claimed.kind === "action" ? (param) => actionTypeJsonSql(param(String(claimed.config.action_type))) : undefined);
-      const { run, node, branchKey, loaded, recorded, extra } = await this.authorize(input, scope, { kind: "action", withContext: true, extra: typeOf });
+      const walking = input.walk === true && (input.branchKey === undefined || input.branchKey === "");
+      const { run, node, branchKey, loaded, recorded, extra, folded } = await this.authorize(input, scope, { kind: "action", withContext: true, extra: typeOf, ...(walking ? { more: this.walkFolds } : {}) });
       const stepId = stepRunId(run.id, node.id, branchKey);
       if (recorded?.port && FINISHED_STEP_STATES.includes(recorded.state)) return progressForKernel({ port: recorded.port, status: "recorded" });
       if (run.authorityMode === "off") throw new AppError("action.authority_insufficient", "Automation in mode off may not take actions.", { status: 403 });
@@ -339,8 +345,9 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
         ...(extra === undefined ? {} : { typeRead: foldedActionType(extra) }),
         park: [stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "waiting", at }), runProgress(this.env.DB, run.id, node.id, "waiting", at)],
       });
-      if (progress.port) await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: progress });
-      else if (!parked) await this.parkOnAction(run, node, branchKey, stepId);
+      // Delivered at once (or refused): the action's port is known, and the host may walk on.
+      if (progress.port) return this.recordAndWalk({ run, node, branchKey, stepId, output: progress }, walking ? folded : undefined, [], progressForKernel(progress));
+      if (!parked) await this.parkOnAction(run, node, branchKey, stepId);
       return progressForKernel(progress);
     });
   }
@@ -351,14 +358,19 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
     return guard(this.env.DB, scope, async () => {
       // The proposal the kernel names is read with the authorization, and used only if it is this step's.
       const claimed = wellFormed(() => cleanIdentifier(input.proposalId, "proposal_id", 500));
-      const { run, node, branchKey, extra } = await this.authorize(input, scope, { kind: "action", extra: () => (claimed === undefined ? undefined : (param) => proposalJsonSql(param(claimed))) });
+      const walking = input.walk === true && (input.branchKey === undefined || input.branchKey === "");
+      const { run, node, branchKey, extra, folded } = await this.authorize(input, scope, {
+        kind: "action",
+        extra: () => (claimed === undefined ? undefined : (param) => proposalJsonSql(param(claimed))),
+        ...(walking ? { more: this.walkFolds } : {}),
+      });
       const stepId = stepRunId(run.id, node.id, branchKey);
       const expected = proposalIdOf(stepId);
       if (cleanIdentifier(input.proposalId, "proposal_id", 500) !== expected) throw denied("runtime.action_proposal_denied");
       const prefetched = extra === undefined ? {} : { prefetched: extra === null ? null : (JSON.parse(extra) as ProposalRow) };
       const progress = await completeWorkflowAction(this.env, { proposalId: expected, eventResult: input.eventResult, ...prefetched });
-      if (progress.port) await recordStepResult(this.env.DB, { run, node, branchKey, stepId, output: progress });
-      else await this.parkOnAction(run, node, branchKey, stepId);
+      if (progress.port) return this.recordAndWalk({ run, node, branchKey, stepId, output: progress }, walking ? folded : undefined, [], progressForKernel(progress));
+      await this.parkOnAction(run, node, branchKey, stepId);
       return progressForKernel(progress);
     });
   }

@@ -32,7 +32,7 @@ export interface FusedHost {
 }
 
 /** What a group starting at a node may read, decided once per graph and head. */
-interface GroupNeeds {
+export interface GroupNeeds {
   region: Set<string>;
   /** null: every step row of the run (a node reads `steps` dynamically). */
   stepIds: string[] | null;
@@ -46,7 +46,7 @@ interface GroupNeeds {
 
 const needsCache = new WeakMap<ParsedWorkflowGraph, Map<string, GroupNeeds>>();
 
-function needsOf(graph: ParsedWorkflowGraph, head: WorkflowNodeV1): GroupNeeds {
+export function needsOf(graph: ParsedWorkflowGraph, head: WorkflowNodeV1): GroupNeeds {
   const byHead = needsCache.get(graph) ?? new Map<string, GroupNeeds>();
   needsCache.set(graph, byHead);
   const cached = byHead.get(head.id);
@@ -69,7 +69,7 @@ function needsOf(graph: ParsedWorkflowGraph, head: WorkflowNodeV1): GroupNeeds {
   return needs;
 }
 
-interface GroupRow extends RecordedStep {
+export interface GroupRow extends RecordedStep {
   id: string;
   nodeId: string;
   branchKey: string;
@@ -86,10 +86,10 @@ function optionalReadIndex(needs: GroupNeeds, read: OptionalRead, eventFolded = 
 }
 
 /** The run's latest event (the `event` a node reads) as one JSON value over the run ?1, folded into the run's own statement. */
-const LATEST_EVENT_JSON_SQL = `(SELECT json_object('id', e.id, 'type', e.type, 'payloadJson', e.payload_json, 'createdAt', e.created_at)
+export const LATEST_EVENT_JSON_SQL = `(SELECT json_object('id', e.id, 'type', e.type, 'payloadJson', e.payload_json, 'createdAt', e.created_at)
   FROM workflow_events e WHERE e.run_id = ?1 ORDER BY e.created_at DESC LIMIT 1)`;
 
-type EventRow = { id: string; type: string; payloadJson: string; createdAt: string };
+export type EventRow = { id: string; type: string; payloadJson: string; createdAt: string };
 
 /** The group's step rows (its own and those its nodes read), when not folded into the run's statement. */
 function groupRowsStatement(db: D1Database, runId: string, needs: GroupNeeds): D1PreparedStatement {
@@ -190,10 +190,12 @@ async function authorizeGroup(host: FusedHost, input: RuntimeNodeRequest, scope:
 const finishedRow = (row: GroupRow | undefined): row is GroupRow & { json: string } => row?.json != null && FINISHED_STEP_STATES.includes(row.state);
 
 /** One node's records, in the order recordStepResult writes them; the run's progress goes in once per batch. */
-interface NodeRecord {
+export interface NodeRecord {
   node: WorkflowNodeV1;
   stepId: string;
   at: string;
+  /** GroupStart's priorSteps. */
+  priorSteps: number;
   /** The node's step row with its output (its upsert heads the record; the group's first carries the write guard). */
   step: StepUpsertInput;
   tail: D1PreparedStatement[];
@@ -203,7 +205,7 @@ interface NodeRecord {
  * The group's batch. One step per node moves the run on once per node (state, node, revision);
  * here that is one statement with the same final effect, where the last node's would be.
  */
-function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeRecord[]): D1PreparedStatement[] {
+export function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeRecord[]): D1PreparedStatement[] {
   if (records.length === 0) return [];
   const last = records.at(-1)!;
   const progress = db
@@ -211,7 +213,7 @@ function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeRecord[]): 
     UPDATE workflow_runs SET state = 'running', current_node_id = ?2, started_at = COALESCE(started_at, ?3), waiting_at = NULL,
       updated_at = ?4, revision = revision + ?5
     WHERE id = ?1 AND state IN ('created', 'dispatch_pending', 'queued', 'running', 'waiting')`)
-    .bind(run.id, last.node.id, records[0]!.at, last.at, records.length);
+    .bind(run.id, last.node.id, records[0]!.at, last.at, last.priorSteps + records.length);
   // The first statement (the first node's step row) evaluates the write guard before it writes.
   const guard = { sql: FUSED_CONFLICT_SQL("?12"), bind: JSON.stringify(records.map((record) => record.stepId)) };
   // An end node's own update moves the run (to succeeded, started_at included): no progress before it.
@@ -240,8 +242,45 @@ export function fusedWriteGuard(db: D1Database, stepIds: readonly string[]): D1P
 
 /** Runs the group from the named node; returns the node it ended at and the port it left by. */
 export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeRequest, scope: CallScope): Promise<FusedOutput> {
-  const { env, ctx } = host;
+  const { env } = host;
   const { run, head, branchKey, rows, results, runEndOpen, report: reportRow, eventFolded, foldedEvent } = await authorizeGroup(host, input, scope);
+  const needs = needsOf(run.graph, head);
+  const firstRow = (read: OptionalRead) => {
+    const index = optionalReadIndex(needs, read, eventFolded);
+    return index === null ? undefined : results[index]!.results[0];
+  };
+  const eventRow = eventFolded ? foldedEvent : (firstRow("event") as EventRow | undefined);
+  const walked = await walkGroup(host, { run, head, branchKey, rows, eventRow, reportRow, contentRow: firstRow("content") as RunContentRow | undefined, ...(runEndOpen ? { runEndOpen } : {}), priorSteps: 0 }, scope);
+  // Every node's unguarded audit events (step_succeeded and the like) go in as one statement.
+  const batch = combineAuditStatements(env.DB, groupBatch(env.DB, run, walked.records));
+  if (batch.length > 0) await env.DB.batch(batch);
+  return { nodeId: walked.node.id, port: walked.port };
+}
+
+/** What a group's walk starts from: its authorized head, the step rows it read, and its other reads. */
+export interface GroupStart {
+  run: AuthorizedRun;
+  head: WorkflowNodeV1;
+  branchKey: string;
+  rows: GroupRow[];
+  eventRow: EventRow | undefined;
+  reportRow: ReportSummaryRow | null;
+  contentRow?: RunContentRow | undefined;
+  runEndOpen?: string;
+  /** Steps recorded in the same batch before the group's (a wait or action the host walked on from): they move the run's revision too. */
+  priorSteps: number;
+  /** Outputs of those steps, not in `rows` yet. */
+  prior?: Array<{ nodeId: string; open: JsonValue }>;
+}
+
+/**
+ * Walks the group from its head with the executors of one step per node, and returns its records
+ * (not written), the node it ended at and the port it left by. A node already recorded answers
+ * from its record. A node that throws leaves `scope.pending` with the records before it.
+ */
+export async function walkGroup(host: FusedHost, start: GroupStart, scope: CallScope): Promise<{ records: NodeRecord[]; node: WorkflowNodeV1; port: string }> {
+  const { env, ctx } = host;
+  const { run, head, branchKey, rows, eventRow, reportRow, runEndOpen, priorSteps } = start;
   const needs = needsOf(run.graph, head);
   const outputs = new StepOutputs();
   const own = new Map<string, GroupRow>();
@@ -252,17 +291,13 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
     const sealed = row.sealed;
     outputs.add(row.nodeId, { branchKey: row.branchKey, open, full: sealed ? () => openPersonalData<JsonValue>(env, run.installationId, `step_output:${row.id}`, sealed) : open });
   }
-  const firstRow = (read: OptionalRead) => {
-    const index = optionalReadIndex(needs, read, eventFolded);
-    return index === null ? undefined : results[index]!.results[0];
-  };
-  const eventRow = eventFolded ? foldedEvent : (firstRow("event") as EventRow | undefined);
+  for (const prior of start.prior ?? []) outputs.add(prior.nodeId, { branchKey, open: prior.open, full: prior.open });
   const event: JsonValue = eventRow ? { id: eventRow.id, type: eventRow.type, payload: parseJson(eventRow.payloadJson), receivedAt: eventRow.createdAt } : null;
   const report: JsonValue = needs.report && reportRow ? (reportSummary(reportRow) as unknown as JsonValue) : null;
   // The run's content: opened on the first read, then shared by every later reader in the group.
   let content: Promise<JsonValue> | null = null;
   const openContent = (): Promise<JsonValue> => {
-    content ??= openRunContent(env, run.installationId, firstRow("content") as RunContentRow | undefined) as Promise<unknown> as Promise<JsonValue>;
+    content ??= openRunContent(env, run.installationId, start.contentRow) as Promise<unknown> as Promise<JsonValue>;
     return content;
   };
   const runInput = parseJson(run.inputJson) ?? {};
@@ -290,7 +325,7 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
         const executor = EXECUTORS[node.kind];
         if (!executor.execute) throw executorUnavailable(node.kind);
         const stepId = stepRunId(run.id, node.id, branchKey);
-        const ending = node.kind === "end" ? { groupProgress: { nodes: records.length + 1, startedAt: records[0]?.at ?? now() }, ...(runEndOpen ? { runEndOpen } : {}) } : {};
+        const ending = node.kind === "end" ? { groupProgress: { nodes: priorSteps + records.length + 1, startedAt: records[0]?.at ?? now() }, ...(runEndOpen ? { runEndOpen } : {}) } : {};
         const call: NodeCall = { env, ctx, run, node, branchKey, stepId, readsContent, preloaded: context, ...ending };
         const result = await executor.execute(call);
         const view = openView(node, readsContent, result.output);
@@ -303,6 +338,7 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
           node,
           stepId,
           at,
+          priorSteps,
           step: { id: stepId, run, node, branchKey, state: "succeeded", digest: record.digest, at, output: record },
           tail: [
             runtimeAudit(env.DB, run, {
@@ -327,10 +363,7 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
     if (!next || !needs.region.has(next.id)) break;
     node = next;
   }
-  // Every node's unguarded audit events (step_succeeded and the like) go in as one statement.
-  const batch = combineAuditStatements(env.DB, groupBatch(env.DB, run, records));
-  if (batch.length > 0) await env.DB.batch(batch);
-  return { nodeId: node.id, port };
+  return { records, node, port };
 }
 
 /**

@@ -32,6 +32,8 @@ export interface RuntimeNodeRequest {
   authorityMode: WorkflowAuthorityMode;
   /** Only `{ prepare: true }` for delay and delay_until; other input comes from the node's mapping. */
   input?: { prepare?: boolean };
+  /** Protocol 4: the version fuses and the kernel follows an answer's `ahead`, so the host may walk on past the node into a group. */
+  walk?: boolean;
 }
 
 /** The host checks that the named node's kind uses the wait protocol. */
@@ -45,6 +47,8 @@ export interface RuntimeCompleteWaitRequest {
   branchKey?: string;
   authorityMode: WorkflowAuthorityMode;
   eventResult: WaitResult;
+  /** Protocol 4: as RuntimeNodeRequest's. */
+  walk?: boolean;
 }
 
 /** The host checks that the named node is an action. */
@@ -63,11 +67,33 @@ export interface RuntimeFailureRequest extends RuntimeNodeRequest {
 export interface FusedOutput {
   nodeId: string;
   port: string;
+  /** Protocol 4: see Ahead. */
+  ahead?: Ahead;
+}
+
+/**
+ * Protocol 4: where the host walked on, in the same call and the same D1 batch, past the node the
+ * kernel named (after it left by its port, to the single node that follows, on the main path):
+ * - `port`: it ran the fused group from `head` (fusion.ts) to `nodeId`, which left by `port`;
+ * - `wait`: it prepared the wait of `head` (= `nodeId`), as prepareWait would have;
+ * - `action`: it prepared the action of `head` (= `nodeId`), as prepareAction would have.
+ * `then`: after a group, where it walked on from there. The kernel continues from the last of
+ * these as if it had made those calls itself; a host that walks on nowhere answers as protocol 3.
+ */
+export interface Ahead {
+  head: string;
+  nodeId: string;
+  port?: string;
+  wait?: PreparedWait;
+  action?: ActionProgress;
+  then?: Ahead;
 }
 
 /** What a node step returns: at least the port it leaves by. */
 export interface NodeOutput {
   port: string;
+  /** Protocol 4: see Ahead. */
+  ahead?: Ahead;
   [key: string]: unknown;
 }
 
@@ -128,10 +154,12 @@ export interface KernelStarterEntrypoint extends Rpc.WorkerEntrypointBranded {
  * 1. the kernel branches on node kinds;
  * 2. the compiler embeds each node's `protocol` (descriptors) and the kernel branches on it only;
  *    effects in shadow run as plain steps;
- * 3. nodes marked `fuse` start a fused group (`executeFused`, `failFused`): one step, one call.
+ * 3. nodes marked `fuse` start a fused group (`executeFused`, `failFused`): one step, one call;
+ * 4. the kernel asks the host to walk on (`walk`) and follows an answer's `ahead`: the group
+ *    after a wait or an action, and the wait or action after a group, in the same call.
  */
-export const KERNEL_PROTOCOL = 3;
-export const SUPPORTED_KERNEL_PROTOCOLS: readonly number[] = [1, 2, 3];
+export const KERNEL_PROTOCOL = 4;
+export const SUPPORTED_KERNEL_PROTOCOLS: readonly number[] = [1, 2, 3, 4];
 
 /**
  * Errors cross the boundary as `Error(message)` only (classes and fields do not survive RPC).

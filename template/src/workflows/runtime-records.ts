@@ -134,39 +134,41 @@ export function stepEventDetails(node: { id: string; kind: string }, branchKey: 
   return { nodeId: node.id, kind: node.kind, branchKey, port: typeof port === "string" ? port : null, outputDigest };
 }
 
-/** A finished step: step row (with its output) and audit event in one batch, plus any extra statements (runs of unguarded audit events combined). */
-export async function recordStepResult(
-  db: D1Database,
-  input: {
-    run: AuthorizedRun;
-    node: WorkflowNodeV1;
-    branchKey: string;
-    stepId: string;
-    output: Record<string, unknown>;
-    /** The whole output sealed, when `output` is its open view. */
-    sealed?: string | null;
-    state?: "succeeded" | "failed" | "timed_out";
-    errorCode?: string;
-    extra?: D1PreparedStatement[];
-  },
-): Promise<void> {
+export type StepResultInput = {
+  run: AuthorizedRun;
+  node: WorkflowNodeV1;
+  branchKey: string;
+  stepId: string;
+  output: Record<string, unknown>;
+  /** The whole output sealed, when `output` is its open view. */
+  sealed?: string | null;
+  state?: "succeeded" | "failed" | "timed_out";
+  errorCode?: string;
+};
+
+/** A finished step's statements, unwritten: its row (with its output), the run's progress, its audit event; and its stored output. */
+export async function stepResultParts(db: D1Database, input: StepResultInput): Promise<{ upsert: D1PreparedStatement; progress: D1PreparedStatement; audit: D1PreparedStatement; record: StepOutputRecord }> {
   const at = now();
   const record = await outputRecord(input.output, input.sealed ?? null);
   const state = input.state ?? "succeeded";
+  return {
+    upsert: stepUpsert(db, { id: input.stepId, run: input.run, node: input.node, branchKey: input.branchKey, state, digest: record.digest, errorCode: input.errorCode, at, output: record }),
+    progress: runProgress(db, input.run.id, input.node.id, "running", at),
+    audit: runtimeAudit(db, input.run, {
+      key: `step:${input.stepId}:${state}`,
+      action: `workflow.step_${state}`,
+      details: stepEventDetails(input.node, input.branchKey, record.digest, input.output.port),
+      at,
+    }),
+    record,
+  };
+}
+
+/** A finished step: step row (with its output) and audit event in one batch, plus any extra statements (runs of unguarded audit events combined). */
+export async function recordStepResult(db: D1Database, input: StepResultInput & { extra?: D1PreparedStatement[] }): Promise<void> {
+  const parts = await stepResultParts(db, input);
   // The step's event and the extra statements' unguarded events go in as one statement.
-  await db.batch(
-    combineAuditStatements(db, [
-      stepUpsert(db, { id: input.stepId, run: input.run, node: input.node, branchKey: input.branchKey, state, digest: record.digest, errorCode: input.errorCode, at, output: record }),
-      runProgress(db, input.run.id, input.node.id, "running", at),
-      runtimeAudit(db, input.run, {
-        key: `step:${input.stepId}:${state}`,
-        action: `workflow.step_${state}`,
-        details: stepEventDetails(input.node, input.branchKey, record.digest, input.output.port),
-        at,
-      }),
-      ...(input.extra ?? []),
-    ]),
-  );
+  await db.batch(combineAuditStatements(db, [parts.upsert, parts.progress, parts.audit, ...(input.extra ?? [])]));
 }
 
 /**

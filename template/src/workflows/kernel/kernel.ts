@@ -6,6 +6,7 @@ import { NonRetryableError } from "cloudflare:workflows";
 import {
   decodeBoundaryError,
   type ActionProgress,
+  type Ahead,
   type FusedOutput,
   type KernelGraph,
   type KernelNode,
@@ -49,6 +50,7 @@ export class TenantWorkflow extends WorkflowEntrypoint<KernelEnv, KernelParams> 
 class GraphWalker {
   private readonly nodes = new Map<string, KernelNode>();
   private readonly outgoing = new Map<string, string[]>();
+  private readonly fuses = GRAPH.nodes.some((node) => node.fuse === true);
 
   constructor(
     private readonly runtime: WorkflowRuntimeApi,
@@ -71,12 +73,16 @@ class GraphWalker {
   /** Follows one path until it reaches `stopAt` (its fork's join) or an end node. */
   private async walk(fromId: string, branchKey: string, stopAt: string | null): Promise<unknown> {
     let nodeId = fromId;
+    // Where the host walked on in its last answer (protocol 4), for the node the walk reaches next.
+    let ahead: Ahead | undefined;
     for (;;) {
       if (nodeId === stopAt) return null;
       const head = this.nodes.get(nodeId);
       if (!head) throw new NonRetryableError("workflow_graph.invalid");
+      const carried = ahead?.head === nodeId ? ahead : undefined;
       // A fused group ends where the host says (the last node it ran); the walk continues from there.
-      const { node, output } = head.fuse ? await this.executeFused(head, branchKey) : { node: head, output: await this.execute(head, branchKey) };
+      const { node, output } = carried ? await this.resume(head, branchKey, carried) : head.fuse ? await this.executeFused(head, branchKey) : { node: head, output: await this.execute(head, branchKey) };
+      ahead = output.ahead;
       if (node.kind === "end") return output;
       const targets = this.outgoing.get(`${node.id}:${output.port}`) ?? [];
       if (targets.length === 0) throw new NonRetryableError("workflow.port_unconnected");
@@ -101,8 +107,21 @@ class GraphWalker {
       nodeId: node.id,
       nodeKind: node.kind,
       authorityMode: this.params.authorityMode,
+      // A version that fuses (steps "fused") lets the host walk on into its groups; per_node keeps one step per node.
+      ...(this.fuses ? { walk: true } : {}),
       ...(branchKey ? { branchKey } : {}),
     };
+  }
+
+  /** Goes on where the host walked to: a group it ran, or a wait or action it prepared. */
+  private async resume(head: KernelNode, branchKey: string, ahead: Ahead): Promise<{ node: KernelNode; output: NodeOutput }> {
+    if (ahead.port !== undefined) {
+      const node = this.nodes.get(ahead.nodeId);
+      if (!node) throw new NonRetryableError("workflow_graph.invalid");
+      return { node, output: { port: ahead.port, ...(ahead.then ? { ahead: ahead.then } : {}) } };
+    }
+    if (ahead.nodeId !== head.id || (!ahead.wait && !ahead.action)) throw new NonRetryableError("workflow.ahead_invalid");
+    return { node: head, output: await this.execute(head, branchKey, ahead) };
   }
 
   private stepConfig(node: KernelNode): WorkflowStepConfig {
@@ -126,11 +145,11 @@ class GraphWalker {
     }) as Promise<T>;
   }
 
-  /** Runs a node's steps; a failure after retries goes to the node's error port via failNode. */
-  private async execute(node: KernelNode, branchKey: string): Promise<NodeOutput> {
+  /** Runs a node's steps (from the prepared wait or action the host walked to); a failure after retries goes to the node's error port via failNode. */
+  private async execute(node: KernelNode, branchKey: string, ahead?: Ahead): Promise<NodeOutput> {
     const base = this.base(node, branchKey);
     try {
-      return await this.executeSteps(node, branchKey, base);
+      return await this.executeSteps(node, branchKey, base, ahead);
     } catch (error) {
       const errorCode = decodeBoundaryError(error).code;
       // failNode decides: the error port's output, or repair_required (it then throws, ending the run).
@@ -164,13 +183,19 @@ class GraphWalker {
     }
     const node = this.nodes.get(result.nodeId);
     if (!node) throw new NonRetryableError("workflow_graph.invalid");
-    return { node, output: { port: result.port } };
+    return { node, output: { port: result.port, ...(result.ahead ? { ahead: result.ahead } : {}) } };
   }
 
   /** The kernel knows each node's protocol, not its kind: the host decides what a kind does. */
-  private async executeSteps(node: KernelNode, branchKey: string, base: string): Promise<NodeOutput> {
+  private async executeSteps(node: KernelNode, branchKey: string, base: string, ahead?: Ahead): Promise<NodeOutput> {
     const request = this.request(node, branchKey);
     const protocol = this.params.authorityMode === "shadow" && node.effect ? "step" : node.protocol;
+    if (ahead?.wait && protocol === "wait") {
+      const eventResult = await this.waitFor(`${base}:wait`, ahead.wait.eventType, ahead.wait.timeoutMs);
+      return this.doStep(base, node, () => this.runtime.completeWait({ ...request, eventResult }));
+    }
+    if (ahead?.action && protocol === "action") return this.executeAction(node, branchKey, base, ahead.action);
+    if (ahead) throw new NonRetryableError("workflow.ahead_invalid");
     switch (protocol) {
       case "delay": {
         const prepared = await this.doStep(`${base}:prepare`, node, () => this.runtime.executeNode({ ...request, input: { prepare: true } }) as Promise<PreparedDelay>);
@@ -200,9 +225,9 @@ class GraphWalker {
   }
 
   /** prepareAction, then waits (approval, delivery) each closed by completeAction until a port is known. */
-  private async executeAction(node: KernelNode, branchKey: string, base: string): Promise<NodeOutput> {
+  private async executeAction(node: KernelNode, branchKey: string, base: string, prepared?: ActionProgress): Promise<NodeOutput> {
     const request = this.request(node, branchKey);
-    let progress = await this.doStep(`${base}:prepare`, node, () => this.runtime.prepareAction(request) as Promise<ActionProgress>);
+    let progress = prepared ?? (await this.doStep(`${base}:prepare`, node, () => this.runtime.prepareAction(request) as Promise<ActionProgress>));
     for (let round = 1; !progress.port; round++) {
       const { proposalId, eventType, timeoutMs } = progress;
       if (round > MAX_ACTION_ROUNDS || !proposalId || !eventType || !timeoutMs) throw new NonRetryableError("action.progress_invalid");

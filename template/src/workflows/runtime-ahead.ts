@@ -1,0 +1,123 @@
+// Walking on (kernel protocol 4). When a wait or an action finishes, the host runs the fused group
+// that follows it (fusion.ts) in the same call: what the group reads comes with the call's own
+// authorization (folded into the run's statement), and its records go into the call's one batch,
+// where the run moves once for both. The kernel then continues where the group ended (`ahead`).
+// The host walks on only where nothing can differ from the kernel making the calls itself: the
+// main path, a group whose nodes have no step row yet and read no content (a read of content is on
+// the record even when the walk is dropped), every read folded. Anything else — a node that
+// throws included — drops the walk: the call records its own step alone and the kernel calls
+// executeFused as protocol 3 does, which meets the same error with its retries and error port.
+import { combineAuditStatements } from "../audit";
+import { REPORT_SUMMARY_BY_RUN_JSON_SQL, type ReportSummaryRow } from "../cases";
+import { nextInGroup } from "./fusion";
+import type { CallScope } from "./runtime-capability";
+import { graphIfCached, type FoldedReads, type AuthorizedRun, type RunFolds } from "./runtime-authorize";
+import { groupBatch, LATEST_EVENT_JSON_SQL, needsOf, walkGroup, type EventRow, type FusedHost, type GroupRow, type NodeRecord } from "./runtime-fused";
+import type { Ahead, NodeOutput } from "./runtime-protocol";
+import { stepResultParts, type StepResultInput } from "./runtime-records";
+import { RUN_END_OPEN_SQL } from "./run-end";
+import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
+
+const foldsCache = new WeakMap<ParsedWorkflowGraph, Map<string, RunFolds | null>>();
+
+/** The groups a walk past `node` may run: for each of its ports, the node that follows if a group may start there and reads no content. */
+function heads(graph: ParsedWorkflowGraph, node: WorkflowNodeV1): WorkflowNodeV1[] {
+  const ports = new Set(graph.edges.filter((edge) => edge.from.nodeId === node.id).map((edge) => edge.from.port));
+  const found = new Map<string, WorkflowNodeV1>();
+  for (const port of ports) {
+    const head = nextInGroup(graph, node, port);
+    if (!head) continue;
+    const needs = needsOf(graph, head);
+    if (!needs.sealed && !needs.content) found.set(head.id, head);
+  }
+  return [...found.values()];
+}
+
+/**
+ * What a call on `node` reads with its authorization so that it can walk on to any group after
+ * it: those groups' step rows (and the rows of the nodes they read), report, latest event and
+ * what an end would close. Null where no group can follow. Cached per graph and node.
+ */
+export function aheadFolds(graph: ParsedWorkflowGraph, node: WorkflowNodeV1): RunFolds | null {
+  const byNode = foldsCache.get(graph) ?? new Map<string, RunFolds | null>();
+  foldsCache.set(graph, byNode);
+  if (byNode.has(node.id)) return byNode.get(node.id)!;
+  const found = heads(graph, node);
+  let folds: RunFolds | null = null;
+  if (found.length > 0) {
+    let ids: Set<string> | null = new Set();
+    const wanted = { report: false, event: false, ends: false };
+    for (const head of found) {
+      const needs = needsOf(graph, head);
+      if (needs.stepIds === null) ids = null;
+      if (ids) for (const id of [...needs.stepIds!, ...needs.region]) ids.add(id);
+      wanted.report ||= needs.report;
+      wanted.event ||= needs.event;
+      wanted.ends ||= needs.ends;
+    }
+    folds = {
+      group: { nodeIds: ids ? [...ids] : null, sealed: false },
+      ...(wanted.report ? { report: REPORT_SUMMARY_BY_RUN_JSON_SQL } : {}),
+      ...(wanted.event ? { latestEvent: LATEST_EVENT_JSON_SQL } : {}),
+      ...(wanted.ends ? { runEnd: RUN_END_OPEN_SQL } : {}),
+    };
+  }
+  byNode.set(node.id, folds);
+  return folds;
+}
+
+/** Where the walk went: the group's records (not written) and what the kernel learns. */
+export interface Walked {
+  records: NodeRecord[];
+  ahead: Ahead;
+}
+
+/**
+ * Runs the group after `node` (which finished in this call, leaving by `port`, with output
+ * `open`), from the reads `aheadFolds` folded into the call's authorization. Null when the host
+ * does not walk on (see the module's comment); never throws.
+ */
+export async function walkOn(host: FusedHost, input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; port: string; folded: FoldedReads; open: JsonValue }): Promise<Walked | null> {
+  const { run, node, branchKey, folded } = input;
+  if (branchKey !== "" || folded.group === undefined) return null;
+  const head = nextInGroup(run.graph, node, input.port);
+  if (!head || !heads(run.graph, node).includes(head)) return null;
+  const needs = needsOf(run.graph, head);
+  const rows = folded.group as unknown as GroupRow[];
+  if (rows.some((row) => row.branchKey === branchKey && needs.region.has(row.nodeId))) return null;
+  if ((needs.report && folded.report === undefined) || (needs.event && folded.latestEvent === undefined)) return null;
+  const reportRow = needs.report && folded.report ? (JSON.parse(folded.report) as ReportSummaryRow) : null;
+  const eventRow = needs.event && folded.latestEvent ? (JSON.parse(folded.latestEvent) as EventRow) : undefined;
+  // The walk's own scope: its failure records nothing (the call records its own step alone).
+  const scope: CallScope = {};
+  try {
+    const walked = await walkGroup(host, { run, head, branchKey, rows, eventRow, reportRow, ...(needs.ends && folded.runEnd ? { runEndOpen: folded.runEnd } : {}), priorSteps: 1, prior: [{ nodeId: node.id, open: input.open }] }, scope);
+    if (walked.records.length === 0) return null;
+    return { records: walked.records, ahead: { head: head.id, nodeId: walked.node.id, port: walked.port } };
+  } catch {
+    return null;
+  }
+}
+
+/** The node a call names and what walking on from it reads, when the version's graph is cached and a group can follow it. */
+export function walkFrom(workflowVersionId: string, nodeId: string | undefined): { node: WorkflowNodeV1; folds: RunFolds } | null {
+  const graph = graphIfCached(workflowVersionId);
+  const node = nodeId === undefined ? undefined : graph?.nodes.find((candidate) => candidate.id === nodeId);
+  const folds = graph && node ? aheadFolds(graph, node) : null;
+  return node && folds ? { node, folds } : null;
+}
+
+/**
+ * Records a finished wait or action (with `extra`, its own statements) and, given the reads
+ * folded for it, the group that follows in the same batch: the run then moves once, where the
+ * group ends. Answers `answer`, with where the host walked to.
+ */
+export async function recordAndWalk<T extends NodeOutput>(host: FusedHost, result: StepResultInput, folded: FoldedReads | undefined, extra: D1PreparedStatement[], answer: T): Promise<T> {
+  const db = host.env.DB;
+  const parts = await stepResultParts(db, result);
+  const walked = folded ? await walkOn(host, { ...result, port: String(result.output.port), folded, open: JSON.parse(parts.record.json) as JsonValue }) : null;
+  const statements = walked ? [parts.upsert, parts.audit, ...extra, ...groupBatch(db, result.run, walked.records)] : [parts.upsert, parts.progress, parts.audit, ...extra];
+  // Unguarded audit events (the step's, the group's) go in as one statement.
+  await db.batch(combineAuditStatements(db, statements));
+  return walked ? { ...answer, ahead: walked.ahead } : answer;
+}

@@ -1,0 +1,146 @@
+// Walking on (kernel protocol 4): once a wait or an action finishes, the host runs the fused group
+// that follows it in the same call and batch, and the kernel continues where that group ended (the
+// group's own Workflows step then never runs). Everything recorded is what one step per node
+// records, and a group that throws is left to its own step, which meets the error as protocol 3 does.
+import { env, introspectWorkflow } from "cloudflare:test";
+import { exports } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { api, edge, newInstallation, removePostGraph, STEP_OUTPUT, startRun, waitForRun, waitForWait } from "./helpers";
+
+/** start → wait for an event → condition on its payload → an end per verdict (or timeout). */
+const waitGraph = {
+  schemaVersion: 1,
+  nodes: [
+    { id: "start", kind: "start" },
+    { id: "await", kind: "wait_for_event", config: { event_type: "moderator.decision", timeout_seconds: 3600 } },
+    {
+      id: "verdict",
+      kind: "condition",
+      errorPort: "error",
+      inputMapping: { remove: "steps.await.event.payload.remove" },
+      config: { cases: [{ port: "remove", when: "node_input.remove" }], case_ports: ["remove"], default_port: "keep" },
+    },
+    { id: "removed", kind: "end", config: { terminal_code: "removed" }, inputMapping: { remove: "steps.await.event.payload.remove" } },
+    { id: "kept", kind: "end", config: { terminal_code: "kept" } },
+    { id: "expired", kind: "end", config: { terminal_code: "expired" } },
+    { id: "broken", kind: "end", config: { terminal_code: "broken" } },
+  ],
+  edges: [edge("start", "success", "await"), edge("await", "received", "verdict"), edge("await", "timeout", "expired"), edge("verdict", "remove", "removed"), edge("verdict", "keep", "kept"), edge("verdict", "error", "broken")],
+};
+
+async function publishAs(key: string, graph: unknown, steps: "fused" | "per_node") {
+  const workflow = await api("/api/v1/workflows", { body: { name: `wf-${crypto.randomUUID()}` }, key });
+  const version = await api(`/api/v1/workflows/${workflow.body.id}/versions`, { body: { graph, steps }, key });
+  expect(version.status).toBe(201);
+  return version.body as { id: string; artifact: { id: string } };
+}
+
+/** The capability a version's sandbox is given, driven here as its kernel would. */
+function capability(version: { id: string; artifact: { id: string } }) {
+  return (exports as any).WorkflowRuntimeCapability({ props: { artifactId: version.artifact.id, workflowVersionId: version.id } }) as Record<"completeWait", (input: unknown) => Promise<any>>;
+}
+
+/** A run of the version parked at its wait, with an event for that wait recorded as the events API records one (its instance is never told: the test is its kernel). */
+async function parkedWithEvent(key: string, version: { id: string }, payload: unknown) {
+  const { run, wait } = await waitForWait(key, (await startRun(key, version.id)).id);
+  const eventId = `evt_${crypto.randomUUID().replaceAll("-", "")}`;
+  await env.DB.prepare("INSERT INTO workflow_events (id, installation_id, run_id, wait_id, type, payload_json, created_at) SELECT ?1, installation_id, id, ?3, 'moderator.decision', ?4, ?5 FROM workflow_runs WHERE id = ?2")
+    .bind(eventId, run.id, wait.id, JSON.stringify(payload), new Date().toISOString())
+    .run();
+  return { runId: run.id as string, request: { runId: run.id, nodeId: "await", authorityMode: "autonomous", eventResult: { status: "received", event: { eventId } } } };
+}
+
+/** What a run recorded, without ids and times: its steps (node, state, port), its audit trail's actions, and its row. */
+async function records(runId: string) {
+  const steps = await env.DB.prepare(`SELECT node_id AS nodeId, state, json_extract(${STEP_OUTPUT.json}, '$.port') AS port FROM workflow_step_runs s ${STEP_OUTPUT.join} WHERE s.run_id = ?1 ORDER BY node_id`).bind(runId).all();
+  const events = await env.DB.prepare("SELECT action, json_extract(details_json, '$.nodeId') AS nodeId, json_extract(details_json, '$.port') AS port FROM audit_events WHERE target_id = ?1 ORDER BY seq").bind(runId).all();
+  const run = await env.DB.prepare("SELECT state, current_node_id AS currentNodeId, revision, output_json AS output FROM workflow_runs WHERE id = ?1").bind(runId).first();
+  return { steps: steps.results, events: events.results, run };
+}
+
+describe("the host walks on past a wait into the group that follows", () => {
+  it("asked to walk, completes the wait and runs the condition and the end in the same call, and tells the kernel where it stopped", async () => {
+    const { apiKey } = await newInstallation();
+    const version = await publishAs(apiKey, waitGraph, "fused");
+    const runtime = capability(version);
+    const { runId, request } = await parkedWithEvent(apiKey, version, { remove: true });
+    expect(await runtime.completeWait({ ...request, walk: true })).toEqual({ port: "received", ahead: { head: "verdict", nodeId: "removed", port: "terminal" } });
+    const { steps, run } = await records(runId);
+    expect(steps).toEqual([
+      { nodeId: "await", state: "succeeded", port: "received" },
+      { nodeId: "removed", state: "succeeded", port: "terminal" },
+      { nodeId: "start", state: "succeeded", port: "success" },
+      { nodeId: "verdict", state: "succeeded", port: "remove" },
+    ]);
+    expect(run).toMatchObject({ state: "succeeded", currentNodeId: "removed" });
+    expect(JSON.parse(String(run!.output))).toMatchObject({ terminalCode: "removed", result: { remove: true } });
+    // A retry of the call (its answer lost) answers from the record: the port, no walk, nothing written again.
+    const before = await records(runId);
+    expect(await runtime.completeWait({ ...request, walk: true }).catch((error: Error) => error.message)).toBe("runtime.run_terminal");
+    expect(await records(runId)).toEqual(before);
+  });
+
+  it("not asked (a kernel of an earlier protocol), records the wait alone", async () => {
+    const { apiKey } = await newInstallation();
+    const version = await publishAs(apiKey, waitGraph, "fused");
+    const { runId, request } = await parkedWithEvent(apiKey, version, { remove: true });
+    expect(await capability(version).completeWait(request)).toEqual({ port: "received" });
+    const { steps, run } = await records(runId);
+    expect(steps.map((step) => step.nodeId)).toEqual(["await", "start"]);
+    expect(run).toMatchObject({ state: "running", currentNodeId: "await" });
+  });
+
+  it("a group that throws is not walked into: the wait is recorded alone, and the group is left to its own step", async () => {
+    const { apiKey } = await newInstallation();
+    const version = await publishAs(apiKey, waitGraph, "fused");
+    // A case whose value is not a boolean fails the condition.
+    const { runId, request } = await parkedWithEvent(apiKey, version, { remove: 7 });
+    expect(await capability(version).completeWait({ ...request, walk: true })).toEqual({ port: "received" });
+    const { steps, run } = await records(runId);
+    expect(steps.map((step) => step.nodeId)).toEqual(["await", "start"]);
+    expect(run).toMatchObject({ state: "running", currentNodeId: "await" });
+  });
+
+  it("a run through the wait records what one step per node records, whether the group after it takes its case or its error port", async () => {
+    const { apiKey } = await newInstallation();
+    const fused = await publishAs(apiKey, waitGraph, "fused");
+    const perNode = await publishAs(apiKey, waitGraph, "per_node");
+    for (const payload of [{ remove: true }, { remove: 7 }]) {
+      const ran: string[] = [];
+      for (const version of [fused, perNode]) {
+        const { run } = await waitForWait(apiKey, (await startRun(apiKey, version.id)).id);
+        expect((await api(`/api/v1/runs/${run.id}/events`, { key: apiKey, body: { type: "moderator.decision", payload } })).status).toBe(202);
+        const done = await waitForRun(apiKey, run.id);
+        expect(done).toMatchObject({ state: "succeeded", output: { terminalCode: payload.remove === true ? "removed" : "broken" } });
+        ran.push(run.id);
+      }
+      const [a, b] = [await records(ran[0]!), await records(ran[1]!)];
+      expect(a).toEqual(b);
+    }
+  });
+});
+
+describe("the host walks on past an action delivered at once", () => {
+  it("records the end in the action's call: the end's fused step never runs", async () => {
+    const { apiKey } = await newInstallation();
+    const hook = await api("/api/v1/webhook-endpoints", { key: apiKey, body: { url: "https://hooks.product.test/ok/walk-on", retryBaseSeconds: 0, maxAttempts: 5 } });
+    await env.RECEIVER.fetch("http://receiver/_control/secret", { method: "POST", body: JSON.stringify({ path: "/ok/walk-on", secret: hook.body.secret }) });
+    expect((await api("/api/v1/action-types", { key: apiKey, body: { key: "remove_post", name: "Remove post", endpointId: hook.body.id, reversible: true, requiresApproval: false } })).status).toBe(201);
+    const version = await publishAs(apiKey, removePostGraph, "fused");
+    await using introspector = await introspectWorkflow(env.WORKFLOWS);
+    await introspector.modifyAll(async (m) => {
+      await m.disableRetryDelays();
+      await m.mockStepError({ name: "applied:main:1:fused" }, new Error("retryable:upstream_unavailable"), 3);
+    });
+    const done = await waitForRun(apiKey, (await startRun(apiKey, version.id, { input: { postId: "p1" } })).id);
+    expect(done.state).toBe("succeeded");
+    expect(done.output.terminalCode).toBe("applied");
+    const { steps, events } = await records(done.id);
+    expect(steps).toEqual([
+      { nodeId: "applied", state: "succeeded", port: "terminal" },
+      { nodeId: "remove", state: "succeeded", port: "applied" },
+      { nodeId: "start", state: "succeeded", port: "success" },
+    ]);
+    expect(events.filter((event) => event.action === "workflow.step_succeeded").map((event) => event.nodeId)).toEqual(["start", "remove", "applied"]);
+  });
+});
