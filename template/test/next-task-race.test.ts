@@ -5,6 +5,7 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { Actor } from "../src/auth";
 import { candidatesSql, CLAIM_FIRST_SQL, claimNextTask } from "../src/cases/queues/task-leases";
+import { completeTask } from "../src/cases/queues/tasks";
 import { CLAIM_EXPOSURE_SQL } from "../src/cases/wellness/wellness";
 import { auditEventsSql } from "../src/audit/events";
 import { rowGuardClause } from "../src/lib/d1";
@@ -154,6 +155,29 @@ describe("/next's statements", () => {
     expect(claimed?.wellness.skipped).toMatchObject([{ category: "violence", waitingTasks: 4 }]);
     // With only capped work left, the answer is the typed refusal.
     await expect(claimNextTask(env, s.actor, s.queueId, { reviewer: "mod-c" })).rejects.toMatchObject({ code: "wellness.exposure_cap_reached" });
+  });
+});
+
+describe("the completion's statements", () => {
+  it("a reviewer's answer reads the task (with its step's wait) once and writes it, the run's event and task.completed in one batch; the run's instance comes from the update, not a read", async () => {
+    const s = await queueWithTasks("complete", 1);
+    const claimed = await claimNextTask(env, s.actor, s.queueId, { reviewer: "mod-x" });
+    const sent: Array<string | null> = [];
+    const watching = watchedEnv(({ sql, statements }) => {
+      sent.push(sql === null ? `batch of ${statements}` : sql.replace(/\s+/gu, " ").trim());
+    });
+    const done = await completeTask(watching, s.actor, claimed!.id, { reviewer: "mod-x", response: { verdict: "keep" } });
+    expect(done.state).toBe("completed");
+    expect(sent).toHaveLength(2);
+    expect(sent[0]).toMatch(/^SELECT id, queue_id AS queueId/u);
+    expect(sent[1]).toBe("batch of 3");
+    // The signal reached the run's instance: the run goes on through its `completed` port and ends.
+    let state = "";
+    for (let i = 0; i < 400 && state !== "succeeded"; i++) {
+      state = (await env.DB.prepare("SELECT state FROM workflow_runs WHERE installation_id = ?1").bind(s.installationId).first<{ state: string }>())!.state;
+      if (state !== "succeeded") await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(state).toBe("succeeded");
   });
 });
 

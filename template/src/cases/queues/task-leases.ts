@@ -55,13 +55,15 @@ export const CLAIM_FIRST_SQL = `
 
 /**
  * The claim's batch: the first of `taskIds` (in their order) still claimable by the reviewer is
- * claimed (the caller checked the actor may see them: a task's own visibility, or `/next`'s queue), and the batch answers its row; null when none was (why is refuseClaim's to say). The
- * audit event and the exposure row are written for the task the update took: each statement looks
- * at every task of the list and writes for the one whose row this update just wrote (claimed by
- * this reviewer at `at`, with this lease). A task of the list another claim of the same reviewer
- * took at the same instant holds too, and its event and row are already written: nothing changes.
+ * claimed, and the batch answers its row; null when none was (why is refuseClaim's to say). The
+ * caller checked the actor may see the tasks (the task's own queue, or `/next`'s). The audit event
+ * and the exposure row are written for the task the update took: each statement looks at every
+ * task of the list and writes for the one whose row this update just wrote (claimed by this
+ * reviewer at `at`, with this lease). A task of the list another claim of the same reviewer took at
+ * the same instant holds too, and its event and row are already written: nothing changes.
  */
 async function claimFirst(env: Env, actor: Actor, taskIds: readonly string[], input: { reviewer?: string; leaseSeconds?: number }): Promise<TaskRow | null> {
+  if (taskIds.length === 0) return null;
   const who = claimant(actor, input.reviewer);
   const now = new Date();
   const at = now.toISOString();
