@@ -1,12 +1,12 @@
-// Several audit events in one statement (src/audit/events.ts auditEventsStatement and
-// combineAuditStatements): the rows are the ones the events' own statements would write (id, seq
+// Several audit events in one statement (src/audit/events.ts auditEventsStatement,
+// auditEachTargetStatement and combineAuditStatements): the rows are the ones the events' own statements would write (id, seq
 // order, MAC, details, time), a repeat writes nothing, an event already written leaves no gap in
 // seq, and the chain seals and verifies over them. Every test uses installations of its own.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { auditStatement, canonicalJson, type AuditEventInput } from "../src/audit";
 import { sealAuditChain } from "../src/audit/chain";
-import { auditEventsSql, auditEventsStatement, combineAuditStatements, entryMacText } from "../src/audit/events";
+import { auditEachTargetStatement, auditEventsSql, auditEventsStatement, combineAuditStatements, entryMacText } from "../src/audit/events";
 import { auditKeys, signText } from "../src/audit/keys";
 import { api, newInstallation } from "./helpers";
 
@@ -198,6 +198,37 @@ describe("several audit events in one statement", () => {
     await sealAuditChain(env, id);
     expect(await verify(apiKey)).toMatchObject({ ok: true });
   });
+  it("events each guarded by their target's row: the ones whose row holds are written as their own guarded statements write them, numbered with no gap; a repeat writes nothing", async () => {
+    const { id, apiKey } = await newInstallation();
+    const other = await newInstallation();
+    const report = async (key: string, n: number) => {
+      const created = await api("/api/v1/reports", { body: { subject: { kind: "content", id: `each-${n}` }, category: "violence" }, key });
+      expect(created.status).toBe(201);
+      return created.body.id as string;
+    };
+    const [r0, r2] = [await report(apiKey, 0), await report(apiKey, 2)];
+    // Event 1 names no report, event 3 another installation's: their guards hold for neither.
+    const targets = [r0, "no-such-report", r2, await report(other.apiKey, 3)];
+    const events = targets.map((target, n) => ({ ...input(id, `each:${n}`, n), target: { type: "report", id: target } }));
+    const guard = { table: "reports", where: { installation_id: id } } as const;
+    const start = await lastSeq(id);
+    await env.DB.batch(events.map((event) => auditStatement(env.DB, event, { ...guard, id: event.target.id })));
+    const single = await rows(id, start);
+    expect(single.map((row) => [row.seq, row.targetId])).toEqual([
+      [start + 1, r0],
+      [start + 2, r2],
+    ]);
+    await env.DB.prepare("DELETE FROM audit_events WHERE installation_id = ?1 AND seq > ?2").bind(id, start).run();
+    expect((await auditEachTargetStatement(env.DB, events, guard).run()).meta.changes).toBe(2);
+    expect(await rows(id, start)).toEqual(single);
+    expect((await auditEachTargetStatement(env.DB, events, guard).run()).meta.changes).toBe(0);
+    // Not a statement combineAuditStatements takes apart or merges: its guards are its own.
+    const each = auditEachTargetStatement(env.DB, events, guard);
+    expect(combineAuditStatements(env.DB, [auditStatement(env.DB, input(id, "each:x", 9)), each])).toContain(each);
+    await sealAuditChain(env, id);
+    expect(await verify(apiKey)).toMatchObject({ ok: true });
+  });
+
   it("the combined insert seeks its indexes: no walk of audit_events however long the trail", async () => {
     const { results } = await env.DB.prepare(`EXPLAIN QUERY PLAN ${auditEventsSql("AND (e.ord < 1 OR EXISTS (SELECT 1 FROM reports WHERE id = ?3))")}`)
       .bind("inst", "[]", "report")

@@ -1,10 +1,14 @@
 // `/next` when reviewers ask at once: each read brings the queue's first few claimable tasks in
 // SLA order, and a reviewer who loses the first of them to another is given the next one from the
-// same read, without reading the queue again or asking why the claim took nothing.
+// same read by the same claim batch, without reading the queue again or asking why a claim took nothing.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { Actor } from "../src/auth";
-import { candidatesSql, claimNextTask } from "../src/cases/queues/task-leases";
+import { candidatesSql, CLAIM_FIRST_SQL, claimNextTask } from "../src/cases/queues/task-leases";
+import { completeTask } from "../src/cases/queues/tasks";
+import { CLAIM_EXPOSURE_SQL } from "../src/cases/wellness/wellness";
+import { auditEventsSql } from "../src/audit/events";
+import { rowGuardClause } from "../src/lib/d1";
 import { api, edge, newInstallation, publish } from "./helpers";
 
 const reviewSchema = { type: "object", required: ["verdict"], properties: { verdict: { enum: ["remove", "keep"] } } };
@@ -80,23 +84,39 @@ function watchedEnv(sent: (trip: { sql: string | null; statements: number }) => 
 }
 
 /**
- * The test's env that counts `/next`'s queue reads (its candidate statement) and refusal reads and,
- * once, lets another reviewer take `stolen` right after the first queue read: the race `/next` loses in production.
+ * The test's env that counts `/next`'s queue reads (its candidate statement), refusal reads, round
+ * trips and statements and, once, lets another reviewer take `stolen` (one task or several) right
+ * after the first queue read: the race `/next` loses in production.
  */
-function racingEnv(stolen: () => string) {
-  const seen = { candidateReads: 0, refusalReads: 0 };
+function racingEnv(stolen: () => string | string[]) {
+  const seen = { candidateReads: 0, refusalReads: 0, roundTrips: 0, statements: 0 };
   let raced = false;
-  const racing = watchedEnv(async ({ sql }) => {
+  const racing = watchedEnv(async ({ sql, statements }) => {
+    seen.roundTrips += 1;
+    seen.statements += statements;
     if (sql?.includes("SELECT state, lease_expires_at AS leaseExpiresAt")) seen.refusalReads += 1;
     if (!sql?.includes("AS lane")) return;
     seen.candidateReads += 1;
     if (raced) return;
     raced = true;
-    await env.DB.prepare("UPDATE human_tasks SET state = 'claimed', claimed_by = 'api_key:other/rival', claimed_at = ?2, lease_expires_at = ?3 WHERE id = ?1")
-      .bind(stolen(), new Date().toISOString(), new Date(Date.now() + 600_000).toISOString())
+    await env.DB.prepare("UPDATE human_tasks SET state = 'claimed', claimed_by = 'api_key:other/rival', claimed_at = ?2, lease_expires_at = ?3 WHERE id IN (SELECT value FROM json_each(?1))")
+      .bind(JSON.stringify([stolen()].flat()), new Date().toISOString(), new Date(Date.now() + 600_000).toISOString())
       .run();
   });
   return { env: racing, seen };
+}
+
+/** The installation's `task.claimed` events and exposure rows, by task. */
+async function claimRecords(installationId: string) {
+  const events = (
+    await env.DB.prepare("SELECT target_id AS taskId, details_json AS detailsJson FROM audit_events WHERE installation_id = ?1 AND action = 'task.claimed' ORDER BY seq").bind(installationId).all<{ taskId: string; detailsJson: string }>()
+  ).results;
+  const exposure = (
+    await env.DB.prepare("SELECT task_id AS taskId, reviewer, category, started_at AS startedAt, lease_expires_at AS leaseExpiresAt FROM review_exposure WHERE installation_id = ?1 ORDER BY started_at, task_id")
+      .bind(installationId)
+      .all<{ taskId: string; reviewer: string; category: string; startedAt: string; leaseExpiresAt: string }>()
+  ).results;
+  return { events, exposure };
 }
 
 /** The test's env whose D1 binding counts the statements and round trips sent through it (each statement of a batch counts). */
@@ -138,6 +158,29 @@ describe("/next's statements", () => {
   });
 });
 
+describe("the completion's statements", () => {
+  it("a reviewer's answer reads the task (with its step's wait) once and writes it, the run's event and task.completed in one batch; the run's instance comes from the update, not a read", async () => {
+    const s = await queueWithTasks("complete", 1);
+    const claimed = await claimNextTask(env, s.actor, s.queueId, { reviewer: "mod-x" });
+    const sent: Array<string | null> = [];
+    const watching = watchedEnv(({ sql, statements }) => {
+      sent.push(sql === null ? `batch of ${statements}` : sql.replace(/\s+/gu, " ").trim());
+    });
+    const done = await completeTask(watching, s.actor, claimed!.id, { reviewer: "mod-x", response: { verdict: "keep" } });
+    expect(done.state).toBe("completed");
+    expect(sent).toHaveLength(2);
+    expect(sent[0]).toMatch(/^SELECT id, queue_id AS queueId/u);
+    expect(sent[1]).toBe("batch of 3");
+    // The signal reached the run's instance: the run goes on through its `completed` port and ends.
+    let state = "";
+    for (let i = 0; i < 400 && state !== "succeeded"; i++) {
+      state = (await env.DB.prepare("SELECT state FROM workflow_runs WHERE installation_id = ?1").bind(s.installationId).first<{ state: string }>())!.state;
+      if (state !== "succeeded") await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(state).toBe("succeeded");
+  });
+});
+
 describe("/next under contention", () => {
   it("a reviewer whose first candidate another takes meanwhile is given the next task in SLA order from the same read: one queue read, no read of why the claim failed", async () => {
     const s = await queueWithTasks("lost", 3);
@@ -154,12 +197,65 @@ describe("/next under contention", () => {
     expect(claims.map((c) => c.targetId)).toEqual([s.tasks[1]]);
   });
 
+  it("a lost race costs no statement: the claim's one batch of three takes the next candidate, and its audit event and exposure row name the task it took", async () => {
+    const s = await queueWithTasks("one-batch", 3);
+    const racing = racingEnv(() => s.tasks[0]!);
+    const claimed = await claimNextTask(racing.env, s.actor, s.queueId, { reviewer: "mod-b" });
+    expect(claimed?.id).toBe(s.tasks[1]);
+    // The read, then one batch: the update, the audit event, the exposure row.
+    expect(racing.seen.roundTrips).toBe(2);
+    expect(racing.seen.statements).toBe(4);
+    const { events, exposure } = await claimRecords(s.installationId);
+    expect(events.map((e) => e.taskId)).toEqual([s.tasks[1]]);
+    expect(JSON.parse(events[0]!.detailsJson)).toEqual({ reviewerId: expect.any(String), leaseExpiresAt: claimed!.claim!.leaseExpiresAt });
+    expect(exposure).toEqual([{ taskId: s.tasks[1], reviewer: "api_key:key_one-batch/mod-b", category: "scams_and_fraud", startedAt: claimed!.claim!.claimedAt, leaseExpiresAt: claimed!.claim!.leaseExpiresAt }]);
+  });
+
+  it("only when others took every candidate of its read does /next read the queue again, and then it claims the next task with one more batch", async () => {
+    const s = await queueWithTasks("all-taken", 5);
+    const racing = racingEnv(() => s.tasks.slice(0, 4));
+    const claimed = await claimNextTask(racing.env, s.actor, s.queueId, { reviewer: "mod-c" });
+    expect(claimed?.id).toBe(s.tasks[4]);
+    expect(racing.seen.candidateReads).toBe(2);
+    expect(racing.seen.refusalReads).toBe(0);
+    // Read, a batch that took nothing, the second read, the batch that claimed.
+    expect(racing.seen.roundTrips).toBe(4);
+    expect(racing.seen.statements).toBe(8);
+    const { events, exposure } = await claimRecords(s.installationId);
+    expect(events.map((e) => e.taskId)).toEqual([s.tasks[4]]);
+    expect(exposure.map((x) => x.taskId)).toEqual([s.tasks[4]]);
+  });
+
+  it("a reviewer asking twice at once is given the same task twice (the second a renewal of its lease), with one exposure row for it", async () => {
+    const s = await queueWithTasks("twice", 3);
+    const [first, second] = await Promise.all([claimNextTask(env, s.actor, s.queueId, { reviewer: "mod-t" }), claimNextTask(env, s.actor, s.queueId, { reviewer: "mod-t" })]);
+    expect(first?.id).toBe(s.tasks[0]);
+    expect(second?.id).toBe(s.tasks[0]);
+    const { events, exposure } = await claimRecords(s.installationId);
+    expect(new Set(events.map((e) => e.taskId))).toEqual(new Set([s.tasks[0]]));
+    expect(exposure.map((x) => x.taskId)).toEqual([s.tasks[0]]);
+    const rows = (await env.DB.prepare("SELECT claimed_by AS claimedBy FROM human_tasks WHERE installation_id = ?1 ORDER BY due_at, priority DESC, id").bind(s.installationId).all<{ claimedBy: string | null }>()).results;
+    expect(rows.map((r) => r.claimedBy)).toEqual(["api_key:key_twice/mod-t", null, null]);
+  });
+
   it("reviewers asking at once each get a different task, in SLA order, until the queue is empty", async () => {
     const s = await queueWithTasks("burst", 4);
     const answers = await Promise.all(["a", "b", "c", "d", "e"].map((reviewer) => claimNextTask(env, s.actor, s.queueId, { reviewer })));
     const got = answers.filter((a) => a !== null).map((a) => a!.id);
     expect(got.sort()).toEqual([...s.tasks].sort());
     expect(answers.filter((a) => a === null)).toHaveLength(1);
+  });
+
+  it("reviewers asking at once: each claim leaves one audit event and one exposure row, by its reviewer, of the task it took", async () => {
+    const s = await queueWithTasks("records", 4);
+    const answers = await Promise.all(["a", "b", "c", "d"].map((reviewer) => claimNextTask(env, s.actor, s.queueId, { reviewer })));
+    const got = new Map(answers.map((a) => [a!.id, a!]));
+    expect([...got.keys()].sort()).toEqual([...s.tasks].sort());
+    const { events, exposure } = await claimRecords(s.installationId);
+    expect(events.map((e) => e.taskId).sort()).toEqual([...s.tasks].sort());
+    for (const event of events) expect(JSON.parse(event.detailsJson).leaseExpiresAt).toBe(got.get(event.taskId)!.claim!.leaseExpiresAt);
+    expect(exposure.map((x) => x.taskId).sort()).toEqual([...s.tasks].sort());
+    for (const x of exposure) expect(x).toMatchObject({ reviewer: `api_key:key_records/${got.get(x.taskId)!.claim!.reviewer}`, startedAt: got.get(x.taskId)!.claim!.claimedAt });
   });
 });
 
@@ -172,5 +268,31 @@ describe("/next's plan", () => {
       expect(text).toMatch(/SEARCH t USING (COVERING )?INDEX/u);
       expect(text).not.toMatch(/\bSCAN t\b(?! USING)/u);
     }
+  });
+
+  it("the claim's update, audit event and exposure row walk the list of candidates and look each task up by its key (no scan of human_tasks)", async () => {
+    for (const [sql, binds] of [
+      [CLAIM_FIRST_SQL, ["ins", '["a","b"]', "r", "2026-01-01", "2026-01-02", "p", "l"]],
+      [CLAIM_EXPOSURE_SQL, ["ins", '[["a","x"],["b","y"]]', "r", "2026-01-01"]],
+    ] as const) {
+      const plan = (
+        await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`)
+          .bind(...binds)
+          .all<{ detail: string }>()
+      ).results.map((row) => row.detail);
+      const text = plan.join("\n");
+      expect(text).toMatch(/SCAN c VIRTUAL TABLE/u);
+      expect(text).toMatch(/SEARCH t USING INDEX sqlite_autoindex_human_tasks_1 \(id=\?\)/u);
+      expect(text).not.toMatch(/\bSCAN (t|human_tasks)\b/u);
+    }
+    // The claim's events, each guarded by its task's row (auditEachTargetStatement): a key lookup per event.
+    const guard = rowGuardClause({ table: "human_tasks", where: { installation_id: "ins", claimed_by: "r", lease_expires_at: "x", updated_at: "y" } }, 3, "e.target_id");
+    const plan = (
+      await env.DB.prepare(`EXPLAIN QUERY PLAN ${auditEventsSql(guard.sql.replace(/^WHERE /u, "AND "))}`)
+        .bind("ins", "[]", ...guard.binds)
+        .all<{ detail: string }>()
+    ).results.map((row) => row.detail);
+    expect(plan.join("\n")).toMatch(/SEARCH human_tasks (EXISTS )?USING INDEX sqlite_autoindex_human_tasks_1 \(id=\?\)/u);
+    expect(plan.join("\n")).not.toMatch(/\bSCAN (human_tasks|audit_events)\b/u);
   });
 });

@@ -152,16 +152,39 @@ export function auditEventsSql(lastGuard: string | null): string {
 export function auditEventsStatement(db: D1Database, events: readonly AuditEventInput[], lastOnlyIf?: AuditGuard): D1PreparedStatement {
   if (lastOnlyIf && !GUARD_TABLES.includes(lastOnlyIf.table)) throw new Error("audit_guard_table_invalid");
   const guard = lastOnlyIf ? rowGuardClause(lastOnlyIf, 3) : null;
+  const { installationId, list } = eventList(events);
+  const lastGuard = guard ? `AND (e.ord < ${events.length - 1} OR ${guard.sql.replace(/^WHERE /u, "")})` : null;
+  const statement = db.prepare(auditEventsSql(lastGuard)).bind(installationId, list, ...(guard?.binds ?? []));
+  BUILT.set(statement, { events, ...(lastOnlyIf ? { lastOnlyIf } : {}) });
+  return statement;
+}
+
+/** auditEventsSql's list (?2): each event's stored row as an array, of one installation. */
+function eventList(events: readonly AuditEventInput[]): { installationId: string; list: string } {
   const installationId = events[0]?.installationId;
   if (installationId === undefined || events.some((event) => event.installationId !== installationId)) throw new Error("audit_events_installation_mixed");
   const list = events.map((event) => {
     const row = storedRow(event);
     return [row.id, event.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, row.detailsJson, storeCreatedAt(row.createdAt), row.entryMac];
   });
-  const lastGuard = guard ? `AND (e.ord < ${events.length - 1} OR ${guard.sql.replace(/^WHERE /u, "")})` : null;
-  const statement = db.prepare(auditEventsSql(lastGuard)).bind(installationId, JSON.stringify(list), ...(guard?.binds ?? []));
-  BUILT.set(statement, { events, ...(lastOnlyIf ? { lastOnlyIf } : {}) });
-  return statement;
+  return { installationId, list: JSON.stringify(list) };
+}
+
+/**
+ * One statement for events of one installation of which each is written only if the row its target
+ * names (`onlyIf.table`, id = the event's target id) exists by then in the batch with `onlyIf.where`'s
+ * values: the events of the writes a batch may have made, for a statement that made one of them
+ * (e.g. a claim of the first of several tasks still claimable: an event per task, the one it took
+ * holds). The events written have exactly the rows (id, MAC, details) their own auditStatement
+ * statements, each guarded by its target's row, would write one after another, numbered
+ * consecutively in list order; an event already written (the same id) is left out. Never combined
+ * with others (combineAuditStatements leaves it as it is): its guards are its own.
+ */
+export function auditEachTargetStatement(db: D1Database, events: readonly AuditEventInput[], onlyIf: Omit<AuditGuard, "id">): D1PreparedStatement {
+  if (!GUARD_TABLES.includes(onlyIf.table)) throw new Error("audit_guard_table_invalid");
+  const guard = rowGuardClause({ table: onlyIf.table, ...(onlyIf.where ? { where: onlyIf.where } : {}) }, 3, "e.target_id");
+  const { installationId, list } = eventList(events);
+  return db.prepare(auditEventsSql(guard.sql.replace(/^WHERE /u, "AND "))).bind(installationId, list, ...guard.binds);
 }
 
 /**

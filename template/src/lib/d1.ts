@@ -19,7 +19,11 @@ export interface RowGuard {
 
 const IDENTIFIER = /^[a-z][a-z_]*$/u;
 
-export function rowGuardClause(guard: RowGuard, firstParam: number): { sql: string; binds: (string | number | null)[] } {
+/**
+ * `idSql`: the row's id as SQL of the enclosing statement instead of a bound `id` (a column of the
+ * rows an `INSERT … SELECT` writes, so each row it writes is guarded by a row of its own).
+ */
+export function rowGuardClause(guard: RowGuard, firstParam: number, idSql?: string): { sql: string; binds: (string | number | null)[] } {
   const columns = Object.keys(guard.where ?? {});
   if (![guard.table, ...columns].every((name) => IDENTIFIER.test(name))) throw new Error("row_guard_identifier_invalid");
   const byId = guard.id !== undefined;
@@ -27,7 +31,7 @@ export function rowGuardClause(guard: RowGuard, firstParam: number): { sql: stri
   // Columns are qualified by their table: inside a statement over another table (an audit insert
   // that selects from its own rows), a column the guard's table lacks fails to prepare instead of
   // binding to the outer statement's column of that name.
-  const conditions = [...(byId ? [`${guard.table}.id = ?${firstParam}`] : []), ...columns.map((column, index) => `${guard.table}.${column} = ?${first + index}`)];
+  const conditions = [...(byId ? [`${guard.table}.id = ?${firstParam}`] : idSql !== undefined ? [`${guard.table}.id = ${idSql}`] : []), ...columns.map((column, index) => `${guard.table}.${column} = ?${first + index}`)];
   if (conditions.length === 0) throw new Error("row_guard_empty");
   return {
     sql: `WHERE EXISTS (SELECT 1 FROM ${guard.table} WHERE ${conditions.join(" AND ")})`,

@@ -1,6 +1,6 @@
 // Task leases: an exclusive, renewable claim on a task (claim, "next task" in SLA order with the
 // priority lane, wellness caps and the own-QA-task rule, release). Completion is tasks.ts's.
-import { auditStatement } from "../../audit";
+import { auditEachTargetStatement, auditStatement } from "../../audit";
 import { canSeeQueue, reviewerLabel, type Actor } from "../../auth";
 import { AppError, conflict, notFound } from "../../errors";
 import { reviewerAuditId } from "../../lib/person-keys";
@@ -27,50 +27,66 @@ async function refuseClaim(env: Env, actor: Actor, taskId: string, who: string):
   throw conflict("task.not_claimable", `The task is ${row.state}.`);
 }
 
-/**
- * Takes (or renews, for the same reviewer) the exclusive lease; a second claimer gets 409.
- * `inVisibleQueue`: the caller found the task in a queue it checked the actor may see (`/next`),
- * so a console user limited to some queues needs no read of the task's queue first.
- */
-export async function claimTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; leaseSeconds?: number }, inVisibleQueue = false) {
-  const claimed = await tryClaim(env, actor, taskId, input, inVisibleQueue);
+/** Takes (or renews, for the same reviewer) the exclusive lease; a second claimer gets 409. */
+export async function claimTask(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; leaseSeconds?: number }) {
+  await assertTaskVisible(env, actor, taskId);
+  const claimed = await claimFirst(env, actor, [taskId], input);
   if (!claimed) return refuseClaim(env, actor, taskId, claimant(actor, input.reviewer));
   return presentTask(env, actor, claimed);
 }
 
-/** The claim's batch: the claimed task's row, or null when the update took nothing (why is refuseClaim's to say). */
-async function tryClaim(env: Env, actor: Actor, taskId: string, input: { reviewer?: string; leaseSeconds?: number }, inVisibleQueue: boolean): Promise<TaskRow | null> {
-  if (!inVisibleQueue) await assertTaskVisible(env, actor, taskId);
+/**
+ * The claim's update (?1 installation, ?2 the JSON list of task ids in the order to try, ?3 the
+ * reviewer, ?4 now, ?5 the lease's end, ?6 the principal, ?7 the reviewer's label): the first task
+ * of the list that is open, or claimed with a lapsed lease or by this reviewer (a renewal), and not
+ * the QA task of the reviewer's own answer; each looked up by its key. Answers the claimed task.
+ */
+export const CLAIM_FIRST_SQL = `
+      UPDATE human_tasks SET state = 'claimed', claimed_at = CASE WHEN claimed_by = ?3 AND state = 'claimed' THEN claimed_at ELSE ?4 END,
+        claimed_by = ?3, lease_expires_at = ?5, updated_at = ?4
+      WHERE installation_id = ?1 AND id = (
+        SELECT t.id FROM json_each(?2) c CROSS JOIN human_tasks t
+        WHERE t.id = c.value AND t.installation_id = ?1
+          AND (t.state = 'open' OR (t.state = 'claimed' AND (t.lease_expires_at <= ?4 OR t.claimed_by = ?3)))
+          AND ${notOwnQaTaskSql("?7", "?6", "t")}
+        ORDER BY c.key LIMIT 1)
+      RETURNING ${TASK_COLUMNS}, ${TASK_QUEUE_WELLNESS_SQL}
+    `;
+
+/**
+ * The claim's batch: the first of `taskIds` (in their order) still claimable by the reviewer is
+ * claimed, and the batch answers its row; null when none was (why is refuseClaim's to say). The
+ * caller checked the actor may see the tasks (the task's own queue, or `/next`'s). The audit event
+ * and the exposure row are written for the task the update took: each statement looks at every
+ * task of the list and writes for the one whose row this update just wrote (claimed by this
+ * reviewer at `at`, with this lease). A task of the list another claim of the same reviewer took at
+ * the same instant holds too, and its event and row are already written: nothing changes.
+ */
+async function claimFirst(env: Env, actor: Actor, taskIds: readonly string[], input: { reviewer?: string; leaseSeconds?: number }): Promise<TaskRow | null> {
+  if (taskIds.length === 0) return null;
   const who = claimant(actor, input.reviewer);
   const now = new Date();
   const at = now.toISOString();
   const expires = new Date(now.getTime() + leaseSeconds(input.leaseSeconds) * 1_000).toISOString();
+  const events = taskIds.map((taskId) => ({
+    installationId: actor.installationId,
+    idempotencyKey: `task:${taskId}:claimed:${at}:${who}`,
+    action: "task.claimed",
+    actor: actor.audit,
+    target: { type: "task", id: taskId },
+    details: { reviewerId: reviewerAuditId(actor.installationId, who), leaseExpiresAt: expires },
+    at,
+  }));
+  const claimedRow = { claimed_by: who, lease_expires_at: expires, updated_at: at };
   // The QA rule (never the QA task of one's own answer) is a guard of the update itself, and the
   // update answers the task as claimed: no read before it, none after.
   const [update] = await env.DB.batch<TaskRow>([
-    env.DB.prepare(`
-      UPDATE human_tasks SET state = 'claimed', claimed_at = CASE WHEN claimed_by = ?3 AND state = 'claimed' THEN claimed_at ELSE ?4 END,
-        claimed_by = ?3, lease_expires_at = ?5, updated_at = ?4
-      WHERE installation_id = ?1 AND id = ?2
-        AND (state = 'open' OR (state = 'claimed' AND (lease_expires_at <= ?4 OR claimed_by = ?3)))
-        AND ${notOwnQaTaskSql("?7", "?6")}
-      RETURNING ${TASK_COLUMNS}, ${TASK_QUEUE_WELLNESS_SQL}
-    `).bind(actor.installationId, taskId, who, at, expires, reviewerPrincipal(actor), reviewerLabel(who)),
-    auditStatement(
-      env.DB,
-      {
-        installationId: actor.installationId,
-        idempotencyKey: `task:${taskId}:claimed:${at}:${who}`,
-        action: "task.claimed",
-        actor: actor.audit,
-        target: { type: "task", id: taskId },
-        details: { reviewerId: reviewerAuditId(actor.installationId, who), leaseExpiresAt: expires },
-        at,
-      },
-      { table: "human_tasks", id: taskId, where: { installation_id: actor.installationId, claimed_by: who, lease_expires_at: expires, updated_at: at } },
-    ),
+    env.DB.prepare(CLAIM_FIRST_SQL).bind(actor.installationId, JSON.stringify(taskIds), who, at, expires, reviewerPrincipal(actor), reviewerLabel(who)),
+    events.length === 1
+      ? auditStatement(env.DB, events[0]!, { table: "human_tasks", id: taskIds[0]!, where: { installation_id: actor.installationId, ...claimedRow } })
+      : auditEachTargetStatement(env.DB, events, { table: "human_tasks", where: { installation_id: actor.installationId, ...claimedRow } }),
     // Wellness: the claim counts toward the reviewer's daily exposure in the task's category.
-    claimExposureStatement(env.DB, { installationId: actor.installationId, taskId, reviewer: who, at }),
+    claimExposureStatement(env.DB, { installationId: actor.installationId, taskIds, reviewer: who, at }),
   ]);
   return update!.results[0] ?? null;
 }
@@ -145,8 +161,8 @@ export async function claimNextTask(env: Env, actor: Actor, queueId: string, inp
   const uncapped = unfiltered.filter((c) => !exposure.capped.includes(c.category ?? ""));
   let prefetched: Candidate[] | null = uncapped.length > 0 || unfiltered.length < CANDIDATES ? uncapped : null;
   for (let attempt = 0; attempt < 5; attempt++) {
-    // Reviewers asking at once race for the same first task; the loser tries the next candidate of
-    // the same read, so a lost race costs the claim's batch alone.
+    // Reviewers asking at once race for the same first task; the loser's batch takes the next
+    // candidate of the same read, so a lost race costs nothing more.
     const candidates =
       prefetched ??
       (
@@ -159,14 +175,12 @@ export async function claimNextTask(env: Env, actor: Actor, queueId: string, inp
       await refuseWhenCapped(env.DB, actor.installationId, queueId, exposure);
       return null;
     }
-    // A task of the priority lane is in both arms: tried once.
-    for (const id of new Set(candidates.map((candidate) => candidate.id))) {
-      // A candidate another reviewer took meanwhile leaves the update without a row: try the next.
-      const claimed = await tryClaim(env, actor, id, input, true);
-      if (!claimed) continue;
-      const task = await presentTask(env, actor, claimed);
-      return { ...task, wellness: await nextTaskWellness(env.DB, actor.installationId, queueId, exposure) };
-    }
+    // One batch claims the first candidate still claimable (a task of the priority lane is in both
+    // arms: listed once); only when others took every one of them meanwhile is the queue read again.
+    const claimed = await claimFirst(env, actor, [...new Set(candidates.map((candidate) => candidate.id))], input);
+    if (!claimed) continue;
+    const task = await presentTask(env, actor, claimed);
+    return { ...task, wellness: await nextTaskWellness(env.DB, actor.installationId, queueId, exposure) };
   }
   throw new AppError("queue.contended", "Tasks are being claimed faster than this request could take one; retry.", { status: 409, retryable: true });
 }

@@ -65,19 +65,24 @@ function utcDay(now: Date) {
 /**
  * For the claim's batch, after the task's update: records the claim (a new one, or a renewal by
  * the same reviewer, which moves the lease). Writes nothing when the claim did not take (the
- * task's row was not updated at `at` for this reviewer) or the task has no category.
+ * task's row was not updated at `at` for this reviewer) or the task has no category. `taskIds`:
+ * the tasks the update may have claimed (`/next`'s candidates; it claims one), each looked at.
  */
-export function claimExposureStatement(db: D1Database, input: { installationId: string; taskId: string; reviewer: string; at: string }): D1PreparedStatement {
-  return db
-    .prepare(`
-    INSERT INTO review_exposure (id, installation_id, task_id, reviewer, category, started_at, lease_expires_at, created_at)
-    SELECT ?5, t.installation_id, t.id, t.claimed_by, ${TASK_CATEGORY_SQL("t")}, t.claimed_at, t.lease_expires_at, ?4
-    FROM human_tasks t
-    WHERE t.installation_id = ?1 AND t.id = ?2 AND t.state = 'claimed' AND t.claimed_by = ?3 AND t.updated_at = ?4 AND ${TASK_CATEGORY_SQL("t")} IS NOT NULL
-    ON CONFLICT (installation_id, task_id, reviewer, started_at) DO UPDATE SET lease_expires_at = excluded.lease_expires_at
-  `)
-    .bind(input.installationId, input.taskId, input.reviewer, input.at, newId("exp"));
+export function claimExposureStatement(db: D1Database, input: { installationId: string; taskIds: readonly string[]; reviewer: string; at: string }): D1PreparedStatement {
+  // Each task with an id of its own for its row: the task the update took gets one, and a task
+  // another claim of this reviewer took at the same instant already has its row (the upsert keeps it).
+  const tasks = JSON.stringify(input.taskIds.map((id) => [id, newId("exp")]));
+  return db.prepare(CLAIM_EXPOSURE_SQL).bind(input.installationId, tasks, input.reviewer, input.at);
 }
+
+/** claimExposureStatement's SQL (?1 installation, ?2 the JSON list of [task id, row id], ?3 reviewer, ?4 the claim's time): each task looked up by its key. */
+export const CLAIM_EXPOSURE_SQL = `
+    INSERT INTO review_exposure (id, installation_id, task_id, reviewer, category, started_at, lease_expires_at, created_at)
+    SELECT c.value ->> 1, t.installation_id, t.id, t.claimed_by, ${TASK_CATEGORY_SQL("t")}, t.claimed_at, t.lease_expires_at, ?4
+    FROM json_each(?2) c CROSS JOIN human_tasks t
+    WHERE t.id = c.value ->> 0 AND t.installation_id = ?1 AND t.state = 'claimed' AND t.claimed_by = ?3 AND t.updated_at = ?4 AND ${TASK_CATEGORY_SQL("t")} IS NOT NULL
+    ON CONFLICT (installation_id, task_id, reviewer, started_at) DO UPDATE SET lease_expires_at = excluded.lease_expires_at
+  `;
 
 /**
  * For the release's batch, after the task's update: the reviewer's claim of the task (their latest
