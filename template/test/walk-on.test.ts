@@ -120,6 +120,32 @@ describe("the host walks on past a wait into the group that follows", () => {
   });
 });
 
+describe("the host prepares the wait that follows a group", () => {
+  it("the start's group prepares the wait in its own call: the wait's prepare step never runs, and the run records what one step per node records", async () => {
+    const { apiKey } = await newInstallation();
+    const graph = { ...waitGraph, nodes: waitGraph.nodes.map((node) => (node.id === "await" ? { ...node, config: { ...node.config, timeout_seconds: 1 } } : node)) };
+    const fused = await publishAs(apiKey, graph, "fused");
+    const perNode = await publishAs(apiKey, graph, "per_node");
+    // The host folds what it walks on to only once this isolate has the version's graph (its first call reads it).
+    expect((await waitForRun(apiKey, (await startRun(apiKey, fused.id)).id)).state).toBe("succeeded");
+    const ran: string[] = [];
+    for (const version of [fused, perNode]) {
+      await using introspector = await introspectWorkflow(env.WORKFLOWS);
+      await introspector.modifyAll(async (m) => {
+        await m.disableRetryDelays();
+        // Only the fused version's kernel is told the wait was prepared; the per-node one prepares it itself.
+        if (version === fused) await m.mockStepError({ name: "await:main:1:prepare" }, new Error("retryable:upstream_unavailable"), 3);
+      });
+      const done = await waitForRun(apiKey, (await startRun(apiKey, version.id)).id);
+      expect(done).toMatchObject({ state: "succeeded", output: { terminalCode: "expired" } });
+      ran.push(done.id);
+    }
+    const [a, b] = [await records(ran[0]!), await records(ran[1]!)];
+    expect(a).toEqual(b);
+    expect(a.events.map((event) => event.action)).toContain("workflow.wait_prepared");
+  });
+});
+
 describe("the host walks on past an action delivered at once", () => {
   it("records the end in the action's call: the end's fused step never runs", async () => {
     const { apiKey } = await newInstallation();

@@ -16,6 +16,7 @@ import { groupBatch, LATEST_EVENT_JSON_SQL, needsOf, walkGroup, type EventRow, t
 import type { Ahead, NodeOutput } from "./runtime-protocol";
 import { stepResultParts, type StepResultInput } from "./runtime-records";
 import { RUN_END_OPEN_SQL } from "./run-end";
+import { mergeFolds, waitAfterGroup, waitAheadFolds } from "./runtime-wait-ahead";
 import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
 
 const foldsCache = new WeakMap<ParsedWorkflowGraph, Map<string, RunFolds | null>>();
@@ -61,14 +62,21 @@ export function aheadFolds(graph: ParsedWorkflowGraph, node: WorkflowNodeV1): Ru
       ...(wanted.event ? { latestEvent: LATEST_EVENT_JSON_SQL } : {}),
       ...(wanted.ends ? { runEnd: RUN_END_OPEN_SQL } : {}),
     };
+    // And what a wait after one of those groups reads (runtime-wait-ahead.ts).
+    for (const head of found) {
+      const waits = waitAheadFolds(graph, head);
+      if (waits) mergeFolds(folds, waits.folds);
+    }
   }
   byNode.set(node.id, folds);
   return folds;
 }
 
-/** Where the walk went: the group's records (not written) and what the kernel learns. */
+/** Where the walk went: the group's records (not written), a wait's after it, and what the kernel learns. */
 export interface Walked {
   records: NodeRecord[];
+  /** The statements of the wait prepared after the group (which then moves the run), if any. */
+  after: D1PreparedStatement[] | null;
   ahead: Ahead;
 }
 
@@ -93,7 +101,9 @@ export async function walkOn(host: FusedHost, input: { run: AuthorizedRun; node:
   try {
     const walked = await walkGroup(host, { run, head, branchKey, rows, eventRow, reportRow, ...(needs.ends && folded.runEnd ? { runEndOpen: folded.runEnd } : {}), priorSteps: 1, prior: [{ nodeId: node.id, open: input.open }] }, scope);
     if (walked.records.length === 0) return null;
-    return { records: walked.records, ahead: { head: head.id, nodeId: walked.node.id, port: walked.port } };
+    const waits = waitAheadFolds(run.graph, head);
+    const after = waits ? await waitAfterGroup(host, { run, branchKey, walked, folded, queueRef: waits.queueRef }) : null;
+    return { records: walked.records, after: after?.statements ?? null, ahead: { head: head.id, nodeId: walked.node.id, port: walked.port, ...(after ? { then: after.ahead } : {}) } };
   } catch {
     return null;
   }
@@ -116,7 +126,7 @@ export async function recordAndWalk<T extends NodeOutput>(host: FusedHost, resul
   const db = host.env.DB;
   const parts = await stepResultParts(db, result);
   const walked = folded ? await walkOn(host, { ...result, port: String(result.output.port), folded, open: JSON.parse(parts.record.json) as JsonValue }) : null;
-  const statements = walked ? [parts.upsert, parts.audit, ...extra, ...groupBatch(db, result.run, walked.records)] : [parts.upsert, parts.progress, parts.audit, ...extra];
+  const statements = walked ? [parts.upsert, parts.audit, ...extra, ...groupBatch(db, result.run, walked.records, { progress: walked.after === null }), ...(walked.after ?? [])] : [parts.upsert, parts.progress, parts.audit, ...extra];
   // Unguarded audit events (the step's, the group's) go in as one statement.
   await db.batch(combineAuditStatements(db, statements));
   return walked ? { ...answer, ahead: walked.ahead } : answer;

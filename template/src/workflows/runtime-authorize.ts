@@ -82,6 +82,7 @@ type RunRow = Omit<AuthorizedRun, "graph"> & {
   reportJson?: string | null;
   latestEventJson?: string | null;
   extraJson?: string | null;
+  nextJson?: string | null;
 };
 
 /**
@@ -112,6 +113,8 @@ export interface RunFolds {
    * statement: built with `param`, which binds a value and returns its placeholder; the run is `r`.
    */
   extra?: (param: (value: unknown) => string) => string;
+  /** As `extra`, for what the host walks on to after the call's own node (runtime-ahead.ts: a wait's queue). */
+  next?: (param: (value: unknown) => string) => string;
 }
 
 /** A step's wait as recorded. */
@@ -149,6 +152,8 @@ export interface FoldedReads {
   latestEvent?: string | null;
   /** The `extra` expression's value (JSON text, or null). */
   extra?: string | null;
+  /** The `next` expression's value (JSON text, or null). */
+  next?: string | null;
 }
 
 /** Outputs up to this many bytes are folded into the run's statement (one D1 value stays far under D1's limits). */
@@ -201,19 +206,19 @@ function runStatement(db: D1Database, runId: string, folds: RunFolds = {}): D1Pr
   const runEnd = folds.runEnd ?? "NULL";
   const report = folds.report ?? "NULL";
   const latestEvent = folds.latestEvent ?? "NULL";
-  const extra = folds.extra
-    ? folds.extra((value) => {
-        binds.push(value);
-        return `?${binds.length}`;
-      })
-    : "NULL";
+  const param = (value: unknown) => {
+    binds.push(value);
+    return `?${binds.length}`;
+  };
+  const extra = folds.extra ? folds.extra(param) : "NULL";
+  const next = folds.next ? folds.next(param) : "NULL";
   return db
     .prepare(`
     SELECT r.id, r.installation_id AS installationId, r.workflow_version_id AS workflowVersionId,
       r.authority_mode AS authorityMode, r.state, r.input_json AS inputJson, r.report_id AS reportId,
       r.appeal_id AS appealId, r.backtest_id AS backtestId,
       v.artifact_id AS artifactId, v.graph_json AS graphJson, ${exits} AS exitsJson, ${step} AS stepJson, ${wait} AS waitJson, ${event} AS eventJson,
-      ${group} AS groupJson, ${runEnd} AS runEndJson, ${report} AS reportJson, ${latestEvent} AS latestEventJson, ${extra} AS extraJson
+      ${group} AS groupJson, ${runEnd} AS runEndJson, ${report} AS reportJson, ${latestEvent} AS latestEventJson, ${extra} AS extraJson, ${next} AS nextJson
     FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id
     WHERE r.id = ?1 LIMIT 1
   `)
@@ -234,6 +239,7 @@ function foldedReads(folds: RunFolds, row: RunRow): FoldedReads {
   if (folds.report) reads.report = row.reportJson ?? null;
   if (folds.latestEvent) reads.latestEvent = row.latestEventJson ?? null;
   if (folds.extra) reads.extra = row.extraJson ?? null;
+  if (folds.next) reads.next = row.nextJson ?? null;
   return reads;
 }
 

@@ -16,7 +16,8 @@ import { fusable, groupRegion, MAX_FUSED_NODES, nextInGroup } from "./fusion";
 import { EXECUTORS, executorUnavailable, type NodeCall } from "./kinds/executors";
 import { branchAllowed, predecessorExitsStatement, predecessorIds, reachedBy, type RecordedExit } from "./run-plan";
 import { RUN_END_OPEN_SQL } from "./run-end";
-import { authorizedBranch, authorizedNode, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type RunFolds, type RuntimeProps } from "./runtime-authorize";
+import { authorizedBranch, authorizedNode, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type FoldedReads, type RunFolds, type RuntimeProps } from "./runtime-authorize";
+import { mergeFolds, waitAfterGroup, waitAheadFolds } from "./runtime-wait-ahead";
 import type { CallScope } from "./runtime-capability";
 import { recordNodeFailure } from "./runtime-fail";
 import type { FusedOutput, RuntimeFailureRequest, RuntimeNodeRequest } from "./runtime-protocol";
@@ -135,6 +136,8 @@ interface AuthorizedGroup {
   runEndOpen?: string;
   /** The run's report (summary columns), for a group that reads it; null without one. */
   report: ReportSummaryRow | null;
+  /** What was folded for a wait after the group (runtime-ahead.ts), when the kernel walks on. */
+  ahead?: { folded: FoldedReads; queueRef: string | null };
 }
 
 /** Authorizes the head as executeNode authorizes a node, and reads what the group needs in the same statement or round trip. */
@@ -152,6 +155,9 @@ async function authorizeGroup(host: FusedHost, input: RuntimeNodeRequest, scope:
         ...(prefetch.needs.event ? { extra: () => LATEST_EVENT_JSON_SQL } : {}),
       }
     : {};
+  // What a wait after the group reads, when the kernel walks on (runtime-ahead.ts).
+  const waitAfter = prefetch && input.walk === true && (input.branchKey === undefined || input.branchKey === "") ? waitAheadFolds(prefetch.graph, prefetch.head) : null;
+  if (waitAfter) mergeFolds(folds, waitAfter.folds);
   const foldEvent = prefetch?.needs.event === true;
   const { run, folded, results: prefetched } = await authorizedRunWith(host.env, host.props, input, folds, (runId) => (prefetch ? optionalStatements(db, runId, prefetch.needs, foldEvent) : []));
   const head = authorizedNode(run, input.nodeId, input.nodeKind);
@@ -184,7 +190,8 @@ async function authorizeGroup(host: FusedHost, input: RuntimeNodeRequest, scope:
     runEndOpen = undefined;
   }
   if (!reachedBy(run.graph, head, branchKey, exits)) throw denied("runtime.node_not_reached");
-  return { run, head, branchKey, rows, results, report, eventFolded, ...(foldedEvent ? { foldedEvent } : {}), ...(runEndOpen ? { runEndOpen } : {}) };
+  const ahead = waitAfter && cachedHead === head && folded.group !== undefined ? { folded, queueRef: waitAfter.queueRef } : undefined;
+  return { run, head, branchKey, rows, results, report, eventFolded, ...(foldedEvent ? { foldedEvent } : {}), ...(runEndOpen ? { runEndOpen } : {}), ...(ahead ? { ahead } : {}) };
 }
 
 const finishedRow = (row: GroupRow | undefined): row is GroupRow & { json: string } => row?.json != null && FINISHED_STEP_STATES.includes(row.state);
@@ -205,7 +212,7 @@ export interface NodeRecord {
  * The group's batch. One step per node moves the run on once per node (state, node, revision);
  * here that is one statement with the same final effect, where the last node's would be.
  */
-export function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeRecord[]): D1PreparedStatement[] {
+export function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeRecord[], options: { progress?: boolean } = {}): D1PreparedStatement[] {
   if (records.length === 0) return [];
   const last = records.at(-1)!;
   const progress = db
@@ -217,7 +224,8 @@ export function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeReco
   // The first statement (the first node's step row) evaluates the write guard before it writes.
   const guard = { sql: FUSED_CONFLICT_SQL("?12"), bind: JSON.stringify(records.map((record) => record.stepId)) };
   // An end node's own update moves the run (to succeeded, started_at included): no progress before it.
-  const moves = last.node.kind === "end" ? [] : [progress];
+  // A wait prepared after the group in the same batch moves the run instead (runtime-ahead.ts).
+  const moves = last.node.kind === "end" || options.progress === false ? [] : [progress];
   return records.flatMap((record, index) => {
     const step = stepUpsert(db, record.step, index === 0 ? guard : undefined);
     return record === last ? [step, ...moves, ...record.tail] : [step, ...record.tail];
@@ -243,7 +251,7 @@ export function fusedWriteGuard(db: D1Database, stepIds: readonly string[]): D1P
 /** Runs the group from the named node; returns the node it ended at and the port it left by. */
 export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeRequest, scope: CallScope): Promise<FusedOutput> {
   const { env } = host;
-  const { run, head, branchKey, rows, results, runEndOpen, report: reportRow, eventFolded, foldedEvent } = await authorizeGroup(host, input, scope);
+  const { run, head, branchKey, rows, results, runEndOpen, report: reportRow, eventFolded, foldedEvent, ahead } = await authorizeGroup(host, input, scope);
   const needs = needsOf(run.graph, head);
   const firstRow = (read: OptionalRead) => {
     const index = optionalReadIndex(needs, read, eventFolded);
@@ -251,10 +259,12 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
   };
   const eventRow = eventFolded ? foldedEvent : (firstRow("event") as EventRow | undefined);
   const walked = await walkGroup(host, { run, head, branchKey, rows, eventRow, reportRow, contentRow: firstRow("content") as RunContentRow | undefined, ...(runEndOpen ? { runEndOpen } : {}), priorSteps: 0 }, scope);
+  // The wait that follows the group, prepared in the same batch for a kernel that walks on (runtime-ahead.ts).
+  const after = ahead ? await waitAfterGroup(host, { run, branchKey, walked, folded: ahead.folded, queueRef: ahead.queueRef }) : null;
   // Every node's unguarded audit events (step_succeeded and the like) go in as one statement.
-  const batch = combineAuditStatements(env.DB, groupBatch(env.DB, run, walked.records));
+  const batch = combineAuditStatements(env.DB, [...groupBatch(env.DB, run, walked.records, { progress: after === null }), ...(after?.statements ?? [])]);
   if (batch.length > 0) await env.DB.batch(batch);
-  return { nodeId: walked.node.id, port: walked.port };
+  return { nodeId: walked.node.id, port: walked.port, ...(after ? { ahead: after.ahead } : {}) };
 }
 
 /** What a group's walk starts from: its authorized head, the step rows it read, and its other reads. */
@@ -278,7 +288,7 @@ export interface GroupStart {
  * (not written), the node it ended at and the port it left by. A node already recorded answers
  * from its record. A node that throws leaves `scope.pending` with the records before it.
  */
-export async function walkGroup(host: FusedHost, start: GroupStart, scope: CallScope): Promise<{ records: NodeRecord[]; node: WorkflowNodeV1; port: string }> {
+export async function walkGroup(host: FusedHost, start: GroupStart, scope: CallScope): Promise<WalkedGroup> {
   const { env, ctx } = host;
   const { run, head, branchKey, rows, eventRow, reportRow, runEndOpen, priorSteps } = start;
   const needs = needsOf(run.graph, head);
@@ -363,7 +373,18 @@ export async function walkGroup(host: FusedHost, start: GroupStart, scope: CallS
     if (!next || !needs.region.has(next.id)) break;
     node = next;
   }
-  return { records, node, port };
+  return { records, node, port, outputs, event, report, priorSteps };
+}
+
+/** A group walked: its records (not written), where it ended, and what its nodes read (for a wait the host prepares after it). */
+export interface WalkedGroup {
+  records: NodeRecord[];
+  node: WorkflowNodeV1;
+  port: string;
+  outputs: StepOutputs;
+  event: JsonValue;
+  report: JsonValue;
+  priorSteps: number;
 }
 
 /**

@@ -101,16 +101,19 @@ export function stepStartedStatement(db: D1Database, step: { id: string; run: Au
     .bind(step.id, step.run.id, step.node.id, step.node.kind, step.branchKey, step.at);
 }
 
-/** Moves a live run to running/waiting; never touches a terminal or repair_required run. */
-export function runProgress(db: D1Database, runId: string, nodeId: string, state: "running" | "waiting", at: string): D1PreparedStatement {
+/**
+ * Moves a live run to running/waiting; never touches a terminal or repair_required run. Its
+ * revision moves once per step (`group`: the steps recorded in the same batch, and when the first of them started).
+ */
+export function runProgress(db: D1Database, runId: string, nodeId: string, state: "running" | "waiting", at: string, group?: { revisions: number; startedAt: string }): D1PreparedStatement {
   return db
     .prepare(`
     UPDATE workflow_runs SET state = ?4, current_node_id = ?2,
-      started_at = COALESCE(started_at, ?3), waiting_at = CASE WHEN ?4 = 'waiting' THEN ?3 ELSE NULL END,
-      updated_at = ?3, revision = revision + 1
+      started_at = COALESCE(started_at, ?6), waiting_at = CASE WHEN ?4 = 'waiting' THEN ?3 ELSE NULL END,
+      updated_at = ?3, revision = revision + ?5
     WHERE id = ?1 AND state IN ('created', 'dispatch_pending', 'queued', 'running', 'waiting')
   `)
-    .bind(runId, nodeId, at, state);
+    .bind(runId, nodeId, at, state, group?.revisions ?? 1, group?.startedAt ?? at);
 }
 
 export function runtimeAudit(db: D1Database, run: AuthorizedRun, event: { key: string; action: string; details: Record<string, unknown>; at: string }): D1PreparedStatement {

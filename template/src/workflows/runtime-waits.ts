@@ -21,15 +21,31 @@ async function signalType(waitId: string): Promise<string> {
 }
 
 export async function prepareWaitRecord(env: Env, input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string; loaded?: LoadedContext; stepRecorded: boolean; queue?: QueueRow | null }): Promise<PreparedWait> {
-  const { run, node, branchKey, stepId } = input;
-  const waitId = `${stepId}:wait`;
-  const taskId = node.kind === "human_task" ? taskIdOf(stepId) : undefined;
+  const { stepId, node } = input;
   // A wait is written in the batch that records its step, so a step with no row has no wait to look for.
   const existing = input.stepRecorded ? await waitOfStepUnsafe(env.DB, stepId) : null;
   if (existing) {
     // A repeated prepare returns the recorded wait and writes nothing.
+    const taskId = node.kind === "human_task" ? taskIdOf(stepId) : undefined;
     return { eventType: existing.signalType, timeoutMs: Math.max(1_000, Date.parse(existing.deadlineAt) - Date.now()), ...(taskId ? { taskId } : {}) };
   }
+  const { prepared, statements } = await newWaitStatements(env, input);
+  await env.DB.batch(statements);
+  return prepared;
+}
+
+/**
+ * A new wait's statements, unwritten: its step (waiting), the wait, the run waiting (moved
+ * once per step: the steps of a group recorded in the same batch count too), its audit event,
+ * and a human_task's task.
+ */
+export async function newWaitStatements(
+  env: Env,
+  input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; stepId: string; loaded?: LoadedContext; queue?: QueueRow | null; group?: { revisions: number; startedAt: string } },
+): Promise<{ prepared: PreparedWait; statements: D1PreparedStatement[] }> {
+  const { run, node, branchKey, stepId } = input;
+  const waitId = `${stepId}:wait`;
+  const taskId = node.kind === "human_task" ? taskIdOf(stepId) : undefined;
   const configured = node.config.timeout_seconds ?? node.timeoutPolicy?.timeout_seconds ?? DEFAULT_WAIT_SECONDS;
   const timeoutSeconds = Number(configured);
   if (!Number.isInteger(timeoutSeconds) || timeoutSeconds < 1 || timeoutSeconds > 31_536_000) throw denied("runtime.wait_timeout_invalid");
@@ -44,12 +60,11 @@ export async function prepareWaitRecord(env: Env, input: { run: AuthorizedRun; n
       VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'waiting', ?7, ?8)
       ON CONFLICT(step_run_id) DO NOTHING
     `).bind(waitId, run.id, stepId, node.kind === "human_task" ? "human_task" : "event", eventType, signal, deadlineAt, at),
-    runProgress(env.DB, run.id, node.id, "waiting", at),
+    runProgress(env.DB, run.id, node.id, "waiting", at, input.group),
     runtimeAudit(env.DB, run, { key: `wait:${waitId}:prepared`, action: "workflow.wait_prepared", details: { nodeId: node.id, branchKey, eventType, deadlineAt, ...(taskId ? { taskId } : {}) }, at }),
   ];
   if (taskId) statements.push(...(await humanTaskStatements(env, { run, node, branchKey, stepId, taskId, at, deadlineAt, loaded: input.loaded, ...(input.queue !== undefined ? { queue: input.queue } : {}) })));
-  await env.DB.batch(statements);
-  return { eventType: signal, timeoutMs: timeoutSeconds * 1_000, ...(taskId ? { taskId } : {}) };
+  return { prepared: { eventType: signal, timeoutMs: timeoutSeconds * 1_000, ...(taskId ? { taskId } : {}) }, statements };
 }
 
 /**
