@@ -19,3 +19,19 @@ ALTER TABLE webhook_deliveries ADD COLUMN first_error TEXT;
 ALTER TABLE webhook_deliveries ADD COLUMN first_duration_ms INTEGER;
 ALTER TABLE webhook_deliveries ADD COLUMN first_started_at TEXT;
 ALTER TABLE webhook_deliveries ADD COLUMN first_via TEXT;
+
+-- An action's delivery that settles moves its proposal in the same statement: delivered → applied
+-- (a proposal cancelled while its request was in flight included: the record follows what the
+-- endpoint did), dead → failed (a cancelled one stays cancelled). Until now the delivery's batch
+-- sent that update as a statement of its own beside the delivery's; it fires only on the attempt's
+-- update that takes the delivery from pending to delivered or dead (enforcement/webhooks.ts), which
+-- holds only once per delivery (its guard: still pending, at the attempt count it claimed), so a
+-- replay moves nothing. The proposal's `action.applied` / `action.failed` event stays in the same
+-- batch, guarded on the proposal's new state (enforcement/actions.ts finishActionDelivery). Rows a
+-- restore or a case's return put back are inserted, never updated, and do not fire it.
+CREATE TRIGGER webhook_deliveries_settle_action AFTER UPDATE OF state ON webhook_deliveries
+WHEN NEW.source_type = 'action' AND OLD.state = 'pending' AND NEW.state IN ('delivered', 'dead')
+BEGIN
+  UPDATE action_proposals SET state = CASE NEW.state WHEN 'delivered' THEN 'applied' ELSE 'failed' END, updated_at = NEW.updated_at
+  WHERE id = NEW.source_id AND (state IN ('delivery_pending', 'approved') OR (NEW.state = 'delivered' AND state = 'cancelled'));
+END;

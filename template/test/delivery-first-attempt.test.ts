@@ -72,6 +72,34 @@ async function setup(path: string) {
   return { installationId, apiKey, endpointId: hook.body.id as string };
 }
 
+/**
+ * An assisted run's proposal approved with `withEnv`: its delivery is committed leased to this
+ * host, and its first attempt (the work decideProposal hands to `defer`) is `attempt`, run by the caller.
+ */
+async function approvedAction(path: string, withEnv: typeof env = env) {
+  const { installationId, apiKey, endpointId } = await setup(path);
+  const type = await api("/api/v1/action-types", { key: apiKey, body: { key: "remove_post", name: "Remove post", endpointId, reversible: true, requiresApproval: true } });
+  expect(type.status).toBe(201);
+  const version = await publish(apiKey, removePostGraph);
+  const run = await startRun(apiKey, version.id, { authorityMode: "assisted", input: { postId: "p1" } });
+  const proposal = await until(async () => (await api("/api/v1/action-proposals?state=approval_required", { key: apiKey })).body.items.find((p: { runId: string }) => p.runId === run.id), "a proposal");
+  const actor: Actor = { installationId, scopes: ["admin"], audit: { type: "admin", id: "test" } };
+  let deferred: (() => Promise<unknown>) | null = null;
+  await decideProposal(withEnv, actor, proposal.id as string, { approve: true, approver: "mod" }, (start) => {
+    deferred = start;
+  });
+  expect(deferred).not.toBeNull();
+  const attempt = deferred as unknown as () => Promise<unknown>;
+  return { installationId, apiKey, endpointId, run, proposal: proposal as { id: string }, attempt };
+}
+
+/** The audit events of the given targets, by action and count. */
+const eventsOf = (installationId: string, ...targets: string[]) =>
+  env.DB.prepare(`SELECT action, COUNT(*) AS n FROM audit_events WHERE installation_id = ?1 AND target_id IN (SELECT value FROM json_each(?2)) GROUP BY action ORDER BY action`)
+    .bind(installationId, JSON.stringify(targets))
+    .all<{ action: string; n: number }>()
+    .then((r) => r.results);
+
 /** A message.send delivery committed and queued as a batch leaves it, then waited for until it settled. */
 async function deliver(installationId: string, endpointId: string): Promise<string> {
   const delivery = await deliveryStatement(env, {
@@ -117,29 +145,19 @@ describe("a delivery's first attempt on its row", () => {
     expect(results.map((r) => r.name).sort()).toEqual([...DELIVERY_ROW_COLUMN_NAMES, ...FIRST_ATTEMPT_COLUMN_NAMES].sort());
   });
 
-  it("an approved action's first attempt, delivered, is recorded by its delivery's update: no webhook_attempts row, no statement of its own", async () => {
-    const { installationId, apiKey, endpointId } = await setup("/ok/first-attempt-statements");
-    const type = await api("/api/v1/action-types", { key: apiKey, body: { key: "remove_post", name: "Remove post", endpointId, reversible: true, requiresApproval: true } });
-    expect(type.status).toBe(201);
-    const version = await publish(apiKey, removePostGraph);
-    const run = await startRun(apiKey, version.id, { authorityMode: "assisted", input: { postId: "p1" } });
-    const proposal = await until(async () => (await api("/api/v1/action-proposals?state=approval_required", { key: apiKey })).body.items.find((p: { runId: string }) => p.runId === run.id), "a proposal");
-    const actor: Actor = { installationId, scopes: ["admin"], audit: { type: "admin", id: "test" } };
-    // The approval commits the delivery leased to this host; its first attempt is the work handed to `defer`, run here.
+  it("an approved action's first attempt, delivered, is recorded by its delivery's update, which moves its proposal too: two statements, no webhook_attempts row", async () => {
     const recording = recordingEnv();
-    let attempt: (() => Promise<unknown>) | null = null;
-    await decideProposal(recording.env, actor, proposal.id, { approve: true, approver: "mod" }, (start) => {
-      attempt = start;
-    });
+    const { installationId, apiKey, endpointId, run, proposal, attempt } = await approvedAction("/ok/first-attempt-statements", recording.env);
     const from = recording.trips.length;
-    await attempt!();
+    await attempt();
     const sent = recording.trips.slice(from);
     const [batch, ...others] = sent.filter((trip) => trip.some((sql) => sql.includes("UPDATE webhook_deliveries SET attempts")));
     expect(others).toEqual([]);
-    // The delivery's update (with the attempt), its proposal's update and the audit events
-    // (webhook_delivery.delivered and action.applied, one statement): no webhook_attempts insert.
-    expect(batch!.filter((sql) => sql.includes("webhook_attempts"))).toEqual([]);
-    expect(batch).toHaveLength(3);
+    // The delivery's update (with the attempt; it moves the proposal too: migration 0071's trigger)
+    // and the audit events (webhook_delivery.delivered and action.applied, one statement): no
+    // webhook_attempts insert, no update of the proposal of its own.
+    expect(batch!.filter((sql) => sql.includes("webhook_attempts") || sql.includes("action_proposals SET"))).toEqual([]);
+    expect(batch).toHaveLength(2);
     expect(sent.flat().filter((sql) => sql.includes("webhook_attempts"))).toEqual([]);
 
     const done = await waitForRun(apiKey, run.id);
@@ -152,11 +170,7 @@ describe("a delivery's first attempt on its row", () => {
     expect((await api(`/api/v1/action-proposals/${proposal.id}`, { key: apiKey })).body).toMatchObject({ state: "applied", deliveryId: delivery.id });
     // One event per state change, as before; a replay of the attempt's record (the same claimed
     // attempt recorded again) writes nothing: the update holds only at attempts = 0.
-    const events = () =>
-      env.DB.prepare("SELECT action, COUNT(*) AS n FROM audit_events WHERE installation_id = ?1 AND target_id IN (?2, ?3) GROUP BY action ORDER BY action")
-        .bind(installationId, delivery.id, proposal.id)
-        .all<{ action: string; n: number }>()
-        .then((r) => r.results);
+    const events = () => eventsOf(installationId, delivery.id, proposal.id);
     const expected = [
       { action: "action.applied", n: 1 },
       { action: "action.approved", n: 1 },
@@ -237,5 +251,35 @@ describe("a delivery's first attempt on its row", () => {
     expect(await commitDeliveryArchives(env, written.written)).toBe(1);
     expect(await storedForm(third)).toEqual({ onRow: false, firstStatus: null, firstVia: null, attemptRows: [] });
     expect(await detail(c!.apiKey, third)).toEqual(thirdShown);
+  });
+
+  it("a delivery's end moves its action's proposal in its own update: delivered → applied (a proposal cancelled in flight too), dead → failed, each with its one event", async () => {
+    const delivered = await approvedAction("/ok/first-attempt-cancelled-in-flight");
+    // Cancelled while its request is in flight (the node left): the endpoint confirmed it, so the record says applied.
+    await env.DB.prepare("UPDATE action_proposals SET state = 'cancelled' WHERE id = ?1").bind(delivered.proposal.id).run();
+    await delivered.attempt();
+    const proposal = await api(`/api/v1/action-proposals/${delivered.proposal.id}`, { key: delivered.apiKey });
+    const [row] = (await api("/api/v1/webhook-deliveries", { key: delivered.apiKey })).body.items;
+    expect(row).toMatchObject({ state: "delivered", sourceId: delivered.proposal.id });
+    expect(proposal.body).toMatchObject({ state: "applied", deliveryId: row.id });
+    const settledAt = await env.DB.prepare("SELECT p.updated_at AS p, d.updated_at AS d FROM action_proposals p JOIN webhook_deliveries d ON d.id = p.delivery_id WHERE p.id = ?1")
+      .bind(delivered.proposal.id)
+      .first<{ p: string; d: string }>();
+    expect(settledAt!.p).toBe(settledAt!.d);
+    expect((await eventsOf(delivered.installationId, delivered.proposal.id)).filter((e) => e.action === "action.applied")).toEqual([{ action: "action.applied", n: 1 }]);
+
+    // 410 Gone: dead at its first attempt.
+    const dead = await approvedAction("/gone/first-attempt-dead");
+    await dead.attempt();
+    const [deadRow] = (await api("/api/v1/webhook-deliveries", { key: dead.apiKey })).body.items;
+    expect(deadRow).toMatchObject({ state: "dead", attempts: 1, lastStatus: 410 });
+    expect((await api(`/api/v1/action-proposals/${dead.proposal.id}`, { key: dead.apiKey })).body.state).toBe("failed");
+    expect(await eventsOf(dead.installationId, dead.proposal.id, deadRow.id)).toEqual([
+      { action: "action.approved", n: 1 },
+      { action: "action.failed", n: 1 },
+      { action: "action.proposed", n: 1 },
+      { action: "webhook_delivery.dead", n: 1 },
+    ]);
+    expect((await waitForRun(dead.apiKey, dead.run.id)).output.terminalCode).toBe("failed");
   });
 });

@@ -296,13 +296,15 @@ async function actionDeliveryRefusal(env: Env, delivery: { sourceType: string },
 
 /**
  * The delivery of a proposal ended: applied or failed, then wake the run. Statements for the
- * delivery batch. A proposal cancelled while its request was already in flight and confirmed is
- * recorded as applied: the record follows what the endpoint did.
+ * delivery batch: the proposal's event. The proposal's state itself moves with the delivery's
+ * update in that batch (the `webhook_deliveries_settle_action` trigger, migration 0071: delivered →
+ * applied, dead → failed), so the event, guarded on the proposal's new state, follows it and holds
+ * once. A proposal cancelled while its request was already in flight and confirmed is recorded as
+ * applied: the record follows what the endpoint did.
  */
 export async function finishActionDelivery(env: Env, delivery: { sourceId: string; delivered: boolean; at: string; installationId: string }): Promise<D1PreparedStatement[]> {
   const next = delivery.delivered ? "applied" : "failed";
   return [
-    env.DB.prepare(`UPDATE action_proposals SET state = ?2, updated_at = ?3 WHERE id = ?1 AND state IN ('delivery_pending', 'approved'${delivery.delivered ? ", 'cancelled'" : ""})`).bind(delivery.sourceId, next, delivery.at),
     auditStatement(
       env.DB,
       {
