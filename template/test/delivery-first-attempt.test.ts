@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import type { Actor } from "../src/auth";
 import { decideProposal, DELIVERY_SOURCES } from "../src/enforcement/actions";
 import { commitDeliveryArchives, deliveryArchiveKey, writeDeliveryArchives } from "../src/enforcement/delivery-archive";
-import { DELIVERY_COLUMNS, deliveryStatement, enqueueDeliveries, sendClaimedAttempt, type AttemptEndpoint, type DeliveryRow } from "../src/enforcement/webhooks";
+import { attemptDelivery, DELIVERY_COLUMNS, deliveryStatement, enqueueDeliveries, sendClaimedAttempt, type AttemptEndpoint, type DeliveryRow } from "../src/enforcement/webhooks";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { attemptRowsSql, DELIVERY_ROW_COLUMN_NAMES, FIRST_ATTEMPT_COLUMN_NAMES } from "../src/lib/delivery-attempts";
 import { ADMIN_TOKEN, api, newInstallation, publish, removePostGraph, startRun, until, waitForRun } from "./helpers";
@@ -281,5 +281,28 @@ describe("a delivery's first attempt on its row", () => {
       { action: "webhook_delivery.dead", n: 1 },
     ]);
     expect((await waitForRun(dead.apiKey, dead.run.id)).output.terminalCode).toBe("failed");
+  });
+
+  it("a rate-limited first attempt kept on the row still does not count against the endpoint's attempts", async () => {
+    const { installationId, endpointId } = await setup("/down/first-attempt-deferred");
+    const delivery = await deliveryStatement(env, { installationId, endpointId, eventType: "message.send", sourceType: "message", sourceId: `msg-${crypto.randomUUID()}`, data: { text: "hello" }, at: new Date().toISOString() });
+    await env.DB.batch([delivery.statement]);
+    // Four attempts made: the first deferred by a rate limit (on the row), three refused (rows); the endpoint allows five.
+    const at = new Date(Date.now() - 60_000).toISOString();
+    await env.DB.batch([
+      env.DB.prepare(`UPDATE webhook_deliveries SET attempts = 4, last_status = 503, last_error = 'http_503', next_attempt_at = ?2,
+        first_status_code = 429, first_error = 'rate_limited', first_duration_ms = 5, first_started_at = ?2, first_via = 'queue' WHERE id = ?1`).bind(delivery.id, at),
+      ...[2, 3, 4].map((n) =>
+        env.DB.prepare(`INSERT INTO webhook_attempts (id, delivery_id, attempt, status_code, error, duration_ms, started_at, via) VALUES (?1, ?2, ?3, 503, 'http_503', 5, ?4, 'queue')`).bind(
+          `att_deferred_${n}_${delivery.id}`,
+          delivery.id,
+          n,
+          at,
+        ),
+      ),
+    ]);
+    // The fifth attempt fails too, but only four counted: the delivery is retried, not dead.
+    expect(await attemptDelivery(env, delivery.id, async () => [])).toMatchObject({ kind: "retry" });
+    expect(await env.DB.prepare("SELECT state, attempts FROM webhook_deliveries WHERE id = ?1").bind(delivery.id).first()).toEqual({ state: "pending", attempts: 5 });
   });
 });
