@@ -305,4 +305,18 @@ describe("a delivery's first attempt on its row", () => {
     expect(await attemptDelivery(env, delivery.id, async () => [])).toMatchObject({ kind: "retry" });
     expect(await env.DB.prepare("SELECT state, attempts FROM webhook_deliveries WHERE id = ?1").bind(delivery.id).first()).toEqual({ state: "pending", attempts: 5 });
   });
+
+  it("the attempts' SQL of either form seeks a delivery by its key and its attempt rows by their unique index, for one delivery and for a list", async () => {
+    for (const [where, binds] of [
+      ["d.id = ?1", ["msg_x"]],
+      ["d.id IN (SELECT value FROM json_each(?1))", ['["msg_x","msg_y"]']],
+    ] as const) {
+      const { results } = await env.DB.prepare(`EXPLAIN QUERY PLAN ${attemptRowsSql(where)}`)
+        .bind(...binds)
+        .all<{ detail: string }>();
+      const details = results.map((r) => r.detail);
+      expect(details.filter((d) => /^SCAN (d|a)\b(?! USING)/u.test(d))).toEqual([]);
+      expect(details.some((d) => /SEARCH a USING (COVERING )?INDEX sqlite_autoindex_webhook_attempts_\d+ \(delivery_id=\?\)/u.test(d))).toBe(true);
+    }
+  });
 });
