@@ -1,11 +1,12 @@
 // A webhook delivery in two tiers. Hot: its row in webhook_deliveries with the sealed payload (and
-// its first attempt, since migration 0071), and its other attempts in webhook_attempts. Once it has been settled (delivered or dead) for an hour (at
-// once with a 0-day window: lib/storage-tiers.ts), the sealed payload (still sealed, never opened
-// here) and the attempts (as webhook_attempts rows, whichever form D1 kept them in:
-// lib/delivery-attempts.ts) move into ONE R2 object in WORKFLOW_ARTIFACTS under a key
-// derived from ids only; the row stays in D1 with everything lists, filters, metrics, the outbox and
-// the case archive read (state, endpoint, event type, source, timestamps, status, attempt count,
-// payload digest) and `payload_sealed = ''`, the mark of a moved delivery. Every read of a
+// its first attempt, since migration 0071), and its other attempts in webhook_attempts. Once it
+// has been settled (delivered or dead) for an hour (at once with a 0-day window:
+// lib/storage-tiers.ts), the sealed payload (still sealed, never opened here) and the attempts (as
+// webhook_attempts rows, whichever form D1 kept them in: lib/delivery-attempts.ts) move into ONE
+// R2 object in WORKFLOW_ARTIFACTS under a key derived from ids only; the row stays in D1 with
+// everything lists, filters, metrics, the outbox and the case archive read (state, endpoint, event
+// type, source, timestamps, status, attempt count, payload digest) and `payload_sealed = ''`, the
+// mark of a moved delivery. Every read of a
 // delivery's payload or attempts asks this module, which knows both tiers.
 //
 // A delivery has an object of its own rather than a place in its run's archive: a delivery settles

@@ -1,7 +1,7 @@
 // Webhook deliveries (Standard Webhooks): the delivery rows recorded in D1 and carried by the
 // DELIVERIES queue, every attempt recorded (the first on the delivery's own row, later ones as
-// webhook_attempts rows: lib/delivery-attempts.ts), exponential backoff with jitter, dead-letter after the
-// endpoint's max attempts — never silently lost. The operator's list, detail and resend of
+// webhook_attempts rows: lib/delivery-attempts.ts), exponential backoff with jitter, dead-letter
+// after the endpoint's max attempts — never silently lost. The operator's list, detail and resend of
 // deliveries are delivery-operations.ts; the endpoints they go to (secrets shown once, CRUD,
 // subscriptions) are webhook-endpoints.ts.
 //
