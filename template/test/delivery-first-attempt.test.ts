@@ -145,7 +145,7 @@ describe("a delivery's first attempt on its row", () => {
     expect(results.map((r) => r.name).sort()).toEqual([...DELIVERY_ROW_COLUMN_NAMES, ...FIRST_ATTEMPT_COLUMN_NAMES].sort());
   });
 
-  it("an approved action's first attempt, delivered, is recorded by its delivery's update, which moves its proposal too: two statements, no webhook_attempts row", async () => {
+  it("an approved action's first attempt, delivered, is recorded by its delivery's update, which moves its proposal too: two statements, no webhook_attempts row; the run woken after one read", async () => {
     const recording = recordingEnv();
     const { installationId, apiKey, endpointId, run, proposal, attempt } = await approvedAction("/ok/first-attempt-statements", recording.env);
     const from = recording.trips.length;
@@ -159,6 +159,12 @@ describe("a delivery's first attempt on its row", () => {
     expect(batch!.filter((sql) => sql.includes("webhook_attempts") || sql.includes("action_proposals SET"))).toEqual([]);
     expect(batch).toHaveLength(2);
     expect(sent.flat().filter((sql) => sql.includes("webhook_attempts"))).toEqual([]);
+    // Then the run is woken: one read of the proposal with its run's instance (the signal's target), nothing else.
+    // (Opening the endpoint's secret for the first time in this isolate reads its data key: not counted here.)
+    const own = sent.filter((trip) => !trip.some((sql) => sql.includes("FROM data_keys")));
+    expect(own).toHaveLength(2);
+    expect(own[1]).toHaveLength(1);
+    expect(own[1]![0]).toContain("FROM action_proposals p");
 
     const done = await waitForRun(apiKey, run.id);
     expect(done.output.terminalCode).toBe("applied");

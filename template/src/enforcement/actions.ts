@@ -321,10 +321,19 @@ export async function finishActionDelivery(env: Env, delivery: { sourceId: strin
   ];
 }
 
-/** Wakes the run waiting on a proposal's delivery (after the delivery batch is committed); a cancelled proposal has no one waiting. */
+/**
+ * Wakes the run waiting on a proposal's delivery (after the delivery batch is committed); a
+ * cancelled proposal has no one waiting. One read: the proposal with its run's current instance,
+ * which the signal goes to (as a task's completion does), so nothing reads the run again.
+ */
 export async function signalActionDelivery(env: Env, proposalId: string): Promise<void> {
-  const row = await proposalRow(env.DB, proposalId);
-  if (row && row.state !== "cancelled") await signalProposal(env, row.runId, proposalSignal(row, "delivery"), proposalId);
+  const row = await env.DB.prepare(`SELECT p.id, p.run_id AS runId, p.state, p.approval_signal AS approvalSignal, p.delivery_signal AS deliverySignal,
+      (SELECT COALESCE(r.instance_id, r.id) FROM workflow_runs r WHERE r.id = p.run_id) AS instanceId
+    FROM action_proposals p WHERE p.id = ?1`)
+    .bind(proposalId)
+    .first<Pick<ProposalRow, "id" | "runId" | "state" | "approvalSignal" | "deliverySignal"> & { instanceId: string | null }>();
+  // A proposal whose run row is gone has no instance to wake (signalRun answers the same for an unknown run).
+  if (row && row.state !== "cancelled" && row.instanceId !== null) await signalRun(env, row.runId, { type: proposalSignal(row, "delivery"), payload: { proposalId } }, row.instanceId);
 }
 
 /**
