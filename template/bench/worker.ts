@@ -471,8 +471,8 @@ async function bareWebhooks(body: { url?: unknown; secret?: unknown; count?: unk
  * POST /bench/webhook-durable-floor {url, secret, count, endpointId}: the least an exactly-once
  * delivery can cost — a bare signed POST (as /bench/webhook-bare) plus the two D1 batches it
  * needs: before the POST, the delivery row written leased (so a crash leaves it for a retry, never
- * lost); after it, the attempt recorded and the delivery marked delivered (so it is never sent
- * again). Timed by the Worker's clock from the first batch to the end of the second; the rows (real
+ * lost); after it, the attempt recorded on the row and the delivery marked delivered (so it is
+ * never sent again). Timed by the Worker's clock from the first batch to the end of the second; the rows (real
  * webhook_deliveries / webhook_attempts of the endpoint's installation) are deleted afterwards.
  */
 async function durableFloor(env: BenchEnv, body: { url?: unknown; secret?: unknown; count?: unknown; endpointId?: unknown }): Promise<Response> {
@@ -511,19 +511,10 @@ async function durableFloor(env: BenchEnv, body: { url?: unknown; secret?: unkno
     await response.body?.cancel();
     statuses.push(response.status);
     const done = new Date().toISOString();
+    // The attempt is recorded on the delivery's row, as a first attempt is (lib/delivery-attempts.ts).
     await env.DB.batch([
-      env.DB.prepare(`INSERT INTO webhook_attempts (id, delivery_id, attempt, status_code, error, duration_ms, started_at, via) VALUES (?1, ?2, 1, ?3, NULL, ?4, ?5, 'inline')`).bind(
-        `att_bench_floor_${crypto.randomUUID()}`,
-        id,
-        response.status,
-        Date.now() - started,
-        at,
-      ),
-      env.DB.prepare(`UPDATE webhook_deliveries SET attempts = 1, state = 'delivered', last_status = ?2, updated_at = ?3, delivered_at = ?3, next_attempt_at = NULL WHERE id = ?1 AND state = 'pending' AND attempts = 0`).bind(
-        id,
-        response.status,
-        done,
-      ),
+      env.DB.prepare(`UPDATE webhook_deliveries SET attempts = 1, state = 'delivered', last_status = ?2, updated_at = ?3, delivered_at = ?3, next_attempt_at = NULL,
+          first_status_code = ?2, first_duration_ms = ?4, first_started_at = ?5, first_via = 'inline' WHERE id = ?1 AND state = 'pending' AND attempts = 0`).bind(id, response.status, done, Date.now() - started, at),
     ]);
     floorMs.push(Date.now() - started);
   }
@@ -548,11 +539,13 @@ async function actionTimings(env: BenchEnv, body: { runIds?: unknown }): Promise
       s.started_at AS stepStartedAt, s.waiting_at AS stepWaitingAt, s.finished_at AS stepFinishedAt,
       p.state AS proposalState, p.created_at AS proposalCreatedAt, p.updated_at AS proposalUpdatedAt,
       d.state AS deliveryState, d.attempts, d.created_at AS deliveryCreatedAt, d.delivered_at AS deliveredAt,
-      a.started_at AS attemptStartedAt, a.duration_ms AS attemptMs, a.status_code AS attemptStatus
+      COALESCE(d.first_started_at, a.started_at) AS attemptStartedAt, COALESCE(d.first_duration_ms, a.duration_ms) AS attemptMs,
+      CASE WHEN d.first_started_at IS NOT NULL THEN d.first_status_code ELSE a.status_code END AS attemptStatus
     FROM workflow_runs r
     JOIN action_proposals p ON p.run_id = r.id
     LEFT JOIN workflow_step_runs s ON s.id = p.step_run_id
     LEFT JOIN webhook_deliveries d ON d.id = p.delivery_id
+    -- The first attempt on the delivery row (lib/delivery-attempts.ts), or an older attempt row.
     LEFT JOIN webhook_attempts a ON a.delivery_id = d.id AND a.attempt = 1
     WHERE r.id IN (SELECT value FROM json_each(?1))
   `)

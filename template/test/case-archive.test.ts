@@ -228,6 +228,12 @@ describe("the case archive", () => {
       expect(await buildCaseArchive(env.DB, inst.id, intake.body.caseId)).toMatchObject({ body: { tables: { webhook_deliveries: [{ id: delivered.id, payload_sealed: "" }], webhook_attempts: [] } } });
       expect((await api(`/api/v1/webhook-deliveries/${delivered.id}`, { key: inst.apiKey })).body).toEqual(hot.delivery.body);
     }
+    if (!movedFirst) {
+      // A first attempt kept on the delivery's row (lib/delivery-attempts.ts) goes into the case's object as the attempt row it stands for, the row without its columns.
+      const built = (await buildCaseArchive(env.DB, inst.id, intake.body.caseId))!.body.tables;
+      expect(built.webhook_attempts).toEqual([expect.objectContaining({ id: `${delivered.id}:1`, delivery_id: delivered.id, attempt: 1, status_code: 200, via: "inline" })]);
+      expect(Object.keys(built.webhook_deliveries[0]!).filter((column) => column.startsWith("first_"))).toEqual([]);
+    }
     expect(await sweepCaseArchive(env, later, { installationId: inst.id })).toMatchObject({ archived: 1, failed: 0 });
     const left = async () => (await env.DB.prepare("SELECT (SELECT COUNT(*) FROM action_proposals WHERE id = ?1) + (SELECT COUNT(*) FROM webhook_deliveries WHERE id = ?2) AS n").bind(proposal!.id, delivered.id).first<{ n: number }>())!.n;
     expect(await left()).toBe(0);

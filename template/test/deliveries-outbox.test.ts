@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import worker from "../src";
 import { deliveryStatement, enqueueDeliveries, parseRetryAfter, sweepPendingDeliveries } from "../src/enforcement/webhooks";
 import { runSchedule, SWEEPS } from "../src/schedule";
+import { attemptRowsSql } from "../src/lib/delivery-attempts";
 import { api, newInstallation, receiverLog, until } from "./helpers";
 
 /** An installation with one endpoint whose secret the receiver knows. */
@@ -41,7 +42,7 @@ const deliveryRow = (id: string) =>
 
 const attemptsOf = async (id: string) =>
   (
-    await env.DB.prepare("SELECT attempt, status_code AS statusCode, error, duration_ms AS durationMs, started_at AS startedAt FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt")
+    await env.DB.prepare(`SELECT attempt, status_code AS statusCode, error, duration_ms AS durationMs, started_at AS startedAt FROM (${attemptRowsSql("d.id = ?1", "attempt")})`)
       .bind(id)
       .all<{ attempt: number; statusCode: number | null; error: string | null; durationMs: number; startedAt: string }>()
   ).results;

@@ -12,6 +12,7 @@ import { eraseDeliveriesMovedMeanwhile, eraseDeliveriesStatements } from "../src
 import { deliveryStatement, enqueueDeliveries } from "../src/enforcement/webhooks";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { sha256Hex } from "../src/lib/crypto";
+import { attemptRowsSql } from "../src/lib/delivery-attempts";
 import { runSchedule, SWEEPS } from "../src/schedule";
 import { ADMIN_TOKEN, api, edge, newInstallation, publish, receiverLog, until, waitForRun } from "./helpers";
 
@@ -49,7 +50,11 @@ const d1Row = (id: string) =>
   env.DB.prepare("SELECT payload_sealed AS payloadSealed, payload_digest AS payloadDigest, state, attempts FROM webhook_deliveries WHERE id = ?1")
     .bind(id)
     .first<{ payloadSealed: string; payloadDigest: string; state: string; attempts: number }>();
-const attemptRows = async (id: string) => (await env.DB.prepare("SELECT COUNT(*) AS n FROM webhook_attempts WHERE delivery_id = ?1").bind(id).first<{ n: number }>())!.n;
+/** The delivery's attempts in D1, in either form (lib/delivery-attempts.ts). */
+const attemptRows = async (id: string) =>
+  (await env.DB.prepare(`SELECT COUNT(*) AS n FROM (${attemptRowsSql("d.id = ?1")})`)
+    .bind(id)
+    .first<{ n: number }>())!.n;
 const objectText = async (installationId: string, id: string) => (await env.WORKFLOW_ARTIFACTS.get(deliveryArchiveKey(installationId, id)))?.text() ?? null;
 
 describe("a settled delivery's payload and attempts leave D1", () => {
@@ -201,7 +206,7 @@ describe("a settled delivery's payload and attempts leave D1", () => {
     const inst = await setup("/flaky/archive-backup?failures=1", 0);
     const id = await deliver(inst.installationId, inst.endpointId);
     const hotRow = (await d1Row(id))!;
-    const hotAttempts = (await env.DB.prepare("SELECT * FROM webhook_attempts WHERE delivery_id = ?1 ORDER BY attempt").bind(id).all()).results;
+    const hotAttempts = (await env.DB.prepare(attemptRowsSql("d.id = ?1", "attempt")).bind(id).all()).results;
     expect(await sweepDeliveryArchive(env, new Date(Date.now() + 2_000), { installationId: inst.installationId })).toMatchObject({ moved: 1 });
     const exported = await api("/api/v1/installation/export", { key: inst.apiKey, method: "POST" });
     expect(exported.status).toBe(200);

@@ -15,6 +15,7 @@
 // warning e-mail). The connector acts only on accounts its own reports named.
 import { openPersonalData } from "../cases";
 import { allowLocalEgress, egressRefusal } from "../lib/egress";
+import { attemptRowsSql } from "../lib/delivery-attempts";
 import { activeConnectorRow, configOf, tokenContext } from "./connector-rows";
 import { mastodonId } from "./mastodon-mapping";
 import { resolveConnectorReports } from "./mastodon-resolution";
@@ -85,7 +86,9 @@ const APPLIED_FLAG: Record<string, string> = { suspend: "suspended", silence: "s
 
 /** Whether this delivery's last attempt may have reached Mastodon without its answer reaching us. */
 async function answerLost(env: Env, deliveryId: string): Promise<boolean> {
-  const last = await env.DB.prepare(`SELECT status_code AS status, error FROM webhook_attempts WHERE delivery_id = ?1 ORDER BY attempt DESC LIMIT 1`).bind(deliveryId).first<{ status: number | null; error: string | null }>();
+  const last = await env.DB.prepare(`SELECT status_code AS status, error FROM (${attemptRowsSql("d.id = ?1", "attempt DESC")}) LIMIT 1`)
+    .bind(deliveryId)
+    .first<{ status: number | null; error: string | null }>();
   if (!last || last.error === RATE_LIMITED) return false;
   return last.status === null ? last.error === "timeout" || last.error === "network_error" || last.error === "connector_error" : last.status >= 500;
 }

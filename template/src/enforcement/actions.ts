@@ -296,13 +296,15 @@ async function actionDeliveryRefusal(env: Env, delivery: { sourceType: string },
 
 /**
  * The delivery of a proposal ended: applied or failed, then wake the run. Statements for the
- * delivery batch. A proposal cancelled while its request was already in flight and confirmed is
- * recorded as applied: the record follows what the endpoint did.
+ * delivery batch: the proposal's event. The proposal's state itself moves with the delivery's
+ * update in that batch (the `webhook_deliveries_settle_action` trigger, migration 0071: delivered →
+ * applied, dead → failed), so the event, guarded on the proposal's new state, follows it and holds
+ * once. A proposal cancelled while its request was already in flight and confirmed is recorded as
+ * applied: the record follows what the endpoint did.
  */
 export async function finishActionDelivery(env: Env, delivery: { sourceId: string; delivered: boolean; at: string; installationId: string }): Promise<D1PreparedStatement[]> {
   const next = delivery.delivered ? "applied" : "failed";
   return [
-    env.DB.prepare(`UPDATE action_proposals SET state = ?2, updated_at = ?3 WHERE id = ?1 AND state IN ('delivery_pending', 'approved'${delivery.delivered ? ", 'cancelled'" : ""})`).bind(delivery.sourceId, next, delivery.at),
     auditStatement(
       env.DB,
       {
@@ -319,10 +321,19 @@ export async function finishActionDelivery(env: Env, delivery: { sourceId: strin
   ];
 }
 
-/** Wakes the run waiting on a proposal's delivery (after the delivery batch is committed); a cancelled proposal has no one waiting. */
+/**
+ * Wakes the run waiting on a proposal's delivery (after the delivery batch is committed); a
+ * cancelled proposal has no one waiting. One read: the proposal with its run's current instance,
+ * which the signal goes to (as a task's completion does), so nothing reads the run again.
+ */
 export async function signalActionDelivery(env: Env, proposalId: string): Promise<void> {
-  const row = await proposalRow(env.DB, proposalId);
-  if (row && row.state !== "cancelled") await signalProposal(env, row.runId, proposalSignal(row, "delivery"), proposalId);
+  const row = await env.DB.prepare(`SELECT p.id, p.run_id AS runId, p.state, p.approval_signal AS approvalSignal, p.delivery_signal AS deliverySignal,
+      (SELECT COALESCE(r.instance_id, r.id) FROM workflow_runs r WHERE r.id = p.run_id) AS instanceId
+    FROM action_proposals p WHERE p.id = ?1`)
+    .bind(proposalId)
+    .first<Pick<ProposalRow, "id" | "runId" | "state" | "approvalSignal" | "deliverySignal"> & { instanceId: string | null }>();
+  // A proposal whose run row is gone has no instance to wake (signalRun answers the same for an unknown run).
+  if (row && row.state !== "cancelled" && row.instanceId !== null) await signalRun(env, row.runId, { type: proposalSignal(row, "delivery"), payload: { proposalId } }, row.instanceId);
 }
 
 /**

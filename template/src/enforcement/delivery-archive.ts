@@ -1,10 +1,12 @@
-// A webhook delivery in two tiers. Hot: its row in webhook_deliveries with the sealed payload, and
-// its attempts in webhook_attempts. Once it has been settled (delivered or dead) for an hour (at
-// once with a 0-day window: lib/storage-tiers.ts), the sealed payload (still sealed, never opened
-// here) and the attempt rows (verbatim) move into ONE R2 object in WORKFLOW_ARTIFACTS under a key
-// derived from ids only; the row stays in D1 with everything lists, filters, metrics, the outbox and
-// the case archive read (state, endpoint, event type, source, timestamps, status, attempt count,
-// payload digest) and `payload_sealed = ''`, the mark of a moved delivery. Every read of a
+// A webhook delivery in two tiers. Hot: its row in webhook_deliveries with the sealed payload (and
+// its first attempt, since migration 0071), and its other attempts in webhook_attempts. Once it
+// has been settled (delivered or dead) for an hour (at once with a 0-day window:
+// lib/storage-tiers.ts), the sealed payload (still sealed, never opened here) and the attempts (as
+// webhook_attempts rows, whichever form D1 kept them in: lib/delivery-attempts.ts) move into ONE
+// R2 object in WORKFLOW_ARTIFACTS under a key derived from ids only; the row stays in D1 with
+// everything lists, filters, metrics, the outbox and the case archive read (state, endpoint, event
+// type, source, timestamps, status, attempt count, payload digest) and `payload_sealed = ''`, the
+// mark of a moved delivery. Every read of a
 // delivery's payload or attempts asks this module, which knows both tiers.
 //
 // A delivery has an object of its own rather than a place in its run's archive: a delivery settles
@@ -14,13 +16,15 @@
 // Moving a slice is two steps, each safe to repeat and to be killed after:
 //   1. build each delivery's object from its D1 rows and put it (the same rows give the same bytes;
 //      R2 checks the body against its SHA-256 on the way in);
-//   2. ONE D1 batch marks the rows moved, each only if its payload, digest, settle time and number
-//      of attempt rows are still the ones written, and deletes the attempt rows of marked rows.
+//   2. ONE D1 batch marks the rows moved (clearing a first attempt kept on the row), each only if its
+//      payload, digest, settle time and number of attempts are still the ones written, and deletes
+//      the attempt rows of marked rows.
 // A pass killed between 1 and 2 leaves objects and rows: the next pass writes the same bytes again
 // and commits. Nothing leaves D1 unless its object was written.
 import { canonicalJson } from "../audit";
 import { AppError, errorCode } from "../errors";
 import { sha256Hex } from "../lib/crypto";
+import { attemptRowsSql, FIRST_ATTEMPT_COLUMN_NAMES } from "../lib/delivery-attempts";
 import { deliveryPayloadMinutesSql } from "../lib/storage-tiers";
 
 export const DELIVERY_ARCHIVE_FORMAT = "safest-tools.delivery-archive";
@@ -47,7 +51,7 @@ export interface DeliveryArchiveBody {
   deliveryId: string;
   /** The payload as sealed at rest (or erasure's sealed tombstone). */
   payloadSealed: string;
-  /** The delivery's webhook_attempts rows, every column as stored, by attempt. */
+  /** The delivery's attempts as webhook_attempts rows, every column of that table, by attempt (a first attempt kept on the delivery row included). */
   attempts: Row[];
 }
 
@@ -125,7 +129,7 @@ export interface AttemptView {
 export async function deliveryAttempts(env: Env, delivery: { id: string; installationId: string; moved: boolean }): Promise<AttemptView[]> {
   if (!delivery.moved) {
     const { results } = await env.DB.prepare(`SELECT attempt, status_code AS statusCode, error, duration_ms AS durationMs, started_at AS startedAt, via
-      FROM webhook_attempts WHERE delivery_id = ?1 ORDER BY attempt`)
+      FROM (${attemptRowsSql("d.id = ?1", "attempt")})`)
       .bind(delivery.id)
       .all<AttemptView>();
     return results;
@@ -165,7 +169,7 @@ interface Candidate {
   updatedAt: string;
 }
 
-/** What a commit checks a written object against: the row as it was read and its number of attempt rows. */
+/** What a commit checks a written object against: the row as it was read and its number of attempts (either form). */
 export interface WrittenDelivery {
   id: string;
   installationId: string;
@@ -186,7 +190,7 @@ export async function writeDeliveryArchives(env: Env, ids: string[]): Promise<{ 
   const [rows, attempts] = await env.DB.batch<Row>([
     env.DB.prepare(`SELECT d.id, d.installation_id AS installationId, d.payload_sealed AS payloadSealed, d.payload_digest AS payloadDigest, d.updated_at AS updatedAt
       FROM json_each(?1) j CROSS JOIN webhook_deliveries d ON d.id = j.value WHERE d.state IN ('delivered', 'dead') AND d.payload_sealed <> ''`).bind(list),
-    env.DB.prepare(`SELECT a.* FROM json_each(?1) j CROSS JOIN webhook_attempts a ON a.delivery_id = j.value ORDER BY a.delivery_id, a.attempt`).bind(list),
+    env.DB.prepare(attemptRowsSql("d.id IN (SELECT value FROM json_each(?1))")).bind(list),
   ]);
   const byDelivery = new Map<string, Row[]>();
   for (const row of attempts!.results) {
@@ -214,8 +218,9 @@ export async function writeDeliveryArchives(env: Env, ids: string[]): Promise<{ 
 }
 
 /**
- * Step 2: ONE batch marks the written deliveries moved (`payload_sealed = ''`), each only if it is
- * still settled with the payload, digest, settle time and number of attempt rows its object was
+ * Step 2: ONE batch marks the written deliveries moved (`payload_sealed = ''`, and a first attempt
+ * kept on the row cleared: it is in the object), each only if it is still settled with the
+ * payload, digest, settle time and number of attempts (either form) its object was
  * built from (an erasure or anything else that changed it in between keeps it hot, for the next
  * pass), and deletes the attempt rows of the deliveries that are marked. Answers how many moved now.
  */
@@ -225,10 +230,10 @@ export async function commitDeliveryArchives(env: Env, written: WrittenDelivery[
   const tuples = JSON.stringify(written.map((w) => [w.id, w.installationId, w.payloadSealed, w.payloadDigest, w.updatedAt, w.attemptRows]));
   const [marked] = await db.batch([
     db
-      .prepare(`UPDATE webhook_deliveries AS d SET payload_sealed = '' FROM json_each(?1) j
+      .prepare(`UPDATE webhook_deliveries AS d SET payload_sealed = '', ${FIRST_ATTEMPT_COLUMN_NAMES.map((name) => `${name} = NULL`).join(", ")} FROM json_each(?1) j
         WHERE d.id = j.value ->> 0 AND d.installation_id = j.value ->> 1 AND d.state IN ('delivered', 'dead')
           AND d.payload_sealed = j.value ->> 2 AND d.payload_digest = j.value ->> 3 AND d.updated_at = j.value ->> 4
-          AND (SELECT COUNT(*) FROM webhook_attempts a WHERE a.delivery_id = d.id) = j.value ->> 5`)
+          AND (SELECT COUNT(*) FROM webhook_attempts a WHERE a.delivery_id = d.id) + (d.first_started_at IS NOT NULL) = j.value ->> 5`)
       .bind(tuples),
     // A settled delivery gets no further attempts, so a moved one's rows are all in its object.
     db

@@ -1,6 +1,7 @@
 // Webhook deliveries (Standard Webhooks): the delivery rows recorded in D1 and carried by the
-// DELIVERIES queue, every attempt recorded, exponential backoff with jitter, dead-letter after the
-// endpoint's max attempts — never silently lost. The operator's list, detail and resend of
+// DELIVERIES queue, every attempt recorded (the first on the delivery's own row, later ones as
+// webhook_attempts rows: lib/delivery-attempts.ts), exponential backoff with jitter, dead-letter
+// after the endpoint's max attempts — never silently lost. The operator's list, detail and resend of
 // deliveries are delivery-operations.ts; the endpoints they go to (secrets shown once, CRUD,
 // subscriptions) are webhook-endpoints.ts.
 //
@@ -18,6 +19,7 @@
 import { auditStatement, canonicalJson, combineAuditStatements } from "../audit";
 import { sealPersonalData } from "../cases";
 import { rowGuardClause, type RowGuard } from "../lib/d1";
+import { attemptRowsSql } from "../lib/delivery-attempts";
 import { allowLocalEgress, egressRefusal } from "../lib/egress";
 import { newId, sha256HexSync } from "../lib/crypto";
 import { isConnectorEndpoint, RATE_LIMITED, sendThroughConnector, type TransportResult } from "../connectors";
@@ -137,7 +139,9 @@ const MAX_DEFERRAL_MS = 24 * 3600_000;
 
 /** This delivery's attempts a rate limit deferred (recorded with the error RATE_LIMITED). */
 async function deferredAttempts(env: Env, deliveryId: string): Promise<number> {
-  const row = await env.DB.prepare(`SELECT COUNT(*) AS n FROM webhook_attempts WHERE delivery_id = ?1 AND error = ?2`).bind(deliveryId, RATE_LIMITED).first<{ n: number }>();
+  const row = await env.DB.prepare(`SELECT COUNT(*) AS n FROM (${attemptRowsSql("d.id = ?1", "attempt")}) WHERE error = ?2`)
+    .bind(deliveryId, RATE_LIMITED)
+    .first<{ n: number }>();
   return row?.n ?? 0;
 }
 
@@ -252,19 +256,30 @@ export async function sendClaimedAttempt(env: Env, claimed: ClaimedAttempt, fini
   const errorText = ok ? null : (error ?? `http_${status}`);
   const delaySeconds = state === "pending" ? backoffSeconds(endpoint!.retryBaseSeconds, attempt, status === 429 || status === 503 ? retryAfter : null) : 0;
   const nextAttemptAt = state === "pending" ? new Date(finishedAt + delaySeconds * 1000).toISOString() : null;
+  const durationMs = Date.now() - started;
+  // The first attempt is kept on the delivery's row, in the update that records it (the row is
+  // updated only while still at attempts = 0, so a replay writes nothing); a later attempt is a
+  // webhook_attempts row (its UNIQUE (delivery_id, attempt) keeps one per attempt). Readers take
+  // both forms (lib/delivery-attempts.ts).
+  const first = attempt === 1;
   const statements = [
-    env.DB.prepare(`INSERT OR IGNORE INTO webhook_attempts (id, delivery_id, attempt, status_code, error, duration_ms, started_at, via) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)`).bind(
-      newId("att"),
-      delivery.id,
-      attempt,
-      status,
-      errorText,
-      Date.now() - started,
-      startedAt,
-      via,
-    ),
+    ...(first
+      ? []
+      : [
+          env.DB.prepare(`INSERT OR IGNORE INTO webhook_attempts (id, delivery_id, attempt, status_code, error, duration_ms, started_at, via) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)`).bind(
+            newId("att"),
+            delivery.id,
+            attempt,
+            status,
+            errorText,
+            durationMs,
+            startedAt,
+            via,
+          ),
+        ]),
     env.DB.prepare(`UPDATE webhook_deliveries SET attempts = ?2, state = ?3, last_status = ?4, last_error = ?5, updated_at = ?6, next_attempt_at = ?8,
-        delivered_at = CASE WHEN ?3 = 'delivered' THEN ?6 ELSE delivered_at END WHERE id = ?1 AND state = 'pending' AND attempts = ?7`).bind(delivery.id, attempt, state, status, errorText, at, delivery.attempts, nextAttemptAt),
+        delivered_at = CASE WHEN ?3 = 'delivered' THEN ?6 ELSE delivered_at END${first ? ", first_status_code = ?4, first_error = ?5, first_duration_ms = ?9, first_started_at = ?10, first_via = ?11" : ""}
+        WHERE id = ?1 AND state = 'pending' AND attempts = ?7`).bind(delivery.id, attempt, state, status, errorText, at, delivery.attempts, nextAttemptAt, ...(first ? [durationMs, startedAt, via] : [])),
   ];
   if (status === 410 && endpoint && !permanent) {
     // 410 Gone: the receiver asks for no more deliveries. The endpoint is disabled (audited), so

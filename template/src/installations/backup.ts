@@ -21,6 +21,7 @@ import { sha256Hex } from "../lib/crypto";
 import { outputRowsSql, runArchiveKey, withoutOutputColumns } from "../workflows";
 import { archivedCaseObjects, personKeyObjectRows } from "../cases";
 import { settleMovedDeliveries } from "../enforcement";
+import { firstAttemptsAsRows } from "../lib/delivery-attempts";
 
 export const BACKUP_FORMAT = "safest-tools.installation-backup/1";
 export { BACKUP_TABLES } from "./backup-tables";
@@ -275,6 +276,10 @@ export async function exportInstallation(env: Env, actor: Actor): Promise<Instal
       }
     }
   }
+  // A delivery's first attempt kept on its row (lib/delivery-attempts.ts) travels as the
+  // webhook_attempts row a backup has always carried, and the row without its columns.
+  tables.webhook_attempts = firstAttemptsAsRows(tables.webhook_deliveries ?? [], tables.webhook_attempts ?? []);
+  counts.webhook_attempts = tables.webhook_attempts.length;
   // Settled deliveries whose payload and attempts moved to R2 (enforcement/delivery-archive.ts)
   // travel hot: their payloads and attempts from their objects, so a restore needs none of them.
   if ((await settleMovedDeliveries(env, installationId, tables)) > 0) {

@@ -10,6 +10,7 @@ import { DEFAULT_HOT_DAYS } from "../../lib/storage-tiers";
 import { HELD_SQL } from "../retention/preservation-holds";
 import { reportTermRowsSql } from "../search/search-terms";
 import { stepRowColumns } from "../../lib/step-row-columns";
+import { attemptRowsSql, deliveryRowColumns } from "../../lib/delivery-attempts";
 
 export const CASE_ARCHIVE_FORMAT = "safest-tools.case-archive";
 export const CASE_ARCHIVE_SCHEMA_VERSION = 1;
@@ -123,8 +124,10 @@ export const TABLES = [
   { name: "action_proposals", select: `SELECT * FROM action_proposals WHERE id IN (SELECT id FROM pr) ORDER BY created_at, id` },
   { name: "handoffs", select: `SELECT * FROM handoffs WHERE id IN (SELECT id FROM ho) ORDER BY created_at, id` },
   { name: "messages", select: `SELECT * FROM messages WHERE id IN (SELECT id FROM ms) ORDER BY created_at, id` },
-  { name: "webhook_deliveries", select: `SELECT * FROM webhook_deliveries WHERE id IN (SELECT id FROM dl) ORDER BY created_at, id` },
-  { name: "webhook_attempts", select: `SELECT * FROM webhook_attempts WHERE delivery_id IN (SELECT id FROM dl) ORDER BY delivery_id, attempt` },
+  // A delivery row's columns but its first attempt's, which travels as a webhook_attempts row
+  // (lib/delivery-attempts.ts): the object's form does not change with where D1 keeps an attempt.
+  { name: "webhook_deliveries", select: `SELECT ${deliveryRowColumns()} FROM webhook_deliveries WHERE id IN (SELECT id FROM dl) ORDER BY created_at, id` },
+  { name: "webhook_attempts", select: attemptRowsSql("d.id IN (SELECT id FROM dl)") },
   { name: "tdb_submissions", select: `SELECT * FROM tdb_submissions WHERE decision_id IN (SELECT id FROM de) ORDER BY decision_id` },
   { name: "decision_reversals", select: `SELECT * FROM decision_reversals WHERE installation_id = ?2 AND decision_id IN (SELECT id FROM de) ORDER BY id` },
   {
