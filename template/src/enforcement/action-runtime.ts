@@ -87,6 +87,12 @@ export async function prepareWorkflowAction(
     stepRecorded: boolean;
     /** The runtime's statements that write the step's row (which the proposal's id names) and park step and run while the proposal waits, ahead of the proposal in its batch. */
     park: D1PreparedStatement[];
+    /**
+     * The run's move to waiting, ahead of the proposal too, except while this host awaits the
+     * delivery's first attempt: the run then waits only if that attempt is not confirmed in time
+     * (a delivery confirmed at once never parks the run).
+     */
+    parkRun?: D1PreparedStatement[];
     typeRead?: ActionTypeRead | null;
   },
 ): Promise<{ progress: ActionProgress; parked: boolean }> {
@@ -136,8 +142,10 @@ export async function prepareWorkflowAction(
     // No step_run_id: the id names the step (proposal-ids.ts), so the step row is not kept as an
     // anchor once the run is archived. The id is a function of the step, so its primary key keeps
     // one proposal per step, a row of the earlier form (step_run_id set, same id) included.
+    // The run waits from this batch on, unless the first attempt is awaited below.
+    const leading = [...input.park, ...(slot ? [] : (input.parkRun ?? []))];
     const [inserted] = await env.DB.batch([
-      ...input.park,
+      ...leading,
       env.DB.prepare(`
       INSERT INTO action_proposals (id, installation_id, run_id, node_id, action_type_id, action_type_key, report_id, authority_mode, state,
         params_json, delivery_id, approval_signal, delivery_signal, expires_at, created_at, updated_at)
@@ -154,7 +162,7 @@ export async function prepareWorkflowAction(
         details: { runId: run.id, nodeId: node.id, actionType: typeRow.key, authorityMode: run.authorityMode, params },
         at,
       }),
-    ]).then((written) => written.slice(input.park.length));
+    ]).then((written) => written.slice(leading.length));
     // Ours, as written; or, if another call for the step wrote first, that one.
     const stored: ProposalRow =
       (inserted!.meta.changes ?? 0) === 1
@@ -187,6 +195,8 @@ export async function prepareWorkflowAction(
         deliverInline(env, [stored.deliveryId], DELIVERY_SOURCES);
       }
     }
+    // Not confirmed at once (or not awaited): the run waits for the proposal now.
+    if (slot && input.parkRun?.length) await env.DB.batch(input.parkRun);
     return { progress: progressOf(stored), parked: input.park.length > 0 };
   } finally {
     if (!handed) slot?.release();

@@ -343,7 +343,8 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
         context,
         stepRecorded: recorded !== undefined,
         ...(extra === undefined ? {} : { typeRead: foldedActionType(extra) }),
-        park: [stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "waiting", at }), runProgress(this.env.DB, run.id, node.id, "waiting", at)],
+        park: [stepUpsert(this.env.DB, { id: stepId, run, node, branchKey, state: "waiting", at })],
+        parkRun: [runProgress(this.env.DB, run.id, node.id, "waiting", at)],
       });
       // Delivered at once (or refused): the action's port is known, and the host may walk on.
       if (progress.port) return this.recordAndWalk({ run, node, branchKey, stepId, output: progress }, walking ? folded : undefined, [], progressForKernel(progress));
