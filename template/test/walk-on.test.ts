@@ -40,9 +40,18 @@ function capability(version: { id: string; artifact: { id: string } }) {
   return (exports as any).WorkflowRuntimeCapability({ props: { artifactId: version.artifact.id, workflowVersionId: version.id } }) as Record<"completeWait", (input: unknown) => Promise<any>>;
 }
 
+/** A run of the version about a new report (whose category the action maps). */
+async function startAboutReport(key: string, versionId: string) {
+  const report = await api("/api/v1/reports", { key, body: { subject: { kind: "content", id: `post-${crypto.randomUUID().slice(0, 8)}` }, category: "scams_and_fraud", reporter: { id: "reporter-1" } } });
+  expect(report.status).toBe(201);
+  const run = await api("/api/v1/runs", { key, body: { workflowVersionId: versionId, authorityMode: "autonomous", input: {}, reportId: report.body.id } });
+  expect(run.status).toBe(201);
+  return run.body as { id: string };
+}
+
 /** A run of the version parked at its wait, with an event for that wait recorded as the events API records one (its instance is never told: the test is its kernel). */
-async function parkedWithEvent(key: string, version: { id: string }, payload: unknown) {
-  const { run, wait } = await waitForWait(key, (await startRun(key, version.id)).id);
+async function parkedWithEvent(key: string, version: { id: string }, payload: unknown, start: (key: string, versionId: string) => Promise<{ id: string }> = startRun) {
+  const { run, wait } = await waitForWait(key, (await start(key, version.id)).id);
   const eventId = `evt_${crypto.randomUUID().replaceAll("-", "")}`;
   await env.DB.prepare("INSERT INTO workflow_events (id, installation_id, run_id, wait_id, type, payload_json, created_at) SELECT ?1, installation_id, id, ?3, 'moderator.decision', ?4, ?5 FROM workflow_runs WHERE id = ?2")
     .bind(eventId, run.id, wait.id, JSON.stringify(payload), new Date().toISOString())
@@ -143,6 +152,78 @@ describe("the host prepares the wait that follows a group", () => {
     const [a, b] = [await records(ran[0]!), await records(ran[1]!)];
     expect(a).toEqual(b);
     expect(a.events.map((event) => event.action)).toContain("workflow.wait_prepared");
+  });
+});
+
+/** start → wait for an event → condition → an action (delivered by the test's receiver) → an end per port. */
+const reviewThenAct = {
+  schemaVersion: 1,
+  nodes: [
+    { id: "start", kind: "start" },
+    { id: "await", kind: "wait_for_event", config: { event_type: "moderator.decision", timeout_seconds: 3600 } },
+    {
+      id: "verdict",
+      kind: "condition",
+      inputMapping: { remove: "steps.await.event.payload.remove" },
+      config: { cases: [{ port: "remove", when: "node_input.remove" }], case_ports: ["remove"], default_port: "keep" },
+    },
+    { id: "act", kind: "action", errorPort: "failed", config: { action_type: "remove_post" }, inputMapping: { postId: "steps.await.event.payload.postId", category: "report.category" } },
+    { id: "removed", kind: "end", config: { terminal_code: "removed" }, inputMapping: { verdict: 'steps["verdict"].port' } },
+    { id: "kept", kind: "end", config: { terminal_code: "kept" } },
+    { id: "other", kind: "end", config: { terminal_code: "other" } },
+  ],
+  edges: [
+    edge("start", "success", "await"),
+    edge("await", "received", "verdict"),
+    edge("await", "timeout", "other"),
+    edge("verdict", "remove", "act"),
+    edge("verdict", "keep", "kept"),
+    edge("act", "applied", "removed"),
+    edge("act", "rejected", "other"),
+    edge("act", "expired", "other"),
+    edge("act", "failed", "other"),
+  ],
+};
+
+async function actionDesk(path: string) {
+  const { apiKey } = await newInstallation();
+  const hook = await api("/api/v1/webhook-endpoints", { key: apiKey, body: { url: `https://hooks.product.test${path}`, retryBaseSeconds: 0, maxAttempts: 5 } });
+  await env.RECEIVER.fetch("http://receiver/_control/secret", { method: "POST", body: JSON.stringify({ path, secret: hook.body.secret }) });
+  expect((await api("/api/v1/action-types", { key: apiKey, body: { key: "remove_post", name: "Remove post", endpointId: hook.body.id, reversible: true, requiresApproval: false } })).status).toBe(201);
+  return apiKey;
+}
+
+describe("the host walks on past a wait to the action after the group", () => {
+  it("completes the wait, runs the condition, prepares and delivers the action and ends the run in the wait's call", async () => {
+    const apiKey = await actionDesk("/ok/walk-on-action");
+    const version = await publishAs(apiKey, reviewThenAct, "fused");
+    const { runId, request } = await parkedWithEvent(apiKey, version, { remove: true, postId: "p9" }, startAboutReport);
+    const answer = await capability(version).completeWait({ ...request, walk: true });
+    expect(answer).toMatchObject({ port: "received", ahead: { head: "verdict", nodeId: "verdict", port: "remove", then: { head: "act", nodeId: "act", action: { port: "applied", ahead: { head: "removed", nodeId: "removed", port: "terminal" } } } } });
+    const { steps, run } = await records(runId);
+    expect(steps.map((step) => `${step.nodeId}:${step.state}:${step.port}`)).toEqual(["act:succeeded:applied", "await:succeeded:received", "removed:succeeded:terminal", "start:succeeded:success", "verdict:succeeded:remove"]);
+    expect(run).toMatchObject({ state: "succeeded", currentNodeId: "removed" });
+    const proposal = (await api("/api/v1/action-proposals", { key: apiKey })).body.items[0];
+    expect(proposal).toMatchObject({ state: "applied", params: { postId: "p9", category: "scams_and_fraud" } });
+  });
+
+  it("a run through the wait and the action records what one step per node records", async () => {
+    const apiKey = await actionDesk("/ok/walk-on-action-records");
+    const fused = await publishAs(apiKey, reviewThenAct, "fused");
+    const perNode = await publishAs(apiKey, reviewThenAct, "per_node");
+    // The first run of the fused version puts its graph in this isolate's cache (the host walks on only with it).
+    for (const payload of [{ remove: true, postId: "warm" }, { remove: true, postId: "p1" }, { remove: false, postId: "p2" }]) {
+      const ran: string[] = [];
+      for (const version of [fused, perNode]) {
+        const { run } = await waitForWait(apiKey, (await startAboutReport(apiKey, version.id)).id);
+        expect((await api(`/api/v1/runs/${run.id}/events`, { key: apiKey, body: { type: "moderator.decision", payload } })).status).toBe(202);
+        const done = await waitForRun(apiKey, run.id);
+        expect(done).toMatchObject({ state: "succeeded", output: { terminalCode: payload.remove ? "removed" : "kept" } });
+        ran.push(run.id);
+      }
+      const [a, b] = [await records(ran[0]!), await records(ran[1]!)];
+      expect(a).toEqual(b);
+    }
   });
 });
 

@@ -1,6 +1,6 @@
 // Enforcement: webhooks, actions and approvals, messages, decisions, handoffs, redress messages (DSA Art. 17, 20).
 export { consumeDeliveries } from "./consumer";
-export { actionTypeJsonSql, completeWorkflowAction, foldedActionType, prepareWorkflowAction } from "./action-runtime";
+export { actionTypeJsonSql, completeWorkflowAction, foldedActionType, prepareWorkflowAction, type ActionTypeRead } from "./action-runtime";
 export { proposalJsonSql, type ProposalRow } from "./actions";
 export { proposalIdOf } from "./proposal-ids";
 export { cancelStepProposalStatements, RUN_END_PROPOSALS_SQL, runEndProposalStatements, type ProposalCancelReason } from "./proposal-cancellation";

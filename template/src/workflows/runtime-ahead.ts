@@ -17,6 +17,7 @@ import type { Ahead, NodeOutput } from "./runtime-protocol";
 import { stepResultParts, type StepResultInput } from "./runtime-records";
 import { RUN_END_OPEN_SQL } from "./run-end";
 import { mergeFolds, waitAfterGroup, waitAheadFolds } from "./runtime-wait-ahead";
+import { actionAfterGroup, actionAheadFolds, prepareActionAhead, progressForKernel, type PendingAction } from "./runtime-action-ahead";
 import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
 
 const foldsCache = new WeakMap<ParsedWorkflowGraph, Map<string, RunFolds | null>>();
@@ -34,38 +35,49 @@ function heads(graph: ParsedWorkflowGraph, node: WorkflowNodeV1): WorkflowNodeV1
   return [...found.values()];
 }
 
+/** What the groups after `node` read (their step rows and the rows their nodes read, report, latest event, what an end would close); null where none can follow. */
+function groupFolds(graph: ParsedWorkflowGraph, node: WorkflowNodeV1): RunFolds | null {
+  const found = heads(graph, node);
+  if (found.length === 0) return null;
+  let ids: Set<string> | null = new Set();
+  const wanted = { report: false, event: false, ends: false };
+  for (const head of found) {
+    const needs = needsOf(graph, head);
+    if (needs.stepIds === null) ids = null;
+    if (ids) for (const id of [...needs.stepIds!, ...needs.region]) ids.add(id);
+    wanted.report ||= needs.report;
+    wanted.event ||= needs.event;
+    wanted.ends ||= needs.ends;
+  }
+  return {
+    group: { nodeIds: ids ? [...ids] : null, sealed: false },
+    ...(wanted.report ? { report: REPORT_SUMMARY_BY_RUN_JSON_SQL } : {}),
+    ...(wanted.event ? { latestEvent: LATEST_EVENT_JSON_SQL } : {}),
+    ...(wanted.ends ? { runEnd: RUN_END_OPEN_SQL } : {}),
+  };
+}
+
 /**
- * What a call on `node` reads with its authorization so that it can walk on to any group after
- * it: those groups' step rows (and the rows of the nodes they read), report, latest event and
- * what an end would close. Null where no group can follow. Cached per graph and node.
+ * What a call on `node` reads with its authorization so that it can walk on: the groups after it
+ * (groupFolds), a wait or an action after one of those groups, and the groups after such an
+ * action. Null where no group can follow. Cached per graph and node.
  */
 export function aheadFolds(graph: ParsedWorkflowGraph, node: WorkflowNodeV1): RunFolds | null {
   const byNode = foldsCache.get(graph) ?? new Map<string, RunFolds | null>();
   foldsCache.set(graph, byNode);
   if (byNode.has(node.id)) return byNode.get(node.id)!;
-  const found = heads(graph, node);
-  let folds: RunFolds | null = null;
-  if (found.length > 0) {
-    let ids: Set<string> | null = new Set();
-    const wanted = { report: false, event: false, ends: false };
-    for (const head of found) {
-      const needs = needsOf(graph, head);
-      if (needs.stepIds === null) ids = null;
-      if (ids) for (const id of [...needs.stepIds!, ...needs.region]) ids.add(id);
-      wanted.report ||= needs.report;
-      wanted.event ||= needs.event;
-      wanted.ends ||= needs.ends;
-    }
-    folds = {
-      group: { nodeIds: ids ? [...ids] : null, sealed: false },
-      ...(wanted.report ? { report: REPORT_SUMMARY_BY_RUN_JSON_SQL } : {}),
-      ...(wanted.event ? { latestEvent: LATEST_EVENT_JSON_SQL } : {}),
-      ...(wanted.ends ? { runEnd: RUN_END_OPEN_SQL } : {}),
-    };
-    // And what a wait after one of those groups reads (runtime-wait-ahead.ts).
-    for (const head of found) {
+  const folds = groupFolds(graph, node);
+  if (folds) {
+    for (const head of heads(graph, node)) {
       const waits = waitAheadFolds(graph, head);
       if (waits) mergeFolds(folds, waits.folds);
+      const actions = actionAheadFolds(graph, head);
+      if (!actions) continue;
+      mergeFolds(folds, actions.folds);
+      for (const action of actions.actions) {
+        const after = groupFolds(graph, action);
+        if (after) mergeFolds(folds, after);
+      }
     }
   }
   byNode.set(node.id, folds);
@@ -77,6 +89,8 @@ export interface Walked {
   records: NodeRecord[];
   /** The statements of the wait prepared after the group (which then moves the run), if any. */
   after: D1PreparedStatement[] | null;
+  /** The action after the group, to prepare with the call's records (which it then moves the run for), if any. */
+  action: PendingAction | null;
   ahead: Ahead;
 }
 
@@ -85,7 +99,10 @@ export interface Walked {
  * `open`), from the reads `aheadFolds` folded into the call's authorization. Null when the host
  * does not walk on (see the module's comment); never throws.
  */
-export async function walkOn(host: FusedHost, input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; port: string; folded: FoldedReads; open: JsonValue }): Promise<Walked | null> {
+export async function walkOn(
+  host: FusedHost,
+  input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; port: string; folded: FoldedReads; open: JsonValue; prior?: Array<{ nodeId: string; open: JsonValue }>; priorSteps?: number },
+): Promise<Walked | null> {
   const { run, node, branchKey, folded } = input;
   if (branchKey !== "" || folded.group === undefined) return null;
   const head = nextInGroup(run.graph, node, input.port);
@@ -99,11 +116,14 @@ export async function walkOn(host: FusedHost, input: { run: AuthorizedRun; node:
   // The walk's own scope: its failure records nothing (the call records its own step alone).
   const scope: CallScope = {};
   try {
-    const walked = await walkGroup(host, { run, head, branchKey, rows, eventRow, reportRow, ...(needs.ends && folded.runEnd ? { runEndOpen: folded.runEnd } : {}), priorSteps: 1, prior: [{ nodeId: node.id, open: input.open }] }, scope);
+    const prior = [...(input.prior ?? []), { nodeId: node.id, open: input.open }];
+    const walked = await walkGroup(host, { run, head, branchKey, rows, eventRow, reportRow, ...(needs.ends && folded.runEnd ? { runEndOpen: folded.runEnd } : {}), priorSteps: input.priorSteps ?? 1, prior }, scope);
     if (walked.records.length === 0) return null;
     const waits = waitAheadFolds(run.graph, head);
     const after = waits ? await waitAfterGroup(host, { run, branchKey, walked, folded, queueRef: waits.queueRef }) : null;
-    return { records: walked.records, after: after?.statements ?? null, ahead: { head: head.id, nodeId: walked.node.id, port: walked.port, ...(after ? { then: after.ahead } : {}) } };
+    const actions = after ? null : actionAheadFolds(run.graph, head);
+    const action = actions ? await actionAfterGroup({ run, branchKey, walked, folded, typeKey: actions.typeKey, prior }) : null;
+    return { records: walked.records, after: after?.statements ?? null, action, ahead: { head: head.id, nodeId: walked.node.id, port: walked.port, ...(after ? { then: after.ahead } : {}) } };
   } catch {
     return null;
   }
@@ -120,14 +140,38 @@ export function walkFrom(workflowVersionId: string, nodeId: string | undefined):
 /**
  * Records a finished wait or action (with `extra`, its own statements) and, given the reads
  * folded for it, the group that follows in the same batch: the run then moves once, where the
- * group ends. Answers `answer`, with where the host walked to.
+ * group ends — or where the wait or action after that group parks it. Answers `answer`, with where
+ * the host walked to. `carried`: outputs and run moves of steps recorded earlier in this call
+ * whose batch left the run's move to this one.
  */
-export async function recordAndWalk<T extends NodeOutput>(host: FusedHost, result: StepResultInput, folded: FoldedReads | undefined, extra: D1PreparedStatement[], answer: T): Promise<T> {
+export async function recordAndWalk<T extends NodeOutput>(
+  host: FusedHost,
+  result: StepResultInput,
+  folded: FoldedReads | undefined,
+  extra: D1PreparedStatement[],
+  answer: T,
+  carried?: { prior: Array<{ nodeId: string; open: JsonValue }>; revisions: number; startedAt: string },
+): Promise<T> {
   const db = host.env.DB;
-  const parts = await stepResultParts(db, result);
-  const walked = folded ? await walkOn(host, { ...result, port: String(result.output.port), folded, open: JSON.parse(parts.record.json) as JsonValue }) : null;
-  const statements = walked ? [parts.upsert, parts.audit, ...extra, ...groupBatch(db, result.run, walked.records, { progress: walked.after === null }), ...(walked.after ?? [])] : [parts.upsert, parts.progress, parts.audit, ...extra];
+  const parts = await stepResultParts(db, result, carried ? { revisions: carried.revisions + 1, startedAt: carried.startedAt } : undefined);
+  const open = JSON.parse(parts.record.json) as JsonValue;
+  const walked = folded ? await walkOn(host, { ...result, port: String(result.output.port), folded, open, ...(carried ? { prior: carried.prior, priorSteps: carried.revisions + 1 } : {}) }) : null;
+  if (!walked) {
+    await db.batch(combineAuditStatements(db, [parts.upsert, parts.progress, parts.audit, ...extra]));
+    return answer;
+  }
+  const records = (progress: boolean) => [parts.upsert, parts.audit, ...extra, ...groupBatch(db, result.run, walked.records, { progress })];
+  if (walked.action) {
+    // The action after the group: prepared with these records at the head of its proposal's batch.
+    const acted = await prepareActionAhead(host.env, walked.action, { leading: combineAuditStatements(db, records(false)), fallback: combineAuditStatements(db, records(true)) });
+    if (!acted) return { ...answer, ahead: walked.ahead };
+    const { run, node, prior, revisions, startedAt } = walked.action;
+    const progress = acted.progress.port
+      ? await recordAndWalk(host, { run, node, branchKey: "", stepId: acted.stepId, output: acted.progress }, folded, [], progressForKernel(acted.progress), { prior, revisions, startedAt })
+      : progressForKernel(acted.progress);
+    return { ...answer, ahead: { ...walked.ahead, then: { head: node.id, nodeId: node.id, action: progress } } };
+  }
   // Unguarded audit events (the step's, the group's) go in as one statement.
-  await db.batch(combineAuditStatements(db, statements));
-  return walked ? { ...answer, ahead: walked.ahead } : answer;
+  await db.batch(combineAuditStatements(db, [...records(walked.after === null), ...(walked.after ?? [])]));
+  return { ...answer, ahead: walked.ahead };
 }

@@ -83,6 +83,7 @@ type RunRow = Omit<AuthorizedRun, "graph"> & {
   latestEventJson?: string | null;
   extraJson?: string | null;
   nextJson?: string | null;
+  nextTypeJson?: string | null;
 };
 
 /**
@@ -115,6 +116,8 @@ export interface RunFolds {
   extra?: (param: (value: unknown) => string) => string;
   /** As `extra`, for what the host walks on to after the call's own node (runtime-ahead.ts: a wait's queue). */
   next?: (param: (value: unknown) => string) => string;
+  /** As `next`, for an action the host walks on to (runtime-action-ahead.ts: its action type). */
+  nextType?: (param: (value: unknown) => string) => string;
 }
 
 /** A step's wait as recorded. */
@@ -154,6 +157,8 @@ export interface FoldedReads {
   extra?: string | null;
   /** The `next` expression's value (JSON text, or null). */
   next?: string | null;
+  /** The `nextType` expression's value (JSON text, or null). */
+  nextType?: string | null;
 }
 
 /** Outputs up to this many bytes are folded into the run's statement (one D1 value stays far under D1's limits). */
@@ -212,13 +217,14 @@ function runStatement(db: D1Database, runId: string, folds: RunFolds = {}): D1Pr
   };
   const extra = folds.extra ? folds.extra(param) : "NULL";
   const next = folds.next ? folds.next(param) : "NULL";
+  const nextType = folds.nextType ? folds.nextType(param) : "NULL";
   return db
     .prepare(`
     SELECT r.id, r.installation_id AS installationId, r.workflow_version_id AS workflowVersionId,
       r.authority_mode AS authorityMode, r.state, r.input_json AS inputJson, r.report_id AS reportId,
       r.appeal_id AS appealId, r.backtest_id AS backtestId,
       v.artifact_id AS artifactId, v.graph_json AS graphJson, ${exits} AS exitsJson, ${step} AS stepJson, ${wait} AS waitJson, ${event} AS eventJson,
-      ${group} AS groupJson, ${runEnd} AS runEndJson, ${report} AS reportJson, ${latestEvent} AS latestEventJson, ${extra} AS extraJson, ${next} AS nextJson
+      ${group} AS groupJson, ${runEnd} AS runEndJson, ${report} AS reportJson, ${latestEvent} AS latestEventJson, ${extra} AS extraJson, ${next} AS nextJson, ${nextType} AS nextTypeJson
     FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id
     WHERE r.id = ?1 LIMIT 1
   `)
@@ -240,6 +246,7 @@ function foldedReads(folds: RunFolds, row: RunRow): FoldedReads {
   if (folds.latestEvent) reads.latestEvent = row.latestEventJson ?? null;
   if (folds.extra) reads.extra = row.extraJson ?? null;
   if (folds.next) reads.next = row.nextJson ?? null;
+  if (folds.nextType) reads.nextType = row.nextTypeJson ?? null;
   return reads;
 }
 

@@ -150,13 +150,17 @@ export type StepResultInput = {
 };
 
 /** A finished step's statements, unwritten: its row (with its output), the run's progress, its audit event; and its stored output. */
-export async function stepResultParts(db: D1Database, input: StepResultInput): Promise<{ upsert: D1PreparedStatement; progress: D1PreparedStatement; audit: D1PreparedStatement; record: StepOutputRecord }> {
+export async function stepResultParts(
+  db: D1Database,
+  input: StepResultInput,
+  group?: { revisions: number; startedAt: string },
+): Promise<{ upsert: D1PreparedStatement; progress: D1PreparedStatement; audit: D1PreparedStatement; record: StepOutputRecord }> {
   const at = now();
   const record = await outputRecord(input.output, input.sealed ?? null);
   const state = input.state ?? "succeeded";
   return {
     upsert: stepUpsert(db, { id: input.stepId, run: input.run, node: input.node, branchKey: input.branchKey, state, digest: record.digest, errorCode: input.errorCode, at, output: record }),
-    progress: runProgress(db, input.run.id, input.node.id, "running", at),
+    progress: runProgress(db, input.run.id, input.node.id, "running", at, group),
     audit: runtimeAudit(db, input.run, {
       key: `step:${input.stepId}:${state}`,
       action: `workflow.step_${state}`,

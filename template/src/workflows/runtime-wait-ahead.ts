@@ -18,7 +18,7 @@ import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
 import { walkContext } from "./walker";
 
 /** The run's latest event as one JSON value over the run ?1 (as runtime-fused reads it for a group). */
-const LATEST_EVENT_SQL = `(SELECT json_object('id', e.id, 'type', e.type, 'payloadJson', e.payload_json, 'createdAt', e.created_at)
+export const LATEST_EVENT_SQL = `(SELECT json_object('id', e.id, 'type', e.type, 'payloadJson', e.payload_json, 'createdAt', e.created_at)
   FROM workflow_events e WHERE e.run_id = ?1 ORDER BY e.created_at DESC LIMIT 1)`;
 
 /** The single node `node` leads to by `port`, unless it is a fork, a fork's join or nothing. */
@@ -43,7 +43,7 @@ export function mergeFolds(folds: RunFolds, more: RunFolds): void {
     const ids = folds.group ? (folds.group.nodeIds === null || more.group.nodeIds === null ? null : [...new Set([...folds.group.nodeIds, ...more.group.nodeIds])]) : more.group.nodeIds;
     folds.group = { nodeIds: ids, sealed: folds.group?.sealed ?? more.group.sealed };
   }
-  for (const key of ["report", "latestEvent", "runEnd", "next"] as const) if (more[key] && !folds[key]) (folds as Record<string, unknown>)[key] = more[key];
+  for (const key of ["report", "latestEvent", "runEnd", "next", "nextType"] as const) if (more[key] && !folds[key]) (folds as Record<string, unknown>)[key] = more[key];
 }
 
 interface WaitFolds {
