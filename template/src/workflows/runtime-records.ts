@@ -7,6 +7,7 @@ import { openView } from "./content-access";
 import { byteLength, sha256Hex } from "../lib/crypto";
 import type { AuthorizedRun } from "./runtime-authorize";
 import { STEP_OUTPUT as OUTPUT } from "./step-output";
+import { registerStepUpsert, STEP_UPSERT_COLUMNS, STEP_UPSERT_CONFLICT, stepRowValues, type StepUpsertGuard } from "./step-upserts";
 import type { WorkflowNodeV1 } from "./types";
 
 export function now(): string {
@@ -48,46 +49,20 @@ export type StepUpsertInput = {
  * With `guard` (SQL over ?12, bound to `guard.bind`), the upsert is an INSERT … SELECT whose
  * WHERE evaluates the guard first: a guard that raises fails the statement, and so its batch.
  */
-export function stepUpsert(db: D1Database, step: StepUpsertInput, guard?: { sql: string; bind: unknown }): D1PreparedStatement {
-  const finished = step.state === "succeeded" || step.state === "failed" || step.state === "timed_out";
+export function stepUpsert(db: D1Database, step: StepUpsertInput, guard?: StepUpsertGuard): D1PreparedStatement {
   const columns = "?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9, ?10, ?11, ?9, ?13, ?14, ?15";
   const values = guard ? `SELECT ${columns} WHERE ${guard.sql}` : `VALUES (${columns})`;
-  const output = step.output;
-  return db
+  const row = stepRowValues(step);
+  const statement = db
     .prepare(`
     INSERT INTO workflow_step_runs (
-      id, run_id, node_id, node_type, branch_key, occurrence, state, output_digest, error_code,
-      started_at, waiting_at, finished_at, updated_at, output_json, output_sealed, output_size
+      ${STEP_UPSERT_COLUMNS}
     ) ${values}
-    ON CONFLICT(run_id, node_id, branch_key, occurrence) DO UPDATE SET
-      state = CASE WHEN workflow_step_runs.state IN ('succeeded', 'failed', 'timed_out') AND excluded.state IN ('running', 'waiting')
-        THEN workflow_step_runs.state ELSE excluded.state END,
-      output_digest = COALESCE(excluded.output_digest, workflow_step_runs.output_digest),
-      error_code = COALESCE(excluded.error_code, workflow_step_runs.error_code),
-      waiting_at = COALESCE(workflow_step_runs.waiting_at, excluded.waiting_at),
-      finished_at = COALESCE(workflow_step_runs.finished_at, excluded.finished_at),
-      updated_at = excluded.updated_at,
-      output_sealed = CASE WHEN excluded.output_json IS NULL THEN workflow_step_runs.output_sealed ELSE excluded.output_sealed END,
-      output_size = CASE WHEN excluded.output_json IS NULL THEN workflow_step_runs.output_size ELSE excluded.output_size END,
-      output_json = COALESCE(excluded.output_json, workflow_step_runs.output_json)
+    ${STEP_UPSERT_CONFLICT}
   `)
-    .bind(
-      step.id,
-      step.run.id,
-      step.node.id,
-      step.node.kind,
-      step.branchKey,
-      step.state,
-      step.digest ?? output?.digest ?? null,
-      step.errorCode ?? null,
-      step.at,
-      step.state === "waiting" ? step.at : null,
-      finished ? step.at : null,
-      guard ? guard.bind : null,
-      output?.json ?? null,
-      output?.sealed ?? null,
-      output ? output.sizeBytes : null,
-    );
+    .bind(...row.slice(0, 11), guard ? guard.bind : null, ...row.slice(11));
+  // Registered so that combineStepUpserts (step-upserts.ts) can write several of a batch as one statement.
+  return registerStepUpsert(statement, [row], guard);
 }
 
 /** A step's row as started (running), unless the step has one already: written only when a call fails before its own records. */
