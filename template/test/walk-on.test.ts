@@ -199,7 +199,10 @@ describe("the host walks on past a wait to the action after the group", () => {
     const version = await publishAs(apiKey, reviewThenAct, "fused");
     const { runId, request } = await parkedWithEvent(apiKey, version, { remove: true, postId: "p9" }, startAboutReport);
     const answer = await capability(version).completeWait({ ...request, walk: true });
-    expect(answer).toMatchObject({ port: "received", ahead: { head: "verdict", nodeId: "verdict", port: "remove", then: { head: "act", nodeId: "act", action: { port: "applied", ahead: { head: "removed", nodeId: "removed", port: "terminal" } } } } });
+    expect(answer).toMatchObject({
+      port: "received",
+      ahead: { head: "verdict", nodeId: "verdict", port: "remove", onward: { head: "act", nodeId: "act", action: { port: "applied", ahead: { head: "removed", nodeId: "removed", port: "terminal" } } } },
+    });
     const { steps, run } = await records(runId);
     expect(steps.map((step) => `${step.nodeId}:${step.state}:${step.port}`)).toEqual(["act:succeeded:applied", "await:succeeded:received", "removed:succeeded:terminal", "start:succeeded:success", "verdict:succeeded:remove"]);
     expect(run).toMatchObject({ state: "succeeded", currentNodeId: "removed" });
@@ -212,7 +215,11 @@ describe("the host walks on past a wait to the action after the group", () => {
     const fused = await publishAs(apiKey, reviewThenAct, "fused");
     const perNode = await publishAs(apiKey, reviewThenAct, "per_node");
     // The first run of the fused version puts its graph in this isolate's cache (the host walks on only with it).
-    for (const payload of [{ remove: true, postId: "warm" }, { remove: true, postId: "p1" }, { remove: false, postId: "p2" }]) {
+    for (const payload of [
+      { remove: true, postId: "warm" },
+      { remove: true, postId: "p1" },
+      { remove: false, postId: "p2" },
+    ]) {
       const ran: string[] = [];
       for (const version of [fused, perNode]) {
         const { run } = await waitForWait(apiKey, (await startAboutReport(apiKey, version.id)).id);

@@ -18,6 +18,7 @@ import { stepRunId, type AuthorizedRun, type FoldedReads, type RunFolds } from "
 import type { WalkedGroup } from "./runtime-fused";
 import type { ActionProgress } from "./runtime-protocol";
 import { now, runProgress, stepUpsert } from "./runtime-records";
+import { combineStepUpserts } from "./step-upserts";
 import { LATEST_EVENT_SQL, singleNext } from "./runtime-wait-ahead";
 import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
 import { walkContext } from "./walker";
@@ -95,14 +96,7 @@ export interface PendingAction {
  * The action after the walked group, or null where the host leaves it to prepareAction. `report`
  * and `event` are the folded report summary and latest event (null: none, undefined: not folded).
  */
-export async function actionAfterGroup(input: {
-  run: AuthorizedRun;
-  branchKey: string;
-  walked: WalkedGroup;
-  folded: FoldedReads;
-  typeKey: string | null;
-  prior: Array<{ nodeId: string; open: JsonValue }>;
-}): Promise<PendingAction | null> {
+export async function actionAfterGroup(input: { run: AuthorizedRun; branchKey: string; walked: WalkedGroup; folded: FoldedReads; typeKey: string | null; prior: Array<{ nodeId: string; open: JsonValue }> }): Promise<PendingAction | null> {
   const { run, branchKey, walked, folded } = input;
   if (branchKey !== "" || folded.group === undefined || folded.nextType === undefined) return null;
   const next = singleNext(run.graph, walked.node, walked.port);
@@ -143,7 +137,8 @@ export async function prepareActionAhead(env: Env, pending: PendingAction, batch
       context: pending.context,
       stepRecorded: false,
       typeRead: pending.typeRead,
-      park: [...batches.leading, stepUpsert(db, { id: stepId, run, node, branchKey: "", state: "waiting", at })],
+      // The action's step row joins the step rows before it in one statement (step-upserts.ts).
+      park: combineStepUpserts(db, [...batches.leading, stepUpsert(db, { id: stepId, run, node, branchKey: "", state: "waiting", at })]),
       parkRun: [runProgress(db, run.id, node.id, "waiting", at, { revisions: pending.revisions + 1, startedAt: pending.startedAt })],
     });
     return { progress, stepId };

@@ -12,9 +12,10 @@ import { REPORT_SUMMARY_BY_RUN_JSON_SQL, type ReportSummaryRow } from "../cases"
 import { nextInGroup } from "./fusion";
 import type { CallScope } from "./runtime-capability";
 import { graphIfCached, type FoldedReads, type AuthorizedRun, type RunFolds } from "./runtime-authorize";
-import { groupBatch, LATEST_EVENT_JSON_SQL, needsOf, walkGroup, type EventRow, type FusedHost, type GroupRow, type NodeRecord } from "./runtime-fused";
+import { groupBatch, groupGuard, LATEST_EVENT_JSON_SQL, needsOf, walkGroup, type EventRow, type FusedHost, type GroupRow, type NodeRecord } from "./runtime-fused";
 import type { Ahead, NodeOutput } from "./runtime-protocol";
-import { stepResultParts, type StepResultInput } from "./runtime-records";
+import { stepResultParts, stepUpsert, type StepResultInput } from "./runtime-records";
+import { combineStepUpserts } from "./step-upserts";
 import { RUN_END_OPEN_SQL } from "./run-end";
 import { mergeFolds, waitAfterGroup, waitAheadFolds } from "./runtime-wait-ahead";
 import { actionAfterGroup, actionAheadFolds, prepareActionAhead, progressForKernel, type PendingAction } from "./runtime-action-ahead";
@@ -123,7 +124,7 @@ export async function walkOn(
     const after = waits ? await waitAfterGroup(host, { run, branchKey, walked, folded, queueRef: waits.queueRef }) : null;
     const actions = after ? null : actionAheadFolds(run.graph, head);
     const action = actions ? await actionAfterGroup({ run, branchKey, walked, folded, typeKey: actions.typeKey, prior }) : null;
-    return { records: walked.records, after: after?.statements ?? null, action, ahead: { head: head.id, nodeId: walked.node.id, port: walked.port, ...(after ? { then: after.ahead } : {}) } };
+    return { records: walked.records, after: after?.statements ?? null, action, ahead: { head: head.id, nodeId: walked.node.id, port: walked.port, ...(after ? { onward: after.ahead } : {}) } };
   } catch {
     return null;
   }
@@ -160,7 +161,8 @@ export async function recordAndWalk<T extends NodeOutput>(
     await db.batch(combineAuditStatements(db, [parts.upsert, parts.progress, parts.audit, ...extra]));
     return answer;
   }
-  const records = (progress: boolean) => [parts.upsert, parts.audit, ...extra, ...groupBatch(db, result.run, walked.records, { progress })];
+  // The group's write guard goes on this step's row, the batch's first, so that every step row of the batch is one statement (step-upserts.ts).
+  const records = (progress: boolean) => combineStepUpserts(db, [stepUpsert(db, parts.step, groupGuard(walked.records)), parts.audit, ...extra, ...groupBatch(db, result.run, walked.records, { progress, guard: false })]);
   if (walked.action) {
     // The action after the group: prepared with these records at the head of its proposal's batch.
     const acted = await prepareActionAhead(host.env, walked.action, { leading: combineAuditStatements(db, records(false)), fallback: combineAuditStatements(db, records(true)) });
@@ -169,9 +171,9 @@ export async function recordAndWalk<T extends NodeOutput>(
     const progress = acted.progress.port
       ? await recordAndWalk(host, { run, node, branchKey: "", stepId: acted.stepId, output: acted.progress }, folded, [], progressForKernel(acted.progress), { prior, revisions, startedAt })
       : progressForKernel(acted.progress);
-    return { ...answer, ahead: { ...walked.ahead, then: { head: node.id, nodeId: node.id, action: progress } } };
+    return { ...answer, ahead: { ...walked.ahead, onward: { head: node.id, nodeId: node.id, action: progress } } };
   }
   // Unguarded audit events (the step's, the group's) go in as one statement.
-  await db.batch(combineAuditStatements(db, [...records(walked.after === null), ...(walked.after ?? [])]));
+  await db.batch(combineAuditStatements(db, combineStepUpserts(db, [...records(walked.after === null), ...(walked.after ?? [])])));
   return { ...answer, ahead: walked.ahead };
 }

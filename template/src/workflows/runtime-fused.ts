@@ -23,6 +23,7 @@ import { recordNodeFailure } from "./runtime-fail";
 import type { FusedOutput, RuntimeFailureRequest, RuntimeNodeRequest } from "./runtime-protocol";
 import { FINISHED_STEP_STATES, now, outputRecord, runtimeAudit, stepEventDetails, stepUpsert, type RecordedStep, type StepUpsertInput } from "./runtime-records";
 import { STEP_OUTPUT as OUTPUT } from "./step-output";
+import { combineStepUpserts, type StepUpsertGuard } from "./step-upserts";
 import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
 import { StepOutputs, walkContext } from "./walker";
 
@@ -212,7 +213,7 @@ export interface NodeRecord {
  * The group's batch. One step per node moves the run on once per node (state, node, revision);
  * here that is one statement with the same final effect, where the last node's would be.
  */
-export function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeRecord[], options: { progress?: boolean } = {}): D1PreparedStatement[] {
+export function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeRecord[], options: { progress?: boolean; guard?: boolean } = {}): D1PreparedStatement[] {
   if (records.length === 0) return [];
   const last = records.at(-1)!;
   const progress = db
@@ -221,8 +222,9 @@ export function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeReco
       updated_at = ?4, revision = revision + ?5
     WHERE id = ?1 AND state IN ('created', 'dispatch_pending', 'queued', 'running', 'waiting')`)
     .bind(run.id, last.node.id, records[0]!.at, last.at, last.priorSteps + records.length);
-  // The first statement (the first node's step row) evaluates the write guard before it writes.
-  const guard = { sql: FUSED_CONFLICT_SQL("?12"), bind: JSON.stringify(records.map((record) => record.stepId)) };
+  // The first statement (the first node's step row) evaluates the write guard before it writes,
+  // unless the caller put it on a step row written ahead of the group's (groupGuard).
+  const guard = options.guard === false ? undefined : groupGuard(records);
   // An end node's own update moves the run (to succeeded, started_at included): no progress before it.
   // A wait prepared after the group in the same batch moves the run instead (runtime-ahead.ts).
   const moves = last.node.kind === "end" || options.progress === false ? [] : [progress];
@@ -230,6 +232,11 @@ export function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeReco
     const step = stepUpsert(db, record.step, index === 0 ? guard : undefined);
     return record === last ? [step, ...moves, ...record.tail] : [step, ...record.tail];
   });
+}
+
+/** The group's write guard, for the first step row of its batch (see fusedWriteGuard). */
+export function groupGuard(records: readonly NodeRecord[]): StepUpsertGuard {
+  return { sql: FUSED_CONFLICT_SQL("?12"), bind: JSON.stringify(records.map((record) => record.stepId)) };
 }
 
 /** Raises (SQLite's json() on malformed text) if a step of the JSON list of ids `param` names finished; else true. */
@@ -262,7 +269,8 @@ export async function executeFusedGroup(host: FusedHost, input: RuntimeNodeReque
   // The wait that follows the group, prepared in the same batch for a kernel that walks on (runtime-ahead.ts).
   const after = ahead ? await waitAfterGroup(host, { run, branchKey, walked, folded: ahead.folded, queueRef: ahead.queueRef }) : null;
   // Every node's unguarded audit events (step_succeeded and the like) go in as one statement.
-  const batch = combineAuditStatements(env.DB, [...groupBatch(env.DB, run, walked.records, { progress: after === null }), ...(after?.statements ?? [])]);
+  // The group's step rows and the wait's go in as one statement too (step-upserts.ts).
+  const batch = combineAuditStatements(env.DB, combineStepUpserts(env.DB, [...groupBatch(env.DB, run, walked.records, { progress: after === null }), ...(after?.statements ?? [])]));
   if (batch.length > 0) await env.DB.batch(batch);
   return { nodeId: walked.node.id, port: walked.port, ...(after ? { ahead: after.ahead } : {}) };
 }

@@ -77,7 +77,7 @@ export interface FusedOutput {
  * - `port`: it ran the fused group from `head` (fusion.ts) to `nodeId`, which left by `port`;
  * - `wait`: it prepared the wait of `head` (= `nodeId`), as prepareWait would have;
  * - `action`: it prepared the action of `head` (= `nodeId`), as prepareAction would have.
- * `then`: after a group, where it walked on from there. The kernel continues from the last of
+ * `onward`: after a group, where it walked on from there. The kernel continues from the last of
  * these as if it had made those calls itself; a host that walks on nowhere answers as protocol 3.
  */
 export interface Ahead {
@@ -86,7 +86,7 @@ export interface Ahead {
   port?: string;
   wait?: PreparedWait;
   action?: ActionProgress;
-  then?: Ahead;
+  onward?: Ahead;
 }
 
 /** What a node step returns: at least the port it leaves by. */

@@ -124,17 +124,21 @@ export type StepResultInput = {
   errorCode?: string;
 };
 
-/** A finished step's statements, unwritten: its row (with its output), the run's progress, its audit event; and its stored output. */
+/**
+ * A finished step's statements, unwritten: its row (with its output), the run's progress, its
+ * audit event; its stored output; and `step`, to write its row again with a guard (stepUpsert).
+ */
 export async function stepResultParts(
   db: D1Database,
   input: StepResultInput,
   group?: { revisions: number; startedAt: string },
-): Promise<{ upsert: D1PreparedStatement; progress: D1PreparedStatement; audit: D1PreparedStatement; record: StepOutputRecord }> {
+): Promise<{ upsert: D1PreparedStatement; progress: D1PreparedStatement; audit: D1PreparedStatement; record: StepOutputRecord; step: StepUpsertInput }> {
   const at = now();
   const record = await outputRecord(input.output, input.sealed ?? null);
   const state = input.state ?? "succeeded";
+  const step: StepUpsertInput = { id: input.stepId, run: input.run, node: input.node, branchKey: input.branchKey, state, digest: record.digest, errorCode: input.errorCode, at, output: record };
   return {
-    upsert: stepUpsert(db, { id: input.stepId, run: input.run, node: input.node, branchKey: input.branchKey, state, digest: record.digest, errorCode: input.errorCode, at, output: record }),
+    upsert: stepUpsert(db, step),
     progress: runProgress(db, input.run.id, input.node.id, "running", at, group),
     audit: runtimeAudit(db, input.run, {
       key: `step:${input.stepId}:${state}`,
@@ -143,6 +147,7 @@ export async function stepResultParts(
       at,
     }),
     record,
+    step,
   };
 }
 

@@ -118,7 +118,7 @@ class GraphWalker {
     if (ahead.port !== undefined) {
       const node = this.nodes.get(ahead.nodeId);
       if (!node) throw new NonRetryableError("workflow_graph.invalid");
-      return { node, output: { port: ahead.port, ...(ahead.then ? { ahead: ahead.then } : {}) } };
+      return { node, output: { port: ahead.port, ...(ahead.onward ? { ahead: ahead.onward } : {}) } };
     }
     if (ahead.nodeId !== head.id || (!ahead.wait && !ahead.action)) throw new NonRetryableError("workflow.ahead_invalid");
     return { node: head, output: await this.execute(head, branchKey, ahead) };
