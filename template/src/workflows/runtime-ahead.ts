@@ -8,8 +8,9 @@
 // throws included — drops the walk: the call records its own step alone and the kernel calls
 // executeFused as protocol 3 does, which meets the same error with its retries and error port.
 import { combineAuditStatements } from "../audit";
-import { REPORT_SUMMARY_BY_RUN_JSON_SQL, type ReportSummaryRow } from "../cases";
+import { REPORT_SUMMARY_BY_RUN_JSON_SQL, taskIdOf, type ReportSummaryRow } from "../cases";
 import { nextInGroup } from "./fusion";
+import { kindOf } from "./kinds/descriptors";
 import type { CallScope } from "./runtime-capability";
 import { graphIfCached, type FoldedReads, type AuthorizedRun, type RunFolds } from "./runtime-authorize";
 import { groupBatch, groupGuard, LATEST_EVENT_JSON_SQL, needsOf, walkGroup, type EventRow, type FusedHost, type GroupRow, type NodeRecord } from "./runtime-fused";
@@ -138,6 +139,13 @@ export function walkFrom(workflowVersionId: string, nodeId: string | undefined):
   return node && folds ? { node, folds } : null;
 }
 
+/** RUN_END_OPEN_SQL's value without a wait and a task this call closed. */
+function withoutClosed(openJson: string, waitId: string, taskId: string): string {
+  const open = JSON.parse(openJson) as Record<string, unknown>;
+  const list = (value: unknown): string[] => (typeof value === "string" ? (JSON.parse(value) as string[]) : Array.isArray(value) ? (value as string[]) : []);
+  return JSON.stringify({ ...open, waits: list(open.waits).filter((id) => id !== waitId), tasks: list(open.tasks).filter((id) => id !== taskId) });
+}
+
 /**
  * Records a finished wait or action (with `extra`, its own statements) and, given the reads
  * folded for it, the group that follows in the same batch: the run then moves once, where the
@@ -154,6 +162,8 @@ export async function recordAndWalk<T extends NodeOutput>(
   carried?: { prior: Array<{ nodeId: string; open: JsonValue }>; revisions: number; startedAt: string },
 ): Promise<T> {
   const db = host.env.DB;
+  // What a run ending in this call would close was read before this call closed its own wait (and task).
+  if (folded?.runEnd && kindOf(result.node.kind)?.protocol === "wait") folded = { ...folded, runEnd: withoutClosed(folded.runEnd, `${result.stepId}:wait`, taskIdOf(result.stepId)) };
   const parts = await stepResultParts(db, result, carried ? { revisions: carried.revisions + 1, startedAt: carried.startedAt } : undefined);
   const open = JSON.parse(parts.record.json) as JsonValue;
   const walked = folded ? await walkOn(host, { ...result, port: String(result.output.port), folded, open, ...(carried ? { prior: carried.prior, priorSteps: carried.revisions + 1 } : {}) }) : null;
