@@ -234,6 +234,37 @@ describe("the host walks on past a wait to the action after the group", () => {
   });
 });
 
+describe("an assisted run walks on to its proposal", () => {
+  it("the action after the wait's group waits for approval as prepareAction leaves it, and the run records what one step per node records once approved", async () => {
+    const apiKey = await actionDesk("/ok/walk-on-assisted");
+    const fused = await publishAs(apiKey, reviewThenAct, "fused");
+    const perNode = await publishAs(apiKey, reviewThenAct, "per_node");
+    const startAssisted = async (key: string, versionId: string) => {
+      const report = await api("/api/v1/reports", { key, body: { subject: { kind: "content", id: `post-${crypto.randomUUID().slice(0, 8)}` }, category: "scams_and_fraud", reporter: { id: "reporter-1" } } });
+      return (await api("/api/v1/runs", { key, body: { workflowVersionId: versionId, authorityMode: "assisted", input: {}, reportId: report.body.id } })).body as { id: string };
+    };
+    const ran: string[] = [];
+    for (const version of [fused, fused, perNode]) {
+      const { run } = await waitForWait(apiKey, (await startAssisted(apiKey, version.id)).id);
+      expect((await api(`/api/v1/runs/${run.id}/events`, { key: apiKey, body: { type: "moderator.decision", payload: { remove: true, postId: "p3" } } })).status).toBe(202);
+      // The run parks at the action, its proposal waiting for a person.
+      let proposal: any;
+      for (let tries = 0; !proposal && tries < 200; tries++) {
+        proposal = (await api("/api/v1/action-proposals", { key: apiKey })).body.items.find((item: any) => item.runId === run.id && item.state === "approval_required");
+        if (!proposal) await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(proposal).toBeDefined();
+      expect((await api(`/api/v1/runs/${run.id}`, { key: apiKey })).body).toMatchObject({ state: "waiting", currentNodeId: "act" });
+      expect((await api(`/api/v1/action-proposals/${proposal.id}/approve`, { key: apiKey, body: { approver: "lead-mod", reason: "clear" } })).status).toBe(200);
+      expect(await waitForRun(apiKey, run.id)).toMatchObject({ state: "succeeded", output: { terminalCode: "removed" } });
+      ran.push(run.id);
+    }
+    // The first run of the fused version put its graph in this isolate's cache; the second walked on.
+    const [a, b] = [await records(ran[1]!), await records(ran[2]!)];
+    expect(a).toEqual(b);
+  });
+});
+
 describe("the host walks on past an action delivered at once", () => {
   it("records the end in the action's call: the end's fused step never runs", async () => {
     const { apiKey } = await newInstallation();
