@@ -21,15 +21,28 @@ export const DISPATCH_DEADLINE_MS = 30_000;
  * `dispatch_pending` and is admitted later (deferDispatch), and dispatchRun returns "deferred".
  */
 export async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow, start: StartInstance = startDynamicWorkflow): Promise<"started" | "deferred"> {
-  return (await startAndQueue(env, ctx, run, start)).outcome;
+  const outcome = await startInstance(env, ctx, run, start);
+  if (outcome !== "started") return outcome === "moved_on" ? "started" : "deferred";
+  await env.DB.prepare(`UPDATE workflow_runs SET state = 'queued', updated_at = ?2, revision = revision + 1
+    WHERE id = ?1 AND state IN ('created', 'dispatch_pending') AND COALESCE(instance_id, id) = ?3`)
+    .bind(run.id, new Date().toISOString(), run.instanceId)
+    .run();
+  return "started";
 }
 
 /**
- * dispatchRun, and when its update marked the run queued, the time it wrote (null if the run had
- * moved on or was deferred). `versionLive`: the caller read in this request that the run's version
- * is live and names the run's artifact (createRun), so the artifact's row may come from the isolate.
+ * Creates the run's current instance, bounded, and writes nothing when it started: "already exists"
+ * counts as started, a create refused for the rate is deferred (deferDispatch), a create the
+ * sandbox's binding refused because the run is no longer dispatching (its instance took its first
+ * step, or the run ended, since the caller read it) is "moved_on", any other failure is the
+ * retryable 503 `run.dispatch_failed`. The run stays `dispatch_pending` until its instance's
+ * first step moves it on (to `running`), or the dispatch sweep, finding it there after its grace,
+ * starts it again (the instance is found, and the sweep marks it queued): createRun starts a new
+ * run so, with no statement of its own after the create. `versionLive`: the caller read in this
+ * request that the run's version is live and names the run's artifact (createRun), so the
+ * artifact's row may come from the isolate.
  */
-export async function startAndQueue(env: Env, ctx: ExecutionContext, run: RunRow, start: StartInstance = startDynamicWorkflow, versionLive = false): Promise<{ outcome: "started" | "deferred"; queuedAt: string | null }> {
+export async function startInstance(env: Env, ctx: ExecutionContext, run: RunRow, start: StartInstance = startDynamicWorkflow, versionLive = false): Promise<"started" | "deferred" | "moved_on"> {
   try {
     await withDeadline(
       start(env, ctx, {
@@ -49,18 +62,20 @@ export async function startAndQueue(env: Env, ctx: ExecutionContext, run: RunRow
       if (error instanceof AppError) throw error;
       if (isCreateRateLimited(error)) {
         await deferDispatch(env, run);
-        return { outcome: "deferred", queuedAt: null };
+        return "deferred";
       }
+      if (errorCode(error) === "runtime.instance_denied" && !(await stillDispatching(env.DB, run))) return "moved_on";
       console.error("run_dispatch_failed", run.id, error instanceof Error ? error.message.slice(0, 300) : typeof error);
       throw new AppError("run.dispatch_failed", "The run was recorded but could not be started; retry with the same Idempotency-Key.", { status: 503, retryable: true });
     }
   }
-  const at = new Date().toISOString();
-  const queued = await env.DB.prepare(`UPDATE workflow_runs SET state = 'queued', updated_at = ?2, revision = revision + 1
-    WHERE id = ?1 AND state IN ('created', 'dispatch_pending') AND COALESCE(instance_id, id) = ?3`)
-    .bind(run.id, at, run.instanceId)
-    .run();
-  return { outcome: "started", queuedAt: (queued.meta.changes ?? 0) === 1 ? at : null };
+  return "started";
+}
+
+/** Whether the run is still where a dispatch finds it: created or dispatch_pending, with this instance. */
+async function stillDispatching(db: D1Database, run: RunRow): Promise<boolean> {
+  const row = await db.prepare(`SELECT 1 AS x FROM workflow_runs WHERE id = ?1 AND state IN ('created', 'dispatch_pending') AND COALESCE(instance_id, id) = ?2`).bind(run.id, run.instanceId).first();
+  return row !== null;
 }
 
 /** What starts a run's Workflows instance (the sandbox's kernel, through the loader); a parameter so admission can be tested with a refusing one. */
