@@ -9,7 +9,7 @@ import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { auditStatement, mergeAuditStatements } from "../src/audit";
 import type { Actor } from "../src/auth";
-import { intakeReport, type ReportInput } from "../src/cases/reports/reports";
+import { caseUpsertSql, intakeReport, type ReportInput } from "../src/cases/reports/reports";
 import { createRun, redispatchPendingRuns } from "../src/workflows";
 import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
 
@@ -137,6 +137,35 @@ describe("report intake's statements", () => {
     const done = await waitForRun(s.apiKey, runId);
     expect(done.state).toBe("succeeded");
     expect(done.reportId).toBe(outcome.report.id);
+  });
+
+  it("the triggers the case's upsert answers are every enabled one, oldest first, each evaluated as before: a false `when` starts nothing, a disabled trigger is not read", async () => {
+    const s = await installationWithTrigger("triggers");
+    const trigger = async (when: string, enabled = true) => {
+      const created = await api("/api/v1/triggers", { key: s.apiKey, body: { event: "report.created", when, workflowVersionId: s.versionId, authorityMode: "autonomous", enabled } });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      return created.body.id as string;
+    };
+    await trigger("report.evidenceCount > 5");
+    await trigger("true", false);
+    const firstOfCase = await trigger("report.source == 'notice' && report.caseReportCount == 1");
+    const outcome = await intakeReport(env, context(), s.actor, notice("triggers-1"));
+    expect(outcome.runs.map((run) => run.triggerId)).toEqual([s.triggerId, firstOfCase]);
+    expect(outcome.runs.every((run) => run.state === "queued" && run.runId)).toBe(true);
+    // The second report of the subject: its case's count is 2, so the last trigger does not match.
+    const again = await intakeReport(env, context(), s.actor, notice("triggers-1"));
+    expect(again.report.caseReportCount).toBe(2);
+    expect(again.runs.map((run) => run.triggerId)).toEqual([s.triggerId]);
+  });
+
+  it("the case's upsert reads the triggers, their versions and workflows each by an index, never a table walk", async () => {
+    const binds = [null, "inst", "content", "post-1", null, null, null, null, null, null, "key-1", null, "2026-01-01T00:00:00.000Z", null, null, null, null, "case_1", "subject-key"];
+    const { results } = await env.DB.prepare(`EXPLAIN QUERY PLAN ${caseUpsertSql(18, undefined)}`)
+      .bind(...binds)
+      .all<{ detail: string }>();
+    const details = results.map((row) => row.detail);
+    expect(details.filter((detail) => /^SCAN (triggers|workflow_versions|workflows|workflow_artifacts)\b/u.test(detail))).toEqual([]);
+    expect(details.some((detail) => detail.startsWith("SEARCH triggers USING INDEX triggers_event"))).toBe(true);
   });
 
   it("a replay of the notice under its Idempotency-Key answers the first report and run and writes nothing again", async () => {

@@ -175,7 +175,10 @@ export function enabledTriggersJsonSql(installation: string, event: string): str
 /** The triggers enabledTriggersJsonSql read, as enabledTriggersStatement answers them (null: none read). */
 export function triggerRowsOf(json: unknown): TriggerRow[] | undefined {
   if (typeof json !== "string") return undefined;
-  return (JSON.parse(json) as Array<Omit<TriggerRow, "versionJson"> & { versionJson?: unknown }>).map((row) => ({
+  const rows = JSON.parse(json) as Array<Omit<TriggerRow, "versionJson"> & { versionJson?: unknown }>;
+  // Oldest first, as the statement reads them, whatever order the aggregate kept.
+  rows.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0));
+  return rows.map((row) => ({
     ...row,
     // The version's JSON comes as text or, should SQLite keep its JSON subtype through the subquery, as the object itself.
     versionJson: row.versionJson === null || row.versionJson === undefined ? null : typeof row.versionJson === "string" ? row.versionJson : JSON.stringify(row.versionJson),
