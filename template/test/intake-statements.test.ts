@@ -210,6 +210,25 @@ describe("report intake's statements", () => {
   });
 });
 
+describe("createRun's start, with no write after it", () => {
+  it("a repeat whose run moved on before its create reached the sandbox's binding answers the run as it stands, not a 503", async () => {
+    const s = await installationWithTrigger("moved-on");
+    const ctx = context();
+    const input = { workflowVersionId: s.versionId, authorityMode: "autonomous" as const, input: {}, idempotencyKey: `moved:${crypto.randomUUID()}` };
+    // The first call's create is lost: the run is left dispatch_pending.
+    const { run } = await createRun(env, ctx, s.actor, input, { start: async () => undefined as never });
+    // The repeat reads it pending; by the time its create is checked, the run has taken its first step (as its instance would).
+    const repeat = await createRun(env, ctx, s.actor, input, {
+      start: async (_env, _ctx, started) => {
+        await env.DB.prepare("UPDATE workflow_runs SET state = 'running', started_at = ?2, updated_at = ?2 WHERE id = ?1").bind(started.runId, new Date().toISOString()).run();
+        throw new Error("runtime.instance_denied");
+      },
+    });
+    expect(repeat.replayed).toBe(true);
+    expect(repeat.run).toMatchObject({ id: run.id, state: "running" });
+  });
+});
+
 describe("mergeAuditStatements", () => {
   it("writes a batch's audit events in one statement, each only if the row it is guarded on exists, numbered without a gap", async () => {
     const { id } = await newInstallation("merge-audit");

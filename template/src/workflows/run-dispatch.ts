@@ -18,11 +18,12 @@ export const DISPATCH_DEADLINE_MS = 30_000;
  * and the caller gets the retryable `run.dispatch_failed` (a repeat, or the dispatch sweep, finds
  * the instance if it did start: its id is fixed, and "already exists" counts as started).
  * A create refused for Workflows' creation rate or an overload is not a failure: the run stays
- * `dispatch_pending` and is admitted later (deferDispatch), and dispatchRun returns "deferred".
+ * `dispatch_pending` and is admitted later (deferDispatch), and dispatchRun returns "deferred". A
+ * run that moved on since the caller read it (startInstance) is "moved_on", and nothing is written.
  */
-export async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow, start: StartInstance = startDynamicWorkflow): Promise<"started" | "deferred"> {
+export async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow, start: StartInstance = startDynamicWorkflow): Promise<"started" | "deferred" | "moved_on"> {
   const outcome = await startInstance(env, ctx, run, start);
-  if (outcome !== "started") return outcome === "moved_on" ? "started" : "deferred";
+  if (outcome !== "started") return outcome;
   await env.DB.prepare(`UPDATE workflow_runs SET state = 'queued', updated_at = ?2, revision = revision + 1
     WHERE id = ?1 AND state IN ('created', 'dispatch_pending') AND COALESCE(instance_id, id) = ?3`)
     .bind(run.id, new Date().toISOString(), run.instanceId)
@@ -121,7 +122,8 @@ export async function admitDeferredRun(env: Env, ctx: ExecutionContext, installa
   const due = await env.DB.prepare(`SELECT dispatch_after AS after FROM workflow_runs WHERE id = ?1`).bind(runId).first<{ after: string | null }>();
   // A second of slack: a queue delay is whole seconds, the backoff was rounded up to them.
   if (due?.after && due.after > new Date(Date.now() + 1_000).toISOString()) return "not_due";
-  return dispatchRun(env, ctx, run, start);
+  const outcome = await dispatchRun(env, ctx, run, start);
+  return outcome === "moved_on" ? "not_pending" : outcome;
 }
 
 /**
@@ -151,12 +153,15 @@ export async function redispatchPendingRuns(env: Env, ctx: ExecutionContext, now
     if (run?.state !== "dispatch_pending" && run?.state !== "created") continue;
     const at = new Date().toISOString();
     try {
-      if ((await dispatchRun(env, ctx, run)) === "deferred") {
+      const outcome = await dispatchRun(env, ctx, run);
+      if (outcome === "deferred") {
         // Refused for the rate: its backoff and queue message are set; the rest of this run (and further slices) would be refused too.
         summary.deferred += 1;
         summary.more = 0;
         break;
       }
+      // Its instance took its first step (or the run ended) since it was read: nothing was dispatched.
+      if (outcome === "moved_on") continue;
       summary.redispatched += 1;
       await auditStatement(env.DB, {
         installationId,
