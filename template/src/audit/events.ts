@@ -230,5 +230,53 @@ export function combineAuditStatements(db: D1Database, statements: readonly D1Pr
   });
 }
 
+/**
+ * A batch with ALL its audit events (auditStatement's and auditEventsStatement's, of one
+ * installation) written by ONE statement where the last of them stood, each event under its own
+ * guard (`onlyIf`; for a combined statement, on its last event), evaluated there. Unlike
+ * combineAuditStatements, a guarded event may move later: only for a caller whose batch removes
+ * no row an event is guarded on after that event's place (so each guard finds there what it found
+ * before; intake's rows are only ever inserted). The events keep their order and their rows, and
+ * what an event's guard or idempotency leaves out leaves no gap in seq (auditEventsStatement). The
+ * batch's answers are one per statement of the new list.
+ */
+export function mergeAuditStatements(db: D1Database, statements: readonly D1PreparedStatement[]): D1PreparedStatement[] {
+  const at: number[] = [];
+  const guarded: Array<{ event: AuditEventInput; onlyIf?: AuditGuard }> = [];
+  for (const [index, statement] of statements.entries()) {
+    const built = BUILT.get(statement);
+    if (!built) continue;
+    at.push(index);
+    for (const [position, event] of built.events.entries()) guarded.push({ event, ...(built.lastOnlyIf && position === built.events.length - 1 ? { onlyIf: built.lastOnlyIf } : {}) });
+  }
+  if (at.length < 2) return [...statements];
+  const last = at.at(-1)!;
+  const merged = auditEventsGuardedStatement(db, guarded);
+  return statements.flatMap((statement, index) => (index === last ? [merged] : at.includes(index) ? [] : [statement]));
+}
+
+/** auditEventsStatement with a guard per event (each evaluated where the statement stands). */
+function auditEventsGuardedStatement(db: D1Database, guarded: ReadonlyArray<{ event: AuditEventInput; onlyIf?: AuditGuard }>): D1PreparedStatement {
+  const events = guarded.map((item) => item.event);
+  const installationId = events[0]?.installationId;
+  if (installationId === undefined || events.some((event) => event.installationId !== installationId)) throw new Error("audit_events_installation_mixed");
+  const binds: (string | number | null)[] = [];
+  const cases: string[] = [];
+  for (const [ord, { onlyIf }] of guarded.entries()) {
+    if (!onlyIf) continue;
+    if (!GUARD_TABLES.includes(onlyIf.table)) throw new Error("audit_guard_table_invalid");
+    const clause = rowGuardClause(onlyIf, 3 + binds.length);
+    binds.push(...clause.binds);
+    cases.push(`WHEN ${ord} THEN ${clause.sql.replace(/^WHERE /u, "")}`);
+  }
+  const list = events.map((event) => {
+    const row = storedRow(event);
+    return [row.id, event.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, row.detailsJson, storeCreatedAt(row.createdAt), row.entryMac];
+  });
+  const guards = cases.length > 0 ? `AND CASE e.ord ${cases.join(" ")} ELSE 1 END` : null;
+  // Not registered in BUILT: its guards are per event, which a later combination could not keep.
+  return db.prepare(auditEventsSql(guards)).bind(installationId, JSON.stringify(list), ...binds);
+}
+
 /** The actor recorded for everything the workflow runtime does on its own. */
 export const RUNTIME_ACTOR = { type: "system", id: "workflow-runtime" } as const;

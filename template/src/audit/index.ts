@@ -1,6 +1,6 @@
 // Audit trail: canonical JSON and event statements.
 export { canonicalJson } from "./canonical-json";
-export { auditEachTargetStatement, auditStatement, combineAuditStatements, RUNTIME_ACTOR, type AuditEventInput } from "./events";
+export { auditEachTargetStatement, auditStatement, combineAuditStatements, mergeAuditStatements, RUNTIME_ACTOR, type AuditEventInput } from "./events";
 export { sealAuditChain, sealAuditChainAfterWrite } from "./chain";
 export { verifyAuditChain } from "./chain-verify";
 export { lastFullVerification, sweepAuditChains } from "./chain-sweep";

@@ -18,18 +18,32 @@ export const DISPATCH_DEADLINE_MS = 30_000;
  * and the caller gets the retryable `run.dispatch_failed` (a repeat, or the dispatch sweep, finds
  * the instance if it did start: its id is fixed, and "already exists" counts as started).
  * A create refused for Workflows' creation rate or an overload is not a failure: the run stays
- * `dispatch_pending` and is admitted later (deferDispatch), and dispatchRun returns "deferred".
+ * `dispatch_pending` and is admitted later (deferDispatch), and dispatchRun returns "deferred". A
+ * run that moved on since the caller read it (startInstance) is "moved_on", and nothing is written.
  */
-export async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow, start: StartInstance = startDynamicWorkflow): Promise<"started" | "deferred"> {
-  return (await startAndQueue(env, ctx, run, start)).outcome;
+export async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow, start: StartInstance = startDynamicWorkflow): Promise<"started" | "deferred" | "moved_on"> {
+  const outcome = await startInstance(env, ctx, run, start);
+  if (outcome !== "started") return outcome;
+  await env.DB.prepare(`UPDATE workflow_runs SET state = 'queued', updated_at = ?2, revision = revision + 1
+    WHERE id = ?1 AND state IN ('created', 'dispatch_pending') AND COALESCE(instance_id, id) = ?3`)
+    .bind(run.id, new Date().toISOString(), run.instanceId)
+    .run();
+  return "started";
 }
 
 /**
- * dispatchRun, and when its update marked the run queued, the time it wrote (null if the run had
- * moved on or was deferred). `versionLive`: the caller read in this request that the run's version
- * is live and names the run's artifact (createRun), so the artifact's row may come from the isolate.
+ * Creates the run's current instance, bounded, and writes nothing when it started: "already exists"
+ * counts as started, a create refused for the rate is deferred (deferDispatch), a create the
+ * sandbox's binding refused because the run is no longer dispatching (its instance took its first
+ * step, or the run ended, since the caller read it) is "moved_on", any other failure is the
+ * retryable 503 `run.dispatch_failed`. The run stays `dispatch_pending` until its instance's
+ * first step moves it on (to `running`), or the dispatch sweep, finding it there after its grace,
+ * starts it again (the instance is found, and the sweep marks it queued): createRun starts a new
+ * run so, with no statement of its own after the create. `versionLive`: the caller read in this
+ * request that the run's version is live and names the run's artifact (createRun), so the
+ * artifact's row may come from the isolate.
  */
-export async function startAndQueue(env: Env, ctx: ExecutionContext, run: RunRow, start: StartInstance = startDynamicWorkflow, versionLive = false): Promise<{ outcome: "started" | "deferred"; queuedAt: string | null }> {
+export async function startInstance(env: Env, ctx: ExecutionContext, run: RunRow, start: StartInstance = startDynamicWorkflow, versionLive = false): Promise<"started" | "deferred" | "moved_on"> {
   try {
     await withDeadline(
       start(env, ctx, {
@@ -49,18 +63,20 @@ export async function startAndQueue(env: Env, ctx: ExecutionContext, run: RunRow
       if (error instanceof AppError) throw error;
       if (isCreateRateLimited(error)) {
         await deferDispatch(env, run);
-        return { outcome: "deferred", queuedAt: null };
+        return "deferred";
       }
+      if (errorCode(error) === "runtime.instance_denied" && !(await stillDispatching(env.DB, run))) return "moved_on";
       console.error("run_dispatch_failed", run.id, error instanceof Error ? error.message.slice(0, 300) : typeof error);
       throw new AppError("run.dispatch_failed", "The run was recorded but could not be started; retry with the same Idempotency-Key.", { status: 503, retryable: true });
     }
   }
-  const at = new Date().toISOString();
-  const queued = await env.DB.prepare(`UPDATE workflow_runs SET state = 'queued', updated_at = ?2, revision = revision + 1
-    WHERE id = ?1 AND state IN ('created', 'dispatch_pending') AND COALESCE(instance_id, id) = ?3`)
-    .bind(run.id, at, run.instanceId)
-    .run();
-  return { outcome: "started", queuedAt: (queued.meta.changes ?? 0) === 1 ? at : null };
+  return "started";
+}
+
+/** Whether the run is still where a dispatch finds it: created or dispatch_pending, with this instance. */
+async function stillDispatching(db: D1Database, run: RunRow): Promise<boolean> {
+  const row = await db.prepare(`SELECT 1 AS x FROM workflow_runs WHERE id = ?1 AND state IN ('created', 'dispatch_pending') AND COALESCE(instance_id, id) = ?2`).bind(run.id, run.instanceId).first();
+  return row !== null;
 }
 
 /** What starts a run's Workflows instance (the sandbox's kernel, through the loader); a parameter so admission can be tested with a refusing one. */
@@ -106,7 +122,8 @@ export async function admitDeferredRun(env: Env, ctx: ExecutionContext, installa
   const due = await env.DB.prepare(`SELECT dispatch_after AS after FROM workflow_runs WHERE id = ?1`).bind(runId).first<{ after: string | null }>();
   // A second of slack: a queue delay is whole seconds, the backoff was rounded up to them.
   if (due?.after && due.after > new Date(Date.now() + 1_000).toISOString()) return "not_due";
-  return dispatchRun(env, ctx, run, start);
+  const outcome = await dispatchRun(env, ctx, run, start);
+  return outcome === "moved_on" ? "not_pending" : outcome;
 }
 
 /**
@@ -136,12 +153,15 @@ export async function redispatchPendingRuns(env: Env, ctx: ExecutionContext, now
     if (run?.state !== "dispatch_pending" && run?.state !== "created") continue;
     const at = new Date().toISOString();
     try {
-      if ((await dispatchRun(env, ctx, run)) === "deferred") {
+      const outcome = await dispatchRun(env, ctx, run);
+      if (outcome === "deferred") {
         // Refused for the rate: its backoff and queue message are set; the rest of this run (and further slices) would be refused too.
         summary.deferred += 1;
         summary.more = 0;
         break;
       }
+      // Its instance took its first step (or the run ended) since it was read: nothing was dispatched.
+      if (outcome === "moved_on") continue;
       summary.redispatched += 1;
       await auditStatement(env.DB, {
         installationId,

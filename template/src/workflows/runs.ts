@@ -7,7 +7,7 @@ import { AppError, conflict, notFound } from "../errors";
 import { byteLength, newId, sha256Hex } from "../lib/crypto";
 import { queueLimitOf, runInQueuesSql, type Actor } from "../auth";
 import { signalRun } from "./instances";
-import { startAndQueue, type StartInstance } from "./run-dispatch";
+import { startInstance, type StartInstance } from "./run-dispatch";
 import { runChildren } from "./run-archive-read";
 import { getRunByIdempotencyKey, getRunRow, runEventStatement, waitingWaitsForEvent, type RunRow } from "./runs-queries";
 import type { JsonObject, WorkflowAuthorityMode } from "./types";
@@ -67,7 +67,10 @@ export async function assertManualRunAllowed(db: D1Database, actor: Actor, input
 /**
  * Creates a run and starts its Workflows instance. With an idempotency key, a repeat returns the
  * first run (and finishes its dispatch if that had failed); the same key with a different request
- * is a 409. A dispatch failure leaves the run in `dispatch_pending` and answers 503.
+ * is a 409. A dispatch failure leaves the run in `dispatch_pending` and answers 503. A run whose
+ * instance this call started is answered `queued` and stays `dispatch_pending` in D1 until the
+ * instance's first step moves it on (startInstance): no statement marks it in between, and a run
+ * whose start was lost after all is the dispatch sweep's, as one whose dispatch failed.
  */
 export async function createRun(
   env: Env,
@@ -146,10 +149,9 @@ export async function createRun(
   if (run.state !== "dispatch_pending" && run.state !== "created") return { run, replayed };
   // The version read above is live and the run's (a replay's run has the same version: its digest names it).
   const versionLive = run.workflowVersionId === input.workflowVersionId && run.artifactId === version.artifactId;
-  const { queuedAt } = await startAndQueue(env, ctx, run, options.start, versionLive);
-  // Queued by this call: the row is what it holds plus that update; otherwise (deferred, or the
-  // instance already moved it on) it is read again.
-  if (queuedAt) return { run: { ...run, state: "queued", updatedAt: queuedAt }, replayed };
+  // Started by this call (or found started): its instance is queued in Workflows, which is what the
+  // answer says. A deferred run (its admission was written) or one that moved on meanwhile is read again.
+  if ((await startInstance(env, ctx, run, options.start, versionLive)) === "started") return { run: { ...run, state: "queued" }, replayed };
   return { run: (await getRunRow(env.DB, actor.installationId, run.id))!, replayed };
 }
 

@@ -1,6 +1,6 @@
 // Report intake: idempotent, grouped into one case per subject, personal data sealed before it
 // reaches D1, triggers evaluated on the report's non-personal summary.
-import { auditStatement, canonicalJson } from "../../audit";
+import { auditStatement, canonicalJson, mergeAuditStatements } from "../../audit";
 import { AppError, conflict, notFound } from "../../errors";
 import type { Actor } from "../../auth";
 import { newId, sha256HexSync } from "../../lib/crypto";
@@ -8,7 +8,7 @@ import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
 import { openPersonalDataOr, sealPersonalData } from "./report-crypto";
 import { ERASED_REPORT, getReportRow, reportRowByKeyStatement, reportSummary, type ReportEvidence, type ReportPersonalData, type ReportRow, type ReportSummaryRow } from "./reports-queries";
 import { normalizeCategory, POLICY_CATEGORIES, type PolicyCategory } from "../taxonomy";
-import { enabledTriggersStatement, fireTriggers, type TriggeredRun, type TriggerRow } from "../triggers/triggers";
+import { enabledTriggersJsonSql, enabledTriggersStatement, fireTriggers, triggerRowsOf, type TriggeredRun, type TriggerRow } from "../triggers/triggers";
 import { enqueueDeliveries, NOTICE_SOURCES, noticeReceiptStatements, subscribedEndpointIdsSql, subscribedEndpointsStatement, type EndpointRow } from "../../enforcement";
 import { assumedSender, noticeRecordStatement, noticeSender, plainSendersStatement, type NoticeSender } from "../notices/notifiers";
 import { hotOrArchived, rehydrateSubject } from "../archive/case-rehydrate";
@@ -158,7 +158,9 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
  * ?2-?4 the subject, ?11 the Idempotency-Key, ?13 the time, ?18… the assumed sender's condition;
  * ?caseParam the new case's id and ?caseParam+1 the subject's key. It opens the case at one report
  * (not for an archived subject, which comes back first) or counts, reopens and touches it, only
- * under the report's own conditions, and answers the case.
+ * under the report's own conditions, and answers the case with the installation's enabled
+ * `report.created` triggers (enabledTriggersJsonSql: read by the write that answers anyway, so
+ * intake sends no statement of its own to read them).
  */
 export function caseUpsertSql(caseParam: number, condition: string | undefined): string {
   return `
@@ -168,7 +170,7 @@ export function caseUpsertSql(caseParam: number, condition: string | undefined):
         AND NOT EXISTS (SELECT 1 FROM reports WHERE installation_id = ?2 AND idempotency_key = ?11)${condition ? ` AND ${condition}` : ""}
       ON CONFLICT(installation_id, subject_kind, subject_id) DO UPDATE SET
         report_count = cases.report_count + 1, last_reported_at = excluded.last_reported_at, state = 'open', personal_data_erased_at = NULL, updated_at = excluded.updated_at
-      RETURNING id AS caseId, report_count AS caseReportCount
+      RETURNING id AS caseId, report_count AS caseReportCount, ${enabledTriggersJsonSql("?2", "'report.created'")} AS triggersJson
     `;
 }
 
@@ -186,10 +188,10 @@ interface Recorded {
 
 /**
  * Intake's one batch: the writes (the report only under an assumed sender's condition, when
- * there is one), then the triggers to evaluate; the report as stored is ours, from the request and
- * what its case's update answers, or (with an Idempotency-Key already used) the first one's, read
- * after. Null when nothing was recorded and there is no replay: an assumption that did not hold
- * (or a report that could not be recorded).
+ * there is one), the case's upsert answering the triggers to evaluate; the report as stored is
+ * ours, from the request and what its case's update answers, or (with an Idempotency-Key already
+ * used) the first one's, read after with the triggers. Null when nothing was recorded and there is
+ * no replay: an assumption that did not hold (or a report that could not be recorded).
  */
 async function recordReport(
   env: Env,
@@ -220,8 +222,10 @@ async function recordReport(
   const terms = reportTermsStatement(env.DB, { installationId: actor.installationId, reportId: id, at, terms: termList });
   // The owner's signals, as keyed hashes only (accounts' related accounts).
   const signals = signalsStatement(env.DB, { installationId: actor.installationId, reportId: id, accountKey: personKey(actor.installationId, input.subject.ownerId), signals: signalKeys(actor.installationId, input.subject.signals), at });
-  const results = await env.DB.batch<Record<string, unknown>>([
-    // The report's case (caseUpsertSql); the values of the report's numbering the case does not use are null.
+  // The batch's audit events (report.received, the receipt's) are one statement, placed after the
+  // rows they are each guarded on (mergeAuditStatements): the batch removes none of those rows.
+  const statements = [
+    // The report's case (caseUpsertSql), answering the triggers; the values of the report's numbering the case does not use are null.
     env.DB.prepare(caseUpsertSql(caseParam, from.condition?.sql)).bind(null, ...subject, null, null, null, null, null, null, idempotencyKey ?? null, null, at, null, null, null, null, ...conditionBinds, caseId, subjectKey(...subject)),
     env.DB.prepare(`
       INSERT INTO reports (id, installation_id, case_id, subject_kind, subject_id, category, category_specification_json, source,
@@ -265,22 +269,23 @@ async function recordReport(
       },
       { table: "reports", id },
     ),
-    enabledTriggersStatement(env.DB, actor.installationId, "report.created"),
     // Written only if this report was (each is guarded on it).
     ...(noticeRecord ? [noticeRecord] : []),
     ...receipt.statements,
-    // The search index's keyed terms of the description and the reporter (cases/search), last so the reads above keep their places.
+    // The search index's keyed terms of the description and the reporter (cases/search).
     ...(terms ? [terms] : []),
     ...(signals ? [signals] : []),
-  ]);
+  ];
+  const results = await env.DB.batch<Record<string, unknown>>(mergeAuditStatements(env.DB, statements));
   // The case's upsert answers only when this batch wrote the report (it carries the report's own
   // conditions, among them that no report holds the Idempotency-Key yet): the report is ours, from
-  // the request and that answer. When it does not answer, a report already under the key is the
-  // first one's (a replay), read after the batch; none is an archived subject or an assumption
-  // that did not hold.
-  const counted = results[0]!.results[0] as { caseId: string; caseReportCount: number } | undefined;
-  const row = counted ? writtenRow(input, r, sender.source, counted) : idempotencyKey ? await reportRowByKeyStatement(env.DB, actor.installationId, idempotencyKey).first<ReportSummaryRow>() : undefined;
-  const triggers = results[3]!.results as unknown as TriggerRow[];
+  // the request and that answer, and the triggers are the ones it read. When it does not answer, a
+  // report already under the key is the first one's (a replay), read after the batch with the
+  // triggers; none is an archived subject or an assumption that did not hold.
+  const counted = results[0]!.results[0] as { caseId: string; caseReportCount: number; triggersJson: string } | undefined;
+  const first = !counted && idempotencyKey ? await firstReportUnderKey(env.DB, actor.installationId, idempotencyKey) : undefined;
+  const row = counted ? writtenRow(input, r, sender.source, counted) : first?.row;
+  const triggers = (counted ? triggerRowsOf(counted.triggersJson) : first?.triggers) ?? [];
   // The subject's case is archived: it comes back to D1 (cases/archive), and the report joins it.
   if (!row && !archivedRetry && (await rehydrateSubject(env, ...subject))) return recordReport(env, ctx, actor, input, r, from, true);
   if (!row) return null;
@@ -290,6 +295,12 @@ async function recordReport(
   const summary = reportSummary(row);
   const runs = await fireTriggers(env, ctx, actor, { event: "report.created", report: summary, subjectKey: summary.id, triggers });
   return { report: summary, runs, replayed: false };
+}
+
+/** The report already under an Idempotency-Key (a replay's), with the triggers it fires: one round trip. */
+async function firstReportUnderKey(db: D1Database, installationId: string, idempotencyKey: string): Promise<{ row: ReportSummaryRow | undefined; triggers: TriggerRow[] }> {
+  const [row, triggers] = await db.batch<Record<string, unknown>>([reportRowByKeyStatement(db, installationId, idempotencyKey), enabledTriggersStatement(db, installationId, "report.created")]);
+  return { row: row!.results[0] as ReportSummaryRow | undefined, triggers: triggers!.results as unknown as TriggerRow[] };
 }
 
 /** The report this intake wrote, as a read of it would answer (ReportSummaryRow): every column is the request's or the case update's. */

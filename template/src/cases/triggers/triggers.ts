@@ -144,14 +144,45 @@ export async function setTriggerEnabled(env: Env, actor: Actor, id: string, enab
   return serialize((await getTrigger(env.DB, actor.installationId, id))!);
 }
 
-/** The enabled triggers of an event, as a statement (so intake can read them in its write batch). */
-export function enabledTriggersStatement(db: D1Database, installationId: string, event: TriggerEvent): D1PreparedStatement {
-  return db
-    .prepare(`SELECT ${COLUMNS}, (SELECT json_extract(v.graph_json, '$.expressionSemantics') FROM workflow_versions v
+/**
+ * The enabled triggers of installation `installation` for event `event` (two SQL expressions), each
+ * with the semantics and the version (versionJsonSql) it starts, oldest first: the one query of
+ * them, whether run alone (enabledTriggersStatement) or folded into another statement as one JSON
+ * value (enabledTriggersJsonSql).
+ */
+function enabledTriggersSql(installation: string, event: string): string {
+  return `SELECT ${COLUMNS}, (SELECT json_extract(v.graph_json, '$.expressionSemantics') FROM workflow_versions v
       WHERE v.installation_id = triggers.installation_id AND v.id = triggers.workflow_version_id) AS expressionSemantics,
       ${versionJsonSql("triggers.installation_id", "triggers.workflow_version_id")} AS versionJson
-      FROM triggers WHERE installation_id = ?1 AND event = ?2 AND enabled = 1 ORDER BY created_at`)
-    .bind(installationId, event);
+      FROM triggers WHERE installation_id = ${installation} AND event = ${event} AND enabled = 1 ORDER BY created_at`;
+}
+
+/** The enabled triggers of an event, as a statement (so a caller can read them in a batch of its own). */
+export function enabledTriggersStatement(db: D1Database, installationId: string, event: TriggerEvent): D1PreparedStatement {
+  return db.prepare(enabledTriggersSql("?1", "?2")).bind(installationId, event);
+}
+
+/**
+ * The enabled triggers of an event as ONE SQL value (a JSON list of TriggerRow, oldest first), for
+ * a statement that reads them beside what it answers anyway (intake's case upsert); read it with
+ * triggerRowsOf. `installation` and `event` are SQL expressions (placeholders of that statement).
+ */
+export function enabledTriggersJsonSql(installation: string, event: string): string {
+  const fields = ["id", "name", "event", "whenExpression", "workflowVersionId", "authorityMode", "enabled", "createdAt", "updatedAt", "authorityChangedAt", "expressionSemantics", "versionJson"];
+  return `(SELECT json_group_array(json_object(${fields.map((field) => `'${field}', t.${field}`).join(", ")})) FROM (${enabledTriggersSql(installation, event)}) AS t)`;
+}
+
+/** The triggers enabledTriggersJsonSql read, as enabledTriggersStatement answers them (null: none read). */
+export function triggerRowsOf(json: unknown): TriggerRow[] | undefined {
+  if (typeof json !== "string") return undefined;
+  const rows = JSON.parse(json) as Array<Omit<TriggerRow, "versionJson"> & { versionJson?: unknown }>;
+  // Oldest first, as the statement reads them, whatever order the aggregate kept.
+  rows.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0));
+  return rows.map((row) => ({
+    ...row,
+    // The version's JSON comes as text or, should SQLite keep its JSON subtype through the subquery, as the object itself.
+    versionJson: row.versionJson === null || row.versionJson === undefined ? null : typeof row.versionJson === "string" ? row.versionJson : JSON.stringify(row.versionJson),
+  }));
 }
 
 export type { TriggerRow };
