@@ -210,6 +210,23 @@ describe("report intake's statements", () => {
   });
 });
 
+describe("the dispatch sweep and a run slow to take its first step", () => {
+  it("finds its instance already there: marks it queued, neither counts nor audits it as redispatched", async () => {
+    const s = await installationWithTrigger("slow");
+    const ctx = context();
+    const { run } = await createRun(env, ctx, s.actor, { workflowVersionId: s.versionId, authorityMode: "autonomous", input: {}, idempotencyKey: `slow:${crypto.randomUUID()}` }, { start: async () => undefined as never });
+    // Its instance exists (created, not yet at its first step): Workflows answers a create of that id so.
+    const exists = async () => {
+      throw new Error("instance.already_exists: an instance with this id already exists");
+    };
+    const swept = await redispatchPendingRuns(env, ctx, new Date(Date.now() + 120_000), 25, exists);
+    expect(swept).toMatchObject({ redispatched: 0, failed: 0, deferred: 0 });
+    expect((await env.DB.prepare("SELECT state FROM workflow_runs WHERE id = ?").bind(run.id).first<{ state: string }>())?.state).toBe("queued");
+    const audited = await env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE action = 'workflow.run_redispatched' AND target_id = ?1").bind(run.id).first<{ n: number }>();
+    expect(audited?.n).toBe(0);
+  });
+});
+
 describe("createRun's start, with no write after it", () => {
   it("a repeat whose run moved on before its create reached the sandbox's binding answers the run as it stands, not a 503", async () => {
     const s = await installationWithTrigger("moved-on");

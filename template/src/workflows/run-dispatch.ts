@@ -21,14 +21,14 @@ export const DISPATCH_DEADLINE_MS = 30_000;
  * `dispatch_pending` and is admitted later (deferDispatch), and dispatchRun returns "deferred". A
  * run that moved on since the caller read it (startInstance) is "moved_on", and nothing is written.
  */
-export async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow, start: StartInstance = startDynamicWorkflow): Promise<"started" | "deferred" | "moved_on"> {
+export async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow, start: StartInstance = startDynamicWorkflow): Promise<"started" | "exists" | "deferred" | "moved_on"> {
   const outcome = await startInstance(env, ctx, run, start);
-  if (outcome !== "started") return outcome;
+  if (outcome !== "started" && outcome !== "exists") return outcome;
   await env.DB.prepare(`UPDATE workflow_runs SET state = 'queued', updated_at = ?2, revision = revision + 1
     WHERE id = ?1 AND state IN ('created', 'dispatch_pending') AND COALESCE(instance_id, id) = ?3`)
     .bind(run.id, new Date().toISOString(), run.instanceId)
     .run();
-  return "started";
+  return outcome;
 }
 
 /**
@@ -36,14 +36,15 @@ export async function dispatchRun(env: Env, ctx: ExecutionContext, run: RunRow, 
  * counts as started, a create refused for the rate is deferred (deferDispatch), a create the
  * sandbox's binding refused because the run is no longer dispatching (its instance took its first
  * step, or the run ended, since the caller read it) is "moved_on", any other failure is the
- * retryable 503 `run.dispatch_failed`. The run stays `dispatch_pending` until its instance's
- * first step moves it on (to `running`), or the dispatch sweep, finding it there after its grace,
- * starts it again (the instance is found, and the sweep marks it queued): createRun starts a new
+ * retryable 503 `run.dispatch_failed`; an instance found already there is "exists". The run stays
+ * `dispatch_pending` until its instance's first step moves it on (to `running`), or the dispatch
+ * sweep, finding it there after its grace, starts it again (an instance found there is marked
+ * queued, not counted or audited as redispatched: it was slow to start, not lost): createRun starts a new
  * run so, with no statement of its own after the create. `versionLive`: the caller read in this
  * request that the run's version is live and names the run's artifact (createRun), so the
  * artifact's row may come from the isolate.
  */
-export async function startInstance(env: Env, ctx: ExecutionContext, run: RunRow, start: StartInstance = startDynamicWorkflow, versionLive = false): Promise<"started" | "deferred" | "moved_on"> {
+export async function startInstance(env: Env, ctx: ExecutionContext, run: RunRow, start: StartInstance = startDynamicWorkflow, versionLive = false): Promise<"started" | "exists" | "deferred" | "moved_on"> {
   try {
     await withDeadline(
       start(env, ctx, {
@@ -58,17 +59,16 @@ export async function startInstance(env: Env, ctx: ExecutionContext, run: RunRow
       () => new Error(`the instance did not start within ${DISPATCH_DEADLINE_MS} ms`),
     );
   } catch (error) {
-    // A replay after a lost response finds the instance already there: that is a success.
-    if (!isInstanceAlreadyExists(error)) {
-      if (error instanceof AppError) throw error;
-      if (isCreateRateLimited(error)) {
-        await deferDispatch(env, run);
-        return "deferred";
-      }
-      if (errorCode(error) === "runtime.instance_denied" && !(await stillDispatching(env.DB, run))) return "moved_on";
-      console.error("run_dispatch_failed", run.id, error instanceof Error ? error.message.slice(0, 300) : typeof error);
-      throw new AppError("run.dispatch_failed", "The run was recorded but could not be started; retry with the same Idempotency-Key.", { status: 503, retryable: true });
+    // A replay after a lost response (or a sweep after a slow first step) finds the instance already there: that is a success.
+    if (isInstanceAlreadyExists(error)) return "exists";
+    if (error instanceof AppError) throw error;
+    if (isCreateRateLimited(error)) {
+      await deferDispatch(env, run);
+      return "deferred";
     }
+    if (errorCode(error) === "runtime.instance_denied" && !(await stillDispatching(env.DB, run))) return "moved_on";
+    console.error("run_dispatch_failed", run.id, error instanceof Error ? error.message.slice(0, 300) : typeof error);
+    throw new AppError("run.dispatch_failed", "The run was recorded but could not be started; retry with the same Idempotency-Key.", { status: 503, retryable: true });
   }
   return "started";
 }
@@ -123,7 +123,7 @@ export async function admitDeferredRun(env: Env, ctx: ExecutionContext, installa
   // A second of slack: a queue delay is whole seconds, the backoff was rounded up to them.
   if (due?.after && due.after > new Date(Date.now() + 1_000).toISOString()) return "not_due";
   const outcome = await dispatchRun(env, ctx, run, start);
-  return outcome === "moved_on" ? "not_pending" : outcome;
+  return outcome === "moved_on" ? "not_pending" : outcome === "exists" ? "started" : outcome;
 }
 
 /**
@@ -143,7 +143,13 @@ export const REDISPATCH_GRACE_MS = 60_000;
  * through the same `dispatchRun` as createRun. An instance that already exists counts as started,
  * so a run dispatched twice has one instance; a run that fails again stays pending for the next run.
  */
-export async function redispatchPendingRuns(env: Env, ctx: ExecutionContext, now: Date = new Date(), limit = 25): Promise<{ redispatched: number; failed: number; deferred: number; more: number }> {
+export async function redispatchPendingRuns(
+  env: Env,
+  ctx: ExecutionContext,
+  now: Date = new Date(),
+  limit = 25,
+  start: StartInstance = startDynamicWorkflow,
+): Promise<{ redispatched: number; failed: number; deferred: number; more: number }> {
   const { results } = await env.DB.prepare(PENDING_DISPATCH_SQL)
     .bind(new Date(now.getTime() - REDISPATCH_GRACE_MS).toISOString(), limit)
     .all<{ id: string; installationId: string }>();
@@ -153,15 +159,16 @@ export async function redispatchPendingRuns(env: Env, ctx: ExecutionContext, now
     if (run?.state !== "dispatch_pending" && run?.state !== "created") continue;
     const at = new Date().toISOString();
     try {
-      const outcome = await dispatchRun(env, ctx, run);
+      const outcome = await dispatchRun(env, ctx, run, start);
       if (outcome === "deferred") {
         // Refused for the rate: its backoff and queue message are set; the rest of this run (and further slices) would be refused too.
         summary.deferred += 1;
         summary.more = 0;
         break;
       }
-      // Its instance took its first step (or the run ended) since it was read: nothing was dispatched.
-      if (outcome === "moved_on") continue;
+      // Its instance took its first step (or the run ended) since it was read, or it was there all
+      // along and has not taken its first step yet (a slow start, marked queued): nothing was dispatched.
+      if (outcome === "moved_on" || outcome === "exists") continue;
       summary.redispatched += 1;
       await auditStatement(env.DB, {
         installationId,

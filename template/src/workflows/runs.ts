@@ -151,7 +151,8 @@ export async function createRun(
   const versionLive = run.workflowVersionId === input.workflowVersionId && run.artifactId === version.artifactId;
   // Started by this call (or found started): its instance is queued in Workflows, which is what the
   // answer says. A deferred run (its admission was written) or one that moved on meanwhile is read again.
-  if ((await startInstance(env, ctx, run, options.start, versionLive)) === "started") return { run: { ...run, state: "queued" }, replayed };
+  const started = await startInstance(env, ctx, run, options.start, versionLive);
+  if (started === "started" || started === "exists") return { run: { ...run, state: "queued" }, replayed };
   return { run: (await getRunRow(env.DB, actor.installationId, run.id))!, replayed };
 }
 
