@@ -74,8 +74,15 @@ async function rowsOf(run: AuthorizedRun) {
 }
 
 /** The same batches written on two runs: one statement per step row on the first, the step rows of each batch combined on the second. */
-async function bothWays(batches: (run: AuthorizedRun) => D1PreparedStatement[][]) {
-  const [separate, combined] = [await endedRun(), await endedRun()];
+/** An ended run set running again: a fused group's guard writes only into a live run. */
+async function liveRun(): Promise<AuthorizedRun> {
+  const run = await endedRun();
+  await env.DB.prepare("UPDATE workflow_runs SET state = 'running' WHERE id = ?1").bind(run.id).run();
+  return { ...run, state: "running" };
+}
+
+async function bothWays(batches: (run: AuthorizedRun) => D1PreparedStatement[][], runOf: () => Promise<AuthorizedRun> = endedRun) {
+  const [separate, combined] = [await runOf(), await runOf()];
   const counts: number[] = [];
   for (const batch of batches(separate)) await env.DB.batch(batch);
   for (const batch of batches(combined)) {
@@ -181,7 +188,7 @@ describe("combineStepUpserts", () => {
 
     // c2 finished before the group's batch: nothing of it is written, either way.
     for (const combine of [false, true]) {
-      const run = await endedRun();
+      const run = await liveRun();
       await env.DB.batch([stepUpsert(env.DB, step(run, "c2", "succeeded", T1, { output }))]);
       const before = { rows: await rowsOf(run), events: await events(run) };
       const batch = group(run, ["c1", "c2", "c3"]);
@@ -191,8 +198,17 @@ describe("combineStepUpserts", () => {
       expect({ rows: await rowsOf(run), events: await events(run) }).toEqual(before);
     }
 
-    // None finished: every row and event is written, the rows those of the separate statements.
-    const { separate, combined, counts, runs } = await bothWays((run) => [group(run, ["c1", "c2", "c3"])]);
+    // The run ended after the group was read: nothing of the group is written, either way.
+    for (const combine of [false, true]) {
+      const run = await endedRun();
+      const before = { rows: await rowsOf(run), events: await events(run) };
+      const batch = group(run, ["c1", "c2", "c3"]);
+      await expect(env.DB.batch(combine ? combineStepUpserts(env.DB, batch) : batch)).rejects.toThrow(/malformed JSON/u);
+      expect({ rows: await rowsOf(run), events: await events(run) }).toEqual(before);
+    }
+
+    // None finished, the run live: every row and event is written, the rows those of the separate statements.
+    const { separate, combined, counts, runs } = await bothWays((run) => [group(run, ["c1", "c2", "c3"])], liveRun);
     expect([await events(runs.separate), await events(runs.combined)]).toEqual([3, 3]);
     expect(counts).toEqual([1 + 1 + 3]);
     expect(combined).toEqual(separate);

@@ -172,7 +172,7 @@ export async function recordAndWalk<T extends NodeOutput>(
     return answer;
   }
   // The group's write guard goes on this step's row, the batch's first, so that every step row of the batch is one statement (step-upserts.ts).
-  const records = (progress: boolean) => combineStepUpserts(db, [stepUpsert(db, parts.step, groupGuard(walked.records)), parts.audit, ...extra, ...groupBatch(db, result.run, walked.records, { progress, guard: false })]);
+  const records = (progress: boolean) => combineStepUpserts(db, [stepUpsert(db, parts.step, groupGuard(result.run, walked.records)), parts.audit, ...extra, ...groupBatch(db, result.run, walked.records, { progress, guard: false })]);
   if (walked.action) {
     // The action after the group: prepared with these records at the head of its proposal's batch.
     const acted = await prepareActionAhead(host.env, walked.action, { leading: combineAuditStatements(db, records(false)), fallback: combineAuditStatements(db, records(true)) });

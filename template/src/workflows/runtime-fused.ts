@@ -224,7 +224,7 @@ export function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeReco
     .bind(run.id, last.node.id, records[0]!.at, last.at, last.priorSteps + records.length);
   // The first statement (the first node's step row) evaluates the write guard before it writes,
   // unless the caller put it on a step row written ahead of the group's (groupGuard).
-  const guard = options.guard === false ? undefined : groupGuard(records);
+  const guard = options.guard === false ? undefined : groupGuard(run, records);
   // An end node's own update moves the run (to succeeded, started_at included): no progress before it.
   // A wait prepared after the group in the same batch moves the run instead (runtime-ahead.ts).
   const moves = last.node.kind === "end" || options.progress === false ? [] : [progress];
@@ -234,9 +234,19 @@ export function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeReco
   });
 }
 
-/** The group's write guard, for the first step row of its batch (see fusedWriteGuard). */
-export function groupGuard(records: readonly NodeRecord[]): StepUpsertGuard {
-  return { sql: FUSED_CONFLICT_SQL("?12"), bind: JSON.stringify(records.map((record) => record.stepId)) };
+/**
+ * The group's write guard, for the first step row of its batch: fusedWriteGuard's, and the run
+ * still live. A run terminated (or ended) after the group was read gets none of the batch — no
+ * step row, and no wait, task or proposal prepared after the group that its end could no longer
+ * cancel; the call fails, and its retry is refused as the run's other calls are.
+ */
+export function groupGuard(run: AuthorizedRun, records: readonly NodeRecord[]): StepUpsertGuard {
+  return {
+    sql: `(SELECT CASE WHEN EXISTS (SELECT 1 FROM workflow_step_runs WHERE id IN (SELECT value FROM json_each(?12, '$.steps')) AND state IN ('succeeded', 'failed', 'timed_out'))
+        OR NOT EXISTS (SELECT 1 FROM workflow_runs WHERE id = ?12 ->> '$.run' AND state IN ('created', 'dispatch_pending', 'queued', 'running', 'waiting'))
+      THEN json('runtime.fused_group_conflict') ELSE 1 END)`,
+    bind: JSON.stringify({ run: run.id, steps: records.map((record) => record.stepId) }),
+  };
 }
 
 /** Raises (SQLite's json() on malformed text) if a step of the JSON list of ids `param` names finished; else true. */
