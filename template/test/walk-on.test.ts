@@ -234,6 +234,97 @@ describe("the host walks on past a wait to the action after the group", () => {
   });
 });
 
+describe("walking on never takes another node's action type", () => {
+  const action = (id: string, type: string) => ({ id, kind: "action", errorPort: "failed", config: { action_type: type }, inputMapping: { postId: "steps.await.event.payload.postId" } });
+  const pass = (id: string) => ({ id, kind: "condition", config: { cases: [{ port: "next", when: "true" }], case_ports: ["next"], default_port: "other" } });
+  const end = (id: string) => ({ id, kind: "end", config: { terminal_code: id } });
+
+  async function desk(path: string) {
+    const apiKey = await actionDesk(path);
+    const hook = (await api("/api/v1/webhook-endpoints", { key: apiKey })).body.items[0];
+    expect((await api("/api/v1/action-types", { key: apiKey, body: { key: "notify_user", name: "Notify user", endpointId: hook.id, reversible: false, requiresApproval: true } })).status).toBe(201);
+    return apiKey;
+  }
+  const proposals = async (key: string, runId: string) =>
+    ((await api("/api/v1/action-proposals", { key })).body.items as Array<{ runId: string; nodeId: string; actionTypeKey?: string; actionType?: string; state: string }>)
+      .filter((item) => item.runId === runId)
+      .map((item) => ({ nodeId: item.nodeId, type: item.actionTypeKey ?? item.actionType, state: item.state }))
+      .sort((a, b) => a.nodeId.localeCompare(b.nodeId));
+
+  it("two groups after a wait lead to actions of different types: the one walked to is prepared with its own type", async () => {
+    const apiKey = await desk("/ok/walk-on-two-types");
+    const graph = {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "await", kind: "wait_for_event", config: { event_type: "moderator.decision", timeout_seconds: 3600 } },
+        pass("late"),
+        action("notify", "notify_user"),
+        pass("ok"),
+        action("act", "remove_post"),
+        end("done"),
+        end("other"),
+      ],
+      // The timeout's group comes first: what it would read is folded first.
+      edges: [
+        edge("start", "success", "await"),
+        edge("await", "timeout", "late"),
+        edge("late", "next", "notify"),
+        edge("late", "other", "other"),
+        edge("notify", "applied", "done"),
+        edge("await", "received", "ok"),
+        edge("ok", "next", "act"),
+        edge("ok", "other", "other"),
+        edge("act", "applied", "done"),
+      ].concat(["rejected", "expired", "failed"].flatMap((port) => [edge("notify", port, "other"), edge("act", port, "other")])),
+    };
+    const version = await publishAs(apiKey, graph, "fused");
+    const { runId, request } = await parkedWithEvent(apiKey, version, { postId: "p5" }, startAboutReport);
+    const runtime = capability(version) as unknown as Record<"completeWait" | "prepareAction", (input: unknown) => Promise<any>>;
+    const answer = await runtime.completeWait({ ...request, walk: true });
+    // The type folded was the other group's action's: the host ran the group and left the action to the kernel.
+    expect(answer.ahead).toEqual({ head: "ok", nodeId: "ok", port: "next" });
+    expect(await proposals(apiKey, runId)).toEqual([]);
+    // As the kernel then does: the action prepared with its own type, delivered, and the run ended.
+    expect(await runtime.prepareAction({ runId, nodeId: "act", nodeKind: "action", authorityMode: "autonomous", walk: true })).toMatchObject({ port: "applied" });
+    expect(await proposals(apiKey, runId)).toEqual([{ nodeId: "act", type: "remove_post", state: "applied" }]);
+  });
+
+  it("an action after the action walked to is left to the kernel, with its own type and its approval", async () => {
+    const apiKey = await desk("/ok/walk-on-chain");
+    const graph = {
+      schemaVersion: 1,
+      nodes: [
+        { id: "start", kind: "start" },
+        { id: "await", kind: "wait_for_event", config: { event_type: "moderator.decision", timeout_seconds: 3600 } },
+        pass("ok"),
+        action("act", "remove_post"),
+        pass("then"),
+        action("notify", "notify_user"),
+        end("done"),
+        end("other"),
+      ],
+      edges: [
+        edge("start", "success", "await"),
+        edge("await", "timeout", "other"),
+        edge("await", "received", "ok"),
+        edge("ok", "next", "act"),
+        edge("ok", "other", "other"),
+        edge("act", "applied", "then"),
+        edge("then", "next", "notify"),
+        edge("then", "other", "other"),
+        edge("notify", "applied", "done"),
+      ].concat(["rejected", "expired", "failed"].flatMap((port) => [edge("notify", port, "other"), edge("act", port, "other")])),
+    };
+    const version = await publishAs(apiKey, graph, "fused");
+    const { runId, request } = await parkedWithEvent(apiKey, version, { postId: "p6" }, startAboutReport);
+    const answer = await capability(version).completeWait({ ...request, walk: true });
+    // The walk ends after the action's group: nothing is prepared beyond it.
+    expect(answer.ahead.onward.action.ahead).toEqual({ head: "then", nodeId: "then", port: "next" });
+    expect(await proposals(apiKey, runId)).toEqual([{ nodeId: "act", type: "remove_post", state: "applied" }]);
+  });
+});
+
 describe("an assisted run walks on to its proposal", () => {
   it("the action after the wait's group waits for approval as prepareAction leaves it, and the run records what one step per node records once approved", async () => {
     const apiKey = await actionDesk("/ok/walk-on-assisted");

@@ -94,6 +94,8 @@ export async function prepareWorkflowAction(
      */
     parkRun?: D1PreparedStatement[];
     typeRead?: ActionTypeRead | null;
+    /** Called once the proposal's batch (with `park`) is written. */
+    onCommitted?: () => void;
   },
 ): Promise<{ progress: ActionProgress; parked: boolean }> {
   const { run, node, stepId } = input;
@@ -116,6 +118,8 @@ export async function prepareWorkflowAction(
   if (existing) return { progress: progressOf(existing), parked: false };
   const typeRow = folded ? (input.typeRead ?? undefined) : (reads.at(-1)!.results[0] as ActionTypeRead | undefined);
   if (!typeRow) throw new AppError("action_type.unknown", `Action type ${String(node.config.action_type)} does not exist in this installation.`);
+  // A type read for another node never stands in for this one's.
+  if (typeRow.key !== String(node.config.action_type)) throw new AppError("action_type.mismatch", `The action type read is ${typeRow.key}, not the node's ${String(node.config.action_type)}.`);
   const params = evaluateInputMapping(node.inputMapping, input.context, node.id);
   // An action type whose autonomy is still assisted (not yet promoted) waits for a person even in an autonomous run.
   const needsApproval = run.authorityMode === "assisted" || typeRow.requiresApproval === 1 || typeRow.autonomy === "assisted";
@@ -163,6 +167,7 @@ export async function prepareWorkflowAction(
         at,
       }),
     ]).then((written) => written.slice(leading.length));
+    input.onCommitted?.();
     // Ours, as written; or, if another call for the step wrote first, that one.
     const stored: ProposalRow =
       (inserted!.meta.changes ?? 0) === 1

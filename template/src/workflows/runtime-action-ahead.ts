@@ -84,10 +84,7 @@ export interface PendingAction {
   run: AuthorizedRun;
   node: WorkflowNodeV1;
   context: ExpressionContext;
-  typeRead: ActionTypeRead | null;
-  /** The run's moves the batch before it leaves to the action's (the group's steps and the call's own). */
-  revisions: number;
-  startedAt: string;
+  typeRead: ActionTypeRead;
   /** The outputs recorded in this call, for a group the host walks to after the action. */
   prior: Array<{ nodeId: string; open: JsonValue }>;
 }
@@ -112,23 +109,27 @@ export async function actionAfterGroup(input: { run: AuthorizedRun; branchKey: s
     const event: JsonValue = latest ? { id: latest.id, type: latest.type, payload: JSON.parse(latest.payloadJson) as JsonValue, receivedAt: latest.createdAt } : null;
     const context = walkContext(run, { input: (JSON.parse(run.inputJson) as JsonValue) ?? {}, steps, report, event, content: null, readsContent: false });
     const prior = [...input.prior, ...walked.records.map((record) => ({ nodeId: record.node.id, open: JSON.parse(record.step.output!.json) as JsonValue }))];
-    return { run, node: next, context, typeRead: foldedActionType(folded.nextType), revisions: walked.priorSteps + walked.records.length, startedAt: walked.records[0]?.at ?? now(), prior };
+    // The type folded is the first action's after any group of the call: this one's only if its key is this node's.
+    const typeRead = foldedActionType(folded.nextType);
+    if (typeRead === null || typeRead.key !== String(next.config.action_type)) return null;
+    return { run, node: next, context, typeRead, prior };
   } catch {
     return null;
   }
 }
 
 /**
- * Prepares the pending action with `leading` (everything the call recorded before it, the run's
- * move left to the action's) at the head of the proposal's batch. Answers the action's progress
- * and whether its port is known; null when it failed before that batch, after writing `fallback`
- * (the same records with the run's move) on its own.
+ * Prepares the pending action with `leading` (everything the call recorded before it, the run
+ * moved to where the group ended) at the head of the proposal's batch. Answers the action's
+ * progress; null when it failed before that batch, after writing `leading` on its own (the kernel
+ * then prepares the action itself).
  */
-export async function prepareActionAhead(env: Env, pending: PendingAction, batches: { leading: D1PreparedStatement[]; fallback: D1PreparedStatement[] }): Promise<{ progress: ActionProgress; stepId: string } | null> {
+export async function prepareActionAhead(env: Env, pending: PendingAction, batches: { leading: D1PreparedStatement[] }): Promise<{ progress: ActionProgress; stepId: string } | null> {
   const { run, node } = pending;
   const db = env.DB;
   const stepId = stepRunId(run.id, node.id, "");
   const at = now();
+  let committed = false;
   try {
     const { progress } = await prepareWorkflowAction(env, {
       run,
@@ -139,13 +140,16 @@ export async function prepareActionAhead(env: Env, pending: PendingAction, batch
       typeRead: pending.typeRead,
       // The action's step row joins the step rows before it in one statement (step-upserts.ts).
       park: combineStepUpserts(db, [...batches.leading, stepUpsert(db, { id: stepId, run, node, branchKey: "", state: "waiting", at })]),
-      parkRun: [runProgress(db, run.id, node.id, "waiting", at, { revisions: pending.revisions + 1, startedAt: pending.startedAt })],
+      parkRun: [runProgress(db, run.id, node.id, "waiting", at)],
+      onCommitted: () => {
+        committed = true;
+      },
     });
     return { progress, stepId };
   } catch (error) {
-    // Its batch (the action's step row with it) was written: the call fails, and its retry answers from the records.
-    if (await db.prepare("SELECT 1 AS written FROM workflow_step_runs WHERE id = ?1").bind(stepId).first()) throw error;
-    await db.batch(batches.fallback);
+    // Its batch was written (the records with it): the call fails, and its retry answers from the records.
+    if (committed || /malformed JSON/u.test(String(error))) throw error;
+    await db.batch(batches.leading);
     return null;
   }
 }

@@ -13,9 +13,9 @@ import { nextInGroup } from "./fusion";
 import { kindOf } from "./kinds/descriptors";
 import type { CallScope } from "./runtime-capability";
 import { graphIfCached, type FoldedReads, type AuthorizedRun, type RunFolds } from "./runtime-authorize";
-import { groupBatch, groupGuard, LATEST_EVENT_JSON_SQL, needsOf, walkGroup, type EventRow, type FusedHost, type GroupRow, type NodeRecord } from "./runtime-fused";
+import { groupBatch, groupGuard, LATEST_EVENT_JSON_SQL, stepsGuard, needsOf, walkGroup, type EventRow, type FusedHost, type GroupRow, type NodeRecord } from "./runtime-fused";
 import type { Ahead, NodeOutput } from "./runtime-protocol";
-import { stepResultParts, stepUpsert, type StepResultInput } from "./runtime-records";
+import { now, stepResultParts, stepUpsert, type StepResultInput } from "./runtime-records";
 import { combineStepUpserts } from "./step-upserts";
 import { RUN_END_OPEN_SQL } from "./run-end";
 import { mergeFolds, waitAfterGroup, waitAheadFolds } from "./runtime-wait-ahead";
@@ -103,7 +103,18 @@ export interface Walked {
  */
 export async function walkOn(
   host: FusedHost,
-  input: { run: AuthorizedRun; node: WorkflowNodeV1; branchKey: string; port: string; folded: FoldedReads; open: JsonValue; prior?: Array<{ nodeId: string; open: JsonValue }>; priorSteps?: number },
+  input: {
+    run: AuthorizedRun;
+    node: WorkflowNodeV1;
+    branchKey: string;
+    port: string;
+    folded: FoldedReads;
+    open: JsonValue;
+    prior?: Array<{ nodeId: string; open: JsonValue }>;
+    priorSteps?: number;
+    /** false: the group only, no wait or action after it (their reads were not folded for this node). */
+    onward?: boolean;
+  },
 ): Promise<Walked | null> {
   const { run, node, branchKey, folded } = input;
   if (branchKey !== "" || folded.group === undefined) return null;
@@ -121,9 +132,10 @@ export async function walkOn(
     const prior = [...(input.prior ?? []), { nodeId: node.id, open: input.open }];
     const walked = await walkGroup(host, { run, head, branchKey, rows, eventRow, reportRow, ...(needs.ends && folded.runEnd ? { runEndOpen: folded.runEnd } : {}), priorSteps: input.priorSteps ?? 1, prior }, scope);
     if (walked.records.length === 0) return null;
-    const waits = waitAheadFolds(run.graph, head);
+    const onward = input.onward !== false;
+    const waits = onward ? waitAheadFolds(run.graph, head) : null;
     const after = waits ? await waitAfterGroup(host, { run, branchKey, walked, folded, queueRef: waits.queueRef }) : null;
-    const actions = after ? null : actionAheadFolds(run.graph, head);
+    const actions = after || !onward ? null : actionAheadFolds(run.graph, head);
     const action = actions ? await actionAfterGroup({ run, branchKey, walked, folded, typeKey: actions.typeKey, prior }) : null;
     return { records: walked.records, after: after?.statements ?? null, action, ahead: { head: head.id, nodeId: walked.node.id, port: walked.port, ...(after ? { onward: after.ahead } : {}) } };
   } catch {
@@ -137,6 +149,11 @@ export function walkFrom(workflowVersionId: string, nodeId: string | undefined):
   const node = nodeId === undefined ? undefined : graph?.nodes.find((candidate) => candidate.id === nodeId);
   const folds = graph && node ? aheadFolds(graph, node) : null;
   return node && folds ? { node, folds } : null;
+}
+
+/** Whether a batch failed on a write guard (SQLite's json() on malformed text: stepsGuard). */
+function isGuardRaised(error: unknown): boolean {
+  return /malformed JSON/u.test(String(error));
 }
 
 /** RUN_END_OPEN_SQL's value without a wait and a task this call closed. */
@@ -166,24 +183,46 @@ export async function recordAndWalk<T extends NodeOutput>(
   if (folded?.runEnd && kindOf(result.node.kind)?.protocol === "wait") folded = { ...folded, runEnd: withoutClosed(folded.runEnd, `${result.stepId}:wait`, taskIdOf(result.stepId)) };
   const parts = await stepResultParts(db, result, carried ? { revisions: carried.revisions + 1, startedAt: carried.startedAt } : undefined);
   const open = JSON.parse(parts.record.json) as JsonValue;
-  const walked = folded ? await walkOn(host, { ...result, port: String(result.output.port), folded, open, ...(carried ? { prior: carried.prior, priorSteps: carried.revisions + 1 } : {}) }) : null;
+  // After an action walked to in this call, only the group after it was folded (aheadFolds): no wait or action beyond.
+  const walked = folded ? await walkOn(host, { ...result, port: String(result.output.port), folded, open, ...(carried ? { prior: carried.prior, priorSteps: carried.revisions + 1, onward: false } : {}) }) : null;
+  // This step alone, as one step per node records it; its row only if it did not finish meanwhile.
+  const alone = () => combineAuditStatements(db, [stepUpsert(db, parts.step, stepsGuard(null, [result.stepId])), parts.progress, parts.audit, ...extra]);
   if (!walked) {
-    await db.batch(combineAuditStatements(db, [parts.upsert, parts.progress, parts.audit, ...extra]));
+    await db.batch(alone());
     return answer;
   }
-  // The group's write guard goes on this step's row, the batch's first, so that every step row of the batch is one statement (step-upserts.ts).
-  const records = (progress: boolean) => combineStepUpserts(db, [stepUpsert(db, parts.step, groupGuard(result.run, walked.records)), parts.audit, ...extra, ...groupBatch(db, result.run, walked.records, { progress, guard: false })]);
+  // The group's write guard (with this step's own row: it must not have finished meanwhile either)
+  // goes on this step's row, the batch's first, so that every step row of the batch is one statement
+  // (step-upserts.ts). A run no longer live or a step finished meanwhile fails the batch: this
+  // step is then recorded alone (or, finished, not again), and the kernel walks the group itself.
+  const records = () =>
+    combineStepUpserts(db, [stepUpsert(db, parts.step, groupGuard(result.run, walked.records, [result.stepId])), parts.audit, ...extra, ...groupBatch(db, result.run, walked.records, { guard: false, progress: walked.after === null })]);
+  const recordAlone = async <A>(answered: A): Promise<A> => {
+    await db.batch(alone());
+    return answered;
+  };
   if (walked.action) {
-    // The action after the group: prepared with these records at the head of its proposal's batch.
-    const acted = await prepareActionAhead(host.env, walked.action, { leading: combineAuditStatements(db, records(false)), fallback: combineAuditStatements(db, records(true)) });
+    // The action after the group: prepared with these records (the run moved to the group's end) at the head of its proposal's batch.
+    let acted: Awaited<ReturnType<typeof prepareActionAhead>>;
+    try {
+      acted = await prepareActionAhead(host.env, walked.action, { leading: combineAuditStatements(db, records()) });
+    } catch (error) {
+      if (!isGuardRaised(error)) throw error;
+      return recordAlone(answer);
+    }
     if (!acted) return { ...answer, ahead: walked.ahead };
-    const { run, node, prior, revisions, startedAt } = walked.action;
+    const { run, node, prior } = walked.action;
     const progress = acted.progress.port
-      ? await recordAndWalk(host, { run, node, branchKey: "", stepId: acted.stepId, output: acted.progress }, folded, [], progressForKernel(acted.progress), { prior, revisions, startedAt })
+      ? await recordAndWalk(host, { run, node, branchKey: "", stepId: acted.stepId, output: acted.progress }, folded, [], progressForKernel(acted.progress), { prior, revisions: 0, startedAt: now() })
       : progressForKernel(acted.progress);
     return { ...answer, ahead: { ...walked.ahead, onward: { head: node.id, nodeId: node.id, action: progress } } };
   }
   // Unguarded audit events (the step's, the group's) go in as one statement.
-  await db.batch(combineAuditStatements(db, combineStepUpserts(db, [...records(walked.after === null), ...(walked.after ?? [])])));
+  try {
+    await db.batch(combineAuditStatements(db, combineStepUpserts(db, [...records(), ...(walked.after ?? [])])));
+  } catch (error) {
+    if (!isGuardRaised(error)) throw error;
+    return recordAlone(answer);
+  }
   return { ...answer, ahead: walked.ahead };
 }

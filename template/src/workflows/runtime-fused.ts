@@ -235,17 +235,23 @@ export function groupBatch(db: D1Database, run: AuthorizedRun, records: NodeReco
 }
 
 /**
- * The group's write guard, for the first step row of its batch: fusedWriteGuard's, and the run
- * still live. A run terminated (or ended) after the group was read gets none of the batch — no
- * step row, and no wait, task or proposal prepared after the group that its end could no longer
- * cancel; the call fails, and its retry is refused as the run's other calls are.
+ * The group's write guard, for the first step row of its batch: none of its steps (and of
+ * `also`, steps recorded ahead of the group in the same batch) finished meanwhile
+ * (fusedWriteGuard), and the run still live. A run terminated (or ended) after the group was read
+ * gets none of the batch — no step row, and no wait, task or proposal prepared after it that its
+ * end could no longer cancel; the call fails, and its retry is refused as the run's other calls are.
  */
-export function groupGuard(run: AuthorizedRun, records: readonly NodeRecord[]): StepUpsertGuard {
+export function groupGuard(run: AuthorizedRun, records: readonly NodeRecord[], also: readonly string[] = []): StepUpsertGuard {
+  return stepsGuard(run.id, [...also, ...records.map((record) => record.stepId)]);
+}
+
+/** Raises unless none of `stepIds` finished and (with `runId`) the run is live. */
+export function stepsGuard(runId: string | null, stepIds: readonly string[]): StepUpsertGuard {
   return {
     sql: `(SELECT CASE WHEN EXISTS (SELECT 1 FROM workflow_step_runs WHERE id IN (SELECT value FROM json_each(?12, '$.steps')) AND state IN ('succeeded', 'failed', 'timed_out'))
-        OR NOT EXISTS (SELECT 1 FROM workflow_runs WHERE id = ?12 ->> '$.run' AND state IN ('created', 'dispatch_pending', 'queued', 'running', 'waiting'))
+        OR (?12 ->> '$.run' IS NOT NULL AND NOT EXISTS (SELECT 1 FROM workflow_runs WHERE id = ?12 ->> '$.run' AND state IN ('created', 'dispatch_pending', 'queued', 'running', 'waiting')))
       THEN json('runtime.fused_group_conflict') ELSE 1 END)`,
-    bind: JSON.stringify({ run: run.id, steps: records.map((record) => record.stepId) }),
+    bind: JSON.stringify({ run: runId, steps: stepIds }),
   };
 }
 

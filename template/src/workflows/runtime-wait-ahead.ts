@@ -114,6 +114,8 @@ export async function waitAfterGroup(
   if (next.kind === "human_task") {
     if (input.queueRef === null || next.config.queue_id !== input.queueRef || folded.next === undefined) return null;
     queue = folded.next === null ? null : (JSON.parse(folded.next) as QueueRow);
+    // The queue folded is the first human task's after any group of the call: this one's only if it is the node's.
+    if (queue === null || (queue.id !== input.queueRef && queue.name !== input.queueRef)) return null;
   }
   try {
     const steps = await walked.outputs.pick(reads.steps, branchKey, false);
