@@ -90,8 +90,8 @@ export interface PendingAction {
 }
 
 /**
- * The action after the walked group, or null where the host leaves it to prepareAction. `report`
- * and `event` are the folded report summary and latest event (null: none, undefined: not folded).
+ * The action after the walked group with the context its mapping reads (the call's folded report
+ * and latest event, the group's outputs), or null where the host leaves it to prepareAction.
  */
 export async function actionAfterGroup(input: { run: AuthorizedRun; branchKey: string; walked: WalkedGroup; folded: FoldedReads; typeKey: string | null; prior: Array<{ nodeId: string; open: JsonValue }> }): Promise<PendingAction | null> {
   const { run, branchKey, walked, folded } = input;
