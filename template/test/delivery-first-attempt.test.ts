@@ -12,55 +12,14 @@ import { attemptDelivery, DELIVERY_COLUMNS, deliveryStatement, enqueueDeliveries
 import { installationDeleteStatements } from "../src/installations/backup";
 import { attemptRowsSql, DELIVERY_ROW_COLUMN_NAMES, FIRST_ATTEMPT_COLUMN_NAMES } from "../src/lib/delivery-attempts";
 import { ADMIN_TOKEN, api, newInstallation, publish, removePostGraph, startRun, until, waitForRun } from "./helpers";
+import { watchedEnv } from "./d1-watch";
 
 type Attempt = { attempt: number; statusCode: number | null; error: string | null; durationMs: number; startedAt: string; via: string };
 
-/**
- * The test's env whose D1 binding records what it sends: one entry per round trip, the SQL of each
- * statement in it (a batch's in order).
- */
+/** The test's env whose D1 binding records what it sends: one entry per round trip, the SQL of each statement in it (a batch's in order). */
 function recordingEnv() {
   const trips: string[][] = [];
-  const sqlOf = new WeakMap<object, string>();
-  const db = new Proxy(env.DB, {
-    get(target, property) {
-      if (property === "batch")
-        return (statements: D1PreparedStatement[]) => {
-          trips.push(statements.map((s) => sqlOf.get(s) ?? "?"));
-          return target.batch(statements);
-        };
-      if (property !== "prepare") {
-        const value = Reflect.get(target, property, target);
-        return typeof value === "function" ? value.bind(target) : value;
-      }
-      return (sql: string) => {
-        const statement = target.prepare(sql);
-        return new Proxy(statement, {
-          get(s, p) {
-            const v = Reflect.get(s, p, s);
-            if (p !== "bind") return typeof v === "function" ? v.bind(s) : v;
-            return (...args: unknown[]) => {
-              const bound = s.bind(...args);
-              const proxy = new Proxy(bound, {
-                get(b, q) {
-                  const w = Reflect.get(b, q, b);
-                  if (q === "all" || q === "first" || q === "run" || q === "raw")
-                    return (...rest: unknown[]) => {
-                      trips.push([sql]);
-                      return (w as (...a: unknown[]) => Promise<unknown>).apply(b, rest);
-                    };
-                  return typeof w === "function" ? w.bind(b) : w;
-                },
-              });
-              sqlOf.set(proxy, sql);
-              return proxy;
-            };
-          },
-        });
-      };
-    },
-  });
-  return { env: { ...env, DB: db } as typeof env, trips };
+  return { env: watchedEnv(({ sqls }) => void trips.push(sqls)), trips };
 }
 
 /** An installation with an endpoint on `path` whose secret the receiver knows (message.send and action.execute). */

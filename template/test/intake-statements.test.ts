@@ -12,6 +12,7 @@ import type { Actor } from "../src/auth";
 import { caseUpsertSql, intakeReport, type ReportInput } from "../src/cases/reports/reports";
 import { createRun, redispatchPendingRuns } from "../src/workflows";
 import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
+import { watchedEnv } from "./d1-watch";
 
 /** An ExecutionContext with the Worker's exports (starting an instance needs them). */
 function context(): ExecutionContext {
@@ -23,48 +24,11 @@ function context(): ExecutionContext {
 /** The test's env whose D1 binding records every statement sent through it (each statement of a batch on its own) and every round trip. */
 function countingEnv() {
   const sent = { statements: [] as string[], roundTrips: 0 };
-  const sqlOf = new WeakMap<object, string>();
-  const db = new Proxy(env.DB, {
-    get(target, property) {
-      if (property === "batch")
-        return (statements: D1PreparedStatement[]) => {
-          sent.roundTrips += 1;
-          for (const statement of statements) sent.statements.push(sqlOf.get(statement) ?? "?");
-          return target.batch(statements);
-        };
-      if (property !== "prepare") {
-        const value = Reflect.get(target, property, target);
-        return typeof value === "function" ? value.bind(target) : value;
-      }
-      return (sql: string) => {
-        const statement = target.prepare(sql);
-        return new Proxy(statement, {
-          get(s, p) {
-            const v = Reflect.get(s, p, s);
-            if (p !== "bind") return typeof v === "function" ? v.bind(s) : v;
-            return (...args: unknown[]) => {
-              const bound = s.bind(...args);
-              const proxy = new Proxy(bound, {
-                get(b, q) {
-                  const w = Reflect.get(b, q, b);
-                  if (q === "all" || q === "first" || q === "run" || q === "raw")
-                    return (...rest: unknown[]) => {
-                      sent.roundTrips += 1;
-                      sent.statements.push(sql);
-                      return (w as (...a: unknown[]) => Promise<unknown>).apply(b, rest);
-                    };
-                  return typeof w === "function" ? w.bind(b) : w;
-                },
-              });
-              sqlOf.set(proxy, sql);
-              return proxy;
-            };
-          },
-        });
-      };
-    },
+  const counting = watchedEnv(({ sqls }) => {
+    sent.roundTrips += 1;
+    sent.statements.push(...sqls);
   });
-  return { env: { ...env, DB: db } as typeof env, sent };
+  return { env: counting, sent };
 }
 
 const trivialGraph = {

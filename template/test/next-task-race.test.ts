@@ -10,6 +10,7 @@ import { CLAIM_EXPOSURE_SQL } from "../src/cases/wellness/wellness";
 import { auditEventsSql } from "../src/audit/events";
 import { rowGuardClause } from "../src/lib/d1";
 import { api, edge, newInstallation, publish } from "./helpers";
+import { watchedEnv } from "./d1-watch";
 
 const reviewSchema = { type: "object", required: ["verdict"], properties: { verdict: { enum: ["remove", "keep"] } } };
 
@@ -42,48 +43,6 @@ async function queueWithTasks(label: string, count: number) {
 }
 
 /**
- * The test's env whose D1 binding tells `sent` of every round trip (a statement run alone, with its
- * SQL, or a batch, with its statements' count) once it is answered, before the caller gets the answer.
- */
-function watchedEnv(sent: (trip: { sql: string | null; statements: number }) => Promise<void> | void) {
-  const answered = async <T>(trip: { sql: string | null; statements: number }, run: () => Promise<T>) => {
-    const answer = await run();
-    await sent(trip);
-    return answer;
-  };
-  const db = new Proxy(env.DB, {
-    get(target, property) {
-      if (property === "batch") return (statements: D1PreparedStatement[]) => answered({ sql: null, statements: statements.length }, () => target.batch(statements));
-      if (property !== "prepare") {
-        const value = Reflect.get(target, property, target);
-        return typeof value === "function" ? value.bind(target) : value;
-      }
-      // A statement's SQL is known at prepare; it is counted when bound and run.
-      return (sql: string) => {
-        const statement = target.prepare(sql);
-        return new Proxy(statement, {
-          get(s, p) {
-            const v = Reflect.get(s, p, s);
-            if (p !== "bind") return typeof v === "function" ? v.bind(s) : v;
-            return (...args: unknown[]) => {
-              const bound = s.bind(...args);
-              return new Proxy(bound, {
-                get(b, q) {
-                  const w = Reflect.get(b, q, b);
-                  if (q === "all" || q === "first" || q === "run" || q === "raw") return (...rest: unknown[]) => answered({ sql, statements: 1 }, () => (w as (...a: unknown[]) => Promise<unknown>).apply(b, rest));
-                  return typeof w === "function" ? w.bind(b) : w;
-                },
-              });
-            };
-          },
-        });
-      };
-    },
-  });
-  return { ...env, DB: db } as typeof env;
-}
-
-/**
  * The test's env that counts `/next`'s queue reads (its candidate statement), refusal reads, round
  * trips and statements and, once, lets another reviewer take `stolen` (one task or several) right
  * after the first queue read: the race `/next` loses in production.
@@ -91,7 +50,8 @@ function watchedEnv(sent: (trip: { sql: string | null; statements: number }) => 
 function racingEnv(stolen: () => string | string[]) {
   const seen = { candidateReads: 0, refusalReads: 0, roundTrips: 0, statements: 0 };
   let raced = false;
-  const racing = watchedEnv(async ({ sql, statements }) => {
+  const racing = watchedEnv(async ({ sqls, batch }) => {
+    const [sql, statements] = [batch ? null : sqls[0], sqls.length];
     seen.roundTrips += 1;
     seen.statements += statements;
     if (sql?.includes("SELECT state, lease_expires_at AS leaseExpiresAt")) seen.refusalReads += 1;
@@ -122,9 +82,9 @@ async function claimRecords(installationId: string) {
 /** The test's env whose D1 binding counts the statements and round trips sent through it (each statement of a batch counts). */
 function countingEnv() {
   const sent = { statements: 0, roundTrips: 0 };
-  const counting = watchedEnv(({ statements }) => {
+  const counting = watchedEnv(({ sqls }) => {
     sent.roundTrips += 1;
-    sent.statements += statements;
+    sent.statements += sqls.length;
   });
   return { env: counting, sent };
 }
@@ -163,8 +123,8 @@ describe("the completion's statements", () => {
     const s = await queueWithTasks("complete", 1);
     const claimed = await claimNextTask(env, s.actor, s.queueId, { reviewer: "mod-x" });
     const sent: Array<string | null> = [];
-    const watching = watchedEnv(({ sql, statements }) => {
-      sent.push(sql === null ? `batch of ${statements}` : sql.replace(/\s+/gu, " ").trim());
+    const watching = watchedEnv(({ sqls, batch }) => {
+      sent.push(batch ? `batch of ${sqls.length}` : sqls[0]!.replace(/\s+/gu, " ").trim());
     });
     const done = await completeTask(watching, s.actor, claimed!.id, { reviewer: "mod-x", response: { verdict: "keep" } });
     expect(done.state).toBe("completed");
