@@ -238,6 +238,12 @@ describe("walking on never takes another node's action type", () => {
   const action = (id: string, type: string) => ({ id, kind: "action", errorPort: "failed", config: { action_type: type }, inputMapping: { postId: "steps.await.event.payload.postId" } });
   const pass = (id: string) => ({ id, kind: "condition", config: { cases: [{ port: "next", when: "true" }], case_ports: ["next"], default_port: "other" } });
   const end = (id: string) => ({ id, kind: "end", config: { terminal_code: id } });
+  /** start → a wait for an event → `middle` (with `edges`, in their order) → the ends "done" and "other"; each action's other ports lead to "other". */
+  const afterWait = (middle: object[], edges: Array<ReturnType<typeof edge>>, actions: string[]) => ({
+    schemaVersion: 1,
+    nodes: [{ id: "start", kind: "start" }, { id: "await", kind: "wait_for_event", config: { event_type: "moderator.decision", timeout_seconds: 3600 } }, ...middle, end("done"), end("other")],
+    edges: [edge("start", "success", "await"), ...edges, ...actions.flatMap((id) => ["rejected", "expired", "failed"].map((port) => edge(id, port, "other")))],
+  });
 
   async function desk(path: string) {
     const apiKey = await actionDesk(path);
@@ -253,21 +259,10 @@ describe("walking on never takes another node's action type", () => {
 
   it("two groups after a wait lead to actions of different types: the one walked to is prepared with its own type", async () => {
     const apiKey = await desk("/ok/walk-on-two-types");
-    const graph = {
-      schemaVersion: 1,
-      nodes: [
-        { id: "start", kind: "start" },
-        { id: "await", kind: "wait_for_event", config: { event_type: "moderator.decision", timeout_seconds: 3600 } },
-        pass("late"),
-        action("notify", "notify_user"),
-        pass("ok"),
-        action("act", "remove_post"),
-        end("done"),
-        end("other"),
-      ],
-      // The timeout's group comes first: what it would read is folded first.
-      edges: [
-        edge("start", "success", "await"),
+    // The timeout's group comes first: what it would read is folded first.
+    const graph = afterWait(
+      [pass("late"), action("notify", "notify_user"), pass("ok"), action("act", "remove_post")],
+      [
         edge("await", "timeout", "late"),
         edge("late", "next", "notify"),
         edge("late", "other", "other"),
@@ -276,8 +271,9 @@ describe("walking on never takes another node's action type", () => {
         edge("ok", "next", "act"),
         edge("ok", "other", "other"),
         edge("act", "applied", "done"),
-      ].concat(["rejected", "expired", "failed"].flatMap((port) => [edge("notify", port, "other"), edge("act", port, "other")])),
-    };
+      ],
+      ["notify", "act"],
+    );
     const version = await publishAs(apiKey, graph, "fused");
     const { runId, request } = await parkedWithEvent(apiKey, version, { postId: "p5" }, startAboutReport);
     const runtime = capability(version) as unknown as Record<"completeWait" | "prepareAction", (input: unknown) => Promise<any>>;
@@ -292,20 +288,9 @@ describe("walking on never takes another node's action type", () => {
 
   it("an action after the action walked to is left to the kernel, with its own type and its approval", async () => {
     const apiKey = await desk("/ok/walk-on-chain");
-    const graph = {
-      schemaVersion: 1,
-      nodes: [
-        { id: "start", kind: "start" },
-        { id: "await", kind: "wait_for_event", config: { event_type: "moderator.decision", timeout_seconds: 3600 } },
-        pass("ok"),
-        action("act", "remove_post"),
-        pass("then"),
-        action("notify", "notify_user"),
-        end("done"),
-        end("other"),
-      ],
-      edges: [
-        edge("start", "success", "await"),
+    const graph = afterWait(
+      [pass("ok"), action("act", "remove_post"), pass("then"), action("notify", "notify_user")],
+      [
         edge("await", "timeout", "other"),
         edge("await", "received", "ok"),
         edge("ok", "next", "act"),
@@ -314,8 +299,9 @@ describe("walking on never takes another node's action type", () => {
         edge("then", "next", "notify"),
         edge("then", "other", "other"),
         edge("notify", "applied", "done"),
-      ].concat(["rejected", "expired", "failed"].flatMap((port) => [edge("notify", port, "other"), edge("act", port, "other")])),
-    };
+      ],
+      ["act", "notify"],
+    );
     const version = await publishAs(apiKey, graph, "fused");
     const { runId, request } = await parkedWithEvent(apiKey, version, { postId: "p6" }, startAboutReport);
     const answer = await capability(version).completeWait({ ...request, walk: true });
