@@ -5,7 +5,7 @@ import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { auditEventId } from "../src/audit/stored";
 import { authorizedRunFolded, GROUP_FOLD_MAX_BYTES } from "../src/workflows/runtime-authorize";
-import { fusedWriteGuard } from "../src/workflows/runtime-fused";
+import { fusedWriteGuard } from "../src/workflows/runtime-group-records";
 import { outputRowsSql } from "../src/workflows/step-output";
 import { api, edge, newInstallation, startRun, waitForRun, waitForWait, STEP_OUTPUT } from "./helpers";
 

@@ -6,7 +6,7 @@ import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { sealPersonalData } from "../src/cases/reports/report-crypto";
 import type { AuthorizedRun } from "../src/workflows/runtime-authorize";
-import { groupBatch, type NodeRecord } from "../src/workflows/runtime-fused";
+import { groupBatch, type NodeRecord } from "../src/workflows/runtime-group-records";
 import { outputRecord, runtimeAudit, stepEventDetails, stepUpsert, type StepOutputRecord, type StepUpsertInput } from "../src/workflows/runtime-records";
 import { combineStepUpserts } from "../src/workflows/step-upserts";
 import type { WorkflowNodeV1 } from "../src/workflows/types";

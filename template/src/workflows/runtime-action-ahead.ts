@@ -19,19 +19,10 @@ import type { WalkedGroup } from "./runtime-fused";
 import type { ActionProgress } from "./runtime-protocol";
 import { now, runProgress, stepUpsert } from "./runtime-records";
 import { combineStepUpserts } from "./step-upserts";
-import { LATEST_EVENT_SQL, singleNext } from "./runtime-wait-ahead";
+import { LATEST_EVENT_JSON_SQL } from "./runtime-group-records";
+import { singleNext } from "./runtime-wait-ahead";
 import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
 import { walkContext } from "./walker";
-
-/** What the kernel learns of an action's progress (its port once known, or what to wait for). */
-export function progressForKernel(progress: ActionProgress): ActionProgress {
-  const view: ActionProgress = { port: progress.port, status: progress.status };
-  if (!progress.port) delete (view as Partial<ActionProgress>).port;
-  if (progress.proposalId) view.proposalId = progress.proposalId;
-  if (progress.eventType) view.eventType = progress.eventType;
-  if (progress.timeoutMs) view.timeoutMs = progress.timeoutMs;
-  return view;
-}
 
 const actionable = (graph: ParsedWorkflowGraph, node: WorkflowNodeV1) => kindOf(node.kind)?.protocol === "action" && !nodeReadsContent(graph, node) && !nodeReads(node).related;
 
@@ -70,7 +61,7 @@ export function actionAheadFolds(graph: ParsedWorkflowGraph, head: WorkflowNodeV
       if (reads.steps === null) ids = null;
       else if (ids) for (const id of reads.steps) ids.add(id);
       if (reads.report) folds.report = REPORT_SUMMARY_BY_RUN_JSON_SQL;
-      if (reads.event) folds.latestEvent = LATEST_EVENT_SQL;
+      if (reads.event) folds.latestEvent = LATEST_EVENT_JSON_SQL;
     }
     folds.group = { nodeIds: ids ? [...ids] : null, sealed: false };
     found = { folds, typeKey, actions: [...actions.values()] };

@@ -10,6 +10,7 @@ import { assembleContext, contextStatements, loadNodeContext, nodeReads, nodeRea
 import { kindOf, shadowSimulation } from "./kinds/descriptors";
 import { EXECUTORS, executorUnavailable, type NodeCall } from "./kinds/executors";
 import { executeFusedGroup, failFusedGroup } from "./runtime-fused";
+import { forKernel, guard, progressForKernel, type CallScope } from "./runtime-boundary";
 import { recordAndWalk, walkFrom } from "./runtime-ahead";
 import { recordNodeFailure } from "./runtime-fail";
 import type {
@@ -25,63 +26,11 @@ import type {
   RuntimeWaitRequest,
   WorkflowRuntimeApi,
 } from "./runtime-protocol";
-import { encodeHostError } from "./runtime-protocol";
 import { authorizedBranch, authorizedNode, authorizedRunFolded, authorizedRunWith, cleanIdentifier, denied, graphIfCached, stepRunId, type AuthorizedRun, type FoldedReads, type RunFolds, type RuntimeProps } from "./runtime-authorize";
 import { branchAllowed, predecessorExitsStatement, predecessorIds, reachedBy, type RecordedExit } from "./run-plan";
-import { FINISHED_STEP_STATES, hostErrorStatement, now, recordedStepStatement, recordStepResult, runProgress, runtimeAudit, stepStartedStatement, stepUpsert, type RecordedStep, type StepResultInput } from "./runtime-records";
+import { FINISHED_STEP_STATES, now, recordedStepStatement, recordStepResult, runProgress, runtimeAudit, stepStartedStatement, stepUpsert, type RecordedStep, type StepResultInput } from "./runtime-records";
 import { completeWaitStatements, prepareWaitRecord } from "./runtime-waits";
 import type { WorkflowNodeV1 } from "./types";
-
-/** The step a call concerns, once authorized: where the host records its own error message. */
-export interface CallScope {
-  run?: AuthorizedRun;
-  node?: WorkflowNodeV1;
-  branchKey?: string;
-  /** Statements that must be written even if the call fails (the record of a content read). */
-  pending?: D1PreparedStatement[];
-}
-
-/**
- * What the kernel learns of a step: the port it leaves by (and, for the protocols that need them,
- * wait descriptors). Step data stays in D1, so the Workflows engine's own history never holds it.
- */
-function forKernel(output: Record<string, unknown>): NodeOutput {
-  return { port: String(output.port) };
-}
-
-function progressForKernel(progress: ActionProgress): ActionProgress {
-  const view: ActionProgress = { port: progress.port, status: progress.status };
-  if (!progress.port) delete (view as Partial<ActionProgress>).port;
-  if (progress.proposalId) view.proposalId = progress.proposalId;
-  if (progress.eventType) view.eventType = progress.eventType;
-  if (progress.timeoutMs) view.timeoutMs = progress.timeoutMs;
-  return view;
-}
-
-/** Quoted values leave the error message of a node that read content: it could quote the content. */
-function withoutQuotes(message: string): string {
-  return message.replace(/"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'/gu, '"…"');
-}
-
-/**
- * Errors leave the capability through the boundary's codec (runtime-protocol): a code the kernel
- * can act on, never a message. The host keeps its own message and details on the step, so the
- * run's error says what is wrong without trusting anything the sandbox reports back.
- */
-export async function guard<T>(db: D1Database, scope: CallScope, work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (error) {
-    if (error instanceof AppError && scope.run && scope.node) {
-      const stepId = stepRunId(scope.run.id, scope.node.id, scope.branchKey ?? "");
-      if (nodeReadsContent(scope.run.graph, scope.node)) error.message = withoutQuotes(error.message);
-      await db.batch([hostErrorStatement(db, { id: stepId, run: scope.run, node: scope.node, branchKey: scope.branchKey ?? "", error, at: now() }), ...(scope.pending ?? [])]).catch(() => undefined);
-    } else if (scope.pending?.length) {
-      await db.batch(scope.pending).catch(() => undefined);
-    }
-    throw encodeHostError(error);
-  }
-}
 
 /** How long a replayed (already finished) wait parks before completeWait answers from its record. */
 const REPLAYED_WAIT_MS = 1_000;

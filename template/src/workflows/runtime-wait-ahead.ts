@@ -11,15 +11,12 @@ import { groupRegion } from "./fusion";
 import { kindOf } from "./kinds/descriptors";
 import { stepRunId, type AuthorizedRun, type FoldedReads, type RunFolds } from "./runtime-authorize";
 import type { FusedHost, WalkedGroup } from "./runtime-fused";
+import { LATEST_EVENT_JSON_SQL } from "./runtime-group-records";
 import type { Ahead } from "./runtime-protocol";
 import { now } from "./runtime-records";
 import { newWaitStatements } from "./runtime-waits";
 import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
 import { walkContext } from "./walker";
-
-/** The run's latest event as one JSON value over the run ?1 (as runtime-fused reads it for a group). */
-export const LATEST_EVENT_SQL = `(SELECT json_object('id', e.id, 'type', e.type, 'payloadJson', e.payload_json, 'createdAt', e.created_at)
-  FROM workflow_events e WHERE e.run_id = ?1 ORDER BY e.created_at DESC LIMIT 1)`;
 
 /** The single node `node` leads to by `port`, unless it is a fork, a fork's join or nothing. */
 export function singleNext(graph: ParsedWorkflowGraph, node: WorkflowNodeV1, port: string): WorkflowNodeV1 | null {
@@ -78,7 +75,7 @@ export function waitAheadFolds(graph: ParsedWorkflowGraph, head: WorkflowNodeV1)
       if (reads.steps === null) ids = null;
       else if (ids) for (const id of reads.steps) ids.add(id);
       if (reads.report) folds.report = REPORT_SUMMARY_BY_RUN_JSON_SQL;
-      if (reads.event) folds.latestEvent = LATEST_EVENT_SQL;
+      if (reads.event) folds.latestEvent = LATEST_EVENT_JSON_SQL;
       const ref = wait.config.queue_id;
       if (wait.kind === "human_task" && queueRef === null && typeof ref === "string") {
         queueRef = ref;
