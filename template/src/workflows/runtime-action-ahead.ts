@@ -1,28 +1,14 @@
-// Walking on to an action (kernel protocol 4): a group walked after a finished wait that ends
-// where an action follows (a reviewer's verdict, then the removal) prepares that action in the same
-// call, as prepareAction would: the proposal, its delivery and audit event, and the action's step
-// parked, in ONE batch with everything the call recorded before it. An action delivered at once
-// (its first attempt awaited by this host) is then recorded with the group after it, as
-// prepareAction records it. What the action reads (its type, its step rows, report, latest event)
-// comes with the call's authorization. The host prepares it only where nothing can differ from the
-// kernel calling prepareAction itself (the main path, autonomous or assisted, no step row yet, no
-// content, no related accounts, every read folded); an error before the batch leaves the action
-// to prepareAction and writes what came before it alone.
-import { REPORT_SUMMARY_BY_RUN_JSON_SQL, reportSummary, type ReportSummaryRow } from "../cases";
 import { actionTypeJsonSql, foldedActionType, prepareWorkflowAction, type ActionTypeRead } from "../enforcement";
 import { nodeReads, nodeReadsContent } from "./execution-context";
 import type { ExpressionContext } from "./expressions";
-import { groupRegion } from "./fusion";
 import { kindOf } from "./kinds/descriptors";
 import { stepRunId, type AuthorizedRun, type FoldedReads, type RunFolds } from "./runtime-authorize";
 import type { WalkedGroup } from "./runtime-fused";
 import type { ActionProgress } from "./runtime-protocol";
 import { now, runProgress, stepUpsert } from "./runtime-records";
 import { combineStepUpserts } from "./step-upserts";
-import { LATEST_EVENT_JSON_SQL } from "./runtime-group-records";
-import { singleNext } from "./runtime-wait-ahead";
+import { contextAfterGroup, nodesAfterGroup, readsFolds, singleNext } from "./runtime-wait-ahead";
 import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
-import { walkContext } from "./walker";
 
 const actionable = (graph: ParsedWorkflowGraph, node: WorkflowNodeV1) => kindOf(node.kind)?.protocol === "action" && !nodeReadsContent(graph, node) && !nodeReads(node).related;
 
@@ -41,30 +27,13 @@ export function actionAheadFolds(graph: ParsedWorkflowGraph, head: WorkflowNodeV
   const byHead = cache.get(graph) ?? new Map<string, ActionFolds | null>();
   cache.set(graph, byHead);
   if (byHead.has(head.id)) return byHead.get(head.id)!;
-  const region = groupRegion(graph, head);
-  const inRegion = new Set(region.map((node) => node.id));
-  const actions = new Map<string, WorkflowNodeV1>();
-  for (const node of region) {
-    for (const port of new Set(graph.edges.filter((edge) => edge.from.nodeId === node.id).map((edge) => edge.from.port))) {
-      const next = singleNext(graph, node, port);
-      if (next && !inRegion.has(next.id) && actionable(graph, next)) actions.set(next.id, next);
-    }
-  }
+  const actions = nodesAfterGroup(graph, head, (node) => actionable(graph, node));
   let found: ActionFolds | null = null;
-  const first = [...actions.values()][0];
+  const first = actions[0];
   if (first) {
-    let ids: Set<string> | null = new Set(actions.keys());
+    // The type of the first action only (one `nextType` fold); another's is read by prepareAction.
     const typeKey = String(first.config.action_type);
-    const folds: RunFolds = { nextType: (param) => actionTypeJsonSql(param(typeKey)) };
-    for (const action of actions.values()) {
-      const reads = nodeReads(action);
-      if (reads.steps === null) ids = null;
-      else if (ids) for (const id of reads.steps) ids.add(id);
-      if (reads.report) folds.report = REPORT_SUMMARY_BY_RUN_JSON_SQL;
-      if (reads.event) folds.latestEvent = LATEST_EVENT_JSON_SQL;
-    }
-    folds.group = { nodeIds: ids ? [...ids] : null, sealed: false };
-    found = { folds, typeKey, actions: [...actions.values()] };
+    found = { folds: { ...readsFolds(actions), nextType: (param) => actionTypeJsonSql(param(typeKey)) }, typeKey, actions };
   }
   byHead.set(head.id, found);
   return found;
@@ -91,14 +60,9 @@ export async function actionAfterGroup(input: { run: AuthorizedRun; branchKey: s
   if (!next || !actionable(run.graph, next) || String(next.config.action_type) !== input.typeKey) return null;
   if (run.authorityMode !== "autonomous" && run.authorityMode !== "assisted") return null;
   if (folded.group.some((row) => row.branchKey === branchKey && row.nodeId === next.id)) return null;
-  const reads = nodeReads(next);
-  if ((reads.report && folded.report === undefined) || (reads.event && folded.latestEvent === undefined)) return null;
   try {
-    const steps = await walked.outputs.pick(reads.steps, branchKey, false);
-    const report: JsonValue = reads.report && folded.report ? (reportSummary(JSON.parse(folded.report) as ReportSummaryRow) as unknown as JsonValue) : null;
-    const latest = reads.event && folded.latestEvent ? (JSON.parse(folded.latestEvent) as { id: string; type: string; payloadJson: string; createdAt: string }) : null;
-    const event: JsonValue = latest ? { id: latest.id, type: latest.type, payload: JSON.parse(latest.payloadJson) as JsonValue, receivedAt: latest.createdAt } : null;
-    const context = walkContext(run, { input: (JSON.parse(run.inputJson) as JsonValue) ?? {}, steps, report, event, content: null, readsContent: false });
+    const context = await contextAfterGroup(run, next, walked, folded);
+    if (!context) return null;
     const prior = [...input.prior, ...walked.records.map((record) => ({ nodeId: record.node.id, open: JSON.parse(record.step.output!.json) as JsonValue }))];
     // The type folded is the first action's after any group of the call: this one's only if its key is this node's.
     const typeRead = foldedActionType(folded.nextType);

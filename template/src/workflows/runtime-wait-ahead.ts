@@ -16,6 +16,7 @@ import type { Ahead } from "./runtime-protocol";
 import { now } from "./runtime-records";
 import { newWaitStatements } from "./runtime-waits";
 import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
+import type { ExpressionContext } from "./expressions";
 import { walkContext } from "./walker";
 
 /** The single node `node` leads to by `port`, unless it is a fork, a fork's join or nothing. */
@@ -43,6 +44,49 @@ export function mergeFolds(folds: RunFolds, more: RunFolds): void {
   for (const key of ["report", "latestEvent", "runEnd", "next", "nextType"] as const) if (more[key] && !folds[key]) (folds as Record<string, unknown>)[key] = more[key];
 }
 
+/** The nodes a group starting at `head` can lead to (each the single node after one of its nodes' ports, outside the group) that `accept` takes. */
+export function nodesAfterGroup(graph: ParsedWorkflowGraph, head: WorkflowNodeV1, accept: (node: WorkflowNodeV1) => boolean): WorkflowNodeV1[] {
+  const region = groupRegion(graph, head);
+  const inRegion = new Set(region.map((node) => node.id));
+  const found = new Map<string, WorkflowNodeV1>();
+  for (const node of region) {
+    for (const port of new Set(graph.edges.filter((edge) => edge.from.nodeId === node.id).map((edge) => edge.from.port))) {
+      const next = singleNext(graph, node, port);
+      if (next && !inRegion.has(next.id) && accept(next)) found.set(next.id, next);
+    }
+  }
+  return [...found.values()];
+}
+
+/** What `nodes` read, as folds: their own step rows and the rows they read, the report, the latest event. */
+export function readsFolds(nodes: readonly WorkflowNodeV1[]): RunFolds {
+  let ids: Set<string> | null = new Set(nodes.map((node) => node.id));
+  const folds: RunFolds = {};
+  for (const node of nodes) {
+    const reads = nodeReads(node);
+    if (reads.steps === null) ids = null;
+    else if (ids) for (const id of reads.steps) ids.add(id);
+    if (reads.report) folds.report = REPORT_SUMMARY_BY_RUN_JSON_SQL;
+    if (reads.event) folds.latestEvent = LATEST_EVENT_JSON_SQL;
+  }
+  folds.group = { nodeIds: ids ? [...ids] : null, sealed: false };
+  return folds;
+}
+
+/**
+ * The expression context of `node` after the walked group, from the call's folded reads and the
+ * outputs recorded in the call; null when a read it needs was not folded.
+ */
+export async function contextAfterGroup(run: AuthorizedRun, node: WorkflowNodeV1, walked: WalkedGroup, folded: FoldedReads): Promise<ExpressionContext | null> {
+  const reads = nodeReads(node);
+  if ((reads.report && folded.report === undefined) || (reads.event && folded.latestEvent === undefined && walked.event === null)) return null;
+  const steps = await walked.outputs.pick(reads.steps, "", false);
+  const report: JsonValue = reads.report && folded.report ? (reportSummary(JSON.parse(folded.report) as ReportSummaryRow) as unknown as JsonValue) : null;
+  const latest = folded.latestEvent ? (JSON.parse(folded.latestEvent) as { id: string; type: string; payloadJson: string; createdAt: string }) : null;
+  const event: JsonValue = !reads.event ? null : latest ? { id: latest.id, type: latest.type, payload: JSON.parse(latest.payloadJson) as JsonValue, receivedAt: latest.createdAt } : walked.event;
+  return walkContext(run, { input: (JSON.parse(run.inputJson) as JsonValue) ?? {}, steps, report, event, content: null, readsContent: false });
+}
+
 interface WaitFolds {
   folds: RunFolds;
   /** The queue folded (`next`), of the first human task after the group. */
@@ -56,33 +100,14 @@ export function waitAheadFolds(graph: ParsedWorkflowGraph, head: WorkflowNodeV1)
   const byHead = cache.get(graph) ?? new Map<string, WaitFolds | null>();
   cache.set(graph, byHead);
   if (byHead.has(head.id)) return byHead.get(head.id)!;
-  const region = groupRegion(graph, head);
-  const inRegion = new Set(region.map((node) => node.id));
-  const waits = new Map<string, WorkflowNodeV1>();
-  for (const node of region) {
-    for (const port of new Set(graph.edges.filter((edge) => edge.from.nodeId === node.id).map((edge) => edge.from.port))) {
-      const next = singleNext(graph, node, port);
-      if (next && !inRegion.has(next.id) && waitable(graph, next)) waits.set(next.id, next);
-    }
-  }
+  const waits = nodesAfterGroup(graph, head, (node) => waitable(graph, node));
   let found: WaitFolds | null = null;
-  if (waits.size > 0) {
-    let ids: Set<string> | null = new Set(waits.keys());
-    const folds: RunFolds = {};
-    let queueRef: string | null = null;
-    for (const wait of waits.values()) {
-      const reads = nodeReads(wait);
-      if (reads.steps === null) ids = null;
-      else if (ids) for (const id of reads.steps) ids.add(id);
-      if (reads.report) folds.report = REPORT_SUMMARY_BY_RUN_JSON_SQL;
-      if (reads.event) folds.latestEvent = LATEST_EVENT_JSON_SQL;
-      const ref = wait.config.queue_id;
-      if (wait.kind === "human_task" && queueRef === null && typeof ref === "string") {
-        queueRef = ref;
-        folds.next = (param) => findQueueJsonSql("r.installation_id", param(ref));
-      }
-    }
-    folds.group = { nodeIds: ids ? [...ids] : null, sealed: false };
+  if (waits.length > 0) {
+    const folds = readsFolds(waits);
+    // The queue of the first human task only (one `next` fold); another's is read by prepareWait.
+    const human = waits.find((wait) => wait.kind === "human_task" && typeof wait.config.queue_id === "string");
+    const queueRef = human ? String(human.config.queue_id) : null;
+    if (queueRef !== null) folds.next = (param) => findQueueJsonSql("r.installation_id", param(queueRef));
     found = { folds, queueRef };
   }
   byHead.set(head.id, found);
@@ -105,8 +130,6 @@ export async function waitAfterGroup(
   // A human wait in shadow is refused by prepareWait; it is left to say so.
   if (run.authorityMode === "shadow" && kindOf(next.kind)!.shadow) return null;
   if (folded.group.some((row) => row.branchKey === branchKey && row.nodeId === next.id)) return null;
-  const reads = nodeReads(next);
-  if ((reads.report && folded.report === undefined) || (reads.event && folded.latestEvent === undefined && walked.event === null)) return null;
   let queue: QueueRow | null | undefined;
   if (next.kind === "human_task") {
     if (input.queueRef === null || next.config.queue_id !== input.queueRef || folded.next === undefined) return null;
@@ -115,11 +138,8 @@ export async function waitAfterGroup(
     if (queue === null || (queue.id !== input.queueRef && queue.name !== input.queueRef)) return null;
   }
   try {
-    const steps = await walked.outputs.pick(reads.steps, branchKey, false);
-    const report: JsonValue = reads.report && folded.report ? (reportSummary(JSON.parse(folded.report) as ReportSummaryRow) as unknown as JsonValue) : null;
-    const latest = folded.latestEvent ? (JSON.parse(folded.latestEvent) as { id: string; type: string; payloadJson: string; createdAt: string }) : null;
-    const event: JsonValue = !reads.event ? null : latest ? { id: latest.id, type: latest.type, payload: JSON.parse(latest.payloadJson) as JsonValue, receivedAt: latest.createdAt } : walked.event;
-    const context = walkContext(run, { input: (JSON.parse(run.inputJson) as JsonValue) ?? {}, steps, report, event, content: null, readsContent: false });
+    const context = await contextAfterGroup(run, next, walked, folded);
+    if (!context) return null;
     const { prepared, statements } = await newWaitStatements(host.env, {
       run,
       node: next,
