@@ -120,8 +120,10 @@ export async function walkOn(
   const { run, node, branchKey, folded } = input;
   if (branchKey !== "" || folded.group === undefined) return null;
   const head = nextInGroup(run.graph, node, input.port);
-  if (!head || !heads(run.graph, node).includes(head)) return null;
+  if (!head) return null;
+  // A group that reads content is not walked into (heads): its read is on the record even if the walk is dropped.
   const needs = needsOf(run.graph, head);
+  if (needs.sealed || needs.content) return null;
   const rows = folded.group as unknown as GroupRow[];
   if (rows.some((row) => row.branchKey === branchKey && needs.region.has(row.nodeId))) return null;
   if ((needs.report && folded.report === undefined) || (needs.event && folded.latestEvent === undefined)) return null;
