@@ -4,6 +4,7 @@ import { canonicalJson } from "./canonical-json";
 import { auditKeys, signText } from "./keys";
 import { auditEventId, storeCreatedAt, storeMac } from "./stored";
 import type { AuditRow } from "./chain";
+import { stablePlanSql } from "../lib/stable-plan";
 
 export interface AuditEventInput {
   installationId: string;
@@ -81,14 +82,16 @@ export function auditStatement(db: D1Database, event: AuditEventInput, onlyIf?: 
   const row = storedRow(event);
   const { id, detailsJson } = row;
   const statement = db
-    .prepare(`
+    .prepare(
+      stablePlanSql(`
     INSERT INTO audit_events (
       id, installation_id, action, actor_type, actor_id,
       target_type, target_id, details_json, created_at, entry_mac, seq
     ) SELECT ?1, ?2, ?4, ?5, ?6, ?7, ?8, ?9, CASE WHEN typeof(?10) = 'text' THEN ?10 ELSE CAST(?10 AS INTEGER) END, ?11, (SELECT COALESCE(MAX(seq), 0) + 1 FROM audit_events WHERE installation_id = ?2)
     WHERE NOT EXISTS (SELECT 1 FROM audit_events WHERE idempotency_key = ?3 AND installation_id = ?2) ${guard.sql.replace(/^WHERE /u, "AND ")}
     ON CONFLICT (id) DO NOTHING
-  `)
+  `),
+    )
     .bind(id, row.installationId, event.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, detailsJson, storeCreatedAt(row.createdAt), row.entryMac, ...guard.binds);
   BUILT.set(statement, { events: [event], ...(onlyIf ? { lastOnlyIf: onlyIf } : {}) });
   return statement;
@@ -118,9 +121,9 @@ function storedRow(event: AuditEventInput) {
   return { ...row, entryMac: signed ? storeMac(signed.keyId, signed.mac) : null };
 }
 
-/** auditEventsStatement's SQL: ?1 the installation, ?2 the JSON list of events, then `lastGuard`'s own (from ?3). */
+/** auditEventsStatement's SQL: ?1 the installation, ?2 the JSON list of events, then `lastGuard`'s own (from ?3); planned once (lib/stable-plan.ts). */
 export function auditEventsSql(lastGuard: string | null): string {
-  return `
+  return stablePlanSql(`
     INSERT INTO audit_events (
       id, installation_id, action, actor_type, actor_id,
       target_type, target_id, details_json, created_at, entry_mac, seq
@@ -134,7 +137,7 @@ export function auditEventsSql(lastGuard: string | null): string {
       AND NOT EXISTS (SELECT 1 FROM audit_events WHERE id = e.id)
       AND NOT EXISTS (SELECT 1 FROM audit_events WHERE idempotency_key = e.idempotency_key AND installation_id = ?1)
       ${lastGuard ?? ""}
-  `;
+  `);
 }
 
 /**

@@ -16,6 +16,7 @@ import { subjectKey } from "../archive/case-scope";
 import { reportTerms, reportTermsStatement, termsColumn } from "../search/search-terms";
 import { CONTEXT_LIST_LIMIT, CONTEXT_STRING_LIMIT, contextOverBounds } from "../../workflows";
 import { signalKeys, signalsStatement, type SignalInput } from "./signals";
+import { stablePlanSql } from "../../lib/stable-plan";
 
 export interface ReportInput {
   subject: { kind: string; id: string; url?: string; snapshot?: unknown; ownerId?: string; signals?: SignalInput };
@@ -160,10 +161,10 @@ export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor
  * (not for an archived subject, which comes back first) or counts, reopens and touches it, only
  * under the report's own conditions, and answers the case with the installation's enabled
  * `report.created` triggers (enabledTriggersJsonSql: read by the write that answers anyway, so
- * intake sends no statement of its own to read them).
+ * intake sends no statement of its own to read them). Planned once (lib/stable-plan.ts).
  */
 export function caseUpsertSql(caseParam: number, condition: string | undefined): string {
-  return `
+  return stablePlanSql(`
       INSERT INTO cases (id, installation_id, subject_kind, subject_id, state, report_count, first_reported_at, last_reported_at, created_at, updated_at)
       SELECT ?${caseParam}, ?2, ?3, ?4, 'open', 1, ?13, ?13, ?13, ?13
       WHERE (NOT EXISTS (SELECT 1 FROM archived_subjects WHERE key = ?${caseParam + 1}) OR EXISTS (SELECT 1 FROM cases WHERE installation_id = ?2 AND subject_kind = ?3 AND subject_id = ?4))
@@ -171,7 +172,7 @@ export function caseUpsertSql(caseParam: number, condition: string | undefined):
       ON CONFLICT(installation_id, subject_kind, subject_id) DO UPDATE SET
         report_count = cases.report_count + 1, last_reported_at = excluded.last_reported_at, state = 'open', personal_data_erased_at = NULL, updated_at = excluded.updated_at
       RETURNING id AS caseId, report_count AS caseReportCount, ${enabledTriggersJsonSql("?2", "'report.created'")} AS triggersJson
-    `;
+    `);
 }
 
 interface Recorded {
@@ -227,13 +228,15 @@ async function recordReport(
   const statements = [
     // The report's case (caseUpsertSql), answering the triggers; the values of the report's numbering the case does not use are null.
     env.DB.prepare(caseUpsertSql(caseParam, from.condition?.sql)).bind(null, ...subject, null, null, null, null, null, null, idempotencyKey ?? null, null, at, null, null, null, null, ...conditionBinds, caseId, subjectKey(...subject)),
-    env.DB.prepare(`
+    env.DB.prepare(
+      stablePlanSql(`
       INSERT INTO reports (id, installation_id, case_id, subject_kind, subject_id, category, category_specification_json, source,
         evidence_count, personal_data, data_key_id, idempotency_key, request_digest, created_at, reporter_key, subject_owner_key, person_keys_version, search_terms)
       SELECT ?1, ?2, c.id, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17
       FROM cases c WHERE c.installation_id = ?2 AND c.subject_kind = ?3 AND c.subject_id = ?4${from.condition?.sql ? ` AND ${from.condition.sql}` : ""}
       ON CONFLICT(installation_id, idempotency_key) DO NOTHING
-    `).bind(
+    `),
+    ).bind(
       id,
       ...subject,
       policyCategory,

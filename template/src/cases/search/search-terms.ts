@@ -12,6 +12,7 @@
 // equal each other (14 and 20 characters), so a lookup asks for both; a report's rows and its list
 // are in one form (written together, or moved together by the case archive and a backup).
 import { searchTerm, type SearchField } from "../../lib/person-keys";
+import { stablePlanSql } from "../../lib/stable-plan";
 
 /** At most this many distinct words of a description are indexed (the first ones). */
 export const MAX_INDEXED_WORDS = 200;
@@ -105,8 +106,10 @@ export function reportTermsStatement(db: D1Database, input: { installationId: st
   const time = termTime(input.at);
   if (time === null) throw new Error(`reportTermsStatement: created_at ${input.at} is not a time`);
   return db
-    .prepare(`INSERT OR IGNORE INTO search_terms (installation_id, term, created_at, record_id)
-      SELECT ?1, t.value, ?2, ?3 FROM json_each(?4) t WHERE EXISTS (SELECT 1 FROM reports WHERE id = ?3 AND installation_id = ?1)`)
+    .prepare(
+      stablePlanSql(`INSERT OR IGNORE INTO search_terms (installation_id, term, created_at, record_id)
+      SELECT ?1, t.value, ?2, ?3 FROM json_each(?4) t WHERE EXISTS (SELECT 1 FROM reports WHERE id = ?3 AND installation_id = ?1)`),
+    )
     .bind(input.installationId, time, input.reportId, JSON.stringify(input.terms.map(compactTerm)));
 }
 
