@@ -2,9 +2,10 @@
 // it again) each time it is executed with new values when its plan was made "depending on" a bound
 // parameter. The planner marks a parameter so when it reads its value while planning: a term
 // `column = ?N` that a candidate index does not use (its row estimate asks whether the value is a
-// small integer) or a parameter it compares with a partial index's condition. Nearly every
-// statement over a table with a few indexes has such a candidate, and each execution then pays
-// for a whole parse and plan: for intake's batch, a few milliseconds of CPU per report.
+// small integer) or a parameter it compares with a partial index's condition. Most statements
+// over a table with several indexes have such a candidate, and each execution then pays for a
+// whole parse and plan: for intake's batch about 0.8 ms of the local engine's CPU per report
+// (docs/SCALING.md, "Statements planned once").
 //
 // Written `+?N`, the parameter is an expression whose value the planner does not read, so the
 // plan stands; the comparison, its affinity and the indexes it can use are those of `?N` (unary
