@@ -8,6 +8,9 @@ import { assumedSender } from "../src/cases/notices/notifiers";
 import { caseUpsertSql } from "../src/cases/reports/reports";
 import { subscribedEndpointIdsSql } from "../src/enforcement/webhook-endpoints";
 import { stablePlanSql } from "../src/lib/stable-plan";
+import { CLAIM_FIRST_SQL } from "../src/cases/queues/task-leases";
+import { CLAIM_EXPOSURE_SQL } from "../src/cases/wellness/wellness";
+import { ARTIFACT_ROW_SQL } from "../src/workflows/artifacts";
 
 /** The statement as written: every `+?N` the rewrite made back to `?N`. */
 const asWritten = (sql: string) => sql.replace(/\+\?(\d+)/gu, "?$1");
@@ -49,5 +52,19 @@ describe("statements planned once", () => {
     const rewritten = await plan(sql, binds);
     expect(rewritten).toEqual(await plan(asWritten(sql), binds));
     expect(rewritten.some((detail) => detail.includes("SCAN audit_events"))).toBe(false);
+  });
+
+  it("a reviewer's claim, its exposure row and a run's artifact read are planned as written", async () => {
+    const cases: Array<[string, unknown[]]> = [
+      [CLAIM_FIRST_SQL, ["inst", JSON.stringify(["tsk_1", "tsk_2"]), "reviewer", "2026-01-01T00:00:00.000Z", "2026-01-01T00:10:00.000Z", "user:u1", "reviewer"]],
+      [CLAIM_EXPOSURE_SQL, ["inst", JSON.stringify([["tsk_1", "exp_1"]]), "reviewer", "2026-01-01T00:00:00.000Z"]],
+      [ARTIFACT_ROW_SQL, ["art_1", "ver_1", "inst"]],
+    ];
+    for (const [sql, binds] of cases) {
+      expect(sql).toContain("+?");
+      const rewritten = await plan(sql, binds);
+      expect(rewritten).toEqual(await plan(asWritten(sql), binds));
+      expect(rewritten.filter((detail) => /^SCAN (human_tasks|workflow_artifacts|workflow_versions)\b/u.test(detail))).toEqual([]);
+    }
   });
 });

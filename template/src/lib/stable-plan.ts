@@ -14,8 +14,9 @@ const COMPARED_PARAMETER = /(==|!=|<>|<=|>=|=|<|>|\bIS\s+NOT\b|\bIS\b)(\s*)\?(\d
 
 /**
  * `sql` with each parameter compared on the right of a comparison (`= ?N`, `< ?N`, `IS ?N`…)
- * written `+?N`; parameters elsewhere (selected values, function arguments, LIMIT) are left as
- * they are. For statements written in this codebase only: it does not parse string literals.
+ * written `+?N`, an assignment's `SET column = ?N` too (where unary plus is as much a no-op);
+ * parameters elsewhere (selected values, function arguments, LIMIT) are left as they are. For
+ * statements written in this codebase only: it does not parse string literals.
  */
 export function stablePlanSql(sql: string): string {
   return sql.replace(COMPARED_PARAMETER, "$1$2+?$3");

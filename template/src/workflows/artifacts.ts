@@ -6,6 +6,7 @@ import { fusable, type StepMode } from "./fusion";
 import { kindOf } from "./kinds/descriptors";
 import { KERNEL_PROTOCOL, SUPPORTED_KERNEL_PROTOCOLS, type KernelGraph } from "./runtime-protocol";
 import type { ParsedWorkflowGraph } from "./types";
+import { stablePlanSql } from "../lib/stable-plan";
 
 /** The compatibility date loaded workflow workers run with. */
 export const ARTIFACT_COMPATIBILITY_DATE = "2026-04-01";
@@ -85,6 +86,15 @@ export function artifactRowCached(artifactId: string, workflowVersionId: string)
   return artifactRows.has(artifactKey(artifactId, workflowVersionId));
 }
 
+/** loadArtifactRow's read (?1 artifact, ?2 version, ?3 the installation or null), planned once (lib/stable-plan.ts). */
+export const ARTIFACT_ROW_SQL = stablePlanSql(`
+    SELECT a.id, a.installation_id AS installationId, a.compatibility_date AS compatibilityDate,
+      a.bundle_digest AS bundleDigest, a.bundle_r2_key AS bundleR2Key,
+      a.inline_source_text AS inlineSourceText, a.status, a.kernel_protocol AS kernelProtocol
+    FROM workflow_artifacts a JOIN workflow_versions v ON v.artifact_id = a.id
+    WHERE a.id = ?1 AND v.id = ?2 AND v.retired_at IS NULL AND (?3 IS NULL OR a.installation_id = ?3) LIMIT 1
+  `);
+
 /**
  * The artifact of a live (not retired) version; throws `workflow_artifact.not_ready` otherwise.
  * `live`: the caller read, in this request, that the version is this installation's, not retired,
@@ -96,13 +106,7 @@ export async function loadArtifactRow(env: Env, artifactId: string, workflowVers
   const key = artifactKey(artifactId, workflowVersionId);
   const cached = live ? artifactRows.get(key) : undefined;
   if (cached && cached.installationId === live!.installationId) return cached;
-  const row = await env.DB.prepare(`
-    SELECT a.id, a.installation_id AS installationId, a.compatibility_date AS compatibilityDate,
-      a.bundle_digest AS bundleDigest, a.bundle_r2_key AS bundleR2Key,
-      a.inline_source_text AS inlineSourceText, a.status, a.kernel_protocol AS kernelProtocol
-    FROM workflow_artifacts a JOIN workflow_versions v ON v.artifact_id = a.id
-    WHERE a.id = ?1 AND v.id = ?2 AND v.retired_at IS NULL AND (?3 IS NULL OR a.installation_id = ?3) LIMIT 1
-  `)
+  const row = await env.DB.prepare(ARTIFACT_ROW_SQL)
     .bind(artifactId, workflowVersionId, live?.installationId ?? null)
     .first<ArtifactRow>();
   if (row?.status !== "ready") throw new AppError("workflow_artifact.not_ready", "The workflow artifact is not available.", { status: 409 });

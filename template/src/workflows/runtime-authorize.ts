@@ -6,6 +6,7 @@ import type { RecordedStep } from "./runtime-records";
 import { parseWorkflowGraph } from "./validation";
 import { runInputJson } from "./run-input";
 import { STEP_OUTPUT as OUTPUT } from "./step-output";
+import { stablePlanSql } from "../lib/stable-plan";
 
 export interface RuntimeProps {
   artifactId: string;
@@ -219,7 +220,8 @@ function runStatement(db: D1Database, runId: string, folds: RunFolds = {}): D1Pr
   const next = folds.next ? folds.next(param) : "NULL";
   const nextType = folds.nextType ? folds.nextType(param) : "NULL";
   return db
-    .prepare(`
+    .prepare(
+      stablePlanSql(`
     SELECT r.id, r.installation_id AS installationId, r.workflow_version_id AS workflowVersionId,
       r.authority_mode AS authorityMode, r.state, r.input_json AS inputJson, r.report_id AS reportId,
       r.appeal_id AS appealId, r.backtest_id AS backtestId,
@@ -227,7 +229,8 @@ function runStatement(db: D1Database, runId: string, folds: RunFolds = {}): D1Pr
       ${group} AS groupJson, ${runEnd} AS runEndJson, ${report} AS reportJson, ${latestEvent} AS latestEventJson, ${extra} AS extraJson, ${next} AS nextJson, ${nextType} AS nextTypeJson
     FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id
     WHERE r.id = ?1 LIMIT 1
-  `)
+  `),
+    )
     .bind(...binds);
 }
 

@@ -7,6 +7,7 @@ import { reviewerAuditId } from "../../lib/person-keys";
 import { notOwnQaTaskSql, OWN_QA_TASK_SQL, ownQaTaskError, reviewerPrincipal } from "../qa/qa";
 import { assertTaskVisible, claimant, DEFAULT_LEASE_SECONDS, getTask, getTaskRow, MAX_LEASE_SECONDS, presentTask, TASK_COLUMNS, TASK_QUEUE_WELLNESS_SQL, type TaskRow } from "./tasks";
 import { claimExposureStatement, nextTaskWellness, NOT_CAPPED_SQL, queueExposureStatus, refuseWhenCapped, releaseExposureStatement, TASK_CATEGORY_SQL } from "../wellness/wellness";
+import { stablePlanSql } from "../../lib/stable-plan";
 
 /** How many of a queue's first claimable tasks one read of `/next` brings, to try in order. */
 const CANDIDATES = 4;
@@ -41,7 +42,7 @@ export async function claimTask(env: Env, actor: Actor, taskId: string, input: {
  * of the list that is open, or claimed with a lapsed lease or by this reviewer (a renewal), and not
  * the QA task of the reviewer's own answer; each looked up by its key. Answers the claimed task.
  */
-export const CLAIM_FIRST_SQL = `
+export const CLAIM_FIRST_SQL = stablePlanSql(`
       UPDATE human_tasks SET state = 'claimed', claimed_at = CASE WHEN claimed_by = ?3 AND state = 'claimed' THEN claimed_at ELSE ?4 END,
         claimed_by = ?3, lease_expires_at = ?5, updated_at = ?4
       WHERE installation_id = ?1 AND id = (
@@ -51,7 +52,7 @@ export const CLAIM_FIRST_SQL = `
           AND ${notOwnQaTaskSql("?7", "?6", "t")}
         ORDER BY c.key LIMIT 1)
       RETURNING ${TASK_COLUMNS}, ${TASK_QUEUE_WELLNESS_SQL}
-    `;
+    `);
 
 /**
  * The claim's batch: the first of `taskIds` (in their order) still claimable by the reviewer is

@@ -6,6 +6,7 @@ import { reviewerIdentity, reviewerLabel, type Actor } from "../../auth";
 import { AppError } from "../../errors";
 import { newId } from "../../lib/crypto";
 import { POLICY_CATEGORIES } from "../taxonomy";
+import { stablePlanSql } from "../../lib/stable-plan";
 
 /** The category row that holds the installation default. */
 const DEFAULT_ROW = "*";
@@ -76,13 +77,13 @@ export function claimExposureStatement(db: D1Database, input: { installationId: 
 }
 
 /** claimExposureStatement's SQL (?1 installation, ?2 the JSON list of [task id, row id], ?3 reviewer, ?4 the claim's time): each task looked up by its key. */
-export const CLAIM_EXPOSURE_SQL = `
+export const CLAIM_EXPOSURE_SQL = stablePlanSql(`
     INSERT INTO review_exposure (id, installation_id, task_id, reviewer, category, started_at, lease_expires_at, created_at)
     SELECT c.value ->> 1, t.installation_id, t.id, t.claimed_by, ${TASK_CATEGORY_SQL("t")}, t.claimed_at, t.lease_expires_at, ?4
     FROM json_each(?2) c CROSS JOIN human_tasks t
     WHERE t.id = c.value ->> 0 AND t.installation_id = ?1 AND t.state = 'claimed' AND t.claimed_by = ?3 AND t.updated_at = ?4 AND ${TASK_CATEGORY_SQL("t")} IS NOT NULL
     ON CONFLICT (installation_id, task_id, reviewer, started_at) DO UPDATE SET lease_expires_at = excluded.lease_expires_at
-  `;
+  `);
 
 /**
  * For the release's batch, after the task's update: the reviewer's claim of the task (their latest
@@ -199,8 +200,10 @@ async function readExposure(db: D1Database, installationId: string, reviewer: st
   const queue = queueId === null ? "" : `, EXISTS (SELECT 1 FROM queues WHERE installation_id = ?1 AND id = ?7) AS queueFound, (SELECT wellness FROM queues WHERE installation_id = ?1 AND id = ?7) AS queueWellness`;
   const extra = queueId !== null && alongside ? `, (${alongside.sql(8)}) AS alongside` : "";
   const read = await db
-    .prepare(`SELECT (SELECT json_group_array(json_object('category', category, 'capMinutes', capMinutes, 'updatedAt', updatedAt, 'updatedBy', updatedBy)) FROM (${CAPS_SQL})) AS caps,
-      (SELECT json_group_array(json_object('category', category, 'minutes', minutes)) FROM (${MINUTES_SQL})) AS minutes${queue}${extra}`)
+    .prepare(
+      stablePlanSql(`SELECT (SELECT json_group_array(json_object('category', category, 'capMinutes', capMinutes, 'updatedAt', updatedAt, 'updatedBy', updatedBy)) FROM (${CAPS_SQL})) AS caps,
+      (SELECT json_group_array(json_object('category', category, 'minutes', minutes)) FROM (${MINUTES_SQL})) AS minutes${queue}${extra}`),
+    )
     .bind(...minutesBinds(installationId, reviewer, now), ...(queueId === null ? [] : [queueId]), ...(extra ? alongside!.binds : []))
     .first<{ caps: string; minutes: string; queueFound?: number; queueWellness?: string | null; alongside?: string | null }>();
   return { queueFound: read?.queueFound === 1, status: exposureOf(reviewer, now, read, read?.queueWellness === "strict"), alongside: read?.alongside ?? null };
