@@ -23,9 +23,9 @@ async function plan(sql: string, binds: unknown[]): Promise<string[]> {
 }
 
 describe("statements planned once", () => {
-  it("rewrites the parameters compared on the right and leaves selected values, function arguments and limits alone", () => {
-    expect(stablePlanSql("SELECT ?1, x FROM t WHERE a = ?2 AND b <= ?3 AND c<>?4 AND d IS ?5 AND e IS NOT ?6 AND f > ?7 LIMIT ?8")).toBe(
-      "SELECT ?1, x FROM t WHERE a = +?2 AND b <= +?3 AND c<>+?4 AND d IS +?5 AND e IS NOT +?6 AND f > +?7 LIMIT ?8",
+  it("rewrites the parameters compared on the right and the limits, and leaves selected values and function arguments alone", () => {
+    expect(stablePlanSql("SELECT ?1, x FROM t WHERE a = ?2 AND b <= ?3 AND c<>?4 AND d IS ?5 AND e IS NOT ?6 AND f > ?7 AND ?9 = '[]' LIMIT ?8 OFFSET ?10")).toBe(
+      "SELECT ?1, x FROM t WHERE a = +?2 AND b <= +?3 AND c<>+?4 AND d IS +?5 AND e IS NOT +?6 AND f > +?7 AND ?9 = '[]' LIMIT +?8 OFFSET +?10",
     );
     expect(stablePlanSql("SELECT value FROM json_each(?2) WHERE typeof(?10) = 'text' AND k == ?11")).toBe("SELECT value FROM json_each(?2) WHERE typeof(?10) = 'text' AND k == +?11");
     // ?12 is not ?1 followed by a 2, and a statement already rewritten stays as it is.

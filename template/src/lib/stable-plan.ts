@@ -2,21 +2,22 @@
 // it again) each time it is executed with new values when its plan was made "depending on" a bound
 // parameter. The planner marks a parameter so when it reads its value while planning: a term
 // `column = ?N` that a candidate index does not use (its row estimate asks whether the value is a
-// small integer) or a parameter it compares with a partial index's condition. Most statements
-// over a table with several indexes have such a candidate, and each execution then pays for a
-// whole parse and plan: for intake's batch about 0.8 ms of the local engine's CPU per report
-// (docs/SCALING.md, "Statements planned once").
+// small integer), a parameter it compares with a partial index's condition, or a LIMIT it reads
+// to see whether it is a small constant. Most statements over a table with several indexes have
+// such a candidate, and each execution then pays for a whole parse and plan: for intake's batch
+// about 0.8 ms of the local engine's CPU per report (docs/SCALING.md, "Statements planned once").
 //
 // Written `+?N`, the parameter is an expression whose value the planner does not read, so the
 // plan stands; the comparison, its affinity and the indexes it can use are those of `?N` (unary
 // plus changes none of them; the plan tests of the statements that use this hold it).
-const COMPARED_PARAMETER = /(==|!=|<>|<=|>=|=|<|>|\bIS\s+NOT\b|\bIS\b)(\s*)\?(\d+)\b/giu;
+const COMPARED_PARAMETER = /(==|!=|<>|<=|>=|=|<|>|\bIS\s+NOT\b|\bIS\b|\bLIMIT\b|\bOFFSET\b)(\s*)\?(\d+)\b/giu;
 
 /**
  * `sql` with each parameter compared on the right of a comparison (`= ?N`, `< ?N`, `IS ?N`…)
- * written `+?N`, an assignment's `SET column = ?N` too (where unary plus is as much a no-op);
- * parameters elsewhere (selected values, function arguments, LIMIT) are left as they are. For
- * statements written in this codebase only: it does not parse string literals.
+ * or given as a LIMIT or OFFSET written `+?N`, an assignment's `SET column = ?N` too (where unary
+ * plus is as much a no-op); parameters elsewhere (selected values, function arguments, a
+ * parameter on the left of a comparison) are left as they are. For statements written in this
+ * codebase only: it does not parse string literals.
  */
 export function stablePlanSql(sql: string): string {
   return sql.replace(COMPARED_PARAMETER, "$1$2+?$3");
