@@ -14,7 +14,7 @@ import { installationDeleteStatements } from "../src/installations/backup";
 import { sha256Hex } from "../src/lib/crypto";
 import { attemptRowsSql } from "../src/lib/delivery-attempts";
 import { runSchedule, SWEEPS } from "../src/schedule";
-import { ADMIN_TOKEN, api, edge, newInstallation, publish, receiverLog, until, waitForRun } from "./helpers";
+import { ADMIN_TOKEN, api, edge, newInstallation, publish, receiverLog, until, waitForRun, deliverMessage } from "./helpers";
 
 const MINUTE = 60_000;
 const SECRET_WORDS = "only the receiver may read this";
@@ -29,22 +29,7 @@ async function setup(path: string, hotDays?: number) {
   return { installationId, apiKey, endpointId: created.body.id as string };
 }
 
-/** A delivery committed and queued as a batch leaves it, then waited for until it settled. */
-async function deliver(installationId: string, endpointId: string): Promise<string> {
-  const delivery = await deliveryStatement(env, {
-    installationId,
-    endpointId,
-    eventType: "message.send",
-    sourceType: "message",
-    sourceId: `msg-${crypto.randomUUID()}`,
-    data: { text: SECRET_WORDS, recipient: { contact: "person@example.org" } },
-    at: new Date().toISOString(),
-  });
-  await env.DB.batch([delivery.statement]);
-  await enqueueDeliveries(env, [delivery.id]);
-  await until(async () => (await env.DB.prepare("SELECT state FROM webhook_deliveries WHERE id = ?1").bind(delivery.id).first<{ state: string }>())?.state === "delivered", `delivery ${delivery.id} delivered`);
-  return delivery.id;
-}
+const deliver = (installationId: string, endpointId: string) => deliverMessage(installationId, endpointId, { text: SECRET_WORDS, recipient: { contact: "person@example.org" } });
 
 const d1Row = (id: string) =>
   env.DB.prepare("SELECT payload_sealed AS payloadSealed, payload_digest AS payloadDigest, state, attempts FROM webhook_deliveries WHERE id = ?1")

@@ -8,10 +8,10 @@ import { describe, expect, it } from "vitest";
 import type { Actor } from "../src/auth";
 import { decideProposal, DELIVERY_SOURCES } from "../src/enforcement/actions";
 import { commitDeliveryArchives, deliveryArchiveKey, writeDeliveryArchives } from "../src/enforcement/delivery-archive";
-import { attemptDelivery, DELIVERY_COLUMNS, deliveryStatement, enqueueDeliveries, sendClaimedAttempt, type AttemptEndpoint, type DeliveryRow } from "../src/enforcement/webhooks";
+import { attemptDelivery, DELIVERY_COLUMNS, deliveryStatement, sendClaimedAttempt, type AttemptEndpoint, type DeliveryRow } from "../src/enforcement/webhooks";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { attemptRowsSql, DELIVERY_ROW_COLUMN_NAMES, FIRST_ATTEMPT_COLUMN_NAMES } from "../src/lib/delivery-attempts";
-import { ADMIN_TOKEN, api, newInstallation, publish, removePostGraph, startRun, until, waitForRun } from "./helpers";
+import { ADMIN_TOKEN, api, newInstallation, publish, removePostGraph, startRun, until, waitForRun, deliverMessage } from "./helpers";
 import { watchedEnv } from "./d1-watch";
 
 type Attempt = { attempt: number; statusCode: number | null; error: string | null; durationMs: number; startedAt: string; via: string };
@@ -59,22 +59,7 @@ const eventsOf = (installationId: string, ...targets: string[]) =>
     .all<{ action: string; n: number }>()
     .then((r) => r.results);
 
-/** A message.send delivery committed and queued as a batch leaves it, then waited for until it settled. */
-async function deliver(installationId: string, endpointId: string): Promise<string> {
-  const delivery = await deliveryStatement(env, {
-    installationId,
-    endpointId,
-    eventType: "message.send",
-    sourceType: "message",
-    sourceId: `msg-${crypto.randomUUID()}`,
-    data: { text: "hello" },
-    at: new Date().toISOString(),
-  });
-  await env.DB.batch([delivery.statement]);
-  await enqueueDeliveries(env, [delivery.id]);
-  await until(async () => (await env.DB.prepare("SELECT state FROM webhook_deliveries WHERE id = ?1").bind(delivery.id).first<{ state: string }>())?.state === "delivered", `delivery ${delivery.id} delivered`);
-  return delivery.id;
-}
+const deliver = (installationId: string, endpointId: string) => deliverMessage(installationId, endpointId, { text: "hello" });
 
 /** Where D1 keeps a delivery's attempts: the first on its row (or not), the number of webhook_attempts rows. */
 async function storedForm(id: string) {

@@ -13,7 +13,7 @@ import { sweepRetention } from "../src/cases/retention/retention";
 import { periodEnd } from "../src/cases/retention/retention-keys";
 import { installationDeleteStatements } from "../src/installations/backup";
 import { runArchiveKey, sweepRunArchive } from "../src/workflows/run-archive";
-import { ADMIN_TOKEN, api, edge, newInstallation, publish, until, waitForRun, STEP_OUTPUT, setSealedOutput } from "./helpers";
+import { ADMIN_TOKEN, api, newInstallation, publish, until, waitForRun, STEP_OUTPUT, setSealedOutput, startEndGraph } from "./helpers";
 
 const DAY = 86_400_000;
 const SECRET_WORDS = "the words only the reporter wrote";
@@ -22,14 +22,7 @@ const SECRET_WORDS = "the words only the reporter wrote";
 async function setup(label: string) {
   const inst = await newInstallation(`erasure-keys-${label}`);
   expect((await api("/api/v1/storage/settings", { method: "PUT", key: inst.apiKey, body: { hotDays: 0 } })).status).toBe(200);
-  const version = await publish(inst.apiKey, {
-    schemaVersion: 1,
-    nodes: [
-      { id: "start", kind: "start" },
-      { id: "done", kind: "end" },
-    ],
-    edges: [edge("start", "success", "done")],
-  });
+  const version = await publish(inst.apiKey, startEndGraph);
   expect((await api("/api/v1/triggers", { key: inst.apiKey, body: { event: "report.created", workflowVersionId: version.id, authorityMode: "autonomous" } })).status).toBe(201);
   return inst;
 }

@@ -2,6 +2,7 @@
 import { env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { expect } from "vitest";
+import { deliveryStatement, enqueueDeliveries } from "../src/enforcement/webhooks";
 import { outputRowsSql, STEP_OUTPUT } from "../src/workflows/step-output";
 
 export const ADMIN_TOKEN = "test-admin-token";
@@ -70,6 +71,25 @@ export async function waitForWait(key: string, runId: string, timeoutMs = 20_000
 }
 
 export const edge = (from: string, port: string, to: string) => ({ from: { nodeId: from, port }, to: { nodeId: to } });
+
+/** The smallest graph: start, then an end ("done"). */
+export const startEndGraph = {
+  schemaVersion: 1,
+  nodes: [
+    { id: "start", kind: "start" },
+    { id: "done", kind: "end", config: { terminal_code: "done" } },
+  ],
+  edges: [edge("start", "success", "done")],
+};
+
+/** A message.send delivery of `data` committed and queued as a batch leaves it, then waited for until it was delivered; its id. */
+export async function deliverMessage(installationId: string, endpointId: string, data: Record<string, unknown>): Promise<string> {
+  const delivery = await deliveryStatement(env, { installationId, endpointId, eventType: "message.send", sourceType: "message", sourceId: `msg-${crypto.randomUUID()}`, data, at: new Date().toISOString() });
+  await env.DB.batch([delivery.statement]);
+  await enqueueDeliveries(env, [delivery.id]);
+  await until(async () => (await env.DB.prepare("SELECT state FROM webhook_deliveries WHERE id = ?1").bind(delivery.id).first<{ state: string }>())?.state === "delivered", `delivery ${delivery.id} delivered`);
+  return delivery.id;
+}
 
 /** start → an action `remove_post` (postId from input) → an end per port: applied, rejected, expired, failed (its error port). */
 export const removePostGraph = {

@@ -11,7 +11,7 @@ import { auditStatement, mergeAuditStatements } from "../src/audit";
 import type { Actor } from "../src/auth";
 import { caseUpsertSql, intakeReport, type ReportInput } from "../src/cases/reports/reports";
 import { createRun, redispatchPendingRuns } from "../src/workflows";
-import { api, edge, newInstallation, publish, waitForRun } from "./helpers";
+import { api, newInstallation, publish, waitForRun, startEndGraph } from "./helpers";
 import { watchedEnv } from "./d1-watch";
 
 /** An ExecutionContext with the Worker's exports (starting an instance needs them). */
@@ -31,15 +31,6 @@ function countingEnv() {
   return { env: counting, sent };
 }
 
-const trivialGraph = {
-  schemaVersion: 1,
-  nodes: [
-    { id: "start", kind: "start" },
-    { id: "done", kind: "end", config: { terminal_code: "done" } },
-  ],
-  edges: [edge("start", "success", "done")],
-};
-
 /** A notice whose notifier left a contact (so intake records a receipt, unsent: no message.send endpoint), with a description (search terms). */
 const notice = (subjectId: string): ReportInput => ({
   subject: { kind: "content", id: subjectId, snapshot: { text: "double your crypto" } },
@@ -52,7 +43,7 @@ const notice = (subjectId: string): ReportInput => ({
 /** An installation with one trigger that starts a start → end workflow for every report, warmed by two reports (so intake assumes its senders). */
 async function installationWithTrigger(label: string) {
   const inst = await newInstallation(`intake-statements-${label}`);
-  const version = await publish(inst.apiKey, trivialGraph);
+  const version = await publish(inst.apiKey, startEndGraph);
   const trigger = await api("/api/v1/triggers", { key: inst.apiKey, body: { event: "report.created", when: "true", workflowVersionId: version.id, authorityMode: "autonomous" } });
   expect(trigger.status).toBe(201);
   for (const subject of ["warm-1", "warm-2"]) expect((await api("/api/v1/reports", { key: inst.apiKey, body: notice(`${label}-${subject}`) })).status).toBe(201);

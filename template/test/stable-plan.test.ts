@@ -11,6 +11,7 @@ import { stablePlanSql } from "../src/lib/stable-plan";
 import { CLAIM_FIRST_SQL } from "../src/cases/queues/task-leases";
 import { CLAIM_EXPOSURE_SQL } from "../src/cases/wellness/wellness";
 import { ARTIFACT_ROW_SQL } from "../src/workflows/artifacts";
+import { INSTANCE_CHECK_SQL } from "../src/workflows/loader";
 
 /** The statement as written: every `+?N` the rewrite made back to `?N`. */
 const asWritten = (sql: string) => sql.replace(/\+\?(\d+)/gu, "?$1");
@@ -54,17 +55,18 @@ describe("statements planned once", () => {
     expect(rewritten.some((detail) => detail.includes("SCAN audit_events"))).toBe(false);
   });
 
-  it("a reviewer's claim, its exposure row and a run's artifact read are planned as written", async () => {
+  it("a reviewer's claim, its exposure row, a run's artifact read and the sandbox's instance check are planned as written", async () => {
     const cases: Array<[string, unknown[]]> = [
       [CLAIM_FIRST_SQL, ["inst", JSON.stringify(["tsk_1", "tsk_2"]), "reviewer", "2026-01-01T00:00:00.000Z", "2026-01-01T00:10:00.000Z", "user:u1", "reviewer"]],
       [CLAIM_EXPOSURE_SQL, ["inst", JSON.stringify([["tsk_1", "exp_1"]]), "reviewer", "2026-01-01T00:00:00.000Z"]],
       [ARTIFACT_ROW_SQL, ["art_1", "ver_1", "inst"]],
+      [INSTANCE_CHECK_SQL, ["run_1", "ver_1"]],
     ];
     for (const [sql, binds] of cases) {
       expect(sql).toContain("+?");
       const rewritten = await plan(sql, binds);
       expect(rewritten).toEqual(await plan(asWritten(sql), binds));
-      expect(rewritten.filter((detail) => /^SCAN (human_tasks|workflow_artifacts|workflow_versions)\b/u.test(detail))).toEqual([]);
+      expect(rewritten.filter((detail) => /^SCAN (human_tasks|workflow_artifacts|workflow_versions|workflow_runs)\b/u.test(detail))).toEqual([]);
     }
   });
 });

@@ -10,21 +10,14 @@ import { groupBatch, type NodeRecord } from "../src/workflows/runtime-group-reco
 import { outputRecord, runtimeAudit, stepEventDetails, stepUpsert, type StepOutputRecord, type StepUpsertInput } from "../src/workflows/runtime-records";
 import { combineStepUpserts } from "../src/workflows/step-upserts";
 import type { WorkflowNodeV1 } from "../src/workflows/types";
-import { edge, newInstallation, publish, startRun, waitForRun } from "./helpers";
+import { newInstallation, publish, startRun, waitForRun, startEndGraph } from "./helpers";
 
 let inst: { id: string; apiKey: string };
 let versionId: string;
 
 beforeAll(async () => {
   inst = await newInstallation("step-upserts");
-  const version = await publish(inst.apiKey, {
-    schemaVersion: 1,
-    nodes: [
-      { id: "start", kind: "start" },
-      { id: "done", kind: "end" },
-    ],
-    edges: [edge("start", "success", "done")],
-  });
+  const version = await publish(inst.apiKey, startEndGraph);
   versionId = version.id;
 });
 

@@ -11,7 +11,7 @@ import { sweepLapsedLeases } from "../src/cases";
 import { deliveryStatement, sweepPendingDeliveries } from "../src/enforcement";
 import { runSchedule, SWEEPS } from "../src/schedule";
 import { redispatchPendingRuns, sweepExpiredWaits, sweepStalledRuns } from "../src/workflows";
-import { api, edge, newInstallation, publish, startRun, until, waitForRun, waitForWait } from "./helpers";
+import { api, edge, newInstallation, publish, startRun, until, waitForRun, waitForWait, startEndGraph } from "./helpers";
 
 const count = async (sql: string, ...binds: unknown[]) =>
   (
@@ -49,15 +49,6 @@ const waitGraph = {
   edges: [edge("start", "success", "await"), edge("await", "received", "received"), edge("await", "timeout", "late")],
 };
 
-const trivialGraph = {
-  schemaVersion: 1,
-  nodes: [
-    { id: "start", kind: "start" },
-    { id: "done", kind: "end", config: { terminal_code: "done" } },
-  ],
-  edges: [edge("start", "success", "done")],
-};
-
 describe("the lease sweep", () => {
   it("puts a lapsed lease back in its queue (open, no claimant, audited) and is a no-op the second time", async () => {
     const { apiKey } = await newInstallation();
@@ -90,7 +81,7 @@ describe("the lease sweep", () => {
 describe("the dispatch sweep", () => {
   it("starts a run left dispatch_pending, once; the run then runs to its end", async () => {
     const { id: installationId, apiKey } = await newInstallation();
-    const version = await publish(apiKey, trivialGraph);
+    const version = await publish(apiKey, startEndGraph);
     // What createRun leaves when starting the instance failed and nobody repeated the request.
     const runId = `run_${crypto.randomUUID().replace(/-/gu, "")}`;
     const before = new Date(Date.now() - 5 * 60_000).toISOString();
@@ -171,8 +162,8 @@ describe("the deadline sweep", () => {
 describe("the stalled-run sweep", () => {
   it("flags a run with no progress past its node's timeout once per stall (workflow.run_stalled)", async () => {
     const { id: installationId, apiKey } = await newInstallation();
-    const version = await publish(apiKey, trivialGraph);
-    const patient = await publish(apiKey, { ...trivialGraph, nodes: [{ id: "start", kind: "start", timeoutPolicy: { timeout_seconds: 86_400, retries: 0 } }, trivialGraph.nodes[1]] });
+    const version = await publish(apiKey, startEndGraph);
+    const patient = await publish(apiKey, { ...startEndGraph, nodes: [{ id: "start", kind: "start", timeoutPolicy: { timeout_seconds: 86_400, retries: 0 } }, startEndGraph.nodes[1]] });
     const insert = (id: string, versionId: string, updatedAt: string) =>
       env.DB.prepare(`INSERT INTO workflow_runs (id, installation_id, workflow_version_id, authority_mode, state, input_json, current_node_id, created_at, updated_at)
         VALUES (?1, ?2, ?3, 'autonomous', 'running', '{}', 'start', ?4, ?4)`)

@@ -10,6 +10,10 @@ import type { KernelStarterEntrypoint } from "./runtime-protocol";
 import type { WorkflowAuthorityMode } from "./types";
 import { stablePlanSql } from "../lib/stable-plan";
 
+/** The run a sandbox's create names (?1 run, ?2 the binding's version): its instance, state, authority and artifact; planned once (lib/stable-plan.ts). */
+export const INSTANCE_CHECK_SQL = stablePlanSql(`SELECT r.id, COALESCE(r.instance_id, r.id) AS instanceId, r.state, r.authority_mode AS authorityMode, v.artifact_id AS artifactId
+  FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id WHERE r.id = ?1 AND r.workflow_version_id = ?2`);
+
 /**
  * The sandbox's WORKFLOWS binding: a host entrypoint pinned to one version and artifact that can
  * do one thing, create the Workflows instance of a run of that version the host is dispatching
@@ -22,12 +26,7 @@ export class SandboxWorkflowBinding extends WorkerEntrypoint<Env, RuntimeProps> 
     const instanceId = cleanIdentifier(options?.id, "instance_id");
     const runId = cleanIdentifier(options?.params?.runId, "run_id");
     const authorityMode = options?.params?.authorityMode;
-    const run = await this.env.DB.prepare(
-      stablePlanSql(`SELECT r.id, COALESCE(r.instance_id, r.id) AS instanceId, r.state, r.authority_mode AS authorityMode, v.artifact_id AS artifactId FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id
-      WHERE r.id = ?1 AND r.workflow_version_id = ?2`),
-    )
-      .bind(runId, this.ctx.props.workflowVersionId)
-      .first<{ id: string; instanceId: string; state: string; authorityMode: string; artifactId: string }>();
+    const run = await this.env.DB.prepare(INSTANCE_CHECK_SQL).bind(runId, this.ctx.props.workflowVersionId).first<{ id: string; instanceId: string; state: string; authorityMode: string; artifactId: string }>();
     if (!run || run.artifactId !== this.ctx.props.artifactId) throw denied("runtime.capability_denied");
     // The instance the host recorded for the run (its id, or a repair's `<run id>-r<n>`), while it dispatches it.
     if (instanceId !== run.instanceId || authorityMode !== run.authorityMode || !["created", "dispatch_pending"].includes(run.state)) throw denied("runtime.instance_denied");

@@ -7,7 +7,7 @@ import type { WalkedGroup } from "./runtime-fused";
 import type { ActionProgress } from "./runtime-protocol";
 import { now, runProgress, stepUpsert } from "./runtime-records";
 import { combineStepUpserts } from "./step-upserts";
-import { contextAfterGroup, nodesAfterGroup, readsFolds, singleNext } from "./runtime-wait-ahead";
+import { contextAfterGroup, nodesAfterGroup, readsFolds, singleNext, perGraphAndHead } from "./runtime-wait-ahead";
 import type { JsonValue, ParsedWorkflowGraph, WorkflowNodeV1 } from "./types";
 
 const actionable = (graph: ParsedWorkflowGraph, node: WorkflowNodeV1) => kindOf(node.kind)?.protocol === "action" && !nodeReadsContent(graph, node) && !nodeReads(node).related;
@@ -24,19 +24,14 @@ const cache = new WeakMap<ParsedWorkflowGraph, Map<string, ActionFolds | null>>(
 
 /** What an action after a group starting at `head` reads; null where no action can follow. Cached per graph and head. */
 export function actionAheadFolds(graph: ParsedWorkflowGraph, head: WorkflowNodeV1): ActionFolds | null {
-  const byHead = cache.get(graph) ?? new Map<string, ActionFolds | null>();
-  cache.set(graph, byHead);
-  if (byHead.has(head.id)) return byHead.get(head.id)!;
-  const actions = nodesAfterGroup(graph, head, (node) => actionable(graph, node));
-  let found: ActionFolds | null = null;
-  const first = actions[0];
-  if (first) {
+  return perGraphAndHead(cache, graph, head, () => {
+    const actions = nodesAfterGroup(graph, head, (node) => actionable(graph, node));
+    const first = actions[0];
+    if (!first) return null;
     // The type of the first action only (one `nextType` fold); another's is read by prepareAction.
     const typeKey = String(first.config.action_type);
-    found = { folds: { ...readsFolds(actions), nextType: (param) => actionTypeJsonSql(param(typeKey)) }, typeKey, actions };
-  }
-  byHead.set(head.id, found);
-  return found;
+    return { folds: { ...readsFolds(actions), nextType: (param) => actionTypeJsonSql(param(typeKey)) }, typeKey, actions };
+  });
 }
 
 /** The action after a walked group, with what preparing it needs. */

@@ -45,6 +45,14 @@ export function mergeFolds(folds: RunFolds, more: RunFolds): void {
 }
 
 /** The nodes a group starting at `head` can lead to (each the single node after one of its nodes' ports, outside the group) that `accept` takes. */
+/** `compute(graph, head)` kept per graph (while it lives) and head in `cache`: what a walk past `head` reads depends on nothing else. */
+export function perGraphAndHead<T>(cache: WeakMap<ParsedWorkflowGraph, Map<string, T>>, graph: ParsedWorkflowGraph, head: WorkflowNodeV1, compute: () => T): T {
+  let byHead = cache.get(graph);
+  if (!byHead) cache.set(graph, (byHead = new Map()));
+  if (!byHead.has(head.id)) byHead.set(head.id, compute());
+  return byHead.get(head.id)!;
+}
+
 export function nodesAfterGroup(graph: ParsedWorkflowGraph, head: WorkflowNodeV1, accept: (node: WorkflowNodeV1) => boolean): WorkflowNodeV1[] {
   const region = groupRegion(graph, head);
   const inRegion = new Set(region.map((node) => node.id));
@@ -97,21 +105,16 @@ const cache = new WeakMap<ParsedWorkflowGraph, Map<string, WaitFolds | null>>();
 
 /** What a wait after a group starting at `head` reads, folded into the group's authorization; null where no wait can follow. Cached per graph and head. */
 export function waitAheadFolds(graph: ParsedWorkflowGraph, head: WorkflowNodeV1): WaitFolds | null {
-  const byHead = cache.get(graph) ?? new Map<string, WaitFolds | null>();
-  cache.set(graph, byHead);
-  if (byHead.has(head.id)) return byHead.get(head.id)!;
-  const waits = nodesAfterGroup(graph, head, (node) => waitable(graph, node));
-  let found: WaitFolds | null = null;
-  if (waits.length > 0) {
+  return perGraphAndHead(cache, graph, head, () => {
+    const waits = nodesAfterGroup(graph, head, (node) => waitable(graph, node));
+    if (waits.length === 0) return null;
     const folds = readsFolds(waits);
     // The queue of the first human task only (one `next` fold); another's is read by prepareWait.
     const human = waits.find((wait) => wait.kind === "human_task" && typeof wait.config.queue_id === "string");
     const queueRef = human ? String(human.config.queue_id) : null;
     if (queueRef !== null) folds.next = (param) => findQueueJsonSql("r.installation_id", param(queueRef));
-    found = { folds, queueRef };
-  }
-  byHead.set(head.id, found);
-  return found;
+    return { folds, queueRef };
+  });
 }
 
 /**
