@@ -12,6 +12,7 @@ import { CLAIM_FIRST_SQL } from "../src/cases/queues/task-leases";
 import { CLAIM_EXPOSURE_SQL } from "../src/cases/wellness/wellness";
 import { ARTIFACT_ROW_SQL } from "../src/workflows/artifacts";
 import { INSTANCE_CHECK_SQL } from "../src/workflows/loader";
+import { runQuery } from "../src/workflows/runtime-authorize";
 
 /** The statement as written: every `+?N` the rewrite made back to `?N`. */
 const asWritten = (sql: string) => sql.replace(/\+\?(\d+)/gu, "?$1");
@@ -68,5 +69,23 @@ describe("statements planned once", () => {
       expect(rewritten).toEqual(await plan(asWritten(sql), binds));
       expect(rewritten.filter((detail) => /^SCAN (human_tasks|workflow_artifacts|workflow_versions|workflow_runs)\b/u.test(detail))).toEqual([]);
     }
+  });
+
+  it("the runtime's run read, bare and with every fold a step reads (exits, its own step, its wait and event, the group's outputs), is planned as written", async () => {
+    const folded = runQuery("run_1", {
+      exitsOf: ["review", "verdict"],
+      step: { nodeId: "verdict", branchKey: "" },
+      wait: { stepId: "stp_1", eventId: "evt_1" },
+      group: { nodeIds: ["a", "b"], sealed: true },
+    });
+    for (const { sql, binds } of [runQuery("run_1"), folded]) {
+      expect(sql).toContain("r.id = +?1");
+      const rewritten = await plan(sql, binds);
+      expect(rewritten).toEqual(await plan(asWritten(sql), binds));
+      expect(rewritten.filter((detail) => /^SCAN (workflow_runs|workflow_versions|workflow_step_runs|workflow_waits|workflow_events)\b/u.test(detail))).toEqual([]);
+    }
+    // Each fold's subquery is in the statement, so the plans compared cover them.
+    expect(folded.sql).toContain("FROM workflow_waits");
+    expect(folded.sql).toContain("FROM workflow_events e");
   });
 });

@@ -93,15 +93,23 @@ export function auditStatement(db: D1Database, event: AuditEventInput, onlyIf?: 
   `),
     )
     .bind(id, row.installationId, event.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, detailsJson, storeCreatedAt(row.createdAt), row.entryMac, ...guard.binds);
-  BUILT.set(statement, { events: [event], ...(onlyIf ? { lastOnlyIf: onlyIf } : {}) });
+  BUILT.set(statement, { events: [event], rows: [listRow(event, row)], ...(onlyIf ? { lastOnlyIf: onlyIf } : {}) });
   return statement;
 }
 
 /**
- * The statements auditStatement and auditEventsStatement built, with their events and the last
- * one's guard (for combineAuditStatements: a combined statement combined again is its events).
+ * The statements auditStatement and auditEventsStatement built, with their events, the events'
+ * rows as bound (so combining statements does not compute a MAC again) and the last one's guard
+ * (for combineAuditStatements: a combined statement combined again is its events).
  */
-const BUILT = new WeakMap<D1PreparedStatement, { events: readonly AuditEventInput[]; lastOnlyIf?: AuditGuard }>();
+const BUILT = new WeakMap<D1PreparedStatement, { events: readonly AuditEventInput[]; rows: readonly ListRow[]; lastOnlyIf?: AuditGuard }>();
+
+/** An event's stored row as auditEventsSql's list (?2) holds it: id, idempotency key, action, actor type and id, target type and id, details, created_at, MAC. */
+type ListRow = [string, string, string, string, string, string, string, string, string | number, string | null];
+
+function listRow(event: AuditEventInput, row: ReturnType<typeof storedRow> = storedRow(event)): ListRow {
+  return [row.id, event.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, row.detailsJson, storeCreatedAt(row.createdAt), row.entryMac];
+}
 
 /** A lean (v2) row as auditStatement writes it, its MAC included (stored form), without its seq. */
 function storedRow(event: AuditEventInput) {
@@ -153,24 +161,30 @@ export function auditEventsSql(lastGuard: string | null): string {
  * loudly rather than leaving a gap in seq.
  */
 export function auditEventsStatement(db: D1Database, events: readonly AuditEventInput[], lastOnlyIf?: AuditGuard): D1PreparedStatement {
+  return eventsStatement(
+    db,
+    events,
+    events.map((event) => listRow(event)),
+    lastOnlyIf,
+  );
+}
+
+/** auditEventsStatement with the events' rows as their own statements bound them (combineAuditStatements). */
+function eventsStatement(db: D1Database, events: readonly AuditEventInput[], rows: readonly ListRow[], lastOnlyIf?: AuditGuard): D1PreparedStatement {
   if (lastOnlyIf && !GUARD_TABLES.includes(lastOnlyIf.table)) throw new Error("audit_guard_table_invalid");
   const guard = lastOnlyIf ? rowGuardClause(lastOnlyIf, 3) : null;
-  const { installationId, list } = eventList(events);
+  const { installationId, list } = eventList(events, rows);
   const lastGuard = guard ? `AND (e.ord < ${events.length - 1} OR ${guard.sql.replace(/^WHERE /u, "")})` : null;
   const statement = db.prepare(auditEventsSql(lastGuard)).bind(installationId, list, ...(guard?.binds ?? []));
-  BUILT.set(statement, { events, ...(lastOnlyIf ? { lastOnlyIf } : {}) });
+  BUILT.set(statement, { events, rows, ...(lastOnlyIf ? { lastOnlyIf } : {}) });
   return statement;
 }
 
 /** auditEventsSql's list (?2): each event's stored row as an array, of one installation. */
-function eventList(events: readonly AuditEventInput[]): { installationId: string; list: string } {
+function eventList(events: readonly AuditEventInput[], rows: readonly ListRow[] = events.map((event) => listRow(event))): { installationId: string; list: string } {
   const installationId = events[0]?.installationId;
   if (installationId === undefined || events.some((event) => event.installationId !== installationId)) throw new Error("audit_events_installation_mixed");
-  const list = events.map((event) => {
-    const row = storedRow(event);
-    return [row.id, event.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, row.detailsJson, storeCreatedAt(row.createdAt), row.entryMac];
-  });
-  return { installationId, list: JSON.stringify(list) };
+  return { installationId, list: JSON.stringify(rows) };
 }
 
 /**
@@ -201,7 +215,7 @@ export function auditEachTargetStatement(db: D1Database, events: readonly AuditE
  * so a caller that reads them by position must not use this.
  */
 export function combineAuditStatements(db: D1Database, statements: readonly D1PreparedStatement[]): D1PreparedStatement[] {
-  type Run = { at: number[]; events: AuditEventInput[]; lastOnlyIf?: AuditGuard };
+  type Run = { at: number[]; events: AuditEventInput[]; rows: ListRow[]; lastOnlyIf?: AuditGuard };
   const runs: Run[] = [];
   let current: Run | null = null;
   for (const [index, statement] of statements.entries()) {
@@ -209,11 +223,12 @@ export function combineAuditStatements(db: D1Database, statements: readonly D1Pr
     if (!built) continue;
     if (current && current.events[0]!.installationId !== built.events[0]!.installationId) current = null;
     if (!current) {
-      current = { at: [], events: [] };
+      current = { at: [], events: [], rows: [] };
       runs.push(current);
     }
     current.at.push(index);
     current.events.push(...built.events);
+    current.rows.push(...built.rows);
     if (built.lastOnlyIf) {
       // A guarded event ends its run (its guard must not be evaluated later than it was).
       current.lastOnlyIf = built.lastOnlyIf;
@@ -224,7 +239,7 @@ export function combineAuditStatements(db: D1Database, statements: readonly D1Pr
   for (const run of runs) {
     if (run.at.length < 2) continue;
     for (const index of run.at) replaced.set(index, null);
-    replaced.set(run.at.at(-1)!, auditEventsStatement(db, run.events, run.lastOnlyIf));
+    replaced.set(run.at.at(-1)!, eventsStatement(db, run.events, run.rows, run.lastOnlyIf));
   }
   if (replaced.size === 0) return [...statements];
   return statements.flatMap((statement, index) => {
@@ -245,12 +260,12 @@ export function combineAuditStatements(db: D1Database, statements: readonly D1Pr
  */
 export function mergeAuditStatements(db: D1Database, statements: readonly D1PreparedStatement[]): D1PreparedStatement[] {
   const at: number[] = [];
-  const guarded: Array<{ event: AuditEventInput; onlyIf?: AuditGuard }> = [];
+  const guarded: Array<{ event: AuditEventInput; row: ListRow; onlyIf?: AuditGuard }> = [];
   for (const [index, statement] of statements.entries()) {
     const built = BUILT.get(statement);
     if (!built) continue;
     at.push(index);
-    for (const [position, event] of built.events.entries()) guarded.push({ event, ...(built.lastOnlyIf && position === built.events.length - 1 ? { onlyIf: built.lastOnlyIf } : {}) });
+    for (const [position, event] of built.events.entries()) guarded.push({ event, row: built.rows[position]!, ...(built.lastOnlyIf && position === built.events.length - 1 ? { onlyIf: built.lastOnlyIf } : {}) });
   }
   if (at.length < 2) return [...statements];
   const last = at.at(-1)!;
@@ -259,7 +274,7 @@ export function mergeAuditStatements(db: D1Database, statements: readonly D1Prep
 }
 
 /** auditEventsStatement with a guard per event (each evaluated where the statement stands). */
-function auditEventsGuardedStatement(db: D1Database, guarded: ReadonlyArray<{ event: AuditEventInput; onlyIf?: AuditGuard }>): D1PreparedStatement {
+function auditEventsGuardedStatement(db: D1Database, guarded: ReadonlyArray<{ event: AuditEventInput; row: ListRow; onlyIf?: AuditGuard }>): D1PreparedStatement {
   const events = guarded.map((item) => item.event);
   const installationId = events[0]?.installationId;
   if (installationId === undefined || events.some((event) => event.installationId !== installationId)) throw new Error("audit_events_installation_mixed");
@@ -272,10 +287,7 @@ function auditEventsGuardedStatement(db: D1Database, guarded: ReadonlyArray<{ ev
     binds.push(...clause.binds);
     cases.push(`WHEN ${ord} THEN ${clause.sql.replace(/^WHERE /u, "")}`);
   }
-  const list = events.map((event) => {
-    const row = storedRow(event);
-    return [row.id, event.idempotencyKey, row.action, row.actorType, row.actorId, row.targetType, row.targetId, row.detailsJson, storeCreatedAt(row.createdAt), row.entryMac];
-  });
+  const list = guarded.map((item) => item.row);
   const guards = cases.length > 0 ? `AND CASE e.ord ${cases.join(" ")} ELSE 1 END` : null;
   // Not registered in BUILT: its guards are per event, which a later combination could not keep.
   return db.prepare(auditEventsSql(guards)).bind(installationId, JSON.stringify(list), ...binds);

@@ -13,6 +13,14 @@
 const COMPARED_PARAMETER = /(==|!=|<>|<=|>=|=|<|>|\bIS\s+NOT\b|\bIS\b|\bLIMIT\b|\bOFFSET\b)(\s*)\?(\d+)\b/giu;
 
 /**
+ * Each statement text rewritten so far and its rewrite: most statements are built on every call
+ * (the case upsert, an audit insert), and the rewrite scans the whole text. A few hundred texts in
+ * all; bounded for a caller that builds texts from varying parts.
+ */
+const rewritten = new Map<string, string>();
+const MAX_REWRITTEN = 1_000;
+
+/**
  * `sql` with each parameter compared on the right of a comparison (`= ?N`, `< ?N`, `IS ?N`…)
  * or given as a LIMIT or OFFSET written `+?N`, an assignment's `SET column = ?N` too (where unary
  * plus is as much a no-op); parameters elsewhere (selected values, function arguments, a
@@ -20,5 +28,11 @@ const COMPARED_PARAMETER = /(==|!=|<>|<=|>=|=|<|>|\bIS\s+NOT\b|\bIS\b|\bLIMIT\b|
  * codebase only: it does not parse string literals.
  */
 export function stablePlanSql(sql: string): string {
-  return sql.replace(COMPARED_PARAMETER, "$1$2+?$3");
+  let stable = rewritten.get(sql);
+  if (stable === undefined) {
+    stable = sql.replace(COMPARED_PARAMETER, "$1$2+?$3");
+    if (rewritten.size >= MAX_REWRITTEN) rewritten.clear();
+    rewritten.set(sql, stable);
+  }
+  return stable;
 }

@@ -168,6 +168,12 @@ export const GROUP_FOLD_MAX_BYTES = 262_144;
 const FINISHED_SQL = "'succeeded', 'failed', 'timed_out'";
 
 function runStatement(db: D1Database, runId: string, folds: RunFolds = {}): D1PreparedStatement {
+  const { sql, binds } = runQuery(runId, folds);
+  return db.prepare(sql).bind(...binds);
+}
+
+/** The run's read with its folds (runStatement): its SQL, planned once (lib/stable-plan.ts), and its values. Exported for the plan tests. */
+export function runQuery(runId: string, folds: RunFolds = {}): { sql: string; binds: unknown[] } {
   const binds: unknown[] = [runId];
   let exits = "NULL";
   if (folds.exitsOf) {
@@ -219,9 +225,8 @@ function runStatement(db: D1Database, runId: string, folds: RunFolds = {}): D1Pr
   const extra = folds.extra ? folds.extra(param) : "NULL";
   const next = folds.next ? folds.next(param) : "NULL";
   const nextType = folds.nextType ? folds.nextType(param) : "NULL";
-  return db
-    .prepare(
-      stablePlanSql(`
+  return {
+    sql: stablePlanSql(`
     SELECT r.id, r.installation_id AS installationId, r.workflow_version_id AS workflowVersionId,
       r.authority_mode AS authorityMode, r.state, r.input_json AS inputJson, r.report_id AS reportId,
       r.appeal_id AS appealId, r.backtest_id AS backtestId,
@@ -230,8 +235,8 @@ function runStatement(db: D1Database, runId: string, folds: RunFolds = {}): D1Pr
     FROM workflow_runs r JOIN workflow_versions v ON v.id = r.workflow_version_id AND v.installation_id = r.installation_id
     WHERE r.id = ?1 LIMIT 1
   `),
-    )
-    .bind(...binds);
+    binds,
+  };
 }
 
 function foldedReads(folds: RunFolds, row: RunRow): FoldedReads {
