@@ -5,7 +5,7 @@
 import { env, introspectWorkflow } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { api, edge, newInstallation, removePostGraph, STEP_OUTPUT, startRun, waitForRun, waitForWait } from "./helpers";
+import { api, edge, newInstallation, removePostGraph, STEP_OUTPUT, startRun, until, waitForRun, waitForWait } from "./helpers";
 
 /** start → wait for an event → condition on its payload → an end per verdict (or timeout). */
 const waitGraph = {
@@ -364,5 +364,49 @@ describe("the host walks on past an action delivered at once", () => {
       { nodeId: "start", state: "succeeded", port: "success" },
     ]);
     expect(events.filter((event) => event.action === "workflow.step_succeeded").map((event) => event.nodeId)).toEqual(["start", "remove", "applied"]);
+  });
+});
+
+/** start → an action (a person approves it in assisted mode) → a wait the run parks at → end. */
+const actThenHold = {
+  schemaVersion: 1,
+  nodes: [
+    { id: "start", kind: "start" },
+    { id: "act", kind: "action", errorPort: "failed", config: { action_type: "remove_post" }, inputMapping: { postId: "input.postId" } },
+    { id: "hold", kind: "wait_for_event", config: { event_type: "moderator.decision", timeout_seconds: 3600 } },
+    { id: "done", kind: "end", config: { terminal_code: "done" } },
+    { id: "other", kind: "end", config: { terminal_code: "other" } },
+  ],
+  edges: [
+    edge("start", "success", "act"),
+    edge("act", "applied", "hold"),
+    edge("act", "rejected", "other"),
+    edge("act", "expired", "other"),
+    edge("act", "failed", "other"),
+    edge("hold", "received", "done"),
+    edge("hold", "timeout", "other"),
+  ],
+};
+
+describe("a kernel's completeAction repeated after its answer was lost", () => {
+  it("is answered with the port the step recorded, and writes nothing again, whether or not it asks to walk on", async () => {
+    const apiKey = await actionDesk("/ok/walk-on-repeat");
+    for (const steps of ["fused", "per_node"] as const) {
+      const version = await publishAs(apiKey, actThenHold, steps);
+      const started = await api("/api/v1/runs", { key: apiKey, body: { workflowVersionId: version.id, authorityMode: "assisted", input: { postId: "p9" } } });
+      expect(started.status).toBe(201);
+      const runId = started.body.id as string;
+      const proposal = await until(async () => (await api("/api/v1/action-proposals", { key: apiKey })).body.items.find((item: any) => item.runId === runId && item.state === "approval_required"), "the proposal");
+      expect((await api(`/api/v1/action-proposals/${proposal.id}/approve`, { key: apiKey, body: { approver: "lead-mod", reason: "clear" } })).status).toBe(200);
+      // The kernel's own completeAction recorded the action, and the run went on to park at the wait.
+      const { run } = await waitForWait(apiKey, runId);
+      expect(run).toMatchObject({ state: "waiting", currentNodeId: "hold" });
+      const before = await records(runId);
+      expect(before.steps).toContainEqual({ nodeId: "act", state: "succeeded", port: "applied" });
+      const runtime = capability(version) as unknown as Record<"completeAction", (input: unknown) => Promise<any>>;
+      const repeat = { runId, nodeId: "act", nodeKind: "action", authorityMode: "assisted", proposalId: proposal.id, eventResult: { status: "received", event: { proposalId: proposal.id } } };
+      for (const request of [repeat, { ...repeat, walk: true }]) expect(await runtime.completeAction(request)).toMatchObject({ port: "applied" });
+      expect(await records(runId)).toEqual(before);
+    }
   });
 });

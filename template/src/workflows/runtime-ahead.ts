@@ -188,7 +188,9 @@ export async function recordAndWalk<T extends NodeOutput>(
   const open = JSON.parse(parts.record.json) as JsonValue;
   // After an action walked to in this call, only the group after it was folded (aheadFolds): no wait or action beyond.
   const walked = folded ? await walkOn(host, { ...result, port: String(result.output.port), folded, open, ...(carried ? { prior: carried.prior, priorSteps: carried.revisions + 1, onward: false } : {}) }) : null;
-  // This step alone, as one step per node records it; its row only if it did not finish meanwhile.
+  // This step alone, as one step per node records it. Its row is guarded: a step that finished
+  // meanwhile (a concurrent duplicate of this call) fails the batch, so nothing is written twice;
+  // a repeat after the step finished is answered from its record before it gets here.
   const alone = () => combineAuditStatements(db, [stepUpsert(db, parts.step, stepsGuard(null, [result.stepId])), parts.progress, parts.audit, ...extra]);
   if (!walked) {
     await db.batch(alone());
@@ -197,7 +199,8 @@ export async function recordAndWalk<T extends NodeOutput>(
   // The group's write guard (with this step's own row: it must not have finished meanwhile either)
   // goes on this step's row, the batch's first, so that every step row of the batch is one statement
   // (step-upserts.ts). A run no longer live or a step finished meanwhile fails the batch: this
-  // step is then recorded alone (or, finished, not again), and the kernel walks the group itself.
+  // step is then recorded alone (for a step finished meanwhile that fails too, and the kernel's
+  // retry is answered from the step's record), and the kernel walks the group itself.
   const records = () =>
     combineStepUpserts(db, [stepUpsert(db, parts.step, groupGuard(result.run, walked.records, [result.stepId])), parts.audit, ...extra, ...groupBatch(db, result.run, walked.records, { guard: false, progress: walked.after === null })]);
   const recordAlone = async <A>(answered: A): Promise<A> => {

@@ -309,7 +309,7 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
       // The proposal the kernel names is read with the authorization, and used only if it is this step's.
       const claimed = wellFormed(() => cleanIdentifier(input.proposalId, "proposal_id", 500));
       const walking = input.walk === true && (input.branchKey === undefined || input.branchKey === "");
-      const { run, node, branchKey, extra, folded } = await this.authorize(input, scope, {
+      const { run, node, branchKey, recorded, extra, folded } = await this.authorize(input, scope, {
         kind: "action",
         extra: () => (claimed === undefined ? undefined : (param) => proposalJsonSql(param(claimed))),
         ...(walking ? { more: this.walkFolds } : {}),
@@ -317,6 +317,8 @@ export class WorkflowRuntimeCapability extends WorkerEntrypoint<Env, RuntimeProp
       const stepId = stepRunId(run.id, node.id, branchKey);
       const expected = proposalIdOf(stepId);
       if (cleanIdentifier(input.proposalId, "proposal_id", 500) !== expected) throw denied("runtime.action_proposal_denied");
+      // A repeat of a call that finished the step (its answer lost): the port it recorded, nothing written again.
+      if (recorded?.port && FINISHED_STEP_STATES.includes(recorded.state)) return progressForKernel({ port: recorded.port, status: "recorded" });
       const prefetched = extra === undefined ? {} : { prefetched: extra === null ? null : (JSON.parse(extra) as ProposalRow) };
       const progress = await completeWorkflowAction(this.env, { proposalId: expected, eventResult: input.eventResult, ...prefetched });
       if (progress.port) return this.recordAndWalk({ run, node, branchKey, stepId, output: progress }, walking ? folded : undefined, [], progressForKernel(progress));
