@@ -273,6 +273,15 @@ describe("who may read an account", () => {
     const allowed = await api(`/api/v1/accounts/${owner}`, { key: await keyWith(["review", "personal_data:read"]) });
     expect(allowed.status, JSON.stringify(allowed.body)).toBe(200);
 
+    // A sanction's refusals do not tell a `review` key (no personal_data:read) whether a person was
+    // reported: an unknown action type is refused first, the same for an account never reported.
+    const reviewer = await keyWith(["review"]);
+    for (const who of [owner, `never-reported-${crypto.randomUUID()}`]) {
+      const probe = await api(`/api/v1/accounts/${who}/sanctions`, { key: reviewer, body: { actionType: "no_such_type", reason: "probe" } });
+      expect(probe.status, who).toBe(404);
+      expect(probe.body.error.code, who).toBe("action_type.not_found");
+    }
+
     const viewer = await signIn(installationId, `viewer-${crypto.randomUUID().slice(0, 6)}@example.org`, "viewer");
     expect((await viewer(`/api/v1/accounts/${owner}`)).status).toBe(403);
 

@@ -6,6 +6,8 @@ import { createExecutionContext, env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { sweepBulkActions } from "../src/accounts";
+import { subjectsOf } from "../src/accounts/bulk-action-input";
+import type { Actor } from "../src/auth";
 import { api, newInstallation, personKey, receiverLog, until } from "./helpers";
 
 /** An ExecutionContext with the Worker's exports, as the scheduled event gets one (starting an instance needs them). */
@@ -36,6 +38,25 @@ const count = async (sql: string, ...binds: unknown[]) =>
   )?.n ?? 0;
 
 describe("bulk actions", () => {
+  it("a search that would need more than its bound of pages to name its subjects is refused (422 bulk_action.search_too_broad), not read to its end", async () => {
+    const { id: installationId, apiKey } = await newInstallation("bulk-broad");
+    // Five reports about one subject: pages of two reports name it again and again.
+    for (let i = 0; i < 5; i++) {
+      const filed = await api("/api/v1/reports", { key: apiKey, body: { subject: { kind: "content", id: "ring-1" }, category: "scams_and_fraud", description: `Same scam, take ${i}` } });
+      expect(filed.status).toBe(201);
+    }
+    const actor: Actor = { installationId, scopes: ["admin"], audit: { type: "admin", id: "test" } };
+    const input = { search: { category: "scams_and_fraud" }, actionType: "remove_post", reason: "Spam wave", dryRun: true };
+    // Three pages of two hold all five: read to the end.
+    expect(await subjectsOf(env, actor, input, { max: 3, size: 2 })).toEqual([{ kind: "content", id: "ring-1" }]);
+    // Two pages leave one report unread: refused, with a code.
+    const refused = await subjectsOf(env, actor, input, { max: 2, size: 2 }).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    expect(refused).toMatchObject({ code: "bulk_action.search_too_broad", status: 422 });
+  });
+
   it("a dry run counts the subjects and writes nothing; a search names the installation's own subjects", async () => {
     const { installationId, apiKey } = await desk("/ok/bulk-dry", "autonomous");
     const other = await newInstallation("bulk-other");

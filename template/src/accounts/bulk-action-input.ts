@@ -11,6 +11,13 @@ import { accountKeyOf } from "./accounts";
 import { kindOf } from "./strike-policy";
 
 export const MAX_BULK_SUBJECTS = 10_000;
+/**
+ * Pages of a search (200 reports each) read for a bulk action's subjects: enough for 10,000
+ * subjects with one report each. A search that still has reports past them (many reports about
+ * few subjects) is refused rather than read to its end: one request must not walk the whole
+ * installation.
+ */
+export const MAX_SEARCH_PAGES = 60;
 
 export interface BulkActionInput {
   subjects?: Array<{ kind?: unknown; id?: unknown }>;
@@ -74,7 +81,7 @@ export function invalid(message: string, path: string): AppError {
  * subjects of the reports about some accounts (an account and the ones related to it: a spam
  * ring), up to 10,000, newest first. Only this installation's reports are read.
  */
-export async function subjectsOf(env: Env, actor: Actor, input: BulkActionInput): Promise<Array<{ kind: string; id: string }>> {
+export async function subjectsOf(env: Env, actor: Actor, input: BulkActionInput, searchPages = { max: MAX_SEARCH_PAGES, size: 200 }): Promise<Array<{ kind: string; id: string }>> {
   if ([input.subjects, input.search, input.accounts].filter((source) => source !== undefined).length !== 1) {
     throw invalid("Name the subjects one way: as a list (subjects), as a search (search), or as the accounts whose reported subjects to act on (accounts).", "$");
   }
@@ -121,12 +128,19 @@ export async function subjectsOf(env: Env, actor: Actor, input: BulkActionInput)
   }
   const filters = input.search!;
   const text = (name: string) => (typeof filters[name] === "string" ? (filters[name] as string) : undefined);
-  const query: SearchQuery = { type: "report", limit: 200, cursor: null };
+  const query: SearchQuery = { type: "report", limit: searchPages.size, cursor: null };
   for (const name of ["q", "category", "state", "queue", "from", "to", "decision", "automation"] as const) if (text(name) !== undefined) (query as unknown as Record<string, string>)[name] = text(name)!;
-  while (seen.size < MAX_BULK_SUBJECTS) {
+  for (let pages = 1; seen.size < MAX_BULK_SUBJECTS; pages++) {
     const page = await search(env, actor, query);
     for (const item of page.items) seen.set(`${String(item.subjectKind)}\u0000${String(item.subjectId)}`, { kind: String(item.subjectKind), id: String(item.subjectId) });
     if (!page.nextCursor) break;
+    if (pages === searchPages.max && seen.size < MAX_BULK_SUBJECTS) {
+      throw new AppError(
+        "bulk_action.search_too_broad",
+        `The search matches more than ${searchPages.max * searchPages.size} reports before naming ${MAX_BULK_SUBJECTS} subjects; narrow it (category, dates, a query) or name the subjects as a list.`,
+        { status: 422, details: [{ path: "$.search", code: "too_broad", message: "Narrow the search, or name the subjects as a list." }] },
+      );
+    }
     const last = page.items.at(-1)!;
     query.cursor = [String(last.at), String(last.id)];
   }

@@ -221,10 +221,17 @@ export async function sanctionAccount(
   env: Env,
   ctx: ExecutionContext,
   actor: Actor,
-  requested: { accountKey: string; actionType: string; kind?: SanctionKind | undefined; manifestlyIllegal?: boolean | undefined; reportId: string; reason: string },
+  asked: { accountKey: string; actionType: string; kind?: SanctionKind | undefined; manifestlyIllegal?: boolean | undefined; reason: string },
+  /**
+   * The account's report the sanction is about (accounts.ts accountReport: a 404 when the account
+   * was never reported). Looked up only once the action type is known to exist, so a caller who
+   * cannot read accounts does not learn from the order of the refusals whether a person was reported.
+   */
+  reportOf: () => Promise<{ id: string }>,
 ): Promise<SanctionRow> {
-  const type = await env.DB.prepare(`SELECT 1 AS x FROM action_types WHERE installation_id = ?1 AND key = ?2`).bind(actor.installationId, requested.actionType).first();
-  if (!type) throw new AppError("action_type.not_found", `This installation has no action type ${JSON.stringify(requested.actionType).slice(0, 100)}; create it first (POST /action-types).`, { status: 404 });
+  const type = await env.DB.prepare(`SELECT 1 AS x FROM action_types WHERE installation_id = ?1 AND key = ?2`).bind(actor.installationId, asked.actionType).first();
+  if (!type) throw new AppError("action_type.not_found", `This installation has no action type ${JSON.stringify(asked.actionType).slice(0, 100)}; create it first (POST /action-types).`, { status: 404 });
+  const requested = { ...asked, reportId: (await reportOf()).id };
   const policy = await readStrikePolicy(env.DB, actor.installationId);
   const named = policy?.ladder.find((rung) => rung.actionType === requested.actionType)?.kind ?? kindOf(requested.actionType);
   const input = { ...requested, kind: named === "restriction" && requested.kind ? requested.kind : named };

@@ -33,15 +33,9 @@ export const accountRoutes = routes()
     async (c, { body }) => {
       const actor = c.get("actor");
       const accountKey = accountKeyOf(actor.installationId, c.req.param("id"));
-      const report = await accountReport(c.env.DB, actor.installationId, accountKey, body.reportId);
-      const row = await sanctionAccount(c.env, c.executionCtx as ExecutionContext, actor, {
-        accountKey,
-        actionType: body.actionType,
-        kind: body.kind,
-        manifestlyIllegal: body.manifestlyIllegal,
-        reportId: report.id,
-        reason: body.reason,
-      });
+      const row = await sanctionAccount(c.env, c.executionCtx as ExecutionContext, actor, { accountKey, actionType: body.actionType, kind: body.kind, manifestlyIllegal: body.manifestlyIllegal, reason: body.reason }, () =>
+        accountReport(c.env.DB, actor.installationId, accountKey, body.reportId),
+      );
       return sanctionView(row);
     },
   )
