@@ -182,6 +182,16 @@ describe("leases", () => {
 });
 
 describe("intake", () => {
+  it("an Idempotency-Key in the form the platform gives its rules' and connectors' reports is refused (422), and writes nothing", async () => {
+    const { intakeKey, reviewKey } = await setup();
+    const refused = await api("/api/v1/reports", { key: intakeKey, body: reportBody("post-reserved"), headers: { "idempotency-key": "rule:rsv_1:r1:evt-1001" } });
+    expect(refused.status).toBe(422);
+    expect(refused.body.error.code).toBe("report.idempotency_key_reserved");
+    // A connector's form is not even a well-formed key for a client.
+    expect((await api("/api/v1/reports", { key: intakeKey, body: reportBody("post-reserved"), headers: { "idempotency-key": "#connector:ep_1:42" } })).status).toBe(400);
+    expect((await api("/api/v1/reports?subjectId=post-reserved", { key: reviewKey })).body.items).toEqual([]);
+  });
+
   it("the same Idempotency-Key gives one report; a different body with it is a 409", async () => {
     const { intakeKey, reviewKey } = await setup();
     const first = await api("/api/v1/reports", { key: intakeKey, body: reportBody("post-6"), headers: { "idempotency-key": "product-report-77" } });

@@ -310,6 +310,19 @@ describe("rules", () => {
     expect(sent.rejected).toBe(2);
   });
 
+  it("reject an event whose data nests too deep on its own, and evaluate the rest of the batch, with sampling on", async () => {
+    const { apiKey } = await newInstallation("rules-deep");
+    expect((await api("/api/v1/event-settings", { key: apiKey, method: "PUT", body: { sampleRate: 1 } })).status).toBe(200);
+    await deployRules(apiKey, [{ id: "any", when: "event.type == 'post.created'", outcome: { label: { entity: "account", value: "poster" } } }]);
+    const at = new Date().toISOString();
+    const fine = { id: "ok", type: "post.created", occurredAt: at, entities: { account: "acct-x" }, data: { a: [[[{ b: 1 }]]] } };
+    // 6,000 arrays deep: about 12 KB of JSON, deep enough to exhaust a recursive reader's stack.
+    const deep = `{"id":"deep","type":"post.created","occurredAt":"${at}","entities":{"account":"acct-x"},"data":{"a":${"[".repeat(6000)}${"]".repeat(6000)}}}`;
+    const response = await api("/api/v1/events", { key: apiKey, body: `{"events":[${JSON.stringify(fine)},${deep}]}` });
+    expect(response.status, JSON.stringify(response.body)).toBe(202);
+    expect(response.body.results.map((r: { status: string; error?: { code: string } }) => r.error?.code ?? r.status)).toEqual(["evaluated", "event.data_invalid"]);
+  });
+
   it("need the events:write scope to send events", async () => {
     const { apiKey } = await newInstallation("rules-scope");
     const key = await api("/api/v1/api-keys", { key: apiKey, body: { name: "admin only", scopes: ["admin"] } });

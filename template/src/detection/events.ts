@@ -72,7 +72,23 @@ function checkEvent(raw: unknown, now: number): ProductEvent | EventResult {
     }
   }
   if (event.data !== undefined && (typeof event.data !== "object" || event.data === null || Array.isArray(event.data))) return rejected(event.id, "event.data_invalid", "data is an object.");
+  if (event.data !== undefined && nestedDeeperThan(event.data, MAX_DATA_DEPTH)) return rejected(event.id, "event.data_invalid", `data nests at most ${MAX_DATA_DEPTH} objects or arrays deep.`);
   return { id: event.id, type: event.type, occurredAt: new Date(at).toISOString(), entities, data: (event.data ?? {}) as JsonObject, at };
+}
+
+/** How deep an event's data may nest: far past what a product's event needs, far short of a depth at which a recursive reader (serializing a sample, evaluating a rule, a backtest reading it back) runs out of stack. */
+const MAX_DATA_DEPTH = 32;
+
+/** Whether `value` nests objects or arrays more than `limit` deep (walked without recursion). */
+function nestedDeeperThan(value: unknown, limit: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop()!;
+    if (typeof item !== "object" || item === null) continue;
+    if (depth > limit) return true;
+    for (const child of Array.isArray(item) ? item : Object.values(item)) if (typeof child === "object" && child !== null) stack.push([child, depth + 1]);
+  }
+  return false;
 }
 
 export interface CounterPlan {

@@ -92,6 +92,14 @@ function assertSnapshotBounded(snapshot: unknown): void {
 }
 
 /**
+ * Idempotency-Key prefixes the platform gives the reports it opens itself: a detection rule's
+ * (`rule:<version>:<rule>:<event>`) and a connector's (`#connector:<id>:<remote report>`). A client's
+ * report under such a key would stand in for the platform's own (its hit or its remote report
+ * answered as a replay), so `POST /reports` refuses them.
+ */
+export const RESERVED_REPORT_KEY_PREFIXES = ["rule:", "#connector:"] as const;
+
+/**
  * Records a report. A repeat with the same Idempotency-Key returns the first report (and finishes
  * any trigger run whose dispatch had failed); the same key with another body is a 409.
  */
