@@ -505,7 +505,7 @@ describe("the case archive", () => {
     expect(await rowsOf(ids)).toEqual(NONE);
   });
 
-  it("erasure after archiving: the period's keys destroyed, nothing of the archived report opens, and the chain verifies", async () => {
+  it("erasure after archiving: the period's keys destroyed, nothing of the archived report opens, brought back nothing of it is found, and the chain verifies", async () => {
     const inst = await setup(0);
     const ids = await reviewedReport(inst, "post-erased");
     const later = await twoDaysOn(inst.id);
@@ -524,6 +524,18 @@ describe("the case archive", () => {
     expect(report.status).toBe(200);
     expect(report.body).toMatchObject({ description: null, evidence: [], subject: { snapshot: null } });
     expect(JSON.stringify(report.body)).not.toContain(SECRET);
+
+    // Brought back to D1, the report is what an erasure leaves: no person, no word of it finds it.
+    expect((await api(`/api/v1/cases/${ids.caseId}`, { key: inst.apiKey })).status).toBe(200);
+    const row = await env.DB.prepare("SELECT personal_data_erased_at AS erasedAt, reporter_key AS reporterKey, search_terms AS terms FROM reports WHERE id = ?1").bind(ids.reportId).first();
+    expect(row).toMatchObject({ erasedAt: expect.any(String), reporterKey: null, terms: null });
+    expect((await rowsOf(ids)).searchTerms).toBe(0);
+    const word = SECRET.split(/[^\p{L}\p{N}]+/u).find((w) => w.length > 3)!;
+    for (const q of ["person@example.org", "person-1", word]) {
+      const found = await api(`/api/v1/search?type=report&q=${encodeURIComponent(q)}`, { key: inst.apiKey });
+      expect(found.status, q).toBe(200);
+      expect(found.body.items, q).toEqual([]);
+    }
     const verify = await api("/api/v1/audit/verify?mode=full", { key: inst.apiKey });
     expect(verify.status).toBe(200);
     expect(verify.body).toMatchObject({ ok: true });

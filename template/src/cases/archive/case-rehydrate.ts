@@ -48,6 +48,37 @@ function insertStatements(db: D1Database, table: TableName, rows: Row[]): D1Prep
 }
 
 /**
+ * The archived rows of reports and appeals whose data key was destroyed while the case was in R2
+ * (retention's key sweep: their personal data no longer opens), made what an erasure leaves: erased
+ * at the key's destruction, without the keyed hashes that find a person (reporter, subject owner,
+ * appellant) or a description's words, and without their search terms. Without this, a case
+ * brought back would make reports whose data is gone findable again by the people and words in them.
+ */
+async function withDestroyedKeysErased(db: D1Database, installationId: string, tables: Record<string, Row[] | undefined>): Promise<void> {
+  const sealed = [...(tables.reports ?? []), ...(tables.appeals ?? [])].filter((row) => row.personal_data_erased_at == null);
+  const keyIds = [...new Set(sealed.map((row) => String(row.data_key_id)))];
+  if (keyIds.length === 0) return;
+  const { results } = await db
+    .prepare(`SELECT id, destroyed_at AS destroyedAt FROM data_keys WHERE installation_id = ?1 AND id IN (SELECT value FROM json_each(?2)) AND destroyed_at IS NOT NULL`)
+    .bind(installationId, JSON.stringify(keyIds))
+    .all<{ id: string; destroyedAt: string }>();
+  const destroyedAt = new Map(results.map((key) => [key.id, key.destroyedAt]));
+  if (destroyedAt.size === 0) return;
+  const erasedReports = new Set<unknown>();
+  for (const row of tables.reports ?? []) {
+    const at = row.personal_data_erased_at == null ? destroyedAt.get(String(row.data_key_id)) : undefined;
+    if (at === undefined) continue;
+    Object.assign(row, { personal_data_erased_at: at, reporter_key: null, subject_owner_key: null, search_terms: null, person_keys_version: row.person_keys_version ?? 0 });
+    erasedReports.add(row.id);
+  }
+  for (const row of tables.appeals ?? []) {
+    const at = row.personal_data_erased_at == null ? destroyedAt.get(String(row.data_key_id)) : undefined;
+    if (at !== undefined) Object.assign(row, { personal_data_erased_at: at, appellant_key: null, person_keys_version: row.person_keys_version ?? 0 });
+  }
+  if (tables.search_terms) tables.search_terms = tables.search_terms.filter((term) => !erasedReports.has(term.record_id));
+}
+
+/**
  * Puts an archived case's rows back in D1 exactly as they were archived (one batch), drops its
  * subject key and counts it out of the totals. The object stays: the sweep archives the case again
  * once the window has passed (the same rows give the same bytes, so R2 is not rewritten). Answers
@@ -61,6 +92,7 @@ export async function rehydrateCase(env: Env, installationId: string, caseId: st
   if (!caseRow) return false;
   const subject = subjectKey(installationId, String(caseRow.subject_kind), String(caseRow.subject_id));
   const bytes = byteLength(canonicalJson(object));
+  await withDestroyedKeysErased(db, installationId, object.tables);
   // A case archived before reports listed their search terms: the lists, from the term rows it holds.
   listTermsOnReports(object.tables.reports, object.tables.search_terms);
   const statements = TABLES.flatMap((t) => insertStatements(db, t.name, object.tables[t.name]));
