@@ -29,6 +29,47 @@ const deliveries = async (installationId: string, eventType: string) =>
   (await env.DB.prepare(`SELECT COUNT(*) AS n FROM webhook_deliveries WHERE installation_id = ?1 AND event_type = ?2`).bind(installationId, eventType).first<{ n: number }>())?.n ?? 0;
 
 describe("account notices", () => {
+  it("an appeal that overturns the decision a sanction's own action recorded walks the sanction back, and the product is told why", async () => {
+    const { id: installationId, apiKey } = await newInstallation("account-notices-own");
+    const applied = "/ok/notices-own-decision";
+    const actionEndpoint = await endpoint(apiKey, applied);
+    expect((await api("/api/v1/action-types", { key: apiKey, body: { key: "suspend_user", name: "Suspend", endpointId: actionEndpoint } })).status).toBe(201);
+    const policy = await api("/api/v1/strike-policy", {
+      key: apiKey,
+      method: "PUT",
+      body: { categories: { scams_and_fraud: { points: 2 } }, expiryDays: 90, authorityMode: "autonomous", ladder: [{ points: 2, actionType: "suspend_user" }] },
+    });
+    expect(policy.status, JSON.stringify(policy.body)).toBe(200);
+
+    const owner = `owner-${crypto.randomUUID()}`;
+    const content = await reportAndDecide(apiKey, owner, "post-own");
+    const suspension = (await api(`/api/v1/accounts/${owner}`, { key: apiKey })).body.sanctions.items[0];
+    expect(suspension).toMatchObject({ kind: "suspension", state: "started" });
+    // Applied, the suspension is a decision of its own (its statement of reasons): that is what the account holder appeals.
+    const own = await until(async () => (await api(`/api/v1/decisions?reportId=${content.reportId}`, { key: apiKey })).body.items?.find((d: any) => d.outcome === "account_suspended"), "the suspension's decision");
+    const appeal = await api("/api/v1/appeals", { key: apiKey, body: { decisionId: own.id, reason: "My account was not the spammer." } });
+    expect(appeal.status, JSON.stringify(appeal.body)).toBe(201);
+    const resolved = await api(`/api/v1/appeals/${appeal.body.appeal?.id ?? appeal.body.id}/resolve`, { key: await personKey(apiKey), body: { outcome: "overturned" } });
+    expect(resolved.status, JSON.stringify(resolved.body)).toBe(200);
+
+    const view = (await api(`/api/v1/accounts/${owner}`, { key: apiKey })).body;
+    expect(view.sanctions.items.find((s: any) => s.id === suspension.id).state).toBe("reversed");
+    expect(view.restrictions).toEqual([]);
+    // The content decision stands, and with it its strike.
+    expect(view.strikes.points).toBe(2);
+    const audited = await env.DB.prepare(`SELECT json_extract(details_json, '$.reason') AS reason FROM audit_events WHERE installation_id = ?1 AND action = 'account.sanction_reversed' AND target_id = ?2`)
+      .bind(installationId, suspension.id)
+      .first<{ reason: string }>();
+    expect(audited).toEqual({ reason: "decision_overturned" });
+
+    await sweepAccountNotices(env, new Date());
+    const [notice] = await until(async () => {
+      const log = (await receiverLog(applied)).filter((entry) => entry.type === "account.sanction_reversed" && entry.data.sanctionId === suspension.id);
+      return log.length > 0 ? log : null;
+    }, "the reversal notice");
+    expect(notice!.data).toMatchObject({ kind: "suspension", actionType: "suspend_user", reason: "decision_overturned" });
+  });
+
   it("tells the product when an appeal walks a sanction back and when a strike expires, once each", async () => {
     const { id: installationId, apiKey } = await newInstallation("account-notices");
     const applied = "/ok/notices-applied";

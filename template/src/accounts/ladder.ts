@@ -147,6 +147,39 @@ export async function settleAccount(env: Env, installationId: string, accountKey
   return { created, reversed, refused };
 }
 
+/**
+ * Walks back the sanctions an overturned decision stands for: a sanction whose own run recorded
+ * that decision (the account action's statement of reasons, a manual sanction's or a rung's) is
+ * reversed with it, audited, and the notice sweep tells the product (`account.sanction_reversed`,
+ * reason `decision_overturned`), as for a rung walked back. A reversed warning no longer counts as
+ * the prior warning an Art. 23(1) suspension needs (priorWarning takes started ones only).
+ * Call it once the appeal's batch recorded the reversal. Answers the sanctions reversed.
+ */
+export async function reverseDecisionSanctions(env: Env, installationId: string, decisionId: string | null, now = new Date()): Promise<string[]> {
+  if (!decisionId) return [];
+  const { results } = await env.DB.prepare(`SELECT s.id, s.kind, s.threshold, s.action_type_key AS actionType FROM account_sanctions s
+      WHERE s.run_id = (SELECT d.run_id FROM decisions d WHERE d.installation_id = ?1 AND d.id = ?2
+          AND EXISTS (SELECT 1 FROM decision_reversals v WHERE v.installation_id = ?1 AND v.decision_id = d.id))
+        AND s.installation_id = ?1 AND s.state <> 'reversed'`)
+    .bind(installationId, decisionId)
+    .all<{ id: string; kind: string; threshold: number | null; actionType: string }>();
+  if (results.length === 0) return [];
+  const at = now.toISOString();
+  await env.DB.batch(
+    results.flatMap((sanction) => [
+      env.DB.prepare(`UPDATE account_sanctions SET state = 'reversed', updated_at = ?3 WHERE installation_id = ?1 AND id = ?2 AND state <> 'reversed'`).bind(installationId, sanction.id, at),
+      sanctionAudit(env.DB, installationId, sanction.id, "account.sanction_reversed", { kind: sanction.kind, threshold: sanction.threshold, actionType: sanction.actionType, reason: "decision_overturned", decisionId }, at),
+    ]),
+  );
+  return results.map((sanction) => sanction.id);
+}
+
+/** After an appeal overturned `decisionId`: the sanctions it stands for walked back, then its account's ladder settled against the reversed strike. */
+export async function settleOverturnedDecision(env: Env, installationId: string, decisionId: string | null): Promise<void> {
+  await reverseDecisionSanctions(env, installationId, decisionId);
+  await settleDecisionAccount(env, undefined, installationId, decisionId);
+}
+
 /** Settles the account a decision's strike belongs to (nothing when the decision gave no strike). */
 export async function settleDecisionAccount(env: Env, ctx: ExecutionContext | undefined, installationId: string, decisionId: string | null): Promise<void> {
   if (!decisionId) return;

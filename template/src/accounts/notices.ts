@@ -27,6 +27,7 @@ interface ReversedRow {
   reportId: string | null;
   subjectKind: string | null;
   subjectId: string | null;
+  overturned: number;
   createdAt: string;
   reversedAt: string;
   /** The action type's endpoint ({ id, url }) when enabled. */
@@ -73,6 +74,8 @@ export async function sweepAccountNotices(env: Env, now: Date): Promise<Record<s
   const [reversed, expired] = await env.DB.batch<Record<string, unknown>>([
     env.DB.prepare(`SELECT s.id, s.installation_id AS installationId, s.kind, s.action_type_key AS actionType, s.threshold, s.source, s.run_id AS runId, s.report_id AS reportId,
         r.subject_kind AS subjectKind, r.subject_id AS subjectId, s.created_at AS createdAt, s.updated_at AS reversedAt,
+        EXISTS (SELECT 1 FROM decisions d JOIN decision_reversals v ON v.decision_id = d.id AND v.installation_id = d.installation_id
+          WHERE d.installation_id = s.installation_id AND d.run_id = s.run_id) AS overturned,
         (SELECT json_object('id', e.id, 'url', e.url) FROM action_types t JOIN webhook_endpoints e ON e.id = t.endpoint_id AND e.installation_id = t.installation_id
           WHERE t.installation_id = s.installation_id AND t.key = s.action_type_key AND e.state = 'enabled') AS endpointJson
       FROM account_sanctions s LEFT JOIN reports r ON r.id = s.report_id AND r.installation_id = s.installation_id
@@ -95,7 +98,8 @@ export async function sweepAccountNotices(env: Env, now: Date): Promise<Record<s
       actionType: row.actionType,
       source: row.source,
       threshold: row.threshold,
-      reason: "strike_reversed",
+      // Its own decision overturned on appeal, or the strikes that reached its rung reversed.
+      reason: row.overturned === 1 ? "decision_overturned" : "strike_reversed",
       reportId: row.reportId,
       subject: subject(row),
       sanctionedAt: row.createdAt,

@@ -9,7 +9,7 @@ import { newId, sha256Hex } from "../../lib/crypto";
 import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
 import { restrictsAnything } from "../../lib/dsa-vocabulary";
 import { readRedressSettings, sendComplaintOutcome } from "../../enforcement";
-import { settleDecisionAccount, strikeReversalStatement } from "../../accounts";
+import { settleOverturnedDecision, strikeReversalStatement } from "../../accounts";
 import { assertWithinComplaintPeriod, decisionReversalStatements, proposedOutcomeStatements, resolvesByAutomation } from "./complaints";
 import { openPersonalDataOr, sealPersonalData } from "../reports/report-crypto";
 import { APPEAL_OUTCOMES, type APPELLANT_ROLES } from "../taxonomy";
@@ -242,7 +242,7 @@ export async function resolveAppeal(env: Env, actor: Actor, appealId: string, in
   ]);
   if ((update!.meta.changes ?? 0) === 0) throw conflict("appeal.already_decided", "The appeal was decided concurrently.");
   await sendComplaintOutcome(env, actor.installationId, appealId);
-  if (input.outcome === "overturned") await settleDecisionAccount(env, undefined, actor.installationId, row.decisionId);
+  if (input.outcome === "overturned") await settleOverturnedDecision(env, actor.installationId, row.decisionId);
   return summary((await getAppealRow(env.DB, actor.installationId, appealId))!);
 }
 
@@ -289,6 +289,6 @@ export async function confirmAppeal(env: Env, actor: Actor, appealId: string) {
   ]);
   if ((update!.meta.changes ?? 0) === 0) throw conflict("appeal.already_decided", "The appeal was decided concurrently.");
   await sendComplaintOutcome(env, actor.installationId, appealId);
-  if (row.proposedOutcome === "overturned") await settleDecisionAccount(env, undefined, actor.installationId, row.decisionId);
+  if (row.proposedOutcome === "overturned") await settleOverturnedDecision(env, actor.installationId, row.decisionId);
   return summary((await getAppealRow(env.DB, actor.installationId, appealId))!);
 }

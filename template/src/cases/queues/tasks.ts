@@ -7,7 +7,7 @@ import { AppError, conflict, notFound } from "../../errors";
 import { decodeCursor, encodeCursor } from "../../lib/cursor";
 import { newId } from "../../lib/crypto";
 import { completeHandoffStatements, sendComplaintOutcome } from "../../enforcement";
-import { settleDecisionAccount, strikeReversalStatement } from "../../accounts";
+import { settleOverturnedDecision, strikeReversalStatement } from "../../accounts";
 import { firstEventOfWaitUnsafe, runEventStatement, signalRunEvent, waitOfStepJsonSql } from "../../workflows";
 import { appealDecisionId, decisionReversalStatements, proposedOutcomeStatements } from "../appeals/complaints";
 import { assertAutomatedComplaints } from "../appeals/appeals";
@@ -321,7 +321,7 @@ export async function completeTask(env: Env, actor: Actor, taskId: string, input
   // DSA Art. 20(5): the appellant is told the outcome (the schedule retries if this is lost).
   if (outcome && row.appealId && person) {
     await sendComplaintOutcome(env, actor.installationId, row.appealId);
-    if (outcome === "overturned") await settleDecisionAccount(env, undefined, actor.installationId, await appealDecisionId(env.DB, actor.installationId, row.appealId));
+    if (outcome === "overturned") await settleOverturnedDecision(env, actor.installationId, await appealDecisionId(env.DB, actor.installationId, row.appealId));
   }
   return presentTask(env, actor, completed);
 }
