@@ -3,7 +3,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { sweepExpiredLabels, sweepOldSamples } from "../src/detection";
-import { api, newInstallation, until } from "./helpers";
+import { api, newInstallation, publish, startEndGraph, until } from "./helpers";
 
 const VELOCITY = "count('post.created', entity.account, '10m') > 20";
 
@@ -91,6 +91,18 @@ describe("report and run outcomes", () => {
     expect(personal.map((d) => d.path)).toEqual(["$.rules[0].outcome.report.entity", "$.rules[1].outcome.run.entity"]);
     expect(personal[0]!.message).toContain("report-ip");
     expect(details.some((d) => d.path.startsWith("$.rules[2]"))).toBe(false);
+  });
+
+  it("start a run no higher than the workflow's own triggers have earned: an autonomous rule set runs a version its trigger runs in shadow, in shadow", async () => {
+    const { apiKey } = await newInstallation("rules-run-ceiling");
+    const version = await publish(apiKey, startEndGraph);
+    const trigger = await api("/api/v1/triggers", { key: apiKey, body: { event: "report.created", when: "false", workflowVersionId: version.id, authorityMode: "shadow" } });
+    expect(trigger.status, JSON.stringify(trigger.body)).toBe(201);
+    await deployRules(apiKey, [{ id: "escalate", when: "event.type == 'account.flagged'", outcome: { run: { workflowVersionId: version.id, entity: "account" } } }]);
+    const sent = await send(apiKey, [{ id: "f-ceiling", type: "account.flagged", occurredAt: new Date().toISOString(), entities: { account: "acct-c" } }]);
+    expect(sent.results[0]!.hits).toMatchObject([{ ruleId: "escalate", applied: true, authorityMode: "autonomous" }]);
+    const run = await env.DB.prepare("SELECT authority_mode AS mode FROM workflow_runs WHERE workflow_version_id = ?1").bind(version.id).first<{ mode: string }>();
+    expect(run).toEqual({ mode: "shadow" });
   });
 
   it("report an account as its own owner, so strikes accrue to it", async () => {

@@ -10,7 +10,7 @@
 import type { Actor } from "../auth";
 import { intakeReport } from "../cases/reports/reports";
 import { AppError, errorCode } from "../errors";
-import { createRun, type JsonValue } from "../workflows";
+import { createRun, type JsonValue, modeUnderTriggers } from "../workflows";
 import type { ProductEvent } from "./events";
 import { enqueueWritten, labelChangeDeliveries, labelEndpoints } from "./label-webhooks";
 import { labelSubject, ruleLabelStatement } from "./labels";
@@ -144,9 +144,11 @@ export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, i
         } else if ("run" in outcome) {
           const value = entityOf(outcome.run.entity);
           if (outcome.run.entity !== undefined && !Object.hasOwn(OUTCOME_ENTITY_KINDS, outcome.run.entity)) throw new AppError("rule_set.entity_personal", "A run outcome passes only account or content entities.", { status: 422 });
+          // The rule set's mode, never above what the workflow's own triggers have earned.
+          const mode = await modeUnderTriggers(env.DB, actor.installationId, outcome.run.workflowVersionId, version.authorityMode);
           const { run } = await createRun(env, ctx, ruleActor, {
             workflowVersionId: outcome.run.workflowVersionId,
-            authorityMode: version.authorityMode,
+            authorityMode: mode,
             input: {
               event: { id: event.id, type: event.type, occurredAt: event.occurredAt },
               rule: { ruleSetId: version.ruleSetId, versionId: version.versionId, ruleId: rule.id },

@@ -14,7 +14,7 @@ export { categoryLiteralProblems } from "./category-literals";
 export { compileExpression, evaluateInputMapping, evaluateWorkflowExpression, expressionDialect, type ExpressionContext, type ExpressionDialect } from "./expressions";
 export { DEFAULT_EXPRESSION_SEMANTICS, EXPRESSION_SEMANTICS, type ExpressionSemantics, semanticsOf } from "./expression-semantics";
 export { redispatchPendingRuns } from "./run-dispatch";
-export { createRun, signalRunEvent, versionJsonSql, type CreateRunInput, type ReadVersion } from "./runs";
+export { createRun, modeUnderTriggers, signalRunEvent, versionJsonSql, type CreateRunInput, type ReadVersion } from "./runs";
 export { sweepExpiredWaits, sweepStalledRuns } from "./sweeps";
 export { isRunArchiveKeyOf, queueRunArchive, runArchiveKey, runArchiveTextHolds, sweepRunArchive } from "./run-archive";
 export { signalRun } from "./instances";

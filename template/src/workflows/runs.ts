@@ -49,11 +49,7 @@ export async function assertManualRunAllowed(db: D1Database, actor: Actor, input
       details: [{ path: "$headers.idempotency-key", code: "reserved" }],
     });
   }
-  const row = await db
-    .prepare(`SELECT MAX(CASE authority_mode WHEN 'off' THEN 0 WHEN 'shadow' THEN 1 WHEN 'assisted' THEN 2 ELSE 3 END) AS highest FROM triggers WHERE installation_id = ?1 AND workflow_version_id = ?2`)
-    .bind(actor.installationId, input.workflowVersionId)
-    .first<{ highest: number | null }>();
-  const highest = row?.highest ?? null;
+  const highest = await triggerCeiling(db, actor.installationId, input.workflowVersionId);
   const asked = MODE_ORDER.indexOf(input.authorityMode as (typeof MODE_ORDER)[number]);
   if (highest !== null && asked > highest) {
     throw new AppError(
@@ -62,6 +58,26 @@ export async function assertManualRunAllowed(db: D1Database, actor: Actor, input
       { status: 403, details: [{ path: "$.authorityMode", code: "authority_above_trigger", highest: MODE_ORDER[highest] }] },
     );
   }
+}
+
+/** The highest mode a trigger runs the version in (as an index of MODE_ORDER), or null when no trigger runs it: no run the platform starts for anyone else goes above it. */
+async function triggerCeiling(db: D1Database, installationId: string, workflowVersionId: string): Promise<number | null> {
+  const row = await db
+    .prepare(`SELECT MAX(CASE authority_mode WHEN 'off' THEN 0 WHEN 'shadow' THEN 1 WHEN 'assisted' THEN 2 ELSE 3 END) AS highest FROM triggers WHERE installation_id = ?1 AND workflow_version_id = ?2`)
+    .bind(installationId, workflowVersionId)
+    .first<{ highest: number | null }>();
+  return row?.highest ?? null;
+}
+
+/**
+ * `mode`, lowered to the highest mode a trigger runs the version in, if a trigger runs it: the
+ * mode a detection rule's run takes (a rule set's autonomy is measured on its own hits, not on the
+ * workflow's, whose promotion gate stands where it stands, whoever starts the run).
+ */
+export async function modeUnderTriggers(db: D1Database, installationId: string, workflowVersionId: string, mode: WorkflowAuthorityMode): Promise<WorkflowAuthorityMode> {
+  const highest = await triggerCeiling(db, installationId, workflowVersionId);
+  const asked = MODE_ORDER.indexOf(mode);
+  return highest !== null && asked > highest ? MODE_ORDER[highest]! : mode;
 }
 
 /**
