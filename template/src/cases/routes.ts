@@ -9,7 +9,8 @@ import { getQaSettings, listQaSettings, setQaSettings } from "./qa/qa";
 import { reviewerFigures } from "./qa/qa-figures";
 import { createQueue, getQueueRow, listQueues, queueStats } from "./queues/queues";
 import { rotateDataKey } from "./reports/report-crypto";
-import { intakeReport, readReport, RESERVED_REPORT_KEY_PREFIXES, revealReporter, reportSummary } from "./reports/reports";
+import { intakeReport, readReport, revealReporter, reportSummary } from "./reports/reports";
+import { clientReportKey } from "./reports/report-input";
 import { normalizeCategory } from "./taxonomy";
 import { reportTimeline } from "./reports/timeline";
 import { hotOrArchived } from "./archive/case-rehydrate";
@@ -61,15 +62,7 @@ export const caseRoutes = routes()
       rateLimit: "INTAKE_RATE_LIMIT",
     },
     async (c, { body }) => {
-      const key = idempotencyKey(c.req.header("idempotency-key"));
-      const reserved = RESERVED_REPORT_KEY_PREFIXES.find((prefix) => key?.startsWith(prefix));
-      if (reserved) {
-        throw new AppError("report.idempotency_key_reserved", `Idempotency-Key may not start with "${reserved}": the platform names the reports its rules and connectors open so. Use a key of your own.`, {
-          status: 422,
-          details: [{ path: "$headers.idempotency-key", code: "reserved" }],
-        });
-      }
-      const result = await intakeReport(c.env, c.executionCtx as ExecutionContext, c.get("actor"), body, key);
+      const result = await intakeReport(c.env, c.executionCtx as ExecutionContext, c.get("actor"), body, clientReportKey(idempotencyKey(c.req.header("idempotency-key"))));
       if (result.replayed) c.header("Idempotent-Replayed", "true");
       return withStatus({ ...result.report, runs: result.runs }, result.replayed ? 200 : 201);
     },

@@ -10,7 +10,7 @@
 import type { Actor } from "../auth";
 import { intakeReport } from "../cases/reports/reports";
 import { AppError, errorCode } from "../errors";
-import { createRun, type JsonValue, modeUnderTriggers } from "../workflows";
+import { createRun, type JsonValue, modeUnderTriggers, type WorkflowAuthorityMode } from "../workflows";
 import type { ProductEvent } from "./events";
 import { enqueueWritten, labelChangeDeliveries, labelEndpoints } from "./label-webhooks";
 import { labelSubject, ruleLabelStatement } from "./labels";
@@ -51,6 +51,17 @@ export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, i
   const deliveries: Array<{ id: string; index: number }> = [];
   // One delivery per entity and value per request: later hits on it in the batch only refresh it.
   const announced = new Set<string>();
+  // The mode a run outcome starts its workflow in, read once per version and mode in this request.
+  const runModes = new Map<string, Promise<WorkflowAuthorityMode>>();
+  const runMode = (workflowVersionId: string, mode: WorkflowAuthorityMode) => {
+    const key = `${workflowVersionId}\u0000${mode}`;
+    let read = runModes.get(key);
+    if (!read) {
+      read = modeUnderTriggers(env.DB, actor.installationId, workflowVersionId, mode);
+      runModes.set(key, read);
+    }
+    return read;
+  };
   for (const hit of input.hits) {
     const { event, version, rule } = hit;
     const outcome = rule.outcome;
@@ -145,7 +156,7 @@ export async function applyHits(env: Env, ctx: ExecutionContext, actor: Actor, i
           const value = entityOf(outcome.run.entity);
           if (outcome.run.entity !== undefined && !Object.hasOwn(OUTCOME_ENTITY_KINDS, outcome.run.entity)) throw new AppError("rule_set.entity_personal", "A run outcome passes only account or content entities.", { status: 422 });
           // The rule set's mode, never above what the workflow's own triggers have earned.
-          const mode = await modeUnderTriggers(env.DB, actor.installationId, outcome.run.workflowVersionId, version.authorityMode);
+          const mode = await runMode(outcome.run.workflowVersionId, version.authorityMode);
           const { run } = await createRun(env, ctx, ruleActor, {
             workflowVersionId: outcome.run.workflowVersionId,
             authorityMode: mode,

@@ -2,7 +2,8 @@
 import { queueLimitOf } from "../auth";
 import { routes, withStatus } from "../http/route";
 import { encodeCursor, idempotencyKey } from "../http/validate";
-import { assertManualRunAllowed, createRun, getRunContent, getRunDetail, sendRunEvent, serializeRun } from "./runs";
+import { assertManualRunAllowed } from "./run-authority";
+import { createRun, getRunContent, getRunDetail, sendRunEvent, serializeRun } from "./runs";
 import { terminateRun } from "./run-end";
 import { repairRun } from "./repair";
 import { createRunOperation, getRunOperation } from "./run-operations";

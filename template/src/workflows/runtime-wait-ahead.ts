@@ -48,7 +48,10 @@ export function mergeFolds(folds: RunFolds, more: RunFolds): void {
 /** `compute(graph, head)` kept per graph (while it lives) and head in `cache`: what a walk past `head` reads depends on nothing else. */
 export function perGraphAndHead<T>(cache: WeakMap<ParsedWorkflowGraph, Map<string, T>>, graph: ParsedWorkflowGraph, head: WorkflowNodeV1, compute: () => T): T {
   let byHead = cache.get(graph);
-  if (!byHead) cache.set(graph, (byHead = new Map()));
+  if (!byHead) {
+    byHead = new Map();
+    cache.set(graph, byHead);
+  }
   if (!byHead.has(head.id)) byHead.set(head.id, compute());
   return byHead.get(head.id)!;
 }

@@ -7,15 +7,15 @@ import { newId, sha256HexSync } from "../../lib/crypto";
 import { PERSON_KEYS_VERSION, personKey } from "../../lib/person-keys";
 import { openPersonalDataOr, sealPersonalData } from "./report-crypto";
 import { ERASED_REPORT, getReportRow, reportRowByKeyStatement, reportSummary, type ReportEvidence, type ReportPersonalData, type ReportRow, type ReportSummaryRow } from "./reports-queries";
-import { normalizeCategory, POLICY_CATEGORIES, type PolicyCategory } from "../taxonomy";
+import type { PolicyCategory } from "../taxonomy";
 import { enabledTriggersJsonSql, enabledTriggersStatement, fireTriggers, triggerRowsOf, type TriggeredRun, type TriggerRow } from "../triggers/triggers";
 import { enqueueDeliveries, NOTICE_SOURCES, noticeReceiptStatements, subscribedEndpointIdsSql, subscribedEndpointsStatement, type EndpointRow } from "../../enforcement";
 import { assumedSender, noticeRecordStatement, noticeSender, plainSendersStatement, type NoticeSender } from "../notices/notifiers";
 import { hotOrArchived, rehydrateSubject } from "../archive/case-rehydrate";
 import { subjectKey } from "../archive/case-scope";
 import { reportTerms, reportTermsStatement, termsColumn } from "../search/search-terms";
-import { CONTEXT_LIST_LIMIT, CONTEXT_STRING_LIMIT, contextOverBounds } from "../../workflows";
 import { signalKeys, signalsStatement, type SignalInput } from "./signals";
+import { assertSnapshotBounded, reportCategory } from "./report-input";
 import { stablePlanSql } from "../../lib/stable-plan";
 
 export interface ReportInput {
@@ -34,17 +34,6 @@ export interface ReportInput {
 // re-exported here for workflows/execution-context.ts, which imports it from this module.
 export { reportSummary, type ReportPersonalData, type ReportSummary } from "./reports-queries";
 
-function category(input: string): PolicyCategory {
-  const normalized = normalizeCategory(input);
-  if (!normalized) {
-    throw new AppError("report.category_unknown", "Unknown category; use a DSA statement category (e.g. scams_and_fraud) or an ATProto reason type.", {
-      status: 422,
-      details: { allowed: POLICY_CATEGORIES },
-    });
-  }
-  return normalized;
-}
-
 /**
  * What intake last read of an installation's senders and receipt endpoints: whether it has no
  * trusted flagger and no open suspension (`plain`), and its message.send endpoints. While fresh,
@@ -62,50 +51,13 @@ interface Sender {
   condition?: { sql: string; binds: (string | null)[] };
 }
 
-/** The most a report's snapshot may hold, serialized (bytes of its canonical JSON). */
-export const MAX_SNAPSHOT_BYTES = 262_144;
-
-/**
- * Refuses a snapshot a workflow's expressions could not read whole: over MAX_SNAPSHOT_BYTES (413
- * `report.snapshot_too_large`), or with a string or list beyond what a bounded expression reads
- * (422 `report.snapshot_over_bounds`: strings ≤ 65,536 characters, lists and maps ≤ 1,000
- * entries). So a report padded past those bounds is refused at intake, and a content rule's
- * verdict never depends on whether its input was too large to evaluate.
- */
-function assertSnapshotBounded(snapshot: unknown): void {
-  if (snapshot === undefined || snapshot === null) return;
-  const bytes = new TextEncoder().encode(canonicalJson(snapshot)).byteLength;
-  if (bytes > MAX_SNAPSHOT_BYTES) {
-    throw new AppError("report.snapshot_too_large", `subject.snapshot is ${bytes} bytes as JSON; at most ${MAX_SNAPSHOT_BYTES} are accepted. Send the content itself, not padding or whole pages.`, {
-      status: 413,
-      details: [{ path: "$.subject.snapshot", code: "snapshot_too_large", limit: MAX_SNAPSHOT_BYTES }],
-    });
-  }
-  const over = contextOverBounds(snapshot);
-  if (over) {
-    const what = over.bound === "string_length" ? `a string longer than ${CONTEXT_STRING_LIMIT} characters` : `a list or map of more than ${CONTEXT_LIST_LIMIT} entries`;
-    throw new AppError("report.snapshot_over_bounds", `subject.snapshot holds ${what}, more than a workflow's rules can read; shorten it.`, {
-      status: 422,
-      details: [{ path: "$.subject.snapshot", code: over.bound, limit: over.limit }],
-    });
-  }
-}
-
-/**
- * Idempotency-Key prefixes the platform gives the reports it opens itself: a detection rule's
- * (`rule:<version>:<rule>:<event>`) and a connector's (`#connector:<id>:<remote report>`). A client's
- * report under such a key would stand in for the platform's own (its hit or its remote report
- * answered as a replay), so `POST /reports` refuses them.
- */
-export const RESERVED_REPORT_KEY_PREFIXES = ["rule:", "#connector:"] as const;
-
 /**
  * Records a report. A repeat with the same Idempotency-Key returns the first report (and finishes
  * any trigger run whose dispatch had failed); the same key with another body is a 409.
  */
 export async function intakeReport(env: Env, ctx: ExecutionContext, actor: Actor, input: ReportInput, idempotencyKey?: string): Promise<{ report: ReturnType<typeof reportSummary>; runs: TriggeredRun[]; replayed: boolean }> {
   assertSnapshotBounded(input.subject.snapshot);
-  const policyCategory = category(input.category);
+  const policyCategory = reportCategory(input.category);
   const requestDigest = `sha256:${sha256HexSync(canonicalJson(input))}`;
   const id = newId("rpt");
   const caseId = newId("case");
